@@ -1,0 +1,394 @@
+//! What an agent proposes to do, and the hash an approval binds to.
+//!
+//! The canonical form and hash are ctrlrun's (`ctrlrun.action/v1`), so a hash computed here can
+//! be checked by ctrlrun and the other way round. `action_id` is excluded from the canonical form:
+//! it names one proposal, while the hash names its content, and two proposals with the same
+//! content are the same thing to an approver.
+
+use serde_json::{Map, Value};
+
+use crate::canonical::{parse_json, sha256_prefixed, to_canonical_string, CanonicalError};
+
+pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
+}
+
+/// Who is acting: an agent, optionally on behalf of a human.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Principal {
+    pub agent: String,
+    pub user: Option<String>,
+}
+
+impl Principal {
+    pub fn new(agent: &str, user: Option<&str>) -> Result<Principal, ActionError> {
+        let principal = Principal {
+            agent: agent.to_owned(),
+            user: user.map(str::to_owned),
+        };
+        principal.validate()?;
+        Ok(principal)
+    }
+
+    /// An empty identity names nobody, so it cannot be attributed or granted anything.
+    pub fn validate(&self) -> Result<(), ActionError> {
+        if self.agent.is_empty() {
+            return Err(invalid("principal.agent must be a non-empty string"));
+        }
+        if self.user.as_deref() == Some("") {
+            return Err(invalid("principal.user must be a non-empty string or absent"));
+        }
+        Ok(())
+    }
+}
+
+/// A proposed agent action: what, with which arguments, by whom, on what, where.
+///
+/// The fields are public for reading and for serde; anything built or changed by hand is checked
+/// again by [`Action::canonical`], so an invalid action cannot be hashed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Action {
+    pub action_id: String,
+    pub name: String,
+    pub arguments: Map<String, Value>,
+    pub principal: Principal,
+    pub resource: Option<String>,
+    pub environment: String,
+}
+
+impl Action {
+    /// Validates and assigns a fresh `act_` id.
+    ///
+    /// The arguments are stored in their canonical reading (parsed back from the canonical
+    /// text), which is what the executor is given and what the hash covers; ctrlrun does the
+    /// same. A float anywhere is refused with its path (`arguments.items[3].price`).
+    pub fn new(
+        name: &str,
+        arguments: Value,
+        principal: Principal,
+        resource: Option<&str>,
+        environment: &str,
+    ) -> Result<Action, ActionError> {
+        let Value::Object(arguments) = arguments else {
+            return Err(invalid(&format!(
+                "action.arguments must be a JSON object, got {}",
+                kind_of(&arguments)
+            )));
+        };
+        let mut action = Action {
+            action_id: String::new(),
+            name: name.to_owned(),
+            arguments,
+            principal,
+            resource: resource.map(str::to_owned),
+            environment: environment.to_owned(),
+        };
+        action.validate()?;
+        let text = to_canonical_string(&Value::Object(action.arguments), "arguments")?;
+        let Value::Object(canonical_arguments) = parse_json(&text)? else {
+            return Err(invalid(
+                "action.arguments did not read back as an object from their canonical form",
+            ));
+        };
+        action.arguments = canonical_arguments;
+        action.action_id = new_id(IdKind::Action)?;
+        Ok(action)
+    }
+
+    /// The field rules of [`Action::new`], minus the arguments, which are checked by encoding them.
+    pub fn validate(&self) -> Result<(), ActionError> {
+        if self.name.is_empty() {
+            return Err(invalid("action.name must be a non-empty string"));
+        }
+        if self.environment.is_empty() {
+            return Err(invalid("action.environment must be a non-empty string"));
+        }
+        if self.resource.as_deref() == Some("") {
+            return Err(invalid("action.resource must be a non-empty string or absent"));
+        }
+        self.principal.validate()
+    }
+
+    /// The canonical six-key object `{arguments, environment, name, principal{agent,user},
+    /// resource, schema}`. Fails only for an action whose public fields were changed after
+    /// [`Action::new`] into something `new` would have refused.
+    pub fn canonical(&self) -> Result<String, ActionError> {
+        self.validate()?;
+        let mut principal = Map::new();
+        principal.insert("agent".into(), Value::String(self.principal.agent.clone()));
+        principal.insert("user".into(), optional_string(self.principal.user.as_deref()));
+        let mut object = Map::new();
+        object.insert("arguments".into(), Value::Object(self.arguments.clone()));
+        object.insert("environment".into(), Value::String(self.environment.clone()));
+        object.insert("name".into(), Value::String(self.name.clone()));
+        object.insert("principal".into(), Value::Object(principal));
+        object.insert("resource".into(), optional_string(self.resource.as_deref()));
+        object.insert("schema".into(), Value::String(ACTION_SCHEMA.into()));
+        // An empty root makes a float's path read `arguments.…`, as it does from `new`.
+        Ok(to_canonical_string(&Value::Object(object), "")?)
+    }
+
+    /// `"sha256:"` + hex of the SHA-256 of [`Action::canonical`]: what an approval binds to.
+    pub fn hash(&self) -> Result<String, ActionError> {
+        Ok(sha256_prefixed(self.canonical()?.as_bytes()))
+    }
+
+    /// The arguments as a JSON object, a fresh copy, so the executor cannot reach the action.
+    pub fn canonical_arguments(&self) -> Value {
+        Value::Object(self.arguments.clone())
+    }
+}
+
+/// The kinds of identifier Warden issues; the prefix says which kind a string is at a glance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdKind {
+    Action,
+    Approval,
+    Control,
+    Delegation,
+    Receipt,
+}
+
+impl IdKind {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            IdKind::Action => "act_",
+            IdKind::Approval => "apr_",
+            IdKind::Control => "ctr_",
+            IdKind::Delegation => "dlg_",
+            IdKind::Receipt => "rct_",
+        }
+    }
+}
+
+const ID_RANDOM_BYTES: usize = 16;
+
+/// The prefix for `kind` and 32 lowercase hex digits from the operating system's CSPRNG.
+///
+/// An approval id is a bearer of authority, so it must not be guessable; if the random source
+/// fails there is no safe fallback, and the caller is refused rather than given a weak id.
+pub fn new_id(kind: IdKind) -> Result<String, ActionError> {
+    let mut random = [0u8; ID_RANDOM_BYTES];
+    getrandom::fill(&mut random).map_err(|error| {
+        invalid(&format!(
+            "the operating system's random source failed ({error}); no {} id can be issued",
+            kind.prefix()
+        ))
+    })?;
+    Ok(format!("{}{}", kind.prefix(), hex::encode(random)))
+}
+
+/// Whether `text` has the shape [`new_id`] produces for `kind`.
+pub fn is_id(kind: IdKind, text: &str) -> bool {
+    text.strip_prefix(kind.prefix()).is_some_and(|digits| {
+        digits.len() == 2 * ID_RANDOM_BYTES
+            && digits
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+fn invalid(message: &str) -> ActionError {
+    ActionError::Invalid(message.to_owned())
+}
+
+fn optional_string(text: Option<&str>) -> Value {
+    text.map_or(Value::Null, |t| Value::String(t.to_owned()))
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn principal() -> Principal {
+        Principal::new("refund-agent", Some("ada")).unwrap()
+    }
+
+    fn refund(arguments: Value) -> Result<Action, ActionError> {
+        Action::new(
+            "stripe.refund",
+            arguments,
+            principal(),
+            Some("payment:txn_1"),
+            "production",
+        )
+    }
+
+    #[test]
+    fn float_in_arguments_is_refused_with_its_exact_path() {
+        let refused = refund(json!({"items": [{}, {}, {}, {"price": 19.99}]}));
+        assert_eq!(
+            refused,
+            Err(ActionError::Canonical(CanonicalError::Float {
+                path: "arguments.items[3].price".into()
+            }))
+        );
+        let message = refused.unwrap_err().to_string();
+        assert!(message.contains("arguments.items[3].price"), "{message}");
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_refused() {
+        for arguments in [json!([1]), json!("x"), json!(null), json!(1)] {
+            assert!(matches!(refund(arguments), Err(ActionError::Invalid(_))));
+        }
+    }
+
+    #[test]
+    fn empty_names_are_refused_everywhere_they_can_appear() {
+        let args = || json!({});
+        let p = principal;
+        assert!(Action::new("", args(), p(), None, "prod").is_err());
+        assert!(Action::new("a", args(), p(), None, "").is_err());
+        assert!(Action::new("a", args(), p(), Some(""), "prod").is_err());
+        assert!(Principal::new("", None).is_err());
+        assert!(Principal::new("agent", Some("")).is_err());
+        let nobody = Principal {
+            agent: String::new(),
+            user: None,
+        };
+        assert!(Action::new("a", args(), nobody, None, "prod").is_err());
+        assert!(Principal::new("agent", None).is_ok());
+    }
+
+    #[test]
+    fn canonical_form_is_the_six_key_object_with_the_schema_tag() {
+        let action = Action::new(
+            "email.send",
+            json!({}),
+            Principal::new("a", Some("bob")).unwrap(),
+            None,
+            "staging",
+        )
+        .unwrap();
+        assert_eq!(
+            action.canonical().unwrap(),
+            r#"{"arguments":{},"environment":"staging","name":"email.send","principal":{"agent":"a","user":"bob"},"resource":null,"schema":"ctrlrun.action/v1"}"#
+        );
+        // From ctrlrun 0.12.2's vectors (actions.json row 3).
+        assert_eq!(
+            action.hash().unwrap(),
+            "sha256:8b113a75ca3fee715ffc7c33d687b6805820678eecdf4287ac34610a13dcd097"
+        );
+    }
+
+    #[test]
+    fn the_hash_follows_content_and_ignores_the_action_id() {
+        let first = refund(json!({"amount": 200000, "payment_id": "txn_1"})).unwrap();
+        let second = refund(json!({"payment_id": "txn_1", "amount": 200000})).unwrap();
+        assert_ne!(first.action_id, second.action_id);
+        assert_eq!(first.hash().unwrap(), second.hash().unwrap());
+        let other = refund(json!({"amount": 200001, "payment_id": "txn_1"})).unwrap();
+        assert_ne!(first.hash().unwrap(), other.hash().unwrap());
+    }
+
+    #[test]
+    fn big_integers_in_arguments_survive_exactly() {
+        let value: Value = parse_json(r#"{"n":1180591620717411303424}"#).unwrap();
+        let action = refund(value).unwrap();
+        assert!(action
+            .canonical()
+            .unwrap()
+            .contains(r#"{"n":1180591620717411303424}"#));
+        assert_eq!(
+            action.canonical_arguments()["n"].to_string(),
+            "1180591620717411303424"
+        );
+    }
+
+    #[test]
+    fn arguments_are_kept_in_their_canonical_reading() {
+        let action = refund(parse_json(r#"{"n":-0}"#).unwrap()).unwrap();
+        assert_eq!(action.canonical_arguments(), json!({"n": 0}));
+    }
+
+    #[test]
+    fn an_action_changed_after_construction_cannot_be_hashed_if_new_would_refuse_it() {
+        let mut action = refund(json!({"amount": 1})).unwrap();
+        action.name.clear();
+        assert!(matches!(action.hash(), Err(ActionError::Invalid(_))));
+
+        let mut action = refund(json!({"amount": 1})).unwrap();
+        action.arguments.insert("price".into(), json!(0.5));
+        assert_eq!(
+            action.hash(),
+            Err(ActionError::Canonical(CanonicalError::Float {
+                path: "arguments.price".into()
+            }))
+        );
+    }
+
+    #[test]
+    fn a_reserved_serde_json_key_in_arguments_is_refused() {
+        let mut arguments = Map::new();
+        arguments.insert("$serde_json::private::Number".into(), json!("12"));
+        assert!(refund(Value::Object(arguments)).is_err());
+    }
+
+    #[test]
+    fn ids_have_their_prefix_and_32_lowercase_hex_digits() {
+        for (kind, prefix) in [
+            (IdKind::Action, "act_"),
+            (IdKind::Approval, "apr_"),
+            (IdKind::Control, "ctr_"),
+            (IdKind::Delegation, "dlg_"),
+            (IdKind::Receipt, "rct_"),
+        ] {
+            let id = new_id(kind).unwrap();
+            let digits = id.strip_prefix(prefix).unwrap();
+            assert_eq!(digits.len(), 32, "{id}");
+            assert!(digits.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+            assert!(is_id(kind, &id));
+        }
+    }
+
+    #[test]
+    fn two_ids_differ() {
+        assert_ne!(
+            new_id(IdKind::Approval).unwrap(),
+            new_id(IdKind::Approval).unwrap()
+        );
+        let action = refund(json!({})).unwrap();
+        assert!(is_id(IdKind::Action, &action.action_id));
+    }
+
+    #[test]
+    fn is_id_refuses_other_shapes() {
+        let good = "apr_0123456789abcdef0123456789abcdef";
+        assert!(is_id(IdKind::Approval, good));
+        assert!(!is_id(IdKind::Action, good));
+        assert!(!is_id(IdKind::Approval, &good.to_uppercase()));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789ABCDEF0123456789abcdef"));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcde"));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcdef0"));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcdeg"));
+        assert!(!is_id(IdKind::Approval, ""));
+    }
+
+    #[test]
+    fn actions_round_trip_through_serde_json() {
+        let action = refund(json!({"n": 1, "s": "x"})).unwrap();
+        let text = serde_json::to_string(&action).unwrap();
+        let back: Action = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, action);
+        assert_eq!(back.hash().unwrap(), action.hash().unwrap());
+    }
+}

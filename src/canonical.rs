@@ -1,0 +1,786 @@
+//! Canonical JSON: the bytes that action hashes, receipt hashes and policy hashes are taken over.
+//!
+//! The output is byte-identical to ctrlrun's `canonical_bytes`, i.e. Python's
+//! `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`, so a hash
+//! computed here and one computed by ctrlrun agree. Floats are refused at any depth: a binary
+//! float has no portable text form, and two hosts that printed `0.1` differently would disagree
+//! about a hash that approvals are bound to.
+//!
+//! Numbers are handled as text (serde_json's `arbitrary_precision`), so an integer of any size
+//! is printed exactly as it was written, the way Python's unbounded `int` does.
+
+use serde_json::{Map, Number, Value};
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CanonicalError {
+    #[error("float is not encodable at {path}: use integer minor units (amount=200000) or a decimal string (\"2000.00\")")]
+    Float { path: String },
+    #[error("invalid JSON: {message}")]
+    Parse { message: String },
+}
+
+/// Containers nested deeper than this are refused by [`parse_json`]. serde_json uses the same
+/// limit; it keeps every recursive walk over a parsed value far from the end of the stack.
+pub const MAX_PARSE_DEPTH: usize = 128;
+
+/// The encoder's own limit is looser than the parser's so that a parsed value can still be
+/// wrapped (arguments inside an action, a result inside a receipt) and encoded; it exists only so
+/// that a hand-built, absurdly deep value is refused instead of overflowing the stack.
+const MAX_ENCODE_DEPTH: usize = 512;
+
+/// Object keys that serde_json, with `arbitrary_precision` (or `raw_value`), reads back as a
+/// number (or raw value) instead of an object. A value holding one would not survive a
+/// serde_json round trip, and `{"amount": {"$serde_json::private::Number": "12"}}` would turn
+/// into `{"amount": 12}` after storage; Python sees an object. Refusing them at the door keeps
+/// every accepted value stable wherever it is stored.
+const RESERVED_KEYS: [&str; 2] = [
+    "$serde_json::private::Number",
+    "$serde_json::private::RawValue",
+];
+
+/// Parse JSON text the way Python's `json.loads` reads it, refusing what ctrlrun could not hash.
+///
+/// A strict RFC 8259 parser rather than `serde_json::from_str`: serde_json turns the reserved
+/// key above into a number, and its errors for the same inputs are worded differently. Duplicate
+/// keys resolve to the last value, as in Python. Refused, where Python would hand ctrlrun a value
+/// it then fails to encode: lone UTF-16 surrogates, `NaN` and `Infinity`. Error messages give a
+/// position, never a copy of the input.
+pub fn parse_json(text: &str) -> Result<Value, CanonicalError> {
+    let mut parser = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
+    parser.skip_whitespace();
+    let value = parser.value(0)?;
+    parser.skip_whitespace();
+    if parser.pos != parser.bytes.len() {
+        return Err(parser.error("extra data after the JSON value"));
+    }
+    Ok(value)
+}
+
+/// The canonical text of `value`. `root` names the top of the path in a [`CanonicalError::Float`]
+/// (`"arguments"` gives `arguments.items[3].price`); with an empty root, paths start at the first
+/// member name (`arguments.items[3].price` again, for a value that wraps `arguments`).
+pub fn to_canonical_string(value: &Value, root: &str) -> Result<String, CanonicalError> {
+    let mut out = String::new();
+    let mut path = String::from(root);
+    write_value(&mut out, value, &mut path, 0)?;
+    Ok(out)
+}
+
+/// [`to_canonical_string`] as UTF-8 bytes: what a digest is taken over.
+pub fn canonical_bytes(value: &Value, root: &str) -> Result<Vec<u8>, CanonicalError> {
+    to_canonical_string(value, root).map(String::into_bytes)
+}
+
+/// Whether Python would read this number as an `int`: its text has no fraction and no exponent.
+///
+/// `1.0` and `1e3` are floats there even though their values are whole, so they are floats here.
+pub fn is_integer(n: &Number) -> bool {
+    !n.as_str().contains(['.', 'e', 'E'])
+}
+
+/// `"sha256:"` followed by the 64 lowercase hex digits of the SHA-256 of `bytes`.
+pub fn sha256_prefixed(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// The path of the first float in `value`, visiting members in canonical (sorted) order, which is
+/// the float [`to_canonical_string`] would report.
+///
+/// Iterative, so that a value of any depth can be searched without exhausting the stack.
+pub fn find_float(value: &Value, root: &str) -> Option<String> {
+    let mut pending: Vec<(&Value, String)> = vec![(value, root.to_owned())];
+    while let Some((node, path)) = pending.pop() {
+        match node {
+            Value::Number(n) if !is_integer(n) => return Some(display_path(&path)),
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate().rev() {
+                    pending.push((item, format!("{path}[{index}]")));
+                }
+            }
+            Value::Object(members) => {
+                for (key, item) in sorted_members(members).into_iter().rev() {
+                    pending.push((item, member_path(&path, key)));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Members in code-point order of their keys. UTF-8 byte order is code-point order, so `str`
+/// comparison is Python's `sorted`. Sorted here rather than trusted from the map, because a
+/// dependency enabling serde_json's `preserve_order` would silently make the map insertion-ordered.
+fn sorted_members(members: &Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut entries: Vec<(&String, &Value)> = members.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    entries
+}
+
+fn member_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn display_path(path: &str) -> String {
+    if path.is_empty() {
+        "the top level".to_owned()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// The integer's text as Python prints the `int`: exactly its digits, with `-0` read as `0`.
+pub(crate) fn integer_text(n: &Number) -> Option<&str> {
+    if !is_integer(n) {
+        return None;
+    }
+    let text = n.as_str();
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.bytes().all(|b| b == b'0') {
+        Some("0")
+    } else {
+        Some(text)
+    }
+}
+
+fn write_value(
+    out: &mut String,
+    value: &Value,
+    path: &mut String,
+    depth: usize,
+) -> Result<(), CanonicalError> {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => match integer_text(n) {
+            Some(text) => out.push_str(text),
+            None => {
+                return Err(CanonicalError::Float {
+                    path: display_path(path),
+                })
+            }
+        },
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            let depth = enter(depth, path)?;
+            out.push('[');
+            let parent_len = path.len();
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                path.push_str(&format!("[{index}]"));
+                write_value(out, item, path, depth)?;
+                path.truncate(parent_len);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            let depth = enter(depth, path)?;
+            out.push('{');
+            let parent_len = path.len();
+            for (index, (key, item)) in sorted_members(members).into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                write_value(out, item, path, depth)?;
+                path.truncate(parent_len);
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+fn enter(depth: usize, path: &str) -> Result<usize, CanonicalError> {
+    let deeper = depth + 1;
+    if deeper > MAX_ENCODE_DEPTH {
+        return Err(CanonicalError::Parse {
+            message: format!(
+                "containers nest deeper than {MAX_ENCODE_DEPTH} levels at {}",
+                display_path(path)
+            ),
+        });
+    }
+    Ok(deeper)
+}
+
+/// Python's `ensure_ascii=False` string encoding: only `"`, `\` and C0 controls are escaped,
+/// the five with short forms by those forms and the rest as lowercase `\u00xx`; DEL, U+2028 and
+/// everything else non-ASCII are written raw.
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Python's positions: line and column from 1, and `char` as a code-point offset.
+    fn error(&self, what: &str) -> CanonicalError {
+        let before = self.text.get(..self.pos).unwrap_or(self.text);
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before.get(line_start..).map_or(0, |l| l.chars().count()) + 1;
+        let offset = before.chars().count();
+        CanonicalError::Parse {
+            message: format!("{what}: line {line} column {column} (char {offset})"),
+        }
+    }
+
+    fn skip_whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.pos += 1;
+        }
+    }
+
+    fn eat(&mut self, literal: &str) -> bool {
+        let matched = self
+            .bytes
+            .get(self.pos..self.pos + literal.len())
+            .is_some_and(|b| b == literal.as_bytes());
+        if matched {
+            self.pos += literal.len();
+        }
+        matched
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, CanonicalError> {
+        match self.peek() {
+            Some(b'{') => self.object(depth + 1),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'"') => self.string().map(Value::String),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b't') if self.eat("true") => Ok(Value::Bool(true)),
+            Some(b'f') if self.eat("false") => Ok(Value::Bool(false)),
+            Some(b'n') if self.eat("null") => Ok(Value::Null),
+            Some(b'N' | b'I') if self.rest_starts_with_non_finite() => Err(self.error(
+                "NaN and Infinity are floats, and floats have no canonical form",
+            )),
+            _ => Err(self.error("expecting value")),
+        }
+    }
+
+    fn rest_starts_with_non_finite(&self) -> bool {
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        rest.starts_with(b"NaN") || rest.starts_with(b"Infinity")
+    }
+
+    fn enter(&self, depth: usize) -> Result<(), CanonicalError> {
+        if depth > MAX_PARSE_DEPTH {
+            return Err(self.error(&format!(
+                "containers nest deeper than {MAX_PARSE_DEPTH} levels"
+            )));
+        }
+        Ok(())
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value, CanonicalError> {
+        self.enter(depth)?;
+        self.pos += 1;
+        let mut members = Map::new();
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Value::Object(members));
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.error("expecting property name enclosed in double quotes"));
+            }
+            let key_at = self.pos;
+            let key = self.string()?;
+            if RESERVED_KEYS.contains(&key.as_str()) {
+                self.pos = key_at;
+                return Err(self.error(
+                    "this object key is reserved by the JSON library and would not read back as \
+                     an object",
+                ));
+            }
+            self.skip_whitespace();
+            if self.peek() != Some(b':') {
+                return Err(self.error("expecting ':' delimiter"));
+            }
+            self.pos += 1;
+            self.skip_whitespace();
+            let item = self.value(depth)?;
+            // Python's dict keeps the last value given for a repeated key.
+            members.insert(key, item);
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_whitespace();
+                }
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Object(members));
+                }
+                _ => return Err(self.error("expecting ',' delimiter")),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Value, CanonicalError> {
+        self.enter(depth)?;
+        self.pos += 1;
+        let mut items = Vec::new();
+        self.skip_whitespace();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            items.push(self.value(depth)?);
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_whitespace();
+                }
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Value::Array(items));
+                }
+                _ => return Err(self.error("expecting ',' delimiter")),
+            }
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// JSON's number grammar exactly; the text is kept as written so that integers of any size
+    /// survive, and whether it is a float is decided by the encoder, with a path.
+    fn number(&mut self) -> Result<Value, CanonicalError> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+            if self.peek() == Some(b'I') && self.rest_starts_with_non_finite() {
+                return Err(self.error(
+                    "NaN and Infinity are floats, and floats have no canonical form",
+                ));
+            }
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.error("expecting value")),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return Err(self.error("expecting a digit after the decimal point"));
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return Err(self.error("expecting a digit in the exponent"));
+            }
+        }
+        let text = self
+            .text
+            .get(start..self.pos)
+            .ok_or_else(|| self.error("number is not valid UTF-8"))?;
+        text.parse::<Number>()
+            .map(Value::Number)
+            .map_err(|_| self.error("number is out of range"))
+    }
+
+    fn string(&mut self) -> Result<String, CanonicalError> {
+        self.pos += 1;
+        let mut out = String::new();
+        let mut chunk_start = self.pos;
+        loop {
+            match self.peek() {
+                None => return Err(self.error("unterminated string")),
+                Some(b'"') => {
+                    self.push_chunk(&mut out, chunk_start)?;
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.push_chunk(&mut out, chunk_start)?;
+                    self.pos += 1;
+                    self.escape(&mut out)?;
+                    chunk_start = self.pos;
+                }
+                Some(0x00..=0x1f) => return Err(self.error("invalid control character in string")),
+                Some(_) => self.pos += 1,
+            }
+        }
+    }
+
+    fn push_chunk(&self, out: &mut String, chunk_start: usize) -> Result<(), CanonicalError> {
+        // Both ends sit on ASCII bytes (a quote, a backslash or the string start), so the slice
+        // is on character boundaries; `get` keeps that an error rather than a panic regardless.
+        let chunk = self
+            .text
+            .get(chunk_start..self.pos)
+            .ok_or_else(|| self.error("string is not valid UTF-8"))?;
+        out.push_str(chunk);
+        Ok(())
+    }
+
+    fn escape(&mut self, out: &mut String) -> Result<(), CanonicalError> {
+        let short = match self.peek() {
+            Some(b'"') => '"',
+            Some(b'\\') => '\\',
+            Some(b'/') => '/',
+            Some(b'b') => '\u{08}',
+            Some(b'f') => '\u{0c}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
+            Some(b'u') => {
+                self.pos += 1;
+                let c = self.unicode_escape()?;
+                out.push(c);
+                return Ok(());
+            }
+            _ => return Err(self.error("invalid escape")),
+        };
+        self.pos += 1;
+        out.push(short);
+        Ok(())
+    }
+
+    /// A `\uXXXX` escape, after the `u`. A surrogate is accepted only as half of a pair that
+    /// names one character: a lone one has no UTF-8 form, so no canonical form, and replacing it
+    /// would give two distinct inputs one hash.
+    fn unicode_escape(&mut self) -> Result<char, CanonicalError> {
+        let first = self.hex4()?;
+        let code = match first {
+            0xd800..=0xdbff => {
+                let low_at = self.pos;
+                let low = if self.eat("\\u") { self.hex4().ok() } else { None };
+                match low {
+                    Some(low @ 0xdc00..=0xdfff) => {
+                        0x10000 + ((first - 0xd800) << 10) + (low - 0xdc00)
+                    }
+                    _ => {
+                        self.pos = low_at;
+                        return Err(self.error("lone UTF-16 surrogate in \\u escape"));
+                    }
+                }
+            }
+            0xdc00..=0xdfff => return Err(self.error("lone UTF-16 surrogate in \\u escape")),
+            other => other,
+        };
+        char::from_u32(code).ok_or_else(|| self.error("invalid \\u escape"))
+    }
+
+    fn hex4(&mut self) -> Result<u32, CanonicalError> {
+        let mut code = 0u32;
+        for _ in 0..4 {
+            let digit = self
+                .peek()
+                .and_then(|b| char::from(b).to_digit(16))
+                .ok_or_else(|| self.error("invalid \\u escape"))?;
+            code = code * 16 + digit;
+            self.pos += 1;
+        }
+        Ok(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn canonical(text: &str) -> Result<String, CanonicalError> {
+        to_canonical_string(&parse_json(text)?, "value")
+    }
+
+    #[test]
+    fn float_anywhere_is_refused_with_its_path() {
+        let value = parse_json(r#"{"items":[{"price":1},{"price":2},3,{"price":19.99}]}"#).unwrap();
+        let expected = CanonicalError::Float {
+            path: "arguments.items[3].price".into(),
+        };
+        assert_eq!(to_canonical_string(&value, "arguments"), Err(expected));
+        assert_eq!(
+            find_float(&value, "arguments").as_deref(),
+            Some("arguments.items[3].price")
+        );
+    }
+
+    #[test]
+    fn whole_numbers_written_as_floats_are_still_floats() {
+        for text in ["1.0", "1e3", "1E3", "-0.0", "0.1", "2.5e-3"] {
+            let refused = canonical(&format!(r#"{{"x":[{text}]}}"#));
+            assert_eq!(
+                refused,
+                Err(CanonicalError::Float {
+                    path: "value.x[0]".into()
+                }),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_float_in_sorted_order_is_the_one_reported() {
+        let value = json!({"b": 1.5, "a": [0, 2.5]});
+        assert_eq!(find_float(&value, "v").as_deref(), Some("v.a[1]"));
+        assert_eq!(
+            to_canonical_string(&value, "v"),
+            Err(CanonicalError::Float {
+                path: "v.a[1]".into()
+            })
+        );
+    }
+
+    #[test]
+    fn an_empty_root_starts_paths_at_the_member_name() {
+        let value = json!({"arguments": {"items": [0, 0, 0, {"price": 0.5}]}});
+        assert_eq!(
+            find_float(&value, "").as_deref(),
+            Some("arguments.items[3].price")
+        );
+        assert_eq!(
+            to_canonical_string(&value, ""),
+            Err(CanonicalError::Float {
+                path: "arguments.items[3].price".into()
+            })
+        );
+    }
+
+    #[test]
+    fn the_float_message_says_what_to_use_instead() {
+        let message = CanonicalError::Float {
+            path: "arguments.amount".into(),
+        }
+        .to_string();
+        assert!(message.contains("arguments.amount"), "{message}");
+        assert!(message.contains("amount=200000"), "{message}");
+    }
+
+    #[test]
+    fn integers_beyond_u64_round_trip_exactly() {
+        let two_to_the_70 = "1180591620717411303424";
+        assert_eq!(
+            canonical(&format!("[{two_to_the_70},-{two_to_the_70}]")).unwrap(),
+            format!("[{two_to_the_70},-{two_to_the_70}]")
+        );
+        let huge = format!("9{}", "0".repeat(400));
+        assert_eq!(canonical(&huge).unwrap(), huge);
+    }
+
+    #[test]
+    fn negative_zero_is_printed_as_python_prints_the_int() {
+        assert_eq!(canonical("[-0,0]").unwrap(), "[0,0]");
+    }
+
+    #[test]
+    fn keys_are_sorted_by_code_point_at_every_depth() {
+        let text = r#"{"z":1,"é":{"b":1,"a":2},"Z":3,"😀":4,"￿":5,"":6,"a":7}"#;
+        assert_eq!(
+            canonical(text).unwrap(),
+            r#"{"":6,"Z":3,"a":7,"z":1,"é":{"a":2,"b":1},"￿":5,"😀":4}"#
+        );
+    }
+
+    #[test]
+    fn strings_escape_only_quote_backslash_and_c0_controls() {
+        let value = json!("\"\\\n\r\t\u{8}\u{c}\u{0}\u{1f}\u{7f}\u{2028}é😀/");
+        assert_eq!(
+            to_canonical_string(&value, "v").unwrap(),
+            "\"\\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\u{7f}\u{2028}é😀/\""
+        );
+    }
+
+    #[test]
+    fn output_is_compact_with_no_whitespace() {
+        assert_eq!(
+            canonical(" { \"a\" : [ 1 , true , null , \"x\" ] , \"b\" : { } } ").unwrap(),
+            r#"{"a":[1,true,null,"x"],"b":{}}"#
+        );
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_its_last_value_as_python_does() {
+        assert_eq!(canonical(r#"{"a":1,"b":2,"a":3}"#).unwrap(), r#"{"a":3,"b":2}"#);
+    }
+
+    #[test]
+    fn escaped_surrogate_pairs_decode_to_one_character() {
+        assert_eq!(canonical(r#""\ud83d\ude00""#).unwrap(), "\"😀\"");
+    }
+
+    #[test]
+    fn lone_surrogates_are_refused_as_invalid_json() {
+        for text in [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""\ud800x""#,
+            r#""\ud800\u0041""#,
+            r#"{"\ud83d":1}"#,
+        ] {
+            assert!(
+                matches!(parse_json(text), Err(CanonicalError::Parse { .. })),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_json_is_refused() {
+        for text in [
+            "",
+            " ",
+            "{",
+            "[1,]",
+            r#"{"a":1,}"#,
+            "{'a':1}",
+            "01",
+            "1.",
+            ".5",
+            "-",
+            "+1",
+            "1e",
+            "tru",
+            "nul",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "{\"a\"}",
+            "\"a\u{1}b\"",
+            r#""\x""#,
+            r#""\u12""#,
+            "[1] x",
+            "{} {}",
+            "\u{a0}1",
+        ] {
+            assert!(
+                matches!(parse_json(text), Err(CanonicalError::Parse { .. })),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn parse_errors_give_a_position_and_never_echo_the_input() {
+        let garbage = format!("[1,{}]", "x".repeat(10_000));
+        let message = parse_json(&garbage).unwrap_err().to_string();
+        assert!(message.len() < 120, "{message}");
+        assert!(!message.contains("xxx"), "{message}");
+        assert!(message.contains("char 3"), "{message}");
+    }
+
+    #[test]
+    fn nesting_beyond_the_parse_limit_is_refused_without_overflowing() {
+        let ok = format!("{}{}", "[".repeat(MAX_PARSE_DEPTH), "]".repeat(MAX_PARSE_DEPTH));
+        assert!(parse_json(&ok).is_ok());
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(parse_json(&deep), Err(CanonicalError::Parse { .. })));
+    }
+
+    #[test]
+    fn keys_serde_json_would_read_back_as_numbers_are_refused() {
+        for text in [
+            r#"{"amount":{"$serde_json::private::Number":"12"}}"#,
+            r#"{"\u0024serde_json::private::Number":"12"}"#,
+            r#"{"$serde_json::private::RawValue":"12"}"#,
+        ] {
+            assert!(
+                matches!(parse_json(text), Err(CanonicalError::Parse { .. })),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn scalars_are_valid_at_the_top_level() {
+        assert_eq!(canonical("7").unwrap(), "7");
+        assert_eq!(canonical("\"s\"").unwrap(), "\"s\"");
+        assert_eq!(canonical("null").unwrap(), "null");
+        assert_eq!(
+            to_canonical_string(&json!(0.5), ""),
+            Err(CanonicalError::Float {
+                path: "the top level".into()
+            })
+        );
+    }
+
+    #[test]
+    fn is_integer_follows_python_int_versus_float() {
+        for (text, integer) in [
+            ("0", true),
+            ("-0", true),
+            ("18446744073709551616", true),
+            ("1.0", false),
+            ("1e3", false),
+            ("1E3", false),
+        ] {
+            let n: Number = text.parse().unwrap();
+            assert_eq!(is_integer(&n), integer, "{text}");
+        }
+    }
+
+    #[test]
+    fn sha256_prefixed_is_lowercase_hex_of_the_digest() {
+        assert_eq!(
+            sha256_prefixed(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn canonical_bytes_are_the_utf8_of_the_canonical_string() {
+        let value = json!({"k": "é"});
+        assert_eq!(
+            canonical_bytes(&value, "v").unwrap(),
+            "{\"k\":\"é\"}".as_bytes()
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! What a policy says about an action. The policy module (next) produces these; until then the
+//! host, which is trusted code, passes one in.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Approve,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Approve => "approve",
+            Decision::Deny => "deny",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Decision> {
+        match text {
+            "allow" => Some(Decision::Allow),
+            "approve" => Some(Decision::Approve),
+            "deny" => Some(Decision::Deny),
+            _ => None,
+        }
+    }
+}
+
+/// A decision with the reason that produced it (`decision`, `rule[N]`, `no_matching_rule`,
+/// `unknown_action`, or whatever the host says).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ruling {
+    pub decision: Decision,
+    pub reason: String,
+}
+
+impl Ruling {
+    pub fn new(decision: Decision, reason: &str) -> Ruling {
+        Ruling { decision, reason: reason.to_owned() }
+    }
+}

@@ -1,0 +1,490 @@
+//! The effect state machine as pure planners: the retry table, lease rules, outcomes and
+//! resolution. Every store decides here and then only writes, so the rule that refuses a
+//! duplicate lives in exactly one place.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::clock::{Micros, MICROS_PER_SECOND};
+use crate::error::{DuplicateState, Error};
+
+/// SPEC: a reservation is held for five minutes unless the call says otherwise.
+pub const DEFAULT_LEASE: Micros = 5 * 60 * MICROS_PER_SECOND;
+
+/// Domain tag inside the idempotency token's canonical input (ctrlrun's, so tokens agree).
+pub const IDEMPOTENCY_SCHEMA: &str = "ctrlrun.idempotency/v1";
+
+/// Recorded on a record whose holder disappeared with its lease still held.
+pub const LEASE_EXPIRED: &str = "lease expired: the worker holding this effect never finished";
+
+/// Where a logical effect stands. "New" is no record at all and is never written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectState {
+    Reserved,
+    Executing,
+    Committed,
+    Failed,
+    Ambiguous,
+}
+
+impl EffectState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectState::Reserved => "reserved",
+            EffectState::Executing => "executing",
+            EffectState::Committed => "committed",
+            EffectState::Failed => "failed",
+            EffectState::Ambiguous => "ambiguous",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EffectState> {
+        Some(match text {
+            "reserved" => EffectState::Reserved,
+            "executing" => EffectState::Executing,
+            "committed" => EffectState::Committed,
+            "failed" => EffectState::Failed,
+            "ambiguous" => EffectState::Ambiguous,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for EffectState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An executor's result as stored: plain JSON text, outside any hashed content. `canonical`
+/// says whether the text is the canonical form; a result that has none (a float, say) is
+/// still kept, in serde_json's text form, because encoding must never turn a successful effect
+/// into an unknown one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredResult {
+    pub json: String,
+    pub canonical: bool,
+}
+
+impl StoredResult {
+    pub fn from_value(value: &serde_json::Value) -> StoredResult {
+        match crate::canonical::to_canonical_string(value, "result") {
+            Ok(json) => StoredResult { json, canonical: true },
+            Err(_) => StoredResult {
+                json: serde_json::to_string(value).unwrap_or_else(|_| String::from("null")),
+                canonical: false,
+            },
+        }
+    }
+
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.json).unwrap_or(serde_json::Value::String(self.json.clone()))
+    }
+}
+
+/// What the store holds for one effect key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EffectRecord {
+    pub effect_key: String,
+    pub state: EffectState,
+    pub action_id: String,
+    pub action_name: String,
+    pub action_hash: String,
+    pub attempt: u32,
+    pub created_at: Micros,
+    pub updated_at: Micros,
+    pub lease_expires_at: Option<Micros>,
+    pub result: Option<StoredResult>,
+    pub error: Option<String>,
+    pub resolved_by: Option<String>,
+    pub approval_id: Option<String>,
+}
+
+impl EffectRecord {
+    /// Whether an attempt is still holding this effect. A reserved/executing record with no
+    /// lease counts as expired: the conservative reading.
+    pub fn lease_is_live(&self, now: Micros) -> bool {
+        matches!(self.state, EffectState::Reserved | EffectState::Executing)
+            && self.lease_expires_at.is_some_and(|until| now <= until)
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "effect_key": self.effect_key,
+            "state": self.state.as_str(),
+            "action_id": self.action_id,
+            "action": self.action_name,
+            "action_hash": self.action_hash,
+            "attempt": self.attempt,
+            "created_at": crate::clock::render(self.created_at),
+            "updated_at": crate::clock::render(self.updated_at),
+            "lease_expires_at": self.lease_expires_at.map(crate::clock::render),
+            "result": self.result.as_ref().map(StoredResult::to_value),
+            "error": self.error,
+            "resolved_by": self.resolved_by,
+            "approval_id": self.approval_id,
+        })
+    }
+}
+
+/// Who is asking for a reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim<'a> {
+    pub effect_key: &'a str,
+    pub action_id: &'a str,
+    pub action_name: &'a str,
+    pub action_hash: &'a str,
+    pub approval_id: Option<&'a str>,
+    pub lease: Micros,
+    /// `None` means no ceiling.
+    pub max_attempts: Option<u32>,
+}
+
+/// What a store must do about one reservation attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReservationPlan {
+    /// Write this record (insert, or renew a FAILED one).
+    Grant(EffectRecord),
+    /// Write nothing; refuse.
+    Refuse(Error),
+    /// The lease expired mid-flight: write this AMBIGUOUS record, keep that write, and refuse.
+    AmbiguateAndRefuse(EffectRecord, Error),
+}
+
+/// The retry table of DESIGN.md §4 as one pure function.
+pub fn plan_reservation(
+    record: Option<&EffectRecord>,
+    claim: &Claim<'_>,
+    now: Micros,
+) -> Result<ReservationPlan, String> {
+    if claim.effect_key.is_empty() {
+        return Err("effect_key must be a non-empty string".into());
+    }
+    if claim.action_id.is_empty() {
+        return Err("action_id must be a non-empty string".into());
+    }
+    if claim.lease <= 0 {
+        return Err(format!("a reservation lease must be positive, got {} µs", claim.lease));
+    }
+    if claim.max_attempts == Some(0) {
+        return Err("max_attempts must be at least 1".into());
+    }
+    let lease_until = now.saturating_add(claim.lease);
+    let granted = |attempt: u32, created_at: Micros| EffectRecord {
+        effect_key: claim.effect_key.to_owned(),
+        // Reserve and begin in one write: the permit is only handed out executing.
+        state: EffectState::Executing,
+        action_id: claim.action_id.to_owned(),
+        action_name: claim.action_name.to_owned(),
+        action_hash: claim.action_hash.to_owned(),
+        attempt,
+        created_at,
+        updated_at: now,
+        lease_expires_at: Some(lease_until),
+        result: None,
+        error: None,
+        resolved_by: None,
+        approval_id: claim.approval_id.map(str::to_owned),
+    };
+    let Some(record) = record else {
+        return Ok(ReservationPlan::Grant(granted(1, now)));
+    };
+    let key = claim.effect_key.to_owned();
+    Ok(match record.state {
+        EffectState::Committed => ReservationPlan::Refuse(Error::Duplicate {
+            state: DuplicateState::Committed,
+            effect_key: key,
+            holder: record.action_id.clone(),
+        }),
+        EffectState::Ambiguous => ReservationPlan::Refuse(Error::Ambiguous {
+            effect_key: key,
+            action_id: record.action_id.clone(),
+            detail: "its outcome is unknown".into(),
+        }),
+        EffectState::Failed => {
+            let attempt = record.attempt.saturating_add(1);
+            match claim.max_attempts {
+                Some(max) if record.attempt >= max => ReservationPlan::Refuse(Error::AttemptCeiling {
+                    effect_key: key,
+                    attempts: record.attempt,
+                    max_attempts: max,
+                }),
+                // The only automatic retry: the executor proved nothing happened. A renewal
+                // clears result, error and resolution attribution of the failed attempt.
+                _ => ReservationPlan::Grant(granted(attempt, record.created_at)),
+            }
+        }
+        EffectState::Reserved | EffectState::Executing => {
+            if record.lease_is_live(now) {
+                ReservationPlan::Refuse(Error::Duplicate {
+                    state: DuplicateState::InProgress,
+                    effect_key: key,
+                    holder: record.action_id.clone(),
+                })
+            } else {
+                // The remote may have committed before the holder vanished: never release it.
+                let mut ambiguous = record.clone();
+                ambiguous.state = EffectState::Ambiguous;
+                ambiguous.updated_at = now;
+                ambiguous.lease_expires_at = None;
+                ambiguous.error = Some(LEASE_EXPIRED.to_owned());
+                ReservationPlan::AmbiguateAndRefuse(
+                    ambiguous,
+                    Error::Ambiguous {
+                        effect_key: key,
+                        action_id: record.action_id.clone(),
+                        detail: "it was left in flight and its lease expired".into(),
+                    },
+                )
+            }
+        }
+    })
+}
+
+/// The record to write when an integrator's separate `begin` moves RESERVED to EXECUTING.
+pub fn plan_begin(record: Option<&EffectRecord>, effect_key: &str, action_id: &str, now: Micros) -> Result<EffectRecord, Error> {
+    let record = held(record, effect_key, action_id, &[EffectState::Reserved], now)?;
+    if !record.lease_is_live(now) {
+        return Err(Error::Ambiguous {
+            effect_key: effect_key.to_owned(),
+            action_id: record.action_id.clone(),
+            detail: "its lease expired before execution began".into(),
+        });
+    }
+    let mut next = record.clone();
+    next.state = EffectState::Executing;
+    next.updated_at = now;
+    Ok(next)
+}
+
+/// An executor's outcome for the attempt it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Committed(StoredResult),
+    /// The executor proved the remote side did nothing. The only way to FAILED.
+    NotExecuted(String),
+    Ambiguous(String),
+}
+
+/// What an outcome writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutcomePlan {
+    Write(EffectRecord),
+    /// Already AMBIGUOUS under this attempt: `mark_ambiguous` is idempotent; write nothing.
+    Unchanged(EffectRecord),
+}
+
+/// Apply an outcome reported by the attempt `action_id`. A record that moved on (a lapsed
+/// lease someone ambiguated, a human resolution) is refused here; the kernel then records the
+/// late outcome as ambiguous evidence without touching the record.
+pub fn plan_outcome(
+    record: Option<&EffectRecord>,
+    effect_key: &str,
+    action_id: &str,
+    outcome: &Outcome,
+    now: Micros,
+) -> Result<OutcomePlan, Error> {
+    let allowed: &[EffectState] = match outcome {
+        Outcome::Ambiguous(_) => &[EffectState::Reserved, EffectState::Executing, EffectState::Ambiguous],
+        _ => &[EffectState::Reserved, EffectState::Executing],
+    };
+    let record = held(record, effect_key, action_id, allowed, now)?;
+    if record.state == EffectState::Ambiguous {
+        return Ok(OutcomePlan::Unchanged(record.clone()));
+    }
+    let mut next = record.clone();
+    next.updated_at = now;
+    next.lease_expires_at = None;
+    match outcome {
+        Outcome::Committed(result) => {
+            next.state = EffectState::Committed;
+            next.result = Some(result.clone());
+            next.error = None;
+        }
+        Outcome::NotExecuted(error) => {
+            next.state = EffectState::Failed;
+            next.error = Some(error.clone());
+        }
+        Outcome::Ambiguous(error) => {
+            next.state = EffectState::Ambiguous;
+            next.error = Some(error.clone());
+        }
+    }
+    Ok(OutcomePlan::Write(next))
+}
+
+/// `extend_lease`: only the EXECUTING holder, only while its lease is live, only later.
+pub fn plan_lease_extension(
+    record: Option<&EffectRecord>,
+    effect_key: &str,
+    action_id: &str,
+    until: Micros,
+    now: Micros,
+) -> Result<EffectRecord, Error> {
+    if until <= now {
+        return Err(Error::InvalidInput(format!(
+            "extend_lease until {} is not in the future; an expired lease reserves nothing",
+            crate::clock::render(until)
+        )));
+    }
+    let Some(record) = record else {
+        return Err(Error::Ambiguous {
+            effect_key: effect_key.to_owned(),
+            action_id: action_id.to_owned(),
+            detail: "there is no record to extend".into(),
+        });
+    };
+    if record.state == EffectState::Committed {
+        return Err(Error::Duplicate {
+            state: DuplicateState::Committed,
+            effect_key: effect_key.to_owned(),
+            holder: record.action_id.clone(),
+        });
+    }
+    let live = record.lease_is_live(now);
+    if live && (record.state != EffectState::Executing || record.action_id != action_id) {
+        return Err(Error::Duplicate {
+            state: DuplicateState::InProgress,
+            effect_key: effect_key.to_owned(),
+            holder: record.action_id.clone(),
+        });
+    }
+    if !(record.state == EffectState::Executing && live) {
+        // A lapsed lease may already have been declared AMBIGUOUS by another attempt:
+        // extending it would resurrect a reservation someone else has moved on from.
+        return Err(Error::Ambiguous {
+            effect_key: effect_key.to_owned(),
+            action_id: record.action_id.clone(),
+            detail: format!("it is {} with no live lease and cannot be extended", record.state),
+        });
+    }
+    if record.lease_expires_at.is_some_and(|current| until < current) {
+        return Err(Error::InvalidInput(format!(
+            "extend_lease would shorten the lease on {effect_key:?}; a lease is only ever extended"
+        )));
+    }
+    let mut next = record.clone();
+    next.lease_expires_at = Some(until);
+    next.updated_at = now;
+    Ok(next)
+}
+
+/// `mark_ambiguous` by anyone holding the key's evidence (the CLI, a reconcile pass): idempotent
+/// from reserved, executing and ambiguous; refused from committed and failed, which are known.
+pub fn plan_mark_ambiguous(record: Option<&EffectRecord>, effect_key: &str, error: &str, now: Micros) -> Result<OutcomePlan, Error> {
+    let Some(record) = record else {
+        return Err(Error::InvalidInput(format!("no effect {effect_key:?} to mark ambiguous")));
+    };
+    match record.state {
+        EffectState::Ambiguous => Ok(OutcomePlan::Unchanged(record.clone())),
+        EffectState::Reserved | EffectState::Executing => {
+            let mut next = record.clone();
+            next.state = EffectState::Ambiguous;
+            next.updated_at = now;
+            next.lease_expires_at = None;
+            next.error = Some(error.to_owned());
+            Ok(OutcomePlan::Write(next))
+        }
+        EffectState::Committed | EffectState::Failed => Err(Error::InvalidInput(format!(
+            "effect {effect_key:?} is {}; a known outcome is never made ambiguous",
+            record.state
+        ))),
+    }
+}
+
+/// `resolve`: AMBIGUOUS only, to COMMITTED or FAILED, recording who said so.
+pub fn plan_resolution(
+    record: Option<&EffectRecord>,
+    effect_key: &str,
+    to: EffectState,
+    resolver: &str,
+    now: Micros,
+) -> Result<EffectRecord, Error> {
+    if !matches!(to, EffectState::Committed | EffectState::Failed) {
+        return Err(Error::InvalidInput(format!("an effect resolves to committed or failed, not {to}")));
+    }
+    let Some(record) = record else {
+        return Err(Error::NotFound(format!("no effect {effect_key:?} to resolve")));
+    };
+    if record.state != EffectState::Ambiguous {
+        return Err(Error::NotResolvable {
+            effect_key: effect_key.to_owned(),
+            state: record.state,
+        });
+    }
+    let note = format!("resolved {to} by {resolver}");
+    let mut next = record.clone();
+    next.state = to;
+    next.updated_at = now;
+    next.lease_expires_at = None;
+    next.error = Some(match &record.error {
+        Some(was) => format!("{note} (was: {was})"),
+        None => note,
+    });
+    next.resolved_by = Some(resolver.to_owned());
+    Ok(next)
+}
+
+fn held<'r>(
+    record: Option<&'r EffectRecord>,
+    effect_key: &str,
+    action_id: &str,
+    expected: &[EffectState],
+    now: Micros,
+) -> Result<&'r EffectRecord, Error> {
+    let Some(record) = record else {
+        return Err(Error::NotFound(format!("no reservation for effect {effect_key:?}")));
+    };
+    if record.action_id == action_id && expected.contains(&record.state) {
+        return Ok(record);
+    }
+    Err(match record.state {
+        EffectState::Ambiguous => Error::Ambiguous {
+            effect_key: effect_key.to_owned(),
+            action_id: record.action_id.clone(),
+            detail: "its outcome is unknown".into(),
+        },
+        EffectState::Committed => Error::Duplicate {
+            state: DuplicateState::Committed,
+            effect_key: effect_key.to_owned(),
+            holder: record.action_id.clone(),
+        },
+        _ if record.action_id != action_id && record.lease_is_live(now) => Error::Duplicate {
+            state: DuplicateState::InProgress,
+            effect_key: effect_key.to_owned(),
+            holder: record.action_id.clone(),
+        },
+        _ => Error::LateOutcome {
+            effect_key: effect_key.to_owned(),
+            state: record.state,
+            holder: record.action_id.clone(),
+        },
+    })
+}
+
+/// The provider idempotency token for one attempt on one effect key: SHA-256 over the canonical
+/// `{attempt, effect_key, schema}` document, truncated to 16 bytes, rendered as a UUID of
+/// version 8. Derived from (key, attempt), never the key alone, so the one retry that FAILED
+/// permits is not answered with the provider's cached failure.
+pub fn idempotency_token(effect_key: &str, attempt: u32) -> Result<String, String> {
+    if effect_key.is_empty() {
+        return Err("an idempotency token names an attempt on a non-empty effect key".into());
+    }
+    if attempt < 1 {
+        return Err("attempts are numbered from 1".into());
+    }
+    let document = serde_json::json!({
+        "schema": IDEMPOTENCY_SCHEMA,
+        "effect_key": effect_key,
+        "attempt": attempt,
+    });
+    let bytes = crate::canonical::canonical_bytes(&document, "idempotency").map_err(|e| e.to_string())?;
+    let digest = Sha256::digest(&bytes);
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    id[6] = (id[6] & 0x0f) | 0x80;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    let hex = hex::encode(id);
+    Ok(format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32]))
+}

@@ -1,0 +1,159 @@
+//! The one error type of the kernel. Refusals (the kernel said no, as designed) and faults
+//! (something is broken) are separate families; `is_refusal` tells them apart and every
+//! message says what happened and what to do next. No message ever carries a secret or an
+//! argument value.
+
+use crate::clock::Micros;
+use crate::effect::EffectState;
+
+/// `Duplicate.state`: the effect is done, or another attempt holds it right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DuplicateState {
+    Committed,
+    InProgress,
+}
+
+impl DuplicateState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DuplicateState::Committed => "committed",
+            DuplicateState::InProgress => "in_progress",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- refusals -------------------------------------------------------------------------
+    #[error("action denied ({reason}): {detail}")]
+    Denied { reason: String, detail: String },
+
+    #[error("approval required: request {request_id} waits for a human until {}; present it with the approval id once granted", crate::clock::render(*expires_at))]
+    ApprovalRequired { request_id: String, expires_at: Micros, action_hash: String },
+
+    #[error("approval {approval_id} refused ({reason}): {detail}")]
+    ApprovalMismatch { reason: String, approval_id: String, detail: String },
+
+    #[error("{}", duplicate_message(effect_key, *state, holder))]
+    Duplicate { state: DuplicateState, effect_key: String, holder: String },
+
+    #[error("effect {effect_key:?} is ambiguous: {detail}; a human must run `warden resolve {effect_key} --committed|--failed` before it can be retried")]
+    Ambiguous { effect_key: String, action_id: String, detail: String },
+
+    #[error("effect {effect_key:?} failed {attempts} time(s), which is its max_attempts of {max_attempts}; no further attempt is allowed")]
+    AttemptCeiling { effect_key: String, attempts: u32, max_attempts: u32 },
+
+    #[error("effect {effect_key:?} is {state}, not ambiguous; only an effect with an unknown outcome is resolved by hand")]
+    NotResolvable { effect_key: String, state: EffectState },
+
+    #[error("effect {effect_key:?} moved on to {state} under {holder} before this outcome arrived; the outcome was recorded as ambiguous evidence and the record left as it is")]
+    LateOutcome { effect_key: String, state: EffectState, holder: String },
+
+    #[error("{0}")]
+    NotFound(String),
+
+    // ---- faults ---------------------------------------------------------------------------
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+
+    #[error("store error: {0}")]
+    Store(String),
+
+    #[error("this handle is poisoned after an earlier fault ({0}); close it and open the store again")]
+    Poisoned(String),
+
+    #[error("internal panic: {0}")]
+    Panic(String),
+}
+
+fn duplicate_message(effect_key: &str, state: DuplicateState, holder: &str) -> String {
+    match state {
+        DuplicateState::Committed => {
+            format!("effect {effect_key:?} was already committed by {holder}; it will not run twice")
+        }
+        DuplicateState::InProgress => format!(
+            "effect {effect_key:?} is in progress under {holder}; wait for its outcome (or its lease to lapse) instead of retrying"
+        ),
+    }
+}
+
+impl Error {
+    /// True for the kernel saying no by design; false for a fault.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::Denied { .. }
+                | Error::ApprovalRequired { .. }
+                | Error::ApprovalMismatch { .. }
+                | Error::Duplicate { .. }
+                | Error::Ambiguous { .. }
+                | Error::AttemptCeiling { .. }
+                | Error::NotResolvable { .. }
+                | Error::LateOutcome { .. }
+                | Error::NotFound(_)
+        )
+    }
+
+    /// Whether a fault must latch the handle closed (fail closed until reopened).
+    pub fn poisons(&self) -> bool {
+        matches!(self, Error::Store(_) | Error::Panic(_))
+    }
+
+    /// The short machine reason: what receipts record as `decision_reason` for a refusal and
+    /// what bindings expose as `.reason`.
+    pub fn reason(&self) -> String {
+        match self {
+            Error::Denied { reason, .. } => reason.clone(),
+            Error::ApprovalRequired { .. } => "approval_required".into(),
+            Error::ApprovalMismatch { reason, .. } => reason.clone(),
+            Error::Duplicate { state: DuplicateState::Committed, .. } => "duplicate".into(),
+            Error::Duplicate { state: DuplicateState::InProgress, .. } => "in_progress".into(),
+            Error::Ambiguous { .. } => "ambiguous".into(),
+            Error::AttemptCeiling { .. } => "attempt_ceiling".into(),
+            Error::NotResolvable { .. } => "not_ambiguous".into(),
+            Error::LateOutcome { .. } => "late_outcome".into(),
+            Error::NotFound(_) => "not_found".into(),
+            Error::InvalidInput(_) => "invalid_input".into(),
+            Error::Store(_) => "store".into(),
+            Error::Poisoned(_) => "poisoned".into(),
+            Error::Panic(_) => "panic".into(),
+        }
+    }
+
+    /// The refusal's fields as JSON, for the CLI and (later) the C ABI's error object.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut fields = serde_json::json!({
+            "reason": self.reason(),
+            "message": self.to_string(),
+            "refusal": self.is_refusal(),
+        });
+        let extra = match self {
+            Error::ApprovalRequired { request_id, expires_at, action_hash } => serde_json::json!({
+                "request_id": request_id,
+                "expires_at": crate::clock::render(*expires_at),
+                "action_hash": action_hash,
+            }),
+            Error::ApprovalMismatch { approval_id, .. } => serde_json::json!({ "approval_id": approval_id }),
+            Error::Duplicate { state, effect_key, .. } => {
+                serde_json::json!({ "state": state.as_str(), "effect_key": effect_key })
+            }
+            Error::Ambiguous { effect_key, action_id, .. } => {
+                serde_json::json!({ "effect_key": effect_key, "action_id": action_id })
+            }
+            Error::AttemptCeiling { effect_key, attempts, max_attempts } => serde_json::json!({
+                "effect_key": effect_key, "attempts": attempts, "max_attempts": max_attempts,
+            }),
+            Error::NotResolvable { effect_key, state } | Error::LateOutcome { effect_key, state, .. } => {
+                serde_json::json!({ "effect_key": effect_key, "state": state.as_str() })
+            }
+            _ => serde_json::json!({}),
+        };
+        if let (Some(into), serde_json::Value::Object(extra)) = (fields.as_object_mut(), extra) {
+            into.extend(extra);
+        }
+        fields
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

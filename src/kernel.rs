@@ -1,0 +1,810 @@
+//! The pipeline that composes the pure modules with the store; the only place that orders
+//! steps. In this issue the host (trusted code) passes the decision in; the policy module
+//! will produce it.
+//!
+//! Every state change is one write transaction carrying the state, its events and, for a
+//! terminal outcome, its receipt and the new chain head.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use crate::action::{new_id, Action, IdKind, Principal};
+use crate::approval::{self, ApprovalRecord, ApprovalStatus, Verdict, DEFAULT_APPROVAL_TTL};
+use crate::clock::{Clock, Micros, SystemClock};
+use crate::decision::{Decision, Ruling};
+use crate::effect::{self, Claim, EffectRecord, EffectState, Outcome, OutcomePlan, ReservationPlan, StoredResult, DEFAULT_LEASE};
+use crate::error::{Error, Result};
+use crate::receipt::{ChainReport, ReceiptDraft, ReceiptResult, StoredReceipt};
+use crate::store::{Event, EventKind, Store, WriteTx};
+use crate::template::Template;
+
+/// How a kernel is opened.
+#[derive(Debug, Clone)]
+pub struct KernelOptions {
+    pub clock: Arc<dyn Clock>,
+    /// Recorded on every receipt: the policy in force.
+    pub policy_hash: Option<String>,
+    pub policy_version: Option<String>,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions { clock: Arc::new(SystemClock), policy_hash: None, policy_version: None }
+    }
+}
+
+/// What the host asks the kernel to do with one action.
+#[derive(Debug, Clone)]
+pub struct Proposal<'a> {
+    pub action: &'a Action,
+    pub ruling: Ruling,
+    /// The effect-key template. `None`: the action has no effect to protect (a read); it runs
+    /// with no reservation but still leaves a receipt.
+    pub effect: Option<&'a Template>,
+    pub max_attempts: Option<u32>,
+    /// Lease in microseconds; `None` is the default five minutes.
+    pub lease: Option<Micros>,
+    /// A granted approval presented for this exact action.
+    pub approval_id: Option<&'a str>,
+    /// How long a new approval request stays answerable; `None` is fifteen minutes.
+    pub approval_ttl: Option<Micros>,
+}
+
+impl<'a> Proposal<'a> {
+    pub fn new(action: &'a Action, ruling: Ruling) -> Proposal<'a> {
+        Proposal { action, ruling, effect: None, max_attempts: None, lease: None, approval_id: None, approval_ttl: None }
+    }
+}
+
+struct Inner {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    poisoned: Mutex<Option<String>>,
+    policy_hash: Option<String>,
+    policy_version: Option<String>,
+}
+
+/// A handle on one store. Cheap to clone; clones share the poisoned latch.
+#[derive(Clone)]
+pub struct Kernel {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel").field("store", &self.inner.store).finish()
+    }
+}
+
+/// The right to execute one action once, until the lease expires. Report exactly one outcome;
+/// a permit dropped without one records AMBIGUOUS.
+#[derive(Debug)]
+pub struct Permit {
+    kernel: Kernel,
+    action: Action,
+    action_hash: String,
+    ruling: Ruling,
+    effect_key: Option<String>,
+    attempt: u32,
+    lease_expires_at: Option<Micros>,
+    idempotency_token: Option<String>,
+    approval_id: Option<String>,
+    approver: Option<String>,
+    started_at: Micros,
+    finished: bool,
+}
+
+impl Permit {
+    pub fn action(&self) -> &Action {
+        &self.action
+    }
+    pub fn action_hash(&self) -> &str {
+        &self.action_hash
+    }
+    pub fn effect_key(&self) -> Option<&str> {
+        self.effect_key.as_deref()
+    }
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    pub fn lease_expires_at(&self) -> Option<Micros> {
+        self.lease_expires_at
+    }
+    /// The provider idempotency token for this (effect key, attempt); `None` without a key.
+    pub fn idempotency_token(&self) -> Option<&str> {
+        self.idempotency_token.as_deref()
+    }
+    pub fn approval_id(&self) -> Option<&str> {
+        self.approval_id.as_deref()
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "action_id": self.action.action_id,
+            "action": self.action.name,
+            "action_hash": self.action_hash,
+            "effect_key": self.effect_key,
+            "attempt": self.attempt,
+            "lease_expires_at": self.lease_expires_at.map(crate::clock::render),
+            "idempotency_token": self.idempotency_token,
+            "approval_id": self.approval_id,
+            "decision": self.ruling.decision.as_str(),
+            "decision_reason": self.ruling.reason,
+        })
+    }
+
+    /// The executor succeeded. `result` is stored as plain JSON outside any hashed content.
+    pub fn commit(mut self, result: &serde_json::Value) -> Result<()> {
+        self.finished = true;
+        let outcome = Outcome::Committed(StoredResult::from_value(result));
+        self.kernel.clone().finish(&self, outcome)
+    }
+
+    /// The executor proved the remote side did nothing: FAILED, and a retry may renew.
+    pub fn not_executed(mut self, error: &str) -> Result<()> {
+        self.finished = true;
+        self.kernel.clone().finish(&self, Outcome::NotExecuted(error.to_owned()))
+    }
+
+    /// The outcome is unknown: AMBIGUOUS until a human resolves it.
+    pub fn ambiguous(mut self, error: &str) -> Result<()> {
+        self.finished = true;
+        self.kernel.clone().finish(&self, Outcome::Ambiguous(error.to_owned()))
+    }
+
+    /// Extend this attempt's lease to `until`; only while it is live, and never shorter.
+    pub fn extend_lease(&mut self, until: Micros) -> Result<()> {
+        let Some(key) = self.effect_key.clone() else {
+            return Err(Error::InvalidInput("this action has no effect key, so it holds no lease".into()));
+        };
+        let action_id = self.action.action_id.clone();
+        let record = self.kernel.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| {
+                let planned = effect::plan_lease_extension(tx.effect(&key)?.as_ref(), &key, &action_id, until, now);
+                match planned {
+                    Ok(record) => {
+                        tx.put_effect(&record)?;
+                        tx.event(EventKind::EFFECT_LEASE_EXTENDED, now, Some(&action_id), Some(&key), None,
+                            serde_json::json!({"lease_expires_at": crate::clock::render(until)}))?;
+                        Ok(Ok(record))
+                    }
+                    Err(refusal) => Ok(Err(refusal)),
+                }
+            })
+        })??;
+        self.lease_expires_at = record.lease_expires_at;
+        Ok(())
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            let outcome = Outcome::Ambiguous("the permit was dropped without an outcome (a panic, a lost reply or a bug in the host)".into());
+            // Nothing to report to: a failure here leaves the record in flight, and its lease
+            // lapsing turns it AMBIGUOUS all the same.
+            let _ = self.kernel.clone().finish(self, outcome);
+        }
+    }
+}
+
+impl Kernel {
+    pub fn open(path: impl AsRef<Path>, options: KernelOptions) -> Result<Kernel> {
+        let store = Store::open(path)?;
+        Ok(Kernel {
+            inner: Arc::new(Inner {
+                store,
+                clock: options.clock,
+                poisoned: Mutex::new(None),
+                policy_hash: options.policy_hash,
+                policy_version: options.policy_version,
+            }),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn now(&self) -> Micros {
+        self.inner.clock.now()
+    }
+
+    /// `Some(reason)` once a fault or panic latched this handle closed.
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner.poisoned.lock().map(|p| p.clone()).unwrap_or_else(|_| Some("poisoned latch".into()))
+    }
+
+    fn latch(&self, reason: &str) {
+        if let Ok(mut slot) = self.inner.poisoned.lock() {
+            slot.get_or_insert_with(|| reason.to_owned());
+        }
+    }
+
+    /// Runs one operation: refuses on a poisoned handle, turns a panic into `Error::Panic`,
+    /// and latches the handle on any store fault or panic.
+    fn guarded<T>(&self, work: impl FnOnce(&Kernel, Micros) -> Result<T>) -> Result<T> {
+        if let Some(reason) = self.poisoned() {
+            return Err(Error::Poisoned(reason));
+        }
+        let now = self.inner.clock.now();
+        let outcome = match catch_unwind(AssertUnwindSafe(|| work(self, now))) {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                let text = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic with no message".into());
+                Err(Error::Panic(text))
+            }
+        };
+        if let Err(error) = &outcome {
+            if error.poisons() {
+                self.latch(&error.to_string());
+            }
+        }
+        outcome
+    }
+
+    /// Test support: latch the handle as if a panic had happened inside it.
+    #[doc(hidden)]
+    pub fn force_panic(&self) -> Result<()> {
+        self.guarded(|_, _| -> Result<()> { panic!("forced panic for a test") })
+    }
+
+    // ---- the pipeline ------------------------------------------------------------------------
+
+    /// normalize → (decision passed in) → approval gate → one write transaction → permit.
+    pub fn propose(&self, proposal: &Proposal<'_>) -> Result<Permit> {
+        let action = proposal.action;
+        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let lease = proposal.lease.unwrap_or(DEFAULT_LEASE);
+        if lease <= 0 {
+            return Err(Error::InvalidInput("a lease must be positive".into()));
+        }
+        if let Some(id) = proposal.approval_id {
+            if !crate::action::is_id(IdKind::Approval, id) {
+                return Err(Error::InvalidInput("an approval id is apr_ followed by 32 lowercase hex digits".into()));
+            }
+        }
+        self.guarded(|kernel, now| {
+            let mut draft = kernel.draft(action, &action_hash, &proposal.ruling, now);
+            // Deny: one transaction with its evidence and receipt.
+            if proposal.ruling.decision == Decision::Deny {
+                let refusal = Error::Denied { reason: proposal.ruling.reason.clone(), detail: format!("the policy denies {}", action.name) };
+                return kernel.refuse(action, &mut draft, None, ReceiptResult::Denied, refusal, now);
+            }
+            let effect_key = match proposal.effect {
+                None => None,
+                Some(template) => match template.render_effect_key(&action.arguments, action.resource.as_deref()) {
+                    Ok(key) => Some(key),
+                    Err(error) => {
+                        let refusal = Error::Denied { reason: "effect_key_error".into(), detail: error.to_string() };
+                        draft.decision = Decision::Deny.as_str().into();
+                        return kernel.refuse(action, &mut draft, None, ReceiptResult::Denied, refusal, now);
+                    }
+                },
+            };
+            draft.effect_key = effect_key.clone();
+            if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
+                return kernel.request_approval_for(action, &action_hash, &proposal.ruling, proposal.approval_ttl, now);
+            }
+            kernel.reserve(action, &action_hash, proposal, effect_key, lease, draft, now)
+        })
+    }
+
+    fn draft(&self, action: &Action, action_hash: &str, ruling: &Ruling, now: Micros) -> ReceiptDraft {
+        ReceiptDraft {
+            receipt_id: new_id(IdKind::Receipt).unwrap_or_else(|_| format!("rct_{}", action.action_id.trim_start_matches("act_"))),
+            action_id: action.action_id.clone(),
+            action: action.name.clone(),
+            action_hash: action_hash.to_owned(),
+            agent: action.principal.agent.clone(),
+            user: action.principal.user.clone(),
+            resource: action.resource.clone(),
+            arguments: action.canonical_arguments(),
+            environment: action.environment.clone(),
+            decision: ruling.decision.as_str().into(),
+            decision_reason: ruling.reason.clone(),
+            approval_id: None,
+            approver: None,
+            effect_key: None,
+            attempt: 1,
+            result: ReceiptResult::Blocked,
+            error: None,
+            started_at: now,
+            finished_at: now,
+            policy_hash: self.inner.policy_hash.clone(),
+            policy_version: self.inner.policy_version.clone(),
+        }
+    }
+
+    fn proposed_events(tx: &mut WriteTx<'_>, action: &Action, action_hash: &str, ruling: &Ruling, now: Micros) -> Result<()> {
+        tx.event(EventKind::ACTION_PROPOSED, now, Some(&action.action_id), None, None, serde_json::json!({
+            "action": action.name, "action_hash": action_hash,
+            "principal": {"agent": action.principal.agent, "user": action.principal.user},
+        }))?;
+        tx.event(EventKind::POLICY_EVALUATED, now, Some(&action.action_id), None, None,
+            serde_json::json!({"decision": ruling.decision.as_str(), "reason": ruling.reason}))?;
+        Ok(())
+    }
+
+    /// A terminal refusal before any reservation: events, receipt and the refusal, one write.
+    fn refuse(&self, action: &Action, draft: &mut ReceiptDraft, approval_id: Option<&str>, result: ReceiptResult, refusal: Error, now: Micros) -> Result<Permit> {
+        draft.result = result;
+        draft.decision_reason = refusal.reason();
+        draft.error = Some(refusal.to_string());
+        let ruling = Ruling { decision: Decision::parse(&draft.decision).unwrap_or(Decision::Deny), reason: draft.decision_reason.clone() };
+        self.inner.store.write(|tx| {
+            Self::proposed_events(tx, action, &draft.action_hash, &ruling, now)?;
+            tx.event(EventKind::ACTION_DENIED, now, Some(&action.action_id), draft.effect_key.as_deref(), approval_id,
+                serde_json::json!({"reason": refusal.reason()}))?;
+            tx.append_receipt(draft, None)?;
+            Ok(())
+        })?;
+        Err(refusal)
+    }
+
+    fn request_approval_for(&self, action: &Action, action_hash: &str, ruling: &Ruling, ttl: Option<Micros>, now: Micros) -> Result<Permit> {
+        let record = self.new_request(action, action_hash, ttl, now)?;
+        self.inner.store.write(|tx| {
+            Self::proposed_events(tx, action, action_hash, ruling, now)?;
+            tx.put_approval(&record)?;
+            tx.event(EventKind::APPROVAL_REQUESTED, now, Some(&action.action_id), None, Some(&record.approval_id),
+                serde_json::json!({"action_hash": action_hash, "expires_at": crate::clock::render(record.expires_at)}))?;
+            Ok(())
+        })?;
+        Err(Error::ApprovalRequired { request_id: record.approval_id, expires_at: record.expires_at, action_hash: action_hash.to_owned() })
+    }
+
+    fn new_request(&self, action: &Action, action_hash: &str, ttl: Option<Micros>, now: Micros) -> Result<ApprovalRecord> {
+        let ttl = ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
+        if ttl <= 0 {
+            return Err(Error::InvalidInput("an approval TTL must be positive".into()));
+        }
+        Ok(ApprovalRecord {
+            approval_id: new_id(IdKind::Approval).map_err(|e| Error::Store(format!("no randomness for an id: {e}")))?,
+            action_hash: action_hash.to_owned(),
+            action_name: action.name.clone(),
+            action_id: action.action_id.clone(),
+            requested_by: action.principal.clone(),
+            status: ApprovalStatus::Pending,
+            requested_at: now,
+            expires_at: now.saturating_add(ttl),
+            approver: None,
+            answered_at: None,
+            consumed_at: None,
+            consumed_by: None,
+            note: None,
+        })
+    }
+
+    /// The one write transaction of a grant: approval check first, then the effect check, then
+    /// approval consume + reservation + events together. A refused reservation leaves the
+    /// approval granted, because the approval is only written when the reservation is.
+    #[allow(clippy::too_many_arguments)]
+    fn reserve(&self, action: &Action, action_hash: &str, proposal: &Proposal<'_>, effect_key: Option<String>, lease: Micros, mut draft: ReceiptDraft, now: Micros) -> Result<Permit> {
+        let ruling = &proposal.ruling;
+        let presented = proposal.approval_id;
+        // An allow that was handed an approval spends it when it can, and never refuses for it.
+        let approval_required = ruling.decision == Decision::Approve;
+        let granted = self.inner.store.write(|tx| -> Result<std::result::Result<(u32, Option<Micros>, Option<String>), Error>> {
+            Self::proposed_events(tx, action, action_hash, ruling, now)?;
+            let mut approval = None;
+            if let Some(id) = presented {
+                let record = tx.approval(id)?;
+                match approval::check_consumable(record.as_ref(), id, action_hash, now) {
+                    Verdict::Proceed => approval = record,
+                    verdict if approval_required => {
+                        let (refusal, expire) = match verdict {
+                            Verdict::ExpireAndRefuse(refusal) => (refusal, true),
+                            Verdict::Refuse(refusal) => (refusal, false),
+                            Verdict::Proceed => unreachable_refusal(),
+                        };
+                        if let (true, Some(mut record)) = (expire, record) {
+                            record.status = ApprovalStatus::Expired;
+                            tx.put_approval(&record)?;
+                            tx.event(EventKind::APPROVAL_EXPIRED, now, Some(&action.action_id), None, Some(id), serde_json::json!({}))?;
+                        }
+                        let result = if matches!(refusal, Error::Denied { .. }) { ReceiptResult::Denied } else { ReceiptResult::Blocked };
+                        draft.result = result;
+                        draft.approval_id = Some(id.to_owned());
+                        draft.decision_reason = refusal.reason();
+                        draft.error = Some(refusal.to_string());
+                        tx.event(EventKind::ACTION_DENIED, now, Some(&action.action_id), draft.effect_key.as_deref(), Some(id),
+                            serde_json::json!({"reason": refusal.reason()}))?;
+                        tx.append_receipt(&draft, None)?;
+                        return Ok(Err(refusal));
+                    }
+                    _ => {}
+                }
+            }
+            let (attempt, lease_until) = match &effect_key {
+                None => (1, None),
+                Some(key) => {
+                    let claim = Claim {
+                        effect_key: key,
+                        action_id: &action.action_id,
+                        action_name: &action.name,
+                        action_hash,
+                        approval_id: approval.as_ref().map(|a| a.approval_id.as_str()),
+                        lease,
+                        max_attempts: proposal.max_attempts,
+                    };
+                    let plan = effect::plan_reservation(tx.effect(key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
+                    match plan {
+                        ReservationPlan::Grant(record) => {
+                            tx.put_effect(&record)?;
+                            tx.event(EventKind::EFFECT_RESERVED, now, Some(&action.action_id), Some(key), None,
+                                serde_json::json!({"attempt": record.attempt, "lease_expires_at": record.lease_expires_at.map(crate::clock::render)}))?;
+                            (record.attempt, record.lease_expires_at)
+                        }
+                        ReservationPlan::Refuse(refusal) => {
+                            return Self::blocked(tx, action, &mut draft, key, refusal, now);
+                        }
+                        ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
+                            tx.put_effect(&record)?;
+                            tx.event(EventKind::EXECUTION_AMBIGUOUS, now, Some(&record.action_id), Some(key), None,
+                                serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": record.attempt}))?;
+                            return Self::blocked(tx, action, &mut draft, key, refusal, now);
+                        }
+                    }
+                }
+            };
+            let approver = match approval {
+                Some(mut record) => {
+                    record.status = ApprovalStatus::Consumed;
+                    record.consumed_at = Some(now);
+                    record.consumed_by = Some(action.action_id.clone());
+                    tx.put_approval(&record)?;
+                    tx.event(EventKind::APPROVAL_CONSUMED, now, Some(&action.action_id), effect_key.as_deref(), Some(&record.approval_id),
+                        serde_json::json!({"approver": record.approver}))?;
+                    record.approver
+                }
+                None => None,
+            };
+            tx.event(EventKind::EXECUTION_STARTED, now, Some(&action.action_id), effect_key.as_deref(), presented,
+                serde_json::json!({"attempt": attempt}))?;
+            Ok(Ok((attempt, lease_until, approver)))
+        })?;
+        let (attempt, lease_expires_at, approver) = granted?;
+        let consumed = approver.is_some() || (presented.is_some() && approval_required);
+        let idempotency_token = match &effect_key {
+            Some(key) => Some(effect::idempotency_token(key, attempt).map_err(Error::InvalidInput)?),
+            None => None,
+        };
+        Ok(Permit {
+            kernel: self.clone(),
+            action: action.clone(),
+            action_hash: action_hash.to_owned(),
+            ruling: ruling.clone(),
+            effect_key,
+            attempt,
+            lease_expires_at,
+            idempotency_token,
+            approval_id: if consumed { presented.map(str::to_owned) } else { None },
+            approver,
+            started_at: now,
+            finished: false,
+        })
+    }
+
+    fn blocked(tx: &mut WriteTx<'_>, action: &Action, draft: &mut ReceiptDraft, key: &str, refusal: Error, now: Micros) -> Result<std::result::Result<(u32, Option<Micros>, Option<String>), Error>> {
+        draft.result = ReceiptResult::Blocked;
+        draft.decision_reason = refusal.reason();
+        draft.error = Some(refusal.to_string());
+        tx.event(EventKind::EFFECT_RESERVATION_REFUSED, now, Some(&action.action_id), Some(key), None,
+            serde_json::json!({"reason": refusal.reason()}))?;
+        tx.append_receipt(draft, None)?;
+        Ok(Err(refusal))
+    }
+
+    /// Record an outcome for a permit: state, event and receipt in one write. A record that
+    /// moved on is left alone, and the late outcome is kept as ambiguous evidence.
+    fn finish(&self, permit: &Permit, outcome: Outcome) -> Result<()> {
+        self.guarded(|kernel, now| {
+            let mut draft = kernel.draft(&permit.action, &permit.action_hash, &permit.ruling, permit.started_at);
+            draft.finished_at = now;
+            draft.effect_key = permit.effect_key.clone();
+            draft.attempt = permit.attempt;
+            draft.approval_id = permit.approval_id.clone();
+            draft.approver = permit.approver.clone();
+            let action_id = permit.action.action_id.clone();
+            let executor_result = match &outcome {
+                Outcome::Committed(result) => Some(result.clone()),
+                _ => None,
+            };
+            let (kind, result, error) = match &outcome {
+                Outcome::Committed(_) => (EventKind::EXECUTION_COMMITTED, ReceiptResult::Committed, None),
+                Outcome::NotExecuted(error) => (EventKind::EXECUTION_FAILED, ReceiptResult::Failed, Some(error.clone())),
+                Outcome::Ambiguous(error) => (EventKind::EXECUTION_AMBIGUOUS, ReceiptResult::Ambiguous, Some(error.clone())),
+            };
+            kernel.inner.store.write(|tx| {
+                let late = match &permit.effect_key {
+                    None => None,
+                    Some(key) => match effect::plan_outcome(tx.effect(key)?.as_ref(), key, &action_id, &outcome, now) {
+                        Ok(OutcomePlan::Write(record)) => {
+                            tx.put_effect(&record)?;
+                            None
+                        }
+                        Ok(OutcomePlan::Unchanged(_)) => None,
+                        Err(Error::Ambiguous { .. } | Error::Duplicate { .. } | Error::LateOutcome { .. } | Error::NotFound(_)) => {
+                            let record = tx.effect(key)?;
+                            Some(Error::LateOutcome {
+                                effect_key: key.clone(),
+                                state: record.as_ref().map(|r| r.state).unwrap_or(EffectState::Ambiguous),
+                                holder: record.map(|r| r.action_id).unwrap_or_default(),
+                            })
+                        }
+                        Err(other) => return Err(other),
+                    },
+                };
+                let data = match (&late, &error) {
+                    (Some(refusal), _) => serde_json::json!({"attempt": permit.attempt, "late_outcome": result.as_str(), "error": refusal.to_string()}),
+                    (None, Some(error)) => serde_json::json!({"attempt": permit.attempt, "error": error}),
+                    (None, None) => serde_json::json!({"attempt": permit.attempt}),
+                };
+                let kind = if late.is_some() { EventKind::EXECUTION_AMBIGUOUS } else { kind };
+                tx.event(kind, now, Some(&action_id), permit.effect_key.as_deref(), None, data)?;
+                match &late {
+                    Some(refusal) => {
+                        draft.result = ReceiptResult::Ambiguous;
+                        draft.error = Some(format!("late {} outcome refused: {refusal}", result.as_str()));
+                    }
+                    None => {
+                        draft.result = result;
+                        draft.error = error.clone();
+                    }
+                }
+                tx.append_receipt(&draft, executor_result.clone())?;
+                Ok(late)
+            })
+            .and_then(|late| match late {
+                Some(refusal) => Err(refusal),
+                None => Ok(()),
+            })
+        })
+    }
+
+    // ---- approvals ---------------------------------------------------------------------------
+
+    /// Create a pending approval request for `action` directly (the pipeline does this itself
+    /// on an `approve` decision).
+    pub fn request_approval(&self, action: &Action, ttl: Option<Micros>) -> Result<ApprovalRecord> {
+        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        self.guarded(|kernel, now| {
+            let record = kernel.new_request(action, &action_hash, ttl, now)?;
+            kernel.inner.store.write(|tx| {
+                tx.put_approval(&record)?;
+                tx.event(EventKind::APPROVAL_REQUESTED, now, Some(&action.action_id), None, Some(&record.approval_id),
+                    serde_json::json!({"action_hash": action_hash, "expires_at": crate::clock::render(record.expires_at)}))?;
+                Ok(())
+            })?;
+            Ok(record)
+        })
+    }
+
+    pub fn grant(&self, approval_id: &str, approver: &str) -> Result<ApprovalRecord> {
+        self.answer(approval_id, approver, None, true)
+    }
+
+    pub fn deny(&self, approval_id: &str, approver: &str, note: Option<&str>) -> Result<ApprovalRecord> {
+        self.answer(approval_id, approver, note, false)
+    }
+
+    fn answer(&self, approval_id: &str, approver: &str, note: Option<&str>, grant: bool) -> Result<ApprovalRecord> {
+        approval::check_person_name("the approver name", approver)?;
+        if let Some(note) = note {
+            approval::check_person_name("the note", note)?;
+        }
+        self.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| {
+                let record = tx.approval(approval_id)?;
+                match approval::check_answerable(record.as_ref(), approval_id, approver, now) {
+                    Verdict::Proceed => {}
+                    Verdict::Refuse(refusal) => return Ok(Err(refusal)),
+                    Verdict::ExpireAndRefuse(refusal) => {
+                        if let Some(mut record) = record {
+                            record.status = ApprovalStatus::Expired;
+                            tx.put_approval(&record)?;
+                            tx.event(EventKind::APPROVAL_EXPIRED, now, Some(&record.action_id), None, Some(approval_id), serde_json::json!({}))?;
+                        }
+                        return Ok(Err(refusal));
+                    }
+                }
+                let Some(mut record) = record else {
+                    return Ok(Err(Error::NotFound(format!("no approval {approval_id}"))));
+                };
+                record.status = if grant { ApprovalStatus::Granted } else { ApprovalStatus::Denied };
+                record.approver = Some(approver.to_owned());
+                record.answered_at = Some(now);
+                record.note = note.map(str::to_owned);
+                tx.put_approval(&record)?;
+                let kind = if grant { EventKind::APPROVAL_GRANTED } else { EventKind::APPROVAL_DENIED };
+                tx.event(kind, now, Some(&record.action_id), None, Some(approval_id), serde_json::json!({"approver": approver, "note": note}))?;
+                Ok(Ok(record))
+            })?
+        })
+    }
+
+    pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
+        self.guarded(|kernel, _| kernel.inner.store.approval(approval_id))
+    }
+
+    pub fn pending_approvals(&self) -> Result<Vec<ApprovalRecord>> {
+        self.guarded(|kernel, now| kernel.inner.store.pending_approvals(now))
+    }
+
+    // ---- resolution and effects ----------------------------------------------------------------
+
+    /// A human (or a reconcile hook, named `reconcile:<action>`) says what happened to an
+    /// AMBIGUOUS effect. Only AMBIGUOUS moves.
+    pub fn resolve(&self, effect_key: &str, to: EffectState, resolver: &str) -> Result<EffectRecord> {
+        approval::check_person_name("the resolver name", resolver)?;
+        self.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| {
+                match effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now) {
+                    Ok(record) => {
+                        tx.put_effect(&record)?;
+                        tx.event(EventKind::EFFECT_RESOLVED, now, Some(&record.action_id), Some(effect_key), None,
+                            serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": record.attempt}))?;
+                        Ok(Ok(record))
+                    }
+                    Err(refusal) => Ok(Err(refusal)),
+                }
+            })?
+        })
+    }
+
+    /// Mark an in-flight effect AMBIGUOUS (idempotent from reserved, executing and ambiguous).
+    pub fn mark_ambiguous(&self, effect_key: &str, error: &str) -> Result<EffectRecord> {
+        self.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| match effect::plan_mark_ambiguous(tx.effect(effect_key)?.as_ref(), effect_key, error, now) {
+                Ok(OutcomePlan::Write(record)) => {
+                    tx.put_effect(&record)?;
+                    tx.event(EventKind::EXECUTION_AMBIGUOUS, now, Some(&record.action_id), Some(effect_key), None,
+                        serde_json::json!({"error": error, "attempt": record.attempt}))?;
+                    Ok(Ok(record))
+                }
+                Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
+                Err(refusal) => Ok(Err(refusal)),
+            })?
+        })
+    }
+
+    pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
+        self.guarded(|kernel, _| kernel.inner.store.effect(effect_key))
+    }
+
+    pub fn effects(&self, state: Option<EffectState>, limit: usize) -> Result<Vec<EffectRecord>> {
+        self.guarded(|kernel, _| kernel.inner.store.effects(state, limit))
+    }
+
+    pub fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
+        self.guarded(|kernel, _| kernel.inner.store.receipts(from, limit))
+    }
+
+    pub fn verify_chain(&self) -> Result<ChainReport> {
+        self.guarded(|kernel, _| kernel.inner.store.verify_chain())
+    }
+
+    pub fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.guarded(|kernel, _| kernel.inner.store.events(after, limit))
+    }
+
+    // ---- the lower-level store operations, for integrators with their own pipeline -------------
+
+    /// Reserve without beginning: the record is RESERVED until `begin`. Writes events only;
+    /// an integrator's own pipeline owns its receipts.
+    pub fn reserve_only(&self, action: &Action, effect_key: &str, lease: Option<Micros>, max_attempts: Option<u32>) -> Result<EffectRecord> {
+        self.consume_and_reserve(action, effect_key, None, lease, max_attempts)
+    }
+
+    /// Consume a granted approval and reserve in one transaction; a refused reservation leaves
+    /// the approval granted, and the approval is checked first.
+    pub fn consume_and_reserve(&self, action: &Action, effect_key: &str, approval_id: Option<&str>, lease: Option<Micros>, max_attempts: Option<u32>) -> Result<EffectRecord> {
+        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        self.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| {
+                let mut approval = None;
+                if let Some(id) = approval_id {
+                    let record = tx.approval(id)?;
+                    match approval::check_consumable(record.as_ref(), id, &action_hash, now) {
+                        Verdict::Proceed => approval = record,
+                        Verdict::Refuse(refusal) => return Ok(Err(refusal)),
+                        Verdict::ExpireAndRefuse(refusal) => {
+                            if let Some(mut record) = record {
+                                record.status = ApprovalStatus::Expired;
+                                tx.put_approval(&record)?;
+                                tx.event(EventKind::APPROVAL_EXPIRED, now, Some(&action.action_id), None, Some(id), serde_json::json!({}))?;
+                            }
+                            return Ok(Err(refusal));
+                        }
+                    }
+                }
+                let claim = Claim {
+                    effect_key,
+                    action_id: &action.action_id,
+                    action_name: &action.name,
+                    action_hash: &action_hash,
+                    approval_id,
+                    lease: lease.unwrap_or(DEFAULT_LEASE),
+                    max_attempts,
+                };
+                let plan = effect::plan_reservation(tx.effect(effect_key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
+                match plan {
+                    ReservationPlan::Grant(mut record) => {
+                        record.state = EffectState::Reserved;
+                        tx.put_effect(&record)?;
+                        if let Some(mut approval) = approval {
+                            approval.status = ApprovalStatus::Consumed;
+                            approval.consumed_at = Some(now);
+                            approval.consumed_by = Some(action.action_id.clone());
+                            tx.put_approval(&approval)?;
+                            tx.event(EventKind::APPROVAL_CONSUMED, now, Some(&action.action_id), Some(effect_key), Some(&approval.approval_id), serde_json::json!({}))?;
+                        }
+                        tx.event(EventKind::EFFECT_RESERVED, now, Some(&action.action_id), Some(effect_key), None, serde_json::json!({"attempt": record.attempt}))?;
+                        Ok(Ok(record))
+                    }
+                    ReservationPlan::Refuse(refusal) => {
+                        tx.event(EventKind::EFFECT_RESERVATION_REFUSED, now, Some(&action.action_id), Some(effect_key), None, serde_json::json!({"reason": refusal.reason()}))?;
+                        Ok(Err(refusal))
+                    }
+                    ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
+                        tx.put_effect(&record)?;
+                        tx.event(EventKind::EXECUTION_AMBIGUOUS, now, Some(&record.action_id), Some(effect_key), None, serde_json::json!({"error": effect::LEASE_EXPIRED}))?;
+                        Ok(Err(refusal))
+                    }
+                }
+            })?
+        })
+    }
+
+    /// RESERVED → EXECUTING for the holder `action_id`.
+    pub fn begin(&self, effect_key: &str, action_id: &str) -> Result<EffectRecord> {
+        self.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, now) {
+                Ok(record) => {
+                    tx.put_effect(&record)?;
+                    tx.event(EventKind::EXECUTION_STARTED, now, Some(action_id), Some(effect_key), None, serde_json::json!({"attempt": record.attempt}))?;
+                    Ok(Ok(record))
+                }
+                Err(refusal) => Ok(Err(refusal)),
+            })?
+        })
+    }
+
+    /// Report an outcome for the holder `action_id` without a permit. Events only.
+    pub fn complete(&self, effect_key: &str, action_id: &str, outcome: Outcome) -> Result<EffectRecord> {
+        self.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| match effect::plan_outcome(tx.effect(effect_key)?.as_ref(), effect_key, action_id, &outcome, now) {
+                Ok(OutcomePlan::Write(record)) => {
+                    tx.put_effect(&record)?;
+                    let kind = match record.state {
+                        EffectState::Committed => EventKind::EXECUTION_COMMITTED,
+                        EffectState::Failed => EventKind::EXECUTION_FAILED,
+                        _ => EventKind::EXECUTION_AMBIGUOUS,
+                    };
+                    tx.event(kind, now, Some(action_id), Some(effect_key), None, serde_json::json!({"attempt": record.attempt, "error": record.error}))?;
+                    Ok(Ok(record))
+                }
+                Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
+                Err(refusal) => Ok(Err(refusal)),
+            })?
+        })
+    }
+}
+
+/// `check_consumable` never returns `Proceed` into the refusal arm; this keeps the match total
+/// without a panic path.
+fn unreachable_refusal() -> (Error, bool) {
+    (Error::InvalidInput("internal: an approval verdict changed while being read".into()), false)
+}
+
+/// Shorthand for tests and the CLI: a principal from two strings.
+pub fn principal(agent: &str, user: Option<&str>) -> Result<Principal> {
+    Principal::new(agent, user).map_err(|e| Error::InvalidInput(e.to_string()))
+}

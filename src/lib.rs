@@ -1,0 +1,25 @@
+//! Warden: at-most-once effects and confined reads for AI agents, in process.
+//!
+//! Pure modules decide (`canonical`, `action`, `template`, `effect`, `approval`, `receipt`);
+//! `store` is the only code that touches redb; `kernel` composes them and is the only place
+//! that orders steps. See `../shared/DESIGN.md` for the map.
+
+pub mod action;
+pub mod canonical;
+pub mod template;
+pub mod approval;
+pub mod clock;
+pub mod decision;
+pub mod effect;
+pub mod error;
+pub mod kernel;
+pub mod receipt;
+pub mod store;
+
+pub use action::{Action, Principal};
+pub use clock::{Clock, ManualClock, Micros, SystemClock};
+pub use decision::{Decision, Ruling};
+pub use effect::{EffectRecord, EffectState};
+pub use error::{DuplicateState, Error};
+pub use kernel::{Kernel, KernelOptions, Permit, Proposal};
+pub use template::{Template, TemplateMode};

@@ -1,0 +1,264 @@
+//! Receipts: one canonical JSON document per terminal outcome, chained by hash. Pure: building
+//! documents and verifying a stream of stored rows; the store writes them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{parse_json, sha256_prefixed, to_canonical_string};
+use crate::clock::{render, Micros};
+use crate::effect::StoredResult;
+
+pub const RECEIPT_SCHEMA: &str = "warden.receipt/v1";
+
+/// The `prev_hash` of the first receipt.
+pub const GENESIS_HASH: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The closed set of chain break names.
+pub const CHAIN_BREAKS: [&str; 6] = ["content_altered", "hash_missing", "link_broken", "missing", "head_mismatch", "unchained"];
+
+/// At most this many breaks are listed; the count beyond is still reported.
+pub const MAX_LISTED_BREAKS: usize = 1000;
+
+/// The terminal outcome a receipt records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptResult {
+    Committed,
+    Failed,
+    Ambiguous,
+    Denied,
+    Blocked,
+    Observed,
+}
+
+impl ReceiptResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptResult::Committed => "committed",
+            ReceiptResult::Failed => "failed",
+            ReceiptResult::Ambiguous => "ambiguous",
+            ReceiptResult::Denied => "denied",
+            ReceiptResult::Blocked => "blocked",
+            ReceiptResult::Observed => "observed",
+        }
+    }
+}
+
+/// Everything a receipt says except its place in the chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceiptDraft {
+    pub receipt_id: String,
+    pub action_id: String,
+    pub action: String,
+    pub action_hash: String,
+    pub agent: String,
+    pub user: Option<String>,
+    pub resource: Option<String>,
+    pub arguments: serde_json::Value,
+    pub environment: String,
+    pub decision: String,
+    pub decision_reason: String,
+    pub approval_id: Option<String>,
+    pub approver: Option<String>,
+    pub effect_key: Option<String>,
+    pub attempt: u32,
+    pub result: ReceiptResult,
+    pub error: Option<String>,
+    pub started_at: Micros,
+    pub finished_at: Micros,
+    pub policy_hash: Option<String>,
+    pub policy_version: Option<String>,
+}
+
+impl ReceiptDraft {
+    /// The document as hashed: every field, plus `seq` and `prev_hash`.
+    pub fn document(&self, seq: u64, prev_hash: &str) -> serde_json::Value {
+        serde_json::json!({
+            "schema": RECEIPT_SCHEMA,
+            "receipt_id": self.receipt_id,
+            "action_id": self.action_id,
+            "action": self.action,
+            "action_hash": self.action_hash,
+            "principal": {"agent": self.agent, "user": self.user},
+            "resource": self.resource,
+            "arguments": self.arguments,
+            "environment": self.environment,
+            "decision": self.decision,
+            "decision_reason": self.decision_reason,
+            "approval_id": self.approval_id,
+            "approver": self.approver,
+            "effect_key": self.effect_key,
+            "attempt": self.attempt,
+            "result": self.result.as_str(),
+            "execution": null,
+            "would_have": null,
+            "error": self.error,
+            "started_at": render(self.started_at),
+            "finished_at": render(self.finished_at),
+            "seq": seq,
+            "prev_hash": prev_hash,
+            "policy_hash": self.policy_hash,
+            "policy_version": self.policy_version,
+        })
+    }
+
+    /// The canonical text and its chain hash.
+    pub fn seal(&self, seq: u64, prev_hash: &str) -> Result<(String, String), String> {
+        let text = to_canonical_string(&self.document(seq, prev_hash), "receipt").map_err(|e| e.to_string())?;
+        let hash = sha256_prefixed(text.as_bytes());
+        Ok((text, hash))
+    }
+}
+
+/// One receipt row as stored. `executor_result` is outside the hashed document on purpose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredReceipt {
+    pub document: String,
+    pub hash: Option<String>,
+    pub executor_result: Option<StoredResult>,
+}
+
+impl StoredReceipt {
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut doc = parse_json(&self.document).unwrap_or(serde_json::Value::Null);
+        if let Some(map) = doc.as_object_mut() {
+            map.insert("hash".into(), self.hash.clone().into());
+            map.insert(
+                "executor_result".into(),
+                self.executor_result.as_ref().map(StoredResult::to_value).unwrap_or(serde_json::Value::Null),
+            );
+        }
+        doc
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainBreak {
+    pub name: &'static str,
+    pub seq: Option<u64>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainReport {
+    pub ok: bool,
+    /// Chained receipts with nothing reported against them.
+    pub verified: u64,
+    pub chained: u64,
+    pub unchained: u64,
+    pub head_seq: Option<u64>,
+    pub head_hash: Option<String>,
+    pub breaks: Vec<ChainBreak>,
+    /// Breaks found beyond `MAX_LISTED_BREAKS`.
+    pub breaks_not_listed: u64,
+}
+
+/// Streams the rows in store order (by the key, never re-sorted) and names every break.
+/// `rows` yields `(position, row)`; a row the store could not decode is `Err(description)`.
+pub fn verify_chain<I>(rows: I, head: Option<(u64, String)>) -> ChainReport
+where
+    I: IntoIterator<Item = (u64, Result<StoredReceipt, String>)>,
+{
+    const NO_HASH: &str = "<no canonical form>";
+    let mut breaks = Vec::new();
+    let mut not_listed = 0u64;
+    let mut push = |breaks: &mut Vec<ChainBreak>, name: &'static str, seq: Option<u64>, detail: String| {
+        if breaks.len() < MAX_LISTED_BREAKS {
+            breaks.push(ChainBreak { name, seq, detail });
+        } else {
+            not_listed += 1;
+        }
+    };
+    let mut expected_prev = GENESIS_HASH.to_owned();
+    let mut expected_seq = 1u64;
+    let mut chained = 0u64;
+    let mut unchained = 0u64;
+    let mut accused = 0u64;
+    let mut last_seq = 0u64;
+    for (position, row) in rows {
+        let document = match &row {
+            Ok(stored) => parse_json(&stored.document).ok(),
+            Err(_) => None,
+        };
+        let doc_seq = document.as_ref().map(|doc| doc.get("seq"));
+        if let Some(None | Some(serde_json::Value::Null)) = doc_seq {
+            // A receipt with no place in the chain: nothing about it is verified.
+            unchained += 1;
+            continue;
+        }
+        chained += 1;
+        let mut accused_here = false;
+        if position != expected_seq {
+            push(&mut breaks, "missing", Some(expected_seq), format!(
+                "seq {expected_seq} is not here; the next receipt is at {position}: a row was deleted or two were exchanged"
+            ));
+        }
+        let recomputed = document
+            .as_ref()
+            .and_then(|doc| to_canonical_string(doc, "receipt").ok())
+            .map(|text| sha256_prefixed(text.as_bytes()));
+        let (Ok(stored), Some(document), Some(recomputed)) = (&row, &document, recomputed) else {
+            push(&mut breaks, "content_altered", Some(position),
+                "the stored row cannot be read back as a receipt document, so its hash cannot be recomputed".into());
+            accused += 1;
+            expected_prev = NO_HASH.to_owned();
+            expected_seq = position.saturating_add(1);
+            last_seq = position;
+            continue;
+        };
+        match &stored.hash {
+            None => {
+                push(&mut breaks, "hash_missing", Some(position),
+                    "the stored hash is gone, so there is nothing to compare the document against".into());
+                accused_here = true;
+            }
+            Some(hash) if *hash != recomputed => {
+                push(&mut breaks, "content_altered", Some(position),
+                    format!("the recomputed hash {recomputed} is not the stored {hash}"));
+                accused_here = true;
+            }
+            Some(_) => {}
+        }
+        let prev = document.get("prev_hash").and_then(|value| value.as_str()).unwrap_or("");
+        if prev != expected_prev {
+            push(&mut breaks, "link_broken", Some(position),
+                format!("prev_hash is {prev}, and the receipt before it hashes to {expected_prev}"));
+            accused_here = true;
+        }
+        if accused_here {
+            accused += 1;
+        }
+        // The document's own hash, never the stored column, carries forward: one corrupted
+        // column must not also accuse the next receipt.
+        expected_prev = recomputed;
+        expected_seq = position.saturating_add(1);
+        last_seq = position;
+    }
+    if unchained > 0 {
+        push(&mut breaks, "unchained", None,
+            format!("{unchained} receipt(s) carry no seq; nothing about them is verified"));
+    }
+    let (head_seq, head_hash) = match head {
+        Some((seq, hash)) => (Some(seq), Some(hash)),
+        None => (None, None),
+    };
+    match (head_seq, &head_hash) {
+        (Some(seq), Some(hash)) => {
+            if seq != last_seq || *hash != expected_prev {
+                push(&mut breaks, "head_mismatch", Some(seq), format!(
+                    "the head names seq {seq} / {hash}, and the last receipt is seq {last_seq} / {expected_prev}"
+                ));
+            }
+        }
+        _ => push(&mut breaks, "head_mismatch", None, "the store has no chain head row to compare against".into()),
+    }
+    ChainReport {
+        ok: breaks.is_empty() && not_listed == 0,
+        verified: chained.saturating_sub(accused),
+        chained,
+        unchained,
+        head_seq,
+        head_hash,
+        breaks,
+        breaks_not_listed: not_listed,
+    }
+}

@@ -1,0 +1,66 @@
+//! Shared helpers for the kernel's integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use warden::{Action, Decision, Kernel, KernelOptions, ManualClock, Principal, Proposal, Ruling, Template, TemplateMode};
+
+pub const T0: i64 = 1_764_000_000_000_000;
+pub const SECOND: i64 = 1_000_000;
+
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub clock: ManualClock,
+    pub kernel: Kernel,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = ManualClock::new(T0);
+        let kernel = open(&dir.path().join("state.redb"), &clock);
+        Fixture { dir, clock, kernel }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("state.redb")
+    }
+}
+
+pub fn open(path: &std::path::Path, clock: &ManualClock) -> Kernel {
+    Kernel::open(path, KernelOptions { clock: Arc::new(clock.clone()), policy_hash: Some("sha256:test".into()), policy_version: None })
+        .expect("open kernel")
+}
+
+pub fn refund(payment: &str, amount: i64) -> Action {
+    refund_by(payment, amount, "refund-agent", Some("ada"))
+}
+
+pub fn refund_by(payment: &str, amount: i64, agent: &str, user: Option<&str>) -> Action {
+    Action::new(
+        "stripe.refund",
+        serde_json::json!({"payment_id": payment, "amount": amount}),
+        Principal::new(agent, user).expect("principal"),
+        None,
+        "production",
+    )
+    .expect("action")
+}
+
+pub fn key_template() -> Template {
+    Template::parse("refund:{payment_id}", TemplateMode::Escaped).expect("template")
+}
+
+pub fn allow<'a>(action: &'a Action, template: &'a Template) -> Proposal<'a> {
+    let mut proposal = Proposal::new(action, Ruling::new(Decision::Allow, "decision"));
+    proposal.effect = Some(template);
+    proposal
+}
+
+pub fn approve<'a>(action: &'a Action, template: &'a Template, approval: Option<&'a str>) -> Proposal<'a> {
+    let mut proposal = Proposal::new(action, Ruling::new(Decision::Approve, "rule[1]"));
+    proposal.effect = Some(template);
+    proposal.approval_id = approval;
+    proposal
+}

@@ -1,0 +1,523 @@
+//! Store conformance: the retry table, leases, approvals, resolution, receipts and events,
+//! each named for the guarantee it checks.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+
+use common::*;
+use warden::effect::idempotency_token;
+use warden::store::EventKind;
+use warden::{Decision, DuplicateState, EffectState, Error, Proposal, Ruling};
+
+fn reasons(fixture: &Fixture) -> Vec<String> {
+    fixture
+        .kernel
+        .receipts(1, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| {
+            let doc: serde_json::Value = serde_json::from_str(&r.document).unwrap();
+            format!("{}:{}", doc["result"].as_str().unwrap(), doc["decision_reason"].as_str().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn reserve_then_commit_then_retry_is_refused_as_committed() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 500);
+    let permit = f.kernel.propose(&allow(&action, &t)).unwrap();
+    assert_eq!(permit.effect_key(), Some("refund:txn_1"));
+    assert_eq!(permit.attempt(), 1);
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Executing);
+    permit.commit(&serde_json::json!({"refund_id": "re_1"})).unwrap();
+    let record = f.kernel.effect("refund:txn_1").unwrap().unwrap();
+    assert_eq!(record.state, EffectState::Committed);
+    assert_eq!(record.result.unwrap().json, r#"{"refund_id":"re_1"}"#);
+
+    let again = refund("txn_1", 500);
+    let refused = f.kernel.propose(&allow(&again, &t)).unwrap_err();
+    assert!(matches!(refused, Error::Duplicate { state: DuplicateState::Committed, .. }), "{refused}");
+    assert_eq!(reasons(&f), ["committed:decision", "blocked:duplicate"]);
+}
+
+#[test]
+fn live_lease_refuses_even_the_same_action_as_in_progress() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 500);
+    let _permit = f.kernel.propose(&allow(&action, &t)).unwrap();
+    let refused = f.kernel.propose(&allow(&action, &t)).unwrap_err();
+    assert!(matches!(refused, Error::Duplicate { state: DuplicateState::InProgress, .. }), "{refused}");
+    assert_eq!(refused.reason(), "in_progress");
+}
+
+#[test]
+fn failed_renews_with_the_next_attempt_and_a_new_token() {
+    let f = Fixture::new();
+    let t = key_template();
+    let first = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap();
+    let token1 = first.idempotency_token().unwrap().to_owned();
+    first.not_executed("card declined before the charge").unwrap();
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Failed);
+    let second = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap();
+    assert_eq!(second.attempt(), 2);
+    assert_ne!(second.idempotency_token().unwrap(), token1);
+    assert_eq!(second.idempotency_token().unwrap(), idempotency_token("refund:txn_1", 2).unwrap());
+    let record = f.kernel.effect("refund:txn_1").unwrap().unwrap();
+    assert_eq!((record.state, record.attempt, record.error.as_deref(), record.result.as_ref()), (EffectState::Executing, 2, None, None));
+}
+
+#[test]
+fn max_attempts_is_a_ceiling_on_failed_renewals() {
+    let f = Fixture::new();
+    let t = key_template();
+    for _ in 0..2 {
+        let action = refund("txn_1", 5);
+        let mut p = allow(&action, &t);
+        p.max_attempts = Some(2);
+        f.kernel.propose(&p).unwrap().not_executed("nope").unwrap();
+    }
+    let action = refund("txn_1", 5);
+    let mut p = allow(&action, &t);
+    p.max_attempts = Some(2);
+    let refused = f.kernel.propose(&p).unwrap_err();
+    assert!(matches!(refused, Error::AttemptCeiling { attempts: 2, max_attempts: 2, .. }), "{refused}");
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Failed);
+}
+
+#[test]
+fn ambiguous_refuses_every_retry_until_resolved() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap().ambiguous("connection reset after send").unwrap();
+    for _ in 0..3 {
+        let refused = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap_err();
+        assert!(matches!(refused, Error::Ambiguous { .. }), "{refused}");
+    }
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Ambiguous);
+}
+
+#[test]
+fn lease_expiry_keeps_the_ambiguous_write_while_refusing_the_call() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(30 * SECOND);
+    let permit = f.kernel.propose(&proposal).unwrap();
+    std::mem::forget(permit); // the worker vanished without a word
+    f.clock.advance(31 * SECOND);
+    let refused = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap_err();
+    assert!(matches!(refused, Error::Ambiguous { .. }), "{refused}");
+    let record = f.kernel.effect("refund:txn_1").unwrap().unwrap();
+    assert_eq!(record.state, EffectState::Ambiguous);
+    assert_eq!(record.error.as_deref(), Some(warden::effect::LEASE_EXPIRED));
+}
+
+#[test]
+fn a_late_commit_after_the_record_moved_is_refused_and_kept_as_evidence() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(SECOND);
+    let permit = f.kernel.propose(&proposal).unwrap();
+    f.clock.advance(2 * SECOND);
+    let _ = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap_err(); // ambiguates
+    let late = permit.commit(&serde_json::json!({"ok": true})).unwrap_err();
+    assert!(matches!(late, Error::LateOutcome { state: EffectState::Ambiguous, .. }), "{late}");
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Ambiguous);
+    let last = f.kernel.receipts(1, 100).unwrap().pop().unwrap().1;
+    assert!(last.document.contains(r#""result":"ambiguous""#));
+    assert!(last.executor_result.is_some(), "the late result is still kept as evidence");
+}
+
+#[test]
+fn a_dropped_permit_records_ambiguous() {
+    let f = Fixture::new();
+    let t = key_template();
+    drop(f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap());
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Ambiguous);
+    assert_eq!(reasons(&f), ["ambiguous:decision"]);
+}
+
+#[test]
+fn resolve_moves_only_ambiguous_and_records_who() {
+    let f = Fixture::new();
+    let t = key_template();
+    let permit = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap();
+    let refused = f.kernel.resolve("refund:txn_1", EffectState::Committed, "ops:ada").unwrap_err();
+    assert!(matches!(refused, Error::NotResolvable { state: EffectState::Executing, .. }), "{refused}");
+    permit.ambiguous("timeout").unwrap();
+    let resolved = f.kernel.resolve("refund:txn_1", EffectState::Committed, "ops:ada").unwrap();
+    assert_eq!((resolved.state, resolved.resolved_by.as_deref()), (EffectState::Committed, Some("ops:ada")));
+    assert!(resolved.error.unwrap().contains("was: timeout"));
+    let again = f.kernel.resolve("refund:txn_1", EffectState::Failed, "ops:ada").unwrap_err();
+    assert!(matches!(again, Error::NotResolvable { state: EffectState::Committed, .. }));
+    for to in [EffectState::Executing, EffectState::Ambiguous] {
+        assert!(matches!(f.kernel.resolve("refund:txn_1", to, "x").unwrap_err(), Error::InvalidInput(_)));
+    }
+    assert!(matches!(f.kernel.resolve("refund:none", EffectState::Failed, "x").unwrap_err(), Error::NotFound(_)));
+    assert!(matches!(f.kernel.resolve("refund:txn_1", EffectState::Failed, "eve\nforged line").unwrap_err(), Error::InvalidInput(_)));
+}
+
+#[test]
+fn resolution_attribution_is_cleared_on_renewal() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap().ambiguous("timeout").unwrap();
+    f.kernel.resolve("refund:txn_1", EffectState::Failed, "ops:bob").unwrap();
+    let permit = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap();
+    assert_eq!(permit.attempt(), 2);
+    let record = f.kernel.effect("refund:txn_1").unwrap().unwrap();
+    assert_eq!((record.resolved_by, record.error), (None, None));
+}
+
+#[test]
+fn no_refusal_path_writes_failed_or_deletes_a_record() {
+    let f = Fixture::new();
+    let t = key_template();
+    // committed, ambiguous, in progress, ceiling: refuse each, and the record is untouched.
+    f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap().commit(&serde_json::json!(null)).unwrap();
+    f.kernel.propose(&allow(&refund("b", 1), &t)).unwrap().ambiguous("?").unwrap();
+    let _held = f.kernel.propose(&allow(&refund("c", 1), &t)).unwrap();
+    let before: Vec<_> = f.kernel.effects(None, 100).unwrap();
+    for payment in ["a", "b", "c"] {
+        assert!(f.kernel.propose(&allow(&refund(payment, 1), &t)).is_err());
+    }
+    let after: Vec<_> = f.kernel.effects(None, 100).unwrap();
+    assert_eq!(before, after);
+    assert!(after.iter().all(|r| r.state != EffectState::Failed));
+}
+
+#[test]
+fn extend_lease_only_for_the_live_executing_holder_and_never_shorter() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(10 * SECOND);
+    let mut permit = f.kernel.propose(&proposal).unwrap();
+    let until = permit.lease_expires_at().unwrap();
+    assert!(matches!(permit.extend_lease(until - SECOND).unwrap_err(), Error::InvalidInput(_)));
+    permit.extend_lease(until + 60 * SECOND).unwrap();
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().lease_expires_at, Some(until + 60 * SECOND));
+    f.clock.advance(100 * SECOND);
+    let lapsed = permit.extend_lease(T0 + 200 * SECOND).unwrap_err();
+    assert!(matches!(lapsed, Error::Ambiguous { .. }), "{lapsed}");
+    permit.commit(&serde_json::json!(1)).unwrap();
+}
+
+#[test]
+fn mark_ambiguous_is_idempotent_and_never_touches_a_known_outcome() {
+    let f = Fixture::new();
+    let t = key_template();
+    let _held = f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap();
+    let first = f.kernel.mark_ambiguous("refund:a", "operator saw a crash").unwrap();
+    let second = f.kernel.mark_ambiguous("refund:a", "again").unwrap();
+    assert_eq!(first, second);
+    f.kernel.propose(&allow(&refund("b", 1), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+    assert!(f.kernel.mark_ambiguous("refund:b", "no").is_err());
+    assert_eq!(f.kernel.effect("refund:b").unwrap().unwrap().state, EffectState::Committed);
+}
+
+#[test]
+fn approval_required_creates_a_pending_request_and_no_receipt() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_9", 90_000);
+    let refused = f.kernel.propose(&approve(&action, &t, None)).unwrap_err();
+    let Error::ApprovalRequired { request_id, expires_at, .. } = refused else { panic!("{refused}") };
+    assert_eq!(expires_at, T0 + 15 * 60 * SECOND);
+    assert_eq!(f.kernel.pending_approvals().unwrap().len(), 1);
+    assert_eq!(f.kernel.receipts(1, 10).unwrap().len(), 0);
+    f.kernel.grant(&request_id, "ops:bob").unwrap();
+    let permit = f.kernel.propose(&approve(&refund("txn_9", 90_000), &t, Some(&request_id))).unwrap();
+    assert_eq!(permit.approval_id(), Some(request_id.as_str()));
+    permit.commit(&serde_json::json!({"ok": true})).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&f.kernel.receipts(1, 10).unwrap()[0].1.document).unwrap();
+    assert_eq!(doc["approver"], "ops:bob");
+    assert_eq!(doc["approval_id"], request_id.as_str());
+}
+
+fn granted(f: &Fixture, action: &warden::Action) -> String {
+    let request = f.kernel.request_approval(action, None).unwrap();
+    f.kernel.grant(&request.approval_id, "ops:bob").unwrap();
+    request.approval_id
+}
+
+#[test]
+fn an_approval_is_single_use() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let id = granted(&f, &action);
+    f.kernel.propose(&approve(&action, &t, Some(&id))).unwrap().not_executed("declined").unwrap();
+    let refused = f.kernel.propose(&approve(&refund("txn_1", 5), &t, Some(&id))).unwrap_err();
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "consumed"), "{refused}");
+}
+
+#[test]
+fn a_mutated_action_is_refused_and_leaves_the_approval_granted() {
+    let f = Fixture::new();
+    let t = key_template();
+    let id = granted(&f, &refund("txn_1", 5));
+    let refused = f.kernel.propose(&approve(&refund("txn_1", 5_000_000), &t, Some(&id))).unwrap_err();
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "mismatch"), "{refused}");
+    assert_eq!(f.kernel.approval(&id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Granted);
+    f.kernel.propose(&approve(&refund("txn_1", 5), &t, Some(&id))).unwrap().commit(&serde_json::json!(1)).unwrap();
+}
+
+#[test]
+fn expiry_is_checked_at_consumption_and_the_expired_status_is_kept() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let id = granted(&f, &action);
+    f.clock.advance(16 * 60 * SECOND);
+    let refused = f.kernel.propose(&approve(&action, &t, Some(&id))).unwrap_err();
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "expired"), "{refused}");
+    assert_eq!(f.kernel.approval(&id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Expired);
+    assert!(f.kernel.effect("refund:txn_1").unwrap().is_none());
+}
+
+#[test]
+fn a_refused_reservation_leaves_the_approval_granted() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+    let action = refund("txn_1", 5);
+    let id = granted(&f, &action);
+    let refused = f.kernel.propose(&approve(&action, &t, Some(&id))).unwrap_err();
+    assert!(matches!(refused, Error::Duplicate { state: DuplicateState::Committed, .. }));
+    assert_eq!(f.kernel.approval(&id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Granted);
+}
+
+#[test]
+fn the_approval_is_checked_before_the_effect() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+    let other = granted(&f, &refund("txn_other", 5));
+    // Both the approval (wrong hash) and the effect (committed) would refuse: the approval wins.
+    let refused = f.kernel.propose(&approve(&refund("txn_1", 5), &t, Some(&other))).unwrap_err();
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "mismatch"), "{refused}");
+}
+
+#[test]
+fn consume_and_reserve_is_atomic() {
+    let f = Fixture::new();
+    let action = refund("txn_1", 5);
+    let id = granted(&f, &action);
+    let record = f.kernel.consume_and_reserve(&action, "refund:txn_1", Some(&id), None, None).unwrap();
+    assert_eq!(record.state, EffectState::Reserved);
+    assert_eq!(f.kernel.approval(&id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Consumed);
+    // A second consume finds it consumed and reserves nothing more.
+    let other = refund("txn_1", 5);
+    assert!(f.kernel.consume_and_reserve(&other, "refund:txn_1", Some(&id), None, None).is_err());
+    f.kernel.begin("refund:txn_1", &action.action_id).unwrap();
+    f.kernel.complete("refund:txn_1", &action.action_id, warden::effect::Outcome::Committed(warden::effect::StoredResult::from_value(&serde_json::json!(1)))).unwrap();
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Committed);
+}
+
+#[test]
+fn grant_and_deny_are_answered_exactly_once_and_never_by_the_requester() {
+    let f = Fixture::new();
+    let action = refund("txn_1", 5);
+    let request = f.kernel.request_approval(&action, None).unwrap();
+    for who in ["refund-agent", "ada"] {
+        let refused = f.kernel.grant(&request.approval_id, who).unwrap_err();
+        assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "approver_is_requester"), "{refused}");
+    }
+    f.kernel.deny(&request.approval_id, "ops:bob", Some("too large")).unwrap();
+    let again = f.kernel.grant(&request.approval_id, "ops:carol").unwrap_err();
+    assert!(matches!(&again, Error::ApprovalMismatch { reason, .. } if reason == "denied"), "{again}");
+    let t = key_template();
+    let denied = f.kernel.propose(&approve(&action, &t, Some(&request.approval_id))).unwrap_err();
+    assert!(matches!(&denied, Error::Denied { reason, .. } if reason == "approval_denied"), "{denied}");
+}
+
+#[test]
+fn answering_an_expired_request_keeps_the_expired_status() {
+    let f = Fixture::new();
+    let request = f.kernel.request_approval(&refund("txn_1", 5), Some(60 * SECOND)).unwrap();
+    f.clock.advance(61 * SECOND);
+    assert!(f.kernel.pending_approvals().unwrap().is_empty());
+    let refused = f.kernel.grant(&request.approval_id, "ops:bob").unwrap_err();
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "expired"));
+    assert_eq!(f.kernel.approval(&request.approval_id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Expired);
+}
+
+#[test]
+fn a_deny_decision_writes_a_denied_receipt_and_no_effect() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let mut proposal = Proposal::new(&action, Ruling::new(Decision::Deny, "no_matching_rule"));
+    proposal.effect = Some(&t);
+    let refused = f.kernel.propose(&proposal).unwrap_err();
+    assert!(matches!(&refused, Error::Denied { reason, .. } if reason == "no_matching_rule"));
+    assert!(f.kernel.effect("refund:txn_1").unwrap().is_none());
+    assert_eq!(reasons(&f), ["denied:no_matching_rule"]);
+}
+
+#[test]
+fn an_unrenderable_effect_key_is_denied_with_effect_key_error() {
+    let f = Fixture::new();
+    let t = warden::Template::parse("refund:{missing}", warden::TemplateMode::Escaped).unwrap();
+    let action = refund("txn_1", 5);
+    let refused = f.kernel.propose(&allow(&action, &t)).unwrap_err();
+    assert!(matches!(&refused, Error::Denied { reason, .. } if reason == "effect_key_error"), "{refused}");
+    assert_eq!(reasons(&f), ["denied:effect_key_error"]);
+}
+
+#[test]
+fn an_action_without_an_effect_runs_unreserved_but_leaves_a_receipt() {
+    let f = Fixture::new();
+    let action = refund("txn_1", 5);
+    let permit = f.kernel.propose(&Proposal::new(&action, Ruling::new(Decision::Allow, "decision"))).unwrap();
+    assert_eq!(permit.effect_key(), None);
+    permit.commit(&serde_json::json!({"balance": 10})).unwrap();
+    assert!(f.kernel.effects(None, 10).unwrap().is_empty());
+    assert_eq!(reasons(&f), ["committed:decision"]);
+}
+
+#[test]
+fn a_float_result_is_still_stored_and_committed() {
+    let f = Fixture::new();
+    let t = key_template();
+    let permit = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap();
+    permit.commit(&serde_json::json!({"fee": 0.3})).unwrap();
+    let record = f.kernel.effect("refund:txn_1").unwrap().unwrap();
+    assert_eq!(record.state, EffectState::Committed);
+    let stored = record.result.unwrap();
+    assert!(!stored.canonical);
+    assert_eq!(stored.to_value()["fee"].to_string(), "0.3");
+}
+
+#[test]
+fn one_winner_among_eight_threads_in_each_of_twelve_rounds() {
+    let f = Fixture::new();
+    let t = Arc::new(key_template());
+    for round in 0..12 {
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let kernel = f.kernel.clone();
+                let barrier = barrier.clone();
+                let t = t.clone();
+                std::thread::spawn(move || {
+                    let action = refund(&format!("txn_{round}"), 5);
+                    barrier.wait();
+                    match kernel.propose(&allow(&action, &t)) {
+                        Ok(permit) => {
+                            permit.commit(&serde_json::json!({"round": round})).unwrap();
+                            1
+                        }
+                        Err(Error::Duplicate { .. }) => 0,
+                        Err(other) => panic!("unexpected {other}"),
+                    }
+                })
+            })
+            .collect();
+        let winners: i32 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(winners, 1, "round {round}");
+    }
+}
+
+#[test]
+fn state_and_attribution_survive_reopen() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap().commit(&serde_json::json!({"big": 1u128 << 70})).unwrap();
+    f.kernel.propose(&allow(&refund("b", 1), &t)).unwrap().ambiguous("?").unwrap();
+    f.kernel.propose(&allow(&refund("c", 1), &t)).unwrap().not_executed("no").unwrap();
+    f.kernel.propose(&allow(&refund("d", 1), &t)).unwrap().ambiguous("?").unwrap();
+    f.kernel.resolve("refund:d", EffectState::Failed, "ops:ada").unwrap();
+    let before = f.kernel.effects(None, 100).unwrap();
+    let path = f.path();
+    let clock = f.clock.clone();
+    drop(f.kernel);
+    let reopened = open(&path, &clock);
+    assert_eq!(reopened.effects(None, 100).unwrap(), before);
+    assert_eq!(reopened.effect("refund:d").unwrap().unwrap().resolved_by.as_deref(), Some("ops:ada"));
+    assert_eq!(reopened.effect("refund:a").unwrap().unwrap().result.unwrap().json, format!("{{\"big\":{}}}", 1u128 << 70));
+}
+
+#[test]
+fn actions_round_trip_with_exact_types() {
+    let f = Fixture::new();
+    let action = warden::Action::new(
+        "db.write",
+        serde_json::json!({"n": 1u128 << 70, "neg": -5, "s": "x", "b": false, "z": null, "l": [1, "1", true], "o": {"k": "v"}}),
+        warden::Principal::new("a", None).unwrap(),
+        Some("db:1"),
+        "production",
+    )
+    .unwrap();
+    f.kernel.propose(&Proposal::new(&action, Ruling::new(Decision::Allow, "decision"))).unwrap().commit(&serde_json::json!(null)).unwrap();
+    let stored = &f.kernel.receipts(1, 1).unwrap()[0].1;
+    let doc = warden::canonical::parse_json(&stored.document).unwrap();
+    assert_eq!(doc["arguments"], action.canonical_arguments());
+    assert_eq!(doc["action_hash"], action.hash().unwrap().as_str());
+    assert_eq!(doc["arguments"]["n"].to_string(), (1u128 << 70).to_string());
+}
+
+#[test]
+fn event_ids_ascend_and_name_the_pipeline_in_order() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+    let events = f.kernel.events(0, 100).unwrap();
+    let ids: Vec<u64> = events.iter().map(|e| e.event_id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::ACTION_PROPOSED, EventKind::POLICY_EVALUATED, EventKind::EFFECT_RESERVED, EventKind::EXECUTION_STARTED, EventKind::EXECUTION_COMMITTED]);
+}
+
+#[test]
+fn receipts_round_trip_with_their_chain_hash() {
+    let f = Fixture::new();
+    let t = key_template();
+    for n in 0..5 {
+        f.kernel.propose(&allow(&refund(&format!("p{n}"), 1), &t)).unwrap().commit(&serde_json::json!(n)).unwrap();
+    }
+    let rows = f.kernel.receipts(1, 10).unwrap();
+    let mut prev = warden::receipt::GENESIS_HASH.to_owned();
+    for (seq, row) in &rows {
+        let doc = warden::canonical::parse_json(&row.document).unwrap();
+        assert_eq!(doc["seq"].as_u64(), Some(*seq));
+        assert_eq!(doc["prev_hash"], prev.as_str());
+        assert_eq!(doc["schema"], "warden.receipt/v1");
+        let hash = warden::canonical::sha256_prefixed(row.document.as_bytes());
+        assert_eq!(row.hash.as_deref(), Some(hash.as_str()));
+        prev = hash;
+    }
+    let report = f.kernel.verify_chain().unwrap();
+    assert!(report.ok, "{report:?}");
+    assert_eq!((report.verified, report.head_seq), (5, Some(5)));
+}
+
+#[test]
+fn a_panic_poisons_the_handle_until_reopened() {
+    let f = Fixture::new();
+    let t = key_template();
+    assert!(matches!(f.kernel.force_panic().unwrap_err(), Error::Panic(_)));
+    let refused = f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap_err();
+    assert!(matches!(refused, Error::Poisoned(_)), "{refused}");
+    let reopened = open(&f.path(), &f.clock);
+    reopened.propose(&allow(&refund("a", 1), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+}
+
+#[test]
+fn a_newer_schema_is_refused_at_open() {
+    let f = Fixture::new();
+    f.kernel.store().tamper(|raw| raw.set_schema_version(99)).unwrap();
+    let path = f.path();
+    drop(f.kernel);
+    let refused = warden::store::Store::open(&path).unwrap_err();
+    assert!(refused.to_string().contains("newer"), "{refused}");
+}
