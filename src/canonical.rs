@@ -9,6 +9,8 @@
 //! Numbers are handled as text (serde_json's `arbitrary_precision`), so an integer of any size
 //! is printed exactly as it was written, the way Python's unbounded `int` does.
 
+use std::fmt::Write as _;
+
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
@@ -179,7 +181,8 @@ fn write_value(
                 if index > 0 {
                     out.push(',');
                 }
-                path.push_str(&format!("[{index}]"));
+                // Writing to a String cannot fail.
+                let _ = write!(path, "[{index}]");
                 write_value(out, item, path, depth)?;
                 path.truncate(parent_len);
             }
@@ -235,7 +238,9 @@ fn write_string(out: &mut String, s: &str) {
             '\t' => out.push_str("\\t"),
             '\u{08}' => out.push_str("\\b"),
             '\u{0c}' => out.push_str("\\f"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
             c => out.push(c),
         }
     }

@@ -174,6 +174,7 @@ where
     let mut unchained = 0u64;
     let mut accused = 0u64;
     let mut last_seq = 0u64;
+    let mut previous_stored: Option<String> = None;
     for (position, row) in rows {
         let document = match &row {
             Ok(stored) => parse_json(&stored.document).ok(),
@@ -187,7 +188,10 @@ where
         }
         chained += 1;
         let mut accused_here = false;
-        if position != expected_seq {
+        // After a gap the link cannot be checked: the row it points at is the missing one, and
+        // `missing` already names that break.
+        let after_gap = position != expected_seq;
+        if after_gap {
             push(&mut breaks, "missing", Some(expected_seq), format!(
                 "seq {expected_seq} is not here; the next receipt is at {position}: a row was deleted or two were exchanged"
             ));
@@ -201,6 +205,7 @@ where
                 "the stored row cannot be read back as a receipt document, so its hash cannot be recomputed".into());
             accused += 1;
             expected_prev = NO_HASH.to_owned();
+            previous_stored = row.as_ref().ok().and_then(|stored| stored.hash.clone());
             expected_seq = position.saturating_add(1);
             last_seq = position;
             continue;
@@ -219,7 +224,11 @@ where
             Some(_) => {}
         }
         let prev = document.get("prev_hash").and_then(|value| value.as_str()).unwrap_or("");
-        if prev != expected_prev {
+        // The link holds if it names the previous document's recomputed hash or its stored one:
+        // an edited document is then reported once (content_altered), and an edit that was
+        // re-hashed still breaks here because the next row names the old hash.
+        let linked = prev == expected_prev || previous_stored.as_deref() == Some(prev);
+        if !linked && !after_gap {
             push(&mut breaks, "link_broken", Some(position),
                 format!("prev_hash is {prev}, and the receipt before it hashes to {expected_prev}"));
             accused_here = true;
@@ -230,6 +239,7 @@ where
         // The document's own hash, never the stored column, carries forward: one corrupted
         // column must not also accuse the next receipt.
         expected_prev = recomputed;
+        previous_stored = stored.hash.clone();
         expected_seq = position.saturating_add(1);
         last_seq = position;
     }
@@ -243,7 +253,8 @@ where
     };
     match (head_seq, &head_hash) {
         (Some(seq), Some(hash)) => {
-            if seq != last_seq || *hash != expected_prev {
+            let names_last = *hash == expected_prev || previous_stored.as_deref() == Some(hash.as_str());
+            if seq != last_seq || !names_last {
                 push(&mut breaks, "head_mismatch", Some(seq), format!(
                     "the head names seq {seq} / {hash}, and the last receipt is seq {last_seq} / {expected_prev}"
                 ));
