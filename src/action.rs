@@ -7,7 +7,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::canonical::{parse_json, sha256_prefixed, to_canonical_string, CanonicalError};
+use crate::canonical::{
+    nesting_depth, parse_json, sha256_prefixed, to_canonical_string, CanonicalError,
+    MAX_INPUT_DEPTH,
+};
 
 pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";
 
@@ -42,7 +45,9 @@ impl Principal {
             return Err(invalid("principal.agent must be a non-empty string"));
         }
         if self.user.as_deref() == Some("") {
-            return Err(invalid("principal.user must be a non-empty string or absent"));
+            return Err(invalid(
+                "principal.user must be a non-empty string or absent",
+            ));
         }
         Ok(())
     }
@@ -67,7 +72,8 @@ impl Action {
     ///
     /// The arguments are stored in their canonical reading (parsed back from the canonical
     /// text), which is what the executor is given and what the hash covers; ctrlrun does the
-    /// same. A float anywhere is refused with its path (`arguments.items[3].price`).
+    /// same. A float anywhere is refused with its path (`arguments.items[3].price`), and so is
+    /// nesting deeper than [`MAX_INPUT_DEPTH`].
     pub fn new(
         name: &str,
         arguments: Value,
@@ -75,6 +81,7 @@ impl Action {
         resource: Option<&str>,
         environment: &str,
     ) -> Result<Action, ActionError> {
+        let depth = nesting_depth(&arguments);
         let Value::Object(arguments) = arguments else {
             return Err(invalid(&format!(
                 "action.arguments must be a JSON object, got {}",
@@ -90,6 +97,12 @@ impl Action {
             environment: environment.to_owned(),
         };
         action.validate()?;
+        if depth > MAX_INPUT_DEPTH {
+            return Err(invalid(&format!(
+                "action.arguments nest {depth} levels deep; at most {MAX_INPUT_DEPTH} are \
+                 accepted, so that receipts and events wrapping them can be read back"
+            )));
+        }
         let text = to_canonical_string(&Value::Object(action.arguments), "arguments")?;
         let Value::Object(canonical_arguments) = parse_json(&text)? else {
             return Err(invalid(
@@ -110,7 +123,9 @@ impl Action {
             return Err(invalid("action.environment must be a non-empty string"));
         }
         if self.resource.as_deref() == Some("") {
-            return Err(invalid("action.resource must be a non-empty string or absent"));
+            return Err(invalid(
+                "action.resource must be a non-empty string or absent",
+            ));
         }
         self.principal.validate()
     }
@@ -122,10 +137,16 @@ impl Action {
         self.validate()?;
         let mut principal = Map::new();
         principal.insert("agent".into(), Value::String(self.principal.agent.clone()));
-        principal.insert("user".into(), optional_string(self.principal.user.as_deref()));
+        principal.insert(
+            "user".into(),
+            optional_string(self.principal.user.as_deref()),
+        );
         let mut object = Map::new();
         object.insert("arguments".into(), Value::Object(self.arguments.clone()));
-        object.insert("environment".into(), Value::String(self.environment.clone()));
+        object.insert(
+            "environment".into(),
+            Value::String(self.environment.clone()),
+        );
         object.insert("name".into(), Value::String(self.name.clone()));
         object.insert("principal".into(), Value::Object(principal));
         object.insert("resource".into(), optional_string(self.resource.as_deref()));
@@ -337,6 +358,22 @@ mod tests {
     }
 
     #[test]
+    fn arguments_nested_past_the_input_limit_are_refused() {
+        let nest = |levels: usize| {
+            let mut value = json!(1);
+            for _ in 0..levels {
+                value = json!([value]);
+            }
+            json!({ "a": value })
+        };
+        assert!(refund(nest(MAX_INPUT_DEPTH - 1)).is_ok());
+        assert!(matches!(
+            refund(nest(MAX_INPUT_DEPTH)),
+            Err(ActionError::Invalid(m)) if m.contains("nest")
+        ));
+    }
+
+    #[test]
     fn a_reserved_serde_json_key_in_arguments_is_refused() {
         let mut arguments = Map::new();
         arguments.insert("$serde_json::private::Number".into(), json!("12"));
@@ -355,7 +392,9 @@ mod tests {
             let id = new_id(kind).unwrap();
             let digits = id.strip_prefix(prefix).unwrap();
             assert_eq!(digits.len(), 32, "{id}");
-            assert!(digits.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+            assert!(digits
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
             assert!(is_id(kind, &id));
         }
     }
@@ -376,10 +415,22 @@ mod tests {
         assert!(is_id(IdKind::Approval, good));
         assert!(!is_id(IdKind::Action, good));
         assert!(!is_id(IdKind::Approval, &good.to_uppercase()));
-        assert!(!is_id(IdKind::Approval, "apr_0123456789ABCDEF0123456789abcdef"));
-        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcde"));
-        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcdef0"));
-        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcdeg"));
+        assert!(!is_id(
+            IdKind::Approval,
+            "apr_0123456789ABCDEF0123456789abcdef"
+        ));
+        assert!(!is_id(
+            IdKind::Approval,
+            "apr_0123456789abcdef0123456789abcde"
+        ));
+        assert!(!is_id(
+            IdKind::Approval,
+            "apr_0123456789abcdef0123456789abcdef0"
+        ));
+        assert!(!is_id(
+            IdKind::Approval,
+            "apr_0123456789abcdef0123456789abcdeg"
+        ));
         assert!(!is_id(IdKind::Approval, ""));
     }
 

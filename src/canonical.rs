@@ -26,9 +26,16 @@ pub enum CanonicalError {
 /// limit; it keeps every recursive walk over a parsed value far from the end of the stack.
 pub const MAX_PARSE_DEPTH: usize = 128;
 
+/// How deep a value taken in from outside (action arguments, an executor's result) may nest.
+///
+/// Lower than [`MAX_PARSE_DEPTH`] on purpose: such a value is later wrapped in documents (an
+/// action, a receipt, an event) that are written canonically and read back with [`parse_json`],
+/// and the headroom is what lets the wrapped document read back. Check with [`nesting_depth`].
+pub const MAX_INPUT_DEPTH: usize = 100;
+
 /// The encoder's own limit is looser than the parser's so that a parsed value can still be
-/// wrapped (arguments inside an action, a result inside a receipt) and encoded; it exists only so
-/// that a hand-built, absurdly deep value is refused instead of overflowing the stack.
+/// wrapped and encoded; it exists only so that a hand-built, absurdly deep value is refused
+/// instead of overflowing the stack.
 const MAX_ENCODE_DEPTH: usize = 512;
 
 /// Object keys that serde_json, with `arbitrary_precision` (or `raw_value`), reads back as a
@@ -113,6 +120,25 @@ pub fn find_float(value: &Value, root: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// How many containers deep `value` nests: 0 for a scalar, 1 for `[]` or `{"a": 1}`.
+///
+/// Iterative, so that any value can be measured without exhausting the stack.
+pub fn nesting_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((node, depth)) = pending.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match node {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(members) => Box::new(members.values()),
+            _ => continue,
+        };
+        let inner = depth + 1;
+        deepest = deepest.max(inner);
+        pending.extend(children.map(|child| (child, inner)));
+    }
+    deepest
 }
 
 /// Members in code-point order of their keys. UTF-8 byte order is code-point order, so `str`
@@ -296,9 +322,9 @@ impl Parser<'_> {
             Some(b't') if self.eat("true") => Ok(Value::Bool(true)),
             Some(b'f') if self.eat("false") => Ok(Value::Bool(false)),
             Some(b'n') if self.eat("null") => Ok(Value::Null),
-            Some(b'N' | b'I') if self.rest_starts_with_non_finite() => Err(self.error(
-                "NaN and Infinity are floats, and floats have no canonical form",
-            )),
+            Some(b'N' | b'I') if self.rest_starts_with_non_finite() => {
+                Err(self.error("NaN and Infinity are floats, and floats have no canonical form"))
+            }
             _ => Err(self.error("expecting value")),
         }
     }
@@ -404,9 +430,9 @@ impl Parser<'_> {
         if self.peek() == Some(b'-') {
             self.pos += 1;
             if self.peek() == Some(b'I') && self.rest_starts_with_non_finite() {
-                return Err(self.error(
-                    "NaN and Infinity are floats, and floats have no canonical form",
-                ));
+                return Err(
+                    self.error("NaN and Infinity are floats, and floats have no canonical form")
+                );
             }
         }
         match self.peek() {
@@ -506,7 +532,11 @@ impl Parser<'_> {
         let code = match first {
             0xd800..=0xdbff => {
                 let low_at = self.pos;
-                let low = if self.eat("\\u") { self.hex4().ok() } else { None };
+                let low = if self.eat("\\u") {
+                    self.hex4().ok()
+                } else {
+                    None
+                };
                 match low {
                     Some(low @ 0xdc00..=0xdfff) => {
                         0x10000 + ((first - 0xd800) << 10) + (low - 0xdc00)
@@ -654,7 +684,10 @@ mod tests {
 
     #[test]
     fn a_repeated_key_keeps_its_last_value_as_python_does() {
-        assert_eq!(canonical(r#"{"a":1,"b":2,"a":3}"#).unwrap(), r#"{"a":3,"b":2}"#);
+        assert_eq!(
+            canonical(r#"{"a":1,"b":2,"a":3}"#).unwrap(),
+            r#"{"a":3,"b":2}"#
+        );
     }
 
     #[test]
@@ -724,10 +757,45 @@ mod tests {
 
     #[test]
     fn nesting_beyond_the_parse_limit_is_refused_without_overflowing() {
-        let ok = format!("{}{}", "[".repeat(MAX_PARSE_DEPTH), "]".repeat(MAX_PARSE_DEPTH));
+        let ok = format!(
+            "{}{}",
+            "[".repeat(MAX_PARSE_DEPTH),
+            "]".repeat(MAX_PARSE_DEPTH)
+        );
         assert!(parse_json(&ok).is_ok());
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(matches!(parse_json(&deep), Err(CanonicalError::Parse { .. })));
+        assert!(matches!(
+            parse_json(&deep),
+            Err(CanonicalError::Parse { .. })
+        ));
+    }
+
+    #[test]
+    fn nesting_depth_counts_containers_without_recursing() {
+        assert_eq!(nesting_depth(&json!(1)), 0);
+        assert_eq!(nesting_depth(&json!([])), 1);
+        assert_eq!(nesting_depth(&json!({"a": [1, {"b": []}], "c": 2})), 4);
+        let deep = format!(
+            "{}{}",
+            "[".repeat(MAX_PARSE_DEPTH),
+            "]".repeat(MAX_PARSE_DEPTH)
+        );
+        assert_eq!(nesting_depth(&parse_json(&deep).unwrap()), MAX_PARSE_DEPTH);
+    }
+
+    #[test]
+    fn a_value_at_the_input_limit_still_reads_back_after_being_wrapped_in_documents() {
+        let input = format!(
+            "{}{}",
+            "[".repeat(MAX_INPUT_DEPTH),
+            "]".repeat(MAX_INPUT_DEPTH)
+        );
+        let mut value = parse_json(&input).unwrap();
+        for _ in 0..(MAX_PARSE_DEPTH - MAX_INPUT_DEPTH) {
+            value = json!({ "wrapped": value });
+        }
+        let text = to_canonical_string(&value, "document").unwrap();
+        assert_eq!(parse_json(&text).unwrap(), value);
     }
 
     #[test]

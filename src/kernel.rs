@@ -57,6 +57,10 @@ impl<'a> Proposal<'a> {
     }
 }
 
+/// What the permit transaction grants: (attempt, lease deadline, approver), or the refusal it
+/// committed evidence for.
+type Granted = std::result::Result<(u32, Option<Micros>, Option<String>), Error>;
+
 struct Inner {
     store: Store,
     clock: Arc<dyn Clock>,
@@ -391,7 +395,7 @@ impl Kernel {
         let presented = proposal.approval_id;
         // An allow that was handed an approval spends it when it can, and never refuses for it.
         let approval_required = ruling.decision == Decision::Approve;
-        let granted = self.inner.store.write(|tx| -> Result<std::result::Result<(u32, Option<Micros>, Option<String>), Error>> {
+        let granted = self.inner.store.write(|tx| -> Result<Granted> {
             Self::proposed_events(tx, action, action_hash, ruling, now)?;
             let mut approval = None;
             if let Some(id) = presented {
@@ -492,7 +496,7 @@ impl Kernel {
         })
     }
 
-    fn blocked(tx: &mut WriteTx<'_>, action: &Action, draft: &mut ReceiptDraft, key: &str, refusal: Error, now: Micros) -> Result<std::result::Result<(u32, Option<Micros>, Option<String>), Error>> {
+    fn blocked(tx: &mut WriteTx<'_>, action: &Action, draft: &mut ReceiptDraft, key: &str, refusal: Error, now: Micros) -> Result<Granted> {
         draft.result = ReceiptResult::Blocked;
         draft.decision_reason = refusal.reason();
         draft.error = Some(refusal.to_string());

@@ -23,3 +23,4 @@ pub use effect::{EffectRecord, EffectState};
 pub use error::{DuplicateState, Error};
 pub use kernel::{Kernel, KernelOptions, Permit, Proposal};
 pub use template::{Template, TemplateMode};
+pub mod ffi;

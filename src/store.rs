@@ -143,7 +143,9 @@ fn decode<T: DeserializeOwned>(what: &str, key: &str, bytes: &[u8]) -> Result<T>
 }
 
 /// Handles in one process share one `Database` per file.
-static OPEN: Mutex<Option<HashMap<(u64, u64), Weak<Database>>>> = Mutex::new(None);
+/// A file's identity: (device, inode), so two spellings of one path share one database.
+type FileId = (u64, u64);
+static OPEN: Mutex<Option<HashMap<FileId, Weak<Database>>>> = Mutex::new(None);
 
 /// An open store. Cheap to clone; every clone shares the database.
 #[derive(Clone)]

@@ -310,10 +310,16 @@ mod tests {
     fn escaped_keys_keep_tenant_and_payment_apart_in_both_directions() {
         let template = escaped("refund:{tenant}:{payment_id}");
         let evil_tenant = template
-            .render_effect_key(&args(json!({"tenant": "acme:evil", "payment_id": "p1"})), None)
+            .render_effect_key(
+                &args(json!({"tenant": "acme:evil", "payment_id": "p1"})),
+                None,
+            )
             .unwrap();
         let evil_payment = template
-            .render_effect_key(&args(json!({"tenant": "acme", "payment_id": "evil:p1"})), None)
+            .render_effect_key(
+                &args(json!({"tenant": "acme", "payment_id": "evil:p1"})),
+                None,
+            )
             .unwrap();
         assert_eq!(evil_tenant, "refund:acme%3Aevil:p1");
         assert_eq!(evil_payment, "refund:acme:evil%3Ap1");
@@ -324,10 +330,16 @@ mod tests {
     fn raw_keys_collide_exactly_as_ctrlrun_s_do() {
         let template = raw("refund:{tenant}:{payment_id}");
         let a = template
-            .render_effect_key(&args(json!({"tenant": "acme:evil", "payment_id": "p1"})), None)
+            .render_effect_key(
+                &args(json!({"tenant": "acme:evil", "payment_id": "p1"})),
+                None,
+            )
             .unwrap();
         let b = template
-            .render_effect_key(&args(json!({"tenant": "acme", "payment_id": "evil:p1"})), None)
+            .render_effect_key(
+                &args(json!({"tenant": "acme", "payment_id": "evil:p1"})),
+                None,
+            )
             .unwrap();
         assert_eq!(a, "refund:acme:evil:p1");
         assert_eq!(a, b);
@@ -361,9 +373,20 @@ mod tests {
                 panic!("{refused} was not refused: {outcome:?}");
             };
             assert!(message.contains("delimiter"), "{message}");
-            assert!(Template::parse(refused, TemplateMode::Raw).is_ok(), "{refused}");
+            assert!(
+                Template::parse(refused, TemplateMode::Raw).is_ok(),
+                "{refused}"
+            );
         }
-        for accepted in ["{a}:{b}", "{a}/{b}", "{a}x:y{b}", "{a}é{b}", "{a} {b}", "{a}", "x{a}y"] {
+        for accepted in [
+            "{a}:{b}",
+            "{a}/{b}",
+            "{a}x:y{b}",
+            "{a}é{b}",
+            "{a} {b}",
+            "{a}",
+            "x{a}y",
+        ] {
             assert!(
                 Template::parse(accepted, TemplateMode::Escaped).is_ok(),
                 "{accepted}"
@@ -394,7 +417,10 @@ mod tests {
         ] {
             for mode in [TemplateMode::Raw, TemplateMode::Escaped] {
                 assert!(
-                    matches!(Template::parse(source, mode), Err(TemplateError::Invalid(_))),
+                    matches!(
+                        Template::parse(source, mode),
+                        Err(TemplateError::Invalid(_))
+                    ),
                     "{source:?} in {mode:?}"
                 );
             }
@@ -466,8 +492,7 @@ mod tests {
         assert!(message.contains("have: a, b"), "{message}");
         assert!(!message.contains("secret"), "{message}");
 
-        let Err(TemplateError::EffectKey(message)) =
-            template.render_effect_key(&Map::new(), None)
+        let Err(TemplateError::EffectKey(message)) = template.render_effect_key(&Map::new(), None)
         else {
             panic!("not refused");
         };
@@ -493,7 +518,10 @@ mod tests {
             escaped("k:{x}").render_effect_key(&big, None).unwrap(),
             "k:-1180591620717411303424"
         );
-        assert_eq!(escaped("k:{z}").render_effect_key(&big, None).unwrap(), "k:0");
+        assert_eq!(
+            escaped("k:{z}").render_effect_key(&big, None).unwrap(),
+            "k:0"
+        );
     }
 
     #[test]
@@ -534,7 +562,11 @@ mod tests {
             template.render_resource(&args(json!({"payment_id": "txn/1"}))),
             Ok("payment:txn%2F1".to_owned())
         );
-        for arguments in [json!({}), json!({"payment_id": ""}), json!({"payment_id": null})] {
+        for arguments in [
+            json!({}),
+            json!({"payment_id": ""}),
+            json!({"payment_id": null}),
+        ] {
             assert!(matches!(
                 template.render_resource(&args(arguments)),
                 Err(TemplateError::Invalid(_))

@@ -89,16 +89,13 @@ fn splits(text: &str, delimiters: &[&str]) -> Vec<Vec<String>> {
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
-    (
-        prop::collection::vec(delimiter(), 1..=2),
-        affix(),
-        affix(),
-    )
-        .prop_map(|(delimiters, prefix, suffix)| Shape {
+    (prop::collection::vec(delimiter(), 1..=2), affix(), affix()).prop_map(
+        |(delimiters, prefix, suffix)| Shape {
             prefix,
             delimiters,
             suffix,
-        })
+        },
+    )
 }
 
 fn arguments(values: &[String]) -> Map<String, Value> {
@@ -110,7 +107,9 @@ fn arguments(values: &[String]) -> Map<String, Value> {
 }
 
 fn render(template: &Template, values: &[String]) -> String {
-    template.render_effect_key(&arguments(values), None).unwrap()
+    template
+        .render_effect_key(&arguments(values), None)
+        .unwrap()
 }
 
 proptest! {

@@ -47,7 +47,11 @@ fn every_canonical_vector_encodes_byte_for_byte_or_is_refused_as_a_float() {
     let mut failures = Vec::new();
     for (index, row) in rows.iter().enumerate() {
         let outcome = parse_json(text(row, "input")).and_then(|v| to_canonical_string(&v, "input"));
-        match (optional_text(row, "canonical"), optional_text(row, "error"), &outcome) {
+        match (
+            optional_text(row, "canonical"),
+            optional_text(row, "error"),
+            &outcome,
+        ) {
             (Some(expected), None, Ok(actual)) if actual == expected => {}
             (None, Some("float"), Err(CanonicalError::Float { .. })) => {}
             _ => failures.push(format!("row {index}: {row} gave {outcome:?}")),
@@ -98,7 +102,11 @@ fn every_template_vector_renders_the_same_key_or_fails_with_the_same_class_in_ra
         };
         let outcome = Template::parse(text(row, "template"), TemplateMode::Raw)
             .and_then(|t| t.render_effect_key(&arguments, optional_text(row, "resource")));
-        let agrees = match (optional_text(row, "key"), optional_text(row, "error"), &outcome) {
+        let agrees = match (
+            optional_text(row, "key"),
+            optional_text(row, "error"),
+            &outcome,
+        ) {
             (Some(expected), None, Ok(actual)) => actual == expected,
             (None, Some("InvalidArgument"), Err(TemplateError::Invalid(_))) => true,
             (None, Some("EffectKeyError"), Err(TemplateError::EffectKey(_))) => true,
