@@ -11,14 +11,15 @@ fn main() {
     let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml is readable");
-    let bindings = match cbindgen::Builder::new().with_src(crate_dir.join("src/ffi/mod.rs")).with_config(config).generate() {
-        Ok(bindings) => bindings,
-        Err(error) => {
-            // A parse error in src/ffi is reported by rustc itself, more precisely.
-            println!("cargo:warning=cbindgen could not generate the header: {error}");
-            return;
-        }
-    };
+    let bindings =
+        match cbindgen::Builder::new().with_src(crate_dir.join("src/ffi/mod.rs")).with_config(config).generate() {
+            Ok(bindings) => bindings,
+            Err(error) => {
+                // A parse error in src/ffi is reported by rustc itself, more precisely.
+                println!("cargo:warning=cbindgen could not generate the header: {error}");
+                return;
+            }
+        };
     bindings.write_to_file(out_dir.join("warden.h"));
     if std::env::var_os("WARDEN_UPDATE_HEADER").is_some() {
         bindings.write_to_file(crate_dir.join("include/warden.h"));

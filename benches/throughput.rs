@@ -30,7 +30,11 @@ fn run_cycles(path: &std::path::Path, worker: usize, cycles: usize) {
 }
 
 fn main() {
-    if let (Ok(path), Ok(worker), Ok(cycles)) = (std::env::var("WARDEN_BENCH_STORE"), std::env::var("WARDEN_BENCH_WORKER"), std::env::var("WARDEN_BENCH_CYCLES")) {
+    if let (Ok(path), Ok(worker), Ok(cycles)) = (
+        std::env::var("WARDEN_BENCH_STORE"),
+        std::env::var("WARDEN_BENCH_WORKER"),
+        std::env::var("WARDEN_BENCH_CYCLES"),
+    ) {
         run_cycles(std::path::Path::new(&path), worker.parse().unwrap_or(0), cycles.parse().unwrap_or(0));
         return;
     }
@@ -65,7 +69,10 @@ fn main() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let total = cycles * processes;
-    println!("{processes} processes: {total} cycles in {elapsed:.2}s = {:.0} cycles/s (one shared file)", total as f64 / elapsed);
+    println!(
+        "{processes} processes: {total} cycles in {elapsed:.2}s = {:.0} cycles/s (one shared file)",
+        total as f64 / elapsed
+    );
     let kernel = Kernel::open(&shared, KernelOptions::default()).expect("reopen");
     let report = kernel.verify_chain().expect("verify");
     println!("shared store: {} receipts, chain ok = {}", report.chained, report.ok);

@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
-use warden::{Action, Decision, EffectState, Error, Kernel, KernelOptions, Principal, Proposal, Ruling, SystemClock, Template, TemplateMode};
+use warden::{
+    Action, Decision, EffectState, Error, Kernel, KernelOptions, Principal, Proposal, Ruling, SystemClock, Template,
+    TemplateMode,
+};
 
 fn refund(payment: &str, amount: i64) -> Result<Action, Box<dyn std::error::Error>> {
     Ok(Action::new(
@@ -25,7 +28,10 @@ fn say(step: &str, outcome: impl std::fmt::Display) {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile_dir()?;
     let path = std::env::args().nth(1).map(std::path::PathBuf::from).unwrap_or_else(|| dir.join("demo.redb"));
-    let kernel = Kernel::open(&path, KernelOptions { clock: Arc::new(SystemClock), policy_hash: None, policy_version: Some("demo".into()) })?;
+    let kernel = Kernel::open(
+        &path,
+        KernelOptions { clock: Arc::new(SystemClock), policy_hash: None, policy_version: Some("demo".into()) },
+    )?;
     println!("store: {}\n", path.display());
     let key = Template::parse("refund:{payment_id}", TemplateMode::Escaped)?;
 
@@ -34,7 +40,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut proposal = Proposal::new(&action, Ruling::new(Decision::Allow, "rule[0]"));
     proposal.effect = Some(&key);
     let permit = kernel.propose(&proposal)?;
-    say("propose refund txn_1001 (allow)", format!("permit {} attempt {} token {}", permit.effect_key().unwrap_or("-"), permit.attempt(), permit.idempotency_token().unwrap_or("-")));
+    say(
+        "propose refund txn_1001 (allow)",
+        format!(
+            "permit {} attempt {} token {}",
+            permit.effect_key().unwrap_or("-"),
+            permit.attempt(),
+            permit.idempotency_token().unwrap_or("-")
+        ),
+    );
     permit.commit(&serde_json::json!({"refund_id": "re_3PQ"}))?;
     say("  executor succeeded", "COMMITTED");
 
@@ -72,7 +86,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     blind.effect = Some(&key);
     say("blind retry of txn_2002", refusal(kernel.propose(&blind).map(drop)));
     let resolved = kernel.resolve("refund:txn_2002", EffectState::Committed, "ops:bob")?;
-    say("ops:bob resolves it (checked the provider)", format!("{} (resolved_by {})", resolved.state, resolved.resolved_by.unwrap_or_default()));
+    say(
+        "ops:bob resolves it (checked the provider)",
+        format!("{} (resolved_by {})", resolved.state, resolved.resolved_by.unwrap_or_default()),
+    );
 
     println!("\nreceipts:");
     for (seq, row) in kernel.receipts(1, 100)? {

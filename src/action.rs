@@ -8,8 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::canonical::{
-    nesting_depth, parse_json, sha256_prefixed, to_canonical_string, CanonicalError,
-    MAX_INPUT_DEPTH,
+    nesting_depth, parse_json, sha256_prefixed, to_canonical_string, CanonicalError, MAX_INPUT_DEPTH,
 };
 
 pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";
@@ -31,10 +30,7 @@ pub struct Principal {
 
 impl Principal {
     pub fn new(agent: &str, user: Option<&str>) -> Result<Principal, ActionError> {
-        let principal = Principal {
-            agent: agent.to_owned(),
-            user: user.map(str::to_owned),
-        };
+        let principal = Principal { agent: agent.to_owned(), user: user.map(str::to_owned) };
         principal.validate()?;
         Ok(principal)
     }
@@ -45,9 +41,7 @@ impl Principal {
             return Err(invalid("principal.agent must be a non-empty string"));
         }
         if self.user.as_deref() == Some("") {
-            return Err(invalid(
-                "principal.user must be a non-empty string or absent",
-            ));
+            return Err(invalid("principal.user must be a non-empty string or absent"));
         }
         Ok(())
     }
@@ -83,10 +77,7 @@ impl Action {
     ) -> Result<Action, ActionError> {
         let depth = nesting_depth(&arguments);
         let Value::Object(arguments) = arguments else {
-            return Err(invalid(&format!(
-                "action.arguments must be a JSON object, got {}",
-                kind_of(&arguments)
-            )));
+            return Err(invalid(&format!("action.arguments must be a JSON object, got {}", kind_of(&arguments))));
         };
         let mut action = Action {
             action_id: String::new(),
@@ -105,9 +96,7 @@ impl Action {
         }
         let text = to_canonical_string(&Value::Object(action.arguments), "arguments")?;
         let Value::Object(canonical_arguments) = parse_json(&text)? else {
-            return Err(invalid(
-                "action.arguments did not read back as an object from their canonical form",
-            ));
+            return Err(invalid("action.arguments did not read back as an object from their canonical form"));
         };
         action.arguments = canonical_arguments;
         action.action_id = new_id(IdKind::Action)?;
@@ -123,9 +112,7 @@ impl Action {
             return Err(invalid("action.environment must be a non-empty string"));
         }
         if self.resource.as_deref() == Some("") {
-            return Err(invalid(
-                "action.resource must be a non-empty string or absent",
-            ));
+            return Err(invalid("action.resource must be a non-empty string or absent"));
         }
         self.principal.validate()
     }
@@ -137,16 +124,10 @@ impl Action {
         self.validate()?;
         let mut principal = Map::new();
         principal.insert("agent".into(), Value::String(self.principal.agent.clone()));
-        principal.insert(
-            "user".into(),
-            optional_string(self.principal.user.as_deref()),
-        );
+        principal.insert("user".into(), optional_string(self.principal.user.as_deref()));
         let mut object = Map::new();
         object.insert("arguments".into(), Value::Object(self.arguments.clone()));
-        object.insert(
-            "environment".into(),
-            Value::String(self.environment.clone()),
-        );
+        object.insert("environment".into(), Value::String(self.environment.clone()));
         object.insert("name".into(), Value::String(self.name.clone()));
         object.insert("principal".into(), Value::Object(principal));
         object.insert("resource".into(), optional_string(self.resource.as_deref()));
@@ -208,10 +189,7 @@ pub fn new_id(kind: IdKind) -> Result<String, ActionError> {
 /// Whether `text` has the shape [`new_id`] produces for `kind`.
 pub fn is_id(kind: IdKind, text: &str) -> bool {
     text.strip_prefix(kind.prefix()).is_some_and(|digits| {
-        digits.len() == 2 * ID_RANDOM_BYTES
-            && digits
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        digits.len() == 2 * ID_RANDOM_BYTES && digits.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
@@ -244,13 +222,7 @@ mod tests {
     }
 
     fn refund(arguments: Value) -> Result<Action, ActionError> {
-        Action::new(
-            "stripe.refund",
-            arguments,
-            principal(),
-            Some("payment:txn_1"),
-            "production",
-        )
+        Action::new("stripe.refund", arguments, principal(), Some("payment:txn_1"), "production")
     }
 
     #[test]
@@ -258,9 +230,7 @@ mod tests {
         let refused = refund(json!({"items": [{}, {}, {}, {"price": 19.99}]}));
         assert_eq!(
             refused,
-            Err(ActionError::Canonical(CanonicalError::Float {
-                path: "arguments.items[3].price".into()
-            }))
+            Err(ActionError::Canonical(CanonicalError::Float { path: "arguments.items[3].price".into() }))
         );
         let message = refused.unwrap_err().to_string();
         assert!(message.contains("arguments.items[3].price"), "{message}");
@@ -282,33 +252,21 @@ mod tests {
         assert!(Action::new("a", args(), p(), Some(""), "prod").is_err());
         assert!(Principal::new("", None).is_err());
         assert!(Principal::new("agent", Some("")).is_err());
-        let nobody = Principal {
-            agent: String::new(),
-            user: None,
-        };
+        let nobody = Principal { agent: String::new(), user: None };
         assert!(Action::new("a", args(), nobody, None, "prod").is_err());
         assert!(Principal::new("agent", None).is_ok());
     }
 
     #[test]
     fn canonical_form_is_the_six_key_object_with_the_schema_tag() {
-        let action = Action::new(
-            "email.send",
-            json!({}),
-            Principal::new("a", Some("bob")).unwrap(),
-            None,
-            "staging",
-        )
-        .unwrap();
+        let action =
+            Action::new("email.send", json!({}), Principal::new("a", Some("bob")).unwrap(), None, "staging").unwrap();
         assert_eq!(
             action.canonical().unwrap(),
             r#"{"arguments":{},"environment":"staging","name":"email.send","principal":{"agent":"a","user":"bob"},"resource":null,"schema":"ctrlrun.action/v1"}"#
         );
         // From ctrlrun 0.12.2's vectors (actions.json row 3).
-        assert_eq!(
-            action.hash().unwrap(),
-            "sha256:8b113a75ca3fee715ffc7c33d687b6805820678eecdf4287ac34610a13dcd097"
-        );
+        assert_eq!(action.hash().unwrap(), "sha256:8b113a75ca3fee715ffc7c33d687b6805820678eecdf4287ac34610a13dcd097");
     }
 
     #[test]
@@ -325,14 +283,8 @@ mod tests {
     fn big_integers_in_arguments_survive_exactly() {
         let value: Value = parse_json(r#"{"n":1180591620717411303424}"#).unwrap();
         let action = refund(value).unwrap();
-        assert!(action
-            .canonical()
-            .unwrap()
-            .contains(r#"{"n":1180591620717411303424}"#));
-        assert_eq!(
-            action.canonical_arguments()["n"].to_string(),
-            "1180591620717411303424"
-        );
+        assert!(action.canonical().unwrap().contains(r#"{"n":1180591620717411303424}"#));
+        assert_eq!(action.canonical_arguments()["n"].to_string(), "1180591620717411303424");
     }
 
     #[test]
@@ -351,9 +303,7 @@ mod tests {
         action.arguments.insert("price".into(), json!(0.5));
         assert_eq!(
             action.hash(),
-            Err(ActionError::Canonical(CanonicalError::Float {
-                path: "arguments.price".into()
-            }))
+            Err(ActionError::Canonical(CanonicalError::Float { path: "arguments.price".into() }))
         );
     }
 
@@ -392,19 +342,14 @@ mod tests {
             let id = new_id(kind).unwrap();
             let digits = id.strip_prefix(prefix).unwrap();
             assert_eq!(digits.len(), 32, "{id}");
-            assert!(digits
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+            assert!(digits.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
             assert!(is_id(kind, &id));
         }
     }
 
     #[test]
     fn two_ids_differ() {
-        assert_ne!(
-            new_id(IdKind::Approval).unwrap(),
-            new_id(IdKind::Approval).unwrap()
-        );
+        assert_ne!(new_id(IdKind::Approval).unwrap(), new_id(IdKind::Approval).unwrap());
         let action = refund(json!({})).unwrap();
         assert!(is_id(IdKind::Action, &action.action_id));
     }
@@ -415,22 +360,10 @@ mod tests {
         assert!(is_id(IdKind::Approval, good));
         assert!(!is_id(IdKind::Action, good));
         assert!(!is_id(IdKind::Approval, &good.to_uppercase()));
-        assert!(!is_id(
-            IdKind::Approval,
-            "apr_0123456789ABCDEF0123456789abcdef"
-        ));
-        assert!(!is_id(
-            IdKind::Approval,
-            "apr_0123456789abcdef0123456789abcde"
-        ));
-        assert!(!is_id(
-            IdKind::Approval,
-            "apr_0123456789abcdef0123456789abcdef0"
-        ));
-        assert!(!is_id(
-            IdKind::Approval,
-            "apr_0123456789abcdef0123456789abcdeg"
-        ));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789ABCDEF0123456789abcdef"));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcde"));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcdef0"));
+        assert!(!is_id(IdKind::Approval, "apr_0123456789abcdef0123456789abcdeg"));
         assert!(!is_id(IdKind::Approval, ""));
     }
 

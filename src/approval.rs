@@ -216,7 +216,9 @@ mod tests {
     fn the_requester_cannot_answer_their_own_request() {
         for who in ["refund-agent", "ada"] {
             let verdict = check_answerable(Some(&record(ApprovalStatus::Pending)), "apr_1", who, 1);
-            assert!(matches!(verdict, Verdict::Refuse(Error::ApprovalMismatch { ref reason, .. }) if reason == "approver_is_requester"));
+            assert!(
+                matches!(verdict, Verdict::Refuse(Error::ApprovalMismatch { ref reason, .. }) if reason == "approver_is_requester")
+            );
         }
         assert_eq!(check_answerable(Some(&record(ApprovalStatus::Pending)), "apr_1", "bob", 1), Verdict::Proceed);
     }

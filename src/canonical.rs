@@ -16,7 +16,9 @@ use sha2::{Digest, Sha256};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalError {
-    #[error("float is not encodable at {path}: use integer minor units (amount=200000) or a decimal string (\"2000.00\")")]
+    #[error(
+        "float is not encodable at {path}: use integer minor units (amount=200000) or a decimal string (\"2000.00\")"
+    )]
     Float { path: String },
     #[error("invalid JSON: {message}")]
     Parse { message: String },
@@ -43,10 +45,7 @@ const MAX_ENCODE_DEPTH: usize = 512;
 /// serde_json round trip, and `{"amount": {"$serde_json::private::Number": "12"}}` would turn
 /// into `{"amount": 12}` after storage; Python sees an object. Refusing them at the door keeps
 /// every accepted value stable wherever it is stored.
-const RESERVED_KEYS: [&str; 2] = [
-    "$serde_json::private::Number",
-    "$serde_json::private::RawValue",
-];
+const RESERVED_KEYS: [&str; 2] = ["$serde_json::private::Number", "$serde_json::private::RawValue"];
 
 /// Parse JSON text the way Python's `json.loads` reads it, refusing what ctrlrun could not hash.
 ///
@@ -56,11 +55,7 @@ const RESERVED_KEYS: [&str; 2] = [
 /// it then fails to encode: lone UTF-16 surrogates, `NaN` and `Infinity`. Error messages give a
 /// position, never a copy of the input.
 pub fn parse_json(text: &str) -> Result<Value, CanonicalError> {
-    let mut parser = Parser {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-    };
+    let mut parser = Parser { text, bytes: text.as_bytes(), pos: 0 };
     parser.skip_whitespace();
     let value = parser.value(0)?;
     parser.skip_whitespace();
@@ -180,23 +175,14 @@ pub(crate) fn integer_text(n: &Number) -> Option<&str> {
     }
 }
 
-fn write_value(
-    out: &mut String,
-    value: &Value,
-    path: &mut String,
-    depth: usize,
-) -> Result<(), CanonicalError> {
+fn write_value(out: &mut String, value: &Value, path: &mut String, depth: usize) -> Result<(), CanonicalError> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
         Value::Number(n) => match integer_text(n) {
             Some(text) => out.push_str(text),
-            None => {
-                return Err(CanonicalError::Float {
-                    path: display_path(path),
-                })
-            }
+            None => return Err(CanonicalError::Float { path: display_path(path) }),
         },
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
@@ -241,10 +227,7 @@ fn enter(depth: usize, path: &str) -> Result<usize, CanonicalError> {
     let deeper = depth + 1;
     if deeper > MAX_ENCODE_DEPTH {
         return Err(CanonicalError::Parse {
-            message: format!(
-                "containers nest deeper than {MAX_ENCODE_DEPTH} levels at {}",
-                display_path(path)
-            ),
+            message: format!("containers nest deeper than {MAX_ENCODE_DEPTH} levels at {}", display_path(path)),
         });
     }
     Ok(deeper)
@@ -291,9 +274,7 @@ impl Parser<'_> {
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let column = before.get(line_start..).map_or(0, |l| l.chars().count()) + 1;
         let offset = before.chars().count();
-        CanonicalError::Parse {
-            message: format!("{what}: line {line} column {column} (char {offset})"),
-        }
+        CanonicalError::Parse { message: format!("{what}: line {line} column {column} (char {offset})") }
     }
 
     fn skip_whitespace(&mut self) {
@@ -303,10 +284,7 @@ impl Parser<'_> {
     }
 
     fn eat(&mut self, literal: &str) -> bool {
-        let matched = self
-            .bytes
-            .get(self.pos..self.pos + literal.len())
-            .is_some_and(|b| b == literal.as_bytes());
+        let matched = self.bytes.get(self.pos..self.pos + literal.len()).is_some_and(|b| b == literal.as_bytes());
         if matched {
             self.pos += literal.len();
         }
@@ -336,9 +314,7 @@ impl Parser<'_> {
 
     fn enter(&self, depth: usize) -> Result<(), CanonicalError> {
         if depth > MAX_PARSE_DEPTH {
-            return Err(self.error(&format!(
-                "containers nest deeper than {MAX_PARSE_DEPTH} levels"
-            )));
+            return Err(self.error(&format!("containers nest deeper than {MAX_PARSE_DEPTH} levels")));
         }
         Ok(())
     }
@@ -430,9 +406,7 @@ impl Parser<'_> {
         if self.peek() == Some(b'-') {
             self.pos += 1;
             if self.peek() == Some(b'I') && self.rest_starts_with_non_finite() {
-                return Err(
-                    self.error("NaN and Infinity are floats, and floats have no canonical form")
-                );
+                return Err(self.error("NaN and Infinity are floats, and floats have no canonical form"));
             }
         }
         match self.peek() {
@@ -457,13 +431,8 @@ impl Parser<'_> {
                 return Err(self.error("expecting a digit in the exponent"));
             }
         }
-        let text = self
-            .text
-            .get(start..self.pos)
-            .ok_or_else(|| self.error("number is not valid UTF-8"))?;
-        text.parse::<Number>()
-            .map(Value::Number)
-            .map_err(|_| self.error("number is out of range"))
+        let text = self.text.get(start..self.pos).ok_or_else(|| self.error("number is not valid UTF-8"))?;
+        text.parse::<Number>().map(Value::Number).map_err(|_| self.error("number is out of range"))
     }
 
     fn string(&mut self) -> Result<String, CanonicalError> {
@@ -493,10 +462,7 @@ impl Parser<'_> {
     fn push_chunk(&self, out: &mut String, chunk_start: usize) -> Result<(), CanonicalError> {
         // Both ends sit on ASCII bytes (a quote, a backslash or the string start), so the slice
         // is on character boundaries; `get` keeps that an error rather than a panic regardless.
-        let chunk = self
-            .text
-            .get(chunk_start..self.pos)
-            .ok_or_else(|| self.error("string is not valid UTF-8"))?;
+        let chunk = self.text.get(chunk_start..self.pos).ok_or_else(|| self.error("string is not valid UTF-8"))?;
         out.push_str(chunk);
         Ok(())
     }
@@ -532,15 +498,9 @@ impl Parser<'_> {
         let code = match first {
             0xd800..=0xdbff => {
                 let low_at = self.pos;
-                let low = if self.eat("\\u") {
-                    self.hex4().ok()
-                } else {
-                    None
-                };
+                let low = if self.eat("\\u") { self.hex4().ok() } else { None };
                 match low {
-                    Some(low @ 0xdc00..=0xdfff) => {
-                        0x10000 + ((first - 0xd800) << 10) + (low - 0xdc00)
-                    }
+                    Some(low @ 0xdc00..=0xdfff) => 0x10000 + ((first - 0xd800) << 10) + (low - 0xdc00),
                     _ => {
                         self.pos = low_at;
                         return Err(self.error("lone UTF-16 surrogate in \\u escape"));
@@ -556,10 +516,8 @@ impl Parser<'_> {
     fn hex4(&mut self) -> Result<u32, CanonicalError> {
         let mut code = 0u32;
         for _ in 0..4 {
-            let digit = self
-                .peek()
-                .and_then(|b| char::from(b).to_digit(16))
-                .ok_or_else(|| self.error("invalid \\u escape"))?;
+            let digit =
+                self.peek().and_then(|b| char::from(b).to_digit(16)).ok_or_else(|| self.error("invalid \\u escape"))?;
             code = code * 16 + digit;
             self.pos += 1;
         }
@@ -579,27 +537,16 @@ mod tests {
     #[test]
     fn float_anywhere_is_refused_with_its_path() {
         let value = parse_json(r#"{"items":[{"price":1},{"price":2},3,{"price":19.99}]}"#).unwrap();
-        let expected = CanonicalError::Float {
-            path: "arguments.items[3].price".into(),
-        };
+        let expected = CanonicalError::Float { path: "arguments.items[3].price".into() };
         assert_eq!(to_canonical_string(&value, "arguments"), Err(expected));
-        assert_eq!(
-            find_float(&value, "arguments").as_deref(),
-            Some("arguments.items[3].price")
-        );
+        assert_eq!(find_float(&value, "arguments").as_deref(), Some("arguments.items[3].price"));
     }
 
     #[test]
     fn whole_numbers_written_as_floats_are_still_floats() {
         for text in ["1.0", "1e3", "1E3", "-0.0", "0.1", "2.5e-3"] {
             let refused = canonical(&format!(r#"{{"x":[{text}]}}"#));
-            assert_eq!(
-                refused,
-                Err(CanonicalError::Float {
-                    path: "value.x[0]".into()
-                }),
-                "{text}"
-            );
+            assert_eq!(refused, Err(CanonicalError::Float { path: "value.x[0]".into() }), "{text}");
         }
     }
 
@@ -607,35 +554,22 @@ mod tests {
     fn the_first_float_in_sorted_order_is_the_one_reported() {
         let value = json!({"b": 1.5, "a": [0, 2.5]});
         assert_eq!(find_float(&value, "v").as_deref(), Some("v.a[1]"));
-        assert_eq!(
-            to_canonical_string(&value, "v"),
-            Err(CanonicalError::Float {
-                path: "v.a[1]".into()
-            })
-        );
+        assert_eq!(to_canonical_string(&value, "v"), Err(CanonicalError::Float { path: "v.a[1]".into() }));
     }
 
     #[test]
     fn an_empty_root_starts_paths_at_the_member_name() {
         let value = json!({"arguments": {"items": [0, 0, 0, {"price": 0.5}]}});
-        assert_eq!(
-            find_float(&value, "").as_deref(),
-            Some("arguments.items[3].price")
-        );
+        assert_eq!(find_float(&value, "").as_deref(), Some("arguments.items[3].price"));
         assert_eq!(
             to_canonical_string(&value, ""),
-            Err(CanonicalError::Float {
-                path: "arguments.items[3].price".into()
-            })
+            Err(CanonicalError::Float { path: "arguments.items[3].price".into() })
         );
     }
 
     #[test]
     fn the_float_message_says_what_to_use_instead() {
-        let message = CanonicalError::Float {
-            path: "arguments.amount".into(),
-        }
-        .to_string();
+        let message = CanonicalError::Float { path: "arguments.amount".into() }.to_string();
         assert!(message.contains("arguments.amount"), "{message}");
         assert!(message.contains("amount=200000"), "{message}");
     }
@@ -659,10 +593,7 @@ mod tests {
     #[test]
     fn keys_are_sorted_by_code_point_at_every_depth() {
         let text = r#"{"z":1,"é":{"b":1,"a":2},"Z":3,"😀":4,"￿":5,"":6,"a":7}"#;
-        assert_eq!(
-            canonical(text).unwrap(),
-            r#"{"":6,"Z":3,"a":7,"z":1,"é":{"a":2,"b":1},"￿":5,"😀":4}"#
-        );
+        assert_eq!(canonical(text).unwrap(), r#"{"":6,"Z":3,"a":7,"z":1,"é":{"a":2,"b":1},"￿":5,"😀":4}"#);
     }
 
     #[test]
@@ -684,10 +615,7 @@ mod tests {
 
     #[test]
     fn a_repeated_key_keeps_its_last_value_as_python_does() {
-        assert_eq!(
-            canonical(r#"{"a":1,"b":2,"a":3}"#).unwrap(),
-            r#"{"a":3,"b":2}"#
-        );
+        assert_eq!(canonical(r#"{"a":1,"b":2,"a":3}"#).unwrap(), r#"{"a":3,"b":2}"#);
     }
 
     #[test]
@@ -697,17 +625,8 @@ mod tests {
 
     #[test]
     fn lone_surrogates_are_refused_as_invalid_json() {
-        for text in [
-            r#""\ud800""#,
-            r#""\udc00""#,
-            r#""\ud800x""#,
-            r#""\ud800\u0041""#,
-            r#"{"\ud83d":1}"#,
-        ] {
-            assert!(
-                matches!(parse_json(text), Err(CanonicalError::Parse { .. })),
-                "{text}"
-            );
+        for text in [r#""\ud800""#, r#""\udc00""#, r#""\ud800x""#, r#""\ud800\u0041""#, r#"{"\ud83d":1}"#] {
+            assert!(matches!(parse_json(text), Err(CanonicalError::Parse { .. })), "{text}");
         }
     }
 
@@ -739,10 +658,7 @@ mod tests {
             "{} {}",
             "\u{a0}1",
         ] {
-            assert!(
-                matches!(parse_json(text), Err(CanonicalError::Parse { .. })),
-                "{text:?}"
-            );
+            assert!(matches!(parse_json(text), Err(CanonicalError::Parse { .. })), "{text:?}");
         }
     }
 
@@ -757,17 +673,10 @@ mod tests {
 
     #[test]
     fn nesting_beyond_the_parse_limit_is_refused_without_overflowing() {
-        let ok = format!(
-            "{}{}",
-            "[".repeat(MAX_PARSE_DEPTH),
-            "]".repeat(MAX_PARSE_DEPTH)
-        );
+        let ok = format!("{}{}", "[".repeat(MAX_PARSE_DEPTH), "]".repeat(MAX_PARSE_DEPTH));
         assert!(parse_json(&ok).is_ok());
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(matches!(
-            parse_json(&deep),
-            Err(CanonicalError::Parse { .. })
-        ));
+        assert!(matches!(parse_json(&deep), Err(CanonicalError::Parse { .. })));
     }
 
     #[test]
@@ -775,21 +684,13 @@ mod tests {
         assert_eq!(nesting_depth(&json!(1)), 0);
         assert_eq!(nesting_depth(&json!([])), 1);
         assert_eq!(nesting_depth(&json!({"a": [1, {"b": []}], "c": 2})), 4);
-        let deep = format!(
-            "{}{}",
-            "[".repeat(MAX_PARSE_DEPTH),
-            "]".repeat(MAX_PARSE_DEPTH)
-        );
+        let deep = format!("{}{}", "[".repeat(MAX_PARSE_DEPTH), "]".repeat(MAX_PARSE_DEPTH));
         assert_eq!(nesting_depth(&parse_json(&deep).unwrap()), MAX_PARSE_DEPTH);
     }
 
     #[test]
     fn a_value_at_the_input_limit_still_reads_back_after_being_wrapped_in_documents() {
-        let input = format!(
-            "{}{}",
-            "[".repeat(MAX_INPUT_DEPTH),
-            "]".repeat(MAX_INPUT_DEPTH)
-        );
+        let input = format!("{}{}", "[".repeat(MAX_INPUT_DEPTH), "]".repeat(MAX_INPUT_DEPTH));
         let mut value = parse_json(&input).unwrap();
         for _ in 0..(MAX_PARSE_DEPTH - MAX_INPUT_DEPTH) {
             value = json!({ "wrapped": value });
@@ -805,10 +706,7 @@ mod tests {
             r#"{"\u0024serde_json::private::Number":"12"}"#,
             r#"{"$serde_json::private::RawValue":"12"}"#,
         ] {
-            assert!(
-                matches!(parse_json(text), Err(CanonicalError::Parse { .. })),
-                "{text}"
-            );
+            assert!(matches!(parse_json(text), Err(CanonicalError::Parse { .. })), "{text}");
         }
     }
 
@@ -817,24 +715,14 @@ mod tests {
         assert_eq!(canonical("7").unwrap(), "7");
         assert_eq!(canonical("\"s\"").unwrap(), "\"s\"");
         assert_eq!(canonical("null").unwrap(), "null");
-        assert_eq!(
-            to_canonical_string(&json!(0.5), ""),
-            Err(CanonicalError::Float {
-                path: "the top level".into()
-            })
-        );
+        assert_eq!(to_canonical_string(&json!(0.5), ""), Err(CanonicalError::Float { path: "the top level".into() }));
     }
 
     #[test]
     fn is_integer_follows_python_int_versus_float() {
-        for (text, integer) in [
-            ("0", true),
-            ("-0", true),
-            ("18446744073709551616", true),
-            ("1.0", false),
-            ("1e3", false),
-            ("1E3", false),
-        ] {
+        for (text, integer) in
+            [("0", true), ("-0", true), ("18446744073709551616", true), ("1.0", false), ("1e3", false), ("1E3", false)]
+        {
             let n: Number = text.parse().unwrap();
             assert_eq!(is_integer(&n), integer, "{text}");
         }
@@ -842,18 +730,12 @@ mod tests {
 
     #[test]
     fn sha256_prefixed_is_lowercase_hex_of_the_digest() {
-        assert_eq!(
-            sha256_prefixed(b""),
-            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
+        assert_eq!(sha256_prefixed(b""), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
 
     #[test]
     fn canonical_bytes_are_the_utf8_of_the_canonical_string() {
         let value = json!({"k": "é"});
-        assert_eq!(
-            canonical_bytes(&value, "v").unwrap(),
-            "{\"k\":\"é\"}".as_bytes()
-        );
+        assert_eq!(canonical_bytes(&value, "v").unwrap(), "{\"k\":\"é\"}".as_bytes());
     }
 }

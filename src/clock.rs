@@ -94,7 +94,10 @@ pub fn parse_duration(text: &str) -> Result<Micros, String> {
     };
     let mut total: i128 = 0;
     let mut seen_any = false;
-    for (section, units) in [(date, &[('W', 604_800i128), ('D', 86_400)][..]), (time_part.unwrap_or(""), &[('H', 3_600), ('M', 60), ('S', 1)][..])] {
+    for (section, units) in [
+        (date, &[('W', 604_800i128), ('D', 86_400)][..]),
+        (time_part.unwrap_or(""), &[('H', 3_600), ('M', 60), ('S', 1)][..]),
+    ] {
         let mut digits = String::new();
         let mut next_unit = 0;
         for c in section.chars() {

@@ -243,7 +243,12 @@ pub fn plan_reservation(
 }
 
 /// The record to write when an integrator's separate `begin` moves RESERVED to EXECUTING.
-pub fn plan_begin(record: Option<&EffectRecord>, effect_key: &str, action_id: &str, now: Micros) -> Result<EffectRecord, Error> {
+pub fn plan_begin(
+    record: Option<&EffectRecord>,
+    effect_key: &str,
+    action_id: &str,
+    now: Micros,
+) -> Result<EffectRecord, Error> {
     let record = held(record, effect_key, action_id, &[EffectState::Reserved], now)?;
     if !record.lease_is_live(now) {
         return Err(Error::Ambiguous {
@@ -372,7 +377,12 @@ pub fn plan_lease_extension(
 
 /// `mark_ambiguous` by anyone holding the key's evidence (the CLI, a reconcile pass): idempotent
 /// from reserved, executing and ambiguous; refused from committed and failed, which are known.
-pub fn plan_mark_ambiguous(record: Option<&EffectRecord>, effect_key: &str, error: &str, now: Micros) -> Result<OutcomePlan, Error> {
+pub fn plan_mark_ambiguous(
+    record: Option<&EffectRecord>,
+    effect_key: &str,
+    error: &str,
+    now: Micros,
+) -> Result<OutcomePlan, Error> {
     let Some(record) = record else {
         return Err(Error::InvalidInput(format!("no effect {effect_key:?} to mark ambiguous")));
     };
@@ -408,10 +418,7 @@ pub fn plan_resolution(
         return Err(Error::NotFound(format!("no effect {effect_key:?} to resolve")));
     };
     if record.state != EffectState::Ambiguous {
-        return Err(Error::NotResolvable {
-            effect_key: effect_key.to_owned(),
-            state: record.state,
-        });
+        return Err(Error::NotResolvable { effect_key: effect_key.to_owned(), state: record.state });
     }
     let note = format!("resolved {to} by {resolver}");
     let mut next = record.clone();

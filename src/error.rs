@@ -44,7 +44,9 @@ pub enum Error {
     #[error("effect {effect_key:?} failed {attempts} time(s), which is its max_attempts of {max_attempts}; no further attempt is allowed")]
     AttemptCeiling { effect_key: String, attempts: u32, max_attempts: u32 },
 
-    #[error("effect {effect_key:?} is {state}, not ambiguous; only an effect with an unknown outcome is resolved by hand")]
+    #[error(
+        "effect {effect_key:?} is {state}, not ambiguous; only an effect with an unknown outcome is resolved by hand"
+    )]
     NotResolvable { effect_key: String, state: EffectState },
 
     #[error("effect {effect_key:?} moved on to {state} under {holder} before this outcome arrived; the outcome was recorded as ambiguous evidence and the record left as it is")]

@@ -13,7 +13,9 @@ use crate::action::{new_id, Action, IdKind, Principal};
 use crate::approval::{self, ApprovalRecord, ApprovalStatus, Verdict, DEFAULT_APPROVAL_TTL};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
-use crate::effect::{self, Claim, EffectRecord, EffectState, Outcome, OutcomePlan, ReservationPlan, StoredResult, DEFAULT_LEASE};
+use crate::effect::{
+    self, Claim, EffectRecord, EffectState, Outcome, OutcomePlan, ReservationPlan, StoredResult, DEFAULT_LEASE,
+};
 use crate::error::{Error, Result};
 use crate::receipt::{ChainReport, ReceiptDraft, ReceiptResult, StoredReceipt};
 use crate::store::{Event, EventKind, Store, WriteTx};
@@ -53,7 +55,15 @@ pub struct Proposal<'a> {
 
 impl<'a> Proposal<'a> {
     pub fn new(action: &'a Action, ruling: Ruling) -> Proposal<'a> {
-        Proposal { action, ruling, effect: None, max_attempts: None, lease: None, approval_id: None, approval_ttl: None }
+        Proposal {
+            action,
+            ruling,
+            effect: None,
+            max_attempts: None,
+            lease: None,
+            approval_id: None,
+            approval_ttl: None,
+        }
     }
 }
 
@@ -169,8 +179,14 @@ impl Permit {
                 match planned {
                     Ok(record) => {
                         tx.put_effect(&record)?;
-                        tx.event(EventKind::EFFECT_LEASE_EXTENDED, now, Some(&action_id), Some(&key), None,
-                            serde_json::json!({"lease_expires_at": crate::clock::render(until)}))?;
+                        tx.event(
+                            EventKind::EFFECT_LEASE_EXTENDED,
+                            now,
+                            Some(&action_id),
+                            Some(&key),
+                            None,
+                            serde_json::json!({"lease_expires_at": crate::clock::render(until)}),
+                        )?;
                         Ok(Ok(record))
                     }
                     Err(refusal) => Ok(Err(refusal)),
@@ -186,7 +202,9 @@ impl Drop for Permit {
     fn drop(&mut self) {
         if !self.finished {
             self.finished = true;
-            let outcome = Outcome::Ambiguous("the permit was dropped without an outcome (a panic, a lost reply or a bug in the host)".into());
+            let outcome = Outcome::Ambiguous(
+                "the permit was dropped without an outcome (a panic, a lost reply or a bug in the host)".into(),
+            );
             // Nothing to report to: a failure here leaves the record in flight, and its lease
             // lapsing turns it AMBIGUOUS all the same.
             let _ = self.kernel.clone().finish(self, outcome);
@@ -278,7 +296,10 @@ impl Kernel {
             let mut draft = kernel.draft(action, &action_hash, &proposal.ruling, now);
             // Deny: one transaction with its evidence and receipt.
             if proposal.ruling.decision == Decision::Deny {
-                let refusal = Error::Denied { reason: proposal.ruling.reason.clone(), detail: format!("the policy denies {}", action.name) };
+                let refusal = Error::Denied {
+                    reason: proposal.ruling.reason.clone(),
+                    detail: format!("the policy denies {}", action.name),
+                };
                 return kernel.refuse(action, &mut draft, None, ReceiptResult::Denied, refusal, now);
             }
             let effect_key = match proposal.effect {
@@ -302,7 +323,8 @@ impl Kernel {
 
     fn draft(&self, action: &Action, action_hash: &str, ruling: &Ruling, now: Micros) -> ReceiptDraft {
         ReceiptDraft {
-            receipt_id: new_id(IdKind::Receipt).unwrap_or_else(|_| format!("rct_{}", action.action_id.trim_start_matches("act_"))),
+            receipt_id: new_id(IdKind::Receipt)
+                .unwrap_or_else(|_| format!("rct_{}", action.action_id.trim_start_matches("act_"))),
             action_id: action.action_id.clone(),
             action: action.name.clone(),
             action_hash: action_hash.to_owned(),
@@ -326,45 +348,104 @@ impl Kernel {
         }
     }
 
-    fn proposed_events(tx: &mut WriteTx<'_>, action: &Action, action_hash: &str, ruling: &Ruling, now: Micros) -> Result<()> {
-        tx.event(EventKind::ACTION_PROPOSED, now, Some(&action.action_id), None, None, serde_json::json!({
-            "action": action.name, "action_hash": action_hash,
-            "principal": {"agent": action.principal.agent, "user": action.principal.user},
-        }))?;
-        tx.event(EventKind::POLICY_EVALUATED, now, Some(&action.action_id), None, None,
-            serde_json::json!({"decision": ruling.decision.as_str(), "reason": ruling.reason}))?;
+    fn proposed_events(
+        tx: &mut WriteTx<'_>,
+        action: &Action,
+        action_hash: &str,
+        ruling: &Ruling,
+        now: Micros,
+    ) -> Result<()> {
+        tx.event(
+            EventKind::ACTION_PROPOSED,
+            now,
+            Some(&action.action_id),
+            None,
+            None,
+            serde_json::json!({
+                "action": action.name, "action_hash": action_hash,
+                "principal": {"agent": action.principal.agent, "user": action.principal.user},
+            }),
+        )?;
+        tx.event(
+            EventKind::POLICY_EVALUATED,
+            now,
+            Some(&action.action_id),
+            None,
+            None,
+            serde_json::json!({"decision": ruling.decision.as_str(), "reason": ruling.reason}),
+        )?;
         Ok(())
     }
 
     /// A terminal refusal before any reservation: events, receipt and the refusal, one write.
-    fn refuse(&self, action: &Action, draft: &mut ReceiptDraft, approval_id: Option<&str>, result: ReceiptResult, refusal: Error, now: Micros) -> Result<Permit> {
+    fn refuse(
+        &self,
+        action: &Action,
+        draft: &mut ReceiptDraft,
+        approval_id: Option<&str>,
+        result: ReceiptResult,
+        refusal: Error,
+        now: Micros,
+    ) -> Result<Permit> {
         draft.result = result;
         draft.decision_reason = refusal.reason();
         draft.error = Some(refusal.to_string());
-        let ruling = Ruling { decision: Decision::parse(&draft.decision).unwrap_or(Decision::Deny), reason: draft.decision_reason.clone() };
+        let ruling = Ruling {
+            decision: Decision::parse(&draft.decision).unwrap_or(Decision::Deny),
+            reason: draft.decision_reason.clone(),
+        };
         self.inner.store.write(|tx| {
             Self::proposed_events(tx, action, &draft.action_hash, &ruling, now)?;
-            tx.event(EventKind::ACTION_DENIED, now, Some(&action.action_id), draft.effect_key.as_deref(), approval_id,
-                serde_json::json!({"reason": refusal.reason()}))?;
+            tx.event(
+                EventKind::ACTION_DENIED,
+                now,
+                Some(&action.action_id),
+                draft.effect_key.as_deref(),
+                approval_id,
+                serde_json::json!({"reason": refusal.reason()}),
+            )?;
             tx.append_receipt(draft, None)?;
             Ok(())
         })?;
         Err(refusal)
     }
 
-    fn request_approval_for(&self, action: &Action, action_hash: &str, ruling: &Ruling, ttl: Option<Micros>, now: Micros) -> Result<Permit> {
+    fn request_approval_for(
+        &self,
+        action: &Action,
+        action_hash: &str,
+        ruling: &Ruling,
+        ttl: Option<Micros>,
+        now: Micros,
+    ) -> Result<Permit> {
         let record = self.new_request(action, action_hash, ttl, now)?;
         self.inner.store.write(|tx| {
             Self::proposed_events(tx, action, action_hash, ruling, now)?;
             tx.put_approval(&record)?;
-            tx.event(EventKind::APPROVAL_REQUESTED, now, Some(&action.action_id), None, Some(&record.approval_id),
-                serde_json::json!({"action_hash": action_hash, "expires_at": crate::clock::render(record.expires_at)}))?;
+            tx.event(
+                EventKind::APPROVAL_REQUESTED,
+                now,
+                Some(&action.action_id),
+                None,
+                Some(&record.approval_id),
+                serde_json::json!({"action_hash": action_hash, "expires_at": crate::clock::render(record.expires_at)}),
+            )?;
             Ok(())
         })?;
-        Err(Error::ApprovalRequired { request_id: record.approval_id, expires_at: record.expires_at, action_hash: action_hash.to_owned() })
+        Err(Error::ApprovalRequired {
+            request_id: record.approval_id,
+            expires_at: record.expires_at,
+            action_hash: action_hash.to_owned(),
+        })
     }
 
-    fn new_request(&self, action: &Action, action_hash: &str, ttl: Option<Micros>, now: Micros) -> Result<ApprovalRecord> {
+    fn new_request(
+        &self,
+        action: &Action,
+        action_hash: &str,
+        ttl: Option<Micros>,
+        now: Micros,
+    ) -> Result<ApprovalRecord> {
         let ttl = ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
         if ttl <= 0 {
             return Err(Error::InvalidInput("an approval TTL must be positive".into()));
@@ -390,7 +471,16 @@ impl Kernel {
     /// approval consume + reservation + events together. A refused reservation leaves the
     /// approval granted, because the approval is only written when the reservation is.
     #[allow(clippy::too_many_arguments)]
-    fn reserve(&self, action: &Action, action_hash: &str, proposal: &Proposal<'_>, effect_key: Option<String>, lease: Micros, mut draft: ReceiptDraft, now: Micros) -> Result<Permit> {
+    fn reserve(
+        &self,
+        action: &Action,
+        action_hash: &str,
+        proposal: &Proposal<'_>,
+        effect_key: Option<String>,
+        lease: Micros,
+        mut draft: ReceiptDraft,
+        now: Micros,
+    ) -> Result<Permit> {
         let ruling = &proposal.ruling;
         let presented = proposal.approval_id;
         // An allow that was handed an approval spends it when it can, and never refuses for it.
@@ -496,12 +586,25 @@ impl Kernel {
         })
     }
 
-    fn blocked(tx: &mut WriteTx<'_>, action: &Action, draft: &mut ReceiptDraft, key: &str, refusal: Error, now: Micros) -> Result<Granted> {
+    fn blocked(
+        tx: &mut WriteTx<'_>,
+        action: &Action,
+        draft: &mut ReceiptDraft,
+        key: &str,
+        refusal: Error,
+        now: Micros,
+    ) -> Result<Granted> {
         draft.result = ReceiptResult::Blocked;
         draft.decision_reason = refusal.reason();
         draft.error = Some(refusal.to_string());
-        tx.event(EventKind::EFFECT_RESERVATION_REFUSED, now, Some(&action.action_id), Some(key), None,
-            serde_json::json!({"reason": refusal.reason()}))?;
+        tx.event(
+            EventKind::EFFECT_RESERVATION_REFUSED,
+            now,
+            Some(&action.action_id),
+            Some(key),
+            None,
+            serde_json::json!({"reason": refusal.reason()}),
+        )?;
         tx.append_receipt(draft, None)?;
         Ok(Err(refusal))
     }
@@ -614,7 +717,14 @@ impl Kernel {
                         if let Some(mut record) = record {
                             record.status = ApprovalStatus::Expired;
                             tx.put_approval(&record)?;
-                            tx.event(EventKind::APPROVAL_EXPIRED, now, Some(&record.action_id), None, Some(approval_id), serde_json::json!({}))?;
+                            tx.event(
+                                EventKind::APPROVAL_EXPIRED,
+                                now,
+                                Some(&record.action_id),
+                                None,
+                                Some(approval_id),
+                                serde_json::json!({}),
+                            )?;
                         }
                         return Ok(Err(refusal));
                     }
@@ -628,7 +738,14 @@ impl Kernel {
                 record.note = note.map(str::to_owned);
                 tx.put_approval(&record)?;
                 let kind = if grant { EventKind::APPROVAL_GRANTED } else { EventKind::APPROVAL_DENIED };
-                tx.event(kind, now, Some(&record.action_id), None, Some(approval_id), serde_json::json!({"approver": approver, "note": note}))?;
+                tx.event(
+                    kind,
+                    now,
+                    Some(&record.action_id),
+                    None,
+                    Some(approval_id),
+                    serde_json::json!({"approver": approver, "note": note}),
+                )?;
                 Ok(Ok(record))
             })?
         })
@@ -666,15 +783,23 @@ impl Kernel {
     /// Mark an in-flight effect AMBIGUOUS (idempotent from reserved, executing and ambiguous).
     pub fn mark_ambiguous(&self, effect_key: &str, error: &str) -> Result<EffectRecord> {
         self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| match effect::plan_mark_ambiguous(tx.effect(effect_key)?.as_ref(), effect_key, error, now) {
-                Ok(OutcomePlan::Write(record)) => {
-                    tx.put_effect(&record)?;
-                    tx.event(EventKind::EXECUTION_AMBIGUOUS, now, Some(&record.action_id), Some(effect_key), None,
-                        serde_json::json!({"error": error, "attempt": record.attempt}))?;
-                    Ok(Ok(record))
+            kernel.inner.store.write(|tx| {
+                match effect::plan_mark_ambiguous(tx.effect(effect_key)?.as_ref(), effect_key, error, now) {
+                    Ok(OutcomePlan::Write(record)) => {
+                        tx.put_effect(&record)?;
+                        tx.event(
+                            EventKind::EXECUTION_AMBIGUOUS,
+                            now,
+                            Some(&record.action_id),
+                            Some(effect_key),
+                            None,
+                            serde_json::json!({"error": error, "attempt": record.attempt}),
+                        )?;
+                        Ok(Ok(record))
+                    }
+                    Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
+                    Err(refusal) => Ok(Err(refusal)),
                 }
-                Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
-                Err(refusal) => Ok(Err(refusal)),
             })?
         })
     }
@@ -691,6 +816,11 @@ impl Kernel {
         self.guarded(|kernel, _| kernel.inner.store.receipts(from, limit))
     }
 
+    /// The last `n` receipts, in seq order.
+    pub fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>> {
+        self.guarded(|kernel, _| kernel.inner.store.last_receipts(n))
+    }
+
     pub fn verify_chain(&self) -> Result<ChainReport> {
         self.guarded(|kernel, _| kernel.inner.store.verify_chain())
     }
@@ -703,13 +833,26 @@ impl Kernel {
 
     /// Reserve without beginning: the record is RESERVED until `begin`. Writes events only;
     /// an integrator's own pipeline owns its receipts.
-    pub fn reserve_only(&self, action: &Action, effect_key: &str, lease: Option<Micros>, max_attempts: Option<u32>) -> Result<EffectRecord> {
+    pub fn reserve_only(
+        &self,
+        action: &Action,
+        effect_key: &str,
+        lease: Option<Micros>,
+        max_attempts: Option<u32>,
+    ) -> Result<EffectRecord> {
         self.consume_and_reserve(action, effect_key, None, lease, max_attempts)
     }
 
     /// Consume a granted approval and reserve in one transaction; a refused reservation leaves
     /// the approval granted, and the approval is checked first.
-    pub fn consume_and_reserve(&self, action: &Action, effect_key: &str, approval_id: Option<&str>, lease: Option<Micros>, max_attempts: Option<u32>) -> Result<EffectRecord> {
+    pub fn consume_and_reserve(
+        &self,
+        action: &Action,
+        effect_key: &str,
+        approval_id: Option<&str>,
+        lease: Option<Micros>,
+        max_attempts: Option<u32>,
+    ) -> Result<EffectRecord> {
         let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
         self.guarded(|kernel, now| {
             kernel.inner.store.write(|tx| {
@@ -723,7 +866,14 @@ impl Kernel {
                             if let Some(mut record) = record {
                                 record.status = ApprovalStatus::Expired;
                                 tx.put_approval(&record)?;
-                                tx.event(EventKind::APPROVAL_EXPIRED, now, Some(&action.action_id), None, Some(id), serde_json::json!({}))?;
+                                tx.event(
+                                    EventKind::APPROVAL_EXPIRED,
+                                    now,
+                                    Some(&action.action_id),
+                                    None,
+                                    Some(id),
+                                    serde_json::json!({}),
+                                )?;
                             }
                             return Ok(Err(refusal));
                         }
@@ -738,7 +888,8 @@ impl Kernel {
                     lease: lease.unwrap_or(DEFAULT_LEASE),
                     max_attempts,
                 };
-                let plan = effect::plan_reservation(tx.effect(effect_key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
+                let plan = effect::plan_reservation(tx.effect(effect_key)?.as_ref(), &claim, now)
+                    .map_err(Error::InvalidInput)?;
                 match plan {
                     ReservationPlan::Grant(mut record) => {
                         record.state = EffectState::Reserved;
@@ -748,18 +899,46 @@ impl Kernel {
                             approval.consumed_at = Some(now);
                             approval.consumed_by = Some(action.action_id.clone());
                             tx.put_approval(&approval)?;
-                            tx.event(EventKind::APPROVAL_CONSUMED, now, Some(&action.action_id), Some(effect_key), Some(&approval.approval_id), serde_json::json!({}))?;
+                            tx.event(
+                                EventKind::APPROVAL_CONSUMED,
+                                now,
+                                Some(&action.action_id),
+                                Some(effect_key),
+                                Some(&approval.approval_id),
+                                serde_json::json!({}),
+                            )?;
                         }
-                        tx.event(EventKind::EFFECT_RESERVED, now, Some(&action.action_id), Some(effect_key), None, serde_json::json!({"attempt": record.attempt}))?;
+                        tx.event(
+                            EventKind::EFFECT_RESERVED,
+                            now,
+                            Some(&action.action_id),
+                            Some(effect_key),
+                            None,
+                            serde_json::json!({"attempt": record.attempt}),
+                        )?;
                         Ok(Ok(record))
                     }
                     ReservationPlan::Refuse(refusal) => {
-                        tx.event(EventKind::EFFECT_RESERVATION_REFUSED, now, Some(&action.action_id), Some(effect_key), None, serde_json::json!({"reason": refusal.reason()}))?;
+                        tx.event(
+                            EventKind::EFFECT_RESERVATION_REFUSED,
+                            now,
+                            Some(&action.action_id),
+                            Some(effect_key),
+                            None,
+                            serde_json::json!({"reason": refusal.reason()}),
+                        )?;
                         Ok(Err(refusal))
                     }
                     ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
                         tx.put_effect(&record)?;
-                        tx.event(EventKind::EXECUTION_AMBIGUOUS, now, Some(&record.action_id), Some(effect_key), None, serde_json::json!({"error": effect::LEASE_EXPIRED}))?;
+                        tx.event(
+                            EventKind::EXECUTION_AMBIGUOUS,
+                            now,
+                            Some(&record.action_id),
+                            Some(effect_key),
+                            None,
+                            serde_json::json!({"error": effect::LEASE_EXPIRED}),
+                        )?;
                         Ok(Err(refusal))
                     }
                 }
@@ -770,13 +949,22 @@ impl Kernel {
     /// RESERVED → EXECUTING for the holder `action_id`.
     pub fn begin(&self, effect_key: &str, action_id: &str) -> Result<EffectRecord> {
         self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, now) {
-                Ok(record) => {
-                    tx.put_effect(&record)?;
-                    tx.event(EventKind::EXECUTION_STARTED, now, Some(action_id), Some(effect_key), None, serde_json::json!({"attempt": record.attempt}))?;
-                    Ok(Ok(record))
+            kernel.inner.store.write(|tx| {
+                match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, now) {
+                    Ok(record) => {
+                        tx.put_effect(&record)?;
+                        tx.event(
+                            EventKind::EXECUTION_STARTED,
+                            now,
+                            Some(action_id),
+                            Some(effect_key),
+                            None,
+                            serde_json::json!({"attempt": record.attempt}),
+                        )?;
+                        Ok(Ok(record))
+                    }
+                    Err(refusal) => Ok(Err(refusal)),
                 }
-                Err(refusal) => Ok(Err(refusal)),
             })?
         })
     }
@@ -784,19 +972,28 @@ impl Kernel {
     /// Report an outcome for the holder `action_id` without a permit. Events only.
     pub fn complete(&self, effect_key: &str, action_id: &str, outcome: Outcome) -> Result<EffectRecord> {
         self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| match effect::plan_outcome(tx.effect(effect_key)?.as_ref(), effect_key, action_id, &outcome, now) {
-                Ok(OutcomePlan::Write(record)) => {
-                    tx.put_effect(&record)?;
-                    let kind = match record.state {
-                        EffectState::Committed => EventKind::EXECUTION_COMMITTED,
-                        EffectState::Failed => EventKind::EXECUTION_FAILED,
-                        _ => EventKind::EXECUTION_AMBIGUOUS,
-                    };
-                    tx.event(kind, now, Some(action_id), Some(effect_key), None, serde_json::json!({"attempt": record.attempt, "error": record.error}))?;
-                    Ok(Ok(record))
+            kernel.inner.store.write(|tx| {
+                match effect::plan_outcome(tx.effect(effect_key)?.as_ref(), effect_key, action_id, &outcome, now) {
+                    Ok(OutcomePlan::Write(record)) => {
+                        tx.put_effect(&record)?;
+                        let kind = match record.state {
+                            EffectState::Committed => EventKind::EXECUTION_COMMITTED,
+                            EffectState::Failed => EventKind::EXECUTION_FAILED,
+                            _ => EventKind::EXECUTION_AMBIGUOUS,
+                        };
+                        tx.event(
+                            kind,
+                            now,
+                            Some(action_id),
+                            Some(effect_key),
+                            None,
+                            serde_json::json!({"attempt": record.attempt, "error": record.error}),
+                        )?;
+                        Ok(Ok(record))
+                    }
+                    Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
+                    Err(refusal) => Ok(Err(refusal)),
                 }
-                Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
-                Err(refusal) => Ok(Err(refusal)),
             })?
         })
     }

@@ -5,9 +5,8 @@
 //! that orders steps. See `../shared/DESIGN.md` for the map.
 
 pub mod action;
-pub mod canonical;
-pub mod template;
 pub mod approval;
+pub mod canonical;
 pub mod clock;
 pub mod decision;
 pub mod effect;
@@ -15,6 +14,7 @@ pub mod error;
 pub mod kernel;
 pub mod receipt;
 pub mod store;
+pub mod template;
 
 pub use action::{Action, Principal};
 pub use clock::{Clock, ManualClock, Micros, SystemClock};

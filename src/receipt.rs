@@ -13,7 +13,8 @@ pub const RECEIPT_SCHEMA: &str = "warden.receipt/v1";
 pub const GENESIS_HASH: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The closed set of chain break names.
-pub const CHAIN_BREAKS: [&str; 6] = ["content_altered", "hash_missing", "link_broken", "missing", "head_mismatch", "unchained"];
+pub const CHAIN_BREAKS: [&str; 6] =
+    ["content_altered", "hash_missing", "link_broken", "missing", "head_mismatch", "unchained"];
 
 /// At most this many breaks are listed; the count beyond is still reported.
 pub const MAX_LISTED_BREAKS: usize = 1000;
@@ -201,8 +202,12 @@ where
             .and_then(|doc| to_canonical_string(doc, "receipt").ok())
             .map(|text| sha256_prefixed(text.as_bytes()));
         let (Ok(stored), Some(document), Some(recomputed)) = (&row, &document, recomputed) else {
-            push(&mut breaks, "content_altered", Some(position),
-                "the stored row cannot be read back as a receipt document, so its hash cannot be recomputed".into());
+            push(
+                &mut breaks,
+                "content_altered",
+                Some(position),
+                "the stored row cannot be read back as a receipt document, so its hash cannot be recomputed".into(),
+            );
             accused += 1;
             expected_prev = NO_HASH.to_owned();
             previous_stored = row.as_ref().ok().and_then(|stored| stored.hash.clone());
@@ -212,13 +217,21 @@ where
         };
         match &stored.hash {
             None => {
-                push(&mut breaks, "hash_missing", Some(position),
-                    "the stored hash is gone, so there is nothing to compare the document against".into());
+                push(
+                    &mut breaks,
+                    "hash_missing",
+                    Some(position),
+                    "the stored hash is gone, so there is nothing to compare the document against".into(),
+                );
                 accused_here = true;
             }
             Some(hash) if *hash != recomputed => {
-                push(&mut breaks, "content_altered", Some(position),
-                    format!("the recomputed hash {recomputed} is not the stored {hash}"));
+                push(
+                    &mut breaks,
+                    "content_altered",
+                    Some(position),
+                    format!("the recomputed hash {recomputed} is not the stored {hash}"),
+                );
                 accused_here = true;
             }
             Some(_) => {}
@@ -229,8 +242,12 @@ where
         // re-hashed still breaks here because the next row names the old hash.
         let linked = prev == expected_prev || previous_stored.as_deref() == Some(prev);
         if !linked && !after_gap {
-            push(&mut breaks, "link_broken", Some(position),
-                format!("prev_hash is {prev}, and the receipt before it hashes to {expected_prev}"));
+            push(
+                &mut breaks,
+                "link_broken",
+                Some(position),
+                format!("prev_hash is {prev}, and the receipt before it hashes to {expected_prev}"),
+            );
             accused_here = true;
         }
         if accused_here {
@@ -244,8 +261,12 @@ where
         last_seq = position;
     }
     if unchained > 0 {
-        push(&mut breaks, "unchained", None,
-            format!("{unchained} receipt(s) carry no seq; nothing about them is verified"));
+        push(
+            &mut breaks,
+            "unchained",
+            None,
+            format!("{unchained} receipt(s) carry no seq; nothing about them is verified"),
+        );
     }
     let (head_seq, head_hash) = match head {
         Some((seq, hash)) => (Some(seq), Some(hash)),
@@ -255,9 +276,14 @@ where
         (Some(seq), Some(hash)) => {
             let names_last = *hash == expected_prev || previous_stored.as_deref() == Some(hash.as_str());
             if seq != last_seq || !names_last {
-                push(&mut breaks, "head_mismatch", Some(seq), format!(
-                    "the head names seq {seq} / {hash}, and the last receipt is seq {last_seq} / {expected_prev}"
-                ));
+                push(
+                    &mut breaks,
+                    "head_mismatch",
+                    Some(seq),
+                    format!(
+                        "the head names seq {seq} / {hash}, and the last receipt is seq {last_seq} / {expected_prev}"
+                    ),
+                );
             }
         }
         _ => push(&mut breaks, "head_mismatch", None, "the store has no chain head row to compare against".into()),

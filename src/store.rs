@@ -171,15 +171,14 @@ impl Store {
         }
         let mut lock_name = path.clone().into_os_string();
         lock_name.push(".lock");
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_name)
-            .map_err(|e| Error::Store(format!("cannot open the lock file {}: {e}", Path::new(&lock_name).display())))?;
+        let lock_file =
+            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&lock_name).map_err(|e| {
+                Error::Store(format!("cannot open the lock file {}: {e}", Path::new(&lock_name).display()))
+            })?;
         let _guard = FileLock::exclusive(&lock_file)?;
-        let mut registry = OPEN.lock().map_err(|_| Error::Store("the store registry is poisoned by an earlier panic; restart the process".into()))?;
+        let mut registry = OPEN.lock().map_err(|_| {
+            Error::Store("the store registry is poisoned by an earlier panic; restart the process".into())
+        })?;
         let registry = registry.get_or_insert_with(HashMap::new);
         let identity = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
         if let Some(id) = identity(&path) {
@@ -213,7 +212,9 @@ impl Store {
             match existing {
                 None => {
                     if meta.len().map_err(fault)? > 0 {
-                        return Err(Error::Store("the store has rows but no schema version; it was not written by Warden".into()));
+                        return Err(Error::Store(
+                            "the store has rows but no schema version; it was not written by Warden".into(),
+                        ));
                     }
                     meta.insert(META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault)?;
                     let head = encode(&ChainHead { seq: 0, hash: GENESIS_HASH.to_owned() })?;
@@ -221,7 +222,9 @@ impl Store {
                 }
                 Some(bytes) => {
                     let version = <[u8; 4]>::try_from(bytes.as_slice()).map(u32::from_le_bytes).map_err(|_| {
-                        Error::Store("the store's schema version row is unreadable; it was not written by Warden".into())
+                        Error::Store(
+                            "the store's schema version row is unreadable; it was not written by Warden".into(),
+                        )
                     })?;
                     if version != SCHEMA_VERSION {
                         return Err(Error::Store(if version > SCHEMA_VERSION {
@@ -372,7 +375,10 @@ impl Store {
         let rows = table.iter().map_err(fault)?.map_while(|row| match row {
             Ok((key, value)) => {
                 let seq = key.value();
-                Some((seq, decode::<StoredReceipt>("receipt", &seq.to_string(), value.value()).map_err(|e| e.to_string())))
+                Some((
+                    seq,
+                    decode::<StoredReceipt>("receipt", &seq.to_string(), value.value()).map_err(|e| e.to_string()),
+                ))
             }
             Err(e) => {
                 iter_error = Some(fault(e));
@@ -392,7 +398,10 @@ impl Store {
     pub fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_>) -> Result<()>) -> Result<()> {
         let txn = self.db.begin_write().map_err(fault)?;
         {
-            let mut tamper = Tamper { meta: txn.open_table(META).map_err(fault)?, receipts: txn.open_table(RECEIPTS).map_err(fault)? };
+            let mut tamper = Tamper {
+                meta: txn.open_table(META).map_err(fault)?,
+                receipts: txn.open_table(RECEIPTS).map_err(fault)?,
+            };
             edit(&mut tamper)?;
         }
         txn.commit().map_err(fault)
@@ -488,7 +497,11 @@ impl WriteTx<'_> {
 
     /// Seal `draft` onto the chain: next seq, previous hash, the row and the new head, in this
     /// same transaction.
-    pub fn append_receipt(&mut self, draft: &ReceiptDraft, executor_result: Option<StoredResult>) -> Result<(u64, String)> {
+    pub fn append_receipt(
+        &mut self,
+        draft: &ReceiptDraft,
+        executor_result: Option<StoredResult>,
+    ) -> Result<(u64, String)> {
         let head: ChainHead = match self.meta.get(META_HEAD).map_err(fault)? {
             Some(bytes) => decode("meta", META_HEAD, bytes.value())?,
             None => return Err(Error::Store("the store has no chain head row; it was altered".into())),
@@ -500,12 +513,11 @@ impl WriteTx<'_> {
                 head.seq
             )));
         }
-        let (document, hash) = draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
+        let (document, hash) =
+            draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
         let row = StoredReceipt { document, hash: Some(hash.clone()), executor_result };
         self.receipts.insert(seq, encode(&row)?.as_slice()).map_err(fault)?;
-        self.meta
-            .insert(META_HEAD, encode(&ChainHead { seq, hash: hash.clone() })?.as_slice())
-            .map_err(fault)?;
+        self.meta.insert(META_HEAD, encode(&ChainHead { seq, hash: hash.clone() })?.as_slice()).map_err(fault)?;
         Ok((seq, hash))
     }
 }

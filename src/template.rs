@@ -51,18 +51,13 @@ const RESOURCE_PLACEHOLDER: &str = "resource";
 
 /// Everything but RFC 3986's unreserved `A-Z a-z 0-9 - . _ ~` is percent-encoded; non-ASCII
 /// bytes always are.
-const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
+const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// ctrlrun's `\{(?P<name>[^\W\d]\w*)\}|(?P<text>[^{}]+)|(?P<bad>.)`, with Python's Unicode `\w`
 /// (letters, numbers and `_`, but not marks, which Rust's `\w` includes) and `\d` (category Nd)
 /// spelled out. Checked against Python 3.11 for every code point: the two agree on every
 /// character Python's Unicode 14 tables assign.
-const TOKEN_PATTERN: &str =
-    r"\{(?P<name>[\p{L}\p{Nl}\p{No}_][\p{L}\p{N}_]*)\}|(?P<text>[^{}]+)|(?P<bad>.)";
+const TOKEN_PATTERN: &str = r"\{(?P<name>[\p{L}\p{Nl}\p{No}_][\p{L}\p{N}_]*)\}|(?P<text>[^{}]+)|(?P<bad>.)";
 
 static TOKEN: LazyLock<Result<Regex, String>> =
     LazyLock::new(|| Regex::new(TOKEN_PATTERN).map_err(|error| error.to_string()));
@@ -83,13 +78,11 @@ pub struct Template {
 impl Template {
     pub fn parse(source: &str, mode: TemplateMode) -> Result<Template, TemplateError> {
         if source.is_empty() {
-            return Err(TemplateError::Invalid(
-                "a template must be a non-empty string".into(),
-            ));
+            return Err(TemplateError::Invalid("a template must be a non-empty string".into()));
         }
-        let token = TOKEN.as_ref().map_err(|error| {
-            TemplateError::Invalid(format!("the template grammar failed to compile: {error}"))
-        })?;
+        let token = TOKEN
+            .as_ref()
+            .map_err(|error| TemplateError::Invalid(format!("the template grammar failed to compile: {error}")))?;
         let mut segments = Vec::new();
         for captures in token.captures_iter(source) {
             if let Some(bad) = captures.name("bad") {
@@ -109,11 +102,7 @@ impl Template {
         if mode == TemplateMode::Escaped {
             require_delimiters(source, &segments)?;
         }
-        Ok(Template {
-            source: source.to_owned(),
-            mode,
-            segments,
-        })
+        Ok(Template { source: source.to_owned(), mode, segments })
     }
 
     pub fn source(&self) -> &str {
@@ -212,15 +201,8 @@ impl Template {
             names.push(RESOURCE_PLACEHOLDER);
         }
         names.sort_unstable();
-        let have = if names.is_empty() {
-            "nothing".to_owned()
-        } else {
-            names.join(", ")
-        };
-        format!(
-            "{:?}: no value for '{{{name}}}' (have: {have})",
-            self.source
-        )
+        let have = if names.is_empty() { "nothing".to_owned() } else { names.join(", ") };
+        format!("{:?}: no value for '{{{name}}}' (have: {have})", self.source)
     }
 
     fn rendered<'v>(&self, name: &str, value: &'v Value) -> Result<&'v str, String> {
@@ -244,10 +226,7 @@ impl Template {
 
     fn rendered_string<'v>(&self, name: &str, text: &'v str) -> Result<&'v str, String> {
         if text.is_empty() {
-            return Err(format!(
-                "{:?}: '{{{name}}}' is empty; an effect key must identify something",
-                self.source
-            ));
+            return Err(format!("{:?}: '{{{name}}}' is empty; an effect key must identify something", self.source));
         }
         Ok(text)
     }
@@ -309,18 +288,10 @@ mod tests {
     #[test]
     fn escaped_keys_keep_tenant_and_payment_apart_in_both_directions() {
         let template = escaped("refund:{tenant}:{payment_id}");
-        let evil_tenant = template
-            .render_effect_key(
-                &args(json!({"tenant": "acme:evil", "payment_id": "p1"})),
-                None,
-            )
-            .unwrap();
-        let evil_payment = template
-            .render_effect_key(
-                &args(json!({"tenant": "acme", "payment_id": "evil:p1"})),
-                None,
-            )
-            .unwrap();
+        let evil_tenant =
+            template.render_effect_key(&args(json!({"tenant": "acme:evil", "payment_id": "p1"})), None).unwrap();
+        let evil_payment =
+            template.render_effect_key(&args(json!({"tenant": "acme", "payment_id": "evil:p1"})), None).unwrap();
         assert_eq!(evil_tenant, "refund:acme%3Aevil:p1");
         assert_eq!(evil_payment, "refund:acme:evil%3Ap1");
         assert_ne!(evil_tenant, evil_payment);
@@ -329,18 +300,8 @@ mod tests {
     #[test]
     fn raw_keys_collide_exactly_as_ctrlrun_s_do() {
         let template = raw("refund:{tenant}:{payment_id}");
-        let a = template
-            .render_effect_key(
-                &args(json!({"tenant": "acme:evil", "payment_id": "p1"})),
-                None,
-            )
-            .unwrap();
-        let b = template
-            .render_effect_key(
-                &args(json!({"tenant": "acme", "payment_id": "evil:p1"})),
-                None,
-            )
-            .unwrap();
+        let a = template.render_effect_key(&args(json!({"tenant": "acme:evil", "payment_id": "p1"})), None).unwrap();
+        let b = template.render_effect_key(&args(json!({"tenant": "acme", "payment_id": "evil:p1"})), None).unwrap();
         assert_eq!(a, "refund:acme:evil:p1");
         assert_eq!(a, b);
     }
@@ -348,49 +309,24 @@ mod tests {
     #[test]
     fn escaping_encodes_values_as_uppercase_utf8_triplets_and_leaves_literal_text_alone() {
         let template = escaped("ü/{a}:{b}");
-        let key = template
-            .render_effect_key(&args(json!({"a": "é %/", "b": "AZaz09-._~"})), None)
-            .unwrap();
+        let key = template.render_effect_key(&args(json!({"a": "é %/", "b": "AZaz09-._~"})), None).unwrap();
         assert_eq!(key, "ü/%C3%A9%20%25%2F:AZaz09-._~");
-        let key = template
-            .render_effect_key(&args(json!({"a": "😀", "b": "\n"})), None)
-            .unwrap();
+        let key = template.render_effect_key(&args(json!({"a": "😀", "b": "\n"})), None).unwrap();
         assert_eq!(key, "ü/%F0%9F%98%80:%0A");
     }
 
     #[test]
     fn escaped_templates_need_a_delimiter_between_placeholders() {
-        for refused in [
-            "{a}{b}",
-            "{a}x{b}",
-            "{a}%{b}",
-            "{a}-._~09AZ{b}",
-            "k:{a}:{b}{c}",
-            "{a}{a}",
-        ] {
+        for refused in ["{a}{b}", "{a}x{b}", "{a}%{b}", "{a}-._~09AZ{b}", "k:{a}:{b}{c}", "{a}{a}"] {
             let outcome = Template::parse(refused, TemplateMode::Escaped);
             let Err(TemplateError::Invalid(message)) = outcome else {
                 panic!("{refused} was not refused: {outcome:?}");
             };
             assert!(message.contains("delimiter"), "{message}");
-            assert!(
-                Template::parse(refused, TemplateMode::Raw).is_ok(),
-                "{refused}"
-            );
+            assert!(Template::parse(refused, TemplateMode::Raw).is_ok(), "{refused}");
         }
-        for accepted in [
-            "{a}:{b}",
-            "{a}/{b}",
-            "{a}x:y{b}",
-            "{a}é{b}",
-            "{a} {b}",
-            "{a}",
-            "x{a}y",
-        ] {
-            assert!(
-                Template::parse(accepted, TemplateMode::Escaped).is_ok(),
-                "{accepted}"
-            );
+        for accepted in ["{a}:{b}", "{a}/{b}", "{a}x:y{b}", "{a}é{b}", "{a} {b}", "{a}", "x{a}y"] {
+            assert!(Template::parse(accepted, TemplateMode::Escaped).is_ok(), "{accepted}");
         }
     }
 
@@ -417,10 +353,7 @@ mod tests {
         ] {
             for mode in [TemplateMode::Raw, TemplateMode::Escaped] {
                 assert!(
-                    matches!(
-                        Template::parse(source, mode),
-                        Err(TemplateError::Invalid(_))
-                    ),
+                    matches!(Template::parse(source, mode), Err(TemplateError::Invalid(_))),
                     "{source:?} in {mode:?}"
                 );
             }
@@ -429,22 +362,16 @@ mod tests {
 
     #[test]
     fn placeholder_names_follow_python_identifier_characters() {
-        for (source, name) in [
-            ("k:{é}", "é"),
-            ("k:{_x}", "_x"),
-            ("k:{x1}", "x1"),
-            ("k:{中文}", "中文"),
-            ("k:{x²}", "x²"),
-            ("k:{Ⅻ}", "Ⅻ"),
-        ] {
+        for (source, name) in
+            [("k:{é}", "é"), ("k:{_x}", "_x"), ("k:{x1}", "x1"), ("k:{中文}", "中文"), ("k:{x²}", "x²"), ("k:{Ⅻ}", "Ⅻ")]
+        {
             assert_eq!(raw(source).placeholders(), vec![name], "{source}");
         }
     }
 
     #[test]
     fn the_bad_token_is_reported_with_its_character_position() {
-        let Err(TemplateError::Invalid(message)) = Template::parse("é:{x.y}", TemplateMode::Raw)
-        else {
+        let Err(TemplateError::Invalid(message)) = Template::parse("é:{x.y}", TemplateMode::Raw) else {
             panic!("not refused");
         };
         assert!(message.contains("at position 2"), "{message}");
@@ -460,22 +387,11 @@ mod tests {
 
     #[test]
     fn values_that_identify_nothing_are_refused_as_effect_key_errors() {
-        for value in [
-            json!(""),
-            json!(true),
-            json!(false),
-            json!(null),
-            json!([1]),
-            json!({"a": 1}),
-            json!(1.5),
-        ] {
+        for value in [json!(""), json!(true), json!(false), json!(null), json!([1]), json!({"a": 1}), json!(1.5)] {
             for mode in [TemplateMode::Raw, TemplateMode::Escaped] {
                 let template = Template::parse("k:{x}", mode).unwrap();
                 let outcome = template.render_effect_key(&args(json!({ "x": value })), None);
-                assert!(
-                    matches!(outcome, Err(TemplateError::EffectKey(_))),
-                    "{value} in {mode:?}: {outcome:?}"
-                );
+                assert!(matches!(outcome, Err(TemplateError::EffectKey(_))), "{value} in {mode:?}: {outcome:?}");
             }
         }
     }
@@ -483,8 +399,7 @@ mod tests {
     #[test]
     fn a_missing_value_names_the_placeholder_and_the_available_names_but_no_values() {
         let template = escaped("k:{x}");
-        let outcome =
-            template.render_effect_key(&args(json!({"b": "secret-b", "a": "secret-a"})), None);
+        let outcome = template.render_effect_key(&args(json!({"b": "secret-b", "a": "secret-a"})), None);
         let Err(TemplateError::EffectKey(message)) = outcome else {
             panic!("not refused: {outcome:?}");
         };
@@ -492,8 +407,7 @@ mod tests {
         assert!(message.contains("have: a, b"), "{message}");
         assert!(!message.contains("secret"), "{message}");
 
-        let Err(TemplateError::EffectKey(message)) = template.render_effect_key(&Map::new(), None)
-        else {
+        let Err(TemplateError::EffectKey(message)) = template.render_effect_key(&Map::new(), None) else {
             panic!("not refused");
         };
         assert!(message.contains("have: nothing"), "{message}");
@@ -514,27 +428,15 @@ mod tests {
     fn integers_render_exactly_at_any_size() {
         let big = crate::canonical::parse_json(r#"{"x":-1180591620717411303424,"z":-0}"#).unwrap();
         let big = args(big);
-        assert_eq!(
-            escaped("k:{x}").render_effect_key(&big, None).unwrap(),
-            "k:-1180591620717411303424"
-        );
-        assert_eq!(
-            escaped("k:{z}").render_effect_key(&big, None).unwrap(),
-            "k:0"
-        );
+        assert_eq!(escaped("k:{x}").render_effect_key(&big, None).unwrap(), "k:-1180591620717411303424");
+        assert_eq!(escaped("k:{z}").render_effect_key(&big, None).unwrap(), "k:0");
     }
 
     #[test]
     fn resource_placeholder_takes_the_action_resource() {
         let template = escaped("k:{resource}");
-        assert_eq!(
-            template.render_effect_key(&Map::new(), Some("res:1")),
-            Ok("k:res%3A1".to_owned())
-        );
-        assert_eq!(
-            raw("k:{resource}").render_effect_key(&Map::new(), Some("res:1")),
-            Ok("k:res:1".to_owned())
-        );
+        assert_eq!(template.render_effect_key(&Map::new(), Some("res:1")), Ok("k:res%3A1".to_owned()));
+        assert_eq!(raw("k:{resource}").render_effect_key(&Map::new(), Some("res:1")), Ok("k:res:1".to_owned()));
     }
 
     #[test]
@@ -558,24 +460,11 @@ mod tests {
     #[test]
     fn resource_templates_render_from_arguments_and_fail_as_invalid() {
         let template = escaped("payment:{payment_id}");
-        assert_eq!(
-            template.render_resource(&args(json!({"payment_id": "txn/1"}))),
-            Ok("payment:txn%2F1".to_owned())
-        );
-        for arguments in [
-            json!({}),
-            json!({"payment_id": ""}),
-            json!({"payment_id": null}),
-        ] {
-            assert!(matches!(
-                template.render_resource(&args(arguments)),
-                Err(TemplateError::Invalid(_))
-            ));
+        assert_eq!(template.render_resource(&args(json!({"payment_id": "txn/1"}))), Ok("payment:txn%2F1".to_owned()));
+        for arguments in [json!({}), json!({"payment_id": ""}), json!({"payment_id": null})] {
+            assert!(matches!(template.render_resource(&args(arguments)), Err(TemplateError::Invalid(_))));
         }
         let by_argument = escaped("r:{resource}");
-        assert_eq!(
-            by_argument.render_resource(&args(json!({"resource": "x"}))),
-            Ok("r:x".to_owned())
-        );
+        assert_eq!(by_argument.render_resource(&args(json!({"resource": "x"}))), Ok("r:x".to_owned()));
     }
 }

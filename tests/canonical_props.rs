@@ -32,11 +32,8 @@ fn integer() -> impl Strategy<Value = Number> {
 }
 
 fn float_number() -> impl Strategy<Value = Number> {
-    prop_oneof![
-        "-?(0|[1-9][0-9]{0,6})\\.[0-9]{1,6}([eE][-+]?[0-9]{1,3})?",
-        "-?(0|[1-9][0-9]{0,6})[eE][-+]?[0-9]{1,3}",
-    ]
-    .prop_map(|text| text.parse::<Number>().unwrap())
+    prop_oneof!["-?(0|[1-9][0-9]{0,6})\\.[0-9]{1,6}([eE][-+]?[0-9]{1,3})?", "-?(0|[1-9][0-9]{0,6})[eE][-+]?[0-9]{1,3}",]
+        .prop_map(|text| text.parse::<Number>().unwrap())
 }
 
 fn float_free_value() -> impl Strategy<Value = Value> {

@@ -67,7 +67,10 @@ fn failed_renews_with_the_next_attempt_and_a_new_token() {
     assert_ne!(second.idempotency_token().unwrap(), token1);
     assert_eq!(second.idempotency_token().unwrap(), idempotency_token("refund:txn_1", 2).unwrap());
     let record = f.kernel.effect("refund:txn_1").unwrap().unwrap();
-    assert_eq!((record.state, record.attempt, record.error.as_deref(), record.result.as_ref()), (EffectState::Executing, 2, None, None));
+    assert_eq!(
+        (record.state, record.attempt, record.error.as_deref(), record.result.as_ref()),
+        (EffectState::Executing, 2, None, None)
+    );
 }
 
 #[test]
@@ -161,7 +164,10 @@ fn resolve_moves_only_ambiguous_and_records_who() {
         assert!(matches!(f.kernel.resolve("refund:txn_1", to, "x").unwrap_err(), Error::InvalidInput(_)));
     }
     assert!(matches!(f.kernel.resolve("refund:none", EffectState::Failed, "x").unwrap_err(), Error::NotFound(_)));
-    assert!(matches!(f.kernel.resolve("refund:txn_1", EffectState::Failed, "eve\nforged line").unwrap_err(), Error::InvalidInput(_)));
+    assert!(matches!(
+        f.kernel.resolve("refund:txn_1", EffectState::Failed, "eve\nforged line").unwrap_err(),
+        Error::InvalidInput(_)
+    ));
 }
 
 #[test]
@@ -319,7 +325,13 @@ fn consume_and_reserve_is_atomic() {
     let other = refund("txn_1", 5);
     assert!(f.kernel.consume_and_reserve(&other, "refund:txn_1", Some(&id), None, None).is_err());
     f.kernel.begin("refund:txn_1", &action.action_id).unwrap();
-    f.kernel.complete("refund:txn_1", &action.action_id, warden::effect::Outcome::Committed(warden::effect::StoredResult::from_value(&serde_json::json!(1)))).unwrap();
+    f.kernel
+        .complete(
+            "refund:txn_1",
+            &action.action_id,
+            warden::effect::Outcome::Committed(warden::effect::StoredResult::from_value(&serde_json::json!(1))),
+        )
+        .unwrap();
     assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Committed);
 }
 
@@ -330,7 +342,10 @@ fn grant_and_deny_are_answered_exactly_once_and_never_by_the_requester() {
     let request = f.kernel.request_approval(&action, None).unwrap();
     for who in ["refund-agent", "ada"] {
         let refused = f.kernel.grant(&request.approval_id, who).unwrap_err();
-        assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "approver_is_requester"), "{refused}");
+        assert!(
+            matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "approver_is_requester"),
+            "{refused}"
+        );
     }
     f.kernel.deny(&request.approval_id, "ops:bob", Some("too large")).unwrap();
     let again = f.kernel.grant(&request.approval_id, "ops:carol").unwrap_err();
@@ -348,7 +363,10 @@ fn answering_an_expired_request_keeps_the_expired_status() {
     assert!(f.kernel.pending_approvals().unwrap().is_empty());
     let refused = f.kernel.grant(&request.approval_id, "ops:bob").unwrap_err();
     assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "expired"));
-    assert_eq!(f.kernel.approval(&request.approval_id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Expired);
+    assert_eq!(
+        f.kernel.approval(&request.approval_id).unwrap().unwrap().status,
+        warden::approval::ApprovalStatus::Expired
+    );
 }
 
 #[test]
@@ -444,7 +462,10 @@ fn state_and_attribution_survive_reopen() {
     let reopened = open(&path, &clock);
     assert_eq!(reopened.effects(None, 100).unwrap(), before);
     assert_eq!(reopened.effect("refund:d").unwrap().unwrap().resolved_by.as_deref(), Some("ops:ada"));
-    assert_eq!(reopened.effect("refund:a").unwrap().unwrap().result.unwrap().json, format!("{{\"big\":{}}}", 1u128 << 70));
+    assert_eq!(
+        reopened.effect("refund:a").unwrap().unwrap().result.unwrap().json,
+        format!("{{\"big\":{}}}", 1u128 << 70)
+    );
 }
 
 #[test]
@@ -458,7 +479,11 @@ fn actions_round_trip_with_exact_types() {
         "production",
     )
     .unwrap();
-    f.kernel.propose(&Proposal::new(&action, Ruling::new(Decision::Allow, "decision"))).unwrap().commit(&serde_json::json!(null)).unwrap();
+    f.kernel
+        .propose(&Proposal::new(&action, Ruling::new(Decision::Allow, "decision")))
+        .unwrap()
+        .commit(&serde_json::json!(null))
+        .unwrap();
     let stored = &f.kernel.receipts(1, 1).unwrap()[0].1;
     let doc = warden::canonical::parse_json(&stored.document).unwrap();
     assert_eq!(doc["arguments"], action.canonical_arguments());
@@ -475,7 +500,16 @@ fn event_ids_ascend_and_name_the_pipeline_in_order() {
     let ids: Vec<u64> = events.iter().map(|e| e.event_id).collect();
     assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
     let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [EventKind::ACTION_PROPOSED, EventKind::POLICY_EVALUATED, EventKind::EFFECT_RESERVED, EventKind::EXECUTION_STARTED, EventKind::EXECUTION_COMMITTED]);
+    assert_eq!(
+        kinds,
+        [
+            EventKind::ACTION_PROPOSED,
+            EventKind::POLICY_EVALUATED,
+            EventKind::EFFECT_RESERVED,
+            EventKind::EXECUTION_STARTED,
+            EventKind::EXECUTION_COMMITTED
+        ]
+    );
 }
 
 #[test]

@@ -60,8 +60,11 @@ fn race(role: &str, dir: &Path, extra: &[(&str, String)]) -> Vec<(bool, Vec<Stri
 fn child_kernel(dir: &Path) -> Kernel {
     let now: i64 = std::env::var("WARDEN_CHILD_NOW").ok().and_then(|v| v.parse().ok()).unwrap_or(T0);
     let clock = ManualClock::new(now);
-    Kernel::open(dir.join("state.redb"), KernelOptions { clock: std::sync::Arc::new(clock), policy_hash: None, policy_version: None })
-        .expect("child opens the store")
+    Kernel::open(
+        dir.join("state.redb"),
+        KernelOptions { clock: std::sync::Arc::new(clock), policy_hash: None, policy_version: None },
+    )
+    .expect("child opens the store")
 }
 
 fn barrier(dir: &Path, index: &str) {
@@ -94,7 +97,11 @@ fn child_process_entry() {
             match kernel.propose(&allow(&action, &template)) {
                 Ok(permit) => {
                     // The "remote call": only one process may ever get here.
-                    std::fs::OpenOptions::new().write(true).create_new(true).open(dir.join("remote_call")).expect("a second remote call happened");
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(dir.join("remote_call"))
+                        .expect("a second remote call happened");
                     permit.commit(&serde_json::json!({"winner": index})).unwrap();
                     say("won");
                 }
@@ -123,7 +130,11 @@ fn child_process_entry() {
             let approval = std::env::var("WARDEN_CHILD_APPROVAL").unwrap();
             barrier(&dir, &index);
             let who = format!("ops:{index}");
-            let answered = if index.parse::<usize>().unwrap() % 2 == 0 { kernel.grant(&approval, &who) } else { kernel.deny(&approval, &who, None) };
+            let answered = if index.parse::<usize>().unwrap() % 2 == 0 {
+                kernel.grant(&approval, &who)
+            } else {
+                kernel.deny(&approval, &who, None)
+            };
             match answered {
                 Ok(record) => say(&format!("answered {}", record.status.as_str())),
                 Err(Error::ApprovalMismatch { .. }) => say("refused"),
@@ -181,7 +192,10 @@ fn an_approval_is_consumed_once_among_eight_processes() {
     assert!(outcomes.iter().all(|(ok, _)| *ok), "a child failed: {outcomes:?}");
     let consumed = outcomes.iter().filter(|(_, l)| l == &["consumed"]).count();
     assert_eq!(consumed, 1, "{outcomes:?}");
-    assert_eq!(f.kernel.approval(&request.approval_id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Consumed);
+    assert_eq!(
+        f.kernel.approval(&request.approval_id).unwrap().unwrap().status,
+        warden::approval::ApprovalStatus::Consumed
+    );
 }
 
 #[test]
@@ -266,8 +280,10 @@ fn sigkill_mid_stream_loses_no_reported_permit_and_the_chain_verifies() {
     // What the child flushed before it died is still in the pipe: all of it counts as reported.
     said.extend(lines.map_while(Result::ok));
     let said: Vec<String> = said.iter().filter_map(|l| l.strip_prefix("CHILD:").map(str::to_owned)).collect();
-    let permits: Vec<usize> = said.iter().filter_map(|l| l.strip_prefix("permit ")).map(|n| n.parse().unwrap()).collect();
-    let commits: Vec<usize> = said.iter().filter_map(|l| l.strip_prefix("commit ")).map(|n| n.parse().unwrap()).collect();
+    let permits: Vec<usize> =
+        said.iter().filter_map(|l| l.strip_prefix("permit ")).map(|n| n.parse().unwrap()).collect();
+    let commits: Vec<usize> =
+        said.iter().filter_map(|l| l.strip_prefix("commit ")).map(|n| n.parse().unwrap()).collect();
 
     let kernel = open(&dir.path().join("state.redb"), &ManualClock::new(T0));
     for n in &permits {
@@ -275,10 +291,18 @@ fn sigkill_mid_stream_loses_no_reported_permit_and_the_chain_verifies() {
         assert!(record.is_some(), "reported permit {n} was lost");
     }
     for n in &commits {
-        assert_eq!(kernel.effect(&format!("refund:s{n}")).unwrap().unwrap().state, EffectState::Committed, "reported commit {n}");
+        assert_eq!(
+            kernel.effect(&format!("refund:s{n}")).unwrap().unwrap().state,
+            EffectState::Committed,
+            "reported commit {n}"
+        );
     }
     let stored = kernel.effects(None, 10_000).unwrap().len();
-    assert!(stored == permits.len() || stored == permits.len() + 1, "{stored} records for {} reported permits", permits.len());
+    assert!(
+        stored == permits.len() || stored == permits.len() + 1,
+        "{stored} records for {} reported permits",
+        permits.len()
+    );
     let report = kernel.verify_chain().unwrap();
     assert!(report.ok, "{report:?}");
 }

@@ -10,8 +10,7 @@ use warden::template::{Template, TemplateError, TemplateMode};
 fn value() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop::sample::select(vec![
-            'a', 'A', '2', '3', '5', 'F', ':', '%', '/', '-', '.', '_', '~', ' ', 'é', '中', '😀',
-            '|', '@', '=',
+            'a', 'A', '2', '3', '5', 'F', ':', '%', '/', '-', '.', '_', '~', ' ', 'é', '中', '😀', '|', '@', '=',
         ]),
         1..6,
     )
@@ -21,9 +20,7 @@ fn value() -> impl Strategy<Value = String> {
 /// Literal text between placeholders: each holds at least one delimiter, and some also carry
 /// characters that escaped values are made of.
 fn delimiter() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec![
-        ":", "/", "|", "::", "a:", ":2", "%:", "-/-", "@", "é", " ", "=5",
-    ])
+    prop::sample::select(vec![":", "/", "|", "::", "a:", ":2", "%:", "-/-", "@", "é", " ", "=5"])
 }
 
 fn affix() -> impl Strategy<Value = &'static str> {
@@ -70,11 +67,7 @@ impl Shape {
 
 fn splits(text: &str, delimiters: &[&str]) -> Vec<Vec<String>> {
     let Some((delimiter, rest)) = delimiters.split_first() else {
-        return if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![vec![text.to_owned()]]
-        };
+        return if text.is_empty() { Vec::new() } else { vec![vec![text.to_owned()]] };
     };
     let mut found = Vec::new();
     for (at, _) in text.char_indices().skip(1) {
@@ -89,27 +82,19 @@ fn splits(text: &str, delimiters: &[&str]) -> Vec<Vec<String>> {
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
-    (prop::collection::vec(delimiter(), 1..=2), affix(), affix()).prop_map(
-        |(delimiters, prefix, suffix)| Shape {
-            prefix,
-            delimiters,
-            suffix,
-        },
-    )
+    (prop::collection::vec(delimiter(), 1..=2), affix(), affix()).prop_map(|(delimiters, prefix, suffix)| Shape {
+        prefix,
+        delimiters,
+        suffix,
+    })
 }
 
 fn arguments(values: &[String]) -> Map<String, Value> {
-    values
-        .iter()
-        .enumerate()
-        .map(|(index, value)| (format!("p{index}"), Value::String(value.clone())))
-        .collect()
+    values.iter().enumerate().map(|(index, value)| (format!("p{index}"), Value::String(value.clone()))).collect()
 }
 
 fn render(template: &Template, values: &[String]) -> String {
-    template
-        .render_effect_key(&arguments(values), None)
-        .unwrap()
+    template.render_effect_key(&arguments(values), None).unwrap()
 }
 
 proptest! {
@@ -158,11 +143,7 @@ proptest! {
 
 #[test]
 fn the_collision_generator_finds_the_documented_raw_collision() {
-    let shape = Shape {
-        prefix: "refund:",
-        delimiters: vec![":"],
-        suffix: "",
-    };
+    let shape = Shape { prefix: "refund:", delimiters: vec![":"], suffix: "" };
     let values = vec!["acme:evil".to_owned(), "p1".to_owned()];
     let collisions = shape.raw_collisions(&values);
     assert!(collisions.contains(&vec!["acme".to_owned(), "evil:p1".to_owned()]));

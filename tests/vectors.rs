@@ -9,10 +9,7 @@ use warden::action::{Action, Principal};
 use warden::canonical::{parse_json, to_canonical_string, CanonicalError};
 use warden::template::{Template, TemplateError, TemplateMode};
 
-const VECTORS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/vectors/ctrlrun-0.12.2/"
-);
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/ctrlrun-0.12.2/");
 
 fn rows(file: &str) -> Vec<Value> {
     let path = format!("{VECTORS}{file}");
@@ -23,9 +20,7 @@ fn rows(file: &str) -> Vec<Value> {
 }
 
 fn text<'v>(row: &'v Value, field: &str) -> &'v str {
-    row[field]
-        .as_str()
-        .unwrap_or_else(|| panic!("field {field} is not a string in {row}"))
+    row[field].as_str().unwrap_or_else(|| panic!("field {field} is not a string in {row}"))
 }
 
 fn optional_text<'v>(row: &'v Value, field: &str) -> Option<&'v str> {
@@ -33,12 +28,7 @@ fn optional_text<'v>(row: &'v Value, field: &str) -> Option<&'v str> {
 }
 
 fn assert_no_failures(file: &str, total: usize, failures: Vec<String>) {
-    assert!(
-        failures.is_empty(),
-        "{} of {total} rows of {file} failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {total} rows of {file} failed:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -47,11 +37,7 @@ fn every_canonical_vector_encodes_byte_for_byte_or_is_refused_as_a_float() {
     let mut failures = Vec::new();
     for (index, row) in rows.iter().enumerate() {
         let outcome = parse_json(text(row, "input")).and_then(|v| to_canonical_string(&v, "input"));
-        match (
-            optional_text(row, "canonical"),
-            optional_text(row, "error"),
-            &outcome,
-        ) {
+        match (optional_text(row, "canonical"), optional_text(row, "error"), &outcome) {
             (Some(expected), None, Ok(actual)) if actual == expected => {}
             (None, Some("float"), Err(CanonicalError::Float { .. })) => {}
             _ => failures.push(format!("row {index}: {row} gave {outcome:?}")),
@@ -66,10 +52,7 @@ fn every_action_vector_has_ctrlrun_s_canonical_form_and_hash() {
     let mut failures = Vec::new();
     for (index, row) in rows.iter().enumerate() {
         let outcome = (|| {
-            let principal = Principal::new(
-                text(&row["principal"], "agent"),
-                optional_text(&row["principal"], "user"),
-            )?;
+            let principal = Principal::new(text(&row["principal"], "agent"), optional_text(&row["principal"], "user"))?;
             let action = Action::new(
                 text(row, "name"),
                 parse_json(text(row, "arguments_json"))?,
@@ -80,8 +63,7 @@ fn every_action_vector_has_ctrlrun_s_canonical_form_and_hash() {
             Ok::<_, warden::action::ActionError>((action.canonical()?, action.hash()?))
         })();
         match &outcome {
-            Ok((canonical, hash))
-                if canonical == text(row, "canonical") && hash == text(row, "action_hash") => {}
+            Ok((canonical, hash)) if canonical == text(row, "canonical") && hash == text(row, "action_hash") => {}
             _ => failures.push(format!("row {index}: {row} gave {outcome:?}")),
         }
     }
@@ -102,11 +84,7 @@ fn every_template_vector_renders_the_same_key_or_fails_with_the_same_class_in_ra
         };
         let outcome = Template::parse(text(row, "template"), TemplateMode::Raw)
             .and_then(|t| t.render_effect_key(&arguments, optional_text(row, "resource")));
-        let agrees = match (
-            optional_text(row, "key"),
-            optional_text(row, "error"),
-            &outcome,
-        ) {
+        let agrees = match (optional_text(row, "key"), optional_text(row, "error"), &outcome) {
             (Some(expected), None, Ok(actual)) => actual == expected,
             (None, Some("InvalidArgument"), Err(TemplateError::Invalid(_))) => true,
             (None, Some("EffectKeyError"), Err(TemplateError::EffectKey(_))) => true,

@@ -19,7 +19,8 @@ mod tests {
     #[test]
     fn the_committed_header_is_the_generated_one() {
         let generated = include_str!(concat!(env!("OUT_DIR"), "/warden.h"));
-        let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/warden.h")).unwrap_or_default();
+        let committed =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/warden.h")).unwrap_or_default();
         assert!(
             generated == committed,
             "include/warden.h is stale: regenerate it with `WARDEN_UPDATE_HEADER=1 cargo build` and commit it"

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use warden::{Action, Decision, Kernel, KernelOptions, ManualClock, Principal, Proposal, Ruling, Template, TemplateMode};
+use warden::{
+    Action, Decision, Kernel, KernelOptions, ManualClock, Principal, Proposal, Ruling, Template, TemplateMode,
+};
 
 pub const T0: i64 = 1_764_000_000_000_000;
 pub const SECOND: i64 = 1_000_000;
@@ -29,8 +31,11 @@ impl Fixture {
 }
 
 pub fn open(path: &std::path::Path, clock: &ManualClock) -> Kernel {
-    Kernel::open(path, KernelOptions { clock: Arc::new(clock.clone()), policy_hash: Some("sha256:test".into()), policy_version: None })
-        .expect("open kernel")
+    Kernel::open(
+        path,
+        KernelOptions { clock: Arc::new(clock.clone()), policy_hash: Some("sha256:test".into()), policy_version: None },
+    )
+    .expect("open kernel")
 }
 
 pub fn refund(payment: &str, amount: i64) -> Action {
