@@ -293,7 +293,7 @@ impl Kernel {
             }
         }
         self.guarded(|kernel, now| {
-            let mut draft = kernel.draft(action, &action_hash, &proposal.ruling, now);
+            let mut draft = kernel.draft(action, &action_hash, &proposal.ruling, now)?;
             // Deny: one transaction with its evidence and receipt.
             if proposal.ruling.decision == Decision::Deny {
                 let refusal = Error::Denied {
@@ -321,10 +321,10 @@ impl Kernel {
         })
     }
 
-    fn draft(&self, action: &Action, action_hash: &str, ruling: &Ruling, now: Micros) -> ReceiptDraft {
-        ReceiptDraft {
+    fn draft(&self, action: &Action, action_hash: &str, ruling: &Ruling, now: Micros) -> Result<ReceiptDraft> {
+        Ok(ReceiptDraft {
             receipt_id: new_id(IdKind::Receipt)
-                .unwrap_or_else(|_| format!("rct_{}", action.action_id.trim_start_matches("act_"))),
+                .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
             action_id: action.action_id.clone(),
             action: action.name.clone(),
             action_hash: action_hash.to_owned(),
@@ -345,7 +345,7 @@ impl Kernel {
             finished_at: now,
             policy_hash: self.inner.policy_hash.clone(),
             policy_version: self.inner.policy_version.clone(),
-        }
+        })
     }
 
     fn proposed_events(
@@ -613,7 +613,7 @@ impl Kernel {
     /// moved on is left alone, and the late outcome is kept as ambiguous evidence.
     fn finish(&self, permit: &Permit, outcome: Outcome) -> Result<()> {
         self.guarded(|kernel, now| {
-            let mut draft = kernel.draft(&permit.action, &permit.action_hash, &permit.ruling, permit.started_at);
+            let mut draft = kernel.draft(&permit.action, &permit.action_hash, &permit.ruling, permit.started_at)?;
             draft.finished_at = now;
             draft.effect_key = permit.effect_key.clone();
             draft.attempt = permit.attempt;

@@ -35,6 +35,13 @@ const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const META_SCHEMA: &str = "schema_version";
 const META_HEAD: &str = "chain_head";
 
+/// How long a write waits for the write slot before giving up: `WARDEN_WRITE_WAIT_MS`, default
+/// 30 s. A healthy transaction holds the slot for about a millisecond.
+fn write_wait() -> std::time::Duration {
+    let millis = std::env::var("WARDEN_WRITE_WAIT_MS").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(30_000);
+    std::time::Duration::from_millis(millis.clamp(1, 3_600_000))
+}
+
 /// Redb's page cache per process; the working set of a kernel is small.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -250,7 +257,7 @@ impl Store {
     /// Run `work` in one durable write transaction. It commits only if `work` returns `Ok`;
     /// a refusal that must keep its writes is returned inside the `Ok`.
     pub fn write<T>(&self, work: impl FnOnce(&mut WriteTx<'_>) -> Result<T>) -> Result<T> {
-        let txn = self.db.begin_write().map_err(fault)?;
+        let txn = self.begin_write_bounded()?;
         let value = {
             let mut tx = WriteTx {
                 meta: txn.open_table(META).map_err(fault)?,
@@ -263,6 +270,31 @@ impl Store {
         };
         txn.commit().map_err(fault)?;
         Ok(value)
+    }
+
+    /// Wait for the one write slot (another thread's or another process's transaction may hold
+    /// it) with a bounded backoff, instead of surfacing "busy" to the caller or waiting forever
+    /// behind a writer that stopped (a process frozen by a debugger or SIGSTOP).
+    fn begin_write_bounded(&self) -> Result<redb::WriteTransaction> {
+        let deadline = std::time::Instant::now() + write_wait();
+        let mut pause = std::time::Duration::from_micros(20);
+        loop {
+            match self.db.try_begin_write() {
+                Ok(txn) => return Ok(txn),
+                Err(redb::TransactionError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(Error::Store(format!(
+                            "another writer held the store {} for longer than {} ms; nothing was written. Look for a stopped process using this store, or raise WARDEN_WRITE_WAIT_MS",
+                            self.path.display(),
+                            write_wait().as_millis()
+                        )));
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(2));
+                }
+                Err(other) => return Err(fault(other)),
+            }
+        }
     }
 
     fn read_txn(&self) -> Result<redb::ReadTransaction> {

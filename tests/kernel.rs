@@ -555,3 +555,15 @@ fn a_newer_schema_is_refused_at_open() {
     let refused = warden::store::Store::open(&path).unwrap_err();
     assert!(refused.to_string().contains("newer"), "{refused}");
 }
+
+#[test]
+fn two_handles_in_one_process_share_one_database() {
+    let f = Fixture::new();
+    let t = key_template();
+    let second = open(&f.path(), &f.clock);
+    let held = f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap();
+    let refused = second.propose(&allow(&refund("a", 1), &t)).unwrap_err();
+    assert!(matches!(refused, Error::Duplicate { state: DuplicateState::InProgress, .. }), "{refused}");
+    held.commit(&serde_json::json!(1)).unwrap();
+    assert_eq!(second.effect("refund:a").unwrap().unwrap().state, EffectState::Committed);
+}
