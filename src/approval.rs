@@ -107,7 +107,10 @@ pub fn check_answerable(record: Option<&ApprovalRecord>, approval_id: &str, appr
         ));
     }
     let requester = &record.requested_by;
-    if approver == requester.agent || requester.user.as_deref() == Some(approver) {
+    // Case-insensitive: `Ada` approving a request from `ada` is the same person by any reading
+    // an auditor would accept.
+    let same = |name: &str| name.trim().to_lowercase() == approver.trim().to_lowercase();
+    if same(&requester.agent) || requester.user.as_deref().is_some_and(same) {
         return Verdict::Refuse(mismatch(
             "approver_is_requester",
             approval_id,

@@ -247,9 +247,10 @@ pub fn plan_begin(
     record: Option<&EffectRecord>,
     effect_key: &str,
     action_id: &str,
+    attempt: u32,
     now: Micros,
 ) -> Result<EffectRecord, Error> {
-    let record = held(record, effect_key, action_id, &[EffectState::Reserved], now)?;
+    let record = held(record, effect_key, action_id, attempt, &[EffectState::Reserved], now)?;
     if !record.lease_is_live(now) {
         return Err(Error::Ambiguous {
             effect_key: effect_key.to_owned(),
@@ -287,6 +288,7 @@ pub fn plan_outcome(
     record: Option<&EffectRecord>,
     effect_key: &str,
     action_id: &str,
+    attempt: u32,
     outcome: &Outcome,
     now: Micros,
 ) -> Result<OutcomePlan, Error> {
@@ -294,7 +296,7 @@ pub fn plan_outcome(
         Outcome::Ambiguous(_) => &[EffectState::Reserved, EffectState::Executing, EffectState::Ambiguous],
         _ => &[EffectState::Reserved, EffectState::Executing],
     };
-    let record = held(record, effect_key, action_id, allowed, now)?;
+    let record = held(record, effect_key, action_id, attempt, allowed, now)?;
     if record.state == EffectState::Ambiguous {
         return Ok(OutcomePlan::Unchanged(record.clone()));
     }
@@ -324,6 +326,7 @@ pub fn plan_lease_extension(
     record: Option<&EffectRecord>,
     effect_key: &str,
     action_id: &str,
+    attempt: u32,
     until: Micros,
     now: Micros,
 ) -> Result<EffectRecord, Error> {
@@ -348,7 +351,7 @@ pub fn plan_lease_extension(
         });
     }
     let live = record.lease_is_live(now);
-    if live && (record.state != EffectState::Executing || record.action_id != action_id) {
+    if live && (record.state != EffectState::Executing || record.action_id != action_id || record.attempt != attempt) {
         return Err(Error::Duplicate {
             state: DuplicateState::InProgress,
             effect_key: effect_key.to_owned(),
@@ -437,13 +440,16 @@ fn held<'r>(
     record: Option<&'r EffectRecord>,
     effect_key: &str,
     action_id: &str,
+    attempt: u32,
     expected: &[EffectState],
     now: Micros,
 ) -> Result<&'r EffectRecord, Error> {
     let Some(record) = record else {
         return Err(Error::NotFound(format!("no reservation for effect {effect_key:?}")));
     };
-    if record.action_id == action_id && expected.contains(&record.state) {
+    // The holder is the proposal *and* its attempt: a host that reuses one Action value across
+    // a renewal must not let the old permit report into the new attempt.
+    if record.action_id == action_id && record.attempt == attempt && expected.contains(&record.state) {
         return Ok(record);
     }
     Err(match record.state {

@@ -173,9 +173,11 @@ impl Permit {
             return Err(Error::InvalidInput("this action has no effect key, so it holds no lease".into()));
         };
         let action_id = self.action.action_id.clone();
+        let attempt = self.attempt;
         let record = self.kernel.guarded(|kernel, now| {
             kernel.inner.store.write(|tx| {
-                let planned = effect::plan_lease_extension(tx.effect(&key)?.as_ref(), &key, &action_id, until, now);
+                let planned =
+                    effect::plan_lease_extension(tx.effect(&key)?.as_ref(), &key, &action_id, attempt, until, now);
                 match planned {
                     Ok(record) => {
                         tx.put_effect(&record)?;
@@ -632,7 +634,7 @@ impl Kernel {
             kernel.inner.store.write(|tx| {
                 let late = match &permit.effect_key {
                     None => None,
-                    Some(key) => match effect::plan_outcome(tx.effect(key)?.as_ref(), key, &action_id, &outcome, now) {
+                    Some(key) => match effect::plan_outcome(tx.effect(key)?.as_ref(), key, &action_id, permit.attempt, &outcome, now) {
                         Ok(OutcomePlan::Write(record)) => {
                             tx.put_effect(&record)?;
                             None
@@ -947,10 +949,10 @@ impl Kernel {
     }
 
     /// RESERVED → EXECUTING for the holder `action_id`.
-    pub fn begin(&self, effect_key: &str, action_id: &str) -> Result<EffectRecord> {
+    pub fn begin(&self, effect_key: &str, action_id: &str, attempt: u32) -> Result<EffectRecord> {
         self.guarded(|kernel, now| {
             kernel.inner.store.write(|tx| {
-                match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, now) {
+                match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, now) {
                     Ok(record) => {
                         tx.put_effect(&record)?;
                         tx.event(
@@ -970,10 +972,17 @@ impl Kernel {
     }
 
     /// Report an outcome for the holder `action_id` without a permit. Events only.
-    pub fn complete(&self, effect_key: &str, action_id: &str, outcome: Outcome) -> Result<EffectRecord> {
+    pub fn complete(&self, effect_key: &str, action_id: &str, attempt: u32, outcome: Outcome) -> Result<EffectRecord> {
         self.guarded(|kernel, now| {
             kernel.inner.store.write(|tx| {
-                match effect::plan_outcome(tx.effect(effect_key)?.as_ref(), effect_key, action_id, &outcome, now) {
+                match effect::plan_outcome(
+                    tx.effect(effect_key)?.as_ref(),
+                    effect_key,
+                    action_id,
+                    attempt,
+                    &outcome,
+                    now,
+                ) {
                     Ok(OutcomePlan::Write(record)) => {
                         tx.put_effect(&record)?;
                         let kind = match record.state {

@@ -55,4 +55,6 @@ fn a_writer_waits_for_the_slot_and_gives_up_only_after_the_bound() {
     release.0.send(()).unwrap();
     holder.join().unwrap();
     assert!(f.kernel.effect("refund:b").unwrap().is_none());
+    // A store fault latches that handle closed until it is reopened.
+    assert!(matches!(other.effect("refund:a").unwrap_err(), Error::Poisoned(_)));
 }

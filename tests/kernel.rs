@@ -324,11 +324,12 @@ fn consume_and_reserve_is_atomic() {
     // A second consume finds it consumed and reserves nothing more.
     let other = refund("txn_1", 5);
     assert!(f.kernel.consume_and_reserve(&other, "refund:txn_1", Some(&id), None, None).is_err());
-    f.kernel.begin("refund:txn_1", &action.action_id).unwrap();
+    f.kernel.begin("refund:txn_1", &action.action_id, record.attempt).unwrap();
     f.kernel
         .complete(
             "refund:txn_1",
             &action.action_id,
+            record.attempt,
             warden::effect::Outcome::Committed(warden::effect::StoredResult::from_value(&serde_json::json!(1))),
         )
         .unwrap();
@@ -340,7 +341,7 @@ fn grant_and_deny_are_answered_exactly_once_and_never_by_the_requester() {
     let f = Fixture::new();
     let action = refund("txn_1", 5);
     let request = f.kernel.request_approval(&action, None).unwrap();
-    for who in ["refund-agent", "ada"] {
+    for who in ["refund-agent", "ada", "Ada "] {
         let refused = f.kernel.grant(&request.approval_id, who).unwrap_err();
         assert!(
             matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "approver_is_requester"),
@@ -566,4 +567,57 @@ fn two_handles_in_one_process_share_one_database() {
     assert!(matches!(refused, Error::Duplicate { state: DuplicateState::InProgress, .. }), "{refused}");
     held.commit(&serde_json::json!(1)).unwrap();
     assert_eq!(second.effect("refund:a").unwrap().unwrap().state, EffectState::Committed);
+}
+
+#[test]
+fn an_old_permit_of_a_reused_action_cannot_report_into_the_renewed_attempt() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let first = f.kernel.propose(&allow(&action, &t)).unwrap();
+    f.kernel.mark_ambiguous("refund:txn_1", "operator saw a crash").unwrap();
+    f.kernel.resolve("refund:txn_1", EffectState::Failed, "ops:ada").unwrap();
+    let second = f.kernel.propose(&allow(&action, &t)).unwrap(); // the same Action value, attempt 2
+    assert_eq!(second.attempt(), 2);
+    let late = first.commit(&serde_json::json!({"stale": true})).unwrap_err();
+    assert!(matches!(late, Error::LateOutcome { .. }), "{late}");
+    let record = f.kernel.effect("refund:txn_1").unwrap().unwrap();
+    assert_eq!((record.state, record.attempt, record.result), (EffectState::Executing, 2, None));
+    second.commit(&serde_json::json!({"fresh": true})).unwrap();
+}
+
+#[test]
+fn a_late_not_executed_after_the_record_became_ambiguous_stays_ambiguous() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(SECOND);
+    let permit = f.kernel.propose(&proposal).unwrap();
+    f.clock.advance(2 * SECOND);
+    let _ = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap_err();
+    assert!(matches!(permit.not_executed("declined").unwrap_err(), Error::LateOutcome { .. }));
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Ambiguous);
+}
+
+#[test]
+fn the_resolution_event_names_the_resolver() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap().ambiguous("timeout").unwrap();
+    f.kernel.resolve("refund:txn_1", EffectState::Committed, "ops:ada").unwrap();
+    let event =
+        f.kernel.events(0, 100).unwrap().into_iter().rev().find(|e| e.kind == EventKind::EFFECT_RESOLVED).unwrap();
+    let data = event.to_json()["data"].clone();
+    assert_eq!((data["resolved_by"].as_str(), data["state"].as_str()), (Some("ops:ada"), Some("committed")));
+}
+
+#[test]
+fn an_older_or_unknown_schema_is_refused_at_open() {
+    let f = Fixture::new();
+    f.kernel.store().tamper(|raw| raw.set_schema_version(0)).unwrap();
+    let path = f.path();
+    drop(f.kernel);
+    let refused = warden::store::Store::open(&path).unwrap_err();
+    assert!(refused.to_string().contains("schema version 0"), "{refused}");
 }
