@@ -67,10 +67,6 @@ impl<'a> Proposal<'a> {
     }
 }
 
-/// What the permit transaction grants: (attempt, lease deadline, approver), or the refusal it
-/// committed evidence for.
-type Granted = std::result::Result<(u32, Option<Micros>, Option<String>), Error>;
-
 struct Inner {
     store: Store,
     clock: Arc<dyn Clock>,
@@ -484,90 +480,63 @@ impl Kernel {
         now: Micros,
     ) -> Result<Permit> {
         let ruling = &proposal.ruling;
-        let presented = proposal.approval_id;
-        // An allow that was handed an approval spends it when it can, and never refuses for it.
-        let approval_required = ruling.decision == Decision::Approve;
-        let granted = self.inner.store.write(|tx| -> Result<Granted> {
+        let request = ClaimRequest {
+            action,
+            action_hash,
+            effect_key: effect_key.as_deref(),
+            presented: proposal.approval_id,
+            // An allow that was handed an approval spends it when it can, and never refuses for it.
+            approval_required: ruling.decision == Decision::Approve,
+            lease,
+            max_attempts: proposal.max_attempts,
+            begin: true,
+        };
+        let claimed = self.inner.store.write(|tx| {
             Self::proposed_events(tx, action, action_hash, ruling, now)?;
-            let mut approval = None;
-            if let Some(id) = presented {
-                let record = tx.approval(id)?;
-                match approval::check_consumable(record.as_ref(), id, action_hash, now) {
-                    Verdict::Proceed => approval = record,
-                    verdict if approval_required => {
-                        let (refusal, expire) = match verdict {
-                            Verdict::ExpireAndRefuse(refusal) => (refusal, true),
-                            Verdict::Refuse(refusal) => (refusal, false),
-                            Verdict::Proceed => unreachable_refusal(),
-                        };
-                        if let (true, Some(mut record)) = (expire, record) {
-                            record.status = ApprovalStatus::Expired;
-                            tx.put_approval(&record)?;
-                            tx.event(EventKind::APPROVAL_EXPIRED, now, Some(&action.action_id), None, Some(id), serde_json::json!({}))?;
-                        }
-                        let result = if matches!(refusal, Error::Denied { .. }) { ReceiptResult::Denied } else { ReceiptResult::Blocked };
-                        draft.result = result;
-                        draft.approval_id = Some(id.to_owned());
-                        draft.decision_reason = refusal.reason();
-                        draft.error = Some(refusal.to_string());
-                        tx.event(EventKind::ACTION_DENIED, now, Some(&action.action_id), draft.effect_key.as_deref(), Some(id),
-                            serde_json::json!({"reason": refusal.reason()}))?;
-                        tx.append_receipt(&draft, None)?;
-                        return Ok(Err(refusal));
-                    }
-                    _ => {}
+            let claimed = claim_in(tx, &request, now)?;
+            match &claimed {
+                Claimed::Granted { attempt, .. } => {
+                    tx.event(
+                        EventKind::EXECUTION_STARTED,
+                        now,
+                        Some(&action.action_id),
+                        effect_key.as_deref(),
+                        proposal.approval_id,
+                        serde_json::json!({"attempt": attempt}),
+                    )?;
+                }
+                Claimed::ApprovalRefused(refusal) => {
+                    draft.result = if matches!(refusal, Error::Denied { .. }) {
+                        ReceiptResult::Denied
+                    } else {
+                        ReceiptResult::Blocked
+                    };
+                    draft.approval_id = proposal.approval_id.map(str::to_owned);
+                    draft.decision_reason = refusal.reason();
+                    draft.error = Some(refusal.to_string());
+                    tx.event(
+                        EventKind::ACTION_DENIED,
+                        now,
+                        Some(&action.action_id),
+                        effect_key.as_deref(),
+                        proposal.approval_id,
+                        serde_json::json!({"reason": refusal.reason()}),
+                    )?;
+                    tx.append_receipt(&draft, None)?;
+                }
+                Claimed::EffectRefused(refusal) => {
+                    draft.result = ReceiptResult::Blocked;
+                    draft.decision_reason = refusal.reason();
+                    draft.error = Some(refusal.to_string());
+                    tx.append_receipt(&draft, None)?;
                 }
             }
-            let (attempt, lease_until) = match &effect_key {
-                None => (1, None),
-                Some(key) => {
-                    let claim = Claim {
-                        effect_key: key,
-                        action_id: &action.action_id,
-                        action_name: &action.name,
-                        action_hash,
-                        approval_id: approval.as_ref().map(|a| a.approval_id.as_str()),
-                        lease,
-                        max_attempts: proposal.max_attempts,
-                    };
-                    let plan = effect::plan_reservation(tx.effect(key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
-                    match plan {
-                        ReservationPlan::Grant(record) => {
-                            tx.put_effect(&record)?;
-                            tx.event(EventKind::EFFECT_RESERVED, now, Some(&action.action_id), Some(key), None,
-                                serde_json::json!({"attempt": record.attempt, "lease_expires_at": record.lease_expires_at.map(crate::clock::render)}))?;
-                            (record.attempt, record.lease_expires_at)
-                        }
-                        ReservationPlan::Refuse(refusal) => {
-                            return Self::blocked(tx, action, &mut draft, key, refusal, now);
-                        }
-                        ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
-                            tx.put_effect(&record)?;
-                            tx.event(EventKind::EXECUTION_AMBIGUOUS, now, Some(&record.action_id), Some(key), None,
-                                serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": record.attempt}))?;
-                            return Self::blocked(tx, action, &mut draft, key, refusal, now);
-                        }
-                    }
-                }
-            };
-            let approver = match approval {
-                Some(mut record) => {
-                    record.status = ApprovalStatus::Consumed;
-                    record.consumed_at = Some(now);
-                    record.consumed_by = Some(action.action_id.clone());
-                    tx.put_approval(&record)?;
-                    tx.event(EventKind::APPROVAL_CONSUMED, now, Some(&action.action_id), effect_key.as_deref(), Some(&record.approval_id),
-                        serde_json::json!({"approver": record.approver}))?;
-                    record.approver
-                }
-                None => None,
-            };
-            tx.event(EventKind::EXECUTION_STARTED, now, Some(&action.action_id), effect_key.as_deref(), presented,
-                serde_json::json!({"attempt": attempt}))?;
-            Ok(Ok((attempt, lease_until, approver)))
+            Ok(claimed)
         })?;
-        let (attempt, lease_expires_at, approver) = granted?;
-        let consumed = approver.is_some() || (presented.is_some() && approval_required);
+        let (attempt, lease_expires_at, consumed) = match claimed {
+            Claimed::Granted { attempt, lease_expires_at, consumed, .. } => (attempt, lease_expires_at, consumed),
+            Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => return Err(refusal),
+        };
         let idempotency_token = match &effect_key {
             Some(key) => Some(effect::idempotency_token(key, attempt).map_err(Error::InvalidInput)?),
             None => None,
@@ -581,34 +550,11 @@ impl Kernel {
             attempt,
             lease_expires_at,
             idempotency_token,
-            approval_id: if consumed { presented.map(str::to_owned) } else { None },
-            approver,
+            approval_id: consumed.as_ref().map(|a| a.approval_id.clone()),
+            approver: consumed.and_then(|a| a.approver),
             started_at: now,
             finished: false,
         })
-    }
-
-    fn blocked(
-        tx: &mut WriteTx<'_>,
-        action: &Action,
-        draft: &mut ReceiptDraft,
-        key: &str,
-        refusal: Error,
-        now: Micros,
-    ) -> Result<Granted> {
-        draft.result = ReceiptResult::Blocked;
-        draft.decision_reason = refusal.reason();
-        draft.error = Some(refusal.to_string());
-        tx.event(
-            EventKind::EFFECT_RESERVATION_REFUSED,
-            now,
-            Some(&action.action_id),
-            Some(key),
-            None,
-            serde_json::json!({"reason": refusal.reason()}),
-        )?;
-        tx.append_receipt(draft, None)?;
-        Ok(Err(refusal))
     }
 
     /// Record an outcome for a permit: state, event and receipt in one write. A record that
@@ -856,95 +802,25 @@ impl Kernel {
         max_attempts: Option<u32>,
     ) -> Result<EffectRecord> {
         let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let request = ClaimRequest {
+            action,
+            action_hash: &action_hash,
+            effect_key: Some(effect_key),
+            presented: approval_id,
+            approval_required: approval_id.is_some(),
+            lease: lease.unwrap_or(DEFAULT_LEASE),
+            max_attempts,
+            begin: false,
+        };
         self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| {
-                let mut approval = None;
-                if let Some(id) = approval_id {
-                    let record = tx.approval(id)?;
-                    match approval::check_consumable(record.as_ref(), id, &action_hash, now) {
-                        Verdict::Proceed => approval = record,
-                        Verdict::Refuse(refusal) => return Ok(Err(refusal)),
-                        Verdict::ExpireAndRefuse(refusal) => {
-                            if let Some(mut record) = record {
-                                record.status = ApprovalStatus::Expired;
-                                tx.put_approval(&record)?;
-                                tx.event(
-                                    EventKind::APPROVAL_EXPIRED,
-                                    now,
-                                    Some(&action.action_id),
-                                    None,
-                                    Some(id),
-                                    serde_json::json!({}),
-                                )?;
-                            }
-                            return Ok(Err(refusal));
-                        }
-                    }
+            let claimed = kernel.inner.store.write(|tx| claim_in(tx, &request, now))?;
+            match claimed {
+                Claimed::Granted { record: Some(record), .. } => Ok(record),
+                Claimed::Granted { record: None, .. } => {
+                    Err(Error::InvalidInput("internal: a reservation with a key granted no record".into()))
                 }
-                let claim = Claim {
-                    effect_key,
-                    action_id: &action.action_id,
-                    action_name: &action.name,
-                    action_hash: &action_hash,
-                    approval_id,
-                    lease: lease.unwrap_or(DEFAULT_LEASE),
-                    max_attempts,
-                };
-                let plan = effect::plan_reservation(tx.effect(effect_key)?.as_ref(), &claim, now)
-                    .map_err(Error::InvalidInput)?;
-                match plan {
-                    ReservationPlan::Grant(mut record) => {
-                        record.state = EffectState::Reserved;
-                        tx.put_effect(&record)?;
-                        if let Some(mut approval) = approval {
-                            approval.status = ApprovalStatus::Consumed;
-                            approval.consumed_at = Some(now);
-                            approval.consumed_by = Some(action.action_id.clone());
-                            tx.put_approval(&approval)?;
-                            tx.event(
-                                EventKind::APPROVAL_CONSUMED,
-                                now,
-                                Some(&action.action_id),
-                                Some(effect_key),
-                                Some(&approval.approval_id),
-                                serde_json::json!({}),
-                            )?;
-                        }
-                        tx.event(
-                            EventKind::EFFECT_RESERVED,
-                            now,
-                            Some(&action.action_id),
-                            Some(effect_key),
-                            None,
-                            serde_json::json!({"attempt": record.attempt}),
-                        )?;
-                        Ok(Ok(record))
-                    }
-                    ReservationPlan::Refuse(refusal) => {
-                        tx.event(
-                            EventKind::EFFECT_RESERVATION_REFUSED,
-                            now,
-                            Some(&action.action_id),
-                            Some(effect_key),
-                            None,
-                            serde_json::json!({"reason": refusal.reason()}),
-                        )?;
-                        Ok(Err(refusal))
-                    }
-                    ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
-                        tx.put_effect(&record)?;
-                        tx.event(
-                            EventKind::EXECUTION_AMBIGUOUS,
-                            now,
-                            Some(&record.action_id),
-                            Some(effect_key),
-                            None,
-                            serde_json::json!({"error": effect::LEASE_EXPIRED}),
-                        )?;
-                        Ok(Err(refusal))
-                    }
-                }
-            })?
+                Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => Err(refusal),
+            }
         })
     }
 
@@ -1008,13 +884,146 @@ impl Kernel {
     }
 }
 
-/// `check_consumable` never returns `Proceed` into the refusal arm; this keeps the match total
-/// without a panic path.
-fn unreachable_refusal() -> (Error, bool) {
-    (Error::InvalidInput("internal: an approval verdict changed while being read".into()), false)
-}
-
 /// Shorthand for tests and the CLI: a principal from two strings.
 pub fn principal(agent: &str, user: Option<&str>) -> Result<Principal> {
     Principal::new(agent, user).map_err(|e| Error::InvalidInput(e.to_string()))
+}
+
+/// One reservation attempt as the shared step of the pipeline and the integrator API.
+struct ClaimRequest<'a> {
+    action: &'a Action,
+    action_hash: &'a str,
+    effect_key: Option<&'a str>,
+    presented: Option<&'a str>,
+    /// Refuse when the presented approval cannot be consumed; otherwise it is spent if it can be.
+    approval_required: bool,
+    lease: Micros,
+    max_attempts: Option<u32>,
+    /// Reserve and begin in one write (a permit) rather than leave the record RESERVED.
+    begin: bool,
+}
+
+/// What a claim decided (built once per call, so the size gap between variants costs nothing);
+/// its writes (an expired approval, a lapsed lease turned AMBIGUOUS,
+/// the events) are already in the transaction either way.
+#[allow(clippy::large_enum_variant)]
+enum Claimed {
+    Granted {
+        record: Option<EffectRecord>,
+        attempt: u32,
+        lease_expires_at: Option<Micros>,
+        consumed: Option<ApprovalRecord>,
+    },
+    ApprovalRefused(Error),
+    EffectRefused(Error),
+}
+
+/// The approval check, then the effect check, then approval consume and reservation: the
+/// approval is written only once the reservation is, so a refused reservation leaves it granted.
+fn claim_in(tx: &mut WriteTx<'_>, request: &ClaimRequest<'_>, now: Micros) -> Result<Claimed> {
+    let action = request.action;
+    let mut approval = None;
+    if let Some(id) = request.presented {
+        let record = tx.approval(id)?;
+        let refusal = match approval::check_consumable(record.as_ref(), id, request.action_hash, now) {
+            Verdict::Proceed => {
+                approval = record;
+                None
+            }
+            Verdict::Refuse(refusal) => Some((refusal, None)),
+            Verdict::ExpireAndRefuse(refusal) => Some((refusal, record)),
+        };
+        if let (Some((refusal, expired)), true) = (refusal, request.approval_required) {
+            if let Some(mut expired) = expired {
+                expired.status = ApprovalStatus::Expired;
+                tx.put_approval(&expired)?;
+                tx.event(
+                    EventKind::APPROVAL_EXPIRED,
+                    now,
+                    Some(&action.action_id),
+                    None,
+                    Some(id),
+                    serde_json::json!({}),
+                )?;
+            }
+            return Ok(Claimed::ApprovalRefused(refusal));
+        }
+    }
+    let mut granted = None;
+    if let Some(key) = request.effect_key {
+        let claim = Claim {
+            effect_key: key,
+            action_id: &action.action_id,
+            action_name: &action.name,
+            action_hash: request.action_hash,
+            approval_id: approval.as_ref().map(|a: &ApprovalRecord| a.approval_id.as_str()),
+            lease: request.lease,
+            max_attempts: request.max_attempts,
+        };
+        let refusal =
+            match effect::plan_reservation(tx.effect(key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)? {
+                ReservationPlan::Grant(mut record) => {
+                    if !request.begin {
+                        record.state = EffectState::Reserved;
+                    }
+                    tx.put_effect(&record)?;
+                    granted = Some(record);
+                    None
+                }
+                ReservationPlan::Refuse(refusal) => Some(refusal),
+                ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
+                    tx.put_effect(&record)?;
+                    tx.event(
+                        EventKind::EXECUTION_AMBIGUOUS,
+                        now,
+                        Some(&record.action_id),
+                        Some(key),
+                        None,
+                        serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": record.attempt}),
+                    )?;
+                    Some(refusal)
+                }
+            };
+        if let Some(refusal) = refusal {
+            tx.event(
+                EventKind::EFFECT_RESERVATION_REFUSED,
+                now,
+                Some(&action.action_id),
+                Some(key),
+                None,
+                serde_json::json!({"reason": refusal.reason()}),
+            )?;
+            return Ok(Claimed::EffectRefused(refusal));
+        }
+    }
+    if let Some(record) = approval.as_mut() {
+        record.status = ApprovalStatus::Consumed;
+        record.consumed_at = Some(now);
+        record.consumed_by = Some(action.action_id.clone());
+        tx.put_approval(record)?;
+        tx.event(
+            EventKind::APPROVAL_CONSUMED,
+            now,
+            Some(&action.action_id),
+            request.effect_key,
+            Some(&record.approval_id),
+            serde_json::json!({"approver": record.approver}),
+        )?;
+    }
+    if let Some(record) = &granted {
+        tx.event(
+            EventKind::EFFECT_RESERVED,
+            now,
+            Some(&action.action_id),
+            Some(&record.effect_key),
+            None,
+            serde_json::json!({"attempt": record.attempt, "lease_expires_at": record.lease_expires_at.map(crate::clock::render)}),
+        )?;
+    }
+    Ok(Claimed::Granted {
+        attempt: granted.as_ref().map_or(1, |r| r.attempt),
+        lease_expires_at: granted.as_ref().and_then(|r| r.lease_expires_at),
+        record: granted,
+        consumed: approval,
+    })
 }
