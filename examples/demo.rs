@@ -30,7 +30,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).map(std::path::PathBuf::from).unwrap_or_else(|| dir.join("demo.redb"));
     let kernel = Kernel::open(
         &path,
-        KernelOptions { clock: Arc::new(SystemClock), policy_hash: None, policy_version: Some("demo".into()) },
+        KernelOptions {
+            clock: Arc::new(SystemClock),
+            policy_hash: None,
+            policy_version: Some("demo".into()),
+            environment: None,
+        },
     )?;
     println!("store: {}\n", path.display());
     let key = Template::parse("refund:{payment_id}", TemplateMode::Escaped)?;

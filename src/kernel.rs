@@ -28,12 +28,25 @@ pub struct KernelOptions {
     /// Recorded on every receipt: the policy in force.
     pub policy_hash: Option<String>,
     pub policy_version: Option<String>,
+    /// The one environment this kernel acts in; an action from another is refused. `None`:
+    /// `$WARDEN_ENVIRONMENT`, else `production`.
+    pub environment: Option<String>,
 }
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { clock: Arc::new(SystemClock), policy_hash: None, policy_version: None }
+        KernelOptions { clock: Arc::new(SystemClock), policy_hash: None, policy_version: None, environment: None }
     }
+}
+
+/// The environment a kernel acts in: the argument, then `$WARDEN_ENVIRONMENT`, then the
+/// document's, then `production`.
+pub fn resolve_environment(argument: Option<&str>, document: Option<&str>) -> String {
+    argument
+        .map(str::to_owned)
+        .or_else(|| std::env::var("WARDEN_ENVIRONMENT").ok().filter(|e| !e.is_empty()))
+        .or_else(|| document.map(str::to_owned))
+        .unwrap_or_else(|| "production".to_owned())
 }
 
 /// What the host asks the kernel to do with one action.
@@ -51,6 +64,8 @@ pub struct Proposal<'a> {
     pub approval_id: Option<&'a str>,
     /// How long a new approval request stays answerable; `None` is fifteen minutes.
     pub approval_ttl: Option<Micros>,
+    /// Observe mode: record what enforce mode would have done, and let the action run.
+    pub observe: bool,
 }
 
 impl<'a> Proposal<'a> {
@@ -63,6 +78,7 @@ impl<'a> Proposal<'a> {
             lease: None,
             approval_id: None,
             approval_ttl: None,
+            observe: false,
         }
     }
 }
@@ -73,6 +89,7 @@ struct Inner {
     poisoned: Mutex<Option<String>>,
     policy_hash: Option<String>,
     policy_version: Option<String>,
+    environment: String,
 }
 
 /// A handle on one store. Cheap to clone; clones share the poisoned latch.
@@ -102,6 +119,10 @@ pub struct Permit {
     approval_id: Option<String>,
     approver: Option<String>,
     started_at: Micros,
+    /// False when the permit names a key it does not hold (observe mode, refused reservation).
+    holds_key: bool,
+    /// Observe mode: what enforce mode would have done.
+    would_have: Option<serde_json::Value>,
     finished: bool,
 }
 
@@ -220,6 +241,7 @@ impl Kernel {
                 poisoned: Mutex::new(None),
                 policy_hash: options.policy_hash,
                 policy_version: options.policy_version,
+                environment: resolve_environment(options.environment.as_deref(), None),
             }),
         })
     }
@@ -292,6 +314,20 @@ impl Kernel {
         }
         self.guarded(|kernel, now| {
             let mut draft = kernel.draft(action, &action_hash, &proposal.ruling, now)?;
+            if action.environment != kernel.inner.environment {
+                let refusal = Error::Denied {
+                    reason: "environment_mismatch".into(),
+                    detail: format!(
+                        "the action is for {:?} and this kernel acts in {:?}",
+                        action.environment, kernel.inner.environment
+                    ),
+                };
+                draft.decision = Decision::Deny.as_str().into();
+                return kernel.refuse(action, &mut draft, None, ReceiptResult::Denied, refusal, now);
+            }
+            if proposal.observe {
+                return kernel.observe(action, &action_hash, proposal, lease, now);
+            }
             // Deny: one transaction with its evidence and receipt.
             if proposal.ruling.decision == Decision::Deny {
                 let refusal = Error::Denied {
@@ -313,6 +349,20 @@ impl Kernel {
             };
             draft.effect_key = effect_key.clone();
             if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
+                // The attempt ceiling comes before the approval gate: no human is asked to
+                // approve an attempt that could never run.
+                if let (Some(key), Some(max)) = (&effect_key, proposal.max_attempts) {
+                    if let Some(record) = kernel.inner.store.effect(key)? {
+                        if record.state == EffectState::Failed && record.attempt >= max {
+                            let refusal = Error::AttemptCeiling {
+                                effect_key: key.clone(),
+                                attempts: record.attempt,
+                                max_attempts: max,
+                            };
+                            return kernel.refuse(action, &mut draft, None, ReceiptResult::Blocked, refusal, now);
+                        }
+                    }
+                }
                 return kernel.request_approval_for(action, &action_hash, &proposal.ruling, proposal.approval_ttl, now);
             }
             kernel.reserve(action, &action_hash, proposal, effect_key, lease, draft, now)
@@ -338,6 +388,8 @@ impl Kernel {
             effect_key: None,
             attempt: 1,
             result: ReceiptResult::Blocked,
+            execution: None,
+            would_have: None,
             error: None,
             started_at: now,
             finished_at: now,
@@ -553,6 +605,127 @@ impl Kernel {
             approval_id: consumed.as_ref().map(|a| a.approval_id.clone()),
             approver: consumed.and_then(|a| a.approver),
             started_at: now,
+            holds_key: true,
+            would_have: None,
+            finished: false,
+        })
+    }
+
+    /// Observe mode: every check runs and is recorded, nothing is refused, the action runs.
+    /// The reservation is still taken where it can be (an effect that runs must own its key),
+    /// a presented approval is checked but never consumed, and the first check enforce mode
+    /// would have refused on becomes `would_have.blocked_reason`.
+    fn observe(
+        &self,
+        action: &Action,
+        action_hash: &str,
+        proposal: &Proposal<'_>,
+        lease: Micros,
+        now: Micros,
+    ) -> Result<Permit> {
+        let ruling = &proposal.ruling;
+        let mut blocked: Option<String> = None;
+        let effect_key = match proposal.effect {
+            None => None,
+            Some(template) => match template.render_effect_key(&action.arguments, action.resource.as_deref()) {
+                Ok(key) => Some(key),
+                Err(_) => {
+                    blocked = Some("effect_key_error".into());
+                    None
+                }
+            },
+        };
+        if ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
+            blocked.get_or_insert_with(|| "approval_required".into());
+        }
+        let (attempt, lease_expires_at, holds_key, blocked) = self.inner.store.write(|tx| {
+            Self::proposed_events(tx, action, action_hash, ruling, now)?;
+            if let Some(id) = proposal.approval_id {
+                let record = tx.approval(id)?;
+                let refusal = match approval::check_consumable(record.as_ref(), id, action_hash, now) {
+                    Verdict::Proceed => None,
+                    Verdict::Refuse(refusal) => Some(refusal),
+                    Verdict::ExpireAndRefuse(refusal) => {
+                        if let Some(mut expired) = record {
+                            expired.status = ApprovalStatus::Expired;
+                            tx.put_approval(&expired)?;
+                            tx.event(
+                                EventKind::APPROVAL_EXPIRED,
+                                now,
+                                Some(&action.action_id),
+                                None,
+                                Some(id),
+                                serde_json::json!({}),
+                            )?;
+                        }
+                        Some(refusal)
+                    }
+                };
+                if let Some(refusal) = refusal {
+                    if ruling.decision == Decision::Approve {
+                        blocked.get_or_insert_with(|| refusal.reason());
+                    }
+                    tx.event(
+                        EventKind::APPROVAL_INVALIDATED,
+                        now,
+                        Some(&action.action_id),
+                        effect_key.as_deref(),
+                        Some(id),
+                        serde_json::json!({"reason": refusal.reason()}),
+                    )?;
+                }
+            }
+            let request = ClaimRequest {
+                action,
+                action_hash,
+                effect_key: effect_key.as_deref(),
+                presented: None,
+                approval_required: false,
+                lease,
+                max_attempts: proposal.max_attempts,
+                begin: true,
+            };
+            let (attempt, lease_expires_at, holds) = match claim_in(tx, &request, now)? {
+                Claimed::Granted { attempt, lease_expires_at, record, .. } => {
+                    (attempt, lease_expires_at, record.is_some())
+                }
+                Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => {
+                    blocked.get_or_insert_with(|| refusal.reason());
+                    (1, None, false)
+                }
+            };
+            tx.event(
+                EventKind::EXECUTION_STARTED,
+                now,
+                Some(&action.action_id),
+                effect_key.as_deref(),
+                proposal.approval_id,
+                serde_json::json!({"attempt": attempt, "observed": true}),
+            )?;
+            Ok((attempt, lease_expires_at, holds, blocked))
+        })?;
+        let idempotency_token = match &effect_key {
+            Some(key) => Some(effect::idempotency_token(key, attempt).map_err(Error::InvalidInput)?),
+            None => None,
+        };
+        Ok(Permit {
+            kernel: self.clone(),
+            action: action.clone(),
+            action_hash: action_hash.to_owned(),
+            ruling: ruling.clone(),
+            effect_key,
+            attempt,
+            lease_expires_at,
+            idempotency_token,
+            approval_id: None,
+            approver: None,
+            started_at: now,
+            holds_key,
+            would_have: Some(serde_json::json!({
+                "decision": ruling.decision.as_str(),
+                "reason": ruling.reason,
+                "blocked_reason": blocked,
+            })),
             finished: false,
         })
     }
@@ -578,7 +751,8 @@ impl Kernel {
                 Outcome::Ambiguous(error) => (EventKind::EXECUTION_AMBIGUOUS, ReceiptResult::Ambiguous, Some(error.clone())),
             };
             kernel.inner.store.write(|tx| {
-                let late = match &permit.effect_key {
+                let held = if permit.holds_key { permit.effect_key.as_ref() } else { None };
+                let late = match held {
                     None => None,
                     Some(key) => match effect::plan_outcome(tx.effect(key)?.as_ref(), key, &action_id, permit.attempt, &outcome, now) {
                         Ok(OutcomePlan::Write(record)) => {
@@ -613,6 +787,11 @@ impl Kernel {
                         draft.result = result;
                         draft.error = error.clone();
                     }
+                }
+                if let Some(would_have) = &permit.would_have {
+                    draft.execution = Some(draft.result);
+                    draft.result = ReceiptResult::Observed;
+                    draft.would_have = Some(would_have.clone());
                 }
                 tx.append_receipt(&draft, executor_result.clone())?;
                 Ok(late)

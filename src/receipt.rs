@@ -63,6 +63,10 @@ pub struct ReceiptDraft {
     pub effect_key: Option<String>,
     pub attempt: u32,
     pub result: ReceiptResult,
+    /// Observe mode: what the executor actually did (`result` is then `observed`).
+    pub execution: Option<ReceiptResult>,
+    /// Observe mode: what enforce mode would have done, `{decision, reason, blocked_reason}`.
+    pub would_have: Option<serde_json::Value>,
     pub error: Option<String>,
     pub started_at: Micros,
     pub finished_at: Micros,
@@ -90,8 +94,8 @@ impl ReceiptDraft {
             "effect_key": self.effect_key,
             "attempt": self.attempt,
             "result": self.result.as_str(),
-            "execution": null,
-            "would_have": null,
+            "execution": self.execution.map(ReceiptResult::as_str),
+            "would_have": self.would_have,
             "error": self.error,
             "started_at": render(self.started_at),
             "finished_at": render(self.finished_at),

@@ -621,3 +621,99 @@ fn an_older_or_unknown_schema_is_refused_at_open() {
     let refused = warden::store::Store::open(&path).unwrap_err();
     assert!(refused.to_string().contains("schema version 0"), "{refused}");
 }
+
+fn observe<'a>(action: &'a warden::Action, template: &'a warden::Template, decision: Decision) -> Proposal<'a> {
+    let mut proposal = Proposal::new(action, Ruling::new(decision, "rule[0]"));
+    proposal.effect = Some(template);
+    proposal.observe = true;
+    proposal
+}
+
+fn last_doc(f: &Fixture) -> serde_json::Value {
+    let row = f.kernel.receipts(1, 1000).unwrap().pop().unwrap().1;
+    warden::canonical::parse_json(&row.document).unwrap()
+}
+
+#[test]
+fn observe_mode_runs_a_denied_action_and_records_what_enforce_would_have_done() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let permit = f.kernel.propose(&observe(&action, &t, Decision::Deny)).unwrap();
+    permit.commit(&serde_json::json!({"ok": true})).unwrap();
+    let doc = last_doc(&f);
+    assert_eq!(doc["result"], "observed");
+    assert_eq!(doc["execution"], "committed");
+    assert_eq!(doc["would_have"], serde_json::json!({"decision": "deny", "reason": "rule[0]", "blocked_reason": null}));
+    // It still owned its key: the record is committed.
+    assert_eq!(f.kernel.effect("refund:txn_1").unwrap().unwrap().state, EffectState::Committed);
+}
+
+#[test]
+fn observe_mode_names_the_refusal_enforce_would_have_raised_and_runs_holding_nothing() {
+    let f = Fixture::new();
+    let t = key_template();
+    f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+    let action = refund("txn_1", 5);
+    let permit = f.kernel.propose(&observe(&action, &t, Decision::Allow)).unwrap();
+    permit.not_executed("declined").unwrap();
+    let doc = last_doc(&f);
+    assert_eq!((doc["result"].as_str(), doc["execution"].as_str()), (Some("observed"), Some("failed")));
+    assert_eq!(doc["would_have"]["blocked_reason"], "duplicate");
+    assert_eq!(
+        f.kernel.effect("refund:txn_1").unwrap().unwrap().state,
+        EffectState::Committed,
+        "the committed record is untouched"
+    );
+}
+
+#[test]
+fn observe_mode_never_creates_or_consumes_an_approval() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let permit = f.kernel.propose(&observe(&action, &t, Decision::Approve)).unwrap();
+    permit.commit(&serde_json::json!(1)).unwrap();
+    assert_eq!(last_doc(&f)["would_have"]["blocked_reason"], "approval_required");
+    assert!(f.kernel.pending_approvals().unwrap().is_empty());
+    let action = refund("txn_2", 5);
+    let id = granted(&f, &action);
+    let mut proposal = observe(&action, &t, Decision::Approve);
+    proposal.approval_id = Some(&id);
+    f.kernel.propose(&proposal).unwrap().commit(&serde_json::json!(1)).unwrap();
+    assert_eq!(last_doc(&f)["would_have"]["blocked_reason"], serde_json::Value::Null);
+    assert_eq!(f.kernel.approval(&id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Granted);
+}
+
+#[test]
+fn an_action_from_another_environment_is_refused_with_a_receipt() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = warden::Action::new(
+        "stripe.refund",
+        serde_json::json!({"payment_id": "txn_1", "amount": 5}),
+        warden::Principal::new("refund-agent", None).unwrap(),
+        None,
+        "staging",
+    )
+    .unwrap();
+    let refused = f.kernel.propose(&allow(&action, &t)).unwrap_err();
+    assert!(matches!(&refused, Error::Denied { reason, .. } if reason == "environment_mismatch"), "{refused}");
+    assert_eq!(reasons(&f), ["denied:environment_mismatch"]);
+}
+
+#[test]
+fn the_attempt_ceiling_is_checked_before_a_human_is_asked() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let mut first = allow(&action, &t);
+    first.max_attempts = Some(1);
+    f.kernel.propose(&first).unwrap().not_executed("declined").unwrap();
+    let again = refund("txn_1", 5);
+    let mut proposal = approve(&again, &t, None);
+    proposal.max_attempts = Some(1);
+    let refused = f.kernel.propose(&proposal).unwrap_err();
+    assert!(matches!(refused, Error::AttemptCeiling { .. }), "{refused}");
+    assert!(f.kernel.pending_approvals().unwrap().is_empty());
+}

@@ -62,7 +62,7 @@ fn child_kernel(dir: &Path) -> Kernel {
     let clock = ManualClock::new(now);
     Kernel::open(
         dir.join("state.redb"),
-        KernelOptions { clock: std::sync::Arc::new(clock), policy_hash: None, policy_version: None },
+        KernelOptions { clock: std::sync::Arc::new(clock), policy_hash: None, policy_version: None, environment: None },
     )
     .expect("child opens the store")
 }

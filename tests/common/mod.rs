@@ -33,7 +33,12 @@ impl Fixture {
 pub fn open(path: &std::path::Path, clock: &ManualClock) -> Kernel {
     Kernel::open(
         path,
-        KernelOptions { clock: Arc::new(clock.clone()), policy_hash: Some("sha256:test".into()), policy_version: None },
+        KernelOptions {
+            clock: Arc::new(clock.clone()),
+            policy_hash: Some("sha256:test".into()),
+            policy_version: None,
+            environment: None,
+        },
     )
     .expect("open kernel")
 }
