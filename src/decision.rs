@@ -36,10 +36,13 @@ impl Decision {
 pub struct Ruling {
     pub decision: Decision,
     pub reason: String,
+    /// What the evaluation could not check (a missing argument, a non-integer for an order
+    /// operator); recorded on the POLICY_EVALUATED event.
+    pub warnings: Vec<String>,
 }
 
 impl Ruling {
     pub fn new(decision: Decision, reason: &str) -> Ruling {
-        Ruling { decision, reason: reason.to_owned() }
+        Ruling { decision, reason: reason.to_owned(), warnings: Vec::new() }
     }
 }

@@ -323,7 +323,7 @@ impl Kernel {
                     ),
                 };
                 draft.decision = Decision::Deny.as_str().into();
-                return kernel.refuse(action, &mut draft, None, ReceiptResult::Denied, refusal, now);
+                return kernel.refuse(action, &proposal.ruling, &mut draft, None, ReceiptResult::Denied, refusal, now);
             }
             if proposal.observe {
                 return kernel.observe(action, &action_hash, proposal, lease, now);
@@ -334,7 +334,7 @@ impl Kernel {
                     reason: proposal.ruling.reason.clone(),
                     detail: format!("the policy denies {}", action.name),
                 };
-                return kernel.refuse(action, &mut draft, None, ReceiptResult::Denied, refusal, now);
+                return kernel.refuse(action, &proposal.ruling, &mut draft, None, ReceiptResult::Denied, refusal, now);
             }
             let effect_key = match proposal.effect {
                 None => None,
@@ -343,7 +343,15 @@ impl Kernel {
                     Err(error) => {
                         let refusal = Error::Denied { reason: "effect_key_error".into(), detail: error.to_string() };
                         draft.decision = Decision::Deny.as_str().into();
-                        return kernel.refuse(action, &mut draft, None, ReceiptResult::Denied, refusal, now);
+                        return kernel.refuse(
+                            action,
+                            &proposal.ruling,
+                            &mut draft,
+                            None,
+                            ReceiptResult::Denied,
+                            refusal,
+                            now,
+                        );
                     }
                 },
             };
@@ -359,7 +367,15 @@ impl Kernel {
                                 attempts: record.attempt,
                                 max_attempts: max,
                             };
-                            return kernel.refuse(action, &mut draft, None, ReceiptResult::Blocked, refusal, now);
+                            return kernel.refuse(
+                                action,
+                                &proposal.ruling,
+                                &mut draft,
+                                None,
+                                ReceiptResult::Blocked,
+                                refusal,
+                                now,
+                            );
                         }
                     }
                 }
@@ -422,7 +438,7 @@ impl Kernel {
             Some(&action.action_id),
             None,
             None,
-            serde_json::json!({"decision": ruling.decision.as_str(), "reason": ruling.reason}),
+            serde_json::json!({"decision": ruling.decision.as_str(), "reason": ruling.reason, "warnings": ruling.warnings}),
         )?;
         Ok(())
     }
@@ -431,6 +447,7 @@ impl Kernel {
     fn refuse(
         &self,
         action: &Action,
+        ruling: &Ruling,
         draft: &mut ReceiptDraft,
         approval_id: Option<&str>,
         result: ReceiptResult,
@@ -440,12 +457,8 @@ impl Kernel {
         draft.result = result;
         draft.decision_reason = refusal.reason();
         draft.error = Some(refusal.to_string());
-        let ruling = Ruling {
-            decision: Decision::parse(&draft.decision).unwrap_or(Decision::Deny),
-            reason: draft.decision_reason.clone(),
-        };
         self.inner.store.write(|tx| {
-            Self::proposed_events(tx, action, &draft.action_hash, &ruling, now)?;
+            Self::proposed_events(tx, action, &draft.action_hash, ruling, now)?;
             tx.event(
                 EventKind::ACTION_DENIED,
                 now,
@@ -907,6 +920,63 @@ impl Kernel {
         })
     }
 
+    /// Apply a reconcile hook's answer about an AMBIGUOUS effect, in one write: `committed`
+    /// and `not_executed` resolve it (resolver `reconcile:<action>`), `unknown` moves nothing.
+    /// Only AMBIGUOUS moves; anything else is refused as for a human resolution.
+    pub fn reconcile(&self, effect_key: &str, action_name: &str, answer: ReconcileAnswer) -> Result<EffectRecord> {
+        let resolver = format!("reconcile:{action_name}");
+        approval::check_person_name("the resolver name", &resolver)?;
+        self.guarded(|kernel, now| {
+            kernel.inner.store.write(|tx| {
+                let record = tx.effect(effect_key)?;
+                let action_id = record.as_ref().map(|r| r.action_id.clone());
+                tx.event(
+                    EventKind::RECONCILIATION_STARTED,
+                    now,
+                    action_id.as_deref(),
+                    Some(effect_key),
+                    None,
+                    serde_json::json!({"resolver": resolver}),
+                )?;
+                let to = match answer {
+                    ReconcileAnswer::Committed => Some(EffectState::Committed),
+                    ReconcileAnswer::NotExecuted => Some(EffectState::Failed),
+                    ReconcileAnswer::Unknown => None,
+                };
+                let outcome = match to {
+                    None => match record {
+                        Some(record) if record.state == EffectState::Ambiguous => Ok(record),
+                        Some(record) => {
+                            Err(Error::NotResolvable { effect_key: effect_key.to_owned(), state: record.state })
+                        }
+                        None => Err(Error::NotFound(format!("no effect {effect_key:?} to reconcile"))),
+                    },
+                    Some(to) => effect::plan_resolution(record.as_ref(), effect_key, to, &resolver, now),
+                };
+                if let (Ok(resolved), Some(to)) = (&outcome, to) {
+                    tx.put_effect(resolved)?;
+                    tx.event(
+                        EventKind::EFFECT_RESOLVED,
+                        now,
+                        Some(&resolved.action_id),
+                        Some(effect_key),
+                        None,
+                        serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": resolved.attempt}),
+                    )?;
+                }
+                tx.event(
+                    EventKind::RECONCILIATION_RESOLVED,
+                    now,
+                    action_id.as_deref(),
+                    Some(effect_key),
+                    None,
+                    serde_json::json!({"answer": answer.as_str(), "moved": outcome.is_ok() && to.is_some()}),
+                )?;
+                Ok(outcome)
+            })?
+        })
+    }
+
     /// Mark an in-flight effect AMBIGUOUS (idempotent from reserved, executing and ambiguous).
     pub fn mark_ambiguous(&self, effect_key: &str, error: &str) -> Result<EffectRecord> {
         self.guarded(|kernel, now| {
@@ -1060,6 +1130,34 @@ impl Kernel {
                 }
             })?
         })
+    }
+}
+
+/// What a reconcile hook may say about an AMBIGUOUS effect: it happened, it provably did not,
+/// or it cannot tell (which moves nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileAnswer {
+    Committed,
+    NotExecuted,
+    Unknown,
+}
+
+impl ReconcileAnswer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileAnswer::Committed => "committed",
+            ReconcileAnswer::NotExecuted => "not_executed",
+            ReconcileAnswer::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ReconcileAnswer> {
+        match text {
+            "committed" => Some(ReconcileAnswer::Committed),
+            "not_executed" => Some(ReconcileAnswer::NotExecuted),
+            "unknown" => Some(ReconcileAnswer::Unknown),
+            _ => None,
+        }
     }
 }
 
