@@ -444,6 +444,7 @@ impl Kernel {
     }
 
     /// A terminal refusal before any reservation: events, receipt and the refusal, one write.
+    #[allow(clippy::too_many_arguments)]
     fn refuse(
         &self,
         action: &Action,
