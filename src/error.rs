@@ -62,6 +62,9 @@ pub enum Error {
     #[error("store error: {0}")]
     Store(String),
 
+    #[error("configuration error: {0}")]
+    Config(String),
+
     #[error("this handle is poisoned after an earlier fault ({0}); close it and open the store again")]
     Poisoned(String),
 
@@ -118,6 +121,7 @@ impl Error {
             Error::NotFound(_) => "not_found".into(),
             Error::InvalidInput(_) => "invalid_input".into(),
             Error::Store(_) => "store".into(),
+            Error::Config(_) => "configuration_invalid".into(),
             Error::Poisoned(_) => "poisoned".into(),
             Error::Panic(_) => "panic".into(),
         }

@@ -250,6 +250,11 @@ impl Kernel {
         &self.inner.store
     }
 
+    /// The one environment this handle acts in.
+    pub fn environment(&self) -> &str {
+        &self.inner.environment
+    }
+
     pub fn now(&self) -> Micros {
         self.inner.clock.now()
     }

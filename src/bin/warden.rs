@@ -228,7 +228,7 @@ impl From<Error> for Failure {
     fn from(error: Error) -> Failure {
         let code = if error.is_refusal() {
             EXIT_CHECK_FAILED
-        } else if matches!(error, Error::InvalidInput(_)) {
+        } else if matches!(error, Error::InvalidInput(_) | Error::Config(_)) {
             EXIT_USAGE
         } else {
             EXIT_INTERNAL
