@@ -127,7 +127,7 @@ pub fn check_consumable(record: Option<&ApprovalRecord>, approval_id: &str, acti
     let Some(record) = record else {
         return Verdict::Refuse(mismatch("unknown", approval_id, "no such approval".into()));
     };
-    if record.action_hash != action_hash {
+    if record.action_hash != action_hash && !skip_hash_check() {
         return Verdict::Refuse(mismatch(
             "mismatch",
             approval_id,
@@ -161,6 +161,21 @@ pub fn check_consumable(record: Option<&ApprovalRecord>, approval_id: &str, acti
         ));
     }
     Verdict::Proceed
+}
+
+/// Test-only: a deliberately broken build that skips the approval-hash check, so a test can
+/// show `warden verify` catching it (G1 must fail). Compiled only with `test-exports`.
+#[cfg(feature = "test-exports")]
+pub static SKIP_HASH_CHECK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(feature = "test-exports")]
+fn skip_hash_check() -> bool {
+    SKIP_HASH_CHECK.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[cfg(not(feature = "test-exports"))]
+fn skip_hash_check() -> bool {
+    false
 }
 
 /// An approver, resolver or reason: one line, no control or format characters (so a name can

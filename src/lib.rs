@@ -9,12 +9,16 @@ pub mod approval;
 pub mod canonical;
 pub mod clock;
 pub mod decision;
+pub mod document;
 pub mod effect;
 pub mod error;
 pub mod kernel;
+pub mod pipeline;
+pub mod policy;
 pub mod receipt;
 pub mod store;
 pub mod template;
+pub mod verify;
 
 pub use action::{Action, Principal};
 pub use clock::{Clock, ManualClock, Micros, SystemClock};

@@ -119,7 +119,9 @@ impl Warden {
             _ => return Err(Error::InvalidInput("arguments must be a JSON object".into())),
         };
         let resource = match entry.and_then(|e| e.resource.as_ref()) {
-            Some(template) => Some(template.render_resource(arguments).map_err(|e| Error::InvalidInput(e.to_string()))?),
+            Some(template) => {
+                Some(template.render_resource(arguments).map_err(|e| Error::InvalidInput(e.to_string()))?)
+            }
             None => request.resource.clone(),
         };
         let environment = self.kernel.environment().to_owned();

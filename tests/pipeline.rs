@@ -1,0 +1,292 @@
+//! The full pipeline under a document: each path's exact event sequence and receipt reason.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use warden::document::load_str;
+use warden::kernel::ReconcileAnswer;
+use warden::pipeline::{ActionRequest, Warden, WardenOptions};
+use warden::store::EventKind::{self, *};
+use warden::{EffectState, Error, ManualClock, Principal};
+
+const POLICY: &str = r#"
+schema: warden/v1
+version: "2026-11 r1"
+environment: production
+mode: enforce
+actions:
+  customer.read:
+    decision: allow
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    max_attempts: 2
+    lease: PT1M
+    rules:
+      - when: { amount_gte: 0, amount_lte: 50000 }
+        decision: allow
+      - when: { amount_gte: 0, amount_lte: 500000 }
+        decision: approve
+      - decision: deny
+"#;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    warden: Warden,
+}
+
+fn setup(policy: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let document = load_str(policy, "test.yaml").unwrap();
+    let warden = Warden::open(
+        dir.path().join("state.redb"),
+        document,
+        WardenOptions { clock: Arc::new(clock.clone()), environment: Some("production".into()) },
+    )
+    .unwrap();
+    Setup { _dir: dir, warden }
+}
+
+fn ada() -> Principal {
+    Principal::new("refund-agent", Some("ada")).unwrap()
+}
+
+fn refund_request(payment: &str, amount: i64) -> ActionRequest<'static> {
+    ActionRequest::new("stripe.refund", serde_json::json!({"payment_id": payment, "amount": amount}), ada())
+}
+
+/// The event types written since `after`, and the new high-water mark.
+fn events_since(s: &Setup, after: u64) -> (Vec<EventKind>, u64) {
+    let events = s.warden.kernel().events(after, 1000).unwrap();
+    let last = events.last().map_or(after, |e| e.event_id);
+    (events.into_iter().map(|e| e.kind).collect(), last)
+}
+
+fn last_receipt(s: &Setup) -> serde_json::Value {
+    let row = s.warden.kernel().last_receipts(1).unwrap().pop().unwrap().1;
+    warden::canonical::parse_json(&row.document).unwrap()
+}
+
+#[test]
+fn an_allowed_refund_runs_once_with_its_event_sequence() {
+    let s = setup(POLICY);
+    let permit = s.warden.submit(&refund_request("txn_1", 4200)).unwrap();
+    assert_eq!(permit.lease_expires_at(), Some(T0 + 60 * SECOND), "the document's lease");
+    permit.commit(&serde_json::json!({"refund_id": "re_1"})).unwrap();
+    let (kinds, _) = events_since(&s, 0);
+    assert_eq!(kinds, [ACTION_PROPOSED, POLICY_EVALUATED, EFFECT_RESERVED, EXECUTION_STARTED, EXECUTION_COMMITTED]);
+    let receipt = last_receipt(&s);
+    assert_eq!((receipt["result"].as_str(), receipt["decision_reason"].as_str()), (Some("committed"), Some("rule[0]")));
+    assert_eq!(receipt["policy_hash"], s.warden.document().policy_hash.as_str());
+    assert_eq!(receipt["policy_version"], "2026-11 r1");
+}
+
+#[test]
+fn approval_required_then_approved_then_consumed() {
+    let s = setup(POLICY);
+    let refused = s.warden.submit(&refund_request("txn_2", 90_000)).unwrap_err();
+    let Error::ApprovalRequired { request_id, .. } = refused else { panic!("{refused}") };
+    let (kinds, mark) = events_since(&s, 0);
+    assert_eq!(kinds, [ACTION_PROPOSED, POLICY_EVALUATED, APPROVAL_REQUESTED]);
+    assert_eq!(s.warden.kernel().receipts(1, 10).unwrap().len(), 0, "no receipt for approval required");
+    s.warden.kernel().grant(&request_id, "ops:bob").unwrap();
+    let mut request = refund_request("txn_2", 90_000);
+    request.approval_id = Some(&request_id);
+    s.warden.submit(&request).unwrap().commit(&serde_json::json!(1)).unwrap();
+    let (kinds, _) = events_since(&s, mark);
+    assert_eq!(
+        kinds,
+        [
+            APPROVAL_GRANTED,
+            ACTION_PROPOSED,
+            POLICY_EVALUATED,
+            APPROVAL_CONSUMED,
+            EFFECT_RESERVED,
+            EXECUTION_STARTED,
+            EXECUTION_COMMITTED
+        ]
+    );
+    assert_eq!(last_receipt(&s)["approver"], "ops:bob");
+}
+
+#[test]
+fn each_refusal_writes_a_receipt_with_its_reason() {
+    let s = setup(POLICY);
+    let table: Vec<(ActionRequest<'static>, &str, &str, Vec<EventKind>)> = vec![
+        (
+            ActionRequest::new("db.drop", serde_json::json!({}), ada()),
+            "denied",
+            "unknown_action",
+            vec![ACTION_PROPOSED, POLICY_EVALUATED, ACTION_DENIED],
+        ),
+        (
+            refund_request("txn_3", 9_000_000),
+            "denied",
+            "rule[2]",
+            vec![ACTION_PROPOSED, POLICY_EVALUATED, ACTION_DENIED],
+        ),
+        (
+            ActionRequest::new("stripe.refund", serde_json::json!({"amount": 5}), ada()),
+            "denied",
+            "effect_key_error",
+            vec![ACTION_PROPOSED, POLICY_EVALUATED, ACTION_DENIED],
+        ),
+    ];
+    let mut mark = 0;
+    for (request, result, reason, expected) in table {
+        let refused = s.warden.submit(&request).unwrap_err();
+        assert_eq!(refused.reason(), reason, "{refused}");
+        let receipt = last_receipt(&s);
+        assert_eq!((receipt["result"].as_str(), receipt["decision_reason"].as_str()), (Some(result), Some(reason)));
+        let (kinds, next) = events_since(&s, mark);
+        assert_eq!(kinds, expected, "{reason}");
+        mark = next;
+    }
+}
+
+#[test]
+fn duplicate_ambiguous_and_ceiling_are_blocked_with_their_reasons() {
+    let s = setup(POLICY);
+    s.warden.submit(&refund_request("txn_4", 5)).unwrap().commit(&serde_json::json!(1)).unwrap();
+    let (_, mark) = events_since(&s, 0);
+    assert_eq!(s.warden.submit(&refund_request("txn_4", 5)).unwrap_err().reason(), "duplicate");
+    assert_eq!(events_since(&s, mark).0, [ACTION_PROPOSED, POLICY_EVALUATED, EFFECT_RESERVATION_REFUSED]);
+    assert_eq!(last_receipt(&s)["result"], "blocked");
+
+    s.warden.submit(&refund_request("txn_5", 5)).unwrap().ambiguous("timeout").unwrap();
+    assert_eq!(s.warden.submit(&refund_request("txn_5", 5)).unwrap_err().reason(), "ambiguous");
+
+    for _ in 0..2 {
+        s.warden.submit(&refund_request("txn_6", 5)).unwrap().not_executed("declined").unwrap();
+    }
+    assert_eq!(s.warden.submit(&refund_request("txn_6", 5)).unwrap_err().reason(), "attempt_ceiling");
+    assert_eq!(last_receipt(&s)["decision_reason"], "attempt_ceiling");
+}
+
+#[test]
+fn a_read_without_an_effect_runs_unreserved_and_leaves_a_receipt() {
+    let s = setup(POLICY);
+    let request = ActionRequest::new("customer.read", serde_json::json!({"id": "c_1"}), ada());
+    let permit = s.warden.submit(&request).unwrap();
+    assert_eq!(permit.effect_key(), None);
+    permit.commit(&serde_json::json!({"name": "Ada"})).unwrap();
+    assert_eq!(last_receipt(&s)["result"], "committed");
+    assert!(s.warden.kernel().effects(None, 10).unwrap().is_empty());
+}
+
+#[test]
+fn no_principal_is_refused_and_leaves_no_receipt_and_no_event() {
+    let s = setup(POLICY);
+    let mut request = refund_request("txn_7", 5);
+    request.principal = None;
+    assert_eq!(s.warden.submit(&request).unwrap_err().reason(), "no_principal");
+    assert!(s.warden.kernel().receipts(1, 10).unwrap().is_empty());
+    assert!(s.warden.kernel().events(0, 10).unwrap().is_empty());
+}
+
+#[test]
+fn an_expired_principal_is_denied() {
+    let s = setup(POLICY);
+    let mut request = refund_request("txn_8", 5);
+    request.principal_expires_at = Some(T0 - 1);
+    assert_eq!(s.warden.submit(&request).unwrap_err().reason(), "principal_expired");
+    assert_eq!(last_receipt(&s)["result"], "denied");
+}
+
+#[test]
+fn an_allow_spends_a_presented_approval_without_refusing() {
+    let s = setup(POLICY);
+    // 5 is allowed; a human approved this exact action anyway (a stale bearer token).
+    let action = warden::Action::new(
+        "stripe.refund",
+        serde_json::json!({"payment_id": "txn_9", "amount": 5}),
+        ada(),
+        None,
+        "production",
+    )
+    .unwrap();
+    let request_id = s.warden.kernel().request_approval(&action, None).unwrap().approval_id;
+    s.warden.kernel().grant(&request_id, "ops:bob").unwrap();
+    let mut request = refund_request("txn_9", 5);
+    request.approval_id = Some(&request_id);
+    s.warden.submit(&request).unwrap().commit(&serde_json::json!(1)).unwrap();
+    assert_eq!(
+        s.warden.kernel().approval(&request_id).unwrap().unwrap().status,
+        warden::approval::ApprovalStatus::Consumed
+    );
+    // Spent now: handing it to another allowed action is ignored, never a refusal.
+    let mut again = ActionRequest::new("customer.read", serde_json::json!({}), ada());
+    again.approval_id = Some(&request_id);
+    s.warden.submit(&again).unwrap().commit(&serde_json::json!(1)).unwrap();
+}
+
+#[test]
+fn reconcile_not_executed_resolves_and_retries_once() {
+    let s = setup(POLICY);
+    s.warden.submit(&refund_request("txn_10", 5)).unwrap().ambiguous("timeout").unwrap();
+    let mut asked = 0;
+    let permit = s
+        .warden
+        .submit_reconciling(&refund_request("txn_10", 5), |key| {
+            asked += 1;
+            assert_eq!(key, "refund:txn_10");
+            ReconcileAnswer::NotExecuted
+        })
+        .unwrap();
+    assert_eq!((asked, permit.attempt()), (1, 2));
+    permit.commit(&serde_json::json!(1)).unwrap();
+    let resolved = s.warden.kernel().events(0, 1000).unwrap().into_iter().find(|e| e.kind == EFFECT_RESOLVED).unwrap();
+    assert_eq!(resolved.to_json()["data"]["resolved_by"], "reconcile:stripe.refund");
+}
+
+#[test]
+fn reconcile_committed_makes_the_retry_a_duplicate_and_unknown_moves_nothing() {
+    let s = setup(POLICY);
+    s.warden.submit(&refund_request("txn_11", 5)).unwrap().ambiguous("timeout").unwrap();
+    let refused = s.warden.submit_reconciling(&refund_request("txn_11", 5), |_| ReconcileAnswer::Unknown).unwrap_err();
+    assert_eq!(refused.reason(), "ambiguous");
+    assert_eq!(s.warden.kernel().effect("refund:txn_11").unwrap().unwrap().state, EffectState::Ambiguous);
+    let refused =
+        s.warden.submit_reconciling(&refund_request("txn_11", 5), |_| ReconcileAnswer::Committed).unwrap_err();
+    assert_eq!(refused.reason(), "duplicate");
+    assert_eq!(s.warden.kernel().effect("refund:txn_11").unwrap().unwrap().state, EffectState::Committed);
+}
+
+#[test]
+fn observe_mode_lets_a_denied_action_run_and_says_what_enforce_would_have_done() {
+    let s = setup(&POLICY.replace("mode: enforce", "mode: observe"));
+    let permit = s.warden.submit(&refund_request("txn_12", 9_000_000)).unwrap();
+    permit.commit(&serde_json::json!(1)).unwrap();
+    let receipt = last_receipt(&s);
+    assert_eq!((receipt["result"].as_str(), receipt["execution"].as_str()), (Some("observed"), Some("committed")));
+    assert_eq!(receipt["would_have"]["decision"], "deny");
+    assert_eq!(receipt["would_have"]["reason"], "rule[2]");
+}
+
+#[test]
+fn the_environment_is_fixed_by_the_argument_before_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let document = load_str(POLICY, "test.yaml").unwrap();
+    let warden = Warden::open(
+        dir.path().join("s.redb"),
+        document,
+        WardenOptions { clock: Arc::new(ManualClock::new(T0)), environment: Some("staging".into()) },
+    )
+    .unwrap();
+    assert_eq!(warden.kernel().environment(), "staging");
+    let permit = warden.submit(&refund_request("txn_13", 5)).unwrap();
+    assert_eq!(permit.action().environment, "staging");
+    permit.commit(&serde_json::json!(1)).unwrap();
+}
+
+#[test]
+fn a_document_with_an_authority_section_denies_until_authority_is_evaluated() {
+    let policy = format!("{POLICY}authority:\n  grants: []\n");
+    let document = load_str(&policy, "test.yaml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let warden = Warden::open(dir.path().join("s.redb"), document, WardenOptions::default()).unwrap();
+    let refused = warden.submit(&ActionRequest::new("customer.read", serde_json::json!({}), ada())).unwrap_err();
+    assert_eq!(refused.reason(), "authority_unevaluated");
+}

@@ -1,0 +1,176 @@
+//! ctrlrun 0.12.2's policy outputs, replayed: every document's policy hash, every case's
+//! decision and reason, and every document ctrlrun refuses. Plus the `warden/v1` policy hash.
+//!
+//! The vector file is read with serde_json, not with the loader under test.
+
+use serde_json::{Map, Value};
+use warden::document::{load_str, Document};
+use warden::policy::evaluate;
+
+const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/ctrlrun-0.12.2/policies.json");
+
+fn rows() -> Vec<Value> {
+    let text = std::fs::read_to_string(POLICIES).unwrap_or_else(|e| panic!("{POLICIES}: {e}"));
+    let rows: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{POLICIES}: {e}"));
+    assert_eq!(rows.len(), 16, "policies.json is expected to hold 16 rows");
+    rows
+}
+
+fn field<'v>(row: &'v Value, name: &str) -> &'v str {
+    row[name].as_str().unwrap_or_else(|| panic!("field {name} is not a string in {row}"))
+}
+
+fn load(text: &str) -> Document {
+    load_str(text, "<vector>").unwrap_or_else(|e| panic!("a document ctrlrun loads was refused: {e}\n{text}"))
+}
+
+#[test]
+fn every_ctrlrun_policy_vector_hashes_decides_and_refuses_as_ctrlrun_does() {
+    let mut failures = Vec::new();
+    let mut cases_checked = 0;
+    let mut refusals_checked = 0;
+    for (index, row) in rows().iter().enumerate() {
+        let yaml = field(row, "policy_yaml");
+        if row.get("error").is_some() {
+            assert_eq!(field(row, "error"), "PolicyError");
+            refusals_checked += 1;
+            if let Ok(document) = load_str(yaml, "<vector>") {
+                failures.push(format!(
+                    "row {index}: ctrlrun refuses this document, Warden loaded it ({})\n{yaml}",
+                    document.policy_hash
+                ));
+            }
+            continue;
+        }
+        let document = match load_str(yaml, "<vector>") {
+            Ok(document) => document,
+            Err(e) => {
+                failures.push(format!("row {index}: refused: {e}"));
+                continue;
+            }
+        };
+        let expected_hash = field(row, "policy_hash");
+        if document.policy_hash != expected_hash {
+            failures.push(format!("row {index}: hash {} != {expected_hash}", document.policy_hash));
+        }
+        let cases = row["cases"].as_array().unwrap_or_else(|| panic!("row {index} has no cases"));
+        for case in cases {
+            let arguments: Map<String, Value> = serde_json::from_str(field(case, "arguments_json"))
+                .unwrap_or_else(|e| panic!("row {index}: arguments_json: {e}"));
+            let evaluation = evaluate(&document, field(case, "action"), &arguments);
+            let (decision, reason) = (field(case, "decision"), field(case, "reason"));
+            cases_checked += 1;
+            if evaluation.ruling.decision.as_str() != decision || evaluation.ruling.reason != reason {
+                failures.push(format!(
+                    "row {index}: {} {}: got {} {}, ctrlrun says {decision} {reason}",
+                    field(case, "action"),
+                    field(case, "arguments_json"),
+                    evaluation.ruling.decision.as_str(),
+                    evaluation.ruling.reason
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(cases_checked > 0 && refusals_checked > 0, "the vectors exercised nothing");
+}
+
+const WARDEN_POLICY: &str = r#"
+schema: warden/v1
+version: "2026-11 r1"
+environment: production
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    max_attempts: 3
+    lease: PT15M
+    rules:
+      - when: { amount_gte: 0, amount_lte: 50000 }
+        decision: allow
+      - when: { amount_gte: 0, amount_lte: 500000 }
+        decision: approve
+      - decision: deny
+  customer.read: { decision: allow }
+"#;
+
+#[test]
+fn a_warden_policy_hash_ignores_the_version_label_and_formatting() {
+    let original = load(WARDEN_POLICY);
+    assert!(original.policy_hash.starts_with("sha256:") && original.policy_hash.len() == 71);
+    let relabelled = load(&WARDEN_POLICY.replace("2026-11 r1", "2026-12 r2"));
+    assert_eq!(original.policy_hash, relabelled.policy_hash);
+    let unlabelled = load(&WARDEN_POLICY.replace("version: \"2026-11 r1\"\n", ""));
+    assert_eq!(original.policy_hash, unlabelled.policy_hash);
+    let as_json = load(
+        r#"{"schema": "warden/v1", "environment": "production",
+            "actions": {"customer.read": {"decision": "allow"},
+                        "stripe.refund": {"effect": "refund:{payment_id}", "max_attempts": 3, "lease": "PT15M",
+                                          "rules": [{"when": {"amount_lte": 50000, "amount_gte": 0}, "decision": "allow"},
+                                                    {"decision": "approve", "when": {"amount_gte": 0, "amount_lte": 500000}},
+                                                    {"decision": "deny"}]}}}"#,
+    );
+    assert_eq!(original.policy_hash, as_json.policy_hash, "JSON is YAML, and key order is not policy");
+    let same_lease = load(&WARDEN_POLICY.replace("PT15M", "PT900S"));
+    assert_eq!(original.policy_hash, same_lease.policy_hash, "a lease is hashed as the duration it means");
+}
+
+#[test]
+fn a_warden_policy_hash_changes_when_a_decision_input_changes() {
+    let original = load(WARDEN_POLICY).policy_hash;
+    for (from, to) in [
+        ("amount_lte: 50000 }", "amount_lte: 50001 }"),
+        ("decision: approve", "decision: deny"),
+        ("max_attempts: 3", "max_attempts: 4"),
+        ("refund:{payment_id}", "refund:{charge_id}"),
+        ("PT15M", "PT16M"),
+        ("environment: production", "environment: staging"),
+        ("customer.read: { decision: allow }", "customer.read: { decision: approve }"),
+    ] {
+        let changed = WARDEN_POLICY.replace(from, to);
+        assert_ne!(changed, WARDEN_POLICY, "the edit {from:?} did not apply");
+        assert_ne!(load(&changed).policy_hash, original, "changing {from:?} to {to:?} must change the hash");
+    }
+    let reordered = WARDEN_POLICY.replace(
+        "      - when: { amount_gte: 0, amount_lte: 50000 }\n        decision: allow\n      - when: { amount_gte: 0, amount_lte: 500000 }\n        decision: approve\n",
+        "      - when: { amount_gte: 0, amount_lte: 500000 }\n        decision: approve\n      - when: { amount_gte: 0, amount_lte: 50000 }\n        decision: allow\n",
+    );
+    assert_ne!(reordered, WARDEN_POLICY);
+    assert_ne!(load(&reordered).policy_hash, original, "first match wins, so rule order is policy");
+    let observed = format!("{WARDEN_POLICY}mode: observe\n");
+    assert_ne!(load(&observed).policy_hash, original);
+}
+
+#[test]
+fn a_warden_policy_decides_with_ctrlrun_reasons() {
+    let document = load(WARDEN_POLICY);
+    let decide = |name: &str, arguments: Value| {
+        let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
+        let evaluation = evaluate(&document, name, &arguments);
+        (evaluation.ruling.decision.as_str().to_owned(), evaluation.ruling.reason, evaluation.warnings)
+    };
+    let (decision, reason, warnings) = decide("stripe.refund", serde_json::json!({"amount": 100, "payment_id": "p1"}));
+    assert_eq!((decision.as_str(), reason.as_str()), ("allow", "rule[0]"));
+    assert!(warnings.is_empty());
+    let (decision, reason, _) = decide("stripe.refund", serde_json::json!({"amount": 60000}));
+    assert_eq!((decision.as_str(), reason.as_str()), ("approve", "rule[1]"));
+    let (decision, reason, warnings) = decide("stripe.refund", serde_json::json!({"amount": "100"}));
+    assert_eq!((decision.as_str(), reason.as_str()), ("deny", "rule[2]"));
+    assert_eq!(warnings.len(), 2, "one warning per rule whose first condition saw a string: {warnings:?}");
+    assert!(warnings.iter().all(|w| w.contains("not int")), "{warnings:?}");
+    let (decision, reason, warnings) = decide("stripe.refund", serde_json::json!({}));
+    assert_eq!((decision.as_str(), reason.as_str()), ("deny", "rule[2]"));
+    assert!(warnings.iter().all(|w| w.contains("no argument 'amount'")), "{warnings:?}");
+    let (decision, reason, _) = decide("customer.read", serde_json::json!({}));
+    assert_eq!((decision.as_str(), reason.as_str()), ("allow", "decision"));
+    let (decision, reason, _) = decide("customer.delete", serde_json::json!({}));
+    assert_eq!((decision.as_str(), reason.as_str()), ("deny", "unknown_action"));
+}
+
+#[test]
+fn a_policy_with_no_catch_all_denies_when_no_rule_matches() {
+    let document = load("schema: warden/v1\nactions:\n  deploy.run:\n    rules:\n      - when: { env_in: [dev, staging] }\n        decision: allow\n");
+    let arguments: Map<String, Value> = serde_json::from_str(r#"{"env": "production"}"#).unwrap_or_default();
+    let evaluation = evaluate(&document, "deploy.run", &arguments);
+    assert_eq!(evaluation.ruling.decision.as_str(), "deny");
+    assert_eq!(evaluation.ruling.reason, "no_matching_rule");
+}
