@@ -841,14 +841,30 @@ impl Kernel {
     }
 
     pub fn grant(&self, approval_id: &str, approver: &str) -> Result<ApprovalRecord> {
-        self.answer(approval_id, approver, None, true)
+        self.answer(approval_id, approver, None, true, None)
+    }
+
+    /// Grant, and let the approval be used for `ttl` from now instead of until the request's
+    /// own expiry (an approver may shorten or lengthen the window they are vouching for).
+    pub fn grant_for(&self, approval_id: &str, approver: &str, ttl: Micros) -> Result<ApprovalRecord> {
+        if ttl <= 0 {
+            return Err(Error::InvalidInput("an approval TTL must be positive".into()));
+        }
+        self.answer(approval_id, approver, None, true, Some(ttl))
     }
 
     pub fn deny(&self, approval_id: &str, approver: &str, note: Option<&str>) -> Result<ApprovalRecord> {
-        self.answer(approval_id, approver, note, false)
+        self.answer(approval_id, approver, note, false, None)
     }
 
-    fn answer(&self, approval_id: &str, approver: &str, note: Option<&str>, grant: bool) -> Result<ApprovalRecord> {
+    fn answer(
+        &self,
+        approval_id: &str,
+        approver: &str,
+        note: Option<&str>,
+        grant: bool,
+        ttl: Option<Micros>,
+    ) -> Result<ApprovalRecord> {
         approval::check_person_name("the approver name", approver)?;
         if let Some(note) = note {
             approval::check_person_name("the note", note)?;
@@ -881,6 +897,9 @@ impl Kernel {
                 record.status = if grant { ApprovalStatus::Granted } else { ApprovalStatus::Denied };
                 record.approver = Some(approver.to_owned());
                 record.answered_at = Some(now);
+                if let Some(ttl) = ttl {
+                    record.expires_at = now.saturating_add(ttl);
+                }
                 record.note = note.map(str::to_owned);
                 tx.put_approval(&record)?;
                 let kind = if grant { EventKind::APPROVAL_GRANTED } else { EventKind::APPROVAL_DENIED };

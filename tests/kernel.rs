@@ -717,3 +717,17 @@ fn the_attempt_ceiling_is_checked_before_a_human_is_asked() {
     assert!(matches!(refused, Error::AttemptCeiling { .. }), "{refused}");
     assert!(f.kernel.pending_approvals().unwrap().is_empty());
 }
+
+#[test]
+fn a_grant_with_a_ttl_sets_the_window_from_the_grant() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_1", 5);
+    let request = f.kernel.request_approval(&action, None).unwrap();
+    f.clock.advance(10 * SECOND);
+    let granted = f.kernel.grant_for(&request.approval_id, "ops:bob", 30 * SECOND).unwrap();
+    assert_eq!(granted.expires_at, T0 + 40 * SECOND);
+    f.clock.advance(31 * SECOND);
+    let refused = f.kernel.propose(&approve(&action, &t, Some(&request.approval_id))).unwrap_err();
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "expired"), "{refused}");
+}
