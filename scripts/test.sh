@@ -19,6 +19,9 @@ cargo run --locked --quiet --release --example demo >/dev/null
 
 echo "== cargo test"
 cargo test --locked 2>&1 | tee target/test-output.txt
+
+echo "== cargo test --features test-exports (positive controls that need a deliberately broken build)"
+cargo test --locked --features test-exports --test verify 2>&1 | tee -a target/test-output.txt
 passed=$(grep -Eo '[0-9]+ passed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 echo "rust: ${passed} passed, ${failed} failed"
