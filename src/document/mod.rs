@@ -1,0 +1,302 @@
+//! The administrator's document (DESIGN §5): loaded strictly, validated fail-fast, hashed.
+//!
+//! Two dialects share one loader. `schema: warden/v1` is Warden's own: unquoted scalars whose
+//! meaning differs between YAML 1.1 and YAML 1.2 (`yes`, `on`, `017`, `1_000`, `1:30`, a date)
+//! are refused with a hint to quote them, and anchors and aliases are refused outright.
+//! `schema: ctrlrun.policy/v1`…`v5` documents are read the way ctrlrun 0.12.2 reads them —
+//! PyYAML's `safe_load` (YAML 1.1) plus ctrlrun's validation — and get ctrlrun's policy hash, so
+//! a ctrlrun deployment can move over with its receipts' provenance intact. Where ctrlrun
+//! accepts something Warden cannot honour (a control registry, data labels, MCP options, an
+//! inline authority section), the document is refused with a message that names the feature;
+//! it is never loaded with the feature silently dropped.
+//!
+//! The YAML layer is an event parser (`yaml-rust2`) feeding a tree built here, so every node
+//! keeps its line and every mapping can be checked for duplicate keys before anything is
+//! resolved. Alias expansion is bounded (an alias bomb is refused), nesting is bounded, the
+//! document is at most [`MAX_DOCUMENT_BYTES`], and nothing on these paths panics on input.
+
+mod conditions;
+mod ctrlrun;
+mod events;
+mod hash;
+mod integer;
+mod scalar;
+mod schema;
+mod tree;
+mod validate;
+mod warden;
+mod warnings;
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::clock::Micros;
+use crate::decision::Decision;
+use crate::template::Template;
+
+use ctrlrun::CTRLRUN_SCHEMA_PREFIX;
+use events::{duplicate_anchor, parse_events};
+use schema::detect_schema;
+use validate::Cx;
+use warden::WARDEN_V1;
+
+/// The largest document accepted, file or string.
+pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// How deep sequences and mappings may nest (alias expansions included).
+pub const MAX_NESTING: usize = 128;
+
+/// How many nodes anchors and aliases may materialise in one document. A ctrlrun document that
+/// uses anchors for shared rule blocks needs a few hundred; an alias bomb needs billions.
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
+/// Names a condition may not address: they are fields of the action or of its principal, not
+/// arguments, and a rule written against one would silently match nothing (ctrlrun's rule).
+pub const RESERVED_SUBJECTS: [&str; 9] =
+    ["action_id", "agent", "claims", "environment", "expires_at", "issuer", "principal", "resource", "user"];
+
+/// Path used for errors about the document as a whole (its bytes, its YAML).
+const WHOLE_DOCUMENT: &str = "(document)";
+/// Path used for errors about the top-level mapping itself.
+const TOP_LEVEL: &str = "top level";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schema {
+    WardenV1,
+    /// `ctrlrun.policy/vN`, N in 1..=5.
+    Ctrlrun(u8),
+}
+
+impl Schema {
+    /// The schema string as the document spells it.
+    pub fn name(&self) -> String {
+        match self {
+            Schema::WardenV1 => WARDEN_V1.to_owned(),
+            Schema::Ctrlrun(version) => format!("{CTRLRUN_SCHEMA_PREFIX}{version}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Enforce,
+    Observe,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub schema: Schema,
+    pub version: Option<String>,
+    pub environment: Option<String>,
+    pub mode: Mode,
+    pub actions: BTreeMap<String, ActionEntry>,
+    /// Parsed and shape-validated by the authority module; kept as JSON here.
+    pub authority: Option<Value>,
+    /// Validated by the sights module; kept as JSON here.
+    pub sources: Option<Value>,
+    pub allow_insecure_http: Option<bool>,
+    /// `sha256:` + hex. ctrlrun's definition for ctrlrun documents; for `warden/v1`, over the
+    /// canonical JSON of `{actions, authority, environment, mode, schema, sources}` as parsed
+    /// (`version` excluded: relabelling a document does not change the policy).
+    pub policy_hash: String,
+    /// Load-time warnings: the document is valid, but something in it is probably a mistake.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ActionEntry {
+    /// Exactly one of `decision` and a non-empty `rules` is set.
+    pub decision: Option<Decision>,
+    pub rules: Vec<Rule>,
+    /// `TemplateMode::Escaped` for `warden/v1`, `TemplateMode::Raw` for ctrlrun documents.
+    pub effect: Option<Template>,
+    pub resource: Option<Template>,
+    pub max_attempts: Option<u32>,
+    /// `warden/v1` only.
+    pub lease: Option<Micros>,
+    /// `warden/v1` only.
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Empty: the rule always matches. Conditions are in document order; all must hold.
+    pub when: Vec<Condition>,
+    pub decision: Decision,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Eq,
+    Neq,
+    In,
+    Lt,
+    Lte,
+    Gt,
+    Gte,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Eq => "eq",
+            Op::Neq => "neq",
+            Op::In => "in",
+            Op::Lt => "lt",
+            Op::Lte => "lte",
+            Op::Gt => "gt",
+            Op::Gte => "gte",
+        }
+    }
+
+    /// `lt`, `lte`, `gt`, `gte`: integers only.
+    pub fn is_order(self) -> bool {
+        matches!(self, Op::Lt | Op::Lte | Op::Gt | Op::Gte)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Condition {
+    /// The key as written, e.g. `amount_gte`.
+    pub key: String,
+    /// The argument it tests, e.g. `amount`.
+    pub subject: String,
+    pub op: Op,
+    /// An integer for the order ops, a list for `in`, any JSON value (no floats) otherwise.
+    pub operand: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}{}: {path}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct DocumentError {
+    /// The file path, or whatever name the caller gave a string.
+    pub origin: String,
+    /// Where in the document, e.g. `actions.stripe.refund.rules[1].when.amount_lte`.
+    pub path: String,
+    /// 1-based line, where one is known.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// Load a document from a file. The origin in errors is the path; a file that is missing,
+/// unreadable, not UTF-8 or larger than [`MAX_DOCUMENT_BYTES`] is an error naming it.
+pub fn load_file(path: &Path) -> Result<Document, DocumentError> {
+    let origin = path.display().to_string();
+    let whole = |message: String| DocumentError {
+        origin: origin.clone(),
+        path: WHOLE_DOCUMENT.to_owned(),
+        line: None,
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| whole(format!("the document could not be read: {e}")))?;
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(MAX_DOCUMENT_BYTES).unwrap_or(u64::MAX).saturating_add(1);
+    file.take(limit).read_to_end(&mut bytes).map_err(|e| whole(format!("the document could not be read: {e}")))?;
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(whole(too_large_message()));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let line = e.as_bytes().get(..valid).map_or(1, |prefix| prefix.iter().filter(|b| **b == b'\n').count() + 1);
+        DocumentError {
+            origin: origin.clone(),
+            path: WHOLE_DOCUMENT.to_owned(),
+            line: Some(line),
+            message: format!("the document is not valid UTF-8 (at byte {valid})"),
+        }
+    })?;
+    load_str(&text, &origin)
+}
+
+/// Load a document from text. `origin` names it in errors.
+pub fn load_str(text: &str, origin: &str) -> Result<Document, DocumentError> {
+    let whole = |line: Option<usize>, message: String| DocumentError {
+        origin: origin.to_owned(),
+        path: WHOLE_DOCUMENT.to_owned(),
+        line,
+        message,
+    };
+    if text.len() > MAX_DOCUMENT_BYTES {
+        return Err(whole(None, too_large_message()));
+    }
+    if let Some((line, c)) = first_refused_character(text) {
+        let why = if matches!(c, '\u{85}' | '\u{2028}' | '\u{2029}') {
+            "which YAML 1.1 reads as a line break and YAML 1.2 as text"
+        } else {
+            "which YAML does not allow unescaped"
+        };
+        return Err(whole(
+            Some(line),
+            format!(
+                "the document contains the character U+{:04X}, {why}; write it as an escape inside a \
+                 double-quoted string",
+                u32::from(c)
+            ),
+        ));
+    }
+    let parsed = parse_events(text).map_err(|(line, message)| whole(line, message))?;
+    let Some(root) = parsed.root else {
+        return Err(DocumentError {
+            origin: origin.to_owned(),
+            path: TOP_LEVEL.to_owned(),
+            line: None,
+            message: "the document is empty; it must be a mapping with 'schema' and 'actions' keys".to_owned(),
+        });
+    };
+    let schema = detect_schema(&root, origin)?;
+    let cx = Cx { origin, schema };
+    if let Some(line) = parsed.first_anchor {
+        if cx.schema == Schema::WardenV1 {
+            return Err(cx.error(
+                WHOLE_DOCUMENT,
+                Some(line),
+                "anchors and aliases (&name, *name) are not allowed in warden/v1: every value is \
+                 written where it applies, so what a rule says can be read where it stands",
+            ));
+        }
+        if let Some((name, first, second)) = duplicate_anchor(text) {
+            return Err(cx.error(
+                WHOLE_DOCUMENT,
+                Some(second),
+                format!("not valid YAML: duplicate anchor '{name}' (first on line {first})"),
+            ));
+        }
+    }
+    let root = cx.resolve(root, "")?;
+    cx.document(root)
+}
+
+fn too_large_message() -> String {
+    format!("the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+}
+
+/// PyYAML's reader refuses the unprintable characters anywhere in the stream; so does Warden,
+/// in both dialects. NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR are printable but are line
+/// breaks to YAML 1.1 and text to YAML 1.2, so a raw one means two things and is refused too.
+fn first_refused_character(text: &str) -> Option<(usize, char)> {
+    let mut line = 1;
+    for c in text.chars() {
+        if c == '\n' {
+            line += 1;
+        }
+        let printable = matches!(c,
+            '\t' | '\n' | '\r' | '\u{20}'..='\u{7E}' | '\u{85}' | '\u{A0}'..='\u{D7FF}'
+            | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..='\u{10FFFF}');
+        if !printable || matches!(c, '\u{85}' | '\u{2028}' | '\u{2029}') {
+            return Some((line, c));
+        }
+    }
+    None
+}

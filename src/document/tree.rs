@@ -1,0 +1,259 @@
+//! The resolved tree: every node keeps its line, every mapping has unique string keys.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Number, Value};
+
+use super::events::{Raw, RawKind};
+use super::scalar::{shorten, warden_scalar, yaml11, Scalar};
+use super::validate::Cx;
+use super::{DocumentError, TOP_LEVEL};
+
+pub(super) const YAML_STR_TAG: &str = "tag:yaml.org,2002:str";
+const YAML_SEQ_TAG: &str = "tag:yaml.org,2002:seq";
+const YAML_MAP_TAG: &str = "tag:yaml.org,2002:map";
+
+#[derive(Debug, Clone)]
+pub(super) struct Node {
+    pub(super) line: usize,
+    pub(super) value: NodeValue,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum NodeValue {
+    Null,
+    Bool(bool),
+    /// Canonical decimal text.
+    Int(String),
+    /// The text as written; floats are refused wherever they would be used.
+    Float(String),
+    Str(String),
+    /// ctrlrun documents only (PyYAML's implicit dates); refused wherever it would be used.
+    Timestamp(String),
+    Seq(Vec<Node>),
+    Map(Vec<Member>),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Member {
+    pub(super) key: String,
+    pub(super) line: usize,
+    pub(super) value: Node,
+}
+
+impl Node {
+    pub(super) fn kind(&self) -> &'static str {
+        match &self.value {
+            NodeValue::Null => "null",
+            NodeValue::Bool(_) => "a boolean",
+            NodeValue::Int(_) => "an integer",
+            NodeValue::Float(_) => "a float",
+            NodeValue::Str(_) => "a string",
+            NodeValue::Timestamp(_) => "a timestamp",
+            NodeValue::Seq(_) => "a list",
+            NodeValue::Map(_) => "a mapping",
+        }
+    }
+
+    /// The kind, with the value where it is short enough to help.
+    pub(super) fn shown(&self) -> String {
+        match &self.value {
+            NodeValue::Bool(b) => format!("the boolean {b}"),
+            NodeValue::Int(i) => format!("the integer {}", shorten(i)),
+            NodeValue::Float(f) => format!("the float {}", shorten(f)),
+            NodeValue::Str(s) => format!("the string '{}'", shorten(s)),
+            NodeValue::Timestamp(t) => format!("the timestamp {}", shorten(t)),
+            _ => self.kind().to_owned(),
+        }
+    }
+
+    pub(super) fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            NodeValue::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(super) fn is_null(&self) -> bool {
+        matches!(self.value, NodeValue::Null)
+    }
+}
+
+pub(super) fn child_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+pub(super) fn display_path(path: &str) -> &str {
+    if path.is_empty() {
+        TOP_LEVEL
+    } else {
+        path
+    }
+}
+
+/// Python's `str.isspace`, which ctrlrun's `.strip()` uses: Rust's whitespace plus the four
+/// information separators U+001C..U+001F.
+fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+pub(super) fn is_blank(text: &str) -> bool {
+    text.chars().all(is_python_space)
+}
+
+impl Cx<'_> {
+    pub(super) fn resolve(&self, raw: Raw, path: &str) -> Result<Node, DocumentError> {
+        let line = raw.line;
+        let value = match raw.kind {
+            RawKind::Scalar { text, plain, tag } => {
+                self.resolve_scalar(text, plain, tag).map_err(|message| self.error(path, Some(line), message))?
+            }
+            RawKind::Seq { items, tag } => {
+                self.check_collection_tag(tag, YAML_SEQ_TAG, path, line)?;
+                let mut nodes = Vec::with_capacity(items.len());
+                for (index, item) in items.into_iter().enumerate() {
+                    nodes.push(self.resolve(item, &format!("{path}[{index}]"))?);
+                }
+                NodeValue::Seq(nodes)
+            }
+            RawKind::Map { entries, tag } => {
+                self.check_collection_tag(tag, YAML_MAP_TAG, path, line)?;
+                let mut members: Vec<Member> = Vec::with_capacity(entries.len());
+                let mut seen: HashMap<String, usize> = HashMap::new();
+                for (key, value) in entries {
+                    let key_line = key.line;
+                    let name = self.resolve_key(key, path)?;
+                    let member_path = child_path(path, &name);
+                    if let Some(first) = seen.get(&name) {
+                        return Err(self.error(
+                            &member_path,
+                            Some(key_line),
+                            format!(
+                                "duplicate key '{}' (first on line {first}); a key may appear once",
+                                shorten(&name)
+                            ),
+                        ));
+                    }
+                    seen.insert(name.clone(), key_line);
+                    let value = self.resolve(value, &member_path)?;
+                    members.push(Member { key: name, line: key_line, value });
+                }
+                NodeValue::Map(members)
+            }
+        };
+        Ok(Node { line, value })
+    }
+
+    fn check_collection_tag(
+        &self,
+        tag: Option<String>,
+        allowed: &str,
+        path: &str,
+        line: usize,
+    ) -> Result<(), DocumentError> {
+        match tag {
+            None => Ok(()),
+            Some(tag) if tag == allowed => Ok(()),
+            Some(tag) => Err(self.error(path, Some(line), unsupported_tag(&tag))),
+        }
+    }
+
+    fn resolve_scalar(&self, text: String, plain: bool, tag: Option<String>) -> Result<NodeValue, String> {
+        if let Some(tag) = tag {
+            if tag == YAML_STR_TAG {
+                return Ok(NodeValue::Str(text));
+            }
+            return Err(unsupported_tag(&tag));
+        }
+        if !plain {
+            return Ok(NodeValue::Str(text));
+        }
+        if text.starts_with('?') {
+            // In a flow collection PyYAML reads `?x` as an explicit key `x`, where YAML 1.2
+            // reads the text `?x`: one document, two meanings.
+            return Err(format!(
+                "the unquoted value `{}` begins with '?', which YAML 1.1 reads as an explicit key \
+                 inside [ ] and {{ }}; quote it",
+                shorten(&text)
+            ));
+        }
+        let scalar = if self.warden() { warden_scalar(&text)? } else { yaml11(&text)? };
+        Ok(match scalar {
+            Scalar::Null => NodeValue::Null,
+            Scalar::Bool(b) => NodeValue::Bool(b),
+            Scalar::Int(i) => NodeValue::Int(i),
+            Scalar::Float(_) => NodeValue::Float(text),
+            Scalar::Timestamp => NodeValue::Timestamp(text),
+            Scalar::Str => NodeValue::Str(text),
+        })
+    }
+
+    fn resolve_key(&self, key: Raw, parent: &str) -> Result<String, DocumentError> {
+        let line = key.line;
+        let node = self.resolve(key, parent)?;
+        match node.value {
+            NodeValue::Str(name) => Ok(name),
+            _ => Err(self.error(
+                parent,
+                Some(line),
+                format!("keys must be strings, and this one is {}; quote it if you mean the text", node.shown()),
+            )),
+        }
+    }
+
+    /// A subtree as JSON: what is hashed and what operands are compared with. Floats and
+    /// timestamps have no canonical form and are refused with their path.
+    pub(super) fn json(&self, node: &Node, path: &str) -> Result<Value, DocumentError> {
+        Ok(match &node.value {
+            NodeValue::Null => Value::Null,
+            NodeValue::Bool(b) => Value::Bool(*b),
+            NodeValue::Int(text) => Value::Number(integer_number(text)),
+            NodeValue::Str(s) => Value::String(s.clone()),
+            NodeValue::Float(_) => {
+                return Err(self.error(
+                    path,
+                    Some(node.line),
+                    format!(
+                        "floats are not accepted, got {}; write an integer (minor units) or a string",
+                        node.shown()
+                    ),
+                ))
+            }
+            NodeValue::Timestamp(_) => {
+                return Err(self.error(
+                    path,
+                    Some(node.line),
+                    format!("{} is not accepted here; quote it", node.shown()),
+                ))
+            }
+            NodeValue::Seq(items) => {
+                let mut values = Vec::with_capacity(items.len());
+                for (index, item) in items.iter().enumerate() {
+                    values.push(self.json(item, &format!("{path}[{index}]"))?);
+                }
+                Value::Array(values)
+            }
+            NodeValue::Map(members) => {
+                let mut map = Map::new();
+                for member in members {
+                    map.insert(member.key.clone(), self.json(&member.value, &child_path(path, &member.key))?);
+                }
+                Value::Object(map)
+            }
+        })
+    }
+}
+
+fn unsupported_tag(tag: &str) -> String {
+    format!("explicit YAML tags are not supported (found '{}'); only !!str is accepted", shorten(tag))
+}
+
+/// A number from canonical integer text. serde_json (with `arbitrary_precision`) keeps the
+/// digits exactly; the text is always a valid JSON integer here.
+pub(super) fn integer_number(text: &str) -> Number {
+    serde_json::from_str::<Number>(text).unwrap_or_else(|_| Number::from(0))
+}
