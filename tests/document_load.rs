@@ -104,7 +104,13 @@ fn duplicate_keys_are_refused_at_every_level_naming_the_path_and_line() {
 #[test]
 fn unknown_keys_are_refused_at_every_level() {
     check(&[
-        refusal("top level", "schema: warden/v1\ntimeoutMs: 5\nactions: {}\n", "timeoutMs", Some(2), "(keys are snake_case)"),
+        refusal(
+            "top level",
+            "schema: warden/v1\ntimeoutMs: 5\nactions: {}\n",
+            "timeoutMs",
+            Some(2),
+            "(keys are snake_case)",
+        ),
         refusal("top-level typo", "schema: warden/v1\naction: {}\n", "action", Some(2), "unknown key 'action'"),
         refusal(
             "action entry",
@@ -147,7 +153,13 @@ fn unknown_keys_are_refused_at_every_level() {
 #[test]
 fn keys_that_are_not_strings_are_refused() {
     check(&[
-        refusal("an integer key", "schema: warden/v1\n1: x\nactions: {}\n", "top level", Some(2), "keys must be strings, and this one is the integer 1"),
+        refusal(
+            "an integer key",
+            "schema: warden/v1\n1: x\nactions: {}\n",
+            "top level",
+            Some(2),
+            "keys must be strings, and this one is the integer 1",
+        ),
         refusal("a boolean key", "schema: warden/v1\ntrue: x\nactions: {}\n", "top level", Some(2), "the boolean true"),
         refusal("a null key", "schema: warden/v1\n~: x\nactions: {}\n", "top level", Some(2), "keys must be strings"),
         refusal(
@@ -268,7 +280,10 @@ fn unquoted_values_that_yaml_versions_read_differently_are_refused_in_warden_v1(
     let mut failures = Vec::new();
     for (value, why) in ambiguous {
         for (template, path) in [
-            ("schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {{x_eq: {}}}\n        decision: allow\n", "actions.a.rules[0].when.x_eq"),
+            (
+                "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {{x_eq: {}}}\n        decision: allow\n",
+                "actions.a.rules[0].when.x_eq",
+            ),
             ("schema: warden/v1\nversion: {}\nactions: {{}}\n", "version"),
         ] {
             let yaml = template.replacen("{}", value, 1).replace("{{", "{").replace("}}", "}");
@@ -298,7 +313,10 @@ fn ctrlrun_documents_read_plain_scalars_as_yaml_1_1_does() {
         "schema: ctrlrun.policy/v5\nactions:\n  a:\n    rules:\n      - when: {flag_eq: yes, mode_eq: off, n_eq: n}\n        decision: allow\n      - when: {octal_eq: 017, big_eq: 1_000, time_eq: 1:30, hex_eq: 0x1F, modern_eq: 0o17}\n        decision: approve\n",
     );
     assert_eq!(document.schema, Schema::Ctrlrun(5));
-    assert_eq!(decide(&document, "a", json!({"flag": true, "mode": false, "n": "n"})), ("allow".into(), "rule[0]".into()));
+    assert_eq!(
+        decide(&document, "a", json!({"flag": true, "mode": false, "n": "n"})),
+        ("allow".into(), "rule[0]".into())
+    );
     assert_eq!(decide(&document, "a", json!({"flag": "yes", "mode": false, "n": "n"})).1, "no_matching_rule");
     let yaml_1_1 = json!({"flag": 0, "octal": 15, "big": 1000, "time": 90, "hex": 31, "modern": "0o17"});
     assert_eq!(decide(&document, "a", yaml_1_1), ("approve".into(), "rule[1]".into()));
@@ -442,13 +460,55 @@ fn entries_need_exactly_one_of_decision_and_non_empty_rules() {
             Some(3),
             "exactly one of 'decision' or 'rules'",
         ),
-        refusal("neither", "schema: warden/v1\nactions:\n  a: {effect: 'x:{id}'}\n", "actions.a", Some(3), "exactly one of"),
-        refusal("empty rules", "schema: warden/v1\nactions:\n  a:\n    rules: []\n", "actions.a.rules", Some(4), "non-empty list, got an empty list"),
-        refusal("rules that are a mapping", "schema: warden/v1\nactions:\n  a:\n    rules: {decision: allow}\n", "actions.a.rules", Some(4), "non-empty list"),
-        refusal("an unknown decision", "schema: warden/v1\nactions:\n  a: {decision: maybe}\n", "actions.a.decision", Some(3), "unknown decision 'maybe'"),
-        refusal("an entry that is a string", "schema: warden/v1\nactions:\n  a: allow\n", "actions.a", Some(3), "must be a mapping"),
-        refusal("actions that are a list", "schema: warden/v1\nactions: [a]\n", "actions", Some(2), "mapping of action name to entry"),
-        refusal("an empty action name", "schema: warden/v1\nactions:\n  '': {decision: allow}\n", "actions", Some(3), "non-empty"),
+        refusal(
+            "neither",
+            "schema: warden/v1\nactions:\n  a: {effect: 'x:{id}'}\n",
+            "actions.a",
+            Some(3),
+            "exactly one of",
+        ),
+        refusal(
+            "empty rules",
+            "schema: warden/v1\nactions:\n  a:\n    rules: []\n",
+            "actions.a.rules",
+            Some(4),
+            "non-empty list, got an empty list",
+        ),
+        refusal(
+            "rules that are a mapping",
+            "schema: warden/v1\nactions:\n  a:\n    rules: {decision: allow}\n",
+            "actions.a.rules",
+            Some(4),
+            "non-empty list",
+        ),
+        refusal(
+            "an unknown decision",
+            "schema: warden/v1\nactions:\n  a: {decision: maybe}\n",
+            "actions.a.decision",
+            Some(3),
+            "unknown decision 'maybe'",
+        ),
+        refusal(
+            "an entry that is a string",
+            "schema: warden/v1\nactions:\n  a: allow\n",
+            "actions.a",
+            Some(3),
+            "must be a mapping",
+        ),
+        refusal(
+            "actions that are a list",
+            "schema: warden/v1\nactions: [a]\n",
+            "actions",
+            Some(2),
+            "mapping of action name to entry",
+        ),
+        refusal(
+            "an empty action name",
+            "schema: warden/v1\nactions:\n  '': {decision: allow}\n",
+            "actions",
+            Some(3),
+            "non-empty",
+        ),
     ]);
 }
 
@@ -506,12 +566,36 @@ fn templates_leases_and_top_level_values_are_validated() {
 fn schemas_are_never_assumed_and_later_ctrlrun_schemas_name_what_they_add() {
     check(&[
         refusal("a missing schema", "actions:\n  a.b: {decision: allow}\n", "top level", Some(1), "missing 'schema'"),
-        refusal("an unknown schema", "schema: warden/v2\nactions: {}\n", "schema", Some(1), "unknown schema 'warden/v2'"),
-        refusal("a far-future ctrlrun schema", "schema: ctrlrun.policy/v9\nactions: {}\n", "schema", Some(1), "unknown schema"),
-        refusal("ctrlrun v6", "schema: ctrlrun.policy/v6\nactions: {}\n", "schema", Some(1), "'approvals_required' (M-of-N approvals)"),
+        refusal(
+            "an unknown schema",
+            "schema: warden/v2\nactions: {}\n",
+            "schema",
+            Some(1),
+            "unknown schema 'warden/v2'",
+        ),
+        refusal(
+            "a far-future ctrlrun schema",
+            "schema: ctrlrun.policy/v9\nactions: {}\n",
+            "schema",
+            Some(1),
+            "unknown schema",
+        ),
+        refusal(
+            "ctrlrun v6",
+            "schema: ctrlrun.policy/v6\nactions: {}\n",
+            "schema",
+            Some(1),
+            "'approvals_required' (M-of-N approvals)",
+        ),
         refusal("ctrlrun v8", "schema: ctrlrun.policy/v8\nactions: {}\n", "schema", Some(1), "'upstream' pins"),
         refusal("a schema that is a list", "schema: [warden/v1]\nactions: {}\n", "schema", Some(1), "must be a string"),
-        refusal("a list document", "- schema: warden/v1\n", "top level", Some(1), "must be a mapping with 'schema' and 'actions' keys, got a list"),
+        refusal(
+            "a list document",
+            "- schema: warden/v1\n",
+            "top level",
+            Some(1),
+            "must be a mapping with 'schema' and 'actions' keys, got a list",
+        ),
         refusal("a scalar document", "just some text\n", "top level", Some(1), "got a scalar"),
         refusal("an empty document", "", "top level", None, "the document is empty"),
         refusal("a comment-only document", "# nothing here\n", "top level", None, "the document is empty"),
@@ -610,11 +694,35 @@ fn ctrlrun_features_warden_does_not_implement_are_refused_by_name() {
 #[test]
 fn malformed_yaml_and_forbidden_characters_are_refused_with_a_line() {
     check(&[
-        refusal("a syntax error", "schema: warden/v1\nactions:\n  a: {decision: allow\n", "(document)", None, "not valid YAML"),
-        refusal("two documents", "schema: warden/v1\nactions: {}\n---\nschema: warden/v1\n", "(document)", Some(3), "a second one starts here"),
+        refusal(
+            "a syntax error",
+            "schema: warden/v1\nactions:\n  a: {decision: allow\n",
+            "(document)",
+            None,
+            "not valid YAML",
+        ),
+        refusal(
+            "two documents",
+            "schema: warden/v1\nactions: {}\n---\nschema: warden/v1\n",
+            "(document)",
+            Some(3),
+            "a second one starts here",
+        ),
         refusal("a control character", "schema: warden/v1\nactions: {}\n\u{7}\n", "(document)", Some(3), "U+0007"),
-        refusal("a raw line separator", "schema: warden/v1\nversion: \"a\u{2028}b\"\n", "(document)", Some(2), "U+2028"),
-        refusal("a merge key", "schema: ctrlrun.policy/v2\nactions:\n  a: {<<: {decision: allow}}\n", "actions.a", Some(3), "merge keys"),
+        refusal(
+            "a raw line separator",
+            "schema: warden/v1\nversion: \"a\u{2028}b\"\n",
+            "(document)",
+            Some(2),
+            "U+2028",
+        ),
+        refusal(
+            "a merge key",
+            "schema: ctrlrun.policy/v2\nactions:\n  a: {<<: {decision: allow}}\n",
+            "actions.a",
+            Some(3),
+            "merge keys",
+        ),
     ]);
 }
 
@@ -668,7 +776,12 @@ fn write_sounding_actions_without_an_effect_template_load_with_a_warning() {
         .filter(|name| document.warnings.iter().any(|w| w.starts_with(&format!("actions.{name}:"))))
         .collect();
     assert_eq!(warned.len(), 3, "{:?}", document.warnings);
-    assert_eq!(document.warnings.len(), 3, "a denied action, a read and a templated send are not warned: {:?}", document.warnings);
+    assert_eq!(
+        document.warnings.len(),
+        3,
+        "a denied action, a read and a templated send are not warned: {:?}",
+        document.warnings
+    );
 }
 
 #[test]
@@ -698,7 +811,8 @@ fn files_are_read_with_their_path_as_origin_and_bounded() {
     assert_eq!(decide(&document, "a", json!({})).0, "allow");
 
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "schema: warden/v1\nactions:\n  a: {decision: deny}\n  b: {decision: allow\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&bad, "schema: warden/v1\nactions:\n  a: {decision: deny}\n  b: {decision: allow\n")
+        .unwrap_or_else(|e| panic!("{e}"));
     let error = load_file(&bad).err().unwrap_or_else(|| panic!("loaded"));
     assert_eq!(error.origin, bad.display().to_string());
 
@@ -721,11 +835,16 @@ fn missing_and_mistyped_arguments_make_a_condition_false_with_a_warning() {
     let document = load(
         "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {amount_lte: 100, role_eq: admin}\n        decision: allow\n      - when: {role_eq: admin}\n        decision: approve\n",
     );
-    let arguments: Map<String, Value> = serde_json::from_value(json!({"amount": "50", "role": "admin"})).unwrap_or_default();
+    let arguments: Map<String, Value> =
+        serde_json::from_value(json!({"amount": "50", "role": "admin"})).unwrap_or_default();
     let evaluation = evaluate(&document, "a", &arguments);
     assert_eq!(evaluation.ruling.reason, "rule[1]");
     assert_eq!(evaluation.warnings.len(), 1, "{:?}", evaluation.warnings);
-    assert!(evaluation.warnings.iter().all(|w| w.contains("argument 'amount' is str, not int")), "{:?}", evaluation.warnings);
+    assert!(
+        evaluation.warnings.iter().all(|w| w.contains("argument 'amount' is str, not int")),
+        "{:?}",
+        evaluation.warnings
+    );
     let evaluation = evaluate(&document, "a", &Map::new());
     assert_eq!(evaluation.ruling.reason, "no_matching_rule");
     assert_eq!(evaluation.warnings.len(), 2, "{:?}", evaluation.warnings);
