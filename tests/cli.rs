@@ -27,7 +27,13 @@ impl std::fmt::Display for Run {
 /// environment).
 fn warden_with(args: &[&str], stdin: &str, store_env: Option<&Path>) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
-    command.args(args).env_remove("WARDEN_STORE").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .args(args)
+        .env_remove("WARDEN_STORE")
+        .env_remove("WARDEN_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if let Some(path) = store_env {
         command.env("WARDEN_STORE", path);
     }
@@ -296,12 +302,28 @@ const CASES: &[Case] = &[
         stderr: "invalid value",
     },
     Case {
-        what: "approve needs --by",
-        args: &["approve", "apr_x", "--store", "/nonexistent"],
+        what: "approve --ttl must be an ISO 8601 duration",
+        args: &["approve", "apr_x", "--ttl", "15 minutes", "--store", "/nonexistent"],
         stdin: "",
         code: 2,
         stdout: Some(""),
-        stderr: "--by",
+        stderr: "warden: --ttl: '15 minutes' is not an ISO 8601 duration",
+    },
+    Case {
+        what: "action-hash --json prints one object",
+        args: &["action-hash", "--json"],
+        stdin: r#"{"name":"n","arguments":{},"principal":{"agent":"a"}}"#,
+        code: 0,
+        stdout: None,
+        stderr: "",
+    },
+    Case {
+        what: "template --json prints one object",
+        args: &["template", "k:{n}", "--args", r#"{"n":7}"#, "--json"],
+        stdin: "",
+        code: 0,
+        stdout: Some("{\n  \"effect_key\": \"k:7\"\n}\n"),
+        stderr: "",
     },
 ];
 

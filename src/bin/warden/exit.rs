@@ -1,0 +1,80 @@
+//! Exit codes, what a command printed (`Done`), and what stopped it (`Failure`).
+
+use serde_json::{json, Value};
+
+use warden::Error;
+
+/// Refused, or the check the command ran failed.
+pub const EXIT_CHECK_FAILED: u8 = 1;
+/// Usage or configuration error: clap's own errors, a missing store or document, invalid input.
+pub const EXIT_USAGE: u8 = 2;
+/// Internal error: a store fault, stdout gone, anything that is not the caller's doing.
+pub const EXIT_INTERNAL: u8 = 3;
+
+/// The exit codes as `--help` prints them.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  ok (for `decide`, any decision: it is a report)
+  1  refused, or the check failed (a refused document, a broken receipt chain, a failed guarantee)
+  2  usage or configuration error (bad arguments, no store, a document that does not load)
+  3  internal error (a store fault)
+
+With --json, stdout holds exactly one JSON document, also on error.";
+
+/// What a command printed, and whether the check it ran failed (exit 1 with the note on stderr).
+pub struct Done {
+    pub stdout: String,
+    pub check_failed: Option<String>,
+}
+
+impl Done {
+    pub fn ok(stdout: String) -> Done {
+        Done { stdout, check_failed: None }
+    }
+}
+
+/// A command that did not do what was asked: the exit code, the one-line message and the
+/// error object printed under `--json`.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+    pub json: Value,
+}
+
+impl Failure {
+    pub fn new(code: u8, reason: &str, message: String) -> Failure {
+        let json = json!({"reason": reason, "message": message, "refusal": code == EXIT_CHECK_FAILED});
+        Failure { code, message, json }
+    }
+
+    pub fn check(reason: &str, message: impl Into<String>) -> Failure {
+        Failure::new(EXIT_CHECK_FAILED, reason, message.into())
+    }
+
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure::new(EXIT_USAGE, "usage", message.into())
+    }
+
+    /// The document could not be loaded (for every command but `check`, which reports it).
+    pub fn config(message: impl Into<String>) -> Failure {
+        Failure::new(EXIT_USAGE, "configuration_invalid", message.into())
+    }
+
+    pub fn internal(message: impl Into<String>) -> Failure {
+        Failure::new(EXIT_INTERNAL, "internal", message.into())
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Failure {
+        let code = if error.is_refusal() {
+            EXIT_CHECK_FAILED
+        } else if matches!(error, Error::InvalidInput(_) | Error::Config(_)) {
+            EXIT_USAGE
+        } else {
+            EXIT_INTERNAL
+        };
+        Failure { code, message: error.to_string(), json: error.to_json() }
+    }
+}

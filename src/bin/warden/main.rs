@@ -1,0 +1,323 @@
+//! The `warden` command line: the administrator's document (`init`, `check`, `decide`,
+//! `verify`), pure checks (`canonical`, `action-hash`, `template`) and the operator's view of one
+//! store (`effects`, `resolve`, `receipts`, `events`, `pending`, `approve`, `deny`, `inspect`).
+//!
+//! Exit codes: 0 ok; 1 refused or check failed; 2 usage or configuration error (clap's own
+//! errors, a missing store, a document that does not load, invalid input such as a resolver
+//! name with a newline); 3 internal error (store faults). Errors go to stderr as one line
+//! `warden: <message>`; with `--json` the error is also printed on stdout as `{"error": {...}}`
+//! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
+//! document.
+
+mod exit;
+mod init;
+mod inspect;
+mod output;
+mod policy_commands;
+mod pure_commands;
+mod store_commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{ArgGroup, Parser, Subcommand};
+use serde_json::json;
+
+use warden::EffectState;
+
+use crate::exit::{Done, Failure, EXIT_CHECK_FAILED, EXIT_CODES_HELP, EXIT_INTERNAL};
+use crate::output::{count, document, read_stdin, write_stderr, write_stdout};
+use crate::policy_commands::{document_path, load_config, DecideRequest};
+use crate::store_commands::{default_person, open_store, parse_ttl};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "At-most-once effects for AI agents: the administrator's document, checks, and the operator's view of a store",
+    after_help = EXIT_CODES_HELP
+)]
+struct Cli {
+    /// The store file. Store commands refuse a path that does not exist.
+    #[arg(long, global = true, env = "WARDEN_STORE", value_name = "PATH")]
+    store: Option<PathBuf>,
+
+    /// The administrator's document (warden.yaml), for commands that read one.
+    #[arg(long, global = true, env = "WARDEN_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Print exactly one JSON document on stdout, also on error.
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write a commented starter document (warden/v1) that `check` accepts and `verify` passes.
+    Init {
+        /// Where to write it.
+        #[arg(value_name = "PATH", default_value = "warden.yaml")]
+        path: PathBuf,
+        /// Overwrite an existing file (without it, an existing file is refused: exit 1).
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Validate a document: print OK, its policy hash and every warning.
+    ///
+    /// A refused document is exit 1 with the file, line and reason on stderr. With --json:
+    /// {"ok", "policy_hash", "warnings"}, and {"ok": false, "error", ...} when refused.
+    Check {
+        /// The document (default: --config, then $WARDEN_CONFIG).
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+
+    /// Dry run: what the policy decides for one call, and why. Writes nothing, opens no store.
+    ///
+    /// Exit 0 for any decision (it is a report); exit 2 for invalid input or a document that does
+    /// not load. With --json: {"decision", "reason", "warnings"}.
+    Decide {
+        /// The document (default: --config, then $WARDEN_CONFIG).
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// The action name, e.g. stripe.refund.
+        #[arg(long, value_name = "NAME")]
+        action: String,
+        /// The action's arguments, a JSON object.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// The agent asking (checked, not used by the policy).
+        #[arg(long, value_name = "A")]
+        agent: Option<String>,
+        /// The user the agent acts for.
+        #[arg(long, value_name = "U", requires = "agent")]
+        user: Option<String>,
+    },
+
+    /// Prove the guarantees G1–G11 against a document, in a scratch store (never the live one).
+    ///
+    /// Exit 0 when no guarantee fails, 1 when one does, 2 for an observe-mode document (where
+    /// nothing is refused, so nothing can be shown) or one that does not load.
+    Verify {
+        /// The document (default: --config, then $WARDEN_CONFIG).
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+
+    /// Read one JSON value on stdin and print its canonical form (floats are refused).
+    Canonical,
+
+    /// Read an action document on stdin and print its action hash (`sha256:…`).
+    ///
+    /// The document is {"name", "arguments", "principal": {"agent", "user"}, "resource",
+    /// "environment"}; user and resource may be absent or null, environment defaults to
+    /// "production".
+    ActionHash,
+
+    /// Render an effect-key template against arguments and print the key.
+    Template {
+        /// The template, e.g. 'refund:{payment_id}'.
+        template: String,
+        /// The action's arguments, a JSON object.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// The action's resource, for a `{resource}` placeholder.
+        #[arg(long, value_name = "R")]
+        resource: Option<String>,
+        /// Insert values as they are (ctrlrun's raw mode) instead of percent-encoding them.
+        #[arg(long)]
+        raw: bool,
+    },
+
+    /// List effect records in key order.
+    Effects {
+        /// Only effects in this state (reserved, executing, committed, failed, ambiguous).
+        #[arg(long, value_name = "S", value_parser = parse_state)]
+        state: Option<EffectState>,
+        /// At most this many effects.
+        #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+    },
+
+    /// Say what happened to an AMBIGUOUS effect: it committed, or it failed.
+    #[command(group(ArgGroup::new("outcome").required(true).args(["committed", "failed"])))]
+    Resolve {
+        /// The effect key.
+        key: String,
+        /// The effect did happen.
+        #[arg(long)]
+        committed: bool,
+        /// The effect did not happen; a later attempt may run it.
+        #[arg(long)]
+        failed: bool,
+        /// Who says so (default: cli:$USER).
+        #[arg(long, value_name = "WHO")]
+        by: Option<String>,
+    },
+
+    /// List the last receipts, or verify the receipt chain.
+    Receipts {
+        /// Show the last N receipts.
+        #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+        last: u64,
+        /// Recompute every receipt hash and link; exit 1 on any break.
+        #[arg(long, conflicts_with = "last")]
+        verify_chain: bool,
+    },
+
+    /// List events in id order.
+    Events {
+        /// Only events with an id greater than this.
+        #[arg(long, value_name = "ID", default_value_t = 0)]
+        after: u64,
+        /// At most this many events.
+        #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+    },
+
+    /// List approval requests still waiting for a human.
+    Pending,
+
+    /// Grant a pending approval request.
+    Approve {
+        /// The approval id (apr_…).
+        id: String,
+        /// The human granting it; never the agent or user who asked (default: cli:$USER).
+        #[arg(long, value_name = "WHO")]
+        by: Option<String>,
+        /// How long the approval may be used from now, ISO 8601 (PT15M, PT1H, P1D); default: until
+        /// the request's own expiry.
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
+    },
+
+    /// Deny a pending approval request.
+    Deny {
+        /// The approval id (apr_…).
+        id: String,
+        /// The human denying it; never the agent or user who asked (default: cli:$USER).
+        #[arg(long, value_name = "WHO")]
+        by: Option<String>,
+        /// Why, one line.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+
+    /// Everything the store knows about an approval id, an effect key or a receipt id.
+    ///
+    /// An approval (apr_…): its record, events and receipts. An effect key: its record, events
+    /// and receipts. A receipt (rct_…): the receipt. Exit 1 if nothing is known about ID.
+    Inspect {
+        /// An approval id, an effect key or a receipt id.
+        id: String,
+    },
+
+    /// One G4 contender of `warden verify` (started by verify itself).
+    #[command(name = warden::verify::CHILD_SUBCOMMAND, hide = true)]
+    VerifyChild {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn parse_state(text: &str) -> Result<EffectState, String> {
+    EffectState::parse(text)
+        .ok_or_else(|| "expected one of reserved, executing, committed, failed, ambiguous".to_owned())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::VerifyChild { args } = &cli.command {
+        let code = warden::verify::child_main(args);
+        return ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL));
+    }
+    match run(&cli) {
+        Ok(done) => {
+            let written = write_stdout(&done.stdout);
+            match (done.check_failed, written) {
+                (_, Err(failure)) => {
+                    write_stderr(&failure.message);
+                    ExitCode::from(failure.code)
+                }
+                (Some(note), Ok(())) => {
+                    write_stderr(&note);
+                    ExitCode::from(EXIT_CHECK_FAILED)
+                }
+                (None, Ok(())) => ExitCode::SUCCESS,
+            }
+        }
+        Err(failure) => {
+            if cli.json {
+                // Nothing useful is left to do if stdout is gone; the exit code still says it.
+                let _ = write_stdout(&document(&json!({"error": failure.json})));
+            }
+            write_stderr(&failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<Done, Failure> {
+    let store = cli.store.as_deref();
+    let config = cli.config.as_deref();
+    let json = cli.json;
+    match &cli.command {
+        Command::Init { path, force } => init::init(path, *force, json).map(Done::ok),
+        Command::Check { file } => Ok(policy_commands::check(document_path(file.as_deref(), config)?, json)),
+        Command::Decide { file, action, args, agent, user } => {
+            let doc = load_config(document_path(file.as_deref(), config)?)?;
+            let request = DecideRequest { action, args, agent: agent.as_deref(), user: user.as_deref() };
+            policy_commands::decide(&doc, &request, json).map(Done::ok)
+        }
+        Command::Verify { file } => {
+            let doc = load_config(document_path(file.as_deref(), config)?)?;
+            policy_commands::verify(&doc, json)
+        }
+        Command::Canonical => pure_commands::canonical(&read_stdin()?).map(Done::ok),
+        Command::ActionHash => pure_commands::action_hash(&read_stdin()?, json).map(Done::ok),
+        Command::Template { template, args, resource, raw } => {
+            pure_commands::render_template(template, args, resource.as_deref(), *raw, json).map(Done::ok)
+        }
+        Command::Effects { state, limit } => {
+            store_commands::effects(&open_store(store)?, *state, count(*limit), json).map(Done::ok)
+        }
+        Command::Resolve { key, committed, failed, by } => {
+            let to = match (committed, failed) {
+                (true, false) => EffectState::Committed,
+                (false, true) => EffectState::Failed,
+                _ => return Err(Failure::usage("give exactly one of --committed or --failed")),
+            };
+            let by = by.clone().unwrap_or_else(default_person);
+            store_commands::resolve(&open_store(store)?, key, to, &by, json).map(Done::ok)
+        }
+        Command::Receipts { last, verify_chain } => {
+            let kernel = open_store(store)?;
+            if *verify_chain {
+                store_commands::chain(&kernel.verify_chain()?, json)
+            } else {
+                store_commands::receipts(&kernel, count(*last), json).map(Done::ok)
+            }
+        }
+        Command::Events { after, limit } => {
+            store_commands::events(&open_store(store)?, *after, count(*limit), json).map(Done::ok)
+        }
+        Command::Pending => store_commands::pending(&open_store(store)?, json).map(Done::ok),
+        Command::Approve { id, by, ttl } => {
+            // A bad duration is a usage error whatever the store says.
+            let ttl = ttl.as_deref().map(parse_ttl).transpose()?;
+            let by = by.clone().unwrap_or_else(default_person);
+            store_commands::approve(&open_store(store)?, id, &by, ttl, json).map(Done::ok)
+        }
+        Command::Deny { id, by, reason } => {
+            let by = by.clone().unwrap_or_else(default_person);
+            store_commands::deny(&open_store(store)?, id, &by, reason.as_deref(), json).map(Done::ok)
+        }
+        Command::Inspect { id } => inspect::inspect(&open_store(store)?, id, json).map(Done::ok),
+        // Handled in `main` before anything else; kept total so no input can panic here.
+        Command::VerifyChild { .. } => Err(Failure::internal("the verify child runs only from main")),
+    }
+}

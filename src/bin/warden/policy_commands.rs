@@ -1,0 +1,157 @@
+//! Commands over the administrator's document: `check`, `decide` and `verify`. None of them
+//! touches the live store.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use warden::canonical::parse_json;
+use warden::decision::Decision;
+use warden::document::{load_file, Document, Mode};
+use warden::kernel::resolve_environment;
+use warden::policy::evaluate;
+use warden::{Action, Principal};
+
+use crate::exit::{Done, Failure};
+use crate::output::{document, shown};
+
+/// The principal a dry run is attributed to when `--agent` is not given; the policy never
+/// looks at it.
+const DRY_RUN_AGENT: &str = "warden-decide";
+
+/// The document a command reads: its FILE argument, else `--config`, else `$WARDEN_CONFIG`
+/// (clap folds the last two together). An empty path counts as none.
+pub fn document_path<'p>(file: Option<&'p Path>, config: Option<&'p Path>) -> Result<&'p Path, Failure> {
+    file.or(config)
+        .filter(|path| !path.as_os_str().is_empty())
+        .ok_or_else(|| Failure::usage("no document given; pass FILE or --config FILE, or set WARDEN_CONFIG"))
+}
+
+/// Load the document for a command that needs a valid one: a document that does not load is a
+/// configuration error (exit 2). `check` reports the same failure as its result instead.
+pub fn load_config(path: &Path) -> Result<Document, Failure> {
+    load_file(path).map_err(|e| Failure::config(e.to_string()))
+}
+
+/// `OK`, the policy hash and every load-time warning; a refused document is exit 1 with the
+/// path and line on stderr (and `{"ok": false, "error": ...}` under `--json`).
+pub fn check(path: &Path, json: bool) -> Done {
+    match load_file(path) {
+        Ok(doc) => {
+            let stdout = if json {
+                document(&json!({"ok": true, "policy_hash": doc.policy_hash, "warnings": doc.warnings}))
+            } else {
+                let mut out = format!(
+                    "OK {} ({}, {} mode, {} action{})\npolicy hash: {}\n",
+                    shown(&path.display().to_string()),
+                    doc.schema.name(),
+                    doc.mode.as_str(),
+                    doc.actions.len(),
+                    if doc.actions.len() == 1 { "" } else { "s" },
+                    doc.policy_hash
+                );
+                for warning in &doc.warnings {
+                    out.push_str(&format!("warning: {}\n", shown(warning)));
+                }
+                out
+            };
+            Done::ok(stdout)
+        }
+        Err(error) => {
+            let message = error.to_string();
+            let stdout = if json {
+                document(&json!({"ok": false, "error": message, "policy_hash": null, "warnings": []}))
+            } else {
+                String::new()
+            };
+            Done { stdout, check_failed: Some(message) }
+        }
+    }
+}
+
+/// What the policy would decide for one call, computed the way the pipeline computes it and
+/// written nowhere. Any decision is exit 0: this is a report. Invalid input is exit 2.
+pub struct DecideRequest<'a> {
+    pub action: &'a str,
+    pub args: &'a str,
+    pub agent: Option<&'a str>,
+    pub user: Option<&'a str>,
+}
+
+pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result<String, Failure> {
+    let arguments = parse_json(request.args).map_err(|e| Failure::usage(format!("--args: {e}")))?;
+    let Value::Object(map) = &arguments else {
+        return Err(Failure::usage("--args must be a JSON object"));
+    };
+    let entry = doc.actions.get(request.action);
+    let resource = match entry.and_then(|e| e.resource.as_ref()) {
+        Some(template) => {
+            Some(template.render_resource(map).map_err(|e| Failure::usage(format!("the resource template: {e}")))?)
+        }
+        None => None,
+    };
+    let principal = Principal::new(request.agent.unwrap_or(DRY_RUN_AGENT), request.user)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let environment = resolve_environment(None, doc.environment.as_deref());
+    // The same checks the pipeline makes before it decides: a float, a bad name, too deep.
+    let action = Action::new(request.action, arguments.clone(), principal, resource.as_deref(), &environment)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+
+    let evaluation = evaluate(doc, &action.name, &action.arguments);
+    let mut decision = evaluation.ruling.decision;
+    let mut reason = evaluation.ruling.reason.clone();
+    let mut warnings = evaluation.warnings;
+    if doc.authority.is_some() {
+        // The pipeline fails closed until authority evaluation exists.
+        warnings.push(format!(
+            "the document has an authority section, which this build does not evaluate, so the pipeline \
+             denies every action (authority_unevaluated); the policy alone says {} ({reason})",
+            decision.as_str()
+        ));
+        decision = Decision::Deny;
+        reason = "authority_unevaluated".to_owned();
+    }
+    // A denied call never gets as far as its effect key.
+    let effect_key = entry
+        .and_then(|e| e.effect.as_ref())
+        .filter(|_| decision != Decision::Deny)
+        .map(|template| template.render_effect_key(&action.arguments, action.resource.as_deref()));
+    if let Some(Err(error)) = &effect_key {
+        warnings.push(format!(
+            "the effect key cannot be rendered from these arguments ({error}), so the pipeline would refuse \
+             the call (effect_key_error)"
+        ));
+    }
+    if doc.mode == Mode::Observe {
+        warnings.push(
+            "the document is in observe mode: the call would run whatever the decision; this is what enforce \
+             mode would decide"
+                .to_owned(),
+        );
+    }
+    if json {
+        return Ok(document(&json!({"decision": decision.as_str(), "reason": reason, "warnings": warnings})));
+    }
+    let mut out = format!("{} ({})\n", decision.as_str(), shown(&reason));
+    if let Some(Ok(key)) = &effect_key {
+        out.push_str(&format!("effect key: {}\n", shown(key)));
+    }
+    for warning in &warnings {
+        out.push_str(&format!("warning: {}\n", shown(warning)));
+    }
+    Ok(out)
+}
+
+/// G1–G11 against the document in a scratch store; G4 races this very binary as
+/// `warden __verify-child`. Exit 0 only when no guarantee failed.
+pub fn verify(doc: &Document, json: bool) -> Result<Done, Failure> {
+    let program = std::env::current_exe()
+        .map_err(|e| Failure::internal(format!("cannot find the warden binary for the G4 race: {e}")))?;
+    let report = warden::verify::run(doc, Some(&program))?;
+    let stdout = if json { document(&report.to_json()) } else { report.render() };
+    let check_failed = (!report.ok()).then(|| {
+        let failed = report.guarantees.iter().filter(|g| g.status == warden::verify::Status::Fail).count();
+        format!("verify failed: {failed} guarantee(s) did not hold for this document")
+    });
+    Ok(Done { stdout, check_failed })
+}
