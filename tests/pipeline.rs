@@ -290,3 +290,14 @@ fn a_document_with_an_authority_section_denies_until_authority_is_evaluated() {
     let refused = warden.submit(&ActionRequest::new("customer.read", serde_json::json!({}), ada())).unwrap_err();
     assert_eq!(refused.reason(), "authority_unevaluated");
 }
+
+#[test]
+fn no_human_is_asked_to_approve_an_effect_that_cannot_run() {
+    let s = setup(POLICY);
+    s.warden.submit(&refund_request("txn_14", 5)).unwrap().ambiguous("timeout").unwrap();
+    // 90_000 needs approval, but the key is AMBIGUOUS: refused before any request is made.
+    let refused = s.warden.submit(&refund_request("txn_14", 90_000)).unwrap_err();
+    assert_eq!(refused.reason(), "ambiguous");
+    assert!(s.warden.kernel().pending_approvals().unwrap().is_empty());
+    assert_eq!(last_receipt(&s)["result"], "blocked");
+}

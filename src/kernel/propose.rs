@@ -5,7 +5,7 @@ use crate::action::{new_id, Action, IdKind};
 use crate::approval::{self, ApprovalRecord, ApprovalStatus, Verdict, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
-use crate::effect::{self, EffectState, Outcome, OutcomePlan, DEFAULT_LEASE};
+use crate::effect::{self, Claim, EffectState, Outcome, OutcomePlan, ReservationPlan, DEFAULT_LEASE};
 use crate::error::{Error, Result};
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::{EventKind, WriteTx};
@@ -74,26 +74,32 @@ impl Kernel {
             };
             draft.effect_key = effect_key.clone();
             if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
-                // The attempt ceiling comes before the approval gate: no human is asked to
-                // approve an attempt that could never run.
-                if let (Some(key), Some(max)) = (&effect_key, proposal.max_attempts) {
-                    if let Some(record) = kernel.inner.store.effect(key)? {
-                        if record.state == EffectState::Failed && record.attempt >= max {
-                            let refusal = Error::AttemptCeiling {
-                                effect_key: key.clone(),
-                                attempts: record.attempt,
-                                max_attempts: max,
-                            };
-                            return kernel.refuse(
-                                action,
-                                &proposal.ruling,
-                                &mut draft,
-                                None,
-                                ReceiptResult::Blocked,
-                                refusal,
-                                now,
-                            );
-                        }
+                // The effect check comes before the approval gate: no human is asked to
+                // approve an attempt that could never run (committed, ambiguous, held by a
+                // live lease, or at its attempt ceiling). The plan is only read here; the
+                // permit transaction decides again when the approval is presented.
+                if let Some(key) = &effect_key {
+                    let claim = Claim {
+                        effect_key: key,
+                        action_id: &action.action_id,
+                        action_name: &action.name,
+                        action_hash: &action_hash,
+                        approval_id: None,
+                        lease,
+                        max_attempts: proposal.max_attempts,
+                    };
+                    let record = kernel.inner.store.effect(key)?;
+                    let plan = effect::plan_reservation(record.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
+                    if let ReservationPlan::Refuse(refusal) = plan {
+                        return kernel.refuse(
+                            action,
+                            &proposal.ruling,
+                            &mut draft,
+                            None,
+                            ReceiptResult::Blocked,
+                            refusal,
+                            now,
+                        );
                     }
                 }
                 return kernel.request_approval_for(action, &action_hash, &proposal.ruling, proposal.approval_ttl, now);
