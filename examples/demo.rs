@@ -37,13 +37,13 @@ fn refused<T: Into<Outcome>>(outcome: Result<T, Error>) -> String {
 }
 
 enum Outcome {
-    Permit(warden::Permit),
+    Permit(Box<warden::Permit>),
     Other,
 }
 
 impl From<warden::Permit> for Outcome {
     fn from(permit: warden::Permit) -> Outcome {
-        Outcome::Permit(permit)
+        Outcome::Permit(Box::new(permit))
     }
 }
 
