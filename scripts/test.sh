@@ -15,7 +15,7 @@ echo "== clippy (-D warnings)"
 cargo clippy --locked --all-targets -- -D warnings
 
 echo "== demo"
-cargo run --locked --quiet --release --example demo >/dev/null
+cargo run --locked --quiet --release --bin warden -- demo >/dev/null
 
 echo "== cargo test"
 cargo test --locked 2>&1 | tee target/test-output.txt

@@ -9,6 +9,7 @@
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
 
+mod demo;
 mod exit;
 mod init;
 mod inspect;
@@ -56,6 +57,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the story in process against a real store under the starter policy: a lost reply,
+    /// an approval bound to one action, two agents racing, an unknown action. No network.
+    Demo,
+
     /// Write a commented starter document (warden/v1) that `check` accepts and `verify` passes.
     Init {
         /// Where to write it.
@@ -266,6 +271,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
     let config = cli.config.as_deref();
     let json = cli.json;
     match &cli.command {
+        Command::Demo => demo::demo(store, init::STARTER).map(Done::ok),
         Command::Init { path, force } => init::init(path, *force, json).map(Done::ok),
         Command::Check { file } => Ok(policy_commands::check(document_path(file.as_deref(), config)?, json)),
         Command::Decide { file, action, args, agent, user } => {

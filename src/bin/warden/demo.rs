@@ -1,0 +1,161 @@
+//! `warden demo`: the effect kernel's story in process, under the starter policy, with no
+//! network and no executor but a counter: a lost reply left AMBIGUOUS blocks the blind retry,
+//! an approval is bound to one exact action and spent once, two agents race for one refund and
+//! one wins, and an action nobody listed is denied. Every step is a real call on a real store.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+
+use serde_json::json;
+use warden::pipeline::{ActionRequest, Warden, WardenOptions};
+use warden::{EffectState, Error, Permit, Principal};
+
+use crate::exit::Failure;
+
+/// Where the demo keeps its store when no --store is given.
+fn default_store() -> PathBuf {
+    std::env::temp_dir().join(format!("warden-demo-{}", std::process::id())).join("demo.redb")
+}
+
+struct Story {
+    warden: Warden,
+    lines: Vec<String>,
+    /// How many times the "remote provider" was actually called.
+    remote_calls: AtomicUsize,
+}
+
+impl Story {
+    fn say(&mut self, step: &str, outcome: impl std::fmt::Display) {
+        self.lines.push(format!("  {step:<46} {outcome}"));
+    }
+
+    fn title(&mut self, text: &str) {
+        self.lines.push(String::new());
+        self.lines.push(text.to_owned());
+    }
+
+    /// The executor: counts the call, and "loses the reply" when told to.
+    fn call_provider(&self, permit: Permit, lose_reply: bool) -> Result<(), Error> {
+        self.remote_calls.fetch_add(1, Ordering::SeqCst);
+        if lose_reply {
+            permit.ambiguous("connection reset after the request was sent")
+        } else {
+            permit.commit(&json!({"refund_id": format!("re_{}", self.remote_calls.load(Ordering::SeqCst))}))
+        }
+    }
+}
+
+fn agent(name: &str) -> Result<Principal, Failure> {
+    Principal::new(name, Some("ada")).map_err(|e| Failure::internal(e.to_string()))
+}
+
+fn refund(who: &str, payment: &str, amount: i64) -> Result<ActionRequest<'static>, Failure> {
+    Ok(ActionRequest::new("stripe.refund", json!({"payment_id": payment, "amount": amount}), agent(who)?))
+}
+
+fn refusal<T>(outcome: Result<T, Error>) -> String {
+    match outcome {
+        Ok(_) => "ALLOWED (the demo expected a refusal)".into(),
+        Err(error) => format!("refused: {}", error.reason()),
+    }
+}
+
+pub fn demo(store: Option<&Path>, starter: &str) -> Result<String, Failure> {
+    let path = store.map(Path::to_path_buf).unwrap_or_else(default_store);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Failure::usage(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    let document =
+        warden::document::load_str(starter, "the starter policy").map_err(|e| Failure::internal(e.to_string()))?;
+    let hash = document.policy_hash.clone();
+    let warden = Warden::open(&path, document, WardenOptions::default())?;
+    let mut story = Story { warden, lines: Vec::new(), remote_calls: AtomicUsize::new(0) };
+    story.lines.push(format!("warden demo: the starter policy ({hash})"));
+    story.lines.push(format!("store: {}", path.display()));
+
+    story.title("1. A lost reply is AMBIGUOUS, and a blind retry is refused");
+    let permit = story.warden.submit(&refund("refund-agent", "pay_1001", 4_200)?)?;
+    let key = permit.effect_key().unwrap_or("-").to_owned();
+    story.say("refund pay_1001, 4200 (rule[0]: allow)", format!("permit {key}, attempt {}", permit.attempt()));
+    story.call_provider(permit, true)?;
+    story.say("the provider is called; the reply is lost", "AMBIGUOUS");
+    let retry = story.warden.submit(&refund("refund-agent", "pay_1001", 4_200)?);
+    let calls = story.remote_calls.load(Ordering::SeqCst);
+    story.say("the agent retries blindly", format!("{} (remote calls: {calls})", refusal(retry)));
+    let resolved = story.warden.kernel().resolve(&key, EffectState::Committed, "ops:bob")?;
+    story.say("ops:bob checks the provider and resolves it", resolved.state);
+
+    story.title("2. An approval is bound to one exact action and spent once");
+    let request_id = match story.warden.submit(&refund("refund-agent", "pay_2002", 250_000)?) {
+        Err(Error::ApprovalRequired { request_id, .. }) => request_id,
+        other => return Err(Failure::internal(format!("expected approval required, got {:?}", other.map(|_| ())))),
+    };
+    story.say("refund pay_2002, 250000 (rule[1]: approve)", "approval required");
+    story.say("the agent approves its own request", refusal(story.warden.kernel().grant(&request_id, "ada")));
+    story.warden.kernel().grant(&request_id, "ops:bob")?;
+    story.say("ops:bob approves it", "granted");
+    let mut mutated = refund("refund-agent", "pay_2002", 490_000)?;
+    mutated.approval_id = Some(&request_id);
+    story.say("presented for 490000 instead", refusal(story.warden.submit(&mutated)));
+    let mut exact = refund("refund-agent", "pay_2002", 250_000)?;
+    exact.approval_id = Some(&request_id);
+    let permit = story.warden.submit(&exact)?;
+    story.call_provider(permit, false)?;
+    story.say("presented for the approved 250000", "COMMITTED");
+    story.say("the approval is replayed", refusal(story.warden.submit(&exact)));
+
+    story.title("3. Two agents race for one refund; one wins");
+    let before = story.remote_calls.load(Ordering::SeqCst);
+    let barrier = Arc::new(Barrier::new(2));
+    let outcomes: Vec<Result<bool, Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ["agent-a", "agent-b"]
+            .into_iter()
+            .map(|who| {
+                let barrier = barrier.clone();
+                let story = &story;
+                scope.spawn(move || -> Result<bool, Error> {
+                    let request = ActionRequest::new(
+                        "stripe.refund",
+                        json!({"payment_id": "pay_3003", "amount": 1_500}),
+                        Principal::new(who, None).map_err(|e| Error::InvalidInput(e.to_string()))?,
+                    );
+                    barrier.wait();
+                    match story.warden.submit(&request) {
+                        Ok(permit) => story.call_provider(permit, false).map(|()| true),
+                        Err(Error::Duplicate { .. }) => Ok(false),
+                        Err(other) => Err(other),
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Panic("a racer panicked".into())))).collect()
+    });
+    let mut winners = 0;
+    for outcome in outcomes {
+        if outcome? {
+            winners += 1;
+        }
+    }
+    let calls = story.remote_calls.load(Ordering::SeqCst) - before;
+    story.say(
+        "agent-a and agent-b refund pay_3003 at once",
+        format!("{winners} winner, {} refused (remote calls: {calls})", 2 - winners),
+    );
+
+    story.title("4. An action nobody listed is denied");
+    let drop = ActionRequest::new("db.drop_table", json!({"table": "customers"}), agent("refund-agent")?);
+    story.say("db.drop_table", refusal(story.warden.submit(&drop)));
+
+    let report = story.warden.kernel().verify_chain()?;
+    story.lines.push(String::new());
+    story.lines.push(format!(
+        "{} receipts, chain {}; remote calls in all: {}",
+        report.chained,
+        if report.ok { "verified" } else { "BROKEN" },
+        story.remote_calls.load(Ordering::SeqCst)
+    ));
+    story.lines.push(format!("look closer: warden --store {} receipts", path.display()));
+    Ok(story.lines.join("\n") + "\n")
+}
