@@ -1,27 +1,51 @@
 #!/usr/bin/env bash
-# Every test Warden has: the Rust suites (unit, integration, vectors, multi-process, crash,
-# CLI), the header freshness check, clippy with -D warnings, and a run of the demo.
-# C, Python and Node suites join here as the boundary lands.
+# Every test Warden has: Rust (unit, integration, vectors, multi-process, crash, CLI, C ABI
+# under valgrind), the header freshness check, clippy with -D warnings, the demo, and the
+# Python and Node bindings against the library built here once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 export RUST_BACKTRACE=0
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+mkdir -p "$CARGO_TARGET_DIR"
+log="$CARGO_TARGET_DIR/test-output.txt"
+: > "$log"
 
 if [ ! -d ../shared/vectors/ctrlrun-0.12.2 ]; then
     echo "test.sh: ../shared/vectors/ctrlrun-0.12.2 is missing; the vector tests read it from beside the repository" >&2
     exit 2
 fi
 
-echo "== clippy (-D warnings)"
-cargo clippy --locked --all-targets -- -D warnings
+timings=()
+stage() {
+    local name=$1; shift
+    local started=$SECONDS
+    echo "== $name"
+    "$@"
+    timings+=("$(printf '%-44s %4ss' "$name" $((SECONDS - started)))")
+}
 
-echo "== demo"
-cargo run --locked --quiet --release --bin warden -- demo >/dev/null
+clippy() { cargo clippy --locked --all-targets -- -D warnings; }
+release_build() { cargo build --locked --release --lib --bin warden; }
+demo() { "$CARGO_TARGET_DIR/release/warden" demo >/dev/null; }
+rust_tests() { cargo test --locked 2>&1 | tee -a "$log"; }
+broken_build_controls() { cargo test --locked --features test-exports --test verify 2>&1 | tee -a "$log"; }
 
-echo "== cargo test"
-cargo test --locked 2>&1 | tee target/test-output.txt
+stage "clippy (-D warnings)" clippy
+stage "release build (library + CLI, shared by bindings)" release_build
+stage "demo" demo
+stage "cargo test" rust_tests
+stage "cargo test --features test-exports" broken_build_controls
+if [ -x bindings/python/run-tests.sh ]; then
+    stage "python binding" bash -c "bindings/python/run-tests.sh 2>&1 | tee -a '$log'"
+fi
+if [ -x bindings/node/run-tests.sh ]; then
+    stage "node binding" bash -c "bindings/node/run-tests.sh 2>&1 | tee -a '$log'"
+fi
 
-echo "== cargo test --features test-exports (positive controls that need a deliberately broken build)"
-cargo test --locked --features test-exports --test verify 2>&1 | tee -a target/test-output.txt
-passed=$(grep -Eo '[0-9]+ passed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
-failed=$(grep -Eo '[0-9]+ failed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
-echo "rust: ${passed} passed, ${failed} failed"
+echo
+echo "== stage timings"
+printf '%s\n' "${timings[@]}"
+passed=$(grep -Eo '(^|[^0-9])[0-9]+ passed' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
+failed=$(grep -Eo '(^|[^0-9])[0-9]+ failed' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
+echo "all: ${passed} passed, ${failed} failed"
