@@ -1,9 +1,50 @@
 /*
  * warden.h: the one public boundary of Warden for C, Python (ctypes) and Node (N-API).
+ * ABI version 1 (warden_abi_version()); docs/ABI.md is the contract.
  *
- * Conventions: every symbol is warden_<noun>_<verb>; result codes are only ever added, never
- * renumbered or removed. Every function is safe to call from any thread and never unwinds
- * a Rust panic into the caller.
+ * Conventions
+ * - Every symbol is warden_<noun>_<verb> (plus warden_abi_version, warden_result_name).
+ *   Symbols and result codes are only ever added, never renumbered or removed.
+ * - Every fallible function returns a warden_result (uint32_t): 0 is OK, refusals are
+ *   100..199, faults are 200..299. warden_result_name() names a code.
+ * - Strings and structured data cross as UTF-8 (const uint8_t *ptr, size_t len); structured
+ *   data is JSON. A NULL ptr with len 0 means "absent" where a parameter is optional; a NULL
+ *   required pointer, invalid UTF-8 or bad JSON is WARDEN_RESULT_INVALID_INPUT. A non-NULL
+ *   ptr must point at len readable bytes, which are only read during the call.
+ * - Owned outputs are a warden_buf {uint8_t *ptr; size_t len;} written through an out
+ *   pointer only on success, freed with warden_buf_free. Handles are opaque pointers freed
+ *   with their _close/_free function; freeing NULL is a no-op.
+ * - Every fallible function takes a last parameter warden_buf *err, which may be NULL. On
+ *   failure, if non-NULL, it receives a JSON error object {"code": "WARDEN_RESULT_...",
+ *   "reason": "...", "message": "...", "refusal": true|false, ...the refusal's fields}
+ *   (fields, as they apply: request_id, expires_at, action_hash, approval_id, state,
+ *   effect_key, action_id, attempts, max_attempts), freed with warden_buf_free. On success
+ *   *err is left untouched.
+ * - Every function catches Rust panics and never unwinds into the caller: a fallible one
+ *   returns WARDEN_RESULT_PANIC. After a panic or a store fault the handle answers
+ *   WARDEN_RESULT_POISONED until it is closed and reopened.
+ * - Thread safety: a warden_handle may be used from many threads at once. A warden_permit
+ *   may move between threads but must not be used from two threads at the same time.
+ *
+ * Result codes
+ *     0  WARDEN_RESULT_OK
+ *   100  WARDEN_RESULT_DENIED               refusal
+ *   101  WARDEN_RESULT_APPROVAL_REQUIRED    refusal
+ *   102  WARDEN_RESULT_APPROVAL_MISMATCH    refusal
+ *   103  WARDEN_RESULT_DUPLICATE            refusal (state "committed")
+ *   104  WARDEN_RESULT_IN_PROGRESS          refusal (a duplicate with state "in_progress")
+ *   105  WARDEN_RESULT_AMBIGUOUS            refusal
+ *   106  WARDEN_RESULT_ATTEMPT_CEILING      refusal
+ *   107  WARDEN_RESULT_NOT_RESOLVABLE       refusal
+ *   108  WARDEN_RESULT_LATE_OUTCOME         refusal
+ *   109  WARDEN_RESULT_NOT_FOUND            refusal
+ *   200  WARDEN_RESULT_INVALID_INPUT        fault (a NULL required pointer, invalid UTF-8, bad JSON)
+ *   201  WARDEN_RESULT_STORE                fault
+ *   202  WARDEN_RESULT_CONFIG               fault
+ *   203  WARDEN_RESULT_FETCH                fault (reserved for sights)
+ *   204  WARDEN_RESULT_PANIC                fault
+ *   205  WARDEN_RESULT_POISONED             fault
+ *   206  WARDEN_RESULT_ABI_MISMATCH         fault (reserved for bindings)
  */
 
 #ifndef WARDEN_H
@@ -21,14 +62,760 @@
 // Bumped only when an existing symbol's meaning changes; added symbols do not bump it.
 #define WARDEN_ABI_VERSION 1
 
+// An open store. Opaque: created by `warden_open`, freed by `warden_close`.
+typedef struct warden_handle warden_handle;
+
+// A permit. Opaque: created by `warden_propose`, freed by `warden_permit_free`.
+typedef struct warden_permit warden_permit;
+
+// A result code. 0 is OK; 100..199 are refusals (the kernel said no, as designed); 200..299
+// are faults (something is broken). See the table at the top of this header.
+typedef uint32_t warden_result;
+
+// An owned byte buffer returned by the library: UTF-8 JSON (or text) of `len` bytes at `ptr`.
+// One NUL byte follows the data (not counted in `len`), so it may also be read as a C string.
+// Free it with `warden_buf_free`, exactly once. `{NULL, 0}` is the empty buffer.
+typedef struct {
+  uint8_t *ptr;
+  size_t len;
+} warden_buf;
+
+// Success.
+#define WARDEN_RESULT_OK 0
+
+// Refusal: the policy (or a denied approval, an expired principal, an unknown action) said no.
+#define WARDEN_RESULT_DENIED 100
+
+// Refusal: a human must approve first; the error object carries `request_id`, `expires_at`
+// and `action_hash`.
+#define WARDEN_RESULT_APPROVAL_REQUIRED 101
+
+// Refusal: the presented approval does not authorize this exact action now (unknown,
+// mismatched hash, expired, already answered or consumed, approver is the requester).
+#define WARDEN_RESULT_APPROVAL_MISMATCH 102
+
+// Refusal: the effect was already committed (`"state": "committed"`); it will not run twice.
+#define WARDEN_RESULT_DUPLICATE 103
+
+// Refusal: another attempt holds the effect right now (`"state": "in_progress"`).
+#define WARDEN_RESULT_IN_PROGRESS 104
+
+// Refusal: the effect's outcome is unknown; a human must resolve it before a retry.
+#define WARDEN_RESULT_AMBIGUOUS 105
+
+// Refusal: the effect failed as many times as its `max_attempts` allows.
+#define WARDEN_RESULT_ATTEMPT_CEILING 106
+
+// Refusal: only an AMBIGUOUS effect is resolved by hand, and this one is not.
+#define WARDEN_RESULT_NOT_RESOLVABLE 107
+
+// Refusal: the record moved on before this outcome arrived; it was kept as evidence only.
+#define WARDEN_RESULT_LATE_OUTCOME 108
+
+// Refusal: the named record does not exist.
+#define WARDEN_RESULT_NOT_FOUND 109
+
+// Fault: bad input (a NULL required pointer, invalid UTF-8, bad JSON, a bad value).
+#define WARDEN_RESULT_INVALID_INPUT 200
+
+// Fault: the store failed; the handle is poisoned until closed and reopened.
+#define WARDEN_RESULT_STORE 201
+
+// Fault: the configuration document is missing, unreadable or invalid.
+#define WARDEN_RESULT_CONFIG 202
+
+// Fault: a confined fetch failed (reserved for sights).
+#define WARDEN_RESULT_FETCH 203
+
+// Fault: a panic was caught inside the library; the handle is now poisoned.
+#define WARDEN_RESULT_PANIC 204
+
+// Fault: the handle is poisoned after an earlier store fault or panic; close and reopen it.
+#define WARDEN_RESULT_POISONED 205
+
+// Fault: a binding found a library with another ABI version (reserved for bindings).
+#define WARDEN_RESULT_ABI_MISMATCH 206
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
-// Returns the ABI version this library implements. Never fails, never allocates.
+// Returns the ABI version this library implements (WARDEN_ABI_VERSION). A binding compares it
+// with the version it was built for and refuses to load on a difference. Never fails, never
+// allocates.
 //
 // Thread safety: safe from any thread.
 uint32_t warden_abi_version(void);
+
+// Returns the name of a result code, e.g. "WARDEN_RESULT_DUPLICATE", as a static
+// NUL-terminated string; "WARDEN_RESULT_UNKNOWN" for a code this library does not know.
+//
+// Ownership: the string is static; never free it. Never returns NULL, never allocates.
+//
+// Thread safety: safe from any thread.
+const char *warden_result_name(warden_result code);
+
+// Frees a buffer returned by this library. Freeing `{NULL, 0}` is a no-op.
+//
+// Ownership: takes the buffer back; `buf.ptr` is invalid afterwards. Pass the buffer exactly as
+// it was returned (same `ptr` and `len`), once.
+//
+// Thread safety: safe from any thread; a buffer may be freed on a thread other than the one
+// that received it.
+//
+// # Safety
+// `buf` is `{NULL, 0}` or a buffer returned by this library and not yet freed.
+void warden_buf_free(warden_buf buf);
+
+// Opens (creating if needed) the store at `store`, governed by the configuration document at
+// `config`.
+//
+// - `store`, `store_len`: the store file's path, UTF-8. Required.
+// - `config`, `config_len`: the path of a `warden/v1` (or ctrlrun) YAML document, UTF-8.
+//   Optional (NULL, 0): without one only the kernel-level calls work, and `warden_propose`
+//   returns WARDEN_RESULT_CONFIG.
+// - `options_json`, `options_len`: optional JSON `{"environment": "staging"}`; the
+//   environment is, in order, this option, `$WARDEN_ENVIRONMENT`, the document's, "production".
+// - `out`: receives the new handle on WARDEN_RESULT_OK only. Required. The caller owns the
+//   handle and frees it with `warden_close`.
+// - `err`: NULL, or receives an error object on failure (free it with `warden_buf_free`).
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `store` or `out`, invalid UTF-8,
+// bad options); WARDEN_RESULT_CONFIG (a document that is missing or invalid);
+// WARDEN_RESULT_STORE (the store cannot be opened, e.g. another process holds it).
+// Several handles on one store file in one process share it.
+//
+// Thread safety: safe from any thread.
+//
+// # Safety
+// Byte pointers follow the conventions at the top of this header; `out` is NULL or valid for
+// one write; `err` is NULL or valid for one write.
+warden_result warden_open(const uint8_t *store,
+                          size_t store_len,
+                          const uint8_t *config,
+                          size_t config_len,
+                          const uint8_t *options_json,
+                          size_t options_len,
+                          warden_handle **out,
+                          warden_buf *err);
+
+// Closes a handle. NULL is a no-op.
+//
+// Ownership: takes the handle back; it is invalid afterwards. Permits it issued stay usable
+// (each keeps the store open until it is freed). Closing and reopening is also how a poisoned
+// handle is cleared.
+//
+// Thread safety: no other thread may be using the handle, or use it afterwards.
+//
+// # Safety
+// `handle` is NULL or a handle from `warden_open` not yet closed.
+void warden_close(warden_handle *handle);
+
+// Runs the full pipeline for one request under the handle's document: principal, authority,
+// policy, attempt ceiling, approval gate, then one durable write that reserves the effect.
+//
+// - `h`: an open handle with a configuration document. Required.
+// - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
+//   {"agent": str, "user": str|null}|null, "approval_id": "apr_…"|null, "lease_ms": int|null,
+//   "resource": str|null, "principal_expires_at_ms": int|null}`. Required. `name` is
+//   required; absent `arguments` is `{}`; a null `principal` is refused (DENIED, reason
+//   `no_principal`); an unknown field is INVALID_INPUT.
+// - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
+//   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
+//   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
+// - `err`: NULL, or receives the error object on failure; for a refusal it carries the
+//   refusal's fields (`request_id`, `expires_at`, `action_hash`, `approval_id`, `state`,
+//   `effect_key`, `action_id`, `attempts`, `max_attempts`, as they apply).
+//
+// Returns WARDEN_RESULT_OK; a refusal: WARDEN_RESULT_DENIED, WARDEN_RESULT_APPROVAL_REQUIRED,
+// WARDEN_RESULT_APPROVAL_MISMATCH, WARDEN_RESULT_DUPLICATE, WARDEN_RESULT_IN_PROGRESS,
+// WARDEN_RESULT_AMBIGUOUS, WARDEN_RESULT_ATTEMPT_CEILING; or a fault:
+// WARDEN_RESULT_INVALID_INPUT, WARDEN_RESULT_CONFIG (no document), WARDEN_RESULT_STORE,
+// WARDEN_RESULT_PANIC, WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_propose(warden_handle *h,
+                             const uint8_t *request,
+                             size_t len,
+                             warden_permit **out,
+                             warden_buf *err);
+
+// Describes a permit as JSON: `{"action_id", "action", "action_hash", "effect_key",
+// "attempt", "lease_expires_at", "idempotency_token", "approval_id", "decision",
+// "decision_reason", "arguments"}`. `arguments` are the canonical arguments the executor must
+// use; `idempotency_token` is the token to hand the provider for this attempt (null without
+// an effect key). Still readable after the outcome was reported.
+//
+// - `p`: a permit. Required. Not modified.
+// - `out`: receives a new buffer on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`);
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the issuing handle is poisoned).
+//
+// Thread safety: a permit must not be used from two threads at the same time.
+//
+// # Safety
+// `p` is NULL or a live permit; `out` and `err` are NULL or valid for one write.
+warden_result warden_permit_info(const warden_permit *p, warden_buf *out, warden_buf *err);
+
+// Reports that the executor succeeded: COMMITTED. The permit is spent (even when this returns
+// a refusal or a fault), except when `result_json` is not valid JSON, which leaves it
+// unfinished so that another outcome can still be reported.
+//
+// - `p`: an unfinished permit. Required.
+// - `result_json`, `len`: the executor's result as UTF-8 JSON, stored as evidence outside any
+//   hash. Optional: (NULL, 0) stores null.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME (the record moved on first, e.g. the
+// lease lapsed; the outcome was kept as evidence); WARDEN_RESULT_INVALID_INPUT (NULL `p`, bad
+// JSON, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: a permit must not be used from two threads at the same time.
+//
+// # Safety
+// `p` is NULL or a live permit; byte pointers follow the conventions at the top of this
+// header; `err` is NULL or valid for one write.
+warden_result warden_permit_commit(warden_permit *p,
+                                   const uint8_t *result_json,
+                                   size_t len,
+                                   warden_buf *err);
+
+// Reports that the executor proved the remote side did nothing: FAILED, and a later attempt
+// may run. The permit is spent (even on a refusal or fault), except when `msg` is not UTF-8.
+//
+// - `p`: an unfinished permit. Required.
+// - `msg`, `len`: why, UTF-8. Optional: (NULL, 0) records a generic message.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+// invalid UTF-8, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: a permit must not be used from two threads at the same time.
+//
+// # Safety
+// `p` is NULL or a live permit; byte pointers follow the conventions at the top of this
+// header; `err` is NULL or valid for one write.
+warden_result warden_permit_not_executed(warden_permit *p,
+                                         const uint8_t *msg,
+                                         size_t len,
+                                         warden_buf *err);
+
+// Reports that the outcome is unknown: AMBIGUOUS until a human resolves it (or a reconcile
+// answers). The permit is spent (even on a refusal or fault), except when `msg` is not UTF-8.
+//
+// - `p`: an unfinished permit. Required.
+// - `msg`, `len`: what happened, UTF-8. Optional: (NULL, 0) records a generic message.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+// invalid UTF-8, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: a permit must not be used from two threads at the same time.
+//
+// # Safety
+// `p` is NULL or a live permit; byte pointers follow the conventions at the top of this
+// header; `err` is NULL or valid for one write.
+warden_result warden_permit_ambiguous(warden_permit *p,
+                                      const uint8_t *msg,
+                                      size_t len,
+                                      warden_buf *err);
+
+// Extends this attempt's lease to `lease_ms` milliseconds from now; only while the attempt
+// still holds its effect, and never shorter than the current lease. `warden_permit_info`
+// shows the new `lease_expires_at`.
+//
+// - `p`: an unfinished permit with an effect key. Required.
+// - `lease_ms`: milliseconds from now, at least 1.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; a refusal when the attempt no longer holds the effect
+// (WARDEN_RESULT_LATE_OUTCOME, WARDEN_RESULT_AMBIGUOUS, WARDEN_RESULT_DUPLICATE, …);
+// WARDEN_RESULT_INVALID_INPUT (NULL `p`, `lease_ms` 0 or too large, a permit without an effect
+// key or already finished); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: a permit must not be used from two threads at the same time.
+//
+// # Safety
+// `p` is NULL or a live permit; `err` is NULL or valid for one write.
+warden_result warden_permit_extend_lease(warden_permit *p, uint64_t lease_ms, warden_buf *err);
+
+// Frees a permit. NULL is a no-op. A permit freed before reporting an outcome records
+// AMBIGUOUS (the host lost track of the call), so free only after reporting one.
+//
+// Ownership: takes the permit back; it is invalid afterwards.
+//
+// Thread safety: no other thread may be using the permit.
+//
+// # Safety
+// `p` is NULL or a permit from `warden_propose` not yet freed.
+void warden_permit_free(warden_permit *p);
+
+// Creates a pending approval request for one exact action directly (`warden_propose` does
+// this itself when the policy says `approve`).
+//
+// - `h`: an open handle. Required.
+// - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
+//   {"agent", "user"}, "resource": str|null, "ttl_ms": int|null}`. Required. The action is
+//   in the handle's environment; `ttl_ms` (default 15 minutes) is how long it stays answerable.
+// - `out`: NULL, or receives the new record on WARDEN_RESULT_OK only (its `approval_id` is
+//   what a human grants); free it with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_approval_request(warden_handle *h,
+                                      const uint8_t *request,
+                                      size_t len,
+                                      warden_buf *out,
+                                      warden_buf *err);
+
+// Grants a pending approval request. A grant is answered once, spent once, and bound to the
+// exact action hash the request named.
+//
+// - `h`: an open handle. Required.
+// - `id`, `id_len`: the approval id (`apr_…`). Required.
+// - `by`, `by_len`: the approver's name, one plain line; refused when it is the requesting
+//   agent or user. Required.
+// - `ttl_ms`: 0 keeps the request's own expiry; otherwise the grant is usable for `ttl_ms`
+//   milliseconds from now. Negative is INVALID_INPUT.
+// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (unknown, already answered,
+// expired, or the approver is the requester); WARDEN_RESULT_NOT_FOUND;
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_approval_grant(warden_handle *h,
+                                    const uint8_t *id,
+                                    size_t id_len,
+                                    const uint8_t *by,
+                                    size_t by_len,
+                                    int64_t ttl_ms,
+                                    warden_buf *out,
+                                    warden_buf *err);
+
+// Denies a pending approval request; a proposal presenting it is then DENIED.
+//
+// - `h`: an open handle. Required.
+// - `id`, `id_len`: the approval id. Required.
+// - `by`, `by_len`: the approver's name; refused when it is the requesting agent or user.
+//   Required.
+// - `reason`, `reason_len`: a note kept on the record, one plain line. Optional (NULL, 0).
+// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH; WARDEN_RESULT_NOT_FOUND;
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_approval_deny(warden_handle *h,
+                                   const uint8_t *id,
+                                   size_t id_len,
+                                   const uint8_t *by,
+                                   size_t by_len,
+                                   const uint8_t *reason,
+                                   size_t reason_len,
+                                   warden_buf *out,
+                                   warden_buf *err);
+
+// Reads one approval record: the record, or JSON `null` when there is none.
+//
+// - `h`: an open handle. Required.
+// - `id`, `id_len`: the approval id. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_approval_get(warden_handle *h,
+                                  const uint8_t *id,
+                                  size_t id_len,
+                                  warden_buf *out,
+                                  warden_buf *err);
+
+// Lists the approval requests still waiting for an answer, oldest first, as a JSON array of
+// records.
+//
+// - `h`: an open handle. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_approvals_pending(warden_handle *h, warden_buf *out, warden_buf *err);
+
+// Applies a reconcile hook's answer about an AMBIGUOUS effect, in one write: "committed" and
+// "not_executed" resolve it (resolver `reconcile:<action>`); "unknown" moves nothing.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `action`, `action_len`: the action name, recorded as the resolver. Required.
+// - `answer`, `answer_len`: "committed" | "not_executed" | "unknown". Required.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_RESOLVABLE (the effect is not AMBIGUOUS);
+// WARDEN_RESULT_NOT_FOUND (no such effect); WARDEN_RESULT_INVALID_INPUT;
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `err` is NULL or valid for one write.
+warden_result warden_effect_reconcile(warden_handle *h,
+                                      const uint8_t *key,
+                                      size_t key_len,
+                                      const uint8_t *action,
+                                      size_t action_len,
+                                      const uint8_t *answer,
+                                      size_t answer_len,
+                                      warden_buf *err);
+
+// A human says what happened to an AMBIGUOUS effect: "committed" or "failed" (after which a
+// retry may run). Only AMBIGUOUS moves.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `to`, `to_len`: "committed" | "failed". Required.
+// - `by`, `by_len`: who resolves it, one plain line. Required.
+// - `out`: NULL, or receives the updated effect record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_RESOLVABLE; WARDEN_RESULT_NOT_FOUND;
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_effect_resolve(warden_handle *h,
+                                    const uint8_t *key,
+                                    size_t key_len,
+                                    const uint8_t *to,
+                                    size_t to_len,
+                                    const uint8_t *by,
+                                    size_t by_len,
+                                    warden_buf *out,
+                                    warden_buf *err);
+
+// Reads one effect record: the record, or JSON `null` when the key was never reserved.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_effect_get(warden_handle *h,
+                                const uint8_t *key,
+                                size_t key_len,
+                                warden_buf *out,
+                                warden_buf *err);
+
+// Lists effect records in key order as a JSON array.
+//
+// - `h`: an open handle. Required.
+// - `state`, `state_len`: only records in this state ("reserved", "executing", "committed",
+//   "failed", "ambiguous"). Optional (NULL, 0): every state.
+// - `limit`: at most this many records; 0 means no limit.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_effects_list(warden_handle *h,
+                                  const uint8_t *state,
+                                  size_t state_len,
+                                  uint64_t limit,
+                                  warden_buf *out,
+                                  warden_buf *err);
+
+// Lists receipts with `seq >= from_seq`, in seq order, as a JSON array of receipt documents
+// (each with its `hash` and the `executor_result` kept outside the hash).
+//
+// - `h`: an open handle. Required.
+// - `from_seq`: the first seq to return (receipts start at 1).
+// - `limit`: at most this many receipts; 0 means no limit.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_receipts_list(warden_handle *h,
+                                   uint64_t from_seq,
+                                   uint64_t limit,
+                                   warden_buf *out,
+                                   warden_buf *err);
+
+// Walks the whole receipt chain and reports as JSON `{"ok", "verified", "chained",
+// "unchained", "head_seq", "head_hash", "breaks": [{"name", "seq", "detail"}],
+// "breaks_not_listed"}`. A broken chain is reported in the JSON (`"ok": false`), not as an
+// error code.
+//
+// - `h`: an open handle. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_chain_verify(warden_handle *h, warden_buf *out, warden_buf *err);
+
+// Lists events with `event_id > after_id`, ascending, as a JSON array of `{"event_id", "ts",
+// "type", "action_id", "effect_key", "approval_id", "data"}`.
+//
+// - `h`: an open handle. Required.
+// - `after_id`: 0 for the first event; the last `event_id` seen to page on.
+// - `limit`: at most this many events; 0 means no limit.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_events_list(warden_handle *h,
+                                 uint64_t after_id,
+                                 uint64_t limit,
+                                 warden_buf *out,
+                                 warden_buf *err);
+
+// Returns the canonical form of a JSON document: sorted keys, no whitespace, integers exactly
+// as written, the bytes every Warden and ctrlrun hash is taken over. A float anywhere is
+// refused (INVALID_INPUT, naming its path).
+//
+// - `json`, `len`: UTF-8 JSON. Required.
+// - `out`: receives the canonical text on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC.
+//
+// Thread safety: safe from any thread.
+//
+// # Safety
+// Byte pointers follow the conventions at the top of this header; `out` and `err` are NULL or
+// valid for one write.
+warden_result warden_canonical(const uint8_t *json, size_t len, warden_buf *out, warden_buf *err);
+
+// Returns the action hash an approval binds to: `sha256:` and 64 hex digits (plain text, no
+// quotes), identical to ctrlrun's `ctrlrun.action/v1` hash.
+//
+// - `action_json`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
+//   {"agent": str, "user": str|null}, "resource": str|null, "environment": str}`. Required.
+//   An absent `environment` is "production"; an unknown field is INVALID_INPUT.
+// - `out`: receives the hash on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC.
+//
+// Thread safety: safe from any thread.
+//
+// # Safety
+// Byte pointers follow the conventions at the top of this header; `out` and `err` are NULL or
+// valid for one write.
+warden_result warden_action_hash(const uint8_t *action_json,
+                                 size_t len,
+                                 warden_buf *out,
+                                 warden_buf *err);
+
+// Reserves an effect key for one action, consuming a granted approval in the same write when
+// one is given (the approval is checked first; a refused reservation leaves it granted). The
+// record is RESERVED until `warden_store_begin`.
+//
+// - `h`: an open handle. Required.
+// - `action_json`, `len`: UTF-8 JSON `{"name", "arguments", "principal", "resource",
+//   "environment"}` as for `warden_action_hash`; an absent `environment` is the handle's.
+//   Required. A fresh `action_id` is assigned; read it from the returned record.
+// - `key`, `key_len`: the effect key. Required.
+// - `approval_id`, `approval_len`: a granted approval for this exact action. Optional (NULL, 0).
+// - `lease_ms`: how long the reservation holds; 0 is the default five minutes.
+// - `out`: NULL, or receives the effect record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; a refusal: WARDEN_RESULT_DUPLICATE, WARDEN_RESULT_IN_PROGRESS,
+// WARDEN_RESULT_AMBIGUOUS, WARDEN_RESULT_ATTEMPT_CEILING, WARDEN_RESULT_APPROVAL_MISMATCH,
+// WARDEN_RESULT_DENIED (a denied approval); or a fault: WARDEN_RESULT_INVALID_INPUT,
+// WARDEN_RESULT_STORE, WARDEN_RESULT_PANIC, WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_store_reserve(warden_handle *h,
+                                   const uint8_t *action_json,
+                                   size_t len,
+                                   const uint8_t *key,
+                                   size_t key_len,
+                                   const uint8_t *approval_id,
+                                   size_t approval_len,
+                                   uint64_t lease_ms,
+                                   warden_buf *out,
+                                   warden_buf *err);
+
+// Moves a RESERVED effect to EXECUTING for its holder: call it right before running the effect.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `action_id`, `id_len`: the holder's `action_id` from the reserved record. Required.
+// - `attempt`: the record's `attempt`.
+// - `out`: NULL, or receives the effect record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; a refusal when this holder no longer holds the key
+// (WARDEN_RESULT_LATE_OUTCOME, WARDEN_RESULT_AMBIGUOUS, WARDEN_RESULT_DUPLICATE,
+// WARDEN_RESULT_IN_PROGRESS, WARDEN_RESULT_NOT_FOUND); WARDEN_RESULT_INVALID_INPUT;
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_store_begin(warden_handle *h,
+                                 const uint8_t *key,
+                                 size_t key_len,
+                                 const uint8_t *action_id,
+                                 size_t id_len,
+                                 uint32_t attempt,
+                                 warden_buf *out,
+                                 warden_buf *err);
+
+// Reports the outcome of an attempt without a permit: COMMITTED, FAILED (not executed) or
+// AMBIGUOUS.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `action_id`, `id_len`: the holder's `action_id`. Required.
+// - `attempt`: the attempt being reported.
+// - `outcome_json`, `outcome_len`: UTF-8 JSON, exactly one of `{"committed": result}`,
+//   `{"not_executed": "msg"}`, `{"ambiguous": "msg"}`. Required.
+// - `out`: NULL, or receives the effect record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; a refusal when the record moved on (WARDEN_RESULT_LATE_OUTCOME,
+// WARDEN_RESULT_NOT_FOUND, …); WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_store_complete(warden_handle *h,
+                                    const uint8_t *key,
+                                    size_t key_len,
+                                    const uint8_t *action_id,
+                                    size_t id_len,
+                                    uint32_t attempt,
+                                    const uint8_t *outcome_json,
+                                    size_t outcome_len,
+                                    warden_buf *out,
+                                    warden_buf *err);
+
+// Marks an in-flight effect AMBIGUOUS (idempotent from RESERVED, EXECUTING and AMBIGUOUS), e.g.
+// when a worker is known to have died mid-call.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `msg`, `msg_len`: what happened, UTF-8. Optional (NULL, 0): a generic message.
+// - `out`: NULL, or receives the effect record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; a refusal when the effect is not in flight
+// (WARDEN_RESULT_DUPLICATE, WARDEN_RESULT_NOT_FOUND, …); WARDEN_RESULT_INVALID_INPUT;
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_store_mark_ambiguous(warden_handle *h,
+                                          const uint8_t *key,
+                                          size_t key_len,
+                                          const uint8_t *msg,
+                                          size_t msg_len,
+                                          warden_buf *out,
+                                          warden_buf *err);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,29 +1,52 @@
-//! The `extern "C"` surface: the only place `unsafe` is allowed. Every export is panic-safe.
-//! This issue lays down the boundary's first symbol and the header pipeline; the full surface
-//! (handles, result codes, JSON in and out) is the boundary issue's.
+//! The `extern "C"` surface: the only place `unsafe` is allowed, each block with a `SAFETY`
+//! line. `include/warden.h` is generated from these files by cbindgen (see `build.rs`).
+//!
+//! Plumbing (all the FFI machinery): `result` (codes, the exhaustive `Error` → code match),
+//! `panic` (the panic boundary and the poisoned latch), `bytes` (borrowed byte views in, owned
+//! `warden_buf` out, out-parameters), `request` (the JSON documents callers pass in).
+//! One file per concept for the exports: `handle`, `permit`, `approvals`, `effects`, `pure`,
+//! `store_ops`, and `test_exports` behind the non-default `test-exports` feature.
+
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
+// Plumbing. The declaration order is the header's order.
+pub mod result;
+
+pub mod bytes;
+
+pub mod panic;
+
+mod request;
+
+// The exports, one concept per file.
+pub mod handle;
+
+pub mod permit;
+
+pub mod approvals;
+
+pub mod effects;
+
+pub mod pure;
+
+pub mod store_ops;
+
+#[cfg(feature = "test-exports")]
+pub mod test_exports;
+
+#[cfg(test)]
+mod tests;
 
 /// The ABI version of this library. A binding built for another version must refuse to load.
 /// Bumped only when an existing symbol's meaning changes; added symbols do not bump it.
 pub const WARDEN_ABI_VERSION: u32 = 1;
 
-/// Returns the ABI version this library implements. Never fails, never allocates.
+/// Returns the ABI version this library implements (WARDEN_ABI_VERSION). A binding compares it
+/// with the version it was built for and refuses to load on a difference. Never fails, never
+/// allocates.
 ///
 /// Thread safety: safe from any thread.
 #[no_mangle]
 pub extern "C" fn warden_abi_version() -> u32 {
-    WARDEN_ABI_VERSION
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_committed_header_is_the_generated_one() {
-        let generated = include_str!(concat!(env!("OUT_DIR"), "/warden.h"));
-        let committed =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/warden.h")).unwrap_or_default();
-        assert!(
-            generated == committed,
-            "include/warden.h is stale: regenerate it with `WARDEN_UPDATE_HEADER=1 cargo build` and commit it"
-        );
-    }
+    panic::infallible(WARDEN_ABI_VERSION, || WARDEN_ABI_VERSION)
 }

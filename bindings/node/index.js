@@ -1,0 +1,434 @@
+'use strict';
+// Warden for Node: at-most-once effects for AI agents, in process.
+//
+// A thin layer over the native addon (native/warden.node), which calls only the warden_* C
+// functions of libwarden.so. Everything that touches the store runs off the event loop as
+// N-API async work and returns a Promise. JSON crossing the boundary keeps every integer
+// exact: beyond 2^53 it is a BigInt.
+
+const path = require('node:path');
+const util = require('node:util');
+const { AsyncLocalStorage } = require('node:async_hooks');
+const { setTimeout: sleep } = require('node:timers/promises');
+
+const json = require('./lib/json');
+const errors = require('./lib/errors');
+
+const { WardenError, AbiMismatch, Ambiguous, ApprovalRequired, InvalidInput, NotFound, NotExecuted, fromObject } = errors;
+
+/** The C ABI version this binding is written against. */
+const ABI_VERSION = 1;
+
+const native = loadNative();
+
+function loadNative() {
+  const file = path.join(__dirname, 'native', 'warden.node');
+  let addon;
+  try {
+    addon = require(file);
+  } catch (error) {
+    throw new AbiMismatch(
+      `cannot load the Warden addon ${file} (${error.message}); build it with \`node scripts/build.js\` in ${__dirname} (npm install does this)`,
+    );
+  }
+  const found = addon.abiVersion();
+  if (found !== ABI_VERSION) {
+    throw new AbiMismatch(
+      `libwarden implements ABI version ${found}, and this binding was built for version ${ABI_VERSION}; rebuild it with \`node scripts/build.js\``,
+    );
+  }
+  return addon;
+}
+
+/** A native failure carries the C error object as its message; make it a WardenError. */
+function translate(error) {
+  if (!(error instanceof Error) || error instanceof WardenError || error.code !== 'GenericFailure') return error;
+  let fields;
+  try {
+    fields = json.parse(error.message);
+  } catch {
+    return error;
+  }
+  if (fields === null || typeof fields !== 'object' || typeof fields.code !== 'string' || !fields.code.startsWith('WARDEN_RESULT_')) {
+    return error;
+  }
+  return fromObject(fields);
+}
+
+/** Run a native call (sync or returning a Promise), throwing WardenErrors. */
+async function invoke(call) {
+  try {
+    return await call();
+  } catch (error) {
+    throw translate(error);
+  }
+}
+
+/** JSON text for the library; a value that cannot be JSON is InvalidInput, as in Python. */
+function dumps(value, what) {
+  try {
+    return json.stringify(value);
+  } catch (error) {
+    throw new InvalidInput(`${what} cannot be sent to Warden as JSON: ${error.message}`);
+  }
+}
+
+function invokeSync(call) {
+  try {
+    return call();
+  } catch (error) {
+    throw translate(error);
+  }
+}
+
+// ---- context: who is asking, and which approval they present --------------------------------
+
+const callerScope = new AsyncLocalStorage();
+const protectedScope = new AsyncLocalStorage();
+
+function requireString(what, value) {
+  if (typeof value !== 'string' || value === '') throw new TypeError(`${what} must be a non-empty string`);
+  return value;
+}
+
+/**
+ * Run `fn` with the principal {agent, user}. Every protected call made inside it, however deep
+ * in async code, proposes as this principal; concurrent calls each see their own.
+ */
+function withContext({ agent, user = null } = {}, fn) {
+  requireString('agent', agent);
+  if (user !== null && user !== undefined) requireString('user', user);
+  if (typeof fn !== 'function') throw new TypeError('withContext(principal, fn): fn must be a function');
+  const outer = callerScope.getStore() ?? {};
+  return callerScope.run({ ...outer, principal: { agent, user: user ?? null } }, fn);
+}
+
+/** Run `fn` presenting the approval `id` ("apr_…") to every protected call inside it. */
+function withApproval(id, fn) {
+  requireString('the approval id', id);
+  if (typeof fn !== 'function') throw new TypeError('withApproval(id, fn): fn must be a function');
+  const outer = callerScope.getStore() ?? {};
+  return callerScope.run({ ...outer, approvalId: id }, fn);
+}
+
+function currentCall(what) {
+  const call = protectedScope.getStore();
+  if (!call) throw new InvalidInput(`${what} is only available inside a protected call`);
+  return call;
+}
+
+/**
+ * The provider idempotency token of the attempt the current protected call is running. Throws
+ * InvalidInput outside a protected call, or when the action has no effect key.
+ */
+function idempotencyToken() {
+  const token = currentCall('idempotencyToken()').info.idempotency_token;
+  if (typeof token !== 'string') {
+    throw new InvalidInput('this action has no effect key, so its attempt has no idempotency token');
+  }
+  return token;
+}
+
+/** Extend the current protected call's lease to `ms` from now; resolves to the new expiry. */
+async function extendLease(ms) {
+  const call = currentCall('extendLease()');
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw new TypeError('extendLease(ms): ms must be a positive integer');
+  const info = json.parse(await invoke(() => call.permit.extendLease(ms)));
+  call.info = { ...call.info, lease_expires_at: info.lease_expires_at };
+  return info.lease_expires_at ?? null;
+}
+
+// ---- pure functions ---------------------------------------------------------------------------
+
+/** The canonical JSON text of `value` (sorted keys, no spaces, exact integers; floats refused). */
+function canonical(value) {
+  const text = dumps(value, 'canonical(value)');
+  return invokeSync(() => native.canonical(text));
+}
+
+/** The action hash ("sha256:…") of {name, arguments, principal, resource, environment}. */
+function actionHash({ name, arguments: args = {}, principal = null, resource = null, environment } = {}) {
+  const action = { name, arguments: args, principal, resource };
+  if (environment !== undefined) action.environment = environment;
+  const text = dumps(action, 'actionHash(action)');
+  return invokeSync(() => native.actionHash(text));
+}
+
+// ---- the handle -------------------------------------------------------------------------------
+
+const RECONCILE_ANSWERS = new Set(['committed', 'not_executed', 'unknown']);
+// List calls return at most this many records unless asked; a limit of 0 means no limit.
+const DEFAULT_LIMIT = 100;
+const MAX_MESSAGE_CHARS = 1000;
+
+/** The message an AMBIGUOUS or FAILED outcome records for a thrown value. */
+function messageOf(thrown) {
+  let text;
+  try {
+    if (thrown instanceof Error) text = thrown.message ? `${thrown.name}: ${thrown.message}` : thrown.name;
+    else text = `thrown: ${util.inspect(thrown, { depth: 1 })}`;
+  } catch {
+    text = 'thrown: a value with no text';
+  }
+  return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
+}
+
+/** The committed result: the value as JSON, or {"repr": …} when it is not JSON. */
+function resultJson(value) {
+  try {
+    return json.stringify(value === undefined ? null : value);
+  } catch {
+    return reprJson(value);
+  }
+}
+
+/** {"repr": "<inspection>"}: what is stored for a result that cannot be stored as itself. */
+function reprJson(value) {
+  let text;
+  try {
+    text = util.inspect(value, { depth: 2, breakLength: Infinity });
+  } catch (error) {
+    text = `<a value whose inspection threw ${error?.name ?? 'an error'}>`;
+  }
+  if (text.length > 10_000) text = `${text.slice(0, 9_999)}…`;
+  return json.stringify({ repr: text });
+}
+
+function optionalCount(what, value, fallback) {
+  if (value === undefined || value === null) return fallback;
+  if (!Number.isSafeInteger(value) || value < 0) throw new TypeError(`${what} must be a non-negative integer`);
+  return value;
+}
+
+class Warden {
+  #handle;
+
+  /**
+   * Open `store` (a redb file, created if missing) governed by the document `config`.
+   * @param {{store: string, config?: string, environment?: string}} options
+   */
+  constructor({ store, config, environment } = {}) {
+    requireString('store', store);
+    if (config !== undefined && config !== null) requireString('config', config);
+    if (environment !== undefined && environment !== null) requireString('environment', environment);
+    const options = environment ? json.stringify({ environment }) : undefined;
+    this.#handle = invokeSync(() => native.Handle.open(store, config ?? undefined, options));
+  }
+
+  /** Close the store. Idempotent; calls already running finish first. */
+  close() {
+    this.#handle.close();
+  }
+
+  get closed() {
+    return this.#handle.closed;
+  }
+
+  /**
+   * Wrap `fn` so each call is proposed, run at most once per effect key, and its outcome
+   * recorded: a return commits, `NotExecuted` records FAILED (a retry may run), anything else
+   * records AMBIGUOUS and is rethrown unchanged.
+   * @param {string} name the action name in the policy document
+   * @param {(args: object) => any} fn receives the canonical arguments
+   * @param {{reconcile?: (effectKey: string) => any, leaseMs?: number, waitMs?: number}} [options]
+   */
+  protect(name, fn, { reconcile, leaseMs, waitMs } = {}) {
+    requireString('the action name', name);
+    if (typeof fn !== 'function') throw new TypeError('protect(name, fn): fn must be a function');
+    if (reconcile !== undefined && typeof reconcile !== 'function') throw new TypeError('reconcile must be a function');
+    if (leaseMs !== undefined && (!Number.isSafeInteger(leaseMs) || leaseMs <= 0)) {
+      throw new TypeError('leaseMs must be a positive integer');
+    }
+    if (waitMs !== undefined && (typeof waitMs !== 'number' || !(waitMs >= 0))) {
+      throw new TypeError('waitMs must be a non-negative number');
+    }
+    const handle = this.#handle;
+    const protectedCall = async (args = {}) => {
+      if (args === null || typeof args !== 'object' || Array.isArray(args)) {
+        throw new TypeError(`${name}: a protected function takes one object of arguments`);
+      }
+      const caller = callerScope.getStore() ?? {};
+      const request = {
+        name,
+        arguments: args,
+        principal: caller.principal ?? null,
+        approval_id: caller.approvalId ?? null,
+        lease_ms: leaseMs ?? null,
+        resource: null,
+        principal_expires_at_ms: null,
+      };
+      const permit = await proposeRecovering(handle, request, { reconcile, waitMs });
+      return runPermitted(permit, fn);
+    };
+    Object.defineProperty(protectedCall, 'name', { value: fn.name || name });
+    return protectedCall;
+  }
+
+  /** Grant a pending approval. `by` must not be the requesting principal. */
+  async approve(id, { by, ttlMs } = {}) {
+    requireString('the approval id', id);
+    requireString('by', by);
+    const ttl = optionalCount('ttlMs', ttlMs, 0);
+    return json.parse(await invoke(() => this.#handle.approvalGrant(id, by, ttl)));
+  }
+
+  /** Deny a pending approval. */
+  async deny(id, { by, reason } = {}) {
+    requireString('the approval id', id);
+    requireString('by', by);
+    if (reason !== undefined && reason !== null) requireString('reason', reason);
+    return json.parse(await invoke(() => this.#handle.approvalDeny(id, by, reason ?? undefined)));
+  }
+
+  /** One approval record, or null. */
+  async approval(id) {
+    requireString('the approval id', id);
+    return json.parse(await invoke(() => this.#handle.approvalGet(id)));
+  }
+
+  /** The approval requests still waiting for a human. */
+  async pending() {
+    return json.parse(await invoke(() => this.#handle.approvalsPending()));
+  }
+
+  /** A human says what happened to an AMBIGUOUS effect: "committed" or "failed". */
+  async resolve(key, to, { by } = {}) {
+    requireString('the effect key', key);
+    if (to !== 'committed' && to !== 'failed') throw new TypeError('resolve(key, to): to is "committed" or "failed"');
+    requireString('by', by);
+    return json.parse(await invoke(() => this.#handle.effectResolve(key, to, by)));
+  }
+
+  /** Effect records in key order, optionally only those in `state`, at most `limit` (0: all). */
+  async effects({ state, limit } = {}) {
+    if (state !== undefined && state !== null) requireString('state', state);
+    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    return json.parse(await invoke(() => this.#handle.effectsList(state ?? undefined, count)));
+  }
+
+  /** One effect record, or null. */
+  async effect(key) {
+    requireString('the effect key', key);
+    return json.parse(await invoke(() => this.#handle.effectGet(key)));
+  }
+
+  /** Receipts from sequence number `fromSeq` on, in chain order, at most `limit` (0: all). */
+  async receipts({ fromSeq, limit } = {}) {
+    const from = optionalCount('fromSeq', fromSeq, 1);
+    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    return json.parse(await invoke(() => this.#handle.receiptsList(from, count)));
+  }
+
+  /** Walk the receipt chain and report whether it is intact. */
+  async verifyChain() {
+    return json.parse(await invoke(() => this.#handle.chainVerify()));
+  }
+
+  /** Events with an id greater than `after`, ascending, at most `limit` (0: all). */
+  async events({ after, limit } = {}) {
+    const from = optionalCount('after', after, 0);
+    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    return json.parse(await invoke(() => this.#handle.eventsList(from, count)));
+  }
+}
+
+if (typeof Symbol.dispose === 'symbol') {
+  Warden.prototype[Symbol.dispose] = function dispose() {
+    this.close();
+  };
+}
+
+/**
+ * Propose; on AMBIGUOUS ask `reconcile` once (committed / not_executed resolve the key and the
+ * proposal is retried once; unknown leaves the refusal standing); on APPROVAL_REQUIRED with
+ * `waitMs`, wait for the human's answer and present it.
+ */
+async function proposeRecovering(handle, request, { reconcile, waitMs }) {
+  const propose = (req) => {
+    const text = dumps(req, `the ${req.name} request`);
+    return invoke(() => handle.propose(text));
+  };
+  try {
+    return await propose(request);
+  } catch (error) {
+    if (error instanceof Ambiguous && reconcile && error.effectKey) {
+      const answer = await reconcile(error.effectKey);
+      if (!RECONCILE_ANSWERS.has(answer)) {
+        throw new TypeError(`reconcile must answer "committed", "not_executed" or "unknown", not ${String(answer)}`);
+      }
+      await invoke(() => handle.reconcile(error.effectKey, request.name, answer));
+      if (answer === 'unknown') throw error;
+      return propose(request);
+    }
+    if (error instanceof ApprovalRequired && waitMs > 0 && error.requestId) {
+      const answered = await waitForAnswer(handle, error.requestId, Date.now() + waitMs);
+      if (!answered) throw error;
+      return proposeRecovering(handle, { ...request, approval_id: error.requestId }, { reconcile });
+    }
+    throw error;
+  }
+}
+
+/** Poll the approval until a human answers it (true), or it expires or the wait ends (false). */
+async function waitForAnswer(handle, id, deadline) {
+  let pause = 20;
+  for (;;) {
+    let record;
+    try {
+      record = json.parse(await invoke(() => handle.approvalGet(id)));
+    } catch (error) {
+      if (error instanceof NotFound) return false;
+      throw error;
+    }
+    if (record === null || typeof record !== 'object') return false;
+    if (record.status !== 'pending') return true;
+    const left = deadline - Date.now();
+    if (left <= 0 || Date.parse(record.expires_at) < Date.now()) return false;
+    await sleep(Math.min(pause, left));
+    pause = Math.min(pause * 2, 500);
+  }
+}
+
+/** Run `fn` under a permit and report exactly one outcome. */
+async function runPermitted(permit, fn) {
+  const info = json.parse(permit.info);
+  const call = { permit, info };
+  try {
+    let result;
+    try {
+      result = await protectedScope.run(call, () => fn(info.arguments));
+    } catch (error) {
+      // NotExecuted: the remote side provably did nothing. If even an outcome cannot be
+      // recorded, the release below records AMBIGUOUS, and the caller still gets its error.
+      const report = error instanceof NotExecuted ? permit.notExecuted : permit.ambiguous;
+      await invoke(() => report.call(permit, messageOf(error))).catch(() => {});
+      throw error;
+    }
+    // It ran: the record says COMMITTED even when the library cannot store the result itself
+    // (not JSON, nested too deep), which leaves the permit unfinished for a second try.
+    try {
+      await invoke(() => permit.commit(resultJson(result)));
+    } catch (error) {
+      if (!(error instanceof InvalidInput)) throw error;
+      await invoke(() => permit.commit(reprJson(result)));
+    }
+    return result;
+  } finally {
+    permit.release();
+  }
+}
+
+module.exports = {
+  ABI_VERSION,
+  Warden,
+  withContext,
+  withApproval,
+  idempotencyToken,
+  extendLease,
+  actionHash,
+  canonical,
+  parseJson: json.parse,
+  stringifyJson: json.stringify,
+  ...errors,
+};
+delete module.exports.fromObject;

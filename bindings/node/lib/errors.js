@@ -1,0 +1,167 @@
+'use strict';
+// The error tree. Every error Warden raises is a WardenError carrying `code` (the C constant's
+// name, e.g. WARDEN_RESULT_IN_PROGRESS), `reason` (the short machine reason) and the refusal's
+// fields in camelCase. Refusals (the kernel said no, by design) and faults (something is
+// broken) are separate branches, as in the C ABI's code ranges and the Python binding.
+
+class WardenError extends Error {
+  /**
+   * @param {string} message
+   * @param {object} [fields] the C error object: {code, reason, message, ...refusal fields}
+   */
+  constructor(message, fields = {}) {
+    super(message ?? fields.message ?? new.target.defaultCode);
+    this.name = new.target.name;
+    this.code = fields.code ?? new.target.defaultCode;
+    this.reason = fields.reason ?? new.target.defaultReason;
+    // The error object exactly as the library sent it (snake_case, BigInt-safe).
+    Object.defineProperty(this, 'details', { value: Object.freeze({ ...fields }), enumerable: false });
+    for (const [from, to] of FIELDS) {
+      if (fields[from] !== undefined) this[to] = fields[from];
+    }
+  }
+}
+
+// What an error raised by the binding itself (not sent by the library) says, per class.
+WardenError.defaultCode = 'WARDEN_RESULT_UNKNOWN';
+WardenError.defaultReason = 'unknown';
+
+// The refusal fields of the C error object, and their JavaScript names.
+const FIELDS = [
+  ['request_id', 'requestId'],
+  ['expires_at', 'expiresAt'],
+  ['action_hash', 'actionHash'],
+  ['approval_id', 'approvalId'],
+  ['state', 'state'],
+  ['effect_key', 'effectKey'],
+  ['action_id', 'actionId'],
+  ['attempts', 'attempts'],
+  ['max_attempts', 'maxAttempts'],
+];
+
+/** The kernel said no, as designed (codes 100..199). */
+class Refused extends WardenError {}
+/** The policy (or an environment or principal check) denied the action. */
+class Denied extends Refused {}
+/** A human must approve first: present `requestId` with `withApproval` once granted. */
+class ApprovalRequired extends Refused {}
+/** The presented approval does not authorize this action now (`reason` says why). */
+class ApprovalMismatch extends Refused {}
+/** The effect is done (`state` "committed") or held by a live attempt (`state` "in_progress"). */
+class Duplicate extends Refused {}
+/** The effect's outcome is unknown; a human must resolve it before any retry. */
+class Ambiguous extends Refused {}
+/** The effect failed `maxAttempts` times; no further attempt is allowed. */
+class AttemptCeiling extends Refused {}
+/** Only an AMBIGUOUS effect can be resolved by hand. */
+class NotResolvable extends Refused {}
+/** The effect moved on before this outcome arrived; the outcome was kept as evidence only. */
+class LateOutcome extends Refused {}
+/** No such approval or effect. */
+class NotFound extends Refused {}
+
+/** Something is broken (codes 200..299). */
+class Fault extends WardenError {}
+class InvalidInput extends Fault {}
+class StoreFault extends Fault {}
+class ConfigError extends Fault {}
+class FetchFault extends Fault {}
+class Panic extends Fault {}
+/** The handle latched closed after a store fault or panic: close it and open a new one. */
+class Poisoned extends Fault {}
+/** The loaded library implements another ABI version than this binding was built for. */
+class AbiMismatch extends Fault {}
+
+// The library's own reasons for each code (error.rs `reason()`), for errors made here.
+const DEFAULT_REASONS = {
+  WARDEN_RESULT_DENIED: 'denied',
+  WARDEN_RESULT_APPROVAL_REQUIRED: 'approval_required',
+  WARDEN_RESULT_APPROVAL_MISMATCH: 'mismatch',
+  WARDEN_RESULT_DUPLICATE: 'duplicate',
+  WARDEN_RESULT_IN_PROGRESS: 'in_progress',
+  WARDEN_RESULT_AMBIGUOUS: 'ambiguous',
+  WARDEN_RESULT_ATTEMPT_CEILING: 'attempt_ceiling',
+  WARDEN_RESULT_NOT_RESOLVABLE: 'not_ambiguous',
+  WARDEN_RESULT_LATE_OUTCOME: 'late_outcome',
+  WARDEN_RESULT_NOT_FOUND: 'not_found',
+  WARDEN_RESULT_INVALID_INPUT: 'invalid_input',
+  WARDEN_RESULT_STORE: 'store',
+  WARDEN_RESULT_CONFIG: 'configuration_invalid',
+  WARDEN_RESULT_FETCH: 'fetch',
+  WARDEN_RESULT_PANIC: 'panic',
+  WARDEN_RESULT_POISONED: 'poisoned',
+  WARDEN_RESULT_ABI_MISMATCH: 'abi_mismatch',
+};
+
+const BY_CODE = {
+  WARDEN_RESULT_DENIED: Denied,
+  WARDEN_RESULT_APPROVAL_REQUIRED: ApprovalRequired,
+  WARDEN_RESULT_APPROVAL_MISMATCH: ApprovalMismatch,
+  WARDEN_RESULT_DUPLICATE: Duplicate,
+  WARDEN_RESULT_IN_PROGRESS: Duplicate,
+  WARDEN_RESULT_AMBIGUOUS: Ambiguous,
+  WARDEN_RESULT_ATTEMPT_CEILING: AttemptCeiling,
+  WARDEN_RESULT_NOT_RESOLVABLE: NotResolvable,
+  WARDEN_RESULT_LATE_OUTCOME: LateOutcome,
+  WARDEN_RESULT_NOT_FOUND: NotFound,
+  WARDEN_RESULT_INVALID_INPUT: InvalidInput,
+  WARDEN_RESULT_STORE: StoreFault,
+  WARDEN_RESULT_CONFIG: ConfigError,
+  WARDEN_RESULT_FETCH: FetchFault,
+  WARDEN_RESULT_PANIC: Panic,
+  WARDEN_RESULT_POISONED: Poisoned,
+  WARDEN_RESULT_ABI_MISMATCH: AbiMismatch,
+};
+
+/**
+ * Thrown by a protected function to say the remote side provably did nothing: the attempt is
+ * recorded FAILED (not executed) and a retry may run. Any other throw records AMBIGUOUS.
+ */
+class NotExecuted extends Error {
+  constructor(message = 'not executed', options) {
+    super(message, options);
+    this.name = 'NotExecuted';
+  }
+}
+
+for (const [code, Class] of Object.entries(BY_CODE)) {
+  if (!Object.hasOwn(Class, 'defaultCode')) {
+    Class.defaultCode = code;
+    Class.defaultReason = DEFAULT_REASONS[code];
+  }
+}
+
+/** The WardenError for a C error object. */
+function fromObject(fields) {
+  let Class = BY_CODE[fields.code];
+  if (!Class) {
+    // A code added after this binding was built: still a refusal or a fault.
+    Class = fields.refusal === true ? Refused : fields.refusal === false ? Fault : WardenError;
+  }
+  const message = typeof fields.message === 'string' && fields.message !== '' ? fields.message : fields.code;
+  return new Class(message, fields);
+}
+
+module.exports = {
+  WardenError,
+  Refused,
+  Denied,
+  ApprovalRequired,
+  ApprovalMismatch,
+  Duplicate,
+  Ambiguous,
+  AttemptCeiling,
+  NotResolvable,
+  LateOutcome,
+  NotFound,
+  Fault,
+  InvalidInput,
+  StoreFault,
+  ConfigError,
+  FetchFault,
+  Panic,
+  Poisoned,
+  AbiMismatch,
+  NotExecuted,
+  fromObject,
+};

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Build (or reuse) libwarden.so and the Node addon, then run the Node binding's tests.
+#
+# One target directory for every build: ${CARGO_TARGET_DIR:-<repo>/target}. When WARDEN_LIB_DIR
+# is set, the library already built there is used as it is and cargo does not touch the root
+# crate. npm install only fetches what package.json asks for (typescript, for the types test)
+# and works from the npm cache when offline; without it the tests still run and the tsc check
+# is skipped.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
+
+if [[ -z "${WARDEN_LIB_DIR:-}" ]]; then
+  # A no-op when the library is fresh; rebuilds it when the root crate changed.
+  cargo build --release --lib --manifest-path "$repo/Cargo.toml"
+fi
+
+cd "$here"
+# npm install runs the package's install script (scripts/build.js): the addon, then native/.
+if ! npm install --no-audit --no-fund --prefer-offline; then
+  echo "run-tests: npm install failed (offline?); building the addon without devDependencies" >&2
+  node scripts/build.js
+fi
+npm test

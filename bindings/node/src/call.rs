@@ -1,0 +1,119 @@
+//! Plumbing for one C call: byte views in, owned buffers out, result codes to errors.
+//!
+//! A failed call becomes a `napi::Error` whose message is the library's error object (JSON:
+//! `{"code", "reason", "message", …the refusal's fields}`); `index.js` turns it into the
+//! matching `WardenError` subclass. Nothing here interprets Warden's semantics.
+
+use std::ffi::CStr;
+
+use crate::ffi::{self, WardenBuf, WardenResult, WARDEN_RESULT_OK};
+
+/// A refused or failed C call: its code and its error object as JSON text.
+#[derive(Debug)]
+pub struct Failure {
+    pub error_json: String,
+}
+
+impl Failure {
+    /// An error the binding raises itself (a closed handle, a finished permit), shaped like
+    /// the library's error object so JavaScript sees one kind of error.
+    pub fn binding(code: &str, reason: &str, message: &str) -> Failure {
+        Failure {
+            error_json: format!(
+                "{{\"code\":{},\"reason\":{},\"message\":{}}}",
+                json_string(code),
+                json_string(reason),
+                json_string(message)
+            ),
+        }
+    }
+}
+
+impl From<Failure> for napi::Error {
+    fn from(failure: Failure) -> napi::Error {
+        napi::Error::new(napi::Status::GenericFailure, failure.error_json)
+    }
+}
+
+pub type CallResult<T> = Result<T, Failure>;
+
+/// The constant name of `code`, e.g. `WARDEN_RESULT_DUPLICATE`.
+pub fn result_name(code: WardenResult) -> String {
+    // SAFETY: warden_result_name returns a static NUL-terminated string and never NULL; the
+    // NULL check only guards a broken library.
+    unsafe {
+        let name = ffi::warden_result_name(code);
+        if name.is_null() {
+            return "WARDEN_RESULT_UNKNOWN".to_owned();
+        }
+        CStr::from_ptr(name).to_string_lossy().into_owned()
+    }
+}
+
+/// Copy an owned buffer into a `String` and free it.
+pub fn take(buf: WardenBuf) -> String {
+    if buf.ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: a non-NULL warden_buf written by the library points at `len` initialised bytes
+    // that stay valid until warden_buf_free, which is called right after the copy.
+    let text = unsafe { String::from_utf8_lossy(std::slice::from_raw_parts(buf.ptr, buf.len)).into_owned() };
+    // SAFETY: the buffer came from the library and is freed exactly once, here.
+    unsafe { ffi::warden_buf_free(buf) };
+    text
+}
+
+/// Turn a result code and its error buffer into `Ok(())` or the error object.
+pub fn check(code: WardenResult, err: WardenBuf) -> CallResult<()> {
+    if code == WARDEN_RESULT_OK {
+        // On success the library leaves `err` untouched; free it anyway should it not have.
+        if !err.ptr.is_null() {
+            take(err);
+        }
+        return Ok(());
+    }
+    let text = take(err);
+    if text.is_empty() {
+        let name = result_name(code);
+        return Err(Failure::binding(&name, "", &format!("{name} ({code}); the library gave no error object")));
+    }
+    Err(Failure { error_json: text })
+}
+
+/// A borrowed UTF-8 view for a `(ptr, len)` parameter.
+pub fn bytes(text: &str) -> (*const u8, usize) {
+    (text.as_ptr(), text.len())
+}
+
+/// An optional `(ptr, len)` parameter: NULL and 0 when absent.
+pub fn optional(text: Option<&str>) -> (*const u8, usize) {
+    match text {
+        Some(text) => bytes(text),
+        None => (std::ptr::null(), 0),
+    }
+}
+
+/// A JavaScript number taken as a `uint64_t` count or duration.
+pub fn unsigned(what: &str, value: i64) -> CallResult<u64> {
+    u64::try_from(value).map_err(|_| {
+        Failure::binding("WARDEN_RESULT_INVALID_INPUT", "invalid_input", &format!("{what} must not be negative"))
+    })
+}
+
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

@@ -1,0 +1,180 @@
+//! The `warden_*` C functions this addon calls, hand-written from `include/warden.h`.
+//!
+//! This block is the addon's whole view of Warden: no Rust path into the `warden` crate, only
+//! these symbols from `libwarden.so`. `test/abi_surface.test.js` checks every declaration
+//! here against the header (name and parameter count) and that nothing else is called.
+
+use std::os::raw::c_char;
+
+/// `warden_result`: 0 is OK, 100..199 refusals, 200..299 faults.
+pub type WardenResult = u32;
+
+pub const WARDEN_RESULT_OK: WardenResult = 0;
+pub const WARDEN_RESULT_INVALID_INPUT: WardenResult = 200;
+
+/// An owned output (`warden_buf`), written only on success and freed with `warden_buf_free`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct WardenBuf {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+impl WardenBuf {
+    pub const fn empty() -> WardenBuf {
+        WardenBuf { ptr: std::ptr::null_mut(), len: 0 }
+    }
+}
+
+/// `warden_handle`: opaque, thread-safe.
+#[repr(C)]
+pub struct WardenHandle {
+    _opaque: [u8; 0],
+}
+
+/// `warden_permit`: opaque, never used from two threads at once.
+#[repr(C)]
+pub struct WardenPermit {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    pub fn warden_abi_version() -> u32;
+    pub fn warden_result_name(code: WardenResult) -> *const c_char;
+    pub fn warden_buf_free(buf: WardenBuf);
+
+    pub fn warden_open(
+        store: *const u8,
+        store_len: usize,
+        config: *const u8,
+        config_len: usize,
+        options_json: *const u8,
+        options_len: usize,
+        out: *mut *mut WardenHandle,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_close(handle: *mut WardenHandle);
+
+    pub fn warden_propose(
+        handle: *mut WardenHandle,
+        request: *const u8,
+        len: usize,
+        out: *mut *mut WardenPermit,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_permit_info(permit: *const WardenPermit, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_permit_commit(
+        permit: *mut WardenPermit,
+        result_json: *const u8,
+        len: usize,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_permit_not_executed(
+        permit: *mut WardenPermit,
+        msg: *const u8,
+        len: usize,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_permit_ambiguous(
+        permit: *mut WardenPermit,
+        msg: *const u8,
+        len: usize,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_permit_extend_lease(permit: *mut WardenPermit, lease_ms: u64, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_permit_free(permit: *mut WardenPermit);
+    pub fn warden_effect_reconcile(
+        handle: *mut WardenHandle,
+        key: *const u8,
+        key_len: usize,
+        action: *const u8,
+        action_len: usize,
+        answer: *const u8,
+        answer_len: usize,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+
+    pub fn warden_approval_grant(
+        handle: *mut WardenHandle,
+        id: *const u8,
+        id_len: usize,
+        by: *const u8,
+        by_len: usize,
+        ttl_ms: i64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_approval_deny(
+        handle: *mut WardenHandle,
+        id: *const u8,
+        id_len: usize,
+        by: *const u8,
+        by_len: usize,
+        reason: *const u8,
+        reason_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_approval_get(
+        handle: *mut WardenHandle,
+        id: *const u8,
+        id_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_approvals_pending(
+        handle: *mut WardenHandle,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+
+    pub fn warden_effect_resolve(
+        handle: *mut WardenHandle,
+        key: *const u8,
+        key_len: usize,
+        to: *const u8,
+        to_len: usize,
+        by: *const u8,
+        by_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_effect_get(
+        handle: *mut WardenHandle,
+        key: *const u8,
+        key_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_effects_list(
+        handle: *mut WardenHandle,
+        state: *const u8,
+        state_len: usize,
+        limit: u64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_receipts_list(
+        handle: *mut WardenHandle,
+        from_seq: u64,
+        limit: u64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_chain_verify(handle: *mut WardenHandle, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_events_list(
+        handle: *mut WardenHandle,
+        after_id: u64,
+        limit: u64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+
+    pub fn warden_canonical(json: *const u8, len: usize, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_action_hash(
+        action_json: *const u8,
+        len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+}

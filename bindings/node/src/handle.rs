@@ -1,0 +1,279 @@
+//! `Handle`: one open `warden_handle`, and every handle-level call as async work.
+//!
+//! The pointer lives in an `Arc`: `close()` only drops the handle's own reference, so work
+//! already queued on the thread pool (and every live permit) keeps the store open until it
+//! finishes; `warden_close` runs when the last reference goes.
+
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::AsyncTask;
+use napi::{Env, Task};
+use napi_derive::napi;
+
+use crate::call::{bytes, check, optional, take, unsigned, CallResult, Failure};
+use crate::ffi::{self, WardenBuf, WardenHandle};
+use crate::permit::{Permit, PermitPtr};
+
+/// An open handle. `warden_handle` is safe to use from many threads at once.
+pub struct HandlePtr(*mut WardenHandle);
+
+// SAFETY: the C ABI documents a warden_handle as usable from many threads at the same time.
+unsafe impl Send for HandlePtr {}
+// SAFETY: as above; every call through &HandlePtr is a thread-safe C function.
+unsafe impl Sync for HandlePtr {}
+
+impl HandlePtr {
+    pub fn raw(&self) -> *mut WardenHandle {
+        self.0
+    }
+}
+
+impl Drop for HandlePtr {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from warden_open and this is the last reference to it.
+        unsafe { ffi::warden_close(self.0) };
+    }
+}
+
+#[napi]
+pub struct Handle {
+    slot: Mutex<Option<Arc<HandlePtr>>>,
+}
+
+#[napi]
+impl Handle {
+    /// Open `store` governed by the document at `config` (optional); `options` is the C
+    /// options JSON (`{"environment": …}`) or absent.
+    #[napi(factory)]
+    pub fn open(store: String, config: Option<String>, options: Option<String>) -> napi::Result<Handle> {
+        let (store_ptr, store_len) = bytes(&store);
+        let (config_ptr, config_len) = optional(config.as_deref());
+        let (options_ptr, options_len) = optional(options.as_deref());
+        let mut out: *mut WardenHandle = std::ptr::null_mut();
+        let mut err = WardenBuf::empty();
+        // SAFETY: every (ptr, len) borrows a String alive for the call; out and err point at
+        // locals.
+        let code = unsafe {
+            ffi::warden_open(store_ptr, store_len, config_ptr, config_len, options_ptr, options_len, &mut out, &mut err)
+        };
+        check(code, err)?;
+        if out.is_null() {
+            return Err(
+                Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_open returned OK and no handle").into()
+            );
+        }
+        Ok(Handle { slot: Mutex::new(Some(Arc::new(HandlePtr(out)))) })
+    }
+
+    /// Idempotent. Queued work and live permits keep the store open until they finish.
+    #[napi]
+    pub fn close(&self) {
+        let taken = self.slot.lock().map(|mut slot| slot.take()).unwrap_or(None);
+        drop(taken);
+    }
+
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.slot.lock().map(|slot| slot.is_none()).unwrap_or(true)
+    }
+
+    /// Run the pipeline: resolves to a `Permit`, rejects with the refusal.
+    #[napi(ts_return_type = "Promise<Permit>")]
+    pub fn propose(&self, request: String) -> napi::Result<AsyncTask<Propose>> {
+        Ok(AsyncTask::new(Propose { handle: self.live()?, request }))
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn reconcile(&self, key: String, action: String, answer: String) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::Reconcile { key, action, answer })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn approval_grant(&self, id: String, by: String, ttl_ms: i64) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ApprovalGrant { id, by, ttl_ms })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn approval_deny(&self, id: String, by: String, reason: Option<String>) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ApprovalDeny { id, by, reason })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn approval_get(&self, id: String) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ApprovalGet { id })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn approvals_pending(&self) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ApprovalsPending)
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn effect_resolve(&self, key: String, to: String, by: String) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::EffectResolve { key, to, by })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn effect_get(&self, key: String) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::EffectGet { key })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn effects_list(&self, state: Option<String>, limit: i64) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::EffectsList { state, limit })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn receipts_list(&self, from_seq: i64, limit: i64) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ReceiptsList { from_seq, limit })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn chain_verify(&self) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ChainVerify)
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn events_list(&self, after_id: i64, limit: i64) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::EventsList { after_id, limit })
+    }
+}
+
+impl Handle {
+    fn live(&self) -> napi::Result<Arc<HandlePtr>> {
+        let slot = self.slot.lock().map_err(|_| {
+            napi::Error::from(Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the handle's lock is poisoned"))
+        })?;
+        slot.clone().ok_or_else(|| {
+            Failure::binding(
+                "WARDEN_RESULT_INVALID_INPUT",
+                "invalid_input",
+                "this Warden is closed; open the store again to use it",
+            )
+            .into()
+        })
+    }
+
+    fn call(&self, op: Op) -> napi::Result<AsyncTask<HandleCall>> {
+        Ok(AsyncTask::new(HandleCall { handle: self.live()?, op }))
+    }
+}
+
+/// One handle-level C call that answers JSON text.
+pub enum Op {
+    Reconcile { key: String, action: String, answer: String },
+    ApprovalGrant { id: String, by: String, ttl_ms: i64 },
+    ApprovalDeny { id: String, by: String, reason: Option<String> },
+    ApprovalGet { id: String },
+    ApprovalsPending,
+    EffectResolve { key: String, to: String, by: String },
+    EffectGet { key: String },
+    EffectsList { state: Option<String>, limit: i64 },
+    ReceiptsList { from_seq: i64, limit: i64 },
+    ChainVerify,
+    EventsList { after_id: i64, limit: i64 },
+}
+
+impl Op {
+    fn run(&self, h: *mut WardenHandle) -> CallResult<String> {
+        let mut out = WardenBuf::empty();
+        let mut err = WardenBuf::empty();
+        // SAFETY (every arm): `h` is a live handle held by an Arc for the whole call; each
+        // (ptr, len) borrows a String owned by `self`; out and err point at locals.
+        let code = match self {
+            Op::Reconcile { key, action, answer } => {
+                let ((k, kl), (a, al), (r, rl)) = (bytes(key), bytes(action), bytes(answer));
+                let code = unsafe { ffi::warden_effect_reconcile(h, k, kl, a, al, r, rl, &mut err) };
+                check(code, err)?;
+                return Ok("null".to_owned());
+            }
+            Op::ApprovalGrant { id, by, ttl_ms } => {
+                let ((i, il), (b, bl)) = (bytes(id), bytes(by));
+                unsafe { ffi::warden_approval_grant(h, i, il, b, bl, *ttl_ms, &mut out, &mut err) }
+            }
+            Op::ApprovalDeny { id, by, reason } => {
+                let ((i, il), (b, bl), (r, rl)) = (bytes(id), bytes(by), optional(reason.as_deref()));
+                unsafe { ffi::warden_approval_deny(h, i, il, b, bl, r, rl, &mut out, &mut err) }
+            }
+            Op::ApprovalGet { id } => {
+                let (i, il) = bytes(id);
+                unsafe { ffi::warden_approval_get(h, i, il, &mut out, &mut err) }
+            }
+            Op::ApprovalsPending => unsafe { ffi::warden_approvals_pending(h, &mut out, &mut err) },
+            Op::EffectResolve { key, to, by } => {
+                let ((k, kl), (t, tl), (b, bl)) = (bytes(key), bytes(to), bytes(by));
+                unsafe { ffi::warden_effect_resolve(h, k, kl, t, tl, b, bl, &mut out, &mut err) }
+            }
+            Op::EffectGet { key } => {
+                let (k, kl) = bytes(key);
+                unsafe { ffi::warden_effect_get(h, k, kl, &mut out, &mut err) }
+            }
+            Op::EffectsList { state, limit } => {
+                let (s, sl) = optional(state.as_deref());
+                let limit = unsigned("limit", *limit)?;
+                unsafe { ffi::warden_effects_list(h, s, sl, limit, &mut out, &mut err) }
+            }
+            Op::ReceiptsList { from_seq, limit } => {
+                let (from_seq, limit) = (unsigned("fromSeq", *from_seq)?, unsigned("limit", *limit)?);
+                unsafe { ffi::warden_receipts_list(h, from_seq, limit, &mut out, &mut err) }
+            }
+            Op::ChainVerify => unsafe { ffi::warden_chain_verify(h, &mut out, &mut err) },
+            Op::EventsList { after_id, limit } => {
+                let (after_id, limit) = (unsigned("afterId", *after_id)?, unsigned("limit", *limit)?);
+                unsafe { ffi::warden_events_list(h, after_id, limit, &mut out, &mut err) }
+            }
+        };
+        check(code, err)?;
+        Ok(take(out))
+    }
+}
+
+pub struct HandleCall {
+    handle: Arc<HandlePtr>,
+    op: Op,
+}
+
+impl Task for HandleCall {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> napi::Result<String> {
+        Ok(self.op.run(self.handle.raw())?)
+    }
+
+    fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
+        Ok(output)
+    }
+}
+
+pub struct Propose {
+    handle: Arc<HandlePtr>,
+    request: String,
+}
+
+impl Task for Propose {
+    type Output = (PermitPtr, String);
+    type JsValue = Permit;
+
+    fn compute(&mut self) -> napi::Result<(PermitPtr, String)> {
+        let (request, request_len) = bytes(&self.request);
+        let mut out = std::ptr::null_mut();
+        let mut err = WardenBuf::empty();
+        // SAFETY: the handle is alive (Arc); the request borrows a String owned by self.
+        let code = unsafe { ffi::warden_propose(self.handle.raw(), request, request_len, &mut out, &mut err) };
+        check(code, err)?;
+        if out.is_null() {
+            return Err(
+                Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_propose returned OK and no permit").into()
+            );
+        }
+        // From here on the permit is owned: dropping it without an outcome records AMBIGUOUS.
+        let permit = PermitPtr::new(out, self.handle.clone());
+        let info = permit.info()?;
+        Ok((permit, info))
+    }
+
+    fn resolve(&mut self, _env: Env, (permit, info): (PermitPtr, String)) -> napi::Result<Permit> {
+        Ok(Permit::new(permit, info))
+    }
+}

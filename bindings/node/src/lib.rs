@@ -1,0 +1,56 @@
+//! The N-API addon under `index.js`: a thin, typed skin over the `warden_*` C ABI.
+//!
+//! It calls only the functions declared in `ffi.rs` and links `libwarden.so` dynamically, so
+//! Node and Python run the very same library code. Blocking calls (everything that touches
+//! the store) run as async work on the libuv thread pool and return Promises; the pure
+//! functions are synchronous. Results cross as JSON text; `index.js` parses it BigInt-safely.
+
+mod call;
+mod ffi;
+mod handle;
+mod permit;
+
+use napi_derive::napi;
+
+use crate::call::{bytes, check, take};
+use crate::ffi::WardenBuf;
+
+pub use handle::Handle;
+pub use permit::Permit;
+
+/// The ABI version of the loaded library; `index.js` refuses to load unless it is 1.
+#[napi]
+pub fn abi_version() -> u32 {
+    // SAFETY: no arguments, no allocation.
+    unsafe { ffi::warden_abi_version() }
+}
+
+/// The constant name of a result code, e.g. `WARDEN_RESULT_DUPLICATE`.
+#[napi]
+pub fn result_name(code: u32) -> String {
+    call::result_name(code)
+}
+
+/// The canonical JSON text of `json`.
+#[napi]
+pub fn canonical(json: String) -> napi::Result<String> {
+    pure(&json, ffi::warden_canonical)
+}
+
+/// `sha256:…` over the canonical action `{"name","arguments","principal","resource","environment"}`.
+#[napi]
+pub fn action_hash(action_json: String) -> napi::Result<String> {
+    pure(&action_json, ffi::warden_action_hash)
+}
+
+type PureFn = unsafe extern "C" fn(*const u8, usize, *mut WardenBuf, *mut WardenBuf) -> ffi::WardenResult;
+
+fn pure(input: &str, function: PureFn) -> napi::Result<String> {
+    let (ptr, len) = bytes(input);
+    let mut out = WardenBuf::empty();
+    let mut err = WardenBuf::empty();
+    // SAFETY: (ptr, len) borrows `input` for the call; out and err point at locals.
+    let code = unsafe { function(ptr, len, &mut out, &mut err) };
+    check(code, err)?;
+    Ok(take(out))
+}

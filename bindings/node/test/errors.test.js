@@ -1,0 +1,100 @@
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+
+const warden = require('..');
+const { open, ada, scratch } = require('./helpers');
+
+test('every error carries code, reason, message and the refusal fields', async (t) => {
+  const { w } = open(t);
+  const write = w.protect('ledger.write', () => 'ok');
+  await ada(() => write({ entry: 'e' }));
+  const duplicate = await ada(() => write({ entry: 'e' })).catch((e) => e);
+  assert.equal(duplicate.name, 'Duplicate');
+  assert.equal(duplicate.code, 'WARDEN_RESULT_DUPLICATE');
+  assert.equal(duplicate.reason, 'duplicate');
+  assert.equal(duplicate.state, 'committed');
+  assert.equal(duplicate.effectKey, 'ledger:e');
+  assert.match(duplicate.message, /ledger:e/);
+  assert.equal(duplicate.details.code, 'WARDEN_RESULT_DUPLICATE');
+  assert.equal(duplicate.details.effect_key, 'ledger:e');
+  assert.ok(Object.isFrozen(duplicate.details));
+  assert.ok(duplicate.stack.includes('Duplicate'));
+});
+
+test('the error tree: refusals and faults', () => {
+  const refusals = [
+    warden.Denied,
+    warden.ApprovalRequired,
+    warden.ApprovalMismatch,
+    warden.Duplicate,
+    warden.Ambiguous,
+    warden.AttemptCeiling,
+    warden.NotResolvable,
+    warden.LateOutcome,
+    warden.NotFound,
+  ];
+  const faults = [
+    warden.InvalidInput,
+    warden.StoreFault,
+    warden.ConfigError,
+    warden.FetchFault,
+    warden.Panic,
+    warden.Poisoned,
+    warden.AbiMismatch,
+  ];
+  for (const Class of refusals) assert.ok(Class.prototype instanceof warden.Refused, Class.name);
+  for (const Class of faults) assert.ok(Class.prototype instanceof warden.Fault, Class.name);
+  assert.ok(warden.Refused.prototype instanceof warden.WardenError);
+  assert.ok(warden.Fault.prototype instanceof warden.WardenError);
+  assert.ok(!(warden.NotExecuted.prototype instanceof warden.WardenError), 'NotExecuted is the caller’s, not Warden’s');
+});
+
+test('an error made by the binding has its class\'s code and reason', () => {
+  const made = new warden.InvalidInput('made here');
+  assert.equal(made.code, 'WARDEN_RESULT_INVALID_INPUT');
+  assert.equal(made.reason, 'invalid_input');
+  assert.equal(made.message, 'made here');
+  assert.equal(new warden.Duplicate('x').code, 'WARDEN_RESULT_DUPLICATE');
+  assert.equal(new warden.Panic('x').reason, 'panic');
+  assert.equal(new warden.WardenError('x').code, 'WARDEN_RESULT_UNKNOWN');
+});
+
+test('an attempt ceiling is refused with attempts and maxAttempts', async (t) => {
+  const { w } = open(t);
+  const refund = w.protect('stripe.refund', () => {
+    throw new warden.NotExecuted('declined');
+  });
+  const args = { payment_id: 'pay_ceiling', amount: 5 };
+  for (let i = 0; i < 3; i++) await assert.rejects(ada(() => refund(args)), warden.NotExecuted);
+  const ceiling = await ada(() => refund(args)).catch((e) => e);
+  assert.ok(ceiling instanceof warden.AttemptCeiling, `got ${ceiling}`);
+  assert.equal(ceiling.code, 'WARDEN_RESULT_ATTEMPT_CEILING');
+  assert.equal(ceiling.reason, 'attempt_ceiling');
+  assert.equal(ceiling.attempts, 3);
+  assert.equal(ceiling.maxAttempts, 3);
+  assert.equal(ceiling.effectKey, 'refund:pay_ceiling');
+});
+
+test('a malformed policy document is a ConfigError', (t) => {
+  const { config, store } = scratch(t, 'schema: warden/v1\nactions: [\n');
+  const error = (() => {
+    try {
+      new warden.Warden({ store, config });
+    } catch (e) {
+      return e;
+    }
+    return null;
+  })();
+  assert.ok(error instanceof warden.ConfigError, `got ${error}`);
+  assert.equal(error.code, 'WARDEN_RESULT_CONFIG');
+});
+
+test('bad arguments are InvalidInput from the library or TypeError from the binding', async (t) => {
+  const { w } = open(t);
+  await assert.rejects(w.resolve('no-such-key', 'committed', { by: 'ops:bob' }), (e) => e instanceof warden.WardenError && e.code.startsWith('WARDEN_RESULT_'));
+  await assert.rejects(w.approve('apr_x', { by: 'ops:bob\u202e' }), (e) => e instanceof warden.InvalidInput && e.code === 'WARDEN_RESULT_INVALID_INPUT');
+  await assert.rejects(w.approve('apr_x', {}), TypeError);
+  await assert.rejects(w.resolve('k', 'maybe', { by: 'x' }), TypeError);
+  assert.throws(() => new warden.Warden({}), TypeError);
+});

@@ -1,0 +1,91 @@
+// Compiled by test/types.test.js with `tsc --noEmit --strict`; never run.
+import {
+  ABI_VERSION,
+  Ambiguous,
+  ApprovalRequired,
+  InvalidInput,
+  Duplicate,
+  NotExecuted,
+  Warden,
+  WardenError,
+  actionHash,
+  canonical,
+  extendLease,
+  idempotencyToken,
+  parseJson,
+  stringifyJson,
+  withApproval,
+  withContext,
+} from '../..';
+import type { ApprovalRecord, EffectRecord, JsonValue, ReconcileAnswer } from '../..';
+
+const version: 1 = ABI_VERSION;
+const w = new Warden({ store: 'state.redb', config: 'warden.yaml', environment: 'staging' });
+
+interface RefundArgs {
+  payment_id: string;
+  amount: number | bigint;
+}
+
+const refund = w.protect(
+  'stripe.refund',
+  async (args: RefundArgs): Promise<{ refund: string }> => {
+    const token: string = idempotencyToken();
+    const expires: string | null = await extendLease(60_000);
+    if (args.amount === 0) throw new NotExecuted('nothing to refund');
+    return { refund: `re_${args.payment_id}_${token}_${expires}` };
+  },
+  {
+    reconcile: async (key: string): Promise<ReconcileAnswer> => (key.startsWith('refund:') ? 'unknown' : 'committed'),
+    leaseMs: 30_000,
+    waitMs: 1_000,
+  },
+);
+
+async function story(): Promise<void> {
+  try {
+    const out: { refund: string } = await withContext({ agent: 'support-agent', user: 'ada' }, () =>
+      refund({ payment_id: 'pay_1', amount: 2n ** 70n }),
+    );
+    void out;
+  } catch (error) {
+    if (error instanceof ApprovalRequired) {
+      const id: string = error.requestId;
+      const expires: string = error.expiresAt;
+      const record: ApprovalRecord = await w.approve(id, { by: 'ops:bob', ttlMs: 60_000 });
+      void expires;
+      void record;
+      await withApproval(id, () => withContext({ agent: 'support-agent' }, () => refund({ payment_id: 'pay_1', amount: 1 })));
+    } else if (error instanceof Duplicate) {
+      const state: 'committed' | 'in_progress' = error.state;
+      void state;
+    } else if (error instanceof Ambiguous) {
+      const resolved: EffectRecord = await w.resolve(error.effectKey, 'failed', { by: 'ops:bob' });
+      void resolved;
+    } else if (error instanceof WardenError) {
+      const code: string = error.code;
+      const made = new InvalidInput('made here');
+      void made;
+      const reason: string = error.reason;
+      void code;
+      void reason;
+    }
+  }
+  const pending: ApprovalRecord[] = await w.pending();
+  const denied: ApprovalRecord = await w.deny('apr_x', { by: 'ops:bob', reason: 'no' });
+  const effects: EffectRecord[] = await w.effects({ state: 'ambiguous', limit: 10 });
+  const effect: EffectRecord | null = await w.effect('refund:pay_1');
+  const receipts = await w.receipts({ fromSeq: 0, limit: 10 });
+  const chain = await w.verifyChain();
+  const events = await w.events({ after: 0, limit: 0 });
+  const approval: ApprovalRecord | null = await w.approval('apr_x');
+  void [pending, denied, effects, effect, receipts, chain, events, approval];
+  const hash: string = actionHash({ name: 'stripe.refund', arguments: { amount: 1 }, principal: { agent: 'a' }, environment: 'staging' });
+  const text: string = canonical({ a: 1n, b: [null, true, 'x'] });
+  const value: JsonValue = parseJson(stringifyJson({ hash, text }));
+  void value;
+  void version;
+  w.close();
+}
+
+void story;

@@ -1,0 +1,218 @@
+"""@w.protect on an `async def`: the same pipeline, with every blocking C call off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import warden
+from warden import _ffi
+
+
+@pytest.fixture()
+def c_calls() -> Iterator[list[tuple[str, int]]]:
+    """Every foreign call made during the test, with the thread it was made on."""
+    lib = _ffi.library()
+    original = dict(lib.functions)
+    seen: list[tuple[str, int]] = []
+
+    def recording(name: str, fn: Any) -> Any:
+        def call(*args: Any) -> Any:
+            seen.append((name, threading.get_ident()))
+            return fn(*args)
+
+        return call
+
+    for name, fn in original.items():
+        lib.functions[name] = recording(name, fn)
+    try:
+        yield seen
+    finally:
+        lib.functions.clear()
+        lib.functions.update(original)
+
+
+def test_an_async_call_commits_once_and_its_retry_is_a_duplicate(w: warden.Warden, agent: Any) -> None:
+    calls: list[str] = []
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int = 1200) -> dict[str, str]:
+        await asyncio.sleep(0)
+        calls.append(payment_id)
+        return {"refund": "re_1", "token": warden.idempotency_token()}
+
+    async def main() -> None:
+        result = await refund("pay_1")
+        assert result["refund"] == "re_1"
+        with pytest.raises(warden.Duplicate) as refused:
+            await refund("pay_1")
+        assert refused.value.state == "committed"
+
+    asyncio.run(main())
+    assert calls == ["pay_1"]
+    assert w.effect("refund:pay_1")["state"] == "committed"  # type: ignore[index]
+
+
+def test_the_event_loop_keeps_running_and_no_c_call_runs_on_it(
+    w: warden.Warden, agent: Any, c_calls: list[tuple[str, int]]
+) -> None:
+    ticks_during_call: list[int] = []
+
+    async def main() -> None:
+        loop_thread = threading.get_ident()
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        @w.protect("stripe.refund")
+        async def refund(payment_id: str, amount: int) -> str:
+            before = ticks
+            await asyncio.sleep(0.05)
+            ticks_during_call.append(ticks - before)
+            return "ok"
+
+        ticking = asyncio.create_task(ticker())
+        assert await refund("pay_1", 1200) == "ok"
+        with pytest.raises(warden.Duplicate):
+            await refund("pay_1", 1200)
+        stop.set()
+        await ticking
+        on_loop = [name for name, thread in c_calls if thread == loop_thread]
+        assert on_loop == [], f"blocking C calls made on the event loop: {on_loop}"
+
+    asyncio.run(main())
+    assert ticks_during_call and ticks_during_call[0] > 0
+    names = {name for name, _ in c_calls}
+    assert {"warden_propose", "warden_permit_info", "warden_permit_commit", "warden_permit_free"} <= names
+
+
+def test_cancelling_a_running_call_records_ambiguous(w: warden.Warden, agent: Any) -> None:
+    async def main() -> None:
+        started = asyncio.Event()
+
+        @w.protect("stripe.refund")
+        async def refund(payment_id: str, amount: int) -> None:
+            started.set()
+            await asyncio.Event().wait()  # the provider never answers
+
+        task = asyncio.create_task(refund("pay_1", 1200))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        record = w.effect("refund:pay_1")
+        assert record is not None and record["state"] == "ambiguous"
+        assert "CancelledError" in record["error"]
+        with pytest.raises(warden.Ambiguous):
+            await refund("pay_1", 1200)
+
+    asyncio.run(main())
+
+
+def test_cancelling_before_the_function_runs_records_failed(w: warden.Warden, agent: Any) -> None:
+    """Cancelled while the proposal was in the worker thread: the permit arrives afterwards,
+    the function never ran, and the binding reports exactly that (FAILED, retry allowed)."""
+    proceed = threading.Event()
+    entered = threading.Event()
+    real_propose = w._propose
+
+    def slow_propose(request: bytes) -> warden.Permit:
+        entered.set()
+        proceed.wait(10)
+        return real_propose(request)
+
+    w._propose = slow_propose  # type: ignore[method-assign]
+    ran: list[int] = []
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int) -> None:
+        ran.append(amount)
+
+    async def main() -> None:
+        task = asyncio.create_task(refund("pay_1", 1200))
+        await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        proceed.set()
+        for _ in range(500):
+            record = await asyncio.to_thread(w.effect, "refund:pay_1")
+            if record is not None and record["state"] == "failed":
+                break
+            await asyncio.sleep(0.01)
+        assert record is not None and record["state"] == "failed", record
+
+    asyncio.run(main())
+    assert ran == []
+    del w._propose  # type: ignore[attr-defined]
+    with warden.context(agent="support-agent"):
+        asyncio.run(refund("pay_1", 1200))
+    assert ran == [1200]
+    assert w.effect("refund:pay_1")["attempt"] == 2  # type: ignore[index]
+
+
+def test_async_exceptions_map_like_sync_ones(w: warden.Warden, agent: Any) -> None:
+    boom = ConnectionResetError("reset mid-reply")
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int, mode: str) -> str:
+        if mode == "declined":
+            raise warden.NotExecuted("declined")
+        if mode == "lost":
+            raise boom
+        return "ok"
+
+    async def main() -> None:
+        with pytest.raises(warden.NotExecuted):
+            await refund("pay_1", 100, "declined")
+        assert (await asyncio.to_thread(w.effect, "refund:pay_1"))["state"] == "failed"
+        assert await refund("pay_1", 100, "ok") == "ok"
+        with pytest.raises(ConnectionResetError) as raised:
+            await refund("pay_2", 100, "lost")
+        assert raised.value is boom
+        assert (await asyncio.to_thread(w.effect, "refund:pay_2"))["state"] == "ambiguous"
+
+    asyncio.run(main())
+
+
+def test_many_tasks_racing_on_one_key_have_one_winner(w: warden.Warden) -> None:
+    ran: list[str] = []
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int) -> None:
+        await asyncio.sleep(0.01)
+        ran.append(payment_id)
+
+    async def racer(n: int) -> str:
+        with warden.context(agent=f"agent-{n}"):
+            try:
+                await refund("pay_race", 500)
+                return "ran"
+            except warden.Duplicate as exc:
+                return exc.state or "?"
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(*(racer(n) for n in range(10))))
+
+    outcomes = asyncio.run(main())
+    assert outcomes.count("ran") == 1
+    assert ran == ["pay_race"]
+
+
+def test_extend_lease_async_runs_off_the_loop(w: warden.Warden, agent: Any) -> None:
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int) -> str | None:
+        return await warden.extend_lease_async(3600)
+
+    expiry = asyncio.run(refund("pay_1", 100))
+    assert isinstance(expiry, str) and expiry > time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())

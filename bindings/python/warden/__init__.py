@@ -1,0 +1,110 @@
+"""Warden for Python: at-most-once effects for AI agents, in process, over one embedded store.
+
+    import warden
+
+    w = warden.Warden(store="state.redb", config="warden.yaml")
+
+    @w.protect("stripe.refund")
+    def refund(payment_id: str, amount: int) -> dict:
+        return stripe.Refund.create(payment=payment_id, amount=amount,
+                                    idempotency_key=warden.idempotency_token())
+
+    with warden.context(agent="support-agent", user="ada"):
+        refund("pay_1", 1200)   # runs once
+        refund("pay_1", 1200)   # raises warden.Duplicate(state="committed")
+
+A thin ctypes binding over the C ABI (`include/warden.h`, docs/ABI.md): every decision, hash,
+count and record is the library's.
+"""
+
+from __future__ import annotations
+
+from . import _ffi
+from ._context import Principal, context, current_approval, current_principal, with_approval
+from ._errors import (
+    RESULT_CODES,
+    AbiMismatch,
+    Ambiguous,
+    ApprovalMismatch,
+    ApprovalRequired,
+    AttemptCeiling,
+    ConfigError,
+    Denied,
+    Duplicate,
+    Fault,
+    FetchFault,
+    InvalidInput,
+    LateOutcome,
+    NotExecuted,
+    NotFound,
+    NotResolvable,
+    Panic,
+    Poisoned,
+    Refused,
+    StoreFault,
+    WardenError,
+)
+from ._warden import (
+    Permit,
+    Warden,
+    action_hash,
+    canonical,
+    extend_lease,
+    extend_lease_async,
+    idempotency_token,
+)
+
+__version__ = "0.1.0"
+
+#: The C ABI version this binding is written for.
+ABI_VERSION = _ffi.ABI_VERSION
+
+
+def abi_version() -> int:
+    """The ABI version of the loaded library (loading it, and checking it, if needed)."""
+    return _ffi.library().abi_version
+
+
+def result_name(code: int) -> str:
+    """`warden_result_name(code)`: the C constant's name for a result code."""
+    return _ffi.library().result_name(code)
+
+
+__all__ = [
+    "ABI_VERSION",
+    "RESULT_CODES",
+    "AbiMismatch",
+    "Ambiguous",
+    "ApprovalMismatch",
+    "ApprovalRequired",
+    "AttemptCeiling",
+    "ConfigError",
+    "Denied",
+    "Duplicate",
+    "Fault",
+    "FetchFault",
+    "InvalidInput",
+    "LateOutcome",
+    "NotExecuted",
+    "NotFound",
+    "NotResolvable",
+    "Panic",
+    "Permit",
+    "Poisoned",
+    "Principal",
+    "Refused",
+    "StoreFault",
+    "Warden",
+    "WardenError",
+    "abi_version",
+    "action_hash",
+    "canonical",
+    "context",
+    "current_approval",
+    "current_principal",
+    "extend_lease",
+    "extend_lease_async",
+    "idempotency_token",
+    "result_name",
+    "with_approval",
+]

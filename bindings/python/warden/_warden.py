@@ -1,0 +1,870 @@
+"""`Warden` (one open store under one document), `Permit`, and `@w.protect`.
+
+Everything here is a thin layer over the C functions: the kernel decides, hashes, counts
+attempts and writes evidence; this module turns Python calls into JSON, JSON into Python
+values, and C results into exceptions. Blocking C calls made for an `async def` run in a
+worker thread (`asyncio.to_thread`), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, ParamSpec, TypeVar, Union, cast
+
+from . import _ffi
+from ._context import _PERMIT, current_approval, current_permit, current_principal
+from ._errors import Ambiguous, ApprovalRequired, InvalidInput, NotExecuted, NotFound
+
+__all__ = ["Warden", "Permit", "canonical", "action_hash", "idempotency_token", "extend_lease"]
+
+_LOG = logging.getLogger("warden")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: What a reconcile hook answers about an AMBIGUOUS effect.
+ReconcileAnswer = str  # "committed" | "not_executed" | "unknown"
+ReconcileHook = Callable[[str], Union[ReconcileAnswer, Awaitable[ReconcileAnswer]]]
+PathLike = Union[str, "os.PathLike[str]"]
+
+_COMMIT = "warden_permit_commit"
+_NOT_EXECUTED = "warden_permit_not_executed"
+_AMBIGUOUS = "warden_permit_ambiguous"
+
+_MAX_MESSAGE_CHARS = 1000
+
+
+# ---- JSON across the boundary -----------------------------------------------------------------
+
+
+def _dumps(value: Any, what: str) -> bytes:
+    """UTF-8 JSON for the library. Python ints of any size are written exactly."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{what} cannot be sent to Warden as JSON: {exc}") from exc
+
+
+def _loads(data: bytes) -> Any:
+    return json.loads(data) if data else None
+
+
+def _record(data: bytes) -> dict[str, Any]:
+    return cast("dict[str, Any]", _loads(data))
+
+
+def _maybe_record(data: bytes) -> dict[str, Any] | None:
+    return cast("dict[str, Any] | None", _loads(data))
+
+
+def _records(data: bytes) -> list[dict[str, Any]]:
+    return cast("list[dict[str, Any]]", _loads(data) or [])
+
+
+def _text(value: str, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{what} is not valid Unicode text: {exc}") from exc
+
+
+def _optional_text(value: str | None, what: str) -> bytes | None:
+    return None if value is None else _text(value, what)
+
+
+def _millis(seconds: float, what: str) -> int:
+    """A positive duration in whole milliseconds (rounded up, so it never becomes 0)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        raise InvalidInput(f"{what} must be a number of seconds, not {seconds!r}")
+    if seconds <= 0:
+        raise InvalidInput(f"{what} must be positive, got {seconds!r}")
+    return max(1, math.ceil(seconds * 1000))
+
+
+def _count(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise InvalidInput(f"{what} must be an integer from 0 to 2**64-1, not {value!r}")
+    return value
+
+
+def _describe(exc: BaseException) -> bytes:
+    """The message an AMBIGUOUS or FAILED outcome records for `exc` (never raises)."""
+    if isinstance(exc, asyncio.CancelledError):
+        text = "asyncio.CancelledError: the protected call was cancelled mid-flight"
+    else:
+        try:
+            detail = str(exc)
+        except Exception:
+            detail = ""
+        text = f"{type(exc).__qualname__}: {detail}" if detail else type(exc).__qualname__
+    if len(text) > _MAX_MESSAGE_CHARS:
+        text = text[: _MAX_MESSAGE_CHARS - 1] + "…"
+    return text.encode("utf-8", "replace")
+
+
+def _result_json(value: Any) -> bytes:
+    """The committed result: the value as JSON, or `{"repr": repr(value)}` when it is not JSON."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(value)
+        except Exception as exc:  # a broken __repr__ must not lose the commit
+            text = f"<{type(value).__qualname__} whose repr raised {type(exc).__qualname__}>"
+        return json.dumps({"repr": text}, ensure_ascii=False).encode("utf-8", "replace")
+
+
+# ---- the permit --------------------------------------------------------------------------------
+
+
+class Permit:
+    """The right to execute one action once, until its lease expires.
+
+    Report exactly one outcome: `commit(result)`, `not_executed(message)` (the remote side
+    provably did nothing: FAILED) or `ambiguous(message)`. A permit released without an
+    outcome (`release()`, the end of a `with` block, garbage collection) records AMBIGUOUS.
+    """
+
+    def __init__(self, lib: _ffi.Library, pointer: int) -> None:
+        # A permit outlives `Warden.close()`: the library keeps the store open until it is freed.
+        self._lib = lib
+        self._pointer: int | None = pointer
+        self._lock = threading.Lock()
+        self._info: dict[str, Any] = {}
+
+    # -- what the kernel granted --
+
+    def refresh(self) -> dict[str, Any]:
+        """Read the permit's JSON again from the library (after a lease extension, say)."""
+        with self._held() as pointer:
+            info = _loads(self._lib.call_out("warden_permit_info", pointer))
+        if not isinstance(info, dict):
+            raise InvalidInput("warden_permit_info returned something other than a JSON object")
+        self._info = info
+        return info
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The permit JSON: action_id, action, action_hash, effect_key, attempt, ..."""
+        return dict(self._info) if self._info else self.refresh()
+
+    @property
+    def action_id(self) -> str:
+        return str(self.info["action_id"])
+
+    @property
+    def action(self) -> str:
+        return str(self.info["action"])
+
+    @property
+    def action_hash(self) -> str:
+        return str(self.info["action_hash"])
+
+    @property
+    def effect_key(self) -> str | None:
+        return self.info.get("effect_key")
+
+    @property
+    def attempt(self) -> int:
+        return int(self.info["attempt"])
+
+    @property
+    def lease_expires_at(self) -> str | None:
+        return self.info.get("lease_expires_at")
+
+    @property
+    def idempotency_token(self) -> str | None:
+        return self.info.get("idempotency_token")
+
+    @property
+    def approval_id(self) -> str | None:
+        return self.info.get("approval_id")
+
+    @property
+    def decision(self) -> str | None:
+        return self.info.get("decision")
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The canonical arguments the kernel decided on (what the function is called with)."""
+        arguments = self.info.get("arguments")
+        if not isinstance(arguments, dict):
+            raise InvalidInput("the permit JSON carries no `arguments` object")
+        return arguments
+
+    # -- outcomes --
+
+    def commit(self, result: Any = None) -> None:
+        """The call succeeded: COMMITTED, with `result` (JSON, or its repr) stored."""
+        self._report(_COMMIT, _result_json(result))
+
+    def not_executed(self, message: str) -> None:
+        """The remote side provably did nothing: FAILED, and a retry may run as the next attempt."""
+        self._report(_NOT_EXECUTED, _text(message, "the not_executed message"))
+
+    def ambiguous(self, message: str) -> None:
+        """The outcome is unknown: AMBIGUOUS until a human (or a reconcile hook) resolves it."""
+        self._report(_AMBIGUOUS, _text(message, "the ambiguous message"))
+
+    def extend_lease(self, seconds: float) -> str | None:
+        """Extend this attempt's lease by `seconds` from now; returns the new expiry."""
+        lease_ms = _millis(seconds, "extend_lease(seconds)")
+        with self._held() as pointer:
+            self._lib.call("warden_permit_extend_lease", pointer, lease_ms)
+        return self.refresh().get("lease_expires_at")
+
+    def _report(self, function: str, payload: bytes) -> None:
+        with self._held() as pointer:
+            self._lib.call(function, pointer, *_ffi.arg(payload))
+
+    def _finish(self, function: str, payload: bytes, quiet: bool) -> None:
+        """Report an outcome, then release; `quiet` logs a failed report instead of raising."""
+        try:
+            self._report(function, payload)
+        except Exception:
+            if not quiet:
+                raise
+            _LOG.warning("warden: recording %s failed", function.removeprefix("warden_permit_"), exc_info=True)
+        finally:
+            self.release()
+
+    # -- lifetime --
+
+    @contextmanager
+    def _held(self) -> Iterator[int]:
+        with self._lock:
+            if self._pointer is None:
+                raise InvalidInput("this permit was already released")
+            yield self._pointer
+
+    def release(self) -> None:
+        """Free the permit (idempotent). Without an outcome, the library records AMBIGUOUS."""
+        with self._lock:
+            pointer, self._pointer = self._pointer, None
+        if pointer is not None:
+            self._lib.fn("warden_permit_free")(pointer)
+
+    close = release
+
+    def __enter__(self) -> Permit:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "released" if self._pointer is None else "live"
+        return f"<warden.Permit {self._info.get('action')} key={self._info.get('effect_key')!r} {state}>"
+
+
+# ---- protected calls -----------------------------------------------------------------------------
+
+
+def idempotency_token() -> str:
+    """The provider idempotency token of the attempt the current protected call is running.
+
+    Raises `InvalidInput` outside a protected call, or when the action has no effect key.
+    """
+    token = current_permit().idempotency_token
+    if token is None:
+        raise InvalidInput("this action has no effect key, so its attempt has no idempotency token")
+    return token
+
+
+def extend_lease(seconds: float) -> str | None:
+    """Extend the current protected call's lease by `seconds` from now (a blocking C call)."""
+    return current_permit().extend_lease(seconds)
+
+
+async def extend_lease_async(seconds: float) -> str | None:
+    """`extend_lease` for an `async def`: the C call runs in a worker thread."""
+    permit = current_permit()
+    return await asyncio.to_thread(permit.extend_lease, seconds)
+
+
+def _check_signature(name: str, fn: Callable[..., Any]) -> inspect.Signature:
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise InvalidInput(
+            f"protect({name!r}): a generator has no single return value to commit; protect a plain "
+            "function (or an async def) instead"
+        )
+    signature = inspect.signature(fn)
+    variadic = [
+        p.name for p in signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    if variadic:
+        raise InvalidInput(
+            f"protect({name!r}): a protected function cannot take *args or **kwargs ({', '.join(variadic)}); "
+            "every argument must have a name the policy can refer to"
+        )
+    return signature
+
+
+def _bind(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _invocation(signature: inspect.Signature, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Positional-only parameters by position, every other one by keyword."""
+    positional = [p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_ONLY]
+    keywords = {key: value for key, value in arguments.items() if key not in positional}
+    return [arguments[key] for key in positional], keywords
+
+
+class _AnswerWait:
+    """When to ask again about a pending approval, and when to stop asking."""
+
+    def __init__(self, wait: float) -> None:
+        self.deadline = time.monotonic() + wait
+        self.delay = 0.02
+
+    def next_delay(self, record: Any) -> float | bool:
+        """True: answered (re-propose); False: give up; a float: sleep that long, then ask."""
+        if not isinstance(record, dict):
+            return False
+        if record.get("status") != "pending":
+            return True
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0 or _has_expired(record.get("expires_at")):
+            return False
+        delay = min(self.delay, remaining)
+        self.delay = min(self.delay * 2, 0.5)
+        return delay
+
+
+def _has_expired(expires_at: Any) -> bool:
+    if not isinstance(expires_at, str):
+        return False
+    try:
+        moment = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return datetime.now(timezone.utc) > moment
+
+
+def _swallow_result(job: asyncio.Future[Any]) -> None:
+    if not job.cancelled():
+        job.exception()
+
+
+def _release_unused(job: asyncio.Future[Permit]) -> None:
+    """A proposal whose caller was cancelled: the function never ran, so FAILED is the truth."""
+    if job.cancelled() or job.exception() is not None:
+        return
+    permit = job.result()
+    threading.Thread(
+        target=permit._finish,
+        args=(_NOT_EXECUTED, b"the caller was cancelled before the protected function ran", True),
+        name="warden-release",
+        daemon=True,
+    ).start()
+
+
+# ---- the handle ------------------------------------------------------------------------------
+
+
+class Warden:
+    """One store, governed by one administrator's document (`warden.yaml`).
+
+    `config` may be `None`: then only the kernel-level calls work (proposing needs a
+    document). `environment` overrides the document's (see the library for the order).
+    Thread-safe; also a context manager. `close()` is idempotent; calls still running on
+    other threads finish first, and permits stay usable until freed (the library keeps the
+    store open for them).
+    """
+
+    def __init__(
+        self,
+        store: PathLike,
+        config: PathLike | None = None,
+        environment: str | None = None,
+    ) -> None:
+        self._mutex = threading.Lock()
+        self._users = 0
+        self._closed = True
+        self._handle: int | None = None
+        self._lib = _ffi.library()
+        options = None if environment is None else _dumps({"environment": environment}, "options")
+        store_bytes = os.fsencode(store)
+        config_bytes = None if config is None else os.fsencode(config)
+        self._handle = self._lib.call_handle(
+            "warden_open", *_ffi.arg(store_bytes), *_ffi.arg(config_bytes), *_ffi.arg(options)
+        )
+        self._closed = False
+        self.store = os.fspath(store)
+        self.config = None if config is None else os.fspath(config)
+
+    # -- lifetime --
+
+    def _enter(self) -> int:
+        with self._mutex:
+            if self._closed or self._handle is None:
+                raise InvalidInput("this Warden is closed; open the store again to use it")
+            self._users += 1
+            return self._handle
+
+    def _leave(self) -> None:
+        with self._mutex:
+            self._users -= 1
+            handle = self._take_handle_if_idle()
+        if handle is not None:
+            self._lib.fn("warden_close")(handle)
+
+    def _take_handle_if_idle(self) -> int | None:
+        if self._closed and self._users == 0 and self._handle is not None:
+            handle, self._handle = self._handle, None
+            return handle
+        return None
+
+    @contextmanager
+    def _using(self) -> Iterator[int]:
+        handle = self._enter()
+        try:
+            yield handle
+        finally:
+            self._leave()
+
+    def close(self) -> None:
+        """Close the handle (idempotent). Calls still running on other threads finish first."""
+        mutex = getattr(self, "_mutex", None)
+        if mutex is None:
+            return
+        with mutex:
+            self._closed = True
+            handle = self._take_handle_if_idle()
+        if handle is not None:
+            self._lib.fn("warden_close")(handle)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Warden:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<warden.Warden store={getattr(self, 'store', None)!r}{' closed' if self._closed else ''}>"
+
+    # -- the pipeline --
+
+    def _request(self, name: str, arguments: dict[str, Any], lease_ms: int | None, approval_id: str | None) -> bytes:
+        principal = current_principal()
+        return _dumps(
+            {
+                "name": name,
+                "arguments": arguments,
+                "principal": None if principal is None else principal.to_json(),
+                "approval_id": approval_id,
+                "lease_ms": lease_ms,
+                "resource": None,
+                "principal_expires_at_ms": None,
+            },
+            f"the arguments of {name}",
+        )
+
+    def _propose(self, request: bytes) -> Permit:
+        with self._using() as handle:
+            pointer = self._lib.call_handle("warden_propose", handle, *_ffi.arg(request))
+        permit = Permit(self._lib, pointer)
+        try:
+            permit.refresh()
+        except BaseException as exc:
+            permit._finish(_NOT_EXECUTED, b"reading the permit failed: " + _describe(exc), True)
+            raise
+        return permit
+
+    def _reconcile(self, effect_key: str, name: str, answer: ReconcileAnswer) -> None:
+        if not isinstance(answer, str):
+            raise InvalidInput(
+                f"a reconcile hook answers 'committed', 'not_executed' or 'unknown', not {answer!r}"
+            )
+        with self._using() as handle:
+            self._lib.call(
+                "warden_effect_reconcile",
+                handle,
+                *_ffi.arg(_text(effect_key, "effect key")),
+                *_ffi.arg(_text(name, "action name")),
+                *_ffi.arg(_text(answer, "reconcile answer")),
+            )
+
+    def propose(self, name: str, arguments: dict[str, Any] | None = None, *, lease: float | None = None) -> Permit:
+        """Propose one action with the current principal and approval; the permit, or a refusal.
+
+        The lower-level path under `protect`: report exactly one outcome on the permit.
+        """
+        lease_ms = None if lease is None else _millis(lease, "lease")
+        return self._propose(self._request(name, dict(arguments or {}), lease_ms, current_approval()))
+
+    def _propose_reconciling(
+        self, request: bytes, name: str, reconcile: ReconcileHook | None
+    ) -> Permit:
+        try:
+            return self._propose(request)
+        except Ambiguous as refusal:
+            if reconcile is None or refusal.effect_key is None:
+                raise
+            answer = reconcile(refusal.effect_key)
+            if inspect.isawaitable(answer):
+                raise InvalidInput("an async reconcile hook needs an async protected function") from None
+            self._reconcile(refusal.effect_key, name, answer)
+            if answer == "unknown":
+                raise
+        return self._propose(request)
+
+    def _acquire(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        lease_ms: int | None,
+        reconcile: ReconcileHook | None,
+        wait: float | None,
+    ) -> Permit:
+        request = self._request(name, arguments, lease_ms, current_approval())
+        try:
+            return self._propose_reconciling(request, name, reconcile)
+        except ApprovalRequired as pending:
+            if wait is None or not pending.request_id:
+                raise
+            if not self._wait_for_answer(pending.request_id, wait):
+                raise
+            presented = self._request(name, arguments, lease_ms, pending.request_id)
+        return self._propose_reconciling(presented, name, reconcile)
+
+    def _wait_for_answer(self, request_id: str, wait: float) -> bool:
+        waiting = _AnswerWait(wait)
+        while True:
+            try:
+                record = self.approval(request_id)
+            except NotFound:
+                return False
+            step = waiting.next_delay(record)
+            if isinstance(step, bool):
+                return step
+            time.sleep(step)
+
+    # async twins: every C call in a worker thread, every wait an asyncio.sleep
+
+    async def _propose_async(self, request: bytes) -> Permit:
+        job = asyncio.ensure_future(asyncio.to_thread(self._propose, request))
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            job.add_done_callback(_release_unused)
+            raise
+
+    async def _propose_reconciling_async(
+        self, request: bytes, name: str, reconcile: ReconcileHook | None
+    ) -> Permit:
+        try:
+            return await self._propose_async(request)
+        except Ambiguous as refusal:
+            if reconcile is None or refusal.effect_key is None:
+                raise
+            key = refusal.effect_key
+            if inspect.iscoroutinefunction(reconcile):
+                answer = await reconcile(key)
+            else:
+                answer = await asyncio.to_thread(reconcile, key)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+            await asyncio.to_thread(self._reconcile, key, name, answer)
+            if answer == "unknown":
+                raise
+        return await self._propose_async(request)
+
+    async def _acquire_async(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        lease_ms: int | None,
+        reconcile: ReconcileHook | None,
+        wait: float | None,
+    ) -> Permit:
+        request = self._request(name, arguments, lease_ms, current_approval())
+        try:
+            return await self._propose_reconciling_async(request, name, reconcile)
+        except ApprovalRequired as pending:
+            if wait is None or not pending.request_id:
+                raise
+            if not await self._wait_for_answer_async(pending.request_id, wait):
+                raise
+            presented = self._request(name, arguments, lease_ms, pending.request_id)
+        return await self._propose_reconciling_async(presented, name, reconcile)
+
+    async def _wait_for_answer_async(self, request_id: str, wait: float) -> bool:
+        waiting = _AnswerWait(wait)
+        while True:
+            try:
+                record = await asyncio.to_thread(self.approval, request_id)
+            except NotFound:
+                return False
+            step = waiting.next_delay(record)
+            if isinstance(step, bool):
+                return step
+            await asyncio.sleep(step)
+
+    @staticmethod
+    async def _finish_async(permit: Permit, function: str, payload: bytes, quiet: bool) -> None:
+        # Shielded: once started, the outcome lands (and the permit is freed) even if the
+        # caller is cancelled while it is being written.
+        job = asyncio.ensure_future(asyncio.to_thread(permit._finish, function, payload, quiet))
+        job.add_done_callback(_swallow_result)
+        await asyncio.shield(job)
+
+    def protect(
+        self,
+        name: str,
+        *,
+        reconcile: ReconcileHook | None = None,
+        lease: float | None = None,
+        wait: float | None = None,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Make every call of the decorated function one proposed, decided, recorded action.
+
+        The call's arguments (defaults included) are bound by name and proposed as `name`
+        with the principal of the current `warden.context()` and the approval of the current
+        `warden.with_approval()`. On a permit the function runs with the kernel's canonical
+        arguments, and its return value is committed. `NotExecuted` records FAILED; any other
+        exception (`KeyboardInterrupt` and `asyncio.CancelledError` included) records
+        AMBIGUOUS. Either is re-raised unchanged. Refusals raise `warden.Refused` subclasses.
+
+        `reconcile(effect_key)`: asked once when the effect is AMBIGUOUS; "committed" or
+        "not_executed" resolves it and the proposal is retried once, "unknown" leaves it.
+        `lease`: seconds this attempt holds the effect (overrides the document's).
+        `wait`: seconds to wait for a human to answer an approval request, then present it.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("protect(name) needs a non-empty action name")
+        if reconcile is not None and not callable(reconcile):
+            raise InvalidInput(f"protect({name!r}, reconcile=...) must be callable")
+        lease_ms = None if lease is None else _millis(lease, f"protect({name!r}, lease=...)")
+        if wait is not None and (
+            isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0
+        ):
+            raise InvalidInput(f"protect({name!r}, wait=...) must be a number of seconds >= 0")
+
+        def decorator(fn: Callable[P, R]) -> Callable[P, R]:
+            signature = _check_signature(name, fn)
+            if inspect.iscoroutinefunction(fn):
+                wrapper = self._async_wrapper(name, fn, signature, reconcile, lease_ms, wait)
+            else:
+                wrapper = self._sync_wrapper(name, fn, signature, reconcile, lease_ms, wait)
+            return cast("Callable[P, R]", functools.wraps(fn)(wrapper))
+
+        return decorator
+
+    def _sync_wrapper(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        signature: inspect.Signature,
+        reconcile: ReconcileHook | None,
+        lease_ms: int | None,
+        wait: float | None,
+    ) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            arguments = _bind(signature, args, kwargs)
+            permit = self._acquire(name, arguments, lease_ms, reconcile, wait)
+            try:
+                positional, keywords = _invocation(signature, permit.arguments)
+            except BaseException as exc:
+                permit._finish(_NOT_EXECUTED, b"not called: " + _describe(exc), True)
+                raise
+            token = _PERMIT.set(permit)
+            try:
+                result = fn(*positional, **keywords)
+            except NotExecuted as exc:
+                permit._finish(_NOT_EXECUTED, _describe(exc), True)
+                raise
+            except BaseException as exc:
+                permit._finish(_AMBIGUOUS, _describe(exc), True)
+                raise
+            finally:
+                _PERMIT.reset(token)
+            permit._finish(_COMMIT, _result_json(result), False)
+            return result
+
+        return wrapper
+
+    def _async_wrapper(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[Any]],
+        signature: inspect.Signature,
+        reconcile: ReconcileHook | None,
+        lease_ms: int | None,
+        wait: float | None,
+    ) -> Callable[..., Awaitable[Any]]:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            arguments = _bind(signature, args, kwargs)
+            permit = await self._acquire_async(name, arguments, lease_ms, reconcile, wait)
+            try:
+                positional, keywords = _invocation(signature, permit.arguments)
+            except BaseException as exc:
+                await self._finish_async(permit, _NOT_EXECUTED, b"not called: " + _describe(exc), True)
+                raise
+            token = _PERMIT.set(permit)
+            try:
+                result = await fn(*positional, **keywords)
+            except NotExecuted as exc:
+                await self._finish_async(permit, _NOT_EXECUTED, _describe(exc), True)
+                raise
+            except BaseException as exc:
+                await self._finish_async(permit, _AMBIGUOUS, _describe(exc), True)
+                raise
+            finally:
+                _PERMIT.reset(token)
+            await self._finish_async(permit, _COMMIT, _result_json(result), False)
+            return result
+
+        return wrapper
+
+    # -- approvals --
+
+    def approve(self, approval_id: str, *, by: str, ttl: float | None = None) -> dict[str, Any]:
+        """Grant a pending request as `by` (refused when `by` is the requester). `ttl`: seconds
+        the grant stays usable from now, instead of until the request's own expiry."""
+        ttl_ms = 0 if ttl is None else _millis(ttl, "approve(ttl=...)")
+        with self._using() as handle:
+            data = self._lib.call_out(
+                "warden_approval_grant",
+                handle,
+                *_ffi.arg(_text(approval_id, "approval id")),
+                *_ffi.arg(_text(by, "approve(by=...)")),
+                ttl_ms,
+            )
+        return _record(data)
+
+    def deny(self, approval_id: str, *, by: str, reason: str | None = None) -> dict[str, Any]:
+        """Deny a pending request as `by`, with an optional one-line reason."""
+        with self._using() as handle:
+            data = self._lib.call_out(
+                "warden_approval_deny",
+                handle,
+                *_ffi.arg(_text(approval_id, "approval id")),
+                *_ffi.arg(_text(by, "deny(by=...)")),
+                *_ffi.arg(_optional_text(reason, "deny(reason=...)")),
+            )
+        return _record(data)
+
+    def approval(self, approval_id: str) -> dict[str, Any] | None:
+        """One approval record, or `None` when the library reports none."""
+        with self._using() as handle:
+            data = self._lib.call_out(
+                "warden_approval_get", handle, *_ffi.arg(_text(approval_id, "approval id"))
+            )
+        return _maybe_record(data)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The approval requests still waiting for a human."""
+        with self._using() as handle:
+            return _records(self._lib.call_out("warden_approvals_pending", handle))
+
+    # -- effects, receipts, events --
+
+    def resolve(self, effect_key: str, to: str, *, by: str) -> dict[str, Any]:
+        """A human says what happened to an AMBIGUOUS effect: "committed" or "failed"."""
+        with self._using() as handle:
+            data = self._lib.call_out(
+                "warden_effect_resolve",
+                handle,
+                *_ffi.arg(_text(effect_key, "effect key")),
+                *_ffi.arg(_text(to, "resolve(to)")),
+                *_ffi.arg(_text(by, "resolve(by=...)")),
+            )
+        return _record(data)
+
+    def effect(self, effect_key: str) -> dict[str, Any] | None:
+        """The effect record for `effect_key`, or `None` when there is none."""
+        with self._using() as handle:
+            data = self._lib.call_out("warden_effect_get", handle, *_ffi.arg(_text(effect_key, "effect key")))
+        return _maybe_record(data)
+
+    def effects(self, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Effect records, optionally only those in `state`, at most `limit`."""
+        with self._using() as handle:
+            data = self._lib.call_out(
+                "warden_effects_list",
+                handle,
+                *_ffi.arg(_optional_text(state, "effects(state=...)")),
+                _count(limit, "limit"),
+            )
+        return _records(data)
+
+    def receipts(self, from_seq: int = 1, limit: int = 100) -> list[dict[str, Any]]:
+        """Receipts from sequence number `from_seq`, at most `limit`."""
+        with self._using() as handle:
+            data = self._lib.call_out(
+                "warden_receipts_list", handle, _count(from_seq, "from_seq"), _count(limit, "limit")
+            )
+        return _records(data)
+
+    def verify_chain(self) -> dict[str, Any]:
+        """Walk the receipt chain; the report (`ok`, `verified`, `breaks`, ...)."""
+        with self._using() as handle:
+            return _record(self._lib.call_out("warden_chain_verify", handle))
+
+    def events(self, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        """Events with an id greater than `after`, at most `limit`."""
+        with self._using() as handle:
+            data = self._lib.call_out("warden_events_list", handle, _count(after, "after"), _count(limit, "limit"))
+        return _records(data)
+
+
+# ---- pure functions ----------------------------------------------------------------------------
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON text of `value` (sorted keys, exact integers; floats are refused)."""
+    data = _ffi.library().call_out("warden_canonical", *_ffi.arg(_dumps(value, "canonical(value)")))
+    return data.decode("utf-8")
+
+
+def action_hash(
+    name: str,
+    arguments: dict[str, Any],
+    agent: str,
+    user: str | None = None,
+    resource: str | None = None,
+    environment: str = "production",
+) -> str:
+    """The action hash (`sha256:…`) the kernel computes for this action."""
+    action = {
+        "name": name,
+        "arguments": arguments,
+        "principal": {"agent": agent, "user": user},
+        "resource": resource,
+        "environment": environment,
+    }
+    data = _ffi.library().call_out("warden_action_hash", *_ffi.arg(_dumps(action, "the action")))
+    return data.decode("utf-8")

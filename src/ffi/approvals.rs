@@ -1,0 +1,246 @@
+//! Approvals: request, grant, deny, get, pending. Records cross as `ApprovalRecord::to_json`.
+
+use serde_json::Value;
+
+use crate::action::Action;
+use crate::approval::ApprovalRecord;
+use crate::error::Error;
+
+use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};
+use super::handle::{warden_handle, with_handle};
+use super::request::Fields;
+use super::result::warden_result;
+
+const REQUEST_FIELDS: [&str; 5] = ["name", "arguments", "principal", "resource", "ttl_ms"];
+
+/// The action an approval request names, in the handle's environment; the document's
+/// `resource` template, when it has one for the action, decides the resource as `propose` does.
+fn requested_action(handle: &warden_handle, fields: &Fields<'_>) -> Result<Action, Error> {
+    let name = fields.required_string("name")?;
+    let arguments = fields.arguments()?;
+    let template = handle.warden().ok().and_then(|w| w.document().actions.get(name)).and_then(|e| e.resource.as_ref());
+    let resource = match (template, &arguments) {
+        (Some(template), Value::Object(map)) => {
+            Some(template.render_resource(map).map_err(|e| Error::InvalidInput(e.to_string()))?)
+        }
+        _ => fields.string("resource")?.map(str::to_owned),
+    };
+    Action::new(name, arguments, fields.required_principal()?, resource.as_deref(), handle.environment())
+        .map_err(|e| Error::InvalidInput(e.to_string()))
+}
+
+/// Creates a pending approval request for one exact action directly (`warden_propose` does
+/// this itself when the policy says `approve`).
+///
+/// - `h`: an open handle. Required.
+/// - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
+///   {"agent", "user"}, "resource": str|null, "ttl_ms": int|null}`. Required. The action is
+///   in the handle's environment; `ttl_ms` (default 15 minutes) is how long it stays answerable.
+/// - `out`: NULL, or receives the new record on WARDEN_RESULT_OK only (its `approval_id` is
+///   what a human grants); free it with `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approval_request(
+    h: *mut warden_handle,
+    request: *const u8,
+    len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::optional(out);
+        // SAFETY: the caller's guarantee for (request, len).
+        let value = unsafe { required_json(request, len, "request") }?;
+        let fields = Fields::new(&value, "request", &REQUEST_FIELDS)?;
+        let action = requested_action(handle, &fields)?;
+        let record = handle.kernel.request_approval(&action, fields.millis("ttl_ms")?)?;
+        // SAFETY: `out` is NULL or writable (the caller's guarantee).
+        unsafe { out.write_json(&record.to_json()) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Grants a pending approval request. A grant is answered once, spent once, and bound to the
+/// exact action hash the request named.
+///
+/// - `h`: an open handle. Required.
+/// - `id`, `id_len`: the approval id (`apr_…`). Required.
+/// - `by`, `by_len`: the approver's name, one plain line; refused when it is the requesting
+///   agent or user. Required.
+/// - `ttl_ms`: 0 keeps the request's own expiry; otherwise the grant is usable for `ttl_ms`
+///   milliseconds from now. Negative is INVALID_INPUT.
+/// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (unknown, already answered,
+/// expired, or the approver is the requester); WARDEN_RESULT_NOT_FOUND;
+/// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approval_grant(
+    h: *mut warden_handle,
+    id: *const u8,
+    id_len: usize,
+    by: *const u8,
+    by_len: usize,
+    ttl_ms: i64,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::optional(out);
+        // SAFETY: the caller's guarantee for each (ptr, len) pair.
+        let (id, by) = unsafe { (required_str(id, id_len, "id")?, required_str(by, by_len, "by")?) };
+        let record = match ttl_ms {
+            0 => handle.kernel.grant(id, by)?,
+            ms => {
+                let ttl = ms
+                    .checked_mul(1000)
+                    .filter(|ttl| *ttl > 0)
+                    .ok_or_else(|| Error::InvalidInput("ttl_ms must be 0 (no change) or positive".into()))?;
+                handle.kernel.grant_for(id, by, ttl)?
+            }
+        };
+        // SAFETY: `out` is NULL or writable (the caller's guarantee).
+        unsafe { out.write_json(&record.to_json()) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Denies a pending approval request; a proposal presenting it is then DENIED.
+///
+/// - `h`: an open handle. Required.
+/// - `id`, `id_len`: the approval id. Required.
+/// - `by`, `by_len`: the approver's name; refused when it is the requesting agent or user.
+///   Required.
+/// - `reason`, `reason_len`: a note kept on the record, one plain line. Optional (NULL, 0).
+/// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH; WARDEN_RESULT_NOT_FOUND;
+/// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approval_deny(
+    h: *mut warden_handle,
+    id: *const u8,
+    id_len: usize,
+    by: *const u8,
+    by_len: usize,
+    reason: *const u8,
+    reason_len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::optional(out);
+        // SAFETY: the caller's guarantee for each (ptr, len) pair.
+        let (id, by, reason) = unsafe {
+            (
+                required_str(id, id_len, "id")?,
+                required_str(by, by_len, "by")?,
+                optional_str(reason, reason_len, "reason")?,
+            )
+        };
+        let record = handle.kernel.deny(id, by, reason)?;
+        // SAFETY: `out` is NULL or writable (the caller's guarantee).
+        unsafe { out.write_json(&record.to_json()) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Reads one approval record: the record, or JSON `null` when there is none.
+///
+/// - `h`: an open handle. Required.
+/// - `id`, `id_len`: the approval id. Required.
+/// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approval_get(
+    h: *mut warden_handle,
+    id: *const u8,
+    id_len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        // SAFETY: the caller's guarantee for (id, id_len).
+        let id = unsafe { required_str(id, id_len, "id") }?;
+        let record = handle.kernel.approval(id)?;
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe { out.write_json(&record.as_ref().map_or(Value::Null, ApprovalRecord::to_json)) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Lists the approval requests still waiting for an answer, oldest first, as a JSON array of
+/// records.
+///
+/// - `h`: an open handle. Required.
+/// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approvals_pending(
+    h: *mut warden_handle,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        let records = handle.kernel.pending_approvals()?;
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe { out.write_json(&Value::Array(records.iter().map(ApprovalRecord::to_json).collect())) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}

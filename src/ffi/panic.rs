@@ -1,0 +1,86 @@
+//! The panic boundary: no Rust panic ever unwinds into C. A fallible export turns a panic into
+//! `WARDEN_RESULT_PANIC` (and latches its handle poisoned); an infallible one returns its
+//! fallback value.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+use crate::error::Error;
+
+use super::bytes::{report, warden_buf};
+use super::result::{code_of, warden_result, WARDEN_RESULT_OK};
+
+/// The text of a panic payload.
+pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
+/// Runs one fallible export. `Ok` is `WARDEN_RESULT_OK`; an error or a panic becomes its code,
+/// and the error object is written to `err` when `err` is not NULL.
+///
+/// # Safety
+/// `err` is NULL or valid for writing one `warden_buf`.
+pub(super) unsafe fn fallible(err: *mut warden_buf, work: impl FnOnce() -> Result<(), Error>) -> warden_result {
+    let outcome = match catch_unwind(AssertUnwindSafe(work)) {
+        Ok(outcome) => outcome,
+        Err(payload) => Err(Error::Panic(panic_message(payload.as_ref()))),
+    };
+    match outcome {
+        Ok(()) => WARDEN_RESULT_OK,
+        Err(error) => {
+            // Reporting allocates; if even that panics the code still goes out, with no object.
+            // SAFETY: the caller guarantees `err` is NULL or valid for one write.
+            let _ = catch_unwind(AssertUnwindSafe(|| unsafe { report(err, &error) }));
+            code_of(&error)
+        }
+    }
+}
+
+/// Runs one export that cannot report an error: a panic yields `fallback`.
+pub(super) fn infallible<T>(fallback: T, work: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or(fallback)
+}
+
+/// The handle's poisoned latch for faults caught at the C boundary (the kernel latches its own
+/// for faults inside its guarded operations). Shared by a handle and every permit it issued.
+#[derive(Debug, Default)]
+pub(super) struct Latch {
+    reason: Mutex<Option<String>>,
+}
+
+impl Latch {
+    fn check(&self) -> Result<(), Error> {
+        match self.reason.lock() {
+            Ok(reason) => match reason.as_ref() {
+                Some(reason) => Err(Error::Poisoned(reason.clone())),
+                None => Ok(()),
+            },
+            Err(_) => Err(Error::Poisoned("the poisoned latch itself was poisoned".into())),
+        }
+    }
+
+    fn trip(&self, reason: String) {
+        if let Ok(mut slot) = self.reason.lock() {
+            slot.get_or_insert(reason);
+        }
+    }
+
+    /// Refuses with `Poisoned` once tripped; otherwise runs `work`, and a panic inside it trips
+    /// the latch and becomes `Error::Panic`.
+    pub(super) fn guard<T>(&self, work: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        self.check()?;
+        match catch_unwind(AssertUnwindSafe(work)) {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                let panic = Error::Panic(panic_message(payload.as_ref()));
+                self.trip(panic.to_string());
+                Err(panic)
+            }
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! `warden_propose` and `warden_permit`: the right to execute one action once, and the one
+//! outcome it reports.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::kernel::{Kernel, Permit};
+use crate::pipeline::ActionRequest;
+
+use super::bytes::{optional_json, optional_str, required_json, warden_buf, Out};
+use super::handle::{warden_handle, with_handle};
+use super::panic::{fallible, infallible, Latch};
+use super::request::Fields;
+use super::result::warden_result;
+
+/// A permit. Opaque: created by `warden_propose`, freed by `warden_permit_free`.
+#[allow(non_camel_case_types)]
+pub struct warden_permit {
+    /// `None` once an outcome was reported.
+    permit: Option<Permit>,
+    kernel: Kernel,
+    /// The issuing handle's latch: a panic at the boundary poisons both.
+    latch: Arc<Latch>,
+    /// The permit JSON as last known; still readable after the outcome.
+    info: Value,
+}
+
+// The header promises a permit may move between threads (one at a time).
+const _: fn() = || {
+    fn movable_between_threads<T: Send>() {}
+    movable_between_threads::<warden_permit>();
+};
+
+fn info_of(permit: &Permit) -> Value {
+    let mut info = permit.to_json();
+    if let Some(map) = info.as_object_mut() {
+        map.insert("arguments".into(), permit.action().canonical_arguments());
+    }
+    info
+}
+
+impl warden_permit {
+    fn unfinished(&mut self) -> Result<&mut Permit, Error> {
+        self.permit.as_mut().ok_or_else(already_finished)
+    }
+
+    fn take(&mut self) -> Result<Permit, Error> {
+        self.permit.take().ok_or_else(already_finished)
+    }
+}
+
+fn already_finished() -> Error {
+    Error::InvalidInput("this permit already reported its outcome; free it with warden_permit_free".into())
+}
+
+/// Runs one fallible export on a permit: refuses a NULL permit, refuses with
+/// WARDEN_RESULT_POISONED once the issuing handle is poisoned, and poisons it on a panic.
+///
+/// # Safety
+/// `p` is NULL or a live permit not used by another thread meanwhile; `err` is NULL or valid.
+unsafe fn with_permit(
+    p: *mut warden_permit,
+    err: *mut warden_buf,
+    work: impl FnOnce(&mut warden_permit) -> Result<(), Error>,
+) -> warden_result {
+    let work = || -> Result<(), Error> {
+        // SAFETY: the caller guarantees `p` is NULL or a live permit that no other thread
+        // uses meanwhile, so this is the only reference.
+        let permit = unsafe { p.as_mut() }
+            .ok_or_else(|| Error::InvalidInput("p (the permit) is NULL, and it is required".into()))?;
+        let latch = Arc::clone(&permit.latch);
+        latch.guard(|| work(permit))
+    };
+    // SAFETY: the caller's guarantee for `err`, forwarded.
+    unsafe { fallible(err, work) }
+}
+
+const REQUEST_FIELDS: [&str; 7] =
+    ["name", "arguments", "principal", "approval_id", "lease_ms", "resource", "principal_expires_at_ms"];
+
+/// Runs the full pipeline for one request under the handle's document: principal, authority,
+/// policy, attempt ceiling, approval gate, then one durable write that reserves the effect.
+///
+/// - `h`: an open handle with a configuration document. Required.
+/// - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
+///   {"agent": str, "user": str|null}|null, "approval_id": "apr_…"|null, "lease_ms": int|null,
+///   "resource": str|null, "principal_expires_at_ms": int|null}`. Required. `name` is
+///   required; absent `arguments` is `{}`; a null `principal` is refused (DENIED, reason
+///   `no_principal`); an unknown field is INVALID_INPUT.
+/// - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
+///   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
+///   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
+/// - `err`: NULL, or receives the error object on failure; for a refusal it carries the
+///   refusal's fields (`request_id`, `expires_at`, `action_hash`, `approval_id`, `state`,
+///   `effect_key`, `action_id`, `attempts`, `max_attempts`, as they apply).
+///
+/// Returns WARDEN_RESULT_OK; a refusal: WARDEN_RESULT_DENIED, WARDEN_RESULT_APPROVAL_REQUIRED,
+/// WARDEN_RESULT_APPROVAL_MISMATCH, WARDEN_RESULT_DUPLICATE, WARDEN_RESULT_IN_PROGRESS,
+/// WARDEN_RESULT_AMBIGUOUS, WARDEN_RESULT_ATTEMPT_CEILING; or a fault:
+/// WARDEN_RESULT_INVALID_INPUT, WARDEN_RESULT_CONFIG (no document), WARDEN_RESULT_STORE,
+/// WARDEN_RESULT_PANIC, WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_propose(
+    h: *mut warden_handle,
+    request: *const u8,
+    len: usize,
+    out: *mut *mut warden_permit,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        // SAFETY: the caller's guarantee for (request, len).
+        let value = unsafe { required_json(request, len, "request") }?;
+        let fields = Fields::new(&value, "request", &REQUEST_FIELDS)?;
+        let action_request = ActionRequest {
+            name: fields.required_string("name")?,
+            arguments: fields.arguments()?,
+            principal: fields.principal()?,
+            principal_expires_at: fields.millis("principal_expires_at_ms")?,
+            resource: fields.string("resource")?.map(str::to_owned),
+            approval_id: fields.string("approval_id")?,
+            lease: fields.millis("lease_ms")?,
+        };
+        let permit = handle.warden()?.submit(&action_request)?;
+        let boxed = warden_permit {
+            info: info_of(&permit),
+            permit: Some(permit),
+            kernel: handle.kernel.clone(),
+            latch: Arc::clone(&handle.latch),
+        };
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe { out.write(Box::into_raw(Box::new(boxed))) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Describes a permit as JSON: `{"action_id", "action", "action_hash", "effect_key",
+/// "attempt", "lease_expires_at", "idempotency_token", "approval_id", "decision",
+/// "decision_reason", "arguments"}`. `arguments` are the canonical arguments the executor must
+/// use; `idempotency_token` is the token to hand the provider for this attempt (null without
+/// an effect key). Still readable after the outcome was reported.
+///
+/// - `p`: a permit. Required. Not modified.
+/// - `out`: receives a new buffer on WARDEN_RESULT_OK only. Required. Free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`);
+/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the issuing handle is poisoned).
+///
+/// Thread safety: a permit must not be used from two threads at the same time.
+///
+/// # Safety
+/// `p` is NULL or a live permit; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_info(
+    p: *const warden_permit,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = || -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        // SAFETY: the caller guarantees `p` is NULL or a live permit not used elsewhere.
+        let permit = unsafe { p.as_ref() }
+            .ok_or_else(|| Error::InvalidInput("p (the permit) is NULL, and it is required".into()))?;
+        let info = permit.latch.guard(|| Ok(permit.info.clone()))?;
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe { out.write_json(&info) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `err`, forwarded.
+    unsafe { fallible(err, work) }
+}
+
+/// Reports that the executor succeeded: COMMITTED. The permit is spent (even when this returns
+/// a refusal or a fault), except when `result_json` is not valid JSON, which leaves it
+/// unfinished so that another outcome can still be reported.
+///
+/// - `p`: an unfinished permit. Required.
+/// - `result_json`, `len`: the executor's result as UTF-8 JSON, stored as evidence outside any
+///   hash. Optional: (NULL, 0) stores null.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME (the record moved on first, e.g. the
+/// lease lapsed; the outcome was kept as evidence); WARDEN_RESULT_INVALID_INPUT (NULL `p`, bad
+/// JSON, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+/// WARDEN_RESULT_POISONED.
+///
+/// Thread safety: a permit must not be used from two threads at the same time.
+///
+/// # Safety
+/// `p` is NULL or a live permit; byte pointers follow the conventions at the top of this
+/// header; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_commit(
+    p: *mut warden_permit,
+    result_json: *const u8,
+    len: usize,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |permit: &mut warden_permit| -> Result<(), Error> {
+        // SAFETY: the caller's guarantee for (result_json, len).
+        let result = unsafe { optional_json(result_json, len, "result_json") }?.unwrap_or(Value::Null);
+        permit.take()?.commit(&result)
+    };
+    // SAFETY: the caller's guarantees for `p` and `err`, forwarded.
+    unsafe { with_permit(p, err, work) }
+}
+
+/// Reports that the executor proved the remote side did nothing: FAILED, and a later attempt
+/// may run. The permit is spent (even on a refusal or fault), except when `msg` is not UTF-8.
+///
+/// - `p`: an unfinished permit. Required.
+/// - `msg`, `len`: why, UTF-8. Optional: (NULL, 0) records a generic message.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+/// invalid UTF-8, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+/// WARDEN_RESULT_POISONED.
+///
+/// Thread safety: a permit must not be used from two threads at the same time.
+///
+/// # Safety
+/// `p` is NULL or a live permit; byte pointers follow the conventions at the top of this
+/// header; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_not_executed(
+    p: *mut warden_permit,
+    msg: *const u8,
+    len: usize,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |permit: &mut warden_permit| -> Result<(), Error> {
+        // SAFETY: the caller's guarantee for (msg, len).
+        let msg = unsafe { optional_str(msg, len, "msg") }?.unwrap_or("the host reported it was not executed");
+        permit.take()?.not_executed(msg)
+    };
+    // SAFETY: the caller's guarantees for `p` and `err`, forwarded.
+    unsafe { with_permit(p, err, work) }
+}
+
+/// Reports that the outcome is unknown: AMBIGUOUS until a human resolves it (or a reconcile
+/// answers). The permit is spent (even on a refusal or fault), except when `msg` is not UTF-8.
+///
+/// - `p`: an unfinished permit. Required.
+/// - `msg`, `len`: what happened, UTF-8. Optional: (NULL, 0) records a generic message.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+/// invalid UTF-8, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+/// WARDEN_RESULT_POISONED.
+///
+/// Thread safety: a permit must not be used from two threads at the same time.
+///
+/// # Safety
+/// `p` is NULL or a live permit; byte pointers follow the conventions at the top of this
+/// header; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_ambiguous(
+    p: *mut warden_permit,
+    msg: *const u8,
+    len: usize,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |permit: &mut warden_permit| -> Result<(), Error> {
+        // SAFETY: the caller's guarantee for (msg, len).
+        let msg = unsafe { optional_str(msg, len, "msg") }?.unwrap_or("the host reported an unknown outcome");
+        permit.take()?.ambiguous(msg)
+    };
+    // SAFETY: the caller's guarantees for `p` and `err`, forwarded.
+    unsafe { with_permit(p, err, work) }
+}
+
+/// Extends this attempt's lease to `lease_ms` milliseconds from now; only while the attempt
+/// still holds its effect, and never shorter than the current lease. `warden_permit_info`
+/// shows the new `lease_expires_at`.
+///
+/// - `p`: an unfinished permit with an effect key. Required.
+/// - `lease_ms`: milliseconds from now, at least 1.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; a refusal when the attempt no longer holds the effect
+/// (WARDEN_RESULT_LATE_OUTCOME, WARDEN_RESULT_AMBIGUOUS, WARDEN_RESULT_DUPLICATE, …);
+/// WARDEN_RESULT_INVALID_INPUT (NULL `p`, `lease_ms` 0 or too large, a permit without an effect
+/// key or already finished); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: a permit must not be used from two threads at the same time.
+///
+/// # Safety
+/// `p` is NULL or a live permit; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_extend_lease(
+    p: *mut warden_permit,
+    lease_ms: u64,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |permit: &mut warden_permit| -> Result<(), Error> {
+        let lease = i64::try_from(lease_ms)
+            .ok()
+            .filter(|ms| *ms > 0)
+            .and_then(|ms| ms.checked_mul(1000))
+            .ok_or_else(|| Error::InvalidInput(format!("lease_ms must be between 1 and {}", i64::MAX / 1000)))?;
+        let until = permit.kernel.now().saturating_add(lease);
+        let extended = permit.unfinished()?;
+        extended.extend_lease(until)?;
+        let info = info_of(extended);
+        permit.info = info;
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `p` and `err`, forwarded.
+    unsafe { with_permit(p, err, work) }
+}
+
+/// Frees a permit. NULL is a no-op. A permit freed before reporting an outcome records
+/// AMBIGUOUS (the host lost track of the call), so free only after reporting one.
+///
+/// Ownership: takes the permit back; it is invalid afterwards.
+///
+/// Thread safety: no other thread may be using the permit.
+///
+/// # Safety
+/// `p` is NULL or a permit from `warden_propose` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_free(p: *mut warden_permit) {
+    infallible((), || {
+        if !p.is_null() {
+            // SAFETY: `p` came from `Box::into_raw` in `warden_propose`, and the caller gives up
+            // every use of it. Dropping an unfinished `Permit` records AMBIGUOUS.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}

@@ -1,0 +1,98 @@
+//! The JSON documents callers pass in: a proposal, an action, open options. Unknown fields are
+//! refused, so a typo cannot quietly change what is proposed or hashed.
+
+use serde_json::{Map, Value};
+
+use crate::action::{Action, Principal};
+use crate::clock::Micros;
+use crate::error::Error;
+
+/// The fields of one JSON object, read with the caller's name for it in every message.
+pub(super) struct Fields<'v> {
+    map: &'v Map<String, Value>,
+    what: &'static str,
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidInput(message)
+}
+
+impl<'v> Fields<'v> {
+    /// `value` must be an object holding only `allowed` fields.
+    pub(super) fn new(value: &'v Value, what: &'static str, allowed: &[&str]) -> Result<Fields<'v>, Error> {
+        let Value::Object(map) = value else {
+            return Err(invalid(format!("{what} must be a JSON object with the fields {}", allowed.join(", "))));
+        };
+        if let Some(key) = map.keys().find(|key| !allowed.contains(&key.as_str())) {
+            return Err(invalid(format!("{what} has an unknown field {key:?}; the fields are {}", allowed.join(", "))));
+        }
+        Ok(Fields { map, what })
+    }
+
+    /// A field that is absent or `null` reads as `None`.
+    fn get(&self, field: &str) -> Option<&'v Value> {
+        self.map.get(field).filter(|value| !value.is_null())
+    }
+
+    pub(super) fn string(&self, field: &str) -> Result<Option<&'v str>, Error> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text)),
+            Some(_) => Err(invalid(format!("{}.{field} must be a string, null or absent", self.what))),
+        }
+    }
+
+    pub(super) fn required_string(&self, field: &str) -> Result<&'v str, Error> {
+        self.string(field)?.ok_or_else(|| invalid(format!("{} needs {field:?}, a string", self.what)))
+    }
+
+    /// An integer count of milliseconds, as microseconds.
+    pub(super) fn millis(&self, field: &str) -> Result<Option<Micros>, Error> {
+        let Some(value) = self.get(field) else { return Ok(None) };
+        value
+            .as_i64()
+            .and_then(|ms| ms.checked_mul(1000))
+            .map(Some)
+            .ok_or_else(|| invalid(format!("{}.{field} must be an integer number of milliseconds", self.what)))
+    }
+
+    /// `arguments`: a JSON object; absent is `{}`.
+    pub(super) fn arguments(&self) -> Result<Value, Error> {
+        match self.get("arguments") {
+            None => Ok(Value::Object(Map::new())),
+            Some(arguments @ Value::Object(_)) => Ok(arguments.clone()),
+            Some(_) => Err(invalid(format!("{}.arguments must be a JSON object", self.what))),
+        }
+    }
+
+    /// `principal`: `{"agent", "user"}`; absent or `null` is `None`.
+    pub(super) fn principal(&self) -> Result<Option<Principal>, Error> {
+        let Some(value) = self.get("principal") else { return Ok(None) };
+        let fields = Fields::new(value, "principal", &["agent", "user"])?;
+        let principal = Principal::new(fields.required_string("agent")?, fields.string("user")?)
+            .map_err(|error| invalid(error.to_string()))?;
+        Ok(Some(principal))
+    }
+
+    pub(super) fn required_principal(&self) -> Result<Principal, Error> {
+        self.principal()?
+            .ok_or_else(|| invalid(format!("{} needs \"principal\", an object {{\"agent\", \"user\"}}", self.what)))
+    }
+}
+
+/// The fields of an action document (`warden_action_hash`, `warden_store_reserve`).
+pub(super) const ACTION_FIELDS: [&str; 5] = ["name", "arguments", "principal", "resource", "environment"];
+
+/// An action from `{"name", "arguments", "principal", "resource", "environment"}`; an absent
+/// environment is `default_environment`.
+pub(super) fn action(value: &Value, default_environment: &str) -> Result<Action, Error> {
+    let fields = Fields::new(value, "the action", &ACTION_FIELDS)?;
+    let name = fields.required_string("name")?;
+    if !matches!(value.get("arguments"), Some(Value::Object(_))) {
+        return Err(invalid("the action needs \"arguments\", a JSON object".into()));
+    }
+    let principal = fields.required_principal()?;
+    let resource = fields.string("resource")?;
+    let environment = fields.string("environment")?.unwrap_or(default_environment);
+    Action::new(name, fields.arguments()?, principal, resource, environment).map_err(|error| invalid(error.to_string()))
+}
