@@ -42,6 +42,9 @@ fi
 if [ -x bindings/node/run-tests.sh ]; then
     stage "node binding" bash -c "bindings/node/run-tests.sh 2>&1 | tee -a '$log'"
 fi
+if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; then
+    stage "cross-language race (python + node + cli)" bash -c "'$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
+fi
 
 echo
 echo "== stage timings"
