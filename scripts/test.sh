@@ -37,13 +37,13 @@ stage "demo" demo
 stage "cargo test" rust_tests
 stage "cargo test --features test-exports" broken_build_controls
 if [ -x bindings/python/run-tests.sh ]; then
-    stage "python binding" bash -c "bindings/python/run-tests.sh 2>&1 | tee -a '$log'"
+    stage "python binding" bash -c "set -o pipefail; bindings/python/run-tests.sh 2>&1 | tee -a '$log'"
 fi
 if [ -x bindings/node/run-tests.sh ]; then
-    stage "node binding" bash -c "bindings/node/run-tests.sh 2>&1 | tee -a '$log'"
+    stage "node binding" bash -c "set -o pipefail; bindings/node/run-tests.sh 2>&1 | tee -a '$log'"
 fi
 if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; then
-    stage "cross-language race (python + node + cli)" bash -c "'$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
+    stage "cross-language race (python + node + cli)" bash -c "set -o pipefail; '$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
 fi
 
 echo
