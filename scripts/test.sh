@@ -34,6 +34,14 @@ broken_build_controls() { cargo test --locked --features test-exports --test ver
 stage "clippy (-D warnings)" clippy
 stage "release build (library + CLI, shared by bindings)" release_build
 stage "demo" demo
+c_quickstart() {
+    gcc -std=c11 -Wall -Wextra -Werror -pedantic -I include bindings/c/quickstart.c \
+        -L "$CARGO_TARGET_DIR/release" -lwarden -Wl,-rpath,"$CARGO_TARGET_DIR/release" -o "$CARGO_TARGET_DIR/quickstart"
+    local dir; dir=$(mktemp -d)
+    "$CARGO_TARGET_DIR/quickstart" "$dir/q.redb" src/bin/warden/starter.yaml | grep -q "WARDEN_RESULT_DUPLICATE"
+    rm -rf "$dir"
+}
+stage "C quickstart (compile -Werror, run)" c_quickstart
 stage "cargo test" rust_tests
 stage "cargo test --features test-exports" broken_build_controls
 if [ -x bindings/python/run-tests.sh ]; then
