@@ -28,3 +28,4 @@ pub use error::{DuplicateState, Error};
 pub use kernel::{Kernel, KernelOptions, Permit, Proposal};
 pub use template::{Template, TemplateMode};
 pub mod ffi;
+pub mod sight;

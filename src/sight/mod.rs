@@ -1,0 +1,49 @@
+//! Sights: confined reads. Administrators define where the windows are; agents decide which
+//! window to look through; agents never punch holes in the wall.
+//!
+//! `config` validates the `sources:` section at load; `confine` turns an agent's
+//! (source, endpoint, params, fields) into a URL the administrator's config already allows;
+//! `credentials` resolves a reference per request; `http` performs the one GET with every
+//! bound enforced while streaming; `shape` selects, redacts and prunes the response.
+
+pub mod confine;
+pub mod config;
+pub mod credentials;
+pub mod http;
+pub mod shape;
+
+/// The closed set of sight error codes (DESIGN.md §6). Bindings expose the code as `.reason`.
+pub const ERROR_CODES: [&str; 15] = [
+    "configuration_invalid",
+    "credential_unavailable",
+    "unknown_source",
+    "unknown_endpoint",
+    "invalid_params",
+    "unknown_field",
+    "redirect_refused",
+    "response_too_large",
+    "timeout",
+    "aborted",
+    "upstream_error",
+    "network_error",
+    "invalid_response",
+    "snapshot_not_found",
+    "invalid_page",
+];
+
+/// A refusal or failure of a sight. `code` is one of `ERROR_CODES`; `message` is redacted,
+/// single-line and at most 300 characters (see `shape::error_text`), and never carries a
+/// credential, a reference's value, a URL query or a response body beyond a redacted excerpt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct SightError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl SightError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> SightError {
+        debug_assert!(ERROR_CODES.contains(&code), "unknown sight error code {code}");
+        SightError { code, message: message.into() }
+    }
+}
