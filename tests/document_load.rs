@@ -731,14 +731,20 @@ fn json_is_yaml_and_loads() {
     let document = load(
         r#"{"schema": "warden/v1", "mode": "observe", "environment": "staging",
             "actions": {"stripe.refund": {"effect": "refund:{payment_id}", "rules": [{"when": {"amount_lte": 50000}, "decision": "allow"}, {"decision": "approve"}]}},
-            "authority": {"grants": []}, "sources": [{"id": "status"}], "allow_insecure_http": false}"#,
+            "authority": {"grants": []}, "sources": [{"id": "status", "base_url": "https://status.example.com", "endpoints": [{"id": "now", "path": "/now", "fields": {"state": "/state"}}]}], "allow_insecure_http": false}"#,
     );
     assert_eq!(document.schema, Schema::WardenV1);
     assert_eq!(document.mode, Mode::Observe);
     assert_eq!(document.environment.as_deref(), Some("staging"));
     assert_eq!(document.allow_insecure_http, Some(false));
     assert_eq!(document.authority, Some(json!({"grants": []})));
-    assert_eq!(document.sources, Some(json!([{"id": "status"}])));
+    assert_eq!(
+        document.sources,
+        Some(
+            json!([{"id": "status", "base_url": "https://status.example.com", "endpoints": [{"id": "now", "path": "/now", "fields": {"state": "/state"}}]}])
+        )
+    );
+    assert_eq!(document.sources_config.get("status").map(|s| s.origin.as_str()), Some("https://status.example.com"));
     assert_eq!(decide(&document, "stripe.refund", json!({"amount": 50001})), ("approve".into(), "rule[1]".into()));
 }
 

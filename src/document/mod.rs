@@ -106,6 +106,8 @@ pub struct Document {
     pub authority: Option<Value>,
     /// Validated by the sights module; kept as JSON here.
     pub sources: Option<Value>,
+    /// `sources` as validated by `crate::sight::config` at load; empty when absent.
+    pub sources_config: crate::sight::config::Sources,
     pub allow_insecure_http: Option<bool>,
     /// `sha256:` + hex. ctrlrun's definition for ctrlrun documents; for `warden/v1`, over the
     /// canonical JSON of `{actions, authority, environment, mode, schema, sources}` as parsed

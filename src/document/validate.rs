@@ -87,6 +87,7 @@ impl Cx<'_> {
             None => None,
             Some(member) => Some(self.sources(member)?),
         };
+        let sources_config = self.sources_config(get("sources"), sources.as_ref(), allow_insecure_http)?;
         if let Some(member) = get("controls") {
             self.no_op_controls_registry(member)?;
         }
@@ -147,6 +148,7 @@ impl Cx<'_> {
             actions,
             authority,
             sources,
+            sources_config,
             allow_insecure_http,
             policy_hash,
             warnings,

@@ -3,8 +3,9 @@
 use serde_json::Value;
 
 use crate::clock::{parse_duration, Micros};
+use crate::sight::config::{parse_detailed, Sources};
 
-use super::tree::{child_path, Member, NodeValue};
+use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
 
@@ -36,6 +37,23 @@ impl Cx<'_> {
             ));
         }
         self.json(&member.value, "sources")
+    }
+
+    /// The sights configuration (`crate::sight::config`), validated fail-fast; empty when absent.
+    /// A refusal names the config path and, where the path can be followed, its line.
+    pub(super) fn sources_config(
+        &self,
+        member: Option<&Member>,
+        sources: Option<&Value>,
+        allow_insecure_http: Option<bool>,
+    ) -> Result<Sources, DocumentError> {
+        let (Some(member), Some(sources)) = (member, sources) else {
+            return Ok(Sources::default());
+        };
+        parse_detailed(sources, allow_insecure_http).map_err(|e| {
+            let line = line_of(&member.value, &e.path).unwrap_or(member.line);
+            self.error(&e.path, Some(line), e.message)
+        })
     }
 
     /// The `authority` section: a mapping in `warden/v1`, kept as JSON; in a ctrlrun document only
@@ -89,4 +107,35 @@ impl Cx<'_> {
             )),
         }
     }
+}
+
+/// The line of the node a sights config path (`sources[0].endpoints[1].path`) points at, as deep
+/// as the path can be followed.
+fn line_of(sources: &Node, path: &str) -> Option<usize> {
+    let rest = path.strip_prefix("sources")?;
+    let mut node = sources;
+    let mut line = sources.line;
+    let mut rest = rest;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            let index: usize = after.get(..end)?.parse().ok()?;
+            let NodeValue::Seq(items) = &node.value else { return Some(line) };
+            let Some(item) = items.get(index) else { return Some(line) };
+            node = item;
+            line = item.line;
+            rest = after.get(end + 1..)?;
+        } else if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let key = after.get(..end)?;
+            let NodeValue::Map(members) = &node.value else { return Some(line) };
+            let Some(member) = members.iter().find(|m| m.key == key) else { return Some(line) };
+            node = &member.value;
+            line = member.line;
+            rest = after.get(end..)?;
+        } else {
+            return Some(line);
+        }
+    }
+    Some(line)
 }

@@ -1,1 +1,1185 @@
-//! (being written)
+//! The `sources:` section of the administrator's document (DESIGN.md §6), validated fail-fast.
+//!
+//! Every error is `configuration_invalid`, names the config path (`sources[0].auth.credential`)
+//! and never repeats a value that could be a secret: values are described, not echoed, except
+//! names that already passed their own syntax check. Raw strings are checked before the WHATWG
+//! parser sees them, because it silently repairs tabs, `\`, `%2e` segments and numeric hosts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use url::{Host, Url};
+
+use super::SightError;
+
+/// Longest `base_url`, endpoint path or pointer accepted.
+pub const MAX_PATH_LEN: usize = 2048;
+/// Most sources, endpoints per source, params per endpoint, fields per endpoint.
+pub const MAX_SOURCES: usize = 256;
+pub const MAX_ENDPOINTS: usize = 256;
+pub const MAX_PARAMS: usize = 64;
+pub const MAX_FIELDS: usize = 128;
+/// Longest description.
+pub const MAX_DESCRIPTION: usize = 2000;
+/// Default and ceiling of a string param's `max_length` (Unicode scalar values).
+pub const DEFAULT_MAX_LENGTH: u64 = 256;
+pub const MAX_STRING_PARAM: u64 = 2048;
+/// Enum values: at most this many, each at most this long.
+pub const MAX_ENUM_VALUES: usize = 256;
+pub const MAX_ENUM_VALUE_LEN: usize = 256;
+
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+pub const TIMEOUT_MS_RANGE: (u64, u64) = (500, 60_000);
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 1_048_576;
+pub const MAX_RESPONSE_BYTES_RANGE: (u64, u64) = (1024, 4_194_304);
+pub const DEFAULT_LIMITS: Limits = Limits { max_depth: 8, max_items: 50, max_string: 2000 };
+
+const SOURCE_KEYS: [&str; 10] = [
+    "allow_insecure_http",
+    "auth",
+    "base_url",
+    "ca_certs",
+    "description",
+    "endpoints",
+    "id",
+    "limits",
+    "max_response_bytes",
+    "timeout_ms",
+];
+const ENDPOINT_KEYS: [&str; 5] = ["description", "fields", "id", "params", "path"];
+const PARAM_KEYS: [&str; 10] =
+    ["default", "description", "max", "max_length", "min", "min_length", "name", "required", "type", "values"];
+const LIMIT_KEYS: [&str; 3] = ["max_depth", "max_items", "max_string"];
+
+/// Header names an `api_key` source may not set (compared case-insensitively; `Proxy-*` too).
+const FORBIDDEN_HEADERS: [&str; 11] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "cookie",
+    "expect",
+    "keep-alive",
+    "proxy-",
+];
+
+/// A `configuration_invalid` refusal with the config path kept apart, so the document loader
+/// can attach a line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl From<ConfigError> for SightError {
+    fn from(e: ConfigError) -> SightError {
+        SightError::new("configuration_invalid", format!("{}: {}", e.path, e.message))
+    }
+}
+
+fn err(path: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError { path: path.to_owned(), message: message.into() }
+}
+
+/// The validated sources, in document order, with lookup by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sources {
+    list: Vec<Source>,
+    by_id: BTreeMap<String, usize>,
+}
+
+impl Sources {
+    pub fn get(&self, id: &str) -> Option<&Source> {
+        self.by_id.get(id).and_then(|&i| self.list.get(i))
+    }
+    pub fn iter(&self) -> std::slice::Iter<'_, Source> {
+        self.list.iter()
+    }
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Sources {
+    type Item = &'a Source;
+    type IntoIter = std::slice::Iter<'a, Source>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub id: String,
+    /// As parsed; equal to `origin + base_path` (plus a `/` when the base path is empty).
+    pub base_url: Url,
+    /// `scheme://host[:port]`, the ASCII serialisation; every request URL must have it.
+    pub origin: String,
+    /// The path prefix without a trailing `/`; empty for a bare origin.
+    pub base_path: String,
+    pub auth: Auth,
+    pub timeout_ms: u64,
+    pub max_response_bytes: u64,
+    pub ca_certs: Option<PathBuf>,
+    pub limits: Limits,
+    pub description: Option<String>,
+    pub endpoints: Vec<Endpoint>,
+    /// The effective flag: the source's own, else the document's, else false.
+    pub allow_insecure_http: bool,
+}
+
+impl Source {
+    pub fn endpoint(&self, id: &str) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| e.id == id)
+    }
+
+    /// `sha256:` + hex over origin, base path, auth mode and reference name(s): a snapshot
+    /// taken under one fingerprint is not comparable with one taken under another.
+    pub fn fingerprint(&self) -> String {
+        let refs: Vec<&str> = self.auth.references().iter().map(|r| r.as_str()).collect();
+        let material = serde_json::json!([self.origin, self.base_path, self.auth.mode(), refs]);
+        let digest = Sha256::digest(material.to_string().as_bytes());
+        format!("sha256:{}", hex::encode(digest))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_depth: u64,
+    pub max_items: u64,
+    pub max_string: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        DEFAULT_LIMITS
+    }
+}
+
+/// The name of a credential, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CredentialRef(String);
+
+impl CredentialRef {
+    /// A checked reference: `^[A-Za-z_][A-Za-z0-9_]{0,127}$` and not shaped like a secret.
+    pub fn parse(text: &str) -> Option<CredentialRef> {
+        if is_reference(text) && !looks_like_secret(text) {
+            Some(CredentialRef(text.to_owned()))
+        } else {
+            None
+        }
+    }
+    /// `WARDEN_CREDENTIAL_<ID upper-cased, non-alphanumerics as _>`.
+    pub fn derived(source_id: &str) -> CredentialRef {
+        let tail: String =
+            source_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+        CredentialRef(format!("WARDEN_CREDENTIAL_{tail}"))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CredentialRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    None,
+    Bearer { credential: CredentialRef },
+    Basic { username: CredentialRef, password: CredentialRef },
+    ApiKey { header: String, credential: CredentialRef, prefix: Option<String> },
+}
+
+impl Auth {
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Auth::None => "none",
+            Auth::Bearer { .. } => "bearer",
+            Auth::Basic { .. } => "basic",
+            Auth::ApiKey { .. } => "api_key",
+        }
+    }
+    pub fn references(&self) -> Vec<&CredentialRef> {
+        match self {
+            Auth::None => Vec::new(),
+            Auth::Bearer { credential } | Auth::ApiKey { credential, .. } => vec![credential],
+            Auth::Basic { username, password } => vec![username, password],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub id: String,
+    /// Starts with `/`; appended to the source's base path.
+    pub path: String,
+    pub params: Vec<Param>,
+    /// alias → RFC 6901 pointer.
+    pub fields: BTreeMap<String, String>,
+    pub description: Option<String>,
+}
+
+impl Endpoint {
+    pub fn param(&self, name: &str) -> Option<&Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+    pub required: bool,
+    /// Already checked against `kind`.
+    pub default: Option<Value>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamKind {
+    /// Lengths in Unicode scalar values.
+    String {
+        min_length: u64,
+        max_length: u64,
+    },
+    Integer {
+        min: Option<i64>,
+        max: Option<i64>,
+    },
+    Boolean,
+    Enum {
+        values: Vec<String>,
+    },
+}
+
+impl ParamKind {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ParamKind::String { .. } => "string",
+            ParamKind::Integer { .. } => "integer",
+            ParamKind::Boolean => "boolean",
+            ParamKind::Enum { .. } => "enum",
+        }
+    }
+}
+
+/// Check a value against a param's type and constraints (shared with `confine`). The message
+/// never repeats the value.
+pub fn check_param_value(kind: &ParamKind, value: &Value) -> Result<(), String> {
+    match (kind, value) {
+        (ParamKind::String { min_length, max_length }, Value::String(s)) => {
+            if s.chars().any(char::is_control) {
+                return Err("contains control characters".to_owned());
+            }
+            let n = u64::try_from(s.chars().count()).unwrap_or(u64::MAX);
+            if n < *min_length || n > *max_length {
+                return Err(format!("must be {min_length} to {max_length} characters long, got {n}"));
+            }
+            Ok(())
+        }
+        (ParamKind::Integer { min, max }, Value::Number(n)) => {
+            let Some(i) = exact_i64(n) else {
+                return Err("must be an integer (no fraction, no exponent, within 64 bits)".to_owned());
+            };
+            if min.is_some_and(|m| i < m) || max.is_some_and(|m| i > m) {
+                let lo = min.map_or("-inf".to_owned(), |m| m.to_string());
+                let hi = max.map_or("inf".to_owned(), |m| m.to_string());
+                return Err(format!("must be between {lo} and {hi}"));
+            }
+            Ok(())
+        }
+        (ParamKind::Boolean, Value::Bool(_)) => Ok(()),
+        (ParamKind::Enum { values }, Value::String(s)) => {
+            if values.iter().any(|v| v == s) {
+                Ok(())
+            } else {
+                Err(format!("must be exactly one of: {}", values.join(", ")))
+            }
+        }
+        (kind, other) => Err(format!("must be {}, got {}", expected(kind), kind_of(other))),
+    }
+}
+
+fn expected(kind: &ParamKind) -> &'static str {
+    match kind {
+        ParamKind::String { .. } | ParamKind::Enum { .. } => "a string",
+        ParamKind::Integer { .. } => "an integer",
+        ParamKind::Boolean => "true or false",
+    }
+}
+
+pub(crate) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if exact_i64(n).is_some() => "an integer",
+        Value::Number(_) => "a non-integer number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// An integer written as one: `5`, `-3`; not `5.0`, `1e2` or beyond i64.
+pub fn exact_i64(n: &serde_json::Number) -> Option<i64> {
+    let text = n.to_string();
+    let digits = text.strip_prefix('-').unwrap_or(&text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<i64>().ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Syntax helpers
+// ---------------------------------------------------------------------------------------------
+
+/// `^[a-z][a-z0-9_]{0,63}$`
+pub fn is_id(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z'))
+        && text.len() <= 64
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `^[A-Za-z][A-Za-z0-9_]{0,63}$`
+pub fn is_alias(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic())
+        && text.len() <= 64
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// `^[A-Za-z_][A-Za-z0-9_]{0,127}$`
+pub fn is_reference(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && text.len() <= 128
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// `^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`: query-string keys that need no encoding.
+pub fn is_param_name(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && text.len() <= 64
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// An RFC 6901 pointer other than the empty one: starts with `/`, `~` only as `~0`/`~1`.
+pub fn is_pointer(text: &str) -> bool {
+    if !text.starts_with('/') || text.len() > MAX_PATH_LEN || text.chars().any(char::is_control) {
+        return false;
+    }
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return false;
+        }
+    }
+    true
+}
+
+/// RFC 9110 token.
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Shapes of literal secrets: refused anywhere in source config. Linear-time (Rust `regex`).
+static SECRET_SHAPES: LazyLock<Result<Regex, String>> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"\bsk-[A-Za-z0-9_-]{8,}",
+        r"|\b[rsp]k_(?:live|test)_[A-Za-z0-9]{8,}",
+        r"|\bgh[pousr]_[A-Za-z0-9]{20,}",
+        r"|\bgithub_pat_[A-Za-z0-9_]{20,}",
+        r"|\bxox[abpr]-[A-Za-z0-9-]{8,}",
+        r"|\b(?:AKIA|ASIA)[A-Z0-9]{16}",
+        r"|\beyJ[A-Za-z0-9_-]{8,}",
+        r"|(?i:(?:pass(?:word)?|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|auth|credentials?|session)\s*=\s*[^\s&;]+)",
+    ))
+    .map_err(|e| e.to_string())
+});
+
+/// `Bearer …` / `Basic …` followed by something token-like (checked further in code, so that
+/// "Basic information" in a description is not a secret).
+static AUTH_SCHEME: LazyLock<Result<Regex, String>> =
+    LazyLock::new(|| Regex::new(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})").map_err(|e| e.to_string()));
+
+/// True when `text` carries something shaped like a credential. Fails closed.
+pub fn looks_like_secret(text: &str) -> bool {
+    let (Ok(shapes), Ok(scheme)) = (&*SECRET_SHAPES, &*AUTH_SCHEME) else {
+        return true;
+    };
+    if shapes.is_match(text) {
+        return true;
+    }
+    scheme.captures_iter(text).filter_map(|c| c.get(1)).any(|m| {
+        let token = m.as_str();
+        token.bytes().any(|b| b.is_ascii_digit() || matches!(b, b'+' | b'/' | b'=' | b'_' | b'.' | b'~'))
+            || token.bytes().skip(1).any(|b| b.is_ascii_uppercase())
+    })
+}
+
+/// Name a key in an error only when it is plainly a name.
+fn shown_key(key: &str) -> String {
+    let plain = !key.is_empty()
+        && key.len() <= 64
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && !looks_like_secret(key);
+    if plain {
+        format!("'{key}'")
+    } else {
+        "a key that is not a plain name".to_owned()
+    }
+}
+
+fn child(path: &str, key: &str) -> String {
+    format!("{path}.{key}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------------------------
+
+/// Validate the `sources` section; `allow_insecure_http` is the document's top-level flag.
+pub fn parse(sources: &Value, allow_insecure_http: Option<bool>) -> Result<Sources, SightError> {
+    parse_detailed(sources, allow_insecure_http).map_err(SightError::from)
+}
+
+/// As [`parse`], keeping the path apart from the message.
+pub fn parse_detailed(sources: &Value, allow_insecure_http: Option<bool>) -> Result<Sources, ConfigError> {
+    let Value::Array(items) = sources else {
+        return Err(err("sources", format!("must be a list of sources, got {}", kind_of(sources))));
+    };
+    if items.len() > MAX_SOURCES {
+        return Err(err("sources", format!("at most {MAX_SOURCES} sources")));
+    }
+    let global_insecure = allow_insecure_http.unwrap_or(false);
+    let mut out = Sources::default();
+    let mut seen_ids: BTreeMap<String, usize> = BTreeMap::new();
+    // reference → (source index, derived?)
+    let mut refs: BTreeMap<String, (usize, bool)> = BTreeMap::new();
+    for (index, item) in items.iter().enumerate() {
+        let path = format!("sources[{index}]");
+        scan_secrets(item, &path)?;
+        let source = parse_source(item, &path, global_insecure)?;
+        let folded = source.id.to_ascii_lowercase();
+        if let Some(first) = seen_ids.insert(folded, index) {
+            return Err(err(
+                &child(&path, "id"),
+                format!(
+                    "duplicate source id '{}' (also sources[{first}]; ids are unique case-insensitively)",
+                    source.id
+                ),
+            ));
+        }
+        let derived_names: BTreeSet<String> = derived_references(&source.id).into_iter().collect();
+        for reference in source.auth.references() {
+            let name = reference.as_str().to_owned();
+            let derived_here = derived_names.contains(&name);
+            match refs.get(&name) {
+                Some(&(other, derived_there)) if other != index && (derived_here || derived_there) => {
+                    return Err(err(
+                        &child(&path, "auth"),
+                        format!(
+                            "credential reference {name} is also used by sources[{other}], and one of them derives \
+                             it from its id; name the references explicitly so each source has its own"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    refs.insert(name, (index, derived_here));
+                }
+            }
+        }
+        out.by_id.insert(source.id.clone(), out.list.len());
+        out.list.push(source);
+    }
+    Ok(out)
+}
+
+fn derived_references(id: &str) -> Vec<String> {
+    let base = CredentialRef::derived(id).0;
+    vec![format!("{base}_USERNAME"), format!("{base}_PASSWORD"), base]
+}
+
+/// Refuse literal secrets anywhere in a source, keys and values, naming only the path.
+fn scan_secrets(value: &Value, path: &str) -> Result<(), ConfigError> {
+    match value {
+        Value::String(s) if looks_like_secret(s) => Err(err(
+            path,
+            format!(
+                "literal secret in {path}: configuration holds credential references (names such as \
+                 GITHUB_TOKEN), never credential values; the value is not repeated here"
+            ),
+        )),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                scan_secrets(item, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                if looks_like_secret(key) {
+                    return Err(err(path, format!("literal secret in a key of {path}; the key is not repeated here")));
+                }
+                scan_secrets(item, &child(path, key))?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn object<'v>(value: &'v Value, path: &str, what: &str) -> Result<&'v Map<String, Value>, ConfigError> {
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(err(path, format!("{what} must be a mapping, got {}", kind_of(other)))),
+    }
+}
+
+fn deny_unknown(map: &Map<String, Value>, allowed: &[&str], path: &str) -> Result<(), ConfigError> {
+    for key in map.keys() {
+        if !allowed.contains(&key.as_str()) {
+            let hint = if key.chars().any(|c| c.is_ascii_uppercase()) { " (keys are snake_case)" } else { "" };
+            let at = if shown_key(key).starts_with('\'') { child(path, key) } else { path.to_owned() };
+            return Err(err(
+                &at,
+                format!("unknown key {}{hint}; allowed here: {}", shown_key(key), allowed.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn string<'v>(value: &'v Value, path: &str) -> Result<&'v str, ConfigError> {
+    match value {
+        Value::String(s) => Ok(s),
+        other => Err(err(path, format!("must be a string, got {}", kind_of(other)))),
+    }
+}
+
+fn boolean(value: &Value, path: &str) -> Result<bool, ConfigError> {
+    match value {
+        Value::Bool(b) => Ok(*b),
+        other => Err(err(path, format!("must be true or false, got {}", kind_of(other)))),
+    }
+}
+
+fn integer(value: &Value, path: &str) -> Result<i64, ConfigError> {
+    match value {
+        Value::Number(n) => exact_i64(n)
+            .ok_or_else(|| err(path, "must be an integer (floats, exponents and numbers beyond 64 bits are refused)")),
+        other => Err(err(path, format!("must be an integer, got {}", kind_of(other)))),
+    }
+}
+
+fn bounded(
+    map: &Map<String, Value>,
+    key: &str,
+    path: &str,
+    default: u64,
+    range: (u64, u64),
+) -> Result<u64, ConfigError> {
+    let Some(value) = map.get(key) else { return Ok(default) };
+    let path = child(path, key);
+    let n = integer(value, &path)?;
+    match u64::try_from(n) {
+        Ok(n) if (range.0..=range.1).contains(&n) => Ok(n),
+        _ => Err(err(&path, format!("must be between {} and {}, got {n}", range.0, range.1))),
+    }
+}
+
+fn description(map: &Map<String, Value>, path: &str) -> Result<Option<String>, ConfigError> {
+    let Some(value) = map.get("description") else { return Ok(None) };
+    let path = child(path, "description");
+    let text = string(value, &path)?;
+    if text.chars().count() > MAX_DESCRIPTION {
+        return Err(err(&path, format!("at most {MAX_DESCRIPTION} characters")));
+    }
+    if text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Err(err(&path, "control characters other than newline and tab are refused"));
+    }
+    Ok(Some(text.to_owned()))
+}
+
+fn id(map: &Map<String, Value>, path: &str, what: &str) -> Result<String, ConfigError> {
+    let path = child(path, "id");
+    let Some(value) = map.get("id") else {
+        return Err(err(&path, format!("every {what} needs an id")));
+    };
+    let text = string(value, &path)?;
+    if !is_id(text) {
+        return Err(err(&path, "must match ^[a-z][a-z0-9_]{0,63}$ (lower-case letter first, then a-z, 0-9, _)"));
+    }
+    Ok(text.to_owned())
+}
+
+fn parse_source(value: &Value, path: &str, global_insecure: bool) -> Result<Source, ConfigError> {
+    let map = object(value, path, "a source")?;
+    deny_unknown(map, &SOURCE_KEYS, path)?;
+    let id = id(map, path, "source")?;
+    let allow_insecure_http = match map.get("allow_insecure_http") {
+        Some(v) => boolean(v, &child(path, "allow_insecure_http"))?,
+        None => global_insecure,
+    };
+    let base_path_key = child(path, "base_url");
+    let Some(raw) = map.get("base_url") else {
+        return Err(err(&base_path_key, "every source needs a base_url"));
+    };
+    let base = parse_base_url(string(raw, &base_path_key)?, allow_insecure_http).map_err(|m| err(&base_path_key, m))?;
+    let auth = parse_auth(map.get("auth"), &child(path, "auth"), &id)?;
+    let timeout_ms = bounded(map, "timeout_ms", path, DEFAULT_TIMEOUT_MS, TIMEOUT_MS_RANGE)?;
+    let max_response_bytes =
+        bounded(map, "max_response_bytes", path, DEFAULT_MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES_RANGE)?;
+    let ca_certs = match map.get("ca_certs") {
+        None => None,
+        Some(v) => {
+            let p = child(path, "ca_certs");
+            let text = string(v, &p)?;
+            if text.is_empty() || text.len() > 4096 || text.chars().any(char::is_control) {
+                return Err(err(&p, "must be a non-empty file path without control characters"));
+            }
+            Some(PathBuf::from(text))
+        }
+    };
+    let limits = match map.get("limits") {
+        None => Limits::default(),
+        Some(v) => {
+            let p = child(path, "limits");
+            let m = object(v, &p, "'limits'")?;
+            deny_unknown(m, &LIMIT_KEYS, &p)?;
+            Limits {
+                max_depth: bounded(m, "max_depth", &p, DEFAULT_LIMITS.max_depth, (1, 64))?,
+                max_items: bounded(m, "max_items", &p, DEFAULT_LIMITS.max_items, (1, 10_000))?,
+                max_string: bounded(m, "max_string", &p, DEFAULT_LIMITS.max_string, (1, 1_000_000))?,
+            }
+        }
+    };
+    let description = description(map, path)?;
+    let endpoints_path = child(path, "endpoints");
+    let Some(endpoints_value) = map.get("endpoints") else {
+        return Err(err(&endpoints_path, "every source needs at least one endpoint"));
+    };
+    let Value::Array(items) = endpoints_value else {
+        return Err(err(&endpoints_path, format!("must be a list, got {}", kind_of(endpoints_value))));
+    };
+    if items.is_empty() || items.len() > MAX_ENDPOINTS {
+        return Err(err(&endpoints_path, format!("must list 1 to {MAX_ENDPOINTS} endpoints")));
+    }
+    let mut endpoints: Vec<Endpoint> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let p = format!("{endpoints_path}[{i}]");
+        let endpoint = parse_endpoint(item, &p, &base)?;
+        if let Some(first) = endpoints.iter().position(|e| e.id.eq_ignore_ascii_case(&endpoint.id)) {
+            return Err(err(
+                &child(&p, "id"),
+                format!("duplicate endpoint id '{}' (also {endpoints_path}[{first}])", endpoint.id),
+            ));
+        }
+        endpoints.push(endpoint);
+    }
+    Ok(Source {
+        id,
+        base_url: base.url,
+        origin: base.origin,
+        base_path: base.base_path,
+        auth,
+        timeout_ms,
+        max_response_bytes,
+        ca_certs,
+        limits,
+        description,
+        endpoints,
+        allow_insecure_http,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// base_url
+// ---------------------------------------------------------------------------------------------
+
+struct Base {
+    url: Url,
+    origin: String,
+    base_path: String,
+}
+
+/// Check the raw text, parse, and require that parsing changed nothing that matters.
+fn parse_base_url(raw: &str, allow_insecure_http: bool) -> Result<Base, String> {
+    if raw.is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    if raw.len() > MAX_PATH_LEN {
+        return Err(format!("at most {MAX_PATH_LEN} characters"));
+    }
+    if raw.trim() != raw {
+        return Err("must not have whitespace around it (the URL parser would silently trim it)".to_owned());
+    }
+    if raw.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("must not contain whitespace or control characters".to_owned());
+    }
+    if raw.contains('\\') {
+        return Err("must not contain '\\' (the URL parser reads it as '/')".to_owned());
+    }
+    if !raw.is_ascii() {
+        return Err("must be ASCII; write an international host name in punycode (xn--…)".to_owned());
+    }
+    let Some((scheme, rest)) = raw.split_once("://") else {
+        return Err("must be an absolute https URL (https://host[/path])".to_owned());
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "https" && scheme != "http" {
+        return Err("the scheme must be https (or http for loopback or with allow_insecure_http)".to_owned());
+    }
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    if authority.contains('@') {
+        return Err(
+            "must not carry userinfo (anything before '@' in the authority); configure credentials through auth with a reference".to_owned()
+        );
+    }
+    if tail.contains('?') || tail.contains('#') {
+        return Err("must not carry a query or a fragment; endpoint params go into the query".to_owned());
+    }
+    let url = Url::parse(raw).map_err(|e| format!("is not a valid URL ({e})"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not carry userinfo".to_owned());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("must not carry a query or a fragment".to_owned());
+    }
+    let raw_host = raw_host(authority).ok_or("has a malformed host or port")?;
+    let loopback = match url.host() {
+        None => return Err("must name a host".to_owned()),
+        Some(Host::Domain(domain)) => {
+            if raw_host.to_ascii_lowercase() != domain {
+                return Err("the host is not written canonically (the URL parser rewrote it)".to_owned());
+            }
+            if domain.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'x' || b == b'X') {
+                return Err("non-canonical numeric host; write IPv4 addresses as four decimal octets".to_owned());
+            }
+            domain == "localhost"
+        }
+        Some(Host::Ipv4(addr)) => {
+            if raw_host != addr.to_string() {
+                return Err(
+                    "non-canonical numeric host; write IPv4 addresses as four decimal octets (127.0.0.1)".to_owned()
+                );
+            }
+            is_loopback_v4(addr)
+        }
+        Some(Host::Ipv6(addr)) => {
+            if raw_host.to_ascii_lowercase() != format!("[{addr}]") {
+                return Err(format!("non-canonical IPv6 host; write it as [{addr}]"));
+            }
+            is_loopback_v6(addr)
+        }
+    };
+    if url.port() == Some(0) {
+        return Err("port 0 is not a port".to_owned());
+    }
+    match url.scheme() {
+        "https" => {}
+        "http" if loopback || allow_insecure_http => {}
+        "http" => {
+            return Err("http is allowed only for loopback hosts (localhost, 127.0.0.0/8, ::1) or with \
+                        allow_insecure_http: true; use https"
+                .to_owned())
+        }
+        _ => return Err("the scheme must be https".to_owned()),
+    }
+    let raw_path = tail;
+    let parsed_path = url.path();
+    if !(raw_path.is_empty() && parsed_path == "/") && raw_path != parsed_path {
+        return Err("the path is not written canonically (the URL parser rewrote it)".to_owned());
+    }
+    let base_path = parsed_path.trim_end_matches('/').to_owned();
+    if !base_path.is_empty() {
+        check_path_text(&base_path).map_err(|m| format!("its path {m}"))?;
+    }
+    let origin = url.origin().ascii_serialization();
+    Ok(Base { url, origin, base_path })
+}
+
+/// The host as written in the authority (userinfo already refused), without the port.
+fn raw_host(authority: &str) -> Option<&str> {
+    if authority.starts_with('[') {
+        let end = authority.find(']')?;
+        let (host, rest) = authority.split_at(end + 1);
+        if !(rest.is_empty()
+            || rest.strip_prefix(':').is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+        {
+            return None;
+        }
+        return Some(host);
+    }
+    match authority.split_once(':') {
+        None => Some(authority),
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => Some(host),
+        Some(_) => None,
+    }
+}
+
+fn is_loopback_v4(addr: Ipv4Addr) -> bool {
+    addr.octets()[0] == 127
+}
+
+fn is_loopback_v6(addr: Ipv6Addr) -> bool {
+    addr == Ipv6Addr::LOCALHOST || addr.to_ipv4_mapped().is_some_and(is_loopback_v4)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths
+// ---------------------------------------------------------------------------------------------
+
+fn path_char_allowed(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~/%:@!$'()*+,=".contains(&b)
+}
+
+/// The load-time path rules (DESIGN §6), on the text as written and again percent-decoded.
+pub fn check_path_text(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err("must start with '/'".to_owned());
+    }
+    if path.len() > MAX_PATH_LEN {
+        return Err(format!("must be at most {MAX_PATH_LEN} characters"));
+    }
+    if path.chars().any(char::is_control) {
+        return Err("must not contain control characters".to_owned());
+    }
+    if path.contains('\\') {
+        return Err("must not contain '\\'".to_owned());
+    }
+    if path.contains('?') || path.contains('#') {
+        return Err("must not contain '?' or '#'; params go into the query string".to_owned());
+    }
+    if path.contains("://") {
+        return Err("must not contain '://'".to_owned());
+    }
+    if path.contains("//") {
+        return Err("must not contain '//'".to_owned());
+    }
+    if path.contains('{') || path.contains('}') {
+        return Err("must not contain '{' or '}': path placeholders are not supported; params go into the query \
+                    string"
+            .to_owned());
+    }
+    if let Some(c) = path.chars().find(|&c| !c.is_ascii() || !path_char_allowed(c as u8)) {
+        let shown = if c.is_ascii_graphic() || c == ' ' { format!("'{c}'") } else { format!("U+{:04X}", u32::from(c)) };
+        return Err(format!(
+            "contains {shown}, which is outside the allowed characters (A-Z a-z 0-9 - . _ ~ / % : @ ! $ ' ( ) * + , =)"
+        ));
+    }
+    if path.split('/').any(|s| s == "." || s == "..") {
+        return Err("must not contain '.' or '..' segments".to_owned());
+    }
+    // Percent escapes: well-formed, and decoding must not produce anything the rules refuse.
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+            let Some(value) =
+                hex.filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit())).and_then(|h| u8::from_str_radix(h, 16).ok())
+            else {
+                return Err("contains a malformed percent escape".to_owned());
+            };
+            if matches!(value, b'/' | b'\\' | b'%' | b'.' | b'?' | b'#') || value < 0x20 || value == 0x7f {
+                return Err(format!(
+                    "contains an encoded %{value:02X}, which is refused (encoded separators, dots, controls and double \
+                     encoding)"
+                ));
+            }
+            decoded.push(value);
+            i += 3;
+        } else {
+            decoded.push(b);
+            i += 1;
+        }
+    }
+    let Ok(decoded) = String::from_utf8(decoded) else {
+        return Err("percent-decodes to bytes that are not UTF-8".to_owned());
+    };
+    if decoded.chars().any(char::is_control) {
+        return Err("percent-decodes to control characters".to_owned());
+    }
+    if decoded.contains("//") || decoded.contains('\\') || decoded.split('/').any(|s| s == "." || s == "..") {
+        return Err("percent-decodes to '//', '\\' or a dot segment".to_owned());
+    }
+    Ok(())
+}
+
+/// Resolve `base_path + path` against the origin and require nothing moved.
+fn check_resolved(base: &Base, path: &str) -> Result<(), String> {
+    let expected = format!("{}{path}", base.base_path);
+    let url = Url::parse(&format!("{}{expected}", base.origin)).map_err(|e| format!("does not resolve ({e})"))?;
+    if url.origin().ascii_serialization() != base.origin {
+        return Err("resolves to another origin".to_owned());
+    }
+    if url.path() != expected || url.query().is_some() || url.fragment().is_some() {
+        return Err("is rewritten by the URL parser; write it canonically".to_owned());
+    }
+    if !url.path().starts_with(&base.base_path) {
+        return Err("leaves the base path".to_owned());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Auth
+// ---------------------------------------------------------------------------------------------
+
+fn reference(
+    map: &Map<String, Value>,
+    key: &str,
+    path: &str,
+    derived: CredentialRef,
+) -> Result<CredentialRef, ConfigError> {
+    let Some(value) = map.get(key) else { return Ok(derived) };
+    let p = child(path, key);
+    let text = string(value, &p)?;
+    if looks_like_secret(text) {
+        return Err(err(&p, format!("literal secret in {p}; a reference names a credential, it is not one")));
+    }
+    CredentialRef::parse(text).ok_or_else(|| {
+        err(&p, "must be a credential reference matching ^[A-Za-z_][A-Za-z0-9_]{0,127}$ (the value is not repeated)")
+    })
+}
+
+fn parse_auth(value: Option<&Value>, path: &str, source_id: &str) -> Result<Auth, ConfigError> {
+    let Some(value) = value else { return Ok(Auth::None) };
+    let map = object(value, path, "'auth'")?;
+    let mode_path = child(path, "mode");
+    let Some(mode) = map.get("mode") else {
+        return Err(err(&mode_path, "auth needs a mode: none, bearer, basic or api_key"));
+    };
+    let derived = CredentialRef::derived(source_id);
+    match string(mode, &mode_path)? {
+        "none" => {
+            deny_unknown(map, &["mode"], path)?;
+            Ok(Auth::None)
+        }
+        "bearer" => {
+            deny_unknown(map, &["credential", "mode"], path)?;
+            Ok(Auth::Bearer { credential: reference(map, "credential", path, derived)? })
+        }
+        "basic" => {
+            deny_unknown(map, &["mode", "password", "username"], path)?;
+            let user = CredentialRef(format!("{derived}_USERNAME"));
+            let pass = CredentialRef(format!("{derived}_PASSWORD"));
+            Ok(Auth::Basic {
+                username: reference(map, "username", path, user)?,
+                password: reference(map, "password", path, pass)?,
+            })
+        }
+        "api_key" => {
+            deny_unknown(map, &["credential", "header", "mode", "prefix"], path)?;
+            let hp = child(path, "header");
+            let Some(header) = map.get("header") else {
+                return Err(err(&hp, "api_key auth needs a header name"));
+            };
+            let header = string(header, &hp)?;
+            if !is_token(header) {
+                return Err(err(&hp, "must be a valid HTTP header name (an RFC 9110 token, at most 64 characters)"));
+            }
+            let lower = header.to_ascii_lowercase();
+            if FORBIDDEN_HEADERS.iter().any(|f| if f.ends_with('-') { lower.starts_with(f) } else { lower == *f }) {
+                return Err(err(
+                    &hp,
+                    format!("the header '{header}' is managed by the HTTP layer and cannot carry a key"),
+                ));
+            }
+            let prefix = match map.get("prefix") {
+                None => None,
+                Some(v) => {
+                    let pp = child(path, "prefix");
+                    let text = string(v, &pp)?;
+                    if text.len() > 64 || !text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+                        return Err(err(&pp, "must be at most 64 printable ASCII characters"));
+                    }
+                    Some(text.to_owned())
+                }
+            };
+            Ok(Auth::ApiKey {
+                header: header.to_owned(),
+                credential: reference(map, "credential", path, derived)?,
+                prefix,
+            })
+        }
+        _ => Err(err(&mode_path, "must be one of none, bearer, basic, api_key")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Endpoints
+// ---------------------------------------------------------------------------------------------
+
+fn parse_endpoint(value: &Value, path: &str, base: &Base) -> Result<Endpoint, ConfigError> {
+    let map = object(value, path, "an endpoint")?;
+    deny_unknown(map, &ENDPOINT_KEYS, path)?;
+    let id = id(map, path, "endpoint")?;
+    let pp = child(path, "path");
+    let Some(raw) = map.get("path") else {
+        return Err(err(&pp, "every endpoint needs a path"));
+    };
+    let endpoint_path = string(raw, &pp)?;
+    check_path_text(endpoint_path).map_err(|m| err(&pp, m))?;
+    check_resolved(base, endpoint_path).map_err(|m| err(&pp, m))?;
+
+    let mut params: Vec<Param> = Vec::new();
+    if let Some(value) = map.get("params") {
+        let p = child(path, "params");
+        let Value::Array(items) = value else {
+            return Err(err(&p, format!("must be a list, got {}", kind_of(value))));
+        };
+        if items.len() > MAX_PARAMS {
+            return Err(err(&p, format!("at most {MAX_PARAMS} params")));
+        }
+        for (i, item) in items.iter().enumerate() {
+            let ip = format!("{p}[{i}]");
+            let param = parse_param(item, &ip)?;
+            if params.iter().any(|q| q.name == param.name) {
+                return Err(err(&child(&ip, "name"), format!("duplicate param name '{}'", param.name)));
+            }
+            params.push(param);
+        }
+    }
+
+    let fp = child(path, "fields");
+    let Some(value) = map.get("fields") else {
+        return Err(err(&fp, "every endpoint needs fields: a mapping of alias to JSON pointer"));
+    };
+    let fields_map = object(value, &fp, "'fields'")?;
+    if fields_map.is_empty() || fields_map.len() > MAX_FIELDS {
+        return Err(err(&fp, format!("must map 1 to {MAX_FIELDS} aliases")));
+    }
+    let mut fields = BTreeMap::new();
+    for (alias, pointer) in fields_map {
+        if !is_alias(alias) {
+            return Err(err(&fp, format!("alias {} must match ^[A-Za-z][A-Za-z0-9_]{{0,63}}$", shown_key(alias))));
+        }
+        let ap = child(&fp, alias);
+        let pointer = string(pointer, &ap)?;
+        if !is_pointer(pointer) {
+            return Err(err(
+                &ap,
+                "must be an RFC 6901 JSON pointer: starting with '/', '~' only as ~0 or ~1, not empty",
+            ));
+        }
+        fields.insert(alias.clone(), pointer.to_owned());
+    }
+    Ok(Endpoint { id, path: endpoint_path.to_owned(), params, fields, description: description(map, path)? })
+}
+
+fn parse_param(value: &Value, path: &str) -> Result<Param, ConfigError> {
+    let map = object(value, path, "a param")?;
+    deny_unknown(map, &PARAM_KEYS, path)?;
+    let np = child(path, "name");
+    let name = string(map.get("name").ok_or_else(|| err(&np, "every param needs a name"))?, &np)?;
+    if !is_param_name(name) {
+        return Err(err(&np, "must match ^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"));
+    }
+    let tp = child(path, "type");
+    let type_name = string(map.get("type").ok_or_else(|| err(&tp, "every param needs a type"))?, &tp)?;
+    let only = |keys: &[&str], type_name: &str| -> Result<(), ConfigError> {
+        for key in ["min", "max", "min_length", "max_length", "values"] {
+            if map.contains_key(key) && !keys.contains(&key) {
+                return Err(err(&child(path, key), format!("'{key}' does not apply to a {type_name} param")));
+            }
+        }
+        Ok(())
+    };
+    let opt_int = |key: &str| -> Result<Option<i64>, ConfigError> {
+        map.get(key).map(|v| integer(v, &child(path, key))).transpose()
+    };
+    let kind = match type_name {
+        "string" => {
+            only(&["min_length", "max_length"], "string")?;
+            let min_length = bounded(map, "min_length", path, 0, (0, MAX_STRING_PARAM))?;
+            let max_length =
+                bounded(map, "max_length", path, DEFAULT_MAX_LENGTH.max(min_length), (1, MAX_STRING_PARAM))?;
+            if min_length > max_length {
+                return Err(err(&child(path, "min_length"), "must not exceed max_length"));
+            }
+            ParamKind::String { min_length, max_length }
+        }
+        "integer" => {
+            only(&["min", "max"], "integer")?;
+            let (min, max) = (opt_int("min")?, opt_int("max")?);
+            if let (Some(lo), Some(hi)) = (min, max) {
+                if lo > hi {
+                    return Err(err(&child(path, "min"), "must not exceed max"));
+                }
+            }
+            ParamKind::Integer { min, max }
+        }
+        "boolean" => {
+            only(&[], "boolean")?;
+            ParamKind::Boolean
+        }
+        "enum" => {
+            only(&["values"], "enum")?;
+            let vp = child(path, "values");
+            let Some(Value::Array(items)) = map.get("values") else {
+                return Err(err(&vp, "an enum param needs values: a non-empty list of strings"));
+            };
+            if items.is_empty() || items.len() > MAX_ENUM_VALUES {
+                return Err(err(&vp, format!("must list 1 to {MAX_ENUM_VALUES} strings")));
+            }
+            let mut values: Vec<String> = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let ip = format!("{vp}[{i}]");
+                let text = string(item, &ip)?;
+                if text.is_empty() || text.chars().count() > MAX_ENUM_VALUE_LEN || text.chars().any(char::is_control) {
+                    return Err(err(
+                        &ip,
+                        format!("must be 1 to {MAX_ENUM_VALUE_LEN} characters without control characters"),
+                    ));
+                }
+                if values.iter().any(|v| v == text) {
+                    return Err(err(&ip, "duplicate enum value"));
+                }
+                values.push(text.to_owned());
+            }
+            ParamKind::Enum { values }
+        }
+        _ => return Err(err(&tp, "must be one of string, integer, boolean, enum")),
+    };
+    let required = match map.get("required") {
+        None => false,
+        Some(v) => boolean(v, &child(path, "required"))?,
+    };
+    let default = match map.get("default") {
+        None => None,
+        Some(v) => {
+            let dp = child(path, "default");
+            if required {
+                return Err(err(&dp, "a required param cannot have a default"));
+            }
+            check_param_value(&kind, v).map_err(|m| err(&dp, m))?;
+            Some(v.clone())
+        }
+    };
+    Ok(Param { name: name.to_owned(), kind, required, default, description: description(map, path)? })
+}

@@ -1,1 +1,206 @@
-//! (being written)
+//! Credential resolution for sights (DESIGN.md §6, "Credentials").
+//!
+//! A source's auth names *references*, never values. Each request resolves its references
+//! afresh through a [`CredentialProvider`] (nothing is cached), checks the values before any
+//! I/O, and builds the one auth header in zeroizing buffers. Errors name the reference only.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use zeroize::Zeroizing;
+
+use super::SightError;
+
+/// The largest credential file [`DirectoryProvider`] reads; a bigger file resolves to nothing.
+pub const MAX_CREDENTIAL_FILE_BYTES: u64 = 64 * 1024;
+
+/// Where credential values come from. `resolve` returns `None` when the reference has no
+/// value; implementations must not log or cache the value.
+pub trait CredentialProvider: Send + Sync {
+    fn resolve(&self, reference: &str) -> Option<Zeroizing<String>>;
+}
+
+/// The default provider: the environment variable named by the reference.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvProvider;
+
+impl CredentialProvider for EnvProvider {
+    fn resolve(&self, reference: &str) -> Option<Zeroizing<String>> {
+        if !is_reference(reference) {
+            return None;
+        }
+        let value = std::env::var_os(reference)?;
+        value.into_string().ok().map(Zeroizing::new)
+    }
+}
+
+/// One file per reference in `dir` (systemd credentials, container secrets). A single
+/// trailing newline (`\n` or `\r\n`) is trimmed; files over [`MAX_CREDENTIAL_FILE_BYTES`],
+/// non-UTF-8 files and non-regular files resolve to nothing.
+#[derive(Debug, Clone)]
+pub struct DirectoryProvider {
+    pub dir: PathBuf,
+}
+
+impl CredentialProvider for DirectoryProvider {
+    fn resolve(&self, reference: &str) -> Option<Zeroizing<String>> {
+        // The reference syntax has no separators or dots, so the join stays inside `dir`.
+        if !is_reference(reference) {
+            return None;
+        }
+        let path = self.dir.join(reference);
+        let file = std::fs::File::open(path).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() > MAX_CREDENTIAL_FILE_BYTES {
+            return None;
+        }
+        // Capacity for the whole cap up front: the buffer never reallocates, so no
+        // un-zeroized copy of a partial value is left behind.
+        let cap = MAX_CREDENTIAL_FILE_BYTES as usize + 1;
+        let mut bytes = Zeroizing::new(Vec::with_capacity(cap));
+        file.take(MAX_CREDENTIAL_FILE_BYTES + 1).read_to_end(&mut bytes).ok()?;
+        if bytes.len() as u64 > MAX_CREDENTIAL_FILE_BYTES {
+            return None;
+        }
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+        }
+        let owned = std::mem::take(&mut *bytes);
+        match String::from_utf8(owned) {
+            Ok(text) => Some(Zeroizing::new(text)),
+            Err(err) => {
+                // Wipe the rejected bytes too.
+                drop(Zeroizing::new(err.into_bytes()));
+                None
+            }
+        }
+    }
+}
+
+/// A host-supplied resolver (the bindings register one). The returned `String` is moved into
+/// a zeroizing buffer at once.
+pub struct CallbackProvider<F: Fn(&str) -> Option<String> + Send + Sync>(pub F);
+
+impl<F: Fn(&str) -> Option<String> + Send + Sync> CredentialProvider for CallbackProvider<F> {
+    fn resolve(&self, reference: &str) -> Option<Zeroizing<String>> {
+        (self.0)(reference).map(Zeroizing::new)
+    }
+}
+
+/// The auth a source uses, as references (mirrors the config's `auth`; the orchestrator
+/// converts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthSpec {
+    None,
+    Bearer { credential: String },
+    Basic { username: String, password: String },
+    ApiKey { header: String, credential: String, prefix: Option<String> },
+}
+
+/// Resolve `auth` through `provider` and build the one header to send, or `None` for no auth.
+/// Every value is checked before returning (and so before any I/O): missing or empty →
+/// `credential_unavailable`; CR, LF, NUL or another control character (or `:` in a basic
+/// username) → `credential_unavailable` naming the reference and the reason, never the value.
+pub fn header_for(
+    auth: &AuthSpec,
+    provider: &dyn CredentialProvider,
+) -> Result<Option<(String, Zeroizing<String>)>, SightError> {
+    match auth {
+        AuthSpec::None => Ok(None),
+        AuthSpec::Bearer { credential } => {
+            let value = resolve_checked(provider, credential)?;
+            let mut out = Zeroizing::new(String::with_capacity(7 + value.len()));
+            out.push_str("Bearer ");
+            out.push_str(&value);
+            Ok(Some(("authorization".to_string(), out)))
+        }
+        AuthSpec::Basic { username, password } => {
+            let user = resolve_checked(provider, username)?;
+            if user.contains(':') {
+                return Err(SightError::new(
+                    "credential_unavailable",
+                    format!("credential {} (basic username) contains ':'", reference_label(username)),
+                ));
+            }
+            let pass = resolve_checked(provider, password)?;
+            let mut raw = Zeroizing::new(String::with_capacity(user.len() + 1 + pass.len()));
+            raw.push_str(&user);
+            raw.push(':');
+            raw.push_str(&pass);
+            let encoded_len = base64::encoded_len(raw.len(), true).unwrap_or(0);
+            let mut out = Zeroizing::new(String::with_capacity(6 + encoded_len));
+            out.push_str("Basic ");
+            base64::engine::general_purpose::STANDARD.encode_string(raw.as_bytes(), &mut out);
+            Ok(Some(("authorization".to_string(), out)))
+        }
+        AuthSpec::ApiKey { header, credential, prefix } => {
+            if !is_header_token(header) {
+                return Err(SightError::new("configuration_invalid", "api_key header name is not a valid HTTP token"));
+            }
+            let prefix = prefix.as_deref().unwrap_or("");
+            if prefix.chars().any(is_forbidden_char) {
+                return Err(SightError::new("configuration_invalid", "api_key prefix contains a control character"));
+            }
+            let value = resolve_checked(provider, credential)?;
+            let mut out = Zeroizing::new(String::with_capacity(prefix.len() + value.len()));
+            out.push_str(prefix);
+            out.push_str(&value);
+            Ok(Some((header.to_ascii_lowercase(), out)))
+        }
+    }
+}
+
+fn resolve_checked(provider: &dyn CredentialProvider, reference: &str) -> Result<Zeroizing<String>, SightError> {
+    let label = reference_label(reference);
+    let value = match provider.resolve(reference) {
+        Some(value) => value,
+        None => return Err(SightError::new("credential_unavailable", format!("credential {label} is not available"))),
+    };
+    if value.is_empty() {
+        return Err(SightError::new("credential_unavailable", format!("credential {label} is empty")));
+    }
+    if value.chars().any(is_forbidden_char) {
+        return Err(SightError::new(
+            "credential_unavailable",
+            format!("credential {label} contains a control character (CR, LF, NUL or similar)"),
+        ));
+    }
+    Ok(value)
+}
+
+/// Characters a header value may not carry: every control character except horizontal tab
+/// (CR, LF and NUL among them), and DEL.
+fn is_forbidden_char(c: char) -> bool {
+    (c.is_ascii_control() && c != '\t') || c == '\u{7f}'
+}
+
+/// `^[A-Za-z_][A-Za-z0-9_]{0,127}$`.
+pub fn is_reference(reference: &str) -> bool {
+    let bytes = reference.as_bytes();
+    match bytes.first() {
+        Some(first) if first.is_ascii_alphabetic() || *first == b'_' => {}
+        _ => return false,
+    }
+    bytes.len() <= 128 && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// How a reference appears in a message: itself when it has reference syntax (config already
+/// refused references that look like secrets), otherwise a neutral placeholder so a pasted
+/// value can never be echoed.
+fn reference_label(reference: &str) -> String {
+    if is_reference(reference) {
+        reference.to_string()
+    } else {
+        "(invalid reference)".to_string()
+    }
+}
+
+fn is_header_token(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}

@@ -1,1 +1,337 @@
-//! (being written)
+//! The one GET of a sight (DESIGN.md §6, "At request time").
+//!
+//! Every request builds its own ureq agent: constant method GET with no body, no proxy from
+//! the environment, redirects never followed (any 3xx is `redirect_refused`), one deadline over
+//! connect, TLS, headers and body, no transparent decompression (ureq is built without
+//! `gzip`/`brotli`, and any `Content-Encoding` but `identity` is refused), an early reject on
+//! an advertised `content-length` over the cap and the cap enforced again while streaming.
+//! Only `host` and the configured auth header go out. TLS verification is never disabled;
+//! `ca_certs` adds roots for this request only.
+
+use std::io::{ErrorKind, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
+use zeroize::Zeroizing;
+
+use super::SightError;
+
+/// Raw bytes of an error body kept for the `upstream_error` excerpt (the orchestrator redacts
+/// and shortens it further).
+pub const ERROR_EXCERPT_BYTES: usize = 2048;
+/// Bytes read per chunk: the cancel flag and the deadline are checked between chunks.
+const READ_CHUNK: usize = 8 * 1024;
+/// The largest `ca_certs` PEM file read.
+const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
+
+/// One confined GET. `url` has already been confined; `header` is the one auth header (name,
+/// value) or `None`.
+pub struct FetchRequest {
+    pub url: url::Url,
+    pub header: Option<(String, Zeroizing<String>)>,
+    pub timeout_ms: u64,
+    pub max_response_bytes: u64,
+    pub ca_certs: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for FetchRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the header value, never the query.
+        f.debug_struct("FetchRequest")
+            .field("origin", &self.url.origin().ascii_serialization())
+            .field("path", &self.url.path())
+            .field("header", &self.header.as_ref().map(|(name, _)| name.as_str()))
+            .field("timeout_ms", &self.timeout_ms)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("ca_certs", &self.ca_certs)
+            .finish()
+    }
+}
+
+/// Cancels an in-flight [`fetch`] from another thread: the fetch ends `aborted` at its next
+/// check (before connecting, after the headers, and between body chunks). A server that sends
+/// nothing at all is still bounded by the request's deadline.
+#[derive(Clone, Default, Debug)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn check(&self) -> Result<(), SightError> {
+        if self.is_cancelled() {
+            Err(SightError::new("aborted", "the query was cancelled"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A 2xx response: its status, the whole body (at most `max_response_bytes`) and its
+/// `content-type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub content_type: Option<String>,
+}
+
+/// Perform the GET. See the module documentation for every bound.
+pub fn fetch(request: &FetchRequest, cancel: &CancelToken) -> Result<FetchResponse, SightError> {
+    cancel.check()?;
+    let deadline_len = Duration::from_millis(request.timeout_ms.max(1));
+    let started = Instant::now();
+    let agent = build_agent(request, deadline_len)?;
+
+    let mut builder = agent.get(request.url.as_str());
+    if let Some((name, value)) = &request.header {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let response = builder.call().map_err(|err| map_error(err, request.timeout_ms))?;
+    cancel.check()?;
+
+    let status = response.status().as_u16();
+    if (300..400).contains(&status) {
+        // Never followed; the Location is never read or surfaced.
+        return Err(SightError::new(
+            "redirect_refused",
+            format!("upstream answered with a redirect (HTTP {status}); redirects are not followed"),
+        ));
+    }
+    if !(200..600).contains(&status) {
+        return Err(SightError::new(
+            "invalid_response",
+            format!("upstream answered with an unexpected status (HTTP {status})"),
+        ));
+    }
+
+    let headers = response.headers();
+    for value in headers.get_all("content-encoding") {
+        let ok = value
+            .to_str()
+            .map(|text| text.split(',').all(|part| part.trim().eq_ignore_ascii_case("identity")))
+            .unwrap_or(false);
+        if !ok {
+            return Err(SightError::new(
+                "invalid_response",
+                "upstream used a content-encoding; only identity is accepted",
+            ));
+        }
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .map(|text| text.chars().take(256).collect::<String>());
+
+    let is_error = status >= 400;
+    let mut body = response.into_body();
+    if !is_error {
+        if let Some(length) = body.content_length() {
+            if length > request.max_response_bytes {
+                return Err(SightError::new(
+                    "response_too_large",
+                    format!("upstream advertised {length} bytes, over the {} byte cap", request.max_response_bytes),
+                ));
+            }
+        }
+    }
+
+    let cap =
+        if is_error { request.max_response_bytes.min(ERROR_EXCERPT_BYTES as u64) } else { request.max_response_bytes };
+    let mut reader = body.with_config().limit(cap.saturating_add(1)).reader();
+    let mut out: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; READ_CHUNK];
+    loop {
+        cancel.check()?;
+        if started.elapsed() > deadline_len {
+            return Err(timeout_error(request.timeout_ms));
+        }
+        let n = match reader.read(&mut chunk) {
+            Ok(n) => n,
+            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+            Err(err) => {
+                cancel.check()?;
+                if is_error && out.len() as u64 >= cap {
+                    break;
+                }
+                return Err(map_error(ureq::Error::from(err), request.timeout_ms));
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        let room = (cap as usize).saturating_sub(out.len());
+        if n > room {
+            if is_error {
+                out.extend_from_slice(&chunk[..room]);
+                break;
+            }
+            return Err(SightError::new(
+                "response_too_large",
+                format!("response body exceeds the {} byte cap", request.max_response_bytes),
+            ));
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    cancel.check()?;
+
+    if is_error {
+        let excerpt = excerpt(&out);
+        let message = if excerpt.is_empty() {
+            format!("upstream answered HTTP {status}")
+        } else {
+            format!("upstream answered HTTP {status}: {excerpt}")
+        };
+        return Err(SightError::new("upstream_error", message));
+    }
+    Ok(FetchResponse { status, body: out, content_type })
+}
+
+fn build_agent(request: &FetchRequest, deadline: Duration) -> Result<ureq::Agent, SightError> {
+    let mut tls = TlsConfig::builder().provider(TlsProvider::Rustls);
+    if let Some(path) = &request.ca_certs {
+        tls = tls.root_certs(roots_with(path)?);
+    }
+    let config = ureq::Agent::config_builder()
+        .proxy(None)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .save_redirect_history(false)
+        .http_status_as_error(false)
+        .https_only(false)
+        .user_agent("")
+        .accept("")
+        .accept_encoding("")
+        .timeout_global(Some(deadline))
+        .max_idle_connections(0)
+        .max_idle_connections_per_host(0)
+        .tls_config(tls.build())
+        .build();
+    Ok(config.new_agent())
+}
+
+/// The Mozilla roots plus every certificate in the PEM file at `path`.
+fn roots_with(path: &Path) -> Result<RootCerts, SightError> {
+    let unreadable = || SightError::new("configuration_invalid", "ca_certs file could not be read");
+    let file = std::fs::File::open(path).map_err(|_| unreadable())?;
+    let mut pem = Vec::new();
+    file.take(MAX_CA_FILE_BYTES + 1).read_to_end(&mut pem).map_err(|_| unreadable())?;
+    if pem.len() as u64 > MAX_CA_FILE_BYTES {
+        return Err(SightError::new("configuration_invalid", "ca_certs file is too large"));
+    }
+    let mut extra: Vec<Certificate<'static>> = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(PemItem::Certificate(cert)) => extra.push(cert),
+            Ok(_) => {}
+            Err(_) => return Err(SightError::new("configuration_invalid", "ca_certs file is not valid PEM")),
+        }
+    }
+    if extra.is_empty() {
+        return Err(SightError::new("configuration_invalid", "ca_certs file holds no certificate"));
+    }
+    let defaults =
+        webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().map(|der| Certificate::from_der(der.as_ref()).to_owned());
+    Ok(RootCerts::from(defaults.chain(extra)))
+}
+
+fn timeout_error(timeout_ms: u64) -> SightError {
+    SightError::new("timeout", format!("upstream did not answer within {timeout_ms} ms"))
+}
+
+/// Map a ureq error to a bounded message that never carries the URL, a header or a body.
+fn map_error(err: ureq::Error, timeout_ms: u64) -> SightError {
+    use ureq::Error as E;
+    match err {
+        E::Timeout(_) => timeout_error(timeout_ms),
+        E::Io(io) => match io.kind() {
+            ErrorKind::TimedOut | ErrorKind::WouldBlock => timeout_error(timeout_ms),
+            ErrorKind::ConnectionRefused => SightError::new("network_error", "connection refused by upstream"),
+            ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::UnexpectedEof => {
+                SightError::new("network_error", "connection closed by upstream before the response ended")
+            }
+            ErrorKind::InvalidData => {
+                // rustls reports certificate problems as InvalidData I/O errors.
+                SightError::new("network_error", format!("TLS or transport error: {}", bounded(&io.to_string())))
+            }
+            kind => SightError::new("network_error", format!("I/O error ({kind})")),
+        },
+        E::HostNotFound => SightError::new("network_error", "host not found"),
+        E::ConnectionFailed => SightError::new("network_error", "connection failed"),
+        E::Tls(reason) => SightError::new("network_error", format!("TLS error: {}", bounded(reason))),
+        E::Rustls(reason) => SightError::new("network_error", format!("TLS error: {}", bounded(&reason.to_string()))),
+        E::Pem(_) => SightError::new("network_error", "TLS error: invalid PEM"),
+        E::TlsRequired => SightError::new("network_error", "TLS error: TLS required"),
+        E::LargeResponseHeader(_, limit) => {
+            SightError::new("invalid_response", format!("upstream response headers exceed {limit} bytes"))
+        }
+        E::Protocol(_) => SightError::new("invalid_response", "upstream sent a malformed HTTP response"),
+        E::BodyExceedsLimit(limit) => SightError::new(
+            "response_too_large",
+            format!("response body exceeds the {} byte cap", limit.saturating_sub(1)),
+        ),
+        E::BodyStalled => SightError::new("network_error", "upstream stopped sending the body"),
+        E::BadUri(_) | E::Http(_) => SightError::new("configuration_invalid", "the request could not be built"),
+        E::TooManyRedirects | E::RedirectFailed => SightError::new("redirect_refused", "redirects are not followed"),
+        _ => SightError::new("network_error", "the request failed"),
+    }
+}
+
+/// At most 200 characters of a library message, on one line.
+fn bounded(text: &str) -> String {
+    let one_line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect();
+    one_line.trim().to_string()
+}
+
+/// An error body as one line of at most [`ERROR_EXCERPT_BYTES`] bytes: invalid UTF-8 replaced,
+/// control characters and whitespace runs collapsed to single spaces.
+fn excerpt(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    let mut out = String::with_capacity(text.len().min(ERROR_EXCERPT_BYTES));
+    let mut pending_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() || c.is_control() {
+            pending_space = !out.is_empty();
+            continue;
+        }
+        let extra = c.len_utf8() + usize::from(pending_space);
+        if out.len() + extra > ERROR_EXCERPT_BYTES {
+            break;
+        }
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_excerpt_is_one_bounded_line() {
+        let raw = "a\r\nb\t\tc\u{0}d".repeat(2000);
+        let line = excerpt(raw.as_bytes());
+        assert!(line.len() <= ERROR_EXCERPT_BYTES);
+        assert!(!line.contains('\n') && !line.contains('\r') && !line.contains('\0'));
+        assert!(line.starts_with("a b c d"));
+    }
+}

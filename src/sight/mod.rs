@@ -6,8 +6,8 @@
 //! `credentials` resolves a reference per request; `http` performs the one GET with every
 //! bound enforced while streaming; `shape` selects, redacts and prunes the response.
 
-pub mod confine;
 pub mod config;
+pub mod confine;
 pub mod credentials;
 pub mod http;
 pub mod shape;
