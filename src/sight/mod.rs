@@ -10,6 +10,7 @@ pub mod config;
 pub mod confine;
 pub mod credentials;
 pub mod http;
+pub mod query;
 pub mod shape;
 
 /// The closed set of sight error codes (DESIGN.md §6). Bindings expose the code as `.reason`.

@@ -1,0 +1,65 @@
+//! One query, end to end: the agent's arguments are confined to a configured window, the
+//! credential is resolved for this request only, the one GET runs under every bound, and the
+//! response is selected, redacted and pruned. Nothing of the raw body, the URL's query or the
+//! credential leaves this function except through `shape`.
+
+use serde_json::Value;
+
+use super::config::{Auth, Sources};
+use super::confine::{confine, Query};
+use super::credentials::{header_for, AuthSpec, CredentialProvider};
+use super::http::{fetch, CancelToken, FetchRequest};
+use super::shape::{self, Echo, SightResult};
+use super::SightError;
+use crate::clock::{render, Micros};
+
+/// The credential modes of the config, as the credentials module resolves them.
+fn auth_spec(auth: &Auth) -> AuthSpec {
+    match auth {
+        Auth::None => AuthSpec::None,
+        Auth::Bearer { credential } => AuthSpec::Bearer { credential: credential.as_str().to_owned() },
+        Auth::Basic { username, password } => {
+            AuthSpec::Basic { username: username.as_str().to_owned(), password: password.as_str().to_owned() }
+        }
+        Auth::ApiKey { header, credential, prefix } => AuthSpec::ApiKey {
+            header: header.clone(),
+            credential: credential.as_str().to_owned(),
+            prefix: prefix.clone(),
+        },
+    }
+}
+
+/// Run one agent query (`{"source", "endpoint", "params", "fields"}`) against the configured
+/// sources. `now` stamps `fetchedAt`. Every error message is redacted with the credential
+/// actually sent on this request.
+pub fn run(
+    sources: &Sources,
+    query: &Value,
+    provider: &dyn CredentialProvider,
+    cancel: &CancelToken,
+    now: Micros,
+) -> Result<SightResult, SightError> {
+    let query = Query::from_json(query)?;
+    let confined = confine(sources, &query)?;
+    let source = confined.source;
+    let header = header_for(&auth_spec(&source.auth), provider)?;
+    let echo = Echo::new(header.as_ref().map(|(_, value)| value.as_str()));
+    let request = FetchRequest {
+        url: confined.url.clone(),
+        header,
+        timeout_ms: source.timeout_ms,
+        max_response_bytes: source.max_response_bytes,
+        ca_certs: source.ca_certs.clone(),
+    };
+    let redacted =
+        |error: SightError| SightError { code: error.code, message: shape::error_text(&error.message, &echo) };
+    let response = fetch(&request, cancel).map_err(redacted)?;
+    let document = shape::parse_body(&response.body).map_err(redacted)?;
+    let limits = shape::Limits {
+        max_depth: usize::try_from(source.limits.max_depth).unwrap_or(usize::MAX),
+        max_items: usize::try_from(source.limits.max_items).unwrap_or(usize::MAX),
+        max_string: usize::try_from(source.limits.max_string).unwrap_or(usize::MAX),
+    };
+    let shaped = shape::shape(&document, &confined.aliases, &limits, &echo);
+    Ok(shaped.into_result(&source.id, &confined.endpoint.id, &render(now), response.status, None))
+}
