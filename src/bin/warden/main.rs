@@ -16,6 +16,7 @@ mod inspect;
 mod output;
 mod policy_commands;
 mod pure_commands;
+mod sight_commands;
 mod store_commands;
 
 use std::path::PathBuf;
@@ -111,6 +112,27 @@ enum Command {
         /// The document (default: --config, then $WARDEN_CONFIG).
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
+    },
+
+    /// List the configured sight windows: sources, endpoints, params and field aliases.
+    Sources {
+        /// The document (default: --config, then $WARDEN_CONFIG).
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+
+    /// One confined read through a configured window (credentials from the environment).
+    Query {
+        /// The source id.
+        source: String,
+        /// The endpoint id.
+        endpoint: String,
+        /// A declared parameter, NAME=VALUE (repeatable).
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// A field alias to select (repeatable; default: every alias).
+        #[arg(long = "field", value_name = "ALIAS")]
+        fields: Vec<String>,
     },
 
     /// Read one JSON value on stdin and print its canonical form (floats are refused).
@@ -282,6 +304,15 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
         Command::Verify { file } => {
             let doc = load_config(document_path(file.as_deref(), config)?)?;
             policy_commands::verify(&doc, json)
+        }
+        Command::Sources { file } => {
+            let doc = load_config(document_path(file.as_deref(), config)?)?;
+            sight_commands::sources(&doc, json).map(Done::ok)
+        }
+        Command::Query { source, endpoint, params, fields } => {
+            let doc = load_config(document_path(None, config)?)?;
+            let now = warden::Clock::now(&warden::SystemClock);
+            sight_commands::query(&doc, source, endpoint, params, fields, now, json).map(Done::ok)
         }
         Command::Canonical => pure_commands::canonical(&read_stdin()?).map(Done::ok),
         Command::ActionHash => pure_commands::action_hash(&read_stdin()?, json).map(Done::ok),

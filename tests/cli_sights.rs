@@ -1,0 +1,68 @@
+//! `warden sources` and `warden query` against a real local server.
+
+mod support;
+
+use std::process::Command;
+
+use support::{response, Conn, Recorded, Server};
+
+const TOKEN: &str = "tok-9f8e7d6c5b4a39281706";
+
+fn config(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+    let path = dir.join("warden.yaml");
+    let text = format!(
+        "schema: warden/v1\nactions: {{}}\nsources:\n  - id: status\n    base_url: http://127.0.0.1:{port}/v2\n    auth: {{ mode: bearer, credential: STATUS_TOKEN }}\n    endpoints:\n      - id: summary\n        path: /summary\n        params:\n          - {{ name: region, type: enum, values: [eu, us], default: eu }}\n        fields:\n          state: /status/indicator\n          secrets: /debug\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn warden(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .env("STATUS_TOKEN", TOKEN)
+        .env_remove("WARDEN_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn sources_lists_every_window_and_query_returns_redacted_values() {
+    let body =
+        format!(r#"{{"status":{{"indicator":"minor"}},"debug":{{"db_password":"hunter2","auth":"Bearer {TOKEN}"}}}}"#);
+    let server = Server::http(move |mut conn: Conn, _: &Recorded| {
+        conn.send(&response("200 OK", &[("content-type", "application/json")], body.as_bytes()));
+        Some(conn)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), server.port);
+    let cfg = cfg.to_str().unwrap();
+
+    let listed = warden(&["sources", cfg]);
+    assert!(listed.status.success());
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(listed.contains("status") && listed.contains("summary") && listed.contains("bearer"), "{listed}");
+
+    let out = warden(&["--config", cfg, "--json", "query", "status", "summary", "--param", "region=us"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let result: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(result["values"]["state"], "minor");
+    assert!(!text.contains(TOKEN) && !text.contains("hunter2"), "{text}");
+    assert_eq!(server.requests()[0].target, "/v2/summary?region=us");
+}
+
+#[test]
+fn a_query_naming_a_url_is_refused_and_nothing_is_sent() {
+    let server = Server::http(|mut conn: Conn, _: &Recorded| {
+        conn.send(&response("200 OK", &[], b"{}"));
+        Some(conn)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), server.port);
+    let out =
+        warden(&["--config", cfg.to_str().unwrap(), "query", "status", "summary", "--param", "url=https://evil.com"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_params"));
+    assert_eq!(server.connections(), 0);
+}
