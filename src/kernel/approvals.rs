@@ -6,6 +6,7 @@ use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::store::EventKind;
 
+use super::claim::mark_approval_expired;
 use super::Kernel;
 
 impl Kernel {
@@ -63,17 +64,9 @@ impl Kernel {
                     Verdict::Proceed => {}
                     Verdict::Refuse(refusal) => return Ok(Err(refusal)),
                     Verdict::ExpireAndRefuse(refusal) => {
-                        if let Some(mut record) = record {
-                            record.status = ApprovalStatus::Expired;
-                            tx.put_approval(&record)?;
-                            tx.event(
-                                EventKind::APPROVAL_EXPIRED,
-                                now,
-                                Some(&record.action_id),
-                                None,
-                                Some(approval_id),
-                                serde_json::json!({}),
-                            )?;
+                        if let Some(record) = record {
+                            let action_id = record.action_id.clone();
+                            mark_approval_expired(tx, record, &action_id, now)?;
                         }
                         return Ok(Err(refusal));
                     }

@@ -42,29 +42,12 @@ pub(super) fn claim_in(tx: &mut WriteTx<'_>, request: &ClaimRequest<'_>, now: Mi
     let action = request.action;
     let mut approval = None;
     if let Some(id) = request.presented {
-        let record = tx.approval(id)?;
-        let refusal = match approval::check_consumable(record.as_ref(), id, request.action_hash, now) {
-            Verdict::Proceed => {
-                approval = record;
-                None
-            }
-            Verdict::Refuse(refusal) => Some((refusal, None)),
-            Verdict::ExpireAndRefuse(refusal) => Some((refusal, record)),
-        };
-        if let (Some((refusal, expired)), true) = (refusal, request.approval_required) {
-            if let Some(mut expired) = expired {
-                expired.status = ApprovalStatus::Expired;
-                tx.put_approval(&expired)?;
-                tx.event(
-                    EventKind::APPROVAL_EXPIRED,
-                    now,
-                    Some(&action.action_id),
-                    None,
-                    Some(id),
-                    serde_json::json!({}),
-                )?;
-            }
-            return Ok(Claimed::ApprovalRefused(refusal));
+        // Only a required approval marks a lapsed one expired: an allow that was merely
+        // handed one writes nothing about it.
+        match presented_approval(tx, &action.action_id, id, request.action_hash, now, request.approval_required)? {
+            Ok(record) => approval = Some(record),
+            Err(refusal) if request.approval_required => return Ok(Claimed::ApprovalRefused(refusal)),
+            Err(_) => {}
         }
     }
     let mut granted = None;
@@ -144,4 +127,51 @@ pub(super) fn claim_in(tx: &mut WriteTx<'_>, request: &ClaimRequest<'_>, now: Mi
         record: granted,
         consumed: approval,
     })
+}
+
+/// Check an approval presented for `action_hash` inside `tx`: the record if it may be consumed
+/// now, else the refusal. A lapsed approval is marked `expired` (and that write kept) when
+/// `mark_expired`.
+pub(super) fn presented_approval(
+    tx: &mut WriteTx<'_>,
+    action_id: &str,
+    approval_id: &str,
+    action_hash: &str,
+    now: Micros,
+    mark_expired: bool,
+) -> Result<std::result::Result<ApprovalRecord, Error>> {
+    let record = tx.approval(approval_id)?;
+    match approval::check_consumable(record.as_ref(), approval_id, action_hash, now) {
+        Verdict::Proceed => match record {
+            Some(record) => Ok(Ok(record)),
+            None => Ok(Err(Error::NotFound(format!("no approval {approval_id}")))),
+        },
+        Verdict::Refuse(refusal) => Ok(Err(refusal)),
+        Verdict::ExpireAndRefuse(refusal) => {
+            if let (true, Some(record)) = (mark_expired, record) {
+                mark_approval_expired(tx, record, action_id, now)?;
+            }
+            Ok(Err(refusal))
+        }
+    }
+}
+
+/// Keep the `expired` status of a lapsed approval, with its event.
+pub(super) fn mark_approval_expired(
+    tx: &mut WriteTx<'_>,
+    mut record: ApprovalRecord,
+    action_id: &str,
+    now: Micros,
+) -> Result<()> {
+    record.status = ApprovalStatus::Expired;
+    tx.put_approval(&record)?;
+    tx.event(
+        EventKind::APPROVAL_EXPIRED,
+        now,
+        Some(action_id),
+        None,
+        Some(&record.approval_id),
+        serde_json::json!({}),
+    )?;
+    Ok(())
 }

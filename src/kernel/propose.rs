@@ -2,7 +2,7 @@
 //! transaction, observe mode, and the outcome transaction.
 
 use crate::action::{new_id, Action, IdKind};
-use crate::approval::{self, ApprovalRecord, ApprovalStatus, Verdict, DEFAULT_APPROVAL_TTL};
+use crate::approval::{ApprovalRecord, ApprovalStatus, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
 use crate::effect::{self, Claim, EffectState, Outcome, OutcomePlan, ReservationPlan, DEFAULT_LEASE};
@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::{EventKind, WriteTx};
 
-use super::claim::{claim_in, ClaimRequest, Claimed};
+use super::claim::{claim_in, presented_approval, ClaimRequest, Claimed};
 use super::{Kernel, Permit, Proposal};
 
 impl Kernel {
@@ -378,26 +378,7 @@ impl Kernel {
         let (attempt, lease_expires_at, holds_key, blocked) = self.inner.store.write(|tx| {
             Self::proposed_events(tx, action, action_hash, ruling, now)?;
             if let Some(id) = proposal.approval_id {
-                let record = tx.approval(id)?;
-                let refusal = match approval::check_consumable(record.as_ref(), id, action_hash, now) {
-                    Verdict::Proceed => None,
-                    Verdict::Refuse(refusal) => Some(refusal),
-                    Verdict::ExpireAndRefuse(refusal) => {
-                        if let Some(mut expired) = record {
-                            expired.status = ApprovalStatus::Expired;
-                            tx.put_approval(&expired)?;
-                            tx.event(
-                                EventKind::APPROVAL_EXPIRED,
-                                now,
-                                Some(&action.action_id),
-                                None,
-                                Some(id),
-                                serde_json::json!({}),
-                            )?;
-                        }
-                        Some(refusal)
-                    }
-                };
+                let refusal = presented_approval(tx, &action.action_id, id, action_hash, now, true)?.err();
                 if let Some(refusal) = refusal {
                     if ruling.decision == Decision::Approve {
                         blocked.get_or_insert_with(|| refusal.reason());
