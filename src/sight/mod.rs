@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod http;
 pub mod query;
 pub mod shape;
+pub mod tool_schema;
 
 /// The closed set of sight error codes (DESIGN.md §6). Bindings expose the code as `.reason`.
 pub const ERROR_CODES: [&str; 15] = [
