@@ -267,6 +267,7 @@ impl Store {
                 approvals: txn.open_table(APPROVALS).map_err(fault)?,
                 receipts: txn.open_table(RECEIPTS).map_err(fault)?,
                 events: txn.open_table(EVENTS).map_err(fault)?,
+                last_event_id: None,
             };
             work(&mut tx)?
         };
@@ -479,6 +480,9 @@ pub struct WriteTx<'t> {
     approvals: redb::Table<'t, &'static str, &'static [u8]>,
     receipts: redb::Table<'t, u64, &'static [u8]>,
     events: redb::Table<'t, u64, &'static [u8]>,
+    /// The last event id, read once per transaction: a permit writes up to six events and
+    /// each would otherwise look up the table's last key again.
+    last_event_id: Option<u64>,
 }
 
 impl WriteTx<'_> {
@@ -512,8 +516,12 @@ impl WriteTx<'_> {
         approval_id: Option<&str>,
         data: serde_json::Value,
     ) -> Result<u64> {
-        let last = self.events.last().map_err(fault)?.map(|(key, _)| key.value()).unwrap_or(0);
+        let last = match self.last_event_id {
+            Some(last) => last,
+            None => self.events.last().map_err(fault)?.map(|(key, _)| key.value()).unwrap_or(0),
+        };
         let event_id = last + 1;
+        self.last_event_id = Some(event_id);
         let data = crate::canonical::to_canonical_string(&data, "event.data")
             .unwrap_or_else(|_| serde_json::to_string(&data).unwrap_or_else(|_| "null".into()));
         let event = Event {
