@@ -38,10 +38,11 @@
  *   107  WARDEN_RESULT_NOT_RESOLVABLE       refusal
  *   108  WARDEN_RESULT_LATE_OUTCOME         refusal
  *   109  WARDEN_RESULT_NOT_FOUND            refusal
+ *   110  WARDEN_RESULT_OUT_OF_WINDOW        refusal (a sight query outside the configured windows)
  *   200  WARDEN_RESULT_INVALID_INPUT        fault (a NULL required pointer, invalid UTF-8, bad JSON)
  *   201  WARDEN_RESULT_STORE                fault
  *   202  WARDEN_RESULT_CONFIG               fault
- *   203  WARDEN_RESULT_FETCH                fault (reserved for sights)
+ *   203  WARDEN_RESULT_FETCH                fault (a sight's fetch failed, was refused or cancelled)
  *   204  WARDEN_RESULT_PANIC                fault
  *   205  WARDEN_RESULT_POISONED             fault
  *   206  WARDEN_RESULT_ABI_MISMATCH         fault (reserved for bindings)
@@ -62,6 +63,14 @@
 // Bumped only when an existing symbol's meaning changes; added symbols do not bump it.
 #define WARDEN_ABI_VERSION 1
 
+// A cancellation token for `warden_sight_query`. Opaque: created by `warden_cancel_new`,
+// triggered by `warden_cancel_trigger` (from any thread), freed by `warden_cancel_free`.
+typedef struct warden_cancel warden_cancel;
+
+// Where a credential callback puts the value it resolved. Opaque; valid only during the
+// callback call that received it.
+typedef struct warden_credential_sink warden_credential_sink;
+
 // An open store. Opaque: created by `warden_open`, freed by `warden_close`.
 typedef struct warden_handle warden_handle;
 
@@ -79,6 +88,19 @@ typedef struct {
   uint8_t *ptr;
   size_t len;
 } warden_buf;
+
+// A host credential resolver. Called with the `user_data` given at registration and one
+// credential reference (UTF-8, not NUL-terminated). To supply a value, call
+// `warden_credential_put(sink, value, len)` and return 0; return non-zero (or return 0
+// without a put) when the reference has no value. Called once per reference per query;
+// values are never cached.
+//
+// Thread safety: called on the thread running the query, which may be any thread; the
+// function and its `user_data` must allow that.
+typedef int32_t (*warden_credential_fn)(void *user_data,
+                                        const uint8_t *reference,
+                                        size_t reference_len,
+                                        warden_credential_sink *sink);
 
 // Success.
 #define WARDEN_RESULT_OK 0
@@ -115,6 +137,12 @@ typedef struct {
 // Refusal: the named record does not exist.
 #define WARDEN_RESULT_NOT_FOUND 109
 
+// Refusal: a sight query named something outside the configured windows (an unknown source,
+// endpoint, param or field; a param value of the wrong type or out of bounds; an unknown
+// argument such as `url`; a bad page cursor or limit; snapshots of different windows). Nothing
+// was sent. The error object's `reason` is the sight code, e.g. `invalid_params`.
+#define WARDEN_RESULT_OUT_OF_WINDOW 110
+
 // Fault: bad input (a NULL required pointer, invalid UTF-8, bad JSON, a bad value).
 #define WARDEN_RESULT_INVALID_INPUT 200
 
@@ -124,7 +152,9 @@ typedef struct {
 // Fault: the configuration document is missing, unreadable or invalid.
 #define WARDEN_RESULT_CONFIG 202
 
-// Fault: a confined fetch failed (reserved for sights).
+// Fault: a confined fetch failed, was refused (a redirect, an oversized or invalid response)
+// or was cancelled, or its credential is unavailable. No values were returned; the error
+// object's `reason` is the sight code, e.g. `timeout`, `redirect_refused`, `aborted`.
 #define WARDEN_RESULT_FETCH 203
 
 // Fault: a panic was caught inside the library; the handle is now poisoned.
@@ -174,8 +204,11 @@ void warden_buf_free(warden_buf buf);
 // - `config`, `config_len`: the path of a `warden/v1` (or ctrlrun) YAML document, UTF-8.
 //   Optional (NULL, 0): without one only the kernel-level calls work, and `warden_propose`
 //   returns WARDEN_RESULT_CONFIG.
-// - `options_json`, `options_len`: optional JSON `{"environment": "staging"}`; the
-//   environment is, in order, this option, `$WARDEN_ENVIRONMENT`, the document's, "production".
+// - `options_json`, `options_len`: optional JSON `{"environment": "staging",
+//   "credentials_dir": "/run/credentials/app"}`; the environment is, in order, this option,
+//   `$WARDEN_ENVIRONMENT`, the document's, "production". `credentials_dir` makes sights read
+//   each credential reference from the file of that name in the directory (systemd
+//   credentials, container secrets) instead of from environment variables.
 // - `out`: receives the new handle on WARDEN_RESULT_OK only. Required. The caller owns the
 //   handle and frees it with `warden_close`.
 // - `err`: NULL, or receives an error object on failure (free it with `warden_buf_free`).
@@ -816,6 +849,194 @@ warden_result warden_store_mark_ambiguous(warden_handle *h,
                                           size_t msg_len,
                                           warden_buf *out,
                                           warden_buf *err);
+
+// Creates a cancellation token. Returns NULL only if the library panicked (allocation failure).
+//
+// Ownership: the caller frees it with `warden_cancel_free`, after every query using it has
+// returned.
+//
+// Thread safety: safe from any thread.
+warden_cancel *warden_cancel_new(void);
+
+// Cancels every query running (or later started) with this token: it returns
+// WARDEN_RESULT_FETCH with reason `aborted`, and nothing is stored. A request already sent
+// may have reached the server; no result of it is returned. NULL is a no-op.
+//
+// Thread safety: safe from any thread, while a query using the token runs.
+//
+// # Safety
+// `cancel` is NULL or a live token from `warden_cancel_new`.
+void warden_cancel_trigger(const warden_cancel *cancel);
+
+// Frees a cancellation token. NULL is a no-op.
+//
+// Thread safety: no query may still be using the token.
+//
+// # Safety
+// `cancel` is NULL or a token from `warden_cancel_new` not yet freed.
+void warden_cancel_free(warden_cancel *cancel);
+
+// Copies a credential value into Warden's zeroizing buffer. Call it from inside a
+// `warden_credential_fn`, at most once per call (a second call replaces the value).
+//
+// - `sink`: the sink the callback received. Required.
+// - `value`, `len`: the value, UTF-8. Invalid UTF-8 is refused and the reference stays
+//   unresolved. The host may wipe its copy as soon as this returns.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL sink, NULL value with len > 0,
+// invalid UTF-8); WARDEN_RESULT_PANIC. Never writes an error object (no `err`): nothing about a
+// value is ever reported.
+//
+// Thread safety: only on the thread running the callback that received `sink`.
+//
+// # Safety
+// `sink` is NULL or the sink passed to the running callback; `(value, len)` follows the
+// conventions at the top of this header.
+warden_result warden_credential_put(warden_credential_sink *sink, const uint8_t *value, size_t len);
+
+// Registers the host's credential resolver for sights on this handle, replacing the current
+// provider; a NULL `callback` restores the default (environment variables, or the
+// `credentials_dir` given to `warden_open`). Queries already running keep the provider they
+// started with.
+//
+// - `h`: an open handle. Required.
+// - `callback`, `user_data`: see `warden_credential_fn`. `user_data` is passed back unchanged
+//   and never dereferenced by Warden.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe from any thread. The callback and `user_data` must stay valid, and be
+// callable from any thread, until replaced or until the handle is closed.
+//
+// # Safety
+// `h` is NULL or a live handle; `callback` is NULL or a function with the
+// `warden_credential_fn` signature; `err` is NULL or valid for one write.
+warden_result warden_sight_credentials_set(const warden_handle *h,
+                                           warden_credential_fn callback,
+                                           void *user_data,
+                                           warden_buf *err);
+
+// Returns the configured windows as an agent may name them:
+// `{"sources": [{"id", "description", "endpoints": [{"id", "description", "params": [{"name",
+// "required", "schema", "default"?, "description"?}], "fields": [alias…]}]}], "note"}`. No
+// origin, path or credential reference.
+//
+// - `h`: a handle opened with a configuration. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_CONFIG (opened without a configuration);
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_sight_sources(const warden_handle *h, warden_buf *out, warden_buf *err);
+
+// Returns the JSON array of the four tool definitions (`warden_sources`, `warden_query`,
+// `warden_history`, `warden_diff`), each `{"name", "description", "input_schema"}` with
+// source and endpoint ids as enums and `additionalProperties: false`.
+//
+// - `h`: a handle opened with a configuration. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required (not NULL). Free with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_CONFIG (opened without a configuration);
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_sight_tool_schema(const warden_handle *h, warden_buf *out, warden_buf *err);
+
+// Reads one configured window: Warden builds the GET from the configuration, resolves the
+// source's credential through the handle's provider, enforces every bound, and returns the
+// shaped, redacted result.
+//
+// - `h`: a handle opened with a configuration. Required.
+// - `query_json`, `len`: UTF-8 JSON `{"source", "endpoint", "params"?: {...}, "fields"?:
+//   [alias…], "snapshot"?: bool}`; any other key is refused. Required.
+// - `cancel`: NULL, or a token another thread may trigger to abort this query.
+// - `out`: receives the result `{"source", "endpoint", "fetchedAt", "status", "values",
+//   "warnings", "warningsTruncated", "truncation", "redactions", "snapshotId"?}` on
+//   WARDEN_RESULT_OK only. Required. Free with `warden_buf_free`.
+// - `err`: NULL, or receives the error object (`reason` = the sight code) on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_OUT_OF_WINDOW (nothing was sent);
+// WARDEN_RESULT_FETCH (`credential_unavailable`, `redirect_refused`, `response_too_large`,
+// `timeout`, `aborted`, `upstream_error`, `network_error`, `invalid_response`);
+// WARDEN_RESULT_CONFIG; WARDEN_RESULT_STORE (the snapshot could not be written);
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle. Blocks for at most the source's
+// `timeout_ms` (plus the snapshot write).
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `cancel` is NULL or a live token; `out` and `err` are NULL or valid for one write.
+warden_result warden_sight_query(const warden_handle *h,
+                                 const uint8_t *query_json,
+                                 size_t len,
+                                 const warden_cancel *cancel,
+                                 warden_buf *out,
+                                 warden_buf *err);
+
+// Returns one page of snapshots, newest first: `{"source", "endpoint", "params"?,
+// "snapshots": [result + "params"…], "hasMore", "nextCursor"?}`.
+//
+// - `request_json`, `len`: UTF-8 JSON `{"source", "endpoint", "params"?, "cursor"?,
+//   "limit"?}` (limit 1–100, default 20). With `params`, only that window (defaults applied);
+//   without, every window of the endpoint. `cursor` is the previous page's `nextCursor`.
+//   Required.
+// - `out`: receives the page on WARDEN_RESULT_OK only. Required (not NULL). Free with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_OUT_OF_WINDOW (`unknown_source`,
+// `unknown_endpoint`, `invalid_params`, `invalid_page`); WARDEN_RESULT_CONFIG;
+// WARDEN_RESULT_STORE; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_sight_history(const warden_handle *h,
+                                   const uint8_t *request_json,
+                                   size_t len,
+                                   warden_buf *out,
+                                   warden_buf *err);
+
+// Compares two snapshots of one window: `{"a", "b", "source", "endpoint", "params",
+// "fetchedAt": {"a", "b"}, "entries": [{"change": "added"|"removed"|"changed", "path",
+// "before"?, "after"?}], "total", "omitted"}` with at most 50 entries.
+//
+// - `request_json`, `len`: UTF-8 JSON `{"a": "snp_…", "b": "snp_…"}`. Required.
+// - `out`: receives the diff on WARDEN_RESULT_OK only. Required (not NULL). Free with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_FOUND (`snapshot_not_found`);
+// WARDEN_RESULT_OUT_OF_WINDOW (different windows or configurations, a source no longer
+// configured, a malformed id); WARDEN_RESULT_CONFIG; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_sight_diff(const warden_handle *h,
+                                const uint8_t *request_json,
+                                size_t len,
+                                warden_buf *out,
+                                warden_buf *err);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -155,6 +155,7 @@ pub enum IdKind {
     Control,
     Delegation,
     Receipt,
+    Snapshot,
 }
 
 impl IdKind {
@@ -165,6 +166,7 @@ impl IdKind {
             IdKind::Control => "ctr_",
             IdKind::Delegation => "dlg_",
             IdKind::Receipt => "rct_",
+            IdKind::Snapshot => "snp_",
         }
     }
 }
@@ -338,6 +340,7 @@ mod tests {
             (IdKind::Control, "ctr_"),
             (IdKind::Delegation, "dlg_"),
             (IdKind::Receipt, "rct_"),
+            (IdKind::Snapshot, "snp_"),
         ] {
             let id = new_id(kind).unwrap();
             let digits = id.strip_prefix(prefix).unwrap();

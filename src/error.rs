@@ -3,6 +3,7 @@
 //! message says what happened and what to do next. No message ever carries a secret or an
 //! argument value.
 
+use crate::sight::SightKind;
 use crate::clock::Micros;
 use crate::effect::EffectState;
 
@@ -55,6 +56,11 @@ pub enum Error {
     #[error("{0}")]
     NotFound(String),
 
+    /// A sight (confined read) refused or failed; `is_refusal` and the C result code follow
+    /// its `code` (see `SightError::kind`).
+    #[error("{0}")]
+    Sight(crate::sight::SightError),
+
     // ---- faults ---------------------------------------------------------------------------
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -97,6 +103,9 @@ impl Error {
                 | Error::NotResolvable { .. }
                 | Error::LateOutcome { .. }
                 | Error::NotFound(_)
+        ) || matches!(
+            self,
+            Error::Sight(error) if matches!(error.kind(), SightKind::OutOfWindow | SightKind::NotFound)
         )
     }
 
@@ -119,6 +128,7 @@ impl Error {
             Error::NotResolvable { .. } => "not_ambiguous".into(),
             Error::LateOutcome { .. } => "late_outcome".into(),
             Error::NotFound(_) => "not_found".into(),
+            Error::Sight(error) => error.code.into(),
             Error::InvalidInput(_) => "invalid_input".into(),
             Error::Store(_) => "store".into(),
             Error::Config(_) => "configuration_invalid".into(),

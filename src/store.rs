@@ -19,6 +19,7 @@ use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
 use crate::error::{Error, Result};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt, GENESIS_HASH};
+use crate::sight::snapshot::SnapshotRecord;
 
 /// The store layout this build reads and writes. Opening any other is refused.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -31,9 +32,15 @@ const EFFECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("effects");
 const APPROVALS: TableDefinition<&str, &[u8]> = TableDefinition::new("approvals");
 const RECEIPTS: TableDefinition<u64, &[u8]> = TableDefinition::new("receipts");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+/// Sight snapshots by id. Append-only: nothing in Warden updates or removes a row.
+const SNAPSHOTS: TableDefinition<&str, &[u8]> = TableDefinition::new("snapshots");
+/// (scope, seq) → snapshot id, for paging newest first. Each snapshot is indexed under its
+/// endpoint's scope and its window's scope (see `sight::snapshot::scopes`).
+const SNAPSHOT_INDEX: TableDefinition<(&str, u64), &str> = TableDefinition::new("snapshot_index");
 
 const META_SCHEMA: &str = "schema_version";
 const META_HEAD: &str = "chain_head";
+const META_SNAPSHOT_SEQ: &str = "snapshot_seq";
 
 /// How long a write waits for the write slot before giving up: `WARDEN_WRITE_WAIT_MS`, default
 /// 30 s. A healthy transaction holds the slot for about a millisecond.
@@ -252,6 +259,8 @@ impl Store {
             txn.open_table(APPROVALS).map_err(fault)?;
             txn.open_table(RECEIPTS).map_err(fault)?;
             txn.open_table(EVENTS).map_err(fault)?;
+            txn.open_table(SNAPSHOTS).map_err(fault)?;
+            txn.open_table(SNAPSHOT_INDEX).map_err(fault)?;
         }
         txn.commit().map_err(fault)
     }
@@ -425,6 +434,83 @@ impl Store {
             Some(error) => Err(error),
             None => Ok(report),
         }
+    }
+
+    /// Append one snapshot in one durable write transaction: the row, its index entries under
+    /// every scope, and the sequence counter. Returns the record with its `seq` assigned.
+    /// Stores created before snapshots existed gain the tables on the first append.
+    pub fn append_snapshot(&self, mut record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord> {
+        let txn = self.begin_write_bounded()?;
+        {
+            let mut meta = txn.open_table(META).map_err(fault)?;
+            let mut rows = txn.open_table(SNAPSHOTS).map_err(fault)?;
+            let mut index = txn.open_table(SNAPSHOT_INDEX).map_err(fault)?;
+            let last = match meta.get(META_SNAPSHOT_SEQ).map_err(fault)? {
+                None => 0,
+                Some(bytes) => <[u8; 8]>::try_from(bytes.value()).map(u64::from_le_bytes).map_err(|_| {
+                    Error::Store("the store's snapshot counter row is unreadable; the store file was altered".into())
+                })?,
+            };
+            record.seq = last + 1;
+            if rows.get(record.id.as_str()).map_err(fault)?.is_some() {
+                return Err(Error::Store(format!(
+                    "snapshot id {} already exists; nothing was written (the random source repeated itself)",
+                    record.id
+                )));
+            }
+            rows.insert(record.id.as_str(), encode(&record)?.as_slice()).map_err(fault)?;
+            for scope in scopes {
+                index.insert((scope.as_str(), record.seq), record.id.as_str()).map_err(fault)?;
+            }
+            meta.insert(META_SNAPSHOT_SEQ, record.seq.to_le_bytes().as_slice()).map_err(fault)?;
+        }
+        txn.commit().map_err(fault)?;
+        Ok(record)
+    }
+
+    pub fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>> {
+        let txn = self.read_txn()?;
+        let table = match txn.open_table(SNAPSHOTS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(other) => return Err(fault(other)),
+        };
+        let found = table.get(id).map_err(fault)?;
+        found.map(|bytes| decode("snapshot", id, bytes.value())).transpose()
+    }
+
+    /// Snapshots indexed under `scope` with seq below `before` (all when `None`), newest first,
+    /// at most `limit`, and whether older ones remain. Read in one read transaction.
+    pub fn snapshot_page(
+        &self,
+        scope: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<(Vec<SnapshotRecord>, bool)> {
+        let txn = self.read_txn()?;
+        let (index, rows) = match (txn.open_table(SNAPSHOT_INDEX), txn.open_table(SNAPSHOTS)) {
+            (Ok(index), Ok(rows)) => (index, rows),
+            (Err(redb::TableError::TableDoesNotExist(_)), _) | (_, Err(redb::TableError::TableDoesNotExist(_))) => {
+                return Ok((Vec::new(), false))
+            }
+            (Err(other), _) | (_, Err(other)) => return Err(fault(other)),
+        };
+        let upper = before.unwrap_or(u64::MAX);
+        let mut out = Vec::new();
+        let mut more = false;
+        for entry in index.range((scope, 0)..(scope, upper)).map_err(fault)?.rev() {
+            let (_, id) = entry.map_err(fault)?;
+            if out.len() == limit {
+                more = true;
+                break;
+            }
+            let id = id.value();
+            let bytes = rows.get(id).map_err(fault)?.ok_or_else(|| {
+                Error::Store(format!("snapshot {id} is indexed but missing; the store file was altered"))
+            })?;
+            out.push(decode("snapshot", id, bytes.value())?);
+        }
+        Ok((out, more))
     }
 
     /// Test support: overwrite raw rows to simulate tampering with the file. Not part of the

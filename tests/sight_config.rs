@@ -709,7 +709,10 @@ fn ids_params_and_fields_follow_their_syntax() {
 fn the_fingerprint_changes_with_origin_path_auth_mode_and_reference_only() {
     let print = |patch: Value| {
         let sources = accepts("fingerprint", json!([source(patch)]), None);
-        sources.get("status").map(|s| s.fingerprint()).unwrap_or_default()
+        sources
+            .get("status")
+            .and_then(|s| s.endpoint("now").map(|e| s.fingerprint(e)))
+            .unwrap_or_default()
     };
     let base = print(json!({}));
     assert!(base.starts_with("sha256:") && base.len() == 71, "{base}");
@@ -719,6 +722,7 @@ fn the_fingerprint_changes_with_origin_path_auth_mode_and_reference_only() {
         json!({"base_url": "https://api.example.com/v2"}),
         json!({"auth": {"mode": "bearer"}}),
         json!({"auth": {"mode": "bearer", "credential": "OTHER"}}),
+        json!({"endpoints": [{"id": "now", "path": "/later", "fields": {"state": "/state"}}]}),
     ] {
         assert_ne!(base, print(patch.clone()), "{patch}");
     }

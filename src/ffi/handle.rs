@@ -1,11 +1,12 @@
 //! `warden_handle`: one open store, optionally governed by a configuration document.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use crate::error::Error;
 use crate::kernel::{Kernel, KernelOptions};
 use crate::pipeline::{Warden, WardenOptions};
+use crate::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};
 
 use super::bytes::{optional_json, optional_str, required_str, warden_buf, Out};
 use super::panic::{fallible, infallible, Latch};
@@ -19,6 +20,11 @@ pub struct warden_handle {
     /// `None` when opened without a configuration document: only kernel-level calls work.
     warden: Option<Warden>,
     pub(super) latch: Arc<Latch>,
+    /// Where sights resolve credential references: the environment, the `credentials_dir`
+    /// given at open, or a host callback set with `warden_sight_credentials_set`.
+    pub(super) credentials: RwLock<Arc<dyn CredentialProvider>>,
+    /// The provider a NULL callback returns to.
+    pub(super) default_credentials: Arc<dyn CredentialProvider>,
 }
 
 // The header promises that one handle may be used from many threads at once.
@@ -31,7 +37,7 @@ impl warden_handle {
     pub(super) fn warden(&self) -> Result<&Warden, Error> {
         self.warden.as_ref().ok_or_else(|| {
             Error::Config(
-                "this handle was opened without a configuration document, and proposing needs one; \
+                "this handle was opened without a configuration document, and proposing and sights need one; \
                  pass `config` to warden_open"
                     .into(),
             )
@@ -65,7 +71,12 @@ pub(super) unsafe fn with_handle(
     unsafe { fallible(err, work) }
 }
 
-fn open(store: &str, config: Option<&str>, environment: Option<String>) -> Result<warden_handle, Error> {
+fn open(
+    store: &str,
+    config: Option<&str>,
+    environment: Option<String>,
+    credentials_dir: Option<&str>,
+) -> Result<warden_handle, Error> {
     if store.is_empty() {
         return Err(Error::InvalidInput("store must be a non-empty path".into()));
     }
@@ -81,7 +92,24 @@ fn open(store: &str, config: Option<&str>, environment: Option<String>) -> Resul
         }
         None => (Kernel::open(store, KernelOptions { environment, ..KernelOptions::default() })?, None),
     };
-    Ok(warden_handle { kernel, warden, latch: Arc::default() })
+    let default_credentials: Arc<dyn CredentialProvider> = match credentials_dir {
+        None => Arc::new(EnvProvider),
+        Some(dir) => {
+            if !Path::new(dir).is_dir() {
+                return Err(Error::Config(format!(
+                    "credentials_dir {dir:?} is not a directory; create it (one file per credential reference) or leave the option out to use environment variables"
+                )));
+            }
+            Arc::new(DirectoryProvider { dir: dir.into() })
+        }
+    };
+    Ok(warden_handle {
+        kernel,
+        warden,
+        latch: Arc::default(),
+        credentials: RwLock::new(default_credentials.clone()),
+        default_credentials,
+    })
 }
 
 /// Opens (creating if needed) the store at `store`, governed by the configuration document at
@@ -91,8 +119,11 @@ fn open(store: &str, config: Option<&str>, environment: Option<String>) -> Resul
 /// - `config`, `config_len`: the path of a `warden/v1` (or ctrlrun) YAML document, UTF-8.
 ///   Optional (NULL, 0): without one only the kernel-level calls work, and `warden_propose`
 ///   returns WARDEN_RESULT_CONFIG.
-/// - `options_json`, `options_len`: optional JSON `{"environment": "staging"}`; the
-///   environment is, in order, this option, `$WARDEN_ENVIRONMENT`, the document's, "production".
+/// - `options_json`, `options_len`: optional JSON `{"environment": "staging",
+///   "credentials_dir": "/run/credentials/app"}`; the environment is, in order, this option,
+///   `$WARDEN_ENVIRONMENT`, the document's, "production". `credentials_dir` makes sights read
+///   each credential reference from the file of that name in the directory (systemd
+///   credentials, container secrets) instead of from environment variables.
 /// - `out`: receives the new handle on WARDEN_RESULT_OK only. Required. The caller owns the
 ///   handle and frees it with `warden_close`.
 /// - `err`: NULL, or receives an error object on failure (free it with `warden_buf_free`).
@@ -126,13 +157,14 @@ pub unsafe extern "C" fn warden_open(
         let config = unsafe { optional_str(config, config_len, "config") }?;
         // SAFETY: as above.
         let options = unsafe { optional_json(options_json, options_len, "options_json") }?;
-        let environment = match &options {
+        let (environment, credentials_dir) = match &options {
             Some(options) => {
-                Fields::new(options, "options_json", &["environment"])?.string("environment")?.map(str::to_owned)
+                let fields = Fields::new(options, "options_json", &["credentials_dir", "environment"])?;
+                (fields.string("environment")?.map(str::to_owned), fields.string("credentials_dir")?)
             }
-            None => None,
+            None => (None, None),
         };
-        let handle = open(store, config, environment)?;
+        let handle = open(store, config, environment, credentials_dir)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };
         Ok(())

@@ -6,6 +6,7 @@
 use std::ffi::{c_char, CStr};
 
 use crate::error::{DuplicateState, Error};
+use crate::sight::SightKind;
 
 use super::panic::infallible;
 
@@ -38,13 +39,20 @@ pub const WARDEN_RESULT_NOT_RESOLVABLE: warden_result = 107;
 pub const WARDEN_RESULT_LATE_OUTCOME: warden_result = 108;
 /// Refusal: the named record does not exist.
 pub const WARDEN_RESULT_NOT_FOUND: warden_result = 109;
+/// Refusal: a sight query named something outside the configured windows (an unknown source,
+/// endpoint, param or field; a param value of the wrong type or out of bounds; an unknown
+/// argument such as `url`; a bad page cursor or limit; snapshots of different windows). Nothing
+/// was sent. The error object's `reason` is the sight code, e.g. `invalid_params`.
+pub const WARDEN_RESULT_OUT_OF_WINDOW: warden_result = 110;
 /// Fault: bad input (a NULL required pointer, invalid UTF-8, bad JSON, a bad value).
 pub const WARDEN_RESULT_INVALID_INPUT: warden_result = 200;
 /// Fault: the store failed; the handle is poisoned until closed and reopened.
 pub const WARDEN_RESULT_STORE: warden_result = 201;
 /// Fault: the configuration document is missing, unreadable or invalid.
 pub const WARDEN_RESULT_CONFIG: warden_result = 202;
-/// Fault: a confined fetch failed (reserved for sights).
+/// Fault: a confined fetch failed, was refused (a redirect, an oversized or invalid response)
+/// or was cancelled, or its credential is unavailable. No values were returned; the error
+/// object's `reason` is the sight code, e.g. `timeout`, `redirect_refused`, `aborted`.
 pub const WARDEN_RESULT_FETCH: warden_result = 203;
 /// Fault: a panic was caught inside the library; the handle is now poisoned.
 pub const WARDEN_RESULT_PANIC: warden_result = 204;
@@ -55,7 +63,7 @@ pub const WARDEN_RESULT_ABI_MISMATCH: warden_result = 206;
 
 /// Every code and its name, in code order. `warden_result_name` and the error object's
 /// `"code"` field read this table.
-pub(super) const CODES: [(warden_result, &CStr); 18] = [
+pub(super) const CODES: [(warden_result, &CStr); 19] = [
     (WARDEN_RESULT_OK, c"WARDEN_RESULT_OK"),
     (WARDEN_RESULT_DENIED, c"WARDEN_RESULT_DENIED"),
     (WARDEN_RESULT_APPROVAL_REQUIRED, c"WARDEN_RESULT_APPROVAL_REQUIRED"),
@@ -67,6 +75,7 @@ pub(super) const CODES: [(warden_result, &CStr); 18] = [
     (WARDEN_RESULT_NOT_RESOLVABLE, c"WARDEN_RESULT_NOT_RESOLVABLE"),
     (WARDEN_RESULT_LATE_OUTCOME, c"WARDEN_RESULT_LATE_OUTCOME"),
     (WARDEN_RESULT_NOT_FOUND, c"WARDEN_RESULT_NOT_FOUND"),
+    (WARDEN_RESULT_OUT_OF_WINDOW, c"WARDEN_RESULT_OUT_OF_WINDOW"),
     (WARDEN_RESULT_INVALID_INPUT, c"WARDEN_RESULT_INVALID_INPUT"),
     (WARDEN_RESULT_STORE, c"WARDEN_RESULT_STORE"),
     (WARDEN_RESULT_CONFIG, c"WARDEN_RESULT_CONFIG"),
@@ -91,6 +100,12 @@ pub(super) fn code_of(error: &Error) -> warden_result {
         Error::NotResolvable { .. } => WARDEN_RESULT_NOT_RESOLVABLE,
         Error::LateOutcome { .. } => WARDEN_RESULT_LATE_OUTCOME,
         Error::NotFound(_) => WARDEN_RESULT_NOT_FOUND,
+        Error::Sight(sight) => match sight.kind() {
+            SightKind::OutOfWindow => WARDEN_RESULT_OUT_OF_WINDOW,
+            SightKind::NotFound => WARDEN_RESULT_NOT_FOUND,
+            SightKind::Config => WARDEN_RESULT_CONFIG,
+            SightKind::Fetch => WARDEN_RESULT_FETCH,
+        },
         Error::InvalidInput(_) => WARDEN_RESULT_INVALID_INPUT,
         Error::Store(_) => WARDEN_RESULT_STORE,
         Error::Config(_) => WARDEN_RESULT_CONFIG,

@@ -148,7 +148,7 @@ impl Kernel {
 
     /// Runs one operation: refuses on a poisoned handle, turns a panic into `Error::Panic`,
     /// and latches the handle on any store fault or panic.
-    pub(super) fn guarded<T>(&self, work: impl FnOnce(&Kernel, Micros) -> Result<T>) -> Result<T> {
+    pub(crate) fn guarded<T>(&self, work: impl FnOnce(&Kernel, Micros) -> Result<T>) -> Result<T> {
         if let Some(reason) = self.poisoned() {
             return Err(Error::Poisoned(reason));
         }

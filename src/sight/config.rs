@@ -144,11 +144,14 @@ impl Source {
         self.endpoints.iter().find(|e| e.id == id)
     }
 
-    /// `sha256:` + hex over origin, base path, auth mode and reference name(s): a snapshot
-    /// taken under one fingerprint is not comparable with one taken under another.
-    pub fn fingerprint(&self) -> String {
+    /// The fingerprint of one window's configuration: `sha256:` + hex over the origin, the full
+    /// path (base path + endpoint path), the auth mode and the reference name(s). A snapshot
+    /// taken under one fingerprint is not comparable with one taken under another; timeouts,
+    /// limits and descriptions do not change it.
+    pub fn fingerprint(&self, endpoint: &Endpoint) -> String {
         let refs: Vec<&str> = self.auth.references().iter().map(|r| r.as_str()).collect();
-        let material = serde_json::json!([self.origin, self.base_path, self.auth.mode(), refs]);
+        let path = format!("{}{}", self.base_path, endpoint.path);
+        let material = serde_json::json!([self.origin, path, self.auth.mode(), refs]);
         let digest = Sha256::digest(material.to_string().as_bytes());
         format!("sha256:{}", hex::encode(digest))
     }

@@ -48,7 +48,7 @@ fn invalid(message: impl Into<String>) -> SightError {
 }
 
 /// Repeat an agent-supplied name only when it is plainly a name.
-fn shown(name: &str) -> String {
+pub(crate) fn shown(name: &str) -> String {
     let plain = !name.is_empty()
         && name.len() <= 64
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));

@@ -6,12 +6,14 @@
 //! `credentials` resolves a reference per request; `http` performs the one GET with every
 //! bound enforced while streaming; `shape` selects, redacts and prunes the response.
 
+pub mod api;
 pub mod config;
 pub mod confine;
 pub mod credentials;
 pub mod http;
 pub mod query;
 pub mod shape;
+pub mod snapshot;
 pub mod tool_schema;
 
 /// The closed set of sight error codes (DESIGN.md §6). Bindings expose the code as `.reason`.
@@ -43,7 +45,33 @@ pub struct SightError {
     pub message: String,
 }
 
+/// How a sight error reaches a caller: the C result code and a binding's exception class
+/// follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SightKind {
+    /// The agent named something outside the configured windows (or a bad page); nothing was
+    /// sent.
+    OutOfWindow,
+    /// The named snapshot does not exist.
+    NotFound,
+    /// The administrator's configuration cannot serve the query.
+    Config,
+    /// The one GET failed, was refused or was cancelled; no values were returned.
+    Fetch,
+}
+
 impl SightError {
+    pub fn kind(&self) -> SightKind {
+        match self.code {
+            "unknown_source" | "unknown_endpoint" | "invalid_params" | "unknown_field" | "invalid_page" => {
+                SightKind::OutOfWindow
+            }
+            "snapshot_not_found" => SightKind::NotFound,
+            "configuration_invalid" => SightKind::Config,
+            _ => SightKind::Fetch,
+        }
+    }
+
     pub fn new(code: &'static str, message: impl Into<String>) -> SightError {
         debug_assert!(ERROR_CODES.contains(&code), "unknown sight error code {code}");
         SightError { code, message: message.into() }

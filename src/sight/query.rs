@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::config::{Auth, Sources};
-use super::confine::{confine, Query};
+use super::confine::{confine, Confined, Query};
 use super::credentials::{header_for, AuthSpec, CredentialProvider};
 use super::http::{fetch, CancelToken, FetchRequest};
 use super::shape::{self, Echo, SightResult};
@@ -41,6 +41,17 @@ pub fn run(
 ) -> Result<SightResult, SightError> {
     let query = Query::from_json(query)?;
     let confined = confine(sources, &query)?;
+    fetch_confined(&confined, provider, cancel, now)
+}
+
+/// The GET of an already confined query, shaped. Snapshots are the caller's (they need the
+/// store); see `sight::api`.
+pub fn fetch_confined(
+    confined: &Confined<'_>,
+    provider: &dyn CredentialProvider,
+    cancel: &CancelToken,
+    now: Micros,
+) -> Result<SightResult, SightError> {
     let source = confined.source;
     let header = header_for(&auth_spec(&source.auth), provider)?;
     let echo = Echo::new(header.as_ref().map(|(_, value)| value.as_str()));

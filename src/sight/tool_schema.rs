@@ -31,6 +31,50 @@ fn param_schema(kind: &ParamKind) -> Value {
     }
 }
 
+/// What `warden_sources` answers: every configured window as the agent may name it — source
+/// and endpoint ids, descriptions, params with their JSON Schema, field aliases. No origin,
+/// path, auth mode or reference: the agent needs none of them to look through the window.
+pub fn catalog(sources: &Sources) -> Value {
+    let listed: Vec<Value> = sources
+        .iter()
+        .map(|source| {
+            let endpoints: Vec<Value> = source
+                .endpoints
+                .iter()
+                .map(|endpoint| {
+                    let params: Vec<Value> = endpoint
+                        .params
+                        .iter()
+                        .map(|param| {
+                            let mut entry = json!({"name": param.name, "required": param.required,
+                                "schema": param_schema(&param.kind)});
+                            if let Some(default) = &param.default {
+                                entry["default"] = default.clone();
+                            }
+                            if let Some(text) = &param.description {
+                                entry["description"] = json!(text);
+                            }
+                            entry
+                        })
+                        .collect();
+                    json!({
+                        "id": endpoint.id,
+                        "description": endpoint.description.clone().unwrap_or_default(),
+                        "params": params,
+                        "fields": endpoint.fields.keys().collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json!({
+                "id": source.id,
+                "description": source.description.clone().unwrap_or_default(),
+                "endpoints": endpoints,
+            })
+        })
+        .collect();
+    json!({"sources": listed, "note": UNTRUSTED})
+}
+
 /// The four tools: `warden_sources`, `warden_query`, `warden_history`, `warden_diff`.
 pub fn tool_schema(sources: &Sources) -> Value {
     let source_ids: Vec<&str> = sources.iter().map(|s| s.id.as_str()).collect();
