@@ -667,3 +667,46 @@ impl Drop for FileLock<'_> {
         let _ = self.file.unlock();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str) -> SnapshotRecord {
+        SnapshotRecord {
+            id: id.to_owned(),
+            seq: 0,
+            source: "s".into(),
+            endpoint: "e".into(),
+            window: r#"["s","e",{}]"#.into(),
+            fingerprint: "sha256:0".into(),
+            taken_at: 1,
+            result: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_store_written_before_snapshots_existed_reads_them_as_empty_and_gains_them_on_append() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path().join("old.redb")).expect("open");
+        // What a store created by the first schema-1 build looks like: no snapshot tables.
+        let txn = store.db.begin_write().expect("write");
+        assert!(txn.delete_table(SNAPSHOTS).expect("delete"));
+        assert!(txn.delete_table(SNAPSHOT_INDEX).expect("delete"));
+        txn.commit().expect("commit");
+
+        assert_eq!(store.snapshot("snp_x").expect("read"), None);
+        assert_eq!(store.snapshot_page("endpoint:s/e", None, 10).expect("page"), (Vec::new(), false));
+        let scopes = ["endpoint:s/e".to_owned()];
+        let first = store.append_snapshot(record("snp_a"), &scopes).expect("append");
+        let second = store.append_snapshot(record("snp_b"), &scopes).expect("append");
+        assert_eq!((first.seq, second.seq), (1, 2));
+        let (page, more) = store.snapshot_page("endpoint:s/e", None, 1).expect("page");
+        assert_eq!((page[0].id.as_str(), more), ("snp_b", true));
+        let (page, more) = store.snapshot_page("endpoint:s/e", Some(2), 1).expect("page");
+        assert_eq!((page[0].id.as_str(), more), ("snp_a", false));
+        // An id is written once.
+        assert!(store.append_snapshot(record("snp_a"), &scopes).is_err());
+        assert_eq!(store.snapshot_page("endpoint:s/e", None, 10).expect("page").0.len(), 2);
+    }
+}

@@ -66,3 +66,55 @@ fn a_query_naming_a_url_is_refused_and_nothing_is_sent() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_params"));
     assert_eq!(server.connections(), 0);
 }
+
+#[test]
+fn snapshots_through_the_cli_history_pages_and_diff_names_changes() {
+    let counter = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = Server::http(move |mut conn: Conn, _: &Recorded| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body = format!(r#"{{"status":{{"indicator":"s{n}"}},"debug":{{"auth":"Bearer {TOKEN}"}}}}"#);
+        conn.send(&response("200 OK", &[("content-type", "application/json")], body.as_bytes()));
+        Some(conn)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), server.port);
+    let (cfg, store) = (cfg.to_str().unwrap().to_owned(), dir.path().join("s.redb"));
+    let store = store.to_str().unwrap().to_owned();
+    let base = ["--config", cfg.as_str(), "--store", store.as_str(), "--json"];
+    let run = |args: &[&str]| {
+        let all: Vec<&str> = base.iter().copied().chain(args.iter().copied()).collect();
+        warden(&all)
+    };
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let out = run(&["query", "status", "summary", "--snapshot"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        ids.push(result["snapshotId"].as_str().unwrap().to_owned());
+    }
+    let out = run(&["history", "status", "summary", "--limit", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page["snapshots"][0]["snapshotId"], ids[2].as_str());
+    assert_eq!(page["nextCursor"], ids[1].as_str());
+    let out = run(&["history", "status", "summary", "--cursor", &ids[1]]);
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page["snapshots"][0]["snapshotId"], ids[0].as_str());
+    assert_eq!(page["hasMore"], false);
+
+    let out = warden(&["--config", &cfg, "--store", &store, "diff", &ids[0], &ids[2]]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(r#"~ /state: "s0" -> "s2""#), "{text}");
+    assert!(!text.contains(TOKEN));
+
+    let refused = run(&["diff", &ids[0], "snp_0123456789abcdef0123456789abcdef"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let error: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(error["error"]["reason"], "snapshot_not_found");
+    let bad_page = run(&["history", "status", "summary", "--limit", "0"]);
+    assert_eq!(bad_page.status.code(), Some(1));
+    let missing_store = warden(&["--config", &cfg, "--store", "/nonexistent/s.redb", "history", "status", "summary"]);
+    assert_eq!(missing_store.status.code(), Some(2));
+    assert_eq!(server.requests().len(), 3);
+}

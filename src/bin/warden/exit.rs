@@ -68,7 +68,15 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(error: Error) -> Failure {
-        let code = if error.is_refusal() {
+        let code = if let Error::Sight(sight) = &error {
+            // A sight that failed is the query's answer, not a fault of this program; only a
+            // configuration that cannot serve it is the operator's to fix.
+            if sight.kind() == warden::sight::SightKind::Config {
+                EXIT_USAGE
+            } else {
+                EXIT_CHECK_FAILED
+            }
+        } else if error.is_refusal() {
             EXIT_CHECK_FAILED
         } else if matches!(error, Error::InvalidInput(_) | Error::Config(_)) {
             EXIT_USAGE

@@ -133,6 +133,43 @@ enum Command {
         /// A field alias to select (repeatable; default: every alias).
         #[arg(long = "field", value_name = "ALIAS")]
         fields: Vec<String>,
+        /// Keep the result as an append-only snapshot in --store (created if missing).
+        #[arg(long)]
+        snapshot: bool,
+        /// Read each credential reference from the file of that name in DIR instead of from
+        /// the environment (systemd credentials, container secrets).
+        #[arg(long, env = "WARDEN_CREDENTIALS_DIR", value_name = "DIR")]
+        credentials_dir: Option<PathBuf>,
+    },
+
+    /// Page through the snapshots of one endpoint (or, with --param or --window, one window),
+    /// newest first.
+    History {
+        /// The source id.
+        source: String,
+        /// The endpoint id.
+        endpoint: String,
+        /// A declared parameter, NAME=VALUE (repeatable); selects one window.
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Only the window of the given params with defaults applied (implied by --param).
+        #[arg(long)]
+        window: bool,
+        /// The nextCursor printed by the previous page.
+        #[arg(long, value_name = "SNAPSHOT_ID")]
+        cursor: Option<String>,
+        /// Snapshots per page, 1–100.
+        #[arg(long, default_value_t = 20)]
+        limit: u64,
+    },
+
+    /// Compare two snapshots of one window: what was added, removed or changed (at most 50
+    /// entries, the rest counted).
+    Diff {
+        /// The earlier snapshot id (snp_…).
+        a: String,
+        /// The later snapshot id (snp_…).
+        b: String,
     },
 
     /// Read one JSON value on stdin and print its canonical form (floats are refused).
@@ -309,10 +346,19 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             let doc = load_config(document_path(file.as_deref(), config)?)?;
             sight_commands::sources(&doc, json).map(Done::ok)
         }
-        Command::Query { source, endpoint, params, fields } => {
+        Command::Query { source, endpoint, params, fields, snapshot, credentials_dir } => {
             let doc = load_config(document_path(None, config)?)?;
-            let now = warden::Clock::now(&warden::SystemClock);
-            sight_commands::query(&doc, source, endpoint, params, fields, now, json).map(Done::ok)
+            let request = sight_commands::QueryArgs { source, endpoint, params, fields, snapshot: *snapshot };
+            sight_commands::query(doc, store, credentials_dir.as_deref(), &request, json).map(Done::ok)
+        }
+        Command::History { source, endpoint, params, window, cursor, limit } => {
+            let doc = load_config(document_path(None, config)?)?;
+            let page = sight_commands::Page { cursor: cursor.as_deref(), limit: *limit, window: *window };
+            sight_commands::history(doc, store, source, endpoint, params, &page, json).map(Done::ok)
+        }
+        Command::Diff { a, b } => {
+            let doc = load_config(document_path(None, config)?)?;
+            sight_commands::diff(doc, store, a, b, json).map(Done::ok)
         }
         Command::Canonical => pure_commands::canonical(&read_stdin()?).map(Done::ok),
         Command::ActionHash => pure_commands::action_hash(&read_stdin()?, json).map(Done::ok),

@@ -1,16 +1,21 @@
-//! `warden sources` and `warden query`: the configured windows, and one confined read through
-//! them with credentials from the environment. The CLI runs the same `sight::query::run` an
-//! agent's binding does; it cannot name anything the document does not configure.
+//! `warden sources`, `query`, `history` and `diff`: the configured windows, one confined read
+//! through them (credentials from the environment or a credentials directory), and the
+//! snapshots kept in the store. The CLI runs the same code an agent's binding does; it cannot
+//! name anything the document does not configure.
+
+use std::path::Path;
 
 use serde_json::{json, Map, Value};
 use warden::document::Document;
+use warden::pipeline::{Warden, WardenOptions};
 use warden::sight::config::ParamKind;
-use warden::sight::credentials::EnvProvider;
+use warden::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};
 use warden::sight::http::CancelToken;
 use warden::sight::query::run;
 
 use crate::exit::Failure;
 use crate::output::{document, shown, table};
+use crate::store_commands::open_store;
 
 pub fn sources(doc: &Document, json_out: bool) -> Result<String, Failure> {
     let mut listed = Vec::new();
@@ -86,32 +91,163 @@ fn typed_params(
     Ok(out)
 }
 
+/// `warden query`'s arguments.
+pub struct QueryArgs<'a> {
+    pub source: &'a str,
+    pub endpoint: &'a str,
+    pub params: &'a [String],
+    pub fields: &'a [String],
+    pub snapshot: bool,
+}
+
+fn provider(credentials_dir: Option<&Path>) -> Result<Box<dyn CredentialProvider>, Failure> {
+    match credentials_dir {
+        None => Ok(Box::new(EnvProvider)),
+        Some(dir) if dir.is_dir() => Ok(Box::new(DirectoryProvider { dir: dir.to_path_buf() })),
+        Some(dir) => Err(Failure::usage(format!(
+            "--credentials-dir {} is not a directory (one file per credential reference)",
+            shown(&dir.display().to_string())
+        ))),
+    }
+}
+
+/// The `Warden` over an existing store (history and diff only read; a missing store is a
+/// mistake in --store, never a request for an empty one).
+fn existing(doc: Document, store: Option<&Path>) -> Result<Warden, Failure> {
+    let kernel = open_store(store)?;
+    Ok(Warden::open(kernel.store().path(), doc, WardenOptions::default())?)
+}
+
 pub fn query(
-    doc: &Document,
-    source: &str,
-    endpoint: &str,
-    params: &[String],
-    fields: &[String],
-    now: warden::Micros,
+    doc: Document,
+    store: Option<&Path>,
+    credentials_dir: Option<&Path>,
+    args: &QueryArgs<'_>,
     json_out: bool,
 ) -> Result<String, Failure> {
-    let mut request =
-        json!({"source": source, "endpoint": endpoint, "params": typed_params(doc, source, endpoint, params)?});
-    if !fields.is_empty() {
-        request["fields"] = json!(fields);
+    let mut request = json!({
+        "source": args.source,
+        "endpoint": args.endpoint,
+        "params": typed_params(&doc, args.source, args.endpoint, args.params)?,
+    });
+    if !args.fields.is_empty() {
+        request["fields"] = json!(args.fields);
     }
-    let result = run(&doc.sources_config, &request, &EnvProvider, &CancelToken::default(), now)
-        .map_err(|e| Failure::check(e.code, format!("{}: {}", e.code, e.message)))?;
+    let provider = provider(credentials_dir)?;
+    let result = if args.snapshot {
+        request["snapshot"] = Value::Bool(true);
+        let Some(store) = store.filter(|p| !p.as_os_str().is_empty()) else {
+            return Err(Failure::usage("--snapshot keeps the result in a store; pass --store PATH or set WARDEN_STORE"));
+        };
+        let warden = Warden::open(store, doc, WardenOptions::default())?;
+        warden.query(&request, provider.as_ref(), &CancelToken::default())?
+    } else {
+        let now = warden::Clock::now(&warden::SystemClock);
+        run(&doc.sources_config, &request, provider.as_ref(), &CancelToken::default(), now)
+            .map_err(warden::Error::Sight)?
+    };
     let value = serde_json::to_value(&result).map_err(|e| Failure::internal(e.to_string()))?;
     if json_out {
         return Ok(document(&value));
     }
     let mut out = format!("{} {} — HTTP {} at {}\n", result.source, result.endpoint, result.status, result.fetched_at);
-    for (alias, value) in &result.values {
-        out.push_str(&format!("  {alias} = {}\n", shown(&value.to_string())));
-    }
+    out.push_str(&values_block(&result.values, "  "));
     for warning in &result.warnings {
         out.push_str(&format!("  warning: {}\n", shown(warning)));
+    }
+    if let Some(id) = &result.snapshot_id {
+        out.push_str(&format!("  snapshot: {id}\n"));
+    }
+    Ok(out)
+}
+
+fn values_block(values: &Map<String, Value>, indent: &str) -> String {
+    values.iter().map(|(alias, value)| format!("{indent}{alias} = {}\n", shown(&value.to_string()))).collect()
+}
+
+/// `warden history`'s paging arguments.
+pub struct Page<'a> {
+    pub cursor: Option<&'a str>,
+    pub limit: u64,
+    pub window: bool,
+}
+
+pub fn history(
+    doc: Document,
+    store: Option<&Path>,
+    source: &str,
+    endpoint: &str,
+    params: &[String],
+    page: &Page<'_>,
+    json_out: bool,
+) -> Result<String, Failure> {
+    let mut request = json!({"source": source, "endpoint": endpoint, "limit": page.limit});
+    if page.window || !params.is_empty() {
+        request["params"] = Value::Object(typed_params(&doc, source, endpoint, params)?);
+    }
+    if let Some(cursor) = page.cursor {
+        request["cursor"] = json!(cursor);
+    }
+    let answer = existing(doc, store)?.history(&request)?;
+    if json_out {
+        return Ok(document(&answer));
+    }
+    let snapshots = answer["snapshots"].as_array().cloned().unwrap_or_default();
+    if snapshots.is_empty() {
+        return Ok(format!("no snapshots of {} {}\n", shown(source), shown(endpoint)));
+    }
+    let mut out = String::new();
+    for snapshot in &snapshots {
+        let text = |key: &str| shown(snapshot[key].as_str().unwrap_or("-"));
+        out.push_str(&format!(
+            "{} {} HTTP {} params {}\n",
+            text("snapshotId"),
+            text("fetchedAt"),
+            snapshot["status"],
+            shown(&snapshot["params"].to_string())
+        ));
+        if let Some(values) = snapshot["values"].as_object() {
+            out.push_str(&values_block(values, "  "));
+        }
+    }
+    if let Some(next) = answer["nextCursor"].as_str() {
+        out.push_str(&format!("more: --cursor {}\n", shown(next)));
+    }
+    Ok(out)
+}
+
+pub fn diff(doc: Document, store: Option<&Path>, a: &str, b: &str, json_out: bool) -> Result<String, Failure> {
+    let answer = existing(doc, store)?.diff(&json!({"a": a, "b": b}))?;
+    if json_out {
+        return Ok(document(&answer));
+    }
+    let entries = answer["entries"].as_array().cloned().unwrap_or_default();
+    let mut out = format!(
+        "{} {} params {}: {} -> {}\n",
+        shown(answer["source"].as_str().unwrap_or("-")),
+        shown(answer["endpoint"].as_str().unwrap_or("-")),
+        shown(&answer["params"].to_string()),
+        shown(answer["fetchedAt"]["a"].as_str().unwrap_or("-")),
+        shown(answer["fetchedAt"]["b"].as_str().unwrap_or("-")),
+    );
+    if entries.is_empty() {
+        out.push_str("  no differences\n");
+    }
+    for entry in &entries {
+        let path = shown(entry["path"].as_str().unwrap_or("-"));
+        let line = match entry["change"].as_str() {
+            Some("added") => format!("  + {path} = {}\n", shown(&entry["after"].to_string())),
+            Some("removed") => format!("  - {path} = {}\n", shown(&entry["before"].to_string())),
+            _ => format!(
+                "  ~ {path}: {} -> {}\n",
+                shown(&entry["before"].to_string()),
+                shown(&entry["after"].to_string())
+            ),
+        };
+        out.push_str(&line);
+    }
+    if answer["omitted"].as_u64().unwrap_or(0) > 0 {
+        out.push_str(&format!("  … and {} more\n", answer["omitted"]));
     }
     Ok(out)
 }
