@@ -8,6 +8,8 @@
 //!
 //! Run: `cargo test --test c_abi` and `cargo test --features test-exports --test c_abi`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -196,6 +198,11 @@ fn compile(program: &str, linkage: Linkage) -> PathBuf {
 /// Compiles `program` both ways and runs each binary (under valgrind when installed) in a
 /// scratch directory of its own.
 fn run_c_program(program: &str) {
+    run_c_program_with(program, &[]);
+}
+
+/// As `run_c_program`, with `extra` arguments after the scratch directory.
+fn run_c_program_with(program: &str, extra: &[&str]) {
     let valgrind = available("valgrind");
     for linkage in [Linkage::Shared, Linkage::Static] {
         let exe = compile(program, linkage);
@@ -209,7 +216,9 @@ fn run_c_program(program: &str) {
         };
         command
             .arg(scratch.path())
+            .args(extra)
             .env("RUST_BACKTRACE", "0")
+            .env_remove("STATUS_TOKEN")
             .env_remove("WARDEN_ENVIRONMENT")
             .env_remove("LD_LIBRARY_PATH");
         let output = run(&mut command);
@@ -260,6 +269,31 @@ fn the_integrator_store_operations_reserve_begin_complete_and_refuse_the_retry_f
 #[test]
 fn a_forced_panic_returns_panic_then_the_handle_answers_poisoned_until_reopened_from_c() {
     run_c_program("forced_panic");
+}
+
+#[test]
+fn sights_from_c_catalog_query_hostile_refusals_snapshots_cancel_and_the_credential_callback() {
+    let counter = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = support::Server::http(move |mut conn: support::Conn, _: &support::Recorded| {
+        // Each run of the program (shared, then static) sees s1, s2, s3.
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 3 + 1;
+        let body = format!(r#"{{"status":{{"indicator":"s{n}"}},"debug":"echo Bearer tok-c-2b7e151628aed2a6"}}"#);
+        conn.send(&support::response("200 OK", &[("content-type", "application/json")], body.as_bytes()));
+        Some(conn)
+    });
+    let port = server.port.to_string();
+    run_c_program_with("sight", &[&port]);
+    // Each linkage sent exactly three GETs (one query, two snapshots), all inside the window,
+    // with the host's credential and nothing the agent chose beyond the region.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6, "{requests:?}");
+    for (i, request) in requests.iter().enumerate() {
+        assert_eq!(request.method, "GET");
+        let expected = if i % 3 == 0 { "/v2/summary?region=us" } else { "/v2/summary?region=eu" };
+        assert_eq!(request.target, expected);
+        assert_eq!(request.header("authorization"), Some("Bearer tok-c-2b7e151628aed2a6"));
+        assert!(request.extra.is_empty() && request.header("content-length").is_none(), "no body");
+    }
 }
 
 #[test]
