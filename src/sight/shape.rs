@@ -21,6 +21,7 @@ use base64::Engine as _;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use regex::{Captures, Regex};
 use serde::{Deserialize, Serialize};
+use memchr::memmem::Finder;
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
@@ -112,9 +113,51 @@ impl Echo {
         Echo { forms: Vec::new() }
     }
 
+    /// Searchers for every form, built once per document rather than once per string (their
+    /// construction dominated shaping a 64 KiB response). They borrow the zeroizing forms, so
+    /// no copy of a credential outlives the `Echo`.
+    fn scan(&self) -> EchoScan<'_> {
+        EchoScan { finders: self.forms.iter().map(|form| Finder::new(form.as_bytes())).collect() }
+    }
+}
+
+/// The echo guard's searchers for one shaping pass; see `Echo::scan`. Linear time per string.
+struct EchoScan<'e> {
+    /// Longest form first, as in `Echo::forms`.
+    finders: Vec<Finder<'e>>,
+}
+
+impl EchoScan<'_> {
     /// Whether `text` contains any guarded form.
     fn found_in(&self, text: &str) -> bool {
-        self.forms.iter().any(|form| text.contains(form.as_str()))
+        self.finders.iter().any(|finder| finder.find(text.as_bytes()).is_some())
+    }
+
+    /// `text` with every guarded form replaced by `[REDACTED]`, longest forms first, and the
+    /// number of replacements.
+    fn scrub(&self, text: &str) -> (String, usize) {
+        let mut out = text.to_owned();
+        let mut count = 0;
+        for finder in &self.finders {
+            let len = finder.needle().len();
+            let starts: Vec<usize> = finder.find_iter(out.as_bytes()).collect();
+            if starts.is_empty() {
+                continue;
+            }
+            // The forms are valid UTF-8 and so is `out`: a match starts and ends on character
+            // boundaries. `find_iter` reports non-overlapping matches.
+            count += starts.len();
+            let mut next = String::with_capacity(out.len());
+            let mut at = 0;
+            for start in starts {
+                next.push_str(&out[at..start]);
+                next.push_str(REDACTED);
+                at = start + len;
+            }
+            next.push_str(&out[at..]);
+            out = next;
+        }
+        (out, count)
     }
 }
 
@@ -359,19 +402,15 @@ static PATTERNS: LazyLock<Result<Patterns, String>> = LazyLock::new(|| {
 /// pairs, `Bearer`/`Basic` credentials and well-known token shapes. Returns the text and the
 /// number of redactions. Linear in the text's length.
 pub fn scrub_text(text: &str, echo: &Echo) -> (String, usize) {
+    scrub_with(text, &echo.scan())
+}
+
+fn scrub_with(text: &str, echo: &EchoScan<'_>) -> (String, usize) {
     let Ok(patterns) = &*PATTERNS else {
         // Fail closed: without the patterns nothing can be vouched for.
         return (REDACTED.to_owned(), 1);
     };
-    let mut count = 0;
-    let mut out = text.to_owned();
-    for form in &echo.forms {
-        let found = out.matches(form.as_str()).count();
-        if found > 0 {
-            count += found;
-            out = out.replace(form.as_str(), REDACTED);
-        }
-    }
+    let (mut out, count) = echo.scrub(text);
     let mut replaced = 0;
     let step = patterns.key_value.replace_all(&out, |caps: &Captures<'_>| {
         let (key, sep, val) = (group(caps, "key"), group(caps, "sep"), group(caps, "val"));
@@ -478,8 +517,8 @@ struct Walk {
 }
 
 impl Walk {
-    fn string(&mut self, text: &str, limits: &Limits, echo: &Echo) -> String {
-        let (scrubbed, count) = scrub_text(text, echo);
+    fn string(&mut self, text: &str, limits: &Limits, echo: &EchoScan<'_>) -> String {
+        let (scrubbed, count) = scrub_with(text, echo);
         self.redactions += count;
         if scrubbed.chars().any(is_suspicious) {
             self.suspicious = true;
@@ -500,7 +539,7 @@ impl Walk {
         self.marker(REDACTED, limits)
     }
 
-    fn value(&mut self, value: &Value, depth: usize, limits: &Limits, echo: &Echo) -> Value {
+    fn value(&mut self, value: &Value, depth: usize, limits: &Limits, echo: &EchoScan<'_>) -> Value {
         match value {
             Value::Null | Value::Bool(_) => value.clone(),
             Value::Number(number) => {
@@ -600,6 +639,7 @@ fn pointer_tokens(pointer: &str) -> Option<Vec<String>> {
 /// Selects each alias's pointer in `document`, then redacts and prunes the selected values.
 pub fn shape(document: &Value, aliases: &[(String, String)], limits: &Limits, echo: &Echo) -> Shaped {
     let mut shaped = Shaped::default();
+    let echo = echo.scan();
     for (alias, pointer) in aliases {
         let Some(tokens) = pointer_tokens(pointer) else {
             shaped.values.insert(alias.clone(), Value::Null);
@@ -615,7 +655,7 @@ pub fn shape(document: &Value, aliases: &[(String, String)], limits: &Limits, ec
         let value = if tokens.iter().any(|token| is_sensitive_key(token)) {
             walk.redacted(limits)
         } else {
-            walk.value(selected, 0, limits, echo)
+            walk.value(selected, 0, limits, &echo)
         };
         shaped.values.insert(alias.clone(), value);
         if walk.suspicious {
