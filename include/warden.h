@@ -859,8 +859,11 @@ warden_result warden_store_mark_ambiguous(warden_handle *h,
 warden_cancel *warden_cancel_new(void);
 
 // Cancels every query running (or later started) with this token: it returns
-// WARDEN_RESULT_FETCH with reason `aborted`, and nothing is stored. A request already sent
-// may have reached the server; no result of it is returned. NULL is a no-op.
+// WARDEN_RESULT_FETCH with reason `aborted`, and nothing is stored. The token is checked
+// before and after the credential is resolved, before connecting, when the response head
+// arrives and between body reads; the wait for the connection and the response head is not
+// interrupted (the source's `timeout_ms` bounds it). A request already sent may have reached
+// the server; no result of it is returned. NULL is a no-op.
 //
 // Thread safety: safe from any thread, while a query using the token runs.
 //
@@ -908,7 +911,8 @@ warden_result warden_credential_put(warden_credential_sink *sink, const uint8_t 
 // WARDEN_RESULT_POISONED.
 //
 // Thread safety: safe from any thread. The callback and `user_data` must stay valid, and be
-// callable from any thread, until replaced or until the handle is closed.
+// callable from any thread, until the handle is closed — also after being replaced, since a
+// query that started with this provider may still call it until it returns.
 //
 // # Safety
 // `h` is NULL or a live handle; `callback` is NULL or a function with the

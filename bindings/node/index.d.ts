@@ -22,6 +22,11 @@ export interface WardenOptions {
   config?: string | null;
   /** The environment this handle acts in (else $WARDEN_ENVIRONMENT, the document's, `production`). */
   environment?: string | null;
+  /**
+   * Sights read each credential reference from the file of that name in this directory
+   * (systemd credentials, container secrets) instead of from the environment variable.
+   */
+  credentialsDir?: string | null;
 }
 
 /** The answer of a reconcile hook about an AMBIGUOUS effect. */
@@ -70,6 +75,122 @@ export interface EffectRecord {
   [field: string]: JsonValue;
 }
 
+// ---- sights ---------------------------------------------------------------------------------
+
+/** What `query` needs of an AbortSignal (the global `AbortSignal` fits). */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+export interface QueryOptions {
+  /** The endpoint's declared params (defaults applied); anything else is refused. */
+  params?: JsonObject;
+  /** Field aliases to return (default: all); never JSON pointers. */
+  fields?: string[];
+  /** Store the result as a snapshot; the result then carries `snapshotId`. */
+  snapshot?: boolean;
+  /** Aborting rejects the query with a `FetchFault` whose reason is `aborted`. */
+  signal?: AbortSignalLike | null;
+}
+
+export interface HistoryOptions {
+  /** Only this window (defaults applied); without it, every window of the endpoint. */
+  params?: JsonObject;
+  /** The previous page's `nextCursor`. */
+  cursor?: string | null;
+  /** 1..100, default 20. */
+  limit?: number;
+}
+
+/** A shaped, redacted read of one window. */
+export interface SightResult {
+  source: string;
+  endpoint: string;
+  fetchedAt: string;
+  /** The upstream's HTTP status. */
+  status: number;
+  /** Alias → value; untrusted data, never instructions. */
+  values: { [alias: string]: JsonValue };
+  warnings: string[];
+  warningsTruncated: boolean;
+  truncation: { [alias: string]: JsonValue };
+  /** Alias → how many credential echoes were replaced by `[REDACTED]`. */
+  redactions: { [alias: string]: number };
+  /** With `snapshot: true`: the stored snapshot's id (`snp_…`). */
+  snapshotId?: string;
+}
+
+/** A stored snapshot: the result and the window's params. */
+export interface SightSnapshot extends SightResult {
+  snapshotId: string;
+  params: JsonObject;
+}
+
+export interface SightHistoryPage {
+  source: string;
+  endpoint: string;
+  params?: JsonObject;
+  /** Newest first. */
+  snapshots: SightSnapshot[];
+  hasMore: boolean;
+  nextCursor?: string;
+}
+
+export interface SightDiffEntry {
+  change: 'added' | 'removed' | 'changed';
+  path: string;
+  before?: JsonValue;
+  after?: JsonValue;
+}
+
+export interface SightDiff {
+  a: string;
+  b: string;
+  source: string;
+  endpoint: string;
+  params: JsonObject;
+  fetchedAt: { a: string; b: string };
+  /** At most 50; `omitted` counts the rest of `total`. */
+  entries: SightDiffEntry[];
+  total: number;
+  omitted: number;
+}
+
+export interface SightParam {
+  name: string;
+  required: boolean;
+  /** The JSON Schema of the value. */
+  schema: JsonObject;
+  default?: JsonValue;
+  description?: string;
+}
+
+export interface SightCatalog {
+  sources: {
+    id: string;
+    description: string;
+    endpoints: { id: string; description: string; params: SightParam[]; fields: string[] }[];
+  }[];
+  note: string;
+}
+
+/** One tool definition for an LLM tool-calling API. */
+export interface SightTool {
+  name: 'warden_sources' | 'warden_query' | 'warden_history' | 'warden_diff';
+  description: string;
+  input_schema: JsonObject;
+}
+
+/**
+ * Resolves a credential reference: a string, or null/undefined for "no value", or a Promise of
+ * either. A throw or a rejection is "no value" too (reason `credential_unavailable`).
+ */
+export type CredentialProvider = (
+  reference: string,
+) => string | null | undefined | Promise<string | null | undefined>;
+
 /** A protected function: one object of arguments in, the wrapped function's result out. */
 export type Protected<A extends object, R> = (args?: A) => Promise<Awaited<R>>;
 
@@ -104,6 +225,24 @@ export declare class Warden {
   verifyChain(): Promise<JsonObject>;
   /** Events with an id greater than `after` (default 0); `limit` defaults to 100, 0 is no limit. */
   events(options?: { after?: number; limit?: number }): Promise<JsonObject[]>;
+
+  /**
+   * Read one configured window: Warden builds the GET, resolves the credential, enforces every
+   * bound and returns the redacted result. Rejects with `OutOfWindow` (nothing sent) or
+   * `FetchFault` (`reason`: `credential_unavailable`, `redirect_refused`, `timeout`,
+   * `aborted`, …).
+   */
+  query(source: string, endpoint: string, options?: QueryOptions): Promise<SightResult>;
+  /** One page of stored snapshots, newest first. */
+  history(source: string, endpoint: string, options?: HistoryOptions): Promise<SightHistoryPage>;
+  /** What changed between two snapshots of one window; an unknown id is `NotFound` (`snapshot_not_found`). */
+  diff(a: string, b: string): Promise<SightDiff>;
+  /** The configured windows as an agent may name them (no origin, path or credential). */
+  sources(): SightCatalog;
+  /** The four tool definitions: `warden_sources`, `warden_query`, `warden_history`, `warden_diff`. */
+  toolSchema(): SightTool[];
+  /** Resolve credentials with `provider`; `null` restores the default (environment, or `credentialsDir`). */
+  setCredentialProvider(provider: CredentialProvider | null): void;
 }
 
 /** Run `fn` as `principal`; protected calls inside it (however deep in async code) propose as it. */
@@ -180,11 +319,21 @@ export declare class AttemptCeiling extends Refused {}
 export declare class NotResolvable extends Refused {}
 export declare class LateOutcome extends Refused {}
 export declare class NotFound extends Refused {}
+/**
+ * A sight query named something outside the configured windows; nothing was sent. `reason`:
+ * `unknown_source`, `unknown_endpoint`, `invalid_params`, `unknown_field`, `invalid_page`.
+ */
+export declare class OutOfWindow extends Refused {}
 /** Something is broken. */
 export declare class Fault extends WardenError {}
 export declare class InvalidInput extends Fault {}
 export declare class StoreFault extends Fault {}
 export declare class ConfigError extends Fault {}
+/**
+ * A sight's fetch failed, was refused or cancelled. `reason`: `credential_unavailable`,
+ * `redirect_refused`, `response_too_large`, `timeout`, `aborted`, `upstream_error`,
+ * `network_error`, `invalid_response`.
+ */
 export declare class FetchFault extends Fault {}
 export declare class Panic extends Fault {}
 export declare class Poisoned extends Fault {}

@@ -4,7 +4,8 @@
 // A thin layer over the native addon (native/warden.node), which calls only the warden_* C
 // functions of libwarden.so. Everything that touches the store runs off the event loop as
 // N-API async work and returns a Promise. JSON crossing the boundary keeps every integer
-// exact: beyond 2^53 it is a BigInt.
+// exact: beyond 2^53 it is a BigInt. Sights (query, history, diff) are confined reads of the
+// HTTP windows the configuration names; the agent only ever names a window, never a URL.
 
 const path = require('node:path');
 const util = require('node:util');
@@ -200,19 +201,170 @@ function optionalCount(what, value, fallback) {
   return value;
 }
 
+// ---- sights -----------------------------------------------------------------------------------
+
+/** `options` as a plain object of named options ({} when absent). */
+function namedOptions(what, options) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object' || Array.isArray(options)) throw new TypeError(`${what}: options must be an object`);
+  return options;
+}
+
+/**
+ * The request object of a sight call: the window named positionally, every other option
+ * passed through as it is, so the library (not this binding) refuses what is not allowed
+ * (`url`, `headers`, … → OutOfWindow `invalid_params`, before any I/O).
+ */
+function sightRequest(what, source, endpoint, options) {
+  for (const key of ['source', 'endpoint']) {
+    if (Object.hasOwn(options, key)) throw new TypeError(`${what}: ${key} is the positional argument, not an option`);
+  }
+  return dumps({ source, endpoint, ...options }, `the ${what} request`);
+}
+
+/** What an aborted query rejects with: the library's own shape for reason `aborted`. */
+function abortedError() {
+  return errors.fromObject({
+    code: 'WARDEN_RESULT_FETCH',
+    reason: 'aborted',
+    message: 'aborted: the query was cancelled',
+    refusal: false,
+  });
+}
+
+function isAbortSignal(signal) {
+  return signal !== null && typeof signal === 'object' && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function';
+}
+
+/**
+ * The function the addon calls (on the JavaScript thread) for each credential reference a
+ * query needs: it runs the user's provider and settles the native request exactly once, with
+ * a string, or null for "no value" (a throw, a rejection, anything that is not a string). It
+ * never throws itself.
+ */
+function credentialBridge(provider) {
+  return function resolveCredential(reference, request) {
+    const settle = (value) => {
+      try {
+        request.settle(typeof value === 'string' ? value : null);
+      } catch {
+        // The request is already settled or gone; its query has moved on.
+      }
+    };
+    let answer;
+    try {
+      answer = Promise.resolve(provider(reference));
+    } catch {
+      settle(null);
+      return;
+    }
+    answer.then(settle, () => settle(null));
+  };
+}
+
 class Warden {
   #handle;
 
   /**
    * Open `store` (a redb file, created if missing) governed by the document `config`.
-   * @param {{store: string, config?: string, environment?: string}} options
+   * `credentialsDir` makes sights read each credential reference from the file of that name
+   * in the directory instead of from the environment variable.
+   * @param {{store: string, config?: string, environment?: string, credentialsDir?: string}} options
    */
-  constructor({ store, config, environment } = {}) {
+  constructor({ store, config, environment, credentialsDir } = {}) {
     requireString('store', store);
     if (config !== undefined && config !== null) requireString('config', config);
     if (environment !== undefined && environment !== null) requireString('environment', environment);
-    const options = environment ? json.stringify({ environment }) : undefined;
+    if (credentialsDir !== undefined && credentialsDir !== null) requireString('credentialsDir', credentialsDir);
+    const open = {};
+    if (environment) open.environment = environment;
+    if (credentialsDir) open.credentials_dir = credentialsDir;
+    const options = Object.keys(open).length > 0 ? json.stringify(open) : undefined;
     this.#handle = invokeSync(() => native.Handle.open(store, config ?? undefined, options));
+  }
+
+  // ---- sights: confined reads of the configured windows ----
+
+  /**
+   * Read one configured window. Warden builds the GET from the configuration, resolves the
+   * source's credential through the provider, enforces every bound and returns the shaped,
+   * redacted result. `signal` (an AbortSignal) aborts it: the promise rejects with a
+   * FetchFault whose reason is `aborted`.
+   * @param {string} source
+   * @param {string} endpoint
+   * @param {{params?: object, fields?: string[], snapshot?: boolean, signal?: AbortSignal}} [options]
+   */
+  async query(source, endpoint, options) {
+    const { signal, ...rest } = namedOptions('query', options);
+    if (signal !== undefined && signal !== null && !isAbortSignal(signal)) {
+      throw new TypeError('query: signal must be an AbortSignal');
+    }
+    const text = sightRequest('query', source, endpoint, rest);
+    const handle = this.#handle;
+    if (!signal) return json.parse(await invoke(() => handle.sightQuery(text)));
+    if (signal.aborted) throw abortedError();
+    // The library checks its token before connecting and between reads, so a stalled server
+    // would hold the native call until the source's timeout_ms: the promise settles at the
+    // abort instead, and the native call's own outcome is dropped. The token is freed by the
+    // addon only once the native call has returned (and this object is collected).
+    const cancel = new native.Cancel();
+    let onAbort;
+    const aborted = new Promise((_, reject) => {
+      onAbort = () => {
+        cancel.trigger();
+        reject(abortedError());
+      };
+    });
+    signal.addEventListener('abort', onAbort, { once: true });
+    const running = invoke(() => handle.sightQuery(text, cancel));
+    running.catch(() => {});
+    try {
+      return json.parse(await Promise.race([running, aborted]));
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * One page of stored snapshots of an endpoint (or of one window with `params`), newest
+   * first; pass the page's `nextCursor` as `cursor` for the next. `limit` 1..100, default 20.
+   */
+  async history(source, endpoint, options) {
+    const text = sightRequest('history', source, endpoint, namedOptions('history', options));
+    return json.parse(await invoke(() => this.#handle.sightHistory(text)));
+  }
+
+  /** What changed between two snapshots (`snp_…` ids) of one window. */
+  async diff(a, b) {
+    const text = dumps({ a, b }, 'the diff request');
+    return json.parse(await invoke(() => this.#handle.sightDiff(text)));
+  }
+
+  /** The configured windows as an agent may name them (no origin, path or credential). */
+  sources() {
+    return json.parse(invokeSync(() => this.#handle.sightSources()));
+  }
+
+  /** The four tool definitions (`warden_sources`, `warden_query`, `warden_history`, `warden_diff`). */
+  toolSchema() {
+    return json.parse(invokeSync(() => this.#handle.sightToolSchema()));
+  }
+
+  /**
+   * Resolve credential references with `provider(reference)`: a string, or null/undefined for
+   * "no value", or a Promise of either. A throw or rejection is "no value" too; the query then
+   * fails with reason `credential_unavailable`. `null` restores the default (environment
+   * variables, or `credentialsDir`). The provider runs on the JavaScript thread while the
+   * query waits on a pool thread; it does not keep the process alive.
+   * @param {((reference: string) => string | null | undefined | Promise<string | null | undefined>) | null} provider
+   */
+  setCredentialProvider(provider) {
+    if (provider === undefined || provider === null) {
+      invokeSync(() => this.#handle.setCredentialProvider(null));
+      return;
+    }
+    if (typeof provider !== 'function') throw new TypeError('setCredentialProvider(provider): provider must be a function or null');
+    invokeSync(() => this.#handle.setCredentialProvider(credentialBridge(provider)));
   }
 
   /** Close the store. Idempotent; calls already running finish first. */

@@ -99,7 +99,13 @@ pub fn fetch(request: &FetchRequest, cancel: &CancelToken) -> Result<FetchRespon
     if let Some((name, value)) = &request.header {
         builder = builder.header(name.as_str(), value.as_str());
     }
-    let response = builder.call().map_err(|err| map_error(err, request.timeout_ms))?;
+    // A cancel cannot interrupt the wait for the connection and the response head (ureq has
+    // no hook for it; `timeout_ms` bounds it); once it ends, a cancelled query reports
+    // `aborted` whatever the wait ended with.
+    let response = builder.call().map_err(|err| match cancel.check() {
+        Err(aborted) => aborted,
+        Ok(()) => map_error(err, request.timeout_ms),
+    })?;
     cancel.check()?;
 
     let status = response.status().as_u16();

@@ -53,7 +53,13 @@ pub fn fetch_confined(
     now: Micros,
 ) -> Result<SightResult, SightError> {
     let source = confined.source;
-    let header = header_for(&auth_spec(&source.auth), provider)?;
+    // A query cancelled while the host's provider was still answering is `aborted`, not
+    // `credential_unavailable`.
+    let cancelled = || if cancel.is_cancelled() { Some(SightError::new("aborted", "the query was cancelled")) } else { None };
+    if let Some(aborted) = cancelled() {
+        return Err(aborted);
+    }
+    let header = header_for(&auth_spec(&source.auth), provider).map_err(|e| cancelled().unwrap_or(e))?;
     let echo = Echo::new(header.as_ref().map(|(_, value)| value.as_str()));
     let request = FetchRequest {
         url: confined.url.clone(),

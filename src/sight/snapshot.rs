@@ -212,14 +212,21 @@ pub fn diff(store: &Store, sources: &Sources, request: &Value) -> Result<Value, 
             format!("unknown argument {} for diff; it takes only a and b", super::confine::shown(unknown)),
         ));
     }
-    let load = |key: &str| -> Result<SnapshotRecord, Error> {
-        let id = match map.get(key) {
-            Some(Value::String(id)) if is_id(IdKind::Snapshot, id) => id,
+    // Both ids are checked for shape before either is looked up, so the refusal does not
+    // depend on the order of the arguments.
+    let id_of = |key: &str| -> Result<&String, Error> {
+        match map.get(key) {
+            Some(Value::String(id)) if is_id(IdKind::Snapshot, id) => Ok(id),
             Some(Value::String(_)) => {
-                return Err(refuse("invalid_params", format!("'{key}' is not a snapshot id (snp_ and 32 hex digits)")))
+                Err(refuse("invalid_params", format!("'{key}' is not a snapshot id (snp_ and 32 hex digits)")))
             }
-            _ => return Err(refuse("invalid_params", format!("'{key}' is required: a snapshot id"))),
-        };
+            _ => Err(refuse("invalid_params", format!("'{key}' is required: a snapshot id"))),
+        }
+    };
+    id_of("a")?;
+    id_of("b")?;
+    let load = |key: &str| -> Result<SnapshotRecord, Error> {
+        let id = id_of(key)?;
         let record = store
             .snapshot(id)?
             .ok_or_else(|| refuse("snapshot_not_found", format!("no snapshot {id} in this store")))?;

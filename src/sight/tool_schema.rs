@@ -124,7 +124,10 @@ pub fn tool_schema(sources: &Sources) -> Value {
     query["snapshot"] =
         json!({"type": "boolean", "default": false, "description": "Keep this result as an append-only snapshot."});
     let mut history = window;
-    history["cursor"] = json!({"type": "string", "maxLength": 200});
+    history["params"]["description"] =
+        json!("Only the window of these params (defaults applied); omit for every window of the endpoint.");
+    history["cursor"] = json!({"type": "string", "maxLength": 200,
+        "description": "The nextCursor of the previous page; omit for the newest page."});
     history["limit"] = json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 20});
     json!([
         {

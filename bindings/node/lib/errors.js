@@ -57,14 +57,24 @@ class AttemptCeiling extends Refused {}
 class NotResolvable extends Refused {}
 /** The effect moved on before this outcome arrived; the outcome was kept as evidence only. */
 class LateOutcome extends Refused {}
-/** No such approval or effect. */
+/** No such approval, effect or snapshot (a sight's `reason`: `snapshot_not_found`). */
 class NotFound extends Refused {}
+/**
+ * A sight query named something outside the configured windows (`reason`: `unknown_source`,
+ * `unknown_endpoint`, `invalid_params`, `unknown_field`, `invalid_page`). Nothing was sent.
+ */
+class OutOfWindow extends Refused {}
 
 /** Something is broken (codes 200..299). */
 class Fault extends WardenError {}
 class InvalidInput extends Fault {}
 class StoreFault extends Fault {}
 class ConfigError extends Fault {}
+/**
+ * A sight's fetch failed, was refused or cancelled; `reason` is the sight code:
+ * `credential_unavailable`, `redirect_refused`, `response_too_large`, `timeout`, `aborted`,
+ * `upstream_error`, `network_error`, `invalid_response`.
+ */
 class FetchFault extends Fault {}
 class Panic extends Fault {}
 /** The handle latched closed after a store fault or panic: close it and open a new one. */
@@ -84,6 +94,7 @@ const DEFAULT_REASONS = {
   WARDEN_RESULT_NOT_RESOLVABLE: 'not_ambiguous',
   WARDEN_RESULT_LATE_OUTCOME: 'late_outcome',
   WARDEN_RESULT_NOT_FOUND: 'not_found',
+  WARDEN_RESULT_OUT_OF_WINDOW: 'out_of_window',
   WARDEN_RESULT_INVALID_INPUT: 'invalid_input',
   WARDEN_RESULT_STORE: 'store',
   WARDEN_RESULT_CONFIG: 'configuration_invalid',
@@ -104,6 +115,7 @@ const BY_CODE = {
   WARDEN_RESULT_NOT_RESOLVABLE: NotResolvable,
   WARDEN_RESULT_LATE_OUTCOME: LateOutcome,
   WARDEN_RESULT_NOT_FOUND: NotFound,
+  WARDEN_RESULT_OUT_OF_WINDOW: OutOfWindow,
   WARDEN_RESULT_INVALID_INPUT: InvalidInput,
   WARDEN_RESULT_STORE: StoreFault,
   WARDEN_RESULT_CONFIG: ConfigError,
@@ -154,6 +166,7 @@ module.exports = {
   NotResolvable,
   LateOutcome,
   NotFound,
+  OutOfWindow,
   Fault,
   InvalidInput,
   StoreFault,

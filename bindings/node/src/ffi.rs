@@ -4,13 +4,15 @@
 //! these symbols from `libwarden.so`. `test/abi_surface.test.js` checks every declaration
 //! here against the header (name and parameter count) and that nothing else is called.
 
-use std::os::raw::c_char;
+use std::os::raw::{c_char, c_void};
 
 /// `warden_result`: 0 is OK, 100..199 refusals, 200..299 faults.
 pub type WardenResult = u32;
 
 pub const WARDEN_RESULT_OK: WardenResult = 0;
 pub const WARDEN_RESULT_INVALID_INPUT: WardenResult = 200;
+// 110 WARDEN_RESULT_OUT_OF_WINDOW and 203 WARDEN_RESULT_FETCH carry the sight code as their
+// error object's `reason`; the addon passes them through by name like every other code.
 
 /// An owned output (`warden_buf`), written only on success and freed with `warden_buf_free`.
 #[repr(C)]
@@ -37,6 +39,28 @@ pub struct WardenHandle {
 pub struct WardenPermit {
     _opaque: [u8; 0],
 }
+
+/// `warden_cancel`: opaque; triggered from any thread, freed only after its queries returned.
+#[repr(C)]
+pub struct WardenCancel {
+    _opaque: [u8; 0],
+}
+
+/// `warden_credential_sink`: opaque; valid only during the callback call that received it.
+#[repr(C)]
+pub struct WardenCredentialSink {
+    _opaque: [u8; 0],
+}
+
+/// `warden_credential_fn`: called on the thread running the query.
+pub type WardenCredentialFn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        reference: *const u8,
+        reference_len: usize,
+        sink: *mut WardenCredentialSink,
+    ) -> i32,
+>;
 
 extern "C" {
     pub fn warden_abi_version() -> u32;
@@ -173,6 +197,45 @@ extern "C" {
     pub fn warden_canonical(json: *const u8, len: usize, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_action_hash(
         action_json: *const u8,
+        len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+
+    pub fn warden_cancel_new() -> *mut WardenCancel;
+    pub fn warden_cancel_trigger(cancel: *const WardenCancel);
+    pub fn warden_cancel_free(cancel: *mut WardenCancel);
+    pub fn warden_credential_put(sink: *mut WardenCredentialSink, value: *const u8, len: usize) -> WardenResult;
+    pub fn warden_sight_credentials_set(
+        handle: *const WardenHandle,
+        callback: WardenCredentialFn,
+        user_data: *mut c_void,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_sight_sources(handle: *const WardenHandle, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_sight_tool_schema(
+        handle: *const WardenHandle,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_sight_query(
+        handle: *const WardenHandle,
+        query_json: *const u8,
+        len: usize,
+        cancel: *const WardenCancel,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_sight_history(
+        handle: *const WardenHandle,
+        request_json: *const u8,
+        len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_sight_diff(
+        handle: *const WardenHandle,
+        request_json: *const u8,
         len: usize,
         out: *mut WardenBuf,
         err: *mut WardenBuf,

@@ -3,6 +3,9 @@
 //! The pointer lives in an `Arc`: `close()` only drops the handle's own reference, so work
 //! already queued on the thread pool (and every live permit) keeps the store open until it
 //! finishes; `warden_close` runs when the last reference goes.
+//!
+//! Sights (`sight.rs`) hang off the same handle: their calls are async work too, and the
+//! JavaScript credential providers registered on it live in `HandlePtr` until `warden_close`.
 
 use std::sync::{Arc, Mutex};
 
@@ -13,9 +16,16 @@ use napi_derive::napi;
 use crate::call::{bytes, check, optional, take, unsigned, CallResult, Failure};
 use crate::ffi::{self, WardenBuf, WardenHandle};
 use crate::permit::{Permit, PermitPtr};
+use crate::sight::{self, Cancel, Provider, ProviderFunction, SightCall, SightOp};
 
 /// An open handle. `warden_handle` is safe to use from many threads at once.
-pub struct HandlePtr(*mut WardenHandle);
+pub struct HandlePtr {
+    raw: *mut WardenHandle,
+    /// Every JavaScript credential provider registered on this handle. libwarden holds their
+    /// addresses as `user_data` and a running query may still call a replaced one, so they
+    /// stay allocated (released, answering "no value") until `warden_close`.
+    pub providers: Mutex<Vec<Arc<Provider>>>,
+}
 
 // SAFETY: the C ABI documents a warden_handle as usable from many threads at the same time.
 unsafe impl Send for HandlePtr {}
@@ -24,14 +34,15 @@ unsafe impl Sync for HandlePtr {}
 
 impl HandlePtr {
     pub fn raw(&self) -> *mut WardenHandle {
-        self.0
+        self.raw
     }
 }
 
 impl Drop for HandlePtr {
     fn drop(&mut self) {
         // SAFETY: the pointer came from warden_open and this is the last reference to it.
-        unsafe { ffi::warden_close(self.0) };
+        unsafe { ffi::warden_close(self.raw) };
+        // Only now, with no query left to call them, are the providers freed (field drop).
     }
 }
 
@@ -62,13 +73,17 @@ impl Handle {
                 Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_open returned OK and no handle").into()
             );
         }
-        Ok(Handle { slot: Mutex::new(Some(Arc::new(HandlePtr(out)))) })
+        Ok(Handle { slot: Mutex::new(Some(Arc::new(HandlePtr { raw: out, providers: Mutex::new(Vec::new()) }))) })
     }
 
-    /// Idempotent. Queued work and live permits keep the store open until they finish.
+    /// Idempotent. Queued work and live permits keep the store open until they finish; the
+    /// credential provider is released at once (a query still asking it gets no value).
     #[napi]
     pub fn close(&self) {
         let taken = self.slot.lock().map(|mut slot| slot.take()).unwrap_or(None);
+        if let Some(handle) = &taken {
+            sight::release_providers(handle);
+        }
         drop(taken);
     }
 
@@ -139,7 +154,52 @@ impl Handle {
     }
 }
 
+#[napi]
 impl Handle {
+    /// Read one configured window (`{"source", "endpoint", "params"?, "fields"?, "snapshot"?}`),
+    /// abortable through `cancel`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn sight_query(&self, request: String, cancel: Option<&Cancel>) -> napi::Result<AsyncTask<SightCall>> {
+        self.sight(SightOp::query(request, cancel))
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn sight_history(&self, request: String) -> napi::Result<AsyncTask<SightCall>> {
+        self.sight(SightOp::History { request })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn sight_diff(&self, request: String) -> napi::Result<AsyncTask<SightCall>> {
+        self.sight(SightOp::Diff { request })
+    }
+
+    /// The configured windows as JSON text (no I/O: synchronous).
+    #[napi]
+    pub fn sight_sources(&self) -> napi::Result<String> {
+        Ok(SightOp::Sources.run(self.live()?.raw())?)
+    }
+
+    /// The four tool definitions as JSON text (no I/O: synchronous).
+    #[napi]
+    pub fn sight_tool_schema(&self) -> napi::Result<String> {
+        Ok(SightOp::ToolSchema.run(self.live()?.raw())?)
+    }
+
+    /// Register the JavaScript provider wrapper `(reference, request) => void`, or restore the
+    /// default provider with null.
+    #[napi]
+    pub fn set_credential_provider(&self, provider: Option<ProviderFunction<'_>>) -> napi::Result<()> {
+        let handle = self.live()?;
+        let provider = provider.as_ref().map(Provider::new).transpose()?;
+        Ok(sight::set_provider(&handle, provider)?)
+    }
+}
+
+impl Handle {
+    fn sight(&self, op: SightOp) -> napi::Result<AsyncTask<SightCall>> {
+        Ok(AsyncTask::new(SightCall { handle: self.live()?, op }))
+    }
+
     fn live(&self) -> napi::Result<Arc<HandlePtr>> {
         let slot = self.slot.lock().map_err(|_| {
             napi::Error::from(Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the handle's lock is poisoned"))

@@ -9,6 +9,7 @@ mod call;
 mod ffi;
 mod handle;
 mod permit;
+mod sight;
 
 use napi_derive::napi;
 
@@ -17,6 +18,7 @@ use crate::ffi::WardenBuf;
 
 pub use handle::Handle;
 pub use permit::Permit;
+pub use sight::{Cancel, CredentialRequest};
 
 /// The ABI version of the loaded library; `index.js` refuses to load unless it is 1.
 #[napi]

@@ -33,6 +33,7 @@ test('the error tree: refusals and faults', () => {
     warden.NotResolvable,
     warden.LateOutcome,
     warden.NotFound,
+    warden.OutOfWindow,
   ];
   const faults = [
     warden.InvalidInput,
@@ -57,6 +58,8 @@ test('an error made by the binding has its class\'s code and reason', () => {
   assert.equal(made.message, 'made here');
   assert.equal(new warden.Duplicate('x').code, 'WARDEN_RESULT_DUPLICATE');
   assert.equal(new warden.Panic('x').reason, 'panic');
+  assert.equal(new warden.OutOfWindow('x').code, 'WARDEN_RESULT_OUT_OF_WINDOW');
+  assert.equal(new warden.FetchFault('x').code, 'WARDEN_RESULT_FETCH');
   assert.equal(new warden.WardenError('x').code, 'WARDEN_RESULT_UNKNOWN');
 });
 

@@ -30,6 +30,7 @@ const EXPORTS = [
   'NotExecuted',
   'NotFound',
   'NotResolvable',
+  'OutOfWindow',
   'Panic',
   'Poisoned',
   'Refused',

@@ -29,6 +29,7 @@ REFUSALS = {
     107: warden.NotResolvable,
     108: warden.LateOutcome,
     109: warden.NotFound,
+    110: warden.OutOfWindow,
 }
 FAULTS = {
     200: warden.InvalidInput,

@@ -45,6 +45,7 @@ def header_defines(prefix: str) -> dict[str, int]:
 
 # The kind of each C type, in terms both sides can be compared on.
 _C_INTEGERS = {
+    "int32_t": (4, True),
     "uint32_t": (4, False),
     "warden_result": (4, False),
     "size_t": (ctypes.sizeof(ctypes.c_size_t), False),
@@ -67,6 +68,8 @@ def c_kind(c_type: str) -> Any:
         return "opaque pointer"
     if bare == "warden_buf":
         return "warden_buf by value"
+    if bare == "warden_credential_fn":
+        return "function pointer"
     if bare in _C_INTEGERS:
         return ("integer",) + _C_INTEGERS[bare]
     raise AssertionError(f"the test does not know the C type {c_type!r}")
@@ -81,6 +84,8 @@ def ctypes_kind(t: Any) -> Any:
         return "byte pointer"
     if t is ctypes.c_void_p:
         return "opaque pointer"
+    if isinstance(t, type) and issubclass(t, ctypes._CFuncPtr):
+        return "function pointer"
     if isinstance(t, type) and issubclass(t, ctypes._Pointer):
         if t._type_ is _ffi.WardenBuf:
             return "pointer to warden_buf"
@@ -125,6 +130,30 @@ def test_the_loaded_library_has_them_declared() -> None:
         fn = lib.fn(name)
         assert fn.restype is restype, name
         assert list(fn.argtypes) == list(argtypes), name
+
+
+def header_typedef_function(name: str) -> tuple[str, list[str]]:
+    """(return type, [parameter types]) of a `typedef R (*name)(params);` in the header."""
+    text = _strip_comments(HEADER.read_text(encoding="utf-8"))
+    match = re.search(rf"typedef\s+([\w \t\*]+?)\s*\(\s*\*\s*{name}\s*\)\s*\(([^)]*)\)\s*;", text)
+    assert match, f"no function pointer typedef {name} in warden.h"
+    params = [p.strip() for p in match.group(2).split(",") if p.strip() not in ("", "void")]
+    types = [" ".join(re.sub(r"\b\w+$", "", p).strip().split()) for p in params]
+    return " ".join(match.group(1).split()), types
+
+
+def test_the_credential_callback_type_matches_the_typedef() -> None:
+    returns, params = header_typedef_function("warden_credential_fn")
+    fn_type = _ffi.CREDENTIAL_FN
+    assert ctypes_kind(fn_type._restype_) == c_kind(returns)
+    assert len(fn_type._argtypes_) == len(params)
+    for index, (declared, c_type) in enumerate(zip(fn_type._argtypes_, params)):
+        kind = c_kind(c_type)
+        # `const uint8_t *reference` is read with its length (no NUL), so it is a void pointer.
+        if kind == "byte pointer":
+            assert declared is ctypes.c_void_p, f"parameter {index} ({c_type})"
+        else:
+            assert ctypes_kind(declared) == kind, f"parameter {index} ({c_type})"
 
 
 def test_owned_outputs_are_void_pointers_so_they_can_be_freed() -> None:

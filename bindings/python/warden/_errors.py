@@ -28,6 +28,7 @@ __all__ = [
     "NotResolvable",
     "LateOutcome",
     "NotFound",
+    "OutOfWindow",
     "Fault",
     "InvalidInput",
     "StoreFault",
@@ -53,6 +54,7 @@ RESULT_CODES: dict[int, str] = {
     107: "WARDEN_RESULT_NOT_RESOLVABLE",
     108: "WARDEN_RESULT_LATE_OUTCOME",
     109: "WARDEN_RESULT_NOT_FOUND",
+    110: "WARDEN_RESULT_OUT_OF_WINDOW",
     200: "WARDEN_RESULT_INVALID_INPUT",
     201: "WARDEN_RESULT_STORE",
     202: "WARDEN_RESULT_CONFIG",
@@ -207,10 +209,21 @@ class LateOutcome(Refused):
 
 
 class NotFound(Refused):
-    """No such record."""
+    """No such record (for a sight diff, `.reason == "snapshot_not_found"`)."""
 
     default_code = "WARDEN_RESULT_NOT_FOUND"
     default_reason = "not_found"
+
+
+class OutOfWindow(Refused):
+    """A sight query named something outside the configured windows; nothing was sent.
+
+    `.reason` is the sight code: `unknown_source`, `unknown_endpoint`, `invalid_params`,
+    `unknown_field` or `invalid_page`.
+    """
+
+    default_code = "WARDEN_RESULT_OUT_OF_WINDOW"
+    default_reason = "out_of_window"
 
 
 # ---- faults (200..299) ----------------------------------------------------------------------
@@ -236,6 +249,13 @@ class ConfigError(Fault):
 
 
 class FetchFault(Fault):
+    """A sight's fetch failed, was refused or was cancelled; no values were returned.
+
+    `.reason` is the sight code: `credential_unavailable`, `redirect_refused`,
+    `response_too_large`, `timeout`, `aborted`, `upstream_error`, `network_error` or
+    `invalid_response`.
+    """
+
     default_code = "WARDEN_RESULT_FETCH"
     default_reason = "fetch"
 
@@ -278,6 +298,7 @@ _CLASS_BY_CODE: dict[str, type[WardenError]] = {
     "WARDEN_RESULT_NOT_RESOLVABLE": NotResolvable,
     "WARDEN_RESULT_LATE_OUTCOME": LateOutcome,
     "WARDEN_RESULT_NOT_FOUND": NotFound,
+    "WARDEN_RESULT_OUT_OF_WINDOW": OutOfWindow,
     "WARDEN_RESULT_INVALID_INPUT": InvalidInput,
     "WARDEN_RESULT_STORE": StoreFault,
     "WARDEN_RESULT_CONFIG": ConfigError,

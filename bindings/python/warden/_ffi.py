@@ -5,7 +5,10 @@ Conventions this module relies on:
 - Owned outputs are `warden_buf` structures whose `ptr` is a `c_void_p` (never `c_char_p`,
   which would copy and drop the pointer): the bytes are copied out and the buffer is handed
   back to `warden_buf_free` every time, on every path.
-- Handles and permits are opaque pointers, also `c_void_p`.
+- Handles, permits and cancellation tokens are opaque pointers, also `c_void_p`.
+- The credential callback type is `CREDENTIAL_FN` (a `CFUNCTYPE`); its reference argument is
+  a `c_void_p` read with its length (it is not NUL-terminated), and the object ctypes makes
+  of a Python function must be kept alive for as long as the library may call it.
 - Input bytes are `c_char_p` with an explicit length; `None` with length 0 means "absent".
 - ctypes releases the GIL around every foreign call, so other Python threads (and an asyncio
   loop whose blocking calls went to a worker thread) keep running.
@@ -21,7 +24,19 @@ import ctypes
 import os
 import sys
 import threading
-from ctypes import POINTER, Structure, byref, c_char_p, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    byref,
+    c_char_p,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +44,7 @@ from ._errors import RESULT_CODES, AbiMismatch, WardenError, error_from_result
 
 __all__ = [
     "ABI_VERSION",
+    "CREDENTIAL_FN",
     "SIGNATURES",
     "TEST_ONLY_SIGNATURES",
     "Library",
@@ -56,6 +72,13 @@ _permit = c_void_p  # warden_permit * / const warden_permit *
 _out_handle = POINTER(c_void_p)  # warden_handle ** / warden_permit **
 _buf_p = POINTER(WardenBuf)  # warden_buf *
 _result = c_uint32  # warden_result
+_cancel = c_void_p  # warden_cancel * / const warden_cancel *
+_sink = c_void_p  # warden_credential_sink *
+
+#: `warden_credential_fn`: int32_t (*)(void *user_data, const uint8_t *reference,
+#: size_t reference_len, warden_credential_sink *sink). The reference is read with
+#: `ctypes.string_at(reference, reference_len)`: it is not NUL-terminated.
+CREDENTIAL_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t, _sink)
 
 Signature = tuple[Any, tuple[Any, ...]]
 
@@ -103,6 +126,17 @@ SIGNATURES: dict[str, Signature] = {
         (_handle, _bytes, _len, _bytes, _len, c_uint32, _bytes, _len, _buf_p, _buf_p),
     ),
     "warden_store_mark_ambiguous": (_result, (_handle, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
+    # sights
+    "warden_cancel_new": (_cancel, ()),
+    "warden_cancel_trigger": (None, (_cancel,)),
+    "warden_cancel_free": (None, (_cancel,)),
+    "warden_credential_put": (_result, (_sink, _bytes, _len)),
+    "warden_sight_credentials_set": (_result, (_handle, CREDENTIAL_FN, c_void_p, _buf_p)),
+    "warden_sight_sources": (_result, (_handle, _buf_p, _buf_p)),
+    "warden_sight_tool_schema": (_result, (_handle, _buf_p, _buf_p)),
+    "warden_sight_query": (_result, (_handle, _bytes, _len, _cancel, _buf_p, _buf_p)),
+    "warden_sight_history": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
+    "warden_sight_diff": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
 }
 
 #: Declared only when the library exports them (a `--features test-exports` build).

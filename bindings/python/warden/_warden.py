@@ -9,6 +9,7 @@ worker thread (`asyncio.to_thread`), never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import inspect
 import json
@@ -17,16 +18,25 @@ import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, ParamSpec, TypeVar, Union, cast
 
 from . import _ffi
 from ._context import _PERMIT, current_approval, current_permit, current_principal
-from ._errors import Ambiguous, ApprovalRequired, InvalidInput, NotExecuted, NotFound
+from ._errors import Ambiguous, ApprovalRequired, InvalidInput, NotExecuted, NotFound, OutOfWindow, Panic
 
-__all__ = ["Warden", "Permit", "canonical", "action_hash", "idempotency_token", "extend_lease"]
+__all__ = [
+    "Warden",
+    "Permit",
+    "CancelToken",
+    "CredentialProvider",
+    "canonical",
+    "action_hash",
+    "idempotency_token",
+    "extend_lease",
+]
 
 _LOG = logging.getLogger("warden")
 
@@ -37,6 +47,8 @@ R = TypeVar("R")
 ReconcileAnswer = str  # "committed" | "not_executed" | "unknown"
 ReconcileHook = Callable[[str], Union[ReconcileAnswer, Awaitable[ReconcileAnswer]]]
 PathLike = Union[str, "os.PathLike[str]"]
+#: A sight credential resolver: a credential reference in, its value (or `None`) out.
+CredentialProvider = Callable[[str], Union[str, None]]
 
 _COMMIT = "warden_permit_commit"
 _NOT_EXECUTED = "warden_permit_not_executed"
@@ -381,6 +393,137 @@ def _release_unused(job: asyncio.Future[Permit]) -> None:
     ).start()
 
 
+# ---- sights: cancellation and the credential callback ---------------------------------------
+
+
+class CancelToken:
+    """A cancellation token for sight queries (`warden_cancel_new`).
+
+    Pass it as `w.query(..., cancel=token)`; `token.cancel()`, from any thread, makes every
+    query running (or later started) with it raise `FetchFault` with reason `aborted`, and
+    nothing is stored. Cancelling is sticky: a cancelled token stays cancelled.
+
+    `close()` (or the end of a `with` block, or garbage collection) releases it; the C token
+    is freed only once no query is using it, so closing while a query runs is safe. A closed
+    token cannot be passed to a new query.
+    """
+
+    def __init__(self) -> None:
+        self._lib = _ffi.library()
+        self._lock = threading.Lock()
+        self._users = 0
+        self._closed = False
+        self._cancelled = False
+        pointer = self._lib.fn("warden_cancel_new")()
+        if not pointer:
+            raise Panic("warden_cancel_new returned NULL (the library could not allocate a token)")
+        self._pointer: int | None = int(pointer)
+
+    def cancel(self) -> None:
+        """Abort every query using this token (idempotent; safe from any thread)."""
+        with self._lock:
+            self._cancelled = True
+            if self._pointer is not None:
+                self._lib.fn("warden_cancel_trigger")(self._pointer)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @contextmanager
+    def _held(self) -> Iterator[int]:
+        """The C token, kept alive (not freed by `close()`) until the block ends."""
+        with self._lock:
+            if self._closed or self._pointer is None:
+                raise InvalidInput("this CancelToken was closed; create a new one")
+            self._users += 1
+            pointer = self._pointer
+        try:
+            yield pointer
+        finally:
+            with self._lock:
+                self._users -= 1
+                self._free_if_idle()
+
+    def _free_if_idle(self) -> None:
+        # Called with the lock held: `cancel()` never races the free.
+        if self._closed and self._users == 0 and self._pointer is not None:
+            pointer, self._pointer = self._pointer, None
+            self._lib.fn("warden_cancel_free")(pointer)
+
+    def close(self) -> None:
+        """Release the token (idempotent); freed now, or when the last query using it returns."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            self._closed = True
+            self._free_if_idle()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> CancelToken:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self._cancelled else "live"
+        return f"<warden.CancelToken {state}{' closed' if self._closed else ''}>"
+
+
+def _credential_callback(lib: _ffi.Library, provider: CredentialProvider) -> Any:
+    """The `warden_credential_fn` calling `provider`: nothing it does ever reaches C as an
+    exception; any failure (an exception, a non-str answer, a value the library refuses)
+    leaves the reference unresolved (non-zero), which the query reports as
+    `credential_unavailable`. The value is never logged."""
+    put = lib.fn("warden_credential_put")
+
+    def callback(user_data: int | None, reference: int | None, reference_len: int, sink: int | None) -> int:
+        name = "<unreadable>"
+        try:
+            raw = ctypes.string_at(reference, reference_len) if reference and reference_len else b""
+            name = raw.decode("utf-8")
+            value = provider(name)
+            if value is None:
+                return 1
+            if not isinstance(value, str):
+                _LOG.warning(
+                    "warden: the credential provider answered %s for %r, not a str or None; "
+                    "the reference stays unresolved",
+                    type(value).__qualname__,
+                    name,
+                )
+                return 1
+            data = value.encode("utf-8")
+            return 0 if put(sink, data, len(data)) == _ffi.OK else 1
+        except BaseException as exc:  # nothing may unwind into the library
+            try:
+                _LOG.warning(
+                    "warden: the credential provider raised %s for %r; the reference stays unresolved",
+                    type(exc).__qualname__,
+                    name,
+                )
+            except BaseException:
+                pass
+            return 1
+
+    return _ffi.CREDENTIAL_FN(callback)
+
+
+def _release_token(job: asyncio.Future[Any], token: CancelToken) -> None:
+    token.close()
+
+
 # ---- the handle ------------------------------------------------------------------------------
 
 
@@ -389,6 +532,9 @@ class Warden:
 
     `config` may be `None`: then only the kernel-level calls work (proposing needs a
     document). `environment` overrides the document's (see the library for the order).
+    `credentials_dir` makes sights read each credential reference from the file of that name
+    in that directory instead of from environment variables (unless a provider is set with
+    `set_credential_provider`).
     Thread-safe; also a context manager. `close()` is idempotent; calls still running on
     other threads finish first, and permits stay usable until freed (the library keeps the
     store open for them).
@@ -399,13 +545,23 @@ class Warden:
         store: PathLike,
         config: PathLike | None = None,
         environment: str | None = None,
+        credentials_dir: PathLike | None = None,
     ) -> None:
         self._mutex = threading.Lock()
         self._users = 0
         self._closed = True
         self._handle: int | None = None
+        # Sight queries in flight, and every credential callback one of them may still call.
+        self._sight_lock = threading.Lock()
+        self._queries = 0
+        self._callbacks: list[Any] = []
         self._lib = _ffi.library()
-        options = None if environment is None else _dumps({"environment": environment}, "options")
+        open_options: dict[str, str] = {}
+        if environment is not None:
+            open_options["environment"] = environment
+        if credentials_dir is not None:
+            open_options["credentials_dir"] = os.fsdecode(os.fspath(credentials_dir))
+        options = _dumps(open_options, "options") if open_options else None
         store_bytes = os.fsencode(store)
         config_bytes = None if config is None else os.fsencode(config)
         self._handle = self._lib.call_handle(
@@ -839,6 +995,205 @@ class Warden:
         with self._using() as handle:
             data = self._lib.call_out("warden_events_list", handle, _count(after, "after"), _count(limit, "limit"))
         return _records(data)
+
+
+    # -- sights: confined reads --
+
+    def sources(self) -> dict[str, Any]:
+        """The configured windows as an agent may name them (no origin, path or credential)."""
+        with self._using() as handle:
+            return _record(self._lib.call_out("warden_sight_sources", handle))
+
+    def tool_schema(self) -> list[dict[str, Any]]:
+        """The four tool definitions (`warden_sources`, `warden_query`, `warden_history`,
+        `warden_diff`), each `{"name", "description", "input_schema"}`, for an LLM."""
+        with self._using() as handle:
+            return _records(self._lib.call_out("warden_sight_tool_schema", handle))
+
+    def set_credential_provider(self, provider: CredentialProvider | None) -> None:
+        """Resolve sight credentials with `provider(reference) -> str | None`.
+
+        `None` (from the provider) means "no value": the query raises `FetchFault` with reason
+        `credential_unavailable`, and nothing is sent. So does a provider that raises or
+        answers something other than a str; its exception is logged (never the value) and
+        never propagates. `set_credential_provider(None)` restores the default (environment
+        variables named by the reference, or `credentials_dir`).
+
+        The provider is called on the thread running the query (the caller's thread for
+        `query`, a worker thread for `query_async`), once per reference per query, and
+        never cached; it must be safe to call from any thread. Queries already running keep
+        the provider they started with (it is kept alive until they return).
+        """
+        if provider is not None and not callable(provider):
+            raise InvalidInput(f"set_credential_provider() needs a callable or None, not {provider!r}")
+        callback = _ffi.CREDENTIAL_FN() if provider is None else _credential_callback(self._lib, provider)
+        with self._using() as handle:
+            with self._sight_lock:
+                self._lib.call("warden_sight_credentials_set", handle, callback, None)
+                # The library may call any callback registered while a query runs; drop the
+                # older ones only when no query is running.
+                self._callbacks = [*self._callbacks, callback] if self._queries else [callback]
+
+    @contextmanager
+    def _querying(self) -> Iterator[None]:
+        with self._sight_lock:
+            self._queries += 1
+        try:
+            yield
+        finally:
+            with self._sight_lock:
+                self._queries -= 1
+                if self._queries == 0:
+                    self._callbacks = self._callbacks[-1:]
+
+    def _sight_query(self, request: bytes, cancel: CancelToken | None) -> dict[str, Any]:
+        if cancel is not None and not isinstance(cancel, CancelToken):
+            raise InvalidInput(f"cancel= must be a warden.CancelToken or None, not {type(cancel).__name__}")
+        with self._using() as handle, self._querying():
+            if cancel is None:
+                data = self._lib.call_out("warden_sight_query", handle, *_ffi.arg(request), None)
+            else:
+                with cancel._held() as pointer:
+                    data = self._lib.call_out("warden_sight_query", handle, *_ffi.arg(request), pointer)
+        return _record(data)
+
+    def _sight_call(self, function: str, request: bytes) -> dict[str, Any]:
+        with self._using() as handle:
+            return _record(self._lib.call_out(function, handle, *_ffi.arg(request)))
+
+    @staticmethod
+    def _query_request(
+        source: str,
+        endpoint: str,
+        params: Mapping[str, Any] | None,
+        fields: Sequence[str] | None,
+        snapshot: bool,
+    ) -> bytes:
+        query: dict[str, Any] = {"source": source, "endpoint": endpoint}
+        if params is not None:
+            query["params"] = dict(params) if isinstance(params, Mapping) else params
+        if fields is not None:
+            query["fields"] = list(fields) if isinstance(fields, (list, tuple)) else fields
+        if snapshot is not False:
+            query["snapshot"] = snapshot
+        return _dumps(query, "the sight query")
+
+    def query(
+        self,
+        source: str,
+        endpoint: str,
+        params: Mapping[str, Any] | None = None,
+        fields: Sequence[str] | None = None,
+        snapshot: bool = False,
+        cancel: CancelToken | None = None,
+    ) -> dict[str, Any]:
+        """Read one configured window: Warden builds the GET from the configuration.
+
+        Returns `{"source", "endpoint", "fetchedAt", "status", "values": {alias: value},
+        "warnings", "warningsTruncated", "truncation", "redactions", "snapshotId"?}`.
+        `snapshot=True` keeps the result as an append-only snapshot (`snapshotId`).
+
+        Raises `OutOfWindow` (nothing was sent; `.reason` is `unknown_source`,
+        `unknown_endpoint`, `invalid_params` or `unknown_field`), `FetchFault` (`.reason`:
+        `credential_unavailable`, `redirect_refused`, `response_too_large`, `timeout`,
+        `aborted`, `upstream_error`, `network_error`, `invalid_response`) or `ConfigError`.
+        Blocks for at most the source's `timeout_ms` (the GIL is released); `cancel` aborts it
+        from another thread. The credential provider, if set, runs on this thread.
+        """
+        return self._sight_query(self._query_request(source, endpoint, params, fields, snapshot), cancel)
+
+    async def query_async(
+        self,
+        source: str,
+        endpoint: str,
+        params: Mapping[str, Any] | None = None,
+        fields: Sequence[str] | None = None,
+        snapshot: bool = False,
+        cancel: CancelToken | None = None,
+    ) -> dict[str, Any]:
+        """`query` in a worker thread. Cancelling the awaiting task aborts the query: through
+        `cancel` when given (which aborts every query sharing that token), else through a
+        token of its own. The credential provider runs on the worker thread."""
+        request = self._query_request(source, endpoint, params, fields, snapshot)
+        token = CancelToken() if cancel is None else cancel
+        job = asyncio.ensure_future(asyncio.to_thread(self._sight_query, request, token))
+        if cancel is None:
+            job.add_done_callback(functools.partial(_release_token, token=token))
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            token.cancel()
+            job.add_done_callback(_swallow_result)
+            raise
+
+    def history(
+        self,
+        source: str,
+        endpoint: str,
+        params: Mapping[str, Any] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """One page of a window's snapshots, newest first: `{"source", "endpoint", "params"?,
+        "snapshots", "hasMore", "nextCursor"?}`. Without `params`, every window of the
+        endpoint; `cursor` is the previous page's `nextCursor`; `limit` 1..100 (default 20).
+        A bad cursor or limit raises `OutOfWindow` with reason `invalid_page`."""
+        request: dict[str, Any] = {"source": source, "endpoint": endpoint}
+        if params is not None:
+            request["params"] = dict(params) if isinstance(params, Mapping) else params
+        if cursor is not None:
+            request["cursor"] = cursor
+        if limit is not None:
+            request["limit"] = limit
+        return self._sight_call("warden_sight_history", _dumps(request, "the history request"))
+
+    async def history_async(
+        self,
+        source: str,
+        endpoint: str,
+        params: Mapping[str, Any] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """`history` in a worker thread."""
+        return await asyncio.to_thread(self.history, source, endpoint, params, cursor, limit)
+
+    def diff(self, a: str, b: str) -> dict[str, Any]:
+        """Compare two snapshots of one window: `{"a", "b", "source", "endpoint", "params",
+        "fetchedAt", "entries": [{"change", "path", "before"?, "after"?}], "total", "omitted"}`.
+        An unknown id raises `NotFound` (reason `snapshot_not_found`); snapshots of different
+        windows raise `OutOfWindow`."""
+        return self._sight_call("warden_sight_diff", _dumps({"a": a, "b": b}, "the diff request"))
+
+    async def diff_async(self, a: str, b: str) -> dict[str, Any]:
+        """`diff` in a worker thread."""
+        return await asyncio.to_thread(self.diff, a, b)
+
+    def call_tool(self, name: str, arguments: Any = None, *, cancel: CancelToken | None = None) -> Any:
+        """Run one tool call an LLM made against `tool_schema()`, its arguments unchanged.
+
+        `name` is `warden_sources`, `warden_query`, `warden_history` or `warden_diff`;
+        `arguments` is the call's input object as the model sent it (`None` is `{}`). It goes
+        to the library as is, so any key the schema does not declare (`url`, `headers`, ...)
+        is refused there with `OutOfWindow`, before any I/O.
+        """
+        arguments = {} if arguments is None else arguments
+        if name == "warden_sources":
+            if arguments != {}:
+                raise OutOfWindow(
+                    "warden_sources takes no arguments; nothing was read", reason="invalid_params"
+                )
+            return self.sources()
+        if name == "warden_query":
+            return self._sight_query(_dumps(arguments, "the warden_query arguments"), cancel)
+        if name == "warden_history":
+            return self._sight_call("warden_sight_history", _dumps(arguments, "the warden_history arguments"))
+        if name == "warden_diff":
+            return self._sight_call("warden_sight_diff", _dumps(arguments, "the warden_diff arguments"))
+        raise InvalidInput(
+            f"call_tool({name!r}): not a Warden tool; the tools are warden_sources, warden_query, "
+            "warden_history and warden_diff"
+        )
 
 
 # ---- pure functions ----------------------------------------------------------------------------

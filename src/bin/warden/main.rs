@@ -36,7 +36,7 @@ use crate::store_commands::{default_person, open_store, parse_ttl};
 #[command(
     name = "warden",
     version,
-    about = "At-most-once effects for AI agents: the administrator's document, checks, and the operator's view of a store",
+    about = "At-most-once effects and confined reads for AI agents: the administrator's document, checks, and the operator's view of a store",
     after_help = EXIT_CODES_HELP
 )]
 struct Cli {
@@ -119,9 +119,13 @@ enum Command {
         /// The document (default: --config, then $WARDEN_CONFIG).
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
+        /// Print the JSON Schema tool definitions an agent framework hands to a model
+        /// (warden_sources, warden_query, warden_history, warden_diff) instead.
+        #[arg(long)]
+        tool_schema: bool,
     },
 
-    /// One confined read through a configured window (credentials from the environment).
+    /// One confined read through a configured window (credentials from the environment or --credentials-dir).
     Query {
         /// The source id.
         source: String,
@@ -342,8 +346,11 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             let doc = load_config(document_path(file.as_deref(), config)?)?;
             policy_commands::verify(&doc, json)
         }
-        Command::Sources { file } => {
+        Command::Sources { file, tool_schema } => {
             let doc = load_config(document_path(file.as_deref(), config)?)?;
+            if *tool_schema {
+                return Ok(Done::ok(document(&warden::sight::tool_schema::tool_schema(&doc.sources_config))));
+            }
             sight_commands::sources(&doc, json).map(Done::ok)
         }
         Command::Query { source, endpoint, params, fields, snapshot, credentials_dir } => {

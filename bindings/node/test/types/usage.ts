@@ -5,7 +5,10 @@ import {
   ApprovalRequired,
   InvalidInput,
   Duplicate,
+  FetchFault,
   NotExecuted,
+  NotFound,
+  OutOfWindow,
   Warden,
   WardenError,
   actionHash,
@@ -17,7 +20,18 @@ import {
   withApproval,
   withContext,
 } from '../..';
-import type { ApprovalRecord, EffectRecord, JsonValue, ReconcileAnswer } from '../..';
+import type {
+  ApprovalRecord,
+  CredentialProvider,
+  EffectRecord,
+  JsonValue,
+  ReconcileAnswer,
+  SightCatalog,
+  SightDiff,
+  SightHistoryPage,
+  SightResult,
+  SightTool,
+} from '../..';
 
 const version: 1 = ABI_VERSION;
 const w = new Warden({ store: 'state.redb', config: 'warden.yaml', environment: 'staging' });
@@ -88,4 +102,41 @@ async function story(): Promise<void> {
   w.close();
 }
 
+async function sights(): Promise<void> {
+  const reader = new Warden({ store: 'state.redb', config: 'warden.yaml', credentialsDir: '/run/credentials/app' });
+  const provider: CredentialProvider = async (reference: string) => (reference === 'STATUS_TOKEN' ? 'tok' : null);
+  reader.setCredentialProvider(provider);
+  reader.setCredentialProvider((reference) => (reference.length > 0 ? undefined : 'x'));
+  reader.setCredentialProvider(null);
+  const controller = new AbortController();
+  try {
+    const result: SightResult = await reader.query('status', 'summary', {
+      params: { region: 'eu', limit: 10n },
+      fields: ['state'],
+      snapshot: true,
+      signal: controller.signal,
+    });
+    const state: JsonValue = result.values.state;
+    const redacted: number | undefined = result.redactions.secrets;
+    const id: string | undefined = result.snapshotId;
+    const page: SightHistoryPage = await reader.history('status', 'summary', { params: { region: 'eu' }, limit: 5 });
+    const next: SightHistoryPage = await reader.history('status', 'summary', { cursor: page.nextCursor ?? null });
+    const diff: SightDiff = await reader.diff(page.snapshots[0].snapshotId, next.snapshots[0].snapshotId);
+    const change: 'added' | 'removed' | 'changed' = diff.entries[0].change;
+    void [state, redacted, id, change];
+  } catch (error) {
+    if (error instanceof OutOfWindow || error instanceof FetchFault || error instanceof NotFound) {
+      const reason: string = error.reason;
+      void reason;
+    }
+  }
+  await reader.query('status', 'summary');
+  const catalog: SightCatalog = reader.sources();
+  const tools: SightTool[] = reader.toolSchema();
+  const fields: string[] = catalog.sources[0].endpoints[0].fields;
+  void [tools.map((tool) => tool.input_schema), fields];
+  reader.close();
+}
+
 void story;
+void sights;
