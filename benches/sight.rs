@@ -60,6 +60,9 @@ fn sight(c: &mut Criterion) {
     };
 
     let mut group = c.benchmark_group("query_64KiB_loopback");
+    group.bench_function("parse_only", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(black_box(&payload)).unwrap()))
+    });
     group.bench_function("bare_ureq_get", |b| b.iter(|| black_box(bare())));
     group.bench_function("bare_ureq_get_and_parse", |b| {
         b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(&bare()).unwrap()))
