@@ -30,7 +30,8 @@ fn body() -> Vec<u8> {
                    "updated_at": "2026-11-30T01:00:00Z", "components": ["api", "web"]})
         })
         .collect();
-    let text = json!({"status": {"indicator": "minor", "description": "Partial outage"}, "incidents": incidents}).to_string();
+    let text =
+        json!({"status": {"indicator": "minor", "description": "Partial outage"}, "incidents": incidents}).to_string();
     assert!((60_000..70_000).contains(&text.len()), "{}", text.len());
     text.into_bytes()
 }

@@ -3,9 +3,9 @@
 //! message says what happened and what to do next. No message ever carries a secret or an
 //! argument value.
 
-use crate::sight::SightKind;
 use crate::clock::Micros;
 use crate::effect::EffectState;
+use crate::sight::SightKind;
 
 /// `Duplicate.state`: the effect is done, or another attempt holds it right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -481,12 +481,7 @@ impl Store {
 
     /// Snapshots indexed under `scope` with seq below `before` (all when `None`), newest first,
     /// at most `limit`, and whether older ones remain. Read in one read transaction.
-    pub fn snapshot_page(
-        &self,
-        scope: &str,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<(Vec<SnapshotRecord>, bool)> {
+    pub fn snapshot_page(&self, scope: &str, before: Option<u64>, limit: usize) -> Result<(Vec<SnapshotRecord>, bool)> {
         let txn = self.read_txn()?;
         let (index, rows) = match (txn.open_table(SNAPSHOT_INDEX), txn.open_table(SNAPSHOTS)) {
             (Ok(index), Ok(rows)) => (index, rows),

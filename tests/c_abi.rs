@@ -17,7 +17,8 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 5] = ["reserve_commit_retry", "approval_flow", "refusal_error", "store_ops", "forced_panic"];
+const PROGRAMS: [&str; 6] =
+    ["reserve_commit_retry", "approval_flow", "refusal_error", "store_ops", "forced_panic", "sight"];
 
 const VALGRIND_ARGS: [&str; 5] = [
     "--leak-check=full",
@@ -343,7 +344,7 @@ fn the_release_library_and_the_header_hold_no_test_only_export() {
     let header = std::fs::read_to_string(manifest_dir().join("include/warden.h")).expect("include/warden.h");
     assert!(!header.contains("warden_test_"), "include/warden.h declares a test-only export");
     let declared = header_functions(&header);
-    assert_eq!(declared.len(), 30, "{declared:?}");
+    assert_eq!(declared.len(), 40, "{declared:?}");
     for function in &declared {
         assert!(symbols.contains(function), "{function} is declared in the header but not exported by {release:?}");
     }

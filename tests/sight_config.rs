@@ -709,10 +709,7 @@ fn ids_params_and_fields_follow_their_syntax() {
 fn the_fingerprint_changes_with_origin_path_auth_mode_and_reference_only() {
     let print = |patch: Value| {
         let sources = accepts("fingerprint", json!([source(patch)]), None);
-        sources
-            .get("status")
-            .and_then(|s| s.endpoint("now").map(|e| s.fingerprint(e)))
-            .unwrap_or_default()
+        sources.get("status").and_then(|s| s.endpoint("now").map(|e| s.fingerprint(e))).unwrap_or_default()
     };
     let base = print(json!({}));
     assert!(base.starts_with("sha256:") && base.len() == 71, "{base}");

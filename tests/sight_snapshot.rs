@@ -11,9 +11,9 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use support::{response, Conn, Recorded, Server};
 use warden::document::load_str;
+use warden::pipeline::{Warden, WardenOptions};
 use warden::sight::credentials::CallbackProvider;
 use warden::sight::http::CancelToken;
-use warden::pipeline::{Warden, WardenOptions};
 use warden::Error;
 
 const TOKEN: &str = "tok-5a4b3c2d1e0f99887766";
@@ -39,7 +39,8 @@ fn counting_server() -> Server {
     let counter = Arc::new(AtomicUsize::new(0));
     Server::http(move |mut conn: Conn, _: &Recorded| {
         let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
-        let body = json!({"status": {"indicator": format!("s{n}")}, "count": n, "debug": format!("echo Bearer {TOKEN}")});
+        let body =
+            json!({"status": {"indicator": format!("s{n}")}, "count": n, "debug": format!("echo Bearer {TOKEN}")});
         conn.send(&response("200 OK", &[("content-type", "application/json")], body.to_string().as_bytes()));
         Some(conn)
     })
@@ -63,9 +64,11 @@ fn snapshots_page_newest_first_with_a_cursor_and_filter_by_window() {
     let w = open(dir.path(), server.port, "STATUS_TOKEN");
     let mut ids = Vec::new();
     for region in ["eu", "us", "eu", "eu", "us"] {
-        let result =
-            query(&w, json!({"source": "status", "endpoint": "summary", "params": {"region": region}, "snapshot": true}))
-                .unwrap();
+        let result = query(
+            &w,
+            json!({"source": "status", "endpoint": "summary", "params": {"region": region}, "snapshot": true}),
+        )
+        .unwrap();
         let id = result.snapshot_id.clone().expect("a snapshot id");
         assert!(id.starts_with("snp_") && id.len() == 36, "{id}");
         ids.push(id);
@@ -74,7 +77,8 @@ fn snapshots_page_newest_first_with_a_cursor_and_filter_by_window() {
     assert!(query(&w, json!({"source": "status", "endpoint": "summary"})).unwrap().snapshot_id.is_none());
 
     let page = w.history(&json!({"source": "status", "endpoint": "summary", "limit": 2})).unwrap();
-    let got: Vec<&str> = page["snapshots"].as_array().unwrap().iter().map(|s| s["snapshotId"].as_str().unwrap()).collect();
+    let got: Vec<&str> =
+        page["snapshots"].as_array().unwrap().iter().map(|s| s["snapshotId"].as_str().unwrap()).collect();
     assert_eq!(got, [ids[4].as_str(), ids[3].as_str()]);
     assert_eq!(page["hasMore"], true);
     assert_eq!(page["nextCursor"], ids[3].as_str());
@@ -83,14 +87,16 @@ fn snapshots_page_newest_first_with_a_cursor_and_filter_by_window() {
     assert_eq!(page["snapshots"][0]["values"]["debug"], "echo Bearer [REDACTED]");
 
     let rest = w.history(&json!({"source": "status", "endpoint": "summary", "cursor": ids[3], "limit": 100})).unwrap();
-    let got: Vec<&str> = rest["snapshots"].as_array().unwrap().iter().map(|s| s["snapshotId"].as_str().unwrap()).collect();
+    let got: Vec<&str> =
+        rest["snapshots"].as_array().unwrap().iter().map(|s| s["snapshotId"].as_str().unwrap()).collect();
     assert_eq!(got, [ids[2].as_str(), ids[1].as_str(), ids[0].as_str()]);
     assert_eq!(rest["hasMore"], false);
     assert!(rest.get("nextCursor").is_none());
 
     // One window: the default region is the window {"region": "eu"}.
     let eu = w.history(&json!({"source": "status", "endpoint": "summary", "params": {}})).unwrap();
-    let got: Vec<&str> = eu["snapshots"].as_array().unwrap().iter().map(|s| s["snapshotId"].as_str().unwrap()).collect();
+    let got: Vec<&str> =
+        eu["snapshots"].as_array().unwrap().iter().map(|s| s["snapshotId"].as_str().unwrap()).collect();
     assert_eq!(got, [ids[3].as_str(), ids[2].as_str(), ids[0].as_str()]);
     assert_eq!(eu["params"], json!({"region": "eu"}));
 
@@ -206,7 +212,8 @@ fn failed_and_refused_queries_store_nothing() {
     let w = open(dir.path(), server.port, "STATUS_TOKEN");
     let error = query(&w, json!({"source": "status", "endpoint": "summary", "snapshot": true})).unwrap_err();
     assert_eq!(reason(error), "upstream_error");
-    let error = query(&w, json!({"source": "status", "endpoint": "summary", "snapshot": true, "url": "x"})).unwrap_err();
+    let error =
+        query(&w, json!({"source": "status", "endpoint": "summary", "snapshot": true, "url": "x"})).unwrap_err();
     assert_eq!(reason(error), "invalid_params");
     let missing = w.query(
         &json!({"source": "status", "endpoint": "summary", "snapshot": true}),
@@ -216,7 +223,8 @@ fn failed_and_refused_queries_store_nothing() {
     assert_eq!(reason(missing.unwrap_err()), "credential_unavailable");
     let cancelled = CancelToken::new();
     cancelled.cancel();
-    let aborted = w.query(&json!({"source": "status", "endpoint": "summary", "snapshot": true}), &provider(), &cancelled);
+    let aborted =
+        w.query(&json!({"source": "status", "endpoint": "summary", "snapshot": true}), &provider(), &cancelled);
     assert_eq!(reason(aborted.unwrap_err()), "aborted");
     let page = w.history(&json!({"source": "status", "endpoint": "summary"})).unwrap();
     assert_eq!(page["snapshots"], json!([]));

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use zeroize::Zeroizing;
 
 use crate::error::Error;
+use crate::pipeline::Warden;
 use crate::sight::credentials::CredentialProvider;
 use crate::sight::http::CancelToken;
 
@@ -238,6 +239,27 @@ unsafe fn answer(
     unsafe { with_handle(h, err, work) }
 }
 
+/// Runs one export that takes the agent's request as JSON and answers JSON.
+///
+/// # Safety
+/// As for `answer`; `(request_json, len)` follows the conventions at the top of this header.
+unsafe fn answer_request(
+    h: *const warden_handle,
+    request_json: *const u8,
+    len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+    call: fn(&Warden, &serde_json::Value) -> Result<serde_json::Value, Error>,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<serde_json::Value, Error> {
+        // SAFETY: the caller's guarantee for (request_json, len).
+        let request = unsafe { required_json(request_json, len, "request_json") }?;
+        call(handle.warden()?, &request)
+    };
+    // SAFETY: the caller's guarantees, forwarded.
+    unsafe { answer(h, out, err, work) }
+}
+
 /// Returns the configured windows as an agent may name them:
 /// `{"sources": [{"id", "description", "endpoints": [{"id", "description", "params": [{"name",
 /// "required", "schema", "default"?, "description"?}], "fields": [alias…]}]}], "note"}`. No
@@ -370,13 +392,8 @@ pub unsafe extern "C" fn warden_sight_history(
     out: *mut warden_buf,
     err: *mut warden_buf,
 ) -> warden_result {
-    let work = |handle: &warden_handle| -> Result<serde_json::Value, Error> {
-        // SAFETY: the caller's guarantee for (request_json, len).
-        let request = unsafe { required_json(request_json, len, "request_json") }?;
-        handle.warden()?.history(&request)
-    };
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { answer(h, out, err, work) }
+    unsafe { answer_request(h, request_json, len, out, err, Warden::history) }
 }
 
 /// Compares two snapshots of one window: `{"a", "b", "source", "endpoint", "params",
@@ -406,11 +423,6 @@ pub unsafe extern "C" fn warden_sight_diff(
     out: *mut warden_buf,
     err: *mut warden_buf,
 ) -> warden_result {
-    let work = |handle: &warden_handle| -> Result<serde_json::Value, Error> {
-        // SAFETY: the caller's guarantee for (request_json, len).
-        let request = unsafe { required_json(request_json, len, "request_json") }?;
-        handle.warden()?.diff(&request)
-    };
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { answer(h, out, err, work) }
+    unsafe { answer_request(h, request_json, len, out, err, Warden::diff) }
 }

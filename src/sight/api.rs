@@ -50,8 +50,7 @@ impl Warden {
 
     /// A page of snapshots, newest first (`warden_history`); see `snapshot::history`.
     pub fn history(&self, request: &Value) -> Result<Value, Error> {
-        self.kernel()
-            .guarded(|kernel, _| snapshot::history(kernel.store(), &self.document().sources_config, request))
+        self.kernel().guarded(|kernel, _| snapshot::history(kernel.store(), &self.document().sources_config, request))
     }
 
     /// The bounded difference of two snapshots of one window (`warden_diff`); see

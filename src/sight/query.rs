@@ -55,7 +55,8 @@ pub fn fetch_confined(
     let source = confined.source;
     // A query cancelled while the host's provider was still answering is `aborted`, not
     // `credential_unavailable`.
-    let cancelled = || if cancel.is_cancelled() { Some(SightError::new("aborted", "the query was cancelled")) } else { None };
+    let cancelled =
+        || if cancel.is_cancelled() { Some(SightError::new("aborted", "the query was cancelled")) } else { None };
     if let Some(aborted) = cancelled() {
         return Err(aborted);
     }

@@ -18,10 +18,10 @@
 use std::sync::LazyLock;
 
 use base64::Engine as _;
+use memchr::memmem::Finder;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use regex::{Captures, Regex};
 use serde::{Deserialize, Serialize};
-use memchr::memmem::Finder;
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 

@@ -89,8 +89,7 @@ pub fn append(
 ) -> Result<SightResult, Error> {
     let id = crate::action::new_id(IdKind::Snapshot).map_err(|e| Error::Store(e.to_string()))?;
     result.snapshot_id = Some(id.clone());
-    let text = serde_json::to_string(&result)
-        .map_err(|e| Error::Store(format!("cannot encode a snapshot: {e}")))?;
+    let text = serde_json::to_string(&result).map_err(|e| Error::Store(format!("cannot encode a snapshot: {e}")))?;
     let record = SnapshotRecord {
         id,
         seq: 0,
@@ -117,7 +116,10 @@ const HISTORY_KEYS: [&str; 5] = ["cursor", "endpoint", "limit", "params", "sourc
 /// without, every window of the endpoint. `cursor` is the `nextCursor` of the previous page.
 pub fn history(store: &Store, sources: &Sources, request: &Value) -> Result<Value, Error> {
     let Value::Object(map) = request else {
-        return Err(refuse("invalid_params", "history takes a JSON object {source, endpoint, params?, cursor?, limit?}"));
+        return Err(refuse(
+            "invalid_params",
+            "history takes a JSON object {source, endpoint, params?, cursor?, limit?}",
+        ));
     };
     if let Some(unknown) = map.keys().find(|k| !HISTORY_KEYS.contains(&k.as_str())) {
         return Err(refuse(
@@ -287,7 +289,13 @@ fn record(entries: &mut Vec<Value>, total: &mut usize, entry: Value) {
     }
 }
 
-fn compare_maps(path: &str, before: &Map<String, Value>, after: &Map<String, Value>, out: &mut Vec<Value>, total: &mut usize) {
+fn compare_maps(
+    path: &str,
+    before: &Map<String, Value>,
+    after: &Map<String, Value>,
+    out: &mut Vec<Value>,
+    total: &mut usize,
+) {
     for (key, old) in before {
         let here = format!("{path}/{}", escape(key));
         match after.get(key) {
@@ -312,7 +320,9 @@ fn compare(path: &str, before: &Value, after: &Value, out: &mut Vec<Value>, tota
                 let here = format!("{path}/{index}");
                 match new.get(index) {
                     Some(new_item) => compare(&here, old_item, new_item, out, total),
-                    None => record(out, total, serde_json::json!({"change": "removed", "path": here, "before": old_item})),
+                    None => {
+                        record(out, total, serde_json::json!({"change": "removed", "path": here, "before": old_item}))
+                    }
                 }
             }
             for (index, new_item) in new.iter().enumerate().skip(old.len()) {
@@ -321,7 +331,9 @@ fn compare(path: &str, before: &Value, after: &Value, out: &mut Vec<Value>, tota
             }
         }
         _ if before == after => {}
-        _ => record(out, total, serde_json::json!({"change": "changed", "path": path, "before": before, "after": after})),
+        _ => {
+            record(out, total, serde_json::json!({"change": "changed", "path": path, "before": before, "after": after}))
+        }
     }
 }
 

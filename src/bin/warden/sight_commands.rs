@@ -137,7 +137,9 @@ pub fn query(
     let result = if args.snapshot {
         request["snapshot"] = Value::Bool(true);
         let Some(store) = store.filter(|p| !p.as_os_str().is_empty()) else {
-            return Err(Failure::usage("--snapshot keeps the result in a store; pass --store PATH or set WARDEN_STORE"));
+            return Err(Failure::usage(
+                "--snapshot keeps the result in a store; pass --store PATH or set WARDEN_STORE",
+            ));
         };
         let warden = Warden::open(store, doc, WardenOptions::default())?;
         warden.query(&request, provider.as_ref(), &CancelToken::default())?
