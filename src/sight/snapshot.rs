@@ -55,11 +55,6 @@ impl SnapshotRecord {
         }
         Ok(result)
     }
-
-    fn values(&self) -> Result<Map<String, Value>, Error> {
-        let result: SightResult = serde_json::from_str(&self.result).map_err(|e| corrupt(&self.id, &e))?;
-        Ok(result.values)
-    }
 }
 
 fn corrupt(id: &str, error: &serde_json::Error) -> Error {
@@ -260,11 +255,13 @@ pub fn diff(store: &Store, sources: &Sources, request: &Value) -> Result<Value, 
             ),
         ));
     }
-    let (before, after) = (a.values()?, b.values()?);
+    // Each snapshot's JSON is parsed once; `values` is always an object in a stored result.
+    let (a_json, b_json) = (a.to_json()?, b.to_json()?);
+    let values = |json: &Value| json.get("values").and_then(Value::as_object).cloned().unwrap_or_default();
+    let (before, after) = (values(&a_json), values(&b_json));
     let mut entries = Vec::new();
     let mut total = 0usize;
     compare_maps("", &before, &after, &mut entries, &mut total);
-    let (a_json, b_json) = (a.to_json()?, b.to_json()?);
     Ok(serde_json::json!({
         "a": a.id,
         "b": b.id,
