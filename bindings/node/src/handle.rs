@@ -16,7 +16,7 @@ use napi_derive::napi;
 use crate::call::{bytes, check, optional, take, unsigned, CallResult, Failure};
 use crate::ffi::{self, WardenBuf, WardenHandle};
 use crate::permit::{Permit, PermitPtr};
-use crate::sight::{self, Cancel, Provider, ProviderFunction, SightCall, SightOp};
+use crate::sight::{self, Cancel, Provider, ProviderFunction, SightOp};
 
 /// An open handle. `warden_handle` is safe to use from many threads at once.
 pub struct HandlePtr {
@@ -159,17 +159,21 @@ impl Handle {
     /// Read one configured window (`{"source", "endpoint", "params"?, "fields"?, "snapshot"?}`),
     /// abortable through `cancel`.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn sight_query(&self, request: String, cancel: Option<&Cancel>) -> napi::Result<AsyncTask<SightCall>> {
+    pub fn sight_query(
+        &self,
+        request: String,
+        cancel: Option<&Cancel>,
+    ) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
         self.sight(SightOp::query(request, cancel))
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn sight_history(&self, request: String) -> napi::Result<AsyncTask<SightCall>> {
+    pub fn sight_history(&self, request: String) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
         self.sight(SightOp::History { request })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn sight_diff(&self, request: String) -> napi::Result<AsyncTask<SightCall>> {
+    pub fn sight_diff(&self, request: String) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
         self.sight(SightOp::Diff { request })
     }
 
@@ -196,8 +200,8 @@ impl Handle {
 }
 
 impl Handle {
-    fn sight(&self, op: SightOp) -> napi::Result<AsyncTask<SightCall>> {
-        Ok(AsyncTask::new(SightCall { handle: self.live()?, op }))
+    fn sight(&self, op: SightOp) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
+        Ok(AsyncTask::new(HandleCall { handle: self.live()?, op }))
     }
 
     fn live(&self) -> napi::Result<Arc<HandlePtr>> {
@@ -288,12 +292,24 @@ impl Op {
     }
 }
 
-pub struct HandleCall {
-    handle: Arc<HandlePtr>,
-    op: Op,
+/// One blocking call on a handle: the effect and management calls (`Op`) and the sight calls
+/// (`SightOp`) run the same way, off the event loop.
+pub trait HandleOp: Send + 'static {
+    fn run(&self, h: *mut WardenHandle) -> CallResult<String>;
 }
 
-impl Task for HandleCall {
+impl HandleOp for Op {
+    fn run(&self, h: *mut WardenHandle) -> CallResult<String> {
+        Op::run(self, h)
+    }
+}
+
+pub struct HandleCall<O: HandleOp = Op> {
+    pub handle: Arc<HandlePtr>,
+    pub op: O,
+}
+
+impl<O: HandleOp> Task for HandleCall<O> {
     type Output = String;
     type JsValue = String;
 

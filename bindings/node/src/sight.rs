@@ -24,12 +24,12 @@ use std::thread::ThreadId;
 
 use napi::bindgen_prelude::{FnArgs, Function, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Env, Status, Task};
+use napi::Status;
 use napi_derive::napi;
 
 use crate::call::{bytes, check, take, CallResult, Failure};
 use crate::ffi::{self, WardenBuf, WardenCancel, WardenCredentialSink, WardenHandle, WARDEN_RESULT_OK};
-use crate::handle::HandlePtr;
+use crate::handle::{HandleOp, HandlePtr};
 
 // ---- cancellation -------------------------------------------------------------------------
 
@@ -392,8 +392,10 @@ impl SightOp {
     pub fn query(request: String, cancel: Option<&Cancel>) -> SightOp {
         SightOp::Query { request, cancel: cancel.map(|cancel| cancel.state.clone()) }
     }
+}
 
-    pub fn run(&self, h: *mut WardenHandle) -> CallResult<String> {
+impl HandleOp for SightOp {
+    fn run(&self, h: *mut WardenHandle) -> CallResult<String> {
         let mut out = WardenBuf::empty();
         let mut err = WardenBuf::empty();
         // SAFETY (every arm): `h` is a live handle held by an Arc for the whole call; each
@@ -441,22 +443,4 @@ fn aborted_while_resolving(cancel: Option<&CancelState>) -> Option<Failure> {
         failure.error_json.push_str(",\"refusal\":false}");
         failure
     })
-}
-
-pub struct SightCall {
-    pub handle: Arc<HandlePtr>,
-    pub op: SightOp,
-}
-
-impl Task for SightCall {
-    type Output = String;
-    type JsValue = String;
-
-    fn compute(&mut self) -> napi::Result<String> {
-        Ok(self.op.run(self.handle.raw())?)
-    }
-
-    fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
-        Ok(output)
-    }
 }
