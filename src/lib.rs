@@ -2,7 +2,7 @@
 //!
 //! Pure modules decide (`canonical`, `action`, `template`, `effect`, `approval`, `receipt`);
 //! `store` is the only code that touches redb; `kernel` composes them and is the only place
-//! that orders steps. See `../shared/DESIGN.md` for the map.
+//! that orders steps. See `docs/` for the threat model, the claims and the store.
 
 pub mod action;
 pub mod approval;

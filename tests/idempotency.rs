@@ -4,7 +4,7 @@ use warden::effect::idempotency_token;
 
 #[test]
 fn every_idempotency_vector_matches_ctrlrun() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/ctrlrun-0.12.2/idempotency.json");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ctrlrun-0.12.2/idempotency.json");
     let text = std::fs::read_to_string(path).expect("the shared vectors are beside the repository");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
     assert!(rows.len() >= 12, "read {} rows", rows.len());

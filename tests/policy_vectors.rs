@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use warden::document::{load_str, Document};
 use warden::policy::evaluate;
 
-const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/ctrlrun-0.12.2/policies.json");
+const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ctrlrun-0.12.2/policies.json");
 
 fn rows() -> Vec<Value> {
     let text = std::fs::read_to_string(POLICIES).unwrap_or_else(|e| panic!("{POLICIES}: {e}"));

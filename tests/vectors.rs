@@ -9,7 +9,7 @@ use warden::action::{Action, Principal};
 use warden::canonical::{parse_json, to_canonical_string, CanonicalError};
 use warden::template::{Template, TemplateError, TemplateMode};
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/ctrlrun-0.12.2/");
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ctrlrun-0.12.2/");
 
 fn rows(file: &str) -> Vec<Value> {
     let path = format!("{VECTORS}{file}");

@@ -52,7 +52,7 @@ actions:
     decision: deny
 "#;
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/ctrlrun-0.12.2/policies.json");
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ctrlrun-0.12.2/policies.json");
 
 fn load(text: &str) -> Document {
     load_str(text, "verify-test.yaml").unwrap()

@@ -10,10 +10,10 @@ const path = require('node:path');
 const warden = require('..');
 
 // Beside the repository, where the Rust suite reads them too.
-const VECTORS = path.resolve(__dirname, '../../../../shared/vectors/ctrlrun-0.12.2/actions.json');
+const VECTORS = path.resolve(__dirname, '../../../tests/vectors/ctrlrun-0.12.2/actions.json');
 
 test('actionHash matches ctrlrun on the first 20 shared vectors', () => {
-  assert.ok(fs.existsSync(VECTORS), `the shared vectors are beside the repository: ${VECTORS}`);
+  assert.ok(fs.existsSync(VECTORS), `the reference vectors are in the repository: ${VECTORS}`);
   const rows = JSON.parse(fs.readFileSync(VECTORS, 'utf8')).slice(0, 20);
   assert.equal(rows.length, 20);
   for (const [i, row] of rows.entries()) {

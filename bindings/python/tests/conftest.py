@@ -11,7 +11,7 @@ import pytest
 import warden
 
 REPO = Path(os.environ.get("WARDEN_REPO") or Path(__file__).resolve().parents[3])
-VECTORS = REPO.parent / "shared" / "vectors" / "ctrlrun-0.12.2"
+VECTORS = REPO / "tests" / "vectors" / "ctrlrun-0.12.2"
 
 DOCUMENT = """\
 schema: warden/v1
