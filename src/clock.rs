@@ -15,6 +15,12 @@ pub const MICROS_PER_SECOND: Micros = 1_000_000;
 /// Where "now" comes from. Shared by every handle that opens a kernel.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> Micros;
+
+    /// Whether this is the operating system's clock, which every process reads for itself
+    /// (so another process applying an operation can read it inside the transaction).
+    fn is_system(&self) -> bool {
+        false
+    }
 }
 
 /// The operating system's wall clock.
@@ -22,6 +28,10 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    fn is_system(&self) -> bool {
+        true
+    }
+
     fn now(&self) -> Micros {
         match SystemTime::now().duration_since(UNIX_EPOCH) {
             Ok(elapsed) => Micros::try_from(elapsed.as_micros()).unwrap_or(Micros::MAX),

@@ -67,15 +67,40 @@ pub struct StoredResult {
     pub canonical: bool,
 }
 
+/// The largest executor result stored whole (its JSON text); a larger one is stored as a
+/// bounded, marked excerpt plus the SHA-256 of the whole text, and the effect still commits.
+pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// How much of an over-size result the excerpt keeps.
+pub const RESULT_EXCERPT_BYTES: usize = 64 * 1024;
+/// The longest outcome message (a not-executed or ambiguous error text) kept whole; a longer
+/// one is cut at a character boundary and marked, and the outcome is still recorded.
+pub const MAX_OUTCOME_MESSAGE: usize = 4096;
+
 impl StoredResult {
     pub fn from_value(value: &serde_json::Value) -> StoredResult {
-        match crate::canonical::to_canonical_string(value, "result") {
+        let stored = match crate::canonical::to_canonical_string(value, "result") {
             Ok(json) => StoredResult { json, canonical: true },
             Err(_) => StoredResult {
                 json: serde_json::to_string(value).unwrap_or_else(|_| String::from("null")),
                 canonical: false,
             },
+        };
+        stored.bounded()
+    }
+
+    /// Over `MAX_RESULT_BYTES`: `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}`.
+    pub fn bounded(self) -> StoredResult {
+        if self.json.len() <= MAX_RESULT_BYTES {
+            return self;
         }
+        let excerpt = cut_at_char_boundary(&self.json, RESULT_EXCERPT_BYTES);
+        let marked = serde_json::json!({
+            "warden_result": "truncated",
+            "bytes": self.json.len(),
+            "sha256": crate::canonical::sha256_prefixed(self.json.as_bytes()),
+            "excerpt": excerpt,
+        });
+        StoredResult { json: marked.to_string(), canonical: false }
     }
 
     pub fn to_value(&self) -> serde_json::Value {
@@ -265,12 +290,39 @@ pub fn plan_begin(
 }
 
 /// An executor's outcome for the attempt it holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     Committed(StoredResult),
     /// The executor proved the remote side did nothing. The only way to FAILED.
     NotExecuted(String),
     Ambiguous(String),
+}
+
+impl Outcome {
+    /// The outcome with its message and result within the stored bounds.
+    pub fn bounded(self) -> Outcome {
+        match self {
+            Outcome::Committed(result) => Outcome::Committed(result.bounded()),
+            Outcome::NotExecuted(message) => Outcome::NotExecuted(bounded_message(message)),
+            Outcome::Ambiguous(message) => Outcome::Ambiguous(bounded_message(message)),
+        }
+    }
+}
+
+/// A message cut to `MAX_OUTCOME_MESSAGE` bytes (at a character boundary), marked when cut.
+pub fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_OUTCOME_MESSAGE {
+        return message;
+    }
+    format!("{} … [cut: {} bytes in all]", cut_at_char_boundary(&message, MAX_OUTCOME_MESSAGE), message.len())
+}
+
+fn cut_at_char_boundary(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// What an outcome writes.

@@ -8,7 +8,7 @@ use crate::effect::EffectState;
 use crate::sight::SightKind;
 
 /// `Duplicate.state`: the effect is done, or another attempt holds it right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DuplicateState {
     Committed,
     InProgress,
@@ -23,7 +23,9 @@ impl DuplicateState {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Errors cross the store's socket between processes (serde), so a refusal decided by the
+/// process that owns the store reaches the caller in another process unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Error {
     // ---- refusals -------------------------------------------------------------------------
@@ -67,6 +69,12 @@ pub enum Error {
 
     #[error("store error: {0}")]
     Store(String),
+
+    /// The store could not be reached or did not answer in time (its owner process went away
+    /// or is stopped). Nothing is half-applied by this call's fault; unlike `Store` it does not
+    /// poison the handle, so the next call may succeed.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
 
     #[error("configuration error: {0}")]
     Config(String),
@@ -131,6 +139,7 @@ impl Error {
             Error::Sight(error) => error.code.into(),
             Error::InvalidInput(_) => "invalid_input".into(),
             Error::Store(_) => "store".into(),
+            Error::Unavailable(_) => "store_unavailable".into(),
             Error::Config(_) => "configuration_invalid".into(),
             Error::Poisoned(_) => "poisoned".into(),
             Error::Panic(_) => "panic".into(),
@@ -170,6 +179,15 @@ impl Error {
         }
         fields
     }
+}
+
+/// The text of a caught panic's payload.
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -12,6 +12,7 @@ pub mod decision;
 pub mod document;
 pub mod effect;
 pub mod error;
+pub mod event;
 pub mod kernel;
 pub mod pipeline;
 pub mod policy;

@@ -13,8 +13,9 @@ use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
 use crate::error::{Error, Result};
-use crate::kernel::{resolve_environment, Kernel, KernelOptions, Permit, Proposal, ReconcileAnswer};
+use crate::kernel::{resolve_environment, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer};
 use crate::policy::{evaluate, Evaluation};
+use crate::store::StoreOptions;
 
 /// How a `Warden` is opened.
 #[derive(Debug, Clone)]
@@ -22,11 +23,19 @@ pub struct WardenOptions {
     pub clock: Arc<dyn Clock>,
     /// The environment argument; see `kernel::resolve_environment` for the order.
     pub environment: Option<String>,
+    /// When outcomes are durable (`durable` unless the host chooses `deferred`).
+    pub outcomes: Outcomes,
+    pub store: StoreOptions,
 }
 
 impl Default for WardenOptions {
     fn default() -> Self {
-        WardenOptions { clock: Arc::new(SystemClock), environment: None }
+        WardenOptions {
+            clock: Arc::new(SystemClock),
+            environment: None,
+            outcomes: Outcomes::Durable,
+            store: StoreOptions::default(),
+        }
     }
 }
 
@@ -78,6 +87,8 @@ impl Warden {
                 policy_hash: Some(document.policy_hash.clone()),
                 policy_version: document.version.clone(),
                 environment: Some(environment),
+                outcomes: options.outcomes,
+                store: options.store,
             },
         )?;
         Ok(Warden { kernel, document: Arc::new(document) })

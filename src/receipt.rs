@@ -45,7 +45,7 @@ impl ReceiptResult {
 }
 
 /// Everything a receipt says except its place in the chain.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReceiptDraft {
     pub receipt_id: String,
     pub action_id: String,
@@ -143,7 +143,27 @@ pub struct ChainBreak {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A break read back (from another process): its name must be one of `CHAIN_BREAKS`.
+#[derive(Deserialize)]
+struct ChainBreakRead {
+    name: String,
+    seq: Option<u64>,
+    detail: String,
+}
+
+impl<'de> Deserialize<'de> for ChainBreak {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<ChainBreak, D::Error> {
+        let read = ChainBreakRead::deserialize(deserializer)?;
+        let name = CHAIN_BREAKS
+            .iter()
+            .copied()
+            .find(|known| *known == read.name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown chain break {:?}", read.name)))?;
+        Ok(ChainBreak { name, seq: read.seq, detail: read.detail })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainReport {
     pub ok: bool,
     /// Chained receipts with nothing reported against them.

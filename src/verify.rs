@@ -606,7 +606,11 @@ impl<'d> Ctx<'d> {
         Warden::open(
             self.scratch.path(&format!("{store}.redb")),
             self.document.clone(),
-            WardenOptions { clock: Arc::new(self.clock.clone()), environment: Some(self.environment.clone()) },
+            WardenOptions {
+                clock: Arc::new(self.clock.clone()),
+                environment: Some(self.environment.clone()),
+                ..WardenOptions::default()
+            },
         )
     }
 
@@ -988,7 +992,7 @@ fn g7_no_principal(ctx: &Ctx<'_>) -> Result<Outcome> {
             format!("{unknown} (unlisted)"),
         ),
     };
-    let store = warden.kernel().store();
+    let store = warden.kernel();
     let evidence = || -> Result<(u64, usize)> { Ok((store.receipt_count()?, store.events(0, usize::MAX)?.len())) };
     let before = evidence()?;
     let mut anonymous = ctx.request(name, &call);
@@ -1128,6 +1132,7 @@ fn contend(
             policy_hash: Some(spec.policy_hash.clone()),
             policy_version: spec.policy_version.clone(),
             environment: Some(spec.environment.clone()),
+            ..KernelOptions::default()
         },
     )
     .map_err(|e| e.to_string())?;

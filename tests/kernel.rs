@@ -553,7 +553,7 @@ fn a_newer_schema_is_refused_at_open() {
     f.kernel.store().tamper(|raw| raw.set_schema_version(99)).unwrap();
     let path = f.path();
     drop(f.kernel);
-    let refused = warden::store::Store::open(&path).unwrap_err();
+    let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
     assert!(refused.to_string().contains("newer"), "{refused}");
 }
 
@@ -618,7 +618,7 @@ fn an_older_or_unknown_schema_is_refused_at_open() {
     f.kernel.store().tamper(|raw| raw.set_schema_version(0)).unwrap();
     let path = f.path();
     drop(f.kernel);
-    let refused = warden::store::Store::open(&path).unwrap_err();
+    let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
     assert!(refused.to_string().contains("schema version 0"), "{refused}");
 }
 

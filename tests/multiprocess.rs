@@ -62,7 +62,13 @@ fn child_kernel(dir: &Path) -> Kernel {
     let clock = ManualClock::new(now);
     Kernel::open(
         dir.join("state.redb"),
-        KernelOptions { clock: std::sync::Arc::new(clock), policy_hash: None, policy_version: None, environment: None },
+        KernelOptions {
+            clock: std::sync::Arc::new(clock),
+            policy_hash: None,
+            policy_version: None,
+            environment: None,
+            ..KernelOptions::default()
+        },
     )
     .expect("child opens the store")
 }

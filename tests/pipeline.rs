@@ -43,7 +43,11 @@ fn setup(policy: &str) -> Setup {
     let warden = Warden::open(
         dir.path().join("state.redb"),
         document,
-        WardenOptions { clock: Arc::new(clock.clone()), environment: Some("production".into()) },
+        WardenOptions {
+            clock: Arc::new(clock.clone()),
+            environment: Some("production".into()),
+            ..WardenOptions::default()
+        },
     )
     .unwrap();
     Setup { _dir: dir, warden }
@@ -272,7 +276,11 @@ fn the_environment_is_fixed_by_the_argument_before_the_document() {
     let warden = Warden::open(
         dir.path().join("s.redb"),
         document,
-        WardenOptions { clock: Arc::new(ManualClock::new(T0)), environment: Some("staging".into()) },
+        WardenOptions {
+            clock: Arc::new(ManualClock::new(T0)),
+            environment: Some("staging".into()),
+            ..WardenOptions::default()
+        },
     )
     .unwrap();
     assert_eq!(warden.kernel().environment(), "staging");

@@ -33,6 +33,9 @@ pub mod store_ops;
 
 pub mod sight;
 
+// Not an export: the fork hook and descriptor close the store layer needs (libc, so unsafe).
+pub(crate) mod os;
+
 #[cfg(feature = "test-exports")]
 pub mod test_exports;
 

@@ -107,7 +107,7 @@ pub(super) fn code_of(error: &Error) -> warden_result {
             SightKind::Fetch => WARDEN_RESULT_FETCH,
         },
         Error::InvalidInput(_) => WARDEN_RESULT_INVALID_INPUT,
-        Error::Store(_) => WARDEN_RESULT_STORE,
+        Error::Store(_) | Error::Unavailable(_) => WARDEN_RESULT_STORE,
         Error::Config(_) => WARDEN_RESULT_CONFIG,
         Error::Poisoned(_) => WARDEN_RESULT_POISONED,
         Error::Panic(_) => WARDEN_RESULT_PANIC,

@@ -5,7 +5,8 @@ use crate::approval::{self, ApprovalRecord, ApprovalStatus, Verdict};
 use crate::clock::Micros;
 use crate::effect::{self, Claim, EffectRecord, EffectState, ReservationPlan};
 use crate::error::{Error, Result};
-use crate::store::{EventKind, WriteTx};
+use crate::event::EventKind;
+use crate::store::WriteTx;
 
 /// One reservation attempt as the shared step of the pipeline and the integrator API.
 pub(super) struct ClaimRequest<'a> {

@@ -2,15 +2,27 @@
 //! their own pipeline.
 
 use crate::action::Action;
-use crate::approval::{self};
+use crate::approval;
 use crate::clock::Micros;
 use crate::effect::{self, EffectRecord, EffectState, Outcome, OutcomePlan, DEFAULT_LEASE};
 use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, StoredReceipt};
-use crate::store::{Event, EventKind};
+use crate::sight::record::SnapshotRecord;
+use crate::store::WriteTx;
 
 use super::claim::{claim_in, ClaimRequest, Claimed};
+use super::ops::{unexpected, DoctorReport, Read, ReadReply, Write, WriteReply};
 use super::{Kernel, ReconcileAnswer};
+
+/// The record a write answered with, or its refusal.
+fn effect_reply(reply: WriteReply) -> Result<EffectRecord> {
+    match reply {
+        WriteReply::Effect(record) => Ok(record),
+        WriteReply::Refused(refusal) => Err(refusal),
+        _ => Err(unexpected("effect")),
+    }
+}
 
 impl Kernel {
     // ---- resolution and effects ----------------------------------------------------------------
@@ -19,125 +31,119 @@ impl Kernel {
     /// AMBIGUOUS effect. Only AMBIGUOUS moves.
     pub fn resolve(&self, effect_key: &str, to: EffectState, resolver: &str) -> Result<EffectRecord> {
         approval::check_person_name("the resolver name", resolver)?;
-        self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| {
-                match effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now) {
-                    Ok(record) => {
-                        tx.put_effect(&record)?;
-                        tx.event(EventKind::EFFECT_RESOLVED, now, Some(&record.action_id), Some(effect_key), None,
-                            serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": record.attempt}))?;
-                        Ok(Ok(record))
-                    }
-                    Err(refusal) => Ok(Err(refusal)),
-                }
-            })?
-        })
+        let op = Write::Resolve { effect_key: effect_key.to_owned(), to, resolver: resolver.to_owned() };
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
     }
 
     /// Apply a reconcile hook's answer about an AMBIGUOUS effect, in one write: `committed`
     /// and `not_executed` resolve it (resolver `reconcile:<action>`), `unknown` moves nothing.
     /// Only AMBIGUOUS moves; anything else is refused as for a human resolution.
     pub fn reconcile(&self, effect_key: &str, action_name: &str, answer: ReconcileAnswer) -> Result<EffectRecord> {
-        let resolver = format!("reconcile:{action_name}");
-        approval::check_person_name("the resolver name", &resolver)?;
-        self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| {
-                let record = tx.effect(effect_key)?;
-                let action_id = record.as_ref().map(|r| r.action_id.clone());
-                tx.event(
-                    EventKind::RECONCILIATION_STARTED,
-                    now,
-                    action_id.as_deref(),
-                    Some(effect_key),
-                    None,
-                    serde_json::json!({"resolver": resolver}),
-                )?;
-                let to = match answer {
-                    ReconcileAnswer::Committed => Some(EffectState::Committed),
-                    ReconcileAnswer::NotExecuted => Some(EffectState::Failed),
-                    ReconcileAnswer::Unknown => None,
-                };
-                let outcome = match to {
-                    None => match record {
-                        Some(record) if record.state == EffectState::Ambiguous => Ok(record),
-                        Some(record) => {
-                            Err(Error::NotResolvable { effect_key: effect_key.to_owned(), state: record.state })
-                        }
-                        None => Err(Error::NotFound(format!("no effect {effect_key:?} to reconcile"))),
-                    },
-                    Some(to) => effect::plan_resolution(record.as_ref(), effect_key, to, &resolver, now),
-                };
-                if let (Ok(resolved), Some(to)) = (&outcome, to) {
-                    tx.put_effect(resolved)?;
-                    tx.event(
-                        EventKind::EFFECT_RESOLVED,
-                        now,
-                        Some(&resolved.action_id),
-                        Some(effect_key),
-                        None,
-                        serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": resolved.attempt}),
-                    )?;
-                }
-                tx.event(
-                    EventKind::RECONCILIATION_RESOLVED,
-                    now,
-                    action_id.as_deref(),
-                    Some(effect_key),
-                    None,
-                    serde_json::json!({"answer": answer.as_str(), "moved": outcome.is_ok() && to.is_some()}),
-                )?;
-                Ok(outcome)
-            })?
-        })
+        approval::check_person_name("the resolver name", &format!("reconcile:{action_name}"))?;
+        let op = Write::Reconcile { effect_key: effect_key.to_owned(), action_name: action_name.to_owned(), answer };
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
     }
 
     /// Mark an in-flight effect AMBIGUOUS (idempotent from reserved, executing and ambiguous).
     pub fn mark_ambiguous(&self, effect_key: &str, error: &str) -> Result<EffectRecord> {
-        self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| {
-                match effect::plan_mark_ambiguous(tx.effect(effect_key)?.as_ref(), effect_key, error, now) {
-                    Ok(OutcomePlan::Write(record)) => {
-                        tx.put_effect(&record)?;
-                        tx.event(
-                            EventKind::EXECUTION_AMBIGUOUS,
-                            now,
-                            Some(&record.action_id),
-                            Some(effect_key),
-                            None,
-                            serde_json::json!({"error": error, "attempt": record.attempt}),
-                        )?;
-                        Ok(Ok(record))
-                    }
-                    Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
-                    Err(refusal) => Ok(Err(refusal)),
-                }
-            })?
-        })
+        let op = Write::MarkAmbiguous {
+            effect_key: effect_key.to_owned(),
+            error: effect::bounded_message(error.to_owned()),
+        };
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
     }
 
     pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
-        self.guarded(|kernel, _| kernel.inner.store.effect(effect_key))
+        match self.guarded(|kernel, _| kernel.read(&Read::Effect { effect_key: effect_key.to_owned() }))? {
+            ReadReply::Effect(record) => Ok(record),
+            _ => Err(unexpected("effect")),
+        }
     }
 
     pub fn effects(&self, state: Option<EffectState>, limit: usize) -> Result<Vec<EffectRecord>> {
-        self.guarded(|kernel, _| kernel.inner.store.effects(state, limit))
+        match self.guarded(|kernel, _| kernel.read(&Read::Effects { state, limit }))? {
+            ReadReply::Effects(records) => Ok(records),
+            _ => Err(unexpected("effects")),
+        }
     }
 
     pub fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
-        self.guarded(|kernel, _| kernel.inner.store.receipts(from, limit))
+        match self.guarded(|kernel, _| kernel.read(&Read::Receipts { from, limit }))? {
+            ReadReply::Receipts(rows) => Ok(rows),
+            _ => Err(unexpected("receipts")),
+        }
     }
 
     /// The last `n` receipts, in seq order.
     pub fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>> {
-        self.guarded(|kernel, _| kernel.inner.store.last_receipts(n))
+        match self.guarded(|kernel, _| kernel.read(&Read::LastReceipts { count: n }))? {
+            ReadReply::Receipts(rows) => Ok(rows),
+            _ => Err(unexpected("receipts")),
+        }
+    }
+
+    pub fn receipt_count(&self) -> Result<u64> {
+        match self.guarded(|kernel, _| kernel.read(&Read::ReceiptCount))? {
+            ReadReply::Count(count) => Ok(count),
+            _ => Err(unexpected("receipt count")),
+        }
+    }
+
+    /// The seq of the receipt with id `receipt_id` (`rct_…`).
+    pub fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::ReceiptSeq { receipt_id: receipt_id.to_owned() }))? {
+            ReadReply::Seq(seq) => Ok(seq),
+            _ => Err(unexpected("receipt")),
+        }
     }
 
     pub fn verify_chain(&self) -> Result<ChainReport> {
-        self.guarded(|kernel, _| kernel.inner.store.verify_chain())
+        match self.guarded(|kernel, _| kernel.read(&Read::VerifyChain))? {
+            ReadReply::Chain(report) => Ok(report),
+            _ => Err(unexpected("chain")),
+        }
     }
 
     pub fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
-        self.guarded(|kernel, _| kernel.inner.store.events(after, limit))
+        match self.guarded(|kernel, _| kernel.read(&Read::Events { after, limit }))? {
+            ReadReply::Events(events) => Ok(events),
+            _ => Err(unexpected("events")),
+        }
+    }
+
+    /// Every row integrity-checked, the chain verified and orphans listed, in one read.
+    pub fn doctor(&self) -> Result<DoctorReport> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Doctor))? {
+            ReadReply::Doctor(report) => Ok(*report),
+            _ => Err(unexpected("doctor")),
+        }
+    }
+
+    // ---- snapshots (sights) ----------------------------------------------------------------------
+
+    /// Append one snapshot under `scopes`, durably; the record comes back with its `seq`.
+    pub fn append_snapshot(&self, record: SnapshotRecord, scopes: Vec<String>) -> Result<SnapshotRecord> {
+        match self.guarded(|kernel, _| kernel.write(Write::AppendSnapshot { record, scopes }))? {
+            WriteReply::Snapshot(record) => Ok(record),
+            _ => Err(unexpected("snapshot")),
+        }
+    }
+
+    pub fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Snapshot { id: id.to_owned() }))? {
+            ReadReply::Snapshot(record) => Ok(record),
+            _ => Err(unexpected("snapshot")),
+        }
+    }
+
+    /// Snapshots indexed under `scope` with seq below `before`, newest first, at most `limit`,
+    /// and whether older ones remain.
+    pub fn snapshot_page(&self, scope: &str, before: Option<u64>, limit: usize) -> Result<(Vec<SnapshotRecord>, bool)> {
+        let op = Read::SnapshotPage { scope: scope.to_owned(), before, limit };
+        match self.guarded(|kernel, _| kernel.read(&op))? {
+            ReadReply::SnapshotPage(page, more) => Ok((page, more)),
+            _ => Err(unexpected("snapshot page")),
+        }
     }
 
     // ---- the lower-level store operations, for integrators with their own pipeline -------------
@@ -165,84 +171,222 @@ impl Kernel {
         max_attempts: Option<u32>,
     ) -> Result<EffectRecord> {
         let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
-        let request = ClaimRequest {
-            action,
-            action_hash: &action_hash,
-            effect_key: Some(effect_key),
-            presented: approval_id,
-            approval_required: approval_id.is_some(),
+        let op = Write::Claim {
+            action: action.clone(),
+            action_hash,
+            effect_key: effect_key.to_owned(),
+            presented: approval_id.map(str::to_owned),
             lease: lease.unwrap_or(DEFAULT_LEASE),
             max_attempts,
-            begin: false,
         };
-        self.guarded(|kernel, now| {
-            let claimed = kernel.inner.store.write(|tx| claim_in(tx, &request, now))?;
-            match claimed {
-                Claimed::Granted { record: Some(record), .. } => Ok(record),
-                Claimed::Granted { record: None, .. } => {
-                    Err(Error::InvalidInput("internal: a reservation with a key granted no record".into()))
-                }
-                Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => Err(refusal),
-            }
-        })
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
     }
 
     /// RESERVED → EXECUTING for the holder `action_id`.
     pub fn begin(&self, effect_key: &str, action_id: &str, attempt: u32) -> Result<EffectRecord> {
-        self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| {
-                match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, now) {
-                    Ok(record) => {
-                        tx.put_effect(&record)?;
-                        tx.event(
-                            EventKind::EXECUTION_STARTED,
-                            now,
-                            Some(action_id),
-                            Some(effect_key),
-                            None,
-                            serde_json::json!({"attempt": record.attempt}),
-                        )?;
-                        Ok(Ok(record))
-                    }
-                    Err(refusal) => Ok(Err(refusal)),
-                }
-            })?
-        })
+        let op = Write::Begin { effect_key: effect_key.to_owned(), action_id: action_id.to_owned(), attempt };
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
     }
 
     /// Report an outcome for the holder `action_id` without a permit. Events only.
     pub fn complete(&self, effect_key: &str, action_id: &str, attempt: u32, outcome: Outcome) -> Result<EffectRecord> {
-        self.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| {
-                match effect::plan_outcome(
-                    tx.effect(effect_key)?.as_ref(),
-                    effect_key,
-                    action_id,
-                    attempt,
-                    &outcome,
-                    now,
-                ) {
-                    Ok(OutcomePlan::Write(record)) => {
-                        tx.put_effect(&record)?;
-                        let kind = match record.state {
-                            EffectState::Committed => EventKind::EXECUTION_COMMITTED,
-                            EffectState::Failed => EventKind::EXECUTION_FAILED,
-                            _ => EventKind::EXECUTION_AMBIGUOUS,
-                        };
-                        tx.event(
-                            kind,
-                            now,
-                            Some(action_id),
-                            Some(effect_key),
-                            None,
-                            serde_json::json!({"attempt": record.attempt, "error": record.error}),
-                        )?;
-                        Ok(Ok(record))
-                    }
-                    Ok(OutcomePlan::Unchanged(record)) => Ok(Ok(record)),
-                    Err(refusal) => Ok(Err(refusal)),
-                }
-            })?
-        })
+        let op = Write::Complete {
+            effect_key: effect_key.to_owned(),
+            action_id: action_id.to_owned(),
+            attempt,
+            outcome: outcome.bounded(),
+        };
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+    }
+}
+
+// ---- the transactions ------------------------------------------------------------------------
+
+pub(super) fn apply_resolve(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    to: EffectState,
+    resolver: &str,
+    now: Micros,
+) -> Result<WriteReply> {
+    match effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now) {
+        Ok(record) => {
+            tx.put_effect(&record)?;
+            tx.event(
+                EventKind::EFFECT_RESOLVED,
+                now,
+                Some(&record.action_id),
+                Some(effect_key),
+                None,
+                serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": record.attempt}),
+            )?;
+            Ok(WriteReply::Effect(record))
+        }
+        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+    }
+}
+
+pub(super) fn apply_reconcile(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    action_name: &str,
+    answer: ReconcileAnswer,
+    now: Micros,
+) -> Result<WriteReply> {
+    let resolver = format!("reconcile:{action_name}");
+    let record = tx.effect(effect_key)?;
+    let action_id = record.as_ref().map(|r| r.action_id.clone());
+    tx.event(
+        EventKind::RECONCILIATION_STARTED,
+        now,
+        action_id.as_deref(),
+        Some(effect_key),
+        None,
+        serde_json::json!({"resolver": resolver}),
+    )?;
+    let to = match answer {
+        ReconcileAnswer::Committed => Some(EffectState::Committed),
+        ReconcileAnswer::NotExecuted => Some(EffectState::Failed),
+        ReconcileAnswer::Unknown => None,
+    };
+    let outcome = match to {
+        None => match record {
+            Some(record) if record.state == EffectState::Ambiguous => Ok(record),
+            Some(record) => Err(Error::NotResolvable { effect_key: effect_key.to_owned(), state: record.state }),
+            None => Err(Error::NotFound(format!("no effect {effect_key:?} to reconcile"))),
+        },
+        Some(to) => effect::plan_resolution(record.as_ref(), effect_key, to, &resolver, now),
+    };
+    if let (Ok(resolved), Some(to)) = (&outcome, to) {
+        tx.put_effect(resolved)?;
+        tx.event(
+            EventKind::EFFECT_RESOLVED,
+            now,
+            Some(&resolved.action_id),
+            Some(effect_key),
+            None,
+            serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": resolved.attempt}),
+        )?;
+    }
+    tx.event(
+        EventKind::RECONCILIATION_RESOLVED,
+        now,
+        action_id.as_deref(),
+        Some(effect_key),
+        None,
+        serde_json::json!({"answer": answer.as_str(), "moved": outcome.is_ok() && to.is_some()}),
+    )?;
+    Ok(match outcome {
+        Ok(record) => WriteReply::Effect(record),
+        Err(refusal) => WriteReply::Refused(refusal),
+    })
+}
+
+pub(super) fn apply_mark_ambiguous(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    error: &str,
+    now: Micros,
+) -> Result<WriteReply> {
+    match effect::plan_mark_ambiguous(tx.effect(effect_key)?.as_ref(), effect_key, error, now) {
+        Ok(OutcomePlan::Write(record)) => {
+            tx.put_effect(&record)?;
+            tx.event(
+                EventKind::EXECUTION_AMBIGUOUS,
+                now,
+                Some(&record.action_id),
+                Some(effect_key),
+                None,
+                serde_json::json!({"error": error, "attempt": record.attempt}),
+            )?;
+            Ok(WriteReply::Effect(record))
+        }
+        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
+        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn apply_claim(
+    tx: &mut WriteTx<'_>,
+    action: &Action,
+    action_hash: &str,
+    effect_key: &str,
+    presented: Option<&str>,
+    lease: Micros,
+    max_attempts: Option<u32>,
+    now: Micros,
+) -> Result<WriteReply> {
+    let request = ClaimRequest {
+        action,
+        action_hash,
+        effect_key: Some(effect_key),
+        presented,
+        approval_required: presented.is_some(),
+        lease,
+        max_attempts,
+        begin: false,
+    };
+    Ok(match claim_in(tx, &request, now)? {
+        Claimed::Granted { record: Some(record), .. } => WriteReply::Effect(record),
+        Claimed::Granted { record: None, .. } => {
+            return Err(Error::InvalidInput("internal: a reservation with a key granted no record".into()))
+        }
+        Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => WriteReply::Refused(refusal),
+    })
+}
+
+pub(super) fn apply_begin(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    action_id: &str,
+    attempt: u32,
+    now: Micros,
+) -> Result<WriteReply> {
+    match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, now) {
+        Ok(record) => {
+            tx.put_effect(&record)?;
+            tx.event(
+                EventKind::EXECUTION_STARTED,
+                now,
+                Some(action_id),
+                Some(effect_key),
+                None,
+                serde_json::json!({"attempt": record.attempt}),
+            )?;
+            Ok(WriteReply::Effect(record))
+        }
+        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+    }
+}
+
+pub(super) fn apply_complete(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    action_id: &str,
+    attempt: u32,
+    outcome: &Outcome,
+    now: Micros,
+) -> Result<WriteReply> {
+    match effect::plan_outcome(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, outcome, now) {
+        Ok(OutcomePlan::Write(record)) => {
+            tx.put_effect(&record)?;
+            let kind = match record.state {
+                EffectState::Committed => EventKind::EXECUTION_COMMITTED,
+                EffectState::Failed => EventKind::EXECUTION_FAILED,
+                _ => EventKind::EXECUTION_AMBIGUOUS,
+            };
+            tx.event(
+                kind,
+                now,
+                Some(action_id),
+                Some(effect_key),
+                None,
+                serde_json::json!({"attempt": record.attempt, "error": record.error}),
+            )?;
+            Ok(WriteReply::Effect(record))
+        }
+        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
+        Err(refusal) => Ok(WriteReply::Refused(refusal)),
     }
 }

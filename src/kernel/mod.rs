@@ -1,28 +1,75 @@
 //! The pipeline that composes the pure modules with the store; the only place that orders
-//! steps. In this issue the host (trusted code) passes the decision in; the policy module
-//! will produce it.
-//!
-//! Every state change is one write transaction carrying the state, its events and, for a
-//! terminal outcome, its receipt and the new chain head.
+//! steps. `Warden::submit` (the pipeline module) decides with the administrator's document and
+//! hands the kernel a proposal; the kernel turns each state change into one operation
+//! (`ops`) that the store applies in one write transaction carrying the state, its events and,
+//! for a terminal outcome, its receipt and the new chain head.
 
 mod approvals;
 mod claim;
 mod effects;
+pub mod ops;
 mod permit;
 mod propose;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use crate::action::{Action, Principal};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::Ruling;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Durability, Now, Store, StoreOptions};
 use crate::template::Template;
 
+pub use ops::{DoctorReport, Ops};
 pub use permit::Permit;
+
+/// The kernel's store.
+pub type KernelStore = Store<Ops>;
+
+/// When an outcome (commit, not executed, ambiguous) is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcomes {
+    /// The call returns after the outcome and its receipt are durable.
+    Durable,
+    /// The call returns at once; the outcome is durable with the store's next commit or within
+    /// `max_delay`. A crash in that window leaves the effect in flight, then AMBIGUOUS when its
+    /// lease lapses — never FAILED, never run again.
+    Deferred { max_delay: Duration },
+}
+
+impl Outcomes {
+    pub const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(10);
+
+    fn durability(self) -> Durability {
+        match self {
+            Outcomes::Durable => Durability::Durable,
+            Outcomes::Deferred { max_delay } => Durability::Deferred(max_delay),
+        }
+    }
+
+    /// `durable`, or `deferred` with `max_delay_ms` (default 10, at most 60 000).
+    pub fn parse(name: &str, max_delay_ms: Option<u64>) -> Result<Outcomes> {
+        match (name, max_delay_ms) {
+            ("durable", None) => Ok(Outcomes::Durable),
+            ("durable", Some(_)) => {
+                Err(Error::InvalidInput("max_delay_ms applies only to outcomes \"deferred\"".into()))
+            }
+            ("deferred", delay) => {
+                let millis = delay.unwrap_or(Self::DEFAULT_MAX_DELAY.as_millis() as u64);
+                if !(1..=60_000).contains(&millis) {
+                    return Err(Error::InvalidInput(format!("max_delay_ms must be 1..=60000, got {millis}")));
+                }
+                Ok(Outcomes::Deferred { max_delay: Duration::from_millis(millis) })
+            }
+            (other, _) => {
+                Err(Error::InvalidInput(format!("outcomes must be \"durable\" or \"deferred\", got {other:?}")))
+            }
+        }
+    }
+}
 
 /// How a kernel is opened.
 #[derive(Debug, Clone)]
@@ -34,11 +81,20 @@ pub struct KernelOptions {
     /// The one environment this kernel acts in; an action from another is refused. `None`:
     /// `$WARDEN_ENVIRONMENT`, else `production`.
     pub environment: Option<String>,
+    pub outcomes: Outcomes,
+    pub store: StoreOptions,
 }
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { clock: Arc::new(SystemClock), policy_hash: None, policy_version: None, environment: None }
+        KernelOptions {
+            clock: Arc::new(SystemClock),
+            policy_hash: None,
+            policy_version: None,
+            environment: None,
+            outcomes: Outcomes::Durable,
+            store: StoreOptions::default(),
+        }
     }
 }
 
@@ -87,12 +143,17 @@ impl<'a> Proposal<'a> {
 }
 
 struct Inner {
-    store: Store,
+    store: KernelStore,
     clock: Arc<dyn Clock>,
-    poisoned: Mutex<Option<String>>,
+    /// How operations read their clock inside the store's transaction.
+    now: Now,
+    /// Lock-free: checked on every call, also in a forked child where a lock could be held by
+    /// a thread that no longer exists.
+    poisoned: OnceLock<String>,
     policy_hash: Option<String>,
     policy_version: Option<String>,
     environment: String,
+    outcomes: Outcomes,
 }
 
 /// A handle on one store. Cheap to clone; clones share the poisoned latch.
@@ -109,21 +170,56 @@ impl std::fmt::Debug for Kernel {
 
 impl Kernel {
     pub fn open(path: impl AsRef<Path>, options: KernelOptions) -> Result<Kernel> {
-        let store = Store::open(path)?;
+        let store = Store::open(path, options.store.clone())?;
+        let now = if options.clock.is_system() { Now::System } else { Now::Clock(options.clock.clone()) };
         Ok(Kernel {
             inner: Arc::new(Inner {
                 store,
                 clock: options.clock,
-                poisoned: Mutex::new(None),
+                now,
+                poisoned: OnceLock::new(),
                 policy_hash: options.policy_hash,
                 policy_version: options.policy_version,
                 environment: resolve_environment(options.environment.as_deref(), None),
+                outcomes: options.outcomes,
             }),
         })
     }
 
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &KernelStore {
         &self.inner.store
+    }
+
+    /// When this handle's outcomes are durable.
+    pub fn outcomes(&self) -> Outcomes {
+        self.inner.outcomes
+    }
+
+    /// Refuse a handle used in a forked child. Lock-free; touches nothing.
+    pub fn check_fork(&self) -> Result<()> {
+        self.inner.store.check_fork()
+    }
+
+    /// Apply one write durably and return its reply.
+    pub(crate) fn write(&self, op: ops::Write) -> Result<ops::WriteReply> {
+        self.inner
+            .store
+            .write(op, &self.inner.now, Durability::Durable)?
+            .ok_or_else(|| Error::Store("the store returned no answer for a durable write".into()))
+    }
+
+    /// Apply an outcome with this handle's outcome durability; `None` when deferred.
+    pub(crate) fn write_outcome(&self, op: ops::Write) -> Result<Option<ops::WriteReply>> {
+        self.inner.store.write(op, &self.inner.now, self.inner.outcomes.durability())
+    }
+
+    pub(crate) fn read(&self, op: &ops::Read) -> Result<ops::ReadReply> {
+        self.inner.store.read(op, &self.inner.now)
+    }
+
+    /// Make this process's deferred outcomes durable now.
+    pub fn flush(&self) -> Result<()> {
+        self.guarded(|kernel, _| kernel.inner.store.flush())
     }
 
     /// The one environment this handle acts in.
@@ -137,32 +233,25 @@ impl Kernel {
 
     /// `Some(reason)` once a fault or panic latched this handle closed.
     pub fn poisoned(&self) -> Option<String> {
-        self.inner.poisoned.lock().map(|p| p.clone()).unwrap_or_else(|_| Some("poisoned latch".into()))
+        self.inner.poisoned.get().cloned()
     }
 
     fn latch(&self, reason: &str) {
-        if let Ok(mut slot) = self.inner.poisoned.lock() {
-            slot.get_or_insert_with(|| reason.to_owned());
-        }
+        let _ = self.inner.poisoned.set(reason.to_owned());
     }
 
-    /// Runs one operation: refuses on a poisoned handle, turns a panic into `Error::Panic`,
+    /// Runs one operation: refuses a handle from before a fork (first, before anything that
+    /// could wait on a lock), refuses on a poisoned handle, turns a panic into `Error::Panic`,
     /// and latches the handle on any store fault or panic.
     pub(crate) fn guarded<T>(&self, work: impl FnOnce(&Kernel, Micros) -> Result<T>) -> Result<T> {
+        self.check_fork()?;
         if let Some(reason) = self.poisoned() {
             return Err(Error::Poisoned(reason));
         }
         let now = self.inner.clock.now();
         let outcome = match catch_unwind(AssertUnwindSafe(|| work(self, now))) {
             Ok(outcome) => outcome,
-            Err(payload) => {
-                let text = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic with no message".into());
-                Err(Error::Panic(text))
-            }
+            Err(payload) => Err(Error::Panic(crate::error::panic_text(payload.as_ref()))),
         };
         if let Err(error) = &outcome {
             if error.poisons() {
@@ -181,7 +270,7 @@ impl Kernel {
 
 /// What a reconcile hook may say about an AMBIGUOUS effect: it happened, it provably did not,
 /// or it cannot tell (which moves nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReconcileAnswer {
     Committed,
     NotExecuted,

@@ -3,10 +3,13 @@
 use crate::action::Action;
 use crate::clock::Micros;
 use crate::decision::Ruling;
-use crate::effect::{self, Outcome, StoredResult};
+use crate::effect::{self, EffectState, Outcome, OutcomePlan, StoredResult};
 use crate::error::{Error, Result};
-use crate::store::EventKind;
+use crate::event::EventKind;
+use crate::receipt::ReceiptResult;
+use crate::store::WriteTx;
 
+use super::ops::{unexpected, Finish, Write, WriteReply};
 use super::Kernel;
 
 /// The right to execute one action once, until the lease expires. Report exactly one outcome;
@@ -94,31 +97,153 @@ impl Permit {
         let Some(key) = self.effect_key.clone() else {
             return Err(Error::InvalidInput("this action has no effect key, so it holds no lease".into()));
         };
-        let action_id = self.action.action_id.clone();
-        let attempt = self.attempt;
-        let record = self.kernel.guarded(|kernel, now| {
-            kernel.inner.store.write(|tx| {
-                let planned =
-                    effect::plan_lease_extension(tx.effect(&key)?.as_ref(), &key, &action_id, attempt, until, now);
-                match planned {
-                    Ok(record) => {
-                        tx.put_effect(&record)?;
-                        tx.event(
-                            EventKind::EFFECT_LEASE_EXTENDED,
-                            now,
-                            Some(&action_id),
-                            Some(&key),
-                            None,
-                            serde_json::json!({"lease_expires_at": crate::clock::render(until)}),
-                        )?;
-                        Ok(Ok(record))
-                    }
-                    Err(refusal) => Ok(Err(refusal)),
+        let op = Write::ExtendLease {
+            effect_key: key,
+            action_id: self.action.action_id.clone(),
+            attempt: self.attempt,
+            until,
+        };
+        let reply = self.kernel.guarded(|kernel, _| kernel.write(op))?;
+        match reply {
+            WriteReply::Effect(record) => {
+                self.lease_expires_at = record.lease_expires_at;
+                Ok(())
+            }
+            WriteReply::Refused(refusal) => Err(refusal),
+            _ => Err(unexpected("lease extension")),
+        }
+    }
+}
+
+impl Kernel {
+    /// Record an outcome for a permit: state, event and receipt in one write. A record that
+    /// moved on is left alone, and the late outcome is kept as ambiguous evidence. Under
+    /// `outcomes: deferred` this returns before the write is durable (and a late outcome is
+    /// then only in the evidence).
+    pub(super) fn finish(&self, permit: &Permit, outcome: Outcome) -> Result<()> {
+        self.guarded(|kernel, _| {
+            let mut draft = kernel.draft(&permit.action, &permit.action_hash, &permit.ruling)?;
+            draft.started_at = permit.started_at;
+            draft.effect_key = permit.effect_key.clone();
+            draft.attempt = permit.attempt;
+            draft.approval_id = permit.approval_id.clone();
+            draft.approver = permit.approver.clone();
+            let op = Write::Finish(Box::new(Finish {
+                action: permit.action.clone(),
+                effect_key: permit.effect_key.clone(),
+                attempt: permit.attempt,
+                holds_key: permit.holds_key,
+                draft,
+                would_have: permit.would_have.clone(),
+                outcome: outcome.bounded(),
+            }));
+            match kernel.write_outcome(op)? {
+                None | Some(WriteReply::Done) => Ok(()),
+                Some(WriteReply::Refused(refusal)) => Err(refusal),
+                Some(_) => Err(unexpected("outcome")),
+            }
+        })
+    }
+}
+
+/// The outcome transaction. Lands once per receipt id: an outcome re-sent after a lost answer
+/// (to a new owner of the store) finds its receipt and writes nothing.
+pub(super) fn apply_finish(tx: &mut WriteTx<'_>, finish: &Finish, now: Micros) -> Result<WriteReply> {
+    if tx.receipt_seq(&finish.draft.receipt_id)?.is_some() {
+        return Ok(WriteReply::Done);
+    }
+    let mut draft = finish.draft.clone();
+    draft.finished_at = now;
+    let action_id = finish.action.action_id.as_str();
+    let executor_result = match &finish.outcome {
+        Outcome::Committed(result) => Some(result.clone()),
+        _ => None,
+    };
+    let (kind, result, error) = match &finish.outcome {
+        Outcome::Committed(_) => (EventKind::EXECUTION_COMMITTED, ReceiptResult::Committed, None),
+        Outcome::NotExecuted(error) => (EventKind::EXECUTION_FAILED, ReceiptResult::Failed, Some(error.clone())),
+        Outcome::Ambiguous(error) => (EventKind::EXECUTION_AMBIGUOUS, ReceiptResult::Ambiguous, Some(error.clone())),
+    };
+    let held = if finish.holds_key { finish.effect_key.as_ref() } else { None };
+    let late = match held {
+        None => None,
+        Some(key) => {
+            match effect::plan_outcome(tx.effect(key)?.as_ref(), key, action_id, finish.attempt, &finish.outcome, now) {
+                Ok(OutcomePlan::Write(mut record)) => {
+                    // The receipt below keeps the result; the effect row does not repeat it.
+                    record.result = None;
+                    tx.put_effect(&record)?;
+                    None
                 }
-            })
-        })??;
-        self.lease_expires_at = record.lease_expires_at;
-        Ok(())
+                Ok(OutcomePlan::Unchanged(_)) => None,
+                Err(
+                    Error::Ambiguous { .. } | Error::Duplicate { .. } | Error::LateOutcome { .. } | Error::NotFound(_),
+                ) => {
+                    let record = tx.effect(key)?;
+                    Some(Error::LateOutcome {
+                        effect_key: key.clone(),
+                        state: record.as_ref().map(|r| r.state).unwrap_or(EffectState::Ambiguous),
+                        holder: record.map(|r| r.action_id).unwrap_or_default(),
+                    })
+                }
+                Err(other) => return Err(other),
+            }
+        }
+    };
+    let data = match (&late, &error) {
+        (Some(refusal), _) => {
+            serde_json::json!({"attempt": finish.attempt, "late_outcome": result.as_str(), "error": refusal.to_string()})
+        }
+        (None, Some(error)) => serde_json::json!({"attempt": finish.attempt, "error": error}),
+        (None, None) => serde_json::json!({"attempt": finish.attempt}),
+    };
+    let kind = if late.is_some() { EventKind::EXECUTION_AMBIGUOUS } else { kind };
+    tx.event(kind, now, Some(action_id), finish.effect_key.as_deref(), None, data)?;
+    match &late {
+        Some(refusal) => {
+            draft.result = ReceiptResult::Ambiguous;
+            draft.error = Some(format!("late {} outcome refused: {refusal}", result.as_str()));
+        }
+        None => {
+            draft.result = result;
+            draft.error = error;
+        }
+    }
+    if let Some(would_have) = &finish.would_have {
+        draft.execution = Some(draft.result);
+        draft.result = ReceiptResult::Observed;
+        draft.would_have = Some(would_have.clone());
+    }
+    tx.append_receipt(&draft, executor_result)?;
+    Ok(match late {
+        Some(refusal) => WriteReply::Refused(refusal),
+        None => WriteReply::Done,
+    })
+}
+
+/// `extend_lease` inside the transaction.
+pub(super) fn apply_extend(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    action_id: &str,
+    attempt: u32,
+    until: Micros,
+    now: Micros,
+) -> Result<WriteReply> {
+    match effect::plan_lease_extension(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, until, now) {
+        Ok(record) => {
+            tx.put_effect(&record)?;
+            tx.event(
+                EventKind::EFFECT_LEASE_EXTENDED,
+                now,
+                Some(action_id),
+                Some(effect_key),
+                None,
+                serde_json::json!({"lease_expires_at": crate::clock::render(until)}),
+            )?;
+            Ok(WriteReply::Effect(record))
+        }
+        Err(refusal) => Ok(WriteReply::Refused(refusal)),
     }
 }
 

@@ -41,7 +41,7 @@ impl Warden {
             let confined = confine(&self.document().sources_config, &parsed).map_err(Error::Sight)?;
             let result = fetch_confined(&confined, provider, cancel, now).map_err(Error::Sight)?;
             if parsed.snapshot {
-                snapshot::append(kernel.store(), &confined, result, now)
+                snapshot::append(kernel, &confined, result, now)
             } else {
                 Ok(result)
             }
@@ -50,12 +50,12 @@ impl Warden {
 
     /// A page of snapshots, newest first (`warden_history`); see `snapshot::history`.
     pub fn history(&self, request: &Value) -> Result<Value, Error> {
-        self.kernel().guarded(|kernel, _| snapshot::history(kernel.store(), &self.document().sources_config, request))
+        self.kernel().guarded(|kernel, _| snapshot::history(kernel, &self.document().sources_config, request))
     }
 
     /// The bounded difference of two snapshots of one window (`warden_diff`); see
     /// `snapshot::diff`.
     pub fn diff(&self, request: &Value) -> Result<Value, Error> {
-        self.kernel().guarded(|kernel, _| snapshot::diff(kernel.store(), &self.document().sources_config, request))
+        self.kernel().guarded(|kernel, _| snapshot::diff(kernel, &self.document().sources_config, request))
     }
 }

@@ -12,6 +12,7 @@ pub mod confine;
 pub mod credentials;
 pub mod http;
 pub mod query;
+pub mod record;
 pub mod shape;
 pub mod snapshot;
 pub mod tool_schema;
@@ -58,6 +59,24 @@ pub enum SightKind {
     Config,
     /// The one GET failed, was refused or was cancelled; no values were returned.
     Fetch,
+}
+
+impl serde::Serialize for SightError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (self.code, &self.message).serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SightError {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (code, message) = <(String, String)>::deserialize(deserializer)?;
+        let code = ERROR_CODES
+            .iter()
+            .copied()
+            .find(|known| *known == code)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown sight error code {code:?}")))?;
+        Ok(SightError { code, message })
+    }
 }
 
 impl SightError {

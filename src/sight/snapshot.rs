@@ -7,7 +7,6 @@
 //! under different fingerprints (another origin, path, auth mode or reference) are not
 //! compared.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -18,7 +17,7 @@ use super::SightError;
 use crate::action::{is_id, IdKind};
 use crate::clock::Micros;
 use crate::error::Error;
-use crate::store::Store;
+use crate::kernel::Kernel;
 
 /// Page size bounds of `history`.
 pub const MAX_PAGE: usize = 100;
@@ -26,40 +25,7 @@ pub const DEFAULT_PAGE: usize = 20;
 /// At most this many entries in a diff; the rest are counted in `omitted`.
 pub const MAX_DIFF_ENTRIES: usize = 50;
 
-/// One stored snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotRecord {
-    /// `snp_` + 32 hex.
-    pub id: String,
-    /// Append order, assigned by the store.
-    pub seq: u64,
-    pub source: String,
-    pub endpoint: String,
-    /// The window: `[source, endpoint, {param: value}]` with defaults applied, sorted keys.
-    pub window: String,
-    /// `Source::fingerprint` of the window's configuration when the snapshot was taken.
-    pub fingerprint: String,
-    pub taken_at: Micros,
-    /// The result as JSON text (postcard cannot carry a `serde_json::Value`), `snapshotId`
-    /// included.
-    pub result: String,
-}
-
-impl SnapshotRecord {
-    /// The result the agent saw, plus the window's `params`.
-    pub fn to_json(&self) -> Result<Value, Error> {
-        let mut result: Value = serde_json::from_str(&self.result).map_err(|e| corrupt(&self.id, &e))?;
-        let window: Value = serde_json::from_str(&self.window).map_err(|e| corrupt(&self.id, &e))?;
-        if let Value::Object(map) = &mut result {
-            map.insert("params".into(), window.get(2).cloned().unwrap_or(Value::Object(Map::new())));
-        }
-        Ok(result)
-    }
-}
-
-fn corrupt(id: &str, error: &serde_json::Error) -> Error {
-    Error::Store(format!("snapshot {id} holds unreadable JSON ({error}); the store file was altered"))
-}
+pub use super::record::SnapshotRecord;
 
 fn endpoint_scope(source: &str, endpoint: &str) -> String {
     format!("endpoint:{source}/{endpoint}")
@@ -77,7 +43,7 @@ pub fn scopes(confined: &Confined<'_>) -> Vec<String> {
 /// Store `result` (already shaped and redacted) as a new snapshot of `confined`'s window, in
 /// one write transaction. Returns the result with its `snapshotId`.
 pub fn append(
-    store: &Store,
+    store: &Kernel,
     confined: &Confined<'_>,
     mut result: SightResult,
     now: Micros,
@@ -95,7 +61,7 @@ pub fn append(
         taken_at: now,
         result: text,
     };
-    store.append_snapshot(record, &scopes(confined))?;
+    store.append_snapshot(record, scopes(confined))?;
     Ok(result)
 }
 
@@ -109,7 +75,7 @@ const HISTORY_KEYS: [&str; 5] = ["cursor", "endpoint", "limit", "params", "sourc
 /// One page of snapshots, newest first: `{source, endpoint, params?, snapshots, hasMore,
 /// nextCursor?}`. With `params`, only that window (defaults applied, as a query would);
 /// without, every window of the endpoint. `cursor` is the `nextCursor` of the previous page.
-pub fn history(store: &Store, sources: &Sources, request: &Value) -> Result<Value, Error> {
+pub fn history(store: &Kernel, sources: &Sources, request: &Value) -> Result<Value, Error> {
     let Value::Object(map) = request else {
         return Err(refuse(
             "invalid_params",
@@ -174,7 +140,7 @@ pub fn history(store: &Store, sources: &Sources, request: &Value) -> Result<Valu
 
 /// A cursor is the id of the last snapshot of the previous page; it must name a snapshot of
 /// the same endpoint (and window, when the page is per window).
-fn cursor_seq(store: &Store, cursor: &str, confined: &Confined<'_>, per_window: bool) -> Result<u64, Error> {
+fn cursor_seq(store: &Kernel, cursor: &str, confined: &Confined<'_>, per_window: bool) -> Result<u64, Error> {
     let bad = || {
         refuse(
             "invalid_page",
@@ -199,7 +165,7 @@ const DIFF_KEYS: [&str; 2] = ["a", "b"];
 /// params, fetchedAt: {a, b}, entries: [{change, path, before?, after?}], total, omitted}`.
 /// `path` is an RFC 6901 pointer starting with the alias. Refused across windows, across
 /// config fingerprints, and for a snapshot whose source or endpoint is no longer configured.
-pub fn diff(store: &Store, sources: &Sources, request: &Value) -> Result<Value, Error> {
+pub fn diff(store: &Kernel, sources: &Sources, request: &Value) -> Result<Value, Error> {
     let Value::Object(map) = request else {
         return Err(refuse("invalid_params", "diff takes a JSON object {a, b} of two snapshot ids"));
     };

@@ -38,6 +38,7 @@ pub fn open(path: &std::path::Path, clock: &ManualClock) -> Kernel {
             policy_hash: Some("sha256:test".into()),
             policy_version: None,
             environment: None,
+            ..KernelOptions::default()
         },
     )
     .expect("open kernel")

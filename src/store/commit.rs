@@ -1,0 +1,337 @@
+//! Group commit: one writer thread applies every waiting operation in one redb write
+//! transaction, commits once (durably), and then answers each operation with its own result.
+//!
+//! - Each operation reads its clock when it is applied, inside the transaction, so a lease or
+//!   an approval is judged at the moment of the write, not when the caller started waiting.
+//! - One operation's refusal is its own result (refusals travel inside `Ok`). An operation that
+//!   fails outright (a row failing its integrity check, an input it cannot encode) is taken
+//!   out: the transaction is aborted and the batch re-applied without it, so it writes nothing
+//!   and its neighbours are unaffected.
+//! - A fault of the batch itself (begin or commit failing, the file deleted or replaced, redb
+//!   panicking on a damaged page) fails every operation in it and latches the writer closed:
+//!   every later operation gets the same fault until the store is opened again.
+//! - Deferred operations (outcomes under `outcomes: deferred`) do not wake the writer: they
+//!   ride along with the next batch, or are committed when their delay runs out, or on flush.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::file::Db;
+use super::tx::{fault, WriteTx};
+use super::{Now, WriteOp};
+use crate::error::{Error, Result};
+
+/// At most this many operations share one transaction.
+const MAX_BATCH: usize = 512;
+
+/// Where an operation's result goes once its batch committed.
+/// A barrier (no operation) is answered `Ok(None)` once everything queued before it committed.
+pub(super) type Reply<W> = Box<dyn FnOnce(Result<Option<<W as WriteOp>::Reply>>) + Send>;
+
+pub(super) struct Item<W: WriteOp> {
+    /// `None`: a barrier (flush) that writes nothing.
+    pub op: Option<W>,
+    pub now: Now,
+    /// Deferred items carry the instant by which they must be durable.
+    pub deadline: Option<Instant>,
+    pub reply: Reply<W>,
+    /// For a caller that may give up waiting: whether the writer took the item into a
+    /// transaction, or the caller withdrew it first (then it is never applied).
+    pub claim: Option<Arc<Claim>>,
+}
+
+/// Who got to an item first: the writer (taken into a transaction) or its caller (withdrawn).
+#[derive(Debug, Default)]
+pub(super) struct Claim(AtomicU8);
+
+const QUEUED: u8 = 0;
+const TAKEN: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+impl Claim {
+    /// The caller gives up: true when the item was not taken, and now never will be.
+    pub(super) fn withdraw(&self) -> bool {
+        self.0.compare_exchange(QUEUED, WITHDRAWN, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    }
+
+    /// The writer takes it: false when its caller withdrew it.
+    fn take(&self) -> bool {
+        match self.0.compare_exchange(QUEUED, TAKEN, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => true,
+            Err(state) => state == TAKEN,
+        }
+    }
+}
+
+struct Queue<W: WriteOp> {
+    items: VecDeque<Item<W>>,
+    /// Items that want a commit now (not deferred).
+    urgent: usize,
+    shutdown: bool,
+}
+
+pub(super) struct Committer<W: WriteOp> {
+    queue: Mutex<Queue<W>>,
+    wake: Condvar,
+    poisoned: OnceLock<String>,
+}
+
+impl<W: WriteOp> Committer<W> {
+    pub(super) fn new() -> Committer<W> {
+        Committer {
+            queue: Mutex::new(Queue { items: VecDeque::new(), urgent: 0, shutdown: false }),
+            wake: Condvar::new(),
+            poisoned: OnceLock::new(),
+        }
+    }
+
+    pub(super) fn poisoned(&self) -> Option<&str> {
+        self.poisoned.get().map(String::as_str)
+    }
+
+    fn poison_error(reason: &str) -> Error {
+        Error::Store(format!(
+            "{reason} (the store's writer stopped at that fault; open the store again once it is fixed)"
+        ))
+    }
+
+    /// Queue one item. Refused at once when the writer is latched or stopping.
+    pub(super) fn submit(&self, item: Item<W>) {
+        if let Some(reason) = self.poisoned() {
+            (item.reply)(Err(Self::poison_error(reason)));
+            return;
+        }
+        let mut queue = match self.queue.lock() {
+            Ok(queue) => queue,
+            Err(_) => {
+                (item.reply)(Err(Error::Store("the store's writer queue was poisoned by a panic".into())));
+                return;
+            }
+        };
+        if queue.shutdown {
+            drop(queue);
+            (item.reply)(Err(Error::Unavailable("the store is closing; open it again".into())));
+            return;
+        }
+        if item.deadline.is_none() {
+            queue.urgent += 1;
+        }
+        queue.items.push_back(item);
+        drop(queue);
+        self.wake.notify_one();
+    }
+
+    /// Ask the writer thread to finish what is queued and stop.
+    pub(super) fn shutdown(&self) {
+        if let Ok(mut queue) = self.queue.lock() {
+            queue.shutdown = true;
+        }
+        self.wake.notify_all();
+    }
+
+    /// The writer thread's loop: returns when shut down and drained.
+    pub(super) fn run(&self, db: &Db) {
+        loop {
+            let Some(batch) = self.next_batch() else { return };
+            self.commit_batch(db, batch);
+        }
+    }
+
+    /// Wait until something must be committed; take up to `MAX_BATCH` items.
+    fn next_batch(&self) -> Option<Vec<Item<W>>> {
+        let Ok(mut queue) = self.queue.lock() else { return None };
+        loop {
+            let earliest = queue.items.iter().filter_map(|item| item.deadline).min();
+            let due = earliest.is_some_and(|at| at <= Instant::now());
+            if queue.urgent > 0 || due || (queue.shutdown && !queue.items.is_empty()) {
+                let take = queue.items.len().min(MAX_BATCH);
+                let batch: Vec<Item<W>> = queue.items.drain(..take).collect();
+                queue.urgent -= batch.iter().filter(|item| item.deadline.is_none()).count();
+                return Some(batch);
+            }
+            if queue.shutdown {
+                return None;
+            }
+            queue = match earliest {
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now()).max(Duration::from_micros(50));
+                    match self.wake.wait_timeout(queue, wait) {
+                        Ok((queue, _)) => queue,
+                        Err(_) => return None,
+                    }
+                }
+                None => match self.wake.wait(queue) {
+                    Ok(queue) => queue,
+                    Err(_) => return None,
+                },
+            };
+        }
+    }
+
+    fn commit_batch(&self, db: &Db, mut batch: Vec<Item<W>>) {
+        if let Some(reason) = self.poisoned() {
+            let error = Self::poison_error(reason);
+            for item in batch {
+                (item.reply)(Err(error.clone()));
+            }
+            return;
+        }
+        loop {
+            match self.apply(db, &batch) {
+                Applied::Committed(results) => {
+                    for (item, result) in batch.into_iter().zip(results) {
+                        (item.reply)(result);
+                    }
+                    return;
+                }
+                Applied::Rejected(index, error) => {
+                    let item = batch.remove(index);
+                    (item.reply)(Err(error));
+                    if batch.is_empty() {
+                        return;
+                    }
+                }
+                Applied::Withdrawn(index) => {
+                    // Its caller already has its answer; nobody waits for this one.
+                    drop(batch.remove(index));
+                    if batch.is_empty() {
+                        return;
+                    }
+                }
+                Applied::Fault(error) => {
+                    let reason = error.to_string();
+                    let _ = self.poisoned.set(reason.clone());
+                    let error = match error {
+                        Error::Store(_) => error,
+                        other => Error::Store(other.to_string()),
+                    };
+                    for item in batch {
+                        (item.reply)(Err(error.clone()));
+                    }
+                    self.fail_queued(&reason);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// After a fault, answer everything still queued with it.
+    fn fail_queued(&self, reason: &str) {
+        let drained: Vec<Item<W>> = match self.queue.lock() {
+            Ok(mut queue) => {
+                queue.urgent = 0;
+                queue.items.drain(..).collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        for item in drained {
+            (item.reply)(Err(Self::poison_error(reason)));
+        }
+    }
+
+    /// One attempt at the batch: every operation applied in one transaction, then one commit.
+    fn apply(&self, db: &Db, batch: &[Item<W>]) -> Applied<W> {
+        if let Err(error) = db.check_still_there() {
+            return Applied::Fault(error);
+        }
+        let database = match db.database() {
+            Ok(database) => database,
+            Err(error) => return Applied::Fault(error),
+        };
+        let txn = match database.begin_write() {
+            Ok(txn) => txn,
+            Err(error) => return Applied::Fault(fault(error)),
+        };
+        // Only now, with the transaction open, are items taken: a caller that gave up while
+        // the writer waited for the transaction withdrew its item, and it is left out.
+        if let Some(index) = batch.iter().position(|item| item.claim.as_ref().is_some_and(|claim| !claim.take())) {
+            let _ = txn.abort();
+            return Applied::Withdrawn(index);
+        }
+        let mut results = Vec::with_capacity(batch.len());
+        let mut rejected = None;
+        {
+            let mut tx = match WriteTx::open(&txn) {
+                Ok(tx) => tx,
+                Err(error) => return Applied::Fault(error),
+            };
+            for (index, item) in batch.iter().enumerate() {
+                let Some(op) = &item.op else {
+                    results.push(Ok(None));
+                    continue;
+                };
+                let now = item.now.read();
+                match catch_unwind(AssertUnwindSafe(|| op.apply(&mut tx, now))) {
+                    Ok(Ok(reply)) => results.push(Ok(Some(reply))),
+                    Ok(Err(error)) => {
+                        rejected = Some((index, error));
+                        break;
+                    }
+                    Err(payload) => {
+                        let message = crate::error::panic_text(payload.as_ref());
+                        return Applied::Fault(Error::Store(format!(
+                            "the store file {} is damaged: redb failed while using the {} table ({message}). Run \
+                             `warden doctor` on it",
+                            db.path().display(),
+                            match tx.touching() {
+                                "" => "first",
+                                table => table,
+                            }
+                        )));
+                    }
+                }
+            }
+        }
+        if let Some((index, error)) = rejected {
+            let _ = txn.abort();
+            return Applied::Rejected(index, error);
+        }
+        match txn.commit() {
+            Ok(()) => Applied::Committed(results),
+            Err(error) => Applied::Fault(fault(error)),
+        }
+    }
+}
+
+enum Applied<W: WriteOp> {
+    Committed(Vec<Result<Option<W::Reply>>>),
+    Rejected(usize, Error),
+    Withdrawn(usize),
+    Fault(Error),
+}
+
+/// A one-shot answer a caller waits for, with a bound.
+pub(super) struct Slot<T> {
+    value: Mutex<Option<T>>,
+    ready: Condvar,
+}
+
+impl<T> Slot<T> {
+    pub(super) fn new() -> Arc<Slot<T>> {
+        Arc::new(Slot { value: Mutex::new(None), ready: Condvar::new() })
+    }
+
+    pub(super) fn fill(&self, value: T) {
+        if let Ok(mut slot) = self.value.lock() {
+            if slot.is_none() {
+                *slot = Some(value);
+            }
+        }
+        self.ready.notify_all();
+    }
+
+    /// The value, or `None` when `deadline` passed first.
+    pub(super) fn wait(&self, deadline: Instant) -> Option<T> {
+        let mut slot = self.value.lock().ok()?;
+        loop {
+            if let Some(value) = slot.take() {
+                return Some(value);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            slot = self.ready.wait_timeout(slot, left).ok()?.0;
+        }
+    }
+}

@@ -1,0 +1,732 @@
+//! The store: the only code that touches redb.
+//!
+//! One file holds every table (`tables`), every row integrity-checked when read (`codec`). One
+//! process at a time owns the file (`owner`): it opens redb as its single writer and applies
+//! every state change — its own and, over a Unix socket, those of every other process using
+//! the store (`client`) — through one group commit (`commit`): everything waiting goes into one
+//! write transaction and one durable commit. When the owner goes away another process takes
+//! over (`Store::write` elects again on a broken connection). Nothing crosses a `fork()`
+//! (`fork`). New stores are created atomically and anything that is not a Warden store is
+//! refused (`file`); older schemas migrate forward in one transaction (`schema`).
+//!
+//! The store knows nothing of the kernel: the kernel hands it operations (`WriteOp`, `ReadOp`)
+//! that say what one state change reads and writes, and the store decides only where and when
+//! they run. See `docs/STORE.md`.
+
+mod client;
+mod codec;
+mod commit;
+mod file;
+pub(crate) mod fork;
+mod owner;
+mod records;
+mod schema;
+mod tables;
+mod tx;
+mod wire;
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use redb::ReadableTable;
+use serde::{de::DeserializeOwned, Serialize};
+
+pub use crate::event::{Event, EventKind};
+pub use tables::SCHEMA_VERSION;
+pub use tx::{RawTable, ReadTx, WriteTx};
+
+use crate::clock::{Clock, Micros, SystemClock};
+use crate::error::{Error, Result};
+use client::{Answer, Client};
+use commit::{Claim, Committer, Item, Slot};
+use file::{Db, FileId};
+use owner::{Attempt, OwnerLock, Server};
+
+/// One state change: what it reads and writes inside the batch's transaction. Refusals that
+/// must keep their writes are returned inside `Ok`; an `Err` means the operation writes
+/// nothing (its part of the batch is rolled back).
+pub trait WriteOp: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+    fn apply(&self, tx: &mut WriteTx<'_>, now: Micros) -> Result<Self::Reply>;
+    /// True when applying it twice has the effect of applying it once (an outcome keyed by its
+    /// receipt id): such an operation is re-sent after a lost answer instead of failing.
+    fn resend_safe(&self) -> bool {
+        false
+    }
+}
+
+/// One consistent read.
+pub trait ReadOp: Serialize + DeserializeOwned + Send + Sync + 'static {
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+    fn run(&self, rx: &ReadTx, now: Micros) -> Result<Self::Reply>;
+}
+
+/// The operations one user of the store (the kernel) speaks.
+pub trait Protocol: Send + Sync + 'static {
+    type Write: WriteOp;
+    type Read: ReadOp;
+}
+
+/// Where an operation's "now" comes from: read when the operation is applied, inside its
+/// transaction.
+#[derive(Clone, Debug)]
+pub enum Now {
+    System,
+    /// An instant fixed by the caller (a manual clock in another process).
+    Fixed(Micros),
+    Clock(Arc<dyn Clock>),
+}
+
+impl Now {
+    pub fn read(&self) -> Micros {
+        match self {
+            Now::System => SystemClock.now(),
+            Now::Fixed(at) => *at,
+            Now::Clock(clock) => clock.now(),
+        }
+    }
+
+    /// What another process is told: nothing for the system clock (it reads its own).
+    fn for_wire(&self) -> Option<Micros> {
+        match self {
+            Now::System => None,
+            Now::Fixed(at) => Some(*at),
+            Now::Clock(clock) => Some(clock.now()),
+        }
+    }
+}
+
+/// When a write must be durable before the call returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Committed durably (with whatever else is queued) before the call returns.
+    Durable,
+    /// The call returns at once; the write becomes durable with the next commit of the store,
+    /// or within the delay, or on flush/close. A crash in that window loses it.
+    Deferred(Duration),
+}
+
+/// The delay of a deferred write when none is given.
+pub const DEFAULT_DEFERRED_DELAY: Duration = Duration::from_millis(10);
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// The bound on every wait: for the owner to answer, for ownership, for the writer.
+    pub wait: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions { wait: wait_from_environment() }
+    }
+}
+
+/// `WARDEN_WRITE_WAIT_MS`, default 30 s, read once per open.
+pub fn wait_from_environment() -> Duration {
+    let millis = std::env::var("WARDEN_WRITE_WAIT_MS").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(30_000);
+    Duration::from_millis(millis.clamp(1, 3_600_000))
+}
+
+/// What this process is to the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// This process has the file open and serves the others.
+    Owner,
+    /// Another process (this pid) owns it; calls go over its socket.
+    Client { owner_pid: u32 },
+    /// This user may read the store but not write it.
+    ReadOnly,
+}
+
+/// An open store. Cheap to clone; every handle on one file in one process shares it.
+pub struct Store<P: Protocol> {
+    engine: Arc<Engine<P>>,
+    generation: u64,
+    opened_in: u32,
+}
+
+impl<P: Protocol> Clone for Store<P> {
+    fn clone(&self) -> Self {
+        Store { engine: self.engine.clone(), generation: self.generation, opened_in: self.opened_in }
+    }
+}
+
+impl<P: Protocol> std::fmt::Debug for Store<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.engine.path).finish()
+    }
+}
+
+impl<P: Protocol> Drop for Store<P> {
+    fn drop(&mut self) {
+        if self.generation != fork::generation() {
+            // A forked child: never run the parent's teardown here.
+            std::mem::forget(self.engine.clone());
+        }
+    }
+}
+
+use client::Orphans;
+
+struct Engine<P: Protocol> {
+    path: PathBuf,
+    mode: RwLock<Arc<Mode<P>>>,
+    orphans: Orphans<P>,
+    wait: Duration,
+}
+
+enum Mode<P: Protocol> {
+    Owner(Owned<P>),
+    Client(Client<P>),
+    ReadOnly(ReadOnly),
+}
+
+impl<P: Protocol> Mode<P> {
+    fn is_done(&self) -> bool {
+        match self {
+            Mode::Client(client) => client.is_done(),
+            Mode::Owner(_) | Mode::ReadOnly(_) => false,
+        }
+    }
+}
+
+struct Owned<P: Protocol> {
+    server: Option<Server>,
+    writer: Option<JoinHandle<()>>,
+    shared: Arc<owner::Shared<P>>,
+    generation: u64,
+    /// Declared last: released after the database closed.
+    _lock: OwnerLock,
+}
+
+impl<P: Protocol> Drop for Owned<P> {
+    fn drop(&mut self) {
+        if self.generation != fork::generation() {
+            std::mem::forget(self.server.take());
+            std::mem::forget(self.writer.take());
+            std::mem::forget(self.shared.clone());
+            return;
+        }
+        if let Some(mut server) = self.server.take() {
+            server.stop::<P>(self.shared.wait);
+        }
+        self.shared.committer.shutdown();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl<P: Protocol> Owned<P> {
+    fn write(&self, op: P::Write, now: &Now, durability: Durability) -> Result<Option<<P::Write as WriteOp>::Reply>> {
+        match durability {
+            Durability::Deferred(delay) => {
+                let item = Item {
+                    op: Some(op),
+                    now: now.clone(),
+                    deadline: Some(Instant::now() + delay),
+                    reply: Box::new(drop),
+                    claim: None,
+                };
+                self.shared.committer.submit(item);
+                Ok(None)
+            }
+            Durability::Durable => {
+                let slot = Slot::new();
+                let filled = slot.clone();
+                let claim = Arc::new(Claim::default());
+                let item = Item {
+                    op: Some(op),
+                    now: now.clone(),
+                    deadline: None,
+                    reply: Box::new(move |r| filled.fill(r)),
+                    claim: Some(claim.clone()),
+                };
+                self.shared.committer.submit(item);
+                let wait = self.shared.wait;
+                if let Some(answer) = slot.wait(Instant::now() + wait) {
+                    return answer;
+                }
+                if claim.withdraw() {
+                    return Err(Error::Unavailable(format!(
+                        "the store's writer was busy for longer than {} ms (another transaction held it: a stopped \
+                         process or a stalled disk?); nothing was applied. Raise WARDEN_WRITE_WAIT_MS or look for \
+                         what holds the store",
+                        wait.as_millis()
+                    )));
+                }
+                // Taken into a transaction: its commit is under way, so wait for its answer.
+                slot.wait(Instant::now() + wait).unwrap_or_else(|| {
+                    Err(Error::Unavailable(format!(
+                        "the store's commit did not finish within {} ms (a stalled disk?); the change may still be \
+                         applied. Look at the disk",
+                        wait.as_millis()
+                    )))
+                })
+            }
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        let slot = Slot::new();
+        let filled = slot.clone();
+        self.shared.committer.submit(Item {
+            op: None,
+            now: Now::System,
+            deadline: None,
+            reply: Box::new(move |r| filled.fill(r.map(drop))),
+            claim: None,
+        });
+        slot.wait(Instant::now() + self.shared.wait)
+            .unwrap_or_else(|| Err(Error::Unavailable("the store's writer did not finish flushing in time".into())))
+    }
+}
+
+/// A store this user may read but not write.
+struct ReadOnly {
+    db: Option<redb::ReadOnlyDatabase>,
+    registered: fork::Registered,
+    generation: u64,
+    why: String,
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        if self.generation != fork::generation() {
+            std::mem::forget(self.db.take());
+            self.registered.disarm();
+        }
+    }
+}
+
+// ---- the process-wide registry: one engine per store file per process ------------------------
+
+type Registry = Mutex<HashMap<FileId, Weak<dyn Any + Send + Sync>>>;
+
+/// One registry per fork generation: a child never touches (or waits on) its parent's.
+static REGISTRIES: [OnceLock<Registry>; 64] = [const { OnceLock::new() }; 64];
+
+fn registry(generation: u64) -> Result<&'static Registry> {
+    let slot = REGISTRIES.get(generation as usize).ok_or_else(|| {
+        Error::Store("this process descends from more than 63 nested forks of a Warden process; start it afresh".into())
+    })?;
+    Ok(slot.get_or_init(Registry::default))
+}
+
+impl<P: Protocol> Store<P> {
+    /// Open the store at `path` (creating it only if no file exists there), as its owner or as
+    /// a client of the process that owns it.
+    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store<P>> {
+        let path = path.as_ref().to_path_buf();
+        if path.as_os_str().is_empty() {
+            return Err(Error::InvalidInput("the store path is empty; pass --store PATH or set WARDEN_STORE".into()));
+        }
+        let generation = fork::current();
+        let registry = registry(generation)?;
+        let mut map = registry.lock().map_err(|_| {
+            Error::Store("the store registry is poisoned by an earlier panic; restart the process".into())
+        })?;
+        let opened_in = std::process::id();
+        if let Some(id) = file::identity(&path) {
+            if let Some(engine) = map.get(&id).and_then(Weak::upgrade).and_then(|any| any.downcast::<Engine<P>>().ok())
+            {
+                return Ok(Store { engine, generation, opened_in });
+            }
+        }
+        let orphans: Orphans<P> = Arc::default();
+        let mode = elect::<P>(&path, options.wait, &orphans)?;
+        let identity = file::identity(&path)
+            .ok_or_else(|| Error::Store(format!("the store {} vanished while it was being opened", path.display())))?;
+        let engine = Arc::new(Engine { path, mode: RwLock::new(Arc::new(mode)), orphans, wait: options.wait });
+        map.retain(|_, weak| weak.strong_count() > 0);
+        let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&engine) as Weak<dyn Any + Send + Sync>;
+        map.insert(identity, weak);
+        Ok(Store { engine, generation, opened_in })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.engine.path
+    }
+
+    /// Refuse a handle used in a forked child of the process that opened it. Touches nothing.
+    pub fn check_fork(&self) -> Result<()> {
+        if self.generation == fork::generation() {
+            Ok(())
+        } else {
+            Err(fork::forked_error(self.opened_in))
+        }
+    }
+
+    /// What this process is to the store right now.
+    pub fn role(&self) -> Result<Role> {
+        self.check_fork()?;
+        Ok(match &*self.engine.current()? {
+            Mode::Owner(_) => Role::Owner,
+            Mode::Client(client) => Role::Client { owner_pid: client.owner_pid },
+            Mode::ReadOnly(_) => Role::ReadOnly,
+        })
+    }
+
+    /// Apply one state change. `Ok(None)` only for a deferred write (applied later).
+    pub fn write(
+        &self,
+        op: P::Write,
+        now: &Now,
+        durability: Durability,
+    ) -> Result<Option<<P::Write as WriteOp>::Reply>> {
+        self.check_fork()?;
+        let deadline = Instant::now() + self.engine.wait;
+        let resend_safe = op.resend_safe();
+        loop {
+            let mode = self.engine.current()?;
+            match &*mode {
+                Mode::Owner(owned) => return owned.write(op, now, durability),
+                Mode::ReadOnly(read_only) => return Err(read_only_refusal(&self.engine.path, &read_only.why)),
+                Mode::Client(client) => {
+                    self.engine.resend_orphans(client);
+                    let deferred = matches!(durability, Durability::Deferred(_));
+                    match client.write(op.clone(), now.for_wire(), deferred) {
+                        Answer::Done(result) => return result,
+                        Answer::Moved => {}
+                        Answer::Lost(reason) if !resend_safe => {
+                            return Err(Error::Unavailable(format!(
+                                "{reason}; this call's answer was lost, so it may or may not have been applied (a \
+                                 reservation it made is in progress until its lease lapses, then AMBIGUOUS). Nothing \
+                                 will retry it blindly"
+                            )))
+                        }
+                        Answer::Lost(_) => {}
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "no process took over the store {} within {} ms; nothing was applied by this call",
+                    self.engine.path.display(),
+                    self.engine.wait.as_millis()
+                )));
+            }
+            self.engine.retire(&mode);
+        }
+    }
+
+    /// Run one read.
+    pub fn read(&self, op: &P::Read, now: &Now) -> Result<<P::Read as ReadOp>::Reply>
+    where
+        P::Read: Clone,
+    {
+        self.check_fork()?;
+        let deadline = Instant::now() + self.engine.wait;
+        loop {
+            let mode = self.engine.current()?;
+            match &*mode {
+                Mode::Owner(owned) => return owned.shared.read(op, now),
+                Mode::ReadOnly(read_only) => return read_only.read(op, now),
+                Mode::Client(client) => match client.read(op.clone(), now.for_wire()) {
+                    Answer::Done(result) => return result,
+                    Answer::Moved | Answer::Lost(_) => {}
+                },
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "no process took over the store {} within {} ms",
+                    self.engine.path.display(),
+                    self.engine.wait.as_millis()
+                )));
+            }
+            self.engine.retire(&mode);
+        }
+    }
+
+    /// Make every deferred write of this process durable before returning.
+    pub fn flush(&self) -> Result<()> {
+        self.check_fork()?;
+        let deadline = Instant::now() + self.engine.wait;
+        loop {
+            let mode = self.engine.current()?;
+            match &*mode {
+                Mode::Owner(owned) => return owned.flush(),
+                Mode::ReadOnly(_) => return Ok(()),
+                Mode::Client(client) => {
+                    self.engine.resend_orphans(client);
+                    if client.unconfirmed() == 0 && self.engine.orphans.lock().map(|o| o.is_empty()).unwrap_or(true) {
+                        return Ok(());
+                    }
+                    if client.is_done() {
+                        self.engine.retire(&mode);
+                    } else {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable(
+                    "deferred outcomes were not confirmed by the store's owner in time; they stay in flight and \
+                     turn AMBIGUOUS when their leases lapse"
+                        .into(),
+                ));
+            }
+        }
+    }
+
+    /// Test support: edit raw rows in one write transaction (owner only).
+    #[doc(hidden)]
+    pub fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_, '_>) -> Result<()>) -> Result<()> {
+        self.check_fork()?;
+        let mode = self.engine.current()?;
+        let Mode::Owner(owned) = &*mode else {
+            return Err(Error::InvalidInput("only the process that owns a store can tamper with it".into()));
+        };
+        owned.shared.committer_flush_then(|database| {
+            let txn = database.begin_write().map_err(tx::fault)?;
+            {
+                let mut raw = WriteTx::open(&txn)?;
+                edit(&mut Tamper { tx: &mut raw })?;
+            }
+            txn.commit().map_err(tx::fault)
+        })
+    }
+}
+
+impl<P: Protocol> owner::Shared<P> {
+    /// Run `work` on the database from this thread, after everything queued committed (redb
+    /// serialises it with the writer thread's transactions).
+    fn committer_flush_then(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
+        work(self.db.database()?)
+    }
+}
+
+fn read_only_refusal(path: &Path, why: &str) -> Error {
+    Error::Store(format!(
+        "the store {} is open read-only for this user ({why}); nothing was written. Run as a user who may write \
+         the store and its directory to change it",
+        path.display()
+    ))
+}
+
+impl<P: Protocol> Engine<P> {
+    /// The current mode, electing again if the connection to the owner is gone.
+    fn current(&self) -> Result<Arc<Mode<P>>> {
+        let mode = self.mode.read().map_err(|_| Error::Store("the store's mode lock was poisoned".into()))?.clone();
+        if mode.is_done() {
+            return self.reelect(&mode);
+        }
+        Ok(mode)
+    }
+
+    fn retire(&self, stale: &Arc<Mode<P>>) {
+        let _ = self.reelect(stale);
+    }
+
+    fn reelect(&self, stale: &Arc<Mode<P>>) -> Result<Arc<Mode<P>>> {
+        let mut slot = self.mode.write().map_err(|_| Error::Store("the store's mode lock was poisoned".into()))?;
+        if !Arc::ptr_eq(&slot, stale) {
+            return Ok(slot.clone());
+        }
+        let fresh = Arc::new(elect::<P>(&self.path, self.wait, &self.orphans)?);
+        *slot = fresh.clone();
+        drop(slot);
+        if let Mode::Owner(owned) = &*fresh {
+            // Deferred outcomes the last owner never confirmed: this process applies them now.
+            let orphans: Vec<_> = self.orphans.lock().map(|mut o| o.drain(..).collect()).unwrap_or_default();
+            for (op, now) in orphans {
+                let now = now.map_or(Now::System, Now::Fixed);
+                let _ = owned.write(op, &now, Durability::Deferred(DEFAULT_DEFERRED_DELAY));
+            }
+        }
+        Ok(fresh)
+    }
+
+    fn resend_orphans(&self, client: &Client<P>) {
+        let orphans: Vec<_> = match self.orphans.lock() {
+            Ok(mut orphans) if !orphans.is_empty() => orphans.drain(..).collect(),
+            _ => return,
+        };
+        for (op, now) in orphans {
+            if let Answer::Lost(_) | Answer::Moved = client.write(op.clone(), now, true) {
+                if let Ok(mut again) = self.orphans.lock() {
+                    again.push((op, now));
+                }
+            }
+        }
+    }
+}
+
+/// Take ownership, or reach the owner, or (for a user who cannot write) open read-only;
+/// bounded by `wait`.
+fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Result<Mode<P>> {
+    let deadline = Instant::now() + wait;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match OwnerLock::try_take(path)? {
+            Attempt::Owner(lock) => return become_owner(path, lock, wait),
+            Attempt::NoWriteAccess(error) => return open_read_only(path, &error, wait, orphans),
+            Attempt::Held => {}
+        }
+        if let Some(client) = connect::<P>(path, wait, orphans)? {
+            return Ok(Mode::Client(client));
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Unavailable(format!(
+                "another process holds the store {} (its lock file {}) but did not start serving it within {} ms \
+                 (stopped, or still opening a large store?); nothing was done. Raise WARDEN_WRITE_WAIT_MS, or look \
+                 for that process",
+                path.display(),
+                owner::lock_path(path).display(),
+                wait.as_millis()
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+fn connect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Result<Option<Client<P>>> {
+    let dir = owner::run_dir(path);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let (address, _handle) = owner::socket_address(&dir)?;
+    Client::connect(&address, file::identity(path), wait, orphans.clone())
+}
+
+fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Result<Mode<P>> {
+    if !file::inspect(path)? {
+        file::create(path, schema::write_fresh)?;
+    }
+    let db = Db::open_existing(path)?;
+    schema::ensure(db.database()?, path)?;
+    let dir = owner::prepare_run_dir(path)?;
+    let shared = Arc::new(owner::Shared { committer: Committer::new(), db, wait });
+    let writer = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("warden-writer".into())
+            .spawn(move || shared.committer.run(&shared.db))
+            .map_err(|e| Error::Store(format!("cannot start the store's writer thread: {e}")))?
+    };
+    let mut owned = Owned {
+        server: None,
+        writer: Some(writer),
+        shared: shared.clone(),
+        generation: fork::generation(),
+        _lock: lock,
+    };
+    owned.server = Some(Server::start(&dir, shared)?);
+    Ok(Mode::Owner(owned))
+}
+
+fn open_read_only<P: Protocol>(
+    path: &Path,
+    why: &std::io::Error,
+    wait: Duration,
+    orphans: &Orphans<P>,
+) -> Result<Mode<P>> {
+    // An owner running as this same user can still serve us.
+    if let Ok(Some(client)) = connect::<P>(path, wait, orphans) {
+        return Ok(Mode::Client(client));
+    }
+    if !file::inspect(path)? {
+        return Err(Error::Store(format!(
+            "there is no store at {}, and this user cannot create one there ({why})",
+            path.display()
+        )));
+    }
+    let file = std::fs::File::open(path).map_err(|e| file::access_error(path, &e))?;
+    let registered = fork::Registered::new(std::os::fd::AsRawFd::as_raw_fd(&file))?;
+    let backend = redb::backends::FileBackend::new(file)
+        .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
+    let db = redb::Builder::new().open_read_only_with_backend(backend).map_err(|e| match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => Error::Store(format!(
+            "the store {} is in use by a process of another user, and this user may only read it; read it as that \
+             user, or when that process has closed it",
+            path.display()
+        )),
+        redb::DatabaseError::RepairAborted | redb::DatabaseError::Storage(_) => Error::Store(format!(
+            "the store {} needs recovery after a crash, which a read-only user cannot do: open it once as a user \
+             who may write it ({e})",
+            path.display()
+        )),
+        other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
+    })?;
+    match schema::version(&db, path)? {
+        Some(SCHEMA_VERSION) => {}
+        Some(1) => {
+            return Err(Error::Store(format!(
+                "the store {} has schema 1 and must be migrated before it can be read; open it once as a user who \
+                 may write it",
+                path.display()
+            )))
+        }
+        Some(other) => schema::check_version(other, path)?,
+        None => return Err(file::not_a_store(path, "it has no Warden schema version")),
+    }
+    Ok(Mode::ReadOnly(ReadOnly { db: Some(db), registered, generation: fork::generation(), why: why.to_string() }))
+}
+
+impl ReadOnly {
+    fn read<R: ReadOp>(&self, op: &R, now: &Now) -> Result<R::Reply> {
+        use redb::ReadableDatabase;
+        let db = self.db.as_ref().ok_or_else(|| Error::Store("the store was closed".into()))?;
+        let txn = db.begin_read().map_err(tx::fault)?;
+        op.run(&ReadTx::new(txn), now.read())
+    }
+}
+
+/// Raw access to rows, for tests that damage or tamper with a store on purpose.
+#[doc(hidden)]
+pub struct Tamper<'a, 't> {
+    tx: &'a mut WriteTx<'t>,
+}
+
+impl Tamper<'_, '_> {
+    pub fn receipt(&mut self, seq: u64) -> Result<Option<crate::receipt::StoredReceipt>> {
+        let found = self.tx.raw_receipts().get(seq).map_err(tx::fault)?;
+        found.map(|bytes| codec::decode(tables::name::RECEIPTS, &seq, bytes.value())).transpose()
+    }
+    pub fn put_receipt(&mut self, seq: u64, row: &crate::receipt::StoredReceipt) -> Result<()> {
+        let bytes = codec::encode(tables::name::RECEIPTS, &seq, row)?;
+        self.tx.raw_receipts().insert(seq, bytes.as_slice()).map_err(tx::fault)?;
+        Ok(())
+    }
+    pub fn remove_receipt(&mut self, seq: u64) -> Result<()> {
+        self.tx.raw_receipts().remove(seq).map_err(tx::fault)?;
+        Ok(())
+    }
+    pub fn set_head(&mut self, seq: u64, hash: &str) -> Result<()> {
+        let bytes =
+            codec::encode(tables::name::META, &tables::META_HEAD, &records::ChainHead { seq, hash: hash.to_owned() })?;
+        self.tx.raw_table(RawTable::Meta).insert(tables::META_HEAD, bytes.as_slice()).map_err(tx::fault)?;
+        Ok(())
+    }
+    pub fn set_schema_version(&mut self, version: u32) -> Result<()> {
+        self.tx
+            .raw_table(RawTable::Meta)
+            .insert(tables::META_SCHEMA, version.to_le_bytes().as_slice())
+            .map_err(tx::fault)?;
+        Ok(())
+    }
+    /// The stored bytes of a row of a string-keyed table.
+    pub fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>> {
+        let found = self.tx.raw_table(table).get(key).map_err(tx::fault)?;
+        Ok(found.map(|bytes| bytes.value().to_vec()))
+    }
+    /// Overwrite the stored bytes of a row of a string-keyed table (a disk fault, simulated).
+    pub fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()> {
+        self.tx.raw_table(table).insert(key, bytes).map_err(tx::fault)?;
+        Ok(())
+    }
+    pub fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {
+        let found = self.tx.raw_receipts().get(seq).map_err(tx::fault)?;
+        Ok(found.map(|bytes| bytes.value().to_vec()))
+    }
+    pub fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()> {
+        self.tx.raw_receipts().insert(seq, bytes).map_err(tx::fault)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,113 @@
+//! The stored forms of the kernel's records, where they differ from the kernel's own types,
+//! and schema 1's forms for the migration.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Micros;
+use crate::effect::{EffectRecord, EffectState, StoredResult};
+
+/// The chain head: the last receipt's seq and hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct ChainHead {
+    pub seq: u64,
+    pub hash: String,
+}
+
+/// An effect row. The executor's result of a commit recorded with a receipt is stored once, on
+/// that receipt, and read from there for display (`result` is then `None`); an integrator's
+/// `complete` writes no receipt and keeps it here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct StoredEffect {
+    pub effect_key: String,
+    pub state: EffectState,
+    pub action_id: String,
+    pub action_name: String,
+    pub action_hash: String,
+    pub attempt: u32,
+    pub created_at: Micros,
+    pub updated_at: Micros,
+    pub lease_expires_at: Option<Micros>,
+    pub result: Option<StoredResult>,
+    pub error: Option<String>,
+    pub resolved_by: Option<String>,
+    pub approval_id: Option<String>,
+}
+
+impl StoredEffect {
+    pub fn from_record(record: &EffectRecord) -> StoredEffect {
+        StoredEffect {
+            effect_key: record.effect_key.clone(),
+            state: record.state,
+            action_id: record.action_id.clone(),
+            action_name: record.action_name.clone(),
+            action_hash: record.action_hash.clone(),
+            attempt: record.attempt,
+            created_at: record.created_at,
+            updated_at: record.updated_at,
+            lease_expires_at: record.lease_expires_at,
+            result: record.result.clone(),
+            error: record.error.clone(),
+            resolved_by: record.resolved_by.clone(),
+            approval_id: record.approval_id.clone(),
+        }
+    }
+
+    /// The record, with `result` from the row or (when the row has none) the one given.
+    pub fn into_record(self, result: Option<StoredResult>) -> EffectRecord {
+        EffectRecord {
+            effect_key: self.effect_key,
+            state: self.state,
+            action_id: self.action_id,
+            action_name: self.action_name,
+            action_hash: self.action_hash,
+            attempt: self.attempt,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            lease_expires_at: self.lease_expires_at,
+            result: self.result.or(result),
+            error: self.error,
+            resolved_by: self.resolved_by,
+            approval_id: self.approval_id,
+        }
+    }
+}
+
+/// Schema 1's effect row, which carried the result itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct EffectV1 {
+    pub effect_key: String,
+    pub state: EffectState,
+    pub action_id: String,
+    pub action_name: String,
+    pub action_hash: String,
+    pub attempt: u32,
+    pub created_at: Micros,
+    pub updated_at: Micros,
+    pub lease_expires_at: Option<Micros>,
+    pub result: Option<StoredResult>,
+    pub error: Option<String>,
+    pub resolved_by: Option<String>,
+    pub approval_id: Option<String>,
+}
+
+impl EffectV1 {
+    /// A committed pipeline effect's result is also on its receipt: kept once, there. Other
+    /// rows keep theirs (`has_receipt` says whether a receipt recorded the outcome).
+    pub fn upgrade(self, has_receipt: bool) -> StoredEffect {
+        StoredEffect {
+            effect_key: self.effect_key,
+            state: self.state,
+            action_id: self.action_id,
+            action_name: self.action_name,
+            action_hash: self.action_hash,
+            attempt: self.attempt,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            lease_expires_at: self.lease_expires_at,
+            result: if has_receipt { None } else { self.result },
+            error: self.error,
+            resolved_by: self.resolved_by,
+            approval_id: self.approval_id,
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The schema row, creating the tables of a new store, and forward-only migrations, each one
+//! durable write transaction (a crash leaves the old schema or the new one, never a mix).
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
+
+use super::codec::{decode_legacy, encode};
+use super::records::{ChainHead, EffectV1};
+use super::tables::{self, name, SCHEMA_VERSION};
+use super::tx::{fault, fault_in, genesis_head};
+use crate::approval::ApprovalRecord;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::receipt::StoredReceipt;
+use crate::sight::record::SnapshotRecord;
+
+/// Fill a brand-new database: every table, the schema row and the genesis chain head.
+pub(crate) fn write_fresh(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(fault)?;
+    {
+        let mut meta = txn.open_table(tables::META).map_err(fault_in(name::META))?;
+        meta.insert(tables::META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault_in(name::META))?;
+        meta.insert(tables::META_HEAD, genesis_head()?.as_slice()).map_err(fault_in(name::META))?;
+        create_missing_tables(&txn)?;
+    }
+    txn.commit().map_err(fault)
+}
+
+fn create_missing_tables(txn: &redb::WriteTransaction) -> Result<()> {
+    txn.open_table(tables::EFFECTS).map_err(fault_in(name::EFFECTS))?;
+    txn.open_table(tables::APPROVALS).map_err(fault_in(name::APPROVALS))?;
+    txn.open_table(tables::RECEIPTS).map_err(fault_in(name::RECEIPTS))?;
+    txn.open_table(tables::EVENTS).map_err(fault_in(name::EVENTS))?;
+    txn.open_table(tables::SNAPSHOTS).map_err(fault_in(name::SNAPSHOTS))?;
+    txn.open_table(tables::SNAPSHOT_INDEX).map_err(fault_in(name::SNAPSHOT_INDEX))?;
+    txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?;
+    txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?;
+    Ok(())
+}
+
+/// The schema version a database says it has: `None` when it has no schema row.
+pub(crate) fn version(db: &impl ReadableDatabase, path: &std::path::Path) -> Result<Option<u32>> {
+    let txn = db.begin_read().map_err(fault)?;
+    let meta = match txn.open_table(tables::META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(other) => return Err(fault_in(name::META)(other)),
+    };
+    match meta.get(tables::META_SCHEMA).map_err(fault_in(name::META))? {
+        None => Ok(None),
+        Some(bytes) => <[u8; 4]>::try_from(bytes.value())
+            .map(u32::from_le_bytes)
+            .map(Some)
+            .map_err(|_| super::file::not_a_store(path, "its schema version row is unreadable")),
+    }
+}
+
+/// Refuse a schema this build cannot use.
+pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> {
+    match version {
+        v if v == SCHEMA_VERSION => Ok(()),
+        v if v > SCHEMA_VERSION => Err(Error::Store(format!(
+            "the store {} has schema version {v}, newer than this build's {SCHEMA_VERSION}; upgrade Warden to open it",
+            path.display()
+        ))),
+        1 => Ok(()),
+        v => Err(Error::Store(format!(
+            "the store {} has schema version {v}, which this build does not know",
+            path.display()
+        ))),
+    }
+}
+
+/// Bring an opened store to this build's schema, or refuse it. The caller is the store's one
+/// writer.
+pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
+    match version(db, path)? {
+        Some(v) if v == SCHEMA_VERSION => Ok(()),
+        Some(1) => migrate_from_1(db),
+        Some(v) => check_version(v, path),
+        None => {
+            // A redb file without a schema row. One with no tables at all is a creation by an
+            // older Warden that never finished (it holds nothing to lose): finish it. Anything
+            // else was not written by Warden.
+            let txn = db.begin_read().map_err(fault)?;
+            let empty = txn.list_tables().map_err(fault)?.next().is_none();
+            drop(txn);
+            if empty {
+                write_fresh(db)
+            } else {
+                Err(super::file::not_a_store(path, "it has tables but no Warden schema version"))
+            }
+        }
+    }
+}
+
+/// Schema 1 → 2: every row gains its checksum, effect rows stop carrying the executor result
+/// (the committing receipt keeps it), and the receipt id and effect outcome indexes are built.
+fn migrate_from_1(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(fault)?;
+    {
+        create_missing_tables(&txn)?;
+        rewrite_str::<ApprovalRecord, ApprovalRecord>(&txn, tables::APPROVALS, name::APPROVALS, Ok)?;
+        rewrite_str::<SnapshotRecord, SnapshotRecord>(&txn, tables::SNAPSHOTS, name::SNAPSHOTS, Ok)?;
+        rewrite_u64::<Event>(&txn, tables::EVENTS, name::EVENTS)?;
+        rewrite_u64::<StoredReceipt>(&txn, tables::RECEIPTS, name::RECEIPTS)?;
+        let on_receipts = index_receipts(&txn)?;
+        rewrite_str::<EffectV1, _>(&txn, tables::EFFECTS, name::EFFECTS, |v1| {
+            let kept = on_receipts.contains(&v1.effect_key);
+            Ok(v1.upgrade(kept))
+        })?;
+        retype_snapshot_index(&txn)?;
+        let mut meta = txn.open_table(tables::META).map_err(fault_in(name::META))?;
+        let head: Option<ChainHead> = match meta.get(tables::META_HEAD).map_err(fault_in(name::META))? {
+            Some(bytes) => Some(decode_legacy(name::META, &tables::META_HEAD, bytes.value())?),
+            None => None,
+        };
+        let head =
+            head.ok_or_else(|| Error::Store("the schema-1 store has no chain head row; it was altered".into()))?;
+        meta.insert(tables::META_HEAD, encode(name::META, &tables::META_HEAD, &head)?.as_slice())
+            .map_err(fault_in(name::META))?;
+        // Schema 1 kept the snapshot counter as 8 raw bytes.
+        let counter = match meta.get(tables::META_SNAPSHOT_SEQ).map_err(fault_in(name::META))? {
+            Some(bytes) => Some(<[u8; 8]>::try_from(bytes.value()).map(u64::from_le_bytes).map_err(|_| {
+                Error::Store("the schema-1 store's snapshot counter is unreadable; it was altered".into())
+            })?),
+            None => None,
+        };
+        if let Some(counter) = counter {
+            meta.insert(
+                tables::META_SNAPSHOT_SEQ,
+                encode(name::META, &tables::META_SNAPSHOT_SEQ, &counter)?.as_slice(),
+            )
+            .map_err(fault_in(name::META))?;
+        }
+        meta.insert(tables::META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault_in(name::META))?;
+    }
+    txn.commit().map_err(fault)
+}
+
+const CHUNK: usize = 1024;
+
+fn rewrite_str<Old: serde::de::DeserializeOwned, New: serde::Serialize>(
+    txn: &redb::WriteTransaction,
+    definition: TableDefinition<&str, &[u8]>,
+    table_name: &'static str,
+    convert: impl Fn(Old) -> Result<New>,
+) -> Result<()> {
+    let mut table = txn.open_table(definition).map_err(fault_in(table_name))?;
+    let mut after: Option<String> = None;
+    loop {
+        let mut chunk = Vec::with_capacity(CHUNK);
+        {
+            let range = match &after {
+                None => table.range::<&str>(..).map_err(fault_in(table_name))?,
+                Some(last) => table
+                    .range::<&str>((std::ops::Bound::Excluded(last.as_str()), std::ops::Bound::Unbounded))
+                    .map_err(fault_in(table_name))?,
+            };
+            for row in range.take(CHUNK) {
+                let (key, value) = row.map_err(fault_in(table_name))?;
+                let key = key.value().to_owned();
+                let old: Old = decode_legacy(table_name, &key.as_str(), value.value())?;
+                let new = encode(table_name, &key.as_str(), &convert(old)?)?;
+                chunk.push((key, new));
+            }
+        }
+        let Some((last, _)) = chunk.last() else { return Ok(()) };
+        after = Some(last.clone());
+        for (key, value) in &chunk {
+            table.insert(key.as_str(), value.as_slice()).map_err(fault_in(table_name))?;
+        }
+    }
+}
+
+fn rewrite_u64<T: serde::de::DeserializeOwned + serde::Serialize>(
+    txn: &redb::WriteTransaction,
+    definition: TableDefinition<u64, &[u8]>,
+    table_name: &'static str,
+) -> Result<()> {
+    let mut table = txn.open_table(definition).map_err(fault_in(table_name))?;
+    let mut from = 0u64;
+    loop {
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for row in table.range(from..).map_err(fault_in(table_name))?.take(CHUNK) {
+            let (key, value) = row.map_err(fault_in(table_name))?;
+            let key = key.value();
+            let old: T = decode_legacy(table_name, &key, value.value())?;
+            chunk.push((key, encode(table_name, &key, &old)?));
+        }
+        let Some((last, _)) = chunk.last() else { return Ok(()) };
+        let Some(next) = last.checked_add(1) else { break };
+        from = next;
+        for (key, value) in &chunk {
+            table.insert(*key, value.as_slice()).map_err(fault_in(table_name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Build `receipt_ids` and `effect_receipts` from the (already rewritten) receipts. Returns the
+/// effect keys whose last outcome receipt is a commit carrying the executor result.
+fn index_receipts(txn: &redb::WriteTransaction) -> Result<std::collections::HashSet<String>> {
+    let mut with_result = std::collections::HashSet::new();
+    let receipts = txn.open_table(tables::RECEIPTS).map_err(fault_in(name::RECEIPTS))?;
+    let mut ids = txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?;
+    let mut outcomes = txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?;
+    for row in receipts.iter().map_err(fault_in(name::RECEIPTS))? {
+        let (key, value) = row.map_err(fault_in(name::RECEIPTS))?;
+        let seq = key.value();
+        let receipt: StoredReceipt = super::codec::decode(name::RECEIPTS, &seq, value.value())?;
+        let Ok(document) = crate::canonical::parse_json(&receipt.document) else { continue };
+        if let Some(id) = document.get("receipt_id").and_then(serde_json::Value::as_str) {
+            ids.insert(id, encode(name::RECEIPT_IDS, &id, &seq)?.as_slice()).map_err(fault_in(name::RECEIPT_IDS))?;
+        }
+        let result = document.get("result").and_then(serde_json::Value::as_str);
+        let outcome = matches!(result, Some("committed" | "failed" | "ambiguous" | "observed"));
+        if let (true, Some(effect_key)) = (outcome, document.get("effect_key").and_then(serde_json::Value::as_str)) {
+            outcomes
+                .insert(effect_key, encode(name::EFFECT_RECEIPTS, &effect_key, &seq)?.as_slice())
+                .map_err(fault_in(name::EFFECT_RECEIPTS))?;
+            let committed = result == Some("committed")
+                || document.get("execution").and_then(serde_json::Value::as_str) == Some("committed");
+            if committed && receipt.executor_result.is_some() {
+                with_result.insert(effect_key.to_owned());
+            } else {
+                with_result.remove(effect_key);
+            }
+        }
+    }
+    Ok(with_result)
+}
+
+fn retype_snapshot_index(txn: &redb::WriteTransaction) -> Result<()> {
+    let exists = txn.list_tables().map_err(fault)?.any(|table| table.name() == name::SNAPSHOT_INDEX);
+    let mut rows: Vec<(String, u64, String)> = Vec::new();
+    if exists {
+        let old = txn.open_table(tables::SNAPSHOT_INDEX_V1).map_err(fault_in(name::SNAPSHOT_INDEX))?;
+        for row in old.iter().map_err(fault_in(name::SNAPSHOT_INDEX))? {
+            let (key, value) = row.map_err(fault_in(name::SNAPSHOT_INDEX))?;
+            let (scope, seq) = key.value();
+            rows.push((scope.to_owned(), seq, value.value().to_owned()));
+        }
+        drop(old);
+        txn.delete_table(tables::SNAPSHOT_INDEX_V1).map_err(fault_in(name::SNAPSHOT_INDEX))?;
+    }
+    let mut index = txn.open_table(tables::SNAPSHOT_INDEX).map_err(fault_in(name::SNAPSHOT_INDEX))?;
+    for (scope, seq, id) in &rows {
+        let key = (scope.as_str(), *seq);
+        index
+            .insert(key, encode(name::SNAPSHOT_INDEX, &key, id)?.as_slice())
+            .map_err(fault_in(name::SNAPSHOT_INDEX))?;
+    }
+    debug_assert_eq!(index.len().unwrap_or(0), rows.len() as u64);
+    Ok(())
+}

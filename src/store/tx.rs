@@ -1,0 +1,690 @@
+//! Transactions: `WriteTx` is everything one batch of state changes may read and write;
+//! `ReadTx` is a consistent read. Every row read is integrity-checked (`codec`).
+
+use std::cell::Cell;
+
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
+
+use super::codec::{damaged, decode, encode, KeyBytes};
+use super::records::{ChainHead, StoredEffect};
+use super::tables::{self, name};
+use crate::approval::{ApprovalRecord, ApprovalStatus};
+use crate::clock::Micros;
+use crate::effect::{EffectRecord, EffectState, StoredResult};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::receipt::{ChainReport, ReceiptDraft, ReceiptResult, StoredReceipt, GENESIS_HASH};
+use crate::sight::record::SnapshotRecord;
+
+/// A redb error while touching `table`: the storage layer failed (I/O, a damaged page).
+pub(super) fn fault_in<E: Into<redb::Error>>(table: &'static str) -> impl FnOnce(E) -> Error {
+    move |error| {
+        let error: redb::Error = error.into();
+        match error {
+            redb::Error::Corrupted(detail) => Error::Store(format!(
+                "the store file is damaged: redb reports {detail} while reading the {table} table; nothing was \
+                 decided from it. Run `warden doctor` on the store"
+            )),
+            other => Error::Store(format!("the store failed while using the {table} table: {other}")),
+        }
+    }
+}
+
+pub(super) fn fault<E: Into<redb::Error>>(error: E) -> Error {
+    Error::Store(format!("the store failed: {}", error.into()))
+}
+
+/// Every table one write transaction uses, opened once per batch.
+pub struct WriteTx<'t> {
+    meta: redb::Table<'t, &'static str, &'static [u8]>,
+    effects: redb::Table<'t, &'static str, &'static [u8]>,
+    approvals: redb::Table<'t, &'static str, &'static [u8]>,
+    receipts: redb::Table<'t, u64, &'static [u8]>,
+    events: redb::Table<'t, u64, &'static [u8]>,
+    snapshots: redb::Table<'t, &'static str, &'static [u8]>,
+    snapshot_index: redb::Table<'t, (&'static str, u64), &'static [u8]>,
+    receipt_ids: redb::Table<'t, &'static str, &'static [u8]>,
+    effect_receipts: redb::Table<'t, &'static str, &'static [u8]>,
+    /// The last event id, read once per transaction.
+    last_event_id: Option<u64>,
+    /// The table being touched, named when redb panics on a damaged page.
+    touching: Cell<&'static str>,
+}
+
+impl<'t> WriteTx<'t> {
+    pub(super) fn open(txn: &'t WriteTransaction) -> Result<WriteTx<'t>> {
+        Ok(WriteTx {
+            meta: txn.open_table(tables::META).map_err(fault_in(name::META))?,
+            effects: txn.open_table(tables::EFFECTS).map_err(fault_in(name::EFFECTS))?,
+            approvals: txn.open_table(tables::APPROVALS).map_err(fault_in(name::APPROVALS))?,
+            receipts: txn.open_table(tables::RECEIPTS).map_err(fault_in(name::RECEIPTS))?,
+            events: txn.open_table(tables::EVENTS).map_err(fault_in(name::EVENTS))?,
+            snapshots: txn.open_table(tables::SNAPSHOTS).map_err(fault_in(name::SNAPSHOTS))?,
+            snapshot_index: txn.open_table(tables::SNAPSHOT_INDEX).map_err(fault_in(name::SNAPSHOT_INDEX))?,
+            receipt_ids: txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?,
+            effect_receipts: txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?,
+            last_event_id: None,
+            touching: Cell::new(""),
+        })
+    }
+
+    /// The table the last access touched (for naming a damaged page after a panic).
+    pub(super) fn touching(&self) -> &'static str {
+        self.touching.get()
+    }
+
+    fn touch(&self, table: &'static str) {
+        self.touching.set(table);
+    }
+
+    /// The effect row for `effect_key`, integrity-checked, and (when it says FAILED, the one
+    /// state that lets another attempt run) cross-checked against the last receipt that
+    /// recorded an outcome for the key: a FAILED row whose receipt says committed is damage,
+    /// never a reason to run the effect again. The executor result is not loaded.
+    pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
+        self.touch(name::EFFECTS);
+        let Some(stored) = read_effect(&self.effects, effect_key)? else { return Ok(None) };
+        if stored.state == EffectState::Failed {
+            self.touch(name::EFFECT_RECEIPTS);
+            check_failed_against_receipts(&self.effect_receipts, &self.receipts, &stored)?;
+        }
+        Ok(Some(stored.into_record(None)))
+    }
+
+    pub fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
+        self.touch(name::EFFECTS);
+        let key = record.effect_key.as_str();
+        let row = encode(name::EFFECTS, &key, &StoredEffect::from_record(record))?;
+        self.effects.insert(key, row.as_slice()).map_err(fault_in(name::EFFECTS))?;
+        Ok(())
+    }
+
+    pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
+        self.touch(name::APPROVALS);
+        read_row(&self.approvals, name::APPROVALS, approval_id)
+    }
+
+    pub fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()> {
+        self.touch(name::APPROVALS);
+        let key = record.approval_id.as_str();
+        let row = encode(name::APPROVALS, &key, record)?;
+        self.approvals.insert(key, row.as_slice()).map_err(fault_in(name::APPROVALS))?;
+        Ok(())
+    }
+
+    /// Append an event; ids are assigned here, ascending.
+    pub fn event(
+        &mut self,
+        kind: EventKind,
+        ts: Micros,
+        action_id: Option<&str>,
+        effect_key: Option<&str>,
+        approval_id: Option<&str>,
+        data: serde_json::Value,
+    ) -> Result<u64> {
+        self.touch(name::EVENTS);
+        let last = match self.last_event_id {
+            Some(last) => last,
+            None => self.events.last().map_err(fault_in(name::EVENTS))?.map(|(key, _)| key.value()).unwrap_or(0),
+        };
+        let event_id = last + 1;
+        self.last_event_id = Some(event_id);
+        let data = crate::canonical::to_canonical_string(&data, "event.data")
+            .unwrap_or_else(|_| serde_json::to_string(&data).unwrap_or_else(|_| "null".into()));
+        let event = Event {
+            event_id,
+            ts,
+            kind,
+            action_id: action_id.map(str::to_owned),
+            effect_key: effect_key.map(str::to_owned),
+            approval_id: approval_id.map(str::to_owned),
+            data,
+        };
+        let row = encode(name::EVENTS, &event_id, &event)?;
+        self.events.insert(event_id, row.as_slice()).map_err(fault_in(name::EVENTS))?;
+        Ok(event_id)
+    }
+
+    /// The seq of the receipt with this id, if one was written.
+    pub fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
+        self.touch(name::RECEIPT_IDS);
+        read_row(&self.receipt_ids, name::RECEIPT_IDS, receipt_id)
+    }
+
+    /// Seal `draft` onto the chain: next seq, previous hash, the row, the id index, the
+    /// effect's outcome index and the new head, in this same transaction.
+    pub fn append_receipt(
+        &mut self,
+        draft: &ReceiptDraft,
+        executor_result: Option<StoredResult>,
+    ) -> Result<(u64, String)> {
+        self.touch(name::META);
+        let head: ChainHead = read_row(&self.meta, name::META, tables::META_HEAD)?
+            .ok_or_else(|| Error::Store("the store has no chain head row; it was altered".into()))?;
+        let seq = head.seq + 1;
+        self.touch(name::RECEIPTS);
+        if self.receipts.get(seq).map_err(fault_in(name::RECEIPTS))?.is_some() {
+            return Err(Error::Store(format!(
+                "receipt seq {seq} already exists but the chain head says {}; the store was altered. Run `warden receipts --verify-chain`",
+                head.seq
+            )));
+        }
+        if self.receipt_seq(&draft.receipt_id)?.is_some() {
+            return Err(Error::Store(format!(
+                "receipt id {} is already on the chain; nothing was written (the random source repeated itself)",
+                draft.receipt_id
+            )));
+        }
+        let (document, hash) =
+            draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
+        let row = StoredReceipt { document, hash: Some(hash.clone()), executor_result };
+        self.touch(name::RECEIPTS);
+        self.receipts.insert(seq, encode(name::RECEIPTS, &seq, &row)?.as_slice()).map_err(fault_in(name::RECEIPTS))?;
+        let id = draft.receipt_id.as_str();
+        self.touch(name::RECEIPT_IDS);
+        self.receipt_ids
+            .insert(id, encode(name::RECEIPT_IDS, &id, &seq)?.as_slice())
+            .map_err(fault_in(name::RECEIPT_IDS))?;
+        let outcome = matches!(
+            draft.result,
+            ReceiptResult::Committed | ReceiptResult::Failed | ReceiptResult::Ambiguous | ReceiptResult::Observed
+        );
+        if let (true, Some(key)) = (outcome, draft.effect_key.as_deref()) {
+            self.touch(name::EFFECT_RECEIPTS);
+            self.effect_receipts
+                .insert(key, encode(name::EFFECT_RECEIPTS, &key, &seq)?.as_slice())
+                .map_err(fault_in(name::EFFECT_RECEIPTS))?;
+        }
+        self.touch(name::META);
+        let head = encode(name::META, &tables::META_HEAD, &ChainHead { seq, hash: hash.clone() })?;
+        self.meta.insert(tables::META_HEAD, head.as_slice()).map_err(fault_in(name::META))?;
+        Ok((seq, hash))
+    }
+
+    /// Append one snapshot: the row, its index entries under every scope, and the counter.
+    /// Returns the record with its `seq` assigned.
+    pub fn append_snapshot(&mut self, mut record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord> {
+        self.touch(name::META);
+        let last: u64 = read_row(&self.meta, name::META, tables::META_SNAPSHOT_SEQ)?.unwrap_or(0);
+        record.seq = last + 1;
+        self.touch(name::SNAPSHOTS);
+        let id = record.id.as_str();
+        if self.snapshots.get(id).map_err(fault_in(name::SNAPSHOTS))?.is_some() {
+            return Err(Error::Store(format!(
+                "snapshot id {id} already exists; nothing was written (the random source repeated itself)"
+            )));
+        }
+        self.snapshots
+            .insert(id, encode(name::SNAPSHOTS, &id, &record)?.as_slice())
+            .map_err(fault_in(name::SNAPSHOTS))?;
+        self.touch(name::SNAPSHOT_INDEX);
+        for scope in scopes {
+            let key = (scope.as_str(), record.seq);
+            self.snapshot_index
+                .insert(key, encode(name::SNAPSHOT_INDEX, &key, &record.id)?.as_slice())
+                .map_err(fault_in(name::SNAPSHOT_INDEX))?;
+        }
+        self.touch(name::META);
+        let counter = encode(name::META, &tables::META_SNAPSHOT_SEQ, &record.seq)?;
+        self.meta.insert(tables::META_SNAPSHOT_SEQ, counter.as_slice()).map_err(fault_in(name::META))?;
+        Ok(record)
+    }
+
+    // ---- raw access, for tests that damage or tamper with a store --------------------------
+
+    pub(super) fn raw_table(&mut self, table: RawTable) -> &mut redb::Table<'t, &'static str, &'static [u8]> {
+        match table {
+            RawTable::Meta => &mut self.meta,
+            RawTable::Effects => &mut self.effects,
+            RawTable::Approvals => &mut self.approvals,
+        }
+    }
+
+    pub(super) fn raw_receipts(&mut self) -> &mut redb::Table<'t, u64, &'static [u8]> {
+        &mut self.receipts
+    }
+}
+
+/// The string-keyed tables a test may edit byte by byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawTable {
+    Meta,
+    Effects,
+    Approvals,
+}
+
+/// A row of a string-keyed or number-keyed table, integrity-checked.
+trait RowKey: KeyBytes + Copy {
+    type Table: redb::Key + 'static;
+    fn get<T: serde::de::DeserializeOwned>(
+        self,
+        table: &impl ReadableTable<Self::Table, &'static [u8]>,
+        table_name: &'static str,
+    ) -> Result<Option<T>>;
+}
+
+impl RowKey for &str {
+    type Table = &'static str;
+    fn get<T: serde::de::DeserializeOwned>(
+        self,
+        table: &impl ReadableTable<&'static str, &'static [u8]>,
+        table_name: &'static str,
+    ) -> Result<Option<T>> {
+        let found = table.get(self).map_err(fault_in(table_name))?;
+        found.map(|bytes| decode(table_name, &self, bytes.value())).transpose()
+    }
+}
+
+impl RowKey for u64 {
+    type Table = u64;
+    fn get<T: serde::de::DeserializeOwned>(
+        self,
+        table: &impl ReadableTable<u64, &'static [u8]>,
+        table_name: &'static str,
+    ) -> Result<Option<T>> {
+        let found = table.get(self).map_err(fault_in(table_name))?;
+        found.map(|bytes| decode(table_name, &self, bytes.value())).transpose()
+    }
+}
+
+fn read_row<K: RowKey, T: serde::de::DeserializeOwned>(
+    table: &impl ReadableTable<K::Table, &'static [u8]>,
+    table_name: &'static str,
+    key: K,
+) -> Result<Option<T>> {
+    key.get(table, table_name)
+}
+
+fn read_effect(table: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<Option<StoredEffect>> {
+    let found = table.get(key).map_err(fault_in(name::EFFECTS))?;
+    found.map(|bytes| decode(name::EFFECTS, &key, bytes.value())).transpose()
+}
+
+/// What the receipts prove about a FAILED effect: the last receipt that recorded an outcome
+/// for its key must be about that key and must not say it committed.
+fn check_failed_against_receipts(
+    index: &impl ReadableTable<&'static str, &'static [u8]>,
+    receipts: &impl ReadableTable<u64, &'static [u8]>,
+    stored: &StoredEffect,
+) -> Result<()> {
+    let key = stored.effect_key.as_str();
+    let Some(seq) = index.get(key).map_err(fault_in(name::EFFECT_RECEIPTS))? else {
+        // Schema-1 stores have no index for effects finished before the migration.
+        return Ok(());
+    };
+    let seq: u64 = decode(name::EFFECT_RECEIPTS, &key, seq.value())?;
+    let row = receipts
+        .get(seq)
+        .map_err(fault_in(name::RECEIPTS))?
+        .ok_or_else(|| damaged(name::EFFECTS, &key, &format!("points at receipt {seq}, which is missing")))?;
+    let receipt: StoredReceipt = decode(name::RECEIPTS, &seq, row.value())?;
+    let document = crate::canonical::parse_json(&receipt.document)
+        .map_err(|_| damaged(name::RECEIPTS, &seq, "holds a document that is not JSON"))?;
+    let says = |field: &str| document.get(field).and_then(serde_json::Value::as_str);
+    if says("effect_key") != Some(key) {
+        return Err(damaged(
+            name::EFFECT_RECEIPTS,
+            &key,
+            &format!("points at receipt {seq}, which is about another effect"),
+        ));
+    }
+    if says("result") == Some("committed") || says("execution") == Some("committed") {
+        return Err(damaged(
+            name::EFFECTS,
+            &key,
+            &format!("says failed, but receipt {seq} on the chain says the effect committed"),
+        ));
+    }
+    let attempt = document.get("attempt").and_then(serde_json::Value::as_u64).unwrap_or(0);
+    if attempt > u64::from(stored.attempt) {
+        return Err(damaged(
+            name::EFFECTS,
+            &key,
+            &format!("is at attempt {}, but receipt {seq} records attempt {attempt}", stored.attempt),
+        ));
+    }
+    Ok(())
+}
+
+/// A consistent read of the whole store.
+pub struct ReadTx {
+    txn: ReadTransaction,
+}
+
+macro_rules! open_read {
+    ($txn:expr, $def:expr, $name:expr) => {
+        match $txn.open_table($def) {
+            Ok(table) => Some(table),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(other) => return Err(fault_in($name)(other)),
+        }
+    };
+}
+
+impl ReadTx {
+    pub(super) fn new(txn: ReadTransaction) -> ReadTx {
+        ReadTx { txn }
+    }
+
+    /// The effect with its executor result (read from the receipt that recorded the commit).
+    pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
+        let Some(effects) = open_read!(self.txn, tables::EFFECTS, name::EFFECTS) else { return Ok(None) };
+        let Some(stored) = read_effect(&effects, effect_key)? else { return Ok(None) };
+        self.with_result(stored).map(Some)
+    }
+
+    fn with_result(&self, stored: StoredEffect) -> Result<EffectRecord> {
+        if stored.state != EffectState::Committed || stored.result.is_some() {
+            if stored.state == EffectState::Failed {
+                if let (Some(index), Some(receipts)) = (
+                    open_read!(self.txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS),
+                    open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS),
+                ) {
+                    check_failed_against_receipts(&index, &receipts, &stored)?;
+                }
+            }
+            return Ok(stored.into_record(None));
+        }
+        let key = stored.effect_key.as_str();
+        let result = match open_read!(self.txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS) {
+            None => None,
+            Some(index) => match index.get(key).map_err(fault_in(name::EFFECT_RECEIPTS))? {
+                None => None,
+                Some(seq) => {
+                    let seq: u64 = decode(name::EFFECT_RECEIPTS, &key, seq.value())?;
+                    self.receipt(seq)?.and_then(|receipt| receipt.executor_result)
+                }
+            },
+        };
+        Ok(stored.into_record(result))
+    }
+
+    /// Effects in key order, optionally only those in `state`, at most `limit`.
+    pub fn effects(&self, state: Option<EffectState>, limit: usize) -> Result<Vec<EffectRecord>> {
+        let Some(table) = open_read!(self.txn, tables::EFFECTS, name::EFFECTS) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for row in table.iter().map_err(fault_in(name::EFFECTS))? {
+            let (key, value) = row.map_err(fault_in(name::EFFECTS))?;
+            let stored: StoredEffect = decode(name::EFFECTS, &key.value(), value.value())?;
+            if state.is_none_or(|wanted| stored.state == wanted) {
+                out.push(self.with_result(stored)?);
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
+        let Some(table) = open_read!(self.txn, tables::APPROVALS, name::APPROVALS) else { return Ok(None) };
+        read_row(&table, name::APPROVALS, approval_id)
+    }
+
+    /// Approvals still pending (unanswered and unexpired at `now`), oldest first.
+    pub fn pending_approvals(&self, now: Micros) -> Result<Vec<ApprovalRecord>> {
+        let Some(table) = open_read!(self.txn, tables::APPROVALS, name::APPROVALS) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for row in table.iter().map_err(fault_in(name::APPROVALS))? {
+            let (key, value) = row.map_err(fault_in(name::APPROVALS))?;
+            let record: ApprovalRecord = decode(name::APPROVALS, &key.value(), value.value())?;
+            if record.status == ApprovalStatus::Pending && now <= record.expires_at {
+                out.push(record);
+            }
+        }
+        out.sort_by_key(|record| record.requested_at);
+        Ok(out)
+    }
+
+    pub fn receipt(&self, seq: u64) -> Result<Option<StoredReceipt>> {
+        let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(None) };
+        read_row(&table, name::RECEIPTS, seq)
+    }
+
+    /// The seq of the receipt with this id.
+    pub fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
+        let Some(table) = open_read!(self.txn, tables::RECEIPT_IDS, name::RECEIPT_IDS) else { return Ok(None) };
+        read_row(&table, name::RECEIPT_IDS, receipt_id)
+    }
+
+    /// Receipts with `seq` in `from..`, at most `limit`, in seq order.
+    pub fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
+        let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for row in table.range(from..).map_err(fault_in(name::RECEIPTS))?.take(limit) {
+            let (key, value) = row.map_err(fault_in(name::RECEIPTS))?;
+            let seq = key.value();
+            out.push((seq, decode(name::RECEIPTS, &seq, value.value())?));
+        }
+        Ok(out)
+    }
+
+    /// The last `n` receipts, in seq order.
+    pub fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>> {
+        let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for row in table.iter().map_err(fault_in(name::RECEIPTS))?.rev().take(n) {
+            let (key, value) = row.map_err(fault_in(name::RECEIPTS))?;
+            let seq = key.value();
+            out.push((seq, decode(name::RECEIPTS, &seq, value.value())?));
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    pub fn receipt_count(&self) -> Result<u64> {
+        let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(0) };
+        table.len().map_err(fault_in(name::RECEIPTS))
+    }
+
+    /// Events with id after `after`, at most `limit`, ascending.
+    pub fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+        let Some(table) = open_read!(self.txn, tables::EVENTS, name::EVENTS) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for row in table.range(after.saturating_add(1)..).map_err(fault_in(name::EVENTS))?.take(limit) {
+            let (key, value) = row.map_err(fault_in(name::EVENTS))?;
+            out.push(decode(name::EVENTS, &key.value(), value.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Walk every receipt in this one read snapshot, streaming, and name every break.
+    pub fn verify_chain(&self) -> Result<ChainReport> {
+        let head = match open_read!(self.txn, tables::META, name::META) {
+            None => None,
+            Some(meta) => match meta.get(tables::META_HEAD).map_err(fault_in(name::META))? {
+                // A head that fails its check is reported as no head (`head_mismatch`).
+                Some(bytes) => {
+                    decode::<ChainHead>(name::META, &tables::META_HEAD, bytes.value()).ok().map(|h| (h.seq, h.hash))
+                }
+                None => None,
+            },
+        };
+        let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else {
+            return Ok(crate::receipt::verify_chain(std::iter::empty(), head));
+        };
+        let mut iter_error = None;
+        let rows = table.iter().map_err(fault_in(name::RECEIPTS))?.map_while(|row| match row {
+            Ok((key, value)) => {
+                let seq = key.value();
+                Some((seq, decode::<StoredReceipt>(name::RECEIPTS, &seq, value.value()).map_err(|e| e.to_string())))
+            }
+            Err(e) => {
+                iter_error = Some(fault_in(name::RECEIPTS)(e));
+                None
+            }
+        });
+        let report = crate::receipt::verify_chain(rows, head);
+        match iter_error {
+            Some(error) => Err(error),
+            None => Ok(report),
+        }
+    }
+
+    pub fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>> {
+        let Some(table) = open_read!(self.txn, tables::SNAPSHOTS, name::SNAPSHOTS) else { return Ok(None) };
+        read_row(&table, name::SNAPSHOTS, id)
+    }
+
+    /// Snapshots indexed under `scope` with seq below `before` (all when `None`), newest first,
+    /// at most `limit`, and whether older ones remain.
+    pub fn snapshot_page(&self, scope: &str, before: Option<u64>, limit: usize) -> Result<(Vec<SnapshotRecord>, bool)> {
+        let (Some(index), Some(rows)) = (
+            open_read!(self.txn, tables::SNAPSHOT_INDEX, name::SNAPSHOT_INDEX),
+            open_read!(self.txn, tables::SNAPSHOTS, name::SNAPSHOTS),
+        ) else {
+            return Ok((Vec::new(), false));
+        };
+        let upper = before.unwrap_or(u64::MAX);
+        let mut out = Vec::new();
+        let mut more = false;
+        for entry in index.range((scope, 0)..(scope, upper)).map_err(fault_in(name::SNAPSHOT_INDEX))?.rev() {
+            let (key, id) = entry.map_err(fault_in(name::SNAPSHOT_INDEX))?;
+            if out.len() == limit {
+                more = true;
+                break;
+            }
+            let key = key.value();
+            let id: String = decode(name::SNAPSHOT_INDEX, &key, id.value())?;
+            let bytes = rows.get(id.as_str()).map_err(fault_in(name::SNAPSHOTS))?.ok_or_else(|| {
+                Error::Store(format!("snapshot {id} is indexed but missing; the store file was altered"))
+            })?;
+            out.push(decode(name::SNAPSHOTS, &id.as_str(), bytes.value())?);
+        }
+        Ok((out, more))
+    }
+
+    /// Every row of every table checked, for `warden doctor`: (table, rows checked, problems).
+    pub fn check_all(&self) -> Result<Vec<(&'static str, u64, Vec<String>)>> {
+        let mut report = Vec::new();
+        macro_rules! check_str_table {
+            ($def:expr, $name:expr, $ty:ty) => {{
+                let mut problems = Vec::new();
+                let mut rows = 0u64;
+                if let Some(table) = open_read!(self.txn, $def, $name) {
+                    for row in table.iter().map_err(fault_in($name))? {
+                        let (key, value) = row.map_err(fault_in($name))?;
+                        rows += 1;
+                        if let Err(error) = decode::<$ty>($name, &key.value(), value.value()) {
+                            problems.push(error.to_string());
+                        }
+                    }
+                }
+                report.push(($name, rows, problems));
+            }};
+        }
+        check_str_table!(tables::EFFECTS, name::EFFECTS, StoredEffect);
+        check_str_table!(tables::APPROVALS, name::APPROVALS, ApprovalRecord);
+        check_str_table!(tables::SNAPSHOTS, name::SNAPSHOTS, SnapshotRecord);
+        check_str_table!(tables::RECEIPT_IDS, name::RECEIPT_IDS, u64);
+        check_str_table!(tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS, u64);
+        let mut problems = Vec::new();
+        let mut rows = 0u64;
+        if let Some(table) = open_read!(self.txn, tables::EVENTS, name::EVENTS) {
+            for row in table.iter().map_err(fault_in(name::EVENTS))? {
+                let (key, value) = row.map_err(fault_in(name::EVENTS))?;
+                rows += 1;
+                if let Err(error) = decode::<Event>(name::EVENTS, &key.value(), value.value()) {
+                    problems.push(error.to_string());
+                }
+            }
+        }
+        report.push((name::EVENTS, rows, problems));
+        let mut problems = Vec::new();
+        let mut rows = 0u64;
+        if let Some(table) = open_read!(self.txn, tables::SNAPSHOT_INDEX, name::SNAPSHOT_INDEX) {
+            for row in table.iter().map_err(fault_in(name::SNAPSHOT_INDEX))? {
+                let (key, value) = row.map_err(fault_in(name::SNAPSHOT_INDEX))?;
+                rows += 1;
+                if let Err(error) = decode::<String>(name::SNAPSHOT_INDEX, &key.value(), value.value()) {
+                    problems.push(error.to_string());
+                }
+            }
+        }
+        report.push((name::SNAPSHOT_INDEX, rows, problems));
+        let mut problems = Vec::new();
+        let mut rows = 0u64;
+        if let Some(table) = open_read!(self.txn, tables::META, name::META) {
+            for row in table.iter().map_err(fault_in(name::META))? {
+                let (key, value) = row.map_err(fault_in(name::META))?;
+                rows += 1;
+                let key = key.value();
+                let checked = match key {
+                    tables::META_SCHEMA => Ok(()),
+                    tables::META_HEAD => decode::<ChainHead>(name::META, &key, value.value()).map(drop),
+                    tables::META_SNAPSHOT_SEQ => decode::<u64>(name::META, &key, value.value()).map(drop),
+                    other => Err(Error::Store(format!("the meta table holds an unknown row {other:?}"))),
+                };
+                if let Err(error) = checked {
+                    problems.push(error.to_string());
+                }
+            }
+        }
+        report.push((name::META, rows, problems));
+        Ok(report)
+    }
+
+    /// Rows that point at nothing: index rows naming a missing receipt or snapshot, effects
+    /// whose outcome index names a receipt about another key.
+    pub fn orphans(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        if let (Some(index), Some(receipts)) = (
+            open_read!(self.txn, tables::RECEIPT_IDS, name::RECEIPT_IDS),
+            open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS),
+        ) {
+            for row in index.iter().map_err(fault_in(name::RECEIPT_IDS))? {
+                let (key, value) = row.map_err(fault_in(name::RECEIPT_IDS))?;
+                let id = key.value();
+                if let Ok(seq) = decode::<u64>(name::RECEIPT_IDS, &id, value.value()) {
+                    if receipts.get(seq).map_err(fault_in(name::RECEIPTS))?.is_none() {
+                        out.push(format!("receipt id {id} points at receipt {seq}, which is missing"));
+                    }
+                }
+            }
+        }
+        if let (Some(index), Some(effects)) = (
+            open_read!(self.txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS),
+            open_read!(self.txn, tables::EFFECTS, name::EFFECTS),
+        ) {
+            for row in index.iter().map_err(fault_in(name::EFFECT_RECEIPTS))? {
+                let (key, _) = row.map_err(fault_in(name::EFFECT_RECEIPTS))?;
+                let key = key.value();
+                if effects.get(key).map_err(fault_in(name::EFFECTS))?.is_none() {
+                    out.push(format!("effect {key:?} has receipts but no effect row"));
+                }
+            }
+            for row in effects.iter().map_err(fault_in(name::EFFECTS))? {
+                let (key, value) = row.map_err(fault_in(name::EFFECTS))?;
+                if let Ok(stored) = decode::<StoredEffect>(name::EFFECTS, &key.value(), value.value()) {
+                    if stored.state == EffectState::Failed {
+                        if let Some(receipts) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) {
+                            if let Err(error) = check_failed_against_receipts(&index, &receipts, &stored) {
+                                out.push(error.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let (Some(index), Some(rows)) = (
+            open_read!(self.txn, tables::SNAPSHOT_INDEX, name::SNAPSHOT_INDEX),
+            open_read!(self.txn, tables::SNAPSHOTS, name::SNAPSHOTS),
+        ) {
+            for entry in index.iter().map_err(fault_in(name::SNAPSHOT_INDEX))? {
+                let (key, value) = entry.map_err(fault_in(name::SNAPSHOT_INDEX))?;
+                let key = key.value();
+                if let Ok(id) = decode::<String>(name::SNAPSHOT_INDEX, &key, value.value()) {
+                    if rows.get(id.as_str()).map_err(fault_in(name::SNAPSHOTS))?.is_none() {
+                        out.push(format!("snapshot index {key:?} names {id}, which is missing"));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The genesis head, written when a store is created.
+pub(super) fn genesis_head() -> Result<Vec<u8>> {
+    encode(name::META, &tables::META_HEAD, &ChainHead { seq: 0, hash: GENESIS_HASH.to_owned() })
+}
