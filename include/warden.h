@@ -205,10 +205,21 @@ void warden_buf_free(warden_buf buf);
 //   Optional (NULL, 0): without one only the kernel-level calls work, and `warden_propose`
 //   returns WARDEN_RESULT_CONFIG.
 // - `options_json`, `options_len`: optional JSON `{"environment": "staging",
-//   "credentials_dir": "/run/credentials/app"}`; the environment is, in order, this option,
-//   `$WARDEN_ENVIRONMENT`, the document's, "production". `credentials_dir` makes sights read
-//   each credential reference from the file of that name in the directory (systemd
-//   credentials, container secrets) instead of from environment variables.
+//   "credentials_dir": "/run/credentials/app", "outcomes": "durable"|"deferred",
+//   "max_delay_ms": 10}`; the environment is, in order, this option, `$WARDEN_ENVIRONMENT`,
+//   the document's, "production". `credentials_dir` makes sights read each credential
+//   reference from the file of that name in the directory (systemd credentials, container
+//   secrets) instead of from environment variables. `outcomes` (default "durable"): with
+//   "deferred", `warden_permit_commit`/`_not_executed`/`_ambiguous` return at once and the
+//   outcome becomes durable with the store's next commit or within `max_delay_ms` (1–60000,
+//   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
+//   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
+//
+// Several processes may open one store: the first becomes its owner and serves the others
+// over a Unix socket beside the store (`<store>.warden/`); when it closes or dies another
+// takes over. A handle must not be used in a child created by `fork()` after it was opened:
+// every call on it there returns WARDEN_RESULT_INVALID_INPUT and touches nothing; open a new
+// handle in the child.
 // - `out`: receives the new handle on WARDEN_RESULT_OK only. Required. The caller owns the
 //   handle and frees it with `warden_close`.
 // - `err`: NULL, or receives an error object on failure (free it with `warden_buf_free`).
@@ -232,7 +243,10 @@ warden_result warden_open(const uint8_t *store,
                           warden_handle **out,
                           warden_buf *err);
 
-// Closes a handle. NULL is a no-op.
+// Closes a handle. NULL is a no-op. Deferred outcomes of this process are made durable first
+// (bounded by `WARDEN_WRITE_WAIT_MS`). In a child created by `fork()` after the handle was
+// opened, this frees nothing of the parent's (the memory is left, the descriptors were already
+// closed in the child).
 //
 // Ownership: takes the handle back; it is invalid afterwards. Permits it issued stay usable
 // (each keeps the store open until it is freed). Closing and reopening is also how a poisoned
@@ -243,6 +257,22 @@ warden_result warden_open(const uint8_t *store,
 // # Safety
 // `handle` is NULL or a handle from `warden_open` not yet closed.
 void warden_close(warden_handle *handle);
+
+// Makes every deferred outcome of this process durable before returning (with outcomes
+// "durable" there is nothing to do). Bounded by `WARDEN_WRITE_WAIT_MS`.
+//
+// - `h`: an open handle. Required.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_STORE (the store could not confirm them in time:
+// those outcomes stay in flight and turn AMBIGUOUS when their leases lapse);
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe from any thread.
+//
+// # Safety
+// `h` is NULL or a live handle; `err` is NULL or valid for one write.
+warden_result warden_flush(const warden_handle *h, warden_buf *err);
 
 // Runs the full pipeline for one request under the handle's document: principal, authority,
 // policy, attempt ceiling, approval gate, then one durable write that reserves the effect.
@@ -276,6 +306,27 @@ warden_result warden_propose(warden_handle *h,
                              size_t len,
                              warden_permit **out,
                              warden_buf *err);
+
+// `warden_propose`, and in the same call the permit's description (the JSON
+// `warden_permit_info` returns), so a binding needs one call per proposal, not two.
+//
+// - `h`, `request`, `len`, `out`, `err`: as for `warden_propose`.
+// - `info`: receives a new buffer with the description on WARDEN_RESULT_OK only. Required.
+//   Free it with `warden_buf_free`.
+//
+// Returns WARDEN_RESULT_OK, or the refusals and faults `warden_propose` returns;
+// WARDEN_RESULT_INVALID_INPUT also for a NULL `info`.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// As for `warden_propose`; `info` is NULL or valid for one write.
+warden_result warden_propose_described(warden_handle *h,
+                                       const uint8_t *request,
+                                       size_t len,
+                                       warden_permit **out,
+                                       warden_buf *info,
+                                       warden_buf *err);
 
 // Describes a permit as JSON: `{"action_id", "action", "action_hash", "effect_key",
 // "attempt", "lease_expires_at", "idempotency_token", "approval_id", "decision",

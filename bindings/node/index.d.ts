@@ -27,6 +27,14 @@ export interface WardenOptions {
    * (systemd credentials, container secrets) instead of from the environment variable.
    */
   credentialsDir?: string | null;
+  /**
+   * `'deferred'`: an outcome resolves at once and is durable with the store's next commit or
+   * within `maxDelayMs` (default 10), on `flush()` and `close()`; a crash in that window leaves
+   * the effect AMBIGUOUS once its lease lapses, never FAILED. Default `'durable'`.
+   */
+  outcomes?: 'durable' | 'deferred' | null;
+  /** With `outcomes: 'deferred'`: the longest an outcome waits to be made durable (1–60000). */
+  maxDelayMs?: number | null;
 }
 
 /** The answer of a reconcile hook about an AMBIGUOUS effect. */
@@ -199,6 +207,8 @@ export declare class Warden {
   /** Close the store. Idempotent; calls already running finish first. */
   close(): void;
   readonly closed: boolean;
+  /** Make every deferred outcome of this process durable now (see `outcomes`). */
+  flush(): Promise<void>;
   /**
    * Wrap `fn`: each call is proposed (principal from `withContext`, approval from
    * `withApproval`), run with the canonical arguments, and its outcome recorded: a return

@@ -269,16 +269,27 @@ class Warden {
    * Open `store` (a redb file, created if missing) governed by the document `config`.
    * `credentialsDir` makes sights read each credential reference from the file of that name
    * in the directory instead of from the environment variable.
-   * @param {{store: string, config?: string, environment?: string, credentialsDir?: string}} options
+   * `outcomes: 'deferred'` makes an outcome resolve at once; it becomes durable with the
+   * store's next commit or within `maxDelayMs` (default 10), on `flush()` and on `close()`.
+   * A crash in that window leaves the effect in flight, then AMBIGUOUS when its lease lapses:
+   * never FAILED, never run twice. The default, `'durable'`, resolves once it is on disk.
+   * @param {{store: string, config?: string, environment?: string, credentialsDir?: string,
+   *   outcomes?: 'durable'|'deferred', maxDelayMs?: number}} options
    */
-  constructor({ store, config, environment, credentialsDir } = {}) {
+  constructor({ store, config, environment, credentialsDir, outcomes, maxDelayMs } = {}) {
     requireString('store', store);
     if (config !== undefined && config !== null) requireString('config', config);
     if (environment !== undefined && environment !== null) requireString('environment', environment);
     if (credentialsDir !== undefined && credentialsDir !== null) requireString('credentialsDir', credentialsDir);
+    if (outcomes !== undefined && outcomes !== null) requireString('outcomes', outcomes);
+    if (maxDelayMs !== undefined && maxDelayMs !== null && !Number.isInteger(maxDelayMs)) {
+      throw new TypeError('maxDelayMs must be an integer number of milliseconds');
+    }
     const open = {};
     if (environment) open.environment = environment;
     if (credentialsDir) open.credentials_dir = credentialsDir;
+    if (outcomes) open.outcomes = outcomes;
+    if (maxDelayMs !== undefined && maxDelayMs !== null) open.max_delay_ms = maxDelayMs;
     const options = Object.keys(open).length > 0 ? json.stringify(open) : undefined;
     this.#handle = invokeSync(() => native.Handle.open(store, config ?? undefined, options));
   }
@@ -481,6 +492,11 @@ class Warden {
     const from = optionalCount('after', after, 0);
     const count = optionalCount('limit', limit, DEFAULT_LIMIT);
     return json.parse(await invoke(() => this.#handle.eventsList(from, count)));
+  }
+
+  /** Make every deferred outcome of this process durable now (see `outcomes`). */
+  async flush() {
+    await invoke(() => this.#handle.flush());
   }
 }
 

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use crate::error::Error;
-use crate::kernel::{Kernel, KernelOptions};
+use crate::kernel::{Kernel, KernelOptions, Outcomes};
 use crate::pipeline::{Warden, WardenOptions};
 use crate::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};
 
@@ -65,6 +65,8 @@ pub(super) unsafe fn with_handle(
         // shared (`&`), never mutated, until `warden_close`.
         let handle = unsafe { h.as_ref() }
             .ok_or_else(|| Error::InvalidInput("h (the handle) is NULL, and it is required".into()))?;
+        // First, before anything that could take a lock: a handle from before a fork.
+        handle.kernel.check_fork()?;
         handle.latch.guard(|| work(handle))
     };
     // SAFETY: the caller's guarantee for `err`, forwarded.
@@ -76,6 +78,7 @@ fn open(
     config: Option<&str>,
     environment: Option<String>,
     credentials_dir: Option<&str>,
+    outcomes: Outcomes,
 ) -> Result<warden_handle, Error> {
     if store.is_empty() {
         return Err(Error::InvalidInput("store must be a non-empty path".into()));
@@ -86,11 +89,11 @@ fn open(
             let warden = Warden::open_files(
                 store,
                 Path::new(config),
-                WardenOptions { environment, ..WardenOptions::default() },
+                WardenOptions { environment, outcomes, ..WardenOptions::default() },
             )?;
             (warden.kernel().clone(), Some(warden))
         }
-        None => (Kernel::open(store, KernelOptions { environment, ..KernelOptions::default() })?, None),
+        None => (Kernel::open(store, KernelOptions { environment, outcomes, ..KernelOptions::default() })?, None),
     };
     let default_credentials: Arc<dyn CredentialProvider> = match credentials_dir {
         None => Arc::new(EnvProvider),
@@ -120,10 +123,21 @@ fn open(
 ///   Optional (NULL, 0): without one only the kernel-level calls work, and `warden_propose`
 ///   returns WARDEN_RESULT_CONFIG.
 /// - `options_json`, `options_len`: optional JSON `{"environment": "staging",
-///   "credentials_dir": "/run/credentials/app"}`; the environment is, in order, this option,
-///   `$WARDEN_ENVIRONMENT`, the document's, "production". `credentials_dir` makes sights read
-///   each credential reference from the file of that name in the directory (systemd
-///   credentials, container secrets) instead of from environment variables.
+///   "credentials_dir": "/run/credentials/app", "outcomes": "durable"|"deferred",
+///   "max_delay_ms": 10}`; the environment is, in order, this option, `$WARDEN_ENVIRONMENT`,
+///   the document's, "production". `credentials_dir` makes sights read each credential
+///   reference from the file of that name in the directory (systemd credentials, container
+///   secrets) instead of from environment variables. `outcomes` (default "durable"): with
+///   "deferred", `warden_permit_commit`/`_not_executed`/`_ambiguous` return at once and the
+///   outcome becomes durable with the store's next commit or within `max_delay_ms` (1–60000,
+///   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
+///   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
+///
+/// Several processes may open one store: the first becomes its owner and serves the others
+/// over a Unix socket beside the store (`<store>.warden/`); when it closes or dies another
+/// takes over. A handle must not be used in a child created by `fork()` after it was opened:
+/// every call on it there returns WARDEN_RESULT_INVALID_INPUT and touches nothing; open a new
+/// handle in the child.
 /// - `out`: receives the new handle on WARDEN_RESULT_OK only. Required. The caller owns the
 ///   handle and frees it with `warden_close`.
 /// - `err`: NULL, or receives an error object on failure (free it with `warden_buf_free`).
@@ -157,14 +171,28 @@ pub unsafe extern "C" fn warden_open(
         let config = unsafe { optional_str(config, config_len, "config") }?;
         // SAFETY: as above.
         let options = unsafe { optional_json(options_json, options_len, "options_json") }?;
-        let (environment, credentials_dir) = match &options {
+        let (environment, credentials_dir, outcomes) = match &options {
             Some(options) => {
-                let fields = Fields::new(options, "options_json", &["credentials_dir", "environment"])?;
-                (fields.string("environment")?.map(str::to_owned), fields.string("credentials_dir")?)
+                let fields = Fields::new(
+                    options,
+                    "options_json",
+                    &["credentials_dir", "environment", "max_delay_ms", "outcomes"],
+                )?;
+                let outcomes = match (fields.string("outcomes")?, fields.unsigned("max_delay_ms")?) {
+                    (None, None) => Outcomes::Durable,
+                    (None, Some(_)) => {
+                        return Err(Error::InvalidInput(
+                            "options_json.max_delay_ms needs \"outcomes\": \"deferred\"".into(),
+                        ))
+                    }
+                    (Some(name), delay) => Outcomes::parse(name, delay)
+                        .map_err(|e| Error::InvalidInput(format!("options_json.outcomes: {e}")))?,
+                };
+                (fields.string("environment")?.map(str::to_owned), fields.string("credentials_dir")?, outcomes)
             }
-            None => (None, None),
+            None => (None, None, Outcomes::Durable),
         };
-        let handle = open(store, config, environment, credentials_dir)?;
+        let handle = open(store, config, environment, credentials_dir, outcomes)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };
         Ok(())
@@ -173,7 +201,10 @@ pub unsafe extern "C" fn warden_open(
     unsafe { fallible(err, work) }
 }
 
-/// Closes a handle. NULL is a no-op.
+/// Closes a handle. NULL is a no-op. Deferred outcomes of this process are made durable first
+/// (bounded by `WARDEN_WRITE_WAIT_MS`). In a child created by `fork()` after the handle was
+/// opened, this frees nothing of the parent's (the memory is left, the descriptors were already
+/// closed in the child).
 ///
 /// Ownership: takes the handle back; it is invalid afterwards. Permits it issued stay usable
 /// (each keeps the store open until it is freed). Closing and reopening is also how a poisoned
@@ -192,4 +223,24 @@ pub unsafe extern "C" fn warden_close(handle: *mut warden_handle) {
             drop(unsafe { Box::from_raw(handle) });
         }
     })
+}
+
+/// Makes every deferred outcome of this process durable before returning (with outcomes
+/// "durable" there is nothing to do). Bounded by `WARDEN_WRITE_WAIT_MS`.
+///
+/// - `h`: an open handle. Required.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_STORE (the store could not confirm them in time:
+/// those outcomes stay in flight and turn AMBIGUOUS when their leases lapse);
+/// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `h` is NULL or a live handle; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_flush(h: *const warden_handle, err: *mut warden_buf) -> warden_result {
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, |handle| handle.kernel.flush()) }
 }

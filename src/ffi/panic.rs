@@ -4,7 +4,7 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use crate::error::Error;
 
@@ -48,26 +48,22 @@ pub(super) fn infallible<T>(fallback: T, work: impl FnOnce() -> T) -> T {
 
 /// The handle's poisoned latch for faults caught at the C boundary (the kernel latches its own
 /// for faults inside its guarded operations). Shared by a handle and every permit it issued.
+/// Lock-free, so that checking it never waits (in a forked child a lock may be held forever).
 #[derive(Debug, Default)]
 pub(super) struct Latch {
-    reason: Mutex<Option<String>>,
+    reason: OnceLock<String>,
 }
 
 impl Latch {
     fn check(&self) -> Result<(), Error> {
-        match self.reason.lock() {
-            Ok(reason) => match reason.as_ref() {
-                Some(reason) => Err(Error::Poisoned(reason.clone())),
-                None => Ok(()),
-            },
-            Err(_) => Err(Error::Poisoned("the poisoned latch itself was poisoned".into())),
+        match self.reason.get() {
+            Some(reason) => Err(Error::Poisoned(reason.clone())),
+            None => Ok(()),
         }
     }
 
     fn trip(&self, reason: String) {
-        if let Ok(mut slot) = self.reason.lock() {
-            slot.get_or_insert(reason);
-        }
+        let _ = self.reason.set(reason);
     }
 
     /// Refuses with `Poisoned` once tripped; otherwise runs `work`, and a panic inside it trips

@@ -70,6 +70,8 @@ unsafe fn with_permit(
         // uses meanwhile, so this is the only reference.
         let permit = unsafe { p.as_mut() }
             .ok_or_else(|| Error::InvalidInput("p (the permit) is NULL, and it is required".into()))?;
+        // First, before anything that could take a lock: a permit from before a fork.
+        permit.kernel.check_fork()?;
         let latch = Arc::clone(&permit.latch);
         latch.guard(|| work(permit))
     };
@@ -115,6 +117,53 @@ pub unsafe extern "C" fn warden_propose(
     out: *mut *mut warden_permit,
     err: *mut warden_buf,
 ) -> warden_result {
+    // SAFETY: the caller's guarantees, forwarded; no description is asked for.
+    unsafe { propose(h, request, len, out, std::ptr::null_mut(), err) }
+}
+
+/// `warden_propose`, and in the same call the permit's description (the JSON
+/// `warden_permit_info` returns), so a binding needs one call per proposal, not two.
+///
+/// - `h`, `request`, `len`, `out`, `err`: as for `warden_propose`.
+/// - `info`: receives a new buffer with the description on WARDEN_RESULT_OK only. Required.
+///   Free it with `warden_buf_free`.
+///
+/// Returns WARDEN_RESULT_OK, or the refusals and faults `warden_propose` returns;
+/// WARDEN_RESULT_INVALID_INPUT also for a NULL `info`.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// As for `warden_propose`; `info` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_propose_described(
+    h: *mut warden_handle,
+    request: *const u8,
+    len: usize,
+    out: *mut *mut warden_permit,
+    info: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    if info.is_null() {
+        // SAFETY: the caller's guarantee for `err`, forwarded.
+        return unsafe { fallible(err, || Err(Error::InvalidInput("info is NULL, and it is required".into()))) };
+    }
+    // SAFETY: the caller's guarantees, forwarded.
+    unsafe { propose(h, request, len, out, info, err) }
+}
+
+/// The one body of both proposal exports. `info` is NULL or valid for one write.
+///
+/// # Safety
+/// As for `warden_propose_described`, with `info` allowed to be NULL.
+unsafe fn propose(
+    h: *mut warden_handle,
+    request: *const u8,
+    len: usize,
+    out: *mut *mut warden_permit,
+    info: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
     let work = |handle: &warden_handle| -> Result<(), Error> {
         let out = Out::required(out, "out")?;
         // SAFETY: the caller's guarantee for (request, len).
@@ -136,6 +185,10 @@ pub unsafe extern "C" fn warden_propose(
             kernel: handle.kernel.clone(),
             latch: Arc::clone(&handle.latch),
         };
+        if !info.is_null() {
+            // SAFETY: `info` is non-NULL here and the caller guarantees it is writable.
+            unsafe { Out::required(info, "info")?.write_json(&boxed.info) };
+        }
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write(Box::into_raw(Box::new(boxed))) };
         Ok(())

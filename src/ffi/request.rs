@@ -56,6 +56,12 @@ impl<'v> Fields<'v> {
             .ok_or_else(|| invalid(format!("{}.{field} must be an integer number of milliseconds", self.what)))
     }
 
+    /// A non-negative integer.
+    pub(super) fn unsigned(&self, field: &str) -> Result<Option<u64>, Error> {
+        let Some(value) = self.get(field) else { return Ok(None) };
+        value.as_u64().map(Some).ok_or_else(|| invalid(format!("{}.{field} must be a non-negative integer", self.what)))
+    }
+
     /// `arguments`: a JSON object; absent is `{}`.
     pub(super) fn arguments(&self) -> Result<Value, Error> {
         match self.get("arguments") {

@@ -86,6 +86,15 @@ extern "C" {
         out: *mut *mut WardenPermit,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_propose_described(
+        handle: *mut WardenHandle,
+        request: *const u8,
+        len: usize,
+        out: *mut *mut WardenPermit,
+        info: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_flush(handle: *const WardenHandle, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_info(permit: *const WardenPermit, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_commit(
         permit: *mut WardenPermit,

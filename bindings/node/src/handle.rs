@@ -152,6 +152,12 @@ impl Handle {
     pub fn events_list(&self, after_id: i64, limit: i64) -> napi::Result<AsyncTask<HandleCall>> {
         self.call(Op::EventsList { after_id, limit })
     }
+
+    /// Make this process's deferred outcomes durable (`warden_flush`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn flush(&self) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::Flush)
+    }
 }
 
 #[napi]
@@ -236,6 +242,7 @@ pub enum Op {
     ReceiptsList { from_seq: i64, limit: i64 },
     ChainVerify,
     EventsList { after_id: i64, limit: i64 },
+    Flush,
 }
 
 impl Op {
@@ -286,6 +293,11 @@ impl Op {
                 let (after_id, limit) = (unsigned("afterId", *after_id)?, unsigned("limit", *limit)?);
                 unsafe { ffi::warden_events_list(h, after_id, limit, &mut out, &mut err) }
             }
+            Op::Flush => {
+                let code = unsafe { ffi::warden_flush(h, &mut err) };
+                check(code, err)?;
+                return Ok("null".to_owned());
+            }
         };
         check(code, err)?;
         Ok(take(out))
@@ -334,18 +346,23 @@ impl Task for Propose {
     fn compute(&mut self) -> napi::Result<(PermitPtr, String)> {
         let (request, request_len) = bytes(&self.request);
         let mut out = std::ptr::null_mut();
+        let mut info = WardenBuf::empty();
         let mut err = WardenBuf::empty();
-        // SAFETY: the handle is alive (Arc); the request borrows a String owned by self.
-        let code = unsafe { ffi::warden_propose(self.handle.raw(), request, request_len, &mut out, &mut err) };
+        // SAFETY: the handle is alive (Arc); the request borrows a String owned by self; out,
+        // info and err point at locals.
+        let code = unsafe {
+            ffi::warden_propose_described(self.handle.raw(), request, request_len, &mut out, &mut info, &mut err)
+        };
         check(code, err)?;
+        let info = take(info);
         if out.is_null() {
             return Err(
-                Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_propose returned OK and no permit").into()
+                Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_propose_described returned OK and no permit")
+                    .into(),
             );
         }
         // From here on the permit is owned: dropping it without an outcome records AMBIGUOUS.
         let permit = PermitPtr::new(out, self.handle.clone());
-        let info = permit.info()?;
         Ok((permit, info))
     }
 

@@ -93,7 +93,9 @@ def test_the_event_loop_keeps_running_and_no_c_call_runs_on_it(
     asyncio.run(main())
     assert ticks_during_call and ticks_during_call[0] > 0
     names = {name for name, _ in c_calls}
-    assert {"warden_propose", "warden_permit_info", "warden_permit_commit", "warden_permit_free"} <= names
+    assert {"warden_propose_described", "warden_permit_commit", "warden_permit_free"} <= names
+    # One call per proposal: the description comes with the permit.
+    assert "warden_permit_info" not in names and "warden_propose" not in names
 
 
 def test_cancelling_a_running_call_records_ambiguous(w: warden.Warden, agent: Any) -> None:

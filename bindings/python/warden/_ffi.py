@@ -92,6 +92,8 @@ SIGNATURES: dict[str, Signature] = {
     "warden_close": (None, (_handle,)),
     # the pipeline
     "warden_propose": (_result, (_handle, _bytes, _len, _out_handle, _buf_p)),
+    "warden_propose_described": (_result, (_handle, _bytes, _len, _out_handle, _buf_p, _buf_p)),
+    "warden_flush": (_result, (_handle, _buf_p)),
     "warden_permit_info": (_result, (_permit, _buf_p, _buf_p)),
     "warden_permit_commit": (_result, (_permit, _bytes, _len, _buf_p)),
     "warden_permit_not_executed": (_result, (_permit, _bytes, _len, _buf_p)),
@@ -268,6 +270,22 @@ class Library:
         self.take(err)
         data = self.take(out)
         return b"" if data is None else data
+
+    def call_handle_described(self, name: str, *args: Any) -> tuple[int, bytes]:
+        """A function ending `(T **out, warden_buf *info, warden_buf *err)`: the new opaque
+        pointer and the description written with it."""
+        out = c_void_p()
+        info = WardenBuf()
+        err = WardenBuf()
+        result = self.functions[name](*args, byref(out), byref(info), byref(err))
+        if result != OK:
+            self.take(info)
+            raise self.error(result, err)
+        self.take(err)
+        data = self.take(info)
+        if not out.value or data is None:
+            raise AbiMismatch(f"{name} returned OK without writing its handle and description", reason="abi_contract")
+        return int(out.value), data
 
     def call_handle(self, name: str, *args: Any) -> int:
         """A function ending `(T **out, warden_buf *err)`: the new opaque pointer."""

@@ -150,12 +150,13 @@ class Permit:
     outcome (`release()`, the end of a `with` block, garbage collection) records AMBIGUOUS.
     """
 
-    def __init__(self, lib: _ffi.Library, pointer: int) -> None:
+    def __init__(self, lib: _ffi.Library, pointer: int, info: dict[str, Any] | None = None) -> None:
         # A permit outlives `Warden.close()`: the library keeps the store open until it is freed.
         self._lib = lib
         self._pointer: int | None = pointer
         self._lock = threading.Lock()
-        self._info: dict[str, Any] = {}
+        self._info: dict[str, Any] = info or {}
+        self._pid = os.getpid()
 
     # -- what the kernel granted --
 
@@ -257,13 +258,19 @@ class Permit:
 
     @contextmanager
     def _held(self) -> Iterator[int]:
+        _refuse_after_fork(self._pid, "permit")
         with self._lock:
             if self._pointer is None:
                 raise InvalidInput("this permit was already released")
             yield self._pointer
 
     def release(self) -> None:
-        """Free the permit (idempotent). Without an outcome, the library records AMBIGUOUS."""
+        """Free the permit (idempotent). Without an outcome, the library records AMBIGUOUS.
+
+        In a child process forked after the permit was issued, nothing is freed or recorded:
+        the permit belongs to the parent."""
+        if os.getpid() != getattr(self, "_pid", os.getpid()):
+            return
         with self._lock:
             pointer, self._pointer = self._pointer, None
         if pointer is not None:
@@ -286,6 +293,16 @@ class Permit:
     def __repr__(self) -> str:
         state = "released" if self._pointer is None else "live"
         return f"<warden.Permit {self._info.get('action')} key={self._info.get('effect_key')!r} {state}>"
+
+
+def _refuse_after_fork(pid: int, what: str) -> None:
+    """A handle or permit used in a child forked after it was made: refused before any lock
+    (a lock may have been held by a parent thread at the fork)."""
+    if os.getpid() != pid:
+        raise InvalidInput(
+            f"this {what} was opened in process {pid} before a fork; a forked child must open its own "
+            "warden.Warden (open the store again in the child), and nothing was done"
+        )
 
 
 # ---- protected calls -----------------------------------------------------------------------------
@@ -535,9 +552,17 @@ class Warden:
     `credentials_dir` makes sights read each credential reference from the file of that name
     in that directory instead of from environment variables (unless a provider is set with
     `set_credential_provider`).
+    `outcomes="deferred"` makes `commit`/`not_executed`/`ambiguous` return at once; the outcome
+    becomes durable with the store's next commit or within `max_delay` seconds (default
+    0.01), on `flush()` and on `close()`. A crash in that window leaves the effect in flight,
+    then AMBIGUOUS when its lease lapses: never FAILED, never run twice. The default,
+    `"durable"`, returns only once the outcome and its receipt are on disk.
     Thread-safe; also a context manager. `close()` is idempotent; calls still running on
     other threads finish first, and permits stay usable until freed (the library keeps the
     store open for them).
+    Fork: a `Warden` (and its permits) belongs to the process that opened it; in a child made
+    by `os.fork()` or `multiprocessing` (fork start method) every call on it raises
+    `InvalidInput` and touches nothing. Open a new `Warden` in the child.
     """
 
     def __init__(
@@ -546,7 +571,10 @@ class Warden:
         config: PathLike | None = None,
         environment: str | None = None,
         credentials_dir: PathLike | None = None,
+        outcomes: str | None = None,
+        max_delay: float | None = None,
     ) -> None:
+        self._pid = os.getpid()
         self._mutex = threading.Lock()
         self._users = 0
         self._closed = True
@@ -556,11 +584,15 @@ class Warden:
         self._queries = 0
         self._callbacks: list[Any] = []
         self._lib = _ffi.library()
-        open_options: dict[str, str] = {}
+        open_options: dict[str, Any] = {}
         if environment is not None:
             open_options["environment"] = environment
         if credentials_dir is not None:
             open_options["credentials_dir"] = os.fsdecode(os.fspath(credentials_dir))
+        if outcomes is not None:
+            open_options["outcomes"] = outcomes
+        if max_delay is not None:
+            open_options["max_delay_ms"] = _millis(max_delay, "max_delay")
         options = _dumps(open_options, "options") if open_options else None
         store_bytes = os.fsencode(store)
         config_bytes = None if config is None else os.fsencode(config)
@@ -574,6 +606,7 @@ class Warden:
     # -- lifetime --
 
     def _enter(self) -> int:
+        _refuse_after_fork(self._pid, "warden.Warden")
         with self._mutex:
             if self._closed or self._handle is None:
                 raise InvalidInput("this Warden is closed; open the store again to use it")
@@ -602,9 +635,11 @@ class Warden:
             self._leave()
 
     def close(self) -> None:
-        """Close the handle (idempotent). Calls still running on other threads finish first."""
+        """Close the handle (idempotent). Calls still running on other threads finish first.
+        Deferred outcomes are made durable first. In a child forked after the handle was
+        opened this does nothing: the handle belongs to the parent."""
         mutex = getattr(self, "_mutex", None)
-        if mutex is None:
+        if mutex is None or os.getpid() != getattr(self, "_pid", None):
             return
         with mutex:
             self._closed = True
@@ -650,14 +685,23 @@ class Warden:
 
     def _propose(self, request: bytes) -> Permit:
         with self._using() as handle:
-            pointer = self._lib.call_handle("warden_propose", handle, *_ffi.arg(request))
-        permit = Permit(self._lib, pointer)
+            pointer, described = self._lib.call_handle_described(
+                "warden_propose_described", handle, *_ffi.arg(request)
+            )
         try:
-            permit.refresh()
+            info = _loads(described)
+            if not isinstance(info, dict):
+                raise InvalidInput("warden_propose_described described the permit with something other than an object")
         except BaseException as exc:
+            permit = Permit(self._lib, pointer)
             permit._finish(_NOT_EXECUTED, b"reading the permit failed: " + _describe(exc), True)
             raise
-        return permit
+        return Permit(self._lib, pointer, info)
+
+    def flush(self) -> None:
+        """Make every deferred outcome of this process durable now (see `outcomes`)."""
+        with self._using() as handle:
+            self._lib.call("warden_flush", handle)
 
     def _reconcile(self, effect_key: str, name: str, answer: ReconcileAnswer) -> None:
         if not isinstance(answer, str):
