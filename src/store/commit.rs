@@ -233,10 +233,29 @@ impl<W: WriteOp> Committer<W> {
     }
 
     /// One attempt at the batch: every operation applied in one transaction, then one commit.
+    /// redb panics on some damaged pages instead of returning an error: a panic anywhere in the
+    /// attempt is a damaged store, a fault of the batch.
     fn apply(&self, db: &Db, batch: &[Item<W>]) -> Applied<W> {
         if let Err(error) = db.check_still_there() {
             return Applied::Fault(error);
         }
+        let touching = std::cell::Cell::new("");
+        match catch_unwind(AssertUnwindSafe(|| self.attempt(db, batch, &touching))) {
+            Ok(applied) => applied,
+            Err(payload) => Applied::Fault(Error::Store(format!(
+                "the store file {} is damaged: redb failed while using the {} table ({}). Run `warden doctor` on \
+                     it, and restore it from a backup if the damage is confirmed",
+                db.path().display(),
+                match touching.get() {
+                    "" => "first",
+                    table => table,
+                },
+                crate::error::panic_text(payload.as_ref())
+            ))),
+        }
+    }
+
+    fn attempt(&self, db: &Db, batch: &[Item<W>], touching: &std::cell::Cell<&'static str>) -> Applied<W> {
         let database = match db.database() {
             Ok(database) => database,
             Err(error) => return Applied::Fault(error),
@@ -264,24 +283,15 @@ impl<W: WriteOp> Committer<W> {
                     continue;
                 };
                 let now = item.now.read();
-                match catch_unwind(AssertUnwindSafe(|| op.apply(&mut tx, now))) {
+                let applied = catch_unwind(AssertUnwindSafe(|| op.apply(&mut tx, now)));
+                touching.set(tx.touching());
+                match applied {
                     Ok(Ok(reply)) => results.push(Ok(Some(reply))),
                     Ok(Err(error)) => {
                         rejected = Some((index, error));
                         break;
                     }
-                    Err(payload) => {
-                        let message = crate::error::panic_text(payload.as_ref());
-                        return Applied::Fault(Error::Store(format!(
-                            "the store file {} is damaged: redb failed while using the {} table ({message}). Run \
-                             `warden doctor` on it",
-                            db.path().display(),
-                            match tx.touching() {
-                                "" => "first",
-                                table => table,
-                            }
-                        )));
-                    }
+                    Err(payload) => std::panic::resume_unwind(payload),
                 }
             }
         }

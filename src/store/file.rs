@@ -147,7 +147,12 @@ impl Drop for Db {
         if self.generation != fork::generation() {
             std::mem::forget(self.db.take());
             self.registered.disarm();
+            return;
         }
+        // Closing runs a last commit inside redb; on a file redb already panicked on, that can
+        // panic again. Never let it unwind out of a drop.
+        let db = self.db.take();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(db)));
     }
 }
 

@@ -564,8 +564,10 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Resu
     let mut pause = Duration::from_millis(1);
     loop {
         match OwnerLock::try_take(path)? {
-            Attempt::Owner(lock) => return become_owner(path, lock, wait),
-            Attempt::NoWriteAccess(error) => return open_read_only(path, &error, wait, orphans),
+            Attempt::Owner(lock) => return damaged_if_panics(path, || become_owner(path, lock, wait)),
+            Attempt::NoWriteAccess(error) => {
+                return damaged_if_panics(path, || open_read_only(path, &error, wait, orphans))
+            }
             Attempt::Held => {}
         }
         if let Some(client) = connect::<P>(path, wait, orphans)? {
@@ -586,6 +588,19 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Resu
     }
 }
 
+/// redb panics on some damaged pages instead of returning an error: that is a damaged store,
+/// reported as a store fault, never a crash of the host.
+fn damaged_if_panics<T>(path: &Path, open: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(open)).unwrap_or_else(|payload| {
+        Err(Error::Store(format!(
+            "the store file {} is damaged: redb failed while opening it ({}). Run `warden doctor` on it, and \
+             restore it from a backup if the damage is confirmed",
+            path.display(),
+            crate::error::panic_text(payload.as_ref())
+        )))
+    })
+}
+
 fn connect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Result<Option<Client<P>>> {
     let dir = owner::run_dir(path);
     if !dir.is_dir() {
@@ -596,7 +611,9 @@ fn connect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Re
 }
 
 fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Result<Mode<P>> {
-    if !file::inspect(path)? {
+    if file::inspect(path)? {
+        schema::probe(path)?;
+    } else {
         file::create(path, schema::write_fresh)?;
     }
     let db = Db::open_existing(path)?;
@@ -703,6 +720,10 @@ impl Tamper<'_, '_> {
             codec::encode(tables::name::META, &tables::META_HEAD, &records::ChainHead { seq, hash: hash.to_owned() })?;
         self.tx.raw_table(RawTable::Meta).insert(tables::META_HEAD, bytes.as_slice()).map_err(tx::fault)?;
         Ok(())
+    }
+    /// Write an effect row with a valid checksum (a consistent but wrong row).
+    pub fn put_effect(&mut self, record: &crate::effect::EffectRecord) -> Result<()> {
+        self.tx.put_effect(record)
     }
     pub fn set_schema_version(&mut self, version: u32) -> Result<()> {
         self.tx

@@ -70,6 +70,25 @@ pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> 
     }
 }
 
+/// Before opening an existing file for writing (which writes to it), look at it read-only:
+/// refuse a redb database that is not a Warden store, or a schema this build cannot use,
+/// without touching a byte. A file redb cannot open read-only (it needs recovery after a
+/// crash) is left to the writable open, which repairs it and checks again.
+pub(crate) fn probe(path: &std::path::Path) -> Result<()> {
+    let Ok(db) = redb::Builder::new().open_read_only(path) else { return Ok(()) };
+    match version(&db, path)? {
+        Some(v) => check_version(v, path),
+        None => {
+            let txn = db.begin_read().map_err(fault)?;
+            if txn.list_tables().map_err(fault)?.next().is_none() {
+                Ok(())
+            } else {
+                Err(super::file::not_a_store(path, "it has tables but no Warden schema version"))
+            }
+        }
+    }
+}
+
 /// Bring an opened store to this build's schema, or refuse it. The caller is the store's one
 /// writer.
 pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
