@@ -200,9 +200,9 @@ fn check_after(dir: &Path) -> (usize, usize) {
 fn killing_the_owner_mid_burst_loses_no_reported_permit_runs_nothing_twice_and_another_process_takes_over() {
     let dir = tempfile::tempdir().unwrap();
     let keys = ("WARDEN_KEYS", "200".to_owned());
-    let mut owner = spawn("burst", dir.path(), 0, &[keys.clone()]);
+    let mut owner = spawn("burst", dir.path(), 0, std::slice::from_ref(&keys));
     wait_for(&dir.path().join("ready.0"), "the owner's open");
-    let others: Vec<Child> = (1..8).map(|i| spawn("burst", dir.path(), i, &[keys.clone()])).collect();
+    let others: Vec<Child> = (1..8).map(|i| spawn("burst", dir.path(), i, std::slice::from_ref(&keys))).collect();
     wait_for_lines(dir.path(), 300);
     owner.kill().unwrap();
     owner.wait().unwrap();
@@ -226,10 +226,10 @@ fn killing_the_owner_mid_burst_loses_no_reported_permit_runs_nothing_twice_and_a
 fn killing_a_client_mid_burst_leaves_its_permits_in_flight_and_the_others_unaffected() {
     let dir = tempfile::tempdir().unwrap();
     let keys = ("WARDEN_KEYS", "150".to_owned());
-    let owner = spawn("burst", dir.path(), 0, &[keys.clone()]);
+    let owner = spawn("burst", dir.path(), 0, std::slice::from_ref(&keys));
     wait_for(&dir.path().join("ready.0"), "the owner's open");
-    let mut victim = spawn("burst", dir.path(), 1, &[keys.clone()]);
-    let others: Vec<Child> = (2..4).map(|i| spawn("burst", dir.path(), i, &[keys.clone()])).collect();
+    let mut victim = spawn("burst", dir.path(), 1, std::slice::from_ref(&keys));
+    let others: Vec<Child> = (2..4).map(|i| spawn("burst", dir.path(), i, std::slice::from_ref(&keys))).collect();
     wait_for(&dir.path().join("ready.1"), "the client's open");
     wait_for_lines(dir.path(), 200);
     victim.kill().unwrap();
