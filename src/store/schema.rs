@@ -117,6 +117,8 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
 fn migrate_from_1(db: &Database) -> Result<()> {
     let txn = db.begin_write().map_err(fault)?;
     {
+        // The snapshot index changes type: retype it before anything opens it as schema 2.
+        retype_snapshot_index(&txn)?;
         create_missing_tables(&txn)?;
         rewrite_str::<ApprovalRecord, ApprovalRecord>(&txn, tables::APPROVALS, name::APPROVALS, Ok)?;
         rewrite_str::<SnapshotRecord, SnapshotRecord>(&txn, tables::SNAPSHOTS, name::SNAPSHOTS, Ok)?;
@@ -127,7 +129,6 @@ fn migrate_from_1(db: &Database) -> Result<()> {
             let kept = on_receipts.contains(&v1.effect_key);
             Ok(v1.upgrade(kept))
         })?;
-        retype_snapshot_index(&txn)?;
         let mut meta = txn.open_table(tables::META).map_err(fault_in(name::META))?;
         let head: Option<ChainHead> = match meta.get(tables::META_HEAD).map_err(fault_in(name::META))? {
             Some(bytes) => Some(decode_legacy(name::META, &tables::META_HEAD, bytes.value())?),
