@@ -9,7 +9,9 @@
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
 
+mod bench;
 mod demo;
+mod doctor;
 mod exit;
 mod init;
 mod inspect;
@@ -284,6 +286,38 @@ enum Command {
         id: String,
     },
 
+    /// Check a store without changing it: every row's integrity, the receipt chain, rows that
+    /// point at nothing. Exit 0 when sound, 1 when damage was found.
+    Doctor,
+
+    /// Protected no-op actions per second and p50/p99 latency for several thread counts and
+    /// for several processes on one store, beside the disk's raw fdatasync and redb commit
+    /// rates measured in the same run. Scratch stores go in --dir and are removed.
+    Bench {
+        /// Where the scratch stores live (the disk being measured); default: the current directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Actions per configuration.
+        #[arg(long, default_value_t = 2000)]
+        actions: usize,
+        /// Thread counts to run, in one process.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        threads: Vec<usize>,
+        /// Processes (one thread each) sharing one store.
+        #[arg(long, default_value_t = 8)]
+        processes: usize,
+        /// durable, deferred or both.
+        #[arg(long, default_value = "both")]
+        outcomes: String,
+    },
+
+    /// One process worker of `warden bench` (started by bench itself).
+    #[command(name = bench::CHILD_SUBCOMMAND, hide = true)]
+    BenchChild {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+
     /// One G4 contender of `warden verify` (started by verify itself).
     #[command(name = warden::verify::CHILD_SUBCOMMAND, hide = true)]
     VerifyChild {
@@ -302,6 +336,9 @@ fn main() -> ExitCode {
     if let Command::VerifyChild { args } = &cli.command {
         let code = warden::verify::child_main(args);
         return ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL));
+    }
+    if let Command::BenchChild { args } = &cli.command {
+        return ExitCode::from(u8::try_from(bench::child_main(args)).unwrap_or(EXIT_INTERNAL));
     }
     match run(&cli) {
         Ok(done) => {
@@ -407,6 +444,17 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             store_commands::deny(&open_store(store)?, id, &by, reason.as_deref(), json).map(Done::ok)
         }
         Command::Inspect { id } => inspect::inspect(&open_store(store)?, id, json).map(Done::ok),
+        Command::Doctor => doctor::doctor(&open_store(store)?, json),
+        Command::Bench { dir, actions, threads, processes, outcomes } => bench::bench(&bench::BenchArgs {
+            dir: dir.as_deref(),
+            actions: *actions,
+            threads,
+            processes: *processes,
+            outcomes,
+            json,
+        })
+        .map(Done::ok),
+        Command::BenchChild { .. } => Err(Failure::internal("the bench child runs only from main")),
         // Handled in `main` before anything else; kept total so no input can panic here.
         Command::VerifyChild { .. } => Err(Failure::internal("the verify child runs only from main")),
     }

@@ -1,0 +1,369 @@
+//! `warden bench`: protected no-op actions per second, with p50/p99 latency, for several
+//! thread counts and for several processes on one store, under both outcome settings; beside
+//! the physical reference measured on the same disk in the same run (raw `write`+`fdatasync`,
+//! redb's durable commits in single-writer and multi-writer mode).
+//!
+//! Every action is the full pipeline: `Warden::submit` (document, policy, one durable write for
+//! the permit) and `commit` (the outcome and its receipt). Scratch stores live in a temporary
+//! directory under `--dir` (default: the current directory) and are removed afterwards, so the
+//! numbers are the disk of `--dir`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use warden::kernel::Outcomes;
+use warden::pipeline::{ActionRequest, Warden, WardenOptions};
+
+use crate::exit::Failure;
+
+/// The document every bench store runs under: one allowed action with an effect key.
+const DOCUMENT: &str = "schema: warden/v1\nenvironment: production\nactions:\n  bench.noop:\n    effect: \"noop:{n}\"\n    rules:\n      - decision: allow\n";
+
+/// The hidden subcommand a process worker runs.
+pub const CHILD_SUBCOMMAND: &str = "__bench-child";
+
+pub struct BenchArgs<'a> {
+    pub dir: Option<&'a Path>,
+    pub actions: usize,
+    pub threads: &'a [usize],
+    pub processes: usize,
+    pub outcomes: &'a str,
+    pub json: bool,
+}
+
+fn fail(what: &str, error: impl std::fmt::Display) -> Failure {
+    Failure::internal(format!("bench: {what}: {error}"))
+}
+
+fn progress(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\r\x1b[2K{text}");
+    let _ = err.flush();
+}
+
+fn settings(outcomes: &str) -> Result<Vec<(&'static str, Outcomes)>, Failure> {
+    let durable = ("durable", Outcomes::Durable);
+    let deferred = ("deferred", Outcomes::Deferred { max_delay: Outcomes::DEFAULT_MAX_DELAY });
+    match outcomes {
+        "durable" => Ok(vec![durable]),
+        "deferred" => Ok(vec![deferred]),
+        "both" => Ok(vec![durable, deferred]),
+        other => Err(Failure::usage(format!("--outcomes must be durable, deferred or both, not {other:?}"))),
+    }
+}
+
+fn open(store: &Path, config: &Path, outcomes: Outcomes) -> Result<Warden, Failure> {
+    Warden::open_files(store, config, WardenOptions { outcomes, ..WardenOptions::default() })
+        .map_err(|e| fail("open", e))
+}
+
+/// One protected no-op action; its latency.
+fn one_action(warden: &Warden, worker: usize, n: usize) -> Result<Duration, Failure> {
+    let started = Instant::now();
+    let principal = warden::kernel::principal("bench", None).map_err(|e| fail("principal", e))?;
+    let request = ActionRequest::new("bench.noop", json!({"n": format!("{worker}-{n}")}), principal);
+    let permit = warden.submit(&request).map_err(|e| fail("propose", e))?;
+    permit.commit(&json!({"ok": true})).map_err(|e| fail("commit", e))?;
+    Ok(started.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+struct Row {
+    setting: &'static str,
+    workload: String,
+    actions: usize,
+    seconds: f64,
+    latencies: Vec<Duration>,
+}
+
+impl Row {
+    fn rate(&self) -> f64 {
+        self.actions as f64 / self.seconds.max(1e-9)
+    }
+    fn to_json(&self) -> Value {
+        json!({
+            "outcomes": self.setting,
+            "workload": self.workload,
+            "actions": self.actions,
+            "seconds": self.seconds,
+            "actions_per_second": self.rate().round(),
+            "p50_ms": percentile(&self.latencies, 50.0).as_secs_f64() * 1e3,
+            "p99_ms": percentile(&self.latencies, 99.0).as_secs_f64() * 1e3,
+        })
+    }
+}
+
+fn threads_row(
+    scratch: &Path,
+    config: &Path,
+    setting: (&'static str, Outcomes),
+    threads: usize,
+    actions: usize,
+) -> Result<Row, Failure> {
+    let store = scratch.join(format!("threads-{}-{threads}.redb", setting.0));
+    let warden = open(&store, config, setting.1)?;
+    let per_thread = actions.div_ceil(threads);
+    let done = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let latencies = std::thread::scope(|scope| -> Result<Vec<Duration>, Failure> {
+        let workers: Vec<_> = (0..threads)
+            .map(|worker| {
+                let (warden, done) = (&warden, done.clone());
+                scope.spawn(move || -> Result<Vec<Duration>, Failure> {
+                    let mut mine = Vec::with_capacity(per_thread);
+                    for n in 0..per_thread {
+                        mine.push(one_action(warden, worker, n)?);
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(mine)
+                })
+            })
+            .collect();
+        while workers.iter().any(|w| !w.is_finished()) {
+            progress(&format!(
+                "{} outcomes, {threads} thread(s): {}/{} actions",
+                setting.0,
+                done.load(Ordering::Relaxed),
+                per_thread * threads
+            ));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut all = Vec::new();
+        for worker in workers {
+            all.extend(worker.join().map_err(|_| fail("a worker thread", "panicked"))??);
+        }
+        Ok(all)
+    })?;
+    warden.kernel().flush().map_err(|e| fail("flush", e))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let mut latencies = latencies;
+    latencies.sort();
+    Ok(Row {
+        setting: setting.0,
+        workload: format!("{threads} thread(s), one process"),
+        actions: latencies.len(),
+        seconds,
+        latencies,
+    })
+}
+
+fn processes_row(
+    scratch: &Path,
+    config: &Path,
+    setting: (&'static str, Outcomes),
+    processes: usize,
+    actions: usize,
+) -> Result<Row, Failure> {
+    let store = scratch.join(format!("processes-{}.redb", setting.0));
+    // Created up front, so the workers race for actions, not for the creation.
+    drop(open(&store, config, setting.1)?);
+    let per_process = actions.div_ceil(processes);
+    let exe = std::env::current_exe().map_err(|e| fail("current exe", e))?;
+    let started = Instant::now();
+    let mut children = Vec::new();
+    for worker in 0..processes {
+        let child = Command::new(&exe)
+            .arg(CHILD_SUBCOMMAND)
+            .arg(&store)
+            .arg(config)
+            .arg(setting.0)
+            .arg(worker.to_string())
+            .arg(per_process.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| fail("spawn a worker process", e))?;
+        children.push(child);
+    }
+    progress(&format!("{} outcomes, {processes} processes: running", setting.0));
+    let mut latencies = Vec::new();
+    for child in children {
+        let output = child.wait_with_output().map_err(|e| fail("a worker process", e))?;
+        if !output.status.success() {
+            return Err(fail("a worker process", format!("exited with {}", output.status)));
+        }
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if let Ok(micros) = line.trim().parse::<u64>() {
+                latencies.push(Duration::from_micros(micros));
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    latencies.sort();
+    Ok(Row {
+        setting: setting.0,
+        workload: format!("{processes} processes × 1 thread, one store"),
+        actions: latencies.len(),
+        seconds,
+        latencies,
+    })
+}
+
+/// A process worker: `count` actions, one latency in microseconds per line on stdout.
+pub fn child_main(args: &[String]) -> i32 {
+    let run = || -> Result<(), Failure> {
+        let [store, config, setting, worker, count] = args else {
+            return Err(Failure::usage("bench child: store config outcomes worker count"));
+        };
+        let outcomes = settings(setting)?.first().map(|s| s.1).unwrap_or(Outcomes::Durable);
+        let worker: usize = worker.parse().map_err(|e| fail("worker", e))?;
+        let count: usize = count.parse().map_err(|e| fail("count", e))?;
+        let warden = open(Path::new(store), Path::new(config), outcomes)?;
+        let mut out = String::with_capacity(count * 8);
+        for n in 0..count {
+            let latency = one_action(&warden, 1000 + worker, n)?;
+            out.push_str(&format!("{}\n", latency.as_micros()));
+        }
+        warden.kernel().flush().map_err(|e| fail("flush", e))?;
+        std::io::stdout().write_all(out.as_bytes()).map_err(|e| fail("stdout", e))
+    };
+    match run() {
+        Ok(()) => 0,
+        Err(failure) => {
+            eprintln!("warden bench child: {}", failure.message);
+            3
+        }
+    }
+}
+
+/// The physical reference, on the same disk: (what, operations per second).
+fn reference(scratch: &Path, count: usize) -> Result<Vec<(String, f64)>, Failure> {
+    let mut rows = Vec::new();
+    let path = scratch.join("fdatasync.bin");
+    let mut file =
+        std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| fail("reference file", e))?;
+    let record = [7u8; 512];
+    progress("physical reference: write + fdatasync");
+    let started = Instant::now();
+    for _ in 0..count {
+        file.write_all(&record).map_err(|e| fail("write", e))?;
+        file.sync_data().map_err(|e| fail("fdatasync", e))?;
+    }
+    rows.push(("write(512 B) + fdatasync".to_owned(), count as f64 / started.elapsed().as_secs_f64()));
+    for (name, mode) in [
+        ("redb durable commit, single writer", redb::ConcurrencyMode::ExclusiveWriter),
+        ("redb durable commit, multi-writer", redb::ConcurrencyMode::MultiWriter),
+    ] {
+        progress(&format!("physical reference: {name}"));
+        let file = scratch.join(format!("redb-{}.redb", rows.len()));
+        let db = redb::Database::builder().set_concurrency_mode(mode).create(&file).map_err(|e| fail("redb", e))?;
+        let table: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("t");
+        let started = Instant::now();
+        for n in 0..count as u64 {
+            let txn = db.begin_write().map_err(|e| fail("redb", e))?;
+            {
+                let mut t = txn.open_table(table).map_err(|e| fail("redb", e))?;
+                t.insert(n, [1u8; 200].as_slice()).map_err(|e| fail("redb", e))?;
+            }
+            txn.commit().map_err(|e| fail("redb", e))?;
+        }
+        rows.push((name.to_owned(), count as f64 / started.elapsed().as_secs_f64()));
+    }
+    Ok(rows)
+}
+
+pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
+    if args.actions == 0 || args.processes == 0 || args.threads.is_empty() || args.threads.contains(&0) {
+        return Err(Failure::usage("--actions, --processes and every --threads count must be at least 1"));
+    }
+    let settings = settings(args.outcomes)?;
+    let parent = match args.dir {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| fail("current directory", e))?,
+    };
+    let scratch = Scratch::new(&parent)?;
+    let config: PathBuf = scratch.path().join("bench.yaml");
+    std::fs::write(&config, DOCUMENT).map_err(|e| fail("write the bench document", e))?;
+    let started = Instant::now();
+    let reference = reference(scratch.path(), 500)?;
+    let mut rows = Vec::new();
+    for setting in &settings {
+        for threads in args.threads {
+            rows.push(threads_row(scratch.path(), &config, *setting, *threads, args.actions)?);
+        }
+        rows.push(processes_row(scratch.path(), &config, *setting, args.processes, args.actions)?);
+    }
+    progress("");
+    let _ = writeln!(std::io::stderr());
+    let machine = machine();
+    if args.json {
+        return Ok(crate::output::document(&json!({
+            "machine": machine,
+            "directory": parent.display().to_string(),
+            "reference_per_second": reference.iter().map(|(k, v)| json!({"what": k, "per_second": v.round()})).collect::<Vec<_>>(),
+            "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
+            "seconds": started.elapsed().as_secs_f64(),
+        })));
+    }
+    let mut out = String::new();
+    out.push_str(&format!("warden bench — {machine}; stores in {}\n\n", parent.display()));
+    out.push_str("physical reference (same disk, same run):\n");
+    for (what, rate) in &reference {
+        out.push_str(&format!("  {what:<40} {rate:>9.0} /s\n"));
+    }
+    out.push_str(&format!(
+        "\n{:<10} {:<36} {:>8} {:>12} {:>9} {:>9}\n",
+        "outcomes", "workload", "actions", "actions/s", "p50 ms", "p99 ms"
+    ));
+    for row in &rows {
+        out.push_str(&format!(
+            "{:<10} {:<36} {:>8} {:>12.0} {:>9.2} {:>9.2}\n",
+            row.setting,
+            row.workload,
+            row.actions,
+            row.rate(),
+            percentile(&row.latencies, 50.0).as_secs_f64() * 1e3,
+            percentile(&row.latencies, 99.0).as_secs_f64() * 1e3,
+        ));
+    }
+    out.push_str("\nEvery action is the full pipeline: propose (one durable write) and commit (outcome + receipt).\n");
+    Ok(out)
+}
+
+/// A scratch directory removed when dropped (also on failure).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(parent: &Path) -> Result<Scratch, Failure> {
+        let dir = parent.join(format!(".warden-bench-{}", std::process::id()));
+        std::fs::create_dir(&dir)
+            .map_err(|e| Failure::usage(format!("cannot make a scratch directory {}: {e}", dir.display())))?;
+        Ok(Scratch(dir))
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The machine, as far as the bench can tell: cores and the CPU model.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cores} cores, {model}")
+}

@@ -1,0 +1,68 @@
+//! `warden doctor`: check a store without changing it — every row of every table against its
+//! integrity check, the receipt chain, and rows that point at nothing — in one read.
+
+use serde_json::json;
+
+use warden::Kernel;
+
+use crate::exit::{Done, Failure};
+use crate::output::document;
+
+pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
+    let report = kernel.doctor()?;
+    let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
+    let sound = damaged == 0 && report.chain.ok && report.orphans.is_empty();
+    let stdout = if json {
+        document(&json!({
+            "ok": sound,
+            "store": kernel.store().path().display().to_string(),
+            "tables": report.tables.iter().map(|(table, rows, problems)| json!({
+                "table": table, "rows": rows, "problems": problems,
+            })).collect::<Vec<_>>(),
+            "chain": report.chain,
+            "orphans": report.orphans,
+        }))
+    } else {
+        let mut out = format!("store {}\n", kernel.store().path().display());
+        for (table, rows, problems) in &report.tables {
+            let verdict = if problems.is_empty() { "ok".to_owned() } else { format!("{} DAMAGED", problems.len()) };
+            out.push_str(&format!("  {table:<16} {rows:>8} rows  {verdict}\n"));
+            for problem in problems.iter().take(20) {
+                out.push_str(&format!("    {problem}\n"));
+            }
+            if problems.len() > 20 {
+                out.push_str(&format!("    … and {} more\n", problems.len() - 20));
+            }
+        }
+        let chain = &report.chain;
+        if chain.ok {
+            out.push_str(&format!("  receipt chain    {:>8} receipts  ok\n", chain.verified));
+        } else {
+            out.push_str(&format!(
+                "  receipt chain    {:>8} receipts  BROKEN ({} break(s))\n",
+                chain.chained,
+                chain.breaks.len() as u64 + chain.breaks_not_listed
+            ));
+            for brk in chain.breaks.iter().take(20) {
+                out.push_str(&format!("    {} at {:?}: {}\n", brk.name, brk.seq, brk.detail));
+            }
+        }
+        if report.orphans.is_empty() {
+            out.push_str("  references       ok\n");
+        } else {
+            for orphan in &report.orphans {
+                out.push_str(&format!("  orphan: {orphan}\n"));
+            }
+        }
+        out.push_str(if sound {
+            "sound\n"
+        } else {
+            "DAMAGED: restore the store from a backup, or keep it for inspection\n"
+        });
+        out
+    };
+    Ok(Done {
+        stdout,
+        check_failed: (!sound).then(|| format!("the store {} is damaged", kernel.store().path().display())),
+    })
+}
