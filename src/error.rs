@@ -117,6 +117,15 @@ impl Error {
         )
     }
 
+    /// A store this user is not allowed to open (or to write): a problem with the caller's
+    /// permissions, not with the store, so the CLI reports it as a usage error (exit 2).
+    pub fn is_access_problem(&self) -> bool {
+        matches!(self, Error::Store(message)
+            if message.starts_with("permission denied")
+                || message.contains("read-only for this user")
+                || message.contains("this user cannot create one"))
+    }
+
     /// Whether a fault must latch the handle closed (fail closed until reopened).
     pub fn poisons(&self) -> bool {
         matches!(self, Error::Store(_) | Error::Panic(_))
