@@ -215,6 +215,13 @@ void warden_buf_free(warden_buf buf);
 //   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
 //   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
 //
+// `"limits"` (an object) overrides the bounds on inputs: `max_request_bytes` (the
+// `warden_propose` request, default 1 MiB), `max_name_bytes` (256), `max_arguments_bytes`
+// (canonical arguments, 256 KiB), `max_result_bytes` (a result stored whole, 1 MiB; above it
+// an excerpt and its SHA-256 are stored and the effect still commits), `max_message_bytes`
+// (an outcome message kept whole, 4 KiB; a longer one is cut and marked). Past a bound an
+// input is refused with WARDEN_RESULT_INVALID_INPUT naming the limit.
+//
 // Several processes may open one store: the first becomes its owner and serves the others
 // over a Unix socket beside the store (`<store>.warden/`); when it closes or dies another
 // takes over. A handle must not be used in a child created by `fork()` after it was opened:
@@ -354,7 +361,10 @@ warden_result warden_permit_info(const warden_permit *p, warden_buf *out, warden
 //
 // - `p`: an unfinished permit. Required.
 // - `result_json`, `len`: the executor's result as UTF-8 JSON, stored as evidence outside any
-//   hash. Optional: (NULL, 0) stores null.
+//   hash. Optional: (NULL, 0) stores null. A result longer than the handle's
+//   `limits.max_result_bytes` (default 1 MiB) is not parsed: it is stored as
+//   `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}` (its first 64 KiB), and
+//   the effect still commits.
 // - `err`: NULL, or receives the error object on failure.
 //
 // Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME (the record moved on first, e.g. the

@@ -78,6 +78,11 @@ pub const MAX_OUTCOME_MESSAGE: usize = 4096;
 
 impl StoredResult {
     pub fn from_value(value: &serde_json::Value) -> StoredResult {
+        Self::from_value_within(value, MAX_RESULT_BYTES)
+    }
+
+    /// The result, stored whole up to `max_bytes` of JSON text, else as an excerpt.
+    pub fn from_value_within(value: &serde_json::Value, max_bytes: usize) -> StoredResult {
         let stored = match crate::canonical::to_canonical_string(value, "result") {
             Ok(json) => StoredResult { json, canonical: true },
             Err(_) => StoredResult {
@@ -85,20 +90,29 @@ impl StoredResult {
                 canonical: false,
             },
         };
-        stored.bounded()
+        stored.bounded(max_bytes)
     }
 
-    /// Over `MAX_RESULT_BYTES`: `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}`.
-    pub fn bounded(self) -> StoredResult {
-        if self.json.len() <= MAX_RESULT_BYTES {
+    /// Over `max_bytes`: the marked excerpt of its text.
+    pub fn bounded(self, max_bytes: usize) -> StoredResult {
+        if self.json.len() <= max_bytes {
             return self;
         }
-        let excerpt = cut_at_char_boundary(&self.json, RESULT_EXCERPT_BYTES);
+        Self::excerpt(self.json.as_bytes(), max_bytes)
+    }
+
+    /// `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}` for a result's raw bytes
+    /// (never parsed) over a bound of `max_bytes`: its first `RESULT_EXCERPT_BYTES` (or
+    /// `max_bytes`, if smaller) as text, its size and the SHA-256 of all of it.
+    pub fn excerpt(bytes: &[u8], max_bytes: usize) -> StoredResult {
+        let keep = RESULT_EXCERPT_BYTES.min(max_bytes);
+        let head = &bytes[..bytes.len().min(keep)];
+        let text = String::from_utf8_lossy(head);
         let marked = serde_json::json!({
             "warden_result": "truncated",
-            "bytes": self.json.len(),
-            "sha256": crate::canonical::sha256_prefixed(self.json.as_bytes()),
-            "excerpt": excerpt,
+            "bytes": bytes.len(),
+            "sha256": crate::canonical::sha256_prefixed(bytes),
+            "excerpt": cut_at_char_boundary(&text, keep),
         });
         StoredResult { json: marked.to_string(), canonical: false }
     }
@@ -299,22 +313,23 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The outcome with its message and result within the stored bounds.
-    pub fn bounded(self) -> Outcome {
+    /// The outcome with its message within `limits` (a result is bounded where it is made:
+    /// `StoredResult::from_value_within`, `StoredResult::excerpt`).
+    pub fn bounded(self, limits: &crate::limits::Limits) -> Outcome {
         match self {
-            Outcome::Committed(result) => Outcome::Committed(result.bounded()),
-            Outcome::NotExecuted(message) => Outcome::NotExecuted(bounded_message(message)),
-            Outcome::Ambiguous(message) => Outcome::Ambiguous(bounded_message(message)),
+            Outcome::Committed(result) => Outcome::Committed(result),
+            Outcome::NotExecuted(message) => Outcome::NotExecuted(bounded_message(message, limits.max_message_bytes)),
+            Outcome::Ambiguous(message) => Outcome::Ambiguous(bounded_message(message, limits.max_message_bytes)),
         }
     }
 }
 
-/// A message cut to `MAX_OUTCOME_MESSAGE` bytes (at a character boundary), marked when cut.
-pub fn bounded_message(message: String) -> String {
-    if message.len() <= MAX_OUTCOME_MESSAGE {
+/// A message cut to `max` bytes (at a character boundary), marked when cut.
+pub fn bounded_message(message: String, max: usize) -> String {
+    if message.len() <= max {
         return message;
     }
-    format!("{} … [cut: {} bytes in all]", cut_at_char_boundary(&message, MAX_OUTCOME_MESSAGE), message.len())
+    format!("{} … [cut: {} bytes in all]", cut_at_char_boundary(&message, max), message.len())
 }
 
 fn cut_at_char_boundary(text: &str, max: usize) -> &str {

@@ -14,6 +14,7 @@ pub mod effect;
 pub mod error;
 pub mod event;
 pub mod kernel;
+pub mod limits;
 pub mod pipeline;
 pub mod policy;
 pub mod receipt;

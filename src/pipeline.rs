@@ -26,6 +26,7 @@ pub struct WardenOptions {
     /// When outcomes are durable (`durable` unless the host chooses `deferred`).
     pub outcomes: Outcomes,
     pub store: StoreOptions,
+    pub limits: crate::limits::Limits,
 }
 
 impl Default for WardenOptions {
@@ -35,6 +36,7 @@ impl Default for WardenOptions {
             environment: None,
             outcomes: Outcomes::Durable,
             store: StoreOptions::default(),
+            limits: crate::limits::Limits::default(),
         }
     }
 }
@@ -89,6 +91,7 @@ impl Warden {
                 environment: Some(environment),
                 outcomes: options.outcomes,
                 store: options.store,
+                limits: options.limits,
             },
         )?;
         Ok(Warden { kernel, document: Arc::new(document) })
@@ -117,6 +120,9 @@ impl Warden {
     /// Run the pipeline for one request and return a permit, or the refusal with its evidence
     /// already written.
     pub fn submit(&self, request: &ActionRequest<'_>) -> Result<Permit> {
+        let limits = self.kernel.limits();
+        // Before anything echoes the name.
+        limits.check_name(request.name)?;
         let Some(principal) = request.principal.clone() else {
             // Nobody to attribute it to: refused, and no receipt names a stranger.
             return Err(Error::Denied {
@@ -138,6 +144,9 @@ impl Warden {
         let environment = self.kernel.environment().to_owned();
         let action = Action::new(request.name, request.arguments.clone(), principal, resource.as_deref(), &environment)
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        limits.check_arguments(arguments.len())?;
         let ruling = self.rule(request, &action);
         let mut proposal = Proposal::new(&action, ruling);
         proposal.effect = entry.and_then(|e| e.effect.as_ref());

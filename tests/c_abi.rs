@@ -17,8 +17,8 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 6] =
-    ["reserve_commit_retry", "approval_flow", "refusal_error", "store_ops", "forced_panic", "sight"];
+const PROGRAMS: [&str; 7] =
+    ["reserve_commit_retry", "approval_flow", "refusal_error", "store_ops", "forced_panic", "sight", "limits"];
 
 const VALGRIND_ARGS: [&str; 5] = [
     "--leak-check=full",
@@ -249,6 +249,11 @@ fn run_c_program_with(program: &str, extra: &[&str]) {
 #[test]
 fn reserve_commit_then_the_retry_is_refused_as_a_duplicate_from_c() {
     run_c_program("reserve_commit_retry");
+}
+
+#[test]
+fn every_input_bound_holds_at_its_edge_and_refuses_or_marks_one_byte_past_it_from_c() {
+    run_c_program("limits");
 }
 
 #[test]

@@ -35,6 +35,14 @@ export interface WardenOptions {
   outcomes?: 'durable' | 'deferred' | null;
   /** With `outcomes: 'deferred'`: the longest an outcome waits to be made durable (1–60000). */
   maxDelayMs?: number | null;
+  /** Bounds on inputs, in bytes; past one a proposal is refused naming it (a result is stored as an excerpt). */
+  limits?: {
+    max_request_bytes?: number;
+    max_name_bytes?: number;
+    max_arguments_bytes?: number;
+    max_result_bytes?: number;
+    max_message_bytes?: number;
+  } | null;
 }
 
 /** The answer of a reconcile hook about an AMBIGUOUS effect. */

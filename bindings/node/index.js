@@ -273,10 +273,12 @@ class Warden {
    * store's next commit or within `maxDelayMs` (default 10), on `flush()` and on `close()`.
    * A crash in that window leaves the effect in flight, then AMBIGUOUS when its lease lapses:
    * never FAILED, never run twice. The default, `'durable'`, resolves once it is on disk.
+   * `limits` overrides the bounds on inputs (`max_request_bytes`, `max_name_bytes`,
+   * `max_arguments_bytes`, `max_result_bytes`, `max_message_bytes`).
    * @param {{store: string, config?: string, environment?: string, credentialsDir?: string,
-   *   outcomes?: 'durable'|'deferred', maxDelayMs?: number}} options
+   *   outcomes?: 'durable'|'deferred', maxDelayMs?: number, limits?: object}} options
    */
-  constructor({ store, config, environment, credentialsDir, outcomes, maxDelayMs } = {}) {
+  constructor({ store, config, environment, credentialsDir, outcomes, maxDelayMs, limits } = {}) {
     requireString('store', store);
     if (config !== undefined && config !== null) requireString('config', config);
     if (environment !== undefined && environment !== null) requireString('environment', environment);
@@ -290,6 +292,10 @@ class Warden {
     if (credentialsDir) open.credentials_dir = credentialsDir;
     if (outcomes) open.outcomes = outcomes;
     if (maxDelayMs !== undefined && maxDelayMs !== null) open.max_delay_ms = maxDelayMs;
+    if (limits !== undefined && limits !== null) {
+      if (typeof limits !== 'object') throw new TypeError('limits must be an object of byte counts');
+      open.limits = limits;
+    }
     const options = Object.keys(open).length > 0 ? json.stringify(open) : undefined;
     this.#handle = invokeSync(() => native.Handle.open(store, config ?? undefined, options));
   }

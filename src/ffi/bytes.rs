@@ -68,7 +68,7 @@ fn null(what: &str) -> Error {
 ///
 /// # Safety
 /// `ptr` is NULL or points at `len` readable bytes that stay valid and unchanged for `'a`.
-unsafe fn borrow<'a>(ptr: *const u8, len: usize, what: &str) -> Result<Option<&'a [u8]>, Error> {
+pub(super) unsafe fn borrow<'a>(ptr: *const u8, len: usize, what: &str) -> Result<Option<&'a [u8]>, Error> {
     if ptr.is_null() {
         return match len {
             0 => Ok(None),
@@ -110,6 +110,13 @@ pub(super) unsafe fn optional_str<'a>(ptr: *const u8, len: usize, what: &str) ->
 }
 
 fn json(text: &str, what: &str) -> Result<Value, Error> {
+    if text.len() > crate::limits::HARD_MAX_JSON_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "{what} is {} bytes, over the {} bytes any JSON input may have",
+            text.len(),
+            crate::limits::HARD_MAX_JSON_BYTES
+        )));
+    }
     parse_json(text).map_err(|error| Error::InvalidInput(format!("{what}: {error}")))
 }
 

@@ -79,6 +79,7 @@ fn open(
     environment: Option<String>,
     credentials_dir: Option<&str>,
     outcomes: Outcomes,
+    limits: crate::limits::Limits,
 ) -> Result<warden_handle, Error> {
     if store.is_empty() {
         return Err(Error::InvalidInput("store must be a non-empty path".into()));
@@ -89,11 +90,13 @@ fn open(
             let warden = Warden::open_files(
                 store,
                 Path::new(config),
-                WardenOptions { environment, outcomes, ..WardenOptions::default() },
+                WardenOptions { environment, outcomes, limits, ..WardenOptions::default() },
             )?;
             (warden.kernel().clone(), Some(warden))
         }
-        None => (Kernel::open(store, KernelOptions { environment, outcomes, ..KernelOptions::default() })?, None),
+        None => {
+            (Kernel::open(store, KernelOptions { environment, outcomes, limits, ..KernelOptions::default() })?, None)
+        }
     };
     let default_credentials: Arc<dyn CredentialProvider> = match credentials_dir {
         None => Arc::new(EnvProvider),
@@ -133,6 +136,13 @@ fn open(
 ///   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
 ///   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
 ///
+/// `"limits"` (an object) overrides the bounds on inputs: `max_request_bytes` (the
+/// `warden_propose` request, default 1 MiB), `max_name_bytes` (256), `max_arguments_bytes`
+/// (canonical arguments, 256 KiB), `max_result_bytes` (a result stored whole, 1 MiB; above it
+/// an excerpt and its SHA-256 are stored and the effect still commits), `max_message_bytes`
+/// (an outcome message kept whole, 4 KiB; a longer one is cut and marked). Past a bound an
+/// input is refused with WARDEN_RESULT_INVALID_INPUT naming the limit.
+///
 /// Several processes may open one store: the first becomes its owner and serves the others
 /// over a Unix socket beside the store (`<store>.warden/`); when it closes or dies another
 /// takes over. A handle must not be used in a child created by `fork()` after it was opened:
@@ -171,13 +181,22 @@ pub unsafe extern "C" fn warden_open(
         let config = unsafe { optional_str(config, config_len, "config") }?;
         // SAFETY: as above.
         let options = unsafe { optional_json(options_json, options_len, "options_json") }?;
-        let (environment, credentials_dir, outcomes) = match &options {
+        let (environment, credentials_dir, outcomes, limits) = match &options {
             Some(options) => {
                 let fields = Fields::new(
                     options,
                     "options_json",
-                    &["credentials_dir", "environment", "max_delay_ms", "outcomes"],
+                    &["credentials_dir", "environment", "limits", "max_delay_ms", "outcomes"],
                 )?;
+                let limits = match options.get("limits").filter(|v| !v.is_null()) {
+                    None => crate::limits::Limits::default(),
+                    Some(value) => crate::limits::Limits::from_json(value).map_err(|e| {
+                        Error::InvalidInput(format!(
+                            "options_json.{}",
+                            e.to_string().trim_start_matches("invalid input: ")
+                        ))
+                    })?,
+                };
                 let outcomes = match (fields.string("outcomes")?, fields.unsigned("max_delay_ms")?) {
                     (None, None) => Outcomes::Durable,
                     (None, Some(_)) => {
@@ -188,11 +207,11 @@ pub unsafe extern "C" fn warden_open(
                     (Some(name), delay) => Outcomes::parse(name, delay)
                         .map_err(|e| Error::InvalidInput(format!("options_json.outcomes: {e}")))?,
                 };
-                (fields.string("environment")?.map(str::to_owned), fields.string("credentials_dir")?, outcomes)
+                (fields.string("environment")?.map(str::to_owned), fields.string("credentials_dir")?, outcomes, limits)
             }
-            None => (None, None, Outcomes::Durable),
+            None => (None, None, Outcomes::Durable, crate::limits::Limits::default()),
         };
-        let handle = open(store, config, environment, credentials_dir, outcomes)?;
+        let handle = open(store, config, environment, credentials_dir, outcomes, limits)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };
         Ok(())

@@ -166,6 +166,8 @@ unsafe fn propose(
 ) -> warden_result {
     let work = |handle: &warden_handle| -> Result<(), Error> {
         let out = Out::required(out, "out")?;
+        // Before parsing: a parsed document takes many times its text in memory.
+        handle.kernel.limits().check_request(len)?;
         // SAFETY: the caller's guarantee for (request, len).
         let value = unsafe { required_json(request, len, "request") }?;
         let fields = Fields::new(&value, "request", &REQUEST_FIELDS)?;
@@ -241,7 +243,10 @@ pub unsafe extern "C" fn warden_permit_info(
 ///
 /// - `p`: an unfinished permit. Required.
 /// - `result_json`, `len`: the executor's result as UTF-8 JSON, stored as evidence outside any
-///   hash. Optional: (NULL, 0) stores null.
+///   hash. Optional: (NULL, 0) stores null. A result longer than the handle's
+///   `limits.max_result_bytes` (default 1 MiB) is not parsed: it is stored as
+///   `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}` (its first 64 KiB), and
+///   the effect still commits.
 /// - `err`: NULL, or receives the error object on failure.
 ///
 /// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME (the record moved on first, e.g. the
@@ -262,6 +267,14 @@ pub unsafe extern "C" fn warden_permit_commit(
     err: *mut warden_buf,
 ) -> warden_result {
     let work = |permit: &mut warden_permit| -> Result<(), Error> {
+        if !permit.kernel.limits().result_fits(len) {
+            // Over its bound, a result is never parsed: its bytes become a marked excerpt and
+            // their SHA-256, and the effect still commits.
+            // SAFETY: the caller's guarantee for (result_json, len).
+            let bytes = unsafe { super::bytes::borrow(result_json, len, "result_json") }?.unwrap_or_default();
+            let max = permit.kernel.limits().max_result_bytes;
+            return permit.take()?.commit_stored(crate::effect::StoredResult::excerpt(bytes, max));
+        }
         // SAFETY: the caller's guarantee for (result_json, len).
         let result = unsafe { optional_json(result_json, len, "result_json") }?.unwrap_or(Value::Null);
         permit.take()?.commit(&result)

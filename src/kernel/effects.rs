@@ -48,7 +48,7 @@ impl Kernel {
     pub fn mark_ambiguous(&self, effect_key: &str, error: &str) -> Result<EffectRecord> {
         let op = Write::MarkAmbiguous {
             effect_key: effect_key.to_owned(),
-            error: effect::bounded_message(error.to_owned()),
+            error: effect::bounded_message(error.to_owned(), self.limits().max_message_bytes),
         };
         self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
     }
@@ -194,7 +194,7 @@ impl Kernel {
             effect_key: effect_key.to_owned(),
             action_id: action_id.to_owned(),
             attempt,
-            outcome: outcome.bounded(),
+            outcome: outcome.bounded(self.limits()),
         };
         self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
     }

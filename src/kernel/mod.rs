@@ -83,6 +83,8 @@ pub struct KernelOptions {
     pub environment: Option<String>,
     pub outcomes: Outcomes,
     pub store: StoreOptions,
+    /// The bounds on inputs (names, arguments, results, messages).
+    pub limits: crate::limits::Limits,
 }
 
 impl Default for KernelOptions {
@@ -94,6 +96,7 @@ impl Default for KernelOptions {
             environment: None,
             outcomes: Outcomes::Durable,
             store: StoreOptions::default(),
+            limits: crate::limits::Limits::default(),
         }
     }
 }
@@ -154,6 +157,7 @@ struct Inner {
     policy_version: Option<String>,
     environment: String,
     outcomes: Outcomes,
+    limits: crate::limits::Limits,
 }
 
 /// A handle on one store. Cheap to clone; clones share the poisoned latch.
@@ -182,12 +186,18 @@ impl Kernel {
                 policy_version: options.policy_version,
                 environment: resolve_environment(options.environment.as_deref(), None),
                 outcomes: options.outcomes,
+                limits: options.limits,
             }),
         })
     }
 
     pub fn store(&self) -> &KernelStore {
         &self.inner.store
+    }
+
+    /// The bounds this handle enforces on its inputs.
+    pub fn limits(&self) -> &crate::limits::Limits {
+        &self.inner.limits
     }
 
     /// When this handle's outcomes are durable.

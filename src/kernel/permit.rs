@@ -74,10 +74,16 @@ impl Permit {
     }
 
     /// The executor succeeded. `result` is stored as plain JSON outside any hashed content.
-    pub fn commit(mut self, result: &serde_json::Value) -> Result<()> {
+    pub fn commit(self, result: &serde_json::Value) -> Result<()> {
+        let stored = StoredResult::from_value_within(result, self.kernel.limits().max_result_bytes);
+        self.commit_stored(stored)
+    }
+
+    /// The executor succeeded, with its result already in stored form (an over-size result
+    /// the boundary never parsed: `StoredResult::excerpt`).
+    pub fn commit_stored(mut self, result: StoredResult) -> Result<()> {
         self.finished = true;
-        let outcome = Outcome::Committed(StoredResult::from_value(result));
-        self.kernel.clone().finish(&self, outcome)
+        self.kernel.clone().finish(&self, Outcome::Committed(result))
     }
 
     /// The executor proved the remote side did nothing: FAILED, and a retry may renew.
@@ -135,7 +141,7 @@ impl Kernel {
                 holds_key: permit.holds_key,
                 draft,
                 would_have: permit.would_have.clone(),
-                outcome: outcome.bounded(),
+                outcome: outcome.bounded(kernel.limits()),
             }));
             match kernel.write_outcome(op)? {
                 None | Some(WriteReply::Done) => Ok(()),

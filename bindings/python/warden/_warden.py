@@ -560,6 +560,10 @@ class Warden:
     Thread-safe; also a context manager. `close()` is idempotent; calls still running on
     other threads finish first, and permits stay usable until freed (the library keeps the
     store open for them).
+    `limits` overrides the bounds on inputs (`max_request_bytes`, `max_name_bytes`,
+    `max_arguments_bytes`, `max_result_bytes`, `max_message_bytes`; see the library): past a
+    bound a proposal raises `InvalidInput` naming the limit, a result is stored as an excerpt
+    with its SHA-256 (the call still commits) and a message is cut.
     Fork: a `Warden` (and its permits) belongs to the process that opened it; in a child made
     by `os.fork()` or `multiprocessing` (fork start method) every call on it raises
     `InvalidInput` and touches nothing. Open a new `Warden` in the child.
@@ -573,6 +577,7 @@ class Warden:
         credentials_dir: PathLike | None = None,
         outcomes: str | None = None,
         max_delay: float | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
         self._pid = os.getpid()
         self._mutex = threading.Lock()
@@ -593,6 +598,8 @@ class Warden:
             open_options["outcomes"] = outcomes
         if max_delay is not None:
             open_options["max_delay_ms"] = _millis(max_delay, "max_delay")
+        if limits is not None:
+            open_options["limits"] = dict(limits)
         options = _dumps(open_options, "options") if open_options else None
         store_bytes = os.fsencode(store)
         config_bytes = None if config is None else os.fsencode(config)

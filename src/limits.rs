@@ -1,0 +1,140 @@
+//! The bounds on every input that crosses the boundary: documented defaults, configurable per
+//! handle (C open options `{"limits": {...}}`, the bindings' `limits=`), each with a ceiling no
+//! configuration may pass. Past a bound, an input is refused with `invalid_input` naming the
+//! limit — except what records an effect that already happened: an executor result over its
+//! bound is stored as a marked excerpt plus its SHA-256 (the effect still commits), and an
+//! outcome message over its bound is cut and marked (the outcome is still recorded).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The largest JSON document any C entry parses, whatever the configuration (a parsed JSON
+/// value takes many times its text in memory).
+pub const HARD_MAX_JSON_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// A proposal request (`warden_propose`'s JSON), in bytes.
+    pub max_request_bytes: usize,
+    /// An action name, in bytes.
+    pub max_name_bytes: usize,
+    /// An action's arguments in canonical form, in bytes.
+    pub max_arguments_bytes: usize,
+    /// An executor result stored whole, in bytes; a larger one is stored as an excerpt.
+    pub max_result_bytes: usize,
+    /// An outcome message (not executed, ambiguous) kept whole, in bytes; a longer one is cut.
+    pub max_message_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_request_bytes: 1024 * 1024,
+            max_name_bytes: 256,
+            max_arguments_bytes: 256 * 1024,
+            max_result_bytes: crate::effect::MAX_RESULT_BYTES,
+            max_message_bytes: crate::effect::MAX_OUTCOME_MESSAGE,
+        }
+    }
+}
+
+/// What no configuration may raise a limit above.
+const CEILINGS: Limits = Limits {
+    max_request_bytes: HARD_MAX_JSON_BYTES,
+    max_name_bytes: 4096,
+    max_arguments_bytes: 16 * 1024 * 1024,
+    max_result_bytes: HARD_MAX_JSON_BYTES,
+    max_message_bytes: 1024 * 1024,
+};
+
+impl Limits {
+    /// Limits from a JSON object of overrides; each must be at least 1 and at most its ceiling.
+    pub fn from_json(value: &serde_json::Value) -> Result<Limits> {
+        let limits: Limits = serde_json::from_value(value.clone()).map_err(|e| {
+            Error::InvalidInput(format!(
+                "limits: {e}; the keys are max_request_bytes, max_name_bytes, max_arguments_bytes, max_result_bytes, \
+                 max_message_bytes (positive integers)"
+            ))
+        })?;
+        for (name, value, ceiling) in limits.rows() {
+            if value == 0 || value > ceiling {
+                return Err(Error::InvalidInput(format!("limits.{name} must be between 1 and {ceiling}, got {value}")));
+            }
+        }
+        Ok(limits)
+    }
+
+    fn rows(&self) -> [(&'static str, usize, usize); 5] {
+        [
+            ("max_request_bytes", self.max_request_bytes, CEILINGS.max_request_bytes),
+            ("max_name_bytes", self.max_name_bytes, CEILINGS.max_name_bytes),
+            ("max_arguments_bytes", self.max_arguments_bytes, CEILINGS.max_arguments_bytes),
+            ("max_result_bytes", self.max_result_bytes, CEILINGS.max_result_bytes),
+            ("max_message_bytes", self.max_message_bytes, CEILINGS.max_message_bytes),
+        ]
+    }
+
+    pub fn check_request(&self, bytes: usize) -> Result<()> {
+        over("the request", bytes, "max_request_bytes", self.max_request_bytes)
+    }
+
+    pub fn check_name(&self, name: &str) -> Result<()> {
+        over("the action name", name.len(), "max_name_bytes", self.max_name_bytes)
+    }
+
+    pub fn check_arguments(&self, canonical_bytes: usize) -> Result<()> {
+        over("the arguments (canonical JSON)", canonical_bytes, "max_arguments_bytes", self.max_arguments_bytes)
+    }
+
+    /// Whether a result of this many bytes is stored whole.
+    pub fn result_fits(&self, bytes: usize) -> bool {
+        bytes <= self.max_result_bytes
+    }
+}
+
+/// Never echoes the input itself: only its size and the limit.
+fn over(what: &str, bytes: usize, limit: &str, max: usize) -> Result<()> {
+    if bytes <= max {
+        return Ok(());
+    }
+    Err(Error::InvalidInput(format!(
+        "{what} is {bytes} bytes, over limits.{limit} ({max}); nothing was done. Send less, or raise the limit \
+         when opening the store"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_holds_at_its_edge_and_refuses_one_byte_past_it_naming_itself() {
+        let limits = Limits::default();
+        assert!(limits.check_name(&"a".repeat(256)).is_ok());
+        let refused = limits.check_name(&"a".repeat(257)).unwrap_err().to_string();
+        assert!(
+            refused.contains("max_name_bytes") && refused.contains("257") && !refused.contains("aaaa"),
+            "{refused}"
+        );
+        assert!(limits.check_request(1024 * 1024).is_ok());
+        assert!(limits.check_request(1024 * 1024 + 1).unwrap_err().to_string().contains("max_request_bytes"));
+        assert!(limits.check_arguments(256 * 1024).is_ok());
+        assert!(limits.check_arguments(256 * 1024 + 1).unwrap_err().to_string().contains("max_arguments_bytes"));
+        assert!(limits.result_fits(limits.max_result_bytes) && !limits.result_fits(limits.max_result_bytes + 1));
+    }
+
+    #[test]
+    fn configured_limits_are_checked_against_their_ceilings_and_unknown_keys_are_refused() {
+        let set = Limits::from_json(&serde_json::json!({"max_name_bytes": 64})).unwrap();
+        assert_eq!((set.max_name_bytes, set.max_request_bytes), (64, Limits::default().max_request_bytes));
+        assert!(Limits::from_json(&serde_json::json!({"max_name_bytes": 0})).is_err());
+        assert!(Limits::from_json(&serde_json::json!({"max_name_bytes": 4097})).is_err());
+        assert!(Limits::from_json(&serde_json::json!({"max_name_bytes": 4096})).is_ok());
+        assert!(Limits::from_json(&serde_json::json!({"max_bytes": 1}))
+            .unwrap_err()
+            .to_string()
+            .contains("max_request_bytes"));
+    }
+}
