@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod approval;
+pub mod authority;
 pub mod canonical;
 pub mod clock;
 pub mod decision;
