@@ -116,7 +116,8 @@ fn grant_matching_table() {
     let refund = json!({"amount": 200000});
     let grant_id = |id: &str| Some(id.to_owned());
     type Outcome = (String, Option<String>);
-    let rows: Vec<(&str, Outcome, (&str, Option<String>))> = vec![
+    type Row<'a> = (&'a str, Outcome, (&'a str, Option<String>));
+    let rows: Vec<Row<'_>> = vec![
         (
             "covered",
             call("stripe.refund", refund.clone(), &alice_fin, Some("customer:acme"), Some("quarter-close:q4"), t0()),
