@@ -14,6 +14,7 @@ pub mod document;
 pub mod effect;
 pub mod error;
 pub mod event;
+pub mod identity;
 pub mod kernel;
 pub mod pipeline;
 pub mod policy;
