@@ -175,7 +175,7 @@ pub struct LedgerRow {
 /// could belong to the window again; `advance` then reports [`WindowSumError::FloorMovedBack`]
 /// and the store rebuilds the sum with [`WindowSum::rebuild`] — a rare full read, chosen over an
 /// undercount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowSum {
     /// The unreleased sum of rows `next..` (every row at or after the floor).
     pub sum: u128,
@@ -183,6 +183,13 @@ pub struct WindowSum {
     pub next: u64,
     /// The floor this sum was last advanced to.
     pub floor: Micros,
+}
+
+impl Default for WindowSum {
+    /// An empty series: nothing summed, nothing evicted, and a floor below every instant.
+    fn default() -> WindowSum {
+        WindowSum { sum: 0, next: 0, floor: Micros::MIN }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
