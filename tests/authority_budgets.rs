@@ -176,7 +176,7 @@ fn the_limit_is_inclusive() {
         limit: 10,
         window_seconds: 60,
     };
-    assert!(check_charges(&[charge.clone()], |_| Ok::<u128, ()>(5)).unwrap().is_ok());
+    assert!(check_charges(std::slice::from_ref(&charge), |_| Ok::<u128, ()>(5)).unwrap().is_ok());
     assert!(check_charges(&[charge], |_| Ok::<u128, ()>(6)).unwrap().is_err());
 }
 
