@@ -159,7 +159,11 @@ fn open(section: &str) -> (tempfile::TempDir, Warden) {
     let warden = Warden::open(
         dir.path().join("state.redb"),
         document,
-        WardenOptions { clock: Arc::new(ManualClock::new(T0)), environment: Some("production".into()) },
+        WardenOptions {
+            clock: Arc::new(ManualClock::new(T0)),
+            environment: Some("production".into()),
+            ..WardenOptions::default()
+        },
     )
     .unwrap();
     (dir, warden)
@@ -213,7 +217,7 @@ fn the_pipeline_refuses_on_an_expired_grant_one_microsecond_after_its_instant() 
     let later = Warden::open(
         dir.path().join("state.redb"),
         document,
-        WardenOptions { clock: Arc::new(clock), environment: Some("production".into()) },
+        WardenOptions { clock: Arc::new(clock), environment: Some("production".into()), ..WardenOptions::default() },
     )
     .unwrap();
     assert!(
