@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod approval;
+pub mod authority;
 pub mod canonical;
 pub mod clock;
 pub mod decision;
@@ -13,6 +14,7 @@ pub mod document;
 pub mod effect;
 pub mod error;
 pub mod event;
+pub mod identity;
 pub mod kernel;
 pub mod limits;
 pub mod pipeline;

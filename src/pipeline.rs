@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::action::{Action, Principal};
+use crate::authority::{self, Authority, AuthorityReason, Call, NoDelegations};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
@@ -16,6 +17,27 @@ use crate::error::{Error, Result};
 use crate::kernel::{resolve_environment, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer};
 use crate::policy::{evaluate, Evaluation};
 use crate::store::StoreOptions;
+
+/// The authority axis for one action, or `None` where a grant covers it. Root grants only for
+/// now: stored delegations join when the store keeps them (`NoDelegations` until then).
+/// Authority runs before policy and sees every action, reads included: once a document has an
+/// `authority:` section, no grant means no action.
+fn authority_denial(authority: &Authority, action: &Action, now: Micros) -> Option<Ruling> {
+    match authority::evaluate(authority, &Call::new(action, now), &NoDelegations) {
+        Ok(result) if result.passed => None,
+        Ok(result) => {
+            let mut ruling = Ruling::new(Decision::Deny, result.reason.as_str());
+            ruling.warnings = result.warnings;
+            Some(ruling)
+        }
+        // A source fault decides nothing, so nothing is permitted either.
+        Err(fault) => {
+            let mut ruling = Ruling::new(Decision::Deny, AuthorityReason::Unreadable.as_str());
+            ruling.warnings.push(fault.to_string());
+            Some(ruling)
+        }
+    }
+}
 
 /// How a `Warden` is opened.
 #[derive(Debug, Clone)]
@@ -162,10 +184,10 @@ impl Warden {
         if request.principal_expires_at.is_some_and(|at| at < self.kernel.now()) {
             return Ruling::new(Decision::Deny, "principal_expired");
         }
-        if self.document.authority.is_some() {
-            // Fail closed until authority evaluation exists: a document that asks for grants
-            // gets no action through without one.
-            return Ruling::new(Decision::Deny, "authority_unevaluated");
+        if let Some(authority) = &self.document.authority_config {
+            if let Some(denied) = authority_denial(authority, action, self.kernel.now()) {
+                return denied;
+            }
         }
         let evaluation = evaluate(&self.document, &action.name, &action.arguments);
         let mut ruling = evaluation.ruling;

@@ -56,7 +56,12 @@ fn evaluate_entry(entry: &ActionEntry, action_name: &str, arguments: &Map<String
     Evaluation { ruling: Ruling::new(Decision::Deny, NO_MATCHING_RULE), warnings }
 }
 
-fn holds(condition: &Condition, action_name: &str, arguments: &Map<String, Value>, warnings: &mut Vec<String>) -> bool {
+pub(crate) fn holds(
+    condition: &Condition,
+    action_name: &str,
+    arguments: &Map<String, Value>,
+    warnings: &mut Vec<String>,
+) -> bool {
     let Some(value) = arguments.get(&condition.subject) else {
         warnings.push(format!(
             "{action_name}: condition {} ignored: the action has no argument '{}' (it has: {})",
@@ -127,7 +132,7 @@ fn integer(value: &Value) -> Option<&str> {
 }
 
 /// Compare two integers written in decimal, of any size.
-fn compare_integers(a: &str, b: &str) -> Ordering {
+pub(crate) fn compare_integers(a: &str, b: &str) -> Ordering {
     let (a_negative, a_digits) = magnitude(a);
     let (b_negative, b_digits) = magnitude(b);
     match (a_negative, b_negative) {

@@ -226,8 +226,8 @@ fn not_applicable(detail: &str) -> Result<Outcome> {
 fn authority_pending() -> Outcome {
     (
         Status::NotApplicable,
-        "authority grants are not evaluated by this build yet (a document with an authority section is \
-         denied as authority_unevaluated); checked once authority lands"
+        "not yet shown by verify: root grants are evaluated, and the scenarios for expiry and delegation \
+         containment join verify with the delegation store"
             .to_owned(),
     )
 }

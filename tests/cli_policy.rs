@@ -576,3 +576,24 @@ fn inspect_of_something_unknown_exits_1() {
     let missing = warden_in(store.s.path(), &["inspect", "refund:p1", "--store", "missing.redb"], &[]);
     assert_eq!(missing.code, 2, "{missing}");
 }
+
+#[test]
+fn decide_evaluates_the_document_s_root_grants_before_policy() {
+    let s = Initialized::new();
+    let policy = std::fs::read_to_string(s.config()).unwrap();
+    s.write(
+        "granted.yaml",
+        &format!("{policy}\nauthority:\n  grants:\n    - id: readers\n      subject: {{ agent: \"support-*\" }}\n      actions: [customer.read]\n"),
+    );
+    let args = ["decide", "granted.yaml", "--action", "customer.read", "--args", r#"{"customer_id": "c1"}"#, "--json"];
+    let mut covered = args.to_vec();
+    covered.extend(["--agent", "support-1"]);
+    let report = one_document(&s.run(&covered));
+    assert_eq!((report["decision"].as_str(), report["reason"].as_str()), (Some("allow"), Some("decision")));
+    let mut stranger = args.to_vec();
+    stranger.extend(["--agent", "billing-1"]);
+    let run = s.run(&stranger);
+    let report = one_document(&run);
+    assert_eq!((report["decision"].as_str(), report["reason"].as_str()), (Some("deny"), Some("no_authority")), "{run}");
+    assert!(report["warnings"][0].as_str().is_some_and(|w| w.contains("the policy alone says allow")), "{run}");
+}

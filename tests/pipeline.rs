@@ -290,13 +290,13 @@ fn the_environment_is_fixed_by_the_argument_before_the_document() {
 }
 
 #[test]
-fn a_document_with_an_authority_section_denies_until_authority_is_evaluated() {
+fn a_document_with_an_empty_authority_section_denies_every_action() {
     let policy = format!("{POLICY}authority:\n  grants: []\n");
     let document = load_str(&policy, "test.yaml").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let warden = Warden::open(dir.path().join("s.redb"), document, WardenOptions::default()).unwrap();
     let refused = warden.submit(&ActionRequest::new("customer.read", serde_json::json!({}), ada())).unwrap_err();
-    assert_eq!(refused.reason(), "authority_unevaluated");
+    assert_eq!(refused.reason(), "no_authority");
 }
 
 #[test]

@@ -81,7 +81,7 @@ impl Cx<'_> {
         Ok(Rule { when: parsed, decision })
     }
 
-    fn condition(&self, member: &Member, path: &str) -> Result<Condition, DocumentError> {
+    pub(super) fn condition(&self, member: &Member, path: &str) -> Result<Condition, DocumentError> {
         let key = &member.key;
         let line = Some(member.line);
         let Some((subject, op)) = split_condition_key(key) else {

@@ -15,6 +15,7 @@
 //! resolved. Alias expansion is bounded (an alias bomb is refused), nesting is bounded, the
 //! document is at most [`MAX_DOCUMENT_BYTES`], and nothing on these paths panics on input.
 
+mod authority;
 mod conditions;
 mod ctrlrun;
 mod events;
@@ -102,8 +103,10 @@ pub struct Document {
     pub environment: Option<String>,
     pub mode: Mode,
     pub actions: BTreeMap<String, ActionEntry>,
-    /// Parsed and shape-validated by the authority module; kept as JSON here.
+    /// The `authority` section as written (parsed values), which the policy hash covers.
     pub authority: Option<Value>,
+    /// The same section as typed grants (`crate::authority`); `Some` exactly when `authority` is.
+    pub authority_config: Option<crate::authority::Authority>,
     /// Validated by the sights module; kept as JSON here.
     pub sources: Option<Value>,
     /// `sources` as validated by `crate::sight::config` at load; empty when absent.
@@ -169,7 +172,7 @@ impl Op {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
     /// The key as written, e.g. `amount_gte`.
     pub key: String,
@@ -196,8 +199,14 @@ pub struct DocumentError {
 /// unreadable, not UTF-8 or larger than [`MAX_DOCUMENT_BYTES`] is an error naming it.
 pub fn load_file(path: &Path) -> Result<Document, DocumentError> {
     let origin = path.display().to_string();
+    let text = read_text(path, &origin)?;
+    load_str(&text, &origin)
+}
+
+/// A file's text, bounded by [`MAX_DOCUMENT_BYTES`] and required to be UTF-8.
+fn read_text(path: &Path, origin: &str) -> Result<String, DocumentError> {
     let whole = |message: String| DocumentError {
-        origin: origin.clone(),
+        origin: origin.to_owned(),
         path: WHOLE_DOCUMENT.to_owned(),
         line: None,
         message,
@@ -209,46 +218,21 @@ pub fn load_file(path: &Path) -> Result<Document, DocumentError> {
     if bytes.len() > MAX_DOCUMENT_BYTES {
         return Err(whole(too_large_message()));
     }
-    let text = String::from_utf8(bytes).map_err(|e| {
+    String::from_utf8(bytes).map_err(|e| {
         let valid = e.utf8_error().valid_up_to();
         let line = e.as_bytes().get(..valid).map_or(1, |prefix| prefix.iter().filter(|b| **b == b'\n').count() + 1);
         DocumentError {
-            origin: origin.clone(),
+            origin: origin.to_owned(),
             path: WHOLE_DOCUMENT.to_owned(),
             line: Some(line),
             message: format!("the document is not valid UTF-8 (at byte {valid})"),
         }
-    })?;
-    load_str(&text, &origin)
+    })
 }
 
 /// Load a document from text. `origin` names it in errors.
 pub fn load_str(text: &str, origin: &str) -> Result<Document, DocumentError> {
-    let whole = |line: Option<usize>, message: String| DocumentError {
-        origin: origin.to_owned(),
-        path: WHOLE_DOCUMENT.to_owned(),
-        line,
-        message,
-    };
-    if text.len() > MAX_DOCUMENT_BYTES {
-        return Err(whole(None, too_large_message()));
-    }
-    if let Some((line, c)) = first_refused_character(text) {
-        let why = if matches!(c, '\u{85}' | '\u{2028}' | '\u{2029}') {
-            "which YAML 1.1 reads as a line break and YAML 1.2 as text"
-        } else {
-            "which YAML does not allow unescaped"
-        };
-        return Err(whole(
-            Some(line),
-            format!(
-                "the document contains the character U+{:04X}, {why}; write it as an escape inside a \
-                 double-quoted string",
-                u32::from(c)
-            ),
-        ));
-    }
-    let parsed = parse_events(text).map_err(|(line, message)| whole(line, message))?;
+    let parsed = parse_text(text, origin)?;
     let Some(root) = parsed.root else {
         return Err(DocumentError {
             origin: origin.to_owned(),
@@ -278,6 +262,161 @@ pub fn load_str(text: &str, origin: &str) -> Result<Document, DocumentError> {
     }
     let root = cx.resolve(root, "")?;
     cx.document(root)
+}
+
+/// A standalone authority file: `schema: warden/v1` and `authority:`, nothing else (the policy
+/// owns every other key, and two sources for one key is an ambiguity). Attach it to a document
+/// with [`Document::with_authority`].
+#[derive(Debug, Clone)]
+pub struct AuthorityFile {
+    /// The section as written; folded into the policy hash.
+    pub raw: Value,
+    pub authority: crate::authority::Authority,
+}
+
+pub fn load_authority_file(path: &Path) -> Result<AuthorityFile, DocumentError> {
+    let origin = path.display().to_string();
+    let text = read_text(path, &origin)?;
+    load_authority_str(&text, &origin)
+}
+
+pub fn load_authority_str(text: &str, origin: &str) -> Result<AuthorityFile, DocumentError> {
+    let (cx, root) = warden_tree(text, origin)?;
+    let Some(root) = root else {
+        return Err(cx.error("", None, "the authority file is empty; it holds 'schema: warden/v1' and 'authority:'"));
+    };
+    let tree::NodeValue::Map(members) = &root.value else {
+        return Err(cx.error("", Some(root.line), format!("an authority file must be a mapping, got {}", root.kind())));
+    };
+    cx.reject_unknown(members, &authority::STANDALONE_KEYS, "")?;
+    match members.iter().find(|m| m.key == "schema") {
+        Some(member) if member.value.as_str() == Some(WARDEN_V1) => {}
+        Some(member) => {
+            return Err(cx.error(
+                "schema",
+                Some(member.line),
+                format!("an authority file declares 'schema: {WARDEN_V1}', got {}", member.value.shown()),
+            ))
+        }
+        None => {
+            return Err(cx.error(
+                "",
+                Some(root.line),
+                format!("missing 'schema'; an authority file declares 'schema: {WARDEN_V1}'"),
+            ))
+        }
+    }
+    let Some(member) = members.iter().find(|m| m.key == "authority") else {
+        return Err(cx.error(
+            "",
+            Some(root.line),
+            "missing 'authority'; a file loaded as authority must state what it permits",
+        ));
+    };
+    let authority = cx.authority_config(member)?;
+    let raw = cx.json(&member.value, "authority")?;
+    Ok(AuthorityFile { raw, authority })
+}
+
+/// A delegated grant (`warden delegate --file`, or the JSON a binding passes): the keys of a
+/// grant minus `id`, which is assigned at creation. JSON is YAML, so both arrive here.
+pub fn load_grant_str(text: &str, origin: &str) -> Result<crate::authority::Grant, DocumentError> {
+    let (cx, root) = warden_tree(text, origin)?;
+    let Some(root) = root else {
+        return Err(cx.error("", None, "the grant is empty; it needs at least 'subject' and 'actions'"));
+    };
+    cx.grant(&root, "", authority::GrantOrigin::Delegated)
+}
+
+pub fn load_grant_file(path: &Path) -> Result<crate::authority::Grant, DocumentError> {
+    let origin = path.display().to_string();
+    let text = read_text(path, &origin)?;
+    load_grant_str(&text, &origin)
+}
+
+/// Constraints read back from storage as `{key: operand}`, parsed by the condition grammar the
+/// document uses; the message says what is wrong.
+pub fn conditions_from_json(map: &serde_json::Map<String, Value>) -> Result<Vec<Condition>, String> {
+    authority::conditions_from_json(map)
+}
+
+impl Document {
+    /// This document governed by a standalone authority file: refused when the document has its
+    /// own `authority:` section (two sources for one key) or is a ctrlrun document. The policy
+    /// hash is recomputed with the file's section folded in, so receipts name the grants too.
+    pub fn with_authority(mut self, file: AuthorityFile, origin: &str) -> Result<Document, DocumentError> {
+        let cx = Cx { origin, schema: self.schema.clone() };
+        if self.schema != Schema::WardenV1 {
+            return Err(cx.error("authority", None, "an authority file governs warden/v1 documents only"));
+        }
+        if self.authority.is_some() {
+            return Err(cx.error(
+                "authority",
+                None,
+                "the document already has an 'authority:' section; grants come from one place, so remove one of the two",
+            ));
+        }
+        let canonical = cx.warden_canonical(
+            &self.actions,
+            Some(&file.raw),
+            self.environment.as_deref(),
+            self.mode,
+            self.sources.as_ref(),
+        );
+        self.policy_hash = cx.policy_hash(&canonical)?;
+        self.authority = Some(file.raw);
+        self.authority_config = Some(file.authority);
+        Ok(self)
+    }
+}
+
+/// Size, characters and YAML events: what every file Warden reads as YAML goes through first.
+fn parse_text(text: &str, origin: &str) -> Result<events::Parsed, DocumentError> {
+    let whole = |line: Option<usize>, message: String| DocumentError {
+        origin: origin.to_owned(),
+        path: WHOLE_DOCUMENT.to_owned(),
+        line,
+        message,
+    };
+    if text.len() > MAX_DOCUMENT_BYTES {
+        return Err(whole(None, too_large_message()));
+    }
+    if let Some((line, c)) = first_refused_character(text) {
+        let why = if matches!(c, '\u{85}' | '\u{2028}' | '\u{2029}') {
+            "which YAML 1.1 reads as a line break and YAML 1.2 as text"
+        } else {
+            "which YAML does not allow unescaped"
+        };
+        return Err(whole(
+            Some(line),
+            format!(
+                "the document contains the character U+{:04X}, {why}; write it as an escape inside a \
+                 double-quoted string",
+                u32::from(c)
+            ),
+        ));
+    }
+    parse_events(text).map_err(|(line, message)| whole(line, message))
+}
+
+/// A `warden/v1`-only file (a standalone authority file, a delegated grant): parsed with
+/// `warden/v1`'s scalar rules, anchors refused. `None` for an empty file.
+fn warden_tree<'a>(text: &str, origin: &'a str) -> Result<(Cx<'a>, Option<tree::Node>), DocumentError> {
+    let parsed = parse_text(text, origin)?;
+    let cx = Cx { origin, schema: Schema::WardenV1 };
+    if let Some(line) = parsed.first_anchor {
+        return Err(cx.error(
+            WHOLE_DOCUMENT,
+            Some(line),
+            "anchors and aliases (&name, *name) are not allowed in warden/v1: every value is written where it \
+             applies",
+        ));
+    }
+    let root = match parsed.root {
+        None => None,
+        Some(raw) => Some(cx.resolve(raw, "")?),
+    };
+    Ok((cx, root))
 }
 
 fn too_large_message() -> String {

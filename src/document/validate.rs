@@ -83,6 +83,10 @@ impl Cx<'_> {
             None => None,
             Some(member) => self.authority(member)?,
         };
+        let authority_config = match (get("authority"), &authority) {
+            (Some(member), Some(_)) => Some(self.authority_config(member)?),
+            _ => None,
+        };
         let sources = match get("sources") {
             None => None,
             Some(member) => Some(self.sources(member)?),
@@ -147,6 +151,7 @@ impl Cx<'_> {
             mode,
             actions,
             authority,
+            authority_config,
             sources,
             sources_config,
             allow_insecure_http,

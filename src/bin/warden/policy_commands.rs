@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use warden::authority::{Call, NoDelegations};
 use warden::canonical::parse_json;
+use warden::clock::{Clock as _, SystemClock};
 use warden::decision::Decision;
 use warden::document::{load_file, Document, Mode};
 use warden::kernel::resolve_environment;
@@ -101,15 +103,29 @@ pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result
     let mut decision = evaluation.ruling.decision;
     let mut reason = evaluation.ruling.reason.clone();
     let mut warnings = evaluation.warnings;
-    if doc.authority.is_some() {
-        // The pipeline fails closed until authority evaluation exists.
-        warnings.push(format!(
-            "the document has an authority section, which this build does not evaluate, so the pipeline \
-             denies every action (authority_unevaluated); the policy alone says {} ({reason})",
-            decision.as_str()
-        ));
-        decision = Decision::Deny;
-        reason = "authority_unevaluated".to_owned();
+    if let Some(authority) = &doc.authority_config {
+        // Authority before policy, as the pipeline decides: on the document's root grants, now.
+        // A dry run reads no store, so delegations are not consulted.
+        let outcome = warden::authority::evaluate(authority, &Call::new(&action, SystemClock.now()), &NoDelegations);
+        match outcome {
+            Ok(result) if result.passed => {}
+            Ok(result) => {
+                warnings.push(format!(
+                    "no root grant covers this call ({}), so the pipeline denies it; the policy alone says {} \
+                     ({reason}); delegations are not consulted by a dry run",
+                    result.reason,
+                    decision.as_str()
+                ));
+                warnings.extend(result.warnings);
+                decision = Decision::Deny;
+                reason = result.reason.as_str().to_owned();
+            }
+            Err(fault) => {
+                warnings.push(fault.to_string());
+                decision = Decision::Deny;
+                reason = warden::authority::AuthorityReason::Unreadable.as_str().to_owned();
+            }
+        }
     }
     // A denied call never gets as far as its effect key.
     let effect_key = entry
