@@ -125,6 +125,20 @@ fn child_process_entry() {
                 std::thread::sleep(Duration::from_secs(60));
             }
         }
+        // Deferred outcomes, then a normal exit that skips every destructor (no close, no
+        // flush by hand): the exit hook makes them durable.
+        "deferred_exit" => {
+            let kernel = kernel_at(&store, T0, Outcomes::Deferred { max_delay: Duration::from_secs(60) });
+            for n in 0..5 {
+                let key = format!("e_{n}");
+                let permit = propose_lease(&kernel, &key).unwrap();
+                log_line(&dir, &format!("exec {key}"));
+                permit.commit(&serde_json::json!(n)).unwrap();
+                log_line(&dir, &format!("done {key}"));
+            }
+            std::mem::forget(kernel);
+            std::process::exit(0);
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -269,6 +283,19 @@ fn deferred_outcomes_lost_to_a_crash_leave_their_effects_ambiguous_never_failed(
     let refused = propose_lease(&kernel, "d_9").unwrap_err();
     assert!(matches!(refused, Error::Ambiguous { .. }), "{refused}");
     assert_eq!(kernel.effect("refund:d_9").unwrap().unwrap().state, EffectState::Ambiguous);
+    check_after(dir.path());
+}
+
+#[test]
+fn deferred_outcomes_are_made_durable_when_the_process_exits_normally_without_closing() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = spawn("deferred_exit", dir.path(), 0, &[]).wait().unwrap();
+    assert!(status.success());
+    let kernel = kernel_at(&dir.path().join("state.redb"), T0, Outcomes::Durable);
+    for n in 0..5 {
+        let state = kernel.effect(&format!("refund:e_{n}")).unwrap().unwrap().state;
+        assert_eq!(state, EffectState::Committed, "e_{n}");
+    }
     check_after(dir.path());
 }
 

@@ -311,6 +311,31 @@ type Registry = Mutex<HashMap<FileId, Weak<dyn Any + Send + Sync>>>;
 /// One registry per fork generation: a child never touches (or waits on) its parent's.
 static REGISTRIES: [OnceLock<Registry>; 64] = [const { OnceLock::new() }; 64];
 
+/// At a normal process exit: make every deferred outcome of this process durable (bounded),
+/// without ever waiting on a lock another thread may hold.
+fn flush_at_exit() {
+    let Ok(registry) = registry(fork::generation()) else { return };
+    let Ok(map) = registry.try_lock() else { return };
+    let engines: Vec<Arc<dyn Any + Send + Sync>> = map.values().filter_map(Weak::upgrade).collect();
+    drop(map);
+    for engine in engines {
+        if let Some(flush) = EXIT_FLUSHERS.get() {
+            flush(&engine);
+        }
+    }
+}
+
+/// How an engine of the one protocol this process uses is flushed at exit (type-erased: the
+/// registry holds `dyn Any`).
+static EXIT_FLUSHERS: OnceLock<fn(&Arc<dyn Any + Send + Sync>)> = OnceLock::new();
+
+fn flush_engine<P: Protocol>(engine: &Arc<dyn Any + Send + Sync>) {
+    if let Ok(engine) = engine.clone().downcast::<Engine<P>>() {
+        let store = Store { engine, generation: fork::generation(), opened_in: std::process::id() };
+        let _ = store.flush();
+    }
+}
+
 fn registry(generation: u64) -> Result<&'static Registry> {
     let slot = REGISTRIES.get(generation as usize).ok_or_else(|| {
         Error::Store("this process descends from more than 63 nested forks of a Warden process; start it afresh".into())
@@ -327,6 +352,7 @@ impl<P: Protocol> Store<P> {
             return Err(Error::InvalidInput("the store path is empty; pass --store PATH or set WARDEN_STORE".into()));
         }
         let generation = fork::current();
+        crate::ffi::os::install_exit_hook(flush_at_exit);
         let registry = registry(generation)?;
         let mut map = registry.lock().map_err(|_| {
             Error::Store("the store registry is poisoned by an earlier panic; restart the process".into())
@@ -338,6 +364,7 @@ impl<P: Protocol> Store<P> {
                 return Ok(Store { engine, generation, opened_in });
             }
         }
+        let _ = EXIT_FLUSHERS.set(flush_engine::<P>);
         let orphans: Orphans<P> = Arc::default();
         let mode = elect::<P>(&path, options.wait, &orphans)?;
         let identity = file::identity(&path)
@@ -482,7 +509,7 @@ impl<P: Protocol> Store<P> {
         let Mode::Owner(owned) = &*mode else {
             return Err(Error::InvalidInput("only the process that owns a store can tamper with it".into()));
         };
-        owned.shared.committer_flush_then(|database| {
+        owned.shared.with_database(|database| {
             let txn = database.begin_write().map_err(tx::fault)?;
             {
                 let mut raw = WriteTx::open(&txn)?;
@@ -494,9 +521,9 @@ impl<P: Protocol> Store<P> {
 }
 
 impl<P: Protocol> owner::Shared<P> {
-    /// Run `work` on the database from this thread, after everything queued committed (redb
-    /// serialises it with the writer thread's transactions).
-    fn committer_flush_then(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
+    /// Run `work` on the database from this thread (redb serialises its write transaction with
+    /// the writer thread's).
+    fn with_database(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
         work(self.db.database()?)
     }
 }
