@@ -457,7 +457,11 @@ fn deep_values_are_cut_at_the_depth_limit_with_a_flag() {
         node = node.get("d").cloned().unwrap_or(Value::Null);
     }
     assert_eq!(node, json!(TRUNCATED_DEPTH));
-    assert_eq!(shaped.truncation.get("all").and_then(|t| t.get("depth")), Some(&json!({"limit": 8, "cut": 1})));
+    // Twenty levels of objects, eight shown: the flag keeps the original depth.
+    assert_eq!(
+        shaped.truncation.get("all").and_then(|t| t.get("depth")),
+        Some(&json!({"shown": 8, "total": 20, "containers": 1}))
+    );
     // A shallow value is untouched and unflagged.
     let shaped = shape_default(&json!({"a": {"b": [1, {"c": 2}]}}), &[("a", "/a")]);
     assert!(shaped.truncation.is_empty());
@@ -470,7 +474,58 @@ fn long_strings_are_cut_at_a_character_boundary_with_a_flag() {
     let shown = shaped.values.get("s").and_then(Value::as_str).unwrap_or_default();
     assert_eq!(shown.chars().count(), 2000);
     assert!(text.starts_with(shown));
-    assert_eq!(shaped.truncation.get("s").and_then(|t| t.get("strings")), Some(&json!({"limit": 2000, "cut": 1})));
+    assert_eq!(
+        shaped.truncation.get("s").and_then(|t| t.get("strings")),
+        Some(&json!({"shown": 2000, "total": 6000, "strings": 1}))
+    );
+}
+
+#[test]
+fn truncation_flags_report_what_was_shown_out_of_the_original_total_at_the_limit_and_one_past() {
+    let limits = Limits { max_depth: 2, max_items: 3, max_string: 4 };
+    let flags = |document: Value| {
+        let shaped = shape(&document, &aliases(&[("v", "")]), &limits, &Echo::none());
+        shaped.truncation.get("v").cloned()
+    };
+    // Exactly at each limit: nothing is cut and nothing is flagged.
+    assert_eq!(flags(json!({"a": [1, 2, 3], "s": "abcd"})), None);
+    assert_eq!(flags(json!(["abcd", "wxyz"])), None);
+    // One past each limit.
+    assert_eq!(flags(json!([1, 2, 3, 4])), Some(json!({"items": {"shown": 3, "total": 4, "containers": 1}})));
+    assert_eq!(flags(json!("abcde")), Some(json!({"strings": {"shown": 4, "total": 5, "strings": 1}})));
+    assert_eq!(flags(json!({"a": {"b": {"c": 1}}})), Some(json!({"depth": {"shown": 2, "total": 3, "containers": 1}})));
+    // Several cuts: the count of places and the largest original, whichever came first.
+    assert_eq!(
+        flags(json!(["abcde", "abcdefghij", "abcdef"])),
+        Some(json!({"strings": {"shown": 4, "total": 10, "strings": 3}}))
+    );
+    assert_eq!(
+        flags(json!({"a": [1, 2, 3, 4], "b": [1, 2, 3, 4, 5, 6, 7]})),
+        Some(json!({"items": {"shown": 3, "total": 7, "containers": 2}}))
+    );
+    assert_eq!(
+        flags(json!([{"x": {"y": 1}}, {"x": {"y": {"z": {"w": 1}}}}])),
+        Some(json!({"depth": {"shown": 2, "total": 5, "containers": 2}}))
+    );
+    // A number too long to show counts as a cut string, with its length.
+    let Ok(number) = parse_body(b"123456789") else { panic!("parses") };
+    assert_eq!(flags(number), Some(json!({"strings": {"shown": 4, "total": 9, "strings": 1}})));
+}
+
+#[test]
+fn a_depth_flag_measures_a_value_nested_far_deeper_than_the_stack_could_recurse() {
+    let mut document = json!(1);
+    for _ in 0..200_000 {
+        document = Value::Array(vec![document]);
+    }
+    let limits = Limits { max_depth: 1, max_items: 50, max_string: 2000 };
+    let shaped = shape(&document, &aliases(&[("v", "")]), &limits, &Echo::none());
+    assert_eq!(
+        shaped.truncation.get("v").and_then(|t| t.get("depth")),
+        Some(&json!({"shown": 1, "total": 200_000, "containers": 1}))
+    );
+    // serde_json's Value drops recursively; leak it rather than overflow the test's stack.
+    std::mem::forget(document);
 }
 
 #[test]

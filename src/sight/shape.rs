@@ -13,7 +13,7 @@
 //!   in its three base64 alignments, and percent-encoded (the echo guard);
 //! - every output string is at most `max_string` characters, every container at most
 //!   `max_items` entries, and non-empty containers nest at most `max_depth` deep, with honest
-//!   flags in `truncation`.
+//!   flags in `truncation`: each says what was shown out of the original total.
 
 use std::sync::LazyLock;
 
@@ -241,7 +241,12 @@ pub struct Shaped {
     pub warnings: Vec<String>,
     /// Whether warnings were dropped.
     pub warnings_truncated: bool,
-    /// alias → `{depth?: {limit, cut}, items?: {shown, total, containers}, strings?: {limit, cut}}`.
+    /// alias → `{depth?, items?, strings?}`, only for aliases something was cut from. Each flag
+    /// is `{shown, total}` plus a count: `depth: {shown: max_depth, total: the deepest nesting
+    /// of non-empty containers, containers: how many were replaced}`, `items: {shown:
+    /// max_items, total: the most entries any cut container had, containers}`, `strings:
+    /// {shown: max_string, total: the longest cut string's length in characters, strings: how
+    /// many were cut}` (a number too long to show counts as a string).
     pub truncation: Map<String, Value>,
     /// alias → number of redactions (only aliases with at least one).
     pub redactions: Map<String, Value>,
@@ -505,15 +510,59 @@ fn cut_chars(text: &str, max: usize, ellipsis: bool) -> String {
     }
 }
 
-/// Per-alias bookkeeping while walking a selected value.
+/// Per-alias bookkeeping while walking a selected value. Each kind of cut keeps how many
+/// places were cut and the largest original size among them, so a flag can say what was
+/// shown out of what there was.
 #[derive(Default)]
 struct Walk {
     redactions: usize,
-    depth_cut: usize,
-    items_first: Option<(usize, usize)>,
-    items_containers: usize,
-    strings_cut: usize,
+    depth: Cuts,
+    items: Cuts,
+    strings: Cuts,
     suspicious: bool,
+}
+
+/// The places one limit cut and the largest original size (levels, entries or characters).
+#[derive(Default)]
+struct Cuts {
+    count: usize,
+    largest: usize,
+}
+
+impl Cuts {
+    fn record(&mut self, total: usize) {
+        self.count += 1;
+        self.largest = self.largest.max(total);
+    }
+
+    /// `{shown, total, <counted>: n}`, or nothing when this limit cut nothing.
+    fn flag(&self, shown: usize, counted: &str) -> Option<Value> {
+        (self.count > 0).then(|| {
+            let mut flag = Map::new();
+            flag.insert("shown".into(), Value::from(shown));
+            flag.insert("total".into(), Value::from(self.largest));
+            flag.insert(counted.into(), Value::from(self.count));
+            Value::Object(flag)
+        })
+    }
+}
+
+/// How many levels of non-empty containers `value` holds (0 for a scalar or an empty
+/// container), counted without recursion so no document can exhaust the stack.
+fn nesting(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, above)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) if !items.is_empty() => Box::new(items.iter()),
+            Value::Object(entries) if !entries.is_empty() => Box::new(entries.values()),
+            _ => continue,
+        };
+        let level = above + 1;
+        deepest = deepest.max(level);
+        stack.extend(children.map(|child| (child, level)));
+    }
+    deepest
 }
 
 impl Walk {
@@ -525,7 +574,7 @@ impl Walk {
         }
         let cut = cut_chars(&scrubbed, limits.max_string, false);
         if cut.len() != scrubbed.len() {
-            self.strings_cut += 1;
+            self.strings.record(scrubbed.chars().count());
         }
         cut
     }
@@ -547,7 +596,7 @@ impl Walk {
                 if echo.found_in(&text) {
                     self.redacted(limits)
                 } else if text.chars().count() > limits.max_string {
-                    self.strings_cut += 1;
+                    self.strings.record(text.chars().count());
                     self.marker(TRUNCATED_NUMBER, limits)
                 } else {
                     value.clone()
@@ -557,7 +606,7 @@ impl Walk {
             Value::Array(items) if items.is_empty() => Value::Array(Vec::new()),
             Value::Object(entries) if entries.is_empty() => Value::Object(Map::new()),
             Value::Array(_) | Value::Object(_) if depth >= limits.max_depth => {
-                self.depth_cut += 1;
+                self.depth.record(depth + nesting(value));
                 self.marker(TRUNCATED_DEPTH, limits)
             }
             Value::Array(items) => {
@@ -585,26 +634,22 @@ impl Walk {
 
     fn items(&mut self, total: usize, limits: &Limits) {
         if total > limits.max_items {
-            self.items_containers += 1;
-            if self.items_first.is_none() {
-                self.items_first = Some((limits.max_items, total));
-            }
+            self.items.record(total);
         }
     }
 
+    /// `{depth?, items?, strings?}`, each `{shown, total, …}` (see `Shaped::truncation`).
     fn truncation(&self, limits: &Limits) -> Option<Value> {
         let mut details = Map::new();
-        if self.depth_cut > 0 {
-            details.insert("depth".into(), serde_json::json!({"limit": limits.max_depth, "cut": self.depth_cut}));
-        }
-        if let Some((shown, total)) = self.items_first {
-            details.insert(
-                "items".into(),
-                serde_json::json!({"shown": shown, "total": total, "containers": self.items_containers}),
-            );
-        }
-        if self.strings_cut > 0 {
-            details.insert("strings".into(), serde_json::json!({"limit": limits.max_string, "cut": self.strings_cut}));
+        let flags = [
+            ("depth", self.depth.flag(limits.max_depth, "containers")),
+            ("items", self.items.flag(limits.max_items, "containers")),
+            ("strings", self.strings.flag(limits.max_string, "strings")),
+        ];
+        for (name, flag) in flags {
+            if let Some(flag) = flag {
+                details.insert(name.into(), flag);
+            }
         }
         (!details.is_empty()).then_some(Value::Object(details))
     }
