@@ -9,8 +9,9 @@
 //!   selected value (the pointer guard);
 //! - `Bearer …`, `Basic …`, `key=value` for sensitive names, `sk-…` and a few other well-known
 //!   token shapes are scrubbed inside strings by linear-time regexes;
-//! - the credential header value sent on *this* request is scrubbed wherever it is echoed: raw,
-//!   in its three base64 alignments, and percent-encoded (the echo guard);
+//! - the credential sent on *this* request — the header value and each value it was built
+//!   from — is scrubbed wherever it is echoed, in the forms `sight::echo` lists (the echo
+//!   guard);
 //! - every output string is at most `max_string` characters, every container at most
 //!   `max_items` entries, and non-empty containers nest at most `max_depth` deep, with honest
 //!   flags in `truncation`: each says what was shown out of the original total.
@@ -18,13 +19,13 @@
 use std::sync::LazyLock;
 
 use base64::Engine as _;
-use memchr::memmem::Finder;
-use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use regex::{Captures, Regex};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
+pub use super::echo::Echo;
+use super::echo::EchoScan;
 use super::SightError;
 
 /// The replacement for anything redacted.
@@ -55,181 +56,6 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits { max_depth: 8, max_items: 50, max_string: 2000 }
     }
-}
-
-/// The credential header value sent on this request, in every form in which an echo of it is
-/// scrubbed. The value is held in zeroizing buffers and never printed by `Debug`.
-pub struct Echo {
-    /// Longest first, so a longer form is replaced before a shorter one it contains.
-    forms: Vec<Zeroizing<String>>,
-}
-
-impl std::fmt::Debug for Echo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Echo").field("forms", &self.forms.len()).finish_non_exhaustive()
-    }
-}
-
-/// Shorter secrets than this are not scrubbed by substring (they would mangle ordinary text);
-/// credential values that short are not credentials worth the name.
-const MIN_ECHO_CHARS: usize = 4;
-/// Derived forms (base64 alignments, a Basic password alone) shorter than this are skipped.
-const MIN_DERIVED_CHARS: usize = 8;
-
-/// Unreserved characters (RFC 3986) stay literal in the component form most encoders produce.
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
-
-impl Echo {
-    /// An echo guard for the exact header value sent (`None`: nothing to guard).
-    pub fn new(sent_value: Option<&str>) -> Echo {
-        let mut forms: Vec<Zeroizing<String>> = Vec::new();
-        if let Some(value) = sent_value {
-            let value = value.trim();
-            // "Bearer X", "Basic X", "token X": the secret is X; guarding X also guards the whole
-            // value (every form of X is contained in the same form of the whole), and an echo
-            // then reads "Bearer [REDACTED]".
-            let secret = match value.split_once(' ') {
-                Some((scheme, rest))
-                    if !scheme.is_empty()
-                        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                        && rest.trim().chars().count() >= MIN_ECHO_CHARS =>
-                {
-                    if scheme.eq_ignore_ascii_case("basic") {
-                        add_basic_forms(rest.trim(), &mut forms);
-                    }
-                    rest.trim()
-                }
-                _ => value,
-            };
-            add_forms(secret, MIN_ECHO_CHARS, &mut forms);
-        }
-        forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        forms.dedup();
-        Echo { forms }
-    }
-
-    /// An echo guard with nothing to guard.
-    pub fn none() -> Echo {
-        Echo { forms: Vec::new() }
-    }
-
-    /// Searchers for every form, built once per document rather than once per string (their
-    /// construction dominated shaping a 64 KiB response). They borrow the zeroizing forms, so
-    /// no copy of a credential outlives the `Echo`.
-    fn scan(&self) -> EchoScan<'_> {
-        EchoScan { finders: self.forms.iter().map(|form| Finder::new(form.as_bytes())).collect() }
-    }
-}
-
-/// The echo guard's searchers for one shaping pass; see `Echo::scan`. Linear time per string.
-struct EchoScan<'e> {
-    /// Longest form first, as in `Echo::forms`.
-    finders: Vec<Finder<'e>>,
-}
-
-impl EchoScan<'_> {
-    /// Whether `text` contains any guarded form.
-    fn found_in(&self, text: &str) -> bool {
-        self.finders.iter().any(|finder| finder.find(text.as_bytes()).is_some())
-    }
-
-    /// `text` with every guarded form replaced by `[REDACTED]`, longest forms first, and the
-    /// number of replacements.
-    fn scrub(&self, text: &str) -> (String, usize) {
-        let mut out = text.to_owned();
-        let mut count = 0;
-        for finder in &self.finders {
-            let len = finder.needle().len();
-            let starts: Vec<usize> = finder.find_iter(out.as_bytes()).collect();
-            if starts.is_empty() {
-                continue;
-            }
-            // The forms are valid UTF-8 and so is `out`: a match starts and ends on character
-            // boundaries. `find_iter` reports non-overlapping matches.
-            count += starts.len();
-            let mut next = String::with_capacity(out.len());
-            let mut at = 0;
-            for start in starts {
-                next.push_str(&out[at..start]);
-                next.push_str(REDACTED);
-                at = start + len;
-            }
-            next.push_str(&out[at..]);
-            out = next;
-        }
-        (out, count)
-    }
-}
-
-/// The raw value, its JSON-escaped variant, its base64 alignments and percent-encoded forms.
-fn add_forms(secret: &str, min_chars: usize, forms: &mut Vec<Zeroizing<String>>) {
-    if secret.chars().count() < min_chars {
-        return;
-    }
-    forms.push(Zeroizing::new(secret.to_owned()));
-    if secret.contains('/') {
-        forms.push(Zeroizing::new(secret.replace('/', "\\/")));
-    }
-    // If the secret sits at byte offset p of some text that is base64-encoded, the encoding
-    // contains the encoding of the secret's bytes from the first 3-byte boundary on: skipping 0,
-    // 2 or 1 bytes for p ≡ 0, 1, 2 (mod 3), and keeping only complete groups.
-    let bytes = secret.as_bytes();
-    for skip in 0..3 {
-        let Some(rest) = bytes.get(skip..) else { continue };
-        let whole = rest.len() / 3 * 3;
-        let Some(groups) = rest.get(..whole) else { continue };
-        let standard = Zeroizing::new(base64::engine::general_purpose::STANDARD_NO_PAD.encode(groups));
-        if standard.len() < MIN_DERIVED_CHARS {
-            continue;
-        }
-        let url_safe = Zeroizing::new(standard.replace('+', "-").replace('/', "_"));
-        if url_safe != standard {
-            forms.push(url_safe);
-        }
-        forms.push(standard);
-    }
-    for set in [NON_ALPHANUMERIC, COMPONENT] {
-        let upper = Zeroizing::new(utf8_percent_encode(secret, set).to_string());
-        if upper.as_str() == secret {
-            continue;
-        }
-        let lower = Zeroizing::new(lower_hex_escapes(&upper));
-        let plus = Zeroizing::new(upper.replace("%20", "+"));
-        for form in [upper, lower, plus] {
-            if form.as_str() != secret && !forms.contains(&form) {
-                forms.push(form);
-            }
-        }
-    }
-}
-
-/// For `Basic X`: the decoded `user:password` and, if long enough, the password alone.
-fn add_basic_forms(encoded: &str, forms: &mut Vec<Zeroizing<String>>) {
-    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded) else { return };
-    let decoded = Zeroizing::new(decoded);
-    let Ok(pair) = std::str::from_utf8(&decoded) else { return };
-    add_forms(pair, MIN_ECHO_CHARS, forms);
-    if let Some((_, password)) = pair.split_once(':') {
-        add_forms(password, MIN_DERIVED_CHARS, forms);
-    }
-}
-
-/// `%2F` → `%2f` (only the hex digits of escapes; everything else as is).
-fn lower_hex_escapes(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut after_percent = 0;
-    for c in text.chars() {
-        if c == '%' {
-            after_percent = 2;
-            out.push(c);
-        } else if after_percent > 0 {
-            after_percent -= 1;
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The shaped values of one response, ready to become a result.
@@ -469,7 +295,7 @@ fn looks_like_basic(token: &str) -> bool {
             return true;
         }
     }
-    token.len() >= MIN_DERIVED_CHARS && !token.chars().all(|c| c.is_ascii_alphabetic())
+    token.len() >= 8 && !token.chars().all(|c| c.is_ascii_alphabetic())
 }
 
 /// A redacted, whitespace-collapsed, single-line excerpt of at most 300 characters, for error
