@@ -113,11 +113,6 @@ impl Echo {
         Echo { forms: Vec::new() }
     }
 
-    /// Whether anything is guarded.
-    pub fn is_empty(&self) -> bool {
-        self.forms.is_empty()
-    }
-
     /// Searchers for every form, built once per document rather than once per string. They
     /// borrow the zeroizing forms, so no copy of a credential outlives the `Echo`.
     pub(crate) fn scan(&self) -> EchoScan<'_> {
