@@ -118,11 +118,15 @@ pub const DEFAULT_DEFERRED_DELAY: Duration = Duration::from_millis(10);
 pub struct StoreOptions {
     /// The bound on every wait: for the owner to answer, for ownership, for the writer.
     pub wait: Duration,
+    /// Only read (the operator's views, `warden doctor`): use the owner if one runs, else open
+    /// the file read-only without taking ownership, so the file is not written at all. A store
+    /// that needs recovery after a crash is opened as usual (recovery writes).
+    pub read_only: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
-        StoreOptions { wait: wait_from_environment() }
+        StoreOptions { wait: wait_from_environment(), read_only: false }
     }
 }
 
@@ -366,7 +370,10 @@ impl<P: Protocol> Store<P> {
         }
         let _ = EXIT_FLUSHERS.set(flush_engine::<P>);
         let orphans: Orphans<P> = Arc::default();
-        let mode = elect::<P>(&path, options.wait, &orphans)?;
+        let mode = match options.read_only.then(|| only_read::<P>(&path, options.wait, &orphans)).transpose()? {
+            Some(Some(mode)) => mode,
+            _ => elect::<P>(&path, options.wait, &orphans)?,
+        };
         let identity = file::identity(&path)
             .ok_or_else(|| Error::Store(format!("the store {} vanished while it was being opened", path.display())))?;
         let engine = Arc::new(Engine { path, mode: RwLock::new(Arc::new(mode)), orphans, wait: options.wait });
@@ -591,7 +598,11 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Resu
     let mut pause = Duration::from_millis(1);
     loop {
         match OwnerLock::try_take(path)? {
-            Attempt::Owner(lock) => return damaged_if_panics(path, || become_owner(path, lock, wait)),
+            Attempt::Owner(lock) => match damaged_if_panics(path, || become_owner(path, lock, wait)) {
+                // A reader has the file open for a moment: wait it out within the bound.
+                Err(Error::Store(text)) if text.starts_with(file::HELD_ELSEWHERE) && Instant::now() < deadline => {}
+                owned => return owned,
+            },
             Attempt::NoWriteAccess(error) => {
                 return damaged_if_panics(path, || open_read_only(path, &error, wait, orphans))
             }
@@ -665,6 +676,22 @@ fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Re
     Ok(Mode::Owner(owned))
 }
 
+/// A read-only open: the owner if one is serving, else the file read-only. `None` when the
+/// file cannot be opened read-only as it is (it needs recovery): then elect as usual.
+fn only_read<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Result<Option<Mode<P>>> {
+    if let Ok(Some(client)) = connect::<P>(path, wait, orphans) {
+        return Ok(Some(Mode::Client(client)));
+    }
+    if !file::inspect(path)? {
+        return Err(Error::Store(format!("there is no store at {} (reading never creates one)", path.display())));
+    }
+    match damaged_if_panics(path, || read_only_mode(path, "opened to read only".into())) {
+        Ok(mode) => Ok(Some(mode)),
+        Err(Error::Store(text)) if text.contains("needs recovery") => Ok(None),
+        Err(other) => Err(other),
+    }
+}
+
 fn open_read_only<P: Protocol>(
     path: &Path,
     why: &std::io::Error,
@@ -681,6 +708,11 @@ fn open_read_only<P: Protocol>(
             path.display()
         )));
     }
+    read_only_mode(path, why.to_string())
+}
+
+/// The file opened read-only (redb refuses while a writer holds it; it never writes).
+fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
     let file = std::fs::File::open(path).map_err(|e| file::access_error(path, &e))?;
     let registered = fork::Registered::new(std::os::fd::AsRawFd::as_raw_fd(&file))?;
     let backend = redb::backends::FileBackend::new(file)
@@ -710,7 +742,7 @@ fn open_read_only<P: Protocol>(
         Some(other) => schema::check_version(other, path)?,
         None => return Err(file::not_a_store(path, "it has no Warden schema version")),
     }
-    Ok(Mode::ReadOnly(ReadOnly { db: Some(db), registered, generation: fork::generation(), why: why.to_string() }))
+    Ok(Mode::ReadOnly(ReadOnly { db: Some(db), registered, generation: fork::generation(), why }))
 }
 
 impl ReadOnly {
