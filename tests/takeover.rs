@@ -139,6 +139,16 @@ fn child_process_entry() {
             std::mem::forget(kernel);
             std::process::exit(0);
         }
+        // Own the store until told to close, then hand it over and exit.
+        "owner_then_close" => {
+            let kernel = kernel_at(&store, T0, Outcomes::Durable);
+            std::fs::write(dir.join("ready.0"), b"").unwrap();
+            while !dir.join("close").exists() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(kernel);
+            std::fs::write(dir.join("closed"), b"").unwrap();
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -263,6 +273,35 @@ fn killing_a_thread_heavy_owner_mid_burst_loses_no_reported_permit() {
     wait_for_lines(dir.path(), 400);
     heavy.kill().unwrap();
     heavy.wait().unwrap();
+    check_after(dir.path());
+}
+
+#[test]
+fn an_owner_that_closes_hands_the_store_over_without_failing_a_single_call_of_its_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = spawn("owner_then_close", dir.path(), 0, &[]);
+    wait_for(&dir.path().join("ready.0"), "the owner's open");
+    let kernel =
+        kernel_at(&dir.path().join("state.redb"), T0, Outcomes::Deferred { max_delay: Duration::from_millis(5) });
+    assert!(matches!(kernel.store().role().unwrap(), warden::store::Role::Client { .. }));
+    for n in 0..300 {
+        if n == 100 {
+            std::fs::write(dir.path().join("close"), b"").unwrap();
+        }
+        let permit = propose_lease(&kernel, &format!("h_{n}")).unwrap_or_else(|e| panic!("call {n} failed: {e}"));
+        log_line(dir.path(), &format!("exec h_{n}"));
+        permit.commit(&serde_json::json!(n)).unwrap_or_else(|e| panic!("outcome {n} failed: {e}"));
+        log_line(dir.path(), &format!("done h_{n}"));
+    }
+    assert!(owner.wait().unwrap().success());
+    assert!(dir.path().join("closed").exists());
+    // This process took the store over.
+    assert_eq!(kernel.store().role().unwrap(), warden::store::Role::Owner);
+    kernel.flush().unwrap();
+    for n in 0..300 {
+        assert_eq!(kernel.effect(&format!("refund:h_{n}")).unwrap().unwrap().state, EffectState::Committed, "h_{n}");
+    }
+    drop(kernel);
     check_after(dir.path());
 }
 
