@@ -346,8 +346,9 @@ warden_result warden_propose_described(warden_handle *h,
 //   `warden_buf_free`.
 // - `err`: NULL, or receives the error object on failure.
 //
-// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`);
-// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the issuing handle is poisoned).
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`, a permit used in
+// a child forked after it was issued); WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the
+// issuing handle is poisoned).
 //
 // Thread safety: a permit must not be used from two threads at the same time.
 //
