@@ -391,7 +391,9 @@ pub unsafe extern "C" fn warden_permit_extend_lease(
 }
 
 /// Frees a permit. NULL is a no-op. A permit freed before reporting an outcome records
-/// AMBIGUOUS (the host lost track of the call), so free only after reporting one.
+/// AMBIGUOUS (the host lost track of the call), so free only after reporting one. In a child
+/// created by `fork()` after the permit was issued, this records nothing (the permit is the
+/// parent's to finish).
 ///
 /// Ownership: takes the permit back; it is invalid afterwards.
 ///
