@@ -340,3 +340,32 @@ def test_ctrl_c_during_asyncio_run_records_not_executed_for_a_function_that_neve
     record = _settled(w, "refund:pay_1")
     assert record is not None and record["state"] == "failed", record
     assert ran == []
+
+
+def test_a_thousand_concurrent_tasks_on_250_keys_run_each_key_once(w: warden.Warden) -> None:
+    """1,000 tasks at once, four per key: every proposal goes through the worker threads and
+    the store's group commit, and each key runs exactly once."""
+    runs: dict[str, int] = {}
+
+    @w.protect("email.send")
+    async def send(message_id: str) -> str:
+        runs[message_id] = runs.get(message_id, 0) + 1
+        await asyncio.sleep(0)
+        return "sent"
+
+    async def one(n: int) -> str:
+        with warden.context(agent=f"agent-{n % 7}"):
+            try:
+                await send(f"m{n % 250}")
+                return "ran"
+            except warden.Duplicate:
+                return "duplicate"
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(*(one(n) for n in range(1000))))
+
+    outcomes = asyncio.run(main())
+    assert outcomes.count("ran") == 250 and outcomes.count("duplicate") == 750
+    assert runs == {f"m{k}": 1 for k in range(250)}
+    assert len(w.effects(state="committed", limit=0)) == 250
+    assert w.verify_chain()["ok"] is True
