@@ -214,8 +214,9 @@ fn run_c_program_with(program: &str, extra: &[&str]) {
             command.args(VALGRIND_ARGS);
             if suppressions.is_file() {
                 // Only for what a forked child leaves of its parent's threads (see the file);
-                // the program's own process must need none of it (checked below).
-                command.arg(format!("--suppressions={}", suppressions.display()));
+                // the program's own process must need none of it (checked below). Whole
+                // stacks, so that each one reaches the thread's start.
+                command.arg(format!("--suppressions={}", suppressions.display())).arg("--num-callers=64");
             }
             command.arg(&exe);
             command
