@@ -25,6 +25,11 @@
  *   WARDEN_RESULT_POISONED until it is closed and reopened.
  * - Thread safety: a warden_handle may be used from many threads at once. A warden_permit
  *   may move between threads but must not be used from two threads at the same time.
+ * - fork(): a handle and its permits belong to the process that opened the handle. In a
+ *   child created by fork() afterwards, every call on them returns
+ *   WARDEN_RESULT_INVALID_INPUT and touches nothing (warden_close and warden_permit_free
+ *   free nothing of the parent's and record nothing); the child's copies of the store's
+ *   descriptors are closed at the fork. Open a new handle in the child.
  *
  * Result codes
  *     0  WARDEN_RESULT_OK
@@ -346,8 +351,9 @@ warden_result warden_propose_described(warden_handle *h,
 //   `warden_buf_free`.
 // - `err`: NULL, or receives the error object on failure.
 //
-// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`);
-// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the issuing handle is poisoned).
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`, a permit used in
+// a child forked after it was issued); WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the
+// issuing handle is poisoned).
 //
 // Thread safety: a permit must not be used from two threads at the same time.
 //
@@ -444,7 +450,9 @@ warden_result warden_permit_ambiguous(warden_permit *p,
 warden_result warden_permit_extend_lease(warden_permit *p, uint64_t lease_ms, warden_buf *err);
 
 // Frees a permit. NULL is a no-op. A permit freed before reporting an outcome records
-// AMBIGUOUS (the host lost track of the call), so free only after reporting one.
+// AMBIGUOUS (the host lost track of the call), so free only after reporting one. In a child
+// created by `fork()` after the permit was issued, this records nothing (the permit is the
+// parent's to finish).
 //
 // Ownership: takes the permit back; it is invalid afterwards.
 //

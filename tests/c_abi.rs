@@ -17,8 +17,8 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 7] =
-    ["reserve_commit_retry", "approval_flow", "refusal_error", "store_ops", "forced_panic", "sight", "limits"];
+const PROGRAMS: [&str; 8] =
+    ["reserve_commit_retry", "approval_flow", "refusal_error", "store_ops", "forced_panic", "sight", "limits", "fork"];
 
 const VALGRIND_ARGS: [&str; 5] = [
     "--leak-check=full",
@@ -208,9 +208,17 @@ fn run_c_program_with(program: &str, extra: &[&str]) {
     for linkage in [Linkage::Shared, Linkage::Static] {
         let exe = compile(program, linkage);
         let scratch = tempfile::tempdir().expect("tempdir");
+        let suppressions = manifest_dir().join("tests/c").join(format!("{program}.supp"));
         let mut command = if valgrind {
             let mut command = Command::new("valgrind");
-            command.args(VALGRIND_ARGS).arg(&exe);
+            command.args(VALGRIND_ARGS);
+            if suppressions.is_file() {
+                // Only for what a forked child leaves of its parent's threads (see the file);
+                // the program's own process must need none of it (checked below). Whole
+                // stacks, so that each one reaches the thread's start.
+                command.arg(format!("--suppressions={}", suppressions.display())).arg("--num-callers=64");
+            }
+            command.arg(&exe);
             command
         } else {
             Command::new(&exe)
@@ -238,6 +246,11 @@ fn run_c_program_with(program: &str, extra: &[&str]) {
                 if line.contains("lost:") {
                     assert!(line.contains(" 0 bytes in 0 blocks"), "{program} ({linkage:?}) leaked:\n{text}");
                 }
+            }
+            if suppressions.is_file() {
+                let first = stderr.split("==").nth(1).unwrap_or_default();
+                let own = format!("=={first}== ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)");
+                assert!(stderr.contains(&own), "{program} ({linkage:?}) itself needed a suppression:\n{text}");
             }
             eprintln!("{program} ({linkage:?}) under valgrind:\n  {}", summary.join("\n  "));
         } else {
@@ -269,6 +282,11 @@ fn a_refusals_error_object_is_read_and_freed_and_every_code_has_its_name_from_c(
 #[test]
 fn the_integrator_store_operations_reserve_begin_complete_and_refuse_the_retry_from_c() {
     run_c_program("store_ops");
+}
+
+#[test]
+fn after_fork_the_inherited_handle_is_refused_untouched_and_children_with_their_own_handles_run_each_key_once() {
+    run_c_program("fork");
 }
 
 #[cfg(feature = "test-exports")]

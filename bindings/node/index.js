@@ -174,12 +174,25 @@ function messageOf(thrown) {
   return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
 }
 
-/** The committed result: the value as JSON, or {"repr": …} when it is not JSON. */
-function resultJson(value) {
+/**
+ * The committed result: the value as JSON, or {"repr": …} when it is not JSON. A large value
+ * is written in steps between turns of the event loop, and comes back as Buffers that the
+ * addon joins on the thread pool (a 50 MB result never holds the loop for its whole length).
+ */
+async function resultJson(value) {
   try {
-    return json.stringify(value === undefined ? null : value);
+    return await json.stringifyInSteps(value === undefined ? null : value);
   } catch {
     return reprJson(value);
+  }
+}
+
+/** Whether a thrown value is a NotExecuted, never throwing itself (a Proxy's trap may). */
+function isNotExecuted(thrown) {
+  try {
+    return thrown instanceof NotExecuted;
+  } catch {
+    return false;
   }
 }
 
@@ -574,14 +587,16 @@ async function runPermitted(permit, fn) {
     } catch (error) {
       // NotExecuted: the remote side provably did nothing. If even an outcome cannot be
       // recorded, the release below records AMBIGUOUS, and the caller still gets its error.
-      const report = error instanceof NotExecuted ? permit.notExecuted : permit.ambiguous;
+      // The thrown value goes back unchanged whatever it is: nothing here may throw instead.
+      const report = isNotExecuted(error) ? permit.notExecuted : permit.ambiguous;
       await invoke(() => report.call(permit, messageOf(error))).catch(() => {});
       throw error;
     }
     // It ran: the record says COMMITTED even when the library cannot store the result itself
     // (not JSON, nested too deep), which leaves the permit unfinished for a second try.
     try {
-      await invoke(() => permit.commit(resultJson(result)));
+      const encoded = await resultJson(result);
+      await invoke(() => (typeof encoded === 'string' ? permit.commit(encoded) : permit.commitPieces(encoded)));
     } catch (error) {
       if (!(error instanceof InvalidInput)) throw error;
       await invoke(() => permit.commit(reprJson(result)));

@@ -210,8 +210,9 @@ unsafe fn propose(
 ///   `warden_buf_free`.
 /// - `err`: NULL, or receives the error object on failure.
 ///
-/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`);
-/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the issuing handle is poisoned).
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `p` or `out`, a permit used in
+/// a child forked after it was issued); WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED (the
+/// issuing handle is poisoned).
 ///
 /// Thread safety: a permit must not be used from two threads at the same time.
 ///
@@ -228,6 +229,8 @@ pub unsafe extern "C" fn warden_permit_info(
         // SAFETY: the caller guarantees `p` is NULL or a live permit not used elsewhere.
         let permit = unsafe { p.as_ref() }
             .ok_or_else(|| Error::InvalidInput("p (the permit) is NULL, and it is required".into()))?;
+        // A permit from before a fork is refused here too, like every other permit call.
+        permit.kernel.check_fork()?;
         let info = permit.latch.guard(|| Ok(permit.info.clone()))?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write_json(&info) };
@@ -388,7 +391,9 @@ pub unsafe extern "C" fn warden_permit_extend_lease(
 }
 
 /// Frees a permit. NULL is a no-op. A permit freed before reporting an outcome records
-/// AMBIGUOUS (the host lost track of the call), so free only after reporting one.
+/// AMBIGUOUS (the host lost track of the call), so free only after reporting one. In a child
+/// created by `fork()` after the permit was issued, this records nothing (the permit is the
+/// parent's to finish).
 ///
 /// Ownership: takes the permit back; it is invalid afterwards.
 ///

@@ -124,60 +124,203 @@ function parse(text) {
   return result;
 }
 
+/** Strings longer than this are escaped a slice at a time when writing in steps. */
+const STRING_SLICE = 1 << 20;
+
+const ARRAY = 0;
+const OBJECT = 1;
+const STRING = 2;
+
+const CLOSER = [']', '}', '"'];
+
 /**
- * Serialize like JSON.stringify (toJSON, undefined/functions/symbols skipped in objects and
- * null in arrays), except that a BigInt prints as its exact digits and a non-finite number
- * prints as itself (NaN, Infinity) so Warden refuses it instead of silently storing null.
+ * One open container (or long string) on the encoder's stack, one shape for all kinds. Its
+ * text is `head` (what precedes its first item: a separator, its member name and its opening
+ * bracket), then `parts`, then its closing bracket. It joins its parts when it closes, as a
+ * recursive encoder would, so the output is built from short-lived strings.
  */
-function stringify(value) {
-  const seen = new Set();
-  const encode = (value, key) => {
-    // Objects only: a BigInt prints its digits even where BigInt.prototype.toJSON was patched.
-    if (value !== null && typeof value === 'object' && typeof value.toJSON === 'function') {
-      value = value.toJSON(key);
+class Frame {
+  constructor(kind, value, keys, length, head) {
+    this.kind = kind;
+    this.value = value;
+    this.keys = keys;
+    this.length = length;
+    this.at = 0;
+    this.count = 0;
+    this.head = head;
+    this.parts = [];
+  }
+}
+
+/**
+ * Serializes one value, a bounded amount of work at a time: an explicit stack instead of
+ * recursion. `stringify` runs it to the end at once; `stringifyInSteps` pauses between steps
+ * so that the event loop keeps turning while a large result is written. Both produce the same
+ * text.
+ */
+class Encoder {
+  constructor(value, sliceStrings) {
+    this.top = [];
+    this.written = 0;
+    this.stack = [];
+    this.seen = new Set();
+    this.sliceStrings = sliceStrings;
+    this.emit(value, '', '', true);
+  }
+
+  get done() {
+    return this.stack.length === 0;
+  }
+
+  /** One finished piece of text, into the innermost open container (or the top level). */
+  put(text) {
+    this.written += text.length;
+    const stack = this.stack;
+    if (stack.length === 0) this.top.push(text);
+    else stack[stack.length - 1].parts.push(text);
+  }
+
+  /** Take what was written so far: the top level's text, then each open container's. */
+  drain() {
+    let text = this.top.join('');
+    this.top = [];
+    for (const frame of this.stack) {
+      text += frame.head + frame.parts.join('');
+      frame.head = '';
+      frame.parts = [];
+    }
+    return text;
+  }
+
+  /**
+   * Write `value` after `head` (a separator, and a member name for an object member). Returns
+   * false when JSON skips it: an object member that is undefined, a function or a symbol
+   * (`orNull`: an array element, or the whole value, is then written as null).
+   */
+  emit(value, key, head, orNull) {
+    if (value !== null && typeof value === 'object') {
+      // Objects only: a BigInt prints its digits even where BigInt.prototype.toJSON was patched.
+      if (typeof value.toJSON === 'function') value = value.toJSON(key);
+      if (value instanceof Number || value instanceof String || value instanceof Boolean) value = value.valueOf();
     }
     switch (typeof value) {
-      case 'bigint':
-        return value.toString();
-      case 'number':
-        return Number.isFinite(value) ? JSON.stringify(value) : String(value);
       case 'string':
-        return JSON.stringify(value);
+        if (this.sliceStrings && value.length > STRING_SLICE) {
+          this.open(new Frame(STRING, value, null, value.length, `${head}"`));
+        } else {
+          this.put(head + JSON.stringify(value));
+        }
+        return true;
+      case 'number':
+        this.put(head + (Number.isFinite(value) ? JSON.stringify(value) : String(value)));
+        return true;
+      case 'bigint':
+        this.put(head + value.toString());
+        return true;
       case 'boolean':
-        return value ? 'true' : 'false';
+        this.put(head + (value ? 'true' : 'false'));
+        return true;
       case 'undefined':
       case 'function':
       case 'symbol':
-        return undefined;
+        if (orNull) this.put(`${head}null`);
+        return false;
       default:
         break;
     }
-    if (value === null) return 'null';
-    if (value instanceof Number || value instanceof String || value instanceof Boolean) {
-      return encode(value.valueOf(), key);
+    if (value === null) {
+      this.put(`${head}null`);
+      return true;
     }
-    if (seen.has(value)) throw new TypeError('cannot serialize a circular structure to JSON');
-    seen.add(value);
-    try {
-      if (Array.isArray(value)) {
-        const items = value.map((item, index) => {
-          const encoded = encode(item, String(index));
-          return encoded === undefined ? 'null' : encoded;
-        });
-        return `[${items.join(',')}]`;
-      }
-      const members = [];
-      for (const name of Object.keys(value)) {
-        const encoded = encode(value[name], name);
-        if (encoded !== undefined) members.push(`${JSON.stringify(name)}:${encoded}`);
-      }
-      return `{${members.join(',')}}`;
-    } finally {
-      seen.delete(value);
+    if (this.seen.has(value)) throw new TypeError('cannot serialize a circular structure to JSON');
+    this.seen.add(value);
+    if (Array.isArray(value)) {
+      this.open(new Frame(ARRAY, value, null, value.length, `${head}[`));
+    } else {
+      const keys = Object.keys(value);
+      this.open(new Frame(OBJECT, value, keys, keys.length, `${head}{`));
     }
-  };
-  const text = encode(value, '');
-  return text === undefined ? 'null' : text;
+    return true;
+  }
+
+  open(frame) {
+    this.written += frame.head.length;
+    this.stack.push(frame);
+  }
+
+  /** Work until done, or until about `budget` characters were written (or values visited). */
+  run(budget) {
+    const stack = this.stack;
+    const limit = this.written + budget;
+    let visits = 0;
+    while (stack.length > 0 && this.written + visits < limit) {
+      visits += 1;
+      const frame = stack[stack.length - 1];
+      const at = frame.at;
+      if (at >= frame.length) {
+        stack.pop();
+        if (frame.kind !== STRING) this.seen.delete(frame.value);
+        const text = frame.head + frame.parts.join('') + CLOSER[frame.kind];
+        this.written -= text.length - 1; // the rest was counted when it was written
+        this.put(text);
+        continue;
+      }
+      frame.at = at + 1;
+      if (frame.kind === ARRAY) {
+        this.emit(frame.value[at], String(at), frame.count > 0 ? ',' : '', true);
+        frame.count += 1;
+      } else if (frame.kind === OBJECT) {
+        const name = frame.keys[at];
+        const prefix = `${frame.count > 0 ? ',' : ''}${JSON.stringify(name)}:`;
+        if (this.emit(frame.value[name], name, prefix, false)) frame.count += 1;
+      } else {
+        let end = Math.min(at + STRING_SLICE, frame.length);
+        // Never split a surrogate pair between two slices.
+        const last = frame.value.charCodeAt(end - 1);
+        if (end < frame.length && last >= 0xd800 && last <= 0xdbff) end -= 1;
+        frame.at = end;
+        this.put(JSON.stringify(frame.value.slice(at, end)).slice(1, -1));
+      }
+    }
+  }
 }
 
-module.exports = { parse, stringify, JsonSyntaxError };
+/**
+ * Serialize like JSON.stringify (toJSON, undefined/functions/symbols skipped in objects and
+ * null in arrays, holes included), except that a BigInt prints as its exact digits and a
+ * non-finite number prints as itself (NaN, Infinity) so Warden refuses it instead of silently
+ * storing null. A circular structure is a TypeError.
+ */
+function stringify(value) {
+  const encoder = new Encoder(value, false);
+  encoder.run(Infinity);
+  return encoder.drain();
+}
+
+/** How much is written between two pauses: a few milliseconds of work. */
+const STEP = 1 << 18;
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * `stringify` for a value that may be large, without holding the event loop: the value is
+ * written about `budget` characters at a time, and `pause()` (by default, the next turn of
+ * the event loop) is awaited between steps. A value that fits in one step comes back as a
+ * string; a larger one as UTF-8 Buffers, one per step, for the addon to join off the event
+ * loop. The value is read as it is at each step, so a caller must not change it meanwhile.
+ */
+async function stringifyInSteps(value, { budget = STEP, pause = nextTurn } = {}) {
+  const encoder = new Encoder(value, true);
+  encoder.run(budget);
+  if (encoder.done) return encoder.drain();
+  const pieces = [];
+  while (!encoder.done) {
+    pieces.push(Buffer.from(encoder.drain(), 'utf8'));
+    await pause();
+    encoder.run(budget);
+  }
+  pieces.push(Buffer.from(encoder.drain(), 'utf8'));
+  return pieces;
+}
+
+module.exports = { parse, stringify, stringifyInSteps, JsonSyntaxError };

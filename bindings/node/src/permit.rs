@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::AsyncTask;
+use napi::bindgen_prelude::{AsyncTask, Buffer};
 use napi::{Env, Task};
 use napi_derive::napi;
 
@@ -53,6 +53,8 @@ impl Drop for PermitPtr {
 /// What a permit reports.
 pub enum Outcome {
     Commit(String),
+    /// A large result's JSON in UTF-8 pieces, joined on the thread pool.
+    CommitPieces(Vec<Buffer>),
     NotExecuted(String),
     Ambiguous(String),
 }
@@ -81,6 +83,13 @@ impl Permit {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn commit(&self, result_json: String) -> AsyncTask<Report> {
         self.report(Outcome::Commit(result_json))
+    }
+
+    /// `commit` for a large result whose JSON arrives as UTF-8 pieces (written between turns
+    /// of the event loop): they are joined here, on the thread pool, not on the loop.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn commit_pieces(&self, pieces: Vec<Buffer>) -> AsyncTask<Report> {
+        self.report(Outcome::CommitPieces(pieces))
     }
 
     /// The executor proved the remote side did nothing: FAILED, and a retry may renew.
@@ -144,14 +153,30 @@ impl Task for Report {
 
     fn compute(&mut self) -> napi::Result<()> {
         let permit = self.slot.lock().map_err(|_| lock_poisoned())?.take().ok_or_else(finished)?;
+        // A large result's pieces, joined here on the pool thread. The Buffers were made by
+        // index.js for this call alone, and nothing on the JavaScript side writes them.
+        let joined: Vec<u8> = match &self.outcome {
+            Outcome::CommitPieces(pieces) => {
+                let mut joined = Vec::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+                for piece in pieces {
+                    joined.extend_from_slice(piece);
+                }
+                joined
+            }
+            _ => Vec::new(),
+        };
         let mut err = WardenBuf::empty();
         // SAFETY: `permit.raw` is live and owned here (taken out of the slot, so no other
-        // thread can reach it); each message borrows a String owned by self; err is a local.
+        // thread can reach it); each message borrows a String owned by self, or `joined`, a
+        // local that outlives the call; err is a local.
         let code = unsafe {
             match &self.outcome {
                 Outcome::Commit(json) => {
                     let (p, l) = bytes(json);
                     ffi::warden_permit_commit(permit.raw, p, l, &mut err)
+                }
+                Outcome::CommitPieces(_) => {
+                    ffi::warden_permit_commit(permit.raw, joined.as_ptr(), joined.len(), &mut err)
                 }
                 Outcome::NotExecuted(message) => {
                     let (p, l) = bytes(message);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -218,3 +219,153 @@ def test_extend_lease_async_runs_off_the_loop(w: warden.Warden, agent: Any) -> N
 
     expiry = asyncio.run(refund("pay_1", 100))
     assert isinstance(expiry, str) and expiry > time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+
+
+# ---- cancelled before the function ran, whatever happens to the loop afterwards -------------
+
+
+def _settled(w: warden.Warden, key: str) -> dict[str, Any] | None:
+    """The effect record once no permit holds it any more (bounded wait)."""
+    record = None
+    for _ in range(1000):
+        record = w.effect(key)
+        if record is None or record["state"] not in ("reserved", "executing"):
+            return record
+        time.sleep(0.01)
+    return record
+
+
+def _hold_proposals(w: warden.Warden) -> tuple[threading.Event, threading.Event]:
+    """Make `w`'s proposals wait in their worker thread: (entered, proceed)."""
+    entered, proceed = threading.Event(), threading.Event()
+    real_propose = w._propose
+
+    def held(request: bytes) -> warden.Permit:
+        entered.set()
+        proceed.wait(30)
+        return real_propose(request)
+
+    w._propose = held  # type: ignore[method-assign]
+    return entered, proceed
+
+
+def test_cancel_then_loop_shutdown_records_not_executed_for_a_function_that_never_ran(
+    w: warden.Warden, agent: Any
+) -> None:
+    """The caller is cancelled while the proposal is in its worker thread and `asyncio.run`
+    returns at once: the loop cancels what is left and shuts down, and the permit arrives
+    after that. The function never ran, so the record is FAILED (not executed), never
+    AMBIGUOUS, and a retry runs."""
+    entered, proceed = _hold_proposals(w)
+    ran: list[int] = []
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int) -> None:
+        ran.append(amount)
+
+    async def main() -> None:
+        task = asyncio.create_task(refund("pay_1", 1200))
+        await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0)  # the cancellation reaches the task
+        assert task.done()
+        proceed.set()
+        # Return now: asyncio.run cancels the proposal's own task and shuts the loop down.
+
+    asyncio.run(main())
+    record = _settled(w, "refund:pay_1")
+    assert record is not None and record["state"] == "failed", record
+    assert "cancelled before the protected function ran" in record["error"]
+    assert ran == []
+    del w._propose  # type: ignore[attr-defined]
+    asyncio.run(refund("pay_1", 1200))
+    assert ran == [1200]
+
+
+def test_cancel_right_after_the_proposal_starts_never_records_ambiguous(w: warden.Warden, agent: Any) -> None:
+    """The reported case, unhooked: cancel right after the call starts, then `asyncio.run`
+    returns. Whether or not the proposal got as far as a reservation, nothing is AMBIGUOUS."""
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int) -> None:
+        raise AssertionError("the function must not run after its caller was cancelled")
+
+    for n in range(6):
+
+        async def main(n: int = n) -> None:
+            task = asyncio.create_task(refund(f"pay_{n}", 1200))
+            await asyncio.sleep(0)
+            task.cancel()
+
+        asyncio.run(main())
+    states = [(_settled(w, f"refund:pay_{n}") or {}).get("state") for n in range(6)]
+    assert set(states) <= {None, "failed"}, states
+
+
+def test_ctrl_c_during_asyncio_run_records_not_executed_for_a_function_that_never_ran(
+    w: warden.Warden, agent: Any
+) -> None:
+    """SIGINT while the proposal is in flight: asyncio.run cancels the main task, raises
+    KeyboardInterrupt and shuts the loop down; the permit arriving afterwards is recorded as
+    not executed."""
+    entered, proceed = _hold_proposals(w)
+    ran: list[int] = []
+    main_task: list[asyncio.Task[Any]] = []
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int) -> None:
+        ran.append(amount)
+
+    async def main() -> None:
+        main_task.append(asyncio.current_task())  # type: ignore[arg-type]
+        await refund("pay_1", 1200)
+
+    def interrupter() -> None:
+        entered.wait(10)
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # let the permit arrive only once the main task has ended
+            if main_task and main_task[0].done():
+                break
+            time.sleep(0.01)
+        proceed.set()
+
+    helper = threading.Thread(target=interrupter)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(main())
+    finally:
+        proceed.set()
+        helper.join(30)
+    record = _settled(w, "refund:pay_1")
+    assert record is not None and record["state"] == "failed", record
+    assert ran == []
+
+
+def test_a_thousand_concurrent_tasks_on_250_keys_run_each_key_once(w: warden.Warden) -> None:
+    """1,000 tasks at once, four per key: every proposal goes through the worker threads and
+    the store's group commit, and each key runs exactly once."""
+    runs: dict[str, int] = {}
+
+    @w.protect("email.send")
+    async def send(message_id: str) -> str:
+        runs[message_id] = runs.get(message_id, 0) + 1
+        await asyncio.sleep(0)
+        return "sent"
+
+    async def one(n: int) -> str:
+        with warden.context(agent=f"agent-{n % 7}"):
+            try:
+                await send(f"m{n % 250}")
+                return "ran"
+            except warden.Duplicate:
+                return "duplicate"
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(*(one(n) for n in range(1000))))
+
+    outcomes = asyncio.run(main())
+    assert outcomes.count("ran") == 250 and outcomes.count("duplicate") == 750
+    assert runs == {f"m{k}": 1 for k in range(250)}
+    assert len(w.effects(state="committed", limit=0)) == 250
+    assert w.verify_chain()["ok"] is True

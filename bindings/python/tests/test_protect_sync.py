@@ -161,6 +161,36 @@ def test_idempotency_token_and_extend_lease_inside_a_protected_call(w: warden.Wa
         warden.extend_lease(10)
 
 
+def test_extend_lease_sets_the_lease_to_now_plus_seconds_never_shorter_as_documented(
+    w: warden.Warden, agent: Any
+) -> None:
+    """`extend_lease(seconds)` moves the lease to now + `seconds` (not the current expiry +
+    `seconds`), and refuses to shorten it: under the document's 5-minute lease, 30 s is
+    refused. The docstrings say exactly that."""
+    seen: dict[str, Any] = {}
+
+    def moment(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    @w.protect("stripe.refund")
+    def refund(payment_id: str, amount: int) -> None:
+        seen["before"] = moment(w.effect("refund:pay_1")["lease_expires_at"])  # type: ignore[index]
+        with pytest.raises(warden.InvalidInput):
+            warden.extend_lease(30)
+        seen["unchanged"] = moment(w.effect("refund:pay_1")["lease_expires_at"])  # type: ignore[index]
+        seen["asked_at"] = datetime.now(timezone.utc)
+        seen["after"] = moment(warden.extend_lease(600))  # type: ignore[arg-type]
+
+    refund("pay_1", 1200)
+    assert seen["unchanged"] == seen["before"]
+    assert seen["after"] >= seen["asked_at"] + timedelta(seconds=599)
+    assert seen["after"] < seen["before"] + timedelta(seconds=600)  # "to now +", not "by"
+    for documented in (warden.Permit.extend_lease, warden.extend_lease, warden.extend_lease_async):
+        doc = " ".join((documented.__doc__ or "").split())
+        assert "never shorter" in doc and "now + `seconds`" in doc, documented
+        assert "by `seconds`" not in doc, documented
+
+
 def test_the_token_is_the_one_ctrlrun_derives_for_each_attempt(w: warden.Warden, agent: Any) -> None:
     rows = json.loads((VECTORS / "idempotency.json").read_text(encoding="utf-8"))
     expected = {row["attempt"]: row["token"] for row in rows if row["effect_key"] == "refund:txn_1"}

@@ -233,7 +233,9 @@ class Permit:
         self._report(_AMBIGUOUS, _text(message, "the ambiguous message"))
 
     def extend_lease(self, seconds: float) -> str | None:
-        """Extend this attempt's lease by `seconds` from now; returns the new expiry."""
+        """Set this attempt's lease to expire at now + `seconds`, never shorter than it is:
+        `InvalidInput` when that would end it sooner (`extend_lease(30)` under a 5-minute
+        lease), or when the attempt no longer holds its effect. Returns the new expiry."""
         lease_ms = _millis(seconds, "extend_lease(seconds)")
         with self._held() as pointer:
             self._lib.call("warden_permit_extend_lease", pointer, lease_ms)
@@ -320,12 +322,14 @@ def idempotency_token() -> str:
 
 
 def extend_lease(seconds: float) -> str | None:
-    """Extend the current protected call's lease by `seconds` from now (a blocking C call)."""
+    """Set the current protected call's lease to expire at now + `seconds`, never shorter
+    than it is (`InvalidInput` otherwise); returns the new expiry. A blocking C call."""
     return current_permit().extend_lease(seconds)
 
 
 async def extend_lease_async(seconds: float) -> str | None:
-    """`extend_lease` for an `async def`: the C call runs in a worker thread."""
+    """`extend_lease` for an `async def` (to now + `seconds`, never shorter than the current
+    lease): the C call runs in a worker thread."""
     permit = current_permit()
     return await asyncio.to_thread(permit.extend_lease, seconds)
 
@@ -397,17 +401,49 @@ def _swallow_result(job: asyncio.Future[Any]) -> None:
         job.exception()
 
 
-def _release_unused(job: asyncio.Future[Permit]) -> None:
-    """A proposal whose caller was cancelled: the function never ran, so FAILED is the truth."""
-    if job.cancelled() or job.exception() is not None:
-        return
-    permit = job.result()
-    threading.Thread(
-        target=permit._finish,
-        args=(_NOT_EXECUTED, b"the caller was cancelled before the protected function ran", True),
-        name="warden-release",
-        daemon=True,
-    ).start()
+_CANCELLED_BEFORE_RUN = b"the caller was cancelled before the protected function ran"
+
+
+class _Handoff:
+    """A permit on its way from the worker thread that proposed it to the task awaiting it.
+
+    The task may be gone by the time the permit exists: cancelled, its loop shut down by
+    `asyncio.run` (which also cancels the proposal's own task), Ctrl-C, or the coroutine
+    closed by garbage collection. None of that reaches the worker thread, so the handoff is
+    decided under a lock, by whichever side comes second: a permit nobody will take is
+    finished as not executed (the function never ran), by the worker thread itself when the
+    task left first, else by the task as it leaves. Nothing here depends on the loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._permit: Permit | None = None
+        self._abandoned = False
+
+    def deliver(self, permit: Permit) -> bool:
+        """From the worker thread: False when the task already left (then finish it there)."""
+        with self._lock:
+            if self._abandoned:
+                return False
+            self._permit = permit
+            return True
+
+    def take(self) -> Permit:
+        with self._lock:
+            permit, self._permit = self._permit, None
+        if permit is None:
+            raise InvalidInput("the proposal finished without handing over its permit")
+        return permit
+
+    def abandon(self) -> Permit | None:
+        """From the leaving task: the permit if it already arrived (the task finishes it)."""
+        with self._lock:
+            self._abandoned = True
+            permit, self._permit = self._permit, None
+        return permit
+
+
+def _finish_unused(permit: Permit) -> None:
+    permit._finish(_NOT_EXECUTED, _CANCELLED_BEFORE_RUN, True)
 
 
 # ---- sights: cancellation and the credential callback ---------------------------------------
@@ -781,13 +817,32 @@ class Warden:
 
     # async twins: every C call in a worker thread, every wait an asyncio.sleep
 
+    def _propose_handing_over(self, request: bytes, handoff: _Handoff) -> None:
+        """In the worker thread: propose, then hand the permit over, or record it as not
+        executed right here when its caller already left (the loop may be gone by now)."""
+        permit = self._propose(request)
+        if not handoff.deliver(permit):
+            _finish_unused(permit)
+
     async def _propose_async(self, request: bytes) -> Permit:
-        job = asyncio.ensure_future(asyncio.to_thread(self._propose, request))
+        handoff = _Handoff()
+        job = asyncio.ensure_future(asyncio.to_thread(self._propose_handing_over, request, handoff))
         try:
-            return await asyncio.shield(job)
-        except asyncio.CancelledError:
-            job.add_done_callback(_release_unused)
+            await asyncio.shield(job)
+        except BaseException as exc:
+            # Cancelled, interrupted, or closed with the loop: the function will not run.
+            unused = handoff.abandon()
+            if unused is not None:
+                # Not on the loop (a blocking C call), and not a daemon thread, so the
+                # outcome lands even when the interpreter is exiting.
+                try:
+                    threading.Thread(target=_finish_unused, args=(unused,), name="warden-release").start()
+                except RuntimeError:  # no new threads at interpreter shutdown: finish it here
+                    _finish_unused(unused)
+            if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+                job.add_done_callback(_swallow_result)
             raise
+        return handoff.take()
 
     async def _propose_reconciling_async(
         self, request: bytes, name: str, reconcile: ReconcileHook | None
