@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Mutation testing of the pure deciders with cargo-mutants: each mutant (a `>` made `>=`, a
+# match arm deleted, a function made to return a constant) must make a fast test fail. A mutant
+# no test catches fails this script, unless `.cargo/mutants.toml` lists it under `exclude_re`
+# with a one-line reason (equivalent mutants only: no test can tell them apart).
+#
+#   scripts/mutants.sh                  every decider file below
+#   scripts/mutants.sh FILE...          only these decider files (while iterating)
+#   scripts/mutants.sh --in-diff BASE   only code changed since BASE (`git diff BASE`) in them
+#
+# Each group of files below names its fast test targets; the cargo profile and the exclusions
+# live in .cargo/mutants.toml. One job at a time (MUTANTS_JOBS to change it). Builds share
+# $CARGO_TARGET_DIR (default target/) under the `mutants` profile, so dependencies are built
+# once and the debug build is never overwritten. Reports: $CARGO_TARGET_DIR/mutants-report/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+# The pure deciders, in groups that share their fast test targets: each group is one cargo-mutants
+# run that builds and runs only those targets for each mutant. To add a file (src/kernel/claim.rs
+# once the kernel settles, the authority evaluator when it exists): add it to a group (or a new
+# group with its own targets), run `scripts/mutants.sh FILE`, and either write the tests its
+# survivors call for or list the equivalent ones in .cargo/mutants.toml with the reason.
+GROUP_NAMES=(effects json policy sight)
+GROUP_FILES=(
+    "src/effect.rs src/approval.rs src/receipt.rs"
+    "src/canonical.rs src/action.rs src/template.rs"
+    "src/policy.rs src/document/conditions.rs"
+    "src/sight/confine.rs"
+)
+GROUP_TESTS=(
+    "--lib --test kernel --test chain --test idempotency --test pipeline"
+    "--lib --test canonical_props --test vectors --test template_props"
+    "--lib --test policy_vectors --test document_load --test document_props"
+    "--lib --test sight_confine"
+)
+read -r -a DECIDERS <<< "${GROUP_FILES[*]}"
+
+usage() {
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 1
+}
+
+base=""
+files=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --in-diff)
+            [ $# -ge 2 ] || usage
+            base=$2
+            shift 2
+            ;;
+        -h | --help) usage ;;
+        -*) echo "mutants.sh: unknown option $1" >&2; usage ;;
+        *)
+            if ! printf '%s\n' "${DECIDERS[@]}" | grep -qxF "$1"; then
+                echo "mutants.sh: $1 is not one of the decider files: ${DECIDERS[*]}" >&2
+                exit 1
+            fi
+            files+=("$1")
+            shift
+            ;;
+    esac
+done
+[ ${#files[@]} -gt 0 ] || files=("${DECIDERS[@]}")
+
+if ! version=$(cargo mutants --version 2>/dev/null); then
+    echo "mutants.sh: cargo-mutants is not installed; install it with:" >&2
+    echo "    cargo install --locked cargo-mutants" >&2
+    exit 1
+fi
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+report="$CARGO_TARGET_DIR/mutants-report"
+rm -rf "$report"
+mkdir -p "$report"
+
+if [ -n "$base" ]; then
+    if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
+        echo "mutants.sh: --in-diff $base: not a commit in this repository (a shallow clone?)" >&2
+        exit 1
+    fi
+    # The working tree against BASE, as cargo-mutants copies the working tree.
+    mapfile -t changed < <(git diff --name-only "$base" -- "${files[@]}")
+    if [ ${#changed[@]} -eq 0 ]; then
+        echo "mutants.sh: no decider file changed since $base; nothing to test"
+        exit 0
+    fi
+    files=("${changed[@]}")
+    echo "mutants.sh: decider files changed since $base: ${files[*]}"
+fi
+
+echo "mutants.sh: $version, ${#files[@]} file(s), $(nproc) CPU(s), ${MUTANTS_JOBS:-1} job(s)"
+started=$SECONDS
+outs=()
+for index in "${!GROUP_NAMES[@]}"; do
+    name=${GROUP_NAMES[$index]}
+    selected=()
+    for file in ${GROUP_FILES[$index]}; do
+        if printf '%s\n' "${files[@]}" | grep -qxF "$file"; then selected+=("$file"); fi
+    done
+    [ ${#selected[@]} -gt 0 ] || continue
+    read -r -a tests <<< "${GROUP_TESTS[$index]}"
+    args=(--jobs "${MUTANTS_JOBS:-1}" --output "$report/$name" --colors never)
+    for file in "${selected[@]}"; do
+        args+=(--file "$file")
+    done
+    if [ -n "$base" ]; then
+        git diff "$base" -- "${selected[@]}" > "$report/$name.patch"
+        args+=(--in-diff "$report/$name.patch")
+    fi
+    echo
+    echo "== $name: ${selected[*]} (tests: ${tests[*]})"
+    group_started=$SECONDS
+    status=0
+    cargo mutants "${args[@]}" -- "${tests[@]}" || status=$?
+    echo "== $name: $((SECONDS - group_started))s"
+    # 0: all caught; 2: some missed; 3: some timed out (a hang the tests never let finish counts
+    # as caught; missed ones are still counted below). Anything else is a baseline failure or a
+    # diff that does not apply: the run tells nothing.
+    case $status in
+        0 | 2 | 3) ;;
+        *)
+            echo "mutants.sh: cargo mutants failed (exit $status) before judging the mutants of $name;" \
+                "see $report/$name/mutants.out/debug.log" >&2
+            exit 1
+            ;;
+    esac
+    # An in-diff run whose changes touch no mutable code writes no report.
+    if [ -d "$report/$name/mutants.out" ]; then outs+=("$report/$name/mutants.out"); fi
+done
+elapsed=$((SECONDS - started))
+
+# Every group's outcome lists, concatenated.
+for kind in caught missed unviable timeout; do
+    : > "$report/$kind.txt"
+    for out in "${outs[@]}"; do
+        if [ -f "$out/$kind.txt" ]; then cat "$out/$kind.txt" >> "$report/$kind.txt"; fi
+    done
+done
+count() { grep -c "^$1:" "$report/$2.txt" || true; }
+echo
+printf '%-28s %7s %7s %9s %9s\n' file caught missed unviable timeouts
+for file in "${files[@]}"; do
+    printf '%-28s %7s %7s %9s %9s\n' "$file" \
+        "$(count "$file" caught)" "$(count "$file" missed)" "$(count "$file" unviable)" "$(count "$file" timeout)"
+done
+printf '%-28s %7s %7s %9s %9s\n' total \
+    "$(wc -l < "$report/caught.txt")" "$(wc -l < "$report/missed.txt")" \
+    "$(wc -l < "$report/unviable.txt")" "$(wc -l < "$report/timeout.txt")"
+echo "mutants.sh: ${elapsed}s in all; reports in $report"
+if [ -s "$report/timeout.txt" ]; then
+    echo "mutants.sh: timed out (counted as caught; rerun the file if the machine was busy):"
+    sed 's/^/    /' "$report/timeout.txt"
+fi
+if [ -s "$report/missed.txt" ]; then
+    echo "mutants.sh: FAILED: mutants no test caught (write the test that fails on each, or, only if" >&2
+    echo "no test can tell it apart, add it to exclude_re in .cargo/mutants.toml with the reason):" >&2
+    sed 's/^/    /' "$report/missed.txt" >&2
+    exit 1
+fi
+echo "mutants.sh: every mutant was caught or is listed as equivalent"
