@@ -91,8 +91,27 @@ if [ -n "$base" ]; then
 fi
 
 echo "mutants.sh: $version, ${#files[@]} file(s), $(nproc) CPU(s), ${MUTANTS_JOBS:-1} job(s)"
+
+# One cargo-mutants run, judged by its exit status: 0 all caught, 2 some missed, 3 some timed
+# out (a hang the tests never let finish counts as caught; missed ones are still listed).
+# Anything else is a baseline failure or a diff that does not apply: the run tells nothing.
+run_pass() {
+    local what=$1 out=$2
+    shift 2
+    local status=0
+    cargo mutants "$@" || status=$?
+    case $status in
+        0 | 2 | 3) ;;
+        *)
+            echo "mutants.sh: cargo mutants failed (exit $status) before judging $what;" \
+                "see $out/mutants.out/debug.log" >&2
+            exit 1
+            ;;
+    esac
+}
+
 started=$SECONDS
-outs=()
+for kind in caught missed unviable timeout; do : > "$report/$kind.txt"; done
 for index in "${!GROUP_NAMES[@]}"; do
     name=${GROUP_NAMES[$index]}
     selected=()
@@ -101,7 +120,8 @@ for index in "${!GROUP_NAMES[@]}"; do
     done
     [ ${#selected[@]} -gt 0 ] || continue
     read -r -a tests <<< "${GROUP_TESTS[$index]}"
-    args=(--jobs "${MUTANTS_JOBS:-1}" --output "$report/$name" --colors never)
+    out="$report/$name"
+    args=(--jobs "${MUTANTS_JOBS:-1}" --output "$out" --colors never)
     for file in "${selected[@]}"; do
         args+=(--file "$file")
     done
@@ -109,35 +129,28 @@ for index in "${!GROUP_NAMES[@]}"; do
         git diff "$base" -- "${selected[@]}" > "$report/$name.patch"
         args+=(--in-diff "$report/$name.patch")
     fi
-    echo
-    echo "== $name: ${selected[*]} (tests: ${tests[*]})"
     group_started=$SECONDS
-    status=0
-    cargo mutants "${args[@]}" -- "${tests[@]}" || status=$?
-    echo "== $name: $((SECONDS - group_started))s"
-    # 0: all caught; 2: some missed; 3: some timed out (a hang the tests never let finish counts
-    # as caught; missed ones are still counted below). Anything else is a baseline failure or a
-    # diff that does not apply: the run tells nothing.
-    case $status in
-        0 | 2 | 3) ;;
-        *)
-            echo "mutants.sh: cargo mutants failed (exit $status) before judging the mutants of $name;" \
-                "see $report/$name/mutants.out/debug.log" >&2
-            exit 1
-            ;;
-    esac
+    # Pass 1, the unit tests alone: one small binary to rebuild per mutant, and most mutants die
+    # here. Pass 2 (--iterate skips what pass 1 caught) runs the survivors against the group's
+    # targets. The verdicts are those of one run over all the targets, in a fraction of the time.
+    echo
+    echo "== $name, pass 1: ${selected[*]} against --lib"
+    run_pass "$name (pass 1)" "$out" "${args[@]}" -- --lib
     # An in-diff run whose changes touch no mutable code writes no report.
-    if [ -d "$report/$name/mutants.out" ]; then outs+=("$report/$name/mutants.out"); fi
+    [ -d "$out/mutants.out" ] || continue
+    cat "$out/mutants.out/caught.txt" >> "$report/caught.txt"
+    cat "$out/mutants.out/unviable.txt" >> "$report/unviable.txt"
+    if [ -s "$out/mutants.out/missed.txt" ] || [ -s "$out/mutants.out/timeout.txt" ]; then
+        echo "== $name, pass 2: the survivors of pass 1 against ${tests[*]}"
+        run_pass "$name (pass 2)" "$out" "${args[@]}" --iterate -- "${tests[@]}"
+        for kind in caught missed unviable timeout; do
+            cat "$out/mutants.out/$kind.txt" >> "$report/$kind.txt"
+        done
+    fi
+    echo "== $name: $((SECONDS - group_started))s"
 done
 elapsed=$((SECONDS - started))
 
-# Every group's outcome lists, concatenated.
-for kind in caught missed unviable timeout; do
-    : > "$report/$kind.txt"
-    for out in "${outs[@]}"; do
-        if [ -f "$out/$kind.txt" ]; then cat "$out/$kind.txt" >> "$report/$kind.txt"; fi
-    done
-done
 count() { grep -c "^$1:" "$report/$2.txt" || true; }
 echo
 printf '%-28s %7s %7s %9s %9s\n' file caught missed unviable timeouts
