@@ -591,6 +591,57 @@ mod tests {
         plan_outcome(Some(record), KEY, action_id, attempt, &outcome, now).expect_err("the outcome is refused")
     }
 
+    /// The canonical text of a JSON string result exactly `bytes` long, with an `é` (two bytes)
+    /// starting at byte `at`, and what is stored for it.
+    fn result_of(bytes: usize, at: usize) -> (String, StoredResult) {
+        let mut text = "x".repeat(bytes - 4);
+        text.insert(at - 1, 'é');
+        let value = serde_json::json!(text);
+        let canonical = crate::canonical::to_canonical_string(&value, "result").unwrap_or_default();
+        assert_eq!(canonical.len(), bytes);
+        (canonical, StoredResult::from_value(&value))
+    }
+
+    #[test]
+    fn the_stored_bounds_are_one_mebibyte_sixty_four_kibibytes_and_four_kibibytes() {
+        assert_eq!((MAX_RESULT_BYTES, RESULT_EXCERPT_BYTES, MAX_OUTCOME_MESSAGE), (1_048_576, 65_536, 4096));
+    }
+
+    #[test]
+    fn a_result_of_exactly_the_bound_is_stored_whole_and_one_byte_more_is_an_excerpt() {
+        let (text, whole) = result_of(MAX_RESULT_BYTES, 10);
+        assert_eq!(whole, StoredResult { json: text, canonical: true });
+
+        // The `é` straddles the excerpt's last byte: the excerpt ends before it, never inside it.
+        let (text, over) = result_of(MAX_RESULT_BYTES + 1, RESULT_EXCERPT_BYTES - 1);
+        assert!(!over.canonical);
+        let marked = over.to_value();
+        assert_eq!(marked["warden_result"], "truncated");
+        assert_eq!(marked["bytes"], MAX_RESULT_BYTES + 1);
+        assert_eq!(marked["sha256"], crate::canonical::sha256_prefixed(text.as_bytes()));
+        assert_eq!(marked["excerpt"].as_str(), text.get(..RESULT_EXCERPT_BYTES - 1));
+    }
+
+    #[test]
+    fn an_outcome_message_of_exactly_the_bound_is_kept_and_a_longer_one_is_cut_at_a_character() {
+        let exact = "m".repeat(MAX_OUTCOME_MESSAGE);
+        assert_eq!(bounded_message(exact.clone()), exact);
+        let mut long = "m".repeat(MAX_OUTCOME_MESSAGE - 1);
+        long.push('é');
+        let cut = bounded_message(long);
+        assert_eq!(
+            cut,
+            format!("{} … [cut: {} bytes in all]", "m".repeat(MAX_OUTCOME_MESSAGE - 1), MAX_OUTCOME_MESSAGE + 1)
+        );
+        let bounded = Outcome::Ambiguous("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded();
+        assert!(matches!(bounded, Outcome::Ambiguous(ref m) if m.ends_with("[cut: 4097 bytes in all]")), "{bounded:?}");
+        let bounded = Outcome::NotExecuted("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded();
+        assert!(
+            matches!(bounded, Outcome::NotExecuted(ref m) if m.ends_with("[cut: 4097 bytes in all]")),
+            "{bounded:?}"
+        );
+    }
+
     #[test]
     fn the_default_lease_is_exactly_five_minutes() {
         assert_eq!(DEFAULT_LEASE, 300_000_000);
