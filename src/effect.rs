@@ -642,6 +642,99 @@ mod tests {
         );
     }
 
+    fn claim(action_id: &str, max_attempts: Option<u32>) -> Claim<'_> {
+        Claim {
+            effect_key: KEY,
+            action_id,
+            action_name: "stripe.refund",
+            action_hash: "sha256:bb",
+            approval_id: Some("apr_1"),
+            lease: 60,
+            max_attempts,
+        }
+    }
+
+    #[test]
+    fn a_new_key_is_granted_attempt_one_executing_with_its_lease() {
+        let plan = plan_reservation(None, &claim(OTHER, None), 500);
+        let Ok(ReservationPlan::Grant(granted)) = plan else { panic!("{plan:?}") };
+        assert_eq!(
+            (granted.state, granted.attempt, granted.created_at, granted.updated_at, granted.lease_expires_at),
+            (EffectState::Executing, 1, 500, 500, Some(560))
+        );
+        assert_eq!((granted.action_id.as_str(), granted.action_hash.as_str()), (OTHER, "sha256:bb"));
+        assert_eq!(granted.approval_id.as_deref(), Some("apr_1"));
+    }
+
+    #[test]
+    fn a_failed_effect_is_renewed_up_to_its_attempt_ceiling_and_not_past_it() {
+        let mut failed = record(EffectState::Failed, HOLDER, 2);
+        failed.error = Some("declined".into());
+        failed.resolved_by = Some("ops".into());
+        failed.created_at = 7;
+        let plan = plan_reservation(Some(&failed), &claim(OTHER, Some(3)), 500);
+        let Ok(ReservationPlan::Grant(renewed)) = plan else { panic!("{plan:?}") };
+        assert_eq!((renewed.attempt, renewed.created_at, renewed.state), (3, 7, EffectState::Executing));
+        assert_eq!((renewed.error, renewed.resolved_by, renewed.result), (None, None, None));
+
+        failed.attempt = 3;
+        let refused = plan_reservation(Some(&failed), &claim(OTHER, Some(3)), 500);
+        assert!(
+            matches!(refused, Ok(ReservationPlan::Refuse(Error::AttemptCeiling { attempts: 3, max_attempts: 3, .. }))),
+            "{refused:?}"
+        );
+        let unbounded = plan_reservation(Some(&failed), &claim(OTHER, None), 500);
+        assert!(matches!(unbounded, Ok(ReservationPlan::Grant(ref r)) if r.attempt == 4), "{unbounded:?}");
+    }
+
+    #[test]
+    fn committed_ambiguous_and_live_records_refuse_a_reservation() {
+        let refuse = |existing: &EffectRecord, now: Micros| plan_reservation(Some(existing), &claim(OTHER, None), now);
+        let committed = refuse(&record(EffectState::Committed, HOLDER, 1), 0);
+        assert!(
+            matches!(committed, Ok(ReservationPlan::Refuse(Error::Duplicate { state: DuplicateState::Committed, .. }))),
+            "{committed:?}"
+        );
+        let ambiguous = refuse(&record(EffectState::Ambiguous, HOLDER, 1), 0);
+        assert!(matches!(ambiguous, Ok(ReservationPlan::Refuse(Error::Ambiguous { .. }))), "{ambiguous:?}");
+        for state in [EffectState::Reserved, EffectState::Executing] {
+            let live = refuse(&record(state, HOLDER, 1), UNTIL);
+            assert!(
+                matches!(live, Ok(ReservationPlan::Refuse(Error::Duplicate { state: DuplicateState::InProgress, .. }))),
+                "{state} at the instant: {live:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_lapsed_lease_becomes_ambiguous_and_the_reservation_is_refused() {
+        let lapsed = plan_reservation(Some(&record(EffectState::Executing, HOLDER, 1)), &claim(OTHER, None), UNTIL + 1);
+        let Ok(ReservationPlan::AmbiguateAndRefuse(ambiguous, Error::Ambiguous { .. })) = lapsed else {
+            panic!("{lapsed:?}")
+        };
+        assert_eq!(
+            (ambiguous.state, ambiguous.updated_at, ambiguous.lease_expires_at, ambiguous.error.as_deref()),
+            (EffectState::Ambiguous, UNTIL + 1, None, Some(LEASE_EXPIRED))
+        );
+        assert_eq!(ambiguous.action_id, HOLDER);
+    }
+
+    #[test]
+    fn a_claim_without_a_key_an_id_a_positive_lease_or_a_ceiling_of_one_is_an_error() {
+        let mut bad = claim(OTHER, None);
+        bad.effect_key = "";
+        assert!(plan_reservation(None, &bad, 0).is_err());
+        let mut bad = claim("", None);
+        assert!(plan_reservation(None, &bad, 0).is_err());
+        bad = claim(OTHER, None);
+        bad.lease = 0;
+        assert!(plan_reservation(None, &bad, 0).is_err());
+        bad.lease = 1;
+        assert!(plan_reservation(None, &bad, 0).is_ok());
+        assert!(plan_reservation(None, &claim(OTHER, Some(0)), 0).is_err());
+        assert!(plan_reservation(None, &claim(OTHER, Some(1)), 0).is_ok());
+    }
+
     #[test]
     fn the_default_lease_is_exactly_five_minutes() {
         assert_eq!(DEFAULT_LEASE, 300_000_000);
