@@ -736,6 +736,22 @@ mod tests {
     }
 
     #[test]
+    fn another_proposal_extending_a_lapsed_lease_is_told_the_effect_is_ambiguous() {
+        let lapsed = record(EffectState::Executing, HOLDER, 1);
+        let refused = plan_lease_extension(Some(&lapsed), KEY, OTHER, 1, UNTIL + 10, UNTIL + 1);
+        assert!(matches!(refused, Err(Error::Ambiguous { .. })), "{refused:?}");
+    }
+
+    #[test]
+    fn idempotency_tokens_are_ctrlruns_uuids_per_attempt() {
+        // tests/vectors/ctrlrun-0.12.2/idempotency.json, rows 0 and 1.
+        assert_eq!(idempotency_token("refund:txn_1", 1).as_deref(), Ok("382ee448-97da-8107-b674-8c253650d93f"));
+        assert_eq!(idempotency_token("refund:txn_1", 2).as_deref(), Ok("28bb40af-814c-8fb6-ba63-e8663b1c036d"));
+        assert!(idempotency_token("", 1).is_err());
+        assert!(idempotency_token("k", 0).is_err());
+    }
+
+    #[test]
     fn the_default_lease_is_exactly_five_minutes() {
         assert_eq!(DEFAULT_LEASE, 300_000_000);
     }
