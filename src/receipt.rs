@@ -376,6 +376,33 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_receipt_reads_as_its_document_with_hash_and_executor_result() {
+        let (mut rows, _) = chain(1);
+        let Some((_, Ok(mut stored))) = rows.pop() else { panic!("one row") };
+        stored.executor_result = Some(StoredResult::from_value(&serde_json::json!({"refund_id": "re_1"})));
+        let json = stored.to_json();
+        assert_eq!(json["seq"], 1);
+        assert_eq!(json["receipt_id"], "rcp_1");
+        assert_eq!(json["hash"].as_str(), stored.hash.as_deref());
+        assert_eq!(json["executor_result"], serde_json::json!({"refund_id": "re_1"}));
+        stored.executor_result = None;
+        stored.hash = None;
+        let json = stored.to_json();
+        assert_eq!((&json["hash"], &json["executor_result"]), (&serde_json::Value::Null, &serde_json::Value::Null));
+    }
+
+    #[test]
+    fn a_chain_break_reads_back_only_under_one_of_the_six_names() {
+        for name in CHAIN_BREAKS {
+            let text = serde_json::json!({"name": name, "seq": 3, "detail": "d"}).to_string();
+            let read: ChainBreak = serde_json::from_str(&text).expect("a known break reads back");
+            assert_eq!(read, ChainBreak { name, seq: Some(3), detail: "d".into() });
+        }
+        let unknown = serde_json::from_str::<ChainBreak>(r#"{"name": "rewritten", "seq": null, "detail": ""}"#);
+        assert!(unknown.is_err_and(|e| e.to_string().contains("unknown chain break")));
+    }
+
+    #[test]
     fn an_intact_chain_with_its_head_is_ok() {
         let (rows, head) = chain(3);
         let report = verify_chain(rows, Some(head));
