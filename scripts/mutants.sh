@@ -110,6 +110,17 @@ run_pass() {
     esac
 }
 
+# Every cargo-mutants run builds Warden from a new scratch copy, so Warden's own artifacts under
+# the profile are never reused: drop them at the end (the dependencies stay built).
+prune() {
+    local dir="$CARGO_TARGET_DIR/mutants" name
+    rm -rf "$dir/incremental" "$dir"/build/warden-*
+    for name in warden $(basename -s .rs tests/*.rs); do
+        rm -f "$dir/deps/$name"-* "$dir/deps/lib$name"-*
+    done
+}
+trap prune EXIT
+
 started=$SECONDS
 for kind in caught missed unviable timeout; do : > "$report/$kind.txt"; done
 for index in "${!GROUP_NAMES[@]}"; do
