@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test Warden has: Rust (unit, integration, vectors, multi-process, crash, CLI, C ABI
-# under valgrind), the header freshness check, clippy with -D warnings, the demo, and the
-# Python and Node bindings against the library built here once.
+# under valgrind), the header freshness check, clippy with -D warnings, the demo, the
+# Python and Node bindings against the library built here once, and mutation testing of the
+# decider files the last commit changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -49,6 +50,18 @@ fi
 if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; then
     stage "cross-language race (python + node + cli)" bash -c "set -o pipefail; '$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
 fi
+# Mutation testing of the decider files the last commit changed (scripts/mutants.sh), when
+# cargo-mutants is installed (.ci/run installs it); the full run is `scripts/mutants.sh`.
+mutants_in_diff() {
+    if ! cargo mutants --version >/dev/null 2>&1; then
+        echo "skipped: cargo-mutants is not installed (cargo install --locked cargo-mutants@27.1.0)"
+    elif ! git rev-parse --verify --quiet HEAD~1 >/dev/null 2>&1; then
+        echo "skipped: no previous commit to compare against (not a git clone, or a shallow one)"
+    else
+        scripts/mutants.sh --in-diff HEAD~1
+    fi
+}
+stage "mutation testing (deciders changed since HEAD~1)" mutants_in_diff
 
 echo
 echo "== stage timings"

@@ -168,14 +168,14 @@ pub fn check_consumable(record: Option<&ApprovalRecord>, approval_id: &str, acti
 #[cfg(feature = "test-exports")]
 pub static SKIP_HASH_CHECK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-#[cfg(feature = "test-exports")]
+/// Never true, except in the broken build above once a test sets `SKIP_HASH_CHECK`. One function
+/// whatever the features, so its mutants have one name (see `.cargo/mutants.toml`).
 fn skip_hash_check() -> bool {
-    SKIP_HASH_CHECK.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-#[cfg(not(feature = "test-exports"))]
-fn skip_hash_check() -> bool {
-    false
+    #[cfg(feature = "test-exports")]
+    let skip = SKIP_HASH_CHECK.load(std::sync::atomic::Ordering::SeqCst);
+    #[cfg(not(feature = "test-exports"))]
+    let skip = false;
+    skip
 }
 
 /// An approver, resolver or reason: one line, no control or format characters (so a name can
@@ -245,6 +245,96 @@ mod tests {
     fn hash_is_checked_before_status() {
         let verdict = check_consumable(Some(&record(ApprovalStatus::Consumed)), "apr_1", "sha256:bb", 1);
         assert!(matches!(verdict, Verdict::Refuse(Error::ApprovalMismatch { ref reason, .. }) if reason == "mismatch"));
+    }
+
+    fn granted() -> ApprovalRecord {
+        let mut granted = record(ApprovalStatus::Granted);
+        granted.approver = Some("bob".into());
+        granted
+    }
+
+    fn refusal_reason(verdict: &Verdict) -> Option<&str> {
+        match verdict {
+            Verdict::Refuse(Error::ApprovalMismatch { reason, .. })
+            | Verdict::ExpireAndRefuse(Error::ApprovalMismatch { reason, .. }) => Some(reason),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_default_approval_ttl_is_exactly_fifteen_minutes() {
+        assert_eq!(DEFAULT_APPROVAL_TTL, 900_000_000);
+    }
+
+    #[test]
+    fn a_request_is_answerable_at_its_expiry_instant_and_expires_one_microsecond_after() {
+        let pending = record(ApprovalStatus::Pending);
+        assert_eq!(check_answerable(Some(&pending), "apr_1", "bob", pending.expires_at), Verdict::Proceed);
+        let late = check_answerable(Some(&pending), "apr_1", "bob", pending.expires_at + 1);
+        assert!(matches!(late, Verdict::ExpireAndRefuse(_)), "{late:?}");
+        assert_eq!(refusal_reason(&late), Some("expired"));
+    }
+
+    #[test]
+    fn a_granted_approval_is_consumable_at_its_expiry_instant_and_expires_one_microsecond_after() {
+        let granted = granted();
+        assert_eq!(check_consumable(Some(&granted), "apr_1", "sha256:aa", granted.expires_at), Verdict::Proceed);
+        let late = check_consumable(Some(&granted), "apr_1", "sha256:aa", granted.expires_at + 1);
+        assert!(matches!(late, Verdict::ExpireAndRefuse(_)), "{late:?}");
+        assert_eq!(refusal_reason(&late), Some("expired"));
+    }
+
+    #[test]
+    fn a_request_is_answered_exactly_once() {
+        for status in
+            [ApprovalStatus::Granted, ApprovalStatus::Denied, ApprovalStatus::Expired, ApprovalStatus::Consumed]
+        {
+            let verdict = check_answerable(Some(&record(status)), "apr_1", "bob", 1);
+            assert_eq!(refusal_reason(&verdict), Some(status.as_str()), "{status:?}");
+            assert!(matches!(verdict, Verdict::Refuse(_)));
+        }
+        let unknown = check_answerable(None, "apr_9", "bob", 1);
+        assert_eq!(refusal_reason(&unknown), Some("unknown"));
+    }
+
+    #[test]
+    fn the_requester_is_recognized_whatever_the_case_and_surrounding_spaces() {
+        for who in [" Refund-Agent", "ADA ", "Ada"] {
+            let verdict = check_answerable(Some(&record(ApprovalStatus::Pending)), "apr_1", who, 1);
+            assert_eq!(refusal_reason(&verdict), Some("approver_is_requester"), "{who:?}");
+        }
+        let mut agent_only = record(ApprovalStatus::Pending);
+        agent_only.requested_by.user = None;
+        assert_eq!(check_answerable(Some(&agent_only), "apr_1", "ada", 1), Verdict::Proceed);
+    }
+
+    #[test]
+    fn only_a_granted_approval_for_exactly_this_hash_is_consumable() {
+        assert_eq!(check_consumable(Some(&granted()), "apr_1", "sha256:aa", 1), Verdict::Proceed);
+        let other = check_consumable(Some(&granted()), "apr_1", "sha256:bb", 1);
+        assert_eq!(refusal_reason(&other), Some("mismatch"));
+        for status in [ApprovalStatus::Pending, ApprovalStatus::Expired, ApprovalStatus::Consumed] {
+            let verdict = check_consumable(Some(&record(status)), "apr_1", "sha256:aa", 1);
+            assert_eq!(refusal_reason(&verdict), Some(status.as_str()), "{status:?}");
+        }
+        let mut denied = record(ApprovalStatus::Denied);
+        denied.approver = Some("bob".into());
+        let verdict = check_consumable(Some(&denied), "apr_1", "sha256:aa", 1);
+        assert!(
+            matches!(verdict, Verdict::Refuse(Error::Denied { ref reason, ref detail }) if reason == "approval_denied" && detail.contains("bob")),
+            "{verdict:?}"
+        );
+        assert_eq!(refusal_reason(&check_consumable(None, "apr_9", "sha256:aa", 1)), Some("unknown"));
+    }
+
+    #[test]
+    fn a_name_of_exactly_two_hundred_characters_is_accepted_and_one_more_is_refused() {
+        assert_eq!(MAX_NAME_CHARS, 200);
+        check_person_name("--by", &"n".repeat(200)).unwrap();
+        // Characters, not bytes: two hundred two-byte characters are still two hundred.
+        check_person_name("--by", &"é".repeat(200)).unwrap();
+        assert!(check_person_name("--by", &"n".repeat(201)).is_err());
+        assert!(check_person_name("--by", &"é".repeat(201)).is_err());
     }
 
     #[test]

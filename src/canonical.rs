@@ -679,6 +679,83 @@ mod tests {
         assert!(matches!(parse_json(&deep), Err(CanonicalError::Parse { .. })));
     }
 
+    fn parse_error(text: &str) -> String {
+        match parse_json(text) {
+            Err(CanonicalError::Parse { message }) => message,
+            other => panic!("{text:?} was not refused as invalid JSON: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parse_errors_name_line_column_and_character_as_python_does() {
+        // Columns and offsets count characters, not bytes: `é` is two bytes and one character.
+        assert_eq!(parse_error("[\"é\", x]"), "expecting value: line 1 column 7 (char 6)");
+        assert_eq!(parse_error("{\n\"a\": tru}"), "expecting value: line 2 column 6 (char 7)");
+        assert_eq!(
+            parse_error("[1,\n\n  {]"),
+            "expecting property name enclosed in double quotes: line 3 column 4 (char 8)"
+        );
+        assert_eq!(parse_error(""), "expecting value: line 1 column 1 (char 0)");
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused_as_floats_by_name() {
+        for text in ["NaN", "Infinity", "-Infinity", "[1, NaN]"] {
+            assert!(parse_error(text).starts_with("NaN and Infinity are floats"), "{text}: {}", parse_error(text));
+        }
+        for text in ["Nope", "Inf", "-Inf", "-x"] {
+            assert!(parse_error(text).starts_with("expecting value"), "{text}: {}", parse_error(text));
+        }
+    }
+
+    /// `[[[…]]]`, `depth` arrays deep, built without the parser.
+    fn nested(depth: usize) -> Value {
+        let mut value = json!([]);
+        for _ in 1..depth {
+            value = Value::Array(vec![value]);
+        }
+        value
+    }
+
+    #[test]
+    fn the_encoder_writes_512_levels_and_refuses_513_naming_where() {
+        let text = to_canonical_string(&nested(MAX_ENCODE_DEPTH), "v").expect("512 levels encode");
+        assert_eq!(text.len(), 2 * MAX_ENCODE_DEPTH);
+        let refused = to_canonical_string(&json!({ "a": nested(MAX_ENCODE_DEPTH) }), "v");
+        let Err(CanonicalError::Parse { message }) = refused else {
+            panic!("513 levels were not refused: {refused:?}");
+        };
+        let path = format!("v.a{}", "[0]".repeat(MAX_ENCODE_DEPTH - 1));
+        assert_eq!(message, format!("containers nest deeper than 512 levels at {path}"));
+    }
+
+    #[test]
+    fn the_parser_reads_128_levels_and_refuses_129() {
+        let at = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(nesting_depth(&parse_json(&at(MAX_PARSE_DEPTH)).expect("128 levels parse")), 128);
+        assert!(parse_error(&at(MAX_PARSE_DEPTH + 1)).starts_with("containers nest deeper than 128 levels"));
+        let objects = format!("{}1{}", r#"{"a":"#.repeat(MAX_PARSE_DEPTH + 1), "}".repeat(MAX_PARSE_DEPTH + 1));
+        assert!(parse_error(&objects).starts_with("containers nest deeper than 128 levels"));
+    }
+
+    #[test]
+    fn space_and_every_printable_character_are_written_raw() {
+        let value = json!(" !~\u{7f}\u{a0}");
+        assert_eq!(to_canonical_string(&value, "v").unwrap(), "\" !~\u{7f}\u{a0}\"");
+        assert_eq!(to_canonical_string(&json!("\u{1f} "), "v").unwrap(), "\"\\u001f \"");
+    }
+
+    #[test]
+    fn whitespace_between_tokens_is_any_of_space_tab_newline_and_return() {
+        assert_eq!(canonical("\t[\r\n1 ,\t2\n]\r ").unwrap(), "[1,2]");
+    }
+
+    #[test]
+    fn escapes_decode_to_their_characters() {
+        let text = r#""\"\\\/\b\f\n\r\t\u00e9\u0041""#;
+        assert_eq!(parse_json(text).unwrap(), json!("\"\\/\u{8}\u{c}\n\r\téA"));
+    }
+
     #[test]
     fn nesting_depth_counts_containers_without_recursing() {
         assert_eq!(nesting_depth(&json!(1)), 0);

@@ -568,3 +568,348 @@ pub fn idempotency_token(effect_key: &str, attempt: u32) -> Result<String, Strin
     let hex = hex::encode(id);
     Ok(format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "refund:p1";
+    const HOLDER: &str = "act_holder";
+    const OTHER: &str = "act_other";
+    /// The lease of every record below ends here.
+    const UNTIL: Micros = 1_000_000;
+
+    fn record(state: EffectState, action_id: &str, attempt: u32) -> EffectRecord {
+        EffectRecord {
+            effect_key: KEY.into(),
+            state,
+            action_id: action_id.into(),
+            action_name: "stripe.refund".into(),
+            action_hash: "sha256:aa".into(),
+            attempt,
+            created_at: 0,
+            updated_at: 0,
+            lease_expires_at: Some(UNTIL),
+            result: None,
+            error: None,
+            resolved_by: None,
+            approval_id: None,
+        }
+    }
+
+    fn begin_refusal(record: &EffectRecord, action_id: &str, attempt: u32, now: Micros) -> Error {
+        plan_begin(Some(record), KEY, action_id, attempt, now).expect_err("begin is refused")
+    }
+
+    fn commit_refusal(record: &EffectRecord, action_id: &str, attempt: u32, now: Micros) -> Error {
+        let outcome = Outcome::Committed(StoredResult::from_value(&serde_json::json!({"ok": true})));
+        plan_outcome(Some(record), KEY, action_id, attempt, &outcome, now).expect_err("the outcome is refused")
+    }
+
+    /// The canonical text of a JSON string result exactly `bytes` long, with an `é` (two bytes)
+    /// starting at byte `at`, and what is stored for it.
+    fn result_of(bytes: usize, at: usize) -> (String, StoredResult) {
+        let mut text = "x".repeat(bytes - 4);
+        text.insert(at - 1, 'é');
+        let value = serde_json::json!(text);
+        let canonical = crate::canonical::to_canonical_string(&value, "result").unwrap_or_default();
+        assert_eq!(canonical.len(), bytes);
+        (canonical, StoredResult::from_value(&value))
+    }
+
+    #[test]
+    fn the_stored_bounds_are_one_mebibyte_sixty_four_kibibytes_and_four_kibibytes() {
+        assert_eq!((MAX_RESULT_BYTES, RESULT_EXCERPT_BYTES, MAX_OUTCOME_MESSAGE), (1_048_576, 65_536, 4096));
+    }
+
+    #[test]
+    fn a_result_of_exactly_the_bound_is_stored_whole_and_one_byte_more_is_an_excerpt() {
+        let (text, whole) = result_of(MAX_RESULT_BYTES, 10);
+        assert_eq!(whole, StoredResult { json: text, canonical: true });
+
+        // The `é` straddles the excerpt's last byte: the excerpt ends before it, never inside it.
+        let (text, over) = result_of(MAX_RESULT_BYTES + 1, RESULT_EXCERPT_BYTES - 1);
+        assert!(!over.canonical);
+        let marked = over.to_value();
+        assert_eq!(marked["warden_result"], "truncated");
+        assert_eq!(marked["bytes"], MAX_RESULT_BYTES + 1);
+        assert_eq!(marked["sha256"], crate::canonical::sha256_prefixed(text.as_bytes()));
+        assert_eq!(marked["excerpt"].as_str(), text.get(..RESULT_EXCERPT_BYTES - 1));
+    }
+
+    #[test]
+    fn an_outcome_message_of_exactly_the_bound_is_kept_and_a_longer_one_is_cut_at_a_character() {
+        let exact = "m".repeat(MAX_OUTCOME_MESSAGE);
+        assert_eq!(bounded_message(exact.clone()), exact);
+        let mut long = "m".repeat(MAX_OUTCOME_MESSAGE - 1);
+        long.push('é');
+        let cut = bounded_message(long);
+        assert_eq!(
+            cut,
+            format!("{} … [cut: {} bytes in all]", "m".repeat(MAX_OUTCOME_MESSAGE - 1), MAX_OUTCOME_MESSAGE + 1)
+        );
+        let bounded = Outcome::Ambiguous("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded();
+        assert!(matches!(bounded, Outcome::Ambiguous(ref m) if m.ends_with("[cut: 4097 bytes in all]")), "{bounded:?}");
+        let bounded = Outcome::NotExecuted("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded();
+        assert!(
+            matches!(bounded, Outcome::NotExecuted(ref m) if m.ends_with("[cut: 4097 bytes in all]")),
+            "{bounded:?}"
+        );
+    }
+
+    fn claim(action_id: &str, max_attempts: Option<u32>) -> Claim<'_> {
+        Claim {
+            effect_key: KEY,
+            action_id,
+            action_name: "stripe.refund",
+            action_hash: "sha256:bb",
+            approval_id: Some("apr_1"),
+            lease: 60,
+            max_attempts,
+        }
+    }
+
+    #[test]
+    fn a_new_key_is_granted_attempt_one_executing_with_its_lease() {
+        let plan = plan_reservation(None, &claim(OTHER, None), 500);
+        let Ok(ReservationPlan::Grant(granted)) = plan else { panic!("{plan:?}") };
+        assert_eq!(
+            (granted.state, granted.attempt, granted.created_at, granted.updated_at, granted.lease_expires_at),
+            (EffectState::Executing, 1, 500, 500, Some(560))
+        );
+        assert_eq!((granted.action_id.as_str(), granted.action_hash.as_str()), (OTHER, "sha256:bb"));
+        assert_eq!(granted.approval_id.as_deref(), Some("apr_1"));
+    }
+
+    #[test]
+    fn a_failed_effect_is_renewed_up_to_its_attempt_ceiling_and_not_past_it() {
+        let mut failed = record(EffectState::Failed, HOLDER, 2);
+        failed.error = Some("declined".into());
+        failed.resolved_by = Some("ops".into());
+        failed.created_at = 7;
+        let plan = plan_reservation(Some(&failed), &claim(OTHER, Some(3)), 500);
+        let Ok(ReservationPlan::Grant(renewed)) = plan else { panic!("{plan:?}") };
+        assert_eq!((renewed.attempt, renewed.created_at, renewed.state), (3, 7, EffectState::Executing));
+        assert_eq!((renewed.error, renewed.resolved_by, renewed.result), (None, None, None));
+
+        failed.attempt = 3;
+        let refused = plan_reservation(Some(&failed), &claim(OTHER, Some(3)), 500);
+        assert!(
+            matches!(refused, Ok(ReservationPlan::Refuse(Error::AttemptCeiling { attempts: 3, max_attempts: 3, .. }))),
+            "{refused:?}"
+        );
+        let unbounded = plan_reservation(Some(&failed), &claim(OTHER, None), 500);
+        assert!(matches!(unbounded, Ok(ReservationPlan::Grant(ref r)) if r.attempt == 4), "{unbounded:?}");
+    }
+
+    #[test]
+    fn committed_ambiguous_and_live_records_refuse_a_reservation() {
+        let refuse = |existing: &EffectRecord, now: Micros| plan_reservation(Some(existing), &claim(OTHER, None), now);
+        let committed = refuse(&record(EffectState::Committed, HOLDER, 1), 0);
+        assert!(
+            matches!(committed, Ok(ReservationPlan::Refuse(Error::Duplicate { state: DuplicateState::Committed, .. }))),
+            "{committed:?}"
+        );
+        let ambiguous = refuse(&record(EffectState::Ambiguous, HOLDER, 1), 0);
+        assert!(matches!(ambiguous, Ok(ReservationPlan::Refuse(Error::Ambiguous { .. }))), "{ambiguous:?}");
+        for state in [EffectState::Reserved, EffectState::Executing] {
+            let live = refuse(&record(state, HOLDER, 1), UNTIL);
+            assert!(
+                matches!(live, Ok(ReservationPlan::Refuse(Error::Duplicate { state: DuplicateState::InProgress, .. }))),
+                "{state} at the instant: {live:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_lapsed_lease_becomes_ambiguous_and_the_reservation_is_refused() {
+        let lapsed = plan_reservation(Some(&record(EffectState::Executing, HOLDER, 1)), &claim(OTHER, None), UNTIL + 1);
+        let Ok(ReservationPlan::AmbiguateAndRefuse(ambiguous, Error::Ambiguous { .. })) = lapsed else {
+            panic!("{lapsed:?}")
+        };
+        assert_eq!(
+            (ambiguous.state, ambiguous.updated_at, ambiguous.lease_expires_at, ambiguous.error.as_deref()),
+            (EffectState::Ambiguous, UNTIL + 1, None, Some(LEASE_EXPIRED))
+        );
+        assert_eq!(ambiguous.action_id, HOLDER);
+    }
+
+    #[test]
+    fn a_claim_without_a_key_an_id_a_positive_lease_or_a_ceiling_of_one_is_an_error() {
+        let mut bad = claim(OTHER, None);
+        bad.effect_key = "";
+        assert!(plan_reservation(None, &bad, 0).is_err());
+        let mut bad = claim("", None);
+        assert!(plan_reservation(None, &bad, 0).is_err());
+        bad = claim(OTHER, None);
+        bad.lease = 0;
+        assert!(plan_reservation(None, &bad, 0).is_err());
+        bad.lease = 1;
+        assert!(plan_reservation(None, &bad, 0).is_ok());
+        assert!(plan_reservation(None, &claim(OTHER, Some(0)), 0).is_err());
+        assert!(plan_reservation(None, &claim(OTHER, Some(1)), 0).is_ok());
+    }
+
+    #[test]
+    fn another_proposal_extending_a_lapsed_lease_is_told_the_effect_is_ambiguous() {
+        let lapsed = record(EffectState::Executing, HOLDER, 1);
+        let refused = plan_lease_extension(Some(&lapsed), KEY, OTHER, 1, UNTIL + 10, UNTIL + 1);
+        assert!(matches!(refused, Err(Error::Ambiguous { .. })), "{refused:?}");
+    }
+
+    #[test]
+    fn idempotency_tokens_are_ctrlruns_uuids_per_attempt() {
+        // tests/vectors/ctrlrun-0.12.2/idempotency.json, rows 0 and 1.
+        assert_eq!(idempotency_token("refund:txn_1", 1).as_deref(), Ok("382ee448-97da-8107-b674-8c253650d93f"));
+        assert_eq!(idempotency_token("refund:txn_1", 2).as_deref(), Ok("28bb40af-814c-8fb6-ba63-e8663b1c036d"));
+        assert!(idempotency_token("", 1).is_err());
+        assert!(idempotency_token("k", 0).is_err());
+    }
+
+    #[test]
+    fn the_default_lease_is_exactly_five_minutes() {
+        assert_eq!(DEFAULT_LEASE, 300_000_000);
+    }
+
+    #[test]
+    fn a_lease_is_live_at_its_expiry_instant_and_lapsed_one_microsecond_after() {
+        for state in [EffectState::Reserved, EffectState::Executing] {
+            let held = record(state, HOLDER, 1);
+            assert!(held.lease_is_live(UNTIL), "{state} at the instant");
+            assert!(!held.lease_is_live(UNTIL + 1), "{state} one microsecond after");
+        }
+    }
+
+    #[test]
+    fn only_a_reserved_or_executing_record_with_a_lease_holds_the_effect() {
+        for state in [EffectState::Committed, EffectState::Failed, EffectState::Ambiguous] {
+            assert!(!record(state, HOLDER, 1).lease_is_live(0), "{state}");
+        }
+        let mut leaseless = record(EffectState::Executing, HOLDER, 1);
+        leaseless.lease_expires_at = None;
+        assert!(!leaseless.lease_is_live(0));
+    }
+
+    #[test]
+    fn every_state_name_parses_back_to_its_state_and_nothing_else_parses() {
+        let all = [
+            EffectState::Reserved,
+            EffectState::Executing,
+            EffectState::Committed,
+            EffectState::Failed,
+            EffectState::Ambiguous,
+        ];
+        for state in all {
+            assert_eq!(EffectState::parse(state.as_str()), Some(state));
+            assert_eq!(state.to_string(), state.as_str());
+        }
+        assert_eq!(EffectState::parse("reserved"), Some(EffectState::Reserved));
+        assert_eq!(EffectState::parse("executing"), Some(EffectState::Executing));
+        for unknown in ["", "Reserved", "in_progress", "done", "executing "] {
+            assert_eq!(EffectState::parse(unknown), None, "{unknown:?}");
+        }
+    }
+
+    #[test]
+    fn an_ambiguous_outcome_on_a_record_already_ambiguous_under_the_same_attempt_changes_nothing() {
+        let ambiguous = record(EffectState::Ambiguous, HOLDER, 2);
+        let plan = plan_outcome(Some(&ambiguous), KEY, HOLDER, 2, &Outcome::Ambiguous("timeout".into()), UNTIL + 5);
+        assert_eq!(plan, Ok(OutcomePlan::Unchanged(ambiguous.clone())));
+        // A known outcome arriving after the record became ambiguous is refused, not applied.
+        assert!(matches!(commit_refusal(&ambiguous, HOLDER, 2, UNTIL + 5), Error::Ambiguous { .. }));
+    }
+
+    #[test]
+    fn an_old_permit_of_a_reused_action_cannot_extend_the_renewed_attempts_live_lease() {
+        let renewed = record(EffectState::Executing, HOLDER, 2);
+        let refused = plan_lease_extension(Some(&renewed), KEY, HOLDER, 1, UNTIL + 10, UNTIL - 10);
+        assert!(
+            matches!(refused, Err(Error::Duplicate { state: DuplicateState::InProgress, ref holder, .. }) if holder == HOLDER),
+            "{refused:?}"
+        );
+        let extended = plan_lease_extension(Some(&renewed), KEY, HOLDER, 2, UNTIL + 10, UNTIL - 10);
+        assert_eq!(extended.map(|next| next.lease_expires_at), Ok(Some(UNTIL + 10)));
+    }
+
+    #[test]
+    fn a_reserved_lease_is_not_extended_even_by_its_holder_it_is_in_progress_until_begun() {
+        let reserved = record(EffectState::Reserved, HOLDER, 1);
+        let refused = plan_lease_extension(Some(&reserved), KEY, HOLDER, 1, UNTIL + 10, UNTIL - 10);
+        assert!(matches!(refused, Err(Error::Duplicate { state: DuplicateState::InProgress, .. })), "{refused:?}");
+        // Once the lease lapsed the record reserves nothing, and extending it is refused as ambiguous.
+        let lapsed = plan_lease_extension(Some(&reserved), KEY, HOLDER, 1, UNTIL + 10, UNTIL + 1);
+        assert!(matches!(lapsed, Err(Error::Ambiguous { .. })), "{lapsed:?}");
+    }
+
+    #[test]
+    fn another_proposal_cannot_extend_a_live_lease() {
+        let live = record(EffectState::Executing, HOLDER, 1);
+        let refused = plan_lease_extension(Some(&live), KEY, OTHER, 1, UNTIL + 10, UNTIL - 10);
+        assert!(matches!(refused, Err(Error::Duplicate { state: DuplicateState::InProgress, .. })), "{refused:?}");
+    }
+
+    #[test]
+    fn a_lease_extends_to_exactly_its_current_expiry_but_never_shortens() {
+        let live = record(EffectState::Executing, HOLDER, 1);
+        let same = plan_lease_extension(Some(&live), KEY, HOLDER, 1, UNTIL, UNTIL - 10);
+        assert_eq!(same.map(|next| (next.lease_expires_at, next.updated_at)), Ok((Some(UNTIL), UNTIL - 10)));
+        let shorter = plan_lease_extension(Some(&live), KEY, HOLDER, 1, UNTIL - 1, UNTIL - 10);
+        assert!(matches!(shorter, Err(Error::InvalidInput(_))), "{shorter:?}");
+    }
+
+    #[test]
+    fn the_holder_is_refused_by_kind_when_its_record_moved_on() {
+        // A record resolved or ambiguated under another attempt says so by kind.
+        let ambiguous = record(EffectState::Ambiguous, OTHER, 1);
+        assert!(matches!(begin_refusal(&ambiguous, HOLDER, 1, 0), Error::Ambiguous { .. }));
+        assert!(matches!(commit_refusal(&ambiguous, HOLDER, 1, 0), Error::Ambiguous { .. }));
+        let committed = record(EffectState::Committed, HOLDER, 1);
+        for refusal in [begin_refusal(&committed, HOLDER, 1, 0), commit_refusal(&committed, HOLDER, 1, 0)] {
+            assert!(
+                matches!(refusal, Error::Duplicate { state: DuplicateState::Committed, ref holder, .. } if holder == HOLDER),
+                "{refusal:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn another_proposal_reporting_into_a_live_lease_is_told_it_is_in_progress() {
+        let live = record(EffectState::Executing, HOLDER, 1);
+        for now in [0, UNTIL] {
+            let refusal = commit_refusal(&live, OTHER, 1, now);
+            assert!(
+                matches!(refusal, Error::Duplicate { state: DuplicateState::InProgress, ref holder, .. } if holder == HOLDER),
+                "at {now}: {refusal:?}"
+            );
+        }
+        let reserved = record(EffectState::Reserved, HOLDER, 1);
+        assert!(matches!(
+            begin_refusal(&reserved, OTHER, 1, UNTIL),
+            Error::Duplicate { state: DuplicateState::InProgress, .. }
+        ));
+    }
+
+    #[test]
+    fn a_report_into_a_lapsed_lease_or_from_an_earlier_attempt_is_a_late_outcome() {
+        let live = record(EffectState::Executing, HOLDER, 2);
+        // Another proposal, one microsecond after the lease lapsed.
+        let lapsed = commit_refusal(&live, OTHER, 1, UNTIL + 1);
+        assert!(matches!(lapsed, Error::LateOutcome { state: EffectState::Executing, .. }), "{lapsed:?}");
+        // The same action's earlier attempt, with the renewed attempt's lease still live.
+        let earlier = commit_refusal(&live, HOLDER, 1, 0);
+        assert!(matches!(earlier, Error::LateOutcome { state: EffectState::Executing, .. }), "{earlier:?}");
+        // The holder itself, in a state its call does not apply to.
+        let began = begin_refusal(&live, HOLDER, 2, 0);
+        assert!(matches!(began, Error::LateOutcome { state: EffectState::Executing, .. }), "{began:?}");
+        let failed = record(EffectState::Failed, HOLDER, 2);
+        let late = commit_refusal(&failed, HOLDER, 2, 0);
+        assert!(matches!(late, Error::LateOutcome { state: EffectState::Failed, .. }), "{late:?}");
+    }
+
+    #[test]
+    fn a_call_for_an_effect_with_no_record_is_not_found() {
+        assert!(matches!(plan_begin(None, KEY, HOLDER, 1, 0), Err(Error::NotFound(_))));
+        let outcome = Outcome::NotExecuted("refused upstream".into());
+        assert!(matches!(plan_outcome(None, KEY, HOLDER, 1, &outcome, 0), Err(Error::NotFound(_))));
+    }
+}

@@ -207,6 +207,113 @@ mod tests {
         serde_json::from_str(text).unwrap_or(Value::Null)
     }
 
+    fn condition(key: &str, op: Op, operand: Value) -> Condition {
+        let subject = key.rsplit_once('_').map_or(key, |(subject, _)| subject);
+        Condition { key: key.into(), subject: subject.into(), op, operand }
+    }
+
+    fn arguments(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    /// Whether the condition holds for `amount`, and the warnings it left.
+    fn check(op: Op, amount: Value, operand: Value) -> (bool, Vec<String>) {
+        let mut warnings = Vec::new();
+        let holds =
+            holds(&condition("amount_x", op, operand), "pay", &arguments(json!({"amount": amount})), &mut warnings);
+        (holds, warnings)
+    }
+
+    #[test]
+    fn each_order_operator_holds_exactly_on_its_side_of_the_bound() {
+        let table = [
+            (Op::Lt, [true, false, false]),
+            (Op::Lte, [true, true, false]),
+            (Op::Gt, [false, false, true]),
+            (Op::Gte, [false, true, true]),
+        ];
+        for (op, expected) in table {
+            for (amount, holds) in [99, 100, 101].into_iter().zip(expected) {
+                assert_eq!(check(op, json!(amount), json!(100)), (holds, Vec::new()), "{op:?} {amount}");
+            }
+        }
+    }
+
+    #[test]
+    fn eq_neq_and_in_are_type_strict() {
+        assert!(check(Op::Eq, json!("a"), json!("a")).0);
+        assert!(!check(Op::Neq, json!("a"), json!("a")).0);
+        assert!(check(Op::Neq, json!(1), json!("1")).0);
+        assert!(check(Op::In, json!(2), json!([1, 2])).0);
+        assert!(!check(Op::In, json!("2"), json!([1, 2])).0);
+        assert!(!check(Op::In, json!(2), json!(2)).0);
+    }
+
+    #[test]
+    fn a_non_integer_under_an_order_operator_is_false_and_named_by_its_python_type() {
+        for (value, kind) in [
+            (json!(null), "NoneType"),
+            (json!(true), "bool"),
+            (json!("5"), "str"),
+            (json!([5]), "list"),
+            (json!({"v": 5}), "dict"),
+            (number("5.0"), "float"),
+        ] {
+            let (holds, warnings) = check(Op::Lte, value, json!(10));
+            assert!(!holds, "{kind}");
+            assert_eq!(warnings, [format!("pay: condition amount_x ignored: argument 'amount' is {kind}, not int")]);
+        }
+        assert_eq!(python_type(&json!(5)), "int");
+    }
+
+    #[test]
+    fn a_missing_argument_is_false_and_the_warning_lists_the_names_there_are() {
+        let mut warnings = Vec::new();
+        let condition = condition("amount_lte", Op::Lte, json!(10));
+        assert!(!holds(&condition, "pay", &arguments(json!({"b": 1, "a": 2})), &mut warnings));
+        assert_eq!(warnings, ["pay: condition amount_lte ignored: the action has no argument 'amount' (it has: a, b)"]);
+        warnings.clear();
+        assert!(!holds(&condition, "pay", &Map::new(), &mut warnings));
+        assert!(warnings[0].ends_with("(it has: none)"), "{warnings:?}");
+    }
+
+    #[test]
+    fn the_warning_lists_twenty_names_of_up_to_forty_characters() {
+        let names = |n: usize| -> Map<String, Value> { (0..n).map(|i| (format!("n{i:02}"), json!(i))).collect() };
+        assert!(!listed_names(&names(20)).contains("more"));
+        assert!(listed_names(&names(20)).ends_with("n19"));
+        assert!(listed_names(&names(21)).ends_with("n19, and 1 more"), "{}", listed_names(&names(21)));
+        let forty = "x".repeat(40);
+        let long = arguments(json!({ forty.clone(): 1, "y".repeat(41): 2 }));
+        assert_eq!(listed_names(&long), format!("{forty}, {forty_y}…", forty_y = "y".repeat(40)));
+    }
+
+    #[test]
+    fn numbers_compare_as_integers_when_both_are_and_numerically_otherwise() {
+        assert!(equal(&number("1"), &number("1.0")));
+        assert!(equal(&number("1.5"), &number("1.5")));
+        assert!(!equal(&number("1.5"), &number("2.5")));
+        assert!(!equal(&number("1"), &number("2")));
+        assert!(equal(&number("-0"), &number("0")));
+    }
+
+    #[test]
+    fn null_equals_only_null_and_strings_equal_only_the_same_text() {
+        assert!(equal(&json!(null), &json!(null)));
+        assert!(!equal(&json!(null), &json!("null")));
+        assert!(equal(&json!("a"), &json!("a")));
+        assert!(!equal(&json!("a"), &json!("b")));
+        assert!(equal(&json!({}), &json!({})));
+        assert!(!equal(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+        assert!(!equal(&json!({"a": 1}), &json!({"b": 1})));
+        assert!(!equal(&json!([1]), &json!([1, 1])));
+        assert!(equal(&json!(false), &json!(false)));
+        assert!(!equal(&json!(false), &json!(true)));
+    }
+
     #[test]
     fn integers_compare_exactly_at_any_size() {
         assert_eq!(compare_integers("-1208925819614629174706176", "-1"), Ordering::Less);

@@ -323,3 +323,199 @@ where
         breaks_not_listed: not_listed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(n: u64) -> ReceiptDraft {
+        ReceiptDraft {
+            receipt_id: format!("rcp_{n}"),
+            action_id: format!("act_{n}"),
+            action: "stripe.refund".into(),
+            action_hash: "sha256:aa".into(),
+            agent: "refund-agent".into(),
+            user: None,
+            resource: None,
+            arguments: serde_json::json!({"payment_id": format!("p{n}"), "amount": 1}),
+            environment: "production".into(),
+            decision: "allow".into(),
+            decision_reason: "rule[0]".into(),
+            approval_id: None,
+            approver: None,
+            effect_key: Some(format!("refund:p{n}")),
+            attempt: 1,
+            result: ReceiptResult::Committed,
+            execution: None,
+            would_have: None,
+            error: None,
+            started_at: 0,
+            finished_at: 1,
+            policy_hash: None,
+            policy_version: None,
+        }
+    }
+
+    /// Rows as the store yields them: position, and the row or why it could not be decoded.
+    type Rows = Vec<(u64, Result<StoredReceipt, String>)>;
+
+    /// `n` correctly chained rows, seq 1..=n, and the head that names the last.
+    fn chain(n: u64) -> (Rows, (u64, String)) {
+        let mut rows = Vec::new();
+        let mut prev = GENESIS_HASH.to_owned();
+        for seq in 1..=n {
+            let (document, hash) = draft(seq).seal(seq, &prev).expect("a receipt seals");
+            rows.push((seq, Ok(StoredReceipt { document, hash: Some(hash.clone()), executor_result: None })));
+            prev = hash;
+        }
+        (rows, (n, prev))
+    }
+
+    fn names(report: &ChainReport) -> Vec<(&'static str, Option<u64>)> {
+        report.breaks.iter().map(|b| (b.name, b.seq)).collect()
+    }
+
+    #[test]
+    fn a_stored_receipt_reads_as_its_document_with_hash_and_executor_result() {
+        let (mut rows, _) = chain(1);
+        let Some((_, Ok(mut stored))) = rows.pop() else { panic!("one row") };
+        stored.executor_result = Some(StoredResult::from_value(&serde_json::json!({"refund_id": "re_1"})));
+        let json = stored.to_json();
+        assert_eq!(json["seq"], 1);
+        assert_eq!(json["receipt_id"], "rcp_1");
+        assert_eq!(json["hash"].as_str(), stored.hash.as_deref());
+        assert_eq!(json["executor_result"], serde_json::json!({"refund_id": "re_1"}));
+        stored.executor_result = None;
+        stored.hash = None;
+        let json = stored.to_json();
+        assert_eq!((&json["hash"], &json["executor_result"]), (&serde_json::Value::Null, &serde_json::Value::Null));
+    }
+
+    #[test]
+    fn a_chain_break_reads_back_only_under_one_of_the_six_names() {
+        for name in CHAIN_BREAKS {
+            let text = serde_json::json!({"name": name, "seq": 3, "detail": "d"}).to_string();
+            let read: ChainBreak = serde_json::from_str(&text).expect("a known break reads back");
+            assert_eq!(read, ChainBreak { name, seq: Some(3), detail: "d".into() });
+        }
+        let unknown = serde_json::from_str::<ChainBreak>(r#"{"name": "rewritten", "seq": null, "detail": ""}"#);
+        assert!(unknown.is_err_and(|e| e.to_string().contains("unknown chain break")));
+    }
+
+    #[test]
+    fn an_intact_chain_with_its_head_is_ok() {
+        let (rows, head) = chain(3);
+        let report = verify_chain(rows, Some(head));
+        assert!(report.ok, "{report:?}");
+        assert_eq!((report.verified, report.chained, report.unchained, report.breaks_not_listed), (3, 3, 0, 0));
+    }
+
+    #[test]
+    fn a_head_naming_the_right_seq_with_a_wrong_hash_is_head_mismatch() {
+        let (rows, (seq, _)) = chain(3);
+        let wrong = sha256_prefixed(b"not the last receipt");
+        let report = verify_chain(rows, Some((seq, wrong)));
+        assert!(!report.ok);
+        assert_eq!(names(&report), [("head_mismatch", Some(3))]);
+    }
+
+    #[test]
+    fn a_head_naming_the_right_hash_with_a_wrong_seq_is_head_mismatch() {
+        let (rows, (_, hash)) = chain(3);
+        let report = verify_chain(rows, Some((2, hash)));
+        assert_eq!(names(&report), [("head_mismatch", Some(2))]);
+    }
+
+    #[test]
+    fn a_store_without_a_head_row_is_head_mismatch() {
+        let (rows, _) = chain(2);
+        let report = verify_chain(rows, None);
+        assert_eq!(names(&report), [("head_mismatch", None)]);
+        assert_eq!((report.head_seq, report.head_hash), (None, None));
+    }
+
+    #[test]
+    fn verified_counts_only_the_chained_receipts_nothing_was_reported_against() {
+        let (mut rows, head) = chain(5);
+        if let Ok(stored) = &mut rows[1].1 {
+            stored.hash = None;
+        }
+        if let Ok(stored) = &mut rows[3].1 {
+            stored.document = stored.document.replace("\"committed\"", "\"failed\"");
+        }
+        let report = verify_chain(rows, Some(head));
+        assert_eq!(names(&report), [("hash_missing", Some(2)), ("content_altered", Some(4))]);
+        assert_eq!((report.ok, report.verified, report.chained), (false, 3, 5));
+    }
+
+    #[test]
+    fn a_row_that_cannot_be_read_back_is_content_altered_and_not_verified() {
+        let (mut rows, head) = chain(4);
+        rows[1].1 = Err("postcard: unexpected end of input".into());
+        let report = verify_chain(rows, Some(head));
+        assert_eq!(report.breaks.first().map(|b| (b.name, b.seq)), Some(("content_altered", Some(2))));
+        assert!(report.breaks[0].detail.contains("cannot be read back"), "{:?}", report.breaks[0]);
+        assert_eq!((report.ok, report.chained), (false, 4));
+        assert!(report.verified < 4, "{report:?}");
+    }
+
+    #[test]
+    fn a_document_that_is_not_json_is_content_altered_once_and_the_next_link_still_holds() {
+        let (mut rows, head) = chain(4);
+        if let Ok(stored) = &mut rows[1].1 {
+            stored.document = "{not json".into();
+        }
+        let report = verify_chain(rows, Some(head));
+        assert_eq!(names(&report), [("content_altered", Some(2))]);
+        assert_eq!((report.verified, report.chained, report.unchained), (3, 4, 0));
+    }
+
+    #[test]
+    fn the_last_row_unreadable_still_lets_the_head_match_its_stored_hash() {
+        let (mut rows, head) = chain(3);
+        if let Ok(stored) = &mut rows[2].1 {
+            stored.document = "{\"seq\": 3, truncated".into();
+        }
+        let report = verify_chain(rows, Some(head));
+        assert_eq!(names(&report), [("content_altered", Some(3))]);
+        assert_eq!(report.verified, 2);
+    }
+
+    /// `n` rows whose stored hash is gone, each one a `hash_missing`, under a head that matches.
+    fn hashless(n: u64) -> ChainReport {
+        let (mut rows, head) = chain(n);
+        for (_, row) in &mut rows {
+            if let Ok(stored) = row {
+                stored.hash = None;
+            }
+        }
+        verify_chain(rows, Some(head))
+    }
+
+    #[test]
+    fn exactly_the_cap_of_breaks_is_listed_with_none_left_out() {
+        let report = hashless(MAX_LISTED_BREAKS as u64);
+        assert_eq!((report.breaks.len(), report.breaks_not_listed), (MAX_LISTED_BREAKS, 0));
+        assert!(!report.ok);
+        assert_eq!(report.verified, 0);
+    }
+
+    #[test]
+    fn breaks_beyond_the_cap_of_one_thousand_are_counted_not_listed() {
+        assert_eq!(MAX_LISTED_BREAKS, 1000);
+        let report = hashless(1003);
+        assert_eq!((report.breaks.len(), report.breaks_not_listed), (1000, 3));
+        assert_eq!(report.breaks.last().map(|b| (b.name, b.seq)), Some(("hash_missing", Some(1000))));
+        assert!(!report.ok);
+    }
+
+    #[test]
+    fn a_receipt_with_no_seq_is_unchained_and_reported_once() {
+        let (mut rows, head) = chain(2);
+        let document = serde_json::json!({"schema": RECEIPT_SCHEMA, "receipt_id": "rcp_x"}).to_string();
+        rows.push((3, Ok(StoredReceipt { document, hash: None, executor_result: None })));
+        let report = verify_chain(rows, Some(head));
+        assert_eq!(names(&report), [("unchained", None)]);
+        assert_eq!((report.verified, report.chained, report.unchained), (2, 2, 1));
+    }
+}

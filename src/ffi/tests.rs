@@ -811,3 +811,5 @@ fn a_forced_panic_returns_panic_then_the_handle_and_its_permits_answer_poisoned(
     assert_eq!(again.code, WARDEN_RESULT_POISONED);
     free(permit);
 }
+
+mod store_refusals;

@@ -288,3 +288,110 @@ fn build_url(source: &Source, endpoint: &Endpoint, params: &[(&str, Value)]) -> 
     }
     Ok(url)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::sight::config::{Auth, Limits};
+
+    fn source(base_url: &str, origin: &str, base_path: &str, endpoint_path: &str) -> Source {
+        let mut fields = BTreeMap::new();
+        fields.insert("a".to_owned(), "/a".to_owned());
+        fields.insert("b".to_owned(), "/b".to_owned());
+        Source {
+            id: "s".into(),
+            base_url: Url::parse(base_url).expect("a URL"),
+            origin: origin.into(),
+            base_path: base_path.into(),
+            auth: Auth::None,
+            timeout_ms: 10_000,
+            max_response_bytes: 1_048_576,
+            ca_certs: None,
+            limits: Limits::default(),
+            description: None,
+            endpoints: vec![Endpoint {
+                id: "e".into(),
+                path: endpoint_path.into(),
+                params: Vec::new(),
+                fields,
+                description: None,
+            }],
+            allow_insecure_http: false,
+        }
+    }
+
+    fn good() -> Source {
+        source("https://api.example.com/v2", "https://api.example.com", "/v2", "/items")
+    }
+
+    fn built(source: &Source, params: &[(&str, Value)]) -> Result<String, String> {
+        build_url(source, &source.endpoints[0], params).map(|url| url.to_string()).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn a_plain_name_of_up_to_64_characters_is_repeated_and_anything_else_is_not() {
+        let hidden = "(a name that is not shown)";
+        assert_eq!(shown("per_page-2.x"), "'per_page-2.x'");
+        assert_eq!(shown(&"n".repeat(64)), format!("'{}'", "n".repeat(64)));
+        assert_eq!(shown(&"n".repeat(65)), hidden);
+        for name in ["", "a b", "a/b", "é", "a\nb", "url:"] {
+            assert_eq!(shown(name), hidden, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn string_boolean_and_integer_params_are_form_encoded_in_order() {
+        let url = built(&good(), &[("q", json!("a b&c")), ("open", json!(true)), ("n", json!(-7))]);
+        assert_eq!(url.as_deref(), Ok("https://api.example.com/v2/items?q=a+b%26c&open=true&n=-7"));
+        assert_eq!(built(&good(), &[]).as_deref(), Ok("https://api.example.com/v2/items"));
+        let refused = built(&good(), &[("q", json!(["x"]))]).unwrap_err();
+        assert!(refused.contains("unsupported type"), "{refused}");
+    }
+
+    #[test]
+    fn a_url_that_would_leave_the_configured_origin_is_refused() {
+        let moved = source("https://api.example.com/v2", "https://other.example.com", "/v2", "/items");
+        let refused = built(&moved, &[]).unwrap_err();
+        assert!(refused.contains("left the configured origin"), "{refused}");
+    }
+
+    #[test]
+    fn a_url_carrying_a_user_name_or_a_password_is_refused() {
+        for base in ["https://user@api.example.com/v2", "https://:secret@api.example.com/v2"] {
+            let with_userinfo = source(base, "https://api.example.com", "/v2", "/items");
+            let refused = built(&with_userinfo, &[]).unwrap_err();
+            assert!(refused.contains("carries userinfo"), "{base}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_path_the_url_parser_would_rewrite_is_refused() {
+        let dotted = source("https://api.example.com/v2", "https://api.example.com", "/v2", "/items/../admin");
+        let refused = built(&dotted, &[]).unwrap_err();
+        assert!(refused.contains("does not have the configured path"), "{refused}");
+    }
+
+    #[test]
+    fn naming_every_alias_or_some_of_them_selects_exactly_those() {
+        let sources = crate::sight::config::parse(
+            &json!([{
+                "id": "s",
+                "base_url": "https://api.example.com/v2",
+                "endpoints": [{"id": "e", "path": "/items", "fields": {"a": "/a", "b": "/b"}}]
+            }]),
+            None,
+        )
+        .expect("the configuration loads");
+        for (asked, expected) in [(vec!["b", "a"], vec!["b", "a"]), (vec!["a"], vec!["a"])] {
+            let fields = asked.iter().map(|name| (*name).to_owned()).collect();
+            let query = Query::new("s", "e", Map::new(), Some(fields));
+            let confined = confine(&sources, &query).expect("confined");
+            let names: Vec<&str> = confined.aliases.iter().map(|(alias, _)| alias.as_str()).collect();
+            assert_eq!(names, expected);
+        }
+    }
+}
