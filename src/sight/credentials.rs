@@ -19,6 +19,12 @@ pub const MAX_CREDENTIAL_FILE_BYTES: u64 = 64 * 1024;
 /// value; implementations must not log or cache the value.
 pub trait CredentialProvider: Send + Sync {
     fn resolve(&self, reference: &str) -> Option<Zeroizing<String>>;
+
+    /// Where this provider looked for `reference` (a valid reference) and why that can come up
+    /// empty, for the `credential_unavailable` message: never a value, only a place.
+    fn looked_in(&self, reference: &str) -> String {
+        format!("the host's credential provider had no value for {reference}")
+    }
 }
 
 /// The default provider: the environment variable named by the reference.
@@ -32,6 +38,13 @@ impl CredentialProvider for EnvProvider {
         }
         let value = std::env::var_os(reference)?;
         value.into_string().ok().map(Zeroizing::new)
+    }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!(
+            "Warden looked for the environment variable {reference}, which is not set (or not UTF-8); set it, \
+             or use a credentials directory or a credential callback"
+        )
     }
 }
 
@@ -79,6 +92,15 @@ impl CredentialProvider for DirectoryProvider {
             }
         }
     }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!(
+            "Warden looked for the file {} (the credentials directory), which is missing, unreadable, \
+             not a regular file, over {} KiB or not UTF-8",
+            self.dir.join(reference).display(),
+            MAX_CREDENTIAL_FILE_BYTES / 1024
+        )
+    }
 }
 
 /// A host-supplied resolver (the bindings register one). The returned `String` is moved into
@@ -88,6 +110,10 @@ pub struct CallbackProvider<F: Fn(&str) -> Option<String> + Send + Sync>(pub F);
 impl<F: Fn(&str) -> Option<String> + Send + Sync> CredentialProvider for CallbackProvider<F> {
     fn resolve(&self, reference: &str) -> Option<Zeroizing<String>> {
         (self.0)(reference).map(Zeroizing::new)
+    }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!("Warden asked the host's credential callback, which returned no value for {reference}")
     }
 }
 
@@ -183,7 +209,17 @@ fn resolve_checked(provider: &dyn CredentialProvider, reference: &str) -> Result
     let label = reference_label(reference);
     let value = match provider.resolve(reference) {
         Some(value) => value,
-        None => return Err(SightError::new("credential_unavailable", format!("credential {label} is not available"))),
+        None => {
+            // Where it looked, so the operator knows what to fix; the label is the reference
+            // itself only when it has reference syntax.
+            let place = if is_reference(reference) { provider.looked_in(reference) } else { String::new() };
+            let message = if place.is_empty() {
+                format!("credential {label} is not available")
+            } else {
+                format!("credential {label} is not available: {place}")
+            };
+            return Err(SightError::new("credential_unavailable", message));
+        }
     };
     if value.is_empty() {
         return Err(SightError::new("credential_unavailable", format!("credential {label} is empty")));
