@@ -309,7 +309,9 @@ class Runner:
         for command, expected, expected_code in commands:
             code, output = session.run(command, strict=False)
             got, want = normalised(output), normalised("\n".join(expected))
-            print(f"  $ {command.splitlines()[0][:90]}  -> exit {code}", flush=True)
+            took = time.monotonic() - started
+            started = time.monotonic()
+            print(f"  $ {command.splitlines()[0][:90]}  -> exit {code} in {took:.0f}s", flush=True)
             if code != expected_code or got != want:
                 diff = "\n".join(difflib.unified_diff(want, got, "README", "actual", lineterm=""))
                 self.fail(block, f"`{command}` exited {code} (README: {expected_code})\n{diff}")

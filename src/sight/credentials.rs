@@ -265,3 +265,68 @@ fn is_header_token(name: &str) -> bool {
         && name.len() <= 128
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unavailable(auth: &AuthSpec, provider: &dyn CredentialProvider) -> String {
+        let error = header_for(auth, provider).expect_err("no value, so no header");
+        assert_eq!(error.code, "credential_unavailable");
+        error.message
+    }
+
+    fn bearer(reference: &str) -> AuthSpec {
+        AuthSpec::Bearer { credential: reference.to_owned() }
+    }
+
+    #[test]
+    fn a_missing_credential_names_where_warden_looked_for_it() {
+        let reference = "WARDEN_TEST_SURELY_UNSET_CREDENTIAL";
+        assert_eq!(
+            unavailable(&bearer(reference), &EnvProvider),
+            format!(
+                "credential {reference} is not available: Warden looked for the environment variable {reference}, \
+                 which is not set (or not UTF-8); set it, or use a credentials directory or a credential callback"
+            )
+        );
+
+        let dir = std::env::temp_dir().join("warden-credentials-test-no-such-dir");
+        let message = unavailable(&bearer("STATUS_TOKEN"), &DirectoryProvider { dir: dir.clone() });
+        assert!(
+            message.starts_with(&format!(
+                "credential STATUS_TOKEN is not available: Warden looked for the file {} (the credentials directory)",
+                dir.join("STATUS_TOKEN").display()
+            )),
+            "{message}"
+        );
+
+        let message = unavailable(&bearer("STATUS_TOKEN"), &CallbackProvider(|_: &str| None));
+        assert_eq!(
+            message,
+            "credential STATUS_TOKEN is not available: Warden asked the host's credential callback, which returned \
+             no value for STATUS_TOKEN"
+        );
+    }
+
+    #[test]
+    fn a_provider_without_its_own_words_still_says_it_had_no_value() {
+        struct Nothing;
+        impl CredentialProvider for Nothing {
+            fn resolve(&self, _: &str) -> Option<Zeroizing<String>> {
+                None
+            }
+        }
+        let basic = AuthSpec::Basic { username: "USER_REF".into(), password: "PASS_REF".into() };
+        assert_eq!(
+            unavailable(&basic, &Nothing),
+            "credential USER_REF is not available: the host's credential provider had no value for USER_REF"
+        );
+    }
+
+    #[test]
+    fn a_reference_that_is_not_one_is_never_echoed_nor_looked_up() {
+        let message = unavailable(&bearer("sk-live-not-a-reference"), &EnvProvider);
+        assert_eq!(message, "credential (invalid reference) is not available");
+    }
+}
