@@ -12,14 +12,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-# The README's first block names this script; when the README blocks stage runs that block,
-# this is that nested call, and the suite is already running.
-if [ -n "${IN_WARDEN_TEST_SH:-}" ]; then
-    echo "scripts/test.sh: already running (this is its own README blocks stage); not started again"
-    exit 0
-fi
-export IN_WARDEN_TEST_SH=1
-
 # ---- prerequisites ------------------------------------------------------------------------------
 
 missing=()
@@ -81,6 +73,14 @@ if [ "${1:-}" = "--prerequisites" ]; then
     exit 0
 fi
 
+# The README's first block names this script; when the README blocks stage runs that block,
+# this is that nested call, and the suite is already running.
+if [ -n "${IN_WARDEN_TEST_SH:-}" ]; then
+    echo "scripts/test.sh: already running (this is its own README blocks stage); not started again"
+    exit 0
+fi
+export IN_WARDEN_TEST_SH=1
+
 # ---- the suite ----------------------------------------------------------------------------------
 
 export RUST_BACKTRACE=0
@@ -104,12 +104,36 @@ rust_tests() { cargo test --locked 2>&1 | tee -a "$log"; }
 broken_build_controls() { cargo test --locked --features test-exports --test verify --test c_abi --lib 2>&1 | tee -a "$log"; }
 readme_blocks() { python3 scripts/readme_blocks.py; }
 
+# With Node and npm off the PATH, the prerequisite check stops before building and names both.
+prerequisites_are_named() {
+    local bin; bin=$(mktemp -d)
+    local tool
+    for tool in cargo rustc git gcc nm bash sort head awk dirname grep xargs; do
+        ln -s "$(command -v "$tool")" "$bin/$tool"
+    done
+    # The interpreter itself, not a version manager's shim that needs more of the PATH.
+    ln -s "$(python3 -c 'import sys; print(sys.executable)')" "$bin/python3"
+    local out status=0
+    out=$(PATH="$bin" CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
+        "$bin/bash" ./scripts/test.sh --prerequisites 2>&1) || status=$?
+    rm -rf "$bin"
+    local named; named=$(grep -c '^  - ' <<<"$out" || true)
+    if [ "$status" -ne 1 ] || [ "$named" -ne 2 ] || ! grep -q '^  - Node >= 18 — ' <<<"$out" \
+        || ! grep -q '^  - npm — ' <<<"$out"; then
+        echo "the prerequisite check did not name exactly the missing Node and npm (exit $status):" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    echo "the prerequisite check names what is missing (Node and npm, here)"
+}
+
 # A clone in a folder with nothing beside it (no ../shared, no ../vectors): the prerequisites and
-# self-containment checks pass there, and the vector suites read the clone's own vectors.
+# self-containment checks pass there (and name what is missing when something is), and the vector
+# suites read the clone's own vectors.
 fresh_clone() {
     local dir; dir=$(mktemp -d)
     git clone --quiet --no-hardlinks "$root" "$dir/warden"
-    (cd "$dir/warden" && ./scripts/test.sh --prerequisites)
+    (cd "$dir/warden" && ./scripts/test.sh --prerequisites && prerequisites_are_named)
     # The Python suites of the clone (vectors and header) against the library built here.
     (cd "$dir/warden/bindings/python" && WARDEN_REPO="$dir/warden" WARDEN_BUILT_LIB="$CARGO_TARGET_DIR/release/libwarden.so" \
         "$CARGO_TARGET_DIR/py-venv/bin/pytest" -q tests/test_vectors.py tests/test_header.py)
