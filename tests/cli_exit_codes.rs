@@ -144,6 +144,7 @@ const STORE_COMMANDS: &[&[&str]] = &[
     &["approve", "apr_00000000000000000000000000000000", "--by", "ops:bob"],
     &["deny", "apr_00000000000000000000000000000000", "--by", "ops:bob"],
     &["inspect", "refund:pay_1"],
+    &["doctor"],
     &["history", "status", "summary", "--config", "warden.yaml"],
     &[
         "diff",

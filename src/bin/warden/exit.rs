@@ -17,8 +17,8 @@ Exit codes, one rule for every command:
   0  ok (for `decide`, any decision: it is a report)
   1  refused, or a check failed: the store or a sight said no (duplicate, ambiguous, not
      found, a refused or failed query), a guarantee failed, the receipt chain is broken,
-     `init` found the file already there, or what `canonical`, `action-hash` or `template`
-     checks was refused
+     `doctor` found damage, `init` found the file already there, or what `canonical`,
+     `action-hash` or `template` checks was refused
   2  usage or configuration error: bad arguments, or a file that is missing or unusable
      (a document that does not load, for `check` too; no store at the path; a credentials
      directory that is not one)
