@@ -1,17 +1,93 @@
 #!/usr/bin/env bash
-# Every test Warden has: Rust (unit, integration, vectors, multi-process, crash, CLI, C ABI
-# under valgrind), the header freshness check, clippy with -D warnings, the demo, the
-# Python and Node bindings against the library built here once, and mutation testing of the
-# decider files the last commit changed.
+# Every test Warden has: the prerequisites first, then Rust (unit, integration, vectors,
+# multi-process, crash, CLI, C ABI under valgrind), the header freshness check, clippy with
+# -D warnings, the Python and Node bindings against the library built here once, every code block
+# of the READMEs as a newcomer pastes it, mutation testing of the decider files
+# the last commit changed, a fresh clone with nothing beside it, and a clean checkout at the end.
+#
+#   ./scripts/test.sh                  everything
+#   ./scripts/test.sh --prerequisites  only check what the suite needs, and that nothing it reads
+#                                      lies outside the repository
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+
+# ---- prerequisites ------------------------------------------------------------------------------
+
+missing=()
+need() { # need WHAT HOW-TO-GET-IT COMMAND...
+    local what=$1 how=$2
+    shift 2
+    if ! "$@" >/dev/null 2>&1; then
+        missing+=("$what — $how")
+    fi
+}
+version_at_least() { # version_at_least WANT HAVE
+    [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$1" ]
+}
+rust_version() { rustc --version | awk '{print $2}'; }
+prerequisites() {
+    need "Rust (cargo, rustc)" "install it from https://rustup.rs" cargo --version
+    if command -v rustc >/dev/null 2>&1; then
+        need "Rust >= 1.90 (this is $(rust_version))" "rustup update stable" version_at_least 1.90 "$(rust_version)"
+    fi
+    need "clippy" "rustup component add clippy" cargo clippy --version
+    need "git" "install git (apt install git)" git --version
+    need "gcc" "install a C toolchain (apt install build-essential)" gcc --version
+    need "nm (binutils)" "install binutils (apt install binutils)" nm --version
+    need "Python >= 3.10" "install Python 3.10 or later (apt install python3)" \
+        python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'
+    need "Python's venv and pip" "install them (apt install python3-venv python3-pip)" \
+        python3 -c 'import venv, ensurepip'
+    need "Node >= 18" "install Node.js 18 or later (https://nodejs.org, or apt install nodejs)" \
+        node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)'
+    need "npm" "install npm (apt install npm)" npm --version
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "scripts/test.sh needs what is missing here:" >&2
+        printf '  - %s\n' "${missing[@]}" >&2
+        exit 1
+    fi
+    if command -v valgrind >/dev/null 2>&1; then
+        echo "prerequisites: all present (the C tests run under valgrind)"
+    else
+        echo "prerequisites: all present; valgrind is not installed, so the C tests run without it (optional: apt install valgrind)"
+    fi
+}
+
+# Nothing the suite reads may lie outside the repository: a clone is all a newcomer has.
+self_contained() {
+    local outside
+    outside=$(git ls-files -z | xargs -0 grep -nIE '\.\./shared|\.\./vectors|/work/(main|shared|wt-)' -- 2>/dev/null \
+        | grep -v '^scripts/test.sh:' || true)
+    if [ -n "$outside" ]; then
+        echo "these tracked files name paths outside the repository:" >&2
+        echo "$outside" >&2
+        exit 1
+    fi
+    echo "self-contained: no tracked file names a path outside the repository"
+}
+
+prerequisites
+self_contained
+if [ "${1:-}" = "--prerequisites" ]; then
+    exit 0
+fi
+
+# The README's first block names this script; when the README blocks stage runs that block,
+# this is that nested call, and the suite is already running.
+if [ -n "${IN_WARDEN_TEST_SH:-}" ]; then
+    echo "scripts/test.sh: already running (this is its own README blocks stage); not started again"
+    exit 0
+fi
+export IN_WARDEN_TEST_SH=1
+
+# ---- the suite ----------------------------------------------------------------------------------
+
 export RUST_BACKTRACE=0
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 mkdir -p "$CARGO_TARGET_DIR"
 log="$CARGO_TARGET_DIR/test-output.txt"
 : > "$log"
-
 
 timings=()
 stage() {
@@ -24,21 +100,60 @@ stage() {
 
 clippy() { cargo clippy --locked --all-targets -- -D warnings; }
 release_build() { cargo build --locked --release --lib --bin warden; }
-demo() { "$CARGO_TARGET_DIR/release/warden" demo >/dev/null; }
 rust_tests() { cargo test --locked 2>&1 | tee -a "$log"; }
 broken_build_controls() { cargo test --locked --features test-exports --test verify --test c_abi --lib 2>&1 | tee -a "$log"; }
+readme_blocks() { python3 scripts/readme_blocks.py; }
+
+# With Node and npm off the PATH, the prerequisite check stops before building and names both.
+prerequisites_are_named() {
+    local bin; bin=$(mktemp -d)
+    local tool
+    for tool in cargo rustc git gcc nm bash sort head awk dirname grep xargs; do
+        ln -s "$(command -v "$tool")" "$bin/$tool"
+    done
+    # The interpreter itself, not a version manager's shim that needs more of the PATH.
+    ln -s "$(python3 -c 'import sys; print(sys.executable)')" "$bin/python3"
+    local out status=0
+    out=$(PATH="$bin" CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
+        "$bin/bash" ./scripts/test.sh --prerequisites 2>&1) || status=$?
+    rm -rf "$bin"
+    local named; named=$(grep -c '^  - ' <<<"$out" || true)
+    if [ "$status" -ne 1 ] || [ "$named" -ne 2 ] || ! grep -q '^  - Node >= 18 — ' <<<"$out" \
+        || ! grep -q '^  - npm — ' <<<"$out"; then
+        echo "the prerequisite check did not name exactly the missing Node and npm (exit $status):" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    echo "the prerequisite check names what is missing (Node and npm, here)"
+}
+
+# A clone in a folder with nothing beside it (no ../shared, no ../vectors): the prerequisites and
+# self-containment checks pass there (and name what is missing when something is), and the vector
+# suites read the clone's own vectors.
+fresh_clone() {
+    local dir; dir=$(mktemp -d)
+    git clone --quiet --no-hardlinks "$root" "$dir/warden"
+    (cd "$dir/warden" && ./scripts/test.sh --prerequisites && prerequisites_are_named)
+    # The Python suites of the clone (vectors and header) against the library built here.
+    (cd "$dir/warden/bindings/python" && WARDEN_REPO="$dir/warden" WARDEN_BUILT_LIB="$CARGO_TARGET_DIR/release/libwarden.so" \
+        "$CARGO_TARGET_DIR/py-venv/bin/pytest" -q tests/test_vectors.py tests/test_header.py)
+    rm -rf "$dir"
+}
+
+# The whole run leaves nothing behind that git would see.
+clean_checkout() {
+    local changes; changes=$(git status --porcelain)
+    if [ -n "$changes" ] && [ "$changes" != "${checkout_before:-}" ]; then
+        echo "the suite changed the checkout (git status --porcelain):" >&2
+        diff <(echo "${checkout_before:-}") <(echo "$changes") >&2 || true
+        exit 1
+    fi
+    echo "the checkout is as it was before the suite (git status --porcelain)"
+}
+checkout_before=$(git status --porcelain)
 
 stage "clippy (-D warnings)" clippy
 stage "release build (library + CLI, shared by bindings)" release_build
-stage "demo" demo
-c_quickstart() {
-    gcc -std=c11 -Wall -Wextra -Werror -pedantic -I include bindings/c/quickstart.c \
-        -L "$CARGO_TARGET_DIR/release" -lwarden -Wl,-rpath,"$CARGO_TARGET_DIR/release" -o "$CARGO_TARGET_DIR/quickstart"
-    local dir; dir=$(mktemp -d)
-    "$CARGO_TARGET_DIR/quickstart" "$dir/q.redb" src/bin/warden/starter.yaml | grep -q "WARDEN_RESULT_DUPLICATE"
-    rm -rf "$dir"
-}
-stage "C quickstart (compile -Werror, run)" c_quickstart
 stage "cargo test" rust_tests
 stage "cargo test --features test-exports" broken_build_controls
 if [ -x bindings/python/run-tests.sh ]; then
@@ -50,6 +165,7 @@ fi
 if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; then
     stage "cross-language race (python + node + cli)" bash -c "set -o pipefail; '$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
 fi
+stage "README blocks, as pasted (demo, quickstarts)" readme_blocks
 # Mutation testing of the decider files the last commit changed (scripts/mutants.sh), when
 # cargo-mutants is installed (.ci/run installs it); the full run is `scripts/mutants.sh`.
 mutants_in_diff() {
@@ -62,6 +178,8 @@ mutants_in_diff() {
     fi
 }
 stage "mutation testing (deciders changed since HEAD~1)" mutants_in_diff
+stage "a fresh clone with nothing beside it" fresh_clone
+stage "the checkout is left clean" clean_checkout
 
 echo
 echo "== stage timings"

@@ -41,7 +41,7 @@ pub enum Error {
     #[error("{}", duplicate_message(effect_key, *state, holder))]
     Duplicate { state: DuplicateState, effect_key: String, holder: String },
 
-    #[error("effect {effect_key:?} is ambiguous: {detail}; a human must run `warden resolve {effect_key} --committed|--failed` before it can be retried")]
+    #[error("effect {effect_key:?} is ambiguous: {detail}; before it can be retried a human must check the remote side and run `{}` (or `--failed` if it did not happen), with WARDEN_STORE (or --store) naming this store", crate::hint::resolve_command(effect_key, None))]
     Ambiguous { effect_key: String, action_id: String, detail: String },
 
     #[error("effect {effect_key:?} failed {attempts} time(s), which is its max_attempts of {max_attempts}; no further attempt is allowed")]

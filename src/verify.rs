@@ -33,6 +33,7 @@ use crate::effect::EffectState;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelOptions, Proposal};
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
+use crate::scratch::ScratchDir;
 use crate::template::{Template, TemplateMode};
 
 /// The hidden `warden` subcommand a G4 child runs: `warden __verify-child SPEC INDEX`.
@@ -239,30 +240,18 @@ fn refused(error: &Error) -> String {
 
 // ---- the scratch store --------------------------------------------------------------------------
 
-/// A fresh directory under the system's temporary directory, removed when dropped.
-struct Scratch {
-    dir: PathBuf,
-}
+/// The scratch directory, its I/O errors reported as store errors (verify cannot run without it).
+struct Scratch(ScratchDir);
 
 impl Scratch {
     fn create() -> Result<Scratch> {
-        let mut random = [0u8; 8];
-        getrandom::fill(&mut random)
-            .map_err(|e| Error::Store(format!("no randomness to name a scratch directory: {e}")))?;
-        let dir = std::env::temp_dir().join(format!("warden-verify-{}-{}", std::process::id(), hex::encode(random)));
-        std::fs::create_dir(&dir)
-            .map_err(|e| Error::Store(format!("cannot create the scratch directory {}: {e}", dir.display())))?;
-        Ok(Scratch { dir })
+        ScratchDir::create("warden-verify").map(Scratch).map_err(|e| {
+            Error::Store(format!("cannot create a scratch directory under {}: {e}", std::env::temp_dir().display()))
+        })
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.0.path(name)
     }
 }
 

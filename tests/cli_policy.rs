@@ -163,7 +163,7 @@ fn check_refuses_a_duplicate_key_and_names_the_line() {
     let s = Initialized::new();
     s.write("dup.yaml", "schema: warden/v1\nactions:\n  customer.read:\n    decision: allow\n    decision: deny\n");
     let run = s.run(&["check", "dup.yaml"]);
-    assert_eq!(run.code, 1, "{run}");
+    assert_eq!(run.code, 2, "{run}");
     assert_eq!(run.stdout, "", "{run}");
     assert!(run.stderr.starts_with("warden: dup.yaml:5: "), "{run}");
     assert!(run.stderr.contains("duplicate key 'decision'"), "{run}");
@@ -175,14 +175,14 @@ fn check_refuses_an_unknown_key_and_names_the_line() {
     let s = Initialized::new();
     s.write("unknown.yaml", "schema: warden/v1\nactions:\n  customer.read:\n    decision: allow\n    colour: red\n");
     let run = s.run(&["check", "unknown.yaml"]);
-    assert_eq!(run.code, 1, "{run}");
+    assert_eq!(run.code, 2, "{run}");
     assert!(
         run.stderr.starts_with("warden: unknown.yaml:5: actions.customer.read.colour: unknown key 'colour'"),
         "{run}"
     );
 
     let json = s.run(&["check", "unknown.yaml", "--json"]);
-    assert_eq!(json.code, 1, "{json}");
+    assert_eq!(json.code, 2, "{json}");
     let report = one_document(&json);
     assert_eq!(keys(&report), ["error", "ok", "policy_hash", "warnings"], "{json}");
     assert_eq!(
@@ -227,7 +227,7 @@ fn check_falls_back_to_config_and_warden_config() {
     assert_eq!(none.code, 2, "{none}");
     assert!(none.stderr.contains("set WARDEN_CONFIG"), "{none}");
     let missing = s.run(&["check", "missing.yaml"]);
-    assert_eq!(missing.code, 1, "{missing}");
+    assert_eq!(missing.code, 2, "{missing}");
     assert!(missing.stderr.starts_with("warden: missing.yaml: "), "{missing}");
 }
 
@@ -400,7 +400,7 @@ fn the_verify_child_is_hidden_and_reports_bad_arguments() {
 fn help_documents_the_exit_codes() {
     let run = warden_in(Path::new("."), &["--help"], &[]);
     assert_eq!(run.code, 0, "{run}");
-    for line in ["0  ok", "1  refused, or the check failed", "2  usage or configuration error", "3  internal error"] {
+    for line in ["0  ok", "1  refused, or a check failed", "2  usage or configuration error", "3  internal error"] {
         assert!(run.stdout.contains(line), "{line:?} missing:\n{run}");
     }
     for command in ["init", "check", "decide", "verify", "inspect", "approve", "deny"] {

@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// Replace the one thing that differs between runs: where the store lives.
 fn normalized(text: &str) -> String {
-    let pattern = regex::Regex::new(r"/\S*warden-demo-\d+/demo\.redb").expect("pattern");
+    let pattern = regex::Regex::new(r"/\S*warden-demo-\d+-[0-9a-f]{16}/demo\.redb").expect("pattern");
     pattern.replace_all(text, "<STORE>").into_owned()
 }
 
@@ -20,4 +20,26 @@ fn the_readme_quotes_the_demo_verbatim() {
         readme.contains(demo.trim_end()),
         "README.md does not quote the current `warden demo` output; paste a real run:\n{demo}"
     );
+}
+
+/// `#define WARDEN_RESULT_NAME N` in the generated header.
+fn header_codes() -> Vec<(String, u32)> {
+    let header = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/warden.h")).unwrap();
+    let pattern = regex::Regex::new(r"(?m)^#define WARDEN_RESULT_([A-Z_]+) (\d+)$").expect("pattern");
+    pattern.captures_iter(&header).map(|c| (c[1].to_owned(), c[2].parse().unwrap())).collect()
+}
+
+#[test]
+fn the_readme_lists_every_result_code_of_the_header() {
+    let codes = header_codes();
+    assert!(codes.len() >= 19, "the header's codes were not found: {codes:?}");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("Result codes (append-only)").expect("the README's result-code list");
+    let list: String = readme[start..].split("\n\n").next().unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+    for (name, code) in codes {
+        if name == "OK" {
+            continue;
+        }
+        assert!(list.contains(&format!("`{code}` {name}")), "README.md's result codes lack `{code}` {name}:\n{list}");
+    }
 }

@@ -140,4 +140,15 @@ try:
 except ImportError:
     pass
 
-setup(cmdclass=commands, distclass=PlatformDistribution)
+def scratch_options() -> dict[str, dict[str, str]]:
+    """setuptools' own build folders (`build/`, `warden.egg-info/`) go under the cargo target
+    directory, next to the library, so installing from a checkout leaves nothing in it."""
+    try:
+        scratch = target_directory(repository_root() / "Cargo.toml") / "python-build"
+    except SystemExit:
+        return {}  # not inside a checkout (an sdist): setuptools' defaults
+    scratch.mkdir(parents=True, exist_ok=True)
+    return {"build": {"build_base": str(scratch / "build")}, "egg_info": {"egg_base": str(scratch)}}
+
+
+setup(cmdclass=commands, distclass=PlatformDistribution, options=scratch_options())

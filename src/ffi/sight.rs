@@ -76,6 +76,13 @@ impl CredentialProvider for HostCallback {
             None
         }
     }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!(
+            "Warden asked the host's credential callback (set with warden_sight_credentials_set), which returned \
+             no value for {reference}"
+        )
+    }
 }
 
 /// Creates a cancellation token. Returns NULL only if the library panicked (allocation failure).

@@ -19,6 +19,12 @@ pub const MAX_CREDENTIAL_FILE_BYTES: u64 = 64 * 1024;
 /// value; implementations must not log or cache the value.
 pub trait CredentialProvider: Send + Sync {
     fn resolve(&self, reference: &str) -> Option<Zeroizing<String>>;
+
+    /// Where this provider looked for `reference` (a valid reference) and why that can come up
+    /// empty, for the `credential_unavailable` message: never a value, only a place.
+    fn looked_in(&self, reference: &str) -> String {
+        format!("the host's credential provider had no value for {reference}")
+    }
 }
 
 /// The default provider: the environment variable named by the reference.
@@ -32,6 +38,13 @@ impl CredentialProvider for EnvProvider {
         }
         let value = std::env::var_os(reference)?;
         value.into_string().ok().map(Zeroizing::new)
+    }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!(
+            "Warden looked for the environment variable {reference}, which is not set (or not UTF-8); set it, \
+             or use a credentials directory or a credential callback"
+        )
     }
 }
 
@@ -79,6 +92,15 @@ impl CredentialProvider for DirectoryProvider {
             }
         }
     }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!(
+            "Warden looked for the file {} (the credentials directory), which is missing, unreadable, \
+             not a regular file, over {} KiB or not UTF-8",
+            self.dir.join(reference).display(),
+            MAX_CREDENTIAL_FILE_BYTES / 1024
+        )
+    }
 }
 
 /// A host-supplied resolver (the bindings register one). The returned `String` is moved into
@@ -88,6 +110,10 @@ pub struct CallbackProvider<F: Fn(&str) -> Option<String> + Send + Sync>(pub F);
 impl<F: Fn(&str) -> Option<String> + Send + Sync> CredentialProvider for CallbackProvider<F> {
     fn resolve(&self, reference: &str) -> Option<Zeroizing<String>> {
         (self.0)(reference).map(Zeroizing::new)
+    }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!("Warden asked the host's credential callback, which returned no value for {reference}")
     }
 }
 
@@ -183,7 +209,17 @@ fn resolve_checked(provider: &dyn CredentialProvider, reference: &str) -> Result
     let label = reference_label(reference);
     let value = match provider.resolve(reference) {
         Some(value) => value,
-        None => return Err(SightError::new("credential_unavailable", format!("credential {label} is not available"))),
+        None => {
+            // Where it looked, so the operator knows what to fix; the label is the reference
+            // itself only when it has reference syntax.
+            let place = if is_reference(reference) { provider.looked_in(reference) } else { String::new() };
+            let message = if place.is_empty() {
+                format!("credential {label} is not available")
+            } else {
+                format!("credential {label} is not available: {place}")
+            };
+            return Err(SightError::new("credential_unavailable", message));
+        }
     };
     if value.is_empty() {
         return Err(SightError::new("credential_unavailable", format!("credential {label} is empty")));
@@ -228,4 +264,69 @@ fn is_header_token(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 128
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unavailable(auth: &AuthSpec, provider: &dyn CredentialProvider) -> String {
+        let error = header_for(auth, provider).expect_err("no value, so no header");
+        assert_eq!(error.code, "credential_unavailable");
+        error.message
+    }
+
+    fn bearer(reference: &str) -> AuthSpec {
+        AuthSpec::Bearer { credential: reference.to_owned() }
+    }
+
+    #[test]
+    fn a_missing_credential_names_where_warden_looked_for_it() {
+        let reference = "WARDEN_TEST_SURELY_UNSET_CREDENTIAL";
+        assert_eq!(
+            unavailable(&bearer(reference), &EnvProvider),
+            format!(
+                "credential {reference} is not available: Warden looked for the environment variable {reference}, \
+                 which is not set (or not UTF-8); set it, or use a credentials directory or a credential callback"
+            )
+        );
+
+        let dir = std::env::temp_dir().join("warden-credentials-test-no-such-dir");
+        let message = unavailable(&bearer("STATUS_TOKEN"), &DirectoryProvider { dir: dir.clone() });
+        assert!(
+            message.starts_with(&format!(
+                "credential STATUS_TOKEN is not available: Warden looked for the file {} (the credentials directory)",
+                dir.join("STATUS_TOKEN").display()
+            )),
+            "{message}"
+        );
+
+        let message = unavailable(&bearer("STATUS_TOKEN"), &CallbackProvider(|_: &str| None));
+        assert_eq!(
+            message,
+            "credential STATUS_TOKEN is not available: Warden asked the host's credential callback, which returned \
+             no value for STATUS_TOKEN"
+        );
+    }
+
+    #[test]
+    fn a_provider_without_its_own_words_still_says_it_had_no_value() {
+        struct Nothing;
+        impl CredentialProvider for Nothing {
+            fn resolve(&self, _: &str) -> Option<Zeroizing<String>> {
+                None
+            }
+        }
+        let basic = AuthSpec::Basic { username: "USER_REF".into(), password: "PASS_REF".into() };
+        assert_eq!(
+            unavailable(&basic, &Nothing),
+            "credential USER_REF is not available: the host's credential provider had no value for USER_REF"
+        );
+    }
+
+    #[test]
+    fn a_reference_that_is_not_one_is_never_echoed_nor_looked_up() {
+        let message = unavailable(&bearer("sk-live-not-a-reference"), &EnvProvider);
+        assert_eq!(message, "credential (invalid reference) is not available");
+    }
 }

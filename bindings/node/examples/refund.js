@@ -97,7 +97,7 @@ async function main() {
     say('   the agent retries');
     const blocked = await asAgent(() => refund({ payment_id: 'pay_3', amount: 900 })).catch((e) => e);
     say(`   ${refusal(blocked)} (remote calls: ${stripe.calls})`);
-    say('   a human must now run: warden resolve refund:pay_3 --committed|--failed');
+    say(`   a human checks stripe, then runs: warden --store ${store} resolve refund:pay_3 --committed`);
     say();
 
     const chain = await w.verifyChain();

@@ -56,10 +56,13 @@ def test_building_a_wheel_runs_cargo_and_bundles_the_library(tmp_path: Path) -> 
     existed = [path.exists() for path in leftovers]
     try:
         result = _pip_wheel(tmp_path, env)
+        # setuptools' build folders go under the cargo target directory, never into the checkout.
+        left = [path.name for path, was_there in zip(leftovers, existed) if not was_there and path.exists()]
     finally:
         for path, was_there in zip(leftovers, existed):
             if not was_there:
                 shutil.rmtree(path, ignore_errors=True)
+    assert left == [], f"the build left {left} in {PACKAGE_DIR}"
     assert result.returncode == 0, result.stdout + result.stderr
     assert "warden: cargo build --release --lib -p warden" in result.stdout + result.stderr
     (wheel,) = tmp_path.glob("warden-*.whl")

@@ -1,9 +1,11 @@
 //! `warden demo`: the effect kernel's story in process, under the starter policy, with no
 //! network and no executor but a counter: a lost reply left AMBIGUOUS blocks the blind retry,
 //! an approval is bound to one exact action and spent once, two agents race for one refund and
-//! one wins, and an action nobody listed is denied. Every step is a real call on a real store.
+//! one wins, and an action nobody listed is denied. Every step is a real call on a real store:
+//! a fresh one in a scratch folder of its own every time, never the operator's (`--store`,
+//! `--config` and their variables are ignored with a note), removed afterwards unless `--keep`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -11,11 +13,36 @@ use serde_json::json;
 use warden::pipeline::{ActionRequest, Warden, WardenOptions};
 use warden::{EffectState, Error, Permit, Principal};
 
-use crate::exit::Failure;
+use warden::hint::shell_word;
+use warden::scratch::ScratchDir;
 
-/// Where the demo keeps its store when no --store is given.
-fn default_store() -> PathBuf {
-    std::env::temp_dir().join(format!("warden-demo-{}", std::process::id())).join("demo.redb")
+use crate::exit::Failure;
+use crate::output::{shown, write_stderr};
+
+/// What the demo was handed and does not use.
+pub struct Ignored<'a> {
+    pub store: Option<&'a Path>,
+    pub config: Option<&'a Path>,
+}
+
+impl Ignored<'_> {
+    /// One note per option given, for stderr (stdout stays the story, as the README quotes it).
+    fn notes(&self) -> Vec<String> {
+        let given =
+            |path: Option<&Path>| path.filter(|p| !p.as_os_str().is_empty()).map(|p| shown(&p.display().to_string()));
+        let mut notes = Vec::new();
+        if let Some(store) = given(self.store) {
+            notes.push(format!(
+                "note: the demo ignores --store/WARDEN_STORE ({store}): it runs on a fresh scratch store of its own and never touches yours"
+            ));
+        }
+        if let Some(config) = given(self.config) {
+            notes.push(format!(
+                "note: the demo ignores --config/WARDEN_CONFIG ({config}): it always runs the starter policy"
+            ));
+        }
+        notes
+    }
 }
 
 struct Story {
@@ -61,16 +88,41 @@ fn refusal<T>(outcome: Result<T, Error>) -> String {
     }
 }
 
-pub fn demo(store: Option<&Path>, starter: &str) -> Result<String, Failure> {
-    let path = store.map(Path::to_path_buf).unwrap_or_else(default_store);
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Failure::usage(format!("cannot create {}: {e}", parent.display())))?;
+/// The story on a fresh store in a new scratch folder, which is removed afterwards (also when
+/// the story fails) unless `keep`.
+pub fn demo(ignored: &Ignored<'_>, keep: bool, starter: &str) -> Result<String, Failure> {
+    for note in ignored.notes() {
+        write_stderr(&note);
     }
+    let mut scratch = ScratchDir::create("warden-demo").map_err(|e| {
+        Failure::internal(format!("cannot create a scratch folder under {}: {e}", std::env::temp_dir().display()))
+    })?;
+    if keep {
+        scratch.keep();
+    }
+    let path = scratch.path("demo.redb");
+    let mut lines = story(&path, starter)?;
+    if keep {
+        lines.push(format!(
+            "the scratch store is kept; look closer: warden --store {} receipts",
+            shell_word(&path.display().to_string())
+        ));
+    } else {
+        let dir = scratch.dir().display().to_string();
+        if let Err(error) = scratch.remove() {
+            write_stderr(&format!("could not remove the scratch folder {dir}: {error}"));
+        }
+        lines.push("the scratch store is removed; to look closer, run: warden demo --keep".to_owned());
+    }
+    Ok(lines.join("\n") + "\n")
+}
+
+/// Every step, on the store at `path` (closed again when this returns).
+fn story(path: &Path, starter: &str) -> Result<Vec<String>, Failure> {
     let document =
         warden::document::load_str(starter, "the starter policy").map_err(|e| Failure::internal(e.to_string()))?;
     let hash = document.policy_hash.clone();
-    let warden = Warden::open(&path, document, WardenOptions::default())?;
+    let warden = Warden::open(path, document, WardenOptions::default())?;
     let mut story = Story { warden, lines: Vec::new(), remote_calls: AtomicUsize::new(0) };
     story.lines.push(format!("warden demo: the starter policy ({hash})"));
     story.lines.push(format!("store: {}", path.display()));
@@ -156,6 +208,5 @@ pub fn demo(store: Option<&Path>, starter: &str) -> Result<String, Failure> {
         if report.ok { "verified" } else { "BROKEN" },
         story.remote_calls.load(Ordering::SeqCst)
     ));
-    story.lines.push(format!("look closer: warden --store {} receipts", path.display()));
-    Ok(story.lines.join("\n") + "\n")
+    Ok(story.lines)
 }

@@ -63,6 +63,8 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
     };
     Ok(Done {
         stdout,
-        check_failed: (!sound).then(|| format!("the store {} is damaged", kernel.store().path().display())),
+        failed: (!sound).then(|| {
+            Failure::check("store_damaged", format!("the store {} is damaged", kernel.store().path().display()))
+        }),
     })
 }

@@ -11,25 +11,31 @@ pub const EXIT_USAGE: u8 = 2;
 /// Internal error: a store fault, stdout gone, anything that is not the caller's doing.
 pub const EXIT_INTERNAL: u8 = 3;
 
-/// The exit codes as `--help` prints them.
+/// The exit codes as `--help` prints them (README.md quotes this text).
 pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
+Exit codes, one rule for every command:
   0  ok (for `decide`, any decision: it is a report)
-  1  refused, or the check failed (a refused document, a broken receipt chain, a failed guarantee)
-  2  usage or configuration error (bad arguments, no store, a document that does not load)
+  1  refused, or a check failed: the store or a sight said no (duplicate, ambiguous, not
+     found, a refused or failed query), a guarantee failed, the receipt chain is broken,
+     `doctor` found damage, `init` found the file already there, or what `canonical`,
+     `action-hash` or `template` checks was refused
+  2  usage or configuration error: bad arguments, or a file that is missing or unusable
+     (a document that does not load, for `check` too; no store at the path; a credentials
+     directory that is not one)
   3  internal error (a store fault)
 
 With --json, stdout holds exactly one JSON document, also on error.";
 
-/// What a command printed, and whether the check it ran failed (exit 1 with the note on stderr).
+/// What a command printed, and, when it did not succeed after all (a failed check, a document
+/// `check` refused), the exit code and the note for stderr: stdout is printed either way.
 pub struct Done {
     pub stdout: String,
-    pub check_failed: Option<String>,
+    pub failed: Option<Failure>,
 }
 
 impl Done {
     pub fn ok(stdout: String) -> Done {
-        Done { stdout, check_failed: None }
+        Done { stdout, failed: None }
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::json;
 
 use warden::document::load_str;
+use warden::hint::shell_word;
 
 use crate::exit::Failure;
 use crate::output::{document, shown};
@@ -46,8 +47,9 @@ pub fn init(path: &Path, force: bool, json: bool) -> Result<String, Failure> {
             "policy_hash": starter.policy_hash,
         })));
     }
+    let word = shell_word(&path.display().to_string());
     Ok(format!(
-        "wrote {shown_path} (policy {})\nnext: warden check {shown_path}, then warden verify --config {shown_path}\n",
+        "wrote {shown_path} (policy {})\nnext: warden check {word}, then warden verify --config {word}\n",
         starter.policy_hash
     ))
 }

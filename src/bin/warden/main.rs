@@ -2,9 +2,10 @@
 //! `verify`), pure checks (`canonical`, `action-hash`, `template`) and the operator's view of one
 //! store (`effects`, `resolve`, `receipts`, `events`, `pending`, `approve`, `deny`, `inspect`).
 //!
-//! Exit codes: 0 ok; 1 refused or check failed; 2 usage or configuration error (clap's own
-//! errors, a missing store, a document that does not load, invalid input such as a resolver
-//! name with a newline); 3 internal error (store faults). Errors go to stderr as one line
+//! Exit codes, one rule for every command (`exit::EXIT_CODES_HELP`): 0 ok; 1 refused or check
+//! failed; 2 usage or configuration error (clap's own errors, a missing or unusable file: a
+//! document that does not load, `check` included, a missing store; invalid input such as a
+//! resolver name with a newline); 3 internal error (store faults). Errors go to stderr as one line
 //! `warden: <message>`; with `--json` the error is also printed on stdout as `{"error": {...}}`
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
@@ -29,7 +30,7 @@ use serde_json::json;
 
 use warden::EffectState;
 
-use crate::exit::{Done, Failure, EXIT_CHECK_FAILED, EXIT_CODES_HELP, EXIT_INTERNAL};
+use crate::exit::{Done, Failure, EXIT_CODES_HELP, EXIT_INTERNAL};
 use crate::output::{count, document, read_stdin, write_stderr, write_stdout};
 use crate::policy_commands::{document_path, load_config, DecideRequest};
 use crate::store_commands::{default_person, open_store, open_store_to_read, parse_ttl};
@@ -62,7 +63,15 @@ struct Cli {
 enum Command {
     /// Run the story in process against a real store under the starter policy: a lost reply,
     /// an approval bound to one action, two agents racing, an unknown action. No network.
-    Demo,
+    ///
+    /// The store is always a fresh one in a scratch folder of its own, removed afterwards
+    /// unless --keep; --store, --config, WARDEN_STORE and WARDEN_CONFIG are ignored (with a
+    /// note on stderr), so the demo never writes into your store.
+    Demo {
+        /// Keep the scratch folder and print the command that looks into its store.
+        #[arg(long)]
+        keep: bool,
+    },
 
     /// Write a commented starter document (warden/v1) that `check` accepts and `verify` passes.
     Init {
@@ -76,7 +85,8 @@ enum Command {
 
     /// Validate a document: print OK, its policy hash and every warning.
     ///
-    /// A refused document is exit 1 with the file, line and reason on stderr. With --json:
+    /// A document that does not load (or is missing) is exit 2, as for every other command,
+    /// with the file, line and reason on stderr. With --json:
     /// {"ok", "policy_hash", "warnings"}, and {"ok": false, "error", ...} when refused.
     Check {
         /// The document (default: --config, then $WARDEN_CONFIG).
@@ -343,14 +353,10 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(done) => {
             let written = write_stdout(&done.stdout);
-            match (done.check_failed, written) {
-                (_, Err(failure)) => {
+            match (done.failed, written) {
+                (_, Err(failure)) | (Some(failure), Ok(())) => {
                     write_stderr(&failure.message);
                     ExitCode::from(failure.code)
-                }
-                (Some(note), Ok(())) => {
-                    write_stderr(&note);
-                    ExitCode::from(EXIT_CHECK_FAILED)
                 }
                 (None, Ok(())) => ExitCode::SUCCESS,
             }
@@ -371,7 +377,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
     let config = cli.config.as_deref();
     let json = cli.json;
     match &cli.command {
-        Command::Demo => demo::demo(store, init::STARTER).map(Done::ok),
+        Command::Demo { keep } => demo::demo(&demo::Ignored { store, config }, *keep, init::STARTER).map(Done::ok),
         Command::Init { path, force } => init::init(path, *force, json).map(Done::ok),
         Command::Check { file } => Ok(policy_commands::check(document_path(file.as_deref(), config)?, json)),
         Command::Decide { file, action, args, agent, user } => {

@@ -35,8 +35,8 @@ pub fn load_config(path: &Path) -> Result<Document, Failure> {
     load_file(path).map_err(|e| Failure::config(e.to_string()))
 }
 
-/// `OK`, the policy hash and every load-time warning; a refused document is exit 1 with the
-/// path and line on stderr (and `{"ok": false, "error": ...}` under `--json`).
+/// `OK`, the policy hash and every load-time warning; a document that does not load is exit 2 (as
+/// for every command) with the path and line on stderr (and `{"ok": false, "error": ...}` under `--json`).
 pub fn check(path: &Path, json: bool) -> Done {
     match load_file(path) {
         Ok(doc) => {
@@ -66,7 +66,8 @@ pub fn check(path: &Path, json: bool) -> Done {
             } else {
                 String::new()
             };
-            Done { stdout, check_failed: Some(message) }
+            // The same exit code as every other command that is handed a document it cannot use.
+            Done { stdout, failed: Some(Failure::config(message)) }
         }
     }
 }
@@ -165,9 +166,9 @@ pub fn verify(doc: &Document, json: bool) -> Result<Done, Failure> {
         .map_err(|e| Failure::internal(format!("cannot find the warden binary for the G4 race: {e}")))?;
     let report = warden::verify::run(doc, Some(&program))?;
     let stdout = if json { document(&report.to_json()) } else { report.render() };
-    let check_failed = (!report.ok()).then(|| {
+    let failed = (!report.ok()).then(|| {
         let failed = report.guarantees.iter().filter(|g| g.status == warden::verify::Status::Fail).count();
-        format!("verify failed: {failed} guarantee(s) did not hold for this document")
+        Failure::check("verify_failed", format!("verify failed: {failed} guarantee(s) did not hold for this document"))
     });
-    Ok(Done { stdout, check_failed })
+    Ok(Done { stdout, failed })
 }

@@ -1,4 +1,5 @@
-//! Checks that touch no store and no document: `canonical`, `action-hash`, `template`.
+//! Checks that touch no store and no document: `canonical`, `action-hash`, `template`. What
+//! they check (stdin, the template) is refused with exit 1; a bad `--args` is a usage error.
 
 use serde_json::{json, Map, Value};
 
@@ -87,9 +88,10 @@ pub fn render_template(
 ) -> Result<String, Failure> {
     let mode = if raw { TemplateMode::Raw } else { TemplateMode::Escaped };
     let template = Template::parse(source, mode).map_err(|e| Failure::check("template_invalid", e.to_string()))?;
-    let arguments = parse_json(args).map_err(|e| Failure::check("invalid_json", format!("--args: {e}")))?;
+    // --args is an argument of the command, so a bad one is a usage error, as for `decide`.
+    let arguments = parse_json(args).map_err(|e| Failure::usage(format!("--args: {e}")))?;
     let Value::Object(arguments) = arguments else {
-        return Err(Failure::check("invalid_json", "--args must be a JSON object"));
+        return Err(Failure::usage("--args must be a JSON object"));
     };
     let key = template
         .render_effect_key(&arguments, resource)

@@ -148,11 +148,14 @@ pub fn chain(report: &ChainReport, json: bool) -> Result<Done, Failure> {
         }
         out
     };
-    let check_failed = (!report.ok).then(|| {
+    let failed = (!report.ok).then(|| {
         let found = u64::try_from(report.breaks.len()).unwrap_or(u64::MAX).saturating_add(report.breaks_not_listed);
-        format!("the receipt chain is broken: {found} break(s); the store's evidence was altered or damaged")
+        Failure::check(
+            "chain_broken",
+            format!("the receipt chain is broken: {found} break(s); the store's evidence was altered or damaged"),
+        )
     });
-    Ok(Done { stdout, check_failed })
+    Ok(Done { stdout, failed })
 }
 
 pub fn events(kernel: &Kernel, after: u64, limit: usize, json: bool) -> Result<String, Failure> {
