@@ -248,8 +248,10 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     committed = states.get("committed", 0)
     if committed != args.expect or sum(states.values()) != args.expect:
         raise SystemExit(f"py_worker: the store holds {states}, expected {args.expect} committed")
-    if chain is not None and not chain["ok"]:
-        raise SystemExit(f"py_worker: the receipt chain does not verify: {chain['report']}")
+    if chain is not None and not (chain["ok"] and chain["report"].get("verified") == args.expect):
+        raise SystemExit(
+            f"py_worker: the receipt chain does not verify one receipt per committed action: {chain['report']}"
+        )
     return {"states": states, "chain": chain}
 
 
@@ -266,8 +268,13 @@ def main() -> None:
     parser.add_argument("--expect", type=int, default=0)
     args = parser.parse_args()
     if args.command == "create":
-        system = open_system(args)
-        system.close()
+        if args.system == "ctrlrun-default":
+            # The module's default Control is built on the first call; build the same one here.
+            import ctrlrun
+
+            ctrlrun.Control.from_file(Path(args.dir) / "ctrlrun.yaml").store.close()
+        else:
+            open_system(args).close()
         say(json.dumps({"created": True}))
     elif args.command == "check":
         say(json.dumps(check(args)))

@@ -19,15 +19,8 @@ target=${CARGO_TARGET_DIR:-$repo/target}
 export CARGO_TARGET_DIR=$target
 export RUST_BACKTRACE=0
 
-dir=$target/compare-stores
-args=()
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
-        --dir=*) dir=${1#--dir=}; shift ;;
-        -h|--help) args+=("$1"); shift ;;
-        *) args+=("$1"); shift ;;
-    esac
+for arg in "$@"; do
+    case "$arg" in -h|--help) exec "${PYTHON:-python3}" "$here/compare.py" --help ;; esac
 done
 
 log=$target/compare/setup.log
@@ -68,5 +61,4 @@ rm -rf "$repo/bindings/python/build" "$repo/bindings/python/warden.egg-info"  # 
 step "building the Node addon (bindings/node/scripts/build.js)"
 (cd "$repo/bindings/node" && quiet node scripts/build.js)
 
-exec "$venv/bin/python" "$here/compare.py" --repo "$repo" --warden-cli "$target/release/warden" \
-    --dir "$dir" --out "$target/compare" "${args[@]}"
+exec "$venv/bin/python" "$here/compare.py" "$@"
