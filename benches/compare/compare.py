@@ -82,8 +82,12 @@ DURABILITY = [
     (
         "Physical reference",
         "Raw `write(512 B)+fdatasync` and redb 4.6 durable commits of one small row on the same "
-        "disk, measured by `warden bench` in the same run. Whether the virtual disk honours "
-        "fsync is the host's business; every durable number above assumes it does.",
+        "disk, measured by `warden bench` in the same run, and the harness's own probe of raw "
+        "`write+fdatasync` in two calling patterns (a thread looping; each call handed to a "
+        "worker thread). Where the two probe rows differ widely, the sync cost is the virtual "
+        "machine's wake-up, not the disk, and Warden's durable rows depend on how each binding "
+        "hands its calls over. Whether the virtual disk honours fsync is the host's business; "
+        "every durable number above assumes it does.",
     ),
 ]
 
@@ -337,7 +341,10 @@ class Harness:
         return argv + list(more)
 
     def oneshot(self, argv: list[str], env: dict[str, str], run_dir: Path, what: str) -> dict[str, Any]:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=run_dir, timeout=MEASUREMENT_TIMEOUT_S)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=run_dir, timeout=MEASUREMENT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise Failed(f"{what} did not finish within {MEASUREMENT_TIMEOUT_S} s") from None
         if done.returncode != 0:
             raise Failed(f"{what} failed (exit status {done.returncode}):\n{done.stderr[-3000:]}")
         try:
@@ -379,6 +386,10 @@ class Harness:
             check_config = Config(config.id, config.system, "py", config.workload, config.group, "warden", config.outcomes)
         else:
             check_config = config
+        store = run_dir / "warden.redb"
+        if check_config.py_system == "warden":
+            result.extra["store_bytes"] = store.stat().st_size
+            result.extra["completed_actions"] = expect
         checked = self.oneshot(
             self.py_argv("check", check_config, run_dir, "--expect", str(expect)), env, run_dir, f"{config.id}: checking the store"
         )
@@ -388,10 +399,6 @@ class Harness:
             verified = chain["report"]["verified"]
             result.extra["chain_verified"] = verified
             result.extra["chain_verify_per_second"] = verified / chain["seconds"] if chain["seconds"] > 0 else None
-        store = run_dir / "warden.redb"
-        if check_config.py_system == "warden" and store.exists():
-            result.extra["store_bytes"] = store.stat().st_size
-            result.extra["completed_actions"] = expect
         if not self.args.keep:
             shutil.rmtree(run_dir)
         return result
@@ -407,9 +414,12 @@ class Harness:
         run_dir = self.fresh_dir("warden-bench")
         argv = [str(self.warden_cli), "bench", "--json", "--threads", "1", "--processes", "8",
                 "--outcomes", "both", "--dir", str(run_dir), "--actions", str(self.args.actions)]
-        with (run_dir / "bench.stderr").open("w") as err:
-            done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env(None, run_dir),
-                                  timeout=MEASUREMENT_TIMEOUT_S)
+        try:
+            with (run_dir / "bench.stderr").open("w") as err:
+                done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env(None, run_dir),
+                                      timeout=MEASUREMENT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise Failed(f"`{' '.join(argv)}` did not finish within {MEASUREMENT_TIMEOUT_S} s") from None
         if done.returncode != 0:
             tail = (run_dir / "bench.stderr").read_text(errors="replace")[-3000:]
             raise Failed(f"`{' '.join(argv)}` failed (exit status {done.returncode}):\n{tail}")
@@ -451,6 +461,56 @@ class Row:
     def median_of(self, values: list[float]) -> float | None:
         values = [v for v in values if v is not None and not math.isnan(v)]
         return statistics.median(values) if values else None
+
+
+PROBE_IDS = {
+    "direct": ("ref/probe-direct", "write(4 KiB) + fdatasync, one thread in a loop (harness probe)"),
+    "handed_off": ("ref/probe-handoff", "write(4 KiB) + fdatasync, each handed to a worker thread (harness probe)"),
+}
+
+
+def disk_probe(directory: Path, count: int) -> dict[str, float]:
+    """The raw sync rate of the stores' disk in two calling patterns.
+
+    On some virtual machines an fdatasync issued by a thread looping on its own is an order of
+    magnitude slower than the same call handed to a worker thread while the caller waits (the
+    cost is the vCPU's wake-up, not the disk); Warden's durable rows move with it while
+    ctrlrun's (which never syncs) do not. Both are printed so a reader can tell.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = directory / "probe.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, b"\0" * 65536)
+        os.fdatasync(fd)
+        block = b"\x07" * 4096
+
+        def one(n: int) -> None:
+            os.pwrite(fd, block, (n % 16) * 4096)
+            os.fdatasync(fd)
+
+        rates: dict[str, float] = {}
+        began = time.perf_counter()
+        for n in range(count):
+            one(n)
+        rates["direct"] = count / (time.perf_counter() - began)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(one, 0).result()
+            began = time.perf_counter()
+            for n in range(count):
+                pool.submit(one, n).result()
+            rates["handed_off"] = count / (time.perf_counter() - began)
+        return rates
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def add_probe(rows: dict[str, Row], rates: dict[str, float]) -> None:
+    for key, rate in rates.items():
+        row_id, what = PROBE_IDS[key]
+        rows.setdefault(row_id, Row(row_id, what, "physical reference", "ref", None)).runs.append(rate)
 
 
 def add_rust(rows: dict[str, Row], doc: dict[str, Any]) -> None:
@@ -588,7 +648,7 @@ def ordered_rows(rows: dict[str, Row]) -> list[Row]:
         return (workload_rank, s, o)
 
     return sorted((r for r in rows.values() if r.group != "ref"), key=key) + [
-        rows[i] for i in REFERENCE_IDS.values() if i in rows
+        rows[i] for i in [*REFERENCE_IDS.values(), *(row_id for row_id, _ in PROBE_IDS.values())] if i in rows
     ]
 
 
@@ -746,7 +806,7 @@ def main() -> int:
         configs = [c for c in configs if any(c.id.startswith(w) for w in wanted)]
     harness = Harness(args)
     rows: dict[str, Row] = {c.id: Row(c.id, c.system, c.workload, c.group, c.outcomes) for c in configs}
-    steps_per_round = len(configs) + (0 if args.no_rust else 1)
+    steps_per_round = len(configs) + (0 if args.no_rust else 2)
     progress = Progress(args.repetitions * steps_per_round)
     started = time.monotonic()
     loadavg_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -761,10 +821,17 @@ def main() -> int:
             progress.show("creating an empty Warden store (for store growth)")
             harness.measure_empty_store()
         for rep in range(args.repetitions):
-            order: list[Config | None] = list(configs) + ([] if args.no_rust else [None])
+            order: list[Config | str | None] = list(configs) + ([] if args.no_rust else ["probe", None])
             if rep % 2 == 1:
                 order.reverse()
             for config in order:
+                if config == "probe":
+                    progress.show(f"round {rep + 1}/{args.repetitions}: raw fdatasync probe")
+                    rates = disk_probe(Path(args.dir), min(args.actions, 500))
+                    add_probe(rows, rates)
+                    progress.step(f"round {rep + 1}: fdatasync probe: {rates['direct']:,.0f}/s looping, "
+                                  f"{rates['handed_off']:,.0f}/s handed off")
+                    continue
                 if config is None:
                     progress.show(f"round {rep + 1}/{args.repetitions}: warden bench (Rust, physical reference)")
                     doc = harness.rust_bench()
@@ -772,6 +839,7 @@ def main() -> int:
                     add_rust(rows, doc)
                     progress.step(f"round {rep + 1}: warden bench done")
                     continue
+                assert isinstance(config, Config)
                 label = f"{config.system}, {config.workload}" + (f", {config.outcomes}" if config.outcomes else "")
                 progress.show(f"round {rep + 1}/{args.repetitions}: {label} …")
                 result = harness.run(config)

@@ -244,6 +244,11 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"py_worker: {path} does not exist; the run wrote its state elsewhere")
         with sqlite3.connect(path) as db:
             states = dict(db.execute("SELECT state, count(*) FROM effects GROUP BY state").fetchall())
+            # The durability statement of the report rests on this (and on the
+            # `PRAGMA synchronous=NORMAL` every ctrlrun connection sets, state.py).
+            journal = db.execute("PRAGMA journal_mode").fetchone()[0]
+        if journal != "wal":
+            raise SystemExit(f"py_worker: {path} is in journal mode {journal!r}, not WAL")
         chain = None
     committed = states.get("committed", 0)
     if committed != args.expect or sum(states.values()) != args.expect:
