@@ -206,6 +206,15 @@ def percentile(sorted_values: list[int], p: float) -> float:
     return float(sorted_values[min(rank, len(sorted_values) - 1)])
 
 
+def free_space(directory: Path) -> str:
+    """How much room the stores' filesystem has left (a full disk fails a run silently)."""
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return "free space unknown"
+    return f"{stat.f_bavail * stat.f_frsize / 2**20:,.0f} MiB free on {directory}"
+
+
 class Workers:
     """The processes of one measurement, with a watchdog that kills them all past a deadline."""
 
@@ -213,7 +222,7 @@ class Workers:
         self.run_dir = run_dir
         self.procs: list[subprocess.Popen[str]] = []
         self.logs: list[Path] = []
-        self.timer = threading.Timer(MEASUREMENT_TIMEOUT_S, self.kill)
+        self.timer = threading.Timer(MEASUREMENT_TIMEOUT_S, self.expire)
         self.timer.daemon = True
         self.timed_out = False
 
@@ -229,8 +238,11 @@ class Workers:
             self.timer.start()
         return proc
 
-    def kill(self) -> None:
+    def expire(self) -> None:
         self.timed_out = True
+        self.kill()
+
+    def kill(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
@@ -243,7 +255,7 @@ class Workers:
         except OSError:
             pass
         why = f" (killed after {MEASUREMENT_TIMEOUT_S} s)" if self.timed_out else ""
-        return Failed(f"worker {index} {what}{why}; its stderr ({self.logs[index]}):\n{tail}")
+        return Failed(f"worker {index} {what}{why}; {free_space(self.run_dir)}; its stderr ({self.logs[index]}):\n{tail}")
 
     def read(self, index: int) -> str:
         proc = self.procs[index]
@@ -346,7 +358,7 @@ class Harness:
         except subprocess.TimeoutExpired:
             raise Failed(f"{what} did not finish within {MEASUREMENT_TIMEOUT_S} s") from None
         if done.returncode != 0:
-            raise Failed(f"{what} failed (exit status {done.returncode}):\n{done.stderr[-3000:]}")
+            raise Failed(f"{what} failed (exit status {done.returncode}; {free_space(run_dir)}):\n{done.stderr[-3000:]}")
         try:
             return json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -422,7 +434,7 @@ class Harness:
             raise Failed(f"`{' '.join(argv)}` did not finish within {MEASUREMENT_TIMEOUT_S} s") from None
         if done.returncode != 0:
             tail = (run_dir / "bench.stderr").read_text(errors="replace")[-3000:]
-            raise Failed(f"`{' '.join(argv)}` failed (exit status {done.returncode}):\n{tail}")
+            raise Failed(f"`{' '.join(argv)}` failed (exit status {done.returncode}; {free_space(run_dir)}):\n{tail}")
         try:
             doc = json.loads(done.stdout)
         except ValueError:
@@ -797,6 +809,9 @@ def main() -> int:
     stores = Path(args.dir).resolve()
     stores.mkdir(parents=True, exist_ok=True)
     refuse_memory_filesystem(stores)
+    room = os.statvfs(stores)
+    if room.f_bavail * room.f_frsize < 2 * 2**30:
+        print(f"compare: warning: only {free_space(stores)}; a full disk fails a run", file=sys.stderr)
     args.dir = str(stores / f"run-{os.getpid()}")
     Path(args.dir).mkdir()
 
