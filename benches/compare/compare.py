@@ -750,6 +750,12 @@ def markdown(report: dict[str, Any], rows: dict[str, Row]) -> str:
             f"{fmt_ratio(ratio(row.median, baseline(rows, 'default', row.group)))} | "
             f"{fmt_ratio(ratio(row.median, baseline(rows, 'fast', row.group)))} |"
         )
+    if report["failures"]:
+        lines += ["", f"**Failures during this run**: {len(report['failures'])} step(s) failed and were run again; "
+                  f"the table counts the repeats (the failed runs' files are kept under `{report['failed_runs_kept_under']}`):", ""]
+        for f in report["failures"]:
+            text = " ".join(f["error"].split())
+            lines.append(f"- round {f['round']}, {f['step']}: {text[:600]}")
     lines += [
         "",
         "Ratios compare medians with the ctrlrun row of the same shape: 1 thread, 1 concurrent and "
@@ -827,6 +833,44 @@ def main() -> int:
     loadavg_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     rust_docs: list[dict[str, Any]] = []
 
+    failures: list[dict[str, Any]] = []
+
+    def step_label(config: Config | str | None) -> str:
+        if config == "probe":
+            return "raw fdatasync probe"
+        if config is None:
+            return "warden bench (Rust, physical reference)"
+        assert isinstance(config, Config)
+        return f"{config.system}, {config.workload}" + (f", {config.outcomes}" if config.outcomes else "")
+
+    def run_step(config: Config | str | None, rep: int) -> None:
+        """One step of a round; its numbers are added only once it has succeeded."""
+        label = step_label(config)
+        progress.show(f"round {rep + 1}/{args.repetitions}: {label} …")
+        if config == "probe":
+            rates = disk_probe(Path(args.dir), min(args.actions, 500))
+            add_probe(rows, rates)
+            progress.step(f"round {rep + 1}: fdatasync probe: {rates['direct']:,.0f}/s looping, "
+                          f"{rates['handed_off']:,.0f}/s handed off")
+            return
+        if config is None:
+            doc = harness.rust_bench()
+            rust_docs.append(doc)
+            add_rust(rows, doc)
+            progress.step(f"round {rep + 1}: warden bench done")
+            return
+        assert isinstance(config, Config)
+        result = harness.run(config)
+        row = rows[config.id]
+        row.runs.append(result.rate)
+        row.p50_ms.append(percentile(result.latencies_us, 50) / 1000)
+        row.p99_ms.append(percentile(result.latencies_us, 99) / 1000)
+        result.extra["empty_store_bytes"] = harness.empty_store_bytes
+        result.extra["seconds"] = result.seconds
+        result.extra["actions"] = result.actions
+        row.extra.append(result.extra)
+        progress.step(f"round {rep + 1}: {label}: {result.rate:,.0f}/s")
+
     def interrupted(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -840,33 +884,17 @@ def main() -> int:
             if rep % 2 == 1:
                 order.reverse()
             for config in order:
-                if config == "probe":
-                    progress.show(f"round {rep + 1}/{args.repetitions}: raw fdatasync probe")
-                    rates = disk_probe(Path(args.dir), min(args.actions, 500))
-                    add_probe(rows, rates)
-                    progress.step(f"round {rep + 1}: fdatasync probe: {rates['direct']:,.0f}/s looping, "
-                                  f"{rates['handed_off']:,.0f}/s handed off")
-                    continue
-                if config is None:
-                    progress.show(f"round {rep + 1}/{args.repetitions}: warden bench (Rust, physical reference)")
-                    doc = harness.rust_bench()
-                    rust_docs.append(doc)
-                    add_rust(rows, doc)
-                    progress.step(f"round {rep + 1}: warden bench done")
-                    continue
-                assert isinstance(config, Config)
-                label = f"{config.system}, {config.workload}" + (f", {config.outcomes}" if config.outcomes else "")
-                progress.show(f"round {rep + 1}/{args.repetitions}: {label} …")
-                result = harness.run(config)
-                row = rows[config.id]
-                row.runs.append(result.rate)
-                row.p50_ms.append(percentile(result.latencies_us, 50) / 1000)
-                row.p99_ms.append(percentile(result.latencies_us, 99) / 1000)
-                result.extra["empty_store_bytes"] = harness.empty_store_bytes
-                result.extra["seconds"] = result.seconds
-                result.extra["actions"] = result.actions
-                row.extra.append(result.extra)
-                progress.step(f"round {rep + 1}: {label}: {result.rate:,.0f}/s")
+                for attempt in (1, 2):
+                    try:
+                        run_step(config, rep)
+                        break
+                    except Failed as failure:
+                        progress.clear()
+                        what = step_label(config)
+                        print(f"compare: round {rep + 1}, {what}, attempt {attempt} failed: {failure}", file=sys.stderr)
+                        failures.append({"round": rep + 1, "step": what, "attempt": attempt, "error": str(failure)})
+                        if attempt == 2:
+                            raise
     except Failed as failure:
         progress.clear()
         print(f"compare: {failure}", file=sys.stderr)
@@ -877,7 +905,7 @@ def main() -> int:
         print(f"compare: interrupted; scratch files are under {args.dir}", file=sys.stderr)
         return 130
     progress.clear()
-    if not args.keep:
+    if not args.keep and not failures:
         shutil.rmtree(args.dir, ignore_errors=True)
 
     rows = {k: v for k, v in rows.items() if v.runs}
@@ -904,6 +932,8 @@ def main() -> int:
         }
         for r in ordered_rows(rows)
     ]
+    report["failures"] = failures
+    report["failed_runs_kept_under"] = args.dir if failures else None
     report["durability"] = [{"system": who, "statement": what} for who, what in DURABILITY]
     report["warden_bench_runs"] = rust_docs
     text = markdown(report, rows)
