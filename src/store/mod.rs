@@ -759,6 +759,20 @@ impl Tamper<'_, '_> {
     pub fn delegation_count(&mut self) -> Result<u64> {
         self.tx.delegation_count()
     }
+    /// Write one reservation's budget charges, as a reservation would (a bulk load for benches).
+    pub fn put_budget_charges(
+        &mut self,
+        charges: &[crate::authority::Charge],
+        effect_key: &str,
+        attempt: u32,
+        now: Micros,
+    ) -> Result<()> {
+        self.tx.charge_budgets(charges, effect_key, attempt, now)
+    }
+    /// The running window sum a reservation reads for `charge` (and writes back).
+    pub fn budget_window_sum(&mut self, charge: &crate::authority::Charge, now: Micros) -> Result<u128> {
+        self.tx.budget_window_sum(charge, now)
+    }
     /// The stored bytes of a delegation row.
     pub fn raw_delegation(&mut self, id: &str) -> Result<Option<Vec<u8>>> {
         self.tx.raw_delegation(id)
