@@ -304,6 +304,11 @@ impl Warden {
         self.kernel.revoke_sweep(sweep, by)
     }
 
+    /// One stored delegation by id.
+    pub fn delegation(&self, delegation_id: &str) -> Result<Option<ListedDelegation>> {
+        self.kernel.delegation(delegation_id)
+    }
+
     /// Stored delegations in id order, revoked ones included.
     pub fn delegations(&self, after: Option<&str>, limit: usize) -> Result<Vec<ListedDelegation>> {
         self.kernel.delegations(after, limit)

@@ -570,6 +570,18 @@ impl Kernel {
         }
     }
 
+    /// One delegation by id, with its revocation; a row failing its check is a store fault.
+    pub fn delegation(&self, delegation_id: &str) -> Result<Option<ListedDelegation>> {
+        let op = Read::Delegation { delegation_id: delegation_id.to_owned() };
+        match self.guarded(|kernel, _| kernel.read(&op))? {
+            ReadReply::Delegations(rows) => Ok(rows.into_iter().next().map(|stored| {
+                let grant = parse_delegation(&stored).map(|d| d.grant).map_err(|e| e.to_string());
+                ListedDelegation { stored, grant }
+            })),
+            _ => Err(unexpected("delegation")),
+        }
+    }
+
     /// The rows one evaluation of `action` reads (see [`read_rows`]).
     pub fn authority_rows(&self, action: &Action, hop: Option<&str>, bound: u32) -> Result<AuthorityRows> {
         let op = Read::AuthorityRows { action: Box::new(action.clone()), hop: hop.map(str::to_owned), bound };

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::Action;
 use crate::approval::ApprovalRecord;
+use crate::authority::DelegationSource;
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{EffectRecord, EffectState, Outcome};
@@ -308,6 +309,9 @@ pub enum Read {
         after: Option<String>,
         limit: usize,
     },
+    Delegation {
+        delegation_id: String,
+    },
     BudgetSpent {
         grant_id: String,
         metric: String,
@@ -378,6 +382,13 @@ impl ReadOp for Read {
                 ReadReply::AuthorityRows(Box::new(super::authority::read_rows(rx, action, hop.as_deref(), *bound)?))
             }
             Read::Delegations { after, limit } => ReadReply::Delegations(rx.delegation_page(after.as_deref(), *limit)?),
+            Read::Delegation { delegation_id } => ReadReply::Delegations(
+                rx.delegation_source()?
+                    .delegation(delegation_id)
+                    .map_err(|e| crate::error::Error::Store(e.to_string()))?
+                    .into_iter()
+                    .collect(),
+            ),
             Read::BudgetSpent { grant_id, metric, window_seconds } => {
                 ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
             }

@@ -1,7 +1,9 @@
 //! `warden demo`: the effect kernel's story in process, under the starter policy, with no
 //! network and no executor but a counter: a lost reply left AMBIGUOUS blocks the blind retry,
 //! an approval is bound to one exact action and spent once, two agents race for one refund and
-//! one wins, and an action nobody listed is denied. Every step is a real call on a real store.
+//! one wins, and an action nobody listed is denied; then authority (`demo_authority`): delegation
+//! that cannot widen, a budget that counts refunds still executing, revocation. Every step is a
+//! real call on a real store.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -147,6 +149,8 @@ pub fn demo(store: Option<&Path>, starter: &str) -> Result<String, Failure> {
     story.title("4. An action nobody listed is denied");
     let drop = ActionRequest::new("db.drop_table", json!({"table": "customers"}), agent("refund-agent")?);
     story.say("db.drop_table", refusal(story.warden.submit(&drop)));
+
+    crate::demo_authority::chapters(&path, &mut story.lines)?;
 
     let report = story.warden.kernel().verify_chain()?;
     story.lines.push(String::new());
