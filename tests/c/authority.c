@@ -76,6 +76,7 @@ int main(int argc, char **argv) {
     EXPECT(warden_propose(h, STR(request), &p, &err), WARDEN_RESULT_OK, &err);
     EXPECT(warden_permit_commit(p, NULL, 0, &err), WARDEN_RESULT_OK, &err);
     warden_permit_free(p);
+    p = NULL;
 
     warden_buf revoked = NO_BUF;
     EXPECT(warden_revoke(h, STR(id), LIT("ciso"), &revoked, &err), WARDEN_RESULT_OK, &err);
