@@ -77,8 +77,7 @@ pub(super) fn with_verify_grant(document: &Document) -> Result<Document> {
         budgets: None,
     });
     let mut copy = document.clone();
-    copy.authority_config =
-        Some(Authority::new(grants, authority.max_delegation_depth).map_err(Error::InvalidInput)?);
+    copy.authority_config = Some(Authority::new(grants, authority.max_delegation_depth).map_err(Error::InvalidInput)?);
     Ok(copy)
 }
 
@@ -133,7 +132,9 @@ fn expired(warden: &Warden, request: &ActionRequest<'_>, what: &str) -> Result<s
             Ok(Err(format!("{what}: got a permit one microsecond after the expiry")))
         }
         Err(error) if error.reason() == "authority_expired" => Ok(Ok(())),
-        Err(error) => Ok(Err(format!("{what}: was refused for {} instead of authority_expired: {error}", error.reason()))),
+        Err(error) => {
+            Ok(Err(format!("{what}: was refused for {} instead of authority_expired: {error}", error.reason())))
+        }
     }
 }
 
@@ -146,13 +147,16 @@ pub(super) fn g8_expired_authority(ctx: &Ctx<'_>) -> Result<Outcome> {
     let start = ctx.clock.now();
     let root_expiry = start + 24 * HOUR;
     let child_expiry = root_expiry - HOUR;
-    let document = scratch_document(ctx.document, vec![grant("warden-verify-expiring", AGENT, case.action, root_expiry)])?;
+    let document =
+        scratch_document(ctx.document, vec![grant("warden-verify-expiring", AGENT, case.action, root_expiry)])?;
     let clock = ManualClock::new(start);
     let warden = open(ctx, "g8", document, &clock)?;
     let child = Grant { id: String::new(), delegable: false, ..grant("", DELEGATE, case.action, child_expiry) };
     warden.delegate("warden-verify-expiring", &child, &ctx.principal, None, CreatedVia::Api)?;
     clock.set(child_expiry);
-    if let Err(why) = runs(&warden, &request(ctx, case, "g8-child-at", DELEGATE)?, "the delegation at its expiry instant")? {
+    if let Err(why) =
+        runs(&warden, &request(ctx, case, "g8-child-at", DELEGATE)?, "the delegation at its expiry instant")?
+    {
         return fail(why);
     }
     clock.set(child_expiry + 1);
@@ -160,7 +164,8 @@ pub(super) fn g8_expired_authority(ctx: &Ctx<'_>) -> Result<Outcome> {
         return fail(why);
     }
     clock.set(root_expiry);
-    if let Err(why) = runs(&warden, &request(ctx, case, "g8-root-at", AGENT)?, "the root grant at its expiry instant")? {
+    if let Err(why) = runs(&warden, &request(ctx, case, "g8-root-at", AGENT)?, "the root grant at its expiry instant")?
+    {
         return fail(why);
     }
     clock.set(root_expiry + 1);
@@ -204,7 +209,11 @@ fn escalations(base: &Grant, root_expiry: Micros) -> Result<Vec<(&'static str, G
         ("a wider resource", with(&|g| g.resources = Some(vec!["other:1".into()])), Dimension::Resources),
         ("resources omitted", with(&|g| g.resources = None), Dimension::Resources),
         ("constraints omitted", with(&|g| g.constraints = Vec::new()), Dimension::Constraints),
-        ("another environment", with(&|g| g.environments = Some(vec!["warden-verify-elsewhere".into()])), Dimension::Environments),
+        (
+            "another environment",
+            with(&|g| g.environments = Some(vec!["warden-verify-elsewhere".into()])),
+            Dimension::Environments,
+        ),
         ("environments omitted", with(&|g| g.environments = None), Dimension::Environments),
         ("a later expiry", with(&|g| g.expires_at = Some(root_expiry + 1)), Dimension::ExpiresAt),
         ("expiry omitted", with(&|g| g.expires_at = None), Dimension::ExpiresAt),
