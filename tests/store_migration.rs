@@ -65,7 +65,7 @@ const SCHEMA_3_TABLES: [&str; 8] = [
 ];
 
 fn schema_version(path: &std::path::Path) -> u32 {
-    use redb::{ReadableDatabase, ReadableTable};
+    use redb::ReadableDatabase;
     let db = redb::Database::open(path).unwrap();
     let txn = db.begin_read().unwrap();
     let meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();

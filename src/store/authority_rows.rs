@@ -95,6 +95,8 @@ type ChargeRef = (String, String, u64);
 
 type Str = &'static str;
 type WriteTable<'t, K> = redb::Table<'t, K, &'static [u8]>;
+/// A [`Reader`] over the tables of one write transaction.
+type TxReader<'a, 't> = Reader<'a, WriteTable<'t, Str>, WriteTable<'t, (Str, Str, Str)>, WriteTable<'t, (Str, Str)>>;
 
 /// The authority tables of one write transaction.
 pub(crate) struct AuthorityTables<'t> {
@@ -249,12 +251,12 @@ pub struct TxDelegations<'a, 't> {
     reads: Cell<u64>,
 }
 
-impl TxDelegations<'_, '_> {
+impl<'t> TxDelegations<'_, 't> {
     pub fn reads(&self) -> u64 {
         self.reads.get()
     }
 
-    fn reader(&self) -> Reader<'_, WriteTable<'_, Str>, WriteTable<'_, (Str, Str, Str)>, WriteTable<'_, (Str, Str)>> {
+    fn reader(&self) -> TxReader<'_, 't> {
         Reader {
             delegations: &self.tables.delegations,
             revocations: &self.tables.revocations,
