@@ -529,16 +529,23 @@ impl<'t> WriteTx<'t> {
 
     /// The next `seq` of the `(grant, metric)` series: one range read from the end.
     fn series_end(&self, grant_id: &str, metric: &str) -> Result<u64> {
+        Ok(self.series_tail(grant_id, metric)?.0)
+    }
+
+    /// The next `seq` of the series and when its last charge was recorded.
+    fn series_tail(&self, grant_id: &str, metric: &str) -> Result<(u64, Option<Micros>)> {
         let mut range = self
             .authority
             .ledger
             .range((grant_id, metric, 0)..=(grant_id, metric, u64::MAX))
             .map_err(fault_in(name::BUDGET_LEDGER))?;
         match range.next_back() {
-            None => Ok(0),
+            None => Ok((0, None)),
             Some(row) => {
-                let (key, _) = row.map_err(fault_in(name::BUDGET_LEDGER))?;
-                Ok(key.value().2.saturating_add(1))
+                let (key, value) = row.map_err(fault_in(name::BUDGET_LEDGER))?;
+                let key = key.value();
+                let entry: LedgerEntry = decode(name::BUDGET_LEDGER, &key, value.value())?;
+                Ok((key.2.saturating_add(1), Some(entry.consumed_at)))
             }
         }
     }
@@ -641,10 +648,14 @@ impl<'t> WriteTx<'t> {
         self.touch(name::BUDGET_LEDGER);
         let mut written: Vec<ChargeRef> = Vec::new();
         for (grant, metric, amount) in crate::authority::budget::ledger_entries(charges) {
-            let seq = self.series_end(&grant, &metric)?;
+            let (seq, last) = self.series_tail(&grant, &metric)?;
+            // A series' times never go back: after a clock step back a charge is recorded at its
+            // predecessor's time, so it stays in windows longer (an overcount, never an
+            // undercount) and every scan may stop at the first row below a floor.
+            let consumed_at = last.map_or(now, |last| last.max(now));
             let key = (grant.as_str(), metric.as_str(), seq);
             let entry =
-                LedgerEntry { consumed_at: now, amount, released: false, effect_key: effect_key.to_owned(), attempt };
+                LedgerEntry { consumed_at, amount, released: false, effect_key: effect_key.to_owned(), attempt };
             let row = encode(name::BUDGET_LEDGER, &key, &entry)?;
             self.authority.ledger.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_LEDGER))?;
             written.push((grant, metric, seq));
