@@ -136,3 +136,18 @@ fn a_released_charge_leaves_every_window_once_even_when_failed_is_written_twice(
     ]);
     assert_eq!(checks, [(700, 700), (200, 200), (200, 200)]);
 }
+
+#[test]
+fn a_charge_after_the_clock_stepped_back_still_counts_in_a_shorter_window() {
+    // Two charges at T0, one 14 s earlier (the clock stepped back), then a 60 s window whose
+    // floor falls between them: the charge at T0 is inside it and must be counted.
+    let checks = run(&[
+        Op::Charge { amount: 0, advance: 0 },
+        Op::Charge { amount: 1, advance: 0 },
+        Op::StepBack { units: 2 },
+        Op::Charge { amount: 0, advance: 0 },
+        Op::Check { window: 2, advance: 4 },
+        Op::Check { window: 1, advance: 5 },
+    ]);
+    assert_eq!(checks, [(1, 1), (1, 1)]);
+}
