@@ -118,3 +118,38 @@ fn snapshots_through_the_cli_history_pages_and_diff_names_changes() {
     assert_eq!(missing_store.status.code(), Some(2));
     assert_eq!(server.requests().len(), 3);
 }
+
+#[test]
+fn a_cut_value_is_reported_as_shown_out_of_total_in_json_and_in_text() {
+    let server = Server::http(move |mut conn: Conn, _: &Recorded| {
+        let body = r#"{"status":{"indicator":"abcdefghij"},"debug":[1,2,3,4,5,6,7]}"#;
+        conn.send(&response("200 OK", &[("content-type", "application/json")], body.as_bytes()));
+        Some(conn)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("warden.yaml");
+    let text = format!(
+        "schema: warden/v1\nactions: {{}}\nsources:\n  - id: status\n    base_url: http://127.0.0.1:{}/v2\n    auth: {{ mode: none }}\n    limits: {{ max_items: 3, max_string: 4 }}\n    endpoints:\n      - id: summary\n        path: /summary\n        fields:\n          state: /status/indicator\n          list: /debug\n",
+        server.port
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let cfg = cfg.to_str().unwrap();
+
+    let out = warden(&["--config", cfg, "--json", "query", "status", "summary"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["values"]["state"], "abcd");
+    assert_eq!(
+        result["truncation"],
+        serde_json::json!({
+            "state": {"strings": {"shown": 4, "total": 10, "strings": 1}},
+            "list": {"items": {"shown": 3, "total": 7, "containers": 1}}
+        })
+    );
+
+    let out = warden(&["--config", cfg, "query", "status", "summary"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("  truncated: state: strings 4 of 10 characters (1 string)\n"), "{text}");
+    assert!(text.contains("  truncated: list: items 3 of 7 entries (1 container)\n"), "{text}");
+}

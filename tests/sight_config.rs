@@ -201,7 +201,8 @@ fn endpoint_paths_that_could_leave_the_configured_path_are_refused() {
         row("a single dot", endpoint(json!({"path": "/a/./b"})), p, "'.'"),
         row("B15 semicolon", endpoint(json!({"path": "/api;jsessionid=1/..;/admin"})), p, "';'"),
         row("B17 encoded NUL", endpoint(json!({"path": "/%00"})), p, "%00"),
-        row("B17 encoded CRLF", endpoint(json!({"path": "/x%0d%0aX-Injected:1"})), p, "%0D"),
+        row("B17 encoded CRLF", endpoint(json!({"path": "/x%0d%0aX-Injected:1"})), p, "':'"),
+        row("B17 encoded CRLF alone", endpoint(json!({"path": "/x%0d%0aX-Injected"})), p, "%0D"),
         row("a raw newline", endpoint(json!({"path": "/x\nHost: evil"})), p, "control"),
         row("B19 bad hex", endpoint(json!({"path": "/%zz"})), p, "malformed"),
         row("B19 short escape", endpoint(json!({"path": "/%2"})), p, "malformed"),
@@ -212,13 +213,20 @@ fn endpoint_paths_that_could_leave_the_configured_path_are_refused() {
         row("a placeholder", endpoint(json!({"path": "/users/{id}"})), p, "placeholders"),
         row("a space", endpoint(json!({"path": "/a b"})), p, "' '"),
         row("non-ASCII", endpoint(json!({"path": "/caf\u{e9}"})), p, "U+00E9"),
+        // The authority delimiters are outside the allow-list, written or encoded.
+        row("an at sign", endpoint(json!({"path": "/@evil.com"})), p, "'@'"),
+        row("a port-like colon", endpoint(json!({"path": "/:8080"})), p, "':'"),
+        row("a colon inside", endpoint(json!({"path": "/repos/octo/hello:world"})), p, "':'"),
+        row("an encoded at sign", endpoint(json!({"path": "/%40evil.com"})), p, "%40"),
+        row("an encoded colon", endpoint(json!({"path": "/%3A8080"})), p, "%3A"),
+        row("an encoded bracket", endpoint(json!({"path": "/%5Bx%5D"})), p, "%5B"),
         row("missing", source(json!({"endpoints": [{"id": "now", "fields": {"a": "/a"}}]})), p, "needs a path"),
     ]);
 }
 
 #[test]
 fn ordinary_endpoint_paths_are_accepted() {
-    for path in ["/", "/now", "/v1/users", "/a-b_c.d~e", "/x%20y", "/repos/octo/hello:world", "/a/b.json"] {
+    for path in ["/", "/now", "/v1/users", "/a-b_c.d~e", "/x%20y", "/repos/octo/hello-world", "/a/b.json", "/a=b,c"] {
         accepts(path, json!([endpoint(json!({"path": path}))]), None);
     }
 }

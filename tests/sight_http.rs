@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use support::{response, self_signed, Conn, Recorded, Server, TestCa};
+use support::{response, self_signed, Conn, Recorded, Server, Silent, TestCa};
 use warden::sight::credentials::{
     header_for, AuthSpec, CallbackProvider, CredentialProvider, DirectoryProvider, EnvProvider,
 };
@@ -380,6 +380,153 @@ fn a_cancel_before_the_fetch_sends_nothing() {
     let e = fetch(&request(server.url("/")), &token).expect_err("aborted");
     assert_eq!(e.code, "aborted");
     assert_eq!(server.connections(), 0);
+}
+
+/// A generous bound on how long a test waits for a cancelled fetch (a test timeout, never a
+/// timing assertion): a prompt cancel answers within a few poll intervals, one that is not
+/// prompt waits for the request's `timeout_ms` of a minute.
+const TEST_BOUND: Duration = Duration::from_secs(20);
+
+/// Runs `fetch` on a thread of its own with a fresh token; the answer comes on the receiver.
+fn cancellable(mut req: FetchRequest) -> (CancelToken, mpsc::Receiver<Result<FetchResponse, SightError>>) {
+    req.timeout_ms = 60_000;
+    let token = CancelToken::default();
+    let (tx, rx) = mpsc::channel();
+    let worker_token = token.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(fetch(&req, &worker_token));
+    });
+    (token, rx)
+}
+
+fn assert_aborted_within_the_bound(answer: &mpsc::Receiver<Result<FetchResponse, SightError>>, phase: &str) {
+    match answer.recv_timeout(TEST_BOUND) {
+        Ok(Err(e)) => assert_eq!(e.code, "aborted", "{phase}: {e}"),
+        Ok(Ok(resp)) => panic!("{phase}: a cancelled fetch returned HTTP {}", resp.status),
+        Err(_) => panic!("{phase}: the cancelled fetch was still waiting after {TEST_BOUND:?}"),
+    }
+}
+
+#[test]
+fn a_cancel_while_waiting_for_the_response_head_of_a_silent_server_returns_aborted_and_hangs_up() {
+    let server = Silent::start(b"");
+    let (token, answer) = cancellable(request(server.url("/silent")));
+    assert!(server.received_within(TEST_BOUND), "the request never reached the server");
+    token.cancel();
+    assert_aborted_within_the_bound(&answer, "waiting for the head");
+    assert!(server.closed_within(TEST_BOUND), "the connection was left open after the cancel");
+}
+
+#[test]
+fn a_cancel_while_the_body_stalls_after_the_headers_returns_aborted_and_hangs_up() {
+    let server = Silent::start(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n[1,2,");
+    let (token, answer) = cancellable(request(server.url("/stall")));
+    assert!(server.received_within(TEST_BOUND), "the request never reached the server");
+    // The handshake: the head and the first body bytes were delivered and read, so the fetch
+    // is (or is about to be) blocked reading the rest.
+    let waited = Instant::now();
+    while !sent_and_read(server.port) {
+        assert!(waited.elapsed() < TEST_BOUND, "the client never read what the server sent");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    token.cancel();
+    assert_aborted_within_the_bound(&answer, "a stalled body");
+    assert!(server.closed_within(TEST_BOUND), "the connection was left open after the cancel");
+}
+
+#[test]
+fn a_cancel_during_a_tls_handshake_the_server_never_answers_returns_aborted_and_hangs_up() {
+    let _env = env_lock();
+    let server = Silent::start(b"");
+    let (token, answer) = cancellable(request(server.https_url("/tls")));
+    assert!(server.received_within(TEST_BOUND), "the ClientHello never reached the server");
+    token.cancel();
+    assert_aborted_within_the_bound(&answer, "the TLS handshake");
+    assert!(server.closed_within(TEST_BOUND), "the connection was left open after the cancel");
+}
+
+/// A listener whose accept queue is full and that never accepts: a new connection waits in
+/// SYN_SENT (Linux drops the SYNs) until the client gives up. The fillers are returned so the
+/// queue stays full.
+fn unaccepting_listener() -> (std::net::TcpListener, Vec<std::net::TcpStream>) {
+    use std::os::fd::AsRawFd;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    // SAFETY: a listening socket's descriptor; listen(2) again only changes its backlog.
+    let changed = unsafe { libc::listen(listener.as_raw_fd(), 0) };
+    assert_eq!(changed, 0, "listen(fd, 0)");
+    let addr = listener.local_addr().expect("addr");
+    let mut fillers = Vec::new();
+    for _ in 0..16 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+            Ok(stream) => fillers.push(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return (listener, fillers),
+            Err(e) => panic!("filling the accept queue: {e}"),
+        }
+    }
+    panic!("the accept queue never filled; connections to {addr} do not wait");
+}
+
+/// The loopback TCP connections (from /proc/net/tcp) as (local port, remote port, state,
+/// bytes waiting to be sent or acknowledged, bytes received and not yet read).
+fn tcp_table() -> Vec<(u16, u16, u8, u64, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let port = |field: &str| field.split_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (tx, rx) = fields.get(4)?.split_once(':')?;
+            Some((
+                port(fields.get(1)?)?,
+                port(fields.get(2)?)?,
+                u8::from_str_radix(fields.get(3)?, 16).ok()?,
+                u64::from_str_radix(tx, 16).ok()?,
+                u64::from_str_radix(rx, 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Whether an established connection to `server_port` exists, the server's side has nothing
+/// left to send and the client's side has read everything it received.
+fn sent_and_read(server_port: u16) -> bool {
+    const ESTABLISHED: u8 = 1;
+    let table = tcp_table();
+    let server = table.iter().find(|(local, _, state, _, _)| *local == server_port && *state == ESTABLISHED);
+    let client = table.iter().find(|(_, remote, state, _, _)| *remote == server_port && *state == ESTABLISHED);
+    matches!((server, client), (Some((_, _, _, 0, _)), Some((_, _, _, _, 0))))
+}
+
+/// Whether a connection to 127.0.0.1:`port` is in SYN_SENT (from /proc/net/tcp).
+fn connecting_to(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let remote = format!("0100007F:{port:04X}");
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"02")
+    })
+}
+
+#[test]
+fn a_cancel_while_waiting_for_the_connection_returns_aborted() {
+    let (listener, _fillers) = unaccepting_listener();
+    let port = listener.local_addr().expect("addr").port();
+    // No SYN_SENT yet: the fillers' timed-out attempt is gone, and only the fetch connects.
+    let waited = Instant::now();
+    while connecting_to(port) && waited.elapsed() < TEST_BOUND {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let url = url::Url::parse(&format!("http://127.0.0.1:{port}/connect")).expect("url");
+    let (token, answer) = cancellable(request(url));
+    // The handshake: the fetch's SYN is out and unanswered.
+    let waited = Instant::now();
+    while !connecting_to(port) {
+        assert!(waited.elapsed() < TEST_BOUND, "the fetch never started connecting");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    token.cancel();
+    assert_aborted_within_the_bound(&answer, "connecting");
 }
 
 #[test]

@@ -417,6 +417,117 @@ fn the_echo_guard_scrubs_a_numeric_api_key_echoed_as_a_json_number() {
 }
 
 #[test]
+fn an_api_key_after_a_prefix_without_a_space_is_guarded_alone_and_inside_the_header_value() {
+    for prefix in ["key=", "Token:", "token ", ""] {
+        let key = "k3y-0a1b2c3d4e5f";
+        let sent = format!("{prefix}{key}");
+        let echo = Echo::for_sent(Some(&sent), &[key]);
+        let document = json!({"alone": key, "header": sent.clone(), "text": format!("got {key}!")});
+        let shaped = shape(&document, &aliases(&[("all", "")]), &Limits::default(), &echo);
+        let text = serialized(&shaped);
+        assert!(!text.contains(key), "{prefix:?}: {text}");
+        assert_eq!(shaped.values["all"]["alone"], json!(REDACTED), "{prefix:?}");
+        assert_eq!(shaped.values["all"]["header"], json!(format!("{prefix}{REDACTED}")), "{prefix:?}");
+        assert_eq!(shaped.values["all"]["text"], json!(format!("got {REDACTED}!")), "{prefix:?}");
+    }
+}
+
+#[test]
+fn values_of_eight_characters_are_scrubbed_anywhere_and_shorter_ones_only_as_whole_tokens() {
+    let scrubbed = |part: &str, text: &str| scrub_text(text, &Echo::for_sent(None, &[part])).0;
+    // Eight characters: anywhere, inside a longer word too.
+    assert_eq!(scrubbed("abcd1234", "xxabcd1234yy"), format!("xx{REDACTED}yy"));
+    // Seven: only where no letter, digit or '_' touches it.
+    assert_eq!(scrubbed("abcd123", "you sent abcd123."), format!("you sent {REDACTED}."));
+    assert_eq!(scrubbed("abcd123", "(abcd123)"), format!("({REDACTED})"));
+    assert_eq!(scrubbed("abcd123", "abcd123"), REDACTED);
+    for kept in ["xabcd123", "abcd123x", "abcd123_", "_abcd123", "abcd1234", "éabcd123"] {
+        assert_eq!(scrubbed("abcd123", kept), kept);
+    }
+    // A later occurrence standing alone is found after an embedded one.
+    assert_eq!(scrubbed("abcd123", "abcd123abcd123 abcd123"), format!("abcd123abcd123 {REDACTED}"));
+    // Four characters: the shortest value guarded, as a whole token.
+    assert_eq!(scrubbed("hunt", "pw: hunt"), format!("pw: {REDACTED}"));
+    assert_eq!(scrubbed("hunt", "hunting season"), "hunting season");
+    // Three characters: not guarded at all (it would redact ordinary words).
+    assert_eq!(scrubbed("abc", "abc"), "abc");
+    assert_eq!(scrubbed("abc", "say abc."), "say abc.");
+}
+
+#[test]
+fn a_short_basic_password_is_guarded_alone_from_the_header_value_too() {
+    let sent = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("svc-reader:hunt3r"));
+    for echo in [Echo::new(Some(&sent)), Echo::for_sent(Some(&sent), &["svc-reader:hunt3r", "svc-reader", "hunt3r"])] {
+        let document = json!({"a": "you sent hunt3r.", "b": "hunt3rs hunt3r_x", "c": "svc-reader"});
+        let shaped = shape(&document, &aliases(&[("all", "")]), &Limits::default(), &echo);
+        assert_eq!(shaped.values["all"]["a"], json!(format!("you sent {REDACTED}.")));
+        assert_eq!(shaped.values["all"]["b"], json!("hunt3rs hunt3r_x"));
+        assert_eq!(shaped.values["all"]["c"], json!(REDACTED), "the username is a part of the header too");
+    }
+}
+
+#[test]
+fn a_numeric_short_key_is_redacted_as_a_whole_number_only() {
+    let Ok(document) = parse_body(br#"{"same": 4821, "longer": 48210, "text": "id 4821"}"#) else { panic!("parses") };
+    let shaped = shape(&document, &aliases(&[("all", "")]), &Limits::default(), &Echo::for_sent(None, &["4821"]));
+    assert_eq!(shaped.values["all"]["same"], json!(REDACTED));
+    assert_eq!(shaped.values["all"]["longer"], json!(48210));
+    assert_eq!(shaped.values["all"]["text"], json!(format!("id {REDACTED}")));
+}
+
+/// Base64 with a line break every 76 characters (MIME).
+fn mime(bytes: &[u8], newline: &str) -> String {
+    let flat = base64::engine::general_purpose::STANDARD.encode(bytes);
+    flat.as_bytes().chunks(76).map(|line| String::from_utf8_lossy(line).into_owned()).collect::<Vec<_>>().join(newline)
+}
+
+#[test]
+fn mime_base64_of_the_header_is_scrubbed_across_line_breaks_in_values_and_in_error_texts() {
+    for pad in 0..76 {
+        let head = format!("{}Authorization: {SENT}\r\n", "x".repeat(pad));
+        for newline in ["\r\n", "\n"] {
+            let wrapped = mime(head.as_bytes(), newline);
+            let shaped = shape_echo(&json!({"log": format!("dump:\n{wrapped}\nend")}), &[("log", "/log")], SENT);
+            let text: String = serialized(&shaped).replace("\\r", "").replace("\\n", "");
+            let line = error_text(&format!("HTTP 401: {wrapped}"), &Echo::new(Some(SENT)));
+            // The error excerpt arrives with its line breaks collapsed to spaces.
+            let collapsed = error_text(&format!("HTTP 401: {}", wrapped.replace(newline, " ")), &Echo::new(Some(SENT)));
+            for skip in 0..3 {
+                let groups = &TOKEN.as_bytes()[skip..];
+                let form = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&groups[..groups.len() / 3 * 3]);
+                assert!(!text.contains(&form), "pad {pad}: {text}");
+                for out in [&line, &collapsed] {
+                    assert!(!out.replace(' ', "").contains(&form), "pad {pad}: {out}");
+                }
+            }
+            assert!(text.contains(REDACTED) && line.contains(REDACTED) && collapsed.contains(REDACTED), "pad {pad}");
+            assert!(text.contains("dump:"), "the text around the block is kept: {text}");
+        }
+    }
+}
+
+#[test]
+fn a_token_written_as_json_escapes_is_scrubbed_with_the_text_around_it_kept() {
+    let escaped: String = TOKEN.chars().map(|c| format!("\\u{:04X}", u32::from(c))).collect();
+    let slashes = TOKEN.replace('/', "\\/");
+    let half: String = TOKEN
+        .chars()
+        .enumerate()
+        .map(|(i, c)| if i % 2 == 0 { format!("\\u{:04x}", u32::from(c)) } else { c.to_string() })
+        .collect();
+    for form in [escaped, slashes, half] {
+        let body = format!("{{\"error\":\"bad token \\\"{form}\\\" (see docs)\"}}");
+        let line = error_text(&body, &Echo::new(Some(SENT)));
+        assert_eq!(line, format!("{{\"error\":\"bad token \\\"{REDACTED}\\\" (see docs)\"}}"), "{form}");
+        let shaped = shape_echo(&json!({"raw": body}), &[("raw", "/raw")], SENT);
+        assert!(!serialized(&shaped).contains(&form), "{form}");
+    }
+    // Escapes that decode to nothing guarded are left exactly as written.
+    let plain = r#"{"a":"\u0041\n\ud83d\ude00 \x \u12"}"#;
+    assert_eq!(scrub_text(plain, &Echo::new(Some(SENT))).0, plain);
+}
+
+#[test]
 fn an_echo_never_prints_its_value_in_debug_output() {
     let echo = Echo::new(Some(SENT));
     let debug = format!("{echo:?}");
@@ -457,7 +568,11 @@ fn deep_values_are_cut_at_the_depth_limit_with_a_flag() {
         node = node.get("d").cloned().unwrap_or(Value::Null);
     }
     assert_eq!(node, json!(TRUNCATED_DEPTH));
-    assert_eq!(shaped.truncation.get("all").and_then(|t| t.get("depth")), Some(&json!({"limit": 8, "cut": 1})));
+    // Twenty levels of objects, eight shown: the flag keeps the original depth.
+    assert_eq!(
+        shaped.truncation.get("all").and_then(|t| t.get("depth")),
+        Some(&json!({"shown": 8, "total": 20, "containers": 1}))
+    );
     // A shallow value is untouched and unflagged.
     let shaped = shape_default(&json!({"a": {"b": [1, {"c": 2}]}}), &[("a", "/a")]);
     assert!(shaped.truncation.is_empty());
@@ -470,7 +585,58 @@ fn long_strings_are_cut_at_a_character_boundary_with_a_flag() {
     let shown = shaped.values.get("s").and_then(Value::as_str).unwrap_or_default();
     assert_eq!(shown.chars().count(), 2000);
     assert!(text.starts_with(shown));
-    assert_eq!(shaped.truncation.get("s").and_then(|t| t.get("strings")), Some(&json!({"limit": 2000, "cut": 1})));
+    assert_eq!(
+        shaped.truncation.get("s").and_then(|t| t.get("strings")),
+        Some(&json!({"shown": 2000, "total": 6000, "strings": 1}))
+    );
+}
+
+#[test]
+fn truncation_flags_report_what_was_shown_out_of_the_original_total_at_the_limit_and_one_past() {
+    let limits = Limits { max_depth: 2, max_items: 3, max_string: 4 };
+    let flags = |document: Value| {
+        let shaped = shape(&document, &aliases(&[("v", "")]), &limits, &Echo::none());
+        shaped.truncation.get("v").cloned()
+    };
+    // Exactly at each limit: nothing is cut and nothing is flagged.
+    assert_eq!(flags(json!({"a": [1, 2, 3], "s": "abcd"})), None);
+    assert_eq!(flags(json!(["abcd", "wxyz"])), None);
+    // One past each limit.
+    assert_eq!(flags(json!([1, 2, 3, 4])), Some(json!({"items": {"shown": 3, "total": 4, "containers": 1}})));
+    assert_eq!(flags(json!("abcde")), Some(json!({"strings": {"shown": 4, "total": 5, "strings": 1}})));
+    assert_eq!(flags(json!({"a": {"b": {"c": 1}}})), Some(json!({"depth": {"shown": 2, "total": 3, "containers": 1}})));
+    // Several cuts: the count of places and the largest original, whichever came first.
+    assert_eq!(
+        flags(json!(["abcde", "abcdefghij", "abcdef"])),
+        Some(json!({"strings": {"shown": 4, "total": 10, "strings": 3}}))
+    );
+    assert_eq!(
+        flags(json!({"a": [1, 2, 3, 4], "b": [1, 2, 3, 4, 5, 6, 7]})),
+        Some(json!({"items": {"shown": 3, "total": 7, "containers": 2}}))
+    );
+    assert_eq!(
+        flags(json!([{"x": {"y": 1}}, {"x": {"y": {"z": {"w": 1}}}}])),
+        Some(json!({"depth": {"shown": 2, "total": 5, "containers": 2}}))
+    );
+    // A number too long to show counts as a cut string, with its length.
+    let Ok(number) = parse_body(b"123456789") else { panic!("parses") };
+    assert_eq!(flags(number), Some(json!({"strings": {"shown": 4, "total": 9, "strings": 1}})));
+}
+
+#[test]
+fn a_depth_flag_measures_a_value_nested_far_deeper_than_the_stack_could_recurse() {
+    let mut document = json!(1);
+    for _ in 0..200_000 {
+        document = Value::Array(vec![document]);
+    }
+    let limits = Limits { max_depth: 1, max_items: 50, max_string: 2000 };
+    let shaped = shape(&document, &aliases(&[("v", "")]), &limits, &Echo::none());
+    assert_eq!(
+        shaped.truncation.get("v").and_then(|t| t.get("depth")),
+        Some(&json!({"shown": 1, "total": 200_000, "containers": 1}))
+    );
+    // serde_json's Value drops recursively; leak it rather than overflow the test's stack.
+    std::mem::forget(document);
 }
 
 #[test]

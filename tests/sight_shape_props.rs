@@ -2,6 +2,7 @@
 //! within its limit; and a secret under a sensitive key never survives, wherever it sits and
 //! whichever pointer selects it.
 
+use base64::Engine as _;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use warden::sight::shape::{error_text, parse_body, scrub_text, shape, Echo, Limits};
@@ -248,5 +249,50 @@ proptest! {
         prop_assert!(!line.contains(['\n', '\r']));
         let (scrubbed, _) = scrub_text(&text, &Echo::none());
         prop_assert!(scrubbed.len() <= text.len() * 3 + 16);
+    }
+
+    #[test]
+    fn an_echo_written_as_json_escapes_or_as_wrapped_base64_never_survives(
+        token in "[a-zA-Z0-9+/\\-_.]{8,30}",
+        prefix in "[ -~]{0,12}",
+        suffix in "[ -~]{0,12}",
+        escape_every in 1usize..4,
+        width in 16usize..80,
+        newline in prop::sample::select(vec!["\r\n", "\n", " "]),
+    ) {
+        // A backslash right before would escape the escape: JSON reads `\\u0041` as `\u0041`.
+        prop_assume!(!prefix.ends_with('\\'));
+        let echo = Echo::for_sent(Some(&format!("Bearer {token}")), &[&token]);
+        // Every n-th character of the token as a \u escape, in raw (unparsed) text.
+        let escaped: String = token
+            .chars()
+            .enumerate()
+            .map(|(i, c)| if i % escape_every == 0 { format!("\\u{:04x}", u32::from(c)) } else { c.to_string() })
+            .collect();
+        let (scrubbed, _) = scrub_text(&format!("{prefix}{escaped}{suffix}"), &echo);
+        prop_assert!(!scrubbed.contains(&escaped), "{}", scrubbed);
+        // Base64 of the token in some text, wrapped every `width` characters (16 or more, as the
+        // guard documents: MIME wraps at 76, PEM at 64).
+        let flat = base64::engine::general_purpose::STANDARD.encode(format!("{prefix}{token}{suffix}"));
+        let wrapped = flat.as_bytes().chunks(width).map(|line| String::from_utf8_lossy(line).into_owned()).collect::<Vec<_>>().join(newline);
+        let (scrubbed, _) = scrub_text(&format!("log: {wrapped} end"), &echo);
+        let squeezed: String = scrubbed.chars().filter(|c| !c.is_whitespace()).collect();
+        for skip in 0..3 {
+            let groups = &token.as_bytes()[skip..];
+            let form = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&groups[..groups.len() / 3 * 3]);
+            if form.len() >= 8 {
+                prop_assert!(!squeezed.contains(&form), "{} in {}", form, scrubbed);
+            }
+        }
+    }
+
+    #[test]
+    fn the_escape_decoding_view_never_panics_and_changes_nothing_without_an_echo(
+        text in "(\\\\u[0-9a-fA-FdD]{0,4}|\\\\[nrt\"/\\\\bfx]|[0-9 \n\u{e9}\u{1F600}]){0,60}",
+    ) {
+        let echo = Echo::for_sent(None, &["zzzzzzzz"]);
+        let (scrubbed, count) = scrub_text(&text, &echo);
+        prop_assert_eq!(count, 0);
+        prop_assert_eq!(scrubbed, text);
     }
 }

@@ -57,7 +57,7 @@ fn kernel_at(path: &Path, now: i64, outcomes: Outcomes) -> Kernel {
         KernelOptions {
             clock: Arc::new(ManualClock::new(now)),
             outcomes,
-            store: warden::store::StoreOptions { wait: Duration::from_secs(20) },
+            store: warden::store::StoreOptions { wait: Duration::from_secs(20), read_only: false },
             ..KernelOptions::default()
         },
     )
@@ -124,6 +124,30 @@ fn child_process_entry() {
             loop {
                 std::thread::sleep(Duration::from_secs(60));
             }
+        }
+        // Deferred outcomes, then a normal exit that skips every destructor (no close, no
+        // flush by hand): the exit hook makes them durable.
+        "deferred_exit" => {
+            let kernel = kernel_at(&store, T0, Outcomes::Deferred { max_delay: Duration::from_secs(60) });
+            for n in 0..5 {
+                let key = format!("e_{n}");
+                let permit = propose_lease(&kernel, &key).unwrap();
+                log_line(&dir, &format!("exec {key}"));
+                permit.commit(&serde_json::json!(n)).unwrap();
+                log_line(&dir, &format!("done {key}"));
+            }
+            std::mem::forget(kernel);
+            std::process::exit(0);
+        }
+        // Own the store until told to close, then hand it over and exit.
+        "owner_then_close" => {
+            let kernel = kernel_at(&store, T0, Outcomes::Durable);
+            std::fs::write(dir.join("ready.0"), b"").unwrap();
+            while !dir.join("close").exists() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(kernel);
+            std::fs::write(dir.join("closed"), b"").unwrap();
         }
         other => panic!("unknown role {other}"),
     }
@@ -253,6 +277,35 @@ fn killing_a_thread_heavy_owner_mid_burst_loses_no_reported_permit() {
 }
 
 #[test]
+fn an_owner_that_closes_hands_the_store_over_without_failing_a_single_call_of_its_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = spawn("owner_then_close", dir.path(), 0, &[]);
+    wait_for(&dir.path().join("ready.0"), "the owner's open");
+    let kernel =
+        kernel_at(&dir.path().join("state.redb"), T0, Outcomes::Deferred { max_delay: Duration::from_millis(5) });
+    assert!(matches!(kernel.store().role().unwrap(), warden::store::Role::Client { .. }));
+    for n in 0..300 {
+        if n == 100 {
+            std::fs::write(dir.path().join("close"), b"").unwrap();
+        }
+        let permit = propose_lease(&kernel, &format!("h_{n}")).unwrap_or_else(|e| panic!("call {n} failed: {e}"));
+        log_line(dir.path(), &format!("exec h_{n}"));
+        permit.commit(&serde_json::json!(n)).unwrap_or_else(|e| panic!("outcome {n} failed: {e}"));
+        log_line(dir.path(), &format!("done h_{n}"));
+    }
+    assert!(owner.wait().unwrap().success());
+    assert!(dir.path().join("closed").exists());
+    // This process took the store over.
+    assert_eq!(kernel.store().role().unwrap(), warden::store::Role::Owner);
+    kernel.flush().unwrap();
+    for n in 0..300 {
+        assert_eq!(kernel.effect(&format!("refund:h_{n}")).unwrap().unwrap().state, EffectState::Committed, "h_{n}");
+    }
+    drop(kernel);
+    check_after(dir.path());
+}
+
+#[test]
 fn deferred_outcomes_lost_to_a_crash_leave_their_effects_ambiguous_never_failed() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn("deferred", dir.path(), 0, &[]);
@@ -269,6 +322,19 @@ fn deferred_outcomes_lost_to_a_crash_leave_their_effects_ambiguous_never_failed(
     let refused = propose_lease(&kernel, "d_9").unwrap_err();
     assert!(matches!(refused, Error::Ambiguous { .. }), "{refused}");
     assert_eq!(kernel.effect("refund:d_9").unwrap().unwrap().state, EffectState::Ambiguous);
+    check_after(dir.path());
+}
+
+#[test]
+fn deferred_outcomes_are_made_durable_when_the_process_exits_normally_without_closing() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = spawn("deferred_exit", dir.path(), 0, &[]).wait().unwrap();
+    assert!(status.success());
+    let kernel = kernel_at(&dir.path().join("state.redb"), T0, Outcomes::Durable);
+    for n in 0..5 {
+        let state = kernel.effect(&format!("refund:e_{n}")).unwrap().unwrap().state;
+        assert_eq!(state, EffectState::Committed, "e_{n}");
+    }
     check_after(dir.path());
 }
 

@@ -144,6 +144,25 @@ export interface HistoryOptions {
   limit?: number;
 }
 
+/** What one limit cut from an alias: shown out of the original total. */
+export interface TruncationFlag {
+  /** The limit: levels, entries or characters shown. */
+  shown: number;
+  /** The deepest nesting, the most entries or the longest string met. */
+  total: number;
+  /** For `depth` and `items`: how many containers were cut. */
+  containers?: number;
+  /** For `strings`: how many strings were cut. */
+  strings?: number;
+}
+
+/** The limits that cut an alias's value (`max_depth`, `max_items`, `max_string`). */
+export interface SightTruncation {
+  depth?: TruncationFlag;
+  items?: TruncationFlag;
+  strings?: TruncationFlag;
+}
+
 /** A shaped, redacted read of one window. */
 export interface SightResult {
   source: string;
@@ -155,7 +174,8 @@ export interface SightResult {
   values: { [alias: string]: JsonValue };
   warnings: string[];
   warningsTruncated: boolean;
-  truncation: { [alias: string]: JsonValue };
+  /** Alias → what each limit cut, only for aliases something was cut from. */
+  truncation: { [alias: string]: SightTruncation };
   /** Alias → how many credential echoes were replaced by `[REDACTED]`. */
   redactions: { [alias: string]: number };
   /** With `snapshot: true`: the stored snapshot's id (`snp_…`). */

@@ -30,6 +30,27 @@ pub(crate) fn install_fork_hook(hook: fn()) -> bool {
     registered
 }
 
+static EXIT_INSTALLED: Once = Once::new();
+static EXIT_HOOK: OnceLock<fn()> = OnceLock::new();
+
+extern "C" fn at_exit() {
+    if let Some(hook) = EXIT_HOOK.get() {
+        // Never unwind into the C library's exit path.
+        let _ = std::panic::catch_unwind(hook);
+    }
+}
+
+/// Registers `hook` to run when the process exits normally (`exit()`, returning from `main`,
+/// Python's and Node's normal shutdown), through `atexit`. Only the first call registers.
+pub(crate) fn install_exit_hook(hook: fn()) {
+    EXIT_INSTALLED.call_once(|| {
+        let _ = EXIT_HOOK.set(hook);
+        // SAFETY: `at_exit` is an `extern "C" fn()` with static lifetime that catches every
+        // panic of the hook it calls.
+        let _ = unsafe { libc::atexit(at_exit) };
+    });
+}
+
 /// Closes `fd` in a forked child, where the descriptor is a copy this process must not use (the
 /// parent keeps its own). Async-signal-safe: only `close(2)`.
 pub(crate) fn close_inherited(fd: RawFd) {

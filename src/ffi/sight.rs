@@ -90,11 +90,11 @@ pub extern "C" fn warden_cancel_new() -> *mut warden_cancel {
 }
 
 /// Cancels every query running (or later started) with this token: it returns
-/// WARDEN_RESULT_FETCH with reason `aborted`, and nothing is stored. The token is checked
-/// before and after the credential is resolved, before connecting, when the response head
-/// arrives and between body reads; the wait for the connection and the response head is not
-/// interrupted (the source's `timeout_ms` bounds it). A request already sent may have reached
-/// the server; no result of it is returned. NULL is a no-op.
+/// WARDEN_RESULT_FETCH with reason `aborted`, and nothing is stored. A running query notices
+/// within about 10 ms in every phase (resolving the host, connecting, the TLS handshake,
+/// waiting for the response head, a blocked body read): it shuts its connection down and
+/// returns without waiting for the server or `timeout_ms`. A request already sent may have
+/// reached the server; no result of it is returned. NULL is a no-op.
 ///
 /// Thread safety: safe from any thread, while a query using the token runs.
 ///
@@ -322,7 +322,9 @@ pub unsafe extern "C" fn warden_sight_tool_schema(
 /// - `cancel`: NULL, or a token another thread may trigger to abort this query.
 /// - `out`: receives the result `{"source", "endpoint", "fetchedAt", "status", "values",
 ///   "warnings", "warningsTruncated", "truncation", "redactions", "snapshotId"?}` on
-///   WARDEN_RESULT_OK only. Required. Free with `warden_buf_free`.
+///   WARDEN_RESULT_OK only; `truncation` maps an alias something was cut from to
+///   `{"depth"?, "items"?, "strings"?}`, each `{"shown", "total"}` plus a count
+///   (`"containers"`, or `"strings"`). Required. Free with `warden_buf_free`.
 /// - `err`: NULL, or receives the error object (`reason` = the sight code) on failure.
 ///
 /// Returns WARDEN_RESULT_OK; WARDEN_RESULT_OUT_OF_WINDOW (nothing was sent);

@@ -855,8 +855,11 @@ fn is_loopback_v6(addr: Ipv6Addr) -> bool {
 // Paths
 // ---------------------------------------------------------------------------------------------
 
+/// RFC 3986 unreserved characters, `/`, `%` for escapes, and the sub-delimiters a path may
+/// carry. `:` and `@` are not allowed (written or percent-encoded): they delimit the authority
+/// (`/@evil.com`, `/:8080`), and a path has no business looking like one.
 fn path_char_allowed(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~/%:@!$'()*+,=".contains(&b)
+    b.is_ascii_alphanumeric() || b"-._~/%!$'()*+,=".contains(&b)
 }
 
 /// The load-time path rules (DESIGN §6), on the text as written and again percent-decoded.
@@ -890,7 +893,7 @@ pub fn check_path_text(path: &str) -> Result<(), String> {
     if let Some(c) = path.chars().find(|&c| !c.is_ascii() || !path_char_allowed(c as u8)) {
         let shown = if c.is_ascii_graphic() || c == ' ' { format!("'{c}'") } else { format!("U+{:04X}", u32::from(c)) };
         return Err(format!(
-            "contains {shown}, which is outside the allowed characters (A-Z a-z 0-9 - . _ ~ / % : @ ! $ ' ( ) * + , =)"
+            "contains {shown}, which is outside the allowed characters (A-Z a-z 0-9 - . _ ~ / % ! $ ' ( ) * + , =)"
         ));
     }
     if path.split('/').any(|s| s == "." || s == "..") {
@@ -908,10 +911,13 @@ pub fn check_path_text(path: &str) -> Result<(), String> {
             else {
                 return Err("contains a malformed percent escape".to_owned());
             };
-            if matches!(value, b'/' | b'\\' | b'%' | b'.' | b'?' | b'#') || value < 0x20 || value == 0x7f {
+            if matches!(value, b'/' | b'\\' | b'%' | b'.' | b'?' | b'#' | b':' | b'@' | b'[' | b']')
+                || value < 0x20
+                || value == 0x7f
+            {
                 return Err(format!(
-                    "contains an encoded %{value:02X}, which is refused (encoded separators, dots, controls and double \
-                     encoding)"
+                    "contains an encoded %{value:02X}, which is refused (encoded delimiters, dots, controls and \
+                     double encoding)"
                 ));
             }
             decoded.push(value);

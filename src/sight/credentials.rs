@@ -101,6 +101,23 @@ pub enum AuthSpec {
     ApiKey { header: String, credential: String, prefix: Option<String> },
 }
 
+/// The one auth header of a request and the resolved values it was built from (a bearer
+/// token; a basic username and password; an api key without its prefix), all in zeroizing
+/// buffers. The echo guard scrubs each of them, whatever the header's own shape.
+pub struct SentCredential {
+    /// The header name, lower-cased.
+    pub name: String,
+    pub value: Zeroizing<String>,
+    pub parts: Vec<Zeroizing<String>>,
+}
+
+impl std::fmt::Debug for SentCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never a value.
+        f.debug_struct("SentCredential").field("name", &self.name).field("parts", &self.parts.len()).finish()
+    }
+}
+
 /// Resolve `auth` through `provider` and build the one header to send, or `None` for no auth.
 /// Every value is checked before returning (and so before any I/O): missing or empty →
 /// `credential_unavailable`; CR, LF, NUL or another control character (or `:` in a basic
@@ -109,6 +126,14 @@ pub fn header_for(
     auth: &AuthSpec,
     provider: &dyn CredentialProvider,
 ) -> Result<Option<(String, Zeroizing<String>)>, SightError> {
+    Ok(credential_for(auth, provider)?.map(|sent| (sent.name, sent.value)))
+}
+
+/// [`header_for`], keeping the values the header was built from for the echo guard.
+pub fn credential_for(
+    auth: &AuthSpec,
+    provider: &dyn CredentialProvider,
+) -> Result<Option<SentCredential>, SightError> {
     match auth {
         AuthSpec::None => Ok(None),
         AuthSpec::Bearer { credential } => {
@@ -116,7 +141,7 @@ pub fn header_for(
             let mut out = Zeroizing::new(String::with_capacity(7 + value.len()));
             out.push_str("Bearer ");
             out.push_str(&value);
-            Ok(Some(("authorization".to_string(), out)))
+            Ok(Some(SentCredential { name: "authorization".to_string(), value: out, parts: vec![value] }))
         }
         AuthSpec::Basic { username, password } => {
             let user = resolve_checked(provider, username)?;
@@ -135,7 +160,7 @@ pub fn header_for(
             let mut out = Zeroizing::new(String::with_capacity(6 + encoded_len));
             out.push_str("Basic ");
             base64::engine::general_purpose::STANDARD.encode_string(raw.as_bytes(), &mut out);
-            Ok(Some(("authorization".to_string(), out)))
+            Ok(Some(SentCredential { name: "authorization".to_string(), value: out, parts: vec![raw, user, pass] }))
         }
         AuthSpec::ApiKey { header, credential, prefix } => {
             if !is_header_token(header) {
@@ -149,7 +174,7 @@ pub fn header_for(
             let mut out = Zeroizing::new(String::with_capacity(prefix.len() + value.len()));
             out.push_str(prefix);
             out.push_str(&value);
-            Ok(Some((header.to_ascii_lowercase(), out)))
+            Ok(Some(SentCredential { name: header.to_ascii_lowercase(), value: out, parts: vec![value] }))
         }
     }
 }

@@ -6,11 +6,13 @@
 //! `gzip`/`brotli`, and any `Content-Encoding` but `identity` is refused), an early reject on
 //! an advertised `content-length` over the cap and the cap enforced again while streaming.
 //! Only `host` and the configured auth header go out. TLS verification is never disabled;
-//! `ca_certs` adds roots for this request only.
+//! `ca_certs` adds roots for this request only. A cancel ends the caller's wait within
+//! [`CANCEL_POLL`] in every phase of the request (see [`fetch`]).
 
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,7 @@ const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
 
 /// One confined GET. `url` has already been confined; `header` is the one auth header (name,
 /// value) or `None`.
+#[derive(Clone)]
 pub struct FetchRequest {
     pub url: url::Url,
     pub header: Option<(String, Zeroizing<String>)>,
@@ -51,9 +54,10 @@ impl std::fmt::Debug for FetchRequest {
     }
 }
 
-/// Cancels an in-flight [`fetch`] from another thread: the fetch ends `aborted` at its next
-/// check (before connecting, after the headers, and between body chunks). A server that sends
-/// nothing at all is still bounded by the request's deadline.
+/// Cancels an in-flight [`fetch`] from another thread. The caller of `fetch` gets `aborted`
+/// within one [`CANCEL_POLL`] of the cancel, whatever the request is waiting for (the name
+/// lookup, the connection, the TLS handshake, the response head or a body read); the
+/// connection is shut down at the same moment.
 #[derive(Clone, Default, Debug)]
 pub struct CancelToken(Arc<AtomicBool>);
 
@@ -72,12 +76,23 @@ impl CancelToken {
 
     fn check(&self) -> Result<(), SightError> {
         if self.is_cancelled() {
-            Err(SightError::new("aborted", "the query was cancelled"))
+            Err(aborted())
         } else {
             Ok(())
         }
     }
 }
+
+fn aborted() -> SightError {
+    SightError::new("aborted", "the query was cancelled")
+}
+
+/// How often the caller of [`fetch`] looks at its cancel token while the request runs: the
+/// bound on how long a cancelled query keeps its caller's thread.
+pub const CANCEL_POLL: Duration = Duration::from_millis(10);
+/// How long past `timeout_ms` the caller waits for the request's own timeout to report before
+/// it reports `timeout` itself (a backstop: ureq's global timeout ends the request first).
+const DEADLINE_GRACE: Duration = Duration::from_millis(500);
 
 /// A 2xx response: its status, the whole body (at most `max_response_bytes`) and its
 /// `content-type`.
@@ -89,19 +104,72 @@ pub struct FetchResponse {
 }
 
 /// Perform the GET. See the module documentation for every bound.
+///
+/// The request runs on a thread of its own while the calling thread waits for its answer and
+/// watches `cancel` every [`CANCEL_POLL`]. On a cancel the caller shuts the request's
+/// connection down (which ends a blocked read or handshake at once) and returns `aborted`
+/// without waiting; a request still resolving the host name or connecting ends by itself
+/// within `timeout_ms`, holding nothing the caller needs. So a cancelled query never keeps
+/// its caller (a binding's worker thread) until `timeout_ms`.
 pub fn fetch(request: &FetchRequest, cancel: &CancelToken) -> Result<FetchResponse, SightError> {
     cancel.check()?;
     let deadline_len = Duration::from_millis(request.timeout_ms.max(1));
     let started = Instant::now();
     let agent = build_agent(request, deadline_len)?;
 
+    let (answer, answered) = mpsc::sync_channel(1);
+    let worker = {
+        let (agent, request, cancel) = (agent.clone(), request.clone(), cancel.clone());
+        std::thread::Builder::new().name("warden-sight-get".into()).spawn(move || {
+            // The receiver may be gone (the caller was cancelled): nothing to tell then.
+            let _ = answer.send(exchange(&agent, &request, &cancel, started, deadline_len));
+        })
+    };
+    let worker =
+        worker.map_err(|_| SightError::new("network_error", "could not start the request (no thread available)"))?;
+    loop {
+        match answered.recv_timeout(CANCEL_POLL) {
+            Ok(result) => {
+                // A query cancelled while its answer was on the way is still `aborted`.
+                cancel.check()?;
+                return result;
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if cancel.is_cancelled() {
+                    agent.shutdown();
+                    return Err(aborted());
+                }
+                if started.elapsed() > deadline_len + DEADLINE_GRACE {
+                    agent.shutdown();
+                    return Err(timeout_error(request.timeout_ms));
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                // The request thread ended without an answer: it panicked. Hand the panic to
+                // this thread, where the library's panic boundaries expect it.
+                if let Err(panic) = worker.join() {
+                    std::panic::resume_unwind(panic);
+                }
+                return Err(SightError::new("network_error", "the request ended without an answer"));
+            }
+        }
+    }
+}
+
+/// The request itself, on its own thread: send, check the head, stream the body under the
+/// caps. `cancel` is checked between steps and body chunks too, so a request whose caller
+/// has gone stops at its next step.
+fn exchange(
+    agent: &ureq::Agent,
+    request: &FetchRequest,
+    cancel: &CancelToken,
+    started: Instant,
+    deadline_len: Duration,
+) -> Result<FetchResponse, SightError> {
     let mut builder = agent.get(request.url.as_str());
     if let Some((name, value)) = &request.header {
         builder = builder.header(name.as_str(), value.as_str());
     }
-    // A cancel cannot interrupt the wait for the connection and the response head (ureq has
-    // no hook for it; `timeout_ms` bounds it); once it ends, a cancelled query reports
-    // `aborted` whatever the wait ended with.
     let response = builder.call().map_err(|err| match cancel.check() {
         Err(aborted) => aborted,
         Ok(()) => map_error(err, request.timeout_ms),

@@ -4,12 +4,14 @@
 //! `config` validates the `sources:` section at load; `confine` turns an agent's
 //! (source, endpoint, params, fields) into a URL the administrator's config already allows;
 //! `credentials` resolves a reference per request; `http` performs the one GET with every
-//! bound enforced while streaming; `shape` selects, redacts and prunes the response.
+//! bound enforced while streaming; `shape` selects, redacts and prunes the response, with
+//! `echo` scrubbing whatever the upstream echoes of the credential sent.
 
 pub mod api;
 pub mod config;
 pub mod confine;
 pub mod credentials;
+pub mod echo;
 pub mod http;
 pub mod query;
 pub mod record;

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::config::{Auth, Sources};
 use super::confine::{confine, Confined, Query};
-use super::credentials::{header_for, AuthSpec, CredentialProvider};
+use super::credentials::{credential_for, AuthSpec, CredentialProvider};
 use super::http::{fetch, CancelToken, FetchRequest};
 use super::shape::{self, Echo, SightResult};
 use super::SightError;
@@ -31,7 +31,7 @@ fn auth_spec(auth: &Auth) -> AuthSpec {
 
 /// Run one agent query (`{"source", "endpoint", "params", "fields"}`) against the configured
 /// sources. `now` stamps `fetchedAt`. Every error message is redacted with the credential
-/// actually sent on this request.
+/// actually sent on this request (the header value and each value it was built from).
 pub fn run(
     sources: &Sources,
     query: &Value,
@@ -60,11 +60,17 @@ pub fn fetch_confined(
     if let Some(aborted) = cancelled() {
         return Err(aborted);
     }
-    let header = header_for(&auth_spec(&source.auth), provider).map_err(|e| cancelled().unwrap_or(e))?;
-    let echo = Echo::new(header.as_ref().map(|(_, value)| value.as_str()));
+    let sent = credential_for(&auth_spec(&source.auth), provider).map_err(|e| cancelled().unwrap_or(e))?;
+    let echo = match &sent {
+        Some(sent) => {
+            let parts: Vec<&str> = sent.parts.iter().map(|part| part.as_str()).collect();
+            Echo::for_sent(Some(&sent.value), &parts)
+        }
+        None => Echo::none(),
+    };
     let request = FetchRequest {
         url: confined.url.clone(),
-        header,
+        header: sent.map(|sent| (sent.name, sent.value)),
         timeout_ms: source.timeout_ms,
         max_response_bytes: source.max_response_bytes,
         ca_certs: source.ca_certs.clone(),

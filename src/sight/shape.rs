@@ -9,22 +9,23 @@
 //!   selected value (the pointer guard);
 //! - `Bearer …`, `Basic …`, `key=value` for sensitive names, `sk-…` and a few other well-known
 //!   token shapes are scrubbed inside strings by linear-time regexes;
-//! - the credential header value sent on *this* request is scrubbed wherever it is echoed: raw,
-//!   in its three base64 alignments, and percent-encoded (the echo guard);
+//! - the credential sent on *this* request — the header value and each value it was built
+//!   from — is scrubbed wherever it is echoed, in the forms `sight::echo` lists (the echo
+//!   guard);
 //! - every output string is at most `max_string` characters, every container at most
 //!   `max_items` entries, and non-empty containers nest at most `max_depth` deep, with honest
-//!   flags in `truncation`.
+//!   flags in `truncation`: each says what was shown out of the original total.
 
 use std::sync::LazyLock;
 
 use base64::Engine as _;
-use memchr::memmem::Finder;
-use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use regex::{Captures, Regex};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
+pub use super::echo::Echo;
+use super::echo::EchoScan;
 use super::SightError;
 
 /// The replacement for anything redacted.
@@ -57,181 +58,6 @@ impl Default for Limits {
     }
 }
 
-/// The credential header value sent on this request, in every form in which an echo of it is
-/// scrubbed. The value is held in zeroizing buffers and never printed by `Debug`.
-pub struct Echo {
-    /// Longest first, so a longer form is replaced before a shorter one it contains.
-    forms: Vec<Zeroizing<String>>,
-}
-
-impl std::fmt::Debug for Echo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Echo").field("forms", &self.forms.len()).finish_non_exhaustive()
-    }
-}
-
-/// Shorter secrets than this are not scrubbed by substring (they would mangle ordinary text);
-/// credential values that short are not credentials worth the name.
-const MIN_ECHO_CHARS: usize = 4;
-/// Derived forms (base64 alignments, a Basic password alone) shorter than this are skipped.
-const MIN_DERIVED_CHARS: usize = 8;
-
-/// Unreserved characters (RFC 3986) stay literal in the component form most encoders produce.
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
-
-impl Echo {
-    /// An echo guard for the exact header value sent (`None`: nothing to guard).
-    pub fn new(sent_value: Option<&str>) -> Echo {
-        let mut forms: Vec<Zeroizing<String>> = Vec::new();
-        if let Some(value) = sent_value {
-            let value = value.trim();
-            // "Bearer X", "Basic X", "token X": the secret is X; guarding X also guards the whole
-            // value (every form of X is contained in the same form of the whole), and an echo
-            // then reads "Bearer [REDACTED]".
-            let secret = match value.split_once(' ') {
-                Some((scheme, rest))
-                    if !scheme.is_empty()
-                        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                        && rest.trim().chars().count() >= MIN_ECHO_CHARS =>
-                {
-                    if scheme.eq_ignore_ascii_case("basic") {
-                        add_basic_forms(rest.trim(), &mut forms);
-                    }
-                    rest.trim()
-                }
-                _ => value,
-            };
-            add_forms(secret, MIN_ECHO_CHARS, &mut forms);
-        }
-        forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        forms.dedup();
-        Echo { forms }
-    }
-
-    /// An echo guard with nothing to guard.
-    pub fn none() -> Echo {
-        Echo { forms: Vec::new() }
-    }
-
-    /// Searchers for every form, built once per document rather than once per string (their
-    /// construction dominated shaping a 64 KiB response). They borrow the zeroizing forms, so
-    /// no copy of a credential outlives the `Echo`.
-    fn scan(&self) -> EchoScan<'_> {
-        EchoScan { finders: self.forms.iter().map(|form| Finder::new(form.as_bytes())).collect() }
-    }
-}
-
-/// The echo guard's searchers for one shaping pass; see `Echo::scan`. Linear time per string.
-struct EchoScan<'e> {
-    /// Longest form first, as in `Echo::forms`.
-    finders: Vec<Finder<'e>>,
-}
-
-impl EchoScan<'_> {
-    /// Whether `text` contains any guarded form.
-    fn found_in(&self, text: &str) -> bool {
-        self.finders.iter().any(|finder| finder.find(text.as_bytes()).is_some())
-    }
-
-    /// `text` with every guarded form replaced by `[REDACTED]`, longest forms first, and the
-    /// number of replacements.
-    fn scrub(&self, text: &str) -> (String, usize) {
-        let mut out = text.to_owned();
-        let mut count = 0;
-        for finder in &self.finders {
-            let len = finder.needle().len();
-            let starts: Vec<usize> = finder.find_iter(out.as_bytes()).collect();
-            if starts.is_empty() {
-                continue;
-            }
-            // The forms are valid UTF-8 and so is `out`: a match starts and ends on character
-            // boundaries. `find_iter` reports non-overlapping matches.
-            count += starts.len();
-            let mut next = String::with_capacity(out.len());
-            let mut at = 0;
-            for start in starts {
-                next.push_str(&out[at..start]);
-                next.push_str(REDACTED);
-                at = start + len;
-            }
-            next.push_str(&out[at..]);
-            out = next;
-        }
-        (out, count)
-    }
-}
-
-/// The raw value, its JSON-escaped variant, its base64 alignments and percent-encoded forms.
-fn add_forms(secret: &str, min_chars: usize, forms: &mut Vec<Zeroizing<String>>) {
-    if secret.chars().count() < min_chars {
-        return;
-    }
-    forms.push(Zeroizing::new(secret.to_owned()));
-    if secret.contains('/') {
-        forms.push(Zeroizing::new(secret.replace('/', "\\/")));
-    }
-    // If the secret sits at byte offset p of some text that is base64-encoded, the encoding
-    // contains the encoding of the secret's bytes from the first 3-byte boundary on: skipping 0,
-    // 2 or 1 bytes for p ≡ 0, 1, 2 (mod 3), and keeping only complete groups.
-    let bytes = secret.as_bytes();
-    for skip in 0..3 {
-        let Some(rest) = bytes.get(skip..) else { continue };
-        let whole = rest.len() / 3 * 3;
-        let Some(groups) = rest.get(..whole) else { continue };
-        let standard = Zeroizing::new(base64::engine::general_purpose::STANDARD_NO_PAD.encode(groups));
-        if standard.len() < MIN_DERIVED_CHARS {
-            continue;
-        }
-        let url_safe = Zeroizing::new(standard.replace('+', "-").replace('/', "_"));
-        if url_safe != standard {
-            forms.push(url_safe);
-        }
-        forms.push(standard);
-    }
-    for set in [NON_ALPHANUMERIC, COMPONENT] {
-        let upper = Zeroizing::new(utf8_percent_encode(secret, set).to_string());
-        if upper.as_str() == secret {
-            continue;
-        }
-        let lower = Zeroizing::new(lower_hex_escapes(&upper));
-        let plus = Zeroizing::new(upper.replace("%20", "+"));
-        for form in [upper, lower, plus] {
-            if form.as_str() != secret && !forms.contains(&form) {
-                forms.push(form);
-            }
-        }
-    }
-}
-
-/// For `Basic X`: the decoded `user:password` and, if long enough, the password alone.
-fn add_basic_forms(encoded: &str, forms: &mut Vec<Zeroizing<String>>) {
-    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded) else { return };
-    let decoded = Zeroizing::new(decoded);
-    let Ok(pair) = std::str::from_utf8(&decoded) else { return };
-    add_forms(pair, MIN_ECHO_CHARS, forms);
-    if let Some((_, password)) = pair.split_once(':') {
-        add_forms(password, MIN_DERIVED_CHARS, forms);
-    }
-}
-
-/// `%2F` → `%2f` (only the hex digits of escapes; everything else as is).
-fn lower_hex_escapes(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut after_percent = 0;
-    for c in text.chars() {
-        if c == '%' {
-            after_percent = 2;
-            out.push(c);
-        } else if after_percent > 0 {
-            after_percent -= 1;
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The shaped values of one response, ready to become a result.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Shaped {
@@ -241,7 +67,12 @@ pub struct Shaped {
     pub warnings: Vec<String>,
     /// Whether warnings were dropped.
     pub warnings_truncated: bool,
-    /// alias → `{depth?: {limit, cut}, items?: {shown, total, containers}, strings?: {limit, cut}}`.
+    /// alias → `{depth?, items?, strings?}`, only for aliases something was cut from. Each flag
+    /// is `{shown, total}` plus a count: `depth: {shown: max_depth, total: the deepest nesting
+    /// of non-empty containers, containers: how many were replaced}`, `items: {shown:
+    /// max_items, total: the most entries any cut container had, containers}`, `strings:
+    /// {shown: max_string, total: the longest cut string's length in characters, strings: how
+    /// many were cut}` (a number too long to show counts as a string).
     pub truncation: Map<String, Value>,
     /// alias → number of redactions (only aliases with at least one).
     pub redactions: Map<String, Value>,
@@ -464,7 +295,7 @@ fn looks_like_basic(token: &str) -> bool {
             return true;
         }
     }
-    token.len() >= MIN_DERIVED_CHARS && !token.chars().all(|c| c.is_ascii_alphabetic())
+    token.len() >= 8 && !token.chars().all(|c| c.is_ascii_alphabetic())
 }
 
 /// A redacted, whitespace-collapsed, single-line excerpt of at most 300 characters, for error
@@ -505,15 +336,59 @@ fn cut_chars(text: &str, max: usize, ellipsis: bool) -> String {
     }
 }
 
-/// Per-alias bookkeeping while walking a selected value.
+/// Per-alias bookkeeping while walking a selected value. Each kind of cut keeps how many
+/// places were cut and the largest original size among them, so a flag can say what was
+/// shown out of what there was.
 #[derive(Default)]
 struct Walk {
     redactions: usize,
-    depth_cut: usize,
-    items_first: Option<(usize, usize)>,
-    items_containers: usize,
-    strings_cut: usize,
+    depth: Cuts,
+    items: Cuts,
+    strings: Cuts,
     suspicious: bool,
+}
+
+/// The places one limit cut and the largest original size (levels, entries or characters).
+#[derive(Default)]
+struct Cuts {
+    count: usize,
+    largest: usize,
+}
+
+impl Cuts {
+    fn record(&mut self, total: usize) {
+        self.count += 1;
+        self.largest = self.largest.max(total);
+    }
+
+    /// `{shown, total, <counted>: n}`, or nothing when this limit cut nothing.
+    fn flag(&self, shown: usize, counted: &str) -> Option<Value> {
+        (self.count > 0).then(|| {
+            let mut flag = Map::new();
+            flag.insert("shown".into(), Value::from(shown));
+            flag.insert("total".into(), Value::from(self.largest));
+            flag.insert(counted.into(), Value::from(self.count));
+            Value::Object(flag)
+        })
+    }
+}
+
+/// How many levels of non-empty containers `value` holds (0 for a scalar or an empty
+/// container), counted without recursion so no document can exhaust the stack.
+fn nesting(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, above)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) if !items.is_empty() => Box::new(items.iter()),
+            Value::Object(entries) if !entries.is_empty() => Box::new(entries.values()),
+            _ => continue,
+        };
+        let level = above + 1;
+        deepest = deepest.max(level);
+        stack.extend(children.map(|child| (child, level)));
+    }
+    deepest
 }
 
 impl Walk {
@@ -525,7 +400,7 @@ impl Walk {
         }
         let cut = cut_chars(&scrubbed, limits.max_string, false);
         if cut.len() != scrubbed.len() {
-            self.strings_cut += 1;
+            self.strings.record(scrubbed.chars().count());
         }
         cut
     }
@@ -547,7 +422,7 @@ impl Walk {
                 if echo.found_in(&text) {
                     self.redacted(limits)
                 } else if text.chars().count() > limits.max_string {
-                    self.strings_cut += 1;
+                    self.strings.record(text.chars().count());
                     self.marker(TRUNCATED_NUMBER, limits)
                 } else {
                     value.clone()
@@ -557,7 +432,7 @@ impl Walk {
             Value::Array(items) if items.is_empty() => Value::Array(Vec::new()),
             Value::Object(entries) if entries.is_empty() => Value::Object(Map::new()),
             Value::Array(_) | Value::Object(_) if depth >= limits.max_depth => {
-                self.depth_cut += 1;
+                self.depth.record(depth + nesting(value));
                 self.marker(TRUNCATED_DEPTH, limits)
             }
             Value::Array(items) => {
@@ -585,26 +460,22 @@ impl Walk {
 
     fn items(&mut self, total: usize, limits: &Limits) {
         if total > limits.max_items {
-            self.items_containers += 1;
-            if self.items_first.is_none() {
-                self.items_first = Some((limits.max_items, total));
-            }
+            self.items.record(total);
         }
     }
 
+    /// `{depth?, items?, strings?}`, each `{shown, total, …}` (see `Shaped::truncation`).
     fn truncation(&self, limits: &Limits) -> Option<Value> {
         let mut details = Map::new();
-        if self.depth_cut > 0 {
-            details.insert("depth".into(), serde_json::json!({"limit": limits.max_depth, "cut": self.depth_cut}));
-        }
-        if let Some((shown, total)) = self.items_first {
-            details.insert(
-                "items".into(),
-                serde_json::json!({"shown": shown, "total": total, "containers": self.items_containers}),
-            );
-        }
-        if self.strings_cut > 0 {
-            details.insert("strings".into(), serde_json::json!({"limit": limits.max_string, "cut": self.strings_cut}));
+        let flags = [
+            ("depth", self.depth.flag(limits.max_depth, "containers")),
+            ("items", self.items.flag(limits.max_items, "containers")),
+            ("strings", self.strings.flag(limits.max_string, "strings")),
+        ];
+        for (name, flag) in flags {
+            if let Some(flag) = flag {
+                details.insert(name.into(), flag);
+            }
         }
         (!details.is_empty()).then_some(Value::Object(details))
     }

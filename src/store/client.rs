@@ -176,8 +176,9 @@ impl<P: Protocol> Client<P> {
     where
         P::Write: Clone,
     {
-        if let Some(reason) = self.done.get() {
-            return Answer::Lost(reason.clone());
+        if self.done.get().is_some() {
+            // Never sent on this connection (it broke, or the owner said goodbye): not applied.
+            return Answer::Moved;
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let slot = Slot::new();
@@ -218,8 +219,9 @@ impl<P: Protocol> Client<P> {
     }
 
     pub(super) fn read(&self, op: P::Read, now: Option<Micros>) -> Answer<<P::Read as ReadOp>::Reply> {
-        if let Some(reason) = self.done.get() {
-            return Answer::Lost(reason.clone());
+        if self.done.get().is_some() {
+            // Never sent on this connection (it broke, or the owner said goodbye): not applied.
+            return Answer::Moved;
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let slot = Slot::new();

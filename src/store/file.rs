@@ -156,11 +156,15 @@ impl Drop for Db {
     }
 }
 
+/// The start of the message for a file another process holds open outside the owner protocol
+/// (a reader); an election waits that out within its bound.
+pub(crate) const HELD_ELSEWHERE: &str = "the store is held open by a process outside the owner protocol";
+
 fn open_error(path: &Path, error: DatabaseError) -> Error {
     match error {
         DatabaseError::DatabaseAlreadyOpen => Error::Store(format!(
-            "the store {} is held by a process that is not taking part in Warden's owner protocol (a reader, or \
-             an older Warden); nothing was written. Close that process and open again",
+            "{HELD_ELSEWHERE} (a reader such as `warden doctor`, or an older Warden): {}; nothing was written. \
+             Close that process and open again",
             path.display()
         )),
         DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {

@@ -119,11 +119,15 @@ pub const DEFAULT_DEFERRED_DELAY: Duration = Duration::from_millis(10);
 pub struct StoreOptions {
     /// The bound on every wait: for the owner to answer, for ownership, for the writer.
     pub wait: Duration,
+    /// Only read (the operator's views, `warden doctor`): use the owner if one runs, else open
+    /// the file read-only without taking ownership, so the file is not written at all. A store
+    /// that needs recovery after a crash is opened as usual (recovery writes).
+    pub read_only: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
-        StoreOptions { wait: wait_from_environment() }
+        StoreOptions { wait: wait_from_environment(), read_only: false }
     }
 }
 
@@ -312,6 +316,31 @@ type Registry = Mutex<HashMap<FileId, Weak<dyn Any + Send + Sync>>>;
 /// One registry per fork generation: a child never touches (or waits on) its parent's.
 static REGISTRIES: [OnceLock<Registry>; 64] = [const { OnceLock::new() }; 64];
 
+/// At a normal process exit: make every deferred outcome of this process durable (bounded),
+/// without ever waiting on a lock another thread may hold.
+fn flush_at_exit() {
+    let Ok(registry) = registry(fork::generation()) else { return };
+    let Ok(map) = registry.try_lock() else { return };
+    let engines: Vec<Arc<dyn Any + Send + Sync>> = map.values().filter_map(Weak::upgrade).collect();
+    drop(map);
+    for engine in engines {
+        if let Some(flush) = EXIT_FLUSHERS.get() {
+            flush(&engine);
+        }
+    }
+}
+
+/// How an engine of the one protocol this process uses is flushed at exit (type-erased: the
+/// registry holds `dyn Any`).
+static EXIT_FLUSHERS: OnceLock<fn(&Arc<dyn Any + Send + Sync>)> = OnceLock::new();
+
+fn flush_engine<P: Protocol>(engine: &Arc<dyn Any + Send + Sync>) {
+    if let Ok(engine) = engine.clone().downcast::<Engine<P>>() {
+        let store = Store { engine, generation: fork::generation(), opened_in: std::process::id() };
+        let _ = store.flush();
+    }
+}
+
 fn registry(generation: u64) -> Result<&'static Registry> {
     let slot = REGISTRIES.get(generation as usize).ok_or_else(|| {
         Error::Store("this process descends from more than 63 nested forks of a Warden process; start it afresh".into())
@@ -328,6 +357,7 @@ impl<P: Protocol> Store<P> {
             return Err(Error::InvalidInput("the store path is empty; pass --store PATH or set WARDEN_STORE".into()));
         }
         let generation = fork::current();
+        crate::ffi::os::install_exit_hook(flush_at_exit);
         let registry = registry(generation)?;
         let mut map = registry.lock().map_err(|_| {
             Error::Store("the store registry is poisoned by an earlier panic; restart the process".into())
@@ -339,8 +369,12 @@ impl<P: Protocol> Store<P> {
                 return Ok(Store { engine, generation, opened_in });
             }
         }
+        let _ = EXIT_FLUSHERS.set(flush_engine::<P>);
         let orphans: Orphans<P> = Arc::default();
-        let mode = elect::<P>(&path, options.wait, &orphans)?;
+        let mode = match options.read_only.then(|| only_read::<P>(&path, options.wait, &orphans)).transpose()? {
+            Some(Some(mode)) => mode,
+            _ => elect::<P>(&path, options.wait, &orphans)?,
+        };
         let identity = file::identity(&path)
             .ok_or_else(|| Error::Store(format!("the store {} vanished while it was being opened", path.display())))?;
         let engine = Arc::new(Engine { path, mode: RwLock::new(Arc::new(mode)), orphans, wait: options.wait });
@@ -483,7 +517,7 @@ impl<P: Protocol> Store<P> {
         let Mode::Owner(owned) = &*mode else {
             return Err(Error::InvalidInput("only the process that owns a store can tamper with it".into()));
         };
-        owned.shared.committer_flush_then(|database| {
+        owned.shared.with_database(|database| {
             let txn = database.begin_write().map_err(tx::fault)?;
             {
                 let mut raw = WriteTx::open(&txn)?;
@@ -495,9 +529,9 @@ impl<P: Protocol> Store<P> {
 }
 
 impl<P: Protocol> owner::Shared<P> {
-    /// Run `work` on the database from this thread, after everything queued committed (redb
-    /// serialises it with the writer thread's transactions).
-    fn committer_flush_then(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
+    /// Run `work` on the database from this thread (redb serialises its write transaction with
+    /// the writer thread's).
+    fn with_database(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
         work(self.db.database()?)
     }
 }
@@ -565,7 +599,11 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Resu
     let mut pause = Duration::from_millis(1);
     loop {
         match OwnerLock::try_take(path)? {
-            Attempt::Owner(lock) => return damaged_if_panics(path, || become_owner(path, lock, wait)),
+            Attempt::Owner(lock) => match damaged_if_panics(path, || become_owner(path, lock, wait)) {
+                // A reader has the file open for a moment: wait it out within the bound.
+                Err(Error::Store(text)) if text.starts_with(file::HELD_ELSEWHERE) && Instant::now() < deadline => {}
+                owned => return owned,
+            },
             Attempt::NoWriteAccess(error) => {
                 return damaged_if_panics(path, || open_read_only(path, &error, wait, orphans))
             }
@@ -639,6 +677,22 @@ fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Re
     Ok(Mode::Owner(owned))
 }
 
+/// A read-only open: the owner if one is serving, else the file read-only. `None` when the
+/// file cannot be opened read-only as it is (it needs recovery): then elect as usual.
+fn only_read<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Result<Option<Mode<P>>> {
+    if let Ok(Some(client)) = connect::<P>(path, wait, orphans) {
+        return Ok(Some(Mode::Client(client)));
+    }
+    if !file::inspect(path)? {
+        return Err(Error::Store(format!("there is no store at {} (reading never creates one)", path.display())));
+    }
+    match damaged_if_panics(path, || read_only_mode(path, "opened to read only".into())) {
+        Ok(mode) => Ok(Some(mode)),
+        Err(Error::Store(text)) if text.contains("needs recovery") => Ok(None),
+        Err(other) => Err(other),
+    }
+}
+
 fn open_read_only<P: Protocol>(
     path: &Path,
     why: &std::io::Error,
@@ -655,6 +709,11 @@ fn open_read_only<P: Protocol>(
             path.display()
         )));
     }
+    read_only_mode(path, why.to_string())
+}
+
+/// The file opened read-only (redb refuses while a writer holds it; it never writes).
+fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
     let file = std::fs::File::open(path).map_err(|e| file::access_error(path, &e))?;
     let registered = fork::Registered::new(std::os::fd::AsRawFd::as_raw_fd(&file))?;
     let backend = redb::backends::FileBackend::new(file)
@@ -685,7 +744,7 @@ fn open_read_only<P: Protocol>(
         Some(other) => schema::check_version(other, path)?,
         None => return Err(file::not_a_store(path, "it has no Warden schema version")),
     }
-    Ok(Mode::ReadOnly(ReadOnly { db: Some(db), registered, generation: fork::generation(), why: why.to_string() }))
+    Ok(Mode::ReadOnly(ReadOnly { db: Some(db), registered, generation: fork::generation(), why }))
 }
 
 impl ReadOnly {

@@ -288,3 +288,77 @@ pub fn response(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> 
     bytes.extend_from_slice(body);
     bytes
 }
+
+/// A server that accepts connections and never finishes an answer: it reads what the client
+/// sends, optionally answers the first bytes with `opening` (a response head, say) and then
+/// stalls. It reports when a connection's first bytes arrived and when the client closed the
+/// connection — the server itself never closes one.
+pub struct Silent {
+    pub port: u16,
+    received: Mutex<std::sync::mpsc::Receiver<()>>,
+    closed: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Silent {
+    pub fn start(opening: &'static [u8]) -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (received_tx, received) = std::sync::mpsc::channel();
+        let (closed_tx, closed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let (received_tx, closed_tx) = (received_tx.clone(), closed_tx.clone());
+                std::thread::spawn(move || {
+                    // Short reads so the thread notices a hang-up; it never gives up on its own
+                    // before a minute has passed.
+                    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+                    let started = std::time::Instant::now();
+                    let mut first = true;
+                    let mut chunk = [0u8; 4096];
+                    while started.elapsed() < Duration::from_secs(60) {
+                        match stream.read(&mut chunk) {
+                            Ok(0) => break,
+                            Ok(_) if first => {
+                                first = false;
+                                if !opening.is_empty() {
+                                    let _ = stream.write_all(opening);
+                                }
+                                let _ = received_tx.send(());
+                            }
+                            Ok(_) => {}
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) => {}
+                            Err(_) => break,
+                        }
+                    }
+                    let _ = closed_tx.send(());
+                    // Held until the client is gone: the server never closes first.
+                    drop(stream);
+                });
+            }
+        });
+        Silent { port, received: Mutex::new(received), closed: Mutex::new(closed) }
+    }
+
+    pub fn url(&self, path_and_query: &str) -> url::Url {
+        url::Url::parse(&format!("http://127.0.0.1:{}{}", self.port, path_and_query)).expect("url")
+    }
+
+    pub fn https_url(&self, path_and_query: &str) -> url::Url {
+        url::Url::parse(&format!("https://localhost:{}{}", self.port, path_and_query)).expect("url")
+    }
+
+    /// Waits (at most `bound`, a test timeout) until a connection's first bytes arrived.
+    pub fn received_within(&self, bound: Duration) -> bool {
+        self.received.lock().expect("lock").recv_timeout(bound).is_ok()
+    }
+
+    /// Waits (at most `bound`, a test timeout) until the client closed a connection.
+    pub fn closed_within(&self, bound: Duration) -> bool {
+        self.closed.lock().expect("lock").recv_timeout(bound).is_ok()
+    }
+}

@@ -8,7 +8,8 @@ const fs = require('node:fs');
 const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
-const { spawnSync } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
+const net = require('node:net');
 
 const warden = require('..');
 
@@ -493,6 +494,130 @@ test('aborting while the credential provider is pending rejects with reason abor
   assert.equal((await w.query('status', 'summary')).values.count, 3);
   assert.equal(server.requests.length, 1);
 });
+
+/**
+ * The child of the test below: 8 aborted queries (each waits for its request to reach the
+ * server, aborts, and waits for the server to see the connection closed), a protected call,
+ * close(), then nothing: the process must end by itself.
+ */
+const ABORTED_QUERIES_CHILD = `
+'use strict';
+const assert = require('node:assert/strict');
+const warden = require(process.env.WARDEN_BINDING);
+const messages = [];
+let waiting = null;
+process.on('message', (message) => {
+  if (waiting) {
+    const resolve = waiting;
+    waiting = null;
+    resolve(message);
+  } else {
+    messages.push(message);
+  }
+});
+const next = () => (messages.length > 0 ? Promise.resolve(messages.shift()) : new Promise((resolve) => { waiting = resolve; }));
+(async () => {
+  const w = new warden.Warden({ store: process.env.WARDEN_STORE, config: process.env.WARDEN_CONFIG });
+  w.setCredentialProvider(() => 'tok-silent');
+  for (let i = 0; i < 8; i += 1) {
+    const controller = new AbortController();
+    const query = w.query('status', 'summary', { signal: controller.signal }).then(
+      () => null,
+      (error) => error,
+    );
+    assert.equal(await next(), 'received');
+    controller.abort();
+    const error = await query;
+    assert.equal(error && error.reason, 'aborted', String(error));
+    process.send({ aborted: i + 1 });
+    // The parent answers once the server saw this connection closed by this process.
+    assert.equal(await next(), 'hung-up');
+  }
+  const write = w.protect('ledger.write', () => 'ran');
+  const result = await warden.withContext({ agent: 'support-agent', user: 'ada' }, () => write({ entry: 'after-aborts' }));
+  process.send({ protected: result });
+  w.close();
+  process.send({ closed: true });
+  process.disconnect();
+})().catch((error) => {
+  console.error(error);
+  process.exitCode = 1;
+  process.disconnect();
+});
+`;
+
+test(
+  'aborted queries against a silent server release their threads: a protected call, close() and the process exit all complete',
+  { timeout: 45_000 },
+  async (t) => {
+    // The server accepts and never answers. The source's timeout_ms is a minute, longer than
+    // this test's timeout: only a prompt cancel lets the child get past four aborted queries
+    // (libuv has four worker threads), run its protected call and exit.
+    const sockets = [];
+    let child = null;
+    const silent = net.createServer((socket) => {
+      sockets.push(socket);
+      socket.once('data', () => child && child.send('received'));
+      socket.on('error', () => {});
+      // The server never closes a socket: a close is the client shutting the connection down.
+      socket.once('close', () => child && child.connected && child.send('hung-up'));
+    });
+    await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    t.after(
+      () =>
+        new Promise((resolve) => {
+          for (const socket of sockets) socket.destroy();
+          silent.close(() => resolve());
+        }),
+    );
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warden-abort-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const config = path.join(dir, 'warden.yaml');
+    fs.writeFileSync(
+      config,
+      `schema: warden/v1
+actions:
+  ledger.write:
+    effect: "ledger:{entry}"
+    decision: allow
+sources:
+  - id: status
+    base_url: http://127.0.0.1:${silent.address().port}/v2
+    auth: { mode: bearer, credential: ${REFERENCE} }
+    timeout_ms: 60000
+    endpoints:
+      - id: summary
+        path: /summary
+        fields:
+          state: /status/indicator
+`,
+    );
+    child = spawn(process.execPath, ['-e', ABORTED_QUERIES_CHILD], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: {
+        ...process.env,
+        WARDEN_BINDING: path.resolve(__dirname, '..'),
+        WARDEN_STORE: path.join(dir, 'state.redb'),
+        WARDEN_CONFIG: config,
+      },
+    });
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill();
+    });
+    const events = [];
+    child.on('message', (message) => events.push(message));
+    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const { code, signal } = await exited;
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, 'the child finished by itself');
+    // Ordering: eight aborts, then the protected call, then close().
+    assert.deepEqual(events, [
+      ...Array.from({ length: 8 }, (_, i) => ({ aborted: i + 1 })),
+      { protected: 'ran' },
+      { closed: true },
+    ]);
+    assert.equal(sockets.length, 8, 'each query reached the silent server, one at a time');
+  },
+);
 
 // ---- 6. the tool schema and the catalog ---------------------------------------------------
 

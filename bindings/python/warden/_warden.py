@@ -1251,6 +1251,8 @@ class Warden:
 
         Returns `{"source", "endpoint", "fetchedAt", "status", "values": {alias: value},
         "warnings", "warningsTruncated", "truncation", "redactions", "snapshotId"?}`.
+        `truncation` maps an alias something was cut from to `{"depth"?, "items"?, "strings"?}`,
+        each `{"shown", "total"}` plus a count (`"containers"`, or `"strings"`).
         `snapshot=True` keeps the result as an append-only snapshot (`snapshotId`).
 
         Raises `OutOfWindow` (nothing was sent; `.reason` is `unknown_source`,

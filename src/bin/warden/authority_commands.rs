@@ -15,7 +15,7 @@ use warden::Principal;
 
 use crate::exit::Failure;
 use crate::output::{document, shown};
-use crate::store_commands::open_store;
+use crate::store_commands::{open_store, open_store_to_read};
 
 /// `AGENT` or `AGENT/USER` as a principal.
 fn principal_of(value: &str, flag: &str) -> Result<Principal, Failure> {
@@ -81,7 +81,7 @@ pub fn revoke(
 
 /// `warden delegations [--json]`: every stored delegation, revoked ones included.
 pub fn delegations(store: Option<&Path>, json_out: bool) -> Result<String, Failure> {
-    let kernel = open_store(store)?;
+    let kernel = open_store_to_read(store)?;
     let mut all: Vec<ListedDelegation> = Vec::new();
     let mut after: Option<String> = None;
     loop {

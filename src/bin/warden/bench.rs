@@ -87,6 +87,14 @@ struct Row {
     actions: usize,
     seconds: f64,
     latencies: Vec<Duration>,
+    /// The store file's growth over an empty store, per completed action.
+    bytes_per_action: f64,
+}
+
+/// The size of the store file at `path` after its writers closed, beyond an empty store's.
+fn growth_per_action(path: &Path, empty: u64, actions: usize) -> f64 {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    size.saturating_sub(empty) as f64 / actions.max(1) as f64
 }
 
 impl Row {
@@ -102,6 +110,7 @@ impl Row {
             "actions_per_second": self.rate().round(),
             "p50_ms": percentile(&self.latencies, 50.0).as_secs_f64() * 1e3,
             "p99_ms": percentile(&self.latencies, 99.0).as_secs_f64() * 1e3,
+            "store_bytes_per_action": self.bytes_per_action.round(),
         })
     }
 }
@@ -112,6 +121,7 @@ fn threads_row(
     setting: (&'static str, Outcomes),
     threads: usize,
     actions: usize,
+    empty: u64,
 ) -> Result<Row, Failure> {
     let store = scratch.join(format!("threads-{}-{threads}.redb", setting.0));
     let warden = open(&store, config, setting.1)?;
@@ -149,6 +159,7 @@ fn threads_row(
     })?;
     warden.kernel().flush().map_err(|e| fail("flush", e))?;
     let seconds = started.elapsed().as_secs_f64();
+    drop(warden);
     let mut latencies = latencies;
     latencies.sort();
     Ok(Row {
@@ -156,6 +167,7 @@ fn threads_row(
         workload: format!("{threads} thread(s), one process"),
         actions: latencies.len(),
         seconds,
+        bytes_per_action: growth_per_action(&store, empty, latencies.len()),
         latencies,
     })
 }
@@ -166,6 +178,7 @@ fn processes_row(
     setting: (&'static str, Outcomes),
     processes: usize,
     actions: usize,
+    empty: u64,
 ) -> Result<Row, Failure> {
     let store = scratch.join(format!("processes-{}.redb", setting.0));
     // Created up front, so the workers race for actions, not for the creation.
@@ -208,6 +221,7 @@ fn processes_row(
         workload: format!("{processes} processes × 1 thread, one store"),
         actions: latencies.len(),
         seconds,
+        bytes_per_action: growth_per_action(&store, empty, latencies.len()),
         latencies,
     })
 }
@@ -289,12 +303,17 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
     std::fs::write(&config, DOCUMENT).map_err(|e| fail("write the bench document", e))?;
     let started = Instant::now();
     let reference = reference(scratch.path(), 500)?;
+    let empty = {
+        let path = scratch.path().join("empty.redb");
+        drop(open(&path, &config, Outcomes::Durable)?);
+        std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+    };
     let mut rows = Vec::new();
     for setting in &settings {
         for threads in args.threads {
-            rows.push(threads_row(scratch.path(), &config, *setting, *threads, args.actions)?);
+            rows.push(threads_row(scratch.path(), &config, *setting, *threads, args.actions, empty)?);
         }
-        rows.push(processes_row(scratch.path(), &config, *setting, args.processes, args.actions)?);
+        rows.push(processes_row(scratch.path(), &config, *setting, args.processes, args.actions, empty)?);
     }
     progress("");
     let _ = writeln!(std::io::stderr());
@@ -315,18 +334,19 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
         out.push_str(&format!("  {what:<40} {rate:>9.0} /s\n"));
     }
     out.push_str(&format!(
-        "\n{:<10} {:<36} {:>8} {:>12} {:>9} {:>9}\n",
-        "outcomes", "workload", "actions", "actions/s", "p50 ms", "p99 ms"
+        "\n{:<10} {:<36} {:>8} {:>12} {:>9} {:>9} {:>14}\n",
+        "outcomes", "workload", "actions", "actions/s", "p50 ms", "p99 ms", "store B/action"
     ));
     for row in &rows {
         out.push_str(&format!(
-            "{:<10} {:<36} {:>8} {:>12.0} {:>9.2} {:>9.2}\n",
+            "{:<10} {:<36} {:>8} {:>12.0} {:>9.2} {:>9.2} {:>14.0}\n",
             row.setting,
             row.workload,
             row.actions,
             row.rate(),
             percentile(&row.latencies, 50.0).as_secs_f64() * 1e3,
             percentile(&row.latencies, 99.0).as_secs_f64() * 1e3,
+            row.bytes_per_action,
         ));
     }
     out.push_str("\nEvery action is the full pipeline: propose (one durable write) and commit (outcome + receipt).\n");

@@ -34,7 +34,7 @@ use warden::EffectState;
 use crate::exit::{Done, Failure, EXIT_CHECK_FAILED, EXIT_CODES_HELP, EXIT_INTERNAL};
 use crate::output::{count, document, read_stdin, write_stderr, write_stdout};
 use crate::policy_commands::{document_path, load_config, DecideRequest};
-use crate::store_commands::{default_person, open_store, parse_ttl};
+use crate::store_commands::{default_person, open_store, open_store_to_read, parse_ttl};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -449,7 +449,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             pure_commands::render_template(template, args, resource.as_deref(), *raw, json).map(Done::ok)
         }
         Command::Effects { state, limit } => {
-            store_commands::effects(&open_store(store)?, *state, count(*limit), json).map(Done::ok)
+            store_commands::effects(&open_store_to_read(store)?, *state, count(*limit), json).map(Done::ok)
         }
         Command::Resolve { key, committed, failed, by } => {
             let to = match (committed, failed) {
@@ -461,7 +461,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             store_commands::resolve(&open_store(store)?, key, to, &by, json).map(Done::ok)
         }
         Command::Receipts { last, verify_chain } => {
-            let kernel = open_store(store)?;
+            let kernel = open_store_to_read(store)?;
             if *verify_chain {
                 store_commands::chain(&kernel.verify_chain()?, json)
             } else {
@@ -469,9 +469,9 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             }
         }
         Command::Events { after, limit } => {
-            store_commands::events(&open_store(store)?, *after, count(*limit), json).map(Done::ok)
+            store_commands::events(&open_store_to_read(store)?, *after, count(*limit), json).map(Done::ok)
         }
-        Command::Pending => store_commands::pending(&open_store(store)?, json).map(Done::ok),
+        Command::Pending => store_commands::pending(&open_store_to_read(store)?, json).map(Done::ok),
         Command::Approve { id, by, ttl } => {
             // A bad duration is a usage error whatever the store says.
             let ttl = ttl.as_deref().map(parse_ttl).transpose()?;
@@ -482,7 +482,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             let by = by.clone().unwrap_or_else(default_person);
             store_commands::deny(&open_store(store)?, id, &by, reason.as_deref(), json).map(Done::ok)
         }
-        Command::Inspect { id } => inspect::inspect(&open_store(store)?, id, json).map(Done::ok),
+        Command::Inspect { id } => inspect::inspect(&open_store_to_read(store)?, id, json).map(Done::ok),
         Command::Delegate { parent, file, as_ } => {
             let doc = load_config(document_path(None, config)?)?;
             authority_commands::delegate(doc, store, parent, file, as_, json).map(Done::ok)
@@ -493,7 +493,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
                 .map(Done::ok)
         }
         Command::Delegations => authority_commands::delegations(store, json).map(Done::ok),
-        Command::Doctor => doctor::doctor(&open_store(store)?, json),
+        Command::Doctor => doctor::doctor(&open_store_to_read(store)?, json),
         Command::Bench { dir, actions, threads, processes, outcomes } => bench::bench(&bench::BenchArgs {
             dir: dir.as_deref(),
             actions: *actions,

@@ -154,6 +154,7 @@ pub fn query(
     }
     let mut out = format!("{} {} — HTTP {} at {}\n", result.source, result.endpoint, result.status, result.fetched_at);
     out.push_str(&values_block(&result.values, "  "));
+    out.push_str(&truncation_block(&result.truncation, "  "));
     for warning in &result.warnings {
         out.push_str(&format!("  warning: {}\n", shown(warning)));
     }
@@ -165,6 +166,36 @@ pub fn query(
 
 fn values_block(values: &Map<String, Value>, indent: &str) -> String {
     values.iter().map(|(alias, value)| format!("{indent}{alias} = {}\n", shown(&value.to_string()))).collect()
+}
+
+/// One line per alias something was cut from: `truncated: ALIAS: strings 2000 of 6000
+/// characters (1 string); …`, read from the result's `{shown, total}` flags.
+fn truncation_block(truncation: &Map<String, Value>, indent: &str) -> String {
+    const KINDS: [(&str, &str, &str, &str); 3] = [
+        ("depth", "levels", "containers", "container"),
+        ("items", "entries", "containers", "container"),
+        ("strings", "characters", "strings", "string"),
+    ];
+    let mut out = String::new();
+    for (alias, flags) in truncation {
+        let parts: Vec<String> = KINDS
+            .iter()
+            .filter_map(|(kind, unit, counted, one)| {
+                let flag = flags.get(*kind)?;
+                let count = flag[*counted].as_u64().unwrap_or(0);
+                Some(format!(
+                    "{kind} {} of {} {unit} ({count} {})",
+                    flag["shown"],
+                    flag["total"],
+                    if count == 1 { *one } else { *counted }
+                ))
+            })
+            .collect();
+        if !parts.is_empty() {
+            out.push_str(&format!("{indent}truncated: {}: {}\n", shown(alias), parts.join("; ")));
+        }
+    }
+    out
 }
 
 /// `warden history`'s paging arguments.
@@ -210,6 +241,9 @@ pub fn history(
         ));
         if let Some(values) = snapshot["values"].as_object() {
             out.push_str(&values_block(values, "  "));
+        }
+        if let Some(truncation) = snapshot["truncation"].as_object() {
+            out.push_str(&truncation_block(truncation, "  "));
         }
     }
     if let Some(next) = answer["nextCursor"].as_str() {

@@ -18,6 +18,16 @@ use crate::output::{document, shown, shown_value, table};
 /// Every store command reads or answers what is already there, so a missing file is a mistake
 /// in `--store` / `$WARDEN_STORE`, never a request for a new, empty store.
 pub fn open_store(path: Option<&Path>) -> Result<Kernel, Failure> {
+    open_store_as(path, false)
+}
+
+/// For commands that only read: the owner if one serves the store, else the file read-only
+/// (the file is not written at all).
+pub fn open_store_to_read(path: Option<&Path>) -> Result<Kernel, Failure> {
+    open_store_as(path, true)
+}
+
+fn open_store_as(path: Option<&Path>, read_only: bool) -> Result<Kernel, Failure> {
     let Some(path) = path.filter(|path| !path.as_os_str().is_empty()) else {
         return Err(Failure::usage("no store given; pass --store PATH or set WARDEN_STORE"));
     };
@@ -41,7 +51,8 @@ pub fn open_store(path: Option<&Path>) -> Result<Kernel, Failure> {
         }
         Err(error) => return Err(Failure::usage(format!("cannot read the store {shown_path}: {error}"))),
     }
-    Ok(Kernel::open(path, KernelOptions::default())?)
+    let store = warden::store::StoreOptions { read_only, ..warden::store::StoreOptions::default() };
+    Ok(Kernel::open(path, KernelOptions { store, ..KernelOptions::default() })?)
 }
 
 /// Who approves, denies or resolves when `--by` is not given: `cli:$USER`.

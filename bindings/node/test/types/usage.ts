@@ -31,6 +31,7 @@ import type {
   SightHistoryPage,
   SightResult,
   SightTool,
+  TruncationFlag,
 } from '../..';
 
 const version: 1 = ABI_VERSION;
@@ -119,11 +120,13 @@ async function sights(): Promise<void> {
     const state: JsonValue = result.values.state;
     const redacted: number | undefined = result.redactions.secrets;
     const id: string | undefined = result.snapshotId;
+    const longest: number | undefined = result.truncation.state?.strings?.total;
+    const cut: TruncationFlag | undefined = result.truncation.state?.items;
     const page: SightHistoryPage = await reader.history('status', 'summary', { params: { region: 'eu' }, limit: 5 });
     const next: SightHistoryPage = await reader.history('status', 'summary', { cursor: page.nextCursor ?? null });
     const diff: SightDiff = await reader.diff(page.snapshots[0].snapshotId, next.snapshots[0].snapshotId);
     const change: 'added' | 'removed' | 'changed' = diff.entries[0].change;
-    void [state, redacted, id, change];
+    void [state, redacted, id, change, longest, cut];
   } catch (error) {
     if (error instanceof OutOfWindow || error instanceof FetchFault || error instanceof NotFound) {
       const reason: string = error.reason;
