@@ -2,18 +2,27 @@
 //! a depth-3 chain evaluated among 10 and among 100,000 other delegations (in-memory source with
 //! the store's index shape), plus a root-grant-only evaluation for scale.
 //!
+//! Against the real store: one evaluation's read operation and evaluation (`Warden::
+//! evaluate_authority`) among 10 and 100,000 stored delegations (bulk loaded), and the budget
+//! check a reservation makes (the running window sum) with 10 and 100,000 charges in the window.
+//!
 //! `cargo bench --bench authority`
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
+use std::sync::Arc;
 use warden::authority::record::DelegationRecord;
 use warden::authority::source::index_keys;
+
 use warden::authority::{
-    evaluate, grant_to_json, parse_instant, plan_delegation, Authority, Call, CreatedVia, MemorySource, Proposal,
+    evaluate, grant_to_json, parse_instant, plan_delegation, Authority, Call, Charge, CreatedVia, MemorySource,
+    Proposal,
 };
 use warden::document::{load_grant_str, load_str};
+use warden::pipeline::{ActionRequest, Warden, WardenOptions};
+use warden::ManualClock;
 use warden::{Action, Principal};
 
 const SECTION: &str = r#"
@@ -112,5 +121,111 @@ fn authority_bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, authority_bench);
+const STORE_DOCUMENT: &str = r#"
+schema: warden/v1
+environment: production
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - decision: allow
+authority:
+  grants:
+    - id: human
+      subject: { agent: "finance-*" }
+      actions: ["stripe.refund"]
+      constraints: { amount_lte: 10000000 }
+      expires_at: "2026-12-01T00:00:00Z"
+      delegable: true
+"#;
+
+fn crowd_rows(crowd: usize) -> Vec<warden::authority::NewDelegation> {
+    let template = load_grant_str(&link("someone"), "g").expect("grant");
+    (0..crowd)
+        .map(|i| {
+            let mut grant = template.clone();
+            grant.subject.agent = Some(format!("agent-{i}"));
+            grant.id = format!("dlg_{i:032x}");
+            warden::authority::NewDelegation {
+                index_keys: index_keys(&grant),
+                record: DelegationRecord {
+                    delegation_id: grant.id.clone(),
+                    parent_id: "human".into(),
+                    depth: 1,
+                    grant_json: grant_to_json(&grant),
+                    created_by: Principal::new("finance-1", None).expect("principal"),
+                    created_via: "api".into(),
+                    created_at: 0,
+                },
+            }
+        })
+        .collect()
+}
+
+fn store_bench(c: &mut Criterion) {
+    let now = parse_instant("2026-11-01T00:00:00Z").expect("instant");
+    let mut group = c.benchmark_group("authority in the store");
+    for crowd in [10, 100_000] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let warden = Warden::open(
+            dir.path().join("state.redb"),
+            load_str(STORE_DOCUMENT, "bench.yaml").expect("document"),
+            WardenOptions { clock: Arc::new(ManualClock::new(now)), ..WardenOptions::default() },
+        )
+        .expect("open");
+        let rows = crowd_rows(crowd);
+        warden.kernel().store().tamper(|t| t.put_delegations(&rows)).expect("bulk load");
+        let mut parent = "human".to_owned();
+        for (from, to) in [("finance-1", "finance-2"), ("finance-2", "finance-3"), ("finance-3", "support-1")] {
+            let by = Principal::new(from, None).expect("principal");
+            parent = warden.delegate_text(&parent, &link(to), &by, None, CreatedVia::Api).expect("delegate");
+        }
+        let request = ActionRequest::new(
+            "stripe.refund",
+            json!({"payment_id": "p", "amount": 100}),
+            Principal::new("support-1", None).expect("principal"),
+        );
+        group.bench_function(format!("evaluate a depth-3 chain among {crowd} stored delegations"), |b| {
+            b.iter(|| {
+                let evaluation = warden.evaluate_authority(&request).expect("evaluation");
+                assert!(evaluation.result.passed);
+                black_box(evaluation)
+            })
+        });
+    }
+    for charges in [10usize, 100_000] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kernel =
+            warden::Kernel::open(dir.path().join("state.redb"), warden::KernelOptions::default()).expect("open");
+        let charge = Charge {
+            grant_id: "support".into(),
+            metric: "amount".into(),
+            amount: 1,
+            limit: u64::MAX,
+            window_seconds: 86_400,
+        };
+        kernel
+            .store()
+            .tamper(|t| {
+                for i in 0..charges {
+                    t.put_budget_charges(std::slice::from_ref(&charge), &format!("refund:{i}"), 1, now)?;
+                }
+                Ok(())
+            })
+            .expect("bulk charges");
+        kernel
+            .store()
+            .tamper(|t| {
+                assert_eq!(t.budget_window_sum(&charge, now)?, charges as u128);
+                group.bench_function(format!("budget check with {charges} charges in the window"), |b| {
+                    b.iter(|| black_box(t.budget_window_sum(&charge, now).expect("sum")))
+                });
+                Ok(())
+            })
+            .expect("bench");
+    }
+    group.finish();
+}
+
+criterion_group!(benches, authority_bench, store_bench);
 criterion_main!(benches);

@@ -44,6 +44,7 @@
  *   108  WARDEN_RESULT_LATE_OUTCOME         refusal
  *   109  WARDEN_RESULT_NOT_FOUND            refusal
  *   110  WARDEN_RESULT_OUT_OF_WINDOW        refusal (a sight query outside the configured windows)
+ *   111  WARDEN_RESULT_AUTHORITY_ESCALATION refusal (a delegation refused at creation)
  *   200  WARDEN_RESULT_INVALID_INPUT        fault (a NULL required pointer, invalid UTF-8, bad JSON)
  *   201  WARDEN_RESULT_STORE                fault
  *   202  WARDEN_RESULT_CONFIG               fault
@@ -147,6 +148,13 @@ typedef int32_t (*warden_credential_fn)(void *user_data,
 // argument such as `url`; a bad page cursor or limit; snapshots of different windows). Nothing
 // was sent. The error object's `reason` is the sight code, e.g. `invalid_params`.
 #define WARDEN_RESULT_OUT_OF_WINDOW 110
+
+// Refusal: a delegation was refused at creation (it would widen or drop what its parent
+// constrains, or its parent is unknown, revoked, expired or not delegable, or the creator is
+// not the parent's subject, or it is too deep). The error object carries `reason` (e.g.
+// `containment`), `dimension` (for a containment refusal, e.g. `constraints`) and
+// `parent_id`. Nothing was written but the DELEGATION_REJECTED event.
+#define WARDEN_RESULT_AUTHORITY_ESCALATION 111
 
 // Fault: bad input (a NULL required pointer, invalid UTF-8, bad JSON, a bad value).
 #define WARDEN_RESULT_INVALID_INPUT 200
@@ -292,15 +300,19 @@ warden_result warden_flush(const warden_handle *h, warden_buf *err);
 // - `h`: an open handle with a configuration document. Required.
 // - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
 //   {"agent": str, "user": str|null}|null, "approval_id": "apr_…"|null, "lease_ms": int|null,
-//   "resource": str|null, "principal_expires_at_ms": int|null}`. Required. `name` is
-//   required; absent `arguments` is `{}`; a null `principal` is refused (DENIED, reason
-//   `no_principal`); an unknown field is INVALID_INPUT.
+//   "resource": str|null, "principal_expires_at_ms": int|null, "task": str|null, "hop":
+//   "dlg_…"|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
+//   `principal` is refused (DENIED, reason `no_principal`); an unknown field is INVALID_INPUT.
+//   `task` names the unit of work (grants naming `tasks` need a matching one); `hop` is a
+//   delegation id handed over by another agent, which then is the only grant considered.
 // - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 //   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 //   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
 // - `err`: NULL, or receives the error object on failure; for a refusal it carries the
 //   refusal's fields (`request_id`, `expires_at`, `action_hash`, `approval_id`, `state`,
-//   `effect_key`, `action_id`, `attempts`, `max_attempts`, as they apply).
+//   `effect_key`, `action_id`, `attempts`, `max_attempts`, as they apply). An authority
+//   denial (DENIED with `"authority": true`) carries `reason` (`no_authority`,
+//   `authority_revoked`, `budget_exhausted`, …), `grant_id`, `hop` and `dimension`.
 //
 // Returns WARDEN_RESULT_OK; a refusal: WARDEN_RESULT_DENIED, WARDEN_RESULT_APPROVAL_REQUIRED,
 // WARDEN_RESULT_APPROVAL_MISMATCH, WARDEN_RESULT_DUPLICATE, WARDEN_RESULT_IN_PROGRESS,
@@ -1112,6 +1124,124 @@ warden_result warden_sight_diff(const warden_handle *h,
                                 size_t len,
                                 warden_buf *out,
                                 warden_buf *err);
+
+// Creates a delegation: part of a root grant's or a delegation's authority, handed to the
+// grantee the grant names, by the principal `by`. The checks run in ctrlrun's order (the
+// creator's credential unexpired, the parent live and delegable with a valid chain, the
+// creator the parent's subject, the depth within `max_delegation_depth`, the child contained
+// on every dimension — omitting one the parent constrains is refused) and the row is written
+// in the same transaction, with a DELEGATION_CREATED event.
+//
+// - `h`: an open handle whose document has an `authority:` section. Required.
+// - `request`, `len`: UTF-8 JSON `{"parent_id": str, "grant": {...}, "by": {"agent": str,
+//   "user": str|null}, "by_expires_at_ms": int|null, "via": "api"|"cli"|"hop"|null}`.
+//   Required. `grant` holds the keys of a grant minus `id` (assigned here); `via` (default
+//   `api`) records how the delegation came to be: through the application, typed at a shell,
+//   or handed across an agent boundary.
+// - `out`: NULL, or receives `{"delegation_id": "dlg_…", "parent_id", "depth", "grant",
+//   "created_by", "created_via", "created_at", "revoked": false, …}` on WARDEN_RESULT_OK only;
+//   free it with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure. For
+//   WARDEN_RESULT_AUTHORITY_ESCALATION it carries `reason` (`principal_expired`,
+//   `id_assigned`, `unknown_parent`, `parent_not_delegable`, `parent_not_valid`,
+//   `not_the_subject`, `max_depth`, `containment`), `dimension` (containment only) and
+//   `parent_id`; a DELEGATION_REJECTED event was written and no row.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_AUTHORITY_ESCALATION; WARDEN_RESULT_INVALID_INPUT
+// (a malformed grant or request); WARDEN_RESULT_CONFIG (no document, or no authority section);
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_delegate(warden_handle *h,
+                              const uint8_t *request,
+                              size_t len,
+                              warden_buf *out,
+                              warden_buf *err);
+
+// Revokes one delegation: inserts its revocation row (never rewritten) and a
+// DELEGATION_REVOKED event. Transitive by structure: every delegation beneath it is denied
+// `authority_revoked` from now on, without touching their rows.
+//
+// - `h`: an open handle. Required.
+// - `id`, `id_len`: the delegation id (`dlg_…`). Required.
+// - `by`, `by_len`: who revokes, one plain line. Optional (NULL, 0).
+// - `out`: NULL, or receives `{"delegation_id": str, "revoked": bool}` on WARDEN_RESULT_OK
+//   only: `true` when this call revoked it, `false` when it already was (idempotent). Free it
+//   with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_FOUND (no such delegation: nothing revoked);
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_revoke(warden_handle *h,
+                            const uint8_t *id,
+                            size_t id_len,
+                            const uint8_t *by,
+                            size_t by_len,
+                            warden_buf *out,
+                            warden_buf *err);
+
+// Revokes, in one write, every delegation a sweep selects: those an agent (and user) created,
+// or every delegation beneath an id (a root grant or a delegation), at any depth.
+//
+// - `h`: an open handle. Required.
+// - `request`, `len`: UTF-8 JSON with exactly one of `"created_by": {"agent": str, "user":
+//   str|null}` (a null user selects every user of that agent) and `"under": str`, and
+//   optionally `"by": str` (who revokes). Required.
+// - `out`: NULL, or receives `[{"delegation_id": str, "revoked": bool}, …]` on
+//   WARDEN_RESULT_OK only (`false`: already revoked); free it with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_revoke_sweep(warden_handle *h,
+                                  const uint8_t *request,
+                                  size_t len,
+                                  warden_buf *out,
+                                  warden_buf *err);
+
+// Lists stored delegations in id order, revoked ones included, as a JSON array of
+// `{"delegation_id", "parent_id", "depth", "grant", "created_by", "created_via", "created_at",
+// "revoked", "revoked_at", "revoked_by", "readable", "problem"}` (a row whose grant no longer
+// parses is listed with `readable: false` and the problem).
+//
+// - `h`: an open handle. Required.
+// - `after`, `after_len`: list ids after this one (the last id of the previous page).
+//   Optional (NULL, 0): from the first.
+// - `limit`: at most this many; 0 means 1000.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_delegations(warden_handle *h,
+                                 const uint8_t *after,
+                                 size_t after_len,
+                                 uint32_t limit,
+                                 warden_buf *out,
+                                 warden_buf *err);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -58,6 +58,24 @@ pub enum Error {
     #[error("{0}")]
     NotFound(String),
 
+    /// The authority axis said no: no grant covers the action, the deciding chain is revoked,
+    /// expired or escalating, or a budget on it refuses (`budget_exhausted`,
+    /// `budget_unmeasurable`, `budget_unkeyed`). `grant_id` names the grant the reason is about.
+    /// A denial like `Denied` (same C code), with the authority evidence.
+    #[error("action denied by authority ({reason}{}): {detail}", grant_id.as_deref().map(|g| format!(", grant '{g}'")).unwrap_or_default())]
+    AuthorityDenied {
+        reason: String,
+        grant_id: Option<String>,
+        hop: Option<String>,
+        dimension: Option<String>,
+        detail: String,
+    },
+
+    /// A delegation was refused at creation, in ctrlrun's order of checks: the reason and, for
+    /// a containment refusal, the dimension. Nothing was written but the DELEGATION_REJECTED event.
+    #[error("delegation under '{parent_id}' refused ({reason}{}): {detail}", dimension.as_deref().map(|d| format!(" on {d}")).unwrap_or_default())]
+    DelegationRefused { reason: String, parent_id: String, dimension: Option<String>, detail: String },
+
     /// A sight (confined read) refused or failed; `is_refusal` and the C result code follow
     /// its `code` (see `SightError::kind`).
     #[error("{0}")]
@@ -103,6 +121,8 @@ impl Error {
         matches!(
             self,
             Error::Denied { .. }
+                | Error::AuthorityDenied { .. }
+                | Error::DelegationRefused { .. }
                 | Error::ApprovalRequired { .. }
                 | Error::ApprovalMismatch { .. }
                 | Error::Duplicate { .. }
@@ -136,6 +156,8 @@ impl Error {
     pub fn reason(&self) -> String {
         match self {
             Error::Denied { reason, .. } => reason.clone(),
+            Error::AuthorityDenied { reason, .. } => reason.clone(),
+            Error::DelegationRefused { reason, .. } => reason.clone(),
             Error::ApprovalRequired { .. } => "approval_required".into(),
             Error::ApprovalMismatch { reason, .. } => reason.clone(),
             Error::Duplicate { state: DuplicateState::Committed, .. } => "duplicate".into(),
@@ -169,6 +191,12 @@ impl Error {
                 "action_hash": action_hash,
             }),
             Error::ApprovalMismatch { approval_id, .. } => serde_json::json!({ "approval_id": approval_id }),
+            Error::AuthorityDenied { grant_id, hop, dimension, .. } => serde_json::json!({
+                "authority": true, "grant_id": grant_id, "hop": hop, "dimension": dimension,
+            }),
+            Error::DelegationRefused { parent_id, dimension, .. } => {
+                serde_json::json!({ "parent_id": parent_id, "dimension": dimension })
+            }
             Error::Duplicate { state, effect_key, .. } => {
                 serde_json::json!({ "state": state.as_str(), "effect_key": effect_key })
             }

@@ -28,6 +28,14 @@ pub enum EventKind {
     ACTION_DENIED,
     RECONCILIATION_STARTED,
     RECONCILIATION_RESOLVED,
+    /// The authority axis refused the action (before policy); written with ACTION_DENIED.
+    AUTHORITY_DENIED,
+    DELEGATION_CREATED,
+    /// A delegation was refused at creation; no row was written.
+    DELEGATION_REJECTED,
+    DELEGATION_REVOKED,
+    /// An effect reached FAILED and its budget charges were released.
+    BUDGET_RELEASED,
 }
 
 impl EventKind {
@@ -52,6 +60,11 @@ impl EventKind {
             EventKind::ACTION_DENIED => "ACTION_DENIED",
             EventKind::RECONCILIATION_STARTED => "RECONCILIATION_STARTED",
             EventKind::RECONCILIATION_RESOLVED => "RECONCILIATION_RESOLVED",
+            EventKind::AUTHORITY_DENIED => "AUTHORITY_DENIED",
+            EventKind::DELEGATION_CREATED => "DELEGATION_CREATED",
+            EventKind::DELEGATION_REJECTED => "DELEGATION_REJECTED",
+            EventKind::DELEGATION_REVOKED => "DELEGATION_REVOKED",
+            EventKind::BUDGET_RELEASED => "BUDGET_RELEASED",
         }
     }
 }

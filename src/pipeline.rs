@@ -8,36 +8,27 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::action::{Action, Principal};
-use crate::authority::{self, Authority, AuthorityReason, Call, NoDelegations};
+use crate::action::{Action, IdKind, Principal};
+use crate::authority::{self, AuthorityResult, Call, CreatedVia, Grant};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
 use crate::error::{Error, Result};
+use crate::kernel::authority::{AuthorityStamp, ListedDelegation, Sweep};
 use crate::kernel::{resolve_environment, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer};
 use crate::policy::{evaluate, Evaluation};
 use crate::store::StoreOptions;
 
-/// The authority axis for one action, or `None` where a grant covers it. Root grants only for
-/// now: stored delegations join when the store keeps them (`NoDelegations` until then).
-/// Authority runs before policy and sees every action, reads included: once a document has an
-/// `authority:` section, no grant means no action.
-fn authority_denial(authority: &Authority, action: &Action, now: Micros) -> Option<Ruling> {
-    match authority::evaluate(authority, &Call::new(action, now), &NoDelegations) {
-        Ok(result) if result.passed => None,
-        Ok(result) => {
-            let mut ruling = Ruling::new(Decision::Deny, result.reason.as_str());
-            ruling.warnings = result.warnings;
-            Some(ruling)
-        }
-        // A source fault decides nothing, so nothing is permitted either.
-        Err(fault) => {
-            let mut ruling = Ruling::new(Decision::Deny, AuthorityReason::Unreadable.as_str());
-            ruling.warnings.push(fault.to_string());
-            Some(ruling)
-        }
-    }
+/// One authority evaluation and what it cost the store.
+#[derive(Debug, Clone)]
+pub struct AuthorityEvaluation {
+    pub result: AuthorityResult,
+    /// Store reads the evaluation's one read operation made (index ranges, rows, chain links).
+    pub store_reads: u64,
 }
+
+/// The longest task name a call may carry, in bytes.
+pub const MAX_TASK_BYTES: usize = 256;
 
 /// How a `Warden` is opened.
 #[derive(Debug, Clone)]
@@ -77,6 +68,10 @@ pub struct ActionRequest<'a> {
     pub approval_id: Option<&'a str>,
     /// Overrides the document's lease for this call.
     pub lease: Option<Micros>,
+    /// The unit of work the call belongs to; grants that name `tasks` need one that matches.
+    pub task: Option<&'a str>,
+    /// A delegation id (`dlg_…`) handed over by another agent: then it is the only candidate.
+    pub hop: Option<&'a str>,
 }
 
 impl<'a> ActionRequest<'a> {
@@ -89,6 +84,8 @@ impl<'a> ActionRequest<'a> {
             resource: None,
             approval_id: None,
             lease: None,
+            task: None,
+            hop: None,
         }
     }
 }
@@ -169,8 +166,9 @@ impl Warden {
         let arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
         limits.check_arguments(arguments.len())?;
-        let ruling = self.rule(request, &action);
+        let (ruling, stamp) = self.rule(request, &action)?;
         let mut proposal = Proposal::new(&action, ruling);
+        proposal.authority = stamp;
         proposal.effect = entry.and_then(|e| e.effect.as_ref());
         proposal.max_attempts = entry.and_then(|e| e.max_attempts);
         proposal.lease = request.lease.or_else(|| entry.and_then(|e| e.lease));
@@ -180,19 +178,140 @@ impl Warden {
     }
 
     /// Principal expiry, then authority, then policy: the first that says no decides.
-    fn rule(&self, request: &ActionRequest<'_>, action: &Action) -> Ruling {
+    fn rule(&self, request: &ActionRequest<'_>, action: &Action) -> Result<(Ruling, Option<AuthorityStamp>)> {
         if request.principal_expires_at.is_some_and(|at| at < self.kernel.now()) {
-            return Ruling::new(Decision::Deny, "principal_expired");
+            return Ok((Ruling::new(Decision::Deny, "principal_expired"), None));
         }
-        if let Some(authority) = &self.document.authority_config {
-            if let Some(denied) = authority_denial(authority, action, self.kernel.now()) {
-                return denied;
+        let mut stamp = None;
+        if self.document.authority_config.is_some() {
+            let evaluation = self.evaluate_action(request, action)?;
+            let result = evaluation.result;
+            stamp = Some(AuthorityStamp::from_result(&result));
+            if !result.passed {
+                let mut ruling = Ruling::new(Decision::Deny, result.reason.as_str());
+                ruling.warnings = result.warnings;
+                return Ok((ruling, stamp));
             }
         }
         let evaluation = evaluate(&self.document, &action.name, &action.arguments);
         let mut ruling = evaluation.ruling;
         ruling.warnings.extend(evaluation.warnings);
-        ruling
+        Ok((ruling, stamp))
+    }
+
+    /// The authority axis for `action`: the document's root grants and the store's delegations
+    /// indexed under the principal's agent and the action's first segment (or the one hop
+    /// presented), read in one read operation whose cost does not grow with the delegations
+    /// stored. A store fault decides nothing and permits nothing: it is an error.
+    fn evaluate_action(&self, request: &ActionRequest<'_>, action: &Action) -> Result<AuthorityEvaluation> {
+        let Some(authority) = &self.document.authority_config else {
+            return Err(Error::Config("the document has no authority section; nothing to evaluate".into()));
+        };
+        if let Some(hop) = request.hop {
+            if !crate::action::is_id(IdKind::Delegation, hop) {
+                return Err(Error::InvalidInput(
+                    "a hop is the delegation id another agent handed over: dlg_ followed by 32 lowercase hex digits"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(task) = request.task {
+            check_task(task)?;
+        }
+        let rows = self.kernel.authority_rows(action, request.hop, authority.max_delegation_depth)?;
+        let mut call = Call::new(action, self.kernel.now());
+        call.task = request.task;
+        call.hop = request.hop;
+        let result = authority::evaluate(authority, &call, &rows).map_err(|fault| Error::Store(fault.to_string()))?;
+        Ok(AuthorityEvaluation { result, store_reads: rows.reads })
+    }
+
+    /// A dry run of the authority axis for one request, against the store's delegations: what
+    /// `submit` would decide on authority, and how many store reads it took. Writes nothing.
+    pub fn evaluate_authority(&self, request: &ActionRequest<'_>) -> Result<AuthorityEvaluation> {
+        let action = self.action_of(request)?;
+        self.evaluate_action(request, &action)
+    }
+
+    fn action_of(&self, request: &ActionRequest<'_>) -> Result<Action> {
+        let principal = request
+            .principal
+            .clone()
+            .ok_or_else(|| Error::InvalidInput("the request has no principal to evaluate".into()))?;
+        let arguments = match &request.arguments {
+            serde_json::Value::Object(map) => map,
+            _ => return Err(Error::InvalidInput("arguments must be a JSON object".into())),
+        };
+        let resource = match self.document.actions.get(request.name).and_then(|e| e.resource.as_ref()) {
+            Some(template) => {
+                Some(template.render_resource(arguments).map_err(|e| Error::InvalidInput(e.to_string()))?)
+            }
+            None => request.resource.clone(),
+        };
+        Action::new(request.name, request.arguments.clone(), principal, resource.as_deref(), self.kernel.environment())
+            .map_err(|e| Error::InvalidInput(e.to_string()))
+    }
+
+    // ---- delegation ----------------------------------------------------------------------------
+
+    fn authority_section(&self) -> Result<&authority::Authority> {
+        self.document.authority_config.as_ref().ok_or_else(|| {
+            Error::Config(
+                "the document has no authority section, so there is nothing to delegate; add 'authority:' with the \
+                 root grants first"
+                    .into(),
+            )
+        })
+    }
+
+    /// Delegate part of `parent_id` (a root grant id or a `dlg_…` id) to the grantee `grant`
+    /// names, as `by`: every check of ctrlrun's order, then the row, in one write. Returns the
+    /// new `dlg_…` id; a refusal is `DelegationRefused` with its reason and dimension.
+    pub fn delegate(
+        &self,
+        parent_id: &str,
+        grant: &Grant,
+        by: &Principal,
+        by_expires_at: Option<Micros>,
+        via: CreatedVia,
+    ) -> Result<String> {
+        let authority = self.authority_section()?;
+        let record = self.kernel.delegate(authority, parent_id, grant, by, by_expires_at, via)?;
+        Ok(record.delegation_id)
+    }
+
+    /// `delegate` with the grant as YAML or JSON text (the keys of a grant minus `id`).
+    pub fn delegate_text(
+        &self,
+        parent_id: &str,
+        grant: &str,
+        by: &Principal,
+        by_expires_at: Option<Micros>,
+        via: CreatedVia,
+    ) -> Result<String> {
+        let grant = crate::document::load_grant_str(grant, "the delegated grant")
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        self.delegate(parent_id, &grant, by, by_expires_at, via)
+    }
+
+    /// Revoke one delegation: `true` when this call revoked it, `false` when it already was.
+    pub fn revoke(&self, delegation_id: &str, by: Option<&str>) -> Result<bool> {
+        self.kernel.revoke(delegation_id, by)
+    }
+
+    /// Revoke every delegation `sweep` selects, in one write.
+    pub fn revoke_sweep(&self, sweep: Sweep, by: Option<&str>) -> Result<Vec<(String, bool)>> {
+        self.kernel.revoke_sweep(sweep, by)
+    }
+
+    /// One stored delegation by id.
+    pub fn delegation(&self, delegation_id: &str) -> Result<Option<ListedDelegation>> {
+        self.kernel.delegation(delegation_id)
+    }
+
+    /// Stored delegations in id order, revoked ones included.
+    pub fn delegations(&self, after: Option<&str>, limit: usize) -> Result<Vec<ListedDelegation>> {
+        self.kernel.delegations(after, limit)
     }
 
     /// `submit`, and when the key is AMBIGUOUS, ask `hook` once: `committed` or `not_executed`
@@ -215,4 +334,14 @@ impl Warden {
             other => other,
         }
     }
+}
+
+/// A task name: non-empty, bounded, one plain line.
+fn check_task(task: &str) -> Result<()> {
+    if task.is_empty() || task.len() > MAX_TASK_BYTES || task.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!(
+            "a task is a non-empty name of at most {MAX_TASK_BYTES} bytes with no control characters"
+        )));
+    }
+    Ok(())
 }

@@ -72,12 +72,44 @@ pub struct ReceiptDraft {
     pub finished_at: Micros,
     pub policy_hash: Option<String>,
     pub policy_version: Option<String>,
+    /// Set when the document has an `authority:` section: which grant decided, the hop
+    /// presented and the budget charges made. Absent otherwise, so receipts of documents
+    /// without authority keep their shape.
+    #[serde(default)]
+    pub authority: Option<ReceiptAuthority>,
+}
+
+/// The authority evidence of a receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptAuthority {
+    /// The root grant or delegation (`dlg_…`) that decided, or whose failure is reported.
+    pub grant_id: Option<String>,
+    /// The delegation id handed over by another agent, when the call presented one.
+    pub hop: Option<String>,
+    /// What the reservation charged against every budget up the deciding chain.
+    pub budget_charges: Vec<crate::authority::Charge>,
+}
+
+impl ReceiptAuthority {
+    fn charges_json(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.budget_charges
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "grant_id": c.grant_id, "metric": c.metric, "amount": c.amount,
+                        "limit": c.limit, "window_seconds": c.window_seconds,
+                    })
+                })
+                .collect(),
+        )
+    }
 }
 
 impl ReceiptDraft {
     /// The document as hashed: every field, plus `seq` and `prev_hash`.
     pub fn document(&self, seq: u64, prev_hash: &str) -> serde_json::Value {
-        serde_json::json!({
+        let mut document = serde_json::json!({
             "schema": RECEIPT_SCHEMA,
             "receipt_id": self.receipt_id,
             "action_id": self.action_id,
@@ -103,7 +135,13 @@ impl ReceiptDraft {
             "prev_hash": prev_hash,
             "policy_hash": self.policy_hash,
             "policy_version": self.policy_version,
-        })
+        });
+        if let (Some(authority), Some(map)) = (&self.authority, document.as_object_mut()) {
+            map.insert("authority_grant_id".into(), authority.grant_id.clone().into());
+            map.insert("hop".into(), authority.hop.clone().into());
+            map.insert("budget_charges".into(), authority.charges_json());
+        }
+        document
     }
 
     /// The canonical text and its chain hash.

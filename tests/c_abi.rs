@@ -17,8 +17,17 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 8] =
-    ["reserve_commit_retry", "approval_flow", "refusal_error", "store_ops", "forced_panic", "sight", "limits", "fork"];
+const PROGRAMS: [&str; 9] = [
+    "reserve_commit_retry",
+    "approval_flow",
+    "refusal_error",
+    "store_ops",
+    "forced_panic",
+    "sight",
+    "limits",
+    "fork",
+    "authority",
+];
 
 const VALGRIND_ARGS: [&str; 5] = [
     "--leak-check=full",
@@ -280,6 +289,11 @@ fn a_refusals_error_object_is_read_and_freed_and_every_code_has_its_name_from_c(
 }
 
 #[test]
+fn delegation_revocation_sweeps_and_hops_from_c() {
+    run_c_program("authority");
+}
+
+#[test]
 fn the_integrator_store_operations_reserve_begin_complete_and_refuse_the_retry_from_c() {
     run_c_program("store_ops");
 }
@@ -367,7 +381,7 @@ fn the_release_library_and_the_header_hold_no_test_only_export() {
     let header = std::fs::read_to_string(manifest_dir().join("include/warden.h")).expect("include/warden.h");
     assert!(!header.contains("warden_test_"), "include/warden.h declares a test-only export");
     let declared = header_functions(&header);
-    assert_eq!(declared.len(), 42, "{declared:?}");
+    assert_eq!(declared.len(), 46, "{declared:?}");
     for function in &declared {
         assert!(symbols.contains(function), "{function} is declared in the header but not exported by {release:?}");
     }

@@ -51,3 +51,96 @@ fn a_migrated_store_decides_as_before() {
     kernel.propose(&allow(&refund("pay_7", 1), &t)).unwrap().commit(&serde_json::json!(7)).unwrap();
     assert!(kernel.verify_chain().unwrap().ok);
 }
+
+/// The tables schema 3 added; a schema-2 file has none of them.
+const SCHEMA_3_TABLES: [&str; 8] = [
+    "delegations",
+    "revocations",
+    "delegation_index",
+    "delegation_children",
+    "delegation_creators",
+    "budget_ledger",
+    "budget_sums",
+    "budget_by_effect",
+];
+
+fn schema_version(path: &std::path::Path) -> u32 {
+    use redb::ReadableDatabase;
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+    let bytes = meta.get("schema_version").unwrap().unwrap();
+    u32::from_le_bytes(bytes.value().try_into().unwrap())
+}
+
+#[test]
+fn a_schema_2_store_gains_the_empty_authority_tables_and_keeps_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = warden::ManualClock::new(T0);
+    {
+        let kernel = open(&path, &clock);
+        kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
+    }
+    assert_eq!(schema_version(&path), warden::store::SCHEMA_VERSION);
+    // Lay the file out exactly as schema 2 did: without the schema-3 tables, version row 2.
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        for table in SCHEMA_3_TABLES {
+            assert!(txn.delete_table(redb::TableDefinition::<&str, &[u8]>::new(table)).unwrap(), "{table}");
+        }
+        {
+            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+            meta.insert("schema_version", 2u32.to_le_bytes().as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    assert_eq!(schema_version(&path), 2);
+    {
+        let kernel = open(&path, &clock);
+        let refused = kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap_err();
+        assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
+        assert!(kernel.verify_chain().unwrap().ok);
+        let doctor = kernel.doctor().unwrap();
+        for table in SCHEMA_3_TABLES {
+            let (_, rows, problems) = doctor.tables.iter().find(|(name, _, _)| name == table).unwrap();
+            assert_eq!((*rows, problems.len()), (0, 0), "{table}");
+        }
+        // The new tables work: a delegation is created and listed.
+        let document = warden::document::load_str(
+            "schema: warden/v1\nauthority:\n  grants:\n    - {id: root, subject: {agent: a}, actions: [x.y], expires_at: \"2027-01-01T00:00:00Z\", delegable: true}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let grant = warden::document::load_grant_str(
+            "{subject: {agent: b}, actions: [x.y], expires_at: \"2026-12-01T00:00:00Z\"}",
+            "g",
+        )
+        .unwrap();
+        let by = warden::Principal::new("a", None).unwrap();
+        let authority = document.authority_config.unwrap();
+        kernel.delegate(&authority, "root", &grant, &by, None, warden::authority::CreatedVia::Cli).unwrap();
+        assert_eq!(kernel.delegations(None, 10).unwrap().len(), 1);
+    }
+    assert_eq!(schema_version(&path), 3);
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    drop(open(&path, &warden::ManualClock::new(T0)));
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+            meta.insert("schema_version", 4u32.to_le_bytes().as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
+    assert!(refused.to_string().contains("schema version 4, newer than this build's 3"), "{refused}");
+    assert_eq!(schema_version(&path), 4);
+}

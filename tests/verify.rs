@@ -67,11 +67,10 @@ fn assert_no_failure(report: &VerifyReport) {
     assert!(report.guarantees.iter().all(|g| g.status != Status::Fail), "{}", report.render());
 }
 
-fn assert_all_but_authority_pass(report: &VerifyReport) {
+fn assert_all_pass(report: &VerifyReport) {
     assert_no_failure(report);
     for g in &report.guarantees {
-        let expected = if g.id == "G8" || g.id == "G9" { Status::NotApplicable } else { Status::Pass };
-        assert_eq!(g.status, expected, "{} {}: {}", g.id, g.title, g.detail);
+        assert_eq!(g.status, Status::Pass, "{} {}: {}", g.id, g.title, g.detail);
     }
 }
 
@@ -92,7 +91,7 @@ fn every_guarantee_passes_on_the_warden_starter_document() {
     let _serial = serial();
     let document = load(STARTER);
     let report = run(&document, None).unwrap();
-    assert_all_but_authority_pass(&report);
+    assert_all_pass(&report);
     assert_eq!(report.policy_hash, document.policy_hash);
     let g1 = report.guarantees.iter().find(|g| g.id == "G1").unwrap();
     assert!(g1.detail.contains("stripe.refund rule[1]"), "{}", g1.detail);
@@ -107,7 +106,7 @@ fn every_guarantee_passes_on_the_ctrlrun_grant_role_policy() {
     let document = load(&yaml);
     assert_eq!(document.policy_hash, hash);
     let report = run(&document, None).unwrap();
-    assert_all_but_authority_pass(&report);
+    assert_all_pass(&report);
     let g1 = report.guarantees.iter().find(|g| g.id == "G1").unwrap();
     assert!(g1.detail.contains("iam.grant_role rule[1]"), "the approve rule (role_eq, user_id_neq): {}", g1.detail);
     // Every rule of iam.grant_role was reachable, so none is listed as unexercised.
@@ -118,7 +117,7 @@ fn every_guarantee_passes_on_the_ctrlrun_grant_role_policy() {
 fn every_guarantee_passes_on_a_document_with_a_ceiling_of_one_attempt() {
     let _serial = serial();
     let report = run(&load(MAX_ATTEMPTS_ONE), None).unwrap();
-    assert_all_but_authority_pass(&report);
+    assert_all_pass(&report);
     let g5 = report.guarantees.iter().find(|g| g.id == "G5").unwrap();
     assert!(g5.detail.contains("max_attempts of 1"), "{}", g5.detail);
     assert!(report.blind_spots.len() == warden::verify::BLIND_SPOTS.len(), "{:?}", report.blind_spots);
@@ -145,10 +144,11 @@ fn without_an_effect_template_the_effect_guarantees_are_not_applicable() {
     let _serial = serial();
     let report = run(&load("schema: warden/v1\nactions:\n  customer.read:\n    decision: allow\n"), None).unwrap();
     assert_no_failure(&report);
-    for id in ["G1", "G2", "G3", "G4", "G5", "G8", "G9", "G10"] {
+    for id in ["G1", "G2", "G3", "G4", "G5", "G10"] {
         assert_eq!(status(&report, id), Status::NotApplicable, "{id}: {}", report.render());
     }
-    for id in ["G6", "G7", "G11"] {
+    // Expiry and containment need only an allowed action, effect or not.
+    for id in ["G6", "G7", "G8", "G9", "G11"] {
         assert_eq!(status(&report, id), Status::Pass, "{id}: {}", report.render());
     }
 }
@@ -169,7 +169,7 @@ fn the_json_report_has_one_entry_per_guarantee_and_the_blind_spots() {
     let json = report.to_json();
     assert_eq!(json["ok"], true);
     assert_eq!(json["policy_hash"], document.policy_hash.as_str());
-    assert_eq!(json["summary"], serde_json::json!({"pass": 9, "fail": 0, "not_applicable": 2}));
+    assert_eq!(json["summary"], serde_json::json!({"pass": 11, "fail": 0, "not_applicable": 0}));
     let guarantees = json["guarantees"].as_array().unwrap();
     let ids: Vec<&str> = guarantees.iter().map(|g| g["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11"]);
@@ -178,7 +178,7 @@ fn the_json_report_has_one_entry_per_guarantee_and_the_blind_spots() {
         assert_eq!(keys, ["detail", "id", "status", "title"]);
         assert!(["pass", "fail", "not_applicable"].contains(&g["status"].as_str().unwrap()));
     }
-    assert_eq!(guarantees[7]["status"], "not_applicable");
+    assert_eq!(guarantees[7]["status"], "pass");
     let spots = json["blind_spots"].as_array().unwrap();
     for needle in ["executors", "every call site", "deployment", "right policy"] {
         assert!(spots.iter().any(|s| s.as_str().unwrap().contains(needle)), "{needle}: {spots:?}");
@@ -190,8 +190,8 @@ fn the_human_report_prints_one_line_per_guarantee_and_what_verify_cannot_see() {
     let _serial = serial();
     let text = run(&load(STARTER), None).unwrap().render();
     assert!(text.contains("\nG1 pass  mutated approval refused — stripe.refund rule[1]"), "{text}");
-    assert!(text.contains("\nG8 n/a   expired authority refused — "), "{text}");
-    assert!(text.contains("verify passed: 9 pass, 0 fail, 2 not applicable"), "{text}");
+    assert!(text.contains("\nG8 pass  expired authority refused — "), "{text}");
+    assert!(text.contains("verify passed: 11 pass, 0 fail, 0 not applicable"), "{text}");
     let blind = text.split("verify cannot see:\n").nth(1).unwrap();
     assert_eq!(blind.lines().count(), warden::verify::BLIND_SPOTS.len(), "{text}");
     assert_eq!(text.lines().filter(|l| l.starts_with('G')).count(), 11);
@@ -242,7 +242,7 @@ fn eight_os_processes_race_for_one_effect_and_exactly_one_wins() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let report = run(&load(STARTER), Some(&script)).unwrap();
-    assert_all_but_authority_pass(&report);
+    assert_all_pass(&report);
     let g4 = report.guarantees.iter().find(|g| g.id == "G4").unwrap();
     assert!(g4.detail.contains("8 OS processes"), "{}", g4.detail);
     assert!(g4.detail.contains("7 were refused"), "{}", g4.detail);
@@ -285,4 +285,22 @@ fn a_build_that_skips_the_approval_hash_check_fails_g1() {
     for id in ["G2", "G3", "G4", "G5", "G6", "G7", "G10", "G11"] {
         assert_eq!(status(&report, id), Status::Pass, "only G1 depends on the hash check: {}", report.render());
     }
+}
+
+#[test]
+fn a_document_with_an_authority_section_passes_and_lists_its_own_grants_as_unseen() {
+    let _serial = serial();
+    let text = format!(
+        "{STARTER}authority:\n  grants:\n    - id: readers\n      subject: {{ agent: \"support-*\" }}\n      actions: [customer.read]\n"
+    );
+    let report = run(&load(&text), None).unwrap();
+    assert_all_pass(&report);
+    assert!(report.blind_spots.iter().any(|s| s.contains("the document's own grants")), "{}", report.render());
+    let g9 = report.guarantees.iter().find(|g| g.id == "G9").unwrap();
+    assert!(g9.detail.starts_with("16 children that widen or omit one dimension"), "{}", g9.detail);
+    let g8 = report.guarantees.iter().find(|g| g.id == "G8").unwrap();
+    assert!(g8.detail.contains("authority_expired"), "{}", g8.detail);
+    // Without a section, nothing about grants is listed as unseen.
+    let plain = run(&load(STARTER), None).unwrap();
+    assert!(!plain.blind_spots.iter().any(|s| s.contains("own grants")));
 }

@@ -15,6 +15,30 @@ export interface Principal {
   user?: string | null;
 }
 
+/** A principal in a context: who is asking, and (optionally) the task and the hop presented. */
+export interface CallContext extends Principal {
+  /** The unit of work; grants naming `tasks` need a matching one. */
+  task?: string | null;
+  /** A delegation id (`dlg_…`) handed over by another agent: then the only grant considered. */
+  hop?: string | null;
+}
+
+/** A stored delegation as `delegations()` lists it. */
+export interface DelegationRecord {
+  delegation_id: string;
+  parent_id: string;
+  depth: number;
+  grant: JsonObject;
+  created_by: { agent: string; user: string | null };
+  created_via: 'api' | 'cli' | 'hop';
+  created_at: string;
+  revoked: boolean;
+  revoked_at: string | null;
+  revoked_by: string | null;
+  readable: boolean;
+  problem: string | null;
+}
+
 export interface WardenOptions {
   /** The redb store file (created if missing). */
   store: string;
@@ -252,6 +276,25 @@ export declare class Warden {
   deny(id: string, options: { by: string; reason?: string | null }): Promise<ApprovalRecord>;
   approval(id: string): Promise<ApprovalRecord | null>;
   pending(): Promise<ApprovalRecord[]>;
+  /**
+   * Delegate part of `parentId` (a root grant id or `dlg_…`) to the grantee `grant` names, as
+   * `by`; resolves to the new `dlg_…` id. Rejects with `AuthorityEscalation` when refused.
+   */
+  delegate(
+    parentId: string,
+    grant: JsonObject,
+    options: { by: Principal; byExpiresAtMs?: number | null; via?: 'api' | 'cli' | 'hop' },
+  ): Promise<string>;
+  /** Revoke a delegation: `true` when this call revoked it, `false` when it already was. */
+  revoke(id: string, options?: { by?: string | Principal | null }): Promise<boolean>;
+  /** Revoke every delegation `createdBy` made, or every one beneath `under`, in one write. */
+  revokeSweep(options: {
+    createdBy?: Principal;
+    under?: string;
+    by?: string | Principal | null;
+  }): Promise<{ delegation_id: string; revoked: boolean }[]>;
+  /** Every stored delegation in id order, revoked ones included. */
+  delegations(): Promise<DelegationRecord[]>;
   /** A human says what happened to an AMBIGUOUS effect. */
   resolve(key: string, to: 'committed' | 'failed', options: { by: string }): Promise<EffectRecord>;
   /** Effect records in key order, optionally only those in `state`; `limit` defaults to 100, 0 is no limit. */
@@ -284,7 +327,7 @@ export declare class Warden {
 }
 
 /** Run `fn` as `principal`; protected calls inside it (however deep in async code) propose as it. */
-export declare function withContext<T>(principal: Principal, fn: () => T): T;
+export declare function withContext<T>(principal: CallContext, fn: () => T): T;
 /** Run `fn` presenting the approval `id` (`apr_…`) to the protected calls inside it. */
 export declare function withApproval<T>(id: string, fn: () => T): T;
 /**
@@ -341,6 +384,20 @@ export declare class WardenError extends Error {
 /** The kernel said no, by design. */
 export declare class Refused extends WardenError {}
 export declare class Denied extends Refused {}
+/**
+ * The authority axis said no (`reason`: `no_authority`, `authority_revoked`,
+ * `budget_exhausted`, …); `grantId` names the grant it is about.
+ */
+export declare class AuthorityDenied extends Denied {
+  readonly grantId: string | null;
+  readonly hop: string | null;
+  readonly dimension: string | null;
+}
+/** A delegation refused at creation (`reason`, and `dimension` for `containment`). */
+export declare class AuthorityEscalation extends Refused {
+  readonly dimension: string | null;
+  readonly parentId: string | null;
+}
 export declare class ApprovalRequired extends Refused {
   readonly requestId: string;
   readonly expiresAt: string;

@@ -82,6 +82,26 @@ function invokeSync(call) {
   }
 }
 
+// ---- authority helpers ---------------------------------------------------------------------------
+
+// How many delegations one native call lists while `delegations()` pages.
+const DELEGATION_PAGE = 1000;
+
+function principalOf(what, value) {
+  if (value === null || typeof value !== 'object' || typeof value.agent !== 'string') {
+    throw new TypeError(`${what} must be {agent, user}`);
+  }
+  return { agent: value.agent, user: value.user ?? null };
+}
+
+// Who revokes, as the one-line name the store records: "agent" or "agent/user".
+function revokerOf(by) {
+  if (by === undefined || by === null) return null;
+  if (typeof by === 'string') return by;
+  const principal = principalOf('by', by);
+  return principal.user === null ? principal.agent : `${principal.agent}/${principal.user}`;
+}
+
 // ---- context: who is asking, and which approval they present --------------------------------
 
 const callerScope = new AsyncLocalStorage();
@@ -94,14 +114,22 @@ function requireString(what, value) {
 
 /**
  * Run `fn` with the principal {agent, user}. Every protected call made inside it, however deep
- * in async code, proposes as this principal; concurrent calls each see their own.
+ * in async code, proposes as this principal; concurrent calls each see their own. `task` names
+ * the unit of work (grants naming `tasks` need a matching one); `hop` is a delegation id
+ * ("dlg_…") another agent handed over, then the only grant the calls are judged against. Both
+ * belong to this context: an inner `withContext` starts without them.
  */
-function withContext({ agent, user = null } = {}, fn) {
+function withContext({ agent, user = null, task = null, hop = null } = {}, fn) {
   requireString('agent', agent);
   if (user !== null && user !== undefined) requireString('user', user);
+  if (task !== null && task !== undefined) requireString('task', task);
+  if (hop !== null && hop !== undefined) requireString('hop', hop);
   if (typeof fn !== 'function') throw new TypeError('withContext(principal, fn): fn must be a function');
   const outer = callerScope.getStore() ?? {};
-  return callerScope.run({ ...outer, principal: { agent, user: user ?? null } }, fn);
+  return callerScope.run(
+    { ...outer, principal: { agent, user: user ?? null }, task: task ?? null, hop: hop ?? null },
+    fn,
+  );
 }
 
 /** Run `fn` presenting the approval `id` ("apr_…") to every protected call inside it. */
@@ -438,6 +466,8 @@ class Warden {
         lease_ms: leaseMs ?? null,
         resource: null,
         principal_expires_at_ms: null,
+        task: caller.task ?? null,
+        hop: caller.hop ?? null,
       };
       const permit = await proposeRecovering(handle, request, { reconcile, waitMs });
       return runPermitted(permit, fn);
@@ -471,6 +501,56 @@ class Warden {
   /** The approval requests still waiting for a human. */
   async pending() {
     return json.parse(await invoke(() => this.#handle.approvalsPending()));
+  }
+
+  /**
+   * Delegate part of `parentId` (a root grant id or "dlg_…") to the grantee `grant` names, as
+   * `by` ({agent, user}); resolves to the new "dlg_…" id. `grant` has a grant's keys minus `id`;
+   * every dimension the parent constrains must be stated at least as narrowly. Rejects with
+   * AuthorityEscalation (`reason`, `dimension`) when refused.
+   */
+  async delegate(parentId, grant, { by, byExpiresAtMs, via = 'api' } = {}) {
+    requireString('the parent id', parentId);
+    if (grant === null || typeof grant !== 'object' || Array.isArray(grant)) {
+      throw new TypeError('delegate(parentId, grant): grant must be an object');
+    }
+    const request = {
+      parent_id: parentId,
+      grant,
+      by: principalOf('by', by),
+      by_expires_at_ms: byExpiresAtMs ?? null,
+      via,
+    };
+    const created = json.parse(await invoke(() => this.#handle.delegate(dumps(request, 'the delegation'))));
+    return created.delegation_id;
+  }
+
+  /** Revoke a delegation: true when this call revoked it, false when it already was. */
+  async revoke(id, { by } = {}) {
+    requireString('the delegation id', id);
+    const revoker = revokerOf(by);
+    const answer = json.parse(await invoke(() => this.#handle.revoke(id, revoker ?? undefined)));
+    return answer.revoked;
+  }
+
+  /** Revoke every delegation `createdBy` ({agent, user}) made, or every one beneath `under`. */
+  async revokeSweep({ createdBy, under, by } = {}) {
+    const request = { by: revokerOf(by) };
+    if (createdBy !== undefined) request.created_by = principalOf('createdBy', createdBy);
+    if (under !== undefined) request.under = requireString('under', under);
+    return json.parse(await invoke(() => this.#handle.revokeSweep(dumps(request, 'the sweep'))));
+  }
+
+  /** Every stored delegation in id order, revoked ones included. */
+  async delegations() {
+    const found = [];
+    let after;
+    for (;;) {
+      const page = json.parse(await invoke(() => this.#handle.delegations(after, DELEGATION_PAGE)));
+      found.push(...page);
+      if (page.length < DELEGATION_PAGE) return found;
+      after = page[page.length - 1].delegation_id;
+    }
   }
 
   /** A human says what happened to an AMBIGUOUS effect: "committed" or "failed". */

@@ -23,7 +23,7 @@ pub const BUDGET_UNKEYED: &str = "budget_unkeyed";
 
 /// What one reservation spends against one budget of one grant. It carries the whole predicate
 /// (limit and window), so the store evaluates arithmetic it was handed and reads no policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Charge {
     pub grant_id: String,
     pub metric: String,

@@ -65,6 +65,9 @@ pub struct AuthorityResult {
     /// On a pass: every budget up the deciding chain as `(grant id, budget)` — the leaf first,
     /// then the root and down towards the leaf's parent. Each one is charged on reservation.
     pub budgets: Vec<(String, Budget)>,
+    /// On a pass through a delegation: the delegation ids of the deciding chain, leaf first. The
+    /// reservation re-checks each for a revocation inside its own transaction.
+    pub chain: Vec<String>,
     /// Constraints that were false because an argument was missing or of the wrong type.
     pub warnings: Vec<String>,
 }
@@ -84,6 +87,7 @@ impl AuthorityResult {
             depth_exceeded: None,
             cycle_at: None,
             budgets: Vec::new(),
+            chain: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -155,6 +159,7 @@ pub fn evaluate(
         let mut outcomes: Vec<AuthorityResult> = Vec::new();
         let mut depth = 0;
         let mut budgets: Vec<(String, Budget)> = own_budgets(&candidate.id, candidate.grant);
+        let mut chain = Vec::new();
         if let Some(delegation) = candidate.delegation {
             let walked = match walk(authority, delegation.clone(), source) {
                 Ok(walked) => walked,
@@ -164,6 +169,7 @@ pub fn evaluate(
                 Err(WalkError::Fault(message)) => return Err(EvaluationFault(message)),
             };
             depth = walked.depth();
+            chain = walked.nodes.iter().map(|node| node.delegation_id.clone()).collect();
             if let Some(failure) = check_chain(authority, &walked, call.now) {
                 outcomes.push(AuthorityResult {
                     dimension: failure.dimension,
@@ -194,6 +200,7 @@ pub fn evaluate(
                 delegation_id: named,
                 depth,
                 budgets,
+                chain,
                 ..AuthorityResult::new(true, AuthorityReason::Grant)
             });
         } else {

@@ -61,7 +61,7 @@ impl Subject {
 }
 
 /// How much, of which metric, over which rolling window (SPEC v0.9 §2.2).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Budget {
     /// `count`, or the name of an integer argument.
     pub metric: String,

@@ -69,7 +69,7 @@ pub struct Revocation {
 }
 
 /// A delegation row joined with its revocation, as a [`super::DelegationSource`] returns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredDelegation {
     pub record: DelegationRecord,
     pub revocation: Option<Revocation>,

@@ -23,7 +23,7 @@ pub const WILDCARD_SEGMENT: &str = "*";
 
 /// One index entry: a delegation is a candidate for actions proposed by `agent` whose first
 /// name segment is `action` (or for every action, under [`WILDCARD_SEGMENT`]).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct IndexKey {
     pub agent: String,
     pub action: String,

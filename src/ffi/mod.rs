@@ -5,7 +5,7 @@
 //! `panic` (the panic boundary and the poisoned latch), `bytes` (borrowed byte views in, owned
 //! `warden_buf` out, out-parameters), `request` (the JSON documents callers pass in).
 //! One file per concept for the exports: `handle`, `permit`, `approvals`, `effects`, `pure`,
-//! `store_ops`, `sight`, and `test_exports` behind the non-default `test-exports` feature.
+//! `store_ops`, `sight`, `authority`, and `test_exports` behind the non-default `test-exports` feature.
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
@@ -32,6 +32,8 @@ pub mod pure;
 pub mod store_ops;
 
 pub mod sight;
+
+pub mod authority;
 
 // Not an export: the fork hook and descriptor close the store layer needs (libc, so unsafe).
 pub(crate) mod os;

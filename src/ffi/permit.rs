@@ -79,8 +79,8 @@ unsafe fn with_permit(
     unsafe { fallible(err, work) }
 }
 
-const REQUEST_FIELDS: [&str; 7] =
-    ["name", "arguments", "principal", "approval_id", "lease_ms", "resource", "principal_expires_at_ms"];
+const REQUEST_FIELDS: [&str; 9] =
+    ["name", "arguments", "principal", "approval_id", "lease_ms", "resource", "principal_expires_at_ms", "task", "hop"];
 
 /// Runs the full pipeline for one request under the handle's document: principal, authority,
 /// policy, attempt ceiling, approval gate, then one durable write that reserves the effect.
@@ -88,15 +88,19 @@ const REQUEST_FIELDS: [&str; 7] =
 /// - `h`: an open handle with a configuration document. Required.
 /// - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
 ///   {"agent": str, "user": str|null}|null, "approval_id": "apr_…"|null, "lease_ms": int|null,
-///   "resource": str|null, "principal_expires_at_ms": int|null}`. Required. `name` is
-///   required; absent `arguments` is `{}`; a null `principal` is refused (DENIED, reason
-///   `no_principal`); an unknown field is INVALID_INPUT.
+///   "resource": str|null, "principal_expires_at_ms": int|null, "task": str|null, "hop":
+///   "dlg_…"|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
+///   `principal` is refused (DENIED, reason `no_principal`); an unknown field is INVALID_INPUT.
+///   `task` names the unit of work (grants naming `tasks` need a matching one); `hop` is a
+///   delegation id handed over by another agent, which then is the only grant considered.
 /// - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 ///   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 ///   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
 /// - `err`: NULL, or receives the error object on failure; for a refusal it carries the
 ///   refusal's fields (`request_id`, `expires_at`, `action_hash`, `approval_id`, `state`,
-///   `effect_key`, `action_id`, `attempts`, `max_attempts`, as they apply).
+///   `effect_key`, `action_id`, `attempts`, `max_attempts`, as they apply). An authority
+///   denial (DENIED with `"authority": true`) carries `reason` (`no_authority`,
+///   `authority_revoked`, `budget_exhausted`, …), `grant_id`, `hop` and `dimension`.
 ///
 /// Returns WARDEN_RESULT_OK; a refusal: WARDEN_RESULT_DENIED, WARDEN_RESULT_APPROVAL_REQUIRED,
 /// WARDEN_RESULT_APPROVAL_MISMATCH, WARDEN_RESULT_DUPLICATE, WARDEN_RESULT_IN_PROGRESS,
@@ -179,6 +183,8 @@ unsafe fn propose(
             resource: fields.string("resource")?.map(str::to_owned),
             approval_id: fields.string("approval_id")?,
             lease: fields.millis("lease_ms")?,
+            task: fields.string("task")?,
+            hop: fields.string("hop")?,
         };
         let permit = handle.warden()?.submit(&action_request)?;
         let boxed = warden_permit {

@@ -73,11 +73,21 @@ impl<'v> Fields<'v> {
 
     /// `principal`: `{"agent", "user"}`; absent or `null` is `None`.
     pub(super) fn principal(&self) -> Result<Option<Principal>, Error> {
-        let Some(value) = self.get("principal") else { return Ok(None) };
-        let fields = Fields::new(value, "principal", &["agent", "user"])?;
+        self.principal_named("principal")
+    }
+
+    /// A principal `{"agent", "user"}` under `field`; absent or `null` is `None`.
+    pub(super) fn principal_named(&self, field: &'static str) -> Result<Option<Principal>, Error> {
+        let Some(value) = self.get(field) else { return Ok(None) };
+        let fields = Fields::new(value, field, &["agent", "user"])?;
         let principal = Principal::new(fields.required_string("agent")?, fields.string("user")?)
             .map_err(|error| invalid(error.to_string()))?;
         Ok(Some(principal))
+    }
+
+    pub(super) fn required_principal_named(&self, field: &'static str) -> Result<Principal, Error> {
+        self.principal_named(field)?
+            .ok_or_else(|| invalid(format!("{} needs {field:?}, an object {{\"agent\", \"user\"}}", self.what)))
     }
 
     pub(super) fn required_principal(&self) -> Result<Principal, Error> {

@@ -44,6 +44,12 @@ pub const WARDEN_RESULT_NOT_FOUND: warden_result = 109;
 /// argument such as `url`; a bad page cursor or limit; snapshots of different windows). Nothing
 /// was sent. The error object's `reason` is the sight code, e.g. `invalid_params`.
 pub const WARDEN_RESULT_OUT_OF_WINDOW: warden_result = 110;
+/// Refusal: a delegation was refused at creation (it would widen or drop what its parent
+/// constrains, or its parent is unknown, revoked, expired or not delegable, or the creator is
+/// not the parent's subject, or it is too deep). The error object carries `reason` (e.g.
+/// `containment`), `dimension` (for a containment refusal, e.g. `constraints`) and
+/// `parent_id`. Nothing was written but the DELEGATION_REJECTED event.
+pub const WARDEN_RESULT_AUTHORITY_ESCALATION: warden_result = 111;
 /// Fault: bad input (a NULL required pointer, invalid UTF-8, bad JSON, a bad value).
 pub const WARDEN_RESULT_INVALID_INPUT: warden_result = 200;
 /// Fault: the store failed; the handle is poisoned until closed and reopened.
@@ -63,7 +69,7 @@ pub const WARDEN_RESULT_ABI_MISMATCH: warden_result = 206;
 
 /// Every code and its name, in code order. `warden_result_name` and the error object's
 /// `"code"` field read this table.
-pub(super) const CODES: [(warden_result, &CStr); 19] = [
+pub(super) const CODES: [(warden_result, &CStr); 20] = [
     (WARDEN_RESULT_OK, c"WARDEN_RESULT_OK"),
     (WARDEN_RESULT_DENIED, c"WARDEN_RESULT_DENIED"),
     (WARDEN_RESULT_APPROVAL_REQUIRED, c"WARDEN_RESULT_APPROVAL_REQUIRED"),
@@ -76,6 +82,7 @@ pub(super) const CODES: [(warden_result, &CStr); 19] = [
     (WARDEN_RESULT_LATE_OUTCOME, c"WARDEN_RESULT_LATE_OUTCOME"),
     (WARDEN_RESULT_NOT_FOUND, c"WARDEN_RESULT_NOT_FOUND"),
     (WARDEN_RESULT_OUT_OF_WINDOW, c"WARDEN_RESULT_OUT_OF_WINDOW"),
+    (WARDEN_RESULT_AUTHORITY_ESCALATION, c"WARDEN_RESULT_AUTHORITY_ESCALATION"),
     (WARDEN_RESULT_INVALID_INPUT, c"WARDEN_RESULT_INVALID_INPUT"),
     (WARDEN_RESULT_STORE, c"WARDEN_RESULT_STORE"),
     (WARDEN_RESULT_CONFIG, c"WARDEN_RESULT_CONFIG"),
@@ -90,7 +97,8 @@ const UNKNOWN: &CStr = c"WARDEN_RESULT_UNKNOWN";
 /// The code for an error. No `_` arm: a new `Error` variant does not compile until it has a code.
 pub(super) fn code_of(error: &Error) -> warden_result {
     match error {
-        Error::Denied { .. } => WARDEN_RESULT_DENIED,
+        Error::Denied { .. } | Error::AuthorityDenied { .. } => WARDEN_RESULT_DENIED,
+        Error::DelegationRefused { .. } => WARDEN_RESULT_AUTHORITY_ESCALATION,
         Error::ApprovalRequired { .. } => WARDEN_RESULT_APPROVAL_REQUIRED,
         Error::ApprovalMismatch { .. } => WARDEN_RESULT_APPROVAL_MISMATCH,
         Error::Duplicate { state: DuplicateState::Committed, .. } => WARDEN_RESULT_DUPLICATE,

@@ -243,7 +243,7 @@ fn every_function_in_the_header_documents_threads_null_and_its_codes() {
             comment.clear();
         }
     }
-    assert_eq!(checked, 43, "the number of functions (42) and callback typedefs (1) in the header changed; check this test still reads them all");
+    assert_eq!(checked, 47, "the number of functions (46) and callback typedefs (1) in the header changed; check this test still reads them all");
 }
 
 #[test]
@@ -266,6 +266,12 @@ fn every_error_maps_to_a_code_in_its_family() {
         Error::NotResolvable { effect_key: "k".into(), state: EffectState::Committed },
         Error::LateOutcome { effect_key: "k".into(), state: EffectState::Ambiguous, holder: "act_x".into() },
         Error::NotFound("n".into()),
+        Error::DelegationRefused {
+            reason: "containment".into(),
+            parent_id: "root".into(),
+            dimension: Some("constraints".into()),
+            detail: "d".into(),
+        },
         Error::InvalidInput("i".into()),
         Error::Store("s".into()),
         Error::Config("c".into()),
@@ -284,6 +290,26 @@ fn every_error_maps_to_a_code_in_its_family() {
     assert_eq!(seen.len(), errors.len(), "two errors share a code");
     assert_eq!(code_of(&errors[3]), WARDEN_RESULT_DUPLICATE);
     assert_eq!(code_of(&errors[4]), WARDEN_RESULT_IN_PROGRESS);
+    assert_eq!(code_of(&errors[10]), WARDEN_RESULT_AUTHORITY_ESCALATION);
+    assert_eq!(error_json(&errors[10])["dimension"], "constraints");
+}
+
+#[test]
+fn an_authority_denial_is_denied_and_says_so_in_its_error_object() {
+    let denied = Error::AuthorityDenied {
+        reason: "authority_revoked".into(),
+        grant_id: Some("dlg_1".into()),
+        hop: None,
+        dimension: None,
+        detail: "d".into(),
+    };
+    assert_eq!(code_of(&denied), WARDEN_RESULT_DENIED);
+    let object = error_json(&denied);
+    assert_eq!(
+        (object["authority"].as_bool(), object["grant_id"].as_str(), object["reason"].as_str()),
+        (Some(true), Some("dlg_1"), Some("authority_revoked"))
+    );
+    assert!(error_json(&Error::Denied { reason: "r".into(), detail: "d".into() }).get("authority").is_none());
 }
 
 #[test]
@@ -291,7 +317,7 @@ fn result_name_names_every_code_and_says_unknown_otherwise() {
     for (code, expected) in known_codes() {
         assert_eq!(name(code), expected);
     }
-    for unknown in [1, 99, 111, 199, 207, 300, u32::MAX] {
+    for unknown in [1, 99, 112, 199, 207, 300, u32::MAX] {
         assert_eq!(name(unknown), "WARDEN_RESULT_UNKNOWN");
     }
     assert_eq!(warden_abi_version(), WARDEN_ABI_VERSION);

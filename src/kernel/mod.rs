@@ -5,6 +5,7 @@
 //! for a terminal outcome, its receipt and the new chain head.
 
 mod approvals;
+pub mod authority;
 mod claim;
 mod effects;
 pub mod ops;
@@ -128,6 +129,8 @@ pub struct Proposal<'a> {
     pub approval_ttl: Option<Micros>,
     /// Observe mode: record what enforce mode would have done, and let the action run.
     pub observe: bool,
+    /// What the authority axis decided, when the document has an `authority:` section.
+    pub authority: Option<authority::AuthorityStamp>,
 }
 
 impl<'a> Proposal<'a> {
@@ -141,6 +144,7 @@ impl<'a> Proposal<'a> {
             approval_id: None,
             approval_ttl: None,
             observe: false,
+            authority: None,
         }
     }
 }

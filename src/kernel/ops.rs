@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::Action;
 use crate::approval::ApprovalRecord;
+use crate::authority::DelegationSource;
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{EffectRecord, EffectState, Outcome};
@@ -39,6 +40,12 @@ pub struct Proposed {
     pub effect_key: Option<String>,
     pub lease: Micros,
     pub max_attempts: Option<u32>,
+    /// What the authority axis decided (`None` without an `authority:` section).
+    #[serde(default)]
+    pub authority: Option<super::authority::AuthorityStamp>,
+    /// What the reservation charges against the budgets up the deciding chain.
+    #[serde(default)]
+    pub charges: Vec<crate::authority::Charge>,
 }
 
 /// The state a permit carries to its outcome.
@@ -138,6 +145,16 @@ pub enum Write {
         record: SnapshotRecord,
         scopes: Vec<String>,
     },
+    /// Create a delegation: the checks and the insert in one transaction.
+    Delegate(Box<super::authority::DelegateOp>),
+    Revoke {
+        delegation_id: String,
+        by: Option<String>,
+    },
+    RevokeSweep {
+        sweep: super::authority::Sweep,
+        by: Option<String>,
+    },
 }
 
 /// A permit's grant, as the transaction decided it.
@@ -151,6 +168,9 @@ pub struct Granted {
     pub holds_key: bool,
     /// Observe mode: the first check enforce mode would have refused on.
     pub blocked: Option<String>,
+    /// Whether the reservation charged budgets.
+    #[serde(default)]
+    pub charged: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -162,6 +182,9 @@ pub enum WriteReply {
     Approval(ApprovalRecord),
     Effect(EffectRecord),
     Snapshot(SnapshotRecord),
+    Delegation(Box<crate::authority::DelegationRecord>),
+    /// `(delegation id, revoked by this call)`.
+    Revoked(Vec<(String, bool)>),
     Done,
 }
 
@@ -222,6 +245,11 @@ impl WriteOp for Write {
             Write::AppendSnapshot { record, scopes } => {
                 tx.append_snapshot(record.clone(), scopes).map(WriteReply::Snapshot)
             }
+            Write::Delegate(op) => super::authority::apply_delegate(tx, op, now),
+            Write::Revoke { delegation_id, by } => {
+                super::authority::apply_revoke(tx, delegation_id, by.as_deref(), now)
+            }
+            Write::RevokeSweep { sweep, by } => super::authority::apply_sweep(tx, sweep, by.as_deref(), now),
         }
     }
 
@@ -235,19 +263,60 @@ impl WriteOp for Write {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Read {
-    Effect { effect_key: String },
-    Effects { state: Option<EffectState>, limit: usize },
-    Approval { approval_id: String },
+    Effect {
+        effect_key: String,
+    },
+    Effects {
+        state: Option<EffectState>,
+        limit: usize,
+    },
+    Approval {
+        approval_id: String,
+    },
     Pending,
-    Receipts { from: u64, limit: usize },
-    LastReceipts { count: usize },
+    Receipts {
+        from: u64,
+        limit: usize,
+    },
+    LastReceipts {
+        count: usize,
+    },
     ReceiptCount,
-    ReceiptSeq { receipt_id: String },
-    Events { after: u64, limit: usize },
+    ReceiptSeq {
+        receipt_id: String,
+    },
+    Events {
+        after: u64,
+        limit: usize,
+    },
     VerifyChain,
-    Snapshot { id: String },
-    SnapshotPage { scope: String, before: Option<u64>, limit: usize },
+    Snapshot {
+        id: String,
+    },
+    SnapshotPage {
+        scope: String,
+        before: Option<u64>,
+        limit: usize,
+    },
     Doctor,
+    /// The delegation rows one authority evaluation of `action` needs.
+    AuthorityRows {
+        action: Box<Action>,
+        hop: Option<String>,
+        bound: u32,
+    },
+    Delegations {
+        after: Option<String>,
+        limit: usize,
+    },
+    Delegation {
+        delegation_id: String,
+    },
+    BudgetSpent {
+        grant_id: String,
+        metric: String,
+        window_seconds: u64,
+    },
 }
 
 /// What `warden doctor` learns from one read of the whole store.
@@ -274,6 +343,10 @@ pub enum ReadReply {
     Snapshot(Option<SnapshotRecord>),
     SnapshotPage(Vec<SnapshotRecord>, bool),
     Doctor(Box<DoctorReport>),
+    AuthorityRows(Box<super::authority::AuthorityRows>),
+    Delegations(Vec<crate::authority::StoredDelegation>),
+    /// A decimal amount (a `u128` does not travel in every JSON reader).
+    Amount(String),
 }
 
 impl ReadOp for Read {
@@ -305,6 +378,20 @@ impl ReadOp for Read {
                 chain: rx.verify_chain()?,
                 orphans: rx.orphans()?,
             })),
+            Read::AuthorityRows { action, hop, bound } => {
+                ReadReply::AuthorityRows(Box::new(super::authority::read_rows(rx, action, hop.as_deref(), *bound)?))
+            }
+            Read::Delegations { after, limit } => ReadReply::Delegations(rx.delegation_page(after.as_deref(), *limit)?),
+            Read::Delegation { delegation_id } => ReadReply::Delegations(
+                rx.delegation_source()?
+                    .delegation(delegation_id)
+                    .map_err(|e| crate::error::Error::Store(e.to_string()))?
+                    .into_iter()
+                    .collect(),
+            ),
+            Read::BudgetSpent { grant_id, metric, window_seconds } => {
+                ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
+            }
         })
     }
 }

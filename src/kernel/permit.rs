@@ -31,6 +31,8 @@ pub struct Permit {
     pub(super) holds_key: bool,
     /// Observe mode: what enforce mode would have done.
     pub(super) would_have: Option<serde_json::Value>,
+    /// The authority evidence every receipt of this permit carries.
+    pub(super) authority: Option<crate::receipt::ReceiptAuthority>,
     pub(super) finished: bool,
 }
 
@@ -57,6 +59,15 @@ impl Permit {
     pub fn approval_id(&self) -> Option<&str> {
         self.approval_id.as_deref()
     }
+    /// The grant (root id or `dlg_…`) that authorised this action, when the document has an
+    /// `authority:` section.
+    pub fn authority_grant_id(&self) -> Option<&str> {
+        self.authority.as_ref().and_then(|a| a.grant_id.as_deref())
+    }
+    /// What the reservation charged against budgets.
+    pub fn budget_charges(&self) -> &[crate::authority::Charge] {
+        self.authority.as_ref().map_or(&[], |a| a.budget_charges.as_slice())
+    }
 
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
@@ -70,6 +81,7 @@ impl Permit {
             "approval_id": self.approval_id,
             "decision": self.ruling.decision.as_str(),
             "decision_reason": self.ruling.reason,
+            "authority_grant_id": self.authority_grant_id(),
         })
     }
 
@@ -134,6 +146,7 @@ impl Kernel {
             draft.attempt = permit.attempt;
             draft.approval_id = permit.approval_id.clone();
             draft.approver = permit.approver.clone();
+            draft.authority = permit.authority.clone();
             let op = Write::Finish(Box::new(Finish {
                 action: permit.action.clone(),
                 effect_key: permit.effect_key.clone(),

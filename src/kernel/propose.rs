@@ -40,7 +40,10 @@ impl Kernel {
                 effect_key: None,
                 lease,
                 max_attempts: proposal.max_attempts,
+                authority: proposal.authority.clone(),
+                charges: Vec::new(),
             };
+            proposed.draft.authority = proposal.authority.as_ref().map(|stamp| stamp.receipt(&[]));
             let refuse = |mut proposed: Proposed, refusal: Error| {
                 proposed.draft.decision = Decision::Deny.as_str().into();
                 kernel.finish_refusal(Write::Refuse { proposed, refusal })
@@ -68,18 +71,43 @@ impl Kernel {
             };
             proposed.draft.effect_key = effect_key.clone();
             proposed.effect_key = effect_key;
+            // What the reservation will charge, measured before any human is asked: a budget on
+            // a missing argument or on an action with no effect key can never be charged.
+            let mut budget_refusal = None;
+            if let Some(stamp) = proposed.authority.as_ref().filter(|s| s.passed && !s.budgets.is_empty()) {
+                match crate::authority::charges_for(
+                    &action.name,
+                    &stamp.budgets,
+                    &action.arguments,
+                    proposed.effect_key.as_deref(),
+                ) {
+                    Ok(charges) => proposed.charges = charges,
+                    Err(refusal) => budget_refusal = Some(stamp.refused(refusal.reason(), None, refusal.to_string())),
+                }
+            }
             if proposal.observe {
                 let unrenderable = proposal.effect.is_some() && proposed.effect_key.is_none();
+                let blocked = if unrenderable {
+                    Some("effect_key_error".to_owned())
+                } else {
+                    budget_refusal.map(|refusal| refusal.reason())
+                };
                 let op = Write::Observe { proposed, presented: proposal.approval_id.map(str::to_owned) };
-                return kernel.permit_from(op, proposal, &action_hash, unrenderable);
+                return kernel.permit_from(op, proposal, &action_hash, blocked);
             }
             if proposal.ruling.decision == Decision::Deny {
                 proposed.draft.effect_key = None;
-                let refusal = Error::Denied {
-                    reason: proposal.ruling.reason.clone(),
-                    detail: format!("the policy denies {}", action.name),
+                let refusal = match proposed.authority.as_ref().filter(|stamp| !stamp.passed) {
+                    Some(stamp) => stamp.refusal(&action.name),
+                    None => Error::Denied {
+                        reason: proposal.ruling.reason.clone(),
+                        detail: format!("the policy denies {}", action.name),
+                    },
                 };
                 return kernel.finish_refusal(Write::Refuse { proposed, refusal });
+            }
+            if let Some(refusal) = budget_refusal {
+                return refuse(proposed, refusal);
             }
             if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
                 let ttl = proposal.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
@@ -96,7 +124,7 @@ impl Kernel {
                 // An allow that was handed an approval spends it when it can, and never refuses for it.
                 approval_required: proposal.ruling.decision == Decision::Approve,
             };
-            kernel.permit_from(op, proposal, &action_hash, false)
+            kernel.permit_from(op, proposal, &action_hash, None)
         })
     }
 
@@ -109,10 +137,18 @@ impl Kernel {
     }
 
     /// Apply a permit operation and build the permit from what its transaction decided.
-    fn permit_from(&self, op: Write, proposal: &Proposal<'_>, action_hash: &str, unrenderable: bool) -> Result<Permit> {
-        let effect_key = match &op {
-            Write::Reserve { proposed, .. } | Write::Observe { proposed, .. } => proposed.effect_key.clone(),
-            _ => None,
+    fn permit_from(
+        &self,
+        op: Write,
+        proposal: &Proposal<'_>,
+        action_hash: &str,
+        blocked_before: Option<String>,
+    ) -> Result<Permit> {
+        let (effect_key, stamp, charges) = match &op {
+            Write::Reserve { proposed, .. } | Write::Observe { proposed, .. } => {
+                (proposed.effect_key.clone(), proposed.authority.clone(), proposed.charges.clone())
+            }
+            _ => (None, None, Vec::new()),
         };
         let observe = matches!(op, Write::Observe { .. });
         let granted = match self.write(op)? {
@@ -127,8 +163,8 @@ impl Kernel {
         let ruling = &proposal.ruling;
         let would_have = observe.then(|| {
             let mut blocked = granted.blocked.clone();
-            if unrenderable {
-                blocked = Some("effect_key_error".into());
+            if blocked_before.is_some() {
+                blocked = blocked_before.clone();
             }
             serde_json::json!({
                 "decision": ruling.decision.as_str(),
@@ -150,6 +186,7 @@ impl Kernel {
             started_at: granted.started_at,
             holds_key: granted.holds_key,
             would_have,
+            authority: stamp.map(|stamp| stamp.receipt(if granted.charged { &charges } else { &[] })),
             finished: false,
         })
     }
@@ -181,6 +218,7 @@ impl Kernel {
             finished_at: 0,
             policy_hash: self.inner.policy_hash.clone(),
             policy_version: self.inner.policy_version.clone(),
+            authority: None,
         })
     }
 }
@@ -229,6 +267,18 @@ pub(super) fn apply_refuse(
     draft.decision_reason = refusal.reason();
     draft.error = Some(refusal.to_string());
     proposed_events(tx, &proposed.action, &proposed.action_hash, &proposed.ruling, now)?;
+    if matches!(refusal, Error::AuthorityDenied { .. }) {
+        // The stricter axis decides: whatever the policy said, the action is denied.
+        draft.decision = Decision::Deny.as_str().into();
+        tx.event(
+            EventKind::AUTHORITY_DENIED,
+            now,
+            Some(&proposed.action.action_id),
+            draft.effect_key.as_deref(),
+            approval_id,
+            super::authority::denial_evidence(proposed.authority.as_ref(), &refusal),
+        )?;
+    }
     tx.event(
         EventKind::ACTION_DENIED,
         now,
@@ -252,6 +302,9 @@ pub(super) fn apply_gate(
     now: Micros,
 ) -> Result<WriteReply> {
     let action = &proposed.action;
+    if let Some(refusal) = super::authority::recheck_revocations(tx, proposed.authority.as_ref())? {
+        return apply_refuse(tx, proposed, None, refusal, now);
+    }
     if let Some(key) = &proposed.effect_key {
         let claim = Claim {
             effect_key: key,
@@ -304,6 +357,11 @@ pub(super) fn apply_reserve(
     now: Micros,
 ) -> Result<WriteReply> {
     let action = &proposed.action;
+    // Evaluation ran before this transaction: the deciding chain is read again here, and the
+    // budgets up it are checked against what is charged now, in-flight actions included.
+    if let Some(refusal) = super::authority::recheck(tx, proposed.authority.as_ref(), &proposed.charges, now)? {
+        return apply_refuse(tx, proposed, presented, refusal, now);
+    }
     let request = ClaimRequest {
         action,
         action_hash: &proposed.action_hash,
@@ -320,7 +378,8 @@ pub(super) fn apply_reserve(
     draft.started_at = now;
     draft.finished_at = now;
     match claimed {
-        Claimed::Granted { attempt, lease_expires_at, consumed, .. } => {
+        Claimed::Granted { attempt, lease_expires_at, consumed, record } => {
+            let charged = charge(tx, proposed, record.as_ref(), now)?;
             tx.event(
                 EventKind::EXECUTION_STARTED,
                 now,
@@ -337,6 +396,7 @@ pub(super) fn apply_reserve(
                 started_at: now,
                 holds_key: true,
                 blocked: None,
+                charged,
             }))
         }
         Claimed::ApprovalRefused(refusal) => {
@@ -382,7 +442,11 @@ pub(super) fn apply_observe(
     if ruling.decision == Decision::Approve && presented.is_none() {
         blocked = Some("approval_required".into());
     }
+    let authority_refusal = super::authority::recheck(tx, proposed.authority.as_ref(), &proposed.charges, now)?;
     proposed_events(tx, action, &proposed.action_hash, ruling, now)?;
+    if let Some(refusal) = &authority_refusal {
+        blocked.get_or_insert_with(|| refusal.reason());
+    }
     if let Some(id) = presented {
         let refusal = presented_approval(tx, &action.action_id, id, &proposed.action_hash, now, true)?.err();
         if let Some(refusal) = refusal {
@@ -409,11 +473,15 @@ pub(super) fn apply_observe(
         max_attempts: proposed.max_attempts,
         begin: true,
     };
-    let (attempt, lease_expires_at, holds_key) = match claim_in(tx, &request, now)? {
-        Claimed::Granted { attempt, lease_expires_at, record, .. } => (attempt, lease_expires_at, record.is_some()),
+    let (attempt, lease_expires_at, holds_key, charged) = match claim_in(tx, &request, now)? {
+        Claimed::Granted { attempt, lease_expires_at, record, .. } => {
+            // Enforce mode would not have charged a refused action; it would have charged this one.
+            let charged = authority_refusal.is_none() && charge(tx, proposed, record.as_ref(), now)?;
+            (attempt, lease_expires_at, record.is_some(), charged)
+        }
         Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => {
             blocked.get_or_insert_with(|| refusal.reason());
-            (1, None, false)
+            (1, None, false, false)
         }
     };
     tx.event(
@@ -432,5 +500,23 @@ pub(super) fn apply_observe(
         started_at: now,
         holds_key,
         blocked,
+        charged,
     }))
+}
+
+/// Write the reservation's budget charges (one ledger row per grant and metric), keyed by the
+/// effect and attempt its FAILED outcome would release. `true` when anything was charged.
+fn charge(
+    tx: &mut WriteTx<'_>,
+    proposed: &Proposed,
+    record: Option<&crate::effect::EffectRecord>,
+    now: Micros,
+) -> Result<bool> {
+    match record {
+        Some(record) if !proposed.charges.is_empty() => {
+            tx.charge_budgets(&proposed.charges, &record.effect_key, record.attempt, now)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }

@@ -34,6 +34,7 @@ fn create_missing_tables(txn: &redb::WriteTransaction) -> Result<()> {
     txn.open_table(tables::SNAPSHOT_INDEX).map_err(fault_in(name::SNAPSHOT_INDEX))?;
     txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?;
     txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?;
+    super::authority_rows::create_tables(txn)?;
     Ok(())
 }
 
@@ -62,7 +63,7 @@ pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> 
             "the store {} has schema version {v}, newer than this build's {SCHEMA_VERSION}; upgrade Warden to open it",
             path.display()
         ))),
-        1 => Ok(()),
+        1 | 2 => Ok(()),
         v => Err(Error::Store(format!(
             "the store {} has schema version {v}, which this build does not know",
             path.display()
@@ -95,6 +96,7 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     match version(db, path)? {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
         Some(1) => migrate_from_1(db),
+        Some(2) => migrate_from_2(db),
         Some(v) => check_version(v, path),
         None => {
             // A redb file without a schema row. One with no tables at all is a creation by an
@@ -112,8 +114,21 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     }
 }
 
-/// Schema 1 → 2: every row gains its checksum, effect rows stop carrying the executor result
-/// (the committing receipt keeps it), and the receipt id and effect outcome indexes are built.
+/// Schema 2 → 3: the authority tables (delegations, revocations, their indexes, the budget
+/// ledger and sums) are created empty; no existing row changes.
+fn migrate_from_2(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(fault)?;
+    {
+        create_missing_tables(&txn)?;
+        let mut meta = txn.open_table(tables::META).map_err(fault_in(name::META))?;
+        meta.insert(tables::META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault_in(name::META))?;
+    }
+    txn.commit().map_err(fault)
+}
+
+/// Schema 1 → 3: every row gains its checksum, effect rows stop carrying the executor result
+/// (the committing receipt keeps it), the receipt id and effect outcome indexes are built (all
+/// of that was 1 → 2), and the authority tables are created empty (2 → 3).
 fn migrate_from_1(db: &Database) -> Result<()> {
     let txn = db.begin_write().map_err(fault)?;
     {

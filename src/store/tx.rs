@@ -45,6 +45,8 @@ pub struct WriteTx<'t> {
     snapshot_index: redb::Table<'t, (&'static str, u64), &'static [u8]>,
     receipt_ids: redb::Table<'t, &'static str, &'static [u8]>,
     effect_receipts: redb::Table<'t, &'static str, &'static [u8]>,
+    /// Delegations, revocations, their indexes and the budget tables (`authority_rows`).
+    pub(super) authority: super::authority_rows::AuthorityTables<'t>,
     /// The last event id, read once per transaction.
     last_event_id: Option<u64>,
     /// The table being touched, named when redb panics on a damaged page.
@@ -63,6 +65,7 @@ impl<'t> WriteTx<'t> {
             snapshot_index: txn.open_table(tables::SNAPSHOT_INDEX).map_err(fault_in(name::SNAPSHOT_INDEX))?,
             receipt_ids: txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?,
             effect_receipts: txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?,
+            authority: super::authority_rows::AuthorityTables::open(txn)?,
             last_event_id: None,
             touching: Cell::new(""),
         })
@@ -73,7 +76,7 @@ impl<'t> WriteTx<'t> {
         self.touching.get()
     }
 
-    fn touch(&self, table: &'static str) {
+    pub(super) fn touch(&self, table: &'static str) {
         self.touching.set(table);
     }
 
@@ -96,6 +99,12 @@ impl<'t> WriteTx<'t> {
         let key = record.effect_key.as_str();
         let row = encode(name::EFFECTS, &key, &StoredEffect::from_record(record))?;
         self.effects.insert(key, row.as_slice()).map_err(fault_in(name::EFFECTS))?;
+        // FAILED is the one state in which the executor proved nothing happened: whatever moved
+        // the effect there (an outcome, a resolution, a reconciliation), its budget charges are
+        // released here, in the same transaction, so no path can forget them.
+        if crate::authority::budget::releases_charges(record.state) {
+            self.release_budget_charges(&record.effect_key, record.attempt, &record.action_id, record.updated_at)?;
+        }
         Ok(())
     }
 
@@ -366,6 +375,10 @@ impl ReadTx {
         ReadTx { txn }
     }
 
+    pub(super) fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
+
     /// The effect with its executor result (read from the receipt that recorded the commit).
     pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
         let Some(effects) = open_read!(self.txn, tables::EFFECTS, name::EFFECTS) else { return Ok(None) };
@@ -621,6 +634,7 @@ impl ReadTx {
             }
         }
         report.push((name::META, rows, problems));
+        self.check_authority_tables(&mut report)?;
         Ok(report)
     }
 

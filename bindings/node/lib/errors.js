@@ -43,6 +43,33 @@ const FIELDS = [
 class Refused extends WardenError {}
 /** The policy (or an environment or principal check) denied the action. */
 class Denied extends Refused {}
+/**
+ * The authority axis said no (a `Denied`): no grant covers the action, the deciding delegation
+ * chain is revoked, expired or escalating, or a budget refuses. `reason` is e.g. `no_authority`,
+ * `authority_revoked`, `budget_exhausted`; `grantId` names the grant it is about, `hop` the
+ * delegation presented, `dimension` the shape row a hop missed.
+ */
+class AuthorityDenied extends Denied {
+  constructor(message, fields = {}) {
+    super(message, fields);
+    this.grantId = fields.grant_id ?? null;
+    this.hop = fields.hop ?? null;
+    this.dimension = fields.dimension ?? null;
+  }
+}
+/**
+ * A delegation was refused at creation (nothing written but the rejection event). `reason`:
+ * `principal_expired`, `id_assigned`, `unknown_parent`, `parent_not_delegable`,
+ * `parent_not_valid`, `not_the_subject`, `max_depth` or `containment`; for `containment`,
+ * `dimension` names what the child would widen or drop.
+ */
+class AuthorityEscalation extends Refused {
+  constructor(message, fields = {}) {
+    super(message, fields);
+    this.dimension = fields.dimension ?? null;
+    this.parentId = fields.parent_id ?? null;
+  }
+}
 /** A human must approve first: present `requestId` with `withApproval` once granted. */
 class ApprovalRequired extends Refused {}
 /** The presented approval does not authorize this action now (`reason` says why). */
@@ -95,6 +122,7 @@ const DEFAULT_REASONS = {
   WARDEN_RESULT_LATE_OUTCOME: 'late_outcome',
   WARDEN_RESULT_NOT_FOUND: 'not_found',
   WARDEN_RESULT_OUT_OF_WINDOW: 'out_of_window',
+  WARDEN_RESULT_AUTHORITY_ESCALATION: 'containment',
   WARDEN_RESULT_INVALID_INPUT: 'invalid_input',
   WARDEN_RESULT_STORE: 'store',
   WARDEN_RESULT_CONFIG: 'configuration_invalid',
@@ -116,6 +144,7 @@ const BY_CODE = {
   WARDEN_RESULT_LATE_OUTCOME: LateOutcome,
   WARDEN_RESULT_NOT_FOUND: NotFound,
   WARDEN_RESULT_OUT_OF_WINDOW: OutOfWindow,
+  WARDEN_RESULT_AUTHORITY_ESCALATION: AuthorityEscalation,
   WARDEN_RESULT_INVALID_INPUT: InvalidInput,
   WARDEN_RESULT_STORE: StoreFault,
   WARDEN_RESULT_CONFIG: ConfigError,
@@ -146,6 +175,7 @@ for (const [code, Class] of Object.entries(BY_CODE)) {
 /** The WardenError for a C error object. */
 function fromObject(fields) {
   let Class = BY_CODE[fields.code];
+  if (Class === Denied && fields.authority === true) Class = AuthorityDenied;
   if (!Class) {
     // A code added after this binding was built: still a refusal or a fault.
     Class = fields.refusal === true ? Refused : fields.refusal === false ? Fault : WardenError;
@@ -158,6 +188,8 @@ module.exports = {
   WardenError,
   Refused,
   Denied,
+  AuthorityDenied,
+  AuthorityEscalation,
   ApprovalRequired,
   ApprovalMismatch,
   Duplicate,

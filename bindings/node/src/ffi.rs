@@ -161,6 +161,38 @@ extern "C" {
         err: *mut WardenBuf,
     ) -> WardenResult;
 
+    pub fn warden_delegate(
+        handle: *mut WardenHandle,
+        request: *const u8,
+        len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_revoke(
+        handle: *mut WardenHandle,
+        id: *const u8,
+        id_len: usize,
+        by: *const u8,
+        by_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_revoke_sweep(
+        handle: *mut WardenHandle,
+        request: *const u8,
+        len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_delegations(
+        handle: *mut WardenHandle,
+        after: *const u8,
+        after_len: usize,
+        limit: u32,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+
     pub fn warden_effect_resolve(
         handle: *mut WardenHandle,
         key: *const u8,

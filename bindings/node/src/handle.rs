@@ -124,6 +124,26 @@ impl Handle {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
+    pub fn delegate(&self, request: String) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::Delegate { request })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn revoke(&self, id: String, by: Option<String>) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::Revoke { id, by })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn revoke_sweep(&self, request: String) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::RevokeSweep { request })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn delegations(&self, after: Option<String>, limit: u32) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::Delegations { after, limit })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
     pub fn effect_resolve(&self, key: String, to: String, by: String) -> napi::Result<AsyncTask<HandleCall>> {
         self.call(Op::EffectResolve { key, to, by })
     }
@@ -243,6 +263,10 @@ pub enum Op {
     ChainVerify,
     EventsList { after_id: i64, limit: i64 },
     Flush,
+    Delegate { request: String },
+    Revoke { id: String, by: Option<String> },
+    RevokeSweep { request: String },
+    Delegations { after: Option<String>, limit: u32 },
 }
 
 impl Op {
@@ -297,6 +321,22 @@ impl Op {
                 let code = unsafe { ffi::warden_flush(h, &mut err) };
                 check(code, err)?;
                 return Ok("null".to_owned());
+            }
+            Op::Delegate { request } => {
+                let (r, rl) = bytes(request);
+                unsafe { ffi::warden_delegate(h, r, rl, &mut out, &mut err) }
+            }
+            Op::Revoke { id, by } => {
+                let ((i, il), (b, bl)) = (bytes(id), optional(by.as_deref()));
+                unsafe { ffi::warden_revoke(h, i, il, b, bl, &mut out, &mut err) }
+            }
+            Op::RevokeSweep { request } => {
+                let (r, rl) = bytes(request);
+                unsafe { ffi::warden_revoke_sweep(h, r, rl, &mut out, &mut err) }
+            }
+            Op::Delegations { after, limit } => {
+                let (a, al) = optional(after.as_deref());
+                unsafe { ffi::warden_delegations(h, a, al, *limit, &mut out, &mut err) }
             }
         };
         check(code, err)?;

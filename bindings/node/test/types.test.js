@@ -20,6 +20,8 @@ const EXPORTS = [
   'ApprovalMismatch',
   'ApprovalRequired',
   'AttemptCeiling',
+  'AuthorityDenied',
+  'AuthorityEscalation',
   'ConfigError',
   'Denied',
   'Duplicate',

@@ -30,6 +30,7 @@ REFUSALS = {
     108: warden.LateOutcome,
     109: warden.NotFound,
     110: warden.OutOfWindow,
+    111: warden.AuthorityEscalation,
 }
 FAULTS = {
     200: warden.InvalidInput,
@@ -50,6 +51,14 @@ def test_every_code_maps_to_its_class_and_family(code: int, cls: type) -> None:
     assert isinstance(exc, warden.Refused if code < 200 else warden.Fault)
     assert isinstance(exc, warden.WardenError) and isinstance(exc, Exception)
     assert exc.reason and exc.message
+
+
+def test_an_authority_denial_is_a_denied_with_its_grant() -> None:
+    body = b'{"code":"WARDEN_RESULT_DENIED","reason":"authority_revoked","authority":true,"grant_id":"dlg_1","hop":null}'
+    exc = error_from_result(100, body)
+    assert type(exc) is warden.AuthorityDenied and isinstance(exc, warden.Denied)
+    assert (exc.reason, exc.grant_id, exc.hop) == ("authority_revoked", "dlg_1", None)
+    assert type(error_from_result(100, b'{"code":"WARDEN_RESULT_DENIED","reason":"rule[2]"}')) is warden.Denied
 
 
 def test_in_progress_is_a_duplicate_with_that_state() -> None:

@@ -20,7 +20,15 @@ count and record is the library's.
 from __future__ import annotations
 
 from . import _ffi
-from ._context import Principal, context, current_approval, current_principal, with_approval
+from ._context import (
+    Principal,
+    context,
+    current_approval,
+    current_hop,
+    current_principal,
+    current_task,
+    with_approval,
+)
 from ._errors import (
     RESULT_CODES,
     AbiMismatch,
@@ -28,6 +36,8 @@ from ._errors import (
     ApprovalMismatch,
     ApprovalRequired,
     AttemptCeiling,
+    AuthorityDenied,
+    AuthorityEscalation,
     ConfigError,
     Denied,
     Duplicate,
@@ -81,6 +91,8 @@ __all__ = [
     "ApprovalMismatch",
     "ApprovalRequired",
     "AttemptCeiling",
+    "AuthorityDenied",
+    "AuthorityEscalation",
     "CancelToken",
     "ConfigError",
     "CredentialProvider",
@@ -107,7 +119,9 @@ __all__ = [
     "canonical",
     "context",
     "current_approval",
+    "current_hop",
     "current_principal",
+    "current_task",
     "extend_lease",
     "extend_lease_async",
     "idempotency_token",

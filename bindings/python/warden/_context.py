@@ -17,7 +17,15 @@ from ._errors import InvalidInput
 if TYPE_CHECKING:
     from ._warden import Permit
 
-__all__ = ["Principal", "context", "with_approval", "current_principal", "current_approval"]
+__all__ = [
+    "Principal",
+    "context",
+    "with_approval",
+    "current_principal",
+    "current_approval",
+    "current_task",
+    "current_hop",
+]
 
 
 @dataclass(frozen=True)
@@ -33,21 +41,30 @@ class Principal:
 
 _PRINCIPAL: ContextVar[Principal | None] = ContextVar("warden_principal", default=None)
 _APPROVAL: ContextVar[str | None] = ContextVar("warden_approval", default=None)
+#: The task and hop of the innermost `context()`: (task, hop).
+_CALL: ContextVar[tuple[str | None, str | None]] = ContextVar("warden_call", default=(None, None))
 _PERMIT: ContextVar["Permit | None"] = ContextVar("warden_permit", default=None)
 
 
 @contextmanager
-def context(agent: str, user: str | None = None) -> Iterator[Principal]:
+def context(
+    agent: str, user: str | None = None, *, task: str | None = None, hop: str | None = None
+) -> Iterator[Principal]:
     """Set the principal for protected calls made inside the block.
 
     A protected call made outside any `context()` has no principal and is denied
-    (`Denied`, reason `no_principal`).
+    (`Denied`, reason `no_principal`). `task` names the unit of work (grants that name
+    `tasks` need a matching one); `hop` is a delegation id (`dlg_…`) another agent handed
+    over, which is then the only grant the calls are judged against. Both belong to this
+    block: an inner `context()` starts without them.
     """
     principal = Principal(agent, user)
     token = _PRINCIPAL.set(principal)
+    call = _CALL.set((task, hop))
     try:
         yield principal
     finally:
+        _CALL.reset(call)
         _PRINCIPAL.reset(token)
 
 
@@ -64,6 +81,16 @@ def with_approval(approval_id: str) -> Iterator[str]:
 def current_principal() -> Principal | None:
     """The principal set by the innermost `context()` in this thread or task, if any."""
     return _PRINCIPAL.get()
+
+
+def current_task() -> str | None:
+    """The task set by the innermost `context()`, if any."""
+    return _CALL.get()[0]
+
+
+def current_hop() -> str | None:
+    """The hop (`dlg_…`) set by the innermost `context()`, if any."""
+    return _CALL.get()[1]
 
 
 def current_approval() -> str | None:

@@ -20,6 +20,8 @@ __all__ = [
     "WardenError",
     "Refused",
     "Denied",
+    "AuthorityDenied",
+    "AuthorityEscalation",
     "ApprovalRequired",
     "ApprovalMismatch",
     "Duplicate",
@@ -55,6 +57,7 @@ RESULT_CODES: dict[int, str] = {
     108: "WARDEN_RESULT_LATE_OUTCOME",
     109: "WARDEN_RESULT_NOT_FOUND",
     110: "WARDEN_RESULT_OUT_OF_WINDOW",
+    111: "WARDEN_RESULT_AUTHORITY_ESCALATION",
     200: "WARDEN_RESULT_INVALID_INPUT",
     201: "WARDEN_RESULT_STORE",
     202: "WARDEN_RESULT_CONFIG",
@@ -152,6 +155,52 @@ class Denied(Refused):
 
     default_code = "WARDEN_RESULT_DENIED"
     default_reason = "denied"
+
+
+class AuthorityDenied(Denied):
+    """The authority axis said no: no grant covers the action, the deciding delegation chain is
+    revoked, expired or escalating, or a budget refuses.
+
+    `.reason` is `no_authority`, `authority_revoked`, `authority_expired`,
+    `authority_escalation`, `authority_task`, `authority_constraint`, `authority_hop`,
+    `authority_unreadable`, `budget_exhausted`, `budget_unmeasurable` or `budget_unkeyed`;
+    `.grant_id` names the grant (a root grant id or `dlg_…`) the reason is about.
+    """
+
+    default_reason = "no_authority"
+
+    @property
+    def grant_id(self) -> str | None:
+        return self.details.get("grant_id")
+
+    @property
+    def hop(self) -> str | None:
+        return self.details.get("hop")
+
+    @property
+    def dimension(self) -> str | None:
+        return self.details.get("dimension")
+
+
+class AuthorityEscalation(Refused):
+    """A delegation was refused at creation; nothing was written but the rejection event.
+
+    `.reason` is `principal_expired`, `id_assigned`, `unknown_parent`, `parent_not_delegable`,
+    `parent_not_valid`, `not_the_subject`, `max_depth` or `containment`; for `containment`,
+    `.dimension` names what the child would widen or drop (`subject`, `actions`, `resources`,
+    `constraints`, `environments`, `expires_at`, `tasks`, `budgets`).
+    """
+
+    default_code = "WARDEN_RESULT_AUTHORITY_ESCALATION"
+    default_reason = "containment"
+
+    @property
+    def dimension(self) -> str | None:
+        return self.details.get("dimension")
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.details.get("parent_id")
 
 
 class ApprovalRequired(Refused):
@@ -299,6 +348,7 @@ _CLASS_BY_CODE: dict[str, type[WardenError]] = {
     "WARDEN_RESULT_LATE_OUTCOME": LateOutcome,
     "WARDEN_RESULT_NOT_FOUND": NotFound,
     "WARDEN_RESULT_OUT_OF_WINDOW": OutOfWindow,
+    "WARDEN_RESULT_AUTHORITY_ESCALATION": AuthorityEscalation,
     "WARDEN_RESULT_INVALID_INPUT": InvalidInput,
     "WARDEN_RESULT_STORE": StoreFault,
     "WARDEN_RESULT_CONFIG": ConfigError,
@@ -326,6 +376,8 @@ def error_from_result(result: int, error_json: bytes | None, name: str | None = 
     if code in ("WARDEN_RESULT_UNKNOWN", "WARDEN_RESULT_OK"):
         code = RESULT_CODES.get(result, f"WARDEN_RESULT_UNKNOWN({result})")
     cls = _CLASS_BY_CODE.get(code)
+    if cls is Denied and details.get("authority") is True:
+        cls = AuthorityDenied
     if cls is None:
         cls = Refused if 100 <= result < 200 else Fault if 200 <= result < 300 else WardenError
     reason = details.get("reason")

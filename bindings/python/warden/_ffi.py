@@ -107,6 +107,11 @@ SIGNATURES: dict[str, Signature] = {
     "warden_approval_deny": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_approval_get": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     "warden_approvals_pending": (_result, (_handle, _buf_p, _buf_p)),
+    # authority
+    "warden_delegate": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
+    "warden_revoke": (_result, (_handle, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
+    "warden_revoke_sweep": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
+    "warden_delegations": (_result, (_handle, _bytes, _len, c_uint32, _buf_p, _buf_p)),
     # effects, receipts, events
     "warden_effect_resolve": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_effect_get": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),

@@ -1,9 +1,11 @@
 //! `warden demo`: the effect kernel's story in process, under the starter policy, with no
 //! network and no executor but a counter: a lost reply left AMBIGUOUS blocks the blind retry,
 //! an approval is bound to one exact action and spent once, two agents race for one refund and
-//! one wins, and an action nobody listed is denied. Every step is a real call on a real store:
-//! a fresh one in a scratch folder of its own every time, never the operator's (`--store`,
-//! `--config` and their variables are ignored with a note), removed afterwards unless `--keep`.
+//! one wins, and an action nobody listed is denied; then authority (`demo_authority`): delegation
+//! that cannot widen, a budget that counts refunds still executing, revocation. Every step is a
+//! real call on a real store: a fresh one in a scratch folder of its own every time, never the
+//! operator's (`--store`, `--config` and their variables are ignored with a note), removed
+//! afterwards unless `--keep`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -199,6 +201,8 @@ fn story(path: &Path, starter: &str) -> Result<Vec<String>, Failure> {
     story.title("4. An action nobody listed is denied");
     let drop = ActionRequest::new("db.drop_table", json!({"table": "customers"}), agent("refund-agent")?);
     story.say("db.drop_table", refusal(story.warden.submit(&drop)));
+
+    crate::demo_authority::chapters(path, &mut story.lines)?;
 
     let report = story.warden.kernel().verify_chain()?;
     story.lines.push(String::new());

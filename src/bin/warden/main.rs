@@ -10,8 +10,10 @@
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
 
+mod authority_commands;
 mod bench;
 mod demo;
+mod demo_authority;
 mod doctor;
 mod exit;
 mod init;
@@ -62,7 +64,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the story in process against a real store under the starter policy: a lost reply,
-    /// an approval bound to one action, two agents racing, an unknown action. No network.
+    /// an approval bound to one action, two agents racing, an unknown action, delegation, a
+    /// budget, revocation. No network.
     ///
     /// The store is always a fresh one in a scratch folder of its own, removed afterwards
     /// unless --keep; --store, --config, WARDEN_STORE and WARDEN_CONFIG are ignored (with a
@@ -296,6 +299,42 @@ enum Command {
         id: String,
     },
 
+    /// Delegate part of a grant under --parent, from a grant file, as AGENT[/USER]
+    ///
+    /// The parent is a root grant id or a dlg_ id; the file holds the keys of a grant minus
+    /// id. The delegation is recorded created_via cli. A refusal is exit 1 with its reason and
+    /// dimension.
+    Delegate {
+        /// The parent: a root grant id of the document, or a delegation id (dlg_…).
+        #[arg(long, value_name = "ID")]
+        parent: String,
+        /// The delegated grant, YAML or JSON.
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// Who delegates: the principal the parent grant names, AGENT or AGENT/USER.
+        #[arg(long = "as", value_name = "AGENT[/USER]")]
+        as_: String,
+    },
+
+    /// Revoke a delegation (and everything beneath it), or every one a principal created or beneath an id
+    #[command(group(ArgGroup::new("which").required(true).args(["id", "created_by", "under"])))]
+    Revoke {
+        /// The delegation id (dlg_…).
+        id: Option<String>,
+        /// Revoke every delegation this principal created (AGENT: all its users; AGENT/USER: one).
+        #[arg(long, value_name = "AGENT[/USER]")]
+        created_by: Option<String>,
+        /// Revoke every delegation beneath this root grant or delegation id, at any depth.
+        #[arg(long, value_name = "ID")]
+        under: Option<String>,
+        /// Who revokes (default: cli:$USER).
+        #[arg(long, value_name = "WHO")]
+        by: Option<String>,
+    },
+
+    /// List stored delegations, revoked ones included.
+    Delegations,
+
     /// Check a store without changing it: every row's integrity, the receipt chain, rows that
     /// point at nothing. Exit 0 when sound, 1 when damage was found.
     Doctor,
@@ -450,6 +489,16 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             store_commands::deny(&open_store(store)?, id, &by, reason.as_deref(), json).map(Done::ok)
         }
         Command::Inspect { id } => inspect::inspect(&open_store_to_read(store)?, id, json).map(Done::ok),
+        Command::Delegate { parent, file, as_ } => {
+            let doc = load_config(document_path(None, config)?)?;
+            authority_commands::delegate(doc, store, parent, file, as_, json).map(Done::ok)
+        }
+        Command::Revoke { id, created_by, under, by } => {
+            let by = by.clone().unwrap_or_else(default_person);
+            authority_commands::revoke(store, id.as_deref(), created_by.as_deref(), under.as_deref(), &by, json)
+                .map(Done::ok)
+        }
+        Command::Delegations => authority_commands::delegations(store, json).map(Done::ok),
         Command::Doctor => doctor::doctor(&open_store_to_read(store)?, json),
         Command::Bench { dir, actions, threads, processes, outcomes } => bench::bench(&bench::BenchArgs {
             dir: dir.as_deref(),

@@ -1,0 +1,136 @@
+//! Authority at the operator's shell: `delegate` (a grant file, as a named principal, recorded
+//! `created_via: cli` — an assertion typed at a shell, not an act of the application),
+//! `revoke` (one id, or a sweep by creator or beneath an id) and `delegations` (the listing).
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use warden::authority::revoke::parse_created_by;
+use warden::authority::CreatedVia;
+use warden::document::{load_grant_file, Document};
+use warden::kernel::authority::{ListedDelegation, Sweep};
+use warden::pipeline::{Warden, WardenOptions};
+use warden::Principal;
+
+use crate::exit::Failure;
+use crate::output::{document, shown};
+use crate::store_commands::{open_store, open_store_to_read};
+
+/// `AGENT` or `AGENT/USER` as a principal.
+fn principal_of(value: &str, flag: &str) -> Result<Principal, Failure> {
+    let (agent, user) = parse_created_by(value).map_err(|e| Failure::usage(e.replace("--created-by", flag)))?;
+    Principal::new(&agent, user.as_deref()).map_err(|e| Failure::usage(format!("{flag}: {e}")))
+}
+
+/// `warden delegate --parent ID --file grant.yaml --as AGENT[/USER]`.
+pub fn delegate(
+    doc: Document,
+    store: Option<&Path>,
+    parent: &str,
+    file: &Path,
+    as_: &str,
+    json_out: bool,
+) -> Result<String, Failure> {
+    let by = principal_of(as_, "--as")?;
+    let grant = load_grant_file(file).map_err(|e| Failure::usage(e.to_string()))?;
+    let kernel = open_store(store)?;
+    let warden = Warden::open(kernel.store().path(), doc, WardenOptions::default())?;
+    let id = warden.delegate(parent, &grant, &by, None, CreatedVia::Cli)?;
+    let listed = warden.delegation(&id)?;
+    if json_out {
+        return Ok(document(&listed.map_or_else(|| json!({"delegation_id": id}), |d| d.to_json())));
+    }
+    Ok(format!("{id}\n  delegated under {} as {} (created_via cli)\n", shown(parent), shown(as_)))
+}
+
+/// `warden revoke ID`, `warden revoke --created-by P`, `warden revoke --under ID`.
+pub fn revoke(
+    store: Option<&Path>,
+    id: Option<&str>,
+    created_by: Option<&str>,
+    under: Option<&str>,
+    by: &str,
+    json_out: bool,
+) -> Result<String, Failure> {
+    let kernel = open_store(store)?;
+    let revoked: Vec<(String, bool)> = match (id, created_by, under) {
+        (Some(id), None, None) => vec![(id.to_owned(), kernel.revoke(id, Some(by))?)],
+        (None, Some(creator), None) => {
+            let creator = principal_of(creator, "--created-by")?;
+            kernel.revoke_sweep(Sweep::CreatedBy { agent: creator.agent, user: creator.user }, Some(by))?
+        }
+        (None, None, Some(under)) => kernel.revoke_sweep(Sweep::Under { id: under.to_owned() }, Some(by))?,
+        _ => return Err(Failure::usage("give exactly one of ID, --created-by AGENT[/USER] or --under ID")),
+    };
+    if json_out {
+        let list: Vec<Value> =
+            revoked.iter().map(|(id, written)| json!({"delegation_id": id, "revoked": written})).collect();
+        return Ok(document(&json!({"revoked_by": by, "delegations": list})));
+    }
+    if revoked.is_empty() {
+        return Ok("nothing to revoke\n".to_owned());
+    }
+    let mut out = String::new();
+    for (id, written) in &revoked {
+        let what = if *written { "revoked" } else { "already revoked" };
+        out.push_str(&format!("{id}  {what}\n"));
+    }
+    Ok(out)
+}
+
+/// `warden delegations [--json]`: every stored delegation, revoked ones included.
+pub fn delegations(store: Option<&Path>, json_out: bool) -> Result<String, Failure> {
+    let kernel = open_store_to_read(store)?;
+    let mut all: Vec<ListedDelegation> = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = kernel.delegations(after.as_deref(), 1000)?;
+        let full = page.len() == 1000;
+        after = page.last().map(|d| d.stored.record.delegation_id.clone());
+        all.extend(page);
+        if !full {
+            break;
+        }
+    }
+    if json_out {
+        return Ok(document(&Value::Array(all.iter().map(ListedDelegation::to_json).collect())));
+    }
+    if all.is_empty() {
+        return Ok("no delegations\n".to_owned());
+    }
+    let mut out = String::new();
+    for listed in &all {
+        let value = listed.to_json();
+        let record = &listed.stored.record;
+        let grantee = value["grant"]["subject"]["agent"].as_str().unwrap_or("?");
+        let actions = value["grant"]["actions"]
+            .as_array()
+            .map_or_else(String::new, |list| list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","));
+        let creator = match &record.created_by.user {
+            Some(user) => format!("{}/{user}", record.created_by.agent),
+            None => record.created_by.agent.clone(),
+        };
+        let state = match &listed.stored.revocation {
+            Some(revocation) => format!(
+                "REVOKED {} by {}",
+                warden::clock::render(revocation.revoked_at),
+                revocation.revoked_by.as_deref().unwrap_or("?")
+            ),
+            None if listed.grant.is_err() => "UNREADABLE".to_owned(),
+            None => "live".to_owned(),
+        };
+        out.push_str(&format!(
+            "{}  depth {}  under {}  to {}  [{}]  by {} via {}  {}\n",
+            record.delegation_id,
+            record.depth,
+            shown(&record.parent_id),
+            shown(grantee),
+            shown(&actions),
+            shown(&creator),
+            record.created_via,
+            state
+        ));
+    }
+    Ok(out)
+}
