@@ -28,6 +28,14 @@ pub enum EventKind {
     ACTION_DENIED,
     RECONCILIATION_STARTED,
     RECONCILIATION_RESOLVED,
+    // Appended (postcard stores the variant's index): M-of-N and notifications.
+    /// A grant counted toward an M-of-N request that still needs more.
+    APPROVAL_VOTED,
+    /// A notification of a new request was delivered (the webhook's 2xx).
+    APPROVAL_NOTIFIED,
+    /// A notification failed (the hook raised, the webhook could not deliver); the action is
+    /// never affected.
+    APPROVAL_NOTIFY_FAILED,
 }
 
 impl EventKind {
@@ -52,6 +60,9 @@ impl EventKind {
             EventKind::ACTION_DENIED => "ACTION_DENIED",
             EventKind::RECONCILIATION_STARTED => "RECONCILIATION_STARTED",
             EventKind::RECONCILIATION_RESOLVED => "RECONCILIATION_RESOLVED",
+            EventKind::APPROVAL_VOTED => "APPROVAL_VOTED",
+            EventKind::APPROVAL_NOTIFIED => "APPROVAL_NOTIFIED",
+            EventKind::APPROVAL_NOTIFY_FAILED => "APPROVAL_NOTIFY_FAILED",
         }
     }
 }

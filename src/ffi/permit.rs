@@ -179,6 +179,8 @@ unsafe fn propose(
             resource: fields.string("resource")?.map(str::to_owned),
             approval_id: fields.string("approval_id")?,
             lease: fields.millis("lease_ms")?,
+            identity: None,
+            precondition: None,
         };
         let permit = handle.warden()?.submit(&action_request)?;
         let boxed = warden_permit {

@@ -4,7 +4,10 @@ use redb::TableDefinition;
 
 /// The store layout this build reads and writes. Opening a newer one is refused; an older one
 /// is migrated forward in one transaction.
-pub const SCHEMA_VERSION: u32 = 2;
+///
+/// 2: every row checksummed. 3: reserved for the delegation tables (branch `authority2`).
+/// 4: approval rows keep the whole action, votes and requirement; `approvals_by_action`.
+pub const SCHEMA_VERSION: u32 = 4;
 
 pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub(super) const EFFECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("effects");
@@ -23,6 +26,10 @@ pub(super) const RECEIPT_IDS: TableDefinition<&str, &[u8]> = TableDefinition::ne
 /// prove about an effect, checked before a FAILED record is allowed another attempt.
 pub(super) const EFFECT_RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("effect_receipts");
 
+/// action hash → the id of the latest approval request for it: a re-proposal finds the pending
+/// (or denied) request instead of asking again.
+pub(super) const APPROVALS_BY_ACTION: TableDefinition<&str, &[u8]> = TableDefinition::new("approvals_by_action");
+
 pub(super) const META_SCHEMA: &str = "schema_version";
 pub(super) const META_HEAD: &str = "chain_head";
 pub(super) const META_SNAPSHOT_SEQ: &str = "snapshot_seq";
@@ -38,6 +45,7 @@ pub(super) mod name {
     pub const SNAPSHOT_INDEX: &str = "snapshot_index";
     pub const RECEIPT_IDS: &str = "receipt_ids";
     pub const EFFECT_RECEIPTS: &str = "effect_receipts";
+    pub const APPROVALS_BY_ACTION: &str = "approvals_by_action";
 }
 
 /// Schema 1's snapshot index, whose value was the bare id (read by the migration only).
