@@ -39,6 +39,8 @@ struct Job {
 
 struct Shared {
     hook: RwLock<Option<Hook>>,
+    /// Held while the hook runs, so replacing the hook can wait for a call in progress.
+    hook_running: Mutex<()>,
     webhook: Option<WebhookConfig>,
     credentials: RwLock<Arc<dyn CredentialProvider>>,
     recorder: Arc<dyn Recorder>,
@@ -67,6 +69,7 @@ impl Notifier {
         Notifier {
             shared: Arc::new(Shared {
                 hook: RwLock::new(None),
+                hook_running: Mutex::new(()),
                 webhook,
                 credentials: RwLock::new(Arc::new(EnvProvider)),
                 recorder,
@@ -76,12 +79,14 @@ impl Notifier {
         }
     }
 
-    /// Set (or with `None` remove) the host's hook. Requests already queued keep going to
-    /// whichever hook is set when their turn comes.
+    /// Set (or with `None` remove) the host's hook. Requests already queued go to whichever
+    /// hook is set when their turn comes. Returns once a call of the previous hook that was in
+    /// progress has finished, so the host may free it; must not be called from inside the hook.
     pub fn set_hook(&self, hook: Option<Hook>) {
         if let Ok(mut slot) = self.shared.hook.write() {
             *slot = hook;
         }
+        drop(self.shared.hook_running.lock());
     }
 
     /// Where the webhook's `secret_ref` is resolved (the handle's sight credential provider).
@@ -178,6 +183,7 @@ fn start_worker(shared: Arc<Shared>, channel: &'static str, work: fn(&Shared, Jo
 }
 
 fn run_hook(shared: &Shared, job: Job) {
+    let _running = shared.hook_running.lock();
     let hook = shared.hook.read().ok().and_then(|slot| slot.clone());
     let Some(hook) = hook else { return };
     let outcome = match catch_unwind(AssertUnwindSafe(|| hook(&job.body))) {

@@ -45,14 +45,26 @@ mod tests {
     }
 }
 
+/// A host's precondition provider: given `action_json`, the state the action depends on now;
+/// `Err` refuses the call.
+pub trait PreconditionProvider: Sync {
+    fn state(&self, action: &Value) -> Result<Value, String>;
+}
+
+impl<F: Fn(&Value) -> Result<Value, String> + Sync> PreconditionProvider for F {
+    fn state(&self, action: &Value) -> Result<Value, String> {
+        self(action)
+    }
+}
+
 /// Where a proposal's precondition state comes from.
 #[derive(Clone)]
 pub enum PreconditionSource<'a> {
     /// The state the host read just before proposing (what a binding sends in the request).
     State(Value),
     /// A provider asked only when an approval is involved: when the request is made and just
-    /// before a granted approval is spent. Given `action_json`; `Err` refuses the call.
-    Provider(&'a (dyn Fn(&Value) -> Result<Value, String> + Sync)),
+    /// before a granted approval is spent.
+    Provider(&'a dyn PreconditionProvider),
 }
 
 impl std::fmt::Debug for PreconditionSource<'_> {
@@ -71,7 +83,8 @@ impl PreconditionSource<'_> {
         match self {
             PreconditionSource::State(state) => fingerprint(state),
             PreconditionSource::Provider(provider) => {
-                let state = provider(&action_json(action))
+                let state = provider
+                    .state(&action_json(action))
                     .map_err(|e| format!("the precondition provider failed: {e}; nothing was requested or spent"))?;
                 fingerprint(&state)
             }
