@@ -196,8 +196,8 @@ pub unsafe extern "C" fn warden_approval_notify_set(
 /// - `precondition`, `user_data`: see `warden_precondition_fn`. NULL `precondition` is the
 ///   same as `warden_propose_described`.
 ///
-/// Returns what `warden_propose_described` returns; WARDEN_RESULT_INVALID_INPUT also when the
-/// provider fails (non-zero, or no `warden_precondition_put`) or its state has no canonical
+/// Returns WARDEN_RESULT_OK, or the refusals and faults `warden_propose_described` returns;
+/// WARDEN_RESULT_INVALID_INPUT also when the provider fails (non-zero, or no `warden_precondition_put`) or its state has no canonical
 /// form (a float): nothing is requested or spent then.
 ///
 /// Thread safety: safe to call concurrently on one handle; the provider runs on this thread.
