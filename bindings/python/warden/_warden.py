@@ -792,7 +792,7 @@ class Warden:
         precondition: PreconditionProvider | None = None,
     ) -> Permit:
         try:
-            return self._propose(request, precondition)
+            return self._propose(request) if precondition is None else self._propose(request, precondition)
         except Ambiguous as refusal:
             if reconcile is None or refusal.effect_key is None:
                 raise
@@ -802,7 +802,7 @@ class Warden:
             self._reconcile(refusal.effect_key, name, answer)
             if answer == "unknown":
                 raise
-        return self._propose(request, precondition)
+        return self._propose(request) if precondition is None else self._propose(request, precondition)
 
     def _acquire(
         self,
@@ -833,8 +833,11 @@ class Warden:
     # async twins: every C call in a worker thread, every wait an asyncio.sleep
 
     async def _propose_async(self, request: bytes, precondition: PreconditionProvider | None = None) -> Permit:
-        loop = asyncio.get_running_loop()
-        job = asyncio.ensure_future(asyncio.to_thread(self._propose, request, precondition, loop))
+        if precondition is None:
+            job = asyncio.ensure_future(asyncio.to_thread(self._propose, request))
+        else:
+            loop = asyncio.get_running_loop()
+            job = asyncio.ensure_future(asyncio.to_thread(self._propose, request, precondition, loop))
         try:
             return await asyncio.shield(job)
         except asyncio.CancelledError:
@@ -1103,7 +1106,11 @@ class Warden:
         """Block until the request is answered, expires, or `timeout` seconds pass — judged by
         the library's clock — and return the record as it then stands (`"pending"`: the wait
         ran out; `"expired"`: it lapsed), or `None` when there is no such request."""
-        timeout_ms = _millis(timeout, "wait_for_answer(timeout=...)")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout):
+            raise InvalidInput(f"wait_for_answer(timeout=...) must be a number of seconds, not {timeout!r}")
+        if timeout < 0:
+            raise InvalidInput(f"wait_for_answer(timeout=...) must be 0 or more seconds, got {timeout!r}")
+        timeout_ms = math.ceil(timeout * 1000)
         with self._using() as handle:
             data = self._lib.call_out(
                 "warden_approval_wait", handle, *_ffi.arg(_text(approval_id, "approval id")), timeout_ms
