@@ -180,9 +180,8 @@ impl ApprovalRecord {
             "resource": stored.and_then(|s| s.resource.clone()),
             "environment": stored.map(|s| s.environment.clone()),
             "action_recorded": stored.is_some(),
-            "requested_by": {
-                "agent": self.requested_by.agent,
-                "user": self.requested_by.user,
+            "requested_by": {"agent": self.requested_by.agent, "user": self.requested_by.user},
+            "requester_identity": {
                 "verified": identity.is_some(),
                 "issuer": identity.as_ref().and_then(|v| v.issuer.clone()),
                 "claims": claims(&identity),

@@ -85,7 +85,8 @@ fn a_request_keeps_the_whole_action_and_returns_it_from_get_and_pending() {
     assert_eq!(shown["arguments"], json!({"amount": 50_000, "payment_id": "pay_9"}));
     assert_eq!(shown["environment"], "production");
     assert_eq!(shown["resource"], Value::Null);
-    assert_eq!(shown["requested_by"], json!({"agent": "refund-agent", "user": "ada", "verified": false, "issuer": null, "claims": null}));
+    assert_eq!(shown["requested_by"], json!({"agent": "refund-agent", "user": "ada"}));
+    assert_eq!(shown["requester_identity"], json!({"verified": false, "issuer": null, "claims": null}));
     assert_eq!(shown["rule"], "rule[1]");
     assert_eq!(shown["when"], json!({"amount_lte": 100000}));
     assert_eq!(shown["policy_hash"], s.warden.document().policy_hash.as_str());
@@ -106,9 +107,9 @@ fn a_verified_requester_identity_is_kept_with_the_request() {
     call.identity = Some(Verified::new(Some("https://id.example"), &json!({"roles": ["support"]})).unwrap());
     let id = ask(&s.warden, &call);
     let shown = s.warden.kernel().approval(&id).unwrap().unwrap().to_json();
-    assert_eq!(shown["requested_by"]["verified"], true);
-    assert_eq!(shown["requested_by"]["issuer"], "https://id.example");
-    assert_eq!(shown["requested_by"]["claims"], json!({"roles": ["support"]}));
+    assert_eq!(shown["requester_identity"]["verified"], true);
+    assert_eq!(shown["requester_identity"]["issuer"], "https://id.example");
+    assert_eq!(shown["requester_identity"]["claims"], json!({"roles": ["support"]}));
 }
 
 #[test]

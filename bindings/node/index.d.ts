@@ -69,7 +69,7 @@ export interface VerifiedIdentity {
 }
 
 /** One recorded answer on an approval request. */
-export interface ApprovalVote {
+export type ApprovalVote = {
   agent: string;
   user: string | null;
   decision: 'grant' | 'deny';
@@ -77,7 +77,7 @@ export interface ApprovalVote {
   issuer: string | null;
   at: string;
   note: string | null;
-}
+};
 
 export interface ApprovalRecord {
   approval_id: string;
@@ -89,7 +89,9 @@ export interface ApprovalRecord {
   arguments: JsonObject | null;
   resource: string | null;
   environment: string | null;
-  requested_by: { agent: string; user: string | null; verified: boolean; issuer: string | null; claims: JsonObject | null };
+  requested_by: { agent: string; user: string | null };
+  /** What the host's identity provider verified about the requester, when it did. */
+  requester_identity: { verified: boolean; issuer: string | null; claims: JsonObject | null };
   /** The policy's reason for asking (`rule[1]`) and the rule's `when`. */
   rule: string | null;
   when: JsonObject | null;

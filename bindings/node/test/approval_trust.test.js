@@ -37,7 +37,7 @@ test('the request shows the arguments it binds from approval() and pending()', a
   for (const record of [await w.approval(id), (await w.pending())[0]]) {
     assert.deepEqual(record.arguments, { amount: 200_000, payment_id: 'pay_9' });
     assert.equal(record.requested_by.user, 'ada');
-    assert.equal(record.requested_by.verified, false);
+    assert.equal(record.requester_identity.verified, false);
     assert.equal(record.environment, 'test');
     assert.equal(record.rule, 'rule[1]');
     assert.deepEqual(record.when, { amount_gte: 0, amount_lte: 500000 });

@@ -58,7 +58,7 @@ def test_the_request_shows_the_arguments_it_binds(w: warden.Warden, agent: Any) 
         assert record["arguments"] == {"amount": 120_000, "payment_id": "pay_9"}
         assert record["requested_by"]["agent"] == "support-agent"
         assert record["requested_by"]["user"] == "ada"
-        assert record["requested_by"]["verified"] is False
+        assert record["requester_identity"]["verified"] is False
         assert record["environment"] == "production"
         assert record["rule"] == "rule[1]"
         assert record["when"] == {"amount_gte": 0, "amount_lte": 500000}
