@@ -245,7 +245,12 @@ fn mismatch(reason: &str, approval_id: &str, detail: String) -> Error {
 
 /// May `approver` still answer this request? Pending, unexpired, shown (its action recorded),
 /// not the requester, entitled by the request's requirement, and not an answer already given.
-pub fn check_answerable(record: Option<&ApprovalRecord>, approval_id: &str, approver: &Approver, now: Micros) -> Verdict {
+pub fn check_answerable(
+    record: Option<&ApprovalRecord>,
+    approval_id: &str,
+    approver: &Approver,
+    now: Micros,
+) -> Verdict {
     let Some(record) = record else {
         return Verdict::Refuse(mismatch("unknown", approval_id, "no such approval request".into()));
     };
@@ -353,7 +358,8 @@ pub fn check_consumable(
     }
     if let Some(expected) = record.precondition.as_deref() {
         if precondition != Some(expected) {
-            let now_text = precondition.map_or_else(|| "no precondition was checked".to_owned(), |p| format!("it is {p}"));
+            let now_text =
+                precondition.map_or_else(|| "no precondition was checked".to_owned(), |p| format!("it is {p}"));
             return Verdict::Refuse(mismatch(
                 "precondition_changed",
                 approval_id,
@@ -470,7 +476,8 @@ mod tests {
     #[test]
     fn the_requester_cannot_answer_their_own_request_in_any_spelling() {
         let pending = record(ApprovalStatus::Pending);
-        for who in ["refund-agent", "ada", "ADA", "ada ", " Ada", "cli:ada", "ａｄａ", "CLI:ＡＤＡ", "a\u{200B}da"] {
+        for who in ["refund-agent", "ada", "ADA", "ada ", " Ada", "cli:ada", "ａｄａ", "CLI:ＡＤＡ", "a\u{200B}da"]
+        {
             let verdict = check_answerable(Some(&pending), "apr_1", &asserted(who), 1);
             assert_eq!(refused_for(&verdict), Some("approver_is_requester"), "{who:?}");
         }

@@ -187,7 +187,10 @@ fn two_distinct_verified_approvers_with_the_roles_grant_and_one_person_counts_on
     let id = ask(&s.warden, &request("pay_big", 900_000));
     let kernel = s.warden.kernel();
     let record = kernel.approval(&id).unwrap().unwrap();
-    assert_eq!((record.requirement.required, record.requirement.roles.clone()), (2, vec!["finance".into(), "risk".into()]));
+    assert_eq!(
+        (record.requirement.required, record.requirement.roles.clone()),
+        (2, vec!["finance".into(), "risk".into()])
+    );
 
     let first = kernel.answer(&id, &verified("bob", &["finance"]), None, true, None, None).unwrap();
     assert_eq!((first.status, first.grants()), (ApprovalStatus::Pending, 1));
@@ -327,14 +330,15 @@ fn an_unchanged_precondition_permits_and_a_changed_one_is_refused_with_the_appro
     assert_eq!(kernel.approval(id).unwrap().unwrap().status, ApprovalStatus::Consumed);
     assert_eq!(*calls.lock().unwrap(), 3, "asked at the request and before each spend");
     // An allowed action never asks the provider.
-    s.warden.submit(&{
-        let mut call = request("pay_small", 10);
-        call.precondition = Some(PreconditionSource::Provider(&provider));
-        call
-    })
-    .unwrap()
-    .commit(&json!(null))
-    .unwrap();
+    s.warden
+        .submit(&{
+            let mut call = request("pay_small", 10);
+            call.precondition = Some(PreconditionSource::Provider(&provider));
+            call
+        })
+        .unwrap()
+        .commit(&json!(null))
+        .unwrap();
     assert_eq!(*calls.lock().unwrap(), 3);
 }
 
@@ -432,7 +436,8 @@ fn approve_rules_are_refused_where_they_cannot_apply() {
         assert!(error.contains(expected), "{rule:?}: {error}");
     }
     let plain = "schema: warden/v1\nactions:\n  a:\n    rules:\n      - decision: approve\n";
-    let with = "schema: warden/v1\nactions:\n  a:\n    rules:\n      - decision: approve\n        approval: { required: 1 }\n";
+    let with =
+        "schema: warden/v1\nactions:\n  a:\n    rules:\n      - decision: approve\n        approval: { required: 1 }\n";
     let hash = |text: &str| warden::document::load_str(text, "t.yaml").unwrap().policy_hash;
     assert_ne!(hash(plain), hash(with), "who must approve is part of the policy");
 }

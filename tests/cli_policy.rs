@@ -478,7 +478,10 @@ fn approve_with_a_ttl_sets_the_window_and_by_is_required_with_no_default_from_th
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let record: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
     assert_eq!((record["status"].as_str(), record["approver"].as_str()), (Some("granted"), Some("cli:grace")));
-    assert_eq!((record["votes"][0]["user"].as_str(), record["votes"][0]["verified"].as_bool()), (Some("grace"), Some(false)));
+    assert_eq!(
+        (record["votes"][0]["user"].as_str(), record["votes"][0]["verified"].as_bool()),
+        (Some("grace"), Some(false))
+    );
     let after = store.warden.kernel().approval(id).unwrap().unwrap();
     assert!(after.expires_at > before.expires_at, "P1D outlives the 15-minute request window");
     assert!(after.expires_at - after.answered_at.unwrap() == 86_400_000_000, "{after:?}");

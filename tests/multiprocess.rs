@@ -157,7 +157,9 @@ fn child_process_entry() {
                 warden::approval::Verified::new(Some("https://id.example"), &serde_json::json!({})).unwrap(),
             );
             match kernel.answer(&approval, &approver, None, grant, None, None) {
-                Ok(record) => say(&format!("voted {} {}", if grant { "grant" } else { "deny" }, record.status.as_str())),
+                Ok(record) => {
+                    say(&format!("voted {} {}", if grant { "grant" } else { "deny" }, record.status.as_str()))
+                }
                 Err(Error::ApprovalMismatch { reason, .. }) => say(&format!("refused {reason}")),
                 Err(other) => panic!("unexpected refusal {other}"),
             }
@@ -254,7 +256,10 @@ fn m_of_n_grants_and_denies_from_eight_processes_reach_one_outcome_and_lose_no_v
     let deciding = said.iter().filter(|s| s.ends_with(status.as_str()) && s.starts_with("voted")).count();
     assert_eq!(deciding, 1, "{said:?}");
     let refused = said.iter().filter(|s| s.starts_with("refused")).count();
-    assert!(said.iter().filter(|s| s.starts_with("refused")).all(|s| *s == format!("refused {}", status.as_str())), "{said:?}");
+    assert!(
+        said.iter().filter(|s| s.starts_with("refused")).all(|s| *s == format!("refused {}", status.as_str())),
+        "{said:?}"
+    );
     assert_eq!(recorded + refused, PROCESSES);
     // The row tells the same story: the last vote decided, the ones before it did not.
     let last = record.votes.last().unwrap();
@@ -263,13 +268,17 @@ fn m_of_n_grants_and_denies_from_eight_processes_reach_one_outcome_and_lose_no_v
         warden::approval::ApprovalStatus::Granted => {
             assert!(last.grant && record.votes.iter().all(|v| v.grant) && record.votes.len() == 3, "{:?}", record.votes)
         }
-        _ => assert!(!last.grant && grants_before < 3 && record.votes[..record.votes.len() - 1].iter().all(|v| v.grant)),
+        _ => {
+            assert!(!last.grant && grants_before < 3 && record.votes[..record.votes.len() - 1].iter().all(|v| v.grant))
+        }
     }
     let events = f.kernel.events(0, 1000).unwrap();
     let voted = events.iter().filter(|e| e.kind == warden::event::EventKind::APPROVAL_VOTED).count();
     let decided = events
         .iter()
-        .filter(|e| matches!(e.kind, warden::event::EventKind::APPROVAL_GRANTED | warden::event::EventKind::APPROVAL_DENIED))
+        .filter(|e| {
+            matches!(e.kind, warden::event::EventKind::APPROVAL_GRANTED | warden::event::EventKind::APPROVAL_DENIED)
+        })
         .count();
     assert_eq!((voted + decided, decided), (recorded, 1));
 }

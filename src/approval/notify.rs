@@ -142,7 +142,9 @@ impl Notifier {
                 };
                 match sender.map(|sender| sender.try_send(job)) {
                     None | Some(Ok(())) => None,
-                    Some(Err(TrySendError::Full(_))) => Some(format!("{QUEUE_DEPTH} notifications already waiting; this one was dropped")),
+                    Some(Err(TrySendError::Full(_))) => {
+                        Some(format!("{QUEUE_DEPTH} notifications already waiting; this one was dropped"))
+                    }
                     Some(Err(TrySendError::Disconnected(_))) => {
                         *slot = None;
                         Some("the notification worker stopped; this one was dropped".to_owned())
@@ -165,7 +167,11 @@ impl Notifier {
     }
 }
 
-fn start_worker(shared: Arc<Shared>, channel: &'static str, work: fn(&Shared, Job)) -> std::io::Result<SyncSender<Job>> {
+fn start_worker(
+    shared: Arc<Shared>,
+    channel: &'static str,
+    work: fn(&Shared, Job),
+) -> std::io::Result<SyncSender<Job>> {
     let (sender, receiver): (SyncSender<Job>, Receiver<Job>) = sync_channel(QUEUE_DEPTH);
     std::thread::Builder::new().name(format!("warden-notify-{channel}")).spawn(move || {
         while let Ok(job) = receiver.recv() {
@@ -209,14 +215,17 @@ fn run_webhook(shared: &Shared, job: Job) {
         if attempt > 1 {
             std::thread::sleep(backoff(attempt));
         }
-        let provider = shared.credentials.read().map(|slot| Arc::clone(&slot)).unwrap_or_else(|_| Arc::new(EnvProvider));
+        let provider =
+            shared.credentials.read().map(|slot| Arc::clone(&slot)).unwrap_or_else(|_| Arc::new(EnvProvider));
         let now = crate::clock::SystemClock.now() / crate::clock::MICROS_PER_SECOND;
         let outcome = deliver(config, provider.as_ref(), &body, now);
         let last = attempt == config.max_attempts;
         let (kind, data, done) = match outcome {
-            Delivery::Delivered { status } => {
-                (EventKind::APPROVAL_NOTIFIED, json!({"channel": "webhook", "attempt": attempt, "status": status}), true)
-            }
+            Delivery::Delivered { status } => (
+                EventKind::APPROVAL_NOTIFIED,
+                json!({"channel": "webhook", "attempt": attempt, "status": status}),
+                true,
+            ),
             Delivery::GiveUp { error } => (
                 EventKind::APPROVAL_NOTIFY_FAILED,
                 json!({"channel": "webhook", "attempt": attempt, "error": bounded(&error), "will_retry": false}),

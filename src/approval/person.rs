@@ -113,7 +113,8 @@ pub fn role(name: &str) -> String {
 /// Characters NFKC_Casefold maps to nothing (default ignorables) plus controls: invisible, so
 /// they must not make two spellings of one name differ.
 fn ignorable(c: char) -> bool {
-    super::is_control_or_format(c) || matches!(c, '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+    super::is_control_or_format(c)
+        || matches!(c, '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
         | '\u{180B}'..='\u{180F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FFA0}' | '\u{E0100}'..='\u{E01EF}')
 }
 
@@ -140,7 +141,8 @@ mod tests {
 
     #[test]
     fn spellings_of_one_name_share_a_key() {
-        for spelling in ["ada", "ADA", "ada ", "\tAda", "cli:ada", "ops:ADA", "ａｄａ", "ＣＬＩ：ａｄａ", "a\u{200D}da"] {
+        for spelling in ["ada", "ADA", "ada ", "\tAda", "cli:ada", "ops:ADA", "ａｄａ", "ＣＬＩ：ａｄａ", "a\u{200D}da"]
+        {
             assert_eq!(person_key(spelling), "ada", "{spelling:?}");
         }
         assert_eq!(person_key("Straße"), person_key("STRASSE"));

@@ -15,7 +15,8 @@ pub const PRECONDITION_SCHEMA: &str = "warden.precondition/v1";
 /// A state that has no canonical form (a float) is refused, naming where.
 pub fn fingerprint(state: &Value) -> Result<String, String> {
     let document = json!({"schema": PRECONDITION_SCHEMA, "state": state});
-    let bytes = canonical_bytes(&document, "").map_err(|e| format!("the precondition state cannot be fingerprinted: {e}"))?;
+    let bytes =
+        canonical_bytes(&document, "").map_err(|e| format!("the precondition state cannot be fingerprinted: {e}"))?;
     Ok(sha256_prefixed(&bytes))
 }
 
@@ -37,7 +38,8 @@ mod tests {
     #[test]
     fn the_fingerprint_is_the_hash_of_the_canonical_wrapped_state() {
         let state = json!({"balance": 100, "status": "open"});
-        let expected = sha256_prefixed(br#"{"schema":"warden.precondition/v1","state":{"balance":100,"status":"open"}}"#);
+        let expected =
+            sha256_prefixed(br#"{"schema":"warden.precondition/v1","state":{"balance":100,"status":"open"}}"#);
         assert_eq!(fingerprint(&state).unwrap(), expected);
         assert_eq!(fingerprint(&json!({"status": "open", "balance": 100})).unwrap(), expected);
         assert_ne!(fingerprint(&json!({"balance": 101, "status": "open"})).unwrap(), expected);

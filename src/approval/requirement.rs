@@ -106,7 +106,9 @@ mod tests {
         let principal = Principal { agent: "slack".into(), user: Some("bob".into()) };
         match roles {
             None => Approver::asserted(principal),
-            Some(roles) => Approver::verified(principal, Verified::new(Some("idp"), &serde_json::json!({"roles": roles})).unwrap()),
+            Some(roles) => {
+                Approver::verified(principal, Verified::new(Some("idp"), &serde_json::json!({"roles": roles})).unwrap())
+            }
         }
     }
 
@@ -118,7 +120,10 @@ mod tests {
         assert!(two.entitles(&approver(Some(serde_json::json!([])))).is_ok());
         let finance = Requirement::new(1, &["Finance".into()]).unwrap();
         assert_eq!(finance.entitles(&approver(None)).unwrap_err().0, "approver_not_verified");
-        assert_eq!(finance.entitles(&approver(Some(serde_json::json!(["risk"])))).unwrap_err().0, "approver_lacks_role");
+        assert_eq!(
+            finance.entitles(&approver(Some(serde_json::json!(["risk"])))).unwrap_err().0,
+            "approver_lacks_role"
+        );
         assert!(finance.entitles(&approver(Some(serde_json::json!(["FINANCE"])))).is_ok());
         assert!(finance.entitles(&approver(Some(serde_json::json!("finance")))).is_ok());
     }

@@ -28,7 +28,8 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub const SIGNATURE_HEADER: &str = "Warden-Signature";
 
-const KEYS: [&str; 7] = ["allow_insecure_http", "ca_certs", "max_attempts", "secret_ref", "timeout_ms", "url", "user_agent"];
+const KEYS: [&str; 7] =
+    ["allow_insecure_http", "ca_certs", "max_attempts", "secret_ref", "timeout_ms", "url", "user_agent"];
 
 /// The `notify` section, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +82,10 @@ impl WebhookConfig {
             return Err(refuse(path, "'webhook' must be a mapping with 'url' and 'secret_ref'"));
         };
         if let Some(key) = map.keys().find(|key| !KEYS.contains(&key.as_str())) {
-            return Err(refuse(&format!("{path}.{key}"), format!("unknown key '{key}'; allowed here: {}", KEYS.join(", "))));
+            return Err(refuse(
+                &format!("{path}.{key}"),
+                format!("unknown key '{key}'; allowed here: {}", KEYS.join(", ")),
+            ));
         }
         let field = |key: &str| format!("{path}.{key}");
         let text = |map: &Map<String, Value>, key: &str| -> Result<Option<String>, NotifyConfigError> {
@@ -94,7 +98,9 @@ impl WebhookConfig {
         let insecure = match map.get("allow_insecure_http") {
             None => global_insecure,
             Some(Value::Bool(flag)) => *flag,
-            Some(_) => return Err(refuse(&field("allow_insecure_http"), "'allow_insecure_http' must be true or false")),
+            Some(_) => {
+                return Err(refuse(&field("allow_insecure_http"), "'allow_insecure_http' must be true or false"))
+            }
         };
         let raw = text(map, "url")?.ok_or_else(|| refuse(&field("url"), "the webhook needs 'url', an https URL"))?;
         let url = url::Url::parse(&raw).map_err(|e| refuse(&field("url"), format!("'url' is not a URL: {e}")))?;
@@ -116,8 +122,9 @@ impl WebhookConfig {
         if url.fragment().is_some() || url.host_str().is_none_or(str::is_empty) {
             return Err(refuse(&field("url"), "the webhook URL needs a host and no #fragment"));
         }
-        let secret_ref = text(map, "secret_ref")?
-            .ok_or_else(|| refuse(&field("secret_ref"), "the webhook needs 'secret_ref', the name of the signing secret"))?;
+        let secret_ref = text(map, "secret_ref")?.ok_or_else(|| {
+            refuse(&field("secret_ref"), "the webhook needs 'secret_ref', the name of the signing secret")
+        })?;
         if !is_reference(&secret_ref) {
             return Err(refuse(
                 &field("secret_ref"),
@@ -134,8 +141,9 @@ impl WebhookConfig {
             }
         };
         let timeout_ms = number("timeout_ms", DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS, MAX_TIMEOUT_MS)?;
-        let max_attempts = u32::try_from(number("max_attempts", u64::from(DEFAULT_MAX_ATTEMPTS), 1, u64::from(MAX_ATTEMPTS))?)
-            .unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        let max_attempts =
+            u32::try_from(number("max_attempts", u64::from(DEFAULT_MAX_ATTEMPTS), 1, u64::from(MAX_ATTEMPTS))?)
+                .unwrap_or(DEFAULT_MAX_ATTEMPTS);
         let ca_certs = text(map, "ca_certs")?.map(PathBuf::from);
         let user_agent = text(map, "user_agent")?.unwrap_or_else(|| "warden-approvals".to_owned());
         if user_agent.chars().any(char::is_control) || user_agent.len() > 200 {
@@ -186,7 +194,12 @@ pub fn backoff(attempt: u32) -> Duration {
 }
 
 /// One POST of `body`, signed at `unix_seconds` with the secret `credentials` resolves now.
-pub fn deliver(config: &WebhookConfig, credentials: &dyn CredentialProvider, body: &[u8], unix_seconds: i64) -> Delivery {
+pub fn deliver(
+    config: &WebhookConfig,
+    credentials: &dyn CredentialProvider,
+    body: &[u8],
+    unix_seconds: i64,
+) -> Delivery {
     let Some(secret) = credentials.resolve(&config.secret_ref).filter(|s| !s.is_empty()) else {
         return Delivery::GiveUp {
             error: format!("the webhook secret {} has no value; nothing was sent", config.secret_ref),
@@ -241,7 +254,10 @@ mod tests {
         mac.update(b"1700000000.{\"a\":1}");
         let expected = hex::encode(mac.finalize().into_bytes());
         assert_eq!(signature(b"whsec", 1_700_000_000, br#"{"a":1}"#), format!("t=1700000000,v1={expected}"));
-        assert_ne!(signature(b"whsec", 1_700_000_001, br#"{"a":1}"#), signature(b"whsec", 1_700_000_000, br#"{"a":1}"#));
+        assert_ne!(
+            signature(b"whsec", 1_700_000_001, br#"{"a":1}"#),
+            signature(b"whsec", 1_700_000_000, br#"{"a":1}"#)
+        );
     }
 
     #[test]
@@ -252,14 +268,35 @@ mod tests {
             (serde_json::json!({"webhook": {"secret_ref": "S"}}), "notify.webhook.url"),
             (serde_json::json!({"webhook": {"url": "http://hooks.example", "secret_ref": "S"}}), "notify.webhook.url"),
             (serde_json::json!({"webhook": {"url": "ftp://hooks.example", "secret_ref": "S"}}), "notify.webhook.url"),
-            (serde_json::json!({"webhook": {"url": "https://u:p@hooks.example", "secret_ref": "S"}}), "notify.webhook.url"),
+            (
+                serde_json::json!({"webhook": {"url": "https://u:p@hooks.example", "secret_ref": "S"}}),
+                "notify.webhook.url",
+            ),
             (serde_json::json!({"webhook": {"url": "https://hooks.example"}}), "notify.webhook.secret_ref"),
-            (serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "whsec_live_abc-123"}}), "notify.webhook.secret_ref"),
-            (serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "timeout_ms": 99}}), "notify.webhook.timeout_ms"),
-            (serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "timeout_ms": 60001}}), "notify.webhook.timeout_ms"),
-            (serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "max_attempts": 0}}), "notify.webhook.max_attempts"),
-            (serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "max_attempts": 11}}), "notify.webhook.max_attempts"),
-            (serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "method": "GET"}}), "notify.webhook.method"),
+            (
+                serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "whsec_live_abc-123"}}),
+                "notify.webhook.secret_ref",
+            ),
+            (
+                serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "timeout_ms": 99}}),
+                "notify.webhook.timeout_ms",
+            ),
+            (
+                serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "timeout_ms": 60001}}),
+                "notify.webhook.timeout_ms",
+            ),
+            (
+                serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "max_attempts": 0}}),
+                "notify.webhook.max_attempts",
+            ),
+            (
+                serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "max_attempts": 11}}),
+                "notify.webhook.max_attempts",
+            ),
+            (
+                serde_json::json!({"webhook": {"url": "https://hooks.example", "secret_ref": "S", "method": "GET"}}),
+                "notify.webhook.method",
+            ),
         ];
         for (value, path) in table {
             let error = parse(value.clone()).unwrap_err();
@@ -267,7 +304,10 @@ mod tests {
         }
         let ok = parse(serde_json::json!({"webhook": {"url": "https://hooks.example/a", "secret_ref": "S", "timeout_ms": 100, "max_attempts": 10}})).unwrap();
         assert_eq!(ok.webhook.unwrap().max_attempts, 10);
-        let insecure = NotifyConfig::parse(&serde_json::json!({"webhook": {"url": "http://127.0.0.1:9/h", "secret_ref": "S"}}), Some(true));
+        let insecure = NotifyConfig::parse(
+            &serde_json::json!({"webhook": {"url": "http://127.0.0.1:9/h", "secret_ref": "S"}}),
+            Some(true),
+        );
         assert!(insecure.is_ok());
     }
 

@@ -24,14 +24,20 @@ impl Cx<'_> {
             return Err(self.error(
                 &path,
                 Some(member.line),
-                format!("'approval' says who must approve, so it goes only with 'decision: approve', not '{}'", decision.as_str()),
+                format!(
+                    "'approval' says who must approve, so it goes only with 'decision: approve', not '{}'",
+                    decision.as_str()
+                ),
             ));
         }
         let NodeValue::Map(members) = &member.value.value else {
             return Err(self.error(
                 &path,
                 Some(member.line),
-                format!("'approval' must be a mapping such as {{required: 2, roles: [finance]}}, got {}", member.value.kind()),
+                format!(
+                    "'approval' must be a mapping such as {{required: 2, roles: [finance]}}, got {}",
+                    member.value.kind()
+                ),
             ));
         };
         self.reject_unknown(members, &APPROVAL_KEYS, &path)?;
@@ -40,13 +46,20 @@ impl Cx<'_> {
             None => 1,
             Some(required) => match &required.value.value {
                 NodeValue::Int(text) => text.parse::<u32>().map_err(|_| {
-                    self.error(&child_path(&path, "required"), Some(required.line), format!("'required' is {text}; it must be 1..=20"))
+                    self.error(
+                        &child_path(&path, "required"),
+                        Some(required.line),
+                        format!("'required' is {text}; it must be 1..=20"),
+                    )
                 })?,
                 _ => {
                     return Err(self.error(
                         &child_path(&path, "required"),
                         Some(required.line),
-                        format!("'required' must be an integer (how many distinct approvers), got {}", required.value.shown()),
+                        format!(
+                            "'required' must be an integer (how many distinct approvers), got {}",
+                            required.value.shown()
+                        ),
                     ))
                 }
             },
@@ -77,7 +90,11 @@ impl Cx<'_> {
     }
 
     /// The `notify` section (`warden/v1` only).
-    pub(super) fn notify(&self, member: &Member, allow_insecure_http: Option<bool>) -> Result<NotifyConfig, DocumentError> {
+    pub(super) fn notify(
+        &self,
+        member: &Member,
+        allow_insecure_http: Option<bool>,
+    ) -> Result<NotifyConfig, DocumentError> {
         let value = self.json(&member.value, "notify")?;
         NotifyConfig::parse(&value, allow_insecure_http).map_err(|e| self.error(&e.path, Some(member.line), e.message))
     }

@@ -142,7 +142,6 @@ pub(super) fn precondition<'p>(
     }
 }
 
-
 /// Registers the host's approval hook on this handle, replacing the current one; a NULL
 /// `callback` removes it. The hook is called once for each approval request this handle's
 /// proposals (or `warden_approval_request`) create — not for a re-proposal that finds its

@@ -296,11 +296,15 @@ pub unsafe extern "C" fn warden_approval_answer(
             "grant" => true,
             "deny" => false,
             other => {
-                return Err(Error::InvalidInput(format!("answer.decision must be \"grant\" or \"deny\", got {other:?}")))
+                return Err(Error::InvalidInput(format!(
+                    "answer.decision must be \"grant\" or \"deny\", got {other:?}"
+                )))
             }
         };
         let principal = match fields.get("approver") {
-            None => return Err(Error::InvalidInput("answer needs \"approver\", an object {\"agent\", \"user\"}".into())),
+            None => {
+                return Err(Error::InvalidInput("answer needs \"approver\", an object {\"agent\", \"user\"}".into()))
+            }
             Some(value) => {
                 let approver = Fields::new(value, "answer.approver", &["agent", "user"])?;
                 crate::action::Principal::new(approver.required_string("agent")?, approver.string("user")?)

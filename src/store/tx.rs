@@ -121,7 +121,11 @@ impl<'t> WriteTx<'t> {
                 &action_hash,
                 &format!("points at approval {id}, which binds another action"),
             )),
-            None => Err(damaged(name::APPROVALS_BY_ACTION, &action_hash, &format!("points at approval {id}, which is missing"))),
+            None => Err(damaged(
+                name::APPROVALS_BY_ACTION,
+                &action_hash,
+                &format!("points at approval {id}, which is missing"),
+            )),
         }
     }
 

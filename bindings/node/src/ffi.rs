@@ -67,6 +67,7 @@ pub type WardenApprovalFn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, request: *const u8, request_len: usize) -> i32>;
 
 /// `warden_precondition_sink`: opaque; valid only during the callback call that received it.
+#[allow(dead_code)] // declared for the header's sake: Node sends the state in the request
 #[repr(C)]
 pub struct WardenPreconditionSink {
     _opaque: [u8; 0],
@@ -74,6 +75,7 @@ pub struct WardenPreconditionSink {
 
 /// `warden_precondition_fn`: called on the proposing thread (this addon sends the state in the
 /// request instead, so it declares the type without registering one).
+#[allow(dead_code)]
 pub type WardenPreconditionFn = Option<
     unsafe extern "C" fn(
         user_data: *mut c_void,
@@ -202,6 +204,7 @@ extern "C" {
         user_data: *mut c_void,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    #[allow(dead_code)] // Node sends the precondition state in the request instead
     pub fn warden_propose_checked(
         handle: *mut WardenHandle,
         request: *const u8,
@@ -212,6 +215,7 @@ extern "C" {
         info: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    #[allow(dead_code)]
     pub fn warden_precondition_put(sink: *mut WardenPreconditionSink, state: *const u8, len: usize) -> WardenResult;
 
     pub fn warden_effect_resolve(

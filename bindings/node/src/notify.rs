@@ -82,7 +82,12 @@ pub fn set_hook(handle: &HandlePtr, hook: Option<Hook>) -> CallResult<()> {
         // until warden_close); notify_approval has the warden_approval_fn signature and may be
         // called from any thread.
         Some(hook) => unsafe {
-            ffi::warden_approval_notify_set(handle.raw(), Some(notify_approval), Arc::as_ptr(hook) as *mut c_void, &mut err)
+            ffi::warden_approval_notify_set(
+                handle.raw(),
+                Some(notify_approval),
+                Arc::as_ptr(hook) as *mut c_void,
+                &mut err,
+            )
         },
         // SAFETY: the handle is live; NULL removes the hook.
         None => unsafe { ffi::warden_approval_notify_set(handle.raw(), None, std::ptr::null_mut(), &mut err) },

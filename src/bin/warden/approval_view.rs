@@ -149,7 +149,9 @@ pub fn summary(record: &ApprovalRecord) -> String {
             None => vote.approver.agent.clone(),
         };
         let how = match &vote.verified {
-            Some(verified) => format!("verified{}", verified.issuer.as_deref().map_or_else(String::new, |i| format!(" by {i}"))),
+            Some(verified) => {
+                format!("verified{}", verified.issuer.as_deref().map_or_else(String::new, |i| format!(" by {i}")))
+            }
             None => "asserted".to_owned(),
         };
         let what = if vote.grant { "granted" } else { "denied" };

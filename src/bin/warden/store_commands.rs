@@ -246,7 +246,10 @@ pub fn approve(
             )));
         }
         if !ask(&format!("{summary}Grant this as {}? [y/N] ", shown(&approver.label())))? {
-            return Err(Failure::check("not_confirmed", format!("nothing was granted: {} was not confirmed", shown(id))));
+            return Err(Failure::check(
+                "not_confirmed",
+                format!("nothing was granted: {} was not confirmed", shown(id)),
+            ));
         }
     }
     let updated = kernel.answer(id, &approver, None, true, ttl, Some(&record.action_hash))?;
