@@ -262,6 +262,11 @@ fn approval_required_then_granted_by_a_human_then_consumed_from_c() {
 }
 
 #[test]
+fn approvals_from_c_show_the_arguments_answer_as_a_verified_principal_hear_the_hook_and_check_the_precondition() {
+    run_c_program("approval_trust");
+}
+
+#[test]
 fn a_refusals_error_object_is_read_and_freed_and_every_code_has_its_name_from_c() {
     run_c_program("refusal_error");
 }
