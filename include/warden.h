@@ -512,13 +512,15 @@ warden_result warden_approval_request(warden_handle *h,
                                       warden_buf *out,
                                       warden_buf *err);
 
-// Grants a pending approval request. A grant is answered once, spent once, and bound to the
-// exact action hash the request named.
+// Grants a pending approval request as an *asserted* approver (a name nobody verified). A
+// grant is bound to the exact action hash the request named and spent once. For a verified
+// approver, or an M-of-N request, use `warden_approval_answer`.
 //
 // - `h`: an open handle. Required.
 // - `id`, `id_len`: the approval id (`apr_…`). Required.
-// - `by`, `by_len`: the approver's name, one plain line; refused when it is the requesting
-//   agent or user. Required.
+// - `by`, `by_len`: the approver, one plain line: `AGENT:USER`, or `USER` (agent `cli`).
+//   Refused when it names the requesting agent or user in any spelling (compared after
+//   Unicode NFKC case folding and trimming). Required.
 // - `ttl_ms`: 0 keeps the request's own expiry; otherwise the grant is usable for `ttl_ms`
 //   milliseconds from now. Negative is INVALID_INPUT.
 // - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
@@ -526,7 +528,8 @@ warden_result warden_approval_request(warden_handle *h,
 // - `err`: NULL, or receives the error object on failure.
 //
 // Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (unknown, already answered,
-// expired, or the approver is the requester); WARDEN_RESULT_NOT_FOUND;
+// expired, the approver is the requester, or the request needs verified approvers or roles);
+// WARDEN_RESULT_NOT_FOUND;
 // WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
 //
 // Thread safety: safe to call concurrently on one handle.
@@ -543,12 +546,13 @@ warden_result warden_approval_grant(warden_handle *h,
                                     warden_buf *out,
                                     warden_buf *err);
 
-// Denies a pending approval request; a proposal presenting it is then DENIED.
+// Denies a pending approval request as an asserted approver; a proposal presenting it is then
+// DENIED, and the same action is not asked again until the request expires.
 //
 // - `h`: an open handle. Required.
 // - `id`, `id_len`: the approval id. Required.
-// - `by`, `by_len`: the approver's name; refused when it is the requesting agent or user.
-//   Required.
+// - `by`, `by_len`: the approver, as for `warden_approval_grant`; refused when it names the
+//   requester. Required.
 // - `reason`, `reason_len`: a note kept on the record, one plain line. Optional (NULL, 0).
 // - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
 //   `warden_buf_free`.
@@ -572,7 +576,11 @@ warden_result warden_approval_deny(warden_handle *h,
                                    warden_buf *out,
                                    warden_buf *err);
 
-// Reads one approval record: the record, or JSON `null` when there is none.
+// Reads one approval record: the record, or JSON `null` when there is none. The record carries
+// the whole action it binds (`arguments`, `resource`, `environment`, `requested_by`,
+// `requester_identity`, `rule`, `when`, `policy_hash`), the requirement (`required`, `roles`),
+// the `votes` so far and the `precondition` fingerprint; a row whose stored action does not hash
+// to its `action_hash` is WARDEN_RESULT_STORE, never returned.
 //
 // - `h`: an open handle. Required.
 // - `id`, `id_len`: the approval id. Required.
