@@ -83,6 +83,10 @@ typedef struct warden_handle warden_handle;
 // A permit. Opaque: created by `warden_propose`, freed by `warden_permit_free`.
 typedef struct warden_permit warden_permit;
 
+// Where a precondition provider puts the state it read. Opaque; valid only during the
+// callback call that received it.
+typedef struct warden_precondition_sink warden_precondition_sink;
+
 // A result code. 0 is OK; 100..199 are refusals (the kernel said no, as designed); 200..299
 // are faults (something is broken). See the table at the top of this header.
 typedef uint32_t warden_result;
@@ -94,6 +98,28 @@ typedef struct {
   uint8_t *ptr;
   size_t len;
 } warden_buf;
+
+// The host's approval hook: called with the `user_data` given at registration and one new
+// approval request as UTF-8 JSON (the record `warden_approval_get` returns, arguments
+// included; not NUL-terminated, valid only during the call). Return 0; anything else is
+// recorded as a failed notification (event `APPROVAL_NOTIFY_FAILED`) and never fails the
+// action.
+//
+// Thread safety: called on Warden's notification thread, never on the thread that proposed;
+// one call at a time per handle.
+typedef int32_t (*warden_approval_fn)(void *user_data, const uint8_t *request, size_t request_len);
+
+// A host precondition provider: called with the `user_data` given to
+// `warden_propose_checked` and the action as UTF-8 JSON `{"name", "arguments", "principal",
+// "resource", "environment"}`. Put the state the action depends on with
+// `warden_precondition_put(sink, json, len)` and return 0; a non-zero return, or no put,
+// refuses the call (WARDEN_RESULT_INVALID_INPUT; nothing requested, nothing spent).
+//
+// Thread safety: called on the thread that called `warden_propose_checked`, before it returns.
+typedef int32_t (*warden_precondition_fn)(void *user_data,
+                                          const uint8_t *action,
+                                          size_t action_len,
+                                          warden_precondition_sink *sink);
 
 // A host credential resolver. Called with the `user_data` given at registration and one
 // credential reference (UTF-8, not NUL-terminated). To supply a value, call
@@ -269,7 +295,8 @@ warden_result warden_open(const uint8_t *store,
 // closed in the child).
 //
 // Ownership: takes the handle back; it is invalid afterwards. Permits it issued stay usable
-// (each keeps the store open until it is freed). Closing and reopening is also how a poisoned
+// (each keeps the store open until it is freed). The approval hook is released first: when
+// this returns it is not running and will not be called again. Closing and reopening is also how a poisoned
 // handle is cleared.
 //
 // Thread safety: no other thread may be using the handle, or use it afterwards.
@@ -301,10 +328,16 @@ warden_result warden_flush(const warden_handle *h, warden_buf *err);
 // - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
 //   {"agent": str, "user": str|null}|null, "approval_id": "apr_…"|null, "lease_ms": int|null,
 //   "resource": str|null, "principal_expires_at_ms": int|null, "task": str|null, "hop":
-//   "dlg_…"|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
+//   "dlg_…"|null, "identity": {"issuer": str|null, "claims": {...}}|null, "precondition":
+//   {"state": any}|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
 //   `principal` is refused (DENIED, reason `no_principal`); an unknown field is INVALID_INPUT.
 //   `task` names the unit of work (grants naming `tasks` need a matching one); `hop` is a
 //   delegation id handed over by another agent, which then is the only grant considered.
+//   `identity`: what the host's identity provider verified about the principal, kept with an
+//   approval request. `precondition`: the state the action depends on, read just before this
+//   call; when the policy says `approve` its fingerprint is kept with a new request, and a
+//   presented approval is spent only when the fingerprint is the same (else
+//   WARDEN_RESULT_APPROVAL_MISMATCH, reason `precondition_changed`, the approval stays granted).
 // - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 //   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 //   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
@@ -499,13 +532,15 @@ warden_result warden_approval_request(warden_handle *h,
                                       warden_buf *out,
                                       warden_buf *err);
 
-// Grants a pending approval request. A grant is answered once, spent once, and bound to the
-// exact action hash the request named.
+// Grants a pending approval request as an *asserted* approver (a name nobody verified). A
+// grant is bound to the exact action hash the request named and spent once. For a verified
+// approver, or an M-of-N request, use `warden_approval_answer`.
 //
 // - `h`: an open handle. Required.
 // - `id`, `id_len`: the approval id (`apr_…`). Required.
-// - `by`, `by_len`: the approver's name, one plain line; refused when it is the requesting
-//   agent or user. Required.
+// - `by`, `by_len`: the approver, one plain line: `AGENT:USER`, or `USER` (agent `cli`).
+//   Refused when it names the requesting agent or user in any spelling (compared after
+//   Unicode NFKC case folding and trimming). Required.
 // - `ttl_ms`: 0 keeps the request's own expiry; otherwise the grant is usable for `ttl_ms`
 //   milliseconds from now. Negative is INVALID_INPUT.
 // - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
@@ -513,7 +548,8 @@ warden_result warden_approval_request(warden_handle *h,
 // - `err`: NULL, or receives the error object on failure.
 //
 // Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (unknown, already answered,
-// expired, or the approver is the requester); WARDEN_RESULT_NOT_FOUND;
+// expired, the approver is the requester, or the request needs verified approvers or roles);
+// WARDEN_RESULT_NOT_FOUND;
 // WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
 //
 // Thread safety: safe to call concurrently on one handle.
@@ -530,12 +566,13 @@ warden_result warden_approval_grant(warden_handle *h,
                                     warden_buf *out,
                                     warden_buf *err);
 
-// Denies a pending approval request; a proposal presenting it is then DENIED.
+// Denies a pending approval request as an asserted approver; a proposal presenting it is then
+// DENIED, and the same action is not asked again until the request expires.
 //
 // - `h`: an open handle. Required.
 // - `id`, `id_len`: the approval id. Required.
-// - `by`, `by_len`: the approver's name; refused when it is the requesting agent or user.
-//   Required.
+// - `by`, `by_len`: the approver, as for `warden_approval_grant`; refused when it names the
+//   requester. Required.
 // - `reason`, `reason_len`: a note kept on the record, one plain line. Optional (NULL, 0).
 // - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
 //   `warden_buf_free`.
@@ -559,7 +596,11 @@ warden_result warden_approval_deny(warden_handle *h,
                                    warden_buf *out,
                                    warden_buf *err);
 
-// Reads one approval record: the record, or JSON `null` when there is none.
+// Reads one approval record: the record, or JSON `null` when there is none. The record carries
+// the whole action it binds (`arguments`, `resource`, `environment`, `requested_by`,
+// `requester_identity`, `rule`, `when`, `policy_hash`), the requirement (`required`, `roles`),
+// the `votes` so far and the `precondition` fingerprint; a row whose stored action does not hash
+// to its `action_hash` is WARDEN_RESULT_STORE, never returned.
 //
 // - `h`: an open handle. Required.
 // - `id`, `id_len`: the approval id. Required.
@@ -597,6 +638,147 @@ warden_result warden_approval_get(warden_handle *h,
 // # Safety
 // `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
 warden_result warden_approvals_pending(warden_handle *h, warden_buf *out, warden_buf *err);
+
+// Answers an approval request as one approver: a principal, verified by the host's identity
+// provider or asserted. A grant counts toward the request's `approval: {required, roles}`
+// (the status becomes `granted` when the count is reached); a deny by an entitled approver
+// denies it. Each approver (compared after Unicode NFKC case folding) answers once; the
+// requester never does. Concurrent answers are applied one at a time against the stored row,
+// so each is counted exactly once or refused.
+//
+// - `h`: an open handle. Required.
+// - `answer`, `len`: UTF-8 JSON `{"approval_id": "apr_…", "decision": "grant"|"deny",
+//   "approver": {"agent": str, "user": str|null}, "verified": {"issuer": str|null, "claims":
+//   {...}}|null, "ttl_ms": int|null, "note": str|null, "action_hash": str|null}`. Required.
+//   `verified` says the host's identity provider vouched for the approver (the `roles` claim
+//   entitles it under a rule's `roles`); without it the approver is asserted and counts only
+//   where one approver with no role is required. `action_hash`: refuse unless the request
+//   binds exactly this action (the one the approver was shown). `ttl_ms` (grants): the
+//   approval stays usable that long from the moment it is granted.
+// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (reason `unknown`, `granted`,
+// `denied`, `consumed`, `expired`, `approver_is_requester`, `approver_not_verified`,
+// `approver_lacks_role`, `already_answered`, `action_not_recorded`, `mismatch`);
+// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_approval_answer(warden_handle *h,
+                                     const uint8_t *answer,
+                                     size_t len,
+                                     warden_buf *out,
+                                     warden_buf *err);
+
+// Waits until an approval request is answered (granted, denied, consumed), expires, or
+// `timeout_ms` passes, and returns the record as it then stands: `"status": "pending"` means
+// the wait ran out; a request past its expiry reads `"expired"`; JSON `null` when there is no
+// such request. Every instant is judged by the handle's clock (the kernel's), never the
+// host's. Requests answered in another process are seen too (the store is read again, at
+// most every 200 ms).
+//
+// - `h`: an open handle. Required.
+// - `id`, `id_len`: the approval id. Required.
+// - `timeout_ms`: how long to wait, at most 86 400 000 (a day); 0 reads once.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (a NULL `out`, a timeout over a day);
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle; it blocks only the calling thread.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_approval_wait(warden_handle *h,
+                                   const uint8_t *id,
+                                   size_t id_len,
+                                   uint64_t timeout_ms,
+                                   warden_buf *out,
+                                   warden_buf *err);
+
+// Registers the host's approval hook on this handle, replacing the current one; a NULL
+// `callback` removes it. The hook is called once for each approval request this handle's
+// proposals (or `warden_approval_request`) create — not for a re-proposal that finds its
+// request still pending — off the proposing thread, so it never delays or fails an action.
+//
+// - `h`: an open handle. Required.
+// - `callback`, `user_data`: see `warden_approval_fn`. `user_data` is passed back unchanged
+//   and never dereferenced by Warden.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe from any thread, but not from inside the hook itself. When this returns,
+// the previous hook is not running and will not be called again, so the host may free it;
+// the current one is released the same way by `warden_close`.
+//
+// # Safety
+// `h` is NULL or a live handle; `callback` is NULL or a function with the
+// `warden_approval_fn` signature, callable from another thread until replaced or the handle is
+// closed; `err` is NULL or valid for one write.
+warden_result warden_approval_notify_set(const warden_handle *h,
+                                         warden_approval_fn callback,
+                                         void *user_data,
+                                         warden_buf *err);
+
+// `warden_propose_described` with a precondition provider: when the policy says `approve`,
+// `precondition` is called for the action and its answer's fingerprint (SHA-256 of the
+// canonical `{"schema": "warden.precondition/v1", "state": …}`) is kept with the new request;
+// when an approval is presented, it is called again just before the approval would be spent,
+// and a different fingerprint refuses with WARDEN_RESULT_APPROVAL_MISMATCH (reason
+// `precondition_changed`) and leaves the approval granted. It is not called for an `allow` or
+// `deny` decision.
+//
+// - `h`, `request`, `len`, `out`, `info`, `err`: as for `warden_propose_described`; the
+//   request must not also carry `precondition`.
+// - `precondition`, `user_data`: see `warden_precondition_fn`. NULL `precondition` is the
+//   same as `warden_propose_described`.
+//
+// Returns WARDEN_RESULT_OK, or the refusals and faults `warden_propose_described` returns;
+// WARDEN_RESULT_INVALID_INPUT also when the provider fails (non-zero, or no `warden_precondition_put`) or its state has no canonical
+// form (a float): nothing is requested or spent then.
+//
+// Thread safety: safe to call concurrently on one handle; the provider runs on this thread.
+//
+// # Safety
+// As for `warden_propose_described`; `precondition` is NULL or a function with the
+// `warden_precondition_fn` signature.
+warden_result warden_propose_checked(warden_handle *h,
+                                     const uint8_t *request,
+                                     size_t len,
+                                     warden_precondition_fn precondition,
+                                     void *user_data,
+                                     warden_permit **out,
+                                     warden_buf *info,
+                                     warden_buf *err);
+
+// Hands Warden the state a precondition provider read, as UTF-8 JSON. Call it from inside a
+// `warden_precondition_fn`, at most once per call (a second call replaces the state).
+//
+// - `sink`: the sink the callback received. Required.
+// - `state`, `len`: any JSON value. Invalid JSON is refused.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL sink, invalid UTF-8 or JSON);
+// WARDEN_RESULT_PANIC. Never writes an error object (no `err`).
+//
+// Thread safety: only on the thread running the callback that received `sink`.
+//
+// # Safety
+// `sink` is NULL or the sink passed to the running callback; `(state, len)` follows the
+// conventions at the top of this header.
+warden_result warden_precondition_put(warden_precondition_sink *sink,
+                                      const uint8_t *state,
+                                      size_t len);
 
 // Applies a reconcile hook's answer about an AMBIGUOUS effect, in one write: "committed" and
 // "not_executed" resolve it (resolver `reconcile:<action>`); "unknown" moves nothing.
@@ -981,7 +1163,8 @@ warden_result warden_credential_put(warden_credential_sink *sink, const uint8_t 
 // Registers the host's credential resolver for sights on this handle, replacing the current
 // provider; a NULL `callback` restores the default (environment variables, or the
 // `credentials_dir` given to `warden_open`). Queries already running keep the provider they
-// started with.
+// started with. The approval webhook's `secret_ref` (`notify.webhook` in the document) is
+// resolved through the same provider.
 //
 // - `h`: an open handle. Required.
 // - `callback`, `user_data`: see `warden_credential_fn`. `user_data` is passed back unchanged

@@ -1,11 +1,26 @@
 //! The approval lifecycle as pure checks: who may answer, what may be consumed. A human's
-//! approval is bound to one exact action hash, answered once, spent once, and expires.
+//! approval is bound to one exact action hash, answered once per approver, spent once, and
+//! expires. The request keeps the whole action, so the approver sees what the hash covers.
+//!
+//! - `person`: approvers as principals, and who counts as the requester (NFKC case folding).
+//! - `requirement`: M-of-N with roles (`approval: {required, roles}` in a rule).
+//! - `precondition`: the fingerprint of the world an approval was given in.
+//! - `notify`, `webhook`: telling someone that a request is waiting.
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::Principal;
+use crate::action::{Action, Principal};
 use crate::clock::{Micros, MICROS_PER_SECOND};
 use crate::error::Error;
+
+pub mod notify;
+pub mod person;
+pub mod precondition;
+pub mod requirement;
+pub mod webhook;
+
+pub use person::{Approver, Verified};
+pub use requirement::Requirement;
 
 /// How long a human has to answer unless the caller says otherwise.
 pub const DEFAULT_APPROVAL_TTL: Micros = 15 * 60 * MICROS_PER_SECOND;
@@ -35,6 +50,9 @@ impl ApprovalStatus {
     }
 }
 
+/// One approval request, as stored (schema 4). The request keeps the whole action it binds
+/// (`action`), so an approver sees exactly what the hash covers, and every read checks that the
+/// stored action still hashes to `action_hash` (`check_binding`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRecord {
     pub approval_id: String,
@@ -46,23 +64,145 @@ pub struct ApprovalRecord {
     pub status: ApprovalStatus,
     pub requested_at: Micros,
     pub expires_at: Micros,
+    /// Who decided it (the approver whose grant reached the count, or who denied), as a label.
     pub approver: Option<String>,
     pub answered_at: Option<Micros>,
     pub consumed_at: Option<Micros>,
     pub consumed_by: Option<String>,
     pub note: Option<String>,
+    /// The action the request binds. `None` only for a request migrated from a store older
+    /// than schema 4, which kept the name and hash alone: such a request cannot be shown, so it
+    /// cannot be answered (a grant given before the migration can still be used).
+    pub action: Option<RequestedAction>,
+    /// How many entitled approvers must grant, and which roles entitle them.
+    pub requirement: Requirement,
+    /// Every answer recorded, in order: the grants counted so far, and the deny that ended it.
+    pub votes: Vec<Vote>,
+    /// The precondition fingerprint taken when the request was made (`precondition::fingerprint`).
+    pub precondition: Option<String>,
+}
+
+/// Everything of the action an approval binds beyond its name and principal, and why it was
+/// asked. Arguments and claims are canonical JSON text (postcard cannot carry a JSON value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestedAction {
+    pub arguments: String,
+    pub resource: Option<String>,
+    pub environment: String,
+    /// The requester's verified identity, when the host's identity provider vouched for it.
+    pub identity: Option<Verified>,
+    /// The policy's reason for asking (`rule[1]`, `decision`, `requested directly`).
+    pub rule: String,
+    /// The matched rule's `when`, canonical JSON, when it had one.
+    pub when: Option<String>,
+    pub policy_hash: Option<String>,
+    pub policy_version: Option<String>,
+}
+
+/// What the pipeline knows about an approval it asks for, beyond the action: how many approvers
+/// with which roles, the matched rule's `when`, and the requester's verified identity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalAsk {
+    pub requirement: Requirement,
+    pub when: Option<String>,
+    pub identity: Option<Verified>,
+}
+
+/// One recorded answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vote {
+    pub approver: Principal,
+    pub verified: Option<Verified>,
+    pub grant: bool,
+    pub at: Micros,
+    pub note: Option<String>,
 }
 
 impl ApprovalRecord {
+    /// The action this request binds, rebuilt from the stored fields; `None` for a migrated
+    /// request that never kept it.
+    pub fn bound_action(&self) -> Option<Result<Action, String>> {
+        let stored = self.action.as_ref()?;
+        Some(rebuild(self, stored))
+    }
+
+    /// `Err` when the stored action does not hash to the stored `action_hash`: the row was
+    /// altered, and nothing may be shown or decided from it.
+    pub fn check_binding(&self) -> Result<(), String> {
+        match self.bound_action() {
+            None => Ok(()),
+            Some(Err(problem)) => Err(problem),
+            Some(Ok(action)) => {
+                let hash = action.hash().map_err(|e| format!("its stored action cannot be hashed ({e})"))?;
+                if hash == self.action_hash {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "holds an action that hashes to {hash}, not to its action_hash {}; the stored action was altered",
+                        self.action_hash
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The canonical action document the hash covers (`{arguments, environment, name,
+    /// principal, resource, schema}`), pretty-printable; `None` for a migrated request.
+    pub fn action_document(&self) -> Option<serde_json::Value> {
+        let action = self.bound_action()?.ok()?;
+        crate::canonical::parse_json(&action.canonical().ok()?).ok()
+    }
+
+    /// The canonical arguments as JSON; `None` for a migrated request.
+    pub fn arguments(&self) -> Option<serde_json::Value> {
+        let stored = self.action.as_ref()?;
+        crate::canonical::parse_json(&stored.arguments).ok()
+    }
+
+    /// How many counted grants the request has.
+    pub fn grants(&self) -> usize {
+        self.votes.iter().filter(|vote| vote.grant).count()
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         use crate::clock::render;
+        use serde_json::Value;
+        let stored = self.action.as_ref();
+        let claims = |verified: &Option<Verified>| verified.as_ref().map(Verified::claims_json);
+        let identity = stored.and_then(|s| s.identity.clone());
         serde_json::json!({
             "approval_id": self.approval_id,
             "status": self.status.as_str(),
             "action": self.action_name,
             "action_hash": self.action_hash,
             "action_id": self.action_id,
+            "arguments": self.arguments().unwrap_or(Value::Null),
+            "resource": stored.and_then(|s| s.resource.clone()),
+            "environment": stored.map(|s| s.environment.clone()),
+            "action_recorded": stored.is_some(),
             "requested_by": {"agent": self.requested_by.agent, "user": self.requested_by.user},
+            "requester_identity": {
+                "verified": identity.is_some(),
+                "issuer": identity.as_ref().and_then(|v| v.issuer.clone()),
+                "claims": claims(&identity),
+            },
+            "rule": stored.map(|s| s.rule.clone()),
+            "when": stored.and_then(|s| s.when.as_deref()).and_then(|w| crate::canonical::parse_json(w).ok()),
+            "policy_hash": stored.and_then(|s| s.policy_hash.clone()),
+            "policy_version": stored.and_then(|s| s.policy_version.clone()),
+            "required": self.requirement.required,
+            "roles": self.requirement.roles,
+            "grants": self.grants(),
+            "votes": self.votes.iter().map(|vote| serde_json::json!({
+                "agent": vote.approver.agent,
+                "user": vote.approver.user,
+                "decision": if vote.grant { "grant" } else { "deny" },
+                "verified": vote.verified.is_some(),
+                "issuer": vote.verified.as_ref().and_then(|v| v.issuer.clone()),
+                "at": render(vote.at),
+                "note": vote.note,
+            })).collect::<Vec<_>>(),
+            "precondition": self.precondition,
             "requested_at": render(self.requested_at),
             "expires_at": render(self.expires_at),
             "approver": self.approver,
@@ -72,6 +212,22 @@ impl ApprovalRecord {
             "note": self.note,
         })
     }
+}
+
+fn rebuild(record: &ApprovalRecord, stored: &RequestedAction) -> Result<Action, String> {
+    let arguments = match crate::canonical::parse_json(&stored.arguments) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(_) => return Err("holds arguments that are not a JSON object".into()),
+        Err(e) => return Err(format!("holds arguments that are not JSON ({e})")),
+    };
+    Ok(Action {
+        action_id: record.action_id.clone(),
+        name: record.action_name.clone(),
+        arguments,
+        principal: record.requested_by.clone(),
+        resource: stored.resource.clone(),
+        environment: stored.environment.clone(),
+    })
 }
 
 /// What a store must do with one approval check.
@@ -87,8 +243,14 @@ fn mismatch(reason: &str, approval_id: &str, detail: String) -> Error {
     Error::ApprovalMismatch { reason: reason.to_owned(), approval_id: approval_id.to_owned(), detail }
 }
 
-/// May this request still be granted or denied by `approver`?
-pub fn check_answerable(record: Option<&ApprovalRecord>, approval_id: &str, approver: &str, now: Micros) -> Verdict {
+/// May `approver` still answer this request? Pending, unexpired, shown (its action recorded),
+/// not the requester, entitled by the request's requirement, and not an answer already given.
+pub fn check_answerable(
+    record: Option<&ApprovalRecord>,
+    approval_id: &str,
+    approver: &Approver,
+    now: Micros,
+) -> Verdict {
     let Some(record) = record else {
         return Verdict::Refuse(mismatch("unknown", approval_id, "no such approval request".into()));
     };
@@ -106,24 +268,58 @@ pub fn check_answerable(record: Option<&ApprovalRecord>, approval_id: &str, appr
             format!("it expired at {}", crate::clock::render(record.expires_at)),
         ));
     }
-    let requester = &record.requested_by;
-    // Case-insensitive: `Ada` approving a request from `ada` is the same person by any reading
-    // an auditor would accept.
-    let same = |name: &str| name.trim().to_lowercase() == approver.trim().to_lowercase();
-    if same(&requester.agent) || requester.user.as_deref().is_some_and(same) {
+    if record.action.is_none() {
+        return Verdict::Refuse(mismatch(
+            "action_not_recorded",
+            approval_id,
+            "it was requested before Warden kept the whole action, so what it binds cannot be shown and it \
+             cannot be answered; propose the action again to ask anew"
+                .into(),
+        ));
+    }
+    if person::is_requester(&approver.principal, &record.requested_by) {
         return Verdict::Refuse(mismatch(
             "approver_is_requester",
             approval_id,
-            format!("{approver:?} requested this action and cannot also approve or deny it"),
+            format!(
+                "{} requested this action (compared after Unicode NFKC case folding) and cannot also approve or deny it",
+                shown_label(&approver.principal)
+            ),
+        ));
+    }
+    if let Err((reason, detail)) = record.requirement.entitles(approver) {
+        return Verdict::Refuse(mismatch(reason, approval_id, detail));
+    }
+    if let Some(vote) = record.votes.iter().find(|vote| person::same_person(&vote.approver, &approver.principal)) {
+        return Verdict::Refuse(mismatch(
+            "already_answered",
+            approval_id,
+            format!(
+                "{} already answered it ({}); each approver counts once",
+                shown_label(&approver.principal),
+                if vote.grant { "grant" } else { "deny" }
+            ),
         ));
     }
     Verdict::Proceed
 }
 
+fn shown_label(principal: &Principal) -> String {
+    format!("{:?}", person::label(principal))
+}
+
 /// Does this presented approval authorize exactly this action, now? The hash is checked
 /// before the status, so a mutated action leaves the approval untouched and still usable for
-/// the action the human actually saw.
-pub fn check_consumable(record: Option<&ApprovalRecord>, approval_id: &str, action_hash: &str, now: Micros) -> Verdict {
+/// the action the human actually saw. A request fingerprinted with a precondition is spent only
+/// when `precondition` (the fingerprint taken just now) is the same; otherwise it is refused
+/// `precondition_changed` and stays granted.
+pub fn check_consumable(
+    record: Option<&ApprovalRecord>,
+    approval_id: &str,
+    action_hash: &str,
+    precondition: Option<&str>,
+    now: Micros,
+) -> Verdict {
     let Some(record) = record else {
         return Verdict::Refuse(mismatch("unknown", approval_id, "no such approval".into()));
     };
@@ -159,6 +355,21 @@ pub fn check_consumable(record: Option<&ApprovalRecord>, approval_id: &str, acti
             approval_id,
             format!("it expired at {}", crate::clock::render(record.expires_at)),
         ));
+    }
+    if let Some(expected) = record.precondition.as_deref() {
+        if precondition != Some(expected) {
+            let now_text =
+                precondition.map_or_else(|| "no precondition was checked".to_owned(), |p| format!("it is {p}"));
+            return Verdict::Refuse(mismatch(
+                "precondition_changed",
+                approval_id,
+                format!(
+                    "the precondition was {expected} when approval was requested and {now_text} now: the world \
+                     changed between request and approval, so the approver's yes no longer applies (the approval \
+                     stays granted for the state it was given in)"
+                ),
+            ));
+        }
     }
     Verdict::Proceed
 }
@@ -213,12 +424,20 @@ mod tests {
     use super::*;
 
     fn record(status: ApprovalStatus) -> ApprovalRecord {
+        let action = Action::new(
+            "stripe.refund",
+            serde_json::json!({"payment_id": "pay_1", "amount": 90000}),
+            Principal { agent: "refund-agent".into(), user: Some("ada".into()) },
+            None,
+            "production",
+        )
+        .unwrap();
         ApprovalRecord {
             approval_id: "apr_1".into(),
-            action_hash: "sha256:aa".into(),
-            action_name: "stripe.refund".into(),
-            action_id: "act_1".into(),
-            requested_by: Principal { agent: "refund-agent".into(), user: Some("ada".into()) },
+            action_hash: action.hash().unwrap(),
+            action_name: action.name.clone(),
+            action_id: action.action_id.clone(),
+            requested_by: action.principal.clone(),
             status,
             requested_at: 0,
             expires_at: 100,
@@ -227,24 +446,69 @@ mod tests {
             consumed_at: None,
             consumed_by: None,
             note: None,
+            action: Some(RequestedAction {
+                arguments: crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments").unwrap(),
+                resource: None,
+                environment: "production".into(),
+                identity: None,
+                rule: "rule[1]".into(),
+                when: None,
+                policy_hash: None,
+                policy_version: None,
+            }),
+            requirement: Requirement::default(),
+            votes: Vec::new(),
+            precondition: None,
+        }
+    }
+
+    fn asserted(user: &str) -> Approver {
+        Approver::asserted(Principal { agent: "cli".into(), user: Some(user.into()) })
+    }
+
+    fn refused_for(verdict: &Verdict) -> Option<&str> {
+        match verdict {
+            Verdict::Refuse(Error::ApprovalMismatch { reason, .. }) => Some(reason),
+            _ => None,
         }
     }
 
     #[test]
-    fn the_requester_cannot_answer_their_own_request() {
-        for who in ["refund-agent", "ada"] {
-            let verdict = check_answerable(Some(&record(ApprovalStatus::Pending)), "apr_1", who, 1);
-            assert!(
-                matches!(verdict, Verdict::Refuse(Error::ApprovalMismatch { ref reason, .. }) if reason == "approver_is_requester")
-            );
+    fn the_requester_cannot_answer_their_own_request_in_any_spelling() {
+        let pending = record(ApprovalStatus::Pending);
+        for who in ["refund-agent", "ada", "ADA", "ada ", " Ada", "cli:ada", "ａｄａ", "CLI:ＡＤＡ", "a\u{200B}da"]
+        {
+            let verdict = check_answerable(Some(&pending), "apr_1", &asserted(who), 1);
+            assert_eq!(refused_for(&verdict), Some("approver_is_requester"), "{who:?}");
         }
-        assert_eq!(check_answerable(Some(&record(ApprovalStatus::Pending)), "apr_1", "bob", 1), Verdict::Proceed);
+        assert_eq!(check_answerable(Some(&pending), "apr_1", &asserted("bob"), 1), Verdict::Proceed);
+    }
+
+    #[test]
+    fn a_stored_action_that_no_longer_hashes_to_its_hash_fails_the_binding_check() {
+        let mut altered = record(ApprovalStatus::Pending);
+        altered.check_binding().unwrap();
+        if let Some(stored) = altered.action.as_mut() {
+            stored.arguments = r#"{"amount":9000000,"payment_id":"pay_1"}"#.into();
+        }
+        assert!(altered.check_binding().unwrap_err().contains("was altered"));
     }
 
     #[test]
     fn hash_is_checked_before_status() {
-        let verdict = check_consumable(Some(&record(ApprovalStatus::Consumed)), "apr_1", "sha256:bb", 1);
-        assert!(matches!(verdict, Verdict::Refuse(Error::ApprovalMismatch { ref reason, .. }) if reason == "mismatch"));
+        let verdict = check_consumable(Some(&record(ApprovalStatus::Consumed)), "apr_1", "sha256:bb", None, 1);
+        assert_eq!(refused_for(&verdict), Some("mismatch"));
+    }
+
+    #[test]
+    fn a_changed_or_missing_precondition_refuses_a_granted_approval() {
+        let mut granted = record(ApprovalStatus::Granted);
+        granted.precondition = Some("sha256:before".into());
+        let hash = granted.action_hash.clone();
+        let check = |now: Option<&str>| check_consumable(Some(&granted), "apr_1", &hash, now, 1);
+        assert_eq!(check(Some("sha256:before")), Verdict::Proceed);
+        assert_eq!(refused_for(&check(Some("sha256:after"))), Some("precondition_changed"));
+        assert_eq!(refused_for(&check(None)), Some("precondition_changed"));
     }
 
     fn granted() -> ApprovalRecord {
@@ -269,8 +533,8 @@ mod tests {
     #[test]
     fn a_request_is_answerable_at_its_expiry_instant_and_expires_one_microsecond_after() {
         let pending = record(ApprovalStatus::Pending);
-        assert_eq!(check_answerable(Some(&pending), "apr_1", "bob", pending.expires_at), Verdict::Proceed);
-        let late = check_answerable(Some(&pending), "apr_1", "bob", pending.expires_at + 1);
+        assert_eq!(check_answerable(Some(&pending), "apr_1", &asserted("bob"), pending.expires_at), Verdict::Proceed);
+        let late = check_answerable(Some(&pending), "apr_1", &asserted("bob"), pending.expires_at + 1);
         assert!(matches!(late, Verdict::ExpireAndRefuse(_)), "{late:?}");
         assert_eq!(refusal_reason(&late), Some("expired"));
     }
@@ -278,8 +542,8 @@ mod tests {
     #[test]
     fn a_granted_approval_is_consumable_at_its_expiry_instant_and_expires_one_microsecond_after() {
         let granted = granted();
-        assert_eq!(check_consumable(Some(&granted), "apr_1", "sha256:aa", granted.expires_at), Verdict::Proceed);
-        let late = check_consumable(Some(&granted), "apr_1", "sha256:aa", granted.expires_at + 1);
+        assert_eq!(check_consumable(Some(&granted), "apr_1", "sha256:aa", None, granted.expires_at), Verdict::Proceed);
+        let late = check_consumable(Some(&granted), "apr_1", "sha256:aa", None, granted.expires_at + 1);
         assert!(matches!(late, Verdict::ExpireAndRefuse(_)), "{late:?}");
         assert_eq!(refusal_reason(&late), Some("expired"));
     }
@@ -289,42 +553,42 @@ mod tests {
         for status in
             [ApprovalStatus::Granted, ApprovalStatus::Denied, ApprovalStatus::Expired, ApprovalStatus::Consumed]
         {
-            let verdict = check_answerable(Some(&record(status)), "apr_1", "bob", 1);
+            let verdict = check_answerable(Some(&record(status)), "apr_1", &asserted("bob"), 1);
             assert_eq!(refusal_reason(&verdict), Some(status.as_str()), "{status:?}");
             assert!(matches!(verdict, Verdict::Refuse(_)));
         }
-        let unknown = check_answerable(None, "apr_9", "bob", 1);
+        let unknown = check_answerable(None, "apr_9", &asserted("bob"), 1);
         assert_eq!(refusal_reason(&unknown), Some("unknown"));
     }
 
     #[test]
     fn the_requester_is_recognized_whatever_the_case_and_surrounding_spaces() {
         for who in [" Refund-Agent", "ADA ", "Ada"] {
-            let verdict = check_answerable(Some(&record(ApprovalStatus::Pending)), "apr_1", who, 1);
+            let verdict = check_answerable(Some(&record(ApprovalStatus::Pending)), "apr_1", &asserted(who), 1);
             assert_eq!(refusal_reason(&verdict), Some("approver_is_requester"), "{who:?}");
         }
         let mut agent_only = record(ApprovalStatus::Pending);
         agent_only.requested_by.user = None;
-        assert_eq!(check_answerable(Some(&agent_only), "apr_1", "ada", 1), Verdict::Proceed);
+        assert_eq!(check_answerable(Some(&agent_only), "apr_1", &asserted("ada"), 1), Verdict::Proceed);
     }
 
     #[test]
     fn only_a_granted_approval_for_exactly_this_hash_is_consumable() {
-        assert_eq!(check_consumable(Some(&granted()), "apr_1", "sha256:aa", 1), Verdict::Proceed);
-        let other = check_consumable(Some(&granted()), "apr_1", "sha256:bb", 1);
+        assert_eq!(check_consumable(Some(&granted()), "apr_1", "sha256:aa", None, 1), Verdict::Proceed);
+        let other = check_consumable(Some(&granted()), "apr_1", "sha256:bb", None, 1);
         assert_eq!(refusal_reason(&other), Some("mismatch"));
         for status in [ApprovalStatus::Pending, ApprovalStatus::Expired, ApprovalStatus::Consumed] {
-            let verdict = check_consumable(Some(&record(status)), "apr_1", "sha256:aa", 1);
+            let verdict = check_consumable(Some(&record(status)), "apr_1", "sha256:aa", None, 1);
             assert_eq!(refusal_reason(&verdict), Some(status.as_str()), "{status:?}");
         }
         let mut denied = record(ApprovalStatus::Denied);
         denied.approver = Some("bob".into());
-        let verdict = check_consumable(Some(&denied), "apr_1", "sha256:aa", 1);
+        let verdict = check_consumable(Some(&denied), "apr_1", "sha256:aa", None, 1);
         assert!(
             matches!(verdict, Verdict::Refuse(Error::Denied { ref reason, ref detail }) if reason == "approval_denied" && detail.contains("bob")),
             "{verdict:?}"
         );
-        assert_eq!(refusal_reason(&check_consumable(None, "apr_9", "sha256:aa", 1)), Some("unknown"));
+        assert_eq!(refusal_reason(&check_consumable(None, "apr_9", "sha256:aa", None, 1)), Some("unknown"));
     }
 
     #[test]

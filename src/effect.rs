@@ -640,17 +640,19 @@ mod tests {
     #[test]
     fn an_outcome_message_of_exactly_the_bound_is_kept_and_a_longer_one_is_cut_at_a_character() {
         let exact = "m".repeat(MAX_OUTCOME_MESSAGE);
-        assert_eq!(bounded_message(exact.clone()), exact);
+        assert_eq!(bounded_message(exact.clone(), MAX_OUTCOME_MESSAGE), exact);
         let mut long = "m".repeat(MAX_OUTCOME_MESSAGE - 1);
         long.push('é');
-        let cut = bounded_message(long);
+        let cut = bounded_message(long, MAX_OUTCOME_MESSAGE);
         assert_eq!(
             cut,
             format!("{} … [cut: {} bytes in all]", "m".repeat(MAX_OUTCOME_MESSAGE - 1), MAX_OUTCOME_MESSAGE + 1)
         );
-        let bounded = Outcome::Ambiguous("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded();
+        let bounded =
+            Outcome::Ambiguous("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded(&crate::limits::Limits::default());
         assert!(matches!(bounded, Outcome::Ambiguous(ref m) if m.ends_with("[cut: 4097 bytes in all]")), "{bounded:?}");
-        let bounded = Outcome::NotExecuted("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded();
+        let bounded =
+            Outcome::NotExecuted("a".repeat(MAX_OUTCOME_MESSAGE + 1)).bounded(&crate::limits::Limits::default());
         assert!(
             matches!(bounded, Outcome::NotExecuted(ref m) if m.ends_with("[cut: 4097 bytes in all]")),
             "{bounded:?}"

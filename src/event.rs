@@ -36,6 +36,14 @@ pub enum EventKind {
     DELEGATION_REVOKED,
     /// An effect reached FAILED and its budget charges were released.
     BUDGET_RELEASED,
+    // Appended (postcard stores the variant's index): M-of-N and notifications.
+    /// A grant counted toward an M-of-N request that still needs more.
+    APPROVAL_VOTED,
+    /// A notification of a new request was delivered (the webhook's 2xx).
+    APPROVAL_NOTIFIED,
+    /// A notification failed (the hook raised, the webhook could not deliver); the action is
+    /// never affected.
+    APPROVAL_NOTIFY_FAILED,
 }
 
 impl EventKind {
@@ -65,6 +73,9 @@ impl EventKind {
             EventKind::DELEGATION_REJECTED => "DELEGATION_REJECTED",
             EventKind::DELEGATION_REVOKED => "DELEGATION_REVOKED",
             EventKind::BUDGET_RELEASED => "BUDGET_RELEASED",
+            EventKind::APPROVAL_VOTED => "APPROVAL_VOTED",
+            EventKind::APPROVAL_NOTIFIED => "APPROVAL_NOTIFIED",
+            EventKind::APPROVAL_NOTIFY_FAILED => "APPROVAL_NOTIFY_FAILED",
         }
     }
 }

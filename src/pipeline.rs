@@ -30,6 +30,18 @@ pub struct AuthorityEvaluation {
 /// The longest task name a call may carry, in bytes.
 pub const MAX_TASK_BYTES: usize = 256;
 
+/// A notifier for `kernel`'s new approval requests, installed as its listener. The notifier
+/// records its events through a weak handle, so it never keeps the store open.
+pub fn notifier_for(
+    kernel: &Kernel,
+    webhook: Option<crate::approval::webhook::WebhookConfig>,
+) -> Arc<crate::approval::notify::Notifier> {
+    let notifier = Arc::new(crate::approval::notify::Notifier::new(webhook, Arc::new(kernel.downgrade())));
+    let listener = Arc::clone(&notifier);
+    kernel.set_approval_listener(Some(Arc::new(move |record| listener.requested(record))));
+    notifier
+}
+
 /// How a `Warden` is opened.
 #[derive(Debug, Clone)]
 pub struct WardenOptions {
@@ -72,6 +84,11 @@ pub struct ActionRequest<'a> {
     pub task: Option<&'a str>,
     /// A delegation id (`dlg_…`) handed over by another agent: then it is the only candidate.
     pub hop: Option<&'a str>,
+    /// What the host's identity provider verified about the principal (issuer, claims); kept
+    /// with an approval request so the approver sees who asked.
+    pub identity: Option<crate::approval::Verified>,
+    /// The state an approval depends on (`approval::precondition`).
+    pub precondition: Option<crate::approval::precondition::PreconditionSource<'a>>,
 }
 
 impl<'a> ActionRequest<'a> {
@@ -86,6 +103,8 @@ impl<'a> ActionRequest<'a> {
             lease: None,
             task: None,
             hop: None,
+            identity: None,
+            precondition: None,
         }
     }
 }
@@ -95,6 +114,8 @@ impl<'a> ActionRequest<'a> {
 pub struct Warden {
     kernel: Kernel,
     document: Arc<Document>,
+    /// Tells the host's hook and the document's webhook of each new approval request.
+    notifier: Arc<crate::approval::notify::Notifier>,
 }
 
 impl Warden {
@@ -113,7 +134,15 @@ impl Warden {
                 limits: options.limits,
             },
         )?;
-        Ok(Warden { kernel, document: Arc::new(document) })
+        let webhook = document.notify.as_ref().and_then(|notify| notify.webhook.clone());
+        let notifier = notifier_for(&kernel, webhook);
+        Ok(Warden { kernel, document: Arc::new(document), notifier })
+    }
+
+    /// The notification channels of this handle (set the host's hook, the webhook's
+    /// credential provider).
+    pub fn notifier(&self) -> &Arc<crate::approval::notify::Notifier> {
+        &self.notifier
     }
 
     /// Load the document at `config` (refusing a malformed one: no kernel runs without a valid
@@ -174,7 +203,34 @@ impl Warden {
         proposal.lease = request.lease.or_else(|| entry.and_then(|e| e.lease));
         proposal.approval_id = request.approval_id;
         proposal.observe = self.document.mode == Mode::Observe;
+        if proposal.ruling.decision == Decision::Approve {
+            proposal.ask = self.approval_ask(entry, &proposal.ruling, request);
+            if let Some(source) = &request.precondition {
+                proposal.precondition = Some(source.fingerprint_for(&action).map_err(Error::InvalidInput)?);
+            }
+        }
         self.kernel.propose(&proposal)
+    }
+
+    /// What an approval request for this ruling needs: the matched rule's (or the entry's)
+    /// `approval` requirement, the rule's `when` as canonical JSON, the verified identity.
+    fn approval_ask(
+        &self,
+        entry: Option<&crate::document::ActionEntry>,
+        ruling: &Ruling,
+        request: &ActionRequest<'_>,
+    ) -> crate::approval::ApprovalAsk {
+        let rule = entry.and_then(|entry| crate::policy::matched_rule(entry, &ruling.reason));
+        let requirement = rule
+            .and_then(|rule| rule.approval.clone())
+            .or_else(|| entry.and_then(|entry| entry.approval.clone()))
+            .unwrap_or_default();
+        let when = rule.filter(|rule| !rule.when.is_empty()).and_then(|rule| {
+            let map: serde_json::Map<String, serde_json::Value> =
+                rule.when.iter().map(|c| (c.key.clone(), c.operand.clone())).collect();
+            crate::canonical::to_canonical_string(&serde_json::Value::Object(map), "when").ok()
+        });
+        crate::approval::ApprovalAsk { requirement, when, identity: request.identity.clone() }
     }
 
     /// Principal expiry, then authority, then policy: the first that says no decides.

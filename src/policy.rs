@@ -56,6 +56,12 @@ fn evaluate_entry(entry: &ActionEntry, action_name: &str, arguments: &Map<String
     Evaluation { ruling: Ruling::new(Decision::Deny, NO_MATCHING_RULE), warnings }
 }
 
+/// The rule of `entry` that produced a ruling with `reason` (`rule[N]`), if any.
+pub fn matched_rule<'e>(entry: &'e ActionEntry, reason: &str) -> Option<&'e crate::document::Rule> {
+    let index: usize = reason.strip_prefix("rule[")?.strip_suffix(']')?.parse().ok()?;
+    entry.rules.get(index)
+}
+
 pub(crate) fn holds(
     condition: &Condition,
     action_name: &str,

@@ -391,6 +391,7 @@ mod tests {
             finished_at: 1,
             policy_hash: None,
             policy_version: None,
+            authority: None,
         }
     }
 

@@ -1,4 +1,4 @@
-//! `warden verify`: the guarantees G1–G11, run against the operator's own document in a scratch
+//! `warden verify`: the guarantees G1–G12, run against the operator's own document in a scratch
 //! store (a fresh temporary directory, never the live store).
 //!
 //! Every scenario's arguments are derived from the document's rules: for a rule's `when`
@@ -163,7 +163,7 @@ impl VerifyReport {
     }
 }
 
-/// Run G1–G11 against `document` in a fresh scratch store. `child_program` is the program G4
+/// Run G1–G12 against `document` in a fresh scratch store. `child_program` is the program G4
 /// starts as `PROGRAM __verify-child SPEC INDEX` (the `warden` binary); `None` races threads.
 ///
 /// An observe-mode document is refused: verify needs enforce mode to see anything refused.
@@ -200,6 +200,7 @@ pub fn run(document: &Document, child_program: Option<&Path>) -> Result<VerifyRe
         guarantee("G9", "delegation cannot escalate", || authority::g9_no_escalation(&ctx)),
         guarantee("G10", "unknown error is ambiguous", || g10_unknown_error(&ctx)),
         guarantee("G11", "an altered receipt is detected", || g11_altered_receipt(&ctx)),
+        guarantee("G12", "an approval shows the exact arguments it binds", || g12_approval_shows_its_action(&ctx)),
     ];
     let mut blind_spots: Vec<String> = BLIND_SPOTS.iter().map(|s| (*s).to_owned()).collect();
     if document.authority_config.is_some() {
@@ -655,11 +656,12 @@ fn no_approve_case(ctx: &Ctx<'_>) -> Result<Outcome> {
     }
 }
 
-/// Ask for approval of `request` and grant it as a different person; the approval id.
+/// Ask for approval of `request` and grant it as other people, as many and with the roles
+/// the rule requires (verified approvers, so an M-of-N rule is met); the approval id.
 fn approved(warden: &Warden, request: &ActionRequest<'_>) -> Result<std::result::Result<String, String>> {
     match warden.submit(request) {
         Err(Error::ApprovalRequired { request_id, .. }) => {
-            warden.kernel().grant(&request_id, APPROVER)?;
+            grant_fully(warden.kernel(), &request_id)?;
             Ok(Ok(request_id))
         }
         Ok(permit) => {
@@ -668,6 +670,23 @@ fn approved(warden: &Warden, request: &ActionRequest<'_>) -> Result<std::result:
         }
         Err(error) => Ok(Err(format!("was refused ({}) instead of asking for approval: {error}", error.reason()))),
     }
+}
+
+/// Grant `approval_id` with as many distinct verified approvers, holding its roles, as it
+/// requires.
+fn grant_fully(kernel: &Kernel, approval_id: &str) -> Result<()> {
+    let record = kernel
+        .approval(approval_id)?
+        .ok_or_else(|| Error::NotFound(format!("the approval request {approval_id} vanished")))?;
+    let claims = serde_json::json!({"roles": record.requirement.roles});
+    let verified = crate::approval::Verified::new(Some("warden verify"), &claims).map_err(Error::InvalidInput)?;
+    for n in 0..record.requirement.required {
+        let principal =
+            Principal::new(AGENT, Some(&format!("{APPROVER}-{n}"))).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let approver = crate::approval::Approver::verified(principal, verified.clone());
+        kernel.answer(approval_id, &approver, None, true, None, None)?;
+    }
+    Ok(())
 }
 
 /// An argument name the entry neither tests nor renders, so adding it keeps the same rule.
@@ -1073,6 +1092,95 @@ fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
         "receipt 1's decision_reason was edited in the store and verify_chain reported content_altered at seq 1; \
          control: the untouched chain of {} receipts verified",
         untouched.chained
+    ))
+}
+
+/// G12: the pending request an approver reads carries the very action its hash binds — the
+/// canonical arguments, resource, environment and principal the proposal had — and a stored
+/// action that differs from the bound one is refused as damage, never shown as approvable.
+fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
+    let Some(case) = ctx.approvable().first().copied() else { return no_approve_case(ctx) };
+    let call = case.call(ctx.document, "g12")?;
+    let warden = ctx.warden("g12")?;
+    let request = ctx.request(case.action, &call);
+    let approval_id = match warden.submit(&request) {
+        Err(Error::ApprovalRequired { request_id, .. }) => request_id,
+        Ok(permit) => {
+            permit.not_executed("warden verify: never executed")?;
+            return fail(format!("{}: got a permit without any approval", case.label()));
+        }
+        Err(error) => return fail(format!("{}: {}", case.label(), refused(&error))),
+    };
+    let proposed = Action::new(
+        case.action,
+        Value::Object(call.arguments.clone()),
+        ctx.principal.clone(),
+        warden
+            .document()
+            .actions
+            .get(case.action)
+            .and_then(|entry| entry.resource.as_ref())
+            .map(|template| template.render_resource(&call.arguments))
+            .transpose()
+            .map_err(|e| Error::InvalidInput(e.to_string()))?
+            .as_deref()
+            .or(call.resource.as_deref()),
+        &ctx.environment,
+    )
+    .map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let hash = proposed.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let shown = warden.kernel().pending_approvals()?.into_iter().find(|r| r.approval_id == approval_id);
+    let Some(record) = shown else {
+        return fail(format!("{}: the request {approval_id} is not among the pending ones", case.label()));
+    };
+    let json = record.to_json();
+    let same = json["arguments"] == proposed.canonical_arguments()
+        && json["environment"] == proposed.environment.as_str()
+        && json["resource"] == serde_json::json!(proposed.resource)
+        && record.requested_by == proposed.principal
+        && record.action_hash == hash;
+    if !same {
+        return fail(format!(
+            "{}: the request shows {} for {} but the proposal was {} for {hash}",
+            case.label(),
+            json["arguments"],
+            record.action_hash,
+            proposed.canonical_arguments()
+        ));
+    }
+    let document_hash = record
+        .action_document()
+        .and_then(|document| crate::canonical::to_canonical_string(&document, "").ok())
+        .map(|text| crate::canonical::sha256_prefixed(text.as_bytes()));
+    if document_hash.as_deref() != Some(hash.as_str()) {
+        return fail(format!("{}: the action document shown does not hash to {hash}", case.label()));
+    }
+    // Alter the shown action (a checksum-valid row): it must be refused, not shown.
+    let key = mutation_key(case, &call.arguments);
+    let mut altered = record.clone();
+    if let Some(stored) = altered.action.as_mut() {
+        let mut arguments = call.arguments.clone();
+        arguments.insert(key.clone(), Value::from(1));
+        stored.arguments = crate::canonical::to_canonical_string(&Value::Object(arguments), "arguments")
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+    }
+    warden.kernel().store().tamper(|raw| raw.put_approval(&altered))?;
+    let reader = ctx.warden("g12")?;
+    match reader.kernel().approval(&approval_id) {
+        Err(Error::Store(_)) => {}
+        Ok(_) => {
+            return fail(format!(
+                "{}: a request whose shown arguments gained {key:?} was still read as approvable",
+                case.label()
+            ))
+        }
+        Err(other) => return fail(format!("{}: the altered request {}", case.label(), refused(&other))),
+    }
+    pass(format!(
+        "{}: the pending request showed the proposal's canonical arguments, resource, environment and principal, \
+         and its action document hashed to the bound {hash}; control: the same request with {key:?} added to its \
+         shown arguments was refused as store damage",
+        case.label()
     ))
 }
 

@@ -284,6 +284,11 @@ fn approval_required_then_granted_by_a_human_then_consumed_from_c() {
 }
 
 #[test]
+fn approvals_from_c_show_the_arguments_answer_as_a_verified_principal_hear_the_hook_and_check_the_precondition() {
+    run_c_program("approval_trust");
+}
+
+#[test]
 fn a_refusals_error_object_is_read_and_freed_and_every_code_has_its_name_from_c() {
     run_c_program("refusal_error");
 }
@@ -381,7 +386,7 @@ fn the_release_library_and_the_header_hold_no_test_only_export() {
     let header = std::fs::read_to_string(manifest_dir().join("include/warden.h")).expect("include/warden.h");
     assert!(!header.contains("warden_test_"), "include/warden.h declares a test-only export");
     let declared = header_functions(&header);
-    assert_eq!(declared.len(), 46, "{declared:?}");
+    assert_eq!(declared.len(), 51, "{declared:?}");
     for function in &declared {
         assert!(symbols.contains(function), "{function} is declared in the header but not exported by {release:?}");
     }

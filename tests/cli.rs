@@ -303,7 +303,7 @@ const CASES: &[Case] = &[
     },
     Case {
         what: "approve --ttl must be an ISO 8601 duration",
-        args: &["approve", "apr_x", "--ttl", "15 minutes", "--store", "/nonexistent"],
+        args: &["approve", "apr_x", "--by", "ops:bob", "--ttl", "15 minutes", "--store", "/nonexistent"],
         stdin: "",
         code: 2,
         stdout: Some(""),
@@ -677,13 +677,77 @@ fn pending_lists_the_request_and_approve_answers_it_exactly_once() {
         "{human}"
     );
 
-    let granted = store.run(&["approve", id, "--by", "ops:bob"]);
-    assert_eq!((granted.code, granted.stdout.clone()), (0, format!("approval {id} granted by ops:bob\n")), "{granted}");
-    let again = store.run(&["approve", id, "--by", "ops:bob"]);
+    let granted = store.run(&["approve", id, "--by", "ops:bob", "--yes"]);
+    assert_eq!(granted.code, 0, "{granted}");
+    assert!(granted.stdout.ends_with(&format!("approval {id} granted by ops:bob\n")), "{granted}");
+    let again = store.run(&["approve", id, "--by", "ops:bob", "--yes"]);
     assert_eq!(again.code, 1, "{again}");
     assert!(again.stderr.contains("already granted"), "{again}");
     assert_eq!(one_document(&store.run(&["pending", "--json"])), json!([]));
     assert_eq!(store.run(&["pending"]).stdout, "no pending approvals\n");
+}
+
+#[test]
+fn the_arguments_an_approval_binds_are_visible_in_pending_inspect_and_json() {
+    let store = Store::new();
+    let id = store.approval_id.as_str();
+    let listed = one_document(&store.run(&["pending", "--json"]));
+    assert_eq!(listed[0]["arguments"], json!({"amount": 900000, "payment_id": "p2"}), "{listed}");
+    assert_eq!(listed[0]["requested_by"]["user"], "ada");
+    assert_eq!(listed[0]["rule"], "rule[1]");
+    assert_eq!(listed[0]["environment"], "production");
+    let human = store.run(&["pending"]);
+    assert!(human.stdout.contains(r#"{"amount":900000,"payment_id":"p2"}"#), "{human}");
+
+    let inspected = store.run(&["inspect", id]);
+    assert_eq!(inspected.code, 0, "{inspected}");
+    for shown in [
+        "action (canonical JSON; its SHA-256 is sha256:",
+        "  \"arguments\": {\n    \"amount\": 900000,\n    \"payment_id\": \"p2\"\n  },",
+        "\"schema\": \"ctrlrun.action/v1\"",
+        "requested by: refund-agent for ada (not verified)",
+        "rule:         rule[1]",
+        "expires:",
+    ] {
+        assert!(inspected.stdout.contains(shown), "{shown:?} missing:\n{inspected}");
+    }
+    let document = one_document(&store.run(&["inspect", id, "--json"]));
+    assert_eq!(document["approval"]["arguments"]["amount"], 900000);
+    assert_eq!(document["action_document"]["arguments"], json!({"amount": 900000, "payment_id": "p2"}));
+    // The document shown is exactly what the hash covers.
+    let canonical = warden::canonical::to_canonical_string(&document["action_document"], "").unwrap();
+    assert_eq!(warden::canonical::sha256_prefixed(canonical.as_bytes()), document["approval"]["action_hash"]);
+}
+
+#[test]
+fn approve_shows_the_action_and_without_a_terminal_needs_yes() {
+    let store = Store::new();
+    let id = store.approval_id.as_str();
+    let refused = store.run(&["approve", id, "--by", "ops:bob"]);
+    assert_eq!(refused.code, 2, "{refused}");
+    assert!(refused.stderr.contains("stdin is not a terminal") && refused.stderr.contains("--yes"), "{refused}");
+    assert_eq!(refused.stdout, "", "{refused}");
+    assert_eq!(one_document(&store.run(&["pending", "--json"]))[0]["status"], "pending");
+    let missing_by = store.run(&["approve", id, "--yes"]);
+    assert_eq!(missing_by.code, 2, "{missing_by}");
+    assert!(missing_by.stderr.contains("--by"), "{missing_by}");
+
+    let granted = store.run(&["approve", id, "--by", "ops:bob", "--yes"]);
+    assert_eq!(granted.code, 0, "{granted}");
+    assert!(granted.stdout.contains("\"payment_id\": \"p2\""), "{granted}");
+    assert!(granted.stdout.contains("\"amount\": 900000"), "{granted}");
+}
+
+#[test]
+fn every_spelling_of_the_requester_is_refused_as_approver() {
+    let store = Store::new();
+    let id = store.approval_id.as_str();
+    for requester in ["ada", "ADA", "ada ", "cli:ada", "ａｄａ", "refund-agent", "REFUND-AGENT"] {
+        let refused = store.run(&["approve", id, "--by", requester, "--yes"]);
+        assert_eq!(refused.code, 1, "{requester:?}: {refused}");
+        assert!(refused.stderr.contains("approver_is_requester"), "{requester:?}: {refused}");
+    }
+    assert_eq!(one_document(&store.run(&["pending", "--json"]))[0]["votes"], json!([]));
 }
 
 #[test]

@@ -340,7 +340,7 @@ fn verify_passes_on_the_starter_document_with_a_line_per_guarantee() {
         let prefix = format!("G{id} pass ");
         assert!(run.stdout.lines().any(|line| line.starts_with(&prefix)), "no line {prefix:?}:\n{run}");
     }
-    assert!(run.stdout.contains("verify passed: 11 pass, 0 fail, 0 not applicable"), "{run}");
+    assert!(run.stdout.contains("verify passed: 12 pass, 0 fail, 0 not applicable"), "{run}");
     assert!(run.stdout.contains("G4 pass  one winner among 8 OS processes"), "{run}");
     assert!(!run.stdout.contains("threads"), "G4 must race processes:\n{run}");
     assert_eq!(files_in(s.path()), ["warden.yaml"], "verify wrote next to the document");
@@ -357,7 +357,7 @@ fn verify_json_is_one_report() {
     assert_eq!(report["ok"], true);
     assert_eq!(report["summary"], json!({"pass": 11, "fail": 0, "not_applicable": 0}));
     let ids: Vec<&str> = report["guarantees"].as_array().unwrap().iter().filter_map(|g| g["id"].as_str()).collect();
-    assert_eq!(ids, (1..=11).map(|i| format!("G{i}")).collect::<Vec<_>>());
+    assert_eq!(ids, (1..=12).map(|i| format!("G{i}")).collect::<Vec<_>>());
     for g in report["guarantees"].as_array().unwrap() {
         assert_eq!(keys(g), ["detail", "id", "status", "title"]);
     }
@@ -454,41 +454,48 @@ fn approve_with_a_bad_ttl_is_a_usage_error_and_answers_nothing() {
         assert_eq!(run.code, 2, "--ttl {ttl:?}: {run}");
         assert!(run.stderr.starts_with("warden: --ttl"), "{run}");
     }
-    let json = store.run(&["approve", id, "--ttl", "soon", "--json"]);
+    let json = store.run(&["approve", id, "--by", "ops:bob", "--ttl", "soon", "--json"]);
     assert_eq!((json.code, one_document(&json)["error"]["reason"].as_str()), (2, Some("usage")), "{json}");
     let record = store.warden.kernel().approval(id).unwrap().unwrap();
     assert_eq!(record.status.as_str(), "pending");
 }
 
 #[test]
-fn approve_with_a_ttl_sets_the_window_and_by_defaults_to_the_cli_user() {
+fn approve_with_a_ttl_sets_the_window_and_by_is_required_with_no_default_from_the_environment() {
     let store = Store::new();
     let id = store.approval_id.as_str();
     let before = store.warden.kernel().approval(id).unwrap().unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
     command
-        .args(["approve", id, "--ttl", "P1D", "--json"])
+        .args(["approve", id, "--ttl", "P1D", "--json", "--yes"])
         .env("WARDEN_STORE", store.s.path().join("state.redb"))
         .env("USER", "grace");
     let output = command.output().expect("run warden");
+    assert_eq!(output.status.code(), Some(2), "no silent default from $USER");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--by"));
+    let output = command.args(["--by", "grace"]).output().expect("run warden");
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let record: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
     assert_eq!((record["status"].as_str(), record["approver"].as_str()), (Some("granted"), Some("cli:grace")));
+    assert_eq!(
+        (record["votes"][0]["user"].as_str(), record["votes"][0]["verified"].as_bool()),
+        (Some("grace"), Some(false))
+    );
     let after = store.warden.kernel().approval(id).unwrap().unwrap();
     assert!(after.expires_at > before.expires_at, "P1D outlives the 15-minute request window");
     assert!(after.expires_at - after.answered_at.unwrap() == 86_400_000_000, "{after:?}");
 
     let human = Store::new();
-    let run = human.run(&["approve", &human.approval_id, "--by", "ops:bob", "--ttl", "PT10M"]);
+    let run = human.run(&["approve", &human.approval_id, "--by", "ops:bob", "--ttl", "PT10M", "--yes"]);
     assert_eq!(run.code, 0, "{run}");
     assert!(
-        run.stdout.starts_with(&format!("approval {} granted by ops:bob, usable until ", human.approval_id)),
+        run.stdout.contains(&format!("\napproval {} granted by ops:bob, usable until ", human.approval_id)),
         "{run}"
     );
     let denied = Store::new();
-    let run = denied.run(&["deny", &denied.approval_id, "--reason", "too large"]);
+    let run = denied.run(&["deny", &denied.approval_id, "--by", "grace", "--reason", "too large"]);
     assert_eq!(run.code, 0, "{run}");
-    assert!(run.stdout.starts_with(&format!("approval {} denied by cli:", denied.approval_id)), "{run}");
+    assert!(run.stdout.starts_with(&format!("approval {} denied by cli:grace", denied.approval_id)), "{run}");
 }
 
 #[test]
@@ -498,7 +505,7 @@ fn inspect_an_approval_shows_the_record_and_its_events() {
     let run = store.run(&["inspect", id, "--json"]);
     assert_eq!(run.code, 0, "{run}");
     let found = one_document(&run);
-    assert_eq!(keys(&found), ["approval", "events", "id", "kind", "receipts"], "{run}");
+    assert_eq!(keys(&found), ["action_document", "approval", "events", "id", "kind", "receipts"], "{run}");
     assert_eq!((found["kind"].as_str(), found["id"].as_str()), (Some("approval"), Some(id)));
     assert_eq!(
         (found["approval"]["status"].as_str(), found["approval"]["action"].as_str()),
@@ -510,8 +517,8 @@ fn inspect_an_approval_shows_the_record_and_its_events() {
     store.warden.kernel().grant(id, "ops:bob").unwrap();
     let human = store.run(&["inspect", id]);
     assert_eq!(human.code, 0, "{human}");
-    assert!(human.stdout.starts_with(&format!("approval {id}\n")), "{human}");
-    assert!(human.stdout.lines().any(|l| l.trim_start().starts_with("status:") && l.ends_with("granted")), "{human}");
+    assert!(human.stdout.starts_with(&format!("approval {id} (granted, 1 of 1 grant(s), expires ")), "{human}");
+    assert!(human.stdout.contains("vote:         granted by ops:bob (asserted)"), "{human}");
     assert!(human.stdout.contains("APPROVAL_REQUESTED") && human.stdout.contains("APPROVAL_GRANTED"), "{human}");
 }
 

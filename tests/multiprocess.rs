@@ -147,6 +147,23 @@ fn child_process_entry() {
                 Err(other) => panic!("unexpected refusal {other}"),
             }
         }
+        "race_votes" => {
+            let kernel = child_kernel(&dir);
+            let approval = std::env::var("WARDEN_CHILD_APPROVAL").unwrap();
+            barrier(&dir, &index);
+            let grant = index.parse::<usize>().unwrap() % 3 != 2;
+            let approver = warden::approval::Approver::verified(
+                warden::Principal::new("idp", Some(&format!("approver{index}"))).unwrap(),
+                warden::approval::Verified::new(Some("https://id.example"), &serde_json::json!({})).unwrap(),
+            );
+            match kernel.answer(&approval, &approver, None, grant, None, None) {
+                Ok(record) => {
+                    say(&format!("voted {} {}", if grant { "grant" } else { "deny" }, record.status.as_str()))
+                }
+                Err(Error::ApprovalMismatch { reason, .. }) => say(&format!("refused {reason}")),
+                Err(other) => panic!("unexpected refusal {other}"),
+            }
+        }
         "open_new" => {
             barrier(&dir, &index);
             let kernel = child_kernel(&dir);
@@ -214,6 +231,56 @@ fn grant_or_deny_is_answered_once_among_eight_processes() {
     assert_eq!(answered.len(), 1, "{outcomes:?}");
     let status = f.kernel.approval(&request.approval_id).unwrap().unwrap().status;
     assert_eq!(answered[0].1[0], format!("answered {}", status.as_str()));
+}
+
+#[test]
+fn m_of_n_grants_and_denies_from_eight_processes_reach_one_outcome_and_lose_no_vote() {
+    let f = Fixture::new();
+    let action = refund("txn_votes", 900_000);
+    let mut ask = Proposal::new(&action, Ruling::new(Decision::Approve, "rule[2]"));
+    ask.ask.requirement = warden::approval::Requirement::new(3, &[]).unwrap();
+    let id = match f.kernel.propose(&ask) {
+        Err(Error::ApprovalRequired { request_id, .. }) => request_id,
+        other => panic!("expected a request, got {other:?}"),
+    };
+    let outcomes = race("race_votes", f.dir.path(), &[("WARDEN_CHILD_APPROVAL", id.clone())]);
+    assert!(outcomes.iter().all(|(ok, lines)| *ok && lines.len() == 1), "a child failed: {outcomes:?}");
+    let said: Vec<&str> = outcomes.iter().map(|(_, lines)| lines[0].as_str()).collect();
+    let record = f.kernel.approval(&id).unwrap().unwrap();
+    let status = record.status;
+    assert!(matches!(status, warden::approval::ApprovalStatus::Granted | warden::approval::ApprovalStatus::Denied));
+    // Every vote a process was told was recorded is in the row, and no other.
+    let recorded = said.iter().filter(|s| s.starts_with("voted")).count();
+    assert_eq!(record.votes.len(), recorded, "{said:?} vs {:?}", record.votes);
+    // Exactly one vote decided; every later one was refused because it was decided.
+    let deciding = said.iter().filter(|s| s.ends_with(status.as_str()) && s.starts_with("voted")).count();
+    assert_eq!(deciding, 1, "{said:?}");
+    let refused = said.iter().filter(|s| s.starts_with("refused")).count();
+    assert!(
+        said.iter().filter(|s| s.starts_with("refused")).all(|s| *s == format!("refused {}", status.as_str())),
+        "{said:?}"
+    );
+    assert_eq!(recorded + refused, PROCESSES);
+    // The row tells the same story: the last vote decided, the ones before it did not.
+    let last = record.votes.last().unwrap();
+    let grants_before = record.votes[..record.votes.len() - 1].iter().filter(|v| v.grant).count();
+    match status {
+        warden::approval::ApprovalStatus::Granted => {
+            assert!(last.grant && record.votes.iter().all(|v| v.grant) && record.votes.len() == 3, "{:?}", record.votes)
+        }
+        _ => {
+            assert!(!last.grant && grants_before < 3 && record.votes[..record.votes.len() - 1].iter().all(|v| v.grant))
+        }
+    }
+    let events = f.kernel.events(0, 1000).unwrap();
+    let voted = events.iter().filter(|e| e.kind == warden::event::EventKind::APPROVAL_VOTED).count();
+    let decided = events
+        .iter()
+        .filter(|e| {
+            matches!(e.kind, warden::event::EventKind::APPROVAL_GRANTED | warden::event::EventKind::APPROVAL_DENIED)
+        })
+        .count();
+    assert_eq!((voted + decided, decided), (recorded, 1));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `warden verify`: G1–G11 pass on real documents, are not applicable where the document gives
+//! `warden verify`: G1–G12 pass on real documents, are not applicable where the document gives
 //! them nothing to run on, and fail on a deliberately broken build.
 
 use std::sync::Mutex;
@@ -144,7 +144,7 @@ fn without_an_effect_template_the_effect_guarantees_are_not_applicable() {
     let _serial = serial();
     let report = run(&load("schema: warden/v1\nactions:\n  customer.read:\n    decision: allow\n"), None).unwrap();
     assert_no_failure(&report);
-    for id in ["G1", "G2", "G3", "G4", "G5", "G10"] {
+    for id in ["G1", "G2", "G3", "G4", "G5", "G10", "G12"] {
         assert_eq!(status(&report, id), Status::NotApplicable, "{id}: {}", report.render());
     }
     // Expiry and containment need only an allowed action, effect or not.
@@ -169,10 +169,10 @@ fn the_json_report_has_one_entry_per_guarantee_and_the_blind_spots() {
     let json = report.to_json();
     assert_eq!(json["ok"], true);
     assert_eq!(json["policy_hash"], document.policy_hash.as_str());
-    assert_eq!(json["summary"], serde_json::json!({"pass": 11, "fail": 0, "not_applicable": 0}));
+    assert_eq!(json["summary"], serde_json::json!({"pass": 12, "fail": 0, "not_applicable": 0}));
     let guarantees = json["guarantees"].as_array().unwrap();
     let ids: Vec<&str> = guarantees.iter().map(|g| g["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11"]);
+    assert_eq!(ids, ["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12"]);
     for g in guarantees {
         let keys: Vec<&String> = g.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["detail", "id", "status", "title"]);
@@ -191,10 +191,10 @@ fn the_human_report_prints_one_line_per_guarantee_and_what_verify_cannot_see() {
     let text = run(&load(STARTER), None).unwrap().render();
     assert!(text.contains("\nG1 pass  mutated approval refused — stripe.refund rule[1]"), "{text}");
     assert!(text.contains("\nG8 pass  expired authority refused — "), "{text}");
-    assert!(text.contains("verify passed: 11 pass, 0 fail, 0 not applicable"), "{text}");
+    assert!(text.contains("verify passed: 12 pass, 0 fail, 0 not applicable"), "{text}");
     let blind = text.split("verify cannot see:\n").nth(1).unwrap();
     assert_eq!(blind.lines().count(), warden::verify::BLIND_SPOTS.len(), "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with('G')).count(), 11);
+    assert_eq!(text.lines().filter(|l| l.starts_with('G')).count(), 12);
 }
 
 #[test]
@@ -282,7 +282,7 @@ fn a_build_that_skips_the_approval_hash_check_fails_g1() {
     assert!(!report.ok());
     let g1 = report.guarantees.iter().find(|g| g.id == "G1").unwrap();
     assert!(g1.detail.contains("got a permit"), "{}", g1.detail);
-    for id in ["G2", "G3", "G4", "G5", "G6", "G7", "G10", "G11"] {
+    for id in ["G2", "G3", "G4", "G5", "G6", "G7", "G10", "G11", "G12"] {
         assert_eq!(status(&report, id), Status::Pass, "only G1 depends on the hash check: {}", report.render());
     }
 }
@@ -303,4 +303,22 @@ fn a_document_with_an_authority_section_passes_and_lists_its_own_grants_as_unsee
     // Without a section, nothing about grants is listed as unseen.
     let plain = run(&load(STARTER), None).unwrap();
     assert!(!plain.blind_spots.iter().any(|s| s.contains("own grants")));
+}
+
+#[test]
+fn every_guarantee_passes_on_a_document_whose_approvals_need_two_verified_approvers_with_roles() {
+    let _serial = serial();
+    let report = run(
+        &load(
+            "schema: warden/v1\nactions:\n  stripe.refund:\n    effect: \"refund:{payment_id}\"\n    rules:\n      \
+             - when: { amount_lte: 100 }\n        decision: allow\n      - decision: approve\n        \
+             approval: { required: 2, roles: [finance, risk] }\n",
+        ),
+        None,
+    )
+    .unwrap();
+    assert_no_failure(&report);
+    for id in ["G1", "G2", "G12"] {
+        assert_eq!(status(&report, id), Status::Pass, "{id}: {}", report.render());
+    }
 }

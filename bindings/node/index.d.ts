@@ -77,9 +77,31 @@ export interface ProtectOptions {
   reconcile?: (effectKey: string) => ReconcileAnswer | Promise<ReconcileAnswer>;
   /** This call's lease in milliseconds (overrides the document's). */
   leaseMs?: number;
-  /** On APPROVAL_REQUIRED, wait up to this long for a human's answer, then proceed or throw. */
+  /** On APPROVAL_REQUIRED, the library waits up to this long (by its own clock) for a human's answer, then the call proceeds or throws. */
   waitMs?: number;
+  /**
+   * Reads the state the action depends on, before each proposal; a presented approval is spent
+   * only when its fingerprint is unchanged since the request (else `precondition_changed`).
+   */
+  precondition?: (action: { name: string; arguments: JsonObject; principal: { agent: string; user: string | null } | null; resource: string | null }) => JsonValue | Promise<JsonValue>;
 }
+
+/** What an identity provider verified about an approver (roles are read from `claims.roles`). */
+export interface VerifiedIdentity {
+  issuer?: string | null;
+  claims?: JsonObject;
+}
+
+/** One recorded answer on an approval request. */
+export type ApprovalVote = {
+  agent: string;
+  user: string | null;
+  decision: 'grant' | 'deny';
+  verified: boolean;
+  issuer: string | null;
+  at: string;
+  note: string | null;
+};
 
 export interface ApprovalRecord {
   approval_id: string;
@@ -87,7 +109,22 @@ export interface ApprovalRecord {
   action: string;
   action_hash: string;
   action_id: string;
+  /** The canonical arguments the request binds (null only for a request older than the store's schema 4). */
+  arguments: JsonObject | null;
+  resource: string | null;
+  environment: string | null;
   requested_by: { agent: string; user: string | null };
+  /** What the host's identity provider verified about the requester, when it did. */
+  requester_identity: { verified: boolean; issuer: string | null; claims: JsonObject | null };
+  /** The policy's reason for asking (`rule[1]`) and the rule's `when`. */
+  rule: string | null;
+  when: JsonObject | null;
+  policy_hash: string | null;
+  required: number;
+  roles: string[];
+  grants: number;
+  votes: ApprovalVote[];
+  precondition: string | null;
   requested_at: string;
   expires_at: string;
   approver: string | null;
@@ -271,9 +308,13 @@ export declare class Warden {
     fn: (args: A) => R | Promise<R>,
     options?: ProtectOptions,
   ): Protected<A, R>;
-  /** Grant a pending approval; `by` must not be the requesting principal. */
-  approve(id: string, options: { by: string; ttlMs?: number }): Promise<ApprovalRecord>;
-  deny(id: string, options: { by: string; reason?: string | null }): Promise<ApprovalRecord>;
+  /** Grant a pending approval; `by` must not be the requesting principal in any spelling. */
+  approve(id: string, options: { by: string; ttlMs?: number; agent?: string; verified?: VerifiedIdentity }): Promise<ApprovalRecord>;
+  deny(id: string, options: { by: string; reason?: string | null; agent?: string; verified?: VerifiedIdentity }): Promise<ApprovalRecord>;
+  /** Wait (by the library's clock) until the request is answered, expires, or `timeoutMs` passes. */
+  waitForAnswer(id: string, timeoutMs: number): Promise<ApprovalRecord | null>;
+  /** Called once per new approval request this handle creates, on the event loop; never fails the action. */
+  onApprovalRequest(hook: ((request: ApprovalRecord) => unknown) | null): void;
   approval(id: string): Promise<ApprovalRecord | null>;
   pending(): Promise<ApprovalRecord[]>;
   /**

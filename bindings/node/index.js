@@ -10,12 +10,11 @@
 const path = require('node:path');
 const util = require('node:util');
 const { AsyncLocalStorage } = require('node:async_hooks');
-const { setTimeout: sleep } = require('node:timers/promises');
 
 const json = require('./lib/json');
 const errors = require('./lib/errors');
 
-const { WardenError, AbiMismatch, Ambiguous, ApprovalRequired, InvalidInput, NotFound, NotExecuted, fromObject } = errors;
+const { WardenError, AbiMismatch, Ambiguous, ApprovalRequired, InvalidInput, NotExecuted, fromObject } = errors;
 
 /** The C ABI version this binding is written against. */
 const ABI_VERSION = 1;
@@ -440,9 +439,16 @@ class Warden {
    * records AMBIGUOUS and is rethrown unchanged.
    * @param {string} name the action name in the policy document
    * @param {(args: object) => any} fn receives the canonical arguments
-   * @param {{reconcile?: (effectKey: string) => any, leaseMs?: number, waitMs?: number}} [options]
+   * `precondition(action)` (sync or async) reads the state the action depends on; it runs
+   * before each proposal of this action, and the library keeps the fingerprint of its answer
+   * with a new approval request and spends a presented approval only when it is unchanged
+   * (else ApprovalMismatch, reason `precondition_changed`, the approval stays granted).
+   * `waitMs`: how long the library waits (judged by its own clock) for a human to answer an
+   * approval request before the approval is presented.
+   * @param {{reconcile?: (effectKey: string) => any, leaseMs?: number, waitMs?: number,
+   *   precondition?: (action: object) => any}} [options]
    */
-  protect(name, fn, { reconcile, leaseMs, waitMs } = {}) {
+  protect(name, fn, { reconcile, leaseMs, waitMs, precondition } = {}) {
     requireString('the action name', name);
     if (typeof fn !== 'function') throw new TypeError('protect(name, fn): fn must be a function');
     if (reconcile !== undefined && typeof reconcile !== 'function') throw new TypeError('reconcile must be a function');
@@ -451,6 +457,9 @@ class Warden {
     }
     if (waitMs !== undefined && (typeof waitMs !== 'number' || !(waitMs >= 0))) {
       throw new TypeError('waitMs must be a non-negative number');
+    }
+    if (precondition !== undefined && typeof precondition !== 'function') {
+      throw new TypeError('precondition must be a function');
     }
     const handle = this.#handle;
     const protectedCall = async (args = {}) => {
@@ -469,27 +478,96 @@ class Warden {
         task: caller.task ?? null,
         hop: caller.hop ?? null,
       };
-      const permit = await proposeRecovering(handle, request, { reconcile, waitMs });
+      const permit = await proposeRecovering(handle, request, { reconcile, waitMs, precondition });
       return runPermitted(permit, fn);
     };
     Object.defineProperty(protectedCall, 'name', { value: fn.name || name });
     return protectedCall;
   }
 
-  /** Grant a pending approval. `by` must not be the requesting principal. */
-  async approve(id, { by, ttlMs } = {}) {
+  /**
+   * Grant a pending approval as `by` (never the requester, in any spelling: compared after
+   * Unicode NFKC case folding). The approver is a principal: `agent` (default: the part of `by`
+   * before a `:`, else "host") and the user `by`; `verified: {issuer, claims}` says your
+   * identity provider vouched for them (a rule's roles are read from `claims.roles`). Without
+   * `agent` or `verified` the approver is asserted and counts only where one approver with no
+   * role is required. An M-of-N request stays pending until enough entitled approvers granted.
+   */
+  async approve(id, { by, ttlMs, agent, verified } = {}) {
     requireString('the approval id', id);
     requireString('by', by);
-    const ttl = optionalCount('ttlMs', ttlMs, 0);
-    return json.parse(await invoke(() => this.#handle.approvalGrant(id, by, ttl)));
+    if (agent === undefined && verified === undefined) {
+      const ttl = optionalCount('ttlMs', ttlMs, 0);
+      return json.parse(await invoke(() => this.#handle.approvalGrant(id, by, ttl)));
+    }
+    const ttl = ttlMs === undefined || ttlMs === null ? null : optionalCount('ttlMs', ttlMs, 0);
+    return this.#answer(id, 'grant', { by, agent, verified, ttlMs: ttl });
   }
 
-  /** Deny a pending approval. */
-  async deny(id, { by, reason } = {}) {
+  /** Deny a pending approval (`agent` and `verified` as for `approve`). */
+  async deny(id, { by, reason, agent, verified } = {}) {
     requireString('the approval id', id);
     requireString('by', by);
     if (reason !== undefined && reason !== null) requireString('reason', reason);
-    return json.parse(await invoke(() => this.#handle.approvalDeny(id, by, reason ?? undefined)));
+    if (agent === undefined && verified === undefined) {
+      return json.parse(await invoke(() => this.#handle.approvalDeny(id, by, reason ?? undefined)));
+    }
+    return this.#answer(id, 'deny', { by, agent, verified, note: reason ?? null });
+  }
+
+  async #answer(id, decision, { by, agent, verified, ttlMs = null, note = null }) {
+    if (agent !== undefined && agent !== null) requireString('agent', agent);
+    let user = by;
+    if (agent === undefined || agent === null) {
+      const colon = by.indexOf(':');
+      [agent, user] = colon > 0 ? [by.slice(0, colon), by.slice(colon + 1)] : ['host', by];
+    }
+    const answer = {
+      approval_id: id,
+      decision,
+      approver: { agent, user },
+      verified: verified ?? null,
+      ttl_ms: ttlMs,
+      note,
+    };
+    const text = dumps(answer, 'the answer');
+    return json.parse(await invoke(() => this.#handle.approvalAnswer(text)));
+  }
+
+  /**
+   * Wait until the request is answered, expires, or `timeoutMs` passes — judged by the
+   * library's clock — and resolve to the record as it then stands (`status` "pending": the
+   * wait ran out; "expired": it lapsed), or null when there is no such request.
+   */
+  async waitForAnswer(id, timeoutMs) {
+    requireString('the approval id', id);
+    const timeout = optionalCount('timeoutMs', timeoutMs, 0);
+    return json.parse(await invoke(() => this.#handle.approvalWait(id, timeout)));
+  }
+
+  /**
+   * Call `hook(request)` once for each approval request this handle's proposals create (not
+   * for a re-proposal that finds its request still pending), with the request record,
+   * arguments included. It runs on the event loop, queued from the library's notification
+   * thread, never inside the proposal; what it throws (or rejects with) is logged and never
+   * fails the action. `null` removes it.
+   */
+  onApprovalRequest(hook) {
+    if (hook === null || hook === undefined) {
+      invokeSync(() => this.#handle.setApprovalHook(null));
+      return;
+    }
+    if (typeof hook !== 'function') throw new TypeError('onApprovalRequest(hook): hook must be a function or null');
+    const bridge = (text) => {
+      const report = (error) => console.error('warden: the approval hook failed; the action is not affected:', error);
+      try {
+        const outcome = hook(json.parse(text));
+        if (outcome && typeof outcome.then === 'function') outcome.then(undefined, report);
+      } catch (error) {
+        report(error);
+      }
+    };
+    invokeSync(() => this.#handle.setApprovalHook(bridge));
   }
 
   /** One approval record, or null. */
@@ -610,9 +688,14 @@ if (typeof Symbol.dispose === 'symbol') {
  * proposal is retried once; unknown leaves the refusal standing); on APPROVAL_REQUIRED with
  * `waitMs`, wait for the human's answer and present it.
  */
-async function proposeRecovering(handle, request, { reconcile, waitMs }) {
-  const propose = (req) => {
-    const text = dumps(req, `the ${req.name} request`);
+async function proposeRecovering(handle, request, { reconcile, waitMs, precondition }) {
+  const propose = async (req) => {
+    let sent = req;
+    if (precondition) {
+      const action = { name: req.name, arguments: req.arguments, principal: req.principal, resource: req.resource };
+      sent = { ...req, precondition: { state: await precondition(action) } };
+    }
+    const text = dumps(sent, `the ${req.name} request`);
     return invoke(() => handle.propose(text));
   };
   try {
@@ -628,33 +711,21 @@ async function proposeRecovering(handle, request, { reconcile, waitMs }) {
       return propose(request);
     }
     if (error instanceof ApprovalRequired && waitMs > 0 && error.requestId) {
-      const answered = await waitForAnswer(handle, error.requestId, Date.now() + waitMs);
-      if (!answered) throw error;
-      return proposeRecovering(handle, { ...request, approval_id: error.requestId }, { reconcile });
+      // The library waits, judged by its own clock; an answered request is presented (a
+      // denial then refuses as denied), one still pending or expired keeps this refusal.
+      const waited = Math.min(Math.ceil(waitMs), MAX_WAIT_MS);
+      const record = json.parse(await invoke(() => handle.approvalWait(error.requestId, waited)));
+      if (record === null || typeof record !== 'object' || record.status === 'pending' || record.status === 'expired') {
+        throw error;
+      }
+      return proposeRecovering(handle, { ...request, approval_id: error.requestId }, { reconcile, precondition });
     }
     throw error;
   }
 }
 
-/** Poll the approval until a human answers it (true), or it expires or the wait ends (false). */
-async function waitForAnswer(handle, id, deadline) {
-  let pause = 20;
-  for (;;) {
-    let record;
-    try {
-      record = json.parse(await invoke(() => handle.approvalGet(id)));
-    } catch (error) {
-      if (error instanceof NotFound) return false;
-      throw error;
-    }
-    if (record === null || typeof record !== 'object') return false;
-    if (record.status !== 'pending') return true;
-    const left = deadline - Date.now();
-    if (left <= 0 || Date.parse(record.expires_at) < Date.now()) return false;
-    await sleep(Math.min(pause, left));
-    pause = Math.min(pause * 2, 500);
-  }
-}
+/** The longest wait the library accepts in one call: a day. */
+const MAX_WAIT_MS = 86_400_000;
 
 /** Run `fn` under a permit and report exactly one outcome. */
 async function runPermitted(permit, fn) {

@@ -55,8 +55,12 @@ impl Cx<'_> {
         if let Some(member) = get("controls") {
             self.no_op_citations(member, &child_path(path, "controls"))?;
         }
+        let approval = match get("approval") {
+            None => None,
+            Some(member) => Some(self.approval_requirement(member, path, decision)?),
+        };
         let Some(when) = get("when") else {
-            return Ok(Rule { when: Vec::new(), decision });
+            return Ok(Rule { when: Vec::new(), decision, approval });
         };
         let when_path = child_path(path, "when");
         // An empty mapping is a truncated edit; the catch-all is spelled "no 'when'" (ctrlrun).
@@ -78,7 +82,7 @@ impl Cx<'_> {
         for condition in conditions {
             parsed.push(self.condition(condition, &child_path(&when_path, &condition.key))?);
         }
-        Ok(Rule { when: parsed, decision })
+        Ok(Rule { when: parsed, decision, approval })
     }
 
     pub(super) fn condition(&self, member: &Member, path: &str) -> Result<Condition, DocumentError> {

@@ -72,6 +72,10 @@ impl Cx<'_> {
                     let mut object = Map::new();
                     object.insert("decision".into(), Value::String(rule.decision.as_str().into()));
                     object.insert("when".into(), Value::Object(when));
+                    // Only when present, so every document without one keeps its hash.
+                    if let Some(approval) = &rule.approval {
+                        object.insert("approval".into(), approval.to_json());
+                    }
                     Value::Object(object)
                 })
                 .collect();
@@ -81,6 +85,9 @@ impl Cx<'_> {
             object.insert("max_attempts".into(), entry.max_attempts.map_or(Value::Null, Value::from));
             object.insert("lease".into(), entry.lease.map_or(Value::Null, Value::from));
             object.insert("description".into(), optional_string(entry.description.as_deref()));
+            if let Some(approval) = &entry.approval {
+                object.insert("approval".into(), approval.to_json());
+            }
             entries.insert(name.clone(), Value::Object(object));
         }
         let mut canonical = Map::new();

@@ -15,6 +15,7 @@
 //! resolved. Alias expansion is bounded (an alias bomb is refused), nesting is bounded, the
 //! document is at most [`MAX_DOCUMENT_BYTES`], and nothing on these paths panics on input.
 
+mod approval;
 mod authority;
 mod conditions;
 mod ctrlrun;
@@ -112,6 +113,9 @@ pub struct Document {
     /// `sources` as validated by `crate::sight::config` at load; empty when absent.
     pub sources_config: crate::sight::config::Sources,
     pub allow_insecure_http: Option<bool>,
+    /// `notify`: who is told of a new approval request (`warden/v1` only). Not part of the
+    /// policy hash: it decides nothing.
+    pub notify: Option<crate::approval::webhook::NotifyConfig>,
     /// `sha256:` + hex. ctrlrun's definition for ctrlrun documents; for `warden/v1`, over the
     /// canonical JSON of `{actions, authority, environment, mode, schema, sources}` as parsed
     /// (`version` excluded: relabelling a document does not change the policy).
@@ -133,6 +137,8 @@ pub struct ActionEntry {
     pub lease: Option<Micros>,
     /// `warden/v1` only.
     pub description: Option<String>,
+    /// `approval` beside `decision: approve` (`warden/v1` only).
+    pub approval: Option<crate::approval::Requirement>,
 }
 
 #[derive(Debug, Clone)]
@@ -140,6 +146,9 @@ pub struct Rule {
     /// Empty: the rule always matches. Conditions are in document order; all must hold.
     pub when: Vec<Condition>,
     pub decision: Decision,
+    /// `approval: {required, roles}` on an `approve` rule (`warden/v1` only); `None` is one
+    /// approver, any role.
+    pub approval: Option<crate::approval::Requirement>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -95,6 +95,10 @@ impl Cx<'_> {
         if let Some(member) = get("controls") {
             self.no_op_controls_registry(member)?;
         }
+        let notify = match get("notify") {
+            None => None,
+            Some(member) => Some(self.notify(member, allow_insecure_http)?),
+        };
 
         let mut actions = BTreeMap::new();
         let mut warnings = Vec::new();
@@ -155,6 +159,7 @@ impl Cx<'_> {
             sources,
             sources_config,
             allow_insecure_http,
+            notify,
             policy_hash,
             warnings,
         })
@@ -241,7 +246,18 @@ impl Cx<'_> {
             (None, Some(member)) => (None, self.rules(member, &child_path(path, "rules"))?),
             (None, None) => (None, Vec::new()),
         };
-        Ok(ActionEntry { decision, rules, effect, resource, max_attempts, lease, description })
+        let approval = match (get("approval"), decision) {
+            (None, _) => None,
+            (Some(member), Some(decision)) => Some(self.approval_requirement(member, path, decision)?),
+            (Some(member), None) => {
+                return Err(self.error(
+                    &child_path(path, "approval"),
+                    Some(member.line),
+                    "'approval' beside 'rules' is ambiguous; put it on the rule whose decision is approve",
+                ))
+            }
+        };
+        Ok(ActionEntry { decision, rules, effect, resource, max_attempts, lease, description, approval })
     }
 
     fn template(&self, member: Option<&Member>, path: &str, key: &str) -> Result<Option<Template>, DocumentError> {

@@ -10,11 +10,11 @@ use super::validate::Cx;
 use super::DocumentError;
 
 pub(super) const WARDEN_V1: &str = "warden/v1";
-pub(super) const WARDEN_TOP_KEYS: [&str; 8] =
-    ["actions", "allow_insecure_http", "authority", "environment", "mode", "schema", "sources", "version"];
-pub(super) const WARDEN_ENTRY_KEYS: [&str; 7] =
-    ["decision", "description", "effect", "lease", "max_attempts", "resource", "rules"];
-pub(super) const WARDEN_RULE_KEYS: [&str; 2] = ["decision", "when"];
+pub(super) const WARDEN_TOP_KEYS: [&str; 9] =
+    ["actions", "allow_insecure_http", "authority", "environment", "mode", "notify", "schema", "sources", "version"];
+pub(super) const WARDEN_ENTRY_KEYS: [&str; 8] =
+    ["approval", "decision", "description", "effect", "lease", "max_attempts", "resource", "rules"];
+pub(super) const WARDEN_RULE_KEYS: [&str; 3] = ["approval", "decision", "when"];
 
 impl Cx<'_> {
     pub(super) fn allow_insecure_http(&self, member: &Member) -> Result<bool, DocumentError> {

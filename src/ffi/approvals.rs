@@ -71,13 +71,15 @@ pub unsafe extern "C" fn warden_approval_request(
     unsafe { with_handle(h, err, work) }
 }
 
-/// Grants a pending approval request. A grant is answered once, spent once, and bound to the
-/// exact action hash the request named.
+/// Grants a pending approval request as an *asserted* approver (a name nobody verified). A
+/// grant is bound to the exact action hash the request named and spent once. For a verified
+/// approver, or an M-of-N request, use `warden_approval_answer`.
 ///
 /// - `h`: an open handle. Required.
 /// - `id`, `id_len`: the approval id (`apr_…`). Required.
-/// - `by`, `by_len`: the approver's name, one plain line; refused when it is the requesting
-///   agent or user. Required.
+/// - `by`, `by_len`: the approver, one plain line: `AGENT:USER`, or `USER` (agent `cli`).
+///   Refused when it names the requesting agent or user in any spelling (compared after
+///   Unicode NFKC case folding and trimming). Required.
 /// - `ttl_ms`: 0 keeps the request's own expiry; otherwise the grant is usable for `ttl_ms`
 ///   milliseconds from now. Negative is INVALID_INPUT.
 /// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
@@ -85,7 +87,8 @@ pub unsafe extern "C" fn warden_approval_request(
 /// - `err`: NULL, or receives the error object on failure.
 ///
 /// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (unknown, already answered,
-/// expired, or the approver is the requester); WARDEN_RESULT_NOT_FOUND;
+/// expired, the approver is the requester, or the request needs verified approvers or roles);
+/// WARDEN_RESULT_NOT_FOUND;
 /// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
 ///
 /// Thread safety: safe to call concurrently on one handle.
@@ -126,12 +129,13 @@ pub unsafe extern "C" fn warden_approval_grant(
     unsafe { with_handle(h, err, work) }
 }
 
-/// Denies a pending approval request; a proposal presenting it is then DENIED.
+/// Denies a pending approval request as an asserted approver; a proposal presenting it is then
+/// DENIED, and the same action is not asked again until the request expires.
 ///
 /// - `h`: an open handle. Required.
 /// - `id`, `id_len`: the approval id. Required.
-/// - `by`, `by_len`: the approver's name; refused when it is the requesting agent or user.
-///   Required.
+/// - `by`, `by_len`: the approver, as for `warden_approval_grant`; refused when it names the
+///   requester. Required.
 /// - `reason`, `reason_len`: a note kept on the record, one plain line. Optional (NULL, 0).
 /// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
 ///   `warden_buf_free`.
@@ -176,7 +180,11 @@ pub unsafe extern "C" fn warden_approval_deny(
     unsafe { with_handle(h, err, work) }
 }
 
-/// Reads one approval record: the record, or JSON `null` when there is none.
+/// Reads one approval record: the record, or JSON `null` when there is none. The record carries
+/// the whole action it binds (`arguments`, `resource`, `environment`, `requested_by`,
+/// `requester_identity`, `rule`, `when`, `policy_hash`), the requirement (`required`, `roles`),
+/// the `votes` so far and the `precondition` fingerprint; a row whose stored action does not hash
+/// to its `action_hash` is WARDEN_RESULT_STORE, never returned.
 ///
 /// - `h`: an open handle. Required.
 /// - `id`, `id_len`: the approval id. Required.
@@ -239,6 +247,151 @@ pub unsafe extern "C" fn warden_approvals_pending(
         let records = handle.kernel.pending_approvals()?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write_json(&Value::Array(records.iter().map(ApprovalRecord::to_json).collect())) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+const ANSWER_FIELDS: [&str; 7] = ["approval_id", "decision", "approver", "verified", "ttl_ms", "note", "action_hash"];
+
+/// Answers an approval request as one approver: a principal, verified by the host's identity
+/// provider or asserted. A grant counts toward the request's `approval: {required, roles}`
+/// (the status becomes `granted` when the count is reached); a deny by an entitled approver
+/// denies it. Each approver (compared after Unicode NFKC case folding) answers once; the
+/// requester never does. Concurrent answers are applied one at a time against the stored row,
+/// so each is counted exactly once or refused.
+///
+/// - `h`: an open handle. Required.
+/// - `answer`, `len`: UTF-8 JSON `{"approval_id": "apr_…", "decision": "grant"|"deny",
+///   "approver": {"agent": str, "user": str|null}, "verified": {"issuer": str|null, "claims":
+///   {...}}|null, "ttl_ms": int|null, "note": str|null, "action_hash": str|null}`. Required.
+///   `verified` says the host's identity provider vouched for the approver (the `roles` claim
+///   entitles it under a rule's `roles`); without it the approver is asserted and counts only
+///   where one approver with no role is required. `action_hash`: refuse unless the request
+///   binds exactly this action (the one the approver was shown). `ttl_ms` (grants): the
+///   approval stays usable that long from the moment it is granted.
+/// - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (reason `unknown`, `granted`,
+/// `denied`, `consumed`, `expired`, `approver_is_requester`, `approver_not_verified`,
+/// `approver_lacks_role`, `already_answered`, `action_not_recorded`, `mismatch`);
+/// WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+/// WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approval_answer(
+    h: *mut warden_handle,
+    answer: *const u8,
+    len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::optional(out);
+        // SAFETY: the caller's guarantee for (answer, len).
+        let value = unsafe { required_json(answer, len, "answer") }?;
+        let fields = Fields::new(&value, "answer", &ANSWER_FIELDS)?;
+        let approval_id = fields.required_string("approval_id")?;
+        let grant = match fields.required_string("decision")? {
+            "grant" => true,
+            "deny" => false,
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "answer.decision must be \"grant\" or \"deny\", got {other:?}"
+                )))
+            }
+        };
+        let principal = match fields.get("approver") {
+            None => {
+                return Err(Error::InvalidInput("answer needs \"approver\", an object {\"agent\", \"user\"}".into()))
+            }
+            Some(value) => {
+                let approver = Fields::new(value, "answer.approver", &["agent", "user"])?;
+                crate::action::Principal::new(approver.required_string("agent")?, approver.string("user")?)
+                    .map_err(|e| Error::InvalidInput(format!("answer.approver: {e}")))?
+            }
+        };
+        let approver = match fields.get("verified") {
+            None => crate::approval::Approver::asserted(principal),
+            Some(value) => {
+                let verified = Fields::new(value, "answer.verified", &["issuer", "claims"])?;
+                let claims = verified.get("claims").cloned().unwrap_or_else(|| Value::Object(Default::default()));
+                let verified = crate::approval::Verified::new(verified.string("issuer")?, &claims)
+                    .map_err(|e| Error::InvalidInput(format!("answer.verified: {e}")))?;
+                crate::approval::Approver::verified(principal, verified)
+            }
+        };
+        let ttl = fields.millis("ttl_ms")?;
+        if ttl.is_some() && !grant {
+            return Err(Error::InvalidInput("answer.ttl_ms applies only to a grant".into()));
+        }
+        let record = handle.kernel.answer(
+            approval_id,
+            &approver,
+            fields.string("note")?,
+            grant,
+            ttl,
+            fields.string("action_hash")?,
+        )?;
+        // SAFETY: `out` is NULL or writable (the caller's guarantee).
+        unsafe { out.write_json(&record.to_json()) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Waits until an approval request is answered (granted, denied, consumed), expires, or
+/// `timeout_ms` passes, and returns the record as it then stands: `"status": "pending"` means
+/// the wait ran out; a request past its expiry reads `"expired"`; JSON `null` when there is no
+/// such request. Every instant is judged by the handle's clock (the kernel's), never the
+/// host's. Requests answered in another process are seen too (the store is read again, at
+/// most every 200 ms).
+///
+/// - `h`: an open handle. Required.
+/// - `id`, `id_len`: the approval id. Required.
+/// - `timeout_ms`: how long to wait, at most 86 400 000 (a day); 0 reads once.
+/// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (a NULL `out`, a timeout over a day);
+/// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle; it blocks only the calling thread.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approval_wait(
+    h: *mut warden_handle,
+    id: *const u8,
+    id_len: usize,
+    timeout_ms: u64,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        // SAFETY: the caller's guarantee for (id, id_len).
+        let id = unsafe { required_str(id, id_len, "id") }?;
+        let timeout = i64::try_from(timeout_ms)
+            .ok()
+            .and_then(|ms| ms.checked_mul(1000))
+            .filter(|micros| *micros <= crate::kernel::MAX_WAIT)
+            .ok_or_else(|| Error::InvalidInput("timeout_ms must be at most 86400000 (a day)".into()))?;
+        let record = handle.kernel.wait_for_answer(id, timeout)?;
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe { out.write_json(&record.as_ref().map_or(Value::Null, ApprovalRecord::to_json)) };
         Ok(())
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.

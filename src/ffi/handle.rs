@@ -25,6 +25,16 @@ pub struct warden_handle {
     pub(super) credentials: RwLock<Arc<dyn CredentialProvider>>,
     /// The provider a NULL callback returns to.
     pub(super) default_credentials: Arc<dyn CredentialProvider>,
+    /// Tells the host's hook (`warden_approval_notify_set`) and the document's webhook of each
+    /// new approval request.
+    pub(super) notifier: Arc<crate::approval::notify::Notifier>,
+}
+
+impl Drop for warden_handle {
+    fn drop(&mut self) {
+        // The host may free its hook once `warden_close` returns: stop calling it first.
+        self.notifier.set_hook(None);
+    }
 }
 
 // The header promises that one handle may be used from many threads at once.
@@ -109,12 +119,18 @@ fn open(
             Arc::new(DirectoryProvider { dir: dir.into() })
         }
     };
+    let notifier = match &warden {
+        Some(warden) => Arc::clone(warden.notifier()),
+        None => crate::pipeline::notifier_for(&kernel, None),
+    };
+    notifier.set_credentials(default_credentials.clone());
     Ok(warden_handle {
         kernel,
         warden,
         latch: Arc::default(),
         credentials: RwLock::new(default_credentials.clone()),
         default_credentials,
+        notifier,
     })
 }
 
@@ -226,7 +242,8 @@ pub unsafe extern "C" fn warden_open(
 /// closed in the child).
 ///
 /// Ownership: takes the handle back; it is invalid afterwards. Permits it issued stay usable
-/// (each keeps the store open until it is freed). Closing and reopening is also how a poisoned
+/// (each keeps the store open until it is freed). The approval hook is released first: when
+/// this returns it is not running and will not be called again. Closing and reopening is also how a poisoned
 /// handle is cleared.
 ///
 /// Thread safety: no other thread may be using the handle, or use it afterwards.

@@ -25,6 +25,8 @@ pub mod permit;
 
 pub mod approvals;
 
+pub mod approval_hooks;
+
 pub mod effects;
 
 pub mod pure;

@@ -79,8 +79,19 @@ unsafe fn with_permit(
     unsafe { fallible(err, work) }
 }
 
-const REQUEST_FIELDS: [&str; 9] =
-    ["name", "arguments", "principal", "approval_id", "lease_ms", "resource", "principal_expires_at_ms", "task", "hop"];
+const REQUEST_FIELDS: [&str; 11] = [
+    "name",
+    "arguments",
+    "principal",
+    "approval_id",
+    "lease_ms",
+    "resource",
+    "principal_expires_at_ms",
+    "task",
+    "hop",
+    "identity",
+    "precondition",
+];
 
 /// Runs the full pipeline for one request under the handle's document: principal, authority,
 /// policy, attempt ceiling, approval gate, then one durable write that reserves the effect.
@@ -89,10 +100,16 @@ const REQUEST_FIELDS: [&str; 9] =
 /// - `request`, `len`: UTF-8 JSON `{"name": str, "arguments": {...}, "principal":
 ///   {"agent": str, "user": str|null}|null, "approval_id": "apr_…"|null, "lease_ms": int|null,
 ///   "resource": str|null, "principal_expires_at_ms": int|null, "task": str|null, "hop":
-///   "dlg_…"|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
+///   "dlg_…"|null, "identity": {"issuer": str|null, "claims": {...}}|null, "precondition":
+///   {"state": any}|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
 ///   `principal` is refused (DENIED, reason `no_principal`); an unknown field is INVALID_INPUT.
 ///   `task` names the unit of work (grants naming `tasks` need a matching one); `hop` is a
 ///   delegation id handed over by another agent, which then is the only grant considered.
+///   `identity`: what the host's identity provider verified about the principal, kept with an
+///   approval request. `precondition`: the state the action depends on, read just before this
+///   call; when the policy says `approve` its fingerprint is kept with a new request, and a
+///   presented approval is spent only when the fingerprint is the same (else
+///   WARDEN_RESULT_APPROVAL_MISMATCH, reason `precondition_changed`, the approval stays granted).
 /// - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 ///   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 ///   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
@@ -122,7 +139,7 @@ pub unsafe extern "C" fn warden_propose(
     err: *mut warden_buf,
 ) -> warden_result {
     // SAFETY: the caller's guarantees, forwarded; no description is asked for.
-    unsafe { propose(h, request, len, out, std::ptr::null_mut(), err) }
+    unsafe { propose(h, request, len, None, out, std::ptr::null_mut(), err) }
 }
 
 /// `warden_propose`, and in the same call the permit's description (the JSON
@@ -153,17 +170,19 @@ pub unsafe extern "C" fn warden_propose_described(
         return unsafe { fallible(err, || Err(Error::InvalidInput("info is NULL, and it is required".into()))) };
     }
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { propose(h, request, len, out, info, err) }
+    unsafe { propose(h, request, len, None, out, info, err) }
 }
 
-/// The one body of both proposal exports. `info` is NULL or valid for one write.
+/// The one body of every proposal export. `info` is NULL or valid for one write;
+/// `precondition` is the host's provider, when it passed one.
 ///
 /// # Safety
 /// As for `warden_propose_described`, with `info` allowed to be NULL.
-unsafe fn propose(
+pub(super) unsafe fn propose(
     h: *mut warden_handle,
     request: *const u8,
     len: usize,
+    precondition: Option<&super::approval_hooks::HostPrecondition>,
     out: *mut *mut warden_permit,
     info: *mut warden_buf,
     err: *mut warden_buf,
@@ -185,6 +204,8 @@ unsafe fn propose(
             lease: fields.millis("lease_ms")?,
             task: fields.string("task")?,
             hop: fields.string("hop")?,
+            identity: super::approval_hooks::identity(&fields)?,
+            precondition: super::approval_hooks::precondition(&fields, precondition)?,
         };
         let permit = handle.warden()?.submit(&action_request)?;
         let boxed = warden_permit {

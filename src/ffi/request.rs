@@ -30,7 +30,7 @@ impl<'v> Fields<'v> {
     }
 
     /// A field that is absent or `null` reads as `None`.
-    fn get(&self, field: &str) -> Option<&'v Value> {
+    pub(super) fn get(&self, field: &str) -> Option<&'v Value> {
         self.map.get(field).filter(|value| !value.is_null())
     }
 
@@ -40,6 +40,11 @@ impl<'v> Fields<'v> {
             Some(Value::String(text)) => Ok(Some(text)),
             Some(_) => Err(invalid(format!("{}.{field} must be a string, null or absent", self.what))),
         }
+    }
+
+    /// The caller's name for this object, for messages.
+    pub(super) fn what(&self) -> &'static str {
+        self.what
     }
 
     pub(super) fn required_string(&self, field: &str) -> Result<&'v str, Error> {

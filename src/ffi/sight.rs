@@ -185,7 +185,8 @@ pub unsafe extern "C" fn warden_credential_put(
 /// Registers the host's credential resolver for sights on this handle, replacing the current
 /// provider; a NULL `callback` restores the default (environment variables, or the
 /// `credentials_dir` given to `warden_open`). Queries already running keep the provider they
-/// started with.
+/// started with. The approval webhook's `secret_ref` (`notify.webhook` in the document) is
+/// resolved through the same provider.
 ///
 /// - `h`: an open handle. Required.
 /// - `callback`, `user_data`: see `warden_credential_fn`. `user_data` is passed back unchanged
@@ -214,6 +215,8 @@ pub unsafe extern "C" fn warden_sight_credentials_set(
             Some(callback) => Arc::new(HostCallback { callback, user_data }),
             None => handle.default_credentials.clone(),
         };
+        // The approval webhook's secret resolves where sight credentials do.
+        handle.notifier.set_credentials(provider.clone());
         let mut slot = handle
             .credentials
             .write()

@@ -20,6 +20,8 @@ pub(super) struct ClaimRequest<'a> {
     pub(super) max_attempts: Option<u32>,
     /// Reserve and begin in one write (a permit) rather than leave the record RESERVED.
     pub(super) begin: bool,
+    /// The precondition fingerprint taken now, compared with the presented approval's.
+    pub(super) precondition: Option<&'a str>,
 }
 
 /// What a claim decided (built once per call, so the size gap between variants costs nothing);
@@ -45,7 +47,15 @@ pub(super) fn claim_in(tx: &mut WriteTx<'_>, request: &ClaimRequest<'_>, now: Mi
     if let Some(id) = request.presented {
         // Only a required approval marks a lapsed one expired: an allow that was merely
         // handed one writes nothing about it.
-        match presented_approval(tx, &action.action_id, id, request.action_hash, now, request.approval_required)? {
+        match presented_approval(
+            tx,
+            &action.action_id,
+            id,
+            request.action_hash,
+            request.precondition,
+            now,
+            request.approval_required,
+        )? {
             Ok(record) => approval = Some(record),
             Err(refusal) if request.approval_required => return Ok(Claimed::ApprovalRefused(refusal)),
             Err(_) => {}
@@ -138,11 +148,12 @@ pub(super) fn presented_approval(
     action_id: &str,
     approval_id: &str,
     action_hash: &str,
+    precondition: Option<&str>,
     now: Micros,
     mark_expired: bool,
 ) -> Result<std::result::Result<ApprovalRecord, Error>> {
     let record = tx.approval(approval_id)?;
-    match approval::check_consumable(record.as_ref(), approval_id, action_hash, now) {
+    match approval::check_consumable(record.as_ref(), approval_id, action_hash, precondition, now) {
         Verdict::Proceed => match record {
             Some(record) => Ok(Ok(record)),
             None => Ok(Err(Error::NotFound(format!("no approval {approval_id}")))),

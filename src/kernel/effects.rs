@@ -326,6 +326,8 @@ pub(super) fn apply_claim(
         lease,
         max_attempts,
         begin: false,
+        // The integrator API takes no precondition: an approval given under one is refused.
+        precondition: None,
     };
     Ok(match claim_in(tx, &request, now)? {
         Claimed::Granted { record: Some(record), .. } => WriteReply::Effect(record),

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::store::{Durability, Now, Store, StoreOptions};
 use crate::template::Template;
 
+pub use approvals::{asserted, ApprovalListener, WeakKernel, MAX_WAIT};
 pub use ops::{DoctorReport, Ops};
 pub use permit::Permit;
 
@@ -131,6 +132,11 @@ pub struct Proposal<'a> {
     pub observe: bool,
     /// What the authority axis decided, when the document has an `authority:` section.
     pub authority: Option<authority::AuthorityStamp>,
+    /// For an `approve` decision: how many approvers with which roles, the rule's `when`, the
+    /// requester's verified identity.
+    pub ask: crate::approval::ApprovalAsk,
+    /// The precondition fingerprint taken for this call (`approval::precondition`).
+    pub precondition: Option<String>,
 }
 
 impl<'a> Proposal<'a> {
@@ -145,6 +151,8 @@ impl<'a> Proposal<'a> {
             approval_ttl: None,
             observe: false,
             authority: None,
+            ask: crate::approval::ApprovalAsk::default(),
+            precondition: None,
         }
     }
 }
@@ -162,6 +170,8 @@ struct Inner {
     environment: String,
     outcomes: Outcomes,
     limits: crate::limits::Limits,
+    /// Told of each approval request this handle creates (`approvals::set_approval_listener`).
+    approval_listener: std::sync::RwLock<Option<approvals::ApprovalListener>>,
 }
 
 /// A handle on one store. Cheap to clone; clones share the poisoned latch.
@@ -191,6 +201,7 @@ impl Kernel {
                 environment: resolve_environment(options.environment.as_deref(), None),
                 outcomes: options.outcomes,
                 limits: options.limits,
+                approval_listener: std::sync::RwLock::new(None),
             }),
         })
     }

@@ -7,13 +7,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::action::Action;
-use crate::approval::ApprovalRecord;
+use crate::approval::{ApprovalAsk, ApprovalRecord, Approver};
 use crate::authority::DelegationSource;
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{EffectRecord, EffectState, Outcome};
 use crate::error::{Error, Result};
-use crate::event::Event;
+use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
 use crate::sight::record::SnapshotRecord;
 use crate::store::{Protocol, ReadOp, ReadTx, WriteOp, WriteTx};
@@ -46,6 +46,10 @@ pub struct Proposed {
     /// What the reservation charges against the budgets up the deciding chain.
     #[serde(default)]
     pub charges: Vec<crate::authority::Charge>,
+    /// The precondition fingerprint taken for this proposal (fingerprinted into a new request,
+    /// compared with a presented one's).
+    #[serde(default)]
+    pub precondition: Option<String>,
 }
 
 /// The state a permit carries to its outcome.
@@ -75,6 +79,7 @@ pub enum Write {
         proposed: Proposed,
         approval_id: String,
         ttl: Micros,
+        ask: ApprovalAsk,
     },
     /// The permit: approval check and consume, reservation, events.
     Reserve {
@@ -92,13 +97,20 @@ pub enum Write {
         action_hash: String,
         approval_id: String,
         ttl: Micros,
+        ask: ApprovalAsk,
+        policy_hash: Option<String>,
+        policy_version: Option<String>,
     },
+    /// One approver's grant or deny, compare-and-set against the row as this transaction reads
+    /// it: concurrent answers serialize, each counted once or refused.
     Answer {
         approval_id: String,
-        approver: String,
+        approver: Approver,
         note: Option<String>,
         grant: bool,
         ttl: Option<Micros>,
+        /// Refuse unless the request binds this hash (the action the approver was shown).
+        expect_hash: Option<String>,
     },
     Finish(Box<Finish>),
     ExtendLease {
@@ -155,6 +167,12 @@ pub enum Write {
         sweep: super::authority::Sweep,
         by: Option<String>,
     },
+    /// What became of one notification of a request (`APPROVAL_NOTIFIED`/`_NOTIFY_FAILED`).
+    NotifyEvent {
+        approval_id: String,
+        kind: EventKind,
+        data: serde_json::Value,
+    },
 }
 
 /// A permit's grant, as the transaction decided it.
@@ -180,6 +198,8 @@ pub enum WriteReply {
     /// Refused by design; whatever the refusal keeps (receipt, an expired mark) is committed.
     Refused(Error),
     Approval(ApprovalRecord),
+    /// The gate created this new request (the caller notifies, then reports ApprovalRequired).
+    Requested(ApprovalRecord),
     Effect(EffectRecord),
     Snapshot(SnapshotRecord),
     Delegation(Box<crate::authority::DelegationRecord>),
@@ -196,8 +216,8 @@ impl WriteOp for Write {
             Write::Refuse { proposed, refusal } => {
                 super::propose::apply_refuse(tx, proposed, None, refusal.clone(), now)
             }
-            Write::Gate { proposed, approval_id, ttl } => {
-                super::propose::apply_gate(tx, proposed, approval_id, *ttl, now)
+            Write::Gate { proposed, approval_id, ttl, ask } => {
+                super::propose::apply_gate(tx, proposed, approval_id, *ttl, ask, now)
             }
             Write::Reserve { proposed, presented, approval_required } => {
                 super::propose::apply_reserve(tx, proposed, presented.as_deref(), *approval_required, now)
@@ -205,12 +225,8 @@ impl WriteOp for Write {
             Write::Observe { proposed, presented } => {
                 super::propose::apply_observe(tx, proposed, presented.as_deref(), now)
             }
-            Write::RequestApproval { action, action_hash, approval_id, ttl } => {
-                super::approvals::apply_request(tx, action, action_hash, approval_id, *ttl, now)
-            }
-            Write::Answer { approval_id, approver, note, grant, ttl } => {
-                super::approvals::apply_answer(tx, approval_id, approver, note.as_deref(), *grant, *ttl, now)
-            }
+            Write::RequestApproval { .. } => super::approvals::apply_request(tx, self, now),
+            Write::Answer { .. } => super::approvals::apply_answer(tx, self, now),
             Write::Finish(finish) => super::permit::apply_finish(tx, finish, now),
             Write::ExtendLease { effect_key, action_id, attempt, until } => {
                 super::permit::apply_extend(tx, effect_key, action_id, *attempt, *until, now)
@@ -250,6 +266,9 @@ impl WriteOp for Write {
                 super::authority::apply_revoke(tx, delegation_id, by.as_deref(), now)
             }
             Write::RevokeSweep { sweep, by } => super::authority::apply_sweep(tx, sweep, by.as_deref(), now),
+            Write::NotifyEvent { approval_id, kind, data } => {
+                super::approvals::apply_notify_event(tx, approval_id, *kind, data, now)
+            }
         }
     }
 
@@ -328,6 +347,9 @@ pub struct DoctorReport {
     pub orphans: Vec<String>,
 }
 
+/// One reply per read, moved once: an approval row (which keeps its whole action) is the
+/// largest variant, and boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadReply {

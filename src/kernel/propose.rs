@@ -3,7 +3,7 @@
 //! operation; the `apply_*` functions are that operation inside the store's transaction.
 
 use crate::action::{new_id, Action, IdKind};
-use crate::approval::DEFAULT_APPROVAL_TTL;
+use crate::approval::{ApprovalAsk, ApprovalStatus, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
 use crate::effect::{self, Claim, ReservationPlan, DEFAULT_LEASE};
@@ -42,6 +42,7 @@ impl Kernel {
                 max_attempts: proposal.max_attempts,
                 authority: proposal.authority.clone(),
                 charges: Vec::new(),
+                precondition: proposal.precondition.clone(),
             };
             proposed.draft.authority = proposal.authority.as_ref().map(|stamp| stamp.receipt(&[]));
             let refuse = |mut proposed: Proposed, refusal: Error| {
@@ -116,7 +117,8 @@ impl Kernel {
                 }
                 let approval_id =
                     new_id(IdKind::Approval).map_err(|e| Error::Store(format!("no randomness for an id: {e}")))?;
-                return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl });
+                let ask = proposal.ask.clone();
+                return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl, ask });
             }
             let op = Write::Reserve {
                 proposed,
@@ -128,10 +130,19 @@ impl Kernel {
         })
     }
 
-    /// Apply an operation that can only refuse (or ask for an approval).
+    /// Apply an operation that can only refuse (or ask for an approval). A new request is
+    /// told to the approval listener before ApprovalRequired is reported.
     fn finish_refusal(&self, op: Write) -> Result<Permit> {
         match self.write(op)? {
             WriteReply::Refused(refusal) => Err(refusal),
+            WriteReply::Requested(record) => {
+                self.approval_requested(&record);
+                Err(Error::ApprovalRequired {
+                    request_id: record.approval_id,
+                    expires_at: record.expires_at,
+                    action_hash: record.action_hash,
+                })
+            }
             _ => Err(unexpected("refusal")),
         }
     }
@@ -299,6 +310,7 @@ pub(super) fn apply_gate(
     proposed: &Proposed,
     approval_id: &str,
     ttl: Micros,
+    ask: &ApprovalAsk,
     now: Micros,
 ) -> Result<WriteReply> {
     let action = &proposed.action;
@@ -337,13 +349,73 @@ pub(super) fn apply_gate(
         }
     }
     proposed_events(tx, action, &proposed.action_hash, &proposed.ruling, now)?;
-    let record = super::approvals::new_request(action, &proposed.action_hash, approval_id, ttl, now);
-    super::approvals::write_request(tx, &record, &proposed.action_hash, now)?;
-    Ok(WriteReply::Refused(Error::ApprovalRequired {
-        request_id: record.approval_id,
-        expires_at: record.expires_at,
-        action_hash: proposed.action_hash.clone(),
-    }))
+    if let Some(reply) = earlier_request(tx, proposed, now)? {
+        return Ok(reply);
+    }
+    let policy = (proposed.draft.policy_hash.clone(), proposed.draft.policy_version.clone());
+    let record = super::approvals::new_request(
+        action,
+        &proposed.action_hash,
+        approval_id,
+        ttl,
+        ask,
+        &proposed.ruling.reason,
+        policy,
+        proposed.precondition.clone(),
+        now,
+    )?;
+    super::approvals::write_request(tx, &record, now)?;
+    Ok(WriteReply::Requested(record))
+}
+
+/// The latest request for this exact action, when it decides the gate: still pending (and
+/// unexpired) → that request is reported, and nobody is asked twice; denied and unexpired →
+/// the action is refused as denied until the request expires. A lapsed pending request is
+/// marked expired and a new one made.
+fn earlier_request(tx: &mut WriteTx<'_>, proposed: &Proposed, now: Micros) -> Result<Option<WriteReply>> {
+    let Some(earlier) = tx.latest_approval_for(&proposed.action_hash)? else { return Ok(None) };
+    let live = now <= earlier.expires_at;
+    match earlier.status {
+        ApprovalStatus::Pending if live => Ok(Some(WriteReply::Refused(Error::ApprovalRequired {
+            request_id: earlier.approval_id,
+            expires_at: earlier.expires_at,
+            action_hash: earlier.action_hash,
+        }))),
+        ApprovalStatus::Pending => {
+            let action_id = proposed.action.action_id.clone();
+            super::claim::mark_approval_expired(tx, earlier, &action_id, now)?;
+            Ok(None)
+        }
+        ApprovalStatus::Denied if live => {
+            let refusal = Error::Denied {
+                reason: "approval_denied".into(),
+                detail: format!(
+                    "approval {} for this exact action was denied by {}; it is not asked again until {}",
+                    earlier.approval_id,
+                    earlier.approver.as_deref().unwrap_or("an approver"),
+                    crate::clock::render(earlier.expires_at)
+                ),
+            };
+            let mut draft = proposed.draft.clone();
+            draft.started_at = now;
+            draft.finished_at = now;
+            draft.result = ReceiptResult::Denied;
+            draft.approval_id = Some(earlier.approval_id.clone());
+            draft.decision_reason = refusal.reason();
+            draft.error = Some(refusal.to_string());
+            tx.event(
+                EventKind::ACTION_DENIED,
+                now,
+                Some(&proposed.action.action_id),
+                proposed.effect_key.as_deref(),
+                Some(&earlier.approval_id),
+                serde_json::json!({"reason": refusal.reason()}),
+            )?;
+            tx.append_receipt(&draft, None)?;
+            Ok(Some(WriteReply::Refused(refusal)))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The one write transaction of a grant: approval check first, then the effect check, then
@@ -371,6 +443,7 @@ pub(super) fn apply_reserve(
         lease: proposed.lease,
         max_attempts: proposed.max_attempts,
         begin: true,
+        precondition: proposed.precondition.as_deref(),
     };
     proposed_events(tx, action, &proposed.action_hash, &proposed.ruling, now)?;
     let claimed = claim_in(tx, &request, now)?;
@@ -448,7 +521,16 @@ pub(super) fn apply_observe(
         blocked.get_or_insert_with(|| refusal.reason());
     }
     if let Some(id) = presented {
-        let refusal = presented_approval(tx, &action.action_id, id, &proposed.action_hash, now, true)?.err();
+        let refusal = presented_approval(
+            tx,
+            &action.action_id,
+            id,
+            &proposed.action_hash,
+            proposed.precondition.as_deref(),
+            now,
+            true,
+        )?
+        .err();
         if let Some(refusal) = refusal {
             if ruling.decision == Decision::Approve {
                 blocked.get_or_insert_with(|| refusal.reason());
@@ -472,6 +554,7 @@ pub(super) fn apply_observe(
         lease: proposed.lease,
         max_attempts: proposed.max_attempts,
         begin: true,
+        precondition: None,
     };
     let (attempt, lease_expires_at, holds_key, charged) = match claim_in(tx, &request, now)? {
         Claimed::Granted { attempt, lease_expires_at, record, .. } => {

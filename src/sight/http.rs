@@ -115,7 +115,7 @@ pub fn fetch(request: &FetchRequest, cancel: &CancelToken) -> Result<FetchRespon
     cancel.check()?;
     let deadline_len = Duration::from_millis(request.timeout_ms.max(1));
     let started = Instant::now();
-    let agent = build_agent(request, deadline_len)?;
+    let agent = confined_agent(request.ca_certs.as_deref(), deadline_len)?;
 
     let (answer, answered) = mpsc::sync_channel(1);
     let worker = {
@@ -273,9 +273,13 @@ fn exchange(
     Ok(FetchResponse { status, body: out, content_type })
 }
 
-fn build_agent(request: &FetchRequest, deadline: Duration) -> Result<ureq::Agent, SightError> {
+/// The agent every outbound request of Warden uses (a sight's GET, the approval webhook's
+/// POST): no proxy from the environment, no redirect followed (a 3xx comes back as a response),
+/// statuses as responses, only the headers the caller sets, one deadline, no pooled connection,
+/// the Mozilla roots plus `ca_certs` when given.
+pub(crate) fn confined_agent(ca_certs: Option<&Path>, deadline: Duration) -> Result<ureq::Agent, SightError> {
     let mut tls = TlsConfig::builder().provider(TlsProvider::Rustls);
-    if let Some(path) = &request.ca_certs {
+    if let Some(path) = ca_certs {
         tls = tls.root_certs(roots_with(path)?);
     }
     let config = ureq::Agent::config_builder()
@@ -323,6 +327,11 @@ fn roots_with(path: &Path) -> Result<RootCerts, SightError> {
 
 fn timeout_error(timeout_ms: u64) -> SightError {
     SightError::new("timeout", format!("upstream did not answer within {timeout_ms} ms"))
+}
+
+/// A transport error (connect, TLS, timeout) as a sight error code and a bounded message.
+pub(crate) fn transport_error(err: ureq::Error, timeout_ms: u64) -> SightError {
+    map_error(err, timeout_ms)
 }
 
 /// Map a ureq error to a bounded message that never carries the URL, a header or a body.

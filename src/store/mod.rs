@@ -786,6 +786,10 @@ impl Tamper<'_, '_> {
     pub fn put_effect(&mut self, record: &crate::effect::EffectRecord) -> Result<()> {
         self.tx.put_effect(record)
     }
+    /// Write an approval row with a valid checksum, whatever it holds (an edited action).
+    pub fn put_approval(&mut self, record: &crate::approval::ApprovalRecord) -> Result<()> {
+        self.tx.put_approval(record)
+    }
     pub fn set_schema_version(&mut self, version: u32) -> Result<()> {
         self.tx
             .raw_table(RawTable::Meta)

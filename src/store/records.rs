@@ -111,3 +111,76 @@ impl EffectV1 {
         }
     }
 }
+
+/// The approval row of schemas 1–3: the action's name and hash, without the action itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct ApprovalV2 {
+    pub approval_id: String,
+    pub action_hash: String,
+    pub action_name: String,
+    pub action_id: String,
+    pub requested_by: crate::action::Principal,
+    pub status: crate::approval::ApprovalStatus,
+    pub requested_at: Micros,
+    pub expires_at: Micros,
+    pub approver: Option<String>,
+    pub answered_at: Option<Micros>,
+    pub consumed_at: Option<Micros>,
+    pub consumed_by: Option<String>,
+    pub note: Option<String>,
+}
+
+impl ApprovalV2 {
+    /// Schema 4's row. The action was never kept, so it stays unknown (`action: None`): the
+    /// request can no longer be answered (nothing can show what it binds), while a grant given
+    /// before the migration is still bound by its hash and may be spent. The one answer it had
+    /// becomes its one asserted vote.
+    pub fn upgrade(self) -> crate::approval::ApprovalRecord {
+        let answered = matches!(
+            self.status,
+            crate::approval::ApprovalStatus::Granted
+                | crate::approval::ApprovalStatus::Denied
+                | crate::approval::ApprovalStatus::Consumed
+        );
+        let denied = self.status == crate::approval::ApprovalStatus::Denied;
+        let votes = match (&self.approver, self.answered_at, answered) {
+            (Some(label), Some(at), true) => vec![crate::approval::Vote {
+                approver: legacy_principal(label),
+                verified: None,
+                grant: !denied,
+                at,
+                note: self.note.clone(),
+            }],
+            _ => Vec::new(),
+        };
+        crate::approval::ApprovalRecord {
+            approval_id: self.approval_id,
+            action_hash: self.action_hash,
+            action_name: self.action_name,
+            action_id: self.action_id,
+            requested_by: self.requested_by,
+            status: self.status,
+            requested_at: self.requested_at,
+            expires_at: self.expires_at,
+            approver: self.approver,
+            answered_at: self.answered_at,
+            consumed_at: self.consumed_at,
+            consumed_by: self.consumed_by,
+            note: self.note,
+            action: None,
+            requirement: crate::approval::Requirement::default(),
+            votes,
+            precondition: None,
+        }
+    }
+}
+
+/// An approver name of schema 2 (`cli:ada`, `ops:bob`, `bob`) as a principal.
+fn legacy_principal(label: &str) -> crate::action::Principal {
+    match label.split_once(':') {
+        Some((agent, user)) if !agent.is_empty() && !user.is_empty() => {
+            crate::action::Principal { agent: agent.to_owned(), user: Some(user.to_owned()) }
+        }
+        _ => crate::action::Principal { agent: label.to_owned(), user: None },
+    }
+}

@@ -3,8 +3,8 @@
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
 
-use super::codec::{decode_legacy, encode};
-use super::records::{ChainHead, EffectV1};
+use super::codec::{decode, decode_legacy, encode};
+use super::records::{ApprovalV2, ChainHead, EffectV1};
 use super::tables::{self, name, SCHEMA_VERSION};
 use super::tx::{fault, fault_in, genesis_head};
 use crate::approval::ApprovalRecord;
@@ -35,6 +35,7 @@ fn create_missing_tables(txn: &redb::WriteTransaction) -> Result<()> {
     txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?;
     txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?;
     super::authority_rows::create_tables(txn)?;
+    txn.open_table(tables::APPROVALS_BY_ACTION).map_err(fault_in(name::APPROVALS_BY_ACTION))?;
     Ok(())
 }
 
@@ -63,7 +64,7 @@ pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> 
             "the store {} has schema version {v}, newer than this build's {SCHEMA_VERSION}; upgrade Warden to open it",
             path.display()
         ))),
-        1 | 2 => Ok(()),
+        1..=3 => Ok(()),
         v => Err(Error::Store(format!(
             "the store {} has schema version {v}, which this build does not know",
             path.display()
@@ -95,8 +96,7 @@ pub(crate) fn probe(path: &std::path::Path) -> Result<()> {
 pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     match version(db, path)? {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(1) => migrate_from_1(db),
-        Some(2) => migrate_from_2(db),
+        Some(from @ (1..=3)) => migrate_forward(db, from),
         Some(v) => check_version(v, path),
         None => {
             // A redb file without a schema row. One with no tables at all is a creation by an
@@ -114,33 +114,73 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     }
 }
 
-/// Schema 2 → 3: the authority tables (delegations, revocations, their indexes, the budget
-/// ledger and sums) are created empty; no existing row changes.
-fn migrate_from_2(db: &Database) -> Result<()> {
+/// Every step from schema `from` to this build's, in one durable write transaction: a crash
+/// leaves the old schema or the new one, never a step in between. Each step only rewrites the
+/// tables it owns, so steps added on other branches slot in by their number.
+fn migrate_forward(db: &Database, from: u32) -> Result<()> {
     let txn = db.begin_write().map_err(fault)?;
-    {
+    if from < 2 {
+        step_1_to_2(&txn)?;
+    }
+    // 2 → 3 creates the authority tables empty (create_missing_tables, in the next step too).
+    if from < 3 {
         create_missing_tables(&txn)?;
+    }
+    if from < 4 {
+        approvals_keep_the_action(&txn)?;
+    }
+    {
         let mut meta = txn.open_table(tables::META).map_err(fault_in(name::META))?;
         meta.insert(tables::META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault_in(name::META))?;
     }
     txn.commit().map_err(fault)
 }
 
-/// Schema 1 → 3: every row gains its checksum, effect rows stop carrying the executor result
-/// (the committing receipt keeps it), the receipt id and effect outcome indexes are built (all
-/// of that was 1 → 2), and the authority tables are created empty (2 → 3).
-fn migrate_from_1(db: &Database) -> Result<()> {
-    let txn = db.begin_write().map_err(fault)?;
+/// Schema 3 → 4 (from 2 on a store without delegations): approval rows take the schema-4 form
+/// (`ApprovalV2::upgrade`: the action unknown, the one answer a vote) and `approvals_by_action`
+/// indexes the latest request per action hash.
+fn approvals_keep_the_action(txn: &redb::WriteTransaction) -> Result<()> {
+    create_missing_tables(txn)?;
+    rewrite_str::<ApprovalV2, crate::approval::ApprovalRecord>(
+        txn,
+        tables::APPROVALS,
+        name::APPROVALS,
+        |table, key, bytes| decode(table, key, bytes),
+        |old| Ok(old.upgrade()),
+    )?;
+    let approvals = txn.open_table(tables::APPROVALS).map_err(fault_in(name::APPROVALS))?;
+    let mut latest: std::collections::BTreeMap<String, (crate::clock::Micros, String)> = Default::default();
+    for row in approvals.iter().map_err(fault_in(name::APPROVALS))? {
+        let (key, value) = row.map_err(fault_in(name::APPROVALS))?;
+        let record: ApprovalRecord = decode(name::APPROVALS, &key.value(), value.value())?;
+        let newer = latest.get(&record.action_hash).is_none_or(|(at, _)| *at <= record.requested_at);
+        if newer {
+            latest.insert(record.action_hash.clone(), (record.requested_at, record.approval_id.clone()));
+        }
+    }
+    let mut index = txn.open_table(tables::APPROVALS_BY_ACTION).map_err(fault_in(name::APPROVALS_BY_ACTION))?;
+    for (hash, (_, id)) in &latest {
+        let key = hash.as_str();
+        index
+            .insert(key, encode(name::APPROVALS_BY_ACTION, &key, id)?.as_slice())
+            .map_err(fault_in(name::APPROVALS_BY_ACTION))?;
+    }
+    Ok(())
+}
+
+/// Schema 1 → 2: every row gains its checksum, effect rows stop carrying the executor result
+/// (the committing receipt keeps it), and the receipt id and effect outcome indexes are built.
+fn step_1_to_2(txn: &redb::WriteTransaction) -> Result<()> {
     {
         // The snapshot index changes type: retype it before anything opens it as schema 2.
-        retype_snapshot_index(&txn)?;
-        create_missing_tables(&txn)?;
-        rewrite_str::<ApprovalRecord, ApprovalRecord>(&txn, tables::APPROVALS, name::APPROVALS, Ok)?;
-        rewrite_str::<SnapshotRecord, SnapshotRecord>(&txn, tables::SNAPSHOTS, name::SNAPSHOTS, Ok)?;
-        rewrite_u64::<Event>(&txn, tables::EVENTS, name::EVENTS)?;
-        rewrite_u64::<StoredReceipt>(&txn, tables::RECEIPTS, name::RECEIPTS)?;
-        let on_receipts = index_receipts(&txn)?;
-        rewrite_str::<EffectV1, _>(&txn, tables::EFFECTS, name::EFFECTS, |v1| {
+        retype_snapshot_index(txn)?;
+        create_missing_tables(txn)?;
+        rewrite_str::<ApprovalV2, ApprovalV2>(txn, tables::APPROVALS, name::APPROVALS, legacy, Ok)?;
+        rewrite_str::<SnapshotRecord, SnapshotRecord>(txn, tables::SNAPSHOTS, name::SNAPSHOTS, legacy, Ok)?;
+        rewrite_u64::<Event>(txn, tables::EVENTS, name::EVENTS)?;
+        rewrite_u64::<StoredReceipt>(txn, tables::RECEIPTS, name::RECEIPTS)?;
+        let on_receipts = index_receipts(txn)?;
+        rewrite_str::<EffectV1, _>(txn, tables::EFFECTS, name::EFFECTS, legacy, |v1| {
             let kept = on_receipts.contains(&v1.effect_key);
             Ok(v1.upgrade(kept))
         })?;
@@ -167,9 +207,13 @@ fn migrate_from_1(db: &Database) -> Result<()> {
             )
             .map_err(fault_in(name::META))?;
         }
-        meta.insert(tables::META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault_in(name::META))?;
     }
-    txn.commit().map_err(fault)
+    Ok(())
+}
+
+/// A schema-1 row (layout 1, no checksum).
+fn legacy<T: serde::de::DeserializeOwned>(table: &str, key: &&str, bytes: &[u8]) -> Result<T> {
+    decode_legacy(table, key, bytes)
 }
 
 const CHUNK: usize = 1024;
@@ -178,6 +222,7 @@ fn rewrite_str<Old: serde::de::DeserializeOwned, New: serde::Serialize>(
     txn: &redb::WriteTransaction,
     definition: TableDefinition<&str, &[u8]>,
     table_name: &'static str,
+    read: impl Fn(&str, &&str, &[u8]) -> Result<Old>,
     convert: impl Fn(Old) -> Result<New>,
 ) -> Result<()> {
     let mut table = txn.open_table(definition).map_err(fault_in(table_name))?;
@@ -194,7 +239,7 @@ fn rewrite_str<Old: serde::de::DeserializeOwned, New: serde::Serialize>(
             for row in range.take(CHUNK) {
                 let (key, value) = row.map_err(fault_in(table_name))?;
                 let key = key.value().to_owned();
-                let old: Old = decode_legacy(table_name, &key.as_str(), value.value())?;
+                let old: Old = read(table_name, &key.as_str(), value.value())?;
                 let new = encode(table_name, &key.as_str(), &convert(old)?)?;
                 chunk.push((key, new));
             }

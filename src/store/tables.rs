@@ -4,7 +4,10 @@ use redb::TableDefinition;
 
 /// The store layout this build reads and writes. Opening a newer one is refused; an older one
 /// is migrated forward in one transaction.
-pub const SCHEMA_VERSION: u32 = 3;
+///
+/// 2: every row checksummed. 3: delegations, revocations, their indexes, the budget ledger and sums.
+/// 4: approval rows keep the whole action, votes and requirement; `approvals_by_action`.
+pub const SCHEMA_VERSION: u32 = 4;
 
 pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub(super) const EFFECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("effects");
@@ -44,6 +47,9 @@ pub(super) const BUDGET_LEDGER: TableDefinition<(&str, &str, u64), &[u8]> = Tabl
 pub(super) const BUDGET_SUMS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("budget_sums");
 /// (effect key, attempt) → the ledger rows its reservation wrote: what FAILED releases.
 pub(super) const BUDGET_BY_EFFECT: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("budget_by_effect");
+/// action hash → the id of the latest approval request for it: a re-proposal finds the pending
+/// (or denied) request instead of asking again.
+pub(super) const APPROVALS_BY_ACTION: TableDefinition<&str, &[u8]> = TableDefinition::new("approvals_by_action");
 
 pub(super) const META_SCHEMA: &str = "schema_version";
 pub(super) const META_HEAD: &str = "chain_head";
@@ -68,6 +74,7 @@ pub(super) mod name {
     pub const BUDGET_LEDGER: &str = "budget_ledger";
     pub const BUDGET_SUMS: &str = "budget_sums";
     pub const BUDGET_BY_EFFECT: &str = "budget_by_effect";
+    pub const APPROVALS_BY_ACTION: &str = "approvals_by_action";
 }
 
 /// Schema 1's snapshot index, whose value was the bare id (read by the migration only).

@@ -47,6 +47,7 @@ pub struct WriteTx<'t> {
     effect_receipts: redb::Table<'t, &'static str, &'static [u8]>,
     /// Delegations, revocations, their indexes and the budget tables (`authority_rows`).
     pub(super) authority: super::authority_rows::AuthorityTables<'t>,
+    approvals_by_action: redb::Table<'t, &'static str, &'static [u8]>,
     /// The last event id, read once per transaction.
     last_event_id: Option<u64>,
     /// The table being touched, named when redb panics on a damaged page.
@@ -66,6 +67,9 @@ impl<'t> WriteTx<'t> {
             receipt_ids: txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?,
             effect_receipts: txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?,
             authority: super::authority_rows::AuthorityTables::open(txn)?,
+            approvals_by_action: txn
+                .open_table(tables::APPROVALS_BY_ACTION)
+                .map_err(fault_in(name::APPROVALS_BY_ACTION))?,
             last_event_id: None,
             touching: Cell::new(""),
         })
@@ -108,9 +112,38 @@ impl<'t> WriteTx<'t> {
         Ok(())
     }
 
+    /// The approval row, integrity-checked and its stored action checked against its hash.
     pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
         self.touch(name::APPROVALS);
-        read_row(&self.approvals, name::APPROVALS, approval_id)
+        read_row(&self.approvals, name::APPROVALS, approval_id)?.map(|r| bound(r, approval_id)).transpose()
+    }
+
+    /// The latest approval request made for this action hash, if any.
+    pub fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>> {
+        self.touch(name::APPROVALS_BY_ACTION);
+        let id: Option<String> = read_row(&self.approvals_by_action, name::APPROVALS_BY_ACTION, action_hash)?;
+        let Some(id) = id else { return Ok(None) };
+        match self.approval(&id)? {
+            Some(record) if record.action_hash == action_hash => Ok(Some(record)),
+            Some(_) => Err(damaged(
+                name::APPROVALS_BY_ACTION,
+                &action_hash,
+                &format!("points at approval {id}, which binds another action"),
+            )),
+            None => Err(damaged(
+                name::APPROVALS_BY_ACTION,
+                &action_hash,
+                &format!("points at approval {id}, which is missing"),
+            )),
+        }
+    }
+
+    /// Make `approval_id` the latest request for `action_hash`.
+    pub fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()> {
+        self.touch(name::APPROVALS_BY_ACTION);
+        let row = encode(name::APPROVALS_BY_ACTION, &action_hash, &approval_id.to_owned())?;
+        self.approvals_by_action.insert(action_hash, row.as_slice()).map_err(fault_in(name::APPROVALS_BY_ACTION))?;
+        Ok(())
     }
 
     pub fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()> {
@@ -304,6 +337,15 @@ fn read_row<K: RowKey, T: serde::de::DeserializeOwned>(
     key.get(table, table_name)
 }
 
+/// An approval row whose stored action no longer hashes to its `action_hash` is damage: it
+/// is never shown as approvable and never decided from.
+fn bound(record: ApprovalRecord, key: &str) -> Result<ApprovalRecord> {
+    match record.check_binding() {
+        Ok(()) => Ok(record),
+        Err(problem) => Err(damaged(name::APPROVALS, &key, &problem)),
+    }
+}
+
 fn read_effect(table: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<Option<StoredEffect>> {
     let found = table.get(key).map_err(fault_in(name::EFFECTS))?;
     found.map(|bytes| decode(name::EFFECTS, &key, bytes.value())).transpose()
@@ -431,7 +473,7 @@ impl ReadTx {
 
     pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
         let Some(table) = open_read!(self.txn, tables::APPROVALS, name::APPROVALS) else { return Ok(None) };
-        read_row(&table, name::APPROVALS, approval_id)
+        read_row(&table, name::APPROVALS, approval_id)?.map(|r| bound(r, approval_id)).transpose()
     }
 
     /// Approvals still pending (unanswered and unexpired at `now`), oldest first.
@@ -441,6 +483,7 @@ impl ReadTx {
         for row in table.iter().map_err(fault_in(name::APPROVALS))? {
             let (key, value) = row.map_err(fault_in(name::APPROVALS))?;
             let record: ApprovalRecord = decode(name::APPROVALS, &key.value(), value.value())?;
+            let record = bound(record, key.value())?;
             if record.status == ApprovalStatus::Pending && now <= record.expires_at {
                 out.push(record);
             }
@@ -571,14 +614,19 @@ impl ReadTx {
     pub fn check_all(&self) -> Result<Vec<(&'static str, u64, Vec<String>)>> {
         let mut report = Vec::new();
         macro_rules! check_str_table {
-            ($def:expr, $name:expr, $ty:ty) => {{
+            ($def:expr, $name:expr, $ty:ty) => {
+                check_str_table!($def, $name, $ty, |row: $ty, _key: &str| Ok::<$ty, Error>(row))
+            };
+            ($def:expr, $name:expr, $ty:ty, $check:expr) => {{
                 let mut problems = Vec::new();
                 let mut rows = 0u64;
                 if let Some(table) = open_read!(self.txn, $def, $name) {
                     for row in table.iter().map_err(fault_in($name))? {
                         let (key, value) = row.map_err(fault_in($name))?;
                         rows += 1;
-                        if let Err(error) = decode::<$ty>($name, &key.value(), value.value()) {
+                        if let Err(error) =
+                            decode::<$ty>($name, &key.value(), value.value()).and_then(|r| $check(r, key.value()))
+                        {
                             problems.push(error.to_string());
                         }
                     }
@@ -587,7 +635,8 @@ impl ReadTx {
             }};
         }
         check_str_table!(tables::EFFECTS, name::EFFECTS, StoredEffect);
-        check_str_table!(tables::APPROVALS, name::APPROVALS, ApprovalRecord);
+        check_str_table!(tables::APPROVALS, name::APPROVALS, ApprovalRecord, |r: ApprovalRecord, k: &str| bound(r, k));
+        check_str_table!(tables::APPROVALS_BY_ACTION, name::APPROVALS_BY_ACTION, String);
         check_str_table!(tables::SNAPSHOTS, name::SNAPSHOTS, SnapshotRecord);
         check_str_table!(tables::RECEIPT_IDS, name::RECEIPT_IDS, u64);
         check_str_table!(tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS, u64);

@@ -45,7 +45,7 @@ def main() -> int:
                 raise SystemExit("an agent never reached the start line")
             time.sleep(0.005)
         open(os.path.join(work, "go"), "w").close()
-        approve = subprocess.run([cli, "--store", store, "approve", request_id, "--by", "ops:cli"],
+        approve = subprocess.run([cli, "--store", store, "approve", request_id, "--by", "ops:cli", "--yes"],
                                  capture_output=True, text=True)
         outputs = [a.communicate(timeout=300)[0].strip() for a in agents]
         codes = [a.returncode for a in agents]

@@ -62,6 +62,29 @@ pub type WardenCredentialFn = Option<
     ) -> i32,
 >;
 
+/// `warden_approval_fn`: called on the library's notification thread with one new request.
+pub type WardenApprovalFn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, request: *const u8, request_len: usize) -> i32>;
+
+/// `warden_precondition_sink`: opaque; valid only during the callback call that received it.
+#[allow(dead_code)] // declared for the header's sake: Node sends the state in the request
+#[repr(C)]
+pub struct WardenPreconditionSink {
+    _opaque: [u8; 0],
+}
+
+/// `warden_precondition_fn`: called on the proposing thread (this addon sends the state in the
+/// request instead, so it declares the type without registering one).
+#[allow(dead_code)]
+pub type WardenPreconditionFn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        action: *const u8,
+        action_len: usize,
+        sink: *mut WardenPreconditionSink,
+    ) -> i32,
+>;
+
 extern "C" {
     pub fn warden_abi_version() -> u32;
     pub fn warden_result_name(code: WardenResult) -> *const c_char;
@@ -160,6 +183,40 @@ extern "C" {
         out: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_approval_answer(
+        handle: *mut WardenHandle,
+        answer: *const u8,
+        len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_approval_wait(
+        handle: *mut WardenHandle,
+        id: *const u8,
+        id_len: usize,
+        timeout_ms: u64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_approval_notify_set(
+        handle: *const WardenHandle,
+        callback: WardenApprovalFn,
+        user_data: *mut c_void,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    #[allow(dead_code)] // Node sends the precondition state in the request instead
+    pub fn warden_propose_checked(
+        handle: *mut WardenHandle,
+        request: *const u8,
+        len: usize,
+        precondition: WardenPreconditionFn,
+        user_data: *mut c_void,
+        out: *mut *mut WardenPermit,
+        info: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    #[allow(dead_code)]
+    pub fn warden_precondition_put(sink: *mut WardenPreconditionSink, state: *const u8, len: usize) -> WardenResult;
 
     pub fn warden_delegate(
         handle: *mut WardenHandle,

@@ -25,6 +25,9 @@ pub struct HandlePtr {
     /// addresses as `user_data` and a running query may still call a replaced one, so they
     /// stay allocated (released, answering "no value") until `warden_close`.
     pub providers: Mutex<Vec<Arc<Provider>>>,
+    /// The JavaScript approval hook registered on this handle (`notify.rs`), alive until
+    /// `warden_close`, which stops libwarden calling it first.
+    pub hooks: Mutex<Vec<Arc<crate::notify::Hook>>>,
 }
 
 // SAFETY: the C ABI documents a warden_handle as usable from many threads at the same time.
@@ -73,7 +76,8 @@ impl Handle {
                 Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_open returned OK and no handle").into()
             );
         }
-        Ok(Handle { slot: Mutex::new(Some(Arc::new(HandlePtr { raw: out, providers: Mutex::new(Vec::new()) }))) })
+        let ptr = HandlePtr { raw: out, providers: Mutex::new(Vec::new()), hooks: Mutex::new(Vec::new()) };
+        Ok(Handle { slot: Mutex::new(Some(Arc::new(ptr))) })
     }
 
     /// Idempotent. Queued work and live permits keep the store open until they finish; the
@@ -83,6 +87,7 @@ impl Handle {
         let taken = self.slot.lock().map(|mut slot| slot.take()).unwrap_or(None);
         if let Some(handle) = &taken {
             sight::release_providers(handle);
+            crate::notify::release_hooks(handle);
         }
         drop(taken);
     }
@@ -111,6 +116,26 @@ impl Handle {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn approval_deny(&self, id: String, by: String, reason: Option<String>) -> napi::Result<AsyncTask<HandleCall>> {
         self.call(Op::ApprovalDeny { id, by, reason })
+    }
+
+    /// One approver's answer (`warden_approval_answer`): the answer JSON.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn approval_answer(&self, answer: String) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ApprovalAnswer { answer })
+    }
+
+    /// Wait in the library, by its clock, for the request to be answered or to expire.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn approval_wait(&self, id: String, timeout_ms: i64) -> napi::Result<AsyncTask<HandleCall>> {
+        self.call(Op::ApprovalWait { id, timeout_ms })
+    }
+
+    /// Register the JavaScript hook wrapper `(requestJson) => void`, or remove it with null.
+    #[napi]
+    pub fn set_approval_hook(&self, hook: Option<crate::notify::HookFunction<'_>>) -> napi::Result<()> {
+        let handle = self.live()?;
+        let hook = hook.as_ref().map(crate::notify::Hook::new).transpose()?;
+        Ok(crate::notify::set_hook(&handle, hook)?)
     }
 
     #[napi(ts_return_type = "Promise<string>")]
@@ -256,6 +281,8 @@ pub enum Op {
     ApprovalDeny { id: String, by: String, reason: Option<String> },
     ApprovalGet { id: String },
     ApprovalsPending,
+    ApprovalAnswer { answer: String },
+    ApprovalWait { id: String, timeout_ms: i64 },
     EffectResolve { key: String, to: String, by: String },
     EffectGet { key: String },
     EffectsList { state: Option<String>, limit: i64 },
@@ -295,6 +322,15 @@ impl Op {
                 unsafe { ffi::warden_approval_get(h, i, il, &mut out, &mut err) }
             }
             Op::ApprovalsPending => unsafe { ffi::warden_approvals_pending(h, &mut out, &mut err) },
+            Op::ApprovalAnswer { answer } => {
+                let (a, al) = bytes(answer);
+                unsafe { ffi::warden_approval_answer(h, a, al, &mut out, &mut err) }
+            }
+            Op::ApprovalWait { id, timeout_ms } => {
+                let (i, il) = bytes(id);
+                let timeout_ms = unsigned("timeoutMs", *timeout_ms)?;
+                unsafe { ffi::warden_approval_wait(h, i, il, timeout_ms, &mut out, &mut err) }
+            }
             Op::EffectResolve { key, to, by } => {
                 let ((k, kl), (t, tl), (b, bl)) = (bytes(key), bytes(to), bytes(by));
                 unsafe { ffi::warden_effect_resolve(h, k, kl, t, tl, b, bl, &mut out, &mut err) }

@@ -8,6 +8,7 @@
 mod call;
 mod ffi;
 mod handle;
+mod notify;
 mod permit;
 mod sight;
 

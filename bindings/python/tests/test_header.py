@@ -68,7 +68,7 @@ def c_kind(c_type: str) -> Any:
         return "opaque pointer"
     if bare == "warden_buf":
         return "warden_buf by value"
-    if bare == "warden_credential_fn":
+    if bare in ("warden_credential_fn", "warden_approval_fn", "warden_precondition_fn"):
         return "function pointer"
     if bare in _C_INTEGERS:
         return ("integer",) + _C_INTEGERS[bare]
@@ -142,9 +142,16 @@ def header_typedef_function(name: str) -> tuple[str, list[str]]:
     return " ".join(match.group(1).split()), types
 
 
-def test_the_credential_callback_type_matches_the_typedef() -> None:
-    returns, params = header_typedef_function("warden_credential_fn")
-    fn_type = _ffi.CREDENTIAL_FN
+@pytest.mark.parametrize(
+    ("typedef", "fn_type"),
+    [
+        ("warden_credential_fn", _ffi.CREDENTIAL_FN),
+        ("warden_approval_fn", _ffi.APPROVAL_FN),
+        ("warden_precondition_fn", _ffi.PRECONDITION_FN),
+    ],
+)
+def test_the_callback_types_match_their_typedefs(typedef: str, fn_type: Any) -> None:
+    returns, params = header_typedef_function(typedef)
     assert ctypes_kind(fn_type._restype_) == c_kind(returns)
     assert len(fn_type._argtypes_) == len(params)
     for index, (declared, c_type) in enumerate(zip(fn_type._argtypes_, params)):

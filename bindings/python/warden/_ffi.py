@@ -44,7 +44,9 @@ from ._errors import RESULT_CODES, AbiMismatch, WardenError, error_from_result
 
 __all__ = [
     "ABI_VERSION",
+    "APPROVAL_FN",
     "CREDENTIAL_FN",
+    "PRECONDITION_FN",
     "SIGNATURES",
     "TEST_ONLY_SIGNATURES",
     "Library",
@@ -80,6 +82,16 @@ _sink = c_void_p  # warden_credential_sink *
 #: `ctypes.string_at(reference, reference_len)`: it is not NUL-terminated.
 CREDENTIAL_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t, _sink)
 
+#: `warden_approval_fn`: int32_t (*)(void *user_data, const uint8_t *request, size_t
+#: request_len). Called on the library's notification thread with one new request's JSON.
+APPROVAL_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t)
+
+_precondition_sink = c_void_p  # warden_precondition_sink *
+
+#: `warden_precondition_fn`: int32_t (*)(void *user_data, const uint8_t *action, size_t
+#: action_len, warden_precondition_sink *sink). Called on the proposing thread.
+PRECONDITION_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t, _precondition_sink)
+
 Signature = tuple[Any, tuple[Any, ...]]
 
 #: name -> (restype, argtypes) for every public function in docs/ABI.md.
@@ -112,6 +124,14 @@ SIGNATURES: dict[str, Signature] = {
     "warden_revoke": (_result, (_handle, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_revoke_sweep": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     "warden_delegations": (_result, (_handle, _bytes, _len, c_uint32, _buf_p, _buf_p)),
+    "warden_approval_answer": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
+    "warden_approval_wait": (_result, (_handle, _bytes, _len, c_uint64, _buf_p, _buf_p)),
+    "warden_approval_notify_set": (_result, (_handle, APPROVAL_FN, c_void_p, _buf_p)),
+    "warden_propose_checked": (
+        _result,
+        (_handle, _bytes, _len, PRECONDITION_FN, c_void_p, _out_handle, _buf_p, _buf_p),
+    ),
+    "warden_precondition_put": (_result, (_precondition_sink, _bytes, _len)),
     # effects, receipts, events
     "warden_effect_resolve": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_effect_get": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),

@@ -9,6 +9,7 @@ worker thread (`asyncio.to_thread`), never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import ctypes
 import functools
 import inspect
@@ -17,10 +18,9 @@ import logging
 import math
 import os
 import threading
-import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any, ParamSpec, TypeVar, Union, cast
 
 from . import _ffi
@@ -393,35 +393,69 @@ def _invocation(signature: inspect.Signature, arguments: dict[str, Any]) -> tupl
     return [arguments[key] for key in positional], keywords
 
 
-class _AnswerWait:
-    """When to ask again about a pending approval, and when to stop asking."""
-
-    def __init__(self, wait: float) -> None:
-        self.deadline = time.monotonic() + wait
-        self.delay = 0.02
-
-    def next_delay(self, record: Any) -> float | bool:
-        """True: answered (re-propose); False: give up; a float: sleep that long, then ask."""
-        if not isinstance(record, dict):
-            return False
-        if record.get("status") != "pending":
-            return True
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0 or _has_expired(record.get("expires_at")):
-            return False
-        delay = min(self.delay, remaining)
-        self.delay = min(self.delay * 2, 0.5)
-        return delay
+#: A precondition provider: the action (name, arguments, principal, resource, environment) in,
+#: the state it depends on (any JSON value) out; may be async for an async protected function.
+PreconditionProvider = Callable[[dict[str, Any]], Any]
+#: A hook told of each new approval request (the request record, arguments included).
+ApprovalHook = Callable[[dict[str, Any]], Any]
 
 
-def _has_expired(expires_at: Any) -> bool:
-    if not isinstance(expires_at, str):
-        return False
-    try:
-        moment = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return datetime.now(timezone.utc) > moment
+def _precondition_callback(
+    lib: _ffi.Library, provider: PreconditionProvider, loop: asyncio.AbstractEventLoop | None, failures: list[BaseException]
+) -> Any:
+    """A `warden_precondition_fn` asking `provider` (on the proposing thread; an async
+    provider runs on `loop`). Its exception is kept in `failures` and re-raised by the caller."""
+
+    def callback(user_data: int | None, action: int | None, action_len: int, sink: int | None) -> int:
+        try:
+            described = json.loads(ctypes.string_at(action, action_len)) if action else {}
+            state = provider(described)
+            if inspect.isawaitable(state):
+                if loop is None:
+                    raise InvalidInput("an async precondition provider needs an async protected function")
+                state = asyncio.run_coroutine_threadsafe(_awaited(state), loop).result()
+            payload = _dumps(state, "the precondition state")
+            return 0 if lib.fn("warden_precondition_put")(sink, payload, len(payload)) == 0 else 1
+        except BaseException as exc:  # noqa: BLE001 - nothing may unwind into C
+            failures.append(exc)
+            return 1
+
+    return _ffi.PRECONDITION_FN(callback)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+def _approval_hook_callback(hook: ApprovalHook) -> Any:
+    """A `warden_approval_fn` calling `hook(request)`; an exception is logged and reported to
+    the library as a failed notification, never raised into the action."""
+
+    def callback(user_data: int | None, request: int | None, request_len: int) -> int:
+        try:
+            record = json.loads(ctypes.string_at(request, request_len)) if request else {}
+            outcome = hook(record)
+            if inspect.isawaitable(outcome):
+                asyncio.run(_awaited(outcome))
+            return 0
+        except BaseException:  # noqa: BLE001 - nothing may unwind into C
+            _LOG.exception("warden: the approval hook raised; the action is not affected")
+            return 1
+
+    return _ffi.APPROVAL_FN(callback)
+
+
+_HOOKED: "weakref.WeakSet[Warden]" = weakref.WeakSet()
+
+
+@atexit.register
+def _unhook_at_exit() -> None:
+    """No notification thread may call into an interpreter that is shutting down."""
+    for w in list(_HOOKED):
+        try:
+            w.on_approval_request(None)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
 
 
 def _swallow_result(job: asyncio.Future[Any]) -> None:
@@ -652,6 +686,7 @@ class Warden:
         self._sight_lock = threading.Lock()
         self._queries = 0
         self._callbacks: list[Any] = []
+        self._approval_hook: Any = None
         self._lib = _ffi.library()
         open_options: dict[str, Any] = {}
         if environment is not None:
@@ -756,11 +791,28 @@ class Warden:
             f"the arguments of {name}",
         )
 
-    def _propose(self, request: bytes) -> Permit:
+    def _propose(
+        self,
+        request: bytes,
+        precondition: PreconditionProvider | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Permit:
         with self._using() as handle:
-            pointer, described = self._lib.call_handle_described(
-                "warden_propose_described", handle, *_ffi.arg(request)
-            )
+            if precondition is None:
+                pointer, described = self._lib.call_handle_described(
+                    "warden_propose_described", handle, *_ffi.arg(request)
+                )
+            else:
+                failures: list[BaseException] = []
+                callback = _precondition_callback(self._lib, precondition, loop, failures)
+                try:
+                    pointer, described = self._lib.call_handle_described(
+                        "warden_propose_checked", handle, *_ffi.arg(request), callback, None
+                    )
+                except InvalidInput:
+                    if failures:
+                        raise failures[0] from None
+                    raise
         try:
             info = _loads(described)
             if not isinstance(info, dict):
@@ -799,10 +851,14 @@ class Warden:
         return self._propose(self._request(name, dict(arguments or {}), lease_ms, current_approval()))
 
     def _propose_reconciling(
-        self, request: bytes, name: str, reconcile: ReconcileHook | None
+        self,
+        request: bytes,
+        name: str,
+        reconcile: ReconcileHook | None,
+        precondition: PreconditionProvider | None = None,
     ) -> Permit:
         try:
-            return self._propose(request)
+            return self._propose(request) if precondition is None else self._propose(request, precondition)
         except Ambiguous as refusal:
             if reconcile is None or refusal.effect_key is None:
                 raise
@@ -812,7 +868,7 @@ class Warden:
             self._reconcile(refusal.effect_key, name, answer)
             if answer == "unknown":
                 raise
-        return self._propose(request)
+        return self._propose(request) if precondition is None else self._propose(request, precondition)
 
     def _acquire(
         self,
@@ -821,42 +877,46 @@ class Warden:
         lease_ms: int | None,
         reconcile: ReconcileHook | None,
         wait: float | None,
+        precondition: PreconditionProvider | None = None,
     ) -> Permit:
         request = self._request(name, arguments, lease_ms, current_approval())
         try:
-            return self._propose_reconciling(request, name, reconcile)
+            return self._propose_reconciling(request, name, reconcile, precondition)
         except ApprovalRequired as pending:
             if wait is None or not pending.request_id:
                 raise
             if not self._wait_for_answer(pending.request_id, wait):
                 raise
             presented = self._request(name, arguments, lease_ms, pending.request_id)
-        return self._propose_reconciling(presented, name, reconcile)
+        return self._propose_reconciling(presented, name, reconcile, precondition)
 
     def _wait_for_answer(self, request_id: str, wait: float) -> bool:
-        waiting = _AnswerWait(wait)
-        while True:
-            try:
-                record = self.approval(request_id)
-            except NotFound:
-                return False
-            step = waiting.next_delay(record)
-            if isinstance(step, bool):
-                return step
-            time.sleep(step)
+        """Wait in the library (by the kernel's clock) for a human to answer; True when the
+        request was answered (present it: granted permits, denied refuses as denied)."""
+        record = self.wait_for_answer(request_id, wait)
+        return isinstance(record, dict) and record.get("status") not in ("pending", "expired")
 
     # async twins: every C call in a worker thread, every wait an asyncio.sleep
 
-    def _propose_handing_over(self, request: bytes, handoff: _Handoff) -> None:
+    def _propose_handing_over(
+        self,
+        request: bytes,
+        handoff: _Handoff,
+        precondition: PreconditionProvider | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         """In the worker thread: propose, then hand the permit over, or record it as not
         executed right here when its caller already left (the loop may be gone by now)."""
-        permit = self._propose(request)
+        permit = self._propose(request, precondition, loop)
         if not handoff.deliver(permit):
             _finish_unused(permit)
 
-    async def _propose_async(self, request: bytes) -> Permit:
+    async def _propose_async(self, request: bytes, precondition: PreconditionProvider | None = None) -> Permit:
         handoff = _Handoff()
-        job = asyncio.ensure_future(asyncio.to_thread(self._propose_handing_over, request, handoff))
+        loop = asyncio.get_running_loop() if precondition is not None else None
+        job = asyncio.ensure_future(
+            asyncio.to_thread(self._propose_handing_over, request, handoff, precondition, loop)
+        )
         try:
             await asyncio.shield(job)
         except BaseException as exc:
@@ -875,10 +935,14 @@ class Warden:
         return handoff.take()
 
     async def _propose_reconciling_async(
-        self, request: bytes, name: str, reconcile: ReconcileHook | None
+        self,
+        request: bytes,
+        name: str,
+        reconcile: ReconcileHook | None,
+        precondition: PreconditionProvider | None = None,
     ) -> Permit:
         try:
-            return await self._propose_async(request)
+            return await self._propose_async(request, precondition)
         except Ambiguous as refusal:
             if reconcile is None or refusal.effect_key is None:
                 raise
@@ -892,7 +956,7 @@ class Warden:
             await asyncio.to_thread(self._reconcile, key, name, answer)
             if answer == "unknown":
                 raise
-        return await self._propose_async(request)
+        return await self._propose_async(request, precondition)
 
     async def _acquire_async(
         self,
@@ -901,29 +965,18 @@ class Warden:
         lease_ms: int | None,
         reconcile: ReconcileHook | None,
         wait: float | None,
+        precondition: PreconditionProvider | None = None,
     ) -> Permit:
         request = self._request(name, arguments, lease_ms, current_approval())
         try:
-            return await self._propose_reconciling_async(request, name, reconcile)
+            return await self._propose_reconciling_async(request, name, reconcile, precondition)
         except ApprovalRequired as pending:
             if wait is None or not pending.request_id:
                 raise
-            if not await self._wait_for_answer_async(pending.request_id, wait):
+            if not await asyncio.to_thread(self._wait_for_answer, pending.request_id, wait):
                 raise
             presented = self._request(name, arguments, lease_ms, pending.request_id)
-        return await self._propose_reconciling_async(presented, name, reconcile)
-
-    async def _wait_for_answer_async(self, request_id: str, wait: float) -> bool:
-        waiting = _AnswerWait(wait)
-        while True:
-            try:
-                record = await asyncio.to_thread(self.approval, request_id)
-            except NotFound:
-                return False
-            step = waiting.next_delay(record)
-            if isinstance(step, bool):
-                return step
-            await asyncio.sleep(step)
+        return await self._propose_reconciling_async(presented, name, reconcile, precondition)
 
     @staticmethod
     async def _finish_async(permit: Permit, function: str, payload: bytes, quiet: bool) -> None:
@@ -940,6 +993,7 @@ class Warden:
         reconcile: ReconcileHook | None = None,
         lease: float | None = None,
         wait: float | None = None,
+        precondition: PreconditionProvider | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Make every call of the decorated function one proposed, decided, recorded action.
 
@@ -953,7 +1007,15 @@ class Warden:
         `reconcile(effect_key)`: asked once when the effect is AMBIGUOUS; "committed" or
         "not_executed" resolves it and the proposal is retried once, "unknown" leaves it.
         `lease`: seconds this attempt holds the effect (overrides the document's).
-        `wait`: seconds to wait for a human to answer an approval request, then present it.
+        `wait`: seconds to wait for a human to answer an approval request, then present it
+        (the library waits, judged by the kernel's clock).
+        `precondition(action) -> state`: asked only when an approval is involved — when the
+        request is made and again just before a granted approval is spent; a different state
+        refuses with `ApprovalMismatch` (reason `precondition_changed`) and the approval stays
+        granted. `action` is `{"name", "arguments", "principal", "resource", "environment"}`;
+        the state is any JSON value (no floats). It runs on the thread that proposes (a worker
+        thread for an async function, where an async provider is awaited on the loop); its
+        exception is raised to the caller and nothing is requested or spent.
         """
         if not isinstance(name, str) or not name:
             raise InvalidInput("protect(name) needs a non-empty action name")
@@ -964,13 +1026,17 @@ class Warden:
             isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0
         ):
             raise InvalidInput(f"protect({name!r}, wait=...) must be a number of seconds >= 0")
+        if precondition is not None and not callable(precondition):
+            raise InvalidInput(f"protect({name!r}, precondition=...) must be callable")
 
         def decorator(fn: Callable[P, R]) -> Callable[P, R]:
             signature = _check_signature(name, fn)
             if inspect.iscoroutinefunction(fn):
-                wrapper = self._async_wrapper(name, fn, signature, reconcile, lease_ms, wait)
+                wrapper = self._async_wrapper(name, fn, signature, reconcile, lease_ms, wait, precondition)
             else:
-                wrapper = self._sync_wrapper(name, fn, signature, reconcile, lease_ms, wait)
+                if precondition is not None and inspect.iscoroutinefunction(precondition):
+                    raise InvalidInput(f"protect({name!r}): an async precondition needs an async function")
+                wrapper = self._sync_wrapper(name, fn, signature, reconcile, lease_ms, wait, precondition)
             return cast("Callable[P, R]", functools.wraps(fn)(wrapper))
 
         return decorator
@@ -983,10 +1049,11 @@ class Warden:
         reconcile: ReconcileHook | None,
         lease_ms: int | None,
         wait: float | None,
+        precondition: PreconditionProvider | None = None,
     ) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             arguments = _bind(signature, args, kwargs)
-            permit = self._acquire(name, arguments, lease_ms, reconcile, wait)
+            permit = self._acquire(name, arguments, lease_ms, reconcile, wait, precondition)
             try:
                 positional, keywords = _invocation(signature, permit.arguments)
             except BaseException as exc:
@@ -1016,10 +1083,11 @@ class Warden:
         reconcile: ReconcileHook | None,
         lease_ms: int | None,
         wait: float | None,
+        precondition: PreconditionProvider | None = None,
     ) -> Callable[..., Awaitable[Any]]:
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             arguments = _bind(signature, args, kwargs)
-            permit = await self._acquire_async(name, arguments, lease_ms, reconcile, wait)
+            permit = await self._acquire_async(name, arguments, lease_ms, reconcile, wait, precondition)
             try:
                 positional, keywords = _invocation(signature, permit.arguments)
             except BaseException as exc:
@@ -1043,31 +1111,124 @@ class Warden:
 
     # -- approvals --
 
-    def approve(self, approval_id: str, *, by: str, ttl: float | None = None) -> dict[str, Any]:
-        """Grant a pending request as `by` (refused when `by` is the requester). `ttl`: seconds
-        the grant stays usable from now, instead of until the request's own expiry."""
-        ttl_ms = 0 if ttl is None else _millis(ttl, "approve(ttl=...)")
+    def approve(
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        ttl: float | None = None,
+        agent: str | None = None,
+        verified: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Grant a pending request as `by` (refused when `by` is the requester, in any spelling:
+        compared after Unicode NFKC case folding). `ttl`: seconds the grant stays usable from
+        now, instead of until the request's own expiry.
+
+        The approver is a principal: `agent` (default: the part of `by` before a `:`, else
+        "host") and the user `by`. `verified={"issuer": ..., "claims": {...}}` says your
+        identity provider vouched for them (a rule's `roles` are read from `claims["roles"]`);
+        without it the approver is asserted and counts only where one approver with no role is
+        required. An M-of-N request stays `pending` until enough entitled approvers granted."""
+        if agent is None and verified is None:
+            ttl_ms = 0 if ttl is None else _millis(ttl, "approve(ttl=...)")
+            with self._using() as handle:
+                data = self._lib.call_out(
+                    "warden_approval_grant",
+                    handle,
+                    *_ffi.arg(_text(approval_id, "approval id")),
+                    *_ffi.arg(_text(by, "approve(by=...)")),
+                    ttl_ms,
+                )
+            return _record(data)
+        ttl_ms = None if ttl is None else _millis(ttl, "approve(ttl=...)")
+        return self._answer(approval_id, "grant", by, agent, verified, ttl_ms=ttl_ms)
+
+    def deny(
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        reason: str | None = None,
+        agent: str | None = None,
+        verified: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Deny a pending request as `by`, with an optional one-line reason (`agent` and
+        `verified` as for `approve`). A deny by an entitled approver denies the request."""
+        if agent is None and verified is None:
+            with self._using() as handle:
+                data = self._lib.call_out(
+                    "warden_approval_deny",
+                    handle,
+                    *_ffi.arg(_text(approval_id, "approval id")),
+                    *_ffi.arg(_text(by, "deny(by=...)")),
+                    *_ffi.arg(_optional_text(reason, "deny(reason=...)")),
+                )
+            return _record(data)
+        return self._answer(approval_id, "deny", by, agent, verified, note=reason)
+
+    def _answer(
+        self,
+        approval_id: str,
+        decision: str,
+        by: str,
+        agent: str | None,
+        verified: Mapping[str, Any] | None,
+        ttl_ms: int | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        if agent is None:
+            agent, _, user = by.partition(":") if ":" in by else ("host", "", by)
+        else:
+            user = by
+        answer: dict[str, Any] = {
+            "approval_id": approval_id,
+            "decision": decision,
+            "approver": {"agent": agent, "user": user},
+            "verified": None if verified is None else dict(verified),
+            "ttl_ms": ttl_ms,
+            "note": note,
+        }
         with self._using() as handle:
-            data = self._lib.call_out(
-                "warden_approval_grant",
-                handle,
-                *_ffi.arg(_text(approval_id, "approval id")),
-                *_ffi.arg(_text(by, "approve(by=...)")),
-                ttl_ms,
-            )
+            data = self._lib.call_out("warden_approval_answer", handle, *_ffi.arg(_dumps(answer, "the answer")))
         return _record(data)
 
-    def deny(self, approval_id: str, *, by: str, reason: str | None = None) -> dict[str, Any]:
-        """Deny a pending request as `by`, with an optional one-line reason."""
+    def wait_for_answer(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
+        """Block until the request is answered, expires, or `timeout` seconds pass — judged by
+        the library's clock — and return the record as it then stands (`"pending"`: the wait
+        ran out; `"expired"`: it lapsed), or `None` when there is no such request."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout):
+            raise InvalidInput(f"wait_for_answer(timeout=...) must be a number of seconds, not {timeout!r}")
+        if timeout < 0:
+            raise InvalidInput(f"wait_for_answer(timeout=...) must be 0 or more seconds, got {timeout!r}")
+        timeout_ms = math.ceil(timeout * 1000)
         with self._using() as handle:
             data = self._lib.call_out(
-                "warden_approval_deny",
-                handle,
-                *_ffi.arg(_text(approval_id, "approval id")),
-                *_ffi.arg(_text(by, "deny(by=...)")),
-                *_ffi.arg(_optional_text(reason, "deny(reason=...)")),
+                "warden_approval_wait", handle, *_ffi.arg(_text(approval_id, "approval id")), timeout_ms
             )
-        return _record(data)
+        return _maybe_record(data)
+
+    async def wait_for_answer_async(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
+        """`wait_for_answer` in a worker thread."""
+        return await asyncio.to_thread(self.wait_for_answer, approval_id, timeout)
+
+    def on_approval_request(self, hook: ApprovalHook | None) -> None:
+        """Call `hook(request)` once for each approval request this handle's proposals create
+        (not for a re-proposal that finds its request still pending), with the request record,
+        arguments included. It runs on the library's notification thread, never on the caller's,
+        one call at a time; an exception is logged and recorded as a failed notification and
+        never fails the action. `None` removes it; once this returns the previous hook is not
+        running and will not be called again. Must not be called from inside the hook."""
+        if hook is not None and not callable(hook):
+            raise InvalidInput(f"on_approval_request() needs a callable or None, not {hook!r}")
+        callback = _ffi.APPROVAL_FN() if hook is None else _approval_hook_callback(hook)
+        with self._using() as handle:
+            self._lib.call("warden_approval_notify_set", handle, callback, None)
+        # The library stopped calling the previous one: it may go.
+        self._approval_hook = None if hook is None else callback
+        if hook is None:
+            _HOOKED.discard(self)
+        else:
+            _HOOKED.add(self)
 
     def approval(self, approval_id: str) -> dict[str, Any] | None:
         """One approval record, or `None` when the library reports none."""

@@ -26,17 +26,19 @@ pub fn inspect(kernel: &Kernel, id: &str, json: bool) -> Result<String, Failure>
         if let Some(record) = kernel.approval(id)? {
             let events = events_where(kernel, |e| e.approval_id.as_deref() == Some(id))?;
             let receipts = receipts_where(kernel, |doc| doc.get("approval_id").and_then(Value::as_str) == Some(id))?;
-            let record = record.to_json();
             return Ok(if json {
                 document(&json!({
                     "kind": "approval",
                     "id": id,
-                    "approval": record,
+                    "approval": record.to_json(),
+                    "action_document": record.action_document(),
                     "events": events.iter().map(Event::to_json).collect::<Vec<_>>(),
                     "receipts": receipts.iter().map(|(_, r)| r.to_json()).collect::<Vec<_>>(),
                 }))
             } else {
-                human(&format!("approval {}", shown(id)), &record, &events, &receipts)
+                let mut out = crate::approval_view::summary(&record);
+                out.push_str(&history(&events, &receipts));
+                out
             });
         }
     }
@@ -78,6 +80,13 @@ fn human(title: &str, record: &Value, events: &[Event], receipts: &[(u64, Stored
     } else {
         out.push_str(&fields(record));
     }
+    out.push_str(&history(events, receipts));
+    out
+}
+
+/// The events and receipts that name an id.
+fn history(events: &[Event], receipts: &[(u64, StoredReceipt)]) -> String {
+    let mut out = String::new();
     out.push_str(&format!("\nevents ({}):\n", events.len()));
     if !events.is_empty() {
         out.push_str(&event_table(events));

@@ -10,6 +10,7 @@
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
 
+mod approval_view;
 mod authority_commands;
 mod bench;
 mod demo;
@@ -119,7 +120,7 @@ enum Command {
         user: Option<String>,
     },
 
-    /// Prove the guarantees G1–G11 against a document, in a scratch store (never the live one).
+    /// Prove the guarantees G1–G12 against a document, in a scratch store (never the live one).
     ///
     /// Exit 0 when no guarantee fails, 1 when one does, 2 for an observe-mode document (where
     /// nothing is refused, so nothing can be shown) or one that does not load.
@@ -265,13 +266,22 @@ enum Command {
     /// List approval requests still waiting for a human.
     Pending,
 
-    /// Grant a pending approval request.
+    /// Show what a pending approval request binds, then grant it.
+    ///
+    /// On a terminal it asks for confirmation; elsewhere --yes is required. The approver is
+    /// asserted (typed here, not verified), so it counts only where one approver with no role
+    /// is required.
     Approve {
         /// The approval id (apr_…).
         id: String,
-        /// The human granting it; never the agent or user who asked (default: cli:$USER).
-        #[arg(long, value_name = "WHO")]
-        by: Option<String>,
+        /// The person granting it (required); never the agent or user who asked, in any
+        /// spelling (`ada`, `ADA`, `cli:ada` and a fullwidth `ａｄａ` are one person).
+        #[arg(long, value_name = "USER")]
+        by: String,
+        /// Grant without asking (needed when stdin is not a terminal); read `warden inspect ID`
+        /// first.
+        #[arg(long)]
+        yes: bool,
         /// How long the approval may be used from now, ISO 8601 (PT15M, PT1H, P1D); default: until
         /// the request's own expiry.
         #[arg(long, value_name = "DURATION")]
@@ -282,9 +292,9 @@ enum Command {
     Deny {
         /// The approval id (apr_…).
         id: String,
-        /// The human denying it; never the agent or user who asked (default: cli:$USER).
-        #[arg(long, value_name = "WHO")]
-        by: Option<String>,
+        /// The person denying it (required); never the agent or user who asked.
+        #[arg(long, value_name = "USER")]
+        by: String,
         /// Why, one line.
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
@@ -478,15 +488,14 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             store_commands::events(&open_store_to_read(store)?, *after, count(*limit), json).map(Done::ok)
         }
         Command::Pending => store_commands::pending(&open_store_to_read(store)?, json).map(Done::ok),
-        Command::Approve { id, by, ttl } => {
+        Command::Approve { id, by, yes, ttl } => {
             // A bad duration is a usage error whatever the store says.
             let ttl = ttl.as_deref().map(parse_ttl).transpose()?;
-            let by = by.clone().unwrap_or_else(default_person);
-            store_commands::approve(&open_store(store)?, id, &by, ttl, json).map(Done::ok)
+            let confirm = store_commands::Confirm { yes: *yes };
+            store_commands::approve(&open_store(store)?, id, by, ttl, confirm, json).map(Done::ok)
         }
         Command::Deny { id, by, reason } => {
-            let by = by.clone().unwrap_or_else(default_person);
-            store_commands::deny(&open_store(store)?, id, &by, reason.as_deref(), json).map(Done::ok)
+            store_commands::deny(&open_store(store)?, id, by, reason.as_deref(), json).map(Done::ok)
         }
         Command::Inspect { id } => inspect::inspect(&open_store_to_read(store)?, id, json).map(Done::ok),
         Command::Delegate { parent, file, as_ } => {

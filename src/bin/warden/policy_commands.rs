@@ -159,7 +159,7 @@ pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result
     Ok(out)
 }
 
-/// G1–G11 against the document in a scratch store; G4 races this very binary as
+/// G1–G12 against the document in a scratch store; G4 races this very binary as
 /// `warden __verify-child`. Exit 0 only when no guarantee failed.
 pub fn verify(doc: &Document, json: bool) -> Result<Done, Failure> {
     let program = std::env::current_exe()

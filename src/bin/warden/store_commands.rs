@@ -5,13 +5,16 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use warden::approval::ApprovalRecord;
+use std::io::IsTerminal as _;
+
+use warden::approval::{ApprovalRecord, ApprovalStatus};
 use warden::canonical::parse_json;
 use warden::clock::{parse_duration, render, Micros};
 use warden::receipt::{ChainReport, StoredReceipt};
 use warden::store::Event;
 use warden::{EffectRecord, EffectState, Kernel, KernelOptions};
 
+use crate::approval_view;
 use crate::exit::{Done, Failure};
 use crate::output::{document, shown, shown_value, table};
 
@@ -200,21 +203,20 @@ pub fn pending(kernel: &Kernel, json: bool) -> Result<String, Failure> {
     let rows = records
         .iter()
         .map(|r| {
-            let by = match &r.requested_by.user {
-                Some(user) => format!("{} for {}", r.requested_by.agent, user),
-                None => r.requested_by.agent.clone(),
-            };
+            let arguments = r.arguments().map_or_else(|| "(not recorded)".to_owned(), |a| approval_view::one_line(&a));
             vec![
                 r.approval_id.clone(),
                 shown(&r.action_name),
-                shown(&by),
-                render(r.requested_at),
+                arguments,
+                approval_view::requester(r),
+                approval_view::progress(r),
                 render(r.expires_at),
-                r.action_hash.clone(),
             ]
         })
         .collect();
-    Ok(table(Some(&["APPROVAL", "ACTION", "REQUESTED_BY", "REQUESTED", "EXPIRES", "ACTION_HASH"]), rows))
+    let mut out = table(Some(&["APPROVAL", "ACTION", "ARGUMENTS", "REQUESTED_BY", "GRANTS", "EXPIRES"]), rows);
+    out.push_str("(long values are cut and marked …; `warden inspect APPROVAL` shows the full action)\n");
+    Ok(out)
 }
 
 /// `--ttl`, read before the store is opened: an ISO 8601 duration, positive.
@@ -226,22 +228,83 @@ pub fn parse_ttl(text: &str) -> Result<Micros, Failure> {
     Ok(ttl)
 }
 
-/// Grant; with a TTL the approval is usable for that long from now instead of until the
-/// request's own expiry.
-pub fn approve(kernel: &Kernel, id: &str, by: &str, ttl: Option<Micros>, json: bool) -> Result<String, Failure> {
-    let record = match ttl {
-        Some(ttl) => kernel.grant_for(id, by, ttl)?,
-        None => kernel.grant(id, by)?,
+/// How `approve` may go ahead: `--yes`, or a person at a terminal who said yes.
+pub struct Confirm {
+    pub yes: bool,
+}
+
+/// Show what is being approved, get the approver's yes (on a terminal, unless `--yes`; anywhere
+/// else `--yes` is required), and grant exactly that action: the grant names the action hash
+/// shown, so a request that binds anything else is refused. With a TTL the approval is usable
+/// for that long from the moment it is granted.
+pub fn approve(
+    kernel: &Kernel,
+    id: &str,
+    by: &str,
+    ttl: Option<Micros>,
+    confirm: Confirm,
+    json: bool,
+) -> Result<String, Failure> {
+    let approver = warden::kernel::asserted(by)?;
+    let Some(record) = kernel.approval(id)? else {
+        return Err(Failure::check("unknown", format!("no approval request {}", shown(id))));
     };
-    if json || ttl.is_none() {
-        return Ok(answered(&record, json));
+    let summary = approval_view::summary(&record);
+    if !confirm.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::usage(format!(
+                "refusing to approve {} without confirmation: stdin is not a terminal. Read what it binds with \
+                 `warden inspect {}`, then run approve again with --yes",
+                shown(id),
+                shown(id)
+            )));
+        }
+        if !ask(&format!("{summary}Grant this as {}? [y/N] ", shown(&approver.label())))? {
+            return Err(Failure::check(
+                "not_confirmed",
+                format!("nothing was granted: {} was not confirmed", shown(id)),
+            ));
+        }
     }
-    let who = record.approver.as_deref().map_or_else(|| "-".to_owned(), shown);
-    Ok(format!("approval {} granted by {who}, usable until {}\n", record.approval_id, render(record.expires_at)))
+    let updated = kernel.answer(id, &approver, None, true, ttl, Some(&record.action_hash))?;
+    if json {
+        return Ok(document(&updated.to_json()));
+    }
+    let who = shown(&approver.label());
+    let outcome = match updated.status {
+        ApprovalStatus::Granted => match ttl {
+            Some(_) => format!(
+                "approval {} granted by {who}, usable until {}\n",
+                updated.approval_id,
+                render(updated.expires_at)
+            ),
+            None => format!("approval {} granted by {who}\n", updated.approval_id),
+        },
+        _ => format!(
+            "grant by {who} recorded on {}: {}; still pending\n",
+            updated.approval_id,
+            approval_view::progress(&updated)
+        ),
+    };
+    Ok(if confirm.yes { format!("{summary}{outcome}") } else { outcome })
+}
+
+/// Ask on the terminal (stderr for the question, stdin for the answer); `y` or `yes` is yes.
+fn ask(question: &str) -> Result<bool, Failure> {
+    use std::io::Write as _;
+    let mut stderr = std::io::stderr().lock();
+    stderr
+        .write_all(question.as_bytes())
+        .and_then(|()| stderr.flush())
+        .map_err(|e| Failure::internal(format!("cannot ask on the terminal: {e}")))?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).map_err(|e| Failure::internal(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"))
 }
 
 pub fn deny(kernel: &Kernel, id: &str, by: &str, reason: Option<&str>, json: bool) -> Result<String, Failure> {
-    let record = kernel.deny(id, by, reason)?;
+    let approver = warden::kernel::asserted(by)?;
+    let record = kernel.answer(id, &approver, reason, false, None, None)?;
     Ok(answered(&record, json))
 }
 

@@ -1,0 +1,101 @@
+//! `warden/v1`'s approval settings: `approval: {required, roles}` on an `approve` rule (or an
+//! entry whose `decision` is `approve`), and the top-level `notify` section.
+
+use crate::approval::requirement::Requirement;
+use crate::approval::webhook::NotifyConfig;
+use crate::decision::Decision;
+
+use super::tree::{child_path, Member, NodeValue};
+use super::validate::Cx;
+use super::DocumentError;
+
+const APPROVAL_KEYS: [&str; 2] = ["required", "roles"];
+
+impl Cx<'_> {
+    /// `approval: {required: N, roles: [..]}` under `path`, allowed only with `decision: approve`.
+    pub(super) fn approval_requirement(
+        &self,
+        member: &Member,
+        path: &str,
+        decision: Decision,
+    ) -> Result<Requirement, DocumentError> {
+        let path = child_path(path, "approval");
+        if decision != Decision::Approve {
+            return Err(self.error(
+                &path,
+                Some(member.line),
+                format!(
+                    "'approval' says who must approve, so it goes only with 'decision: approve', not '{}'",
+                    decision.as_str()
+                ),
+            ));
+        }
+        let NodeValue::Map(members) = &member.value.value else {
+            return Err(self.error(
+                &path,
+                Some(member.line),
+                format!(
+                    "'approval' must be a mapping such as {{required: 2, roles: [finance]}}, got {}",
+                    member.value.kind()
+                ),
+            ));
+        };
+        self.reject_unknown(members, &APPROVAL_KEYS, &path)?;
+        let get = |key: &str| members.iter().find(|m| m.key == key);
+        let required = match get("required") {
+            None => 1,
+            Some(required) => match &required.value.value {
+                NodeValue::Int(text) => text.parse::<u32>().map_err(|_| {
+                    self.error(
+                        &child_path(&path, "required"),
+                        Some(required.line),
+                        format!("'required' is {text}; it must be 1..=20"),
+                    )
+                })?,
+                _ => {
+                    return Err(self.error(
+                        &child_path(&path, "required"),
+                        Some(required.line),
+                        format!(
+                            "'required' must be an integer (how many distinct approvers), got {}",
+                            required.value.shown()
+                        ),
+                    ))
+                }
+            },
+        };
+        let mut roles = Vec::new();
+        if let Some(list) = get("roles") {
+            let NodeValue::Seq(items) = &list.value.value else {
+                return Err(self.error(
+                    &child_path(&path, "roles"),
+                    Some(list.line),
+                    format!("'roles' must be a list of role names, got {}", list.value.kind()),
+                ));
+            };
+            for (index, item) in items.iter().enumerate() {
+                match item.as_str() {
+                    Some(name) => roles.push(name.to_owned()),
+                    None => {
+                        return Err(self.error(
+                            &format!("{}[{index}]", child_path(&path, "roles")),
+                            Some(item.line),
+                            format!("a role must be a string, got {}", item.shown()),
+                        ))
+                    }
+                }
+            }
+        }
+        Requirement::new(required, &roles).map_err(|message| self.error(&path, Some(member.line), message))
+    }
+
+    /// The `notify` section (`warden/v1` only).
+    pub(super) fn notify(
+        &self,
+        member: &Member,
+        allow_insecure_http: Option<bool>,
+    ) -> Result<NotifyConfig, DocumentError> {
+        let value = self.json(&member.value, "notify")?;
+        NotifyConfig::parse(&value, allow_insecure_http).map_err(|e| self.error(&e.path, Some(member.line), e.message))
+    }
+}
