@@ -1,0 +1,362 @@
+//! One intercepted `tools/call` through the kernel, whatever the transport: the principal,
+//! the action `mcp.<alias>.<tool>`, the decision and the reservation (`admit`), then the
+//! observed outcome recorded and the answer built (`finish`). Refusals are JSON-RPC errors
+//! with ctrlrun's codes and `warden.*` tokens; upstream answers carry the receipt summary at
+//! the top level of the envelope as `_meta["dev.warden/receipt"]`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::{json, Map, Value};
+
+use warden::approval::ApprovalStatus;
+use warden::identity::{IdentityContext, IdentityProvider};
+use warden::kernel::Permit;
+use warden::pipeline::{ActionRequest, Warden};
+use warden::{Action, Error};
+
+use super::classify::{self, Effect, Observation, Reply};
+use super::log;
+
+/// The `_meta` key of the receipt summary.
+pub const META_KEY: &str = "dev.warden/receipt";
+
+/// A refusal or a made-up answer: HTTP status and the JSON-RPC body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// The call the client sent, as the transport parsed it.
+pub struct Call<'a> {
+    pub id: &'a Value,
+    pub tool: &'a str,
+    pub message: &'a Value,
+    pub revision: &'a str,
+    pub headers: &'a [(String, String)],
+}
+
+/// A call the kernel let through: its permit and the request to forward.
+pub struct Admitted {
+    pub permit: Permit,
+    /// The client's envelope with `params.arguments` replaced by the canonical arguments.
+    pub forward: Value,
+    pub not_executed_on_error: bool,
+}
+
+/// The outcome as the client will see it.
+pub struct Finished {
+    pub reply: Reply,
+    /// The receipt summary (`_meta["dev.warden/receipt"]`).
+    pub meta: Value,
+    pub action_id: String,
+    pub effect_key: Option<String>,
+}
+
+pub struct Engine {
+    pub warden: Warden,
+    pub alias: String,
+    pub identity: Box<dyn IdentityProvider>,
+    /// The approval request this gateway was answered for each action hash: the identical
+    /// re-sent call presents it once it is granted.
+    approvals: Mutex<HashMap<String, String>>,
+}
+
+impl Engine {
+    pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>) -> Engine {
+        Engine { warden, alias, identity, approvals: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn action_name(&self, tool: &str) -> String {
+        format!("mcp.{}.{tool}", self.alias)
+    }
+
+    /// Principal → arguments → approval lookup → the kernel's decision and reservation.
+    pub fn admit(&self, call: &Call<'_>) -> Result<Admitted, Answer> {
+        let name = self.action_name(call.tool);
+        let params = call.message.get("params").and_then(Value::as_object);
+        let arguments = match params.and_then(|p| p.get("arguments")) {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(Value::Object(map)) => Value::Object(map.clone()),
+            Some(_) => {
+                return Err(refusal(
+                    call.id,
+                    400,
+                    -32602,
+                    "warden.invalid_arguments",
+                    "params.arguments must be an object",
+                    json!({}),
+                ));
+            }
+        };
+        if let Some(pointer) = super::wire::first_float(&arguments) {
+            return Err(refusal(
+                call.id,
+                400,
+                -41008,
+                "warden.unrepresentable_argument",
+                &format!("{name}: the argument at {pointer} is a float, which has no canonical form; send an integer or a string"),
+                json!({"pointer": pointer}),
+            ));
+        }
+        let environment = self.warden.kernel().environment().to_owned();
+        let mut context = IdentityContext::new(&name, &environment);
+        context.headers = call.headers;
+        let identity = match self.identity.resolve(&context) {
+            Ok(Some(identity)) => identity,
+            Ok(None) => {
+                log::warn(&format!("no principal could be derived for {name}"));
+                return Err(refusal(
+                    call.id,
+                    403,
+                    -41007,
+                    "warden.no_principal",
+                    "no principal could be derived",
+                    json!({}),
+                ));
+            }
+            Err(error) => {
+                log::warn(&format!("{name}: {error}"));
+                return Err(refusal(
+                    call.id,
+                    403,
+                    -41007,
+                    "warden.no_principal",
+                    "the credential offered was rejected",
+                    json!({}),
+                ));
+            }
+        };
+        let metadata = params.and_then(|p| p.get("metadata"));
+        let hop = metadata.and_then(|m| m.get("hop")).and_then(Value::as_str);
+        let task = metadata.and_then(|m| m.get("task")).and_then(Value::as_str);
+        let action_hash = self.action_hash(&name, &arguments, &identity.principal);
+        let presented = action_hash.as_deref().and_then(|hash| self.granted_approval(hash));
+        let mut request = ActionRequest::new(&name, arguments, identity.principal.clone());
+        request.principal_expires_at = identity.expires_at;
+        request.approval_id = presented.as_deref();
+        request.hop = hop;
+        request.task = task;
+        match self.warden.submit(&request) {
+            Ok(permit) => {
+                let mut forward = call.message.clone();
+                if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
+                    params.insert("arguments".into(), permit.action().canonical_arguments());
+                }
+                Ok(Admitted { permit, forward, not_executed_on_error: false })
+            }
+            Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), error)),
+        }
+    }
+
+    /// The hash the kernel will compute for this call, to find an approval granted for it.
+    fn action_hash(&self, name: &str, arguments: &Value, principal: &warden::Principal) -> Option<String> {
+        let object = arguments.as_object()?;
+        let resource = match self.warden.document().actions.get(name).and_then(|e| e.resource.as_ref()) {
+            Some(template) => Some(template.render_resource(object).ok()?),
+            None => None,
+        };
+        let action = Action::new(
+            name,
+            arguments.clone(),
+            principal.clone(),
+            resource.as_deref(),
+            self.warden.kernel().environment(),
+        )
+        .ok()?;
+        action.hash().ok()
+    }
+
+    /// The request this gateway reported for `hash`, when a human has granted it.
+    fn granted_approval(&self, hash: &str) -> Option<String> {
+        let id = self.approvals.lock().ok()?.get(hash).cloned()?;
+        let record = self.warden.kernel().approval(&id).ok()??;
+        (record.status == ApprovalStatus::Granted).then_some(id)
+    }
+
+    fn remember(&self, hash: &str, request_id: &str) {
+        if let Ok(mut map) = self.approvals.lock() {
+            map.insert(hash.to_owned(), request_id.to_owned());
+        }
+    }
+
+    /// A kernel refusal (or fault) as the client's JSON-RPC error.
+    fn refused(&self, id: &Value, name: &str, hash: Option<&str>, error: Error) -> Answer {
+        let message = error.to_string();
+        match error {
+            Error::ApprovalRequired { request_id, expires_at, action_hash } => {
+                self.remember(&action_hash, &request_id);
+                refusal(
+                    id,
+                    403,
+                    -41002,
+                    "warden.approval_required",
+                    &format!(
+                        "{name} requires approval: a human runs 'warden approve {request_id}', then this same call runs"
+                    ),
+                    json!({
+                        "request_id": request_id,
+                        "action_hash": action_hash,
+                        "expires_at": warden::clock::render(expires_at),
+                    }),
+                )
+            }
+            Error::Denied { reason, .. } if reason == "approval_denied" => {
+                let request_id = hash.and_then(|h| self.approvals.lock().ok().and_then(|m| m.get(h).cloned()));
+                refusal(id, 403, -41003, "warden.approval_denied", &message, json!({"request_id": request_id}))
+            }
+            Error::Denied { reason, .. } if reason == "principal_expired" || reason == "no_principal" => {
+                refusal(id, 403, -41007, "warden.no_principal", "the credential offered was rejected", json!({}))
+            }
+            Error::Denied { reason, .. } => refusal(
+                id,
+                403,
+                -41001,
+                "warden.denied",
+                &message,
+                json!({"reason": reason, "action_id": self.last_action_id(name)}),
+            ),
+            Error::AuthorityDenied { reason, .. } => refusal(
+                id,
+                403,
+                -41012,
+                "warden.unauthorized",
+                &message,
+                json!({"reason": reason, "action_id": self.last_action_id(name)}),
+            ),
+            Error::Duplicate { state, effect_key, .. } => refusal(
+                id,
+                409,
+                -41004,
+                "warden.duplicate_effect",
+                &message,
+                json!({"effect_key": effect_key, "state": state.as_str()}),
+            ),
+            Error::Ambiguous { effect_key, .. } => {
+                refusal(id, 409, -41005, "warden.ambiguous_effect", &message, json!({"effect_key": effect_key}))
+            }
+            Error::ApprovalMismatch { reason, .. } => {
+                refusal(id, 409, -41006, "warden.blocked", &message, json!({"reason": reason}))
+            }
+            Error::AttemptCeiling { .. } => {
+                refusal(id, 409, -41006, "warden.blocked", &message, json!({"reason": "attempt_ceiling"}))
+            }
+            // A template that cannot render, arguments over the limits, a bad hop or task: the
+            // call cannot become an action, so it is denied.
+            Error::InvalidInput(_) => refusal(id, 403, -41001, "warden.denied", &message, json!({})),
+            other => {
+                log::warn(&format!("{name}: the kernel failed ({other}); nothing was forwarded"));
+                refusal(
+                    id,
+                    500,
+                    -32603,
+                    "warden.internal",
+                    "warden could not decide this call (a store fault); nothing was forwarded — see the gateway's log",
+                    json!({}),
+                )
+            }
+        }
+    }
+
+    /// The id of the action the newest receipt for `name` records (a refusal's receipt).
+    fn last_action_id(&self, name: &str) -> Option<String> {
+        let rows = self.warden.kernel().last_receipts(8).ok()?;
+        rows.iter().rev().find_map(|(_, receipt)| {
+            let document: Value = serde_json::from_str(&receipt.document).ok()?;
+            (document.get("action").and_then(Value::as_str) == Some(name))
+                .then(|| document.get("action_id").and_then(Value::as_str).map(str::to_owned))
+                .flatten()
+        })
+    }
+
+    /// Record what was observed and say what the client gets.
+    pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
+        let Admitted { permit, forward, not_executed_on_error } = admitted;
+        let id = forward.get("id").cloned().unwrap_or(Value::Null);
+        let context = classify::Context { request_id: &id, revision, not_executed_on_error };
+        let (effect, reply) = classify::classify(observation, &context);
+        let action_id = permit.action().action_id.clone();
+        let effect_key = permit.effect_key().map(str::to_owned);
+        let attempt = permit.attempt();
+        let (result, recorded) = match &effect {
+            Effect::Committed => ("committed", permit.commit(&Value::Null)),
+            Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
+            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
+        };
+        let result = match recorded {
+            Ok(()) => result,
+            Err(error) => {
+                log::warn(&format!("recording the outcome of {action_id} failed: {error}"));
+                "ambiguous"
+            }
+        };
+        let receipt_id = self.receipt_of(&action_id, attempt);
+        let meta = json!({
+            "action_id": action_id,
+            "receipt_id": receipt_id,
+            "effect_key": effect_key,
+            "result": result,
+            "attempt": attempt,
+        });
+        Finished { reply, meta, action_id, effect_key }
+    }
+
+    /// The receipt written for this action and attempt (the kernel does not hand its id back).
+    fn receipt_of(&self, action_id: &str, attempt: u32) -> Option<String> {
+        let rows = self.warden.kernel().last_receipts(64).ok()?;
+        rows.iter().rev().find_map(|(_, receipt)| {
+            let document: Value = serde_json::from_str(&receipt.document).ok()?;
+            let same = document.get("action_id").and_then(Value::as_str) == Some(action_id)
+                && document.get("attempt").and_then(Value::as_u64) == Some(u64::from(attempt));
+            same.then(|| document.get("receipt_id").and_then(Value::as_str).map(str::to_owned)).flatten()
+        })
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":…,"error":{"code","message","data":{"error":token,…}}}`.
+pub fn refusal(id: &Value, status: u16, code: i64, token: &str, message: &str, data: Value) -> Answer {
+    let mut data = match data {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    data.insert("error".into(), json!(token));
+    Answer {
+        status,
+        body: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}}),
+    }
+}
+
+/// The synthesised answer for an outcome with no readable reply (`-41010`/`-41011`), with `_meta`.
+pub fn synthesised(id: &Value, finished: &Finished) -> Answer {
+    let data = json!({"effect_key": finished.effect_key, "action_id": finished.action_id});
+    let mut answer = match finished.reply {
+        Reply::NotExecuted => refusal(
+            id,
+            502,
+            -41011,
+            "warden.upstream_not_executed",
+            "the upstream was never reached, so the tool did not run; the call may be sent again",
+            data,
+        ),
+        _ => refusal(
+            id,
+            502,
+            -41010,
+            "warden.upstream_ambiguous",
+            "the upstream's outcome is not known; the effect is AMBIGUOUS until a human checks it and runs 'warden resolve'",
+            data,
+        ),
+    };
+    with_meta(&mut answer.body, &finished.meta);
+    answer
+}
+
+/// Merge the receipt summary into the envelope's top-level `_meta` (made when absent).
+pub fn with_meta(envelope: &mut Value, meta: &Value) {
+    let Some(object) = envelope.as_object_mut() else { return };
+    let slot = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(map) = slot.as_object_mut() {
+        map.insert(META_KEY.into(), meta.clone());
+    }
+}
