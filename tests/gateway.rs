@@ -1,0 +1,753 @@
+//! `warden gateway` end to end, over real sockets: the real binary between a plain HTTP client
+//! and a scripted upstream (a small server in this file that records every request it gets and
+//! answers as each test tells it). Each refusal has a twin that passes without the fault, and
+//! every test counts the calls that reached the upstream.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+const DOCUMENT: &str = r#"schema: warden/v1
+environment: production
+actions:
+  mcp.acme.create_refund:
+    effect: "refund:{payment_id}"
+    resource: "payment:{payment_id}"
+    rules:
+      - when: { amount_gte: 0, amount_lte: 50000 }
+        decision: allow
+      - when: { amount_gte: 0, amount_lte: 1000000 }
+        decision: approve
+      - decision: deny
+  mcp.acme.read_only:
+    decision: allow
+  mcp.acme.careful:
+    effect: "careful:{id}"
+    decision: allow
+  mcp.acme.slow:
+    effect: "slow:{id}"
+    lease: PT1S
+    decision: allow
+"#;
+
+// ---- the scripted upstream ------------------------------------------------------------------
+
+/// How the upstream answers one request.
+#[derive(Clone)]
+enum Script {
+    /// `200` with `{"jsonrpc","id":<request id>,"result":…}`.
+    Result(Value),
+    /// `200` with a JSON-RPC error of this code.
+    Error(i64),
+    /// This status, these headers, this body, as given.
+    Raw(u16, Vec<(&'static str, &'static str)>, &'static str),
+    /// Read the request, then close without a byte.
+    Close,
+    /// `text/event-stream`: a progress event with `id: 1`, then the final result.
+    Stream,
+    /// Read the request and never answer (until the test ends).
+    Hang,
+}
+
+#[derive(Debug, Clone)]
+struct Recorded {
+    method: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Recorded {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+struct Upstream {
+    url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    script: Arc<Mutex<VecDeque<Script>>>,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(Mutex::new(VecDeque::new()));
+        let (recorded, queued) = (Arc::clone(&requests), Arc::clone(&script));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (recorded, queued) = (Arc::clone(&recorded), Arc::clone(&queued));
+                std::thread::spawn(move || serve_one(stream, &recorded, &queued));
+            }
+        });
+        Upstream { url, requests, script }
+    }
+
+    fn then(&self, script: Script) {
+        self.script.lock().expect("script").push_back(script);
+    }
+
+    fn calls(&self) -> usize {
+        self.requests
+            .lock()
+            .expect("requests")
+            .iter()
+            .filter(|r| r.body.get("method") == Some(&json!("tools/call")))
+            .count()
+    }
+
+    fn all(&self) -> usize {
+        self.requests.lock().expect("requests").len()
+    }
+
+    fn last(&self) -> Recorded {
+        self.requests.lock().expect("requests").last().cloned().expect("a request reached the upstream")
+    }
+}
+
+fn serve_one(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, queued: &Mutex<VecDeque<Script>>) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut first = String::new();
+    if reader.read_line(&mut first).unwrap_or(0) == 0 {
+        return;
+    }
+    let method = first.split(' ').next().unwrap_or_default().to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.trim_end().split_once(':') {
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    let length = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let id = body.get("id").cloned().unwrap_or(Value::Null);
+    let is_call = body.get("method") == Some(&json!("tools/call"));
+    recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
+    let script = if is_call { queued.lock().expect("script").pop_front() } else { None };
+    let mut stream = stream;
+    let json_reply = |status: u16, body: &Value, extra: &str| {
+        let text = body.to_string();
+        format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nMcp-Session-Id: s-up\r\nServer: scripted\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        )
+    };
+    let reply = match script {
+        None if method == "GET" => "HTTP/1.1 405 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+        None if method == "DELETE" => "HTTP/1.1 204 X\r\nConnection: close\r\n\r\n".to_owned(),
+        None if body.get("method") == Some(&json!("tools/list")) => json_reply(
+            200,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}}),
+            "",
+        ),
+        None if is_call => json_reply(
+            200,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}]}}),
+            "",
+        ),
+        None => "HTTP/1.1 202 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+        Some(Script::Result(result)) => json_reply(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}), ""),
+        Some(Script::Error(code)) => json_reply(
+            200,
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "upstream says no"}}),
+            "",
+        ),
+        Some(Script::Raw(status, extra, text)) => {
+            let mut head = format!("HTTP/1.1 {status} X\r\n");
+            for (k, v) in extra {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            format!("{head}Content-Length: {}\r\nConnection: close\r\n\r\n{text}", text.len())
+        }
+        Some(Script::Close) => return,
+        Some(Script::Hang) => {
+            std::thread::sleep(Duration::from_secs(60));
+            return;
+        }
+        Some(Script::Stream) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let progress = "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n";
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(progress.as_bytes()));
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_millis(50));
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("id: 2\ndata: {last}\n\n")
+        }
+    };
+    let _ = stream.write_all(reply.as_bytes());
+    let _ = stream.flush();
+}
+
+// ---- the gateway ----------------------------------------------------------------------------
+
+struct Gateway {
+    child: Child,
+    address: String,
+    stdout: BufReader<std::process::ChildStdout>,
+    dir: PathBuf,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn scratch() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("warden.yaml"), DOCUMENT).expect("document");
+    dir
+}
+
+fn warden() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
+    command.env_remove("WARDEN_STORE").env_remove("WARDEN_CONFIG").env("RUST_BACKTRACE", "0");
+    command
+}
+
+fn gateway_in(dir: &Path, upstream: &str, extra: &[&str]) -> Gateway {
+    let mut command = warden();
+    command
+        .args(["gateway", "--upstream", upstream, "--alias", "acme", "--listen", "127.0.0.1:0"])
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().expect("spawn the gateway");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("first line");
+    let address = first
+        .strip_prefix("warden gateway: listening on http://")
+        .and_then(|rest| rest.trim().strip_suffix("/mcp"))
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    Gateway { child, address, stdout, dir: dir.to_owned() }
+}
+
+fn gateway(dir: &Path, upstream: &Upstream) -> Gateway {
+    gateway_in(dir, &upstream.url, &["--principal-header", "X-Agent"])
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|_| panic!("not JSON: {:?}", self.text))
+    }
+    fn code(&self) -> Option<i64> {
+        self.json().get("error").and_then(|e| e.get("code")).and_then(Value::as_i64)
+    }
+    fn meta(&self) -> Value {
+        self.json()["_meta"]["dev.warden/receipt"].clone()
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+impl Gateway {
+    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut stream = TcpStream::connect(&self.address).expect("connect to the gateway");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        stream.write_all(head.as_bytes()).expect("write");
+        stream.write_all(body.as_bytes()).expect("write");
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let raw = String::from_utf8_lossy(&raw).into_owned();
+        let (head, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let mut lines = head.lines();
+        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let headers =
+            lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
+        Answer { status, headers, text: text.to_owned() }
+    }
+
+    fn post(&self, headers: &[(&str, &str)], body: &str) -> Answer {
+        self.request("POST", "/mcp", headers, body)
+    }
+
+    /// `tools/call` of `tool` with `arguments`, as agent `agent`.
+    fn call(&self, id: u64, tool: &str, arguments: Value, agent: &str) -> Answer {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        self.post(&[("X-Agent", agent), ("Content-Type", "application/json")], &body.to_string())
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        warden()
+            .args(args)
+            .args(["--store", &self.dir.join("store.redb").display().to_string()])
+            .output()
+            .expect("run warden")
+    }
+
+    fn receipts(&self) -> Vec<Value> {
+        let out = self.cli(&["receipts", "--json", "--last", "100"]);
+        serde_json::from_slice::<Value>(&out.stdout).expect("receipts JSON").as_array().cloned().unwrap_or_default()
+    }
+}
+
+fn refund(payment: &str, amount: u64) -> Value {
+    json!({"payment_id": payment, "amount": amount})
+}
+
+// ---- §1.3 checks before forwarding ------------------------------------------------------------
+
+#[test]
+fn a_foreign_origin_is_refused_and_a_request_without_one_passes() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let refused = gateway.post(&[("Origin", "https://evil.example")], list);
+    assert_eq!((refused.status, refused.text.as_str()), (403, ""));
+    assert_eq!(upstream.all(), 0);
+    let passed = gateway.post(&[], list);
+    assert_eq!(passed.status, 200);
+    assert_eq!(passed.json()["result"]["tools"][0]["name"], "create_refund");
+    assert_eq!(upstream.all(), 1);
+}
+
+#[test]
+fn malformed_requests_are_refused_before_anything_is_forwarded() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_only","arguments":{}}}"#;
+    type Row<'a> = (&'a [(&'a str, &'a str)], &'a str, u16, i64);
+    let table: &[Row<'_>] = &[
+        (&[], "{not json", 400, -32700),
+        (&[("MCP-Protocol-Version", "1999-01-01")], call, 400, -32022),
+        (&[("MCP-Protocol-Version", "2024-11-05")], call, 400, -32022),
+        (&[("Mcp-Name", "other"), ("X-Agent", "a")], call, 400, -32020),
+        (&[("Mcp-Method", "tools/list"), ("X-Agent", "a")], call, 400, -32020),
+        (&[("Mcp-Name", "=?base64?@@@?="), ("X-Agent", "a")], call, 400, -32020),
+        (&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#, 400, -32600),
+        (&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_only"}}"#, 400, -32600),
+        (&[("X-Agent", "a")], r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#, 400, -32600),
+        (&[("X-Agent", "a"), ("X-Agent", "b")], call, 403, -41007),
+    ];
+    for (headers, body, status, code) in table {
+        let answer = gateway.post(headers, body);
+        assert_eq!((answer.status, answer.code()), (*status, Some(*code)), "{headers:?} {body}");
+        assert_eq!(answer.header("content-type"), Some("application/json"));
+    }
+    assert_eq!(upstream.all(), 0, "nothing refused reached the upstream");
+    assert!(gateway.receipts().is_empty(), "transport refusals write no receipt");
+    // The twins: a valid sentinel, the 2025 revision without mirrored headers, one X-Agent.
+    let twins: &[&[(&str, &str)]] = &[
+        &[("X-Agent", "a"), ("Mcp-Name", "=?base64?cmVhZF9vbmx5?="), ("Mcp-Method", "tools/call")],
+        &[("X-Agent", "a"), ("MCP-Protocol-Version", "2025-11-25")],
+        &[("X-Agent", "a")],
+    ];
+    for headers in twins {
+        let answer = gateway.post(headers, call);
+        assert_eq!(answer.status, 200, "{headers:?}: {}", answer.text);
+    }
+    assert_eq!(upstream.calls(), 3);
+}
+
+#[test]
+fn other_paths_verbs_and_sizes() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--max-body-bytes", "64"]);
+    assert_eq!(gateway.request("POST", "/other", &[], "{}").status, 404);
+    assert_eq!(gateway.request("PUT", "/mcp", &[], "{}").status, 501);
+    assert_eq!(gateway.post(&[], &"x".repeat(65)).status, 413);
+    let get = gateway.request("GET", "/mcp", &[("Mcp-Session-Id", "s1"), ("Last-Event-ID", "e9")], "");
+    assert_eq!(get.status, 405);
+    let seen = upstream.last();
+    assert_eq!(
+        (seen.method.as_str(), seen.header("mcp-session-id"), seen.header("last-event-id")),
+        ("GET", Some("s1"), Some("e9"))
+    );
+    assert_eq!(gateway.request("DELETE", "/mcp/", &[("Mcp-Session-Id", "s1")], "").status, 204);
+    assert_eq!(gateway.request("GET", "/mcp", &[("MCP-Protocol-Version", "1999-01-01")], "").code(), Some(-32022));
+    assert_eq!(upstream.all(), 2);
+}
+
+#[test]
+fn relayed_requests_keep_end_to_end_headers_only() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let headers = [
+        ("Authorization", "Bearer t"),
+        ("Connection", "keep-alive, X-Drop"),
+        ("X-Drop", "1"),
+        ("Proxy-Authorization", "Basic eA=="),
+        ("TE", "trailers"),
+    ];
+    let answer = gateway.post(&headers, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(answer.status, 202);
+    let seen = upstream.last();
+    assert_eq!(seen.header("authorization"), Some("Bearer t"));
+    for gone in ["x-drop", "proxy-authorization", "te"] {
+        assert_eq!(seen.header(gone), None, "{gone} was forwarded");
+    }
+    let listed = gateway.post(&[], r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert_eq!(listed.header("mcp-session-id"), Some("s-up"), "the upstream's session id comes back");
+    assert!(listed.json().get("_meta").is_none(), "a relay carries no receipt");
+    assert!(gateway.receipts().is_empty(), "relays write nothing");
+}
+
+// ---- interception ---------------------------------------------------------------------------
+
+#[test]
+fn an_allowed_call_commits_once_with_its_receipt_in_meta() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let answer = gateway.call(
+        1,
+        "create_refund",
+        json!({"payment_id": "p1", "amount": 200, "memo": {"b": 1, "a": 2}}),
+        "agent-1",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let meta = answer.meta();
+    assert_eq!((meta["result"].as_str(), meta["attempt"].as_u64()), (Some("committed"), Some(1)));
+    assert_eq!(meta["effect_key"], "refund:p1");
+    assert!(meta["action_id"].as_str().is_some_and(|id| id.starts_with("act_")));
+    assert_eq!(answer.json()["result"]["content"][0]["text"], "done", "the upstream's result is relayed");
+    let forwarded = upstream.last().body;
+    assert_eq!(
+        forwarded["params"]["arguments"].to_string(),
+        r#"{"amount":200,"memo":{"a":2,"b":1},"payment_id":"p1"}"#
+    );
+    let receipts = gateway.receipts();
+    let receipt = receipts.iter().find(|r| r["receipt_id"] == meta["receipt_id"]).expect("the receipt named in _meta");
+    assert_eq!(
+        (receipt["result"].as_str(), receipt["principal"]["agent"].as_str()),
+        (Some("committed"), Some("agent-1"))
+    );
+    assert_eq!(receipt["action"], "mcp.acme.create_refund");
+    // The same call again: a duplicate, refused without reaching the upstream.
+    let again = gateway.call(2, "create_refund", json!({"payment_id": "p1", "amount": 200}), "agent-1");
+    assert_eq!((again.status, again.code()), (409, Some(-41004)));
+    assert_eq!(again.json()["error"]["data"]["state"], "committed");
+    assert_eq!(again.json()["error"]["data"]["error"], "warden.duplicate_effect");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let denied = gateway.call(1, "create_refund", refund("p1", 2_000_000), "a");
+    assert_eq!((denied.status, denied.code()), (403, Some(-41001)));
+    let data = &denied.json()["error"]["data"];
+    assert_eq!((data["error"].as_str(), data["reason"].as_str()), (Some("warden.denied"), Some("rule[2]")));
+    assert!(data["action_id"].as_str().is_some_and(|id| id.starts_with("act_")));
+    let unknown = gateway.call(2, "drop_tables", json!({}), "a");
+    assert_eq!(
+        (unknown.code(), unknown.json()["error"]["data"]["reason"].as_str()),
+        (Some(-41001), Some("unknown_action"))
+    );
+    let float = gateway.call(3, "create_refund", json!({"payment_id": "p1", "amount": 1.5}), "a");
+    assert_eq!((float.status, float.code()), (400, Some(-41008)));
+    assert_eq!(float.json()["error"]["data"]["pointer"], "/amount");
+    let nobody = gateway.post(
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "read_only"}}).to_string(),
+    );
+    assert_eq!((nobody.status, nobody.code()), (403, Some(-41007)));
+    let missing = gateway.call(5, "create_refund", json!({"amount": 1}), "a");
+    assert_eq!((missing.status, missing.code()), (403, Some(-41001)), "an unrenderable template is denied");
+    assert_eq!(upstream.calls(), 0);
+    for answer in [&denied, &unknown, &float, &nobody, &missing] {
+        assert!(answer.json().get("_meta").is_none(), "refusals carry no _meta");
+        assert_ne!(answer.status, 401, "never 401");
+    }
+    let twin = gateway.call(6, "create_refund", refund("p1", 100), "a");
+    assert_eq!(twin.meta()["result"], "committed");
+    let keyless = gateway.call(7, "read_only", json!({}), "a");
+    assert_eq!(
+        (keyless.meta()["result"].as_str(), keyless.meta()["effect_key"].clone()),
+        (Some("committed"), Value::Null)
+    );
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn the_outcome_table_over_real_sockets() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let table: Vec<(Script, u16, Option<i64>, &str)> = vec![
+        (Script::Result(json!({"isError": true, "content": []})), 200, None, "ambiguous"),
+        (Script::Error(-32603), 200, Some(-32603), "ambiguous"),
+        (Script::Error(42), 200, Some(42), "ambiguous"),
+        (Script::Error(-32602), 200, Some(-32602), "failed"),
+        (Script::Raw(401, vec![], ""), 401, None, "failed"),
+        (Script::Raw(403, vec![("WWW-Authenticate", "Bearer")], "no"), 403, None, "failed"),
+        (Script::Raw(502, vec![("Content-Type", "text/html")], "<html>bad</html>"), 502, Some(-41010), "ambiguous"),
+        (Script::Raw(200, vec![("Content-Type", "text/plain")], "ok"), 502, Some(-41010), "ambiguous"),
+        (Script::Close, 502, Some(-41010), "ambiguous"),
+        (Script::Result(json!({"content": []})), 200, None, "committed"),
+    ];
+    for (i, (script, status, code, result)) in table.into_iter().enumerate() {
+        upstream.then(script);
+        let answer = gateway.call(i as u64, "careful", json!({"id": format!("c{i}")}), "a");
+        assert_eq!(answer.status, status, "row {i}: {}", answer.text);
+        if status != 401 && !(status == 403 && result == "failed") {
+            assert_eq!(answer.code(), code, "row {i}");
+            assert_eq!(answer.meta()["result"], result, "row {i}");
+            assert!(
+                answer.meta()["receipt_id"].as_str().is_some_and(|r| r.starts_with("rct_") || r.starts_with("rcp_")),
+                "row {i}: a real receipt id for every outcome (D6)"
+            );
+        }
+        if code == Some(-41010) {
+            assert_eq!(answer.json()["error"]["data"]["error"], "warden.upstream_ambiguous");
+            assert_eq!(answer.header("content-type"), Some("application/json"), "D7");
+        }
+    }
+    assert_eq!(upstream.calls(), 10);
+    // Ambiguous keys refuse a retry; failed ones run again as attempt 2.
+    let retry = gateway.call(100, "careful", json!({"id": "c0"}), "a");
+    assert_eq!((retry.status, retry.code()), (409, Some(-41005)));
+    let retry = gateway.call(101, "careful", json!({"id": "c8"}), "a");
+    assert_eq!(retry.code(), Some(-41005), "a close after reading is ambiguous");
+    let retry = gateway.call(102, "careful", json!({"id": "c3"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    let retry = gateway.call(103, "careful", json!({"id": "c4"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    assert_eq!(upstream.calls(), 12);
+    let receipts = gateway.receipts();
+    let errors: Vec<&str> = receipts.iter().filter_map(|r| r["error"].as_str()).collect();
+    for observed in [
+        "isError",
+        "upstream error -32603",
+        "upstream error -32602",
+        "HTTP 401",
+        "HTTP 403 with challenge",
+        "closed before any answer",
+    ] {
+        assert!(errors.iter().any(|e| e.contains(observed)), "no receipt names {observed:?}: {errors:?}");
+    }
+}
+
+#[test]
+fn an_upstream_that_never_connects_is_failed_and_may_be_retried() {
+    let dir = scratch();
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", closed.local_addr().expect("address"));
+    drop(closed);
+    let gateway = gateway_in(dir.path(), &url, &["--principal-header", "X-Agent"]);
+    let first = gateway.call(1, "create_refund", refund("p1", 100), "a");
+    assert_eq!((first.status, first.code()), (502, Some(-41011)));
+    assert_eq!(first.json()["error"]["data"]["error"], "warden.upstream_not_executed");
+    assert_eq!((first.meta()["result"].as_str(), first.meta()["attempt"].as_u64()), (Some("failed"), Some(1)));
+    let second = gateway.call(2, "create_refund", refund("p1", 100), "a");
+    assert_eq!((second.meta()["result"].as_str(), second.meta()["attempt"].as_u64()), (Some("failed"), Some(2)));
+    let receipts = gateway.receipts();
+    assert!(receipts.iter().any(|r| r["error"].as_str().is_some_and(|e| e.contains("connect refused"))));
+}
+
+#[test]
+fn an_event_stream_is_relayed_without_ids_and_ends_with_the_receipt() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Stream);
+    let answer = gateway.call(1, "create_refund", refund("p9", 100), "a");
+    assert_eq!(answer.status, 200);
+    assert!(
+        !answer.text.contains("id: 1") && !answer.text.contains("id: 2"),
+        "id: lines are stripped: {}",
+        answer.text
+    );
+    let progress = answer.text.find("notifications/progress").expect("the progress event is relayed");
+    let last = answer.text.rfind("data: ").expect("a final event");
+    assert!(progress < last);
+    let final_event: Value = serde_json::from_str(answer.text[last + 6..].trim()).expect("final JSON");
+    assert_eq!(final_event["_meta"]["dev.warden/receipt"]["result"], "committed");
+    assert_eq!(upstream.calls(), 1);
+}
+
+// ---- approvals over MCP -----------------------------------------------------------------------
+
+#[test]
+fn an_approval_round_trip_over_mcp() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let asked = gateway.call(1, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!((asked.status, asked.code()), (403, Some(-41002)));
+    let data = asked.json()["error"]["data"].clone();
+    assert_eq!(data["error"], "warden.approval_required");
+    let request_id = data["request_id"].as_str().expect("request_id").to_owned();
+    assert!(data["action_hash"].as_str().is_some_and(|h| h.starts_with("sha256:")));
+    assert!(data["expires_at"].as_str().is_some());
+    let again = gateway.call(2, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!(again.json()["error"]["data"]["request_id"], request_id.as_str(), "the same pending request (D8)");
+    let pending = gateway.cli(&["pending", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 1, "one request, asked once");
+    // Different principal: a different hash, a new request.
+    let other = gateway.call(3, "create_refund", refund("p7", 100_000), "agent-2");
+    assert_ne!(other.json()["error"]["data"]["request_id"], request_id.as_str());
+    assert_eq!(upstream.calls(), 0);
+    let granted = gateway.cli(&["approve", &request_id, "--by", "ops:bob", "--yes"]);
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    let runs = gateway.call(4, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!(runs.meta()["result"], "committed", "{}", runs.text);
+    assert_eq!(upstream.calls(), 1);
+    let third = gateway.call(5, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!((third.status, third.code()), (409, Some(-41004)));
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_denied_approval_answers_41003_without_asking_again() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let asked = gateway.call(1, "create_refund", refund("p8", 100_000), "a");
+    let request_id = asked.json()["error"]["data"]["request_id"].as_str().expect("request_id").to_owned();
+    let denied = gateway.cli(&["deny", &request_id, "--by", "ops:bob"]);
+    assert!(denied.status.success(), "{}", String::from_utf8_lossy(&denied.stderr));
+    let again = gateway.call(2, "create_refund", refund("p8", 100_000), "a");
+    assert_eq!((again.status, again.code()), (403, Some(-41003)));
+    assert_eq!(again.json()["error"]["data"]["request_id"], request_id.as_str());
+    assert_eq!(upstream.calls(), 0);
+    let pending = gateway.cli(&["pending", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 0, "nobody is asked again");
+    // The twin: an amount the policy allows runs.
+    assert_eq!(gateway.call(3, "create_refund", refund("p8", 100), "a").meta()["result"], "committed");
+}
+
+// ---- startup --------------------------------------------------------------------------------
+
+#[test]
+fn startup_refusals_exit_2_naming_the_reason() {
+    let dir = scratch();
+    let config = dir.path().join("warden.yaml").display().to_string();
+    let store = dir.path().join("store.redb").display().to_string();
+    let base = ["gateway", "--config", &config, "--store", &store];
+    let table: &[(&[&str], &str)] = &[
+        (&["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme"], "exactly one identity source"),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--principal-header", "X"],
+            "exactly one identity source",
+        ),
+        (&["--upstream", "http://127.0.0.1:9/mcp", "--alias", "Acme.x", "--principal", "a"], "--alias"),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--path", "/warden/mcp"],
+            "/warden/",
+        ),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--listen", "0.0.0.0:0"],
+            "loopback",
+        ),
+        (&["--upstream", "127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a"], "no scheme"),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--user-header", "U"],
+            "--user-header",
+        ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:9/mcp",
+                "--alias",
+                "acme",
+                "--principal",
+                "a",
+                "--identity-jwt-issuer",
+                "i",
+            ],
+            "--identity-jwt",
+        ),
+    ];
+    for (args, reason) in table {
+        let out = warden().args(base).args(*args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_startup_block_names_identity_and_every_keyless_action() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut gateway = gateway(dir.path(), &upstream);
+    let mut block = String::new();
+    while !block.contains("changes the world") {
+        let mut line = String::new();
+        if gateway.stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        block.push_str(&line);
+    }
+    assert!(block.contains("environment production"), "{block}");
+    assert!(block.contains("identity header X-Agent"), "{block}");
+    assert!(block.contains("no authority: section"), "{block}");
+    assert!(block.contains("1 action(s) have no effect: template"), "{block}");
+    assert!(block.contains("  mcp.acme.read_only\n"), "{block}");
+}
+
+// ---- crash ------------------------------------------------------------------------------------
+
+#[test]
+fn a_gateway_killed_mid_call_leaves_the_effect_in_flight_then_ambiguous_never_rerun() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut first = gateway(dir.path(), &upstream);
+    upstream.then(Script::Hang);
+    let address = first.address.clone();
+    let caller = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow", "arguments": {"id": "s1"}}});
+        let mut stream = TcpStream::connect(&address).expect("connect");
+        let text = body.to_string();
+        let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+        let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes()));
+        let mut sink = Vec::new();
+        let _ = stream.read_to_end(&mut sink);
+    });
+    while upstream.calls() == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    first.child.kill().expect("SIGKILL the gateway");
+    let _ = first.child.wait();
+    let _ = caller.join();
+    let effects = first.cli(&["effects", "--json"]);
+    let text = String::from_utf8_lossy(&effects.stdout);
+    assert!(text.contains("slow:s1") && text.contains("executing"), "in flight after the kill: {text}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let second = gateway(dir.path(), &upstream);
+    let retry = second.call(2, "slow", json!({"id": "s1"}), "a");
+    assert_eq!((retry.status, retry.code()), (409, Some(-41005)), "{}", retry.text);
+    assert_eq!(upstream.calls(), 1, "never run twice");
+}
