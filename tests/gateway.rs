@@ -30,6 +30,10 @@ actions:
   mcp.acme.careful:
     effect: "careful:{id}"
     decision: allow
+  mcp.acme.claimed:
+    effect: "claimed:{id}"
+    mcp: { not_executed_on_error: true }
+    decision: allow
   mcp.acme.slow:
     effect: "slow:{id}"
     lease: PT1S
@@ -557,6 +561,23 @@ fn the_outcome_table_over_real_sockets() {
     ] {
         assert!(errors.iter().any(|e| e.contains(observed)), "no receipt names {observed:?}: {errors:?}");
     }
+}
+
+#[test]
+fn not_executed_on_error_makes_is_error_failed_and_a_retry_runs() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Result(json!({"isError": true, "content": []})));
+    let first = gateway.call(1, "claimed", json!({"id": "k"}), "a");
+    assert_eq!(first.meta()["result"], "failed");
+    let retry = gateway.call(2, "claimed", json!({"id": "k"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    // The twin without the claim: isError stays ambiguous and blocks the retry.
+    upstream.then(Script::Result(json!({"isError": true, "content": []})));
+    assert_eq!(gateway.call(3, "careful", json!({"id": "k"}), "a").meta()["result"], "ambiguous");
+    assert_eq!(gateway.call(4, "careful", json!({"id": "k"}), "a").code(), Some(-41005));
+    assert_eq!(upstream.calls(), 3);
 }
 
 #[test]

@@ -139,6 +139,9 @@ pub struct ActionEntry {
     pub description: Option<String>,
     /// `approval` beside `decision: approve` (`warden/v1` only).
     pub approval: Option<crate::approval::Requirement>,
+    /// `mcp.not_executed_on_error`: for `warden gateway`, an upstream `isError` on this tool
+    /// means it did nothing (FAILED, retry allowed) instead of AMBIGUOUS. An unchecked claim.
+    pub not_executed_on_error: bool,
 }
 
 #[derive(Debug, Clone)]

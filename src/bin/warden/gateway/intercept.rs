@@ -144,7 +144,9 @@ impl Engine {
                 if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
                     params.insert("arguments".into(), permit.action().canonical_arguments());
                 }
-                Ok(Admitted { permit, forward, not_executed_on_error: false })
+                let not_executed_on_error =
+                    self.warden.document().actions.get(&name).is_some_and(|entry| entry.not_executed_on_error);
+                Ok(Admitted { permit, forward, not_executed_on_error })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), error)),
         }
