@@ -772,3 +772,100 @@ fn a_gateway_killed_mid_call_leaves_the_effect_in_flight_then_ambiguous_never_re
     assert_eq!((retry.status, retry.code()), (409, Some(-41005)), "{}", retry.text);
     assert_eq!(upstream.calls(), 1, "never run twice");
 }
+
+// ---- stdio ------------------------------------------------------------------------------------
+
+const STDIO_SERVER: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a")
+for line in sys.stdin:
+    message = json.loads(line)
+    log.write(line); log.flush()
+    method, id = message.get("method"), message.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
+        result = {"content": [{"type": "text", "text": json.dumps(message["params"]["arguments"], sort_keys=True)}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no such method"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+"#;
+
+#[test]
+fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1/ada"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let send = |input: &mut std::process::ChildStdin, message: Value| {
+        writeln!(input, "{message}").expect("write");
+        input.flush().expect("flush");
+    };
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}),
+    );
+    assert_eq!(next()["result"]["serverInfo"]["name"], "scripted");
+    send(&mut input, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(&mut input, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert_eq!(next()["result"]["tools"][0]["name"], "create_refund");
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p1", "amount": 5}}}),
+    );
+    assert_eq!(next()["method"], "notifications/message", "the server's notification passes through");
+    let done = next();
+    assert_eq!(done["id"], 3);
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed");
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p2", "amount": 5_000_000}}}),
+    );
+    let denied = next();
+    assert_eq!((denied["id"].as_i64(), denied["error"]["code"].as_i64()), (Some(4), Some(-41001)));
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p1", "amount": 5}}}),
+    );
+    assert_eq!(next()["error"]["code"], -41004, "a duplicate over stdio too");
+    send(&mut input, json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "read_only"}}));
+    assert_eq!(next()["error"]["code"], -32600);
+    drop(input);
+    let status = child.wait().expect("the gateway exits when its client goes away");
+    assert!(status.success());
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
+    assert!(stderr.contains("asserted by whoever wrote the launch configuration"), "{stderr}");
+    let seen = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(seen.matches("tools/call").count(), 1, "only the allowed call reached the server: {seen}");
+    let receipts = warden()
+        .args(["receipts", "--json", "--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("receipts");
+    let receipts: Value = serde_json::from_slice(&receipts.stdout).expect("JSON");
+    assert!(receipts.as_array().expect("array").iter().any(|r| r["principal"]["user"] == "ada"));
+}
