@@ -869,3 +869,29 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
     let receipts: Value = serde_json::from_slice(&receipts.stdout).expect("JSON");
     assert!(receipts.as_array().expect("array").iter().any(|r| r["principal"]["user"] == "ada"));
 }
+
+#[test]
+fn an_approval_granted_while_the_gateway_was_down_is_consumed_after_a_restart() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let first = gateway(dir.path(), &upstream);
+    let asked = first.call(1, "create_refund", refund("p5", 100_000), "a");
+    let request_id = asked.json()["error"]["data"]["request_id"].as_str().expect("request_id").to_owned();
+    drop(first);
+    let second = gateway(dir.path(), &upstream);
+    let still = second.call(2, "create_refund", refund("p5", 100_000), "a");
+    assert_eq!(still.json()["error"]["data"]["request_id"], request_id.as_str(), "the same request after a restart");
+    drop(second);
+    let granted = warden()
+        .args(["approve", &request_id, "--by", "ops:bob", "--yes"])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("approve");
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    let third = gateway(dir.path(), &upstream);
+    let runs = third.call(3, "create_refund", refund("p5", 100_000), "a");
+    assert_eq!(runs.meta()["result"], "committed", "{}", runs.text);
+    let pending = third.cli(&["pending", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 0, "no second request was made");
+    assert_eq!(upstream.calls(), 1);
+}

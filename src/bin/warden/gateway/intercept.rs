@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use serde_json::{json, Map, Value};
 
 use warden::approval::ApprovalStatus;
+use warden::event::EventKind;
 use warden::identity::{IdentityContext, IdentityProvider};
 use warden::kernel::Permit;
 use warden::pipeline::{ActionRequest, Warden};
@@ -58,14 +59,22 @@ pub struct Engine {
     pub warden: Warden,
     pub alias: String,
     pub identity: Box<dyn IdentityProvider>,
-    /// The approval request this gateway was answered for each action hash: the identical
-    /// re-sent call presents it once it is granted.
-    approvals: Mutex<HashMap<String, String>>,
+    /// The latest approval request for each action hash, learnt from the store's
+    /// APPROVAL_REQUESTED events (so a restarted gateway, or a request another process made,
+    /// is found too): the identical re-sent call presents it once it is granted.
+    approvals: Mutex<ApprovalIndex>,
+}
+
+#[derive(Default)]
+struct ApprovalIndex {
+    by_hash: HashMap<String, String>,
+    /// The last event read.
+    cursor: u64,
 }
 
 impl Engine {
     pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>) -> Engine {
-        Engine { warden, alias, identity, approvals: Mutex::new(HashMap::new()) }
+        Engine { warden, alias, identity, approvals: Mutex::new(ApprovalIndex::default()) }
     }
 
     pub fn action_name(&self, tool: &str) -> String {
@@ -170,42 +179,61 @@ impl Engine {
         action.hash().ok()
     }
 
-    /// The request this gateway reported for `hash`, when a human has granted it.
+    /// The latest request for `hash`, when a human has granted it.
     fn granted_approval(&self, hash: &str) -> Option<String> {
-        let id = self.approvals.lock().ok()?.get(hash).cloned()?;
+        let id = self.latest_request(hash)?;
         let record = self.warden.kernel().approval(&id).ok()??;
         (record.status == ApprovalStatus::Granted).then_some(id)
     }
 
-    fn remember(&self, hash: &str, request_id: &str) {
-        if let Ok(mut map) = self.approvals.lock() {
-            map.insert(hash.to_owned(), request_id.to_owned());
+    /// The latest approval request for `hash`, after reading the events written since the last
+    /// look (one read when nothing is new).
+    fn latest_request(&self, hash: &str) -> Option<String> {
+        let mut index = self.approvals.lock().ok()?;
+        loop {
+            let events = match self.warden.kernel().events(index.cursor, 1000) {
+                Ok(events) => events,
+                Err(error) => {
+                    log::warn(&format!("reading approval events failed: {error}"));
+                    break;
+                }
+            };
+            let Some(last) = events.last().map(|e| e.event_id) else { break };
+            for event in &events {
+                if event.kind != EventKind::APPROVAL_REQUESTED {
+                    continue;
+                }
+                let data: Option<Value> = serde_json::from_str(&event.data).ok();
+                let requested = data.as_ref().and_then(|d| d.get("action_hash")).and_then(Value::as_str);
+                if let (Some(requested), Some(id)) = (requested, &event.approval_id) {
+                    index.by_hash.insert(requested.to_owned(), id.clone());
+                }
+            }
+            index.cursor = last;
         }
+        index.by_hash.get(hash).cloned()
     }
 
     /// A kernel refusal (or fault) as the client's JSON-RPC error.
     fn refused(&self, id: &Value, name: &str, hash: Option<&str>, error: Error) -> Answer {
         let message = error.to_string();
         match error {
-            Error::ApprovalRequired { request_id, expires_at, action_hash } => {
-                self.remember(&action_hash, &request_id);
-                refusal(
-                    id,
-                    403,
-                    -41002,
-                    "warden.approval_required",
-                    &format!(
-                        "{name} requires approval: a human runs 'warden approve {request_id}', then this same call runs"
-                    ),
-                    json!({
-                        "request_id": request_id,
-                        "action_hash": action_hash,
-                        "expires_at": warden::clock::render(expires_at),
-                    }),
-                )
-            }
+            Error::ApprovalRequired { request_id, expires_at, action_hash } => refusal(
+                id,
+                403,
+                -41002,
+                "warden.approval_required",
+                &format!(
+                    "{name} requires approval: a human runs 'warden approve {request_id}', then this same call runs"
+                ),
+                json!({
+                    "request_id": request_id,
+                    "action_hash": action_hash,
+                    "expires_at": warden::clock::render(expires_at),
+                }),
+            ),
             Error::Denied { reason, .. } if reason == "approval_denied" => {
-                let request_id = hash.and_then(|h| self.approvals.lock().ok().and_then(|m| m.get(h).cloned()));
+                let request_id = hash.and_then(|h| self.latest_request(h));
                 refusal(id, 403, -41003, "warden.approval_denied", &message, json!({"request_id": request_id}))
             }
             Error::Denied { reason, .. } if reason == "principal_expired" || reason == "no_principal" => {

@@ -122,7 +122,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             },
         }
     }
-    // The client went away: close the child's input, give it a moment, then stop it.
+    // The client went away: let the calls in flight get their answers (each bounded by the
+    // timeout), then close the child's input, give it a moment, and stop it.
+    for call in calls {
+        let _ = call.join();
+    }
     if let Ok(mut slot) = child_in.lock() {
         slot.take();
     }
@@ -134,9 +138,6 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
         std::thread::sleep(Duration::from_millis(20));
     }
     stop(&mut child);
-    for call in calls {
-        let _ = call.join();
-    }
     let _ = reader.join();
     Ok(())
 }
