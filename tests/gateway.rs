@@ -57,6 +57,8 @@ enum Script {
     Stream,
     /// Read the request and never answer (until the test ends).
     Hang,
+    /// `text/event-stream`: a progress event, then silence for two seconds, then the final result.
+    SlowStream,
 }
 
 #[derive(Debug, Clone)]
@@ -185,6 +187,16 @@ fn serve_one(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, queued: &Mutex<
         Some(Script::Hang) => {
             std::thread::sleep(Duration::from_secs(60));
             return;
+        }
+        Some(Script::SlowStream) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let progress =
+                "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n";
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(progress.as_bytes()));
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_secs(2));
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("data: {last}\n\n")
         }
         Some(Script::Stream) => {
             let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
@@ -615,6 +627,42 @@ fn an_event_stream_is_relayed_without_ids_and_ends_with_the_receipt() {
     assert!(progress < last);
     let final_event: Value = serde_json::from_str(answer.text[last + 6..].trim()).expect("final JSON");
     assert_eq!(final_event["_meta"]["dev.warden/receipt"]["result"], "committed");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_client_gone_mid_stream_leaves_the_effect_ambiguous_and_a_retry_refused() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::SlowStream);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "gone"}}});
+    let text = body.to_string();
+    let mut client = TcpStream::connect(&gateway.address).expect("connect");
+    let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+    client.write_all(head.as_bytes()).and_then(|()| client.write_all(text.as_bytes())).expect("send");
+    let mut reader = BufReader::new(client.try_clone().expect("clone"));
+    let mut line = String::new();
+    while !line.contains("notifications/progress") {
+        line.clear();
+        assert!(reader.read_line(&mut line).expect("read") > 0, "the progress event arrives");
+    }
+    drop(reader);
+    client.shutdown(std::net::Shutdown::Both).expect("hang up");
+    drop(client);
+    let mut receipts = Vec::new();
+    for _ in 0..100 {
+        receipts = gateway.receipts();
+        if !receipts.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let receipt = receipts.first().expect("a receipt");
+    assert_eq!(receipt["result"], "ambiguous");
+    assert!(receipt["error"].as_str().is_some_and(|e| e.contains("client went away")), "{receipt}");
+    let retry = gateway.call(2, "careful", json!({"id": "gone"}), "a");
+    assert_eq!(retry.code(), Some(-41005));
     assert_eq!(upstream.calls(), 1);
 }
 

@@ -239,6 +239,18 @@ fn write_head(
     stream.flush()
 }
 
+/// Whether the client closed its side: a read that would block means it is still there.
+fn client_gone(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut probe = [0u8; 1];
+    let gone = matches!(stream.peek(&mut probe), Ok(0))
+        || matches!(stream.peek(&mut probe), Err(e) if e.kind() != std::io::ErrorKind::WouldBlock);
+    let _ = stream.set_nonblocking(false);
+    gone
+}
+
 fn timeouts(config: &HttpConfig) -> &Timeouts {
     &config.timeouts
 }
@@ -365,17 +377,45 @@ fn streamed(
         engine.finish(admitted, &observation, call.revision);
         return;
     }
-    let mut decoder = sse::Decoder::new();
-    let mut buffer = [0u8; 8192];
-    let observation = 'read: loop {
-        let n = match response.body.read(&mut buffer) {
-            Ok(0) => break 'read Observation::Broken("the event stream ended before the final response".into()),
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
-                break 'read Observation::Broken("timeout after headers".into());
+    // One reader thread feeds the upstream's bytes through a one-slot queue while this thread
+    // looks at the client every 100 ms: a client gone mid-stream is noticed even while the
+    // upstream is silent, and the upstream socket is shut at once.
+    let mut body = std::mem::replace(&mut response.body, upstream::Body::Empty);
+    let (chunks, received) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, Observation>>(1);
+    let reader = std::thread::spawn(move || {
+        let mut buffer = [0u8; 8192];
+        loop {
+            let item = match body.read(&mut buffer) {
+                Ok(0) => Err(Observation::Broken("the event stream ended before the final response".into())),
+                Ok(n) => Ok(buffer[..n].to_vec()),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                    Err(Observation::Broken("timeout after headers".into()))
+                }
+                Err(e) => Err(Observation::Broken(format!("the event stream broke: {}", e.kind()))),
+            };
+            let last = item.is_err();
+            if chunks.send(item).is_err() || last {
+                return;
             }
-            Err(e) => break 'read Observation::Broken(format!("the event stream broke: {}", e.kind())),
+        }
+    });
+    let mut decoder = sse::Decoder::new();
+    let observation = 'read: loop {
+        let chunk = match received.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(chunk)) => chunk,
+            Ok(Err(observation)) => break 'read observation,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if client_gone(stream) {
+                    break 'read Observation::Broken("the client went away mid-stream".into());
+                }
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                break 'read Observation::Broken("the event stream broke".into());
+            }
         };
+        let n = chunk.len();
+        let buffer = chunk;
         let events = match decoder.feed(&buffer[..n]) {
             Ok(events) => events,
             Err(what) => break 'read Observation::Broken(what),
@@ -390,14 +430,17 @@ fn streamed(
                 break 'read Observation::Answered { status, challenge: false, body: parsed };
             }
             if stream.write_all(event.without_id().as_bytes()).and_then(|()| stream.flush()).is_err() {
-                upstream::shut(&response.socket);
-                let observation = Observation::Broken("the client went away mid-stream".into());
-                engine.finish(admitted, &observation, call.revision);
-                return;
+                break 'read Observation::Broken("the client went away mid-stream".into());
             }
         }
     };
     upstream::shut(&response.socket);
+    drop(received);
+    let _ = reader.join();
+    if matches!(&observation, Observation::Broken(what) if what.starts_with("the client went away")) {
+        engine.finish(admitted, &observation, call.revision);
+        return;
+    }
     let finished = engine.finish(admitted, &observation, call.revision);
     let envelope = match (&finished.reply, observation) {
         (Reply::Relay, Observation::Answered { body: Some(mut envelope), .. }) => {
