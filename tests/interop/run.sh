@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Interop of `warden gateway` with real MCP software: the official Python SDK (mcp 2.3.0) as the
-# client, through the gateway over Streamable HTTP to an official-SDK server, and through
-# `warden gateway --stdio` to the same server as a child. Opt-in (it installs from PyPI):
+# client, through the gateway over Streamable HTTP to an official-SDK server, through
+# `warden gateway --stdio` to the same server as a child, and through `--stdio` to the
+# reference server @modelcontextprotocol/server-everything (npm). Opt-in (it installs from PyPI
+# and npm):
 #
 #   cargo build && tests/interop/run.sh
 #
@@ -15,6 +17,7 @@ if [ ! -x "$work/venv/bin/python" ]; then
   python3 -m venv "$work/venv"
 fi
 "$work/venv/bin/pip" install --quiet "mcp==2.3.0"
+npm install --silent --no-audit --no-fund --prefix "$work/npm" "@modelcontextprotocol/server-everything@2026.8.31"
 export PATH="$root/target/debug:$PATH"
 python="$work/venv/bin/python"
 run="$(mktemp -d "$work/run.XXXXXX")"
@@ -55,4 +58,23 @@ echo "== HTTP: SDK client -> warden gateway ($url) -> SDK server"
 "$python" "$root/tests/interop/sdk_client.py" "$url" "$run/http.redb" "$run/warden.yaml"
 echo "== stdio: SDK client -> warden gateway --stdio -> SDK server (child)"
 "$python" "$root/tests/interop/sdk_client.py" stdio "$run/stdio.redb" "$run/warden.yaml" "$root/tests/interop/sdk_server.py" 2>"$run/stdio.err"
+cat > "$run/everything.yaml" <<'YAML'
+schema: warden/v1
+actions:
+  mcp.everything.echo:
+    decision: allow
+  mcp.everything.trigger-elicitation-request:
+    decision: allow
+  mcp.everything.get-sum:
+    effect: "sum:{a}+{b}"
+    rules:
+      - when: { a_lte: 100 }
+        decision: allow
+      - when: { a_lte: 1000 }
+        decision: approve
+      - decision: deny
+YAML
+echo "== stdio: SDK client -> warden gateway --stdio -> @modelcontextprotocol/server-everything"
+"$python" "$root/tests/interop/sdk_everything.py" "$run/everything.redb" "$run/everything.yaml" \
+  "$work/npm/node_modules/.bin/mcp-server-everything" 2>"$run/everything.err"
 echo "interop: all checks passed"
