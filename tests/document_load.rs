@@ -117,7 +117,7 @@ fn unknown_keys_are_refused_at_every_level() {
             "schema: warden/v1\nactions:\n  a: {decision: allow, timeout_ms: 5}\n",
             "actions.a.timeout_ms",
             Some(3),
-            "allowed here: approval, decision, description, effect, lease, max_attempts, mcp, resource, rules",
+            "allowed here: approval, decision, description, effect, lease, max_attempts, mcp, resource, rules, upstream",
         ),
         refusal(
             "rule",

@@ -78,6 +78,8 @@ struct Upstream {
     url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
     script: Arc<Mutex<VecDeque<Script>>>,
+    /// What `tools/list` answers.
+    tools: Arc<Mutex<Value>>,
 }
 
 impl Upstream {
@@ -86,15 +88,16 @@ impl Upstream {
         let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(VecDeque::new()));
-        let (recorded, queued) = (Arc::clone(&requests), Arc::clone(&script));
+        let tools = Arc::new(Mutex::new(json!([{"name": "create_refund", "inputSchema": {"type": "object"}}])));
+        let (recorded, queued, listed) = (Arc::clone(&requests), Arc::clone(&script), Arc::clone(&tools));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let (recorded, queued) = (Arc::clone(&recorded), Arc::clone(&queued));
-                std::thread::spawn(move || serve_one(stream, &recorded, &queued));
+                let (recorded, queued, listed) = (Arc::clone(&recorded), Arc::clone(&queued), Arc::clone(&listed));
+                std::thread::spawn(move || serve_one(stream, &recorded, &queued, &listed));
             }
         });
-        Upstream { url, requests, script }
+        Upstream { url, requests, script, tools }
     }
 
     fn then(&self, script: Script) {
@@ -119,7 +122,12 @@ impl Upstream {
     }
 }
 
-fn serve_one(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, queued: &Mutex<VecDeque<Script>>) {
+fn serve_one(
+    stream: TcpStream,
+    recorded: &Mutex<Vec<Recorded>>,
+    queued: &Mutex<VecDeque<Script>>,
+    listed: &Mutex<Value>,
+) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut first = String::new();
     if reader.read_line(&mut first).unwrap_or(0) == 0 {
@@ -161,7 +169,7 @@ fn serve_one(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, queued: &Mutex<
         None if method == "DELETE" => "HTTP/1.1 204 X\r\nConnection: close\r\n\r\n".to_owned(),
         None if body.get("method") == Some(&json!("tools/list")) => json_reply(
             200,
-            &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}}),
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": listed.lock().expect("tools").clone()}}),
             "",
         ),
         None if is_call => json_reply(
@@ -664,6 +672,112 @@ fn a_client_gone_mid_stream_leaves_the_effect_ambiguous_and_a_retry_refused() {
     let retry = gateway.call(2, "careful", json!({"id": "gone"}), "a");
     assert_eq!(retry.code(), Some(-41005));
     assert_eq!(upstream.calls(), 1);
+}
+
+// ---- pins ---------------------------------------------------------------------------------------
+
+fn schema_digest(entry: &Value) -> String {
+    let document = json!({"schema": "ctrlrun.upstream.tool_schema/v1", "entry": entry});
+    warden::canonical::sha256_prefixed(
+        warden::canonical::to_canonical_string(&document, "t").expect("canonical").as_bytes(),
+    )
+}
+
+#[test]
+fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_one() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
+    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    upstream: {{ tool_schema_sha256: \"{}\" }}\n    decision: allow\n",
+        schema_digest(&entry)
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let gateway = gateway(dir.path(), &upstream);
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let unverified = gateway.call(1, "pinned", json!({"id": "a"}), "a");
+    assert_eq!((unverified.status, unverified.code()), (403, Some(-41016)));
+    assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified");
+    assert_eq!(unverified.json()["error"]["data"]["error"], "warden.upstream_unpinned");
+    gateway.post(&[], list);
+    let passes = gateway.call(2, "pinned", json!({"id": "a"}), "a");
+    assert_eq!(passes.meta()["result"], "committed", "{}", passes.text);
+    *upstream.tools.lock().expect("tools") =
+        json!([{"name": "pinned", "description": "Refund a payment, and more", "inputSchema": {"type": "object"}}]);
+    gateway.post(&[], list);
+    let changed = gateway.call(3, "pinned", json!({"id": "b"}), "a");
+    assert_eq!(
+        (changed.code(), changed.json()["error"]["data"]["reason"].as_str()),
+        (Some(-41016), Some("upstream_mismatch"))
+    );
+    assert_eq!(upstream.calls(), 1, "only the verified call reached the upstream");
+    // An unpinned tool is not affected by any of this.
+    assert_eq!(gateway.call(4, "read_only", json!({}), "a").meta()["result"], "committed");
+}
+
+#[test]
+fn upstream_pins_are_checked_when_the_document_loads() {
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let load = |upstream: &str| {
+        let text =
+            format!("schema: warden/v1\nactions:\n  mcp.acme.t:\n    decision: allow\n    upstream: {upstream}\n");
+        warden::document::load_str(&text, "test.yaml").map(|_| ()).map_err(|e| e.to_string())
+    };
+    assert!(load(&format!("{{ tool_schema_sha256: \"{digest}\" }}")).is_ok());
+    assert!(load(&format!("{{ tls_cert_sha256: [\"{digest}\"] }}")).is_ok());
+    let table = [
+        ("{ tool_schema_sha256: \"sha256:abc\" }".to_owned(), "64 lowercase hex"),
+        (format!("{{ tool_schema_sha256: \"{}\" }}", digest.to_uppercase()), "64 lowercase hex"),
+        ("{ tls_cert_sha256: [] }".to_owned(), "must not be empty"),
+        ("{ tls_cert_sha256: \"x\" }".to_owned(), "must be a list"),
+        ("{ pin: 1 }".to_owned(), "unknown key 'pin'"),
+        (
+            format!("{{ tls_cert_sha256: [\"{digest}\"], tls_cert_file: [\"/nonexistent.pem\"] }}"),
+            "cannot read the certificate file",
+        ),
+        ("[]".to_owned(), "must be a mapping"),
+    ];
+    for (upstream, expected) in table {
+        let error = load(&upstream).expect_err(&upstream);
+        assert!(error.contains(expected), "{upstream}: {error}");
+    }
+}
+
+#[test]
+fn a_certificate_pin_on_an_http_upstream_refuses_to_start() {
+    let dir = scratch();
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.tls:\n    upstream: {{ tls_cert_sha256: [\"sha256:{}\"] }}\n    decision: allow\n",
+        "0".repeat(64)
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let out = warden()
+        .args(["gateway", "--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a"])
+        .args(["--listen", "127.0.0.1:0", "--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mcp.acme.tls") && stderr.contains("certificate pin needs an https:// upstream"),
+        "{stderr}"
+    );
+    // The twin: the same document under another alias starts (those pins are not its upstream's).
+    let mut twin = warden()
+        .args(["gateway", "--upstream", "http://127.0.0.1:9/mcp", "--alias", "other", "--principal", "a"])
+        .args(["--listen", "127.0.0.1:0", "--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut first = String::new();
+    BufReader::new(twin.stdout.take().expect("stdout")).read_line(&mut first).expect("line");
+    let _ = twin.kill();
+    let _ = twin.wait();
+    assert!(first.starts_with("warden gateway: listening on http://127.0.0.1:"), "{first}");
 }
 
 // ---- approvals over MCP -----------------------------------------------------------------------

@@ -227,6 +227,10 @@ impl Cx<'_> {
             None => false,
             Some(member) => self.mcp_options(member, path)?,
         };
+        let upstream = match get("upstream") {
+            Some(member) if self.warden() => Some(self.upstream_pins(member, path)?),
+            _ => None,
+        };
         let max_attempts = match get("max_attempts") {
             None => None,
             Some(member) => Some(self.max_attempts(member, path)?),
@@ -268,6 +272,7 @@ impl Cx<'_> {
             description,
             approval,
             not_executed_on_error,
+            upstream,
         })
     }
 

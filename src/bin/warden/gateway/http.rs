@@ -101,7 +101,9 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
                     let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
-                    relay(&mut stream, config, "POST", &request.headers, &body);
+                    let listing = inbound.message.get("method").and_then(Value::as_str) == Some("tools/list");
+                    let observer = listing.then_some(engine);
+                    relay(&mut stream, config, "POST", &request.headers, &body, observer);
                 }
                 Kind::ToolCall { id, tool } => {
                     let call = Call {
@@ -127,7 +129,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
             return;
         }
-        relay(&mut stream, config, &request.method, &request.headers, &[]);
+        relay(&mut stream, config, &request.method, &request.headers, &[], None);
         return;
     }
     let _ = write_json(&mut stream, 501, None);
@@ -255,8 +257,16 @@ fn timeouts(config: &HttpConfig) -> &Timeouts {
     &config.timeouts
 }
 
-/// Relay one exchange untouched: no action, no decision, no record.
-fn relay(stream: &mut TcpStream, config: &HttpConfig, method: &str, headers: &[(String, String)], body: &[u8]) {
+/// Relay one exchange untouched: no action, no decision, no record. A JSON `tools/list` answer
+/// is shown to `observer` (the schema pins) on its way through.
+fn relay(
+    stream: &mut TcpStream,
+    config: &HttpConfig,
+    method: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    observer: Option<&Engine>,
+) {
     let mut forwarded = end_to_end_request(headers, &config.consumed);
     if method == "POST" {
         forwarded.push(("Content-Type".into(), "application/json".into()));
@@ -290,6 +300,9 @@ fn relay(stream: &mut TcpStream, config: &HttpConfig, method: &str, headers: &[(
     }
     match upstream::read_all(&mut response.body, MAX_ANSWER_BYTES) {
         Ok(bytes) => {
+            if let (Some(engine), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
+                engine.observe_tools(&envelope);
+            }
             let _ = write_head(stream, response.status, &response.headers, Some(bytes.len()))
                 .and_then(|()| stream.write_all(&bytes))
                 .and_then(|()| stream.flush());

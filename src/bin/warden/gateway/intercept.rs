@@ -63,6 +63,15 @@ pub struct Engine {
     /// APPROVAL_REQUESTED events (so a restarted gateway, or a request another process made,
     /// is found too): the identical re-sent call presents it once it is granted.
     approvals: Mutex<ApprovalIndex>,
+    /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
+    schemas: Mutex<HashMap<String, String>>,
+}
+
+/// The `tool_schema_sha256` of one advertised `tools/list` entry.
+pub fn tool_schema_digest(entry: &Value) -> Option<String> {
+    let document = json!({"schema": "ctrlrun.upstream.tool_schema/v1", "entry": entry});
+    let text = warden::canonical::to_canonical_string(&document, "tool schema").ok()?;
+    Some(warden::canonical::sha256_prefixed(text.as_bytes()))
 }
 
 #[derive(Default)]
@@ -74,7 +83,39 @@ struct ApprovalIndex {
 
 impl Engine {
     pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>) -> Engine {
-        Engine { warden, alias, identity, approvals: Mutex::new(ApprovalIndex::default()) }
+        Engine {
+            warden,
+            alias,
+            identity,
+            approvals: Mutex::new(ApprovalIndex::default()),
+            schemas: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Learn the tools of a relayed `tools/list` answer (a JSON-RPC response envelope).
+    pub fn observe_tools(&self, envelope: &Value) {
+        let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else { return };
+        let Ok(mut schemas) = self.schemas.lock() else { return };
+        for entry in tools {
+            let Some(name) = entry.get("name").and_then(Value::as_str) else { continue };
+            match tool_schema_digest(entry) {
+                Some(digest) => schemas.insert(name.to_owned(), digest),
+                // An entry with no canonical form (a float in its schema) matches no pin.
+                None => schemas.remove(name),
+            };
+        }
+    }
+
+    /// The pin check (above the approval gate): `None` when the entry pins nothing or the
+    /// observed schema matches, else the reason.
+    fn pin_refusal(&self, name: &str, tool: &str) -> Option<&'static str> {
+        let pin = self.warden.document().actions.get(name)?.upstream.as_ref()?.tool_schema_sha256.as_ref()?;
+        let observed = self.schemas.lock().ok()?.get(tool).cloned();
+        match observed {
+            None => Some("upstream_unverified"),
+            Some(digest) if &digest != pin => Some("upstream_mismatch"),
+            Some(_) => None,
+        }
     }
 
     pub fn action_name(&self, tool: &str) -> String {
@@ -137,6 +178,20 @@ impl Engine {
                 ));
             }
         };
+        if let Some(reason) = self.pin_refusal(&name, call.tool) {
+            log::warn(&format!(
+                "{name}: refused, {reason} (the tool's tools/list entry does not match its tool_schema_sha256 pin)"
+            ));
+            let message = match reason {
+                "upstream_unverified" => format!(
+                    "{name} pins the tool's schema, and no tools/list answer has shown it yet; list the tools first"
+                ),
+                _ => format!(
+                    "{name} pins the tool's schema, and the upstream now advertises a different one; check the server"
+                ),
+            };
+            return Err(refusal(call.id, 403, -41016, "warden.upstream_unpinned", &message, json!({"reason": reason})));
+        }
         let metadata = params.and_then(|p| p.get("metadata"));
         let hop = metadata.and_then(|m| m.get("hop")).and_then(Value::as_str);
         let task = metadata.and_then(|m| m.get("task")).and_then(Value::as_str);

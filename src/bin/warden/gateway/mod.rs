@@ -138,6 +138,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             ));
         }
         let warden = open(store, config)?;
+        refuse_certificate_pins(&warden, &args.alias, "a stdio child has no certificate")?;
         let block = startup_block(
             &warden,
             &source,
@@ -161,6 +162,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
     }
     let warden = open(store, config)?;
+    refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
     let listener = TcpListener::bind(&args.listen)
         .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}; pick another --listen", args.listen)))?;
     let local = listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
@@ -219,6 +221,27 @@ fn open(store: &Path, config: &Path) -> Result<Warden, Failure> {
         other if other.is_access_problem() => Failure::usage(other.to_string()),
         other => Failure::internal(other.to_string()),
     })
+}
+
+/// A certificate pin this gateway cannot enforce is a refusal to start, never a silent pass.
+fn refuse_certificate_pins(warden: &Warden, alias: &str, why: &str) -> Result<(), Failure> {
+    let prefix = format!("mcp.{alias}.");
+    let pinned: Vec<&str> = warden
+        .document()
+        .actions
+        .iter()
+        .filter(|(name, entry)| {
+            name.starts_with(&prefix) && entry.upstream.as_ref().is_some_and(|u| u.pins_certificate())
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if pinned.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "{} pin(s) the upstream's TLS certificate (upstream.tls_cert_sha256), and {why}; a certificate pin needs an https:// upstream",
+        log::printable(&pinned.join(", "))
+    )))
 }
 
 fn write_stderr(text: &str) {

@@ -3,7 +3,7 @@
 //! over HTTP; everything else passes through line by line. The child's stderr is the
 //! gateway's; the child is stopped and reaped when the client goes away.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -41,8 +41,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     let child_in: Arc<Mutex<Option<ChildStdin>>> = Arc::new(Mutex::new(Some(child_in)));
     let client_out = Arc::new(Mutex::new(std::io::stdout()));
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+    // Ids of relayed tools/list requests: their answers show the tool schemas (pins).
+    let listing: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(HashSet::new()));
     let reader = {
         let (waiters, client_out) = (Arc::clone(&waiters), Arc::clone(&client_out));
+        let (listing, engine) = (Arc::clone(&listing), Arc::clone(&engine));
         std::thread::spawn(move || {
             let mut lines = BufReader::new(child_out);
             loop {
@@ -58,6 +61,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                         && (object.contains_key("result") || object.contains_key("error"));
                     is_response.then(|| object.get("id").map(Value::to_string)).flatten()
                 });
+                if let (Some(id), Some(message)) = (&response_id, &parsed) {
+                    if listing.lock().is_ok_and(|mut ids| ids.remove(id)) {
+                        engine.observe_tools(message);
+                    }
+                }
                 let waiter = response_id.and_then(|id| waiters.lock().ok().and_then(|mut w| w.remove(&id)));
                 match (waiter, parsed) {
                     (Some(waiter), Some(message)) => {
@@ -97,6 +105,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             }
             Ok(inbound) => match inbound.kind.clone() {
                 Kind::Relay => {
+                    if inbound.message.get("method").and_then(Value::as_str) == Some("tools/list") {
+                        if let (Some(id), Ok(mut ids)) = (inbound.message.get("id"), listing.lock()) {
+                            ids.insert(id.to_string());
+                        }
+                    }
                     if !line.ends_with(b"\n") {
                         line.push(b'\n');
                     }
