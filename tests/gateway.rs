@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+mod support;
+
 const DOCUMENT: &str = r#"schema: warden/v1
 environment: production
 actions:
@@ -778,6 +780,64 @@ fn a_certificate_pin_on_an_http_upstream_refuses_to_start() {
     let _ = twin.kill();
     let _ = twin.wait();
     assert!(first.starts_with("warden gateway: listening on http://127.0.0.1:"), "{first}");
+}
+
+/// An https upstream presenting `identity` that answers every tools/call with a result.
+fn tls_upstream(identity: &support::ServerIdentity) -> support::Server {
+    support::Server::https(identity, |mut conn, recorded| {
+        let length: usize = recorded.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let mut body = recorded.extra.clone();
+        while body.len() < length {
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => body.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"content": [{"type": "text", "text": "over tls"}]}});
+        conn.send(&support::response("200 OK", &[("content-type", "application/json")], answer.to_string().as_bytes()));
+        Some(conn)
+    })
+}
+
+#[test]
+fn a_pinned_https_upstream_is_used_and_a_swapped_certificate_fails_before_any_byte() {
+    let dir = scratch();
+    let genuine = support::self_signed(&["127.0.0.1", "localhost"]);
+    let impostor = support::self_signed(&["127.0.0.1", "localhost"]);
+    let pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, genuine.chain[0].as_ref())
+    );
+    std::fs::write(dir.path().join("upstream.pem"), pem).expect("pem");
+    let digest = warden::canonical::sha256_prefixed(genuine.chain[0].as_ref());
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.tls:\n    effect: \"tls:{{id}}\"\n    upstream: {{ tls_cert_sha256: [\"{digest}\"], tls_cert_file: [upstream.pem] }}\n    decision: allow\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let server = tls_upstream(&genuine);
+    let gateway =
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{}/mcp", server.port), &["--principal-header", "X-Agent"]);
+    let answer = gateway.call(1, "tls", json!({"id": "t1"}), "a");
+    assert_eq!(answer.meta()["result"], "committed", "{}", answer.text);
+    assert_eq!(answer.json()["result"]["content"][0]["text"], "over tls");
+    assert_eq!(server.requests().len(), 1);
+    drop(gateway);
+    // The same document in front of a server with another certificate: the handshake fails,
+    // nothing is sent, and the call is FAILED (a retry may run).
+    let swapped = tls_upstream(&impostor);
+    let gateway =
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{}/mcp", swapped.port), &["--principal-header", "X-Agent"]);
+    let refused = gateway.call(2, "tls", json!({"id": "t2"}), "a");
+    assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
+    assert_eq!(refused.meta()["result"], "failed");
+    assert!(swapped.requests().is_empty(), "no request reached the swapped server");
+    let receipts = gateway.receipts();
+    assert!(
+        receipts.iter().any(|r| r["error"].as_str().is_some_and(|e| e.contains("TLS handshake failed"))),
+        "{receipts:?}"
+    );
 }
 
 // ---- approvals over MCP -----------------------------------------------------------------------

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::classify::{Observation, Reply};
 use super::intercept::{self, Admitted, Call, Engine};
 use super::sse;
-use super::upstream::{self, Timeouts, Upstream};
+use super::upstream::{self, Dialer, Upstream};
 use super::wire::{self, Checks, Kind};
 use super::{end_to_end_request, end_to_end_response, log};
 
@@ -29,7 +29,7 @@ pub struct HttpConfig {
     pub path: String,
     pub max_body_bytes: usize,
     pub upstream: Upstream,
-    pub timeouts: Timeouts,
+    pub dialer: Dialer,
     pub identity_headers: Vec<String>,
     pub allowed_origins: Vec<String>,
     /// A header this gateway consumes (the identity token): never forwarded upstream.
@@ -253,8 +253,8 @@ fn client_gone(stream: &TcpStream) -> bool {
     gone
 }
 
-fn timeouts(config: &HttpConfig) -> &Timeouts {
-    &config.timeouts
+fn dialer(config: &HttpConfig) -> &Dialer {
+    &config.dialer
 }
 
 /// Relay one exchange untouched: no action, no decision, no record. A JSON `tools/list` answer
@@ -271,7 +271,7 @@ fn relay(
     if method == "POST" {
         forwarded.push(("Content-Type".into(), "application/json".into()));
     }
-    let mut response = match upstream::send(&config.upstream, method, &forwarded, body, timeouts(config)) {
+    let mut response = match upstream::send(&config.upstream, method, &forwarded, body, dialer(config)) {
         Ok(response) => response,
         Err(failure) => {
             log::warn(&format!("relaying a {method} failed: {failure:?}"));
@@ -328,7 +328,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
     forwarded.push(("Content-Type".into(), "application/json".into()));
     forwarded.push(("Accept-Encoding".into(), "identity".into()));
     let body = serde_json::to_vec(&admitted.forward).unwrap_or_default();
-    let mut response = match upstream::send(&config.upstream, "POST", &forwarded, &body, timeouts(config)) {
+    let mut response = match upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config)) {
         Ok(response) => response,
         Err(failure) => {
             let observation = match failure {

@@ -15,6 +15,7 @@ mod intercept;
 mod log;
 mod sse;
 mod stdio;
+mod tls;
 mod upstream;
 mod wire;
 
@@ -162,7 +163,20 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
     }
     let warden = open(store, config)?;
-    refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
+    let tls = if upstream.https {
+        let prefix = format!("mcp.{}.", args.alias);
+        let pins: Vec<&warden::document::UpstreamPins> = warden
+            .document()
+            .actions
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .filter_map(|(_, entry)| entry.upstream.as_ref())
+            .collect();
+        Some(tls::client_config(&pins).map_err(Failure::config)?)
+    } else {
+        refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
+        None
+    };
     let listener = TcpListener::bind(&args.listen)
         .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}; pick another --listen", args.listen)))?;
     let local = listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
@@ -188,9 +202,12 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         path: args.path.clone(),
         max_body_bytes: args.max_body_bytes,
         upstream,
-        timeouts: upstream::Timeouts {
-            connect: Duration::from_secs(args.upstream_timeout),
-            io: Duration::from_secs(args.upstream_timeout),
+        dialer: upstream::Dialer {
+            timeouts: upstream::Timeouts {
+                connect: Duration::from_secs(args.upstream_timeout),
+                io: Duration::from_secs(args.upstream_timeout),
+            },
+            tls,
         },
         identity_headers,
         allowed_origins: args.allow_origin.clone(),

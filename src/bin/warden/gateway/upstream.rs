@@ -18,6 +18,7 @@ pub struct Upstream {
     pub target: String,
     /// The `Host` header value.
     pub authority: String,
+    pub https: bool,
 }
 
 impl Upstream {
@@ -40,13 +41,6 @@ impl Upstream {
         if url.fragment().is_some() {
             return Err("--upstream has a #fragment; remove it".into());
         }
-        if url.scheme() == "https" {
-            return Err(
-                "--upstream is https://, which this build of warden gateway does not speak yet; put the upstream on \
-                 http:// (loopback) or use --stdio"
-                    .into(),
-            );
-        }
         let host = url.host_str().ok_or("--upstream has no host")?.to_owned();
         let port = url.port_or_known_default().ok_or("--upstream has no port")?;
         let mut target = url.path().to_owned();
@@ -59,7 +53,38 @@ impl Upstream {
             None => host.clone(),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
-        Ok(Upstream { url: raw.to_owned(), host, port, target, authority })
+        let https = url.scheme() == "https";
+        Ok(Upstream { url: raw.to_owned(), host, port, target, authority, https })
+    }
+}
+
+/// The connection to the upstream, plain or TLS.
+pub enum Wire {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Wire {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Plain(stream) => stream.read(out),
+            Wire::Tls(stream) => stream.read(out),
+        }
+    }
+}
+
+impl Write for Wire {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Plain(stream) => stream.write(bytes),
+            Wire::Tls(stream) => stream.write(bytes),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Wire::Plain(stream) => stream.flush(),
+            Wire::Tls(stream) => stream.flush(),
+        }
     }
 }
 
@@ -97,14 +122,21 @@ pub struct Timeouts {
     pub io: Duration,
 }
 
+/// How to reach the upstream: timeouts, and the TLS configuration for an https:// one.
+pub struct Dialer {
+    pub timeouts: Timeouts,
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
 /// Send one request on a fresh connection and read the answer's head.
 pub fn send(
     upstream: &Upstream,
     method: &str,
     headers: &[(String, String)],
     body: &[u8],
-    timeouts: &Timeouts,
+    dialer: &Dialer,
 ) -> Result<Response, Failure> {
+    let timeouts = &dialer.timeouts;
     let addresses: Vec<SocketAddr> = (upstream.host.as_str(), upstream.port)
         .to_socket_addrs()
         .map_err(|_| Failure::NeverConnected(format!("cannot resolve {}", upstream.host)))?
@@ -122,15 +154,23 @@ pub fn send(
             Err(e) => last = format!("connect failed ({})", e.kind()),
         }
     }
-    let Some(mut stream) = stream else { return Err(Failure::NeverConnected(last)) };
+    let Some(tcp) = stream else { return Err(Failure::NeverConnected(last)) };
     let broken = |what: &str, e: std::io::Error| {
         let kind = e.kind();
         let timeout = matches!(kind, std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
         Failure::Broken(if timeout { format!("timeout {what}") } else { format!("{what}: {kind}") })
     };
-    stream.set_read_timeout(Some(timeouts.io)).map_err(|e| broken("after connect", e))?;
-    stream.set_write_timeout(Some(timeouts.io)).map_err(|e| broken("after connect", e))?;
-    let _ = stream.set_nodelay(true);
+    // Nothing has been sent yet: a failure here still proves the request never left.
+    let never = |what: &str| Failure::NeverConnected(what.to_owned());
+    tcp.set_read_timeout(Some(timeouts.io)).map_err(|_| never("connect failed (socket options)"))?;
+    tcp.set_write_timeout(Some(timeouts.io)).map_err(|_| never("connect failed (socket options)"))?;
+    let _ = tcp.set_nodelay(true);
+    let socket = tcp.try_clone().map_err(|_| never("connect failed (socket clone)"))?;
+    let mut stream = match (&dialer.tls, upstream.https) {
+        (_, false) => Wire::Plain(tcp),
+        (None, true) => return Err(never("no TLS configuration for an https:// upstream")),
+        (Some(config), true) => Wire::Tls(Box::new(handshake(config, &upstream.host, tcp)?)),
+    };
     let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", upstream.target, upstream.authority);
     for (name, value) in headers {
         head.push_str(name);
@@ -146,7 +186,6 @@ pub fn send(
     wire.extend_from_slice(body);
     stream.write_all(&wire).map_err(|e| broken("writing the request", e))?;
     stream.flush().map_err(|e| broken("writing the request", e))?;
-    let socket = stream.try_clone().map_err(|e| broken("after connect", e))?;
     let mut reader = BufReader::new(stream);
     loop {
         let (status, headers) = read_head(&mut reader).map_err(Failure::Broken)?;
@@ -158,10 +197,29 @@ pub fn send(
     }
 }
 
+/// A completed TLS handshake, or proof that no request byte was sent: rustls sends no
+/// application data before the handshake is done, so any failure here is NeverConnected.
+fn handshake(
+    config: &std::sync::Arc<rustls::ClientConfig>,
+    host: &str,
+    mut tcp: TcpStream,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, Failure> {
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|_| Failure::NeverConnected(format!("{host} is not a TLS server name")))?;
+    let mut connection = rustls::ClientConnection::new(std::sync::Arc::clone(config), name)
+        .map_err(|e| Failure::NeverConnected(format!("TLS setup failed: {e}")))?;
+    while connection.is_handshaking() {
+        if let Err(error) = connection.complete_io(&mut tcp) {
+            return Err(Failure::NeverConnected(format!("TLS handshake failed: {error}")));
+        }
+    }
+    Ok(rustls::StreamOwned::new(connection, tcp))
+}
+
 /// The most header bytes read before the answer is called broken.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(u16, Vec<(String, String)>), String> {
+fn read_head(reader: &mut BufReader<Wire>) -> Result<(u16, Vec<(String, String)>), String> {
     let mut head = Vec::new();
     loop {
         let before = head.len();
@@ -202,14 +260,14 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(u16, Vec<(String, Str
 /// A response body as its framing says: by length, chunked, or until the connection closes.
 pub enum Body {
     Empty,
-    Length { reader: BufReader<TcpStream>, left: u64 },
-    Chunked { reader: BufReader<TcpStream>, left: u64, done: bool },
-    Close(BufReader<TcpStream>),
+    Length { reader: BufReader<Wire>, left: u64 },
+    Chunked { reader: BufReader<Wire>, left: u64, done: bool },
+    Close(BufReader<Wire>),
 }
 
 impl Body {
     fn framed(
-        reader: BufReader<TcpStream>,
+        reader: BufReader<Wire>,
         status: u16,
         method: &str,
         headers: &[(String, String)],
@@ -291,7 +349,7 @@ impl Read for Body {
     }
 }
 
-fn chunk_size(reader: &mut BufReader<TcpStream>) -> std::io::Result<u64> {
+fn chunk_size(reader: &mut BufReader<Wire>) -> std::io::Result<u64> {
     let mut line = Vec::new();
     reader.by_ref().take(1024).read_until(b'\n', &mut line)?;
     if line.is_empty() {
