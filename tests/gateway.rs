@@ -676,6 +676,65 @@ fn a_client_gone_mid_stream_leaves_the_effect_ambiguous_and_a_retry_refused() {
     assert_eq!(upstream.calls(), 1);
 }
 
+#[test]
+fn on_2026_07_28_a_result_must_say_its_result_type() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let call = |id: u64, key: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": key}}});
+        gateway.post(
+            &[
+                ("X-Agent", "a"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "careful"),
+            ],
+            &body.to_string(),
+        )
+    };
+    upstream.then(Script::Result(json!({"content": []})));
+    let bare = call(1, "r1");
+    assert_eq!((bare.status, bare.meta()["result"].as_str()), (200, Some("ambiguous")), "{}", bare.text);
+    assert!(bare.json()["result"].get("resultType").is_none(), "nothing is added to the result");
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    assert_eq!(call(2, "r2").meta()["result"], "committed");
+    upstream.then(Script::Result(json!({"resultType": "partial"})));
+    assert_eq!(call(3, "r3").meta()["result"], "ambiguous");
+    assert_eq!(upstream.calls(), 3);
+    let forwarded = upstream.last();
+    assert_eq!(forwarded.header("mcp-name"), Some("careful"), "mirrored headers are forwarded");
+}
+
+#[test]
+fn the_authority_axis_refuses_with_41012_and_a_granted_agent_passes() {
+    let dir = scratch();
+    let document = format!(
+        "{DOCUMENT}authority:\n  grants:\n    - {{ id: bots, subject: {{ agent: \"bot-*\" }}, actions: [\"mcp.acme.**\"] }}\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let upstream = Upstream::start();
+    let mut gateway = gateway(dir.path(), &upstream);
+    let mut block = String::new();
+    while !block.contains("upstream ") {
+        let mut line = String::new();
+        if gateway.stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        block.push_str(&line);
+    }
+    assert!(block.contains("authority 1 grant(s) from"), "{block}");
+    let stranger = gateway.call(1, "read_only", json!({}), "intruder");
+    assert_eq!((stranger.status, stranger.code()), (403, Some(-41012)), "{}", stranger.text);
+    let data = &stranger.json()["error"]["data"];
+    assert_eq!((data["error"].as_str(), data["reason"].as_str()), (Some("warden.unauthorized"), Some("no_authority")));
+    let granted = gateway.call(2, "read_only", json!({}), "bot-1");
+    assert_eq!(granted.meta()["result"], "committed");
+    let denied = gateway.call(3, "create_refund", refund("p1", 2_000_000), "bot-1");
+    assert_eq!(denied.code(), Some(-41001), "policy deny under a broad grant");
+    assert_eq!(upstream.calls(), 1);
+}
+
 // ---- pins ---------------------------------------------------------------------------------------
 
 fn schema_digest(entry: &Value) -> String {
