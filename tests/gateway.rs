@@ -735,6 +735,76 @@ fn the_authority_axis_refuses_with_41012_and_a_granted_agent_passes() {
     assert_eq!(upstream.calls(), 1);
 }
 
+// ---- identity ---------------------------------------------------------------------------------
+
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64
+}
+
+#[test]
+fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
+    let dir = scratch();
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    std::fs::write(dir.path().join("issuer.pem"), key.public_key_pem()).expect("public key");
+    let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
+    let token = |exp: i64, sub: &str| {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = Some("at+jwt".into());
+        let claims =
+            json!({"iss": "https://issuer.example", "aud": "warden-gateway", "sub": sub, "exp": exp, "user": "ada"});
+        format!("Bearer {}", jsonwebtoken::encode(&header, &claims, &encoding).expect("sign"))
+    };
+    let upstream = Upstream::start();
+    let key_path = dir.path().join("issuer.pem").display().to_string();
+    let flags = [
+        "--identity-jwt",
+        "--identity-jwt-issuer",
+        "https://issuer.example",
+        "--identity-jwt-audience",
+        "warden-gateway",
+        "--identity-jwt-algorithms",
+        "ES256",
+        "--identity-jwt-token-type",
+        "at+jwt",
+        "--identity-jwt-public-key",
+        &key_path,
+        "--identity-jwt-user-claim",
+        "user",
+    ];
+    let gateway = gateway_in(dir.path(), &upstream.url, &flags);
+    let body = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}})
+            .to_string()
+    };
+    let valid = token(now_seconds() + 300, "agent-jwt");
+    let ok = gateway.post(&[("Authorization", &valid)], &body(1));
+    assert_eq!(ok.meta()["result"], "committed", "{}", ok.text);
+    assert_eq!(upstream.last().header("authorization"), None, "the consumed token is not forwarded (D16)");
+    let receipts = gateway.receipts();
+    assert_eq!(
+        (receipts[0]["principal"]["agent"].as_str(), receipts[0]["principal"]["user"].as_str()),
+        (Some("agent-jwt"), Some("ada"))
+    );
+    // Refusals, each with no call upstream: no token, a forged one, the header twice.
+    let forged = format!("{}x", valid);
+    let table: &[&[(&str, &str)]] =
+        &[&[], &[("Authorization", &forged)], &[("Authorization", &valid), ("Authorization", &valid)]];
+    for headers in table {
+        let refused = gateway.post(headers, &body(2));
+        assert_eq!((refused.status, refused.code()), (403, Some(-41007)), "{headers:?}: {}", refused.text);
+        assert!(!refused.text.contains(&valid[7..20]), "the token is never echoed");
+    }
+    // Expired inside the leeway: admitted by the provider, refused by the kernel with a receipt.
+    let expired = gateway.post(&[("Authorization", &token(now_seconds() - 10, "agent-jwt"))], &body(3));
+    assert_eq!((expired.status, expired.code()), (403, Some(-41007)), "{}", expired.text);
+    let receipts = gateway.receipts();
+    assert!(
+        receipts.iter().any(|r| r["decision_reason"] == "principal_expired" && r["result"] == "denied"),
+        "{receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 1);
+}
+
 // ---- pins ---------------------------------------------------------------------------------------
 
 fn schema_digest(entry: &Value) -> String {
