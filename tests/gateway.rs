@@ -805,6 +805,138 @@ fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
     assert_eq!(upstream.calls(), 1);
 }
 
+// ---- elicitation (MRTR) ---------------------------------------------------------------------------
+
+fn input_required(state: &str) -> Script {
+    Script::Result(json!({
+        "resultType": "input_required",
+        "inputRequests": {"confirm": {"method": "elicitation/create", "params": {"message": "sure?"}}},
+        "requestState": state,
+    }))
+}
+
+impl Gateway {
+    /// A 2026-07-28 `tools/call` with its mirrored headers, and the extra params given.
+    fn call_2026(&self, id: u64, tool: &str, arguments: Value, agent: &str, extra: Value) -> Answer {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+            params.extend(extra.clone());
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let headers = [
+            ("X-Agent", agent),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ];
+        self.post(&headers, &body.to_string())
+    }
+}
+
+#[test]
+fn a_suspension_holds_the_reservation_and_only_the_same_call_continues_it() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required("rs-1"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "e1", "n": 1}), "a", json!({}));
+    assert_eq!(first.status, 200, "{}", first.text);
+    let meta = first.meta();
+    assert_eq!((meta["result"].as_str(), meta["receipt_id"].clone()), (Some("suspended"), Value::Null));
+    assert_eq!(first.json()["result"]["requestState"], "rs-1", "the input_required result is relayed");
+    assert!(gateway.receipts().is_empty(), "no receipt while suspended");
+    let effects = String::from_utf8_lossy(&gateway.cli(&["effects", "--json"]).stdout).into_owned();
+    assert!(effects.contains("careful:e1") && effects.contains("executing"), "{effects}");
+    // Another call for the same effect while it is held: in progress.
+    let racing = gateway.call_2026(2, "careful", json!({"id": "e1", "n": 1}), "a", json!({}));
+    assert_eq!(racing.code(), Some(-41004));
+    assert_eq!(racing.json()["error"]["data"]["state"], "in_progress");
+    // Continuations that are not the suspended call are refused before anything is consumed (D1).
+    let state = json!({"requestState": "rs-1", "inputResponses": {"confirm": {"action": "accept"}}});
+    for (arguments, agent) in [(json!({"id": "e1", "n": 999}), "a"), (json!({"id": "e1", "n": 1}), "intruder")] {
+        let refused = gateway.call_2026(3, "careful", arguments, agent, state.clone());
+        assert_eq!((refused.status, refused.code()), (400, Some(-41009)), "{}", refused.text);
+        assert_eq!(refused.json()["error"]["data"]["error"], "warden.unknown_continuation");
+    }
+    let forged =
+        gateway.call_2026(4, "careful", json!({"id": "e1", "n": 1}), "a", json!({"requestState": "rs-forged"}));
+    assert_eq!(forged.code(), Some(-41009));
+    assert_eq!(upstream.calls(), 1, "no refused continuation reached the upstream");
+    // The real continuation: forwarded with requestState and inputResponses unchanged.
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let done = gateway.call_2026(5, "careful", json!({"n": 1, "id": "e1"}), "a", state.clone());
+    let meta = done.meta();
+    assert_eq!(meta["result"], "committed", "{}", done.text);
+    assert_eq!((meta["action_id"].clone(), meta["attempt"].as_u64()), (first.meta()["action_id"].clone(), Some(1)));
+    let forwarded = upstream.last().body;
+    assert_eq!(forwarded["params"]["requestState"], "rs-1");
+    assert_eq!(forwarded["params"]["inputResponses"], state["inputResponses"]);
+    assert_eq!(forwarded["params"]["arguments"].to_string(), r#"{"id":"e1","n":1}"#);
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 2, "the racing call's blocked receipt and one for the suspended call: {receipts:?}");
+    assert!(receipts.iter().any(|r| r["action_id"] == meta["action_id"] && r["result"] == "committed"));
+    // The state is consumed.
+    assert_eq!(gateway.call_2026(6, "careful", json!({"id": "e1", "n": 1}), "a", state).code(), Some(-41009));
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn the_round_bound_and_the_timeout_leave_an_ambiguous_receipt() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(
+        dir.path(),
+        &upstream.url,
+        &["--principal-header", "X-Agent", "--max-elicitation-rounds", "1", "--elicitation-timeout", "1"],
+    );
+    upstream.then(input_required("rs-a"));
+    assert_eq!(gateway.call_2026(1, "careful", json!({"id": "b1"}), "a", json!({})).meta()["result"], "suspended");
+    upstream.then(input_required("rs-b"));
+    let over = gateway.call_2026(2, "careful", json!({"id": "b1"}), "a", json!({"requestState": "rs-a"}));
+    assert_eq!((over.status, over.code()), (502, Some(-41010)), "{}", over.text);
+    assert_eq!(over.meta()["result"], "ambiguous");
+    let receipts = gateway.receipts();
+    assert!(
+        receipts
+            .iter()
+            .any(|r| r["result"] == "ambiguous"
+                && r["error"].as_str().is_some_and(|e| e.contains("max-elicitation-rounds"))),
+        "{receipts:?}"
+    );
+    // A suspension nobody continues is recorded AMBIGUOUS once --elicitation-timeout passes.
+    upstream.then(input_required("rs-c"));
+    assert_eq!(gateway.call_2026(3, "careful", json!({"id": "t1"}), "a", json!({})).meta()["result"], "suspended");
+    let mut timed_out = false;
+    for _ in 0..60 {
+        std::thread::sleep(Duration::from_millis(100));
+        let receipts = gateway.receipts();
+        if receipts.iter().any(|r| r["effect_key"] == "careful:t1" && r["result"] == "ambiguous") {
+            timed_out = true;
+            break;
+        }
+    }
+    assert!(timed_out, "the lapsed suspension got an ambiguous receipt");
+    let late = gateway.call_2026(4, "careful", json!({"id": "t1"}), "a", json!({"requestState": "rs-c"}));
+    assert_eq!(late.code(), Some(-41009));
+    assert_eq!(upstream.calls(), 3);
+}
+
+#[test]
+fn a_keyless_tool_that_elicits_is_ambiguous_and_its_continuation_runs_as_an_ordinary_call() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required("rs-k"));
+    let first = gateway.call_2026(1, "read_only", json!({}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "ambiguous", "{}", first.text);
+    assert!(first.meta()["receipt_id"].as_str().is_some(), "a receipt, even for a keyless tool (D3)");
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let next = gateway.call_2026(2, "read_only", json!({}), "a", json!({"requestState": "rs-k"}));
+    assert_eq!(next.meta()["result"], "committed", "{}", next.text);
+    assert_eq!(upstream.last().body["params"]["requestState"], "rs-k");
+    assert_eq!(upstream.calls(), 2);
+}
+
 // ---- pins ---------------------------------------------------------------------------------------
 
 fn schema_digest(entry: &Value) -> String {

@@ -113,9 +113,9 @@ fn result_effect(result: &Value, context: &Context<'_>) -> Result<Effect, String
     match result.get("resultType") {
         Some(Value::String(kind)) if kind == "complete" => {}
         Some(Value::String(kind)) if kind == "input_required" => {
-            // Elicitation is not held across legs by this gateway yet: the outcome of the call
-            // the client will continue is unknown to it, so it says so.
-            return Ok(Effect::Ambiguous("input_required: this gateway does not hold suspensions".into()));
+            // Unless the gateway holds it as a suspension (a requestState and an effect key, see
+            // `intercept`), the outcome of a call the client will continue is unknown.
+            return Ok(Effect::Ambiguous("input_required with nothing held".into()));
         }
         Some(_) => return Ok(Effect::Ambiguous("resultType unknown".into())),
         None if context.revision == super::wire::REVISION_2026 => {

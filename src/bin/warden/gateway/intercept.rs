@@ -44,6 +44,27 @@ pub struct Admitted {
     /// The client's envelope with `params.arguments` replaced by the canonical arguments.
     pub forward: Value,
     pub not_executed_on_error: bool,
+    /// The elicitation round this leg continues (0 for a first leg).
+    pub round: u32,
+}
+
+/// A first leg answered `input_required` with a `requestState`: the permit (and so the
+/// reservation, its lease extended) is held here until the continuation arrives.
+struct Suspension {
+    permit: Permit,
+    tool: String,
+    /// The canonical arguments of the suspended call: a continuation must carry the same.
+    arguments: String,
+    principal: warden::Principal,
+    round: u32,
+    deadline: std::time::Instant,
+}
+
+/// How long suspensions are held and how many rounds a call may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Elicitation {
+    pub max_rounds: u32,
+    pub timeout: std::time::Duration,
 }
 
 /// The outcome as the client will see it.
@@ -65,6 +86,9 @@ pub struct Engine {
     approvals: Mutex<ApprovalIndex>,
     /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
     schemas: Mutex<HashMap<String, String>>,
+    /// Held suspensions by their exact `requestState`.
+    suspended: Mutex<HashMap<String, Suspension>>,
+    elicitation: Elicitation,
 }
 
 /// The `tool_schema_sha256` of one advertised `tools/list` entry.
@@ -82,13 +106,15 @@ struct ApprovalIndex {
 }
 
 impl Engine {
-    pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>) -> Engine {
+    pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>, elicitation: Elicitation) -> Engine {
         Engine {
             warden,
             alias,
             identity,
             approvals: Mutex::new(ApprovalIndex::default()),
             schemas: Mutex::new(HashMap::new()),
+            suspended: Mutex::new(HashMap::new()),
+            elicitation,
         }
     }
 
@@ -178,6 +204,12 @@ impl Engine {
                 ));
             }
         };
+        let state = params.and_then(|p| p.get("requestState")).and_then(Value::as_str).filter(|s| !s.is_empty());
+        if let Some(state) = state {
+            if let Some(continued) = self.continuation(call, &name, state, &arguments, &identity.principal)? {
+                return Ok(continued);
+            }
+        }
         if let Some(reason) = self.pin_refusal(&name, call.tool) {
             log::warn(&format!(
                 "{name}: refused, {reason} (the tool's tools/list entry does not match its tool_schema_sha256 pin)"
@@ -210,9 +242,90 @@ impl Engine {
                 }
                 let not_executed_on_error =
                     self.warden.document().actions.get(&name).is_some_and(|entry| entry.not_executed_on_error);
-                Ok(Admitted { permit, forward, not_executed_on_error })
+                Ok(Admitted { permit, forward, not_executed_on_error, round: 0 })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), error)),
+        }
+    }
+
+    /// A call carrying a `requestState`: the held suspension it continues, checked against the
+    /// suspended call (tool, canonical arguments, principal) **before** it is consumed (D1).
+    /// `Ok(None)`: no suspension and a keyless tool, which runs as an ordinary call (D3).
+    fn continuation(
+        &self,
+        call: &Call<'_>,
+        name: &str,
+        state: &str,
+        arguments: &Value,
+        principal: &warden::Principal,
+    ) -> Result<Option<Admitted>, Answer> {
+        let unknown = |why: &str| {
+            refusal(
+                call.id,
+                400,
+                -41009,
+                "warden.unknown_continuation",
+                &format!("{name}: {why}; start the call again without requestState"),
+                json!({"tool": name}),
+            )
+        };
+        let canonical = warden::canonical::to_canonical_string(arguments, "arguments").ok();
+        let Ok(mut held) = self.suspended.lock() else { return Err(unknown("the suspension table is unavailable")) };
+        let Some(suspension) = held.get(state) else {
+            let keyed = self.warden.document().actions.get(name).is_some_and(|entry| entry.effect.is_some());
+            if keyed {
+                return Err(unknown("this requestState continues no call held by this gateway"));
+            }
+            return Ok(None);
+        };
+        if suspension.tool != call.tool
+            || canonical.as_deref() != Some(suspension.arguments.as_str())
+            || &suspension.principal != principal
+        {
+            log::warn(&format!("{name}: a continuation with other arguments or another principal was refused"));
+            return Err(unknown("this continuation's tool, arguments or principal differ from the suspended call's"));
+        }
+        let Some(suspension) = held.remove(state) else { return Err(unknown("the suspension is gone")) };
+        drop(held);
+        if suspension.deadline < std::time::Instant::now() {
+            let key = suspension.permit.effect_key().map(str::to_owned);
+            let _ = suspension.permit.ambiguous("elicitation timeout: the continuation came too late");
+            return Err(refusal(
+                call.id,
+                409,
+                -41005,
+                "warden.ambiguous_effect",
+                "the suspended call waited longer than --elicitation-timeout; its effect is AMBIGUOUS until a human resolves it",
+                json!({"effect_key": key}),
+            ));
+        }
+        let mut forward = call.message.clone();
+        if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
+            params.insert("arguments".into(), suspension.permit.action().canonical_arguments());
+        }
+        let not_executed_on_error =
+            self.warden.document().actions.get(name).is_some_and(|entry| entry.not_executed_on_error);
+        Ok(Some(Admitted { permit: suspension.permit, forward, not_executed_on_error, round: suspension.round }))
+    }
+
+    /// Record every suspension whose continuation did not come in time as AMBIGUOUS (D4).
+    pub fn sweep(&self) {
+        let now = std::time::Instant::now();
+        let lapsed: Vec<Suspension> = match self.suspended.lock() {
+            Ok(mut held) => {
+                let states: Vec<String> =
+                    held.iter().filter(|(_, s)| s.deadline < now).map(|(state, _)| state.clone()).collect();
+                states.iter().filter_map(|state| held.remove(state)).collect()
+            }
+            Err(_) => return,
+        };
+        for suspension in lapsed {
+            let seconds = self.elicitation.timeout.as_secs();
+            if let Err(error) =
+                suspension.permit.ambiguous(&format!("elicitation timeout: no continuation within {seconds} s"))
+            {
+                log::warn(&format!("recording a lapsed suspension failed: {error}"));
+            }
         }
     }
 
@@ -357,13 +470,70 @@ impl Engine {
 
     /// Record what was observed and say what the client gets.
     pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
-        let Admitted { permit, forward, not_executed_on_error } = admitted;
+        let Admitted { mut permit, forward, not_executed_on_error, round } = admitted;
         let id = forward.get("id").cloned().unwrap_or(Value::Null);
         let context = classify::Context { request_id: &id, revision, not_executed_on_error };
-        let (effect, reply) = classify::classify(observation, &context);
+        let (mut effect, mut reply) = classify::classify(observation, &context);
         let action_id = permit.action().action_id.clone();
         let effect_key = permit.effect_key().map(str::to_owned);
         let attempt = permit.attempt();
+        let state = match observation {
+            Observation::Answered { body: Some(body), .. } => requested_state(body),
+            _ => None,
+        };
+        if let (Some(state), Some(_), Reply::Relay) = (state, &effect_key, &reply) {
+            let next = round + 1;
+            if next > self.elicitation.max_rounds {
+                effect = Effect::Ambiguous(format!(
+                    "the upstream asked for input {next} times, over --max-elicitation-rounds {}",
+                    self.elicitation.max_rounds
+                ));
+                reply = Reply::Ambiguous;
+            } else {
+                let until = self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout));
+                // The lease covers the wait for the continuation (it is never shortened).
+                let extended = match permit.lease_expires_at() {
+                    Some(current) if current >= until => Ok(()),
+                    _ => permit.extend_lease(until),
+                };
+                match extended {
+                    Ok(()) => {
+                        let meta = json!({
+                            "action_id": action_id,
+                            "receipt_id": Value::Null,
+                            "effect_key": effect_key,
+                            "result": "suspended",
+                            "attempt": attempt,
+                        });
+                        let arguments =
+                            warden::canonical::to_canonical_string(&permit.action().canonical_arguments(), "arguments")
+                                .unwrap_or_default();
+                        let suspension = Suspension {
+                            tool: forward["params"]["name"].as_str().unwrap_or_default().to_owned(),
+                            arguments,
+                            principal: permit.action().principal.clone(),
+                            round: next,
+                            deadline: std::time::Instant::now() + self.elicitation.timeout,
+                            permit,
+                        };
+                        if let Ok(mut held) = self.suspended.lock() {
+                            held.insert(state, suspension);
+                        }
+                        return Finished { reply: Reply::Relay, meta, action_id, effect_key };
+                    }
+                    Err(error) => {
+                        effect =
+                            Effect::Ambiguous(format!("input_required, and the lease could not be extended: {error}"));
+                    }
+                }
+            }
+        }
+        if round > 0 {
+            // A continuation leg never proves that nothing ran: the first leg may have acted.
+            if let Effect::Failed(what) = &effect {
+                effect = Effect::Ambiguous(format!("{what} on a continuation leg"));
+            }
+        }
         let (result, recorded) = match &effect {
             Effect::Committed => ("committed", permit.commit(&Value::Null)),
             Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
@@ -397,6 +567,19 @@ impl Engine {
             same.then(|| document.get("receipt_id").and_then(Value::as_str).map(str::to_owned)).flatten()
         })
     }
+}
+
+/// The `requestState` of an `input_required` result, when it has a non-empty one.
+fn requested_state(envelope: &Value) -> Option<String> {
+    let result = envelope.get("result")?;
+    if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+        return None;
+    }
+    result.get("requestState").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+fn micros(duration: std::time::Duration) -> warden::Micros {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// `{"jsonrpc":"2.0","id":…,"error":{"code","message","data":{"error":token,…}}}`.

@@ -58,10 +58,10 @@ pub struct GatewayArgs {
     /// How long to wait for the upstream to connect, and between bytes of its answer.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub upstream_timeout: u64,
-    /// Elicitation rounds allowed per call (accepted; suspensions are not held by this build).
+    /// Elicitation rounds (input_required answers) allowed per call; one more is AMBIGUOUS.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_elicitation_rounds: u32,
-    /// How long a suspended call waits for its continuation (accepted; see above).
+    /// How long a suspended call waits for its continuation before it is recorded AMBIGUOUS.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub elicitation_timeout: u64,
     /// A fixed principal, AGENT or AGENT/USER, asserted by whoever starts the gateway.
@@ -147,9 +147,10 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             config,
             true,
         );
-        let engine = intercept::Engine::new(warden, args.alias.clone(), provider);
+        let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+        sweeper(&engine);
         write_stderr(&block);
-        return stdio::run(Arc::new(engine), &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
+        return stdio::run(engine, &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
     }
     if !args.command.is_empty() {
         return Err(Failure::usage("a command after -- is only for --stdio"));
@@ -213,7 +214,8 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         allowed_origins: args.allow_origin.clone(),
         consumed,
     };
-    let engine = intercept::Engine::new(warden, args.alias.clone(), provider);
+    let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+    sweeper(&engine);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
     if out
@@ -228,8 +230,27 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     if !local.ip().is_loopback() {
         log::warn(&format!("listening on {local}, which is not loopback (--allow-remote)"));
     }
-    http::serve(listener, Arc::new(engine), Arc::new(http_config));
+    http::serve(listener, engine, Arc::new(http_config));
     Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()))
+}
+
+fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {
+    intercept::Elicitation {
+        max_rounds: args.max_elicitation_rounds,
+        timeout: Duration::from_secs(args.elicitation_timeout.max(1)),
+    }
+}
+
+/// Suspensions whose continuation never came are recorded AMBIGUOUS once they lapse.
+fn sweeper(engine: &Arc<intercept::Engine>) {
+    let engine = Arc::downgrade(engine);
+    let _ = std::thread::Builder::new().name("gateway-sweeper".into()).spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(500));
+        match engine.upgrade() {
+            Some(engine) => engine.sweep(),
+            None => return,
+        }
+    });
 }
 
 fn open(store: &Path, config: &Path) -> Result<Warden, Failure> {
