@@ -511,6 +511,12 @@ fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
     assert_eq!((nobody.status, nobody.code()), (403, Some(-41007)));
     let missing = gateway.call(5, "create_refund", json!({"amount": 1}), "a");
     assert_eq!((missing.status, missing.code()), (403, Some(-41001)), "an unrenderable template is denied");
+    assert_eq!(missing.json()["error"]["data"]["reason"], "resource_template_error");
+    let receipts = gateway.receipts();
+    assert!(
+        receipts.iter().any(|r| r["decision_reason"] == "resource_template_error" && r["result"] == "denied"),
+        "a denied receipt for the template failure (W, D5): {receipts:?}"
+    );
     assert_eq!(upstream.calls(), 0);
     for answer in [&denied, &unknown, &float, &nobody, &missing] {
         assert!(answer.json().get("_meta").is_none(), "refusals carry no _meta");
@@ -963,6 +969,13 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
     assert_eq!((unverified.status, unverified.code()), (403, Some(-41016)));
     assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified");
     assert_eq!(unverified.json()["error"]["data"]["error"], "warden.upstream_unpinned");
+    let receipts = gateway.receipts();
+    let denied = receipts.iter().find(|r| r["action"] == "mcp.acme.pinned").expect("a denied receipt for -41016 (D5)");
+    assert_eq!(
+        (denied["result"].as_str(), denied["decision_reason"].as_str()),
+        (Some("denied"), Some("upstream_unverified"))
+    );
+    assert_eq!(denied["action_id"], unverified.json()["error"]["data"]["action_id"]);
     gateway.post(&[], list);
     let passes = gateway.call(2, "pinned", json!({"id": "a"}), "a");
     assert_eq!(passes.meta()["result"], "committed", "{}", passes.text);

@@ -12,9 +12,10 @@ use serde_json::{json, Map, Value};
 use warden::approval::ApprovalStatus;
 use warden::event::EventKind;
 use warden::identity::{IdentityContext, IdentityProvider};
-use warden::kernel::Permit;
+use warden::kernel::{Permit, Proposal};
 use warden::pipeline::{ActionRequest, Warden};
 use warden::{Action, Error};
+use warden::{Decision, Ruling};
 
 use super::classify::{self, Effect, Observation, Reply};
 use super::log;
@@ -222,7 +223,29 @@ impl Engine {
                     "{name} pins the tool's schema, and the upstream now advertises a different one; check the server"
                 ),
             };
-            return Err(refusal(call.id, 403, -41016, "warden.upstream_unpinned", &message, json!({"reason": reason})));
+            let action_id = self.record_denial(&name, &arguments, &identity.principal, reason);
+            return Err(refusal(
+                call.id,
+                403,
+                -41016,
+                "warden.upstream_unpinned",
+                &message,
+                json!({"reason": reason, "action_id": action_id}),
+            ));
+        }
+        if let Some(template) = self.warden.document().actions.get(&name).and_then(|e| e.resource.as_ref()) {
+            let rendered = arguments.as_object().map(|object| template.render_resource(object));
+            if let Some(Err(error)) = rendered {
+                let action_id = self.record_denial(&name, &arguments, &identity.principal, "resource_template_error");
+                return Err(refusal(
+                    call.id,
+                    403,
+                    -41001,
+                    "warden.denied",
+                    &format!("{name}: the resource template cannot be rendered from these arguments ({error})"),
+                    json!({"reason": "resource_template_error", "action_id": action_id}),
+                ));
+            }
         }
         let metadata = params.and_then(|p| p.get("metadata"));
         let hop = metadata.and_then(|m| m.get("hop")).and_then(Value::as_str);
@@ -325,6 +348,49 @@ impl Engine {
                 suspension.permit.ambiguous(&format!("elicitation timeout: no continuation within {seconds} s"))
             {
                 log::warn(&format!("recording a lapsed suspension failed: {error}"));
+            }
+        }
+    }
+
+    /// A denied receipt for a call the gateway refuses before `submit` (D5): the kernel is
+    /// proposed the action with a deny ruling, which records it and refuses. `None` when the
+    /// call cannot become an action or nothing was written.
+    fn record_denial(
+        &self,
+        name: &str,
+        arguments: &Value,
+        principal: &warden::Principal,
+        reason: &str,
+    ) -> Option<String> {
+        let object = arguments.as_object()?;
+        // A resource template that cannot render leaves the receipt's resource empty; its
+        // reason says why.
+        let resource = self
+            .warden
+            .document()
+            .actions
+            .get(name)
+            .and_then(|e| e.resource.as_ref())
+            .and_then(|template| template.render_resource(object).ok());
+        let action = Action::new(
+            name,
+            arguments.clone(),
+            principal.clone(),
+            resource.as_deref(),
+            self.warden.kernel().environment(),
+        )
+        .ok()?;
+        let proposal = Proposal::new(&action, Ruling::new(Decision::Deny, reason));
+        match self.warden.kernel().propose(&proposal) {
+            Err(error) if error.is_refusal() => self.last_action_id(name),
+            Err(error) => {
+                log::warn(&format!("{name}: recording the refusal failed: {error}"));
+                None
+            }
+            Ok(permit) => {
+                // A deny ruling never grants; should it, the permit is closed as not executed.
+                let _ = permit.not_executed("refused by the gateway before forwarding");
+                None
             }
         }
     }
