@@ -487,6 +487,33 @@ fn an_allowed_call_commits_once_with_its_receipt_in_meta() {
 }
 
 #[test]
+fn the_callers_traceparent_is_kept_with_the_outcome() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let body = |id: u64, key: &str, traceparent: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "careful", "arguments": {"id": key}, "_meta": {"traceparent": traceparent}}})
+        .to_string()
+    };
+    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(1, "k1", trace)).meta()["result"], "committed");
+    upstream.then(Script::Error(-32603));
+    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(2, "k2", trace)).meta()["result"], "ambiguous");
+    gateway.post(&[("X-Agent", "a")], &body(3, "k3", "00-not-a-trace\n-01"));
+    assert_eq!(
+        upstream.last().body["params"]["_meta"]["traceparent"],
+        "00-not-a-trace\n-01",
+        "_meta is forwarded as sent"
+    );
+    let receipts = gateway.receipts();
+    let by_key = |key: &str| receipts.iter().find(|r| r["effect_key"] == key).cloned().expect("receipt");
+    assert_eq!(by_key("careful:k1")["executor_result"]["traceparent"], trace);
+    assert!(by_key("careful:k2")["error"].as_str().is_some_and(|e| e.ends_with(&format!("traceparent {trace}"))));
+    assert_eq!(by_key("careful:k3")["executor_result"], Value::Null, "a malformed trace is not kept");
+}
+
+#[test]
 fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
     let dir = scratch();
     let upstream = Upstream::start();

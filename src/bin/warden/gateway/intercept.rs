@@ -600,10 +600,19 @@ impl Engine {
                 effect = Effect::Ambiguous(format!("{what} on a continuation leg"));
             }
         }
+        // The trace the client's call belongs to (D12): kept with the outcome — as the stored
+        // result of a commit (the upstream's payload itself is never stored, D13), and in the
+        // error text otherwise.
+        let trace = traceparent(&forward);
+        let stored = trace.as_ref().map_or(Value::Null, |t| json!({"traceparent": t}));
+        let noted = |what: &str| match &trace {
+            Some(t) => format!("{}; traceparent {t}", log::printable(what)),
+            None => log::printable(what),
+        };
         let (result, recorded) = match &effect {
-            Effect::Committed => ("committed", permit.commit(&Value::Null)),
-            Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
-            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
+            Effect::Committed => ("committed", permit.commit(&stored)),
+            Effect::Failed(what) => ("failed", permit.not_executed(&noted(what))),
+            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&noted(what))),
         };
         let result = match recorded {
             Ok(()) => result,
@@ -633,6 +642,19 @@ impl Engine {
             same.then(|| document.get("receipt_id").and_then(Value::as_str).map(str::to_owned)).flatten()
         })
     }
+}
+
+/// `params._meta.traceparent`, when it is a W3C trace context (`00-<32 hex>-<16 hex>-<2 hex>`).
+fn traceparent(envelope: &Value) -> Option<String> {
+    let text = envelope.get("params")?.get("_meta")?.get("traceparent")?.as_str()?;
+    let parts: Vec<&str> = text.split('-').collect();
+    let lengths = [2, 32, 16, 2];
+    let valid = parts.len() == 4
+        && parts
+            .iter()
+            .zip(lengths)
+            .all(|(part, n)| part.len() == n && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    valid.then(|| text.to_owned())
 }
 
 /// The `requestState` of an `input_required` result, when it has a non-empty one.
