@@ -156,8 +156,11 @@ fn serve_one(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let id = body.get("id").cloned().unwrap_or(Value::Null);
     let is_call = body.get("method") == Some(&json!("tools/call"));
+    let scripted = is_call
+        || (method == "GET"
+            && headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("accept") && v == "text/event-stream"));
     recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
-    let script = if is_call { queued.lock().expect("script").pop_front() } else { None };
+    let script = if scripted { queued.lock().expect("script").pop_front() } else { None };
     let mut stream = stream;
     let json_reply = |status: u16, body: &Value, extra: &str| {
         let text = body.to_string();
@@ -420,6 +423,47 @@ fn other_paths_verbs_and_sizes() {
     assert_eq!(gateway.request("DELETE", "/mcp/", &[("Mcp-Session-Id", "s1")], "").status, 204);
     assert_eq!(gateway.request("GET", "/mcp", &[("MCP-Protocol-Version", "1999-01-01")], "").code(), Some(-32022));
     assert_eq!(upstream.all(), 2);
+}
+
+#[test]
+fn a_client_that_expects_100_continue_gets_it_and_its_call_runs() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_only", "arguments": {"pad": "x".repeat(2000)}}}).to_string();
+    let mut stream = TcpStream::connect(&gateway.address).expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("head");
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("interim answer");
+    assert!(line.starts_with("HTTP/1.1 100"), "{line}");
+    stream.write_all(body.as_bytes()).expect("body");
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(rest.contains("HTTP/1.1 200") && rest.contains("\"result\":\"committed\""), "{rest}");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_get_event_stream_is_relayed_byte_for_byte() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Stream);
+    let answer = gateway.request("GET", "/mcp", &[("Accept", "text/event-stream")], "");
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-type"), Some("text/event-stream"));
+    assert!(
+        answer.text.contains("id: 1\n") && answer.text.contains("id: 2\n"),
+        "id: lines stay on a relay: {}",
+        answer.text
+    );
+    assert!(!answer.text.contains("dev.warden/receipt"), "a relay carries no receipt");
+    assert!(gateway.receipts().is_empty());
 }
 
 #[test]

@@ -81,13 +81,16 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
         return;
     }
     if request.method == "POST" {
-        let body = match read_body(&mut reader, &request.headers, config.max_body_bytes) {
-            Ok(body) => body,
-            Err(status) => {
-                let _ = write_json(&mut stream, status, None);
-                return;
-            }
-        };
+        let continue_first =
+            wire::header(&request.headers, "expect").0.is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
+        let body =
+            match read_body(&mut reader, &request.headers, config.max_body_bytes, continue_first.then_some(&stream)) {
+                Ok(body) => body,
+                Err(status) => {
+                    let _ = write_json(&mut stream, status, None);
+                    return;
+                }
+            };
         let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
         if let Err(answer) = wire::check_headers(&request.headers, &checks) {
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
@@ -166,7 +169,12 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, u16> {
 }
 
 /// Step 1 of §1.3: a length that is a number, within the cap; no chunked request bodies.
-fn read_body(reader: &mut BufReader<TcpStream>, headers: &[(String, String)], cap: usize) -> Result<Vec<u8>, u16> {
+fn read_body(
+    reader: &mut BufReader<TcpStream>,
+    headers: &[(String, String)],
+    cap: usize,
+    continue_on: Option<&TcpStream>,
+) -> Result<Vec<u8>, u16> {
     if wire::header(headers, "transfer-encoding").1 > 0 {
         return Err(411);
     }
@@ -179,6 +187,10 @@ fn read_body(reader: &mut BufReader<TcpStream>, headers: &[(String, String)], ca
     let length: usize = first.parse().map_err(|_| 413u16)?;
     if length > cap {
         return Err(413);
+    }
+    if let Some(mut client) = continue_on {
+        // The client waits for this before it sends the body (curl does so above 1 KiB).
+        let _ = client.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").and_then(|()| client.flush());
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).map_err(|_| 400u16)?;
