@@ -422,6 +422,8 @@ fn other_paths_verbs_and_sizes() {
     );
     assert_eq!(gateway.request("DELETE", "/mcp/", &[("Mcp-Session-Id", "s1")], "").status, 204);
     assert_eq!(gateway.request("GET", "/mcp", &[("MCP-Protocol-Version", "1999-01-01")], "").code(), Some(-32022));
+    let foreign = gateway.request("GET", "/mcp", &[("Origin", "https://evil.example")], "");
+    assert_eq!((foreign.status, foreign.text.as_str()), (403, ""));
     assert_eq!(upstream.all(), 2);
 }
 
@@ -616,6 +618,7 @@ fn the_outcome_table_over_real_sockets() {
         (Script::Raw(401, vec![], ""), 401, None, "failed"),
         (Script::Raw(403, vec![("WWW-Authenticate", "Bearer")], "no"), 403, None, "failed"),
         (Script::Raw(502, vec![("Content-Type", "text/html")], "<html>bad</html>"), 502, Some(-41010), "ambiguous"),
+        (Script::Raw(403, vec![("Content-Type", "text/html")], "<html>no</html>"), 502, Some(-41010), "ambiguous"),
         (Script::Raw(200, vec![("Content-Type", "text/plain")], "ok"), 502, Some(-41010), "ambiguous"),
         (Script::Close, 502, Some(-41010), "ambiguous"),
         (Script::Result(json!({"content": []})), 200, None, "committed"),
@@ -637,17 +640,17 @@ fn the_outcome_table_over_real_sockets() {
             assert_eq!(answer.header("content-type"), Some("application/json"), "D7");
         }
     }
-    assert_eq!(upstream.calls(), 10);
+    assert_eq!(upstream.calls(), 11);
     // Ambiguous keys refuse a retry; failed ones run again as attempt 2.
     let retry = gateway.call(100, "careful", json!({"id": "c0"}), "a");
     assert_eq!((retry.status, retry.code()), (409, Some(-41005)));
-    let retry = gateway.call(101, "careful", json!({"id": "c8"}), "a");
+    let retry = gateway.call(101, "careful", json!({"id": "c9"}), "a");
     assert_eq!(retry.code(), Some(-41005), "a close after reading is ambiguous");
     let retry = gateway.call(102, "careful", json!({"id": "c3"}), "a");
     assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
     let retry = gateway.call(103, "careful", json!({"id": "c4"}), "a");
     assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
-    assert_eq!(upstream.calls(), 12);
+    assert_eq!(upstream.calls(), 13);
     let receipts = gateway.receipts();
     let errors: Vec<&str> = receipts.iter().filter_map(|r| r["error"].as_str()).collect();
     for observed in [
@@ -1209,6 +1212,10 @@ fn an_approval_round_trip_over_mcp() {
     assert_eq!(upstream.calls(), 0);
     let granted = gateway.cli(&["approve", &request_id, "--by", "ops:bob", "--yes"]);
     assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    // The grant binds agent-1's exact call: agent-2's identical arguments are another action.
+    let another = gateway.call(40, "create_refund", refund("p7", 100_000), "agent-3");
+    assert_eq!(another.code(), Some(-41002));
+    assert_ne!(another.json()["error"]["data"]["request_id"], request_id.as_str());
     let runs = gateway.call(4, "create_refund", refund("p7", 100_000), "agent-1");
     assert_eq!(runs.meta()["result"], "committed", "{}", runs.text);
     assert_eq!(upstream.calls(), 1);
