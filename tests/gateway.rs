@@ -1350,7 +1350,7 @@ fn a_gateway_killed_mid_call_leaves_the_effect_in_flight_then_ambiguous_never_re
 // ---- stdio ------------------------------------------------------------------------------------
 
 const STDIO_SERVER: &str = r#"
-import json, sys
+import json, sys, time
 log = open(sys.argv[1], "a")
 for line in sys.stdin:
     message = json.loads(line)
@@ -1363,6 +1363,8 @@ for line in sys.stdin:
     elif method == "tools/list":
         result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call":
+        if message["params"]["arguments"].get("sleep"):
+            time.sleep(1)
         print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
         result = {"content": [{"type": "text", "text": json.dumps(message["params"]["arguments"], sort_keys=True)}]}
     else:
@@ -1428,6 +1430,25 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
     assert_eq!(next()["error"]["code"], -41004, "a duplicate over stdio too");
     send(&mut input, json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "read_only"}}));
     assert_eq!(next()["error"]["code"], -32600);
+    // Two calls in flight with one id: the second is refused, nothing sent, its key released.
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "d1", "sleep": true}}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "d2"}}}),
+    );
+    let second = next();
+    assert_eq!(
+        (second["error"]["code"].as_i64(), second["error"]["data"]["error"].as_str()),
+        (Some(-32600), Some("warden.id_in_use")),
+        "{second}"
+    );
+    assert_eq!(second["_meta"]["dev.warden/receipt"]["result"], "failed");
+    assert_eq!(next()["method"], "notifications/message");
+    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "committed", "the first call is unaffected");
     drop(input);
     let status = child.wait().expect("the gateway exits when its client goes away");
     assert!(status.success());
@@ -1435,7 +1456,7 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
     child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
     assert!(stderr.contains("asserted by whoever wrote the launch configuration"), "{stderr}");
     let seen = std::fs::read_to_string(&log).expect("log");
-    assert_eq!(seen.matches("tools/call").count(), 1, "only the allowed call reached the server: {seen}");
+    assert_eq!(seen.matches("tools/call").count(), 2, "only the allowed calls reached the server: {seen}");
     let receipts = warden()
         .args(["receipts", "--json", "--store", &dir.path().join("store.redb").display().to_string()])
         .output()

@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::classify::{Observation, Reply};
 use super::intercept::{self, Call, Engine};
@@ -175,8 +175,31 @@ fn intercepted(
     };
     let key = call.id.to_string();
     let (sender, receiver) = mpsc::channel();
-    if let Ok(mut waiting) = waiters.lock() {
-        waiting.insert(key.clone(), sender);
+    let registered = match waiters.lock() {
+        Ok(mut waiting) if !waiting.contains_key(&key) => {
+            waiting.insert(key.clone(), sender);
+            true
+        }
+        _ => false,
+    };
+    if !registered {
+        // Another call with this id is in flight: its answer could not be told apart. Nothing
+        // was sent, so the reservation is released as not executed.
+        let finished = engine.finish(
+            admitted,
+            &Observation::NeverConnected("the JSON-RPC id was already in flight".into()),
+            call.revision,
+        );
+        let mut answer = intercept::refusal(
+            call.id,
+            400,
+            -32600,
+            "warden.id_in_use",
+            "another tools/call with this id is still in flight; use a fresh id per request",
+            json!({}),
+        );
+        intercept::with_meta(&mut answer.body, &finished.meta);
+        return answer.body;
     }
     let mut line = serde_json::to_vec(&admitted.forward).unwrap_or_default();
     line.push(b'\n');
