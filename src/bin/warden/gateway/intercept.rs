@@ -382,7 +382,7 @@ impl Engine {
         .ok()?;
         let proposal = Proposal::new(&action, Ruling::new(Decision::Deny, reason));
         match self.warden.kernel().propose(&proposal) {
-            Err(error) if error.is_refusal() => self.last_action_id(name),
+            Err(error) if error.is_refusal() => Some(action.action_id.clone()),
             Err(error) => {
                 log::warn(&format!("{name}: recording the refusal failed: {error}"));
                 None
@@ -479,7 +479,7 @@ impl Engine {
                 -41001,
                 "warden.denied",
                 &message,
-                json!({"reason": reason, "action_id": self.last_action_id(name)}),
+                json!({"reason": reason, "action_id": self.last_action_id(name, hash)}),
             ),
             Error::AuthorityDenied { reason, .. } => refusal(
                 id,
@@ -487,7 +487,7 @@ impl Engine {
                 -41012,
                 "warden.unauthorized",
                 &message,
-                json!({"reason": reason, "action_id": self.last_action_id(name)}),
+                json!({"reason": reason, "action_id": self.last_action_id(name, hash)}),
             ),
             Error::Duplicate { state, effect_key, .. } => refusal(
                 id,
@@ -523,12 +523,16 @@ impl Engine {
         }
     }
 
-    /// The id of the action the newest receipt for `name` records (a refusal's receipt).
-    fn last_action_id(&self, name: &str) -> Option<String> {
-        let rows = self.warden.kernel().last_receipts(8).ok()?;
+    /// The id of the action the newest receipt for `name` (and, when known, this exact action
+    /// hash) records: the receipt the kernel just wrote for a refusal, which does not carry
+    /// the id back. Concurrent identical calls may swap ids; their receipts are equivalent.
+    fn last_action_id(&self, name: &str, hash: Option<&str>) -> Option<String> {
+        let rows = self.warden.kernel().last_receipts(32).ok()?;
         rows.iter().rev().find_map(|(_, receipt)| {
             let document: Value = serde_json::from_str(&receipt.document).ok()?;
-            (document.get("action").and_then(Value::as_str) == Some(name))
+            let same_name = document.get("action").and_then(Value::as_str) == Some(name);
+            let same_hash = hash.is_none_or(|h| document.get("action_hash").and_then(Value::as_str) == Some(h));
+            (same_name && same_hash)
                 .then(|| document.get("action_id").and_then(Value::as_str).map(str::to_owned))
                 .flatten()
         })
