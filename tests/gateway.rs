@@ -1430,6 +1430,14 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
     assert_eq!(next()["error"]["code"], -41004, "a duplicate over stdio too");
     send(&mut input, json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "read_only"}}));
     assert_eq!(next()["error"]["code"], -32600);
+    // A 2026-07-28 request names its revision in _meta: a result without resultType is then
+    // AMBIGUOUS (the scripted server never sets one), as over HTTP.
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1"}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+    );
+    assert_eq!(next()["method"], "notifications/message");
+    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "ambiguous");
     // Two calls in flight with one id: the second is refused, nothing sent, its key released.
     send(
         &mut input,
@@ -1456,7 +1464,7 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
     child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
     assert!(stderr.contains("asserted by whoever wrote the launch configuration"), "{stderr}");
     let seen = std::fs::read_to_string(&log).expect("log");
-    assert_eq!(seen.matches("tools/call").count(), 2, "only the allowed calls reached the server: {seen}");
+    assert_eq!(seen.matches("tools/call").count(), 3, "only the allowed calls reached the server: {seen}");
     let receipts = warden()
         .args(["receipts", "--json", "--store", &dir.path().join("store.redb").display().to_string()])
         .output()

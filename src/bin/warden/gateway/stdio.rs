@@ -103,7 +103,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     write_value(&client_out, &body);
                 }
             }
-            Ok(inbound) => match inbound.kind.clone() {
+            Ok(mut inbound) => match inbound.kind.clone() {
                 Kind::Relay => {
                     if inbound.message.get("method").and_then(Value::as_str) == Some("tools/list") {
                         if let (Some(id), Ok(mut ids)) = (inbound.message.get("id"), listing.lock()) {
@@ -118,6 +118,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     }
                 }
                 Kind::ToolCall { id, tool } => {
+                    // stdio has no MCP-Protocol-Version header: a 2026-07-28 request names its
+                    // revision in params._meta instead.
+                    if let Some(revision) = stdio_revision(&inbound.message) {
+                        inbound.revision = revision;
+                    }
                     let (engine, child_in, client_out, waiters) =
                         (Arc::clone(&engine), Arc::clone(&child_in), Arc::clone(&client_out), Arc::clone(&waiters));
                     calls.push(std::thread::spawn(move || {
@@ -153,6 +158,13 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     stop(&mut child);
     let _ = reader.join();
     Ok(())
+}
+
+/// The revision a request names in `params._meta["io.modelcontextprotocol/protocolVersion"]`,
+/// when it is one this gateway speaks.
+fn stdio_revision(message: &Value) -> Option<String> {
+    let named = message.get("params")?.get("_meta")?.get("io.modelcontextprotocol/protocolVersion")?.as_str()?;
+    wire::ACCEPTED_REVISIONS.contains(&named).then(|| named.to_owned())
 }
 
 fn stop(child: &mut Child) {
