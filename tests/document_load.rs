@@ -117,7 +117,7 @@ fn unknown_keys_are_refused_at_every_level() {
             "schema: warden/v1\nactions:\n  a: {decision: allow, timeout_ms: 5}\n",
             "actions.a.timeout_ms",
             Some(3),
-            "allowed here: approval, decision, description, effect, lease, max_attempts, resource, rules",
+            "allowed here: approval, decision, description, effect, lease, max_attempts, mcp, resource, rules, upstream",
         ),
         refusal(
             "rule",
@@ -627,11 +627,11 @@ fn ctrlrun_features_warden_does_not_implement_are_refused_by_name() {
             "data labels",
         ),
         refusal(
-            "an MCP claim",
-            "schema: ctrlrun.policy/v2\nactions:\n  a: {decision: allow, mcp: {not_executed_on_error: true}}\n",
-            "actions.a.mcp",
+            "an unknown MCP option",
+            "schema: ctrlrun.policy/v2\nactions:\n  a: {decision: allow, mcp: {retry: true}}\n",
+            "actions.a.mcp.retry",
             Some(3),
-            "no MCP gateway",
+            "unknown key 'retry'",
         ),
         refusal(
             "an inline authority section",

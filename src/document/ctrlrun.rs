@@ -178,25 +178,18 @@ impl Cx<'_> {
         Ok(())
     }
 
-    pub(super) fn no_op_mcp(&self, member: &Member, path: &str) -> Result<(), DocumentError> {
+    /// `mcp: {not_executed_on_error: bool}` (closed key set): the operator's claim, read by
+    /// `warden gateway`, that the upstream's `isError` means the tool did nothing.
+    pub(super) fn mcp_options(&self, member: &Member, path: &str) -> Result<bool, DocumentError> {
         let path = child_path(path, "mcp");
-        let unsupported = || {
-            self.error(
-                &path,
-                Some(member.line),
-                "'mcp' options are not supported: Warden has no MCP gateway, and an executor that can report \
-                 'not executed' says so through the host API instead",
-            )
-        };
         match &member.value.value {
-            NodeValue::Null => Ok(()),
+            NodeValue::Null => Ok(false),
             NodeValue::Map(members) => {
                 self.reject_unknown(members, &MCP_KEYS, &path)?;
                 match members.first() {
-                    None => Ok(()),
+                    None => Ok(false),
                     Some(claim) => match claim.value.value {
-                        NodeValue::Bool(false) => Ok(()),
-                        NodeValue::Bool(true) => Err(unsupported()),
+                        NodeValue::Bool(flag) => Ok(flag),
                         _ => Err(self.error(
                             &child_path(&path, "not_executed_on_error"),
                             Some(claim.line),

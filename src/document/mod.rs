@@ -25,9 +25,12 @@ mod integer;
 mod scalar;
 mod schema;
 mod tree;
+mod upstream;
 mod validate;
 mod warden;
 mod warnings;
+
+pub use upstream::{is_digest, pem_certificate, UpstreamPins};
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -139,6 +142,11 @@ pub struct ActionEntry {
     pub description: Option<String>,
     /// `approval` beside `decision: approve` (`warden/v1` only).
     pub approval: Option<crate::approval::Requirement>,
+    /// `mcp.not_executed_on_error`: for `warden gateway`, an upstream `isError` on this tool
+    /// means it did nothing (FAILED, retry allowed) instead of AMBIGUOUS. An unchecked claim.
+    pub not_executed_on_error: bool,
+    /// `upstream:` pins for `warden gateway` (`warden/v1` only).
+    pub upstream: Option<UpstreamPins>,
 }
 
 #[derive(Debug, Clone)]

@@ -216,9 +216,6 @@ impl Cx<'_> {
         let resource = self.template(get("resource"), path, "resource")?;
         if !self.warden() {
             self.reserved_templates(effect.as_ref(), resource.as_ref(), path, get("effect").or(get("resource")))?;
-            if let Some(member) = get("mcp") {
-                self.no_op_mcp(member, path)?;
-            }
             if let Some(member) = get("controls") {
                 self.no_op_citations(member, &child_path(path, "controls"))?;
             }
@@ -226,6 +223,14 @@ impl Cx<'_> {
                 self.no_op_data(member, path)?;
             }
         }
+        let not_executed_on_error = match get("mcp") {
+            None => false,
+            Some(member) => self.mcp_options(member, path)?,
+        };
+        let upstream = match get("upstream") {
+            Some(member) if self.warden() => Some(self.upstream_pins(member, path)?),
+            _ => None,
+        };
         let max_attempts = match get("max_attempts") {
             None => None,
             Some(member) => Some(self.max_attempts(member, path)?),
@@ -257,7 +262,18 @@ impl Cx<'_> {
                 ))
             }
         };
-        Ok(ActionEntry { decision, rules, effect, resource, max_attempts, lease, description, approval })
+        Ok(ActionEntry {
+            decision,
+            rules,
+            effect,
+            resource,
+            max_attempts,
+            lease,
+            description,
+            approval,
+            not_executed_on_error,
+            upstream,
+        })
     }
 
     fn template(&self, member: Option<&Member>, path: &str, key: &str) -> Result<Option<Template>, DocumentError> {

@@ -12,8 +12,8 @@ use super::DocumentError;
 pub(super) const WARDEN_V1: &str = "warden/v1";
 pub(super) const WARDEN_TOP_KEYS: [&str; 9] =
     ["actions", "allow_insecure_http", "authority", "environment", "mode", "notify", "schema", "sources", "version"];
-pub(super) const WARDEN_ENTRY_KEYS: [&str; 8] =
-    ["approval", "decision", "description", "effect", "lease", "max_attempts", "resource", "rules"];
+pub(super) const WARDEN_ENTRY_KEYS: [&str; 10] =
+    ["approval", "decision", "description", "effect", "lease", "max_attempts", "mcp", "resource", "rules", "upstream"];
 pub(super) const WARDEN_RULE_KEYS: [&str; 3] = ["approval", "decision", "when"];
 
 impl Cx<'_> {

@@ -17,6 +17,7 @@ mod demo;
 mod demo_authority;
 mod doctor;
 mod exit;
+mod gateway;
 mod init;
 mod inspect;
 mod output;
@@ -377,6 +378,12 @@ enum Command {
         args: Vec<String>,
     },
 
+    /// Put Warden in front of an MCP server: every tools/call becomes the action
+    /// mcp.<alias>.<tool> (decided, approved, reserved, recorded); everything else is relayed
+    /// untouched. Over Streamable HTTP (--upstream URL), or over stdio with the server as a
+    /// child (--stdio -- COMMAND …). Needs --config and --store. See docs/GATEWAY.md.
+    Gateway(Box<gateway::GatewayArgs>),
+
     /// One G4 contender of `warden verify` (started by verify itself).
     #[command(name = warden::verify::CHILD_SUBCOMMAND, hide = true)]
     VerifyChild {
@@ -398,6 +405,16 @@ fn main() -> ExitCode {
     }
     if let Command::BenchChild { args } = &cli.command {
         return ExitCode::from(u8::try_from(bench::child_main(args)).unwrap_or(EXIT_INTERNAL));
+    }
+    if let Command::Gateway(args) = &cli.command {
+        // Runs until stopped; only a startup refusal or a fault returns.
+        return match gateway::run(args, cli.store.as_deref(), cli.config.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => {
+                write_stderr(&failure.message);
+                ExitCode::from(failure.code)
+            }
+        };
     }
     match run(&cli) {
         Ok(done) => {
@@ -519,6 +536,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
         })
         .map(Done::ok),
         Command::BenchChild { .. } => Err(Failure::internal("the bench child runs only from main")),
+        Command::Gateway(_) => Err(Failure::internal("the gateway runs only from main")),
         // Handled in `main` before anything else; kept total so no input can panic here.
         Command::VerifyChild { .. } => Err(Failure::internal("the verify child runs only from main")),
     }

@@ -1,0 +1,479 @@
+//! Streamable HTTP downstream: a plain HTTP/1.1 listener on `std::net`, one thread per
+//! connection (bounded), one request per connection (`Connection: close`). `POST` carries one
+//! JSON-RPC message; `GET` and `DELETE` are relayed; any other verb gets 501. Only `tools/call`
+//! is intercepted; everything else goes to the upstream and back untouched.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::classify::{Observation, Reply};
+use super::intercept::{self, Admitted, Call, Engine};
+use super::sse;
+use super::upstream::{self, Dialer, Upstream};
+use super::wire::{self, Checks, Kind};
+use super::{end_to_end_request, end_to_end_response, log};
+
+/// Connections served at once; the next one gets 503.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The most bytes a request head may take.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The largest upstream answer read whole (JSON); event streams are relayed as they come.
+const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+pub struct HttpConfig {
+    pub path: String,
+    pub max_body_bytes: usize,
+    pub upstream: Upstream,
+    pub dialer: Dialer,
+    pub identity_headers: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    /// A header this gateway consumes (the identity token): never forwarded upstream.
+    pub consumed: Vec<String>,
+}
+
+pub fn serve(listener: TcpListener, engine: Arc<Engine>, config: Arc<HttpConfig>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else { continue };
+        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            active.fetch_sub(1, Ordering::SeqCst);
+            let _ = write_json(&mut stream, 503, None);
+            continue;
+        }
+        let (engine, config, active) = (Arc::clone(&engine), Arc::clone(&config), Arc::clone(&active));
+        let spawned = std::thread::Builder::new().name("gateway-connection".into()).spawn(move || {
+            handle(stream, &engine, &config);
+            active.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            log::warn("could not start a thread for a connection; it was dropped");
+        }
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+}
+
+fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let Ok(reader_side) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(reader_side);
+    let request = match read_request(&mut reader) {
+        Ok(request) => request,
+        Err(status) => {
+            let _ = write_json(&mut stream, status, None);
+            return;
+        }
+    };
+    let path = request.path.split('?').next().unwrap_or_default();
+    let wanted = config.path.trim_end_matches('/');
+    if path.trim_end_matches('/') != wanted {
+        let _ = write_json(&mut stream, 404, None);
+        return;
+    }
+    if request.method == "POST" {
+        let continue_first =
+            wire::header(&request.headers, "expect").0.is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
+        let body =
+            match read_body(&mut reader, &request.headers, config.max_body_bytes, continue_first.then_some(&stream)) {
+                Ok(body) => body,
+                Err(status) => {
+                    let _ = write_json(&mut stream, status, None);
+                    return;
+                }
+            };
+        let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
+        if let Err(answer) = wire::check_headers(&request.headers, &checks) {
+            let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+            return;
+        }
+        match wire::parse_post(&request.headers, &body) {
+            Err(answer) => {
+                log::warn(&format!("refused a request before forwarding: HTTP {}", answer.status));
+                let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+            }
+            Ok(inbound) => match &inbound.kind {
+                Kind::Relay => {
+                    let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
+                    let listing = inbound.message.get("method").and_then(Value::as_str) == Some("tools/list");
+                    let observer = listing.then_some(engine);
+                    relay(&mut stream, config, "POST", &request.headers, &body, observer);
+                }
+                Kind::ToolCall { id, tool } => {
+                    let call = Call {
+                        id,
+                        tool,
+                        message: &inbound.message,
+                        revision: &inbound.revision,
+                        headers: &request.headers,
+                    };
+                    intercepted(&mut stream, engine, config, &call);
+                }
+            },
+        }
+        return;
+    }
+    if request.method == "GET" || request.method == "DELETE" {
+        let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
+        if let Err(answer) = wire::check_headers(&request.headers, &checks) {
+            let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+            return;
+        }
+        if let Err(answer) = wire::revision(&request.headers, &Value::Null) {
+            let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+            return;
+        }
+        relay(&mut stream, config, &request.method, &request.headers, &[], None);
+        return;
+    }
+    let _ = write_json(&mut stream, 501, None);
+}
+
+fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, u16> {
+    let mut head = Vec::new();
+    loop {
+        let before = head.len();
+        match reader.by_ref().take((MAX_HEAD_BYTES + 1 - before) as u64).read_until(b'\n', &mut head) {
+            Ok(0) => return Err(400),
+            Ok(_) => {}
+            Err(_) => return Err(408),
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            return Err(431);
+        }
+        let line = &head[before..];
+        if (line == b"\r\n" || line == b"\n") && before > 0 {
+            break;
+        }
+    }
+    let mut fields = [httparse::EMPTY_HEADER; 128];
+    let mut parsed = httparse::Request::new(&mut fields);
+    match parsed.parse(&head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(400),
+    }
+    let method = parsed.method.ok_or(400u16)?.to_owned();
+    let path = parsed.path.ok_or(400u16)?.to_owned();
+    let headers =
+        parsed.headers.iter().map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned())).collect();
+    Ok(Request { method, path, headers })
+}
+
+/// Step 1 of §1.3: a length that is a number, within the cap; no chunked request bodies.
+fn read_body(
+    reader: &mut BufReader<TcpStream>,
+    headers: &[(String, String)],
+    cap: usize,
+    continue_on: Option<&TcpStream>,
+) -> Result<Vec<u8>, u16> {
+    if wire::header(headers, "transfer-encoding").1 > 0 {
+        return Err(411);
+    }
+    let lengths: Vec<&str> =
+        headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.trim()).collect();
+    let Some(first) = lengths.first() else { return Ok(Vec::new()) };
+    if lengths.iter().any(|l| l != first) || first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(400);
+    }
+    let length: usize = first.parse().map_err(|_| 413u16)?;
+    if length > cap {
+        return Err(413);
+    }
+    if let Some(mut client) = continue_on {
+        // The client waits for this before it sends the body (curl does so above 1 KiB).
+        let _ = client.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").and_then(|()| client.flush());
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).map_err(|_| 400u16)?;
+    Ok(body)
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+/// A made-up answer: JSON with its type and length, or an empty body.
+fn write_json(stream: &mut TcpStream, status: u16, body: Option<&Value>) -> std::io::Result<()> {
+    let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    if body.is_some() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", bytes.len()));
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(&bytes)?;
+    stream.flush()
+}
+
+/// The upstream's status and end-to-end headers; the body is framed by length when known,
+/// else by closing the connection.
+fn write_head(
+    stream: &mut TcpStream,
+    status: u16,
+    headers: &[(String, String)],
+    length: Option<usize>,
+) -> std::io::Result<()> {
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    for (name, value) in end_to_end_response(headers) {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(length) = length {
+        head.push_str(&format!("Content-Length: {length}\r\n"));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.flush()
+}
+
+/// Whether the client closed its side: a read that would block means it is still there.
+fn client_gone(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut probe = [0u8; 1];
+    let gone = matches!(stream.peek(&mut probe), Ok(0))
+        || matches!(stream.peek(&mut probe), Err(e) if e.kind() != std::io::ErrorKind::WouldBlock);
+    let _ = stream.set_nonblocking(false);
+    gone
+}
+
+fn dialer(config: &HttpConfig) -> &Dialer {
+    &config.dialer
+}
+
+/// Relay one exchange untouched: no action, no decision, no record. A JSON `tools/list` answer
+/// is shown to `observer` (the schema pins) on its way through.
+fn relay(
+    stream: &mut TcpStream,
+    config: &HttpConfig,
+    method: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    observer: Option<&Engine>,
+) {
+    let mut forwarded = end_to_end_request(headers, &config.consumed);
+    if method == "POST" {
+        forwarded.push(("Content-Type".into(), "application/json".into()));
+    }
+    let mut response = match upstream::send(&config.upstream, method, &forwarded, body, dialer(config)) {
+        Ok(response) => response,
+        Err(failure) => {
+            log::warn(&format!("relaying a {method} failed: {failure:?}"));
+            let _ = write_json(stream, 502, None);
+            return;
+        }
+    };
+    if response.is_event_stream() {
+        if write_head(stream, response.status, &response.headers, None).is_err() {
+            upstream::shut(&response.socket);
+            return;
+        }
+        let mut buffer = [0u8; 8192];
+        loop {
+            match response.body.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if stream.write_all(&buffer[..n]).and_then(|()| stream.flush()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        upstream::shut(&response.socket);
+        return;
+    }
+    match upstream::read_all(&mut response.body, MAX_ANSWER_BYTES) {
+        Ok(bytes) => {
+            if let (Some(engine), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
+                engine.observe_tools(&envelope);
+            }
+            let _ = write_head(stream, response.status, &response.headers, Some(bytes.len()))
+                .and_then(|()| stream.write_all(&bytes))
+                .and_then(|()| stream.flush());
+        }
+        Err(what) => {
+            log::warn(&format!("relaying a {method} failed: {what}"));
+            let _ = write_json(stream, 502, None);
+        }
+    }
+}
+
+/// One `tools/call` through the kernel: refuse, or forward on a fresh connection and record.
+fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, call: &Call<'_>) {
+    let admitted = match engine.admit(call) {
+        Ok(admitted) => admitted,
+        Err(answer) => {
+            let _ = write_json(stream, answer.status, Some(&answer.body));
+            return;
+        }
+    };
+    let mut forwarded = end_to_end_request(call.headers, &config.consumed);
+    forwarded.retain(|(k, _)| !k.eq_ignore_ascii_case("accept-encoding"));
+    forwarded.push(("Content-Type".into(), "application/json".into()));
+    forwarded.push(("Accept-Encoding".into(), "identity".into()));
+    let body = serde_json::to_vec(&admitted.forward).unwrap_or_default();
+    let mut response = match upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config)) {
+        Ok(response) => response,
+        Err(failure) => {
+            let observation = match failure {
+                upstream::Failure::NeverConnected(what) => Observation::NeverConnected(what),
+                upstream::Failure::Broken(what) => Observation::Broken(what),
+            };
+            let finished = engine.finish(admitted, &observation, call.revision);
+            let answer = intercept::synthesised(call.id, &finished);
+            let _ = write_json(stream, answer.status, Some(&answer.body));
+            return;
+        }
+    };
+    if response.is_event_stream() {
+        streamed(stream, engine, admitted, &mut response, call);
+        return;
+    }
+    let challenge = response.header("www-authenticate").is_some();
+    let (observation, bytes) = match upstream::read_all(&mut response.body, MAX_ANSWER_BYTES) {
+        Ok(bytes) => {
+            let body = serde_json::from_slice::<Value>(&bytes).ok();
+            (Observation::Answered { status: response.status, challenge, body }, bytes)
+        }
+        Err(what) => (Observation::Broken(what), Vec::new()),
+    };
+    let finished = engine.finish(admitted, &observation, call.revision);
+    match (&finished.reply, observation) {
+        (Reply::Relay, Observation::Answered { body, .. }) => {
+            let bytes = match body {
+                Some(mut envelope) if envelope.is_object() => {
+                    intercept::with_meta(&mut envelope, &finished.meta);
+                    serde_json::to_vec(&envelope).unwrap_or(bytes)
+                }
+                _ => bytes,
+            };
+            let _ = write_head(stream, response.status, &response.headers, Some(bytes.len()))
+                .and_then(|()| stream.write_all(&bytes))
+                .and_then(|()| stream.flush());
+        }
+        _ => {
+            let answer = intercept::synthesised(call.id, &finished);
+            let _ = write_json(stream, answer.status, Some(&answer.body));
+        }
+    }
+}
+
+/// An intercepted answer on an event stream: every event before the final one relayed at once
+/// without its `id:` line; the outcome recorded before the client sees the final event.
+fn streamed(
+    stream: &mut TcpStream,
+    engine: &Engine,
+    admitted: Admitted,
+    response: &mut upstream::Response,
+    call: &Call<'_>,
+) {
+    let status = response.status;
+    if write_head(stream, status, &response.headers, None).is_err() {
+        upstream::shut(&response.socket);
+        let observation = Observation::Broken("the client went away before the stream began".into());
+        engine.finish(admitted, &observation, call.revision);
+        return;
+    }
+    // One reader thread feeds the upstream's bytes through a one-slot queue while this thread
+    // looks at the client every 100 ms: a client gone mid-stream is noticed even while the
+    // upstream is silent, and the upstream socket is shut at once.
+    let mut body = std::mem::replace(&mut response.body, upstream::Body::Empty);
+    let (chunks, received) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, Observation>>(1);
+    let reader = std::thread::spawn(move || {
+        let mut buffer = [0u8; 8192];
+        loop {
+            let item = match body.read(&mut buffer) {
+                Ok(0) => Err(Observation::Broken("the event stream ended before the final response".into())),
+                Ok(n) => Ok(buffer[..n].to_vec()),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                    Err(Observation::Broken("timeout after headers".into()))
+                }
+                Err(e) => Err(Observation::Broken(format!("the event stream broke: {}", e.kind()))),
+            };
+            let last = item.is_err();
+            if chunks.send(item).is_err() || last {
+                return;
+            }
+        }
+    });
+    let mut decoder = sse::Decoder::new();
+    let observation = 'read: loop {
+        let chunk = match received.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(chunk)) => chunk,
+            Ok(Err(observation)) => break 'read observation,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if client_gone(stream) {
+                    break 'read Observation::Broken("the client went away mid-stream".into());
+                }
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                break 'read Observation::Broken("the event stream broke".into());
+            }
+        };
+        let n = chunk.len();
+        let buffer = chunk;
+        let events = match decoder.feed(&buffer[..n]) {
+            Ok(events) => events,
+            Err(what) => break 'read Observation::Broken(what),
+        };
+        for event in events {
+            let parsed = event.data.as_deref().and_then(|d| serde_json::from_str::<Value>(d).ok());
+            let is_final = parsed
+                .as_ref()
+                .and_then(Value::as_object)
+                .is_some_and(|o| !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error")));
+            if is_final {
+                break 'read Observation::Answered { status, challenge: false, body: parsed };
+            }
+            if stream.write_all(event.without_id().as_bytes()).and_then(|()| stream.flush()).is_err() {
+                break 'read Observation::Broken("the client went away mid-stream".into());
+            }
+        }
+    };
+    upstream::shut(&response.socket);
+    drop(received);
+    let _ = reader.join();
+    if matches!(&observation, Observation::Broken(what) if what.starts_with("the client went away")) {
+        engine.finish(admitted, &observation, call.revision);
+        return;
+    }
+    let finished = engine.finish(admitted, &observation, call.revision);
+    let envelope = match (&finished.reply, observation) {
+        (Reply::Relay, Observation::Answered { body: Some(mut envelope), .. }) => {
+            intercept::with_meta(&mut envelope, &finished.meta);
+            envelope
+        }
+        _ => intercept::synthesised(call.id, &finished).body,
+    };
+    let line = format!("event: message\ndata: {}\n\n", serde_json::to_string(&envelope).unwrap_or_default());
+    let _ = stream.write_all(line.as_bytes()).and_then(|()| stream.flush());
+}

@@ -1,0 +1,722 @@
+//! One intercepted `tools/call` through the kernel, whatever the transport: the principal,
+//! the action `mcp.<alias>.<tool>`, the decision and the reservation (`admit`), then the
+//! observed outcome recorded and the answer built (`finish`). Refusals are JSON-RPC errors
+//! with ctrlrun's codes and `warden.*` tokens; upstream answers carry the receipt summary at
+//! the top level of the envelope as `_meta["dev.warden/receipt"]`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::{json, Map, Value};
+
+use warden::approval::ApprovalStatus;
+use warden::event::EventKind;
+use warden::identity::{IdentityContext, IdentityProvider};
+use warden::kernel::{Permit, Proposal};
+use warden::pipeline::{ActionRequest, Warden};
+use warden::{Action, Error};
+use warden::{Decision, Ruling};
+
+use super::classify::{self, Effect, Observation, Reply};
+use super::log;
+
+/// The `_meta` key of the receipt summary.
+pub const META_KEY: &str = "dev.warden/receipt";
+
+/// A refusal or a made-up answer: HTTP status and the JSON-RPC body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// The call the client sent, as the transport parsed it.
+pub struct Call<'a> {
+    pub id: &'a Value,
+    pub tool: &'a str,
+    pub message: &'a Value,
+    pub revision: &'a str,
+    pub headers: &'a [(String, String)],
+}
+
+/// A call the kernel let through: its permit and the request to forward.
+pub struct Admitted {
+    pub permit: Permit,
+    /// The client's envelope with `params.arguments` replaced by the canonical arguments.
+    pub forward: Value,
+    pub not_executed_on_error: bool,
+    /// The elicitation round this leg continues (0 for a first leg).
+    pub round: u32,
+}
+
+/// A first leg answered `input_required` with a `requestState`: the permit (and so the
+/// reservation, its lease extended) is held here until the continuation arrives.
+struct Suspension {
+    permit: Permit,
+    tool: String,
+    /// The canonical arguments of the suspended call: a continuation must carry the same.
+    arguments: String,
+    principal: warden::Principal,
+    round: u32,
+    deadline: std::time::Instant,
+}
+
+/// How long suspensions are held and how many rounds a call may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Elicitation {
+    pub max_rounds: u32,
+    pub timeout: std::time::Duration,
+}
+
+/// The outcome as the client will see it.
+pub struct Finished {
+    pub reply: Reply,
+    /// The receipt summary (`_meta["dev.warden/receipt"]`).
+    pub meta: Value,
+    pub action_id: String,
+    pub effect_key: Option<String>,
+}
+
+pub struct Engine {
+    pub warden: Warden,
+    pub alias: String,
+    pub identity: Box<dyn IdentityProvider>,
+    /// The latest approval request for each action hash, learnt from the store's
+    /// APPROVAL_REQUESTED events (so a restarted gateway, or a request another process made,
+    /// is found too): the identical re-sent call presents it once it is granted.
+    approvals: Mutex<ApprovalIndex>,
+    /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
+    schemas: Mutex<HashMap<String, String>>,
+    /// Held suspensions by their exact `requestState`.
+    suspended: Mutex<HashMap<String, Suspension>>,
+    elicitation: Elicitation,
+}
+
+/// The `tool_schema_sha256` of one advertised `tools/list` entry.
+pub fn tool_schema_digest(entry: &Value) -> Option<String> {
+    let document = json!({"schema": "ctrlrun.upstream.tool_schema/v1", "entry": entry});
+    let text = warden::canonical::to_canonical_string(&document, "tool schema").ok()?;
+    Some(warden::canonical::sha256_prefixed(text.as_bytes()))
+}
+
+#[derive(Default)]
+struct ApprovalIndex {
+    by_hash: HashMap<String, String>,
+    /// The last event read.
+    cursor: u64,
+}
+
+impl Engine {
+    pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>, elicitation: Elicitation) -> Engine {
+        Engine {
+            warden,
+            alias,
+            identity,
+            approvals: Mutex::new(ApprovalIndex::default()),
+            schemas: Mutex::new(HashMap::new()),
+            suspended: Mutex::new(HashMap::new()),
+            elicitation,
+        }
+    }
+
+    /// Learn the tools of a relayed `tools/list` answer (a JSON-RPC response envelope).
+    pub fn observe_tools(&self, envelope: &Value) {
+        let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else { return };
+        let Ok(mut schemas) = self.schemas.lock() else { return };
+        for entry in tools {
+            let Some(name) = entry.get("name").and_then(Value::as_str) else { continue };
+            match tool_schema_digest(entry) {
+                Some(digest) => schemas.insert(name.to_owned(), digest),
+                // An entry with no canonical form (a float in its schema) matches no pin.
+                None => schemas.remove(name),
+            };
+        }
+    }
+
+    /// The pin check (above the approval gate): `None` when the entry pins nothing or the
+    /// observed schema matches, else the reason.
+    fn pin_refusal(&self, name: &str, tool: &str) -> Option<&'static str> {
+        let pin = self.warden.document().actions.get(name)?.upstream.as_ref()?.tool_schema_sha256.as_ref()?;
+        let observed = self.schemas.lock().ok()?.get(tool).cloned();
+        match observed {
+            None => Some("upstream_unverified"),
+            Some(digest) if &digest != pin => Some("upstream_mismatch"),
+            Some(_) => None,
+        }
+    }
+
+    pub fn action_name(&self, tool: &str) -> String {
+        format!("mcp.{}.{tool}", self.alias)
+    }
+
+    /// Principal → arguments → approval lookup → the kernel's decision and reservation.
+    pub fn admit(&self, call: &Call<'_>) -> Result<Admitted, Answer> {
+        let name = self.action_name(call.tool);
+        let params = call.message.get("params").and_then(Value::as_object);
+        let arguments = match params.and_then(|p| p.get("arguments")) {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(Value::Object(map)) => Value::Object(map.clone()),
+            Some(_) => {
+                return Err(refusal(
+                    call.id,
+                    400,
+                    -32602,
+                    "warden.invalid_arguments",
+                    "params.arguments must be an object",
+                    json!({}),
+                ));
+            }
+        };
+        if let Some(pointer) = super::wire::first_float(&arguments) {
+            return Err(refusal(
+                call.id,
+                400,
+                -41008,
+                "warden.unrepresentable_argument",
+                &format!("{name}: the argument at {pointer} is a float, which has no canonical form; send an integer or a string"),
+                json!({"pointer": pointer}),
+            ));
+        }
+        let environment = self.warden.kernel().environment().to_owned();
+        let mut context = IdentityContext::new(&name, &environment);
+        context.headers = call.headers;
+        let identity = match self.identity.resolve(&context) {
+            Ok(Some(identity)) => identity,
+            Ok(None) => {
+                log::warn(&format!("no principal could be derived for {name}"));
+                return Err(refusal(
+                    call.id,
+                    403,
+                    -41007,
+                    "warden.no_principal",
+                    "no principal could be derived",
+                    json!({}),
+                ));
+            }
+            Err(error) => {
+                log::warn(&format!("{name}: {error}"));
+                return Err(refusal(
+                    call.id,
+                    403,
+                    -41007,
+                    "warden.no_principal",
+                    "the credential offered was rejected",
+                    json!({}),
+                ));
+            }
+        };
+        let state = params.and_then(|p| p.get("requestState")).and_then(Value::as_str).filter(|s| !s.is_empty());
+        if let Some(state) = state {
+            if let Some(continued) = self.continuation(call, &name, state, &arguments, &identity.principal)? {
+                return Ok(continued);
+            }
+        }
+        if let Some(reason) = self.pin_refusal(&name, call.tool) {
+            log::warn(&format!(
+                "{name}: refused, {reason} (the tool's tools/list entry does not match its tool_schema_sha256 pin)"
+            ));
+            let message = match reason {
+                "upstream_unverified" => format!(
+                    "{name} pins the tool's schema, and no tools/list answer has shown it yet; list the tools first"
+                ),
+                _ => format!(
+                    "{name} pins the tool's schema, and the upstream now advertises a different one; check the server"
+                ),
+            };
+            let action_id = self.record_denial(&name, &arguments, &identity.principal, reason);
+            return Err(refusal(
+                call.id,
+                403,
+                -41016,
+                "warden.upstream_unpinned",
+                &message,
+                json!({"reason": reason, "action_id": action_id}),
+            ));
+        }
+        if let Some(template) = self.warden.document().actions.get(&name).and_then(|e| e.resource.as_ref()) {
+            let rendered = arguments.as_object().map(|object| template.render_resource(object));
+            if let Some(Err(error)) = rendered {
+                let action_id = self.record_denial(&name, &arguments, &identity.principal, "resource_template_error");
+                return Err(refusal(
+                    call.id,
+                    403,
+                    -41001,
+                    "warden.denied",
+                    &format!("{name}: the resource template cannot be rendered from these arguments ({error})"),
+                    json!({"reason": "resource_template_error", "action_id": action_id}),
+                ));
+            }
+        }
+        let metadata = params.and_then(|p| p.get("metadata"));
+        let hop = metadata.and_then(|m| m.get("hop")).and_then(Value::as_str);
+        let task = metadata.and_then(|m| m.get("task")).and_then(Value::as_str);
+        let action_hash = self.action_hash(&name, &arguments, &identity.principal);
+        let presented = action_hash.as_deref().and_then(|hash| self.granted_approval(hash));
+        let mut request = ActionRequest::new(&name, arguments, identity.principal.clone());
+        request.principal_expires_at = identity.expires_at;
+        request.approval_id = presented.as_deref();
+        request.hop = hop;
+        request.task = task;
+        match self.warden.submit(&request) {
+            Ok(permit) => {
+                let mut forward = call.message.clone();
+                if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
+                    params.insert("arguments".into(), permit.action().canonical_arguments());
+                }
+                let not_executed_on_error =
+                    self.warden.document().actions.get(&name).is_some_and(|entry| entry.not_executed_on_error);
+                Ok(Admitted { permit, forward, not_executed_on_error, round: 0 })
+            }
+            Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), error)),
+        }
+    }
+
+    /// A call carrying a `requestState`: the held suspension it continues, checked against the
+    /// suspended call (tool, canonical arguments, principal) **before** it is consumed (D1).
+    /// `Ok(None)`: no suspension and a keyless tool, which runs as an ordinary call (D3).
+    fn continuation(
+        &self,
+        call: &Call<'_>,
+        name: &str,
+        state: &str,
+        arguments: &Value,
+        principal: &warden::Principal,
+    ) -> Result<Option<Admitted>, Answer> {
+        let unknown = |why: &str| {
+            refusal(
+                call.id,
+                400,
+                -41009,
+                "warden.unknown_continuation",
+                &format!("{name}: {why}; start the call again without requestState"),
+                json!({"tool": name}),
+            )
+        };
+        let canonical = warden::canonical::to_canonical_string(arguments, "arguments").ok();
+        let Ok(mut held) = self.suspended.lock() else { return Err(unknown("the suspension table is unavailable")) };
+        let Some(suspension) = held.get(state) else {
+            let keyed = self.warden.document().actions.get(name).is_some_and(|entry| entry.effect.is_some());
+            if keyed {
+                return Err(unknown("this requestState continues no call held by this gateway"));
+            }
+            return Ok(None);
+        };
+        if suspension.tool != call.tool
+            || canonical.as_deref() != Some(suspension.arguments.as_str())
+            || &suspension.principal != principal
+        {
+            log::warn(&format!("{name}: a continuation with other arguments or another principal was refused"));
+            return Err(unknown("this continuation's tool, arguments or principal differ from the suspended call's"));
+        }
+        let Some(suspension) = held.remove(state) else { return Err(unknown("the suspension is gone")) };
+        drop(held);
+        if suspension.deadline < std::time::Instant::now() {
+            let key = suspension.permit.effect_key().map(str::to_owned);
+            let _ = suspension.permit.ambiguous("elicitation timeout: the continuation came too late");
+            return Err(refusal(
+                call.id,
+                409,
+                -41005,
+                "warden.ambiguous_effect",
+                "the suspended call waited longer than --elicitation-timeout; its effect is AMBIGUOUS until a human resolves it",
+                json!({"effect_key": key}),
+            ));
+        }
+        let mut forward = call.message.clone();
+        if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
+            params.insert("arguments".into(), suspension.permit.action().canonical_arguments());
+        }
+        let not_executed_on_error =
+            self.warden.document().actions.get(name).is_some_and(|entry| entry.not_executed_on_error);
+        Ok(Some(Admitted { permit: suspension.permit, forward, not_executed_on_error, round: suspension.round }))
+    }
+
+    /// Record every suspension whose continuation did not come in time as AMBIGUOUS (D4).
+    pub fn sweep(&self) {
+        let now = std::time::Instant::now();
+        let lapsed: Vec<Suspension> = match self.suspended.lock() {
+            Ok(mut held) => {
+                let states: Vec<String> =
+                    held.iter().filter(|(_, s)| s.deadline < now).map(|(state, _)| state.clone()).collect();
+                states.iter().filter_map(|state| held.remove(state)).collect()
+            }
+            Err(_) => return,
+        };
+        for suspension in lapsed {
+            let seconds = self.elicitation.timeout.as_secs();
+            if let Err(error) =
+                suspension.permit.ambiguous(&format!("elicitation timeout: no continuation within {seconds} s"))
+            {
+                log::warn(&format!("recording a lapsed suspension failed: {error}"));
+            }
+        }
+    }
+
+    /// A denied receipt for a call the gateway refuses before `submit` (D5): the kernel is
+    /// proposed the action with a deny ruling, which records it and refuses. `None` when the
+    /// call cannot become an action or nothing was written.
+    fn record_denial(
+        &self,
+        name: &str,
+        arguments: &Value,
+        principal: &warden::Principal,
+        reason: &str,
+    ) -> Option<String> {
+        let object = arguments.as_object()?;
+        // A resource template that cannot render leaves the receipt's resource empty; its
+        // reason says why.
+        let resource = self
+            .warden
+            .document()
+            .actions
+            .get(name)
+            .and_then(|e| e.resource.as_ref())
+            .and_then(|template| template.render_resource(object).ok());
+        let action = Action::new(
+            name,
+            arguments.clone(),
+            principal.clone(),
+            resource.as_deref(),
+            self.warden.kernel().environment(),
+        )
+        .ok()?;
+        let proposal = Proposal::new(&action, Ruling::new(Decision::Deny, reason));
+        match self.warden.kernel().propose(&proposal) {
+            Err(error) if error.is_refusal() => Some(action.action_id.clone()),
+            Err(error) => {
+                log::warn(&format!("{name}: recording the refusal failed: {error}"));
+                None
+            }
+            Ok(permit) => {
+                // A deny ruling never grants; should it, the permit is closed as not executed.
+                let _ = permit.not_executed("refused by the gateway before forwarding");
+                None
+            }
+        }
+    }
+
+    /// The hash the kernel will compute for this call, to find an approval granted for it.
+    fn action_hash(&self, name: &str, arguments: &Value, principal: &warden::Principal) -> Option<String> {
+        let object = arguments.as_object()?;
+        let resource = match self.warden.document().actions.get(name).and_then(|e| e.resource.as_ref()) {
+            Some(template) => Some(template.render_resource(object).ok()?),
+            None => None,
+        };
+        let action = Action::new(
+            name,
+            arguments.clone(),
+            principal.clone(),
+            resource.as_deref(),
+            self.warden.kernel().environment(),
+        )
+        .ok()?;
+        action.hash().ok()
+    }
+
+    /// The latest request for `hash`, when a human has granted it.
+    fn granted_approval(&self, hash: &str) -> Option<String> {
+        let id = self.latest_request(hash)?;
+        let record = self.warden.kernel().approval(&id).ok()??;
+        (record.status == ApprovalStatus::Granted).then_some(id)
+    }
+
+    /// The latest approval request for `hash`, after reading the events written since the last
+    /// look (one read when nothing is new).
+    fn latest_request(&self, hash: &str) -> Option<String> {
+        let mut index = self.approvals.lock().ok()?;
+        loop {
+            let events = match self.warden.kernel().events(index.cursor, 1000) {
+                Ok(events) => events,
+                Err(error) => {
+                    log::warn(&format!("reading approval events failed: {error}"));
+                    break;
+                }
+            };
+            let Some(last) = events.last().map(|e| e.event_id) else { break };
+            for event in &events {
+                if event.kind != EventKind::APPROVAL_REQUESTED {
+                    continue;
+                }
+                let data: Option<Value> = serde_json::from_str(&event.data).ok();
+                let requested = data.as_ref().and_then(|d| d.get("action_hash")).and_then(Value::as_str);
+                if let (Some(requested), Some(id)) = (requested, &event.approval_id) {
+                    index.by_hash.insert(requested.to_owned(), id.clone());
+                }
+            }
+            index.cursor = last;
+        }
+        index.by_hash.get(hash).cloned()
+    }
+
+    /// A kernel refusal (or fault) as the client's JSON-RPC error.
+    fn refused(&self, id: &Value, name: &str, hash: Option<&str>, error: Error) -> Answer {
+        let message = error.to_string();
+        match error {
+            Error::ApprovalRequired { request_id, expires_at, action_hash } => refusal(
+                id,
+                403,
+                -41002,
+                "warden.approval_required",
+                &format!(
+                    "{name} requires approval: a human runs 'warden approve {request_id}', then this same call runs"
+                ),
+                json!({
+                    "request_id": request_id,
+                    "action_hash": action_hash,
+                    "expires_at": warden::clock::render(expires_at),
+                }),
+            ),
+            Error::Denied { reason, .. } if reason == "approval_denied" => {
+                let request_id = hash.and_then(|h| self.latest_request(h));
+                refusal(id, 403, -41003, "warden.approval_denied", &message, json!({"request_id": request_id}))
+            }
+            Error::Denied { reason, .. } if reason == "principal_expired" || reason == "no_principal" => {
+                refusal(id, 403, -41007, "warden.no_principal", "the credential offered was rejected", json!({}))
+            }
+            Error::Denied { reason, .. } => refusal(
+                id,
+                403,
+                -41001,
+                "warden.denied",
+                &message,
+                json!({"reason": reason, "action_id": self.last_action_id(name, hash)}),
+            ),
+            Error::AuthorityDenied { reason, .. } => refusal(
+                id,
+                403,
+                -41012,
+                "warden.unauthorized",
+                &message,
+                json!({"reason": reason, "action_id": self.last_action_id(name, hash)}),
+            ),
+            Error::Duplicate { state, effect_key, .. } => refusal(
+                id,
+                409,
+                -41004,
+                "warden.duplicate_effect",
+                &message,
+                json!({"effect_key": effect_key, "state": state.as_str()}),
+            ),
+            Error::Ambiguous { effect_key, .. } => {
+                refusal(id, 409, -41005, "warden.ambiguous_effect", &message, json!({"effect_key": effect_key}))
+            }
+            Error::ApprovalMismatch { reason, .. } => {
+                refusal(id, 409, -41006, "warden.blocked", &message, json!({"reason": reason}))
+            }
+            Error::AttemptCeiling { .. } => {
+                refusal(id, 409, -41006, "warden.blocked", &message, json!({"reason": "attempt_ceiling"}))
+            }
+            // A template that cannot render, arguments over the limits, a bad hop or task: the
+            // call cannot become an action, so it is denied.
+            Error::InvalidInput(_) => refusal(id, 403, -41001, "warden.denied", &message, json!({})),
+            other => {
+                log::warn(&format!("{name}: the kernel failed ({other}); nothing was forwarded"));
+                refusal(
+                    id,
+                    500,
+                    -32603,
+                    "warden.internal",
+                    "warden could not decide this call (a store fault); nothing was forwarded — see the gateway's log",
+                    json!({}),
+                )
+            }
+        }
+    }
+
+    /// The id of the action the newest receipt for `name` (and, when known, this exact action
+    /// hash) records: the receipt the kernel just wrote for a refusal, which does not carry
+    /// the id back. Concurrent identical calls may swap ids; their receipts are equivalent.
+    fn last_action_id(&self, name: &str, hash: Option<&str>) -> Option<String> {
+        let rows = self.warden.kernel().last_receipts(32).ok()?;
+        rows.iter().rev().find_map(|(_, receipt)| {
+            let document: Value = serde_json::from_str(&receipt.document).ok()?;
+            let same_name = document.get("action").and_then(Value::as_str) == Some(name);
+            let same_hash = hash.is_none_or(|h| document.get("action_hash").and_then(Value::as_str) == Some(h));
+            (same_name && same_hash)
+                .then(|| document.get("action_id").and_then(Value::as_str).map(str::to_owned))
+                .flatten()
+        })
+    }
+
+    /// Record what was observed and say what the client gets.
+    pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
+        let Admitted { mut permit, forward, not_executed_on_error, round } = admitted;
+        let id = forward.get("id").cloned().unwrap_or(Value::Null);
+        let context = classify::Context { request_id: &id, revision, not_executed_on_error };
+        let (mut effect, mut reply) = classify::classify(observation, &context);
+        let action_id = permit.action().action_id.clone();
+        let effect_key = permit.effect_key().map(str::to_owned);
+        let attempt = permit.attempt();
+        let state = match observation {
+            Observation::Answered { body: Some(body), .. } => requested_state(body),
+            _ => None,
+        };
+        if let (Some(state), Some(_), Reply::Relay) = (state, &effect_key, &reply) {
+            let next = round + 1;
+            if next > self.elicitation.max_rounds {
+                effect = Effect::Ambiguous(format!(
+                    "the upstream asked for input {next} times, over --max-elicitation-rounds {}",
+                    self.elicitation.max_rounds
+                ));
+                reply = Reply::Ambiguous;
+            } else {
+                let until = self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout));
+                // The lease covers the wait for the continuation (it is never shortened).
+                let extended = match permit.lease_expires_at() {
+                    Some(current) if current >= until => Ok(()),
+                    _ => permit.extend_lease(until),
+                };
+                match extended {
+                    Ok(()) => {
+                        let meta = json!({
+                            "action_id": action_id,
+                            "receipt_id": Value::Null,
+                            "effect_key": effect_key,
+                            "result": "suspended",
+                            "attempt": attempt,
+                        });
+                        let arguments =
+                            warden::canonical::to_canonical_string(&permit.action().canonical_arguments(), "arguments")
+                                .unwrap_or_default();
+                        let suspension = Suspension {
+                            tool: forward["params"]["name"].as_str().unwrap_or_default().to_owned(),
+                            arguments,
+                            principal: permit.action().principal.clone(),
+                            round: next,
+                            deadline: std::time::Instant::now() + self.elicitation.timeout,
+                            permit,
+                        };
+                        if let Ok(mut held) = self.suspended.lock() {
+                            held.insert(state, suspension);
+                        }
+                        return Finished { reply: Reply::Relay, meta, action_id, effect_key };
+                    }
+                    Err(error) => {
+                        effect =
+                            Effect::Ambiguous(format!("input_required, and the lease could not be extended: {error}"));
+                    }
+                }
+            }
+        }
+        if round > 0 {
+            // A continuation leg never proves that nothing ran: the first leg may have acted.
+            if let Effect::Failed(what) = &effect {
+                effect = Effect::Ambiguous(format!("{what} on a continuation leg"));
+            }
+        }
+        // The trace the client's call belongs to (D12): kept with the outcome — as the stored
+        // result of a commit (the upstream's payload itself is never stored, D13), and in the
+        // error text otherwise.
+        let trace = traceparent(&forward);
+        let stored = trace.as_ref().map_or(Value::Null, |t| json!({"traceparent": t}));
+        let noted = |what: &str| match &trace {
+            Some(t) => format!("{}; traceparent {t}", log::printable(what)),
+            None => log::printable(what),
+        };
+        let (result, recorded) = match &effect {
+            Effect::Committed => ("committed", permit.commit(&stored)),
+            Effect::Failed(what) => ("failed", permit.not_executed(&noted(what))),
+            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&noted(what))),
+        };
+        let result = match recorded {
+            Ok(()) => result,
+            Err(error) => {
+                log::warn(&format!("recording the outcome of {action_id} failed: {error}"));
+                "ambiguous"
+            }
+        };
+        let receipt_id = self.receipt_of(&action_id, attempt);
+        let meta = json!({
+            "action_id": action_id,
+            "receipt_id": receipt_id,
+            "effect_key": effect_key,
+            "result": result,
+            "attempt": attempt,
+        });
+        Finished { reply, meta, action_id, effect_key }
+    }
+
+    /// The receipt written for this action and attempt (the kernel does not hand its id back).
+    fn receipt_of(&self, action_id: &str, attempt: u32) -> Option<String> {
+        let rows = self.warden.kernel().last_receipts(64).ok()?;
+        rows.iter().rev().find_map(|(_, receipt)| {
+            let document: Value = serde_json::from_str(&receipt.document).ok()?;
+            let same = document.get("action_id").and_then(Value::as_str) == Some(action_id)
+                && document.get("attempt").and_then(Value::as_u64) == Some(u64::from(attempt));
+            same.then(|| document.get("receipt_id").and_then(Value::as_str).map(str::to_owned)).flatten()
+        })
+    }
+}
+
+/// `params._meta.traceparent`, when it is a W3C trace context (`00-<32 hex>-<16 hex>-<2 hex>`).
+fn traceparent(envelope: &Value) -> Option<String> {
+    let text = envelope.get("params")?.get("_meta")?.get("traceparent")?.as_str()?;
+    let parts: Vec<&str> = text.split('-').collect();
+    let lengths = [2, 32, 16, 2];
+    let valid = parts.len() == 4
+        && parts
+            .iter()
+            .zip(lengths)
+            .all(|(part, n)| part.len() == n && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    valid.then(|| text.to_owned())
+}
+
+/// The `requestState` of an `input_required` result, when it has a non-empty one.
+fn requested_state(envelope: &Value) -> Option<String> {
+    let result = envelope.get("result")?;
+    if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+        return None;
+    }
+    result.get("requestState").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+fn micros(duration: std::time::Duration) -> warden::Micros {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// `{"jsonrpc":"2.0","id":…,"error":{"code","message","data":{"error":token,…}}}`.
+pub fn refusal(id: &Value, status: u16, code: i64, token: &str, message: &str, data: Value) -> Answer {
+    let mut data = match data {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    data.insert("error".into(), json!(token));
+    Answer {
+        status,
+        body: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}}),
+    }
+}
+
+/// The synthesised answer for an outcome with no readable reply (`-41010`/`-41011`), with `_meta`.
+pub fn synthesised(id: &Value, finished: &Finished) -> Answer {
+    let data = json!({"effect_key": finished.effect_key, "action_id": finished.action_id});
+    let mut answer = match finished.reply {
+        Reply::NotExecuted => refusal(
+            id,
+            502,
+            -41011,
+            "warden.upstream_not_executed",
+            "the upstream was never reached, so the tool did not run; the call may be sent again",
+            data,
+        ),
+        _ => refusal(
+            id,
+            502,
+            -41010,
+            "warden.upstream_ambiguous",
+            "the upstream's outcome is not known; the effect is AMBIGUOUS until a human checks it and runs 'warden resolve'",
+            data,
+        ),
+    };
+    with_meta(&mut answer.body, &finished.meta);
+    answer
+}
+
+/// Merge the receipt summary into the envelope's top-level `_meta` (made when absent).
+pub fn with_meta(envelope: &mut Value, meta: &Value) {
+    let Some(object) = envelope.as_object_mut() else { return };
+    let slot = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(map) = slot.as_object_mut() {
+        map.insert(META_KEY.into(), meta.clone());
+    }
+}

@@ -1,0 +1,555 @@
+//! `warden gateway`: every MCP `tools/call` through the kernel, with no change to the agent.
+//!
+//! A module tree of the binary, not of the library: the gateway is a program (a listener, a
+//! child process, threads), it adds no C ABI surface and no dependency to the library the
+//! bindings load, and it uses only the library's public API (`Warden::submit`, permits,
+//! approvals, identity providers). See docs/GATEWAY.md.
+//!
+//! `wire` (pure checks before forwarding) → `classify` (pure outcome table) → `upstream`
+//! (HTTP/1.1 client, one fresh connection per call) / `stdio` (child process) → `intercept`
+//! (kernel calls, receipts, answers) → `http` (the listener).
+
+mod classify;
+mod http;
+mod intercept;
+mod log;
+mod sse;
+mod stdio;
+mod tls;
+mod upstream;
+mod wire;
+
+use std::io::Write;
+use std::net::{IpAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use warden::identity::{
+    HeaderProvider, IdentityProvider, JwtAlgorithm, JwtConfig, JwtProvider, KeySource, StaticProvider,
+};
+use warden::pipeline::{Warden, WardenOptions};
+
+use crate::exit::{Failure, EXIT_INTERNAL};
+
+#[derive(Debug, clap::Args)]
+pub struct GatewayArgs {
+    /// The upstream MCP server's Streamable HTTP endpoint (http://HOST:PORT/PATH).
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// The name in every action: a tool T becomes mcp.<alias>.T (lowercase letters, digits, _ and -).
+    #[arg(long, value_name = "NAME")]
+    pub alias: String,
+    /// Where to listen; port 0 picks a free one (the first stdout line says which).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8900")]
+    pub listen: String,
+    /// The MCP endpoint's path.
+    #[arg(long, value_name = "PATH", default_value = "/mcp")]
+    pub path: String,
+    /// Listen on an address other than loopback.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// An Origin allowed to call (repeatable); without any, every request with an Origin is refused.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// The largest request body accepted.
+    #[arg(long, value_name = "N", default_value_t = 1_048_576)]
+    pub max_body_bytes: usize,
+    /// How long to wait for the upstream to connect, and between bytes of its answer.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub upstream_timeout: u64,
+    /// Elicitation rounds (input_required answers) allowed per call; one more is AMBIGUOUS.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_elicitation_rounds: u32,
+    /// How long a suspended call waits for its continuation before it is recorded AMBIGUOUS.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub elicitation_timeout: u64,
+    /// A fixed principal, AGENT or AGENT/USER, asserted by whoever starts the gateway.
+    #[arg(long, value_name = "AGENT[/USER]")]
+    pub principal: Option<String>,
+    /// The header that names the agent (set by a proxy that authenticates the caller).
+    #[arg(long, value_name = "H")]
+    pub principal_header: Option<String>,
+    /// The header that names the user, beside --principal-header.
+    #[arg(long, value_name = "U")]
+    pub user_header: Option<String>,
+    /// Verify a bearer JWT per call and take the principal from its claims.
+    #[arg(long)]
+    pub identity_jwt: bool,
+    #[arg(long, value_name = "ISS")]
+    pub identity_jwt_issuer: Option<String>,
+    #[arg(long, value_name = "AUD")]
+    pub identity_jwt_audience: Option<String>,
+    /// RS256, ES256 or EdDSA (repeatable).
+    #[arg(long = "identity-jwt-algorithms", value_name = "ALG")]
+    pub identity_jwt_algorithms: Vec<String>,
+    /// A PEM public key (SPKI) that signs the tokens.
+    #[arg(long, value_name = "FILE")]
+    pub identity_jwt_public_key: Option<PathBuf>,
+    /// A JWK Set over HTTPS.
+    #[arg(long, value_name = "URL")]
+    pub identity_jwt_jwks_url: Option<String>,
+    /// The `typ` the tokens declare ("" when the issuer sets none).
+    #[arg(long, value_name = "TYP")]
+    pub identity_jwt_token_type: Option<String>,
+    /// The header carrying `Bearer <jwt>`; consumed here and never forwarded upstream.
+    #[arg(long, value_name = "H")]
+    pub identity_jwt_header: Option<String>,
+    /// The claim naming the user.
+    #[arg(long, value_name = "CLAIM")]
+    pub identity_jwt_user_claim: Option<String>,
+    /// Speak MCP on stdin/stdout and run the upstream server as a child: -- COMMAND [ARGS…].
+    #[arg(long)]
+    pub stdio: bool,
+    /// The upstream server's command line, after `--` (with --stdio).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// How the principal is found, for the startup block.
+enum IdentitySource {
+    Static(String),
+    Header { agent: String, user: Option<String> },
+    Jwt { header: String },
+}
+
+/// Run the gateway until it is stopped. Returns only on a startup refusal (exit 2) or a fault.
+pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> Result<(), Failure> {
+    let (source, provider) = identity(args)?;
+    check_alias(&args.alias)?;
+    check_path(&args.path)?;
+    let Some(config) = config else {
+        return Err(Failure::usage(
+            "warden gateway needs the administrator's document: pass --config FILE or set WARDEN_CONFIG",
+        ));
+    };
+    let Some(store) = store.filter(|s| !s.as_os_str().is_empty()) else {
+        return Err(Failure::usage("warden gateway needs a store: pass --store PATH or set WARDEN_STORE"));
+    };
+    if args.stdio {
+        if args.upstream.is_some() {
+            return Err(Failure::usage("--stdio runs the upstream as a child (-- COMMAND …); drop --upstream"));
+        }
+        if args.command.is_empty() {
+            return Err(Failure::usage("--stdio needs the upstream server's command after --, e.g. -- npx -y @modelcontextprotocol/server-everything"));
+        }
+        if !matches!(source, IdentitySource::Static(_)) {
+            return Err(Failure::usage(
+                "--stdio has no headers to read an identity from; give --principal AGENT[/USER] (asserted by the launch configuration)",
+            ));
+        }
+        let warden = open(store, config)?;
+        refuse_certificate_pins(&warden, &args.alias, "a stdio child has no certificate")?;
+        let block = startup_block(
+            &warden,
+            &source,
+            &format!("child process: {}", log::printable(&args.command.join(" "))),
+            config,
+            true,
+        );
+        let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+        sweeper(&engine);
+        write_stderr(&block);
+        return stdio::run(engine, &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
+    }
+    if !args.command.is_empty() {
+        return Err(Failure::usage("a command after -- is only for --stdio"));
+    }
+    let Some(raw) = args.upstream.as_deref() else {
+        return Err(Failure::usage("give --upstream http://HOST:PORT/PATH (or --stdio -- COMMAND …)"));
+    };
+    let upstream = upstream::Upstream::parse(raw).map_err(Failure::usage)?;
+    check_listen(&args.listen, args.allow_remote)?;
+    if args.upstream_timeout == 0 {
+        return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
+    }
+    let warden = open(store, config)?;
+    let tls = if upstream.https {
+        let prefix = format!("mcp.{}.", args.alias);
+        let pins: Vec<&warden::document::UpstreamPins> = warden
+            .document()
+            .actions
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .filter_map(|(_, entry)| entry.upstream.as_ref())
+            .collect();
+        Some(tls::client_config(&pins).map_err(Failure::config)?)
+    } else {
+        refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
+        None
+    };
+    let listener = TcpListener::bind(&args.listen)
+        .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}; pick another --listen", args.listen)))?;
+    let local = listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
+    let shown_host = match local.ip() {
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        IpAddr::V4(ip) => ip.to_string(),
+    };
+    let block = startup_block(&warden, &source, &upstream.url, config, false);
+    let mut identity_headers = Vec::new();
+    let mut consumed = Vec::new();
+    match &source {
+        IdentitySource::Static(_) => {}
+        IdentitySource::Header { agent, user } => {
+            identity_headers.push(agent.clone());
+            identity_headers.extend(user.clone());
+        }
+        IdentitySource::Jwt { header } => {
+            identity_headers.push(header.clone());
+            consumed.push(header.clone());
+        }
+    }
+    let http_config = http::HttpConfig {
+        path: args.path.clone(),
+        max_body_bytes: args.max_body_bytes,
+        upstream,
+        dialer: upstream::Dialer {
+            timeouts: upstream::Timeouts {
+                connect: Duration::from_secs(args.upstream_timeout),
+                io: Duration::from_secs(args.upstream_timeout),
+            },
+            tls,
+        },
+        identity_headers,
+        allowed_origins: args.allow_origin.clone(),
+        consumed,
+    };
+    let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+    sweeper(&engine);
+    let mut out = std::io::stdout().lock();
+    let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
+    if out
+        .write_all(first.as_bytes())
+        .and_then(|()| out.write_all(block.as_bytes()))
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return Err(Failure::internal("stdout is gone; the gateway did not start"));
+    }
+    drop(out);
+    if !local.ip().is_loopback() {
+        log::warn(&format!("listening on {local}, which is not loopback (--allow-remote)"));
+    }
+    http::serve(listener, engine, Arc::new(http_config));
+    Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()))
+}
+
+fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {
+    intercept::Elicitation {
+        max_rounds: args.max_elicitation_rounds,
+        timeout: Duration::from_secs(args.elicitation_timeout.max(1)),
+    }
+}
+
+/// Suspensions whose continuation never came are recorded AMBIGUOUS once they lapse.
+fn sweeper(engine: &Arc<intercept::Engine>) {
+    let engine = Arc::downgrade(engine);
+    let _ = std::thread::Builder::new().name("gateway-sweeper".into()).spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(500));
+        match engine.upgrade() {
+            Some(engine) => engine.sweep(),
+            None => return,
+        }
+    });
+}
+
+fn open(store: &Path, config: &Path) -> Result<Warden, Failure> {
+    Warden::open_files(store, config, WardenOptions::default()).map_err(|error| match error {
+        warden::Error::Config(message) => Failure::config(message),
+        other if other.is_access_problem() => Failure::usage(other.to_string()),
+        other => Failure::internal(other.to_string()),
+    })
+}
+
+/// A certificate pin this gateway cannot enforce is a refusal to start, never a silent pass.
+fn refuse_certificate_pins(warden: &Warden, alias: &str, why: &str) -> Result<(), Failure> {
+    let prefix = format!("mcp.{alias}.");
+    let pinned: Vec<&str> = warden
+        .document()
+        .actions
+        .iter()
+        .filter(|(name, entry)| {
+            name.starts_with(&prefix) && entry.upstream.as_ref().is_some_and(|u| u.pins_certificate())
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if pinned.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "{} pin(s) the upstream's TLS certificate (upstream.tls_cert_sha256), and {why}; a certificate pin needs an https:// upstream",
+        log::printable(&pinned.join(", "))
+    )))
+}
+
+fn write_stderr(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Exactly one identity source, and only its own settings.
+fn identity(args: &GatewayArgs) -> Result<(IdentitySource, Box<dyn IdentityProvider>), Failure> {
+    let sources = [args.principal.is_some(), args.principal_header.is_some(), args.identity_jwt]
+        .iter()
+        .filter(|given| **given)
+        .count();
+    if sources != 1 {
+        return Err(Failure::usage(
+            "give exactly one identity source: --principal AGENT[/USER], --principal-header H, or --identity-jwt",
+        ));
+    }
+    if args.user_header.is_some() && args.principal_header.is_none() {
+        return Err(Failure::usage("--user-header needs --principal-header beside it"));
+    }
+    let jwt_settings = args.identity_jwt_issuer.is_some()
+        || args.identity_jwt_audience.is_some()
+        || !args.identity_jwt_algorithms.is_empty()
+        || args.identity_jwt_public_key.is_some()
+        || args.identity_jwt_jwks_url.is_some()
+        || args.identity_jwt_token_type.is_some()
+        || args.identity_jwt_header.is_some()
+        || args.identity_jwt_user_claim.is_some();
+    if jwt_settings && !args.identity_jwt {
+        return Err(Failure::usage("--identity-jwt-* settings need --identity-jwt"));
+    }
+    if let Some(text) = &args.principal {
+        let (agent, user) = match text.split_once('/') {
+            Some((agent, user)) => (agent, Some(user)),
+            None => (text.as_str(), None),
+        };
+        let principal = warden::kernel::principal(agent, user)
+            .map_err(|e| Failure::usage(format!("--principal {}: {e}", log::printable(text))))?;
+        return Ok((IdentitySource::Static(text.clone()), Box::new(StaticProvider::new(principal, None))));
+    }
+    if let Some(agent) = &args.principal_header {
+        let provider = HeaderProvider::new(agent, args.user_header.as_deref(), None).map_err(Failure::usage)?;
+        let source = IdentitySource::Header { agent: agent.clone(), user: args.user_header.clone() };
+        return Ok((source, Box::new(provider)));
+    }
+    let issuer = args
+        .identity_jwt_issuer
+        .as_deref()
+        .ok_or_else(|| Failure::usage("--identity-jwt needs --identity-jwt-issuer"))?;
+    let audience = args
+        .identity_jwt_audience
+        .as_deref()
+        .ok_or_else(|| Failure::usage("--identity-jwt needs --identity-jwt-audience"))?;
+    let token_type = args.identity_jwt_token_type.as_deref().ok_or_else(|| {
+        Failure::usage("--identity-jwt needs --identity-jwt-token-type (\"\" when the issuer sets none)")
+    })?;
+    if args.identity_jwt_algorithms.is_empty() {
+        return Err(Failure::usage("--identity-jwt needs --identity-jwt-algorithms (RS256, ES256 or EdDSA)"));
+    }
+    let mut algorithms = Vec::new();
+    for name in &args.identity_jwt_algorithms {
+        algorithms.push(JwtAlgorithm::parse(name).ok_or_else(|| {
+            Failure::usage(format!("--identity-jwt-algorithms {}: use RS256, ES256 or EdDSA", log::printable(name)))
+        })?);
+    }
+    let key = match (&args.identity_jwt_public_key, &args.identity_jwt_jwks_url) {
+        (Some(path), None) => {
+            let pem = std::fs::read_to_string(path)
+                .map_err(|e| Failure::usage(format!("--identity-jwt-public-key {}: {e}", path.display())))?;
+            KeySource::Pinned { pem }
+        }
+        (None, Some(url)) => KeySource::Jwks { url: url.clone(), ca_certs: None },
+        _ => {
+            return Err(Failure::usage(
+                "--identity-jwt needs exactly one key source: --identity-jwt-public-key FILE or --identity-jwt-jwks-url URL",
+            ))
+        }
+    };
+    let mut config = JwtConfig::new(key, algorithms, issuer, audience, token_type);
+    if let Some(header) = &args.identity_jwt_header {
+        config.header = header.clone();
+    }
+    config.user_claim = args.identity_jwt_user_claim.clone();
+    let header = config.header.clone();
+    let provider = JwtProvider::new(config, Arc::new(warden::SystemClock)).map_err(Failure::usage)?;
+    Ok((IdentitySource::Jwt { header }, Box::new(provider)))
+}
+
+/// `^[a-z0-9][a-z0-9_-]*$`: no dots, so `mcp.<alias>.<tool>` splits one way only.
+fn check_alias(alias: &str) -> Result<(), Failure> {
+    let mut chars = alias.chars();
+    let first = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if first && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-') {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "--alias {:?} is not a valid alias: use lowercase letters, digits, _ and - (starting with a letter or digit), no dots",
+        log::printable(alias)
+    )))
+}
+
+fn check_path(path: &str) -> Result<(), Failure> {
+    if !path.starts_with('/') || path.chars().any(|c| c.is_control() || c.is_whitespace() || c == '?' || c == '#') {
+        return Err(Failure::usage("--path must be an absolute path such as /mcp, with no query"));
+    }
+    let lower = path.to_ascii_lowercase();
+    if lower == "/warden" || lower.starts_with("/warden/") {
+        return Err(Failure::usage(
+            "--path may not be under /warden/, which is reserved for the gateway's own endpoints",
+        ));
+    }
+    Ok(())
+}
+
+/// Loopback unless `--allow-remote`.
+fn check_listen(listen: &str, allow_remote: bool) -> Result<(), Failure> {
+    let (host, port) =
+        listen.rsplit_once(':').ok_or_else(|| Failure::usage(format!("--listen {listen:?} is not HOST:PORT")))?;
+    port.parse::<u16>().map_err(|_| Failure::usage(format!("--listen {listen:?}: the port is not a number")))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if !loopback && !allow_remote {
+        return Err(Failure::usage(format!(
+            "--listen {listen} is not a loopback address; the gateway listens on 127.0.0.1, localhost or ::1 unless --allow-remote is given"
+        )));
+    }
+    Ok(())
+}
+
+/// Environment, identity, authority, upstream, and every action without an effect template.
+fn startup_block(warden: &Warden, source: &IdentitySource, upstream: &str, config: &Path, stdio: bool) -> String {
+    let document = warden.document();
+    let mut out = String::new();
+    out.push_str(&format!("environment {}\n", log::printable(warden.kernel().environment())));
+    match source {
+        IdentitySource::Static(principal) => {
+            let who = if stdio { "whoever wrote the launch configuration" } else { "whoever started the gateway" };
+            out.push_str(&format!(
+                "identity static principal {} — asserted by {who}, verified by nothing\n",
+                log::printable(principal)
+            ));
+        }
+        IdentitySource::Header { agent, user } => {
+            out.push_str(&format!(
+                "identity header {}{} — worth exactly what the proxy that overwrites it on every request is worth\n",
+                log::printable(agent),
+                user.as_ref().map(|u| format!(" (user {})", log::printable(u))).unwrap_or_default()
+            ));
+        }
+        IdentitySource::Jwt { header } => {
+            out.push_str(&format!(
+                "identity JWT from the {} header — verified per call; the header is not forwarded upstream\n",
+                log::printable(header)
+            ));
+        }
+    }
+    match &document.authority_config {
+        None => out.push_str("no authority: section — every principal is unrestricted\n"),
+        Some(authority) => out.push_str(&format!(
+            "authority {} grant(s) from {}\n",
+            authority.grants.len(),
+            log::printable(&config.display().to_string())
+        )),
+    }
+    out.push_str(&format!("upstream {}\n", log::printable(upstream)));
+    let keyless: Vec<&String> =
+        document.actions.iter().filter(|(_, e)| e.effect.is_none()).map(|(name, _)| name).collect();
+    if !keyless.is_empty() {
+        out.push_str(&format!("{} action(s) have no effect: template and get no reservation:\n", keyless.len()));
+        for name in keyless {
+            out.push_str(&format!("  {}\n", log::printable(name)));
+        }
+        out.push_str("That is right for a read, and wrong for anything that changes the world.\n");
+    }
+    out
+}
+
+const HOP_BY_HOP: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// Headers nominated by `Connection:` are hop-by-hop too.
+fn nominated(headers: &[(String, String)]) -> Vec<String> {
+    headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, v)| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect::<Vec<_>>())
+        .collect()
+}
+
+/// A client's headers as forwarded: no hop-by-hop field, no framing, no consumed credential.
+pub fn end_to_end_request(headers: &[(String, String)], consumed: &[String]) -> Vec<(String, String)> {
+    let nominated = nominated(headers);
+    headers
+        .iter()
+        .filter(|(k, _)| {
+            let lower = k.to_ascii_lowercase();
+            !HOP_BY_HOP.contains(&lower.as_str())
+                && !nominated.contains(&lower)
+                && lower != "content-length"
+                && lower != "content-encoding"
+                && lower != "content-type"
+                && !consumed.iter().any(|c| c.eq_ignore_ascii_case(&lower))
+        })
+        .cloned()
+        .collect()
+}
+
+/// An upstream's headers as relayed: no hop-by-hop field and no framing (the gateway frames).
+pub fn end_to_end_response(headers: &[(String, String)]) -> Vec<(String, String)> {
+    let nominated = nominated(headers);
+    headers
+        .iter()
+        .filter(|(k, _)| {
+            let lower = k.to_ascii_lowercase();
+            !HOP_BY_HOP.contains(&lower.as_str()) && !nominated.contains(&lower) && lower != "content-length"
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_consumed_tokens_are_not_forwarded() {
+        let headers: Vec<(String, String)> = [
+            ("Authorization", "Bearer t"),
+            ("Connection", "keep-alive, X-Drop"),
+            ("X-Drop", "1"),
+            ("Proxy-Authorization", "Basic x"),
+            ("TE", "trailers"),
+            ("Mcp-Session-Id", "s1"),
+            ("X-Identity", "jwt"),
+            ("Content-Length", "3"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        let kept: Vec<String> =
+            end_to_end_request(&headers, &["x-identity".to_owned()]).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kept, ["Authorization", "Mcp-Session-Id"]);
+    }
+
+    #[test]
+    fn startup_refusals_name_the_reason() {
+        assert!(check_alias("acme").is_ok());
+        assert!(check_alias("a-1_b").is_ok());
+        for bad in ["", "Acme", "a.b", "-a", "a b"] {
+            assert!(check_alias(bad).is_err(), "{bad}");
+        }
+        assert!(check_path("/mcp").is_ok());
+        for bad in ["mcp", "/warden/x", "/WARDEN", "/a?b"] {
+            assert!(check_path(bad).is_err(), "{bad}");
+        }
+        assert!(check_listen("127.0.0.1:0", false).is_ok());
+        assert!(check_listen("[::1]:80", false).is_ok());
+        assert!(check_listen("localhost:80", false).is_ok());
+        assert!(check_listen("0.0.0.0:80", false).is_err());
+        assert!(check_listen("0.0.0.0:80", true).is_ok());
+        assert!(check_listen("127.0.0.1", false).is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! `--stdio`: MCP over stdin/stdout to the client, and the upstream server as a child process
+//! over its stdin/stdout, newline-delimited JSON-RPC on both sides. The same interception as
+//! over HTTP; everything else passes through line by line. The child's stderr is the
+//! gateway's; the child is stopped and reaped when the client goes away.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::classify::{Observation, Reply};
+use super::intercept::{self, Call, Engine};
+use super::log;
+use super::wire::{self, Kind};
+use crate::exit::Failure;
+
+type Waiters = Arc<Mutex<HashMap<String, Sender<Value>>>>;
+
+/// The most bytes of one line read from either side.
+const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+
+pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result<(), Failure> {
+    let Some((program, arguments)) = command.split_first() else {
+        return Err(Failure::usage("--stdio needs the upstream server's command after --"));
+    };
+    let mut child = Command::new(program)
+        .args(arguments)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Failure::usage(format!("cannot start the upstream {}: {e}", log::printable(program))))?;
+    let (Some(child_in), Some(child_out)) = (child.stdin.take(), child.stdout.take()) else {
+        stop(&mut child);
+        return Err(Failure::internal("the child's pipes were not created"));
+    };
+    let child_in: Arc<Mutex<Option<ChildStdin>>> = Arc::new(Mutex::new(Some(child_in)));
+    let client_out = Arc::new(Mutex::new(std::io::stdout()));
+    let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+    // Ids of relayed tools/list requests: their answers show the tool schemas (pins).
+    let listing: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(HashSet::new()));
+    let reader = {
+        let (waiters, client_out) = (Arc::clone(&waiters), Arc::clone(&client_out));
+        let (listing, engine) = (Arc::clone(&listing), Arc::clone(&engine));
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(child_out);
+            loop {
+                let mut line = Vec::new();
+                match lines.by_ref().take(MAX_LINE_BYTES).read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let parsed: Option<Value> = serde_json::from_slice(&line).ok();
+                let response_id = parsed.as_ref().and_then(|message| {
+                    let object = message.as_object()?;
+                    let is_response = !object.contains_key("method")
+                        && (object.contains_key("result") || object.contains_key("error"));
+                    is_response.then(|| object.get("id").map(Value::to_string)).flatten()
+                });
+                if let (Some(id), Some(message)) = (&response_id, &parsed) {
+                    if listing.lock().is_ok_and(|mut ids| ids.remove(id)) {
+                        engine.observe_tools(message);
+                    }
+                }
+                let waiter = response_id.and_then(|id| waiters.lock().ok().and_then(|mut w| w.remove(&id)));
+                match (waiter, parsed) {
+                    (Some(waiter), Some(message)) => {
+                        let _ = waiter.send(message);
+                    }
+                    _ => {
+                        if !line.ends_with(b"\n") {
+                            line.push(b'\n');
+                        }
+                        write_line(&client_out, &line);
+                    }
+                }
+            }
+            // The child is gone: every waiting call learns it (its sender is dropped).
+            if let Ok(mut waiting) = waiters.lock() {
+                waiting.clear();
+            }
+        })
+    };
+    let mut calls = Vec::new();
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    loop {
+        let mut line = Vec::new();
+        match input.by_ref().take(MAX_LINE_BYTES).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        match wire::parse_post(&[], line.trim_ascii()) {
+            Err(answer) => {
+                if let Some(body) = answer.body {
+                    write_value(&client_out, &body);
+                }
+            }
+            Ok(mut inbound) => match inbound.kind.clone() {
+                Kind::Relay => {
+                    if inbound.message.get("method").and_then(Value::as_str) == Some("tools/list") {
+                        if let (Some(id), Ok(mut ids)) = (inbound.message.get("id"), listing.lock()) {
+                            ids.insert(id.to_string());
+                        }
+                    }
+                    if !line.ends_with(b"\n") {
+                        line.push(b'\n');
+                    }
+                    if !write_child(&child_in, &line) {
+                        log::warn("the upstream process is gone; a message to it was dropped");
+                    }
+                }
+                Kind::ToolCall { id, tool } => {
+                    // stdio has no MCP-Protocol-Version header: a 2026-07-28 request names its
+                    // revision in params._meta instead.
+                    if let Some(revision) = stdio_revision(&inbound.message) {
+                        inbound.revision = revision;
+                    }
+                    let (engine, child_in, client_out, waiters) =
+                        (Arc::clone(&engine), Arc::clone(&child_in), Arc::clone(&client_out), Arc::clone(&waiters));
+                    calls.push(std::thread::spawn(move || {
+                        let call = Call {
+                            id: &id,
+                            tool: &tool,
+                            message: &inbound.message,
+                            revision: &inbound.revision,
+                            headers: &[],
+                        };
+                        let answer = intercepted(&engine, &call, &child_in, &waiters, timeout);
+                        write_value(&client_out, &answer);
+                    }));
+                }
+            },
+        }
+    }
+    // The client went away: let the calls in flight get their answers (each bounded by the
+    // timeout), then close the child's input, give it a moment, and stop it.
+    for call in calls {
+        let _ = call.join();
+    }
+    if let Ok(mut slot) = child_in.lock() {
+        slot.take();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop(&mut child);
+    let _ = reader.join();
+    Ok(())
+}
+
+/// The revision a request names in `params._meta["io.modelcontextprotocol/protocolVersion"]`,
+/// when it is one this gateway speaks.
+fn stdio_revision(message: &Value) -> Option<String> {
+    let named = message.get("params")?.get("_meta")?.get("io.modelcontextprotocol/protocolVersion")?.as_str()?;
+    wire::ACCEPTED_REVISIONS.contains(&named).then(|| named.to_owned())
+}
+
+fn stop(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(None)) {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+}
+
+fn intercepted(
+    engine: &Engine,
+    call: &Call<'_>,
+    child_in: &Mutex<Option<ChildStdin>>,
+    waiters: &Waiters,
+    timeout: Duration,
+) -> Value {
+    let admitted = match engine.admit(call) {
+        Ok(admitted) => admitted,
+        Err(answer) => return answer.body,
+    };
+    let key = call.id.to_string();
+    let (sender, receiver) = mpsc::channel();
+    let registered = match waiters.lock() {
+        Ok(mut waiting) if !waiting.contains_key(&key) => {
+            waiting.insert(key.clone(), sender);
+            true
+        }
+        _ => false,
+    };
+    if !registered {
+        // Another call with this id is in flight: its answer could not be told apart. Nothing
+        // was sent, so the reservation is released as not executed.
+        let finished = engine.finish(
+            admitted,
+            &Observation::NeverConnected("the JSON-RPC id was already in flight".into()),
+            call.revision,
+        );
+        let mut answer = intercept::refusal(
+            call.id,
+            400,
+            -32600,
+            "warden.id_in_use",
+            "another tools/call with this id is still in flight; use a fresh id per request",
+            json!({}),
+        );
+        intercept::with_meta(&mut answer.body, &finished.meta);
+        return answer.body;
+    }
+    let mut line = serde_json::to_vec(&admitted.forward).unwrap_or_default();
+    line.push(b'\n');
+    let observation = if !write_child(child_in, &line) {
+        // Nothing reached the child: its input is closed.
+        Observation::NeverConnected("the upstream process is not running".into())
+    } else {
+        match receiver.recv_timeout(timeout) {
+            Ok(message) => Observation::Answered { status: 200, challenge: false, body: Some(message) },
+            Err(RecvTimeoutError::Timeout) => Observation::Broken(format!("timeout after {} s", timeout.as_secs())),
+            Err(RecvTimeoutError::Disconnected) => Observation::Broken("the upstream process exited mid-call".into()),
+        }
+    };
+    if let Ok(mut waiting) = waiters.lock() {
+        waiting.remove(&key);
+    }
+    let finished = engine.finish(admitted, &observation, call.revision);
+    match (&finished.reply, observation) {
+        (Reply::Relay, Observation::Answered { body: Some(mut envelope), .. }) => {
+            intercept::with_meta(&mut envelope, &finished.meta);
+            envelope
+        }
+        _ => intercept::synthesised(call.id, &finished).body,
+    }
+}
+
+/// Write one line to the child; false when its input is closed (nothing was written).
+fn write_child(child_in: &Mutex<Option<ChildStdin>>, line: &[u8]) -> bool {
+    let Ok(mut slot) = child_in.lock() else { return false };
+    let Some(pipe) = slot.as_mut() else { return false };
+    pipe.write_all(line).and_then(|()| pipe.flush()).is_ok()
+}
+
+fn write_value(out: &Mutex<std::io::Stdout>, value: &Value) {
+    let mut line = serde_json::to_vec(value).unwrap_or_default();
+    line.push(b'\n');
+    write_line(out, &line);
+}
+
+fn write_line(out: &Mutex<std::io::Stdout>, line: &[u8]) {
+    if let Ok(out) = out.lock() {
+        let mut out = out.lock();
+        let _ = out.write_all(line).and_then(|()| out.flush());
+    }
+}

@@ -1,0 +1,406 @@
+//! The upstream side over HTTP/1.1: one fresh TCP connection per exchange, written by hand on
+//! `std::net` so the one fact the outcome table rests on is exact — whether a connection was
+//! ever established before anything was sent (FAILED) or not (everything after the connect is
+//! AMBIGUOUS). No proxy is ever read from the environment, nothing is decompressed, no redirect
+//! is followed (a 3xx is relayed as the upstream's answer).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Where the upstream is: `http://host:port/path?query`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// The request target: path and query.
+    pub target: String,
+    /// The `Host` header value.
+    pub authority: String,
+    pub https: bool,
+}
+
+impl Upstream {
+    /// Parse the `--upstream` value. Refused: no `http://`/`https://` scheme, credentials in the
+    /// URL, a fragment, characters the WHATWG parser would silently rewrite.
+    pub fn parse(raw: &str) -> Result<Upstream, String> {
+        let lower = raw.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(format!(
+                "--upstream {raw:?} has no scheme; give the MCP endpoint as http://HOST:PORT/PATH or https://…"
+            ));
+        }
+        if raw.chars().any(|c| c.is_control() || c == '\\' || c.is_whitespace()) {
+            return Err("--upstream holds whitespace, a backslash or a control character; give a plain URL".into());
+        }
+        let url = url::Url::parse(raw).map_err(|e| format!("--upstream is not a URL ({e})"))?;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("--upstream carries credentials; put them nowhere in the URL".into());
+        }
+        if url.fragment().is_some() {
+            return Err("--upstream has a #fragment; remove it".into());
+        }
+        let host = url.host_str().ok_or("--upstream has no host")?.to_owned();
+        let port = url.port_or_known_default().ok_or("--upstream has no port")?;
+        let mut target = url.path().to_owned();
+        if let Some(query) = url.query() {
+            target.push('?');
+            target.push_str(query);
+        }
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.clone(),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let https = url.scheme() == "https";
+        Ok(Upstream { url: raw.to_owned(), host, port, target, authority, https })
+    }
+}
+
+/// The connection to the upstream, plain or TLS.
+pub enum Wire {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Wire {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Plain(stream) => stream.read(out),
+            Wire::Tls(stream) => stream.read(out),
+        }
+    }
+}
+
+impl Write for Wire {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Plain(stream) => stream.write(bytes),
+            Wire::Tls(stream) => stream.write(bytes),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Wire::Plain(stream) => stream.flush(),
+            Wire::Tls(stream) => stream.flush(),
+        }
+    }
+}
+
+/// Why an exchange produced no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No connection was established: nothing was sent.
+    NeverConnected(String),
+    /// The connection was up; what happened after is unknown.
+    Broken(String),
+}
+
+/// An answer's head and its body, still on the wire.
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+    /// A handle on the socket to shut it down from another thread (a client gone mid-stream).
+    pub socket: TcpStream,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn is_event_stream(&self) -> bool {
+        self.header("content-type")
+            .is_some_and(|v| v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("text/event-stream")))
+    }
+}
+
+pub struct Timeouts {
+    pub connect: Duration,
+    pub io: Duration,
+}
+
+/// How to reach the upstream: timeouts, and the TLS configuration for an https:// one.
+pub struct Dialer {
+    pub timeouts: Timeouts,
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+/// Send one request on a fresh connection and read the answer's head.
+pub fn send(
+    upstream: &Upstream,
+    method: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    dialer: &Dialer,
+) -> Result<Response, Failure> {
+    let timeouts = &dialer.timeouts;
+    let addresses: Vec<SocketAddr> = (upstream.host.as_str(), upstream.port)
+        .to_socket_addrs()
+        .map_err(|_| Failure::NeverConnected(format!("cannot resolve {}", upstream.host)))?
+        .collect();
+    let mut last = format!("no address for {}", upstream.host);
+    let mut stream = None;
+    for address in addresses {
+        match TcpStream::connect_timeout(&address, timeouts.connect) {
+            Ok(connected) => {
+                stream = Some(connected);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => last = "connect timeout".into(),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => last = "connect refused".into(),
+            Err(e) => last = format!("connect failed ({})", e.kind()),
+        }
+    }
+    let Some(tcp) = stream else { return Err(Failure::NeverConnected(last)) };
+    let broken = |what: &str, e: std::io::Error| {
+        let kind = e.kind();
+        let timeout = matches!(kind, std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
+        Failure::Broken(if timeout { format!("timeout {what}") } else { format!("{what}: {kind}") })
+    };
+    // Nothing has been sent yet: a failure here still proves the request never left.
+    let never = |what: &str| Failure::NeverConnected(what.to_owned());
+    tcp.set_read_timeout(Some(timeouts.io)).map_err(|_| never("connect failed (socket options)"))?;
+    tcp.set_write_timeout(Some(timeouts.io)).map_err(|_| never("connect failed (socket options)"))?;
+    let _ = tcp.set_nodelay(true);
+    let socket = tcp.try_clone().map_err(|_| never("connect failed (socket clone)"))?;
+    let mut stream = match (&dialer.tls, upstream.https) {
+        (_, false) => Wire::Plain(tcp),
+        (None, true) => return Err(never("no TLS configuration for an https:// upstream")),
+        (Some(config), true) => Wire::Tls(Box::new(handshake(config, &upstream.host, tcp)?)),
+    };
+    let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", upstream.target, upstream.authority);
+    for (name, value) in headers {
+        head.push_str(name);
+        head.push_str(": ");
+        head.push_str(value);
+        head.push_str("\r\n");
+    }
+    if method != "GET" || !body.is_empty() {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    let mut wire = head.into_bytes();
+    wire.extend_from_slice(body);
+    stream.write_all(&wire).map_err(|e| broken("writing the request", e))?;
+    stream.flush().map_err(|e| broken("writing the request", e))?;
+    let mut reader = BufReader::new(stream);
+    loop {
+        let (status, headers) = read_head(&mut reader).map_err(Failure::Broken)?;
+        if (100..200).contains(&status) && status != 101 {
+            continue;
+        }
+        let body = Body::framed(reader, status, method, &headers).map_err(Failure::Broken)?;
+        return Ok(Response { status, headers, body, socket });
+    }
+}
+
+/// A completed TLS handshake, or proof that no request byte was sent: rustls sends no
+/// application data before the handshake is done, so any failure here is NeverConnected.
+fn handshake(
+    config: &std::sync::Arc<rustls::ClientConfig>,
+    host: &str,
+    mut tcp: TcpStream,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, Failure> {
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|_| Failure::NeverConnected(format!("{host} is not a TLS server name")))?;
+    let mut connection = rustls::ClientConnection::new(std::sync::Arc::clone(config), name)
+        .map_err(|e| Failure::NeverConnected(format!("TLS setup failed: {e}")))?;
+    while connection.is_handshaking() {
+        if let Err(error) = connection.complete_io(&mut tcp) {
+            return Err(Failure::NeverConnected(format!("TLS handshake failed: {error}")));
+        }
+    }
+    Ok(rustls::StreamOwned::new(connection, tcp))
+}
+
+/// The most header bytes read before the answer is called broken.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+fn read_head(reader: &mut BufReader<Wire>) -> Result<(u16, Vec<(String, String)>), String> {
+    let mut head = Vec::new();
+    loop {
+        let before = head.len();
+        let read = reader.by_ref().take((MAX_HEAD_BYTES + 1 - before) as u64).read_until(b'\n', &mut head);
+        match read {
+            Ok(0) if head.is_empty() => return Err("closed before any answer".into()),
+            Ok(0) => return Err("closed inside the answer's headers".into()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                return Err(if head.is_empty() {
+                    "timeout before headers".into()
+                } else {
+                    "timeout inside headers".into()
+                });
+            }
+            Err(e) => return Err(format!("reading the answer: {}", e.kind())),
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            return Err(format!("the answer's headers are over {MAX_HEAD_BYTES} bytes"));
+        }
+        let line = &head[before..];
+        if line == b"\r\n" || line == b"\n" {
+            break;
+        }
+    }
+    let mut fields = [httparse::EMPTY_HEADER; 128];
+    let mut parsed = httparse::Response::new(&mut fields);
+    match parsed.parse(&head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err("the answer's headers are not HTTP/1.1".into()),
+    }
+    let status = parsed.code.ok_or("the answer has no status")?;
+    let headers =
+        parsed.headers.iter().map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned())).collect();
+    Ok((status, headers))
+}
+
+/// A response body as its framing says: by length, chunked, or until the connection closes.
+pub enum Body {
+    Empty,
+    Length { reader: BufReader<Wire>, left: u64 },
+    Chunked { reader: BufReader<Wire>, left: u64, done: bool },
+    Close(BufReader<Wire>),
+}
+
+impl Body {
+    fn framed(
+        reader: BufReader<Wire>,
+        status: u16,
+        method: &str,
+        headers: &[(String, String)],
+    ) -> Result<Body, String> {
+        if method == "HEAD" || status == 204 || status == 304 {
+            return Ok(Body::Empty);
+        }
+        let field = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim());
+        if let Some(encoding) = field("transfer-encoding") {
+            if encoding.to_ascii_lowercase().split(',').next_back().map(str::trim) == Some("chunked") {
+                return Ok(Body::Chunked { reader, left: 0, done: false });
+            }
+            return Ok(Body::Close(reader));
+        }
+        match field("content-length") {
+            Some(text) => {
+                let left = text.parse::<u64>().map_err(|_| "the answer's Content-Length is not a number".to_owned())?;
+                Ok(if left == 0 { Body::Empty } else { Body::Length { reader, left } })
+            }
+            None => Ok(Body::Close(reader)),
+        }
+    }
+}
+
+impl Read for Body {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Body::Empty => Ok(0),
+            Body::Close(reader) => reader.read(out),
+            Body::Length { reader, left } => {
+                if *left == 0 {
+                    return Ok(0);
+                }
+                let want = out.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                let n = reader.read(&mut out[..want])?;
+                if n == 0 {
+                    return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "body shorter than its length"));
+                }
+                *left -= n as u64;
+                Ok(n)
+            }
+            Body::Chunked { reader, left, done } => {
+                if *done {
+                    return Ok(0);
+                }
+                if *left == 0 {
+                    let size = chunk_size(reader)?;
+                    if size == 0 {
+                        // Trailers, up to the blank line.
+                        loop {
+                            let mut line = Vec::new();
+                            if reader.by_ref().take(8192).read_until(b'\n', &mut line)? == 0
+                                || line.trim_ascii().is_empty()
+                            {
+                                break;
+                            }
+                        }
+                        *done = true;
+                        return Ok(0);
+                    }
+                    *left = size;
+                }
+                let want = out.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                let n = reader.read(&mut out[..want])?;
+                if n == 0 {
+                    return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "chunk cut short"));
+                }
+                *left -= n as u64;
+                if *left == 0 {
+                    let mut crlf = Vec::new();
+                    reader.by_ref().take(2).read_until(b'\n', &mut crlf)?;
+                    if crlf.trim_ascii() != b"" {
+                        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "chunk not ended by CRLF"));
+                    }
+                }
+                Ok(n)
+            }
+        }
+    }
+}
+
+fn chunk_size(reader: &mut BufReader<Wire>) -> std::io::Result<u64> {
+    let mut line = Vec::new();
+    reader.by_ref().take(1024).read_until(b'\n', &mut line)?;
+    if line.is_empty() {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before the next chunk"));
+    }
+    let text = String::from_utf8_lossy(&line);
+    let size = text.split(';').next().unwrap_or_default().trim();
+    u64::from_str_radix(size, 16)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "a chunk size is not hexadecimal"))
+}
+
+/// Read a whole body up to `cap` bytes.
+pub fn read_all(body: &mut Body, cap: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let read = body.take(cap as u64 + 1).read_to_end(&mut out);
+    match read {
+        Ok(_) if out.len() > cap => Err(format!("the answer's body is over {cap} bytes")),
+        Ok(_) => Ok(out),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+            Err("timeout after headers".into())
+        }
+        Err(e) => Err(format!("reading the answer's body: {e}")),
+    }
+}
+
+/// Stop an exchange from another thread.
+pub fn shut(socket: &TcpStream) {
+    let _ = socket.shutdown(Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls_are_checked_before_parsing() {
+        let ok = Upstream::parse("http://127.0.0.1:9000/mcp?x=1").expect("parses");
+        assert_eq!((ok.host.as_str(), ok.port, ok.target.as_str()), ("127.0.0.1", 9000, "/mcp?x=1"));
+        let ipv6 = Upstream::parse("http://[::1]:9000/mcp").expect("parses");
+        assert_eq!(ipv6.host, "::1");
+        for bad in [
+            "127.0.0.1:9000/mcp",
+            "localhost:9000",
+            "ftp://x/",
+            "http://u:p@127.0.0.1/",
+            "http://127.0.0.1/a b",
+            "http://127.0.0.1/\\mcp",
+            "http://127.0.0.1/#x",
+            "http://127.0.0.1/\n",
+        ] {
+            assert!(Upstream::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The checks before anything is forwarded (mcp-gateway.md §1.3), as pure functions over one
+//! received request: repeated identity headers, `Origin`, the JSON-RPC envelope, the protocol
+//! revision and the mirrored `Mcp-*` headers. Each refusal is the answer to send, with the
+//! status and the JSON-RPC code ctrlrun uses; none of them writes anything.
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+/// The revisions this gateway speaks; the first is the stateless one with mirrored headers.
+pub const REVISION_2026: &str = "2026-07-28";
+pub const ACCEPTED_REVISIONS: [&str; 4] = [REVISION_2026, "2025-11-25", "2025-06-18", "2025-03-26"];
+/// A request without `MCP-Protocol-Version` is read as the oldest revision, as the spec says.
+pub const DEFAULT_REVISION: &str = "2025-03-26";
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// One answer the gateway makes up itself: status, JSON body (or none) and extra headers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Option<Value>,
+}
+
+impl Answer {
+    pub fn empty(status: u16) -> Answer {
+        Answer { status, body: None }
+    }
+
+    /// `{"jsonrpc":"2.0","id":…,"error":{"code","message"}}`: the §1.3 shape, with no `data`.
+    pub fn rpc_error(status: u16, id: &Value, code: i64, message: &str) -> Answer {
+        Answer { status, body: Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})) }
+    }
+}
+
+/// What the gateway needs to know about one request's headers.
+#[derive(Debug, Clone, Default)]
+pub struct Checks<'a> {
+    /// Identity header names (agent, user, JWT): each may appear once at most.
+    pub identity_headers: &'a [String],
+    /// `Origin` values allowed; an empty list refuses every request that sends one.
+    pub allowed_origins: &'a [String],
+}
+
+/// A request that passed every check: what to do with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inbound {
+    pub revision: String,
+    pub message: Value,
+    pub kind: Kind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    /// `tools/call`: decided, reserved, forwarded, recorded.
+    ToolCall { id: Value, tool: String },
+    /// Everything else: relayed untouched.
+    Relay,
+}
+
+/// The value of `name`, case-insensitively, and how many times it appears.
+pub fn header<'h>(headers: &'h [(String, String)], name: &str) -> (Option<&'h str>, usize) {
+    let mut found = None;
+    let mut count = 0;
+    for (key, value) in headers {
+        if key.eq_ignore_ascii_case(name) {
+            count += 1;
+            found.get_or_insert(value.as_str());
+        }
+    }
+    (found, count)
+}
+
+/// Steps 2 and 3 of §1.3, for every verb: a repeated identity header, then `Origin`.
+pub fn check_headers(headers: &[(String, String)], checks: &Checks<'_>) -> Result<(), Answer> {
+    for name in checks.identity_headers {
+        if header(headers, name).1 > 1 {
+            return Err(Answer::rpc_error(
+                403,
+                &Value::Null,
+                -41007,
+                &format!("the identity header {name} was sent more than once; send it exactly once"),
+            ));
+        }
+    }
+    if let (Some(origin), _) = header(headers, "origin") {
+        if !checks.allowed_origins.iter().any(|allowed| allowed == origin) {
+            return Err(Answer::empty(403));
+        }
+    }
+    Ok(())
+}
+
+/// The revision named by `MCP-Protocol-Version`, or a `-32022` refusal.
+pub fn revision(headers: &[(String, String)], id: &Value) -> Result<String, Answer> {
+    match header(headers, "mcp-protocol-version").0.map(str::trim) {
+        None => Ok(DEFAULT_REVISION.to_owned()),
+        Some(version) if ACCEPTED_REVISIONS.contains(&version) => Ok(version.to_owned()),
+        Some(_) => Err(Answer::rpc_error(
+            400,
+            id,
+            UNSUPPORTED_VERSION,
+            &format!("unsupported MCP-Protocol-Version; this gateway accepts {}", ACCEPTED_REVISIONS.join(", ")),
+        )),
+    }
+}
+
+/// Step 4 of §1.3 for a POST body: the envelope, the revision, the mirrored headers.
+pub fn parse_post(headers: &[(String, String)], body: &[u8]) -> Result<Inbound, Answer> {
+    let message: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(_) => return Err(Answer::rpc_error(400, &Value::Null, PARSE_ERROR, "the body is not JSON")),
+    };
+    if message.is_array() {
+        return Err(Answer::rpc_error(
+            400,
+            &Value::Null,
+            INVALID_REQUEST,
+            "batches are not accepted; send one JSON-RPC message per request",
+        ));
+    }
+    let Some(object) = message.as_object() else {
+        return Err(Answer::rpc_error(400, &Value::Null, INVALID_REQUEST, "a JSON-RPC message is a JSON object"));
+    };
+    let id = object.get("id").cloned().unwrap_or(Value::Null);
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(Answer::rpc_error(400, &id, INVALID_REQUEST, "jsonrpc must be \"2.0\""));
+    }
+    let revision = revision(headers, &id)?;
+    let Some(method) = object.get("method") else {
+        if !object.contains_key("result") && !object.contains_key("error") {
+            return Err(Answer::rpc_error(400, &id, INVALID_REQUEST, "a message without method must be a response"));
+        }
+        if revision == REVISION_2026 {
+            return Err(Answer::rpc_error(
+                400,
+                &id,
+                INVALID_REQUEST,
+                "a client sends no JSON-RPC responses on MCP 2026-07-28",
+            ));
+        }
+        return Ok(Inbound { revision, message, kind: Kind::Relay });
+    };
+    let method = match method.as_str() {
+        Some(m) if !m.is_empty() => m.to_owned(),
+        _ => return Err(Answer::rpc_error(400, &id, INVALID_REQUEST, "method must be a non-empty string")),
+    };
+    let kind = if method == "tools/call" {
+        let Some(tool) = object.get("params").and_then(|p| p.get("name")).and_then(Value::as_str) else {
+            return Err(Answer::rpc_error(400, &id, INVALID_REQUEST, "tools/call needs a string params.name"));
+        };
+        // A consequential call needs an id to correlate its outcome with (D14).
+        if !(id.is_string() || id.as_i64().is_some() || id.as_u64().is_some()) {
+            return Err(Answer::rpc_error(
+                400,
+                &id,
+                INVALID_REQUEST,
+                "tools/call needs an id (a string or an integer): a notification cannot carry an outcome back",
+            ));
+        }
+        Kind::ToolCall { id: id.clone(), tool: tool.to_owned() }
+    } else {
+        Kind::Relay
+    };
+    check_mirrored(headers, object, &method, &revision, &id)?;
+    Ok(Inbound { revision, message, kind })
+}
+
+/// `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` must agree with the body; on 2026-07-28 the first
+/// two are required.
+fn check_mirrored(
+    headers: &[(String, String)],
+    object: &Map<String, Value>,
+    method: &str,
+    revision: &str,
+    id: &Value,
+) -> Result<(), Answer> {
+    let mismatch = |what: &str| Answer::rpc_error(400, id, HEADER_MISMATCH, what);
+    let strict = revision == REVISION_2026;
+    match header(headers, "mcp-method").0 {
+        Some(value) => match decode_sentinel(value) {
+            Some(decoded) if decoded == method => {}
+            _ => return Err(mismatch("the Mcp-Method header does not match the body's method")),
+        },
+        None if strict => return Err(mismatch("MCP 2026-07-28 requires the Mcp-Method header")),
+        None => {}
+    }
+    let params = object.get("params").and_then(Value::as_object);
+    if method == "tools/call" {
+        let name = params.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default();
+        match header(headers, "mcp-name").0 {
+            Some(value) => match decode_sentinel(value) {
+                Some(decoded) if decoded == name => {}
+                _ => return Err(mismatch("the Mcp-Name header does not match the body's params.name")),
+            },
+            None if strict => return Err(mismatch("MCP 2026-07-28 requires the Mcp-Name header on tools/call")),
+            None => {}
+        }
+    }
+    let arguments = params.and_then(|p| p.get("arguments")).and_then(Value::as_object);
+    for (key, value) in headers {
+        let lower = key.to_ascii_lowercase();
+        let Some(suffix) = lower.strip_prefix("mcp-param-") else { continue };
+        // The tool's schema (its x-mcp-header names) is not known here: fall back to a
+        // case-insensitive top-level argument key, as mcp-gateway.md D11 recommends.
+        let found = arguments.and_then(|args| args.iter().find(|(k, _)| k.eq_ignore_ascii_case(suffix)));
+        let agrees = match (found, decode_sentinel(value)) {
+            (Some((_, body)), Some(decoded)) => rendered(body).is_some_and(|r| r == decoded),
+            _ => false,
+        };
+        if !agrees {
+            return Err(mismatch("an Mcp-Param header does not match the body's argument of that name"));
+        }
+    }
+    Ok(())
+}
+
+/// A header value, or the text inside a `=?base64?…?=` sentinel; `None` when that is undecodable.
+pub fn decode_sentinel(value: &str) -> Option<String> {
+    let value = value.trim();
+    match value.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) {
+        Some(encoded) => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
+            String::from_utf8(bytes).ok()
+        }
+        None => Some(value.to_owned()),
+    }
+}
+
+/// How a header renders an argument: a string bare, an integer as JSON text, a bool as
+/// `true`/`false`. Any other type never agrees.
+fn rendered(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Bool(flag) => Some(flag.to_string()),
+        Value::Number(number) if is_integer(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+/// An integer of any size; `2000.0` and `2e3` are not integers.
+pub fn is_integer(number: &serde_json::Number) -> bool {
+    let text = number.to_string();
+    !text.contains(['.', 'e', 'E'])
+}
+
+/// The JSON pointer of the first float in `value` (depth first), if any.
+pub fn first_float(value: &Value) -> Option<String> {
+    fn walk(value: &Value, path: &mut Vec<String>) -> Option<String> {
+        match value {
+            Value::Number(number) if !is_integer(number) => {
+                Some(path.iter().map(|segment| format!("/{segment}")).collect::<String>())
+            }
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                path.push(i.to_string());
+                let found = walk(item, path);
+                path.pop();
+                found
+            }),
+            Value::Object(map) => map.iter().find_map(|(key, item)| {
+                path.push(key.replace('~', "~0").replace('/', "~1"));
+                let found = walk(item, path);
+                path.pop();
+                found
+            }),
+            _ => None,
+        }
+    }
+    walk(value, &mut Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn call(id: &str) -> Vec<u8> {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"t","arguments":{{"amount":200,"note":"x"}}}}}}"#)
+            .into_bytes()
+    }
+
+    fn code(answer: &Answer) -> Option<i64> {
+        answer.body.as_ref()?.get("error")?.get("code")?.as_i64()
+    }
+
+    #[test]
+    fn untrusted_bodies_are_refused_with_ctrlruns_codes() {
+        type Row<'a> = (&'a [u8], &'a [(&'a str, &'a str)], u16, i64);
+        let table: &[Row<'_>] = &[
+            (b"{not json", &[], 400, PARSE_ERROR),
+            (b"[]", &[], 400, INVALID_REQUEST),
+            (b"42", &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1}"#, &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1,"method":""}"#, &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1,"method":7}"#, &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#, &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t"}}"#, &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"t"}}"#, &[], 400, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"t"}}"#, &[], 400, INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"x"}"#,
+                &[("MCP-Protocol-Version", "2024-11-05")],
+                400,
+                UNSUPPORTED_VERSION,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+                &[("MCP-Protocol-Version", REVISION_2026), ("Mcp-Method", "x")],
+                400,
+                INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+                &[("MCP-Protocol-Version", REVISION_2026)],
+                400,
+                HEADER_MISMATCH,
+            ),
+        ];
+        for (body, headers, status, expected) in table {
+            let answer = parse_post(&h(headers), body).expect_err("refused");
+            assert_eq!((answer.status, code(&answer)), (*status, Some(*expected)), "{}", String::from_utf8_lossy(body));
+            assert!(answer.body.as_ref().and_then(|b| b.get("error")).and_then(|e| e.get("data")).is_none());
+        }
+    }
+
+    #[test]
+    fn mirrored_headers_must_agree_with_the_body() {
+        let strict = |extra: &[(&str, &str)]| {
+            let mut headers = vec![("MCP-Protocol-Version", REVISION_2026), ("Mcp-Method", "tools/call")];
+            headers.extend_from_slice(extra);
+            parse_post(&h(&headers), &call("1"))
+        };
+        assert!(strict(&[("Mcp-Name", "t")]).is_ok());
+        assert!(strict(&[("Mcp-Name", "=?base64?dA==?=")]).is_ok(), "a sentinel decoding to the name passes");
+        for bad in ["other", "=?base64?@@@?="] {
+            assert_eq!(code(&strict(&[("Mcp-Name", bad)]).expect_err("mismatch")), Some(HEADER_MISMATCH));
+        }
+        assert_eq!(code(&strict(&[]).expect_err("missing Mcp-Name")), Some(HEADER_MISMATCH));
+        assert!(strict(&[("Mcp-Name", "t"), ("Mcp-Param-Amount", "200")]).is_ok());
+        for bad in ["+200", "02000", "2000.0", "201"] {
+            assert_eq!(
+                code(&strict(&[("Mcp-Name", "t"), ("Mcp-Param-amount", bad)]).expect_err(bad)),
+                Some(HEADER_MISMATCH)
+            );
+        }
+        assert_eq!(
+            code(&strict(&[("Mcp-Name", "t"), ("Mcp-Param-missing", "1")]).expect_err("no such argument")),
+            Some(HEADER_MISMATCH)
+        );
+        // 2025 revisions: mirrored headers optional, decided from the body.
+        let inbound = parse_post(&h(&[("MCP-Protocol-Version", "2025-11-25")]), &call("\"a\"")).expect("passes");
+        assert_eq!(inbound.kind, Kind::ToolCall { id: json!("a"), tool: "t".into() });
+        let inbound = parse_post(&[], &call("7")).expect("no version header");
+        assert_eq!(inbound.revision, DEFAULT_REVISION);
+    }
+
+    #[test]
+    fn a_response_body_is_relayed_on_2025_only() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert_eq!(parse_post(&h(&[("MCP-Protocol-Version", "2025-06-18")]), body).expect("relay").kind, Kind::Relay);
+    }
+
+    #[test]
+    fn repeated_identity_headers_and_foreign_origins_are_refused() {
+        let names = vec!["X-Agent".to_owned()];
+        let origins = vec!["https://ok.example".to_owned()];
+        let checks = Checks { identity_headers: &names, allowed_origins: &origins };
+        let twice = check_headers(&h(&[("x-agent", "a"), ("X-AGENT", "b")]), &checks).expect_err("twice");
+        assert_eq!((twice.status, code(&twice)), (403, Some(-41007)));
+        assert!(check_headers(&h(&[("X-Agent", "a"), ("X-Other", "1"), ("X-Other", "2")]), &checks).is_ok());
+        assert_eq!(check_headers(&h(&[("Origin", "https://evil.example")]), &checks), Err(Answer::empty(403)));
+        assert!(check_headers(&h(&[("Origin", "https://ok.example")]), &checks).is_ok());
+        let none = Checks { identity_headers: &names, allowed_origins: &[] };
+        assert_eq!(check_headers(&h(&[("Origin", "https://ok.example")]), &none), Err(Answer::empty(403)));
+    }
+
+    #[test]
+    fn floats_are_found_at_any_depth() {
+        let table = [
+            (json!({"amount": 1}), None),
+            (json!({"amount": 1.5}), Some("/amount")),
+            (json!({"meta": {"x": [1, 2e3]}}), Some("/meta/x/1")),
+            (json!({"a/b": 0.5}), Some("/a~1b")),
+            (json!({"big": 123456789012345678901234567890u128}), None),
+        ];
+        for (value, pointer) in table {
+            assert_eq!(first_float(&value).as_deref(), pointer, "{value}");
+        }
+    }
+}

@@ -1,0 +1,1500 @@
+//! `warden gateway` end to end, over real sockets: the real binary between a plain HTTP client
+//! and a scripted upstream (a small server in this file that records every request it gets and
+//! answers as each test tells it). Each refusal has a twin that passes without the fault, and
+//! every test counts the calls that reached the upstream.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+mod support;
+
+const DOCUMENT: &str = r#"schema: warden/v1
+environment: production
+actions:
+  mcp.acme.create_refund:
+    effect: "refund:{payment_id}"
+    resource: "payment:{payment_id}"
+    rules:
+      - when: { amount_gte: 0, amount_lte: 50000 }
+        decision: allow
+      - when: { amount_gte: 0, amount_lte: 1000000 }
+        decision: approve
+      - decision: deny
+  mcp.acme.read_only:
+    decision: allow
+  mcp.acme.careful:
+    effect: "careful:{id}"
+    decision: allow
+  mcp.acme.claimed:
+    effect: "claimed:{id}"
+    mcp: { not_executed_on_error: true }
+    decision: allow
+  mcp.acme.slow:
+    effect: "slow:{id}"
+    lease: PT1S
+    decision: allow
+"#;
+
+// ---- the scripted upstream ------------------------------------------------------------------
+
+/// How the upstream answers one request.
+#[derive(Clone)]
+enum Script {
+    /// `200` with `{"jsonrpc","id":<request id>,"result":…}`.
+    Result(Value),
+    /// `200` with a JSON-RPC error of this code.
+    Error(i64),
+    /// This status, these headers, this body, as given.
+    Raw(u16, Vec<(&'static str, &'static str)>, &'static str),
+    /// Read the request, then close without a byte.
+    Close,
+    /// `text/event-stream`: a progress event with `id: 1`, then the final result.
+    Stream,
+    /// Read the request and never answer (until the test ends).
+    Hang,
+    /// `text/event-stream`: a progress event, then silence for two seconds, then the final result.
+    SlowStream,
+}
+
+#[derive(Debug, Clone)]
+struct Recorded {
+    method: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Recorded {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+struct Upstream {
+    url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    script: Arc<Mutex<VecDeque<Script>>>,
+    /// What `tools/list` answers.
+    tools: Arc<Mutex<Value>>,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(Mutex::new(VecDeque::new()));
+        let tools = Arc::new(Mutex::new(json!([{"name": "create_refund", "inputSchema": {"type": "object"}}])));
+        let (recorded, queued, listed) = (Arc::clone(&requests), Arc::clone(&script), Arc::clone(&tools));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (recorded, queued, listed) = (Arc::clone(&recorded), Arc::clone(&queued), Arc::clone(&listed));
+                std::thread::spawn(move || serve_one(stream, &recorded, &queued, &listed));
+            }
+        });
+        Upstream { url, requests, script, tools }
+    }
+
+    fn then(&self, script: Script) {
+        self.script.lock().expect("script").push_back(script);
+    }
+
+    fn calls(&self) -> usize {
+        self.requests
+            .lock()
+            .expect("requests")
+            .iter()
+            .filter(|r| r.body.get("method") == Some(&json!("tools/call")))
+            .count()
+    }
+
+    fn all(&self) -> usize {
+        self.requests.lock().expect("requests").len()
+    }
+
+    fn last(&self) -> Recorded {
+        self.requests.lock().expect("requests").last().cloned().expect("a request reached the upstream")
+    }
+}
+
+fn serve_one(
+    stream: TcpStream,
+    recorded: &Mutex<Vec<Recorded>>,
+    queued: &Mutex<VecDeque<Script>>,
+    listed: &Mutex<Value>,
+) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut first = String::new();
+    if reader.read_line(&mut first).unwrap_or(0) == 0 {
+        return;
+    }
+    let method = first.split(' ').next().unwrap_or_default().to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.trim_end().split_once(':') {
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    let length = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let id = body.get("id").cloned().unwrap_or(Value::Null);
+    let is_call = body.get("method") == Some(&json!("tools/call"));
+    let scripted = is_call
+        || (method == "GET"
+            && headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("accept") && v == "text/event-stream"));
+    recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
+    let script = if scripted { queued.lock().expect("script").pop_front() } else { None };
+    let mut stream = stream;
+    let json_reply = |status: u16, body: &Value, extra: &str| {
+        let text = body.to_string();
+        format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nMcp-Session-Id: s-up\r\nServer: scripted\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        )
+    };
+    let reply = match script {
+        None if method == "GET" => "HTTP/1.1 405 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+        None if method == "DELETE" => "HTTP/1.1 204 X\r\nConnection: close\r\n\r\n".to_owned(),
+        None if body.get("method") == Some(&json!("tools/list")) => json_reply(
+            200,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": listed.lock().expect("tools").clone()}}),
+            "",
+        ),
+        None if is_call => json_reply(
+            200,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}]}}),
+            "",
+        ),
+        None => "HTTP/1.1 202 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+        Some(Script::Result(result)) => json_reply(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}), ""),
+        Some(Script::Error(code)) => json_reply(
+            200,
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "upstream says no"}}),
+            "",
+        ),
+        Some(Script::Raw(status, extra, text)) => {
+            let mut head = format!("HTTP/1.1 {status} X\r\n");
+            for (k, v) in extra {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            format!("{head}Content-Length: {}\r\nConnection: close\r\n\r\n{text}", text.len())
+        }
+        Some(Script::Close) => return,
+        Some(Script::Hang) => {
+            std::thread::sleep(Duration::from_secs(60));
+            return;
+        }
+        Some(Script::SlowStream) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let progress =
+                "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n";
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(progress.as_bytes()));
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_secs(2));
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("data: {last}\n\n")
+        }
+        Some(Script::Stream) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let progress = "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n";
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(progress.as_bytes()));
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_millis(50));
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("id: 2\ndata: {last}\n\n")
+        }
+    };
+    let _ = stream.write_all(reply.as_bytes());
+    let _ = stream.flush();
+}
+
+// ---- the gateway ----------------------------------------------------------------------------
+
+struct Gateway {
+    child: Child,
+    address: String,
+    stdout: BufReader<std::process::ChildStdout>,
+    dir: PathBuf,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn scratch() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("warden.yaml"), DOCUMENT).expect("document");
+    dir
+}
+
+fn warden() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
+    command.env_remove("WARDEN_STORE").env_remove("WARDEN_CONFIG").env("RUST_BACKTRACE", "0");
+    command
+}
+
+fn gateway_in(dir: &Path, upstream: &str, extra: &[&str]) -> Gateway {
+    let mut command = warden();
+    command
+        .args(["gateway", "--upstream", upstream, "--alias", "acme", "--listen", "127.0.0.1:0"])
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().expect("spawn the gateway");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("first line");
+    let address = first
+        .strip_prefix("warden gateway: listening on http://")
+        .and_then(|rest| rest.trim().strip_suffix("/mcp"))
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    Gateway { child, address, stdout, dir: dir.to_owned() }
+}
+
+fn gateway(dir: &Path, upstream: &Upstream) -> Gateway {
+    gateway_in(dir, &upstream.url, &["--principal-header", "X-Agent"])
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|_| panic!("not JSON: {:?}", self.text))
+    }
+    fn code(&self) -> Option<i64> {
+        self.json().get("error").and_then(|e| e.get("code")).and_then(Value::as_i64)
+    }
+    fn meta(&self) -> Value {
+        self.json()["_meta"]["dev.warden/receipt"].clone()
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+impl Gateway {
+    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut stream = TcpStream::connect(&self.address).expect("connect to the gateway");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        stream.write_all(head.as_bytes()).expect("write");
+        stream.write_all(body.as_bytes()).expect("write");
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let raw = String::from_utf8_lossy(&raw).into_owned();
+        let (head, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let mut lines = head.lines();
+        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let headers =
+            lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
+        Answer { status, headers, text: text.to_owned() }
+    }
+
+    fn post(&self, headers: &[(&str, &str)], body: &str) -> Answer {
+        self.request("POST", "/mcp", headers, body)
+    }
+
+    /// `tools/call` of `tool` with `arguments`, as agent `agent`.
+    fn call(&self, id: u64, tool: &str, arguments: Value, agent: &str) -> Answer {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        self.post(&[("X-Agent", agent), ("Content-Type", "application/json")], &body.to_string())
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        warden()
+            .args(args)
+            .args(["--store", &self.dir.join("store.redb").display().to_string()])
+            .output()
+            .expect("run warden")
+    }
+
+    fn receipts(&self) -> Vec<Value> {
+        let out = self.cli(&["receipts", "--json", "--last", "100"]);
+        serde_json::from_slice::<Value>(&out.stdout).expect("receipts JSON").as_array().cloned().unwrap_or_default()
+    }
+}
+
+fn refund(payment: &str, amount: u64) -> Value {
+    json!({"payment_id": payment, "amount": amount})
+}
+
+// ---- §1.3 checks before forwarding ------------------------------------------------------------
+
+#[test]
+fn a_foreign_origin_is_refused_and_a_request_without_one_passes() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let refused = gateway.post(&[("Origin", "https://evil.example")], list);
+    assert_eq!((refused.status, refused.text.as_str()), (403, ""));
+    assert_eq!(upstream.all(), 0);
+    let passed = gateway.post(&[], list);
+    assert_eq!(passed.status, 200);
+    assert_eq!(passed.json()["result"]["tools"][0]["name"], "create_refund");
+    assert_eq!(upstream.all(), 1);
+}
+
+#[test]
+fn malformed_requests_are_refused_before_anything_is_forwarded() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_only","arguments":{}}}"#;
+    type Row<'a> = (&'a [(&'a str, &'a str)], &'a str, u16, i64);
+    let table: &[Row<'_>] = &[
+        (&[], "{not json", 400, -32700),
+        (&[("MCP-Protocol-Version", "1999-01-01")], call, 400, -32022),
+        (&[("MCP-Protocol-Version", "2024-11-05")], call, 400, -32022),
+        (&[("Mcp-Name", "other"), ("X-Agent", "a")], call, 400, -32020),
+        (&[("Mcp-Method", "tools/list"), ("X-Agent", "a")], call, 400, -32020),
+        (&[("Mcp-Name", "=?base64?@@@?="), ("X-Agent", "a")], call, 400, -32020),
+        (&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#, 400, -32600),
+        (&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_only"}}"#, 400, -32600),
+        (&[("X-Agent", "a")], r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#, 400, -32600),
+        (&[("X-Agent", "a"), ("X-Agent", "b")], call, 403, -41007),
+    ];
+    for (headers, body, status, code) in table {
+        let answer = gateway.post(headers, body);
+        assert_eq!((answer.status, answer.code()), (*status, Some(*code)), "{headers:?} {body}");
+        assert_eq!(answer.header("content-type"), Some("application/json"));
+    }
+    assert_eq!(upstream.all(), 0, "nothing refused reached the upstream");
+    assert!(gateway.receipts().is_empty(), "transport refusals write no receipt");
+    // The twins: a valid sentinel, the 2025 revision without mirrored headers, one X-Agent.
+    let twins: &[&[(&str, &str)]] = &[
+        &[("X-Agent", "a"), ("Mcp-Name", "=?base64?cmVhZF9vbmx5?="), ("Mcp-Method", "tools/call")],
+        &[("X-Agent", "a"), ("MCP-Protocol-Version", "2025-11-25")],
+        &[("X-Agent", "a")],
+    ];
+    for headers in twins {
+        let answer = gateway.post(headers, call);
+        assert_eq!(answer.status, 200, "{headers:?}: {}", answer.text);
+    }
+    assert_eq!(upstream.calls(), 3);
+}
+
+#[test]
+fn other_paths_verbs_and_sizes() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--max-body-bytes", "64"]);
+    assert_eq!(gateway.request("POST", "/other", &[], "{}").status, 404);
+    assert_eq!(gateway.request("PUT", "/mcp", &[], "{}").status, 501);
+    assert_eq!(gateway.post(&[], &"x".repeat(65)).status, 413);
+    let get = gateway.request("GET", "/mcp", &[("Mcp-Session-Id", "s1"), ("Last-Event-ID", "e9")], "");
+    assert_eq!(get.status, 405);
+    let seen = upstream.last();
+    assert_eq!(
+        (seen.method.as_str(), seen.header("mcp-session-id"), seen.header("last-event-id")),
+        ("GET", Some("s1"), Some("e9"))
+    );
+    assert_eq!(gateway.request("DELETE", "/mcp/", &[("Mcp-Session-Id", "s1")], "").status, 204);
+    assert_eq!(gateway.request("GET", "/mcp", &[("MCP-Protocol-Version", "1999-01-01")], "").code(), Some(-32022));
+    let foreign = gateway.request("GET", "/mcp", &[("Origin", "https://evil.example")], "");
+    assert_eq!((foreign.status, foreign.text.as_str()), (403, ""));
+    assert_eq!(upstream.all(), 2);
+}
+
+#[test]
+fn a_client_that_expects_100_continue_gets_it_and_its_call_runs() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_only", "arguments": {"pad": "x".repeat(2000)}}}).to_string();
+    let mut stream = TcpStream::connect(&gateway.address).expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("head");
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("interim answer");
+    assert!(line.starts_with("HTTP/1.1 100"), "{line}");
+    stream.write_all(body.as_bytes()).expect("body");
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(rest.contains("HTTP/1.1 200") && rest.contains("\"result\":\"committed\""), "{rest}");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_get_event_stream_is_relayed_byte_for_byte() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Stream);
+    let answer = gateway.request("GET", "/mcp", &[("Accept", "text/event-stream")], "");
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-type"), Some("text/event-stream"));
+    assert!(
+        answer.text.contains("id: 1\n") && answer.text.contains("id: 2\n"),
+        "id: lines stay on a relay: {}",
+        answer.text
+    );
+    assert!(!answer.text.contains("dev.warden/receipt"), "a relay carries no receipt");
+    assert!(gateway.receipts().is_empty());
+}
+
+#[test]
+fn relayed_requests_keep_end_to_end_headers_only() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let headers = [
+        ("Authorization", "Bearer t"),
+        ("Connection", "keep-alive, X-Drop"),
+        ("X-Drop", "1"),
+        ("Proxy-Authorization", "Basic eA=="),
+        ("TE", "trailers"),
+    ];
+    let answer = gateway.post(&headers, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(answer.status, 202);
+    let seen = upstream.last();
+    assert_eq!(seen.header("authorization"), Some("Bearer t"));
+    for gone in ["x-drop", "proxy-authorization", "te"] {
+        assert_eq!(seen.header(gone), None, "{gone} was forwarded");
+    }
+    let listed = gateway.post(&[], r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert_eq!(listed.header("mcp-session-id"), Some("s-up"), "the upstream's session id comes back");
+    assert!(listed.json().get("_meta").is_none(), "a relay carries no receipt");
+    assert!(gateway.receipts().is_empty(), "relays write nothing");
+}
+
+// ---- interception ---------------------------------------------------------------------------
+
+#[test]
+fn an_allowed_call_commits_once_with_its_receipt_in_meta() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let answer = gateway.call(
+        1,
+        "create_refund",
+        json!({"payment_id": "p1", "amount": 200, "memo": {"b": 1, "a": 2}}),
+        "agent-1",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let meta = answer.meta();
+    assert_eq!((meta["result"].as_str(), meta["attempt"].as_u64()), (Some("committed"), Some(1)));
+    assert_eq!(meta["effect_key"], "refund:p1");
+    assert!(meta["action_id"].as_str().is_some_and(|id| id.starts_with("act_")));
+    assert_eq!(answer.json()["result"]["content"][0]["text"], "done", "the upstream's result is relayed");
+    let forwarded = upstream.last().body;
+    assert_eq!(
+        forwarded["params"]["arguments"].to_string(),
+        r#"{"amount":200,"memo":{"a":2,"b":1},"payment_id":"p1"}"#
+    );
+    let receipts = gateway.receipts();
+    let receipt = receipts.iter().find(|r| r["receipt_id"] == meta["receipt_id"]).expect("the receipt named in _meta");
+    assert_eq!(
+        (receipt["result"].as_str(), receipt["principal"]["agent"].as_str()),
+        (Some("committed"), Some("agent-1"))
+    );
+    assert_eq!(receipt["action"], "mcp.acme.create_refund");
+    // The same call again: a duplicate, refused without reaching the upstream.
+    let again = gateway.call(2, "create_refund", json!({"payment_id": "p1", "amount": 200}), "agent-1");
+    assert_eq!((again.status, again.code()), (409, Some(-41004)));
+    assert_eq!(again.json()["error"]["data"]["state"], "committed");
+    assert_eq!(again.json()["error"]["data"]["error"], "warden.duplicate_effect");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn the_callers_traceparent_is_kept_with_the_outcome() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let body = |id: u64, key: &str, traceparent: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "careful", "arguments": {"id": key}, "_meta": {"traceparent": traceparent}}})
+        .to_string()
+    };
+    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(1, "k1", trace)).meta()["result"], "committed");
+    upstream.then(Script::Error(-32603));
+    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(2, "k2", trace)).meta()["result"], "ambiguous");
+    gateway.post(&[("X-Agent", "a")], &body(3, "k3", "00-not-a-trace\n-01"));
+    assert_eq!(
+        upstream.last().body["params"]["_meta"]["traceparent"],
+        "00-not-a-trace\n-01",
+        "_meta is forwarded as sent"
+    );
+    let receipts = gateway.receipts();
+    let by_key = |key: &str| receipts.iter().find(|r| r["effect_key"] == key).cloned().expect("receipt");
+    assert_eq!(by_key("careful:k1")["executor_result"]["traceparent"], trace);
+    assert!(by_key("careful:k2")["error"].as_str().is_some_and(|e| e.ends_with(&format!("traceparent {trace}"))));
+    assert_eq!(by_key("careful:k3")["executor_result"], Value::Null, "a malformed trace is not kept");
+}
+
+#[test]
+fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let denied = gateway.call(1, "create_refund", refund("p1", 2_000_000), "a");
+    assert_eq!((denied.status, denied.code()), (403, Some(-41001)));
+    let data = &denied.json()["error"]["data"];
+    assert_eq!((data["error"].as_str(), data["reason"].as_str()), (Some("warden.denied"), Some("rule[2]")));
+    assert!(data["action_id"].as_str().is_some_and(|id| id.starts_with("act_")));
+    let unknown = gateway.call(2, "drop_tables", json!({}), "a");
+    assert_eq!(
+        (unknown.code(), unknown.json()["error"]["data"]["reason"].as_str()),
+        (Some(-41001), Some("unknown_action"))
+    );
+    let float = gateway.call(3, "create_refund", json!({"payment_id": "p1", "amount": 1.5}), "a");
+    assert_eq!((float.status, float.code()), (400, Some(-41008)));
+    assert_eq!(float.json()["error"]["data"]["pointer"], "/amount");
+    let nobody = gateway.post(
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "read_only"}}).to_string(),
+    );
+    assert_eq!((nobody.status, nobody.code()), (403, Some(-41007)));
+    let missing = gateway.call(5, "create_refund", json!({"amount": 1}), "a");
+    assert_eq!((missing.status, missing.code()), (403, Some(-41001)), "an unrenderable template is denied");
+    assert_eq!(missing.json()["error"]["data"]["reason"], "resource_template_error");
+    let receipts = gateway.receipts();
+    assert!(
+        receipts.iter().any(|r| r["decision_reason"] == "resource_template_error" && r["result"] == "denied"),
+        "a denied receipt for the template failure (W, D5): {receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 0);
+    for answer in [&denied, &unknown, &float, &nobody, &missing] {
+        assert!(answer.json().get("_meta").is_none(), "refusals carry no _meta");
+        assert_ne!(answer.status, 401, "never 401");
+    }
+    let twin = gateway.call(6, "create_refund", refund("p1", 100), "a");
+    assert_eq!(twin.meta()["result"], "committed");
+    let keyless = gateway.call(7, "read_only", json!({}), "a");
+    assert_eq!(
+        (keyless.meta()["result"].as_str(), keyless.meta()["effect_key"].clone()),
+        (Some("committed"), Value::Null)
+    );
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn the_outcome_table_over_real_sockets() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let table: Vec<(Script, u16, Option<i64>, &str)> = vec![
+        (Script::Result(json!({"isError": true, "content": []})), 200, None, "ambiguous"),
+        (Script::Error(-32603), 200, Some(-32603), "ambiguous"),
+        (Script::Error(42), 200, Some(42), "ambiguous"),
+        (Script::Error(-32602), 200, Some(-32602), "failed"),
+        (Script::Raw(401, vec![], ""), 401, None, "failed"),
+        (Script::Raw(403, vec![("WWW-Authenticate", "Bearer")], "no"), 403, None, "failed"),
+        (Script::Raw(502, vec![("Content-Type", "text/html")], "<html>bad</html>"), 502, Some(-41010), "ambiguous"),
+        (Script::Raw(403, vec![("Content-Type", "text/html")], "<html>no</html>"), 502, Some(-41010), "ambiguous"),
+        (Script::Raw(200, vec![("Content-Type", "text/plain")], "ok"), 502, Some(-41010), "ambiguous"),
+        (Script::Close, 502, Some(-41010), "ambiguous"),
+        (Script::Result(json!({"content": []})), 200, None, "committed"),
+    ];
+    for (i, (script, status, code, result)) in table.into_iter().enumerate() {
+        upstream.then(script);
+        let answer = gateway.call(i as u64, "careful", json!({"id": format!("c{i}")}), "a");
+        assert_eq!(answer.status, status, "row {i}: {}", answer.text);
+        if status != 401 && !(status == 403 && result == "failed") {
+            assert_eq!(answer.code(), code, "row {i}");
+            assert_eq!(answer.meta()["result"], result, "row {i}");
+            assert!(
+                answer.meta()["receipt_id"].as_str().is_some_and(|r| r.starts_with("rct_") || r.starts_with("rcp_")),
+                "row {i}: a real receipt id for every outcome (D6)"
+            );
+        }
+        if code == Some(-41010) {
+            assert_eq!(answer.json()["error"]["data"]["error"], "warden.upstream_ambiguous");
+            assert_eq!(answer.header("content-type"), Some("application/json"), "D7");
+        }
+    }
+    assert_eq!(upstream.calls(), 11);
+    // Ambiguous keys refuse a retry; failed ones run again as attempt 2.
+    let retry = gateway.call(100, "careful", json!({"id": "c0"}), "a");
+    assert_eq!((retry.status, retry.code()), (409, Some(-41005)));
+    let retry = gateway.call(101, "careful", json!({"id": "c9"}), "a");
+    assert_eq!(retry.code(), Some(-41005), "a close after reading is ambiguous");
+    let retry = gateway.call(102, "careful", json!({"id": "c3"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    let retry = gateway.call(103, "careful", json!({"id": "c4"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    assert_eq!(upstream.calls(), 13);
+    let receipts = gateway.receipts();
+    let errors: Vec<&str> = receipts.iter().filter_map(|r| r["error"].as_str()).collect();
+    for observed in [
+        "isError",
+        "upstream error -32603",
+        "upstream error -32602",
+        "HTTP 401",
+        "HTTP 403 with challenge",
+        "closed before any answer",
+    ] {
+        assert!(errors.iter().any(|e| e.contains(observed)), "no receipt names {observed:?}: {errors:?}");
+    }
+}
+
+#[test]
+fn not_executed_on_error_makes_is_error_failed_and_a_retry_runs() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Result(json!({"isError": true, "content": []})));
+    let first = gateway.call(1, "claimed", json!({"id": "k"}), "a");
+    assert_eq!(first.meta()["result"], "failed");
+    let retry = gateway.call(2, "claimed", json!({"id": "k"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    // The twin without the claim: isError stays ambiguous and blocks the retry.
+    upstream.then(Script::Result(json!({"isError": true, "content": []})));
+    assert_eq!(gateway.call(3, "careful", json!({"id": "k"}), "a").meta()["result"], "ambiguous");
+    assert_eq!(gateway.call(4, "careful", json!({"id": "k"}), "a").code(), Some(-41005));
+    assert_eq!(upstream.calls(), 3);
+}
+
+#[test]
+fn an_upstream_that_never_connects_is_failed_and_may_be_retried() {
+    let dir = scratch();
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", closed.local_addr().expect("address"));
+    drop(closed);
+    let gateway = gateway_in(dir.path(), &url, &["--principal-header", "X-Agent"]);
+    let first = gateway.call(1, "create_refund", refund("p1", 100), "a");
+    assert_eq!((first.status, first.code()), (502, Some(-41011)));
+    assert_eq!(first.json()["error"]["data"]["error"], "warden.upstream_not_executed");
+    assert_eq!((first.meta()["result"].as_str(), first.meta()["attempt"].as_u64()), (Some("failed"), Some(1)));
+    let second = gateway.call(2, "create_refund", refund("p1", 100), "a");
+    assert_eq!((second.meta()["result"].as_str(), second.meta()["attempt"].as_u64()), (Some("failed"), Some(2)));
+    let receipts = gateway.receipts();
+    assert!(receipts.iter().any(|r| r["error"].as_str().is_some_and(|e| e.contains("connect refused"))));
+}
+
+#[test]
+fn an_event_stream_is_relayed_without_ids_and_ends_with_the_receipt() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Stream);
+    let answer = gateway.call(1, "create_refund", refund("p9", 100), "a");
+    assert_eq!(answer.status, 200);
+    assert!(
+        !answer.text.contains("id: 1") && !answer.text.contains("id: 2"),
+        "id: lines are stripped: {}",
+        answer.text
+    );
+    let progress = answer.text.find("notifications/progress").expect("the progress event is relayed");
+    let last = answer.text.rfind("data: ").expect("a final event");
+    assert!(progress < last);
+    let final_event: Value = serde_json::from_str(answer.text[last + 6..].trim()).expect("final JSON");
+    assert_eq!(final_event["_meta"]["dev.warden/receipt"]["result"], "committed");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_client_gone_mid_stream_leaves_the_effect_ambiguous_and_a_retry_refused() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::SlowStream);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "gone"}}});
+    let text = body.to_string();
+    let mut client = TcpStream::connect(&gateway.address).expect("connect");
+    let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+    client.write_all(head.as_bytes()).and_then(|()| client.write_all(text.as_bytes())).expect("send");
+    let mut reader = BufReader::new(client.try_clone().expect("clone"));
+    let mut line = String::new();
+    while !line.contains("notifications/progress") {
+        line.clear();
+        assert!(reader.read_line(&mut line).expect("read") > 0, "the progress event arrives");
+    }
+    drop(reader);
+    client.shutdown(std::net::Shutdown::Both).expect("hang up");
+    drop(client);
+    let mut receipts = Vec::new();
+    for _ in 0..100 {
+        receipts = gateway.receipts();
+        if !receipts.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let receipt = receipts.first().expect("a receipt");
+    assert_eq!(receipt["result"], "ambiguous");
+    assert!(receipt["error"].as_str().is_some_and(|e| e.contains("client went away")), "{receipt}");
+    let retry = gateway.call(2, "careful", json!({"id": "gone"}), "a");
+    assert_eq!(retry.code(), Some(-41005));
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn on_2026_07_28_a_result_must_say_its_result_type() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let call = |id: u64, key: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": key}}});
+        gateway.post(
+            &[
+                ("X-Agent", "a"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "careful"),
+            ],
+            &body.to_string(),
+        )
+    };
+    upstream.then(Script::Result(json!({"content": []})));
+    let bare = call(1, "r1");
+    assert_eq!((bare.status, bare.meta()["result"].as_str()), (200, Some("ambiguous")), "{}", bare.text);
+    assert!(bare.json()["result"].get("resultType").is_none(), "nothing is added to the result");
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    assert_eq!(call(2, "r2").meta()["result"], "committed");
+    upstream.then(Script::Result(json!({"resultType": "partial"})));
+    assert_eq!(call(3, "r3").meta()["result"], "ambiguous");
+    assert_eq!(upstream.calls(), 3);
+    let forwarded = upstream.last();
+    assert_eq!(forwarded.header("mcp-name"), Some("careful"), "mirrored headers are forwarded");
+}
+
+#[test]
+fn the_authority_axis_refuses_with_41012_and_a_granted_agent_passes() {
+    let dir = scratch();
+    let document = format!(
+        "{DOCUMENT}authority:\n  grants:\n    - {{ id: bots, subject: {{ agent: \"bot-*\" }}, actions: [\"mcp.acme.**\"] }}\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let upstream = Upstream::start();
+    let mut gateway = gateway(dir.path(), &upstream);
+    let mut block = String::new();
+    while !block.contains("upstream ") {
+        let mut line = String::new();
+        if gateway.stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        block.push_str(&line);
+    }
+    assert!(block.contains("authority 1 grant(s) from"), "{block}");
+    let stranger = gateway.call(1, "read_only", json!({}), "intruder");
+    assert_eq!((stranger.status, stranger.code()), (403, Some(-41012)), "{}", stranger.text);
+    let data = &stranger.json()["error"]["data"];
+    assert_eq!((data["error"].as_str(), data["reason"].as_str()), (Some("warden.unauthorized"), Some("no_authority")));
+    let granted = gateway.call(2, "read_only", json!({}), "bot-1");
+    assert_eq!(granted.meta()["result"], "committed");
+    let denied = gateway.call(3, "create_refund", refund("p1", 2_000_000), "bot-1");
+    assert_eq!(denied.code(), Some(-41001), "policy deny under a broad grant");
+    assert_eq!(upstream.calls(), 1);
+}
+
+// ---- identity ---------------------------------------------------------------------------------
+
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64
+}
+
+#[test]
+fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
+    let dir = scratch();
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    std::fs::write(dir.path().join("issuer.pem"), key.public_key_pem()).expect("public key");
+    let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
+    let token = |exp: i64, sub: &str| {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = Some("at+jwt".into());
+        let claims =
+            json!({"iss": "https://issuer.example", "aud": "warden-gateway", "sub": sub, "exp": exp, "user": "ada"});
+        format!("Bearer {}", jsonwebtoken::encode(&header, &claims, &encoding).expect("sign"))
+    };
+    let upstream = Upstream::start();
+    let key_path = dir.path().join("issuer.pem").display().to_string();
+    let flags = [
+        "--identity-jwt",
+        "--identity-jwt-issuer",
+        "https://issuer.example",
+        "--identity-jwt-audience",
+        "warden-gateway",
+        "--identity-jwt-algorithms",
+        "ES256",
+        "--identity-jwt-token-type",
+        "at+jwt",
+        "--identity-jwt-public-key",
+        &key_path,
+        "--identity-jwt-user-claim",
+        "user",
+    ];
+    let gateway = gateway_in(dir.path(), &upstream.url, &flags);
+    let body = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}})
+            .to_string()
+    };
+    let valid = token(now_seconds() + 300, "agent-jwt");
+    let ok = gateway.post(&[("Authorization", &valid)], &body(1));
+    assert_eq!(ok.meta()["result"], "committed", "{}", ok.text);
+    assert_eq!(upstream.last().header("authorization"), None, "the consumed token is not forwarded (D16)");
+    let receipts = gateway.receipts();
+    assert_eq!(
+        (receipts[0]["principal"]["agent"].as_str(), receipts[0]["principal"]["user"].as_str()),
+        (Some("agent-jwt"), Some("ada"))
+    );
+    // Refusals, each with no call upstream: no token, a forged one, the header twice.
+    let forged = format!("{}x", valid);
+    let table: &[&[(&str, &str)]] =
+        &[&[], &[("Authorization", &forged)], &[("Authorization", &valid), ("Authorization", &valid)]];
+    for headers in table {
+        let refused = gateway.post(headers, &body(2));
+        assert_eq!((refused.status, refused.code()), (403, Some(-41007)), "{headers:?}: {}", refused.text);
+        assert!(!refused.text.contains(&valid[7..20]), "the token is never echoed");
+    }
+    // Expired inside the leeway: admitted by the provider, refused by the kernel with a receipt.
+    let expired = gateway.post(&[("Authorization", &token(now_seconds() - 10, "agent-jwt"))], &body(3));
+    assert_eq!((expired.status, expired.code()), (403, Some(-41007)), "{}", expired.text);
+    let receipts = gateway.receipts();
+    assert!(
+        receipts.iter().any(|r| r["decision_reason"] == "principal_expired" && r["result"] == "denied"),
+        "{receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 1);
+}
+
+// ---- elicitation (MRTR) ---------------------------------------------------------------------------
+
+fn input_required(state: &str) -> Script {
+    Script::Result(json!({
+        "resultType": "input_required",
+        "inputRequests": {"confirm": {"method": "elicitation/create", "params": {"message": "sure?"}}},
+        "requestState": state,
+    }))
+}
+
+impl Gateway {
+    /// A 2026-07-28 `tools/call` with its mirrored headers, and the extra params given.
+    fn call_2026(&self, id: u64, tool: &str, arguments: Value, agent: &str, extra: Value) -> Answer {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+            params.extend(extra.clone());
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let headers = [
+            ("X-Agent", agent),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ];
+        self.post(&headers, &body.to_string())
+    }
+}
+
+#[test]
+fn a_suspension_holds_the_reservation_and_only_the_same_call_continues_it() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required("rs-1"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "e1", "n": 1}), "a", json!({}));
+    assert_eq!(first.status, 200, "{}", first.text);
+    let meta = first.meta();
+    assert_eq!((meta["result"].as_str(), meta["receipt_id"].clone()), (Some("suspended"), Value::Null));
+    assert_eq!(first.json()["result"]["requestState"], "rs-1", "the input_required result is relayed");
+    assert!(gateway.receipts().is_empty(), "no receipt while suspended");
+    let effects = String::from_utf8_lossy(&gateway.cli(&["effects", "--json"]).stdout).into_owned();
+    assert!(effects.contains("careful:e1") && effects.contains("executing"), "{effects}");
+    // Another call for the same effect while it is held: in progress.
+    let racing = gateway.call_2026(2, "careful", json!({"id": "e1", "n": 1}), "a", json!({}));
+    assert_eq!(racing.code(), Some(-41004));
+    assert_eq!(racing.json()["error"]["data"]["state"], "in_progress");
+    // Continuations that are not the suspended call are refused before anything is consumed (D1).
+    let state = json!({"requestState": "rs-1", "inputResponses": {"confirm": {"action": "accept"}}});
+    for (arguments, agent) in [(json!({"id": "e1", "n": 999}), "a"), (json!({"id": "e1", "n": 1}), "intruder")] {
+        let refused = gateway.call_2026(3, "careful", arguments, agent, state.clone());
+        assert_eq!((refused.status, refused.code()), (400, Some(-41009)), "{}", refused.text);
+        assert_eq!(refused.json()["error"]["data"]["error"], "warden.unknown_continuation");
+    }
+    let forged =
+        gateway.call_2026(4, "careful", json!({"id": "e1", "n": 1}), "a", json!({"requestState": "rs-forged"}));
+    assert_eq!(forged.code(), Some(-41009));
+    assert_eq!(upstream.calls(), 1, "no refused continuation reached the upstream");
+    // The real continuation: forwarded with requestState and inputResponses unchanged.
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let done = gateway.call_2026(5, "careful", json!({"n": 1, "id": "e1"}), "a", state.clone());
+    let meta = done.meta();
+    assert_eq!(meta["result"], "committed", "{}", done.text);
+    assert_eq!((meta["action_id"].clone(), meta["attempt"].as_u64()), (first.meta()["action_id"].clone(), Some(1)));
+    let forwarded = upstream.last().body;
+    assert_eq!(forwarded["params"]["requestState"], "rs-1");
+    assert_eq!(forwarded["params"]["inputResponses"], state["inputResponses"]);
+    assert_eq!(forwarded["params"]["arguments"].to_string(), r#"{"id":"e1","n":1}"#);
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 2, "the racing call's blocked receipt and one for the suspended call: {receipts:?}");
+    assert!(receipts.iter().any(|r| r["action_id"] == meta["action_id"] && r["result"] == "committed"));
+    // The state is consumed.
+    assert_eq!(gateway.call_2026(6, "careful", json!({"id": "e1", "n": 1}), "a", state).code(), Some(-41009));
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn the_round_bound_and_the_timeout_leave_an_ambiguous_receipt() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(
+        dir.path(),
+        &upstream.url,
+        &["--principal-header", "X-Agent", "--max-elicitation-rounds", "1", "--elicitation-timeout", "1"],
+    );
+    upstream.then(input_required("rs-a"));
+    assert_eq!(gateway.call_2026(1, "careful", json!({"id": "b1"}), "a", json!({})).meta()["result"], "suspended");
+    upstream.then(input_required("rs-b"));
+    let over = gateway.call_2026(2, "careful", json!({"id": "b1"}), "a", json!({"requestState": "rs-a"}));
+    assert_eq!((over.status, over.code()), (502, Some(-41010)), "{}", over.text);
+    assert_eq!(over.meta()["result"], "ambiguous");
+    let receipts = gateway.receipts();
+    assert!(
+        receipts
+            .iter()
+            .any(|r| r["result"] == "ambiguous"
+                && r["error"].as_str().is_some_and(|e| e.contains("max-elicitation-rounds"))),
+        "{receipts:?}"
+    );
+    // A suspension nobody continues is recorded AMBIGUOUS once --elicitation-timeout passes.
+    upstream.then(input_required("rs-c"));
+    assert_eq!(gateway.call_2026(3, "careful", json!({"id": "t1"}), "a", json!({})).meta()["result"], "suspended");
+    let mut timed_out = false;
+    for _ in 0..60 {
+        std::thread::sleep(Duration::from_millis(100));
+        let receipts = gateway.receipts();
+        if receipts.iter().any(|r| r["effect_key"] == "careful:t1" && r["result"] == "ambiguous") {
+            timed_out = true;
+            break;
+        }
+    }
+    assert!(timed_out, "the lapsed suspension got an ambiguous receipt");
+    let late = gateway.call_2026(4, "careful", json!({"id": "t1"}), "a", json!({"requestState": "rs-c"}));
+    assert_eq!(late.code(), Some(-41009));
+    assert_eq!(upstream.calls(), 3);
+}
+
+#[test]
+fn a_keyless_tool_that_elicits_is_ambiguous_and_its_continuation_runs_as_an_ordinary_call() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required("rs-k"));
+    let first = gateway.call_2026(1, "read_only", json!({}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "ambiguous", "{}", first.text);
+    assert!(first.meta()["receipt_id"].as_str().is_some(), "a receipt, even for a keyless tool (D3)");
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let next = gateway.call_2026(2, "read_only", json!({}), "a", json!({"requestState": "rs-k"}));
+    assert_eq!(next.meta()["result"], "committed", "{}", next.text);
+    assert_eq!(upstream.last().body["params"]["requestState"], "rs-k");
+    assert_eq!(upstream.calls(), 2);
+}
+
+// ---- pins ---------------------------------------------------------------------------------------
+
+fn schema_digest(entry: &Value) -> String {
+    let document = json!({"schema": "ctrlrun.upstream.tool_schema/v1", "entry": entry});
+    warden::canonical::sha256_prefixed(
+        warden::canonical::to_canonical_string(&document, "t").expect("canonical").as_bytes(),
+    )
+}
+
+#[test]
+fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_one() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
+    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    upstream: {{ tool_schema_sha256: \"{}\" }}\n    decision: allow\n",
+        schema_digest(&entry)
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let gateway = gateway(dir.path(), &upstream);
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let unverified = gateway.call(1, "pinned", json!({"id": "a"}), "a");
+    assert_eq!((unverified.status, unverified.code()), (403, Some(-41016)));
+    assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified");
+    assert_eq!(unverified.json()["error"]["data"]["error"], "warden.upstream_unpinned");
+    let receipts = gateway.receipts();
+    let denied = receipts.iter().find(|r| r["action"] == "mcp.acme.pinned").expect("a denied receipt for -41016 (D5)");
+    assert_eq!(
+        (denied["result"].as_str(), denied["decision_reason"].as_str()),
+        (Some("denied"), Some("upstream_unverified"))
+    );
+    assert_eq!(denied["action_id"], unverified.json()["error"]["data"]["action_id"]);
+    gateway.post(&[], list);
+    let passes = gateway.call(2, "pinned", json!({"id": "a"}), "a");
+    assert_eq!(passes.meta()["result"], "committed", "{}", passes.text);
+    *upstream.tools.lock().expect("tools") =
+        json!([{"name": "pinned", "description": "Refund a payment, and more", "inputSchema": {"type": "object"}}]);
+    gateway.post(&[], list);
+    let changed = gateway.call(3, "pinned", json!({"id": "b"}), "a");
+    assert_eq!(
+        (changed.code(), changed.json()["error"]["data"]["reason"].as_str()),
+        (Some(-41016), Some("upstream_mismatch"))
+    );
+    assert_eq!(upstream.calls(), 1, "only the verified call reached the upstream");
+    // An unpinned tool is not affected by any of this.
+    assert_eq!(gateway.call(4, "read_only", json!({}), "a").meta()["result"], "committed");
+}
+
+#[test]
+fn upstream_pins_are_checked_when_the_document_loads() {
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let load = |upstream: &str| {
+        let text =
+            format!("schema: warden/v1\nactions:\n  mcp.acme.t:\n    decision: allow\n    upstream: {upstream}\n");
+        warden::document::load_str(&text, "test.yaml").map(|_| ()).map_err(|e| e.to_string())
+    };
+    assert!(load(&format!("{{ tool_schema_sha256: \"{digest}\" }}")).is_ok());
+    assert!(load(&format!("{{ tls_cert_sha256: [\"{digest}\"] }}")).is_ok());
+    let table = [
+        ("{ tool_schema_sha256: \"sha256:abc\" }".to_owned(), "64 lowercase hex"),
+        (format!("{{ tool_schema_sha256: \"{}\" }}", digest.to_uppercase()), "64 lowercase hex"),
+        ("{ tls_cert_sha256: [] }".to_owned(), "must not be empty"),
+        ("{ tls_cert_sha256: \"x\" }".to_owned(), "must be a list"),
+        ("{ pin: 1 }".to_owned(), "unknown key 'pin'"),
+        (
+            format!("{{ tls_cert_sha256: [\"{digest}\"], tls_cert_file: [\"/nonexistent.pem\"] }}"),
+            "cannot read the certificate file",
+        ),
+        ("[]".to_owned(), "must be a mapping"),
+    ];
+    for (upstream, expected) in table {
+        let error = load(&upstream).expect_err(&upstream);
+        assert!(error.contains(expected), "{upstream}: {error}");
+    }
+}
+
+#[test]
+fn a_certificate_pin_on_an_http_upstream_refuses_to_start() {
+    let dir = scratch();
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.tls:\n    upstream: {{ tls_cert_sha256: [\"sha256:{}\"] }}\n    decision: allow\n",
+        "0".repeat(64)
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let out = warden()
+        .args(["gateway", "--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a"])
+        .args(["--listen", "127.0.0.1:0", "--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mcp.acme.tls") && stderr.contains("certificate pin needs an https:// upstream"),
+        "{stderr}"
+    );
+    // The twin: the same document under another alias starts (those pins are not its upstream's).
+    let mut twin = warden()
+        .args(["gateway", "--upstream", "http://127.0.0.1:9/mcp", "--alias", "other", "--principal", "a"])
+        .args(["--listen", "127.0.0.1:0", "--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut first = String::new();
+    BufReader::new(twin.stdout.take().expect("stdout")).read_line(&mut first).expect("line");
+    let _ = twin.kill();
+    let _ = twin.wait();
+    assert!(first.starts_with("warden gateway: listening on http://127.0.0.1:"), "{first}");
+}
+
+/// An https upstream presenting `identity` that answers every tools/call with a result.
+fn tls_upstream(identity: &support::ServerIdentity) -> support::Server {
+    support::Server::https(identity, |mut conn, recorded| {
+        let length: usize = recorded.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let mut body = recorded.extra.clone();
+        while body.len() < length {
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => body.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"content": [{"type": "text", "text": "over tls"}]}});
+        conn.send(&support::response("200 OK", &[("content-type", "application/json")], answer.to_string().as_bytes()));
+        Some(conn)
+    })
+}
+
+#[test]
+fn a_pinned_https_upstream_is_used_and_a_swapped_certificate_fails_before_any_byte() {
+    let dir = scratch();
+    let genuine = support::self_signed(&["127.0.0.1", "localhost"]);
+    let impostor = support::self_signed(&["127.0.0.1", "localhost"]);
+    let pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, genuine.chain[0].as_ref())
+    );
+    std::fs::write(dir.path().join("upstream.pem"), pem).expect("pem");
+    let digest = warden::canonical::sha256_prefixed(genuine.chain[0].as_ref());
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.tls:\n    effect: \"tls:{{id}}\"\n    upstream: {{ tls_cert_sha256: [\"{digest}\"], tls_cert_file: [upstream.pem] }}\n    decision: allow\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let server = tls_upstream(&genuine);
+    let gateway =
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{}/mcp", server.port), &["--principal-header", "X-Agent"]);
+    let answer = gateway.call(1, "tls", json!({"id": "t1"}), "a");
+    assert_eq!(answer.meta()["result"], "committed", "{}", answer.text);
+    assert_eq!(answer.json()["result"]["content"][0]["text"], "over tls");
+    assert_eq!(server.requests().len(), 1);
+    drop(gateway);
+    // The same document in front of a server with another certificate: the handshake fails,
+    // nothing is sent, and the call is FAILED (a retry may run).
+    let swapped = tls_upstream(&impostor);
+    let gateway =
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{}/mcp", swapped.port), &["--principal-header", "X-Agent"]);
+    let refused = gateway.call(2, "tls", json!({"id": "t2"}), "a");
+    assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
+    assert_eq!(refused.meta()["result"], "failed");
+    assert!(swapped.requests().is_empty(), "no request reached the swapped server");
+    let receipts = gateway.receipts();
+    assert!(
+        receipts.iter().any(|r| r["error"].as_str().is_some_and(|e| e.contains("TLS handshake failed"))),
+        "{receipts:?}"
+    );
+}
+
+// ---- approvals over MCP -----------------------------------------------------------------------
+
+#[test]
+fn an_approval_round_trip_over_mcp() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let asked = gateway.call(1, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!((asked.status, asked.code()), (403, Some(-41002)));
+    let data = asked.json()["error"]["data"].clone();
+    assert_eq!(data["error"], "warden.approval_required");
+    let request_id = data["request_id"].as_str().expect("request_id").to_owned();
+    assert!(data["action_hash"].as_str().is_some_and(|h| h.starts_with("sha256:")));
+    assert!(data["expires_at"].as_str().is_some());
+    let again = gateway.call(2, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!(again.json()["error"]["data"]["request_id"], request_id.as_str(), "the same pending request (D8)");
+    let pending = gateway.cli(&["pending", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 1, "one request, asked once");
+    // Different principal: a different hash, a new request.
+    let other = gateway.call(3, "create_refund", refund("p7", 100_000), "agent-2");
+    assert_ne!(other.json()["error"]["data"]["request_id"], request_id.as_str());
+    assert_eq!(upstream.calls(), 0);
+    let granted = gateway.cli(&["approve", &request_id, "--by", "ops:bob", "--yes"]);
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    // The grant binds agent-1's exact call: agent-2's identical arguments are another action.
+    let another = gateway.call(40, "create_refund", refund("p7", 100_000), "agent-3");
+    assert_eq!(another.code(), Some(-41002));
+    assert_ne!(another.json()["error"]["data"]["request_id"], request_id.as_str());
+    let runs = gateway.call(4, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!(runs.meta()["result"], "committed", "{}", runs.text);
+    assert_eq!(upstream.calls(), 1);
+    let third = gateway.call(5, "create_refund", refund("p7", 100_000), "agent-1");
+    assert_eq!((third.status, third.code()), (409, Some(-41004)));
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_denied_approval_answers_41003_without_asking_again() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let asked = gateway.call(1, "create_refund", refund("p8", 100_000), "a");
+    let request_id = asked.json()["error"]["data"]["request_id"].as_str().expect("request_id").to_owned();
+    let denied = gateway.cli(&["deny", &request_id, "--by", "ops:bob"]);
+    assert!(denied.status.success(), "{}", String::from_utf8_lossy(&denied.stderr));
+    let again = gateway.call(2, "create_refund", refund("p8", 100_000), "a");
+    assert_eq!((again.status, again.code()), (403, Some(-41003)));
+    assert_eq!(again.json()["error"]["data"]["request_id"], request_id.as_str());
+    assert_eq!(upstream.calls(), 0);
+    let pending = gateway.cli(&["pending", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 0, "nobody is asked again");
+    // The twin: an amount the policy allows runs.
+    assert_eq!(gateway.call(3, "create_refund", refund("p8", 100), "a").meta()["result"], "committed");
+}
+
+// ---- startup --------------------------------------------------------------------------------
+
+#[test]
+fn startup_refusals_exit_2_naming_the_reason() {
+    let dir = scratch();
+    let config = dir.path().join("warden.yaml").display().to_string();
+    let store = dir.path().join("store.redb").display().to_string();
+    let base = ["gateway", "--config", &config, "--store", &store];
+    let table: &[(&[&str], &str)] = &[
+        (&["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme"], "exactly one identity source"),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--principal-header", "X"],
+            "exactly one identity source",
+        ),
+        (&["--upstream", "http://127.0.0.1:9/mcp", "--alias", "Acme.x", "--principal", "a"], "--alias"),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--path", "/warden/mcp"],
+            "/warden/",
+        ),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--listen", "0.0.0.0:0"],
+            "loopback",
+        ),
+        (&["--upstream", "127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a"], "no scheme"),
+        (
+            &["--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "a", "--user-header", "U"],
+            "--user-header",
+        ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:9/mcp",
+                "--alias",
+                "acme",
+                "--principal",
+                "a",
+                "--identity-jwt-issuer",
+                "i",
+            ],
+            "--identity-jwt",
+        ),
+    ];
+    for (args, reason) in table {
+        let out = warden().args(base).args(*args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_startup_block_names_identity_and_every_keyless_action() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut gateway = gateway(dir.path(), &upstream);
+    let mut block = String::new();
+    while !block.contains("changes the world") {
+        let mut line = String::new();
+        if gateway.stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        block.push_str(&line);
+    }
+    assert!(block.contains("environment production"), "{block}");
+    assert!(block.contains("identity header X-Agent"), "{block}");
+    assert!(block.contains("no authority: section"), "{block}");
+    assert!(block.contains("1 action(s) have no effect: template"), "{block}");
+    assert!(block.contains("  mcp.acme.read_only\n"), "{block}");
+}
+
+// ---- crash ------------------------------------------------------------------------------------
+
+#[test]
+fn a_gateway_killed_mid_call_leaves_the_effect_in_flight_then_ambiguous_never_rerun() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut first = gateway(dir.path(), &upstream);
+    upstream.then(Script::Hang);
+    let address = first.address.clone();
+    let caller = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow", "arguments": {"id": "s1"}}});
+        let mut stream = TcpStream::connect(&address).expect("connect");
+        let text = body.to_string();
+        let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+        let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes()));
+        let mut sink = Vec::new();
+        let _ = stream.read_to_end(&mut sink);
+    });
+    while upstream.calls() == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    first.child.kill().expect("SIGKILL the gateway");
+    let _ = first.child.wait();
+    let _ = caller.join();
+    let effects = first.cli(&["effects", "--json"]);
+    let text = String::from_utf8_lossy(&effects.stdout);
+    assert!(text.contains("slow:s1") && text.contains("executing"), "in flight after the kill: {text}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let second = gateway(dir.path(), &upstream);
+    let retry = second.call(2, "slow", json!({"id": "s1"}), "a");
+    assert_eq!((retry.status, retry.code()), (409, Some(-41005)), "{}", retry.text);
+    assert_eq!(upstream.calls(), 1, "never run twice");
+}
+
+// ---- stdio ------------------------------------------------------------------------------------
+
+const STDIO_SERVER: &str = r#"
+import json, sys, time
+log = open(sys.argv[1], "a")
+for line in sys.stdin:
+    message = json.loads(line)
+    log.write(line); log.flush()
+    method, id = message.get("method"), message.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        if message["params"]["arguments"].get("sleep"):
+            time.sleep(1)
+        print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
+        result = {"content": [{"type": "text", "text": json.dumps(message["params"]["arguments"], sort_keys=True)}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no such method"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+"#;
+
+#[test]
+fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1/ada"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let send = |input: &mut std::process::ChildStdin, message: Value| {
+        writeln!(input, "{message}").expect("write");
+        input.flush().expect("flush");
+    };
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}),
+    );
+    assert_eq!(next()["result"]["serverInfo"]["name"], "scripted");
+    send(&mut input, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(&mut input, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert_eq!(next()["result"]["tools"][0]["name"], "create_refund");
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p1", "amount": 5}}}),
+    );
+    assert_eq!(next()["method"], "notifications/message", "the server's notification passes through");
+    let done = next();
+    assert_eq!(done["id"], 3);
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed");
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p2", "amount": 5_000_000}}}),
+    );
+    let denied = next();
+    assert_eq!((denied["id"].as_i64(), denied["error"]["code"].as_i64()), (Some(4), Some(-41001)));
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p1", "amount": 5}}}),
+    );
+    assert_eq!(next()["error"]["code"], -41004, "a duplicate over stdio too");
+    send(&mut input, json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "read_only"}}));
+    assert_eq!(next()["error"]["code"], -32600);
+    // A 2026-07-28 request names its revision in _meta: a result without resultType is then
+    // AMBIGUOUS (the scripted server never sets one), as over HTTP.
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1"}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+    );
+    assert_eq!(next()["method"], "notifications/message");
+    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "ambiguous");
+    // Two calls in flight with one id: the second is refused, nothing sent, its key released.
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "d1", "sleep": true}}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    send(
+        &mut input,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "d2"}}}),
+    );
+    let second = next();
+    assert_eq!(
+        (second["error"]["code"].as_i64(), second["error"]["data"]["error"].as_str()),
+        (Some(-32600), Some("warden.id_in_use")),
+        "{second}"
+    );
+    assert_eq!(second["_meta"]["dev.warden/receipt"]["result"], "failed");
+    assert_eq!(next()["method"], "notifications/message");
+    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "committed", "the first call is unaffected");
+    drop(input);
+    let status = child.wait().expect("the gateway exits when its client goes away");
+    assert!(status.success());
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
+    assert!(stderr.contains("asserted by whoever wrote the launch configuration"), "{stderr}");
+    let seen = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(seen.matches("tools/call").count(), 3, "only the allowed calls reached the server: {seen}");
+    let receipts = warden()
+        .args(["receipts", "--json", "--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("receipts");
+    let receipts: Value = serde_json::from_slice(&receipts.stdout).expect("JSON");
+    assert!(receipts.as_array().expect("array").iter().any(|r| r["principal"]["user"] == "ada"));
+}
+
+#[test]
+fn an_approval_granted_while_the_gateway_was_down_is_consumed_after_a_restart() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let first = gateway(dir.path(), &upstream);
+    let asked = first.call(1, "create_refund", refund("p5", 100_000), "a");
+    let request_id = asked.json()["error"]["data"]["request_id"].as_str().expect("request_id").to_owned();
+    drop(first);
+    let second = gateway(dir.path(), &upstream);
+    let still = second.call(2, "create_refund", refund("p5", 100_000), "a");
+    assert_eq!(still.json()["error"]["data"]["request_id"], request_id.as_str(), "the same request after a restart");
+    drop(second);
+    let granted = warden()
+        .args(["approve", &request_id, "--by", "ops:bob", "--yes"])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("approve");
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    let third = gateway(dir.path(), &upstream);
+    let runs = third.call(3, "create_refund", refund("p5", 100_000), "a");
+    assert_eq!(runs.meta()["result"], "committed", "{}", runs.text);
+    let pending = third.cli(&["pending", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 0, "no second request was made");
+    assert_eq!(upstream.calls(), 1);
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Interop of `warden gateway` with real MCP software: the official Python SDK (mcp 2.3.0) as the
+# client, through the gateway over Streamable HTTP to an official-SDK server, through
+# `warden gateway --stdio` to the same server as a child, and through `--stdio` to the
+# reference server @modelcontextprotocol/server-everything (npm). Opt-in (it installs from PyPI
+# and npm):
+#
+#   cargo build && tests/interop/run.sh
+#
+# Everything goes under target/interop/ (a venv, stores, logs); processes started here are
+# stopped by their pid on exit.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+work="$root/target/interop"
+mkdir -p "$work"
+if [ ! -x "$work/venv/bin/python" ]; then
+  python3 -m venv "$work/venv"
+fi
+"$work/venv/bin/pip" install --quiet "mcp==2.3.0"
+npm install --silent --no-audit --no-fund --prefix "$work/npm" "@modelcontextprotocol/server-everything@2026.8.31"
+export PATH="$root/target/debug:$PATH"
+python="$work/venv/bin/python"
+run="$(mktemp -d "$work/run.XXXXXX")"
+cat > "$run/warden.yaml" <<'YAML'
+schema: warden/v1
+actions:
+  mcp.acme.create_refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - when: { amount_gte: 0, amount_lte: 50000 }
+        decision: allow
+      - when: { amount_gte: 0, amount_lte: 1000000 }
+        decision: approve
+      - decision: deny
+  mcp.acme.read_only:
+    decision: allow
+YAML
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$python" "$root/tests/interop/sdk_server.py" http "$port" >"$run/upstream.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  if "$python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+warden gateway --upstream "http://127.0.0.1:$port/mcp" --alias acme --principal sdk-agent \
+  --listen 127.0.0.1:0 --config "$run/warden.yaml" --store "$run/http.redb" >"$run/gateway.out" 2>"$run/gateway.err" &
+pids+=($!)
+for _ in $(seq 100); do
+  if [ -s "$run/gateway.out" ]; then break; fi
+  sleep 0.1
+done
+url="$(head -1 "$run/gateway.out" | sed 's/^warden gateway: listening on //')"
+echo "== HTTP: SDK client -> warden gateway ($url) -> SDK server"
+"$python" "$root/tests/interop/sdk_client.py" "$url" "$run/http.redb" "$run/warden.yaml"
+echo "== stdio: SDK client -> warden gateway --stdio -> SDK server (child)"
+"$python" "$root/tests/interop/sdk_client.py" stdio "$run/stdio.redb" "$run/warden.yaml" "$root/tests/interop/sdk_server.py" 2>"$run/stdio.err"
+cat > "$run/everything.yaml" <<'YAML'
+schema: warden/v1
+actions:
+  mcp.everything.echo:
+    decision: allow
+  mcp.everything.trigger-elicitation-request:
+    decision: allow
+  mcp.everything.get-sum:
+    effect: "sum:{a}+{b}"
+    rules:
+      - when: { a_lte: 100 }
+        decision: allow
+      - when: { a_lte: 1000 }
+        decision: approve
+      - decision: deny
+YAML
+echo "== stdio: SDK client -> warden gateway --stdio -> @modelcontextprotocol/server-everything"
+"$python" "$root/tests/interop/sdk_everything.py" "$run/everything.redb" "$run/everything.yaml" \
+  "$work/npm/node_modules/.bin/mcp-server-everything" 2>"$run/everything.err"
+echo "interop: all checks passed"
