@@ -17,22 +17,23 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 # The pure deciders, in groups that share their fast test targets: each group is one cargo-mutants
-# run that builds and runs only those targets for each mutant. To add a file (src/kernel/claim.rs
-# once the kernel settles, the authority evaluator when it exists): add it to a group (or a new
-# group with its own targets), run `scripts/mutants.sh FILE`, and either write the tests its
+# run that builds and runs only those targets for each mutant. To add a file: add it to a group
+# (or a new group with its own targets), run `scripts/mutants.sh FILE`, and either write the tests its
 # survivors call for or list the equivalent ones in .cargo/mutants.toml with the reason.
-GROUP_NAMES=(effects json policy sight)
+GROUP_NAMES=(effects json policy sight authority)
 GROUP_FILES=(
-    "src/effect.rs src/approval.rs src/receipt.rs"
+    "src/effect.rs src/approval.rs src/receipt.rs src/kernel/claim.rs"
     "src/canonical.rs src/action.rs src/template.rs"
     "src/policy.rs src/document/conditions.rs"
     "src/sight/confine.rs"
+    "src/authority/pattern.rs src/authority/containment.rs src/authority/evaluate.rs src/authority/chain.rs src/authority/budget.rs"
 )
 GROUP_TESTS=(
     "--lib --test kernel --test chain --test idempotency --test pipeline"
     "--lib --test canonical_props --test vectors --test template_props"
     "--lib --test policy_vectors --test document_load --test document_props"
     "--lib --test sight_confine"
+    "--lib --test authority --test authority_vectors --test authority_props --test authority_budgets"
 )
 read -r -a DECIDERS <<< "${GROUP_FILES[*]}"
 
