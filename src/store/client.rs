@@ -49,7 +49,9 @@ enum Waiting<P: Protocol> {
 
 pub(super) struct Client<P: Protocol> {
     _registered: fork::Registered,
-    writer: Mutex<UnixStream>,
+    /// Shared with the reader thread, which answers the owner's goodbye under this lock: a request
+    /// is either written before the `Bye` (so the owner reads it and answers it) or not at all.
+    writer: Arc<Mutex<UnixStream>>,
     waiting: Arc<Mutex<HashMap<u64, Waiting<P>>>>,
     next_id: AtomicU64,
     /// Set once the connection is unusable (broken, or the owner said goodbye).
@@ -133,12 +135,12 @@ impl<P: Protocol> Client<P> {
             stream.try_clone().map_err(|e| Error::Unavailable(format!("cannot share the store socket: {e}")))?;
         let waiting: Arc<Mutex<HashMap<u64, Waiting<P>>>> = Arc::default();
         let done: Arc<OnceLock<String>> = Arc::default();
+        let writer = Arc::new(Mutex::new(stream));
         let reader = {
             let waiting = waiting.clone();
             let done = done.clone();
             let orphans = orphans.clone();
-            let writer =
-                stream.try_clone().map_err(|e| Error::Unavailable(format!("cannot share the store socket: {e}")))?;
+            let writer = writer.clone();
             std::thread::Builder::new()
                 .name("warden-client".into())
                 .spawn(move || read_loop::<P>(reader_stream, writer, &waiting, &done, &orphans))
@@ -146,7 +148,7 @@ impl<P: Protocol> Client<P> {
         };
         Ok(Some(Client {
             _registered: registered,
-            writer: Mutex::new(stream),
+            writer,
             waiting,
             next_id: AtomicU64::new(1),
             done,
@@ -165,6 +167,10 @@ impl<P: Protocol> Client<P> {
 
     fn send(&self, message: &Up<P::Write, P::Read>) -> std::result::Result<(), String> {
         let mut writer = self.writer.lock().map_err(|_| "the store socket's lock was poisoned".to_owned())?;
+        if let Some(reason) = self.done.get() {
+            // The owner said goodbye (or the connection broke) before this request went out.
+            return Err(reason.clone());
+        }
         wire::send(&mut *writer, message).map_err(|error| {
             let text = error.to_string();
             let _ = self.done.set(text.clone());
@@ -285,13 +291,12 @@ impl<P: Protocol> Drop for Client<P> {
 
 fn read_loop<P: Protocol>(
     mut stream: UnixStream,
-    mut writer: UnixStream,
+    writer: Arc<Mutex<UnixStream>>,
     waiting: &Mutex<HashMap<u64, Waiting<P>>>,
     done: &OnceLock<String>,
     orphans: &Mutex<Vec<(P::Write, Option<Micros>)>>,
 ) {
     let _registered = fork::Registered::new(stream.as_raw_fd());
-    let _registered_writer = fork::Registered::new(writer.as_raw_fd());
     let reason = loop {
         let message: DownOf<P> = match wire::receive(&mut stream) {
             Ok(Some(message)) => message,
@@ -325,9 +330,14 @@ fn read_loop<P: Protocol>(
                 }
             }
             Down::Goodbye => {
-                let _ = done.set("the store's owner process is handing the store over".into());
-                let bye: Up<P::Write, P::Read> = Up::Bye;
-                let _ = wire::send(&mut writer, &bye);
+                // Under the writer's lock: no request can follow the `Bye` on the wire.
+                if let Ok(mut writer) = writer.lock() {
+                    let _ = done.set("the store's owner process is handing the store over".into());
+                    let bye: Up<P::Write, P::Read> = Up::Bye;
+                    let _ = wire::send(&mut *writer, &bye);
+                } else {
+                    let _ = done.set("the store socket's lock was poisoned".into());
+                }
             }
             Down::Welcome { .. } | Down::Refused { .. } => {}
         }

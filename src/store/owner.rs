@@ -271,6 +271,13 @@ impl Server {
         let deadline = Instant::now() + wait.min(Duration::from_secs(5));
         let threads: Vec<JoinHandle<()>> =
             self.connections.threads.lock().map(|mut threads| threads.drain(..).collect()).unwrap_or_default();
+        // Each peer answers the goodbye with `Bye` (its connection thread then ends); a request it
+        // sent before reading the goodbye is answered `Moved` meanwhile. Closing a connection
+        // before that would drop those requests unread, which the peer sees as a reset: an answer
+        // lost, where `Moved` tells it to send the request to the next owner.
+        while !threads.iter().all(JoinHandle::is_finished) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         for connection in &live {
             let mut count = match connection.in_flight.lock() {
                 Ok(count) => count,
