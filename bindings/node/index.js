@@ -202,16 +202,19 @@ function messageOf(thrown) {
 }
 
 /**
- * The committed result: the value as JSON, or {"repr": …} when it is not JSON. A large value
- * is written in steps between turns of the event loop, and comes back as Buffers that the
- * addon joins on the thread pool (a 50 MB result never holds the loop for its whole length).
+ * Commit a result: the library is handed its JSON, or (a value with no JSON form) its
+ * util.inspect text, and stores either by its own rule, never refusing a success. A large
+ * value is written in steps between turns of the event loop, and comes back as Buffers that
+ * the addon joins on the thread pool (a 50 MB result never holds the loop for its whole length).
  */
-async function resultJson(value) {
+async function commitResult(permit, value) {
+  let encoded;
   try {
-    return await json.stringifyInSteps(value === undefined ? null : value);
+    encoded = await json.stringifyInSteps(value === undefined ? null : value);
   } catch {
-    return reprJson(value);
+    return invoke(() => permit.commitText(inspectText(value)));
   }
+  return invoke(() => (typeof encoded === 'string' ? permit.commit(encoded) : permit.commitPieces(encoded)));
 }
 
 /** Whether a thrown value is a NotExecuted, never throwing itself (a Proxy's trap may). */
@@ -223,16 +226,13 @@ function isNotExecuted(thrown) {
   }
 }
 
-/** {"repr": "<inspection>"}: what is stored for a result that cannot be stored as itself. */
-function reprJson(value) {
-  let text;
+/** The text form of a result with no JSON form. */
+function inspectText(value) {
   try {
-    text = util.inspect(value, { depth: 2, breakLength: Infinity });
+    return util.inspect(value, { depth: 2, breakLength: Infinity });
   } catch (error) {
-    text = `<a value whose inspection threw ${error?.name ?? 'an error'}>`;
+    return `<a value whose inspection threw ${error?.name ?? 'an error'}>`;
   }
-  if (text.length > 10_000) text = `${text.slice(0, 9_999)}…`;
-  return json.stringify({ repr: text });
 }
 
 function optionalCount(what, value, fallback) {
@@ -743,15 +743,8 @@ async function runPermitted(permit, fn) {
       await invoke(() => report.call(permit, messageOf(error))).catch(() => {});
       throw error;
     }
-    // It ran: the record says COMMITTED even when the library cannot store the result itself
-    // (not JSON, nested too deep), which leaves the permit unfinished for a second try.
-    try {
-      const encoded = await resultJson(result);
-      await invoke(() => (typeof encoded === 'string' ? permit.commit(encoded) : permit.commitPieces(encoded)));
-    } catch (error) {
-      if (!(error instanceof InvalidInput)) throw error;
-      await invoke(() => permit.commit(reprJson(result)));
-    }
+    // It ran: COMMITTED, whatever the result is (the library stores it, as itself or marked).
+    await commitResult(permit, result);
     return result;
   } finally {
     permit.release();

@@ -125,6 +125,13 @@ extern "C" {
         len: usize,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_permit_commit_text(
+        permit: *mut WardenPermit,
+        text: *const u8,
+        len: usize,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_permit_cancel(permit: *mut WardenPermit, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_not_executed(
         permit: *mut WardenPermit,
         msg: *const u8,

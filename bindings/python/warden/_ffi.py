@@ -108,6 +108,8 @@ SIGNATURES: dict[str, Signature] = {
     "warden_flush": (_result, (_handle, _buf_p)),
     "warden_permit_info": (_result, (_permit, _buf_p, _buf_p)),
     "warden_permit_commit": (_result, (_permit, _bytes, _len, _buf_p)),
+    "warden_permit_commit_text": (_result, (_permit, _bytes, _len, _buf_p)),
+    "warden_permit_cancel": (_result, (_permit, _buf_p)),
     "warden_permit_not_executed": (_result, (_permit, _bytes, _len, _buf_p)),
     "warden_permit_ambiguous": (_result, (_permit, _bytes, _len, _buf_p)),
     "warden_permit_extend_lease": (_result, (_permit, c_uint64, _buf_p)),

@@ -59,6 +59,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 CredentialProvider = Callable[[str], Union[str, None]]
 
 _COMMIT = "warden_permit_commit"
+_COMMIT_TEXT = "warden_permit_commit_text"
+_CANCEL = "warden_permit_cancel"
 _NOT_EXECUTED = "warden_permit_not_executed"
 _AMBIGUOUS = "warden_permit_ambiguous"
 
@@ -155,16 +157,17 @@ def _describe(exc: BaseException) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-def _result_json(value: Any) -> bytes:
-    """The committed result: the value as JSON, or `{"repr": repr(value)}` when it is not JSON."""
+def _result_payload(value: Any) -> tuple[str, bytes]:
+    """What the library is handed for a result: its JSON, or (no JSON form) its repr as text.
+    The library decides how it is stored and never refuses it."""
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        return _COMMIT, json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except (TypeError, ValueError, RecursionError):
         try:
             text = repr(value)
-        except Exception as exc:  # a broken __repr__ must not lose the commit
+        except BaseException as exc:  # noqa: BLE001 - a broken __repr__ must not lose the commit
             text = f"<{type(value).__qualname__} whose repr raised {type(exc).__qualname__}>"
-        return json.dumps({"repr": text}, ensure_ascii=False).encode("utf-8", "replace")
+        return _COMMIT_TEXT, text.encode("utf-8", "replace")
 
 
 # ---- the permit --------------------------------------------------------------------------------
@@ -249,8 +252,13 @@ class Permit:
     # -- outcomes --
 
     def commit(self, result: Any = None) -> None:
-        """The call succeeded: COMMITTED, with `result` (JSON, or its repr) stored."""
-        self._report(_COMMIT, _result_json(result))
+        """The call succeeded: COMMITTED, with `result` stored (as itself when it is canonical
+        JSON within the library's bounds, else in the library's marked form)."""
+        self._report(*_result_payload(result))
+
+    def cancel(self) -> None:
+        """The function will not run (its caller left): NOT_EXECUTED, with the library's message."""
+        self._report(_CANCEL, None)
 
     def not_executed(self, message: str) -> None:
         """The remote side provably did nothing: FAILED, and a retry may run as the next attempt."""
@@ -269,11 +277,11 @@ class Permit:
             self._lib.call("warden_permit_extend_lease", pointer, lease_ms)
         return self.refresh().get("lease_expires_at")
 
-    def _report(self, function: str, payload: bytes) -> None:
+    def _report(self, function: str, payload: bytes | None) -> None:
         with self._held() as pointer:
-            self._lib.call(function, pointer, *_ffi.arg(payload))
+            self._lib.call(function, pointer, *(() if payload is None else _ffi.arg(payload)))
 
-    def _finish(self, function: str, payload: bytes, quiet: bool) -> None:
+    def _finish(self, function: str, payload: bytes | None, quiet: bool) -> None:
         """Report an outcome, then release; `quiet` logs a failed report instead of raising."""
         try:
             self._report(function, payload)
@@ -463,8 +471,6 @@ def _swallow_result(job: asyncio.Future[Any]) -> None:
         job.exception()
 
 
-_CANCELLED_BEFORE_RUN = b"the caller was cancelled before the protected function ran"
-
 
 class _Handoff:
     """A permit on its way from the worker thread that proposed it to the task awaiting it.
@@ -505,7 +511,7 @@ class _Handoff:
 
 
 def _finish_unused(permit: Permit) -> None:
-    permit._finish(_NOT_EXECUTED, _CANCELLED_BEFORE_RUN, True)
+    permit._finish(_CANCEL, None, True)
 
 
 # ---- sights: cancellation and the credential callback ---------------------------------------
@@ -1070,7 +1076,7 @@ class Warden:
                 raise
             finally:
                 _PERMIT.reset(token)
-            permit._finish(_COMMIT, _result_json(result), False)
+            permit._finish(*_result_payload(result), False)
             return result
 
         return wrapper
@@ -1104,7 +1110,7 @@ class Warden:
                 raise
             finally:
                 _PERMIT.reset(token)
-            await self._finish_async(permit, _COMMIT, _result_json(result), False)
+            await self._finish_async(permit, *_result_payload(result), False)
             return result
 
         return wrapper
