@@ -53,7 +53,7 @@ def test_threads_each_see_their_own_principal(w: warden.Warden) -> None:
         barrier.wait()
         try:
             send("msg-stranger")
-        except warden.Denied as exc:
+        except warden.WardenError as exc:
             errors.append(exc)
 
     threads = [
