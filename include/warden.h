@@ -991,6 +991,25 @@ warden_result warden_events_list(warden_handle *h,
                                  warden_buf *out,
                                  warden_buf *err);
 
+// Returns the library's defaults as JSON, so that a binding never restates them:
+// `{"environment": "production", "list_limit": 100, "from_seq": 1, "after_id": 0, "limits":
+// {"max_request_bytes", "max_name_bytes", "max_arguments_bytes", "max_result_bytes",
+// "max_message_bytes"}, "result_excerpt_bytes", "max_result_depth"}`. `list_limit` is what a
+// binding passes for `limit` when its caller names none (the C list calls take 0 as "no
+// limit"); `limits` are the bounds a handle opened without `{"limits": ...}` enforces.
+//
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `out`); WARDEN_RESULT_PANIC.
+//
+// Thread safety: safe from any thread.
+//
+// # Safety
+// `out` and `err` are NULL or valid for one write.
+warden_result warden_defaults(warden_buf *out, warden_buf *err);
+
 // Returns the canonical form of a JSON document: sorted keys, no whitespace, integers exactly
 // as written, the bytes every Warden and ctrlrun hash is taken over. A float anywhere is
 // refused (INVALID_INPUT, naming its path).

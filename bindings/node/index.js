@@ -185,9 +185,11 @@ function actionHash({ name, arguments: args = {}, principal = null, resource = n
 // ---- the handle -------------------------------------------------------------------------------
 
 const RECONCILE_ANSWERS = new Set(['committed', 'not_executed', 'unknown']);
-// List calls return at most this many records unless asked; a limit of 0 means no limit.
-const DEFAULT_LIMIT = 100;
-const MAX_MESSAGE_CHARS = 1000;
+/**
+ * The library's defaults (`warden_defaults`): list calls return at most `list_limit` records
+ * unless asked (0: no limit), from `from_seq` / `after_id`. Never restated here.
+ */
+const DEFAULTS = Object.freeze(json.parse(native.defaults()));
 
 /** The message an AMBIGUOUS or FAILED outcome records for a thrown value. */
 function messageOf(thrown) {
@@ -198,7 +200,8 @@ function messageOf(thrown) {
   } catch {
     text = 'thrown: a value with no text';
   }
-  return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
+  // The library cuts a long message to its own bound (limits.max_message_bytes) and marks it.
+  return text;
 }
 
 /**
@@ -642,7 +645,7 @@ class Warden {
   /** Effect records in key order, optionally only those in `state`, at most `limit` (0: all). */
   async effects({ state, limit } = {}) {
     if (state !== undefined && state !== null) requireString('state', state);
-    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.effectsList(state ?? undefined, count)));
   }
 
@@ -654,8 +657,8 @@ class Warden {
 
   /** Receipts from sequence number `fromSeq` on, in chain order, at most `limit` (0: all). */
   async receipts({ fromSeq, limit } = {}) {
-    const from = optionalCount('fromSeq', fromSeq, 1);
-    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    const from = optionalCount('fromSeq', fromSeq, DEFAULTS.from_seq);
+    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.receiptsList(from, count)));
   }
 
@@ -666,8 +669,8 @@ class Warden {
 
   /** Events with an id greater than `after`, ascending, at most `limit` (0: all). */
   async events({ after, limit } = {}) {
-    const from = optionalCount('after', after, 0);
-    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    const from = optionalCount('after', after, DEFAULTS.after_id);
+    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.eventsList(from, count)));
   }
 
@@ -760,8 +763,11 @@ module.exports = {
   extendLease,
   actionHash,
   canonical,
+  defaults: () => DEFAULTS,
   parseJson: json.parse,
   stringifyJson: json.stringify,
   ...errors,
 };
 delete module.exports.fromObject;
+delete module.exports.BY_CODE;
+delete module.exports.DEFAULT_REASONS;

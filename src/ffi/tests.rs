@@ -243,7 +243,7 @@ fn every_function_in_the_header_documents_threads_null_and_its_codes() {
             comment.clear();
         }
     }
-    assert_eq!(checked, 56, "the number of functions (53) and callback typedefs (3) in the header changed; check this test still reads them all");
+    assert_eq!(checked, 57, "the number of functions (54) and callback typedefs (3) in the header changed; check this test still reads them all");
 }
 
 #[test]
@@ -1062,4 +1062,20 @@ fn the_precondition_callback_fingerprints_the_request_and_a_changed_state_is_ref
     commit(permit, "null").expect("commit");
     free(permit);
     assert_eq!(wait(&handle, &id, 0).expect("record")["status"], "consumed");
+}
+
+#[test]
+fn the_defaults_cross_the_boundary_as_the_core_defines_them() {
+    let mut out = empty();
+    // SAFETY: out points at a local; err is NULL.
+    assert_eq!(unsafe { warden_defaults(&mut out, ptr::null_mut()) }, WARDEN_RESULT_OK);
+    // SAFETY: out was written on OK with `len` bytes.
+    let text = unsafe { std::slice::from_raw_parts(out.ptr, out.len) }.to_vec();
+    // SAFETY: out came from the library and is freed once.
+    unsafe { warden_buf_free(out) };
+    let defaults: Value = serde_json::from_slice(&text).expect("JSON");
+    assert_eq!(defaults, crate::limits::defaults_json());
+    assert_eq!((defaults["list_limit"].as_u64(), defaults["environment"].as_str()), (Some(100), Some("production")));
+    // SAFETY: NULL out is refused before anything is written.
+    assert_eq!(unsafe { warden_defaults(ptr::null_mut(), ptr::null_mut()) }, WARDEN_RESULT_INVALID_INPUT);
 }

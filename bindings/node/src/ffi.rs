@@ -125,6 +125,7 @@ extern "C" {
         len: usize,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_defaults(out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_commit_text(
         permit: *mut WardenPermit,
         text: *const u8,

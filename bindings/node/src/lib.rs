@@ -34,6 +34,18 @@ pub fn result_name(code: u32) -> String {
     call::result_name(code)
 }
 
+/// The library's defaults as JSON (`warden_defaults`): list limit, first receipt, environment,
+/// limits. `index.js` reads them and never restates them.
+#[napi]
+pub fn defaults() -> napi::Result<String> {
+    let mut out = WardenBuf::empty();
+    let mut err = WardenBuf::empty();
+    // SAFETY: out and err point at locals.
+    let code = unsafe { ffi::warden_defaults(&mut out, &mut err) };
+    check(code, err)?;
+    Ok(take(out))
+}
+
 /// The canonical JSON text of `json`.
 #[napi]
 pub fn canonical(json: String) -> napi::Result<String> {

@@ -107,6 +107,7 @@ SIGNATURES: dict[str, Signature] = {
     "warden_propose_described": (_result, (_handle, _bytes, _len, _out_handle, _buf_p, _buf_p)),
     "warden_flush": (_result, (_handle, _buf_p)),
     "warden_permit_info": (_result, (_permit, _buf_p, _buf_p)),
+    "warden_defaults": (_result, (_buf_p, _buf_p)),
     "warden_permit_commit": (_result, (_permit, _bytes, _len, _buf_p)),
     "warden_permit_commit_text": (_result, (_permit, _bytes, _len, _buf_p)),
     "warden_permit_cancel": (_result, (_permit, _buf_p)),

@@ -42,6 +42,7 @@ __all__ = [
     "CredentialProvider",
     "canonical",
     "action_hash",
+    "defaults",
     "idempotency_token",
     "extend_lease",
 ]
@@ -64,7 +65,19 @@ _CANCEL = "warden_permit_cancel"
 _NOT_EXECUTED = "warden_permit_not_executed"
 _AMBIGUOUS = "warden_permit_ambiguous"
 
-_MAX_MESSAGE_CHARS = 1000
+
+@functools.cache
+def defaults() -> dict[str, Any]:
+    """The library's defaults (`warden_defaults`): `environment`, `list_limit`, `from_seq`,
+    `after_id`, `limits`, ... The binding reads them here and never restates them."""
+    value = _loads(_ffi.library().call_out("warden_defaults"))
+    if not isinstance(value, dict):
+        raise InvalidInput("warden_defaults returned something other than a JSON object")
+    return value
+
+
+def _or_default(value: int | None, name: str) -> int:
+    return defaults()[name] if value is None else value
 
 
 # ---- JSON across the boundary -----------------------------------------------------------------
@@ -152,8 +165,7 @@ def _describe(exc: BaseException) -> bytes:
         except Exception:
             detail = ""
         text = f"{type(exc).__qualname__}: {detail}" if detail else type(exc).__qualname__
-    if len(text) > _MAX_MESSAGE_CHARS:
-        text = text[: _MAX_MESSAGE_CHARS - 1] + "…"
+    # The library cuts a long message to its own bound (limits.max_message_bytes) and marks it.
     return text.encode("utf-8", "replace")
 
 
@@ -1348,23 +1360,25 @@ class Warden:
             data = self._lib.call_out("warden_effect_get", handle, *_ffi.arg(_text(effect_key, "effect key")))
         return _maybe_record(data)
 
-    def effects(self, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """Effect records, optionally only those in `state`, at most `limit`."""
+    def effects(self, state: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Effect records, optionally only those in `state`, at most `limit` (default: the
+        library's `list_limit`; 0: all)."""
         with self._using() as handle:
             data = self._lib.call_out(
                 "warden_effects_list",
                 handle,
                 *_ffi.arg(_optional_text(state, "effects(state=...)")),
-                _count(limit, "limit"),
+                _count(_or_default(limit, "list_limit"), "limit"),
             )
         return _records(data)
 
-    def receipts(self, from_seq: int = 1, limit: int = 100) -> list[dict[str, Any]]:
-        """Receipts from sequence number `from_seq`, at most `limit`."""
+    def receipts(self, from_seq: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Receipts from sequence number `from_seq` (default: the first), at most `limit`
+        (default: the library's `list_limit`; 0: all)."""
+        first = _count(_or_default(from_seq, "from_seq"), "from_seq")
+        count = _count(_or_default(limit, "list_limit"), "limit")
         with self._using() as handle:
-            data = self._lib.call_out(
-                "warden_receipts_list", handle, _count(from_seq, "from_seq"), _count(limit, "limit")
-            )
+            data = self._lib.call_out("warden_receipts_list", handle, first, count)
         return _records(data)
 
     def verify_chain(self) -> dict[str, Any]:
@@ -1372,10 +1386,13 @@ class Warden:
         with self._using() as handle:
             return _record(self._lib.call_out("warden_chain_verify", handle))
 
-    def events(self, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
-        """Events with an id greater than `after`, at most `limit`."""
+    def events(self, after: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Events with an id greater than `after` (default: from the first), at most `limit`
+        (default: the library's `list_limit`; 0: all)."""
+        first = _count(_or_default(after, "after_id"), "after")
+        count = _count(_or_default(limit, "list_limit"), "limit")
         with self._using() as handle:
-            data = self._lib.call_out("warden_events_list", handle, _count(after, "after"), _count(limit, "limit"))
+            data = self._lib.call_out("warden_events_list", handle, first, count)
         return _records(data)
 
 
@@ -1595,15 +1612,17 @@ def action_hash(
     agent: str,
     user: str | None = None,
     resource: str | None = None,
-    environment: str = "production",
+    environment: str | None = None,
 ) -> str:
-    """The action hash (`sha256:…`) the kernel computes for this action."""
-    action = {
+    """The action hash (`sha256:…`) the kernel computes for this action (`environment`
+    absent: the library's default)."""
+    action: dict[str, Any] = {
         "name": name,
         "arguments": arguments,
         "principal": {"agent": agent, "user": user},
         "resource": resource,
-        "environment": environment,
     }
+    if environment is not None:
+        action["environment"] = environment
     data = _ffi.library().call_out("warden_action_hash", *_ffi.arg(_dumps(action, "the action")))
     return data.decode("utf-8")
