@@ -40,16 +40,14 @@ function loadNative() {
   return addon;
 }
 
-/** A native failure carries the C error object as its message; make it a WardenError. */
+/**
+ * A native failure is a structured error: `code` is the C constant's name and `fields` the
+ * library's error object; make it the matching WardenError.
+ */
 function translate(error) {
-  if (!(error instanceof Error) || error instanceof WardenError || error.code !== 'GenericFailure') return error;
-  let fields;
-  try {
-    fields = json.parse(error.message);
-  } catch {
-    return error;
-  }
-  if (fields === null || typeof fields !== 'object' || typeof fields.code !== 'string' || !fields.code.startsWith('WARDEN_RESULT_')) {
+  if (error instanceof WardenError || error === null || typeof error !== 'object') return error;
+  const { code, fields } = error;
+  if (typeof code !== 'string' || !code.startsWith('WARDEN_RESULT_') || fields === null || typeof fields !== 'object') {
     return error;
   }
   return fromObject(fields);

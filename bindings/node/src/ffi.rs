@@ -10,7 +10,6 @@ use std::os::raw::{c_char, c_void};
 pub type WardenResult = u32;
 
 pub const WARDEN_RESULT_OK: WardenResult = 0;
-pub const WARDEN_RESULT_INVALID_INPUT: WardenResult = 200;
 // 110 WARDEN_RESULT_OUT_OF_WINDOW and 203 WARDEN_RESULT_FETCH carry the sight code as their
 // error object's `reason`; the addon passes them through by name like every other code.
 

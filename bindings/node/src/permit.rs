@@ -11,7 +11,7 @@ use napi::bindgen_prelude::{AsyncTask, Buffer};
 use napi::{Env, Task};
 use napi_derive::napi;
 
-use crate::call::{bytes, check, take, unsigned, CallResult, Failure};
+use crate::call::{bytes, check, structured, take, unsigned, CallResult, Failure};
 use crate::ffi::{self, WardenBuf, WardenPermit};
 use crate::handle::HandlePtr;
 
@@ -216,6 +216,10 @@ impl Task for Report {
     fn resolve(&mut self, _env: Env, _output: ()) -> napi::Result<()> {
         Ok(())
     }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<()> {
+        Err(structured(&env, err))
+    }
 }
 
 pub struct ExtendLease {
@@ -240,5 +244,9 @@ impl Task for ExtendLease {
 
     fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
         Ok(output)
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<String> {
+        Err(structured(&env, err))
     }
 }

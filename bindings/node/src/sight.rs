@@ -85,11 +85,12 @@ pub struct Cancel {
 #[napi]
 impl Cancel {
     #[napi(constructor)]
-    pub fn new() -> napi::Result<Cancel> {
+    pub fn new(env: napi::Env) -> napi::Result<Cancel> {
         // SAFETY: no arguments; NULL only if the library panicked.
         let token = unsafe { ffi::warden_cancel_new() };
         if token.is_null() {
-            return Err(Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_cancel_new returned NULL").into());
+            let failure = Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_cancel_new returned NULL");
+            return Err(crate::call::structured(&env, failure.into()));
         }
         let state = CancelState { token, watch: Mutex::new((false, None)), aborted_credential: AtomicBool::new(false) };
         Ok(Cancel { state: Arc::new(state) })
