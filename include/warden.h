@@ -339,6 +339,10 @@ warden_result warden_flush(const warden_handle *h, warden_buf *err);
 //   call; when the policy says `approve` its fingerprint is kept with a new request, and a
 //   presented approval is spent only when the fingerprint is the same (else
 //   WARDEN_RESULT_APPROVAL_MISMATCH, reason `precondition_changed`, the approval stays granted).
+//   `reconciled`: `{"effect_key", "answer"}`, the host's reconcile hook's answer after this
+//   request was refused AMBIGUOUS on `effect_key` (an effect of this action): `committed` or
+//   `not_executed` resolves it and the proposal goes on (the retry, once); `unknown` is
+//   recorded and WARDEN_RESULT_AMBIGUOUS comes back. The one rule both bindings use.
 // - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 //   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 //   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).

@@ -182,7 +182,6 @@ function actionHash({ name, arguments: args = {}, principal = null, resource = n
 
 // ---- the handle -------------------------------------------------------------------------------
 
-const RECONCILE_ANSWERS = new Set(['committed', 'not_executed', 'unknown']);
 /**
  * The library's defaults (`warden_defaults`): list calls return at most `list_limit` records
  * unless asked (0: no limit), from `from_seq` / `after_id`. Never restated here.
@@ -703,13 +702,9 @@ async function proposeRecovering(handle, request, { reconcile, waitMs, precondit
     return await propose(request);
   } catch (error) {
     if (error instanceof Ambiguous && reconcile && error.effectKey) {
+      // The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
       const answer = await reconcile(error.effectKey);
-      if (!RECONCILE_ANSWERS.has(answer)) {
-        throw new TypeError(`reconcile must answer "committed", "not_executed" or "unknown", not ${String(answer)}`);
-      }
-      await invoke(() => handle.reconcile(error.effectKey, request.name, answer));
-      if (answer === 'unknown') throw error;
-      return propose(request);
+      return propose({ ...request, reconciled: { effect_key: error.effectKey, answer: answer ?? null } });
     }
     if (error instanceof ApprovalRequired && waitMs > 0 && error.requestId) {
       // The library waits, judged by its own clock; an answered request is presented (a

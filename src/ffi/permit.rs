@@ -80,7 +80,7 @@ unsafe fn with_permit(
     unsafe { fallible(err, work) }
 }
 
-const REQUEST_FIELDS: [&str; 11] = [
+const REQUEST_FIELDS: [&str; 12] = [
     "name",
     "arguments",
     "principal",
@@ -92,6 +92,7 @@ const REQUEST_FIELDS: [&str; 11] = [
     "hop",
     "identity",
     "precondition",
+    "reconciled",
 ];
 
 /// Runs the full pipeline for one request under the handle's document: principal, authority,
@@ -112,6 +113,10 @@ const REQUEST_FIELDS: [&str; 11] = [
 ///   call; when the policy says `approve` its fingerprint is kept with a new request, and a
 ///   presented approval is spent only when the fingerprint is the same (else
 ///   WARDEN_RESULT_APPROVAL_MISMATCH, reason `precondition_changed`, the approval stays granted).
+///   `reconciled`: `{"effect_key", "answer"}`, the host's reconcile hook's answer after this
+///   request was refused AMBIGUOUS on `effect_key` (an effect of this action): `committed` or
+///   `not_executed` resolves it and the proposal goes on (the retry, once); `unknown` is
+///   recorded and WARDEN_RESULT_AMBIGUOUS comes back. The one rule both bindings use.
 /// - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 ///   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 ///   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
@@ -209,7 +214,11 @@ pub(super) unsafe fn propose(
             identity: super::approval_hooks::identity(&fields)?,
             precondition: super::approval_hooks::precondition(&fields, precondition)?,
         };
-        let permit = handle.warden()?.submit(&action_request)?;
+        let warden = handle.warden()?;
+        if let Some(reconciled) = fields.get("reconciled") {
+            apply_reconciled(&handle.kernel, reconciled, action_request.name)?;
+        }
+        let permit = warden.submit(&action_request)?;
         let boxed = warden_permit {
             info: info_of(&permit),
             permit: Some(permit),
@@ -226,6 +235,45 @@ pub(super) unsafe fn propose(
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
     unsafe { with_handle(h, err, work) }
+}
+
+/// The second step of propose → AMBIGUOUS → ask the reconcile hook → propose once more: the
+/// request's `reconciled: {"effect_key", "answer"}` is the hook's answer about the key the
+/// first proposal was refused on. `committed` and `not_executed` resolve it (resolver
+/// `reconcile:<action>`) and this proposal goes on; `unknown` is recorded and the AMBIGUOUS
+/// refusal stands. The key must hold an effect of this very action.
+fn apply_reconciled(kernel: &Kernel, reconciled: &Value, action: &str) -> Result<(), Error> {
+    let shape = || {
+        Error::InvalidInput(
+            "request.reconciled must be {\"effect_key\": str, \"answer\": \"committed\"|\"not_executed\"|\"unknown\"}"
+                .into(),
+        )
+    };
+    let map = reconciled.as_object().filter(|map| map.len() == 2).ok_or_else(shape)?;
+    let key = map.get("effect_key").and_then(Value::as_str).ok_or_else(shape)?;
+    let answer = map.get("answer").and_then(Value::as_str).ok_or_else(shape)?;
+    let answer = crate::kernel::ReconcileAnswer::parse(answer).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "a reconcile hook answers committed, not_executed or unknown, not {}",
+            serde_json::Value::String(answer.chars().take(64).collect())
+        ))
+    })?;
+    let record = kernel.effect(key)?.ok_or_else(|| Error::NotFound(format!("no effect {key:?} to reconcile")))?;
+    if record.action_name != action {
+        return Err(Error::InvalidInput(format!(
+            "request.reconciled names effect {key:?} of {}, not of this action",
+            record.action_name
+        )));
+    }
+    kernel.reconcile(key, action, answer)?;
+    match answer {
+        crate::kernel::ReconcileAnswer::Unknown => Err(Error::Ambiguous {
+            effect_key: key.to_owned(),
+            action_id: record.action_id,
+            detail: "the reconcile hook answered unknown".into(),
+        }),
+        crate::kernel::ReconcileAnswer::Committed | crate::kernel::ReconcileAnswer::NotExecuted => Ok(()),
+    }
 }
 
 /// Describes a permit as JSON: `{"action_id", "action", "action_hash", "effect_key",

@@ -1079,3 +1079,32 @@ fn the_defaults_cross_the_boundary_as_the_core_defines_them() {
     // SAFETY: NULL out is refused before anything is written.
     assert_eq!(unsafe { warden_defaults(ptr::null_mut(), ptr::null_mut()) }, WARDEN_RESULT_INVALID_INPUT);
 }
+
+#[test]
+fn a_reconciled_proposal_applies_the_hooks_answer_then_proposes_once() {
+    let handle = open(Some(POLICY));
+    let key = "refund:pay_rr";
+    free(propose(&handle, &refund("pay_rr", 100)).expect("allowed")); // freed unfinished: AMBIGUOUS
+    let refused = propose(&handle, &refund("pay_rr", 100)).expect_err("ambiguous");
+    assert_eq!((refused.code, refused.error["effect_key"].as_str()), (WARDEN_RESULT_AMBIGUOUS, Some(key)));
+    let answered = |answer: &str| {
+        let mut request = refund("pay_rr", 100);
+        request["reconciled"] = json!({"effect_key": key, "answer": answer});
+        propose(&handle, &request)
+    };
+    // unknown: recorded, and the refusal stands.
+    let unknown = answered("unknown").expect_err("still ambiguous");
+    assert_eq!((unknown.code, unknown.error["effect_key"].as_str()), (WARDEN_RESULT_AMBIGUOUS, Some(key)));
+    assert_eq!(answered("maybe").expect_err("bad answer").code, WARDEN_RESULT_INVALID_INPUT);
+    // Another action's key is refused and changes nothing.
+    let mut other = json!({"name": "customer.read", "arguments": {"id": 1}, "principal": {"agent": "a"}});
+    other["reconciled"] = json!({"effect_key": key, "answer": "not_executed"});
+    assert_eq!(propose(&handle, &other).expect_err("not its key").code, WARDEN_RESULT_INVALID_INPUT);
+    assert_eq!(effect(&handle, key)["state"], "ambiguous");
+    // not_executed: resolved FAILED, and this very call is the retry (attempt 2).
+    let permit = answered("not_executed").expect("the retry runs");
+    assert_eq!(info(permit)["attempt"], 2);
+    commit(permit, "null").expect("committed");
+    free(permit);
+    assert_eq!(effect(&handle, key)["resolved_by"], serde_json::Value::Null);
+}

@@ -133,6 +133,23 @@ test('reconcile answering unknown leaves the refusal standing', async (t) => {
   assert.equal(calls, 1);
 });
 
+test('a reconcile answer the library does not know is InvalidInput and moves nothing', async (t) => {
+  const { w } = open(t);
+  let calls = 0;
+  const flaky = w.protect(
+    'ledger.write',
+    async () => {
+      calls += 1;
+      throw new Error('lost reply');
+    },
+    { reconcile: () => 'maybe' },
+  );
+  await assert.rejects(ada(() => flaky({ entry: 'e6' })), /lost reply/);
+  await assert.rejects(ada(() => flaky({ entry: 'e6' })), warden.InvalidInput);
+  assert.equal((await w.effect('ledger:e6')).state, 'ambiguous');
+  assert.equal(calls, 1);
+});
+
 test('reconcile answering committed turns the retry into a duplicate', async (t) => {
   const { w } = open(t);
   const flaky = w.protect(

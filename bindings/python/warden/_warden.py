@@ -169,6 +169,11 @@ def _describe(exc: BaseException) -> bytes:
     return text.encode("utf-8", "replace")
 
 
+def _reconciled(request: bytes, effect_key: str, answer: Any) -> bytes:
+    """The request again, with the reconcile hook's answer for the library to apply."""
+    return _dumps({**json.loads(request), "reconciled": {"effect_key": effect_key, "answer": answer}}, "the answer")
+
+
 def _result_payload(value: Any) -> tuple[str, bytes]:
     """What the library is handed for a result: its JSON, or (no JSON form) its repr as text.
     The library decides how it is stored and never refuses it."""
@@ -846,20 +851,6 @@ class Warden:
         with self._using() as handle:
             self._lib.call("warden_flush", handle)
 
-    def _reconcile(self, effect_key: str, name: str, answer: ReconcileAnswer) -> None:
-        if not isinstance(answer, str):
-            raise InvalidInput(
-                f"a reconcile hook answers 'committed', 'not_executed' or 'unknown', not {answer!r}"
-            )
-        with self._using() as handle:
-            self._lib.call(
-                "warden_effect_reconcile",
-                handle,
-                *_ffi.arg(_text(effect_key, "effect key")),
-                *_ffi.arg(_text(name, "action name")),
-                *_ffi.arg(_text(answer, "reconcile answer")),
-            )
-
     def propose(self, name: str, arguments: dict[str, Any] | None = None, *, lease: float | None = None) -> Permit:
         """Propose one action with the current principal and approval; the permit, or a refusal.
 
@@ -883,10 +874,9 @@ class Warden:
             answer = reconcile(refusal.effect_key)
             if inspect.isawaitable(answer):
                 raise InvalidInput("an async reconcile hook needs an async protected function") from None
-            self._reconcile(refusal.effect_key, name, answer)
-            if answer == "unknown":
-                raise
-        return self._propose(request) if precondition is None else self._propose(request, precondition)
+            # The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
+            again = _reconciled(request, refusal.effect_key, answer)
+        return self._propose(again) if precondition is None else self._propose(again, precondition)
 
     def _acquire(
         self,
@@ -971,10 +961,8 @@ class Warden:
                 answer = await asyncio.to_thread(reconcile, key)
                 if inspect.isawaitable(answer):
                     answer = await answer
-            await asyncio.to_thread(self._reconcile, key, name, answer)
-            if answer == "unknown":
-                raise
-        return await self._propose_async(request, precondition)
+            again = _reconciled(request, key, answer)
+        return await self._propose_async(again, precondition)
 
     async def _acquire_async(
         self,
