@@ -1322,6 +1322,40 @@ warden_result warden_sight_query(const warden_handle *h,
                                  warden_buf *out,
                                  warden_buf *err);
 
+// Runs one tool call an LLM made against `warden_sight_tool_schema`, its arguments as the
+// model sent them: `warden_sources` (no arguments), `warden_query`, `warden_history` or
+// `warden_diff`. The arguments go to the call unchanged, so a key the schema does not declare
+// (`url`, `headers`, …) is refused with WARDEN_RESULT_OUT_OF_WINDOW before any I/O. The one
+// dispatch every binding uses.
+//
+// - `h`: a handle opened with a configuration. Required.
+// - `name`, `name_len`: the tool's name, UTF-8. Required.
+// - `arguments_json`, `len`: the call's input object, UTF-8 JSON. Optional: (NULL, 0) is `{}`.
+// - `cancel`: NULL, or a token another thread may trigger to abort a `warden_query`.
+// - `out`: receives the tool's answer (as the matching `warden_sight_*` call returns it) on
+//   WARDEN_RESULT_OK only. Required. Free with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; the codes of the matching call (WARDEN_RESULT_OUT_OF_WINDOW,
+// WARDEN_RESULT_FETCH, WARDEN_RESULT_NOT_FOUND, WARDEN_RESULT_CONFIG, WARDEN_RESULT_STORE);
+// WARDEN_RESULT_INVALID_INPUT (not a Warden tool, bad JSON); WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle. A `warden_query` blocks as
+// `warden_sight_query` does.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `cancel` is NULL or a live token; `out` and `err` are NULL or valid for one write.
+warden_result warden_sight_call_tool(const warden_handle *h,
+                                     const uint8_t *name,
+                                     size_t name_len,
+                                     const uint8_t *arguments_json,
+                                     size_t len,
+                                     const warden_cancel *cancel,
+                                     warden_buf *out,
+                                     warden_buf *err);
+
 // Returns one page of snapshots, newest first: `{"source", "endpoint", "params"?,
 // "snapshots": [result + "params"…], "hasMore", "nextCursor"?}`.
 //

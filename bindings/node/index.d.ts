@@ -363,6 +363,8 @@ export declare class Warden {
   sources(): SightCatalog;
   /** The four tool definitions: `warden_sources`, `warden_query`, `warden_history`, `warden_diff`. */
   toolSchema(): SightTool[];
+  /** Run one tool call an LLM made against `toolSchema()`, its arguments as sent (the library dispatches and confines it). */
+  callTool(name: string, args?: unknown, options?: { signal?: AbortSignal }): Promise<JsonValue>;
   /** Resolve credentials with `provider`; `null` restores the default (environment, or `credentialsDir`). */
   setCredentialProvider(provider: CredentialProvider | null): void;
 }

@@ -272,6 +272,33 @@ function abortedError() {
   });
 }
 
+/**
+ * Run a native sight call, aborted by `signal`: the library checks its token before connecting
+ * and between reads, so a stalled server would hold the native call until the source's
+ * timeout_ms: the promise settles at the abort instead, and the native call's own outcome is
+ * dropped. The token is freed by the addon only once the native call has returned.
+ */
+async function abortable(signal, call) {
+  if (!signal) return json.parse(await invoke(() => call(undefined)));
+  if (signal.aborted) throw abortedError();
+  const cancel = new native.Cancel();
+  let onAbort;
+  const aborted = new Promise((_, reject) => {
+    onAbort = () => {
+      cancel.trigger();
+      reject(abortedError());
+    };
+  });
+  signal.addEventListener('abort', onAbort, { once: true });
+  const running = invoke(() => call(cancel));
+  running.catch(() => {});
+  try {
+    return json.parse(await Promise.race([running, aborted]));
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
 function isAbortSignal(signal) {
   return signal !== null && typeof signal === 'object' && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function';
 }
@@ -358,28 +385,26 @@ class Warden {
     }
     const text = sightRequest('query', source, endpoint, rest);
     const handle = this.#handle;
-    if (!signal) return json.parse(await invoke(() => handle.sightQuery(text)));
-    if (signal.aborted) throw abortedError();
-    // The library checks its token before connecting and between reads, so a stalled server
-    // would hold the native call until the source's timeout_ms: the promise settles at the
-    // abort instead, and the native call's own outcome is dropped. The token is freed by the
-    // addon only once the native call has returned (and this object is collected).
-    const cancel = new native.Cancel();
-    let onAbort;
-    const aborted = new Promise((_, reject) => {
-      onAbort = () => {
-        cancel.trigger();
-        reject(abortedError());
-      };
-    });
-    signal.addEventListener('abort', onAbort, { once: true });
-    const running = invoke(() => handle.sightQuery(text, cancel));
-    running.catch(() => {});
-    try {
-      return json.parse(await Promise.race([running, aborted]));
-    } finally {
-      signal.removeEventListener('abort', onAbort);
+    return abortable(signal, (cancel) => handle.sightQuery(text, cancel));
+  }
+
+  /**
+   * Run one tool call an LLM made against `toolSchema()`, its arguments as the model sent
+   * them (`undefined`/`null` is `{}`): the library dispatches it, so a key the schema does not
+   * declare is refused there (OutOfWindow) before any I/O. `signal` aborts a `warden_query`.
+   * @param {string} name `warden_sources`, `warden_query`, `warden_history` or `warden_diff`
+   * @param {unknown} [args]
+   * @param {{signal?: AbortSignal}} [options]
+   */
+  async callTool(name, args, options) {
+    requireString('callTool(name)', name);
+    const { signal } = namedOptions('callTool', options);
+    if (signal !== undefined && signal !== null && !isAbortSignal(signal)) {
+      throw new TypeError('callTool: signal must be an AbortSignal');
     }
+    const text = dumps(args ?? {}, `the ${name} arguments`);
+    const handle = this.#handle;
+    return abortable(signal, (cancel) => handle.sightCallTool(name, text, cancel));
   }
 
   /**

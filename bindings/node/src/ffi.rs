@@ -323,6 +323,16 @@ extern "C" {
         out: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_sight_call_tool(
+        handle: *const WardenHandle,
+        name: *const u8,
+        name_len: usize,
+        arguments: *const u8,
+        arguments_len: usize,
+        cancel: *const WardenCancel,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
     pub fn warden_sight_query(
         handle: *const WardenHandle,
         query_json: *const u8,

@@ -224,6 +224,17 @@ impl Handle {
         self.sight(SightOp::query(request, cancel))
     }
 
+    /// Run one tool call an LLM made (`warden_sight_call_tool`), abortable through `cancel`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn sight_call_tool(
+        &self,
+        name: String,
+        arguments: String,
+        cancel: Option<&Cancel>,
+    ) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
+        self.sight(SightOp::tool(name, arguments, cancel))
+    }
+
     #[napi(ts_return_type = "Promise<string>")]
     pub fn sight_history(&self, request: String) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
         self.sight(SightOp::History { request })

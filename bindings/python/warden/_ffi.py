@@ -166,6 +166,7 @@ SIGNATURES: dict[str, Signature] = {
     "warden_sight_tool_schema": (_result, (_handle, _buf_p, _buf_p)),
     "warden_sight_query": (_result, (_handle, _bytes, _len, _cancel, _buf_p, _buf_p)),
     "warden_sight_history": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
+    "warden_sight_call_tool": (_result, (_handle, _bytes, _len, _bytes, _len, _cancel, _buf_p, _buf_p)),
     "warden_sight_diff": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
 }
 

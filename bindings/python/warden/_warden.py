@@ -1434,14 +1434,19 @@ class Warden:
                     self._callbacks = self._callbacks[-1:]
 
     def _sight_query(self, request: bytes, cancel: CancelToken | None) -> dict[str, Any]:
+        return self._cancellable("warden_sight_query", (), request, cancel)
+
+    def _cancellable(
+        self, function: str, leading: tuple[Any, ...], request: bytes, cancel: CancelToken | None
+    ) -> dict[str, Any]:
         if cancel is not None and not isinstance(cancel, CancelToken):
             raise InvalidInput(f"cancel= must be a warden.CancelToken or None, not {type(cancel).__name__}")
         with self._using() as handle, self._querying():
             if cancel is None:
-                data = self._lib.call_out("warden_sight_query", handle, *_ffi.arg(request), None)
+                data = self._lib.call_out(function, handle, *leading, *_ffi.arg(request), None)
             else:
                 with cancel._held() as pointer:
-                    data = self._lib.call_out("warden_sight_query", handle, *_ffi.arg(request), pointer)
+                    data = self._lib.call_out(function, handle, *leading, *_ffi.arg(request), pointer)
         return _record(data)
 
     def _sight_call(self, function: str, request: bytes) -> dict[str, Any]:
@@ -1567,22 +1572,8 @@ class Warden:
         is refused there with `OutOfWindow`, before any I/O.
         """
         arguments = {} if arguments is None else arguments
-        if name == "warden_sources":
-            if arguments != {}:
-                raise OutOfWindow(
-                    "warden_sources takes no arguments; nothing was read", reason="invalid_params"
-                )
-            return self.sources()
-        if name == "warden_query":
-            return self._sight_query(_dumps(arguments, "the warden_query arguments"), cancel)
-        if name == "warden_history":
-            return self._sight_call("warden_sight_history", _dumps(arguments, "the warden_history arguments"))
-        if name == "warden_diff":
-            return self._sight_call("warden_sight_diff", _dumps(arguments, "the warden_diff arguments"))
-        raise InvalidInput(
-            f"call_tool({name!r}): not a Warden tool; the tools are warden_sources, warden_query, "
-            "warden_history and warden_diff"
-        )
+        tool = _ffi.arg(_text(name, "call_tool(name)"))
+        return self._cancellable("warden_sight_call_tool", tool, _dumps(arguments, f"the {name} arguments"), cancel)
 
 
 # ---- pure functions ----------------------------------------------------------------------------
