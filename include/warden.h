@@ -998,7 +998,7 @@ warden_result warden_events_list(warden_handle *h,
 // Returns the library's defaults as JSON, so that a binding never restates them:
 // `{"environment": "production", "list_limit": 100, "from_seq": 1, "after_id": 0, "limits":
 // {"max_request_bytes", "max_name_bytes", "max_arguments_bytes", "max_result_bytes",
-// "max_message_bytes"}, "result_excerpt_bytes", "max_result_depth"}`. `list_limit` is what a
+// "max_message_bytes"}, "result_excerpt_bytes", "max_result_depth", "max_wait_ms"}`. `list_limit` is what a
 // binding passes for `limit` when its caller names none (the C list calls take 0 as "no
 // limit"); `limits` are the bounds a handle opened without `{"limits": ...}` enforces.
 //
@@ -1012,7 +1012,8 @@ warden_result warden_events_list(warden_handle *h,
 //
 // # Safety
 // `out` and `err` are NULL or valid for one write.
-warden_result warden_defaults(warden_buf *out, warden_buf *err);
+warden_result warden_defaults(warden_buf *out,
+                              warden_buf *err);
 
 // Returns the canonical form of a JSON document: sorted keys, no whitespace, integers exactly
 // as written, the bytes every Warden and ctrlrun hash is taken over. A float anywhere is

@@ -34,6 +34,7 @@ pub fn defaults_json() -> serde_json::Value {
         "limits": limits,
         "result_excerpt_bytes": crate::effect::RESULT_EXCERPT_BYTES,
         "max_result_depth": crate::canonical::MAX_INPUT_DEPTH,
+        "max_wait_ms": crate::kernel::MAX_WAIT / 1000,
     })
 }
 
@@ -157,6 +158,7 @@ mod tests {
             (&serde_json::json!("production"), &serde_json::json!(100), &serde_json::json!(1), &serde_json::json!(0))
         );
         assert_eq!(defaults["limits"]["max_message_bytes"], 4096);
+        assert_eq!(defaults["max_wait_ms"], 86_400_000);
         assert_eq!(defaults["limits"]["max_result_bytes"], 1024 * 1024);
         assert_eq!(defaults["limits"], serde_json::to_value(Limits::default()).unwrap_or_default());
     }

@@ -400,6 +400,7 @@ export declare function defaults(): Readonly<{
   limits: Readonly<Record<string, number>>;
   result_excerpt_bytes: number;
   max_result_depth: number;
+  max_wait_ms: number;
 }>;
 /** JSON.parse, except integers beyond 2^53 - 1 become `bigint`. */
 export declare function parseJson(text: string): JsonValue;

@@ -734,7 +734,7 @@ async function proposeRecovering(handle, request, { reconcile, waitMs, precondit
     if (error instanceof ApprovalRequired && waitMs > 0 && error.requestId) {
       // The library waits, judged by its own clock; an answered request is presented (a
       // denial then refuses as denied), one still pending or expired keeps this refusal.
-      const waited = Math.min(Math.ceil(waitMs), MAX_WAIT_MS);
+      const waited = Math.min(Math.ceil(waitMs), DEFAULTS.max_wait_ms);
       const record = json.parse(await invoke(() => handle.approvalWait(error.requestId, waited)));
       if (record === null || typeof record !== 'object' || record.status === 'pending' || record.status === 'expired') {
         throw error;
@@ -745,8 +745,6 @@ async function proposeRecovering(handle, request, { reconcile, waitMs, precondit
   }
 }
 
-/** The longest wait the library accepts in one call: a day. */
-const MAX_WAIT_MS = 86_400_000;
 
 /** Run `fn` under a permit and report exactly one outcome. */
 async function runPermitted(permit, fn) {

@@ -12,7 +12,7 @@ use crate::limits::DEFAULT_ENVIRONMENT;
 /// Returns the library's defaults as JSON, so that a binding never restates them:
 /// `{"environment": "production", "list_limit": 100, "from_seq": 1, "after_id": 0, "limits":
 /// {"max_request_bytes", "max_name_bytes", "max_arguments_bytes", "max_result_bytes",
-/// "max_message_bytes"}, "result_excerpt_bytes", "max_result_depth"}`. `list_limit` is what a
+/// "max_message_bytes"}, "result_excerpt_bytes", "max_result_depth", "max_wait_ms"}`. `list_limit` is what a
 /// binding passes for `limit` when its caller names none (the C list calls take 0 as "no
 /// limit"); `limits` are the bounds a handle opened without `{"limits": ...}` enforces.
 ///

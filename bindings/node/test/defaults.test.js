@@ -17,6 +17,7 @@ test('the defaults are the library’s', () => {
   );
   assert.equal(defaults.limits.max_message_bytes, 4096);
   assert.equal(defaults.limits.max_result_bytes, 1024 * 1024);
+  assert.equal(defaults.max_wait_ms, 86_400_000);
 });
 
 test('list calls use the library’s limit when none is given', async (t) => {
@@ -34,7 +35,7 @@ test('the binding restates no default', () => {
   const sources = [path.join(__dirname, '..', 'index.js'), path.join(__dirname, '..', 'lib', 'errors.js')];
   for (const file of sources) {
     const text = fs.readFileSync(file, 'utf8');
-    assert.doesNotMatch(text, /'production'|DEFAULT_LIMIT|MAX_MESSAGE_CHARS/, file);
+    assert.doesNotMatch(text, /'production'|DEFAULT_LIMIT|MAX_MESSAGE_CHARS|MAX_WAIT_MS|86_400_000/, file);
     assert.doesNotMatch(text, /optionalCount\('(limit|fromSeq|after)', \w+, \d/, file);
   }
 });
