@@ -330,7 +330,8 @@ warden_result warden_flush(const warden_handle *h, warden_buf *err);
 //   "resource": str|null, "principal_expires_at_ms": int|null, "task": str|null, "hop":
 //   "dlg_…"|null, "identity": {"issuer": str|null, "claims": {...}}|null, "precondition":
 //   {"state": any}|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
-//   `principal` is refused (DENIED, reason `no_principal`); an unknown field is INVALID_INPUT.
+//   `principal` is a programming error, not a denial: WARDEN_RESULT_INVALID_INPUT with reason
+//   `no_principal`, and nothing is decided or recorded; an unknown field is INVALID_INPUT.
 //   `task` names the unit of work (grants naming `tasks` need a matching one); `hop` is a
 //   delegation id handed over by another agent, which then is the only grant considered.
 //   `identity`: what the host's identity provider verified about the principal, kept with an
@@ -338,6 +339,10 @@ warden_result warden_flush(const warden_handle *h, warden_buf *err);
 //   call; when the policy says `approve` its fingerprint is kept with a new request, and a
 //   presented approval is spent only when the fingerprint is the same (else
 //   WARDEN_RESULT_APPROVAL_MISMATCH, reason `precondition_changed`, the approval stays granted).
+//   `reconciled`: `{"effect_key", "answer"}`, the host's reconcile hook's answer after this
+//   request was refused AMBIGUOUS on `effect_key` (an effect of this action): `committed` or
+//   `not_executed` resolves it and the proposal goes on (the retry, once); `unknown` is
+//   recorded and WARDEN_RESULT_AMBIGUOUS comes back. The one rule both bindings use.
 // - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 //   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 //   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
@@ -407,20 +412,22 @@ warden_result warden_propose_described(warden_handle *h,
 warden_result warden_permit_info(const warden_permit *p, warden_buf *out, warden_buf *err);
 
 // Reports that the executor succeeded: COMMITTED. The permit is spent (even when this returns
-// a refusal or a fault), except when `result_json` is not valid JSON, which leaves it
-// unfinished so that another outcome can still be reported.
+// a refusal or a fault). A success is never refused for its result: whatever bytes are handed
+// over are stored.
 //
 // - `p`: an unfinished permit. Required.
 // - `result_json`, `len`: the executor's result as UTF-8 JSON, stored as evidence outside any
-//   hash. Optional: (NULL, 0) stores null. A result longer than the handle's
-//   `limits.max_result_bytes` (default 1 MiB) is not parsed: it is stored as
-//   `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}` (its first 64 KiB), and
-//   the effect still commits.
+//   hash. Optional: (NULL, 0) stores null. Canonical JSON nested at most 100 deep and at most
+//   the handle's `limits.max_result_bytes` (default 1 MiB) long is stored as itself; anything
+//   else is stored as the marked form `{"warden_result": why, "bytes", "sha256", "excerpt"}`
+//   (the size and SHA-256 of the bytes handed over, and their first 64 KiB as text), `why`
+//   being `truncated` (over the size bound, never parsed), `too_deep`, `not_canonical` (a
+//   float) or `text` (not JSON), and the effect still commits.
 // - `err`: NULL, or receives the error object on failure.
 //
 // Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME (the record moved on first, e.g. the
-// lease lapsed; the outcome was kept as evidence); WARDEN_RESULT_INVALID_INPUT (NULL `p`, bad
-// JSON, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// lease lapsed; the outcome was kept as evidence); WARDEN_RESULT_INVALID_INPUT (NULL `p`, an
+// outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
 // WARDEN_RESULT_POISONED.
 //
 // Thread safety: a permit must not be used from two threads at the same time.
@@ -432,6 +439,28 @@ warden_result warden_permit_commit(warden_permit *p,
                                    const uint8_t *result_json,
                                    size_t len,
                                    warden_buf *err);
+
+// `warden_permit_commit` for a result with no JSON form: `text`, `len` describe it (a Python
+// `repr`, a Node `util.inspect`), and are stored as the marked form with `why` = `text`
+// (`{"warden_result": "text", "bytes", "sha256", "excerpt"}`). The effect commits.
+//
+// - `p`: an unfinished permit. Required.
+// - `text`, `len`: any bytes (UTF-8 expected; others are shown with replacement characters).
+//   Optional: (NULL, 0) stores the marked form of no bytes.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+// an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: a permit must not be used from two threads at the same time.
+//
+// # Safety
+// As for `warden_permit_commit`.
+warden_result warden_permit_commit_text(warden_permit *p,
+                                        const uint8_t *text,
+                                        size_t len,
+                                        warden_buf *err);
 
 // Reports that the executor proved the remote side did nothing: FAILED, and a later attempt
 // may run. The permit is spent (even on a refusal or fault), except when `msg` is not UTF-8.
@@ -453,6 +482,24 @@ warden_result warden_permit_not_executed(warden_permit *p,
                                          const uint8_t *msg,
                                          size_t len,
                                          warden_buf *err);
+
+// Reports that the caller left before the executor started (a cancelled task, an abandoned
+// call): the function never ran, so NOT_EXECUTED (FAILED, and a later attempt may run), with
+// the library's message. The rule for every binding: a permit nobody will use is finished
+// with this, never freed unfinished (which records AMBIGUOUS). The permit is spent.
+//
+// - `p`: an unfinished permit. Required.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+// an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: a permit must not be used from two threads at the same time.
+//
+// # Safety
+// `p` is NULL or a live permit; `err` is NULL or valid for one write.
+warden_result warden_permit_cancel(warden_permit *p, warden_buf *err);
 
 // Reports that the outcome is unknown: AMBIGUOUS until a human resolves it (or a reconcile
 // answers). The permit is spent (even on a refusal or fault), except when `msg` is not UTF-8.
@@ -948,6 +995,26 @@ warden_result warden_events_list(warden_handle *h,
                                  warden_buf *out,
                                  warden_buf *err);
 
+// Returns the library's defaults as JSON, so that a binding never restates them:
+// `{"environment": "production", "list_limit": 100, "from_seq": 1, "after_id": 0, "limits":
+// {"max_request_bytes", "max_name_bytes", "max_arguments_bytes", "max_result_bytes",
+// "max_message_bytes"}, "result_excerpt_bytes", "max_result_depth", "max_wait_ms"}`. `list_limit` is what a
+// binding passes for `limit` when its caller names none (the C list calls take 0 as "no
+// limit"); `limits` are the bounds a handle opened without `{"limits": ...}` enforces.
+//
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `out`); WARDEN_RESULT_PANIC.
+//
+// Thread safety: safe from any thread.
+//
+// # Safety
+// `out` and `err` are NULL or valid for one write.
+warden_result warden_defaults(warden_buf *out,
+                              warden_buf *err);
+
 // Returns the canonical form of a JSON document: sorted keys, no whitespace, integers exactly
 // as written, the bytes every Warden and ctrlrun hash is taken over. A float anywhere is
 // refused (INVALID_INPUT, naming its path).
@@ -1255,6 +1322,40 @@ warden_result warden_sight_query(const warden_handle *h,
                                  const warden_cancel *cancel,
                                  warden_buf *out,
                                  warden_buf *err);
+
+// Runs one tool call an LLM made against `warden_sight_tool_schema`, its arguments as the
+// model sent them: `warden_sources` (no arguments), `warden_query`, `warden_history` or
+// `warden_diff`. The arguments go to the call unchanged, so a key the schema does not declare
+// (`url`, `headers`, …) is refused with WARDEN_RESULT_OUT_OF_WINDOW before any I/O. The one
+// dispatch every binding uses.
+//
+// - `h`: a handle opened with a configuration. Required.
+// - `name`, `name_len`: the tool's name, UTF-8. Required.
+// - `arguments_json`, `len`: the call's input object, UTF-8 JSON. Optional: (NULL, 0) is `{}`.
+// - `cancel`: NULL, or a token another thread may trigger to abort a `warden_query`.
+// - `out`: receives the tool's answer (as the matching `warden_sight_*` call returns it) on
+//   WARDEN_RESULT_OK only. Required. Free with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; the codes of the matching call (WARDEN_RESULT_OUT_OF_WINDOW,
+// WARDEN_RESULT_FETCH, WARDEN_RESULT_NOT_FOUND, WARDEN_RESULT_CONFIG, WARDEN_RESULT_STORE);
+// WARDEN_RESULT_INVALID_INPUT (not a Warden tool, bad JSON); WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle. A `warden_query` blocks as
+// `warden_sight_query` does.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `cancel` is NULL or a live token; `out` and `err` are NULL or valid for one write.
+warden_result warden_sight_call_tool(const warden_handle *h,
+                                     const uint8_t *name,
+                                     size_t name_len,
+                                     const uint8_t *arguments_json,
+                                     size_t len,
+                                     const warden_cancel *cancel,
+                                     warden_buf *out,
+                                     warden_buf *err);
 
 // Returns one page of snapshots, newest first: `{"source", "endpoint", "params"?,
 // "snapshots": [result + "params"…], "hasMore", "nextCursor"?}`.

@@ -76,21 +76,112 @@ pub const RESULT_EXCERPT_BYTES: usize = 64 * 1024;
 /// one is cut at a character boundary and marked, and the outcome is still recorded.
 pub const MAX_OUTCOME_MESSAGE: usize = 4096;
 
+/// What a binding hands `warden_permit_commit*` for a successful call: JSON text, or text that
+/// describes a value with no JSON form (a Python object's `repr`, say), marked as such.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultForm {
+    Json,
+    Text,
+}
+
+impl ResultForm {
+    /// The C parameter that carries it, for error messages.
+    pub fn parameter(self) -> &'static str {
+        match self {
+            ResultForm::Json => "result_json",
+            ResultForm::Text => "text",
+        }
+    }
+}
+
+/// Why a result is stored as the marked form rather than as itself: the value of its
+/// `warden_result` member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marked {
+    /// Over `limits.max_result_bytes`.
+    Truncated,
+    /// Nested deeper than [`crate::canonical::MAX_INPUT_DEPTH`].
+    TooDeep,
+    /// JSON with no canonical form (a float).
+    NotCanonical,
+    /// Not JSON: text the binding marked as such, or bytes that do not parse.
+    Text,
+}
+
+impl Marked {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Marked::Truncated => "truncated",
+            Marked::TooDeep => "too_deep",
+            Marked::NotCanonical => "not_canonical",
+            Marked::Text => "text",
+        }
+    }
+}
+
 impl StoredResult {
     pub fn from_value(value: &serde_json::Value) -> StoredResult {
         Self::from_value_within(value, MAX_RESULT_BYTES)
     }
 
-    /// The result, stored whole up to `max_bytes` of JSON text, else as an excerpt.
+    /// The result, stored whole when it is canonical JSON within the depth and `max_bytes`,
+    /// else as the marked form of its text. Never fails: encoding must never turn a successful
+    /// effect into an unknown one.
     pub fn from_value_within(value: &serde_json::Value, max_bytes: usize) -> StoredResult {
-        let stored = match crate::canonical::to_canonical_string(value, "result") {
-            Ok(json) => StoredResult { json, canonical: true },
-            Err(_) => StoredResult {
-                json: serde_json::to_string(value).unwrap_or_else(|_| String::from("null")),
-                canonical: false,
-            },
+        if crate::canonical::nesting_depth(value) > crate::canonical::MAX_INPUT_DEPTH {
+            // serde_json writes recursively: only a value a parser could have built is written.
+            let text = if crate::canonical::nesting_depth(value) <= crate::canonical::MAX_PARSE_DEPTH {
+                serde_json::to_string(value).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            return Self::marked(Marked::TooDeep, text.as_bytes(), max_bytes);
+        }
+        match crate::canonical::to_canonical_string(value, "result") {
+            Ok(json) if json.len() <= max_bytes => StoredResult { json, canonical: true },
+            Ok(json) => Self::marked(Marked::Truncated, json.as_bytes(), max_bytes),
+            Err(_) => {
+                let text = serde_json::to_string(value).unwrap_or_default();
+                let why = if text.len() > max_bytes { Marked::Truncated } else { Marked::NotCanonical };
+                Self::marked(why, text.as_bytes(), max_bytes)
+            }
+        }
+    }
+
+    /// The one rule for what a binding hands over: any bytes are stored, never refused. JSON
+    /// that is canonical, within the depth and within `max_bytes` is stored whole; anything
+    /// else (over-size, over-deep, floats, text, bytes that are not JSON) as the marked form.
+    pub fn from_bytes(bytes: &[u8], form: ResultForm, max_bytes: usize) -> StoredResult {
+        if bytes.len() > max_bytes {
+            // Over its bound, a result is never parsed.
+            return Self::marked(Marked::Truncated, bytes, max_bytes);
+        }
+        if form == ResultForm::Text {
+            return Self::marked(Marked::Text, bytes, max_bytes);
+        }
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return Self::marked(Marked::Text, bytes, max_bytes);
         };
-        stored.bounded(max_bytes)
+        match crate::canonical::parse_json(text) {
+            Ok(value) if crate::canonical::nesting_depth(&value) > crate::canonical::MAX_INPUT_DEPTH => {
+                Self::marked(Marked::TooDeep, bytes, max_bytes)
+            }
+            Ok(value) => match crate::canonical::to_canonical_string(&value, "result") {
+                Ok(json) if json.len() <= max_bytes => StoredResult { json, canonical: true },
+                Ok(_) | Err(_) => {
+                    let why = if crate::canonical::find_float(&value, "result").is_some() {
+                        Marked::NotCanonical
+                    } else {
+                        Marked::Truncated
+                    };
+                    Self::marked(why, bytes, max_bytes)
+                }
+            },
+            Err(_) if bracket_depth(bytes) > crate::canonical::MAX_INPUT_DEPTH => {
+                Self::marked(Marked::TooDeep, bytes, max_bytes)
+            }
+            Err(_) => Self::marked(Marked::Text, bytes, max_bytes),
+        }
     }
 
     /// Over `max_bytes`: the marked excerpt of its text.
@@ -98,18 +189,18 @@ impl StoredResult {
         if self.json.len() <= max_bytes {
             return self;
         }
-        Self::excerpt(self.json.as_bytes(), max_bytes)
+        Self::marked(Marked::Truncated, self.json.as_bytes(), max_bytes)
     }
 
-    /// `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}` for a result's raw bytes
-    /// (never parsed) over a bound of `max_bytes`: its first `RESULT_EXCERPT_BYTES` (or
-    /// `max_bytes`, if smaller) as text, its size and the SHA-256 of all of it.
-    pub fn excerpt(bytes: &[u8], max_bytes: usize) -> StoredResult {
+    /// The marked form, `{"warden_result": why, "bytes", "sha256", "excerpt"}`, for a result's
+    /// raw bytes (never parsed): its first `RESULT_EXCERPT_BYTES` (or `max_bytes`, if smaller)
+    /// as text, its size and the SHA-256 of all of it.
+    pub fn marked(why: Marked, bytes: &[u8], max_bytes: usize) -> StoredResult {
         let keep = RESULT_EXCERPT_BYTES.min(max_bytes);
         let head = &bytes[..bytes.len().min(keep)];
         let text = String::from_utf8_lossy(head);
         let marked = serde_json::json!({
-            "warden_result": "truncated",
+            "warden_result": why.as_str(),
             "bytes": bytes.len(),
             "sha256": crate::canonical::sha256_prefixed(bytes),
             "excerpt": cut_at_char_boundary(&text, keep),
@@ -120,6 +211,33 @@ impl StoredResult {
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::from_str(&self.json).unwrap_or(serde_json::Value::String(self.json.clone()))
     }
+}
+
+/// How deep the brackets of some JSON-looking text nest, outside strings; iterative, for text
+/// the parser refused.
+fn bracket_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &byte in bytes {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// What the store holds for one effect key.
@@ -314,7 +432,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome with its message within `limits` (a result is bounded where it is made:
-    /// `StoredResult::from_value_within`, `StoredResult::excerpt`).
+    /// `StoredResult::from_value_within`, `StoredResult::from_bytes`).
     pub fn bounded(self, limits: &crate::limits::Limits) -> Outcome {
         match self {
             Outcome::Committed(result) => Outcome::Committed(result),
@@ -635,6 +753,60 @@ mod tests {
         assert_eq!(marked["bytes"], MAX_RESULT_BYTES + 1);
         assert_eq!(marked["sha256"], crate::canonical::sha256_prefixed(text.as_bytes()));
         assert_eq!(marked["excerpt"].as_str(), text.get(..RESULT_EXCERPT_BYTES - 1));
+    }
+
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    fn stored(bytes: &str, form: ResultForm) -> StoredResult {
+        StoredResult::from_bytes(bytes.as_bytes(), form, MAX_RESULT_BYTES)
+    }
+
+    #[test]
+    fn a_result_nested_at_the_input_depth_is_stored_whole_and_reads_back_as_itself() {
+        let text = nested(crate::canonical::MAX_INPUT_DEPTH);
+        let whole = stored(&text, ResultForm::Json);
+        assert_eq!(whole, StoredResult { json: text.clone(), canonical: true });
+        assert_eq!(crate::canonical::nesting_depth(&whole.to_value()), crate::canonical::MAX_INPUT_DEPTH);
+    }
+
+    #[test]
+    fn any_bytes_handed_over_are_stored_and_what_is_not_canonical_json_is_marked_with_why() {
+        for (text, form, why) in [
+            (nested(101), ResultForm::Json, "too_deep"),
+            (nested(128), ResultForm::Json, "too_deep"),
+            (nested(129), ResultForm::Json, "too_deep"),
+            (nested(5000), ResultForm::Json, "too_deep"),
+            (r#"{"fee": 0.3}"#.to_owned(), ResultForm::Json, "not_canonical"),
+            ("<Receipt re_9>".to_owned(), ResultForm::Json, "text"),
+            ("[1, NaN]".to_owned(), ResultForm::Json, "text"),
+            (r#"{"a": 1}"#.to_owned(), ResultForm::Text, "text"),
+        ] {
+            let marked = stored(&text, form).to_value();
+            assert_eq!(marked["warden_result"], why, "{}", &text[..text.len().min(40)]);
+            assert_eq!(marked["bytes"], text.len());
+            assert_eq!(marked["sha256"], crate::canonical::sha256_prefixed(text.as_bytes()));
+            assert_eq!(marked["excerpt"].as_str(), Some(text.as_str()));
+        }
+        let not_utf8 = StoredResult::from_bytes(&[0xff, b'1'], ResultForm::Json, MAX_RESULT_BYTES).to_value();
+        assert_eq!((not_utf8["warden_result"].as_str(), not_utf8["bytes"].as_u64()), (Some("text"), Some(2)));
+        let over = StoredResult::from_bytes(nested(5000).as_bytes(), ResultForm::Json, 9000).to_value();
+        assert_eq!(over["warden_result"], "truncated");
+    }
+
+    #[test]
+    fn a_value_with_a_float_or_nested_too_deep_is_marked_not_refused() {
+        let float = StoredResult::from_value(&serde_json::json!({"fee": 0.3})).to_value();
+        assert_eq!(
+            (float["warden_result"].as_str(), float["excerpt"].as_str()),
+            (Some("not_canonical"), Some(r#"{"fee":0.3}"#))
+        );
+        let mut deep = serde_json::json!([]);
+        for _ in 0..128 {
+            deep = serde_json::json!([deep]);
+        }
+        assert_eq!(StoredResult::from_value(&deep).to_value()["warden_result"], "too_deep");
     }
 
     #[test]

@@ -85,6 +85,12 @@ pub enum Error {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
+    /// A call with no principal: a programming error in the host (it never set one), not a
+    /// policy decision, so nothing is decided or recorded. An `InvalidInput`-class fault (same
+    /// C code) with reason `no_principal`, so code that catches denials does not swallow it.
+    #[error("invalid input: {action} was proposed with no principal, which is a programming error, not a denial; nothing was decided or recorded. Set the principal around the call: warden.context(agent=..., user=...) in Python, withContext({{ agent, user }}, fn) in Node, the request's \"principal\" in C")]
+    NoPrincipal { action: String },
+
     #[error("store error: {0}")]
     Store(String),
 
@@ -169,6 +175,7 @@ impl Error {
             Error::NotFound(_) => "not_found".into(),
             Error::Sight(error) => error.code.into(),
             Error::InvalidInput(_) => "invalid_input".into(),
+            Error::NoPrincipal { .. } => "no_principal".into(),
             Error::Store(_) => "store".into(),
             Error::Unavailable(_) => "store_unavailable".into(),
             Error::Config(_) => "configuration_invalid".into(),

@@ -13,6 +13,31 @@ use crate::error::{Error, Result};
 /// value takes many times its text in memory).
 pub const HARD_MAX_JSON_BYTES: usize = 64 * 1024 * 1024;
 
+/// The environment an action is in when nothing names one.
+pub const DEFAULT_ENVIRONMENT: &str = "production";
+/// How many records a list call returns when its caller names no limit.
+pub const DEFAULT_LIST_LIMIT: u64 = 100;
+/// The first receipt's sequence number: where a receipt listing starts by default.
+pub const FIRST_RECEIPT_SEQ: u64 = 1;
+/// Events are listed after an id; 0 lists them from the first.
+pub const FIRST_EVENT_AFTER: u64 = 0;
+
+/// Every default a binding would otherwise restate, as the JSON `warden_defaults` returns:
+/// the bindings read it and never write these numbers themselves.
+pub fn defaults_json() -> serde_json::Value {
+    let limits = Limits::default();
+    serde_json::json!({
+        "environment": DEFAULT_ENVIRONMENT,
+        "list_limit": DEFAULT_LIST_LIMIT,
+        "from_seq": FIRST_RECEIPT_SEQ,
+        "after_id": FIRST_EVENT_AFTER,
+        "limits": limits,
+        "result_excerpt_bytes": crate::effect::RESULT_EXCERPT_BYTES,
+        "max_result_depth": crate::canonical::MAX_INPUT_DEPTH,
+        "max_wait_ms": crate::kernel::MAX_WAIT / 1000,
+    })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -123,6 +148,19 @@ mod tests {
         assert!(limits.check_arguments(256 * 1024).is_ok());
         assert!(limits.check_arguments(256 * 1024 + 1).unwrap_err().to_string().contains("max_arguments_bytes"));
         assert!(limits.result_fits(limits.max_result_bytes) && !limits.result_fits(limits.max_result_bytes + 1));
+    }
+
+    #[test]
+    fn the_defaults_the_bindings_read_are_defined_here_once() {
+        let defaults = defaults_json();
+        assert_eq!(
+            (&defaults["environment"], &defaults["list_limit"], &defaults["from_seq"], &defaults["after_id"]),
+            (&serde_json::json!("production"), &serde_json::json!(100), &serde_json::json!(1), &serde_json::json!(0))
+        );
+        assert_eq!(defaults["limits"]["max_message_bytes"], 4096);
+        assert_eq!(defaults["max_wait_ms"], 86_400_000);
+        assert_eq!(defaults["limits"]["max_result_bytes"], 1024 * 1024);
+        assert_eq!(defaults["limits"], serde_json::to_value(Limits::default()).unwrap_or_default());
     }
 
     #[test]

@@ -172,11 +172,8 @@ impl Warden {
         // Before anything echoes the name.
         limits.check_name(request.name)?;
         let Some(principal) = request.principal.clone() else {
-            // Nobody to attribute it to: refused, and no receipt names a stranger.
-            return Err(Error::Denied {
-                reason: "no_principal".into(),
-                detail: format!("{} was proposed with no principal; set the agent (and user) first", request.name),
-            });
+            // The host never set one: a programming error, and no receipt names a stranger.
+            return Err(Error::NoPrincipal { action: request.name.to_owned() });
         };
         let entry = self.document.actions.get(request.name);
         let arguments = match &request.arguments {

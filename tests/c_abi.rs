@@ -17,9 +17,10 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 10] = [
+const PROGRAMS: [&str; 11] = [
     "reserve_commit_retry",
     "approval_flow",
+    "approval_trust",
     "refusal_error",
     "store_ops",
     "forced_panic",
@@ -27,7 +28,7 @@ const PROGRAMS: [&str; 10] = [
     "limits",
     "fork",
     "authority",
-    "approval_trust",
+    "results",
 ];
 
 const VALGRIND_ARGS: [&str; 5] = [
@@ -309,6 +310,39 @@ fn after_fork_the_inherited_handle_is_refused_untouched_and_children_with_their_
     run_c_program("fork");
 }
 
+/// The shared result vectors: each case's bytes go to a file the C program reads.
+#[test]
+fn every_result_in_the_shared_vectors_commits_stored_whole_or_marked_from_c() {
+    let text = std::fs::read_to_string(manifest_dir().join("tests/vectors/results.json")).expect("results.json");
+    let vectors: serde_json::Value = serde_json::from_str(&text).expect("results.json is JSON");
+    let payloads = tempfile::tempdir().expect("tempdir");
+    let mut args: Vec<String> = Vec::new();
+    for case in vectors["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().expect("name");
+        let (how, bytes) = if let Some(json) = case["json_text"].as_str() {
+            ("json", json.to_owned())
+        } else if let Some(depth) = case["nested"].as_u64() {
+            let depth = usize::try_from(depth).expect("depth");
+            ("json", format!("{}{}", "[".repeat(depth), "]".repeat(depth)))
+        } else if let Some(count) = case["string_of_x"].as_u64() {
+            ("json", format!("\"{}\"", "x".repeat(usize::try_from(count).expect("count"))))
+        } else if let Some(text) = case["text"].as_str() {
+            ("text", text.to_owned())
+        } else {
+            assert_eq!(case["cancelled_before_run"], true, "{case}");
+            ("cancel", case["error"].as_str().expect("error").to_owned())
+        };
+        let path = payloads.path().join(name);
+        std::fs::write(&path, bytes).expect("payload");
+        let stored = case["stored"].as_str().unwrap_or("-");
+        let state = case["state"].as_str().expect("state");
+        args.extend([name, how, state, stored].map(str::to_owned));
+        args.push(path.display().to_string());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_c_program_with("results", &args);
+}
+
 #[cfg(feature = "test-exports")]
 #[test]
 fn a_forced_panic_returns_panic_then_the_handle_answers_poisoned_until_reopened_from_c() {
@@ -387,7 +421,7 @@ fn the_release_library_and_the_header_hold_no_test_only_export() {
     let header = std::fs::read_to_string(manifest_dir().join("include/warden.h")).expect("include/warden.h");
     assert!(!header.contains("warden_test_"), "include/warden.h declares a test-only export");
     let declared = header_functions(&header);
-    assert_eq!(declared.len(), 51, "{declared:?}");
+    assert_eq!(declared.len(), 55, "{declared:?}");
     for function in &declared {
         assert!(symbols.contains(function), "{function} is declared in the header but not exported by {release:?}");
     }

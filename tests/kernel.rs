@@ -405,7 +405,7 @@ fn an_action_without_an_effect_runs_unreserved_but_leaves_a_receipt() {
 }
 
 #[test]
-fn a_float_result_is_still_stored_and_committed() {
+fn a_float_result_is_committed_and_stored_marked_with_its_text() {
     let f = Fixture::new();
     let t = key_template();
     let permit = f.kernel.propose(&allow(&refund("txn_1", 5), &t)).unwrap();
@@ -414,7 +414,11 @@ fn a_float_result_is_still_stored_and_committed() {
     assert_eq!(record.state, EffectState::Committed);
     let stored = record.result.unwrap();
     assert!(!stored.canonical);
-    assert_eq!(stored.to_value()["fee"].to_string(), "0.3");
+    let marked = stored.to_value();
+    assert_eq!(
+        (marked["warden_result"].as_str(), marked["excerpt"].as_str()),
+        (Some("not_canonical"), Some(r#"{"fee":0.3}"#))
+    );
 }
 
 #[test]

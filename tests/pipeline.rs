@@ -185,7 +185,12 @@ fn no_principal_is_refused_and_leaves_no_receipt_and_no_event() {
     let s = setup(POLICY);
     let mut request = refund_request("txn_7", 5);
     request.principal = None;
-    assert_eq!(s.warden.submit(&request).unwrap_err().reason(), "no_principal");
+    let error = s.warden.submit(&request).unwrap_err();
+    assert_eq!(error.reason(), "no_principal");
+    // A programming error, not a denial: a fault whose message says how to set one.
+    assert!(matches!(error, Error::NoPrincipal { .. }) && !error.is_refusal(), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("warden.context(") && message.contains("withContext("), "{message}");
     assert!(s.warden.kernel().receipts(1, 10).unwrap().is_empty());
     assert!(s.warden.kernel().events(0, 10).unwrap().is_empty());
 }

@@ -338,14 +338,14 @@ export declare class Warden {
   delegations(): Promise<DelegationRecord[]>;
   /** A human says what happened to an AMBIGUOUS effect. */
   resolve(key: string, to: 'committed' | 'failed', options: { by: string }): Promise<EffectRecord>;
-  /** Effect records in key order, optionally only those in `state`; `limit` defaults to 100, 0 is no limit. */
+  /** Effect records in key order, optionally only those in `state`; `limit` defaults to the library's `list_limit`, 0 is no limit. */
   effects(options?: { state?: string | null; limit?: number }): Promise<EffectRecord[]>;
   effect(key: string): Promise<EffectRecord | null>;
-  /** Receipts from sequence number `fromSeq` (default 1); `limit` defaults to 100, 0 is no limit. */
+  /** Receipts from sequence number `fromSeq` (default: the library's `from_seq`); `limit` defaults to the library's `list_limit`, 0 is no limit. */
   receipts(options?: { fromSeq?: number; limit?: number }): Promise<JsonObject[]>;
   /** Walk the receipt chain: the report (`ok`, …). */
   verifyChain(): Promise<JsonObject>;
-  /** Events with an id greater than `after` (default 0); `limit` defaults to 100, 0 is no limit. */
+  /** Events with an id greater than `after` (default: the library's `after_id`); `limit` defaults to the library's `list_limit`, 0 is no limit. */
   events(options?: { after?: number; limit?: number }): Promise<JsonObject[]>;
 
   /**
@@ -363,6 +363,8 @@ export declare class Warden {
   sources(): SightCatalog;
   /** The four tool definitions: `warden_sources`, `warden_query`, `warden_history`, `warden_diff`. */
   toolSchema(): SightTool[];
+  /** Run one tool call an LLM made against `toolSchema()`, its arguments as sent (the library dispatches and confines it). */
+  callTool(name: string, args?: unknown, options?: { signal?: AbortSignal }): Promise<JsonValue>;
   /** Resolve credentials with `provider`; `null` restores the default (environment, or `credentialsDir`). */
   setCredentialProvider(provider: CredentialProvider | null): void;
 }
@@ -389,6 +391,17 @@ export declare function actionHash(action: {
 }): string;
 /** Canonical JSON text: sorted keys, no spaces, exact integers; floats are refused. */
 export declare function canonical(value: JsonValue): string;
+/** The library's defaults (`warden_defaults`), read once at load; the binding restates none. */
+export declare function defaults(): Readonly<{
+  environment: string;
+  list_limit: number;
+  from_seq: number;
+  after_id: number;
+  limits: Readonly<Record<string, number>>;
+  result_excerpt_bytes: number;
+  max_result_depth: number;
+  max_wait_ms: number;
+}>;
 /** JSON.parse, except integers beyond 2^53 - 1 become `bigint`. */
 export declare function parseJson(text: string): JsonValue;
 /** JSON.stringify, except a `bigint` is written as its exact digits. */

@@ -40,16 +40,14 @@ function loadNative() {
   return addon;
 }
 
-/** A native failure carries the C error object as its message; make it a WardenError. */
+/**
+ * A native failure is a structured error: `code` is the C constant's name and `fields` the
+ * library's error object; make it the matching WardenError.
+ */
 function translate(error) {
-  if (!(error instanceof Error) || error instanceof WardenError || error.code !== 'GenericFailure') return error;
-  let fields;
-  try {
-    fields = json.parse(error.message);
-  } catch {
-    return error;
-  }
-  if (fields === null || typeof fields !== 'object' || typeof fields.code !== 'string' || !fields.code.startsWith('WARDEN_RESULT_')) {
+  if (error instanceof WardenError || error === null || typeof error !== 'object') return error;
+  const { code, fields } = error;
+  if (typeof code !== 'string' || !code.startsWith('WARDEN_RESULT_') || fields === null || typeof fields !== 'object') {
     return error;
   }
   return fromObject(fields);
@@ -184,10 +182,11 @@ function actionHash({ name, arguments: args = {}, principal = null, resource = n
 
 // ---- the handle -------------------------------------------------------------------------------
 
-const RECONCILE_ANSWERS = new Set(['committed', 'not_executed', 'unknown']);
-// List calls return at most this many records unless asked; a limit of 0 means no limit.
-const DEFAULT_LIMIT = 100;
-const MAX_MESSAGE_CHARS = 1000;
+/**
+ * The library's defaults (`warden_defaults`): list calls return at most `list_limit` records
+ * unless asked (0: no limit), from `from_seq` / `after_id`. Never restated here.
+ */
+const DEFAULTS = Object.freeze(json.parse(native.defaults()));
 
 /** The message an AMBIGUOUS or FAILED outcome records for a thrown value. */
 function messageOf(thrown) {
@@ -198,20 +197,24 @@ function messageOf(thrown) {
   } catch {
     text = 'thrown: a value with no text';
   }
-  return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
+  // The library cuts a long message to its own bound (limits.max_message_bytes) and marks it.
+  return text;
 }
 
 /**
- * The committed result: the value as JSON, or {"repr": …} when it is not JSON. A large value
- * is written in steps between turns of the event loop, and comes back as Buffers that the
- * addon joins on the thread pool (a 50 MB result never holds the loop for its whole length).
+ * Commit a result: the library is handed its JSON, or (a value with no JSON form) its
+ * util.inspect text, and stores either by its own rule, never refusing a success. A large
+ * value is written in steps between turns of the event loop, and comes back as Buffers that
+ * the addon joins on the thread pool (a 50 MB result never holds the loop for its whole length).
  */
-async function resultJson(value) {
+async function commitResult(permit, value) {
+  let encoded;
   try {
-    return await json.stringifyInSteps(value === undefined ? null : value);
+    encoded = await json.stringifyInSteps(value === undefined ? null : value);
   } catch {
-    return reprJson(value);
+    return invoke(() => permit.commitText(inspectText(value)));
   }
+  return invoke(() => (typeof encoded === 'string' ? permit.commit(encoded) : permit.commitPieces(encoded)));
 }
 
 /** Whether a thrown value is a NotExecuted, never throwing itself (a Proxy's trap may). */
@@ -223,16 +226,13 @@ function isNotExecuted(thrown) {
   }
 }
 
-/** {"repr": "<inspection>"}: what is stored for a result that cannot be stored as itself. */
-function reprJson(value) {
-  let text;
+/** The text form of a result with no JSON form. */
+function inspectText(value) {
   try {
-    text = util.inspect(value, { depth: 2, breakLength: Infinity });
+    return util.inspect(value, { depth: 2, breakLength: Infinity });
   } catch (error) {
-    text = `<a value whose inspection threw ${error?.name ?? 'an error'}>`;
+    return `<a value whose inspection threw ${error?.name ?? 'an error'}>`;
   }
-  if (text.length > 10_000) text = `${text.slice(0, 9_999)}…`;
-  return json.stringify({ repr: text });
 }
 
 function optionalCount(what, value, fallback) {
@@ -270,6 +270,33 @@ function abortedError() {
     message: 'aborted: the query was cancelled',
     refusal: false,
   });
+}
+
+/**
+ * Run a native sight call, aborted by `signal`: the library checks its token before connecting
+ * and between reads, so a stalled server would hold the native call until the source's
+ * timeout_ms: the promise settles at the abort instead, and the native call's own outcome is
+ * dropped. The token is freed by the addon only once the native call has returned.
+ */
+async function abortable(signal, call) {
+  if (!signal) return json.parse(await invoke(() => call(undefined)));
+  if (signal.aborted) throw abortedError();
+  const cancel = new native.Cancel();
+  let onAbort;
+  const aborted = new Promise((_, reject) => {
+    onAbort = () => {
+      cancel.trigger();
+      reject(abortedError());
+    };
+  });
+  signal.addEventListener('abort', onAbort, { once: true });
+  const running = invoke(() => call(cancel));
+  running.catch(() => {});
+  try {
+    return json.parse(await Promise.race([running, aborted]));
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 function isAbortSignal(signal) {
@@ -358,28 +385,26 @@ class Warden {
     }
     const text = sightRequest('query', source, endpoint, rest);
     const handle = this.#handle;
-    if (!signal) return json.parse(await invoke(() => handle.sightQuery(text)));
-    if (signal.aborted) throw abortedError();
-    // The library checks its token before connecting and between reads, so a stalled server
-    // would hold the native call until the source's timeout_ms: the promise settles at the
-    // abort instead, and the native call's own outcome is dropped. The token is freed by the
-    // addon only once the native call has returned (and this object is collected).
-    const cancel = new native.Cancel();
-    let onAbort;
-    const aborted = new Promise((_, reject) => {
-      onAbort = () => {
-        cancel.trigger();
-        reject(abortedError());
-      };
-    });
-    signal.addEventListener('abort', onAbort, { once: true });
-    const running = invoke(() => handle.sightQuery(text, cancel));
-    running.catch(() => {});
-    try {
-      return json.parse(await Promise.race([running, aborted]));
-    } finally {
-      signal.removeEventListener('abort', onAbort);
+    return abortable(signal, (cancel) => handle.sightQuery(text, cancel));
+  }
+
+  /**
+   * Run one tool call an LLM made against `toolSchema()`, its arguments as the model sent
+   * them (`undefined`/`null` is `{}`): the library dispatches it, so a key the schema does not
+   * declare is refused there (OutOfWindow) before any I/O. `signal` aborts a `warden_query`.
+   * @param {string} name `warden_sources`, `warden_query`, `warden_history` or `warden_diff`
+   * @param {unknown} [args]
+   * @param {{signal?: AbortSignal}} [options]
+   */
+  async callTool(name, args, options) {
+    requireString('callTool(name)', name);
+    const { signal } = namedOptions('callTool', options);
+    if (signal !== undefined && signal !== null && !isAbortSignal(signal)) {
+      throw new TypeError('callTool: signal must be an AbortSignal');
     }
+    const text = dumps(args ?? {}, `the ${name} arguments`);
+    const handle = this.#handle;
+    return abortable(signal, (cancel) => handle.sightCallTool(name, text, cancel));
   }
 
   /**
@@ -642,7 +667,7 @@ class Warden {
   /** Effect records in key order, optionally only those in `state`, at most `limit` (0: all). */
   async effects({ state, limit } = {}) {
     if (state !== undefined && state !== null) requireString('state', state);
-    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.effectsList(state ?? undefined, count)));
   }
 
@@ -654,8 +679,8 @@ class Warden {
 
   /** Receipts from sequence number `fromSeq` on, in chain order, at most `limit` (0: all). */
   async receipts({ fromSeq, limit } = {}) {
-    const from = optionalCount('fromSeq', fromSeq, 1);
-    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    const from = optionalCount('fromSeq', fromSeq, DEFAULTS.from_seq);
+    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.receiptsList(from, count)));
   }
 
@@ -666,8 +691,8 @@ class Warden {
 
   /** Events with an id greater than `after`, ascending, at most `limit` (0: all). */
   async events({ after, limit } = {}) {
-    const from = optionalCount('after', after, 0);
-    const count = optionalCount('limit', limit, DEFAULT_LIMIT);
+    const from = optionalCount('after', after, DEFAULTS.after_id);
+    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.eventsList(from, count)));
   }
 
@@ -702,18 +727,14 @@ async function proposeRecovering(handle, request, { reconcile, waitMs, precondit
     return await propose(request);
   } catch (error) {
     if (error instanceof Ambiguous && reconcile && error.effectKey) {
+      // The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
       const answer = await reconcile(error.effectKey);
-      if (!RECONCILE_ANSWERS.has(answer)) {
-        throw new TypeError(`reconcile must answer "committed", "not_executed" or "unknown", not ${String(answer)}`);
-      }
-      await invoke(() => handle.reconcile(error.effectKey, request.name, answer));
-      if (answer === 'unknown') throw error;
-      return propose(request);
+      return propose({ ...request, reconciled: { effect_key: error.effectKey, answer: answer ?? null } });
     }
     if (error instanceof ApprovalRequired && waitMs > 0 && error.requestId) {
       // The library waits, judged by its own clock; an answered request is presented (a
       // denial then refuses as denied), one still pending or expired keeps this refusal.
-      const waited = Math.min(Math.ceil(waitMs), MAX_WAIT_MS);
+      const waited = Math.min(Math.ceil(waitMs), DEFAULTS.max_wait_ms);
       const record = json.parse(await invoke(() => handle.approvalWait(error.requestId, waited)));
       if (record === null || typeof record !== 'object' || record.status === 'pending' || record.status === 'expired') {
         throw error;
@@ -724,8 +745,6 @@ async function proposeRecovering(handle, request, { reconcile, waitMs, precondit
   }
 }
 
-/** The longest wait the library accepts in one call: a day. */
-const MAX_WAIT_MS = 86_400_000;
 
 /** Run `fn` under a permit and report exactly one outcome. */
 async function runPermitted(permit, fn) {
@@ -743,15 +762,8 @@ async function runPermitted(permit, fn) {
       await invoke(() => report.call(permit, messageOf(error))).catch(() => {});
       throw error;
     }
-    // It ran: the record says COMMITTED even when the library cannot store the result itself
-    // (not JSON, nested too deep), which leaves the permit unfinished for a second try.
-    try {
-      const encoded = await resultJson(result);
-      await invoke(() => (typeof encoded === 'string' ? permit.commit(encoded) : permit.commitPieces(encoded)));
-    } catch (error) {
-      if (!(error instanceof InvalidInput)) throw error;
-      await invoke(() => permit.commit(reprJson(result)));
-    }
+    // It ran: COMMITTED, whatever the result is (the library stores it, as itself or marked).
+    await commitResult(permit, result);
     return result;
   } finally {
     permit.release();
@@ -767,8 +779,11 @@ module.exports = {
   extendLease,
   actionHash,
   canonical,
+  defaults: () => DEFAULTS,
   parseJson: json.parse,
   stringifyJson: json.stringify,
   ...errors,
 };
 delete module.exports.fromObject;
+delete module.exports.BY_CODE;
+delete module.exports.DEFAULT_REASONS;

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::effect::{ResultForm, StoredResult};
 use crate::error::Error;
 use crate::kernel::{Kernel, Permit};
 use crate::pipeline::ActionRequest;
 
-use super::bytes::{optional_json, optional_str, required_json, warden_buf, Out};
+use super::bytes::{optional_str, required_json, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
 use super::panic::{fallible, infallible, Latch};
 use super::request::Fields;
@@ -79,7 +80,7 @@ unsafe fn with_permit(
     unsafe { fallible(err, work) }
 }
 
-const REQUEST_FIELDS: [&str; 11] = [
+const REQUEST_FIELDS: [&str; 12] = [
     "name",
     "arguments",
     "principal",
@@ -91,6 +92,7 @@ const REQUEST_FIELDS: [&str; 11] = [
     "hop",
     "identity",
     "precondition",
+    "reconciled",
 ];
 
 /// Runs the full pipeline for one request under the handle's document: principal, authority,
@@ -102,7 +104,8 @@ const REQUEST_FIELDS: [&str; 11] = [
 ///   "resource": str|null, "principal_expires_at_ms": int|null, "task": str|null, "hop":
 ///   "dlg_…"|null, "identity": {"issuer": str|null, "claims": {...}}|null, "precondition":
 ///   {"state": any}|null}`. Required. `name` is required; absent `arguments` is `{}`; a null
-///   `principal` is refused (DENIED, reason `no_principal`); an unknown field is INVALID_INPUT.
+///   `principal` is a programming error, not a denial: WARDEN_RESULT_INVALID_INPUT with reason
+///   `no_principal`, and nothing is decided or recorded; an unknown field is INVALID_INPUT.
 ///   `task` names the unit of work (grants naming `tasks` need a matching one); `hop` is a
 ///   delegation id handed over by another agent, which then is the only grant considered.
 ///   `identity`: what the host's identity provider verified about the principal, kept with an
@@ -110,6 +113,10 @@ const REQUEST_FIELDS: [&str; 11] = [
 ///   call; when the policy says `approve` its fingerprint is kept with a new request, and a
 ///   presented approval is spent only when the fingerprint is the same (else
 ///   WARDEN_RESULT_APPROVAL_MISMATCH, reason `precondition_changed`, the approval stays granted).
+///   `reconciled`: `{"effect_key", "answer"}`, the host's reconcile hook's answer after this
+///   request was refused AMBIGUOUS on `effect_key` (an effect of this action): `committed` or
+///   `not_executed` resolves it and the proposal goes on (the retry, once); `unknown` is
+///   recorded and WARDEN_RESULT_AMBIGUOUS comes back. The one rule both bindings use.
 /// - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 ///   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 ///   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
@@ -207,7 +214,11 @@ pub(super) unsafe fn propose(
             identity: super::approval_hooks::identity(&fields)?,
             precondition: super::approval_hooks::precondition(&fields, precondition)?,
         };
-        let permit = handle.warden()?.submit(&action_request)?;
+        let warden = handle.warden()?;
+        if let Some(reconciled) = fields.get("reconciled") {
+            apply_reconciled(&handle.kernel, reconciled, action_request.name)?;
+        }
+        let permit = warden.submit(&action_request)?;
         let boxed = warden_permit {
             info: info_of(&permit),
             permit: Some(permit),
@@ -224,6 +235,45 @@ pub(super) unsafe fn propose(
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
     unsafe { with_handle(h, err, work) }
+}
+
+/// The second step of propose → AMBIGUOUS → ask the reconcile hook → propose once more: the
+/// request's `reconciled: {"effect_key", "answer"}` is the hook's answer about the key the
+/// first proposal was refused on. `committed` and `not_executed` resolve it (resolver
+/// `reconcile:<action>`) and this proposal goes on; `unknown` is recorded and the AMBIGUOUS
+/// refusal stands. The key must hold an effect of this very action.
+fn apply_reconciled(kernel: &Kernel, reconciled: &Value, action: &str) -> Result<(), Error> {
+    let shape = || {
+        Error::InvalidInput(
+            "request.reconciled must be {\"effect_key\": str, \"answer\": \"committed\"|\"not_executed\"|\"unknown\"}"
+                .into(),
+        )
+    };
+    let map = reconciled.as_object().filter(|map| map.len() == 2).ok_or_else(shape)?;
+    let key = map.get("effect_key").and_then(Value::as_str).ok_or_else(shape)?;
+    let answer = map.get("answer").and_then(Value::as_str).ok_or_else(shape)?;
+    let answer = crate::kernel::ReconcileAnswer::parse(answer).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "a reconcile hook answers committed, not_executed or unknown, not {}",
+            serde_json::Value::String(answer.chars().take(64).collect())
+        ))
+    })?;
+    let record = kernel.effect(key)?.ok_or_else(|| Error::NotFound(format!("no effect {key:?} to reconcile")))?;
+    if record.action_name != action {
+        return Err(Error::InvalidInput(format!(
+            "request.reconciled names effect {key:?} of {}, not of this action",
+            record.action_name
+        )));
+    }
+    kernel.reconcile(key, action, answer)?;
+    match answer {
+        crate::kernel::ReconcileAnswer::Unknown => Err(Error::Ambiguous {
+            effect_key: key.to_owned(),
+            action_id: record.action_id,
+            detail: "the reconcile hook answered unknown".into(),
+        }),
+        crate::kernel::ReconcileAnswer::Committed | crate::kernel::ReconcileAnswer::NotExecuted => Ok(()),
+    }
 }
 
 /// Describes a permit as JSON: `{"action_id", "action", "action_hash", "effect_key",
@@ -268,20 +318,22 @@ pub unsafe extern "C" fn warden_permit_info(
 }
 
 /// Reports that the executor succeeded: COMMITTED. The permit is spent (even when this returns
-/// a refusal or a fault), except when `result_json` is not valid JSON, which leaves it
-/// unfinished so that another outcome can still be reported.
+/// a refusal or a fault). A success is never refused for its result: whatever bytes are handed
+/// over are stored.
 ///
 /// - `p`: an unfinished permit. Required.
 /// - `result_json`, `len`: the executor's result as UTF-8 JSON, stored as evidence outside any
-///   hash. Optional: (NULL, 0) stores null. A result longer than the handle's
-///   `limits.max_result_bytes` (default 1 MiB) is not parsed: it is stored as
-///   `{"warden_result": "truncated", "bytes", "sha256", "excerpt"}` (its first 64 KiB), and
-///   the effect still commits.
+///   hash. Optional: (NULL, 0) stores null. Canonical JSON nested at most 100 deep and at most
+///   the handle's `limits.max_result_bytes` (default 1 MiB) long is stored as itself; anything
+///   else is stored as the marked form `{"warden_result": why, "bytes", "sha256", "excerpt"}`
+///   (the size and SHA-256 of the bytes handed over, and their first 64 KiB as text), `why`
+///   being `truncated` (over the size bound, never parsed), `too_deep`, `not_canonical` (a
+///   float) or `text` (not JSON), and the effect still commits.
 /// - `err`: NULL, or receives the error object on failure.
 ///
 /// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME (the record moved on first, e.g. the
-/// lease lapsed; the outcome was kept as evidence); WARDEN_RESULT_INVALID_INPUT (NULL `p`, bad
-/// JSON, an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+/// lease lapsed; the outcome was kept as evidence); WARDEN_RESULT_INVALID_INPUT (NULL `p`, an
+/// outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
 /// WARDEN_RESULT_POISONED.
 ///
 /// Thread safety: a permit must not be used from two threads at the same time.
@@ -296,18 +348,58 @@ pub unsafe extern "C" fn warden_permit_commit(
     len: usize,
     err: *mut warden_buf,
 ) -> warden_result {
+    // SAFETY: the caller's guarantees, forwarded.
+    unsafe { commit(p, result_json, len, ResultForm::Json, err) }
+}
+
+/// `warden_permit_commit` for a result with no JSON form: `text`, `len` describe it (a Python
+/// `repr`, a Node `util.inspect`), and are stored as the marked form with `why` = `text`
+/// (`{"warden_result": "text", "bytes", "sha256", "excerpt"}`). The effect commits.
+///
+/// - `p`: an unfinished permit. Required.
+/// - `text`, `len`: any bytes (UTF-8 expected; others are shown with replacement characters).
+///   Optional: (NULL, 0) stores the marked form of no bytes.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+/// an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+/// WARDEN_RESULT_POISONED.
+///
+/// Thread safety: a permit must not be used from two threads at the same time.
+///
+/// # Safety
+/// As for `warden_permit_commit`.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_commit_text(
+    p: *mut warden_permit,
+    text: *const u8,
+    len: usize,
+    err: *mut warden_buf,
+) -> warden_result {
+    // SAFETY: the caller's guarantees, forwarded.
+    unsafe { commit(p, text, len, ResultForm::Text, err) }
+}
+
+/// The one body of both commit exports.
+///
+/// # Safety
+/// As for `warden_permit_commit`.
+unsafe fn commit(
+    p: *mut warden_permit,
+    bytes: *const u8,
+    len: usize,
+    form: ResultForm,
+    err: *mut warden_buf,
+) -> warden_result {
     let work = |permit: &mut warden_permit| -> Result<(), Error> {
-        if !permit.kernel.limits().result_fits(len) {
-            // Over its bound, a result is never parsed: its bytes become a marked excerpt and
-            // their SHA-256, and the effect still commits.
-            // SAFETY: the caller's guarantee for (result_json, len).
-            let bytes = unsafe { super::bytes::borrow(result_json, len, "result_json") }?.unwrap_or_default();
-            let max = permit.kernel.limits().max_result_bytes;
-            return permit.take()?.commit_stored(crate::effect::StoredResult::excerpt(bytes, max));
-        }
-        // SAFETY: the caller's guarantee for (result_json, len).
-        let result = unsafe { optional_json(result_json, len, "result_json") }?.unwrap_or(Value::Null);
-        permit.take()?.commit(&result)
+        // SAFETY: the caller's guarantee for (bytes, len).
+        let handed = unsafe { super::bytes::borrow(bytes, len, form.parameter()) }?;
+        let max = permit.kernel.limits().max_result_bytes;
+        let stored = match (handed, form) {
+            (None, ResultForm::Json) => StoredResult::from_value_within(&Value::Null, max),
+            (handed, form) => StoredResult::from_bytes(handed.unwrap_or_default(), form, max),
+        };
+        permit.take()?.commit_stored(stored)
     };
     // SAFETY: the caller's guarantees for `p` and `err`, forwarded.
     unsafe { with_permit(p, err, work) }
@@ -344,6 +436,32 @@ pub unsafe extern "C" fn warden_permit_not_executed(
     // SAFETY: the caller's guarantees for `p` and `err`, forwarded.
     unsafe { with_permit(p, err, work) }
 }
+
+/// Reports that the caller left before the executor started (a cancelled task, an abandoned
+/// call): the function never ran, so NOT_EXECUTED (FAILED, and a later attempt may run), with
+/// the library's message. The rule for every binding: a permit nobody will use is finished
+/// with this, never freed unfinished (which records AMBIGUOUS). The permit is spent.
+///
+/// - `p`: an unfinished permit. Required.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_LATE_OUTCOME; WARDEN_RESULT_INVALID_INPUT (NULL `p`,
+/// an outcome already reported); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+/// WARDEN_RESULT_POISONED.
+///
+/// Thread safety: a permit must not be used from two threads at the same time.
+///
+/// # Safety
+/// `p` is NULL or a live permit; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_permit_cancel(p: *mut warden_permit, err: *mut warden_buf) -> warden_result {
+    let work = |permit: &mut warden_permit| -> Result<(), Error> { permit.take()?.not_executed(CANCELLED_BEFORE_RUN) };
+    // SAFETY: the caller's guarantees for `p` and `err`, forwarded.
+    unsafe { with_permit(p, err, work) }
+}
+
+/// What `warden_permit_cancel` records.
+pub(crate) const CANCELLED_BEFORE_RUN: &str = "the caller was cancelled before the protected function ran";
 
 /// Reports that the outcome is unknown: AMBIGUOUS until a human resolves it (or a reconcile
 /// answers). The permit is spent (even on a refusal or fault), except when `msg` is not UTF-8.

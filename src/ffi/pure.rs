@@ -1,15 +1,42 @@
 //! Pure functions: no handle, no store. Canonical JSON and the action hash approvals bind to.
 
-use crate::canonical::to_canonical_string;
-use crate::error::Error;
-
 use super::bytes::{required_json, warden_buf, Out};
 use super::panic::fallible;
 use super::request::action;
 use super::result::warden_result;
+use crate::canonical::to_canonical_string;
+use crate::error::Error;
 
-/// The environment `warden_action_hash` assumes when the action names none (as the CLI does).
-const DEFAULT_ENVIRONMENT: &str = "production";
+use crate::limits::DEFAULT_ENVIRONMENT;
+
+/// Returns the library's defaults as JSON, so that a binding never restates them:
+/// `{"environment": "production", "list_limit": 100, "from_seq": 1, "after_id": 0, "limits":
+/// {"max_request_bytes", "max_name_bytes", "max_arguments_bytes", "max_result_bytes",
+/// "max_message_bytes"}, "result_excerpt_bytes", "max_result_depth", "max_wait_ms"}`. `list_limit` is what a
+/// binding passes for `limit` when its caller names none (the C list calls take 0 as "no
+/// limit"); `limits` are the bounds a handle opened without `{"limits": ...}` enforces.
+///
+/// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `out`); WARDEN_RESULT_PANIC.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_defaults(out: *mut warden_buf, err: *mut warden_buf) -> warden_result {
+    let work = || -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe { out.write_json(&crate::limits::defaults_json()) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `err`, forwarded.
+    unsafe { fallible(err, work) }
+}
 
 /// Returns the canonical form of a JSON document: sorted keys, no whitespace, integers exactly
 /// as written, the bytes every Warden and ctrlrun hash is taken over. A float anywhere is

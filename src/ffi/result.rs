@@ -114,7 +114,7 @@ pub(super) fn code_of(error: &Error) -> warden_result {
             SightKind::Config => WARDEN_RESULT_CONFIG,
             SightKind::Fetch => WARDEN_RESULT_FETCH,
         },
-        Error::InvalidInput(_) => WARDEN_RESULT_INVALID_INPUT,
+        Error::InvalidInput(_) | Error::NoPrincipal { .. } => WARDEN_RESULT_INVALID_INPUT,
         Error::Store(_) | Error::Unavailable(_) => WARDEN_RESULT_STORE,
         Error::Config(_) => WARDEN_RESULT_CONFIG,
         Error::Poisoned(_) => WARDEN_RESULT_POISONED,

@@ -362,14 +362,93 @@ pub unsafe extern "C" fn warden_sight_query(
         // SAFETY: the caller's guarantee for (query_json, len).
         let query = unsafe { required_json(query_json, len, "query_json") }?;
         // SAFETY: the caller guarantees NULL or a live token for the whole call.
-        let token = unsafe { cancel.as_ref() }.map(|c| c.token.clone()).unwrap_or_default();
-        let provider = handle
-            .credentials
-            .read()
-            .map_err(|_| Error::Panic("the credential provider slot was poisoned by an earlier panic".into()))?
-            .clone();
-        let result = handle.warden()?.query(&query, provider.as_ref(), &token)?;
-        serde_json::to_value(&result).map_err(|e| Error::InvalidInput(format!("cannot encode the result: {e}")))
+        unsafe { run_query(handle, &query, cancel) }
+    };
+    // SAFETY: the caller's guarantees, forwarded.
+    unsafe { answer(h, out, err, work) }
+}
+
+/// The body of a query, for `warden_sight_query` and `warden_sight_call_tool`.
+///
+/// # Safety
+/// `cancel` is NULL or a live token for the whole call.
+unsafe fn run_query(
+    handle: &warden_handle,
+    query: &serde_json::Value,
+    cancel: *const warden_cancel,
+) -> Result<serde_json::Value, Error> {
+    // SAFETY: the caller guarantees NULL or a live token for the whole call.
+    let token = unsafe { cancel.as_ref() }.map(|c| c.token.clone()).unwrap_or_default();
+    let provider = handle
+        .credentials
+        .read()
+        .map_err(|_| Error::Panic("the credential provider slot was poisoned by an earlier panic".into()))?
+        .clone();
+    let result = handle.warden()?.query(query, provider.as_ref(), &token)?;
+    serde_json::to_value(&result).map_err(|e| Error::InvalidInput(format!("cannot encode the result: {e}")))
+}
+
+/// Runs one tool call an LLM made against `warden_sight_tool_schema`, its arguments as the
+/// model sent them: `warden_sources` (no arguments), `warden_query`, `warden_history` or
+/// `warden_diff`. The arguments go to the call unchanged, so a key the schema does not declare
+/// (`url`, `headers`, …) is refused with WARDEN_RESULT_OUT_OF_WINDOW before any I/O. The one
+/// dispatch every binding uses.
+///
+/// - `h`: a handle opened with a configuration. Required.
+/// - `name`, `name_len`: the tool's name, UTF-8. Required.
+/// - `arguments_json`, `len`: the call's input object, UTF-8 JSON. Optional: (NULL, 0) is `{}`.
+/// - `cancel`: NULL, or a token another thread may trigger to abort a `warden_query`.
+/// - `out`: receives the tool's answer (as the matching `warden_sight_*` call returns it) on
+///   WARDEN_RESULT_OK only. Required. Free with `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; the codes of the matching call (WARDEN_RESULT_OUT_OF_WINDOW,
+/// WARDEN_RESULT_FETCH, WARDEN_RESULT_NOT_FOUND, WARDEN_RESULT_CONFIG, WARDEN_RESULT_STORE);
+/// WARDEN_RESULT_INVALID_INPUT (not a Warden tool, bad JSON); WARDEN_RESULT_PANIC;
+/// WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle. A `warden_query` blocks as
+/// `warden_sight_query` does.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `cancel` is NULL or a live token; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_sight_call_tool(
+    h: *const warden_handle,
+    name: *const u8,
+    name_len: usize,
+    arguments_json: *const u8,
+    len: usize,
+    cancel: *const warden_cancel,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<serde_json::Value, Error> {
+        // SAFETY: the caller's guarantee for (name, name_len).
+        let name = unsafe { super::bytes::required_str(name, name_len, "name") }?;
+        // SAFETY: the caller's guarantee for (arguments_json, len).
+        let arguments = unsafe { super::bytes::optional_json(arguments_json, len, "arguments_json") }?
+            .unwrap_or_else(|| serde_json::json!({}));
+        match name {
+            "warden_sources" => {
+                if arguments != serde_json::json!({}) {
+                    return Err(Error::Sight(crate::sight::SightError::new(
+                        "invalid_params",
+                        "warden_sources takes no arguments; nothing was read",
+                    )));
+                }
+                Ok(handle.warden()?.sources())
+            }
+            // SAFETY: the caller guarantees NULL or a live token for the whole call.
+            "warden_query" => unsafe { run_query(handle, &arguments, cancel) },
+            "warden_history" => handle.warden()?.history(&arguments),
+            "warden_diff" => handle.warden()?.diff(&arguments),
+            _ => Err(Error::InvalidInput(format!(
+                "{} is not a Warden tool; the tools are warden_sources, warden_query, warden_history and warden_diff",
+                serde_json::Value::String(name.chars().take(64).collect())
+            ))),
+        }
     };
     // SAFETY: the caller's guarantees, forwarded.
     unsafe { answer(h, out, err, work) }

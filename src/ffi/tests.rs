@@ -243,7 +243,7 @@ fn every_function_in_the_header_documents_threads_null_and_its_codes() {
             comment.clear();
         }
     }
-    assert_eq!(checked, 54, "the number of functions (51) and callback typedefs (3) in the header changed; check this test still reads them all");
+    assert_eq!(checked, 58, "the number of functions (55) and callback typedefs (3) in the header changed; check this test still reads them all");
 }
 
 #[test]
@@ -408,7 +408,10 @@ fn propose_commit_then_a_retry_is_refused_as_a_duplicate() {
     assert_eq!(info(permit)["effect_key"], "refund:pay_1", "info stays readable after the outcome");
     free(permit);
     assert_eq!(effect(&handle, "refund:pay_1")["state"], "committed");
-    assert_eq!(effect(&handle, "refund:pay_1")["result"]["refund_id"], "re_1");
+    // A float has no canonical form: the result is kept marked, with its text and hash.
+    let stored = &effect(&handle, "refund:pay_1")["result"];
+    assert_eq!(stored["warden_result"], "not_canonical");
+    assert!(stored["excerpt"].as_str().is_some_and(|text| text.contains("re_1")), "{stored}");
 
     let refused = propose(&handle, &refund("pay_1", 1200)).expect_err("a retry is refused");
     assert_eq!(refused.code, WARDEN_RESULT_DUPLICATE);
@@ -676,7 +679,8 @@ fn refusals_carry_their_reason_and_the_chain_events_and_lists_read_back() {
     assert_eq!(unknown.error["refusal"], true);
     let nobody = propose(&handle, &json!({"name": "customer.read", "arguments": {}, "principal": null}))
         .expect_err("no principal");
-    assert_eq!(nobody.error["reason"], "no_principal");
+    assert_eq!((nobody.code, &nobody.error["reason"]), (WARDEN_RESULT_INVALID_INPUT, &json!("no_principal")));
+    assert_eq!(nobody.error["refusal"], false);
     let read = propose(&handle, &json!({"name": "customer.read", "arguments": {"id": 1}, "principal": {"agent": "a"}}))
         .expect("a read");
     assert!(info(read)["effect_key"].is_null());
@@ -1058,4 +1062,49 @@ fn the_precondition_callback_fingerprints_the_request_and_a_changed_state_is_ref
     commit(permit, "null").expect("commit");
     free(permit);
     assert_eq!(wait(&handle, &id, 0).expect("record")["status"], "consumed");
+}
+
+#[test]
+fn the_defaults_cross_the_boundary_as_the_core_defines_them() {
+    let mut out = empty();
+    // SAFETY: out points at a local; err is NULL.
+    assert_eq!(unsafe { warden_defaults(&mut out, ptr::null_mut()) }, WARDEN_RESULT_OK);
+    // SAFETY: out was written on OK with `len` bytes.
+    let text = unsafe { std::slice::from_raw_parts(out.ptr, out.len) }.to_vec();
+    // SAFETY: out came from the library and is freed once.
+    unsafe { warden_buf_free(out) };
+    let defaults: Value = serde_json::from_slice(&text).expect("JSON");
+    assert_eq!(defaults, crate::limits::defaults_json());
+    assert_eq!((defaults["list_limit"].as_u64(), defaults["environment"].as_str()), (Some(100), Some("production")));
+    // SAFETY: NULL out is refused before anything is written.
+    assert_eq!(unsafe { warden_defaults(ptr::null_mut(), ptr::null_mut()) }, WARDEN_RESULT_INVALID_INPUT);
+}
+
+#[test]
+fn a_reconciled_proposal_applies_the_hooks_answer_then_proposes_once() {
+    let handle = open(Some(POLICY));
+    let key = "refund:pay_rr";
+    free(propose(&handle, &refund("pay_rr", 100)).expect("allowed")); // freed unfinished: AMBIGUOUS
+    let refused = propose(&handle, &refund("pay_rr", 100)).expect_err("ambiguous");
+    assert_eq!((refused.code, refused.error["effect_key"].as_str()), (WARDEN_RESULT_AMBIGUOUS, Some(key)));
+    let answered = |answer: &str| {
+        let mut request = refund("pay_rr", 100);
+        request["reconciled"] = json!({"effect_key": key, "answer": answer});
+        propose(&handle, &request)
+    };
+    // unknown: recorded, and the refusal stands.
+    let unknown = answered("unknown").expect_err("still ambiguous");
+    assert_eq!((unknown.code, unknown.error["effect_key"].as_str()), (WARDEN_RESULT_AMBIGUOUS, Some(key)));
+    assert_eq!(answered("maybe").expect_err("bad answer").code, WARDEN_RESULT_INVALID_INPUT);
+    // Another action's key is refused and changes nothing.
+    let mut other = json!({"name": "customer.read", "arguments": {"id": 1}, "principal": {"agent": "a"}});
+    other["reconciled"] = json!({"effect_key": key, "answer": "not_executed"});
+    assert_eq!(propose(&handle, &other).expect_err("not its key").code, WARDEN_RESULT_INVALID_INPUT);
+    assert_eq!(effect(&handle, key)["state"], "ambiguous");
+    // not_executed: resolved FAILED, and this very call is the retry (attempt 2).
+    let permit = answered("not_executed").expect("the retry runs");
+    assert_eq!(info(permit)["attempt"], 2);
+    commit(permit, "null").expect("committed");
+    free(permit);
+    assert_eq!(effect(&handle, key)["resolved_by"], serde_json::Value::Null);
 }

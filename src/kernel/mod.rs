@@ -110,7 +110,7 @@ pub fn resolve_environment(argument: Option<&str>, document: Option<&str>) -> St
         .map(str::to_owned)
         .or_else(|| std::env::var("WARDEN_ENVIRONMENT").ok().filter(|e| !e.is_empty()))
         .or_else(|| document.map(str::to_owned))
-        .unwrap_or_else(|| "production".to_owned())
+        .unwrap_or_else(|| crate::limits::DEFAULT_ENVIRONMENT.to_owned())
 }
 
 /// What the host asks the kernel to do with one action.

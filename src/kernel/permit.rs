@@ -91,8 +91,8 @@ impl Permit {
         self.commit_stored(stored)
     }
 
-    /// The executor succeeded, with its result already in stored form (an over-size result
-    /// the boundary never parsed: `StoredResult::excerpt`).
+    /// The executor succeeded, with its result already in stored form (what a binding handed
+    /// over: `StoredResult::from_bytes`).
     pub fn commit_stored(mut self, result: StoredResult) -> Result<()> {
         self.finished = true;
         self.kernel.clone().finish(&self, Outcome::Committed(result))

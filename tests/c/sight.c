@@ -141,6 +141,28 @@ int main(int argc, char **argv) {
     expect_reason(&err, "invalid_page");
     reset(&err);
 
+    /* One dispatch for an LLM's tool calls: the same answers, the same refusals, no I/O. */
+    EXPECT(warden_sight_call_tool(h, LIT("warden_history"),
+                                  LIT("{\"source\":\"status\",\"endpoint\":\"summary\",\"limit\":1}"), NULL, &out,
+                                  &err),
+           WARDEN_RESULT_OK, &err);
+    CHECK(buf_contains(&out, b) && !buf_contains(&out, a));
+    reset(&out);
+    EXPECT(warden_sight_call_tool(h, LIT("warden_sources"), NULL, 0, NULL, &out, &err), WARDEN_RESULT_OK, &err);
+    CHECK(buf_contains(&out, "\"sources\""));
+    reset(&out);
+    EXPECT(warden_sight_call_tool(h, LIT("warden_sources"), LIT("{\"url\":\"http://evil.com\"}"), NULL, &out, &err),
+           WARDEN_RESULT_OUT_OF_WINDOW, &err);
+    expect_reason(&err, "invalid_params");
+    reset(&err);
+    EXPECT(warden_sight_call_tool(h, LIT("warden_query"),
+                                  LIT("{\"source\":\"status\",\"endpoint\":\"summary\",\"url\":\"http://evil.com\"}"),
+                                  NULL, &out, &err),
+           WARDEN_RESULT_OUT_OF_WINDOW, &err);
+    reset(&err);
+    EXPECT(warden_sight_call_tool(h, LIT("http_get"), NULL, 0, NULL, &out, &err), WARDEN_RESULT_INVALID_INPUT, &err);
+    reset(&err);
+
     /* A cancelled token: aborted, nothing sent. */
     warden_cancel *cancel = warden_cancel_new();
     CHECK(cancel != NULL);

@@ -185,6 +185,8 @@ function fromObject(fields) {
 }
 
 module.exports = {
+  BY_CODE,
+  DEFAULT_REASONS,
   WardenError,
   Refused,
   Denied,

@@ -1,15 +1,20 @@
 //! Plumbing for one C call: byte views in, owned buffers out, result codes to errors.
 //!
-//! A failed call becomes a `napi::Error` whose message is the library's error object (JSON:
-//! `{"code", "reason", "message", …the refusal's fields}`); `index.js` turns it into the
-//! matching `WardenError` subclass. Nothing here interprets Warden's semantics.
+//! A failed call is thrown as a structured value: a JavaScript `Error` whose `code` is the C
+//! constant's name, whose `message` is the library's message and whose `fields` is the
+//! library's error object (`{"code", "reason", "message", …the refusal's fields}`) as a plain
+//! object; `index.js` turns it into the matching `WardenError` subclass. Nothing here
+//! interprets Warden's semantics.
 
 use std::ffi::CStr;
+
+use napi::bindgen_prelude::JsObjectValue;
+use napi::{Env, JsValue};
 
 use crate::ffi::{self, WardenBuf, WardenResult, WARDEN_RESULT_OK};
 
 /// A refused or failed C call: its code and its error object as JSON text.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Failure {
     pub error_json: String,
 }
@@ -33,6 +38,31 @@ impl From<Failure> for napi::Error {
     fn from(failure: Failure) -> napi::Error {
         napi::Error::new(napi::Status::GenericFailure, failure.error_json)
     }
+}
+
+/// The structured JavaScript error for a failure carried in `error` (its reason is the
+/// library's error object, from `From<Failure>`): an `Error` with `code`, `message` and
+/// `fields`. Any other error (napi's own) is returned as it is.
+pub fn structured(env: &Env, error: napi::Error) -> napi::Error {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_str::<serde_json::Value>(&error.reason) else {
+        return error;
+    };
+    let Some(code) = fields.get("code").and_then(serde_json::Value::as_str).map(str::to_owned) else {
+        return error;
+    };
+    let message = fields.get("message").and_then(serde_json::Value::as_str).unwrap_or(&code).to_owned();
+    let built = (|| -> napi::Result<napi::Error> {
+        let mut object = env.create_error(napi::Error::new(napi::Status::GenericFailure, message))?;
+        object.set_named_property("code", code)?;
+        object.set_named_property("fields", serde_json::Value::Object(fields))?;
+        Ok(napi::Error::from(object.to_unknown()))
+    })();
+    built.unwrap_or(error)
+}
+
+/// `result`, with a failure thrown as the structured error (see `structured`).
+pub fn thrown<T>(env: &Env, result: napi::Result<T>) -> napi::Result<T> {
+    result.map_err(|error| structured(env, error))
 }
 
 pub type CallResult<T> = Result<T, Failure>;

@@ -10,7 +10,6 @@ use std::os::raw::{c_char, c_void};
 pub type WardenResult = u32;
 
 pub const WARDEN_RESULT_OK: WardenResult = 0;
-pub const WARDEN_RESULT_INVALID_INPUT: WardenResult = 200;
 // 110 WARDEN_RESULT_OUT_OF_WINDOW and 203 WARDEN_RESULT_FETCH carry the sight code as their
 // error object's `reason`; the addon passes them through by name like every other code.
 
@@ -125,6 +124,14 @@ extern "C" {
         len: usize,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_defaults(out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_permit_commit_text(
+        permit: *mut WardenPermit,
+        text: *const u8,
+        len: usize,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_permit_cancel(permit: *mut WardenPermit, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_not_executed(
         permit: *mut WardenPermit,
         msg: *const u8,
@@ -313,6 +320,16 @@ extern "C" {
     pub fn warden_sight_sources(handle: *const WardenHandle, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_sight_tool_schema(
         handle: *const WardenHandle,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_sight_call_tool(
+        handle: *const WardenHandle,
+        name: *const u8,
+        name_len: usize,
+        arguments: *const u8,
+        arguments_len: usize,
+        cancel: *const WardenCancel,
         out: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;

@@ -13,7 +13,7 @@ use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
 use napi_derive::napi;
 
-use crate::call::{bytes, check, optional, take, unsigned, CallResult, Failure};
+use crate::call::{bytes, check, optional, structured, take, thrown, unsigned, CallResult, Failure};
 use crate::ffi::{self, WardenBuf, WardenHandle};
 use crate::permit::{Permit, PermitPtr};
 use crate::sight::{self, Cancel, Provider, ProviderFunction, SightOp};
@@ -54,30 +54,34 @@ pub struct Handle {
     slot: Mutex<Option<Arc<HandlePtr>>>,
 }
 
+fn opened(store: String, config: Option<String>, options: Option<String>) -> napi::Result<Handle> {
+    let (store_ptr, store_len) = bytes(&store);
+    let (config_ptr, config_len) = optional(config.as_deref());
+    let (options_ptr, options_len) = optional(options.as_deref());
+    let mut out: *mut WardenHandle = std::ptr::null_mut();
+    let mut err = WardenBuf::empty();
+    // SAFETY: every (ptr, len) borrows a String alive for the call; out and err point at
+    // locals.
+    let code = unsafe {
+        ffi::warden_open(store_ptr, store_len, config_ptr, config_len, options_ptr, options_len, &mut out, &mut err)
+    };
+    check(code, err)?;
+    if out.is_null() {
+        return Err(
+            Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_open returned OK and no handle").into()
+        );
+    }
+    let ptr = HandlePtr { raw: out, providers: Mutex::new(Vec::new()), hooks: Mutex::new(Vec::new()) };
+    Ok(Handle { slot: Mutex::new(Some(Arc::new(ptr))) })
+}
+
 #[napi]
 impl Handle {
     /// Open `store` governed by the document at `config` (optional); `options` is the C
     /// options JSON (`{"environment": …}`) or absent.
     #[napi(factory)]
-    pub fn open(store: String, config: Option<String>, options: Option<String>) -> napi::Result<Handle> {
-        let (store_ptr, store_len) = bytes(&store);
-        let (config_ptr, config_len) = optional(config.as_deref());
-        let (options_ptr, options_len) = optional(options.as_deref());
-        let mut out: *mut WardenHandle = std::ptr::null_mut();
-        let mut err = WardenBuf::empty();
-        // SAFETY: every (ptr, len) borrows a String alive for the call; out and err point at
-        // locals.
-        let code = unsafe {
-            ffi::warden_open(store_ptr, store_len, config_ptr, config_len, options_ptr, options_len, &mut out, &mut err)
-        };
-        check(code, err)?;
-        if out.is_null() {
-            return Err(
-                Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_open returned OK and no handle").into()
-            );
-        }
-        let ptr = HandlePtr { raw: out, providers: Mutex::new(Vec::new()), hooks: Mutex::new(Vec::new()) };
-        Ok(Handle { slot: Mutex::new(Some(Arc::new(ptr))) })
+    pub fn open(env: Env, store: String, config: Option<String>, options: Option<String>) -> napi::Result<Handle> {
+        thrown(&env, opened(store, config, options))
     }
 
     /// Idempotent. Queued work and live permits keep the store open until they finish; the
@@ -100,7 +104,7 @@ impl Handle {
     /// Run the pipeline: resolves to a `Permit`, rejects with the refusal.
     #[napi(ts_return_type = "Promise<Permit>")]
     pub fn propose(&self, request: String) -> napi::Result<AsyncTask<Propose>> {
-        Ok(AsyncTask::new(Propose { handle: self.live()?, request }))
+        Ok(AsyncTask::new(Propose { handle: self.held(), request }))
     }
 
     #[napi(ts_return_type = "Promise<string>")]
@@ -132,10 +136,12 @@ impl Handle {
 
     /// Register the JavaScript hook wrapper `(requestJson) => void`, or remove it with null.
     #[napi]
-    pub fn set_approval_hook(&self, hook: Option<crate::notify::HookFunction<'_>>) -> napi::Result<()> {
-        let handle = self.live()?;
-        let hook = hook.as_ref().map(crate::notify::Hook::new).transpose()?;
-        Ok(crate::notify::set_hook(&handle, hook)?)
+    pub fn set_approval_hook(&self, env: Env, hook: Option<crate::notify::HookFunction<'_>>) -> napi::Result<()> {
+        thrown(&env, (|| {
+            let handle = self.live()?;
+            let hook = hook.as_ref().map(crate::notify::Hook::new).transpose()?;
+            Ok(crate::notify::set_hook(&handle, hook)?)
+        })())
     }
 
     #[napi(ts_return_type = "Promise<string>")]
@@ -218,6 +224,17 @@ impl Handle {
         self.sight(SightOp::query(request, cancel))
     }
 
+    /// Run one tool call an LLM made (`warden_sight_call_tool`), abortable through `cancel`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn sight_call_tool(
+        &self,
+        name: String,
+        arguments: String,
+        cancel: Option<&Cancel>,
+    ) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
+        self.sight(SightOp::tool(name, arguments, cancel))
+    }
+
     #[napi(ts_return_type = "Promise<string>")]
     pub fn sight_history(&self, request: String) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
         self.sight(SightOp::History { request })
@@ -230,47 +247,54 @@ impl Handle {
 
     /// The configured windows as JSON text (no I/O: synchronous).
     #[napi]
-    pub fn sight_sources(&self) -> napi::Result<String> {
-        Ok(SightOp::Sources.run(self.live()?.raw())?)
+    pub fn sight_sources(&self, env: Env) -> napi::Result<String> {
+        thrown(&env, (|| Ok(SightOp::Sources.run(self.live()?.raw())?))())
     }
 
     /// The four tool definitions as JSON text (no I/O: synchronous).
     #[napi]
-    pub fn sight_tool_schema(&self) -> napi::Result<String> {
-        Ok(SightOp::ToolSchema.run(self.live()?.raw())?)
+    pub fn sight_tool_schema(&self, env: Env) -> napi::Result<String> {
+        thrown(&env, (|| Ok(SightOp::ToolSchema.run(self.live()?.raw())?))())
     }
 
     /// Register the JavaScript provider wrapper `(reference, request) => void`, or restore the
     /// default provider with null.
     #[napi]
-    pub fn set_credential_provider(&self, provider: Option<ProviderFunction<'_>>) -> napi::Result<()> {
-        let handle = self.live()?;
-        let provider = provider.as_ref().map(Provider::new).transpose()?;
-        Ok(sight::set_provider(&handle, provider)?)
+    pub fn set_credential_provider(&self, env: Env, provider: Option<ProviderFunction<'_>>) -> napi::Result<()> {
+        thrown(&env, (|| {
+            let handle = self.live()?;
+            let provider = provider.as_ref().map(Provider::new).transpose()?;
+            Ok(sight::set_provider(&handle, provider)?)
+        })())
     }
 }
 
 impl Handle {
     fn sight(&self, op: SightOp) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
-        Ok(AsyncTask::new(HandleCall { handle: self.live()?, op }))
+        Ok(AsyncTask::new(HandleCall { handle: self.held(), op }))
     }
 
     fn live(&self) -> napi::Result<Arc<HandlePtr>> {
-        let slot = self.slot.lock().map_err(|_| {
-            napi::Error::from(Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the handle's lock is poisoned"))
-        })?;
+        Ok(self.held()?)
+    }
+
+    /// The open handle, or why not (reported when the task runs, as a structured rejection).
+    fn held(&self) -> CallResult<Arc<HandlePtr>> {
+        let slot = self
+            .slot
+            .lock()
+            .map_err(|_| Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the handle's lock is poisoned"))?;
         slot.clone().ok_or_else(|| {
             Failure::binding(
                 "WARDEN_RESULT_INVALID_INPUT",
                 "invalid_input",
                 "this Warden is closed; open the store again to use it",
             )
-            .into()
         })
     }
 
     fn call(&self, op: Op) -> napi::Result<AsyncTask<HandleCall>> {
-        Ok(AsyncTask::new(HandleCall { handle: self.live()?, op }))
+        Ok(AsyncTask::new(HandleCall { handle: self.held(), op }))
     }
 }
 
@@ -393,7 +417,7 @@ impl HandleOp for Op {
 }
 
 pub struct HandleCall<O: HandleOp = Op> {
-    pub handle: Arc<HandlePtr>,
+    pub handle: CallResult<Arc<HandlePtr>>,
     pub op: O,
 }
 
@@ -402,16 +426,21 @@ impl<O: HandleOp> Task for HandleCall<O> {
     type JsValue = String;
 
     fn compute(&mut self) -> napi::Result<String> {
-        Ok(self.op.run(self.handle.raw())?)
+        let handle = self.handle.clone()?;
+        Ok(self.op.run(handle.raw())?)
     }
 
     fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
         Ok(output)
     }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<String> {
+        Err(structured(&env, err))
+    }
 }
 
 pub struct Propose {
-    handle: Arc<HandlePtr>,
+    handle: CallResult<Arc<HandlePtr>>,
     request: String,
 }
 
@@ -420,6 +449,7 @@ impl Task for Propose {
     type JsValue = Permit;
 
     fn compute(&mut self) -> napi::Result<(PermitPtr, String)> {
+        let handle = self.handle.clone()?;
         let (request, request_len) = bytes(&self.request);
         let mut out = std::ptr::null_mut();
         let mut info = WardenBuf::empty();
@@ -427,7 +457,7 @@ impl Task for Propose {
         // SAFETY: the handle is alive (Arc); the request borrows a String owned by self; out,
         // info and err point at locals.
         let code = unsafe {
-            ffi::warden_propose_described(self.handle.raw(), request, request_len, &mut out, &mut info, &mut err)
+            ffi::warden_propose_described(handle.raw(), request, request_len, &mut out, &mut info, &mut err)
         };
         check(code, err)?;
         let info = take(info);
@@ -438,11 +468,15 @@ impl Task for Propose {
             );
         }
         // From here on the permit is owned: dropping it without an outcome records AMBIGUOUS.
-        let permit = PermitPtr::new(out, self.handle.clone());
+        let permit = PermitPtr::new(out, handle);
         Ok((permit, info))
     }
 
     fn resolve(&mut self, _env: Env, (permit, info): (PermitPtr, String)) -> napi::Result<Permit> {
         Ok(Permit::new(permit, info))
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<Permit> {
+        Err(structured(&env, err))
     }
 }

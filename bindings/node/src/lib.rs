@@ -12,9 +12,10 @@ mod notify;
 mod permit;
 mod sight;
 
+use napi::Env;
 use napi_derive::napi;
 
-use crate::call::{bytes, check, take};
+use crate::call::{bytes, check, take, thrown};
 use crate::ffi::WardenBuf;
 
 pub use handle::Handle;
@@ -34,16 +35,28 @@ pub fn result_name(code: u32) -> String {
     call::result_name(code)
 }
 
+/// The library's defaults as JSON (`warden_defaults`): list limit, first receipt, environment,
+/// limits. `index.js` reads them and never restates them.
+#[napi]
+pub fn defaults(env: Env) -> napi::Result<String> {
+    let mut out = WardenBuf::empty();
+    let mut err = WardenBuf::empty();
+    // SAFETY: out and err point at locals.
+    let code = unsafe { ffi::warden_defaults(&mut out, &mut err) };
+    thrown(&env, check(code, err).map_err(Into::into))?;
+    Ok(take(out))
+}
+
 /// The canonical JSON text of `json`.
 #[napi]
-pub fn canonical(json: String) -> napi::Result<String> {
-    pure(&json, ffi::warden_canonical)
+pub fn canonical(env: Env, json: String) -> napi::Result<String> {
+    thrown(&env, pure(&json, ffi::warden_canonical))
 }
 
 /// `sha256:…` over the canonical action `{"name","arguments","principal","resource","environment"}`.
 #[napi]
-pub fn action_hash(action_json: String) -> napi::Result<String> {
-    pure(&action_json, ffi::warden_action_hash)
+pub fn action_hash(env: Env, action_json: String) -> napi::Result<String> {
+    thrown(&env, pure(&action_json, ffi::warden_action_hash))
 }
 
 type PureFn = unsafe extern "C" fn(*const u8, usize, *mut WardenBuf, *mut WardenBuf) -> ffi::WardenResult;

@@ -1,10 +1,9 @@
 //! `Permit`: the right to run one action once, and the one outcome it reports.
 //!
 //! The outcome calls take the permit out of its slot, report, and free it, all on the thread
-//! pool; a second outcome finds the slot empty. The one exception is WARDEN_RESULT_INVALID_INPUT
-//! (say, a result nested too deep to store), which leaves the permit unfinished: it goes back in
-//! its slot so that another outcome can still be reported. A permit released or garbage-collected
-//! without an outcome is freed, which the library records as AMBIGUOUS.
+//! pool; a second outcome finds the slot empty. The library stores any result it is handed (as
+//! itself, or marked), so a commit is never refused for its result. A permit released or
+//! garbage-collected without an outcome is freed, which the library records as AMBIGUOUS.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +11,7 @@ use napi::bindgen_prelude::{AsyncTask, Buffer};
 use napi::{Env, Task};
 use napi_derive::napi;
 
-use crate::call::{bytes, check, take, unsigned, CallResult, Failure};
+use crate::call::{bytes, check, structured, take, unsigned, CallResult, Failure};
 use crate::ffi::{self, WardenBuf, WardenPermit};
 use crate::handle::HandlePtr;
 
@@ -55,6 +54,10 @@ pub enum Outcome {
     Commit(String),
     /// A large result's JSON in UTF-8 pieces, joined on the thread pool.
     CommitPieces(Vec<Buffer>),
+    /// A result with no JSON form, described as text.
+    CommitText(String),
+    /// The function never ran: the library's NOT_EXECUTED.
+    Cancel,
     NotExecuted(String),
     Ambiguous(String),
 }
@@ -90,6 +93,18 @@ impl Permit {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn commit_pieces(&self, pieces: Vec<Buffer>) -> AsyncTask<Report> {
         self.report(Outcome::CommitPieces(pieces))
+    }
+
+    /// The executor succeeded with a result that has no JSON form; `text` describes it.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn commit_text(&self, text: String) -> AsyncTask<Report> {
+        self.report(Outcome::CommitText(text))
+    }
+
+    /// The function will not run (its caller left): the library records NOT_EXECUTED.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn cancel(&self) -> AsyncTask<Report> {
+        self.report(Outcome::Cancel)
     }
 
     /// The executor proved the remote side did nothing: FAILED, and a retry may renew.
@@ -178,6 +193,11 @@ impl Task for Report {
                 Outcome::CommitPieces(_) => {
                     ffi::warden_permit_commit(permit.raw, joined.as_ptr(), joined.len(), &mut err)
                 }
+                Outcome::CommitText(text) => {
+                    let (p, l) = bytes(text);
+                    ffi::warden_permit_commit_text(permit.raw, p, l, &mut err)
+                }
+                Outcome::Cancel => ffi::warden_permit_cancel(permit.raw, &mut err),
                 Outcome::NotExecuted(message) => {
                     let (p, l) = bytes(message);
                     ffi::warden_permit_not_executed(permit.raw, p, l, &mut err)
@@ -188,20 +208,17 @@ impl Task for Report {
                 }
             }
         };
-        if code == ffi::WARDEN_RESULT_INVALID_INPUT {
-            // Not reported: the permit is still unfinished, and another outcome may follow.
-            if let Ok(mut slot) = self.slot.lock() {
-                *slot = Some(permit);
-            }
-        } else {
-            // Reported (or refused for good): spent either way.
-            drop(permit);
-        }
+        // Reported (or refused for good): spent either way.
+        drop(permit);
         Ok(check(code, err)?)
     }
 
     fn resolve(&mut self, _env: Env, _output: ()) -> napi::Result<()> {
         Ok(())
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<()> {
+        Err(structured(&env, err))
     }
 }
 
@@ -227,5 +244,9 @@ impl Task for ExtendLease {
 
     fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
         Ok(output)
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<String> {
+        Err(structured(&env, err))
     }
 }

@@ -85,11 +85,12 @@ pub struct Cancel {
 #[napi]
 impl Cancel {
     #[napi(constructor)]
-    pub fn new() -> napi::Result<Cancel> {
+    pub fn new(env: napi::Env) -> napi::Result<Cancel> {
         // SAFETY: no arguments; NULL only if the library panicked.
         let token = unsafe { ffi::warden_cancel_new() };
         if token.is_null() {
-            return Err(Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_cancel_new returned NULL").into());
+            let failure = Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_cancel_new returned NULL");
+            return Err(crate::call::structured(&env, failure.into()));
         }
         let state = CancelState { token, watch: Mutex::new((false, None)), aborted_credential: AtomicBool::new(false) };
         Ok(Cancel { state: Arc::new(state) })
@@ -382,6 +383,8 @@ pub fn release_providers(handle: &HandlePtr) {
 /// A sight call that answers JSON.
 pub enum SightOp {
     Query { request: String, cancel: Option<Arc<CancelState>> },
+    /// An LLM's tool call, dispatched by the library (`warden_sight_call_tool`).
+    Tool { name: String, arguments: String, cancel: Option<Arc<CancelState>> },
     History { request: String },
     Diff { request: String },
     Sources,
@@ -391,6 +394,10 @@ pub enum SightOp {
 impl SightOp {
     pub fn query(request: String, cancel: Option<&Cancel>) -> SightOp {
         SightOp::Query { request, cancel: cancel.map(|cancel| cancel.state.clone()) }
+    }
+
+    pub fn tool(name: String, arguments: String, cancel: Option<&Cancel>) -> SightOp {
+        SightOp::Tool { name, arguments, cancel: cancel.map(|cancel| cancel.state.clone()) }
     }
 }
 
@@ -407,6 +414,17 @@ impl HandleOp for SightOp {
                 let token = cancel.as_ref().map_or(std::ptr::null(), |state| state.token as *const WardenCancel);
                 let _running = Running::enter(cancel.clone());
                 let code = unsafe { ffi::warden_sight_query(h, q, ql, token, &mut out, &mut err) };
+                if let Err(failure) = check(code, err) {
+                    return Err(aborted_while_resolving(cancel.as_deref()).unwrap_or(failure));
+                }
+                return Ok(take(out));
+            }
+            SightOp::Tool { name, arguments, cancel } => {
+                let (n, nl) = bytes(name);
+                let (a, al) = bytes(arguments);
+                let token = cancel.as_ref().map_or(std::ptr::null(), |state| state.token as *const WardenCancel);
+                let _running = Running::enter(cancel.clone());
+                let code = unsafe { ffi::warden_sight_call_tool(h, n, nl, a, al, token, &mut out, &mut err) };
                 if let Err(failure) = check(code, err) {
                     return Err(aborted_while_resolving(cancel.as_deref()).unwrap_or(failure));
                 }

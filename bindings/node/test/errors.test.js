@@ -101,3 +101,29 @@ test('bad arguments are InvalidInput from the library or TypeError from the bind
   await assert.rejects(w.resolve('k', 'maybe', { by: 'x' }), TypeError);
   assert.throws(() => new warden.Warden({}), TypeError);
 });
+
+test('a native failure crosses napi as a structured error: code, message and fields, no JSON to parse', async (t) => {
+  const native = require('../native/warden.node');
+  let raw;
+  try {
+    native.canonical('{"price": 1.5}');
+  } catch (error) {
+    raw = error;
+  }
+  assert.ok(raw instanceof Error, 'an Error');
+  assert.equal(raw.code, 'WARDEN_RESULT_INVALID_INPUT');
+  assert.equal(raw.fields.code, 'WARDEN_RESULT_INVALID_INPUT');
+  assert.equal(raw.fields.reason, 'invalid_input');
+  assert.equal(raw.message, raw.fields.message);
+  assert.throws(() => JSON.parse(raw.message), 'the message is text, not an error object');
+
+  // The same from an async call: a refusal's own fields arrive as properties.
+  const { w, store, config } = open(t);
+  const handle = native.Handle.open(`${store}.raw`, config, undefined);
+  t.after(() => handle.close());
+  const duplicate = await handle.reconcile('refund:none', 'stripe.refund', 'committed').catch((e) => e);
+  assert.equal(typeof duplicate.code, 'string');
+  assert.ok(duplicate.code.startsWith('WARDEN_RESULT_'), duplicate.code);
+  assert.equal(duplicate.fields.code, duplicate.code);
+  assert.ok(w);
+});

@@ -133,6 +133,23 @@ test('reconcile answering unknown leaves the refusal standing', async (t) => {
   assert.equal(calls, 1);
 });
 
+test('a reconcile answer the library does not know is InvalidInput and moves nothing', async (t) => {
+  const { w } = open(t);
+  let calls = 0;
+  const flaky = w.protect(
+    'ledger.write',
+    async () => {
+      calls += 1;
+      throw new Error('lost reply');
+    },
+    { reconcile: () => 'maybe' },
+  );
+  await assert.rejects(ada(() => flaky({ entry: 'e6' })), /lost reply/);
+  await assert.rejects(ada(() => flaky({ entry: 'e6' })), warden.InvalidInput);
+  assert.equal((await w.effect('ledger:e6')).state, 'ambiguous');
+  assert.equal(calls, 1);
+});
+
 test('reconcile answering committed turns the retry into a duplicate', async (t) => {
   const { w } = open(t);
   const flaky = w.protect(
@@ -221,7 +238,7 @@ test('an action without an effect key runs, may repeat, and has no idempotency t
   assert.deepEqual(await ada(() => read({ id: 'cus_1' })), { id: 'cus_1' }, 'reads may repeat');
 });
 
-test('a result that is not JSON is committed as its inspection', async (t) => {
+test('a result that is not JSON is committed as its inspection, marked as text', async (t) => {
   const { w } = open(t);
   const circular = { name: 'loop' };
   circular.self = circular;
@@ -229,10 +246,11 @@ test('a result that is not JSON is committed as its inspection', async (t) => {
   assert.equal(await ada(() => write({ entry: 'circular' })), circular, 'the caller gets the very value');
   const effect = await w.effect('ledger:circular');
   assert.equal(effect.state, 'committed');
-  assert.match(effect.result.repr, /name: 'loop'/);
+  assert.equal(effect.result.warden_result, 'text');
+  assert.match(effect.result.excerpt, /name: 'loop'/);
 });
 
-test('a result the library cannot store (nested too deep) is committed as its inspection', async (t) => {
+test('a result nested too deep is committed in the marked form with its hash', async (t) => {
   const { w } = open(t);
   let deep = 'bottom';
   for (let i = 0; i < 200; i++) deep = [deep];
@@ -240,7 +258,8 @@ test('a result the library cannot store (nested too deep) is committed as its in
   assert.equal(await ada(() => write({ entry: 'deep' })), deep);
   const effect = await w.effect('ledger:deep');
   assert.equal(effect.state, 'committed', 'it ran, so it is COMMITTED, not AMBIGUOUS');
-  assert.equal(typeof effect.result.repr, 'string');
+  assert.equal(effect.result.warden_result, 'too_deep');
+  assert.ok(effect.result.excerpt.startsWith('[[[['));
 });
 
 test('arguments that are not JSON are InvalidInput before anything is proposed', async (t) => {
@@ -271,8 +290,11 @@ test('refusals from the policy are Denied with the reason', async (t) => {
   assert.ok(unknown instanceof warden.Denied);
   assert.equal(unknown.reason, 'unknown_action');
   const anonymous = await refund({ payment_id: 'pay_x', amount: 1 }).catch((e) => e);
-  assert.ok(anonymous instanceof warden.Denied);
+  // A programming error, not a denial: code that catches Denied does not swallow it.
+  assert.ok(anonymous instanceof warden.InvalidInput && !(anonymous instanceof warden.Denied), `got ${anonymous}`);
+  assert.equal(anonymous.code, 'WARDEN_RESULT_INVALID_INPUT');
   assert.equal(anonymous.reason, 'no_principal');
+  assert.match(anonymous.message, /withContext\(/);
   assert.equal(calls, 0);
 });
 

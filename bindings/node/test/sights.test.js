@@ -621,6 +621,20 @@ sources:
 
 // ---- 6. the tool schema and the catalog ---------------------------------------------------
 
+test('callTool: the library dispatches an LLM tool call and confines it before any I/O', async (t) => {
+  const rec = await recorder(t);
+  const { w } = openSight(t, rec.port);
+  assert.deepEqual(await w.callTool('warden_sources'), w.sources());
+  assertSightError(await rejection(w.callTool('warden_sources', { url: 'https://evil.com' })), warden.OutOfWindow, 'invalid_params');
+  assertSightError(
+    await rejection(w.callTool('warden_query', { source: 'status', endpoint: 'summary', url: 'https://evil.com' })),
+    warden.OutOfWindow,
+    'invalid_params',
+  );
+  await assert.rejects(w.callTool('warden_fetch', { url: 'https://evil.com' }), warden.InvalidInput);
+  assert.equal(rec.requests.length, 0, 'nothing was sent');
+});
+
 test('toolSchema: four tools and no way to name a URL, host, header or credential', (t) => {
   const { w } = openSight(t, 1);
   const tools = w.toolSchema();

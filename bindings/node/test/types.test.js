@@ -41,6 +41,7 @@ const EXPORTS = [
   'WardenError',
   'actionHash',
   'canonical',
+  'defaults',
   'extendLease',
   'idempotencyToken',
   'parseJson',

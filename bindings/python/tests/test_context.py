@@ -53,7 +53,7 @@ def test_threads_each_see_their_own_principal(w: warden.Warden) -> None:
         barrier.wait()
         try:
             send("msg-stranger")
-        except warden.Denied as exc:
+        except warden.WardenError as exc:
             errors.append(exc)
 
     threads = [
@@ -66,8 +66,10 @@ def test_threads_each_see_their_own_principal(w: warden.Warden) -> None:
             thread.start()
         for thread in threads:
             thread.join()
-    (denied,) = errors
-    assert isinstance(denied, warden.Denied) and denied.reason == "no_principal"
+    (nobody,) = errors
+    # A programming error, not a denial: code that catches Denied does not swallow it.
+    assert isinstance(nobody, warden.InvalidInput) and not isinstance(nobody, warden.Denied)
+    assert nobody.reason == "no_principal" and "warden.context(" in nobody.message
     agents = _agents_by_key(w)
     assert agents["email:msg-agent-a"] == ("agent-a", "ada")
     assert agents["email:msg-agent-b"] == ("agent-b", None)

@@ -129,10 +129,10 @@ def test_cancelling_before_the_function_runs_records_failed(w: warden.Warden, ag
     entered = threading.Event()
     real_propose = w._propose
 
-    def slow_propose(request: bytes) -> warden.Permit:
+    def slow_propose(*request: Any) -> warden.Permit:
         entered.set()
         proceed.wait(10)
-        return real_propose(request)
+        return real_propose(*request)
 
     w._propose = slow_propose  # type: ignore[method-assign]
     ran: list[int] = []
@@ -240,10 +240,10 @@ def _hold_proposals(w: warden.Warden) -> tuple[threading.Event, threading.Event]
     entered, proceed = threading.Event(), threading.Event()
     real_propose = w._propose
 
-    def held(request: bytes) -> warden.Permit:
+    def held(*request: Any) -> warden.Permit:
         entered.set()
         proceed.wait(30)
-        return real_propose(request)
+        return real_propose(*request)
 
     w._propose = held  # type: ignore[method-assign]
     return entered, proceed

@@ -123,7 +123,7 @@ def test_a_second_call_while_the_first_runs_is_a_duplicate_in_progress(w: warden
     assert isinstance(exc, warden.Refused)
 
 
-def test_a_result_that_is_not_json_is_committed_as_its_repr(w: warden.Warden, agent: Any) -> None:
+def test_a_result_that_is_not_json_is_committed_as_its_repr_marked_as_text(w: warden.Warden, agent: Any) -> None:
     class Receipt:
         def __repr__(self) -> str:
             return "<Receipt re_9>"
@@ -134,7 +134,8 @@ def test_a_result_that_is_not_json_is_committed_as_its_repr(w: warden.Warden, ag
 
     result = refund("pay_1", 1200)
     assert isinstance(result, Receipt)
-    assert w.effect("refund:pay_1")["result"] == {"repr": "<Receipt re_9>"}  # type: ignore[index]
+    stored = w.effect("refund:pay_1")["result"]  # type: ignore[index]
+    assert (stored["warden_result"], stored["excerpt"], stored["bytes"]) == ("text", "<Receipt re_9>", 14)
 
 
 def test_idempotency_token_and_extend_lease_inside_a_protected_call(w: warden.Warden, agent: Any) -> None:
@@ -230,9 +231,11 @@ def test_refusals_before_anything_runs(w: warden.Warden) -> None:
     def transfer(account: str) -> None:
         calls.append(0)
 
-    with pytest.raises(warden.Denied) as nobody:
+    with pytest.raises(warden.InvalidInput) as nobody:
         refund("pay_1", 1200)
-    assert nobody.value.reason == "no_principal"
+    assert nobody.value.reason == "no_principal" and nobody.value.code == "WARDEN_RESULT_INVALID_INPUT"
+    assert "warden.context(" in nobody.value.message
+    assert w.receipts() == [], "no receipt names a stranger"
     with warden.context(agent="support-agent", user="ada"):
         with pytest.raises(warden.Denied) as too_much:
             refund("pay_1", 9_000_000)
@@ -329,4 +332,5 @@ def test_unencodable_text_never_loses_the_outcome_or_the_exception(w: warden.War
     assert raised.value is odd
     assert w.effect("refund:pay_1")["state"] == "ambiguous"  # type: ignore[index]
     assert refund("pay_2", 1, False) == "lone \udc80 surrogate"
-    assert w.effect("refund:pay_2")["result"] == {"repr": "'lone \\udc80 surrogate'"}  # type: ignore[index]
+    stored = w.effect("refund:pay_2")["result"]  # type: ignore[index]
+    assert (stored["warden_result"], stored["excerpt"]) == ("text", "'lone \\udc80 surrogate'")

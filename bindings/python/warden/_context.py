@@ -52,8 +52,8 @@ def context(
 ) -> Iterator[Principal]:
     """Set the principal for protected calls made inside the block.
 
-    A protected call made outside any `context()` has no principal and is denied
-    (`Denied`, reason `no_principal`). `task` names the unit of work (grants that name
+    A protected call made outside any `context()` has no principal: a programming error,
+    raised as `InvalidInput` (reason `no_principal`), with nothing recorded. `task` names the unit of work (grants that name
     `tasks` need a matching one); `hop` is a delegation id (`dlg_…`) another agent handed
     over, which is then the only grant the calls are judged against. Both belong to this
     block: an inner `context()` starts without them.

@@ -107,7 +107,10 @@ SIGNATURES: dict[str, Signature] = {
     "warden_propose_described": (_result, (_handle, _bytes, _len, _out_handle, _buf_p, _buf_p)),
     "warden_flush": (_result, (_handle, _buf_p)),
     "warden_permit_info": (_result, (_permit, _buf_p, _buf_p)),
+    "warden_defaults": (_result, (_buf_p, _buf_p)),
     "warden_permit_commit": (_result, (_permit, _bytes, _len, _buf_p)),
+    "warden_permit_commit_text": (_result, (_permit, _bytes, _len, _buf_p)),
+    "warden_permit_cancel": (_result, (_permit, _buf_p)),
     "warden_permit_not_executed": (_result, (_permit, _bytes, _len, _buf_p)),
     "warden_permit_ambiguous": (_result, (_permit, _bytes, _len, _buf_p)),
     "warden_permit_extend_lease": (_result, (_permit, c_uint64, _buf_p)),
@@ -163,6 +166,7 @@ SIGNATURES: dict[str, Signature] = {
     "warden_sight_tool_schema": (_result, (_handle, _buf_p, _buf_p)),
     "warden_sight_query": (_result, (_handle, _bytes, _len, _cancel, _buf_p, _buf_p)),
     "warden_sight_history": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
+    "warden_sight_call_tool": (_result, (_handle, _bytes, _len, _bytes, _len, _cancel, _buf_p, _buf_p)),
     "warden_sight_diff": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
 }
 

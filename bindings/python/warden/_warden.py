@@ -42,6 +42,7 @@ __all__ = [
     "CredentialProvider",
     "canonical",
     "action_hash",
+    "defaults",
     "idempotency_token",
     "extend_lease",
 ]
@@ -59,10 +60,24 @@ PathLike = Union[str, "os.PathLike[str]"]
 CredentialProvider = Callable[[str], Union[str, None]]
 
 _COMMIT = "warden_permit_commit"
+_COMMIT_TEXT = "warden_permit_commit_text"
+_CANCEL = "warden_permit_cancel"
 _NOT_EXECUTED = "warden_permit_not_executed"
 _AMBIGUOUS = "warden_permit_ambiguous"
 
-_MAX_MESSAGE_CHARS = 1000
+
+@functools.cache
+def defaults() -> dict[str, Any]:
+    """The library's defaults (`warden_defaults`): `environment`, `list_limit`, `from_seq`,
+    `after_id`, `limits`, ... The binding reads them here and never restates them."""
+    value = _loads(_ffi.library().call_out("warden_defaults"))
+    if not isinstance(value, dict):
+        raise InvalidInput("warden_defaults returned something other than a JSON object")
+    return value
+
+
+def _or_default(value: int | None, name: str) -> int:
+    return defaults()[name] if value is None else value
 
 
 # ---- JSON across the boundary -----------------------------------------------------------------
@@ -150,21 +165,26 @@ def _describe(exc: BaseException) -> bytes:
         except Exception:
             detail = ""
         text = f"{type(exc).__qualname__}: {detail}" if detail else type(exc).__qualname__
-    if len(text) > _MAX_MESSAGE_CHARS:
-        text = text[: _MAX_MESSAGE_CHARS - 1] + "…"
+    # The library cuts a long message to its own bound (limits.max_message_bytes) and marks it.
     return text.encode("utf-8", "replace")
 
 
-def _result_json(value: Any) -> bytes:
-    """The committed result: the value as JSON, or `{"repr": repr(value)}` when it is not JSON."""
+def _reconciled(request: bytes, effect_key: str, answer: Any) -> bytes:
+    """The request again, with the reconcile hook's answer for the library to apply."""
+    return _dumps({**json.loads(request), "reconciled": {"effect_key": effect_key, "answer": answer}}, "the answer")
+
+
+def _result_payload(value: Any) -> tuple[str, bytes]:
+    """What the library is handed for a result: its JSON, or (no JSON form) its repr as text.
+    The library decides how it is stored and never refuses it."""
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        return _COMMIT, json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except (TypeError, ValueError, RecursionError):
         try:
             text = repr(value)
-        except Exception as exc:  # a broken __repr__ must not lose the commit
+        except BaseException as exc:  # noqa: BLE001 - a broken __repr__ must not lose the commit
             text = f"<{type(value).__qualname__} whose repr raised {type(exc).__qualname__}>"
-        return json.dumps({"repr": text}, ensure_ascii=False).encode("utf-8", "replace")
+        return _COMMIT_TEXT, text.encode("utf-8", "replace")
 
 
 # ---- the permit --------------------------------------------------------------------------------
@@ -249,8 +269,13 @@ class Permit:
     # -- outcomes --
 
     def commit(self, result: Any = None) -> None:
-        """The call succeeded: COMMITTED, with `result` (JSON, or its repr) stored."""
-        self._report(_COMMIT, _result_json(result))
+        """The call succeeded: COMMITTED, with `result` stored (as itself when it is canonical
+        JSON within the library's bounds, else in the library's marked form)."""
+        self._report(*_result_payload(result))
+
+    def cancel(self) -> None:
+        """The function will not run (its caller left): NOT_EXECUTED, with the library's message."""
+        self._report(_CANCEL, None)
 
     def not_executed(self, message: str) -> None:
         """The remote side provably did nothing: FAILED, and a retry may run as the next attempt."""
@@ -269,11 +294,11 @@ class Permit:
             self._lib.call("warden_permit_extend_lease", pointer, lease_ms)
         return self.refresh().get("lease_expires_at")
 
-    def _report(self, function: str, payload: bytes) -> None:
+    def _report(self, function: str, payload: bytes | None) -> None:
         with self._held() as pointer:
-            self._lib.call(function, pointer, *_ffi.arg(payload))
+            self._lib.call(function, pointer, *(() if payload is None else _ffi.arg(payload)))
 
-    def _finish(self, function: str, payload: bytes, quiet: bool) -> None:
+    def _finish(self, function: str, payload: bytes | None, quiet: bool) -> None:
         """Report an outcome, then release; `quiet` logs a failed report instead of raising."""
         try:
             self._report(function, payload)
@@ -463,8 +488,6 @@ def _swallow_result(job: asyncio.Future[Any]) -> None:
         job.exception()
 
 
-_CANCELLED_BEFORE_RUN = b"the caller was cancelled before the protected function ran"
-
 
 class _Handoff:
     """A permit on its way from the worker thread that proposed it to the task awaiting it.
@@ -505,7 +528,7 @@ class _Handoff:
 
 
 def _finish_unused(permit: Permit) -> None:
-    permit._finish(_NOT_EXECUTED, _CANCELLED_BEFORE_RUN, True)
+    permit._finish(_CANCEL, None, True)
 
 
 # ---- sights: cancellation and the credential callback ---------------------------------------
@@ -828,20 +851,6 @@ class Warden:
         with self._using() as handle:
             self._lib.call("warden_flush", handle)
 
-    def _reconcile(self, effect_key: str, name: str, answer: ReconcileAnswer) -> None:
-        if not isinstance(answer, str):
-            raise InvalidInput(
-                f"a reconcile hook answers 'committed', 'not_executed' or 'unknown', not {answer!r}"
-            )
-        with self._using() as handle:
-            self._lib.call(
-                "warden_effect_reconcile",
-                handle,
-                *_ffi.arg(_text(effect_key, "effect key")),
-                *_ffi.arg(_text(name, "action name")),
-                *_ffi.arg(_text(answer, "reconcile answer")),
-            )
-
     def propose(self, name: str, arguments: dict[str, Any] | None = None, *, lease: float | None = None) -> Permit:
         """Propose one action with the current principal and approval; the permit, or a refusal.
 
@@ -865,10 +874,9 @@ class Warden:
             answer = reconcile(refusal.effect_key)
             if inspect.isawaitable(answer):
                 raise InvalidInput("an async reconcile hook needs an async protected function") from None
-            self._reconcile(refusal.effect_key, name, answer)
-            if answer == "unknown":
-                raise
-        return self._propose(request) if precondition is None else self._propose(request, precondition)
+            # The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
+            again = _reconciled(request, refusal.effect_key, answer)
+        return self._propose(again) if precondition is None else self._propose(again, precondition)
 
     def _acquire(
         self,
@@ -956,10 +964,8 @@ class Warden:
                 answer = await asyncio.to_thread(reconcile, key)
                 if inspect.isawaitable(answer):
                     answer = await answer
-            await asyncio.to_thread(self._reconcile, key, name, answer)
-            if answer == "unknown":
-                raise
-        return await self._propose_async(request, precondition)
+            again = _reconciled(request, key, answer)
+        return await self._propose_async(again, precondition)
 
     async def _acquire_async(
         self,
@@ -1073,7 +1079,7 @@ class Warden:
                 raise
             finally:
                 _PERMIT.reset(token)
-            permit._finish(_COMMIT, _result_json(result), False)
+            permit._finish(*_result_payload(result), False)
             return result
 
         return wrapper
@@ -1107,7 +1113,7 @@ class Warden:
                 raise
             finally:
                 _PERMIT.reset(token)
-            await self._finish_async(permit, _COMMIT, _result_json(result), False)
+            await self._finish_async(permit, *_result_payload(result), False)
             return result
 
         return wrapper
@@ -1345,23 +1351,25 @@ class Warden:
             data = self._lib.call_out("warden_effect_get", handle, *_ffi.arg(_text(effect_key, "effect key")))
         return _maybe_record(data)
 
-    def effects(self, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """Effect records, optionally only those in `state`, at most `limit`."""
+    def effects(self, state: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Effect records, optionally only those in `state`, at most `limit` (default: the
+        library's `list_limit`; 0: all)."""
         with self._using() as handle:
             data = self._lib.call_out(
                 "warden_effects_list",
                 handle,
                 *_ffi.arg(_optional_text(state, "effects(state=...)")),
-                _count(limit, "limit"),
+                _count(_or_default(limit, "list_limit"), "limit"),
             )
         return _records(data)
 
-    def receipts(self, from_seq: int = 1, limit: int = 100) -> list[dict[str, Any]]:
-        """Receipts from sequence number `from_seq`, at most `limit`."""
+    def receipts(self, from_seq: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Receipts from sequence number `from_seq` (default: the first), at most `limit`
+        (default: the library's `list_limit`; 0: all)."""
+        first = _count(_or_default(from_seq, "from_seq"), "from_seq")
+        count = _count(_or_default(limit, "list_limit"), "limit")
         with self._using() as handle:
-            data = self._lib.call_out(
-                "warden_receipts_list", handle, _count(from_seq, "from_seq"), _count(limit, "limit")
-            )
+            data = self._lib.call_out("warden_receipts_list", handle, first, count)
         return _records(data)
 
     def verify_chain(self) -> dict[str, Any]:
@@ -1369,10 +1377,13 @@ class Warden:
         with self._using() as handle:
             return _record(self._lib.call_out("warden_chain_verify", handle))
 
-    def events(self, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
-        """Events with an id greater than `after`, at most `limit`."""
+    def events(self, after: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Events with an id greater than `after` (default: from the first), at most `limit`
+        (default: the library's `list_limit`; 0: all)."""
+        first = _count(_or_default(after, "after_id"), "after")
+        count = _count(_or_default(limit, "list_limit"), "limit")
         with self._using() as handle:
-            data = self._lib.call_out("warden_events_list", handle, _count(after, "after"), _count(limit, "limit"))
+            data = self._lib.call_out("warden_events_list", handle, first, count)
         return _records(data)
 
 
@@ -1426,14 +1437,19 @@ class Warden:
                     self._callbacks = self._callbacks[-1:]
 
     def _sight_query(self, request: bytes, cancel: CancelToken | None) -> dict[str, Any]:
+        return self._cancellable("warden_sight_query", (), request, cancel)
+
+    def _cancellable(
+        self, function: str, leading: tuple[Any, ...], request: bytes, cancel: CancelToken | None
+    ) -> dict[str, Any]:
         if cancel is not None and not isinstance(cancel, CancelToken):
             raise InvalidInput(f"cancel= must be a warden.CancelToken or None, not {type(cancel).__name__}")
         with self._using() as handle, self._querying():
             if cancel is None:
-                data = self._lib.call_out("warden_sight_query", handle, *_ffi.arg(request), None)
+                data = self._lib.call_out(function, handle, *leading, *_ffi.arg(request), None)
             else:
                 with cancel._held() as pointer:
-                    data = self._lib.call_out("warden_sight_query", handle, *_ffi.arg(request), pointer)
+                    data = self._lib.call_out(function, handle, *leading, *_ffi.arg(request), pointer)
         return _record(data)
 
     def _sight_call(self, function: str, request: bytes) -> dict[str, Any]:
@@ -1559,22 +1575,8 @@ class Warden:
         is refused there with `OutOfWindow`, before any I/O.
         """
         arguments = {} if arguments is None else arguments
-        if name == "warden_sources":
-            if arguments != {}:
-                raise OutOfWindow(
-                    "warden_sources takes no arguments; nothing was read", reason="invalid_params"
-                )
-            return self.sources()
-        if name == "warden_query":
-            return self._sight_query(_dumps(arguments, "the warden_query arguments"), cancel)
-        if name == "warden_history":
-            return self._sight_call("warden_sight_history", _dumps(arguments, "the warden_history arguments"))
-        if name == "warden_diff":
-            return self._sight_call("warden_sight_diff", _dumps(arguments, "the warden_diff arguments"))
-        raise InvalidInput(
-            f"call_tool({name!r}): not a Warden tool; the tools are warden_sources, warden_query, "
-            "warden_history and warden_diff"
-        )
+        tool = _ffi.arg(_text(name, "call_tool(name)"))
+        return self._cancellable("warden_sight_call_tool", tool, _dumps(arguments, f"the {name} arguments"), cancel)
 
 
 # ---- pure functions ----------------------------------------------------------------------------
@@ -1592,15 +1594,17 @@ def action_hash(
     agent: str,
     user: str | None = None,
     resource: str | None = None,
-    environment: str = "production",
+    environment: str | None = None,
 ) -> str:
-    """The action hash (`sha256:…`) the kernel computes for this action."""
-    action = {
+    """The action hash (`sha256:…`) the kernel computes for this action (`environment`
+    absent: the library's default)."""
+    action: dict[str, Any] = {
         "name": name,
         "arguments": arguments,
         "principal": {"agent": agent, "user": user},
         "resource": resource,
-        "environment": environment,
     }
+    if environment is not None:
+        action["environment"] = environment
     data = _ffi.library().call_out("warden_action_hash", *_ffi.arg(_dumps(action, "the action")))
     return data.decode("utf-8")

@@ -84,7 +84,9 @@ impl From<Error> for Failure {
             }
         } else if error.is_refusal() {
             EXIT_CHECK_FAILED
-        } else if matches!(error, Error::InvalidInput(_) | Error::Config(_)) || error.is_access_problem() {
+        } else if matches!(error, Error::InvalidInput(_) | Error::NoPrincipal { .. } | Error::Config(_))
+            || error.is_access_problem()
+        {
             EXIT_USAGE
         } else {
             EXIT_INTERNAL

@@ -10,7 +10,7 @@ use crate::exit::Failure;
 use crate::output::document;
 
 /// The environment every action hashed by `action-hash` is in unless the document says otherwise.
-const DEFAULT_ENVIRONMENT: &str = "production";
+use warden::limits::DEFAULT_ENVIRONMENT;
 
 /// The canonical form is itself one JSON document, so `--json` prints the same line.
 pub fn canonical(text: &str) -> Result<String, Failure> {
