@@ -249,7 +249,15 @@ pub(super) fn apply_extend(
     until: Micros,
     now: Micros,
 ) -> Result<WriteReply> {
-    match effect::plan_lease_extension(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, until, now) {
+    let record = tx.effect(effect_key)?;
+    if record.as_ref().is_some_and(|r| {
+        r.state == EffectState::Reserved && r.action_id == action_id && r.attempt == attempt && r.lease_is_live(now)
+    }) {
+        return Ok(WriteReply::Refused(Error::InvalidInput(format!(
+            "effect {effect_key:?} is reserved and was never begun: only an executing attempt extends its lease; call begin first"
+        ))));
+    }
+    match effect::plan_lease_extension(record.as_ref(), effect_key, action_id, attempt, until, now) {
         Ok(record) => {
             tx.put_effect(&record)?;
             tx.event(
