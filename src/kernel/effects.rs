@@ -24,6 +24,37 @@ fn effect_reply(reply: WriteReply) -> Result<EffectRecord> {
     }
 }
 
+/// One effect transition inside the transaction, the shape every planner-driven change shares:
+/// a planned record is written with its one event (named by `event`) in this transaction; an
+/// unchanged record writes nothing; a planner's refusal comes back inside `Ok`, so whatever the
+/// transaction already kept still commits.
+pub(super) fn put_planned(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    planned: std::result::Result<OutcomePlan, Error>,
+    event: impl FnOnce(&EffectRecord) -> (EventKind, serde_json::Value),
+    now: Micros,
+) -> Result<WriteReply> {
+    match planned {
+        Ok(OutcomePlan::Write(record)) => {
+            tx.put_effect(&record)?;
+            let (kind, data) = event(&record);
+            tx.event(kind, now, Some(&record.action_id), Some(effect_key), None, data)?;
+            Ok(WriteReply::Effect(record))
+        }
+        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
+        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+    }
+}
+
+impl Kernel {
+    /// One effect operation from outside: guarded (fork, poison, panic), written durably, and
+    /// its record or refusal.
+    pub(super) fn write_effect(&self, op: Write) -> Result<EffectRecord> {
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+    }
+}
+
 impl Kernel {
     // ---- resolution and effects ----------------------------------------------------------------
 
@@ -32,7 +63,7 @@ impl Kernel {
     pub fn resolve(&self, effect_key: &str, to: EffectState, resolver: &str) -> Result<EffectRecord> {
         approval::check_person_name("the resolver name", resolver)?;
         let op = Write::Resolve { effect_key: effect_key.to_owned(), to, resolver: resolver.to_owned() };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     /// Apply a reconcile hook's answer about an AMBIGUOUS effect, in one write: `committed`
@@ -41,7 +72,7 @@ impl Kernel {
     pub fn reconcile(&self, effect_key: &str, action_name: &str, answer: ReconcileAnswer) -> Result<EffectRecord> {
         approval::check_person_name("the resolver name", &format!("reconcile:{action_name}"))?;
         let op = Write::Reconcile { effect_key: effect_key.to_owned(), action_name: action_name.to_owned(), answer };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     /// Mark an in-flight effect AMBIGUOUS (idempotent from reserved, executing and ambiguous).
@@ -54,7 +85,7 @@ impl Kernel {
             holder: holder.map(|(action_id, attempt)| (action_id.to_owned(), attempt)),
             error: effect::bounded_message(error.to_owned(), self.limits().max_message_bytes),
         };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
@@ -183,7 +214,7 @@ impl Kernel {
             lease: lease.unwrap_or(DEFAULT_LEASE),
             max_attempts,
         };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     /// Consume a granted approval for an action that reserves no effect key (a read, or an
@@ -211,7 +242,7 @@ impl Kernel {
     pub fn extend_lease(&self, effect_key: &str, action_id: &str, attempt: u32, until: Micros) -> Result<EffectRecord> {
         let op =
             Write::ExtendLease { effect_key: effect_key.to_owned(), action_id: action_id.to_owned(), attempt, until };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     /// RESERVED → EXECUTING for the holder `action_id`. A holder whose lease lapsed before it
@@ -219,7 +250,7 @@ impl Kernel {
     /// have started anyway).
     pub fn begin(&self, effect_key: &str, action_id: &str, attempt: u32) -> Result<EffectRecord> {
         let op = Write::Begin { effect_key: effect_key.to_owned(), action_id: action_id.to_owned(), attempt };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     /// Report an outcome for the holder `action_id` without a permit. Events only. COMMITTED and
@@ -232,7 +263,7 @@ impl Kernel {
             attempt,
             outcome: outcome.bounded(self.limits()),
         };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 }
 
@@ -245,21 +276,19 @@ pub(super) fn apply_resolve(
     resolver: &str,
     now: Micros,
 ) -> Result<WriteReply> {
-    match effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now) {
-        Ok(record) => {
-            tx.put_effect(&record)?;
-            tx.event(
+    let planned = effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now);
+    put_planned(
+        tx,
+        effect_key,
+        planned.map(OutcomePlan::Write),
+        |record| {
+            (
                 EventKind::EFFECT_RESOLVED,
-                now,
-                Some(&record.action_id),
-                Some(effect_key),
-                None,
                 serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": record.attempt}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
-    }
+            )
+        },
+        now,
+    )
 }
 
 pub(super) fn apply_reconcile(
@@ -329,22 +358,14 @@ pub(super) fn apply_mark_ambiguous(
     if let Some(refusal) = record.as_ref().and_then(|record| foreign_marker(record, effect_key, holder, now)) {
         return Ok(WriteReply::Refused(refusal));
     }
-    match effect::plan_mark_ambiguous(record.as_ref(), effect_key, error, now) {
-        Ok(OutcomePlan::Write(record)) => {
-            tx.put_effect(&record)?;
-            tx.event(
-                EventKind::EXECUTION_AMBIGUOUS,
-                now,
-                Some(&record.action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"error": error, "attempt": record.attempt}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
-    }
+    let planned = effect::plan_mark_ambiguous(record.as_ref(), effect_key, error, now);
+    put_planned(
+        tx,
+        effect_key,
+        planned,
+        |record| (EventKind::EXECUTION_AMBIGUOUS, serde_json::json!({"error": error, "attempt": record.attempt})),
+        now,
+    )
 }
 
 /// Why `mark_ambiguous` by this caller must not touch an in-flight record: a live lease belongs
@@ -414,40 +435,36 @@ pub(super) fn apply_begin(
 ) -> Result<WriteReply> {
     let record = tx.effect(effect_key)?;
     match effect::plan_begin(record.as_ref(), effect_key, action_id, attempt, now) {
-        Ok(record) => {
-            tx.put_effect(&record)?;
-            tx.event(
-                EventKind::EXECUTION_STARTED,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"attempt": record.attempt}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
         Err(refusal @ Error::Ambiguous { .. }) => {
             // The holder's lease lapsed before it began: it may have started the effect anyway,
             // so the record is never left RESERVED for another attempt to take.
-            if let Some(record) = record.filter(|r| r.state == EffectState::Reserved && !r.lease_is_live(now)) {
-                let mut ambiguous = record;
+            if let Some(mut ambiguous) = record.filter(|r| r.state == EffectState::Reserved && !r.lease_is_live(now)) {
                 ambiguous.state = EffectState::Ambiguous;
                 ambiguous.updated_at = now;
                 ambiguous.lease_expires_at = None;
                 ambiguous.error = Some(effect::LEASE_EXPIRED.to_owned());
-                tx.put_effect(&ambiguous)?;
-                tx.event(
-                    EventKind::EXECUTION_AMBIGUOUS,
+                put_planned(
+                    tx,
+                    effect_key,
+                    Ok(OutcomePlan::Write(ambiguous)),
+                    |record| {
+                        (
+                            EventKind::EXECUTION_AMBIGUOUS,
+                            serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": record.attempt, "refused": "begin"}),
+                        )
+                    },
                     now,
-                    Some(&ambiguous.action_id),
-                    Some(effect_key),
-                    None,
-                    serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": ambiguous.attempt, "refused": "begin"}),
                 )?;
             }
             Ok(WriteReply::Refused(refusal))
         }
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+        planned => put_planned(
+            tx,
+            effect_key,
+            planned.map(OutcomePlan::Write),
+            |record| (EventKind::EXECUTION_STARTED, serde_json::json!({"attempt": record.attempt})),
+            now,
+        ),
     }
 }
 
@@ -469,25 +486,19 @@ pub(super) fn apply_complete(
              an attempt that never began can only be reported ambiguous"
         ))));
     }
-    match effect::plan_outcome(record.as_ref(), effect_key, action_id, attempt, outcome, now) {
-        Ok(OutcomePlan::Write(record)) => {
-            tx.put_effect(&record)?;
+    let planned = effect::plan_outcome(record.as_ref(), effect_key, action_id, attempt, outcome, now);
+    put_planned(
+        tx,
+        effect_key,
+        planned,
+        |record| {
             let kind = match record.state {
                 EffectState::Committed => EventKind::EXECUTION_COMMITTED,
                 EffectState::Failed => EventKind::EXECUTION_FAILED,
                 _ => EventKind::EXECUTION_AMBIGUOUS,
             };
-            tx.event(
-                kind,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"attempt": record.attempt, "error": record.error}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
-    }
+            (kind, serde_json::json!({"attempt": record.attempt, "error": record.error}))
+        },
+        now,
+    )
 }

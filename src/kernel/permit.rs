@@ -121,15 +121,9 @@ impl Permit {
             attempt: self.attempt,
             until,
         };
-        let reply = self.kernel.guarded(|kernel, _| kernel.write(op))?;
-        match reply {
-            WriteReply::Effect(record) => {
-                self.lease_expires_at = record.lease_expires_at;
-                Ok(())
-            }
-            WriteReply::Refused(refusal) => Err(refusal),
-            _ => Err(unexpected("lease extension")),
-        }
+        let record = self.kernel.write_effect(op)?;
+        self.lease_expires_at = record.lease_expires_at;
+        Ok(())
     }
 }
 
@@ -257,21 +251,14 @@ pub(super) fn apply_extend(
             "effect {effect_key:?} is reserved and was never begun: only an executing attempt extends its lease; call begin first"
         ))));
     }
-    match effect::plan_lease_extension(record.as_ref(), effect_key, action_id, attempt, until, now) {
-        Ok(record) => {
-            tx.put_effect(&record)?;
-            tx.event(
-                EventKind::EFFECT_LEASE_EXTENDED,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"lease_expires_at": crate::clock::render(until)}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
-    }
+    let planned = effect::plan_lease_extension(record.as_ref(), effect_key, action_id, attempt, until, now);
+    super::effects::put_planned(
+        tx,
+        effect_key,
+        planned.map(OutcomePlan::Write),
+        |_| (EventKind::EFFECT_LEASE_EXTENDED, serde_json::json!({"lease_expires_at": crate::clock::render(until)})),
+        now,
+    )
 }
 
 impl Drop for Permit {
