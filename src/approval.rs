@@ -542,8 +542,9 @@ mod tests {
     #[test]
     fn a_granted_approval_is_consumable_at_its_expiry_instant_and_expires_one_microsecond_after() {
         let granted = granted();
-        assert_eq!(check_consumable(Some(&granted), "apr_1", "sha256:aa", None, granted.expires_at), Verdict::Proceed);
-        let late = check_consumable(Some(&granted), "apr_1", "sha256:aa", None, granted.expires_at + 1);
+        let hash = granted.action_hash.clone();
+        assert_eq!(check_consumable(Some(&granted), "apr_1", &hash, None, granted.expires_at), Verdict::Proceed);
+        let late = check_consumable(Some(&granted), "apr_1", &hash, None, granted.expires_at + 1);
         assert!(matches!(late, Verdict::ExpireAndRefuse(_)), "{late:?}");
         assert_eq!(refusal_reason(&late), Some("expired"));
     }
@@ -574,21 +575,22 @@ mod tests {
 
     #[test]
     fn only_a_granted_approval_for_exactly_this_hash_is_consumable() {
-        assert_eq!(check_consumable(Some(&granted()), "apr_1", "sha256:aa", None, 1), Verdict::Proceed);
+        let hash = granted().action_hash;
+        assert_eq!(check_consumable(Some(&granted()), "apr_1", &hash, None, 1), Verdict::Proceed);
         let other = check_consumable(Some(&granted()), "apr_1", "sha256:bb", None, 1);
         assert_eq!(refusal_reason(&other), Some("mismatch"));
         for status in [ApprovalStatus::Pending, ApprovalStatus::Expired, ApprovalStatus::Consumed] {
-            let verdict = check_consumable(Some(&record(status)), "apr_1", "sha256:aa", None, 1);
+            let verdict = check_consumable(Some(&record(status)), "apr_1", &hash, None, 1);
             assert_eq!(refusal_reason(&verdict), Some(status.as_str()), "{status:?}");
         }
         let mut denied = record(ApprovalStatus::Denied);
         denied.approver = Some("bob".into());
-        let verdict = check_consumable(Some(&denied), "apr_1", "sha256:aa", None, 1);
+        let verdict = check_consumable(Some(&denied), "apr_1", &hash, None, 1);
         assert!(
             matches!(verdict, Verdict::Refuse(Error::Denied { ref reason, ref detail }) if reason == "approval_denied" && detail.contains("bob")),
             "{verdict:?}"
         );
-        assert_eq!(refusal_reason(&check_consumable(None, "apr_9", "sha256:aa", None, 1)), Some("unknown"));
+        assert_eq!(refusal_reason(&check_consumable(None, "apr_9", &hash, None, 1)), Some("unknown"));
     }
 
     #[test]

@@ -183,15 +183,17 @@ fn the_pipeline_denies_an_action_no_root_grant_covers_and_runs_one_that_is_cover
         "  grants:\n    - id: refunds\n      subject: { agent: \"support-*\" }\n      actions: [stripe.refund]\n      constraints: { amount_lte: 500 }\n",
     );
     match warden.submit(&refund("billing-1")) {
-        Err(Error::Denied { reason, .. }) => assert_eq!(reason, "no_authority"),
+        Err(Error::AuthorityDenied { reason, .. }) => assert_eq!(reason, "no_authority"),
         other => panic!("expected no_authority, got {other:?}"),
     }
     // Reads too: the document allows customer.read, and no grant names it.
     let read = ActionRequest::new("customer.read", serde_json::json!({}), Principal::new("support-1", None).unwrap());
-    assert!(matches!(warden.submit(&read), Err(Error::Denied { reason, .. }) if reason == "no_authority"));
+    assert!(matches!(warden.submit(&read), Err(Error::AuthorityDenied { reason, .. }) if reason == "no_authority"));
     let mut over = refund("support-1");
     over.arguments = serde_json::json!({"payment_id": "p2", "amount": 501});
-    assert!(matches!(warden.submit(&over), Err(Error::Denied { reason, .. }) if reason == "authority_constraint"));
+    assert!(
+        matches!(warden.submit(&over), Err(Error::AuthorityDenied { reason, .. }) if reason == "authority_constraint")
+    );
     let permit = warden.submit(&refund("support-1")).unwrap();
     permit.commit(&serde_json::json!({"ok": true})).unwrap();
 }
@@ -221,6 +223,6 @@ fn the_pipeline_refuses_on_an_expired_grant_one_microsecond_after_its_instant() 
     )
     .unwrap();
     assert!(
-        matches!(later.submit(&refund("support-1")), Err(Error::Denied { reason, .. }) if reason == "authority_expired")
+        matches!(later.submit(&refund("support-1")), Err(Error::AuthorityDenied { reason, .. }) if reason == "authority_expired")
     );
 }

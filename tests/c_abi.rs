@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 9] = [
+const PROGRAMS: [&str; 10] = [
     "reserve_commit_retry",
     "approval_flow",
     "refusal_error",
@@ -27,6 +27,7 @@ const PROGRAMS: [&str; 9] = [
     "limits",
     "fork",
     "authority",
+    "approval_trust",
 ];
 
 const VALGRIND_ARGS: [&str; 5] = [

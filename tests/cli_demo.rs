@@ -57,7 +57,7 @@ fn the_demo_ignores_the_users_store_and_document_with_a_note_and_leaves_nothing_
         assert_eq!(run.code, 0, "{run}");
         assert!(run.stderr.contains("the demo ignores --store/WARDEN_STORE"), "{run}");
         assert!(run.stderr.contains("the demo ignores --config/WARDEN_CONFIG"), "{run}");
-        assert!(run.stdout.contains("8 receipts, chain verified"), "{run}");
+        assert!(run.stdout.contains("14 receipts, chain verified"), "{run}");
         assert!(
             run.stdout.ends_with("the scratch store is removed; to look closer, run: warden demo --keep\n"),
             "{run}"
@@ -100,5 +100,5 @@ fn keep_leaves_the_scratch_store_and_prints_a_command_that_works_as_printed() {
         .output()
         .expect("run the printed command");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 8, "eight receipts");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 14, "fourteen receipts");
 }

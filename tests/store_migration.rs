@@ -123,7 +123,7 @@ fn a_schema_2_store_gains_the_empty_authority_tables_and_keeps_every_row() {
         kernel.delegate(&authority, "root", &grant, &by, None, warden::authority::CreatedVia::Cli).unwrap();
         assert_eq!(kernel.delegations(None, 10).unwrap().len(), 1);
     }
-    assert_eq!(schema_version(&path), 3);
+    assert_eq!(schema_version(&path), warden::store::SCHEMA_VERSION);
 }
 
 #[test]
@@ -136,11 +136,11 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         let txn = db.begin_write().unwrap();
         {
             let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 4u32.to_le_bytes().as_slice()).unwrap();
+            meta.insert("schema_version", 5u32.to_le_bytes().as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("schema version 4, newer than this build's 3"), "{refused}");
-    assert_eq!(schema_version(&path), 4);
+    assert!(refused.to_string().contains("schema version 5, newer than this build's 4"), "{refused}");
+    assert_eq!(schema_version(&path), 5);
 }

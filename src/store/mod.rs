@@ -742,12 +742,13 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
         other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
     })?;
     match schema::version(&db, path)? {
-        // Schema 2 lacks only the (then empty) authority tables, which every read treats as empty.
-        Some(SCHEMA_VERSION | 2) => {}
-        Some(1) => {
+        Some(SCHEMA_VERSION) => {}
+        // Older rows (schema 1: no checksums; 2 and 3: approvals without their action) are only
+        // readable after the migration, which needs a writer.
+        Some(old @ 1..=3) => {
             return Err(Error::Store(format!(
-                "the store {} has schema 1 and must be migrated before it can be read; open it once as a user who \
-                 may write it",
+                "the store {} has schema {old} and must be migrated before it can be read; open it once as a user \
+                 who may write it",
                 path.display()
             )))
         }

@@ -18,6 +18,7 @@ static const struct {
     {WARDEN_RESULT_LATE_OUTCOME, "WARDEN_RESULT_LATE_OUTCOME"},
     {WARDEN_RESULT_NOT_FOUND, "WARDEN_RESULT_NOT_FOUND"},
     {WARDEN_RESULT_OUT_OF_WINDOW, "WARDEN_RESULT_OUT_OF_WINDOW"},
+    {WARDEN_RESULT_AUTHORITY_ESCALATION, "WARDEN_RESULT_AUTHORITY_ESCALATION"},
     {WARDEN_RESULT_INVALID_INPUT, "WARDEN_RESULT_INVALID_INPUT"},
     {WARDEN_RESULT_STORE, "WARDEN_RESULT_STORE"},
     {WARDEN_RESULT_CONFIG, "WARDEN_RESULT_CONFIG"},
@@ -32,11 +33,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof CODES / sizeof CODES[0]; i++) {
         const char *name = warden_result_name(CODES[i].code);
         CHECK(name != NULL && strcmp(name, CODES[i].name) == 0);
-        CHECK((CODES[i].code == 0) || (CODES[i].code >= 100 && CODES[i].code <= 110) ||
+        CHECK((CODES[i].code == 0) || (CODES[i].code >= 100 && CODES[i].code <= 111) ||
               (CODES[i].code >= 200 && CODES[i].code <= 206));
     }
     CHECK(strcmp(warden_result_name(1), "WARDEN_RESULT_UNKNOWN") == 0);
-    CHECK(strcmp(warden_result_name(111), "WARDEN_RESULT_UNKNOWN") == 0);
+    CHECK(strcmp(warden_result_name(112), "WARDEN_RESULT_UNKNOWN") == 0);
     CHECK(strcmp(warden_result_name(207), "WARDEN_RESULT_UNKNOWN") == 0);
     CHECK(strcmp(warden_result_name(UINT32_MAX), "WARDEN_RESULT_UNKNOWN") == 0);
 

@@ -907,7 +907,10 @@ class Warden:
     ) -> None:
         """In the worker thread: propose, then hand the permit over, or record it as not
         executed right here when its caller already left (the loop may be gone by now)."""
-        permit = self._propose(request, precondition, loop)
+        if precondition is None:
+            permit = self._propose(request)
+        else:
+            permit = self._propose(request, precondition, loop)
         if not handoff.deliver(permit):
             _finish_unused(permit)
 
