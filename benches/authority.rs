@@ -6,7 +6,7 @@
 //! evaluate_authority`) among 10 and 100,000 stored delegations (bulk loaded), and the budget
 //! check a reservation makes (the running window sum) with 10 and 100,000 charges in the window.
 //!
-//! `cargo bench --bench authority`
+//! `cargo bench --features test-exports --bench authority`
 
 use std::hint::black_box;
 

@@ -2,7 +2,7 @@
 //! from N OS processes sharing one store file. Every cycle is two durable write transactions
 //! (the permit, then the outcome with its receipt).
 //!
-//!     cargo bench --bench throughput -- [cycles_per_worker] [processes]
+//!     cargo bench --features test-exports --bench throughput -- [cycles_per_worker] [processes]
 //!
 //! Prints one line per configuration; the README's table is copied from its output.
 

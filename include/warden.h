@@ -253,6 +253,9 @@ void warden_buf_free(warden_buf buf);
 //   outcome becomes durable with the store's next commit or within `max_delay_ms` (1–60000,
 //   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
 //   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
+//   A library built with the test-only `test-exports` feature also takes `"clock":
+//   {"manual_ms": N}`, a clock that starts at N ms since the epoch and moves only by the
+//   test-only clock setter; a release library refuses the key.
 //
 // `"limits"` (an object) overrides the bounds on inputs: `max_request_bytes` (the
 // `warden_propose` request, default 1 MiB), `max_name_bytes` (256), `max_arguments_bytes`
@@ -1101,6 +1104,9 @@ warden_result warden_store_reserve(warden_handle *h,
 //   `warden_buf_free`.
 // - `err`: NULL, or receives the error object on failure.
 //
+// A holder whose lease lapsed before it began is refused with WARDEN_RESULT_AMBIGUOUS, and the
+// record becomes AMBIGUOUS in the same write (the holder may have started the effect anyway).
+//
 // Returns WARDEN_RESULT_OK; a refusal when this holder no longer holds the key
 // (WARDEN_RESULT_LATE_OUTCOME, WARDEN_RESULT_AMBIGUOUS, WARDEN_RESULT_DUPLICATE,
 // WARDEN_RESULT_IN_PROGRESS, WARDEN_RESULT_NOT_FOUND); WARDEN_RESULT_INVALID_INPUT;
@@ -1133,6 +1139,10 @@ warden_result warden_store_begin(warden_handle *h,
 //   `warden_buf_free`.
 // - `err`: NULL, or receives the error object on failure.
 //
+// `committed` and `not_executed` need an attempt that began (`warden_store_begin`): for a
+// record still RESERVED they return WARDEN_RESULT_INVALID_INPUT and write nothing; only
+// `ambiguous` is accepted for an attempt that never began.
+//
 // Returns WARDEN_RESULT_OK; a refusal when the record moved on (WARDEN_RESULT_LATE_OUTCOME,
 // WARDEN_RESULT_NOT_FOUND, …); WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
 // WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
@@ -1154,17 +1164,22 @@ warden_result warden_store_complete(warden_handle *h,
                                     warden_buf *err);
 
 // Marks an in-flight effect AMBIGUOUS (idempotent from RESERVED, EXECUTING and AMBIGUOUS), e.g.
-// when a worker is known to have died mid-call.
+// when a worker is known to have died mid-call. While the lease is live only its holder may
+// mark it, so the caller names the holder; a lapsed lease may be marked without one.
 //
 // - `h`: an open handle. Required.
 // - `key`, `key_len`: the effect key. Required.
+// - `action_id`, `id_len`: the holder's `action_id` from the record. Optional (NULL, 0) only
+//   when the lease has lapsed; when given it must be the record's holder, lapsed or not.
+// - `attempt`: the holder's `attempt` (ignored when `action_id` is NULL).
 // - `msg`, `msg_len`: what happened, UTF-8. Optional (NULL, 0): a generic message.
 // - `out`: NULL, or receives the effect record on WARDEN_RESULT_OK only; free it with
 //   `warden_buf_free`.
 // - `err`: NULL, or receives the error object on failure.
 //
-// Returns WARDEN_RESULT_OK; a refusal when the effect is not in flight
-// (WARDEN_RESULT_DUPLICATE, WARDEN_RESULT_NOT_FOUND, …); WARDEN_RESULT_INVALID_INPUT;
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_IN_PROGRESS (a live lease and no holder named, or
+// another holder named; the error names the holder); a refusal when the effect is not in
+// flight (WARDEN_RESULT_INVALID_INPUT for a known outcome or no record, …);
 // WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
 //
 // Thread safety: safe to call concurrently on one handle.
@@ -1175,10 +1190,75 @@ warden_result warden_store_complete(warden_handle *h,
 warden_result warden_store_mark_ambiguous(warden_handle *h,
                                           const uint8_t *key,
                                           size_t key_len,
+                                          const uint8_t *action_id,
+                                          size_t id_len,
+                                          uint32_t attempt,
                                           const uint8_t *msg,
                                           size_t msg_len,
                                           warden_buf *out,
                                           warden_buf *err);
+
+// Extends the lease of an EXECUTING attempt to `lease_ms` milliseconds from now (the
+// integrator's `warden_permit_extend_lease`): only its holder, only while the lease is live,
+// and never shorter than the current lease.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `action_id`, `id_len`: the holder's `action_id`. Required.
+// - `attempt`: the holder's `attempt`.
+// - `lease_ms`: milliseconds from now, at least 1.
+// - `out`: NULL, or receives the effect record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_AMBIGUOUS (the lease lapsed, or no record);
+// WARDEN_RESULT_IN_PROGRESS (another holder's live lease); WARDEN_RESULT_DUPLICATE (already
+// committed); WARDEN_RESULT_INVALID_INPUT (`lease_ms` 0 or too large, a shorter lease, a
+// RESERVED attempt that has not begun); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_store_extend_lease(warden_handle *h,
+                                        const uint8_t *key,
+                                        size_t key_len,
+                                        const uint8_t *action_id,
+                                        size_t id_len,
+                                        uint32_t attempt,
+                                        uint64_t lease_ms,
+                                        warden_buf *out,
+                                        warden_buf *err);
+
+// Consumes a granted approval for an action that reserves no effect key (a read, or an effect
+// the integrator protects elsewhere): the checks of `warden_store_reserve` — granted,
+// unexpired, unconsumed, bound to this exact action — and the consume, in one write.
+//
+// - `h`: an open handle. Required.
+// - `action_json`, `len`: the action, as for `warden_store_reserve`. Required.
+// - `approval_id`, `approval_len`: the granted approval. Required.
+// - `out`: NULL, or receives the consumed approval on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; a refusal: WARDEN_RESULT_APPROVAL_MISMATCH, WARDEN_RESULT_DENIED
+// (a denied approval), WARDEN_RESULT_NOT_FOUND, …; or a fault: WARDEN_RESULT_INVALID_INPUT,
+// WARDEN_RESULT_STORE, WARDEN_RESULT_PANIC, WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_store_consume_approval(warden_handle *h,
+                                            const uint8_t *action_json,
+                                            size_t len,
+                                            const uint8_t *approval_id,
+                                            size_t approval_len,
+                                            warden_buf *out,
+                                            warden_buf *err);
 
 // Creates a cancellation token. Returns NULL only if the library panicked (allocation failure).
 //

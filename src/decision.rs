@@ -1,5 +1,6 @@
-//! What a policy says about an action. The policy module (next) produces these; until then the
-//! host, which is trusted code, passes one in.
+//! What a policy says about an action: `allow`, `approve` or `deny`, with the rule that said
+//! so. `policy` produces these from the administrator's document and `pipeline` hands them to
+//! the kernel; no caller outside the crate passes one in.
 
 use serde::{Deserialize, Serialize};
 

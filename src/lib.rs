@@ -1,29 +1,76 @@
 //! Warden: at-most-once effects and confined reads for AI agents, in process.
 //!
-//! Pure modules decide (`canonical`, `action`, `template`, `effect`, `approval`, `receipt`);
-//! `store` is the only code that touches redb; `kernel` composes them and is the only place
-//! that orders steps. See `docs/` for the threat model, the claims and the store.
+//! The entry point is [`Warden`]: open it on a store file and the administrator's document,
+//! then [`Warden::submit`] one [`ActionRequest`] per call an agent asks for. Pure modules
+//! decide; `store` is the only code that touches redb; `kernel` is the only place that orders
+//! steps and writes. The modules, in the order one call meets them:
+//!
+//! 1. [`canonical`], [`action`], [`template`], [`limits`]: the request becomes a bounded
+//!    action with a canonical form and a hash (ctrlrun's, byte for byte), and its effect key
+//!    is rendered from the document's template.
+//! 2. [`identity`]: who the principal is, resolved from what the binding's context carries.
+//! 3. [`document`]: the administrator's document, loaded strictly and hashed; the trust
+//!    boundary.
+//! 4. [`authority`], [`policy`], [`decision`]: may this principal act at all, and with how much
+//!    autonomy (`allow`, `approve`, `deny`); the stricter axis wins.
+//! 5. [`pipeline`]: [`Warden::submit`] runs steps 1–4 in order and hands the kernel one
+//!    proposal; the only way into the kernel from outside the crate.
+//! 6. [`approval`]: pure checks for a human's approval, bound to one exact action hash, spent
+//!    once.
+//! 7. [`effect`]: the effect state machine as pure planners (the retry table, leases,
+//!    outcomes, resolution).
+//! 8. [`kernel`]: composes the planners with the store; each state change is one operation
+//!    applied in one write transaction with its [`event`]s and, for a terminal outcome, its
+//!    [`receipt`] in the hash chain. [`kernel::Permit`] is the right to run one action once.
+//! 9. [`store`]: the one redb file, its owner process and group commit.
+//! 10. [`sight`]: confined reads, the other half of the product, through the same store.
+//!
+//! Around them: [`clock`] (injectable time), [`error`] and [`hint`] (what went wrong and the
+//! command to run), [`ffi`] (the C ABI, the only module with `unsafe`), [`verify`] and
+//! [`scratch`] (the `warden verify` guarantees, run in a throwaway store). `docs/` holds the
+//! threat model, the claims and the store's design.
 
+#![deny(unsafe_code)]
+
+/// Declares an item `pub` in a build with the `test-exports` feature and `pub(crate)` in every
+/// other build: internals the integration tests drive directly never reach a release build's
+/// public API.
+macro_rules! test_pub {
+    ($(#[$meta:meta])* $kind:ident $($rest:tt)*) => {
+        #[cfg(feature = "test-exports")]
+        $(#[$meta])* pub $kind $($rest)*
+        #[cfg(not(feature = "test-exports"))]
+        $(#[$meta])* pub(crate) $kind $($rest)*
+    };
+}
+pub(crate) use test_pub;
+
+// Pipeline order, as listed above.
 pub mod action;
 pub mod approval;
 pub mod authority;
 pub mod canonical;
-pub mod clock;
 pub mod decision;
 pub mod document;
 pub mod effect;
-pub mod error;
 pub mod event;
-pub mod hint;
 pub mod identity;
 pub mod kernel;
 pub mod limits;
 pub mod pipeline;
 pub mod policy;
 pub mod receipt;
-pub mod scratch;
+pub mod sight;
 pub mod store;
 pub mod template;
+
+// Around the pipeline.
+pub mod clock;
+pub mod error;
+#[allow(unsafe_code)]
+pub mod ffi;
+pub mod hint;
+pub mod scratch;
 pub mod verify;
 
 pub use action::{Action, Principal};
@@ -32,6 +79,5 @@ pub use decision::{Decision, Ruling};
 pub use effect::{EffectRecord, EffectState};
 pub use error::{DuplicateState, Error};
 pub use kernel::{Kernel, KernelOptions, Permit, Proposal};
+pub use pipeline::{ActionRequest, Warden, WardenOptions};
 pub use template::{Template, TemplateMode};
-pub mod ffi;
-pub mod sight;

@@ -11,14 +11,13 @@
 //!
 //! Nothing sleeps except the G4 barrier: the scratch kernels run on a [`ManualClock`].
 //!
-//! G4 races [`CONTENDERS`] OS processes of a caller-given program (the `warden` binary, run as
-//! `warden __verify-child SPEC INDEX`, which calls [`child_main`]); without a program the race
-//! runs on threads instead and says so.
+//! G4 races [`CONTENDERS`] OS processes when the caller gives a [`ProcessRace`]: the library
+//! spawns no process itself. The `warden` binary implements it by starting itself as
+//! `warden __verify-child SPEC INDEX`, which calls [`child_main`]
+//! (`src/bin/warden/verify_race.rs`); without one the race runs on threads instead and says so.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,10 +44,46 @@ pub const CHILD_SUBCOMMAND: &str = "__verify-child";
 pub const CONTENDERS: usize = 8;
 
 /// How long G4 waits for its contenders to reach the barrier, and then to finish.
-const RACE_TIMEOUT: Duration = Duration::from_secs(60);
+pub const RACE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The child's exit code when it won but found the effect had already run.
-const SECOND_WINNER_EXIT: i32 = 3;
+pub const SECOND_WINNER_EXIT: i32 = 3;
+
+/// The files of one G4 race: the spec every contender reads, and the barrier directory where
+/// contender `i` creates `ready.i` and waits for `go`.
+#[derive(Debug, Clone)]
+pub struct RaceFiles {
+    /// Passed to each contender: `warden __verify-child SPEC INDEX`.
+    pub spec: PathBuf,
+    pub barrier: PathBuf,
+    pub contenders: usize,
+}
+
+impl RaceFiles {
+    /// Created by contender `index` once it is lined up.
+    pub fn ready(&self, index: usize) -> PathBuf {
+        self.barrier.join(format!("ready.{index}"))
+    }
+
+    /// Created by the race to release every contender at once.
+    pub fn go(&self) -> PathBuf {
+        self.barrier.join("go")
+    }
+}
+
+/// Runs G4's contenders as separate OS processes, each one calling [`child_main`] with
+/// `[spec, index]`: start them, wait for every `ready.i`, create `go`, and read each one's
+/// answer ([`Contended::from_output`]). The library spawns nothing itself; the `warden` binary
+/// provides this (`src/bin/warden/verify_race.rs`).
+pub trait ProcessRace {
+    /// What each contender answered, or `Err(why)` when the race could not be run at all.
+    fn race(&self, files: &RaceFiles) -> std::result::Result<Vec<std::result::Result<Contended, String>>, String>;
+
+    /// How the report names the racers, e.g. "8 OS processes".
+    fn describe(&self, contenders: usize) -> String {
+        format!("{contenders} OS processes")
+    }
+}
 
 const AGENT: &str = "warden-verify";
 const USER: &str = "verify-requester";
@@ -163,11 +198,11 @@ impl VerifyReport {
     }
 }
 
-/// Run G1–G12 against `document` in a fresh scratch store. `child_program` is the program G4
-/// starts as `PROGRAM __verify-child SPEC INDEX` (the `warden` binary); `None` races threads.
+/// Run G1–G12 against `document` in a fresh scratch store. `racer` runs G4's contenders as OS
+/// processes (the `warden` binary's); `None` races threads.
 ///
 /// An observe-mode document is refused: verify needs enforce mode to see anything refused.
-pub fn run(document: &Document, child_program: Option<&Path>) -> Result<VerifyReport> {
+pub fn run(document: &Document, racer: Option<&dyn ProcessRace>) -> Result<VerifyReport> {
     if document.mode == Mode::Observe {
         return Err(Error::Config(
             "this document is in observe mode, where nothing is refused, so no guarantee can be shown; \
@@ -192,7 +227,7 @@ pub fn run(document: &Document, child_program: Option<&Path>) -> Result<VerifyRe
         guarantee("G1", "mutated approval refused", || g1_mutated_approval(&ctx)),
         guarantee("G2", "replayed approval refused", || g2_replayed_approval(&ctx)),
         guarantee("G3", "duplicate effect refused", || g3_duplicate_effect(&ctx)),
-        guarantee("G4", "one winner among 8 OS processes", || g4_one_winner(&ctx, child_program)),
+        guarantee("G4", "one winner among 8 OS processes", || g4_one_winner(&ctx, racer)),
         guarantee("G5", "ambiguous blocks a blind retry", || g5_ambiguous_blocks_retry(&ctx)),
         guarantee("G6", "unknown action refused", || g6_unknown_action(&ctx)),
         guarantee("G7", "no principal refused with no receipt", || g7_no_principal(&ctx)),
@@ -1211,12 +1246,38 @@ struct ChildSpec {
     lease: Option<Micros>,
 }
 
+/// What one G4 contender got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Contended {
+pub enum Contended {
     Won,
     Lost,
     /// Got a permit, but the effect had already run: at-most-once is broken.
     SecondWinner,
+}
+
+impl Contended {
+    /// The word [`child_main`] prints for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Contended::Won => "won",
+            Contended::Lost => "lost",
+            Contended::SecondWinner => "second-winner",
+        }
+    }
+
+    /// A contender's answer from what it printed and whether it exited successfully; `None`
+    /// when it said nothing a contender says.
+    pub fn from_output(stdout: &str, success: bool) -> Option<Contended> {
+        let said = |word: &str| stdout.lines().any(|line| line.trim() == word);
+        if said(Contended::SecondWinner.word()) {
+            return Some(Contended::SecondWinner);
+        }
+        match (success, said(Contended::Won.word()), said(Contended::Lost.word())) {
+            (true, true, _) => Some(Contended::Won),
+            (true, false, true) => Some(Contended::Lost),
+            _ => None,
+        }
+    }
 }
 
 /// Open the store, line up at `wait`, propose once, and run the "remote call" if granted.
@@ -1287,12 +1348,11 @@ pub fn child_main(args: &[String]) -> i32 {
         let index: usize = index.parse().map_err(|_| format!("the index {index:?} is not a number"))?;
         let text = std::fs::read_to_string(spec_path).map_err(|e| format!("cannot read {spec_path}: {e}"))?;
         let spec: ChildSpec = serde_json::from_str(&text).map_err(|e| format!("{spec_path} is not a G4 spec: {e}"))?;
-        let barrier = spec.barrier.clone();
+        let files = RaceFiles { spec: PathBuf::from(spec_path), barrier: spec.barrier.clone(), contenders: CONTENDERS };
         contend(&spec, || {
-            std::fs::write(barrier.join(format!("ready.{index}")), b"")
-                .map_err(|e| format!("cannot reach the barrier: {e}"))?;
+            std::fs::write(files.ready(index), b"").map_err(|e| format!("cannot reach the barrier: {e}"))?;
             let deadline = Instant::now() + RACE_TIMEOUT;
-            while !barrier.join("go").exists() {
+            while !files.go().exists() {
                 if Instant::now() >= deadline {
                     return Err("the start signal never came".into());
                 }
@@ -1302,16 +1362,12 @@ pub fn child_main(args: &[String]) -> i32 {
         })
     })();
     match outcome {
-        Ok(Contended::Won) => {
-            println!("won");
-            0
-        }
-        Ok(Contended::Lost) => {
-            println!("lost");
+        Ok(answer @ (Contended::Won | Contended::Lost)) => {
+            println!("{}", answer.word());
             0
         }
         Ok(Contended::SecondWinner) => {
-            println!("second-winner");
+            println!("{}", Contended::SecondWinner.word());
             SECOND_WINNER_EXIT
         }
         Err(message) => {
@@ -1321,7 +1377,7 @@ pub fn child_main(args: &[String]) -> i32 {
     }
 }
 
-fn g4_one_winner(ctx: &Ctx<'_>, child_program: Option<&Path>) -> Result<Outcome> {
+fn g4_one_winner(ctx: &Ctx<'_>, racer: Option<&dyn ProcessRace>) -> Result<Outcome> {
     let Some(case) = ctx.allowed_effect() else { return not_applicable(NO_ALLOWED_EFFECT) };
     let Some(effect) = &case.entry.effect else { return not_applicable(NO_ALLOWED_EFFECT) };
     // Create the store (and its schema) before anyone races for it.
@@ -1357,11 +1413,18 @@ fn g4_one_winner(ctx: &Ctx<'_>, child_program: Option<&Path>) -> Result<Outcome>
         max_attempts: case.entry.max_attempts,
         lease: case.entry.lease,
     };
-    let (outcomes, how) = match child_program {
-        Some(program) => match race_processes(&spec, program)? {
-            Ok(outcomes) => (outcomes, format!("{CONTENDERS} OS processes")),
-            Err(why) => return fail(format!("{}: {why}", case.label())),
-        },
+    let (outcomes, how) = match racer {
+        Some(racer) => {
+            let files = RaceFiles { spec: barrier.join("spec.json"), barrier: barrier.clone(), contenders: CONTENDERS };
+            let text = serde_json::to_string(&spec)
+                .map_err(|e| Error::InvalidInput(format!("cannot encode the G4 spec: {e}")))?;
+            std::fs::write(&files.spec, text)
+                .map_err(|e| Error::Store(format!("cannot write {}: {e}", files.spec.display())))?;
+            match racer.race(&files) {
+                Ok(outcomes) => (outcomes, racer.describe(CONTENDERS)),
+                Err(why) => return fail(format!("{}: {why}", case.label())),
+            }
+        }
         None => (
             race_threads(&spec),
             format!(
@@ -1423,101 +1486,4 @@ fn race_threads(spec: &ChildSpec) -> Vec<std::result::Result<Contended, String>>
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a contender thread panicked".into()))).collect()
     })
-}
-
-/// Start the contenders, wait until all are at the barrier, release them together, and read
-/// each one's answer. `Err` (inside `Ok`) when the race itself could not be run.
-fn race_processes(
-    spec: &ChildSpec,
-    program: &Path,
-) -> Result<std::result::Result<Vec<std::result::Result<Contended, String>>, String>> {
-    let spec_path = spec.barrier.join("spec.json");
-    let text =
-        serde_json::to_string(spec).map_err(|e| Error::InvalidInput(format!("cannot encode the G4 spec: {e}")))?;
-    std::fs::write(&spec_path, text).map_err(|e| Error::Store(format!("cannot write {}: {e}", spec_path.display())))?;
-    let mut children: Vec<Child> = Vec::new();
-    for index in 0..CONTENDERS {
-        let spawned = Command::new(program)
-            .arg(CHILD_SUBCOMMAND)
-            .arg(&spec_path)
-            .arg(index.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        match spawned {
-            Ok(child) => children.push(child),
-            Err(error) => {
-                stop(&mut children);
-                return Ok(Err(format!("cannot start {} {CHILD_SUBCOMMAND}: {error}", program.display())));
-            }
-        }
-    }
-    let deadline = Instant::now() + RACE_TIMEOUT;
-    while (0..CONTENDERS).any(|i| !spec.barrier.join(format!("ready.{i}")).exists()) {
-        let exited = children.iter_mut().any(|c| matches!(c.try_wait(), Ok(Some(_))));
-        if exited || Instant::now() >= deadline {
-            // Release whoever is waiting, then report what the early ones said.
-            let _ = std::fs::write(spec.barrier.join("go"), b"");
-            let outcomes = collect(children, deadline);
-            let first = outcomes.iter().find_map(|o| o.as_ref().err().cloned()).unwrap_or_else(|| {
-                format!("the contenders did not reach the barrier within {} s", RACE_TIMEOUT.as_secs())
-            });
-            return Ok(Err(format!("the race could not start: {first}")));
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    std::fs::write(spec.barrier.join("go"), b"")
-        .map_err(|e| Error::Store(format!("cannot release the barrier: {e}")))?;
-    Ok(Ok(collect(children, Instant::now() + RACE_TIMEOUT)))
-}
-
-fn stop(children: &mut [Child]) {
-    for child in children.iter_mut() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-/// Wait for each child (killing it past `deadline`) and read its answer.
-fn collect(children: Vec<Child>, deadline: Instant) -> Vec<std::result::Result<Contended, String>> {
-    children
-        .into_iter()
-        .map(|mut child| {
-            let status = wait_until(&mut child, deadline);
-            let mut stdout = String::new();
-            let mut stderr = String::new();
-            if let Some(mut out) = child.stdout.take() {
-                let _ = out.read_to_string(&mut stdout);
-            }
-            if let Some(mut err) = child.stderr.take() {
-                let _ = err.read_to_string(&mut stderr);
-            }
-            let said = |word: &str| stdout.lines().any(|line| line.trim() == word);
-            match status {
-                None => Err(format!("a contender did not finish within {} s and was stopped", RACE_TIMEOUT.as_secs())),
-                Some(_) if said("second-winner") => Ok(Contended::SecondWinner),
-                Some(status) if status.success() && said("won") => Ok(Contended::Won),
-                Some(status) if status.success() && said("lost") => Ok(Contended::Lost),
-                Some(status) => {
-                    let message: String = stderr.trim().chars().take(400).collect();
-                    Err(format!("a contender exited with {status}: {message}"))
-                }
-            }
-        })
-        .collect()
-}
-
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
 }

@@ -221,12 +221,15 @@ fn extend_lease_only_for_the_live_executing_holder_and_never_shorter() {
 fn mark_ambiguous_is_idempotent_and_never_touches_a_known_outcome() {
     let f = Fixture::new();
     let t = key_template();
-    let _held = f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap();
-    let first = f.kernel.mark_ambiguous("refund:a", "operator saw a crash").unwrap();
-    let second = f.kernel.mark_ambiguous("refund:a", "again").unwrap();
+    let held = f.kernel.propose(&allow(&refund("a", 1), &t)).unwrap();
+    let holder = Some((held.action().action_id.as_str(), held.attempt()));
+    let first = f.kernel.mark_ambiguous("refund:a", holder, "operator saw a crash").unwrap();
+    let second = f.kernel.mark_ambiguous("refund:a", holder, "again").unwrap();
     assert_eq!(first, second);
-    f.kernel.propose(&allow(&refund("b", 1), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
-    assert!(f.kernel.mark_ambiguous("refund:b", "no").is_err());
+    let committed = f.kernel.propose(&allow(&refund("b", 1), &t)).unwrap();
+    let holder_b = committed.action().action_id.clone();
+    committed.commit(&serde_json::json!(1)).unwrap();
+    assert!(f.kernel.mark_ambiguous("refund:b", Some((&holder_b, 1)), "no").is_err());
     assert_eq!(f.kernel.effect("refund:b").unwrap().unwrap().state, EffectState::Committed);
 }
 
@@ -579,7 +582,7 @@ fn an_old_permit_of_a_reused_action_cannot_report_into_the_renewed_attempt() {
     let t = key_template();
     let action = refund("txn_1", 5);
     let first = f.kernel.propose(&allow(&action, &t)).unwrap();
-    f.kernel.mark_ambiguous("refund:txn_1", "operator saw a crash").unwrap();
+    f.kernel.mark_ambiguous("refund:txn_1", Some((&action.action_id, 1)), "operator saw a crash").unwrap();
     f.kernel.resolve("refund:txn_1", EffectState::Failed, "ops:ada").unwrap();
     let second = f.kernel.propose(&allow(&action, &t)).unwrap(); // the same Action value, attempt 2
     assert_eq!(second.attempt(), 2);

@@ -6,6 +6,12 @@ use std::sync::Mutex;
 use warden::document::{load_str, Document};
 use warden::verify::{run, Status, VerifyReport};
 
+// The binary's G4 process race, included by path so this test races OS processes through the
+// very code `warden verify` runs (the library spawns no process; docs/VERIFY.md says why).
+#[path = "../src/bin/warden/verify_race.rs"]
+mod verify_race;
+use verify_race::ChildProgram;
+
 /// Tests run one at a time: the broken-build switch is process-wide.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -241,7 +247,7 @@ fn eight_os_processes_race_for_one_effect_and_exactly_one_wins() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let report = run(&load(STARTER), Some(&script)).unwrap();
+    let report = run(&load(STARTER), Some(&ChildProgram(script))).unwrap();
     assert_all_pass(&report);
     let g4 = report.guarantees.iter().find(|g| g.id == "G4").unwrap();
     assert!(g4.detail.contains("8 OS processes"), "{}", g4.detail);
@@ -251,7 +257,7 @@ fn eight_os_processes_race_for_one_effect_and_exactly_one_wins() {
 #[test]
 fn a_child_program_that_cannot_race_makes_g4_fail() {
     let _serial = serial();
-    let report = run(&load(STARTER), Some(std::path::Path::new("/bin/false"))).unwrap();
+    let report = run(&load(STARTER), Some(&ChildProgram("/bin/false".into()))).unwrap();
     assert_eq!(status(&report, "G4"), Status::Fail, "{}", report.render());
     assert!(!report.ok());
 }

@@ -8,7 +8,7 @@
 //! - [`record`]: delegations as stored, parsed back and re-validated on every read;
 //! - [`source`]: the narrow, index-shaped read access to stored delegations;
 //! - [`chain`]: walking a delegation to its root and re-checking every link;
-//! - [`evaluate`]: candidates, outcomes, the winner and the failure precedence;
+//! - [`evaluate`](mod@evaluate): candidates, outcomes, the winner and the failure precedence;
 //! - [`containment`] and [`delegate`]: creating a delegation, in ctrlrun's order of checks;
 //! - [`revoke`]: insert-only, idempotent revocation and the sweep selectors;
 //! - [`budget`]: charges up the chain, the inclusive predicate, and running window sums.

@@ -28,6 +28,10 @@ pub struct warden_handle {
     /// Tells the host's hook (`warden_approval_notify_set`) and the document's webhook of each
     /// new approval request.
     pub(super) notifier: Arc<crate::approval::notify::Notifier>,
+    /// The clock a test build opened this handle with (`{"clock": {"manual_ms": N}}`), moved by
+    /// `warden_test_clock_set`.
+    #[cfg(feature = "test-exports")]
+    pub(super) manual_clock: Option<crate::clock::ManualClock>,
 }
 
 impl Drop for warden_handle {
@@ -83,14 +87,40 @@ pub(super) unsafe fn with_handle(
     unsafe { fallible(err, work) }
 }
 
-fn open(
-    store: &str,
-    config: Option<&str>,
+/// What `options_json` asks of `open`.
+struct OpenOptions<'a> {
     environment: Option<String>,
-    credentials_dir: Option<&str>,
+    credentials_dir: Option<&'a str>,
     outcomes: Outcomes,
     limits: crate::limits::Limits,
-) -> Result<warden_handle, Error> {
+    /// A test build's manual clock; `None` is the system clock.
+    manual_clock: Option<crate::clock::ManualClock>,
+}
+
+/// The option keys `warden_open` accepts: `clock` only in a `test-exports` build, so a release
+/// library refuses it as an unknown key.
+#[cfg(feature = "test-exports")]
+const OPTION_KEYS: &[&str] = &["clock", "credentials_dir", "environment", "limits", "max_delay_ms", "outcomes"];
+#[cfg(not(feature = "test-exports"))]
+const OPTION_KEYS: &[&str] = &["credentials_dir", "environment", "limits", "max_delay_ms", "outcomes"];
+
+/// `{"manual_ms": N}`: a clock that starts at N milliseconds since the epoch and moves only when
+/// `warden_test_clock_set` moves it.
+fn manual_clock(value: &serde_json::Value) -> Result<crate::clock::ManualClock, Error> {
+    let shape =
+        || Error::InvalidInput("options_json.clock must be {\"manual_ms\": <milliseconds since the epoch>}".into());
+    let map = value.as_object().filter(|map| map.len() == 1).ok_or_else(shape)?;
+    let millis = map.get("manual_ms").and_then(serde_json::Value::as_u64).ok_or_else(shape)?;
+    let micros = i64::try_from(millis).ok().and_then(|ms| ms.checked_mul(1000)).ok_or_else(shape)?;
+    Ok(crate::clock::ManualClock::new(micros))
+}
+
+fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<warden_handle, Error> {
+    let OpenOptions { environment, credentials_dir, outcomes, limits, manual_clock } = options;
+    let clock: Arc<dyn crate::clock::Clock> = match &manual_clock {
+        Some(clock) => Arc::new(clock.clone()),
+        None => Arc::new(crate::clock::SystemClock),
+    };
     if store.is_empty() {
         return Err(Error::InvalidInput("store must be a non-empty path".into()));
     }
@@ -100,13 +130,14 @@ fn open(
             let warden = Warden::open_files(
                 store,
                 Path::new(config),
-                WardenOptions { environment, outcomes, limits, ..WardenOptions::default() },
+                WardenOptions { clock, environment, outcomes, limits, ..WardenOptions::default() },
             )?;
             (warden.kernel().clone(), Some(warden))
         }
-        None => {
-            (Kernel::open(store, KernelOptions { environment, outcomes, limits, ..KernelOptions::default() })?, None)
-        }
+        None => (
+            Kernel::open(store, KernelOptions { clock, environment, outcomes, limits, ..KernelOptions::default() })?,
+            None,
+        ),
     };
     let default_credentials: Arc<dyn CredentialProvider> = match credentials_dir {
         None => Arc::new(EnvProvider),
@@ -131,6 +162,8 @@ fn open(
         credentials: RwLock::new(default_credentials.clone()),
         default_credentials,
         notifier,
+        #[cfg(feature = "test-exports")]
+        manual_clock,
     })
 }
 
@@ -151,6 +184,9 @@ fn open(
 ///   outcome becomes durable with the store's next commit or within `max_delay_ms` (1–60000,
 ///   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
 ///   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
+///   A library built with the test-only `test-exports` feature also takes `"clock":
+///   {"manual_ms": N}`, a clock that starts at N ms since the epoch and moves only by the
+///   test-only clock setter; a release library refuses the key.
 ///
 /// `"limits"` (an object) overrides the bounds on inputs: `max_request_bytes` (the
 /// `warden_propose` request, default 1 MiB), `max_name_bytes` (256), `max_arguments_bytes`
@@ -197,13 +233,9 @@ pub unsafe extern "C" fn warden_open(
         let config = unsafe { optional_str(config, config_len, "config") }?;
         // SAFETY: as above.
         let options = unsafe { optional_json(options_json, options_len, "options_json") }?;
-        let (environment, credentials_dir, outcomes, limits) = match &options {
+        let options = match &options {
             Some(options) => {
-                let fields = Fields::new(
-                    options,
-                    "options_json",
-                    &["credentials_dir", "environment", "limits", "max_delay_ms", "outcomes"],
-                )?;
+                let fields = Fields::new(options, "options_json", OPTION_KEYS)?;
                 let limits = match options.get("limits").filter(|v| !v.is_null()) {
                     None => crate::limits::Limits::default(),
                     Some(value) => crate::limits::Limits::from_json(value).map_err(|e| {
@@ -223,11 +255,27 @@ pub unsafe extern "C" fn warden_open(
                     (Some(name), delay) => Outcomes::parse(name, delay)
                         .map_err(|e| Error::InvalidInput(format!("options_json.outcomes: {e}")))?,
                 };
-                (fields.string("environment")?.map(str::to_owned), fields.string("credentials_dir")?, outcomes, limits)
+                let manual_clock = match options.get("clock").filter(|v| !v.is_null()) {
+                    None => None,
+                    Some(value) => Some(manual_clock(value)?),
+                };
+                OpenOptions {
+                    environment: fields.string("environment")?.map(str::to_owned),
+                    credentials_dir: fields.string("credentials_dir")?,
+                    outcomes,
+                    limits,
+                    manual_clock,
+                }
             }
-            None => (None, None, Outcomes::Durable, crate::limits::Limits::default()),
+            None => OpenOptions {
+                environment: None,
+                credentials_dir: None,
+                outcomes: Outcomes::Durable,
+                limits: crate::limits::Limits::default(),
+                manual_clock: None,
+            },
         };
-        let handle = open(store, config, environment, credentials_dir, outcomes, limits)?;
+        let handle = open(store, config, options)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };
         Ok(())

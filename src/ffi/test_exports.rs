@@ -16,3 +16,36 @@ pub unsafe extern "C" fn warden_test_panic(h: *mut warden_handle, err: *mut ward
     // SAFETY: the caller's guarantees, forwarded.
     unsafe { with_handle(h, err, |_| panic!("warden_test_panic: a panic forced at the C boundary by a test")) }
 }
+
+/// Sets the manual clock of a handle opened with `{"clock": {"manual_ms": N}}` to `now_ms`
+/// milliseconds since the epoch (backwards too), so lease and expiry behaviour is tested
+/// without sleeping. Test-only.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `h`, a handle opened without a
+/// manual clock, `now_ms` too large).
+///
+/// # Safety
+/// `h` is NULL or a live handle; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_test_clock_set(
+    h: *mut warden_handle,
+    now_ms: u64,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), crate::error::Error> {
+        let clock = handle.manual_clock.as_ref().ok_or_else(|| {
+            crate::error::Error::InvalidInput(
+                "this handle was opened without a manual clock; pass {\"clock\": {\"manual_ms\": N}} to warden_open"
+                    .into(),
+            )
+        })?;
+        let micros = i64::try_from(now_ms)
+            .ok()
+            .and_then(|ms| ms.checked_mul(1000))
+            .ok_or_else(|| crate::error::Error::InvalidInput("now_ms is too large".into()))?;
+        clock.set(micros);
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees, forwarded.
+    unsafe { with_handle(h, err, work) }
+}

@@ -582,7 +582,7 @@ impl Kernel {
         }
     }
 
-    /// The rows one evaluation of `action` reads (see [`read_rows`]).
+    /// The rows one evaluation of `action` reads (see `read_rows`).
     pub fn authority_rows(&self, action: &Action, hop: Option<&str>, bound: u32) -> Result<AuthorityRows> {
         let op = Read::AuthorityRows { action: Box::new(action.clone()), hop: hop.map(str::to_owned), bound };
         match self.guarded(|kernel, _| kernel.read(&op))? {

@@ -24,6 +24,37 @@ fn effect_reply(reply: WriteReply) -> Result<EffectRecord> {
     }
 }
 
+/// One effect transition inside the transaction, the shape every planner-driven change shares:
+/// a planned record is written with its one event (named by `event`) in this transaction; an
+/// unchanged record writes nothing; a planner's refusal comes back inside `Ok`, so whatever the
+/// transaction already kept still commits.
+pub(super) fn put_planned(
+    tx: &mut WriteTx<'_>,
+    effect_key: &str,
+    planned: std::result::Result<OutcomePlan, Error>,
+    event: impl FnOnce(&EffectRecord) -> (EventKind, serde_json::Value),
+    now: Micros,
+) -> Result<WriteReply> {
+    match planned {
+        Ok(OutcomePlan::Write(record)) => {
+            tx.put_effect(&record)?;
+            let (kind, data) = event(&record);
+            tx.event(kind, now, Some(&record.action_id), Some(effect_key), None, data)?;
+            Ok(WriteReply::Effect(record))
+        }
+        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
+        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+    }
+}
+
+impl Kernel {
+    /// One effect operation from outside: guarded (fork, poison, panic), written durably, and
+    /// its record or refusal.
+    pub(super) fn write_effect(&self, op: Write) -> Result<EffectRecord> {
+        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+    }
+}
+
 impl Kernel {
     // ---- resolution and effects ----------------------------------------------------------------
 
@@ -32,7 +63,7 @@ impl Kernel {
     pub fn resolve(&self, effect_key: &str, to: EffectState, resolver: &str) -> Result<EffectRecord> {
         approval::check_person_name("the resolver name", resolver)?;
         let op = Write::Resolve { effect_key: effect_key.to_owned(), to, resolver: resolver.to_owned() };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     /// Apply a reconcile hook's answer about an AMBIGUOUS effect, in one write: `committed`
@@ -41,16 +72,20 @@ impl Kernel {
     pub fn reconcile(&self, effect_key: &str, action_name: &str, answer: ReconcileAnswer) -> Result<EffectRecord> {
         approval::check_person_name("the resolver name", &format!("reconcile:{action_name}"))?;
         let op = Write::Reconcile { effect_key: effect_key.to_owned(), action_name: action_name.to_owned(), answer };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     /// Mark an in-flight effect AMBIGUOUS (idempotent from reserved, executing and ambiguous).
-    pub fn mark_ambiguous(&self, effect_key: &str, error: &str) -> Result<EffectRecord> {
+    /// While the lease is live only its holder may: `holder` must name the record's
+    /// (`action_id`, `attempt`); a lapsed lease may be marked by anyone (`holder` `None`), and
+    /// a holder that is named must still be the record's.
+    pub fn mark_ambiguous(&self, effect_key: &str, holder: Option<(&str, u32)>, error: &str) -> Result<EffectRecord> {
         let op = Write::MarkAmbiguous {
             effect_key: effect_key.to_owned(),
+            holder: holder.map(|(action_id, attempt)| (action_id.to_owned(), attempt)),
             error: effect::bounded_message(error.to_owned(), self.limits().max_message_bytes),
         };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
     pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
@@ -174,21 +209,53 @@ impl Kernel {
         let op = Write::Claim {
             action: action.clone(),
             action_hash,
-            effect_key: effect_key.to_owned(),
+            effect_key: Some(effect_key.to_owned()),
             presented: approval_id.map(str::to_owned),
             lease: lease.unwrap_or(DEFAULT_LEASE),
             max_attempts,
         };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
-    /// RESERVED → EXECUTING for the holder `action_id`.
+    /// Consume a granted approval for an action that reserves no effect key (a read, or an
+    /// effect the integrator keys elsewhere): the same checks as `consume_and_reserve`, and the
+    /// consumed approval comes back. Events only.
+    pub fn consume_approval(&self, action: &Action, approval_id: &str) -> Result<approval::ApprovalRecord> {
+        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let op = Write::Claim {
+            action: action.clone(),
+            action_hash,
+            effect_key: None,
+            presented: Some(approval_id.to_owned()),
+            lease: DEFAULT_LEASE,
+            max_attempts: None,
+        };
+        match self.guarded(|kernel, _| kernel.write(op))? {
+            WriteReply::Approval(record) => Ok(record),
+            WriteReply::Refused(refusal) => Err(refusal),
+            _ => Err(unexpected("approval")),
+        }
+    }
+
+    /// Extend the lease of the EXECUTING attempt (`action_id`, `attempt`) to `until`: only while
+    /// it is live, and never shorter (`effect::plan_lease_extension`).
+    pub fn extend_lease(&self, effect_key: &str, action_id: &str, attempt: u32, until: Micros) -> Result<EffectRecord> {
+        let op =
+            Write::ExtendLease { effect_key: effect_key.to_owned(), action_id: action_id.to_owned(), attempt, until };
+        self.write_effect(op)
+    }
+
+    /// RESERVED → EXECUTING for the holder `action_id`. A holder whose lease lapsed before it
+    /// began is refused, and the record becomes AMBIGUOUS in the same write (the holder may
+    /// have started anyway).
     pub fn begin(&self, effect_key: &str, action_id: &str, attempt: u32) -> Result<EffectRecord> {
         let op = Write::Begin { effect_key: effect_key.to_owned(), action_id: action_id.to_owned(), attempt };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 
-    /// Report an outcome for the holder `action_id` without a permit. Events only.
+    /// Report an outcome for the holder `action_id` without a permit. Events only. COMMITTED and
+    /// not executed need an attempt that began (`begin`); a RESERVED one can only be reported
+    /// ambiguous.
     pub fn complete(&self, effect_key: &str, action_id: &str, attempt: u32, outcome: Outcome) -> Result<EffectRecord> {
         let op = Write::Complete {
             effect_key: effect_key.to_owned(),
@@ -196,7 +263,7 @@ impl Kernel {
             attempt,
             outcome: outcome.bounded(self.limits()),
         };
-        self.guarded(|kernel, _| effect_reply(kernel.write(op)?))
+        self.write_effect(op)
     }
 }
 
@@ -209,21 +276,19 @@ pub(super) fn apply_resolve(
     resolver: &str,
     now: Micros,
 ) -> Result<WriteReply> {
-    match effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now) {
-        Ok(record) => {
-            tx.put_effect(&record)?;
-            tx.event(
+    let planned = effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now);
+    put_planned(
+        tx,
+        effect_key,
+        planned.map(OutcomePlan::Write),
+        |record| {
+            (
                 EventKind::EFFECT_RESOLVED,
-                now,
-                Some(&record.action_id),
-                Some(effect_key),
-                None,
                 serde_json::json!({"state": to.as_str(), "resolved_by": resolver, "attempt": record.attempt}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
-    }
+            )
+        },
+        now,
+    )
 }
 
 pub(super) fn apply_reconcile(
@@ -285,25 +350,40 @@ pub(super) fn apply_reconcile(
 pub(super) fn apply_mark_ambiguous(
     tx: &mut WriteTx<'_>,
     effect_key: &str,
+    holder: Option<(&str, u32)>,
     error: &str,
     now: Micros,
 ) -> Result<WriteReply> {
-    match effect::plan_mark_ambiguous(tx.effect(effect_key)?.as_ref(), effect_key, error, now) {
-        Ok(OutcomePlan::Write(record)) => {
-            tx.put_effect(&record)?;
-            tx.event(
-                EventKind::EXECUTION_AMBIGUOUS,
-                now,
-                Some(&record.action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"error": error, "attempt": record.attempt}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+    let record = tx.effect(effect_key)?;
+    if let Some(refusal) = record.as_ref().and_then(|record| foreign_marker(record, effect_key, holder, now)) {
+        return Ok(WriteReply::Refused(refusal));
     }
+    let planned = effect::plan_mark_ambiguous(record.as_ref(), effect_key, error, now);
+    put_planned(
+        tx,
+        effect_key,
+        planned,
+        |record| (EventKind::EXECUTION_AMBIGUOUS, serde_json::json!({"error": error, "attempt": record.attempt})),
+        now,
+    )
+}
+
+/// Why `mark_ambiguous` by this caller must not touch an in-flight record: a live lease belongs
+/// to its holder, so the caller must name it; a named holder must be the record's, lapsed or not.
+fn foreign_marker(record: &EffectRecord, effect_key: &str, holder: Option<(&str, u32)>, now: Micros) -> Option<Error> {
+    if !matches!(record.state, EffectState::Reserved | EffectState::Executing) {
+        return None;
+    }
+    let names_the_holder = holder.is_some_and(|(id, attempt)| id == record.action_id && attempt == record.attempt);
+    let refused = match holder {
+        Some(_) => !names_the_holder,
+        None => record.lease_is_live(now),
+    };
+    refused.then(|| Error::Duplicate {
+        state: crate::error::DuplicateState::InProgress,
+        effect_key: effect_key.to_owned(),
+        holder: record.action_id.clone(),
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -311,16 +391,19 @@ pub(super) fn apply_claim(
     tx: &mut WriteTx<'_>,
     action: &Action,
     action_hash: &str,
-    effect_key: &str,
+    effect_key: Option<&str>,
     presented: Option<&str>,
     lease: Micros,
     max_attempts: Option<u32>,
     now: Micros,
 ) -> Result<WriteReply> {
+    if effect_key.is_none() && presented.is_none() {
+        return Err(Error::InvalidInput("a claim needs an effect key, an approval, or both".into()));
+    }
     let request = ClaimRequest {
         action,
         action_hash,
-        effect_key: Some(effect_key),
+        effect_key,
         presented,
         approval_required: presented.is_some(),
         lease,
@@ -331,8 +414,13 @@ pub(super) fn apply_claim(
     };
     Ok(match claim_in(tx, &request, now)? {
         Claimed::Granted { record: Some(record), .. } => WriteReply::Effect(record),
-        Claimed::Granted { record: None, .. } => {
-            return Err(Error::InvalidInput("internal: a reservation with a key granted no record".into()))
+        Claimed::Granted { record: None, consumed: Some(approval), .. } if effect_key.is_none() => {
+            WriteReply::Approval(approval)
+        }
+        Claimed::Granted { .. } => {
+            return Err(Error::InvalidInput(
+                "internal: a claim granted neither its reservation nor its approval".into(),
+            ))
         }
         Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => WriteReply::Refused(refusal),
     })
@@ -345,20 +433,38 @@ pub(super) fn apply_begin(
     attempt: u32,
     now: Micros,
 ) -> Result<WriteReply> {
-    match effect::plan_begin(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, now) {
-        Ok(record) => {
-            tx.put_effect(&record)?;
-            tx.event(
-                EventKind::EXECUTION_STARTED,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"attempt": record.attempt}),
-            )?;
-            Ok(WriteReply::Effect(record))
+    let record = tx.effect(effect_key)?;
+    match effect::plan_begin(record.as_ref(), effect_key, action_id, attempt, now) {
+        Err(refusal @ Error::Ambiguous { .. }) => {
+            // The holder's lease lapsed before it began: it may have started the effect anyway,
+            // so the record is never left RESERVED for another attempt to take.
+            if let Some(mut ambiguous) = record.filter(|r| r.state == EffectState::Reserved && !r.lease_is_live(now)) {
+                ambiguous.state = EffectState::Ambiguous;
+                ambiguous.updated_at = now;
+                ambiguous.lease_expires_at = None;
+                ambiguous.error = Some(effect::LEASE_EXPIRED.to_owned());
+                put_planned(
+                    tx,
+                    effect_key,
+                    Ok(OutcomePlan::Write(ambiguous)),
+                    |record| {
+                        (
+                            EventKind::EXECUTION_AMBIGUOUS,
+                            serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": record.attempt, "refused": "begin"}),
+                        )
+                    },
+                    now,
+                )?;
+            }
+            Ok(WriteReply::Refused(refusal))
         }
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+        planned => put_planned(
+            tx,
+            effect_key,
+            planned.map(OutcomePlan::Write),
+            |record| (EventKind::EXECUTION_STARTED, serde_json::json!({"attempt": record.attempt})),
+            now,
+        ),
     }
 }
 
@@ -370,25 +476,29 @@ pub(super) fn apply_complete(
     outcome: &Outcome,
     now: Micros,
 ) -> Result<WriteReply> {
-    match effect::plan_outcome(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, outcome, now) {
-        Ok(OutcomePlan::Write(record)) => {
-            tx.put_effect(&record)?;
+    let record = tx.effect(effect_key)?;
+    let never_begun = record
+        .as_ref()
+        .is_some_and(|r| r.state == EffectState::Reserved && r.action_id == action_id && r.attempt == attempt);
+    if never_begun && !matches!(outcome, Outcome::Ambiguous(_)) {
+        return Ok(WriteReply::Refused(Error::InvalidInput(format!(
+            "effect {effect_key:?} is reserved and was never begun: call begin before running the effect; \
+             an attempt that never began can only be reported ambiguous"
+        ))));
+    }
+    let planned = effect::plan_outcome(record.as_ref(), effect_key, action_id, attempt, outcome, now);
+    put_planned(
+        tx,
+        effect_key,
+        planned,
+        |record| {
             let kind = match record.state {
                 EffectState::Committed => EventKind::EXECUTION_COMMITTED,
                 EffectState::Failed => EventKind::EXECUTION_FAILED,
                 _ => EventKind::EXECUTION_AMBIGUOUS,
             };
-            tx.event(
-                kind,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"attempt": record.attempt, "error": record.error}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Ok(OutcomePlan::Unchanged(record)) => Ok(WriteReply::Effect(record)),
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
-    }
+            (kind, serde_json::json!({"attempt": record.attempt, "error": record.error}))
+        },
+        now,
+    )
 }

@@ -1,8 +1,14 @@
-//! The pipeline that composes the pure modules with the store; the only place that orders
-//! steps. `Warden::submit` (the pipeline module) decides with the administrator's document and
-//! hands the kernel a proposal; the kernel turns each state change into one operation
-//! (`ops`) that the store applies in one write transaction carrying the state, its events and,
-//! for a terminal outcome, its receipt and the new chain head.
+//! The kernel: composes the pure planners (`effect`, `approval`, `receipt`) with the store and
+//! is the only place that orders steps and writes.
+//!
+//! The way in is `Warden::submit` (`pipeline`): it decides with the administrator's document
+//! and hands the kernel a `Proposal` carrying that ruling. `Kernel::propose`, which trusts the
+//! ruling it is given, is crate-private for that reason. Every state change is one operation
+//! (`ops::Write`) that the store applies in one write transaction carrying the state, its
+//! events and, for a terminal outcome, its receipt and the new chain head. The step order of
+//! one proposal lives in `propose`; the permit's outcome in `permit`; approvals in
+//! `approvals`; resolution, reads and the integrator's lower-level operations in `effects`;
+//! the shared reservation step in `claim`.
 
 mod approvals;
 pub mod authority;
@@ -28,8 +34,10 @@ pub use approvals::{asserted, ApprovalListener, WeakKernel, MAX_WAIT};
 pub use ops::{DoctorReport, Ops};
 pub use permit::Permit;
 
-/// The kernel's store.
-pub type KernelStore = Store<Ops>;
+crate::test_pub! {
+    /// The kernel's store.
+    type KernelStore = Store<Ops>;
+}
 
 /// When an outcome (commit, not executed, ambiguous) is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +121,7 @@ pub fn resolve_environment(argument: Option<&str>, document: Option<&str>) -> St
         .unwrap_or_else(|| crate::limits::DEFAULT_ENVIRONMENT.to_owned())
 }
 
-/// What the host asks the kernel to do with one action.
+/// What the pipeline asks the kernel to do with one action, with the ruling it decided.
 #[derive(Debug, Clone)]
 pub struct Proposal<'a> {
     pub action: &'a Action,
@@ -175,6 +183,22 @@ struct Inner {
 }
 
 /// A handle on one store. Cheap to clone; clones share the poisoned latch.
+///
+/// Outside the crate a release build offers no way to hand the kernel a ruling, nor to reach
+/// its store (these fail to compile unless the `test-exports` feature is on):
+#[cfg_attr(
+    not(feature = "test-exports"),
+    doc = "```compile_fail\nfn f(k: &warden::Kernel, p: &warden::Proposal<'_>) { let _ = k.propose(p); }\n```"
+)]
+#[cfg_attr(
+    not(feature = "test-exports"),
+    doc = "```compile_fail\nfn f(k: &warden::Kernel) { let _ = k.store(); }\n```"
+)]
+#[cfg_attr(
+    not(feature = "test-exports"),
+    doc = "```compile_fail\nfn f(k: &warden::Kernel) { let _ = k.force_panic(); }\n```"
+)]
+#[cfg_attr(not(feature = "test-exports"), doc = "```compile_fail\nuse warden::store::WriteTx;\n```")]
 #[derive(Clone)]
 pub struct Kernel {
     inner: Arc<Inner>,
@@ -206,8 +230,17 @@ impl Kernel {
         })
     }
 
-    pub fn store(&self) -> &KernelStore {
-        &self.inner.store
+    crate::test_pub! {
+        /// The store under this kernel: crate-private, for the kernel's own modules and (with
+        /// `test-exports`) tests that inspect or damage raw rows.
+        fn store(&self) -> &KernelStore {
+            &self.inner.store
+        }
+    }
+
+    /// The path of the store file this handle opened.
+    pub fn store_path(&self) -> &Path {
+        self.inner.store.path()
     }
 
     /// The bounds this handle enforces on its inputs.
@@ -286,10 +319,13 @@ impl Kernel {
         outcome
     }
 
-    /// Test support: latch the handle as if a panic had happened inside it.
-    #[doc(hidden)]
-    pub fn force_panic(&self) -> Result<()> {
-        self.guarded(|_, _| -> Result<()> { panic!("forced panic for a test") })
+    crate::test_pub! {
+        /// Test support: latch the handle as if a panic had happened inside it.
+        #[doc(hidden)]
+        #[allow(dead_code)] // only tests call it
+        fn force_panic(&self) -> Result<()> {
+            self.guarded(|_, _| -> Result<()> { panic!("forced panic for a test") })
+        }
     }
 }
 

@@ -131,13 +131,17 @@ pub enum Write {
     },
     MarkAmbiguous {
         effect_key: String,
+        /// The (`action_id`, `attempt`) the caller says holds the key; required while its
+        /// lease is live.
+        holder: Option<(String, u32)>,
         error: String,
     },
-    /// The integrator API: consume an approval and reserve without beginning.
+    /// The integrator API: consume an approval and reserve without beginning; with no key,
+    /// only consume the approval.
     Claim {
         action: Action,
         action_hash: String,
-        effect_key: String,
+        effect_key: Option<String>,
         presented: Option<String>,
         lease: Micros,
         max_attempts: Option<u32>,
@@ -237,15 +241,19 @@ impl WriteOp for Write {
             Write::Reconcile { effect_key, action_name, answer } => {
                 super::effects::apply_reconcile(tx, effect_key, action_name, *answer, now)
             }
-            Write::MarkAmbiguous { effect_key, error } => {
-                super::effects::apply_mark_ambiguous(tx, effect_key, error, now)
-            }
+            Write::MarkAmbiguous { effect_key, holder, error } => super::effects::apply_mark_ambiguous(
+                tx,
+                effect_key,
+                holder.as_ref().map(|(id, attempt)| (id.as_str(), *attempt)),
+                error,
+                now,
+            ),
             Write::Claim { action, action_hash, effect_key, presented, lease, max_attempts } => {
                 super::effects::apply_claim(
                     tx,
                     action,
                     action_hash,
-                    effect_key,
+                    effect_key.as_deref(),
                     presented.as_deref(),
                     *lease,
                     *max_attempts,

@@ -121,15 +121,9 @@ impl Permit {
             attempt: self.attempt,
             until,
         };
-        let reply = self.kernel.guarded(|kernel, _| kernel.write(op))?;
-        match reply {
-            WriteReply::Effect(record) => {
-                self.lease_expires_at = record.lease_expires_at;
-                Ok(())
-            }
-            WriteReply::Refused(refusal) => Err(refusal),
-            _ => Err(unexpected("lease extension")),
-        }
+        let record = self.kernel.write_effect(op)?;
+        self.lease_expires_at = record.lease_expires_at;
+        Ok(())
     }
 }
 
@@ -249,21 +243,22 @@ pub(super) fn apply_extend(
     until: Micros,
     now: Micros,
 ) -> Result<WriteReply> {
-    match effect::plan_lease_extension(tx.effect(effect_key)?.as_ref(), effect_key, action_id, attempt, until, now) {
-        Ok(record) => {
-            tx.put_effect(&record)?;
-            tx.event(
-                EventKind::EFFECT_LEASE_EXTENDED,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"lease_expires_at": crate::clock::render(until)}),
-            )?;
-            Ok(WriteReply::Effect(record))
-        }
-        Err(refusal) => Ok(WriteReply::Refused(refusal)),
+    let record = tx.effect(effect_key)?;
+    if record.as_ref().is_some_and(|r| {
+        r.state == EffectState::Reserved && r.action_id == action_id && r.attempt == attempt && r.lease_is_live(now)
+    }) {
+        return Ok(WriteReply::Refused(Error::InvalidInput(format!(
+            "effect {effect_key:?} is reserved and was never begun: only an executing attempt extends its lease; call begin first"
+        ))));
     }
+    let planned = effect::plan_lease_extension(record.as_ref(), effect_key, action_id, attempt, until, now);
+    super::effects::put_planned(
+        tx,
+        effect_key,
+        planned.map(OutcomePlan::Write),
+        |_| (EventKind::EFFECT_LEASE_EXTENDED, serde_json::json!({"lease_expires_at": crate::clock::render(until)})),
+        now,
+    )
 }
 
 impl Drop for Permit {

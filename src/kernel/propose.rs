@@ -17,117 +17,139 @@ use super::ops::{unexpected, Granted, Proposed, Write, WriteReply};
 use super::{Kernel, Permit, Proposal};
 
 impl Kernel {
-    /// normalize → (decision passed in) → approval gate → one write transaction → permit.
-    pub fn propose(&self, proposal: &Proposal<'_>) -> Result<Permit> {
-        let action = proposal.action;
-        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
-        let lease = proposal.lease.unwrap_or(DEFAULT_LEASE);
-        if lease <= 0 {
-            return Err(Error::InvalidInput("a lease must be positive".into()));
-        }
-        if let Some(id) = proposal.approval_id {
-            if !crate::action::is_id(IdKind::Approval, id) {
-                return Err(Error::InvalidInput("an approval id is apr_ followed by 32 lowercase hex digits".into()));
+    /// Record an action its host refused before any decision (a gateway's check before
+    /// forwarding): `ACTION_DENIED` and a denied receipt are written exactly as for a policy
+    /// denial, with `reason`, and nothing is ever granted (the ruling is `deny`, which is why this
+    /// is public while `propose`, which trusts its ruling, is not). Returns the refusal; any
+    /// other error (the store) is returned as `Err`.
+    pub fn record_denial(&self, action: &Action, reason: &str) -> Result<Error> {
+        match self.propose(&Proposal::new(action, Ruling::new(Decision::Deny, reason))) {
+            Err(error) if error.is_refusal() => Ok(error),
+            Err(error) => Err(error),
+            Ok(permit) => {
+                // A deny ruling never grants; were it to, nothing may run under this permit.
+                let _ = permit.not_executed("refused by the host before any decision");
+                Err(Error::Store("a deny ruling was granted a permit; nothing was executed".into()))
             }
         }
-        self.guarded(|kernel, _| {
-            let draft = kernel.draft(action, &action_hash, &proposal.ruling)?;
-            let mut proposed = Proposed {
-                action: action.clone(),
-                action_hash: action_hash.clone(),
-                ruling: proposal.ruling.clone(),
-                draft,
-                effect_key: None,
-                lease,
-                max_attempts: proposal.max_attempts,
-                authority: proposal.authority.clone(),
-                charges: Vec::new(),
-                precondition: proposal.precondition.clone(),
-            };
-            proposed.draft.authority = proposal.authority.as_ref().map(|stamp| stamp.receipt(&[]));
-            let refuse = |mut proposed: Proposed, refusal: Error| {
-                proposed.draft.decision = Decision::Deny.as_str().into();
-                kernel.finish_refusal(Write::Refuse { proposed, refusal })
-            };
-            if action.environment != kernel.inner.environment {
-                let refusal = Error::Denied {
-                    reason: "environment_mismatch".into(),
-                    detail: format!(
-                        "the action is for {:?} and this kernel acts in {:?}",
-                        action.environment, kernel.inner.environment
-                    ),
-                };
-                return refuse(proposed, refusal);
+    }
+
+    crate::test_pub! {
+        /// normalize → (the pipeline's decision) → approval gate → one write transaction → permit.
+        /// Crate-private: it trusts the ruling its caller hands in, so `Warden::submit`, which
+        /// decides with the administrator's document, is the only way in (tests reach it with
+        /// `test-exports`).
+        fn propose(&self, proposal: &Proposal<'_>) -> Result<Permit> {
+            let action = proposal.action;
+            let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+            let lease = proposal.lease.unwrap_or(DEFAULT_LEASE);
+            if lease <= 0 {
+                return Err(Error::InvalidInput("a lease must be positive".into()));
             }
-            let effect_key = match proposal.effect {
-                None => None,
-                Some(template) => match template.render_effect_key(&action.arguments, action.resource.as_deref()) {
-                    Ok(key) => Some(key),
-                    Err(error) if !proposal.observe && proposal.ruling.decision != Decision::Deny => {
-                        let refusal = Error::Denied { reason: "effect_key_error".into(), detail: error.to_string() };
-                        return refuse(proposed, refusal);
-                    }
-                    Err(_) => None,
-                },
-            };
-            proposed.draft.effect_key = effect_key.clone();
-            proposed.effect_key = effect_key;
-            // What the reservation will charge, measured before any human is asked: a budget on
-            // a missing argument or on an action with no effect key can never be charged.
-            let mut budget_refusal = None;
-            if let Some(stamp) = proposed.authority.as_ref().filter(|s| s.passed && !s.budgets.is_empty()) {
-                match crate::authority::charges_for(
-                    &action.name,
-                    &stamp.budgets,
-                    &action.arguments,
-                    proposed.effect_key.as_deref(),
-                ) {
-                    Ok(charges) => proposed.charges = charges,
-                    Err(refusal) => budget_refusal = Some(stamp.refused(refusal.reason(), None, refusal.to_string())),
+            if let Some(id) = proposal.approval_id {
+                if !crate::action::is_id(IdKind::Approval, id) {
+                    return Err(Error::InvalidInput("an approval id is apr_ followed by 32 lowercase hex digits".into()));
                 }
             }
-            if proposal.observe {
-                let unrenderable = proposal.effect.is_some() && proposed.effect_key.is_none();
-                let blocked = if unrenderable {
-                    Some("effect_key_error".to_owned())
-                } else {
-                    budget_refusal.map(|refusal| refusal.reason())
+            self.guarded(|kernel, _| {
+                let draft = kernel.draft(action, &action_hash, &proposal.ruling)?;
+                let mut proposed = Proposed {
+                    action: action.clone(),
+                    action_hash: action_hash.clone(),
+                    ruling: proposal.ruling.clone(),
+                    draft,
+                    effect_key: None,
+                    lease,
+                    max_attempts: proposal.max_attempts,
+                    authority: proposal.authority.clone(),
+                    charges: Vec::new(),
+                    precondition: proposal.precondition.clone(),
                 };
-                let op = Write::Observe { proposed, presented: proposal.approval_id.map(str::to_owned) };
-                return kernel.permit_from(op, proposal, &action_hash, blocked);
-            }
-            if proposal.ruling.decision == Decision::Deny {
-                proposed.draft.effect_key = None;
-                let refusal = match proposed.authority.as_ref().filter(|stamp| !stamp.passed) {
-                    Some(stamp) => stamp.refusal(&action.name),
-                    None => Error::Denied {
-                        reason: proposal.ruling.reason.clone(),
-                        detail: format!("the policy denies {}", action.name),
+                proposed.draft.authority = proposal.authority.as_ref().map(|stamp| stamp.receipt(&[]));
+                let refuse = |mut proposed: Proposed, refusal: Error| {
+                    proposed.draft.decision = Decision::Deny.as_str().into();
+                    kernel.finish_refusal(Write::Refuse { proposed, refusal })
+                };
+                if action.environment != kernel.inner.environment {
+                    let refusal = Error::Denied {
+                        reason: "environment_mismatch".into(),
+                        detail: format!(
+                            "the action is for {:?} and this kernel acts in {:?}",
+                            action.environment, kernel.inner.environment
+                        ),
+                    };
+                    return refuse(proposed, refusal);
+                }
+                let effect_key = match proposal.effect {
+                    None => None,
+                    Some(template) => match template.render_effect_key(&action.arguments, action.resource.as_deref()) {
+                        Ok(key) => Some(key),
+                        Err(error) if !proposal.observe && proposal.ruling.decision != Decision::Deny => {
+                            let refusal = Error::Denied { reason: "effect_key_error".into(), detail: error.to_string() };
+                            return refuse(proposed, refusal);
+                        }
+                        Err(_) => None,
                     },
                 };
-                return kernel.finish_refusal(Write::Refuse { proposed, refusal });
-            }
-            if let Some(refusal) = budget_refusal {
-                return refuse(proposed, refusal);
-            }
-            if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
-                let ttl = proposal.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
-                if ttl <= 0 {
-                    return Err(Error::InvalidInput("an approval TTL must be positive".into()));
+                proposed.draft.effect_key = effect_key.clone();
+                proposed.effect_key = effect_key;
+                // What the reservation will charge, measured before any human is asked: a budget on
+                // a missing argument or on an action with no effect key can never be charged.
+                let mut budget_refusal = None;
+                if let Some(stamp) = proposed.authority.as_ref().filter(|s| s.passed && !s.budgets.is_empty()) {
+                    match crate::authority::charges_for(
+                        &action.name,
+                        &stamp.budgets,
+                        &action.arguments,
+                        proposed.effect_key.as_deref(),
+                    ) {
+                        Ok(charges) => proposed.charges = charges,
+                        Err(refusal) => budget_refusal = Some(stamp.refused(refusal.reason(), None, refusal.to_string())),
+                    }
                 }
-                let approval_id =
-                    new_id(IdKind::Approval).map_err(|e| Error::Store(format!("no randomness for an id: {e}")))?;
-                let ask = proposal.ask.clone();
-                return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl, ask });
-            }
-            let op = Write::Reserve {
-                proposed,
-                presented: proposal.approval_id.map(str::to_owned),
-                // An allow that was handed an approval spends it when it can, and never refuses for it.
-                approval_required: proposal.ruling.decision == Decision::Approve,
-            };
-            kernel.permit_from(op, proposal, &action_hash, None)
-        })
+                if proposal.observe {
+                    let unrenderable = proposal.effect.is_some() && proposed.effect_key.is_none();
+                    let blocked = if unrenderable {
+                        Some("effect_key_error".to_owned())
+                    } else {
+                        budget_refusal.map(|refusal| refusal.reason())
+                    };
+                    let op = Write::Observe { proposed, presented: proposal.approval_id.map(str::to_owned) };
+                    return kernel.permit_from(op, proposal, &action_hash, blocked);
+                }
+                if proposal.ruling.decision == Decision::Deny {
+                    proposed.draft.effect_key = None;
+                    let refusal = match proposed.authority.as_ref().filter(|stamp| !stamp.passed) {
+                        Some(stamp) => stamp.refusal(&action.name),
+                        None => Error::Denied {
+                            reason: proposal.ruling.reason.clone(),
+                            detail: format!("the policy denies {}", action.name),
+                        },
+                    };
+                    return kernel.finish_refusal(Write::Refuse { proposed, refusal });
+                }
+                if let Some(refusal) = budget_refusal {
+                    return refuse(proposed, refusal);
+                }
+                if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
+                    let ttl = proposal.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
+                    if ttl <= 0 {
+                        return Err(Error::InvalidInput("an approval TTL must be positive".into()));
+                    }
+                    let approval_id =
+                        new_id(IdKind::Approval).map_err(|e| Error::Store(format!("no randomness for an id: {e}")))?;
+                    let ask = proposal.ask.clone();
+                    return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl, ask });
+                }
+                let op = Write::Reserve {
+                    proposed,
+                    presented: proposal.approval_id.map(str::to_owned),
+                    // An allow that was handed an approval spends it when it can, and never refuses for it.
+                    approval_required: proposal.ruling.decision == Decision::Approve,
+                };
+                kernel.permit_from(op, proposal, &action_hash, None)
+            })
+        }
     }
 
     /// Apply an operation that can only refuse (or ask for an approval). A new request is

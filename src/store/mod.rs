@@ -38,7 +38,11 @@ use serde::{de::DeserializeOwned, Serialize};
 
 pub use crate::event::{Event, EventKind};
 pub use tables::SCHEMA_VERSION;
-pub use tx::{RawTable, ReadTx, WriteTx};
+pub use tx::{RawTable, ReadTx};
+crate::test_pub! {
+    /// Crate-private: operations are applied by the store, never opened by a caller.
+    use tx::WriteTx;
+}
 
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
@@ -148,11 +152,14 @@ pub enum Role {
     ReadOnly,
 }
 
-/// An open store. Cheap to clone; every handle on one file in one process shares it.
-pub struct Store<P: Protocol> {
-    engine: Arc<Engine<P>>,
-    generation: u64,
-    opened_in: u32,
+crate::test_pub! {
+    /// An open store. Cheap to clone; every handle on one file in one process shares it.
+    /// Crate-private: the kernel is the only way to it (tests reach it with `test-exports`).
+    struct Store<P: Protocol> {
+        engine: Arc<Engine<P>>,
+        generation: u64,
+        opened_in: u32,
+    }
 }
 
 impl<P: Protocol> Clone for Store<P> {
@@ -398,6 +405,7 @@ impl<P: Protocol> Store<P> {
     }
 
     /// What this process is to the store right now.
+    #[cfg_attr(not(feature = "test-exports"), allow(dead_code))] // tests ask who owns the file
     pub fn role(&self) -> Result<Role> {
         self.check_fork()?;
         Ok(match &*self.engine.current()? {
@@ -509,22 +517,24 @@ impl<P: Protocol> Store<P> {
         }
     }
 
-    /// Test support: edit raw rows in one write transaction (owner only).
-    #[doc(hidden)]
-    pub fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_, '_>) -> Result<()>) -> Result<()> {
-        self.check_fork()?;
-        let mode = self.engine.current()?;
-        let Mode::Owner(owned) = &*mode else {
-            return Err(Error::InvalidInput("only the process that owns a store can tamper with it".into()));
-        };
-        owned.shared.with_database(|database| {
-            let txn = database.begin_write().map_err(tx::fault)?;
-            {
-                let mut raw = WriteTx::open(&txn)?;
-                edit(&mut Tamper { tx: &mut raw })?;
-            }
-            txn.commit().map_err(tx::fault)
-        })
+    crate::test_pub! {
+        /// Test support: edit raw rows in one write transaction (owner only).
+        #[doc(hidden)]
+        fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_, '_>) -> Result<()>) -> Result<()> {
+            self.check_fork()?;
+            let mode = self.engine.current()?;
+            let Mode::Owner(owned) = &*mode else {
+                return Err(Error::InvalidInput("only the process that owns a store can tamper with it".into()));
+            };
+            owned.shared.with_database(|database| {
+                let txn = database.begin_write().map_err(tx::fault)?;
+                {
+                    let mut raw = WriteTx::open(&txn)?;
+                    edit(&mut Tamper { tx: &mut raw })?;
+                }
+                txn.commit().map_err(tx::fault)
+            })
+        }
     }
 }
 

@@ -109,7 +109,10 @@ static void every_call_is_refused(warden_handle *h, warden_permit *p) {
                                 LIT("k:child"), NULL, 0, 60000, &out, &err));
     FORKED(warden_store_begin(h, LIT("k:child"), LIT("act_0"), 1, &out, &err));
     FORKED(warden_store_complete(h, LIT("k:child"), LIT("act_0"), 1, LIT("{\"committed\":true}"), &out, &err));
-    FORKED(warden_store_mark_ambiguous(h, LIT("refund:pay_before"), LIT("x"), &out, &err));
+    FORKED(warden_store_mark_ambiguous(h, LIT("refund:pay_before"), NULL, 0, 0, LIT("x"), &out, &err));
+    FORKED(warden_store_extend_lease(h, LIT("k:child"), LIT("act_0"), 1, 60000, &out, &err));
+    FORKED(warden_store_consume_approval(h, LIT("{\"name\":\"x\",\"arguments\":{},\"principal\":{\"agent\":\"a\",\"user\":null}}"),
+                                         LIT("apr_0"), &out, &err));
     FORKED(warden_sight_credentials_set(h, NULL, NULL, &err));
     FORKED(warden_sight_sources(h, &out, &err));
     FORKED(warden_sight_tool_schema(h, &out, &err));

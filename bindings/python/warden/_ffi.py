@@ -155,7 +155,15 @@ SIGNATURES: dict[str, Signature] = {
         _result,
         (_handle, _bytes, _len, _bytes, _len, c_uint32, _bytes, _len, _buf_p, _buf_p),
     ),
-    "warden_store_mark_ambiguous": (_result, (_handle, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
+    "warden_store_mark_ambiguous": (
+        _result,
+        (_handle, _bytes, _len, _bytes, _len, c_uint32, _bytes, _len, _buf_p, _buf_p),
+    ),
+    "warden_store_extend_lease": (
+        _result,
+        (_handle, _bytes, _len, _bytes, _len, c_uint32, c_uint64, _buf_p, _buf_p),
+    ),
+    "warden_store_consume_approval": (_result, (_handle, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     # sights
     "warden_cancel_new": (_cancel, ()),
     "warden_cancel_trigger": (None, (_cancel,)),
@@ -173,6 +181,7 @@ SIGNATURES: dict[str, Signature] = {
 #: Declared only when the library exports them (a `--features test-exports` build).
 TEST_ONLY_SIGNATURES: dict[str, Signature] = {
     "warden_test_panic": (_result, (_handle, _buf_p)),
+    "warden_test_clock_set": (_result, (_handle, c_uint64, _buf_p)),
 }
 
 

@@ -35,7 +35,7 @@ pub fn delegate(
     let by = principal_of(as_, "--as")?;
     let grant = load_grant_file(file).map_err(|e| Failure::usage(e.to_string()))?;
     let kernel = open_store(store)?;
-    let warden = Warden::open(kernel.store().path(), doc, WardenOptions::default())?;
+    let warden = Warden::open(kernel.store_path(), doc, WardenOptions::default())?;
     let id = warden.delegate(parent, &grant, &by, None, CreatedVia::Cli)?;
     let listed = warden.delegation(&id)?;
     if json_out {

@@ -15,7 +15,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
     let stdout = if json {
         document(&json!({
             "ok": sound,
-            "store": kernel.store().path().display().to_string(),
+            "store": kernel.store_path().display().to_string(),
             "tables": report.tables.iter().map(|(table, rows, problems)| json!({
                 "table": table, "rows": rows, "problems": problems,
             })).collect::<Vec<_>>(),
@@ -23,7 +23,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             "orphans": report.orphans,
         }))
     } else {
-        let mut out = format!("store {}\n", kernel.store().path().display());
+        let mut out = format!("store {}\n", kernel.store_path().display());
         for (table, rows, problems) in &report.tables {
             let verdict = if problems.is_empty() { "ok".to_owned() } else { format!("{} DAMAGED", problems.len()) };
             out.push_str(&format!("  {table:<16} {rows:>8} rows  {verdict}\n"));
@@ -64,7 +64,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
     Ok(Done {
         stdout,
         failed: (!sound).then(|| {
-            Failure::check("store_damaged", format!("the store {} is damaged", kernel.store().path().display()))
+            Failure::check("store_damaged", format!("the store {} is damaged", kernel.store_path().display()))
         }),
     })
 }

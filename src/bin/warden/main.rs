@@ -25,6 +25,7 @@ mod policy_commands;
 mod pure_commands;
 mod sight_commands;
 mod store_commands;
+mod verify_race;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -164,7 +164,7 @@ pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result
 pub fn verify(doc: &Document, json: bool) -> Result<Done, Failure> {
     let program = std::env::current_exe()
         .map_err(|e| Failure::internal(format!("cannot find the warden binary for the G4 race: {e}")))?;
-    let report = warden::verify::run(doc, Some(&program))?;
+    let report = warden::verify::run(doc, Some(&crate::verify_race::ChildProgram(program)))?;
     let stdout = if json { document(&report.to_json()) } else { report.render() };
     let failed = (!report.ok()).then(|| {
         let failed = report.guarantees.iter().filter(|g| g.status == warden::verify::Status::Fail).count();

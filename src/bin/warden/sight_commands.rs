@@ -115,7 +115,7 @@ fn provider(credentials_dir: Option<&Path>) -> Result<Box<dyn CredentialProvider
 /// mistake in --store, never a request for an empty one).
 fn existing(doc: Document, store: Option<&Path>) -> Result<Warden, Failure> {
     let kernel = open_store(store)?;
-    Ok(Warden::open(kernel.store().path(), doc, WardenOptions::default())?)
+    Ok(Warden::open(kernel.store_path(), doc, WardenOptions::default())?)
 }
 
 pub fn query(

@@ -126,3 +126,235 @@ fn a_known_outcome_after_the_effect_went_ambiguous_is_ambiguous_and_an_ambiguous
     assert_eq!(unchanged["error"], "the reply was lost");
     assert_eq!(code(begin(&handle, KEY, &holder, 1)), WARDEN_RESULT_AMBIGUOUS);
 }
+
+fn mark_ambiguous(handle: &Handle, holder: Option<(&str, u32)>) -> Result<Owned, Failure> {
+    let (id, id_len, attempt) = holder.map_or((ptr::null(), 0, 0), |(id, attempt)| (id.as_ptr(), id.len(), attempt));
+    // SAFETY: a live handle, live strings (or NULL, 0) and writable out-parameters.
+    with_out(|out, err| unsafe {
+        warden_store_mark_ambiguous(handle.raw, KEY.as_ptr(), KEY.len(), id, id_len, attempt, ptr::null(), 0, out, err)
+    })
+}
+
+fn extend(handle: &Handle, holder: &str, lease_ms: u64) -> Result<Owned, Failure> {
+    // SAFETY: a live handle, live strings and writable out-parameters.
+    with_out(|out, err| unsafe {
+        warden_store_extend_lease(
+            handle.raw,
+            KEY.as_ptr(),
+            KEY.len(),
+            holder.as_ptr(),
+            holder.len(),
+            1,
+            lease_ms,
+            out,
+            err,
+        )
+    })
+}
+
+fn consume(handle: &Handle, approval_id: &str) -> Result<Owned, Failure> {
+    let action = action();
+    // SAFETY: a live handle, live strings and writable out-parameters.
+    with_out(|out, err| unsafe {
+        warden_store_consume_approval(
+            handle.raw,
+            action.as_ptr(),
+            action.len(),
+            approval_id.as_ptr(),
+            approval_id.len(),
+            out,
+            err,
+        )
+    })
+}
+
+fn state(handle: &Handle) -> serde_json::Value {
+    let key = KEY;
+    // SAFETY: a live handle, a live string and writable out-parameters.
+    let record = with_out(|out, err| unsafe {
+        super::super::effects::warden_effect_get(handle.raw, key.as_ptr(), key.len(), out, err)
+    });
+    record.expect("read").json()["state"].clone()
+}
+
+#[test]
+fn a_reserved_record_that_never_began_refuses_committed_and_not_executed_and_writes_nothing() {
+    let handle = open(None);
+    let holder = reserve(&handle);
+    for outcome in [COMMITTED, r#"{"not_executed": "declined"}"#] {
+        let refused = complete(&handle, &holder, 1, outcome).expect_err("never begun");
+        assert_eq!(refused.code, WARDEN_RESULT_INVALID_INPUT, "{:?}", refused.error);
+        assert!(refused.error["message"].as_str().unwrap_or_default().contains("never begun"));
+        assert_eq!(state(&handle), "reserved");
+    }
+    assert_eq!(code(begin(&handle, KEY, &holder, 1)), WARDEN_RESULT_OK);
+    assert_eq!(code(complete(&handle, &holder, 1, COMMITTED)), WARDEN_RESULT_OK);
+}
+
+#[test]
+fn mark_ambiguous_of_a_live_reservation_must_name_its_holder() {
+    let handle = open(None);
+    let holder = reserve(&handle);
+    let anonymous = mark_ambiguous(&handle, None).expect_err("live lease, no holder");
+    assert_eq!(anonymous.code, WARDEN_RESULT_IN_PROGRESS);
+    let message = anonymous.error["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&holder), "the refusal names the holder: {message}");
+    let other = "act_00000000000000000000000000000000";
+    assert_eq!(code(mark_ambiguous(&handle, Some((other, 1)))), WARDEN_RESULT_IN_PROGRESS);
+    assert_eq!(code(mark_ambiguous(&handle, Some((&holder, 2)))), WARDEN_RESULT_IN_PROGRESS);
+    assert_eq!(state(&handle), "reserved");
+    let marked = mark_ambiguous(&handle, Some((&holder, 1))).expect("the holder").json();
+    assert_eq!(marked["state"], "ambiguous");
+}
+
+#[test]
+fn extend_lease_needs_an_executing_holder_and_a_positive_lease() {
+    let handle = open(None);
+    let holder = reserve(&handle);
+    assert_eq!(code(extend(&handle, &holder, 60_000)), WARDEN_RESULT_INVALID_INPUT, "not begun");
+    assert_eq!(code(begin(&handle, KEY, &holder, 1)), WARDEN_RESULT_OK);
+    assert_eq!(code(extend(&handle, &holder, 0)), WARDEN_RESULT_INVALID_INPUT);
+    assert_eq!(code(extend(&handle, &holder, u64::MAX)), WARDEN_RESULT_INVALID_INPUT);
+    assert_eq!(code(extend(&handle, "act_00000000000000000000000000000000", 600_000)), WARDEN_RESULT_IN_PROGRESS);
+    let extended = extend(&handle, &holder, 600_000).expect("extended").json();
+    assert_eq!(extended["state"], "executing");
+    // Shorter than the lease it has now: refused.
+    assert_eq!(code(extend(&handle, &holder, 1)), WARDEN_RESULT_INVALID_INPUT);
+}
+
+#[test]
+fn an_approval_is_consumed_without_a_key_once() {
+    let handle = open(None);
+    let request = json!({
+        "name": "stripe.refund",
+        "arguments": {"payment_id": "pay_kinds", "amount": 1},
+        "principal": {"agent": "worker"},
+    })
+    .to_string();
+    // SAFETY: a live handle, a live string and writable out-parameters.
+    let created = with_out(|out, err| unsafe {
+        super::super::approvals::warden_approval_request(handle.raw, request.as_ptr(), request.len(), out, err)
+    })
+    .expect("requested")
+    .json();
+    let id = created["approval_id"].as_str().expect("approval_id").to_owned();
+    assert_eq!(code(consume(&handle, &id)), WARDEN_RESULT_APPROVAL_MISMATCH, "pending, not granted");
+    let by = "ops:bob";
+    // SAFETY: as above.
+    with_out(|out, err| unsafe {
+        super::super::approvals::warden_approval_grant(
+            handle.raw,
+            id.as_ptr(),
+            id.len(),
+            by.as_ptr(),
+            by.len(),
+            0,
+            out,
+            err,
+        )
+    })
+    .expect("granted");
+    let consumed = consume(&handle, &id).expect("consumed").json();
+    assert_eq!(consumed["status"], "consumed", "{consumed}");
+    assert_eq!(code(consume(&handle, &id)), WARDEN_RESULT_APPROVAL_MISMATCH, "spent once");
+    assert_eq!(code(consume(&handle, "apr_unknown")), WARDEN_RESULT_APPROVAL_MISMATCH, "unknown");
+}
+
+#[cfg(not(feature = "test-exports"))]
+#[test]
+fn a_release_library_refuses_the_manual_clock_option() {
+    let refused = super::open_with(None, r#"{"clock": {"manual_ms": 1}}"#).err().expect("unknown option");
+    assert_eq!(refused.code, WARDEN_RESULT_INVALID_INPUT);
+}
+
+/// With the `test-exports` feature: a manual clock moves the lease boundaries without sleeping.
+#[cfg(feature = "test-exports")]
+mod manual_clock {
+    use super::super::super::test_exports::warden_test_clock_set;
+    use super::*;
+
+    const START_MS: u64 = 1_764_000_000_000;
+    /// `warden_store_reserve`'s lease, in ms.
+    const LEASE_MS: u64 = 60_000;
+
+    fn open_at_start() -> Handle {
+        let options = format!(r#"{{"environment": "production", "clock": {{"manual_ms": {START_MS}}}}}"#);
+        super::super::open_with(None, &options).expect("opens with a manual clock")
+    }
+
+    fn set(handle: &Handle, now_ms: u64) {
+        // SAFETY: a live handle and a writable err.
+        super::super::with_err(|err| unsafe { warden_test_clock_set(handle.raw, now_ms, err) }).expect("clock set");
+    }
+
+    fn reserve_leased(handle: &Handle) -> String {
+        let action = action();
+        // SAFETY: a live handle, live strings and writable out-parameters.
+        let reserved = with_out(|out, err| unsafe {
+            warden_store_reserve(
+                handle.raw,
+                action.as_ptr(),
+                action.len(),
+                KEY.as_ptr(),
+                KEY.len(),
+                ptr::null(),
+                0,
+                LEASE_MS,
+                out,
+                err,
+            )
+        })
+        .expect("reserved")
+        .json();
+        reserved["action_id"].as_str().expect("action_id").to_owned()
+    }
+
+    #[test]
+    fn begin_at_the_expiry_instant_and_one_millisecond_past_it() {
+        // (ms past the expiry instant, code, state afterwards)
+        let table = [(0, WARDEN_RESULT_OK, "executing"), (1, WARDEN_RESULT_AMBIGUOUS, "ambiguous")];
+        for (past, expected, after) in table {
+            let handle = open_at_start();
+            let holder = reserve_leased(&handle);
+            set(&handle, START_MS + LEASE_MS + past);
+            assert_eq!(code(begin(&handle, KEY, &holder, 1)), expected, "{past} ms past");
+            assert_eq!(state(&handle), after, "{past} ms past");
+        }
+    }
+
+    #[test]
+    fn mark_ambiguous_without_a_holder_at_the_expiry_instant_and_one_millisecond_past_it() {
+        let table = [(0, WARDEN_RESULT_IN_PROGRESS, "reserved"), (1, WARDEN_RESULT_OK, "ambiguous")];
+        for (past, expected, after) in table {
+            let handle = open_at_start();
+            reserve_leased(&handle);
+            set(&handle, START_MS + LEASE_MS + past);
+            assert_eq!(code(mark_ambiguous(&handle, None)), expected, "{past} ms past");
+            assert_eq!(state(&handle), after, "{past} ms past");
+        }
+    }
+
+    #[test]
+    fn extend_lease_at_the_expiry_instant_and_one_millisecond_past_it() {
+        let table = [(0, WARDEN_RESULT_OK), (1, WARDEN_RESULT_AMBIGUOUS)];
+        for (past, expected) in table {
+            let handle = open_at_start();
+            let holder = reserve_leased(&handle);
+            assert_eq!(code(begin(&handle, KEY, &holder, 1)), WARDEN_RESULT_OK);
+            set(&handle, START_MS + LEASE_MS + past);
+            assert_eq!(code(extend(&handle, &holder, LEASE_MS)), expected, "{past} ms past");
+        }
+    }
+
+    #[test]
+    fn the_clock_setter_refuses_a_handle_without_a_manual_clock_and_a_bad_option_is_refused() {
+        let handle = open(None);
+        // SAFETY: a live handle and a writable err.
+        let refused = super::super::with_err(|err| unsafe { warden_test_clock_set(handle.raw, 1, err) });
+        assert_eq!(refused.expect_err("no manual clock").code, WARDEN_RESULT_INVALID_INPUT);
+        for bad in [r#"{"clock": {}}"#, r#"{"clock": {"manual_ms": -1}}"#, r#"{"clock": {"manual_ms": 1, "x": 2}}"#] {
+            let failed = super::super::open_with(None, bad).err().expect("refused");
+            assert_eq!(failed.code, WARDEN_RESULT_INVALID_INPUT, "{bad}");
+        }
+    }
+}

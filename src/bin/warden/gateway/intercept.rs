@@ -12,10 +12,9 @@ use serde_json::{json, Map, Value};
 use warden::approval::ApprovalStatus;
 use warden::event::EventKind;
 use warden::identity::{IdentityContext, IdentityProvider};
-use warden::kernel::{Permit, Proposal};
+use warden::kernel::Permit;
 use warden::pipeline::{ActionRequest, Warden};
 use warden::{Action, Error};
-use warden::{Decision, Ruling};
 
 use super::classify::{self, Effect, Observation, Reply};
 use super::log;
@@ -380,16 +379,10 @@ impl Engine {
             self.warden.kernel().environment(),
         )
         .ok()?;
-        let proposal = Proposal::new(&action, Ruling::new(Decision::Deny, reason));
-        match self.warden.kernel().propose(&proposal) {
-            Err(error) if error.is_refusal() => Some(action.action_id.clone()),
+        match self.warden.kernel().record_denial(&action, reason) {
+            Ok(_) => Some(action.action_id.clone()),
             Err(error) => {
                 log::warn(&format!("{name}: recording the refusal failed: {error}"));
-                None
-            }
-            Ok(permit) => {
-                // A deny ruling never grants; should it, the permit is closed as not executed.
-                let _ = permit.not_executed("refused by the gateway before forwarding");
                 None
             }
         }
