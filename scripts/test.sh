@@ -101,7 +101,7 @@ stage() {
 clippy() { cargo clippy --locked --all-targets -- -D warnings; }
 release_build() { cargo build --locked --release --lib --bin warden; }
 # With test-exports: three benches drive the kernel's internals (`required-features` in Cargo.toml).
-benches_build() { cargo bench --locked --no-run --features test-exports; }
+benches_build() { cargo test --locked --benches --no-run --features test-exports; }
 rust_tests() { cargo test --locked 2>&1 | tee -a "$log"; }
 # The tests with `required-features = ["test-exports"]` in Cargo.toml (they drive internals that
 # are `pub` only in that build), the broken-build controls and the test-only C exports.
@@ -166,9 +166,10 @@ checkout_before=$(git status --porcelain)
 
 stage "clippy (-D warnings)" clippy
 stage "release build (library + CLI, shared by bindings)" release_build
-stage "benches compile (cargo bench --no-run --features test-exports)" benches_build
 stage "cargo test" rust_tests
 stage "cargo test --features test-exports" broken_build_controls
+# Built and linked in the test profile, sharing the build above; `cargo bench` builds them optimized.
+stage "benches compile and link (cargo test --benches --no-run)" benches_build
 if [ -x bindings/python/run-tests.sh ]; then
     stage "python binding" bash -c "set -o pipefail; bindings/python/run-tests.sh 2>&1 | tee -a '$log'"
 fi
