@@ -805,3 +805,81 @@ fn listing_rows_round_trips_the_stored_grant() {
     let parsed = warden::authority::record::parse_delegation(&stored).unwrap();
     assert_eq!(parsed.created_via, CreatedVia::Hop);
 }
+
+#[test]
+fn every_result_under_a_hop_names_the_hop_refused_or_unreadable() {
+    let a = authority(
+        r#"
+  grants:
+    - { id: issuer, subject: { agent: finance-1 }, actions: ["stripe.refund"], expires_at: "2026-12-01T00:00:00Z", delegable: true }
+"#,
+    );
+    let mut source = MemorySource::new();
+    let hop = delegate(
+        &a,
+        &mut source,
+        "issuer",
+        r#"{subject: {agent: support-1}, actions: ["stripe.refund"], expires_at: "2026-11-02T00:00:00Z"}"#,
+        &principal("finance-1", None),
+        t0(),
+    );
+    let broken = "dlg_22222222222222222222222222222222";
+    source.insert(raw_row(broken, "issuer", "{", "api"), &BTreeSet::new()).unwrap();
+    let support = principal("support-1", None);
+    let under_hop =
+        |act: &Action, hop: &str| evaluate(&a, &Call { hop: Some(hop), ..Call::new(act, t0()) }, &source).unwrap();
+
+    let other = action("stripe.charge", json!({}), &support, None);
+    let refused = under_hop(&other, &hop);
+    assert_eq!((refused.reason, refused.hop.as_deref()), (AuthorityReason::Hop, Some(hop.as_str())));
+    let refund = action("stripe.refund", json!({}), &support, None);
+    let unknown = "dlg_0123456789abcdef0123456789abcdef";
+    let refused = under_hop(&refund, unknown);
+    assert_eq!((refused.reason, refused.hop.as_deref()), (AuthorityReason::Hop, Some(unknown)));
+    let unreadable = under_hop(&refund, broken);
+    assert_eq!(
+        (unreadable.reason, unreadable.delegation_id.as_deref(), unreadable.hop.as_deref()),
+        (AuthorityReason::Unreadable, Some(broken), Some(broken))
+    );
+    assert!(!unreadable.passed);
+}
+
+#[test]
+fn a_pass_through_a_delegation_lists_its_chain_leaf_first_and_a_root_pass_none() {
+    let a = authority(ESCALATION);
+    let mut source = MemorySource::new();
+    let [d1, d2, d3] = depth_three(&a, &mut source);
+    let refund = action("stripe.refund", json!({"amount": 100}), &principal("support-1", None), Some("customer:acme"));
+    let result = evaluate(&a, &Call { task: Some("close:q4"), ..Call::new(&refund, t0()) }, &source).unwrap();
+    assert_eq!((result.reason, result.grant_id.as_deref()), (AuthorityReason::Grant, Some(d3.as_str())));
+    assert_eq!(result.chain, [d3, d2, d1]);
+    let root = action("stripe.refund", json!({"amount": 100}), &principal("finance-1", None), Some("customer:acme"));
+    let result = evaluate(&a, &Call { task: Some("close:q4"), ..Call::new(&root, t0()) }, &source).unwrap();
+    assert_eq!((result.reason, result.grant_id.as_deref(), result.depth), (AuthorityReason::Grant, Some("fixed"), 0));
+    assert!(result.chain.is_empty() && result.delegation_id.is_none());
+}
+
+#[test]
+fn a_failing_delegation_names_itself_and_its_walked_depth() {
+    let a = authority(ESCALATION);
+    let mut source = MemorySource::new();
+    let [_, _, d3] = depth_three(&a, &mut source);
+    let over =
+        action("stripe.refund", json!({"amount": 10000001}), &principal("support-1", None), Some("customer:acme"));
+    let result = evaluate(&a, &Call { task: Some("close:q4"), ..Call::new(&over, t0()) }, &source).unwrap();
+    assert_eq!(
+        (result.reason, result.grant_id.as_deref(), result.delegation_id.as_deref(), result.depth),
+        (AuthorityReason::Constraint, Some(d3.as_str()), Some(d3.as_str()), 3)
+    );
+}
+
+#[test]
+fn a_constraint_on_a_missing_argument_is_refused_with_a_warning() {
+    let a = authority(ESCALATION);
+    let source = MemorySource::new();
+    let bare = action("stripe.refund", json!({}), &principal("finance-1", None), Some("customer:acme"));
+    let result = evaluate(&a, &Call { task: Some("close:q4"), ..Call::new(&bare, t0()) }, &source).unwrap();
+    assert_eq!(result.grant_id.as_deref(), Some("fixed"), "the grant with no constraint still passes");
+    assert_eq!(result.warnings.len(), 1, "{:?}", result.warnings);
+    assert!(result.warnings[0].contains("amount"), "{:?}", result.warnings);
+}

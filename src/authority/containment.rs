@@ -126,6 +126,8 @@ pub fn budgets_contained(parent: Option<&[Budget]>, child: Option<&[Budget]>) ->
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn budget(metric: &str, limit: u64, window_seconds: u64) -> Budget {
@@ -168,5 +170,67 @@ mod tests {
         assert!(subject_contained(&no_user, &child(Some("x"), None)));
         assert!(subject_contained(&no_user, &child(Some("x"), Some("bob"))));
         assert!(!subject_contained(&no_user, &child(Some("x"), Some("b*"))));
+    }
+
+    fn condition(key: &str, op: Op, operand: Value) -> Condition {
+        let subject = key.rsplit_once('_').map_or(key, |(subject, _)| subject);
+        Condition { key: key.into(), subject: subject.into(), op, operand }
+    }
+
+    #[test]
+    fn an_upper_bound_may_only_stay_or_fall_and_the_same_bound_is_contained() {
+        for op in [Op::Lte, Op::Lt] {
+            let parent = condition("amount_lte", op, json!(100));
+            assert!(at_least_as_strict(&parent, &condition("amount_lte", op, json!(100))), "{op:?} at the bound");
+            assert!(at_least_as_strict(&parent, &condition("amount_lte", op, json!(99))), "{op:?} one below");
+            assert!(!at_least_as_strict(&parent, &condition("amount_lte", op, json!(101))), "{op:?} one above");
+        }
+    }
+
+    #[test]
+    fn a_lower_bound_may_only_stay_or_rise_and_the_same_bound_is_contained() {
+        for op in [Op::Gte, Op::Gt] {
+            let parent = condition("amount_gte", op, json!(100));
+            assert!(at_least_as_strict(&parent, &condition("amount_gte", op, json!(100))), "{op:?} at the bound");
+            assert!(at_least_as_strict(&parent, &condition("amount_gte", op, json!(101))), "{op:?} one above");
+            assert!(!at_least_as_strict(&parent, &condition("amount_gte", op, json!(99))), "{op:?} one below");
+        }
+    }
+
+    #[test]
+    fn a_bound_that_is_not_an_integer_is_never_as_strict() {
+        let parent = condition("amount_lte", Op::Lte, json!(100));
+        assert!(!at_least_as_strict(&parent, &condition("amount_lte", Op::Lte, json!(1.5))));
+        assert!(!at_least_as_strict(&parent, &condition("amount_lte", Op::Lte, json!("99"))));
+        assert_eq!(integer_order(&json!(1.5), &json!(100)), None);
+        assert_eq!(integer_order(&json!(100), &json!(1.5)), None);
+        assert_eq!(integer_order(&json!(99), &json!(100)), Some(Ordering::Less));
+    }
+
+    #[test]
+    fn an_in_list_may_only_shrink() {
+        let parent = condition("currency_in", Op::In, json!(["eur", "usd"]));
+        assert!(at_least_as_strict(&parent, &condition("currency_in", Op::In, json!(["eur", "usd"]))));
+        assert!(at_least_as_strict(&parent, &condition("currency_in", Op::In, json!(["eur"]))));
+        assert!(!at_least_as_strict(&parent, &condition("currency_in", Op::In, json!(["eur", "gbp"]))));
+        assert!(!at_least_as_strict(&parent, &condition("currency_in", Op::In, json!("eur"))));
+    }
+
+    #[test]
+    fn equality_and_inequality_must_stay_the_same_value() {
+        for op in [Op::Eq, Op::Neq] {
+            let parent = condition("mode_eq", op, json!("test"));
+            assert!(at_least_as_strict(&parent, &condition("mode_eq", op, json!("test"))), "{op:?}");
+            assert!(!at_least_as_strict(&parent, &condition("mode_eq", op, json!("live"))), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn a_child_keeps_every_parent_constraint_and_may_add_more() {
+        let parent = [condition("amount_lte", Op::Lte, json!(100))];
+        let kept = [condition("count_lte", Op::Lte, json!(5)), condition("amount_lte", Op::Lte, json!(50))];
+        assert!(constraints_contained(&parent, &kept));
+        assert!(!constraints_contained(&parent, &[condition("count_lte", Op::Lte, json!(5))]));
+        assert!(constraints_contained(&[], &kept));
     }
 }

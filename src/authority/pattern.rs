@@ -254,4 +254,36 @@ mod tests {
             assert_eq!(contains(parent, child, Action), expected, "{parent} ⊇ {child}");
         }
     }
+
+    #[test]
+    fn a_deep_wildcard_needs_its_literal_prefix_as_well_as_one_more_segment() {
+        assert!(!matches("stripe.**", "mail.send", Action));
+        assert!(!matches("stripe.refund.**", "stripe.charge.partial", Action));
+        assert!(matches("stripe.refund.**", "stripe.refund.partial", Action));
+        assert!(!contains("stripe.**", "mail.send", Action));
+        assert!(!contains("stripe.refund.**", "stripe.charge.*", Action));
+        assert!(contains("stripe.refund.**", "stripe.refund.*", Action));
+    }
+
+    #[test]
+    fn a_literal_segment_contains_only_the_same_literal() {
+        assert!(!contains("stripe.refund", "stripe.charge", Action));
+        assert!(!contains("customer:acme", "customer:globex", Resource));
+        assert!(contains("customer:acme", "customer:acme", Resource));
+        assert!(contains("run-*", "run-7", Task));
+        assert!(!contains("run-*", "walk-7", Task));
+    }
+
+    #[test]
+    fn a_pattern_is_shown_whole_up_to_sixty_characters_and_cut_one_past() {
+        let sixty = "a".repeat(60);
+        assert_eq!(shorten(&sixty), sixty);
+        let sixty_one = "b".repeat(61);
+        assert_eq!(shorten(&sixty_one), format!("{}…", "b".repeat(60)));
+        let message = validate_pattern("stripe.re?und", Action).unwrap_err();
+        assert!(message.contains("'stripe.re?und'"), "{message}");
+        let long = format!("{}.x*y", "s".repeat(70));
+        let message = validate_pattern(&long, Action).unwrap_err();
+        assert!(message.contains(&format!("'{}…'", "s".repeat(60))), "{message}");
+    }
 }
