@@ -57,7 +57,7 @@ prerequisites() {
 # Nothing the suite reads may lie outside the repository: a clone is all a newcomer has.
 self_contained() {
     local outside
-    outside=$(git ls-files -z | xargs -0 grep -nIE '\.\./shared|\.\./vectors|/work/(main|shared|wt-)' -- 2>/dev/null \
+    outside=$(git ls-files -z | xargs -0 grep -nIE '\.\./(sha[r]ed|vectors)|/work/(main|sha[r]ed|wt-)' -- 2>/dev/null \
         | grep -v '^scripts/test.sh:' || true)
     if [ -n "$outside" ]; then
         echo "these tracked files name paths outside the repository:" >&2
@@ -139,7 +139,7 @@ prerequisites_are_named() {
     echo "the prerequisite check names what is missing (Node and npm, here)"
 }
 
-# A clone in a folder with nothing beside it (no ../shared, no ../vectors): the prerequisites and
+# A clone in a folder with nothing beside it (no sibling folders): the prerequisites and
 # self-containment checks pass there (and name what is missing when something is), and the vector
 # suites read the clone's own vectors.
 fresh_clone() {
