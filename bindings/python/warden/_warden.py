@@ -862,7 +862,6 @@ class Warden:
     def _propose_reconciling(
         self,
         request: bytes,
-        name: str,
         reconcile: ReconcileHook | None,
         precondition: PreconditionProvider | None = None,
     ) -> Permit:
@@ -889,14 +888,14 @@ class Warden:
     ) -> Permit:
         request = self._request(name, arguments, lease_ms, current_approval())
         try:
-            return self._propose_reconciling(request, name, reconcile, precondition)
+            return self._propose_reconciling(request, reconcile, precondition)
         except ApprovalRequired as pending:
             if wait is None or not pending.request_id:
                 raise
             if not self._wait_for_answer(pending.request_id, wait):
                 raise
             presented = self._request(name, arguments, lease_ms, pending.request_id)
-        return self._propose_reconciling(presented, name, reconcile, precondition)
+        return self._propose_reconciling(presented, reconcile, precondition)
 
     def _wait_for_answer(self, request_id: str, wait: float) -> bool:
         """Wait in the library (by the kernel's clock) for a human to answer; True when the
@@ -948,7 +947,6 @@ class Warden:
     async def _propose_reconciling_async(
         self,
         request: bytes,
-        name: str,
         reconcile: ReconcileHook | None,
         precondition: PreconditionProvider | None = None,
     ) -> Permit:
@@ -978,14 +976,14 @@ class Warden:
     ) -> Permit:
         request = self._request(name, arguments, lease_ms, current_approval())
         try:
-            return await self._propose_reconciling_async(request, name, reconcile, precondition)
+            return await self._propose_reconciling_async(request, reconcile, precondition)
         except ApprovalRequired as pending:
             if wait is None or not pending.request_id:
                 raise
             if not await asyncio.to_thread(self._wait_for_answer, pending.request_id, wait):
                 raise
             presented = self._request(name, arguments, lease_ms, pending.request_id)
-        return await self._propose_reconciling_async(presented, name, reconcile, precondition)
+        return await self._propose_reconciling_async(presented, reconcile, precondition)
 
     @staticmethod
     async def _finish_async(permit: Permit, function: str, payload: bytes, quiet: bool) -> None:
