@@ -74,6 +74,28 @@ fn last_receipt(s: &Setup) -> serde_json::Value {
 }
 
 #[test]
+fn a_permit_names_the_receipt_its_outcome_writes_for_every_outcome() {
+    let s = setup(POLICY);
+    let committed = s.warden.submit(&refund_request("txn_r1", 4200)).unwrap();
+    let id = committed.receipt_id().to_owned();
+    assert!(id.starts_with("rct_"), "{id}");
+    committed.commit(&serde_json::json!({})).unwrap();
+    assert_eq!(last_receipt(&s)["receipt_id"], id.as_str());
+    let failed = s.warden.submit(&refund_request("txn_r2", 4200)).unwrap();
+    let other = failed.receipt_id().to_owned();
+    assert_ne!(other, id);
+    failed.not_executed("the provider refused").unwrap();
+    assert_eq!(last_receipt(&s)["receipt_id"], other.as_str());
+    let dropped = s.warden.submit(&refund_request("txn_r3", 4200)).unwrap();
+    let third = dropped.receipt_id().to_owned();
+    drop(dropped);
+    assert_eq!(
+        (last_receipt(&s)["receipt_id"].as_str(), last_receipt(&s)["result"].as_str()),
+        (Some(third.as_str()), Some("ambiguous"))
+    );
+}
+
+#[test]
 fn an_allowed_refund_runs_once_with_its_event_sequence() {
     let s = setup(POLICY);
     let permit = s.warden.submit(&refund_request("txn_1", 4200)).unwrap();

@@ -33,10 +33,18 @@ pub struct Permit {
     pub(super) would_have: Option<serde_json::Value>,
     /// The authority evidence every receipt of this permit carries.
     pub(super) authority: Option<crate::receipt::ReceiptAuthority>,
+    /// The id of the receipt this permit's outcome writes, chosen when the permit is granted.
+    pub(super) receipt_id: String,
     pub(super) finished: bool,
 }
 
 impl Permit {
+    /// The id (`rct_…`) of the receipt the outcome of this permit writes, whichever outcome it
+    /// is (also the AMBIGUOUS one a dropped permit records).
+    pub fn receipt_id(&self) -> &str {
+        &self.receipt_id
+    }
+
     pub fn action(&self) -> &Action {
         &self.action
     }
@@ -141,6 +149,7 @@ impl Kernel {
             draft.approval_id = permit.approval_id.clone();
             draft.approver = permit.approver.clone();
             draft.authority = permit.authority.clone();
+            draft.receipt_id = permit.receipt_id.clone();
             let op = Write::Finish(Box::new(Finish {
                 action: permit.action.clone(),
                 effect_key: permit.effect_key.clone(),

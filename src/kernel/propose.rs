@@ -220,6 +220,8 @@ impl Kernel {
             holds_key: granted.holds_key,
             would_have,
             authority: stamp.map(|stamp| stamp.receipt(if granted.charged { &charges } else { &[] })),
+            receipt_id: new_id(IdKind::Receipt)
+                .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
             finished: false,
         })
     }

@@ -606,19 +606,19 @@ impl Engine {
             Some(t) => format!("{}; traceparent {t}", log::printable(what)),
             None => log::printable(what),
         };
+        let receipt_id = permit.receipt_id().to_owned();
         let (result, recorded) = match &effect {
             Effect::Committed => ("committed", permit.commit(&stored)),
             Effect::Failed(what) => ("failed", permit.not_executed(&noted(what))),
             Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&noted(what))),
         };
-        let result = match recorded {
-            Ok(()) => result,
+        let (result, receipt_id) = match recorded {
+            Ok(()) => (result, Some(receipt_id)),
             Err(error) => {
                 log::warn(&format!("recording the outcome of {action_id} failed: {error}"));
-                "ambiguous"
+                ("ambiguous", None)
             }
         };
-        let receipt_id = self.receipt_of(&action_id, attempt);
         let meta = json!({
             "action_id": action_id,
             "receipt_id": receipt_id,
@@ -627,17 +627,6 @@ impl Engine {
             "attempt": attempt,
         });
         Finished { reply, meta, action_id, effect_key }
-    }
-
-    /// The receipt written for this action and attempt (the kernel does not hand its id back).
-    fn receipt_of(&self, action_id: &str, attempt: u32) -> Option<String> {
-        let rows = self.warden.kernel().last_receipts(64).ok()?;
-        rows.iter().rev().find_map(|(_, receipt)| {
-            let document: Value = serde_json::from_str(&receipt.document).ok()?;
-            let same = document.get("action_id").and_then(Value::as_str) == Some(action_id)
-                && document.get("attempt").and_then(Value::as_u64) == Some(u64::from(attempt));
-            same.then(|| document.get("receipt_id").and_then(Value::as_str).map(str::to_owned)).flatten()
-        })
     }
 }
 
