@@ -215,6 +215,52 @@ pub struct ChainReport {
     pub breaks_not_listed: u64,
 }
 
+/// What the chain walk needs of one stored row.
+enum RowView {
+    /// A document with no `seq` (or `seq: null`): not part of the chain.
+    Unchained,
+    /// No document can be read back (not JSON, or no canonical form).
+    Unreadable,
+    /// A chained document: its `prev_hash` (`""` when absent or not a string) and the hash of
+    /// its canonical form.
+    Chained { prev: String, recomputed: String },
+}
+
+/// The two fields of a document the walk reads, without building the whole document.
+#[derive(Deserialize)]
+struct Link {
+    #[serde(default)]
+    seq: Option<serde_json::Value>,
+    #[serde(default)]
+    prev_hash: Option<serde_json::Value>,
+}
+
+impl RowView {
+    fn of(stored: &StoredReceipt) -> RowView {
+        // Fast path: text that hashes to the stored hash is byte for byte the canonical text
+        // `seal` hashed, so its canonical form need not be rebuilt; only the link is read.
+        // Anything else (an altered text, a missing hash, a duplicate key) takes the full path,
+        // which names the break.
+        if let Some(hash) = &stored.hash {
+            let raw = sha256_prefixed(stored.document.as_bytes());
+            if raw == *hash {
+                if let Ok(link) = serde_json::from_str::<Link>(&stored.document) {
+                    let Some(_) = link.seq else { return RowView::Unchained };
+                    let prev = link.prev_hash.as_ref().and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
+                    return RowView::Chained { prev, recomputed: raw };
+                }
+            }
+        }
+        let Ok(document) = parse_json(&stored.document) else { return RowView::Unreadable };
+        if matches!(document.get("seq"), None | Some(serde_json::Value::Null)) {
+            return RowView::Unchained;
+        }
+        let Ok(text) = to_canonical_string(&document, "receipt") else { return RowView::Unreadable };
+        let prev = document.get("prev_hash").and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
+        RowView::Chained { prev, recomputed: sha256_prefixed(text.as_bytes()) }
+    }
+}
+
 /// Streams the rows in store order (by the key, never re-sorted) and names every break.
 /// `rows` yields `(position, row)`; a row the store could not decode is `Err(description)`.
 pub fn verify_chain<I>(rows: I, head: Option<(u64, String)>) -> ChainReport
@@ -239,12 +285,11 @@ where
     let mut last_seq = 0u64;
     let mut previous_stored: Option<String> = None;
     for (position, row) in rows {
-        let document = match &row {
-            Ok(stored) => parse_json(&stored.document).ok(),
-            Err(_) => None,
+        let view = match &row {
+            Ok(stored) => RowView::of(stored),
+            Err(_) => RowView::Unreadable,
         };
-        let doc_seq = document.as_ref().map(|doc| doc.get("seq"));
-        if let Some(None | Some(serde_json::Value::Null)) = doc_seq {
+        if let RowView::Unchained = view {
             // A receipt with no place in the chain: nothing about it is verified.
             unchained += 1;
             continue;
@@ -259,11 +304,7 @@ where
                 "seq {expected_seq} is not here; the next receipt is at {position}: a row was deleted or two were exchanged"
             ));
         }
-        let recomputed = document
-            .as_ref()
-            .and_then(|doc| to_canonical_string(doc, "receipt").ok())
-            .map(|text| sha256_prefixed(text.as_bytes()));
-        let (Ok(stored), Some(document), Some(recomputed)) = (&row, &document, recomputed) else {
+        let (Ok(stored), RowView::Chained { prev, recomputed }) = (&row, view) else {
             push(
                 &mut breaks,
                 "content_altered",
@@ -298,7 +339,7 @@ where
             }
             Some(_) => {}
         }
-        let prev = document.get("prev_hash").and_then(|value| value.as_str()).unwrap_or("");
+        let prev = prev.as_str();
         // The link holds if it names the previous document's recomputed hash or its stored one:
         // an edited document is then reported once (content_altered), and an edit that was
         // re-hashed still breaks here because the next row names the old hash.

@@ -259,7 +259,7 @@ impl<P: Protocol> Owned<P> {
                     reply: Box::new(move |r| filled.fill(r)),
                     claim: Some(claim.clone()),
                 };
-                self.shared.committer.submit(item);
+                self.shared.committer.submit_and_lead(item, &self.shared.db);
                 let wait = self.shared.wait;
                 if let Some(answer) = slot.wait(Instant::now() + wait) {
                     return answer;
@@ -539,10 +539,10 @@ impl<P: Protocol> Store<P> {
 }
 
 impl<P: Protocol> owner::Shared<P> {
-    /// Run `work` on the database from this thread (redb serialises its write transaction with
-    /// the writer thread's).
+    /// Run `work` on the database from this thread, holding the writer (`Committer::exclusive`).
     fn with_database(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
-        work(self.db.database()?)
+        let database = self.db.database()?;
+        self.committer.exclusive(|| work(database))?
     }
 }
 
