@@ -334,7 +334,7 @@ pub fn check_consumable(
         ApprovalStatus::Granted => {}
         ApprovalStatus::Denied => {
             return Verdict::Refuse(Error::Denied {
-                reason: "approval_denied".into(),
+                reason: crate::error::DenialReason::ApprovalDenied,
                 detail: format!(
                     "approval {approval_id} was denied by {}",
                     record.approver.as_deref().unwrap_or("an approver")

@@ -3,6 +3,10 @@
 //! message says what happened and what to do next. No message ever carries a secret or an
 //! argument value.
 
+mod denial;
+
+pub use denial::DenialReason;
+
 use crate::clock::Micros;
 use crate::effect::EffectState;
 use crate::sight::SightKind;
@@ -29,8 +33,10 @@ impl DuplicateState {
 #[non_exhaustive]
 pub enum Error {
     // ---- refusals -------------------------------------------------------------------------
+    /// The document, the caller's credential, the action's environment or a human said no;
+    /// `reason` says which (a receipt records it as `decision_reason`).
     #[error("action denied ({reason}): {detail}")]
-    Denied { reason: String, detail: String },
+    Denied { reason: DenialReason, detail: String },
 
     #[error("approval required: request {request_id} waits for a human until {}; present it with the approval id once granted", crate::clock::render(*expires_at))]
     ApprovalRequired { request_id: String, expires_at: Micros, action_hash: String },
@@ -161,7 +167,7 @@ impl Error {
     /// what bindings expose as `.reason`.
     pub fn reason(&self) -> String {
         match self {
-            Error::Denied { reason, .. } => reason.clone(),
+            Error::Denied { reason, .. } => reason.to_string(),
             Error::AuthorityDenied { reason, .. } => reason.clone(),
             Error::DelegationRefused { reason, .. } => reason.clone(),
             Error::ApprovalRequired { .. } => "approval_required".into(),

@@ -51,6 +51,7 @@ pub struct SightError {
 /// How a sight error reaches a caller: the C result code and a binding's exception class
 /// follow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SightKind {
     /// The agent named something outside the configured windows (or a bad page); nothing was
     /// sent.
