@@ -4,12 +4,13 @@
 //! argument value.
 
 mod denial;
+pub(crate) mod sight;
 
 pub use denial::DenialReason;
+pub use sight::{SightError, SightKind};
 
 use crate::clock::Micros;
-use crate::effect::EffectState;
-use crate::sight::SightKind;
+use crate::effect_state::EffectState;
 
 /// `Duplicate.state`: the effect is done, or another attempt holds it right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -85,7 +86,7 @@ pub enum Error {
     /// A sight (confined read) refused or failed; `is_refusal` and the C result code follow
     /// its `code` (see `SightError::kind`).
     #[error("{0}")]
-    Sight(crate::sight::SightError),
+    Sight(SightError),
 
     // ---- faults ---------------------------------------------------------------------------
     #[error("invalid input: {0}")]

@@ -136,6 +136,10 @@ mod tests {
             assert_eq!(serde_json::from_value::<DenialReason>(text.into()).ok(), Some(reason));
         }
         assert_eq!(DenialReason::parse("rule[3]"), DenialReason::Rule(3));
+        assert_eq!(DenialReason::Rule(3).to_string(), "rule[3]");
+        assert_eq!(DenialReason::from("approval_denied"), DenialReason::ApprovalDenied);
+        assert!(DenialReason::ApprovalDenied == "approval_denied" && DenialReason::ApprovalDenied != "decision");
+        assert!(DenialReason::NoMatchingRule == *"no_matching_rule");
         assert_eq!(DenialReason::parse("rule[007]"), DenialReason::Host("rule[007]".into()));
     }
 
