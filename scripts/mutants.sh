@@ -22,7 +22,7 @@ root=$(pwd)
 # survivors call for or list the equivalent ones in .cargo/mutants.toml with the reason.
 GROUP_NAMES=(effects json policy sight authority)
 GROUP_FILES=(
-    "src/effect.rs src/approval.rs src/receipt.rs src/kernel/claim.rs"
+    "src/effect.rs src/effect_state.rs src/approval.rs src/hint.rs src/error/denial.rs src/receipt.rs src/kernel/claim.rs"
     "src/canonical.rs src/action.rs src/template.rs"
     "src/policy.rs src/document/conditions.rs"
     "src/sight/confine.rs"

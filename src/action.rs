@@ -14,6 +14,7 @@ use crate::canonical::{
 pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ActionError {
     #[error("{0}")]
     Invalid(String),

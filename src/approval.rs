@@ -19,6 +19,7 @@ pub mod precondition;
 pub mod requirement;
 pub mod webhook;
 
+pub use crate::hint::is_control_or_format;
 pub use person::{Approver, Verified};
 pub use requirement::Requirement;
 
@@ -334,7 +335,7 @@ pub fn check_consumable(
         ApprovalStatus::Granted => {}
         ApprovalStatus::Denied => {
             return Verdict::Refuse(Error::Denied {
-                reason: "approval_denied".into(),
+                reason: crate::error::DenialReason::ApprovalDenied,
                 detail: format!(
                     "approval {approval_id} was denied by {}",
                     record.approver.as_deref().unwrap_or("an approver")
@@ -405,18 +406,6 @@ pub fn check_person_name(what: &str, name: &str) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// Unicode general categories Cc (control) and Cf (format), plus the line and paragraph
-/// separators, which end a line just as well.
-pub fn is_control_or_format(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{00AD}' | '\u{0600}'..='\u{0605}' | '\u{061C}' | '\u{06DD}' | '\u{070F}' | '\u{0890}'..='\u{0891}'
-            | '\u{08E2}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}' | '\u{110BD}' | '\u{110CD}'
-            | '\u{13430}'..='\u{1343F}' | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}'
-            | '\u{E0001}' | '\u{E0020}'..='\u{E007F}')
 }
 
 #[cfg(test)]

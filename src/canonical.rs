@@ -15,6 +15,7 @@ use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CanonicalError {
     #[error(
         "float is not encodable at {path}: use integer minor units (amount=200000) or a decimal string (\"2000.00\")"

@@ -8,6 +8,8 @@ use sha2::{Digest, Sha256};
 use crate::clock::{Micros, MICROS_PER_SECOND};
 use crate::error::{DuplicateState, Error};
 
+pub use crate::effect_state::EffectState;
+
 /// SPEC: a reservation is held for five minutes unless the call says otherwise.
 pub const DEFAULT_LEASE: Micros = 5 * 60 * MICROS_PER_SECOND;
 
@@ -16,46 +18,6 @@ pub const IDEMPOTENCY_SCHEMA: &str = "ctrlrun.idempotency/v1";
 
 /// Recorded on a record whose holder disappeared with its lease still held.
 pub const LEASE_EXPIRED: &str = "lease expired: the worker holding this effect never finished";
-
-/// Where a logical effect stands. "New" is no record at all and is never written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum EffectState {
-    Reserved,
-    Executing,
-    Committed,
-    Failed,
-    Ambiguous,
-}
-
-impl EffectState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EffectState::Reserved => "reserved",
-            EffectState::Executing => "executing",
-            EffectState::Committed => "committed",
-            EffectState::Failed => "failed",
-            EffectState::Ambiguous => "ambiguous",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<EffectState> {
-        Some(match text {
-            "reserved" => EffectState::Reserved,
-            "executing" => EffectState::Executing,
-            "committed" => EffectState::Committed,
-            "failed" => EffectState::Failed,
-            "ambiguous" => EffectState::Ambiguous,
-            _ => return None,
-        })
-    }
-}
-
-impl std::fmt::Display for EffectState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// An executor's result as stored: plain JSON text, outside any hashed content. `canonical`
 /// says whether the text is the canonical form; a result that has none (a float, say) is

@@ -3,9 +3,14 @@
 //! message says what happened and what to do next. No message ever carries a secret or an
 //! argument value.
 
+mod denial;
+pub(crate) mod sight;
+
+pub use denial::DenialReason;
+pub use sight::{SightError, SightKind};
+
 use crate::clock::Micros;
-use crate::effect::EffectState;
-use crate::sight::SightKind;
+use crate::effect_state::EffectState;
 
 /// `Duplicate.state`: the effect is done, or another attempt holds it right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -29,8 +34,10 @@ impl DuplicateState {
 #[non_exhaustive]
 pub enum Error {
     // ---- refusals -------------------------------------------------------------------------
+    /// The document, the caller's credential, the action's environment or a human said no;
+    /// `reason` says which (a receipt records it as `decision_reason`).
     #[error("action denied ({reason}): {detail}")]
-    Denied { reason: String, detail: String },
+    Denied { reason: DenialReason, detail: String },
 
     #[error("approval required: request {request_id} waits for a human until {}; present it with the approval id once granted", crate::clock::render(*expires_at))]
     ApprovalRequired { request_id: String, expires_at: Micros, action_hash: String },
@@ -79,7 +86,7 @@ pub enum Error {
     /// A sight (confined read) refused or failed; `is_refusal` and the C result code follow
     /// its `code` (see `SightError::kind`).
     #[error("{0}")]
-    Sight(crate::sight::SightError),
+    Sight(SightError),
 
     // ---- faults ---------------------------------------------------------------------------
     #[error("invalid input: {0}")]
@@ -161,7 +168,7 @@ impl Error {
     /// what bindings expose as `.reason`.
     pub fn reason(&self) -> String {
         match self {
-            Error::Denied { reason, .. } => reason.clone(),
+            Error::Denied { reason, .. } => reason.to_string(),
             Error::AuthorityDenied { reason, .. } => reason.clone(),
             Error::DelegationRefused { reason, .. } => reason.clone(),
             Error::ApprovalRequired { .. } => "approval_required".into(),

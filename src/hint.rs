@@ -1,9 +1,8 @@
 //! The commands Warden prints for a human to run: each one must work as pasted, so every word
-//! that comes from data (a path, an effect key) is shell-quoted here, once.
+//! that comes from data (a path, an effect key) is shell-quoted here, once. A leaf module: it
+//! names nothing else in the crate, so `error` can word its messages with it.
 
 use std::path::Path;
-
-use crate::approval::is_control_or_format;
 
 /// `text` as one POSIX shell word: as it is when every character is plainly safe, otherwise
 /// single-quoted (a `'` inside becomes `'\''`). Control and format characters are shown as
@@ -36,6 +35,18 @@ pub fn resolve_command(effect_key: &str, store: Option<&Path>) -> String {
         ),
         None => format!("warden resolve {} --committed", shell_word(effect_key)),
     }
+}
+
+/// Unicode general categories Cc (control) and Cf (format), plus the line and paragraph
+/// separators, which end a line just as well.
+pub fn is_control_or_format(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00AD}' | '\u{0600}'..='\u{0605}' | '\u{061C}' | '\u{06DD}' | '\u{070F}' | '\u{0890}'..='\u{0891}'
+            | '\u{08E2}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}' | '\u{110BD}' | '\u{110CD}'
+            | '\u{13430}'..='\u{1343F}' | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0001}' | '\u{E0020}'..='\u{E007F}')
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@
 //! 6. [`approval`]: pure checks for a human's approval, bound to one exact action hash, spent
 //!    once.
 //! 7. [`effect`]: the effect state machine as pure planners (the retry table, leases,
-//!    outcomes, resolution).
+//!    outcomes, resolution), over the states in [`effect_state`] (a leaf module, so that
+//!    [`error`] can name a state without depending on the planners).
 //! 8. [`kernel`]: composes the planners with the store; each state change is one operation
 //!    applied in one write transaction with its [`event`]s and, for a terminal outcome, its
 //!    [`receipt`] in the hash chain. [`kernel::Permit`] is the right to run one action once.
@@ -53,6 +54,7 @@ pub mod canonical;
 pub mod decision;
 pub mod document;
 pub mod effect;
+pub mod effect_state;
 pub mod event;
 pub mod identity;
 pub mod kernel;

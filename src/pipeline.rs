@@ -13,7 +13,7 @@ use crate::authority::{self, AuthorityResult, Call, CreatedVia, Grant};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
-use crate::error::{Error, Result};
+use crate::error::{DenialReason, Error, Result};
 use crate::kernel::authority::{AuthorityStamp, ListedDelegation, Sweep};
 use crate::kernel::{resolve_environment, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer};
 use crate::policy::{evaluate, Evaluation};
@@ -233,7 +233,7 @@ impl Warden {
     /// Principal expiry, then authority, then policy: the first that says no decides.
     fn rule(&self, request: &ActionRequest<'_>, action: &Action) -> Result<(Ruling, Option<AuthorityStamp>)> {
         if request.principal_expires_at.is_some_and(|at| at < self.kernel.now()) {
-            return Ok((Ruling::new(Decision::Deny, "principal_expired"), None));
+            return Ok((Ruling::new(Decision::Deny, &DenialReason::PrincipalExpired.as_str()), None));
         }
         let mut stamp = None;
         if self.document.authority_config.is_some() {

@@ -36,6 +36,7 @@ pub enum TemplateMode {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TemplateError {
     /// The template itself is malformed (ctrlrun's `InvalidArgument`), or, for a resource
     /// template, a value cannot render (ctrlrun raises `InvalidArgument` there too).

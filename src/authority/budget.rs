@@ -193,6 +193,7 @@ impl Default for WindowSum {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WindowSumError<E> {
     #[error("the window floor moved back from {from} to {to}; rebuild the sum")]
     FloorMovedBack { from: Micros, to: Micros },

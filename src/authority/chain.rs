@@ -27,6 +27,7 @@ pub struct Walk<'a> {
 
 /// Why a walk could not be completed into a decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WalkError {
     Unreadable(Unreadable),
     Fault(String),

@@ -50,6 +50,7 @@ pub struct CreationRefusal {
 
 /// Why no decision could be reached.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CreationError {
     #[error(transparent)]
     Refused(CreationRefusal),

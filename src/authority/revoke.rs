@@ -24,6 +24,7 @@ pub enum RevocationPlan {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RevocationError {
     #[error("no delegation '{0}'; nothing was revoked")]
     Unknown(String),

@@ -32,6 +32,7 @@ pub struct IndexKey {
 /// What a source could not do. `Unreadable` is a fact about one row (a decision follows:
 /// `authority_unreadable`); `Fault` is a fault of the store (no decision; the call fails).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SourceError {
     #[error("delegation '{delegation_id}' is unreadable: {detail}")]
     Unreadable { delegation_id: String, detail: String },

@@ -7,7 +7,7 @@ use crate::approval::{ApprovalAsk, ApprovalStatus, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
 use crate::effect::{self, Claim, ReservationPlan, DEFAULT_LEASE};
-use crate::error::{Error, Result};
+use crate::error::{DenialReason, Error, Result};
 use crate::event::EventKind;
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::WriteTx;
@@ -72,7 +72,7 @@ impl Kernel {
                 };
                 if action.environment != kernel.inner.environment {
                     let refusal = Error::Denied {
-                        reason: "environment_mismatch".into(),
+                        reason: DenialReason::EnvironmentMismatch,
                         detail: format!(
                             "the action is for {:?} and this kernel acts in {:?}",
                             action.environment, kernel.inner.environment
@@ -85,7 +85,7 @@ impl Kernel {
                     Some(template) => match template.render_effect_key(&action.arguments, action.resource.as_deref()) {
                         Ok(key) => Some(key),
                         Err(error) if !proposal.observe && proposal.ruling.decision != Decision::Deny => {
-                            let refusal = Error::Denied { reason: "effect_key_error".into(), detail: error.to_string() };
+                            let refusal = Error::Denied { reason: DenialReason::EffectKeyError, detail: error.to_string() };
                             return refuse(proposed, refusal);
                         }
                         Err(_) => None,
@@ -110,7 +110,7 @@ impl Kernel {
                 if proposal.observe {
                     let unrenderable = proposal.effect.is_some() && proposed.effect_key.is_none();
                     let blocked = if unrenderable {
-                        Some("effect_key_error".to_owned())
+                        Some(DenialReason::EffectKeyError.to_string())
                     } else {
                         budget_refusal.map(|refusal| refusal.reason())
                     };
@@ -122,7 +122,7 @@ impl Kernel {
                     let refusal = match proposed.authority.as_ref().filter(|stamp| !stamp.passed) {
                         Some(stamp) => stamp.refusal(&action.name),
                         None => Error::Denied {
-                            reason: proposal.ruling.reason.clone(),
+                            reason: DenialReason::parse(&proposal.ruling.reason),
                             detail: format!("the policy denies {}", action.name),
                         },
                     };
@@ -412,7 +412,7 @@ fn earlier_request(tx: &mut WriteTx<'_>, proposed: &Proposed, now: Micros) -> Re
         }
         ApprovalStatus::Denied if live => {
             let refusal = Error::Denied {
-                reason: "approval_denied".into(),
+                reason: DenialReason::ApprovalDenied,
                 detail: format!(
                     "approval {} for this exact action was denied by {}; it is not asked again until {}",
                     earlier.approval_id,

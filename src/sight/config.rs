@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use url::{Host, Url};
 
-use super::SightError;
+use crate::error::SightError;
 
 /// Longest `base_url`, endpoint path or pointer accepted.
 pub const MAX_PATH_LEN: usize = 2048;

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use super::config::{check_param_value, exact_i64, is_alias, kind_of, Endpoint, Source, Sources};
-use super::SightError;
+use crate::error::SightError;
 
 /// Keys that would let an agent steer the request; named explicitly in the refusal.
 const STEERING_KEYS: [&str; 12] = [

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use zeroize::Zeroizing;
 
-use super::SightError;
+use crate::error::SightError;
 
 /// The largest credential file [`DirectoryProvider`] reads; a bigger file resolves to nothing.
 pub const MAX_CREDENTIAL_FILE_BYTES: u64 = 64 * 1024;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
 use zeroize::Zeroizing;
 
-use super::SightError;
+use crate::error::SightError;
 
 /// Raw bytes of an error body kept for the `upstream_error` excerpt (the orchestrator redacts
 /// and shortens it further).

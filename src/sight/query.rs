@@ -10,8 +10,8 @@ use super::confine::{confine, Confined, Query};
 use super::credentials::{credential_for, AuthSpec, CredentialProvider};
 use super::http::{fetch, CancelToken, FetchRequest};
 use super::shape::{self, Echo, SightResult};
-use super::SightError;
 use crate::clock::{render, Micros};
+use crate::error::SightError;
 
 /// The credential modes of the config, as the credentials module resolves them.
 fn auth_spec(auth: &Auth) -> AuthSpec {

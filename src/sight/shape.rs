@@ -26,7 +26,7 @@ use zeroize::Zeroizing;
 
 pub use super::echo::Echo;
 use super::echo::EchoScan;
-use super::SightError;
+use crate::error::SightError;
 
 /// The replacement for anything redacted.
 pub const REDACTED: &str = "[REDACTED]";

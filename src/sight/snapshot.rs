@@ -13,10 +13,10 @@ use sha2::{Digest, Sha256};
 use super::config::Sources;
 use super::confine::{confine, Confined, Query};
 use super::shape::SightResult;
-use super::SightError;
 use crate::action::{is_id, IdKind};
 use crate::clock::Micros;
 use crate::error::Error;
+use crate::error::SightError;
 use crate::kernel::Kernel;
 
 /// Page size bounds of `history`.

@@ -172,7 +172,7 @@ def test_a_panic_inside_the_library_is_panic_then_poisoned(tmp_path: Path, confi
         assert lib.has("warden_test_panic")
         w = warden.Warden(store={str(tmp_path / "s.redb")!r}, config={str(config)!r})
         try:
-            with w._using() as handle:
+            with w._held() as handle:
                 lib.call("warden_test_panic", handle)
         except warden.Panic as exc:
             print(exc.code)

@@ -223,7 +223,7 @@ def test_an_inherited_warden_and_permit_raise_invalid_input_in_the_child_and_wri
         # Below the binding: the library itself refuses the inherited pointers.
         lib = _ffi.library()
         for call in (
-            lambda: lib.call_out("warden_chain_verify", w._handle),
+            lambda: lib.call_out("warden_chain_verify", w._pointer),
             lambda: lib.call_out("warden_permit_info", permit._pointer),
             lambda: lib.call("warden_permit_commit", permit._pointer, *_ffi.arg(b"{}")),
         ):

@@ -55,18 +55,11 @@ from ._errors import (
     StoreFault,
     WardenError,
 )
-from ._warden import (
-    CancelToken,
-    CredentialProvider,
-    Permit,
-    Warden,
-    action_hash,
-    canonical,
-    defaults,
-    extend_lease,
-    extend_lease_async,
-    idempotency_token,
-)
+from ._canonical import action_hash, canonical
+from ._convert import defaults
+from ._permit import Permit, extend_lease, extend_lease_async, idempotency_token
+from ._sights import CancelToken, CredentialProvider
+from ._warden import Warden
 
 __version__ = "0.1.0"
 

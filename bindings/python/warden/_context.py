@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ._errors import InvalidInput
 
 if TYPE_CHECKING:
-    from ._warden import Permit
+    from ._permit import Permit
 
 __all__ = [
     "Principal",

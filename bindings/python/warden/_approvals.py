@@ -1,0 +1,195 @@
+"""Approvals: answering, waiting for and listing the requests a human decides, and the hook
+told of each new request."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import ctypes
+import inspect
+import json
+import logging
+import math
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import _ffi
+from ._convert import _awaited, _dumps, _maybe_record, _millis, _optional_text, _record, _records, _text
+from ._errors import InvalidInput
+from ._managed import Managed
+
+_LOG = logging.getLogger("warden")
+
+#: A hook told of each new approval request (the request record, arguments included).
+ApprovalHook = Callable[[dict[str, Any]], Any]
+
+
+def _approval_hook_callback(hook: ApprovalHook) -> Any:
+    """A `warden_approval_fn` calling `hook(request)`; an exception is logged and reported to
+    the library as a failed notification, never raised into the action."""
+
+    def callback(user_data: int | None, request: int | None, request_len: int) -> int:
+        try:
+            record = json.loads(ctypes.string_at(request, request_len)) if request else {}
+            outcome = hook(record)
+            if inspect.isawaitable(outcome):
+                asyncio.run(_awaited(outcome))
+            return 0
+        except BaseException:  # noqa: BLE001 - nothing may unwind into C
+            _LOG.exception("warden: the approval hook raised; the action is not affected")
+            return 1
+
+    return _ffi.APPROVAL_FN(callback)
+
+
+_HOOKED: "weakref.WeakSet[Approvals]" = weakref.WeakSet()
+
+
+@atexit.register
+def _unhook_at_exit() -> None:
+    """No notification thread may call into an interpreter that is shutting down."""
+    for w in list(_HOOKED):
+        try:
+            w.on_approval_request(None)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+class Approvals(Managed):
+    """`Warden`'s approval calls."""
+
+    _approval_hook: Any = None
+
+
+    def approve(
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        ttl: float | None = None,
+        agent: str | None = None,
+        verified: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Grant a pending request as `by` (refused when `by` is the requester, in any spelling:
+        compared after Unicode NFKC case folding). `ttl`: seconds the grant stays usable from
+        now, instead of until the request's own expiry.
+
+        The approver is a principal: `agent` (default: the part of `by` before a `:`, else
+        "host") and the user `by`. `verified={"issuer": ..., "claims": {...}}` says your
+        identity provider vouched for them (a rule's `roles` are read from `claims["roles"]`);
+        without it the approver is asserted and counts only where one approver with no role is
+        required. An M-of-N request stays `pending` until enough entitled approvers granted."""
+        if agent is None and verified is None:
+            ttl_ms = 0 if ttl is None else _millis(ttl, "approve(ttl=...)")
+            with self._held() as handle:
+                data = self._lib.call_out(
+                    "warden_approval_grant",
+                    handle,
+                    *_ffi.arg(_text(approval_id, "approval id")),
+                    *_ffi.arg(_text(by, "approve(by=...)")),
+                    ttl_ms,
+                )
+            return _record(data)
+        ttl_ms = None if ttl is None else _millis(ttl, "approve(ttl=...)")
+        return self._answer(approval_id, "grant", by, agent, verified, ttl_ms=ttl_ms)
+
+    def deny(
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        reason: str | None = None,
+        agent: str | None = None,
+        verified: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Deny a pending request as `by`, with an optional one-line reason (`agent` and
+        `verified` as for `approve`). A deny by an entitled approver denies the request."""
+        if agent is None and verified is None:
+            with self._held() as handle:
+                data = self._lib.call_out(
+                    "warden_approval_deny",
+                    handle,
+                    *_ffi.arg(_text(approval_id, "approval id")),
+                    *_ffi.arg(_text(by, "deny(by=...)")),
+                    *_ffi.arg(_optional_text(reason, "deny(reason=...)")),
+                )
+            return _record(data)
+        return self._answer(approval_id, "deny", by, agent, verified, note=reason)
+
+    def _answer(
+        self,
+        approval_id: str,
+        decision: str,
+        by: str,
+        agent: str | None,
+        verified: Mapping[str, Any] | None,
+        ttl_ms: int | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        if agent is None:
+            agent, _, user = by.partition(":") if ":" in by else ("host", "", by)
+        else:
+            user = by
+        answer: dict[str, Any] = {
+            "approval_id": approval_id,
+            "decision": decision,
+            "approver": {"agent": agent, "user": user},
+            "verified": None if verified is None else dict(verified),
+            "ttl_ms": ttl_ms,
+            "note": note,
+        }
+        with self._held() as handle:
+            data = self._lib.call_out("warden_approval_answer", handle, *_ffi.arg(_dumps(answer, "the answer")))
+        return _record(data)
+
+    def wait_for_answer(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
+        """Block until the request is answered, expires, or `timeout` seconds pass — judged by
+        the library's clock — and return the record as it then stands (`"pending"`: the wait
+        ran out; `"expired"`: it lapsed), or `None` when there is no such request."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout):
+            raise InvalidInput(f"wait_for_answer(timeout=...) must be a number of seconds, not {timeout!r}")
+        if timeout < 0:
+            raise InvalidInput(f"wait_for_answer(timeout=...) must be 0 or more seconds, got {timeout!r}")
+        timeout_ms = math.ceil(timeout * 1000)
+        with self._held() as handle:
+            data = self._lib.call_out(
+                "warden_approval_wait", handle, *_ffi.arg(_text(approval_id, "approval id")), timeout_ms
+            )
+        return _maybe_record(data)
+
+    async def wait_for_answer_async(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
+        """`wait_for_answer` in a worker thread."""
+        return await asyncio.to_thread(self.wait_for_answer, approval_id, timeout)
+
+    def on_approval_request(self, hook: ApprovalHook | None) -> None:
+        """Call `hook(request)` once for each approval request this handle's proposals create
+        (not for a re-proposal that finds its request still pending), with the request record,
+        arguments included. It runs on the library's notification thread, never on the caller's,
+        one call at a time; an exception is logged and recorded as a failed notification and
+        never fails the action. `None` removes it; once this returns the previous hook is not
+        running and will not be called again. Must not be called from inside the hook."""
+        if hook is not None and not callable(hook):
+            raise InvalidInput(f"on_approval_request() needs a callable or None, not {hook!r}")
+        callback = _ffi.APPROVAL_FN() if hook is None else _approval_hook_callback(hook)
+        with self._held() as handle:
+            self._lib.call("warden_approval_notify_set", handle, callback, None)
+        # The library stopped calling the previous one: it may go.
+        self._approval_hook = None if hook is None else callback
+        if hook is None:
+            _HOOKED.discard(self)
+        else:
+            _HOOKED.add(self)
+
+    def approval(self, approval_id: str) -> dict[str, Any] | None:
+        """One approval record, or `None` when the library reports none."""
+        with self._held() as handle:
+            data = self._lib.call_out(
+                "warden_approval_get", handle, *_ffi.arg(_text(approval_id, "approval id"))
+            )
+        return _maybe_record(data)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The approval requests still waiting for a human."""
+        with self._held() as handle:
+            return _records(self._lib.call_out("warden_approvals_pending", handle))

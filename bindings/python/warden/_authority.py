@@ -1,0 +1,97 @@
+"""Authority: delegating part of a grant, revoking delegations, and listing them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import _ffi
+from ._context import Principal
+from ._convert import _dumps, _millis, _optional_text, _principal_json, _record, _records, _revoker, _text
+from ._errors import InvalidInput
+from ._managed import Managed
+
+#: How many delegations one `warden_delegations` call returns while `delegations()` pages.
+_DELEGATION_PAGE = 1000
+
+
+class Authority(Managed):
+    """`Warden`'s authority calls."""
+
+
+    def delegate(
+        self,
+        parent_id: str,
+        grant: Mapping[str, Any],
+        *,
+        by: Principal | Mapping[str, Any],
+        by_expires_at: float | None = None,
+        via: str = "api",
+    ) -> str:
+        """Delegate part of `parent_id` (a root grant id or a `dlg_…` id) to the grantee
+        `grant` names, as `by` (`{"agent": …, "user": …}` or a `Principal`), and return the new
+        `dlg_…` id. `grant` has the keys of a grant minus `id` (assigned here); every dimension
+        the parent constrains must be stated at least as narrowly — omitting one is refused.
+        `by_expires_at` (Unix seconds) is when `by`'s credential lapses. Raises
+        `AuthorityEscalation` (`.reason`, `.dimension`) when the delegation is refused."""
+        if not isinstance(grant, Mapping):
+            raise InvalidInput("delegate(grant=...) must be a mapping with the keys of a grant")
+        request: dict[str, Any] = {
+            "parent_id": parent_id,
+            "grant": dict(grant),
+            "by": _principal_json(by, "delegate(by=...)"),
+            "by_expires_at_ms": None if by_expires_at is None else _millis(by_expires_at, "by_expires_at"),
+            "via": via,
+        }
+        with self._held() as handle:
+            data = self._lib.call_out("warden_delegate", handle, *_ffi.arg(_dumps(request, "the delegation")))
+        created = _record(data)
+        return str(created["delegation_id"])
+
+    def revoke(self, delegation_id: str, *, by: Principal | Mapping[str, Any] | str | None = None) -> bool:
+        """Revoke a delegation: `True` when this call revoked it, `False` when it already was.
+        Every delegation beneath it is denied from now on. An unknown id raises `NotFound`."""
+        with self._held() as handle:
+            data = self._lib.call_out(
+                "warden_revoke",
+                handle,
+                *_ffi.arg(_text(delegation_id, "delegation id")),
+                *_ffi.arg(_optional_text(_revoker(by), "revoke(by=...)")),
+            )
+        return bool(_record(data)["revoked"])
+
+    def revoke_sweep(
+        self,
+        *,
+        created_by: Principal | Mapping[str, Any] | None = None,
+        under: str | None = None,
+        by: Principal | Mapping[str, Any] | str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Revoke, in one write, every delegation `created_by` made (all its users when the
+        user is None) or every delegation beneath `under`; returns `[{"delegation_id",
+        "revoked"}]` (`revoked` False: it already was)."""
+        request: dict[str, Any] = {"by": _revoker(by)}
+        if created_by is not None:
+            request["created_by"] = _principal_json(created_by, "revoke_sweep(created_by=...)")
+        if under is not None:
+            request["under"] = under
+        with self._held() as handle:
+            data = self._lib.call_out("warden_revoke_sweep", handle, *_ffi.arg(_dumps(request, "the sweep")))
+        return _records(data)
+
+    def delegations(self) -> list[dict[str, Any]]:
+        """Every stored delegation in id order, revoked ones included (`revoked`,
+        `revoked_at`, `revoked_by`), with its grant, creator and `created_via`."""
+        found: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            with self._held() as handle:
+                page = _records(
+                    self._lib.call_out(
+                        "warden_delegations", handle, *_ffi.arg(_optional_text(after, "after")), _DELEGATION_PAGE
+                    )
+                )
+            found.extend(page)
+            if len(page) < _DELEGATION_PAGE:
+                return found
+            after = str(page[-1]["delegation_id"])

@@ -1,0 +1,413 @@
+"""Proposing and `@w.protect`: a Python call turned into one proposed, decided, recorded action.
+
+The kernel decides; this module binds the call's arguments by name, proposes them (with the
+precondition provider and reconcile hook as callbacks), runs the function with the permit's
+canonical arguments and reports its outcome. Blocking C calls made for an `async def` run in a
+worker thread (`asyncio.to_thread`), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import functools
+import inspect
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar, Union, cast
+
+from . import _ffi
+from ._context import _PERMIT, current_approval, current_hop, current_principal, current_task
+from ._convert import _awaited, _describe, _dumps, _loads, _millis, _swallow_result
+from ._errors import Ambiguous, ApprovalRequired, InvalidInput, NotExecuted
+from ._approvals import Approvals
+from ._permit import _AMBIGUOUS, _NOT_EXECUTED, Permit, _finish_unused, _Handoff, _result_payload
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: What a reconcile hook answers about an AMBIGUOUS effect.
+ReconcileAnswer = str  # "committed" | "not_executed" | "unknown"
+ReconcileHook = Callable[[str], Union[ReconcileAnswer, Awaitable[ReconcileAnswer]]]
+#: A precondition provider: the action (name, arguments, principal, resource, environment) in,
+#: the state it depends on (any JSON value) out; may be async for an async protected function.
+PreconditionProvider = Callable[[dict[str, Any]], Any]
+
+
+def _reconciled(request: bytes, effect_key: str, answer: Any) -> bytes:
+    """The request again, with the reconcile hook's answer for the library to apply."""
+    return _dumps({**json.loads(request), "reconciled": {"effect_key": effect_key, "answer": answer}}, "the answer")
+
+
+def _check_signature(name: str, fn: Callable[..., Any]) -> inspect.Signature:
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise InvalidInput(
+            f"protect({name!r}): a generator has no single return value to commit; protect a plain "
+            "function (or an async def) instead"
+        )
+    signature = inspect.signature(fn)
+    variadic = [
+        p.name for p in signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    if variadic:
+        raise InvalidInput(
+            f"protect({name!r}): a protected function cannot take *args or **kwargs ({', '.join(variadic)}); "
+            "every argument must have a name the policy can refer to"
+        )
+    return signature
+
+
+def _bind(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _invocation(signature: inspect.Signature, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Positional-only parameters by position, every other one by keyword."""
+    positional = [p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_ONLY]
+    keywords = {key: value for key, value in arguments.items() if key not in positional}
+    return [arguments[key] for key in positional], keywords
+
+
+def _precondition_callback(
+    lib: _ffi.Library, provider: PreconditionProvider, loop: asyncio.AbstractEventLoop | None, failures: list[BaseException]
+) -> Any:
+    """A `warden_precondition_fn` asking `provider` (on the proposing thread; an async
+    provider runs on `loop`). Its exception is kept in `failures` and re-raised by the caller."""
+
+    def callback(user_data: int | None, action: int | None, action_len: int, sink: int | None) -> int:
+        try:
+            described = json.loads(ctypes.string_at(action, action_len)) if action else {}
+            state = provider(described)
+            if inspect.isawaitable(state):
+                if loop is None:
+                    raise InvalidInput("an async precondition provider needs an async protected function")
+                state = asyncio.run_coroutine_threadsafe(_awaited(state), loop).result()
+            payload = _dumps(state, "the precondition state")
+            return 0 if lib.fn("warden_precondition_put")(sink, payload, len(payload)) == 0 else 1
+        except BaseException as exc:  # noqa: BLE001 - nothing may unwind into C
+            failures.append(exc)
+            return 1
+
+    return _ffi.PRECONDITION_FN(callback)
+
+
+class Protecting(Approvals):
+    """`Warden`'s proposing calls: `propose`, `protect` and the steps under them (which wait
+    for approval answers, hence the base)."""
+
+    def _request(self, name: str, arguments: dict[str, Any], lease_ms: int | None, approval_id: str | None) -> bytes:
+        principal = current_principal()
+        return _dumps(
+            {
+                "name": name,
+                "arguments": arguments,
+                "principal": None if principal is None else principal.to_json(),
+                "approval_id": approval_id,
+                "lease_ms": lease_ms,
+                "resource": None,
+                "principal_expires_at_ms": None,
+                "task": current_task(),
+                "hop": current_hop(),
+            },
+            f"the arguments of {name}",
+        )
+
+    def _propose(
+        self,
+        request: bytes,
+        precondition: PreconditionProvider | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Permit:
+        with self._held() as handle:
+            if precondition is None:
+                pointer, described = self._lib.call_handle_described(
+                    "warden_propose_described", handle, *_ffi.arg(request)
+                )
+            else:
+                failures: list[BaseException] = []
+                callback = _precondition_callback(self._lib, precondition, loop, failures)
+                try:
+                    pointer, described = self._lib.call_handle_described(
+                        "warden_propose_checked", handle, *_ffi.arg(request), callback, None
+                    )
+                except InvalidInput:
+                    if failures:
+                        raise failures[0] from None
+                    raise
+        try:
+            info = _loads(described)
+            if not isinstance(info, dict):
+                raise InvalidInput("warden_propose_described described the permit with something other than an object")
+        except BaseException as exc:
+            permit = Permit(self._lib, pointer)
+            permit._finish(_NOT_EXECUTED, b"reading the permit failed: " + _describe(exc), True)
+            raise
+        return Permit(self._lib, pointer, info)
+
+    def propose(self, name: str, arguments: dict[str, Any] | None = None, *, lease: float | None = None) -> Permit:
+        """Propose one action with the current principal and approval; the permit, or a refusal.
+
+        The lower-level path under `protect`: report exactly one outcome on the permit.
+        """
+        lease_ms = None if lease is None else _millis(lease, "lease")
+        return self._propose(self._request(name, dict(arguments or {}), lease_ms, current_approval()))
+
+    def _propose_reconciling(
+        self,
+        request: bytes,
+        reconcile: ReconcileHook | None,
+        precondition: PreconditionProvider | None = None,
+    ) -> Permit:
+        try:
+            return self._propose(request) if precondition is None else self._propose(request, precondition)
+        except Ambiguous as refusal:
+            if reconcile is None or refusal.effect_key is None:
+                raise
+            answer = reconcile(refusal.effect_key)
+            if inspect.isawaitable(answer):
+                raise InvalidInput("an async reconcile hook needs an async protected function") from None
+            # The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
+            again = _reconciled(request, refusal.effect_key, answer)
+        return self._propose(again) if precondition is None else self._propose(again, precondition)
+
+    def _acquire(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        lease_ms: int | None,
+        reconcile: ReconcileHook | None,
+        wait: float | None,
+        precondition: PreconditionProvider | None = None,
+    ) -> Permit:
+        request = self._request(name, arguments, lease_ms, current_approval())
+        try:
+            return self._propose_reconciling(request, reconcile, precondition)
+        except ApprovalRequired as pending:
+            if wait is None or not pending.request_id:
+                raise
+            if not self._wait_for_answer(pending.request_id, wait):
+                raise
+            presented = self._request(name, arguments, lease_ms, pending.request_id)
+        return self._propose_reconciling(presented, reconcile, precondition)
+
+    def _wait_for_answer(self, request_id: str, wait: float) -> bool:
+        """Wait in the library (by the kernel's clock) for a human to answer; True when the
+        request was answered (present it: granted permits, denied refuses as denied)."""
+        record = self.wait_for_answer(request_id, wait)
+        return isinstance(record, dict) and record.get("status") not in ("pending", "expired")
+
+    # async twins: every C call in a worker thread, every wait an asyncio.sleep
+
+    def _propose_handing_over(
+        self,
+        request: bytes,
+        handoff: _Handoff,
+        precondition: PreconditionProvider | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """In the worker thread: propose, then hand the permit over, or record it as not
+        executed right here when its caller already left (the loop may be gone by now)."""
+        if precondition is None:
+            permit = self._propose(request)
+        else:
+            permit = self._propose(request, precondition, loop)
+        if not handoff.deliver(permit):
+            _finish_unused(permit)
+
+    async def _propose_async(self, request: bytes, precondition: PreconditionProvider | None = None) -> Permit:
+        handoff = _Handoff()
+        loop = asyncio.get_running_loop() if precondition is not None else None
+        job = asyncio.ensure_future(
+            asyncio.to_thread(self._propose_handing_over, request, handoff, precondition, loop)
+        )
+        try:
+            await asyncio.shield(job)
+        except BaseException as exc:
+            # Cancelled, interrupted, or closed with the loop: the function will not run.
+            unused = handoff.abandon()
+            if unused is not None:
+                # Not on the loop (a blocking C call), and not a daemon thread, so the
+                # outcome lands even when the interpreter is exiting.
+                try:
+                    threading.Thread(target=_finish_unused, args=(unused,), name="warden-release").start()
+                except RuntimeError:  # no new threads at interpreter shutdown: finish it here
+                    _finish_unused(unused)
+            if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+                job.add_done_callback(_swallow_result)
+            raise
+        return handoff.take()
+
+    async def _propose_reconciling_async(
+        self,
+        request: bytes,
+        reconcile: ReconcileHook | None,
+        precondition: PreconditionProvider | None = None,
+    ) -> Permit:
+        try:
+            return await self._propose_async(request, precondition)
+        except Ambiguous as refusal:
+            if reconcile is None or refusal.effect_key is None:
+                raise
+            key = refusal.effect_key
+            if inspect.iscoroutinefunction(reconcile):
+                answer = await reconcile(key)
+            else:
+                answer = await asyncio.to_thread(reconcile, key)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+            again = _reconciled(request, key, answer)
+        return await self._propose_async(again, precondition)
+
+    async def _acquire_async(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        lease_ms: int | None,
+        reconcile: ReconcileHook | None,
+        wait: float | None,
+        precondition: PreconditionProvider | None = None,
+    ) -> Permit:
+        request = self._request(name, arguments, lease_ms, current_approval())
+        try:
+            return await self._propose_reconciling_async(request, reconcile, precondition)
+        except ApprovalRequired as pending:
+            if wait is None or not pending.request_id:
+                raise
+            if not await asyncio.to_thread(self._wait_for_answer, pending.request_id, wait):
+                raise
+            presented = self._request(name, arguments, lease_ms, pending.request_id)
+        return await self._propose_reconciling_async(presented, reconcile, precondition)
+
+    @staticmethod
+    async def _finish_async(permit: Permit, function: str, payload: bytes, quiet: bool) -> None:
+        # Shielded: once started, the outcome lands (and the permit is freed) even if the
+        # caller is cancelled while it is being written.
+        job = asyncio.ensure_future(asyncio.to_thread(permit._finish, function, payload, quiet))
+        job.add_done_callback(_swallow_result)
+        await asyncio.shield(job)
+
+    def protect(
+        self,
+        name: str,
+        *,
+        reconcile: ReconcileHook | None = None,
+        lease: float | None = None,
+        wait: float | None = None,
+        precondition: PreconditionProvider | None = None,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Make every call of the decorated function one proposed, decided, recorded action.
+
+        The call's arguments (defaults included) are bound by name and proposed as `name`
+        with the principal of the current `warden.context()` and the approval of the current
+        `warden.with_approval()`. On a permit the function runs with the kernel's canonical
+        arguments, and its return value is committed. `NotExecuted` records FAILED; any other
+        exception (`KeyboardInterrupt` and `asyncio.CancelledError` included) records
+        AMBIGUOUS. Either is re-raised unchanged. Refusals raise `warden.Refused` subclasses.
+
+        `reconcile(effect_key)`: asked once when the effect is AMBIGUOUS; "committed" or
+        "not_executed" resolves it and the proposal is retried once, "unknown" leaves it.
+        `lease`: seconds this attempt holds the effect (overrides the document's).
+        `wait`: seconds to wait for a human to answer an approval request, then present it
+        (the library waits, judged by the kernel's clock).
+        `precondition(action) -> state`: asked only when an approval is involved — when the
+        request is made and again just before a granted approval is spent; a different state
+        refuses with `ApprovalMismatch` (reason `precondition_changed`) and the approval stays
+        granted. `action` is `{"name", "arguments", "principal", "resource", "environment"}`;
+        the state is any JSON value (no floats). It runs on the thread that proposes (a worker
+        thread for an async function, where an async provider is awaited on the loop); its
+        exception is raised to the caller and nothing is requested or spent.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("protect(name) needs a non-empty action name")
+        if reconcile is not None and not callable(reconcile):
+            raise InvalidInput(f"protect({name!r}, reconcile=...) must be callable")
+        lease_ms = None if lease is None else _millis(lease, f"protect({name!r}, lease=...)")
+        if wait is not None and (
+            isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0
+        ):
+            raise InvalidInput(f"protect({name!r}, wait=...) must be a number of seconds >= 0")
+        if precondition is not None and not callable(precondition):
+            raise InvalidInput(f"protect({name!r}, precondition=...) must be callable")
+
+        def decorator(fn: Callable[P, R]) -> Callable[P, R]:
+            signature = _check_signature(name, fn)
+            if inspect.iscoroutinefunction(fn):
+                wrapper = self._async_wrapper(name, fn, signature, reconcile, lease_ms, wait, precondition)
+            else:
+                if precondition is not None and inspect.iscoroutinefunction(precondition):
+                    raise InvalidInput(f"protect({name!r}): an async precondition needs an async function")
+                wrapper = self._sync_wrapper(name, fn, signature, reconcile, lease_ms, wait, precondition)
+            return cast("Callable[P, R]", functools.wraps(fn)(wrapper))
+
+        return decorator
+
+    def _sync_wrapper(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        signature: inspect.Signature,
+        reconcile: ReconcileHook | None,
+        lease_ms: int | None,
+        wait: float | None,
+        precondition: PreconditionProvider | None = None,
+    ) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            arguments = _bind(signature, args, kwargs)
+            permit = self._acquire(name, arguments, lease_ms, reconcile, wait, precondition)
+            try:
+                positional, keywords = _invocation(signature, permit.arguments)
+            except BaseException as exc:
+                permit._finish(_NOT_EXECUTED, b"not called: " + _describe(exc), True)
+                raise
+            token = _PERMIT.set(permit)
+            try:
+                result = fn(*positional, **keywords)
+            except NotExecuted as exc:
+                permit._finish(_NOT_EXECUTED, _describe(exc), True)
+                raise
+            except BaseException as exc:
+                permit._finish(_AMBIGUOUS, _describe(exc), True)
+                raise
+            finally:
+                _PERMIT.reset(token)
+            permit._finish(*_result_payload(result), False)
+            return result
+
+        return wrapper
+
+    def _async_wrapper(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[Any]],
+        signature: inspect.Signature,
+        reconcile: ReconcileHook | None,
+        lease_ms: int | None,
+        wait: float | None,
+        precondition: PreconditionProvider | None = None,
+    ) -> Callable[..., Awaitable[Any]]:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            arguments = _bind(signature, args, kwargs)
+            permit = await self._acquire_async(name, arguments, lease_ms, reconcile, wait, precondition)
+            try:
+                positional, keywords = _invocation(signature, permit.arguments)
+            except BaseException as exc:
+                await self._finish_async(permit, _NOT_EXECUTED, b"not called: " + _describe(exc), True)
+                raise
+            token = _PERMIT.set(permit)
+            try:
+                result = await fn(*positional, **keywords)
+            except NotExecuted as exc:
+                await self._finish_async(permit, _NOT_EXECUTED, _describe(exc), True)
+                raise
+            except BaseException as exc:
+                await self._finish_async(permit, _AMBIGUOUS, _describe(exc), True)
+                raise
+            finally:
+                _PERMIT.reset(token)
+            await self._finish_async(permit, *_result_payload(result), False)
+            return result
+
+        return wrapper
