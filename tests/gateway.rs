@@ -61,6 +61,9 @@ enum Script {
     Hang,
     /// `text/event-stream`: a progress event, then silence for two seconds, then the final result.
     SlowStream,
+    /// `text/event-stream`: an `elicitation/create` server request (id 41), then the final
+    /// result once the client's answer to it has reached the upstream.
+    Elicit,
 }
 
 #[derive(Debug, Clone)]
@@ -211,6 +214,30 @@ fn serve_one(
             let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
             format!("data: {last}\n\n")
         }
+        Some(Script::Elicit) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let ask =
+                json!({"jsonrpc": "2.0", "id": 41, "method": "elicitation/create", "params": {"message": "sure?"}});
+            let _ = stream
+                .write_all(head.as_bytes())
+                .and_then(|()| stream.write_all(format!("data: {ask}\n\n").as_bytes()));
+            let _ = stream.flush();
+            let answered = || {
+                recorded
+                    .lock()
+                    .expect("requests")
+                    .iter()
+                    .any(|r| r.body.get("id") == Some(&json!(41)) && r.body.get("result").is_some())
+            };
+            for _ in 0..300 {
+                if answered() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("data: {last}\n\n")
+        }
         Some(Script::Stream) => {
             let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
             let progress = "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n";
@@ -337,6 +364,15 @@ impl Gateway {
             .args(["--store", &self.dir.join("store.redb").display().to_string()])
             .output()
             .expect("run warden")
+    }
+
+    fn events(&self) -> Vec<Value> {
+        let out = self.cli(&["events", "--json", "--limit", "1000"]);
+        serde_json::from_slice::<Value>(&out.stdout).expect("events JSON").as_array().cloned().unwrap_or_default()
+    }
+
+    fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.events().into_iter().filter(|e| e["type"] == kind).collect()
     }
 
     fn receipts(&self) -> Vec<Value> {
@@ -958,6 +994,107 @@ fn a_suspension_holds_the_reservation_and_only_the_same_call_continues_it() {
     // The state is consumed.
     assert_eq!(gateway.call_2026(6, "careful", json!({"id": "e1", "n": 1}), "a", state).code(), Some(-41009));
     assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn a_suspension_and_its_continuation_are_events_with_the_request_keys_and_the_responses_digest() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required("rs-d10"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "d10"}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "suspended", "{}", first.text);
+    let action_id = first.meta()["action_id"].clone();
+    let suspended = gateway.events_of("EXECUTION_SUSPENDED");
+    assert_eq!(suspended.len(), 1, "{suspended:?}");
+    assert_eq!((&suspended[0]["action_id"], &suspended[0]["effect_key"]), (&action_id, &json!("careful:d10")));
+    assert_eq!(
+        suspended[0]["data"],
+        json!({"reason": "input_required", "held": true, "round": 1, "input_requests": ["confirm"]})
+    );
+    assert!(gateway.events_of("EXECUTION_RESUMED").is_empty());
+    // A refused continuation resumes nothing.
+    let responses = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let state = json!({"requestState": "rs-d10", "inputResponses": responses});
+    let refused = gateway.call_2026(2, "careful", json!({"id": "d10", "x": 1}), "a", state.clone());
+    assert_eq!(refused.code(), Some(-41009));
+    assert!(gateway.events_of("EXECUTION_RESUMED").is_empty());
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let done = gateway.call_2026(3, "careful", json!({"id": "d10"}), "a", state);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    let resumed = gateway.events_of("EXECUTION_RESUMED");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0]["action_id"], action_id);
+    // The digest is over the inputResponses bytes the upstream received.
+    let forwarded = serde_json::to_vec(&upstream.last().body["params"]["inputResponses"]).expect("bytes");
+    assert_eq!(
+        resumed[0]["data"],
+        json!({
+            "reason": "continuation",
+            "round": 1,
+            "input_responses": ["confirm"],
+            "input_responses_sha256": warden::canonical::sha256_prefixed(&forwarded),
+        })
+    );
+    let kinds: Vec<String> = gateway
+        .events()
+        .into_iter()
+        .filter(|e| e["action_id"] == action_id)
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap_or_else(|| panic!("{kind} in {kinds:?}"));
+    assert!(at("EXECUTION_SUSPENDED") < at("EXECUTION_RESUMED") && at("EXECUTION_RESUMED") < at("EXECUTION_COMMITTED"));
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn a_legacy_elicitation_on_the_calls_stream_is_suspended_then_resumed_by_the_clients_answer() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Elicit);
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "l1"}}});
+    let mut stream = TcpStream::connect(&gateway.address).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let text = body.to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nMCP-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: s-9\r\nContent-Length: {}\r\n\r\n{text}",
+        text.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut reader = BufReader::new(stream);
+    // Read up to the relayed server request.
+    let mut seen = String::new();
+    while !seen.contains("elicitation/create") {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).expect("read") > 0, "the stream ended: {seen}");
+        seen.push_str(&line);
+    }
+    let suspended = gateway.events_of("EXECUTION_SUSPENDED");
+    assert_eq!(suspended.len(), 1, "{suspended:?}");
+    assert_eq!(
+        suspended[0]["data"],
+        json!({"reason": "server_request", "held": true, "round": 1, "request_id": 41, "input_requests": ["elicitation/create"]})
+    );
+    assert!(gateway.events_of("EXECUTION_RESUMED").is_empty(), "nothing is resumed before the client answers");
+    let answer = json!({"jsonrpc": "2.0", "id": 41, "result": {"action": "accept", "content": {"ok": true}}});
+    let relayed = gateway.post(
+        &[("X-Agent", "a"), ("MCP-Protocol-Version", "2025-06-18"), ("Mcp-Session-Id", "s-9")],
+        &answer.to_string(),
+    );
+    assert_eq!(relayed.status, 202, "{}", relayed.text);
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(rest.contains("\"committed\""), "{rest}");
+    let resumed = gateway.events_of("EXECUTION_RESUMED");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0]["action_id"], suspended[0]["action_id"]);
+    let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&answer["result"]).expect("bytes"));
+    assert_eq!(
+        resumed[0]["data"],
+        json!({"reason": "client_response", "request_id": 41, "input_responses": ["result"], "input_responses_sha256": digest})
+    );
+    assert_eq!(upstream.calls(), 1);
 }
 
 #[test]

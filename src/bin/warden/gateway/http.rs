@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::classify::{Observation, Reply};
 use super::intercept::{self, Admitted, Call, Engine};
@@ -103,6 +103,11 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
             }
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
+                    let is_response = inbound.message.get("method").is_none();
+                    if is_response {
+                        let session = wire::header(&request.headers, "mcp-session-id").0;
+                        engine.client_answered(session, &inbound.message);
+                    }
                     let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
                     let listing = inbound.message.get("method").and_then(Value::as_str) == Some("tools/list");
                     let observer = listing.then_some(engine);
@@ -391,7 +396,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
 fn streamed(
     stream: &mut TcpStream,
     engine: &Engine,
-    admitted: Admitted,
+    mut admitted: Admitted,
     response: &mut upstream::Response,
     call: &Call<'_>,
 ) {
@@ -425,7 +430,15 @@ fn streamed(
         }
     });
     let mut decoder = sse::Decoder::new();
+    // Legacy elicitation (D10): each server request relayed on this stream is a suspension,
+    // and the client's answer to it (relayed on another connection) a resumption.
+    let session = wire::header(call.headers, "mcp-session-id").0;
+    let mut awaited: Vec<(String, std::sync::mpsc::Receiver<Value>)> = Vec::new();
+    let mut rounds = 0u32;
     let observation = 'read: loop {
+        if let Err(what) = resumed(&mut admitted, &awaited) {
+            break 'read Observation::Broken(what);
+        }
         let chunk = match received.recv_timeout(Duration::from_millis(100)) {
             Ok(Ok(chunk)) => chunk,
             Ok(Err(observation)) => break 'read observation,
@@ -452,7 +465,35 @@ fn streamed(
                 .and_then(Value::as_object)
                 .is_some_and(|o| !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error")));
             if is_final {
+                if let Err(what) = resumed(&mut admitted, &awaited) {
+                    break 'read Observation::Broken(what);
+                }
                 break 'read Observation::Answered { status, challenge: false, body: parsed };
+            }
+            let request = parsed.as_ref().and_then(Value::as_object).and_then(|o| {
+                let method = o.get("method").and_then(Value::as_str)?;
+                Some((method.to_owned(), o.get("id")?.clone()))
+            });
+            if let Some((method, id)) = request {
+                rounds += 1;
+                let data = json!({
+                    "reason": "server_request",
+                    "held": true,
+                    "round": rounds,
+                    "request_id": id,
+                    "input_requests": [method.chars().take(256).collect::<String>()],
+                });
+                if let Err(error) = admitted.permit.suspend(None, &data) {
+                    log::warn(&format!("recording a suspension failed: {error}"));
+                    break 'read Observation::Broken(format!("the suspension could not be recorded: {error}"));
+                }
+                let key = intercept::answer_key(session, &id);
+                match engine.await_answer(&key) {
+                    Some(receiver) => awaited.push((key, receiver)),
+                    None => {
+                        log::warn("a server request id already awaited by another stream; its answer is not attributed")
+                    }
+                }
             }
             if stream.write_all(event.without_id().as_bytes()).and_then(|()| stream.flush()).is_err() {
                 break 'read Observation::Broken("the client went away mid-stream".into());
@@ -462,6 +503,9 @@ fn streamed(
     upstream::shut(&response.socket);
     drop(received);
     let _ = reader.join();
+    for (key, _) in &awaited {
+        engine.forget_answer(key);
+    }
     if matches!(&observation, Observation::Broken(what) if what.starts_with("the client went away")) {
         engine.finish(admitted, &observation, call.revision);
         return;
@@ -476,4 +520,17 @@ fn streamed(
     };
     let line = format!("event: message\ndata: {}\n\n", serde_json::to_string(&envelope).unwrap_or_default());
     let _ = stream.write_all(line.as_bytes()).and_then(|()| stream.flush());
+}
+
+/// Record `EXECUTION_RESUMED` for every client answer that came since the last look.
+fn resumed(admitted: &mut Admitted, awaited: &[(String, std::sync::mpsc::Receiver<Value>)]) -> Result<(), String> {
+    for (_, receiver) in awaited {
+        while let Ok(data) = receiver.try_recv() {
+            admitted.permit.resume(&data).map_err(|error| {
+                log::warn(&format!("recording a resumption failed: {error}"));
+                format!("the resumption could not be recorded: {error}")
+            })?;
+        }
+    }
+    Ok(())
 }

@@ -88,7 +88,16 @@ pub struct Engine {
     schemas: Mutex<HashMap<String, String>>,
     /// Held suspensions by their exact `requestState`.
     suspended: Mutex<HashMap<String, Suspension>>,
+    /// Legacy (2025) elicitation: server requests relayed on an intercepted event stream, by
+    /// `answer_key`, each with the stream's thread waiting to record the client's answer.
+    answers: Mutex<HashMap<String, std::sync::mpsc::Sender<Value>>>,
     elicitation: Elicitation,
+}
+
+/// Where a client's answer to a server request is expected: the session (when the revision
+/// has one) and the request's id.
+pub fn answer_key(session: Option<&str>, id: &Value) -> String {
+    format!("{}\n{id}", session.unwrap_or_default())
 }
 
 /// The `tool_schema_sha256` of one advertised `tools/list` entry.
@@ -114,6 +123,7 @@ impl Engine {
             approvals: Mutex::new(ApprovalIndex::default()),
             schemas: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
+            answers: Mutex::new(HashMap::new()),
             elicitation,
         }
     }
@@ -142,6 +152,45 @@ impl Engine {
             Some(digest) if &digest != pin => Some("upstream_mismatch"),
             Some(_) => None,
         }
+    }
+
+    /// An intercepted stream relayed a server request (legacy elicitation): the client's
+    /// answer, relayed later on another connection, is handed to the returned receiver as the
+    /// `EXECUTION_RESUMED` data. `None` when that key is already awaited by another stream
+    /// (its answer could not be told apart).
+    pub fn await_answer(&self, key: &str) -> Option<std::sync::mpsc::Receiver<Value>> {
+        let mut waiting = self.answers.lock().ok()?;
+        if waiting.contains_key(key) {
+            return None;
+        }
+        let (sender, receiver) = std::sync::mpsc::channel();
+        waiting.insert(key.to_owned(), sender);
+        Some(receiver)
+    }
+
+    pub fn forget_answer(&self, key: &str) {
+        if let Ok(mut waiting) = self.answers.lock() {
+            waiting.remove(key);
+        }
+    }
+
+    /// A client's JSON-RPC response, about to be relayed: when an intercepted stream awaits
+    /// it, that stream records `EXECUTION_RESUMED` (before the upstream can answer the call).
+    pub fn client_answered(&self, session: Option<&str>, message: &Value) {
+        let Some(id) = message.get("id") else { return };
+        let key = answer_key(session, id);
+        let Some(waiter) = self.answers.lock().ok().and_then(|mut waiting| waiting.remove(&key)) else { return };
+        let (member, value) = match (message.get("result"), message.get("error")) {
+            (Some(result), _) => ("result", result),
+            (None, Some(error)) => ("error", error),
+            (None, None) => return,
+        };
+        let _ = waiter.send(json!({
+            "reason": "client_response",
+            "request_id": id,
+            "input_responses": [member],
+            "input_responses_sha256": digest(value),
+        }));
     }
 
     pub fn action_name(&self, tool: &str) -> String {
@@ -321,13 +370,39 @@ impl Engine {
                 json!({"effect_key": key}),
             ));
         }
+        let mut permit = suspension.permit;
+        let responses = call.message.get("params").and_then(|p| p.get("inputResponses"));
+        let data = json!({
+            "reason": "continuation",
+            "round": suspension.round,
+            "input_responses": keys(responses),
+            "input_responses_sha256": responses.map(digest),
+        });
+        if let Err(error) = permit.resume(&data) {
+            // Nothing is forwarded without its EXECUTION_RESUMED (D10): the first leg may have
+            // acted, so the effect is AMBIGUOUS.
+            log::warn(&format!("{name}: recording the continuation failed: {error}"));
+            let key = permit.effect_key().map(str::to_owned);
+            let _ = permit.ambiguous(&format!("the continuation could not be recorded: {error}"));
+            if !error.is_refusal() {
+                return Err(internal(call.id));
+            }
+            return Err(refusal(
+                call.id,
+                409,
+                -41005,
+                "warden.ambiguous_effect",
+                "the suspended call no longer holds its effect; it is AMBIGUOUS until a human resolves it",
+                json!({"effect_key": key}),
+            ));
+        }
         let mut forward = call.message.clone();
         if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
-            params.insert("arguments".into(), suspension.permit.action().canonical_arguments());
+            params.insert("arguments".into(), permit.action().canonical_arguments());
         }
         let not_executed_on_error =
             self.warden.document().actions.get(name).is_some_and(|entry| entry.not_executed_on_error);
-        Ok(Some(Admitted { permit: suspension.permit, forward, not_executed_on_error, round: suspension.round }))
+        Ok(Some(Admitted { permit, forward, not_executed_on_error, round: suspension.round }))
     }
 
     /// Record every suspension whose continuation did not come in time as AMBIGUOUS (D4).
@@ -504,14 +579,7 @@ impl Engine {
             Error::InvalidInput(_) => refusal(id, 403, -41001, "warden.denied", &message, json!({})),
             other => {
                 log::warn(&format!("{name}: the kernel failed ({other}); nothing was forwarded"));
-                refusal(
-                    id,
-                    500,
-                    -32603,
-                    "warden.internal",
-                    "warden could not decide this call (a store fault); nothing was forwarded — see the gateway's log",
-                    json!({}),
-                )
+                internal(id)
             }
         }
     }
@@ -554,12 +622,21 @@ impl Engine {
                 reply = Reply::Ambiguous;
             } else {
                 let until = self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout));
-                // The lease covers the wait for the continuation (it is never shortened).
-                let extended = match permit.lease_expires_at() {
-                    Some(current) if current >= until => Ok(()),
-                    _ => permit.extend_lease(until),
+                let requests = match observation {
+                    Observation::Answered { body: Some(body), .. } => {
+                        keys(body.get("result").and_then(|r| r.get("inputRequests")))
+                    }
+                    _ => Vec::new(),
                 };
-                match extended {
+                let data = json!({
+                    "reason": "input_required",
+                    "held": true,
+                    "round": next,
+                    "input_requests": requests,
+                });
+                // The lease covers the wait for the continuation (it is never shortened); the
+                // extension and EXECUTION_SUSPENDED are one write (D10).
+                match permit.suspend(Some(until), &data) {
                     Ok(()) => {
                         let meta = json!({
                             "action_id": action_id,
@@ -585,8 +662,9 @@ impl Engine {
                         return Finished { reply: Reply::Relay, meta, action_id, effect_key };
                     }
                     Err(error) => {
-                        effect =
-                            Effect::Ambiguous(format!("input_required, and the lease could not be extended: {error}"));
+                        effect = Effect::Ambiguous(format!(
+                            "input_required, and the suspension could not be recorded: {error}"
+                        ));
                     }
                 }
             }
@@ -650,6 +728,31 @@ fn requested_state(envelope: &Value) -> Option<String> {
         return None;
     }
     result.get("requestState").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+/// The member names of an `inputRequests`/`inputResponses` object (at most 64, each at most
+/// 256 characters): what a suspension event keeps of them, never their values.
+fn keys(object: Option<&Value>) -> Vec<String> {
+    let Some(map) = object.and_then(Value::as_object) else { return Vec::new() };
+    map.keys().take(64).map(|key| key.chars().take(256).collect()).collect()
+}
+
+/// `sha256:` over the compact JSON of `value` as the gateway forwards it (the inputResponses
+/// member of the forwarded request; map keys sorted), so the digest can be checked against
+/// what the upstream received.
+pub fn digest(value: &Value) -> String {
+    warden::canonical::sha256_prefixed(&serde_json::to_vec(value).unwrap_or_default())
+}
+
+fn internal(id: &Value) -> Answer {
+    refusal(
+        id,
+        500,
+        -32603,
+        "warden.internal",
+        "warden could not decide this call (a store fault); nothing was forwarded — see the gateway's log",
+        json!({}),
+    )
 }
 
 fn micros(duration: std::time::Duration) -> warden::Micros {
