@@ -642,6 +642,54 @@ fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
 }
 
 #[test]
+fn a_float_argument_is_refused_with_a_denied_receipt_for_a_stand_in_never_the_float() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let arguments = r#"{"payment_id": "p1", "amount": 1.50, "note": {"x": [1, 2.0e1]}}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"create_refund","arguments":{arguments}}}}}"#
+    );
+    let float = gateway.post(&[("X-Agent", "a")], &body);
+    assert_eq!((float.status, float.code()), (400, Some(-41008)), "{}", float.text);
+    let data = float.json()["error"]["data"].clone();
+    assert_eq!(data["pointer"], "/amount");
+    let action_id = data["action_id"].as_str().expect("the refusal names the recorded action").to_owned();
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    let receipt = &receipts[0];
+    assert_eq!(
+        (receipt["action_id"].as_str(), receipt["result"].as_str(), receipt["decision_reason"].as_str()),
+        (Some(action_id.as_str()), Some("denied"), Some("unrepresentable_argument"))
+    );
+    // The recorded action is the stand-in: where the float was, and the digest of the
+    // arguments' bytes exactly as sent.
+    let stand_in = json!({"warden.unrepresentable_arguments": {
+        "pointer": "/amount",
+        "arguments_sha256": warden::canonical::sha256_prefixed(arguments.as_bytes()),
+    }});
+    let principal = warden::kernel::principal("a", None).expect("principal");
+    let expected =
+        warden::Action::new("mcp.acme.create_refund", stand_in, principal, None, "production").expect("action");
+    assert_eq!(receipt["action_hash"].as_str(), Some(expected.hash().expect("hash").as_str()), "{receipt}");
+    let kinds: Vec<Value> = gateway
+        .events()
+        .into_iter()
+        .filter(|e| e["action_id"] == action_id.as_str())
+        .map(|e| e["type"].clone())
+        .collect();
+    assert!(kinds.contains(&json!("ACTION_DENIED")), "{kinds:?}");
+    // Without a principal there is nobody to record: -41007 and nothing written.
+    let nobody = gateway.post(&[], &body);
+    assert_eq!(nobody.code(), Some(-41007));
+    assert_eq!(gateway.receipts().len(), 1);
+    // The twin: the same call with an integer runs.
+    let twin = gateway.call(2, "create_refund", json!({"payment_id": "p1", "amount": 150}), "a");
+    assert_eq!(twin.meta()["result"], "committed", "{}", twin.text);
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
 fn the_outcome_table_over_real_sockets() {
     let dir = scratch();
     let upstream = Upstream::start();

@@ -120,6 +120,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
                         message: &inbound.message,
                         revision: &inbound.revision,
                         headers: &request.headers,
+                        raw: &body,
                     };
                     intercepted(&mut stream, engine, config, &call);
                 }

@@ -22,6 +22,10 @@ use super::log;
 /// The `_meta` key of the receipt summary.
 pub const META_KEY: &str = "dev.warden/receipt";
 
+/// The only argument of the action a `-41008` refusal records: `{pointer, arguments_sha256}`
+/// in place of arguments that have no canonical form.
+pub const UNREPRESENTABLE: &str = "warden.unrepresentable_arguments";
+
 /// A refusal or a made-up answer: HTTP status and the JSON-RPC body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
@@ -36,6 +40,8 @@ pub struct Call<'a> {
     pub message: &'a Value,
     pub revision: &'a str,
     pub headers: &'a [(String, String)],
+    /// The message's bytes as the client sent them.
+    pub raw: &'a [u8],
 }
 
 /// A call the kernel let through: its permit and the request to forward.
@@ -215,16 +221,6 @@ impl Engine {
                 ));
             }
         };
-        if let Some(pointer) = super::wire::first_float(&arguments) {
-            return Err(refusal(
-                call.id,
-                400,
-                -41008,
-                "warden.unrepresentable_argument",
-                &format!("{name}: the argument at {pointer} is a float, which has no canonical form; send an integer or a string"),
-                json!({"pointer": pointer}),
-            ));
-        }
         let environment = self.warden.kernel().environment().to_owned();
         let mut context = IdentityContext::new(&name, &environment);
         context.headers = call.headers;
@@ -253,6 +249,23 @@ impl Engine {
                 ));
             }
         };
+        if let Some(pointer) = super::wire::first_float(&arguments) {
+            // The float itself never enters an action: the denied receipt is for a stand-in
+            // that names where it was and the digest of the arguments as sent (D5).
+            let stand_in = json!({UNREPRESENTABLE: {
+                "pointer": pointer,
+                "arguments_sha256": raw_arguments_digest(call.raw, &arguments),
+            }});
+            let action_id = self.record_denial(&name, &stand_in, &identity.principal, "unrepresentable_argument");
+            return Err(refusal(
+                call.id,
+                400,
+                -41008,
+                "warden.unrepresentable_argument",
+                &format!("{name}: the argument at {pointer} is a float, which has no canonical form; send an integer or a string"),
+                json!({"pointer": pointer, "action_id": action_id}),
+            ));
+        }
         let state = params.and_then(|p| p.get("requestState")).and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(state) = state {
             if let Some(continued) = self.continuation(call, &name, state, &arguments, &identity.principal)? {
@@ -742,6 +755,26 @@ fn keys(object: Option<&Value>) -> Vec<String> {
 /// what the upstream received.
 pub fn digest(value: &Value) -> String {
     warden::canonical::sha256_prefixed(&serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// `sha256:` over the bytes of `params.arguments` exactly as the client sent them; when they
+/// cannot be picked out of the message (a repeated member), over the arguments as parsed and
+/// written back (keys sorted, digits kept), prefixed `parsed:` to say so.
+fn raw_arguments_digest(raw: &[u8], arguments: &Value) -> String {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        arguments: &'a serde_json::value::RawValue,
+    }
+    match serde_json::from_slice::<Envelope<'_>>(raw) {
+        Ok(envelope) => warden::canonical::sha256_prefixed(envelope.params.arguments.get().as_bytes()),
+        Err(_) => format!("parsed:{}", digest(arguments)),
+    }
 }
 
 fn internal(id: &Value) -> Answer {

@@ -125,6 +125,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     }
                     let (engine, child_in, client_out, waiters) =
                         (Arc::clone(&engine), Arc::clone(&child_in), Arc::clone(&client_out), Arc::clone(&waiters));
+                    let raw = line.trim_ascii().to_vec();
                     calls.push(std::thread::spawn(move || {
                         let call = Call {
                             id: &id,
@@ -132,6 +133,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             message: &inbound.message,
                             revision: &inbound.revision,
                             headers: &[],
+                            raw: &raw,
                         };
                         let answer = intercepted(&engine, &call, &child_in, &waiters, timeout);
                         write_value(&client_out, &answer);
