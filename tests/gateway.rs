@@ -64,6 +64,8 @@ enum Script {
     /// `text/event-stream`: an `elicitation/create` server request (id 41), then the final
     /// result once the client's answer to it has reached the upstream.
     Elicit,
+    /// A result once the test releases it (`Upstream::release`).
+    Held,
 }
 
 #[derive(Debug, Clone)]
@@ -85,6 +87,8 @@ struct Upstream {
     script: Arc<Mutex<VecDeque<Script>>>,
     /// What `tools/list` answers.
     tools: Arc<Mutex<Value>>,
+    /// Set by the test: a `Script::Held` call answers.
+    released: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Upstream {
@@ -94,15 +98,22 @@ impl Upstream {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(VecDeque::new()));
         let tools = Arc::new(Mutex::new(json!([{"name": "create_refund", "inputSchema": {"type": "object"}}])));
+        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (recorded, queued, listed) = (Arc::clone(&requests), Arc::clone(&script), Arc::clone(&tools));
+        let release = Arc::clone(&released);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let (recorded, queued, listed) = (Arc::clone(&recorded), Arc::clone(&queued), Arc::clone(&listed));
-                std::thread::spawn(move || serve_one(stream, &recorded, &queued, &listed));
+                let release = Arc::clone(&release);
+                std::thread::spawn(move || serve_one(stream, &recorded, &queued, &listed, &release));
             }
         });
-        Upstream { url, requests, script, tools }
+        Upstream { url, requests, script, tools, released }
+    }
+
+    fn release(&self) {
+        self.released.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn then(&self, script: Script) {
@@ -132,6 +143,7 @@ fn serve_one(
     recorded: &Mutex<Vec<Recorded>>,
     queued: &Mutex<VecDeque<Script>>,
     listed: &Mutex<Value>,
+    released: &std::sync::atomic::AtomicBool,
 ) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut first = String::new();
@@ -213,6 +225,15 @@ fn serve_one(
             std::thread::sleep(Duration::from_secs(2));
             let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
             format!("data: {last}\n\n")
+        }
+        Some(Script::Held) => {
+            for _ in 0..1500 {
+                if released.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            json_reply(200, &json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}}), "")
         }
         Some(Script::Elicit) => {
             let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
@@ -1535,7 +1556,7 @@ fn a_gateway_killed_mid_call_leaves_the_effect_in_flight_then_ambiguous_never_re
 // ---- stdio ------------------------------------------------------------------------------------
 
 const STDIO_SERVER: &str = r#"
-import json, sys, time
+import json, os, sys, time
 log = open(sys.argv[1], "a")
 for line in sys.stdin:
     message = json.loads(line)
@@ -1544,12 +1565,14 @@ for line in sys.stdin:
     if id is None:
         continue
     if method == "initialize":
+        open(sys.argv[1] + ".pid", "w").write(str(os.getpid()))
         result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}
     elif method == "tools/list":
         result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call":
-        if message["params"]["arguments"].get("sleep"):
-            time.sleep(1)
+        pause = message["params"]["arguments"].get("sleep")
+        if pause:
+            time.sleep(1 if pause is True else pause)
         print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
         result = {"content": [{"type": "text", "text": json.dumps(message["params"]["arguments"], sort_keys=True)}]}
     else:
@@ -1682,4 +1705,110 @@ fn an_approval_granted_while_the_gateway_was_down_is_consumed_after_a_restart() 
     let pending = third.cli(&["pending", "--json"]);
     assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 0, "no second request was made");
     assert_eq!(upstream.calls(), 1);
+}
+
+// ---- graceful shutdown ------------------------------------------------------------------------
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill").args([name, &child.id().to_string()]).status().expect("run kill");
+    assert!(status.success());
+}
+
+#[test]
+fn sigterm_stops_taking_calls_lets_the_call_in_flight_finish_and_exits_0() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut gateway = gateway(dir.path(), &upstream);
+    // A suspended call, whose continuation can no longer come once the gateway stops.
+    upstream.then(input_required("rs-stop"));
+    assert_eq!(gateway.call_2026(1, "careful", json!({"id": "held"}), "a", json!({})).meta()["result"], "suspended");
+    upstream.then(Script::Held);
+    let address = gateway.address.clone();
+    let caller = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "in-flight"}}});
+        let mut stream = TcpStream::connect(&address).expect("connect");
+        let text = body.to_string();
+        let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+        stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes())).expect("write");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    });
+    while upstream.calls() < 2 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signal(&gateway.child, "-TERM");
+    // No new calls: the listener closes while the call in flight is still held upstream.
+    let mut closed = false;
+    for _ in 0..500 {
+        if TcpStream::connect(&gateway.address).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(closed, "the gateway stopped listening after SIGTERM");
+    assert!(gateway.child.try_wait().expect("wait").is_none(), "it waits for the call in flight");
+    upstream.release();
+    let answer = caller.join().expect("caller");
+    assert!(answer.contains(r#""result":"committed""#), "the call in flight finished: {answer}");
+    let status = gateway.child.wait().expect("the gateway exits");
+    assert_eq!(status.code(), Some(0));
+    let receipts = gateway.receipts();
+    assert!(receipts.iter().any(|r| r["effect_key"] == "careful:in-flight" && r["result"] == "committed"));
+    assert!(
+        receipts.iter().any(|r| r["effect_key"] == "careful:held"
+            && r["result"] == "ambiguous"
+            && r["error"].as_str().is_some_and(|e| e.contains("gateway stopped"))),
+        "the held suspension is recorded AMBIGUOUS at once: {receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn sigterm_in_stdio_mode_lets_the_call_in_flight_answer_then_reaps_the_child_and_exits_0() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    writeln!(input, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})).expect("write");
+    assert_eq!(next()["result"]["serverInfo"]["name"], "scripted");
+    let server_pid = std::fs::read_to_string(dir.path().join("seen.jsonl.pid")).expect("the server's pid");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "s1", "sleep": 3}}});
+    writeln!(input, "{call}").expect("write");
+    input.flush().expect("flush");
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("tools/call") {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signal(&child, "-TERM");
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    let status = child.wait().expect("the gateway exits");
+    assert_eq!(status.code(), Some(0));
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
+    assert!(stderr.contains("SIGTERM: taking no new calls") && stderr.contains("stopped"), "{stderr}");
+    // The child was stopped and reaped: its pid names no process (not even a zombie).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", server_pid.trim())).unwrap_or_default();
+    assert!(stat.is_empty() || !stat.contains("python"), "the server is still there: {stat}");
+    drop(input);
 }

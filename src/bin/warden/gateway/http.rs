@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,9 +36,18 @@ pub struct HttpConfig {
     pub consumed: Vec<String>,
 }
 
-pub fn serve(listener: TcpListener, engine: Arc<Engine>, config: Arc<HttpConfig>) {
+/// Serve until `stopping` is set; returns the count of connections still being served.
+pub fn serve(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    config: Arc<HttpConfig>,
+    stopping: &AtomicBool,
+) -> Arc<AtomicUsize> {
     let active = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
         let Ok(mut stream) = stream else { continue };
         if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             active.fetch_sub(1, Ordering::SeqCst);
@@ -54,6 +63,7 @@ pub fn serve(listener: TcpListener, engine: Arc<Engine>, config: Arc<HttpConfig>
             log::warn("could not start a thread for a connection; it was dropped");
         }
     }
+    active
 }
 
 struct Request {

@@ -439,6 +439,24 @@ impl Engine {
         }
     }
 
+    /// The gateway is stopping: every held suspension is recorded AMBIGUOUS now (its
+    /// continuation can no longer come), rather than when its lease lapses.
+    pub fn abandon_suspensions(&self) -> usize {
+        let held: Vec<Suspension> = match self.suspended.lock() {
+            Ok(mut held) => held.drain().map(|(_, suspension)| suspension).collect(),
+            Err(_) => return 0,
+        };
+        let count = held.len();
+        for suspension in held {
+            if let Err(error) =
+                suspension.permit.ambiguous("the gateway stopped while the call waited for its continuation")
+            {
+                log::warn(&format!("recording an abandoned suspension failed: {error}"));
+            }
+        }
+        count
+    }
+
     /// A denied receipt for a call the gateway refuses before `submit` (D5): the kernel is
     /// proposed the action with a deny ruling, which records it and refuses. `None` when the
     /// call cannot become an action or nothing was written.

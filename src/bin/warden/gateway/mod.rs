@@ -20,10 +20,11 @@ mod upstream;
 mod wire;
 
 use std::io::Write;
-use std::net::{IpAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use warden::identity::{
     HeaderProvider, IdentityProvider, JwtAlgorithm, JwtConfig, JwtProvider, KeySource, StaticProvider,
@@ -230,8 +231,72 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     if !local.ip().is_loopback() {
         log::warn(&format!("listening on {local}, which is not loopback (--allow-remote)"));
     }
-    http::serve(listener, engine, Arc::new(http_config));
-    Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()))
+    let stopping = Arc::new(AtomicBool::new(false));
+    let wake = match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, local.port())),
+        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, local.port())),
+        _ => local,
+    };
+    let watching = {
+        let stopping = Arc::clone(&stopping);
+        on_termination(move |_| {
+            stopping.store(true, Ordering::SeqCst);
+            // The listener blocks in accept: one connection of our own wakes it to stop.
+            let _ = std::net::TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        })
+    };
+    let active = http::serve(listener, Arc::clone(&engine), Arc::new(http_config), &stopping);
+    if !stopping.load(Ordering::SeqCst) {
+        return Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()));
+    }
+    let _ = watching.join();
+    drain(&engine, || active.load(Ordering::SeqCst));
+    log::info("stopped");
+    Ok(())
+}
+
+/// How long a stopping gateway waits for the calls in flight.
+pub const DRAIN: Duration = Duration::from_secs(10);
+
+/// SIGTERM and SIGINT are caught (as a flag) and `stop` runs on a watcher thread when one
+/// arrives. Without the handlers (they could not be installed) the signals end the process as
+/// before: calls in flight then stay in progress until their leases lapse, never re-run.
+pub(super) fn on_termination(stop: impl FnOnce(i32) + Send + 'static) -> std::thread::JoinHandle<()> {
+    if !warden::ffi::signals::catch_termination() {
+        log::warn("SIGTERM/SIGINT could not be caught; they will stop the gateway without draining");
+    }
+    std::thread::spawn(move || loop {
+        if let Some(signal) = warden::ffi::signals::termination() {
+            let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            log::info(&format!("{name}: taking no new calls; letting the calls in flight finish"));
+            stop(signal);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    })
+}
+
+/// After the gateway stopped taking calls: wait (at most `DRAIN`) for the calls in flight,
+/// record held suspensions AMBIGUOUS, make every outcome durable.
+pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
+    let deadline = Instant::now() + DRAIN;
+    while in_flight() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = in_flight();
+    if left > 0 {
+        log::warn(&format!(
+            "{left} call(s) still in flight after {} s: their effects stay in progress under their leases, then AMBIGUOUS (never re-run)",
+            DRAIN.as_secs()
+        ));
+    }
+    let abandoned = engine.abandon_suspensions();
+    if abandoned > 0 {
+        log::warn(&format!("{abandoned} suspended call(s) recorded AMBIGUOUS: their continuation can no longer come"));
+    }
+    if let Err(error) = engine.warden.kernel().flush() {
+        log::warn(&format!("flushing the store failed: {error}"));
+    }
 }
 
 fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {

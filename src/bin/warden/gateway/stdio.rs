@@ -5,7 +5,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,8 +29,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     let Some((program, arguments)) = command.split_first() else {
         return Err(Failure::usage("--stdio needs the upstream server's command after --"));
     };
+    // Its own process group: a Ctrl-C in the terminal reaches the gateway, which lets the calls
+    // in flight finish before it stops the child, rather than the child dying mid-call.
     let mut child = Command::new(program)
         .args(arguments)
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -39,6 +44,31 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
         return Err(Failure::internal("the child's pipes were not created"));
     };
     let child_in: Arc<Mutex<Option<ChildStdin>>> = Arc::new(Mutex::new(Some(child_in)));
+    let child = Arc::new(Mutex::new(child));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    // Set by whichever ends the session first: the client closing stdin, or a signal.
+    let ending = Arc::new(AtomicBool::new(false));
+    {
+        let (engine, child_in, child, in_flight, ending) = (
+            Arc::clone(&engine),
+            Arc::clone(&child_in),
+            Arc::clone(&child),
+            Arc::clone(&in_flight),
+            Arc::clone(&ending),
+        );
+        // SIGTERM/SIGINT: no new calls, the calls in flight finish (bounded), the child is
+        // stopped and reaped, the store flushed, exit 0. The main thread may be blocked
+        // reading stdin, so the watcher ends the process itself.
+        let _ = super::on_termination(move |_| {
+            if ending.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            super::drain(&engine, || in_flight.load(Ordering::SeqCst));
+            close_child(&child_in, &child);
+            log::info("stopped");
+            std::process::exit(0);
+        });
+    }
     let client_out = Arc::new(Mutex::new(std::io::stdout()));
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
     // Ids of relayed tools/list requests: their answers show the tool schemas (pins).
@@ -94,7 +124,8 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        if line.trim_ascii().is_empty() {
+        if line.trim_ascii().is_empty() || ending.load(Ordering::SeqCst) {
+            // A stopping gateway takes nothing new.
             continue;
         }
         match wire::parse_post(&[], line.trim_ascii()) {
@@ -126,6 +157,8 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     let (engine, child_in, client_out, waiters) =
                         (Arc::clone(&engine), Arc::clone(&child_in), Arc::clone(&client_out), Arc::clone(&waiters));
                     let raw = line.trim_ascii().to_vec();
+                    let in_flight = Arc::clone(&in_flight);
+                    in_flight.fetch_add(1, Ordering::SeqCst);
                     calls.push(std::thread::spawn(move || {
                         let call = Call {
                             id: &id,
@@ -137,9 +170,16 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                         };
                         let answer = intercepted(&engine, &call, &child_in, &waiters, timeout);
                         write_value(&client_out, &answer);
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
                     }));
                 }
             },
+        }
+    }
+    if ending.swap(true, Ordering::SeqCst) {
+        // A signal is already ending the session; its watcher exits the process.
+        loop {
+            std::thread::park();
         }
     }
     // The client went away: let the calls in flight get their answers (each bounded by the
@@ -147,19 +187,27 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     for call in calls {
         let _ = call.join();
     }
+    close_child(&child_in, &child);
+    let _ = reader.join();
+    Ok(())
+}
+
+/// Close the child's input, give it 5 s to exit, stop it if it has not, and reap it.
+fn close_child(child_in: &Mutex<Option<ChildStdin>>, child: &Mutex<Child>) {
     if let Ok(mut slot) = child_in.lock() {
         slot.take();
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
+        let exited = child.lock().map_or(true, |mut child| matches!(child.try_wait(), Ok(Some(_))));
+        if exited {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    stop(&mut child);
-    let _ = reader.join();
-    Ok(())
+    if let Ok(mut child) = child.lock() {
+        stop(&mut child);
+    }
 }
 
 /// The revision a request names in `params._meta["io.modelcontextprotocol/protocolVersion"]`,
