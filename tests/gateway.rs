@@ -1430,6 +1430,78 @@ fn an_approval_round_trip_over_mcp() {
     assert_eq!(upstream.calls(), 1);
 }
 
+/// The one pending request, once it exists.
+fn pending_request(gateway: &Gateway) -> String {
+    for _ in 0..1500 {
+        let pending = gateway.cli(&["pending", "--json"]);
+        let text = String::from_utf8_lossy(&pending.stdout).into_owned();
+        if let Some(at) = text.find("apr_") {
+            return text[at..at + 36].to_owned();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no approval request appeared");
+}
+
+#[test]
+fn with_wait_approvals_the_call_waits_for_the_human_then_runs_or_is_refused() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--wait-approvals", "60"]);
+    let address = gateway.address.clone();
+    let send = move |id: u64, payment: &str| {
+        let (address, payment) = (address.clone(), payment.to_owned());
+        std::thread::spawn(move || {
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_refund", "arguments": refund(&payment, 100_000)}});
+            let mut stream = TcpStream::connect(&address).expect("connect");
+            let text = body.to_string();
+            let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+            stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes())).expect("write");
+            let mut answer = String::new();
+            let _ = stream.read_to_string(&mut answer);
+            answer
+        })
+    };
+    // Granted by another process while the call waits: the same call runs, once.
+    let waiting = send(1, "w1");
+    let request_id = pending_request(&gateway);
+    assert_eq!(upstream.calls(), 0);
+    let granted = gateway.cli(&["approve", &request_id, "--by", "ops:bob", "--yes"]);
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    let answer = waiting.join().expect("caller");
+    assert!(answer.contains(r#""result":"committed""#), "{answer}");
+    assert_eq!(upstream.calls(), 1);
+    let events = gateway.events_of("APPROVAL_CONSUMED");
+    assert_eq!(events.len(), 1, "{events:?}");
+    // Denied while it waits: -41003, nothing forwarded.
+    let waiting = send(2, "w2");
+    let request_id = pending_request(&gateway);
+    let denied = gateway.cli(&["deny", &request_id, "--by", "ops:bob"]);
+    assert!(denied.status.success(), "{}", String::from_utf8_lossy(&denied.stderr));
+    let answer = waiting.join().expect("caller");
+    assert!(answer.contains("-41003") && answer.contains(&request_id), "{answer}");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_wait_for_approval_that_runs_out_answers_41002_with_the_pending_request() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--wait-approvals", "1"]);
+    let asked = gateway.call(1, "create_refund", refund("w3", 100_000), "a");
+    assert_eq!((asked.status, asked.code()), (403, Some(-41002)), "{}", asked.text);
+    let request_id = asked.json()["error"]["data"]["request_id"].as_str().expect("request").to_owned();
+    assert_eq!(pending_request(&gateway), request_id, "still pending, asked once");
+    assert_eq!(upstream.calls(), 0);
+    let too_long = warden()
+        .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--principal", "a"])
+        .args(["--wait-approvals", "100000", "--config", "x", "--store", "y"])
+        .output()
+        .expect("run");
+    assert_eq!(too_long.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&too_long.stderr).contains("--wait-approvals is at most"));
+}
+
 #[test]
 fn a_denied_approval_answers_41003_without_asking_again() {
     let dir = scratch();

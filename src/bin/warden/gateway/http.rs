@@ -344,7 +344,9 @@ fn relay(
 
 /// One `tools/call` through the kernel: refuse, or forward on a fresh connection and record.
 fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, call: &Call<'_>) {
-    let admitted = match engine.admit(call) {
+    let probe = stream.try_clone().ok();
+    let present = move || probe.as_ref().is_none_or(|probe| !client_gone(probe));
+    let admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => {
             let _ = write_json(stream, answer.status, Some(&answer.body));

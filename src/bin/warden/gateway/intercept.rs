@@ -98,6 +98,11 @@ pub struct Engine {
     /// `answer_key`, each with the stream's thread waiting to record the client's answer.
     answers: Mutex<HashMap<String, std::sync::mpsc::Sender<Value>>>,
     elicitation: Elicitation,
+    /// `--wait-approvals`: how long a call that needs approval waits for a human's answer
+    /// before it is answered `-41002` (zero: at once).
+    pub approval_wait: std::time::Duration,
+    /// Set when the gateway is stopping: nothing waits for a human any more.
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 /// Where a client's answer to a server request is expected: the session (when the revision
@@ -131,6 +136,8 @@ impl Engine {
             suspended: Mutex::new(HashMap::new()),
             answers: Mutex::new(HashMap::new()),
             elicitation,
+            approval_wait: std::time::Duration::ZERO,
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -203,8 +210,10 @@ impl Engine {
         format!("mcp.{}.{tool}", self.alias)
     }
 
-    /// Principal → arguments → approval lookup → the kernel's decision and reservation.
-    pub fn admit(&self, call: &Call<'_>) -> Result<Admitted, Answer> {
+    /// Principal → arguments → approval lookup → the kernel's decision and reservation. With
+    /// `--wait-approvals`, a call that needs approval waits (while `present` says its client
+    /// is still there) for the human's answer, then runs or is refused.
+    pub fn admit(&self, call: &Call<'_>, present: &dyn Fn() -> bool) -> Result<Admitted, Answer> {
         let name = self.action_name(call.tool);
         let params = call.message.get("params").and_then(Value::as_object);
         let arguments = match params.and_then(|p| p.get("arguments")) {
@@ -318,7 +327,33 @@ impl Engine {
         request.approval_id = presented.as_deref();
         request.hop = hop;
         request.task = task;
-        match self.warden.submit(&request) {
+        let mut outcome = self.warden.submit(&request);
+        let asked = match &outcome {
+            Err(Error::ApprovalRequired { request_id, .. }) => Some(request_id.clone()),
+            _ => None,
+        };
+        if let Some(request_id) = &asked {
+            match self.wait_for_human(request_id, present) {
+                Some(ApprovalStatus::Granted) => {
+                    // The identical call, now presenting the grant: consumed atomically with
+                    // the reservation, exactly as when the client sends it again.
+                    request.approval_id = Some(request_id.as_str());
+                    outcome = self.warden.submit(&request);
+                }
+                Some(ApprovalStatus::Denied) => {
+                    return Err(refusal(
+                        call.id,
+                        403,
+                        -41003,
+                        "warden.approval_denied",
+                        &format!("{name}: a human denied this call's approval request"),
+                        json!({"request_id": request_id}),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        match outcome {
             Ok(permit) => {
                 let mut forward = call.message.clone();
                 if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
@@ -329,6 +364,31 @@ impl Engine {
                 Ok(Admitted { permit, forward, not_executed_on_error, round: 0 })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), error)),
+        }
+    }
+
+    /// Wait (at most `--wait-approvals`, while the client is there and the gateway is not
+    /// stopping) for the request to be answered; the status it then has. `None` without a wait
+    /// or on a store fault.
+    fn wait_for_human(&self, request_id: &str, present: &dyn Fn() -> bool) -> Option<ApprovalStatus> {
+        if self.approval_wait.is_zero() {
+            return None;
+        }
+        let deadline = std::time::Instant::now() + self.approval_wait;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let slice = left.min(std::time::Duration::from_millis(250));
+            let record = match self.warden.kernel().wait_for_answer(request_id, micros(slice)) {
+                Ok(record) => record?,
+                Err(error) => {
+                    log::warn(&format!("waiting for approval {request_id} failed: {error}"));
+                    return None;
+                }
+            };
+            let gone = !present() || self.stopping.load(std::sync::atomic::Ordering::SeqCst);
+            if record.status != ApprovalStatus::Pending || left.is_zero() || gone {
+                return Some(record.status);
+            }
         }
     }
 

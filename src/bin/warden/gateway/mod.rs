@@ -65,6 +65,10 @@ pub struct GatewayArgs {
     /// How long a suspended call waits for its continuation before it is recorded AMBIGUOUS.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub elicitation_timeout: u64,
+    /// How long a call that needs approval waits for a human's answer (then runs, or is
+    /// refused); 0 answers -41002 at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait_approvals: u64,
     /// A fixed principal, AGENT or AGENT/USER, asserted by whoever starts the gateway.
     #[arg(long, value_name = "AGENT[/USER]")]
     pub principal: Option<String>,
@@ -118,6 +122,10 @@ enum IdentitySource {
 pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> Result<(), Failure> {
     let (source, provider) = identity(args)?;
     check_alias(&args.alias)?;
+    let most = u64::try_from(warden::kernel::MAX_WAIT / 1_000_000).unwrap_or(u64::MAX);
+    if args.wait_approvals > most {
+        return Err(Failure::usage(format!("--wait-approvals is at most {most} seconds (a day); give a shorter wait")));
+    }
     check_path(&args.path)?;
     let Some(config) = config else {
         return Err(Failure::usage(
@@ -148,7 +156,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             config,
             true,
         );
-        let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+        let engine = Arc::new(engine(warden, args, provider));
         sweeper(&engine);
         write_stderr(&block);
         return stdio::run(engine, &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
@@ -215,7 +223,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         allowed_origins: args.allow_origin.clone(),
         consumed,
     };
-    let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+    let engine = Arc::new(engine(warden, args, provider));
     sweeper(&engine);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
@@ -238,9 +246,10 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         _ => local,
     };
     let watching = {
-        let stopping = Arc::clone(&stopping);
+        let (stopping, engine) = (Arc::clone(&stopping), Arc::clone(&engine));
         on_termination(move |_| {
             stopping.store(true, Ordering::SeqCst);
+            engine.stopping.store(true, Ordering::SeqCst);
             // The listener blocks in accept: one connection of our own wakes it to stop.
             let _ = std::net::TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         })
@@ -297,6 +306,12 @@ pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
     if let Err(error) = engine.warden.kernel().flush() {
         log::warn(&format!("flushing the store failed: {error}"));
     }
+}
+
+fn engine(warden: Warden, args: &GatewayArgs, provider: Box<dyn IdentityProvider>) -> intercept::Engine {
+    let mut engine = intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args));
+    engine.approval_wait = Duration::from_secs(args.wait_approvals);
+    engine
 }
 
 fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {

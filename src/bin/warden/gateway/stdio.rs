@@ -63,6 +63,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             if ending.swap(true, Ordering::SeqCst) {
                 return;
             }
+            engine.stopping.store(true, Ordering::SeqCst);
             super::drain(&engine, || in_flight.load(Ordering::SeqCst));
             close_child(&child_in, &child);
             log::info("stopped");
@@ -183,7 +184,9 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
         }
     }
     // The client went away: let the calls in flight get their answers (each bounded by the
-    // timeout), then close the child's input, give it a moment, and stop it.
+    // timeout; none waits for a human any more), then close the child's input, give it a
+    // moment, and stop it.
+    engine.stopping.store(true, Ordering::SeqCst);
     for call in calls {
         let _ = call.join();
     }
@@ -231,7 +234,9 @@ fn intercepted(
     waiters: &Waiters,
     timeout: Duration,
 ) -> Value {
-    let admitted = match engine.admit(call) {
+    // The client's presence is the session's: stdin closed (or a signal) ends every wait.
+    let present = || !engine.stopping.load(Ordering::SeqCst);
+    let admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => return answer.body,
     };
