@@ -66,6 +66,8 @@ enum Script {
     Elicit,
     /// A result once the test releases it (`Upstream::release`).
     Held,
+    /// A `tools/list` answered as an event stream: a notification, then the list.
+    ToolsStream,
 }
 
 #[derive(Debug, Clone)]
@@ -175,7 +177,15 @@ fn serve_one(
         || (method == "GET"
             && headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("accept") && v == "text/event-stream"));
     recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
-    let script = if scripted { queued.lock().expect("script").pop_front() } else { None };
+    let is_list = body.get("method") == Some(&json!("tools/list"));
+    let script = if scripted {
+        queued.lock().expect("script").pop_front()
+    } else if is_list {
+        let mut queue = queued.lock().expect("script");
+        matches!(queue.front(), Some(Script::ToolsStream)).then(|| queue.pop_front()).flatten()
+    } else {
+        None
+    };
     let mut stream = stream;
     let json_reply = |status: u16, body: &Value, extra: &str| {
         let text = body.to_string();
@@ -225,6 +235,12 @@ fn serve_one(
             std::thread::sleep(Duration::from_secs(2));
             let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
             format!("data: {last}\n\n")
+        }
+        Some(Script::ToolsStream) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "listing"}});
+            let list = json!({"jsonrpc": "2.0", "id": id, "result": {"tools": listed.lock().expect("tools").clone()}});
+            format!("{head}id: 1\ndata: {note}\n\nid: 2\nevent: message\ndata: {list}\n\n")
         }
         Some(Script::Held) => {
             for _ in 0..1500 {
@@ -1270,6 +1286,36 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
     assert_eq!(upstream.calls(), 1, "only the verified call reached the upstream");
     // An unpinned tool is not affected by any of this.
     assert_eq!(gateway.call(4, "read_only", json!({}), "a").meta()["result"], "committed");
+}
+
+#[test]
+fn a_tools_list_answered_as_an_event_stream_is_relayed_byte_for_byte_and_satisfies_the_pin() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
+    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    upstream: {{ tool_schema_sha256: \"{}\" }}\n    decision: allow\n",
+        schema_digest(&entry)
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let gateway = gateway(dir.path(), &upstream);
+    let list = r#"{"jsonrpc":"2.0","id":"l1","method":"tools/list"}"#;
+    assert_eq!(gateway.call(1, "pinned", json!({"id": "a"}), "a").code(), Some(-41016));
+    upstream.then(Script::ToolsStream);
+    let listed = gateway.post(&[("Accept", "application/json, text/event-stream")], list);
+    assert_eq!(listed.header("content-type"), Some("text/event-stream"));
+    assert!(listed.text.contains("id: 1\n") && listed.text.contains("id: 2\n"), "relayed as is: {}", listed.text);
+    let passes = gateway.call(2, "pinned", json!({"id": "a"}), "a");
+    assert_eq!(passes.meta()["result"], "committed", "{}", passes.text);
+    // A changed entry on the next streamed list is a mismatch.
+    *upstream.tools.lock().expect("tools") =
+        json!([{"name": "pinned", "description": "Refund a payment, and more", "inputSchema": {"type": "object"}}]);
+    upstream.then(Script::ToolsStream);
+    gateway.post(&[], list);
+    let changed = gateway.call(3, "pinned", json!({"id": "b"}), "a");
+    assert_eq!(changed.json()["error"]["data"]["reason"], "upstream_mismatch", "{}", changed.text);
+    assert_eq!(upstream.calls(), 1, "only the verified call reached the upstream");
 }
 
 #[test]

@@ -120,7 +120,8 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
                     }
                     let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
                     let listing = inbound.message.get("method").and_then(Value::as_str) == Some("tools/list");
-                    let observer = listing.then_some(engine);
+                    let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
+                    let observer = listing.then_some((engine, &id));
                     relay(&mut stream, config, "POST", &request.headers, &body, observer);
                 }
                 Kind::ToolCall { id, tool } => {
@@ -285,15 +286,16 @@ fn dialer(config: &HttpConfig) -> &Dialer {
     &config.dialer
 }
 
-/// Relay one exchange untouched: no action, no decision, no record. A JSON `tools/list` answer
-/// is shown to `observer` (the schema pins) on its way through.
+/// Relay one exchange untouched: no action, no decision, no record. A `tools/list` answer —
+/// JSON, or the response to that request id on an event stream — is shown to `observer` (the
+/// schema pins) on its way through.
 fn relay(
     stream: &mut TcpStream,
     config: &HttpConfig,
     method: &str,
     headers: &[(String, String)],
     body: &[u8],
-    observer: Option<&Engine>,
+    observer: Option<(&Engine, &Value)>,
 ) {
     let mut forwarded = end_to_end_request(headers, &config.consumed);
     if method == "POST" {
@@ -313,10 +315,30 @@ fn relay(
             return;
         }
         let mut buffer = [0u8; 8192];
+        // The bytes go to the client as they come; a copy is decoded only to find the
+        // tools/list response (until it is found, or the stream cannot be decoded).
+        let mut watching = observer.map(|observer| (observer, sse::Decoder::new()));
         loop {
             match response.body.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    if let Some(((engine, id), decoder)) = &mut watching {
+                        let (engine, id) = (*engine, *id);
+                        match decoder.feed(&buffer[..n]) {
+                            Ok(events) => {
+                                let found = events
+                                    .iter()
+                                    .filter_map(|event| event.data.as_deref())
+                                    .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+                                    .find(|envelope| is_response_to(envelope, id));
+                                if let Some(envelope) = found {
+                                    engine.observe_tools(&envelope);
+                                    watching = None;
+                                }
+                            }
+                            Err(_) => watching = None,
+                        }
+                    }
                     if stream.write_all(&buffer[..n]).and_then(|()| stream.flush()).is_err() {
                         break;
                     }
@@ -328,8 +350,10 @@ fn relay(
     }
     match upstream::read_all(&mut response.body, MAX_ANSWER_BYTES) {
         Ok(bytes) => {
-            if let (Some(engine), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
-                engine.observe_tools(&envelope);
+            if let (Some((engine, id)), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
+                if is_response_to(&envelope, id) {
+                    engine.observe_tools(&envelope);
+                }
             }
             let _ = write_head(stream, response.status, &response.headers, Some(bytes.len()))
                 .and_then(|()| stream.write_all(&bytes))
@@ -546,4 +570,9 @@ fn resumed(admitted: &mut Admitted, awaited: &[(String, std::sync::mpsc::Receive
         }
     }
     Ok(())
+}
+
+/// A JSON-RPC response (no `method`) to the request with this id.
+fn is_response_to(envelope: &Value, id: &Value) -> bool {
+    envelope.get("method").is_none() && envelope.get("id") == Some(id)
 }
