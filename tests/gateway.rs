@@ -1319,6 +1319,43 @@ fn a_tools_list_answered_as_an_event_stream_is_relayed_byte_for_byte_and_satisfi
 }
 
 #[test]
+fn after_a_tools_list_mcp_param_headers_follow_the_x_mcp_header_annotations() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    *upstream.tools.lock().expect("tools") = json!([{"name": "careful", "inputSchema": {"type": "object", "properties": {
+        "id": {"type": "string"},
+        "order": {"type": "object", "properties": {"amount": {"type": "integer", "x-mcp-header": "Amount"}}},
+    }}}]);
+    let gateway = gateway(dir.path(), &upstream);
+    let send = |id: u64, key: &str, amount_header: Option<&str>| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": key, "order": {"amount": 2000}}}});
+        let mut headers = vec![
+            ("X-Agent", "a"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "careful"),
+        ];
+        if let Some(value) = amount_header {
+            headers.push(("Mcp-Param-Amount", value));
+        }
+        gateway.post(&headers, &body.to_string())
+    };
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    // Schema unknown: the top-level fallback has nothing to require, and a nested header has no
+    // top-level argument of that name.
+    assert_eq!(send(1, "x1", None).meta()["result"], "committed");
+    assert_eq!(send(2, "x2", Some("2000")).code(), Some(-32020));
+    gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+    // Learnt: the annotated nested argument needs its header, compared numerically.
+    let missing = send(3, "x3", None);
+    assert_eq!((missing.status, missing.code()), (400, Some(-32020)), "{}", missing.text);
+    assert_eq!(send(4, "x4", Some("2001")).code(), Some(-32020));
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    assert_eq!(send(5, "x5", Some("02000")).meta()["result"], "committed");
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
 fn upstream_pins_are_checked_when_the_document_loads() {
     let digest = format!("sha256:{}", "a".repeat(64));
     let load = |upstream: &str| {

@@ -92,6 +92,8 @@ pub struct Engine {
     approvals: Mutex<ApprovalIndex>,
     /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
     schemas: Mutex<HashMap<String, String>>,
+    /// The `x-mcp-header` annotations of each tool's `inputSchema` as last relayed (D11).
+    headers: Mutex<HashMap<String, super::wire::Annotations>>,
     /// Held suspensions by their exact `requestState`.
     suspended: Mutex<HashMap<String, Suspension>>,
     /// Legacy (2025) elicitation: server requests relayed on an intercepted event stream, by
@@ -133,6 +135,7 @@ impl Engine {
             identity,
             approvals: Mutex::new(ApprovalIndex::default()),
             schemas: Mutex::new(HashMap::new()),
+            headers: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
             answers: Mutex::new(HashMap::new()),
             elicitation,
@@ -145,14 +148,22 @@ impl Engine {
     pub fn observe_tools(&self, envelope: &Value) {
         let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else { return };
         let Ok(mut schemas) = self.schemas.lock() else { return };
+        let Ok(mut headers) = self.headers.lock() else { return };
         for entry in tools {
             let Some(name) = entry.get("name").and_then(Value::as_str) else { continue };
+            let annotated = entry.get("inputSchema").map(super::wire::annotations).unwrap_or_default();
+            headers.insert(name.to_owned(), annotated);
             match tool_schema_digest(entry) {
                 Some(digest) => schemas.insert(name.to_owned(), digest),
                 // An entry with no canonical form (a float in its schema) matches no pin.
                 None => schemas.remove(name),
             };
         }
+    }
+
+    /// A tool's `x-mcp-header` annotations, once a relayed `tools/list` showed its schema.
+    pub fn annotations_of(&self, tool: &str) -> Option<super::wire::Annotations> {
+        self.headers.lock().ok()?.get(tool).cloned()
     }
 
     /// The pin check (above the approval gate): `None` when the entry pins nothing or the
