@@ -1420,6 +1420,47 @@ fn a_certificate_pin_on_an_http_upstream_refuses_to_start() {
 }
 
 /// An https upstream presenting `identity` that answers every tools/call with a result.
+/// A TCP forwarder to whichever port `target` names when a connection arrives; its port.
+fn forwarder(target: Arc<Mutex<u16>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let to = *target.lock().expect("target");
+            let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else { continue };
+            let (mut client_read, mut server_write) =
+                (client.try_clone().expect("clone"), server.try_clone().expect("clone"));
+            let (mut server_read, mut client_write) = (server, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_read, &mut server_write);
+                let _ = server_write.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut server_read, &mut client_write);
+                let _ = client_write.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_pinned_upstream_unreachable_at_startup_is_a_warning_and_its_calls_are_failed() {
+    let dir = scratch();
+    let genuine = support::self_signed(&["127.0.0.1"]);
+    let digest = warden::canonical::sha256_prefixed(genuine.chain[0].as_ref());
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.tls:\n    effect: \"tls:{{id}}\"\n    upstream: {{ tls_cert_sha256: [\"{digest}\"] }}\n    decision: allow\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
+    let gateway =
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{closed}/mcp"), &["--principal-header", "X-Agent"]);
+    let refused = gateway.call(1, "tls", json!({"id": "u1"}), "a");
+    assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
+}
+
 fn tls_upstream(identity: &support::ServerIdentity) -> support::Server {
     support::Server::https(identity, |mut conn, recorded| {
         let length: usize = recorded.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -1461,11 +1502,29 @@ fn a_pinned_https_upstream_is_used_and_a_swapped_certificate_fails_before_any_by
     assert_eq!(answer.json()["result"]["content"][0]["text"], "over tls");
     assert_eq!(server.requests().len(), 1);
     drop(gateway);
-    // The same document in front of a server with another certificate: the handshake fails,
-    // nothing is sent, and the call is FAILED (a retry may run).
+    // The same document in front of a server with another certificate: the startup probe
+    // refuses to start, naming the certificate it saw.
     let swapped = tls_upstream(&impostor);
+    let started = warden()
+        .args(["gateway", "--upstream", &format!("https://127.0.0.1:{}/mcp", swapped.port), "--alias", "acme"])
+        .args(["--listen", "127.0.0.1:0", "--principal", "a"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("run the gateway");
+    assert_eq!(started.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&started.stderr);
+    let seen = warden::canonical::sha256_prefixed(impostor.chain[0].as_ref());
+    assert!(stderr.contains(&seen) && stderr.contains("tls_cert_sha256"), "{stderr}");
+    assert!(String::from_utf8_lossy(&started.stdout).is_empty(), "it never listened");
+    assert!(swapped.requests().is_empty());
+    // A server swapped after startup (behind a forwarder that first reached the genuine one):
+    // the handshake fails, nothing is sent, and the call is FAILED (a retry may run).
+    let target = Arc::new(Mutex::new(server.port));
+    let forwarder = forwarder(Arc::clone(&target));
     let gateway =
-        gateway_in(dir.path(), &format!("https://127.0.0.1:{}/mcp", swapped.port), &["--principal-header", "X-Agent"]);
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{forwarder}/mcp"), &["--principal-header", "X-Agent"]);
+    *target.lock().expect("target") = swapped.port;
     let refused = gateway.call(2, "tls", json!({"id": "t2"}), "a");
     assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
     assert_eq!(refused.meta()["result"], "failed");

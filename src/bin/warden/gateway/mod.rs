@@ -187,6 +187,28 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
         None
     };
+    let dialer = upstream::Dialer {
+        timeouts: upstream::Timeouts {
+            connect: Duration::from_secs(args.upstream_timeout),
+            io: Duration::from_secs(args.upstream_timeout),
+        },
+        tls,
+    };
+    if pins_certificate(&warden, &args.alias) {
+        // The first call would find out; a swapped server is better found before listening.
+        match upstream::probe(&upstream, &dialer) {
+            upstream::Probe::Passed => {}
+            upstream::Probe::Unreachable(what) => log::warn(&format!(
+                "the upstream's certificate could not be checked at startup ({what}); every handshake checks it"
+            )),
+            upstream::Probe::Refused(what) => {
+                return Err(Failure::usage(format!(
+                    "the upstream's certificate does not pass the document's pins ({}); fix upstream.tls_cert_sha256 or the server",
+                    log::printable(&what)
+                )))
+            }
+        }
+    }
     let listener = TcpListener::bind(&args.listen)
         .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}; pick another --listen", args.listen)))?;
     let local = listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
@@ -212,13 +234,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         path: args.path.clone(),
         max_body_bytes: args.max_body_bytes,
         upstream,
-        dialer: upstream::Dialer {
-            timeouts: upstream::Timeouts {
-                connect: Duration::from_secs(args.upstream_timeout),
-                io: Duration::from_secs(args.upstream_timeout),
-            },
-            tls,
-        },
+        dialer,
         identity_headers,
         allowed_origins: args.allow_origin.clone(),
         consumed,
@@ -339,6 +355,16 @@ fn open(store: &Path, config: &Path) -> Result<Warden, Failure> {
         other if other.is_access_problem() => Failure::usage(other.to_string()),
         other => Failure::internal(other.to_string()),
     })
+}
+
+/// Whether any `mcp.<alias>.*` entry pins the upstream's certificate.
+fn pins_certificate(warden: &Warden, alias: &str) -> bool {
+    let prefix = format!("mcp.{alias}.");
+    warden
+        .document()
+        .actions
+        .iter()
+        .any(|(name, entry)| name.starts_with(&prefix) && entry.upstream.as_ref().is_some_and(|u| u.pins_certificate()))
 }
 
 /// A certificate pin this gateway cannot enforce is a refusal to start, never a silent pass.

@@ -137,24 +137,7 @@ pub fn send(
     dialer: &Dialer,
 ) -> Result<Response, Failure> {
     let timeouts = &dialer.timeouts;
-    let addresses: Vec<SocketAddr> = (upstream.host.as_str(), upstream.port)
-        .to_socket_addrs()
-        .map_err(|_| Failure::NeverConnected(format!("cannot resolve {}", upstream.host)))?
-        .collect();
-    let mut last = format!("no address for {}", upstream.host);
-    let mut stream = None;
-    for address in addresses {
-        match TcpStream::connect_timeout(&address, timeouts.connect) {
-            Ok(connected) => {
-                stream = Some(connected);
-                break;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => last = "connect timeout".into(),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => last = "connect refused".into(),
-            Err(e) => last = format!("connect failed ({})", e.kind()),
-        }
-    }
-    let Some(tcp) = stream else { return Err(Failure::NeverConnected(last)) };
+    let tcp = connect(upstream, timeouts)?;
     let broken = |what: &str, e: std::io::Error| {
         let kind = e.kind();
         let timeout = matches!(kind, std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
@@ -194,6 +177,54 @@ pub fn send(
         }
         let body = Body::framed(reader, status, method, &headers).map_err(Failure::Broken)?;
         return Ok(Response { status, headers, body, socket });
+    }
+}
+
+/// A TCP connection to the upstream, or why there is none (nothing was sent).
+fn connect(upstream: &Upstream, timeouts: &Timeouts) -> Result<TcpStream, Failure> {
+    let addresses: Vec<SocketAddr> = (upstream.host.as_str(), upstream.port)
+        .to_socket_addrs()
+        .map_err(|_| Failure::NeverConnected(format!("cannot resolve {}", upstream.host)))?
+        .collect();
+    let mut last = format!("no address for {}", upstream.host);
+    for address in addresses {
+        match TcpStream::connect_timeout(&address, timeouts.connect) {
+            Ok(connected) => return Ok(connected),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => last = "connect timeout".into(),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => last = "connect refused".into(),
+            Err(e) => last = format!("connect failed ({})", e.kind()),
+        }
+    }
+    Err(Failure::NeverConnected(last))
+}
+
+/// What a startup probe of an https:// upstream's certificate found.
+pub enum Probe {
+    /// The handshake passed every check (pins included).
+    Passed,
+    /// The upstream could not be reached: nothing was checked.
+    Unreachable(String),
+    /// The handshake failed: the certificate is not one the document pins (or not valid).
+    Refused(String),
+}
+
+/// One TLS handshake with the upstream and nothing sent: the same checks every call's
+/// handshake makes, done once before the gateway listens.
+pub fn probe(upstream: &Upstream, dialer: &Dialer) -> Probe {
+    let Some(config) = &dialer.tls else { return Probe::Passed };
+    let tcp = match connect(upstream, &dialer.timeouts) {
+        Ok(tcp) => tcp,
+        Err(Failure::NeverConnected(what) | Failure::Broken(what)) => return Probe::Unreachable(what),
+    };
+    let _ = tcp.set_read_timeout(Some(dialer.timeouts.io));
+    let _ = tcp.set_write_timeout(Some(dialer.timeouts.io));
+    match handshake(config, &upstream.host, tcp) {
+        Ok(mut stream) => {
+            stream.conn.send_close_notify();
+            let _ = stream.flush();
+            Probe::Passed
+        }
+        Err(Failure::NeverConnected(what) | Failure::Broken(what)) => Probe::Refused(what),
     }
 }
 
