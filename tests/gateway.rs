@@ -1183,6 +1183,43 @@ fn a_legacy_elicitation_on_the_calls_stream_is_suspended_then_resumed_by_the_cli
 }
 
 #[test]
+fn a_legacy_elicitation_may_wait_on_the_human_longer_than_the_upstream_timeout() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(
+        dir.path(),
+        &upstream.url,
+        &["--principal-header", "X-Agent", "--upstream-timeout", "1", "--elicitation-timeout", "30"],
+    );
+    upstream.then(Script::Elicit);
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "slow-human"}}});
+    let mut stream = TcpStream::connect(&gateway.address).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let text = body.to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{text}",
+        text.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut reader = BufReader::new(stream);
+    let mut seen = String::new();
+    while !seen.contains("elicitation/create") {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).expect("read") > 0, "the stream ended: {seen}");
+        seen.push_str(&line);
+    }
+    // The human takes longer than --upstream-timeout; the upstream is silent meanwhile.
+    std::thread::sleep(Duration::from_millis(2500));
+    let answer = json!({"jsonrpc": "2.0", "id": 41, "result": {"action": "accept", "content": {}}});
+    let relayed = gateway.post(&[("X-Agent", "a"), ("MCP-Protocol-Version", "2025-06-18")], &answer.to_string());
+    assert_eq!(relayed.status, 202, "{}", relayed.text);
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(rest.contains("\"committed\""), "{rest}");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
 fn the_round_bound_and_the_timeout_leave_an_ambiguous_receipt() {
     let dir = scratch();
     let upstream = Upstream::start();

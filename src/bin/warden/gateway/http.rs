@@ -449,6 +449,11 @@ fn streamed(
     // upstream is silent, and the upstream socket is shut at once.
     let mut body = std::mem::replace(&mut response.body, upstream::Body::Empty);
     let (chunks, received) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, Observation>>(1);
+    // While a server request relayed on this stream awaits the client's answer (legacy
+    // elicitation: a human may be typing), the upstream's silence is bounded by
+    // --elicitation-timeout rather than --upstream-timeout (D15).
+    let waiting_on_client: Arc<std::sync::Mutex<Option<std::time::Instant>>> = Arc::default();
+    let until = Arc::clone(&waiting_on_client);
     let reader = std::thread::spawn(move || {
         let mut buffer = [0u8; 8192];
         loop {
@@ -456,6 +461,10 @@ fn streamed(
                 Ok(0) => Err(Observation::Broken("the event stream ended before the final response".into())),
                 Ok(n) => Ok(buffer[..n].to_vec()),
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                    let waiting = until.lock().ok().and_then(|deadline| *deadline);
+                    if waiting.is_some_and(|deadline| std::time::Instant::now() < deadline) {
+                        continue;
+                    }
                     Err(Observation::Broken("timeout after headers".into()))
                 }
                 Err(e) => Err(Observation::Broken(format!("the event stream broke: {}", e.kind()))),
@@ -472,9 +481,19 @@ fn streamed(
     let session = wire::header(call.headers, "mcp-session-id").0;
     let mut awaited: Vec<(String, std::sync::mpsc::Receiver<Value>)> = Vec::new();
     let mut rounds = 0u32;
+    let mut outstanding = 0usize;
     let observation = 'read: loop {
-        if let Err(what) = resumed(&mut admitted, &awaited) {
-            break 'read Observation::Broken(what);
+        match resumed(&mut admitted, &awaited) {
+            Ok(answered) if answered > 0 => {
+                outstanding = outstanding.saturating_sub(answered);
+                if outstanding == 0 {
+                    if let Ok(mut deadline) = waiting_on_client.lock() {
+                        *deadline = None;
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(what) => break 'read Observation::Broken(what),
         }
         let chunk = match received.recv_timeout(Duration::from_millis(100)) {
             Ok(Ok(chunk)) => chunk,
@@ -520,16 +539,23 @@ fn streamed(
                     "request_id": id,
                     "input_requests": [method.chars().take(256).collect::<String>()],
                 });
-                if let Err(error) = admitted.permit.suspend(None, &data) {
+                // The lease covers the wait for the client's answer, as for MRTR.
+                if let Err(error) = admitted.permit.suspend(Some(engine.elicitation_lease()), &data) {
                     log::warn(&format!("recording a suspension failed: {error}"));
                     break 'read Observation::Broken(format!("the suspension could not be recorded: {error}"));
                 }
                 let key = intercept::answer_key(session, &id);
                 match engine.await_answer(&key) {
-                    Some(receiver) => awaited.push((key, receiver)),
+                    Some(receiver) => {
+                        awaited.push((key, receiver));
+                        outstanding += 1;
+                    }
                     None => {
                         log::warn("a server request id already awaited by another stream; its answer is not attributed")
                     }
+                }
+                if let Ok(mut deadline) = waiting_on_client.lock() {
+                    *deadline = Some(std::time::Instant::now() + engine.elicitation_timeout());
                 }
             }
             if stream.write_all(event.without_id().as_bytes()).and_then(|()| stream.flush()).is_err() {
@@ -559,17 +585,19 @@ fn streamed(
     let _ = stream.write_all(line.as_bytes()).and_then(|()| stream.flush());
 }
 
-/// Record `EXECUTION_RESUMED` for every client answer that came since the last look.
-fn resumed(admitted: &mut Admitted, awaited: &[(String, std::sync::mpsc::Receiver<Value>)]) -> Result<(), String> {
+/// Record `EXECUTION_RESUMED` for every client answer that came since the last look; how many.
+fn resumed(admitted: &mut Admitted, awaited: &[(String, std::sync::mpsc::Receiver<Value>)]) -> Result<usize, String> {
+    let mut answered = 0;
     for (_, receiver) in awaited {
         while let Ok(data) = receiver.try_recv() {
             admitted.permit.resume(&data).map_err(|error| {
                 log::warn(&format!("recording a resumption failed: {error}"));
                 format!("the resumption could not be recorded: {error}")
             })?;
+            answered += 1;
         }
     }
-    Ok(())
+    Ok(answered)
 }
 
 /// A JSON-RPC response (no `method`) to the request with this id.

@@ -217,6 +217,16 @@ impl Engine {
         }));
     }
 
+    /// `--elicitation-timeout`: how long a call may wait on its client's input.
+    pub fn elicitation_timeout(&self) -> std::time::Duration {
+        self.elicitation.timeout
+    }
+
+    /// The lease that covers a wait of `--elicitation-timeout` from now.
+    pub fn elicitation_lease(&self) -> warden::Micros {
+        self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout))
+    }
+
     pub fn action_name(&self, tool: &str) -> String {
         format!("mcp.{}.{tool}", self.alias)
     }
