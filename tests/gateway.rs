@@ -2063,3 +2063,67 @@ fn sigterm_in_stdio_mode_lets_the_call_in_flight_answer_then_reaps_the_child_and
     assert!(stat.is_empty() || !stat.contains("python"), "the server is still there: {stat}");
     drop(input);
 }
+
+#[test]
+fn over_stdio_a_call_waits_for_approval_and_stops_waiting_when_stdin_closes() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let store = dir.path().join("store.redb").display().to_string();
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1", "--wait-approvals", "60"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &store])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    let pending = || {
+        for _ in 0..1500 {
+            let out = warden().args(["pending", "--json", "--store", &store]).output().expect("pending");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if let Some(at) = text.find("apr_") {
+                return text[at..at + 36].to_owned();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no approval request appeared");
+    };
+    let call = |id: u64, payment: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_refund", "arguments": refund(payment, 100_000)}});
+    writeln!(input, "{}", call(1, "s1")).expect("write");
+    input.flush().expect("flush");
+    let request_id = pending();
+    let granted = warden()
+        .args(["approve", &request_id, "--by", "ops:bob", "--yes", "--store", &store])
+        .output()
+        .expect("approve");
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(
+        (done["id"].as_i64(), done["_meta"]["dev.warden/receipt"]["result"].as_str()),
+        (Some(1), Some("committed")),
+        "{done}"
+    );
+    // A second call waits; the client closes stdin: the wait ends at once with -41002.
+    writeln!(input, "{}", call(2, "s2")).expect("write");
+    input.flush().expect("flush");
+    let _ = pending();
+    drop(input);
+    let refused = next();
+    assert_eq!((refused["id"].as_i64(), refused["error"]["code"].as_i64()), (Some(2), Some(-41002)), "{refused}");
+    assert!(child.wait().expect("exits").success());
+    let seen = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(seen.matches("tools/call").count(), 1, "{seen}");
+}
