@@ -144,7 +144,9 @@ impl Permit {
     /// (never shortened), in one write. Only while this attempt still holds its key; the
     /// permit still reports the one outcome.
     pub fn suspend(&mut self, until: Option<Micros>, data: &serde_json::Value) -> Result<()> {
-        let until = until.filter(|until| self.effect_key.is_some() && self.lease_expires_at.is_none_or(|l| l < *until));
+        let until = until.filter(|until| {
+            self.holds_key && self.effect_key.is_some() && self.lease_expires_at.is_none_or(|l| l < *until)
+        });
         self.suspension(false, until, data)?;
         if until.is_some() {
             self.lease_expires_at = until;
