@@ -1821,6 +1821,9 @@ for line in sys.stdin:
     elif method == "tools/list":
         result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call":
+        if message["params"]["arguments"].get("elicit"):
+            print(json.dumps({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create", "params": {"message": "sure?"}}), flush=True)
+            log.write(sys.stdin.readline()); log.flush()
         pause = message["params"]["arguments"].get("sleep")
         if pause:
             time.sleep(1 if pause is True else pause)
@@ -2126,4 +2129,50 @@ fn over_stdio_a_call_waits_for_approval_and_stops_waiting_when_stdin_closes() {
     assert!(child.wait().expect("exits").success());
     let seen = std::fs::read_to_string(&log).expect("log");
     assert_eq!(seen.matches("tools/call").count(), 1, "{seen}");
+}
+
+#[test]
+fn over_stdio_a_call_may_wait_on_the_humans_answer_longer_than_the_upstream_timeout() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--upstream-timeout", "1", "--elicitation-timeout", "30"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("a message");
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "h1", "elicit": true}}});
+    writeln!(input, "{call}").expect("write");
+    input.flush().expect("flush");
+    let asked = next();
+    assert_eq!(
+        (asked["method"].as_str(), asked["id"].as_str()),
+        (Some("elicitation/create"), Some("ask-1")),
+        "{asked}"
+    );
+    // The human takes longer than --upstream-timeout.
+    std::thread::sleep(Duration::from_millis(2500));
+    writeln!(input, "{}", json!({"jsonrpc": "2.0", "id": "ask-1", "result": {"action": "accept", "content": {}}}))
+        .expect("write");
+    input.flush().expect("flush");
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    drop(input);
+    assert!(child.wait().expect("exits").success());
 }

@@ -21,6 +21,9 @@ use super::wire::{self, Kind};
 use crate::exit::Failure;
 
 type Waiters = Arc<Mutex<HashMap<String, Sender<Value>>>>;
+/// Server requests the child sent the client (legacy elicitation, sampling, …) whose answer has
+/// not come back yet, by id, each with how long it may be waited for.
+type Asks = Arc<Mutex<HashMap<String, Instant>>>;
 
 /// The most bytes of one line read from either side.
 const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
@@ -72,11 +75,12 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     }
     let client_out = Arc::new(Mutex::new(std::io::stdout()));
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+    let asks: Asks = Arc::new(Mutex::new(HashMap::new()));
     // Ids of relayed tools/list requests: their answers show the tool schemas (pins).
     let listing: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(HashSet::new()));
     let reader = {
         let (waiters, client_out) = (Arc::clone(&waiters), Arc::clone(&client_out));
-        let (listing, engine) = (Arc::clone(&listing), Arc::clone(&engine));
+        let (listing, engine, asks) = (Arc::clone(&listing), Arc::clone(&engine), Arc::clone(&asks));
         std::thread::spawn(move || {
             let mut lines = BufReader::new(child_out);
             loop {
@@ -92,6 +96,14 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                         && (object.contains_key("result") || object.contains_key("error"));
                     is_response.then(|| object.get("id").map(Value::to_string)).flatten()
                 });
+                // A server request to the client: a human may take a while to answer it (D15).
+                let asked = parsed.as_ref().and_then(Value::as_object).and_then(|object| {
+                    object.get("method")?;
+                    object.get("id").map(Value::to_string)
+                });
+                if let (Some(id), Ok(mut asks)) = (asked, asks.lock()) {
+                    asks.insert(id, Instant::now() + engine.elicitation_timeout());
+                }
                 if let (Some(id), Some(message)) = (&response_id, &parsed) {
                     if listing.lock().is_ok_and(|mut ids| ids.remove(id)) {
                         engine.observe_tools(message);
@@ -137,6 +149,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             }
             Ok(mut inbound) => match inbound.kind.clone() {
                 Kind::Relay => {
+                    if inbound.message.get("method").is_none() {
+                        if let (Some(id), Ok(mut asks)) = (inbound.message.get("id"), asks.lock()) {
+                            asks.remove(&id.to_string());
+                        }
+                    }
                     if inbound.message.get("method").and_then(Value::as_str) == Some("tools/list") {
                         if let (Some(id), Ok(mut ids)) = (inbound.message.get("id"), listing.lock()) {
                             ids.insert(id.to_string());
@@ -157,6 +174,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     }
                     let (engine, child_in, client_out, waiters) =
                         (Arc::clone(&engine), Arc::clone(&child_in), Arc::clone(&client_out), Arc::clone(&waiters));
+                    let asks = Arc::clone(&asks);
                     let raw = line.trim_ascii().to_vec();
                     let in_flight = Arc::clone(&in_flight);
                     in_flight.fetch_add(1, Ordering::SeqCst);
@@ -169,7 +187,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             headers: &[],
                             raw: &raw,
                         };
-                        let answer = intercepted(&engine, &call, &child_in, &waiters, timeout);
+                        let answer = intercepted(&engine, &call, &child_in, (&waiters, &asks), timeout);
                         write_value(&client_out, &answer);
                         in_flight.fetch_sub(1, Ordering::SeqCst);
                     }));
@@ -231,7 +249,7 @@ fn intercepted(
     engine: &Engine,
     call: &Call<'_>,
     child_in: &Mutex<Option<ChildStdin>>,
-    waiters: &Waiters,
+    (waiters, asks): (&Waiters, &Asks),
     timeout: Duration,
 ) -> Value {
     // The client's presence is the session's: stdin closed (or a signal) ends every wait.
@@ -274,10 +292,27 @@ fn intercepted(
         // Nothing reached the child: its input is closed.
         Observation::NeverConnected("the upstream process is not running".into())
     } else {
-        match receiver.recv_timeout(timeout) {
-            Ok(message) => Observation::Answered { status: 200, challenge: false, body: Some(message) },
-            Err(RecvTimeoutError::Timeout) => Observation::Broken(format!("timeout after {} s", timeout.as_secs())),
-            Err(RecvTimeoutError::Disconnected) => Observation::Broken("the upstream process exited mid-call".into()),
+        loop {
+            match receiver.recv_timeout(timeout) {
+                Ok(message) => break Observation::Answered { status: 200, challenge: false, body: Some(message) },
+                Err(RecvTimeoutError::Timeout) => {
+                    // While the client owes the child an answer (a human at an elicitation), the
+                    // wait is bounded by --elicitation-timeout instead (D15). Over stdio a server
+                    // request names no call, so any one in flight extends every call's wait.
+                    let now = Instant::now();
+                    let owed = asks.lock().ok().is_some_and(|mut asks| {
+                        asks.retain(|_, until| *until > now);
+                        !asks.is_empty()
+                    });
+                    if owed {
+                        continue;
+                    }
+                    break Observation::Broken(format!("timeout after {} s", timeout.as_secs()));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    break Observation::Broken("the upstream process exited mid-call".into())
+                }
+            }
         }
     };
     if let Ok(mut waiting) = waiters.lock() {
