@@ -2156,7 +2156,8 @@ fn over_stdio_a_call_may_wait_on_the_humans_answer_longer_than_the_upstream_time
         }
     });
     let next = || lines.recv_timeout(Duration::from_secs(20)).expect("a message");
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "h1", "elicit": true}}});
+    // `slow` has a one-second lease: the wait must extend it.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow", "arguments": {"id": "h1", "elicit": true}}});
     writeln!(input, "{call}").expect("write");
     input.flush().expect("flush");
     let asked = next();
@@ -2175,4 +2176,16 @@ fn over_stdio_a_call_may_wait_on_the_humans_answer_longer_than_the_upstream_time
     assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
     drop(input);
     assert!(child.wait().expect("exits").success());
+    let events = warden()
+        .args(["events", "--json", "--limit", "1000", "--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("events");
+    let events: Value = serde_json::from_slice(&events.stdout).expect("JSON");
+    let extended = events
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|e| e["type"] == "EFFECT_LEASE_EXTENDED" && e["effect_key"] == "slow:h1")
+        .count();
+    assert_eq!(extended, 1, "the lease is extended once, to cover the owed answer: {events}");
 }

@@ -227,6 +227,12 @@ impl Engine {
         self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout))
     }
 
+    /// The kernel time of `instant` (a lease that lasts until then).
+    pub fn lease_until(&self, instant: std::time::Instant) -> warden::Micros {
+        let left = instant.saturating_duration_since(std::time::Instant::now());
+        self.warden.kernel().now().saturating_add(micros(left))
+    }
+
     pub fn action_name(&self, tool: &str) -> String {
         format!("mcp.{}.{tool}", self.alias)
     }

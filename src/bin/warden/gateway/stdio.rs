@@ -254,7 +254,7 @@ fn intercepted(
 ) -> Value {
     // The client's presence is the session's: stdin closed (or a signal) ends every wait.
     let present = || !engine.stopping.load(Ordering::SeqCst);
-    let admitted = match engine.admit(call, &present) {
+    let mut admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => return answer.body,
     };
@@ -292,22 +292,33 @@ fn intercepted(
         // Nothing reached the child: its input is closed.
         Observation::NeverConnected("the upstream process is not running".into())
     } else {
+        // The answer is awaited `--upstream-timeout`, except while the client owes the child an
+        // answer to a server request (a human at an elicitation): then until that request's
+        // `--elicitation-timeout` has passed (D15), the reservation's lease extended to match.
+        // Over stdio a server request names no call, so it stretches every call in flight.
+        let mut deadline = Instant::now() + timeout;
         loop {
-            match receiver.recv_timeout(timeout) {
+            match receiver.recv_timeout(timeout.min(Duration::from_millis(250))) {
                 Ok(message) => break Observation::Answered { status: 200, challenge: false, body: Some(message) },
                 Err(RecvTimeoutError::Timeout) => {
-                    // While the client owes the child an answer (a human at an elicitation), the
-                    // wait is bounded by --elicitation-timeout instead (D15). Over stdio a server
-                    // request names no call, so any one in flight extends every call's wait.
                     let now = Instant::now();
-                    let owed = asks.lock().ok().is_some_and(|mut asks| {
+                    let owed = asks.lock().ok().and_then(|mut asks| {
                         asks.retain(|_, until| *until > now);
-                        !asks.is_empty()
+                        asks.values().max().copied()
                     });
-                    if owed {
-                        continue;
+                    if let Some(until) = owed {
+                        deadline = deadline.max(until);
+                        // Once per request: the new lease covers it whole.
+                        let needed = engine.lease_until(until);
+                        if admitted.permit.lease_expires_at().is_some_and(|current| current < needed) {
+                            if let Err(error) = admitted.permit.extend_lease(engine.elicitation_lease()) {
+                                log::warn(&format!("extending a waiting call's lease failed: {error}"));
+                            }
+                        }
                     }
-                    break Observation::Broken(format!("timeout after {} s", timeout.as_secs()));
+                    if now >= deadline {
+                        break Observation::Broken(format!("timeout after {} s", timeout.as_secs()));
+                    }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     break Observation::Broken("the upstream process exited mid-call".into())
