@@ -1821,6 +1821,14 @@ for line in sys.stdin:
     elif method == "tools/list":
         result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call":
+        if message["params"]["arguments"].get("mrtr"):
+            print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
+            if message["params"].get("requestState"):
+                result = {"resultType": "complete", "content": []}
+            else:
+                result = {"resultType": "input_required", "inputRequests": {"confirm": {"method": "elicitation/create", "params": {"message": "sure?"}}}, "requestState": "rs-stdio"}
+            print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+            continue
         if message["params"]["arguments"].get("elicit"):
             print(json.dumps({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create", "params": {"message": "sure?"}}), flush=True)
             log.write(sys.stdin.readline()); log.flush()
@@ -2188,4 +2196,56 @@ fn over_stdio_a_call_may_wait_on_the_humans_answer_longer_than_the_upstream_time
         .filter(|e| e["type"] == "EFFECT_LEASE_EXTENDED" && e["effect_key"] == "slow:h1")
         .count();
     assert_eq!(extended, 1, "the lease is extended once, to cover the owed answer: {events}");
+}
+
+#[test]
+fn over_stdio_an_mrtr_suspension_and_its_continuation_are_events() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let store = dir.path().join("store.redb").display().to_string();
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &store])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("a message");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let first = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1", "mrtr": true}, "_meta": meta}});
+    writeln!(input, "{first}").expect("write");
+    input.flush().expect("flush");
+    assert_eq!(next()["method"], "notifications/message");
+    let suspended = next();
+    assert_eq!(suspended["_meta"]["dev.warden/receipt"]["result"], "suspended", "{suspended}");
+    let responses = json!({"confirm": {"action": "accept"}});
+    let continued = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1", "mrtr": true}, "_meta": meta, "requestState": "rs-stdio", "inputResponses": responses}});
+    writeln!(input, "{continued}").expect("write");
+    input.flush().expect("flush");
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    drop(input);
+    assert!(child.wait().expect("exits").success());
+    let events = warden().args(["events", "--json", "--limit", "1000", "--store", &store]).output().expect("events");
+    let events: Vec<Value> =
+        serde_json::from_slice::<Value>(&events.stdout).expect("JSON").as_array().cloned().unwrap_or_default();
+    let of = |kind: &str| events.iter().filter(|e| e["type"] == kind).cloned().collect::<Vec<_>>();
+    let (suspended, resumed) = (of("EXECUTION_SUSPENDED"), of("EXECUTION_RESUMED"));
+    assert_eq!((suspended.len(), resumed.len()), (1, 1), "{events:?}");
+    assert_eq!(suspended[0]["data"]["input_requests"], json!(["confirm"]));
+    let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&responses).expect("bytes"));
+    assert_eq!(resumed[0]["data"]["input_responses_sha256"], digest.as_str());
 }
