@@ -33,11 +33,16 @@ fn a_small_run_reports_every_configuration_and_the_physical_reference_and_leaves
     let rows = doc["rows"].as_array().expect("rows");
     let seen: Vec<(String, String)> = rows
         .iter()
-        .map(|row| (row["outcomes"].as_str().unwrap_or("").to_owned(), row["workload"].as_str().unwrap_or("").to_owned()))
+        .map(|row| {
+            (row["outcomes"].as_str().unwrap_or("").to_owned(), row["workload"].as_str().unwrap_or("").to_owned())
+        })
         .collect();
     for outcomes in ["durable", "deferred"] {
         for workload in ["1 thread(s), one process", "2 thread(s), one process", "2 processes × 1 thread, one store"] {
-            assert!(seen.contains(&(outcomes.to_owned(), workload.to_owned())), "{outcomes} {workload} missing: {seen:?}");
+            assert!(
+                seen.contains(&(outcomes.to_owned(), workload.to_owned())),
+                "{outcomes} {workload} missing: {seen:?}"
+            );
         }
     }
     assert_eq!(rows.len(), 6, "{stdout}");

@@ -17,6 +17,7 @@ mod authority_rows;
 mod client;
 mod codec;
 mod commit;
+mod dictionary;
 mod file;
 pub(crate) mod fork;
 mod owner;
@@ -742,7 +743,8 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
         other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
     })?;
     match schema::version(&db, path)? {
-        Some(SCHEMA_VERSION) => {}
+        // Schema 4 differs only in never holding a compressed row: every row reads as it is.
+        Some(SCHEMA_VERSION | 4) => {}
         // Older rows (schema 1: no checksums; 2 and 3: approvals without their action) are only
         // readable after the migration, which needs a writer.
         Some(old @ 1..=3) => {

@@ -301,7 +301,8 @@ fn reference(scratch: &Path, count: usize) -> Result<Vec<(String, f64)>, Failure
         for n in 0..count as u64 {
             let txn = db.begin_write().map_err(|e| fail("redb", e))?;
             for name in &NAMES[..tables] {
-                let mut t = txn.open_table(redb::TableDefinition::<u64, &[u8]>::new(name)).map_err(|e| fail("redb", e))?;
+                let mut t =
+                    txn.open_table(redb::TableDefinition::<u64, &[u8]>::new(name)).map_err(|e| fail("redb", e))?;
                 t.insert(n, [1u8; 200].as_slice()).map_err(|e| fail("redb", e))?;
             }
             txn.commit().map_err(|e| fail("redb", e))?;
