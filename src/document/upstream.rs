@@ -7,12 +7,16 @@
 //!   the listed digests; the gateway trusts them as the only anchors;
 //! - `tool_schema_sha256`: `sha256:` over the canonical `{"schema":
 //!   "ctrlrun.upstream.tool_schema/v1", "entry": <the tools/list entry>}`.
+//!
+//! `ctrlrun.policy/v8` documents carry the same key set with ctrlrun's spellings too: a single
+//! string where a list belongs, an empty list (no pin), `upstream: null` and
+//! `tool_schema_sha256: null` (absent). `warden/v1` writes each of those one way only.
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 
-use super::tree::{child_path, Member, NodeValue};
+use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
 
@@ -48,8 +52,13 @@ pub fn pem_certificate(text: &str) -> Option<Vec<u8>> {
 }
 
 impl Cx<'_> {
-    pub(super) fn upstream_pins(&self, member: &Member, path: &str) -> Result<UpstreamPins, DocumentError> {
+    /// `None` for ctrlrun's `upstream: null`, which pins nothing.
+    pub(super) fn upstream_pins(&self, member: &Member, path: &str) -> Result<Option<UpstreamPins>, DocumentError> {
         let path = child_path(path, "upstream");
+        let ctrlrun = !self.warden();
+        if ctrlrun && member.value.is_null() {
+            return Ok(None);
+        }
         let NodeValue::Map(members) = &member.value.value else {
             return Err(self.error(
                 &path,
@@ -65,6 +74,7 @@ impl Cx<'_> {
             match entry.key.as_str() {
                 "tool_schema_sha256" => match entry.value.as_str() {
                     Some(text) if is_digest(text) => pins.tool_schema_sha256 = Some(text.to_owned()),
+                    None if ctrlrun && entry.value.is_null() => {}
                     _ => {
                         return Err(self.error(
                             &here,
@@ -77,15 +87,23 @@ impl Cx<'_> {
                     }
                 },
                 key => {
-                    let NodeValue::Seq(items) = &entry.value.value else {
+                    let items: &[Node] = match &entry.value.value {
+                        NodeValue::Seq(items) => items,
+                        NodeValue::Str(_) if ctrlrun => std::slice::from_ref(&entry.value),
+                        _ => {
+                            return Err(self.error(
+                                &here,
+                                Some(entry.line),
+                                format!("'{key}' must be a list, got {}", entry.value.kind()),
+                            ))
+                        }
+                    };
+                    if items.is_empty() && !ctrlrun {
                         return Err(self.error(
                             &here,
                             Some(entry.line),
-                            format!("'{key}' must be a list, got {}", entry.value.kind()),
+                            format!("'{key}' must not be empty; remove the key for no pin"),
                         ));
-                    };
-                    if items.is_empty() {
-                        return Err(self.error(&here, Some(entry.line), format!("'{key}' must not be empty")));
                     }
                     for item in items {
                         let Some(text) = item.as_str() else {
@@ -136,7 +154,7 @@ impl Cx<'_> {
             }
             pins.tls_cert_der.push(der);
         }
-        Ok(pins)
+        Ok(Some(pins))
     }
 
     /// A path as written, relative to the document's folder when it is relative.
