@@ -179,7 +179,7 @@ const LATER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ctrlrun-
 /// The documents name certificate files relative to themselves; ctrlrun read them from here.
 const LATER_ORIGIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ctrlrun-v8/policy.yaml");
 
-/// `{tls_cert_sha256, tls_cert_file count, tool_schema_sha256, not_executed_on_error}` of one
+/// `{tls_cert_sha256, certificates in the tls_cert_files, tool_schema_sha256, not_executed_on_error}` of one
 /// action, as ctrlrun recorded it and as Warden loaded it.
 fn warden_pins(document: &Document, name: &str) -> Value {
     let Some(entry) = document.actions.get(name) else { return Value::Null };
@@ -196,7 +196,7 @@ fn ctrlrun_pins(pins: &Value) -> Value {
     serde_json::json!({
         "not_executed_on_error": pins["not_executed_on_error"],
         "tls_cert_sha256": pins["tls_cert_sha256"],
-        "tls_cert_files": pins["tls_cert_file"].as_array().map_or(0, Vec::len),
+        "tls_cert_files": pins["tls_cert_count"],
         "tool_schema_sha256": pins["tool_schema_sha256"],
     })
 }

@@ -31,7 +31,7 @@ mod validate;
 mod warden;
 mod warnings;
 
-pub use upstream::{is_digest, pem_certificate, UpstreamPins};
+pub use upstream::{is_digest, pem_certificate, pem_certificates, UpstreamPins};
 
 use std::collections::BTreeMap;
 use std::io::Read as _;

@@ -3,8 +3,8 @@
 //!
 //! - `tls_cert_sha256`: `sha256:` + 64 lowercase hex digits over the leaf certificate's DER, a
 //!   non-empty list (a list so that rotation needs no outage);
-//! - `tls_cert_file`: PEM files (relative to the document), each of which must hash to one of
-//!   the listed digests; the gateway trusts them as the only anchors;
+//! - `tls_cert_file`: PEM files (relative to the document), each holding one certificate that
+//!   must hash to one of the listed digests; the gateway trusts them as the only anchors;
 //! - `tool_schema_sha256`: `sha256:` over the canonical `{"schema":
 //!   "ctrlrun.upstream.tool_schema/v1", "entry": <the tools/list entry>}`.
 //!
@@ -43,12 +43,33 @@ pub fn is_digest(text: &str) -> bool {
         .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
+const PEM_BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+const PEM_END: &str = "-----END CERTIFICATE-----";
+
 /// The DER of the first `CERTIFICATE` block of a PEM text.
 pub fn pem_certificate(text: &str) -> Option<Vec<u8>> {
-    let start = text.find("-----BEGIN CERTIFICATE-----")? + "-----BEGIN CERTIFICATE-----".len();
-    let end = start + text[start..].find("-----END CERTIFICATE-----")?;
-    let body: String = text[start..end].chars().filter(|c| !c.is_whitespace()).collect();
-    base64::engine::general_purpose::STANDARD.decode(body).ok()
+    pem_certificates(text).ok()?.into_iter().next()
+}
+
+/// The DER of every `CERTIFICATE` block of a PEM text, in order; `Err` names the first block
+/// that is unterminated or not base64.
+pub fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(PEM_BEGIN) {
+        let body_start = at + PEM_BEGIN.len();
+        let number = found.len() + 1;
+        let Some(length) = rest[body_start..].find(PEM_END) else {
+            return Err(format!("certificate block {number} has no '{PEM_END}' line"));
+        };
+        let body: String = rest[body_start..body_start + length].chars().filter(|c| !c.is_whitespace()).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .map_err(|e| format!("certificate block {number} is not base64: {e}"))?;
+        found.push(der);
+        rest = &rest[body_start + length + PEM_END.len()..];
+    }
+    Ok(found)
 }
 
 impl Cx<'_> {
@@ -138,9 +159,31 @@ impl Cx<'_> {
             let text = std::fs::read_to_string(&resolved).map_err(|e| {
                 self.error(&here, Some(line), format!("cannot read the certificate file {}: {e}", resolved.display()))
             })?;
-            let der = pem_certificate(&text).ok_or_else(|| {
-                self.error(&here, Some(line), format!("{} holds no PEM CERTIFICATE block", resolved.display()))
-            })?;
+            let certificates = pem_certificates(&text)
+                .map_err(|e| self.error(&here, Some(line), format!("{} is not PEM: {e}", resolved.display())))?;
+            // One certificate per file: ctrlrun 0.12.2 refuses a file of several, and reading only
+            // the first would drop the rest without a word.
+            let der = match certificates.as_slice() {
+                [der] => der.clone(),
+                [] => {
+                    return Err(self.error(
+                        &here,
+                        Some(line),
+                        format!("{} holds no PEM CERTIFICATE block", resolved.display()),
+                    ))
+                }
+                several => {
+                    return Err(self.error(
+                        &here,
+                        Some(line),
+                        format!(
+                            "{} holds {} certificates; put each in a file of its own and list every file",
+                            resolved.display(),
+                            several.len()
+                        ),
+                    ))
+                }
+            };
             let digest = crate::canonical::sha256_prefixed(&der);
             if !pins.tls_cert_sha256.contains(&digest) {
                 return Err(self.error(
@@ -167,5 +210,23 @@ impl Cx<'_> {
             Some(folder) => folder.join(path),
             None => path.to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_blocks_are_read_in_order_and_a_broken_one_is_named() {
+        let block = |body: &str| format!("{PEM_BEGIN}\n{body}\n{PEM_END}\n");
+        let two = format!("intro\n{}{}", block("AAEC"), block("AwQF"));
+        assert_eq!(pem_certificates(&two), Ok(vec![vec![0, 1, 2], vec![3, 4, 5]]));
+        assert_eq!(pem_certificate(&two), Some(vec![0, 1, 2]));
+        assert_eq!(pem_certificates("no certificate here"), Ok(Vec::new()));
+        let unterminated = format!("{}{PEM_BEGIN}\nAAEC\n", block("AAEC"));
+        assert!(pem_certificates(&unterminated).is_err_and(|e| e.contains("block 2 has no")));
+        assert!(pem_certificates(&block("not base64!")).is_err_and(|e| e.contains("block 1 is not base64")));
+        assert_eq!(pem_certificate(&block("not base64!")), None);
     }
 }

@@ -150,6 +150,11 @@ actions:
     },
     # --- refused by both ---------------------------------------------------------------
     {
+        "name": "a certificate file holding two certificates",
+        "yaml": f"schema: ctrlrun.policy/v8\nactions:\n  mcp.a.b:\n    upstream: {{tls_cert_sha256: [\"{CERT}\", \"{OTHER}\"], tls_cert_file: [bundle.pem]}}\n    decision: allow\n",
+        "warden_refuses": refuses("actions.mcp.a.b.upstream.tls_cert_file", "holds 2 certificates", "a file of its own"),
+    },
+    {
         "name": "upstream in a v7 document",
         "yaml": f"schema: ctrlrun.policy/v7\nactions:\n  mcp.a.b:\n    upstream: {{tls_cert_sha256: [\"{CERT}\"]}}\n    decision: allow\n",
         "warden_refuses": refuses("actions.mcp.a.b.upstream", "needs 'schema: ctrlrun.policy/v8'"),
@@ -261,6 +266,7 @@ def pins(policy: Policy) -> dict:
             "not_executed_on_error": policy.mcp_options(name).not_executed_on_error,
             "tls_cert_sha256": list(pin.cert_sha256),
             "tls_cert_file": list(pin.certs),
+            "tls_cert_count": sum((FIXTURES / path).read_text().count("BEGIN CERTIFICATE") for path in pin.certs),
             "tool_schema_sha256": pin.tool_schema_sha256,
         }
     return out
