@@ -1354,6 +1354,36 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
 }
 
 #[test]
+fn a_ctrlrun_v8_document_drives_the_gateway_with_its_pins_and_mcp_claims() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
+    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    // ctrlrun's spellings: a single-string pin, and the mcp claim on the same entry.
+    let document = format!(
+        "schema: ctrlrun.policy/v8\nactions:\n  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    mcp: {{not_executed_on_error: true}}\n    upstream: {{tool_schema_sha256: \"{}\", tls_cert_sha256: []}}\n    decision: allow\n",
+        schema_digest(&entry)
+    );
+    let expected = warden::document::load_str(&document, "ctrlrun.yaml").expect("a v8 document loads");
+    std::fs::write(dir.path().join("warden.yaml"), &document).expect("document");
+    let gateway = gateway(dir.path(), &upstream);
+    let unverified = gateway.call(1, "pinned", json!({"id": "a"}), "a");
+    assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified", "{}", unverified.text);
+    gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+    upstream.then(Script::Result(json!({"isError": true, "content": []})));
+    assert_eq!(gateway.call(2, "pinned", json!({"id": "a"}), "a").meta()["result"], "failed", "the mcp claim holds");
+    let retry = gateway.call(3, "pinned", json!({"id": "a"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 3);
+    assert!(
+        receipts.iter().all(|r| r["policy_hash"].as_str() == Some(expected.policy_hash.as_str())),
+        "every receipt names the ctrlrun policy hash: {receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
 fn a_tools_list_answered_as_an_event_stream_is_relayed_byte_for_byte_and_satisfies_the_pin() {
     let dir = scratch();
     let upstream = Upstream::start();

@@ -251,6 +251,12 @@ actions:
         "warden_refuses": refuses("authority", "'tasks' and 'budgets' included"),
     },
     {
+        # Python's `$` matches before a final newline, so ctrlrun keeps a pin no digest can equal.
+        "name": "a digest ending in a newline",
+        "yaml": f"schema: ctrlrun.policy/v8\nactions:\n  mcp.a.b:\n    upstream: {{tool_schema_sha256: \"{SCHEMA_PIN}\\n\"}}\n    decision: allow\n",
+        "warden_refuses": refuses("actions.mcp.a.b.upstream.tool_schema_sha256", "64 lowercase hex"),
+    },
+    {
         "name": "a certificate file with no digest",
         "yaml": "schema: ctrlrun.policy/v8\nactions:\n  mcp.a.b:\n    upstream: {tls_cert_file: [upstream.pem]}\n    decision: allow\n",
         "warden_refuses": refuses("actions.mcp.a.b.upstream.tls_cert_file", "does not list"),
