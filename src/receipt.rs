@@ -77,6 +77,33 @@ pub struct ReceiptDraft {
     /// without authority keep their shape.
     #[serde(default)]
     pub authority: Option<ReceiptAuthority>,
+    /// The W3C trace context (`traceparent`) the call carried, when its host handed one over
+    /// (`warden gateway`: `params._meta.traceparent`). In the hashed document only when set, so
+    /// every receipt without one keeps its bytes.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+}
+
+/// Whether `text` is a W3C trace context `traceparent` (Trace Context Level 1): `VV-<32 hex>-<16
+/// hex>-<2 hex>`, lowercase, the version not `ff`, neither id all zeros. A version after `00`
+/// may carry more fields; only the four-field form is accepted, so a receipt never records
+/// what this definition does not describe.
+pub fn is_traceparent(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    let hex = |part: &str, n: usize| part.len() == n && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let zero = |part: &str| part.bytes().all(|b| b == b'0');
+    match parts.as_slice() {
+        [version, trace_id, parent_id, flags] => {
+            hex(version, 2)
+                && *version != "ff"
+                && hex(trace_id, 32)
+                && !zero(trace_id)
+                && hex(parent_id, 16)
+                && !zero(parent_id)
+                && hex(flags, 2)
+        }
+        _ => false,
+    }
 }
 
 /// The authority evidence of a receipt.
@@ -140,6 +167,9 @@ impl ReceiptDraft {
             map.insert("authority_grant_id".into(), authority.grant_id.clone().into());
             map.insert("hop".into(), authority.hop.clone().into());
             map.insert("budget_charges".into(), authority.charges_json());
+        }
+        if let (Some(traceparent), Some(map)) = (&self.traceparent, document.as_object_mut()) {
+            map.insert("traceparent".into(), traceparent.clone().into());
         }
         document
     }
@@ -433,6 +463,7 @@ mod tests {
             policy_hash: None,
             policy_version: None,
             authority: None,
+            traceparent: None,
         }
     }
 
@@ -453,6 +484,89 @@ mod tests {
 
     fn names(report: &ChainReport) -> Vec<(&'static str, Option<u64>)> {
         report.breaks.iter().map(|b| (b.name, b.seq)).collect()
+    }
+
+    #[test]
+    fn a_traceparent_is_the_w3c_four_field_form() {
+        for valid in [
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09",
+        ] {
+            assert!(is_traceparent(valid), "{valid}");
+        }
+        for invalid in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\n",
+            "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ] {
+            assert!(!is_traceparent(invalid), "{invalid:?}");
+        }
+    }
+
+    #[test]
+    fn a_receipt_without_a_traceparent_keeps_its_document_and_one_with_it_carries_it_inside_the_hash() {
+        let plain = draft(1).document(1, GENESIS_HASH);
+        let keys: Vec<&str> = plain.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default();
+        assert_eq!(
+            keys,
+            [
+                "action",
+                "action_hash",
+                "action_id",
+                "approval_id",
+                "approver",
+                "arguments",
+                "attempt",
+                "decision",
+                "decision_reason",
+                "effect_key",
+                "environment",
+                "error",
+                "execution",
+                "finished_at",
+                "policy_hash",
+                "policy_version",
+                "prev_hash",
+                "principal",
+                "receipt_id",
+                "resource",
+                "result",
+                "schema",
+                "seq",
+                "started_at",
+                "would_have",
+            ],
+            "the document every receipt had before traceparent existed"
+        );
+        let (_, plain_hash) = draft(1).seal(1, GENESIS_HASH).expect("seals");
+        // The hash of the canonical JSON of this document's 25 fields, computed apart from this
+        // code (sorted keys, compact): a receipt without a trace is the bytes it always was.
+        assert_eq!(plain_hash, "sha256:d45cbea41febe4e88a23cbb3ce92240a2ba63e23b3c5a4de21ed9a9c2ba83e49");
+        let mut traced = draft(1);
+        traced.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        let mut document = traced.document(1, GENESIS_HASH);
+        assert_eq!(document["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        if let Some(map) = document.as_object_mut() {
+            map.remove("traceparent");
+        }
+        assert_eq!(document, plain, "the field is the only difference");
+        let (text, hash) = traced.seal(1, GENESIS_HASH).expect("seals");
+        assert_ne!(hash, plain_hash, "the trace is inside the hashed document");
+        let (second, second_hash) = draft(2).seal(2, &hash).expect("seals");
+        let rows: Rows = vec![
+            (1, Ok(StoredReceipt { document: text, hash: Some(hash), executor_result: None })),
+            (2, Ok(StoredReceipt { document: second, hash: Some(second_hash.clone()), executor_result: None })),
+        ];
+        let report = verify_chain(rows, Some((2, second_hash)));
+        assert!(report.ok && report.verified == 2, "{report:?}");
     }
 
     #[test]

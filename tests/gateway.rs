@@ -606,30 +606,58 @@ fn an_allowed_call_commits_once_with_its_receipt_in_meta() {
 }
 
 #[test]
-fn the_callers_traceparent_is_kept_with_the_outcome() {
+fn the_callers_traceparent_is_recorded_in_the_receipt_and_the_chain_verifies() {
     let dir = scratch();
     let upstream = Upstream::start();
     let gateway = gateway(dir.path(), &upstream);
     let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    let body = |id: u64, key: &str, traceparent: &str| {
+    let body = |id: u64, tool: &str, arguments: Value, traceparent: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": "careful", "arguments": {"id": key}, "_meta": {"traceparent": traceparent}}})
+               "params": {"name": tool, "arguments": arguments, "_meta": {"traceparent": traceparent}}})
         .to_string()
     };
-    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(1, "k1", trace)).meta()["result"], "committed");
-    upstream.then(Script::Error(-32603));
-    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(2, "k2", trace)).meta()["result"], "ambiguous");
-    gateway.post(&[("X-Agent", "a")], &body(3, "k3", "00-not-a-trace\n-01"));
+    let careful = |key: &str| json!({"id": key});
+    // Before any trace: a receipt without one, whose document has no such field.
+    assert_eq!(gateway.call(1, "careful", careful("k0"), "a").meta()["result"], "committed");
     assert_eq!(
-        upstream.last().body["params"]["_meta"]["traceparent"],
-        "00-not-a-trace\n-01",
-        "_meta is forwarded as sent"
+        gateway.post(&[("X-Agent", "a")], &body(2, "careful", careful("k1"), trace)).meta()["result"],
+        "committed"
     );
+    upstream.then(Script::Error(-32603));
+    assert_eq!(
+        gateway.post(&[("X-Agent", "a")], &body(3, "careful", careful("k2"), trace)).meta()["result"],
+        "ambiguous"
+    );
+    let denied = gateway.post(&[("X-Agent", "a")], &body(4, "create_refund", refund("p9", 2_000_000), trace));
+    assert_eq!(denied.code(), Some(-41001));
+    // Invalid traces: not recorded; the call goes on and `_meta` is forwarded as sent.
+    for (id, bad) in [(5, "00-not-a-trace\n-01"), (6, "00-00000000000000000000000000000000-00f067aa0ba902b7-01")] {
+        let key = format!("k{id}");
+        assert_eq!(
+            gateway.post(&[("X-Agent", "a")], &body(id, "careful", careful(&key), bad)).meta()["result"],
+            "committed"
+        );
+        assert_eq!(upstream.last().body["params"]["_meta"]["traceparent"], bad, "_meta is forwarded as sent");
+    }
     let receipts = gateway.receipts();
     let by_key = |key: &str| receipts.iter().find(|r| r["effect_key"] == key).cloned().expect("receipt");
-    assert_eq!(by_key("careful:k1")["executor_result"]["traceparent"], trace);
-    assert!(by_key("careful:k2")["error"].as_str().is_some_and(|e| e.ends_with(&format!("traceparent {trace}"))));
-    assert_eq!(by_key("careful:k3")["executor_result"], Value::Null, "a malformed trace is not kept");
+    let committed = by_key("careful:k1");
+    assert_eq!(committed["traceparent"], trace);
+    assert_eq!(committed["executor_result"], Value::Null, "the upstream's payload is never stored");
+    let ambiguous = by_key("careful:k2");
+    assert_eq!((ambiguous["result"].as_str(), ambiguous["traceparent"].as_str()), (Some("ambiguous"), Some(trace)));
+    assert!(ambiguous["error"].as_str().is_some_and(|e| !e.contains("traceparent")), "{ambiguous}");
+    let refusal = receipts.iter().find(|r| r["result"] == "denied").expect("the denied receipt");
+    assert_eq!(refusal["traceparent"], trace, "a refusal's receipt carries the trace too");
+    for key in ["careful:k0", "careful:k5", "careful:k6"] {
+        assert!(by_key(key).get("traceparent").is_none(), "{key}: no trace, no field: {}", by_key(key));
+    }
+    // The hashed document is the stored one: the field is inside it, and the chain verifies.
+    let out = gateway.cli(&["receipts", "--verify-chain", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("chain report");
+    assert!(out.status.success() && report["ok"] == true, "{report}");
+    assert_eq!(report["verified"].as_u64(), Some(receipts.len() as u64));
+    assert_eq!(receipts.len(), 6);
 }
 
 #[test]
@@ -1323,6 +1351,36 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
     assert_eq!(upstream.calls(), 1, "only the verified call reached the upstream");
     // An unpinned tool is not affected by any of this.
     assert_eq!(gateway.call(4, "read_only", json!({}), "a").meta()["result"], "committed");
+}
+
+#[test]
+fn a_ctrlrun_v8_document_drives_the_gateway_with_its_pins_and_mcp_claims() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
+    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    // ctrlrun's spellings: a single-string pin, and the mcp claim on the same entry.
+    let document = format!(
+        "schema: ctrlrun.policy/v8\nactions:\n  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    mcp: {{not_executed_on_error: true}}\n    upstream: {{tool_schema_sha256: \"{}\", tls_cert_sha256: []}}\n    decision: allow\n",
+        schema_digest(&entry)
+    );
+    let expected = warden::document::load_str(&document, "ctrlrun.yaml").expect("a v8 document loads");
+    std::fs::write(dir.path().join("warden.yaml"), &document).expect("document");
+    let gateway = gateway(dir.path(), &upstream);
+    let unverified = gateway.call(1, "pinned", json!({"id": "a"}), "a");
+    assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified", "{}", unverified.text);
+    gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+    upstream.then(Script::Result(json!({"isError": true, "content": []})));
+    assert_eq!(gateway.call(2, "pinned", json!({"id": "a"}), "a").meta()["result"], "failed", "the mcp claim holds");
+    let retry = gateway.call(3, "pinned", json!({"id": "a"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 3);
+    assert!(
+        receipts.iter().all(|r| r["policy_hash"].as_str() == Some(expected.policy_hash.as_str())),
+        "every receipt names the ctrlrun policy hash: {receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 2);
 }
 
 #[test]

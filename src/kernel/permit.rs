@@ -33,6 +33,8 @@ pub struct Permit {
     pub(super) would_have: Option<serde_json::Value>,
     /// The authority evidence every receipt of this permit carries.
     pub(super) authority: Option<crate::receipt::ReceiptAuthority>,
+    /// The call's W3C trace context, which every receipt of this permit carries.
+    pub(super) traceparent: Option<String>,
     /// The id of the receipt this permit's outcome writes, chosen when the permit is granted.
     pub(super) receipt_id: String,
     pub(super) finished: bool,
@@ -71,6 +73,10 @@ impl Permit {
     /// `authority:` section.
     pub fn authority_grant_id(&self) -> Option<&str> {
         self.authority.as_ref().and_then(|a| a.grant_id.as_deref())
+    }
+    /// The call's W3C trace context, which the receipts of this permit carry.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
     }
     /// What the reservation charged against budgets.
     pub fn budget_charges(&self) -> &[crate::authority::Charge] {
@@ -233,6 +239,7 @@ impl Kernel {
             draft.approval_id = permit.approval_id.clone();
             draft.approver = permit.approver.clone();
             draft.authority = permit.authority.clone();
+            draft.traceparent = permit.traceparent.clone();
             draft.receipt_id = permit.receipt_id.clone();
             let op = Write::Finish(Box::new(Finish {
                 action: permit.action.clone(),

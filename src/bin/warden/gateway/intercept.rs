@@ -257,6 +257,14 @@ impl Engine {
                 ));
             }
         };
+        let trace = traceparent(call.message);
+        if trace.is_none() && params.and_then(|p| p.get("_meta")).and_then(|m| m.get("traceparent")).is_some() {
+            log::warn(&format!(
+                "{name}: params._meta.traceparent is not a W3C trace context; the call goes on, and its receipt \
+                 carries no traceparent"
+            ));
+        }
+        let trace = trace.as_deref();
         let environment = self.warden.kernel().environment().to_owned();
         let mut context = IdentityContext::new(&name, &environment);
         context.headers = call.headers;
@@ -292,7 +300,8 @@ impl Engine {
                 "pointer": pointer,
                 "arguments_sha256": raw_arguments_digest(call.raw, &arguments),
             }});
-            let action_id = self.record_denial(&name, &stand_in, &identity.principal, "unrepresentable_argument");
+            let action_id =
+                self.record_denial(&name, &stand_in, &identity.principal, "unrepresentable_argument", trace);
             return Err(refusal(
                 call.id,
                 400,
@@ -320,7 +329,7 @@ impl Engine {
                     "{name} pins the tool's schema, and the upstream now advertises a different one; check the server"
                 ),
             };
-            let action_id = self.record_denial(&name, &arguments, &identity.principal, reason);
+            let action_id = self.record_denial(&name, &arguments, &identity.principal, reason, trace);
             return Err(refusal(
                 call.id,
                 403,
@@ -333,7 +342,8 @@ impl Engine {
         if let Some(template) = self.warden.document().actions.get(&name).and_then(|e| e.resource.as_ref()) {
             let rendered = arguments.as_object().map(|object| template.render_resource(object));
             if let Some(Err(error)) = rendered {
-                let action_id = self.record_denial(&name, &arguments, &identity.principal, "resource_template_error");
+                let action_id =
+                    self.record_denial(&name, &arguments, &identity.principal, "resource_template_error", trace);
                 return Err(refusal(
                     call.id,
                     403,
@@ -354,6 +364,7 @@ impl Engine {
         request.approval_id = presented.as_deref();
         request.hop = hop;
         request.task = task;
+        request.traceparent = trace;
         let mut outcome = self.warden.submit(&request);
         let asked = match &outcome {
             Err(Error::ApprovalRequired { request_id, .. }) => Some(request_id.clone()),
@@ -553,6 +564,7 @@ impl Engine {
         arguments: &Value,
         principal: &warden::Principal,
         reason: &str,
+        trace: Option<&str>,
     ) -> Option<String> {
         let object = arguments.as_object()?;
         // A resource template that cannot render leaves the receipt's resource empty; its
@@ -572,7 +584,7 @@ impl Engine {
             self.warden.kernel().environment(),
         )
         .ok()?;
-        match self.warden.kernel().record_denial(&action, reason) {
+        match self.warden.kernel().record_denial(&action, reason, trace) {
             Ok(_) => Some(action.action_id.clone()),
             Err(error) => {
                 log::warn(&format!("{name}: recording the refusal failed: {error}"));
@@ -793,20 +805,13 @@ impl Engine {
                 effect = Effect::Ambiguous(format!("{what} on a continuation leg"));
             }
         }
-        // The trace the client's call belongs to (D12): kept with the outcome — as the stored
-        // result of a commit (the upstream's payload itself is never stored, D13), and in the
-        // error text otherwise.
-        let trace = traceparent(&forward);
-        let stored = trace.as_ref().map_or(Value::Null, |t| json!({"traceparent": t}));
-        let noted = |what: &str| match &trace {
-            Some(t) => format!("{}; traceparent {t}", log::printable(what)),
-            None => log::printable(what),
-        };
+        // The trace the client's call belongs to (D12) is the receipt's own `traceparent`,
+        // handed to `submit`; the upstream's payload is never stored (D13).
         let receipt_id = permit.receipt_id().to_owned();
         let (result, recorded) = match &effect {
-            Effect::Committed => ("committed", permit.commit(&stored)),
-            Effect::Failed(what) => ("failed", permit.not_executed(&noted(what))),
-            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&noted(what))),
+            Effect::Committed => ("committed", permit.commit(&Value::Null)),
+            Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
+            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
         };
         let (result, receipt_id) = match recorded {
             Ok(()) => (result, Some(receipt_id)),
@@ -826,17 +831,10 @@ impl Engine {
     }
 }
 
-/// `params._meta.traceparent`, when it is a W3C trace context (`00-<32 hex>-<16 hex>-<2 hex>`).
+/// `params._meta.traceparent`, when it is a W3C trace context (`warden::receipt::is_traceparent`).
 fn traceparent(envelope: &Value) -> Option<String> {
     let text = envelope.get("params")?.get("_meta")?.get("traceparent")?.as_str()?;
-    let parts: Vec<&str> = text.split('-').collect();
-    let lengths = [2, 32, 16, 2];
-    let valid = parts.len() == 4
-        && parts
-            .iter()
-            .zip(lengths)
-            .all(|(part, n)| part.len() == n && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
-    valid.then(|| text.to_owned())
+    warden::receipt::is_traceparent(text).then(|| text.to_owned())
 }
 
 /// The `requestState` of an `input_required` result, when it has a non-empty one.
