@@ -487,6 +487,23 @@ mod tests {
     }
 
     #[test]
+    fn a_document_stored_in_another_spelling_is_judged_by_its_canonical_form() {
+        // The hash covers the canonical form, not the stored spelling: a document stored
+        // pretty-printed with its keys reversed (as another writer might) whose canonical form
+        // hashes to the stored hash is intact, and its link holds.
+        let (mut rows, head) = chain(3);
+        if let (_, Ok(stored)) = &mut rows[1] {
+            let document: serde_json::Value = serde_json::from_str(&stored.document).expect("json");
+            let reversed: serde_json::Map<String, serde_json::Value> =
+                document.as_object().expect("object").iter().rev().map(|(k, v)| (k.clone(), v.clone())).collect();
+            stored.document = serde_json::to_string_pretty(&reversed).expect("json");
+        }
+        let report = verify_chain(rows, Some(head));
+        assert!(report.ok, "{:?}", names(&report));
+        assert_eq!(report.verified, 3);
+    }
+
+    #[test]
     fn a_traceparent_is_the_w3c_four_field_form() {
         for valid in [
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
