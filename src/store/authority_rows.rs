@@ -12,6 +12,7 @@ use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::codec::{decode, encode, KeyBytes};
+use super::lazy::LazyTable;
 use super::tables::{self, name};
 use super::tx::{fault_in, ReadTx, WriteTx};
 use crate::authority::budget::{LedgerRow, WindowSum, WindowSumError};
@@ -100,34 +101,43 @@ type TxReader<'a, 't> = Reader<'a, WriteTable<'t, Str>, WriteTable<'t, (Str, Str
 
 /// The authority tables of one write transaction.
 pub(crate) struct AuthorityTables<'t> {
-    delegations: redb::Table<'t, Str, &'static [u8]>,
-    revocations: redb::Table<'t, Str, &'static [u8]>,
-    index: redb::Table<'t, (Str, Str, Str), &'static [u8]>,
-    children: redb::Table<'t, (Str, Str), &'static [u8]>,
-    creators: redb::Table<'t, (Str, Str), &'static [u8]>,
-    ledger: redb::Table<'t, (Str, Str, u64), &'static [u8]>,
-    sums: redb::Table<'t, (Str, Str, u64), &'static [u8]>,
-    by_effect: redb::Table<'t, (Str, u64), &'static [u8]>,
+    delegations: LazyTable<'t, Str, &'static [u8]>,
+    revocations: LazyTable<'t, Str, &'static [u8]>,
+    index: LazyTable<'t, (Str, Str, Str), &'static [u8]>,
+    children: LazyTable<'t, (Str, Str), &'static [u8]>,
+    creators: LazyTable<'t, (Str, Str), &'static [u8]>,
+    ledger: LazyTable<'t, (Str, Str, u64), &'static [u8]>,
+    sums: LazyTable<'t, (Str, Str, u64), &'static [u8]>,
+    by_effect: LazyTable<'t, (Str, u64), &'static [u8]>,
 }
 
 impl<'t> AuthorityTables<'t> {
-    pub(super) fn open(txn: &'t WriteTransaction) -> Result<AuthorityTables<'t>> {
-        Ok(AuthorityTables {
-            delegations: txn.open_table(tables::DELEGATIONS).map_err(fault_in(name::DELEGATIONS))?,
-            revocations: txn.open_table(tables::REVOCATIONS).map_err(fault_in(name::REVOCATIONS))?,
-            index: txn.open_table(tables::DELEGATION_INDEX).map_err(fault_in(name::DELEGATION_INDEX))?,
-            children: txn.open_table(tables::DELEGATION_CHILDREN).map_err(fault_in(name::DELEGATION_CHILDREN))?,
-            creators: txn.open_table(tables::DELEGATION_CREATORS).map_err(fault_in(name::DELEGATION_CREATORS))?,
-            ledger: txn.open_table(tables::BUDGET_LEDGER).map_err(fault_in(name::BUDGET_LEDGER))?,
-            sums: txn.open_table(tables::BUDGET_SUMS).map_err(fault_in(name::BUDGET_SUMS))?,
-            by_effect: txn.open_table(tables::BUDGET_BY_EFFECT).map_err(fault_in(name::BUDGET_BY_EFFECT))?,
-        })
+    /// Each table is opened when first touched (`lazy`).
+    pub(super) fn open(txn: &'t WriteTransaction) -> AuthorityTables<'t> {
+        AuthorityTables {
+            delegations: LazyTable::new(txn, tables::DELEGATIONS, name::DELEGATIONS),
+            revocations: LazyTable::new(txn, tables::REVOCATIONS, name::REVOCATIONS),
+            index: LazyTable::new(txn, tables::DELEGATION_INDEX, name::DELEGATION_INDEX),
+            children: LazyTable::new(txn, tables::DELEGATION_CHILDREN, name::DELEGATION_CHILDREN),
+            creators: LazyTable::new(txn, tables::DELEGATION_CREATORS, name::DELEGATION_CREATORS),
+            ledger: LazyTable::new(txn, tables::BUDGET_LEDGER, name::BUDGET_LEDGER),
+            sums: LazyTable::new(txn, tables::BUDGET_SUMS, name::BUDGET_SUMS),
+            by_effect: LazyTable::new(txn, tables::BUDGET_BY_EFFECT, name::BUDGET_BY_EFFECT),
+        }
     }
 }
 
 /// Create the authority tables (a new store, or a migration).
 pub(super) fn create_tables(txn: &WriteTransaction) -> Result<()> {
-    AuthorityTables::open(txn).map(drop)
+    txn.open_table(tables::DELEGATIONS).map_err(fault_in(name::DELEGATIONS))?;
+    txn.open_table(tables::REVOCATIONS).map_err(fault_in(name::REVOCATIONS))?;
+    txn.open_table(tables::DELEGATION_INDEX).map_err(fault_in(name::DELEGATION_INDEX))?;
+    txn.open_table(tables::DELEGATION_CHILDREN).map_err(fault_in(name::DELEGATION_CHILDREN))?;
+    txn.open_table(tables::DELEGATION_CREATORS).map_err(fault_in(name::DELEGATION_CREATORS))?;
+    txn.open_table(tables::BUDGET_LEDGER).map_err(fault_in(name::BUDGET_LEDGER))?;
+    txn.open_table(tables::BUDGET_SUMS).map_err(fault_in(name::BUDGET_SUMS))?;
+    txn.open_table(tables::BUDGET_BY_EFFECT).map_err(fault_in(name::BUDGET_BY_EFFECT))?;
+    Ok(())
 }
 
 // ---- reading delegations, from either kind of transaction --------------------------------------
@@ -256,26 +266,27 @@ impl<'t> TxDelegations<'_, 't> {
         self.reads.get()
     }
 
-    fn reader(&self) -> TxReader<'_, 't> {
-        Reader {
-            delegations: &self.tables.delegations,
-            revocations: &self.tables.revocations,
-            index: &self.tables.index,
-            children: &self.tables.children,
+    fn reader(&self) -> Result<TxReader<'_, 't>, SourceError> {
+        let fault = |error: Error| SourceError::Fault(error.to_string());
+        Ok(Reader {
+            delegations: self.tables.delegations.get().map_err(fault)?,
+            revocations: self.tables.revocations.get().map_err(fault)?,
+            index: self.tables.index.get().map_err(fault)?,
+            children: self.tables.children.get().map_err(fault)?,
             reads: &self.reads,
-        }
+        })
     }
 }
 
 impl DelegationSource for TxDelegations<'_, '_> {
     fn delegation(&self, delegation_id: &str) -> Result<Option<StoredDelegation>, SourceError> {
-        self.reader().delegation(delegation_id)
+        self.reader()?.delegation(delegation_id)
     }
     fn candidates(&self, key: &IndexKey) -> Result<Vec<StoredDelegation>, SourceError> {
-        self.reader().candidates(key)
+        self.reader()?.candidates(key)
     }
     fn children(&self, parent_id: &str) -> Result<Vec<String>, SourceError> {
-        self.reader().children(parent_id)
+        self.reader()?.children(parent_id)
     }
 }
 
@@ -451,24 +462,24 @@ impl<'t> WriteTx<'t> {
         let record = &new.record;
         let id = record.delegation_id.as_str();
         let tables = &mut self.authority;
-        if tables.delegations.get(id).map_err(fault_in(name::DELEGATIONS))?.is_some() {
+        if tables.delegations.get()?.get(id).map_err(fault_in(name::DELEGATIONS))?.is_some() {
             return Err(Error::Store(format!(
                 "delegation {id} already exists; rows are never rewritten (the random source repeated itself)"
             )));
         }
         let row = encode(name::DELEGATIONS, &id, record)?;
-        tables.delegations.insert(id, row.as_slice()).map_err(fault_in(name::DELEGATIONS))?;
+        tables.delegations.get_mut()?.insert(id, row.as_slice()).map_err(fault_in(name::DELEGATIONS))?;
         for key in &new.index_keys {
             let key = (key.agent.as_str(), key.action.as_str(), id);
             let row = empty_row(name::DELEGATION_INDEX, &key)?;
-            tables.index.insert(key, row.as_slice()).map_err(fault_in(name::DELEGATION_INDEX))?;
+            tables.index.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::DELEGATION_INDEX))?;
         }
         let child = (record.parent_id.as_str(), id);
         let row = empty_row(name::DELEGATION_CHILDREN, &child)?;
-        tables.children.insert(child, row.as_slice()).map_err(fault_in(name::DELEGATION_CHILDREN))?;
+        tables.children.get_mut()?.insert(child, row.as_slice()).map_err(fault_in(name::DELEGATION_CHILDREN))?;
         let creator = (record.created_by.agent.as_str(), id);
         let row = encode(name::DELEGATION_CREATORS, &creator, &record.created_by.user)?;
-        tables.creators.insert(creator, row.as_slice()).map_err(fault_in(name::DELEGATION_CREATORS))?;
+        tables.creators.get_mut()?.insert(creator, row.as_slice()).map_err(fault_in(name::DELEGATION_CREATORS))?;
         Ok(())
     }
 
@@ -477,7 +488,7 @@ impl<'t> WriteTx<'t> {
     pub fn insert_revocation(&mut self, revocation: &Revocation) -> Result<bool> {
         self.touch(name::REVOCATIONS);
         let id = revocation.delegation_id.as_str();
-        let table = &mut self.authority.revocations;
+        let table = self.authority.revocations.get_mut()?;
         if table.get(id).map_err(fault_in(name::REVOCATIONS))?.is_some() {
             return Ok(false);
         }
@@ -489,7 +500,7 @@ impl<'t> WriteTx<'t> {
     /// Whether a revocation row stands for `delegation_id` (integrity-checked).
     pub fn is_revoked(&self, delegation_id: &str) -> Result<bool> {
         self.touch(name::REVOCATIONS);
-        match self.authority.revocations.get(delegation_id).map_err(fault_in(name::REVOCATIONS))? {
+        match self.authority.revocations.get()?.get(delegation_id).map_err(fault_in(name::REVOCATIONS))? {
             None => Ok(false),
             Some(bytes) => {
                 let revocation: Revocation = decode(name::REVOCATIONS, &delegation_id, bytes.value())?;
@@ -502,7 +513,7 @@ impl<'t> WriteTx<'t> {
     pub fn delegations_created_by(&self, agent: &str, user: Option<&str>) -> Result<Vec<String>> {
         self.touch(name::DELEGATION_CREATORS);
         let mut ids = Vec::new();
-        let range = self.authority.creators.range((agent, "")..).map_err(fault_in(name::DELEGATION_CREATORS))?;
+        let range = self.authority.creators.get()?.range((agent, "")..).map_err(fault_in(name::DELEGATION_CREATORS))?;
         for entry in range {
             let (key, value) = entry.map_err(fault_in(name::DELEGATION_CREATORS))?;
             let (creator, id) = key.value();
@@ -521,7 +532,7 @@ impl<'t> WriteTx<'t> {
 
     fn ledger_entry(&self, grant_id: &str, metric: &str, seq: u64) -> Result<Option<LedgerEntry>> {
         let key = (grant_id, metric, seq);
-        match self.authority.ledger.get(key).map_err(fault_in(name::BUDGET_LEDGER))? {
+        match self.authority.ledger.get()?.get(key).map_err(fault_in(name::BUDGET_LEDGER))? {
             None => Ok(None),
             Some(bytes) => decode(name::BUDGET_LEDGER, &key, bytes.value()).map(Some),
         }
@@ -537,6 +548,7 @@ impl<'t> WriteTx<'t> {
         let mut range = self
             .authority
             .ledger
+            .get()?
             .range((grant_id, metric, 0)..=(grant_id, metric, u64::MAX))
             .map_err(fault_in(name::BUDGET_LEDGER))?;
         match range.next_back() {
@@ -552,7 +564,7 @@ impl<'t> WriteTx<'t> {
 
     fn put_sum(&mut self, key: (&str, &str, u64), sum: &StoredSum) -> Result<()> {
         let row = encode(name::BUDGET_SUMS, &key, sum)?;
-        self.authority.sums.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_SUMS))?;
+        self.authority.sums.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_SUMS))?;
         Ok(())
     }
 
@@ -569,10 +581,11 @@ impl<'t> WriteTx<'t> {
         let key = (grant, metric, charge.window_seconds);
         let floor = now.saturating_sub(charge.window());
         let end = self.series_end(grant, metric)?;
-        let stored: Option<StoredSum> = match self.authority.sums.get(key).map_err(fault_in(name::BUDGET_SUMS))? {
-            None => None,
-            Some(bytes) => Some(decode(name::BUDGET_SUMS, &key, bytes.value())?),
-        };
+        let stored: Option<StoredSum> =
+            match self.authority.sums.get()?.get(key).map_err(fault_in(name::BUDGET_SUMS))? {
+                None => None,
+                Some(bytes) => Some(decode(name::BUDGET_SUMS, &key, bytes.value())?),
+            };
         let mut sum = match stored {
             None => self.sum_backwards(grant, metric, floor, end)?,
             Some(mut stored) => {
@@ -625,6 +638,7 @@ impl<'t> WriteTx<'t> {
         let range = self
             .authority
             .ledger
+            .get()?
             .range((grant, metric, 0)..(grant, metric, end))
             .map_err(fault_in(name::BUDGET_LEDGER))?;
         for row in range.rev() {
@@ -657,7 +671,7 @@ impl<'t> WriteTx<'t> {
             let entry =
                 LedgerEntry { consumed_at, amount, released: false, effect_key: effect_key.to_owned(), attempt };
             let row = encode(name::BUDGET_LEDGER, &key, &entry)?;
-            self.authority.ledger.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_LEDGER))?;
+            self.authority.ledger.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_LEDGER))?;
             written.push((grant, metric, seq));
         }
         if written.is_empty() {
@@ -665,13 +679,13 @@ impl<'t> WriteTx<'t> {
         }
         self.touch(name::BUDGET_BY_EFFECT);
         let key = (effect_key, u64::from(attempt));
-        if self.authority.by_effect.get(key).map_err(fault_in(name::BUDGET_BY_EFFECT))?.is_some() {
+        if self.authority.by_effect.get()?.get(key).map_err(fault_in(name::BUDGET_BY_EFFECT))?.is_some() {
             return Err(Error::Store(format!(
                 "effect {effect_key:?} attempt {attempt} already has budget charges; the store was altered"
             )));
         }
         let row = encode(name::BUDGET_BY_EFFECT, &key, &written)?;
-        self.authority.by_effect.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_BY_EFFECT))?;
+        self.authority.by_effect.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_BY_EFFECT))?;
         Ok(())
     }
 
@@ -688,7 +702,7 @@ impl<'t> WriteTx<'t> {
         self.touch(name::BUDGET_BY_EFFECT);
         let key = (effect_key, u64::from(attempt));
         let charged: Vec<ChargeRef> =
-            match self.authority.by_effect.get(key).map_err(fault_in(name::BUDGET_BY_EFFECT))? {
+            match self.authority.by_effect.get()?.get(key).map_err(fault_in(name::BUDGET_BY_EFFECT))? {
                 None => return Ok(()),
                 Some(bytes) => decode(name::BUDGET_BY_EFFECT, &key, bytes.value())?,
             };
@@ -702,12 +716,17 @@ impl<'t> WriteTx<'t> {
             entry.released = true;
             let ledger_key = (grant.as_str(), metric.as_str(), *seq);
             let row = encode(name::BUDGET_LEDGER, &ledger_key, &entry)?;
-            self.authority.ledger.insert(ledger_key, row.as_slice()).map_err(fault_in(name::BUDGET_LEDGER))?;
+            self.authority
+                .ledger
+                .get_mut()?
+                .insert(ledger_key, row.as_slice())
+                .map_err(fault_in(name::BUDGET_LEDGER))?;
             self.touch(name::BUDGET_SUMS);
             let mut updates = Vec::new();
             for row in self
                 .authority
                 .sums
+                .get()?
                 .range((grant.as_str(), metric.as_str(), 0)..=(grant.as_str(), metric.as_str(), u64::MAX))
                 .map_err(fault_in(name::BUDGET_SUMS))?
             {
@@ -748,18 +767,18 @@ impl<'t> WriteTx<'t> {
     }
 
     pub(super) fn raw_delegation(&mut self, id: &str) -> Result<Option<Vec<u8>>> {
-        let found = self.authority.delegations.get(id).map_err(fault_in(name::DELEGATIONS))?;
+        let found = self.authority.delegations.get()?.get(id).map_err(fault_in(name::DELEGATIONS))?;
         Ok(found.map(|bytes| bytes.value().to_vec()))
     }
 
     pub(super) fn set_raw_delegation(&mut self, id: &str, bytes: &[u8]) -> Result<()> {
-        self.authority.delegations.insert(id, bytes).map_err(fault_in(name::DELEGATIONS))?;
+        self.authority.delegations.get_mut()?.insert(id, bytes).map_err(fault_in(name::DELEGATIONS))?;
         Ok(())
     }
 
     /// Test support: the number of rows in the delegations table.
     pub(super) fn delegation_count(&self) -> Result<u64> {
-        self.authority.delegations.len().map_err(fault_in(name::DELEGATIONS))
+        self.authority.delegations.get()?.len().map_err(fault_in(name::DELEGATIONS))
     }
 }
 

@@ -20,6 +20,7 @@ mod commit;
 mod dictionary;
 mod file;
 pub(crate) mod fork;
+mod lazy;
 mod owner;
 mod records;
 mod schema;
@@ -777,22 +778,22 @@ pub struct Tamper<'a, 't> {
 
 impl Tamper<'_, '_> {
     pub fn receipt(&mut self, seq: u64) -> Result<Option<crate::receipt::StoredReceipt>> {
-        let found = self.tx.raw_receipts().get(seq).map_err(tx::fault)?;
+        let found = self.tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
         found.map(|bytes| codec::decode(tables::name::RECEIPTS, &seq, bytes.value())).transpose()
     }
     pub fn put_receipt(&mut self, seq: u64, row: &crate::receipt::StoredReceipt) -> Result<()> {
         let bytes = codec::encode(tables::name::RECEIPTS, &seq, row)?;
-        self.tx.raw_receipts().insert(seq, bytes.as_slice()).map_err(tx::fault)?;
+        self.tx.raw_receipts()?.insert(seq, bytes.as_slice()).map_err(tx::fault)?;
         Ok(())
     }
     pub fn remove_receipt(&mut self, seq: u64) -> Result<()> {
-        self.tx.raw_receipts().remove(seq).map_err(tx::fault)?;
+        self.tx.raw_receipts()?.remove(seq).map_err(tx::fault)?;
         Ok(())
     }
     pub fn set_head(&mut self, seq: u64, hash: &str) -> Result<()> {
         let bytes =
             codec::encode(tables::name::META, &tables::META_HEAD, &records::ChainHead { seq, hash: hash.to_owned() })?;
-        self.tx.raw_table(RawTable::Meta).insert(tables::META_HEAD, bytes.as_slice()).map_err(tx::fault)?;
+        self.tx.raw_table(RawTable::Meta)?.insert(tables::META_HEAD, bytes.as_slice()).map_err(tx::fault)?;
         Ok(())
     }
     /// Write an effect row with a valid checksum (a consistent but wrong row).
@@ -805,27 +806,27 @@ impl Tamper<'_, '_> {
     }
     pub fn set_schema_version(&mut self, version: u32) -> Result<()> {
         self.tx
-            .raw_table(RawTable::Meta)
+            .raw_table(RawTable::Meta)?
             .insert(tables::META_SCHEMA, version.to_le_bytes().as_slice())
             .map_err(tx::fault)?;
         Ok(())
     }
     /// The stored bytes of a row of a string-keyed table.
     pub fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>> {
-        let found = self.tx.raw_table(table).get(key).map_err(tx::fault)?;
+        let found = self.tx.raw_table(table)?.get(key).map_err(tx::fault)?;
         Ok(found.map(|bytes| bytes.value().to_vec()))
     }
     /// Overwrite the stored bytes of a row of a string-keyed table (a disk fault, simulated).
     pub fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()> {
-        self.tx.raw_table(table).insert(key, bytes).map_err(tx::fault)?;
+        self.tx.raw_table(table)?.insert(key, bytes).map_err(tx::fault)?;
         Ok(())
     }
     pub fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {
-        let found = self.tx.raw_receipts().get(seq).map_err(tx::fault)?;
+        let found = self.tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
         Ok(found.map(|bytes| bytes.value().to_vec()))
     }
     pub fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()> {
-        self.tx.raw_receipts().insert(seq, bytes).map_err(tx::fault)?;
+        self.tx.raw_receipts()?.insert(seq, bytes).map_err(tx::fault)?;
         Ok(())
     }
     /// Insert delegation rows with their index entries, unchecked (a bulk load for tests).

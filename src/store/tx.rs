@@ -6,6 +6,7 @@ use std::cell::Cell;
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use super::codec::{damaged, decode, encode, KeyBytes};
+use super::lazy::LazyTable;
 use super::records::{ChainHead, StoredEffect};
 use super::tables::{self, name};
 use crate::approval::{ApprovalRecord, ApprovalStatus};
@@ -34,20 +35,21 @@ pub(super) fn fault<E: Into<redb::Error>>(error: E) -> Error {
     Error::Store(format!("the store failed: {}", error.into()))
 }
 
-/// Every table one write transaction uses, opened once per batch.
+/// Every table one write transaction uses, each opened the first time it is touched
+/// (`lazy`): a batch pays only for the tables it reads or writes.
 pub struct WriteTx<'t> {
-    meta: redb::Table<'t, &'static str, &'static [u8]>,
-    effects: redb::Table<'t, &'static str, &'static [u8]>,
-    approvals: redb::Table<'t, &'static str, &'static [u8]>,
-    receipts: redb::Table<'t, u64, &'static [u8]>,
-    events: redb::Table<'t, u64, &'static [u8]>,
-    snapshots: redb::Table<'t, &'static str, &'static [u8]>,
-    snapshot_index: redb::Table<'t, (&'static str, u64), &'static [u8]>,
-    receipt_ids: redb::Table<'t, &'static str, &'static [u8]>,
-    effect_receipts: redb::Table<'t, &'static str, &'static [u8]>,
+    meta: LazyTable<'t, &'static str, &'static [u8]>,
+    effects: LazyTable<'t, &'static str, &'static [u8]>,
+    approvals: LazyTable<'t, &'static str, &'static [u8]>,
+    receipts: LazyTable<'t, u64, &'static [u8]>,
+    events: LazyTable<'t, u64, &'static [u8]>,
+    snapshots: LazyTable<'t, &'static str, &'static [u8]>,
+    snapshot_index: LazyTable<'t, (&'static str, u64), &'static [u8]>,
+    receipt_ids: LazyTable<'t, &'static str, &'static [u8]>,
+    effect_receipts: LazyTable<'t, &'static str, &'static [u8]>,
     /// Delegations, revocations, their indexes and the budget tables (`authority_rows`).
     pub(super) authority: super::authority_rows::AuthorityTables<'t>,
-    approvals_by_action: redb::Table<'t, &'static str, &'static [u8]>,
+    approvals_by_action: LazyTable<'t, &'static str, &'static [u8]>,
     /// The last event id, read once per transaction.
     last_event_id: Option<u64>,
     /// The table being touched, named when redb panics on a damaged page.
@@ -57,19 +59,17 @@ pub struct WriteTx<'t> {
 impl<'t> WriteTx<'t> {
     pub(super) fn open(txn: &'t WriteTransaction) -> Result<WriteTx<'t>> {
         Ok(WriteTx {
-            meta: txn.open_table(tables::META).map_err(fault_in(name::META))?,
-            effects: txn.open_table(tables::EFFECTS).map_err(fault_in(name::EFFECTS))?,
-            approvals: txn.open_table(tables::APPROVALS).map_err(fault_in(name::APPROVALS))?,
-            receipts: txn.open_table(tables::RECEIPTS).map_err(fault_in(name::RECEIPTS))?,
-            events: txn.open_table(tables::EVENTS).map_err(fault_in(name::EVENTS))?,
-            snapshots: txn.open_table(tables::SNAPSHOTS).map_err(fault_in(name::SNAPSHOTS))?,
-            snapshot_index: txn.open_table(tables::SNAPSHOT_INDEX).map_err(fault_in(name::SNAPSHOT_INDEX))?,
-            receipt_ids: txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?,
-            effect_receipts: txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?,
-            authority: super::authority_rows::AuthorityTables::open(txn)?,
-            approvals_by_action: txn
-                .open_table(tables::APPROVALS_BY_ACTION)
-                .map_err(fault_in(name::APPROVALS_BY_ACTION))?,
+            meta: LazyTable::new(txn, tables::META, name::META),
+            effects: LazyTable::new(txn, tables::EFFECTS, name::EFFECTS),
+            approvals: LazyTable::new(txn, tables::APPROVALS, name::APPROVALS),
+            receipts: LazyTable::new(txn, tables::RECEIPTS, name::RECEIPTS),
+            events: LazyTable::new(txn, tables::EVENTS, name::EVENTS),
+            snapshots: LazyTable::new(txn, tables::SNAPSHOTS, name::SNAPSHOTS),
+            snapshot_index: LazyTable::new(txn, tables::SNAPSHOT_INDEX, name::SNAPSHOT_INDEX),
+            receipt_ids: LazyTable::new(txn, tables::RECEIPT_IDS, name::RECEIPT_IDS),
+            effect_receipts: LazyTable::new(txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS),
+            authority: super::authority_rows::AuthorityTables::open(txn),
+            approvals_by_action: LazyTable::new(txn, tables::APPROVALS_BY_ACTION, name::APPROVALS_BY_ACTION),
             last_event_id: None,
             touching: Cell::new(""),
         })
@@ -90,10 +90,10 @@ impl<'t> WriteTx<'t> {
     /// never a reason to run the effect again. The executor result is not loaded.
     pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
         self.touch(name::EFFECTS);
-        let Some(stored) = read_effect(&self.effects, effect_key)? else { return Ok(None) };
+        let Some(stored) = read_effect(self.effects.get()?, effect_key)? else { return Ok(None) };
         if stored.state == EffectState::Failed {
             self.touch(name::EFFECT_RECEIPTS);
-            check_failed_against_receipts(&self.effect_receipts, &self.receipts, &stored)?;
+            check_failed_against_receipts(self.effect_receipts.get()?, self.receipts.get()?, &stored)?;
         }
         Ok(Some(stored.into_record(None)))
     }
@@ -102,7 +102,7 @@ impl<'t> WriteTx<'t> {
         self.touch(name::EFFECTS);
         let key = record.effect_key.as_str();
         let row = encode(name::EFFECTS, &key, &StoredEffect::from_record(record))?;
-        self.effects.insert(key, row.as_slice()).map_err(fault_in(name::EFFECTS))?;
+        self.effects.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::EFFECTS))?;
         // FAILED is the one state in which the executor proved nothing happened: whatever moved
         // the effect there (an outcome, a resolution, a reconciliation), its budget charges are
         // released here, in the same transaction, so no path can forget them.
@@ -115,13 +115,13 @@ impl<'t> WriteTx<'t> {
     /// The approval row, integrity-checked and its stored action checked against its hash.
     pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
         self.touch(name::APPROVALS);
-        read_row(&self.approvals, name::APPROVALS, approval_id)?.map(|r| bound(r, approval_id)).transpose()
+        read_row(self.approvals.get()?, name::APPROVALS, approval_id)?.map(|r| bound(r, approval_id)).transpose()
     }
 
     /// The latest approval request made for this action hash, if any.
     pub fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>> {
         self.touch(name::APPROVALS_BY_ACTION);
-        let id: Option<String> = read_row(&self.approvals_by_action, name::APPROVALS_BY_ACTION, action_hash)?;
+        let id: Option<String> = read_row(self.approvals_by_action.get()?, name::APPROVALS_BY_ACTION, action_hash)?;
         let Some(id) = id else { return Ok(None) };
         match self.approval(&id)? {
             Some(record) if record.action_hash == action_hash => Ok(Some(record)),
@@ -142,7 +142,10 @@ impl<'t> WriteTx<'t> {
     pub fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()> {
         self.touch(name::APPROVALS_BY_ACTION);
         let row = encode(name::APPROVALS_BY_ACTION, &action_hash, &approval_id.to_owned())?;
-        self.approvals_by_action.insert(action_hash, row.as_slice()).map_err(fault_in(name::APPROVALS_BY_ACTION))?;
+        self.approvals_by_action
+            .get_mut()?
+            .insert(action_hash, row.as_slice())
+            .map_err(fault_in(name::APPROVALS_BY_ACTION))?;
         Ok(())
     }
 
@@ -150,7 +153,7 @@ impl<'t> WriteTx<'t> {
         self.touch(name::APPROVALS);
         let key = record.approval_id.as_str();
         let row = encode(name::APPROVALS, &key, record)?;
-        self.approvals.insert(key, row.as_slice()).map_err(fault_in(name::APPROVALS))?;
+        self.approvals.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::APPROVALS))?;
         Ok(())
     }
 
@@ -167,7 +170,7 @@ impl<'t> WriteTx<'t> {
         self.touch(name::EVENTS);
         let last = match self.last_event_id {
             Some(last) => last,
-            None => self.events.last().map_err(fault_in(name::EVENTS))?.map(|(key, _)| key.value()).unwrap_or(0),
+            None => self.events.get()?.last().map_err(fault_in(name::EVENTS))?.map(|(key, _)| key.value()).unwrap_or(0),
         };
         let event_id = last + 1;
         self.last_event_id = Some(event_id);
@@ -183,14 +186,14 @@ impl<'t> WriteTx<'t> {
             data,
         };
         let row = encode(name::EVENTS, &event_id, &event)?;
-        self.events.insert(event_id, row.as_slice()).map_err(fault_in(name::EVENTS))?;
+        self.events.get_mut()?.insert(event_id, row.as_slice()).map_err(fault_in(name::EVENTS))?;
         Ok(event_id)
     }
 
     /// The seq of the receipt with this id, if one was written.
     pub fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
         self.touch(name::RECEIPT_IDS);
-        read_row(&self.receipt_ids, name::RECEIPT_IDS, receipt_id)
+        read_row(self.receipt_ids.get()?, name::RECEIPT_IDS, receipt_id)
     }
 
     /// Seal `draft` onto the chain: next seq, previous hash, the row, the id index, the
@@ -201,11 +204,11 @@ impl<'t> WriteTx<'t> {
         executor_result: Option<StoredResult>,
     ) -> Result<(u64, String)> {
         self.touch(name::META);
-        let head: ChainHead = read_row(&self.meta, name::META, tables::META_HEAD)?
+        let head: ChainHead = read_row(self.meta.get()?, name::META, tables::META_HEAD)?
             .ok_or_else(|| Error::Store("the store has no chain head row; it was altered".into()))?;
         let seq = head.seq + 1;
         self.touch(name::RECEIPTS);
-        if self.receipts.get(seq).map_err(fault_in(name::RECEIPTS))?.is_some() {
+        if self.receipts.get()?.get(seq).map_err(fault_in(name::RECEIPTS))?.is_some() {
             return Err(Error::Store(format!(
                 "receipt seq {seq} already exists but the chain head says {}; the store was altered. Run `warden receipts --verify-chain`",
                 head.seq
@@ -221,10 +224,14 @@ impl<'t> WriteTx<'t> {
             draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
         let row = StoredReceipt { document, hash: Some(hash.clone()), executor_result };
         self.touch(name::RECEIPTS);
-        self.receipts.insert(seq, encode(name::RECEIPTS, &seq, &row)?.as_slice()).map_err(fault_in(name::RECEIPTS))?;
+        self.receipts
+            .get_mut()?
+            .insert(seq, encode(name::RECEIPTS, &seq, &row)?.as_slice())
+            .map_err(fault_in(name::RECEIPTS))?;
         let id = draft.receipt_id.as_str();
         self.touch(name::RECEIPT_IDS);
         self.receipt_ids
+            .get_mut()?
             .insert(id, encode(name::RECEIPT_IDS, &id, &seq)?.as_slice())
             .map_err(fault_in(name::RECEIPT_IDS))?;
         let outcome = matches!(
@@ -234,12 +241,13 @@ impl<'t> WriteTx<'t> {
         if let (true, Some(key)) = (outcome, draft.effect_key.as_deref()) {
             self.touch(name::EFFECT_RECEIPTS);
             self.effect_receipts
+                .get_mut()?
                 .insert(key, encode(name::EFFECT_RECEIPTS, &key, &seq)?.as_slice())
                 .map_err(fault_in(name::EFFECT_RECEIPTS))?;
         }
         self.touch(name::META);
         let head = encode(name::META, &tables::META_HEAD, &ChainHead { seq, hash: hash.clone() })?;
-        self.meta.insert(tables::META_HEAD, head.as_slice()).map_err(fault_in(name::META))?;
+        self.meta.get_mut()?.insert(tables::META_HEAD, head.as_slice()).map_err(fault_in(name::META))?;
         Ok((seq, hash))
     }
 
@@ -247,43 +255,45 @@ impl<'t> WriteTx<'t> {
     /// Returns the record with its `seq` assigned.
     pub fn append_snapshot(&mut self, mut record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord> {
         self.touch(name::META);
-        let last: u64 = read_row(&self.meta, name::META, tables::META_SNAPSHOT_SEQ)?.unwrap_or(0);
+        let last: u64 = read_row(self.meta.get()?, name::META, tables::META_SNAPSHOT_SEQ)?.unwrap_or(0);
         record.seq = last + 1;
         self.touch(name::SNAPSHOTS);
         let id = record.id.as_str();
-        if self.snapshots.get(id).map_err(fault_in(name::SNAPSHOTS))?.is_some() {
+        if self.snapshots.get()?.get(id).map_err(fault_in(name::SNAPSHOTS))?.is_some() {
             return Err(Error::Store(format!(
                 "snapshot id {id} already exists; nothing was written (the random source repeated itself)"
             )));
         }
         self.snapshots
+            .get_mut()?
             .insert(id, encode(name::SNAPSHOTS, &id, &record)?.as_slice())
             .map_err(fault_in(name::SNAPSHOTS))?;
         self.touch(name::SNAPSHOT_INDEX);
         for scope in scopes {
             let key = (scope.as_str(), record.seq);
             self.snapshot_index
+                .get_mut()?
                 .insert(key, encode(name::SNAPSHOT_INDEX, &key, &record.id)?.as_slice())
                 .map_err(fault_in(name::SNAPSHOT_INDEX))?;
         }
         self.touch(name::META);
         let counter = encode(name::META, &tables::META_SNAPSHOT_SEQ, &record.seq)?;
-        self.meta.insert(tables::META_SNAPSHOT_SEQ, counter.as_slice()).map_err(fault_in(name::META))?;
+        self.meta.get_mut()?.insert(tables::META_SNAPSHOT_SEQ, counter.as_slice()).map_err(fault_in(name::META))?;
         Ok(record)
     }
 
     // ---- raw access, for tests that damage or tamper with a store --------------------------
 
-    pub(super) fn raw_table(&mut self, table: RawTable) -> &mut redb::Table<'t, &'static str, &'static [u8]> {
+    pub(super) fn raw_table(&mut self, table: RawTable) -> Result<&mut redb::Table<'t, &'static str, &'static [u8]>> {
         match table {
-            RawTable::Meta => &mut self.meta,
-            RawTable::Effects => &mut self.effects,
-            RawTable::Approvals => &mut self.approvals,
+            RawTable::Meta => self.meta.get_mut(),
+            RawTable::Effects => self.effects.get_mut(),
+            RawTable::Approvals => self.approvals.get_mut(),
         }
     }
 
-    pub(super) fn raw_receipts(&mut self) -> &mut redb::Table<'t, u64, &'static [u8]> {
-        &mut self.receipts
+    pub(super) fn raw_receipts(&mut self) -> Result<&mut redb::Table<'t, u64, &'static [u8]>> {
+        self.receipts.get_mut()
     }
 }
 
