@@ -172,6 +172,20 @@ impl Warden {
     /// Run the pipeline for one request and return a permit, or the refusal with its evidence
     /// already written.
     pub fn submit(&self, request: &ActionRequest<'_>) -> Result<Permit> {
+        self.submit_naming_action(request).1
+    }
+
+    /// `submit`, and the id of the action the request became (`None` when it never became
+    /// one: a missing principal, arguments that are not an object, …). A refusal's receipt
+    /// carries that id and the refusal does not, so a caller that reports the receipt (the MCP
+    /// gateway) takes it from here rather than searching the receipts for it.
+    pub fn submit_naming_action(&self, request: &ActionRequest<'_>) -> (Option<String>, Result<Permit>) {
+        let mut action_id = None;
+        let result = self.run_pipeline(request, &mut action_id);
+        (action_id, result)
+    }
+
+    fn run_pipeline(&self, request: &ActionRequest<'_>, action_id: &mut Option<String>) -> Result<Permit> {
         let limits = self.kernel.limits();
         // Before anything echoes the name.
         limits.check_name(request.name)?;
@@ -193,6 +207,7 @@ impl Warden {
         let environment = self.kernel.environment().to_owned();
         let action = Action::new(request.name, request.arguments.clone(), principal, resource.as_deref(), &environment)
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        *action_id = Some(action.action_id.clone());
         let arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
         limits.check_arguments(arguments.len())?;

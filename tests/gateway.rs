@@ -661,6 +661,42 @@ fn the_callers_traceparent_is_recorded_in_the_receipt_and_the_chain_verifies() {
 }
 
 #[test]
+fn concurrent_identical_refusals_each_name_the_receipt_written_for_them() {
+    // The action id in a refusal comes from the pipeline that wrote its receipt, not from a
+    // search of the newest receipts: eight identical denied calls at once get eight ids, each
+    // the id of one denied receipt.
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..8)
+            .map(|n| {
+                let gateway = &gateway;
+                scope.spawn(move || {
+                    let denied = gateway.call(100 + n, "create_refund", refund("p_same", 2_000_000), "a");
+                    assert_eq!((denied.status, denied.code()), (403, Some(-41001)));
+                    denied.json()["error"]["data"]["action_id"].as_str().expect("an action id").to_owned()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|call| call.join().expect("call")).collect()
+    });
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 8, "{ids:?}");
+    let mut denied: Vec<String> = gateway
+        .receipts()
+        .iter()
+        .filter(|r| r["result"] == "denied")
+        .filter_map(|r| r["action_id"].as_str().map(str::to_owned))
+        .collect();
+    denied.sort();
+    assert_eq!(denied, distinct);
+    assert_eq!(upstream.calls(), 0);
+}
+
+#[test]
 fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
     let dir = scratch();
     let upstream = Upstream::start();

@@ -365,7 +365,7 @@ impl Engine {
         request.hop = hop;
         request.task = task;
         request.traceparent = trace;
-        let mut outcome = self.warden.submit(&request);
+        let (mut action_id, mut outcome) = self.warden.submit_naming_action(&request);
         let asked = match &outcome {
             Err(Error::ApprovalRequired { request_id, .. }) => Some(request_id.clone()),
             _ => None,
@@ -376,7 +376,7 @@ impl Engine {
                     // The identical call, now presenting the grant: consumed atomically with
                     // the reservation, exactly as when the client sends it again.
                     request.approval_id = Some(request_id.as_str());
-                    outcome = self.warden.submit(&request);
+                    (action_id, outcome) = self.warden.submit_naming_action(&request);
                 }
                 Some(ApprovalStatus::Denied) => {
                     return Err(refusal(
@@ -401,7 +401,7 @@ impl Engine {
                     self.warden.document().actions.get(&name).is_some_and(|entry| entry.not_executed_on_error);
                 Ok(Admitted { permit, forward, not_executed_on_error, round: 0 })
             }
-            Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), error)),
+            Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), action_id, error)),
         }
     }
 
@@ -647,7 +647,7 @@ impl Engine {
     }
 
     /// A kernel refusal (or fault) as the client's JSON-RPC error.
-    fn refused(&self, id: &Value, name: &str, hash: Option<&str>, error: Error) -> Answer {
+    fn refused(&self, id: &Value, name: &str, hash: Option<&str>, action_id: Option<String>, error: Error) -> Answer {
         let message = error.to_string();
         match error {
             Error::ApprovalRequired { request_id, expires_at, action_hash } => refusal(
@@ -671,21 +671,16 @@ impl Engine {
             Error::Denied { reason, .. } if reason == "principal_expired" || reason == "no_principal" => {
                 refusal(id, 403, -41007, "warden.no_principal", "the credential offered was rejected", json!({}))
             }
-            Error::Denied { reason, .. } => refusal(
-                id,
-                403,
-                -41001,
-                "warden.denied",
-                &message,
-                json!({"reason": reason, "action_id": self.last_action_id(name, hash)}),
-            ),
+            Error::Denied { reason, .. } => {
+                refusal(id, 403, -41001, "warden.denied", &message, json!({"reason": reason, "action_id": action_id}))
+            }
             Error::AuthorityDenied { reason, .. } => refusal(
                 id,
                 403,
                 -41012,
                 "warden.unauthorized",
                 &message,
-                json!({"reason": reason, "action_id": self.last_action_id(name, hash)}),
+                json!({"reason": reason, "action_id": action_id}),
             ),
             Error::Duplicate { state, effect_key, .. } => refusal(
                 id,
@@ -712,21 +707,6 @@ impl Engine {
                 internal(id)
             }
         }
-    }
-
-    /// The id of the action the newest receipt for `name` (and, when known, this exact action
-    /// hash) records: the receipt the kernel just wrote for a refusal, which does not carry
-    /// the id back. Concurrent identical calls may swap ids; their receipts are equivalent.
-    fn last_action_id(&self, name: &str, hash: Option<&str>) -> Option<String> {
-        let rows = self.warden.kernel().last_receipts(32).ok()?;
-        rows.iter().rev().find_map(|(_, receipt)| {
-            let document: Value = serde_json::from_str(&receipt.document).ok()?;
-            let same_name = document.get("action").and_then(Value::as_str) == Some(name);
-            let same_hash = hash.is_none_or(|h| document.get("action_hash").and_then(Value::as_str) == Some(h));
-            (same_name && same_hash)
-                .then(|| document.get("action_id").and_then(Value::as_str).map(str::to_owned))
-                .flatten()
-        })
     }
 
     /// Record what was observed and say what the client gets.
