@@ -24,7 +24,9 @@
 //!    applied in one write transaction with its [`event`]s and, for a terminal outcome, its
 //!    [`receipt`] in the hash chain. [`kernel::Permit`] is the right to run one action once.
 //! 9. [`store`]: the one redb file, its owner process and group commit.
-//! 10. [`sight`]: confined reads, the other half of the product, through the same store.
+//! 10. [`sight`]: confined reads, the other half of the product, through the same store; the
+//!     stored form of its snapshots is the leaf [`snapshot_record`], which the store and the
+//!     kernel encode without depending on `sight`.
 //!
 //! Around them: [`clock`] (injectable time), [`error`] and [`hint`] (what went wrong and the
 //! command to run), [`ffi`] (the C ABI, the only module with `unsafe`), [`verify`] and
@@ -63,6 +65,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod receipt;
 pub mod sight;
+pub mod snapshot_record;
 pub mod store;
 pub mod template;
 

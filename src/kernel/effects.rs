@@ -8,7 +8,7 @@ use crate::effect::{self, EffectRecord, EffectState, Outcome, OutcomePlan, DEFAU
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, StoredReceipt};
-use crate::sight::record::SnapshotRecord;
+use crate::snapshot_record::SnapshotRecord;
 use crate::store::WriteTx;
 
 use super::claim::{claim_in, ClaimRequest, Claimed};

@@ -15,7 +15,7 @@ use crate::effect::{EffectRecord, EffectState, Outcome};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
-use crate::sight::record::SnapshotRecord;
+use crate::snapshot_record::SnapshotRecord;
 use crate::store::{Protocol, ReadOp, ReadTx, WriteOp, WriteTx};
 
 use super::ReconcileAnswer;

@@ -14,7 +14,6 @@ pub mod credentials;
 pub mod echo;
 pub mod http;
 pub mod query;
-pub mod record;
 pub mod shape;
 pub mod snapshot;
 pub mod tool_schema;

@@ -25,7 +25,7 @@ pub const DEFAULT_PAGE: usize = 20;
 /// At most this many entries in a diff; the rest are counted in `omitted`.
 pub const MAX_DIFF_ENTRIES: usize = 50;
 
-pub use super::record::SnapshotRecord;
+pub use crate::snapshot_record::SnapshotRecord;
 
 fn endpoint_scope(source: &str, endpoint: &str) -> String {
     format!("endpoint:{source}/{endpoint}")

@@ -11,7 +11,7 @@ use crate::approval::ApprovalRecord;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::receipt::StoredReceipt;
-use crate::sight::record::SnapshotRecord;
+use crate::snapshot_record::SnapshotRecord;
 
 /// Fill a brand-new database: every table, the schema row and the genesis chain head.
 pub(crate) fn write_fresh(db: &Database) -> Result<()> {

@@ -15,7 +15,7 @@ use crate::effect::{EffectRecord, EffectState, StoredResult};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, ReceiptDraft, ReceiptResult, StoredReceipt, GENESIS_HASH};
-use crate::sight::record::SnapshotRecord;
+use crate::snapshot_record::SnapshotRecord;
 
 /// A redb error while touching `table`: the storage layer failed (I/O, a damaged page).
 pub(super) fn fault_in<E: Into<redb::Error>>(table: &'static str) -> impl FnOnce(E) -> Error {

@@ -1,4 +1,5 @@
-//! The stored form of a snapshot: a leaf type the store can encode without knowing sights.
+//! The stored form of a sight snapshot: a leaf type the store and the kernel encode without
+//! knowing sights (which use the kernel), so no module cycle runs through it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
