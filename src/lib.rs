@@ -46,23 +46,37 @@ macro_rules! test_pub {
 }
 pub(crate) use test_pub;
 
-// Pipeline order, as listed above.
+// Pipeline order, as listed above. `missing_docs` (Cargo.toml's [lints]) holds for every module
+// without an `allow` here; the ones with it still have undocumented public items.
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod action;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod approval;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod authority;
 pub mod canonical;
 pub mod decision;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod document;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod effect;
 pub mod effect_state;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod event;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod identity;
+// Being rewritten on another branch: its docs and these lint fixes land with the rewrite.
+#[allow(missing_docs, clippy::redundant_closure_for_method_calls)]
 pub mod kernel;
 pub mod limits;
 pub mod pipeline;
 pub mod policy;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod receipt;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod sight;
+// Being rewritten on another branch: its docs and these lint fixes land with the rewrite.
+#[allow(missing_docs, clippy::manual_let_else, clippy::used_underscore_binding)]
 pub mod store;
 pub mod template;
 
@@ -73,6 +87,7 @@ pub mod error;
 pub mod ffi;
 pub mod hint;
 pub mod scratch;
+#[allow(missing_docs)] // not every public item is documented yet
 pub mod verify;
 
 pub use action::{Action, Principal};

@@ -131,7 +131,7 @@ fn take_library(source: &Path, dir: &Path) -> bool {
     std::fs::create_dir_all(dir).expect("create the library directory");
     for file in ["libwarden.so", "libwarden.a"] {
         let (from, to) = (source.join(file), dir.join(file));
-        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("copy {from:?} to {to:?}: {e}"));
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
     }
     has_test_symbols(&dir.join("libwarden.so")) == cfg!(feature = "test-exports")
 }
@@ -149,8 +149,9 @@ fn library() -> &'static Library {
             cargo_build_lib(&name, cfg!(feature = "test-exports"));
             assert!(
                 take_library(&profile, &dir),
-                "cargo build --lib did not leave libwarden.so and libwarden.a with features {:?} in {profile:?}",
-                features_tag()
+                "cargo build --lib did not leave libwarden.so and libwarden.a with features {:?} in {}",
+                features_tag(),
+                profile.display()
             );
         }
         Library { dir }

@@ -44,7 +44,7 @@ impl From<SourceError> for WalkError {
     }
 }
 
-impl<'a> Walk<'a> {
+impl Walk<'_> {
     /// The walked depth: the number of delegations from the leaf to the root, or the depth at
     /// which the bound stopped the walk.
     pub fn depth(&self) -> u32 {

@@ -201,7 +201,7 @@ fn parent_for_creation(
     // stops new delegations anywhere beneath it.
     let invalid = walked.missing_parent_id.is_some()
         || walked.cycle_at.is_some()
-        || walked.nodes.iter().skip(1).any(|node| node.is_revoked())
+        || walked.nodes.iter().skip(1).any(super::record::Delegation::is_revoked)
         || walked.ancestors().iter().any(|(_, ancestor)| ancestor.is_expired(now))
         || walked.undelegable_ancestor();
     if invalid {

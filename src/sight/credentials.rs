@@ -207,19 +207,16 @@ pub fn credential_for(
 
 fn resolve_checked(provider: &dyn CredentialProvider, reference: &str) -> Result<Zeroizing<String>, SightError> {
     let label = reference_label(reference);
-    let value = match provider.resolve(reference) {
-        Some(value) => value,
-        None => {
-            // Where it looked, so the operator knows what to fix; the label is the reference
-            // itself only when it has reference syntax.
-            let place = if is_reference(reference) { provider.looked_in(reference) } else { String::new() };
-            let message = if place.is_empty() {
-                format!("credential {label} is not available")
-            } else {
-                format!("credential {label} is not available: {place}")
-            };
-            return Err(SightError::new("credential_unavailable", message));
-        }
+    let Some(value) = provider.resolve(reference) else {
+        // Where it looked, so the operator knows what to fix; the label is the reference
+        // itself only when it has reference syntax.
+        let place = if is_reference(reference) { provider.looked_in(reference) } else { String::new() };
+        let message = if place.is_empty() {
+            format!("credential {label} is not available")
+        } else {
+            format!("credential {label} is not available: {place}")
+        };
+        return Err(SightError::new("credential_unavailable", message));
     };
     if value.is_empty() {
         return Err(SightError::new("credential_unavailable", format!("credential {label} is empty")));

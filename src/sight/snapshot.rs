@@ -284,7 +284,7 @@ fn compare(path: &str, before: &Value, after: &Value, out: &mut Vec<Value>, tota
                 match new.get(index) {
                     Some(new_item) => compare(&here, old_item, new_item, out, total),
                     None => {
-                        record(out, total, serde_json::json!({"change": "removed", "path": here, "before": old_item}))
+                        record(out, total, serde_json::json!({"change": "removed", "path": here, "before": old_item}));
                     }
                 }
             }
@@ -295,7 +295,11 @@ fn compare(path: &str, before: &Value, after: &Value, out: &mut Vec<Value>, tota
         }
         _ if before == after => {}
         _ => {
-            record(out, total, serde_json::json!({"change": "changed", "path": path, "before": before, "after": after}))
+            record(
+                out,
+                total,
+                serde_json::json!({"change": "changed", "path": path, "before": before, "after": after}),
+            );
         }
     }
 }
