@@ -17,12 +17,13 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 11] = [
+const PROGRAMS: [&str; 12] = [
     "reserve_commit_retry",
     "approval_flow",
     "approval_trust",
     "refusal_error",
     "store_ops",
+    "store_integrator",
     "forced_panic",
     "sight",
     "limits",
@@ -304,6 +305,12 @@ fn delegation_revocation_sweeps_and_hops_from_c() {
 #[test]
 fn the_integrator_store_operations_reserve_begin_complete_and_refuse_the_retry_from_c() {
     run_c_program("store_ops");
+}
+
+#[test]
+fn the_integrator_extends_a_lease_consumes_approvals_with_and_without_a_key_and_marks_ambiguous_only_as_the_holder_from_c(
+) {
+    run_c_program("store_integrator");
 }
 
 #[test]
