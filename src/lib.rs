@@ -48,7 +48,6 @@ pub(crate) use test_pub;
 
 // Pipeline order, as listed above. `missing_docs` (Cargo.toml's [lints]) holds for every module
 // without an `allow` here; the ones with it still have undocumented public items.
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod action;
 #[allow(missing_docs)] // not every public item is documented yet
 pub mod approval;
@@ -58,10 +57,8 @@ pub mod canonical;
 pub mod decision;
 #[allow(missing_docs)] // not every public item is documented yet
 pub mod document;
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod effect;
 pub mod effect_state;
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod event;
 #[allow(missing_docs)] // not every public item is documented yet
 pub mod identity;
