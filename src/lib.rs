@@ -68,7 +68,6 @@ pub mod kernel;
 pub mod limits;
 pub mod pipeline;
 pub mod policy;
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod receipt;
 #[allow(missing_docs)] // not every public item is documented yet
 pub mod sight;
