@@ -55,7 +55,6 @@ pub mod approval;
 pub mod authority;
 pub mod canonical;
 pub mod decision;
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod document;
 pub mod effect;
 pub mod effect_state;
@@ -83,7 +82,6 @@ pub mod error;
 pub mod ffi;
 pub mod hint;
 pub mod scratch;
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod verify;
 
 pub use action::{Action, Principal};
