@@ -59,7 +59,6 @@ pub mod document;
 pub mod effect;
 pub mod effect_state;
 pub mod event;
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod identity;
 // Being rewritten on another branch: its docs and these lint fixes land with the rewrite.
 #[allow(missing_docs, clippy::redundant_closure_for_method_calls)]
