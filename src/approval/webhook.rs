@@ -18,14 +18,21 @@ use zeroize::Zeroizing;
 
 use crate::sight::credentials::{is_reference, CredentialProvider};
 
+/// One delivery attempt's deadline unless `timeout_ms` says otherwise.
 pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+/// The shortest `timeout_ms` accepted.
 pub const MIN_TIMEOUT_MS: u64 = 100;
+/// The longest `timeout_ms` accepted.
 pub const MAX_TIMEOUT_MS: u64 = 60_000;
+/// Delivery attempts unless `max_attempts` says otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// The most `max_attempts` accepted.
 pub const MAX_ATTEMPTS: u32 = 10;
 /// The wait before the second attempt; it doubles for each later one.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between two attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The header that carries the HMAC signature of the body.
 pub const SIGNATURE_HEADER: &str = "Warden-Signature";
 
 const KEYS: [&str; 7] =
@@ -34,23 +41,33 @@ const KEYS: [&str; 7] =
 /// The `notify` section, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyConfig {
+    /// The webhook to POST each new request to, if any.
     pub webhook: Option<WebhookConfig>,
 }
 
+/// One webhook, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookConfig {
+    /// Where requests are POSTed (https unless `allow_insecure_http`).
     pub url: url::Url,
+    /// The credential reference of the signing secret, resolved per delivery.
     pub secret_ref: String,
+    /// One attempt's deadline.
     pub timeout_ms: u64,
+    /// How many attempts before giving up.
     pub max_attempts: u32,
+    /// Extra PEM roots for this endpoint only.
     pub ca_certs: Option<PathBuf>,
+    /// The `User-Agent` sent.
     pub user_agent: String,
 }
 
 /// A refusal of the `notify` section: the path inside the document and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyConfigError {
+    /// Where in the document.
     pub path: String,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -179,11 +196,20 @@ pub fn signature(secret: &[u8], unix_seconds: i64, body: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     /// A 2xx.
-    Delivered { status: u16 },
+    Delivered {
+        /// The HTTP status.
+        status: u16,
+    },
     /// Worth another attempt (a timeout, a connection failure, a 5xx, a 429).
-    Retry { error: String },
+    Retry {
+        /// What went wrong (never the secret, the body or the query).
+        error: String,
+    },
     /// Another attempt would fail the same way (no secret, a redirect, a 4xx).
-    GiveUp { error: String },
+    GiveUp {
+        /// What went wrong (never the secret, the body or the query).
+        error: String,
+    },
 }
 
 /// The wait before attempt `attempt` (2, 3, …): 0.5 s, 1 s, 2 s, … at most [`MAX_BACKOFF`].
