@@ -66,7 +66,6 @@ pub mod limits;
 pub mod pipeline;
 pub mod policy;
 pub mod receipt;
-#[allow(missing_docs)] // not every public item is documented yet
 pub mod sight;
 // Being rewritten on another branch: its docs and these lint fixes land with the rewrite.
 #[allow(missing_docs, clippy::manual_let_else, clippy::used_underscore_binding)]

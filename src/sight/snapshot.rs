@@ -21,6 +21,7 @@ use crate::kernel::Kernel;
 
 /// Page size bounds of `history`.
 pub const MAX_PAGE: usize = 100;
+/// The page size of `history` unless a limit is given.
 pub const DEFAULT_PAGE: usize = 20;
 /// At most this many entries in a diff; the rest are counted in `omitted`.
 pub const MAX_DIFF_ENTRIES: usize = 50;
