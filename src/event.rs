@@ -65,6 +65,11 @@ pub enum EventKind {
     /// A notification failed (the hook raised, the webhook could not deliver); the action is
     /// never affected.
     APPROVAL_NOTIFY_FAILED,
+    // Appended: executions that wait for input their remote side asked for.
+    /// The executor waits for input (an MCP elicitation); the permit still holds the key.
+    EXECUTION_SUSPENDED,
+    /// The input came; the same attempt goes on.
+    EXECUTION_RESUMED,
 }
 
 impl EventKind {
@@ -98,6 +103,8 @@ impl EventKind {
             EventKind::APPROVAL_VOTED => "APPROVAL_VOTED",
             EventKind::APPROVAL_NOTIFIED => "APPROVAL_NOTIFIED",
             EventKind::APPROVAL_NOTIFY_FAILED => "APPROVAL_NOTIFY_FAILED",
+            EventKind::EXECUTION_SUSPENDED => "EXECUTION_SUSPENDED",
+            EventKind::EXECUTION_RESUMED => "EXECUTION_RESUMED",
         }
     }
 }

@@ -96,6 +96,9 @@ pub struct ActionRequest<'a> {
     pub identity: Option<crate::approval::Verified>,
     /// The state an approval depends on (`approval::precondition`).
     pub precondition: Option<crate::approval::precondition::PreconditionSource<'a>>,
+    /// The caller's W3C trace context (`00-<trace id>-<parent id>-<flags>`), recorded on the
+    /// call's receipts as `traceparent`; one that is not valid is refused as invalid input.
+    pub traceparent: Option<&'a str>,
 }
 
 impl<'a> ActionRequest<'a> {
@@ -113,6 +116,7 @@ impl<'a> ActionRequest<'a> {
             hop: None,
             identity: None,
             precondition: None,
+            traceparent: None,
         }
     }
 }
@@ -209,6 +213,7 @@ impl Warden {
         proposal.lease = request.lease.or_else(|| entry.and_then(|e| e.lease));
         proposal.approval_id = request.approval_id;
         proposal.observe = self.document.mode == Mode::Observe;
+        proposal.traceparent = request.traceparent;
         if proposal.ruling.decision == Decision::Approve {
             proposal.ask = self.approval_ask(entry, &proposal.ruling, request);
             if let Some(source) = &request.precondition {

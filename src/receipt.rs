@@ -106,6 +106,33 @@ pub struct ReceiptDraft {
     /// without authority keep their shape.
     #[serde(default)]
     pub authority: Option<ReceiptAuthority>,
+    /// The W3C trace context (`traceparent`) the call carried, when its host handed one over
+    /// (`warden gateway`: `params._meta.traceparent`). In the hashed document only when set, so
+    /// every receipt without one keeps its bytes.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+}
+
+/// Whether `text` is a W3C trace context `traceparent` (Trace Context Level 1): `VV-<32 hex>-<16
+/// hex>-<2 hex>`, lowercase, the version not `ff`, neither id all zeros. A version after `00`
+/// may carry more fields; only the four-field form is accepted, so a receipt never records
+/// what this definition does not describe.
+pub fn is_traceparent(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    let hex = |part: &str, n: usize| part.len() == n && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let zero = |part: &str| part.bytes().all(|b| b == b'0');
+    match parts.as_slice() {
+        [version, trace_id, parent_id, flags] => {
+            hex(version, 2)
+                && *version != "ff"
+                && hex(trace_id, 32)
+                && !zero(trace_id)
+                && hex(parent_id, 16)
+                && !zero(parent_id)
+                && hex(flags, 2)
+        }
+        _ => false,
+    }
 }
 
 /// The authority evidence of a receipt.
@@ -169,6 +196,9 @@ impl ReceiptDraft {
             map.insert("authority_grant_id".into(), authority.grant_id.clone().into());
             map.insert("hop".into(), authority.hop.clone().into());
             map.insert("budget_charges".into(), authority.charges_json());
+        }
+        if let (Some(traceparent), Some(map)) = (&self.traceparent, document.as_object_mut()) {
+            map.insert("traceparent".into(), traceparent.clone().into());
         }
         document
     }
@@ -259,6 +289,52 @@ pub struct ChainReport {
     pub breaks_not_listed: u64,
 }
 
+/// What the chain walk needs of one stored row.
+enum RowView {
+    /// A document with no `seq` (or `seq: null`): not part of the chain.
+    Unchained,
+    /// No document can be read back (not JSON, or no canonical form).
+    Unreadable,
+    /// A chained document: its `prev_hash` (`""` when absent or not a string) and the hash of
+    /// its canonical form.
+    Chained { prev: String, recomputed: String },
+}
+
+/// The two fields of a document the walk reads, without building the whole document.
+#[derive(Deserialize)]
+struct Link {
+    #[serde(default)]
+    seq: Option<serde_json::Value>,
+    #[serde(default)]
+    prev_hash: Option<serde_json::Value>,
+}
+
+impl RowView {
+    fn of(stored: &StoredReceipt) -> RowView {
+        // Fast path: text that hashes to the stored hash is byte for byte the canonical text
+        // `seal` hashed, so its canonical form need not be rebuilt; only the link is read.
+        // Anything else (an altered text, a missing hash, a duplicate key) takes the full path,
+        // which names the break.
+        if let Some(hash) = &stored.hash {
+            let raw = sha256_prefixed(stored.document.as_bytes());
+            if raw == *hash {
+                if let Ok(link) = serde_json::from_str::<Link>(&stored.document) {
+                    let Some(_) = link.seq else { return RowView::Unchained };
+                    let prev = link.prev_hash.as_ref().and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
+                    return RowView::Chained { prev, recomputed: raw };
+                }
+            }
+        }
+        let Ok(document) = parse_json(&stored.document) else { return RowView::Unreadable };
+        if matches!(document.get("seq"), None | Some(serde_json::Value::Null)) {
+            return RowView::Unchained;
+        }
+        let Ok(text) = to_canonical_string(&document, "receipt") else { return RowView::Unreadable };
+        let prev = document.get("prev_hash").and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
+        RowView::Chained { prev, recomputed: sha256_prefixed(text.as_bytes()) }
+    }
+}
+
 /// Streams the rows in store order (by the key, never re-sorted) and names every break.
 /// `rows` yields `(position, row)`; a row the store could not decode is `Err(description)`.
 pub fn verify_chain<I>(rows: I, head: Option<(u64, String)>) -> ChainReport
@@ -283,12 +359,11 @@ where
     let mut last_seq = 0u64;
     let mut previous_stored: Option<String> = None;
     for (position, row) in rows {
-        let document = match &row {
-            Ok(stored) => parse_json(&stored.document).ok(),
-            Err(_) => None,
+        let view = match &row {
+            Ok(stored) => RowView::of(stored),
+            Err(_) => RowView::Unreadable,
         };
-        let doc_seq = document.as_ref().map(|doc| doc.get("seq"));
-        if let Some(None | Some(serde_json::Value::Null)) = doc_seq {
+        if let RowView::Unchained = view {
             // A receipt with no place in the chain: nothing about it is verified.
             unchained += 1;
             continue;
@@ -303,11 +378,7 @@ where
                 "seq {expected_seq} is not here; the next receipt is at {position}: a row was deleted or two were exchanged"
             ));
         }
-        let recomputed = document
-            .as_ref()
-            .and_then(|doc| to_canonical_string(doc, "receipt").ok())
-            .map(|text| sha256_prefixed(text.as_bytes()));
-        let (Ok(stored), Some(document), Some(recomputed)) = (&row, &document, recomputed) else {
+        let (Ok(stored), RowView::Chained { prev, recomputed }) = (&row, view) else {
             push(
                 &mut breaks,
                 "content_altered",
@@ -342,7 +413,7 @@ where
             }
             Some(_) => {}
         }
-        let prev = document.get("prev_hash").and_then(|value| value.as_str()).unwrap_or("");
+        let prev = prev.as_str();
         // The link holds if it names the previous document's recomputed hash or its stored one:
         // an edited document is then reported once (content_altered), and an edit that was
         // re-hashed still breaks here because the next row names the old hash.
@@ -436,6 +507,7 @@ mod tests {
             policy_hash: None,
             policy_version: None,
             authority: None,
+            traceparent: None,
         }
     }
 
@@ -456,6 +528,106 @@ mod tests {
 
     fn names(report: &ChainReport) -> Vec<(&'static str, Option<u64>)> {
         report.breaks.iter().map(|b| (b.name, b.seq)).collect()
+    }
+
+    #[test]
+    fn a_document_stored_in_another_spelling_is_judged_by_its_canonical_form() {
+        // The hash covers the canonical form, not the stored spelling: a document stored
+        // pretty-printed with its keys reversed (as another writer might) whose canonical form
+        // hashes to the stored hash is intact, and its link holds.
+        let (mut rows, head) = chain(3);
+        if let (_, Ok(stored)) = &mut rows[1] {
+            let document: serde_json::Value = serde_json::from_str(&stored.document).expect("json");
+            let reversed: serde_json::Map<String, serde_json::Value> =
+                document.as_object().expect("object").iter().rev().map(|(k, v)| (k.clone(), v.clone())).collect();
+            stored.document = serde_json::to_string_pretty(&reversed).expect("json");
+        }
+        let report = verify_chain(rows, Some(head));
+        assert!(report.ok, "{:?}", names(&report));
+        assert_eq!(report.verified, 3);
+    }
+
+    #[test]
+    fn a_traceparent_is_the_w3c_four_field_form() {
+        for valid in [
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09",
+        ] {
+            assert!(is_traceparent(valid), "{valid}");
+        }
+        for invalid in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\n",
+            "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ] {
+            assert!(!is_traceparent(invalid), "{invalid:?}");
+        }
+    }
+
+    #[test]
+    fn a_receipt_without_a_traceparent_keeps_its_document_and_one_with_it_carries_it_inside_the_hash() {
+        let plain = draft(1).document(1, GENESIS_HASH);
+        let keys: Vec<&str> = plain.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default();
+        assert_eq!(
+            keys,
+            [
+                "action",
+                "action_hash",
+                "action_id",
+                "approval_id",
+                "approver",
+                "arguments",
+                "attempt",
+                "decision",
+                "decision_reason",
+                "effect_key",
+                "environment",
+                "error",
+                "execution",
+                "finished_at",
+                "policy_hash",
+                "policy_version",
+                "prev_hash",
+                "principal",
+                "receipt_id",
+                "resource",
+                "result",
+                "schema",
+                "seq",
+                "started_at",
+                "would_have",
+            ],
+            "the document every receipt had before traceparent existed"
+        );
+        let (_, plain_hash) = draft(1).seal(1, GENESIS_HASH).expect("seals");
+        // The hash of the canonical JSON of this document's 25 fields, computed apart from this
+        // code (sorted keys, compact): a receipt without a trace is the bytes it always was.
+        assert_eq!(plain_hash, "sha256:d45cbea41febe4e88a23cbb3ce92240a2ba63e23b3c5a4de21ed9a9c2ba83e49");
+        let mut traced = draft(1);
+        traced.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        let mut document = traced.document(1, GENESIS_HASH);
+        assert_eq!(document["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        if let Some(map) = document.as_object_mut() {
+            map.remove("traceparent");
+        }
+        assert_eq!(document, plain, "the field is the only difference");
+        let (text, hash) = traced.seal(1, GENESIS_HASH).expect("seals");
+        assert_ne!(hash, plain_hash, "the trace is inside the hashed document");
+        let (second, second_hash) = draft(2).seal(2, &hash).expect("seals");
+        let rows: Rows = vec![
+            (1, Ok(StoredReceipt { document: text, hash: Some(hash), executor_result: None })),
+            (2, Ok(StoredReceipt { document: second, hash: Some(second_hash.clone()), executor_result: None })),
+        ];
+        let report = verify_chain(rows, Some((2, second_hash)));
+        assert!(report.ok && report.verified == 2, "{report:?}");
     }
 
     #[test]

@@ -256,8 +256,50 @@ pub fn run(document: &Document, racer: Option<&dyn ProcessRace>) -> Result<Verif
     if document.authority_config.is_some() {
         blind_spots.push(authority::GRANTS_BLIND_SPOT.to_owned());
     }
+    blind_spots.extend(gateway_blind_spots(document));
     blind_spots.extend(unreachable.into_iter().map(|note| format!("{note}, so no scenario exercised it")));
     Ok(VerifyReport { policy_hash: document.policy_hash.clone(), guarantees, blind_spots })
+}
+
+/// What verify cannot see of the gateway entries (`mcp.<alias>.<tool>`): the scenarios decide,
+/// reserve and record them through the kernel like any other action, but never run
+/// `warden gateway`, so its own checks and the operator's claims are named here, entry by entry.
+fn gateway_blind_spots(document: &Document) -> Vec<String> {
+    let gateway: Vec<(&String, &ActionEntry)> =
+        document.actions.iter().filter(|(name, _)| name.starts_with("mcp.")).collect();
+    if gateway.is_empty() {
+        return Vec::new();
+    }
+    let mut spots = vec![format!(
+        "`warden gateway`'s own checks for the {} mcp.* action(s) (the checks before forwarding, \
+         the outcome table, elicitation): the scenarios decide, reserve and record those actions \
+         through the kernel like any other, but never run a gateway or an MCP server",
+        gateway.len()
+    )];
+    for (name, entry) in &gateway {
+        if let Some(pins) = &entry.upstream {
+            let mut what = Vec::new();
+            if pins.pins_certificate() {
+                what.push("certificate");
+            }
+            if pins.tool_schema_sha256.is_some() {
+                what.push("tool schema");
+            }
+            if !what.is_empty() {
+                spots.push(format!(
+                    "{name} pins the upstream's {}: the gateway checks that, at startup and on every call, not verify",
+                    what.join(" and ")
+                ));
+            }
+        }
+        if entry.not_executed_on_error {
+            spots.push(format!(
+                "{name} claims mcp.not_executed_on_error: an isError answer is recorded FAILED and may run \
+                 again; whether the server really acts on nothing before it errs is the operator's claim, unchecked"
+            ));
+        }
+    }
+    spots
 }
 
 type Outcome = (Status, String);

@@ -563,7 +563,7 @@ fn templates_leases_and_top_level_values_are_validated() {
 }
 
 #[test]
-fn schemas_are_never_assumed_and_later_ctrlrun_schemas_name_what_they_add() {
+fn schemas_are_never_assumed_and_unknown_schemas_are_refused() {
     check(&[
         refusal("a missing schema", "actions:\n  a.b: {decision: allow}\n", "top level", Some(1), "missing 'schema'"),
         refusal(
@@ -580,14 +580,6 @@ fn schemas_are_never_assumed_and_later_ctrlrun_schemas_name_what_they_add() {
             Some(1),
             "unknown schema",
         ),
-        refusal(
-            "ctrlrun v6",
-            "schema: ctrlrun.policy/v6\nactions: {}\n",
-            "schema",
-            Some(1),
-            "'approvals_required' (M-of-N approvals)",
-        ),
-        refusal("ctrlrun v8", "schema: ctrlrun.policy/v8\nactions: {}\n", "schema", Some(1), "'upstream' pins"),
         refusal("a schema that is a list", "schema: [warden/v1]\nactions: {}\n", "schema", Some(1), "must be a string"),
         refusal(
             "a list document",
@@ -689,6 +681,78 @@ fn ctrlrun_features_warden_does_not_implement_are_refused_by_name() {
     );
     assert!(document.authority.is_none());
     assert!(document.actions.get("a").is_some_and(|entry| entry.effect.is_none()));
+}
+
+#[test]
+fn ctrlrun_v6_to_v8_documents_load_with_the_gateway_keys_and_refuse_the_rest_by_name() {
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    for schema in ["ctrlrun.policy/v6", "ctrlrun.policy/v7", "ctrlrun.policy/v8"] {
+        let document = load(&format!(
+            "schema: {schema}\nactions:\n  mcp.acme.pay:\n    effect: 'pay:{{id}}'\n    approvals_required: 1\n    mcp: {{not_executed_on_error: true}}\n    decision: approve\n"
+        ));
+        assert_eq!(document.schema.name(), schema);
+        let entry = document.actions.get("mcp.acme.pay").unwrap_or_else(|| panic!("{schema}: no entry"));
+        assert!(entry.not_executed_on_error && entry.upstream.is_none(), "{schema}");
+        assert_eq!(decide(&document, "mcp.acme.pay", json!({"id": "x"})), ("approve".into(), "decision".into()));
+    }
+    let document = load(&format!(
+        "schema: ctrlrun.policy/v8\nactions:\n  mcp.acme.read:\n    upstream: {{tool_schema_sha256: '{digest}', tls_cert_sha256: '{digest}'}}\n    decision: allow\n  mcp.acme.list:\n    upstream: ~\n    decision: allow\n"
+    ));
+    let pins = document.actions.get("mcp.acme.read").and_then(|entry| entry.upstream.clone()).unwrap_or_default();
+    assert_eq!(pins.tool_schema_sha256.as_deref(), Some(digest.as_str()));
+    assert_eq!(pins.tls_cert_sha256, vec![digest.clone()], "ctrlrun's single string is a list of one");
+    assert!(document.actions.get("mcp.acme.list").is_some_and(|entry| entry.upstream.is_none()));
+    check(&[
+        refusal(
+            "upstream before v8",
+            "schema: ctrlrun.policy/v7\nactions:\n  mcp.a.b:\n    decision: allow\n    upstream: {}\n",
+            "actions.mcp.a.b.upstream",
+            Some(5),
+            "needs 'schema: ctrlrun.policy/v8'",
+        ),
+        refusal(
+            "an unknown upstream key in v8",
+            "schema: ctrlrun.policy/v8\nactions:\n  mcp.a.b:\n    decision: allow\n    upstream:\n      tool_schema: x\n",
+            "actions.mcp.a.b.upstream.tool_schema",
+            Some(6),
+            "unknown key 'tool_schema'; allowed here: tls_cert_file, tls_cert_sha256, tool_schema_sha256",
+        ),
+        refusal(
+            "M-of-N approvals in v6",
+            "schema: ctrlrun.policy/v6\nactions:\n  a:\n    decision: approve\n    approvals_required: 3\n",
+            "actions.a.approvals_required",
+            Some(5),
+            "'approvals_required' is the integer 3, and M-of-N approvals (ctrlrun.policy/v6) are not implemented",
+        ),
+        refusal(
+            "approvals_required that is not an integer",
+            "schema: ctrlrun.policy/v8\nactions:\n  a:\n    decision: approve\n    approvals_required: true\n",
+            "actions.a.approvals_required",
+            Some(5),
+            "remove the key for one approval",
+        ),
+        refusal(
+            "the policy-change action in v8",
+            "schema: ctrlrun.policy/v8\nactions:\n  ctrlrun.policy.change: {decision: approve}\n",
+            "actions.ctrlrun.policy.change",
+            Some(3),
+            "Warden does not implement; remove the entry",
+        ),
+        refusal(
+            "grants with tasks in v7",
+            "schema: ctrlrun.policy/v7\nauthority:\n  grants: []\nactions: {}\n",
+            "authority",
+            Some(2),
+            "declare the grants (their 'tasks' and 'budgets' included) in a 'warden/v1' document",
+        ),
+        refusal(
+            "an approver role in v6",
+            "schema: ctrlrun.policy/v6\ncontrols:\n  pci: {title: Card data, approver_role: finance}\nactions: {}\n",
+            "controls",
+            Some(2),
+            "control registry",
+        ),
+    ]);
 }
 
 #[test]

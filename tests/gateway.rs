@@ -61,6 +61,13 @@ enum Script {
     Hang,
     /// `text/event-stream`: a progress event, then silence for two seconds, then the final result.
     SlowStream,
+    /// `text/event-stream`: an `elicitation/create` server request (id 41), then the final
+    /// result once the client's answer to it has reached the upstream.
+    Elicit,
+    /// A result once the test releases it (`Upstream::release`).
+    Held,
+    /// A `tools/list` answered as an event stream: a notification, then the list.
+    ToolsStream,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +89,8 @@ struct Upstream {
     script: Arc<Mutex<VecDeque<Script>>>,
     /// What `tools/list` answers.
     tools: Arc<Mutex<Value>>,
+    /// Set by the test: a `Script::Held` call answers.
+    released: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Upstream {
@@ -91,15 +100,22 @@ impl Upstream {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(VecDeque::new()));
         let tools = Arc::new(Mutex::new(json!([{"name": "create_refund", "inputSchema": {"type": "object"}}])));
+        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (recorded, queued, listed) = (Arc::clone(&requests), Arc::clone(&script), Arc::clone(&tools));
+        let release = Arc::clone(&released);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let (recorded, queued, listed) = (Arc::clone(&recorded), Arc::clone(&queued), Arc::clone(&listed));
-                std::thread::spawn(move || serve_one(stream, &recorded, &queued, &listed));
+                let release = Arc::clone(&release);
+                std::thread::spawn(move || serve_one(stream, &recorded, &queued, &listed, &release));
             }
         });
-        Upstream { url, requests, script, tools }
+        Upstream { url, requests, script, tools, released }
+    }
+
+    fn release(&self) {
+        self.released.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn then(&self, script: Script) {
@@ -129,6 +145,7 @@ fn serve_one(
     recorded: &Mutex<Vec<Recorded>>,
     queued: &Mutex<VecDeque<Script>>,
     listed: &Mutex<Value>,
+    released: &std::sync::atomic::AtomicBool,
 ) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut first = String::new();
@@ -160,7 +177,15 @@ fn serve_one(
         || (method == "GET"
             && headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("accept") && v == "text/event-stream"));
     recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
-    let script = if scripted { queued.lock().expect("script").pop_front() } else { None };
+    let is_list = body.get("method") == Some(&json!("tools/list"));
+    let script = if scripted {
+        queued.lock().expect("script").pop_front()
+    } else if is_list {
+        let mut queue = queued.lock().expect("script");
+        matches!(queue.front(), Some(Script::ToolsStream)).then(|| queue.pop_front()).flatten()
+    } else {
+        None
+    };
     let mut stream = stream;
     let json_reply = |status: u16, body: &Value, extra: &str| {
         let text = body.to_string();
@@ -208,6 +233,45 @@ fn serve_one(
             let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(progress.as_bytes()));
             let _ = stream.flush();
             std::thread::sleep(Duration::from_secs(2));
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("data: {last}\n\n")
+        }
+        Some(Script::ToolsStream) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "listing"}});
+            let list = json!({"jsonrpc": "2.0", "id": id, "result": {"tools": listed.lock().expect("tools").clone()}});
+            format!("{head}id: 1\ndata: {note}\n\nid: 2\nevent: message\ndata: {list}\n\n")
+        }
+        Some(Script::Held) => {
+            for _ in 0..1500 {
+                if released.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            json_reply(200, &json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}}), "")
+        }
+        Some(Script::Elicit) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let ask =
+                json!({"jsonrpc": "2.0", "id": 41, "method": "elicitation/create", "params": {"message": "sure?"}});
+            let _ = stream
+                .write_all(head.as_bytes())
+                .and_then(|()| stream.write_all(format!("data: {ask}\n\n").as_bytes()));
+            let _ = stream.flush();
+            let answered = || {
+                recorded
+                    .lock()
+                    .expect("requests")
+                    .iter()
+                    .any(|r| r.body.get("id") == Some(&json!(41)) && r.body.get("result").is_some())
+            };
+            for _ in 0..300 {
+                if answered() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
             format!("data: {last}\n\n")
         }
@@ -337,6 +401,15 @@ impl Gateway {
             .args(["--store", &self.dir.join("store.redb").display().to_string()])
             .output()
             .expect("run warden")
+    }
+
+    fn events(&self) -> Vec<Value> {
+        let out = self.cli(&["events", "--json", "--limit", "1000"]);
+        serde_json::from_slice::<Value>(&out.stdout).expect("events JSON").as_array().cloned().unwrap_or_default()
+    }
+
+    fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.events().into_iter().filter(|e| e["type"] == kind).collect()
     }
 
     fn receipts(&self) -> Vec<Value> {
@@ -533,30 +606,58 @@ fn an_allowed_call_commits_once_with_its_receipt_in_meta() {
 }
 
 #[test]
-fn the_callers_traceparent_is_kept_with_the_outcome() {
+fn the_callers_traceparent_is_recorded_in_the_receipt_and_the_chain_verifies() {
     let dir = scratch();
     let upstream = Upstream::start();
     let gateway = gateway(dir.path(), &upstream);
     let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    let body = |id: u64, key: &str, traceparent: &str| {
+    let body = |id: u64, tool: &str, arguments: Value, traceparent: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": "careful", "arguments": {"id": key}, "_meta": {"traceparent": traceparent}}})
+               "params": {"name": tool, "arguments": arguments, "_meta": {"traceparent": traceparent}}})
         .to_string()
     };
-    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(1, "k1", trace)).meta()["result"], "committed");
-    upstream.then(Script::Error(-32603));
-    assert_eq!(gateway.post(&[("X-Agent", "a")], &body(2, "k2", trace)).meta()["result"], "ambiguous");
-    gateway.post(&[("X-Agent", "a")], &body(3, "k3", "00-not-a-trace\n-01"));
+    let careful = |key: &str| json!({"id": key});
+    // Before any trace: a receipt without one, whose document has no such field.
+    assert_eq!(gateway.call(1, "careful", careful("k0"), "a").meta()["result"], "committed");
     assert_eq!(
-        upstream.last().body["params"]["_meta"]["traceparent"],
-        "00-not-a-trace\n-01",
-        "_meta is forwarded as sent"
+        gateway.post(&[("X-Agent", "a")], &body(2, "careful", careful("k1"), trace)).meta()["result"],
+        "committed"
     );
+    upstream.then(Script::Error(-32603));
+    assert_eq!(
+        gateway.post(&[("X-Agent", "a")], &body(3, "careful", careful("k2"), trace)).meta()["result"],
+        "ambiguous"
+    );
+    let denied = gateway.post(&[("X-Agent", "a")], &body(4, "create_refund", refund("p9", 2_000_000), trace));
+    assert_eq!(denied.code(), Some(-41001));
+    // Invalid traces: not recorded; the call goes on and `_meta` is forwarded as sent.
+    for (id, bad) in [(5, "00-not-a-trace\n-01"), (6, "00-00000000000000000000000000000000-00f067aa0ba902b7-01")] {
+        let key = format!("k{id}");
+        assert_eq!(
+            gateway.post(&[("X-Agent", "a")], &body(id, "careful", careful(&key), bad)).meta()["result"],
+            "committed"
+        );
+        assert_eq!(upstream.last().body["params"]["_meta"]["traceparent"], bad, "_meta is forwarded as sent");
+    }
     let receipts = gateway.receipts();
     let by_key = |key: &str| receipts.iter().find(|r| r["effect_key"] == key).cloned().expect("receipt");
-    assert_eq!(by_key("careful:k1")["executor_result"]["traceparent"], trace);
-    assert!(by_key("careful:k2")["error"].as_str().is_some_and(|e| e.ends_with(&format!("traceparent {trace}"))));
-    assert_eq!(by_key("careful:k3")["executor_result"], Value::Null, "a malformed trace is not kept");
+    let committed = by_key("careful:k1");
+    assert_eq!(committed["traceparent"], trace);
+    assert_eq!(committed["executor_result"], Value::Null, "the upstream's payload is never stored");
+    let ambiguous = by_key("careful:k2");
+    assert_eq!((ambiguous["result"].as_str(), ambiguous["traceparent"].as_str()), (Some("ambiguous"), Some(trace)));
+    assert!(ambiguous["error"].as_str().is_some_and(|e| !e.contains("traceparent")), "{ambiguous}");
+    let refusal = receipts.iter().find(|r| r["result"] == "denied").expect("the denied receipt");
+    assert_eq!(refusal["traceparent"], trace, "a refusal's receipt carries the trace too");
+    for key in ["careful:k0", "careful:k5", "careful:k6"] {
+        assert!(by_key(key).get("traceparent").is_none(), "{key}: no trace, no field: {}", by_key(key));
+    }
+    // The hashed document is the stored one: the field is inside it, and the chain verifies.
+    let out = gateway.cli(&["receipts", "--verify-chain", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("chain report");
+    assert!(out.status.success() && report["ok"] == true, "{report}");
+    assert_eq!(report["verified"].as_u64(), Some(receipts.len() as u64));
+    assert_eq!(receipts.len(), 6);
 }
 
 #[test]
@@ -603,6 +704,54 @@ fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
         (Some("committed"), Value::Null)
     );
     assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn a_float_argument_is_refused_with_a_denied_receipt_for_a_stand_in_never_the_float() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let arguments = r#"{"payment_id": "p1", "amount": 1.50, "note": {"x": [1, 2.0e1]}}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"create_refund","arguments":{arguments}}}}}"#
+    );
+    let float = gateway.post(&[("X-Agent", "a")], &body);
+    assert_eq!((float.status, float.code()), (400, Some(-41008)), "{}", float.text);
+    let data = float.json()["error"]["data"].clone();
+    assert_eq!(data["pointer"], "/amount");
+    let action_id = data["action_id"].as_str().expect("the refusal names the recorded action").to_owned();
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    let receipt = &receipts[0];
+    assert_eq!(
+        (receipt["action_id"].as_str(), receipt["result"].as_str(), receipt["decision_reason"].as_str()),
+        (Some(action_id.as_str()), Some("denied"), Some("unrepresentable_argument"))
+    );
+    // The recorded action is the stand-in: where the float was, and the digest of the
+    // arguments' bytes exactly as sent.
+    let stand_in = json!({"warden.unrepresentable_arguments": {
+        "pointer": "/amount",
+        "arguments_sha256": warden::canonical::sha256_prefixed(arguments.as_bytes()),
+    }});
+    let principal = warden::kernel::principal("a", None).expect("principal");
+    let expected =
+        warden::Action::new("mcp.acme.create_refund", stand_in, principal, None, "production").expect("action");
+    assert_eq!(receipt["action_hash"].as_str(), Some(expected.hash().expect("hash").as_str()), "{receipt}");
+    let kinds: Vec<Value> = gateway
+        .events()
+        .into_iter()
+        .filter(|e| e["action_id"] == action_id.as_str())
+        .map(|e| e["type"].clone())
+        .collect();
+    assert!(kinds.contains(&json!("ACTION_DENIED")), "{kinds:?}");
+    // Without a principal there is nobody to record: -41007 and nothing written.
+    let nobody = gateway.post(&[], &body);
+    assert_eq!(nobody.code(), Some(-41007));
+    assert_eq!(gateway.receipts().len(), 1);
+    // The twin: the same call with an integer runs.
+    let twin = gateway.call(2, "create_refund", json!({"payment_id": "p1", "amount": 150}), "a");
+    assert_eq!(twin.meta()["result"], "committed", "{}", twin.text);
+    assert_eq!(upstream.calls(), 1);
 }
 
 #[test]
@@ -961,6 +1110,144 @@ fn a_suspension_holds_the_reservation_and_only_the_same_call_continues_it() {
 }
 
 #[test]
+fn a_suspension_and_its_continuation_are_events_with_the_request_keys_and_the_responses_digest() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required("rs-d10"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "d10"}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "suspended", "{}", first.text);
+    let action_id = first.meta()["action_id"].clone();
+    let suspended = gateway.events_of("EXECUTION_SUSPENDED");
+    assert_eq!(suspended.len(), 1, "{suspended:?}");
+    assert_eq!((&suspended[0]["action_id"], &suspended[0]["effect_key"]), (&action_id, &json!("careful:d10")));
+    assert_eq!(
+        suspended[0]["data"],
+        json!({"reason": "input_required", "held": true, "round": 1, "input_requests": ["confirm"]})
+    );
+    assert!(gateway.events_of("EXECUTION_RESUMED").is_empty());
+    // A refused continuation resumes nothing.
+    let responses = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let state = json!({"requestState": "rs-d10", "inputResponses": responses});
+    let refused = gateway.call_2026(2, "careful", json!({"id": "d10", "x": 1}), "a", state.clone());
+    assert_eq!(refused.code(), Some(-41009));
+    assert!(gateway.events_of("EXECUTION_RESUMED").is_empty());
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let done = gateway.call_2026(3, "careful", json!({"id": "d10"}), "a", state);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    let resumed = gateway.events_of("EXECUTION_RESUMED");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0]["action_id"], action_id);
+    // The digest is over the inputResponses bytes the upstream received.
+    let forwarded = serde_json::to_vec(&upstream.last().body["params"]["inputResponses"]).expect("bytes");
+    assert_eq!(
+        resumed[0]["data"],
+        json!({
+            "reason": "continuation",
+            "round": 1,
+            "input_responses": ["confirm"],
+            "input_responses_sha256": warden::canonical::sha256_prefixed(&forwarded),
+        })
+    );
+    let kinds: Vec<String> = gateway
+        .events()
+        .into_iter()
+        .filter(|e| e["action_id"] == action_id)
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap_or_else(|| panic!("{kind} in {kinds:?}"));
+    assert!(at("EXECUTION_SUSPENDED") < at("EXECUTION_RESUMED") && at("EXECUTION_RESUMED") < at("EXECUTION_COMMITTED"));
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn a_legacy_elicitation_on_the_calls_stream_is_suspended_then_resumed_by_the_clients_answer() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Elicit);
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "l1"}}});
+    let mut stream = TcpStream::connect(&gateway.address).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let text = body.to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nMCP-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: s-9\r\nContent-Length: {}\r\n\r\n{text}",
+        text.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut reader = BufReader::new(stream);
+    // Read up to the relayed server request.
+    let mut seen = String::new();
+    while !seen.contains("elicitation/create") {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).expect("read") > 0, "the stream ended: {seen}");
+        seen.push_str(&line);
+    }
+    let suspended = gateway.events_of("EXECUTION_SUSPENDED");
+    assert_eq!(suspended.len(), 1, "{suspended:?}");
+    assert_eq!(
+        suspended[0]["data"],
+        json!({"reason": "server_request", "held": true, "round": 1, "request_id": 41, "input_requests": ["elicitation/create"]})
+    );
+    assert!(gateway.events_of("EXECUTION_RESUMED").is_empty(), "nothing is resumed before the client answers");
+    let answer = json!({"jsonrpc": "2.0", "id": 41, "result": {"action": "accept", "content": {"ok": true}}});
+    let relayed = gateway.post(
+        &[("X-Agent", "a"), ("MCP-Protocol-Version", "2025-06-18"), ("Mcp-Session-Id", "s-9")],
+        &answer.to_string(),
+    );
+    assert_eq!(relayed.status, 202, "{}", relayed.text);
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(rest.contains("\"committed\""), "{rest}");
+    let resumed = gateway.events_of("EXECUTION_RESUMED");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0]["action_id"], suspended[0]["action_id"]);
+    let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&answer["result"]).expect("bytes"));
+    assert_eq!(
+        resumed[0]["data"],
+        json!({"reason": "client_response", "request_id": 41, "input_responses": ["result"], "input_responses_sha256": digest})
+    );
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_legacy_elicitation_may_wait_on_the_human_longer_than_the_upstream_timeout() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(
+        dir.path(),
+        &upstream.url,
+        &["--principal-header", "X-Agent", "--upstream-timeout", "1", "--elicitation-timeout", "30"],
+    );
+    upstream.then(Script::Elicit);
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "slow-human"}}});
+    let mut stream = TcpStream::connect(&gateway.address).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let text = body.to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{text}",
+        text.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut reader = BufReader::new(stream);
+    let mut seen = String::new();
+    while !seen.contains("elicitation/create") {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).expect("read") > 0, "the stream ended: {seen}");
+        seen.push_str(&line);
+    }
+    // The human takes longer than --upstream-timeout; the upstream is silent meanwhile.
+    std::thread::sleep(Duration::from_millis(2500));
+    let answer = json!({"jsonrpc": "2.0", "id": 41, "result": {"action": "accept", "content": {}}});
+    let relayed = gateway.post(&[("X-Agent", "a"), ("MCP-Protocol-Version", "2025-06-18")], &answer.to_string());
+    assert_eq!(relayed.status, 202, "{}", relayed.text);
+    let mut rest = String::new();
+    let _ = reader.read_to_string(&mut rest);
+    assert!(rest.contains("\"committed\""), "{rest}");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
 fn the_round_bound_and_the_timeout_leave_an_ambiguous_receipt() {
     let dir = scratch();
     let upstream = Upstream::start();
@@ -1067,6 +1354,103 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
 }
 
 #[test]
+fn a_ctrlrun_v8_document_drives_the_gateway_with_its_pins_and_mcp_claims() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
+    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    // ctrlrun's spellings: a single-string pin, and the mcp claim on the same entry.
+    let document = format!(
+        "schema: ctrlrun.policy/v8\nactions:\n  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    mcp: {{not_executed_on_error: true}}\n    upstream: {{tool_schema_sha256: \"{}\", tls_cert_sha256: []}}\n    decision: allow\n",
+        schema_digest(&entry)
+    );
+    let expected = warden::document::load_str(&document, "ctrlrun.yaml").expect("a v8 document loads");
+    std::fs::write(dir.path().join("warden.yaml"), &document).expect("document");
+    let gateway = gateway(dir.path(), &upstream);
+    let unverified = gateway.call(1, "pinned", json!({"id": "a"}), "a");
+    assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified", "{}", unverified.text);
+    gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+    upstream.then(Script::Result(json!({"isError": true, "content": []})));
+    assert_eq!(gateway.call(2, "pinned", json!({"id": "a"}), "a").meta()["result"], "failed", "the mcp claim holds");
+    let retry = gateway.call(3, "pinned", json!({"id": "a"}), "a");
+    assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 3);
+    assert!(
+        receipts.iter().all(|r| r["policy_hash"].as_str() == Some(expected.policy_hash.as_str())),
+        "every receipt names the ctrlrun policy hash: {receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn a_tools_list_answered_as_an_event_stream_is_relayed_byte_for_byte_and_satisfies_the_pin() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
+    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    upstream: {{ tool_schema_sha256: \"{}\" }}\n    decision: allow\n",
+        schema_digest(&entry)
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let gateway = gateway(dir.path(), &upstream);
+    let list = r#"{"jsonrpc":"2.0","id":"l1","method":"tools/list"}"#;
+    assert_eq!(gateway.call(1, "pinned", json!({"id": "a"}), "a").code(), Some(-41016));
+    upstream.then(Script::ToolsStream);
+    let listed = gateway.post(&[("Accept", "application/json, text/event-stream")], list);
+    assert_eq!(listed.header("content-type"), Some("text/event-stream"));
+    assert!(listed.text.contains("id: 1\n") && listed.text.contains("id: 2\n"), "relayed as is: {}", listed.text);
+    let passes = gateway.call(2, "pinned", json!({"id": "a"}), "a");
+    assert_eq!(passes.meta()["result"], "committed", "{}", passes.text);
+    // A changed entry on the next streamed list is a mismatch.
+    *upstream.tools.lock().expect("tools") =
+        json!([{"name": "pinned", "description": "Refund a payment, and more", "inputSchema": {"type": "object"}}]);
+    upstream.then(Script::ToolsStream);
+    gateway.post(&[], list);
+    let changed = gateway.call(3, "pinned", json!({"id": "b"}), "a");
+    assert_eq!(changed.json()["error"]["data"]["reason"], "upstream_mismatch", "{}", changed.text);
+    assert_eq!(upstream.calls(), 1, "only the verified call reached the upstream");
+}
+
+#[test]
+fn after_a_tools_list_mcp_param_headers_follow_the_x_mcp_header_annotations() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    *upstream.tools.lock().expect("tools") = json!([{"name": "careful", "inputSchema": {"type": "object", "properties": {
+        "id": {"type": "string"},
+        "order": {"type": "object", "properties": {"amount": {"type": "integer", "x-mcp-header": "Amount"}}},
+    }}}]);
+    let gateway = gateway(dir.path(), &upstream);
+    let send = |id: u64, key: &str, amount_header: Option<&str>| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": key, "order": {"amount": 2000}}}});
+        let mut headers = vec![
+            ("X-Agent", "a"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "careful"),
+        ];
+        if let Some(value) = amount_header {
+            headers.push(("Mcp-Param-Amount", value));
+        }
+        gateway.post(&headers, &body.to_string())
+    };
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    // Schema unknown: the top-level fallback has nothing to require, and a nested header has no
+    // top-level argument of that name.
+    assert_eq!(send(1, "x1", None).meta()["result"], "committed");
+    assert_eq!(send(2, "x2", Some("2000")).code(), Some(-32020));
+    gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+    // Learnt: the annotated nested argument needs its header, compared numerically.
+    let missing = send(3, "x3", None);
+    assert_eq!((missing.status, missing.code()), (400, Some(-32020)), "{}", missing.text);
+    assert_eq!(send(4, "x4", Some("2001")).code(), Some(-32020));
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    assert_eq!(send(5, "x5", Some("02000")).meta()["result"], "committed");
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
 fn upstream_pins_are_checked_when_the_document_loads() {
     let digest = format!("sha256:{}", "a".repeat(64));
     let load = |upstream: &str| {
@@ -1131,6 +1515,47 @@ fn a_certificate_pin_on_an_http_upstream_refuses_to_start() {
 }
 
 /// An https upstream presenting `identity` that answers every tools/call with a result.
+/// A TCP forwarder to whichever port `target` names when a connection arrives; its port.
+fn forwarder(target: Arc<Mutex<u16>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let to = *target.lock().expect("target");
+            let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else { continue };
+            let (mut client_read, mut server_write) =
+                (client.try_clone().expect("clone"), server.try_clone().expect("clone"));
+            let (mut server_read, mut client_write) = (server, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_read, &mut server_write);
+                let _ = server_write.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut server_read, &mut client_write);
+                let _ = client_write.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_pinned_upstream_unreachable_at_startup_is_a_warning_and_its_calls_are_failed() {
+    let dir = scratch();
+    let genuine = support::self_signed(&["127.0.0.1"]);
+    let digest = warden::canonical::sha256_prefixed(genuine.chain[0].as_ref());
+    let document = format!(
+        "{DOCUMENT}  mcp.acme.tls:\n    effect: \"tls:{{id}}\"\n    upstream: {{ tls_cert_sha256: [\"{digest}\"] }}\n    decision: allow\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
+    let gateway =
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{closed}/mcp"), &["--principal-header", "X-Agent"]);
+    let refused = gateway.call(1, "tls", json!({"id": "u1"}), "a");
+    assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
+}
+
 fn tls_upstream(identity: &support::ServerIdentity) -> support::Server {
     support::Server::https(identity, |mut conn, recorded| {
         let length: usize = recorded.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -1172,11 +1597,29 @@ fn a_pinned_https_upstream_is_used_and_a_swapped_certificate_fails_before_any_by
     assert_eq!(answer.json()["result"]["content"][0]["text"], "over tls");
     assert_eq!(server.requests().len(), 1);
     drop(gateway);
-    // The same document in front of a server with another certificate: the handshake fails,
-    // nothing is sent, and the call is FAILED (a retry may run).
+    // The same document in front of a server with another certificate: the startup probe
+    // refuses to start, naming the certificate it saw.
     let swapped = tls_upstream(&impostor);
+    let started = warden()
+        .args(["gateway", "--upstream", &format!("https://127.0.0.1:{}/mcp", swapped.port), "--alias", "acme"])
+        .args(["--listen", "127.0.0.1:0", "--principal", "a"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("run the gateway");
+    assert_eq!(started.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&started.stderr);
+    let seen = warden::canonical::sha256_prefixed(impostor.chain[0].as_ref());
+    assert!(stderr.contains(&seen) && stderr.contains("tls_cert_sha256"), "{stderr}");
+    assert!(String::from_utf8_lossy(&started.stdout).is_empty(), "it never listened");
+    assert!(swapped.requests().is_empty());
+    // A server swapped after startup (behind a forwarder that first reached the genuine one):
+    // the handshake fails, nothing is sent, and the call is FAILED (a retry may run).
+    let target = Arc::new(Mutex::new(server.port));
+    let forwarder = forwarder(Arc::clone(&target));
     let gateway =
-        gateway_in(dir.path(), &format!("https://127.0.0.1:{}/mcp", swapped.port), &["--principal-header", "X-Agent"]);
+        gateway_in(dir.path(), &format!("https://127.0.0.1:{forwarder}/mcp"), &["--principal-header", "X-Agent"]);
+    *target.lock().expect("target") = swapped.port;
     let refused = gateway.call(2, "tls", json!({"id": "t2"}), "a");
     assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
     assert_eq!(refused.meta()["result"], "failed");
@@ -1222,6 +1665,78 @@ fn an_approval_round_trip_over_mcp() {
     let third = gateway.call(5, "create_refund", refund("p7", 100_000), "agent-1");
     assert_eq!((third.status, third.code()), (409, Some(-41004)));
     assert_eq!(upstream.calls(), 1);
+}
+
+/// The one pending request, once it exists.
+fn pending_request(gateway: &Gateway) -> String {
+    for _ in 0..1500 {
+        let pending = gateway.cli(&["pending", "--json"]);
+        let text = String::from_utf8_lossy(&pending.stdout).into_owned();
+        if let Some(at) = text.find("apr_") {
+            return text[at..at + 36].to_owned();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no approval request appeared");
+}
+
+#[test]
+fn with_wait_approvals_the_call_waits_for_the_human_then_runs_or_is_refused() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--wait-approvals", "60"]);
+    let address = gateway.address.clone();
+    let send = move |id: u64, payment: &str| {
+        let (address, payment) = (address.clone(), payment.to_owned());
+        std::thread::spawn(move || {
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_refund", "arguments": refund(&payment, 100_000)}});
+            let mut stream = TcpStream::connect(&address).expect("connect");
+            let text = body.to_string();
+            let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+            stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes())).expect("write");
+            let mut answer = String::new();
+            let _ = stream.read_to_string(&mut answer);
+            answer
+        })
+    };
+    // Granted by another process while the call waits: the same call runs, once.
+    let waiting = send(1, "w1");
+    let request_id = pending_request(&gateway);
+    assert_eq!(upstream.calls(), 0);
+    let granted = gateway.cli(&["approve", &request_id, "--by", "ops:bob", "--yes"]);
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    let answer = waiting.join().expect("caller");
+    assert!(answer.contains(r#""result":"committed""#), "{answer}");
+    assert_eq!(upstream.calls(), 1);
+    let events = gateway.events_of("APPROVAL_CONSUMED");
+    assert_eq!(events.len(), 1, "{events:?}");
+    // Denied while it waits: -41003, nothing forwarded.
+    let waiting = send(2, "w2");
+    let request_id = pending_request(&gateway);
+    let denied = gateway.cli(&["deny", &request_id, "--by", "ops:bob"]);
+    assert!(denied.status.success(), "{}", String::from_utf8_lossy(&denied.stderr));
+    let answer = waiting.join().expect("caller");
+    assert!(answer.contains("-41003") && answer.contains(&request_id), "{answer}");
+    assert_eq!(upstream.calls(), 1);
+}
+
+#[test]
+fn a_wait_for_approval_that_runs_out_answers_41002_with_the_pending_request() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--wait-approvals", "1"]);
+    let asked = gateway.call(1, "create_refund", refund("w3", 100_000), "a");
+    assert_eq!((asked.status, asked.code()), (403, Some(-41002)), "{}", asked.text);
+    let request_id = asked.json()["error"]["data"]["request_id"].as_str().expect("request").to_owned();
+    assert_eq!(pending_request(&gateway), request_id, "still pending, asked once");
+    assert_eq!(upstream.calls(), 0);
+    let too_long = warden()
+        .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--principal", "a"])
+        .args(["--wait-approvals", "100000", "--config", "x", "--store", "y"])
+        .output()
+        .expect("run");
+    assert_eq!(too_long.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&too_long.stderr).contains("--wait-approvals is at most"));
 }
 
 #[test]
@@ -1350,7 +1865,7 @@ fn a_gateway_killed_mid_call_leaves_the_effect_in_flight_then_ambiguous_never_re
 // ---- stdio ------------------------------------------------------------------------------------
 
 const STDIO_SERVER: &str = r#"
-import json, sys, time
+import json, os, sys, time
 log = open(sys.argv[1], "a")
 for line in sys.stdin:
     message = json.loads(line)
@@ -1359,12 +1874,25 @@ for line in sys.stdin:
     if id is None:
         continue
     if method == "initialize":
+        open(sys.argv[1] + ".pid", "w").write(str(os.getpid()))
         result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}
     elif method == "tools/list":
         result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call":
-        if message["params"]["arguments"].get("sleep"):
-            time.sleep(1)
+        if message["params"]["arguments"].get("mrtr"):
+            print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
+            if message["params"].get("requestState"):
+                result = {"resultType": "complete", "content": []}
+            else:
+                result = {"resultType": "input_required", "inputRequests": {"confirm": {"method": "elicitation/create", "params": {"message": "sure?"}}}, "requestState": "rs-stdio"}
+            print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+            continue
+        if message["params"]["arguments"].get("elicit"):
+            print(json.dumps({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create", "params": {"message": "sure?"}}), flush=True)
+            log.write(sys.stdin.readline()); log.flush()
+        pause = message["params"]["arguments"].get("sleep")
+        if pause:
+            time.sleep(1 if pause is True else pause)
         print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
         result = {"content": [{"type": "text", "text": json.dumps(message["params"]["arguments"], sort_keys=True)}]}
     else:
@@ -1497,4 +2025,285 @@ fn an_approval_granted_while_the_gateway_was_down_is_consumed_after_a_restart() 
     let pending = third.cli(&["pending", "--json"]);
     assert_eq!(String::from_utf8_lossy(&pending.stdout).matches("apr_").count(), 0, "no second request was made");
     assert_eq!(upstream.calls(), 1);
+}
+
+// ---- graceful shutdown ------------------------------------------------------------------------
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill").args([name, &child.id().to_string()]).status().expect("run kill");
+    assert!(status.success());
+}
+
+#[test]
+fn sigterm_stops_taking_calls_lets_the_call_in_flight_finish_and_exits_0() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut gateway = gateway(dir.path(), &upstream);
+    // A suspended call, whose continuation can no longer come once the gateway stops.
+    upstream.then(input_required("rs-stop"));
+    assert_eq!(gateway.call_2026(1, "careful", json!({"id": "held"}), "a", json!({})).meta()["result"], "suspended");
+    upstream.then(Script::Held);
+    let address = gateway.address.clone();
+    let caller = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "in-flight"}}});
+        let mut stream = TcpStream::connect(&address).expect("connect");
+        let text = body.to_string();
+        let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+        stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes())).expect("write");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    });
+    while upstream.calls() < 2 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signal(&gateway.child, "-TERM");
+    // No new calls: the listener closes while the call in flight is still held upstream.
+    let mut closed = false;
+    for _ in 0..500 {
+        if TcpStream::connect(&gateway.address).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(closed, "the gateway stopped listening after SIGTERM");
+    assert!(gateway.child.try_wait().expect("wait").is_none(), "it waits for the call in flight");
+    upstream.release();
+    let answer = caller.join().expect("caller");
+    assert!(answer.contains(r#""result":"committed""#), "the call in flight finished: {answer}");
+    let status = gateway.child.wait().expect("the gateway exits");
+    assert_eq!(status.code(), Some(0));
+    let receipts = gateway.receipts();
+    assert!(receipts.iter().any(|r| r["effect_key"] == "careful:in-flight" && r["result"] == "committed"));
+    assert!(
+        receipts.iter().any(|r| r["effect_key"] == "careful:held"
+            && r["result"] == "ambiguous"
+            && r["error"].as_str().is_some_and(|e| e.contains("gateway stopped"))),
+        "the held suspension is recorded AMBIGUOUS at once: {receipts:?}"
+    );
+    assert_eq!(upstream.calls(), 2);
+}
+
+#[test]
+fn sigterm_in_stdio_mode_lets_the_call_in_flight_answer_then_reaps_the_child_and_exits_0() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    writeln!(input, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})).expect("write");
+    assert_eq!(next()["result"]["serverInfo"]["name"], "scripted");
+    let server_pid = std::fs::read_to_string(dir.path().join("seen.jsonl.pid")).expect("the server's pid");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "s1", "sleep": 3}}});
+    writeln!(input, "{call}").expect("write");
+    input.flush().expect("flush");
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("tools/call") {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signal(&child, "-TERM");
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    let status = child.wait().expect("the gateway exits");
+    assert_eq!(status.code(), Some(0));
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
+    assert!(stderr.contains("SIGTERM: taking no new calls") && stderr.contains("stopped"), "{stderr}");
+    // The child was stopped and reaped: its pid names no process (not even a zombie).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", server_pid.trim())).unwrap_or_default();
+    assert!(stat.is_empty() || !stat.contains("python"), "the server is still there: {stat}");
+    drop(input);
+}
+
+#[test]
+fn over_stdio_a_call_waits_for_approval_and_stops_waiting_when_stdin_closes() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let store = dir.path().join("store.redb").display().to_string();
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1", "--wait-approvals", "60"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &store])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    let pending = || {
+        for _ in 0..1500 {
+            let out = warden().args(["pending", "--json", "--store", &store]).output().expect("pending");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if let Some(at) = text.find("apr_") {
+                return text[at..at + 36].to_owned();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no approval request appeared");
+    };
+    let call = |id: u64, payment: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_refund", "arguments": refund(payment, 100_000)}});
+    writeln!(input, "{}", call(1, "s1")).expect("write");
+    input.flush().expect("flush");
+    let request_id = pending();
+    let granted = warden()
+        .args(["approve", &request_id, "--by", "ops:bob", "--yes", "--store", &store])
+        .output()
+        .expect("approve");
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(
+        (done["id"].as_i64(), done["_meta"]["dev.warden/receipt"]["result"].as_str()),
+        (Some(1), Some("committed")),
+        "{done}"
+    );
+    // A second call waits; the client closes stdin: the wait ends at once with -41002.
+    writeln!(input, "{}", call(2, "s2")).expect("write");
+    input.flush().expect("flush");
+    let _ = pending();
+    drop(input);
+    let refused = next();
+    assert_eq!((refused["id"].as_i64(), refused["error"]["code"].as_i64()), (Some(2), Some(-41002)), "{refused}");
+    assert!(child.wait().expect("exits").success());
+    let seen = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(seen.matches("tools/call").count(), 1, "{seen}");
+}
+
+#[test]
+fn over_stdio_a_call_may_wait_on_the_humans_answer_longer_than_the_upstream_timeout() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--upstream-timeout", "1", "--elicitation-timeout", "30"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("a message");
+    // `slow` has a one-second lease: the wait must extend it.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow", "arguments": {"id": "h1", "elicit": true}}});
+    writeln!(input, "{call}").expect("write");
+    input.flush().expect("flush");
+    let asked = next();
+    assert_eq!(
+        (asked["method"].as_str(), asked["id"].as_str()),
+        (Some("elicitation/create"), Some("ask-1")),
+        "{asked}"
+    );
+    // The human takes longer than --upstream-timeout.
+    std::thread::sleep(Duration::from_millis(2500));
+    writeln!(input, "{}", json!({"jsonrpc": "2.0", "id": "ask-1", "result": {"action": "accept", "content": {}}}))
+        .expect("write");
+    input.flush().expect("flush");
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    drop(input);
+    assert!(child.wait().expect("exits").success());
+    let events = warden()
+        .args(["events", "--json", "--limit", "1000", "--store", &dir.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("events");
+    let events: Value = serde_json::from_slice(&events.stdout).expect("JSON");
+    let extended = events
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|e| e["type"] == "EFFECT_LEASE_EXTENDED" && e["effect_key"] == "slow:h1")
+        .count();
+    assert_eq!(extended, 1, "the lease is extended once, to cover the owed answer: {events}");
+}
+
+#[test]
+fn over_stdio_an_mrtr_suspension_and_its_continuation_are_events() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.path().join("seen.jsonl");
+    let store = dir.path().join("store.redb").display().to_string();
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &store])
+        .args(["--", "python3", &dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(20)).expect("a message");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let first = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1", "mrtr": true}, "_meta": meta}});
+    writeln!(input, "{first}").expect("write");
+    input.flush().expect("flush");
+    assert_eq!(next()["method"], "notifications/message");
+    let suspended = next();
+    assert_eq!(suspended["_meta"]["dev.warden/receipt"]["result"], "suspended", "{suspended}");
+    let responses = json!({"confirm": {"action": "accept"}});
+    let continued = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1", "mrtr": true}, "_meta": meta, "requestState": "rs-stdio", "inputResponses": responses}});
+    writeln!(input, "{continued}").expect("write");
+    input.flush().expect("flush");
+    assert_eq!(next()["method"], "notifications/message");
+    let done = next();
+    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    drop(input);
+    assert!(child.wait().expect("exits").success());
+    let events = warden().args(["events", "--json", "--limit", "1000", "--store", &store]).output().expect("events");
+    let events: Vec<Value> =
+        serde_json::from_slice::<Value>(&events.stdout).expect("JSON").as_array().cloned().unwrap_or_default();
+    let of = |kind: &str| events.iter().filter(|e| e["type"] == kind).cloned().collect::<Vec<_>>();
+    let (suspended, resumed) = (of("EXECUTION_SUSPENDED"), of("EXECUTION_RESUMED"));
+    assert_eq!((suspended.len(), resumed.len()), (1, 1), "{events:?}");
+    assert_eq!(suspended[0]["data"]["input_requests"], json!(["confirm"]));
+    let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&responses).expect("bytes"));
+    assert_eq!(resumed[0]["data"]["input_responses_sha256"], digest.as_str());
 }

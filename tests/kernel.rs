@@ -218,6 +218,36 @@ fn extend_lease_only_for_the_live_executing_holder_and_never_shorter() {
 }
 
 #[test]
+fn suspend_and_resume_are_events_of_the_holder_only_and_suspend_extends_the_lease_in_the_same_write() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("txn_s", 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(10 * SECOND);
+    let mut permit = f.kernel.propose(&proposal).unwrap();
+    let until = permit.lease_expires_at().unwrap() + 60 * SECOND;
+    permit.suspend(Some(until), &serde_json::json!({"reason": "input_required", "input_requests": ["a"]})).unwrap();
+    assert_eq!(permit.lease_expires_at(), Some(until));
+    assert_eq!(f.kernel.effect("refund:txn_s").unwrap().unwrap().lease_expires_at, Some(until));
+    // Data that is not an object, or too large, is refused before anything is written.
+    assert!(matches!(permit.suspend(None, &serde_json::json!("x")).unwrap_err(), Error::InvalidInput(_)));
+    let huge = serde_json::json!({"blob": "x".repeat(20_000)});
+    assert!(matches!(permit.resume(&huge).unwrap_err(), Error::InvalidInput(_)));
+    permit.resume(&serde_json::json!({"reason": "continuation"})).unwrap();
+    let kinds = |kind: EventKind| {
+        f.kernel.events(0, 1000).unwrap().into_iter().filter(|e| e.kind == kind).map(|e| e.data).collect::<Vec<_>>()
+    };
+    assert_eq!(kinds(EventKind::EXECUTION_SUSPENDED), [r#"{"input_requests":["a"],"reason":"input_required"}"#]);
+    assert_eq!(kinds(EventKind::EXECUTION_RESUMED), [r#"{"reason":"continuation"}"#]);
+    // Once the lease has lapsed the attempt holds nothing: no event is written.
+    f.clock.advance(200 * SECOND);
+    let lapsed = permit.resume(&serde_json::json!({})).unwrap_err();
+    assert!(matches!(lapsed, Error::Ambiguous { .. }), "{lapsed}");
+    assert_eq!(kinds(EventKind::EXECUTION_RESUMED).len(), 1);
+    let _ = permit.ambiguous("lapsed");
+}
+
+#[test]
 fn mark_ambiguous_is_idempotent_and_never_touches_a_known_outcome() {
     let f = Fixture::new();
     let t = key_template();

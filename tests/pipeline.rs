@@ -336,3 +336,33 @@ fn no_human_is_asked_to_approve_an_effect_that_cannot_run() {
     assert!(s.warden.kernel().pending_approvals().unwrap().is_empty());
     assert_eq!(last_receipt(&s)["result"], "blocked");
 }
+
+#[test]
+fn a_traceparent_handed_to_submit_is_on_every_receipt_of_the_call_and_an_invalid_one_is_refused() {
+    let s = setup(POLICY);
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut request = refund_request("p1", 100);
+    request.traceparent = Some(trace);
+    let permit = s.warden.submit(&request).unwrap();
+    assert_eq!(permit.traceparent(), Some(trace));
+    permit.commit(&serde_json::json!({"refund_id": "re_1"})).unwrap();
+    let mut denied = refund_request("p2", 9_000_000);
+    denied.traceparent = Some(trace);
+    assert!(matches!(s.warden.submit(&denied), Err(Error::Denied { .. })));
+    let untraced = s.warden.submit(&refund_request("p3", 100)).unwrap();
+    untraced.commit(&serde_json::json!({})).unwrap();
+    let receipts: Vec<serde_json::Value> =
+        s.warden.kernel().last_receipts(3).unwrap().into_iter().map(|(_, row)| row.to_json()).collect();
+    let traced: Vec<&str> = receipts.iter().filter_map(|r| r.get("traceparent").and_then(|t| t.as_str())).collect();
+    assert_eq!(traced, [trace, trace], "the committed and the denied receipt carry it: {receipts:?}");
+    assert!(receipts.iter().any(|r| r["effect_key"] == "refund:p3" && r.get("traceparent").is_none()));
+    assert!(s.warden.kernel().verify_chain().unwrap().ok);
+
+    let mut invalid = refund_request("p4", 100);
+    invalid.traceparent = Some("00-not-a-trace-01");
+    match s.warden.submit(&invalid) {
+        Err(Error::InvalidInput(message)) => assert!(message.contains("W3C trace context"), "{message}"),
+        other => panic!("an invalid traceparent must be refused as invalid input, got {other:?}"),
+    }
+    assert_eq!(s.warden.kernel().last_receipts(10).unwrap().len(), 3, "nothing written for it");
+}

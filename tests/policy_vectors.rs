@@ -174,3 +174,111 @@ fn a_policy_with_no_catch_all_denies_when_no_rule_matches() {
     assert_eq!(evaluation.ruling.decision.as_str(), "deny");
     assert_eq!(evaluation.ruling.reason, "no_matching_rule");
 }
+
+const LATER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ctrlrun-0.12.2/policies_v6_v8.json");
+/// The documents name certificate files relative to themselves; ctrlrun read them from here.
+const LATER_ORIGIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ctrlrun-v8/policy.yaml");
+
+/// `{tls_cert_sha256, certificates in the tls_cert_files, tool_schema_sha256, not_executed_on_error}` of one
+/// action, as ctrlrun recorded it and as Warden loaded it.
+fn warden_pins(document: &Document, name: &str) -> Value {
+    let Some(entry) = document.actions.get(name) else { return Value::Null };
+    let pins = entry.upstream.clone().unwrap_or_default();
+    serde_json::json!({
+        "not_executed_on_error": entry.not_executed_on_error,
+        "tls_cert_sha256": pins.tls_cert_sha256,
+        "tls_cert_files": pins.tls_cert_der.len(),
+        "tool_schema_sha256": pins.tool_schema_sha256,
+    })
+}
+
+fn ctrlrun_pins(pins: &Value) -> Value {
+    serde_json::json!({
+        "not_executed_on_error": pins["not_executed_on_error"],
+        "tls_cert_sha256": pins["tls_cert_sha256"],
+        "tls_cert_files": pins["tls_cert_count"],
+        "tool_schema_sha256": pins["tool_schema_sha256"],
+    })
+}
+
+/// ctrlrun 0.12.2 over `ctrlrun.policy/v6`–`v8` documents (`tests/vectors/generate_policies_v6_v8.py`):
+/// a document that only adds the gateway keys loads with ctrlrun's hash, decisions, `mcp` and
+/// `upstream` options; one ctrlrun refuses is refused; one that needs a v6/v7 feature Warden does
+/// not implement is refused naming the key. Every refusal names its path and line.
+#[test]
+fn ctrlrun_v6_to_v8_documents_load_as_ctrlrun_reads_them_where_they_add_only_gateway_keys() {
+    let text = std::fs::read_to_string(LATER).unwrap_or_else(|e| panic!("{LATER}: {e}"));
+    let rows: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{LATER}: {e}"));
+    let mut failures = Vec::new();
+    let (mut loaded, mut refused, mut cases_checked) = (0, 0, 0);
+    for row in &rows {
+        let (name, yaml) = (field(row, "name"), field(row, "policy_yaml"));
+        let result = load_str(yaml, LATER_ORIGIN);
+        if let Some(expected) = row.get("warden_refuses") {
+            refused += 1;
+            let error = match result {
+                Ok(document) => {
+                    failures.push(format!("{name}: Warden loaded it ({}), it must refuse", document.policy_hash));
+                    continue;
+                }
+                Err(error) => error,
+            };
+            let path = expected["path"].as_str().unwrap_or_default();
+            if error.path != path || error.line.is_none() {
+                failures.push(format!(
+                    "{name}: refused at {} line {:?}, expected {path} with a line",
+                    error.path, error.line
+                ));
+            }
+            for words in expected["names"].as_array().into_iter().flatten() {
+                let words = words.as_str().unwrap_or_default();
+                if !error.message.contains(words) {
+                    failures.push(format!("{name}: the refusal does not say {words:?}: {error}"));
+                }
+            }
+            continue;
+        }
+        assert!(row.get("error").is_none(), "{name}: ctrlrun refuses it, so the row must say where Warden refuses");
+        let document = match result {
+            Ok(document) => document,
+            Err(e) => {
+                failures.push(format!("{name}: ctrlrun loads it, Warden refused: {e}"));
+                continue;
+            }
+        };
+        loaded += 1;
+        let expected_hash = field(row, "policy_hash");
+        if document.policy_hash != expected_hash {
+            failures.push(format!("{name}: hash {} != ctrlrun's {expected_hash}", document.policy_hash));
+        }
+        let Some(pins) = row["pins"].as_object() else { panic!("{name}: no pins") };
+        let names: Vec<&String> = document.actions.keys().collect();
+        if names != pins.keys().collect::<Vec<_>>() {
+            failures.push(format!("{name}: actions {names:?} != ctrlrun's {:?}", pins.keys()));
+        }
+        for (action, pins) in pins {
+            let (ours, theirs) = (warden_pins(&document, action), ctrlrun_pins(pins));
+            if ours != theirs {
+                failures.push(format!("{name}: {action}: options {ours} != ctrlrun's {theirs}"));
+            }
+        }
+        for case in row["cases"].as_array().into_iter().flatten() {
+            let arguments: Map<String, Value> = serde_json::from_str(field(case, "arguments_json"))
+                .unwrap_or_else(|e| panic!("{name}: arguments_json: {e}"));
+            let evaluation = evaluate(&document, field(case, "action"), &arguments);
+            cases_checked += 1;
+            let (decision, reason) = (field(case, "decision"), field(case, "reason"));
+            if evaluation.ruling.decision.as_str() != decision || evaluation.ruling.reason != reason {
+                failures.push(format!(
+                    "{name}: {} {}: got {} {}, ctrlrun says {decision} {reason}",
+                    field(case, "action"),
+                    field(case, "arguments_json"),
+                    evaluation.ruling.decision.as_str(),
+                    evaluation.ruling.reason
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(loaded >= 6 && refused >= 15 && cases_checked >= 10, "the vectors exercised too little");
+}

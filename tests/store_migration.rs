@@ -136,11 +136,57 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         let txn = db.begin_write().unwrap();
         {
             let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 5u32.to_le_bytes().as_slice()).unwrap();
+            meta.insert("schema_version", 6u32.to_le_bytes().as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("schema version 5, newer than this build's 4"), "{refused}");
+    assert!(refused.to_string().contains("schema version 6, newer than this build's 5"), "{refused}");
+    assert_eq!(schema_version(&path), 6);
+}
+
+#[test]
+fn a_schema_4_store_is_read_without_a_writer_and_becomes_5_when_opened_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = warden::ManualClock::new(T0);
+    {
+        let kernel = open(&path, &clock);
+        for n in 0..3 {
+            let payment = format!("pay_{n}");
+            kernel
+                .propose(&allow(&refund(&payment, 1200), &key_template()))
+                .unwrap()
+                .commit(&serde_json::json!(n))
+                .unwrap();
+        }
+    }
+    // Schema 4 differs from 5 only in never holding a compressed row: its version row says 4.
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+            meta.insert("schema_version", 4u32.to_le_bytes().as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    // A reader (no owner running: the file is opened read-only) needs no migration first.
+    let read = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["receipts", "--verify-chain", "--json", "--store"])
+        .arg(&path)
+        .env_remove("WARDEN_CONFIG")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    assert!(read.status.success() && report["ok"] == true && report["verified"] == 3, "{report}");
+    assert_eq!(schema_version(&path), 4, "reading never migrates");
+    // A writer migrates, and every row decides as before.
+    {
+        let kernel = open(&path, &clock);
+        let refused = kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap_err();
+        assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
+        assert!(kernel.verify_chain().unwrap().ok);
+    }
     assert_eq!(schema_version(&path), 5);
 }

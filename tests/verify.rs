@@ -130,6 +130,39 @@ fn every_guarantee_passes_on_a_document_with_a_ceiling_of_one_attempt() {
 }
 
 #[test]
+fn gateway_entries_run_through_every_guarantee_and_what_only_the_gateway_checks_is_named() {
+    let _serial = serial();
+    let text = r#"
+schema: warden/v1
+mode: enforce
+actions:
+  mcp.acme.create_refund:
+    effect: "refund:{payment_id}"
+    upstream: { tool_schema_sha256: "sha256:0000000000000000000000000000000000000000000000000000000000000000" }
+    rules:
+      - when: { amount_gte: 0, amount_lte: 50000 }
+        decision: allow
+      - when: { amount_gte: 0, amount_lte: 500000 }
+        decision: approve
+      - decision: deny
+  mcp.acme.careful:
+    effect: "careful:{id}"
+    mcp: { not_executed_on_error: true }
+    decision: allow
+"#;
+    let report = run(&load(text), None).unwrap();
+    assert_all_pass(&report);
+    let g1 = report.guarantees.iter().find(|g| g.id == "G1").unwrap();
+    assert!(g1.detail.contains("mcp.acme.create_refund"), "{}", g1.detail);
+    let spots = report.blind_spots.join("\n");
+    assert!(spots.contains("`warden gateway`'s own checks for the 2 mcp.* action(s)"), "{spots}");
+    assert!(spots.contains("mcp.acme.create_refund pins the upstream's tool schema"), "{spots}");
+    assert!(spots.contains("mcp.acme.careful claims mcp.not_executed_on_error"), "{spots}");
+    // A document without gateway entries gets none of these.
+    assert!(!run(&load(STARTER), None).unwrap().blind_spots.iter().any(|s| s.contains("gateway")));
+}
+
+#[test]
 fn without_an_approve_rule_g1_and_g2_are_not_applicable_rather_than_passing() {
     let _serial = serial();
     let without =

@@ -451,6 +451,9 @@ REFERENCE_IDS = {
     "write(512 B) + fdatasync": "ref/fdatasync",
     "redb durable commit, single writer": "ref/redb-exclusive",
     "redb durable commit, multi-writer": "ref/redb-multi",
+    "redb durable commit, one row in each of 2 tables": "ref/redb-2-tables",
+    "redb durable commit, one row in each of 6 tables": "ref/redb-6-tables",
+    "redb alone: one commit of each (an action's floor)": "ref/redb-action-floor",
 }
 
 
@@ -696,6 +699,12 @@ def targets(rows: dict[str, Row]) -> list[dict[str, Any]]:
     out.append({"target": "Rust reserve→commit, 1 thread, `durable` vs half of redb's `ExclusiveWriter` durable commit rate (same run)",
                 "required": "≥ 0.80", "measured": "–" if measured is None else f"{measured:.2f}",
                 "value": measured, "met": None if measured is None else measured >= 0.8})
+    floor = rows.get("ref/redb-action-floor")
+    measured = ratio(rust.median, floor.median) if rust and floor and rust.runs and floor.runs else None
+    out.append({"target": "(context, not a target) Rust 1 thread `durable` vs redb alone committing one row into each table "
+                          "a proposal writes, then into each an outcome writes (same run)",
+                "required": "–", "measured": "–" if measured is None else f"{measured:.2f}",
+                "value": measured, "met": None})
 
     p99_row = rows.get("warden-py-durable/8t")
     p99 = p99_row.median_of(p99_row.p99_ms) if p99_row else None

@@ -1,5 +1,11 @@
-//! The `ctrlrun.policy/v1`…`v5` dialect: what each schema version admits, and the ctrlrun
+//! The `ctrlrun.policy/v1`…`v8` dialect: what each schema version admits, and the ctrlrun
 //! features Warden cannot honour, refused by name unless they are written as no-ops.
+//!
+//! What v6–v8 add over v5 (ctrlrun 0.12.2): v6 `approver_role` on a control-registry entry,
+//! `approvals_required` on an action entry and the right to declare `ctrlrun.policy.change`;
+//! v7 `tasks` and `budgets` on a grant; v8 `upstream` pins on an action entry. Warden loads
+//! the gateway's keys (`mcp`, since v2, and `upstream`) with ctrlrun's meaning, and
+//! `approvals_required: 1` (ctrlrun's default, spelled out); the rest is refused by name.
 
 use crate::template::Template;
 
@@ -8,7 +14,7 @@ use super::validate::Cx;
 use super::{DocumentError, Schema};
 
 pub(super) const CTRLRUN_SCHEMA_PREFIX: &str = "ctrlrun.policy/v";
-pub(super) const NEWEST_CTRLRUN: u8 = 5;
+pub(super) const NEWEST_CTRLRUN: u8 = 8;
 
 /// ctrlrun's derived subject (data labels, `ctrlrun.policy/v4`). Warden has no data labels, so
 /// it is refused as a subject and as a placeholder rather than read as an ordinary argument.
@@ -89,14 +95,37 @@ impl Cx<'_> {
                 }
             }
         }
-        for (key, needs, feature) in [("approvals_required", 6, "M-of-N approvals"), ("upstream", 8, "upstream pins")] {
-            if let Some(member) = get(key) {
+        if let Some(member) = get("upstream") {
+            if version < 8 {
+                return Err(self.needs_schema(
+                    &child_path(path, "upstream"),
+                    member.line,
+                    8,
+                    "an older reader would ignore the pin and authorise the action against any server at all",
+                ));
+            }
+        }
+        if let Some(member) = get("approvals_required") {
+            let here = child_path(path, "approvals_required");
+            if version < 6 {
+                return Err(self.needs_schema(
+                    &here,
+                    member.line,
+                    6,
+                    "an older reader would ignore the threshold and consume on the first grant (and Warden does not \
+                     implement ctrlrun's M-of-N approvals either)",
+                ));
+            }
+            // One approval is ctrlrun's default and Warden's: written out, it changes nothing.
+            if !matches!(&member.value.value, NodeValue::Int(text) if text == "1") {
                 return Err(self.error(
-                    &child_path(path, key),
+                    &here,
                     Some(member.line),
                     format!(
-                        "'{key}' needs 'schema: ctrlrun.policy/v{needs}', which Warden does not support ({feature} \
-                         are not implemented)"
+                        "'approvals_required' is {}, and M-of-N approvals (ctrlrun.policy/v6) are not implemented for \
+                         ctrlrun documents; remove the key for one approval, or write the document as 'warden/v1' and \
+                         put 'approval: {{required: N}}' beside 'decision: approve'",
+                        member.value.shown()
                     ),
                 ));
             }
@@ -112,6 +141,24 @@ impl Cx<'_> {
                 "'{key}' needs 'schema: ctrlrun.policy/v{version}'; this document declares '{}', and {consequence}",
                 self.schema.name()
             ),
+        )
+    }
+
+    /// `ctrlrun.policy.change` declared as an action: ctrlrun's policy-change flow (v6), which
+    /// Warden does not implement, so the entry would be an ordinary action under a name that
+    /// means something else to ctrlrun.
+    pub(super) fn policy_change_refusal(&self) -> String {
+        let Schema::Ctrlrun(version) = self.schema else { return String::new() };
+        if version < 6 {
+            return format!(
+                "declaring '{POLICY_CHANGE_ACTION}' needs 'schema: ctrlrun.policy/v6', and Warden does not implement \
+                 ctrlrun's policy-change flow; remove the entry"
+            );
+        }
+        format!(
+            "'{POLICY_CHANGE_ACTION}' is ctrlrun's policy-change flow (ctrlrun.policy/v6), which Warden does not \
+             implement; remove the entry (a Warden document changes when a new file is deployed, and every receipt \
+             names the policy hash that decided it)"
         )
     }
 

@@ -3,11 +3,12 @@
 //! Two dialects share one loader. `schema: warden/v1` is Warden's own: unquoted scalars whose
 //! meaning differs between YAML 1.1 and YAML 1.2 (`yes`, `on`, `017`, `1_000`, `1:30`, a date)
 //! are refused with a hint to quote them, and anchors and aliases are refused outright.
-//! `schema: ctrlrun.policy/v1`…`v5` documents are read the way ctrlrun 0.12.2 reads them —
+//! `schema: ctrlrun.policy/v1`…`v8` documents are read the way ctrlrun 0.12.2 reads them —
 //! PyYAML's `safe_load` (YAML 1.1) plus ctrlrun's validation — and get ctrlrun's policy hash, so
 //! a ctrlrun deployment can move over with its receipts' provenance intact. Where ctrlrun
-//! accepts something Warden cannot honour (a control registry, data labels, MCP options, an
-//! inline authority section), the document is refused with a message that names the feature;
+//! accepts something Warden cannot honour (a control registry, data labels, an inline authority
+//! section, M-of-N approvals, the policy-change action), the document is refused with a message
+//! that names the feature;
 //! it is never loaded with the feature silently dropped.
 //!
 //! The YAML layer is an event parser (`yaml-rust2`) feeding a tree built here, so every node
@@ -30,7 +31,7 @@ mod validate;
 mod warden;
 mod warnings;
 
-pub use upstream::{is_digest, pem_certificate, UpstreamPins};
+pub use upstream::{is_digest, pem_certificate, pem_certificates, UpstreamPins};
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -73,7 +74,7 @@ const TOP_LEVEL: &str = "top level";
 pub enum Schema {
     /// `warden/v1`.
     WardenV1,
-    /// `ctrlrun.policy/vN`, N in 1..=5.
+    /// `ctrlrun.policy/vN`, N in 1..=8.
     Ctrlrun(u8),
 }
 
@@ -162,7 +163,7 @@ pub struct ActionEntry {
     /// `mcp.not_executed_on_error`: for `warden gateway`, an upstream `isError` on this tool
     /// means it did nothing (FAILED, retry allowed) instead of AMBIGUOUS. An unchecked claim.
     pub not_executed_on_error: bool,
-    /// `upstream:` pins for `warden gateway` (`warden/v1` only).
+    /// `upstream:` pins for `warden gateway` (`warden/v1` and `ctrlrun.policy/v8`).
     pub upstream: Option<UpstreamPins>,
 }
 

@@ -70,7 +70,9 @@ pub(super) fn detect_schema(root: &Raw, origin: &str) -> Result<Schema, Document
             "3" => Some(3),
             "4" => Some(4),
             "5" => Some(5),
-            "6" | "7" | "8" => return Err(path_error(later_ctrlrun_message(name, version))),
+            "6" => Some(6),
+            "7" => Some(7),
+            "8" => Some(8),
             _ => None,
         };
         if let Some(version) = supported {
@@ -82,24 +84,4 @@ pub(super) fn detect_schema(root: &Raw, origin: &str) -> Result<Schema, Document
         "unknown schema '{shown}'; expected '{WARDEN_V1}' or one of '{CTRLRUN_SCHEMA_PREFIX}1' to \
          '{CTRLRUN_SCHEMA_PREFIX}{NEWEST_CTRLRUN}'"
     )))
-}
-
-fn later_ctrlrun_message(name: &str, version: &str) -> String {
-    let mut features = vec![
-        "'approver_role' on controls",
-        "'approvals_required' (M-of-N approvals)",
-        "the 'ctrlrun.policy.change' action",
-    ];
-    if version != "6" {
-        features.push("'tasks' and 'budgets' on grants");
-    }
-    if version == "8" {
-        features.push("'upstream' pins on actions");
-    }
-    format!(
-        "schema '{name}' is not supported: Warden reads {CTRLRUN_SCHEMA_PREFIX}1 to \
-         {CTRLRUN_SCHEMA_PREFIX}{NEWEST_CTRLRUN}, and does not implement what later versions add \
-         ({}). Declare the oldest schema your document needs, or write it as '{WARDEN_V1}'",
-        features.join(", ")
-    )
 }

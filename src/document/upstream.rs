@@ -3,16 +3,20 @@
 //!
 //! - `tls_cert_sha256`: `sha256:` + 64 lowercase hex digits over the leaf certificate's DER, a
 //!   non-empty list (a list so that rotation needs no outage);
-//! - `tls_cert_file`: PEM files (relative to the document), each of which must hash to one of
-//!   the listed digests; the gateway trusts them as the only anchors;
+//! - `tls_cert_file`: PEM files (relative to the document), each holding one certificate that
+//!   must hash to one of the listed digests; the gateway trusts them as the only anchors;
 //! - `tool_schema_sha256`: `sha256:` over the canonical `{"schema":
 //!   "ctrlrun.upstream.tool_schema/v1", "entry": <the tools/list entry>}`.
+//!
+//! `ctrlrun.policy/v8` documents carry the same key set with ctrlrun's spellings too: a single
+//! string where a list belongs, an empty list (no pin), `upstream: null` and
+//! `tool_schema_sha256: null` (absent). `warden/v1` writes each of those one way only.
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 
-use super::tree::{child_path, Member, NodeValue};
+use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
 
@@ -42,17 +46,43 @@ pub fn is_digest(text: &str) -> bool {
         .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
+const PEM_BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+const PEM_END: &str = "-----END CERTIFICATE-----";
+
 /// The DER of the first `CERTIFICATE` block of a PEM text.
 pub fn pem_certificate(text: &str) -> Option<Vec<u8>> {
-    let start = text.find("-----BEGIN CERTIFICATE-----")? + "-----BEGIN CERTIFICATE-----".len();
-    let end = start + text[start..].find("-----END CERTIFICATE-----")?;
-    let body: String = text[start..end].chars().filter(|c| !c.is_whitespace()).collect();
-    base64::engine::general_purpose::STANDARD.decode(body).ok()
+    pem_certificates(text).ok()?.into_iter().next()
+}
+
+/// The DER of every `CERTIFICATE` block of a PEM text, in order; `Err` names the first block
+/// that is unterminated or not base64.
+pub fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(PEM_BEGIN) {
+        let body_start = at + PEM_BEGIN.len();
+        let number = found.len() + 1;
+        let Some(length) = rest[body_start..].find(PEM_END) else {
+            return Err(format!("certificate block {number} has no '{PEM_END}' line"));
+        };
+        let body: String = rest[body_start..body_start + length].chars().filter(|c| !c.is_whitespace()).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .map_err(|e| format!("certificate block {number} is not base64: {e}"))?;
+        found.push(der);
+        rest = &rest[body_start + length + PEM_END.len()..];
+    }
+    Ok(found)
 }
 
 impl Cx<'_> {
-    pub(super) fn upstream_pins(&self, member: &Member, path: &str) -> Result<UpstreamPins, DocumentError> {
+    /// `None` for ctrlrun's `upstream: null`, which pins nothing.
+    pub(super) fn upstream_pins(&self, member: &Member, path: &str) -> Result<Option<UpstreamPins>, DocumentError> {
         let path = child_path(path, "upstream");
+        let ctrlrun = !self.warden();
+        if ctrlrun && member.value.is_null() {
+            return Ok(None);
+        }
         let NodeValue::Map(members) = &member.value.value else {
             return Err(self.error(
                 &path,
@@ -68,6 +98,7 @@ impl Cx<'_> {
             match entry.key.as_str() {
                 "tool_schema_sha256" => match entry.value.as_str() {
                     Some(text) if is_digest(text) => pins.tool_schema_sha256 = Some(text.to_owned()),
+                    None if ctrlrun && entry.value.is_null() => {}
                     _ => {
                         return Err(self.error(
                             &here,
@@ -80,15 +111,23 @@ impl Cx<'_> {
                     }
                 },
                 key => {
-                    let NodeValue::Seq(items) = &entry.value.value else {
+                    let items: &[Node] = match &entry.value.value {
+                        NodeValue::Seq(items) => items,
+                        NodeValue::Str(_) if ctrlrun => std::slice::from_ref(&entry.value),
+                        _ => {
+                            return Err(self.error(
+                                &here,
+                                Some(entry.line),
+                                format!("'{key}' must be a list, got {}", entry.value.kind()),
+                            ))
+                        }
+                    };
+                    if items.is_empty() && !ctrlrun {
                         return Err(self.error(
                             &here,
                             Some(entry.line),
-                            format!("'{key}' must be a list, got {}", entry.value.kind()),
+                            format!("'{key}' must not be empty; remove the key for no pin"),
                         ));
-                    };
-                    if items.is_empty() {
-                        return Err(self.error(&here, Some(entry.line), format!("'{key}' must not be empty")));
                     }
                     for item in items {
                         let Some(text) = item.as_str() else {
@@ -123,9 +162,31 @@ impl Cx<'_> {
             let text = std::fs::read_to_string(&resolved).map_err(|e| {
                 self.error(&here, Some(line), format!("cannot read the certificate file {}: {e}", resolved.display()))
             })?;
-            let der = pem_certificate(&text).ok_or_else(|| {
-                self.error(&here, Some(line), format!("{} holds no PEM CERTIFICATE block", resolved.display()))
-            })?;
+            let certificates = pem_certificates(&text)
+                .map_err(|e| self.error(&here, Some(line), format!("{} is not PEM: {e}", resolved.display())))?;
+            // One certificate per file: ctrlrun 0.12.2 refuses a file of several, and reading only
+            // the first would drop the rest without a word.
+            let der = match certificates.as_slice() {
+                [der] => der.clone(),
+                [] => {
+                    return Err(self.error(
+                        &here,
+                        Some(line),
+                        format!("{} holds no PEM CERTIFICATE block", resolved.display()),
+                    ))
+                }
+                several => {
+                    return Err(self.error(
+                        &here,
+                        Some(line),
+                        format!(
+                            "{} holds {} certificates; put each in a file of its own and list every file",
+                            resolved.display(),
+                            several.len()
+                        ),
+                    ))
+                }
+            };
             let digest = crate::canonical::sha256_prefixed(&der);
             if !pins.tls_cert_sha256.contains(&digest) {
                 return Err(self.error(
@@ -139,7 +200,7 @@ impl Cx<'_> {
             }
             pins.tls_cert_der.push(der);
         }
-        Ok(pins)
+        Ok(Some(pins))
     }
 
     /// A path as written, relative to the document's folder when it is relative.
@@ -152,5 +213,23 @@ impl Cx<'_> {
             Some(folder) => folder.join(path),
             None => path.to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_blocks_are_read_in_order_and_a_broken_one_is_named() {
+        let block = |body: &str| format!("{PEM_BEGIN}\n{body}\n{PEM_END}\n");
+        let two = format!("intro\n{}{}", block("AAEC"), block("AwQF"));
+        assert_eq!(pem_certificates(&two), Ok(vec![vec![0, 1, 2], vec![3, 4, 5]]));
+        assert_eq!(pem_certificate(&two), Some(vec![0, 1, 2]));
+        assert_eq!(pem_certificates("no certificate here"), Ok(Vec::new()));
+        let unterminated = format!("{}{PEM_BEGIN}\nAAEC\n", block("AAEC"));
+        assert!(pem_certificates(&unterminated).is_err_and(|e| e.contains("block 2 has no")));
+        assert!(pem_certificates(&block("not base64!")).is_err_and(|e| e.contains("block 1 is not base64")));
+        assert_eq!(pem_certificate(&block("not base64!")), None);
     }
 }

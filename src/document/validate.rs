@@ -123,14 +123,7 @@ impl Cx<'_> {
                         return Err(self.error("actions", Some(entry.line), "action names must be non-empty strings"));
                     }
                     if !self.warden() && entry.key == POLICY_CHANGE_ACTION {
-                        return Err(self.error(
-                            &path,
-                            Some(entry.line),
-                            format!(
-                                "declaring '{POLICY_CHANGE_ACTION}' needs 'schema: ctrlrun.policy/v6', and Warden does not \
-                                 implement ctrlrun's policy-change flow"
-                            ),
-                        ));
+                        return Err(self.error(&path, Some(entry.line), self.policy_change_refusal()));
                     }
                     let parsed = self.entry(&entry.value, &path, entry.line)?;
                     if let Some(warning) = write_without_effect(&entry.key, &parsed, &path) {
@@ -227,9 +220,10 @@ impl Cx<'_> {
             None => false,
             Some(member) => self.mcp_options(member, path)?,
         };
+        // A ctrlrun document reaches here with `upstream` only from v8 (`ctrlrun_entry_needs`).
         let upstream = match get("upstream") {
-            Some(member) if self.warden() => Some(self.upstream_pins(member, path)?),
-            _ => None,
+            Some(member) => self.upstream_pins(member, path)?,
+            None => None,
         };
         let max_attempts = match get("max_attempts") {
             None => None,

@@ -67,8 +67,8 @@ impl Cx<'_> {
                 "authority",
                 Some(member.line),
                 "an 'authority' section in a ctrlrun document is not supported: Warden does not implement \
-                 ctrlrun's grant semantics or the policy hash taken over them; declare the grants in a \
-                 'warden/v1' document",
+                 ctrlrun's grant semantics or the policy hash taken over them; declare the grants (their \
+                 'tasks' and 'budgets' included) in a 'warden/v1' document",
             ));
         }
         if !matches!(member.value.value, NodeValue::Map(_)) {

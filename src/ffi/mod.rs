@@ -40,6 +40,9 @@ pub mod authority;
 // Not an export: the fork hook and descriptor close the store layer needs (libc, so unsafe).
 pub(crate) mod os;
 
+// Not an export: SIGTERM/SIGINT as a flag, for the gateway's graceful shutdown (libc, so unsafe).
+pub mod signals;
+
 #[cfg(feature = "test-exports")]
 pub mod test_exports;
 

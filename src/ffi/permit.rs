@@ -213,6 +213,7 @@ pub(super) unsafe fn propose(
             hop: fields.string("hop")?,
             identity: super::approval_hooks::identity(&fields)?,
             precondition: super::approval_hooks::precondition(&fields, precondition)?,
+            traceparent: None,
         };
         let warden = handle.warden()?;
         if let Some(reconciled) = fields.get("reconciled") {

@@ -145,6 +145,8 @@ pub struct Proposal<'a> {
     pub ask: crate::approval::ApprovalAsk,
     /// The precondition fingerprint taken for this call (`approval::precondition`).
     pub precondition: Option<String>,
+    /// The call's W3C trace context (`receipt::is_traceparent`), recorded on its receipts.
+    pub traceparent: Option<&'a str>,
 }
 
 impl<'a> Proposal<'a> {
@@ -161,6 +163,7 @@ impl<'a> Proposal<'a> {
             authority: None,
             ask: crate::approval::ApprovalAsk::default(),
             precondition: None,
+            traceparent: None,
         }
     }
 }

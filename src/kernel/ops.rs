@@ -177,6 +177,21 @@ pub enum Write {
         kind: EventKind,
         data: serde_json::Value,
     },
+    /// A permit's execution waits for input, or goes on after it (`EXECUTION_SUSPENDED`/
+    /// `_RESUMED`), with the lease extended to `until` when given.
+    Suspension(Box<Suspension>),
+}
+
+/// What `Permit::suspend`/`resume` write.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Suspension {
+    pub action_id: String,
+    pub effect_key: Option<String>,
+    pub attempt: u32,
+    pub holds_key: bool,
+    pub resumed: bool,
+    pub until: Option<Micros>,
+    pub data: serde_json::Value,
 }
 
 /// A permit's grant, as the transaction decided it.
@@ -277,6 +292,7 @@ impl WriteOp for Write {
             Write::NotifyEvent { approval_id, kind, data } => {
                 super::approvals::apply_notify_event(tx, approval_id, *kind, data, now)
             }
+            Write::Suspension(suspension) => super::permit::apply_suspension(tx, suspension, now),
         }
     }
 

@@ -9,7 +9,7 @@ use crate::event::EventKind;
 use crate::receipt::ReceiptResult;
 use crate::store::WriteTx;
 
-use super::ops::{unexpected, Finish, Write, WriteReply};
+use super::ops::{unexpected, Finish, Suspension, Write, WriteReply};
 use super::Kernel;
 
 /// The right to execute one action once, until the lease expires. Report exactly one outcome;
@@ -33,6 +33,8 @@ pub struct Permit {
     pub(super) would_have: Option<serde_json::Value>,
     /// The authority evidence every receipt of this permit carries.
     pub(super) authority: Option<crate::receipt::ReceiptAuthority>,
+    /// The call's W3C trace context, which every receipt of this permit carries.
+    pub(super) traceparent: Option<String>,
     /// The id of the receipt this permit's outcome writes, chosen when the permit is granted.
     pub(super) receipt_id: String,
     pub(super) finished: bool,
@@ -71,6 +73,10 @@ impl Permit {
     /// `authority:` section.
     pub fn authority_grant_id(&self) -> Option<&str> {
         self.authority.as_ref().and_then(|a| a.grant_id.as_deref())
+    }
+    /// The call's W3C trace context, which the receipts of this permit carry.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
     }
     /// What the reservation charged against budgets.
     pub fn budget_charges(&self) -> &[crate::authority::Charge] {
@@ -135,6 +141,90 @@ impl Permit {
     }
 }
 
+/// The most bytes of `data` one suspension event keeps.
+pub const MAX_SUSPENSION_DATA_BYTES: usize = 16 * 1024;
+
+impl Permit {
+    /// The executor waits for input its remote side asked for (an MCP elicitation): write
+    /// `EXECUTION_SUSPENDED` with `data` and, with `until`, extend the lease to cover the wait
+    /// (never shortened), in one write. Only while this attempt still holds its key; the
+    /// permit still reports the one outcome.
+    pub fn suspend(&mut self, until: Option<Micros>, data: &serde_json::Value) -> Result<()> {
+        let until = until.filter(|until| {
+            self.holds_key && self.effect_key.is_some() && self.lease_expires_at.is_none_or(|l| l < *until)
+        });
+        self.suspension(false, until, data)?;
+        if until.is_some() {
+            self.lease_expires_at = until;
+        }
+        Ok(())
+    }
+
+    /// The input came and the same attempt goes on: write `EXECUTION_RESUMED` with `data`,
+    /// only while this attempt still holds its key.
+    pub fn resume(&mut self, data: &serde_json::Value) -> Result<()> {
+        self.suspension(true, None, data)
+    }
+
+    fn suspension(&self, resumed: bool, until: Option<Micros>, data: &serde_json::Value) -> Result<()> {
+        let size = serde_json::to_vec(data).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
+        if size > MAX_SUSPENSION_DATA_BYTES || !data.is_object() {
+            return Err(Error::InvalidInput(format!(
+                "suspension data must be a JSON object of at most {MAX_SUSPENSION_DATA_BYTES} bytes; keep keys and digests, not payloads"
+            )));
+        }
+        let op = Write::Suspension(Box::new(Suspension {
+            action_id: self.action.action_id.clone(),
+            effect_key: self.effect_key.clone(),
+            attempt: self.attempt,
+            holds_key: self.holds_key,
+            resumed,
+            until,
+            data: data.clone(),
+        }));
+        self.kernel.guarded(|kernel, _| match kernel.write(op)? {
+            WriteReply::Done => Ok(()),
+            WriteReply::Refused(refusal) => Err(refusal),
+            _ => Err(unexpected("suspension")),
+        })
+    }
+}
+
+/// `suspend`/`resume` inside the transaction: the key must still be this attempt's, executing
+/// under a live lease; then the lease extension (with its event) and the suspension event.
+pub(super) fn apply_suspension(tx: &mut WriteTx<'_>, s: &Suspension, now: Micros) -> Result<WriteReply> {
+    let key = if s.holds_key { s.effect_key.as_deref() } else { None };
+    if let Some(key) = key {
+        let record = tx.effect(key)?;
+        let held = record.as_ref().is_some_and(|r| {
+            r.state == EffectState::Executing
+                && r.action_id == s.action_id
+                && r.attempt == s.attempt
+                && r.lease_is_live(now)
+        });
+        if !held {
+            return Ok(WriteReply::Refused(Error::Ambiguous {
+                effect_key: key.to_owned(),
+                action_id: s.action_id.clone(),
+                detail: "this attempt no longer holds the key (its lease lapsed or the record moved on); nothing was suspended or resumed".into(),
+            }));
+        }
+        if let Some(until) = s.until {
+            match effect::plan_lease_extension(record.as_ref(), key, &s.action_id, s.attempt, until, now) {
+                Ok(extended) => {
+                    tx.put_effect(&extended)?;
+                    let data = serde_json::json!({"lease_expires_at": crate::clock::render(until)});
+                    tx.event(EventKind::EFFECT_LEASE_EXTENDED, now, Some(&s.action_id), Some(key), None, data)?;
+                }
+                Err(refusal) => return Ok(WriteReply::Refused(refusal)),
+            }
+        }
+    }
+    let kind = if s.resumed { EventKind::EXECUTION_RESUMED } else { EventKind::EXECUTION_SUSPENDED };
+    tx.event(kind, now, Some(&s.action_id), s.effect_key.as_deref(), None, s.data.clone())?;
+    Ok(WriteReply::Done)
+}
+
 impl Kernel {
     /// Record an outcome for a permit: state, event and receipt in one write. A record that
     /// moved on is left alone, and the late outcome is kept as ambiguous evidence. Under
@@ -149,6 +239,7 @@ impl Kernel {
             draft.approval_id = permit.approval_id.clone();
             draft.approver = permit.approver.clone();
             draft.authority = permit.authority.clone();
+            draft.traceparent = permit.traceparent.clone();
             draft.receipt_id = permit.receipt_id.clone();
             let op = Write::Finish(Box::new(Finish {
                 action: permit.action.clone(),

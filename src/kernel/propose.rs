@@ -22,8 +22,12 @@ impl Kernel {
     /// denial, with `reason`, and nothing is ever granted (the ruling is `deny`, which is why this
     /// is public while `propose`, which trusts its ruling, is not). Returns the refusal; any
     /// other error (the store) is returned as `Err`.
-    pub fn record_denial(&self, action: &Action, reason: &str) -> Result<Error> {
-        match self.propose(&Proposal::new(action, Ruling::new(Decision::Deny, reason))) {
+    /// `traceparent` is the call's W3C trace context, recorded on the receipt (refused as
+    /// invalid input when it is not one).
+    pub fn record_denial(&self, action: &Action, reason: &str, traceparent: Option<&str>) -> Result<Error> {
+        let mut proposal = Proposal::new(action, Ruling::new(Decision::Deny, reason));
+        proposal.traceparent = traceparent;
+        match self.propose(&proposal) {
             Err(error) if error.is_refusal() => Ok(error),
             Err(error) => Err(error),
             Ok(permit) => {
@@ -46,6 +50,13 @@ impl Kernel {
             if lease <= 0 {
                 return Err(Error::InvalidInput("a lease must be positive".into()));
             }
+            if proposal.traceparent.is_some_and(|trace| !crate::receipt::is_traceparent(trace)) {
+                return Err(Error::InvalidInput(
+                    "a traceparent is a W3C trace context such as 00-<32 hex>-<16 hex>-<2 hex>, lowercase, neither id \
+                     all zeros; pass none when the caller sent none or an invalid one"
+                        .into(),
+                ));
+            }
             if let Some(id) = proposal.approval_id {
                 if !crate::action::is_id(IdKind::Approval, id) {
                     return Err(Error::InvalidInput("an approval id is apr_ followed by 32 lowercase hex digits".into()));
@@ -66,6 +77,7 @@ impl Kernel {
                     precondition: proposal.precondition.clone(),
                 };
                 proposed.draft.authority = proposal.authority.as_ref().map(|stamp| stamp.receipt(&[]));
+                proposed.draft.traceparent = proposal.traceparent.map(str::to_owned);
                 let refuse = |mut proposed: Proposed, refusal: Error| {
                     proposed.draft.decision = Decision::Deny.as_str().into();
                     kernel.finish_refusal(Write::Refuse { proposed, refusal })
@@ -220,6 +232,7 @@ impl Kernel {
             holds_key: granted.holds_key,
             would_have,
             authority: stamp.map(|stamp| stamp.receipt(if granted.charged { &charges } else { &[] })),
+            traceparent: proposal.traceparent.map(str::to_owned),
             receipt_id: new_id(IdKind::Receipt)
                 .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
             finished: false,
@@ -254,6 +267,7 @@ impl Kernel {
             policy_hash: self.inner.policy_hash.clone(),
             policy_version: self.inner.policy_version.clone(),
             authority: None,
+            traceparent: None,
         })
     }
 }

@@ -12,6 +12,10 @@
 //!   every later operation gets the same fault until the store is opened again.
 //! - Deferred operations (outcomes under `outcomes: deferred`) do not wake the writer: they
 //!   ride along with the next batch, or are committed when their delay runs out, or on flush.
+//! - Leader or follower: a caller whose durable operation finds no batch being written writes
+//!   the batch itself, on its own thread (`submit_and_lead`), so an uncontended call costs no
+//!   hand-over to the writer thread and back. Whatever queues while a batch is being written
+//!   is the writer thread's next batch. At most one batch is written at a time (`writing`).
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -71,6 +75,11 @@ struct Queue<W: WriteOp> {
     /// Items that want a commit now (not deferred).
     urgent: usize,
     shutdown: bool,
+    /// A batch is being written (by the writer thread or by a leading caller), or a
+    /// transaction outside the queue holds the writer (`exclusive`).
+    writing: bool,
+    /// Callers of `exclusive` waiting for the writer.
+    waiting_exclusive: usize,
 }
 
 pub(super) struct Committer<W: WriteOp> {
@@ -82,7 +91,13 @@ pub(super) struct Committer<W: WriteOp> {
 impl<W: WriteOp> Committer<W> {
     pub(super) fn new() -> Committer<W> {
         Committer {
-            queue: Mutex::new(Queue { items: VecDeque::new(), urgent: 0, shutdown: false }),
+            queue: Mutex::new(Queue {
+                items: VecDeque::new(),
+                urgent: 0,
+                shutdown: false,
+                writing: false,
+                waiting_exclusive: 0,
+            }),
             wake: Condvar::new(),
             poisoned: OnceLock::new(),
         }
@@ -100,28 +115,100 @@ impl<W: WriteOp> Committer<W> {
 
     /// Queue one item. Refused at once when the writer is latched or stopping.
     pub(super) fn submit(&self, item: Item<W>) {
+        if let Some(queue) = self.enqueue(item) {
+            drop(queue);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Queue one durable item and, when no batch is being written, write the batch (this item
+    /// and everything queued with it) on the calling thread. Otherwise the item waits for the
+    /// writer thread's next batch, as with `submit`.
+    pub(super) fn submit_and_lead(&self, item: Item<W>, db: &Db) {
+        let Some(mut queue) = self.enqueue(item) else { return };
+        if queue.writing {
+            drop(queue);
+            self.wake.notify_one();
+            return;
+        }
+        queue.writing = true;
+        let batch = Self::take_batch(&mut queue);
+        drop(queue);
+        self.commit_batch(db, batch);
+        self.done_writing();
+    }
+
+    /// The batch is written: the writer thread may take what queued meanwhile.
+    fn done_writing(&self) {
+        let waiting = match self.queue.lock() {
+            Ok(mut queue) => {
+                queue.writing = false;
+                !queue.items.is_empty() || queue.shutdown || queue.waiting_exclusive > 0
+            }
+            Err(_) => true,
+        };
+        // Wake the writer thread only when it has something to do: an idle wake-up per call
+        // is a context switch per call.
+        if waiting {
+            self.wake.notify_all();
+        }
+    }
+
+    /// Run `work` while holding the writer: no batch is written meanwhile, and callers whose
+    /// operations queue up wait (bounded) as they would for a long batch. For a transaction
+    /// opened outside the queue (tests that edit the file); redb would otherwise block a
+    /// leading caller inside `begin_write`, beyond any bound.
+    pub(super) fn exclusive<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
+        let poisoned = || Error::Store("the store's writer queue was poisoned by a panic".into());
+        let mut queue = self.queue.lock().map_err(|_| poisoned())?;
+        queue.waiting_exclusive += 1;
+        while queue.writing {
+            queue = self.wake.wait(queue).map_err(|_| poisoned())?;
+        }
+        queue.waiting_exclusive -= 1;
+        queue.writing = true;
+        drop(queue);
+        struct Release<'c, W: WriteOp>(&'c Committer<W>);
+        impl<W: WriteOp> Drop for Release<'_, W> {
+            fn drop(&mut self) {
+                self.0.done_writing();
+            }
+        }
+        let _release = Release(self);
+        Ok(work())
+    }
+
+    fn take_batch(queue: &mut Queue<W>) -> Vec<Item<W>> {
+        let take = queue.items.len().min(MAX_BATCH);
+        let batch: Vec<Item<W>> = queue.items.drain(..take).collect();
+        queue.urgent -= batch.iter().filter(|item| item.deadline.is_none()).count();
+        batch
+    }
+
+    /// Put `item` on the queue and return the queue still locked, or answer it at once with
+    /// the reason it cannot be queued.
+    fn enqueue(&self, item: Item<W>) -> Option<std::sync::MutexGuard<'_, Queue<W>>> {
         if let Some(reason) = self.poisoned() {
             (item.reply)(Err(Self::poison_error(reason)));
-            return;
+            return None;
         }
         let mut queue = match self.queue.lock() {
             Ok(queue) => queue,
             Err(_) => {
                 (item.reply)(Err(Error::Store("the store's writer queue was poisoned by a panic".into())));
-                return;
+                return None;
             }
         };
         if queue.shutdown {
             drop(queue);
             (item.reply)(Err(Error::Unavailable("the store is closing; open it again".into())));
-            return;
+            return None;
         }
         if item.deadline.is_none() {
             queue.urgent += 1;
         }
         queue.items.push_back(item);
-        drop(queue);
-        self.wake.notify_one();
+        Some(queue)
     }
 
     /// Ask the writer thread to finish what is queued and stop.
@@ -137,6 +224,7 @@ impl<W: WriteOp> Committer<W> {
         loop {
             let Some(batch) = self.next_batch() else { return };
             self.commit_batch(db, batch);
+            self.done_writing();
         }
     }
 
@@ -146,11 +234,17 @@ impl<W: WriteOp> Committer<W> {
         loop {
             let earliest = queue.items.iter().filter_map(|item| item.deadline).min();
             let due = earliest.is_some_and(|at| at <= Instant::now());
+            if queue.writing {
+                // A leading caller is writing a batch; it wakes this thread when done.
+                queue = match self.wake.wait(queue) {
+                    Ok(queue) => queue,
+                    Err(_) => return None,
+                };
+                continue;
+            }
             if queue.urgent > 0 || due || (queue.shutdown && !queue.items.is_empty()) {
-                let take = queue.items.len().min(MAX_BATCH);
-                let batch: Vec<Item<W>> = queue.items.drain(..take).collect();
-                queue.urgent -= batch.iter().filter(|item| item.deadline.is_none()).count();
-                return Some(batch);
+                queue.writing = true;
+                return Some(Self::take_batch(&mut queue));
             }
             if queue.shutdown {
                 return None;

@@ -17,6 +17,7 @@ mod authority_rows;
 mod client;
 mod codec;
 mod commit;
+mod dictionary;
 mod file;
 pub(crate) mod fork;
 mod owner;
@@ -259,7 +260,7 @@ impl<P: Protocol> Owned<P> {
                     reply: Box::new(move |r| filled.fill(r)),
                     claim: Some(claim.clone()),
                 };
-                self.shared.committer.submit(item);
+                self.shared.committer.submit_and_lead(item, &self.shared.db);
                 let wait = self.shared.wait;
                 if let Some(answer) = slot.wait(Instant::now() + wait) {
                     return answer;
@@ -539,10 +540,10 @@ impl<P: Protocol> Store<P> {
 }
 
 impl<P: Protocol> owner::Shared<P> {
-    /// Run `work` on the database from this thread (redb serialises its write transaction with
-    /// the writer thread's).
+    /// Run `work` on the database from this thread, holding the writer (`Committer::exclusive`).
     fn with_database(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
-        work(self.db.database()?)
+        let database = self.db.database()?;
+        self.committer.exclusive(|| work(database))?
     }
 }
 
@@ -742,7 +743,8 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
         other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
     })?;
     match schema::version(&db, path)? {
-        Some(SCHEMA_VERSION) => {}
+        // Schema 4 differs only in never holding a compressed row: every row reads as it is.
+        Some(SCHEMA_VERSION | 4) => {}
         // Older rows (schema 1: no checksums; 2 and 3: approvals without their action) are only
         // readable after the migration, which needs a writer.
         Some(old @ 1..=3) => {

@@ -64,7 +64,7 @@ pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> 
             "the store {} has schema version {v}, newer than this build's {SCHEMA_VERSION}; upgrade Warden to open it",
             path.display()
         ))),
-        1..=3 => Ok(()),
+        1..=4 => Ok(()),
         v => Err(Error::Store(format!(
             "the store {} has schema version {v}, which this build does not know",
             path.display()
@@ -96,7 +96,7 @@ pub(crate) fn probe(path: &std::path::Path) -> Result<()> {
 pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     match version(db, path)? {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(from @ (1..=3)) => migrate_forward(db, from),
+        Some(from @ (1..=4)) => migrate_forward(db, from),
         Some(v) => check_version(v, path),
         None => {
             // A redb file without a schema row. One with no tables at all is a creation by an
@@ -129,6 +129,7 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
     if from < 4 {
         approvals_keep_the_action(&txn)?;
     }
+    // 4 → 5 rewrites nothing: layout-2 rows stay readable; new rows may be layout 3.
     {
         let mut meta = txn.open_table(tables::META).map_err(fault_in(name::META))?;
         meta.insert(tables::META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault_in(name::META))?;

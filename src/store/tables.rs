@@ -7,7 +7,10 @@ use redb::TableDefinition;
 ///
 /// 2: every row checksummed. 3: delegations, revocations, their indexes, the budget ledger and sums.
 /// 4: approval rows keep the whole action, votes and requirement; `approvals_by_action`.
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: rows may be written compressed (layout 3, `codec`); no row is rewritten, so a schema-4
+/// store becomes 5 by its version row alone, and a build that knows only 4 refuses the file
+/// instead of failing on the first compressed row.
+pub const SCHEMA_VERSION: u32 = 5;
 
 pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub(super) const EFFECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("effects");

@@ -10,6 +10,7 @@ that does not exit in time is killed and the test fails, so a hang shows as a fa
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -351,3 +352,37 @@ def test_forking_while_a_parent_thread_is_mid_write_never_hangs_a_child(
     assert mid_call >= 1, "no fork happened while the parent thread was inside a C call"
     _assert_each_key_ran_once(log, len(children))
     assert w.verify_chain()["ok"] is True
+
+
+def test_a_forked_child_gets_a_pool_of_its_own_for_async_calls(store: Path, config: Path) -> None:
+    """The parent's pool threads do not exist in a child: a coroutine's blocking call made
+    there must not queue forever behind them."""
+    from warden import _threads
+
+    parent_pool = asyncio.run(_pool_in_use())
+
+    def child() -> None:
+        child_pool = asyncio.run(_pool_in_use())
+        assert child_pool is not parent_pool
+        handle = warden.Warden(store=str(store), config=str(config))
+
+        @handle.protect("stripe.refund")
+        async def refund(payment_id: str, amount: int) -> str:
+            return payment_id
+
+        async def main() -> str:
+            with warden.context(agent="child-agent", user="ada"):
+                return await refund("pay_child_pool", 100)
+
+        assert asyncio.run(main()) == "pay_child_pool"
+        handle.close()
+
+    assert _wait_exited(_fork(child)) == 0
+    assert _threads._executor() is parent_pool
+
+
+async def _pool_in_use() -> Any:
+    from warden import _threads
+
+    await _threads.in_thread(lambda: None)
+    return _threads._executor()

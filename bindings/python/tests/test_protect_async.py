@@ -369,3 +369,65 @@ def test_a_thousand_concurrent_tasks_on_250_keys_run_each_key_once(w: warden.War
     assert runs == {f"m{k}": 1 for k in range(250)}
     assert len(w.effects(state="committed", limit=0)) == 250
     assert w.verify_chain()["ok"] is True
+
+
+def test_many_concurrent_tasks_reach_the_store_at_once_not_six_at_a_time(w: warden.Warden, agent: Any) -> None:
+    """The blocking calls of coroutines run on Warden's own pool: 24 tasks have 24 proposals
+    in flight together (so they can share commits), where the event loop's default executor
+    (min(32, cores + 4) threads) would let 6 through on a 2-core machine."""
+    lib = _ffi.library()
+    real = lib.functions["warden_propose_described"]
+    lock = threading.Lock()
+    inside = 0
+    most = 0
+    tasks = 24
+    everyone_in = threading.Event()
+
+    def counting(*args: Any) -> Any:
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+            if inside == tasks:
+                everyone_in.set()
+        everyone_in.wait(5)  # a pool smaller than `tasks` never gets everyone in: bounded
+        try:
+            return real(*args)
+        finally:
+            with lock:
+                inside -= 1
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int = 1200) -> str:
+        return payment_id
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(refund(f"pay_c{i}") for i in range(tasks)))
+
+    lib.functions["warden_propose_described"] = counting
+    try:
+        done = asyncio.run(main())
+    finally:
+        lib.functions["warden_propose_described"] = real
+    assert sorted(done) == sorted(f"pay_c{i}" for i in range(tasks))
+    assert most == tasks, f"at most {most} proposals were in flight together"
+
+
+def test_context_variables_travel_to_the_pool_threads(w: warden.Warden) -> None:
+    """`warden.context` set in a coroutine is the principal of the call made on the pool."""
+
+    @w.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int = 1200) -> str:
+        return payment_id
+
+    async def as_someone(agent: str) -> None:
+        with warden.context(agent=agent, user="ada"):
+            await refund(f"pay_{agent}")
+
+    async def main() -> None:
+        await asyncio.gather(as_someone("agent-a"), as_someone("agent-b"))
+
+    asyncio.run(main())
+    receipts = {r["effect_key"]: r["principal"]["agent"] for r in w.receipts()}  # type: ignore[index]
+    assert receipts["refund:pay_agent-a"] == "agent-a"
+    assert receipts["refund:pay_agent-b"] == "agent-b"

@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._threads import in_thread
 from . import _ffi
 from ._convert import _awaited, _dumps, _maybe_record, _millis, _optional_text, _record, _records, _text
 from ._errors import InvalidInput
@@ -160,7 +161,7 @@ class Approvals(Managed):
 
     async def wait_for_answer_async(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
         """`wait_for_answer` in a worker thread."""
-        return await asyncio.to_thread(self.wait_for_answer, approval_id, timeout)
+        return await in_thread(self.wait_for_answer, approval_id, timeout)
 
     def on_approval_request(self, hook: ApprovalHook | None) -> None:
         """Call `hook(request)` once for each approval request this handle's proposals create

@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Any
 
+from ._threads import in_thread
 from . import _ffi
 from ._context import current_permit
 from ._convert import _loads, _millis, _text
@@ -199,7 +200,7 @@ async def extend_lease_async(seconds: float) -> str | None:
     """`extend_lease` for an `async def` (to now + `seconds`, never shorter than the current
     lease): the C call runs in a worker thread."""
     permit = current_permit()
-    return await asyncio.to_thread(permit.extend_lease, seconds)
+    return await in_thread(permit.extend_lease, seconds)
 
 
 class _Handoff:

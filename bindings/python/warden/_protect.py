@@ -3,7 +3,7 @@
 The kernel decides; this module binds the call's arguments by name, proposes them (with the
 precondition provider and reconcile hook as callbacks), runs the function with the permit's
 canonical arguments and reports its outcome. Blocking C calls made for an `async def` run in a
-worker thread (`asyncio.to_thread`), never on the event loop.
+worker thread (Warden's own pool, `_threads.in_thread`), never on the event loop.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, Union, cast
 
+from ._threads import in_thread
 from . import _ffi
 from ._context import _PERMIT, current_approval, current_hop, current_principal, current_task
 from ._convert import _awaited, _describe, _dumps, _loads, _millis, _swallow_result
@@ -221,7 +222,7 @@ class Protecting(Approvals):
         handoff = _Handoff()
         loop = asyncio.get_running_loop() if precondition is not None else None
         job = asyncio.ensure_future(
-            asyncio.to_thread(self._propose_handing_over, request, handoff, precondition, loop)
+            in_thread(self._propose_handing_over, request, handoff, precondition, loop)
         )
         try:
             await asyncio.shield(job)
@@ -255,7 +256,7 @@ class Protecting(Approvals):
             if inspect.iscoroutinefunction(reconcile):
                 answer = await reconcile(key)
             else:
-                answer = await asyncio.to_thread(reconcile, key)
+                answer = await in_thread(reconcile, key)
                 if inspect.isawaitable(answer):
                     answer = await answer
             again = _reconciled(request, key, answer)
@@ -276,7 +277,7 @@ class Protecting(Approvals):
         except ApprovalRequired as pending:
             if wait is None or not pending.request_id:
                 raise
-            if not await asyncio.to_thread(self._wait_for_answer, pending.request_id, wait):
+            if not await in_thread(self._wait_for_answer, pending.request_id, wait):
                 raise
             presented = self._request(name, arguments, lease_ms, pending.request_id)
         return await self._propose_reconciling_async(presented, reconcile, precondition)
@@ -285,7 +286,7 @@ class Protecting(Approvals):
     async def _finish_async(permit: Permit, function: str, payload: bytes, quiet: bool) -> None:
         # Shielded: once started, the outcome lands (and the permit is freed) even if the
         # caller is cancelled while it is being written.
-        job = asyncio.ensure_future(asyncio.to_thread(permit._finish, function, payload, quiet))
+        job = asyncio.ensure_future(in_thread(permit._finish, function, payload, quiet))
         job.add_done_callback(_swallow_result)
         await asyncio.shield(job)
 

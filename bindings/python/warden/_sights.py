@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Union
 
+from ._threads import in_thread
 from . import _ffi
 from ._convert import _dumps, _record, _records, _swallow_result, _text
 from ._errors import InvalidInput, Panic
@@ -248,7 +249,7 @@ class Sights(Managed):
         token of its own. The credential provider runs on the worker thread."""
         request = self._query_request(source, endpoint, params, fields, snapshot)
         token = CancelToken() if cancel is None else cancel
-        job = asyncio.ensure_future(asyncio.to_thread(self._sight_query, request, token))
+        job = asyncio.ensure_future(in_thread(self._sight_query, request, token))
         if cancel is None:
             job.add_done_callback(functools.partial(_release_token, token=token))
         try:
@@ -288,7 +289,7 @@ class Sights(Managed):
         limit: int | None = None,
     ) -> dict[str, Any]:
         """`history` in a worker thread."""
-        return await asyncio.to_thread(self.history, source, endpoint, params, cursor, limit)
+        return await in_thread(self.history, source, endpoint, params, cursor, limit)
 
     def diff(self, a: str, b: str) -> dict[str, Any]:
         """Compare two snapshots of one window: `{"a", "b", "source", "endpoint", "params",
@@ -299,7 +300,7 @@ class Sights(Managed):
 
     async def diff_async(self, a: str, b: str) -> dict[str, Any]:
         """`diff` in a worker thread."""
-        return await asyncio.to_thread(self.diff, a, b)
+        return await in_thread(self.diff, a, b)
 
     def call_tool(self, name: str, arguments: Any = None, *, cancel: CancelToken | None = None) -> Any:
         """Run one tool call an LLM made against `tool_schema()`, its arguments unchanged.

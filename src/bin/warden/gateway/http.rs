@@ -5,11 +5,11 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::classify::{Observation, Reply};
 use super::intercept::{self, Admitted, Call, Engine};
@@ -36,9 +36,18 @@ pub struct HttpConfig {
     pub consumed: Vec<String>,
 }
 
-pub fn serve(listener: TcpListener, engine: Arc<Engine>, config: Arc<HttpConfig>) {
+/// Serve until `stopping` is set; returns the count of connections still being served.
+pub fn serve(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    config: Arc<HttpConfig>,
+    stopping: &AtomicBool,
+) -> Arc<AtomicUsize> {
     let active = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
         let Ok(mut stream) = stream else { continue };
         if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             active.fetch_sub(1, Ordering::SeqCst);
@@ -54,6 +63,7 @@ pub fn serve(listener: TcpListener, engine: Arc<Engine>, config: Arc<HttpConfig>
             log::warn("could not start a thread for a connection; it was dropped");
         }
     }
+    active
 }
 
 struct Request {
@@ -96,16 +106,22 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
             return;
         }
-        match wire::parse_post(&request.headers, &body) {
+        match wire::parse_post_with(&request.headers, &body, &|tool| engine.annotations_of(tool)) {
             Err(answer) => {
                 log::warn(&format!("refused a request before forwarding: HTTP {}", answer.status));
                 let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
             }
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
+                    let is_response = inbound.message.get("method").is_none();
+                    if is_response {
+                        let session = wire::header(&request.headers, "mcp-session-id").0;
+                        engine.client_answered(session, &inbound.message);
+                    }
                     let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
                     let listing = inbound.message.get("method").and_then(Value::as_str) == Some("tools/list");
-                    let observer = listing.then_some(engine);
+                    let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
+                    let observer = listing.then_some((engine, &id));
                     relay(&mut stream, config, "POST", &request.headers, &body, observer);
                 }
                 Kind::ToolCall { id, tool } => {
@@ -115,6 +131,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
                         message: &inbound.message,
                         revision: &inbound.revision,
                         headers: &request.headers,
+                        raw: &body,
                     };
                     intercepted(&mut stream, engine, config, &call);
                 }
@@ -269,15 +286,16 @@ fn dialer(config: &HttpConfig) -> &Dialer {
     &config.dialer
 }
 
-/// Relay one exchange untouched: no action, no decision, no record. A JSON `tools/list` answer
-/// is shown to `observer` (the schema pins) on its way through.
+/// Relay one exchange untouched: no action, no decision, no record. A `tools/list` answer —
+/// JSON, or the response to that request id on an event stream — is shown to `observer` (the
+/// schema pins) on its way through.
 fn relay(
     stream: &mut TcpStream,
     config: &HttpConfig,
     method: &str,
     headers: &[(String, String)],
     body: &[u8],
-    observer: Option<&Engine>,
+    observer: Option<(&Engine, &Value)>,
 ) {
     let mut forwarded = end_to_end_request(headers, &config.consumed);
     if method == "POST" {
@@ -297,10 +315,30 @@ fn relay(
             return;
         }
         let mut buffer = [0u8; 8192];
+        // The bytes go to the client as they come; a copy is decoded only to find the
+        // tools/list response (until it is found, or the stream cannot be decoded).
+        let mut watching = observer.map(|observer| (observer, sse::Decoder::new()));
         loop {
             match response.body.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    if let Some(((engine, id), decoder)) = &mut watching {
+                        let (engine, id) = (*engine, *id);
+                        match decoder.feed(&buffer[..n]) {
+                            Ok(events) => {
+                                let found = events
+                                    .iter()
+                                    .filter_map(|event| event.data.as_deref())
+                                    .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+                                    .find(|envelope| is_response_to(envelope, id));
+                                if let Some(envelope) = found {
+                                    engine.observe_tools(&envelope);
+                                    watching = None;
+                                }
+                            }
+                            Err(_) => watching = None,
+                        }
+                    }
                     if stream.write_all(&buffer[..n]).and_then(|()| stream.flush()).is_err() {
                         break;
                     }
@@ -312,8 +350,10 @@ fn relay(
     }
     match upstream::read_all(&mut response.body, MAX_ANSWER_BYTES) {
         Ok(bytes) => {
-            if let (Some(engine), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
-                engine.observe_tools(&envelope);
+            if let (Some((engine, id)), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
+                if is_response_to(&envelope, id) {
+                    engine.observe_tools(&envelope);
+                }
             }
             let _ = write_head(stream, response.status, &response.headers, Some(bytes.len()))
                 .and_then(|()| stream.write_all(&bytes))
@@ -328,7 +368,9 @@ fn relay(
 
 /// One `tools/call` through the kernel: refuse, or forward on a fresh connection and record.
 fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, call: &Call<'_>) {
-    let admitted = match engine.admit(call) {
+    let probe = stream.try_clone().ok();
+    let present = move || probe.as_ref().is_none_or(|probe| !client_gone(probe));
+    let admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => {
             let _ = write_json(stream, answer.status, Some(&answer.body));
@@ -391,7 +433,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
 fn streamed(
     stream: &mut TcpStream,
     engine: &Engine,
-    admitted: Admitted,
+    mut admitted: Admitted,
     response: &mut upstream::Response,
     call: &Call<'_>,
 ) {
@@ -407,6 +449,11 @@ fn streamed(
     // upstream is silent, and the upstream socket is shut at once.
     let mut body = std::mem::replace(&mut response.body, upstream::Body::Empty);
     let (chunks, received) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, Observation>>(1);
+    // While a server request relayed on this stream awaits the client's answer (legacy
+    // elicitation: a human may be typing), the upstream's silence is bounded by
+    // --elicitation-timeout rather than --upstream-timeout (D15).
+    let waiting_on_client: Arc<std::sync::Mutex<Option<std::time::Instant>>> = Arc::default();
+    let until = Arc::clone(&waiting_on_client);
     let reader = std::thread::spawn(move || {
         let mut buffer = [0u8; 8192];
         loop {
@@ -414,6 +461,10 @@ fn streamed(
                 Ok(0) => Err(Observation::Broken("the event stream ended before the final response".into())),
                 Ok(n) => Ok(buffer[..n].to_vec()),
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                    let waiting = until.lock().ok().and_then(|deadline| *deadline);
+                    if waiting.is_some_and(|deadline| std::time::Instant::now() < deadline) {
+                        continue;
+                    }
                     Err(Observation::Broken("timeout after headers".into()))
                 }
                 Err(e) => Err(Observation::Broken(format!("the event stream broke: {}", e.kind()))),
@@ -425,7 +476,25 @@ fn streamed(
         }
     });
     let mut decoder = sse::Decoder::new();
+    // Legacy elicitation (D10): each server request relayed on this stream is a suspension,
+    // and the client's answer to it (relayed on another connection) a resumption.
+    let session = wire::header(call.headers, "mcp-session-id").0;
+    let mut awaited: Vec<(String, std::sync::mpsc::Receiver<Value>)> = Vec::new();
+    let mut rounds = 0u32;
+    let mut outstanding = 0usize;
     let observation = 'read: loop {
+        match resumed(&mut admitted, &awaited) {
+            Ok(answered) if answered > 0 => {
+                outstanding = outstanding.saturating_sub(answered);
+                if outstanding == 0 {
+                    if let Ok(mut deadline) = waiting_on_client.lock() {
+                        *deadline = None;
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(what) => break 'read Observation::Broken(what),
+        }
         let chunk = match received.recv_timeout(Duration::from_millis(100)) {
             Ok(Ok(chunk)) => chunk,
             Ok(Err(observation)) => break 'read observation,
@@ -452,7 +521,42 @@ fn streamed(
                 .and_then(Value::as_object)
                 .is_some_and(|o| !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error")));
             if is_final {
+                if let Err(what) = resumed(&mut admitted, &awaited) {
+                    break 'read Observation::Broken(what);
+                }
                 break 'read Observation::Answered { status, challenge: false, body: parsed };
+            }
+            let request = parsed.as_ref().and_then(Value::as_object).and_then(|o| {
+                let method = o.get("method").and_then(Value::as_str)?;
+                Some((method.to_owned(), o.get("id")?.clone()))
+            });
+            if let Some((method, id)) = request {
+                rounds += 1;
+                let data = json!({
+                    "reason": "server_request",
+                    "held": true,
+                    "round": rounds,
+                    "request_id": id,
+                    "input_requests": [method.chars().take(256).collect::<String>()],
+                });
+                // The lease covers the wait for the client's answer, as for MRTR.
+                if let Err(error) = admitted.permit.suspend(Some(engine.elicitation_lease()), &data) {
+                    log::warn(&format!("recording a suspension failed: {error}"));
+                    break 'read Observation::Broken(format!("the suspension could not be recorded: {error}"));
+                }
+                let key = intercept::answer_key(session, &id);
+                match engine.await_answer(&key) {
+                    Some(receiver) => {
+                        awaited.push((key, receiver));
+                        outstanding += 1;
+                    }
+                    None => {
+                        log::warn("a server request id already awaited by another stream; its answer is not attributed")
+                    }
+                }
+                if let Ok(mut deadline) = waiting_on_client.lock() {
+                    *deadline = Some(std::time::Instant::now() + engine.elicitation_timeout());
+                }
             }
             if stream.write_all(event.without_id().as_bytes()).and_then(|()| stream.flush()).is_err() {
                 break 'read Observation::Broken("the client went away mid-stream".into());
@@ -462,6 +566,9 @@ fn streamed(
     upstream::shut(&response.socket);
     drop(received);
     let _ = reader.join();
+    for (key, _) in &awaited {
+        engine.forget_answer(key);
+    }
     if matches!(&observation, Observation::Broken(what) if what.starts_with("the client went away")) {
         engine.finish(admitted, &observation, call.revision);
         return;
@@ -476,4 +583,24 @@ fn streamed(
     };
     let line = format!("event: message\ndata: {}\n\n", serde_json::to_string(&envelope).unwrap_or_default());
     let _ = stream.write_all(line.as_bytes()).and_then(|()| stream.flush());
+}
+
+/// Record `EXECUTION_RESUMED` for every client answer that came since the last look; how many.
+fn resumed(admitted: &mut Admitted, awaited: &[(String, std::sync::mpsc::Receiver<Value>)]) -> Result<usize, String> {
+    let mut answered = 0;
+    for (_, receiver) in awaited {
+        while let Ok(data) = receiver.try_recv() {
+            admitted.permit.resume(&data).map_err(|error| {
+                log::warn(&format!("recording a resumption failed: {error}"));
+                format!("the resumption could not be recorded: {error}")
+            })?;
+            answered += 1;
+        }
+    }
+    Ok(answered)
+}
+
+/// A JSON-RPC response (no `method`) to the request with this id.
+fn is_response_to(envelope: &Value, id: &Value) -> bool {
+    envelope.get("method").is_none() && envelope.get("id") == Some(id)
 }

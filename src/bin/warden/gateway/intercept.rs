@@ -22,6 +22,10 @@ use super::log;
 /// The `_meta` key of the receipt summary.
 pub const META_KEY: &str = "dev.warden/receipt";
 
+/// The only argument of the action a `-41008` refusal records: `{pointer, arguments_sha256}`
+/// in place of arguments that have no canonical form.
+pub const UNREPRESENTABLE: &str = "warden.unrepresentable_arguments";
+
 /// A refusal or a made-up answer: HTTP status and the JSON-RPC body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
@@ -36,6 +40,8 @@ pub struct Call<'a> {
     pub message: &'a Value,
     pub revision: &'a str,
     pub headers: &'a [(String, String)],
+    /// The message's bytes as the client sent them.
+    pub raw: &'a [u8],
 }
 
 /// A call the kernel let through: its permit and the request to forward.
@@ -86,9 +92,25 @@ pub struct Engine {
     approvals: Mutex<ApprovalIndex>,
     /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
     schemas: Mutex<HashMap<String, String>>,
+    /// The `x-mcp-header` annotations of each tool's `inputSchema` as last relayed (D11).
+    headers: Mutex<HashMap<String, super::wire::Annotations>>,
     /// Held suspensions by their exact `requestState`.
     suspended: Mutex<HashMap<String, Suspension>>,
+    /// Legacy (2025) elicitation: server requests relayed on an intercepted event stream, by
+    /// `answer_key`, each with the stream's thread waiting to record the client's answer.
+    answers: Mutex<HashMap<String, std::sync::mpsc::Sender<Value>>>,
     elicitation: Elicitation,
+    /// `--wait-approvals`: how long a call that needs approval waits for a human's answer
+    /// before it is answered `-41002` (zero: at once).
+    pub approval_wait: std::time::Duration,
+    /// Set when the gateway is stopping: nothing waits for a human any more.
+    pub stopping: std::sync::atomic::AtomicBool,
+}
+
+/// Where a client's answer to a server request is expected: the session (when the revision
+/// has one) and the request's id.
+pub fn answer_key(session: Option<&str>, id: &Value) -> String {
+    format!("{}\n{id}", session.unwrap_or_default())
 }
 
 /// The `tool_schema_sha256` of one advertised `tools/list` entry.
@@ -113,8 +135,12 @@ impl Engine {
             identity,
             approvals: Mutex::new(ApprovalIndex::default()),
             schemas: Mutex::new(HashMap::new()),
+            headers: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
+            answers: Mutex::new(HashMap::new()),
             elicitation,
+            approval_wait: std::time::Duration::ZERO,
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -122,14 +148,22 @@ impl Engine {
     pub fn observe_tools(&self, envelope: &Value) {
         let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else { return };
         let Ok(mut schemas) = self.schemas.lock() else { return };
+        let Ok(mut headers) = self.headers.lock() else { return };
         for entry in tools {
             let Some(name) = entry.get("name").and_then(Value::as_str) else { continue };
+            let annotated = entry.get("inputSchema").map(super::wire::annotations).unwrap_or_default();
+            headers.insert(name.to_owned(), annotated);
             match tool_schema_digest(entry) {
                 Some(digest) => schemas.insert(name.to_owned(), digest),
                 // An entry with no canonical form (a float in its schema) matches no pin.
                 None => schemas.remove(name),
             };
         }
+    }
+
+    /// A tool's `x-mcp-header` annotations, once a relayed `tools/list` showed its schema.
+    pub fn annotations_of(&self, tool: &str) -> Option<super::wire::Annotations> {
+        self.headers.lock().ok()?.get(tool).cloned()
     }
 
     /// The pin check (above the approval gate): `None` when the entry pins nothing or the
@@ -144,12 +178,69 @@ impl Engine {
         }
     }
 
+    /// An intercepted stream relayed a server request (legacy elicitation): the client's
+    /// answer, relayed later on another connection, is handed to the returned receiver as the
+    /// `EXECUTION_RESUMED` data. `None` when that key is already awaited by another stream
+    /// (its answer could not be told apart).
+    pub fn await_answer(&self, key: &str) -> Option<std::sync::mpsc::Receiver<Value>> {
+        let mut waiting = self.answers.lock().ok()?;
+        if waiting.contains_key(key) {
+            return None;
+        }
+        let (sender, receiver) = std::sync::mpsc::channel();
+        waiting.insert(key.to_owned(), sender);
+        Some(receiver)
+    }
+
+    pub fn forget_answer(&self, key: &str) {
+        if let Ok(mut waiting) = self.answers.lock() {
+            waiting.remove(key);
+        }
+    }
+
+    /// A client's JSON-RPC response, about to be relayed: when an intercepted stream awaits
+    /// it, that stream records `EXECUTION_RESUMED` (before the upstream can answer the call).
+    pub fn client_answered(&self, session: Option<&str>, message: &Value) {
+        let Some(id) = message.get("id") else { return };
+        let key = answer_key(session, id);
+        let Some(waiter) = self.answers.lock().ok().and_then(|mut waiting| waiting.remove(&key)) else { return };
+        let (member, value) = match (message.get("result"), message.get("error")) {
+            (Some(result), _) => ("result", result),
+            (None, Some(error)) => ("error", error),
+            (None, None) => return,
+        };
+        let _ = waiter.send(json!({
+            "reason": "client_response",
+            "request_id": id,
+            "input_responses": [member],
+            "input_responses_sha256": digest(value),
+        }));
+    }
+
+    /// `--elicitation-timeout`: how long a call may wait on its client's input.
+    pub fn elicitation_timeout(&self) -> std::time::Duration {
+        self.elicitation.timeout
+    }
+
+    /// The lease that covers a wait of `--elicitation-timeout` from now.
+    pub fn elicitation_lease(&self) -> warden::Micros {
+        self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout))
+    }
+
+    /// The kernel time of `instant` (a lease that lasts until then).
+    pub fn lease_until(&self, instant: std::time::Instant) -> warden::Micros {
+        let left = instant.saturating_duration_since(std::time::Instant::now());
+        self.warden.kernel().now().saturating_add(micros(left))
+    }
+
     pub fn action_name(&self, tool: &str) -> String {
         format!("mcp.{}.{tool}", self.alias)
     }
 
-    /// Principal → arguments → approval lookup → the kernel's decision and reservation.
-    pub fn admit(&self, call: &Call<'_>) -> Result<Admitted, Answer> {
+    /// Principal → arguments → approval lookup → the kernel's decision and reservation. With
+    /// `--wait-approvals`, a call that needs approval waits (while `present` says its client
+    /// is still there) for the human's answer, then runs or is refused.
+    pub fn admit(&self, call: &Call<'_>, present: &dyn Fn() -> bool) -> Result<Admitted, Answer> {
         let name = self.action_name(call.tool);
         let params = call.message.get("params").and_then(Value::as_object);
         let arguments = match params.and_then(|p| p.get("arguments")) {
@@ -166,16 +257,14 @@ impl Engine {
                 ));
             }
         };
-        if let Some(pointer) = super::wire::first_float(&arguments) {
-            return Err(refusal(
-                call.id,
-                400,
-                -41008,
-                "warden.unrepresentable_argument",
-                &format!("{name}: the argument at {pointer} is a float, which has no canonical form; send an integer or a string"),
-                json!({"pointer": pointer}),
+        let trace = traceparent(call.message);
+        if trace.is_none() && params.and_then(|p| p.get("_meta")).and_then(|m| m.get("traceparent")).is_some() {
+            log::warn(&format!(
+                "{name}: params._meta.traceparent is not a W3C trace context; the call goes on, and its receipt \
+                 carries no traceparent"
             ));
         }
+        let trace = trace.as_deref();
         let environment = self.warden.kernel().environment().to_owned();
         let mut context = IdentityContext::new(&name, &environment);
         context.headers = call.headers;
@@ -204,6 +293,24 @@ impl Engine {
                 ));
             }
         };
+        if let Some(pointer) = super::wire::first_float(&arguments) {
+            // The float itself never enters an action: the denied receipt is for a stand-in
+            // that names where it was and the digest of the arguments as sent (D5).
+            let stand_in = json!({UNREPRESENTABLE: {
+                "pointer": pointer,
+                "arguments_sha256": raw_arguments_digest(call.raw, &arguments),
+            }});
+            let action_id =
+                self.record_denial(&name, &stand_in, &identity.principal, "unrepresentable_argument", trace);
+            return Err(refusal(
+                call.id,
+                400,
+                -41008,
+                "warden.unrepresentable_argument",
+                &format!("{name}: the argument at {pointer} is a float, which has no canonical form; send an integer or a string"),
+                json!({"pointer": pointer, "action_id": action_id}),
+            ));
+        }
         let state = params.and_then(|p| p.get("requestState")).and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(state) = state {
             if let Some(continued) = self.continuation(call, &name, state, &arguments, &identity.principal)? {
@@ -222,7 +329,7 @@ impl Engine {
                     "{name} pins the tool's schema, and the upstream now advertises a different one; check the server"
                 ),
             };
-            let action_id = self.record_denial(&name, &arguments, &identity.principal, reason);
+            let action_id = self.record_denial(&name, &arguments, &identity.principal, reason, trace);
             return Err(refusal(
                 call.id,
                 403,
@@ -235,7 +342,8 @@ impl Engine {
         if let Some(template) = self.warden.document().actions.get(&name).and_then(|e| e.resource.as_ref()) {
             let rendered = arguments.as_object().map(|object| template.render_resource(object));
             if let Some(Err(error)) = rendered {
-                let action_id = self.record_denial(&name, &arguments, &identity.principal, "resource_template_error");
+                let action_id =
+                    self.record_denial(&name, &arguments, &identity.principal, "resource_template_error", trace);
                 return Err(refusal(
                     call.id,
                     403,
@@ -256,7 +364,34 @@ impl Engine {
         request.approval_id = presented.as_deref();
         request.hop = hop;
         request.task = task;
-        match self.warden.submit(&request) {
+        request.traceparent = trace;
+        let mut outcome = self.warden.submit(&request);
+        let asked = match &outcome {
+            Err(Error::ApprovalRequired { request_id, .. }) => Some(request_id.clone()),
+            _ => None,
+        };
+        if let Some(request_id) = &asked {
+            match self.wait_for_human(request_id, present) {
+                Some(ApprovalStatus::Granted) => {
+                    // The identical call, now presenting the grant: consumed atomically with
+                    // the reservation, exactly as when the client sends it again.
+                    request.approval_id = Some(request_id.as_str());
+                    outcome = self.warden.submit(&request);
+                }
+                Some(ApprovalStatus::Denied) => {
+                    return Err(refusal(
+                        call.id,
+                        403,
+                        -41003,
+                        "warden.approval_denied",
+                        &format!("{name}: a human denied this call's approval request"),
+                        json!({"request_id": request_id}),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        match outcome {
             Ok(permit) => {
                 let mut forward = call.message.clone();
                 if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
@@ -267,6 +402,31 @@ impl Engine {
                 Ok(Admitted { permit, forward, not_executed_on_error, round: 0 })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), error)),
+        }
+    }
+
+    /// Wait (at most `--wait-approvals`, while the client is there and the gateway is not
+    /// stopping) for the request to be answered; the status it then has. `None` without a wait
+    /// or on a store fault.
+    fn wait_for_human(&self, request_id: &str, present: &dyn Fn() -> bool) -> Option<ApprovalStatus> {
+        if self.approval_wait.is_zero() {
+            return None;
+        }
+        let deadline = std::time::Instant::now() + self.approval_wait;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let slice = left.min(std::time::Duration::from_millis(250));
+            let record = match self.warden.kernel().wait_for_answer(request_id, micros(slice)) {
+                Ok(record) => record?,
+                Err(error) => {
+                    log::warn(&format!("waiting for approval {request_id} failed: {error}"));
+                    return None;
+                }
+            };
+            let gone = !present() || self.stopping.load(std::sync::atomic::Ordering::SeqCst);
+            if record.status != ApprovalStatus::Pending || left.is_zero() || gone {
+                return Some(record.status);
+            }
         }
     }
 
@@ -321,13 +481,39 @@ impl Engine {
                 json!({"effect_key": key}),
             ));
         }
+        let mut permit = suspension.permit;
+        let responses = call.message.get("params").and_then(|p| p.get("inputResponses"));
+        let data = json!({
+            "reason": "continuation",
+            "round": suspension.round,
+            "input_responses": keys(responses),
+            "input_responses_sha256": responses.map(digest),
+        });
+        if let Err(error) = permit.resume(&data) {
+            // Nothing is forwarded without its EXECUTION_RESUMED (D10): the first leg may have
+            // acted, so the effect is AMBIGUOUS.
+            log::warn(&format!("{name}: recording the continuation failed: {error}"));
+            let key = permit.effect_key().map(str::to_owned);
+            let _ = permit.ambiguous(&format!("the continuation could not be recorded: {error}"));
+            if !error.is_refusal() {
+                return Err(internal(call.id));
+            }
+            return Err(refusal(
+                call.id,
+                409,
+                -41005,
+                "warden.ambiguous_effect",
+                "the suspended call no longer holds its effect; it is AMBIGUOUS until a human resolves it",
+                json!({"effect_key": key}),
+            ));
+        }
         let mut forward = call.message.clone();
         if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
-            params.insert("arguments".into(), suspension.permit.action().canonical_arguments());
+            params.insert("arguments".into(), permit.action().canonical_arguments());
         }
         let not_executed_on_error =
             self.warden.document().actions.get(name).is_some_and(|entry| entry.not_executed_on_error);
-        Ok(Some(Admitted { permit: suspension.permit, forward, not_executed_on_error, round: suspension.round }))
+        Ok(Some(Admitted { permit, forward, not_executed_on_error, round: suspension.round }))
     }
 
     /// Record every suspension whose continuation did not come in time as AMBIGUOUS (D4).
@@ -351,6 +537,24 @@ impl Engine {
         }
     }
 
+    /// The gateway is stopping: every held suspension is recorded AMBIGUOUS now (its
+    /// continuation can no longer come), rather than when its lease lapses.
+    pub fn abandon_suspensions(&self) -> usize {
+        let held: Vec<Suspension> = match self.suspended.lock() {
+            Ok(mut held) => held.drain().map(|(_, suspension)| suspension).collect(),
+            Err(_) => return 0,
+        };
+        let count = held.len();
+        for suspension in held {
+            if let Err(error) =
+                suspension.permit.ambiguous("the gateway stopped while the call waited for its continuation")
+            {
+                log::warn(&format!("recording an abandoned suspension failed: {error}"));
+            }
+        }
+        count
+    }
+
     /// A denied receipt for a call the gateway refuses before `submit` (D5): the kernel is
     /// proposed the action with a deny ruling, which records it and refuses. `None` when the
     /// call cannot become an action or nothing was written.
@@ -360,6 +564,7 @@ impl Engine {
         arguments: &Value,
         principal: &warden::Principal,
         reason: &str,
+        trace: Option<&str>,
     ) -> Option<String> {
         let object = arguments.as_object()?;
         // A resource template that cannot render leaves the receipt's resource empty; its
@@ -379,7 +584,7 @@ impl Engine {
             self.warden.kernel().environment(),
         )
         .ok()?;
-        match self.warden.kernel().record_denial(&action, reason) {
+        match self.warden.kernel().record_denial(&action, reason, trace) {
             Ok(_) => Some(action.action_id.clone()),
             Err(error) => {
                 log::warn(&format!("{name}: recording the refusal failed: {error}"));
@@ -504,14 +709,7 @@ impl Engine {
             Error::InvalidInput(_) => refusal(id, 403, -41001, "warden.denied", &message, json!({})),
             other => {
                 log::warn(&format!("{name}: the kernel failed ({other}); nothing was forwarded"));
-                refusal(
-                    id,
-                    500,
-                    -32603,
-                    "warden.internal",
-                    "warden could not decide this call (a store fault); nothing was forwarded — see the gateway's log",
-                    json!({}),
-                )
+                internal(id)
             }
         }
     }
@@ -554,12 +752,21 @@ impl Engine {
                 reply = Reply::Ambiguous;
             } else {
                 let until = self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout));
-                // The lease covers the wait for the continuation (it is never shortened).
-                let extended = match permit.lease_expires_at() {
-                    Some(current) if current >= until => Ok(()),
-                    _ => permit.extend_lease(until),
+                let requests = match observation {
+                    Observation::Answered { body: Some(body), .. } => {
+                        keys(body.get("result").and_then(|r| r.get("inputRequests")))
+                    }
+                    _ => Vec::new(),
                 };
-                match extended {
+                let data = json!({
+                    "reason": "input_required",
+                    "held": true,
+                    "round": next,
+                    "input_requests": requests,
+                });
+                // The lease covers the wait for the continuation (it is never shortened); the
+                // extension and EXECUTION_SUSPENDED are one write (D10).
+                match permit.suspend(Some(until), &data) {
                     Ok(()) => {
                         let meta = json!({
                             "action_id": action_id,
@@ -585,8 +792,9 @@ impl Engine {
                         return Finished { reply: Reply::Relay, meta, action_id, effect_key };
                     }
                     Err(error) => {
-                        effect =
-                            Effect::Ambiguous(format!("input_required, and the lease could not be extended: {error}"));
+                        effect = Effect::Ambiguous(format!(
+                            "input_required, and the suspension could not be recorded: {error}"
+                        ));
                     }
                 }
             }
@@ -597,20 +805,13 @@ impl Engine {
                 effect = Effect::Ambiguous(format!("{what} on a continuation leg"));
             }
         }
-        // The trace the client's call belongs to (D12): kept with the outcome — as the stored
-        // result of a commit (the upstream's payload itself is never stored, D13), and in the
-        // error text otherwise.
-        let trace = traceparent(&forward);
-        let stored = trace.as_ref().map_or(Value::Null, |t| json!({"traceparent": t}));
-        let noted = |what: &str| match &trace {
-            Some(t) => format!("{}; traceparent {t}", log::printable(what)),
-            None => log::printable(what),
-        };
+        // The trace the client's call belongs to (D12) is the receipt's own `traceparent`,
+        // handed to `submit`; the upstream's payload is never stored (D13).
         let receipt_id = permit.receipt_id().to_owned();
         let (result, recorded) = match &effect {
-            Effect::Committed => ("committed", permit.commit(&stored)),
-            Effect::Failed(what) => ("failed", permit.not_executed(&noted(what))),
-            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&noted(what))),
+            Effect::Committed => ("committed", permit.commit(&Value::Null)),
+            Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
+            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
         };
         let (result, receipt_id) = match recorded {
             Ok(()) => (result, Some(receipt_id)),
@@ -630,17 +831,10 @@ impl Engine {
     }
 }
 
-/// `params._meta.traceparent`, when it is a W3C trace context (`00-<32 hex>-<16 hex>-<2 hex>`).
+/// `params._meta.traceparent`, when it is a W3C trace context (`warden::receipt::is_traceparent`).
 fn traceparent(envelope: &Value) -> Option<String> {
     let text = envelope.get("params")?.get("_meta")?.get("traceparent")?.as_str()?;
-    let parts: Vec<&str> = text.split('-').collect();
-    let lengths = [2, 32, 16, 2];
-    let valid = parts.len() == 4
-        && parts
-            .iter()
-            .zip(lengths)
-            .all(|(part, n)| part.len() == n && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
-    valid.then(|| text.to_owned())
+    warden::receipt::is_traceparent(text).then(|| text.to_owned())
 }
 
 /// The `requestState` of an `input_required` result, when it has a non-empty one.
@@ -650,6 +844,51 @@ fn requested_state(envelope: &Value) -> Option<String> {
         return None;
     }
     result.get("requestState").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+/// The member names of an `inputRequests`/`inputResponses` object (at most 64, each at most
+/// 256 characters): what a suspension event keeps of them, never their values.
+fn keys(object: Option<&Value>) -> Vec<String> {
+    let Some(map) = object.and_then(Value::as_object) else { return Vec::new() };
+    map.keys().take(64).map(|key| key.chars().take(256).collect()).collect()
+}
+
+/// `sha256:` over the compact JSON of `value` as the gateway forwards it (the inputResponses
+/// member of the forwarded request; map keys sorted), so the digest can be checked against
+/// what the upstream received.
+pub fn digest(value: &Value) -> String {
+    warden::canonical::sha256_prefixed(&serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// `sha256:` over the bytes of `params.arguments` exactly as the client sent them; when they
+/// cannot be picked out of the message (a repeated member), over the arguments as parsed and
+/// written back (keys sorted, digits kept), prefixed `parsed:` to say so.
+fn raw_arguments_digest(raw: &[u8], arguments: &Value) -> String {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        arguments: &'a serde_json::value::RawValue,
+    }
+    match serde_json::from_slice::<Envelope<'_>>(raw) {
+        Ok(envelope) => warden::canonical::sha256_prefixed(envelope.params.arguments.get().as_bytes()),
+        Err(_) => format!("parsed:{}", digest(arguments)),
+    }
+}
+
+fn internal(id: &Value) -> Answer {
+    refusal(
+        id,
+        500,
+        -32603,
+        "warden.internal",
+        "warden could not decide this call (a store fault); nothing was forwarded — see the gateway's log",
+        json!({}),
+    )
 }
 
 fn micros(duration: std::time::Duration) -> warden::Micros {

@@ -14,6 +14,11 @@ pub fn warn(message: &str) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
+pub fn info(message: &str) {
+    let line = format!("warden gateway: {}\n", printable(message));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -20,10 +20,11 @@ mod upstream;
 mod wire;
 
 use std::io::Write;
-use std::net::{IpAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use warden::identity::{
     HeaderProvider, IdentityProvider, JwtAlgorithm, JwtConfig, JwtProvider, KeySource, StaticProvider,
@@ -64,6 +65,10 @@ pub struct GatewayArgs {
     /// How long a suspended call waits for its continuation before it is recorded AMBIGUOUS.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub elicitation_timeout: u64,
+    /// How long a call that needs approval waits for a human's answer (then runs, or is
+    /// refused); 0 answers -41002 at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait_approvals: u64,
     /// A fixed principal, AGENT or AGENT/USER, asserted by whoever starts the gateway.
     #[arg(long, value_name = "AGENT[/USER]")]
     pub principal: Option<String>,
@@ -117,6 +122,10 @@ enum IdentitySource {
 pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> Result<(), Failure> {
     let (source, provider) = identity(args)?;
     check_alias(&args.alias)?;
+    let most = u64::try_from(warden::kernel::MAX_WAIT / 1_000_000).unwrap_or(u64::MAX);
+    if args.wait_approvals > most {
+        return Err(Failure::usage(format!("--wait-approvals is at most {most} seconds (a day); give a shorter wait")));
+    }
     check_path(&args.path)?;
     let Some(config) = config else {
         return Err(Failure::usage(
@@ -147,7 +156,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             config,
             true,
         );
-        let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+        let engine = Arc::new(engine(warden, args, provider));
         sweeper(&engine);
         write_stderr(&block);
         return stdio::run(engine, &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
@@ -178,6 +187,28 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
         None
     };
+    let dialer = upstream::Dialer {
+        timeouts: upstream::Timeouts {
+            connect: Duration::from_secs(args.upstream_timeout),
+            io: Duration::from_secs(args.upstream_timeout),
+        },
+        tls,
+    };
+    if pins_certificate(&warden, &args.alias) {
+        // The first call would find out; a swapped server is better found before listening.
+        match upstream::probe(&upstream, &dialer) {
+            upstream::Probe::Passed => {}
+            upstream::Probe::Unreachable(what) => log::warn(&format!(
+                "the upstream's certificate could not be checked at startup ({what}); every handshake checks it"
+            )),
+            upstream::Probe::Refused(what) => {
+                return Err(Failure::usage(format!(
+                    "the upstream's certificate does not pass the document's pins ({}); fix upstream.tls_cert_sha256 or the server",
+                    log::printable(&what)
+                )))
+            }
+        }
+    }
     let listener = TcpListener::bind(&args.listen)
         .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}; pick another --listen", args.listen)))?;
     let local = listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
@@ -203,18 +234,12 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         path: args.path.clone(),
         max_body_bytes: args.max_body_bytes,
         upstream,
-        dialer: upstream::Dialer {
-            timeouts: upstream::Timeouts {
-                connect: Duration::from_secs(args.upstream_timeout),
-                io: Duration::from_secs(args.upstream_timeout),
-            },
-            tls,
-        },
+        dialer,
         identity_headers,
         allowed_origins: args.allow_origin.clone(),
         consumed,
     };
-    let engine = Arc::new(intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args)));
+    let engine = Arc::new(engine(warden, args, provider));
     sweeper(&engine);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
@@ -230,8 +255,79 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     if !local.ip().is_loopback() {
         log::warn(&format!("listening on {local}, which is not loopback (--allow-remote)"));
     }
-    http::serve(listener, engine, Arc::new(http_config));
-    Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()))
+    let stopping = Arc::new(AtomicBool::new(false));
+    let wake = match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, local.port())),
+        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, local.port())),
+        _ => local,
+    };
+    let watching = {
+        let (stopping, engine) = (Arc::clone(&stopping), Arc::clone(&engine));
+        on_termination(move |_| {
+            stopping.store(true, Ordering::SeqCst);
+            engine.stopping.store(true, Ordering::SeqCst);
+            // The listener blocks in accept: one connection of our own wakes it to stop.
+            let _ = std::net::TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        })
+    };
+    let active = http::serve(listener, Arc::clone(&engine), Arc::new(http_config), &stopping);
+    if !stopping.load(Ordering::SeqCst) {
+        return Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()));
+    }
+    let _ = watching.join();
+    drain(&engine, || active.load(Ordering::SeqCst));
+    log::info("stopped");
+    Ok(())
+}
+
+/// How long a stopping gateway waits for the calls in flight.
+pub const DRAIN: Duration = Duration::from_secs(10);
+
+/// SIGTERM and SIGINT are caught (as a flag) and `stop` runs on a watcher thread when one
+/// arrives. Without the handlers (they could not be installed) the signals end the process as
+/// before: calls in flight then stay in progress until their leases lapse, never re-run.
+pub(super) fn on_termination(stop: impl FnOnce(i32) + Send + 'static) -> std::thread::JoinHandle<()> {
+    if !warden::ffi::signals::catch_termination() {
+        log::warn("SIGTERM/SIGINT could not be caught; they will stop the gateway without draining");
+    }
+    std::thread::spawn(move || loop {
+        if let Some(signal) = warden::ffi::signals::termination() {
+            let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            log::info(&format!("{name}: taking no new calls; letting the calls in flight finish"));
+            stop(signal);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    })
+}
+
+/// After the gateway stopped taking calls: wait (at most `DRAIN`) for the calls in flight,
+/// record held suspensions AMBIGUOUS, make every outcome durable.
+pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
+    let deadline = Instant::now() + DRAIN;
+    while in_flight() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = in_flight();
+    if left > 0 {
+        log::warn(&format!(
+            "{left} call(s) still in flight after {} s: their effects stay in progress under their leases, then AMBIGUOUS (never re-run)",
+            DRAIN.as_secs()
+        ));
+    }
+    let abandoned = engine.abandon_suspensions();
+    if abandoned > 0 {
+        log::warn(&format!("{abandoned} suspended call(s) recorded AMBIGUOUS: their continuation can no longer come"));
+    }
+    if let Err(error) = engine.warden.kernel().flush() {
+        log::warn(&format!("flushing the store failed: {error}"));
+    }
+}
+
+fn engine(warden: Warden, args: &GatewayArgs, provider: Box<dyn IdentityProvider>) -> intercept::Engine {
+    let mut engine = intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args));
+    engine.approval_wait = Duration::from_secs(args.wait_approvals);
+    engine
 }
 
 fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {
@@ -259,6 +355,16 @@ fn open(store: &Path, config: &Path) -> Result<Warden, Failure> {
         other if other.is_access_problem() => Failure::usage(other.to_string()),
         other => Failure::internal(other.to_string()),
     })
+}
+
+/// Whether any `mcp.<alias>.*` entry pins the upstream's certificate.
+fn pins_certificate(warden: &Warden, alias: &str) -> bool {
+    let prefix = format!("mcp.{alias}.");
+    warden
+        .document()
+        .actions
+        .iter()
+        .any(|(name, entry)| name.starts_with(&prefix) && entry.upstream.as_ref().is_some_and(|u| u.pins_certificate()))
 }
 
 /// A certificate pin this gateway cannot enforce is a refusal to start, never a silent pass.

@@ -5,7 +5,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +21,9 @@ use super::wire::{self, Kind};
 use crate::exit::Failure;
 
 type Waiters = Arc<Mutex<HashMap<String, Sender<Value>>>>;
+/// Server requests the child sent the client (legacy elicitation, sampling, …) whose answer has
+/// not come back yet, by id, each with how long it may be waited for.
+type Asks = Arc<Mutex<HashMap<String, Instant>>>;
 
 /// The most bytes of one line read from either side.
 const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
@@ -27,8 +32,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     let Some((program, arguments)) = command.split_first() else {
         return Err(Failure::usage("--stdio needs the upstream server's command after --"));
     };
+    // Its own process group: a Ctrl-C in the terminal reaches the gateway, which lets the calls
+    // in flight finish before it stops the child, rather than the child dying mid-call.
     let mut child = Command::new(program)
         .args(arguments)
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -39,13 +47,40 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
         return Err(Failure::internal("the child's pipes were not created"));
     };
     let child_in: Arc<Mutex<Option<ChildStdin>>> = Arc::new(Mutex::new(Some(child_in)));
+    let child = Arc::new(Mutex::new(child));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    // Set by whichever ends the session first: the client closing stdin, or a signal.
+    let ending = Arc::new(AtomicBool::new(false));
+    {
+        let (engine, child_in, child, in_flight, ending) = (
+            Arc::clone(&engine),
+            Arc::clone(&child_in),
+            Arc::clone(&child),
+            Arc::clone(&in_flight),
+            Arc::clone(&ending),
+        );
+        // SIGTERM/SIGINT: no new calls, the calls in flight finish (bounded), the child is
+        // stopped and reaped, the store flushed, exit 0. The main thread may be blocked
+        // reading stdin, so the watcher ends the process itself.
+        let _ = super::on_termination(move |_| {
+            if ending.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            engine.stopping.store(true, Ordering::SeqCst);
+            super::drain(&engine, || in_flight.load(Ordering::SeqCst));
+            close_child(&child_in, &child);
+            log::info("stopped");
+            std::process::exit(0);
+        });
+    }
     let client_out = Arc::new(Mutex::new(std::io::stdout()));
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+    let asks: Asks = Arc::new(Mutex::new(HashMap::new()));
     // Ids of relayed tools/list requests: their answers show the tool schemas (pins).
     let listing: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(HashSet::new()));
     let reader = {
         let (waiters, client_out) = (Arc::clone(&waiters), Arc::clone(&client_out));
-        let (listing, engine) = (Arc::clone(&listing), Arc::clone(&engine));
+        let (listing, engine, asks) = (Arc::clone(&listing), Arc::clone(&engine), Arc::clone(&asks));
         std::thread::spawn(move || {
             let mut lines = BufReader::new(child_out);
             loop {
@@ -61,6 +96,14 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                         && (object.contains_key("result") || object.contains_key("error"));
                     is_response.then(|| object.get("id").map(Value::to_string)).flatten()
                 });
+                // A server request to the client: a human may take a while to answer it (D15).
+                let asked = parsed.as_ref().and_then(Value::as_object).and_then(|object| {
+                    object.get("method")?;
+                    object.get("id").map(Value::to_string)
+                });
+                if let (Some(id), Ok(mut asks)) = (asked, asks.lock()) {
+                    asks.insert(id, Instant::now() + engine.elicitation_timeout());
+                }
                 if let (Some(id), Some(message)) = (&response_id, &parsed) {
                     if listing.lock().is_ok_and(|mut ids| ids.remove(id)) {
                         engine.observe_tools(message);
@@ -94,7 +137,8 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        if line.trim_ascii().is_empty() {
+        if line.trim_ascii().is_empty() || ending.load(Ordering::SeqCst) {
+            // A stopping gateway takes nothing new.
             continue;
         }
         match wire::parse_post(&[], line.trim_ascii()) {
@@ -105,6 +149,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             }
             Ok(mut inbound) => match inbound.kind.clone() {
                 Kind::Relay => {
+                    if inbound.message.get("method").is_none() {
+                        if let (Some(id), Ok(mut asks)) = (inbound.message.get("id"), asks.lock()) {
+                            asks.remove(&id.to_string());
+                        }
+                    }
                     if inbound.message.get("method").and_then(Value::as_str) == Some("tools/list") {
                         if let (Some(id), Ok(mut ids)) = (inbound.message.get("id"), listing.lock()) {
                             ids.insert(id.to_string());
@@ -125,6 +174,10 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     }
                     let (engine, child_in, client_out, waiters) =
                         (Arc::clone(&engine), Arc::clone(&child_in), Arc::clone(&client_out), Arc::clone(&waiters));
+                    let asks = Arc::clone(&asks);
+                    let raw = line.trim_ascii().to_vec();
+                    let in_flight = Arc::clone(&in_flight);
+                    in_flight.fetch_add(1, Ordering::SeqCst);
                     calls.push(std::thread::spawn(move || {
                         let call = Call {
                             id: &id,
@@ -132,32 +185,50 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             message: &inbound.message,
                             revision: &inbound.revision,
                             headers: &[],
+                            raw: &raw,
                         };
-                        let answer = intercepted(&engine, &call, &child_in, &waiters, timeout);
+                        let answer = intercepted(&engine, &call, &child_in, (&waiters, &asks), timeout);
                         write_value(&client_out, &answer);
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
                     }));
                 }
             },
         }
     }
+    if ending.swap(true, Ordering::SeqCst) {
+        // A signal is already ending the session; its watcher exits the process.
+        loop {
+            std::thread::park();
+        }
+    }
     // The client went away: let the calls in flight get their answers (each bounded by the
-    // timeout), then close the child's input, give it a moment, and stop it.
+    // timeout; none waits for a human any more), then close the child's input, give it a
+    // moment, and stop it.
+    engine.stopping.store(true, Ordering::SeqCst);
     for call in calls {
         let _ = call.join();
     }
+    close_child(&child_in, &child);
+    let _ = reader.join();
+    Ok(())
+}
+
+/// Close the child's input, give it 5 s to exit, stop it if it has not, and reap it.
+fn close_child(child_in: &Mutex<Option<ChildStdin>>, child: &Mutex<Child>) {
     if let Ok(mut slot) = child_in.lock() {
         slot.take();
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
+        let exited = child.lock().map_or(true, |mut child| matches!(child.try_wait(), Ok(Some(_))));
+        if exited {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    stop(&mut child);
-    let _ = reader.join();
-    Ok(())
+    if let Ok(mut child) = child.lock() {
+        stop(&mut child);
+    }
 }
 
 /// The revision a request names in `params._meta["io.modelcontextprotocol/protocolVersion"]`,
@@ -178,10 +249,12 @@ fn intercepted(
     engine: &Engine,
     call: &Call<'_>,
     child_in: &Mutex<Option<ChildStdin>>,
-    waiters: &Waiters,
+    (waiters, asks): (&Waiters, &Asks),
     timeout: Duration,
 ) -> Value {
-    let admitted = match engine.admit(call) {
+    // The client's presence is the session's: stdin closed (or a signal) ends every wait.
+    let present = || !engine.stopping.load(Ordering::SeqCst);
+    let mut admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => return answer.body,
     };
@@ -219,10 +292,38 @@ fn intercepted(
         // Nothing reached the child: its input is closed.
         Observation::NeverConnected("the upstream process is not running".into())
     } else {
-        match receiver.recv_timeout(timeout) {
-            Ok(message) => Observation::Answered { status: 200, challenge: false, body: Some(message) },
-            Err(RecvTimeoutError::Timeout) => Observation::Broken(format!("timeout after {} s", timeout.as_secs())),
-            Err(RecvTimeoutError::Disconnected) => Observation::Broken("the upstream process exited mid-call".into()),
+        // The answer is awaited `--upstream-timeout`, except while the client owes the child an
+        // answer to a server request (a human at an elicitation): then until that request's
+        // `--elicitation-timeout` has passed (D15), the reservation's lease extended to match.
+        // Over stdio a server request names no call, so it stretches every call in flight.
+        let mut deadline = Instant::now() + timeout;
+        loop {
+            match receiver.recv_timeout(timeout.min(Duration::from_millis(250))) {
+                Ok(message) => break Observation::Answered { status: 200, challenge: false, body: Some(message) },
+                Err(RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    let owed = asks.lock().ok().and_then(|mut asks| {
+                        asks.retain(|_, until| *until > now);
+                        asks.values().max().copied()
+                    });
+                    if let Some(until) = owed {
+                        deadline = deadline.max(until);
+                        // Once per request: the new lease covers it whole.
+                        let needed = engine.lease_until(until);
+                        if admitted.permit.lease_expires_at().is_some_and(|current| current < needed) {
+                            if let Err(error) = admitted.permit.extend_lease(engine.elicitation_lease()) {
+                                log::warn(&format!("extending a waiting call's lease failed: {error}"));
+                            }
+                        }
+                    }
+                    if now >= deadline {
+                        break Observation::Broken(format!("timeout after {} s", timeout.as_secs()));
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    break Observation::Broken("the upstream process exited mid-call".into())
+                }
+            }
         }
     };
     if let Ok(mut waiting) = waiters.lock() {

@@ -137,24 +137,7 @@ pub fn send(
     dialer: &Dialer,
 ) -> Result<Response, Failure> {
     let timeouts = &dialer.timeouts;
-    let addresses: Vec<SocketAddr> = (upstream.host.as_str(), upstream.port)
-        .to_socket_addrs()
-        .map_err(|_| Failure::NeverConnected(format!("cannot resolve {}", upstream.host)))?
-        .collect();
-    let mut last = format!("no address for {}", upstream.host);
-    let mut stream = None;
-    for address in addresses {
-        match TcpStream::connect_timeout(&address, timeouts.connect) {
-            Ok(connected) => {
-                stream = Some(connected);
-                break;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => last = "connect timeout".into(),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => last = "connect refused".into(),
-            Err(e) => last = format!("connect failed ({})", e.kind()),
-        }
-    }
-    let Some(tcp) = stream else { return Err(Failure::NeverConnected(last)) };
+    let tcp = connect(upstream, timeouts)?;
     let broken = |what: &str, e: std::io::Error| {
         let kind = e.kind();
         let timeout = matches!(kind, std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
@@ -194,6 +177,54 @@ pub fn send(
         }
         let body = Body::framed(reader, status, method, &headers).map_err(Failure::Broken)?;
         return Ok(Response { status, headers, body, socket });
+    }
+}
+
+/// A TCP connection to the upstream, or why there is none (nothing was sent).
+fn connect(upstream: &Upstream, timeouts: &Timeouts) -> Result<TcpStream, Failure> {
+    let addresses: Vec<SocketAddr> = (upstream.host.as_str(), upstream.port)
+        .to_socket_addrs()
+        .map_err(|_| Failure::NeverConnected(format!("cannot resolve {}", upstream.host)))?
+        .collect();
+    let mut last = format!("no address for {}", upstream.host);
+    for address in addresses {
+        match TcpStream::connect_timeout(&address, timeouts.connect) {
+            Ok(connected) => return Ok(connected),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => last = "connect timeout".into(),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => last = "connect refused".into(),
+            Err(e) => last = format!("connect failed ({})", e.kind()),
+        }
+    }
+    Err(Failure::NeverConnected(last))
+}
+
+/// What a startup probe of an https:// upstream's certificate found.
+pub enum Probe {
+    /// The handshake passed every check (pins included).
+    Passed,
+    /// The upstream could not be reached: nothing was checked.
+    Unreachable(String),
+    /// The handshake failed: the certificate is not one the document pins (or not valid).
+    Refused(String),
+}
+
+/// One TLS handshake with the upstream and nothing sent: the same checks every call's
+/// handshake makes, done once before the gateway listens.
+pub fn probe(upstream: &Upstream, dialer: &Dialer) -> Probe {
+    let Some(config) = &dialer.tls else { return Probe::Passed };
+    let tcp = match connect(upstream, &dialer.timeouts) {
+        Ok(tcp) => tcp,
+        Err(Failure::NeverConnected(what) | Failure::Broken(what)) => return Probe::Unreachable(what),
+    };
+    let _ = tcp.set_read_timeout(Some(dialer.timeouts.io));
+    let _ = tcp.set_write_timeout(Some(dialer.timeouts.io));
+    match handshake(config, &upstream.host, tcp) {
+        Ok(mut stream) => {
+            stream.conn.send_close_notify();
+            let _ = stream.flush();
+            Probe::Passed
+        }
+        Err(Failure::NeverConnected(what) | Failure::Broken(what)) => Probe::Refused(what),
     }
 }
 
@@ -260,8 +291,19 @@ fn read_head(reader: &mut BufReader<Wire>) -> Result<(u16, Vec<(String, String)>
 /// A response body as its framing says: by length, chunked, or until the connection closes.
 pub enum Body {
     Empty,
-    Length { reader: BufReader<Wire>, left: u64 },
-    Chunked { reader: BufReader<Wire>, left: u64, done: bool },
+    Length {
+        reader: BufReader<Wire>,
+        left: u64,
+    },
+    /// `line` keeps a chunk-size line (or the CRLF ending the previous chunk) read in part,
+    /// so a read that timed out can be tried again without losing a byte.
+    Chunked {
+        reader: BufReader<Wire>,
+        left: u64,
+        done: bool,
+        line: Vec<u8>,
+        crlf_due: bool,
+    },
     Close(BufReader<Wire>),
 }
 
@@ -278,7 +320,7 @@ impl Body {
         let field = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim());
         if let Some(encoding) = field("transfer-encoding") {
             if encoding.to_ascii_lowercase().split(',').next_back().map(str::trim) == Some("chunked") {
-                return Ok(Body::Chunked { reader, left: 0, done: false });
+                return Ok(Body::Chunked { reader, left: 0, done: false, line: Vec::new(), crlf_due: false });
             }
             return Ok(Body::Close(reader));
         }
@@ -309,12 +351,28 @@ impl Read for Body {
                 *left -= n as u64;
                 Ok(n)
             }
-            Body::Chunked { reader, left, done } => {
+            Body::Chunked { reader, left, done, line, crlf_due } => {
                 if *done {
                     return Ok(0);
                 }
                 if *left == 0 {
-                    let size = chunk_size(reader)?;
+                    if *crlf_due {
+                        // The CRLF after the previous chunk's data, read only now so that data
+                        // was returned before anything could time out.
+                        whole_line(reader, line)?;
+                        if line.trim_ascii() != b"" {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::InvalidData,
+                                "chunk not ended by CRLF",
+                            ));
+                        }
+                        line.clear();
+                        *crlf_due = false;
+                    }
+                    whole_line(reader, line)?;
+                    let size = chunk_size(line);
+                    line.clear();
+                    let size = size?;
                     if size == 0 {
                         // Trailers, up to the blank line.
                         loop {
@@ -337,11 +395,7 @@ impl Read for Body {
                 }
                 *left -= n as u64;
                 if *left == 0 {
-                    let mut crlf = Vec::new();
-                    reader.by_ref().take(2).read_until(b'\n', &mut crlf)?;
-                    if crlf.trim_ascii() != b"" {
-                        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "chunk not ended by CRLF"));
-                    }
+                    *crlf_due = true;
                 }
                 Ok(n)
             }
@@ -349,13 +403,24 @@ impl Read for Body {
     }
 }
 
-fn chunk_size(reader: &mut BufReader<Wire>) -> std::io::Result<u64> {
-    let mut line = Vec::new();
-    reader.by_ref().take(1024).read_until(b'\n', &mut line)?;
-    if line.is_empty() {
-        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before the next chunk"));
+/// Complete `line` up to its `\n` (at most 1024 bytes). An error leaves what was read in
+/// `line` (`read_until` keeps it), so the call can be repeated after a timeout.
+fn whole_line(reader: &mut BufReader<Wire>, line: &mut Vec<u8>) -> std::io::Result<()> {
+    const MAX: usize = 1024;
+    while !line.ends_with(b"\n") {
+        let room = MAX.saturating_sub(line.len());
+        if room == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "a chunk line is over 1024 bytes"));
+        }
+        if reader.by_ref().take(room as u64).read_until(b'\n', line)? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before the next chunk"));
+        }
     }
-    let text = String::from_utf8_lossy(&line);
+    Ok(())
+}
+
+fn chunk_size(line: &[u8]) -> std::io::Result<u64> {
+    let text = String::from_utf8_lossy(line);
     let size = text.split(';').next().unwrap_or_default().trim();
     u64::from_str_radix(size, 16)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "a chunk size is not hexadecimal"))
@@ -383,6 +448,45 @@ pub fn shut(socket: &TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunked_body_read_that_times_out_mid_line_loses_no_byte() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address");
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("accept");
+            // The chunk-size line "10" arrives in two parts, a timeout apart; then the
+            // chunk's CRLF arrives after another.
+            for part in ["1", "0\r\n0123456789abcdef", "\r\n0\r\n\r\n"] {
+                conn.write_all(part.as_bytes()).expect("write");
+                conn.flush().expect("flush");
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        let tcp = TcpStream::connect(address).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
+        let mut body = Body::Chunked {
+            reader: BufReader::new(Wire::Plain(tcp)),
+            left: 0,
+            done: false,
+            line: Vec::new(),
+            crlf_due: false,
+        };
+        let (mut out, mut timeouts, mut buffer) = (Vec::new(), 0, [0u8; 64]);
+        loop {
+            match body.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&buffer[..n]),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                    timeouts += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        server.join().expect("server");
+        assert!(timeouts >= 2, "the reads did time out in between");
+        assert_eq!(out, b"0123456789abcdef");
+    }
 
     #[test]
     fn upstream_urls_are_checked_before_parsing() {

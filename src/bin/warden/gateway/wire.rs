@@ -107,8 +107,47 @@ pub fn revision(headers: &[(String, String)], id: &Value) -> Result<String, Answ
     }
 }
 
-/// Step 4 of §1.3 for a POST body: the envelope, the revision, the mirrored headers.
+/// A tool's `x-mcp-header` annotations (SEP-2243): each header name as annotated, with the
+/// path of the annotated property in the arguments.
+pub type Annotations = Vec<(String, Vec<String>)>;
+
+/// The `x-mcp-header` annotations of a tool's `inputSchema`, at any depth of `properties`
+/// (at most 64, 16 levels deep).
+pub fn annotations(schema: &Value) -> Annotations {
+    fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Annotations) {
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
+        if path.len() >= 16 {
+            return;
+        }
+        for (key, property) in properties {
+            if out.len() >= 64 {
+                return;
+            }
+            path.push(key.clone());
+            if let Some(name) = property.get("x-mcp-header").and_then(Value::as_str) {
+                out.push((name.to_owned(), path.clone()));
+            }
+            walk(property, path, out);
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, &mut Vec::new(), &mut out);
+    out
+}
+
+/// Step 4 of §1.3 for a POST body: the envelope, the revision, the mirrored headers, with no
+/// tool schema known.
 pub fn parse_post(headers: &[(String, String)], body: &[u8]) -> Result<Inbound, Answer> {
+    parse_post_with(headers, body, &|_| None)
+}
+
+/// `parse_post`, with `known` giving a tool's learnt `x-mcp-header` annotations (D11).
+pub fn parse_post_with(
+    headers: &[(String, String)],
+    body: &[u8],
+    known: &dyn Fn(&str) -> Option<Annotations>,
+) -> Result<Inbound, Answer> {
     let message: Value = match serde_json::from_slice(body) {
         Ok(value) => value,
         Err(_) => return Err(Answer::rpc_error(400, &Value::Null, PARSE_ERROR, "the body is not JSON")),
@@ -164,7 +203,11 @@ pub fn parse_post(headers: &[(String, String)], body: &[u8]) -> Result<Inbound, 
     } else {
         Kind::Relay
     };
-    check_mirrored(headers, object, &method, &revision, &id)?;
+    let annotated = match &kind {
+        Kind::ToolCall { tool, .. } => known(tool),
+        Kind::Relay => None,
+    };
+    check_mirrored(headers, object, &method, &revision, &id, annotated.as_ref())?;
     Ok(Inbound { revision, message, kind })
 }
 
@@ -176,6 +219,7 @@ fn check_mirrored(
     method: &str,
     revision: &str,
     id: &Value,
+    annotated: Option<&Annotations>,
 ) -> Result<(), Answer> {
     let mismatch = |what: &str| Answer::rpc_error(400, id, HEADER_MISMATCH, what);
     let strict = revision == REVISION_2026;
@@ -200,21 +244,90 @@ fn check_mirrored(
         }
     }
     let arguments = params.and_then(|p| p.get("arguments")).and_then(Value::as_object);
-    for (key, value) in headers {
-        let lower = key.to_ascii_lowercase();
-        let Some(suffix) = lower.strip_prefix("mcp-param-") else { continue };
-        // The tool's schema (its x-mcp-header names) is not known here: fall back to a
-        // case-insensitive top-level argument key, as mcp-gateway.md D11 recommends.
-        let found = arguments.and_then(|args| args.iter().find(|(k, _)| k.eq_ignore_ascii_case(suffix)));
-        let agrees = match (found, decode_sentinel(value)) {
-            (Some((_, body)), Some(decoded)) => rendered(body).is_some_and(|r| r == decoded),
+    let mirrored: Vec<(String, &str)> = headers
+        .iter()
+        .filter_map(|(key, value)| {
+            let lower = key.to_ascii_lowercase();
+            lower.strip_prefix("mcp-param-").map(|suffix| (suffix.to_owned(), value.as_str()))
+        })
+        .collect();
+    let Some(annotated) = annotated else {
+        // The tool's schema (its x-mcp-header names) is not known: fall back to a
+        // case-insensitive top-level argument key, as the D11 recommendation says.
+        for (suffix, value) in &mirrored {
+            let found = arguments.and_then(|args| args.iter().find(|(k, _)| k.eq_ignore_ascii_case(suffix)));
+            let agrees = match (found, decode_sentinel(value)) {
+                (Some((_, body)), Some(decoded)) => rendered(body).is_some_and(|r| r == decoded),
+                _ => false,
+            };
+            if !agrees {
+                return Err(mismatch("an Mcp-Param header does not match the body's argument of that name"));
+            }
+        }
+        return Ok(());
+    };
+    // The schema is known (from a relayed tools/list): X is the x-mcp-header value, at any
+    // depth (SEP-2243).
+    for (suffix, value) in &mirrored {
+        let Some((_, path)) = annotated.iter().find(|(name, _)| name.eq_ignore_ascii_case(suffix)) else {
+            return Err(mismatch(
+                "an Mcp-Param header names no x-mcp-header parameter of this tool; send only the annotated ones",
+            ));
+        };
+        let agrees = match (at_path(arguments, path), decode_sentinel(value)) {
+            (Some(body), Some(decoded)) => header_agrees(body, &decoded),
             _ => false,
         };
         if !agrees {
-            return Err(mismatch("an Mcp-Param header does not match the body's argument of that name"));
+            return Err(mismatch("an Mcp-Param header does not match the argument its x-mcp-header annotates"));
+        }
+    }
+    if strict {
+        for (name, path) in annotated {
+            let present = at_path(arguments, path).is_some_and(|value| !value.is_null());
+            if present && !mirrored.iter().any(|(suffix, _)| suffix.eq_ignore_ascii_case(name)) {
+                return Err(mismatch(&format!(
+                    "the argument annotated x-mcp-header {name:?} was sent without its Mcp-Param-{name} header; add it"
+                )));
+            }
         }
     }
     Ok(())
+}
+
+/// The argument at `path` (object keys from the top).
+fn at_path<'v>(arguments: Option<&'v Map<String, Value>>, path: &[String]) -> Option<&'v Value> {
+    let (first, rest) = path.split_first()?;
+    let mut value = arguments?.get(first)?;
+    for key in rest {
+        value = value.as_object()?.get(key)?;
+    }
+    Some(value)
+}
+
+/// SEP-2243: a string bare, a bool as `true`/`false`, an integer compared numerically (a
+/// header in decimal digits, optionally signed with `-`); a float spelling never agrees.
+fn header_agrees(body: &Value, header: &str) -> bool {
+    match body {
+        Value::Number(number) if is_integer(number) => {
+            integer_digits(header).is_some_and(|h| integer_digits(&number.to_string()).is_some_and(|b| b == h))
+        }
+        other => rendered(other).is_some_and(|r| r == header),
+    }
+}
+
+/// `-?[0-9]+` as (negative, digits without leading zeros); `None` for anything else.
+fn integer_digits(text: &str) -> Option<(bool, String)> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let trimmed = digits.trim_start_matches('0');
+    let trimmed = if trimmed.is_empty() { "0" } else { trimmed };
+    Some((negative && trimmed != "0", trimmed.to_owned()))
 }
 
 /// A header value, or the text inside a `=?base64?…?=` sentinel; `None` when that is undecodable.
@@ -269,6 +382,75 @@ pub fn first_float(value: &Value) -> Option<String> {
         }
     }
     walk(value, &mut Vec::new())
+}
+
+#[cfg(test)]
+mod annotation_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn known(_: &str) -> Option<Annotations> {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "order": {"type": "object", "properties": {"amount": {"type": "integer", "x-mcp-header": "Amount"}}},
+            "note": {"type": "string"},
+        }});
+        Some(annotations(&schema))
+    }
+
+    fn call(arguments: serde_json::Value) -> Vec<u8> {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": arguments}})
+            .to_string()
+            .into_bytes()
+    }
+
+    const BASE: [(&str, &str); 3] =
+        [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "t")];
+
+    fn with(extra: &[(&'static str, &'static str)]) -> Vec<(String, String)> {
+        let mut all: Vec<(&str, &str)> = BASE.to_vec();
+        all.extend_from_slice(extra);
+        h(&all)
+    }
+
+    #[test]
+    fn annotations_are_found_at_any_depth() {
+        let found = known("t").expect("known");
+        assert!(found.contains(&("Region".to_owned(), vec!["region".to_owned()])));
+        assert!(found.contains(&("Amount".to_owned(), vec!["order".to_owned(), "amount".to_owned()])));
+        assert_eq!(found.len(), 2);
+    }
+
+    #[test]
+    fn with_a_known_schema_headers_follow_the_annotations() {
+        let arguments = json!({"region": "eu", "order": {"amount": 2000}, "note": "n"});
+        let ok = with(&[("Mcp-Param-Region", "eu"), ("Mcp-Param-Amount", "02000")]);
+        assert!(parse_post_with(&ok, &call(arguments.clone()), &known).is_ok(), "integers compare numerically");
+        let refused = |headers: Vec<(String, String)>| {
+            let answer = parse_post_with(&headers, &call(arguments.clone()), &known).expect_err("refused");
+            answer.body.expect("body")["error"]["code"].as_i64()
+        };
+        // An annotated value without its header.
+        assert_eq!(refused(with(&[("Mcp-Param-Region", "eu")])), Some(HEADER_MISMATCH));
+        // A header for an argument that is not annotated (the top-level fallback is off).
+        assert_eq!(
+            refused(with(&[("Mcp-Param-Region", "eu"), ("Mcp-Param-Amount", "2000"), ("Mcp-Param-Note", "n")])),
+            Some(HEADER_MISMATCH)
+        );
+        for bad in ["2000.0", "2e3", "+2000", "2001"] {
+            let headers = h(&[BASE[0], BASE[1], BASE[2], ("Mcp-Param-Region", "eu"), ("Mcp-Param-Amount", bad)]);
+            assert_eq!(refused(headers), Some(HEADER_MISMATCH), "{bad}");
+        }
+        // Without the schema, the same nested header has no top-level argument: refused; the
+        // top-level fallback still works.
+        let fallback = with(&[("Mcp-Param-Note", "n")]);
+        assert!(parse_post(&fallback, &call(arguments.clone())).is_ok());
+        assert!(parse_post(&with(&[("Mcp-Param-Amount", "2000")]), &call(arguments)).is_err());
+    }
 }
 
 #[cfg(test)]
