@@ -106,7 +106,7 @@ fn authority_bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("authority");
     let empty = MemorySource::new();
     group.bench_function("root grant", |b| {
-        b.iter(|| black_box(evaluate(&authority, &Call::new(&root_only, now), &empty).expect("evaluation")))
+        b.iter(|| black_box(evaluate(&authority, &Call::new(&root_only, now), &empty).expect("evaluation")));
     });
     for crowd in [10, 100_000] {
         let source = source_with(&authority, crowd);
@@ -115,7 +115,7 @@ fn authority_bench(c: &mut Criterion) {
                 let result = evaluate(&authority, &Call::new(&delegated, now), &source).expect("evaluation");
                 assert!(result.passed);
                 black_box(result)
-            })
+            });
         });
     }
     group.finish();
@@ -190,7 +190,7 @@ fn store_bench(c: &mut Criterion) {
                 let evaluation = warden.evaluate_authority(&request).expect("evaluation");
                 assert!(evaluation.result.passed);
                 black_box(evaluation)
-            })
+            });
         });
     }
     for charges in [10usize, 100_000] {
@@ -218,7 +218,7 @@ fn store_bench(c: &mut Criterion) {
             .tamper(|t| {
                 assert_eq!(t.budget_window_sum(&charge, now)?, charges as u128);
                 group.bench_function(format!("budget check with {charges} charges in the window"), |b| {
-                    b.iter(|| black_box(t.budget_window_sum(&charge, now).expect("sum")))
+                    b.iter(|| black_box(t.budget_window_sum(&charge, now).expect("sum")));
                 });
                 Ok(())
             })

@@ -36,7 +36,7 @@ fn cycle(c: &mut Criterion) {
             let mut proposal = Proposal::new(&action, Ruling::new(Decision::Allow, "decision"));
             proposal.effect = Some(&template);
             kernel.propose(&proposal).unwrap().commit(&serde_json::json!({"ok": true})).unwrap();
-        })
+        });
     });
 }
 

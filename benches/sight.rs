@@ -62,24 +62,24 @@ fn sight(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("query_64KiB_loopback");
     group.bench_function("parse_only", |b| {
-        b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(black_box(&payload)).unwrap()))
+        b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(black_box(&payload)).unwrap()));
     });
     group.bench_function("bare_ureq_get", |b| b.iter(|| black_box(bare())));
     group.bench_function("bare_ureq_get_and_parse", |b| {
-        b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(&bare()).unwrap()))
+        b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(&bare()).unwrap()));
     });
     group.bench_function("warden_query", |b| {
         b.iter(|| {
             let result = run(&document.sources_config, &query, &provider, &CancelToken::default(), 0).unwrap();
             assert_eq!(result.values["indicator"], "minor");
             black_box(result)
-        })
+        });
     });
     let dir = tempfile::tempdir().unwrap();
     let warden = Warden::open(dir.path().join("bench.redb"), document.clone(), WardenOptions::default()).unwrap();
     let snapshot = json!({"source": "status", "endpoint": "summary", "snapshot": true});
     group.bench_function("warden_query_snapshot", |b| {
-        b.iter(|| black_box(warden.query(&snapshot, &provider, &CancelToken::default()).unwrap()))
+        b.iter(|| black_box(warden.query(&snapshot, &provider, &CancelToken::default()).unwrap()));
     });
     group.finish();
 }

@@ -95,7 +95,9 @@ typedef uint32_t warden_result;
 // One NUL byte follows the data (not counted in `len`), so it may also be read as a C string.
 // Free it with `warden_buf_free`, exactly once. `{NULL, 0}` is the empty buffer.
 typedef struct {
+  // The first byte, or NULL for the empty buffer.
   uint8_t *ptr;
+  // How many bytes of data (the trailing NUL not counted).
   size_t len;
 } warden_buf;
 

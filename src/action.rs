@@ -11,13 +11,17 @@ use crate::canonical::{
     nesting_depth, parse_json, sha256_prefixed, to_canonical_string, CanonicalError, MAX_INPUT_DEPTH,
 };
 
+/// The `schema` member of the hashed action document (ctrlrun's, so hashes agree).
 pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";
 
+/// Why a principal or an action is not valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ActionError {
+    /// A field is missing, empty or of the wrong shape; the text says which.
     #[error("{0}")]
     Invalid(String),
+    /// The arguments have no canonical form (a float, invalid JSON).
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
 }
@@ -25,11 +29,14 @@ pub enum ActionError {
 /// Who is acting: an agent, optionally on behalf of a human.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Principal {
+    /// The agent's name; never empty.
     pub agent: String,
+    /// The human the agent acts for, if any; never empty when present.
     pub user: Option<String>,
 }
 
 impl Principal {
+    /// A validated principal.
     pub fn new(agent: &str, user: Option<&str>) -> Result<Principal, ActionError> {
         let principal = Principal { agent: agent.to_owned(), user: user.map(str::to_owned) };
         principal.validate()?;
@@ -54,11 +61,17 @@ impl Principal {
 /// again by [`Action::canonical`], so an invalid action cannot be hashed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Action {
+    /// This proposal's id (`act_…`); not part of the hash.
     pub action_id: String,
+    /// The action's name, as the document lists it.
     pub name: String,
+    /// The arguments, in their canonical reading.
     pub arguments: Map<String, Value>,
+    /// Who proposes it.
     pub principal: Principal,
+    /// What it acts on, rendered from the document's resource template or given by the host.
     pub resource: Option<String>,
+    /// Where it acts (`production`, …); a kernel refuses another environment's action.
     pub environment: String,
 }
 
@@ -151,15 +164,22 @@ impl Action {
 /// The kinds of identifier Warden issues; the prefix says which kind a string is at a glance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdKind {
+    /// `act_`: one proposal.
     Action,
+    /// `apr_`: an approval request.
     Approval,
+    /// `ctr_`: a control id (the prefix is reserved; nothing in this crate issues one yet).
     Control,
+    /// `dlg_`: a delegation.
     Delegation,
+    /// `rct_`: a receipt.
     Receipt,
+    /// `snp_`: a sight snapshot.
     Snapshot,
 }
 
 impl IdKind {
+    /// The prefix ids of this kind start with.
     pub fn prefix(self) -> &'static str {
         match self {
             IdKind::Action => "act_",

@@ -29,17 +29,24 @@ pub const DEFAULT_APPROVAL_TTL: Micros = 15 * 60 * MICROS_PER_SECOND;
 /// Longest approver, resolver or reason text accepted.
 pub const MAX_NAME_CHARS: usize = 200;
 
+/// Where an approval request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalStatus {
+    /// Waiting for enough approvers (or one deny).
     Pending,
+    /// Granted: usable once, for the exact action, until it expires.
     Granted,
+    /// Denied by an approver.
     Denied,
+    /// Lapsed before it was answered or used.
     Expired,
+    /// Spent on the action it binds.
     Consumed,
 }
 
 impl ApprovalStatus {
+    /// The status as records and the bindings spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             ApprovalStatus::Pending => "pending",
@@ -56,20 +63,31 @@ impl ApprovalStatus {
 /// stored action still hashes to `action_hash` (`check_binding`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRecord {
+    /// The request's id (`apr_…`).
     pub approval_id: String,
+    /// The exact action it binds.
     pub action_hash: String,
+    /// That action's name.
     pub action_name: String,
     /// The proposal that asked; a different proposal of the same action may consume it.
     pub action_id: String,
+    /// Who proposed the action.
     pub requested_by: Principal,
+    /// Where the request stands.
     pub status: ApprovalStatus,
+    /// When it was made.
     pub requested_at: Micros,
+    /// When it (or its grant) lapses.
     pub expires_at: Micros,
     /// Who decided it (the approver whose grant reached the count, or who denied), as a label.
     pub approver: Option<String>,
+    /// When it was granted or denied.
     pub answered_at: Option<Micros>,
+    /// When it was spent.
     pub consumed_at: Option<Micros>,
+    /// The action (`act_…`) that spent it.
     pub consumed_by: Option<String>,
+    /// The denier's one-line reason, if any.
     pub note: Option<String>,
     /// The action the request binds. `None` only for a request migrated from a store older
     /// than schema 4, which kept the name and hash alone: such a request cannot be shown, so it
@@ -87,8 +105,11 @@ pub struct ApprovalRecord {
 /// asked. Arguments and claims are canonical JSON text (postcard cannot carry a JSON value).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestedAction {
+    /// The canonical arguments, as JSON text.
     pub arguments: String,
+    /// What the action acts on, if known.
     pub resource: Option<String>,
+    /// Where it acts.
     pub environment: String,
     /// The requester's verified identity, when the host's identity provider vouched for it.
     pub identity: Option<Verified>,
@@ -96,7 +117,9 @@ pub struct RequestedAction {
     pub rule: String,
     /// The matched rule's `when`, canonical JSON, when it had one.
     pub when: Option<String>,
+    /// The hash of the document that asked.
     pub policy_hash: Option<String>,
+    /// That document's `version`.
     pub policy_version: Option<String>,
 }
 
@@ -104,18 +127,26 @@ pub struct RequestedAction {
 /// with which roles, the matched rule's `when`, and the requester's verified identity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalAsk {
+    /// How many approvers, with which roles.
     pub requirement: Requirement,
+    /// The matched rule's `when`, canonical JSON, when it had one.
     pub when: Option<String>,
+    /// The requester's verified identity, if the host's provider vouched for it.
     pub identity: Option<Verified>,
 }
 
 /// One recorded answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vote {
+    /// Who answered.
     pub approver: Principal,
+    /// What the host verified about them, if anything.
     pub verified: Option<Verified>,
+    /// A grant (`true`) or a deny.
     pub grant: bool,
+    /// When.
     pub at: Micros,
+    /// The one-line reason given with a deny, if any.
     pub note: Option<String>,
 }
 
@@ -165,6 +196,7 @@ impl ApprovalRecord {
         self.votes.iter().filter(|vote| vote.grant).count()
     }
 
+    /// The record as the CLI and the bindings show it.
     pub fn to_json(&self) -> serde_json::Value {
         use crate::clock::render;
         use serde_json::Value;
@@ -234,7 +266,9 @@ fn rebuild(record: &ApprovalRecord, stored: &RequestedAction) -> Result<Action, 
 /// What a store must do with one approval check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// The approval applies: consume it with the reservation.
     Proceed,
+    /// Refuse with this error; nothing is written.
     Refuse(Error),
     /// The approval lapsed: mark it `expired`, keep that write, and refuse.
     ExpireAndRefuse(Error),

@@ -14,15 +14,24 @@ use std::fmt::Write as _;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
+/// Why a value has no canonical form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CanonicalError {
+    /// A float, which has no exact canonical form; `path` says where it is.
     #[error(
         "float is not encodable at {path}: use integer minor units (amount=200000) or a decimal string (\"2000.00\")"
     )]
-    Float { path: String },
+    Float {
+        /// Where the float is, as a JSON path.
+        path: String,
+    },
+    /// The text is not valid JSON.
     #[error("invalid JSON: {message}")]
-    Parse { message: String },
+    Parse {
+        /// The parser's account of what is wrong.
+        message: String,
+    },
 }
 
 /// Containers nested deeper than this are refused by [`parse_json`]. serde_json uses the same

@@ -10,10 +10,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Microseconds since 1970-01-01T00:00:00Z.
 pub type Micros = i64;
 
+/// Microseconds in one second.
 pub const MICROS_PER_SECOND: Micros = 1_000_000;
 
 /// Where "now" comes from. Shared by every handle that opens a kernel.
 pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The current instant.
     fn now(&self) -> Micros;
 
     /// Whether this is the operating system's clock, which every process reads for itself
@@ -48,14 +50,17 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
+    /// A clock standing at `start`.
     pub fn new(start: Micros) -> Self {
         ManualClock { now: Arc::new(AtomicI64::new(start)) }
     }
 
+    /// Moves the clock (and every clone of it) to `to`.
     pub fn set(&self, to: Micros) {
         self.now.store(to, Ordering::SeqCst);
     }
 
+    /// Moves the clock (and every clone of it) forward by `by`.
     pub fn advance(&self, by: Micros) {
         self.now.fetch_add(by, Ordering::SeqCst);
     }

@@ -4,15 +4,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What the document says about an action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
+    /// Run it.
     Allow,
+    /// Run it once a human has approved this exact action.
     Approve,
+    /// Refuse it.
     Deny,
 }
 
 impl Decision {
+    /// The decision as the document, receipts and events spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Decision::Allow => "allow",
@@ -21,6 +26,7 @@ impl Decision {
         }
     }
 
+    /// The decision spelled `text`, if it is one.
     pub fn parse(text: &str) -> Option<Decision> {
         match text {
             "allow" => Some(Decision::Allow),
@@ -35,7 +41,9 @@ impl Decision {
 /// `unknown_action`, or whatever the host says).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ruling {
+    /// What was decided.
     pub decision: Decision,
+    /// Why, in the words receipts record as `decision_reason`.
     pub reason: String,
     /// What the evaluation could not check (a missing argument, a non-integer for an order
     /// operator); recorded on the POLICY_EVALUATED event.
@@ -43,6 +51,7 @@ pub struct Ruling {
 }
 
 impl Ruling {
+    /// A ruling with no warnings.
     pub fn new(decision: Decision, reason: &str) -> Ruling {
         Ruling { decision, reason: reason.to_owned(), warnings: Vec::new() }
     }

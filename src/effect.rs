@@ -25,7 +25,9 @@ pub const LEASE_EXPIRED: &str = "lease expired: the worker holding this effect n
 /// into an unknown one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredResult {
+    /// The result's JSON text (the marked form when it could not be stored as itself).
     pub json: String,
+    /// Whether `json` is the canonical form of the result.
     pub canonical: bool,
 }
 
@@ -42,7 +44,9 @@ pub const MAX_OUTCOME_MESSAGE: usize = 4096;
 /// describes a value with no JSON form (a Python object's `repr`, say), marked as such.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResultForm {
+    /// UTF-8 JSON text.
     Json,
+    /// Text describing a value with no JSON form, marked as such when stored.
     Text,
 }
 
@@ -71,6 +75,7 @@ pub enum Marked {
 }
 
 impl Marked {
+    /// The `warden_result` member's value.
     pub fn as_str(self) -> &'static str {
         match self {
             Marked::Truncated => "truncated",
@@ -82,6 +87,7 @@ impl Marked {
 }
 
 impl StoredResult {
+    /// `value` stored within the default `MAX_RESULT_BYTES` (see `from_value_within`).
     pub fn from_value(value: &serde_json::Value) -> StoredResult {
         Self::from_value_within(value, MAX_RESULT_BYTES)
     }
@@ -170,6 +176,7 @@ impl StoredResult {
         StoredResult { json: marked.to_string(), canonical: false }
     }
 
+    /// The stored result as JSON (its text as a string if it does not parse).
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::from_str(&self.json).unwrap_or(serde_json::Value::String(self.json.clone()))
     }
@@ -205,18 +212,31 @@ fn bracket_depth(bytes: &[u8]) -> usize {
 /// What the store holds for one effect key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EffectRecord {
+    /// The effect key this record is for.
     pub effect_key: String,
+    /// Where the effect stands.
     pub state: EffectState,
+    /// The action whose attempt holds (or last held) the effect.
     pub action_id: String,
+    /// That action's name.
     pub action_name: String,
+    /// That action's hash.
     pub action_hash: String,
+    /// The attempt number, from 1; a FAILED effect's retry is the next one.
     pub attempt: u32,
+    /// When the key was first reserved.
     pub created_at: Micros,
+    /// When the record last changed.
     pub updated_at: Micros,
+    /// Until when the holding attempt may run (RESERVED, EXECUTING).
     pub lease_expires_at: Option<Micros>,
+    /// The executor's result, once COMMITTED.
     pub result: Option<StoredResult>,
+    /// What went wrong, for FAILED and AMBIGUOUS (bounded, marked when cut).
     pub error: Option<String>,
+    /// Who resolved it by hand (or `reconcile:<action>`), if anyone did.
     pub resolved_by: Option<String>,
+    /// The approval consumed by the holding attempt, if any.
     pub approval_id: Option<String>,
 }
 
@@ -228,6 +248,7 @@ impl EffectRecord {
             && self.lease_expires_at.is_some_and(|until| now <= until)
     }
 
+    /// The record as the CLI and the bindings show it.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "effect_key": self.effect_key,
@@ -250,11 +271,17 @@ impl EffectRecord {
 /// Who is asking for a reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim<'a> {
+    /// The key to reserve.
     pub effect_key: &'a str,
+    /// The proposing action.
     pub action_id: &'a str,
+    /// Its name.
     pub action_name: &'a str,
+    /// Its hash.
     pub action_hash: &'a str,
+    /// The approval it consumes, if any.
     pub approval_id: Option<&'a str>,
+    /// How long the reservation holds.
     pub lease: Micros,
     /// `None` means no ceiling.
     pub max_attempts: Option<u32>,
@@ -386,9 +413,11 @@ pub fn plan_begin(
 /// An executor's outcome for the attempt it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
+    /// The call succeeded, with its result.
     Committed(StoredResult),
     /// The executor proved the remote side did nothing. The only way to FAILED.
     NotExecuted(String),
+    /// The outcome is unknown, with what is known.
     Ambiguous(String),
 }
 
@@ -423,6 +452,7 @@ fn cut_at_char_boundary(text: &str, max: usize) -> &str {
 /// What an outcome writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OutcomePlan {
+    /// Write this record.
     Write(EffectRecord),
     /// Already AMBIGUOUS under this attempt: `mark_ambiguous` is idempotent; write nothing.
     Unchanged(EffectRecord),

@@ -8,14 +8,20 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectState {
+    /// The key is held for an attempt that has not begun yet.
     Reserved,
+    /// The attempt has begun: the host may be calling the remote side.
     Executing,
+    /// The call succeeded; the effect never runs again.
     Committed,
+    /// The remote side provably did nothing; a retry may run as the next attempt.
     Failed,
+    /// The outcome is unknown; only a human (or the reconcile hook) moves it on.
     Ambiguous,
 }
 
 impl EffectState {
+    /// The state as records, receipts and the bindings spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             EffectState::Reserved => "reserved",
@@ -26,6 +32,7 @@ impl EffectState {
         }
     }
 
+    /// The state spelled `text`, if it is one.
     pub fn parse(text: &str) -> Option<EffectState> {
         Some(match text {
             "reserved" => EffectState::Reserved,

@@ -15,11 +15,14 @@ use crate::effect_state::EffectState;
 /// `Duplicate.state`: the effect is done, or another attempt holds it right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DuplicateState {
+    /// The effect was committed; it never runs again.
     Committed,
+    /// Another attempt holds the effect under a live lease.
     InProgress,
 }
 
 impl DuplicateState {
+    /// The state as error objects spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             DuplicateState::Committed => "committed",
@@ -37,31 +40,91 @@ pub enum Error {
     /// The document, the caller's credential, the action's environment or a human said no;
     /// `reason` says which (a receipt records it as `decision_reason`).
     #[error("action denied ({reason}): {detail}")]
-    Denied { reason: DenialReason, detail: String },
+    Denied {
+        /// Which rule said no.
+        reason: DenialReason,
+        /// What was denied, in words.
+        detail: String,
+    },
 
+    /// The document asks a human first: a request was created (or is still pending).
     #[error("approval required: request {request_id} waits for a human until {}; present it with the approval id once granted", crate::clock::render(*expires_at))]
-    ApprovalRequired { request_id: String, expires_at: Micros, action_hash: String },
+    ApprovalRequired {
+        /// The pending request (`apr_…`) a human answers.
+        request_id: String,
+        /// When the request lapses unanswered.
+        expires_at: Micros,
+        /// The exact action the request binds.
+        action_hash: String,
+    },
 
+    /// The presented approval cannot be used for this action.
     #[error("approval {approval_id} refused ({reason}): {detail}")]
-    ApprovalMismatch { reason: String, approval_id: String, detail: String },
+    ApprovalMismatch {
+        /// Why the approval does not apply (`mismatch`, `consumed`, `expired`, …).
+        reason: String,
+        /// The approval presented.
+        approval_id: String,
+        /// What was wrong with it, in words.
+        detail: String,
+    },
 
+    /// The effect was committed, or another attempt holds it: it will not run twice.
     #[error("{}", duplicate_message(effect_key, *state, holder))]
-    Duplicate { state: DuplicateState, effect_key: String, holder: String },
+    Duplicate {
+        /// Done, or held by another attempt right now.
+        state: DuplicateState,
+        /// The effect refused.
+        effect_key: String,
+        /// The action (`act_…`) that committed or holds it.
+        holder: String,
+    },
 
+    /// The effect's outcome is unknown; it cannot be retried until it is resolved.
     #[error("effect {effect_key:?} is ambiguous: {detail}; before it can be retried a human must check the remote side and run `{}` (or `--failed` if it did not happen), with WARDEN_STORE (or --store) naming this store", crate::hint::resolve_command(effect_key, None))]
-    Ambiguous { effect_key: String, action_id: String, detail: String },
+    Ambiguous {
+        /// The effect whose outcome is unknown.
+        effect_key: String,
+        /// The action whose attempt left it so.
+        action_id: String,
+        /// What is known about how it became ambiguous.
+        detail: String,
+    },
 
+    /// The effect failed as many times as its `max_attempts` allows.
     #[error("effect {effect_key:?} failed {attempts} time(s), which is its max_attempts of {max_attempts}; no further attempt is allowed")]
-    AttemptCeiling { effect_key: String, attempts: u32, max_attempts: u32 },
+    AttemptCeiling {
+        /// The effect refused.
+        effect_key: String,
+        /// How many attempts failed.
+        attempts: u32,
+        /// The document's `max_attempts` for the action.
+        max_attempts: u32,
+    },
 
+    /// Only an AMBIGUOUS effect is resolved by hand, and this one is not.
     #[error(
         "effect {effect_key:?} is {state}, not ambiguous; only an effect with an unknown outcome is resolved by hand"
     )]
-    NotResolvable { effect_key: String, state: EffectState },
+    NotResolvable {
+        /// The effect named.
+        effect_key: String,
+        /// The state it is actually in.
+        state: EffectState,
+    },
 
+    /// An outcome arrived after the effect had moved on; it was kept as evidence only.
     #[error("effect {effect_key:?} moved on to {state} under {holder} before this outcome arrived; the outcome was recorded as ambiguous evidence and the record left as it is")]
-    LateOutcome { effect_key: String, state: EffectState, holder: String },
+    LateOutcome {
+        /// The effect the outcome was for.
+        effect_key: String,
+        /// The state it had moved on to.
+        state: EffectState,
+        /// The action that holds it now.
+        holder: String,
+    },
 
+    /// The named record (effect, approval, delegation, …) does not exist.
     #[error("{0}")]
     NotFound(String),
 
@@ -71,17 +134,31 @@ pub enum Error {
     /// A denial like `Denied` (same C code), with the authority evidence.
     #[error("action denied by authority ({reason}{}): {detail}", grant_id.as_deref().map(|g| format!(", grant '{g}'")).unwrap_or_default())]
     AuthorityDenied {
+        /// The authority reason (`no_authority`, `authority_revoked`, `budget_exhausted`, …).
         reason: String,
+        /// The grant the reason is about, if one.
         grant_id: Option<String>,
+        /// The delegation presented as the hop, if any.
         hop: Option<String>,
+        /// The containment dimension that failed, if that was the reason.
         dimension: Option<String>,
+        /// What was refused, in words.
         detail: String,
     },
 
     /// A delegation was refused at creation, in ctrlrun's order of checks: the reason and, for
     /// a containment refusal, the dimension. Nothing was written but the DELEGATION_REJECTED event.
     #[error("delegation under '{parent_id}' refused ({reason}{}): {detail}", dimension.as_deref().map(|d| format!(" on {d}")).unwrap_or_default())]
-    DelegationRefused { reason: String, parent_id: String, dimension: Option<String>, detail: String },
+    DelegationRefused {
+        /// ctrlrun's reason for the refusal.
+        reason: String,
+        /// The grant or delegation the new one was to narrow.
+        parent_id: String,
+        /// The dimension not contained, for a containment refusal.
+        dimension: Option<String>,
+        /// What was refused, in words.
+        detail: String,
+    },
 
     /// A sight (confined read) refused or failed; `is_refusal` and the C result code follow
     /// its `code` (see `SightError::kind`).
@@ -89,6 +166,7 @@ pub enum Error {
     Sight(SightError),
 
     // ---- faults ---------------------------------------------------------------------------
+    /// The caller handed in something malformed or out of bounds; nothing was done.
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
@@ -96,8 +174,12 @@ pub enum Error {
     /// policy decision, so nothing is decided or recorded. An `InvalidInput`-class fault (same
     /// C code) with reason `no_principal`, so code that catches denials does not swallow it.
     #[error("invalid input: {action} was proposed with no principal, which is a programming error, not a denial; nothing was decided or recorded. Set the principal around the call: warden.context(agent=..., user=...) in Python, withContext({{ agent, user }}, fn) in Node, the request's \"principal\" in C")]
-    NoPrincipal { action: String },
+    NoPrincipal {
+        /// The action proposed without one.
+        action: String,
+    },
 
+    /// The store failed (I/O, corruption, a write that timed out); the handle is poisoned.
     #[error("store error: {0}")]
     Store(String),
 
@@ -107,12 +189,15 @@ pub enum Error {
     #[error("store unavailable: {0}")]
     Unavailable(String),
 
+    /// The document or the open options are invalid, or absent where a call needs them.
     #[error("configuration error: {0}")]
     Config(String),
 
+    /// An earlier fault latched the handle closed; reopen the store.
     #[error("this handle is poisoned after an earlier fault ({0}); close it and open the store again")]
     Poisoned(String),
 
+    /// The library panicked; the handle is poisoned.
     #[error("internal panic: {0}")]
     Panic(String),
 }
@@ -241,4 +326,5 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic with no message".into())
 }
 
+/// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

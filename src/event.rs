@@ -9,30 +9,51 @@ use crate::clock::Micros;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
 pub enum EventKind {
+    /// An action was proposed (every proposal writes one).
     ACTION_PROPOSED,
+    /// The document decided the action; the data holds the decision, reason and warnings.
     POLICY_EVALUATED,
+    /// A pending approval request was created for the action.
     APPROVAL_REQUESTED,
+    /// An approver granted the request (enough approvers, for M-of-N).
     APPROVAL_GRANTED,
+    /// An approver denied the request.
     APPROVAL_DENIED,
+    /// The request or its grant lapsed unused.
     APPROVAL_EXPIRED,
+    /// A presented approval failed its checks for this action; the data holds the reason.
     APPROVAL_INVALIDATED,
+    /// A granted approval was spent on the action it binds.
     APPROVAL_CONSUMED,
+    /// The effect key was reserved for an attempt.
     EFFECT_RESERVED,
+    /// The reservation was refused (duplicate, in progress, ambiguous, ceiling).
     EFFECT_RESERVATION_REFUSED,
+    /// The attempt began: the host may now call the remote side.
     EXECUTION_STARTED,
+    /// The attempt succeeded: COMMITTED.
     EXECUTION_COMMITTED,
+    /// The remote side provably did nothing: FAILED.
     EXECUTION_FAILED,
+    /// The outcome is unknown: AMBIGUOUS (lost reply, lapsed lease, dropped permit).
     EXECUTION_AMBIGUOUS,
+    /// A human (or the reconcile hook) recorded what happened to an AMBIGUOUS effect.
     EFFECT_RESOLVED,
+    /// The attempt holding the effect extended its lease.
     EFFECT_LEASE_EXTENDED,
+    /// The action was refused before any reservation.
     ACTION_DENIED,
+    /// A reconcile answer arrived for an AMBIGUOUS effect and is being applied.
     RECONCILIATION_STARTED,
+    /// The reconcile hook's answer was applied.
     RECONCILIATION_RESOLVED,
     /// The authority axis refused the action (before policy); written with ACTION_DENIED.
     AUTHORITY_DENIED,
+    /// A delegation was stored.
     DELEGATION_CREATED,
     /// A delegation was refused at creation; no row was written.
     DELEGATION_REJECTED,
+    /// A delegation was revoked (and with it everything beneath it).
     DELEGATION_REVOKED,
     /// An effect reached FAILED and its budget charges were released.
     BUDGET_RELEASED,
@@ -52,6 +73,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The kind as events are listed and exported.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::ACTION_PROPOSED => "ACTION_PROPOSED",
@@ -90,17 +112,24 @@ impl EventKind {
 /// One ordered step in the life of an action. `event_id` is assigned by the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
+    /// The event's place in the store's one order (from 1).
     pub event_id: u64,
+    /// When it happened, by the kernel's clock.
     pub ts: Micros,
+    /// What happened.
     pub kind: EventKind,
+    /// The action it is about, if any.
     pub action_id: Option<String>,
+    /// The effect it is about, if any.
     pub effect_key: Option<String>,
+    /// The approval it is about, if any.
     pub approval_id: Option<String>,
     /// Canonical JSON text (postcard cannot carry a `serde_json::Value`).
     pub data: String,
 }
 
 impl Event {
+    /// The event as the CLI and the bindings show it.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "event_id": self.event_id,

@@ -38,6 +38,7 @@ pub fn defaults_json() -> serde_json::Value {
     })
 }
 
+/// The bounds on what one call may hand the library (defaults in `Limits::default`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -101,14 +102,17 @@ impl Limits {
         ]
     }
 
+    /// Refuses a request longer than `max_request_bytes`, naming the limit.
     pub fn check_request(&self, bytes: usize) -> Result<()> {
         over("the request", bytes, "max_request_bytes", self.max_request_bytes)
     }
 
+    /// Refuses an action name longer than `max_name_bytes`, naming the limit.
     pub fn check_name(&self, name: &str) -> Result<()> {
         over("the action name", name.len(), "max_name_bytes", self.max_name_bytes)
     }
 
+    /// Refuses arguments whose canonical form is longer than `max_arguments_bytes`.
     pub fn check_arguments(&self, canonical_bytes: usize) -> Result<()> {
         over("the arguments (canonical JSON)", canonical_bytes, "max_arguments_bytes", self.max_arguments_bytes)
     }

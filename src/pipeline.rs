@@ -22,6 +22,7 @@ use crate::store::StoreOptions;
 /// One authority evaluation and what it cost the store.
 #[derive(Debug, Clone)]
 pub struct AuthorityEvaluation {
+    /// What the authority axis decided, with its evidence.
     pub result: AuthorityResult,
     /// Store reads the evaluation's one read operation made (index ranges, rows, chain links).
     pub store_reads: u64,
@@ -45,12 +46,15 @@ pub fn notifier_for(
 /// How a `Warden` is opened.
 #[derive(Debug, Clone)]
 pub struct WardenOptions {
+    /// Where "now" comes from (the system clock unless a test sets one).
     pub clock: Arc<dyn Clock>,
     /// The environment argument; see `kernel::resolve_environment` for the order.
     pub environment: Option<String>,
     /// When outcomes are durable (`durable` unless the host chooses `deferred`).
     pub outcomes: Outcomes,
+    /// How the store file is opened.
     pub store: StoreOptions,
+    /// The bounds on inputs.
     pub limits: crate::limits::Limits,
 }
 
@@ -69,7 +73,9 @@ impl Default for WardenOptions {
 /// One call an agent asks for. Everything else comes from the document.
 #[derive(Debug, Clone)]
 pub struct ActionRequest<'a> {
+    /// The action's name, as the document lists it.
     pub name: &'a str,
+    /// The action's arguments: a JSON object (no floats).
     pub arguments: serde_json::Value,
     /// `None`: nobody to attribute the call to; refused with no receipt.
     pub principal: Option<Principal>,
@@ -77,6 +83,7 @@ pub struct ActionRequest<'a> {
     pub principal_expires_at: Option<Micros>,
     /// Used only when the document gives the action no `resource` template.
     pub resource: Option<String>,
+    /// A granted approval (`apr_…`) presented for this exact action.
     pub approval_id: Option<&'a str>,
     /// Overrides the document's lease for this call.
     pub lease: Option<Micros>,
@@ -95,6 +102,7 @@ pub struct ActionRequest<'a> {
 }
 
 impl<'a> ActionRequest<'a> {
+    /// A request by `principal` with nothing else set.
     pub fn new(name: &'a str, arguments: serde_json::Value, principal: Principal) -> ActionRequest<'a> {
         ActionRequest {
             name,
@@ -156,10 +164,12 @@ impl Warden {
         Warden::open(store, document, options)
     }
 
+    /// The kernel under this handle.
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
     }
 
+    /// The administrator's document this handle decides with.
     pub fn document(&self) -> &Document {
         &self.document
     }
@@ -194,9 +204,8 @@ impl Warden {
             return Err(Error::NoPrincipal { action: request.name.to_owned() });
         };
         let entry = self.document.actions.get(request.name);
-        let arguments = match &request.arguments {
-            serde_json::Value::Object(map) => map,
-            _ => return Err(Error::InvalidInput("arguments must be a JSON object".into())),
+        let serde_json::Value::Object(arguments) = &request.arguments else {
+            return Err(Error::InvalidInput("arguments must be a JSON object".into()));
         };
         let resource = match entry.and_then(|e| e.resource.as_ref()) {
             Some(template) => {
@@ -311,9 +320,8 @@ impl Warden {
             .principal
             .clone()
             .ok_or_else(|| Error::InvalidInput("the request has no principal to evaluate".into()))?;
-        let arguments = match &request.arguments {
-            serde_json::Value::Object(map) => map,
-            _ => return Err(Error::InvalidInput("arguments must be a JSON object".into())),
+        let serde_json::Value::Object(arguments) = &request.arguments else {
+            return Err(Error::InvalidInput("arguments must be a JSON object".into()));
         };
         let resource = match self.document.actions.get(request.name).and_then(|e| e.resource.as_ref()) {
             Some(template) => {

@@ -19,8 +19,11 @@ use crate::canonical::is_integer;
 use crate::decision::{Decision, Ruling};
 use crate::document::{ActionEntry, Condition, Document, Op};
 
+/// The reason for denying an action the document does not list.
 pub const UNKNOWN_ACTION: &str = "unknown_action";
+/// The reason for denying an action none of whose rules matched.
 pub const NO_MATCHING_RULE: &str = "no_matching_rule";
+/// The reason for an entry's plain `decision:` with no rules.
 pub const BARE_DECISION: &str = "decision";
 
 /// How many argument names a "missing argument" warning lists.
@@ -28,8 +31,10 @@ const LISTED_NAMES: usize = 20;
 /// How many characters of one argument name a warning shows.
 const NAME_CHARS: usize = 40;
 
+/// The outcome of evaluating one action against the document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evaluation {
+    /// The decision and the reason (`decision`, `rule[N]`, `unknown_action`, `no_matching_rule`).
     pub ruling: Ruling,
     /// Conditions that were false because an argument was missing or had the wrong type.
     pub warnings: Vec<String>,
@@ -119,6 +124,8 @@ pub fn equal(value: &Value, operand: &Value) -> bool {
     }
 }
 
+// Exact float equality is Python's `==`, which this mirrors.
+#[allow(clippy::float_cmp)]
 fn numbers_equal(a: &Number, b: &Number) -> bool {
     if is_integer(a) && is_integer(b) {
         return compare_integers(a.as_str(), b.as_str()) == Ordering::Equal;

@@ -7,6 +7,7 @@ use crate::canonical::{parse_json, sha256_prefixed, to_canonical_string};
 use crate::clock::{render, Micros};
 use crate::effect::StoredResult;
 
+/// The `schema` member of every receipt document.
 pub const RECEIPT_SCHEMA: &str = "warden.receipt/v1";
 
 /// The `prev_hash` of the first receipt.
@@ -23,15 +24,22 @@ pub const MAX_LISTED_BREAKS: usize = 1000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReceiptResult {
+    /// The effect ran and succeeded.
     Committed,
+    /// The remote side provably did nothing.
     Failed,
+    /// The outcome is unknown.
     Ambiguous,
+    /// The document (or a human's denial) refused the action.
     Denied,
+    /// Refused by anything else: a duplicate, an unusable approval, the authority axis, a bound.
     Blocked,
+    /// Observe mode: the action ran whatever enforce mode would have done (see `execution`).
     Observed,
 }
 
 impl ReceiptResult {
+    /// The result as receipts spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             ReceiptResult::Committed => "committed",
@@ -47,30 +55,51 @@ impl ReceiptResult {
 /// Everything a receipt says except its place in the chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReceiptDraft {
+    /// The receipt's id (`rct_…`).
     pub receipt_id: String,
+    /// The action it records (`act_…`).
     pub action_id: String,
+    /// The action's name.
     pub action: String,
+    /// The action's hash, which any approval was bound to.
     pub action_hash: String,
+    /// The principal's agent.
     pub agent: String,
+    /// The principal's user, if any.
     pub user: Option<String>,
+    /// What the action acted on, if known.
     pub resource: Option<String>,
+    /// The canonical arguments.
     pub arguments: serde_json::Value,
+    /// Where it acted.
     pub environment: String,
+    /// What was decided (`allow`, `approve`, `deny`).
     pub decision: String,
+    /// Why (a rule, a denial reason, a refusal's reason).
     pub decision_reason: String,
+    /// The approval consumed, if any.
     pub approval_id: Option<String>,
+    /// Who granted it, if any.
     pub approver: Option<String>,
+    /// The effect key, when the action has one.
     pub effect_key: Option<String>,
+    /// The attempt number (1 unless a FAILED effect was retried).
     pub attempt: u32,
+    /// The terminal outcome.
     pub result: ReceiptResult,
     /// Observe mode: what the executor actually did (`result` is then `observed`).
     pub execution: Option<ReceiptResult>,
     /// Observe mode: what enforce mode would have done, `{decision, reason, blocked_reason}`.
     pub would_have: Option<serde_json::Value>,
+    /// The outcome's message, for FAILED, AMBIGUOUS and refusals.
     pub error: Option<String>,
+    /// When the action was proposed.
     pub started_at: Micros,
+    /// When its outcome was recorded.
     pub finished_at: Micros,
+    /// The hash of the document that decided.
     pub policy_hash: Option<String>,
+    /// That document's `version`.
     pub policy_version: Option<String>,
     /// Set when the document has an `authority:` section: which grant decided, the hop
     /// presented and the budget charges made. Absent otherwise, so receipts of documents
@@ -185,12 +214,16 @@ impl ReceiptDraft {
 /// One receipt row as stored. `executor_result` is outside the hashed document on purpose.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredReceipt {
+    /// The receipt's canonical JSON text, as hashed.
     pub document: String,
+    /// Its SHA-256 (`sha256:…`), absent only if removed from the store.
     pub hash: Option<String>,
+    /// The executor's result, kept beside the document, not in it.
     pub executor_result: Option<StoredResult>,
 }
 
 impl StoredReceipt {
+    /// The document with `hash` and `executor_result` added, as the CLI and bindings show it.
     pub fn to_json(&self) -> serde_json::Value {
         let mut doc = parse_json(&self.document).unwrap_or(serde_json::Value::Null);
         if let Some(map) = doc.as_object_mut() {
@@ -204,10 +237,14 @@ impl StoredReceipt {
     }
 }
 
+/// One break `verify_chain` found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChainBreak {
+    /// Which kind (one of `CHAIN_BREAKS`).
     pub name: &'static str,
+    /// The receipt's position in the chain, when it has one.
     pub seq: Option<u64>,
+    /// What exactly is wrong.
     pub detail: String,
 }
 
@@ -231,15 +268,22 @@ impl<'de> Deserialize<'de> for ChainBreak {
     }
 }
 
+/// What `verify_chain` found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainReport {
+    /// No break at all.
     pub ok: bool,
     /// Chained receipts with nothing reported against them.
     pub verified: u64,
+    /// Receipts that carry a `seq`.
     pub chained: u64,
+    /// Receipts that carry none (reported together as one `unchained` break).
     pub unchained: u64,
+    /// The last `seq` the chain head row names.
     pub head_seq: Option<u64>,
+    /// The hash the chain head row names.
     pub head_hash: Option<String>,
+    /// The breaks, in store order, at most `MAX_LISTED_BREAKS`.
     pub breaks: Vec<ChainBreak>,
     /// Breaks found beyond `MAX_LISTED_BREAKS`.
     pub breaks_not_listed: u64,

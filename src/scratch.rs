@@ -22,10 +22,12 @@ impl ScratchDir {
         Ok(ScratchDir { dir, keep: false })
     }
 
+    /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The path of `name` inside the directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }

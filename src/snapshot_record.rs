@@ -14,12 +14,15 @@ pub struct SnapshotRecord {
     pub id: String,
     /// Append order, assigned by the store.
     pub seq: u64,
+    /// The source's id.
     pub source: String,
+    /// The endpoint's id.
     pub endpoint: String,
     /// The window: `[source, endpoint, {param: value}]` with defaults applied, sorted keys.
     pub window: String,
     /// `Source::fingerprint` of the window's configuration when the snapshot was taken.
     pub fingerprint: String,
+    /// When the result was fetched.
     pub taken_at: Micros,
     /// The result as JSON text (postcard cannot carry a `serde_json::Value`), `snapshotId`
     /// included.

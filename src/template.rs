@@ -29,12 +29,17 @@ use serde_json::{Map, Value};
 
 use crate::canonical::integer_text;
 
+/// How a template renders argument values into text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TemplateMode {
+    /// Values are inserted as they are, as ctrlrun does (ctrlrun-schema documents).
     Raw,
+    /// Values are percent-encoded outside RFC 3986's unreserved set (Warden documents), so
+    /// rendering is injective.
     Escaped,
 }
 
+/// Why a template could not be parsed or rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TemplateError {
@@ -69,6 +74,7 @@ enum Segment {
     Placeholder(String),
 }
 
+/// A parsed `{name}` template: an effect key or a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
     source: String,
@@ -77,6 +83,7 @@ pub struct Template {
 }
 
 impl Template {
+    /// Parses `source`, refusing a malformed template.
     pub fn parse(source: &str, mode: TemplateMode) -> Result<Template, TemplateError> {
         if source.is_empty() {
             return Err(TemplateError::Invalid("a template must be a non-empty string".into()));
@@ -106,10 +113,12 @@ impl Template {
         Ok(Template { source: source.to_owned(), mode, segments })
     }
 
+    /// The template as the document wrote it.
     pub fn source(&self) -> &str {
         &self.source
     }
 
+    /// How it renders values.
     pub fn mode(&self) -> TemplateMode {
         self.mode
     }

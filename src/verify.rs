@@ -55,7 +55,9 @@ pub const SECOND_WINNER_EXIT: i32 = 3;
 pub struct RaceFiles {
     /// Passed to each contender: `warden __verify-child SPEC INDEX`.
     pub spec: PathBuf,
+    /// The directory where contenders meet before they race.
     pub barrier: PathBuf,
+    /// How many processes race.
     pub contenders: usize,
 }
 
@@ -105,10 +107,14 @@ pub const BLIND_SPOTS: [&str; 4] = [
      verify shows the kernel enforces this document, not that this document says what you mean",
 ];
 
+/// How one guarantee came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// It held.
     Pass,
+    /// It did not hold.
     Fail,
+    /// The document gives it nothing to check (never reported as a pass).
     NotApplicable,
 }
 
@@ -131,17 +137,25 @@ impl Status {
     }
 }
 
+/// One guarantee checked against the document.
 #[derive(Debug, Clone)]
 pub struct Guarantee {
+    /// `G1`…`G12`.
     pub id: &'static str,
+    /// What it promises, in one line.
     pub title: &'static str,
+    /// How it came out.
     pub status: Status,
+    /// What was checked and what was seen.
     pub detail: String,
 }
 
+/// What `warden verify` found for one document.
 #[derive(Debug, Clone)]
 pub struct VerifyReport {
+    /// The hash of the document verified.
     pub policy_hash: String,
+    /// Every guarantee, in order.
     pub guarantees: Vec<Guarantee>,
     /// What verify cannot see: [`BLIND_SPOTS`], then every rule no scenario could reach.
     pub blind_spots: Vec<String>,
@@ -157,6 +171,7 @@ impl VerifyReport {
         self.guarantees.iter().filter(|g| g.status == status).count()
     }
 
+    /// The report as `warden verify --json` prints it.
     pub fn to_json(&self) -> Value {
         serde_json::json!({
             "ok": self.ok(),
@@ -1291,7 +1306,9 @@ struct ChildSpec {
 /// What one G4 contender got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contended {
+    /// Got the permit and ran the effect.
     Won,
+    /// Was refused.
     Lost,
     /// Got a permit, but the effect had already run: at-most-once is broken.
     SecondWinner,

@@ -717,7 +717,7 @@ fn an_unreadable_candidate_denies_rather_than_being_skipped() {
 
 #[test]
 fn a_missing_parent_and_a_cycle_are_refused_with_their_evidence() {
-    let a = authority(r#"  grants: []"#);
+    let a = authority(r"  grants: []");
     let child = grant(r#"{subject: {agent: bot}, actions: ["x.y"]}"#);
     let json_text = warden::authority::grant_to_json(&child);
     let keys = warden::authority::source::index_keys(&child);

@@ -26,7 +26,7 @@ enum Op {
 }
 
 fn op(with_steps_back: bool) -> impl Strategy<Value = Op> {
-    let steps = if with_steps_back { 1 } else { 0 };
+    let steps = u32::from(with_steps_back);
     prop_oneof![
         4 => (0u64..1000, 0i64..3).prop_map(|(amount, advance)| Op::Charge { amount, advance }),
         2 => (0usize..64).prop_map(|index| Op::Release { index }),

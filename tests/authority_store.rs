@@ -442,9 +442,9 @@ fn sweeps_revoke_what_a_creator_made_and_everything_beneath_an_id() {
     let swept =
         s.warden.revoke_sweep(Sweep::CreatedBy { agent: "finance-agent".into(), user: None }, Some("ciso")).unwrap();
     let mut ids: Vec<&str> = swept.iter().map(|(id, _)| id.as_str()).collect();
-    ids.sort();
+    ids.sort_unstable();
     let mut expected = vec![ops.as_str(), other.as_str()];
-    expected.sort();
+    expected.sort_unstable();
     assert_eq!(ids, expected);
     assert!(swept.iter().all(|(_, written)| *written));
     let under = s.warden.revoke_sweep(Sweep::Under { id: "cfo".into() }, None).unwrap();

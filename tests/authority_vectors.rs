@@ -123,7 +123,7 @@ impl Replay {
             }
             Err(CreationError::Refused(refused)) => serde_json::json!({
                 "refused": refused.reason.as_str(),
-                "dimension": refused.dimension.map(|d| d.as_str()),
+                "dimension": refused.dimension.map(warden::authority::Dimension::as_str),
             }),
             Err(other) => serde_json::json!({"error": other.to_string()}),
         }
@@ -190,7 +190,7 @@ fn delegation_creation_and_evaluation_agree_with_ctrlrun() {
                 "grant_id": replay.refer(result.grant_id.as_deref()),
                 "delegation_id": replay.refer(result.delegation_id.as_deref()),
                 "depth": result.depth,
-                "dimension": result.dimension.map(|d| d.as_str()),
+                "dimension": result.dimension.map(warden::authority::Dimension::as_str),
                 "expired_parent_id": replay.refer(result.expired_parent_id.as_deref()),
                 "depth_exceeded": result.depth_exceeded,
             });

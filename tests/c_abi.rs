@@ -17,12 +17,13 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 11] = [
+const PROGRAMS: [&str; 12] = [
     "reserve_commit_retry",
     "approval_flow",
     "approval_trust",
     "refusal_error",
     "store_ops",
+    "store_integrator",
     "forced_panic",
     "sight",
     "limits",
@@ -131,7 +132,7 @@ fn take_library(source: &Path, dir: &Path) -> bool {
     std::fs::create_dir_all(dir).expect("create the library directory");
     for file in ["libwarden.so", "libwarden.a"] {
         let (from, to) = (source.join(file), dir.join(file));
-        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("copy {from:?} to {to:?}: {e}"));
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
     }
     has_test_symbols(&dir.join("libwarden.so")) == cfg!(feature = "test-exports")
 }
@@ -149,8 +150,9 @@ fn library() -> &'static Library {
             cargo_build_lib(&name, cfg!(feature = "test-exports"));
             assert!(
                 take_library(&profile, &dir),
-                "cargo build --lib did not leave libwarden.so and libwarden.a with features {:?} in {profile:?}",
-                features_tag()
+                "cargo build --lib did not leave libwarden.so and libwarden.a with features {:?} in {}",
+                features_tag(),
+                profile.display()
             );
         }
         Library { dir }
@@ -303,6 +305,12 @@ fn delegation_revocation_sweeps_and_hops_from_c() {
 #[test]
 fn the_integrator_store_operations_reserve_begin_complete_and_refuse_the_retry_from_c() {
     run_c_program("store_ops");
+}
+
+#[test]
+fn the_integrator_extends_a_lease_consumes_approvals_with_and_without_a_key_and_marks_ambiguous_only_as_the_holder_from_c(
+) {
+    run_c_program("store_integrator");
 }
 
 #[test]

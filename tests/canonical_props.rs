@@ -55,12 +55,9 @@ fn float_free_value() -> impl Strategy<Value = Value> {
 /// Replaces one node of `value`, chosen by walking `route`, with `float`, and returns the path
 /// the encoder must report for it (members are chosen in sorted order, as the encoder walks).
 fn plant(value: &mut Value, route: &[usize], float: Number, path: String) -> String {
-    let (step, rest) = match route.split_first() {
-        Some(split) => split,
-        None => {
-            *value = Value::Number(float);
-            return path;
-        }
+    let Some((step, rest)) = route.split_first() else {
+        *value = Value::Number(float);
+        return path;
     };
     match value {
         Value::Array(items) if !items.is_empty() => {

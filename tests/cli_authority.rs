@@ -196,7 +196,7 @@ fn sweeps_revoke_by_creator_and_beneath_an_id() {
     let under = s.run(&["revoke", "--under", "head-of-finance"]);
     assert_eq!(under.code, 0, "{under}");
     let mut lines: Vec<&str> = under.stdout.lines().collect();
-    lines.sort();
+    lines.sort_unstable();
     let mut expected = vec![format!("{first}  revoked"), format!("{second}  already revoked")];
     expected.sort();
     assert_eq!(lines, expected, "{under}");

@@ -109,7 +109,7 @@ fn init_writes_a_document_that_check_accepts() {
         ["customer.read", "email.send", "stripe.refund"]
     );
     let refund = &doc.actions["stripe.refund"];
-    assert_eq!(refund.effect.as_ref().map(|t| t.source()), Some("refund:{payment_id}"));
+    assert_eq!(refund.effect.as_ref().map(warden::Template::source), Some("refund:{payment_id}"));
     assert_eq!(refund.max_attempts, Some(3));
     assert_eq!(refund.lease, Some(300_000_000));
     assert_eq!(refund.rules.len(), 3);

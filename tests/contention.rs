@@ -21,7 +21,7 @@ fn hold_writer(f: &Fixture) -> (std::thread::JoinHandle<()>, mpsc::Sender<()>) {
                 release.1.recv().unwrap();
                 Ok(())
             })
-            .unwrap()
+            .unwrap();
     });
     held.1.recv().unwrap();
     (holder, release.0)

@@ -290,7 +290,7 @@ fn unquoted_values_that_yaml_versions_read_differently_are_refused_in_warden_v1(
             match load_str(&yaml, "test.yaml") {
                 Ok(_) => failures.push(format!("{value} loaded in {path}")),
                 Err(e) if e.path != path || !e.message.contains(why) || !e.message.contains("Quote it") => {
-                    failures.push(format!("{value}: {e}"))
+                    failures.push(format!("{value}: {e}"));
                 }
                 Err(_) => {}
             }
@@ -822,8 +822,8 @@ fn a_full_warden_document_loads_with_its_parsed_fields() {
     assert_eq!(entry.max_attempts, Some(3));
     assert_eq!(entry.lease, Some(5_400_000_000));
     assert_eq!(entry.description.as_deref(), Some("Refund a charge"));
-    assert_eq!(entry.effect.as_ref().map(|t| t.source()), Some("refund:{payment_id}"));
-    assert_eq!(entry.effect.as_ref().map(|t| t.mode()), Some(warden::TemplateMode::Escaped));
+    assert_eq!(entry.effect.as_ref().map(warden::Template::source), Some("refund:{payment_id}"));
+    assert_eq!(entry.effect.as_ref().map(warden::Template::mode), Some(warden::TemplateMode::Escaped));
     assert_eq!(entry.rules.len(), 2);
     let first = entry.rules.first().unwrap_or_else(|| panic!("no rules"));
     let keys: Vec<&str> = first.when.iter().map(|c| c.key.as_str()).collect();
@@ -831,7 +831,7 @@ fn a_full_warden_document_loads_with_its_parsed_fields() {
     assert!(document.warnings.is_empty(), "{:?}", document.warnings);
     let ctrlrun = load("schema: ctrlrun.policy/v2\nactions:\n  a: {decision: allow, effect: 'x:{a}{b}'}\n");
     assert_eq!(
-        ctrlrun.actions.get("a").and_then(|e| e.effect.as_ref()).map(|t| t.mode()),
+        ctrlrun.actions.get("a").and_then(|e| e.effect.as_ref()).map(warden::Template::mode),
         Some(warden::TemplateMode::Raw)
     );
 }

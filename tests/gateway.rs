@@ -1051,7 +1051,7 @@ fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
         (Some("agent-jwt"), Some("ada"))
     );
     // Refusals, each with no call upstream: no token, a forged one, the header twice.
-    let forged = format!("{}x", valid);
+    let forged = format!("{valid}x");
     let table: &[&[(&str, &str)]] =
         &[&[], &[("Authorization", &forged)], &[("Authorization", &valid), ("Authorization", &valid)]];
     for headers in table {

@@ -133,9 +133,10 @@ fn extend_lease_at_and_past_the_expiry_instant() {
         f.clock.set(T0 + LEASE + offset);
         let until = T0 + 10 * LEASE;
         let result = f.kernel.extend_lease(KEY, &holder, 1, until);
-        match extends {
-            true => assert_eq!(result.unwrap().lease_expires_at, Some(until)),
-            false => assert!(matches!(result, Err(Error::Ambiguous { .. })), "{result:?}"),
+        if extends {
+            assert_eq!(result.unwrap().lease_expires_at, Some(until));
+        } else {
+            assert!(matches!(result, Err(Error::Ambiguous { .. })), "{result:?}");
         }
     }
 }

@@ -158,7 +158,7 @@ fn child_process_entry() {
             );
             match kernel.answer(&approval, &approver, None, grant, None, None) {
                 Ok(record) => {
-                    say(&format!("voted {} {}", if grant { "grant" } else { "deny" }, record.status.as_str()))
+                    say(&format!("voted {} {}", if grant { "grant" } else { "deny" }, record.status.as_str()));
                 }
                 Err(Error::ApprovalMismatch { reason, .. }) => say(&format!("refused {reason}")),
                 Err(other) => panic!("unexpected refusal {other}"),
@@ -266,10 +266,14 @@ fn m_of_n_grants_and_denies_from_eight_processes_reach_one_outcome_and_lose_no_v
     let grants_before = record.votes[..record.votes.len() - 1].iter().filter(|v| v.grant).count();
     match status {
         warden::approval::ApprovalStatus::Granted => {
-            assert!(last.grant && record.votes.iter().all(|v| v.grant) && record.votes.len() == 3, "{:?}", record.votes)
+            assert!(
+                last.grant && record.votes.iter().all(|v| v.grant) && record.votes.len() == 3,
+                "{:?}",
+                record.votes
+            );
         }
         _ => {
-            assert!(!last.grant && grants_before < 3 && record.votes[..record.votes.len() - 1].iter().all(|v| v.grant))
+            assert!(!last.grant && grants_before < 3 && record.votes[..record.votes.len() - 1].iter().all(|v| v.grant));
         }
     }
     let events = f.kernel.events(0, 1000).unwrap();

@@ -391,8 +391,8 @@ fn the_window_is_stable_and_includes_defaults() {
     let sources = sources();
     let a = query(search(json!({"q": "x", "sort": "desc"}))).unwrap_or_else(|e| panic!("{e}"));
     let b = query(search(json!({"sort": "desc", "per_page": 30, "q": "x"}))).unwrap_or_else(|e| panic!("{e}"));
-    let wa = confine(&sources, &a).map(|c| c.window).unwrap_or_else(|e| panic!("{e}"));
-    let wb = confine(&sources, &b).map(|c| c.window).unwrap_or_else(|e| panic!("{e}"));
+    let wa = confine(&sources, &a).map_or_else(|e| panic!("{e}"), |c| c.window);
+    let wb = confine(&sources, &b).map_or_else(|e| panic!("{e}"), |c| c.window);
     assert_eq!(wa, wb);
     assert_eq!(wa, r#"["gh","search",{"per_page":30,"q":"x","sort":"desc"}]"#);
     let c = query(search(json!({"q": "y"}))).unwrap_or_else(|e| panic!("{e}"));

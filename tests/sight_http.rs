@@ -21,7 +21,7 @@ use zeroize::Zeroizing;
 static ENV_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn env_lock() -> std::sync::MutexGuard<'static, ()> {
-    ENV_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    ENV_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 const TOKEN: &str = "sk-test-9f8e7d6c5b4a39281706";
@@ -403,7 +403,7 @@ fn assert_aborted_within_the_bound(answer: &mpsc::Receiver<Result<FetchResponse,
     match answer.recv_timeout(TEST_BOUND) {
         Ok(Err(e)) => assert_eq!(e.code, "aborted", "{phase}: {e}"),
         Ok(Ok(resp)) => panic!("{phase}: a cancelled fetch returned HTTP {}", resp.status),
-        Err(_) => panic!("{phase}: the cancelled fetch was still waiting after {TEST_BOUND:?}"),
+        Err(waited) => panic!("{phase}: the cancelled fetch was still waiting after {TEST_BOUND:?} ({waited})"),
     }
 }
 

@@ -378,18 +378,16 @@ fn no_single_flipped_byte_anywhere_in_a_store_ever_hands_out_a_permit_for_a_comm
         damaged[offset] ^= 1 << bit;
         let copy = work.path().join(format!("t{trial}.redb"));
         std::fs::write(&copy, &damaged).unwrap();
-        let kernel = match open_default(&copy) {
-            Ok(kernel) => kernel,
-            Err(_) => {
-                refused_open += 1;
-                continue;
-            }
+        let Ok(kernel) = open_default(&copy) else {
+            refused_open += 1;
+            continue;
         };
         let t = key_template();
         for key in keys {
-            if kernel.propose(&allow(&refund(key, 1), &t)).is_ok() {
-                panic!("trial {trial}: flipping bit {bit} of byte {offset} handed out a permit for committed {key}");
-            }
+            assert!(
+                kernel.propose(&allow(&refund(key, 1), &t)).is_err(),
+                "trial {trial}: flipping bit {bit} of byte {offset} handed out a permit for committed {key}"
+            );
         }
         refused_all += 1;
         drop(kernel);

@@ -360,7 +360,7 @@ fn an_approval_that_expires_while_its_proposal_waits_for_the_writer_is_refused()
                 release_rx.recv().unwrap();
                 Ok(())
             })
-            .unwrap()
+            .unwrap();
     });
     held_rx.recv().unwrap();
     let kernel = f.kernel.clone();

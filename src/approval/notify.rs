@@ -29,6 +29,7 @@ pub type Hook = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
 
 /// Where the notifier writes its events (the kernel, as events on the request).
 pub trait Recorder: Send + Sync {
+    /// Record a notification event on request `approval_id`.
     fn record(&self, approval_id: &str, kind: EventKind, data: Value);
 }
 
@@ -65,6 +66,7 @@ fn bounded(text: &str) -> String {
 }
 
 impl Notifier {
+    /// A notifier with this webhook (if any) and no hook yet.
     pub fn new(webhook: Option<WebhookConfig>, recorder: Arc<dyn Recorder>) -> Notifier {
         Notifier {
             shared: Arc::new(Shared {
@@ -96,6 +98,7 @@ impl Notifier {
         }
     }
 
+    /// The webhook the document configured, if any.
     pub fn webhook(&self) -> Option<&WebhookConfig> {
         self.shared.webhook.as_ref()
     }

@@ -20,6 +20,7 @@ pub const MAX_CLAIMS_BYTES: usize = 16 * 1024;
 /// What the host's identity provider verified about a principal: who issued it, and the claims.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verified {
+    /// Who vouched (an identity provider's issuer), if known.
     pub issuer: Option<String>,
     /// A JSON object, canonical text.
     pub claims: String,
@@ -42,6 +43,7 @@ impl Verified {
         Ok(Verified { issuer: issuer.map(str::to_owned), claims: text })
     }
 
+    /// The claims as a JSON value.
     pub fn claims_json(&self) -> serde_json::Value {
         parse_json(&self.claims).unwrap_or(serde_json::Value::Null)
     }
@@ -59,16 +61,19 @@ impl Verified {
 /// Who answers an approval request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approver {
+    /// Who they are.
     pub principal: Principal,
     /// `None`: asserted (typed at a CLI, passed as a bare name); `Some`: verified by the host.
     pub verified: Option<Verified>,
 }
 
 impl Approver {
+    /// An approver nobody verified.
     pub fn asserted(principal: Principal) -> Approver {
         Approver { principal, verified: None }
     }
 
+    /// An approver the host verified.
     pub fn verified(principal: Principal, verified: Verified) -> Approver {
         Approver { principal, verified: Some(verified) }
     }

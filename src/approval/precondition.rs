@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::canonical::{canonical_bytes, sha256_prefixed};
 
+/// The `schema` member of the fingerprinted precondition document.
 pub const PRECONDITION_SCHEMA: &str = "warden.precondition/v1";
 
 /// `sha256:` + hex over the canonical `{"schema": "warden.precondition/v1", "state": state}`.
@@ -50,6 +51,7 @@ mod tests {
 /// A host's precondition provider: given `action_json`, the state the action depends on now;
 /// `Err` refuses the call.
 pub trait PreconditionProvider: Sync {
+    /// The state `action` depends on now, or why it cannot be read.
     fn state(&self, action: &Value) -> Result<Value, String>;
 }
 

@@ -15,8 +15,10 @@ pub const MAX_REQUIRED: u32 = 20;
 /// The most roles a rule may name.
 pub const MAX_ROLES: usize = 32;
 
+/// How many entitled approvers must grant, and which roles entitle them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Requirement {
+    /// How many distinct approvers must grant (at least 1).
     pub required: u32,
     /// Folded (`person::role`); empty: any approver.
     pub roles: Vec<String>,
@@ -91,6 +93,7 @@ impl Requirement {
         Ok(())
     }
 
+    /// `{required, roles}`, as records show it.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"required": self.required, "roles": self.roles})
     }

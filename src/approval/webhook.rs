@@ -18,14 +18,21 @@ use zeroize::Zeroizing;
 
 use crate::sight::credentials::{is_reference, CredentialProvider};
 
+/// One delivery attempt's deadline unless `timeout_ms` says otherwise.
 pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+/// The shortest `timeout_ms` accepted.
 pub const MIN_TIMEOUT_MS: u64 = 100;
+/// The longest `timeout_ms` accepted.
 pub const MAX_TIMEOUT_MS: u64 = 60_000;
+/// Delivery attempts unless `max_attempts` says otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// The most `max_attempts` accepted.
 pub const MAX_ATTEMPTS: u32 = 10;
 /// The wait before the second attempt; it doubles for each later one.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between two attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The header that carries the HMAC signature of the body.
 pub const SIGNATURE_HEADER: &str = "Warden-Signature";
 
 const KEYS: [&str; 7] =
@@ -34,23 +41,33 @@ const KEYS: [&str; 7] =
 /// The `notify` section, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyConfig {
+    /// The webhook to POST each new request to, if any.
     pub webhook: Option<WebhookConfig>,
 }
 
+/// One webhook, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookConfig {
+    /// Where requests are POSTed (https unless `allow_insecure_http`).
     pub url: url::Url,
+    /// The credential reference of the signing secret, resolved per delivery.
     pub secret_ref: String,
+    /// One attempt's deadline.
     pub timeout_ms: u64,
+    /// How many attempts before giving up.
     pub max_attempts: u32,
+    /// Extra PEM roots for this endpoint only.
     pub ca_certs: Option<PathBuf>,
+    /// The `User-Agent` sent.
     pub user_agent: String,
 }
 
 /// A refusal of the `notify` section: the path inside the document and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyConfigError {
+    /// Where in the document.
     pub path: String,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -166,9 +183,8 @@ impl WebhookConfig {
 pub fn signature(secret: &[u8], unix_seconds: i64, body: &[u8]) -> String {
     let t = unix_seconds.to_string();
     // HMAC takes a key of any length; `new_from_slice` cannot fail for it.
-    let mut mac = match Hmac::<sha2::Sha256>::new_from_slice(secret) {
-        Ok(mac) => mac,
-        Err(_) => return format!("t={t},v1="),
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret) else {
+        return format!("t={t},v1=");
     };
     mac.update(t.as_bytes());
     mac.update(b".");
@@ -180,11 +196,20 @@ pub fn signature(secret: &[u8], unix_seconds: i64, body: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     /// A 2xx.
-    Delivered { status: u16 },
+    Delivered {
+        /// The HTTP status.
+        status: u16,
+    },
     /// Worth another attempt (a timeout, a connection failure, a 5xx, a 429).
-    Retry { error: String },
+    Retry {
+        /// What went wrong (never the secret, the body or the query).
+        error: String,
+    },
     /// Another attempt would fail the same way (no secret, a redirect, a 4xx).
-    GiveUp { error: String },
+    GiveUp {
+        /// What went wrong (never the secret, the body or the query).
+        error: String,
+    },
 }
 
 /// The wait before attempt `attempt` (2, 3, …): 0.5 s, 1 s, 2 s, … at most [`MAX_BACKOFF`].
@@ -314,8 +339,8 @@ mod tests {
     #[test]
     fn backoff_doubles_from_half_a_second_and_is_capped() {
         assert_eq!(backoff(2), Duration::from_millis(500));
-        assert_eq!(backoff(3), Duration::from_millis(1000));
-        assert_eq!(backoff(4), Duration::from_millis(2000));
+        assert_eq!(backoff(3), Duration::from_secs(1));
+        assert_eq!(backoff(4), Duration::from_secs(2));
         assert_eq!(backoff(40), MAX_BACKOFF);
     }
 }

@@ -17,22 +17,31 @@ use crate::effect::EffectState;
 use super::grant::{Budget, COUNT_METRIC};
 use super::pattern::shorten;
 
+/// The reason when a budget's window would pass its limit.
 pub const BUDGET_EXHAUSTED: &str = "budget_exhausted";
+/// The reason when a budgeted argument is missing or not a countable integer.
 pub const BUDGET_UNMEASURABLE: &str = "budget_unmeasurable";
+/// The reason when a budgeted grant decided an action with no effect key.
 pub const BUDGET_UNKEYED: &str = "budget_unkeyed";
 
 /// What one reservation spends against one budget of one grant. It carries the whole predicate
 /// (limit and window), so the store evaluates arithmetic it was handed and reads no policy.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Charge {
+    /// The grant whose budget this spends.
     pub grant_id: String,
+    /// The budget's metric (`count`, or an integer argument's name).
     pub metric: String,
+    /// How much this reservation spends.
     pub amount: u64,
+    /// The most the window's sum may reach.
     pub limit: u64,
+    /// The window, in seconds.
     pub window_seconds: u64,
 }
 
 impl Charge {
+    /// The window in microseconds.
     pub fn window(&self) -> Micros {
         Budget { metric: String::new(), limit: 0, window_seconds: self.window_seconds }.window()
     }
@@ -43,16 +52,38 @@ impl Charge {
 pub enum BudgetRefusal {
     /// The metric's argument is missing, not an integer, negative, or too large to count.
     #[error("{action}: grant '{grant_id}' budgets '{metric}' and {detail}; a missing value is refused, never counted as zero")]
-    Unmeasurable { action: String, grant_id: String, metric: String, detail: String },
+    Unmeasurable {
+        /// The action refused.
+        action: String,
+        /// The grant whose budget could not measure it.
+        grant_id: String,
+        /// The budget's metric.
+        metric: String,
+        /// What is wrong with the argument.
+        detail: String,
+    },
     /// A budgeted grant decided an action that resolved no effect key, so nothing could be charged.
     #[error("{action}: grant '{grant_id}' carries a budget and the action resolved no effect key; declare an 'effect' template for it, or take the budget off the grant")]
-    Unkeyed { action: String, grant_id: String },
+    Unkeyed {
+        /// The action refused.
+        action: String,
+        /// The budgeted grant.
+        grant_id: String,
+    },
     /// The window's sum plus this charge would pass the limit.
     #[error("budget '{metric}' of grant '{grant_id}' over {window_seconds} s is exhausted")]
-    Exhausted { grant_id: String, metric: String, window_seconds: u64 },
+    Exhausted {
+        /// The grant whose budget is exhausted.
+        grant_id: String,
+        /// The budget's metric.
+        metric: String,
+        /// The budget's window, in seconds.
+        window_seconds: u64,
+    },
 }
 
 impl BudgetRefusal {
+    /// The reason receipts and events record for this refusal.
     pub fn reason(&self) -> &'static str {
         match self {
             BudgetRefusal::Unmeasurable { .. } => BUDGET_UNMEASURABLE,
@@ -159,9 +190,13 @@ pub fn releases_charges(state: EffectState) -> bool {
 /// one per charge of the series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LedgerRow {
+    /// The row's place in its series.
     pub seq: u64,
+    /// When the charge was made.
     pub consumed_at: Micros,
+    /// How much it spent.
     pub amount: u64,
+    /// Whether it was released (its effect FAILED), so it no longer counts.
     pub released: bool,
 }
 
@@ -192,13 +227,22 @@ impl Default for WindowSum {
     }
 }
 
+/// Why a window sum could not be advanced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WindowSumError<E> {
+    /// The floor moved back (the clock was set back); the sum must be rebuilt.
     #[error("the window floor moved back from {from} to {to}; rebuild the sum")]
-    FloorMovedBack { from: Micros, to: Micros },
+    FloorMovedBack {
+        /// The floor before.
+        from: Micros,
+        /// The earlier floor asked for.
+        to: Micros,
+    },
+    /// A ledger row the sum needed is missing.
     #[error("ledger row {0} is missing")]
     MissingRow(u64),
+    /// The store could not read a row.
     #[error(transparent)]
     Read(E),
 }

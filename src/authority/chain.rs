@@ -20,8 +20,11 @@ pub struct Walk<'a> {
     pub nodes: Vec<Delegation>,
     /// The root grant's id and grant, where the walk reached one.
     pub root: Option<(&'a str, &'a Grant)>,
+    /// The parent id the walk could not find, if one was missing.
     pub missing_parent_id: Option<String>,
+    /// The delegation id at which the walk found a loop, if it did.
     pub cycle_at: Option<String>,
+    /// The depth at which the bound stopped the walk, if it did.
     pub depth_exceeded: Option<u32>,
 }
 
@@ -29,7 +32,9 @@ pub struct Walk<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WalkError {
+    /// A delegation on the way up could not be read.
     Unreadable(Unreadable),
+    /// The store failed.
     Fault(String),
 }
 
@@ -44,7 +49,7 @@ impl From<SourceError> for WalkError {
     }
 }
 
-impl<'a> Walk<'a> {
+impl Walk<'_> {
     /// The walked depth: the number of delegations from the leaf to the root, or the depth at
     /// which the bound stopped the walk.
     pub fn depth(&self) -> u32 {
@@ -67,6 +72,7 @@ impl<'a> Walk<'a> {
         chain.windows(2).map(|pair| (pair[0], pair[1])).collect()
     }
 
+    /// Whether any grant above the leaf is not `delegable`.
     pub fn undelegable_ancestor(&self) -> bool {
         self.ancestors().iter().any(|(_, grant)| !grant.delegable)
     }
@@ -113,11 +119,17 @@ pub fn walk<'a>(
 /// The first of the chain rules a walked delegation fails, with the evidence that names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainFailure {
+    /// The failing rule's reason.
     pub reason: AuthorityReason,
+    /// The containment dimension that failed, for a containment failure.
     pub dimension: Option<Dimension>,
+    /// The parent id that no longer exists, if that was the failure.
     pub missing_parent_id: Option<String>,
+    /// The parent that had expired, if that was the failure.
     pub expired_parent_id: Option<String>,
+    /// The depth at which the bound stopped the walk, if it did.
     pub depth_exceeded: Option<u32>,
+    /// The delegation id at which the chain loops, if it does.
     pub cycle_at: Option<String>,
 }
 

@@ -30,8 +30,11 @@ pub struct Proposal<'a> {
     pub grant: &'a Grant,
     /// Who is delegating, and when their credential expires.
     pub by: &'a Principal,
+    /// When the delegating principal's credential expires, if it does.
     pub by_expires_at: Option<Micros>,
+    /// How the delegation is being made.
     pub via: CreatedVia,
+    /// The instant of creation.
     pub now: Micros,
     /// A fresh `dlg_` id minted by the caller (`action::new_id(IdKind::Delegation)`).
     pub new_id: &'a str,
@@ -42,9 +45,13 @@ pub struct Proposal<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("delegation under '{parent_id}' refused ({reason}{}): {message}", dimension.map(|d| format!(" on {d}")).unwrap_or_default())]
 pub struct CreationRefusal {
+    /// Why it was refused.
     pub reason: CreationReason,
+    /// The grant or delegation it was to narrow.
     pub parent_id: String,
+    /// The dimension not contained, for a containment refusal.
     pub dimension: Option<Dimension>,
+    /// What was wrong, in words.
     pub message: String,
 }
 
@@ -52,11 +59,13 @@ pub struct CreationRefusal {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CreationError {
+    /// The delegation was refused, with the reason.
     #[error(transparent)]
     Refused(CreationRefusal),
     /// The proposed grant is malformed (the loader would have refused it).
     #[error("the delegated grant is invalid: {0}")]
     InvalidGrant(String),
+    /// The store failed.
     #[error("the delegation store failed: {0}")]
     Fault(String),
 }
@@ -64,7 +73,9 @@ pub enum CreationError {
 /// The row to insert, and the index keys to insert it under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewDelegation {
+    /// The delegation row.
     pub record: DelegationRecord,
+    /// The index entries it is found under.
     pub index_keys: BTreeSet<IndexKey>,
 }
 
@@ -201,7 +212,7 @@ fn parent_for_creation(
     // stops new delegations anywhere beneath it.
     let invalid = walked.missing_parent_id.is_some()
         || walked.cycle_at.is_some()
-        || walked.nodes.iter().skip(1).any(|node| node.is_revoked())
+        || walked.nodes.iter().skip(1).any(super::record::Delegation::is_revoked)
         || walked.ancestors().iter().any(|(_, ancestor)| ancestor.is_expired(now))
         || walked.undelegable_ancestor();
     if invalid {

@@ -25,7 +25,9 @@ use super::source::{lookup_keys, DelegationSource};
 /// One call to evaluate.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
+    /// The action evaluated.
     pub action: &'a Action,
+    /// The instant it is evaluated at.
     pub now: Micros,
     /// The unit of work the caller names; `None` satisfies only grants that name no task.
     pub task: Option<&'a str>,
@@ -36,6 +38,7 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// A call with no task and no hop.
     pub fn new(action: &'a Action, now: Micros) -> Call<'a> {
         Call { action, now, task: None, evaluate_task: true, hop: None }
     }
@@ -46,7 +49,9 @@ impl<'a> Call<'a> {
 /// without them they could not be told apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthorityResult {
+    /// Whether a grant covers the action.
     pub passed: bool,
+    /// Why (the failing reason, or `authority_grant` on a pass).
     pub reason: AuthorityReason,
     /// The root grant id, or the delegation id, that decided.
     pub grant_id: Option<String>,
@@ -57,10 +62,15 @@ pub struct AuthorityResult {
     pub depth: u32,
     /// The hop presented, on every result of a call under one.
     pub hop: Option<String>,
+    /// The containment dimension that failed, for a containment failure.
     pub dimension: Option<Dimension>,
+    /// The parent id that no longer exists, if that was the failure.
     pub missing_parent_id: Option<String>,
+    /// The parent that had expired, if that was the failure.
     pub expired_parent_id: Option<String>,
+    /// The depth at which the bound stopped the walk, if it did.
     pub depth_exceeded: Option<u32>,
+    /// The delegation id at which the chain loops, if it does.
     pub cycle_at: Option<String>,
     /// On a pass: every budget up the deciding chain as `(grant id, budget)` — the leaf first,
     /// then the root and down towards the leaf's parent. Each one is charged on reservation.

@@ -26,11 +26,14 @@ pub const COUNT_METRIC: &str = "count";
 /// principal is spelled `agent: "*"`, which a review can find.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
+    /// The agent pattern, if the subject names one.
     pub agent: Option<String>,
+    /// The user pattern, if the subject names one.
     pub user: Option<String>,
 }
 
 impl Subject {
+    /// Refuses a subject with neither pattern, or a malformed one.
     pub fn validate(&self) -> Result<(), String> {
         if self.agent.is_none() && self.user.is_none() {
             return Err("a subject must declare at least one of 'agent' and 'user'; a subject matching \
@@ -72,6 +75,7 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// Refuses an empty metric or a window outside 1..=`MAX_WINDOW_SECONDS`.
     pub fn validate(&self) -> Result<(), String> {
         if self.metric.trim().is_empty() {
             return Err("a budget metric must be a non-empty string".to_owned());
@@ -85,6 +89,7 @@ impl Budget {
         Ok(())
     }
 
+    /// The window in microseconds.
     pub fn window(&self) -> Micros {
         // Bounded by MAX_WINDOW_SECONDS, so this cannot overflow.
         Micros::try_from(self.window_seconds).unwrap_or(Micros::MAX / MICROS_PER_SECOND) * MICROS_PER_SECOND
@@ -95,7 +100,9 @@ impl Budget {
 /// and empty only for a delegation not yet created.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Grant {
+    /// The grant's id (empty only for a delegation not yet created).
     pub id: String,
+    /// Who the grant is addressed to.
     pub subject: Subject,
     /// Action-name patterns; never empty.
     pub actions: Vec<String>,
@@ -107,6 +114,7 @@ pub struct Grant {
     pub environments: Option<Vec<String>>,
     /// Microseconds UTC; the instant itself is still valid.
     pub expires_at: Option<Micros>,
+    /// Whether the grant may be delegated further.
     pub delegable: bool,
     /// Task patterns; `None` grants any task, including none.
     pub tasks: Option<Vec<String>>,
@@ -225,6 +233,7 @@ impl Grant {
         self.constraints.iter().all(|condition| crate::policy::holds(condition, name, arguments, warnings))
     }
 
+    /// The constraint with this key, if the grant has one.
     pub fn constraint(&self, key: &str) -> Option<&Condition> {
         self.constraints.iter().find(|c| c.key == key)
     }

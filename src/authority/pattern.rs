@@ -22,6 +22,7 @@ pub enum PatternKind {
 }
 
 impl PatternKind {
+    /// The character that separates segments, if the kind has segments.
     pub fn separator(self) -> Option<char> {
         match self {
             PatternKind::Subject => None,

@@ -31,6 +31,7 @@ pub enum AuthorityReason {
 }
 
 impl AuthorityReason {
+    /// The reason as receipts, events and the bindings spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             AuthorityReason::Unreadable => "authority_unreadable",
@@ -68,17 +69,26 @@ impl fmt::Display for AuthorityReason {
 /// first four are also the shape rows an action is matched on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Dimension {
+    /// Who the grant is addressed to.
     Subject,
+    /// The action-name patterns.
     Actions,
+    /// The resource patterns.
     Resources,
+    /// The argument constraints.
     Constraints,
+    /// The environments.
     Environments,
+    /// The expiry.
     ExpiresAt,
+    /// The task patterns.
     Tasks,
+    /// The budgets.
     Budgets,
 }
 
 impl Dimension {
+    /// Every dimension, in checking order.
     pub const ALL: [Dimension; 8] = [
         Dimension::Subject,
         Dimension::Actions,
@@ -90,6 +100,7 @@ impl Dimension {
         Dimension::Budgets,
     ];
 
+    /// The dimension as refusals spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Dimension::Subject => "subject",
@@ -133,6 +144,7 @@ pub enum CreationReason {
 }
 
 impl CreationReason {
+    /// The reason as refusals spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             CreationReason::PrincipalExpired => "principal_expired",

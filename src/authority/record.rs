@@ -18,12 +18,16 @@ use super::grant::{Budget, Grant, Subject};
 /// carrying anything else is unreadable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CreatedVia {
+    /// Through the API: `by` came from the application's identity.
     Api,
+    /// Typed at a shell.
     Cli,
+    /// Handed across an agent boundary.
     Hop,
 }
 
 impl CreatedVia {
+    /// The value as rows and listings spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             CreatedVia::Api => "api",
@@ -32,6 +36,7 @@ impl CreatedVia {
         }
     }
 
+    /// The value spelled `text`, if it is one.
     pub fn parse(text: &str) -> Option<CreatedVia> {
         match text {
             "api" => Some(CreatedVia::Api),
@@ -54,24 +59,31 @@ pub struct DelegationRecord {
     pub depth: u32,
     /// [`grant_to_json`] of the delegated grant.
     pub grant_json: String,
+    /// Who made the delegation.
     pub created_by: Principal,
     /// [`CreatedVia::as_str`], kept as text so an unknown value is readable as evidence.
     pub created_via: String,
+    /// When.
     pub created_at: Micros,
 }
 
 /// One row of the revocations table, keyed by delegation id; written once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Revocation {
+    /// The revoked delegation.
     pub delegation_id: String,
+    /// When it was revoked.
     pub revoked_at: Micros,
+    /// Who revoked it, if named.
     pub revoked_by: Option<String>,
 }
 
 /// A delegation row joined with its revocation, as a [`super::DelegationSource`] returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredDelegation {
+    /// The delegation row.
     pub record: DelegationRecord,
+    /// Its revocation, if revoked.
     pub revocation: Option<Revocation>,
 }
 
@@ -79,18 +91,28 @@ pub struct StoredDelegation {
 /// namespace addresses root grants and delegations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delegation {
+    /// `dlg_` + 32 lowercase hex.
     pub delegation_id: String,
+    /// A root grant id or another `dlg_` id.
     pub parent_id: String,
+    /// The depth the row recorded (evaluation walks the chain instead).
     pub recorded_depth: u32,
+    /// The delegated grant (its id is the delegation id).
     pub grant: Grant,
+    /// Who made the delegation.
     pub created_by: Principal,
+    /// How it was made.
     pub created_via: CreatedVia,
+    /// When.
     pub created_at: Micros,
+    /// When it was revoked, if it was.
     pub revoked_at: Option<Micros>,
+    /// Who revoked it, if named.
     pub revoked_by: Option<String>,
 }
 
 impl Delegation {
+    /// Whether it was revoked.
     pub fn is_revoked(&self) -> bool {
         self.revoked_at.is_some()
     }
@@ -100,7 +122,9 @@ impl Delegation {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("delegation '{delegation_id}' is unreadable: {detail}")]
 pub struct Unreadable {
+    /// The row's delegation id.
     pub delegation_id: String,
+    /// What is wrong with it.
     pub detail: String,
 }
 

@@ -20,16 +20,23 @@ pub enum RevocationPlan {
     /// Insert this row (the call answers `true`).
     Revoke(Revocation),
     /// Already revoked; nothing is written and no second event appended (the call answers `false`).
-    AlreadyRevoked { revoked_at: Micros },
+    AlreadyRevoked {
+        /// When it was revoked.
+        revoked_at: Micros,
+    },
 }
 
+/// Why nothing could be revoked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RevocationError {
+    /// No delegation has this id.
     #[error("no delegation '{0}'; nothing was revoked")]
     Unknown(String),
+    /// The delegation's row could not be read.
     #[error("{0}")]
     Unreadable(String),
+    /// The store failed.
     #[error("the delegation store failed: {0}")]
     Fault(String),
 }

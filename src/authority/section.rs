@@ -15,6 +15,7 @@ pub const DELEGATION_ID_PREFIX: &str = "dlg_";
 /// action needs a grant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Authority {
+    /// How many delegations deep a chain may go below a root grant.
     pub max_delegation_depth: u32,
     /// By id; iteration is in code-point order, which is also the tie-break order.
     pub grants: BTreeMap<String, Grant>,

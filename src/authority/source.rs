@@ -25,7 +25,9 @@ pub const WILDCARD_SEGMENT: &str = "*";
 /// name segment is `action` (or for every action, under [`WILDCARD_SEGMENT`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct IndexKey {
+    /// The agent that proposes.
     pub agent: String,
+    /// The first segment of the action's name, or `*`.
     pub action: String,
 }
 
@@ -34,8 +36,15 @@ pub struct IndexKey {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SourceError {
+    /// One row could not be read; evaluation decides `authority_unreadable`.
     #[error("delegation '{delegation_id}' is unreadable: {detail}")]
-    Unreadable { delegation_id: String, detail: String },
+    Unreadable {
+        /// The row's delegation id.
+        delegation_id: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The store failed; no decision.
     #[error("the delegation store failed: {0}")]
     Fault(String),
 }
@@ -92,6 +101,7 @@ pub struct MemorySource {
 }
 
 impl MemorySource {
+    /// An empty source.
     pub fn new() -> MemorySource {
         MemorySource::default()
     }
@@ -128,10 +138,12 @@ impl MemorySource {
         self.rows.values().map(|record| self.joined(record)).collect()
     }
 
+    /// How many rows it holds.
     pub fn len(&self) -> usize {
         self.rows.len()
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
@@ -141,6 +153,7 @@ impl MemorySource {
         self.reads.load(Ordering::SeqCst)
     }
 
+    /// Set the read count back to 0.
     pub fn reset_reads(&self) {
         self.reads.store(0, Ordering::SeqCst);
     }

@@ -69,8 +69,10 @@ const WHOLE_DOCUMENT: &str = "(document)";
 /// Path used for errors about the top-level mapping itself.
 const TOP_LEVEL: &str = "top level";
 
+/// The schema a document declares, which decides how it is read and hashed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Schema {
+    /// `warden/v1`.
     WardenV1,
     /// `ctrlrun.policy/vN`, N in 1..=8.
     Ctrlrun(u8),
@@ -86,13 +88,17 @@ impl Schema {
     }
 }
 
+/// Whether decisions are applied or only recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// Decisions are applied (the default).
     Enforce,
+    /// Everything runs; receipts record what enforce mode would have done.
     Observe,
 }
 
 impl Mode {
+    /// The mode as the document spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Enforce => "enforce",
@@ -101,12 +107,18 @@ impl Mode {
     }
 }
 
+/// The administrator's document, loaded strictly and hashed: the trust boundary.
 #[derive(Debug, Clone)]
 pub struct Document {
+    /// The declared schema.
     pub schema: Schema,
+    /// The administrator's label for this version (outside the policy hash).
     pub version: Option<String>,
+    /// The environment the document is for, if it names one.
     pub environment: Option<String>,
+    /// Enforce or observe.
     pub mode: Mode,
+    /// Every action the document lists, by name; any other action is denied.
     pub actions: BTreeMap<String, ActionEntry>,
     /// The `authority` section as written (parsed values), which the policy hash covers.
     pub authority: Option<Value>,
@@ -116,6 +128,7 @@ pub struct Document {
     pub sources: Option<Value>,
     /// `sources` as validated by `crate::sight::config` at load; empty when absent.
     pub sources_config: crate::sight::config::Sources,
+    /// The top-level flag that lets sights and notification webhooks use plain http.
     pub allow_insecure_http: Option<bool>,
     /// `notify`: who is told of a new approval request (`warden/v1` only). Not part of the
     /// policy hash: it decides nothing.
@@ -128,14 +141,18 @@ pub struct Document {
     pub warnings: Vec<String>,
 }
 
+/// What the document says about one action.
 #[derive(Debug, Clone)]
 pub struct ActionEntry {
     /// Exactly one of `decision` and a non-empty `rules` is set.
     pub decision: Option<Decision>,
+    /// The rules, in order; the first whose conditions all hold decides.
     pub rules: Vec<Rule>,
     /// `TemplateMode::Escaped` for `warden/v1`, `TemplateMode::Raw` for ctrlrun documents.
     pub effect: Option<Template>,
+    /// The template that renders what the action acts on.
     pub resource: Option<Template>,
+    /// How many FAILED attempts an effect may have before retries are refused.
     pub max_attempts: Option<u32>,
     /// `warden/v1` only.
     pub lease: Option<Micros>,
@@ -150,28 +167,39 @@ pub struct ActionEntry {
     pub upstream: Option<UpstreamPins>,
 }
 
+/// One rule of an action: its conditions and the decision when they hold.
 #[derive(Debug, Clone)]
 pub struct Rule {
     /// Empty: the rule always matches. Conditions are in document order; all must hold.
     pub when: Vec<Condition>,
+    /// The decision when every condition holds.
     pub decision: Decision,
     /// `approval: {required, roles}` on an `approve` rule (`warden/v1` only); `None` is one
     /// approver, any role.
     pub approval: Option<crate::approval::Requirement>,
 }
 
+/// A condition's operator, from the suffix of its key (`amount_gte`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// Equal (type-strict).
     Eq,
+    /// Not equal.
     Neq,
+    /// One of a list.
     In,
+    /// Less than (integers).
     Lt,
+    /// At most (integers).
     Lte,
+    /// Greater than (integers).
     Gt,
+    /// At least (integers).
     Gte,
 }
 
 impl Op {
+    /// The operator as a condition key's suffix spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Eq => "eq",
@@ -190,17 +218,20 @@ impl Op {
     }
 }
 
+/// One condition of a rule: an argument, an operator and an operand.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
     /// The key as written, e.g. `amount_gte`.
     pub key: String,
     /// The argument it tests, e.g. `amount`.
     pub subject: String,
+    /// The operator.
     pub op: Op,
     /// An integer for the order ops, a list for `in`, any JSON value (no floats) otherwise.
     pub operand: Value,
 }
 
+/// Why a document (or an authority or grant file) does not load: where, and what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}{}: {path}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
 pub struct DocumentError {
@@ -210,6 +241,7 @@ pub struct DocumentError {
     pub path: String,
     /// 1-based line, where one is known.
     pub line: Option<usize>,
+    /// What is wrong, and what is allowed there.
     pub message: String,
 }
 
@@ -289,15 +321,18 @@ pub fn load_str(text: &str, origin: &str) -> Result<Document, DocumentError> {
 pub struct AuthorityFile {
     /// The section as written; folded into the policy hash.
     pub raw: Value,
+    /// The section as typed grants.
     pub authority: crate::authority::Authority,
 }
 
+/// Load a standalone authority file; errors name the path.
 pub fn load_authority_file(path: &Path) -> Result<AuthorityFile, DocumentError> {
     let origin = path.display().to_string();
     let text = read_text(path, &origin)?;
     load_authority_str(&text, &origin)
 }
 
+/// Load a standalone authority file from text; errors name `origin`.
 pub fn load_authority_str(text: &str, origin: &str) -> Result<AuthorityFile, DocumentError> {
     let (cx, root) = warden_tree(text, origin)?;
     let Some(root) = root else {
@@ -346,6 +381,7 @@ pub fn load_grant_str(text: &str, origin: &str) -> Result<crate::authority::Gran
     cx.grant(&root, "", authority::GrantOrigin::Delegated)
 }
 
+/// Load one grant from a file; errors name the path.
 pub fn load_grant_file(path: &Path) -> Result<crate::authority::Grant, DocumentError> {
     let origin = path.display().to_string();
     let text = read_text(path, &origin)?;

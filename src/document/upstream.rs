@@ -25,13 +25,16 @@ const UPSTREAM_KEYS: [&str; 3] = ["tls_cert_file", "tls_cert_sha256", "tool_sche
 /// The pins of one action entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpstreamPins {
+    /// The SHA-256 of each certificate the upstream may present.
     pub tls_cert_sha256: Vec<String>,
     /// The DER of each `tls_cert_file`, read at load.
     pub tls_cert_der: Vec<Vec<u8>>,
+    /// The SHA-256 the tool's `tools/list` entry must hash to.
     pub tool_schema_sha256: Option<String>,
 }
 
 impl UpstreamPins {
+    /// Whether any certificate is pinned.
     pub fn pins_certificate(&self) -> bool {
         !self.tls_cert_sha256.is_empty()
     }

@@ -27,7 +27,9 @@ pub const ERROR_CODES: [&str; 15] = [
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct SightError {
+    /// One of `ERROR_CODES`; bindings expose it as `.reason`.
     pub code: &'static str,
+    /// What happened, redacted and on one line.
     pub message: String,
 }
 
@@ -66,6 +68,7 @@ impl<'de> serde::Deserialize<'de> for SightError {
 }
 
 impl SightError {
+    /// How the error reaches a caller (C code, exception class).
     pub fn kind(&self) -> SightKind {
         match self.code {
             "unknown_source" | "unknown_endpoint" | "invalid_params" | "unknown_field" | "invalid_page" => {
@@ -77,6 +80,7 @@ impl SightError {
         }
     }
 
+    /// An error with `code` (one of `ERROR_CODES`) and `message`.
     pub fn new(code: &'static str, message: impl Into<String>) -> SightError {
         debug_assert!(ERROR_CODES.contains(&code), "unknown sight error code {code}");
         SightError { code, message: message.into() }

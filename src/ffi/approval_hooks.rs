@@ -99,7 +99,7 @@ impl PreconditionProvider for HostPrecondition {
         let mut sink = warden_precondition_sink { state: None };
         // SAFETY: the host passed `callback` as a valid function taking these arguments;
         // `text` is live for the call and `sink` is a live exclusive borrow for the call.
-        let status = unsafe { (self.callback)(self.user_data, text.as_ptr(), text.len(), &mut sink) };
+        let status = unsafe { (self.callback)(self.user_data, text.as_ptr(), text.len(), &raw mut sink) };
         match (status, sink.state) {
             (0, Some(state)) => Ok(state),
             (0, None) => Err("the precondition provider returned 0 without warden_precondition_put".into()),

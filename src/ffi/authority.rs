@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::authority::CreatedVia;
 use crate::error::Error;
-use crate::kernel::authority::Sweep;
+use crate::kernel::authority::{ListedDelegation, Sweep};
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
@@ -225,7 +225,9 @@ pub unsafe extern "C" fn warden_delegations(
         };
         let listed = handle.kernel.delegations(after, limit)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
-        unsafe { out.write_json(&Value::Array(listed.iter().map(|d| d.to_json()).collect())) };
+        unsafe {
+            out.write_json(&Value::Array(listed.iter().map(ListedDelegation::to_json).collect()));
+        };
         Ok(())
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.

@@ -15,7 +15,9 @@ use super::result::error_json;
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct warden_buf {
+    /// The first byte, or NULL for the empty buffer.
     pub ptr: *mut u8,
+    /// How many bytes of data (the trailing NUL not counted).
     pub len: usize,
 }
 

@@ -306,7 +306,7 @@ pub unsafe extern "C" fn warden_close(handle: *mut warden_handle) {
             // up every use of it.
             drop(unsafe { Box::from_raw(handle) });
         }
-    })
+    });
 }
 
 /// Makes every deferred outcome of this process durable before returning (with outcomes

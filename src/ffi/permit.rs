@@ -555,5 +555,5 @@ pub unsafe extern "C" fn warden_permit_free(p: *mut warden_permit) {
             // every use of it. Dropping an unfinished `Permit` records AMBIGUOUS.
             drop(unsafe { Box::from_raw(p) });
         }
-    })
+    });
 }

@@ -69,7 +69,7 @@ impl CredentialProvider for HostCallback {
         let mut sink = warden_credential_sink { value: None };
         // SAFETY: the host registered `callback` as a valid function taking these arguments;
         // `reference` is live for the call, and `sink` is a live exclusive borrow for the call.
-        let status = unsafe { (self.callback)(self.user_data, reference.as_ptr(), reference.len(), &mut sink) };
+        let status = unsafe { (self.callback)(self.user_data, reference.as_ptr(), reference.len(), &raw mut sink) };
         if status == 0 {
             sink.value.take()
         } else {
@@ -114,7 +114,7 @@ pub unsafe extern "C" fn warden_cancel_trigger(cancel: *const warden_cancel) {
         if let Some(cancel) = unsafe { cancel.as_ref() } {
             cancel.token.cancel();
         }
-    })
+    });
 }
 
 /// Frees a cancellation token. NULL is a no-op.
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn warden_cancel_free(cancel: *mut warden_cancel) {
             // gives up every use of it.
             drop(unsafe { Box::from_raw(cancel) });
         }
-    })
+    });
 }
 
 /// Copies a credential value into Warden's zeroizing buffer. Call it from inside a

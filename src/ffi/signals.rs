@@ -26,8 +26,8 @@ pub fn catch_termination() -> bool {
                 let mut action: libc::sigaction = std::mem::zeroed();
                 action.sa_sigaction = on_termination as extern "C" fn(libc::c_int) as libc::sighandler_t;
                 action.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(signal, &action, std::ptr::null_mut())
+                libc::sigemptyset(&raw mut action.sa_mask);
+                libc::sigaction(signal, &raw const action, std::ptr::null_mut())
             };
             installed &= done == 0;
         }

@@ -51,9 +51,10 @@ impl Owned {
 
 impl std::fmt::Debug for Owned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.ptr.is_null() {
-            true => f.write_str("<empty>"),
-            false => f.write_str(self.text()),
+        if self.0.ptr.is_null() {
+            f.write_str("<empty>")
+        } else {
+            f.write_str(self.text())
         }
     }
 }
@@ -80,7 +81,7 @@ struct Failure {
 fn with_out(call: impl FnOnce(*mut warden_buf, *mut warden_buf) -> warden_result) -> Result<Owned, Failure> {
     let mut out = empty();
     let mut err = empty();
-    let code = call(&mut out, &mut err);
+    let code = call(&raw mut out, &raw mut err);
     let (out, err) = (Owned(out), Owned(err));
     if code == WARDEN_RESULT_OK {
         assert!(err.0.ptr.is_null(), "err is untouched on success");
@@ -125,7 +126,16 @@ fn open_with(config: Option<&str>, options: &str) -> Result<Handle, Failure> {
         let (config, config_len) = config_path.as_deref().map_or((ptr::null(), 0), |c| (c.as_ptr(), c.len()));
         // SAFETY: every (ptr, len) pair is a live Rust string; `raw` and `err` are writable.
         unsafe {
-            warden_open(store.as_ptr(), store.len(), config, config_len, options.as_ptr(), options.len(), &mut raw, err)
+            warden_open(
+                store.as_ptr(),
+                store.len(),
+                config,
+                config_len,
+                options.as_ptr(),
+                options.len(),
+                &raw mut raw,
+                err,
+            )
         }
     });
     opened.map(|()| Handle { raw, _dir: dir })
@@ -135,7 +145,7 @@ fn propose(handle: &Handle, request: &Value) -> Result<*mut warden_permit, Failu
     let text = request.to_string();
     let mut permit = ptr::null_mut();
     // SAFETY: a live handle, a live string, writable out-parameters.
-    with_err(|err| unsafe { warden_propose(handle.raw, text.as_ptr(), text.len(), &mut permit, err) })?;
+    with_err(|err| unsafe { warden_propose(handle.raw, text.as_ptr(), text.len(), &raw mut permit, err) })?;
     assert!(!permit.is_null());
     Ok(permit)
 }
@@ -335,7 +345,7 @@ fn a_null_required_pointer_is_invalid_input_and_leaves_out_untouched() {
     let mut out = sentinel;
     let failed = with_err(|err| {
         // SAFETY: NULL store is what is under test; `out` and `err` are writable.
-        unsafe { warden_open(ptr::null(), 0, ptr::null(), 0, ptr::null(), 0, &mut out, err) }
+        unsafe { warden_open(ptr::null(), 0, ptr::null(), 0, ptr::null(), 0, &raw mut out, err) }
     })
     .expect_err("NULL store is refused");
     assert_eq!(failed.code, WARDEN_RESULT_INVALID_INPUT);
@@ -373,7 +383,7 @@ fn invalid_utf8_and_bad_json_are_invalid_input() {
         let mut permit = ptr::null_mut();
         // SAFETY: a live handle and byte slice; writable out-parameters.
         let failed =
-            with_err(|err| unsafe { warden_propose(handle.raw, bytes.as_ptr(), bytes.len(), &mut permit, err) })
+            with_err(|err| unsafe { warden_propose(handle.raw, bytes.as_ptr(), bytes.len(), &raw mut permit, err) })
                 .expect_err("refused");
         assert_eq!(failed.code, WARDEN_RESULT_INVALID_INPUT, "{}", failed.error);
         assert!(permit.is_null());
@@ -473,7 +483,7 @@ fn one_handle_serves_many_threads_and_exactly_one_of_them_wins_a_key() {
                     let mut permit = ptr::null_mut();
                     // SAFETY: the handle outlives the scope; the string and out-parameter are live.
                     let code = unsafe {
-                        warden_propose(shared.0, request.as_ptr(), request.len(), &mut permit, ptr::null_mut())
+                        warden_propose(shared.0, request.as_ptr(), request.len(), &raw mut permit, ptr::null_mut())
                     };
                     if code == WARDEN_RESULT_OK {
                         commit(permit, "{}").expect("the winner commits");
@@ -948,7 +958,7 @@ static HOOK_CALLS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::n
 unsafe extern "C" fn record_hook(user_data: *mut std::ffi::c_void, request: *const u8, len: usize) -> i32 {
     // SAFETY: the library passes `len` readable bytes at `request` for the call.
     let text = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(request, len) }).into_owned();
-    let tag = format!("{:p}", user_data);
+    let tag = format!("{user_data:p}");
     if let Ok(mut calls) = HOOK_CALLS.lock() {
         calls.push((tag, text));
     }
@@ -1019,7 +1029,7 @@ fn propose_checked(
 ) -> Result<*mut warden_permit, Failure> {
     let text = request.to_string();
     let mut permit = ptr::null_mut();
-    let user_data = balance as *const std::sync::atomic::AtomicI64 as *mut std::ffi::c_void;
+    let user_data = std::ptr::from_ref::<std::sync::atomic::AtomicI64>(balance) as *mut std::ffi::c_void;
     let described = with_out(|info, err| {
         // SAFETY: a live handle, a live string, a callback with the right signature whose user
         // data outlives the call, writable out-parameters.
@@ -1030,7 +1040,7 @@ fn propose_checked(
                 text.len(),
                 Some(ledger_state),
                 user_data,
-                &mut permit,
+                &raw mut permit,
                 info,
                 err,
             )
@@ -1082,7 +1092,7 @@ fn the_precondition_callback_fingerprints_the_request_and_a_changed_state_is_ref
 fn the_defaults_cross_the_boundary_as_the_core_defines_them() {
     let mut out = empty();
     // SAFETY: out points at a local; err is NULL.
-    assert_eq!(unsafe { warden_defaults(&mut out, ptr::null_mut()) }, WARDEN_RESULT_OK);
+    assert_eq!(unsafe { warden_defaults(&raw mut out, ptr::null_mut()) }, WARDEN_RESULT_OK);
     // SAFETY: out was written on OK with `len` bytes.
     let text = unsafe { std::slice::from_raw_parts(out.ptr, out.len) }.to_vec();
     // SAFETY: out came from the library and is freed once.

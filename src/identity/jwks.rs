@@ -23,7 +23,9 @@ pub const MAX_JWKS_BYTES: u64 = 256 * 1024;
 /// One usable verification key and the algorithm it constrains itself to, if any.
 #[derive(Clone)]
 pub struct JwkKey {
+    /// The key.
     pub key: DecodingKey,
+    /// The JWK's `alg`, if it names one.
     pub algorithm: Option<String>,
 }
 
@@ -38,12 +40,14 @@ impl std::fmt::Debug for JwkKey {
 pub struct JwksEndpoint {
     /// `https://…` only.
     pub url: url::Url,
+    /// How long one fetch may take.
     pub timeout_ms: u64,
     /// Extra PEM roots for this endpoint only (a private issuer's CA).
     pub ca_certs: Option<PathBuf>,
 }
 
 impl JwksEndpoint {
+    /// An endpoint at `url`, which must be https.
     pub fn new(url: &str, timeout_ms: u64, ca_certs: Option<PathBuf>) -> Result<JwksEndpoint, String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("the JWK Set URL does not parse: {e}"))?;
         if parsed.scheme() != "https" {

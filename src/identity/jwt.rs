@@ -25,22 +25,31 @@ use crate::clock::{Clock, Micros, MICROS_PER_SECOND};
 use super::jwks::{JwkKey, JwksEndpoint};
 use super::{Identity, IdentityContext, IdentityError, IdentityProvider, Refusal};
 
+/// The header a token is read from unless configured otherwise.
 pub const DEFAULT_HEADER: &str = "authorization";
+/// The claim that names the agent unless configured otherwise.
 pub const DEFAULT_AGENT_CLAIM: &str = "sub";
+/// The clock skew allowed on `exp` and `nbf` unless configured otherwise.
 pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
+/// The least time between two fetches of the JWK Set unless configured otherwise.
 pub const DEFAULT_JWKS_MIN_REFRESH: Micros = 30 * MICROS_PER_SECOND;
+/// How long one JWK Set fetch may take unless configured otherwise.
 pub const DEFAULT_HTTP_TIMEOUT_MS: u64 = 5_000;
 
 /// The algorithms a deployment may allow. HMAC is deliberately absent: with a public key source
 /// it is key confusion, and Warden verifies identities it does not share a secret with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JwtAlgorithm {
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
     Rs256,
+    /// ECDSA on P-256 with SHA-256.
     Es256,
+    /// Ed25519.
     EdDsa,
 }
 
 impl JwtAlgorithm {
+    /// The name a token's `alg` header uses.
     pub fn name(self) -> &'static str {
         match self {
             JwtAlgorithm::Rs256 => "RS256",
@@ -49,6 +58,7 @@ impl JwtAlgorithm {
         }
     }
 
+    /// The algorithm named `name`, if it is one Warden allows.
     pub fn parse(name: &str) -> Option<JwtAlgorithm> {
         match name {
             "RS256" => Some(JwtAlgorithm::Rs256),
@@ -71,32 +81,50 @@ impl JwtAlgorithm {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
     /// A public key in PEM (SPKI); its type must fit every allowed algorithm.
-    Pinned { pem: String },
+    Pinned {
+        /// The key, PEM-encoded.
+        pem: String,
+    },
     /// A JWK Set over HTTPS, keys chosen by the token's `kid`.
-    Jwks { url: String, ca_certs: Option<PathBuf> },
+    Jwks {
+        /// The JWK Set's `https://` URL.
+        url: String,
+        /// Extra PEM roots for this endpoint only (a private issuer's CA).
+        ca_certs: Option<PathBuf>,
+    },
 }
 
 /// Everything a JWT provider checks. `new` fills the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtConfig {
+    /// Where verification keys come from.
     pub key: KeySource,
+    /// The algorithms a token may use.
     pub algorithms: Vec<JwtAlgorithm>,
     /// Compared exactly: a multi-tenant endpoint without its tenant pinned would make every
     /// tenant a valid issuer.
     pub issuer: String,
+    /// The audience `aud` must contain.
     pub audience: String,
     /// The `typ` a token must declare (`at+jwt`, `JWT`), compared case-insensitively with an
     /// `application/` prefix ignored: the defence against an ID token from the same issuer.
     pub token_type: String,
+    /// The header the token is read from (`Bearer <token>`).
     pub header: String,
+    /// The claim that names the agent.
     pub agent_claim: String,
+    /// The claim that names the user, if any.
     pub user_claim: Option<String>,
+    /// The clock skew allowed on `exp` and `nbf`.
     pub leeway_seconds: u64,
+    /// The least time between two fetches of the JWK Set.
     pub jwks_min_refresh: Micros,
+    /// How long one JWK Set fetch may take.
     pub http_timeout_ms: u64,
 }
 
 impl JwtConfig {
+    /// The configuration with these checks and every other setting at its default.
     pub fn new(
         key: KeySource,
         algorithms: Vec<JwtAlgorithm>,

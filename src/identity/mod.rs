@@ -28,16 +28,20 @@ pub use jwt::{JwtAlgorithm, JwtConfig, JwtProvider, KeySource};
 /// What a provider is told about the call it resolves a principal for.
 #[derive(Debug, Clone, Copy)]
 pub struct IdentityContext<'a> {
+    /// The action being proposed.
     pub action: &'a str,
+    /// The environment it is proposed in.
     pub environment: &'a str,
     /// Request headers (name, value); names match case-insensitively. Empty in process.
     pub headers: &'a [(String, String)],
     /// What the calling code's context supplied: a hint a provider may use or ignore.
     pub agent: Option<&'a str>,
+    /// The user the calling code's context supplied, as a hint.
     pub user: Option<&'a str>,
 }
 
 impl<'a> IdentityContext<'a> {
+    /// A context with no headers and no hints.
     pub fn new(action: &'a str, environment: &'a str) -> IdentityContext<'a> {
         IdentityContext { action, environment, headers: &[], agent: None, user: None }
     }
@@ -56,8 +60,11 @@ impl<'a> IdentityContext<'a> {
 /// on every action), and who vouched for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
+    /// Who is acting.
     pub principal: Principal,
+    /// When the credential lapses, if it does.
     pub expires_at: Option<Micros>,
+    /// Who vouched for it (a JWT's `iss`), if anyone did.
     pub issuer: Option<String>,
 }
 
@@ -90,6 +97,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The kind as error messages spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Malformed => "malformed",
@@ -111,11 +119,14 @@ impl Refusal {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the credential was rejected ({}): {detail}", kind.as_str())]
 pub struct IdentityError {
+    /// Why the credential was refused.
     pub kind: Refusal,
+    /// What exactly was wrong (never the credential itself).
     pub detail: String,
 }
 
 impl IdentityError {
+    /// A refusal of `kind`, with `detail`.
     pub fn new(kind: Refusal, detail: impl Into<String>) -> IdentityError {
         IdentityError { kind, detail: detail.into() }
     }
@@ -123,6 +134,7 @@ impl IdentityError {
 
 /// Resolves the principal of one call.
 pub trait IdentityProvider: Send + Sync + fmt::Debug {
+    /// The identity of this call; `None` when the provider has nothing to say (a decline).
     fn resolve(&self, context: &IdentityContext<'_>) -> Result<Option<Identity>, IdentityError>;
 }
 
@@ -135,6 +147,7 @@ pub struct StaticProvider {
 }
 
 impl StaticProvider {
+    /// A provider that always answers `principal`.
     pub fn new(principal: Principal, expires_at: Option<Micros>) -> StaticProvider {
         StaticProvider { identity: Identity { principal, expires_at, issuer: None } }
     }
@@ -158,6 +171,7 @@ pub struct HeaderProvider {
 }
 
 impl HeaderProvider {
+    /// A provider reading the agent (and user) from these headers; refused when a name is blank.
     pub fn new(agent_header: &str, user_header: Option<&str>, issuer: Option<&str>) -> Result<HeaderProvider, String> {
         if agent_header.trim().is_empty() || user_header.is_some_and(|h| h.trim().is_empty()) {
             return Err("a header provider needs non-empty header names".to_owned());

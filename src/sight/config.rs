@@ -21,22 +21,32 @@ use crate::error::SightError;
 pub const MAX_PATH_LEN: usize = 2048;
 /// Most sources, endpoints per source, params per endpoint, fields per endpoint.
 pub const MAX_SOURCES: usize = 256;
+/// Most endpoints per source.
 pub const MAX_ENDPOINTS: usize = 256;
+/// Most params per endpoint.
 pub const MAX_PARAMS: usize = 64;
+/// Most fields per endpoint.
 pub const MAX_FIELDS: usize = 128;
 /// Longest description.
 pub const MAX_DESCRIPTION: usize = 2000;
 /// Default and ceiling of a string param's `max_length` (Unicode scalar values).
 pub const DEFAULT_MAX_LENGTH: u64 = 256;
+/// The ceiling of a string param's `max_length`.
 pub const MAX_STRING_PARAM: u64 = 2048;
 /// Enum values: at most this many, each at most this long.
 pub const MAX_ENUM_VALUES: usize = 256;
+/// Longest enum value.
 pub const MAX_ENUM_VALUE_LEN: usize = 256;
 
+/// A source's `timeout_ms` unless it sets one.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// The `timeout_ms` a source may set, inclusive.
 pub const TIMEOUT_MS_RANGE: (u64, u64) = (500, 60_000);
+/// A source's `max_response_bytes` unless it sets one.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 1_048_576;
+/// The `max_response_bytes` a source may set, inclusive.
 pub const MAX_RESPONSE_BYTES_RANGE: (u64, u64) = (1024, 4_194_304);
+/// A source's `limits` unless it sets them.
 pub const DEFAULT_LIMITS: Limits = Limits { max_depth: 8, max_items: 50, max_string: 2000 };
 
 const SOURCE_KEYS: [&str; 10] = [
@@ -75,7 +85,9 @@ const FORBIDDEN_HEADERS: [&str; 11] = [
 /// can attach a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
+    /// Where in the `sources` section.
     pub path: String,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -97,15 +109,19 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// The source named `id`, if configured.
     pub fn get(&self, id: &str) -> Option<&Source> {
         self.by_id.get(id).and_then(|&i| self.list.get(i))
     }
+    /// The sources in document order.
     pub fn iter(&self) -> std::slice::Iter<'_, Source> {
         self.list.iter()
     }
+    /// How many sources there are.
     pub fn len(&self) -> usize {
         self.list.len()
     }
+    /// Whether no source is configured.
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
@@ -119,8 +135,10 @@ impl<'a> IntoIterator for &'a Sources {
     }
 }
 
+/// One configured source: where it is, how it authenticates, its bounds and endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {
+    /// The name agents use for it.
     pub id: String,
     /// As parsed; equal to `origin + base_path` (plus a `/` when the base path is empty).
     pub base_url: Url,
@@ -128,18 +146,26 @@ pub struct Source {
     pub origin: String,
     /// The path prefix without a trailing `/`; empty for a bare origin.
     pub base_path: String,
+    /// How requests authenticate.
     pub auth: Auth,
+    /// One query's deadline.
     pub timeout_ms: u64,
+    /// The largest response body read.
     pub max_response_bytes: u64,
+    /// Extra PEM roots for this source only.
     pub ca_certs: Option<PathBuf>,
+    /// How much of a response an agent is shown.
     pub limits: Limits,
+    /// What the source is, for an agent.
     pub description: Option<String>,
+    /// Its endpoints, in document order.
     pub endpoints: Vec<Endpoint>,
     /// The effective flag: the source's own, else the document's, else false.
     pub allow_insecure_http: bool,
 }
 
 impl Source {
+    /// The endpoint named `id`, if configured.
     pub fn endpoint(&self, id: &str) -> Option<&Endpoint> {
         self.endpoints.iter().find(|e| e.id == id)
     }
@@ -157,10 +183,14 @@ impl Source {
     }
 }
 
+/// How much of a response an agent is shown; beyond it values are cut and reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Deepest nesting kept.
     pub max_depth: u64,
+    /// Most items kept per array.
     pub max_items: u64,
+    /// Longest string kept, in characters.
     pub max_string: u64,
 }
 
@@ -189,6 +219,7 @@ impl CredentialRef {
             source_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
         CredentialRef(format!("WARDEN_CREDENTIAL_{tail}"))
     }
+    /// The reference's name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -200,15 +231,36 @@ impl std::fmt::Display for CredentialRef {
     }
 }
 
+/// How a source's requests authenticate: the mode and the references it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
+    /// No credential.
     None,
-    Bearer { credential: CredentialRef },
-    Basic { username: CredentialRef, password: CredentialRef },
-    ApiKey { header: String, credential: CredentialRef, prefix: Option<String> },
+    /// `Authorization: Bearer <credential>`.
+    Bearer {
+        /// The token's reference.
+        credential: CredentialRef,
+    },
+    /// `Authorization: Basic`, from two references.
+    Basic {
+        /// The username's reference.
+        username: CredentialRef,
+        /// The password's reference.
+        password: CredentialRef,
+    },
+    /// The credential in a header of the source's choosing.
+    ApiKey {
+        /// The header's name.
+        header: String,
+        /// The key's reference.
+        credential: CredentialRef,
+        /// Text sent before the key (`Token `), if any.
+        prefix: Option<String>,
+    },
 }
 
 impl Auth {
+    /// The mode as the document spells it.
     pub fn mode(&self) -> &'static str {
         match self {
             Auth::None => "none",
@@ -217,6 +269,7 @@ impl Auth {
             Auth::ApiKey { .. } => "api_key",
         }
     }
+    /// Every credential reference the mode reads.
     pub fn references(&self) -> Vec<&CredentialRef> {
         match self {
             Auth::None => Vec::new(),
@@ -226,51 +279,71 @@ impl Auth {
     }
 }
 
+/// One endpoint of a source: a path, its params and the fields an agent may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
+    /// The name agents use for it.
     pub id: String,
     /// Starts with `/`; appended to the source's base path.
     pub path: String,
+    /// Its params, in declaration order.
     pub params: Vec<Param>,
     /// alias → RFC 6901 pointer.
     pub fields: BTreeMap<String, String>,
+    /// What the endpoint returns, for an agent.
     pub description: Option<String>,
 }
 
 impl Endpoint {
+    /// The param named `name`, if declared.
     pub fn param(&self, name: &str) -> Option<&Param> {
         self.params.iter().find(|p| p.name == name)
     }
 }
 
+/// One declared query param.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Param {
+    /// Its name in the query string.
     pub name: String,
+    /// Its type and bounds.
     pub kind: ParamKind,
+    /// Whether a query must give it.
     pub required: bool,
     /// Already checked against `kind`.
     pub default: Option<Value>,
+    /// What the param is, for an agent.
     pub description: Option<String>,
 }
 
+/// A param's type and bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParamKind {
     /// Lengths in Unicode scalar values.
     String {
+        /// Shortest accepted.
         min_length: u64,
+        /// Longest accepted.
         max_length: u64,
     },
+    /// An integer, optionally bounded (inclusive).
     Integer {
+        /// Smallest accepted, if bounded.
         min: Option<i64>,
+        /// Largest accepted, if bounded.
         max: Option<i64>,
     },
+    /// `true` or `false`.
     Boolean,
+    /// One of a fixed list.
     Enum {
+        /// The accepted values.
         values: Vec<String>,
     },
 }
 
 impl ParamKind {
+    /// The type as the document spells it.
     pub fn type_name(&self) -> &'static str {
         match self {
             ParamKind::String { .. } => "string",

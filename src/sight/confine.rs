@@ -34,8 +34,11 @@ const QUERY_KEYS: [&str; 5] = ["endpoint", "fields", "params", "snapshot", "sour
 /// An agent's query, parsed with unknown keys denied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Query {
+    /// The source's id.
     pub source: String,
+    /// The endpoint's id.
     pub endpoint: String,
+    /// The param values, by name.
     pub params: Map<String, Value>,
     /// Deduplicated, first occurrence first; `None` selects every alias.
     pub fields: Option<Vec<String>>,
@@ -60,6 +63,7 @@ pub(crate) fn shown(name: &str) -> String {
 }
 
 impl Query {
+    /// A query with these parts (fields deduplicated) and no snapshot.
     pub fn new(source: &str, endpoint: &str, params: Map<String, Value>, fields: Option<Vec<String>>) -> Query {
         Query {
             source: source.to_owned(),
@@ -146,7 +150,9 @@ fn dedupe(names: Vec<String>) -> Vec<String> {
 /// beyond validated param values.
 #[derive(Debug, Clone)]
 pub struct Confined<'a> {
+    /// The configured source.
     pub source: &'a Source,
+    /// The configured endpoint.
     pub endpoint: &'a Endpoint,
     /// The GET target: configured origin, `base_path + endpoint.path`, a form-encoded query
     /// built from validated params (declaration order), no userinfo, no fragment.

@@ -18,6 +18,7 @@ pub const MAX_CREDENTIAL_FILE_BYTES: u64 = 64 * 1024;
 /// Where credential values come from. `resolve` returns `None` when the reference has no
 /// value; implementations must not log or cache the value.
 pub trait CredentialProvider: Send + Sync {
+    /// The value of `reference`, or `None` when it has none.
     fn resolve(&self, reference: &str) -> Option<Zeroizing<String>>;
 
     /// Where this provider looked for `reference` (a valid reference) and why that can come up
@@ -53,6 +54,7 @@ impl CredentialProvider for EnvProvider {
 /// non-UTF-8 files and non-regular files resolve to nothing.
 #[derive(Debug, Clone)]
 pub struct DirectoryProvider {
+    /// The directory holding one file per reference.
     pub dir: PathBuf,
 }
 
@@ -121,10 +123,29 @@ impl<F: Fn(&str) -> Option<String> + Send + Sync> CredentialProvider for Callbac
 /// converts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthSpec {
+    /// No credential.
     None,
-    Bearer { credential: String },
-    Basic { username: String, password: String },
-    ApiKey { header: String, credential: String, prefix: Option<String> },
+    /// `Authorization: Bearer <credential>`.
+    Bearer {
+        /// The token's reference.
+        credential: String,
+    },
+    /// `Authorization: Basic`, from two references.
+    Basic {
+        /// The username's reference.
+        username: String,
+        /// The password's reference.
+        password: String,
+    },
+    /// The credential in a header of the source's choosing.
+    ApiKey {
+        /// The header's name.
+        header: String,
+        /// The key's reference.
+        credential: String,
+        /// Text sent before the key, if any.
+        prefix: Option<String>,
+    },
 }
 
 /// The one auth header of a request and the resolved values it was built from (a bearer
@@ -133,7 +154,9 @@ pub enum AuthSpec {
 pub struct SentCredential {
     /// The header name, lower-cased.
     pub name: String,
+    /// The header value sent.
     pub value: Zeroizing<String>,
+    /// The resolved values the header was built from.
     pub parts: Vec<Zeroizing<String>>,
 }
 
@@ -207,19 +230,16 @@ pub fn credential_for(
 
 fn resolve_checked(provider: &dyn CredentialProvider, reference: &str) -> Result<Zeroizing<String>, SightError> {
     let label = reference_label(reference);
-    let value = match provider.resolve(reference) {
-        Some(value) => value,
-        None => {
-            // Where it looked, so the operator knows what to fix; the label is the reference
-            // itself only when it has reference syntax.
-            let place = if is_reference(reference) { provider.looked_in(reference) } else { String::new() };
-            let message = if place.is_empty() {
-                format!("credential {label} is not available")
-            } else {
-                format!("credential {label} is not available: {place}")
-            };
-            return Err(SightError::new("credential_unavailable", message));
-        }
+    let Some(value) = provider.resolve(reference) else {
+        // Where it looked, so the operator knows what to fix; the label is the reference
+        // itself only when it has reference syntax.
+        let place = if is_reference(reference) { provider.looked_in(reference) } else { String::new() };
+        let message = if place.is_empty() {
+            format!("credential {label} is not available")
+        } else {
+            format!("credential {label} is not available: {place}")
+        };
+        return Err(SightError::new("credential_unavailable", message));
     };
     if value.is_empty() {
         return Err(SightError::new("credential_unavailable", format!("credential {label} is empty")));

@@ -33,10 +33,15 @@ const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
 /// value) or `None`.
 #[derive(Clone)]
 pub struct FetchRequest {
+    /// The confined URL.
     pub url: url::Url,
+    /// The one auth header (name, value), if any.
     pub header: Option<(String, Zeroizing<String>)>,
+    /// The whole request's deadline.
     pub timeout_ms: u64,
+    /// The largest body read.
     pub max_response_bytes: u64,
+    /// Extra PEM roots for this request only.
     pub ca_certs: Option<std::path::PathBuf>,
 }
 
@@ -62,14 +67,17 @@ impl std::fmt::Debug for FetchRequest {
 pub struct CancelToken(Arc<AtomicBool>);
 
 impl CancelToken {
+    /// A token not yet cancelled.
     pub fn new() -> CancelToken {
         CancelToken::default()
     }
 
+    /// Cancel every fetch using this token (sticky).
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
 
+    /// Whether `cancel` was called.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
@@ -98,8 +106,11 @@ const DEADLINE_GRACE: Duration = Duration::from_millis(500);
 /// `content-type`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchResponse {
+    /// The HTTP status (2xx).
     pub status: u16,
+    /// The whole body.
     pub body: Vec<u8>,
+    /// The `content-type` header, if sent.
     pub content_type: Option<String>,
 }
 

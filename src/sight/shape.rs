@@ -118,15 +118,25 @@ impl Shaped {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SightResult {
+    /// The source's id.
     pub source: String,
+    /// The endpoint's id.
     pub endpoint: String,
+    /// When it was fetched (RFC 3339).
     pub fetched_at: String,
+    /// The upstream's HTTP status.
     pub status: u16,
+    /// The selected values, by alias, redacted and pruned.
     pub values: Map<String, Value>,
+    /// What could not be selected or shown.
     pub warnings: Vec<String>,
+    /// Whether more warnings were dropped.
     pub warnings_truncated: bool,
+    /// What was cut from each alias, with `{shown, total}`.
     pub truncation: Map<String, Value>,
+    /// What was redacted from each alias.
     pub redactions: Map<String, Value>,
+    /// The snapshot kept, when one was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
 }

@@ -21,6 +21,7 @@ use crate::kernel::Kernel;
 
 /// Page size bounds of `history`.
 pub const MAX_PAGE: usize = 100;
+/// The page size of `history` unless a limit is given.
 pub const DEFAULT_PAGE: usize = 20;
 /// At most this many entries in a diff; the rest are counted in `omitted`.
 pub const MAX_DIFF_ENTRIES: usize = 50;
@@ -284,7 +285,7 @@ fn compare(path: &str, before: &Value, after: &Value, out: &mut Vec<Value>, tota
                 match new.get(index) {
                     Some(new_item) => compare(&here, old_item, new_item, out, total),
                     None => {
-                        record(out, total, serde_json::json!({"change": "removed", "path": here, "before": old_item}))
+                        record(out, total, serde_json::json!({"change": "removed", "path": here, "before": old_item}));
                     }
                 }
             }
@@ -295,7 +296,11 @@ fn compare(path: &str, before: &Value, after: &Value, out: &mut Vec<Value>, tota
         }
         _ if before == after => {}
         _ => {
-            record(out, total, serde_json::json!({"change": "changed", "path": path, "before": before, "after": after}))
+            record(
+                out,
+                total,
+                serde_json::json!({"change": "changed", "path": path, "before": before, "after": after}),
+            );
         }
     }
 }

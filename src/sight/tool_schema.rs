@@ -83,7 +83,7 @@ pub fn tool_schema(sources: &Sources) -> Value {
     endpoint_ids.dedup();
     let mut windows = Vec::new();
     let mut aliases: Vec<&str> = Vec::new();
-    for source in sources.iter() {
+    for source in sources {
         for endpoint in &source.endpoints {
             let mut properties = Map::new();
             let mut required = Vec::new();

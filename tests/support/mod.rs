@@ -45,7 +45,7 @@ impl Conn {
 
     /// Write everything, ignoring errors (the client may hang up on purpose).
     pub fn send(&mut self, bytes: &[u8]) -> bool {
-        self.write_all(bytes).and_then(|_| self.flush()).is_ok()
+        self.write_all(bytes).and_then(|()| self.flush()).is_ok()
     }
 
     /// Close the connection abortively: SO_LINGER 0, so the peer sees a reset.
@@ -100,7 +100,7 @@ fn set_linger_zero(tcp: &TcpStream) {
             tcp.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
+            (&raw const linger).cast(),
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
@@ -263,7 +263,7 @@ impl TestCa {
     /// A leaf certificate for `names`, signed by this CA.
     pub fn leaf(&self, names: &[&str]) -> ServerIdentity {
         let key = rcgen::KeyPair::generate().expect("leaf key");
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let names: Vec<String> = names.iter().map(std::string::ToString::to_string).collect();
         let params = rcgen::CertificateParams::new(names).expect("leaf params");
         let cert = params.signed_by(&key, &self.issuer).expect("leaf cert");
         ServerIdentity { chain: vec![cert.der().clone()], key_der: key.serialize_der() }
@@ -272,7 +272,7 @@ impl TestCa {
 
 /// A self-signed leaf for `names` that no CA vouches for.
 pub fn self_signed(names: &[&str]) -> ServerIdentity {
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let names: Vec<String> = names.iter().map(std::string::ToString::to_string).collect();
     let certified = rcgen::generate_simple_self_signed(names).expect("self-signed");
     ServerIdentity { chain: vec![certified.cert.der().clone()], key_der: certified.signing_key.serialize_der() }
 }

@@ -93,7 +93,7 @@ struct Row {
 
 /// The size of the store file at `path` after its writers closed, beyond an empty store's.
 fn growth_per_action(path: &Path, empty: u64, actions: usize) -> f64 {
-    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
     size.saturating_sub(empty) as f64 / actions.max(1) as f64
 }
 
@@ -232,7 +232,7 @@ pub fn child_main(args: &[String]) -> i32 {
         let [store, config, setting, worker, count] = args else {
             return Err(Failure::usage("bench child: store config outcomes worker count"));
         };
-        let outcomes = settings(setting)?.first().map(|s| s.1).unwrap_or(Outcomes::Durable);
+        let outcomes = settings(setting)?.first().map_or(Outcomes::Durable, |s| s.1);
         let worker: usize = worker.parse().map_err(|e| fail("worker", e))?;
         let count: usize = count.parse().map_err(|e| fail("count", e))?;
         let warden = open(Path::new(store), Path::new(config), outcomes)?;
@@ -335,7 +335,7 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
     let empty = {
         let path = scratch.path().join("empty.redb");
         drop(open(&path, &config, Outcomes::Durable)?);
-        std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+        std::fs::metadata(&path).map_or(0, |m| m.len())
     };
     let mut rows = Vec::new();
     for setting in &settings {
@@ -406,7 +406,7 @@ impl Drop for Scratch {
 
 /// The machine, as far as the bench can tell: cores and the CPU model.
 fn machine() -> String {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {

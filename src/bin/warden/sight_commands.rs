@@ -20,7 +20,7 @@ use crate::store_commands::open_store;
 pub fn sources(doc: &Document, json_out: bool) -> Result<String, Failure> {
     let mut listed = Vec::new();
     let mut rows = Vec::new();
-    for source in doc.sources_config.iter() {
+    for source in &doc.sources_config {
         let endpoints: Vec<Value> = source
             .endpoints
             .iter()
