@@ -134,8 +134,14 @@ impl<W: WriteOp> Committer<W> {
         queue.writing = true;
         let batch = Self::take_batch(&mut queue);
         drop(queue);
+        self.write_batch(db, batch);
+    }
+
+    /// Commit `batch`, then let the next writer go — also if committing panicked outside the
+    /// guarded attempt, so the writer flag is never left set.
+    fn write_batch(&self, db: &Db, batch: Vec<Item<W>>) {
+        let _release = Release(self);
         self.commit_batch(db, batch);
-        self.done_writing();
     }
 
     /// The batch is written: the writer thread may take what queued meanwhile.
@@ -168,12 +174,6 @@ impl<W: WriteOp> Committer<W> {
         queue.waiting_exclusive -= 1;
         queue.writing = true;
         drop(queue);
-        struct Release<'c, W: WriteOp>(&'c Committer<W>);
-        impl<W: WriteOp> Drop for Release<'_, W> {
-            fn drop(&mut self) {
-                self.0.done_writing();
-            }
-        }
         let _release = Release(self);
         Ok(work())
     }
@@ -223,8 +223,7 @@ impl<W: WriteOp> Committer<W> {
     pub(super) fn run(&self, db: &Db) {
         loop {
             let Some(batch) = self.next_batch() else { return };
-            self.commit_batch(db, batch);
-            self.done_writing();
+            self.write_batch(db, batch);
         }
     }
 
@@ -397,6 +396,16 @@ impl<W: WriteOp> Committer<W> {
             Ok(()) => Applied::Committed(results),
             Err(error) => Applied::Fault(fault(error)),
         }
+    }
+}
+
+/// Holds the writer flag for a batch or an `exclusive` caller; dropping it (also while
+/// unwinding) lets the next writer go.
+struct Release<'c, W: WriteOp>(&'c Committer<W>);
+
+impl<W: WriteOp> Drop for Release<'_, W> {
+    fn drop(&mut self) {
+        self.0.done_writing();
     }
 }
 
