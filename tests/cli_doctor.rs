@@ -53,3 +53,29 @@ fn doctor_reports_a_sound_store_then_names_a_damaged_row_with_its_table() {
     // Read-only: the check wrote nothing (the file is byte-for-byte the same).
     assert!(std::fs::read(&path).unwrap() == before, "doctor changed the store");
 }
+
+#[test]
+fn doctor_reports_the_bytes_the_tables_use_and_the_file_size() {
+    let f = Fixture::new();
+    let t = key_template();
+    let path = f.path();
+    let in_use = |json: &serde_json::Value| json["size"]["in_use_bytes"].as_u64().expect("in_use_bytes");
+    let read = || -> serde_json::Value {
+        let out = doctor(&path, true);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("one JSON document")
+    };
+    let empty = read();
+    for n in 0..50 {
+        let key = format!("pay_{n}");
+        f.kernel.propose(&allow(&refund(&key, 1), &t)).unwrap().commit(&serde_json::json!({"ok": n})).unwrap();
+    }
+    let full = read();
+    // Fifty actions take room (at least their receipts and events), and never more than the file.
+    assert!(in_use(&full) > in_use(&empty) + 50 * 500, "{empty} {full}");
+    let file = full["size"]["file_bytes"].as_u64().expect("file_bytes");
+    assert_eq!(file, std::fs::metadata(&path).unwrap().len());
+    assert!(in_use(&full) <= file, "{full}");
+    let text = String::from_utf8_lossy(&doctor(&path, false).stdout).into_owned();
+    assert!(text.contains(&format!("{} bytes in use by the tables, file {file} bytes", in_use(&full))), "{text}");
+}

@@ -369,6 +369,9 @@ pub struct DoctorReport {
     pub tables: Vec<(String, u64, Vec<String>)>,
     pub chain: ChainReport,
     pub orphans: Vec<String>,
+    /// The bytes the tables occupy in the file (`ReadTx::bytes_in_use`).
+    #[serde(default)]
+    pub bytes_in_use: u64,
 }
 
 /// One reply per read, moved once: an approval row (which keeps its whole action) is the
@@ -423,6 +426,7 @@ impl ReadOp for Read {
                     .collect(),
                 chain: rx.verify_chain()?,
                 orphans: rx.orphans()?,
+                bytes_in_use: rx.bytes_in_use()?,
             })),
             Read::AuthorityRows { action, hop, bound } => {
                 ReadReply::AuthorityRows(Box::new(super::authority::read_rows(rx, action, hop.as_deref(), *bound)?))

@@ -697,6 +697,19 @@ impl ReadTx {
         Ok(report)
     }
 
+    /// The bytes the store's tables occupy in the file: every table's pages (rows, their
+    /// bookkeeping, and the free space inside those pages), as redb counts them. The file is
+    /// larger: redb grows it by doubling and keeps freed pages for reuse.
+    pub fn bytes_in_use(&self) -> Result<u64> {
+        let mut total = 0u64;
+        for handle in self.txn.list_tables().map_err(fault)? {
+            let table = self.txn.open_untyped_table(handle).map_err(fault)?;
+            let stats = table.stats().map_err(fault)?;
+            total += stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes();
+        }
+        Ok(total)
+    }
+
     /// Rows that point at nothing: index rows naming a missing receipt or snapshot, effects
     /// whose outcome index names a receipt about another key.
     pub fn orphans(&self) -> Result<Vec<String>> {

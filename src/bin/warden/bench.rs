@@ -127,29 +127,37 @@ fn threads_row(
     let warden = open(&store, config, setting.1)?;
     let per_thread = actions.div_ceil(threads);
     let done = Arc::new(AtomicUsize::new(0));
+    // Each worker says when it ends, so the clock stops then, not at the next progress tick.
+    let (ended, ends) = std::sync::mpsc::channel::<()>();
     let started = Instant::now();
     let latencies = std::thread::scope(|scope| -> Result<Vec<Duration>, Failure> {
         let workers: Vec<_> = (0..threads)
             .map(|worker| {
-                let (warden, done) = (&warden, done.clone());
+                let (warden, done, ended) = (&warden, done.clone(), ended.clone());
                 scope.spawn(move || -> Result<Vec<Duration>, Failure> {
                     let mut mine = Vec::with_capacity(per_thread);
-                    for n in 0..per_thread {
+                    let result = (0..per_thread).try_for_each(|n| {
                         mine.push(one_action(warden, worker, n)?);
                         done.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(mine)
+                        Ok::<(), Failure>(())
+                    });
+                    let _ = ended.send(());
+                    result.map(|()| mine)
                 })
             })
             .collect();
-        while workers.iter().any(|w| !w.is_finished()) {
-            progress(&format!(
-                "{} outcomes, {threads} thread(s): {}/{} actions",
-                setting.0,
-                done.load(Ordering::Relaxed),
-                per_thread * threads
-            ));
-            std::thread::sleep(Duration::from_millis(200));
+        let mut running = threads;
+        while running > 0 {
+            match ends.recv_timeout(Duration::from_millis(200)) {
+                Ok(()) => running -= 1,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => progress(&format!(
+                    "{} outcomes, {threads} thread(s): {}/{} actions",
+                    setting.0,
+                    done.load(Ordering::Relaxed),
+                    per_thread * threads
+                )),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
         }
         let mut all = Vec::new();
         for worker in workers {

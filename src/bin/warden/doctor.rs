@@ -12,6 +12,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
     let report = kernel.doctor()?;
     let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
     let sound = damaged == 0 && report.chain.ok && report.orphans.is_empty();
+    let file_bytes = std::fs::metadata(kernel.store_path()).map(|m| m.len()).ok();
     let stdout = if json {
         document(&json!({
             "ok": sound,
@@ -21,6 +22,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             })).collect::<Vec<_>>(),
             "chain": report.chain,
             "orphans": report.orphans,
+            "size": {"file_bytes": file_bytes, "in_use_bytes": report.bytes_in_use},
         }))
     } else {
         let mut out = format!("store {}\n", kernel.store_path().display());
@@ -47,6 +49,11 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
                 out.push_str(&format!("    {} at {:?}: {}\n", brk.name, brk.seq, brk.detail));
             }
         }
+        out.push_str(&format!(
+            "  size             {} bytes in use by the tables{}\n",
+            report.bytes_in_use,
+            file_bytes.map(|f| format!(", file {f} bytes")).unwrap_or_default()
+        ));
         if report.orphans.is_empty() {
             out.push_str("  references       ok\n");
         } else {
