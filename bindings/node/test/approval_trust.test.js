@@ -129,7 +129,14 @@ test('the hook hears each new request once, and what it throws never fails the a
   const refund = w.protect('stripe.refund', () => assert.fail('must not run'));
   const first = await ask(() => refund({ payment_id: 'pay_h', amount: 200_000 }));
   assert.equal(await ask(() => refund({ payment_id: 'pay_h', amount: 200_000 })), first);
-  await heardOnce;
+  // The hook is delivered from libwarden's notification thread through a weak handle (an
+  // idle hook never keeps the process alive), so the wait keeps the event loop alive itself.
+  let bound;
+  const waited = new Promise((_, reject) => {
+    bound = setTimeout(() => reject(new Error('the hook was not called within 10 s')), 10_000);
+  });
+  await Promise.race([heardOnce, waited]);
+  clearTimeout(bound);
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.deepEqual(heard, [first]);
   assert.ok(logged.some((line) => line.includes('the pager is down')), logged.join('\n'));
