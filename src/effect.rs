@@ -31,14 +31,8 @@ pub struct StoredResult {
     pub canonical: bool,
 }
 
-/// The largest executor result stored whole (its JSON text); a larger one is stored as a
-/// bounded, marked excerpt plus the SHA-256 of the whole text, and the effect still commits.
-pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
-/// How much of an over-size result the excerpt keeps.
-pub const RESULT_EXCERPT_BYTES: usize = 64 * 1024;
-/// The longest outcome message (a not-executed or ambiguous error text) kept whole; a longer
-/// one is cut at a character boundary and marked, and the outcome is still recorded.
-pub const MAX_OUTCOME_MESSAGE: usize = 4096;
+// The bounds live with the other limits (a leaf module, so `limits` depends on nothing here).
+pub use crate::limits::{MAX_OUTCOME_MESSAGE, MAX_RESULT_BYTES, RESULT_EXCERPT_BYTES};
 
 /// What a binding hands `warden_permit_commit*` for a successful call: JSON text, or text that
 /// describes a value with no JSON form (a Python object's `repr`, say), marked as such.

@@ -22,6 +22,17 @@ pub const FIRST_RECEIPT_SEQ: u64 = 1;
 /// Events are listed after an id; 0 lists them from the first.
 pub const FIRST_EVENT_AFTER: u64 = 0;
 
+/// The largest executor result stored whole (its JSON text); a larger one is stored as a
+/// bounded, marked excerpt plus the SHA-256 of the whole text, and the effect still commits.
+pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// How much of an over-size result the excerpt keeps.
+pub const RESULT_EXCERPT_BYTES: usize = 64 * 1024;
+/// The longest outcome message (a not-executed or ambiguous error text) kept whole; a longer
+/// one is cut at a character boundary and marked, and the outcome is still recorded.
+pub const MAX_OUTCOME_MESSAGE: usize = 4096;
+/// The longest wait for an approval's answer (`wait_for_answer`) accepted: a day.
+pub const MAX_WAIT: crate::clock::Micros = 24 * 60 * 60 * crate::clock::MICROS_PER_SECOND;
+
 /// Every default a binding would otherwise restate, as the JSON `warden_defaults` returns:
 /// the bindings read it and never write these numbers themselves.
 pub fn defaults_json() -> serde_json::Value {
@@ -32,9 +43,9 @@ pub fn defaults_json() -> serde_json::Value {
         "from_seq": FIRST_RECEIPT_SEQ,
         "after_id": FIRST_EVENT_AFTER,
         "limits": limits,
-        "result_excerpt_bytes": crate::effect::RESULT_EXCERPT_BYTES,
+        "result_excerpt_bytes": RESULT_EXCERPT_BYTES,
         "max_result_depth": crate::canonical::MAX_INPUT_DEPTH,
-        "max_wait_ms": crate::kernel::MAX_WAIT / 1000,
+        "max_wait_ms": MAX_WAIT / 1000,
     })
 }
 
@@ -60,8 +71,8 @@ impl Default for Limits {
             max_request_bytes: 1024 * 1024,
             max_name_bytes: 256,
             max_arguments_bytes: 256 * 1024,
-            max_result_bytes: crate::effect::MAX_RESULT_BYTES,
-            max_message_bytes: crate::effect::MAX_OUTCOME_MESSAGE,
+            max_result_bytes: MAX_RESULT_BYTES,
+            max_message_bytes: MAX_OUTCOME_MESSAGE,
         }
     }
 }

@@ -20,8 +20,7 @@ use super::{Inner, Kernel};
 /// Told of every approval request this process created (the notifier).
 pub type ApprovalListener = Arc<dyn Fn(&ApprovalRecord) + Send + Sync>;
 
-/// The longest wait `wait_for_answer` accepts: a day.
-pub const MAX_WAIT: Micros = 24 * 60 * 60 * crate::clock::MICROS_PER_SECOND;
+pub use crate::limits::MAX_WAIT;
 /// How often a wait reads the request again, at most (it starts faster and backs off).
 const WAIT_POLL_MAX: Duration = Duration::from_millis(200);
 
