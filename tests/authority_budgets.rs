@@ -199,6 +199,13 @@ fn an_unmeasurable_or_unkeyed_action_is_refused_not_counted_as_zero() {
         assert_eq!(refused.reason(), expected, "{amount}");
     }
     assert_eq!(metric_value("count", &serde_json::Map::new()), Ok(1));
+    // A number that is not an integer is named as such (not as too large, nor as negative).
+    for spelling in ["2.5", "100.0", "1e2", "-0.0"] {
+        let arguments: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&format!("{{\"amount\": {spelling}}}")).unwrap();
+        let refused = metric_value("amount", &arguments).unwrap_err();
+        assert!(refused.contains("is not an integer"), "{spelling}: {refused}");
+    }
     let action = refund(json!(100));
     let result = evaluate(&authority, &Call::new(&action, t0()), &source).unwrap();
     let refused = charges_for(&action.name, &result.budgets, &action.arguments, None).unwrap_err();
@@ -219,6 +226,25 @@ fn a_floor_that_moves_back_asks_for_a_rebuild() {
     assert!(matches!(sum.advance(50, 1, |_| Ok::<_, ()>(None)), Err(WindowSumError::FloorMovedBack { .. })));
     let rebuilt = WindowSum::rebuild(50, rows);
     assert_eq!((rebuilt.sum, rebuilt.next), (5, 0));
+}
+
+#[test]
+fn a_rebuild_evicts_the_rows_before_the_floor_and_starts_after_the_last_of_them() {
+    let row = |seq, consumed_at, amount, released| LedgerRow { seq, consumed_at, amount, released };
+    let rows = [
+        row(0, 10, 7, false),
+        row(1, 20, 11, false),
+        row(2, 100, 5, false),
+        row(3, 110, 3, true),
+        // A clock that stepped back: before the floor, but after an in-window row, so it stays.
+        row(4, 30, 2, false),
+    ];
+    let rebuilt = WindowSum::rebuild(50, rows);
+    // `next` is the first row not evicted: seq 2, one past the last evicted (seq 1).
+    assert_eq!((rebuilt.sum, rebuilt.next), (5 + 2, 2));
+    // The floor at the first row's instant evicts nothing; one past it evicts that row only.
+    assert_eq!(WindowSum::rebuild(10, rows).next, 0);
+    assert_eq!(WindowSum::rebuild(11, rows).next, 1);
 }
 
 #[derive(Debug, Clone)]
