@@ -281,18 +281,7 @@ fn reference(scratch: &Path, count: usize) -> Result<Vec<(String, f64)>, Failure
     ] {
         progress(&format!("physical reference: {name}"));
         let file = scratch.join(format!("redb-{}.redb", rows.len()));
-        let db = redb::Database::builder().set_concurrency_mode(mode).create(&file).map_err(|e| fail("redb", e))?;
-        let table: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("t");
-        let started = Instant::now();
-        for n in 0..count as u64 {
-            let txn = db.begin_write().map_err(|e| fail("redb", e))?;
-            {
-                let mut t = txn.open_table(table).map_err(|e| fail("redb", e))?;
-                t.insert(n, [1u8; 200].as_slice()).map_err(|e| fail("redb", e))?;
-            }
-            txn.commit().map_err(|e| fail("redb", e))?;
-        }
-        rows.push((name.to_owned(), count as f64 / started.elapsed().as_secs_f64()));
+        rows.push((name.to_owned(), redb_commits_per_second(&file, mode, 1, count)?));
     }
     // What the kernel's evidence costs redb alone: one row in each table a proposal writes
     // (effects, events) and in each an outcome writes (effects, events, receipts, their two
@@ -303,19 +292,7 @@ fn reference(scratch: &Path, count: usize) -> Result<Vec<(String, f64)>, Failure
         let name = format!("redb durable commit, one row in each of {tables} tables");
         progress(&format!("physical reference: {name}"));
         let file = scratch.join(format!("redb-tables-{tables}.redb"));
-        let db = redb::Database::builder().create(&file).map_err(|e| fail("redb", e))?;
-        const NAMES: [&str; 6] = ["t0", "t1", "t2", "t3", "t4", "t5"];
-        let started = Instant::now();
-        for n in 0..count as u64 {
-            let txn = db.begin_write().map_err(|e| fail("redb", e))?;
-            for name in &NAMES[..tables] {
-                let mut t =
-                    txn.open_table(redb::TableDefinition::<u64, &[u8]>::new(name)).map_err(|e| fail("redb", e))?;
-                t.insert(n, [1u8; 200].as_slice()).map_err(|e| fail("redb", e))?;
-            }
-            txn.commit().map_err(|e| fail("redb", e))?;
-        }
-        let rate = count as f64 / started.elapsed().as_secs_f64();
+        let rate = redb_commits_per_second(&file, redb::ConcurrencyMode::ExclusiveWriter, tables, count)?;
         layout.push(rate);
         rows.push((name, rate));
     }
@@ -324,6 +301,28 @@ fn reference(scratch: &Path, count: usize) -> Result<Vec<(String, f64)>, Failure
         1.0 / (1.0 / layout[0] + 1.0 / layout[1]),
     ));
     Ok(rows)
+}
+
+/// Durable redb commits per second in `mode`, each inserting one 200-byte row into each of
+/// `tables` tables (at most 6).
+fn redb_commits_per_second(
+    file: &Path,
+    mode: redb::ConcurrencyMode,
+    tables: usize,
+    count: usize,
+) -> Result<f64, Failure> {
+    const NAMES: [&str; 6] = ["t0", "t1", "t2", "t3", "t4", "t5"];
+    let db = redb::Database::builder().set_concurrency_mode(mode).create(file).map_err(|e| fail("redb", e))?;
+    let started = Instant::now();
+    for n in 0..count as u64 {
+        let txn = db.begin_write().map_err(|e| fail("redb", e))?;
+        for name in &NAMES[..tables.min(NAMES.len())] {
+            let mut t = txn.open_table(redb::TableDefinition::<u64, &[u8]>::new(name)).map_err(|e| fail("redb", e))?;
+            t.insert(n, [1u8; 200].as_slice()).map_err(|e| fail("redb", e))?;
+        }
+        txn.commit().map_err(|e| fail("redb", e))?;
+    }
+    Ok(count as f64 / started.elapsed().as_secs_f64())
 }
 
 pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
