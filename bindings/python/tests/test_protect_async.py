@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import warden
-from warden import _ffi
+from warden import _ffi, _threads
 
 
 @pytest.fixture()
@@ -225,7 +225,12 @@ def test_extend_lease_async_runs_off_the_loop(w: warden.Warden, agent: Any) -> N
 
 
 def _settled(w: warden.Warden, key: str) -> dict[str, Any] | None:
-    """The effect record once no permit holds it any more (bounded wait)."""
+    """The effect record once no permit holds it any more (bounded wait).
+
+    `asyncio.run` does not wait for Warden's worker threads (only for the loop's default
+    executor), so a proposal its caller abandoned may still be in flight when it returns:
+    let the pool finish what it was given first."""
+    _drain_worker_threads()
     record = None
     for _ in range(1000):
         record = w.effect(key)
@@ -233,6 +238,14 @@ def _settled(w: warden.Warden, key: str) -> dict[str, Any] | None:
             return record
         time.sleep(0.01)
     return record
+
+
+def _drain_worker_threads() -> None:
+    """Wait for every call handed to Warden's pool; the next call starts a fresh pool."""
+    with _threads._lock:
+        pool, _threads._pool = _threads._pool, None
+    if pool is not None:
+        pool.shutdown(wait=True)
 
 
 def _hold_proposals(w: warden.Warden) -> tuple[threading.Event, threading.Event]:

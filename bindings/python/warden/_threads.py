@@ -7,6 +7,11 @@ time and share commits 6 at a time. Warden's pool has `MAX_THREADS` threads, sta
 and reused; the caller's context variables (`warden.context`) travel with each call, as with
 `asyncio.to_thread`. A forked child starts a pool of its own (the parent's threads do not exist
 there).
+
+`asyncio.run` waits for the loop's default executor, not for this pool: a proposal whose
+caller was cancelled may still be settling (as not executed) in its worker thread when
+`asyncio.run` returns. It lands shortly after, and at interpreter exit the pool's threads are
+joined before the process ends, so it is never lost.
 """
 
 from __future__ import annotations
