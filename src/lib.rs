@@ -48,8 +48,7 @@ macro_rules! test_pub {
 }
 pub(crate) use test_pub;
 
-// Pipeline order, as listed above. `missing_docs` (Cargo.toml's [lints]) holds for every module
-// without an `allow` here: all but `kernel` and `store`.
+// Pipeline order, as listed above. `missing_docs` (Cargo.toml's [lints]) holds for every module.
 pub mod action;
 pub mod approval;
 pub mod authority;
@@ -60,8 +59,6 @@ pub mod effect;
 pub mod effect_state;
 pub mod event;
 pub mod identity;
-// Being rewritten on another branch: its docs and these lint fixes land with the rewrite.
-#[allow(missing_docs, clippy::redundant_closure_for_method_calls)]
 pub mod kernel;
 pub mod limits;
 pub mod pipeline;
@@ -69,8 +66,6 @@ pub mod policy;
 pub mod receipt;
 pub mod sight;
 pub mod snapshot_record;
-// Being rewritten on another branch: its docs and these lint fixes land with the rewrite.
-#[allow(missing_docs, clippy::manual_let_else, clippy::used_underscore_binding)]
 pub mod store;
 pub mod template;
 

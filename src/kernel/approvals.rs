@@ -37,6 +37,7 @@ fn approval_reply(reply: WriteReply) -> Result<ApprovalRecord> {
 pub struct WeakKernel(Weak<Inner>);
 
 impl WeakKernel {
+    /// The kernel again, while any handle on it still keeps the store open.
     pub fn upgrade(&self) -> Option<Kernel> {
         self.0.upgrade().map(|inner| Kernel { inner })
     }
@@ -88,6 +89,7 @@ impl Kernel {
         self.answer(approval_id, &asserted(approver)?, None, true, Some(ttl), None)
     }
 
+    /// Deny as an asserted approver named by one plain line, with an optional note.
     pub fn deny(&self, approval_id: &str, approver: &str, note: Option<&str>) -> Result<ApprovalRecord> {
         self.answer(approval_id, &asserted(approver)?, note, false, None, None)
     }
@@ -126,6 +128,7 @@ impl Kernel {
         self.guarded(|kernel, _| approval_reply(kernel.write(op)?))
     }
 
+    /// The approval request `approval_id` as stored, or `None` when there is no such request.
     pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
         match self.guarded(|kernel, _| kernel.read(&Read::Approval { approval_id: approval_id.to_owned() }))? {
             ReadReply::Approval(record) => Ok(record),
@@ -133,6 +136,7 @@ impl Kernel {
         }
     }
 
+    /// The requests still pending and unexpired by this kernel's clock, oldest first.
     pub fn pending_approvals(&self) -> Result<Vec<ApprovalRecord>> {
         match self.guarded(|kernel, _| kernel.read(&Read::Pending))? {
             ReadReply::Approvals(records) => Ok(records),

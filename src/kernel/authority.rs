@@ -39,12 +39,15 @@ use super::Kernel;
 /// reservation's transaction and onto the receipts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuthorityStamp {
+    /// Whether the authority axis authorised the action.
     pub passed: bool,
     /// `authority_grant`, or the failure reason (`authority_revoked`, `no_authority`, …).
     pub reason: String,
     /// The grant that decided, or the one whose failure is reported.
     pub grant_id: Option<String>,
+    /// The delegation id presented as a hop, when the call came under one.
     pub hop: Option<String>,
+    /// The containment dimension that failed, on a containment failure.
     pub dimension: Option<String>,
     /// On a pass through a delegation: the chain's delegation ids, leaf first.
     pub chain: Vec<String>,
@@ -55,6 +58,7 @@ pub struct AuthorityStamp {
 }
 
 impl AuthorityStamp {
+    /// The stamp of one evaluation's result, with the evidence an AUTHORITY_DENIED event records.
     pub fn from_result(result: &AuthorityResult) -> AuthorityStamp {
         AuthorityStamp {
             passed: result.passed,
@@ -70,7 +74,7 @@ impl AuthorityStamp {
                 "delegation_id": result.delegation_id,
                 "depth": result.depth,
                 "hop": result.hop,
-                "dimension": result.dimension.map(|d| d.as_str()),
+                "dimension": result.dimension.map(crate::authority::Dimension::as_str),
                 "missing_parent_id": result.missing_parent_id,
                 "expired_parent_id": result.expired_parent_id,
                 "depth_exceeded": result.depth_exceeded,
@@ -115,7 +119,8 @@ impl AuthorityStamp {
 
 /// The AUTHORITY_DENIED data for a refusal.
 pub(super) fn denial_evidence(stamp: Option<&AuthorityStamp>, refusal: &Error) -> serde_json::Value {
-    let mut data = stamp.map(|s| s.evidence.clone()).filter(|e| e.is_object()).unwrap_or_else(|| serde_json::json!({}));
+    let mut data =
+        stamp.map(|s| s.evidence.clone()).filter(serde_json::Value::is_object).unwrap_or_else(|| serde_json::json!({}));
     if let (Some(map), Error::AuthorityDenied { reason, grant_id, .. }) = (data.as_object_mut(), refusal) {
         map.insert("reason".into(), reason.clone().into());
         map.insert("grant_id".into(), grant_id.clone().into());
@@ -128,7 +133,9 @@ pub(super) fn denial_evidence(stamp: Option<&AuthorityStamp>, refusal: &Error) -
 /// One delegation id as the read found it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RowState {
+    /// The row, which passed its integrity check.
     Found(StoredDelegation),
+    /// No delegation has this id.
     Absent,
     /// The row failed its integrity check or names another id; evaluation answers
     /// `authority_unreadable`.
@@ -145,6 +152,7 @@ pub type CandidateIds = std::result::Result<Vec<String>, (String, String)>;
 pub struct AuthorityRows {
     /// The ids under each index key read (or the unreadable id that stopped it).
     pub candidates: Vec<(IndexKey, CandidateIds)>,
+    /// Every delegation row fetched, by id (absent and unreadable ones included).
     pub rows: BTreeMap<String, RowState>,
     /// Store reads made: point lookups, ranges, and rows returned by ranges.
     pub reads: u64,
@@ -268,15 +276,23 @@ pub(super) fn read_rows(rx: &ReadTx, action: &Action, hop: Option<&str>, bound: 
 /// (as their storage encoding), the request, and the id minted for it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DelegateOp {
+    /// The document's root grants, as `(grant id, grant JSON)`.
     pub roots: Vec<(String, String)>,
+    /// The document's bound on delegation depth.
     pub max_depth: u32,
+    /// The root grant id or `dlg_…` id the new delegation narrows.
     pub parent_id: String,
+    /// The child grant, in its storage encoding.
     pub grant_json: String,
     /// The id the caller's grant carried: empty, or refused (`id_assigned`) by the planner.
     pub grant_id: String,
+    /// Who is delegating.
     pub by: Principal,
+    /// When the delegating principal's credential expires, if it does.
     pub by_expires_at: Option<Micros>,
+    /// How the delegation is made: `api`, `cli` or `hop`.
     pub via: String,
+    /// The `dlg_…` id minted for the new delegation.
     pub new_id: String,
 }
 
@@ -284,9 +300,17 @@ pub struct DelegateOp {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Sweep {
     /// Every delegation this agent (as this user, when given) created.
-    CreatedBy { agent: String, user: Option<String> },
+    CreatedBy {
+        /// The agent whose delegations are revoked.
+        agent: String,
+        /// Only those it created as this user, when given.
+        user: Option<String>,
+    },
     /// Every delegation beneath this id (a root grant or a delegation), at any depth.
-    Under { id: String },
+    Under {
+        /// A root grant id or `dlg_…` id; its descendants are revoked.
+        id: String,
+    },
 }
 
 fn authority_of(roots: &[(String, String)], max_depth: u32) -> Result<Authority> {
@@ -466,11 +490,14 @@ pub(super) fn recheck_revocations(tx: &WriteTx<'_>, stamp: Option<&AuthorityStam
 /// A delegation as listed: the row, its revocation, and the parsed grant when it parses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListedDelegation {
+    /// The row, with its revocation when revoked.
     pub stored: StoredDelegation,
+    /// The grant the row holds, or why it does not parse.
     pub grant: std::result::Result<Grant, String>,
 }
 
 impl ListedDelegation {
+    /// The delegation as the CLI's JSON listing shows it, revocation and readability included.
     pub fn to_json(&self) -> serde_json::Value {
         let record = &self.stored.record;
         let revocation = self.stored.revocation.as_ref();

@@ -88,6 +88,7 @@ impl Kernel {
         self.write_effect(op)
     }
 
+    /// The effect record for `effect_key` with its executor result, or `None` if never reserved.
     pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
         match self.guarded(|kernel, _| kernel.read(&Read::Effect { effect_key: effect_key.to_owned() }))? {
             ReadReply::Effect(record) => Ok(record),
@@ -95,6 +96,7 @@ impl Kernel {
         }
     }
 
+    /// Effects in key order, only those in `state` when given, at most `limit`.
     pub fn effects(&self, state: Option<EffectState>, limit: usize) -> Result<Vec<EffectRecord>> {
         match self.guarded(|kernel, _| kernel.read(&Read::Effects { state, limit }))? {
             ReadReply::Effects(records) => Ok(records),
@@ -102,6 +104,7 @@ impl Kernel {
         }
     }
 
+    /// Receipts with seq `from` onward, at most `limit`, in seq order.
     pub fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
         match self.guarded(|kernel, _| kernel.read(&Read::Receipts { from, limit }))? {
             ReadReply::Receipts(rows) => Ok(rows),
@@ -117,6 +120,7 @@ impl Kernel {
         }
     }
 
+    /// How many receipts the chain holds.
     pub fn receipt_count(&self) -> Result<u64> {
         match self.guarded(|kernel, _| kernel.read(&Read::ReceiptCount))? {
             ReadReply::Count(count) => Ok(count),
@@ -132,6 +136,7 @@ impl Kernel {
         }
     }
 
+    /// Walk the whole receipt chain in one read and report every break.
     pub fn verify_chain(&self) -> Result<ChainReport> {
         match self.guarded(|kernel, _| kernel.read(&Read::VerifyChain))? {
             ReadReply::Chain(report) => Ok(report),
@@ -139,6 +144,7 @@ impl Kernel {
         }
     }
 
+    /// Events with id after `after`, at most `limit`, ascending.
     pub fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         match self.guarded(|kernel, _| kernel.read(&Read::Events { after, limit }))? {
             ReadReply::Events(events) => Ok(events),
@@ -164,6 +170,7 @@ impl Kernel {
         }
     }
 
+    /// The snapshot with id `id`, or `None`.
     pub fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>> {
         match self.guarded(|kernel, _| kernel.read(&Read::Snapshot { id: id.to_owned() }))? {
             ReadReply::Snapshot(record) => Ok(record),

@@ -47,10 +47,14 @@ pub enum Outcomes {
     /// The call returns at once; the outcome is durable with the store's next commit or within
     /// `max_delay`. A crash in that window leaves the effect in flight, then AMBIGUOUS when its
     /// lease lapses — never FAILED, never run again.
-    Deferred { max_delay: Duration },
+    Deferred {
+        /// How long an outcome may wait to be durable when no other commit makes it so first.
+        max_delay: Duration,
+    },
 }
 
 impl Outcomes {
+    /// The `max_delay` of `deferred` when none is given.
     pub const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(10);
 
     fn durability(self) -> Durability {
@@ -84,14 +88,18 @@ impl Outcomes {
 /// How a kernel is opened.
 #[derive(Debug, Clone)]
 pub struct KernelOptions {
+    /// Where the kernel reads the time.
     pub clock: Arc<dyn Clock>,
     /// Recorded on every receipt: the policy in force.
     pub policy_hash: Option<String>,
+    /// The document's `version`, recorded on every receipt with the policy hash.
     pub policy_version: Option<String>,
     /// The one environment this kernel acts in; an action from another is refused. `None`:
     /// `$WARDEN_ENVIRONMENT`, else `production`.
     pub environment: Option<String>,
+    /// When outcomes are durable.
     pub outcomes: Outcomes,
+    /// How the store file is opened (the wait bound, read-only).
     pub store: StoreOptions,
     /// The bounds on inputs (names, arguments, results, messages).
     pub limits: crate::limits::Limits,
@@ -124,11 +132,14 @@ pub fn resolve_environment(argument: Option<&str>, document: Option<&str>) -> St
 /// What the pipeline asks the kernel to do with one action, with the ruling it decided.
 #[derive(Debug, Clone)]
 pub struct Proposal<'a> {
+    /// The action, normalized by the pipeline.
     pub action: &'a Action,
+    /// What the pipeline decided; the kernel trusts it as given.
     pub ruling: Ruling,
     /// The effect-key template. `None`: the action has no effect to protect (a read); it runs
     /// with no reservation but still leaves a receipt.
     pub effect: Option<&'a Template>,
+    /// The most attempts the effect key allows; `None` is no ceiling.
     pub max_attempts: Option<u32>,
     /// Lease in microseconds; `None` is the default five minutes.
     pub lease: Option<Micros>,
@@ -150,6 +161,8 @@ pub struct Proposal<'a> {
 }
 
 impl<'a> Proposal<'a> {
+    /// A proposal of `action` under `ruling`: no effect, no approval, enforce mode, and every other
+    /// option at its default.
     pub fn new(action: &'a Action, ruling: Ruling) -> Proposal<'a> {
         Proposal {
             action,
@@ -214,6 +227,7 @@ impl std::fmt::Debug for Kernel {
 }
 
 impl Kernel {
+    /// Open the store at `path`, creating it only if no file exists there.
     pub fn open(path: impl AsRef<Path>, options: KernelOptions) -> Result<Kernel> {
         let store = Store::open(path, options.store.clone())?;
         let now = if options.clock.is_system() { Now::System } else { Now::Clock(options.clock.clone()) };
@@ -288,6 +302,7 @@ impl Kernel {
         &self.inner.environment
     }
 
+    /// The current instant by this handle's clock.
     pub fn now(&self) -> Micros {
         self.inner.clock.now()
     }
@@ -336,12 +351,16 @@ impl Kernel {
 /// or it cannot tell (which moves nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReconcileAnswer {
+    /// The effect happened: it is resolved COMMITTED.
     Committed,
+    /// The effect provably did not happen: it is resolved FAILED.
     NotExecuted,
+    /// The hook cannot tell: the effect stays AMBIGUOUS.
     Unknown,
 }
 
 impl ReconcileAnswer {
+    /// The answer as hooks and events spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             ReconcileAnswer::Committed => "committed",
@@ -350,6 +369,7 @@ impl ReconcileAnswer {
         }
     }
 
+    /// The answer a hook spelled (`committed`, `not_executed`, `unknown`), or `None`.
     pub fn parse(text: &str) -> Option<ReconcileAnswer> {
         match text {
             "committed" => Some(ReconcileAnswer::Committed),

@@ -32,13 +32,20 @@ impl Protocol for Ops {
 /// What a proposal that reaches the store carries, shared by its variants.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Proposed {
+    /// The action, normalized by the pipeline.
     pub action: Action,
+    /// The action's hash, which any approval must be bound to.
     pub action_hash: String,
+    /// What the pipeline decided.
     pub ruling: Ruling,
     /// The receipt this proposal writes if it ends here (times are set when applied).
     pub draft: ReceiptDraft,
+    /// The rendered effect key; `None` for an action with no effect to protect, or one whose key
+    /// did not render (observe mode, a denial).
     pub effect_key: Option<String>,
+    /// How long the reservation holds, in microseconds.
     pub lease: Micros,
+    /// The most attempts the effect key allows; `None` is no ceiling.
     pub max_attempts: Option<u32>,
     /// What the authority axis decided (`None` without an `authority:` section).
     #[serde(default)]
@@ -55,126 +62,207 @@ pub struct Proposed {
 /// The state a permit carries to its outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finish {
+    /// The action the permit ran.
     pub action: Action,
+    /// The permit's effect key, if it has one.
     pub effect_key: Option<String>,
+    /// The attempt this outcome is for.
     pub attempt: u32,
+    /// Whether the permit holds its key; when it does not, the effect row is left alone.
     pub holds_key: bool,
     /// The receipt to write; its `receipt_id` makes a re-sent outcome land once.
     pub draft: ReceiptDraft,
+    /// Observe mode: what enforce mode would have done, recorded on the receipt.
     pub would_have: Option<serde_json::Value>,
+    /// What the executor reported.
     pub outcome: Outcome,
 }
 
+/// Every state change the kernel makes, as one write transaction of the store.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Write {
     /// A terminal refusal before any reservation: events, receipt.
     Refuse {
+        /// The proposal refused.
         proposed: Proposed,
+        /// Why: recorded on the receipt and returned as the reply.
         refusal: Error,
     },
     /// An `approve` decision without a presented approval: the effect check, then a new
     /// request (or a blocked receipt).
     Gate {
+        /// The proposal that needs an approval.
         proposed: Proposed,
+        /// The id minted for a new request (an earlier live request for the same action is reported
+        /// instead).
         approval_id: String,
+        /// How long the new request stays answerable, in microseconds.
         ttl: Micros,
+        /// How many approvers with which roles, the rule's `when`, the requester's verified
+        /// identity.
         ask: ApprovalAsk,
     },
     /// The permit: approval check and consume, reservation, events.
     Reserve {
+        /// The proposal to grant.
         proposed: Proposed,
+        /// The approval id the call presented, if any.
         presented: Option<String>,
+        /// Whether the ruling was `approve`, so that a missing or unusable approval refuses (an
+        /// `allow` spends a presented one when it can).
         approval_required: bool,
     },
     /// Observe mode's permit.
     Observe {
+        /// The proposal to run.
         proposed: Proposed,
+        /// The approval id the call presented, checked but never consumed.
         presented: Option<String>,
     },
+    /// A pending approval request made directly (`Kernel::request_approval`), not by the gate.
     RequestApproval {
+        /// The action the request is for.
         action: Action,
+        /// The action's hash, which the request binds.
         action_hash: String,
+        /// The id minted for the request.
         approval_id: String,
+        /// How long the request stays answerable, in microseconds.
         ttl: Micros,
+        /// How many approvers with which roles, and the requester's verified identity.
         ask: ApprovalAsk,
+        /// The policy in force, recorded on the request.
         policy_hash: Option<String>,
+        /// The document's `version`, recorded on the request.
         policy_version: Option<String>,
     },
     /// One approver's grant or deny, compare-and-set against the row as this transaction reads
     /// it: concurrent answers serialize, each counted once or refused.
     Answer {
+        /// The request answered.
         approval_id: String,
+        /// Who answers, asserted or verified.
         approver: Approver,
+        /// The approver's note, if any.
         note: Option<String>,
+        /// `true` grants, `false` denies.
         grant: bool,
+        /// Grants only: the approval is usable for this long from the answer instead of until the
+        /// request's own expiry.
         ttl: Option<Micros>,
         /// Refuse unless the request binds this hash (the action the approver was shown).
         expect_hash: Option<String>,
     },
+    /// A permit's one outcome: the effect's state, its event and the receipt, landing once per
+    /// receipt id.
     Finish(Box<Finish>),
+    /// Extend the lease of an EXECUTING attempt; only while it is live, and never shorter.
     ExtendLease {
+        /// The key whose lease is extended.
         effect_key: String,
+        /// The action that must hold the key.
         action_id: String,
+        /// The attempt that must hold the key.
         attempt: u32,
+        /// The new expiry of the lease.
         until: Micros,
     },
+    /// A human's resolution of an AMBIGUOUS effect.
     Resolve {
+        /// The effect resolved.
         effect_key: String,
+        /// What happened: COMMITTED or FAILED.
         to: EffectState,
+        /// Who says so, recorded on the record and the event.
         resolver: String,
     },
+    /// A reconcile hook's answer about an AMBIGUOUS effect, resolved as `reconcile:<action>`.
     Reconcile {
+        /// The effect reconciled.
         effect_key: String,
+        /// The action whose hook answered; it names the resolver.
         action_name: String,
+        /// What the hook said.
         answer: ReconcileAnswer,
     },
+    /// Mark an in-flight effect AMBIGUOUS (idempotent from reserved, executing and ambiguous).
     MarkAmbiguous {
+        /// The effect marked.
         effect_key: String,
         /// The (`action_id`, `attempt`) the caller says holds the key; required while its
         /// lease is live.
         holder: Option<(String, u32)>,
+        /// What went wrong, kept on the record (bounded).
         error: String,
     },
     /// The integrator API: consume an approval and reserve without beginning; with no key,
     /// only consume the approval.
     Claim {
+        /// The action claiming.
         action: Action,
+        /// The action's hash, which a presented approval must be bound to.
         action_hash: String,
+        /// The key to reserve; `None` only consumes the approval.
         effect_key: Option<String>,
+        /// The approval to consume, if any.
         presented: Option<String>,
+        /// How long the reservation holds, in microseconds.
         lease: Micros,
+        /// The most attempts the effect key allows; `None` is no ceiling.
         max_attempts: Option<u32>,
     },
+    /// RESERVED → EXECUTING for the holder; a holder whose lease lapsed first is refused and the
+    /// record becomes AMBIGUOUS.
     Begin {
+        /// The reserved key.
         effect_key: String,
+        /// The action that must hold it.
         action_id: String,
+        /// The attempt that must hold it.
         attempt: u32,
     },
+    /// An outcome reported without a permit (`Kernel::complete`); events only, no receipt.
     Complete {
+        /// The key the outcome is for.
         effect_key: String,
+        /// The action that must hold it.
         action_id: String,
+        /// The attempt that must hold it.
         attempt: u32,
+        /// What the integrator reports.
         outcome: Outcome,
     },
+    /// Append one snapshot (a sight's confined read), indexed under each of `scopes`.
     AppendSnapshot {
+        /// The snapshot; its `seq` is assigned when applied.
         record: SnapshotRecord,
+        /// The scopes it can be listed under.
         scopes: Vec<String>,
     },
     /// Create a delegation: the checks and the insert in one transaction.
     Delegate(Box<super::authority::DelegateOp>),
+    /// Revoke one delegation; every descendant is denied from then on.
     Revoke {
+        /// The `dlg_…` id revoked.
         delegation_id: String,
+        /// Who revoked it, recorded on the revocation.
         by: Option<String>,
     },
+    /// Revoke every delegation a sweep selects.
     RevokeSweep {
+        /// Which delegations.
         sweep: super::authority::Sweep,
+        /// Who revoked them, recorded on each revocation.
         by: Option<String>,
     },
     /// What became of one notification of a request (`APPROVAL_NOTIFIED`/`_NOTIFY_FAILED`).
     NotifyEvent {
+        /// The request notified.
         approval_id: String,
+        /// `APPROVAL_NOTIFIED` or `APPROVAL_NOTIFY_FAILED`; any other kind is refused.
         kind: EventKind,
+        /// The event's data.
         data: serde_json::Value,
     },
     /// A permit's execution waits for input, or goes on after it (`EXECUTION_SUSPENDED`/
@@ -185,23 +273,37 @@ pub enum Write {
 /// What `Permit::suspend`/`resume` write.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Suspension {
+    /// The action the permit runs.
     pub action_id: String,
+    /// The permit's effect key, if it has one.
     pub effect_key: Option<String>,
+    /// The attempt that must still hold the key.
     pub attempt: u32,
+    /// Whether the permit holds its key; only then is the key checked and the lease extended.
     pub holds_key: bool,
+    /// `true` writes EXECUTION_RESUMED, `false` EXECUTION_SUSPENDED.
     pub resumed: bool,
+    /// Suspend only: the new lease expiry covering the wait.
     pub until: Option<Micros>,
+    /// The event's data: a JSON object of at most `MAX_SUSPENSION_DATA_BYTES`.
     pub data: serde_json::Value,
 }
 
 /// A permit's grant, as the transaction decided it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Granted {
+    /// The attempt's number, from 1.
     pub attempt: u32,
+    /// When the attempt's lease lapses; `None` when it holds no key.
     pub lease_expires_at: Option<Micros>,
+    /// The approval consumed, if any.
     pub approval_id: Option<String>,
+    /// Who granted the consumed approval.
     pub approver: Option<String>,
+    /// The instant the transaction granted it: the execution's start.
     pub started_at: Micros,
+    /// Whether the attempt reserved its effect key: false in observe mode when the reservation was
+    /// refused.
     pub holds_key: bool,
     /// Observe mode: the first check enforce mode would have refused on.
     pub blocked: Option<String>,
@@ -210,20 +312,27 @@ pub struct Granted {
     pub charged: bool,
 }
 
+/// What a write operation answers.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WriteReply {
+    /// A permit was granted.
     Granted(Granted),
     /// Refused by design; whatever the refusal keeps (receipt, an expired mark) is committed.
     Refused(Error),
+    /// The approval request as the write left it (created, answered or consumed).
     Approval(ApprovalRecord),
     /// The gate created this new request (the caller notifies, then reports ApprovalRequired).
     Requested(ApprovalRecord),
+    /// The effect record as the write left it.
     Effect(EffectRecord),
+    /// The snapshot as stored, with its `seq`.
     Snapshot(SnapshotRecord),
+    /// The delegation created.
     Delegation(Box<crate::authority::DelegationRecord>),
     /// `(delegation id, revoked by this call)`.
     Revoked(Vec<(String, bool)>),
+    /// Written; nothing to report.
     Done,
 }
 
@@ -303,61 +412,101 @@ impl WriteOp for Write {
     }
 }
 
+/// Every consistent read the kernel makes of the store.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Read {
+    /// One effect record, with its executor result.
     Effect {
+        /// The key read.
         effect_key: String,
     },
+    /// Effects in key order, at most `limit`.
     Effects {
+        /// Only effects in this state, when given.
         state: Option<EffectState>,
+        /// The most records returned.
         limit: usize,
     },
+    /// One approval request.
     Approval {
+        /// The request read.
         approval_id: String,
     },
+    /// The requests pending and unexpired at the read's instant, oldest first.
     Pending,
+    /// Receipts with seq `from` onward, in seq order.
     Receipts {
+        /// The first seq returned.
         from: u64,
+        /// The most receipts returned.
         limit: usize,
     },
+    /// The last receipts of the chain, in seq order.
     LastReceipts {
+        /// How many.
         count: usize,
     },
+    /// How many receipts the chain holds.
     ReceiptCount,
+    /// The seq of one receipt.
     ReceiptSeq {
+        /// The receipt's id (`rct_…`).
         receipt_id: String,
     },
+    /// Events with id after `after`, ascending.
     Events {
+        /// The last event id already seen (0 for all).
         after: u64,
+        /// The most events returned.
         limit: usize,
     },
+    /// The whole receipt chain verified in one read.
     VerifyChain,
+    /// One snapshot.
     Snapshot {
+        /// The snapshot's id.
         id: String,
     },
+    /// Snapshots indexed under one scope, newest first.
     SnapshotPage {
+        /// The scope listed.
         scope: String,
+        /// Only snapshots with seq below this, when given (the previous page's last).
         before: Option<u64>,
+        /// The most snapshots returned.
         limit: usize,
     },
+    /// Every row integrity-checked, the chain verified and orphans listed (`warden doctor`).
     Doctor,
     /// The delegation rows one authority evaluation of `action` needs.
     AuthorityRows {
+        /// The action being evaluated.
         action: Box<Action>,
+        /// A delegation id handed over by another agent: then the only candidate.
         hop: Option<String>,
+        /// How many links of each candidate's chain to read (the depth bound).
         bound: u32,
     },
+    /// Delegations in id order, revoked ones included.
     Delegations {
+        /// Only ids after this, when given (the previous page's last).
         after: Option<String>,
+        /// The most delegations returned.
         limit: usize,
     },
+    /// One delegation, with its revocation.
     Delegation {
+        /// The `dlg_…` id read.
         delegation_id: String,
     },
+    /// The unreleased amount charged to one grant's budget metric in a window ending now.
     BudgetSpent {
+        /// The grant whose budget is summed.
         grant_id: String,
+        /// The budget's metric.
         metric: String,
+        /// The window's length, in seconds.
         window_seconds: u64,
     },
 }
@@ -367,7 +516,10 @@ pub enum Read {
 pub struct DoctorReport {
     /// (table, rows checked, problems)
     pub tables: Vec<(String, u64, Vec<String>)>,
+    /// The receipt chain's verification.
     pub chain: ChainReport,
+    /// Rows that point at nothing: index rows naming a missing receipt or snapshot, effects whose
+    /// outcome index names a receipt about another key.
     pub orphans: Vec<String>,
     /// The bytes the tables occupy in the file (`ReadTx::bytes_in_use`).
     #[serde(default)]
@@ -380,19 +532,33 @@ pub struct DoctorReport {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadReply {
+    /// One effect record; `None` when the key was never reserved.
     Effect(Option<EffectRecord>),
+    /// Effect records.
     Effects(Vec<EffectRecord>),
+    /// One approval request; `None` when there is no such id.
     Approval(Option<ApprovalRecord>),
+    /// The pending approval requests.
     Approvals(Vec<ApprovalRecord>),
+    /// Receipts as `(seq, receipt)`, in seq order.
     Receipts(Vec<(u64, StoredReceipt)>),
+    /// The number of receipts.
     Count(u64),
+    /// A receipt's seq; `None` when no receipt has that id.
     Seq(Option<u64>),
+    /// Events in id order.
     Events(Vec<Event>),
+    /// The chain's verification.
     Chain(ChainReport),
+    /// One snapshot; `None` when there is no such id.
     Snapshot(Option<SnapshotRecord>),
+    /// A page of snapshots, newest first, and whether older ones remain.
     SnapshotPage(Vec<SnapshotRecord>, bool),
+    /// What `warden doctor` found.
     Doctor(Box<DoctorReport>),
+    /// The delegation rows one authority evaluation reads.
     AuthorityRows(Box<super::authority::AuthorityRows>),
+    /// Delegation rows with their revocations (a page, or the one asked for).
     Delegations(Vec<crate::authority::StoredDelegation>),
     /// A decimal amount (a `u128` does not travel in every JSON reader).
     Amount(String),

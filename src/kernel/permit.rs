@@ -47,18 +47,23 @@ impl Permit {
         &self.receipt_id
     }
 
+    /// The action this permit may run.
     pub fn action(&self) -> &Action {
         &self.action
     }
+    /// The action's hash, which any approval was bound to.
     pub fn action_hash(&self) -> &str {
         &self.action_hash
     }
+    /// The rendered effect key; `None` for an action with no effect to protect.
     pub fn effect_key(&self) -> Option<&str> {
         self.effect_key.as_deref()
     }
+    /// This attempt's number, from 1.
     pub fn attempt(&self) -> u32 {
         self.attempt
     }
+    /// When this attempt's lease lapses; `None` when it holds no lease.
     pub fn lease_expires_at(&self) -> Option<Micros> {
         self.lease_expires_at
     }
@@ -66,6 +71,7 @@ impl Permit {
     pub fn idempotency_token(&self) -> Option<&str> {
         self.idempotency_token.as_deref()
     }
+    /// The approval this attempt consumed, if any.
     pub fn approval_id(&self) -> Option<&str> {
         self.approval_id.as_deref()
     }
@@ -83,6 +89,7 @@ impl Permit {
         self.authority.as_ref().map_or(&[], |a| a.budget_charges.as_slice())
     }
 
+    /// The permit as JSON: ids, key, attempt, lease, decision (the C ABI's permit info).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "action_id": self.action.action_id,

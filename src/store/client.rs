@@ -48,7 +48,7 @@ enum Waiting<P: Protocol> {
 }
 
 pub(super) struct Client<P: Protocol> {
-    _registered: fork::Registered,
+    registered: fork::Registered,
     /// Shared with the reader thread, which answers the owner's goodbye under this lock: a request
     /// is either written before the `Bye` (so the owner reads it and answers it) or not at all.
     writer: Arc<Mutex<UnixStream>>,
@@ -147,7 +147,7 @@ impl<P: Protocol> Client<P> {
                 .map_err(|e| Error::Unavailable(format!("cannot start the store client thread: {e}")))?
         };
         Ok(Some(Client {
-            _registered: registered,
+            registered,
             writer,
             waiting,
             next_id: AtomicU64::new(1),
@@ -265,7 +265,7 @@ impl<P: Protocol> Drop for Client<P> {
     fn drop(&mut self) {
         if self.generation != fork::generation() {
             // A forked child: the descriptor was closed by the fork hook; touch nothing.
-            self._registered.disarm();
+            self.registered.disarm();
             if let Ok(mut writer) = self.writer.lock() {
                 // Replace the stream without closing its (already closed, maybe reused) number.
                 if let Ok(placeholder) = UnixStream::pair() {

@@ -192,12 +192,9 @@ impl<W: WriteOp> Committer<W> {
             (item.reply)(Err(Self::poison_error(reason)));
             return None;
         }
-        let mut queue = match self.queue.lock() {
-            Ok(queue) => queue,
-            Err(_) => {
-                (item.reply)(Err(Error::Store("the store's writer queue was poisoned by a panic".into())));
-                return None;
-            }
+        let Ok(mut queue) = self.queue.lock() else {
+            (item.reply)(Err(Error::Store("the store's writer queue was poisoned by a panic".into())));
+            return None;
         };
         if queue.shutdown {
             drop(queue);

@@ -57,7 +57,9 @@ use owner::{Attempt, OwnerLock, Server};
 /// must keep their writes are returned inside `Ok`; an `Err` means the operation writes
 /// nothing (its part of the batch is rolled back).
 pub trait WriteOp: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+    /// What applying the operation answers (carried back over the socket to a client).
     type Reply: Serialize + DeserializeOwned + Send + 'static;
+    /// Apply the operation inside the batch's write transaction, at `now`.
     fn apply(&self, tx: &mut WriteTx<'_>, now: Micros) -> Result<Self::Reply>;
     /// True when applying it twice has the effect of applying it once (an outcome keyed by its
     /// receipt id): such an operation is re-sent after a lost answer instead of failing.
@@ -68,13 +70,17 @@ pub trait WriteOp: Serialize + DeserializeOwned + Clone + Send + Sync + 'static 
 
 /// One consistent read.
 pub trait ReadOp: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// What the read answers.
     type Reply: Serialize + DeserializeOwned + Send + 'static;
+    /// Run the read in one read transaction, at `now`.
     fn run(&self, rx: &ReadTx, now: Micros) -> Result<Self::Reply>;
 }
 
 /// The operations one user of the store (the kernel) speaks.
 pub trait Protocol: Send + Sync + 'static {
+    /// The state changes it applies.
     type Write: WriteOp;
+    /// The reads it runs.
     type Read: ReadOp;
 }
 
@@ -82,13 +88,17 @@ pub trait Protocol: Send + Sync + 'static {
 /// transaction.
 #[derive(Clone, Debug)]
 pub enum Now {
+    /// The system clock, read by whichever process applies the operation.
     System,
     /// An instant fixed by the caller (a manual clock in another process).
     Fixed(Micros),
+    /// The caller's clock (a manual one): read here, and sent as a fixed instant to an owner in
+    /// another process.
     Clock(Arc<dyn Clock>),
 }
 
 impl Now {
+    /// The instant this source gives now.
     pub fn read(&self) -> Micros {
         match self {
             Now::System => SystemClock.now(),
@@ -149,7 +159,10 @@ pub enum Role {
     /// This process has the file open and serves the others.
     Owner,
     /// Another process (this pid) owns it; calls go over its socket.
-    Client { owner_pid: u32 },
+    Client {
+        /// The owner's process id.
+        owner_pid: u32,
+    },
     /// This user may read the store but not write it.
     ReadOnly,
 }
@@ -393,6 +406,7 @@ impl<P: Protocol> Store<P> {
         Ok(Store { engine, generation, opened_in })
     }
 
+    /// The path of the store file.
     pub fn path(&self) -> &Path {
         &self.engine.path
     }

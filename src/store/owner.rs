@@ -279,10 +279,7 @@ impl Server {
             std::thread::sleep(Duration::from_millis(1));
         }
         for connection in &live {
-            let mut count = match connection.in_flight.lock() {
-                Ok(count) => count,
-                Err(_) => continue,
-            };
+            let Ok(mut count) = connection.in_flight.lock() else { continue };
             while *count > 0 {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {

@@ -98,6 +98,8 @@ impl<'t> WriteTx<'t> {
         Ok(Some(stored.into_record(None)))
     }
 
+    /// Write the effect row; a FAILED record releases its attempt's budget charges in the same
+    /// transaction.
     pub fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
         self.touch(name::EFFECTS);
         let key = record.effect_key.as_str();
@@ -149,6 +151,7 @@ impl<'t> WriteTx<'t> {
         Ok(())
     }
 
+    /// Write the approval row, replacing any with its id.
     pub fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()> {
         self.touch(name::APPROVALS);
         let key = record.approval_id.as_str();
@@ -300,8 +303,11 @@ impl<'t> WriteTx<'t> {
 /// The string-keyed tables a test may edit byte by byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawTable {
+    /// The `meta` table: the schema version, the chain head, the snapshot counter.
     Meta,
+    /// The effect rows, by effect key.
     Effects,
+    /// The approval rows, by approval id.
     Approvals,
 }
 
@@ -481,6 +487,7 @@ impl ReadTx {
         Ok(out)
     }
 
+    /// The approval row, integrity-checked and its stored action checked against its hash.
     pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
         let Some(table) = open_read!(self.txn, tables::APPROVALS, name::APPROVALS) else { return Ok(None) };
         read_row(&table, name::APPROVALS, approval_id)?.map(|r| bound(r, approval_id)).transpose()
@@ -502,6 +509,7 @@ impl ReadTx {
         Ok(out)
     }
 
+    /// The receipt at `seq`, integrity-checked.
     pub fn receipt(&self, seq: u64) -> Result<Option<StoredReceipt>> {
         let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(None) };
         read_row(&table, name::RECEIPTS, seq)
@@ -538,6 +546,7 @@ impl ReadTx {
         Ok(out)
     }
 
+    /// How many receipts the chain holds.
     pub fn receipt_count(&self) -> Result<u64> {
         let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(0) };
         table.len().map_err(fault_in(name::RECEIPTS))
@@ -587,6 +596,7 @@ impl ReadTx {
         }
     }
 
+    /// The snapshot with id `id`, integrity-checked.
     pub fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>> {
         let Some(table) = open_read!(self.txn, tables::SNAPSHOTS, name::SNAPSHOTS) else { return Ok(None) };
         read_row(&table, name::SNAPSHOTS, id)
