@@ -43,8 +43,9 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-async def in_thread(func: Callable[..., T], /, *args: Any) -> T:
-    """`await asyncio.to_thread(func, *args)`, on Warden's pool."""
+def in_thread(func: Callable[..., T], /, *args: Any) -> asyncio.Future[T]:
+    """`asyncio.to_thread(func, *args)` on Warden's pool, submitted now: the future of its
+    result (a plain future, not a task, so that each call costs the loop no task steps)."""
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, func, *args)
-    return await loop.run_in_executor(_executor(), call)
+    return loop.run_in_executor(_executor(), call)
