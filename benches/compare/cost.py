@@ -24,21 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import warden
-
-DOCUMENT = """schema: warden/v1
-environment: production
-actions:
-  bench.noop:
-    effect: "noop:{n}"
-    rules:
-      - decision: allow
-"""
+from compare import WARDEN_DOCUMENT  # the harness's document: the same action, the same rule
 
 
 def one_run(args: argparse.Namespace, tag: int) -> dict[str, float]:
     directory = Path(tempfile.mkdtemp(prefix="warden-cost-", dir=args.dir))
     try:
-        (directory / "warden.yaml").write_text(DOCUMENT)
+        (directory / "warden.yaml").write_text(WARDEN_DOCUMENT)
         w = warden.Warden(store=directory / "warden.redb", config=directory / "warden.yaml", outcomes=args.outcomes)
         try:
             return (measure_tasks if args.asyncio else measure_threads)(w, args, f"r{tag}")
