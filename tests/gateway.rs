@@ -1196,29 +1196,36 @@ fn a_suspension_and_its_continuation_are_events_with_the_request_keys_and_the_re
     assert_eq!(upstream.calls(), 2);
 }
 
-#[test]
-fn a_legacy_elicitation_on_the_calls_stream_is_suspended_then_resumed_by_the_clients_answer() {
-    let dir = scratch();
-    let upstream = Upstream::start();
-    let gateway = gateway(dir.path(), &upstream);
-    upstream.then(Script::Elicit);
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "l1"}}});
+/// Posts `careful` (call `id`, argument `key`) on a raw connection as agent `a` (2025-06-18, plus
+/// the `extra` header lines) and reads its event stream up to the relayed `elicitation/create`;
+/// the rest of the stream is the caller's to read.
+fn call_until_server_request(gateway: &Gateway, id: u64, key: &str, extra: &str) -> BufReader<TcpStream> {
+    let text = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": key}}})
+        .to_string();
     let mut stream = TcpStream::connect(&gateway.address).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-    let text = body.to_string();
     let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nMCP-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: s-9\r\nContent-Length: {}\r\n\r\n{text}",
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nMCP-Protocol-Version: 2025-06-18\r\n{extra}Content-Length: {}\r\n\r\n{text}",
         text.len()
     );
     stream.write_all(head.as_bytes()).expect("write");
     let mut reader = BufReader::new(stream);
-    // Read up to the relayed server request.
     let mut seen = String::new();
     while !seen.contains("elicitation/create") {
         let mut line = String::new();
         assert!(reader.read_line(&mut line).expect("read") > 0, "the stream ended: {seen}");
         seen.push_str(&line);
     }
+    reader
+}
+
+#[test]
+fn a_legacy_elicitation_on_the_calls_stream_is_suspended_then_resumed_by_the_clients_answer() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::Elicit);
+    let mut reader = call_until_server_request(&gateway, 7, "l1", "Mcp-Session-Id: s-9\r\n");
     let suspended = gateway.events_of("EXECUTION_SUSPENDED");
     assert_eq!(suspended.len(), 1, "{suspended:?}");
     assert_eq!(
@@ -1256,22 +1263,7 @@ fn a_legacy_elicitation_may_wait_on_the_human_longer_than_the_upstream_timeout()
         &["--principal-header", "X-Agent", "--upstream-timeout", "1", "--elicitation-timeout", "30"],
     );
     upstream.then(Script::Elicit);
-    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "slow-human"}}});
-    let mut stream = TcpStream::connect(&gateway.address).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-    let text = body.to_string();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{text}",
-        text.len()
-    );
-    stream.write_all(head.as_bytes()).expect("write");
-    let mut reader = BufReader::new(stream);
-    let mut seen = String::new();
-    while !seen.contains("elicitation/create") {
-        let mut line = String::new();
-        assert!(reader.read_line(&mut line).expect("read") > 0, "the stream ended: {seen}");
-        seen.push_str(&line);
-    }
+    let mut reader = call_until_server_request(&gateway, 8, "slow-human", "");
     // The human takes longer than --upstream-timeout; the upstream is silent meanwhile.
     std::thread::sleep(Duration::from_millis(2500));
     let answer = json!({"jsonrpc": "2.0", "id": 41, "result": {"action": "accept", "content": {}}});
