@@ -109,6 +109,11 @@ function requireString(what, value) {
   return value;
 }
 
+/** `requireString`, letting undefined and null through. */
+function optionalString(what, value) {
+  if (value !== undefined && value !== null) requireString(what, value);
+}
+
 /**
  * Run `fn` with the principal {agent, user}. Every protected call made inside it, however deep
  * in async code, proposes as this principal; concurrent calls each see their own. `task` names
@@ -118,9 +123,9 @@ function requireString(what, value) {
  */
 function withContext({ agent, user = null, task = null, hop = null } = {}, fn) {
   requireString('agent', agent);
-  if (user !== null && user !== undefined) requireString('user', user);
-  if (task !== null && task !== undefined) requireString('task', task);
-  if (hop !== null && hop !== undefined) requireString('hop', hop);
+  optionalString('user', user);
+  optionalString('task', task);
+  optionalString('hop', hop);
   if (typeof fn !== 'function') throw new TypeError('withContext(principal, fn): fn must be a function');
   const outer = callerScope.getStore() ?? {};
   return callerScope.run(
@@ -299,8 +304,13 @@ async function abortable(signal, call) {
   }
 }
 
-function isAbortSignal(signal) {
-  return signal !== null && typeof signal === 'object' && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function';
+/** The `signal` option of a sight call: an AbortSignal, or undefined/null for none. */
+function signalOption(what, signal) {
+  if (signal === undefined || signal === null) return signal;
+  if (typeof signal !== 'object' || typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+    throw new TypeError(`${what}: signal must be an AbortSignal`);
+  }
+  return signal;
 }
 
 /**
@@ -347,10 +357,10 @@ class Warden {
    */
   constructor({ store, config, environment, credentialsDir, outcomes, maxDelayMs, limits } = {}) {
     requireString('store', store);
-    if (config !== undefined && config !== null) requireString('config', config);
-    if (environment !== undefined && environment !== null) requireString('environment', environment);
-    if (credentialsDir !== undefined && credentialsDir !== null) requireString('credentialsDir', credentialsDir);
-    if (outcomes !== undefined && outcomes !== null) requireString('outcomes', outcomes);
+    optionalString('config', config);
+    optionalString('environment', environment);
+    optionalString('credentialsDir', credentialsDir);
+    optionalString('outcomes', outcomes);
     if (maxDelayMs !== undefined && maxDelayMs !== null && !Number.isInteger(maxDelayMs)) {
       throw new TypeError('maxDelayMs must be an integer number of milliseconds');
     }
@@ -380,9 +390,7 @@ class Warden {
    */
   async query(source, endpoint, options) {
     const { signal, ...rest } = namedOptions('query', options);
-    if (signal !== undefined && signal !== null && !isAbortSignal(signal)) {
-      throw new TypeError('query: signal must be an AbortSignal');
-    }
+    signalOption('query', signal);
     const text = sightRequest('query', source, endpoint, rest);
     const handle = this.#handle;
     return abortable(signal, (cancel) => handle.sightQuery(text, cancel));
@@ -398,10 +406,7 @@ class Warden {
    */
   async callTool(name, args, options) {
     requireString('callTool(name)', name);
-    const { signal } = namedOptions('callTool', options);
-    if (signal !== undefined && signal !== null && !isAbortSignal(signal)) {
-      throw new TypeError('callTool: signal must be an AbortSignal');
-    }
+    const signal = signalOption('callTool', namedOptions('callTool', options).signal);
     const text = dumps(args ?? {}, `the ${name} arguments`);
     const handle = this.#handle;
     return abortable(signal, (cancel) => handle.sightCallTool(name, text, cancel));
@@ -441,12 +446,10 @@ class Warden {
    * @param {((reference: string) => string | null | undefined | Promise<string | null | undefined>) | null} provider
    */
   setCredentialProvider(provider) {
-    if (provider === undefined || provider === null) {
-      invokeSync(() => this.#handle.setCredentialProvider(null));
-      return;
+    if (provider !== undefined && provider !== null && typeof provider !== 'function') {
+      throw new TypeError('setCredentialProvider(provider): provider must be a function or null');
     }
-    if (typeof provider !== 'function') throw new TypeError('setCredentialProvider(provider): provider must be a function or null');
-    invokeSync(() => this.#handle.setCredentialProvider(credentialBridge(provider)));
+    invokeSync(() => this.#handle.setCredentialProvider(provider ? credentialBridge(provider) : null));
   }
 
   /** Close the store. Idempotent; calls already running finish first. */
@@ -525,7 +528,7 @@ class Warden {
       const ttl = optionalCount('ttlMs', ttlMs, 0);
       return json.parse(await invoke(() => this.#handle.approvalGrant(id, by, ttl)));
     }
-    const ttl = ttlMs === undefined || ttlMs === null ? null : optionalCount('ttlMs', ttlMs, 0);
+    const ttl = optionalCount('ttlMs', ttlMs, null);
     return this.#answer(id, 'grant', { by, agent, verified, ttlMs: ttl });
   }
 
@@ -533,7 +536,7 @@ class Warden {
   async deny(id, { by, reason, agent, verified } = {}) {
     requireString('the approval id', id);
     requireString('by', by);
-    if (reason !== undefined && reason !== null) requireString('reason', reason);
+    optionalString('reason', reason);
     if (agent === undefined && verified === undefined) {
       return json.parse(await invoke(() => this.#handle.approvalDeny(id, by, reason ?? undefined)));
     }
@@ -541,7 +544,7 @@ class Warden {
   }
 
   async #answer(id, decision, { by, agent, verified, ttlMs = null, note = null }) {
-    if (agent !== undefined && agent !== null) requireString('agent', agent);
+    optionalString('agent', agent);
     let user = by;
     if (agent === undefined || agent === null) {
       const colon = by.indexOf(':');
@@ -578,11 +581,9 @@ class Warden {
    * fails the action. `null` removes it.
    */
   onApprovalRequest(hook) {
-    if (hook === null || hook === undefined) {
-      invokeSync(() => this.#handle.setApprovalHook(null));
-      return;
+    if (hook !== null && hook !== undefined && typeof hook !== 'function') {
+      throw new TypeError('onApprovalRequest(hook): hook must be a function or null');
     }
-    if (typeof hook !== 'function') throw new TypeError('onApprovalRequest(hook): hook must be a function or null');
     const bridge = (text) => {
       const report = (error) => console.error('warden: the approval hook failed; the action is not affected:', error);
       try {
@@ -592,7 +593,7 @@ class Warden {
         report(error);
       }
     };
-    invokeSync(() => this.#handle.setApprovalHook(bridge));
+    invokeSync(() => this.#handle.setApprovalHook(hook ? bridge : null));
   }
 
   /** One approval record, or null. */
@@ -666,7 +667,7 @@ class Warden {
 
   /** Effect records in key order, optionally only those in `state`, at most `limit` (0: all). */
   async effects({ state, limit } = {}) {
-    if (state !== undefined && state !== null) requireString('state', state);
+    optionalString('state', state);
     const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.effectsList(state ?? undefined, count)));
   }

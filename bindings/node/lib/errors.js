@@ -109,50 +109,30 @@ class Poisoned extends Fault {}
 /** The loaded library implements another ABI version than this binding was built for. */
 class AbiMismatch extends Fault {}
 
-// The library's own reasons for each code (error.rs `reason()`), for errors made here.
-const DEFAULT_REASONS = {
-  WARDEN_RESULT_DENIED: 'denied',
-  WARDEN_RESULT_APPROVAL_REQUIRED: 'approval_required',
-  WARDEN_RESULT_APPROVAL_MISMATCH: 'mismatch',
-  WARDEN_RESULT_DUPLICATE: 'duplicate',
-  WARDEN_RESULT_IN_PROGRESS: 'in_progress',
-  WARDEN_RESULT_AMBIGUOUS: 'ambiguous',
-  WARDEN_RESULT_ATTEMPT_CEILING: 'attempt_ceiling',
-  WARDEN_RESULT_NOT_RESOLVABLE: 'not_ambiguous',
-  WARDEN_RESULT_LATE_OUTCOME: 'late_outcome',
-  WARDEN_RESULT_NOT_FOUND: 'not_found',
-  WARDEN_RESULT_OUT_OF_WINDOW: 'out_of_window',
-  WARDEN_RESULT_AUTHORITY_ESCALATION: 'containment',
-  WARDEN_RESULT_INVALID_INPUT: 'invalid_input',
-  WARDEN_RESULT_STORE: 'store',
-  WARDEN_RESULT_CONFIG: 'configuration_invalid',
-  WARDEN_RESULT_FETCH: 'fetch',
-  WARDEN_RESULT_PANIC: 'panic',
-  WARDEN_RESULT_POISONED: 'poisoned',
-  WARDEN_RESULT_ABI_MISMATCH: 'abi_mismatch',
-};
-
-const BY_CODE = {
-  WARDEN_RESULT_DENIED: Denied,
-  WARDEN_RESULT_APPROVAL_REQUIRED: ApprovalRequired,
-  WARDEN_RESULT_APPROVAL_MISMATCH: ApprovalMismatch,
-  WARDEN_RESULT_DUPLICATE: Duplicate,
-  WARDEN_RESULT_IN_PROGRESS: Duplicate,
-  WARDEN_RESULT_AMBIGUOUS: Ambiguous,
-  WARDEN_RESULT_ATTEMPT_CEILING: AttemptCeiling,
-  WARDEN_RESULT_NOT_RESOLVABLE: NotResolvable,
-  WARDEN_RESULT_LATE_OUTCOME: LateOutcome,
-  WARDEN_RESULT_NOT_FOUND: NotFound,
-  WARDEN_RESULT_OUT_OF_WINDOW: OutOfWindow,
-  WARDEN_RESULT_AUTHORITY_ESCALATION: AuthorityEscalation,
-  WARDEN_RESULT_INVALID_INPUT: InvalidInput,
-  WARDEN_RESULT_STORE: StoreFault,
-  WARDEN_RESULT_CONFIG: ConfigError,
-  WARDEN_RESULT_FETCH: FetchFault,
-  WARDEN_RESULT_PANIC: Panic,
-  WARDEN_RESULT_POISONED: Poisoned,
-  WARDEN_RESULT_ABI_MISMATCH: AbiMismatch,
-};
+// Each code's class, and the library's own reason for it (error.rs `reason()`) for errors made here.
+const CODES = [
+  ['WARDEN_RESULT_DENIED', Denied, 'denied'],
+  ['WARDEN_RESULT_APPROVAL_REQUIRED', ApprovalRequired, 'approval_required'],
+  ['WARDEN_RESULT_APPROVAL_MISMATCH', ApprovalMismatch, 'mismatch'],
+  ['WARDEN_RESULT_DUPLICATE', Duplicate, 'duplicate'],
+  ['WARDEN_RESULT_IN_PROGRESS', Duplicate, 'in_progress'],
+  ['WARDEN_RESULT_AMBIGUOUS', Ambiguous, 'ambiguous'],
+  ['WARDEN_RESULT_ATTEMPT_CEILING', AttemptCeiling, 'attempt_ceiling'],
+  ['WARDEN_RESULT_NOT_RESOLVABLE', NotResolvable, 'not_ambiguous'],
+  ['WARDEN_RESULT_LATE_OUTCOME', LateOutcome, 'late_outcome'],
+  ['WARDEN_RESULT_NOT_FOUND', NotFound, 'not_found'],
+  ['WARDEN_RESULT_OUT_OF_WINDOW', OutOfWindow, 'out_of_window'],
+  ['WARDEN_RESULT_AUTHORITY_ESCALATION', AuthorityEscalation, 'containment'],
+  ['WARDEN_RESULT_INVALID_INPUT', InvalidInput, 'invalid_input'],
+  ['WARDEN_RESULT_STORE', StoreFault, 'store'],
+  ['WARDEN_RESULT_CONFIG', ConfigError, 'configuration_invalid'],
+  ['WARDEN_RESULT_FETCH', FetchFault, 'fetch'],
+  ['WARDEN_RESULT_PANIC', Panic, 'panic'],
+  ['WARDEN_RESULT_POISONED', Poisoned, 'poisoned'],
+  ['WARDEN_RESULT_ABI_MISMATCH', AbiMismatch, 'abi_mismatch'],
+];
+const BY_CODE = Object.fromEntries(CODES.map(([code, Class]) => [code, Class]));
+const DEFAULT_REASONS = Object.fromEntries(CODES.map(([code, , reason]) => [code, reason]));
 
 /**
  * Thrown by a protected function to say the remote side provably did nothing: the attempt is
@@ -165,10 +145,10 @@ class NotExecuted extends Error {
   }
 }
 
-for (const [code, Class] of Object.entries(BY_CODE)) {
+for (const [code, Class, reason] of CODES) {
   if (!Object.hasOwn(Class, 'defaultCode')) {
     Class.defaultCode = code;
-    Class.defaultReason = DEFAULT_REASONS[code];
+    Class.defaultReason = reason;
   }
 }
 

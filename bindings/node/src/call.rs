@@ -8,8 +8,8 @@
 
 use std::ffi::CStr;
 
-use napi::bindgen_prelude::JsObjectValue;
-use napi::{Env, JsValue};
+use napi::bindgen_prelude::{JsObjectValue, ToNapiValue, TypeName};
+use napi::{Env, JsValue, Task};
 
 use crate::ffi::{self, WardenBuf, WardenResult, WARDEN_RESULT_OK};
 
@@ -31,6 +31,21 @@ impl Failure {
                 json_string(message)
             ),
         }
+    }
+
+    /// `WARDEN_RESULT_INVALID_INPUT`, raised by the binding.
+    pub fn invalid(message: &str) -> Failure {
+        Failure::binding("WARDEN_RESULT_INVALID_INPUT", "invalid_input", message)
+    }
+
+    /// `WARDEN_RESULT_POISONED`: a thread panicked holding the binding's `what` lock.
+    pub fn poisoned(what: &str) -> Failure {
+        Failure::binding("WARDEN_RESULT_POISONED", "poisoned", &format!("the {what} lock is poisoned"))
+    }
+
+    /// `WARDEN_RESULT_PANIC`: the library broke its contract (or could not allocate).
+    pub fn panic(message: &str) -> Failure {
+        Failure::binding("WARDEN_RESULT_PANIC", "panic", message)
     }
 }
 
@@ -110,6 +125,49 @@ pub fn check(code: WardenResult, err: WardenBuf) -> CallResult<()> {
     Err(Failure { error_json: text })
 }
 
+/// A C call whose last parameter is `warden_buf *err`: `Ok(())` or its failure.
+pub fn status(call: impl FnOnce(*mut WardenBuf) -> WardenResult) -> CallResult<()> {
+    let mut err = WardenBuf::empty();
+    let code = call(&mut err);
+    check(code, err)
+}
+
+/// A C call ending `(warden_buf *out, warden_buf *err)`: the output's text, or its failure.
+pub fn output(call: impl FnOnce(*mut WardenBuf, *mut WardenBuf) -> WardenResult) -> CallResult<String> {
+    let mut out = WardenBuf::empty();
+    let mut err = WardenBuf::empty();
+    let code = call(&mut out, &mut err);
+    check(code, err)?;
+    Ok(take(out))
+}
+
+/// Blocking work run as N-API async work on the libuv thread pool: a Promise of its value,
+/// rejected with the structured error (see `structured`) when it fails.
+pub struct Blocking<T>(Box<dyn FnMut() -> CallResult<T> + Send>);
+
+impl<T> Blocking<T> {
+    pub fn new(work: impl FnMut() -> CallResult<T> + Send + 'static) -> Blocking<T> {
+        Blocking(Box::new(work))
+    }
+}
+
+impl<T: ToNapiValue + TypeName + Send + 'static> Task for Blocking<T> {
+    type Output = T;
+    type JsValue = T;
+
+    fn compute(&mut self) -> napi::Result<T> {
+        Ok((self.0)()?)
+    }
+
+    fn resolve(&mut self, _env: Env, output: T) -> napi::Result<T> {
+        Ok(output)
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<T> {
+        Err(structured(&env, err))
+    }
+}
+
 /// A borrowed UTF-8 view for a `(ptr, len)` parameter.
 pub fn bytes(text: &str) -> (*const u8, usize) {
     (text.as_ptr(), text.len())
@@ -123,11 +181,23 @@ pub fn optional(text: Option<&str>) -> (*const u8, usize) {
     }
 }
 
+/// The UTF-8 text a callback was handed as `(ptr, len)`; None when it is not UTF-8 (or NULL
+/// with a length).
+///
+/// # Safety
+/// `ptr` is NULL or valid for `len` bytes that outlive `'a`.
+pub unsafe fn borrowed_text<'a>(ptr: *const u8, len: usize) -> Option<&'a str> {
+    match (ptr.is_null(), len) {
+        (_, 0) => Some(""),
+        (true, _) => None,
+        // SAFETY: non-NULL and valid for `len` bytes, by this function's contract.
+        (false, _) => std::str::from_utf8(unsafe { std::slice::from_raw_parts(ptr, len) }).ok(),
+    }
+}
+
 /// A JavaScript number taken as a `uint64_t` count or duration.
 pub fn unsigned(what: &str, value: i64) -> CallResult<u64> {
-    u64::try_from(value).map_err(|_| {
-        Failure::binding("WARDEN_RESULT_INVALID_INPUT", "invalid_input", &format!("{what} must not be negative"))
-    })
+    u64::try_from(value).map_err(|_| Failure::invalid(&format!("{what} must not be negative")))
 }
 
 fn json_string(text: &str) -> String {

@@ -65,25 +65,6 @@ pub type WardenCredentialFn = Option<
 pub type WardenApprovalFn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, request: *const u8, request_len: usize) -> i32>;
 
-/// `warden_precondition_sink`: opaque; valid only during the callback call that received it.
-#[allow(dead_code)] // declared for the header's sake: Node sends the state in the request
-#[repr(C)]
-pub struct WardenPreconditionSink {
-    _opaque: [u8; 0],
-}
-
-/// `warden_precondition_fn`: called on the proposing thread (this addon sends the state in the
-/// request instead, so it declares the type without registering one).
-#[allow(dead_code)]
-pub type WardenPreconditionFn = Option<
-    unsafe extern "C" fn(
-        user_data: *mut c_void,
-        action: *const u8,
-        action_len: usize,
-        sink: *mut WardenPreconditionSink,
-    ) -> i32,
->;
-
 extern "C" {
     pub fn warden_abi_version() -> u32;
     pub fn warden_result_name(code: WardenResult) -> *const c_char;
@@ -101,13 +82,6 @@ extern "C" {
     ) -> WardenResult;
     pub fn warden_close(handle: *mut WardenHandle);
 
-    pub fn warden_propose(
-        handle: *mut WardenHandle,
-        request: *const u8,
-        len: usize,
-        out: *mut *mut WardenPermit,
-        err: *mut WardenBuf,
-    ) -> WardenResult;
     pub fn warden_propose_described(
         handle: *mut WardenHandle,
         request: *const u8,
@@ -211,19 +185,6 @@ extern "C" {
         user_data: *mut c_void,
         err: *mut WardenBuf,
     ) -> WardenResult;
-    #[allow(dead_code)] // Node sends the precondition state in the request instead
-    pub fn warden_propose_checked(
-        handle: *mut WardenHandle,
-        request: *const u8,
-        len: usize,
-        precondition: WardenPreconditionFn,
-        user_data: *mut c_void,
-        out: *mut *mut WardenPermit,
-        info: *mut WardenBuf,
-        err: *mut WardenBuf,
-    ) -> WardenResult;
-    #[allow(dead_code)]
-    pub fn warden_precondition_put(sink: *mut WardenPreconditionSink, state: *const u8, len: usize) -> WardenResult;
 
     pub fn warden_delegate(
         handle: *mut WardenHandle,

@@ -7,16 +7,17 @@
 //! Sights (`sight.rs`) hang off the same handle: their calls are async work too, and the
 //! JavaScript credential providers registered on it live in `HandlePtr` until `warden_close`.
 
+use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::AsyncTask;
-use napi::{Env, Task};
+use napi::Env;
 use napi_derive::napi;
 
-use crate::call::{bytes, check, optional, structured, take, thrown, unsigned, CallResult, Failure};
-use crate::ffi::{self, WardenBuf, WardenHandle};
+use crate::call::{bytes, optional, output, status, take, thrown, unsigned, Blocking, CallResult, Failure};
+use crate::ffi::{self, WardenBuf, WardenHandle, WardenResult};
 use crate::permit::{Permit, PermitPtr};
-use crate::sight::{self, Cancel, Provider, ProviderFunction, SightOp};
+use crate::sight::{self, Cancel, Provider, ProviderFunction};
 
 /// An open handle. `warden_handle` is safe to use from many threads at once.
 pub struct HandlePtr {
@@ -49,6 +50,49 @@ impl Drop for HandlePtr {
     }
 }
 
+/// What a handle registers with libwarden as a callback's `user_data` (a credential provider,
+/// an approval hook): libwarden holds its address, so the handle keeps it allocated until it is
+/// dropped from the handle's list or `warden_close`; once released it answers nothing.
+pub trait Registered {
+    fn release(&self);
+}
+
+/// Register `item` (None: unregister) with `set(user_data, err)` and release the ones before
+/// it; `keep` keeps those allocated until `warden_close` (a call already running may still
+/// reach them), else they are dropped now.
+pub fn register<T: Registered>(
+    registered: &Mutex<Vec<Arc<T>>>,
+    what: &str,
+    item: Option<T>,
+    keep: bool,
+    set: impl FnOnce(Option<*mut c_void>, *mut WardenBuf) -> WardenResult,
+) -> CallResult<()> {
+    let mut registered = registered.lock().map_err(|_| Failure::poisoned(what))?;
+    let item = item.map(Arc::new);
+    let user_data = item.as_ref().map(|item| Arc::as_ptr(item) as *mut c_void);
+    if let Err(failure) = status(|err| set(user_data, err)) {
+        if let Some(item) = item {
+            item.release();
+        }
+        return Err(failure);
+    }
+    for old in registered.iter() {
+        old.release();
+    }
+    if !keep {
+        registered.clear();
+    }
+    registered.extend(item);
+    Ok(())
+}
+
+/// Release everything registered on a closing handle.
+fn release_all<T: Registered>(registered: &Mutex<Vec<Arc<T>>>) {
+    if let Ok(registered) = registered.lock() {
+        registered.iter().for_each(|item| item.release());
+    }
+}
+
 #[napi]
 pub struct Handle {
     slot: Mutex<Option<Arc<HandlePtr>>>,
@@ -59,22 +103,24 @@ fn opened(store: String, config: Option<String>, options: Option<String>) -> nap
     let (config_ptr, config_len) = optional(config.as_deref());
     let (options_ptr, options_len) = optional(options.as_deref());
     let mut out: *mut WardenHandle = std::ptr::null_mut();
-    let mut err = WardenBuf::empty();
     // SAFETY: every (ptr, len) borrows a String alive for the call; out and err point at
     // locals.
-    let code = unsafe {
-        ffi::warden_open(store_ptr, store_len, config_ptr, config_len, options_ptr, options_len, &mut out, &mut err)
-    };
-    check(code, err)?;
+    status(|err| unsafe {
+        ffi::warden_open(store_ptr, store_len, config_ptr, config_len, options_ptr, options_len, &mut out, err)
+    })?;
     if out.is_null() {
-        return Err(
-            Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_open returned OK and no handle").into()
-        );
+        return Err(Failure::panic("warden_open returned OK and no handle").into());
     }
     let ptr = HandlePtr { raw: out, providers: Mutex::new(Vec::new()), hooks: Mutex::new(Vec::new()) };
     Ok(Handle { slot: Mutex::new(Some(Arc::new(ptr))) })
 }
 
+/// A Promise of the JSON text a handle-level call answers.
+type Json = AsyncTask<Blocking<String>>;
+
+// SAFETY (every `unsafe` block in the methods below): `h` is a live handle, held by an Arc for
+// the whole call (`Handle::task`); each (ptr, len) borrows a String the task owns; a cancel
+// token is held by its Arc; out and err point at the locals of `output` / `status`.
 #[napi]
 impl Handle {
     /// Open `store` governed by the document at `config` (optional); `options` is the C
@@ -90,8 +136,8 @@ impl Handle {
     pub fn close(&self) {
         let taken = self.slot.lock().map(|mut slot| slot.take()).unwrap_or(None);
         if let Some(handle) = &taken {
-            sight::release_providers(handle);
-            crate::notify::release_hooks(handle);
+            release_all(&handle.providers);
+            release_all(&handle.hooks);
         }
         drop(taken);
     }
@@ -103,111 +149,175 @@ impl Handle {
 
     /// Run the pipeline: resolves to a `Permit`, rejects with the refusal.
     #[napi(ts_return_type = "Promise<Permit>")]
-    pub fn propose(&self, request: String) -> napi::Result<AsyncTask<Propose>> {
-        Ok(AsyncTask::new(Propose { handle: self.held(), request }))
+    pub fn propose(&self, request: String) -> AsyncTask<Blocking<Permit>> {
+        let handle = self.held();
+        AsyncTask::new(Blocking::new(move || {
+            let handle = handle.clone()?;
+            let (r, rl) = bytes(&request);
+            let mut out = std::ptr::null_mut();
+            let mut info = WardenBuf::empty();
+            // SAFETY: as above; out and info point at locals too.
+            status(|err| unsafe { ffi::warden_propose_described(handle.raw(), r, rl, &mut out, &mut info, err) })?;
+            let info = take(info);
+            if out.is_null() {
+                return Err(Failure::panic("warden_propose_described returned OK and no permit"));
+            }
+            // From here on the permit is owned: dropping it without an outcome records AMBIGUOUS.
+            Ok(Permit::new(PermitPtr::new(out, handle), info))
+        }))
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn reconcile(&self, key: String, action: String, answer: String) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::Reconcile { key, action, answer })
+    pub fn reconcile(&self, key: String, action: String, answer: String) -> Json {
+        self.task(move |h| {
+            let ((k, kl), (a, al), (r, rl)) = (bytes(&key), bytes(&action), bytes(&answer));
+            status(|err| unsafe { ffi::warden_effect_reconcile(h, k, kl, a, al, r, rl, err) })?;
+            Ok("null".to_owned())
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn approval_grant(&self, id: String, by: String, ttl_ms: i64) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ApprovalGrant { id, by, ttl_ms })
+    pub fn approval_grant(&self, id: String, by: String, ttl_ms: i64) -> Json {
+        self.task(move |h| {
+            let ((i, il), (b, bl)) = (bytes(&id), bytes(&by));
+            output(|out, err| unsafe { ffi::warden_approval_grant(h, i, il, b, bl, ttl_ms, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn approval_deny(&self, id: String, by: String, reason: Option<String>) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ApprovalDeny { id, by, reason })
+    pub fn approval_deny(&self, id: String, by: String, reason: Option<String>) -> Json {
+        self.task(move |h| {
+            let ((i, il), (b, bl), (r, rl)) = (bytes(&id), bytes(&by), optional(reason.as_deref()));
+            output(|out, err| unsafe { ffi::warden_approval_deny(h, i, il, b, bl, r, rl, out, err) })
+        })
     }
 
     /// One approver's answer (`warden_approval_answer`): the answer JSON.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn approval_answer(&self, answer: String) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ApprovalAnswer { answer })
+    pub fn approval_answer(&self, answer: String) -> Json {
+        self.task(move |h| {
+            let (a, al) = bytes(&answer);
+            output(|out, err| unsafe { ffi::warden_approval_answer(h, a, al, out, err) })
+        })
     }
 
     /// Wait in the library, by its clock, for the request to be answered or to expire.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn approval_wait(&self, id: String, timeout_ms: i64) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ApprovalWait { id, timeout_ms })
+    pub fn approval_wait(&self, id: String, timeout_ms: i64) -> Json {
+        self.task(move |h| {
+            let (i, il) = bytes(&id);
+            let timeout_ms = unsigned("timeoutMs", timeout_ms)?;
+            output(|out, err| unsafe { ffi::warden_approval_wait(h, i, il, timeout_ms, out, err) })
+        })
     }
 
     /// Register the JavaScript hook wrapper `(requestJson) => void`, or remove it with null.
     #[napi]
     pub fn set_approval_hook(&self, env: Env, hook: Option<crate::notify::HookFunction<'_>>) -> napi::Result<()> {
-        thrown(&env, (|| {
-            let handle = self.live()?;
+        self.now(&env, |handle| {
             let hook = hook.as_ref().map(crate::notify::Hook::new).transpose()?;
-            Ok(crate::notify::set_hook(&handle, hook)?)
-        })())
+            Ok(crate::notify::set_hook(handle, hook)?)
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn approval_get(&self, id: String) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ApprovalGet { id })
+    pub fn approval_get(&self, id: String) -> Json {
+        self.task(move |h| {
+            let (i, il) = bytes(&id);
+            output(|out, err| unsafe { ffi::warden_approval_get(h, i, il, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn approvals_pending(&self) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ApprovalsPending)
+    pub fn approvals_pending(&self) -> Json {
+        self.task(|h| output(|out, err| unsafe { ffi::warden_approvals_pending(h, out, err) }))
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn delegate(&self, request: String) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::Delegate { request })
+    pub fn delegate(&self, request: String) -> Json {
+        self.task(move |h| {
+            let (r, rl) = bytes(&request);
+            output(|out, err| unsafe { ffi::warden_delegate(h, r, rl, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn revoke(&self, id: String, by: Option<String>) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::Revoke { id, by })
+    pub fn revoke(&self, id: String, by: Option<String>) -> Json {
+        self.task(move |h| {
+            let ((i, il), (b, bl)) = (bytes(&id), optional(by.as_deref()));
+            output(|out, err| unsafe { ffi::warden_revoke(h, i, il, b, bl, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn revoke_sweep(&self, request: String) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::RevokeSweep { request })
+    pub fn revoke_sweep(&self, request: String) -> Json {
+        self.task(move |h| {
+            let (r, rl) = bytes(&request);
+            output(|out, err| unsafe { ffi::warden_revoke_sweep(h, r, rl, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn delegations(&self, after: Option<String>, limit: u32) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::Delegations { after, limit })
+    pub fn delegations(&self, after: Option<String>, limit: u32) -> Json {
+        self.task(move |h| {
+            let (a, al) = optional(after.as_deref());
+            output(|out, err| unsafe { ffi::warden_delegations(h, a, al, limit, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn effect_resolve(&self, key: String, to: String, by: String) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::EffectResolve { key, to, by })
+    pub fn effect_resolve(&self, key: String, to: String, by: String) -> Json {
+        self.task(move |h| {
+            let ((k, kl), (t, tl), (b, bl)) = (bytes(&key), bytes(&to), bytes(&by));
+            output(|out, err| unsafe { ffi::warden_effect_resolve(h, k, kl, t, tl, b, bl, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn effect_get(&self, key: String) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::EffectGet { key })
+    pub fn effect_get(&self, key: String) -> Json {
+        self.task(move |h| {
+            let (k, kl) = bytes(&key);
+            output(|out, err| unsafe { ffi::warden_effect_get(h, k, kl, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn effects_list(&self, state: Option<String>, limit: i64) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::EffectsList { state, limit })
+    pub fn effects_list(&self, state: Option<String>, limit: i64) -> Json {
+        self.task(move |h| {
+            let (s, sl) = optional(state.as_deref());
+            let limit = unsigned("limit", limit)?;
+            output(|out, err| unsafe { ffi::warden_effects_list(h, s, sl, limit, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn receipts_list(&self, from_seq: i64, limit: i64) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ReceiptsList { from_seq, limit })
+    pub fn receipts_list(&self, from_seq: i64, limit: i64) -> Json {
+        self.task(move |h| {
+            let (from_seq, limit) = (unsigned("fromSeq", from_seq)?, unsigned("limit", limit)?);
+            output(|out, err| unsafe { ffi::warden_receipts_list(h, from_seq, limit, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn chain_verify(&self) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::ChainVerify)
+    pub fn chain_verify(&self) -> Json {
+        self.task(|h| output(|out, err| unsafe { ffi::warden_chain_verify(h, out, err) }))
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn events_list(&self, after_id: i64, limit: i64) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::EventsList { after_id, limit })
+    pub fn events_list(&self, after_id: i64, limit: i64) -> Json {
+        self.task(move |h| {
+            let (after_id, limit) = (unsigned("afterId", after_id)?, unsigned("limit", limit)?);
+            output(|out, err| unsafe { ffi::warden_events_list(h, after_id, limit, out, err) })
+        })
     }
 
     /// Make this process's deferred outcomes durable (`warden_flush`).
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn flush(&self) -> napi::Result<AsyncTask<HandleCall>> {
-        self.call(Op::Flush)
+    pub fn flush(&self) -> Json {
+        self.task(|h| {
+            status(|err| unsafe { ffi::warden_flush(h, err) })?;
+            Ok("null".to_owned())
+        })
     }
 }
 
@@ -216,267 +326,85 @@ impl Handle {
     /// Read one configured window (`{"source", "endpoint", "params"?, "fields"?, "snapshot"?}`),
     /// abortable through `cancel`.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn sight_query(
-        &self,
-        request: String,
-        cancel: Option<&Cancel>,
-    ) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
-        self.sight(SightOp::query(request, cancel))
+    pub fn sight_query(&self, request: String, cancel: Option<&Cancel>) -> Json {
+        let cancel = cancel.map(Cancel::state);
+        self.task(move |h| {
+            let (q, ql) = bytes(&request);
+            sight::cancellable(cancel.clone(), |token, out, err| unsafe {
+                ffi::warden_sight_query(h, q, ql, token, out, err)
+            })
+        })
     }
 
     /// Run one tool call an LLM made (`warden_sight_call_tool`), abortable through `cancel`.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn sight_call_tool(
-        &self,
-        name: String,
-        arguments: String,
-        cancel: Option<&Cancel>,
-    ) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
-        self.sight(SightOp::tool(name, arguments, cancel))
+    pub fn sight_call_tool(&self, name: String, arguments: String, cancel: Option<&Cancel>) -> Json {
+        let cancel = cancel.map(Cancel::state);
+        self.task(move |h| {
+            let ((n, nl), (a, al)) = (bytes(&name), bytes(&arguments));
+            sight::cancellable(cancel.clone(), |token, out, err| unsafe {
+                ffi::warden_sight_call_tool(h, n, nl, a, al, token, out, err)
+            })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn sight_history(&self, request: String) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
-        self.sight(SightOp::History { request })
+    pub fn sight_history(&self, request: String) -> Json {
+        self.task(move |h| {
+            let (r, rl) = bytes(&request);
+            output(|out, err| unsafe { ffi::warden_sight_history(h, r, rl, out, err) })
+        })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn sight_diff(&self, request: String) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
-        self.sight(SightOp::Diff { request })
+    pub fn sight_diff(&self, request: String) -> Json {
+        self.task(move |h| {
+            let (r, rl) = bytes(&request);
+            output(|out, err| unsafe { ffi::warden_sight_diff(h, r, rl, out, err) })
+        })
     }
 
     /// The configured windows as JSON text (no I/O: synchronous).
     #[napi]
     pub fn sight_sources(&self, env: Env) -> napi::Result<String> {
-        thrown(&env, (|| Ok(SightOp::Sources.run(self.live()?.raw())?))())
+        self.now(&env, |handle| Ok(output(|out, err| unsafe { ffi::warden_sight_sources(handle.raw(), out, err) })?))
     }
 
     /// The four tool definitions as JSON text (no I/O: synchronous).
     #[napi]
     pub fn sight_tool_schema(&self, env: Env) -> napi::Result<String> {
-        thrown(&env, (|| Ok(SightOp::ToolSchema.run(self.live()?.raw())?))())
+        self.now(&env, |handle| {
+            Ok(output(|out, err| unsafe { ffi::warden_sight_tool_schema(handle.raw(), out, err) })?)
+        })
     }
 
     /// Register the JavaScript provider wrapper `(reference, request) => void`, or restore the
     /// default provider with null.
     #[napi]
     pub fn set_credential_provider(&self, env: Env, provider: Option<ProviderFunction<'_>>) -> napi::Result<()> {
-        thrown(&env, (|| {
-            let handle = self.live()?;
+        self.now(&env, |handle| {
             let provider = provider.as_ref().map(Provider::new).transpose()?;
-            Ok(sight::set_provider(&handle, provider)?)
-        })())
+            Ok(sight::set_provider(handle, provider)?)
+        })
     }
 }
 
 impl Handle {
-    fn sight(&self, op: SightOp) -> napi::Result<AsyncTask<HandleCall<SightOp>>> {
-        Ok(AsyncTask::new(HandleCall { handle: self.held(), op }))
-    }
-
-    fn live(&self) -> napi::Result<Arc<HandlePtr>> {
-        Ok(self.held()?)
+    /// `call` with the open handle, now, on this thread; a failure is thrown structured.
+    fn now<T>(&self, env: &Env, call: impl FnOnce(&HandlePtr) -> napi::Result<T>) -> napi::Result<T> {
+        thrown(env, self.held().map_err(napi::Error::from).and_then(|handle| call(&handle)))
     }
 
     /// The open handle, or why not (reported when the task runs, as a structured rejection).
     fn held(&self) -> CallResult<Arc<HandlePtr>> {
-        let slot = self
-            .slot
-            .lock()
-            .map_err(|_| Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the handle's lock is poisoned"))?;
-        slot.clone().ok_or_else(|| {
-            Failure::binding(
-                "WARDEN_RESULT_INVALID_INPUT",
-                "invalid_input",
-                "this Warden is closed; open the store again to use it",
-            )
-        })
+        let slot = self.slot.lock().map_err(|_| Failure::poisoned("handle's"))?;
+        slot.clone().ok_or_else(|| Failure::invalid("this Warden is closed; open the store again to use it"))
     }
 
-    fn call(&self, op: Op) -> napi::Result<AsyncTask<HandleCall>> {
-        Ok(AsyncTask::new(HandleCall { handle: self.held(), op }))
-    }
-}
-
-/// One handle-level C call that answers JSON text.
-pub enum Op {
-    Reconcile { key: String, action: String, answer: String },
-    ApprovalGrant { id: String, by: String, ttl_ms: i64 },
-    ApprovalDeny { id: String, by: String, reason: Option<String> },
-    ApprovalGet { id: String },
-    ApprovalsPending,
-    ApprovalAnswer { answer: String },
-    ApprovalWait { id: String, timeout_ms: i64 },
-    EffectResolve { key: String, to: String, by: String },
-    EffectGet { key: String },
-    EffectsList { state: Option<String>, limit: i64 },
-    ReceiptsList { from_seq: i64, limit: i64 },
-    ChainVerify,
-    EventsList { after_id: i64, limit: i64 },
-    Flush,
-    Delegate { request: String },
-    Revoke { id: String, by: Option<String> },
-    RevokeSweep { request: String },
-    Delegations { after: Option<String>, limit: u32 },
-}
-
-impl Op {
-    fn run(&self, h: *mut WardenHandle) -> CallResult<String> {
-        let mut out = WardenBuf::empty();
-        let mut err = WardenBuf::empty();
-        // SAFETY (every arm): `h` is a live handle held by an Arc for the whole call; each
-        // (ptr, len) borrows a String owned by `self`; out and err point at locals.
-        let code = match self {
-            Op::Reconcile { key, action, answer } => {
-                let ((k, kl), (a, al), (r, rl)) = (bytes(key), bytes(action), bytes(answer));
-                let code = unsafe { ffi::warden_effect_reconcile(h, k, kl, a, al, r, rl, &mut err) };
-                check(code, err)?;
-                return Ok("null".to_owned());
-            }
-            Op::ApprovalGrant { id, by, ttl_ms } => {
-                let ((i, il), (b, bl)) = (bytes(id), bytes(by));
-                unsafe { ffi::warden_approval_grant(h, i, il, b, bl, *ttl_ms, &mut out, &mut err) }
-            }
-            Op::ApprovalDeny { id, by, reason } => {
-                let ((i, il), (b, bl), (r, rl)) = (bytes(id), bytes(by), optional(reason.as_deref()));
-                unsafe { ffi::warden_approval_deny(h, i, il, b, bl, r, rl, &mut out, &mut err) }
-            }
-            Op::ApprovalGet { id } => {
-                let (i, il) = bytes(id);
-                unsafe { ffi::warden_approval_get(h, i, il, &mut out, &mut err) }
-            }
-            Op::ApprovalsPending => unsafe { ffi::warden_approvals_pending(h, &mut out, &mut err) },
-            Op::ApprovalAnswer { answer } => {
-                let (a, al) = bytes(answer);
-                unsafe { ffi::warden_approval_answer(h, a, al, &mut out, &mut err) }
-            }
-            Op::ApprovalWait { id, timeout_ms } => {
-                let (i, il) = bytes(id);
-                let timeout_ms = unsigned("timeoutMs", *timeout_ms)?;
-                unsafe { ffi::warden_approval_wait(h, i, il, timeout_ms, &mut out, &mut err) }
-            }
-            Op::EffectResolve { key, to, by } => {
-                let ((k, kl), (t, tl), (b, bl)) = (bytes(key), bytes(to), bytes(by));
-                unsafe { ffi::warden_effect_resolve(h, k, kl, t, tl, b, bl, &mut out, &mut err) }
-            }
-            Op::EffectGet { key } => {
-                let (k, kl) = bytes(key);
-                unsafe { ffi::warden_effect_get(h, k, kl, &mut out, &mut err) }
-            }
-            Op::EffectsList { state, limit } => {
-                let (s, sl) = optional(state.as_deref());
-                let limit = unsigned("limit", *limit)?;
-                unsafe { ffi::warden_effects_list(h, s, sl, limit, &mut out, &mut err) }
-            }
-            Op::ReceiptsList { from_seq, limit } => {
-                let (from_seq, limit) = (unsigned("fromSeq", *from_seq)?, unsigned("limit", *limit)?);
-                unsafe { ffi::warden_receipts_list(h, from_seq, limit, &mut out, &mut err) }
-            }
-            Op::ChainVerify => unsafe { ffi::warden_chain_verify(h, &mut out, &mut err) },
-            Op::EventsList { after_id, limit } => {
-                let (after_id, limit) = (unsigned("afterId", *after_id)?, unsigned("limit", *limit)?);
-                unsafe { ffi::warden_events_list(h, after_id, limit, &mut out, &mut err) }
-            }
-            Op::Flush => {
-                let code = unsafe { ffi::warden_flush(h, &mut err) };
-                check(code, err)?;
-                return Ok("null".to_owned());
-            }
-            Op::Delegate { request } => {
-                let (r, rl) = bytes(request);
-                unsafe { ffi::warden_delegate(h, r, rl, &mut out, &mut err) }
-            }
-            Op::Revoke { id, by } => {
-                let ((i, il), (b, bl)) = (bytes(id), optional(by.as_deref()));
-                unsafe { ffi::warden_revoke(h, i, il, b, bl, &mut out, &mut err) }
-            }
-            Op::RevokeSweep { request } => {
-                let (r, rl) = bytes(request);
-                unsafe { ffi::warden_revoke_sweep(h, r, rl, &mut out, &mut err) }
-            }
-            Op::Delegations { after, limit } => {
-                let (a, al) = optional(after.as_deref());
-                unsafe { ffi::warden_delegations(h, a, al, *limit, &mut out, &mut err) }
-            }
-        };
-        check(code, err)?;
-        Ok(take(out))
-    }
-}
-
-/// One blocking call on a handle: the effect and management calls (`Op`) and the sight calls
-/// (`SightOp`) run the same way, off the event loop.
-pub trait HandleOp: Send + 'static {
-    fn run(&self, h: *mut WardenHandle) -> CallResult<String>;
-}
-
-impl HandleOp for Op {
-    fn run(&self, h: *mut WardenHandle) -> CallResult<String> {
-        Op::run(self, h)
-    }
-}
-
-pub struct HandleCall<O: HandleOp = Op> {
-    pub handle: CallResult<Arc<HandlePtr>>,
-    pub op: O,
-}
-
-impl<O: HandleOp> Task for HandleCall<O> {
-    type Output = String;
-    type JsValue = String;
-
-    fn compute(&mut self) -> napi::Result<String> {
-        let handle = self.handle.clone()?;
-        Ok(self.op.run(handle.raw())?)
-    }
-
-    fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
-        Ok(output)
-    }
-
-    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<String> {
-        Err(structured(&env, err))
-    }
-}
-
-pub struct Propose {
-    handle: CallResult<Arc<HandlePtr>>,
-    request: String,
-}
-
-impl Task for Propose {
-    type Output = (PermitPtr, String);
-    type JsValue = Permit;
-
-    fn compute(&mut self) -> napi::Result<(PermitPtr, String)> {
-        let handle = self.handle.clone()?;
-        let (request, request_len) = bytes(&self.request);
-        let mut out = std::ptr::null_mut();
-        let mut info = WardenBuf::empty();
-        let mut err = WardenBuf::empty();
-        // SAFETY: the handle is alive (Arc); the request borrows a String owned by self; out,
-        // info and err point at locals.
-        let code = unsafe {
-            ffi::warden_propose_described(handle.raw(), request, request_len, &mut out, &mut info, &mut err)
-        };
-        check(code, err)?;
-        let info = take(info);
-        if out.is_null() {
-            return Err(
-                Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_propose_described returned OK and no permit")
-                    .into(),
-            );
-        }
-        // From here on the permit is owned: dropping it without an outcome records AMBIGUOUS.
-        let permit = PermitPtr::new(out, handle);
-        Ok((permit, info))
-    }
-
-    fn resolve(&mut self, _env: Env, (permit, info): (PermitPtr, String)) -> napi::Result<Permit> {
-        Ok(Permit::new(permit, info))
-    }
-
-    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<Permit> {
-        Err(structured(&env, err))
+    /// `call` with the open handle, as async work on the thread pool; the handle stays open
+    /// until the task is gone.
+    fn task(&self, mut call: impl FnMut(*mut WardenHandle) -> CallResult<String> + Send + 'static) -> Json {
+        let handle = self.held();
+        AsyncTask::new(Blocking::new(move || call(handle.clone()?.raw())))
     }
 }

@@ -15,7 +15,7 @@ mod sight;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::call::{bytes, check, take, thrown};
+use crate::call::{bytes, output, thrown};
 use crate::ffi::WardenBuf;
 
 pub use handle::Handle;
@@ -39,12 +39,8 @@ pub fn result_name(code: u32) -> String {
 /// limits. `index.js` reads them and never restates them.
 #[napi]
 pub fn defaults(env: Env) -> napi::Result<String> {
-    let mut out = WardenBuf::empty();
-    let mut err = WardenBuf::empty();
     // SAFETY: out and err point at locals.
-    let code = unsafe { ffi::warden_defaults(&mut out, &mut err) };
-    thrown(&env, check(code, err).map_err(Into::into))?;
-    Ok(take(out))
+    thrown(&env, Ok(output(|out, err| unsafe { ffi::warden_defaults(out, err) })?))
 }
 
 /// The canonical JSON text of `json`.
@@ -63,10 +59,6 @@ type PureFn = unsafe extern "C" fn(*const u8, usize, *mut WardenBuf, *mut Warden
 
 fn pure(input: &str, function: PureFn) -> napi::Result<String> {
     let (ptr, len) = bytes(input);
-    let mut out = WardenBuf::empty();
-    let mut err = WardenBuf::empty();
     // SAFETY: (ptr, len) borrows `input` for the call; out and err point at locals.
-    let code = unsafe { function(ptr, len, &mut out, &mut err) };
-    check(code, err)?;
-    Ok(take(out))
+    Ok(output(|out, err| unsafe { function(ptr, len, out, err) })?)
 }

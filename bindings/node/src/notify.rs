@@ -5,14 +5,14 @@
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use napi::bindgen_prelude::{Function, Status, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 
-use crate::call::{check, CallResult, Failure};
-use crate::ffi::{self, WardenBuf};
-use crate::handle::HandlePtr;
+use crate::call::{borrowed_text, CallResult};
+use crate::ffi;
+use crate::handle::{register, HandlePtr, Registered};
 
 type HookTsfn = ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true, 0>;
 
@@ -36,12 +36,6 @@ impl Hook {
         Ok(Hook { tsfn: Mutex::new(Some(tsfn)) })
     }
 
-    /// Stop delivering: later requests are dropped (reported to libwarden as a failure).
-    pub fn release(&self) {
-        let tsfn = self.tsfn.lock().ok().and_then(|mut tsfn| tsfn.take());
-        drop(tsfn);
-    }
-
     fn deliver(&self, request: String) -> i32 {
         let Ok(tsfn) = self.tsfn.lock() else { return 1 };
         let Some(tsfn) = tsfn.as_ref() else { return 1 };
@@ -49,71 +43,42 @@ impl Hook {
     }
 }
 
+impl Registered for Hook {
+    /// Stop delivering: later requests are dropped (reported to libwarden as a failure).
+    fn release(&self) {
+        let tsfn = self.tsfn.lock().ok().and_then(|mut tsfn| tsfn.take());
+        drop(tsfn);
+    }
+}
+
 /// The `warden_approval_fn` registered for every JavaScript hook; `user_data` is the `Hook`.
 unsafe extern "C" fn notify_approval(user_data: *mut c_void, request: *const u8, request_len: usize) -> i32 {
     let work = || -> i32 {
-        if user_data.is_null() || (request.is_null() && request_len > 0) {
+        if user_data.is_null() {
             return 1;
         }
+        // SAFETY: (request, request_len) is live for this call.
+        let Some(text) = (unsafe { borrowed_text(request, request_len) }) else { return 1 };
         // SAFETY: `user_data` is the address of a Hook that HandlePtr keeps alive until
-        // warden_close, which stops the calls first; (request, request_len) is live for this call.
+        // warden_close, which stops the calls first.
         let hook = unsafe { &*(user_data as *const Hook) };
-        let bytes: &[u8] =
-            if request_len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(request, request_len) } };
-        match std::str::from_utf8(bytes) {
-            Ok(text) => hook.deliver(text.to_owned()),
-            Err(_) => 1,
-        }
+        hook.deliver(text.to_owned())
     };
     // A panic must not unwind into C.
     catch_unwind(AssertUnwindSafe(work)).unwrap_or(1)
 }
 
-/// Register `hook` (or remove it with None) on the handle, releasing the previous one.
+/// Register `hook` (or remove it with None) on the handle, releasing the previous one, which
+/// libwarden no longer calls (notify_set waited for a call in progress), so it is dropped.
 pub fn set_hook(handle: &HandlePtr, hook: Option<Hook>) -> CallResult<()> {
-    let mut registered = handle
-        .hooks
-        .lock()
-        .map_err(|_| Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the approval hook lock is poisoned"))?;
-    let hook = hook.map(Arc::new);
-    let mut err = WardenBuf::empty();
-    let code = match &hook {
-        // SAFETY: the handle is live; the Hook outlives its registration (kept in `registered`
-        // until warden_close); notify_approval has the warden_approval_fn signature and may be
-        // called from any thread.
-        Some(hook) => unsafe {
-            ffi::warden_approval_notify_set(
-                handle.raw(),
-                Some(notify_approval),
-                Arc::as_ptr(hook) as *mut c_void,
-                &mut err,
-            )
+    register(&handle.hooks, "approval hook", hook, false, |user_data, err| match user_data {
+        // SAFETY: the handle is live; the Hook outlives its registration (kept in `hooks` until
+        // warden_close); notify_approval has the warden_approval_fn signature and may be called
+        // from any thread.
+        Some(user_data) => unsafe {
+            ffi::warden_approval_notify_set(handle.raw(), Some(notify_approval), user_data, err)
         },
         // SAFETY: the handle is live; NULL removes the hook.
-        None => unsafe { ffi::warden_approval_notify_set(handle.raw(), None, std::ptr::null_mut(), &mut err) },
-    };
-    if let Err(failure) = check(code, err) {
-        if let Some(hook) = hook {
-            hook.release();
-        }
-        return Err(failure);
-    }
-    // libwarden no longer calls the previous hooks (notify_set waited for a call in progress).
-    for old in registered.iter() {
-        old.release();
-    }
-    registered.clear();
-    if let Some(hook) = hook {
-        registered.push(hook);
-    }
-    Ok(())
-}
-
-/// Release every hook of the handle (close).
-pub fn release_hooks(handle: &HandlePtr) {
-    if let Ok(registered) = handle.hooks.lock() {
-        for hook in registered.iter() {
-            hook.release();
-        }
-    }
+        None => unsafe { ffi::warden_approval_notify_set(handle.raw(), None, std::ptr::null_mut(), err) },
+    })
 }

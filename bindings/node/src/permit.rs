@@ -8,11 +8,10 @@
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{AsyncTask, Buffer};
-use napi::{Env, Task};
 use napi_derive::napi;
 
-use crate::call::{bytes, check, structured, take, unsigned, CallResult, Failure};
-use crate::ffi::{self, WardenBuf, WardenPermit};
+use crate::call::{bytes, output, status, unsigned, Blocking, CallResult, Failure};
+use crate::ffi::{self, WardenPermit};
 use crate::handle::HandlePtr;
 
 /// An owned `warden_permit`, freed on drop, keeping its handle open while it lives.
@@ -32,12 +31,8 @@ impl PermitPtr {
 
     /// The permit JSON (`warden_permit_info`).
     pub fn info(&self) -> CallResult<String> {
-        let mut out = WardenBuf::empty();
-        let mut err = WardenBuf::empty();
         // SAFETY: `raw` is a live permit owned by self; out and err point at locals.
-        let code = unsafe { ffi::warden_permit_info(self.raw, &mut out, &mut err) };
-        check(code, err)?;
-        Ok(take(out))
+        output(|out, err| unsafe { ffi::warden_permit_info(self.raw, out, err) })
     }
 }
 
@@ -84,45 +79,53 @@ impl Permit {
 
     /// The executor succeeded; `result_json` is stored with the effect.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn commit(&self, result_json: String) -> AsyncTask<Report> {
+    pub fn commit(&self, result_json: String) -> AsyncTask<Blocking<()>> {
         self.report(Outcome::Commit(result_json))
     }
 
     /// `commit` for a large result whose JSON arrives as UTF-8 pieces (written between turns
     /// of the event loop): they are joined here, on the thread pool, not on the loop.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn commit_pieces(&self, pieces: Vec<Buffer>) -> AsyncTask<Report> {
+    pub fn commit_pieces(&self, pieces: Vec<Buffer>) -> AsyncTask<Blocking<()>> {
         self.report(Outcome::CommitPieces(pieces))
     }
 
     /// The executor succeeded with a result that has no JSON form; `text` describes it.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn commit_text(&self, text: String) -> AsyncTask<Report> {
+    pub fn commit_text(&self, text: String) -> AsyncTask<Blocking<()>> {
         self.report(Outcome::CommitText(text))
     }
 
     /// The function will not run (its caller left): the library records NOT_EXECUTED.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn cancel(&self) -> AsyncTask<Report> {
+    pub fn cancel(&self) -> AsyncTask<Blocking<()>> {
         self.report(Outcome::Cancel)
     }
 
     /// The executor proved the remote side did nothing: FAILED, and a retry may renew.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn not_executed(&self, message: String) -> AsyncTask<Report> {
+    pub fn not_executed(&self, message: String) -> AsyncTask<Blocking<()>> {
         self.report(Outcome::NotExecuted(message))
     }
 
     /// The outcome is unknown: AMBIGUOUS until a human resolves it.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn ambiguous(&self, message: String) -> AsyncTask<Report> {
+    pub fn ambiguous(&self, message: String) -> AsyncTask<Blocking<()>> {
         self.report(Outcome::Ambiguous(message))
     }
 
     /// Extend this attempt's lease by `lease_ms` from now; resolves to the permit JSON after.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn extend_lease(&self, lease_ms: i64) -> AsyncTask<ExtendLease> {
-        AsyncTask::new(ExtendLease { slot: self.slot.clone(), lease_ms })
+    pub fn extend_lease(&self, lease_ms: i64) -> AsyncTask<Blocking<String>> {
+        let slot = self.slot.clone();
+        AsyncTask::new(Blocking::new(move || {
+            let lease_ms = unsigned("the lease", lease_ms)?;
+            let slot = slot.lock().map_err(|_| Failure::poisoned("permit's"))?;
+            let permit = slot.as_ref().ok_or_else(finished)?;
+            // SAFETY: the slot's lock is held, so this thread alone uses the live permit.
+            status(|err| unsafe { ffi::warden_permit_extend_lease(permit.raw, lease_ms, err) })?;
+            permit.info()
+        }))
     }
 
     /// Whether an outcome was reported (or is being reported).
@@ -140,113 +143,54 @@ impl Permit {
 }
 
 impl Permit {
-    fn report(&self, outcome: Outcome) -> AsyncTask<Report> {
-        AsyncTask::new(Report { slot: self.slot.clone(), outcome })
+    /// Report `outcome` on the thread pool: the permit is taken out of its slot, reported on
+    /// and freed (spent even when the report is refused).
+    fn report(&self, outcome: Outcome) -> AsyncTask<Blocking<()>> {
+        let slot = self.slot.clone();
+        AsyncTask::new(Blocking::new(move || {
+            let permit = slot.lock().map_err(|_| Failure::poisoned("permit's"))?.take().ok_or_else(finished)?;
+            // A large result's pieces, joined here on the pool thread. The Buffers were made by
+            // index.js for this call alone, and nothing on the JavaScript side writes them.
+            let joined: Vec<u8> = match &outcome {
+                Outcome::CommitPieces(pieces) => {
+                    let mut joined = Vec::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+                    pieces.iter().for_each(|piece| joined.extend_from_slice(piece));
+                    joined
+                }
+                _ => Vec::new(),
+            };
+            // SAFETY: `permit.raw` is live and owned here (taken out of the slot, so no other
+            // thread can reach it); each message borrows a String owned by the task, or
+            // `joined`, a local that outlives the call; err is a local of `status`.
+            status(|err| unsafe {
+                match &outcome {
+                    Outcome::Commit(json) => {
+                        let (p, l) = bytes(json);
+                        ffi::warden_permit_commit(permit.raw, p, l, err)
+                    }
+                    Outcome::CommitPieces(_) => {
+                        ffi::warden_permit_commit(permit.raw, joined.as_ptr(), joined.len(), err)
+                    }
+                    Outcome::CommitText(text) => {
+                        let (p, l) = bytes(text);
+                        ffi::warden_permit_commit_text(permit.raw, p, l, err)
+                    }
+                    Outcome::Cancel => ffi::warden_permit_cancel(permit.raw, err),
+                    Outcome::NotExecuted(message) => {
+                        let (p, l) = bytes(message);
+                        ffi::warden_permit_not_executed(permit.raw, p, l, err)
+                    }
+                    Outcome::Ambiguous(message) => {
+                        let (p, l) = bytes(message);
+                        ffi::warden_permit_ambiguous(permit.raw, p, l, err)
+                    }
+                }
+            })
+            // Reported (or refused for good): `permit` is spent and freed either way.
+        }))
     }
 }
 
 fn finished() -> Failure {
-    Failure::binding(
-        "WARDEN_RESULT_INVALID_INPUT",
-        "invalid_input",
-        "this permit already reported its outcome; a permit reports exactly one",
-    )
-}
-
-fn lock_poisoned() -> Failure {
-    Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the permit's lock is poisoned")
-}
-
-pub struct Report {
-    slot: Arc<Mutex<Option<PermitPtr>>>,
-    outcome: Outcome,
-}
-
-impl Task for Report {
-    type Output = ();
-    type JsValue = ();
-
-    fn compute(&mut self) -> napi::Result<()> {
-        let permit = self.slot.lock().map_err(|_| lock_poisoned())?.take().ok_or_else(finished)?;
-        // A large result's pieces, joined here on the pool thread. The Buffers were made by
-        // index.js for this call alone, and nothing on the JavaScript side writes them.
-        let joined: Vec<u8> = match &self.outcome {
-            Outcome::CommitPieces(pieces) => {
-                let mut joined = Vec::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
-                for piece in pieces {
-                    joined.extend_from_slice(piece);
-                }
-                joined
-            }
-            _ => Vec::new(),
-        };
-        let mut err = WardenBuf::empty();
-        // SAFETY: `permit.raw` is live and owned here (taken out of the slot, so no other
-        // thread can reach it); each message borrows a String owned by self, or `joined`, a
-        // local that outlives the call; err is a local.
-        let code = unsafe {
-            match &self.outcome {
-                Outcome::Commit(json) => {
-                    let (p, l) = bytes(json);
-                    ffi::warden_permit_commit(permit.raw, p, l, &mut err)
-                }
-                Outcome::CommitPieces(_) => {
-                    ffi::warden_permit_commit(permit.raw, joined.as_ptr(), joined.len(), &mut err)
-                }
-                Outcome::CommitText(text) => {
-                    let (p, l) = bytes(text);
-                    ffi::warden_permit_commit_text(permit.raw, p, l, &mut err)
-                }
-                Outcome::Cancel => ffi::warden_permit_cancel(permit.raw, &mut err),
-                Outcome::NotExecuted(message) => {
-                    let (p, l) = bytes(message);
-                    ffi::warden_permit_not_executed(permit.raw, p, l, &mut err)
-                }
-                Outcome::Ambiguous(message) => {
-                    let (p, l) = bytes(message);
-                    ffi::warden_permit_ambiguous(permit.raw, p, l, &mut err)
-                }
-            }
-        };
-        // Reported (or refused for good): spent either way.
-        drop(permit);
-        Ok(check(code, err)?)
-    }
-
-    fn resolve(&mut self, _env: Env, _output: ()) -> napi::Result<()> {
-        Ok(())
-    }
-
-    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<()> {
-        Err(structured(&env, err))
-    }
-}
-
-pub struct ExtendLease {
-    slot: Arc<Mutex<Option<PermitPtr>>>,
-    lease_ms: i64,
-}
-
-impl Task for ExtendLease {
-    type Output = String;
-    type JsValue = String;
-
-    fn compute(&mut self) -> napi::Result<String> {
-        let lease_ms = unsigned("the lease", self.lease_ms)?;
-        let slot = self.slot.lock().map_err(|_| lock_poisoned())?;
-        let permit = slot.as_ref().ok_or_else(finished)?;
-        let mut err = WardenBuf::empty();
-        // SAFETY: the slot's lock is held, so this thread alone uses the live permit.
-        let code = unsafe { ffi::warden_permit_extend_lease(permit.raw, lease_ms, &mut err) };
-        check(code, err)?;
-        Ok(permit.info()?)
-    }
-
-    fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
-        Ok(output)
-    }
-
-    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<String> {
-        Err(structured(&env, err))
-    }
+    Failure::invalid("this permit already reported its outcome; a permit reports exactly one")
 }

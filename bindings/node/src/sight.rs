@@ -27,9 +27,9 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 
-use crate::call::{bytes, check, take, CallResult, Failure};
-use crate::ffi::{self, WardenBuf, WardenCancel, WardenCredentialSink, WardenHandle, WARDEN_RESULT_OK};
-use crate::handle::{HandleOp, HandlePtr};
+use crate::call::{borrowed_text, output, CallResult, Failure};
+use crate::ffi::{self, WardenBuf, WardenCancel, WardenCredentialSink, WardenResult, WARDEN_RESULT_OK};
+use crate::handle::{register, HandlePtr, Registered};
 
 // ---- cancellation -------------------------------------------------------------------------
 
@@ -89,8 +89,7 @@ impl Cancel {
         // SAFETY: no arguments; NULL only if the library panicked.
         let token = unsafe { ffi::warden_cancel_new() };
         if token.is_null() {
-            let failure = Failure::binding("WARDEN_RESULT_PANIC", "panic", "warden_cancel_new returned NULL");
-            return Err(crate::call::structured(&env, failure.into()));
+            return Err(crate::call::structured(&env, Failure::panic("warden_cancel_new returned NULL").into()));
         }
         let state = CancelState { token, watch: Mutex::new((false, None)), aborted_credential: AtomicBool::new(false) };
         Ok(Cancel { state: Arc::new(state) })
@@ -100,6 +99,13 @@ impl Cancel {
     #[napi]
     pub fn trigger(&self) {
         self.state.trigger();
+    }
+}
+
+impl Cancel {
+    /// The token's state, for a query task to hold while it runs.
+    pub fn state(&self) -> Arc<CancelState> {
+        self.state.clone()
     }
 }
 
@@ -242,9 +248,11 @@ impl Provider {
             js_thread: std::thread::current().id(),
         })
     }
+}
 
+impl Registered for Provider {
     /// Release the threadsafe function and answer every request still waiting with no value.
-    pub fn release(&self) {
+    fn release(&self) {
         let tsfn = self.tsfn.lock().ok().and_then(|mut tsfn| tsfn.take());
         drop(tsfn);
         let pending = self.pending.lock().map(|mut pending| std::mem::take(&mut *pending)).unwrap_or_default();
@@ -252,7 +260,9 @@ impl Provider {
             reply.settle(Answer::NoValue);
         }
     }
+}
 
+impl Provider {
     /// Ask JavaScript for `reference` and wait for its answer (on a pool thread only).
     fn resolve(&self, reference: String) -> Answer {
         if std::thread::current().id() == self.js_thread {
@@ -300,15 +310,14 @@ unsafe extern "C" fn resolve_credential(
     sink: *mut WardenCredentialSink,
 ) -> i32 {
     let work = || -> i32 {
-        if user_data.is_null() || (reference.is_null() && reference_len > 0) {
+        if user_data.is_null() {
             return 1;
         }
+        // SAFETY: (reference, reference_len) is live for this call.
+        let Some(reference) = (unsafe { borrowed_text(reference, reference_len) }) else { return 1 };
         // SAFETY: `user_data` is the address of a Provider that HandlePtr keeps alive until
-        // warden_close; (reference, reference_len) is live for this call.
+        // warden_close.
         let provider = unsafe { &*(user_data as *const Provider) };
-        let bytes: &[u8] =
-            if reference_len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(reference, reference_len) } };
-        let Ok(reference) = std::str::from_utf8(bytes) else { return 1 };
         match provider.resolve(reference.to_owned()) {
             Answer::Value(mut value) => {
                 // SAFETY: `sink` is the sink of this running callback; the value borrows a
@@ -332,118 +341,33 @@ fn wipe(value: &mut String) {
 }
 
 /// Register `provider` (or restore the default with None) on the handle, releasing the
-/// previous JavaScript provider.
+/// previous JavaScript provider; every one stays allocated until `warden_close`.
 pub fn set_provider(handle: &HandlePtr, provider: Option<Provider>) -> CallResult<()> {
-    let mut registered = handle.providers.lock().map_err(|_| {
-        Failure::binding("WARDEN_RESULT_POISONED", "poisoned", "the credential provider lock is poisoned")
-    })?;
-    let provider = provider.map(Arc::new);
-    let mut err = WardenBuf::empty();
-    let code = match &provider {
+    register(&handle.providers, "credential provider", provider, true, |user_data, err| match user_data {
         // SAFETY: the handle is live; the Provider outlives its registration (kept in
-        // `registered` until warden_close); resolve_credential has the warden_credential_fn
+        // `providers` until warden_close); resolve_credential has the warden_credential_fn
         // signature and may be called from any thread.
-        Some(provider) => unsafe {
-            ffi::warden_sight_credentials_set(
-                handle.raw(),
-                Some(resolve_credential),
-                Arc::as_ptr(provider) as *mut c_void,
-                &mut err,
-            )
+        Some(user_data) => unsafe {
+            ffi::warden_sight_credentials_set(handle.raw(), Some(resolve_credential), user_data, err)
         },
         // SAFETY: the handle is live; NULL restores the default provider.
-        None => unsafe { ffi::warden_sight_credentials_set(handle.raw(), None, std::ptr::null_mut(), &mut err) },
-    };
-    if let Err(failure) = check(code, err) {
-        if let Some(provider) = provider {
-            provider.release();
-        }
-        return Err(failure);
-    }
-    for old in registered.iter() {
-        old.release();
-    }
-    if let Some(provider) = provider {
-        registered.push(provider);
-    }
-    Ok(())
-}
-
-/// Release every JavaScript provider of the handle (close).
-pub fn release_providers(handle: &HandlePtr) {
-    if let Ok(registered) = handle.providers.lock() {
-        for provider in registered.iter() {
-            provider.release();
-        }
-    }
+        None => unsafe { ffi::warden_sight_credentials_set(handle.raw(), None, std::ptr::null_mut(), err) },
+    })
 }
 
 // ---- the calls ----------------------------------------------------------------------------
 
-/// A sight call that answers JSON.
-pub enum SightOp {
-    Query { request: String, cancel: Option<Arc<CancelState>> },
-    /// An LLM's tool call, dispatched by the library (`warden_sight_call_tool`).
-    Tool { name: String, arguments: String, cancel: Option<Arc<CancelState>> },
-    History { request: String },
-    Diff { request: String },
-    Sources,
-    ToolSchema,
-}
-
-impl SightOp {
-    pub fn query(request: String, cancel: Option<&Cancel>) -> SightOp {
-        SightOp::Query { request, cancel: cancel.map(|cancel| cancel.state.clone()) }
-    }
-
-    pub fn tool(name: String, arguments: String, cancel: Option<&Cancel>) -> SightOp {
-        SightOp::Tool { name, arguments, cancel: cancel.map(|cancel| cancel.state.clone()) }
-    }
-}
-
-impl HandleOp for SightOp {
-    fn run(&self, h: *mut WardenHandle) -> CallResult<String> {
-        let mut out = WardenBuf::empty();
-        let mut err = WardenBuf::empty();
-        // SAFETY (every arm): `h` is a live handle held by an Arc for the whole call; each
-        // (ptr, len) borrows a String owned by `self`; a cancel token is held by its Arc;
-        // out and err point at locals.
-        let code = match self {
-            SightOp::Query { request, cancel } => {
-                let (q, ql) = bytes(request);
-                let token = cancel.as_ref().map_or(std::ptr::null(), |state| state.token as *const WardenCancel);
-                let _running = Running::enter(cancel.clone());
-                let code = unsafe { ffi::warden_sight_query(h, q, ql, token, &mut out, &mut err) };
-                if let Err(failure) = check(code, err) {
-                    return Err(aborted_while_resolving(cancel.as_deref()).unwrap_or(failure));
-                }
-                return Ok(take(out));
-            }
-            SightOp::Tool { name, arguments, cancel } => {
-                let (n, nl) = bytes(name);
-                let (a, al) = bytes(arguments);
-                let token = cancel.as_ref().map_or(std::ptr::null(), |state| state.token as *const WardenCancel);
-                let _running = Running::enter(cancel.clone());
-                let code = unsafe { ffi::warden_sight_call_tool(h, n, nl, a, al, token, &mut out, &mut err) };
-                if let Err(failure) = check(code, err) {
-                    return Err(aborted_while_resolving(cancel.as_deref()).unwrap_or(failure));
-                }
-                return Ok(take(out));
-            }
-            SightOp::History { request } => {
-                let (r, rl) = bytes(request);
-                unsafe { ffi::warden_sight_history(h, r, rl, &mut out, &mut err) }
-            }
-            SightOp::Diff { request } => {
-                let (r, rl) = bytes(request);
-                unsafe { ffi::warden_sight_diff(h, r, rl, &mut out, &mut err) }
-            }
-            SightOp::Sources => unsafe { ffi::warden_sight_sources(h, &mut out, &mut err) },
-            SightOp::ToolSchema => unsafe { ffi::warden_sight_tool_schema(h, &mut out, &mut err) },
-        };
-        check(code, err)?;
-        Ok(take(out))
-    }
+/// A query or tool call under `cancel`: the token is passed to `call`, the query is marked as
+/// running on this thread for the credential callback, and a failure after the abort ended a
+/// pending credential request is reported as `aborted`.
+pub fn cancellable(
+    cancel: Option<Arc<CancelState>>,
+    call: impl FnOnce(*const WardenCancel, *mut WardenBuf, *mut WardenBuf) -> WardenResult,
+) -> CallResult<String> {
+    let token = cancel.as_ref().map_or(std::ptr::null(), |state| state.token as *const WardenCancel);
+    let _running = Running::enter(cancel.clone());
+    output(|out, err| call(token, out, err))
+        .map_err(|failure| aborted_while_resolving(cancel.as_deref()).unwrap_or(failure))
 }
 
 /// The library resolves the credential before its own cancel check, so a query aborted while

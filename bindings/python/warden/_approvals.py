@@ -9,14 +9,13 @@ import ctypes
 import inspect
 import json
 import logging
-import math
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._threads import in_thread
 from . import _ffi
-from ._convert import _awaited, _dumps, _maybe_record, _millis, _optional_text, _record, _records, _text
+from ._convert import _awaited, _json_arg, _maybe_record, _millis, _optional_text_arg, _record, _records, _text_arg
 from ._errors import InvalidInput
 from ._managed import Managed
 
@@ -62,7 +61,6 @@ class Approvals(Managed):
 
     _approval_hook: Any = None
 
-
     def approve(
         self,
         approval_id: str,
@@ -83,14 +81,12 @@ class Approvals(Managed):
         required. An M-of-N request stays `pending` until enough entitled approvers granted."""
         if agent is None and verified is None:
             ttl_ms = 0 if ttl is None else _millis(ttl, "approve(ttl=...)")
-            with self._held() as handle:
-                data = self._lib.call_out(
-                    "warden_approval_grant",
-                    handle,
-                    *_ffi.arg(_text(approval_id, "approval id")),
-                    *_ffi.arg(_text(by, "approve(by=...)")),
-                    ttl_ms,
-                )
+            data = self._call_out(
+                "warden_approval_grant",
+                *_text_arg(approval_id, "approval id"),
+                *_text_arg(by, "approve(by=...)"),
+                ttl_ms,
+            )
             return _record(data)
         ttl_ms = None if ttl is None else _millis(ttl, "approve(ttl=...)")
         return self._answer(approval_id, "grant", by, agent, verified, ttl_ms=ttl_ms)
@@ -107,14 +103,12 @@ class Approvals(Managed):
         """Deny a pending request as `by`, with an optional one-line reason (`agent` and
         `verified` as for `approve`). A deny by an entitled approver denies the request."""
         if agent is None and verified is None:
-            with self._held() as handle:
-                data = self._lib.call_out(
-                    "warden_approval_deny",
-                    handle,
-                    *_ffi.arg(_text(approval_id, "approval id")),
-                    *_ffi.arg(_text(by, "deny(by=...)")),
-                    *_ffi.arg(_optional_text(reason, "deny(reason=...)")),
-                )
+            data = self._call_out(
+                "warden_approval_deny",
+                *_text_arg(approval_id, "approval id"),
+                *_text_arg(by, "deny(by=...)"),
+                *_optional_text_arg(reason, "deny(reason=...)"),
+            )
             return _record(data)
         return self._answer(approval_id, "deny", by, agent, verified, note=reason)
 
@@ -140,23 +134,14 @@ class Approvals(Managed):
             "ttl_ms": ttl_ms,
             "note": note,
         }
-        with self._held() as handle:
-            data = self._lib.call_out("warden_approval_answer", handle, *_ffi.arg(_dumps(answer, "the answer")))
-        return _record(data)
+        return _record(self._call_out("warden_approval_answer", *_json_arg(answer, "the answer")))
 
     def wait_for_answer(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
         """Block until the request is answered, expires, or `timeout` seconds pass — judged by
         the library's clock — and return the record as it then stands (`"pending"`: the wait
         ran out; `"expired"`: it lapsed), or `None` when there is no such request."""
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout):
-            raise InvalidInput(f"wait_for_answer(timeout=...) must be a number of seconds, not {timeout!r}")
-        if timeout < 0:
-            raise InvalidInput(f"wait_for_answer(timeout=...) must be 0 or more seconds, got {timeout!r}")
-        timeout_ms = math.ceil(timeout * 1000)
-        with self._held() as handle:
-            data = self._lib.call_out(
-                "warden_approval_wait", handle, *_ffi.arg(_text(approval_id, "approval id")), timeout_ms
-            )
+        timeout_ms = _millis(timeout, "wait_for_answer(timeout=...)", zero=True)
+        data = self._call_out("warden_approval_wait", *_text_arg(approval_id, "approval id"), timeout_ms)
         return _maybe_record(data)
 
     async def wait_for_answer_async(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
@@ -173,8 +158,7 @@ class Approvals(Managed):
         if hook is not None and not callable(hook):
             raise InvalidInput(f"on_approval_request() needs a callable or None, not {hook!r}")
         callback = _ffi.APPROVAL_FN() if hook is None else _approval_hook_callback(hook)
-        with self._held() as handle:
-            self._lib.call("warden_approval_notify_set", handle, callback, None)
+        self._call("warden_approval_notify_set", callback, None)
         # The library stopped calling the previous one: it may go.
         self._approval_hook = None if hook is None else callback
         if hook is None:
@@ -184,13 +168,8 @@ class Approvals(Managed):
 
     def approval(self, approval_id: str) -> dict[str, Any] | None:
         """One approval record, or `None` when the library reports none."""
-        with self._held() as handle:
-            data = self._lib.call_out(
-                "warden_approval_get", handle, *_ffi.arg(_text(approval_id, "approval id"))
-            )
-        return _maybe_record(data)
+        return _maybe_record(self._call_out("warden_approval_get", *_text_arg(approval_id, "approval id")))
 
     def pending(self) -> list[dict[str, Any]]:
         """The approval requests still waiting for a human."""
-        with self._held() as handle:
-            return _records(self._lib.call_out("warden_approvals_pending", handle))
+        return _records(self._call_out("warden_approvals_pending"))

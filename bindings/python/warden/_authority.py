@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import _ffi
 from ._context import Principal
-from ._convert import _dumps, _millis, _optional_text, _principal_json, _record, _records, _revoker, _text
+from ._convert import _json_arg, _millis, _optional_text_arg, _principal_json, _record, _records, _revoker, _text_arg
 from ._errors import InvalidInput
 from ._managed import Managed
 
@@ -17,7 +16,6 @@ _DELEGATION_PAGE = 1000
 
 class Authority(Managed):
     """`Warden`'s authority calls."""
-
 
     def delegate(
         self,
@@ -43,21 +41,17 @@ class Authority(Managed):
             "by_expires_at_ms": None if by_expires_at is None else _millis(by_expires_at, "by_expires_at"),
             "via": via,
         }
-        with self._held() as handle:
-            data = self._lib.call_out("warden_delegate", handle, *_ffi.arg(_dumps(request, "the delegation")))
-        created = _record(data)
+        created = _record(self._call_out("warden_delegate", *_json_arg(request, "the delegation")))
         return str(created["delegation_id"])
 
     def revoke(self, delegation_id: str, *, by: Principal | Mapping[str, Any] | str | None = None) -> bool:
         """Revoke a delegation: `True` when this call revoked it, `False` when it already was.
         Every delegation beneath it is denied from now on. An unknown id raises `NotFound`."""
-        with self._held() as handle:
-            data = self._lib.call_out(
-                "warden_revoke",
-                handle,
-                *_ffi.arg(_text(delegation_id, "delegation id")),
-                *_ffi.arg(_optional_text(_revoker(by), "revoke(by=...)")),
-            )
+        data = self._call_out(
+            "warden_revoke",
+            *_text_arg(delegation_id, "delegation id"),
+            *_optional_text_arg(_revoker(by), "revoke(by=...)"),
+        )
         return bool(_record(data)["revoked"])
 
     def revoke_sweep(
@@ -75,9 +69,7 @@ class Authority(Managed):
             request["created_by"] = _principal_json(created_by, "revoke_sweep(created_by=...)")
         if under is not None:
             request["under"] = under
-        with self._held() as handle:
-            data = self._lib.call_out("warden_revoke_sweep", handle, *_ffi.arg(_dumps(request, "the sweep")))
-        return _records(data)
+        return _records(self._call_out("warden_revoke_sweep", *_json_arg(request, "the sweep")))
 
     def delegations(self) -> list[dict[str, Any]]:
         """Every stored delegation in id order, revoked ones included (`revoked`,
@@ -85,12 +77,8 @@ class Authority(Managed):
         found: list[dict[str, Any]] = []
         after: str | None = None
         while True:
-            with self._held() as handle:
-                page = _records(
-                    self._lib.call_out(
-                        "warden_delegations", handle, *_ffi.arg(_optional_text(after, "after")), _DELEGATION_PAGE
-                    )
-                )
+            after_arg = _optional_text_arg(after, "after")
+            page = _records(self._call_out("warden_delegations", *after_arg, _DELEGATION_PAGE))
             found.extend(page)
             if len(page) < _DELEGATION_PAGE:
                 return found

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from . import _ffi
-from ._convert import _dumps
+from ._convert import _json_arg
 
 __all__ = ["canonical", "action_hash"]
 
 
 def canonical(value: Any) -> str:
     """The canonical JSON text of `value` (sorted keys, exact integers; floats are refused)."""
-    data = _ffi.library().call_out("warden_canonical", *_ffi.arg(_dumps(value, "canonical(value)")))
+    data = _ffi.library().call_out("warden_canonical", *_json_arg(value, "canonical(value)"))
     return data.decode("utf-8")
 
 
@@ -34,5 +34,5 @@ def action_hash(
     }
     if environment is not None:
         action["environment"] = environment
-    data = _ffi.library().call_out("warden_action_hash", *_ffi.arg(_dumps(action, "the action")))
+    data = _ffi.library().call_out("warden_action_hash", *_json_arg(action, "the action"))
     return data.decode("utf-8")

@@ -28,8 +28,9 @@ def defaults() -> dict[str, Any]:
     return value
 
 
-def _or_default(value: int | None, name: str) -> int:
-    return defaults()[name] if value is None else value
+def _count_or_default(value: int | None, default: str, what: str) -> int:
+    """`value` checked as a count, or (when `None`) the library's default named `default`."""
+    return _count(defaults()[default] if value is None else value, what)
 
 
 def _dumps(value: Any, what: str) -> bytes:
@@ -38,6 +39,11 @@ def _dumps(value: Any, what: str) -> bytes:
         return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{what} cannot be sent to Warden as JSON: {exc}") from exc
+
+
+def _json_arg(value: Any, what: str) -> tuple[bytes | None, int]:
+    """`value` as the `(ptr, len)` of a C JSON parameter."""
+    return _ffi.arg(_dumps(value, what))
 
 
 def _loads(data: bytes) -> Any:
@@ -65,17 +71,24 @@ def _text(value: str, what: str) -> bytes:
         raise InvalidInput(f"{what} is not valid Unicode text: {exc}") from exc
 
 
-def _optional_text(value: str | None, what: str) -> bytes | None:
-    return None if value is None else _text(value, what)
+def _text_arg(value: str, what: str) -> tuple[bytes | None, int]:
+    """`value` as the `(ptr, len)` of a C text parameter."""
+    return _ffi.arg(_text(value, what))
 
 
-def _millis(seconds: float, what: str) -> int:
-    """A positive duration in whole milliseconds (rounded up, so it never becomes 0)."""
+def _optional_text_arg(value: str | None, what: str) -> tuple[bytes | None, int]:
+    """`_text_arg`, or (NULL, 0) for `None`."""
+    return _ffi.arg(None if value is None else _text(value, what))
+
+
+def _millis(seconds: float, what: str, *, zero: bool = False) -> int:
+    """A positive duration (with `zero`, 0 or more) in whole milliseconds, rounded up (so a
+    positive one never becomes 0)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
         raise InvalidInput(f"{what} must be a number of seconds, not {seconds!r}")
-    if seconds <= 0:
-        raise InvalidInput(f"{what} must be positive, got {seconds!r}")
-    return max(1, math.ceil(seconds * 1000))
+    if seconds < 0 or (seconds == 0 and not zero):
+        raise InvalidInput(f"{what} must be {'0 or more seconds' if zero else 'positive'}, got {seconds!r}")
+    return max(0 if zero else 1, math.ceil(seconds * 1000))
 
 
 def _count(value: int, what: str) -> int:

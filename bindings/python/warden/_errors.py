@@ -13,6 +13,7 @@ provably did nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 __all__ = [
@@ -336,27 +337,17 @@ class NotExecuted(Exception):
     """
 
 
-_CLASS_BY_CODE: dict[str, type[WardenError]] = {
-    "WARDEN_RESULT_DENIED": Denied,
-    "WARDEN_RESULT_APPROVAL_REQUIRED": ApprovalRequired,
-    "WARDEN_RESULT_APPROVAL_MISMATCH": ApprovalMismatch,
-    "WARDEN_RESULT_DUPLICATE": Duplicate,
-    "WARDEN_RESULT_IN_PROGRESS": Duplicate,
-    "WARDEN_RESULT_AMBIGUOUS": Ambiguous,
-    "WARDEN_RESULT_ATTEMPT_CEILING": AttemptCeiling,
-    "WARDEN_RESULT_NOT_RESOLVABLE": NotResolvable,
-    "WARDEN_RESULT_LATE_OUTCOME": LateOutcome,
-    "WARDEN_RESULT_NOT_FOUND": NotFound,
-    "WARDEN_RESULT_OUT_OF_WINDOW": OutOfWindow,
-    "WARDEN_RESULT_AUTHORITY_ESCALATION": AuthorityEscalation,
-    "WARDEN_RESULT_INVALID_INPUT": InvalidInput,
-    "WARDEN_RESULT_STORE": StoreFault,
-    "WARDEN_RESULT_CONFIG": ConfigError,
-    "WARDEN_RESULT_FETCH": FetchFault,
-    "WARDEN_RESULT_PANIC": Panic,
-    "WARDEN_RESULT_POISONED": Poisoned,
-    "WARDEN_RESULT_ABI_MISMATCH": AbiMismatch,
-}
+def _coded_classes(cls: type[WardenError]) -> Iterator[type[WardenError]]:
+    """Every class below `cls` that stands for a result code of its own (`default_code`)."""
+    for sub in cls.__subclasses__():
+        if "default_code" in vars(sub):
+            yield sub
+        yield from _coded_classes(sub)
+
+
+#: The class of each result code (IN_PROGRESS is a `Duplicate` too).
+_CLASS_BY_CODE: dict[str, type[WardenError]] = {cls.default_code: cls for cls in _coded_classes(WardenError)}
+_CLASS_BY_CODE["WARDEN_RESULT_IN_PROGRESS"] = Duplicate
 
 
 def error_from_result(result: int, error_json: bytes | None, name: str | None = None) -> WardenError:

@@ -289,37 +289,33 @@ class Library:
     def error(self, result: int, err: WardenBuf) -> WardenError:
         return error_from_result(result, self.take(err), self.result_name(result))
 
-    def call(self, name: str, *args: Any) -> None:
-        """A function whose last parameter is `warden_buf *err` and that has no output."""
+    def _invoke(self, name: str, args: tuple[Any, ...], *outs: Any) -> None:
+        """Call `name` with `args`, then a pointer to each of `outs` and to the error buffer;
+        a non-OK result is raised (after every output buffer is freed)."""
         err = WardenBuf()
-        result = self.functions[name](*args, byref(err))
+        result = self.functions[name](*args, *map(byref, outs), byref(err))
         if result != OK:
+            for out in outs:
+                if isinstance(out, WardenBuf):
+                    self.take(out)
             raise self.error(result, err)
         self.take(err)  # left untouched on success; freed if a library wrote it anyway
+
+    def call(self, name: str, *args: Any) -> None:
+        """A function whose last parameter is `warden_buf *err` and that has no output."""
+        self._invoke(name, args)
 
     def call_out(self, name: str, *args: Any) -> bytes:
         """A function ending `(warden_buf *out, warden_buf *err)`: the output's bytes."""
         out = WardenBuf()
-        err = WardenBuf()
-        result = self.functions[name](*args, byref(out), byref(err))
-        if result != OK:
-            self.take(out)
-            raise self.error(result, err)
-        self.take(err)
-        data = self.take(out)
-        return b"" if data is None else data
+        self._invoke(name, args, out)
+        return self.take(out) or b""
 
     def call_handle_described(self, name: str, *args: Any) -> tuple[int, bytes]:
         """A function ending `(T **out, warden_buf *info, warden_buf *err)`: the new opaque
         pointer and the description written with it."""
-        out = c_void_p()
-        info = WardenBuf()
-        err = WardenBuf()
-        result = self.functions[name](*args, byref(out), byref(info), byref(err))
-        if result != OK:
-            self.take(info)
-            raise self.error(result, err)
-        self.take(err)
+        out, info = c_void_p(), WardenBuf()
+        self._invoke(name, args, out, info)
         data = self.take(info)
         if not out.value or data is None:
             raise AbiMismatch(f"{name} returned OK without writing its handle and description", reason="abi_contract")
@@ -328,15 +324,10 @@ class Library:
     def call_handle(self, name: str, *args: Any) -> int:
         """A function ending `(T **out, warden_buf *err)`: the new opaque pointer."""
         out = c_void_p()
-        err = WardenBuf()
-        result = self.functions[name](*args, byref(out), byref(err))
-        if result != OK:
-            raise self.error(result, err)
-        self.take(err)
+        self._invoke(name, args, out)
         if not out.value:
             raise AbiMismatch(f"{name} returned OK without writing its handle", reason="abi_contract")
         return int(out.value)
-
 
 _lock = threading.Lock()
 _loaded: Library | None = None

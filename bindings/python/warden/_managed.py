@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from . import _ffi
 from ._errors import InvalidInput
@@ -78,6 +78,16 @@ class Managed:
                 self._users -= 1
                 idle = self._take_if_idle()
             self._free_pointer(idle)
+
+    def _call(self, function: str, *args: Any) -> None:
+        """`function(pointer, *args, &err)` on the pointer, kept alive for the call."""
+        with self._held() as pointer:
+            self._lib.call(function, pointer, *args)
+
+    def _call_out(self, function: str, *args: Any) -> bytes:
+        """`function(pointer, *args, &out, &err)` on the pointer: the output's bytes."""
+        with self._held() as pointer:
+            return self._lib.call_out(function, pointer, *args)
 
     def _take_if_idle(self) -> int | None:
         # Called with the lock held: the pointer leaves the object before it is freed, so a

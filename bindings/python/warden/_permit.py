@@ -6,7 +6,6 @@ Also the calls a protected function makes on its own running permit (`idempotenc
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import threading
@@ -66,8 +65,7 @@ class Permit(Managed):
 
     def refresh(self) -> dict[str, Any]:
         """Read the permit's JSON again from the library (after a lease extension, say)."""
-        with self._held() as pointer:
-            info = _loads(self._lib.call_out("warden_permit_info", pointer))
+        info = _loads(self._call_out("warden_permit_info"))
         if not isinstance(info, dict):
             raise InvalidInput("warden_permit_info returned something other than a JSON object")
         self._info = info
@@ -146,13 +144,11 @@ class Permit(Managed):
         `InvalidInput` when that would end it sooner (`extend_lease(30)` under a 5-minute
         lease), or when the attempt no longer holds its effect. Returns the new expiry."""
         lease_ms = _millis(seconds, "extend_lease(seconds)")
-        with self._held() as pointer:
-            self._lib.call("warden_permit_extend_lease", pointer, lease_ms)
+        self._call("warden_permit_extend_lease", lease_ms)
         return self.refresh().get("lease_expires_at")
 
     def _report(self, function: str, payload: bytes | None) -> None:
-        with self._held() as pointer:
-            self._lib.call(function, pointer, *(() if payload is None else _ffi.arg(payload)))
+        self._call(function, *(() if payload is None else _ffi.arg(payload)))
 
     def _finish(self, function: str, payload: bytes | None, quiet: bool) -> None:
         """Report an outcome, then release; `quiet` logs a failed report instead of raising."""

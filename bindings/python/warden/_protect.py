@@ -163,7 +163,7 @@ class Protecting(Approvals):
         precondition: PreconditionProvider | None = None,
     ) -> Permit:
         try:
-            return self._propose(request) if precondition is None else self._propose(request, precondition)
+            return self._propose(request, precondition)
         except Ambiguous as refusal:
             if reconcile is None or refusal.effect_key is None:
                 raise
@@ -172,7 +172,7 @@ class Protecting(Approvals):
                 raise InvalidInput("an async reconcile hook needs an async protected function") from None
             # The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
             again = _reconciled(request, refusal.effect_key, answer)
-        return self._propose(again) if precondition is None else self._propose(again, precondition)
+        return self._propose(again, precondition)
 
     def _acquire(
         self,
@@ -211,10 +211,7 @@ class Protecting(Approvals):
     ) -> None:
         """In the worker thread: propose, then hand the permit over, or record it as not
         executed right here when its caller already left (the loop may be gone by now)."""
-        if precondition is None:
-            permit = self._propose(request)
-        else:
-            permit = self._propose(request, precondition, loop)
+        permit = self._propose(request, precondition, loop)
         if not handoff.deliver(permit):
             _finish_unused(permit)
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Union
 
 from ._threads import in_thread
 from . import _ffi
-from ._convert import _dumps, _record, _records, _swallow_result, _text
+from ._convert import _dumps, _json_arg, _record, _records, _swallow_result, _text_arg
 from ._errors import InvalidInput, Panic
 from ._managed import Managed
 
@@ -110,8 +109,12 @@ def _credential_callback(lib: _ffi.Library, provider: CredentialProvider) -> Any
     return _ffi.CREDENTIAL_FN(callback)
 
 
-def _release_token(job: asyncio.Future[Any], token: CancelToken) -> None:
-    token.close()
+def _window(source: str, endpoint: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The window a sight request names: `{"source", "endpoint", "params"?}`."""
+    request: dict[str, Any] = {"source": source, "endpoint": endpoint}
+    if params is not None:
+        request["params"] = dict(params) if isinstance(params, Mapping) else params
+    return request
 
 
 class Sights(Managed):
@@ -124,17 +127,14 @@ class Sights(Managed):
         self._queries = 0
         self._callbacks: list[Any] = []
 
-
     def sources(self) -> dict[str, Any]:
         """The configured windows as an agent may name them (no origin, path or credential)."""
-        with self._held() as handle:
-            return _record(self._lib.call_out("warden_sight_sources", handle))
+        return _record(self._call_out("warden_sight_sources"))
 
     def tool_schema(self) -> list[dict[str, Any]]:
         """The four tool definitions (`warden_sources`, `warden_query`, `warden_history`,
         `warden_diff`), each `{"name", "description", "input_schema"}`, for an LLM."""
-        with self._held() as handle:
-            return _records(self._lib.call_out("warden_sight_tool_schema", handle))
+        return _records(self._call_out("warden_sight_tool_schema"))
 
     def set_credential_provider(self, provider: CredentialProvider | None) -> None:
         """Resolve sight credentials with `provider(reference) -> str | None`.
@@ -172,25 +172,15 @@ class Sights(Managed):
                 if self._queries == 0:
                     self._callbacks = self._callbacks[-1:]
 
-    def _sight_query(self, request: bytes, cancel: CancelToken | None) -> dict[str, Any]:
-        return self._cancellable("warden_sight_query", (), request, cancel)
-
     def _cancellable(
         self, function: str, leading: tuple[Any, ...], request: bytes, cancel: CancelToken | None
     ) -> dict[str, Any]:
         if cancel is not None and not isinstance(cancel, CancelToken):
             raise InvalidInput(f"cancel= must be a warden.CancelToken or None, not {type(cancel).__name__}")
-        with self._held() as handle, self._querying():
-            if cancel is None:
-                data = self._lib.call_out(function, handle, *leading, *_ffi.arg(request), None)
-            else:
-                with cancel._held() as pointer:
-                    data = self._lib.call_out(function, handle, *leading, *_ffi.arg(request), pointer)
+        held_token = nullcontext() if cancel is None else cancel._held()
+        with self._held() as handle, self._querying(), held_token as pointer:
+            data = self._lib.call_out(function, handle, *leading, *_ffi.arg(request), pointer)
         return _record(data)
-
-    def _sight_call(self, function: str, request: bytes) -> dict[str, Any]:
-        with self._held() as handle:
-            return _record(self._lib.call_out(function, handle, *_ffi.arg(request)))
 
     @staticmethod
     def _query_request(
@@ -200,9 +190,7 @@ class Sights(Managed):
         fields: Sequence[str] | None,
         snapshot: bool,
     ) -> bytes:
-        query: dict[str, Any] = {"source": source, "endpoint": endpoint}
-        if params is not None:
-            query["params"] = dict(params) if isinstance(params, Mapping) else params
+        query = _window(source, endpoint, params)
         if fields is not None:
             query["fields"] = list(fields) if isinstance(fields, (list, tuple)) else fields
         if snapshot is not False:
@@ -233,7 +221,9 @@ class Sights(Managed):
         Blocks for at most the source's `timeout_ms` (the GIL is released); `cancel` aborts it
         from another thread. The credential provider, if set, runs on this thread.
         """
-        return self._sight_query(self._query_request(source, endpoint, params, fields, snapshot), cancel)
+        return self._cancellable(
+            "warden_sight_query", (), self._query_request(source, endpoint, params, fields, snapshot), cancel
+        )
 
     async def query_async(
         self,
@@ -249,9 +239,9 @@ class Sights(Managed):
         token of its own. The credential provider runs on the worker thread."""
         request = self._query_request(source, endpoint, params, fields, snapshot)
         token = CancelToken() if cancel is None else cancel
-        job = asyncio.ensure_future(in_thread(self._sight_query, request, token))
+        job = asyncio.ensure_future(in_thread(self._cancellable, "warden_sight_query", (), request, token))
         if cancel is None:
-            job.add_done_callback(functools.partial(_release_token, token=token))
+            job.add_done_callback(lambda _: token.close())
         try:
             return await asyncio.shield(job)
         except asyncio.CancelledError:
@@ -271,14 +261,12 @@ class Sights(Managed):
         "snapshots", "hasMore", "nextCursor"?}`. Without `params`, every window of the
         endpoint; `cursor` is the previous page's `nextCursor`; `limit` 1..100 (default 20).
         A bad cursor or limit raises `OutOfWindow` with reason `invalid_page`."""
-        request: dict[str, Any] = {"source": source, "endpoint": endpoint}
-        if params is not None:
-            request["params"] = dict(params) if isinstance(params, Mapping) else params
+        request = _window(source, endpoint, params)
         if cursor is not None:
             request["cursor"] = cursor
         if limit is not None:
             request["limit"] = limit
-        return self._sight_call("warden_sight_history", _dumps(request, "the history request"))
+        return _record(self._call_out("warden_sight_history", *_json_arg(request, "the history request")))
 
     async def history_async(
         self,
@@ -296,7 +284,7 @@ class Sights(Managed):
         "fetchedAt", "entries": [{"change", "path", "before"?, "after"?}], "total", "omitted"}`.
         An unknown id raises `NotFound` (reason `snapshot_not_found`); snapshots of different
         windows raise `OutOfWindow`."""
-        return self._sight_call("warden_sight_diff", _dumps({"a": a, "b": b}, "the diff request"))
+        return _record(self._call_out("warden_sight_diff", *_json_arg({"a": a, "b": b}, "the diff request")))
 
     async def diff_async(self, a: str, b: str) -> dict[str, Any]:
         """`diff` in a worker thread."""
@@ -311,5 +299,5 @@ class Sights(Managed):
         is refused there with `OutOfWindow`, before any I/O.
         """
         arguments = {} if arguments is None else arguments
-        tool = _ffi.arg(_text(name, "call_tool(name)"))
+        tool = _text_arg(name, "call_tool(name)")
         return self._cancellable("warden_sight_call_tool", tool, _dumps(arguments, f"the {name} arguments"), cancel)

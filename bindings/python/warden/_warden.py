@@ -15,7 +15,7 @@ from typing import Any, Union
 
 from . import _ffi
 from ._authority import Authority
-from ._convert import _count, _dumps, _maybe_record, _millis, _optional_text, _or_default, _record, _records, _text
+from ._convert import _count_or_default, _dumps, _maybe_record, _millis, _optional_text_arg, _record, _records, _text_arg
 from ._protect import Protecting
 from ._sights import Sights
 
@@ -64,17 +64,14 @@ class Warden(Protecting, Authority, Sights):
         limits: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(_ffi.library())
-        open_options: dict[str, Any] = {}
-        if environment is not None:
-            open_options["environment"] = environment
-        if credentials_dir is not None:
-            open_options["credentials_dir"] = os.fsdecode(os.fspath(credentials_dir))
-        if outcomes is not None:
-            open_options["outcomes"] = outcomes
-        if max_delay is not None:
-            open_options["max_delay_ms"] = _millis(max_delay, "max_delay")
-        if limits is not None:
-            open_options["limits"] = dict(limits)
+        open_options = {
+            "environment": environment,
+            "credentials_dir": None if credentials_dir is None else os.fsdecode(os.fspath(credentials_dir)),
+            "outcomes": outcomes,
+            "max_delay_ms": None if max_delay is None else _millis(max_delay, "max_delay"),
+            "limits": None if limits is None else dict(limits),
+        }
+        open_options = {key: value for key, value in open_options.items() if value is not None}
         options = _dumps(open_options, "options") if open_options else None
         store_bytes = os.fsencode(store)
         config_bytes = None if config is None else os.fsencode(config)
@@ -95,60 +92,45 @@ class Warden(Protecting, Authority, Sights):
 
     def flush(self) -> None:
         """Make every deferred outcome of this process durable now (see `outcomes`)."""
-        with self._held() as handle:
-            self._lib.call("warden_flush", handle)
+        self._call("warden_flush")
 
     # -- effects, receipts, events --
 
     def resolve(self, effect_key: str, to: str, *, by: str) -> dict[str, Any]:
         """A human says what happened to an AMBIGUOUS effect: "committed" or "failed"."""
-        with self._held() as handle:
-            data = self._lib.call_out(
-                "warden_effect_resolve",
-                handle,
-                *_ffi.arg(_text(effect_key, "effect key")),
-                *_ffi.arg(_text(to, "resolve(to)")),
-                *_ffi.arg(_text(by, "resolve(by=...)")),
-            )
+        data = self._call_out(
+            "warden_effect_resolve",
+            *_text_arg(effect_key, "effect key"),
+            *_text_arg(to, "resolve(to)"),
+            *_text_arg(by, "resolve(by=...)"),
+        )
         return _record(data)
 
     def effect(self, effect_key: str) -> dict[str, Any] | None:
         """The effect record for `effect_key`, or `None` when there is none."""
-        with self._held() as handle:
-            data = self._lib.call_out("warden_effect_get", handle, *_ffi.arg(_text(effect_key, "effect key")))
-        return _maybe_record(data)
+        return _maybe_record(self._call_out("warden_effect_get", *_text_arg(effect_key, "effect key")))
 
     def effects(self, state: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Effect records, optionally only those in `state`, at most `limit` (default: the
         library's `list_limit`; 0: all)."""
-        with self._held() as handle:
-            data = self._lib.call_out(
-                "warden_effects_list",
-                handle,
-                *_ffi.arg(_optional_text(state, "effects(state=...)")),
-                _count(_or_default(limit, "list_limit"), "limit"),
-            )
-        return _records(data)
+        state_arg = _optional_text_arg(state, "effects(state=...)")
+        count = _count_or_default(limit, "list_limit", "limit")
+        return _records(self._call_out("warden_effects_list", *state_arg, count))
 
     def receipts(self, from_seq: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Receipts from sequence number `from_seq` (default: the first), at most `limit`
         (default: the library's `list_limit`; 0: all)."""
-        first = _count(_or_default(from_seq, "from_seq"), "from_seq")
-        count = _count(_or_default(limit, "list_limit"), "limit")
-        with self._held() as handle:
-            data = self._lib.call_out("warden_receipts_list", handle, first, count)
-        return _records(data)
+        first = _count_or_default(from_seq, "from_seq", "from_seq")
+        count = _count_or_default(limit, "list_limit", "limit")
+        return _records(self._call_out("warden_receipts_list", first, count))
 
     def verify_chain(self) -> dict[str, Any]:
         """Walk the receipt chain; the report (`ok`, `verified`, `breaks`, ...)."""
-        with self._held() as handle:
-            return _record(self._lib.call_out("warden_chain_verify", handle))
+        return _record(self._call_out("warden_chain_verify"))
 
     def events(self, after: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Events with an id greater than `after` (default: from the first), at most `limit`
         (default: the library's `list_limit`; 0: all)."""
-        first = _count(_or_default(after, "after_id"), "after")
-        count = _count(_or_default(limit, "list_limit"), "limit")
-        with self._held() as handle:
-            data = self._lib.call_out("warden_events_list", handle, first, count)
-        return _records(data)
+        first = _count_or_default(after, "after_id", "after")
+        count = _count_or_default(limit, "list_limit", "limit")
+        return _records(self._call_out("warden_events_list", first, count))
