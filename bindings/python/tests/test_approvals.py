@@ -73,6 +73,8 @@ def test_an_approval_binds_to_the_exact_action(w: warden.Warden, agent: Any, ref
         with pytest.raises(warden.ApprovalMismatch) as mutated:
             refund("pay_big", 499_999)  # not what the human saw
         assert mutated.value.reason == "mismatch"
+        # The reason the class names when none is given is the core's, as Node's table says.
+        assert warden.ApprovalMismatch.default_reason == mutated.value.reason
         assert refund("pay_big", 120_000) == "refunded pay_big"
         with pytest.raises(warden.ApprovalMismatch) as replayed:
             refund("pay_other", 120_000)

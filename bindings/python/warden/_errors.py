@@ -215,7 +215,7 @@ class ApprovalMismatch(Refused):
     """A presented or answered approval does not fit (`.reason` says how)."""
 
     default_code = "WARDEN_RESULT_APPROVAL_MISMATCH"
-    default_reason = "approval_mismatch"
+    default_reason = "mismatch"
 
 
 class Duplicate(Refused):
