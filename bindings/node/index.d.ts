@@ -288,8 +288,12 @@ export type CredentialProvider = (
   reference: string,
 ) => string | null | undefined | Promise<string | null | undefined>;
 
-/** A protected function: one object of arguments in, the wrapped function's result out. */
-export type Protected<A extends object, R> = (args?: A) => Promise<Awaited<R>>;
+/**
+ * A protected function: one object of arguments in, the wrapped function's result out.
+ * `signal` aborted before the function runs: it never runs (NOT_EXECUTED once a permit was
+ * issued) and the call rejects with `signal.reason`.
+ */
+export type Protected<A extends object, R> = (args?: A, options?: { signal?: AbortSignal }) => Promise<Awaited<R>>;
 
 export declare class Warden {
   constructor(options: WardenOptions);

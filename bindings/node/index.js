@@ -473,6 +473,10 @@ class Warden {
    * (else ApprovalMismatch, reason `precondition_changed`, the approval stays granted).
    * `waitMs`: how long the library waits (judged by its own clock) for a human to answer an
    * approval request before the approval is presented.
+   * A call takes an optional second argument `{signal}` (an AbortSignal): aborted before the
+   * call, nothing is proposed; aborted while the proposal is on its way, the function does not
+   * run and the library records NOT_EXECUTED; either way the call rejects with
+   * `signal.reason`. Once the function runs, the signal is the function's business.
    * @param {{reconcile?: (effectKey: string) => any, leaseMs?: number, waitMs?: number,
    *   precondition?: (action: object) => any}} [options]
    */
@@ -490,10 +494,12 @@ class Warden {
       throw new TypeError('precondition must be a function');
     }
     const handle = this.#handle;
-    const protectedCall = async (args = {}) => {
+    const protectedCall = async (args = {}, { signal } = {}) => {
       if (args === null || typeof args !== 'object' || Array.isArray(args)) {
         throw new TypeError(`${name}: a protected function takes one object of arguments`);
       }
+      signalOption(name, signal);
+      signal?.throwIfAborted();
       const caller = callerScope.getStore() ?? {};
       const request = {
         name,
@@ -507,6 +513,13 @@ class Warden {
         hop: caller.hop ?? null,
       };
       const permit = await proposeRecovering(handle, request, { reconcile, waitMs, precondition });
+      if (signal?.aborted) {
+        // The caller left while the proposal was on its way and the function has not run: the
+        // library records NOT_EXECUTED (FAILED, a retry may run), never AMBIGUOUS.
+        await invoke(() => permit.cancel()).catch(() => {});
+        permit.release();
+        signal.throwIfAborted();
+      }
       return runPermitted(permit, fn);
     };
     Object.defineProperty(protectedCall, 'name', { value: fn.name || name });

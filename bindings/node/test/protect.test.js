@@ -306,3 +306,32 @@ test('protect checks its own arguments', async (t) => {
   const write = w.protect('ledger.write', () => {});
   await assert.rejects(ada(() => write([1, 2])), TypeError);
 });
+
+test('a signal aborted before the call proposes nothing; aborted on the way, the retry runs', async (t) => {
+  const { w } = open(t);
+  let calls = 0;
+  const refund = w.protect('stripe.refund', async ({ payment_id }) => {
+    calls += 1;
+    return `refunded ${payment_id}`;
+  });
+  const before = new AbortController();
+  before.abort(new Error('the user went away'));
+  await assert.rejects(ada(() => refund({ payment_id: 'pay_sig', amount: 5 }, { signal: before.signal })), (e) => e === before.signal.reason);
+  assert.equal(await w.effect('refund:pay_sig'), null, 'aborted before the call: nothing was proposed');
+  await assert.rejects(ada(() => refund({ payment_id: 'pay_sig', amount: 5 }, { signal: 'stop' })), TypeError);
+  // Aborted while the proposal is on its way: FAILED (not executed), so a retry runs.
+  const onTheWay = new AbortController();
+  const late = w.protect('stripe.refund', () => assert.fail('must not run'), { precondition: () => onTheWay.abort() });
+  await assert.rejects(ada(() => late({ payment_id: 'pay_sig', amount: 5 }, { signal: onTheWay.signal })), (e) => e === onTheWay.signal.reason);
+  assert.equal((await w.effect('refund:pay_sig')).state, 'failed');
+  assert.equal(await ada(() => refund({ payment_id: 'pay_sig', amount: 5 })), 'refunded pay_sig');
+  // Aborted once the function runs: the function's business; its return commits.
+  const during = new AbortController();
+  const running = w.protect('stripe.refund', ({ payment_id }) => {
+    during.abort();
+    return `ran ${payment_id}`;
+  });
+  assert.equal(await ada(() => running({ payment_id: 'pay_sig2', amount: 5 }, { signal: during.signal })), 'ran pay_sig2');
+  assert.equal((await w.effect('refund:pay_sig2')).state, 'committed');
+  assert.equal(calls, 1);
+});

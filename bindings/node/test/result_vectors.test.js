@@ -36,12 +36,23 @@ function resultOf(vector) {
 
 for (const vector of cases) {
   test(`result vector ${vector.name}`, async (t) => {
+    const { w } = open(t);
     if (vector.cancelled_before_run) {
-      // A protected call in Node has no way to be cancelled between its permit and its run.
-      t.skip('Node has no cancellation between the permit and the call');
+      // The caller aborts while its proposal is on the way (the precondition runs just before
+      // the proposal is sent); the permit arrives after.
+      const controller = new AbortController();
+      let ran = false;
+      const refund = w.protect('stripe.refund', () => { ran = true; }, { precondition: () => controller.abort() });
+      await assert.rejects(
+        ada(() => refund({ payment_id: `vec_${vector.name}`, amount: 1 }, { signal: controller.signal })),
+        (error) => error === controller.signal.reason,
+      );
+      assert.equal(ran, false, 'the function never ran');
+      const effect = await w.effect(`refund:vec_${vector.name}`);
+      assert.equal(effect.state, vector.state);
+      assert.equal(effect.error, vector.error);
       return;
     }
-    const { w } = open(t);
     const value = resultOf(vector);
     const refund = w.protect('stripe.refund', () => value);
     const returned = await ada(() => refund({ payment_id: `vec_${vector.name}`, amount: 1 }));
