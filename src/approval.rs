@@ -548,6 +548,25 @@ mod tests {
         }
     }
 
+    fn refusal_detail(verdict: &Verdict) -> &str {
+        match verdict {
+            Verdict::Refuse(Error::ApprovalMismatch { detail, .. }) => detail,
+            other => panic!("not a refusal: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_approver_is_named_in_the_message() {
+        let pending = record(ApprovalStatus::Pending);
+        let own = check_answerable(Some(&pending), "apr_1", &asserted("ada"), 1);
+        assert!(refusal_detail(&own).starts_with("\"cli:ada\" requested this action"), "{own:?}");
+        let mut voted = record(ApprovalStatus::Pending);
+        voted.votes.push(Vote { approver: asserted("bob").principal, verified: None, grant: true, at: 0, note: None });
+        let again = check_answerable(Some(&voted), "apr_1", &asserted("bob"), 1);
+        assert_eq!(refusal_reason(&again), Some("already_answered"));
+        assert_eq!(refusal_detail(&again), "\"cli:bob\" already answered it (grant); each approver counts once");
+    }
+
     #[test]
     fn the_default_approval_ttl_is_exactly_fifteen_minutes() {
         assert_eq!(DEFAULT_APPROVAL_TTL, 900_000_000);
