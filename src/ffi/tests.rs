@@ -377,6 +377,22 @@ fn a_null_required_pointer_is_invalid_input_and_leaves_out_untouched() {
 }
 
 #[test]
+fn a_result_given_as_null_with_a_length_is_refused_naming_its_parameter_and_the_permit_stays_usable() {
+    let handle = open(Some(POLICY));
+    let permit = propose(&handle, &refund("pay_null_result", 100)).expect("permit");
+    // SAFETY: NULL with a length is what is under test; a live permit and a writable err.
+    let json = with_err(|err| unsafe { warden_permit_commit(permit, ptr::null(), 5, err) }).expect_err("refused");
+    assert_eq!(json.code, WARDEN_RESULT_INVALID_INPUT);
+    assert_eq!(json.error["message"], "invalid input: result_json is NULL with a length of 5");
+    // SAFETY: as above.
+    let text = with_err(|err| unsafe { warden_permit_commit_text(permit, ptr::null(), 3, err) }).expect_err("refused");
+    assert_eq!(text.error["message"], "invalid input: text is NULL with a length of 3");
+    commit(permit, r#"{"ok":true}"#).expect("the refusals spent nothing: the permit still commits");
+    free(permit);
+    assert_eq!(effect(&handle, "refund:pay_null_result")["state"], "committed");
+}
+
+#[test]
 fn invalid_utf8_and_bad_json_are_invalid_input() {
     let handle = open(Some(POLICY));
     for bytes in [&b"{\"name\": \"\xff\"}"[..], b"{not json", b"[]", b"{\"name\": \"customer.read\", \"typo\": 1}"] {
