@@ -9,9 +9,12 @@
 #   scripts/mutants.sh --in-diff BASE   only code changed since BASE (`git diff BASE`) in them
 #
 # Each group of files below names its fast test targets; the cargo profile and the exclusions
-# live in .cargo/mutants.toml. One job at a time (MUTANTS_JOBS to change it). Builds share
-# $CARGO_TARGET_DIR (default target/) under the `mutants` profile, so dependencies are built
-# once and the debug build is never overwritten. Reports: $CARGO_TARGET_DIR/mutants-report/.
+# live in .cargo/mutants.toml. One job at a time by default: builds then share $CARGO_TARGET_DIR
+# (default target/) under the `mutants` profile, so dependencies are built once and the debug
+# build is never overwritten. MUTANTS_JOBS=N runs N mutants at once, each job building in its
+# own scratch copy's target/ (dependencies built once per job): concurrent builds into one
+# shared target directory would overwrite each other's test binaries, so a job could test
+# another job's mutant. Reports: $CARGO_TARGET_DIR/mutants-report/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -100,7 +103,11 @@ run_pass() {
     local what=$1 out=$2
     shift 2
     local status=0
-    cargo mutants "$@" || status=$?
+    if [ "${MUTANTS_JOBS:-1}" -gt 1 ]; then
+        env -u CARGO_TARGET_DIR cargo mutants "$@" || status=$?
+    else
+        cargo mutants "$@" || status=$?
+    fi
     case $status in
         0 | 2 | 3) ;;
         *)
