@@ -76,8 +76,6 @@ fi
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 report="$CARGO_TARGET_DIR/mutants-report"
-rm -rf "$report"
-mkdir -p "$report"
 
 if [ -n "$base" ]; then
     if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
@@ -95,6 +93,9 @@ if [ -n "$base" ]; then
 fi
 
 echo "mutants.sh: $version, ${#files[@]} file(s), $(nproc) CPU(s), ${MUTANTS_JOBS:-1} job(s)"
+# The previous run's report goes only now: a run with nothing to test leaves it alone.
+rm -rf "$report"
+mkdir -p "$report"
 
 # One cargo-mutants run, judged by its exit status: 0 all caught, 2 some missed, 3 some timed
 # out (a hang the tests never let finish counts as caught; missed ones are still listed).
