@@ -568,6 +568,32 @@ mod tests {
     }
 
     #[test]
+    fn the_shown_document_is_the_canonical_action_the_hash_covers() {
+        let pending = record(ApprovalStatus::Pending);
+        let document = pending.action_document().expect("a recorded action");
+        let hashed = crate::canonical::sha256_prefixed(
+            crate::canonical::to_canonical_string(&document, "doc").unwrap().as_bytes(),
+        );
+        assert_eq!(hashed, pending.action_hash, "{document}");
+        assert_eq!(document["name"], "stripe.refund");
+        assert_eq!(document["arguments"], serde_json::json!({"amount": 90000, "payment_id": "pay_1"}));
+        assert_eq!(pending.arguments(), Some(document["arguments"].clone()));
+        let mut migrated = record(ApprovalStatus::Pending);
+        migrated.action = None;
+        assert_eq!((migrated.action_document(), migrated.arguments()), (None, None));
+    }
+
+    #[test]
+    fn grants_count_the_granting_votes_only() {
+        let mut request = record(ApprovalStatus::Pending);
+        assert_eq!(request.grants(), 0);
+        for (who, grant) in [("bob", true), ("carol", false), ("dan", true)] {
+            request.votes.push(Vote { approver: asserted(who).principal, verified: None, grant, at: 0, note: None });
+        }
+        assert_eq!(request.grants(), 2);
+    }
+
+    #[test]
     fn the_default_approval_ttl_is_exactly_fifteen_minutes() {
         assert_eq!(DEFAULT_APPROVAL_TTL, 900_000_000);
     }
