@@ -781,6 +781,59 @@ mod tests {
         assert_eq!(over["warden_result"], "truncated");
     }
 
+    fn value_nested(depth: usize) -> serde_json::Value {
+        let mut value = serde_json::json!([]);
+        for _ in 1..depth {
+            value = serde_json::json!([value]);
+        }
+        value
+    }
+
+    #[test]
+    fn a_values_depth_bounds_hold_at_the_instant_and_one_past() {
+        use crate::canonical::{MAX_INPUT_DEPTH, MAX_PARSE_DEPTH};
+        let at = StoredResult::from_value(&value_nested(MAX_INPUT_DEPTH));
+        assert!(at.canonical, "exactly the input depth is stored whole");
+        // Past the input depth the text is still written while a parser could have built it...
+        for depth in [MAX_INPUT_DEPTH + 1, MAX_PARSE_DEPTH] {
+            let marked = StoredResult::from_value(&value_nested(depth)).to_value();
+            assert_eq!(
+                (marked["warden_result"].as_str(), marked["bytes"].as_u64()),
+                (Some("too_deep"), Some(2 * depth as u64))
+            );
+        }
+        // ...and not past that (serde_json writes recursively).
+        let beyond = StoredResult::from_value(&value_nested(MAX_PARSE_DEPTH + 1)).to_value();
+        assert_eq!((beyond["warden_result"].as_str(), beyond["bytes"].as_u64()), (Some("too_deep"), Some(0)));
+    }
+
+    #[test]
+    fn size_bounds_hold_at_the_instant_and_one_byte_past() {
+        let why = |stored: StoredResult| stored.to_value()["warden_result"].as_str().map(str::to_owned);
+        // A float's text (11 bytes) within the bound is not canonical; one byte over, truncated.
+        let float = serde_json::json!({"fee": 0.3});
+        assert_eq!(why(StoredResult::from_value_within(&float, 11)).as_deref(), Some("not_canonical"));
+        assert_eq!(why(StoredResult::from_value_within(&float, 10)).as_deref(), Some("truncated"));
+        // Bytes handed over: exactly the bound is parsed and stored whole; one byte over is not.
+        let whole = StoredResult::from_bytes(b"[1]", ResultForm::Json, 3);
+        assert_eq!(whole, StoredResult { json: "[1]".into(), canonical: true });
+        assert_eq!(why(StoredResult::from_bytes(b"[1]", ResultForm::Json, 2)).as_deref(), Some("truncated"));
+        // Re-bounding: exactly the bound is kept as it is; one byte less cuts it.
+        let kept = StoredResult { json: "[1]".into(), canonical: true };
+        assert_eq!(kept.clone().bounded(3), kept);
+        assert_eq!(why(kept.bounded(2)).as_deref(), Some("truncated"));
+    }
+
+    #[test]
+    fn unparseable_bytes_are_too_deep_only_past_the_input_depth() {
+        use crate::canonical::MAX_INPUT_DEPTH;
+        let open = |depth: usize| "[".repeat(depth); // never closed, so never JSON
+        let at = stored(&open(MAX_INPUT_DEPTH), ResultForm::Json).to_value();
+        assert_eq!(at["warden_result"], "text");
+        let past = stored(&open(MAX_INPUT_DEPTH + 1), ResultForm::Json).to_value();
+        assert_eq!(past["warden_result"], "too_deep");
+    }
+
     #[test]
     fn a_value_with_a_float_or_nested_too_deep_is_marked_not_refused() {
         let float = StoredResult::from_value(&serde_json::json!({"fee": 0.3})).to_value();
