@@ -832,6 +832,12 @@ mod tests {
         assert_eq!(at["warden_result"], "text");
         let past = stored(&open(MAX_INPUT_DEPTH + 1), ResultForm::Json).to_value();
         assert_eq!(past["warden_result"], "too_deep");
+        // Brackets inside a string do not nest, an escaped quote does not end the string, and
+        // brackets after a string's end do.
+        let inside = format!(r#""\"{}" x"#, open(MAX_INPUT_DEPTH + 1));
+        assert_eq!(stored(&inside, ResultForm::Json).to_value()["warden_result"], "text", "{inside}");
+        let after = format!(r#""a" {}"#, open(MAX_INPUT_DEPTH + 1));
+        assert_eq!(stored(&after, ResultForm::Json).to_value()["warden_result"], "too_deep");
     }
 
     #[test]
