@@ -548,6 +548,31 @@ mod tests {
     }
 
     #[test]
+    fn the_authority_evidence_is_in_the_document_with_every_budget_charge() {
+        let mut with = draft(1);
+        with.authority = Some(ReceiptAuthority {
+            grant_id: Some("dlg_root".into()),
+            hop: None,
+            budget_charges: vec![crate::authority::Charge {
+                grant_id: "dlg_root".into(),
+                metric: "amount".into(),
+                amount: 1200,
+                limit: 50_000,
+                window_seconds: 86_400,
+            }],
+        });
+        let document = with.document(1, GENESIS_HASH);
+        assert_eq!(document["authority_grant_id"], "dlg_root");
+        assert_eq!(document["hop"], serde_json::Value::Null);
+        assert_eq!(
+            document["budget_charges"],
+            serde_json::json!([{"grant_id": "dlg_root", "metric": "amount", "amount": 1200, "limit": 50_000, "window_seconds": 86_400}])
+        );
+        let without = draft(1).document(1, GENESIS_HASH);
+        assert!(without.get("budget_charges").is_none() && without.get("authority_grant_id").is_none());
+    }
+
+    #[test]
     fn a_traceparent_is_the_w3c_four_field_form() {
         for valid in [
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
