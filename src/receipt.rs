@@ -573,6 +573,21 @@ mod tests {
     }
 
     #[test]
+    fn a_resealed_receipt_naming_the_wrong_predecessor_breaks_its_link_but_a_gap_is_only_missing() {
+        let (mut rows, head) = chain(3);
+        let (document, hash) = draft(2).seal(2, "sha256:0000").expect("seals");
+        let next = rows[2].clone();
+        rows[1] = (2, Ok(StoredReceipt { document, hash: Some(hash), executor_result: None }));
+        let report = verify_chain(rows, Some(head.clone()));
+        // Receipt 3 still names the old receipt 2, whose recomputed hash has changed.
+        assert_eq!(names(&report), [("link_broken", Some(2)), ("link_broken", Some(3))]);
+        let (rows, _) = chain(3);
+        let gapped: Rows = vec![rows[0].clone(), next];
+        let report = verify_chain(gapped, Some(head));
+        assert_eq!(names(&report), [("missing", Some(2))]);
+    }
+
+    #[test]
     fn a_traceparent_is_the_w3c_four_field_form() {
         for valid in [
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
