@@ -838,6 +838,9 @@ mod tests {
         assert_eq!(stored(&inside, ResultForm::Json).to_value()["warden_result"], "text", "{inside}");
         let after = format!(r#""a" {}"#, open(MAX_INPUT_DEPTH + 1));
         assert_eq!(stored(&after, ResultForm::Json).to_value()["warden_result"], "too_deep");
+        // A closing bracket ends its level: two groups of 60 are 60 deep, not 120.
+        let groups = format!("{} {} x", nested(60), nested(60));
+        assert_eq!(stored(&groups, ResultForm::Json).to_value()["warden_result"], "text");
     }
 
     #[test]
