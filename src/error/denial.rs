@@ -139,7 +139,7 @@ mod tests {
         assert_eq!(DenialReason::Rule(3).to_string(), "rule[3]");
         assert_eq!(DenialReason::from("approval_denied"), DenialReason::ApprovalDenied);
         assert!(DenialReason::ApprovalDenied == "approval_denied" && DenialReason::ApprovalDenied != "decision");
-        assert!(DenialReason::NoMatchingRule == *"no_matching_rule");
+        assert!(DenialReason::NoMatchingRule == *"no_matching_rule" && DenialReason::NoMatchingRule != *"decision");
         assert_eq!(DenialReason::parse("rule[007]"), DenialReason::Host("rule[007]".into()));
     }
 
