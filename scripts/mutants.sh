@@ -31,6 +31,8 @@ GROUP_FILES=(
     "src/sight/confine.rs"
     "src/authority/pattern.rs src/authority/containment.rs src/authority/evaluate.rs src/authority/chain.rs src/authority/budget.rs"
 )
+# Cargo features a group's targets need (kernel and chain are test-exports targets).
+GROUP_FEATURES=("test-exports" "" "" "" "")
 GROUP_TESTS=(
     "--lib --test kernel --test chain --test idempotency --test pipeline"
     "--lib --test canonical_props --test vectors --test template_props"
@@ -162,7 +164,9 @@ for index in "${!GROUP_NAMES[@]}"; do
     cat "$out/mutants.out/unviable.txt" >> "$report/unviable.txt"
     if [ -s "$out/mutants.out/missed.txt" ] || [ -s "$out/mutants.out/timeout.txt" ]; then
         echo "== $name, pass 2: the survivors of pass 1 against ${tests[*]}"
-        run_pass "$name (pass 2)" "$out" "${args[@]}" --iterate -- "${tests[@]}"
+        features=()
+        [ -z "${GROUP_FEATURES[$index]}" ] || features=(--features "${GROUP_FEATURES[$index]}")
+        run_pass "$name (pass 2)" "$out" "${args[@]}" "${features[@]}" --iterate -- "${tests[@]}"
         for kind in caught missed unviable timeout; do
             cat "$out/mutants.out/$kind.txt" >> "$report/$kind.txt"
         done
