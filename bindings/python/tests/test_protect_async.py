@@ -335,7 +335,10 @@ def test_ctrl_c_during_asyncio_run_records_not_executed_for_a_function_that_neve
 
     def interrupter() -> None:
         entered.wait(10)
-        signal.raise_signal(signal.SIGINT)
+        # To the main thread, as Ctrl-C is: its select() returns EINTR and the handler runs at
+        # once. (raise_signal here would signal this thread, and nothing would wake the loop
+        # until the held proposal returned: the handler then raced the permit's delivery.)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         for _ in range(1000):  # let the permit arrive only once the main task has ended
             if main_task and main_task[0].done():
                 break
