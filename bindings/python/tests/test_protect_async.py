@@ -345,6 +345,9 @@ def test_ctrl_c_during_asyncio_run_records_not_executed_for_a_function_that_neve
             time.sleep(0.01)
         proceed.set()
 
+    # Python's own Ctrl-C handler, whatever this process inherited: a shell runs a background job
+    # with SIGINT ignored, and asyncio.run then installs no handler of its own.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     helper = threading.Thread(target=interrupter)
     helper.start()
     try:
@@ -353,6 +356,7 @@ def test_ctrl_c_during_asyncio_run_records_not_executed_for_a_function_that_neve
     finally:
         proceed.set()
         helper.join(30)
+        signal.signal(signal.SIGINT, inherited)
     record = _settled(w, "refund:pay_1")
     assert record is not None and record["state"] == "failed", record
     assert ran == []
