@@ -304,7 +304,7 @@ async function abortable(signal, call) {
   }
 }
 
-/** The `signal` option of a sight call: an AbortSignal, or undefined/null for none. */
+/** The `signal` option of a sight call or a protected call: an AbortSignal, or undefined/null for none. */
 function signalOption(what, signal) {
   if (signal === undefined || signal === null) return signal;
   if (typeof signal !== 'object' || typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {

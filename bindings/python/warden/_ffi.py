@@ -329,6 +329,7 @@ class Library:
             raise AbiMismatch(f"{name} returned OK without writing its handle", reason="abi_contract")
         return int(out.value)
 
+
 _lock = threading.Lock()
 _loaded: Library | None = None
 
