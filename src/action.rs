@@ -260,10 +260,21 @@ mod tests {
     }
 
     #[test]
-    fn arguments_that_are_not_an_object_are_refused() {
-        for arguments in [json!([1]), json!("x"), json!(null), json!(1)] {
-            assert!(matches!(refund(arguments), Err(ActionError::Invalid(_))));
+    fn arguments_that_are_not_an_object_are_refused_naming_what_they_are() {
+        let table = [
+            (json!([1]), "an array"),
+            (json!("x"), "a string"),
+            (json!(null), "null"),
+            (json!(1), "a number"),
+            (json!(true), "a boolean"),
+        ];
+        for (arguments, kind) in table {
+            assert_eq!(
+                refund(arguments),
+                Err(ActionError::Invalid(format!("action.arguments must be a JSON object, got {kind}")))
+            );
         }
+        assert_eq!(kind_of(&json!({})), "an object");
     }
 
     #[test]
