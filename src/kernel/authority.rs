@@ -228,7 +228,7 @@ pub(super) fn read_rows(rx: &ReadTx, action: &Action, hop: Option<&str>, bound: 
     let mut rows = AuthorityRows::default();
     let mut leaves: Vec<StoredDelegation> = Vec::new();
     match hop {
-        Some(hop) => leaves.extend(rows.fetch(&source, hop)?),
+        Some(hop) => leaves.extend(rows.fetch(&*source, hop)?),
         None => {
             for key in lookup_keys(&action.principal.agent, &action.name) {
                 match source.candidates(&key) {
@@ -261,7 +261,7 @@ pub(super) fn read_rows(rx: &ReadTx, action: &Action, hop: Option<&str>, bound: 
             if seen.contains(&parent) {
                 break;
             }
-            let Some(found) = rows.fetch(&source, &parent)? else { break };
+            let Some(found) = rows.fetch(&*source, &parent)? else { break };
             seen.insert(parent);
             parent = found.record.parent_id;
         }
@@ -336,7 +336,7 @@ pub(super) fn apply_delegate(tx: &mut WriteTx<'_>, op: &DelegateOp, now: Micros)
         now,
         new_id: &op.new_id,
     };
-    let planned = plan_delegation(&authority, &proposal, &tx.delegations());
+    let planned = plan_delegation(&authority, &proposal, &*tx.delegations());
     let by = serde_json::json!({"agent": op.by.agent, "user": op.by.user});
     match planned {
         Ok(new) => {
@@ -386,7 +386,7 @@ pub(super) fn apply_delegate(tx: &mut WriteTx<'_>, op: &DelegateOp, now: Micros)
 /// unknown. A row that fails its check is revoked all the same: revoking is the safe direction,
 /// and damage must not keep a delegation alive.
 fn revoke_one(tx: &mut WriteTx<'_>, id: &str, by: Option<&str>, now: Micros) -> Result<Option<bool>> {
-    let plan = plan_revocation(&tx.delegations(), id, by, now);
+    let plan = plan_revocation(&*tx.delegations(), id, by, now);
     let (revocation, unreadable) = match plan {
         Ok(RevocationPlan::Revoke(revocation)) => (revocation, None),
         Ok(RevocationPlan::AlreadyRevoked { .. }) => return Ok(Some(false)),
@@ -424,7 +424,7 @@ pub(super) fn apply_revoke(tx: &mut WriteTx<'_>, id: &str, by: Option<&str>, now
 pub(super) fn apply_sweep(tx: &mut WriteTx<'_>, sweep: &Sweep, by: Option<&str>, now: Micros) -> Result<WriteReply> {
     let ids = match sweep {
         Sweep::CreatedBy { agent, user } => tx.delegations_created_by(agent, user.as_deref())?,
-        Sweep::Under { id } => descendants(&tx.delegations(), id).map_err(source_fault)?,
+        Sweep::Under { id } => descendants(&*tx.delegations(), id).map_err(source_fault)?,
     };
     let mut revoked = Vec::with_capacity(ids.len());
     for id in ids {

@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::Action;
 use crate::approval::{ApprovalAsk, ApprovalRecord, Approver};
-use crate::authority::DelegationSource;
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{EffectRecord, EffectState, Outcome};

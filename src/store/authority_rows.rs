@@ -11,10 +11,11 @@ use std::cell::Cell;
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
+use super::boundary::{AuthorityReads, AuthorityWrites, CountedSource, WriteTables};
 use super::codec::{decode, encode, KeyBytes};
 use super::lazy::LazyTable;
 use super::tables::{self, name};
-use super::tx::{fault_in, ReadTx, WriteTx};
+use super::tx::{fault_in, RedbReadTx, RedbWriteTx};
 use crate::authority::budget::{LedgerRow, WindowSum, WindowSumError};
 use crate::authority::record::{DelegationRecord, Revocation, StoredDelegation};
 use crate::authority::source::{DelegationSource, IndexKey, SourceError};
@@ -261,11 +262,13 @@ pub struct TxDelegations<'a, 't> {
     reads: Cell<u64>,
 }
 
-impl<'t> TxDelegations<'_, 't> {
-    pub fn reads(&self) -> u64 {
+impl CountedSource for TxDelegations<'_, '_> {
+    fn reads(&self) -> u64 {
         self.reads.get()
     }
+}
 
+impl<'t> TxDelegations<'_, 't> {
     fn reader(&self) -> Result<TxReader<'_, 't>, SourceError> {
         let fault = |error: Error| SourceError::Fault(error.to_string());
         Ok(Reader {
@@ -301,11 +304,13 @@ pub struct ReadDelegations {
     reads: Cell<u64>,
 }
 
-impl ReadDelegations {
-    pub fn reads(&self) -> u64 {
+impl CountedSource for ReadDelegations {
+    fn reads(&self) -> u64 {
         self.reads.get()
     }
+}
 
+impl ReadDelegations {
     fn with<T: Default>(
         &self,
         work: impl FnOnce(&dyn DelegationSource) -> Result<T, SourceError>,
@@ -343,51 +348,7 @@ fn open_optional<K: redb::Key + 'static>(
     }
 }
 
-impl ReadTx {
-    /// The delegations of this read, as a source.
-    pub fn delegation_source(&self) -> Result<ReadDelegations> {
-        let txn = self.txn();
-        let tables = match (
-            open_optional(txn, tables::DELEGATIONS, name::DELEGATIONS)?,
-            open_optional(txn, tables::REVOCATIONS, name::REVOCATIONS)?,
-            open_optional(txn, tables::DELEGATION_INDEX, name::DELEGATION_INDEX)?,
-            open_optional(txn, tables::DELEGATION_CHILDREN, name::DELEGATION_CHILDREN)?,
-        ) {
-            (Some(d), Some(r), Some(i), Some(c)) => Some((d, r, i, c)),
-            _ => None,
-        };
-        Ok(ReadDelegations { tables, reads: Cell::new(0) })
-    }
-
-    /// Delegations in id order after `after` (all when `None`), revoked ones included, at most
-    /// `limit`: the listing `warden delegations` prints. A row failing its check is a store fault.
-    pub fn delegation_page(&self, after: Option<&str>, limit: usize) -> Result<Vec<StoredDelegation>> {
-        let txn = self.txn();
-        let (Some(rows), Some(revocations)) = (
-            open_optional(txn, tables::DELEGATIONS, name::DELEGATIONS)?,
-            open_optional(txn, tables::REVOCATIONS, name::REVOCATIONS)?,
-        ) else {
-            return Ok(Vec::new());
-        };
-        let range = match after {
-            None => rows.range::<&str>(..),
-            Some(last) => rows.range::<&str>((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded)),
-        }
-        .map_err(fault_in(name::DELEGATIONS))?;
-        let mut out = Vec::new();
-        for row in range.take(limit) {
-            let (key, value) = row.map_err(fault_in(name::DELEGATIONS))?;
-            let id = key.value();
-            let record: DelegationRecord = decode(name::DELEGATIONS, &id, value.value())?;
-            let revocation = match revocations.get(id).map_err(fault_in(name::REVOCATIONS))? {
-                Some(bytes) => Some(decode::<Revocation>(name::REVOCATIONS, &id, bytes.value())?),
-                None => None,
-            };
-            out.push(StoredDelegation { record, revocation });
-        }
-        Ok(out)
-    }
-
+impl RedbReadTx {
     /// Every authority row checked, for `warden doctor`.
     pub(super) fn check_authority_tables(&self, report: &mut Vec<(&'static str, u64, Vec<String>)>) -> Result<()> {
         let txn = self.txn();
@@ -417,11 +378,51 @@ impl ReadTx {
         check!(tables::BUDGET_BY_EFFECT, name::BUDGET_BY_EFFECT, Vec<ChargeRef>);
         Ok(())
     }
+}
 
-    /// The unreleased amount charged to `(grant, metric)` with `consumed_at` in
-    /// `[now - window, now]`, summed from the ledger (for listings and tests; the reservation
-    /// reads the running sum instead).
-    pub fn budget_spent(&self, grant_id: &str, metric: &str, window_seconds: u64, now: Micros) -> Result<u128> {
+impl AuthorityReads for RedbReadTx {
+    fn delegation_source(&self) -> Result<Box<dyn CountedSource + '_>> {
+        let txn = self.txn();
+        let tables = match (
+            open_optional(txn, tables::DELEGATIONS, name::DELEGATIONS)?,
+            open_optional(txn, tables::REVOCATIONS, name::REVOCATIONS)?,
+            open_optional(txn, tables::DELEGATION_INDEX, name::DELEGATION_INDEX)?,
+            open_optional(txn, tables::DELEGATION_CHILDREN, name::DELEGATION_CHILDREN)?,
+        ) {
+            (Some(d), Some(r), Some(i), Some(c)) => Some((d, r, i, c)),
+            _ => None,
+        };
+        Ok(Box::new(ReadDelegations { tables, reads: Cell::new(0) }))
+    }
+
+    fn delegation_page(&self, after: Option<&str>, limit: usize) -> Result<Vec<StoredDelegation>> {
+        let txn = self.txn();
+        let (Some(rows), Some(revocations)) = (
+            open_optional(txn, tables::DELEGATIONS, name::DELEGATIONS)?,
+            open_optional(txn, tables::REVOCATIONS, name::REVOCATIONS)?,
+        ) else {
+            return Ok(Vec::new());
+        };
+        let range = match after {
+            None => rows.range::<&str>(..),
+            Some(last) => rows.range::<&str>((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded)),
+        }
+        .map_err(fault_in(name::DELEGATIONS))?;
+        let mut out = Vec::new();
+        for row in range.take(limit) {
+            let (key, value) = row.map_err(fault_in(name::DELEGATIONS))?;
+            let id = key.value();
+            let record: DelegationRecord = decode(name::DELEGATIONS, &id, value.value())?;
+            let revocation = match revocations.get(id).map_err(fault_in(name::REVOCATIONS))? {
+                Some(bytes) => Some(decode::<Revocation>(name::REVOCATIONS, &id, bytes.value())?),
+                None => None,
+            };
+            out.push(StoredDelegation { record, revocation });
+        }
+        Ok(out)
+    }
+
+    fn budget_spent(&self, grant_id: &str, metric: &str, window_seconds: u64, now: Micros) -> Result<u128> {
         let Some(ledger) = open_optional(self.txn(), tables::BUDGET_LEDGER, name::BUDGET_LEDGER)? else {
             return Ok(0);
         };
@@ -448,86 +449,7 @@ fn empty_row(table: &'static str, key: &impl KeyBytes) -> Result<Vec<u8>> {
     encode(table, key, &())
 }
 
-impl<'t> WriteTx<'t> {
-    /// The delegations of this transaction, as a source.
-    pub fn delegations(&self) -> TxDelegations<'_, 't> {
-        self.touch(name::DELEGATIONS);
-        TxDelegations { tables: &self.authority, reads: Cell::new(0) }
-    }
-
-    /// Insert a new delegation with its index, children and creator entries. Insert-only: an
-    /// existing id is refused and nothing is written.
-    pub fn insert_delegation(&mut self, new: &NewDelegation) -> Result<()> {
-        self.touch(name::DELEGATIONS);
-        let record = &new.record;
-        let id = record.delegation_id.as_str();
-        let tables = &mut self.authority;
-        if tables.delegations.get()?.get(id).map_err(fault_in(name::DELEGATIONS))?.is_some() {
-            return Err(Error::Store(format!(
-                "delegation {id} already exists; rows are never rewritten (the random source repeated itself)"
-            )));
-        }
-        let row = encode(name::DELEGATIONS, &id, record)?;
-        tables.delegations.get_mut()?.insert(id, row.as_slice()).map_err(fault_in(name::DELEGATIONS))?;
-        for key in &new.index_keys {
-            let key = (key.agent.as_str(), key.action.as_str(), id);
-            let row = empty_row(name::DELEGATION_INDEX, &key)?;
-            tables.index.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::DELEGATION_INDEX))?;
-        }
-        let child = (record.parent_id.as_str(), id);
-        let row = empty_row(name::DELEGATION_CHILDREN, &child)?;
-        tables.children.get_mut()?.insert(child, row.as_slice()).map_err(fault_in(name::DELEGATION_CHILDREN))?;
-        let creator = (record.created_by.agent.as_str(), id);
-        let row = encode(name::DELEGATION_CREATORS, &creator, &record.created_by.user)?;
-        tables.creators.get_mut()?.insert(creator, row.as_slice()).map_err(fault_in(name::DELEGATION_CREATORS))?;
-        Ok(())
-    }
-
-    /// Insert a revocation row: `true` when written, `false` when one already stands (it is
-    /// never overwritten). The caller checked the delegation exists.
-    pub fn insert_revocation(&mut self, revocation: &Revocation) -> Result<bool> {
-        self.touch(name::REVOCATIONS);
-        let id = revocation.delegation_id.as_str();
-        let table = self.authority.revocations.get_mut()?;
-        if table.get(id).map_err(fault_in(name::REVOCATIONS))?.is_some() {
-            return Ok(false);
-        }
-        let row = encode(name::REVOCATIONS, &id, revocation)?;
-        table.insert(id, row.as_slice()).map_err(fault_in(name::REVOCATIONS))?;
-        Ok(true)
-    }
-
-    /// Whether a revocation row stands for `delegation_id` (integrity-checked).
-    pub fn is_revoked(&self, delegation_id: &str) -> Result<bool> {
-        self.touch(name::REVOCATIONS);
-        match self.authority.revocations.get()?.get(delegation_id).map_err(fault_in(name::REVOCATIONS))? {
-            None => Ok(false),
-            Some(bytes) => {
-                let revocation: Revocation = decode(name::REVOCATIONS, &delegation_id, bytes.value())?;
-                Ok(revocation.delegation_id == delegation_id)
-            }
-        }
-    }
-
-    /// The ids of the delegations `agent` created (and, when given, as `user`), in id order.
-    pub fn delegations_created_by(&self, agent: &str, user: Option<&str>) -> Result<Vec<String>> {
-        self.touch(name::DELEGATION_CREATORS);
-        let mut ids = Vec::new();
-        let range = self.authority.creators.get()?.range((agent, "")..).map_err(fault_in(name::DELEGATION_CREATORS))?;
-        for entry in range {
-            let (key, value) = entry.map_err(fault_in(name::DELEGATION_CREATORS))?;
-            let (creator, id) = key.value();
-            if creator != agent {
-                break;
-            }
-            let created_as: Option<String> = decode(name::DELEGATION_CREATORS, &(creator, id), value.value())?;
-            if user.is_none_or(|wanted| created_as.as_deref() == Some(wanted)) {
-                ids.push(id.to_owned());
-            }
-        }
-        Ok(ids)
-    }
-
+impl RedbWriteTx<'_> {
     // ---- budgets -------------------------------------------------------------------------------
 
     fn ledger_entry(&self, grant_id: &str, metric: &str, seq: u64) -> Result<Option<LedgerEntry>> {
@@ -568,66 +490,6 @@ impl<'t> WriteTx<'t> {
         Ok(())
     }
 
-    /// The unreleased sum of `charge`'s grant and metric in its window ending `now`, from the
-    /// running sum: catch up with rows charged since it was last read, evict rows below the
-    /// floor, write it back. A window seen for the first time is summed backwards from the
-    /// newest row until one falls below the floor (rows in the window, not the history); a floor
-    /// that moved back (the clock stepped back) rebuilds from the whole series rather than
-    /// undercount.
-    pub fn budget_window_sum(&mut self, charge: &Charge, now: Micros) -> Result<u128> {
-        self.touch(name::BUDGET_SUMS);
-        let grant = charge.grant_id.as_str();
-        let metric = charge.metric.as_str();
-        let key = (grant, metric, charge.window_seconds);
-        let floor = now.saturating_sub(charge.window());
-        let end = self.series_end(grant, metric)?;
-        let stored: Option<StoredSum> =
-            match self.authority.sums.get()?.get(key).map_err(fault_in(name::BUDGET_SUMS))? {
-                None => None,
-                Some(bytes) => Some(decode(name::BUDGET_SUMS, &key, bytes.value())?),
-            };
-        let mut sum = match stored {
-            None => self.sum_backwards(grant, metric, floor, end)?,
-            Some(mut stored) => {
-                for seq in stored.counted..end {
-                    let entry = self.required_entry(grant, metric, seq)?;
-                    if !entry.released {
-                        stored.sum += u128::from(entry.amount);
-                    }
-                }
-                stored.counted = end;
-                stored
-            }
-        };
-        let mut window = WindowSum { sum: sum.sum, next: sum.next, floor: sum.floor };
-        let advanced = window.advance(floor, end, |seq| {
-            self.ledger_entry(grant, metric, seq).map(|entry| {
-                entry.map(|e| LedgerRow { seq, consumed_at: e.consumed_at, amount: e.amount, released: e.released })
-            })
-        });
-        match advanced {
-            Ok(()) => {}
-            Err(WindowSumError::FloorMovedBack { .. }) => {
-                let mut rows = Vec::new();
-                for seq in 0..end {
-                    let entry = self.required_entry(grant, metric, seq)?;
-                    rows.push(LedgerRow {
-                        seq,
-                        consumed_at: entry.consumed_at,
-                        amount: entry.amount,
-                        released: entry.released,
-                    });
-                }
-                window = WindowSum::rebuild(floor, rows);
-            }
-            Err(WindowSumError::MissingRow(seq)) => return Err(missing_ledger_row(grant, metric, seq)),
-            Err(WindowSumError::Read(error)) => return Err(error),
-        }
-        sum = StoredSum { sum: window.sum, next: window.next, counted: end, floor: window.floor };
-        self.put_sum(key, &sum)?;
-        Ok(sum.sum)
-    }
-
     fn required_entry(&self, grant: &str, metric: &str, seq: u64) -> Result<LedgerEntry> {
         self.ledger_entry(grant, metric, seq)?.ok_or_else(|| missing_ledger_row(grant, metric, seq))
     }
@@ -654,39 +516,6 @@ impl<'t> WriteTx<'t> {
             }
         }
         Ok(StoredSum { sum, next, counted: end, floor })
-    }
-
-    /// Write one ledger row per `(grant, metric)` of `charges` for this reservation, and the
-    /// list its FAILED outcome releases. The running sums pick the rows up at their next check.
-    pub fn charge_budgets(&mut self, charges: &[Charge], effect_key: &str, attempt: u32, now: Micros) -> Result<()> {
-        self.touch(name::BUDGET_LEDGER);
-        let mut written: Vec<ChargeRef> = Vec::new();
-        for (grant, metric, amount) in crate::authority::budget::ledger_entries(charges) {
-            let (seq, last) = self.series_tail(&grant, &metric)?;
-            // A series' times never go back: after a clock step back a charge is recorded at its
-            // predecessor's time, so it stays in windows longer (an overcount, never an
-            // undercount) and every scan may stop at the first row below a floor.
-            let consumed_at = last.map_or(now, |last| last.max(now));
-            let key = (grant.as_str(), metric.as_str(), seq);
-            let entry =
-                LedgerEntry { consumed_at, amount, released: false, effect_key: effect_key.to_owned(), attempt };
-            let row = encode(name::BUDGET_LEDGER, &key, &entry)?;
-            self.authority.ledger.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_LEDGER))?;
-            written.push((grant, metric, seq));
-        }
-        if written.is_empty() {
-            return Ok(());
-        }
-        self.touch(name::BUDGET_BY_EFFECT);
-        let key = (effect_key, u64::from(attempt));
-        if self.authority.by_effect.get()?.get(key).map_err(fault_in(name::BUDGET_BY_EFFECT))?.is_some() {
-            return Err(Error::Store(format!(
-                "effect {effect_key:?} attempt {attempt} already has budget charges; the store was altered"
-            )));
-        }
-        let row = encode(name::BUDGET_BY_EFFECT, &key, &written)?;
-        self.authority.by_effect.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_BY_EFFECT))?;
-        Ok(())
     }
 
     /// Release the charges of `(effect_key, attempt)`: each ledger row once (a second FAILED
@@ -779,6 +608,165 @@ impl<'t> WriteTx<'t> {
     /// Test support: the number of rows in the delegations table.
     pub(super) fn delegation_count(&self) -> Result<u64> {
         self.authority.delegations.get()?.len().map_err(fault_in(name::DELEGATIONS))
+    }
+}
+
+impl AuthorityWrites for RedbWriteTx<'_> {
+    fn delegations(&self) -> Box<dyn CountedSource + '_> {
+        self.touch(name::DELEGATIONS);
+        Box::new(TxDelegations { tables: &self.authority, reads: Cell::new(0) })
+    }
+
+    fn insert_delegation(&mut self, new: &NewDelegation) -> Result<()> {
+        self.touch(name::DELEGATIONS);
+        let record = &new.record;
+        let id = record.delegation_id.as_str();
+        let tables = &mut self.authority;
+        if tables.delegations.get()?.get(id).map_err(fault_in(name::DELEGATIONS))?.is_some() {
+            return Err(Error::Store(format!(
+                "delegation {id} already exists; rows are never rewritten (the random source repeated itself)"
+            )));
+        }
+        let row = encode(name::DELEGATIONS, &id, record)?;
+        tables.delegations.get_mut()?.insert(id, row.as_slice()).map_err(fault_in(name::DELEGATIONS))?;
+        for key in &new.index_keys {
+            let key = (key.agent.as_str(), key.action.as_str(), id);
+            let row = empty_row(name::DELEGATION_INDEX, &key)?;
+            tables.index.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::DELEGATION_INDEX))?;
+        }
+        let child = (record.parent_id.as_str(), id);
+        let row = empty_row(name::DELEGATION_CHILDREN, &child)?;
+        tables.children.get_mut()?.insert(child, row.as_slice()).map_err(fault_in(name::DELEGATION_CHILDREN))?;
+        let creator = (record.created_by.agent.as_str(), id);
+        let row = encode(name::DELEGATION_CREATORS, &creator, &record.created_by.user)?;
+        tables.creators.get_mut()?.insert(creator, row.as_slice()).map_err(fault_in(name::DELEGATION_CREATORS))?;
+        Ok(())
+    }
+
+    fn insert_revocation(&mut self, revocation: &Revocation) -> Result<bool> {
+        self.touch(name::REVOCATIONS);
+        let id = revocation.delegation_id.as_str();
+        let table = self.authority.revocations.get_mut()?;
+        if table.get(id).map_err(fault_in(name::REVOCATIONS))?.is_some() {
+            return Ok(false);
+        }
+        let row = encode(name::REVOCATIONS, &id, revocation)?;
+        table.insert(id, row.as_slice()).map_err(fault_in(name::REVOCATIONS))?;
+        Ok(true)
+    }
+
+    fn is_revoked(&self, delegation_id: &str) -> Result<bool> {
+        self.touch(name::REVOCATIONS);
+        match self.authority.revocations.get()?.get(delegation_id).map_err(fault_in(name::REVOCATIONS))? {
+            None => Ok(false),
+            Some(bytes) => {
+                let revocation: Revocation = decode(name::REVOCATIONS, &delegation_id, bytes.value())?;
+                Ok(revocation.delegation_id == delegation_id)
+            }
+        }
+    }
+
+    fn delegations_created_by(&self, agent: &str, user: Option<&str>) -> Result<Vec<String>> {
+        self.touch(name::DELEGATION_CREATORS);
+        let mut ids = Vec::new();
+        let range = self.authority.creators.get()?.range((agent, "")..).map_err(fault_in(name::DELEGATION_CREATORS))?;
+        for entry in range {
+            let (key, value) = entry.map_err(fault_in(name::DELEGATION_CREATORS))?;
+            let (creator, id) = key.value();
+            if creator != agent {
+                break;
+            }
+            let created_as: Option<String> = decode(name::DELEGATION_CREATORS, &(creator, id), value.value())?;
+            if user.is_none_or(|wanted| created_as.as_deref() == Some(wanted)) {
+                ids.push(id.to_owned());
+            }
+        }
+        Ok(ids)
+    }
+
+    fn budget_window_sum(&mut self, charge: &Charge, now: Micros) -> Result<u128> {
+        self.touch(name::BUDGET_SUMS);
+        let grant = charge.grant_id.as_str();
+        let metric = charge.metric.as_str();
+        let key = (grant, metric, charge.window_seconds);
+        let floor = now.saturating_sub(charge.window());
+        let end = self.series_end(grant, metric)?;
+        let stored: Option<StoredSum> =
+            match self.authority.sums.get()?.get(key).map_err(fault_in(name::BUDGET_SUMS))? {
+                None => None,
+                Some(bytes) => Some(decode(name::BUDGET_SUMS, &key, bytes.value())?),
+            };
+        let mut sum = match stored {
+            None => self.sum_backwards(grant, metric, floor, end)?,
+            Some(mut stored) => {
+                for seq in stored.counted..end {
+                    let entry = self.required_entry(grant, metric, seq)?;
+                    if !entry.released {
+                        stored.sum += u128::from(entry.amount);
+                    }
+                }
+                stored.counted = end;
+                stored
+            }
+        };
+        let mut window = WindowSum { sum: sum.sum, next: sum.next, floor: sum.floor };
+        let advanced = window.advance(floor, end, |seq| {
+            self.ledger_entry(grant, metric, seq).map(|entry| {
+                entry.map(|e| LedgerRow { seq, consumed_at: e.consumed_at, amount: e.amount, released: e.released })
+            })
+        });
+        match advanced {
+            Ok(()) => {}
+            Err(WindowSumError::FloorMovedBack { .. }) => {
+                let mut rows = Vec::new();
+                for seq in 0..end {
+                    let entry = self.required_entry(grant, metric, seq)?;
+                    rows.push(LedgerRow {
+                        seq,
+                        consumed_at: entry.consumed_at,
+                        amount: entry.amount,
+                        released: entry.released,
+                    });
+                }
+                window = WindowSum::rebuild(floor, rows);
+            }
+            Err(WindowSumError::MissingRow(seq)) => return Err(missing_ledger_row(grant, metric, seq)),
+            Err(WindowSumError::Read(error)) => return Err(error),
+        }
+        sum = StoredSum { sum: window.sum, next: window.next, counted: end, floor: window.floor };
+        self.put_sum(key, &sum)?;
+        Ok(sum.sum)
+    }
+
+    fn charge_budgets(&mut self, charges: &[Charge], effect_key: &str, attempt: u32, now: Micros) -> Result<()> {
+        self.touch(name::BUDGET_LEDGER);
+        let mut written: Vec<ChargeRef> = Vec::new();
+        for (grant, metric, amount) in crate::authority::budget::ledger_entries(charges) {
+            let (seq, last) = self.series_tail(&grant, &metric)?;
+            // A series' times never go back: after a clock step back a charge is recorded at its
+            // predecessor's time, so it stays in windows longer (an overcount, never an
+            // undercount) and every scan may stop at the first row below a floor.
+            let consumed_at = last.map_or(now, |last| last.max(now));
+            let key = (grant.as_str(), metric.as_str(), seq);
+            let entry =
+                LedgerEntry { consumed_at, amount, released: false, effect_key: effect_key.to_owned(), attempt };
+            let row = encode(name::BUDGET_LEDGER, &key, &entry)?;
+            self.authority.ledger.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_LEDGER))?;
+            written.push((grant, metric, seq));
+        }
+        if written.is_empty() {
+            return Ok(());
+        }
+        self.touch(name::BUDGET_BY_EFFECT);
+        let key = (effect_key, u64::from(attempt));
+        if self.authority.by_effect.get()?.get(key).map_err(fault_in(name::BUDGET_BY_EFFECT))?.is_some() {
+            return Err(Error::Store(format!(
+                "effect {effect_key:?} attempt {attempt} already has budget charges; the store was altered"
+            )));
+        }
+        let row = encode(name::BUDGET_BY_EFFECT, &key, &written)?;
+        self.authority.by_effect.get_mut()?.insert(key, row.as_slice()).map_err(fault_in(name::BUDGET_BY_EFFECT))?;
+        Ok(())
     }
 }
 

@@ -24,7 +24,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::file::Db;
-use super::tx::{fault, WriteTx};
+use super::tx::{fault, RedbWriteTx};
 use super::{Now, WriteOp};
 use crate::error::{Error, Result};
 
@@ -363,7 +363,7 @@ impl<W: WriteOp> Committer<W> {
         let mut results = Vec::with_capacity(batch.len());
         let mut rejected = None;
         {
-            let mut tx = match WriteTx::open(&txn) {
+            let mut tx = match RedbWriteTx::open(&txn) {
                 Ok(tx) => tx,
                 Err(error) => return Applied::Fault(error),
             };

@@ -14,6 +14,7 @@
 //! they run. See `docs/STORE.md`.
 
 mod authority_rows;
+mod boundary;
 mod client;
 mod codec;
 mod commit;
@@ -39,11 +40,14 @@ use redb::ReadableTable;
 use serde::{de::DeserializeOwned, Serialize};
 
 pub use crate::event::{Event, EventKind};
+pub use boundary::{AuthorityReads, AuthorityWrites, CountedSource, ReadTables, WriteTables};
 pub use tables::SCHEMA_VERSION;
-pub use tx::{RawTable, ReadTx};
+pub use tx::RawTable;
+/// One consistent read, as a read operation sees it (`ReadOp::run`).
+pub type ReadTx = dyn ReadTables;
 crate::test_pub! {
     /// Crate-private: operations are applied by the store, never opened by a caller.
-    use tx::WriteTx;
+    type WriteTx<'a> = dyn WriteTables + 'a;
 }
 
 use crate::clock::{Clock, Micros, SystemClock};
@@ -545,7 +549,7 @@ impl<P: Protocol> Store<P> {
             owned.shared.with_database(|database| {
                 let txn = database.begin_write().map_err(tx::fault)?;
                 {
-                    let mut raw = WriteTx::open(&txn)?;
+                    let mut raw = tx::RedbWriteTx::open(&txn)?;
                     edit(&mut Tamper { tx: &mut raw })?;
                 }
                 txn.commit().map_err(tx::fault)
@@ -780,14 +784,14 @@ impl ReadOnly {
         use redb::ReadableDatabase;
         let db = self.db.as_ref().ok_or_else(|| Error::Store("the store was closed".into()))?;
         let txn = db.begin_read().map_err(tx::fault)?;
-        op.run(&ReadTx::new(txn), now.read())
+        op.run(&tx::RedbReadTx::new(txn), now.read())
     }
 }
 
 /// Raw access to rows, for tests that damage or tamper with a store on purpose.
 #[doc(hidden)]
 pub struct Tamper<'a, 't> {
-    tx: &'a mut WriteTx<'t>,
+    tx: &'a mut tx::RedbWriteTx<'t>,
 }
 
 impl Tamper<'_, '_> {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::commit::{Committer, Item, Reply};
 use super::file::Db;
 use super::fork;
-use super::tx::ReadTx;
+use super::tx::RedbReadTx;
 use super::wire::{self, Down, Up, PROTOCOL};
 use super::{Now, Protocol, ReadOp, WriteOp};
 use crate::error::{Error, Result};
@@ -152,7 +152,7 @@ impl<P: Protocol> Shared<P> {
     pub(super) fn read(&self, op: &P::Read, now: &Now) -> Result<<P::Read as ReadOp>::Reply> {
         let database = self.db.database()?;
         let txn = database.begin_read().map_err(super::tx::fault)?;
-        let rx = ReadTx::new(txn);
+        let rx = RedbReadTx::new(txn);
         let time = now.read();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run(&rx, time))) {
             Ok(result) => result,

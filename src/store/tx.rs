@@ -1,10 +1,12 @@
-//! Transactions: `WriteTx` is everything one batch of state changes may read and write;
-//! `ReadTx` is a consistent read. Every row read is integrity-checked (`codec`).
+//! The redb backend's transactions: `RedbWriteTx` is everything one batch of state changes may
+//! read and write, `RedbReadTx` a consistent read: the `boundary` traits, as the kernel sees
+//! them. Every row read is integrity-checked (`codec`).
 
 use std::cell::Cell;
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
+use super::boundary::{ReadTables, WriteTables};
 use super::codec::{damaged, decode, encode, KeyBytes};
 use super::lazy::LazyTable;
 use super::records::{ChainHead, StoredEffect};
@@ -37,7 +39,7 @@ pub(super) fn fault<E: Into<redb::Error>>(error: E) -> Error {
 
 /// Every table one write transaction uses, each opened the first time it is touched
 /// (`lazy`): a batch pays only for the tables it reads or writes.
-pub struct WriteTx<'t> {
+pub struct RedbWriteTx<'t> {
     meta: LazyTable<'t, &'static str, &'static [u8]>,
     effects: LazyTable<'t, &'static str, &'static [u8]>,
     approvals: LazyTable<'t, &'static str, &'static [u8]>,
@@ -56,9 +58,9 @@ pub struct WriteTx<'t> {
     touching: Cell<&'static str>,
 }
 
-impl<'t> WriteTx<'t> {
-    pub(super) fn open(txn: &'t WriteTransaction) -> Result<WriteTx<'t>> {
-        Ok(WriteTx {
+impl<'t> RedbWriteTx<'t> {
+    pub(super) fn open(txn: &'t WriteTransaction) -> Result<RedbWriteTx<'t>> {
+        Ok(RedbWriteTx {
             meta: LazyTable::new(txn, tables::META, name::META),
             effects: LazyTable::new(txn, tables::EFFECTS, name::EFFECTS),
             approvals: LazyTable::new(txn, tables::APPROVALS, name::APPROVALS),
@@ -84,11 +86,23 @@ impl<'t> WriteTx<'t> {
         self.touching.set(table);
     }
 
-    /// The effect row for `effect_key`, integrity-checked, and (when it says FAILED, the one
-    /// state that lets another attempt run) cross-checked against the last receipt that
-    /// recorded an outcome for the key: a FAILED row whose receipt says committed is damage,
-    /// never a reason to run the effect again. The executor result is not loaded.
-    pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
+    // ---- raw access, for tests that damage or tamper with a store --------------------------
+
+    pub(super) fn raw_table(&mut self, table: RawTable) -> Result<&mut redb::Table<'t, &'static str, &'static [u8]>> {
+        match table {
+            RawTable::Meta => self.meta.get_mut(),
+            RawTable::Effects => self.effects.get_mut(),
+            RawTable::Approvals => self.approvals.get_mut(),
+        }
+    }
+
+    pub(super) fn raw_receipts(&mut self) -> Result<&mut redb::Table<'t, u64, &'static [u8]>> {
+        self.receipts.get_mut()
+    }
+}
+
+impl WriteTables for RedbWriteTx<'_> {
+    fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
         self.touch(name::EFFECTS);
         let Some(stored) = read_effect(self.effects.get()?, effect_key)? else { return Ok(None) };
         if stored.state == EffectState::Failed {
@@ -98,9 +112,7 @@ impl<'t> WriteTx<'t> {
         Ok(Some(stored.into_record(None)))
     }
 
-    /// Write the effect row; a FAILED record releases its attempt's budget charges in the same
-    /// transaction.
-    pub fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
+    fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
         self.touch(name::EFFECTS);
         let key = record.effect_key.as_str();
         let row = encode(name::EFFECTS, &key, &StoredEffect::from_record(record))?;
@@ -114,14 +126,12 @@ impl<'t> WriteTx<'t> {
         Ok(())
     }
 
-    /// The approval row, integrity-checked and its stored action checked against its hash.
-    pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
+    fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
         self.touch(name::APPROVALS);
         read_row(self.approvals.get()?, name::APPROVALS, approval_id)?.map(|r| bound(r, approval_id)).transpose()
     }
 
-    /// The latest approval request made for this action hash, if any.
-    pub fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>> {
+    fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>> {
         self.touch(name::APPROVALS_BY_ACTION);
         let id: Option<String> = read_row(self.approvals_by_action.get()?, name::APPROVALS_BY_ACTION, action_hash)?;
         let Some(id) = id else { return Ok(None) };
@@ -140,8 +150,7 @@ impl<'t> WriteTx<'t> {
         }
     }
 
-    /// Make `approval_id` the latest request for `action_hash`.
-    pub fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()> {
+    fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()> {
         self.touch(name::APPROVALS_BY_ACTION);
         let row = encode(name::APPROVALS_BY_ACTION, &action_hash, &approval_id.to_owned())?;
         self.approvals_by_action
@@ -151,8 +160,7 @@ impl<'t> WriteTx<'t> {
         Ok(())
     }
 
-    /// Write the approval row, replacing any with its id.
-    pub fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()> {
+    fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()> {
         self.touch(name::APPROVALS);
         let key = record.approval_id.as_str();
         let row = encode(name::APPROVALS, &key, record)?;
@@ -160,8 +168,7 @@ impl<'t> WriteTx<'t> {
         Ok(())
     }
 
-    /// Append an event; ids are assigned here, ascending.
-    pub fn event(
+    fn event(
         &mut self,
         kind: EventKind,
         ts: Micros,
@@ -193,19 +200,12 @@ impl<'t> WriteTx<'t> {
         Ok(event_id)
     }
 
-    /// The seq of the receipt with this id, if one was written.
-    pub fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
+    fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
         self.touch(name::RECEIPT_IDS);
         read_row(self.receipt_ids.get()?, name::RECEIPT_IDS, receipt_id)
     }
 
-    /// Seal `draft` onto the chain: next seq, previous hash, the row, the id index, the
-    /// effect's outcome index and the new head, in this same transaction.
-    pub fn append_receipt(
-        &mut self,
-        draft: &ReceiptDraft,
-        executor_result: Option<StoredResult>,
-    ) -> Result<(u64, String)> {
+    fn append_receipt(&mut self, draft: &ReceiptDraft, executor_result: Option<StoredResult>) -> Result<(u64, String)> {
         self.touch(name::META);
         let head: ChainHead = read_row(self.meta.get()?, name::META, tables::META_HEAD)?
             .ok_or_else(|| Error::Store("the store has no chain head row; it was altered".into()))?;
@@ -254,9 +254,7 @@ impl<'t> WriteTx<'t> {
         Ok((seq, hash))
     }
 
-    /// Append one snapshot: the row, its index entries under every scope, and the counter.
-    /// Returns the record with its `seq` assigned.
-    pub fn append_snapshot(&mut self, mut record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord> {
+    fn append_snapshot(&mut self, mut record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord> {
         self.touch(name::META);
         let last: u64 = read_row(self.meta.get()?, name::META, tables::META_SNAPSHOT_SEQ)?.unwrap_or(0);
         record.seq = last + 1;
@@ -283,20 +281,6 @@ impl<'t> WriteTx<'t> {
         let counter = encode(name::META, &tables::META_SNAPSHOT_SEQ, &record.seq)?;
         self.meta.get_mut()?.insert(tables::META_SNAPSHOT_SEQ, counter.as_slice()).map_err(fault_in(name::META))?;
         Ok(record)
-    }
-
-    // ---- raw access, for tests that damage or tamper with a store --------------------------
-
-    pub(super) fn raw_table(&mut self, table: RawTable) -> Result<&mut redb::Table<'t, &'static str, &'static [u8]>> {
-        match table {
-            RawTable::Meta => self.meta.get_mut(),
-            RawTable::Effects => self.effects.get_mut(),
-            RawTable::Approvals => self.approvals.get_mut(),
-        }
-    }
-
-    pub(super) fn raw_receipts(&mut self) -> Result<&mut redb::Table<'t, u64, &'static [u8]>> {
-        self.receipts.get_mut()
     }
 }
 
@@ -414,7 +398,7 @@ fn check_failed_against_receipts(
 }
 
 /// A consistent read of the whole store.
-pub struct ReadTx {
+pub struct RedbReadTx {
     txn: ReadTransaction,
 }
 
@@ -428,20 +412,13 @@ macro_rules! open_read {
     };
 }
 
-impl ReadTx {
-    pub(super) fn new(txn: ReadTransaction) -> ReadTx {
-        ReadTx { txn }
+impl RedbReadTx {
+    pub(super) fn new(txn: ReadTransaction) -> RedbReadTx {
+        RedbReadTx { txn }
     }
 
     pub(super) fn txn(&self) -> &ReadTransaction {
         &self.txn
-    }
-
-    /// The effect with its executor result (read from the receipt that recorded the commit).
-    pub fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
-        let Some(effects) = open_read!(self.txn, tables::EFFECTS, name::EFFECTS) else { return Ok(None) };
-        let Some(stored) = read_effect(&effects, effect_key)? else { return Ok(None) };
-        self.with_result(stored).map(Some)
     }
 
     fn with_result(&self, stored: StoredEffect) -> Result<EffectRecord> {
@@ -469,9 +446,16 @@ impl ReadTx {
         };
         Ok(stored.into_record(result))
     }
+}
 
-    /// Effects in key order, optionally only those in `state`, at most `limit`.
-    pub fn effects(&self, state: Option<EffectState>, limit: usize) -> Result<Vec<EffectRecord>> {
+impl ReadTables for RedbReadTx {
+    fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
+        let Some(effects) = open_read!(self.txn, tables::EFFECTS, name::EFFECTS) else { return Ok(None) };
+        let Some(stored) = read_effect(&effects, effect_key)? else { return Ok(None) };
+        self.with_result(stored).map(Some)
+    }
+
+    fn effects(&self, state: Option<EffectState>, limit: usize) -> Result<Vec<EffectRecord>> {
         let Some(table) = open_read!(self.txn, tables::EFFECTS, name::EFFECTS) else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for row in table.iter().map_err(fault_in(name::EFFECTS))? {
@@ -487,14 +471,12 @@ impl ReadTx {
         Ok(out)
     }
 
-    /// The approval row, integrity-checked and its stored action checked against its hash.
-    pub fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
+    fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
         let Some(table) = open_read!(self.txn, tables::APPROVALS, name::APPROVALS) else { return Ok(None) };
         read_row(&table, name::APPROVALS, approval_id)?.map(|r| bound(r, approval_id)).transpose()
     }
 
-    /// Approvals still pending (unanswered and unexpired at `now`), oldest first.
-    pub fn pending_approvals(&self, now: Micros) -> Result<Vec<ApprovalRecord>> {
+    fn pending_approvals(&self, now: Micros) -> Result<Vec<ApprovalRecord>> {
         let Some(table) = open_read!(self.txn, tables::APPROVALS, name::APPROVALS) else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for row in table.iter().map_err(fault_in(name::APPROVALS))? {
@@ -509,20 +491,17 @@ impl ReadTx {
         Ok(out)
     }
 
-    /// The receipt at `seq`, integrity-checked.
-    pub fn receipt(&self, seq: u64) -> Result<Option<StoredReceipt>> {
+    fn receipt(&self, seq: u64) -> Result<Option<StoredReceipt>> {
         let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(None) };
         read_row(&table, name::RECEIPTS, seq)
     }
 
-    /// The seq of the receipt with this id.
-    pub fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
+    fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
         let Some(table) = open_read!(self.txn, tables::RECEIPT_IDS, name::RECEIPT_IDS) else { return Ok(None) };
         read_row(&table, name::RECEIPT_IDS, receipt_id)
     }
 
-    /// Receipts with `seq` in `from..`, at most `limit`, in seq order.
-    pub fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
+    fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
         let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for row in table.range(from..).map_err(fault_in(name::RECEIPTS))?.take(limit) {
@@ -533,8 +512,7 @@ impl ReadTx {
         Ok(out)
     }
 
-    /// The last `n` receipts, in seq order.
-    pub fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>> {
+    fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>> {
         let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for row in table.iter().map_err(fault_in(name::RECEIPTS))?.rev().take(n) {
@@ -546,14 +524,12 @@ impl ReadTx {
         Ok(out)
     }
 
-    /// How many receipts the chain holds.
-    pub fn receipt_count(&self) -> Result<u64> {
+    fn receipt_count(&self) -> Result<u64> {
         let Some(table) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) else { return Ok(0) };
         table.len().map_err(fault_in(name::RECEIPTS))
     }
 
-    /// Events with id after `after`, at most `limit`, ascending.
-    pub fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+    fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         let Some(table) = open_read!(self.txn, tables::EVENTS, name::EVENTS) else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for row in table.range(after.saturating_add(1)..).map_err(fault_in(name::EVENTS))?.take(limit) {
@@ -563,8 +539,7 @@ impl ReadTx {
         Ok(out)
     }
 
-    /// Walk every receipt in this one read snapshot, streaming, and name every break.
-    pub fn verify_chain(&self) -> Result<ChainReport> {
+    fn verify_chain(&self) -> Result<ChainReport> {
         let head = match open_read!(self.txn, tables::META, name::META) {
             None => None,
             Some(meta) => match meta.get(tables::META_HEAD).map_err(fault_in(name::META))? {
@@ -596,15 +571,12 @@ impl ReadTx {
         }
     }
 
-    /// The snapshot with id `id`, integrity-checked.
-    pub fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>> {
+    fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>> {
         let Some(table) = open_read!(self.txn, tables::SNAPSHOTS, name::SNAPSHOTS) else { return Ok(None) };
         read_row(&table, name::SNAPSHOTS, id)
     }
 
-    /// Snapshots indexed under `scope` with seq below `before` (all when `None`), newest first,
-    /// at most `limit`, and whether older ones remain.
-    pub fn snapshot_page(&self, scope: &str, before: Option<u64>, limit: usize) -> Result<(Vec<SnapshotRecord>, bool)> {
+    fn snapshot_page(&self, scope: &str, before: Option<u64>, limit: usize) -> Result<(Vec<SnapshotRecord>, bool)> {
         let (Some(index), Some(rows)) = (
             open_read!(self.txn, tables::SNAPSHOT_INDEX, name::SNAPSHOT_INDEX),
             open_read!(self.txn, tables::SNAPSHOTS, name::SNAPSHOTS),
@@ -630,8 +602,7 @@ impl ReadTx {
         Ok((out, more))
     }
 
-    /// Every row of every table checked, for `warden doctor`: (table, rows checked, problems).
-    pub fn check_all(&self) -> Result<Vec<(&'static str, u64, Vec<String>)>> {
+    fn check_all(&self) -> Result<Vec<(&'static str, u64, Vec<String>)>> {
         let mut report = Vec::new();
         macro_rules! check_str_table {
             ($def:expr, $name:expr, $ty:ty) => {
@@ -707,10 +678,7 @@ impl ReadTx {
         Ok(report)
     }
 
-    /// The bytes the store's tables occupy in the file: every table's pages (rows, their
-    /// bookkeeping, and the free space inside those pages), as redb counts them. The file is
-    /// larger: redb grows it by doubling and keeps freed pages for reuse.
-    pub fn bytes_in_use(&self) -> Result<u64> {
+    fn bytes_in_use(&self) -> Result<u64> {
         let mut total = 0u64;
         for handle in self.txn.list_tables().map_err(fault)? {
             let table = self.txn.open_untyped_table(handle).map_err(fault)?;
@@ -720,9 +688,7 @@ impl ReadTx {
         Ok(total)
     }
 
-    /// Rows that point at nothing: index rows naming a missing receipt or snapshot, effects
-    /// whose outcome index names a receipt about another key.
-    pub fn orphans(&self) -> Result<Vec<String>> {
+    fn orphans(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
         if let (Some(index), Some(receipts)) = (
             open_read!(self.txn, tables::RECEIPT_IDS, name::RECEIPT_IDS),

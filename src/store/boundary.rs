@@ -1,0 +1,169 @@
+//! The store boundary: everything the kernel may read and write inside one transaction, as
+//! traits. The kernel's operations (`WriteOp::apply`, `ReadOp::run`) see only these, as
+//! `WriteTx` and `ReadTx` (`dyn WriteTables`, `dyn ReadTables`), so a second backend implements
+//! them over its own transactions without touching the kernel (`docs/STORE.md`, "One boundary").
+//!
+//! Each method says what it guarantees, not how: the backend owns sequence numbers (receipt
+//! seq, event ids, snapshot seq), the integrity check of every row it returns, and the guards
+//! that keep a state change whole. The redb backend is `tx` and `authority_rows`.
+
+use crate::approval::ApprovalRecord;
+use crate::authority::record::{Revocation, StoredDelegation};
+use crate::authority::source::DelegationSource;
+use crate::authority::{Charge, NewDelegation};
+use crate::clock::Micros;
+use crate::effect::{EffectRecord, EffectState, StoredResult};
+use crate::error::Result;
+use crate::event::{Event, EventKind};
+use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
+use crate::snapshot_record::SnapshotRecord;
+
+/// What one state change may read and write: the rows of one write transaction. Every write
+/// lands with the rest of its transaction or not at all.
+pub trait WriteTables: AuthorityWrites {
+    /// The effect row for `effect_key`, integrity-checked, and (when it says FAILED, the one
+    /// state that lets another attempt run) cross-checked against the last receipt that
+    /// recorded an outcome for the key: a FAILED row whose receipt says committed is damage,
+    /// never a reason to run the effect again. The executor result is not loaded.
+    fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>>;
+
+    /// Write the effect row; a FAILED record releases its attempt's budget charges in the same
+    /// transaction.
+    fn put_effect(&mut self, record: &EffectRecord) -> Result<()>;
+
+    /// The approval row, integrity-checked and its stored action checked against its hash.
+    fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>>;
+
+    /// The latest approval request made for this action hash, if any.
+    fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>>;
+
+    /// Make `approval_id` the latest request for `action_hash`.
+    fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()>;
+
+    /// Write the approval row, replacing any with its id.
+    fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()>;
+
+    /// Append an event; ids are assigned here, ascending.
+    fn event(
+        &mut self,
+        kind: EventKind,
+        ts: Micros,
+        action_id: Option<&str>,
+        effect_key: Option<&str>,
+        approval_id: Option<&str>,
+        data: serde_json::Value,
+    ) -> Result<u64>;
+
+    /// The seq of the receipt with this id, if one was written.
+    fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>>;
+
+    /// Seal `draft` onto the chain: next seq, previous hash, the row, the id index, the
+    /// effect's outcome index and the new head, in this same transaction.
+    fn append_receipt(&mut self, draft: &ReceiptDraft, executor_result: Option<StoredResult>) -> Result<(u64, String)>;
+
+    /// Append one snapshot: the row, its index entries under every scope, and the counter.
+    /// Returns the record with its `seq` assigned.
+    fn append_snapshot(&mut self, record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord>;
+}
+
+/// The authority rows of one write transaction: delegations, revocations, budget charges.
+pub trait AuthorityWrites {
+    /// The delegations of this transaction, as a source.
+    fn delegations(&self) -> Box<dyn CountedSource + '_>;
+
+    /// Insert a new delegation with its index, children and creator entries. Insert-only: an
+    /// existing id is refused and nothing is written.
+    fn insert_delegation(&mut self, new: &NewDelegation) -> Result<()>;
+
+    /// Insert a revocation row: `true` when written, `false` when one already stands (it is
+    /// never overwritten). The caller checked the delegation exists.
+    fn insert_revocation(&mut self, revocation: &Revocation) -> Result<bool>;
+
+    /// Whether a revocation row stands for `delegation_id` (integrity-checked).
+    fn is_revoked(&self, delegation_id: &str) -> Result<bool>;
+
+    /// The ids of the delegations `agent` created (and, when given, as `user`), in id order.
+    fn delegations_created_by(&self, agent: &str, user: Option<&str>) -> Result<Vec<String>>;
+
+    /// The unreleased sum of `charge`'s grant and metric in its window ending `now`.
+    fn budget_window_sum(&mut self, charge: &Charge, now: Micros) -> Result<u128>;
+
+    /// Write one ledger row per `(grant, metric)` of `charges` for this reservation, and the
+    /// list its FAILED outcome releases.
+    fn charge_budgets(&mut self, charges: &[Charge], effect_key: &str, attempt: u32, now: Micros) -> Result<()>;
+}
+
+/// A delegation source that counts its reads (one per point lookup, one per range, one per row
+/// a range returns): what shows an evaluation's reads do not grow with the delegations stored.
+pub trait CountedSource: DelegationSource {
+    /// The reads made through this source so far.
+    fn reads(&self) -> u64;
+}
+
+/// One consistent read of the whole store.
+pub trait ReadTables: AuthorityReads {
+    /// The effect with its executor result (read from the receipt that recorded the commit).
+    fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>>;
+
+    /// Effects in key order, optionally only those in `state`, at most `limit`.
+    fn effects(&self, state: Option<EffectState>, limit: usize) -> Result<Vec<EffectRecord>>;
+
+    /// The approval row, integrity-checked and its stored action checked against its hash.
+    fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>>;
+
+    /// Approvals still pending (unanswered and unexpired at `now`), oldest first.
+    fn pending_approvals(&self, now: Micros) -> Result<Vec<ApprovalRecord>>;
+
+    /// The receipt at `seq`, integrity-checked.
+    fn receipt(&self, seq: u64) -> Result<Option<StoredReceipt>>;
+
+    /// The seq of the receipt with this id.
+    fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>>;
+
+    /// Receipts with `seq` in `from..`, at most `limit`, in seq order.
+    fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>>;
+
+    /// The last `n` receipts, in seq order.
+    fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>>;
+
+    /// How many receipts the chain holds.
+    fn receipt_count(&self) -> Result<u64>;
+
+    /// Events with id after `after`, at most `limit`, ascending.
+    fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
+
+    /// Walk every receipt in this one read snapshot, streaming, and name every break.
+    fn verify_chain(&self) -> Result<ChainReport>;
+
+    /// The snapshot with id `id`, integrity-checked.
+    fn snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>>;
+
+    /// Snapshots indexed under `scope` with seq below `before` (all when `None`), newest first,
+    /// at most `limit`, and whether older ones remain.
+    fn snapshot_page(&self, scope: &str, before: Option<u64>, limit: usize) -> Result<(Vec<SnapshotRecord>, bool)>;
+
+    /// Every row of every table checked, for `warden doctor`: (table, rows checked, problems).
+    fn check_all(&self) -> Result<Vec<(&'static str, u64, Vec<String>)>>;
+
+    /// The bytes the store's tables occupy (for `warden doctor` and `warden bench`).
+    fn bytes_in_use(&self) -> Result<u64>;
+
+    /// Rows that point at nothing: index rows naming a missing receipt or snapshot, effects
+    /// whose outcome index names a receipt about another key.
+    fn orphans(&self) -> Result<Vec<String>>;
+}
+
+/// The authority rows of one consistent read.
+pub trait AuthorityReads {
+    /// The delegations of this read, as a source.
+    fn delegation_source(&self) -> Result<Box<dyn CountedSource + '_>>;
+
+    /// Delegations in id order after `after` (all when `None`), revoked ones included, at most
+    /// `limit`: the listing `warden delegations` prints. A row failing its check is a store fault.
+    fn delegation_page(&self, after: Option<&str>, limit: usize) -> Result<Vec<StoredDelegation>>;
+
+    /// The unreleased amount charged to `(grant, metric)` with `consumed_at` in
+    /// `[now - window, now]`, summed from the ledger (for listings and tests; the reservation
+    /// reads the running sum instead).
+    fn budget_spent(&self, grant_id: &str, metric: &str, window_seconds: u64, now: Micros) -> Result<u128>;
+}
