@@ -673,6 +673,19 @@ mod tests {
     }
 
     #[test]
+    fn a_number_missing_its_digits_is_refused_naming_which() {
+        let table = [
+            ("1.", "expecting a digit after the decimal point: line 1 column 3 (char 2)"),
+            ("[10.]", "expecting a digit after the decimal point: line 1 column 5 (char 4)"),
+            ("1e", "expecting a digit in the exponent: line 1 column 3 (char 2)"),
+            ("[2.5e+]", "expecting a digit in the exponent: line 1 column 7 (char 6)"),
+        ];
+        for (text, message) in table {
+            assert_eq!(parse_json(text), Err(CanonicalError::Parse { message: message.into() }), "{text:?}");
+        }
+    }
+
+    #[test]
     fn parse_errors_give_a_position_and_never_echo_the_input() {
         let garbage = format!("[1,{}]", "x".repeat(10_000));
         let message = parse_json(&garbage).unwrap_err().to_string();
