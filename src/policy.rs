@@ -304,6 +304,20 @@ mod tests {
     }
 
     #[test]
+    fn the_matched_rule_is_the_one_its_reason_names_and_no_other() {
+        let yaml = "schema: warden/v1\nactions:\n  pay:\n    rules:\n      - when: {amount_gt: 100}\n        \
+                    decision: deny\n      - decision: allow\n";
+        let document = crate::document::load_str(yaml, "t.yaml").unwrap();
+        let entry = &document.actions["pay"];
+        let at = |reason: &str| matched_rule(entry, reason).map(std::ptr::from_ref);
+        assert_eq!(at("rule[0]"), Some(std::ptr::from_ref(&entry.rules[0])));
+        assert_eq!(at("rule[1]"), Some(std::ptr::from_ref(&entry.rules[1])));
+        for reason in ["rule[2]", "rule[]", "rule[x]", "rule[0", "rule0]", NO_MATCHING_RULE, BARE_DECISION, ""] {
+            assert_eq!(at(reason), None, "{reason:?}");
+        }
+    }
+
+    #[test]
     fn numbers_compare_as_integers_when_both_are_and_numerically_otherwise() {
         assert!(equal(&number("1"), &number("1.0")));
         assert!(equal(&number("1.5"), &number("1.5")));
