@@ -23,22 +23,27 @@ root=$(pwd)
 # run that builds and runs only those targets for each mutant. To add a file: add it to a group
 # (or a new group with its own targets), run `scripts/mutants.sh FILE`, and either write the tests its
 # survivors call for or list the equivalent ones in .cargo/mutants.toml with the reason.
-GROUP_NAMES=(effects json policy sight authority)
+GROUP_NAMES=(effects json policy sight authority approvals identity)
 GROUP_FILES=(
     "src/effect.rs src/effect_state.rs src/approval.rs src/hint.rs src/error/denial.rs src/receipt.rs src/kernel/claim.rs"
     "src/canonical.rs src/action.rs src/template.rs"
     "src/policy.rs src/document/conditions.rs"
     "src/sight/confine.rs"
     "src/authority/pattern.rs src/authority/containment.rs src/authority/evaluate.rs src/authority/chain.rs src/authority/budget.rs"
+    "src/approval/requirement.rs src/approval/person.rs src/approval/precondition.rs"
+    "src/identity/jwt.rs"
 )
-# Cargo features a group's targets need (kernel and chain are test-exports targets).
-GROUP_FEATURES=("test-exports" "" "" "" "")
+# Cargo features a group's targets need (kernel, chain, authority and approvals are
+# test-exports targets: Cargo.toml's required-features).
+GROUP_FEATURES=("test-exports" "" "" "" "test-exports" "test-exports" "")
 GROUP_TESTS=(
     "--lib --test kernel --test chain --test idempotency --test pipeline"
     "--lib --test canonical_props --test vectors --test template_props"
     "--lib --test policy_vectors --test document_load --test document_props"
     "--lib --test sight_confine"
     "--lib --test authority --test authority_vectors --test authority_props --test authority_budgets"
+    "--lib --test approvals"
+    "--lib --test identity"
 )
 read -r -a DECIDERS <<< "${GROUP_FILES[*]}"
 
