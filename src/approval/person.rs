@@ -163,4 +163,16 @@ mod tests {
         let roles = Verified::new(None, &serde_json::json!({"roles": ["Finance", "risk"]})).unwrap().roles();
         assert_eq!(roles, ["finance", "risk"]);
     }
+
+    #[test]
+    fn verified_claims_are_kept_up_to_16_kib_and_refused_one_byte_past() {
+        // `{"k":"…"}` is the text plus 8 bytes.
+        let claims = |len: usize| serde_json::json!({ "k": "x".repeat(len - 8) });
+        let kept = Verified::new(None, &claims(16_384)).unwrap();
+        assert_eq!(kept.claims.len(), 16_384);
+        assert_eq!(
+            Verified::new(None, &claims(16_385)),
+            Err("the verified claims are 16385 bytes; at most 16384 are kept".into())
+        );
+    }
 }
