@@ -142,4 +142,28 @@ mod tests {
         assert!(Requirement::new(1, &many[..MAX_ROLES]).is_ok());
         assert!(Requirement::new(1, &many).is_err());
     }
+
+    #[test]
+    fn an_asserted_approver_is_told_which_requirement_needs_verification() {
+        let table = [
+            (Requirement::new(2, &[]).unwrap(), "it needs 2 verified approvers"),
+            (
+                Requirement::new(1, &["Finance".into()]).unwrap(),
+                "it needs an approver holding one of the roles finance",
+            ),
+            (Requirement::new(3, &["risk".into()]).unwrap(), "it needs 3 verified approvers"),
+        ];
+        for (requirement, why) in table {
+            let (reason, detail) = requirement.entitles(&approver(None)).unwrap_err();
+            assert_eq!(reason, "approver_not_verified");
+            assert!(detail.contains(&format!("(typed, not verified by an identity provider), and {why};")), "{detail}");
+        }
+    }
+
+    #[test]
+    fn records_show_the_requirement_as_required_and_folded_roles() {
+        let requirement = Requirement::new(2, &["Finance".into(), "risk".into()]).unwrap();
+        assert_eq!(requirement.to_json(), serde_json::json!({"required": 2, "roles": ["finance", "risk"]}));
+        assert_eq!(Requirement::default().to_json(), serde_json::json!({"required": 1, "roles": []}));
+    }
 }
