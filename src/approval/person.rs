@@ -156,6 +156,13 @@ mod tests {
     }
 
     #[test]
+    fn two_principals_are_the_same_person_when_their_answering_names_fold_alike() {
+        let principal = |agent: &str, user: Option<&str>| Principal::new(agent, user).unwrap();
+        assert!(same_person(&principal("slack", Some("Ada")), &principal("cli", Some("ADA"))));
+        assert!(!same_person(&principal("slack", Some("ada")), &principal("slack", Some("bob"))));
+    }
+
+    #[test]
     fn verified_claims_must_be_an_object_without_floats() {
         assert!(Verified::new(Some("https://id"), &serde_json::json!([1])).is_err());
         assert!(Verified::new(Some("https://id"), &serde_json::json!({"x": 1.5})).is_err());

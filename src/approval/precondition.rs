@@ -46,6 +46,41 @@ mod tests {
         assert_ne!(fingerprint(&json!({"balance": 101, "status": "open"})).unwrap(), expected);
         assert!(fingerprint(&json!({"x": 0.5})).unwrap_err().contains("state"));
     }
+
+    fn refund() -> crate::action::Action {
+        let principal = crate::action::Principal::new("refund-agent", Some("ada")).unwrap();
+        crate::action::Action::new("stripe.refund", json!({"amount": 5}), principal, Some("payment:1"), "prod").unwrap()
+    }
+
+    #[test]
+    fn a_provider_is_given_the_action_and_its_state_is_what_gets_fingerprinted() {
+        assert_eq!(
+            action_json(&refund()),
+            json!({
+                "name": "stripe.refund",
+                "arguments": {"amount": 5},
+                "principal": {"agent": "refund-agent", "user": "ada"},
+                "resource": "payment:1",
+                "environment": "prod",
+            })
+        );
+        let provider = |action: &Value| -> Result<Value, String> { Ok(json!({"seen": action["arguments"]["amount"]})) };
+        let source = PreconditionSource::Provider(&provider);
+        assert_eq!(source.fingerprint_for(&refund()), fingerprint(&json!({"seen": 5})));
+        let failing = |_: &Value| -> Result<Value, String> { Err("ledger offline".into()) };
+        assert_eq!(
+            PreconditionSource::Provider(&failing).fingerprint_for(&refund()),
+            Err("the precondition provider failed: ledger offline; nothing was requested or spent".into())
+        );
+    }
+
+    #[test]
+    fn a_source_is_shown_without_its_state() {
+        let secret = json!({"balance": "do not print"});
+        assert_eq!(format!("{:?}", PreconditionSource::State(secret)), "PreconditionSource::State(..)");
+        let provider = |_: &Value| -> Result<Value, String> { Ok(Value::Null) };
+        assert_eq!(format!("{:?}", PreconditionSource::Provider(&provider)), "PreconditionSource::Provider(..)");
+    }
 }
 
 /// A host's precondition provider: given `action_json`, the state the action depends on now;
