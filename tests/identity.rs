@@ -273,6 +273,66 @@ fn expiry_is_checked_against_the_provider_clock_with_sixty_seconds_of_leeway() {
 }
 
 #[test]
+fn nbf_is_checked_with_the_same_leeway_at_the_instant_and_one_microsecond_before() {
+    let (rsa, _) = rsa_keys();
+    let clock = clock();
+    let provider = pinned(JwtAlgorithm::Rs256, &rsa.public_pem, &clock);
+    let mut early = claims();
+    early["nbf"] = json!(NOW + 60);
+    let token = sign(Algorithm::RS256, &rsa.private_pem, &early, Some("at+jwt"), None);
+    assert!(provider.verify(&token).is_ok(), "nbf - leeway is already valid");
+    clock.set(NOW * MICROS_PER_SECOND - 1);
+    assert_eq!(refusal(&provider, &token), Refusal::NotYetValid, "one microsecond earlier it is not");
+}
+
+#[test]
+fn a_single_audience_string_must_equal_the_configured_audience() {
+    let (rsa, _) = rsa_keys();
+    let clock = clock();
+    let provider = pinned(JwtAlgorithm::Rs256, &rsa.public_pem, &clock);
+    let mut one = claims();
+    one["aud"] = json!(AUDIENCE);
+    assert!(provider.verify(&sign(Algorithm::RS256, &rsa.private_pem, &one, Some("at+jwt"), None)).is_ok());
+    one["aud"] = json!(format!("{AUDIENCE} "));
+    let near = sign(Algorithm::RS256, &rsa.private_pem, &one, Some("at+jwt"), None);
+    assert_eq!(refusal(&provider, &near), Refusal::Audience);
+}
+
+#[test]
+fn a_numeric_date_that_is_not_an_integer_is_refused_as_such() {
+    let (rsa, _) = rsa_keys();
+    let clock = clock();
+    let provider = pinned(JwtAlgorithm::Rs256, &rsa.public_pem, &clock);
+    for (claim, value, message) in [
+        ("exp", json!(1_800_000_300.5), "exp is not an integer NumericDate"),
+        ("exp", json!(true), "exp is not an integer NumericDate"),
+        ("nbf", json!(1.0e9), "nbf is not an integer NumericDate"),
+        ("exp", json!(u64::MAX), "exp is out of range"),
+    ] {
+        let mut changed = claims();
+        changed[claim] = value.clone();
+        let token = sign(Algorithm::RS256, &rsa.private_pem, &changed, Some("at+jwt"), None);
+        let error = provider.verify(&token).unwrap_err();
+        assert_eq!(
+            (error.kind, error.to_string().contains(message)),
+            (Refusal::MissingClaim, true),
+            "{value}: {error}"
+        );
+    }
+}
+
+#[test]
+fn a_provider_is_shown_by_issuer_audience_and_algorithms_only() {
+    let (rsa, _) = rsa_keys();
+    let shown = format!("{:?}", pinned(JwtAlgorithm::Rs256, &rsa.public_pem, &clock()));
+    assert!(shown.starts_with("JwtProvider {"), "{shown}");
+    for part in [ISSUER, AUDIENCE, "Rs256"] {
+        assert!(shown.contains(part), "{part} missing: {shown}");
+    }
+    assert!(!shown.contains("BEGIN") && !shown.contains("key"), "{shown}");
+}
+
+#[test]
 fn the_allow_list_is_never_taken_from_the_token() {
     let (rsa, _) = rsa_keys();
     let ec = rcgen_pair(&rcgen::PKCS_ECDSA_P256_SHA256);
@@ -352,6 +412,16 @@ fn jwk(pair: &KeyPair, kid: &str, extra: Value) -> Value {
     value
 }
 
+/// A P-256 public key as a JWK with a kid and no `alg`.
+fn ec_jwk_without_alg(kid: &str) -> Value {
+    let pair = rcgen_pair(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let key = EncodingKey::from_ec_pem(pair.private_pem.as_bytes()).unwrap();
+    let mut value = serde_json::to_value(Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap()).unwrap();
+    value.as_object_mut().unwrap().remove("alg");
+    value["kid"] = json!(kid);
+    value
+}
+
 fn jwks_provider(server: &Server, ca: &TestCa, clock: &ManualClock) -> JwtProvider {
     let url = server.https_url("localhost", "/.well-known/jwks.json").to_string();
     let config = JwtConfig::new(
@@ -380,7 +450,8 @@ fn a_jwk_set_over_https_verifies_by_kid_and_refetches_at_most_once_per_interval(
         jwk(rsa, "k1", json!({"use": "sig", "alg": "RS256"})),
         jwk(other, "enc", json!({"use": "enc"})),
         jwk(other, "k3", json!({"alg": "RS512"})),
-        {"kid": "junk", "kty": "RSA"}
+        {"kid": "junk", "kty": "RSA"},
+        ec_jwk_without_alg("ec")
     ]});
     let server = Server::https(&ca.leaf(&["localhost"]), serve_json(set));
     let clock = clock();
@@ -399,8 +470,16 @@ fn a_jwk_set_over_https_verifies_by_kid_and_refetches_at_most_once_per_interval(
     assert_eq!(refusal(&provider, &no_kid), Refusal::Key);
     let forged = sign(Algorithm::RS256, &other.private_pem, &claims(), Some("at+jwt"), Some("k1"));
     assert_eq!(refusal(&provider, &forged), Refusal::Signature);
+    // An EC key that names no algorithm, under the kid of an RS256 token: the key does not fit.
+    let misfit = sign(Algorithm::RS256, &rsa.private_pem, &claims(), Some("at+jwt"), Some("ec"));
+    let error = provider.verify(&misfit).unwrap_err();
+    assert_eq!(error.kind, Refusal::Key);
+    assert!(error.to_string().contains("the verification key does not fit the token's algorithm"), "{error}");
     assert_eq!(server.requests().len(), 1, "unknown kids inside the interval fetch nothing");
-    clock.advance(30 * MICROS_PER_SECOND);
+    clock.advance(30 * MICROS_PER_SECOND - 1);
+    let _ = provider.verify(&encryption_key);
+    assert_eq!(server.requests().len(), 1, "one microsecond before the interval has passed: no fetch");
+    clock.advance(1);
     let _ = provider.verify(&encryption_key);
     assert_eq!(server.requests().len(), 2, "one refetch once the interval has passed");
     let _ = provider.verify(&other_alg);
