@@ -175,7 +175,7 @@ for index in "${!GROUP_NAMES[@]}"; do
     echo "== $name, pass 1: ${selected[*]} against --lib"
     # The targets go to every cargo invocation (`--cargo-arg`), not only to `cargo test`: given
     # after `--` they reach the test run alone, and each mutant's build step compiled every
-    # test target of the crate (about 40 s a mutant on this machine instead of about 10).
+    # test target of the crate (30–100 s a mutant's build on this machine instead of 3–5 s).
     run_pass "$name (pass 1)" "$out" "${args[@]}" --cargo-arg=--lib
     # An in-diff run whose changes touch no mutable code writes no report.
     [ -d "$out/mutants.out" ] || continue

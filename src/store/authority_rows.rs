@@ -684,6 +684,11 @@ impl AuthorityWrites for RedbWriteTx<'_> {
         Ok(ids)
     }
 
+    // From the running sum: catch up with rows charged since it was last read, evict rows below
+    // the floor, write it back. A window seen for the first time is summed backwards from the
+    // newest row until one falls below the floor (rows in the window, not the history); a floor
+    // that moved back (the clock stepped back) rebuilds from the whole series rather than
+    // undercount.
     fn budget_window_sum(&mut self, charge: &Charge, now: Micros) -> Result<u128> {
         self.touch(name::BUDGET_SUMS);
         let grant = charge.grant_id.as_str();
@@ -738,6 +743,7 @@ impl AuthorityWrites for RedbWriteTx<'_> {
         Ok(sum.sum)
     }
 
+    // The running sums pick the new ledger rows up at their next check.
     fn charge_budgets(&mut self, charges: &[Charge], effect_key: &str, attempt: u32, now: Micros) -> Result<()> {
         self.touch(name::BUDGET_LEDGER);
         let mut written: Vec<ChargeRef> = Vec::new();

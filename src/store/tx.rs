@@ -678,6 +678,8 @@ impl ReadTables for RedbReadTx {
         Ok(report)
     }
 
+    // Every table's pages (rows, their bookkeeping, and the free space inside those pages), as
+    // redb counts them. The file is larger: redb grows it by doubling and keeps freed pages.
     fn bytes_in_use(&self) -> Result<u64> {
         let mut total = 0u64;
         for handle in self.txn.list_tables().map_err(fault)? {
