@@ -223,7 +223,7 @@ impl AuthorityRows {
 
 /// The read operation: the candidates for `action` (or the one `hop`), and each shape-matching
 /// candidate's chain up to `bound` links — what `chain::walk` would ask for.
-pub(super) fn read_rows(rx: &ReadTx, action: &Action, hop: Option<&str>, bound: u32) -> Result<AuthorityRows> {
+pub(super) fn read_rows(rx: &ReadTx<'_>, action: &Action, hop: Option<&str>, bound: u32) -> Result<AuthorityRows> {
     let source = rx.delegation_source()?;
     let mut rows = AuthorityRows::default();
     let mut leaves: Vec<StoredDelegation> = Vec::new();

@@ -260,6 +260,12 @@ impl Kernel {
         self.inner.store.path()
     }
 
+    /// For a PostgreSQL store, the database's clock minus this host's in microseconds, measured
+    /// at open (`warden doctor` shows it); `None` for a file.
+    pub fn clock_skew(&self) -> Option<Micros> {
+        self.inner.store.clock_skew()
+    }
+
     /// The bounds this handle enforces on its inputs.
     pub fn limits(&self) -> &crate::limits::Limits {
         &self.inner.limits

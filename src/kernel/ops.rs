@@ -566,7 +566,7 @@ pub enum ReadReply {
 impl ReadOp for Read {
     type Reply = ReadReply;
 
-    fn run(&self, rx: &ReadTx, now: Micros) -> Result<ReadReply> {
+    fn run(&self, rx: &ReadTx<'_>, now: Micros) -> Result<ReadReply> {
         Ok(match self {
             Read::Effect { effect_key } => ReadReply::Effect(rx.effect(effect_key)?),
             Read::Effects { state, limit } => ReadReply::Effects(rx.effects(*state, *limit)?),

@@ -23,6 +23,8 @@ mod file;
 pub(crate) mod fork;
 mod lazy;
 mod owner;
+#[cfg(feature = "postgres")]
+mod pg;
 mod records;
 mod schema;
 mod tables;
@@ -44,7 +46,7 @@ pub use boundary::{AuthorityReads, AuthorityWrites, CountedSource, ReadTables, W
 pub use tables::SCHEMA_VERSION;
 pub use tx::RawTable;
 /// One consistent read, as a read operation sees it (`ReadOp::run`).
-pub type ReadTx = dyn ReadTables;
+pub type ReadTx<'a> = dyn ReadTables + 'a;
 crate::test_pub! {
     /// Crate-private: operations are applied by the store, never opened by a caller.
     type WriteTx<'a> = dyn WriteTables + 'a;
@@ -77,7 +79,7 @@ pub trait ReadOp: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// What the read answers.
     type Reply: Serialize + DeserializeOwned + Send + 'static;
     /// Run the read in one read transaction, at `now`.
-    fn run(&self, rx: &ReadTx, now: Micros) -> Result<Self::Reply>;
+    fn run(&self, rx: &ReadTx<'_>, now: Micros) -> Result<Self::Reply>;
 }
 
 /// The operations one user of the store (the kernel) speaks.
@@ -169,6 +171,27 @@ pub enum Role {
     },
     /// This user may read the store but not write it.
     ReadOnly,
+    /// The store is a PostgreSQL database: every process talks to the server.
+    Server,
+}
+
+/// Test support: a fresh, empty schema in the PostgreSQL database at `base`, as a store URL.
+#[cfg(all(feature = "test-exports", feature = "postgres"))]
+#[doc(hidden)]
+pub fn fresh_postgres_schema(base: &str) -> Result<String> {
+    pg::fresh_schema(base)
+}
+
+/// Test support: without the `postgres` feature there is no PostgreSQL to make a schema in.
+#[cfg(all(feature = "test-exports", not(feature = "postgres")))]
+#[doc(hidden)]
+pub fn fresh_postgres_schema(_base: &str) -> Result<String> {
+    Err(Error::Config("this build has no PostgreSQL backend; build it with `--features postgres`".into()))
+}
+
+/// Whether a store location names a PostgreSQL database (`postgresql://…`) rather than a file.
+pub fn is_postgres(location: &str) -> bool {
+    location.starts_with("postgresql://") || location.starts_with("postgres://")
 }
 
 crate::test_pub! {
@@ -215,6 +238,9 @@ enum Mode<P: Protocol> {
     Owner(Owned<P>),
     Client(Client<P>),
     ReadOnly(ReadOnly),
+    /// A PostgreSQL database (`pg`): every process talks to the server; no owner.
+    #[cfg(feature = "postgres")]
+    Postgres(Box<pg::PgStore>),
 }
 
 impl<P: Protocol> Mode<P> {
@@ -222,6 +248,8 @@ impl<P: Protocol> Mode<P> {
         match self {
             Mode::Client(client) => client.is_done(),
             Mode::Owner(_) | Mode::ReadOnly(_) => false,
+            #[cfg(feature = "postgres")]
+            Mode::Postgres(_) => false,
         }
     }
 }
@@ -382,6 +410,9 @@ impl<P: Protocol> Store<P> {
         if path.as_os_str().is_empty() {
             return Err(Error::InvalidInput("the store path is empty; pass --store PATH or set WARDEN_STORE".into()));
         }
+        if let Some(location) = path.to_str().filter(|location| is_postgres(location)) {
+            return Store::open_postgres(location, &options);
+        }
         let generation = fork::current();
         crate::ffi::os::install_exit_hook(flush_at_exit);
         let registry = registry(generation)?;
@@ -410,6 +441,35 @@ impl<P: Protocol> Store<P> {
         Ok(Store { engine, generation, opened_in })
     }
 
+    #[cfg(feature = "postgres")]
+    fn open_postgres(location: &str, options: &StoreOptions) -> Result<Store<P>> {
+        let store = pg::PgStore::open(location, options.wait)?;
+        let path = PathBuf::from(store.shown());
+        let mode = RwLock::new(Arc::new(Mode::Postgres(Box::new(store))));
+        let engine = Arc::new(Engine { path, mode, orphans: Arc::default(), wait: options.wait });
+        Ok(Store { engine, generation: fork::current(), opened_in: std::process::id() })
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn open_postgres(location: &str, _options: &StoreOptions) -> Result<Store<P>> {
+        let _ = location;
+        Err(Error::Config(
+            "the store is a postgresql:// URL, but this build of Warden has no PostgreSQL backend; build it with              `--features postgres`"
+                .into(),
+        ))
+    }
+
+    /// For a PostgreSQL store, the database's clock minus this host's (microseconds), measured
+    /// when the handle opened: leases and expiry are judged by the database's clock, so this only
+    /// says how far this host's own readings are off. `None` for a file.
+    pub fn clock_skew(&self) -> Option<Micros> {
+        match &*self.engine.current().ok()? {
+            #[cfg(feature = "postgres")]
+            Mode::Postgres(store) => Some(store.skew()),
+            _ => None,
+        }
+    }
+
     /// The path of the store file.
     pub fn path(&self) -> &Path {
         &self.engine.path
@@ -432,6 +492,8 @@ impl<P: Protocol> Store<P> {
             Mode::Owner(_) => Role::Owner,
             Mode::Client(client) => Role::Client { owner_pid: client.owner_pid },
             Mode::ReadOnly(_) => Role::ReadOnly,
+            #[cfg(feature = "postgres")]
+            Mode::Postgres(_) => Role::Server,
         })
     }
 
@@ -450,6 +512,8 @@ impl<P: Protocol> Store<P> {
             match &*mode {
                 Mode::Owner(owned) => return owned.write(op, now, durability),
                 Mode::ReadOnly(read_only) => return Err(read_only_refusal(&self.engine.path, &read_only.why)),
+                #[cfg(feature = "postgres")]
+                Mode::Postgres(store) => return store.write(&op, now, durability).map(Some),
                 Mode::Client(client) => {
                     self.engine.resend_orphans(client);
                     let deferred = matches!(durability, Durability::Deferred(_));
@@ -490,6 +554,8 @@ impl<P: Protocol> Store<P> {
             match &*mode {
                 Mode::Owner(owned) => return owned.shared.read(op, now),
                 Mode::ReadOnly(read_only) => return read_only.read(op, now),
+                #[cfg(feature = "postgres")]
+                Mode::Postgres(store) => return store.read(op, now),
                 Mode::Client(client) => match client.read(op.clone(), now.for_wire()) {
                     Answer::Done(result) => return result,
                     Answer::Moved | Answer::Lost(_) => {}
@@ -515,6 +581,8 @@ impl<P: Protocol> Store<P> {
             match &*mode {
                 Mode::Owner(owned) => return owned.flush(),
                 Mode::ReadOnly(_) => return Ok(()),
+                #[cfg(feature = "postgres")]
+                Mode::Postgres(store) => return store.flush(),
                 Mode::Client(client) => {
                     self.engine.resend_orphans(client);
                     if client.unconfirmed() == 0 && self.engine.orphans.lock().map(|o| o.is_empty()).unwrap_or(true) {

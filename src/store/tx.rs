@@ -339,7 +339,7 @@ fn read_row<K: RowKey, T: serde::de::DeserializeOwned>(
 
 /// An approval row whose stored action no longer hashes to its `action_hash` is damage: it
 /// is never shown as approvable and never decided from.
-fn bound(record: ApprovalRecord, key: &str) -> Result<ApprovalRecord> {
+pub(super) fn bound(record: ApprovalRecord, key: &str) -> Result<ApprovalRecord> {
     match record.check_binding() {
         Ok(()) => Ok(record),
         Err(problem) => Err(damaged(name::APPROVALS, &key, &problem)),
@@ -351,24 +351,34 @@ fn read_effect(table: &impl ReadableTable<&'static str, &'static [u8]>, key: &st
     found.map(|bytes| decode(name::EFFECTS, &key, bytes.value())).transpose()
 }
 
-/// What the receipts prove about a FAILED effect: the last receipt that recorded an outcome
-/// for its key must be about that key and must not say it committed.
+/// What the receipts prove about a FAILED effect, read from redb's tables (`failed_proof`).
 fn check_failed_against_receipts(
     index: &impl ReadableTable<&'static str, &'static [u8]>,
     receipts: &impl ReadableTable<u64, &'static [u8]>,
     stored: &StoredEffect,
 ) -> Result<()> {
     let key = stored.effect_key.as_str();
-    let Some(seq) = index.get(key).map_err(fault_in(name::EFFECT_RECEIPTS))? else {
+    let last = match index.get(key).map_err(fault_in(name::EFFECT_RECEIPTS))? {
         // Schema-1 stores have no index for effects finished before the migration.
-        return Ok(());
+        None => None,
+        Some(seq) => {
+            let seq: u64 = decode(name::EFFECT_RECEIPTS, &key, seq.value())?;
+            let row = receipts.get(seq).map_err(fault_in(name::RECEIPTS))?;
+            let receipt: Option<StoredReceipt> =
+                row.map(|row| decode(name::RECEIPTS, &seq, row.value())).transpose()?;
+            Some((seq, receipt))
+        }
     };
-    let seq: u64 = decode(name::EFFECT_RECEIPTS, &key, seq.value())?;
-    let row = receipts
-        .get(seq)
-        .map_err(fault_in(name::RECEIPTS))?
-        .ok_or_else(|| damaged(name::EFFECTS, &key, &format!("points at receipt {seq}, which is missing")))?;
-    let receipt: StoredReceipt = decode(name::RECEIPTS, &seq, row.value())?;
+    failed_proof(stored, last)
+}
+
+/// What the receipts prove about a FAILED effect: the last receipt that recorded an outcome
+/// for its key (`last`: its seq from the outcome index and the row, `None` when the row is
+/// missing) must be about that key and must not say it committed. Shared by both backends.
+pub(super) fn failed_proof(stored: &StoredEffect, last: Option<(u64, Option<StoredReceipt>)>) -> Result<()> {
+    let key = stored.effect_key.as_str();
+    let Some((seq, receipt)) = last else { return Ok(()) };
+    let receipt = receipt.ok_or_else(|| damaged(name::EFFECTS, &key, &format!("points at receipt {seq}, which is missing")))?;
     let document = crate::canonical::parse_json(&receipt.document)
         .map_err(|_| damaged(name::RECEIPTS, &seq, "holds a document that is not JSON"))?;
     let says = |field: &str| document.get(field).and_then(serde_json::Value::as_str);

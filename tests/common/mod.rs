@@ -15,18 +15,36 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub clock: ManualClock,
     pub kernel: Kernel,
+    location: PathBuf,
+}
+
+/// Where the conformance tests keep their store: a file in a fresh directory, or, when
+/// `WARDEN_TEST_STORE` names a PostgreSQL database (`postgresql://…`), a fresh schema in it.
+pub fn store_location(dir: &std::path::Path) -> PathBuf {
+    match std::env::var("WARDEN_TEST_STORE") {
+        Ok(base) if warden::store::is_postgres(&base) => {
+            PathBuf::from(warden::store::fresh_postgres_schema(&base).expect("a fresh PostgreSQL schema"))
+        }
+        _ => dir.join("state.redb"),
+    }
+}
+
+/// Whether the tests run against PostgreSQL (tests of the file's own layout skip themselves).
+pub fn on_postgres() -> bool {
+    std::env::var("WARDEN_TEST_STORE").is_ok_and(|base| warden::store::is_postgres(&base))
 }
 
 impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let clock = ManualClock::new(T0);
-        let kernel = open(&dir.path().join("state.redb"), &clock);
-        Fixture { dir, clock, kernel }
+        let location = store_location(dir.path());
+        let kernel = open(&location, &clock);
+        Fixture { dir, clock, kernel, location }
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.path().join("state.redb")
+        self.location.clone()
     }
 }
 

@@ -8,11 +8,15 @@ use warden::Kernel;
 use crate::exit::{Done, Failure};
 use crate::output::document;
 
+/// A database clock further than this from the host's is reported as a warning.
+const SKEW_WARNING_MS: i64 = 1000;
+
 pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
     let report = kernel.doctor()?;
     let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
     let sound = damaged == 0 && report.chain.ok && report.orphans.is_empty();
     let file_bytes = std::fs::metadata(kernel.store_path()).map(|m| m.len()).ok();
+    let skew_ms = kernel.clock_skew().map(|micros| micros / 1000);
     let stdout = if json {
         document(&json!({
             "ok": sound,
@@ -23,6 +27,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             "chain": report.chain,
             "orphans": report.orphans,
             "size": {"file_bytes": file_bytes, "in_use_bytes": report.bytes_in_use},
+            "database_clock_skew_ms": skew_ms,
         }))
     } else {
         let mut out = format!("store {}\n", kernel.store_path().display());
@@ -54,6 +59,15 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             report.bytes_in_use,
             file_bytes.map(|f| format!(", file {f} bytes")).unwrap_or_default()
         ));
+        if let Some(skew) = skew_ms {
+            let warning = if skew.abs() > SKEW_WARNING_MS {
+                "  WARNING: this host's clock is far off; leases and expiry follow the database's clock, but this \
+                 host's logs and any manual clock will disagree with it. Synchronise the host's clock (NTP)"
+            } else {
+                ""
+            };
+            out.push_str(&format!("  database clock   {skew:+} ms from this host's{warning}\n"));
+        }
         if report.orphans.is_empty() {
             out.push_str("  references       ok\n");
         } else {

@@ -1,0 +1,420 @@
+//! The PostgreSQL backend: the same kernel operations, applied in PostgreSQL transactions
+//! instead of redb's (`docs/POSTGRES.md`).
+//!
+//! - **One writer at a time per store**: every write transaction takes the store's advisory
+//!   lock (`pg_advisory_xact_lock`, keyed by the schema) as its first statement, then reads and
+//!   writes under READ COMMITTED. Reads after the lock see every earlier commit, so an operation
+//!   decides exactly as it would in the file, on every host; receipt seq and event ids are
+//!   assigned in commit order. Locks are taken in one order (that one), so nothing deadlocks.
+//! - **The database clock**: `Now::System` is the server's `clock_timestamp()`, read under the
+//!   lock in the same round trip, so hosts with skewed clocks judge leases and expiry alike.
+//! - **Lost commits resolved exactly**: every write transaction inserts a random 128-bit
+//!   `write_id` into `warden_witness`. When COMMIT gets no answer the outcome is decided on a
+//!   fresh connection, under the lock (which the lost transaction held until it ended): its
+//!   witness present → it committed, and its reply stands; absent → it did not, and the operation
+//!   is applied once more there. If that fails too the call is "unavailable" and hands out no
+//!   permit.
+//! - **Bounded waits**: every transaction sets `lock_timeout`, `statement_timeout` and
+//!   `idle_in_transaction_session_timeout`; connections set `connect_timeout`, keepalives and
+//!   `tcp_user_timeout`. A zombie transaction of a partitioned client dies by itself.
+//! - **Connections**: a small pool of idle connections, no background thread. A connection the
+//!   server closed is dropped and replaced at the next checkout, never in the middle of a
+//!   transaction. A handle is refused in a forked child (`Store::check_fork`), so a child never
+//!   touches the parent's sockets.
+
+mod read;
+mod rows;
+mod schema;
+mod sql;
+mod write;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use postgres::{Client, NoTls};
+
+use super::{Durability, Now, ReadOp, WriteOp};
+use crate::clock::{Clock, Micros, SystemClock};
+use crate::error::{Error, Result};
+use sql::{commit_unknown, fault, Cache, Sql};
+
+
+/// The advisory lock class of a store's writes (the second key is the schema's hash).
+const WRITE_LOCK_CLASS: i32 = 0x5744_0002;
+/// Idle connections kept per handle.
+const POOL: usize = 8;
+/// Witness rows older than this are removed (by the writes themselves, a few at a time).
+const WITNESS_KEEP: Micros = 24 * 3600 * 1_000_000;
+
+/// The bounds of every wait (`docs/STORE.md`, "PostgreSQL: the worst case of a call").
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    /// Connecting, TLS included.
+    pub connect: Duration,
+    /// Waiting for the store's lock (another writer's transaction).
+    pub lock: Duration,
+    /// Any one statement.
+    pub statement: Duration,
+    /// A transaction left idle by a client that went away (the server ends it).
+    pub idle: Duration,
+}
+
+impl Bounds {
+    /// From the store's wait (`WARDEN_WRITE_WAIT_MS`): the lock may take all of it; a statement,
+    /// a connection and an abandoned transaction a fraction, never more than a few seconds.
+    pub(crate) fn from_wait(wait: Duration) -> Bounds {
+        let short = (wait / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        Bounds { connect: short, lock: wait, statement: wait.max(short), idle: short }
+    }
+}
+
+struct Conn {
+    client: Client,
+    cache: Cache,
+}
+
+/// One PostgreSQL store, as one process uses it.
+pub(crate) struct PgStore {
+    config: postgres::Config,
+    /// The URL without its password, for messages.
+    shown: String,
+    pool: Mutex<Vec<Conn>>,
+    /// The schema's hash: the second key of the store's advisory locks.
+    schema_hash: i32,
+    bounds: Bounds,
+    /// The database's clock minus this host's, in microseconds, measured at open.
+    skew: Micros,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("location", &self.shown).finish()
+    }
+}
+
+/// The URL as messages show it: no password, ever.
+pub(crate) fn shown(location: &str) -> String {
+    match url::Url::parse(location) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.query_pairs().count();
+            let pairs: Vec<(String, String)> = parsed
+                .query_pairs()
+                .map(|(k, v)| {
+                    let secret = k.eq_ignore_ascii_case("password") || k.eq_ignore_ascii_case("sslpassword");
+                    (k.into_owned(), if secret { "***".into() } else { v.into_owned() })
+                })
+                .collect();
+            if !pairs.is_empty() {
+                parsed.query_pairs_mut().clear().extend_pairs(pairs);
+            }
+            parsed.to_string()
+        }
+        Err(_) => "a postgresql:// URL that does not parse".into(),
+    }
+}
+
+impl PgStore {
+    /// Connect, check the server and bring the schema up to date.
+    pub(crate) fn open(location: &str, wait: Duration) -> Result<PgStore> {
+        let shown = shown(location);
+        let mut config: postgres::Config = location.parse().map_err(|e| {
+            Error::Config(format!("the store URL {shown} is not a PostgreSQL connection URL: {e}"))
+        })?;
+        if config.get_password().is_none() {
+            if let Ok(password) = std::env::var("PGPASSWORD") {
+                config.password(password);
+            }
+        }
+        if !matches!(config.get_ssl_mode(), postgres::config::SslMode::Disable | postgres::config::SslMode::Prefer) {
+            return Err(Error::Config(format!(
+                "the store URL {shown} asks for TLS (sslmode=require), which this build's PostgreSQL client does not \
+                 have yet; nothing was sent. Reach the server over a trusted network with sslmode=disable, or \
+                 through a TLS tunnel"
+            )));
+        }
+        // `prefer` would fall back to plain text silently; say what is used instead.
+        config.ssl_mode(postgres::config::SslMode::Disable);
+        let bounds = Bounds::from_wait(wait);
+        config
+            .connect_timeout(bounds.connect)
+            .tcp_user_timeout(bounds.connect.max(Duration::from_secs(1)))
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .keepalives_interval(Duration::from_secs(2))
+            .keepalives_retries(3);
+        if config.get_application_name().is_none() {
+            config.application_name("warden");
+        }
+        let mut store = PgStore { config, shown, pool: Mutex::new(Vec::new()), schema_hash: 0, bounds, skew: 0 };
+        let mut conn = store.connect()?;
+        schema::ensure(&mut conn.client, &store.shown)?;
+        store.schema_hash = schema::schema_hash(&mut conn.client)?;
+        store.skew = store.measure_skew(&mut conn.client)?;
+        store.checkin(conn);
+        Ok(store)
+    }
+
+    /// The URL as messages show it.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// The database clock minus this host's at open, in microseconds.
+    pub(crate) fn skew(&self) -> Micros {
+        self.skew
+    }
+
+    fn connect(&self) -> Result<Conn> {
+        let client = self.config.connect(NoTls).map_err(|e| {
+            // The driver's messages name the host and the cause, never the password.
+            Error::Unavailable(format!("cannot connect to the PostgreSQL store {}: {e}", self.shown))
+        })?;
+        Ok(Conn { client, cache: Cache::new() })
+    }
+
+    fn checkout(&self) -> Result<Conn> {
+        loop {
+            let idle = self.pool.lock().map_err(|_| Error::Store("the PostgreSQL pool lock was poisoned".into()))?.pop();
+            match idle {
+                Some(conn) if conn.client.is_closed() => {}
+                Some(conn) => return Ok(conn),
+                None => return self.connect(),
+            }
+        }
+    }
+
+    fn checkin(&self, conn: Conn) {
+        if conn.client.is_closed() {
+            return;
+        }
+        if let Ok(mut pool) = self.pool.lock() {
+            if pool.len() < POOL {
+                pool.push(conn);
+            }
+        }
+    }
+
+    fn measure_skew(&self, client: &mut Client) -> Result<Micros> {
+        let before = SystemClock.now();
+        let row = client
+            .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[])
+            .map_err(|e| fault("reading the database clock", &e))?;
+        let after = SystemClock.now();
+        let db: i64 = sql::column(&row, 0, "clock_timestamp")?;
+        Ok(db - (before / 2 + after / 2))
+    }
+
+    fn settings(&self, durability: Durability) -> String {
+        let mut text = format!(
+            "SET LOCAL lock_timeout = {}; SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
+            self.bounds.lock.as_millis().max(1),
+            self.bounds.statement.as_millis().max(1),
+            self.bounds.idle.as_millis().max(1)
+        );
+        if let Durability::Deferred(_) = durability {
+            // Committed without waiting for the WAL flush: durable within the server's
+            // wal_writer_delay, lost in a crash before it (what a deferred outcome promises).
+            text.push_str("; SET LOCAL synchronous_commit = off");
+        }
+        text
+    }
+
+    /// Take the store's lock and read the database clock, in one round trip.
+    fn lock(&self, sql: &Sql<'_>) -> Result<Micros> {
+        let row = sql
+            .row(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 FROM pg_advisory_xact_lock($1, $2)",
+                &[&WRITE_LOCK_CLASS, &self.schema_hash],
+                "waiting for the store's write lock",
+            )?
+            .ok_or_else(|| Error::Store("PostgreSQL answered no row for the store's lock".into()))?;
+        sql::column(&row, 0, "clock_timestamp")
+    }
+
+    /// Apply one write in its own transaction.
+    pub(crate) fn write<W: WriteOp>(&self, op: &W, now: &Now, durability: Durability) -> Result<W::Reply> {
+        let write_id: [u8; 16] = random_id()?;
+        let mut conn = self.checkout()?;
+        match self.attempt(&mut conn, op, now, durability, &write_id, None) {
+            Attempt::Done(result) => {
+                self.checkin(conn);
+                result?.ok_or_else(|| Error::Store("a first write found itself already committed".into()))
+            }
+            // The server never answered COMMIT: decide from the witness, on a fresh connection.
+            Attempt::Unknown(reply) => {
+                drop(conn);
+                self.resolve(op, now, durability, &write_id, reply)
+            }
+        }
+    }
+
+    /// After a COMMIT whose answer was lost: under the lock (which the lost transaction held
+    /// until it ended, so it has ended now) its witness says whether it committed. If it did,
+    /// its reply stands; if not, the operation is applied here once more.
+    fn resolve<W: WriteOp>(&self, op: &W, now: &Now, durability: Durability, lost: &[u8; 16], reply: W::Reply) -> Result<W::Reply> {
+        let unavailable = |why: &str| {
+            Error::Unavailable(format!(
+                "PostgreSQL did not answer the commit of this call, and whether it was applied could not be read back \
+                 ({why}); it may or may not have been applied (a reservation it made is in progress until its lease \
+                 lapses, then AMBIGUOUS). Nothing will retry it blindly"
+            ))
+        };
+        let mut conn = self.connect().map_err(|e| unavailable(&e.to_string()))?;
+        let write_id: [u8; 16] = random_id()?;
+        match self.attempt(&mut conn, op, now, durability, &write_id, Some(lost)) {
+            Attempt::Done(Ok(found)) => {
+                self.checkin(conn);
+                // `None`: the lost transaction's witness is there, so it committed.
+                Ok(found.unwrap_or(reply))
+            }
+            Attempt::Done(Err(error)) => Err(match error {
+                Error::Unavailable(why) => unavailable(&why),
+                other => other,
+            }),
+            Attempt::Unknown(_) => Err(unavailable("the second commit's answer was lost too")),
+        }
+    }
+
+    /// One transaction: settings, lock and clock, witness, the operation, COMMIT. With `lost`,
+    /// first ask whether that earlier write committed (then `Ok(None)`, and nothing else runs).
+    fn attempt<W: WriteOp>(
+        &self,
+        conn: &mut Conn,
+        op: &W,
+        now: &Now,
+        durability: Durability,
+        write_id: &[u8; 16],
+        lost: Option<&[u8; 16]>,
+    ) -> Attempt<W::Reply> {
+        let Conn { client, cache } = conn;
+        let tx = match client.transaction() {
+            Ok(tx) => tx,
+            Err(error) => return Attempt::Done(Err(fault("starting a transaction", &error))),
+        };
+        let sql = Sql::new(tx, cache);
+        let applied = (|| -> Result<Option<W::Reply>> {
+            sql.batch(&self.settings(durability), "setting the transaction's bounds")?;
+            let db_now = self.lock(&sql)?;
+            if let Some(lost) = lost {
+                let found = sql.row("SELECT 1 FROM warden_witness WHERE write_id = $1", &[&lost.as_slice()], "reading the commit witness")?;
+                if found.is_some() {
+                    return Ok(None);
+                }
+            }
+            let at = match now {
+                Now::System => db_now,
+                other => other.read(),
+            };
+            sql.exec(
+                "INSERT INTO warden_witness (write_id, at) VALUES ($1, $2)",
+                &[&write_id.as_slice(), &db_now],
+                "writing the commit witness",
+            )?;
+            if write_id[0] == 0 {
+                // About one write in 256 removes old witness rows (bounded, under the lock).
+                sql.exec(
+                    "DELETE FROM warden_witness WHERE write_id IN (SELECT write_id FROM warden_witness WHERE at < $1 LIMIT 1000)",
+                    &[&(db_now - WITNESS_KEEP)],
+                    "pruning old commit witnesses",
+                )?;
+            }
+            let mut tables = write::PgWriteTx::new(&sql);
+            op.apply(&mut tables, at).map(Some)
+        })();
+        let reply = match applied {
+            Ok(reply) => reply,
+            Err(error) => {
+                sql.rollback();
+                return Attempt::Done(Err(error));
+            }
+        };
+        match sql.commit() {
+            Err(refused) => Attempt::Done(Err(refused)),
+            Ok(Ok(())) => Attempt::Done(Ok(reply)),
+            Ok(Err(error)) if commit_unknown(&error) => match reply {
+                Some(reply) if lost.is_none() => Attempt::Unknown(reply),
+                _ => Attempt::Done(Err(fault("committing", &error))),
+            },
+            Ok(Err(error)) => Attempt::Done(Err(fault("committing", &error))),
+        }
+    }
+
+    /// Run one read in a REPEATABLE READ, READ ONLY transaction.
+    pub(crate) fn read<R: ReadOp>(&self, op: &R, now: &Now) -> Result<R::Reply> {
+        let mut conn = self.checkout()?;
+        let result = self.read_in(&mut conn, op, now);
+        self.checkin(conn);
+        result
+    }
+
+    fn read_in<R: ReadOp>(&self, conn: &mut Conn, op: &R, now: &Now) -> Result<R::Reply> {
+        let Conn { client, cache } = conn;
+        let tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| fault("starting a read", &e))?;
+        let sql = Sql::new(tx, cache);
+        let ran = (|| {
+            sql.batch(
+                &format!("SET LOCAL statement_timeout = {}", self.bounds.statement.as_millis().max(1)),
+                "setting the read's bounds",
+            )?;
+            let at = match now {
+                Now::System => {
+                    let row = sql
+                        .row("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[], "reading the database clock")?
+                        .ok_or_else(|| Error::Store("PostgreSQL answered no clock".into()))?;
+                    sql::column(&row, 0, "clock_timestamp")?
+                }
+                other => other.read(),
+            };
+            op.run(&read::PgReadTx::new(&sql), at)
+        })();
+        sql.rollback();
+        ran
+    }
+
+    /// Make every deferred write of this process durable: one commit with an xid waits for the
+    /// WAL to be flushed up to it, and so past every earlier commit.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let mut conn = self.checkout()?;
+        let done = conn
+            .client
+            .batch_execute("BEGIN; SELECT txid_current(); COMMIT")
+            .map_err(|e| fault("flushing deferred writes", &e));
+        self.checkin(conn);
+        done
+    }
+}
+
+enum Attempt<Reply> {
+    /// The transaction ended with an answer: `Ok(None)` when it found a lost write committed.
+    Done(Result<Option<Reply>>),
+    /// COMMIT got no answer; the reply the operation computed, should it turn out applied.
+    Unknown(Reply),
+}
+
+fn random_id() -> Result<[u8; 16]> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| Error::Store(format!("the system's random source failed: {e}")))?;
+    Ok(id)
+}
+
+/// Test support: create an empty schema with a fresh name in the database at `base` and return
+/// the URL that keeps a store's tables there (`options=-csearch_path=NAME`).
+#[cfg(feature = "test-exports")]
+pub fn fresh_schema(base: &str) -> Result<String> {
+    let mut config: postgres::Config =
+        base.parse().map_err(|e| Error::Config(format!("not a PostgreSQL URL: {e}")))?;
+    config.connect_timeout(Duration::from_secs(10));
+    let mut client = config.connect(NoTls).map_err(|e| Error::Unavailable(format!("cannot connect: {e}")))?;
+    let name = format!("t_{}", hex::encode(random_id()?));
+    client.batch_execute(&format!("CREATE SCHEMA {name}")).map_err(|e| fault("creating a schema", &e))?;
+    let separator = if base.contains('?') { '&' } else { '?' };
+    Ok(format!("{base}{separator}options=-csearch_path%3D{name}"))
+}

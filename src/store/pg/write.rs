@@ -1,0 +1,471 @@
+//! `PgWriteTx`: the boundary's write tables over one PostgreSQL transaction.
+//!
+//! Every write transaction of a store holds the store's advisory lock from its first statement
+//! (`engine`), so the rows it reads cannot change under it and its inserts cannot collide: the
+//! guards below are checked row counts, and a count that disagrees is an invariant fault, never
+//! a decision. Sequence numbers (receipt seq, event id, snapshot seq) are read and advanced
+//! under that lock, so they are contiguous across hosts and assigned in commit order.
+
+use std::cell::Cell;
+
+use super::rows::{self, seq_column, text_row, PgDelegations};
+use super::sql::{column, int, Sql};
+use crate::approval::ApprovalRecord;
+use crate::authority::record::Revocation;
+use crate::authority::{Charge, NewDelegation};
+use crate::clock::Micros;
+use crate::effect::{EffectRecord, EffectState, StoredResult};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::receipt::{ReceiptDraft, ReceiptResult, StoredReceipt};
+use crate::snapshot_record::SnapshotRecord;
+use crate::store::authority_rows::LedgerEntry;
+use crate::store::boundary::{AuthorityWrites, CountedSource, WriteTables};
+use crate::store::codec::{damaged, decode, encode};
+use crate::store::records::{ChainHead, StoredEffect};
+use crate::store::tables::{self, name};
+
+/// One write transaction.
+pub(crate) struct PgWriteTx<'s, 'c> {
+    sql: &'s Sql<'c>,
+    last_event_id: Option<u64>,
+}
+
+impl<'s, 'c> PgWriteTx<'s, 'c> {
+    pub(super) fn new(sql: &'s Sql<'c>) -> PgWriteTx<'s, 'c> {
+        PgWriteTx { sql, last_event_id: None }
+    }
+
+    /// Write one row of a text-keyed table, replacing any.
+    fn upsert(&self, statement: &'static str, table: &'static str, key: &str, row: &[u8]) -> Result<()> {
+        let written = self.sql.exec(statement, &[&key, &row], &format!("writing the {table} table"))?;
+        expect_one(written, table, &key)
+    }
+
+    /// Insert one row that must not exist yet (the lock held makes a collision an invariant fault).
+    fn insert(&self, statement: &'static str, params: &[&(dyn postgres::types::ToSql + Sync)], table: &'static str, key: &dyn std::fmt::Debug) -> Result<()> {
+        let written = self.sql.exec(statement, params, &format!("writing the {table} table"))?;
+        if written == 1 {
+            Ok(())
+        } else {
+            Err(Error::Store(format!(
+                "the {table} row {key:?} already existed where this transaction had read it absent; another writer \
+                 ignored the store's lock. Nothing was written"
+            )))
+        }
+    }
+
+    fn meta<T: serde::de::DeserializeOwned>(&self, key: &'static str) -> Result<Option<T>> {
+        text_row(self.sql, "SELECT v FROM warden_meta WHERE k = $1", name::META, key)
+    }
+
+    fn put_meta(&self, key: &'static str, row: &[u8]) -> Result<()> {
+        self.upsert(
+            "INSERT INTO warden_meta (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            name::META,
+            key,
+            row,
+        )
+    }
+
+    fn ledger_entry(&self, grant: &str, metric: &str, seq: u64) -> Result<Option<LedgerEntry>> {
+        let at = int(seq, "ledger seq")?;
+        let Some(row) = self.sql.row(
+            "SELECT v FROM warden_budget_ledger WHERE grant_id = $1 AND metric = $2 AND seq = $3",
+            &[&grant, &metric, &at],
+            "reading the budget ledger",
+        )?
+        else {
+            return Ok(None);
+        };
+        let bytes: Vec<u8> = column(&row, 0, name::BUDGET_LEDGER)?;
+        decode(name::BUDGET_LEDGER, &(grant, metric, seq), &bytes).map(Some)
+    }
+
+    fn put_ledger(&self, grant: &str, metric: &str, seq: u64, entry: &LedgerEntry, insert: bool) -> Result<()> {
+        let key = (grant, metric, seq);
+        let row = encode(name::BUDGET_LEDGER, &key, entry)?;
+        let at = int(seq, "ledger seq")?;
+        let amount = entry.amount.to_string();
+        let statement = if insert {
+            "INSERT INTO warden_budget_ledger (grant_id, metric, seq, consumed_at, amount, released, v) \
+             VALUES ($1, $2, $3, $4, CAST($5::text AS numeric), $6, $7) ON CONFLICT DO NOTHING"
+        } else {
+            "UPDATE warden_budget_ledger SET consumed_at = $4, amount = CAST($5::text AS numeric), released = $6, \
+             v = $7 WHERE grant_id = $1 AND metric = $2 AND seq = $3"
+        };
+        self.insert(statement, &[&grant, &metric, &at, &entry.consumed_at, &amount, &entry.released, &row], name::BUDGET_LEDGER, &key)
+    }
+
+    /// Release the charges of `(effect_key, attempt)` once, with a BUDGET_RELEASED event.
+    fn release_budget_charges(&mut self, effect_key: &str, attempt: u32, action_id: &str, now: Micros) -> Result<()> {
+        let key = (effect_key, u64::from(attempt));
+        let at = i64::from(attempt);
+        let Some(row) = self.sql.row(
+            "SELECT v FROM warden_budget_by_effect WHERE effect_key = $1 AND attempt = $2",
+            &[&effect_key, &at],
+            "reading the budget charges of an effect",
+        )?
+        else {
+            return Ok(());
+        };
+        let bytes: Vec<u8> = column(&row, 0, name::BUDGET_BY_EFFECT)?;
+        let charged: Vec<(String, String, u64)> = decode(name::BUDGET_BY_EFFECT, &key, &bytes)?;
+        let mut released = Vec::new();
+        for (grant, metric, seq) in &charged {
+            let mut entry = self.ledger_entry(grant, metric, *seq)?.ok_or_else(|| {
+                Error::Store(format!(
+                    "the budget ledger of grant {grant:?} metric {metric:?} is missing row {seq}; the store was \
+                     altered. Run `warden doctor` on the store"
+                ))
+            })?;
+            if entry.released {
+                continue;
+            }
+            entry.released = true;
+            self.put_ledger(grant, metric, *seq, &entry, false)?;
+            released.push(serde_json::json!({"grant_id": grant, "metric": metric, "amount": entry.amount}));
+        }
+        if !released.is_empty() {
+            self.event(
+                EventKind::BUDGET_RELEASED,
+                now,
+                Some(action_id),
+                Some(effect_key),
+                None,
+                serde_json::json!({"attempt": attempt, "released": released}),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn expect_one(written: u64, table: &str, key: &dyn std::fmt::Debug) -> Result<()> {
+    if written == 1 {
+        Ok(())
+    } else {
+        Err(Error::Store(format!("writing the {table} row {key:?} changed {written} rows, not one; nothing was written")))
+    }
+}
+
+impl WriteTables for PgWriteTx<'_, '_> {
+    fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
+        let Some(stored) = rows::effect_row(self.sql, effect_key)? else { return Ok(None) };
+        if stored.state == EffectState::Failed {
+            rows::check_failed(self.sql, &stored)?;
+        }
+        Ok(Some(stored.into_record(None)))
+    }
+
+    fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
+        let key = record.effect_key.as_str();
+        let row = encode(name::EFFECTS, &key, &StoredEffect::from_record(record))?;
+        self.upsert(
+            "INSERT INTO warden_effects (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            name::EFFECTS,
+            key,
+            &row,
+        )?;
+        // As in the file: whatever moved the effect to FAILED releases its charges here.
+        if crate::authority::budget::releases_charges(record.state) {
+            self.release_budget_charges(&record.effect_key, record.attempt, &record.action_id, record.updated_at)?;
+        }
+        Ok(())
+    }
+
+    fn approval(&self, approval_id: &str) -> Result<Option<ApprovalRecord>> {
+        rows::approval(self.sql, approval_id)
+    }
+
+    fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>> {
+        let id: Option<String> =
+            text_row(self.sql, "SELECT v FROM warden_approvals_by_action WHERE k = $1", name::APPROVALS_BY_ACTION, action_hash)?;
+        let Some(id) = id else { return Ok(None) };
+        match self.approval(&id)? {
+            Some(record) if record.action_hash == action_hash => Ok(Some(record)),
+            Some(_) => Err(damaged(
+                name::APPROVALS_BY_ACTION,
+                &action_hash,
+                &format!("points at approval {id}, which binds another action"),
+            )),
+            None => Err(damaged(name::APPROVALS_BY_ACTION, &action_hash, &format!("points at approval {id}, which is missing"))),
+        }
+    }
+
+    fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()> {
+        let row = encode(name::APPROVALS_BY_ACTION, &action_hash, &approval_id.to_owned())?;
+        self.upsert(
+            "INSERT INTO warden_approvals_by_action (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            name::APPROVALS_BY_ACTION,
+            action_hash,
+            &row,
+        )
+    }
+
+    fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()> {
+        let key = record.approval_id.as_str();
+        let row = encode(name::APPROVALS, &key, record)?;
+        self.upsert(
+            "INSERT INTO warden_approvals (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            name::APPROVALS,
+            key,
+            &row,
+        )
+    }
+
+    fn event(
+        &mut self,
+        kind: EventKind,
+        ts: Micros,
+        action_id: Option<&str>,
+        effect_key: Option<&str>,
+        approval_id: Option<&str>,
+        data: serde_json::Value,
+    ) -> Result<u64> {
+        let last = match self.last_event_id {
+            Some(last) => last,
+            None => {
+                let row = self.sql.row("SELECT coalesce(max(id), 0) FROM warden_events", &[], "reading the last event id")?;
+                row.map(|row| seq_column(&row, 0, name::EVENTS)).transpose()?.unwrap_or(0)
+            }
+        };
+        let event_id = last + 1;
+        self.last_event_id = Some(event_id);
+        let data = crate::canonical::to_canonical_string(&data, "event.data")
+            .unwrap_or_else(|_| serde_json::to_string(&data).unwrap_or_else(|_| "null".into()));
+        let event = Event {
+            event_id,
+            ts,
+            kind,
+            action_id: action_id.map(str::to_owned),
+            effect_key: effect_key.map(str::to_owned),
+            approval_id: approval_id.map(str::to_owned),
+            data,
+        };
+        let row = encode(name::EVENTS, &event_id, &event)?;
+        let id = int(event_id, "event id")?;
+        self.insert(
+            "INSERT INTO warden_events (id, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, &row],
+            name::EVENTS,
+            &event_id,
+        )?;
+        Ok(event_id)
+    }
+
+    fn receipt_seq(&self, receipt_id: &str) -> Result<Option<u64>> {
+        rows::receipt_seq(self.sql, receipt_id)
+    }
+
+    fn append_receipt(&mut self, draft: &ReceiptDraft, executor_result: Option<StoredResult>) -> Result<(u64, String)> {
+        let head: ChainHead = self
+            .meta(tables::META_HEAD)?
+            .ok_or_else(|| Error::Store("the store has no chain head row; it was altered".into()))?;
+        let seq = head.seq + 1;
+        if self.receipt_seq(&draft.receipt_id)?.is_some() {
+            return Err(Error::Store(format!(
+                "receipt id {} is already on the chain; nothing was written (the random source repeated itself)",
+                draft.receipt_id
+            )));
+        }
+        let (document, hash) =
+            draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
+        let row = StoredReceipt { document, hash: Some(hash.clone()), executor_result };
+        let at = int(seq, "receipt seq")?;
+        let written = self.sql.exec(
+            "INSERT INTO warden_receipts (seq, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&at, &encode(name::RECEIPTS, &seq, &row)?],
+            "writing a receipt",
+        )?;
+        if written != 1 {
+            return Err(Error::Store(format!(
+                "receipt seq {seq} already exists but the chain head says {}; the store was altered. Run `warden receipts --verify-chain`",
+                head.seq
+            )));
+        }
+        let id = draft.receipt_id.as_str();
+        self.insert(
+            "INSERT INTO warden_receipt_ids (k, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, &encode(name::RECEIPT_IDS, &id, &seq)?],
+            name::RECEIPT_IDS,
+            &id,
+        )?;
+        let outcome = matches!(
+            draft.result,
+            ReceiptResult::Committed | ReceiptResult::Failed | ReceiptResult::Ambiguous | ReceiptResult::Observed
+        );
+        if let (true, Some(key)) = (outcome, draft.effect_key.as_deref()) {
+            self.upsert(
+                "INSERT INTO warden_effect_receipts (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+                name::EFFECT_RECEIPTS,
+                key,
+                &encode(name::EFFECT_RECEIPTS, &key, &seq)?,
+            )?;
+        }
+        self.put_meta(tables::META_HEAD, &encode(name::META, &tables::META_HEAD, &ChainHead { seq, hash: hash.clone() })?)?;
+        Ok((seq, hash))
+    }
+
+    fn append_snapshot(&mut self, mut record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord> {
+        let last: u64 = self.meta(tables::META_SNAPSHOT_SEQ)?.unwrap_or(0);
+        record.seq = last + 1;
+        let id = record.id.as_str();
+        let written = self.sql.exec(
+            "INSERT INTO warden_snapshots (k, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, &encode(name::SNAPSHOTS, &id, &record)?],
+            "writing a snapshot",
+        )?;
+        if written != 1 {
+            return Err(Error::Store(format!(
+                "snapshot id {id} already exists; nothing was written (the random source repeated itself)"
+            )));
+        }
+        let seq = int(record.seq, "snapshot seq")?;
+        for scope in scopes {
+            let key = (scope.as_str(), record.seq);
+            self.insert(
+                "INSERT INTO warden_snapshot_index (scope, seq, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&scope, &seq, &encode(name::SNAPSHOT_INDEX, &key, &record.id)?],
+                name::SNAPSHOT_INDEX,
+                &key,
+            )?;
+        }
+        self.put_meta(tables::META_SNAPSHOT_SEQ, &encode(name::META, &tables::META_SNAPSHOT_SEQ, &record.seq)?)?;
+        Ok(record)
+    }
+}
+
+impl AuthorityWrites for PgWriteTx<'_, '_> {
+    fn delegations(&self) -> Box<dyn CountedSource + '_> {
+        Box::new(PgDelegations { sql: self.sql, reads: Cell::new(0) })
+    }
+
+    fn insert_delegation(&mut self, new: &NewDelegation) -> Result<()> {
+        let record = &new.record;
+        let id = record.delegation_id.as_str();
+        let written = self.sql.exec(
+            "INSERT INTO warden_delegations (k, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, &encode(name::DELEGATIONS, &id, record)?],
+            "writing a delegation",
+        )?;
+        if written != 1 {
+            return Err(Error::Store(format!(
+                "delegation {id} already exists; rows are never rewritten (the random source repeated itself)"
+            )));
+        }
+        for key in &new.index_keys {
+            let key = (key.agent.as_str(), key.action.as_str(), id);
+            self.insert(
+                "INSERT INTO warden_delegation_index (agent, action, id, v) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[&key.0, &key.1, &key.2, &encode(name::DELEGATION_INDEX, &key, &())?],
+                name::DELEGATION_INDEX,
+                &key,
+            )?;
+        }
+        let child = (record.parent_id.as_str(), id);
+        self.insert(
+            "INSERT INTO warden_delegation_children (parent, id, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&child.0, &child.1, &encode(name::DELEGATION_CHILDREN, &child, &())?],
+            name::DELEGATION_CHILDREN,
+            &child,
+        )?;
+        let creator = (record.created_by.agent.as_str(), id);
+        self.insert(
+            "INSERT INTO warden_delegation_creators (agent, id, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&creator.0, &creator.1, &encode(name::DELEGATION_CREATORS, &creator, &record.created_by.user)?],
+            name::DELEGATION_CREATORS,
+            &creator,
+        )
+    }
+
+    fn insert_revocation(&mut self, revocation: &Revocation) -> Result<bool> {
+        let id = revocation.delegation_id.as_str();
+        let written = self.sql.exec(
+            "INSERT INTO warden_revocations (k, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, &encode(name::REVOCATIONS, &id, revocation)?],
+            "writing a revocation",
+        )?;
+        Ok(written == 1)
+    }
+
+    fn is_revoked(&self, delegation_id: &str) -> Result<bool> {
+        let found: Option<Revocation> =
+            text_row(self.sql, "SELECT v FROM warden_revocations WHERE k = $1", name::REVOCATIONS, delegation_id)?;
+        Ok(found.is_some_and(|revocation| revocation.delegation_id == delegation_id))
+    }
+
+    fn delegations_created_by(&self, agent: &str, user: Option<&str>) -> Result<Vec<String>> {
+        let mut ids = Vec::new();
+        for row in self.sql.rows(
+            "SELECT id, v FROM warden_delegation_creators WHERE agent = $1 ORDER BY id",
+            &[&agent],
+            "reading the delegation creators",
+        )? {
+            let id: String = column(&row, 0, name::DELEGATION_CREATORS)?;
+            let bytes: Vec<u8> = column(&row, 1, name::DELEGATION_CREATORS)?;
+            let created_as: Option<String> = decode(name::DELEGATION_CREATORS, &(agent, id.as_str()), &bytes)?;
+            if user.is_none_or(|wanted| created_as.as_deref() == Some(wanted)) {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    // The ledger's unreleased rows from the window's floor on, summed by the server over its
+    // partial index (rows charged after a clock step back count too: an overcount, never an
+    // undercount, as in the file's running sums).
+    fn budget_window_sum(&mut self, charge: &Charge, now: Micros) -> Result<u128> {
+        let floor = now.saturating_sub(charge.window());
+        let row = self.sql.row(
+            "SELECT coalesce(sum(amount), 0)::text FROM warden_budget_ledger \
+             WHERE grant_id = $1 AND metric = $2 AND NOT released AND consumed_at >= $3",
+            &[&charge.grant_id, &charge.metric, &floor],
+            "summing a budget window",
+        )?;
+        let text: String = row.map(|row| column(&row, 0, name::BUDGET_LEDGER)).transpose()?.unwrap_or_else(|| "0".into());
+        text.parse::<u128>().map_err(|_| {
+            Error::Store(format!("the budget ledger summed to {text:?}, which is not a whole amount; it was altered"))
+        })
+    }
+
+    fn charge_budgets(&mut self, charges: &[Charge], effect_key: &str, attempt: u32, now: Micros) -> Result<()> {
+        let mut written: Vec<(String, String, u64)> = Vec::new();
+        for (grant, metric, amount) in crate::authority::budget::ledger_entries(charges) {
+            let tail = self.sql.row(
+                "SELECT seq, consumed_at FROM warden_budget_ledger WHERE grant_id = $1 AND metric = $2 \
+                 ORDER BY seq DESC LIMIT 1",
+                &[&grant, &metric],
+                "reading a budget series",
+            )?;
+            let (seq, last) = match tail {
+                None => (0, None),
+                Some(row) => (
+                    seq_column(&row, 0, name::BUDGET_LEDGER)?.saturating_add(1),
+                    Some(column::<i64>(&row, 1, name::BUDGET_LEDGER)?),
+                ),
+            };
+            // A series' times never go back (as in the file).
+            let consumed_at = last.map_or(now, |last| last.max(now));
+            let entry = LedgerEntry { consumed_at, amount, released: false, effect_key: effect_key.to_owned(), attempt };
+            self.put_ledger(&grant, &metric, seq, &entry, true)?;
+            written.push((grant, metric, seq));
+        }
+        if written.is_empty() {
+            return Ok(());
+        }
+        let key = (effect_key, u64::from(attempt));
+        let written_row = encode(name::BUDGET_BY_EFFECT, &key, &written)?;
+        let at = i64::from(attempt);
+        let inserted = self.sql.exec(
+            "INSERT INTO warden_budget_by_effect (effect_key, attempt, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&effect_key, &at, &written_row],
+            "writing an effect's budget charges",
+        )?;
+        if inserted != 1 {
+            return Err(Error::Store(format!(
+                "effect {effect_key:?} attempt {attempt} already has budget charges; the store was altered"
+            )));
+        }
+        Ok(())
+    }
+}
