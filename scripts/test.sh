@@ -26,6 +26,14 @@ version_at_least() { # version_at_least WANT HAVE
     [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$1" ]
 }
 rust_version() { rustc --version | awk '{print $2}'; }
+# Shell builtins only: the prerequisite check runs with a minimal PATH too.
+postgres_binaries() {
+    local candidate
+    for candidate in "${PG_BIN:-}" /usr/lib/postgresql/*/bin; do
+        if [ -n "$candidate" ] && [ -x "$candidate/initdb" ] && [ -x "$candidate/pg_ctl" ]; then return 0; fi
+    done
+    command -v initdb && command -v pg_ctl
+}
 prerequisites() {
     need "Rust (cargo, rustc)" "install it from https://rustup.rs" cargo --version
     if command -v rustc >/dev/null 2>&1; then
@@ -42,6 +50,8 @@ prerequisites() {
     need "Node >= 18" "install Node.js 18 or later (https://nodejs.org, or apt install nodejs)" \
         node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)'
     need "npm" "install npm (apt install npm)" npm --version
+    need "PostgreSQL >= 12 server binaries (initdb, pg_ctl)" "install them (apt install postgresql), or set PG_BIN" \
+        postgres_binaries
     if [ ${#missing[@]} -gt 0 ]; then
         echo "scripts/test.sh needs what is missing here:" >&2
         printf '  - %s\n' "${missing[@]}" >&2
@@ -115,6 +125,20 @@ broken_build_controls() {
         the_library_this_run_built_has_test_only_symbols 2>&1 | tee -a "$log"
 }
 readme_blocks() { python3 scripts/readme_blocks.py; }
+# The conformance tests again with every store in PostgreSQL (a private server started here and
+# removed at the end, also on failure), and the PostgreSQL backend's own tests.
+pg_dir=""
+stop_postgres() { if [ -n "$pg_dir" ]; then scripts/pg-server.sh stop "$pg_dir"; pg_dir=""; fi; }
+trap stop_postgres EXIT
+postgres_tests() {
+    pg_dir=$(mktemp -d /tmp/warden-pg.XXXXXX)
+    local url; url=$(scripts/pg-server.sh start "$pg_dir")
+    echo "PostgreSQL: $url (data in $pg_dir)"
+    WARDEN_TEST_STORE="$url" WARDEN_TEST_PG_DIR="$pg_dir" cargo test --locked --features test-exports,postgres \
+        --test kernel --test approvals --test authority_store --test authority_document --test pipeline \
+        --test kernel_refusal_kinds --test approval_webhook --test multiprocess --test postgres 2>&1 | tee -a "$log"
+    stop_postgres
+}
 
 # With Node and npm off the PATH, the prerequisite check stops before building and names both.
 prerequisites_are_named() {
@@ -168,6 +192,7 @@ stage "clippy (-D warnings)" clippy
 stage "release build (library + CLI, shared by bindings)" release_build
 stage "cargo test" rust_tests
 stage "cargo test --features test-exports" broken_build_controls
+stage "PostgreSQL: the conformance tests and the backend's own" postgres_tests
 # Built and linked in the test profile, sharing the build above; `cargo bench` builds them optimized.
 stage "benches compile and link (cargo test --benches --no-run)" benches_build
 if [ -x bindings/python/run-tests.sh ]; then

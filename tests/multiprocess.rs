@@ -61,7 +61,7 @@ fn child_kernel(dir: &Path) -> Kernel {
     let now: i64 = std::env::var("WARDEN_CHILD_NOW").ok().and_then(|v| v.parse().ok()).unwrap_or(T0);
     let clock = ManualClock::new(now);
     Kernel::open(
-        dir.join("state.redb"),
+        located(dir),
         KernelOptions {
             clock: std::sync::Arc::new(clock),
             policy_hash: None,
@@ -290,9 +290,10 @@ fn m_of_n_grants_and_denies_from_eight_processes_reach_one_outcome_and_lose_no_v
 #[test]
 fn eight_processes_opening_a_brand_new_store_agree_on_one_schema() {
     let dir = tempfile::tempdir().unwrap();
+    let location = store_location(dir.path());
     let outcomes = race("open_new", dir.path(), &[]);
     assert!(outcomes.iter().all(|(ok, lines)| *ok && lines == &["opened"]), "{outcomes:?}");
-    let kernel = open(&dir.path().join("state.redb"), &ManualClock::new(T0));
+    let kernel = open(&location, &ManualClock::new(T0));
     assert_eq!(kernel.effects(None, 100).unwrap().len(), PROCESSES);
     let report = kernel.verify_chain().unwrap();
     assert!(report.ok && report.chained == PROCESSES as u64, "{report:?}");
@@ -321,13 +322,14 @@ fn sigkill(child: &mut Child) {
 #[test]
 fn a_reservation_survives_sigkill_and_is_in_progress_until_its_lease_lapses() {
     let dir = tempfile::tempdir().unwrap();
+    let location = store_location(dir.path());
     let mut child = spawn_child("crash_after_reserve", dir.path(), 0, &[]);
     let said = read_lines_until(&mut child, |l| l.starts_with("permit"));
     assert_eq!(said, ["permit refund:txn_crash"]);
     sigkill(&mut child);
 
     let clock = ManualClock::new(T0);
-    let kernel = open(&dir.path().join("state.redb"), &clock);
+    let kernel = open(&location, &clock);
     let t = key_template();
     let refused = kernel.propose(&allow(&refund("txn_crash", 5), &t)).unwrap_err();
     assert!(matches!(refused, Error::Duplicate { state: warden::DuplicateState::InProgress, .. }), "{refused}");
@@ -341,6 +343,7 @@ fn a_reservation_survives_sigkill_and_is_in_progress_until_its_lease_lapses() {
 #[test]
 fn sigkill_mid_stream_loses_no_reported_permit_and_the_chain_verifies() {
     let dir = tempfile::tempdir().unwrap();
+    let location = store_location(dir.path());
     let mut child = spawn_child("crash_stream", dir.path(), 0, &[]);
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
@@ -362,7 +365,7 @@ fn sigkill_mid_stream_loses_no_reported_permit_and_the_chain_verifies() {
     let commits: Vec<usize> =
         said.iter().filter_map(|l| l.strip_prefix("commit ")).map(|n| n.parse().unwrap()).collect();
 
-    let kernel = open(&dir.path().join("state.redb"), &ManualClock::new(T0));
+    let kernel = open(&location, &ManualClock::new(T0));
     for n in &permits {
         let record = kernel.effect(&format!("refund:s{n}")).unwrap();
         assert!(record.is_some(), "reported permit {n} was lost");

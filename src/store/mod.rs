@@ -175,18 +175,12 @@ pub enum Role {
     Server,
 }
 
-/// Test support: a fresh, empty schema in the PostgreSQL database at `base`, as a store URL.
+/// Test support: the next PostgreSQL write on this thread loses its COMMIT (`answer_lost`
+/// false) or only COMMIT's answer (true), as a partitioned network would.
 #[cfg(all(feature = "test-exports", feature = "postgres"))]
 #[doc(hidden)]
-pub fn fresh_postgres_schema(base: &str) -> Result<String> {
-    pg::fresh_schema(base)
-}
-
-/// Test support: without the `postgres` feature there is no PostgreSQL to make a schema in.
-#[cfg(all(feature = "test-exports", not(feature = "postgres")))]
-#[doc(hidden)]
-pub fn fresh_postgres_schema(_base: &str) -> Result<String> {
-    Err(Error::Config("this build has no PostgreSQL backend; build it with `--features postgres`".into()))
+pub fn lose_next_postgres_commit(answer_lost: bool) {
+    pg::lose_next_commit(answer_lost);
 }
 
 /// Whether a store location names a PostgreSQL database (`postgresql://…`) rather than a file.

@@ -378,7 +378,8 @@ fn check_failed_against_receipts(
 pub(super) fn failed_proof(stored: &StoredEffect, last: Option<(u64, Option<StoredReceipt>)>) -> Result<()> {
     let key = stored.effect_key.as_str();
     let Some((seq, receipt)) = last else { return Ok(()) };
-    let receipt = receipt.ok_or_else(|| damaged(name::EFFECTS, &key, &format!("points at receipt {seq}, which is missing")))?;
+    let receipt =
+        receipt.ok_or_else(|| damaged(name::EFFECTS, &key, &format!("points at receipt {seq}, which is missing")))?;
     let document = crate::canonical::parse_json(&receipt.document)
         .map_err(|_| damaged(name::RECEIPTS, &seq, "holds a document that is not JSON"))?;
     let says = |field: &str| document.get(field).and_then(serde_json::Value::as_str);

@@ -20,12 +20,37 @@ pub struct Fixture {
 
 /// Where the conformance tests keep their store: a file in a fresh directory, or, when
 /// `WARDEN_TEST_STORE` names a PostgreSQL database (`postgresql://…`), a fresh schema in it.
+/// A PostgreSQL location is also written to `DIR/store-location`, where child processes given
+/// `DIR` find it (`located`).
 pub fn store_location(dir: &std::path::Path) -> PathBuf {
     match std::env::var("WARDEN_TEST_STORE") {
         Ok(base) if warden::store::is_postgres(&base) => {
-            PathBuf::from(warden::store::fresh_postgres_schema(&base).expect("a fresh PostgreSQL schema"))
+            let url = fresh_postgres_schema(&base);
+            std::fs::write(dir.join("store-location"), &url).expect("write store-location");
+            PathBuf::from(url)
         }
         _ => dir.join("state.redb"),
+    }
+}
+
+/// An empty schema with a fresh name in the database at `base`, and the store URL that keeps a
+/// store's tables there (`options=-csearch_path=NAME`).
+pub fn fresh_postgres_schema(base: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut client = postgres::Client::connect(base, postgres::NoTls).expect("connect to the test database");
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("t_{}_{}_{n}", std::process::id(), nanos % 1_000_000_000_000);
+    client.batch_execute(&format!("CREATE SCHEMA {name}")).expect("create a test schema");
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{separator}options=-csearch_path%3D{name}")
+}
+
+/// The store of the test that prepared `dir` (`store_location`): its PostgreSQL URL, or the file.
+pub fn located(dir: &std::path::Path) -> PathBuf {
+    match std::fs::read_to_string(dir.join("store-location")) {
+        Ok(url) => PathBuf::from(url),
+        Err(_) => dir.join("state.redb"),
     }
 }
 

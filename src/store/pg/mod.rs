@@ -38,7 +38,6 @@ use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
 use sql::{commit_unknown, fault, Cache, Sql};
 
-
 /// The advisory lock class of a store's writes (the second key is the schema's hash).
 const WRITE_LOCK_CLASS: i32 = 0x5744_0002;
 /// Idle connections kept per handle.
@@ -120,9 +119,9 @@ impl PgStore {
     /// Connect, check the server and bring the schema up to date.
     pub(crate) fn open(location: &str, wait: Duration) -> Result<PgStore> {
         let shown = shown(location);
-        let mut config: postgres::Config = location.parse().map_err(|e| {
-            Error::Config(format!("the store URL {shown} is not a PostgreSQL connection URL: {e}"))
-        })?;
+        let mut config: postgres::Config = location
+            .parse()
+            .map_err(|e| Error::Config(format!("the store URL {shown} is not a PostgreSQL connection URL: {e}")))?;
         if config.get_password().is_none() {
             if let Ok(password) = std::env::var("PGPASSWORD") {
                 config.password(password);
@@ -170,18 +169,20 @@ impl PgStore {
     fn connect(&self) -> Result<Conn> {
         let client = self.config.connect(NoTls).map_err(|e| {
             // The driver's messages name the host and the cause, never the password.
-            Error::Unavailable(format!("cannot connect to the PostgreSQL store {}: {e}", self.shown))
+            Error::Unavailable(format!("cannot connect to the PostgreSQL store {}: {}", self.shown, sql::describe(&e)))
         })?;
         Ok(Conn { client, cache: Cache::new() })
     }
 
-    fn checkout(&self) -> Result<Conn> {
+    /// An idle connection (`true`: reused, and perhaps closed by the server since) or a new one.
+    fn checkout(&self) -> Result<(Conn, bool)> {
         loop {
-            let idle = self.pool.lock().map_err(|_| Error::Store("the PostgreSQL pool lock was poisoned".into()))?.pop();
+            let idle =
+                self.pool.lock().map_err(|_| Error::Store("the PostgreSQL pool lock was poisoned".into()))?.pop();
             match idle {
                 Some(conn) if conn.client.is_closed() => {}
-                Some(conn) => return Ok(conn),
-                None => return self.connect(),
+                Some(conn) => return Ok((conn, true)),
+                None => return Ok((self.connect()?, false)),
             }
         }
     }
@@ -237,8 +238,16 @@ impl PgStore {
     /// Apply one write in its own transaction.
     pub(crate) fn write<W: WriteOp>(&self, op: &W, now: &Now, durability: Durability) -> Result<W::Reply> {
         let write_id: [u8; 16] = random_id()?;
-        let mut conn = self.checkout()?;
-        match self.attempt(&mut conn, op, now, durability, &write_id, None) {
+        let (mut conn, reused) = self.checkout()?;
+        let mut outcome = self.attempt(&mut conn, op, now, durability, &write_id, None);
+        if let (Attempt::Stale(_), true) = (&outcome, reused) {
+            // An idle connection the server had closed (a restart, an idle timeout): nothing was
+            // applied on it; once more on a new one.
+            conn = self.connect()?;
+            outcome = self.attempt(&mut conn, op, now, durability, &write_id, None);
+        }
+        match outcome {
+            Attempt::Stale(error) => Err(error),
             Attempt::Done(result) => {
                 self.checkin(conn);
                 result?.ok_or_else(|| Error::Store("a first write found itself already committed".into()))
@@ -254,7 +263,14 @@ impl PgStore {
     /// After a COMMIT whose answer was lost: under the lock (which the lost transaction held
     /// until it ended, so it has ended now) its witness says whether it committed. If it did,
     /// its reply stands; if not, the operation is applied here once more.
-    fn resolve<W: WriteOp>(&self, op: &W, now: &Now, durability: Durability, lost: &[u8; 16], reply: W::Reply) -> Result<W::Reply> {
+    fn resolve<W: WriteOp>(
+        &self,
+        op: &W,
+        now: &Now,
+        durability: Durability,
+        lost: &[u8; 16],
+        reply: W::Reply,
+    ) -> Result<W::Reply> {
         let unavailable = |why: &str| {
             Error::Unavailable(format!(
                 "PostgreSQL did not answer the commit of this call, and whether it was applied could not be read back \
@@ -265,6 +281,7 @@ impl PgStore {
         let mut conn = self.connect().map_err(|e| unavailable(&e.to_string()))?;
         let write_id: [u8; 16] = random_id()?;
         match self.attempt(&mut conn, op, now, durability, &write_id, Some(lost)) {
+            Attempt::Stale(error) => Err(unavailable(&error.to_string())),
             Attempt::Done(Ok(found)) => {
                 self.checkin(conn);
                 // `None`: the lost transaction's witness is there, so it committed.
@@ -292,14 +309,22 @@ impl PgStore {
         let Conn { client, cache } = conn;
         let tx = match client.transaction() {
             Ok(tx) => tx,
+            Err(error) if sql::connection_gone(&error) => {
+                return Attempt::Stale(fault("starting a transaction", &error))
+            }
             Err(error) => return Attempt::Done(Err(fault("starting a transaction", &error))),
         };
         let sql = Sql::new(tx, cache);
+        let started = std::cell::Cell::new(false);
         let applied = (|| -> Result<Option<W::Reply>> {
             sql.batch(&self.settings(durability), "setting the transaction's bounds")?;
             let db_now = self.lock(&sql)?;
             if let Some(lost) = lost {
-                let found = sql.row("SELECT 1 FROM warden_witness WHERE write_id = $1", &[&lost.as_slice()], "reading the commit witness")?;
+                let found = sql.row(
+                    "SELECT 1 FROM warden_witness WHERE write_id = $1",
+                    &[&lost.as_slice()],
+                    "reading the commit witness",
+                )?;
                 if found.is_some() {
                     return Ok(None);
                 }
@@ -322,13 +347,37 @@ impl PgStore {
                 )?;
             }
             let mut tables = write::PgWriteTx::new(&sql);
+            started.set(true);
             op.apply(&mut tables, at).map(Some)
         })();
         let reply = match applied {
             Ok(reply) => reply,
             Err(error) => {
                 sql.rollback();
+                if !started.get() && client.is_closed() {
+                    return Attempt::Stale(error);
+                }
                 return Attempt::Done(Err(error));
+            }
+        };
+        #[cfg(feature = "test-exports")]
+        let reply = {
+            let injected = if lost.is_none() { COMMIT_FAULT.with(|fault| fault.replace(0)) } else { 0 };
+            match (injected, reply) {
+                // COMMIT never reached the server: the transaction ends without it.
+                (LOSE_COMMIT, Some(reply)) => {
+                    sql.rollback();
+                    return Attempt::Unknown(reply);
+                }
+                // COMMIT landed and its answer was lost.
+                (LOSE_ANSWER, Some(reply)) => {
+                    return match sql.commit() {
+                        Ok(Ok(())) => Attempt::Unknown(reply),
+                        Ok(Err(error)) => Attempt::Done(Err(fault("committing", &error))),
+                        Err(refused) => Attempt::Done(Err(refused)),
+                    };
+                }
+                (_, reply) => reply,
             }
         };
         match sql.commit() {
@@ -344,8 +393,13 @@ impl PgStore {
 
     /// Run one read in a REPEATABLE READ, READ ONLY transaction.
     pub(crate) fn read<R: ReadOp>(&self, op: &R, now: &Now) -> Result<R::Reply> {
-        let mut conn = self.checkout()?;
-        let result = self.read_in(&mut conn, op, now);
+        let (mut conn, reused) = self.checkout()?;
+        let mut result = self.read_in(&mut conn, op, now);
+        if result.is_err() && reused && conn.client.is_closed() {
+            // An idle connection the server had closed: a read is simply run again.
+            conn = self.connect()?;
+            result = self.read_in(&mut conn, op, now);
+        }
         self.checkin(conn);
         result
     }
@@ -367,7 +421,11 @@ impl PgStore {
             let at = match now {
                 Now::System => {
                     let row = sql
-                        .row("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[], "reading the database clock")?
+                        .row(
+                            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8",
+                            &[],
+                            "reading the database clock",
+                        )?
                         .ok_or_else(|| Error::Store("PostgreSQL answered no clock".into()))?;
                     sql::column(&row, 0, "clock_timestamp")?
                 }
@@ -382,7 +440,7 @@ impl PgStore {
     /// Make every deferred write of this process durable: one commit with an xid waits for the
     /// WAL to be flushed up to it, and so past every earlier commit.
     pub(crate) fn flush(&self) -> Result<()> {
-        let mut conn = self.checkout()?;
+        let (mut conn, _) = self.checkout()?;
         let done = conn
             .client
             .batch_execute("BEGIN; SELECT txid_current(); COMMIT")
@@ -397,24 +455,30 @@ enum Attempt<Reply> {
     Done(Result<Option<Reply>>),
     /// COMMIT got no answer; the reply the operation computed, should it turn out applied.
     Unknown(Reply),
+    /// The connection was closed before the operation ran: nothing was applied.
+    Stale(Error),
+}
+
+#[cfg(feature = "test-exports")]
+thread_local! {
+    /// Test support: what the next first commit on this thread does instead of committing plainly.
+    static COMMIT_FAULT: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+#[cfg(feature = "test-exports")]
+const LOSE_COMMIT: u8 = 1;
+#[cfg(feature = "test-exports")]
+const LOSE_ANSWER: u8 = 2;
+
+/// Test support: make the next write of this process lose its COMMIT (`answer_lost` false: the
+/// COMMIT never reaches the server) or only COMMIT's answer (`answer_lost` true: it committed),
+/// so the witness has to decide. Injected at the client, in place of a partitioned network.
+#[cfg(feature = "test-exports")]
+pub fn lose_next_commit(answer_lost: bool) {
+    COMMIT_FAULT.with(|fault| fault.set(if answer_lost { LOSE_ANSWER } else { LOSE_COMMIT }));
 }
 
 fn random_id() -> Result<[u8; 16]> {
     let mut id = [0u8; 16];
     getrandom::fill(&mut id).map_err(|e| Error::Store(format!("the system's random source failed: {e}")))?;
     Ok(id)
-}
-
-/// Test support: create an empty schema with a fresh name in the database at `base` and return
-/// the URL that keeps a store's tables there (`options=-csearch_path=NAME`).
-#[cfg(feature = "test-exports")]
-pub fn fresh_schema(base: &str) -> Result<String> {
-    let mut config: postgres::Config =
-        base.parse().map_err(|e| Error::Config(format!("not a PostgreSQL URL: {e}")))?;
-    config.connect_timeout(Duration::from_secs(10));
-    let mut client = config.connect(NoTls).map_err(|e| Error::Unavailable(format!("cannot connect: {e}")))?;
-    let name = format!("t_{}", hex::encode(random_id()?));
-    client.batch_execute(&format!("CREATE SCHEMA {name}")).map_err(|e| fault("creating a schema", &e))?;
-    let separator = if base.contains('?') { '&' } else { '?' };
-    Ok(format!("{base}{separator}options=-csearch_path%3D{name}"))
 }

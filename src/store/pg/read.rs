@@ -48,7 +48,12 @@ impl<'s, 'c> PgReadTx<'s, 'c> {
     }
 
     /// Every `(key, value)` of a text-keyed table in key order, a page per round trip.
-    fn text_table(&self, page: &'static str, table: &'static str, mut each: impl FnMut(String, Vec<u8>) -> Result<bool>) -> Result<()> {
+    fn text_table(
+        &self,
+        page: &'static str,
+        table: &'static str,
+        mut each: impl FnMut(String, Vec<u8>) -> Result<bool>,
+    ) -> Result<()> {
         let mut after = String::new();
         let mut first = true;
         loop {
@@ -70,7 +75,13 @@ impl<'s, 'c> PgReadTx<'s, 'c> {
     }
 
     /// Every `(seq, value)` of a bigint-keyed table from `from` on, in order.
-    fn seq_table(&self, page: &'static str, table: &'static str, from: u64, mut each: impl FnMut(u64, Vec<u8>) -> Result<bool>) -> Result<()> {
+    fn seq_table(
+        &self,
+        page: &'static str,
+        table: &'static str,
+        from: u64,
+        mut each: impl FnMut(u64, Vec<u8>) -> Result<bool>,
+    ) -> Result<()> {
         let mut next = int(from, "seq")?;
         loop {
             let rows = self.sql.rows(page, &[&next, &PAGE], &format!("reading the {table} table"))?;
@@ -188,17 +199,26 @@ impl ReadTables for PgReadTx<'_, '_> {
         if limit == 0 {
             return Ok(out);
         }
-        self.seq_table("SELECT seq, v FROM warden_receipts WHERE seq >= $1 ORDER BY seq LIMIT $2", name::RECEIPTS, from, |seq, value| {
-            out.push((seq, decode(name::RECEIPTS, &seq, &value)?));
-            Ok(out.len() < limit)
-        })?;
+        self.seq_table(
+            "SELECT seq, v FROM warden_receipts WHERE seq >= $1 ORDER BY seq LIMIT $2",
+            name::RECEIPTS,
+            from,
+            |seq, value| {
+                out.push((seq, decode(name::RECEIPTS, &seq, &value)?));
+                Ok(out.len() < limit)
+            },
+        )?;
         Ok(out)
     }
 
     fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>> {
         let count = i64::try_from(n).unwrap_or(i64::MAX);
         let mut out = Vec::new();
-        for row in self.sql.rows("SELECT seq, v FROM warden_receipts ORDER BY seq DESC LIMIT $1", &[&count], "reading the last receipts")? {
+        for row in self.sql.rows(
+            "SELECT seq, v FROM warden_receipts ORDER BY seq DESC LIMIT $1",
+            &[&count],
+            "reading the last receipts",
+        )? {
             let seq = seq_column(&row, 0, name::RECEIPTS)?;
             let value: Vec<u8> = column(&row, 1, name::RECEIPTS)?;
             out.push((seq, decode(name::RECEIPTS, &seq, &value)?));
@@ -217,15 +237,24 @@ impl ReadTables for PgReadTx<'_, '_> {
         if limit == 0 {
             return Ok(out);
         }
-        self.seq_table("SELECT id, v FROM warden_events WHERE id >= $1 ORDER BY id LIMIT $2", name::EVENTS, after.saturating_add(1), |id, value| {
-            out.push(decode(name::EVENTS, &id, &value)?);
-            Ok(out.len() < limit)
-        })?;
+        self.seq_table(
+            "SELECT id, v FROM warden_events WHERE id >= $1 ORDER BY id LIMIT $2",
+            name::EVENTS,
+            after.saturating_add(1),
+            |id, value| {
+                out.push(decode(name::EVENTS, &id, &value)?);
+                Ok(out.len() < limit)
+            },
+        )?;
         Ok(out)
     }
 
     fn verify_chain(&self) -> Result<ChainReport> {
-        let head = match self.sql.row("SELECT v FROM warden_meta WHERE k = $1", &[&tables::META_HEAD], "reading the chain head")? {
+        let head = match self.sql.row(
+            "SELECT v FROM warden_meta WHERE k = $1",
+            &[&tables::META_HEAD],
+            "reading the chain head",
+        )? {
             // A head that fails its check is reported as no head (`head_mismatch`).
             Some(row) => {
                 let bytes: Vec<u8> = column(&row, 0, name::META)?;
@@ -234,10 +263,15 @@ impl ReadTables for PgReadTx<'_, '_> {
             None => None,
         };
         let mut rows = Vec::new();
-        self.seq_table("SELECT seq, v FROM warden_receipts WHERE seq >= $1 ORDER BY seq LIMIT $2", name::RECEIPTS, 0, |seq, value| {
-            rows.push((seq, decode::<StoredReceipt>(name::RECEIPTS, &seq, &value).map_err(|e| e.to_string())));
-            Ok(true)
-        })?;
+        self.seq_table(
+            "SELECT seq, v FROM warden_receipts WHERE seq >= $1 ORDER BY seq LIMIT $2",
+            name::RECEIPTS,
+            0,
+            |seq, value| {
+                rows.push((seq, decode::<StoredReceipt>(name::RECEIPTS, &seq, &value).map_err(|e| e.to_string())));
+                Ok(true)
+            },
+        )?;
         Ok(crate::receipt::verify_chain(rows, head))
     }
 
@@ -270,26 +304,66 @@ impl ReadTables for PgReadTx<'_, '_> {
     fn check_all(&self) -> Result<Vec<(&'static str, u64, Vec<String>)>> {
         let mut report = Vec::new();
         self.check_text_table::<StoredEffect>(&mut report, text_page!("warden_effects"), name::EFFECTS, |_, _| Ok(()))?;
-        self.check_text_table::<ApprovalRecord>(&mut report, text_page!("warden_approvals"), name::APPROVALS, |r, k| bound(r, k).map(drop))?;
-        self.check_text_table::<String>(&mut report, text_page!("warden_approvals_by_action"), name::APPROVALS_BY_ACTION, |_, _| Ok(()))?;
-        self.check_text_table::<SnapshotRecord>(&mut report, text_page!("warden_snapshots"), name::SNAPSHOTS, |_, _| Ok(()))?;
+        self.check_text_table::<ApprovalRecord>(
+            &mut report,
+            text_page!("warden_approvals"),
+            name::APPROVALS,
+            |r, k| bound(r, k).map(drop),
+        )?;
+        self.check_text_table::<String>(
+            &mut report,
+            text_page!("warden_approvals_by_action"),
+            name::APPROVALS_BY_ACTION,
+            |_, _| Ok(()),
+        )?;
+        self.check_text_table::<SnapshotRecord>(
+            &mut report,
+            text_page!("warden_snapshots"),
+            name::SNAPSHOTS,
+            |_, _| Ok(()),
+        )?;
         self.check_text_table::<u64>(&mut report, text_page!("warden_receipt_ids"), name::RECEIPT_IDS, |_, _| Ok(()))?;
-        self.check_text_table::<u64>(&mut report, text_page!("warden_effect_receipts"), name::EFFECT_RECEIPTS, |_, _| Ok(()))?;
-        self.check_text_table::<DelegationRecord>(&mut report, text_page!("warden_delegations"), name::DELEGATIONS, |_, _| Ok(()))?;
-        self.check_text_table::<Revocation>(&mut report, text_page!("warden_revocations"), name::REVOCATIONS, |_, _| Ok(()))?;
+        self.check_text_table::<u64>(
+            &mut report,
+            text_page!("warden_effect_receipts"),
+            name::EFFECT_RECEIPTS,
+            |_, _| Ok(()),
+        )?;
+        self.check_text_table::<DelegationRecord>(
+            &mut report,
+            text_page!("warden_delegations"),
+            name::DELEGATIONS,
+            |_, _| Ok(()),
+        )?;
+        self.check_text_table::<Revocation>(
+            &mut report,
+            text_page!("warden_revocations"),
+            name::REVOCATIONS,
+            |_, _| Ok(()),
+        )?;
         let mut events = (0u64, Vec::new());
-        self.seq_table("SELECT id, v FROM warden_events WHERE id >= $1 ORDER BY id LIMIT $2", name::EVENTS, 0, |id, value| {
-            events.0 += 1;
-            if let Err(error) = decode::<Event>(name::EVENTS, &id, &value) {
-                events.1.push(error.to_string());
-            }
-            Ok(true)
-        })?;
+        self.seq_table(
+            "SELECT id, v FROM warden_events WHERE id >= $1 ORDER BY id LIMIT $2",
+            name::EVENTS,
+            0,
+            |id, value| {
+                events.0 += 1;
+                if let Err(error) = decode::<Event>(name::EVENTS, &id, &value) {
+                    events.1.push(error.to_string());
+                }
+                Ok(true)
+            },
+        )?;
         report.push((name::EVENTS, events.0, events.1));
         self.check_rows(&mut report, "SELECT scope, seq, v FROM warden_snapshot_index", name::SNAPSHOT_INDEX, |row| {
             let scope: String = column(row, 0, name::SNAPSHOT_INDEX)?;
             let seq = seq_column(row, 1, name::SNAPSHOT_INDEX)?;
-            decode::<String>(name::SNAPSHOT_INDEX, &(scope.as_str(), seq), &column::<Vec<u8>>(row, 2, name::SNAPSHOT_INDEX)?).map(drop)
+            decode::<String>(
+                name::SNAPSHOT_INDEX,
+                &(scope.as_str(), seq),
+                &column::<Vec<u8>>(row, 2, name::SNAPSHOT_INDEX)?,
+            )
+            .map(drop)
         })?;
         self.check_rows(&mut report, "SELECT k, v FROM warden_meta", name::META, |row| {
             let key: String = column(row, 0, name::META)?;
@@ -300,19 +374,52 @@ impl ReadTables for PgReadTx<'_, '_> {
                 other => Err(Error::Store(format!("the meta table holds an unknown row {other:?}"))),
             }
         })?;
-        self.check_rows(&mut report, "SELECT agent, action, id, v FROM warden_delegation_index", name::DELEGATION_INDEX, |row| {
-            let (agent, action, id): (String, String, String) =
-                (column(row, 0, name::DELEGATION_INDEX)?, column(row, 1, name::DELEGATION_INDEX)?, column(row, 2, name::DELEGATION_INDEX)?);
-            decode::<()>(name::DELEGATION_INDEX, &(agent.as_str(), action.as_str(), id.as_str()), &column::<Vec<u8>>(row, 3, name::DELEGATION_INDEX)?)
-        })?;
-        self.check_rows(&mut report, "SELECT parent, id, v FROM warden_delegation_children", name::DELEGATION_CHILDREN, |row| {
-            let (parent, id): (String, String) = (column(row, 0, name::DELEGATION_CHILDREN)?, column(row, 1, name::DELEGATION_CHILDREN)?);
-            decode::<()>(name::DELEGATION_CHILDREN, &(parent.as_str(), id.as_str()), &column::<Vec<u8>>(row, 2, name::DELEGATION_CHILDREN)?)
-        })?;
-        self.check_rows(&mut report, "SELECT agent, id, v FROM warden_delegation_creators", name::DELEGATION_CREATORS, |row| {
-            let (agent, id): (String, String) = (column(row, 0, name::DELEGATION_CREATORS)?, column(row, 1, name::DELEGATION_CREATORS)?);
-            decode::<Option<String>>(name::DELEGATION_CREATORS, &(agent.as_str(), id.as_str()), &column::<Vec<u8>>(row, 2, name::DELEGATION_CREATORS)?).map(drop)
-        })?;
+        self.check_rows(
+            &mut report,
+            "SELECT agent, action, id, v FROM warden_delegation_index",
+            name::DELEGATION_INDEX,
+            |row| {
+                let (agent, action, id): (String, String, String) = (
+                    column(row, 0, name::DELEGATION_INDEX)?,
+                    column(row, 1, name::DELEGATION_INDEX)?,
+                    column(row, 2, name::DELEGATION_INDEX)?,
+                );
+                decode::<()>(
+                    name::DELEGATION_INDEX,
+                    &(agent.as_str(), action.as_str(), id.as_str()),
+                    &column::<Vec<u8>>(row, 3, name::DELEGATION_INDEX)?,
+                )
+            },
+        )?;
+        self.check_rows(
+            &mut report,
+            "SELECT parent, id, v FROM warden_delegation_children",
+            name::DELEGATION_CHILDREN,
+            |row| {
+                let (parent, id): (String, String) =
+                    (column(row, 0, name::DELEGATION_CHILDREN)?, column(row, 1, name::DELEGATION_CHILDREN)?);
+                decode::<()>(
+                    name::DELEGATION_CHILDREN,
+                    &(parent.as_str(), id.as_str()),
+                    &column::<Vec<u8>>(row, 2, name::DELEGATION_CHILDREN)?,
+                )
+            },
+        )?;
+        self.check_rows(
+            &mut report,
+            "SELECT agent, id, v FROM warden_delegation_creators",
+            name::DELEGATION_CREATORS,
+            |row| {
+                let (agent, id): (String, String) =
+                    (column(row, 0, name::DELEGATION_CREATORS)?, column(row, 1, name::DELEGATION_CREATORS)?);
+                decode::<Option<String>>(
+                    name::DELEGATION_CREATORS,
+                    &(agent.as_str(), id.as_str()),
+                    &column::<Vec<u8>>(row, 2, name::DELEGATION_CREATORS)?,
+                )
+                .map(drop)
+            },
+        )?;
         self.check_rows(
             &mut report,
             "SELECT grant_id, metric, seq, consumed_at, amount::text, released, v FROM warden_budget_ledger",
@@ -331,11 +438,21 @@ impl ReadTables for PgReadTx<'_, '_> {
                 Ok(())
             },
         )?;
-        self.check_rows(&mut report, "SELECT effect_key, attempt, v FROM warden_budget_by_effect", name::BUDGET_BY_EFFECT, |row| {
-            let effect_key: String = column(row, 0, name::BUDGET_BY_EFFECT)?;
-            let attempt = seq_column(row, 1, name::BUDGET_BY_EFFECT)?;
-            decode::<Vec<(String, String, u64)>>(name::BUDGET_BY_EFFECT, &(effect_key.as_str(), attempt), &column::<Vec<u8>>(row, 2, name::BUDGET_BY_EFFECT)?).map(drop)
-        })?;
+        self.check_rows(
+            &mut report,
+            "SELECT effect_key, attempt, v FROM warden_budget_by_effect",
+            name::BUDGET_BY_EFFECT,
+            |row| {
+                let effect_key: String = column(row, 0, name::BUDGET_BY_EFFECT)?;
+                let attempt = seq_column(row, 1, name::BUDGET_BY_EFFECT)?;
+                decode::<Vec<(String, String, u64)>>(
+                    name::BUDGET_BY_EFFECT,
+                    &(effect_key.as_str(), attempt),
+                    &column::<Vec<u8>>(row, 2, name::BUDGET_BY_EFFECT)?,
+                )
+                .map(drop)
+            },
+        )?;
         Ok(report)
     }
 
@@ -411,7 +528,8 @@ impl AuthorityReads for PgReadTx<'_, '_> {
             "reading the delegations",
         )? {
             let id: String = column(&row, 0, name::DELEGATIONS)?;
-            let record: DelegationRecord = decode(name::DELEGATIONS, &id.as_str(), &column::<Vec<u8>>(&row, 1, name::DELEGATIONS)?)?;
+            let record: DelegationRecord =
+                decode(name::DELEGATIONS, &id.as_str(), &column::<Vec<u8>>(&row, 1, name::DELEGATIONS)?)?;
             let revocation = column::<Option<Vec<u8>>>(&row, 2, name::REVOCATIONS)?
                 .map(|bytes| decode::<Revocation>(name::REVOCATIONS, &id.as_str(), &bytes))
                 .transpose()?;
@@ -421,8 +539,14 @@ impl AuthorityReads for PgReadTx<'_, '_> {
     }
 
     fn budget_spent(&self, grant_id: &str, metric: &str, window_seconds: u64, now: Micros) -> Result<u128> {
-        let window =
-            crate::authority::Charge { grant_id: String::new(), metric: String::new(), amount: 0, limit: 0, window_seconds }.window();
+        let window = crate::authority::Charge {
+            grant_id: String::new(),
+            metric: String::new(),
+            amount: 0,
+            limit: 0,
+            window_seconds,
+        }
+        .window();
         let floor = now.saturating_sub(window);
         let row = self.sql.row(
             "SELECT coalesce(sum(amount), 0)::text FROM warden_budget_ledger \
@@ -430,7 +554,8 @@ impl AuthorityReads for PgReadTx<'_, '_> {
             &[&grant_id, &metric, &floor, &now],
             "summing a budget window",
         )?;
-        let text: String = row.map(|row| column(&row, 0, name::BUDGET_LEDGER)).transpose()?.unwrap_or_else(|| "0".into());
+        let text: String =
+            row.map(|row| column(&row, 0, name::BUDGET_LEDGER)).transpose()?.unwrap_or_else(|| "0".into());
         text.parse::<u128>().map_err(|_| Error::Store(format!("the budget ledger summed to {text:?}; it was altered")))
     }
 }

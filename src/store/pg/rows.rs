@@ -119,7 +119,8 @@ impl CountedSource for PgDelegations<'_, '_> {
 
 impl DelegationSource for PgDelegations<'_, '_> {
     fn delegation(&self, delegation_id: &str) -> Result<Option<StoredDelegation>, SourceError> {
-        let Some(bytes) = self.bytes("SELECT v FROM warden_delegations WHERE k = $1", delegation_id, name::DELEGATIONS)?
+        let Some(bytes) =
+            self.bytes("SELECT v FROM warden_delegations WHERE k = $1", delegation_id, name::DELEGATIONS)?
         else {
             return Ok(None);
         };

@@ -30,6 +30,15 @@ fn unavailable_code(code: &str) -> bool {
         || code == "25006" // read_only_sql_transaction: the server became a standby
 }
 
+/// The driver's error with the server's message when there is one (its own text says only "db
+/// error" then).
+pub(super) fn describe(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => error.to_string(),
+    }
+}
+
 /// A PostgreSQL error as Warden's fault, naming what was being done. Never carries the URL.
 pub(super) fn fault(doing: &str, error: &postgres::Error) -> Error {
     match error.as_db_error() {
@@ -48,6 +57,16 @@ pub(super) fn fault(doing: &str, error: &postgres::Error) -> Error {
             "PostgreSQL could not be reached while {doing} ({error}); nothing was applied by this call"
         )),
     }
+}
+
+/// Whether the connection itself is gone: closed, or the server ended the session (a restart,
+/// an administrator, an idle timeout).
+pub(super) fn connection_gone(error: &postgres::Error) -> bool {
+    error.is_closed()
+        || error.as_db_error().is_some_and(|db| {
+            let code = db.code().code();
+            code.starts_with("57P0") || code.starts_with("08") || code == "25P03"
+        })
 }
 
 /// Whether an error at COMMIT leaves the outcome unknown: the server did not answer (the
@@ -74,9 +93,11 @@ impl<'c> Sql<'c> {
         doing: &str,
         work: impl FnOnce(&mut Transaction<'c>, &Statement) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut slot = self.tx.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))?;
+        let mut slot =
+            self.tx.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))?;
         let tx = slot.as_mut().ok_or_else(|| Error::Store("the PostgreSQL transaction already ended".into()))?;
-        let mut cache = self.cache.try_borrow_mut().map_err(|_| Error::Store("a statement cache was re-entered".into()))?;
+        let mut cache =
+            self.cache.try_borrow_mut().map_err(|_| Error::Store("a statement cache was re-entered".into()))?;
         let statement = match cache.get(sql) {
             Some(statement) => statement.clone(),
             None => match tx.prepare(sql) {
@@ -113,7 +134,8 @@ impl<'c> Sql<'c> {
 
     /// A statement run once, not prepared (settings at the start of a transaction).
     pub(super) fn batch(&self, sql: &str, doing: &str) -> Result<()> {
-        let mut slot = self.tx.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))?;
+        let mut slot =
+            self.tx.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))?;
         let tx = slot.as_mut().ok_or_else(|| Error::Store("the PostgreSQL transaction already ended".into()))?;
         tx.batch_execute(sql).map_err(|error| {
             self.failed.set(true);
@@ -157,6 +179,7 @@ pub(super) fn int(value: u64, what: &str) -> Result<i64> {
 
 /// A bigint read back as the u64 it was written from.
 pub(super) fn uint(value: i64, table: &str) -> Result<u64> {
-    u64::try_from(value)
-        .map_err(|_| Error::Store(format!("the PostgreSQL table {table} holds a negative number {value}; it was altered")))
+    u64::try_from(value).map_err(|_| {
+        Error::Store(format!("the PostgreSQL table {table} holds a negative number {value}; it was altered"))
+    })
 }

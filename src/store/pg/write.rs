@@ -43,7 +43,13 @@ impl<'s, 'c> PgWriteTx<'s, 'c> {
     }
 
     /// Insert one row that must not exist yet (the lock held makes a collision an invariant fault).
-    fn insert(&self, statement: &'static str, params: &[&(dyn postgres::types::ToSql + Sync)], table: &'static str, key: &dyn std::fmt::Debug) -> Result<()> {
+    fn insert(
+        &self,
+        statement: &'static str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+        table: &'static str,
+        key: &dyn std::fmt::Debug,
+    ) -> Result<()> {
         let written = self.sql.exec(statement, params, &format!("writing the {table} table"))?;
         if written == 1 {
             Ok(())
@@ -94,7 +100,12 @@ impl<'s, 'c> PgWriteTx<'s, 'c> {
             "UPDATE warden_budget_ledger SET consumed_at = $4, amount = CAST($5::text AS numeric), released = $6, \
              v = $7 WHERE grant_id = $1 AND metric = $2 AND seq = $3"
         };
-        self.insert(statement, &[&grant, &metric, &at, &entry.consumed_at, &amount, &entry.released, &row], name::BUDGET_LEDGER, &key)
+        self.insert(
+            statement,
+            &[&grant, &metric, &at, &entry.consumed_at, &amount, &entry.released, &row],
+            name::BUDGET_LEDGER,
+            &key,
+        )
     }
 
     /// Release the charges of `(effect_key, attempt)` once, with a BUDGET_RELEASED event.
@@ -144,7 +155,9 @@ fn expect_one(written: u64, table: &str, key: &dyn std::fmt::Debug) -> Result<()
     if written == 1 {
         Ok(())
     } else {
-        Err(Error::Store(format!("writing the {table} row {key:?} changed {written} rows, not one; nothing was written")))
+        Err(Error::Store(format!(
+            "writing the {table} row {key:?} changed {written} rows, not one; nothing was written"
+        )))
     }
 }
 
@@ -178,8 +191,12 @@ impl WriteTables for PgWriteTx<'_, '_> {
     }
 
     fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>> {
-        let id: Option<String> =
-            text_row(self.sql, "SELECT v FROM warden_approvals_by_action WHERE k = $1", name::APPROVALS_BY_ACTION, action_hash)?;
+        let id: Option<String> = text_row(
+            self.sql,
+            "SELECT v FROM warden_approvals_by_action WHERE k = $1",
+            name::APPROVALS_BY_ACTION,
+            action_hash,
+        )?;
         let Some(id) = id else { return Ok(None) };
         match self.approval(&id)? {
             Some(record) if record.action_hash == action_hash => Ok(Some(record)),
@@ -188,7 +205,11 @@ impl WriteTables for PgWriteTx<'_, '_> {
                 &action_hash,
                 &format!("points at approval {id}, which binds another action"),
             )),
-            None => Err(damaged(name::APPROVALS_BY_ACTION, &action_hash, &format!("points at approval {id}, which is missing"))),
+            None => Err(damaged(
+                name::APPROVALS_BY_ACTION,
+                &action_hash,
+                &format!("points at approval {id}, which is missing"),
+            )),
         }
     }
 
@@ -225,7 +246,8 @@ impl WriteTables for PgWriteTx<'_, '_> {
         let last = match self.last_event_id {
             Some(last) => last,
             None => {
-                let row = self.sql.row("SELECT coalesce(max(id), 0) FROM warden_events", &[], "reading the last event id")?;
+                let row =
+                    self.sql.row("SELECT coalesce(max(id), 0) FROM warden_events", &[], "reading the last event id")?;
                 row.map(|row| seq_column(&row, 0, name::EVENTS)).transpose()?.unwrap_or(0)
             }
         };
@@ -302,7 +324,10 @@ impl WriteTables for PgWriteTx<'_, '_> {
                 &encode(name::EFFECT_RECEIPTS, &key, &seq)?,
             )?;
         }
-        self.put_meta(tables::META_HEAD, &encode(name::META, &tables::META_HEAD, &ChainHead { seq, hash: hash.clone() })?)?;
+        self.put_meta(
+            tables::META_HEAD,
+            &encode(name::META, &tables::META_HEAD, &ChainHead { seq, hash: hash.clone() })?,
+        )?;
         Ok((seq, hash))
     }
 
@@ -422,7 +447,8 @@ impl AuthorityWrites for PgWriteTx<'_, '_> {
             &[&charge.grant_id, &charge.metric, &floor],
             "summing a budget window",
         )?;
-        let text: String = row.map(|row| column(&row, 0, name::BUDGET_LEDGER)).transpose()?.unwrap_or_else(|| "0".into());
+        let text: String =
+            row.map(|row| column(&row, 0, name::BUDGET_LEDGER)).transpose()?.unwrap_or_else(|| "0".into());
         text.parse::<u128>().map_err(|_| {
             Error::Store(format!("the budget ledger summed to {text:?}, which is not a whole amount; it was altered"))
         })
@@ -446,7 +472,8 @@ impl AuthorityWrites for PgWriteTx<'_, '_> {
             };
             // A series' times never go back (as in the file).
             let consumed_at = last.map_or(now, |last| last.max(now));
-            let entry = LedgerEntry { consumed_at, amount, released: false, effect_key: effect_key.to_owned(), attempt };
+            let entry =
+                LedgerEntry { consumed_at, amount, released: false, effect_key: effect_key.to_owned(), attempt };
             self.put_ledger(&grant, &metric, seq, &entry, true)?;
             written.push((grant, metric, seq));
         }
