@@ -34,6 +34,12 @@ fn open_store_as(path: Option<&Path>, read_only: bool) -> Result<Kernel, Failure
     let Some(path) = path.filter(|path| !path.as_os_str().is_empty()) else {
         return Err(Failure::usage("no store given; pass --store PATH or set WARDEN_STORE"));
     };
+    let store = warden::store::StoreOptions { read_only, ..warden::store::StoreOptions::default() };
+    if path.to_str().is_some_and(warden::store::is_postgres) {
+        // A database: no file to look at. Opening checks the server and the schema, and brings
+        // an empty or older schema forward, as opening a file store does.
+        return Ok(Kernel::open(path, KernelOptions { store, ..KernelOptions::default() })?);
+    }
     let shown_path = shown(&path.display().to_string());
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() && meta.len() > 0 => {}
@@ -54,7 +60,6 @@ fn open_store_as(path: Option<&Path>, read_only: bool) -> Result<Kernel, Failure
         }
         Err(error) => return Err(Failure::usage(format!("cannot read the store {shown_path}: {error}"))),
     }
-    let store = warden::store::StoreOptions { read_only, ..warden::store::StoreOptions::default() };
     Ok(Kernel::open(path, KernelOptions { store, ..KernelOptions::default() })?)
 }
 
