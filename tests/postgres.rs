@@ -152,8 +152,92 @@ fn a_password_never_appears_in_a_message_and_tls_is_refused_before_anything_is_s
     let message = refusal("postgresql://warden:s3cret-pw@127.0.0.1:9/warden?connect_timeout=2");
     assert!(!message.contains("s3cret-pw"), "{message}");
     assert!(message.contains("***") && message.contains("cannot connect"), "{message}");
-    let message = refusal(&format!("{}?sslmode=require&password=s3cret-pw", base()));
-    assert!(message.contains("TLS") && !message.contains("s3cret-pw"), "{message}");
+    let message = refusal(&format!("{}?sslmode=prefer&password=s3cret-pw", base()));
+    assert!(message.contains("sslmode=prefer") && !message.contains("s3cret-pw"), "{message}");
+}
+
+/// A CA, and a server certificate for 127.0.0.1 it signed, as PEM: (ca, cert, key).
+fn tls_material() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(rcgen::DnType::CommonName, "warden postgres test CA");
+    ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn tls_is_verified_against_the_given_root_and_refused_with_another_or_a_fallback() {
+    let _server = shared();
+    let dir = std::env::var("WARDEN_TEST_PG_DIR").expect("WARDEN_TEST_PG_DIR");
+    let (ca, cert, key) = tls_material();
+    let (other_ca, _, _) = tls_material();
+    let tls_dir = PathBuf::from(&dir).join(format!("tls-{}", std::process::id()));
+    std::fs::create_dir_all(&tls_dir).unwrap();
+    for (name, text) in [("server.crt", &cert), ("server.key", &key)] {
+        let path = tls_dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    if rustix::process::geteuid().is_root() {
+        // The server runs as the owner of its data directory and reads its key only if it owns it.
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(format!("{dir}/data")).unwrap());
+        for path in [tls_dir.clone(), tls_dir.join("server.crt"), tls_dir.join("server.key")] {
+            std::os::unix::fs::chown(&path, Some(owner), None).unwrap();
+        }
+    }
+    let ca_path = tls_dir.join("ca.pem");
+    let other_path = tls_dir.join("other-ca.pem");
+    std::fs::write(&ca_path, &ca).unwrap();
+    std::fs::write(&other_path, &other_ca).unwrap();
+    let mut admin = connect(&base());
+    // One statement per call: ALTER SYSTEM refuses to run in the implicit transaction of a batch.
+    for statement in [
+        format!("ALTER SYSTEM SET ssl_cert_file = '{}/server.crt'", tls_dir.display()),
+        format!("ALTER SYSTEM SET ssl_key_file = '{}/server.key'", tls_dir.display()),
+        "ALTER SYSTEM SET ssl = on".to_owned(),
+        "SELECT pg_reload_conf()".to_owned(),
+    ] {
+        admin.batch_execute(&statement).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    let url = fresh_postgres_schema(&base());
+    let verified = format!("{url}&sslmode=verify-full&sslrootcert={}&application_name=warden-tls", ca_path.display());
+    let kernel = open(&PathBuf::from(&verified), &ManualClock::new(T0));
+    kernel.propose(&allow(&refund("tls", 1), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
+    let encrypted: bool = admin
+        .query_one(
+            "SELECT coalesce(bool_and(s.ssl), false) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+             WHERE a.application_name = 'warden-tls'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(encrypted, "the store's connections are not encrypted");
+
+    // (URL suffix, words the refusal must contain)
+    let refused = [
+        (format!("&sslmode=verify-full&sslrootcert={}", other_path.display()), "certificate".to_owned()),
+        ("&sslmode=require".to_owned(), "certificate".to_owned()),
+        ("&sslmode=allow".to_owned(), "sslmode=allow".to_owned()),
+        ("&sslmode=verify-full&sslrootcert=/no/such/root.pem".to_owned(), "/no/such/root.pem".to_owned()),
+        ("&sslmode=disable&sslrootcert=/etc/hosts".to_owned(), "say which you mean".to_owned()),
+    ];
+    for (suffix, words) in refused {
+        let message = refusal(&format!("{url}{suffix}"));
+        assert!(message.contains(&words), "{suffix}: {message}");
+    }
+    // A server elsewhere, without sslmode: refused before any connection is made.
+    let message = refusal("postgresql://warden@192.0.2.1:5432/warden");
+    assert!(message.contains("does not say sslmode"), "{message}");
+    admin.batch_execute("ALTER SYSTEM RESET ssl").unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
 }
 
 #[test]

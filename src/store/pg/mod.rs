@@ -26,6 +26,7 @@ mod read;
 mod rows;
 mod schema;
 mod sql;
+mod tls;
 mod write;
 
 use std::sync::Mutex;
@@ -67,6 +68,13 @@ impl Bounds {
     }
 }
 
+/// How connections are made: plain, or TLS verified by rustls (`tls`).
+#[derive(Clone)]
+enum Connector {
+    Plain,
+    Tls(tokio_postgres_rustls::MakeRustlsConnect),
+}
+
 struct Conn {
     client: Client,
     cache: Cache,
@@ -75,6 +83,7 @@ struct Conn {
 /// One PostgreSQL store, as one process uses it.
 pub(crate) struct PgStore {
     config: postgres::Config,
+    connector: Connector,
     /// The URL without its password, for messages.
     shown: String,
     pool: Mutex<Vec<Conn>>,
@@ -98,7 +107,6 @@ pub(crate) fn shown(location: &str) -> String {
             if parsed.password().is_some() {
                 let _ = parsed.set_password(Some("***"));
             }
-            parsed.query_pairs().count();
             let pairs: Vec<(String, String)> = parsed
                 .query_pairs()
                 .map(|(k, v)| {
@@ -119,6 +127,7 @@ impl PgStore {
     /// Connect, check the server and bring the schema up to date.
     pub(crate) fn open(location: &str, wait: Duration) -> Result<PgStore> {
         let shown = shown(location);
+        let (location, wanted) = tls::split(location, &shown)?;
         let mut config: postgres::Config = location
             .parse()
             .map_err(|e| Error::Config(format!("the store URL {shown} is not a PostgreSQL connection URL: {e}")))?;
@@ -127,15 +136,16 @@ impl PgStore {
                 config.password(password);
             }
         }
-        if !matches!(config.get_ssl_mode(), postgres::config::SslMode::Disable | postgres::config::SslMode::Prefer) {
-            return Err(Error::Config(format!(
-                "the store URL {shown} asks for TLS (sslmode=require), which this build's PostgreSQL client does not \
-                 have yet; nothing was sent. Reach the server over a trusted network with sslmode=disable, or \
-                 through a TLS tunnel"
-            )));
-        }
-        // `prefer` would fall back to plain text silently; say what is used instead.
-        config.ssl_mode(postgres::config::SslMode::Disable);
+        let connector = match &wanted {
+            tls::Tls::Disabled => {
+                config.ssl_mode(postgres::config::SslMode::Disable);
+                Connector::Plain
+            }
+            tls::Tls::Verified { root_file } => {
+                config.ssl_mode(postgres::config::SslMode::Require);
+                Connector::Tls(tokio_postgres_rustls::MakeRustlsConnect::new(tls::client_config(root_file.as_deref())?))
+            }
+        };
         let bounds = Bounds::from_wait(wait);
         config
             .connect_timeout(bounds.connect)
@@ -147,7 +157,8 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("warden");
         }
-        let mut store = PgStore { config, shown, pool: Mutex::new(Vec::new()), schema_hash: 0, bounds, skew: 0 };
+        let mut store =
+            PgStore { config, connector, shown, pool: Mutex::new(Vec::new()), schema_hash: 0, bounds, skew: 0 };
         let mut conn = store.connect()?;
         schema::ensure(&mut conn.client, &store.shown)?;
         store.schema_hash = schema::schema_hash(&mut conn.client)?;
@@ -167,7 +178,11 @@ impl PgStore {
     }
 
     fn connect(&self) -> Result<Conn> {
-        let client = self.config.connect(NoTls).map_err(|e| {
+        let connected = match &self.connector {
+            Connector::Plain => self.config.connect(NoTls),
+            Connector::Tls(tls) => self.config.connect(tls.clone()),
+        };
+        let client = connected.map_err(|e| {
             // The driver's messages name the host and the cause, never the password.
             Error::Unavailable(format!("cannot connect to the PostgreSQL store {}: {}", self.shown, sql::describe(&e)))
         })?;

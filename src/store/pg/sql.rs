@@ -35,7 +35,16 @@ fn unavailable_code(code: &str) -> bool {
 pub(super) fn describe(error: &postgres::Error) -> String {
     match error.as_db_error() {
         Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
-        None => error.to_string(),
+        None => {
+            // The cause (a TLS verdict, an I/O error) is in the source chain.
+            let mut text = error.to_string();
+            let mut source = std::error::Error::source(error);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        }
     }
 }
 
@@ -54,7 +63,8 @@ pub(super) fn fault(doing: &str, error: &postgres::Error) -> Error {
             db.code().code()
         )),
         None => Error::Unavailable(format!(
-            "PostgreSQL could not be reached while {doing} ({error}); nothing was applied by this call"
+            "PostgreSQL could not be reached while {doing} ({}); nothing was applied by this call",
+            describe(error)
         )),
     }
 }
