@@ -280,6 +280,51 @@ fn a_commit_whose_answer_was_lost_hands_out_its_one_permit_and_a_blind_retry_is_
     assert!(kernel.verify_chain().unwrap().ok);
 }
 
+/// A clock that leaps ten minutes (twice the default lease) at every read: the instant a lost
+/// commit is confirmed is always past the lease it granted.
+#[derive(Debug)]
+struct Leaping(std::sync::atomic::AtomicI64);
+
+impl warden::Clock for Leaping {
+    fn now(&self) -> i64 {
+        self.0.fetch_add(600 * SECOND, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn a_permit_confirmed_after_its_lease_lapsed_is_not_handed_out_and_its_attempt_is_failed() {
+    let _server = shared();
+    let url = fresh_postgres_schema(&base());
+    let kernel = Kernel::open(
+        PathBuf::from(&url),
+        KernelOptions { clock: Arc::new(Leaping(std::sync::atomic::AtomicI64::new(T0))), ..KernelOptions::default() },
+    )
+    .unwrap();
+    let t = key_template();
+    lose_next_postgres_commit(true);
+    let refused = kernel.propose(&allow(&refund("late", 5), &t)).unwrap_err();
+    assert!(matches!(refused, Error::Unavailable(_)), "{refused}");
+    assert!(refused.to_string().contains("after its lease had lapsed"), "{refused}");
+    assert_eq!(kernel.poisoned(), None);
+    let record = kernel.effect("refund:late").unwrap().unwrap();
+    assert_eq!((record.state, record.attempt), (EffectState::Failed, 1));
+    assert!(record.error.as_deref().unwrap_or("").contains("not handed out"), "{record:?}");
+    // It provably never ran: the next proposal renews it as attempt 2.
+    let permit = kernel.propose(&allow(&refund("late", 5), &t)).unwrap();
+    assert_eq!(permit.attempt(), 2);
+    permit.commit(&serde_json::json!(1)).unwrap();
+    let results: Vec<String> = kernel
+        .receipts(1, 10)
+        .unwrap()
+        .iter()
+        .map(|(_, r)| {
+            serde_json::from_str::<serde_json::Value>(&r.document).unwrap()["result"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(results, ["failed", "committed"]);
+    assert!(kernel.verify_chain().unwrap().ok);
+}
+
 /// Hold the store's write lock from another connection, as a stalled client would.
 fn hold_write_lock(url: &str) -> postgres::Client {
     let mut holder = connect(url);

@@ -20,6 +20,11 @@ whose Control is `Control.from_file()` found through $CTRLRUN_CONFIG (SQLite WAL
 `synchronous=NORMAL` in `.ctrlrun/state.db` beside the policy, JSONL event and receipt sinks).
 `ctrlrun-fast` is the fastest in-process setup it offers for a store shared across processes:
 `Control(policy, SQLiteStateStore(path))`, no sinks. `warden` is the Python binding.
+
+PostgreSQL (`postgres.py` starts these): `ctrlrun-postgres` is
+`Control(policy, PostgresStateStore($BENCH_PG_URL, schema=$BENCH_PG_SCHEMA))`, no sinks;
+`warden-postgres` is the Python binding (a library built with `--features postgres`) with
+`store=` the same database and `search_path` that schema.
 """
 
 from __future__ import annotations
@@ -96,16 +101,36 @@ def ctrlrun_system(system: str, directory: Path) -> System:
             return {"ok": True}
 
         out.close = control.store.close  # type: ignore[method-assign]
+    elif system == "ctrlrun-postgres":
+        from ctrlrun.postgres import PostgresStateStore
+
+        control = ctrlrun.Control(
+            ctrlrun.Policy.from_file(directory / "ctrlrun.yaml"),
+            PostgresStateStore(os.environ["BENCH_PG_URL"], schema=os.environ["BENCH_PG_SCHEMA"]),
+        )
+
+        @ctrlrun.protect(ACTION, effect="noop:{n}", control=control)
+        def noop(n: str) -> dict[str, bool]:
+            return {"ok": True}
+
+        out.close = control.store.close  # type: ignore[method-assign]
     else:
         raise SystemExit(f"py_worker: unknown system {system!r}")
     out.act = noop
     return out
 
 
-def warden_system(directory: Path, outcomes: str) -> System:
+def warden_location(system: str, directory: Path) -> str | Path:
+    if system == "warden-postgres":
+        url, schema = os.environ["BENCH_PG_URL"], os.environ["BENCH_PG_SCHEMA"]
+        return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    return directory / "warden.redb"
+
+
+def warden_system(directory: Path, outcomes: str, system: str = "warden") -> System:
     import warden
 
-    w = warden.Warden(store=directory / "warden.redb", config=directory / "warden.yaml", outcomes=outcomes)
+    w = warden.Warden(store=warden_location(system, directory), config=directory / "warden.yaml", outcomes=outcomes)
     out = System()
     out.context = lambda: warden.context(agent=AGENT)
 
@@ -126,8 +151,8 @@ def warden_system(directory: Path, outcomes: str) -> System:
 
 def open_system(args: argparse.Namespace) -> System:
     directory = Path(args.dir)
-    if args.system == "warden":
-        return warden_system(directory, args.outcomes)
+    if args.system in ("warden", "warden-postgres"):
+        return warden_system(directory, args.outcomes, args.system)
     return ctrlrun_system(args.system, directory)
 
 
@@ -227,10 +252,10 @@ def run(args: argparse.Namespace) -> None:
 
 def check(args: argparse.Namespace) -> dict[str, Any]:
     directory = Path(args.dir)
-    if args.system == "warden":
+    if args.system in ("warden", "warden-postgres"):
         import warden
 
-        with warden.Warden(store=directory / "warden.redb") as w:
+        with warden.Warden(store=warden_location(args.system, directory)) as w:
             states: dict[str, int] = {}
             for record in w.effects(limit=0):
                 states[record["state"]] = states.get(record["state"], 0) + 1
@@ -238,6 +263,13 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
             report = w.verify_chain()
             seconds = time.perf_counter() - began
         chain = {"ok": bool(report.get("ok")), "report": report, "seconds": seconds}
+    elif args.system == "ctrlrun-postgres":
+        import psycopg
+
+        with psycopg.connect(os.environ["BENCH_PG_URL"]) as db:
+            query = f"SELECT state, count(*) FROM {os.environ['BENCH_PG_SCHEMA']}.effects GROUP BY state"
+            states = {str(state).lower(): count for state, count in db.execute(query).fetchall()}
+        chain = None
     else:
         path = directory / (".ctrlrun/state.db" if args.system == "ctrlrun-default" else "fast.db")
         if not path.is_file():
@@ -263,7 +295,9 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["run", "create", "check"])
-    parser.add_argument("--system", required=True, choices=["ctrlrun-default", "ctrlrun-fast", "warden"])
+    parser.add_argument(
+        "--system", required=True, choices=["ctrlrun-default", "ctrlrun-fast", "warden", "ctrlrun-postgres", "warden-postgres"]
+    )
     parser.add_argument("--dir", required=True)
     parser.add_argument("--outcomes", default="durable", choices=["durable", "deferred"])
     parser.add_argument("--workers", type=int, default=1)

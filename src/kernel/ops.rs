@@ -317,6 +317,9 @@ pub struct Granted {
 pub enum WriteReply {
     /// A permit was granted.
     Granted(Granted),
+    /// A permit was granted, but its commit was confirmed only after its lease lapsed (a lost
+    /// answer read back later): it is never handed out, and its attempt is recorded FAILED.
+    Lapsed(Granted),
     /// Refused by design; whatever the refusal keeps (receipt, an expired mark) is committed.
     Refused(Error),
     /// The approval request as the write left it (created, answered or consumed).
@@ -337,6 +340,15 @@ pub enum WriteReply {
 
 impl WriteOp for Write {
     type Reply = WriteReply;
+
+    fn confirmed_late(reply: WriteReply, now: Micros) -> WriteReply {
+        match reply {
+            WriteReply::Granted(granted) if granted.holds_key && granted.lease_expires_at.is_some_and(|t| t <= now) => {
+                WriteReply::Lapsed(granted)
+            }
+            other => other,
+        }
+    }
 
     fn apply(&self, tx: &mut WriteTx<'_>, now: Micros) -> Result<WriteReply> {
         match self {

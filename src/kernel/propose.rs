@@ -16,6 +16,11 @@ use super::claim::{claim_in, presented_approval, ClaimRequest, Claimed};
 use super::ops::{unexpected, Granted, Proposed, Write, WriteReply};
 use super::{Kernel, Permit, Proposal};
 
+/// Why a permit whose commit was confirmed late is not handed out (its FAILED record says so).
+const LAPSED_BEFORE_HANDED_OUT: &str =
+    "the store confirmed this reservation's commit only after its lease had lapsed (its answer was lost), so the \
+     permit was not handed out";
+
 impl Kernel {
     /// Record an action its host refused before any decision (a gateway's check before
     /// forwarding): `ACTION_DENIED` and a denied receipt are written exactly as for a policy
@@ -181,7 +186,8 @@ impl Kernel {
         }
     }
 
-    /// Apply a permit operation and build the permit from what its transaction decided.
+    /// Apply a permit operation and build the permit from what its transaction decided. A
+    /// permit whose commit was confirmed only after its lease lapsed is not handed out.
     fn permit_from(
         &self,
         op: Write,
@@ -196,8 +202,9 @@ impl Kernel {
             _ => (None, None, Vec::new()),
         };
         let observe = matches!(op, Write::Observe { .. });
-        let granted = match self.write(op)? {
-            WriteReply::Granted(granted) => granted,
+        let (granted, lapsed) = match self.write(op)? {
+            WriteReply::Granted(granted) => (granted, false),
+            WriteReply::Lapsed(granted) => (granted, true),
             WriteReply::Refused(refusal) => return Err(refusal),
             _ => return Err(unexpected("permit")),
         };
@@ -217,7 +224,7 @@ impl Kernel {
                 "blocked_reason": blocked,
             })
         });
-        Ok(Permit {
+        let permit = Permit {
             kernel: self.clone(),
             action: proposal.action.clone(),
             action_hash: action_hash.to_owned(),
@@ -236,7 +243,16 @@ impl Kernel {
             receipt_id: new_id(IdKind::Receipt)
                 .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
             finished: false,
-        })
+        };
+        if lapsed {
+            // Never handed out, so it provably never ran: FAILED (a compare-and-set on this
+            // action and attempt), and the caller may propose again.
+            permit.not_executed(LAPSED_BEFORE_HANDED_OUT)?;
+            return Err(Error::Unavailable(format!(
+                "{LAPSED_BEFORE_HANDED_OUT}; the attempt was recorded FAILED and nothing ran. Propose again"
+            )));
+        }
+        Ok(permit)
     }
 
     /// A receipt draft for `action`; its times are set when its transaction runs.

@@ -72,6 +72,15 @@ pub trait WriteOp: Serialize + DeserializeOwned + Clone + Send + Sync + 'static 
     fn resend_safe(&self) -> bool {
         false
     }
+
+    /// The reply of a write whose commit was confirmed only later, at `now` by the store's
+    /// clock (a PostgreSQL COMMIT whose answer was lost, read back from its witness): an
+    /// operation marks a reply that must not be used as it is (a permit whose lease lapsed in
+    /// the meantime). The default keeps it.
+    fn confirmed_late(reply: Self::Reply, now: Micros) -> Self::Reply {
+        let _ = now;
+        reply
+    }
 }
 
 /// One consistent read.

@@ -297,10 +297,15 @@ impl PgStore {
         let write_id: [u8; 16] = random_id()?;
         match self.attempt(&mut conn, op, now, durability, &write_id, Some(lost)) {
             Attempt::Stale(error) => Err(unavailable(&error.to_string())),
-            Attempt::Done(Ok(found)) => {
+            Attempt::Done(Ok(Some(again))) => {
                 self.checkin(conn);
-                // `None`: the lost transaction's witness is there, so it committed.
-                Ok(found.unwrap_or(reply))
+                Ok(again)
+            }
+            // The lost transaction's witness is there: it committed, and is confirmed now.
+            Attempt::Done(Ok(None)) => {
+                let confirmed = self.clock(&mut conn, now).map_err(|e| unavailable(&e.to_string()))?;
+                self.checkin(conn);
+                Ok(W::confirmed_late(reply, confirmed))
             }
             Attempt::Done(Err(error)) => Err(match error {
                 Error::Unavailable(why) => unavailable(&why),
@@ -403,6 +408,20 @@ impl PgStore {
                 _ => Attempt::Done(Err(fault("committing", &error))),
             },
             Ok(Err(error)) => Attempt::Done(Err(fault("committing", &error))),
+        }
+    }
+
+    /// "Now" by this store's clock: the database's for `Now::System`.
+    fn clock(&self, conn: &mut Conn, now: &Now) -> Result<Micros> {
+        match now {
+            Now::System => {
+                let row = conn
+                    .client
+                    .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[])
+                    .map_err(|e| fault("reading the database clock", &e))?;
+                sql::column(&row, 0, "clock_timestamp")
+            }
+            other => Ok(other.read()),
         }
     }
 
