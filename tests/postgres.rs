@@ -280,6 +280,68 @@ fn a_commit_whose_answer_was_lost_hands_out_its_one_permit_and_a_blind_retry_is_
     assert!(kernel.verify_chain().unwrap().ok);
 }
 
+#[test]
+fn hostile_text_is_stored_and_read_back_exactly() {
+    let _server = shared();
+    let url = fresh_postgres_schema(&base());
+    let kernel = open(&PathBuf::from(&url), &ManualClock::new(T0));
+    // Raw: the value goes into the effect key as it is (a text key column, written as an SQL
+    // literal), not percent-encoded.
+    let t = warden::Template::parse("refund:{payment_id}", warden::TemplateMode::Raw).unwrap();
+    let values = [
+        "'",
+        "''",
+        "\\",
+        "\\'",
+        "'; DROP TABLE warden_effects; --",
+        "$1",
+        "$$ $2 $$",
+        "E'\\x00'",
+        "\\x41",
+        "naïve — ünïcödé ✓ 🦀",
+        "line\nbreak\ttab\r",
+        "%s %d {n}",
+    ];
+    for (n, value) in values.iter().enumerate() {
+        let permit = kernel.propose(&allow(&refund(value, n as i64 + 1), &t)).unwrap();
+        permit.commit(&serde_json::json!({"echo": value})).unwrap();
+        let record = kernel.effect(&format!("refund:{value}")).unwrap().expect("the effect is found by its key");
+        assert_eq!(record.state, EffectState::Committed, "{value:?}");
+        assert_eq!(record.result.unwrap().json, serde_json::json!({"echo": value}).to_string(), "{value:?}");
+    }
+    assert_eq!(kernel.effects(None, 100).unwrap().len(), values.len());
+    assert!(kernel.verify_chain().unwrap().ok);
+    // PostgreSQL text cannot hold NUL: refused by name, nothing written, the handle usable.
+    let refused = kernel.propose(&allow(&refund("nul\0here", 1), &t)).unwrap_err();
+    assert!(refused.to_string().contains("NUL"), "{refused}");
+    assert_eq!(kernel.poisoned(), None);
+    assert_eq!(kernel.effects(None, 100).unwrap().len(), values.len());
+}
+
+#[test]
+fn a_write_that_collides_with_an_altered_row_fails_whole_and_writes_nothing() {
+    let _server = shared();
+    let url = fresh_postgres_schema(&base());
+    let kernel = open(&PathBuf::from(&url), &ManualClock::new(T0));
+    let t = key_template();
+    let permit = kernel.propose(&allow(&refund("collide", 5), &t)).unwrap();
+    // Someone puts a row where the next receipt goes: the commit's insert collides.
+    let mut db = connect(&url);
+    db.execute("INSERT INTO warden_receipts (seq, v) VALUES (1, '\\x00'::bytea)", &[]).unwrap();
+    let events_before: i64 = db.query_one("SELECT count(*) FROM warden_events", &[]).unwrap().get(0);
+    let failed = permit.commit(&serde_json::json!(1)).unwrap_err();
+    assert!(matches!(failed, Error::Store(_)), "{failed}");
+    assert!(failed.to_string().contains("warden_receipts"), "{failed}");
+    let events_after: i64 = db.query_one("SELECT count(*) FROM warden_events", &[]).unwrap().get(0);
+    assert_eq!(events_after, events_before, "an event of the failed commit was written");
+    // The handle is poisoned by the fault (a store it did not write); a fresh one reads the row
+    // as the reservation left it.
+    let again = open(&PathBuf::from(&url), &ManualClock::new(T0));
+    assert_eq!(again.effect("refund:collide").unwrap().unwrap().state, EffectState::Executing);
+    let witnesses: i64 = db.query_one("SELECT count(*) FROM warden_witness", &[]).unwrap().get(0);
+    assert_eq!(witnesses, 1, "only the reservation's transaction committed");
+}
+
 /// A clock that leaps ten minutes (twice the default lease) at every read: the instant a lost
 /// commit is confirmed is always past the lease it granted.
 #[derive(Debug)]

@@ -37,7 +37,7 @@ use postgres::{Client, NoTls};
 use super::{Durability, Now, ReadOp, WriteOp};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
-use sql::{commit_unknown, fault, Cache, Sql};
+use sql::{commit_unknown, fault, Cache, Guard, Lit, Sql};
 
 /// The advisory lock class of a store's writes (the second key is the schema's hash).
 const WRITE_LOCK_CLASS: i32 = 0x5744_0002;
@@ -223,9 +223,11 @@ impl PgStore {
         Ok(db - (before / 2 + after / 2))
     }
 
-    fn settings(&self, durability: Durability) -> String {
+    /// BEGIN and the transaction's settings, sent as one simple query.
+    fn begin(&self, durability: Durability) -> String {
         let mut text = format!(
-            "SET LOCAL lock_timeout = {}; SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
+            "BEGIN; SET LOCAL standard_conforming_strings = on; SET LOCAL lock_timeout = {}; \
+             SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
             self.bounds.lock.as_millis().max(1),
             self.bounds.statement.as_millis().max(1),
             self.bounds.idle.as_millis().max(1)
@@ -238,7 +240,10 @@ impl PgStore {
         text
     }
 
-    /// Take the store's lock and read the database clock, in one round trip.
+    /// Take the store's lock and read the database clock when it is granted, in one round trip.
+    /// Nothing else is read in this statement: under READ COMMITTED a statement reads the
+    /// snapshot taken when it started, before its wait for the lock; the next one sees every
+    /// commit that came before the lock.
     fn lock(&self, sql: &Sql<'_>) -> Result<Micros> {
         let row = sql
             .row(
@@ -248,6 +253,20 @@ impl PgStore {
             )?
             .ok_or_else(|| Error::Store("PostgreSQL answered no row for the store's lock".into()))?;
         sql::column(&row, 0, "clock_timestamp")
+    }
+
+    /// Insert this transaction's witness and read the last event id, in one round trip (the
+    /// first statement after the lock: its snapshot has every earlier commit).
+    fn witness(&self, sql: &Sql<'_>, write_id: &[u8; 16], at: Micros) -> Result<u64> {
+        let row = sql
+            .row(
+                "INSERT INTO warden_witness (write_id, at) VALUES ($1, $2) \
+                 RETURNING (SELECT coalesce(max(id), 0) FROM warden_events)",
+                &[&write_id.as_slice(), &at],
+                "writing the commit witness",
+            )?
+            .ok_or_else(|| Error::Store("PostgreSQL answered no row for the commit witness".into()))?;
+        rows::seq_column(&row, 0, "warden_events")
     }
 
     /// Apply one write in its own transaction.
@@ -327,17 +346,15 @@ impl PgStore {
         lost: Option<&[u8; 16]>,
     ) -> Attempt<W::Reply> {
         let Conn { client, cache } = conn;
-        let tx = match client.transaction() {
-            Ok(tx) => tx,
+        let sql = match Sql::begin(client, cache, &self.begin(durability)) {
+            Ok(sql) => sql,
             Err(error) if sql::connection_gone(&error) => {
                 return Attempt::Stale(fault("starting a transaction", &error))
             }
             Err(error) => return Attempt::Done(Err(fault("starting a transaction", &error))),
         };
-        let sql = Sql::new(tx, cache);
         let started = std::cell::Cell::new(false);
         let applied = (|| -> Result<Option<W::Reply>> {
-            sql.batch(&self.settings(durability), "setting the transaction's bounds")?;
             let db_now = self.lock(&sql)?;
             if let Some(lost) = lost {
                 let found = sql.row(
@@ -353,20 +370,17 @@ impl PgStore {
                 Now::System => db_now,
                 other => other.read(),
             };
-            sql.exec(
-                "INSERT INTO warden_witness (write_id, at) VALUES ($1, $2)",
-                &[&write_id.as_slice(), &db_now],
-                "writing the commit witness",
-            )?;
+            let last_event_id = self.witness(&sql, write_id, db_now)?;
             if write_id[0] == 0 {
                 // About one write in 256 removes old witness rows (bounded, under the lock).
-                sql.exec(
-                    "DELETE FROM warden_witness WHERE write_id IN (SELECT write_id FROM warden_witness WHERE at < $1 LIMIT 1000)",
-                    &[&(db_now - WITNESS_KEEP)],
-                    "pruning old commit witnesses",
+                sql.write(
+                    "DELETE FROM warden_witness WHERE write_id IN \
+                     (SELECT write_id FROM warden_witness WHERE at < $1 LIMIT 1000)",
+                    &[Lit::Int(db_now - WITNESS_KEEP)],
+                    Guard::None,
                 )?;
             }
-            let mut tables = write::PgWriteTx::new(&sql);
+            let mut tables = write::PgWriteTx::new(&sql, last_event_id);
             started.set(true);
             op.apply(&mut tables, at).map(Some)
         })();
@@ -440,18 +454,12 @@ impl PgStore {
 
     fn read_in<R: ReadOp>(&self, conn: &mut Conn, op: &R, now: &Now) -> Result<R::Reply> {
         let Conn { client, cache } = conn;
-        let tx = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(|e| fault("starting a read", &e))?;
-        let sql = Sql::new(tx, cache);
+        let begin = format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET LOCAL statement_timeout = {}",
+            self.bounds.statement.as_millis().max(1)
+        );
+        let sql = Sql::begin(client, cache, &begin).map_err(|e| fault("starting a read", &e))?;
         let ran = (|| {
-            sql.batch(
-                &format!("SET LOCAL statement_timeout = {}", self.bounds.statement.as_millis().max(1)),
-                "setting the read's bounds",
-            )?;
             let at = match now {
                 Now::System => {
                     let row = sql

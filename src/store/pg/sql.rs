@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use postgres::types::ToSql;
-use postgres::{Row, Statement, Transaction};
+use postgres::{Client, Row, Statement};
 
 use crate::error::{Error, Result};
 
@@ -51,6 +51,11 @@ pub(super) fn describe(error: &postgres::Error) -> String {
 /// A PostgreSQL error as Warden's fault, naming what was being done. Never carries the URL.
 pub(super) fn fault(doing: &str, error: &postgres::Error) -> Error {
     match error.as_db_error() {
+        // A NUL character in a text value (PostgreSQL text cannot hold one): the input's fault.
+        Some(db) if db.code().code() == "22021" => Error::InvalidInput(format!(
+            "a value holds a character PostgreSQL text cannot hold (NUL) while {doing}: {}; nothing was written",
+            db.message()
+        )),
         Some(db) if unavailable_code(db.code().code()) => Error::Unavailable(format!(
             "PostgreSQL refused while {doing}: {} (SQLSTATE {}); nothing was applied by this call",
             db.message(),
@@ -85,32 +90,156 @@ pub(super) fn commit_unknown(error: &postgres::Error) -> bool {
     error.as_db_error().is_none()
 }
 
-/// One open transaction.
+/// A value written into a buffered statement as an SQL literal (`Sql::write`).
+pub(super) enum Lit<'a> {
+    /// Text: quoted, `'` doubled (`standard_conforming_strings` is on in every transaction, so
+    /// a backslash is itself); text holding NUL is refused (PostgreSQL text cannot hold it).
+    Text(&'a str),
+    /// Bytes, as a hex `bytea` literal.
+    Bytes(&'a [u8]),
+    /// A bigint.
+    Int(i64),
+    /// A boolean.
+    Bool(bool),
+    /// A non-negative whole number as `numeric`.
+    Numeric(u64),
+}
+
+impl Lit<'_> {
+    fn render(&self, out: &mut String) -> Result<()> {
+        match self {
+            Lit::Text(text) => {
+                if text.contains('\0') {
+                    return Err(Error::InvalidInput(
+                        "a value to store holds a NUL character, which PostgreSQL text cannot".into(),
+                    ));
+                }
+                out.push('\'');
+                out.push_str(&text.replace('\'', "''"));
+                out.push('\'');
+            }
+            Lit::Bytes(bytes) => {
+                out.push_str("'\\x");
+                out.push_str(&hex::encode(bytes));
+                out.push_str("'::bytea");
+            }
+            Lit::Int(value) => out.push_str(&value.to_string()),
+            Lit::Bool(value) => out.push_str(if *value { "true" } else { "false" }),
+            Lit::Numeric(value) => {
+                out.push_str(&value.to_string());
+                out.push_str("::numeric");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a buffered write must do, checked by the server before COMMIT can succeed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Guard {
+    /// Anything (an upsert: one row, always).
+    None,
+    /// Change exactly one row: otherwise a division by zero aborts the transaction.
+    ExactlyOne,
+}
+
+/// `template` with `$1`, `$2`, … replaced by the rendered `values`.
+fn render(template: &str, values: &[Lit<'_>], guard: Guard) -> Result<String> {
+    let mut out = String::with_capacity(template.len() + 64);
+    if guard == Guard::ExactlyOne {
+        out.push_str("WITH w AS (");
+    }
+    let mut rest = template;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let digits: String = rest[at + 1..].chars().take_while(char::is_ascii_digit).collect();
+        let index: usize =
+            digits.parse().map_err(|_| Error::Store(format!("a statement template has a bare $: {template}")))?;
+        let value = values.get(index.wrapping_sub(1)).ok_or_else(|| {
+            Error::Store(format!("a statement template names ${index}, which was not given: {template}"))
+        })?;
+        value.render(&mut out)?;
+        rest = &rest[at + 1 + digits.len()..];
+    }
+    out.push_str(rest);
+    if guard == Guard::ExactlyOne {
+        out.push_str(" RETURNING 1) SELECT 1 / (CASE WHEN count(*) = 1 THEN 1 ELSE 0 END) FROM w");
+    }
+    Ok(out)
+}
+
+/// One open transaction on one connection. Writes whose result is not needed are buffered and
+/// sent together — before the next read (so every read sees them) or with COMMIT, in one round
+/// trip — so the store's lock is held for fewer round trips. A guarded write that fails aborts
+/// the transaction on the server, so COMMIT in the same batch cannot succeed.
 pub(super) struct Sql<'c> {
-    tx: RefCell<Option<Transaction<'c>>>,
+    client: RefCell<&'c mut Client>,
     cache: RefCell<&'c mut Cache>,
+    pending: RefCell<String>,
     failed: Cell<bool>,
+    ended: Cell<bool>,
+}
+
+impl Drop for Sql<'_> {
+    /// A transaction never ended (an early return): roll it back, so the connection goes back
+    /// to the pool outside any transaction.
+    fn drop(&mut self) {
+        if !self.ended.get() {
+            let client: &mut Client = self.client.get_mut();
+            let _ = client.batch_execute("ROLLBACK");
+        }
+    }
 }
 
 impl<'c> Sql<'c> {
-    pub(super) fn new(tx: Transaction<'c>, cache: &'c mut Cache) -> Sql<'c> {
-        Sql { tx: RefCell::new(Some(tx)), cache: RefCell::new(cache), failed: Cell::new(false) }
+    /// Start a transaction: `begin` is sent as one simple query (BEGIN and its settings).
+    pub(super) fn begin(
+        client: &'c mut Client,
+        cache: &'c mut Cache,
+        begin: &str,
+    ) -> std::result::Result<Sql<'c>, postgres::Error> {
+        client.batch_execute(begin)?;
+        Ok(Sql {
+            client: RefCell::new(client),
+            cache: RefCell::new(cache),
+            pending: RefCell::new(String::new()),
+            failed: Cell::new(false),
+            ended: Cell::new(false),
+        })
+    }
+
+    fn client(&self) -> Result<std::cell::RefMut<'_, &'c mut Client>> {
+        self.client.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))
+    }
+
+    /// Send the buffered writes now.
+    fn flush(&self, doing: &str) -> Result<()> {
+        let batch = std::mem::take(
+            &mut *self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?,
+        );
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client()?;
+        client.batch_execute(&batch).map_err(|error| {
+            self.failed.set(true);
+            fault(doing, &error)
+        })
     }
 
     fn run<T>(
         &self,
         sql: &'static str,
         doing: &str,
-        work: impl FnOnce(&mut Transaction<'c>, &Statement) -> std::result::Result<T, postgres::Error>,
+        work: impl FnOnce(&mut Client, &Statement) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut slot =
-            self.tx.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))?;
-        let tx = slot.as_mut().ok_or_else(|| Error::Store("the PostgreSQL transaction already ended".into()))?;
+        self.flush(doing)?;
+        let mut client = self.client()?;
         let mut cache =
             self.cache.try_borrow_mut().map_err(|_| Error::Store("a statement cache was re-entered".into()))?;
         let statement = match cache.get(sql) {
             Some(statement) => statement.clone(),
-            None => match tx.prepare(sql) {
+            None => match client.prepare(sql) {
                 Ok(statement) => {
                     cache.insert(sql, statement.clone());
                     statement
@@ -121,53 +250,70 @@ impl<'c> Sql<'c> {
                 }
             },
         };
-        work(tx, &statement).map_err(|error| {
+        work(&mut client, &statement).map_err(|error| {
             self.failed.set(true);
             fault(doing, &error)
         })
     }
 
-    /// Every row `sql` answers.
+    /// Every row `sql` answers (buffered writes are sent first).
     pub(super) fn rows(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)], doing: &str) -> Result<Vec<Row>> {
-        self.run(sql, doing, |tx, statement| tx.query(statement, params))
+        self.run(sql, doing, |client, statement| client.query(statement, params))
     }
 
     /// At most one row.
     pub(super) fn row(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)], doing: &str) -> Result<Option<Row>> {
-        self.run(sql, doing, |tx, statement| tx.query_opt(statement, params))
+        self.run(sql, doing, |client, statement| client.query_opt(statement, params))
     }
 
-    /// The number of rows a statement wrote.
+    /// The number of rows a statement wrote, now (for a write whose count decides what follows).
     pub(super) fn exec(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)], doing: &str) -> Result<u64> {
-        self.run(sql, doing, |tx, statement| tx.execute(statement, params))
+        self.run(sql, doing, |client, statement| client.execute(statement, params))
     }
 
-    /// A statement run once, not prepared (settings at the start of a transaction).
-    pub(super) fn batch(&self, sql: &str, doing: &str) -> Result<()> {
-        let mut slot =
-            self.tx.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))?;
-        let tx = slot.as_mut().ok_or_else(|| Error::Store("the PostgreSQL transaction already ended".into()))?;
-        tx.batch_execute(sql).map_err(|error| {
-            self.failed.set(true);
-            fault(doing, &error)
-        })
+    /// Buffer a write; its guard is checked by the server. A plain INSERT of a key that exists
+    /// fails as a unique violation, which aborts the transaction the same way.
+    pub(super) fn write(&self, template: &'static str, values: &[Lit<'_>], guard: Guard) -> Result<()> {
+        let statement = render(template, values, guard)?;
+        let mut pending =
+            self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?;
+        pending.push_str(&statement);
+        pending.push_str(";\n");
+        Ok(())
     }
 
-    /// End the transaction: COMMIT. `Err` carries the driver's error so the caller can tell an
-    /// answered refusal from an unknown outcome (`commit_unknown`).
+    /// End the transaction: the buffered writes and COMMIT, in one round trip. `Err` carries the
+    /// driver's error so the caller can tell an answered refusal from an unknown outcome
+    /// (`commit_unknown`).
     pub(super) fn commit(self) -> std::result::Result<std::result::Result<(), postgres::Error>, Error> {
         if self.failed.get() {
             return Err(Error::Store("refusing to commit a PostgreSQL transaction in which a statement failed".into()));
         }
-        let tx = self.tx.into_inner().ok_or_else(|| Error::Store("the PostgreSQL transaction already ended".into()))?;
-        Ok(tx.commit())
+        let mut batch = std::mem::take(
+            &mut *self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?,
+        );
+        batch.push_str("COMMIT");
+        self.ended.set(true);
+        let mut client = self.client()?;
+        match client.batch_execute(&batch) {
+            Ok(()) => Ok(Ok(())),
+            Err(error) => {
+                if error.as_db_error().is_some() {
+                    // A statement before COMMIT failed, so COMMIT never ran: end the aborted
+                    // transaction.
+                    let _ = client.batch_execute("ROLLBACK");
+                }
+                Ok(Err(error))
+            }
+        }
     }
 
-    /// End the transaction: ROLLBACK (errors ignored: the server rolls back a transaction whose
-    /// connection is gone).
+    /// End the transaction: ROLLBACK, the buffered writes dropped (errors ignored: the server
+    /// rolls back a transaction whose connection is gone).
     pub(super) fn rollback(self) {
-        if let Some(tx) = self.tx.into_inner() {
-            let _ = tx.rollback();
+        self.ended.set(true);
+        if let Ok(mut client) = self.client() {
+            let _ = client.batch_execute("ROLLBACK");
         }
     }
 }
@@ -192,4 +338,43 @@ pub(super) fn uint(value: i64, table: &str) -> Result<u64> {
     u64::try_from(value).map_err(|_| {
         Error::Store(format!("the PostgreSQL table {table} holds a negative number {value}; it was altered"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{render, Guard, Lit};
+
+    #[test]
+    fn values_are_rendered_as_literals_and_never_read_as_placeholders() {
+        // (template, values, rendered)
+        let rows: Vec<(&str, Vec<Lit<'_>>, &str)> = vec![
+            ("VALUES ($1)", vec![Lit::Text("it's")], "VALUES ('it''s')"),
+            ("VALUES ($1)", vec![Lit::Text("\\'; DROP TABLE t; --")], "VALUES ('\\''; DROP TABLE t; --')"),
+            ("VALUES ($1, $2)", vec![Lit::Text("$2"), Lit::Int(-7)], "VALUES ('$2', -7)"),
+            (
+                "VALUES ($2, $1)",
+                vec![Lit::Bool(true), Lit::Numeric(18446744073709551615)],
+                "VALUES (18446744073709551615::numeric, true)",
+            ),
+            ("VALUES ($1)", vec![Lit::Bytes(&[0, 0xff, b'\''])], "VALUES ('\\x00ff27'::bytea)"),
+            ("VALUES ($1)", vec![Lit::Text("")], "VALUES ('')"),
+        ];
+        for (template, values, rendered) in rows {
+            assert_eq!(render(template, &values, Guard::None).unwrap(), rendered, "{template}");
+        }
+        let guarded = render("UPDATE t SET a = $1", &[Lit::Int(1)], Guard::ExactlyOne).unwrap();
+        assert_eq!(
+            guarded,
+            "WITH w AS (UPDATE t SET a = 1 RETURNING 1) SELECT 1 / (CASE WHEN count(*) = 1 THEN 1 ELSE 0 END) FROM w"
+        );
+    }
+
+    #[test]
+    fn a_template_naming_a_missing_value_or_a_nul_in_text_is_refused() {
+        assert!(render("VALUES ($2)", &[Lit::Int(1)], Guard::None).is_err());
+        assert!(render("VALUES ($0)", &[Lit::Int(1)], Guard::None).is_err());
+        assert!(render("VALUES ($)", &[Lit::Int(1)], Guard::None).is_err());
+        let nul = render("VALUES ($1)", &[Lit::Text("a\0b")], Guard::None).unwrap_err();
+        assert!(nul.to_string().contains("NUL"), "{nul}");
+    }
 }

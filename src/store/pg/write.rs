@@ -9,7 +9,7 @@
 use std::cell::Cell;
 
 use super::rows::{self, seq_column, text_row, PgDelegations};
-use super::sql::{column, int, Sql};
+use super::sql::{column, int, Guard, Lit, Sql};
 use crate::approval::ApprovalRecord;
 use crate::authority::record::Revocation;
 use crate::authority::{Charge, NewDelegation};
@@ -32,33 +32,21 @@ pub(crate) struct PgWriteTx<'s, 'c> {
 }
 
 impl<'s, 'c> PgWriteTx<'s, 'c> {
-    pub(super) fn new(sql: &'s Sql<'c>) -> PgWriteTx<'s, 'c> {
-        PgWriteTx { sql, last_event_id: None }
+    /// `last_event_id` was read under the lock, with the clock.
+    pub(super) fn new(sql: &'s Sql<'c>, last_event_id: u64) -> PgWriteTx<'s, 'c> {
+        PgWriteTx { sql, last_event_id: Some(last_event_id) }
     }
 
-    /// Write one row of a text-keyed table, replacing any.
-    fn upsert(&self, statement: &'static str, table: &'static str, key: &str, row: &[u8]) -> Result<()> {
-        let written = self.sql.exec(statement, &[&key, &row], &format!("writing the {table} table"))?;
-        expect_one(written, table, &key)
+    /// Write one row of a text-keyed table, replacing any (an upsert changes one row, always).
+    fn upsert(&self, statement: &'static str, key: &str, row: &[u8]) -> Result<()> {
+        self.sql.write(statement, &[Lit::Text(key), Lit::Bytes(row)], Guard::None)
     }
 
-    /// Insert one row that must not exist yet (the lock held makes a collision an invariant fault).
-    fn insert(
-        &self,
-        statement: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-        table: &'static str,
-        key: &dyn std::fmt::Debug,
-    ) -> Result<()> {
-        let written = self.sql.exec(statement, params, &format!("writing the {table} table"))?;
-        if written == 1 {
-            Ok(())
-        } else {
-            Err(Error::Store(format!(
-                "the {table} row {key:?} already existed where this transaction had read it absent; another writer \
-                 ignored the store's lock. Nothing was written"
-            )))
-        }
+    /// Insert rows that must not exist yet: a plain INSERT, so a key that exists (which the
+    /// lock held makes an invariant fault) fails as a unique violation and aborts the
+    /// transaction; nothing is written.
+    fn insert(&self, statement: &'static str, values: &[Lit<'_>]) -> Result<()> {
+        self.sql.write(statement, values, Guard::None)
     }
 
     fn meta<T: serde::de::DeserializeOwned>(&self, key: &'static str) -> Result<Option<T>> {
@@ -68,7 +56,6 @@ impl<'s, 'c> PgWriteTx<'s, 'c> {
     fn put_meta(&self, key: &'static str, row: &[u8]) -> Result<()> {
         self.upsert(
             "INSERT INTO warden_meta (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-            name::META,
             key,
             row,
         )
@@ -89,23 +76,30 @@ impl<'s, 'c> PgWriteTx<'s, 'c> {
     }
 
     fn put_ledger(&self, grant: &str, metric: &str, seq: u64, entry: &LedgerEntry, insert: bool) -> Result<()> {
-        let key = (grant, metric, seq);
-        let row = encode(name::BUDGET_LEDGER, &key, entry)?;
-        let at = int(seq, "ledger seq")?;
-        let amount = entry.amount.to_string();
-        let statement = if insert {
-            "INSERT INTO warden_budget_ledger (grant_id, metric, seq, consumed_at, amount, released, v) \
-             VALUES ($1, $2, $3, $4, CAST($5::text AS numeric), $6, $7) ON CONFLICT DO NOTHING"
+        let row = encode(name::BUDGET_LEDGER, &(grant, metric, seq), entry)?;
+        let values = [
+            Lit::Text(grant),
+            Lit::Text(metric),
+            Lit::Int(int(seq, "ledger seq")?),
+            Lit::Int(entry.consumed_at),
+            Lit::Numeric(entry.amount),
+            Lit::Bool(entry.released),
+            Lit::Bytes(&row),
+        ];
+        if insert {
+            self.insert(
+                "INSERT INTO warden_budget_ledger (grant_id, metric, seq, consumed_at, amount, released, v) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &values,
+            )
         } else {
-            "UPDATE warden_budget_ledger SET consumed_at = $4, amount = CAST($5::text AS numeric), released = $6, \
-             v = $7 WHERE grant_id = $1 AND metric = $2 AND seq = $3"
-        };
-        self.insert(
-            statement,
-            &[&grant, &metric, &at, &entry.consumed_at, &amount, &entry.released, &row],
-            name::BUDGET_LEDGER,
-            &key,
-        )
+            self.sql.write(
+                "UPDATE warden_budget_ledger SET consumed_at = $4, amount = $5, released = $6, v = $7 \
+                 WHERE grant_id = $1 AND metric = $2 AND seq = $3",
+                &values,
+                Guard::ExactlyOne,
+            )
+        }
     }
 
     /// Release the charges of `(effect_key, attempt)` once, with a BUDGET_RELEASED event.
@@ -151,16 +145,6 @@ impl<'s, 'c> PgWriteTx<'s, 'c> {
     }
 }
 
-fn expect_one(written: u64, table: &str, key: &dyn std::fmt::Debug) -> Result<()> {
-    if written == 1 {
-        Ok(())
-    } else {
-        Err(Error::Store(format!(
-            "writing the {table} row {key:?} changed {written} rows, not one; nothing was written"
-        )))
-    }
-}
-
 impl WriteTables for PgWriteTx<'_, '_> {
     fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>> {
         let Some(stored) = rows::effect_row(self.sql, effect_key)? else { return Ok(None) };
@@ -175,7 +159,6 @@ impl WriteTables for PgWriteTx<'_, '_> {
         let row = encode(name::EFFECTS, &key, &StoredEffect::from_record(record))?;
         self.upsert(
             "INSERT INTO warden_effects (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-            name::EFFECTS,
             key,
             &row,
         )?;
@@ -217,7 +200,6 @@ impl WriteTables for PgWriteTx<'_, '_> {
         let row = encode(name::APPROVALS_BY_ACTION, &action_hash, &approval_id.to_owned())?;
         self.upsert(
             "INSERT INTO warden_approvals_by_action (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-            name::APPROVALS_BY_ACTION,
             action_hash,
             &row,
         )
@@ -228,7 +210,6 @@ impl WriteTables for PgWriteTx<'_, '_> {
         let row = encode(name::APPROVALS, &key, record)?;
         self.upsert(
             "INSERT INTO warden_approvals (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-            name::APPROVALS,
             key,
             &row,
         )
@@ -265,12 +246,9 @@ impl WriteTables for PgWriteTx<'_, '_> {
             data,
         };
         let row = encode(name::EVENTS, &event_id, &event)?;
-        let id = int(event_id, "event id")?;
         self.insert(
-            "INSERT INTO warden_events (id, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&id, &row],
-            name::EVENTS,
-            &event_id,
+            "INSERT INTO warden_events (id, v) VALUES ($1, $2)",
+            &[Lit::Int(int(event_id, "event id")?), Lit::Bytes(&row)],
         )?;
         Ok(event_id)
     }
@@ -293,24 +271,15 @@ impl WriteTables for PgWriteTx<'_, '_> {
         let (document, hash) =
             draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
         let row = StoredReceipt { document, hash: Some(hash.clone()), executor_result };
-        let at = int(seq, "receipt seq")?;
-        let written = self.sql.exec(
-            "INSERT INTO warden_receipts (seq, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&at, &encode(name::RECEIPTS, &seq, &row)?],
-            "writing a receipt",
+        // A receipt at this seq already (the head was altered) fails the insert and the transaction.
+        self.insert(
+            "INSERT INTO warden_receipts (seq, v) VALUES ($1, $2)",
+            &[Lit::Int(int(seq, "receipt seq")?), Lit::Bytes(&encode(name::RECEIPTS, &seq, &row)?)],
         )?;
-        if written != 1 {
-            return Err(Error::Store(format!(
-                "receipt seq {seq} already exists but the chain head says {}; the store was altered. Run `warden receipts --verify-chain`",
-                head.seq
-            )));
-        }
         let id = draft.receipt_id.as_str();
         self.insert(
-            "INSERT INTO warden_receipt_ids (k, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&id, &encode(name::RECEIPT_IDS, &id, &seq)?],
-            name::RECEIPT_IDS,
-            &id,
+            "INSERT INTO warden_receipt_ids (k, v) VALUES ($1, $2)",
+            &[Lit::Text(id), Lit::Bytes(&encode(name::RECEIPT_IDS, &id, &seq)?)],
         )?;
         let outcome = matches!(
             draft.result,
@@ -319,7 +288,6 @@ impl WriteTables for PgWriteTx<'_, '_> {
         if let (true, Some(key)) = (outcome, draft.effect_key.as_deref()) {
             self.upsert(
                 "INSERT INTO warden_effect_receipts (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-                name::EFFECT_RECEIPTS,
                 key,
                 &encode(name::EFFECT_RECEIPTS, &key, &seq)?,
             )?;
@@ -335,24 +303,17 @@ impl WriteTables for PgWriteTx<'_, '_> {
         let last: u64 = self.meta(tables::META_SNAPSHOT_SEQ)?.unwrap_or(0);
         record.seq = last + 1;
         let id = record.id.as_str();
-        let written = self.sql.exec(
-            "INSERT INTO warden_snapshots (k, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&id, &encode(name::SNAPSHOTS, &id, &record)?],
-            "writing a snapshot",
+        // An id that exists (the random source repeated itself) fails the insert and the transaction.
+        self.insert(
+            "INSERT INTO warden_snapshots (k, v) VALUES ($1, $2)",
+            &[Lit::Text(id), Lit::Bytes(&encode(name::SNAPSHOTS, &id, &record)?)],
         )?;
-        if written != 1 {
-            return Err(Error::Store(format!(
-                "snapshot id {id} already exists; nothing was written (the random source repeated itself)"
-            )));
-        }
         let seq = int(record.seq, "snapshot seq")?;
         for scope in scopes {
             let key = (scope.as_str(), record.seq);
             self.insert(
-                "INSERT INTO warden_snapshot_index (scope, seq, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                &[&scope, &seq, &encode(name::SNAPSHOT_INDEX, &key, &record.id)?],
-                name::SNAPSHOT_INDEX,
-                &key,
+                "INSERT INTO warden_snapshot_index (scope, seq, v) VALUES ($1, $2, $3)",
+                &[Lit::Text(scope), Lit::Int(seq), Lit::Bytes(&encode(name::SNAPSHOT_INDEX, &key, &record.id)?)],
             )?;
         }
         self.put_meta(tables::META_SNAPSHOT_SEQ, &encode(name::META, &tables::META_SNAPSHOT_SEQ, &record.seq)?)?;
@@ -368,38 +329,36 @@ impl AuthorityWrites for PgWriteTx<'_, '_> {
     fn insert_delegation(&mut self, new: &NewDelegation) -> Result<()> {
         let record = &new.record;
         let id = record.delegation_id.as_str();
-        let written = self.sql.exec(
-            "INSERT INTO warden_delegations (k, v) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&id, &encode(name::DELEGATIONS, &id, record)?],
-            "writing a delegation",
+        // Insert-only: an id that exists fails the insert and the transaction.
+        self.insert(
+            "INSERT INTO warden_delegations (k, v) VALUES ($1, $2)",
+            &[Lit::Text(id), Lit::Bytes(&encode(name::DELEGATIONS, &id, record)?)],
         )?;
-        if written != 1 {
-            return Err(Error::Store(format!(
-                "delegation {id} already exists; rows are never rewritten (the random source repeated itself)"
-            )));
-        }
         for key in &new.index_keys {
             let key = (key.agent.as_str(), key.action.as_str(), id);
             self.insert(
-                "INSERT INTO warden_delegation_index (agent, action, id, v) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                &[&key.0, &key.1, &key.2, &encode(name::DELEGATION_INDEX, &key, &())?],
-                name::DELEGATION_INDEX,
-                &key,
+                "INSERT INTO warden_delegation_index (agent, action, id, v) VALUES ($1, $2, $3, $4)",
+                &[
+                    Lit::Text(key.0),
+                    Lit::Text(key.1),
+                    Lit::Text(key.2),
+                    Lit::Bytes(&encode(name::DELEGATION_INDEX, &key, &())?),
+                ],
             )?;
         }
         let child = (record.parent_id.as_str(), id);
         self.insert(
-            "INSERT INTO warden_delegation_children (parent, id, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            &[&child.0, &child.1, &encode(name::DELEGATION_CHILDREN, &child, &())?],
-            name::DELEGATION_CHILDREN,
-            &child,
+            "INSERT INTO warden_delegation_children (parent, id, v) VALUES ($1, $2, $3)",
+            &[Lit::Text(child.0), Lit::Text(child.1), Lit::Bytes(&encode(name::DELEGATION_CHILDREN, &child, &())?)],
         )?;
         let creator = (record.created_by.agent.as_str(), id);
         self.insert(
-            "INSERT INTO warden_delegation_creators (agent, id, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            &[&creator.0, &creator.1, &encode(name::DELEGATION_CREATORS, &creator, &record.created_by.user)?],
-            name::DELEGATION_CREATORS,
-            &creator,
+            "INSERT INTO warden_delegation_creators (agent, id, v) VALUES ($1, $2, $3)",
+            &[
+                Lit::Text(creator.0),
+                Lit::Text(creator.1),
+                Lit::Bytes(&encode(name::DELEGATION_CREATORS, &creator, &record.created_by.user)?),
+            ],
         )
     }
 
@@ -482,17 +441,10 @@ impl AuthorityWrites for PgWriteTx<'_, '_> {
         }
         let key = (effect_key, u64::from(attempt));
         let written_row = encode(name::BUDGET_BY_EFFECT, &key, &written)?;
-        let at = i64::from(attempt);
-        let inserted = self.sql.exec(
-            "INSERT INTO warden_budget_by_effect (effect_key, attempt, v) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            &[&effect_key, &at, &written_row],
-            "writing an effect's budget charges",
-        )?;
-        if inserted != 1 {
-            return Err(Error::Store(format!(
-                "effect {effect_key:?} attempt {attempt} already has budget charges; the store was altered"
-            )));
-        }
-        Ok(())
+        // An attempt that already has charges (the store was altered) fails the insert.
+        self.insert(
+            "INSERT INTO warden_budget_by_effect (effect_key, attempt, v) VALUES ($1, $2, $3)",
+            &[Lit::Text(effect_key), Lit::Int(i64::from(attempt)), Lit::Bytes(&written_row)],
+        )
     }
 }
