@@ -4,6 +4,9 @@
 # trust authentication on 127.0.0.1 only, and prints the URL of a fresh database `warden`;
 # `scripts/pg-server.sh stop DIR` stops it and removes DIR. Every wait is bounded.
 #
+# PG_LISTEN (default 127.0.0.1) lists the addresses to listen on, and PG_HBA_NET, when set, is a
+# network whose clients are trusted too (the two-host tests' namespace addresses).
+#
 # Needs PostgreSQL 12 or newer's server binaries (Debian: `apt-get install postgresql`); looks in
 # PG_BIN, then /usr/lib/postgresql/*/bin, then PATH.
 set -euo pipefail
@@ -42,12 +45,15 @@ start)
     as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
     cat >>"$dir/data/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
+listen_addresses = '${PG_LISTEN:-127.0.0.1}'
 port = $port
 unix_socket_directories = '$dir'
 max_connections = 200
 fsync = on
 EOF
+    if [ -n "${PG_HBA_NET:-}" ]; then
+        echo "host all all $PG_HBA_NET trust" >>"$dir/data/pg_hba.conf"
+    fi
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 start >/dev/null \
         || { cat "$dir/server.log" >&2; exit 1; }
     as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -q -c "CREATE DATABASE warden" >/dev/null

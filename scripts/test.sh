@@ -134,9 +134,9 @@ postgres_tests() {
     pg_dir=$(mktemp -d /tmp/warden-pg.XXXXXX)
     local url; url=$(scripts/pg-server.sh start "$pg_dir")
     echo "PostgreSQL: $url (data in $pg_dir)"
-    WARDEN_TEST_STORE="$url" WARDEN_TEST_PG_DIR="$pg_dir" cargo test --locked --features test-exports,postgres \
+    WARDEN_TEST_STORE="$url" WARDEN_TEST_PG_DIR="$pg_dir" cargo test --locked --features test-exports \
         --test kernel --test approvals --test authority_store --test authority_document --test pipeline \
-        --test kernel_refusal_kinds --test approval_webhook --test multiprocess --test postgres --lib 2>&1 | tee -a "$log"
+        --test kernel_refusal_kinds --test approval_webhook --test multiprocess --test postgres 2>&1 | tee -a "$log"
     stop_postgres
 }
 
@@ -198,6 +198,9 @@ stage "benches compile and link (cargo test --benches --no-run)" benches_build
 if [ -x bindings/python/run-tests.sh ]; then
     stage "python binding" bash -c "set -o pipefail; bindings/python/run-tests.sh 2>&1 | tee -a '$log'"
 fi
+# Two hosts (network namespaces) on one PostgreSQL store, through the Python binding just
+# installed: needs root for ip netns, and says it skipped otherwise.
+stage "PostgreSQL: two network-namespace hosts, a partition" bash -c "set -o pipefail; tests/netns/two_hosts.sh '$CARGO_TARGET_DIR/py-venv/bin/python' 2>&1 | tee -a '$log'"
 if [ -x bindings/node/run-tests.sh ]; then
     stage "node binding" bash -c "set -o pipefail; bindings/node/run-tests.sh 2>&1 | tee -a '$log'"
 fi
