@@ -11,7 +11,7 @@ use std::cell::Cell;
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use super::boundary::{AuthorityReads, AuthorityWrites, CountedSource, WriteTables};
+use super::boundary::{AuthorityReads, AuthorityWrites, CountedSource};
 use super::codec::{decode, encode, KeyBytes};
 use super::lazy::LazyTable;
 use super::tables::{self, name};
@@ -22,7 +22,6 @@ use crate::authority::source::{DelegationSource, IndexKey, SourceError};
 use crate::authority::{Charge, NewDelegation};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use crate::event::EventKind;
 
 // ---- keys as the checksum sees them ------------------------------------------------------------
 
@@ -222,19 +221,7 @@ where
                 .map_err(|error| unreadable(id, error))?;
             ids.push(id.to_owned());
         }
-        let mut found = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.delegation(&id)? {
-                Some(stored) => found.push(stored),
-                None => {
-                    return Err(SourceError::Unreadable {
-                        delegation_id: id,
-                        detail: "it is indexed but its row is missing; the store was altered".into(),
-                    })
-                }
-            }
-        }
-        Ok(found)
+        super::shared_rules::indexed_delegations(self, ids)
     }
 
     fn children(&self, parent_id: &str) -> Result<Vec<String>, SourceError> {
@@ -574,17 +561,7 @@ impl RedbWriteTx<'_> {
             }
             released.push(serde_json::json!({"grant_id": grant, "metric": metric, "amount": entry.amount}));
         }
-        if !released.is_empty() {
-            self.event(
-                EventKind::BUDGET_RELEASED,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"attempt": attempt, "released": released}),
-            )?;
-        }
-        Ok(())
+        super::shared_rules::budget_released(self, effect_key, attempt, action_id, now, released)
     }
 
     /// Test support: insert delegations in bulk without any check (see `Tamper`).

@@ -27,6 +27,7 @@ mod owner;
 mod pg;
 mod records;
 mod schema;
+mod shared_rules;
 mod tables;
 mod tx;
 mod wire;

@@ -134,20 +134,7 @@ impl WriteTables for RedbWriteTx<'_> {
     fn latest_approval_for(&self, action_hash: &str) -> Result<Option<ApprovalRecord>> {
         self.touch(name::APPROVALS_BY_ACTION);
         let id: Option<String> = read_row(self.approvals_by_action.get()?, name::APPROVALS_BY_ACTION, action_hash)?;
-        let Some(id) = id else { return Ok(None) };
-        match self.approval(&id)? {
-            Some(record) if record.action_hash == action_hash => Ok(Some(record)),
-            Some(_) => Err(damaged(
-                name::APPROVALS_BY_ACTION,
-                &action_hash,
-                &format!("points at approval {id}, which binds another action"),
-            )),
-            None => Err(damaged(
-                name::APPROVALS_BY_ACTION,
-                &action_hash,
-                &format!("points at approval {id}, which is missing"),
-            )),
-        }
+        super::shared_rules::indexed_approval(self, action_hash, id)
     }
 
     fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()> {

@@ -147,19 +147,7 @@ impl DelegationSource for PgDelegations<'_, '_> {
             name::DELEGATION_INDEX,
             |id, value| decode::<()>(name::DELEGATION_INDEX, &(key.agent.as_str(), key.action.as_str(), id), value),
         )?;
-        let mut found = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.delegation(&id)? {
-                Some(stored) => found.push(stored),
-                None => {
-                    return Err(SourceError::Unreadable {
-                        delegation_id: id,
-                        detail: "it is indexed but its row is missing; the store was altered".into(),
-                    })
-                }
-            }
-        }
-        Ok(found)
+        crate::store::shared_rules::indexed_delegations(self, ids)
     }
 
     fn children(&self, parent_id: &str) -> Result<Vec<String>, SourceError> {

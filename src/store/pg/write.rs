@@ -21,8 +21,9 @@ use crate::receipt::{ReceiptDraft, ReceiptResult, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
 use crate::store::authority_rows::LedgerEntry;
 use crate::store::boundary::{AuthorityWrites, CountedSource, WriteTables};
-use crate::store::codec::{damaged, decode, encode};
+use crate::store::codec::{decode, encode};
 use crate::store::records::{ChainHead, StoredEffect};
+use crate::store::shared_rules;
 use crate::store::tables::{self, name};
 
 /// One write transaction.
@@ -131,17 +132,7 @@ impl<'s, 'c> PgWriteTx<'s, 'c> {
             self.put_ledger(grant, metric, *seq, &entry, false)?;
             released.push(serde_json::json!({"grant_id": grant, "metric": metric, "amount": entry.amount}));
         }
-        if !released.is_empty() {
-            self.event(
-                EventKind::BUDGET_RELEASED,
-                now,
-                Some(action_id),
-                Some(effect_key),
-                None,
-                serde_json::json!({"attempt": attempt, "released": released}),
-            )?;
-        }
-        Ok(())
+        shared_rules::budget_released(self, effect_key, attempt, action_id, now, released)
     }
 }
 
@@ -180,20 +171,7 @@ impl WriteTables for PgWriteTx<'_, '_> {
             name::APPROVALS_BY_ACTION,
             action_hash,
         )?;
-        let Some(id) = id else { return Ok(None) };
-        match self.approval(&id)? {
-            Some(record) if record.action_hash == action_hash => Ok(Some(record)),
-            Some(_) => Err(damaged(
-                name::APPROVALS_BY_ACTION,
-                &action_hash,
-                &format!("points at approval {id}, which binds another action"),
-            )),
-            None => Err(damaged(
-                name::APPROVALS_BY_ACTION,
-                &action_hash,
-                &format!("points at approval {id}, which is missing"),
-            )),
-        }
+        shared_rules::indexed_approval(self, action_hash, id)
     }
 
     fn index_approval(&mut self, action_hash: &str, approval_id: &str) -> Result<()> {
