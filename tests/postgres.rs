@@ -458,16 +458,8 @@ fn a_lock_holder_killed_with_sigkill_releases_the_store() {
     assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(15), "{waited:?}");
 }
 
-#[test]
-fn a_server_restart_between_calls_is_survived_by_reconnecting() {
-    let _alone = SERVER.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Ok(dir) = std::env::var("WARDEN_TEST_PG_DIR") else {
-        panic!("set WARDEN_TEST_PG_DIR to the directory scripts/pg-server.sh started the server in");
-    };
-    let url = fresh_postgres_schema(&base());
-    let kernel = open_with(&url, &ManualClock::new(T0), Duration::from_secs(20)).unwrap();
-    let t = key_template();
-    kernel.propose(&allow(&refund("before", 5), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+/// `pg_ctl restart -m fast` of the test server (as the user that owns its data directory).
+fn restart_server(dir: &str) {
     let bin = std::fs::read_dir("/usr/lib/postgresql")
         .ok()
         .and_then(|entries| entries.filter_map(Result::ok).map(|e| e.path().join("bin")).max())
@@ -487,12 +479,90 @@ fn a_server_restart_between_calls_is_survived_by_reconnecting() {
         .status()
         .unwrap();
     assert!(status.success(), "pg_ctl restart failed");
+}
+
+#[test]
+fn a_server_restart_between_calls_is_survived_by_reconnecting() {
+    let _alone = SERVER.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Ok(dir) = std::env::var("WARDEN_TEST_PG_DIR") else {
+        panic!("set WARDEN_TEST_PG_DIR to the directory scripts/pg-server.sh started the server in");
+    };
+    let url = fresh_postgres_schema(&base());
+    let kernel = open_with(&url, &ManualClock::new(T0), Duration::from_secs(20)).unwrap();
+    let t = key_template();
+    kernel.propose(&allow(&refund("before", 5), &t)).unwrap().commit(&serde_json::json!(1)).unwrap();
+    restart_server(&dir);
     // The pooled connection died with the server; the next call replaces it.
     let permit = kernel.propose(&allow(&refund("after", 5), &t)).unwrap();
     permit.commit(&serde_json::json!(2)).unwrap();
     assert_eq!(kernel.poisoned(), None);
     assert_eq!(kernel.effects(None, 10).unwrap().len(), 2);
     assert!(kernel.verify_chain().unwrap().ok);
+}
+
+#[test]
+fn a_server_restart_under_eight_writers_loses_no_reported_permit_and_fails_nothing() {
+    let _alone = SERVER.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = std::env::var("WARDEN_TEST_PG_DIR").expect("WARDEN_TEST_PG_DIR");
+    let url = fresh_postgres_schema(&base());
+    drop(open(&PathBuf::from(&url), &ManualClock::new(T0)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let (url, stop) = (url.clone(), stop.clone());
+            std::thread::spawn(move || {
+                // Each its own handle: its own connections, as a process would have.
+                let kernel = open_with(&url, &ManualClock::new(T0), Duration::from_secs(10)).unwrap();
+                let t = key_template();
+                let (mut permits, mut commits, mut unavailable) = (Vec::new(), Vec::new(), 0);
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) || n < 5 {
+                    let key = format!("w{w}n{n}");
+                    n += 1;
+                    match kernel.propose(&allow(&refund(&key, 1), &t)) {
+                        Ok(permit) => {
+                            permits.push(key.clone());
+                            match permit.commit(&serde_json::json!(n)) {
+                                Ok(()) => commits.push(key),
+                                Err(Error::Unavailable(_)) => unavailable += 1,
+                                Err(other) => panic!("commit of {key}: {other}"),
+                            }
+                        }
+                        Err(Error::Unavailable(_)) => unavailable += 1,
+                        Err(other) => panic!("propose {key}: {other}"),
+                    }
+                    assert_eq!(kernel.poisoned(), None);
+                }
+                (permits, commits, unavailable)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    restart_server(&dir);
+    std::thread::sleep(Duration::from_millis(700));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reader = open(&PathBuf::from(&url), &ManualClock::new(T0));
+    let mut reported = 0;
+    for worker in workers {
+        let (permits, commits, unavailable) = worker.join().unwrap();
+        eprintln!("worker: {} permits, {} commits, {unavailable} unavailable", permits.len(), commits.len());
+        reported += permits.len();
+        for key in &permits {
+            let record = reader.effect(&format!("refund:{key}")).unwrap();
+            assert!(record.is_some(), "reported permit {key} was lost");
+        }
+        for key in &commits {
+            assert_eq!(
+                reader.effect(&format!("refund:{key}")).unwrap().unwrap().state,
+                EffectState::Committed,
+                "{key}"
+            );
+        }
+    }
+    assert!(reported > 16, "the workers made progress: {reported} permits");
+    let failed = reader.effects(Some(EffectState::Failed), 1000).unwrap();
+    assert!(failed.is_empty(), "FAILED without proof: {failed:?}");
+    assert!(reader.verify_chain().unwrap().ok);
 }
 
 #[test]
