@@ -627,3 +627,38 @@ impl ReadOp for Read {
 pub(super) fn unexpected(what: &str) -> Error {
     Error::Store(format!("the store answered a {what} request with something else; every process using one store must run the same Warden version"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Granted, Write, WriteReply};
+    use crate::store::WriteOp;
+
+    fn granted(lease_expires_at: Option<i64>, holds_key: bool) -> WriteReply {
+        WriteReply::Granted(Granted {
+            attempt: 1,
+            lease_expires_at,
+            approval_id: None,
+            approver: None,
+            started_at: 0,
+            holds_key,
+            blocked: None,
+            charged: false,
+        })
+    }
+
+    fn lapsed(reply: WriteReply, now: i64) -> bool {
+        matches!(Write::confirmed_late(reply, now), WriteReply::Lapsed(_))
+    }
+
+    #[test]
+    fn a_permit_confirmed_at_or_after_its_lease_lapse_is_lapsed_and_one_microsecond_before_is_not() {
+        assert!(lapsed(granted(Some(1_000), true), 1_000), "at the instant");
+        assert!(lapsed(granted(Some(1_000), true), 1_001), "one step past");
+        assert!(!lapsed(granted(Some(1_000), true), 999), "one step before");
+        // No key held, or no lease: nothing to lapse.
+        assert!(!lapsed(granted(Some(1_000), false), 5_000));
+        assert!(!lapsed(granted(None, true), 5_000));
+        // Any other reply is kept as it is.
+        assert!(matches!(Write::confirmed_late(WriteReply::Done, 5_000), WriteReply::Done));
+    }
+}
