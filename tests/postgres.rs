@@ -566,6 +566,50 @@ fn a_server_restart_under_eight_writers_loses_no_reported_permit_and_fails_nothi
 }
 
 #[test]
+fn a_password_comes_from_the_password_file_which_others_must_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let _alone = SERVER.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = std::env::var("WARDEN_TEST_PG_DIR").expect("WARDEN_TEST_PG_DIR");
+    let url = fresh_postgres_schema(&base());
+    let schema = schema_of(&url);
+    let role = format!("pw_{schema}");
+    let mut admin = connect(&base());
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN PASSWORD 'right-pw'; GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}"
+        ))
+        .unwrap();
+    // This role must give a password (the server trusts everyone else on 127.0.0.1).
+    let hba = format!("{dir}/data/pg_hba.conf");
+    let original = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("host all {role} 127.0.0.1/32 scram-sha-256\n{original}")).unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let port = base().rsplit_once(':').unwrap().1.split('/').next().unwrap().to_owned();
+    let files = tempfile::tempdir().unwrap();
+    let passfile = files.path().join("pgpass");
+    let as_role = url.replacen("postgres@", &format!("{role}@"), 1);
+    let attempt = |line: &str, mode: u32| {
+        std::fs::write(&passfile, line).unwrap();
+        std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::env::set_var("PGPASSFILE", &passfile);
+        let opened = open_with(&as_role, &ManualClock::new(T0), Duration::from_secs(5));
+        std::env::remove_var("PGPASSFILE");
+        opened.map(drop).map_err(|e| e.to_string())
+    };
+    let right = format!("127.0.0.1:{port}:warden:{role}:right-pw\n");
+    assert_eq!(attempt(&right, 0o600), Ok(()));
+    let wrong = attempt(&format!("127.0.0.1:{port}:warden:{role}:wrong-pw\n"), 0o600).unwrap_err();
+    assert!(wrong.contains("password authentication failed") && !wrong.contains("wrong-pw"), "{wrong}");
+    let readable = attempt(&right, 0o644).unwrap_err();
+    assert!(readable.contains("may be read by others") && !readable.contains("right-pw"), "{readable}");
+
+    std::fs::write(&hba, original).unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+#[test]
 fn a_reader_tailing_events_never_misses_one_while_four_handles_write() {
     let _server = shared();
     let url = fresh_postgres_schema(&base());

@@ -22,6 +22,7 @@
 //!   transaction. A handle is refused in a forked child (`Store::check_fork`), so a child never
 //!   touches the parent's sockets.
 
+mod passfile;
 mod read;
 mod rows;
 mod schema;
@@ -100,6 +101,23 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// A password the URL does not give: `PGPASSWORD`, else the password file's matching line.
+fn password_from_environment(config: &postgres::Config) -> Result<Option<String>> {
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        return Ok(Some(password));
+    }
+    let Some(path) = passfile::location() else { return Ok(None) };
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(name)) => name.clone(),
+        Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or_default().to_owned();
+    let database = config.get_dbname().map_or_else(|| user.clone(), str::to_owned);
+    passfile::lookup(&path, &host, port, &database, &user).map_err(Error::Config)
+}
+
 /// The URL as messages show it: no password, ever.
 pub(crate) fn shown(location: &str) -> String {
     match url::Url::parse(location) {
@@ -132,7 +150,7 @@ impl PgStore {
             .parse()
             .map_err(|e| Error::Config(format!("the store URL {shown} is not a PostgreSQL connection URL: {e}")))?;
         if config.get_password().is_none() {
-            if let Ok(password) = std::env::var("PGPASSWORD") {
+            if let Some(password) = password_from_environment(&config)? {
                 config.password(password);
             }
         }
