@@ -66,10 +66,12 @@ fn split(line: &str) -> Option<[String; 5]> {
 mod tests {
     use super::find;
 
+    /// (file, host, port, database, user, password found)
+    type Case = (&'static str, &'static str, u16, &'static str, &'static str, Option<&'static str>);
+
     #[test]
     fn the_first_matching_line_gives_the_password() {
-        // (file, host, port, database, user, password found)
-        let rows: &[(&str, &str, u16, &str, &str, Option<&str>)] = &[
+        let rows: &[Case] = &[
             ("db.example:5432:warden:agent:s3cret", "db.example", 5432, "warden", "agent", Some("s3cret")),
             ("db.example:5432:warden:agent:s3cret", "db.example", 5433, "warden", "agent", None),
             ("db.example:5432:warden:agent:s3cret", "other", 5432, "warden", "agent", None),
