@@ -11,7 +11,9 @@
 #   2. host A partitioned from the server (a blackhole route inside A) for 3 s while both hosts
 #      run: host B keeps committing (A's abandoned transactions and their lock die within the
 #      store's bounds), no key is ever won twice, every reported win is committed, the chain
-#      verifies.
+#      verifies;
+#   3. the server's replies to host A dropped for 3 s (a blackhole route on the server's side),
+#      so COMMITs can land unanswered: the same checks.
 # Needs root (ip netns); elsewhere it says so and stops (exit 0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -143,3 +145,24 @@ check_store part "$work/part"
 [ "$after" -gt "$before" ] || { echo "host B made no progress while A was partitioned ($before → $after)" >&2; exit 1; }
 unavailable=$(cat "$work"/part.a* | grep -c '^unavailable ' || true)
 echo "case 2: host A partitioned 3 s: host B won $((after - before)) keys meanwhile; A saw $unavailable unavailable calls; no key won twice"
+
+# ---- 3: the server's replies to host A dropped for 3 s (a blackhole route on the server's side)
+# A's requests still arrive, so some COMMITs land whose answers are lost: those are decided by
+# the witness on a fresh connection (or fail closed while the link is down), never applied twice.
+psql_admin "CREATE SCHEMA reply"
+keys=()
+for k in $(seq 1 150); do keys+=("r$k"); done
+run_workers reply "$work/go3" "$work/reply" "--retry-until 60" "${keys[@]}"
+sleep 1
+touch "$work/go3"
+sleep 1
+ip route add blackhole 10.231.1.2/32
+before=$(cat "$work"/reply.b* | grep -c '^won ' || true)
+sleep 3
+after=$(cat "$work"/reply.b* | grep -c '^won ' || true)
+ip route del blackhole 10.231.1.2/32
+wait
+check_store reply "$work/reply"
+[ "$after" -gt "$before" ] || { echo "host B made no progress while A's replies were dropped ($before → $after)" >&2; exit 1; }
+unavailable=$(cat "$work"/reply.a* | grep -c '^unavailable ' || true)
+echo "case 3: replies to host A dropped 3 s: host B won $((after - before)) keys meanwhile; A saw $unavailable unavailable calls; no key won twice"
