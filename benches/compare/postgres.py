@@ -2,6 +2,10 @@
 PostgreSQL backend, through their Python APIs, in one run (started by `postgres.sh`).
 
     postgres.py --url postgresql://…/db --lib path/to/libwarden.so [--actions N] [--rounds R]
+                [--hosts NS=URL,NS=URL]
+
+With `--hosts` (two network namespaces and the URL of the server as each reaches it; postgres.sh
+--two-hosts makes them), a fourth row runs 4 processes in each namespace.
 
 Every run is a fresh schema, fresh processes and a warm-up action per thread outside the timed
 span; workers start together on `go` (py_worker.py's protocol) and the rate is the actions over
@@ -51,7 +55,9 @@ def fresh_schema(url: str, name: str) -> None:
         db.execute(f"CREATE SCHEMA {name}")
 
 
-def one_run(args: argparse.Namespace, system: str, processes: int, threads: int, tag: str) -> dict[str, Any]:
+def one_run(
+    args: argparse.Namespace, system: str, processes: int, threads: int, tag: str, hosts: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
     schema = f"bench_{os.getpid()}_{tag}"
     fresh_schema(args.url, schema)
     env = worker_env(args, schema)
@@ -64,14 +70,22 @@ def one_run(args: argparse.Namespace, system: str, processes: int, threads: int,
             env=env, check=True, capture_output=True, timeout=TIMEOUT_S,
         )
         per_worker = max(1, args.actions // (processes * threads))
-        workers = [
-            subprocess.Popen(
-                [sys.executable, str(HERE / "py_worker.py"), "run", *common, "--workers", str(threads),
-                 "--per-worker", str(per_worker), "--tag", f"p{index}"],
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        workers = []
+        for index in range(processes):
+            prefix: list[str] = []
+            process_env = env
+            if hosts:
+                # Alternate processes between the hosts; each reaches the server on its own link.
+                namespace, url = hosts[index % len(hosts)]
+                prefix = ["ip", "netns", "exec", namespace]
+                process_env = dict(env, BENCH_PG_URL=url)
+            workers.append(
+                subprocess.Popen(
+                    [*prefix, sys.executable, str(HERE / "py_worker.py"), "run", *common, "--workers", str(threads),
+                     "--per-worker", str(per_worker), "--tag", f"p{index}"],
+                    env=process_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                )
             )
-            for index in range(processes)
-        ]
         for worker in workers:
             line = worker.stdout.readline().strip()  # type: ignore[union-attr]
             if line != "ready":
@@ -111,21 +125,24 @@ def main() -> None:
     parser.add_argument("--lib", required=True, type=Path, help="libwarden built with --features postgres")
     parser.add_argument("--actions", type=int, default=800)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--hosts", help="NS=URL,NS=URL: add the 4 + 4 processes on two hosts row")
     args = parser.parse_args()
+    hosts = [tuple(item.split("=", 1)) for item in args.hosts.split(",")] if args.hosts else None
+    workloads = WORKLOADS + ([("4 + 4 processes, two hosts", 8, 1)] if hosts else [])
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    order = [(w, s) for w in WORKLOADS for s in SYSTEMS]
+    order = [(w, s) for w in workloads for s in SYSTEMS]
     runs = 0
     for round_ in range(args.rounds):
         for (label, processes, threads), system in order if round_ % 2 == 0 else reversed(order):
             runs += 1
             progress(f"round {round_ + 1}/{args.rounds}: {system}, {label}")
-            result = one_run(args, system, processes, threads, f"r{runs}")
+            result = one_run(args, system, processes, threads, f"r{runs}", hosts if label.endswith("two hosts") else None)
             rows.setdefault((label, system), []).append(result)
     progress("")
     print(f"{args.actions} actions per run, {args.rounds} rounds, medians (min–max)\n")
     print("| workload | system | actions/s | min–max | p50 / p99 ms | × ctrlrun |")
     print("|---|---|---|---|---|---|")
-    for label, _, _ in WORKLOADS:
+    for label, _, _ in workloads:
         base = statistics.median(r["rate"] for r in rows[(label, "ctrlrun-postgres")])
         for system in SYSTEMS:
             found = rows[(label, system)]

@@ -29,30 +29,17 @@ b=${tag}b
 work=$(mktemp -d /tmp/warden-netns.XXXXXX)
 chmod 755 "$work" # the server runs as its own user inside it
 server=$work/server
+# shellcheck source=../../scripts/netns-hosts.sh
+. scripts/netns-hosts.sh
 cleanup() {
-    ip netns del "$a" 2>/dev/null || true
-    ip netns del "$b" 2>/dev/null || true
-    ip link del "${a}0" 2>/dev/null || true
-    ip link del "${b}0" 2>/dev/null || true
+    netns_remove "$a" "$b"
     scripts/pg-server.sh stop "$server" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-# host NAME, the server-side address, the host's address
-host() {
-    local name=$1 here=$2 there=$3
-    ip netns add "$name"
-    ip link add "${name}0" type veth peer name "${name}1"
-    ip link set "${name}1" netns "$name"
-    ip addr add "$here/30" dev "${name}0"
-    ip link set "${name}0" up
-    ip netns exec "$name" ip addr add "$there/30" dev "${name}1"
-    ip netns exec "$name" ip link set "${name}1" up
-    ip netns exec "$name" ip link set lo up
-}
-host "$a" 10.231.1.1 10.231.1.2
-host "$b" 10.231.2.1 10.231.2.2
+netns_host "$a" 10.231.1.1 10.231.1.2
+netns_host "$b" 10.231.2.1 10.231.2.2
 
 url=$(PG_LISTEN="127.0.0.1,10.231.1.1,10.231.2.1" PG_HBA_NET=10.231.0.0/16 scripts/pg-server.sh start "$server")
 port=$(cat "$server/port")
