@@ -76,3 +76,35 @@ pub(super) fn indexed_delegations(
     }
     Ok(found)
 }
+
+/// The event row `WriteTables::event` appends as `event_id`: its data in canonical form (or
+/// plain JSON when it has no canonical form).
+pub(super) fn event_row(
+    event_id: u64,
+    ts: Micros,
+    kind: EventKind,
+    ids: [Option<&str>; 3],
+    data: &serde_json::Value,
+) -> crate::event::Event {
+    let [action_id, effect_key, approval_id] = ids;
+    let data = crate::canonical::to_canonical_string(data, "event.data")
+        .unwrap_or_else(|_| serde_json::to_string(data).unwrap_or_else(|_| "null".into()));
+    crate::event::Event {
+        event_id,
+        ts,
+        kind,
+        action_id: action_id.map(str::to_owned),
+        effect_key: effect_key.map(str::to_owned),
+        approval_id: approval_id.map(str::to_owned),
+        data,
+    }
+}
+
+/// Whether a receipt records an effect's outcome (so the effect's outcome index points at it).
+pub(super) fn records_outcome(draft: &crate::receipt::ReceiptDraft) -> bool {
+    use crate::receipt::ReceiptResult;
+    matches!(
+        draft.result,
+        ReceiptResult::Committed | ReceiptResult::Failed | ReceiptResult::Ambiguous | ReceiptResult::Observed
+    )
+}

@@ -16,7 +16,7 @@ use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
-use crate::receipt::{ChainReport, ReceiptDraft, ReceiptResult, StoredReceipt, GENESIS_HASH};
+use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt, GENESIS_HASH};
 use crate::snapshot_record::SnapshotRecord;
 
 /// A redb error while touching `table`: the storage layer failed (I/O, a damaged page).
@@ -171,17 +171,7 @@ impl WriteTables for RedbWriteTx<'_> {
         };
         let event_id = last + 1;
         self.last_event_id = Some(event_id);
-        let data = crate::canonical::to_canonical_string(&data, "event.data")
-            .unwrap_or_else(|_| serde_json::to_string(&data).unwrap_or_else(|_| "null".into()));
-        let event = Event {
-            event_id,
-            ts,
-            kind,
-            action_id: action_id.map(str::to_owned),
-            effect_key: effect_key.map(str::to_owned),
-            approval_id: approval_id.map(str::to_owned),
-            data,
-        };
+        let event = super::shared_rules::event_row(event_id, ts, kind, [action_id, effect_key, approval_id], &data);
         let row = encode(name::EVENTS, &event_id, &event)?;
         self.events.get_mut()?.insert(event_id, row.as_slice()).map_err(fault_in(name::EVENTS))?;
         Ok(event_id)
@@ -224,10 +214,7 @@ impl WriteTables for RedbWriteTx<'_> {
             .get_mut()?
             .insert(id, encode(name::RECEIPT_IDS, &id, &seq)?.as_slice())
             .map_err(fault_in(name::RECEIPT_IDS))?;
-        let outcome = matches!(
-            draft.result,
-            ReceiptResult::Committed | ReceiptResult::Failed | ReceiptResult::Ambiguous | ReceiptResult::Observed
-        );
+        let outcome = super::shared_rules::records_outcome(draft);
         if let (true, Some(key)) = (outcome, draft.effect_key.as_deref()) {
             self.touch(name::EFFECT_RECEIPTS);
             self.effect_receipts

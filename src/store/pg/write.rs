@@ -16,8 +16,8 @@ use crate::authority::{Charge, NewDelegation};
 use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
 use crate::error::{Error, Result};
-use crate::event::{Event, EventKind};
-use crate::receipt::{ReceiptDraft, ReceiptResult, StoredReceipt};
+use crate::event::EventKind;
+use crate::receipt::{ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
 use crate::store::authority_rows::LedgerEntry;
 use crate::store::boundary::{AuthorityWrites, CountedSource, WriteTables};
@@ -212,17 +212,7 @@ impl WriteTables for PgWriteTx<'_, '_> {
         };
         let event_id = last + 1;
         self.last_event_id = Some(event_id);
-        let data = crate::canonical::to_canonical_string(&data, "event.data")
-            .unwrap_or_else(|_| serde_json::to_string(&data).unwrap_or_else(|_| "null".into()));
-        let event = Event {
-            event_id,
-            ts,
-            kind,
-            action_id: action_id.map(str::to_owned),
-            effect_key: effect_key.map(str::to_owned),
-            approval_id: approval_id.map(str::to_owned),
-            data,
-        };
+        let event = shared_rules::event_row(event_id, ts, kind, [action_id, effect_key, approval_id], &data);
         let row = encode(name::EVENTS, &event_id, &event)?;
         self.insert(
             "INSERT INTO warden_events (id, v) VALUES ($1, $2)",
@@ -259,10 +249,7 @@ impl WriteTables for PgWriteTx<'_, '_> {
             "INSERT INTO warden_receipt_ids (k, v) VALUES ($1, $2)",
             &[Lit::Text(id), Lit::Bytes(&encode(name::RECEIPT_IDS, &id, &seq)?)],
         )?;
-        let outcome = matches!(
-            draft.result,
-            ReceiptResult::Committed | ReceiptResult::Failed | ReceiptResult::Ambiguous | ReceiptResult::Observed
-        );
+        let outcome = shared_rules::records_outcome(draft);
         if let (true, Some(key)) = (outcome, draft.effect_key.as_deref()) {
             self.upsert(
                 "INSERT INTO warden_effect_receipts (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
