@@ -113,43 +113,37 @@ won=$(cat "$work"/race.* | grep -c '^won ' || true)
 [ "$won" = 20 ] || { echo "expected 20 wins in all, got $won" >&2; cat "$work"/race.* >&2; exit 1; }
 echo "case 1: 20 keys, 8 processes on 2 hosts: each key won exactly once"
 
-# ---- 2: host A partitioned for 3 s while both hosts run ------------------------------------
-psql_admin "CREATE SCHEMA part"
-export WARDEN_WRITE_WAIT_MS=2000
-keys=()
-for k in $(seq 1 150); do keys+=("p$k"); done
-run_workers part "$work/go2" "$work/part" "--retry-until 60" "${keys[@]}"
-sleep 1
-touch "$work/go2"
-sleep 1
-ip netns exec "$a" ip route add blackhole 10.231.1.1/32
-before=$(cat "$work"/part.b* | grep -c '^won ' || true)
-sleep 3
-after=$(cat "$work"/part.b* | grep -c '^won ' || true)
-ip netns exec "$a" ip route del blackhole 10.231.1.1/32
-wait
-check_store part "$work/part"
-[ "$after" -gt "$before" ] || { echo "host B made no progress while A was partitioned ($before → $after)" >&2; exit 1; }
-unavailable=$(cat "$work"/part.a* | grep -c '^unavailable ' || true)
-echo "case 2: host A partitioned 3 s: host B won $((after - before)) keys meanwhile; A saw $unavailable unavailable calls; no key won twice"
+# cut SCHEMA PREFIX WHAT ROUTE...: both hosts propose 150 keys (retrying what is unavailable)
+# while `ROUTE` is a blackhole for 3 s (added and removed with `PREFIX ip route`); host B must
+# keep winning meanwhile, and the store checks hold after.
+cut() {
+    local schema=$1 prefix=$2 what=$3 route=$4
+    psql_admin "CREATE SCHEMA $schema"
+    local keys=() k
+    for k in $(seq 1 150); do keys+=("$schema$k"); done
+    run_workers "$schema" "$work/go-$schema" "$work/$schema" "--retry-until 60" "${keys[@]}"
+    sleep 1
+    touch "$work/go-$schema"
+    sleep 1
+    # shellcheck disable=SC2086 # PREFIX is a command prefix, word-split on purpose
+    $prefix ip route add blackhole "$route"
+    local before after unavailable
+    before=$(cat "$work/$schema".b* | grep -c '^won ' || true)
+    sleep 3
+    after=$(cat "$work/$schema".b* | grep -c '^won ' || true)
+    # shellcheck disable=SC2086
+    $prefix ip route del blackhole "$route"
+    wait
+    check_store "$schema" "$work/$schema"
+    [ "$after" -gt "$before" ] || { echo "host B made no progress while $what ($before → $after)" >&2; exit 1; }
+    unavailable=$(cat "$work/$schema".a* | grep -c '^unavailable ' || true)
+    echo "$what for 3 s: host B won $((after - before)) keys meanwhile; A saw $unavailable unavailable calls; no key won twice"
+}
 
-# ---- 3: the server's replies to host A dropped for 3 s (a blackhole route on the server's side)
+export WARDEN_WRITE_WAIT_MS=2000
+# ---- 2: host A partitioned from the server (a blackhole route inside A) ---------------------
+cut part "ip netns exec $a" "case 2: host A partitioned" 10.231.1.1/32
+# ---- 3: the server's replies to host A dropped (a blackhole route on the server's side) -----
 # A's requests still arrive, so some COMMITs land whose answers are lost: those are decided by
 # the witness on a fresh connection (or fail closed while the link is down), never applied twice.
-psql_admin "CREATE SCHEMA reply"
-keys=()
-for k in $(seq 1 150); do keys+=("r$k"); done
-run_workers reply "$work/go3" "$work/reply" "--retry-until 60" "${keys[@]}"
-sleep 1
-touch "$work/go3"
-sleep 1
-ip route add blackhole 10.231.1.2/32
-before=$(cat "$work"/reply.b* | grep -c '^won ' || true)
-sleep 3
-after=$(cat "$work"/reply.b* | grep -c '^won ' || true)
-ip route del blackhole 10.231.1.2/32
-wait
-check_store reply "$work/reply"
-[ "$after" -gt "$before" ] || { echo "host B made no progress while A's replies were dropped ($before → $after)" >&2; exit 1; }
-unavailable=$(cat "$work"/reply.a* | grep -c '^unavailable ' || true)
-echo "case 3: replies to host A dropped 3 s: host B won $((after - before)) keys meanwhile; A saw $unavailable unavailable calls; no key won twice"
+cut reply "" "case 3: the server's replies to host A dropped" 10.231.1.2/32
