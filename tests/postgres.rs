@@ -390,6 +390,7 @@ fn a_permit_confirmed_after_its_lease_lapsed_is_not_handed_out_and_its_attempt_i
 /// Hold the store's write lock from another connection, as a stalled client would.
 fn hold_write_lock(url: &str) -> postgres::Client {
     let mut holder = connect(url);
+    // 1464074242 is the backend's WRITE_LOCK_CLASS (0x5744_0002, src/store/pg/mod.rs).
     holder.batch_execute("BEGIN; SELECT pg_advisory_xact_lock(1464074242, hashtext(current_schema()))").unwrap();
     holder
 }
