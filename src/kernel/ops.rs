@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
-use crate::store::{Protocol, ReadOp, ReadTx, WriteOp, WriteTx};
+use crate::store::{Prefetch, Protocol, ReadOp, ReadTx, WriteOp, WriteTx};
 
 use super::ReconcileAnswer;
 
@@ -347,6 +347,25 @@ impl WriteOp for Write {
                 WriteReply::Lapsed(granted)
             }
             other => other,
+        }
+    }
+
+    fn prefetch(&self) -> Vec<Prefetch> {
+        let receipt = |draft: &ReceiptDraft| [Prefetch::receipt_id(&draft.receipt_id), Prefetch::chain_head()];
+        match self {
+            Write::Refuse { proposed, .. } => receipt(&proposed.draft).to_vec(),
+            // The effect row, and the approval presented; a refusal's receipt is read when it
+            // comes to that.
+            Write::Reserve { proposed, presented, .. } | Write::Observe { proposed, presented } => proposed
+                .effect_key
+                .iter()
+                .map(|key| Prefetch::effect(key))
+                .chain(presented.iter().map(|id| Prefetch::approval(id)))
+                .collect(),
+            Write::Finish(finish) => {
+                finish.effect_key.iter().map(|key| Prefetch::effect(key)).chain(receipt(&finish.draft)).collect()
+            }
+            _ => Vec::new(),
         }
     }
 

@@ -74,6 +74,14 @@ pub trait WriteOp: Serialize + DeserializeOwned + Clone + Send + Sync + 'static 
         false
     }
 
+    /// Rows this operation will read, named ahead: a backend that pays a network round trip
+    /// per read (PostgreSQL) fetches them with the transaction's first statement, under the
+    /// lock. A guess, never a promise: a row not named is read when asked for; the file ignores
+    /// this.
+    fn prefetch(&self) -> Vec<Prefetch> {
+        Vec::new()
+    }
+
     /// The reply of a write whose commit was confirmed only later, at `now` by the store's
     /// clock (a PostgreSQL COMMIT whose answer was lost, read back from its witness): an
     /// operation marks a reply that must not be used as it is (a permit whose lease lapsed in
@@ -81,6 +89,37 @@ pub trait WriteOp: Serialize + DeserializeOwned + Clone + Send + Sync + 'static 
     fn confirmed_late(reply: Self::Reply, now: Micros) -> Self::Reply {
         let _ = now;
         reply
+    }
+}
+
+/// A row of a text-keyed table (`tables::name`) a write operation expects to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefetch {
+    /// The table, by its file name (`tables::name::EFFECTS`, …).
+    pub table: &'static str,
+    /// The row's key.
+    pub key: String,
+}
+
+impl Prefetch {
+    /// The chain head (the `meta` row every receipt appended reads).
+    pub(crate) fn chain_head() -> Prefetch {
+        Prefetch { table: tables::name::META, key: tables::META_HEAD.to_string() }
+    }
+
+    /// An effect key's row.
+    pub(crate) fn effect(key: &str) -> Prefetch {
+        Prefetch { table: tables::name::EFFECTS, key: key.to_string() }
+    }
+
+    /// Whether a receipt id is taken (every receipt appended checks).
+    pub(crate) fn receipt_id(id: &str) -> Prefetch {
+        Prefetch { table: tables::name::RECEIPT_IDS, key: id.to_string() }
+    }
+
+    /// An approval request's row.
+    pub(crate) fn approval(id: &str) -> Prefetch {
+        Prefetch { table: tables::name::APPROVALS, key: id.to_string() }
     }
 }
 

@@ -35,9 +35,10 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls};
 
-use super::{Durability, Now, ReadOp, WriteOp};
+use super::{Durability, Now, Prefetch, ReadOp, WriteOp};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
+use crate::store::tables::name;
 use sql::{commit_unknown, fault, Cache, Guard, Lit, Sql};
 
 /// The advisory lock class of a store's writes (the second key is the schema's hash).
@@ -258,33 +259,50 @@ impl PgStore {
         text
     }
 
-    /// Take the store's lock and read the database clock when it is granted, in one round trip.
-    /// Nothing else is read in this statement: under READ COMMITTED a statement reads the
-    /// snapshot taken when it started, before its wait for the lock; the next one sees every
-    /// commit that came before the lock.
-    fn lock(&self, sql: &Sql<'_>) -> Result<Micros> {
-        let row = sql
-            .row(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 FROM pg_advisory_xact_lock($1, $2)",
-                &[&WRITE_LOCK_CLASS, &self.schema_hash],
-                "waiting for the store's write lock",
-            )?
-            .ok_or_else(|| Error::Store("PostgreSQL answered no row for the store's lock".into()))?;
-        sql::column(&row, 0, "clock_timestamp")
-    }
-
-    /// Insert this transaction's witness and read the last event id, in one round trip (the
-    /// first statement after the lock: its snapshot has every earlier commit).
-    fn witness(&self, sql: &Sql<'_>, write_id: &[u8; 16], at: Micros) -> Result<u64> {
-        let row = sql
-            .row(
-                "INSERT INTO warden_witness (write_id, at) VALUES ($1, $2) \
-                 RETURNING (SELECT coalesce(max(id), 0) FROM warden_events)",
-                &[&write_id.as_slice(), &at],
-                "writing the commit witness",
-            )?
-            .ok_or_else(|| Error::Store("PostgreSQL answered no row for the commit witness".into()))?;
-        rows::seq_column(&row, 0, "warden_events")
+    /// A write transaction's first round trip, one simple query: BEGIN and its settings; the
+    /// store's lock; with `lost`, whether that earlier write's witness is there; this
+    /// transaction's witness, with the database clock and the last event id. The lock statement
+    /// reads nothing: under READ COMMITTED each statement of the query reads a snapshot taken
+    /// when it starts, so the ones after the lock see every commit that came before it (a
+    /// statement that waited for the lock would read a snapshot from before its wait).
+    ///
+    /// Then the rows the operation named ahead (`WriteOp::prefetch`), each answered with its
+    /// index in `ahead`; the indices sent are returned (a key PostgreSQL text cannot hold is
+    /// left to the operation's own read, which refuses it).
+    fn opening(
+        &self,
+        durability: Durability,
+        write_id: &[u8; 16],
+        lost: Option<&[u8; 16]>,
+        ahead: &[Prefetch],
+    ) -> (String, Vec<usize>) {
+        let mut text = self.begin(durability);
+        text.push_str(&format!("; SELECT pg_advisory_xact_lock({WRITE_LOCK_CLASS}, {})", self.schema_hash));
+        if let Some(lost) = lost {
+            text.push_str(&format!(
+                "; SELECT count(*) AS lost_found FROM warden_witness WHERE write_id = '\\x{}'::bytea",
+                hex::encode(lost)
+            ));
+        }
+        text.push_str(&format!(
+            "; INSERT INTO warden_witness (write_id, at) VALUES ('\\x{}'::bytea, \
+             (extract(epoch FROM clock_timestamp()) * 1000000)::int8) \
+             RETURNING at AS witness_at, (SELECT coalesce(max(id), 0) FROM warden_events) AS last_event_id",
+            hex::encode(write_id)
+        ));
+        let mut sent = Vec::new();
+        for (index, row) in ahead.iter().enumerate() {
+            let keyed = [name::META, name::EFFECTS, name::APPROVALS, name::RECEIPT_IDS];
+            let (Some(table), Ok(key)) = (keyed.iter().find(|t| **t == row.table), Sql::literal(&Lit::Text(&row.key)))
+            else {
+                continue;
+            };
+            text.push_str(&format!(
+                "; SELECT {index} AS ahead, encode(v, 'hex') AS ahead_v FROM warden_{table} WHERE k = {key}"
+            ));
+            sent.push(index);
+        }
+        (text, sent)
     }
 
     /// Apply one write in its own transaction.
@@ -364,31 +382,34 @@ impl PgStore {
         lost: Option<&[u8; 16]>,
     ) -> Attempt<W::Reply> {
         let Conn { client, cache } = conn;
-        let sql = match Sql::begin(client, cache, &self.begin(durability)) {
-            Ok(sql) => sql,
+        let ahead = op.prefetch();
+        let (opening, sent) = self.opening(durability, write_id, lost, &ahead);
+        let (sql, answered) = match Sql::begin(client, cache, &opening) {
+            Ok(opened) => opened,
+            // Nothing ran: the transaction (if it began) ended with the connection.
             Err(error) if sql::connection_gone(&error) => {
                 return Attempt::Stale(fault("starting a transaction", &error))
             }
-            Err(error) => return Attempt::Done(Err(fault("starting a transaction", &error))),
+            Err(error) => return Attempt::Done(Err(fault("taking the store's write lock", &error))),
         };
         let started = std::cell::Cell::new(false);
         let applied = (|| -> Result<Option<W::Reply>> {
-            let db_now = self.lock(&sql)?;
-            if let Some(lost) = lost {
-                let found = sql.row(
-                    "SELECT 1 FROM warden_witness WHERE write_id = $1",
-                    &[&lost.as_slice()],
-                    "reading the commit witness",
-                )?;
-                if found.is_some() {
-                    return Ok(None);
-                }
+            if lost.is_some() && rows::simple_int(&answered, "lost_found")? > 0 {
+                // The lost transaction's witness is there: it committed.
+                return Ok(None);
             }
+            for index in sent {
+                let value = rows::read_ahead(&answered, index)?;
+                let row = &ahead[index];
+                sql.read_ahead(row.table, row.key.clone(), value)?;
+            }
+            let db_now = rows::simple_int(&answered, "witness_at")?;
+            let last_event_id = rows::simple_int(&answered, "last_event_id")?;
+            let last_event_id = sql::uint(last_event_id, "warden_events")?;
             let at = match now {
                 Now::System => db_now,
                 other => other.read(),
             };
-            let last_event_id = self.witness(&sql, write_id, db_now)?;
             if write_id[0] == 0 {
                 // About one write in 256 removes old witness rows (bounded, under the lock).
                 sql.write(
@@ -403,7 +424,12 @@ impl PgStore {
             op.apply(&mut tables, at).map(Some)
         })();
         let reply = match applied {
-            Ok(reply) => reply,
+            // The lost write committed: this transaction (its own witness) is not needed.
+            Ok(None) => {
+                sql.rollback();
+                return Attempt::Done(Ok(None));
+            }
+            Ok(Some(reply)) => reply,
             Err(error) => {
                 sql.rollback();
                 if !started.get() && client.is_closed() {
@@ -415,30 +441,27 @@ impl PgStore {
         #[cfg(feature = "test-exports")]
         let reply = {
             let injected = if lost.is_none() { COMMIT_FAULT.with(|fault| fault.replace(0)) } else { 0 };
-            match (injected, reply) {
+            match injected {
                 // COMMIT never reached the server: the transaction ends without it.
-                (LOSE_COMMIT, Some(reply)) => {
+                LOSE_COMMIT => {
                     sql.rollback();
                     return Attempt::Unknown(reply);
                 }
                 // COMMIT landed and its answer was lost.
-                (LOSE_ANSWER, Some(reply)) => {
+                LOSE_ANSWER => {
                     return match sql.commit() {
                         Ok(Ok(())) => Attempt::Unknown(reply),
                         Ok(Err(error)) => Attempt::Done(Err(fault("committing", &error))),
                         Err(refused) => Attempt::Done(Err(refused)),
                     };
                 }
-                (_, reply) => reply,
+                _ => reply,
             }
         };
         match sql.commit() {
             Err(refused) => Attempt::Done(Err(refused)),
-            Ok(Ok(())) => Attempt::Done(Ok(reply)),
-            Ok(Err(error)) if commit_unknown(&error) => match reply {
-                Some(reply) if lost.is_none() => Attempt::Unknown(reply),
-                _ => Attempt::Done(Err(fault("committing", &error))),
-            },
+            Ok(Ok(())) => Attempt::Done(Ok(Some(reply))),
+            Ok(Err(error)) if commit_unknown(&error) && lost.is_none() => Attempt::Unknown(reply),
             Ok(Err(error)) => Attempt::Done(Err(fault("committing", &error))),
         }
     }
@@ -472,23 +495,17 @@ impl PgStore {
 
     fn read_in<R: ReadOp>(&self, conn: &mut Conn, op: &R, now: &Now) -> Result<R::Reply> {
         let Conn { client, cache } = conn;
+        // The clock is read in the same round trip (the snapshot is taken at this first
+        // statement).
         let begin = format!(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET LOCAL statement_timeout = {}",
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET LOCAL statement_timeout = {}; \
+             SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 AS read_at",
             self.bounds.statement.as_millis().max(1)
         );
-        let sql = Sql::begin(client, cache, &begin).map_err(|e| fault("starting a read", &e))?;
+        let (sql, answered) = Sql::begin(client, cache, &begin).map_err(|e| fault("starting a read", &e))?;
         let ran = (|| {
             let at = match now {
-                Now::System => {
-                    let row = sql
-                        .row(
-                            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8",
-                            &[],
-                            "reading the database clock",
-                        )?
-                        .ok_or_else(|| Error::Store("PostgreSQL answered no clock".into()))?;
-                    sql::column(&row, 0, "clock_timestamp")?
-                }
+                Now::System => rows::simple_int(&answered, "read_at")?,
                 other => other.read(),
             };
             op.run(&read::PgReadTx::new(&sql), at)

@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 
-use super::sql::{column, int, uint, Sql};
+use super::sql::{column, int, uint, Ahead, Sql};
 use crate::approval::ApprovalRecord;
 use crate::authority::record::{DelegationRecord, Revocation, StoredDelegation};
 use crate::authority::source::{DelegationSource, IndexKey, SourceError};
@@ -22,6 +22,11 @@ pub(super) fn text_row<T: serde::de::DeserializeOwned>(
     table: &'static str,
     key: &str,
 ) -> Result<Option<T>> {
+    match sql.read_before(table, key)? {
+        Ahead::Absent => return Ok(None),
+        Ahead::Row(bytes) => return decode(table, &key, &bytes).map(Some),
+        Ahead::NotRead => {}
+    }
     let Some(row) = sql.row(select, &[&key], &format!("reading the {table} table"))? else { return Ok(None) };
     let bytes: Vec<u8> = column(&row, 0, table)?;
     decode(table, &key, &bytes).map(Some)
@@ -163,4 +168,34 @@ impl DelegationSource for PgDelegations<'_, '_> {
 /// A bigint key column read back as u64.
 pub(super) fn seq_column(row: &postgres::Row, index: usize, table: &'static str) -> Result<u64> {
     uint(column(row, index, table)?, table)
+}
+
+/// The bigint column `name` of the first row of a simple query's answer that has it (the
+/// answers of a transaction's first round trip), or a store fault naming it.
+pub(super) fn simple_int(rows: &[postgres::SimpleQueryRow], name: &str) -> Result<i64> {
+    let text = rows
+        .iter()
+        .find_map(|row| row.try_get(name).ok())
+        .flatten()
+        .ok_or_else(|| Error::Store(format!("PostgreSQL answered no {name} when a write transaction began")))?;
+    text.parse().map_err(|_| {
+        Error::Store(format!("PostgreSQL answered {name} = {text:?} when a write transaction began, not a bigint"))
+    })
+}
+
+/// The row read ahead as `index` in a transaction's first round trip (`engine::opening`): its
+/// value column, or `None` when the row is absent.
+pub(super) fn read_ahead(rows: &[postgres::SimpleQueryRow], index: usize) -> Result<Option<Vec<u8>>> {
+    let wanted = index.to_string();
+    let Some(row) = rows.iter().find(|row| row.try_get("ahead").ok().flatten() == Some(wanted.as_str())) else {
+        return Ok(None);
+    };
+    let text = row
+        .try_get("ahead_v")
+        .ok()
+        .flatten()
+        .ok_or_else(|| Error::Store("PostgreSQL answered a row read ahead without its value".into()))?;
+    hex::decode(text)
+        .map(Some)
+        .map_err(|_| Error::Store("PostgreSQL answered a row read ahead whose value is not hex".into()))
 }

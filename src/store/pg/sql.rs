@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use postgres::types::ToSql;
-use postgres::{Client, Row, Statement};
+use postgres::{Client, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
 use crate::error::{Error, Result};
 
@@ -168,14 +168,71 @@ fn render(template: &str, values: &[Lit<'_>], guard: Guard) -> Result<String> {
     Ok(out)
 }
 
+/// The `warden_…` tables a statement of this backend names (its own static text, so a plain
+/// scan: every identifier that starts with `warden_`).
+fn tables(sql: &'static str) -> impl Iterator<Item = &'static str> {
+    let identifier = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    sql.match_indices("warden_").filter_map(move |(at, _)| {
+        if sql[..at].chars().next_back().is_some_and(identifier) {
+            return None;
+        }
+        let end = sql[at..].find(|c: char| !identifier(c)).map_or(sql.len(), |n| at + n);
+        Some(&sql[at..end])
+    })
+}
+
+/// Rows read ahead with a transaction's first statement, by (table's file name, key); `None`
+/// when the row was absent. A statement that writes a table drops that table's rows, so what is
+/// left is what a read now would answer.
+/// What a row read ahead says.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Ahead {
+    /// Not read ahead, or written since: read it.
+    NotRead,
+    /// Read ahead, and there was no such row.
+    Absent,
+    /// Read ahead: its value column.
+    Row(Vec<u8>),
+}
+
+#[derive(Default)]
+struct ReadAhead {
+    rows: HashMap<(&'static str, String), Option<Vec<u8>>>,
+}
+
+impl ReadAhead {
+    fn keep(&mut self, table: &'static str, key: String, value: Option<Vec<u8>>) {
+        self.rows.insert((table, key), value);
+    }
+
+    fn get(&self, table: &'static str, key: &str) -> Ahead {
+        match self.rows.get(&(table, key.to_string())) {
+            None => Ahead::NotRead,
+            Some(None) => Ahead::Absent,
+            Some(Some(value)) => Ahead::Row(value.clone()),
+        }
+    }
+
+    fn forget(&mut self, statement: &'static str) {
+        for table in tables(statement) {
+            let file_name = table.trim_start_matches("warden_");
+            self.rows.retain(|(read, _), _| *read != file_name);
+        }
+    }
+}
+
 /// One open transaction on one connection. Writes whose result is not needed are buffered and
-/// sent together — before the next read (so every read sees them) or with COMMIT, in one round
-/// trip — so the store's lock is held for fewer round trips. A guarded write that fails aborts
-/// the transaction on the server, so COMMIT in the same batch cannot succeed.
+/// sent together — before the next read of a table they touch (so every read sees them) or with
+/// COMMIT, in one round trip — so the store's lock is held for fewer round trips. A guarded write
+/// that fails aborts the transaction on the server, so COMMIT cannot succeed after it.
 pub(super) struct Sql<'c> {
     client: RefCell<&'c mut Client>,
     cache: RefCell<&'c mut Cache>,
     pending: RefCell<String>,
+    /// The tables the buffered writes touch.
+    touched: RefCell<Vec<&'static str>>,
+    /// Rows read ahead with the transaction's first statement.
+    prefetched: RefCell<ReadAhead>,
     failed: Cell<bool>,
     ended: Cell<bool>,
 }
@@ -192,34 +249,83 @@ impl Drop for Sql<'_> {
 }
 
 impl<'c> Sql<'c> {
-    /// Start a transaction: `begin` is sent as one simple query (BEGIN and its settings).
+    /// Start a transaction: `begin` is sent as one simple query (BEGIN, its settings, and any
+    /// statements that belong in the same round trip); the rows those answered come back. When
+    /// it fails, the transaction it may have opened is rolled back, so the connection is outside
+    /// any transaction again.
     pub(super) fn begin(
         client: &'c mut Client,
         cache: &'c mut Cache,
         begin: &str,
-    ) -> std::result::Result<Sql<'c>, postgres::Error> {
-        client.batch_execute(begin)?;
-        Ok(Sql {
+    ) -> std::result::Result<(Sql<'c>, Vec<SimpleQueryRow>), postgres::Error> {
+        let answered = match client.simple_query(begin) {
+            Ok(answered) => answered,
+            Err(error) => {
+                if !client.is_closed() {
+                    let _ = client.batch_execute("ROLLBACK");
+                }
+                return Err(error);
+            }
+        };
+        let rows = answered
+            .into_iter()
+            .filter_map(|message| match message {
+                SimpleQueryMessage::Row(row) => Some(row),
+                _ => None,
+            })
+            .collect();
+        let sql = Sql {
             client: RefCell::new(client),
             cache: RefCell::new(cache),
             pending: RefCell::new(String::new()),
+            touched: RefCell::new(Vec::new()),
+            prefetched: RefCell::new(ReadAhead::default()),
             failed: Cell::new(false),
             ended: Cell::new(false),
-        })
+        };
+        Ok((sql, rows))
+    }
+
+    /// A literal for a simple query's text (`Lit::render`).
+    pub(super) fn literal(value: &Lit<'_>) -> Result<String> {
+        let mut out = String::new();
+        value.render(&mut out)?;
+        Ok(out)
+    }
+
+    /// Keep a row read ahead (`None`: absent).
+    pub(super) fn read_ahead(&self, table: &'static str, key: String, value: Option<Vec<u8>>) -> Result<()> {
+        self.prefetched
+            .try_borrow_mut()
+            .map_err(|_| Error::Store("the read-ahead rows were re-entered".into()))?
+            .keep(table, key, value);
+        Ok(())
+    }
+
+    /// A row read ahead and not written since.
+    pub(super) fn read_before(&self, table: &'static str, key: &str) -> Result<Ahead> {
+        let prefetched =
+            self.prefetched.try_borrow().map_err(|_| Error::Store("the read-ahead rows were re-entered".into()))?;
+        Ok(prefetched.get(table, key))
     }
 
     fn client(&self) -> Result<std::cell::RefMut<'_, &'c mut Client>> {
         self.client.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))
     }
 
-    /// Send the buffered writes now.
-    fn flush(&self, doing: &str) -> Result<()> {
+    /// Send the buffered writes now, when `read` names a table one of them touches.
+    fn flush(&self, read: &'static str, doing: &str) -> Result<()> {
+        {
+            let touched =
+                self.touched.try_borrow().map_err(|_| Error::Store("the write buffer was re-entered".into()))?;
+            if touched.is_empty() || !tables(read).any(|table| touched.contains(&table)) {
+                return Ok(());
+            }
+        }
+        self.touched.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?.clear();
         let batch = std::mem::take(
             &mut *self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?,
         );
-        if batch.is_empty() {
-            return Ok(());
-        }
         let mut client = self.client()?;
         client.batch_execute(&batch).map_err(|error| {
             self.failed.set(true);
@@ -233,7 +339,7 @@ impl<'c> Sql<'c> {
         doing: &str,
         work: impl FnOnce(&mut Client, &Statement) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        self.flush(doing)?;
+        self.flush(sql, doing)?;
         let mut client = self.client()?;
         let mut cache =
             self.cache.try_borrow_mut().map_err(|_| Error::Store("a statement cache was re-entered".into()))?;
@@ -268,13 +374,35 @@ impl<'c> Sql<'c> {
 
     /// The number of rows a statement wrote, now (for a write whose count decides what follows).
     pub(super) fn exec(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)], doing: &str) -> Result<u64> {
+        self.forget(sql)?;
         self.run(sql, doing, |client, statement| client.execute(statement, params))
+    }
+
+    /// Drop the rows read ahead from the tables `statement` names (it writes them).
+    fn forget(&self, statement: &'static str) -> Result<()> {
+        self.prefetched
+            .try_borrow_mut()
+            .map_err(|_| Error::Store("the read-ahead rows were re-entered".into()))?
+            .forget(statement);
+        Ok(())
     }
 
     /// Buffer a write; its guard is checked by the server. A plain INSERT of a key that exists
     /// fails as a unique violation, which aborts the transaction the same way.
     pub(super) fn write(&self, template: &'static str, values: &[Lit<'_>], guard: Guard) -> Result<()> {
         let statement = render(template, values, guard)?;
+        if tables(template).next().is_none() {
+            // A read must know which buffered writes it has to see first.
+            return Err(Error::Store(format!("a buffered write names no warden_ table: {template}")));
+        }
+        self.forget(template)?;
+        let mut touched =
+            self.touched.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?;
+        for table in tables(template) {
+            if !touched.contains(&table) {
+                touched.push(table);
+            }
+        }
         let mut pending =
             self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?;
         pending.push_str(&statement);
@@ -342,7 +470,7 @@ pub(super) fn uint(value: i64, table: &str) -> Result<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{render, Guard, Lit};
+    use super::{render, Ahead, Guard, Lit};
 
     #[test]
     fn values_are_rendered_as_literals_and_never_read_as_placeholders() {
@@ -367,6 +495,38 @@ mod tests {
             guarded,
             "WITH w AS (UPDATE t SET a = 1 RETURNING 1) SELECT 1 / (CASE WHEN count(*) = 1 THEN 1 ELSE 0 END) FROM w"
         );
+    }
+
+    #[test]
+    fn a_row_read_ahead_is_answered_until_a_statement_writes_its_table() {
+        let mut ahead = super::ReadAhead::default();
+        ahead.keep("effects", "k1".into(), Some(vec![1]));
+        ahead.keep("effects", "k2".into(), None);
+        ahead.keep("meta", "chain_head".into(), Some(vec![2]));
+        assert_eq!(ahead.get("effects", "k1"), Ahead::Row(vec![1]));
+        assert_eq!(ahead.get("effects", "k2"), Ahead::Absent, "an absent row is an answer too");
+        assert_eq!(ahead.get("effects", "k3"), Ahead::NotRead, "a row never read ahead");
+        assert_eq!(ahead.get("approvals", "k1"), Ahead::NotRead, "another table's row of the same key");
+        // A write to another table (even one whose name ends the same) keeps them.
+        ahead.forget("INSERT INTO warden_effect_receipts (k, v) VALUES ($1, $2)");
+        assert_eq!(ahead.get("effects", "k1"), Ahead::Row(vec![1]));
+        ahead.forget("INSERT INTO warden_effects (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v");
+        assert_eq!(ahead.get("effects", "k1"), Ahead::NotRead);
+        assert_eq!(ahead.get("effects", "k2"), Ahead::NotRead);
+        assert_eq!(ahead.get("meta", "chain_head"), Ahead::Row(vec![2]));
+    }
+
+    #[test]
+    fn the_tables_a_statement_names_are_found_and_nothing_else() {
+        let named = |sql: &'static str| super::tables(sql).collect::<Vec<_>>();
+        assert_eq!(
+            named("INSERT INTO warden_witness (a) VALUES (1) RETURNING (SELECT max(id) FROM warden_events)"),
+            ["warden_witness", "warden_events"]
+        );
+        assert_eq!(named("SELECT v FROM warden_effects WHERE k = $1"), ["warden_effects"]);
+        assert_eq!(named("SELECT x_warden_effects FROM t"), Vec::<&str>::new());
+        assert_eq!(named("SELECT 1 FROM warden_meta"), ["warden_meta"]);
+        assert_eq!(named("SELECT clock_timestamp()"), Vec::<&str>::new());
     }
 
     #[test]
