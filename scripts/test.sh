@@ -15,6 +15,7 @@ root=$(pwd)
 # ---- prerequisites ------------------------------------------------------------------------------
 
 missing=()
+faketime_present() { command -v faketime || [ -x /usr/bin/faketime ]; }
 need() { # need WHAT HOW-TO-GET-IT COMMAND...
     local what=$1 how=$2
     shift 2
@@ -52,6 +53,10 @@ prerequisites() {
     need "npm" "install npm (apt install npm)" npm --version
     need "PostgreSQL >= 12 server binaries (initdb, pg_ctl)" "install them (apt install postgresql), or set PG_BIN" \
         postgres_binaries
+    if [ "$(id -u)" = 0 ]; then
+        # As root the two-host tests run, and skew one host's clock with faketime.
+        need "faketime (for the two-host tests, which run as root)" "install it (apt install faketime)" faketime_present
+    fi
     if [ ${#missing[@]} -gt 0 ]; then
         echo "scripts/test.sh needs what is missing here:" >&2
         printf '  - %s\n' "${missing[@]}" >&2

@@ -387,6 +387,35 @@ fn a_permit_confirmed_after_its_lease_lapsed_is_not_handed_out_and_its_attempt_i
     assert!(kernel.verify_chain().unwrap().ok);
 }
 
+#[test]
+fn a_claim_confirmed_after_its_lease_lapsed_is_not_returned_and_its_key_lapses_into_ambiguous() {
+    let _server = shared();
+    let url = fresh_postgres_schema(&base());
+    let kernel = Kernel::open(
+        PathBuf::from(&url),
+        KernelOptions { clock: Arc::new(Leaping(std::sync::atomic::AtomicI64::new(T0))), ..KernelOptions::default() },
+    )
+    .unwrap();
+    let action = refund("claimed", 5);
+    lose_next_postgres_commit(true);
+    let refused = kernel.reserve_only(&action, "refund:claimed", None, None).unwrap_err();
+    assert!(matches!(refused, Error::Unavailable(_)), "{refused}");
+    assert!(refused.to_string().contains("after its lease had lapsed"), "{refused}");
+    assert!(refused.to_string().contains("the next claim finds it AMBIGUOUS"), "{refused}");
+    assert_eq!(kernel.poisoned(), None);
+    // Never handed out, and left as it landed: reserved, its lease lapsed.
+    let record = kernel.effect("refund:claimed").unwrap().unwrap();
+    assert_eq!((record.state, record.attempt), (EffectState::Reserved, 1));
+    // The next claim finds it AMBIGUOUS (fail closed); a human settles it.
+    let again = kernel.reserve_only(&refund("claimed", 5), "refund:claimed", None, None).unwrap_err();
+    assert!(matches!(again, Error::Ambiguous { .. }), "{again}");
+    assert_eq!(kernel.effect("refund:claimed").unwrap().unwrap().state, EffectState::Ambiguous);
+    // A claim whose commit is answered is returned as it is, lease and all.
+    let other = kernel.reserve_only(&refund("answered", 5), "refund:answered", None, None).unwrap();
+    assert_eq!((other.state, other.attempt), (EffectState::Reserved, 1));
+    assert!(kernel.verify_chain().unwrap().ok);
+}
+
 /// Hold the store's write lock from another connection, as a stalled client would.
 fn hold_write_lock(url: &str) -> postgres::Client {
     let mut holder = connect(url);

@@ -221,7 +221,20 @@ impl Kernel {
             lease: lease.unwrap_or(DEFAULT_LEASE),
             max_attempts,
         };
-        self.write_effect(op)
+        match self.guarded(|kernel, _| kernel.write(op))? {
+            WriteReply::LapsedClaim(record) => {
+                // Never returned, so never begun. The integrator API has no FAILED for an attempt
+                // that never began (it cannot tell a holder that ran without `begin`): the key
+                // stays reserved with its lease lapsed, which the next claim finds AMBIGUOUS.
+                Err(Error::Unavailable(format!(
+                    "{}; nothing was begun. Attempt {} of {effect_key} is left to lapse: the next claim finds it \
+                     AMBIGUOUS, and `warden resolve` settles it (it never ran)",
+                    super::ops::LAPSED_BEFORE_HANDED_OUT,
+                    record.attempt
+                )))
+            }
+            other => effect_reply(other),
+        }
     }
 
     /// Consume a granted approval for an action that reserves no effect key (a read, or an

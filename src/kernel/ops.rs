@@ -311,6 +311,12 @@ pub struct Granted {
     pub charged: bool,
 }
 
+/// Why a reservation whose commit was confirmed late is not handed out (its FAILED record says
+/// so), or a claimed one is not returned.
+pub(super) const LAPSED_BEFORE_HANDED_OUT: &str =
+    "the store confirmed this reservation's commit only after its lease had lapsed (its answer was lost), so it \
+     was not handed out";
+
 /// What a write operation answers.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -320,6 +326,9 @@ pub enum WriteReply {
     /// A permit was granted, but its commit was confirmed only after its lease lapsed (a lost
     /// answer read back later): it is never handed out, and its attempt is recorded FAILED.
     Lapsed(Granted),
+    /// A claimed reservation (the integrator API) whose commit was confirmed only after its
+    /// lease lapsed: never returned (the key is left to lapse into AMBIGUOUS).
+    LapsedClaim(EffectRecord),
     /// Refused by design; whatever the refusal keeps (receipt, an expired mark) is committed.
     Refused(Error),
     /// The approval request as the write left it (created, answered or consumed).
@@ -345,6 +354,11 @@ impl WriteOp for Write {
         match reply {
             WriteReply::Granted(granted) if granted.holds_key && granted.lease_expires_at.is_some_and(|t| t <= now) => {
                 WriteReply::Lapsed(granted)
+            }
+            WriteReply::Effect(record)
+                if record.state == EffectState::Reserved && record.lease_expires_at.is_some_and(|t| t <= now) =>
+            {
+                WriteReply::LapsedClaim(record)
             }
             other => other,
         }
@@ -649,7 +663,7 @@ pub(super) fn unexpected(what: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::{Granted, Write, WriteReply};
+    use super::{EffectRecord, EffectState, Granted, Write, WriteReply};
     use crate::store::WriteOp;
 
     fn granted(lease_expires_at: Option<i64>, holds_key: bool) -> WriteReply {
@@ -667,6 +681,36 @@ mod tests {
 
     fn lapsed(reply: WriteReply, now: i64) -> bool {
         matches!(Write::confirmed_late(reply, now), WriteReply::Lapsed(_))
+    }
+
+    fn reserved(lease_expires_at: Option<i64>, state: EffectState) -> WriteReply {
+        WriteReply::Effect(EffectRecord {
+            effect_key: "k".into(),
+            state,
+            action_id: "act_1".into(),
+            action_name: "a".into(),
+            action_hash: "sha256:0".into(),
+            attempt: 1,
+            created_at: 0,
+            updated_at: 0,
+            lease_expires_at,
+            result: None,
+            error: None,
+            resolved_by: None,
+            approval_id: None,
+        })
+    }
+
+    #[test]
+    fn a_claim_confirmed_at_or_after_its_lease_lapse_is_lapsed_and_only_a_reservation_is() {
+        let lapsed_claim = |reply, now| matches!(Write::confirmed_late(reply, now), WriteReply::LapsedClaim(_));
+        assert!(lapsed_claim(reserved(Some(1_000), EffectState::Reserved), 1_000), "at the instant");
+        assert!(lapsed_claim(reserved(Some(1_000), EffectState::Reserved), 1_001), "one step past");
+        assert!(!lapsed_claim(reserved(Some(1_000), EffectState::Reserved), 999), "one step before");
+        assert!(!lapsed_claim(reserved(None, EffectState::Reserved), 5_000), "no lease");
+        // A record in any other state (an extended or begun lease, a resolution) is kept.
+        assert!(!lapsed_claim(reserved(Some(1_000), EffectState::Executing), 1_001));
+        assert!(!lapsed_claim(reserved(Some(1_000), EffectState::Committed), 1_001));
     }
 
     #[test]

@@ -16,11 +16,6 @@ use super::claim::{claim_in, presented_approval, ClaimRequest, Claimed};
 use super::ops::{unexpected, Granted, Proposed, Write, WriteReply};
 use super::{Kernel, Permit, Proposal};
 
-/// Why a permit whose commit was confirmed late is not handed out (its FAILED record says so).
-const LAPSED_BEFORE_HANDED_OUT: &str =
-    "the store confirmed this reservation's commit only after its lease had lapsed (its answer was lost), so the \
-     permit was not handed out";
-
 impl Kernel {
     /// Record an action its host refused before any decision (a gateway's check before
     /// forwarding): `ACTION_DENIED` and a denied receipt are written exactly as for a policy
@@ -247,9 +242,10 @@ impl Kernel {
         if lapsed {
             // Never handed out, so it provably never ran: FAILED (a compare-and-set on this
             // action and attempt), and the caller may propose again.
-            permit.not_executed(LAPSED_BEFORE_HANDED_OUT)?;
+            permit.not_executed(super::ops::LAPSED_BEFORE_HANDED_OUT)?;
             return Err(Error::Unavailable(format!(
-                "{LAPSED_BEFORE_HANDED_OUT}; the attempt was recorded FAILED and nothing ran. Propose again"
+                "{}; the attempt was recorded FAILED and nothing ran. Propose again",
+                super::ops::LAPSED_BEFORE_HANDED_OUT
             )));
         }
         Ok(permit)

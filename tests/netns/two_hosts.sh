@@ -14,7 +14,18 @@
 #      verifies;
 #   3. the server's replies to host A dropped for 3 s (a blackhole route on the server's side),
 #      so COMMITs can land unanswered: the same checks.
-# Needs root (ip netns); elsewhere it says so and stops (exit 0).
+# Then one write stopped at COMMIT by the library's commit gate (a test-exports build), the
+# network changed at that instant:
+#   4. COMMIT lands, its answer is lost (server side), the link is back before the witness is
+#      read: one permit via the witness; a blind retry from host B is refused in progress;
+#   5. COMMIT never reaches the server (A cut off both ways) while its transaction holds the
+#      lock and the key: the server ends it within its idle bound, B wins the key, A's re-read
+#      finds no witness and is refused: never two permits;
+#   6. the witness cannot be read back while the link is still down: unavailable, no permit;
+#      the reservation lapses into AMBIGUOUS and a retry is refused;
+#   7. host B's clock 2 h ahead (faketime): `warden doctor` on B reports it, and B's lease
+#      decisions are the database clock's, not B's.
+# Needs root (ip netns) and faketime; without root it says so and stops (exit 0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 python=${1:?usage: tests/netns/two_hosts.sh PYTHON}
@@ -22,6 +33,7 @@ if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
     echo "skipped: the two-host tests need root and ip netns"
     exit 0
 fi
+command -v faketime >/dev/null || { echo "the two-host tests need faketime (apt install faketime)" >&2; exit 1; }
 
 tag=wn$$
 a=${tag}a
@@ -147,3 +159,167 @@ cut part "ip netns exec $a" "case 2: host A partitioned" 10.231.1.1/32
 # A's requests still arrive, so some COMMITs land whose answers are lost: those are decided by
 # the witness on a fresh connection (or fail closed while the link is down), never applied twice.
 cut reply "" "case 3: the server's replies to host A dropped" 10.231.1.2/32
+
+# ---- at COMMIT: one write stopped before its COMMIT and before its witness is read back -----
+# (the library's commit gate, in a test-exports build), while the test changes the network.
+echo "building the test-exports library (its commit gate) and the CLI" >&2
+cargo build --quiet --locked --features test-exports --lib
+cargo build --quiet --locked --release --bin warden
+gated_lib=${CARGO_TARGET_DIR:-target}/debug/libwarden.so
+cli=${CARGO_TARGET_DIR:-target}/release/warden
+# Longer bounds than the stream cases, so that the test's own steps between the gate's stops
+# (well under a second) never reach the server's idle timeout (a quarter of the wait: 2 s).
+export WARDEN_WRITE_WAIT_MS=8000
+
+wait_for() { # FILE SECONDS
+    local i
+    for ((i = 0; i < $2 * 50; i++)); do
+        [ -e "$1" ] && return 0
+        sleep 0.02
+    done
+    echo "timed out after $2 s waiting for $1" >&2
+    exit 1
+}
+
+# gated HOST SCHEMA OUT [PREFIX...] -- ARGS...: one proposal (tests/netns/gated.py) in HOST's
+# namespace through the test-exports library, its line in OUT; PREFIX wraps the interpreter
+# (faketime). With --gate DIR in ARGS, the library's commit gate is DIR.
+gated() {
+    local host=$1 schema=$2 out=$3 store gate=""
+    shift 3
+    local prefix=()
+    while [ "$1" != -- ]; do prefix+=("$1"); shift; done
+    shift
+    if [ "$host" = "$a" ]; then store=$store_a; else store=$store_b; fi
+    local i
+    for ((i = 1; i <= $#; i++)); do
+        if [ "${!i}" = --gate ]; then local next=$((i + 1)); gate=${!next}; fi
+    done
+    ip netns exec "$host" env WARDEN_LIB="$gated_lib" WARDEN_TEST_COMMIT_GATE="$gate" timeout 60 \
+        "${prefix[@]}" "$python" tests/netns/gated.py "$store$schema" "$work/warden.yaml" "$@" >"$out" 2>&1
+}
+
+expect() { # FILE PATTERN: FILE's line matches PATTERN (an extended regex)
+    grep -Eq "$2" "$1" || { echo "expected /$2/ in $1, got:" >&2; cat "$1" >&2; exit 1; }
+}
+
+effect_is() { # SCHEMA KEY STATE ATTEMPT: the effect's state and attempt, and the chain verifies
+    "$python" - "postgresql://postgres@127.0.0.1:$port/warden?options=-csearch_path%3D$1" "noop:$2" "$3" "$4" <<'PY'
+import sys
+import warden
+store, key, state, attempt = sys.argv[1:]
+with warden.Warden(store=store) as w:
+    record = w.effect(key)
+    report = w.verify_chain()
+assert record is not None, f"{key}: no effect record"
+got = (record["state"].lower(), str(record["attempt"]))
+assert got == (state, attempt), f"{key}: {got}, expected {(state, attempt)}"
+assert report.get("ok"), report
+PY
+}
+
+# ---- 4: COMMIT landed, its answer lost (blackholed on the server's side), the link restored
+# before the witness is read back: one permit, via the witness; a blind retry is refused -----
+psql_admin "CREATE SCHEMA lost"
+g=$work/gate-lost
+mkdir "$g"
+gated "$a" lost "$work/lost.a" -- g1 --gate "$g" --lease 60 &
+pa=$!
+wait_for "$g/at-commit" 30
+ip route add blackhole 10.231.1.2/32
+touch "$g/go-commit"
+wait_for "$g/at-reread" 30 # the client gave up on COMMIT's answer
+# The reservation is in the store: a blind retry from host B is refused, in progress.
+gated "$b" lost "$work/lost.b" -- g1
+expect "$work/lost.b" '^refused g1 Duplicate '
+ip route del blackhole 10.231.1.2/32
+touch "$g/go-reread"
+wait "$pa"
+expect "$work/lost.a" '^won g1 '
+effect_is lost g1 committed 1
+echo "case 4: COMMIT's answer lost, the link back before the re-read: one permit via the witness ($(awk '{print $3}' "$work/lost.a") ms); host B's blind retry refused in progress"
+
+# ---- 5: COMMIT never reaching the server (host A cut off both ways) while its transaction
+# holds the store's lock and the key's reservation: the server ends it within its idle bound,
+# host B takes the key, and A's re-read (the link back) finds no witness: never two permits ---
+psql_admin "CREATE SCHEMA zombie"
+g=$work/gate-zombie
+mkdir "$g"
+gated "$a" zombie "$work/zombie.a" -- g2 --gate "$g" --lease 60 &
+pa=$!
+wait_for "$g/at-commit" 30
+# Both ways: A's COMMIT never leaves A, and the server's end of the zombie (a FATAL for the idle
+# timeout) never reaches A, so A cannot know which happened and must read its witness back.
+ip netns exec "$a" ip route add blackhole 10.231.1.1/32
+ip route add blackhole 10.231.1.2/32
+touch "$g/go-commit"
+gated "$b" zombie "$work/zombie.b" -- g2 # waits for the lock until the zombie is ended
+expect "$work/zombie.b" '^won g2 '
+waited=$(awk '{print $3}' "$work/zombie.b")
+[ "$waited" -lt 8000 ] || { echo "host B waited $waited ms, past the store's lock bound (8000 ms)" >&2; exit 1; }
+wait_for "$g/at-reread" 30
+ip netns exec "$a" ip route del blackhole 10.231.1.1/32
+ip route del blackhole 10.231.1.2/32
+touch "$g/go-reread"
+wait "$pa"
+expect "$work/zombie.a" '^refused g2 Duplicate '
+effect_is zombie g2 committed 1
+echo "case 5: COMMIT never reached the server: its zombie ended within the bounds, host B won the key after $waited ms; A's re-read found no witness and was refused"
+
+# ---- 6: the witness cannot be read back while the link is still down: unavailable, no permit;
+# the reservation (its COMMIT landed) lapses into AMBIGUOUS and a retry is refused -------------
+psql_admin "CREATE SCHEMA down"
+g=$work/gate-down
+mkdir "$g"
+gated "$a" down "$work/down.a" -- g3 --gate "$g" --lease 3 &
+pa=$!
+wait_for "$g/at-commit" 30
+ip route add blackhole 10.231.1.2/32
+touch "$g/go-commit"
+wait_for "$g/at-reread" 30
+touch "$g/go-reread" # the link still down
+wait "$pa"
+ip route del blackhole 10.231.1.2/32
+expect "$work/down.a" '^unavailable g3 '
+sleep 3 # the 3 s lease, counted from the reservation, has lapsed
+gated "$b" down "$work/down.b" -- g3
+expect "$work/down.b" '^refused g3 Ambiguous '
+effect_is down g3 ambiguous 1
+echo "case 6: the re-read failed while the link was down: unavailable, no permit; the key lapsed into AMBIGUOUS and a retry was refused"
+
+# ---- 7: host B's clock two hours ahead (faketime): leases are judged by the database clock ---
+psql_admin "CREATE SCHEMA skew"
+ahead=(faketime -f +2h)
+skew=$(ip netns exec "$b" "${ahead[@]}" "$cli" doctor --json --store "${store_b}skew" \
+    | "$python" -c 'import json, sys; print(json.load(sys.stdin)["database_clock_skew_ms"])')
+[ "$skew" -lt -7000000 ] && [ "$skew" -gt -7400000 ] \
+    || { echo "warden doctor on host B measured the database clock $skew ms off, expected about -2 h" >&2; exit 1; }
+started() { # SCHEMA KEY: wait until KEY's reservation is in the store
+    "$python" - "postgresql://postgres@127.0.0.1:$port/warden?options=-csearch_path%3D$1" "noop:$2" <<'PY'
+import sys, time
+import warden
+with warden.Warden(store=sys.argv[1]) as w:
+    deadline = time.monotonic() + 20
+    while w.effect(sys.argv[2]) is None:
+        assert time.monotonic() < deadline, f"{sys.argv[2]} was never reserved"
+        time.sleep(0.02)
+PY
+}
+# A (a true clock) holds s1 under a 60 s lease; B, 2 h ahead, would call it lapsed by its own clock.
+gated "$a" skew "$work/skew1.a" -- s1 --lease 60 --hold 3 &
+pa=$!
+started skew s1
+gated "$b" skew "$work/skew1.b" "${ahead[@]}" -- s1
+expect "$work/skew1.b" '^refused s1 Duplicate '
+wait "$pa"
+expect "$work/skew1.a" '^won s1 '
+# B (2 h ahead) holds s2 under a 2 s lease; by B's clock it would run 2 h longer.
+gated "$b" skew "$work/skew2.b" "${ahead[@]}" -- s2 --lease 2 --hold 5 &
+pb=$!
+started skew s2
+sleep 3
+gated "$a" skew "$work/skew2.a" -- s2
+expect "$work/skew2.a" '^refused s2 Ambiguous '
+wait "$pb"
+expect "$work/skew2.b" '^late s2 '
+echo "case 7: host B's clock 2 h ahead (doctor: $skew ms): its lease decisions follow the database clock — B's proposal refused in progress under A's 60 s lease, B's own 2 s lease lapsed after 3 s"

@@ -316,6 +316,10 @@ impl PgStore {
             conn = self.connect()?;
             outcome = self.attempt(&mut conn, op, now, durability, &write_id, None);
         }
+        #[cfg(feature = "test-exports")]
+        if !matches!(outcome, Attempt::Unknown(_)) {
+            gate::disarm();
+        }
         match outcome {
             Attempt::Stale(error) => Err(error),
             Attempt::Done(result) => {
@@ -348,6 +352,8 @@ impl PgStore {
                  lapses, then AMBIGUOUS). Nothing will retry it blindly"
             ))
         };
+        #[cfg(feature = "test-exports")]
+        gate::before_reread();
         let mut conn = self.connect().map_err(|e| unavailable(&e.to_string()))?;
         let write_id: [u8; 16] = random_id()?;
         match self.attempt(&mut conn, op, now, durability, &write_id, Some(lost)) {
@@ -438,6 +444,10 @@ impl PgStore {
                 return Attempt::Done(Err(error));
             }
         };
+        #[cfg(feature = "test-exports")]
+        if lost.is_none() {
+            gate::before_commit();
+        }
         #[cfg(feature = "test-exports")]
         let reply = {
             let injected = if lost.is_none() { COMMIT_FAULT.with(|fault| fault.replace(0)) } else { 0 };
@@ -552,6 +562,55 @@ const LOSE_ANSWER: u8 = 2;
 #[cfg(feature = "test-exports")]
 pub fn lose_next_commit(answer_lost: bool) {
     COMMIT_FAULT.with(|fault| fault.set(if answer_lost { LOSE_ANSWER } else { LOSE_COMMIT }));
+}
+
+/// Test support: stop a write at COMMIT, and at reading its witness back, while a test changes
+/// the network (`tests/netns/two_hosts.sh`). With `WARDEN_TEST_COMMIT_GATE=DIR`, the first write
+/// that finds `DIR/armed` (and removes it) creates `DIR/at-commit` before sending COMMIT and
+/// waits for `DIR/go-commit`; when that COMMIT's answer is then lost, it creates `DIR/at-reread`
+/// before the fresh connection that reads the witness and waits for `DIR/go-reread`. Each wait
+/// ends after 60 s whatever happens.
+#[cfg(feature = "test-exports")]
+mod gate {
+    use std::cell::Cell;
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    thread_local! {
+        /// The write stopped at COMMIT on this thread, until it ends or reaches its re-read.
+        static ARMED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn dir() -> Option<PathBuf> {
+        std::env::var_os("WARDEN_TEST_COMMIT_GATE").map(PathBuf::from)
+    }
+
+    fn stop(dir: &Path, point: &str) {
+        let _ = std::fs::File::create(dir.join(format!("at-{point}")));
+        let go = dir.join(format!("go-{point}"));
+        let until = Instant::now() + Duration::from_secs(60);
+        while !go.exists() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub(super) fn before_commit() {
+        let Some(dir) = dir() else { return };
+        if std::fs::remove_file(dir.join("armed")).is_ok() {
+            ARMED.set(true);
+            stop(&dir, "commit");
+        }
+    }
+
+    pub(super) fn before_reread() {
+        if let (true, Some(dir)) = (ARMED.replace(false), dir()) {
+            stop(&dir, "reread");
+        }
+    }
+
+    pub(super) fn disarm() {
+        ARMED.set(false);
+    }
 }
 
 fn random_id() -> Result<[u8; 16]> {
