@@ -218,6 +218,13 @@ impl VerifyReport {
 ///
 /// An observe-mode document is refused: verify needs enforce mode to see anything refused.
 pub fn run(document: &Document, racer: Option<&dyn ProcessRace>) -> Result<VerifyReport> {
+    run_on(document, racer, None)
+}
+
+/// `run`, with every scratch store in a schema of its own in the PostgreSQL database `postgres`
+/// names (a `postgresql://` URL without `options=`; its user needs CREATE there), each dropped at
+/// the end; `None`: files in a temporary directory.
+pub fn run_on(document: &Document, racer: Option<&dyn ProcessRace>, postgres: Option<&str>) -> Result<VerifyReport> {
     if document.mode == Mode::Observe {
         return Err(Error::Config(
             "this document is in observe mode, where nothing is refused, so no guarantee can be shown; \
@@ -225,7 +232,7 @@ pub fn run(document: &Document, racer: Option<&dyn ProcessRace>) -> Result<Verif
                 .into(),
         ));
     }
-    let scratch = Scratch::create()?;
+    let scratch = Scratch::create(postgres)?;
     let principal = Principal::new(AGENT, Some(USER)).map_err(|e| Error::InvalidInput(e.to_string()))?;
     let (cases, unreachable) = catalog(document);
     let governed = authority::with_verify_grant(document)?;
@@ -331,18 +338,46 @@ fn refused(error: &Error) -> String {
 
 // ---- the scratch store --------------------------------------------------------------------------
 
-/// The scratch directory, its I/O errors reported as store errors (verify cannot run without it).
-struct Scratch(ScratchDir);
+/// The scratch directory, its I/O errors reported as store errors (verify cannot run without it),
+/// and where the scratch stores go: files in it, or schemas of their own in a PostgreSQL
+/// database (`run_on`), dropped at the end.
+struct Scratch {
+    dir: ScratchDir,
+    #[cfg(feature = "postgres")]
+    postgres: Option<crate::store::ScratchSchemas>,
+}
 
 impl Scratch {
-    fn create() -> Result<Scratch> {
-        ScratchDir::create("warden-verify").map(Scratch).map_err(|e| {
+    fn create(postgres: Option<&str>) -> Result<Scratch> {
+        let dir = ScratchDir::create("warden-verify").map_err(|e| {
             Error::Store(format!("cannot create a scratch directory under {}: {e}", std::env::temp_dir().display()))
+        })?;
+        #[cfg(feature = "postgres")]
+        let postgres = postgres.map(crate::store::ScratchSchemas::new).transpose()?;
+        #[cfg(not(feature = "postgres"))]
+        if postgres.is_some() {
+            return Err(Error::Config(
+                "this build has no PostgreSQL support; build with --features postgres to verify on PostgreSQL".into(),
+            ));
+        }
+        Ok(Scratch {
+            dir,
+            #[cfg(feature = "postgres")]
+            postgres,
         })
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.0.path(name)
+        self.dir.path(name)
+    }
+
+    /// A new scratch store named `name`: a file in the directory, or a fresh PostgreSQL schema.
+    fn store(&self, name: &str) -> Result<PathBuf> {
+        #[cfg(feature = "postgres")]
+        if let Some(schemas) = &self.postgres {
+            return schemas.location(name).map(PathBuf::from);
+        }
+        Ok(self.path(&format!("{name}.redb")))
     }
 }
 
@@ -688,7 +723,7 @@ impl<'d> Ctx<'d> {
     /// A kernel under the document on its own scratch store file, so no scenario sees another's keys.
     fn warden(&self, store: &str) -> Result<Warden> {
         Warden::open(
-            self.scratch.path(&format!("{store}.redb")),
+            self.scratch.store(store)?,
             self.governed.clone(),
             WardenOptions {
                 clock: Arc::new(self.clock.clone()),
@@ -1157,10 +1192,7 @@ fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
             untouched.breaks.iter().map(|b| b.name).collect::<Vec<_>>()
         ));
     }
-    kernel.store().tamper(|tamper| {
-        let Some(mut row) = tamper.receipt(1)? else {
-            return Err(Error::NotFound("receipt 1 is not in the scratch store".into()));
-        };
+    kernel.store().edit_receipt(1, |row| {
         let mut document =
             crate::canonical::parse_json(&row.document).map_err(|e| Error::InvalidInput(e.to_string()))?;
         let Some(fields) = document.as_object_mut() else {
@@ -1169,7 +1201,7 @@ fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
         fields.insert("decision_reason".into(), Value::String("edited-by-warden-verify".into()));
         row.document = crate::canonical::to_canonical_string(&document, "receipt")
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
-        tamper.put_receipt(1, &row)
+        Ok(())
     })?;
     let altered = kernel.verify_chain()?;
     let detected = altered.breaks.iter().any(|b| b.name == "content_altered" && b.seq == Some(1));
@@ -1256,7 +1288,7 @@ fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
         stored.arguments = crate::canonical::to_canonical_string(&Value::Object(arguments), "arguments")
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
     }
-    warden.kernel().store().tamper(|raw| raw.put_approval(&altered))?;
+    warden.kernel().store().overwrite_approval(&altered)?;
     let reader = ctx.warden("g12")?;
     match reader.kernel().approval(&approval_id) {
         Err(Error::Store(_)) => {}
@@ -1445,7 +1477,7 @@ fn g4_one_winner(ctx: &Ctx<'_>, racer: Option<&dyn ProcessRace>) -> Result<Outco
     let barrier = ctx.scratch.path("g4-barrier");
     std::fs::create_dir(&barrier).map_err(|e| Error::Store(format!("cannot create {}: {e}", barrier.display())))?;
     let spec = ChildSpec {
-        store: ctx.scratch.path("g4.redb"),
+        store: ctx.scratch.store("g4")?,
         barrier: barrier.clone(),
         marker: barrier.join("effect-ran"),
         now: ctx.clock.now(),

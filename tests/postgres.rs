@@ -691,3 +691,28 @@ fn the_handle_reports_its_clock_against_the_database_and_a_file_reports_none() {
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(open(&dir.path().join("state.redb"), &ManualClock::new(T0)).clock_skew(), None);
 }
+
+#[test]
+fn warden_verify_passes_every_guarantee_with_its_scratch_stores_in_postgres_and_drops_them() {
+    let _server = shared();
+    let scratch_schemas = |db: &mut postgres::Client| -> i64 {
+        db.query_one("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'warden_scratch_%'", &[]).unwrap().get(0)
+    };
+    let mut db = connect(&base());
+    let before = scratch_schemas(&mut db);
+    let document = warden::document::load_str(include_str!("../src/bin/warden/starter.yaml"), "starter.yaml").unwrap();
+    // G4 races threads here (the CLI races its own processes: `warden verify --scratch-postgres`).
+    let report = warden::verify::run_on(&document, None, Some(&base())).unwrap();
+    let statuses: Vec<(String, warden::verify::Status)> =
+        report.guarantees.iter().map(|g| (g.id.to_string(), g.status)).collect();
+    assert_eq!(statuses.len(), 12, "{statuses:?}");
+    assert!(statuses.iter().all(|(_, status)| *status == warden::verify::Status::Pass), "{}", report.render());
+    // G11 and G12 edit rows behind the kernel's back, on PostgreSQL too.
+    let g11 = report.guarantees.iter().find(|g| g.id == "G11").unwrap();
+    assert!(g11.detail.contains("content_altered at seq 1"), "{}", g11.detail);
+    assert_eq!(scratch_schemas(&mut db), before, "every scratch schema is dropped at the end");
+    // A URL that picks a schema itself is refused, naming why.
+    let refused =
+        warden::verify::run_on(&document, None, Some(&format!("{}?options=-csearch_path%3Dx", base()))).unwrap_err();
+    assert!(refused.to_string().contains("sets options="), "{refused}");
+}

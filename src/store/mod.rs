@@ -25,6 +25,8 @@ mod lazy;
 mod owner;
 #[cfg(feature = "postgres")]
 mod pg;
+#[cfg(feature = "postgres")]
+pub(crate) use pg::ScratchSchemas;
 mod records;
 mod schema;
 mod shared_rules;
@@ -646,6 +648,36 @@ impl<P: Protocol> Store<P> {
                 ));
             }
         }
+    }
+
+    /// Edit receipt `seq` in place, outside the chain's rules: `warden verify`'s G11 does this
+    /// to a scratch store (file or PostgreSQL) to show that the chain notices.
+    pub(crate) fn edit_receipt(
+        &self,
+        seq: u64,
+        edit: impl FnOnce(&mut crate::receipt::StoredReceipt) -> Result<()>,
+    ) -> Result<()> {
+        #[cfg(feature = "postgres")]
+        if let Mode::Postgres(store) = &*self.engine.current()? {
+            return store.edit_receipt(seq, edit);
+        }
+        self.tamper(|tamper| {
+            let Some(mut row) = tamper.receipt(seq)? else {
+                return Err(Error::NotFound(format!("receipt {seq} is not in the store")));
+            };
+            edit(&mut row)?;
+            tamper.put_receipt(seq, &row)
+        })
+    }
+
+    /// Overwrite an approval request's row as it is given, outside the approval rules: `warden
+    /// verify`'s G12 does this to a scratch store (file or PostgreSQL) to show damage is noticed.
+    pub(crate) fn overwrite_approval(&self, record: &crate::approval::ApprovalRecord) -> Result<()> {
+        #[cfg(feature = "postgres")]
+        if let Mode::Postgres(store) = &*self.engine.current()? {
+            return store.overwrite_approval(record);
+        }
+        self.tamper(|tamper| tamper.put_approval(record))
     }
 
     crate::test_pub! {

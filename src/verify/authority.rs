@@ -90,7 +90,7 @@ fn scratch_document(document: &Document, grants: Vec<Grant>) -> Result<Document>
 
 fn open(ctx: &Ctx<'_>, store: &str, document: Document, clock: &ManualClock) -> Result<Warden> {
     Warden::open(
-        ctx.scratch.path(&format!("{store}.redb")),
+        ctx.scratch.store(store)?,
         document,
         WardenOptions {
             clock: std::sync::Arc::new(clock.clone()),

@@ -132,6 +132,11 @@ enum Command {
         /// The document (default: --config, then $WARDEN_CONFIG).
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
+        /// Put the scratch stores in this PostgreSQL database instead of temporary files, each
+        /// in a schema of its own, dropped at the end (a postgresql:// URL without options=; its
+        /// user needs CREATE). Never the live store.
+        #[arg(long, value_name = "URL")]
+        scratch_postgres: Option<String>,
     },
 
     /// List the configured sight windows: sources, endpoints, params and field aliases.
@@ -454,9 +459,9 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             let request = DecideRequest { action, args, agent: agent.as_deref(), user: user.as_deref() };
             policy_commands::decide(&doc, &request, json).map(Done::ok)
         }
-        Command::Verify { file } => {
+        Command::Verify { file, scratch_postgres } => {
             let doc = load_config(document_path(file.as_deref(), config)?)?;
-            policy_commands::verify(&doc, json)
+            policy_commands::verify(&doc, scratch_postgres.as_deref(), json)
         }
         Command::Sources { file, tool_schema } => {
             let doc = load_config(document_path(file.as_deref(), config)?)?;

@@ -159,12 +159,12 @@ pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result
     Ok(out)
 }
 
-/// G1–G12 against the document in a scratch store; G4 races this very binary as
+/// G1–G12 against the document in a scratch store (files, or schemas in `scratch_postgres`); G4 races this very binary as
 /// `warden __verify-child`. Exit 0 only when no guarantee failed.
-pub fn verify(doc: &Document, json: bool) -> Result<Done, Failure> {
+pub fn verify(doc: &Document, scratch_postgres: Option<&str>, json: bool) -> Result<Done, Failure> {
     let program = std::env::current_exe()
         .map_err(|e| Failure::internal(format!("cannot find the warden binary for the G4 race: {e}")))?;
-    let report = warden::verify::run(doc, Some(&crate::verify_race::ChildProgram(program)))?;
+    let report = warden::verify::run_on(doc, Some(&crate::verify_race::ChildProgram(program)), scratch_postgres)?;
     let stdout = if json { document(&report.to_json()) } else { report.render() };
     let failed = (!report.ok()).then(|| {
         let failed = report.guarantees.iter().filter(|g| g.status == warden::verify::Status::Fail).count();

@@ -38,6 +38,7 @@ use postgres::{Client, NoTls};
 use super::{Durability, Now, Prefetch, ReadOp, WriteOp};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
+use crate::store::codec;
 use crate::store::tables::name;
 use sql::{commit_unknown, fault, Cache, Guard, Lit, Sql};
 
@@ -145,6 +146,17 @@ pub(crate) fn shown(location: &str) -> String {
 impl PgStore {
     /// Connect, check the server and bring the schema up to date.
     pub(crate) fn open(location: &str, wait: Duration) -> Result<PgStore> {
+        let mut store = PgStore::configure(location, wait)?;
+        let mut conn = store.connect()?;
+        schema::ensure(&mut conn.client, &store.shown)?;
+        store.schema_hash = schema::schema_hash(&mut conn.client)?;
+        store.skew = store.measure_skew(&mut conn.client)?;
+        store.checkin(conn);
+        Ok(store)
+    }
+
+    /// The connection settings of `location`, connecting to nothing yet.
+    fn configure(location: &str, wait: Duration) -> Result<PgStore> {
         let shown = shown(location);
         let (location, wanted) = tls::split(location, &shown)?;
         let mut config: postgres::Config = location
@@ -176,16 +188,115 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("warden");
         }
-        let mut store =
-            PgStore { config, connector, shown, pool: Mutex::new(Vec::new()), schema_hash: 0, bounds, skew: 0 };
-        let mut conn = store.connect()?;
-        schema::ensure(&mut conn.client, &store.shown)?;
-        store.schema_hash = schema::schema_hash(&mut conn.client)?;
-        store.skew = store.measure_skew(&mut conn.client)?;
-        store.checkin(conn);
-        Ok(store)
+        Ok(PgStore { config, connector, shown, pool: Mutex::new(Vec::new()), schema_hash: 0, bounds, skew: 0 })
     }
 
+    /// Edit receipt `seq` in place, outside the chain's rules, under the store's lock:
+    /// `warden verify`'s G11 does this to a scratch store to show the chain notices.
+    pub(crate) fn edit_receipt(
+        &self,
+        seq: u64,
+        edit: impl FnOnce(&mut crate::receipt::StoredReceipt) -> Result<()>,
+    ) -> Result<()> {
+        let at = sql::int(seq, "receipt seq")?;
+        self.under_lock(|tx| {
+            let row = tx
+                .query_opt("SELECT v FROM warden_receipts WHERE seq = $1", &[&at])
+                .map_err(|e| fault("reading a receipt", &e))?
+                .ok_or_else(|| Error::NotFound(format!("receipt {seq} is not in the store")))?;
+            let bytes: Vec<u8> = sql::column(&row, 0, name::RECEIPTS)?;
+            let mut receipt: crate::receipt::StoredReceipt = codec::decode(name::RECEIPTS, &seq, &bytes)?;
+            edit(&mut receipt)?;
+            let bytes = codec::encode(name::RECEIPTS, &seq, &receipt)?;
+            tx.execute("UPDATE warden_receipts SET v = $2 WHERE seq = $1", &[&at, &bytes])
+                .map_err(|e| fault("rewriting a receipt", &e))
+                .map(drop)
+        })
+    }
+
+    /// Overwrite an approval request's row as it is given, outside the approval rules:
+    /// `warden verify`'s G12 does this to a scratch store to show that damage is noticed.
+    pub(crate) fn overwrite_approval(&self, record: &crate::approval::ApprovalRecord) -> Result<()> {
+        let bytes = codec::encode(name::APPROVALS, &record.approval_id.as_str(), record)?;
+        self.under_lock(|tx| {
+            tx.execute(
+                "INSERT INTO warden_approvals (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+                &[&record.approval_id, &bytes],
+            )
+            .map_err(|e| fault("rewriting an approval request", &e))
+            .map(drop)
+        })
+    }
+
+    /// One transaction of `work` on a fresh connection, under the store's write lock.
+    fn under_lock(&self, work: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<()>) -> Result<()> {
+        let mut conn = self.connect()?;
+        let mut tx = conn.client.transaction().map_err(|e| fault("starting a transaction", &e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&WRITE_LOCK_CLASS, &self.schema_hash])
+            .map_err(|e| fault("waiting for the store's write lock", &e))?;
+        work(&mut tx)?;
+        tx.commit().map_err(|e| fault("committing", &e))
+    }
+}
+
+/// Schemas made under one base URL for a scratch use (`warden verify --store postgresql://…`),
+/// each dropped with everything in it when this is dropped.
+pub(crate) struct ScratchSchemas {
+    base: PgStore,
+    url: String,
+    tag: String,
+    made: Mutex<Vec<String>>,
+}
+
+impl ScratchSchemas {
+    /// `url` names the database (its user needs CREATE there); it must not choose a schema.
+    pub(crate) fn new(url: &str) -> Result<ScratchSchemas> {
+        let base = PgStore::configure(url, Duration::from_secs(30))?;
+        if url::Url::parse(url).is_ok_and(|u| u.query_pairs().any(|(k, _)| k == "options")) {
+            return Err(Error::Config(format!(
+                "the scratch PostgreSQL URL {} sets options=; give the database only: each scratch store gets a \
+                 schema of its own",
+                base.shown
+            )));
+        }
+        let tag = hex::encode(random_id()?).chars().take(12).collect();
+        Ok(ScratchSchemas { base, url: url.to_owned(), tag, made: Mutex::new(Vec::new()) })
+    }
+
+    /// The schema for the store `name` (other characters than letters and digits become `_`),
+    /// created empty the first time, and the URL that opens it.
+    pub(crate) fn location(&self, name: &str) -> Result<String> {
+        let clean: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+        let schema = format!("warden_scratch_{}_{clean}", self.tag);
+        let mut made = self.made.lock().map_err(|_| Error::Store("the scratch schema list was poisoned".into()))?;
+        if !made.contains(&schema) {
+            let mut conn = self.base.connect()?;
+            conn.client
+                .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+                .map_err(|e| fault(&format!("creating the scratch schema {schema}"), &e))?;
+            made.push(schema.clone());
+        }
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        Ok(format!("{}{separator}options=-csearch_path%3D{schema}", self.url))
+    }
+}
+
+impl Drop for ScratchSchemas {
+    fn drop(&mut self) {
+        let made = self.made.get_mut().map(std::mem::take).unwrap_or_default();
+        if made.is_empty() {
+            return;
+        }
+        if let Ok(mut conn) = self.base.connect() {
+            for schema in made {
+                let _ = conn.client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+            }
+        }
+    }
+}
+
+impl PgStore {
     /// The URL as messages show it.
     pub(crate) fn shown(&self) -> &str {
         &self.shown
