@@ -60,6 +60,12 @@ EOF
     echo "$port" >"$dir/port"
     echo "postgresql://postgres@127.0.0.1:$port/warden"
     ;;
+restart)
+    # pg_ctl restart -m fast: every session ended at once (in-flight transactions rolled back).
+    bin=$(find_bin)
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 30 restart >/dev/null \
+        || { cat "$dir/server.log" >&2; exit 1; }
+    ;;
 stop)
     if [ -d "$dir/data" ]; then
         bin=$(find_bin)

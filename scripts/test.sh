@@ -141,7 +141,8 @@ postgres_tests() {
     echo "PostgreSQL: $url (data in $pg_dir)"
     WARDEN_TEST_STORE="$url" WARDEN_TEST_PG_DIR="$pg_dir" cargo test --locked --features test-exports \
         --test kernel --test approvals --test authority_store --test authority_document --test pipeline \
-        --test kernel_refusal_kinds --test approval_webhook --test multiprocess --test authority_budgets --test postgres 2>&1 | tee -a "$log"
+        --test kernel_refusal_kinds --test approval_webhook --test multiprocess --test authority_budgets \
+        --test chain --test store_faults --test authority_budget_store --test contention --test postgres 2>&1 | tee -a "$log"
     stop_postgres
 }
 

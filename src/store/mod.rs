@@ -686,6 +686,10 @@ impl<P: Protocol> Store<P> {
         fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_, '_>) -> Result<()>) -> Result<()> {
             self.check_fork()?;
             let mode = self.engine.current()?;
+            #[cfg(feature = "postgres")]
+            if let Mode::Postgres(store) = &*mode {
+                return store.tamper(edit);
+            }
             let Mode::Owner(owned) = &*mode else {
                 return Err(Error::InvalidInput("only the process that owns a store can tamper with it".into()));
             };
@@ -693,7 +697,7 @@ impl<P: Protocol> Store<P> {
                 let txn = database.begin_write().map_err(tx::fault)?;
                 {
                     let mut raw = tx::RedbWriteTx::open(&txn)?;
-                    edit(&mut Tamper { tx: &mut raw })?;
+                    edit(&mut Tamper { backend: TamperBackend::File(&mut raw) })?;
                 }
                 txn.commit().map_err(tx::fault)
             })
@@ -934,68 +938,154 @@ impl ReadOnly {
 /// Raw access to rows, for tests that damage or tamper with a store on purpose.
 #[doc(hidden)]
 pub struct Tamper<'a, 't> {
-    tx: &'a mut tx::RedbWriteTx<'t>,
+    backend: TamperBackend<'a, 't>,
 }
 
-impl Tamper<'_, '_> {
+enum TamperBackend<'a, 't> {
+    File(&'a mut tx::RedbWriteTx<'t>),
+    /// A backend without the file's tables (PostgreSQL): the edits it can make.
+    Other(&'a mut dyn RawRows),
+}
+
+/// The raw edits of `Tamper` a backend other than the file makes (test support).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) trait RawRows {
+    fn receipt(&mut self, seq: u64) -> Result<Option<crate::receipt::StoredReceipt>>;
+    fn put_receipt(&mut self, seq: u64, row: &crate::receipt::StoredReceipt) -> Result<()>;
+    fn remove_receipt(&mut self, seq: u64) -> Result<()>;
+    fn set_head(&mut self, seq: u64, hash: &str) -> Result<()>;
+    fn put_effect(&mut self, record: &crate::effect::EffectRecord) -> Result<()>;
+    fn put_approval(&mut self, record: &crate::approval::ApprovalRecord) -> Result<()>;
+    fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>>;
+    fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()>;
+    fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>>;
+    fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()>;
+    fn put_budget_charges(
+        &mut self,
+        charges: &[crate::authority::Charge],
+        effect_key: &str,
+        attempt: u32,
+        now: Micros,
+    ) -> Result<()>;
+    fn budget_window_sum(&mut self, charge: &crate::authority::Charge, now: Micros) -> Result<u128>;
+}
+
+impl<'a, 't> Tamper<'a, 't> {
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn other(rows: &'a mut dyn RawRows) -> Tamper<'a, 't> {
+        Tamper { backend: TamperBackend::Other(rows) }
+    }
+
+    /// The file's transaction, or a refusal naming an edit only the file store has.
+    fn file(&mut self, edit: &str) -> Result<&mut tx::RedbWriteTx<'t>> {
+        match &mut self.backend {
+            TamperBackend::File(tx) => Ok(tx),
+            TamperBackend::Other(_) => {
+                Err(Error::InvalidInput(format!("{edit} is an edit of the file store only; this store is not a file")))
+            }
+        }
+    }
+
     pub fn receipt(&mut self, seq: u64) -> Result<Option<crate::receipt::StoredReceipt>> {
-        let found = self.tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.receipt(seq);
+        }
+        let tx = self.file("this edit")?;
+        let found = tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
         found.map(|bytes| codec::decode(tables::name::RECEIPTS, &seq, bytes.value())).transpose()
     }
     pub fn put_receipt(&mut self, seq: u64, row: &crate::receipt::StoredReceipt) -> Result<()> {
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.put_receipt(seq, row);
+        }
+        let tx = self.file("this edit")?;
         let bytes = codec::encode(tables::name::RECEIPTS, &seq, row)?;
-        self.tx.raw_receipts()?.insert(seq, bytes.as_slice()).map_err(tx::fault)?;
+        tx.raw_receipts()?.insert(seq, bytes.as_slice()).map_err(tx::fault)?;
         Ok(())
     }
     pub fn remove_receipt(&mut self, seq: u64) -> Result<()> {
-        self.tx.raw_receipts()?.remove(seq).map_err(tx::fault)?;
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.remove_receipt(seq);
+        }
+        let tx = self.file("this edit")?;
+        tx.raw_receipts()?.remove(seq).map_err(tx::fault)?;
         Ok(())
     }
     pub fn set_head(&mut self, seq: u64, hash: &str) -> Result<()> {
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.set_head(seq, hash);
+        }
+        let tx = self.file("this edit")?;
         let bytes =
             codec::encode(tables::name::META, &tables::META_HEAD, &records::ChainHead { seq, hash: hash.to_owned() })?;
-        self.tx.raw_table(RawTable::Meta)?.insert(tables::META_HEAD, bytes.as_slice()).map_err(tx::fault)?;
+        tx.raw_table(RawTable::Meta)?.insert(tables::META_HEAD, bytes.as_slice()).map_err(tx::fault)?;
         Ok(())
     }
     /// Write an effect row with a valid checksum (a consistent but wrong row).
     pub fn put_effect(&mut self, record: &crate::effect::EffectRecord) -> Result<()> {
-        self.tx.put_effect(record)
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.put_effect(record);
+        }
+        let tx = self.file("this edit")?;
+        tx.put_effect(record)
     }
     /// Write an approval row with a valid checksum, whatever it holds (an edited action).
     pub fn put_approval(&mut self, record: &crate::approval::ApprovalRecord) -> Result<()> {
-        self.tx.put_approval(record)
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.put_approval(record);
+        }
+        let tx = self.file("this edit")?;
+        tx.put_approval(record)
     }
     pub fn set_schema_version(&mut self, version: u32) -> Result<()> {
-        self.tx
-            .raw_table(RawTable::Meta)?
+        let tx = self.file("set_schema_version")?;
+        tx.raw_table(RawTable::Meta)?
             .insert(tables::META_SCHEMA, version.to_le_bytes().as_slice())
             .map_err(tx::fault)?;
         Ok(())
     }
     /// The stored bytes of a row of a string-keyed table.
     pub fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>> {
-        let found = self.tx.raw_table(table)?.get(key).map_err(tx::fault)?;
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.raw(table, key);
+        }
+        let tx = self.file("this edit")?;
+        let found = tx.raw_table(table)?.get(key).map_err(tx::fault)?;
         Ok(found.map(|bytes| bytes.value().to_vec()))
     }
     /// Overwrite the stored bytes of a row of a string-keyed table (a disk fault, simulated).
     pub fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()> {
-        self.tx.raw_table(table)?.insert(key, bytes).map_err(tx::fault)?;
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.set_raw(table, key, bytes);
+        }
+        let tx = self.file("this edit")?;
+        tx.raw_table(table)?.insert(key, bytes).map_err(tx::fault)?;
         Ok(())
     }
     pub fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {
-        let found = self.tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.raw_receipt(seq);
+        }
+        let tx = self.file("this edit")?;
+        let found = tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
         Ok(found.map(|bytes| bytes.value().to_vec()))
     }
     pub fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()> {
-        self.tx.raw_receipts()?.insert(seq, bytes).map_err(tx::fault)?;
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.set_raw_receipt(seq, bytes);
+        }
+        let tx = self.file("this edit")?;
+        tx.raw_receipts()?.insert(seq, bytes).map_err(tx::fault)?;
         Ok(())
     }
     /// Insert delegation rows with their index entries, unchecked (a bulk load for tests).
     pub fn put_delegations(&mut self, rows: &[crate::authority::NewDelegation]) -> Result<()> {
-        self.tx.bulk_insert_delegations(rows)
+        let tx = self.file("put_delegations")?;
+        tx.bulk_insert_delegations(rows)
     }
     pub fn delegation_count(&mut self) -> Result<u64> {
-        self.tx.delegation_count()
+        let tx = self.file("delegation_count")?;
+        tx.delegation_count()
     }
     /// Write one reservation's budget charges, as a reservation would (a bulk load for benches).
     pub fn put_budget_charges(
@@ -1005,18 +1095,28 @@ impl Tamper<'_, '_> {
         attempt: u32,
         now: Micros,
     ) -> Result<()> {
-        self.tx.charge_budgets(charges, effect_key, attempt, now)
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.put_budget_charges(charges, effect_key, attempt, now);
+        }
+        let tx = self.file("this edit")?;
+        tx.charge_budgets(charges, effect_key, attempt, now)
     }
     /// The running window sum a reservation reads for `charge` (and writes back).
     pub fn budget_window_sum(&mut self, charge: &crate::authority::Charge, now: Micros) -> Result<u128> {
-        self.tx.budget_window_sum(charge, now)
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.budget_window_sum(charge, now);
+        }
+        let tx = self.file("this edit")?;
+        tx.budget_window_sum(charge, now)
     }
     /// The stored bytes of a delegation row.
     pub fn raw_delegation(&mut self, id: &str) -> Result<Option<Vec<u8>>> {
-        self.tx.raw_delegation(id)
+        let tx = self.file("raw_delegation")?;
+        tx.raw_delegation(id)
     }
     /// Overwrite the stored bytes of a delegation row (a disk fault, simulated).
     pub fn set_raw_delegation(&mut self, id: &str, bytes: &[u8]) -> Result<()> {
-        self.tx.set_raw_delegation(id, bytes)
+        let tx = self.file("set_raw_delegation")?;
+        tx.set_raw_delegation(id, bytes)
     }
 }

@@ -8,22 +8,26 @@
 #
 # Cases:
 #   1. one winner among 8 processes, 4 per host, for each of 20 keys;
-#   2. host A partitioned from the server (a blackhole route inside A) for 3 s while both hosts
+#   2. one granted approval presented by 8 processes on 2 hosts: consumed exactly once;
+#   3. grant (4 processes on host A) and deny (4 on host B) raced for one request: answered once;
+#   4. host A partitioned from the server (a blackhole route inside A) for 3 s while both hosts
 #      run: host B keeps committing (A's abandoned transactions and their lock die within the
 #      store's bounds), no key is ever won twice, every reported win is committed, the chain
 #      verifies;
-#   3. the server's replies to host A dropped for 3 s (a blackhole route on the server's side),
-#      so COMMITs can land unanswered: the same checks.
+#   5. the server's replies to host A dropped for 3 s (a blackhole route on the server's side),
+#      so COMMITs can land unanswered: the same checks;
+#   6. the server restarted (pg_ctl restart -m fast) under the 8 processes: the same checks, and
+#      nothing FAILED.
 # Then one write stopped at COMMIT by the library's commit gate (a test-exports build), the
 # network changed at that instant:
-#   4. COMMIT lands, its answer is lost (server side), the link is back before the witness is
+#   7. COMMIT lands, its answer is lost (server side), the link is back before the witness is
 #      read: one permit via the witness; a blind retry from host B is refused in progress;
-#   5. COMMIT never reaches the server (A cut off both ways) while its transaction holds the
+#   8. COMMIT never reaches the server (A cut off both ways) while its transaction holds the
 #      lock and the key: the server ends it within its idle bound, B wins the key, A's re-read
 #      finds no witness and is refused: never two permits;
-#   6. the witness cannot be read back while the link is still down: unavailable, no permit;
+#   9. the witness cannot be read back while the link is still down: unavailable, no permit;
 #      the reservation lapses into AMBIGUOUS and a retry is refused;
-#   7. host B's clock 2 h ahead (faketime): `warden doctor` on B reports it, and B's lease
+#   10. host B's clock 2 h ahead (faketime): `warden doctor` on B reports it, and B's lease
 #      decisions are the database clock's, not B's.
 # Needs root (ip netns) and faketime; without root it says so and stops (exit 0).
 set -euo pipefail
@@ -66,6 +70,10 @@ actions:
     effect: "noop:{n}"
     rules:
       - decision: allow
+  bench.approve:
+    effect: "approved:{n}"
+    rules:
+      - decision: approve
 EOF
 
 psql_admin() { runuser -u postgres -- psql -h 127.0.0.1 -p "$port" -U postgres -d warden -Atqc "$1"; }
@@ -85,13 +93,13 @@ run_workers() {
     done
 }
 
-check_store() { # SCHEMA: every reported win committed, the chain verified
-    local schema=$1 prefix=$2
-    "$python" - "postgresql://postgres@127.0.0.1:$port/warden?options=-csearch_path%3D$schema" "$prefix" <<'EOF'
+check_store() { # SCHEMA PREFIX [no-failed]: every reported win committed, the chain verified
+    local schema=$1 prefix=$2 failed=${3:-}
+    "$python" - "postgresql://postgres@127.0.0.1:$port/warden?options=-csearch_path%3D$schema" "$prefix" "$failed" <<'EOF'
 import glob, sys
 from collections import Counter
 import warden
-store, prefix = sys.argv[1], sys.argv[2]
+store, prefix, failed = sys.argv[1], sys.argv[2], sys.argv[3]
 wins = Counter()
 for path in glob.glob(prefix + ".*"):
     for line in open(path):
@@ -104,12 +112,19 @@ twice = [k for k, n in wins.items() if n > 1]
 assert not twice, f"keys won twice: {twice}"
 with warden.Warden(store=store) as w:
     committed = {e["effect_key"] for e in w.effects(state="committed", limit=0)}
+    failed_keys = [e["effect_key"] for e in w.effects(state="failed", limit=0)]
     report = w.verify_chain()
+if failed == "no-failed":
+    assert not failed_keys, f"FAILED without proof: {failed_keys}"
 missing = [k for k in wins if f"noop:{k}" not in committed]
 assert not missing, f"reported wins not committed: {missing}"
 assert report.get("ok"), report
 print(f"{len(wins)} keys won once each, all committed; chain of {report.get('verified')} receipts verifies")
 EOF
+}
+
+expect() { # FILE PATTERN: FILE's line matches PATTERN (an extended regex)
+    grep -Eq "$2" "$1" || { echo "expected /$2/ in $1, got:" >&2; cat "$1" >&2; exit 1; }
 }
 
 # ---- 1: one winner per key among 8 processes on two hosts ----------------------------------
@@ -124,6 +139,62 @@ check_store race "$work/race"
 won=$(cat "$work"/race.* | grep -c '^won ' || true)
 [ "$won" = 20 ] || { echo "expected 20 wins in all, got $won" >&2; cat "$work"/race.* >&2; exit 1; }
 echo "case 1: 20 keys, 8 processes on 2 hosts: each key won exactly once"
+
+approval_race() { # HOST OUT ARGS...: tests/netns/approval_race.py in HOST's namespace
+    local host=$1 out=$2 store
+    shift 2
+    if [ "$host" = "$a" ]; then store=$store_a; else store=$store_b; fi
+    local command=$1
+    shift
+    ip netns exec "$host" timeout 60 "$python" tests/netns/approval_race.py "$command" "${store}approval" \
+        "$work/warden.yaml" "$@" >"$out" 2>&1
+}
+approval_status() { # ID: the request's status in the store
+    "$python" - "postgresql://postgres@127.0.0.1:$port/warden?options=-csearch_path%3Dapproval" "$1" <<'PY'
+import sys
+import warden
+with warden.Warden(store=sys.argv[1]) as w:
+    print(w.approval(sys.argv[2])["status"])
+PY
+}
+
+# ---- 2: one granted approval presented by 8 processes on 2 hosts: consumed exactly once ------
+psql_admin "CREATE SCHEMA approval"
+approval_race "$a" "$work/request1" request ap1
+id=$(cat "$work/request1")
+[[ $id == apr_* ]] || { echo "no approval request: $id" >&2; exit 1; }
+approval_race "$b" "$work/grant1" answer "$id" /dev/null grant ops:bob
+expect "$work/grant1" '^answered granted$'
+for i in 0 1 2 3; do
+    approval_race "$a" "$work/consume.a$i" consume ap1 "$id" "$work/go-consume" &
+    approval_race "$b" "$work/consume.b$i" consume ap1 "$id" "$work/go-consume" &
+done
+sleep 1
+touch "$work/go-consume"
+wait
+consumed=$(cat "$work"/consume.* | grep -c '^consumed$' || true)
+refused=$(cat "$work"/consume.* | grep -c '^refused ' || true)
+[ "$consumed" = 1 ] && [ "$refused" = 7 ] \
+    || { echo "expected 1 consumed and 7 refused, got:" >&2; cat "$work"/consume.* >&2; exit 1; }
+[ "$(approval_status "$id")" = consumed ] || { echo "the approval is $(approval_status "$id"), not consumed" >&2; exit 1; }
+echo "case 2: one granted approval presented by 8 processes on 2 hosts: consumed by exactly one, 7 refused"
+
+# ---- 3: grant (4 processes on A) and deny (4 on B) raced for one request: answered once ------
+approval_race "$a" "$work/request2" request ap2
+id=$(cat "$work/request2")
+[[ $id == apr_* ]] || { echo "no approval request: $id" >&2; exit 1; }
+for i in 0 1 2 3; do
+    approval_race "$a" "$work/answer.a$i" answer "$id" "$work/go-answer" grant "ops:alice$i" &
+    approval_race "$b" "$work/answer.b$i" answer "$id" "$work/go-answer" deny "ops:carol$i" &
+done
+sleep 1
+touch "$work/go-answer"
+wait
+answered=$(cat "$work"/answer.* | grep '^answered ' || true)
+[ "$(grep -c . <<<"$answered")" = 1 ] || { echo "expected one answer, got:" >&2; cat "$work"/answer.* >&2; exit 1; }
+status=$(approval_status "$id")
+[ "$answered" = "answered $status" ] || { echo "the store says $status, the winner said: $answered" >&2; exit 1; }
+echo "case 3: grant on host A and deny on host B raced by 8 processes: answered once ($status), 7 refused"
 
 # cut SCHEMA PREFIX WHAT ROUTE...: both hosts propose 150 keys (retrying what is unavailable)
 # while `ROUTE` is a blackhole for 3 s (added and removed with `PREFIX ip route`); host B must
@@ -153,12 +224,31 @@ cut() {
 }
 
 export WARDEN_WRITE_WAIT_MS=2000
-# ---- 2: host A partitioned from the server (a blackhole route inside A) ---------------------
-cut part "ip netns exec $a" "case 2: host A partitioned" 10.231.1.1/32
-# ---- 3: the server's replies to host A dropped (a blackhole route on the server's side) -----
+# ---- 4: host A partitioned from the server (a blackhole route inside A) ---------------------
+cut part "ip netns exec $a" "case 4: host A partitioned" 10.231.1.1/32
+# ---- 5: the server's replies to host A dropped (a blackhole route on the server's side) -----
 # A's requests still arrive, so some COMMITs land whose answers are lost: those are decided by
 # the witness on a fresh connection (or fail closed while the link is down), never applied twice.
-cut reply "" "case 3: the server's replies to host A dropped" 10.231.1.2/32
+cut reply "" "case 5: the server's replies to host A dropped" 10.231.1.2/32
+
+# ---- 6: the server restarted (pg_ctl restart -m fast) under the 8 processes ------------------
+# Every session ends at once, transactions in flight roll back; the clients reconnect and retry
+# what was unavailable: no key won twice, every reported win committed, nothing FAILED.
+psql_admin "CREATE SCHEMA restart"
+keys=()
+for k in $(seq 1 150); do keys+=("restart$k"); done
+run_workers restart "$work/go-restart" "$work/restart" "--retry-until 60" "${keys[@]}"
+sleep 1
+touch "$work/go-restart"
+sleep 1
+scripts/pg-server.sh restart "$server"
+restarted=$(cat "$work"/restart.* | grep -c '^won ' || true)
+wait
+check_store restart "$work/restart" no-failed
+after=$(cat "$work"/restart.* | grep -c '^won ' || true)
+[ "$after" -gt "$restarted" ] || { echo "no key was won after the restart ($restarted → $after)" >&2; exit 1; }
+unavailable=$(cat "$work"/restart.* | grep -c '^unavailable ' || true)
+echo "case 6: the server restarted under 8 processes on 2 hosts: $((after - restarted)) keys won after it, $unavailable unavailable calls retried; no key won twice, nothing FAILED"
 
 # ---- at COMMIT: one write stopped before its COMMIT and before its witness is read back -----
 # (the library's commit gate, in a test-exports build), while the test changes the network.
@@ -199,10 +289,6 @@ gated() {
         "${prefix[@]}" "$python" tests/netns/gated.py "$store$schema" "$work/warden.yaml" "$@" >"$out" 2>&1
 }
 
-expect() { # FILE PATTERN: FILE's line matches PATTERN (an extended regex)
-    grep -Eq "$2" "$1" || { echo "expected /$2/ in $1, got:" >&2; cat "$1" >&2; exit 1; }
-}
-
 effect_is() { # SCHEMA KEY STATE ATTEMPT: the effect's state and attempt, and the chain verifies
     "$python" - "postgresql://postgres@127.0.0.1:$port/warden?options=-csearch_path%3D$1" "noop:$2" "$3" "$4" <<'PY'
 import sys
@@ -218,7 +304,7 @@ assert report.get("ok"), report
 PY
 }
 
-# ---- 4: COMMIT landed, its answer lost (blackholed on the server's side), the link restored
+# ---- 7: COMMIT landed, its answer lost (blackholed on the server's side), the link restored
 # before the witness is read back: one permit, via the witness; a blind retry is refused -----
 psql_admin "CREATE SCHEMA lost"
 g=$work/gate-lost
@@ -237,9 +323,9 @@ touch "$g/go-reread"
 wait "$pa"
 expect "$work/lost.a" '^won g1 '
 effect_is lost g1 committed 1
-echo "case 4: COMMIT's answer lost, the link back before the re-read: one permit via the witness ($(awk '{print $3}' "$work/lost.a") ms); host B's blind retry refused in progress"
+echo "case 7: COMMIT's answer lost, the link back before the re-read: one permit via the witness ($(awk '{print $3}' "$work/lost.a") ms); host B's blind retry refused in progress"
 
-# ---- 5: COMMIT never reaching the server (host A cut off both ways) while its transaction
+# ---- 8: COMMIT never reaching the server (host A cut off both ways) while its transaction
 # holds the store's lock and the key's reservation: the server ends it within its idle bound,
 # host B takes the key, and A's re-read (the link back) finds no witness: never two permits ---
 psql_admin "CREATE SCHEMA zombie"
@@ -264,9 +350,9 @@ touch "$g/go-reread"
 wait "$pa"
 expect "$work/zombie.a" '^refused g2 Duplicate '
 effect_is zombie g2 committed 1
-echo "case 5: COMMIT never reached the server: its zombie ended within the bounds, host B won the key after $waited ms; A's re-read found no witness and was refused"
+echo "case 8: COMMIT never reached the server: its zombie ended within the bounds, host B won the key after $waited ms; A's re-read found no witness and was refused"
 
-# ---- 6: the witness cannot be read back while the link is still down: unavailable, no permit;
+# ---- 9: the witness cannot be read back while the link is still down: unavailable, no permit;
 # the reservation (its COMMIT landed) lapses into AMBIGUOUS and a retry is refused -------------
 psql_admin "CREATE SCHEMA down"
 g=$work/gate-down
@@ -285,9 +371,9 @@ sleep 3 # the 3 s lease, counted from the reservation, has lapsed
 gated "$b" down "$work/down.b" -- g3
 expect "$work/down.b" '^refused g3 Ambiguous '
 effect_is down g3 ambiguous 1
-echo "case 6: the re-read failed while the link was down: unavailable, no permit; the key lapsed into AMBIGUOUS and a retry was refused"
+echo "case 9: the re-read failed while the link was down: unavailable, no permit; the key lapsed into AMBIGUOUS and a retry was refused"
 
-# ---- 7: host B's clock two hours ahead (faketime): leases are judged by the database clock ---
+# ---- 10: host B's clock two hours ahead (faketime): leases are judged by the database clock ---
 psql_admin "CREATE SCHEMA skew"
 ahead=(faketime -f +2h)
 skew=$(ip netns exec "$b" "${ahead[@]}" "$cli" doctor --json --store "${store_b}skew" \
@@ -322,4 +408,4 @@ gated "$a" skew "$work/skew2.a" -- s2
 expect "$work/skew2.a" '^refused s2 Ambiguous '
 wait "$pb"
 expect "$work/skew2.b" '^late s2 '
-echo "case 7: host B's clock 2 h ahead (doctor: $skew ms): its lease decisions follow the database clock — B's proposal refused in progress under A's 60 s lease, B's own 2 s lease lapsed after 3 s"
+echo "case 10: host B's clock 2 h ahead (doctor: $skew ms): its lease decisions follow the database clock — B's proposal refused in progress under A's 60 s lease, B's own 2 s lease lapsed after 3 s"

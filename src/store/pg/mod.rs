@@ -239,6 +239,38 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// Test support (`Store::tamper`): raw edits in one transaction under the store's lock.
+    pub(crate) fn tamper(&self, edit: impl FnOnce(&mut crate::store::Tamper<'_, '_>) -> Result<()>) -> Result<()> {
+        let (mut conn, _) = self.checkout()?;
+        let Conn { client, cache } = &mut conn;
+        let opening = format!(
+            "BEGIN; SET LOCAL standard_conforming_strings = on; SELECT pg_advisory_xact_lock({WRITE_LOCK_CLASS}, {}); \
+             SELECT coalesce(max(id), 0) AS last_event_id FROM warden_events",
+            self.schema_hash
+        );
+        let (sql, answered) = Sql::begin(client, cache, &opening).map_err(|e| fault("starting a transaction", &e))?;
+        let edited = (|| {
+            let last = sql::uint(rows::simple_int(&answered, "last_event_id")?, "warden_events")?;
+            let mut raw = write::RawEdits::new(&sql, last);
+            edit(&mut crate::store::Tamper::other(&mut raw))
+        })();
+        let done = match edited {
+            Err(error) => {
+                sql.rollback();
+                Err(error)
+            }
+            Ok(()) => match sql.commit() {
+                Err(refused) => Err(refused),
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(fault("committing", &error)),
+            },
+        };
+        self.checkin(conn);
+        done
+    }
+}
+
 /// Schemas made under one base URL for a scratch use (`warden verify --store postgresql://…`),
 /// each dropped with everything in it when this is dropped.
 pub(crate) struct ScratchSchemas {

@@ -25,6 +25,7 @@ use crate::store::codec::{decode, encode};
 use crate::store::records::{ChainHead, StoredEffect};
 use crate::store::shared_rules;
 use crate::store::tables::{self, name};
+use crate::store::RawTable;
 
 /// One write transaction.
 pub(crate) struct PgWriteTx<'s, 'c> {
@@ -410,6 +411,96 @@ impl AuthorityWrites for PgWriteTx<'_, '_> {
         self.insert(
             "INSERT INTO warden_budget_by_effect (effect_key, attempt, v) VALUES ($1, $2, $3)",
             &[Lit::Text(effect_key), Lit::Int(i64::from(attempt)), Lit::Bytes(&written_row)],
+        )
+    }
+}
+
+/// Test support (`Store::tamper` on PostgreSQL): the raw edits tests make, in one transaction
+/// under the store's lock. Rows go in as the codec writes them (or as the bytes given), outside
+/// every rule.
+pub(super) struct RawEdits<'s, 'c> {
+    sql: &'s Sql<'c>,
+    tx: PgWriteTx<'s, 'c>,
+}
+
+impl<'s, 'c> RawEdits<'s, 'c> {
+    pub(super) fn new(sql: &'s Sql<'c>, last_event_id: u64) -> RawEdits<'s, 'c> {
+        RawEdits { sql, tx: PgWriteTx::new(sql, last_event_id) }
+    }
+}
+
+impl crate::store::RawRows for RawEdits<'_, '_> {
+    fn receipt(&mut self, seq: u64) -> Result<Option<StoredReceipt>> {
+        rows::receipt(self.sql, seq)
+    }
+
+    fn put_receipt(&mut self, seq: u64, row: &StoredReceipt) -> Result<()> {
+        let bytes = encode(name::RECEIPTS, &seq, row)?;
+        self.set_raw_receipt(seq, &bytes)
+    }
+
+    fn remove_receipt(&mut self, seq: u64) -> Result<()> {
+        self.sql.write("DELETE FROM warden_receipts WHERE seq = $1", &[Lit::Int(int(seq, "receipt seq")?)], Guard::None)
+    }
+
+    fn set_head(&mut self, seq: u64, hash: &str) -> Result<()> {
+        let head = ChainHead { seq, hash: hash.to_owned() };
+        let bytes = encode(name::META, &tables::META_HEAD, &head)?;
+        self.set_raw(RawTable::Meta, tables::META_HEAD, &bytes)
+    }
+
+    fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
+        self.tx.put_effect(record)
+    }
+
+    fn put_approval(&mut self, record: &ApprovalRecord) -> Result<()> {
+        self.tx.put_approval(record)
+    }
+
+    fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>> {
+        let select = match table {
+            RawTable::Meta => "SELECT v FROM warden_meta WHERE k = $1",
+            RawTable::Effects => "SELECT v FROM warden_effects WHERE k = $1",
+            RawTable::Approvals => "SELECT v FROM warden_approvals WHERE k = $1",
+        };
+        let found = self.sql.row(select, &[&key], "reading a raw row")?;
+        found.map(|row| column(&row, 0, "a raw row")).transpose()
+    }
+
+    fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()> {
+        let statement = match table {
+            RawTable::Meta => {
+                "INSERT INTO warden_meta (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+            }
+            RawTable::Effects => {
+                "INSERT INTO warden_effects (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+            }
+            RawTable::Approvals => {
+                "INSERT INTO warden_approvals (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+            }
+        };
+        self.sql.write(statement, &[Lit::Text(key), Lit::Bytes(bytes)], Guard::None)
+    }
+
+    fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {
+        let at = int(seq, "receipt seq")?;
+        let found = self.sql.row("SELECT v FROM warden_receipts WHERE seq = $1", &[&at], "reading a raw receipt")?;
+        found.map(|row| column(&row, 0, name::RECEIPTS)).transpose()
+    }
+
+    fn put_budget_charges(&mut self, charges: &[Charge], effect_key: &str, attempt: u32, now: Micros) -> Result<()> {
+        self.tx.charge_budgets(charges, effect_key, attempt, now)
+    }
+
+    fn budget_window_sum(&mut self, charge: &Charge, now: Micros) -> Result<u128> {
+        self.tx.budget_window_sum(charge, now)
+    }
+
+    fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()> {
+        self.sql.write(
+            "INSERT INTO warden_receipts (seq, v) VALUES ($1, $2) ON CONFLICT (seq) DO UPDATE SET v = EXCLUDED.v",
+            &[Lit::Int(int(seq, "receipt seq")?), Lit::Bytes(bytes)],
+            Guard::None,
         )
     }
 }
