@@ -353,15 +353,17 @@ impl warden::Clock for Leaping {
     }
 }
 
+/// A kernel whose every reading of the clock is 10 minutes past the last.
+fn leaping(url: &str) -> Kernel {
+    let clock = Arc::new(Leaping(std::sync::atomic::AtomicI64::new(T0)));
+    Kernel::open(PathBuf::from(url), KernelOptions { clock, ..KernelOptions::default() }).unwrap()
+}
+
 #[test]
 fn a_permit_confirmed_after_its_lease_lapsed_is_not_handed_out_and_its_attempt_is_failed() {
     let _server = shared();
     let url = fresh_postgres_schema(&base());
-    let kernel = Kernel::open(
-        PathBuf::from(&url),
-        KernelOptions { clock: Arc::new(Leaping(std::sync::atomic::AtomicI64::new(T0))), ..KernelOptions::default() },
-    )
-    .unwrap();
+    let kernel = leaping(&url);
     let t = key_template();
     lose_next_postgres_commit(true);
     let refused = kernel.propose(&allow(&refund("late", 5), &t)).unwrap_err();
@@ -391,11 +393,7 @@ fn a_permit_confirmed_after_its_lease_lapsed_is_not_handed_out_and_its_attempt_i
 fn a_claim_confirmed_after_its_lease_lapsed_is_not_returned_and_its_key_lapses_into_ambiguous() {
     let _server = shared();
     let url = fresh_postgres_schema(&base());
-    let kernel = Kernel::open(
-        PathBuf::from(&url),
-        KernelOptions { clock: Arc::new(Leaping(std::sync::atomic::AtomicI64::new(T0))), ..KernelOptions::default() },
-    )
-    .unwrap();
+    let kernel = leaping(&url);
     let action = refund("claimed", 5);
     lose_next_postgres_commit(true);
     let refused = kernel.reserve_only(&action, "refund:claimed", None, None).unwrap_err();

@@ -304,14 +304,21 @@ assert report.get("ok"), report
 PY
 }
 
+# at_commit SCHEMA KEY LEASE: in a new SCHEMA, host A proposes KEY (LEASE seconds) with the commit
+# gate armed; returns once that reservation's write stopped before COMMIT ($g: the gate
+# directory, $pa: A's process).
+at_commit() {
+    psql_admin "CREATE SCHEMA $1"
+    g=$work/gate-$1
+    mkdir "$g"
+    gated "$a" "$1" "$work/$1.a" -- "$2" --gate "$g" --lease "$3" &
+    pa=$!
+    wait_for "$g/at-commit" 30
+}
+
 # ---- 7: COMMIT landed, its answer lost (blackholed on the server's side), the link restored
 # before the witness is read back: one permit, via the witness; a blind retry is refused -----
-psql_admin "CREATE SCHEMA lost"
-g=$work/gate-lost
-mkdir "$g"
-gated "$a" lost "$work/lost.a" -- g1 --gate "$g" --lease 60 &
-pa=$!
-wait_for "$g/at-commit" 30
+at_commit lost g1 60
 ip route add blackhole 10.231.1.2/32
 touch "$g/go-commit"
 wait_for "$g/at-reread" 30 # the client gave up on COMMIT's answer
@@ -328,12 +335,7 @@ echo "case 7: COMMIT's answer lost, the link back before the re-read: one permit
 # ---- 8: COMMIT never reaching the server (host A cut off both ways) while its transaction
 # holds the store's lock and the key's reservation: the server ends it within its idle bound,
 # host B takes the key, and A's re-read (the link back) finds no witness: never two permits ---
-psql_admin "CREATE SCHEMA zombie"
-g=$work/gate-zombie
-mkdir "$g"
-gated "$a" zombie "$work/zombie.a" -- g2 --gate "$g" --lease 60 &
-pa=$!
-wait_for "$g/at-commit" 30
+at_commit zombie g2 60
 # Both ways: A's COMMIT never leaves A, and the server's end of the zombie (a FATAL for the idle
 # timeout) never reaches A, so A cannot know which happened and must read its witness back.
 ip netns exec "$a" ip route add blackhole 10.231.1.1/32
@@ -354,12 +356,7 @@ echo "case 8: COMMIT never reached the server: its zombie ended within the bound
 
 # ---- 9: the witness cannot be read back while the link is still down: unavailable, no permit;
 # the reservation (its COMMIT landed) lapses into AMBIGUOUS and a retry is refused -------------
-psql_admin "CREATE SCHEMA down"
-g=$work/gate-down
-mkdir "$g"
-gated "$a" down "$work/down.a" -- g3 --gate "$g" --lease 3 &
-pa=$!
-wait_for "$g/at-commit" 30
+at_commit down g3 3
 ip route add blackhole 10.231.1.2/32
 touch "$g/go-commit"
 wait_for "$g/at-reread" 30
