@@ -78,19 +78,24 @@ EOF
 
 psql_admin() { runuser -u postgres -- psql -h 127.0.0.1 -p "$port" -U postgres -d warden -Atqc "$1"; }
 
-# run SCHEMA START_FILE OUT_PREFIX EXTRA_ARGS KEYS...: 4 workers per host in the background
-run_workers() {
-    local schema=$1 start=$2 prefix=$3 extra=$4
-    shift 4
-    local i
+# start_race SCHEMA COUNT EXTRA_ARGS: in a new SCHEMA, 4 workers per host (tests/netns/worker.py,
+# in the background, their lines in $work/SCHEMA.a0 … .b3) each propose the keys SCHEMA1 …
+# SCHEMA<COUNT> in turn, all starting at once; returns when they have started.
+start_race() {
+    local schema=$1 count=$2 extra=$3
+    psql_admin "CREATE SCHEMA $schema"
+    local keys=() k i
+    for k in $(seq 1 "$count"); do keys+=("$schema$k"); done
     for i in 0 1 2 3; do
         # shellcheck disable=SC2086 # EXTRA_ARGS is word-split on purpose
-        ip netns exec "$a" timeout 120 "$python" tests/netns/worker.py "$store_a$schema" "$work/warden.yaml" "$start" "$@" $extra \
-            >"$prefix.a$i" 2>&1 &
+        ip netns exec "$a" timeout 120 "$python" tests/netns/worker.py "$store_a$schema" "$work/warden.yaml" \
+            "$work/go-$schema" "${keys[@]}" $extra >"$work/$schema.a$i" 2>&1 &
         # shellcheck disable=SC2086
-        ip netns exec "$b" timeout 120 "$python" tests/netns/worker.py "$store_b$schema" "$work/warden.yaml" "$start" "$@" $extra \
-            >"$prefix.b$i" 2>&1 &
+        ip netns exec "$b" timeout 120 "$python" tests/netns/worker.py "$store_b$schema" "$work/warden.yaml" \
+            "$work/go-$schema" "${keys[@]}" $extra >"$work/$schema.b$i" 2>&1 &
     done
+    sleep 1
+    touch "$work/go-$schema"
 }
 
 check_store() { # SCHEMA PREFIX [no-failed]: every reported win committed, the chain verified
@@ -128,12 +133,7 @@ expect() { # FILE PATTERN: FILE's line matches PATTERN (an extended regex)
 }
 
 # ---- 1: one winner per key among 8 processes on two hosts ----------------------------------
-psql_admin "CREATE SCHEMA race"
-keys=()
-for k in $(seq 1 20); do keys+=("k$k"); done
-run_workers race "$work/go1" "$work/race" "" "${keys[@]}"
-sleep 1
-touch "$work/go1"
+start_race race 20 ""
 wait
 check_store race "$work/race"
 won=$(cat "$work"/race.* | grep -c '^won ' || true)
@@ -201,12 +201,7 @@ echo "case 3: grant on host A and deny on host B raced by 8 processes: answered 
 # keep winning meanwhile, and the store checks hold after.
 cut() {
     local schema=$1 prefix=$2 what=$3 route=$4
-    psql_admin "CREATE SCHEMA $schema"
-    local keys=() k
-    for k in $(seq 1 150); do keys+=("$schema$k"); done
-    run_workers "$schema" "$work/go-$schema" "$work/$schema" "--retry-until 60" "${keys[@]}"
-    sleep 1
-    touch "$work/go-$schema"
+    start_race "$schema" 150 "--retry-until 60"
     sleep 1
     # shellcheck disable=SC2086 # PREFIX is a command prefix, word-split on purpose
     $prefix ip route add blackhole "$route"
@@ -234,12 +229,7 @@ cut reply "" "case 5: the server's replies to host A dropped" 10.231.1.2/32
 # ---- 6: the server restarted (pg_ctl restart -m fast) under the 8 processes ------------------
 # Every session ends at once, transactions in flight roll back; the clients reconnect and retry
 # what was unavailable: no key won twice, every reported win committed, nothing FAILED.
-psql_admin "CREATE SCHEMA restart"
-keys=()
-for k in $(seq 1 150); do keys+=("restart$k"); done
-run_workers restart "$work/go-restart" "$work/restart" "--retry-until 60" "${keys[@]}"
-sleep 1
-touch "$work/go-restart"
+start_race restart 150 "--retry-until 60"
 sleep 1
 scripts/pg-server.sh restart "$server"
 restarted=$(cat "$work"/restart.* | grep -c '^won ' || true)
@@ -256,6 +246,15 @@ echo "building the test-exports library (its commit gate) and the CLI" >&2
 cargo build --quiet --locked --features test-exports --lib
 cargo build --quiet --locked --release --bin warden
 gated_lib=${CARGO_TARGET_DIR:-target}/debug/libwarden.so
+# A cdylib's file name carries no feature hash, so a later build without test-exports may have
+# replaced this file while cargo still counts the test-exports build fresh: rebuild when the
+# test-only exports are missing.
+if ! nm -D --defined-only "$gated_lib" | grep -q ' warden_test_'; then
+    touch src/lib.rs
+    cargo build --quiet --locked --features test-exports --lib
+fi
+nm -D --defined-only "$gated_lib" | grep -q ' warden_test_' \
+    || { echo "$gated_lib has no test-only exports after a test-exports build" >&2; exit 1; }
 cli=${CARGO_TARGET_DIR:-target}/release/warden
 # Longer bounds than the stream cases, so that the test's own steps between the gate's stops
 # (well under a second) never reach the server's idle timeout (a quarter of the wait: 2 s).
