@@ -657,10 +657,6 @@ impl<P: Protocol> Store<P> {
         seq: u64,
         edit: impl FnOnce(&mut crate::receipt::StoredReceipt) -> Result<()>,
     ) -> Result<()> {
-        #[cfg(feature = "postgres")]
-        if let Mode::Postgres(store) = &*self.engine.current()? {
-            return store.edit_receipt(seq, edit);
-        }
         self.tamper(|tamper| {
             let Some(mut row) = tamper.receipt(seq)? else {
                 return Err(Error::NotFound(format!("receipt {seq} is not in the store")));
@@ -673,10 +669,6 @@ impl<P: Protocol> Store<P> {
     /// Overwrite an approval request's row as it is given, outside the approval rules: `warden
     /// verify`'s G12 does this to a scratch store (file or PostgreSQL) to show damage is noticed.
     pub(crate) fn overwrite_approval(&self, record: &crate::approval::ApprovalRecord) -> Result<()> {
-        #[cfg(feature = "postgres")]
-        if let Mode::Postgres(store) = &*self.engine.current()? {
-            return store.overwrite_approval(record);
-        }
         self.tamper(|tamper| tamper.put_approval(record))
     }
 

@@ -38,7 +38,6 @@ use postgres::{Client, NoTls};
 use super::{Durability, Now, Prefetch, ReadOp, WriteOp};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
-use crate::store::codec;
 use crate::store::tables::name;
 use sql::{commit_unknown, fault, Cache, Guard, Lit, Sql};
 
@@ -190,53 +189,6 @@ impl PgStore {
         }
         Ok(PgStore { config, connector, shown, pool: Mutex::new(Vec::new()), schema_hash: 0, bounds, skew: 0 })
     }
-
-    /// Edit receipt `seq` in place, outside the chain's rules, under the store's lock:
-    /// `warden verify`'s G11 does this to a scratch store to show the chain notices.
-    pub(crate) fn edit_receipt(
-        &self,
-        seq: u64,
-        edit: impl FnOnce(&mut crate::receipt::StoredReceipt) -> Result<()>,
-    ) -> Result<()> {
-        let at = sql::int(seq, "receipt seq")?;
-        self.under_lock(|tx| {
-            let row = tx
-                .query_opt("SELECT v FROM warden_receipts WHERE seq = $1", &[&at])
-                .map_err(|e| fault("reading a receipt", &e))?
-                .ok_or_else(|| Error::NotFound(format!("receipt {seq} is not in the store")))?;
-            let bytes: Vec<u8> = sql::column(&row, 0, name::RECEIPTS)?;
-            let mut receipt: crate::receipt::StoredReceipt = codec::decode(name::RECEIPTS, &seq, &bytes)?;
-            edit(&mut receipt)?;
-            let bytes = codec::encode(name::RECEIPTS, &seq, &receipt)?;
-            tx.execute("UPDATE warden_receipts SET v = $2 WHERE seq = $1", &[&at, &bytes])
-                .map_err(|e| fault("rewriting a receipt", &e))
-                .map(drop)
-        })
-    }
-
-    /// Overwrite an approval request's row as it is given, outside the approval rules:
-    /// `warden verify`'s G12 does this to a scratch store to show that damage is noticed.
-    pub(crate) fn overwrite_approval(&self, record: &crate::approval::ApprovalRecord) -> Result<()> {
-        let bytes = codec::encode(name::APPROVALS, &record.approval_id.as_str(), record)?;
-        self.under_lock(|tx| {
-            tx.execute(
-                "INSERT INTO warden_approvals (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-                &[&record.approval_id, &bytes],
-            )
-            .map_err(|e| fault("rewriting an approval request", &e))
-            .map(drop)
-        })
-    }
-
-    /// One transaction of `work` on a fresh connection, under the store's write lock.
-    fn under_lock(&self, work: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<()>) -> Result<()> {
-        let mut conn = self.connect()?;
-        let mut tx = conn.client.transaction().map_err(|e| fault("starting a transaction", &e))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&WRITE_LOCK_CLASS, &self.schema_hash])
-            .map_err(|e| fault("waiting for the store's write lock", &e))?;
-        work(&mut tx)?;
-        tx.commit().map_err(|e| fault("committing", &e))
-    }
 }
 
 impl PgStore {
@@ -245,9 +197,9 @@ impl PgStore {
         let (mut conn, _) = self.checkout()?;
         let Conn { client, cache } = &mut conn;
         let opening = format!(
-            "BEGIN; SET LOCAL standard_conforming_strings = on; SELECT pg_advisory_xact_lock({WRITE_LOCK_CLASS}, {}); \
-             SELECT coalesce(max(id), 0) AS last_event_id FROM warden_events",
-            self.schema_hash
+            "{}; {}; SELECT coalesce(max(id), 0) AS last_event_id FROM warden_events",
+            self.begin(Durability::Durable),
+            self.lock_statement()
         );
         let (sql, answered) = Sql::begin(client, cache, &opening).map_err(|e| fault("starting a transaction", &e))?;
         let edited = (|| {
@@ -377,12 +329,14 @@ impl PgStore {
 
     fn measure_skew(&self, client: &mut Client) -> Result<Micros> {
         let before = SystemClock.now();
-        let row = client
-            .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[])
-            .map_err(|e| fault("reading the database clock", &e))?;
+        let db = database_clock(client)?;
         let after = SystemClock.now();
-        let db: i64 = sql::column(&row, 0, "clock_timestamp")?;
         Ok(db - (before / 2 + after / 2))
+    }
+
+    /// The statement that takes the store's write lock (the first of every write transaction).
+    fn lock_statement(&self) -> String {
+        format!("SELECT pg_advisory_xact_lock({WRITE_LOCK_CLASS}, {})", self.schema_hash)
     }
 
     /// BEGIN and the transaction's settings, sent as one simple query.
@@ -420,7 +374,8 @@ impl PgStore {
         ahead: &[Prefetch],
     ) -> (String, Vec<usize>) {
         let mut text = self.begin(durability);
-        text.push_str(&format!("; SELECT pg_advisory_xact_lock({WRITE_LOCK_CLASS}, {})", self.schema_hash));
+        text.push_str("; ");
+        text.push_str(&self.lock_statement());
         if let Some(lost) = lost {
             text.push_str(&format!(
                 "; SELECT count(*) AS lost_found FROM warden_witness WHERE write_id = '\\x{}'::bytea",
@@ -428,8 +383,7 @@ impl PgStore {
             ));
         }
         text.push_str(&format!(
-            "; INSERT INTO warden_witness (write_id, at) VALUES ('\\x{}'::bytea, \
-             (extract(epoch FROM clock_timestamp()) * 1000000)::int8) \
+            "; INSERT INTO warden_witness (write_id, at) VALUES ('\\x{}'::bytea, {DB_NOW}) \
              RETURNING at AS witness_at, (SELECT coalesce(max(id), 0) FROM warden_events) AS last_event_id",
             hex::encode(write_id)
         ));
@@ -622,13 +576,7 @@ impl PgStore {
     /// "Now" by this store's clock: the database's for `Now::System`.
     fn clock(&self, conn: &mut Conn, now: &Now) -> Result<Micros> {
         match now {
-            Now::System => {
-                let row = conn
-                    .client
-                    .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[])
-                    .map_err(|e| fault("reading the database clock", &e))?;
-                sql::column(&row, 0, "clock_timestamp")
-            }
+            Now::System => database_clock(&mut conn.client),
             other => Ok(other.read()),
         }
     }
@@ -652,7 +600,7 @@ impl PgStore {
         // statement).
         let begin = format!(
             "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET LOCAL statement_timeout = {}; \
-             SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 AS read_at",
+             SELECT {DB_NOW} AS read_at",
             self.bounds.statement.as_millis().max(1)
         );
         let (sql, answered) = Sql::begin(client, cache, &begin).map_err(|e| fault("starting a read", &e))?;
@@ -754,6 +702,16 @@ mod gate {
     pub(super) fn disarm() {
         ARMED.set(false);
     }
+}
+
+/// The database clock in integer microseconds since the epoch, as SQL.
+const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+
+/// The database clock now, in its own statement.
+fn database_clock(client: &mut Client) -> Result<Micros> {
+    let row =
+        client.query_one(&format!("SELECT {DB_NOW}"), &[]).map_err(|e| fault("reading the database clock", &e))?;
+    sql::column(&row, 0, "clock_timestamp")
 }
 
 fn random_id() -> Result<[u8; 16]> {
