@@ -1214,10 +1214,11 @@ warden_result warden_store_mark_ambiguous(warden_handle *h,
 // - `err`: NULL, or receives the error object on failure.
 //
 // Returns WARDEN_RESULT_OK; WARDEN_RESULT_AMBIGUOUS (the lease lapsed, or no record);
-// WARDEN_RESULT_IN_PROGRESS (another holder's live lease); WARDEN_RESULT_DUPLICATE (already
-// committed); WARDEN_RESULT_INVALID_INPUT (`lease_ms` 0 or too large, a shorter lease, a
-// RESERVED attempt that has not begun); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC;
-// WARDEN_RESULT_POISONED.
+// WARDEN_RESULT_IN_PROGRESS (a live lease that is not an EXECUTING attempt of this holder:
+// another holder's, or this holder's RESERVED attempt that has not begun — call
+// `warden_store_begin` first); WARDEN_RESULT_DUPLICATE (already committed);
+// WARDEN_RESULT_INVALID_INPUT (`lease_ms` 0 or too large, a shorter lease);
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
 //
 // Thread safety: safe to call concurrently on one handle.
 //

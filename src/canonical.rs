@@ -60,19 +60,32 @@ const RESERVED_KEYS: [&str; 2] = ["$serde_json::private::Number", "$serde_json::
 /// Parse JSON text the way Python's `json.loads` reads it, refusing what ctrlrun could not hash.
 ///
 /// A strict RFC 8259 parser rather than `serde_json::from_str`: serde_json turns the reserved
-/// key above into a number, and its errors for the same inputs are worded differently. Duplicate
-/// keys resolve to the last value, as in Python. Refused, where Python would hand ctrlrun a value
-/// it then fails to encode: lone UTF-16 surrogates, `NaN` and `Infinity`. Error messages give a
-/// position, never a copy of the input.
+/// key above into a number, and its errors for the same inputs are worded differently. Refused,
+/// where Python would hand ctrlrun a value it then fails to encode: lone UTF-16 surrogates, `NaN`
+/// and `Infinity`. Refused where Python silently keeps the last value: a key given twice in one
+/// object (`{"a":1,"a":2}` has no single canonical form — a reader that keeps the first value
+/// and one that keeps the last would act on different arguments under one hash); the error
+/// names the repeated key's path. Other error messages give a position, never a copy of the input.
 pub fn parse_json(text: &str) -> Result<Value, CanonicalError> {
-    let mut parser = Parser { text, bytes: text.as_bytes(), pos: 0 };
-    parser.skip_whitespace();
-    let value = parser.value(0)?;
-    parser.skip_whitespace();
-    if parser.pos != parser.bytes.len() {
-        return Err(parser.error("extra data after the JSON value"));
+    let mut parser = Parser { text, bytes: text.as_bytes(), pos: 0, repeated: None };
+    let parsed = parser.whole();
+    match (parsed, parser.repeated.take()) {
+        (Err(CanonicalError::Parse { message }), Some(mut trail)) => {
+            // Collected innermost first while the error unwound.
+            trail.reverse();
+            let path = trail.iter().fold(String::new(), |path, step| match step {
+                Step::Member(key) => member_path(&path, key),
+                Step::Item(index) => format!("{path}[{index}]"),
+            });
+            Err(CanonicalError::Parse {
+                message: format!(
+                    "duplicate key at {}: an object may give each key once ({message})",
+                    display_path(&path)
+                ),
+            })
+        }
+        (parsed, _) => parsed,
     }
-    Ok(value)
 }
 
 /// The canonical text of `value`. `root` names the top of the path in a [`CanonicalError::Float`]
@@ -270,9 +283,35 @@ struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Set when a key repeats: the path to it, innermost step first, filled in by each
+    /// enclosing container as the error unwinds (nothing is tracked on the way down).
+    repeated: Option<Vec<Step>>,
+}
+
+/// One step of a JSON path.
+enum Step {
+    Member(String),
+    Item(usize),
 }
 
 impl Parser<'_> {
+    fn whole(&mut self) -> Result<Value, CanonicalError> {
+        self.skip_whitespace();
+        let value = self.value(0)?;
+        self.skip_whitespace();
+        if self.pos != self.bytes.len() {
+            return Err(self.error("extra data after the JSON value"));
+        }
+        Ok(value)
+    }
+
+    /// On the way out of a failed member or item: the step that led into it joins the trail.
+    fn unwinding(&mut self, step: impl FnOnce() -> Step) {
+        if let Some(trail) = &mut self.repeated {
+            trail.push(step());
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -357,9 +396,23 @@ impl Parser<'_> {
             }
             self.pos += 1;
             self.skip_whitespace();
-            let item = self.value(depth)?;
-            // Python's dict keeps the last value given for a repeated key.
-            members.insert(key, item);
+            let item = match self.value(depth) {
+                Ok(item) => item,
+                Err(error) => {
+                    self.unwinding(|| Step::Member(key));
+                    return Err(error);
+                }
+            };
+            match members.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(item);
+                }
+                serde_json::map::Entry::Occupied(taken) => {
+                    self.pos = key_at;
+                    self.repeated = Some(vec![Step::Member(taken.key().clone())]);
+                    return Err(self.error("the key repeats"));
+                }
+            }
             self.skip_whitespace();
             match self.peek() {
                 Some(b',') => {
@@ -385,7 +438,14 @@ impl Parser<'_> {
             return Ok(Value::Array(items));
         }
         loop {
-            items.push(self.value(depth)?);
+            match self.value(depth) {
+                Ok(item) => items.push(item),
+                Err(error) => {
+                    let index = items.len();
+                    self.unwinding(|| Step::Item(index));
+                    return Err(error);
+                }
+            }
             self.skip_whitespace();
             match self.peek() {
                 Some(b',') => {
@@ -624,8 +684,29 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_key_keeps_its_last_value_as_python_does() {
-        assert_eq!(canonical(r#"{"a":1,"b":2,"a":3}"#).unwrap(), r#"{"a":3,"b":2}"#);
+    fn a_repeated_key_is_refused_with_its_path_and_position() {
+        let message = |text: &str| match parse_json(text) {
+            Err(CanonicalError::Parse { message }) => message,
+            other => panic!("{text}: expected a refusal, got {other:?}"),
+        };
+        let refused = "an object may give each key once (the key repeats";
+        for (text, path, at) in [
+            (r#"{"a":1,"a":2}"#, "a", "line 1 column 8 (char 7)"),
+            (r#"{"a":1,"b":2,"a":3}"#, "a", "line 1 column 14 (char 13)"),
+            // Equal once unescaped: the spelling is not the key.
+            (r#"{"a":1,"\u0061":2}"#, "a", "line 1 column 8 (char 7)"),
+            (r#"{"x":{"y":[0,{"k":1,"k":1}]}}"#, "x.y[1].k", "line 1 column 21 (char 20)"),
+            (r#"[[],{"k":null,"k":null}]"#, "[1].k", "line 1 column 15 (char 14)"),
+            (r#"{"":1,"":2}"#, "", "line 1 column 7 (char 6)"),
+        ] {
+            let shown = if path.is_empty() { "the top level".to_owned() } else { path.to_owned() };
+            assert_eq!(message(text), format!("duplicate key at {shown}: {refused}: {at})"), "{text}");
+        }
+        // Same key in sibling objects, or a key equal to a value, is no repetition.
+        assert_eq!(canonical(r#"[{"a":1},{"a":2}]"#).unwrap(), r#"[{"a":1},{"a":2}]"#);
+        assert_eq!(canonical(r#"{"a":{"a":"a"}}"#).unwrap(), r#"{"a":{"a":"a"}}"#);
+        // Any other error after a container keeps its own message, untouched by the path trail.
+        assert_eq!(message(r#"{"a":[1,]}"#), "expecting value: line 1 column 9 (char 8)");
     }
 
     #[test]

@@ -493,6 +493,11 @@ pub fn plan_outcome(
 }
 
 /// `extend_lease`: only the EXECUTING holder, only while its lease is live, only later.
+///
+/// A RESERVED attempt is refused as in progress (`Duplicate`, `in_progress`) even when the caller
+/// is its own holder: the call is well formed and the record's state is what refuses it, so it is
+/// a state refusal, not bad input — the answer ctrlrun's store gives. The holder calls `begin`
+/// first; anyone else waits for the outcome or the lease.
 pub fn plan_lease_extension(
     record: Option<&EffectRecord>,
     effect_key: &str,

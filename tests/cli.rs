@@ -119,6 +119,14 @@ const CASES: &[Case] = &[
         stderr: "warden: invalid JSON",
     },
     Case {
+        what: "canonical refuses a key given twice, naming its path",
+        args: &["canonical"],
+        stdin: r#"{"refund":{"amount":400,"amount":400000}}"#,
+        code: 1,
+        stdout: Some(""),
+        stderr: "warden: invalid JSON: duplicate key at refund.amount: an object may give each key once",
+    },
+    Case {
         what: "canonical refuses trailing data",
         args: &["canonical"],
         stdin: "1 2",

@@ -170,6 +170,48 @@ fn check_refuses_a_duplicate_key_and_names_the_line() {
     assert_eq!(run.stderr.lines().count(), 1, "{run}");
 }
 
+/// `check` on what is not a regular file is refused by what it is, at once: a FIFO nobody
+/// writes made `open` itself wait forever. The child is given 20 s and killed past that, so a
+/// hang fails the test instead of stalling the suite.
+#[test]
+fn check_refuses_a_fifo_a_directory_and_a_device_by_name_without_waiting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("policy.yaml");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("run mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    let sub = dir.path().join("policies");
+    std::fs::create_dir(&sub).expect("mkdir");
+    for (path, what) in
+        [(fifo.as_path(), "a named pipe (FIFO)"), (sub.as_path(), "a directory"), (Path::new("/dev/null"), "a device")]
+    {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .arg("check")
+            .arg(path)
+            .env_remove("WARDEN_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn warden");
+        let started = std::time::Instant::now();
+        while child.try_wait().expect("wait").is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("warden check {} did not return within 20 s", path.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let output = child.wait_with_output().expect("output");
+        let stderr = String::from_utf8(output.stderr).expect("UTF-8");
+        assert_eq!(output.status.code(), Some(2), "{}: {stderr}", path.display());
+        assert!(
+            stderr.contains(&format!("the document could not be read: it is {what}, not a regular file")),
+            "{}: {stderr}",
+            path.display()
+        );
+    }
+}
+
 #[test]
 fn check_refuses_an_unknown_key_and_names_the_line() {
     let s = Initialized::new();

@@ -145,8 +145,13 @@ fn extend_lease_at_and_past_the_expiry_instant() {
 fn extend_lease_refuses_another_holder_a_reserved_attempt_and_a_shorter_lease() {
     let f = Fixture::new();
     let holder = reserved(&f);
+    // The holder's own RESERVED attempt: a state refusal (held, not executing), as ctrlrun's store answers.
     let early = f.kernel.extend_lease(KEY, &holder, 1, T0 + 2 * LEASE).unwrap_err();
-    assert!(matches!(&early, Error::InvalidInput(m) if m.contains("never begun")), "{early}");
+    assert!(
+        matches!(&early, Error::Duplicate { state: DuplicateState::InProgress, holder: h, .. } if *h == holder),
+        "{early}"
+    );
+    assert_eq!(f.kernel.effect(KEY).unwrap().expect("kept").state, EffectState::Reserved, "nothing written");
     f.kernel.begin(KEY, &holder, 1).unwrap();
     let other = f.kernel.extend_lease(KEY, "act_00000000000000000000000000000000", 1, T0 + 2 * LEASE).unwrap_err();
     assert!(matches!(other, Error::Duplicate { state: DuplicateState::InProgress, .. }), "{other}");

@@ -12,6 +12,7 @@
 //! string where a list belongs, an empty list (no pin), `upstream: null` and
 //! `tool_schema_sha256: null` (absent). `warden/v1` writes each of those one way only.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
@@ -19,6 +20,9 @@ use base64::Engine;
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
+
+/// The largest certificate file read (a PEM certificate is a few KiB).
+const MAX_CERTIFICATE_FILE_BYTES: u64 = 1024 * 1024;
 
 const UPSTREAM_KEYS: [&str; 3] = ["tls_cert_file", "tls_cert_sha256", "tool_schema_sha256"];
 
@@ -159,9 +163,22 @@ impl Cx<'_> {
         for (file, line) in files {
             let resolved = self.beside_document(&file);
             let here = child_path(&path, "tls_cert_file");
-            let text = std::fs::read_to_string(&resolved).map_err(|e| {
-                self.error(&here, Some(line), format!("cannot read the certificate file {}: {e}", resolved.display()))
-            })?;
+            let text = super::open_regular(&resolved)
+                .and_then(|file| {
+                    let mut text = String::new();
+                    file.take(MAX_CERTIFICATE_FILE_BYTES + 1).read_to_string(&mut text)?;
+                    if text.len() as u64 > MAX_CERTIFICATE_FILE_BYTES {
+                        return Err(std::io::Error::other("it is larger than 1 MiB"));
+                    }
+                    Ok(text)
+                })
+                .map_err(|e| {
+                    self.error(
+                        &here,
+                        Some(line),
+                        format!("cannot read the certificate file {}: {e}", resolved.display()),
+                    )
+                })?;
             let certificates = pem_certificates(&text)
                 .map_err(|e| self.error(&here, Some(line), format!("{} is not PEM: {e}", resolved.display())))?;
             // One certificate per file: ctrlrun 0.12.2 refuses a file of several, and reading only

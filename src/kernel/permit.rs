@@ -351,13 +351,6 @@ pub(super) fn apply_extend(
     now: Micros,
 ) -> Result<WriteReply> {
     let record = tx.effect(effect_key)?;
-    if record.as_ref().is_some_and(|r| {
-        r.state == EffectState::Reserved && r.action_id == action_id && r.attempt == attempt && r.lease_is_live(now)
-    }) {
-        return Ok(WriteReply::Refused(Error::InvalidInput(format!(
-            "effect {effect_key:?} is reserved and was never begun: only an executing attempt extends its lease; call begin first"
-        ))));
-    }
     let planned = effect::plan_lease_extension(record.as_ref(), effect_key, action_id, attempt, until, now);
     super::effects::put_planned(
         tx,

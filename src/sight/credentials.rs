@@ -65,7 +65,8 @@ impl CredentialProvider for DirectoryProvider {
             return None;
         }
         let path = self.dir.join(reference);
-        let file = std::fs::File::open(path).ok()?;
+        // Not a plain open: a FIFO planted under the reference's name would block it.
+        let file = crate::document::open_regular(&path).ok()?;
         let meta = file.metadata().ok()?;
         if !meta.is_file() || meta.len() > MAX_CREDENTIAL_FILE_BYTES {
             return None;

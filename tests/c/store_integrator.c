@@ -39,14 +39,14 @@ static void extend_lease(warden_handle *h) {
     warden_buf err = NO_BUF;
     char holder[64];
 
-    /* A reserved attempt that has not begun has no lease to extend. */
+    /* A reserved attempt that has not begun is held, not executing: refused in progress, even to its holder. */
     warden_buf reserved = NO_BUF;
     EXPECT(warden_store_reserve(h, LIT(REFUND("pay_l1", "10")), LIT("refund:pay_l1"), NULL, 0, 60000, &reserved, &err),
            WARDEN_RESULT_OK, &err);
     CHECK(json_string_field(&reserved, "action_id", holder, sizeof holder));
     warden_buf_free(reserved);
     EXPECT(warden_store_extend_lease(h, LIT("refund:pay_l1"), STR(holder), 1, 120000, NULL, &err),
-           WARDEN_RESULT_INVALID_INPUT, &err);
+           WARDEN_RESULT_IN_PROGRESS, &err);
     reset(&err);
     EXPECT(warden_store_begin(h, LIT("refund:pay_l1"), STR(holder), 1, NULL, &err), WARDEN_RESULT_OK, &err);
 

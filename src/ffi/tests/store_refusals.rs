@@ -211,7 +211,10 @@ fn mark_ambiguous_of_a_live_reservation_must_name_its_holder() {
 fn extend_lease_needs_an_executing_holder_and_a_positive_lease() {
     let handle = open(None);
     let holder = reserve(&handle);
-    assert_eq!(code(extend(&handle, &holder, 60_000)), WARDEN_RESULT_INVALID_INPUT, "not begun");
+    // Not begun: a state refusal (the key is held and not executing), not bad input.
+    let not_begun = extend(&handle, &holder, 60_000);
+    assert_eq!(code(not_begun), WARDEN_RESULT_IN_PROGRESS, "not begun");
+    assert_eq!(state(&handle), "reserved", "nothing written");
     assert_eq!(code(begin(&handle, KEY, &holder, 1)), WARDEN_RESULT_OK);
     assert_eq!(code(extend(&handle, &holder, 0)), WARDEN_RESULT_INVALID_INPUT);
     assert_eq!(code(extend(&handle, &holder, u64::MAX)), WARDEN_RESULT_INVALID_INPUT);

@@ -22,7 +22,13 @@ pub(super) fn location() -> Option<PathBuf> {
 /// The password for this connection from the file at `path`: `Ok(None)` when the file does
 /// not exist or no line matches; `Err` names a file that must not be used (others may read it).
 pub(super) fn lookup(path: &Path, host: &str, port: u16, database: &str, user: &str) -> Result<Option<String>, String> {
-    let Ok(file) = std::fs::File::open(path) else { return Ok(None) };
+    let file = match crate::document::open_regular(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => {
+            return Err(format!("the password file {} cannot be used ({error}); it was not used", path.display()))
+        }
+        Err(_) => return Ok(None),
+    };
     let mode = file.metadata().map(|m| m.permissions().mode()).unwrap_or(0o777);
     if mode & 0o077 != 0 {
         return Err(format!(
@@ -88,5 +94,17 @@ mod tests {
         for (file, host, port, database, user, password) in rows {
             assert_eq!(find(file, host, *port, database, user).as_deref(), *password, "{file:?}");
         }
+    }
+
+    /// A FIFO at the password file's path made `open` wait for a writer forever; now it is
+    /// refused by what it is, and a missing file is still "no password".
+    #[test]
+    fn a_fifo_is_refused_by_name_and_a_missing_file_is_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("pgpass");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+        let refused = super::lookup(&fifo, "h", 5432, "d", "u").expect_err("a FIFO is refused");
+        assert!(refused.contains("it is a named pipe (FIFO), not a regular file"), "{refused}");
+        assert_eq!(super::lookup(&dir.path().join("absent"), "h", 5432, "d", "u"), Ok(None));
     }
 }

@@ -9,6 +9,7 @@
 //! and refused for any other host.
 
 use std::io::Read;
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
@@ -108,7 +109,8 @@ pub(super) fn client_config(root_file: Option<&str>) -> Result<rustls::ClientCon
         }
         Some(path) => {
             let unreadable = |why: String| Error::Config(format!("the sslrootcert file {path} {why}"));
-            let file = std::fs::File::open(path).map_err(|e| unreadable(format!("cannot be read ({e})")))?;
+            let file = crate::document::open_regular(Path::new(path))
+                .map_err(|e| unreadable(format!("cannot be read ({e})")))?;
             let mut pem = Vec::new();
             file.take(MAX_ROOT_FILE_BYTES + 1)
                 .read_to_end(&mut pem)
