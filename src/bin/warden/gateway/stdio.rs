@@ -141,7 +141,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             // A stopping gateway takes nothing new.
             continue;
         }
-        match wire::parse_post(&[], line.trim_ascii()) {
+        match wire::parse_post_with(&[], line.trim_ascii(), engine.unknown_methods(), &|_| None) {
             Err(answer) => {
                 if let Some(body) = answer.body {
                     write_value(&client_out, &body);
