@@ -732,7 +732,7 @@ mod method_tests {
                 );
                 assert_eq!(answer.body.as_ref().map(|b| b["id"].clone()), Some(json!(7)));
                 let text = message(&answer);
-                assert!(text.contains(&format!("{:?}", spelling)), "{spelling:?}: {text}");
+                assert!(text.contains(&format!("{spelling:?}")), "{spelling:?}: {text}");
                 assert!(text.contains(&format!("send \"{meant}\" exactly")), "{spelling:?}: {text}");
             }
         }
