@@ -283,6 +283,13 @@ fn gateway_blind_spots(document: &Document) -> Vec<String> {
          through the kernel like any other, but never run a gateway or an MCP server",
         gateway.len()
     )];
+    if document.gateway.unknown_methods == crate::document::UnknownMethods::Refuse {
+        spots.push(
+            "gateway.unknown_methods: refuse — the gateway refuses every method it does not know before it \
+             reaches the upstream; verify never sends one"
+                .to_owned(),
+        );
+    }
     for (name, entry) in &gateway {
         if let Some(pins) = &entry.upstream {
             let mut what = Vec::new();

@@ -556,7 +556,7 @@ fn relayed_requests_keep_end_to_end_headers_only() {
     let answer = gateway.post(&headers, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(answer.status, 202);
     let seen = upstream.last();
-    assert_eq!(seen.header("authorization"), Some("Bearer t"));
+    assert_eq!(seen.header("authorization"), None, "no token passthrough, in any identity mode");
     for gone in ["x-drop", "proxy-authorization", "te"] {
         assert_eq!(seen.header(gone), None, "{gone} was forwarded");
     }
@@ -2334,4 +2334,196 @@ fn over_stdio_an_mrtr_suspension_and_its_continuation_are_events() {
     assert_eq!(suspended[0]["data"]["input_requests"], json!(["confirm"]));
     let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&responses).expect("bytes"));
     assert_eq!(resumed[0]["data"]["input_responses_sha256"], digest.as_str());
+}
+
+// ---- which methods are relayed (issue 34) --------------------------------------------------
+
+/// Spellings of a method the gateway acts on that an upstream matching methods loosely would
+/// run as it, each with the method the refusal names.
+const NEAR_MISSES: [(&str, &str); 14] = [
+    ("TOOLS/CALL", "tools/call"),
+    ("Tools/Call", "tools/call"),
+    (" tools/call", "tools/call"),
+    ("tools/call ", "tools/call"),
+    ("tools/call\n", "tools/call"),
+    ("tools / call", "tools/call"),
+    ("tools/\u{200B}call", "tools/call"),
+    ("\u{FEFF}tools/call", "tools/call"),
+    ("\u{FF54}\u{FF4F}\u{FF4F}\u{FF4C}\u{FF53}\u{FF0F}\u{FF43}\u{FF41}\u{FF4C}\u{FF4C}", "tools/call"),
+    ("tool\u{017F}/call", "tools/call"),
+    ("tools_call", "tools/call"),
+    ("TOOLS/LIST", "tools/list"),
+    ("Tools/List ", "tools/list"),
+    ("INITIALIZE", "initialize"),
+];
+
+/// A refund the document denies (over 1 000 000), under `method`.
+fn denied_refund(id: u64, method: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method,
+           "params": {"name": "create_refund", "arguments": {"payment_id": "p-deny", "amount": 9_000_000}}})
+    .to_string()
+}
+
+fn assert_near_miss(error: &Value, spelling: &str, meant: &str) {
+    assert_eq!(error["code"], -32600, "{spelling:?}: {error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("{spelling:?}")), "names the method: {message}");
+    assert!(message.contains(&format!("send \"{meant}\" exactly")), "says what to send: {message}");
+}
+
+#[test]
+fn near_miss_method_names_are_refused_over_http_and_nothing_reaches_the_upstream() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    for (i, (spelling, meant)) in NEAR_MISSES.iter().enumerate() {
+        let answer = gateway.post(&[("X-Agent", "a")], &denied_refund(100 + i as u64, spelling));
+        assert_eq!(answer.status, 400, "{spelling:?}: {}", answer.text);
+        assert_eq!(answer.json()["id"], 100 + i as u64);
+        assert_near_miss(&answer.json()["error"], spelling, meant);
+    }
+    // A mirrored Mcp-Method header: agreeing with a misspelt body does not let it through, and
+    // one that disagrees with an exact body is -32020 as before.
+    let agreeing = gateway.post(&[("X-Agent", "a"), ("Mcp-Method", "TOOLS/CALL")], &denied_refund(200, "TOOLS/CALL"));
+    assert_near_miss(&agreeing.json()["error"], "TOOLS/CALL", "tools/call");
+    for header in ["TOOLS/CALL", " Tools/Call", "=?base64?VE9PTFMvQ0FMTA==?="] {
+        let answer = gateway.post(&[("X-Agent", "a"), ("Mcp-Method", header)], &denied_refund(201, "tools/call"));
+        assert_eq!((answer.status, answer.code()), (400, Some(-32020)), "{header:?}");
+    }
+    assert_eq!(upstream.all(), 0, "no spelling reached the upstream: {:?}", upstream.requests.lock().expect("r"));
+    assert!(gateway.receipts().is_empty(), "refused before the kernel: no receipt");
+    // The twin: spelt exactly, the same refund is decided (denied, with a receipt), and an
+    // unknown method is relayed by default.
+    let exact = gateway.post(&[("X-Agent", "a")], &denied_refund(300, "tools/call"));
+    assert_eq!(exact.code(), Some(-41001), "{}", exact.text);
+    assert_eq!(gateway.receipts().len(), 1);
+    let custom = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","method":"notifications/acme/custom"}"#);
+    assert_eq!(custom.status, 202, "{}", custom.text);
+    assert_eq!((upstream.all(), upstream.calls()), (1, 0));
+}
+
+#[test]
+fn a_document_may_refuse_unknown_methods() {
+    let dir = scratch();
+    let document = format!("{DOCUMENT}gateway:\n  unknown_methods: refuse\n");
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"acme/refund","params":{"amount":9000000}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/acme/custom"}"#,
+    ] {
+        let answer = gateway.post(&[("X-Agent", "a")], body);
+        assert_eq!((answer.status, answer.code()), (400, Some(-32601)), "{body}: {}", answer.text);
+        let message = answer.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+        assert!(message.contains("unknown_methods: refuse") && message.contains("acme/"), "{message}");
+    }
+    assert_eq!(upstream.all(), 0);
+    // Known methods still pass.
+    let listed = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert_eq!(listed.json()["result"]["tools"][0]["name"], "create_refund");
+    let initialized = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(initialized.status, 202);
+    assert_eq!(upstream.all(), 2);
+}
+
+#[test]
+fn the_clients_authorization_header_never_reaches_the_upstream() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal", "agent-1"]);
+    let token = [("Authorization", "Bearer client-token"), ("X-Other", "kept")];
+    let relayed = gateway.post(&token, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(relayed.status, 202);
+    let seen = upstream.last();
+    assert_eq!((seen.header("authorization"), seen.header("x-other")), (None, Some("kept")), "a relay");
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}});
+    let called = gateway.post(&token, &body.to_string());
+    assert_eq!(called.status, 200, "{}", called.text);
+    let seen = upstream.last();
+    assert_eq!(seen.body["method"], "tools/call");
+    assert_eq!((seen.header("authorization"), seen.header("x-other")), (None, Some("kept")), "an intercepted call");
+    assert_eq!(upstream.all(), 2);
+}
+
+/// A `--stdio` gateway in `dir` over the scripted child: its stdin, its answers, its child's log.
+fn stdio_gateway(dir: &Path) -> (Child, std::process::ChildStdin, std::sync::mpsc::Receiver<Value>, PathBuf) {
+    std::fs::write(dir.join("server.py"), STDIO_SERVER).expect("server");
+    let log = dir.join("seen.jsonl");
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.join("server.py").display().to_string(), &log.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    (child, input, lines, log)
+}
+
+fn stdio_exchange(input: &mut std::process::ChildStdin, lines: &std::sync::mpsc::Receiver<Value>, line: &str) -> Value {
+    writeln!(input, "{line}").expect("write");
+    input.flush().expect("flush");
+    lines.recv_timeout(Duration::from_secs(20)).expect("an answer")
+}
+
+#[test]
+fn over_stdio_near_miss_method_names_are_refused_and_never_reach_the_child() {
+    let dir = scratch();
+    let (mut child, mut input, lines, log) = stdio_gateway(dir.path());
+    for (i, (spelling, meant)) in NEAR_MISSES.iter().enumerate() {
+        // `tools/call\n` is a line of its own over stdio: the newline is escaped inside the JSON.
+        let answer = stdio_exchange(&mut input, &lines, &denied_refund(100 + i as u64, spelling));
+        assert_eq!(answer["id"], 100 + i as u64, "{answer}");
+        assert_near_miss(&answer["error"], spelling, meant);
+    }
+    // A second "method" key: the gateway reads the last, and the child gets exactly what was
+    // checked (the parsed message), not the line with the other one in it.
+    let twice = r#"{"jsonrpc":"2.0","id":150,"method":"tools/call","params":{"name":"create_refund","arguments":{"payment_id":"p-deny","amount":9000000}},"method":"acme/other"}"#;
+    let answer = stdio_exchange(&mut input, &lines, twice);
+    assert_eq!((answer["id"].as_i64(), answer["error"]["message"].as_str()), (Some(150), Some("no such method")));
+    // The twins: spelt exactly, the refund is decided (denied); an unknown method is relayed.
+    let exact = stdio_exchange(&mut input, &lines, &denied_refund(300, "tools/call"));
+    assert_eq!(exact["error"]["code"], -41001, "{exact}");
+    let custom = stdio_exchange(&mut input, &lines, r#"{"jsonrpc":"2.0","id":301,"method":"acme/custom"}"#);
+    assert_eq!(custom["error"]["message"], "no such method", "relayed to the child, which answered");
+    drop(input);
+    assert!(child.wait().expect("exit").success());
+    let seen: Vec<Value> = std::fs::read_to_string(&log)
+        .expect("log")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("the child got JSON"))
+        .collect();
+    let ids: Vec<i64> = seen.iter().filter_map(|m| m["id"].as_i64()).collect();
+    assert_eq!(ids, [150, 301], "only the relayed messages reached the child: {seen:?}");
+    let raw = std::fs::read_to_string(&log).expect("log");
+    assert!(!raw.contains("tools/call"), "no tools/call reached the child: {raw}");
+}
+
+#[test]
+fn over_stdio_a_document_may_refuse_unknown_methods() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("warden.yaml"), format!("{DOCUMENT}gateway: {{unknown_methods: refuse}}\n"))
+        .expect("document");
+    let (mut child, mut input, lines, log) = stdio_gateway(dir.path());
+    let refused = stdio_exchange(&mut input, &lines, r#"{"jsonrpc":"2.0","id":1,"method":"acme/custom"}"#);
+    assert_eq!((refused["id"].as_i64(), refused["error"]["code"].as_i64()), (Some(1), Some(-32601)), "{refused}");
+    assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("unknown_methods: refuse")));
+    let listed = stdio_exchange(&mut input, &lines, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert_eq!(listed["result"]["tools"][0]["name"], "create_refund");
+    drop(input);
+    assert!(child.wait().expect("exit").success());
+    let raw = std::fs::read_to_string(&log).expect("log");
+    assert!(!raw.contains("acme/custom") && raw.contains("tools/list"), "{raw}");
 }

@@ -135,6 +135,7 @@ fn gateway_entries_run_through_every_guarantee_and_what_only_the_gateway_checks_
     let text = r#"
 schema: warden/v1
 mode: enforce
+gateway: { unknown_methods: refuse }
 actions:
   mcp.acme.create_refund:
     effect: "refund:{payment_id}"
@@ -158,6 +159,7 @@ actions:
     assert!(spots.contains("`warden gateway`'s own checks for the 2 mcp.* action(s)"), "{spots}");
     assert!(spots.contains("mcp.acme.create_refund pins the upstream's tool schema"), "{spots}");
     assert!(spots.contains("mcp.acme.careful claims mcp.not_executed_on_error"), "{spots}");
+    assert!(spots.contains("gateway.unknown_methods: refuse"), "{spots}");
     // A document without gateway entries gets none of these.
     assert!(!run(&load(STARTER), None).unwrap().blind_spots.iter().any(|s| s.contains("gateway")));
 }

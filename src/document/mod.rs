@@ -21,6 +21,7 @@ mod authority;
 mod conditions;
 mod ctrlrun;
 mod events;
+mod gateway;
 mod hash;
 mod integer;
 mod scalar;
@@ -31,6 +32,7 @@ mod validate;
 mod warden;
 mod warnings;
 
+pub use gateway::{GatewaySettings, UnknownMethods};
 pub use upstream::{is_digest, pem_certificate, pem_certificates, UpstreamPins};
 
 use std::collections::BTreeMap;
@@ -133,6 +135,9 @@ pub struct Document {
     /// `notify`: who is told of a new approval request (`warden/v1` only). Not part of the
     /// policy hash: it decides nothing.
     pub notify: Option<crate::approval::webhook::NotifyConfig>,
+    /// `gateway`: what `warden gateway` does with methods it does not know (`warden/v1` only;
+    /// the default otherwise). Not part of the policy hash: it decides no action.
+    pub gateway: GatewaySettings,
     /// `sha256:` + hex. ctrlrun's definition for ctrlrun documents; for `warden/v1`, over the
     /// canonical JSON of `{actions, authority, environment, mode, schema, sources}` as parsed
     /// (`version` excluded: relabelling a document does not change the policy).

@@ -99,6 +99,10 @@ impl Cx<'_> {
             None => None,
             Some(member) => Some(self.notify(member, allow_insecure_http)?),
         };
+        let gateway = match get("gateway") {
+            None => Default::default(),
+            Some(member) => self.gateway(member)?,
+        };
 
         let mut actions = BTreeMap::new();
         let mut warnings = Vec::new();
@@ -153,6 +157,7 @@ impl Cx<'_> {
             sources_config,
             allow_insecure_http,
             notify,
+            gateway,
             policy_hash,
             warnings,
         })

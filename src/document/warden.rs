@@ -10,8 +10,18 @@ use super::validate::Cx;
 use super::DocumentError;
 
 pub(super) const WARDEN_V1: &str = "warden/v1";
-pub(super) const WARDEN_TOP_KEYS: [&str; 9] =
-    ["actions", "allow_insecure_http", "authority", "environment", "mode", "notify", "schema", "sources", "version"];
+pub(super) const WARDEN_TOP_KEYS: [&str; 10] = [
+    "actions",
+    "allow_insecure_http",
+    "authority",
+    "environment",
+    "gateway",
+    "mode",
+    "notify",
+    "schema",
+    "sources",
+    "version",
+];
 pub(super) const WARDEN_ENTRY_KEYS: [&str; 10] =
     ["approval", "decision", "description", "effect", "lease", "max_attempts", "mcp", "resource", "rules", "upstream"];
 pub(super) const WARDEN_RULE_KEYS: [&str; 3] = ["approval", "decision", "when"];

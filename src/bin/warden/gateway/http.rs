@@ -106,7 +106,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
             return;
         }
-        match wire::parse_post_with(&request.headers, &body, &|tool| engine.annotations_of(tool)) {
+        match wire::parse_post_with(&request.headers, &body, engine.unknown_methods(), &|t| engine.annotations_of(t)) {
             Err(answer) => {
                 log::warn(&format!("refused a request before forwarding: HTTP {}", answer.status));
                 let _ = write_json(&mut stream, answer.status, answer.body.as_ref());

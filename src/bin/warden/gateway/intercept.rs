@@ -161,6 +161,12 @@ impl Engine {
         }
     }
 
+    /// The document's `gateway.unknown_methods`: what happens to a method not on
+    /// `wire::KNOWN_METHODS`.
+    pub fn unknown_methods(&self) -> warden::document::UnknownMethods {
+        self.warden.document().gateway.unknown_methods
+    }
+
     /// A tool's `x-mcp-header` annotations, once a relayed `tools/list` showed its schema.
     pub fn annotations_of(&self, tool: &str) -> Option<super::wire::Annotations> {
         self.headers.lock().ok()?.get(tool).cloned()

@@ -585,7 +585,10 @@ fn nominated(headers: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-/// A client's headers as forwarded: no hop-by-hop field, no framing, no consumed credential.
+/// A client's headers as forwarded: no hop-by-hop field, no framing, no consumed credential,
+/// and never `Authorization`, in any identity mode: the MCP authorization spec forbids token
+/// passthrough (a token issued for this gateway is not the upstream's to accept), and the
+/// gateway has no upstream credential of its own to send instead.
 pub fn end_to_end_request(headers: &[(String, String)], consumed: &[String]) -> Vec<(String, String)> {
     let nominated = nominated(headers);
     headers
@@ -593,6 +596,7 @@ pub fn end_to_end_request(headers: &[(String, String)], consumed: &[String]) -> 
         .filter(|(k, _)| {
             let lower = k.to_ascii_lowercase();
             !HOP_BY_HOP.contains(&lower.as_str())
+                && lower != "authorization"
                 && !nominated.contains(&lower)
                 && lower != "content-length"
                 && lower != "content-encoding"
@@ -637,7 +641,9 @@ mod tests {
         .collect();
         let kept: Vec<String> =
             end_to_end_request(&headers, &["x-identity".to_owned()]).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(kept, ["Authorization", "Mcp-Session-Id"]);
+        assert_eq!(kept, ["Mcp-Session-Id"], "Authorization is never forwarded, consumed or not");
+        let static_mode: Vec<String> = end_to_end_request(&headers, &[]).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(static_mode, ["Mcp-Session-Id", "X-Identity"]);
     }
 
     #[test]

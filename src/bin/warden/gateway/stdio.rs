@@ -141,7 +141,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             // A stopping gateway takes nothing new.
             continue;
         }
-        match wire::parse_post(&[], line.trim_ascii()) {
+        match wire::parse_post_with(&[], line.trim_ascii(), engine.unknown_methods(), &|_| None) {
             Err(answer) => {
                 if let Some(body) = answer.body {
                     write_value(&client_out, &body);
@@ -159,9 +159,11 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             ids.insert(id.to_string());
                         }
                     }
-                    if !line.ends_with(b"\n") {
-                        line.push(b'\n');
-                    }
+                    // What was checked is what is sent: the parsed message, re-serialised (as over
+                    // HTTP), so a key the parser dropped (a second "method") never reaches an
+                    // upstream that might read the other one.
+                    let mut line = serde_json::to_vec(&inbound.message).unwrap_or_default();
+                    line.push(b'\n');
                     if !write_child(&child_in, &line) {
                         log::warn("the upstream process is gone; a message to it was dropped");
                     }

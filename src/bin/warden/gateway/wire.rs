@@ -5,6 +5,8 @@
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
+use unicode_normalization::UnicodeNormalization;
+use warden::document::UnknownMethods;
 
 /// The revisions this gateway speaks; the first is the stateless one with mirrored headers.
 pub const REVISION_2026: &str = "2026-07-28";
@@ -16,6 +18,94 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const HEADER_MISMATCH: i64 = -32020;
 pub const UNSUPPORTED_VERSION: i64 = -32022;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+
+/// Every method a client sends a server in the revisions this gateway accepts (MCP 2025-03-26
+/// to 2026-07-28), requests and notifications. `tools/call` is intercepted, `tools/list` is
+/// relayed and its answer read (schema pins, `x-mcp-header`), the rest are relayed untouched;
+/// docs/GATEWAY.md lists them. A spelling of one of them that is not exact is refused (see
+/// [`check_method`]); any other method is relayed, or refused when the document says
+/// `gateway: {unknown_methods: refuse}`.
+pub const KNOWN_METHODS: [&str; 22] = [
+    "initialize",
+    "ping",
+    "tools/call",
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "notifications/tasks/status",
+];
+
+/// What a method means once its spelling is set aside: NFKC, Unicode case folding, NFKC again,
+/// then only its letters and digits (whitespace, punctuation, separators, and invisible format
+/// and control characters dropped). `TOOLS/CALL`, ` tools/call`, `tools / call`, `ｔｏｏｌｓ／ｃａｌｌ`,
+/// `tools\u{200B}/call` and `tools_call` all mean `toolscall`.
+pub fn method_meaning(method: &str) -> String {
+    let composed: String = method.nfkc().collect();
+    let folded: String = caseless::default_case_fold_str(&composed).nfkc().collect();
+    folded.chars().filter(|c| c.is_alphanumeric()).collect()
+}
+
+/// The one rule both transports apply to a request's `method` (the body's, never a header's):
+/// a known method spelled exactly passes; a method that means a known one (same
+/// [`method_meaning`]) but is spelled otherwise is refused `-32600` — an upstream that matches
+/// methods loosely would run it as that method with no decision, reservation or receipt; any
+/// other method passes, or is refused `-32601` when the document refuses unknown methods.
+pub fn check_method(method: &str, id: &Value, unknown: UnknownMethods) -> Result<(), Answer> {
+    if KNOWN_METHODS.contains(&method) {
+        return Ok(());
+    }
+    let shown = shown_method(method);
+    let meaning = method_meaning(method);
+    if let Some(known) = KNOWN_METHODS.iter().find(|known| method_meaning(known) == meaning) {
+        return Err(Answer::rpc_error(
+            400,
+            id,
+            INVALID_REQUEST,
+            &format!(
+                "the method {shown} is a misspelling of {known:?}, which this gateway acts on only when it is \
+                 spelled exactly; send \"{known}\" exactly (lowercase, no spaces)"
+            ),
+        ));
+    }
+    match unknown {
+        UnknownMethods::Relay => Ok(()),
+        UnknownMethods::Refuse => Err(Answer::rpc_error(
+            400,
+            id,
+            METHOD_NOT_FOUND,
+            &format!(
+                "the method {shown} is not one this gateway relays: the administrator's document says \
+                 'gateway: {{unknown_methods: refuse}}', so only the MCP methods listed in docs/GATEWAY.md pass"
+            ),
+        )),
+    }
+}
+
+/// A client's method for an error message: quoted, with Rust's escapes for anything invisible,
+/// at most 64 characters.
+fn shown_method(method: &str) -> String {
+    let mut short: String = method.chars().take(64).collect();
+    if short.len() < method.len() {
+        short.push('…');
+    }
+    format!("{short:?}")
+}
 
 /// One answer the gateway makes up itself: status, JSON body (or none) and extra headers.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,16 +226,19 @@ pub fn annotations(schema: &Value) -> Annotations {
     out
 }
 
-/// Step 4 of §1.3 for a POST body: the envelope, the revision, the mirrored headers, with no
-/// tool schema known.
+/// Step 4 of §1.3 for a POST body: the envelope, the method, the revision, the mirrored
+/// headers, with no tool schema known and unknown methods relayed.
+#[cfg(test)]
 pub fn parse_post(headers: &[(String, String)], body: &[u8]) -> Result<Inbound, Answer> {
-    parse_post_with(headers, body, &|_| None)
+    parse_post_with(headers, body, UnknownMethods::Relay, &|_| None)
 }
 
-/// `parse_post`, with `known` giving a tool's learnt `x-mcp-header` annotations (D11).
+/// `parse_post`, with the document's rule for unknown methods and `known` giving a tool's
+/// learnt `x-mcp-header` annotations (D11). Both transports call this.
 pub fn parse_post_with(
     headers: &[(String, String)],
     body: &[u8],
+    unknown: UnknownMethods,
     known: &dyn Fn(&str) -> Option<Annotations>,
 ) -> Result<Inbound, Answer> {
     let message: Value = match serde_json::from_slice(body) {
@@ -186,6 +279,7 @@ pub fn parse_post_with(
         Some(m) if !m.is_empty() => m.to_owned(),
         _ => return Err(Answer::rpc_error(400, &id, INVALID_REQUEST, "method must be a non-empty string")),
     };
+    check_method(&method, &id, unknown)?;
     let kind = if method == "tools/call" {
         let Some(tool) = object.get("params").and_then(|p| p.get("name")).and_then(Value::as_str) else {
             return Err(Answer::rpc_error(400, &id, INVALID_REQUEST, "tools/call needs a string params.name"));
@@ -429,9 +523,13 @@ mod annotation_tests {
     fn with_a_known_schema_headers_follow_the_annotations() {
         let arguments = json!({"region": "eu", "order": {"amount": 2000}, "note": "n"});
         let ok = with(&[("Mcp-Param-Region", "eu"), ("Mcp-Param-Amount", "02000")]);
-        assert!(parse_post_with(&ok, &call(arguments.clone()), &known).is_ok(), "integers compare numerically");
+        assert!(
+            parse_post_with(&ok, &call(arguments.clone()), UnknownMethods::Relay, &known).is_ok(),
+            "integers compare numerically"
+        );
         let refused = |headers: Vec<(String, String)>| {
-            let answer = parse_post_with(&headers, &call(arguments.clone()), &known).expect_err("refused");
+            let answer = parse_post_with(&headers, &call(arguments.clone()), UnknownMethods::Relay, &known)
+                .expect_err("refused");
             answer.body.expect("body")["error"]["code"].as_i64()
         };
         // An annotated value without its header.
@@ -573,6 +671,161 @@ mod tests {
         ];
         for (value, pointer) in table {
             assert_eq!(first_float(&value).as_deref(), pointer, "{value}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod method_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn request(method: &str) -> Vec<u8> {
+        json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"name": "create_refund", "arguments": {}}})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn parsed(method: &str, unknown: UnknownMethods) -> Result<Inbound, Answer> {
+        parse_post_with(&[], &request(method), unknown, &|_| None)
+    }
+
+    fn message(answer: &Answer) -> String {
+        answer.body.as_ref().and_then(|b| b["error"]["message"].as_str()).unwrap_or_default().to_owned()
+    }
+
+    /// Spellings that mean a method the gateway acts on, and the method each is refused as.
+    const NEAR_MISSES: [(&str, &str); 22] = [
+        ("TOOLS/CALL", "tools/call"),
+        ("Tools/Call", "tools/call"),
+        (" tools/call", "tools/call"),
+        ("tools/call ", "tools/call"),
+        ("tools/call\n", "tools/call"),
+        ("\ttools/call", "tools/call"),
+        ("tools / call", "tools/call"),
+        ("tools/\u{200B}call", "tools/call"),
+        ("\u{FEFF}tools/call", "tools/call"),
+        ("tools\u{00AD}/call", "tools/call"),
+        ("tools/call\u{2060}", "tools/call"),
+        ("\u{FF54}\u{FF4F}\u{FF4F}\u{FF4C}\u{FF53}\u{FF0F}\u{FF43}\u{FF41}\u{FF4C}\u{FF4C}", "tools/call"),
+        ("tool\u{017F}/call", "tools/call"),
+        ("tools/cal\u{217C}", "tools/call"),
+        ("\u{1D42D}ools/call", "tools/call"),
+        ("tools_call", "tools/call"),
+        ("tools.call", "tools/call"),
+        ("TOOLS/LIST", "tools/list"),
+        (" tools/list", "tools/list"),
+        ("Initialize", "initialize"),
+        ("logging/setlevel", "logging/setLevel"),
+        ("Notifications/Initialized", "notifications/initialized"),
+    ];
+
+    #[test]
+    fn a_near_miss_of_a_known_method_is_refused_naming_it_and_the_exact_spelling() {
+        for (spelling, meant) in NEAR_MISSES {
+            for unknown in [UnknownMethods::Relay, UnknownMethods::Refuse] {
+                let answer = parsed(spelling, unknown).expect_err(spelling);
+                assert_eq!(
+                    (answer.status, answer.body.as_ref().map(|b| b["error"]["code"].clone())),
+                    (400, Some(json!(INVALID_REQUEST))),
+                    "{spelling:?}"
+                );
+                assert_eq!(answer.body.as_ref().map(|b| b["id"].clone()), Some(json!(7)));
+                let text = message(&answer);
+                assert!(text.contains(&format!("{spelling:?}")), "{spelling:?}: {text}");
+                assert!(text.contains(&format!("send \"{meant}\" exactly")), "{spelling:?}: {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn exact_known_methods_pass_and_unknown_ones_follow_the_document() {
+        for method in KNOWN_METHODS {
+            for unknown in [UnknownMethods::Relay, UnknownMethods::Refuse] {
+                let inbound = parsed(method, unknown).unwrap_or_else(|a| panic!("{method}: {:?}", a.body));
+                let intercepted = matches!(inbound.kind, Kind::ToolCall { .. });
+                assert_eq!(intercepted, method == "tools/call", "{method}");
+            }
+        }
+        for method in ["x/custom", "acme/refund", "tools/calls", "tool/call", "tools/call2", "tооls/call"] {
+            assert_eq!(parsed(method, UnknownMethods::Relay).map(|i| i.kind), Ok(Kind::Relay), "{method}");
+            let refused = parsed(method, UnknownMethods::Refuse).expect_err(method);
+            assert_eq!(refused.body.as_ref().map(|b| b["error"]["code"].clone()), Some(json!(METHOD_NOT_FOUND)));
+            let text = message(&refused);
+            assert!(text.contains(&format!("{method:?}")) && text.contains("unknown_methods: refuse"), "{text}");
+        }
+    }
+
+    #[test]
+    fn known_methods_have_distinct_meanings() {
+        let mut meanings: Vec<String> = KNOWN_METHODS.iter().map(|m| method_meaning(m)).collect();
+        meanings.sort();
+        meanings.dedup();
+        assert_eq!(meanings.len(), KNOWN_METHODS.len());
+    }
+
+    #[test]
+    fn an_mcp_method_header_must_name_the_bodys_method_exactly() {
+        let h = |value: &str| vec![("Mcp-Method".to_owned(), value.to_owned())];
+        for value in ["TOOLS/CALL", "Tools/Call", "tools/ call", "=?base64?VE9PTFMvQ0FMTA==?="] {
+            let answer =
+                parse_post_with(&h(value), &request("tools/call"), UnknownMethods::Relay, &|_| None).expect_err(value);
+            assert_eq!(
+                answer.body.as_ref().map(|b| b["error"]["code"].clone()),
+                Some(json!(HEADER_MISMATCH)),
+                "{value}"
+            );
+        }
+        // A header that agrees with a misspelt body does not make the body pass.
+        let answer = parse_post_with(&h("TOOLS/CALL"), &request("TOOLS/CALL"), UnknownMethods::Relay, &|_| None)
+            .expect_err("misspelt");
+        assert_eq!(answer.body.as_ref().map(|b| b["error"]["code"].clone()), Some(json!(INVALID_REQUEST)));
+        assert!(parse_post_with(&h("tools/call"), &request("tools/call"), UnknownMethods::Relay, &|_| None).is_ok());
+    }
+
+    /// One character of `tools/call` as a client might spell it: any case, fullwidth, a
+    /// mathematical letter, with invisible or blank characters around it.
+    fn spelt(c: char) -> impl Strategy<Value = String> {
+        let upper = c.to_ascii_uppercase();
+        let wide = char::from_u32(u32::from(c) - 0x21 + 0xFF01).unwrap_or(c);
+        let forms = prop::sample::select(vec![c.to_string(), upper.to_string(), wide.to_string()]);
+        let noise = prop::sample::select(vec![
+            "", "", "", " ", "\t", "\n", "\u{200B}", "\u{200D}", "\u{00AD}", "\u{FEFF}", "\u{2060}", "\u{3000}",
+            "\u{00A0}",
+        ]);
+        (noise.clone(), forms, noise).prop_map(|(before, form, after)| format!("{before}{form}{after}"))
+    }
+
+    fn spelling() -> impl Strategy<Value = String> {
+        "tools/call".chars().map(spelt).collect::<Vec<_>>().prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn no_spelling_that_means_tools_call_is_relayed(method in spelling()) {
+            prop_assert_eq!(method_meaning(&method), "toolscall");
+            for unknown in [UnknownMethods::Relay, UnknownMethods::Refuse] {
+                match parsed(&method, unknown) {
+                    Ok(inbound) => {
+                        prop_assert_eq!(method.as_str(), "tools/call");
+                        let intercepted = matches!(inbound.kind, Kind::ToolCall { .. });
+                        prop_assert!(intercepted, "tools/call was not intercepted");
+                    }
+                    Err(answer) => {
+                        prop_assert!(method != "tools/call");
+                        prop_assert_eq!(answer.body.map(|b| b["error"]["code"].clone()), Some(json!(INVALID_REQUEST)));
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn any_method_is_intercepted_refused_or_means_something_else(method in "\\PC{0,16}") {
+            if let Ok(inbound) = parsed(&method, UnknownMethods::Relay) {
+                let intercepted = matches!(inbound.kind, Kind::ToolCall { .. });
+                prop_assert_eq!(intercepted, method == "tools/call");
+                prop_assert!(method == "tools/call" || method_meaning(&method) != "toolscall");
+            }
         }
     }
 }

@@ -1,0 +1,100 @@
+//! `warden/v1`'s top-level `gateway` section: what `warden gateway` does with the JSON-RPC
+//! methods it does not know. The section decides no action (an action is decided by its entry),
+//! so, like `notify`, it is outside the policy hash.
+
+use super::tree::{child_path, Member, NodeValue};
+use super::validate::Cx;
+use super::DocumentError;
+
+const GATEWAY_KEYS: [&str; 1] = ["unknown_methods"];
+
+/// What `warden gateway` does with a JSON-RPC method that is not on its list of known MCP
+/// methods (docs/GATEWAY.md, "Which methods are relayed").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnknownMethods {
+    /// Relayed to the upstream untouched, as ctrlrun's gateway does (the default): an MCP
+    /// server's extension methods keep working.
+    #[default]
+    Relay,
+    /// Refused with JSON-RPC `-32601` before anything reaches the upstream.
+    Refuse,
+}
+
+impl UnknownMethods {
+    /// The setting as the document spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnknownMethods::Relay => "relay",
+            UnknownMethods::Refuse => "refuse",
+        }
+    }
+}
+
+/// The `gateway` section; the default when the document has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GatewaySettings {
+    /// `gateway.unknown_methods`: `relay` (default) or `refuse`.
+    pub unknown_methods: UnknownMethods,
+}
+
+impl Cx<'_> {
+    /// `gateway: {unknown_methods: relay | refuse}`.
+    pub(super) fn gateway(&self, member: &Member) -> Result<GatewaySettings, DocumentError> {
+        let NodeValue::Map(members) = &member.value.value else {
+            return Err(self.error(
+                "gateway",
+                Some(member.line),
+                format!("'gateway' must be a mapping (with 'unknown_methods'), got {}", member.value.kind()),
+            ));
+        };
+        self.reject_unknown(members, &GATEWAY_KEYS, "gateway")?;
+        let mut settings = GatewaySettings::default();
+        if let Some(found) = members.iter().find(|m| m.key == "unknown_methods") {
+            settings.unknown_methods = match found.value.as_str() {
+                Some("relay") => UnknownMethods::Relay,
+                Some("refuse") => UnknownMethods::Refuse,
+                _ => {
+                    return Err(self.error(
+                        &child_path("gateway", "unknown_methods"),
+                        Some(found.line),
+                        format!("'unknown_methods' must be exactly 'relay' or 'refuse', got {}", found.value.shown()),
+                    ))
+                }
+            };
+        }
+        Ok(settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load_str;
+    use super::*;
+
+    const HEAD: &str = "schema: warden/v1\nactions:\n  a.b: {decision: allow}\n";
+
+    #[test]
+    fn the_gateway_section_is_optional_and_strict() {
+        let plain = load_str(HEAD, "t").expect("loads");
+        assert_eq!(plain.gateway.unknown_methods, UnknownMethods::Relay);
+        let refuse = load_str(&format!("{HEAD}gateway:\n  unknown_methods: refuse\n"), "t").expect("loads");
+        assert_eq!(refuse.gateway.unknown_methods, UnknownMethods::Refuse);
+        assert_eq!(refuse.policy_hash, plain.policy_hash, "the section decides no action");
+        let relay = load_str(&format!("{HEAD}gateway: {{unknown_methods: relay}}\n"), "t").expect("loads");
+        assert_eq!(relay.gateway.unknown_methods, UnknownMethods::Relay);
+        let table = [
+            ("gateway: refuse\n", "gateway", "must be a mapping"),
+            ("gateway:\n  unknown_methods: deny\n", "gateway.unknown_methods", "exactly 'relay' or 'refuse'"),
+            ("gateway:\n  unknown_methods: Refuse\n", "gateway.unknown_methods", "exactly 'relay' or 'refuse'"),
+            ("gateway:\n  unknown_method: refuse\n", "gateway.unknown_method", "allowed here: unknown_methods"),
+        ];
+        for (tail, path, message) in table {
+            let error = load_str(&format!("{HEAD}{tail}"), "t").expect_err(tail);
+            assert_eq!(error.path, path, "{tail}");
+            assert!(error.message.contains(message), "{tail}: {}", error.message);
+        }
+        let ctrlrun =
+            "schema: ctrlrun.policy/v8\nactions:\n  a.b: {decision: allow}\ngateway: {unknown_methods: refuse}\n";
+        assert!(load_str(ctrlrun, "t").is_err(), "ctrlrun documents have no gateway section");
+    }
+}
