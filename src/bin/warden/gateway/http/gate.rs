@@ -1,0 +1,336 @@
+//! Who gets one of the listener's connection slots, in what order, and how long a request may
+//! take to arrive once it has one. A connection counts against its peer from accept to close;
+//! it waits for a slot in a queue (fewest slots held by its peer first, then first come); once
+//! it holds a slot its head and then its body must arrive within a deadline each (an `Instant`,
+//! not a per-read timeout a trickled byte resets). While connections wait and every slot is
+//! taken, a connection still reading its request, slower than `MIN_RATE` after `GRACE`, is cut
+//! to make room — the longest-held first — so slow clients hold slots only while nobody waits.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::{IpAddr, Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Connections holding a slot at once: reading their request, or being served.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Connections from one peer (an IPv4 address, or an IPv6 /64), holding a slot or waiting for
+/// one; the next gets 429.
+pub const MAX_PER_PEER: usize = 16;
+/// Connections waiting for a slot; the next gets 503 at once.
+pub const MAX_WAITING: usize = 256;
+/// The longest a connection waits for a slot; then 503.
+pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
+/// From the slot to the end of the request head; then 408.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(10);
+/// From the end of the head to the end of the body: this, plus the body's declared length at
+/// `MIN_RATE`; then 408.
+pub const BODY_DEADLINE: Duration = Duration::from_secs(10);
+/// Bytes per second a request must average while others wait for a slot (after `GRACE`), and
+/// the rate a body's deadline allows beyond `BODY_DEADLINE`.
+pub const MIN_RATE: u64 = 64 * 1024;
+/// How long a connection may read its request, however slowly, before it can be cut for room.
+pub const GRACE: Duration = Duration::from_secs(1);
+/// How often a waiting connection looks again (a slot freed wakes it at once).
+const TICK: Duration = Duration::from_millis(50);
+
+/// A limit a connection hit; the reply names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    PerPeer,
+    Waiting,
+    QueueWait,
+    Head,
+    Body,
+    Cut,
+}
+
+impl Limit {
+    pub fn status(self) -> u16 {
+        match self {
+            Limit::PerPeer => 429,
+            Limit::Waiting | Limit::QueueWait => 503,
+            Limit::Head | Limit::Body | Limit::Cut => 408,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::PerPeer => "per_peer_connections",
+            Limit::Waiting => "waiting_connections",
+            Limit::QueueWait => "queue_wait",
+            Limit::Head => "head_deadline",
+            Limit::Body => "body_deadline",
+            Limit::Cut => "slow_request_cut",
+        }
+    }
+
+    pub fn message(self) -> String {
+        match self {
+            Limit::PerPeer => format!("this peer already has {MAX_PER_PEER} connections open to the gateway"),
+            Limit::Waiting => format!("{MAX_CONNECTIONS} connections are being served and {MAX_WAITING} are waiting"),
+            Limit::QueueWait => format!("no connection slot came free within {} s", QUEUE_WAIT.as_secs()),
+            Limit::Head => format!("the request head did not arrive within {} s", HEAD_DEADLINE.as_secs()),
+            Limit::Body => format!(
+                "the request body did not arrive within {} s plus its length at {} KiB/s",
+                BODY_DEADLINE.as_secs(),
+                MIN_RATE / 1024
+            ),
+            Limit::Cut => format!(
+                "every slot was taken and others waited; this request arrived slower than {} KiB/s",
+                MIN_RATE / 1024
+            ),
+        }
+    }
+
+    /// Seconds a refused client should wait before trying again, when trying again may help.
+    pub fn retry_after(self) -> Option<u64> {
+        matches!(self, Limit::PerPeer | Limit::Waiting | Limit::QueueWait).then_some(1)
+    }
+}
+
+/// The peer a connection counts against: an IPv4 address (IPv4-mapped IPv6 included), or the
+/// /64 of an IPv6 address (one host is commonly given a whole /64).
+pub fn peer_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+#[derive(Default)]
+pub struct Gate {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Slots taken.
+    holding: usize,
+    next_ticket: u64,
+    /// Tickets waiting for a slot, in arrival order.
+    waiting: Vec<(u64, IpAddr)>,
+    peers: HashMap<IpAddr, Peer>,
+    /// Slot holders still reading their request, in the order they got their slot.
+    reading: Vec<Reading>,
+    /// Of those, how many were cut and have not yet given their slot back.
+    cutting: usize,
+}
+
+#[derive(Default)]
+struct Peer {
+    admitted: usize,
+    holding: usize,
+}
+
+struct Reading {
+    ticket: u64,
+    since: Instant,
+    received: Arc<AtomicU64>,
+    socket: TcpStream,
+    cut: Arc<AtomicBool>,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Count a new connection against its peer and queue it, or say which limit it hit.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admission, Limit> {
+        let peer = peer_of(ip);
+        let mut state = self.lock();
+        if state.peers.get(&peer).is_some_and(|p| p.admitted >= MAX_PER_PEER) {
+            return Err(Limit::PerPeer);
+        }
+        if state.waiting.len() >= MAX_WAITING + MAX_CONNECTIONS.saturating_sub(state.holding) {
+            return Err(Limit::Waiting);
+        }
+        state.peers.entry(peer).or_default().admitted += 1;
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.waiting.push((ticket, peer));
+        Ok(Admission { gate: Arc::clone(self), ticket, peer, slot: false })
+    }
+}
+
+impl State {
+    /// The waiter served next: the one whose peer holds the fewest slots, the oldest of those.
+    fn next_in_line(&self) -> Option<u64> {
+        self.waiting
+            .iter()
+            .min_by_key(|(ticket, peer)| (self.peers.get(peer).map_or(0, |p| p.holding), *ticket))
+            .map(|(ticket, _)| *ticket)
+    }
+
+    /// Cut as many slow request readers as the waiters lack slots (counting those already cut).
+    fn make_room(&mut self, now: Instant) {
+        let free = MAX_CONNECTIONS.saturating_sub(self.holding);
+        let mut short = self.waiting.len().saturating_sub(free + self.cutting);
+        for reading in &self.reading {
+            if short == 0 {
+                break;
+            }
+            let held = now.saturating_duration_since(reading.since);
+            if reading.cut.load(Ordering::SeqCst) || held < GRACE {
+                continue;
+            }
+            let owed = (MIN_RATE as f64 * held.as_secs_f64()) as u64;
+            if reading.received.load(Ordering::SeqCst) >= owed {
+                continue;
+            }
+            reading.cut.store(true, Ordering::SeqCst);
+            // Its blocked read returns at once; the reply (408) can still be written.
+            let _ = reading.socket.shutdown(Shutdown::Read);
+            self.cutting += 1;
+            short -= 1;
+        }
+    }
+
+    fn stop_reading(&mut self, ticket: u64) {
+        if let Some(at) = self.reading.iter().position(|r| r.ticket == ticket) {
+            let reading = self.reading.remove(at);
+            if reading.cut.load(Ordering::SeqCst) {
+                self.cutting = self.cutting.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// One admitted connection: counted against its peer until dropped, and holding a slot once
+/// `wait` returned `Ok`.
+pub struct Admission {
+    gate: Arc<Gate>,
+    ticket: u64,
+    peer: IpAddr,
+    slot: bool,
+}
+
+impl Admission {
+    /// Wait (at most `QUEUE_WAIT`) for a slot. `socket`, `received` (the bytes of the request
+    /// read so far) and `cut` (set when it is cut for room) let the gate cut this connection
+    /// while it reads its request.
+    pub fn wait(&mut self, socket: &TcpStream, received: Arc<AtomicU64>, cut: Arc<AtomicBool>) -> Result<(), Limit> {
+        let until = Instant::now() + QUEUE_WAIT;
+        let gate = Arc::clone(&self.gate);
+        let mut state = gate.lock();
+        loop {
+            if state.holding < MAX_CONNECTIONS && state.next_in_line() == Some(self.ticket) {
+                state.waiting.retain(|(ticket, _)| *ticket != self.ticket);
+                state.holding += 1;
+                state.peers.entry(self.peer).or_default().holding += 1;
+                self.slot = true;
+                if let Ok(socket) = socket.try_clone() {
+                    let since = Instant::now();
+                    state.reading.push(Reading { ticket: self.ticket, since, received, socket, cut });
+                }
+                // Another slot may be free for the next in line.
+                gate.changed.notify_all();
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= until {
+                state.waiting.retain(|(ticket, _)| *ticket != self.ticket);
+                gate.changed.notify_all();
+                return Err(Limit::QueueWait);
+            }
+            state.make_room(now);
+            let pause = TICK.min(until - now);
+            state = gate.changed.wait_timeout(state, pause).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// The request is read whole: from now on the connection is being served, never cut.
+    pub fn request_read(&self) {
+        self.gate.lock().stop_reading(self.ticket);
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let mut state = self.gate.lock();
+        state.waiting.retain(|(ticket, _)| *ticket != self.ticket);
+        state.stop_reading(self.ticket);
+        if self.slot {
+            state.holding = state.holding.saturating_sub(1);
+        }
+        if let Some(peer) = state.peers.get_mut(&self.peer) {
+            if self.slot {
+                peer.holding = peer.holding.saturating_sub(1);
+            }
+            peer.admitted = peer.admitted.saturating_sub(1);
+            if peer.admitted == 0 {
+                state.peers.remove(&self.peer);
+            }
+        }
+        self.gate.changed.notify_all();
+    }
+}
+
+/// The client's side of a connection, read against a deadline: each read may block only for
+/// the time left (the socket's read timeout is set to it before every read), and every byte
+/// read is counted.
+pub struct Timed {
+    pub stream: TcpStream,
+    pub until: Instant,
+    pub received: Arc<AtomicU64>,
+}
+
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let n = self.stream.read(buf)?;
+        self.received.fetch_add(n as u64, Ordering::SeqCst);
+        Ok(n)
+    }
+}
+
+/// How long a body of `length` bytes may take once the head has arrived.
+pub fn body_deadline(length: usize) -> Duration {
+    BODY_DEADLINE + Duration::from_millis((length as u64).saturating_mul(1000) / MIN_RATE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn an_ipv6_peer_is_its_64_and_a_mapped_ipv4_is_the_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        assert_eq!(peer_of(a), peer_of(b));
+        assert_eq!(peer_of(a), IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 0)));
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert_eq!(peer_of(mapped), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)));
+    }
+
+    #[test]
+    fn the_per_peer_cap_and_the_queue_bound_refuse_at_admission() {
+        let gate = Arc::new(Gate::default());
+        let one: IpAddr = "10.0.0.1".parse().unwrap();
+        let held: Vec<Admission> = (0..MAX_PER_PEER).map(|_| gate.admit(one).expect("admitted")).collect();
+        assert_eq!(gate.admit(one).err(), Some(Limit::PerPeer));
+        assert!(gate.admit("10.0.0.2".parse().unwrap()).is_ok());
+        drop(held);
+        assert!(gate.admit(one).is_ok(), "a peer's count falls as its connections close");
+    }
+
+    #[test]
+    fn a_body_deadline_grows_with_the_length_at_the_minimum_rate() {
+        assert_eq!(body_deadline(0), BODY_DEADLINE);
+        assert_eq!(body_deadline(MIN_RATE as usize * 3), BODY_DEADLINE + Duration::from_secs(3));
+    }
+}
