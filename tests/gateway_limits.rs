@@ -152,7 +152,7 @@ fn a_request_head_trickled_byte_by_byte_is_cut_at_the_head_deadline_not_after() 
     let took = started.elapsed();
     assert_eq!(status, 408, "{raw:?} after {took:?}");
     assert!(raw.contains("head_deadline"), "the reply names the limit: {raw:?}");
-    assert!(took >= HEAD_DEADLINE - Duration::from_millis(200), "cut before the deadline: {took:?}");
+    assert!(took + Duration::from_millis(200) >= HEAD_DEADLINE, "cut before the deadline: {took:?}");
     assert!(took <= HEAD_DEADLINE + Duration::from_secs(1), "cut after the deadline: {took:?}");
     drop(stream);
     let _ = writer.join();
@@ -174,7 +174,7 @@ fn a_request_body_trickled_byte_by_byte_is_cut_at_the_body_deadline_not_after() 
     assert_eq!(status, 408, "{raw:?} after {took:?}");
     assert!(raw.contains("body_deadline"), "the reply names the limit: {raw:?}");
     // 100 bytes at the minimum rate add under 2 ms to the deadline.
-    assert!(took >= BODY_DEADLINE - Duration::from_millis(200), "cut before the deadline: {took:?}");
+    assert!(took + Duration::from_millis(200) >= BODY_DEADLINE, "cut before the deadline: {took:?}");
     assert!(took <= BODY_DEADLINE + Duration::from_secs(1), "cut after the deadline: {took:?}");
     drop(stream);
     let _ = writer.join();
@@ -236,7 +236,7 @@ fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds
                 if let Some(stream) = &mut one.stream {
                     // An answer (a refusal or a cut) or a close: this one starts over.
                     let _ = stream.set_nonblocking(true);
-                    let over = matches!(stream.read(&mut buffer), Ok(_));
+                    let over = stream.read(&mut buffer).is_ok();
                     let _ = stream.set_nonblocking(false);
                     if over || stream.write_all(&head[one.sent % head.len()..][..1]).is_err() {
                         one.stream = None;
@@ -264,7 +264,7 @@ fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds
         assert_eq!(status, 200, "probe {probe}: {raw:?} after {took:?}");
         assert!(took <= NORMAL_CLIENT_DEADLINE, "probe {probe} took {took:?}");
         eprintln!("probe {probe}: served in {took:?}");
-        std::thread::sleep(Duration::from_millis(1000));
+        std::thread::sleep(Duration::from_secs(1));
     }
     let (opened, answered, open) = attack.join().expect("the slow clients");
     eprintln!("slow clients: {opened} connections opened, {answered} answered or cut, {open} open at the end");
