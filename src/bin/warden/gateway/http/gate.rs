@@ -329,6 +329,55 @@ mod tests {
     }
 
     #[test]
+    fn the_next_slot_goes_to_the_peer_holding_fewest_then_to_the_oldest() {
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let mut state = State::default();
+        state.peers.insert(a, Peer { admitted: 5, holding: 3 });
+        state.peers.insert(b, Peer { admitted: 2, holding: 0 });
+        state.waiting = vec![(4, a), (5, a), (6, b), (7, b)];
+        assert_eq!(state.next_in_line(), Some(6));
+        state.peers.insert(b, Peer { admitted: 2, holding: 3 });
+        assert_eq!(state.next_in_line(), Some(4), "equal holdings: first come");
+    }
+
+    #[test]
+    fn only_slow_request_readers_past_the_grace_are_cut_and_only_as_many_as_are_short() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut state = State { holding: MAX_CONNECTIONS, ..State::default() };
+        let now = Instant::now();
+        let mut clients = Vec::new();
+        let mut cuts = Vec::new();
+        // Oldest first: slow and old, fast and old, slow but young, slow and old.
+        for (ticket, held, received) in [(0, 5, 10), (1, 5, 10 * MIN_RATE), (2, 0, 0), (3, 3, 0)] {
+            clients.push(TcpStream::connect(address).unwrap());
+            let (socket, _) = listener.accept().unwrap();
+            let cut = Arc::new(AtomicBool::new(false));
+            cuts.push(Arc::clone(&cut));
+            let since = now - Duration::from_secs(held);
+            state.reading.push(Reading { ticket, since, received: Arc::new(AtomicU64::new(received)), socket, cut });
+        }
+        state.waiting = vec![(9, "10.0.0.9".parse().unwrap())];
+        state.make_room(now);
+        let cut: Vec<bool> = cuts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+        assert_eq!(cut, [true, false, false, false], "one waiter: the longest-held slow reader only");
+        state.make_room(now);
+        assert_eq!(state.cutting, 1, "a cut not yet given back counts as room on its way");
+        state.waiting.push((10, "10.0.0.9".parse().unwrap()));
+        state.waiting.push((11, "10.0.0.9".parse().unwrap()));
+        state.make_room(now);
+        let cut: Vec<bool> = cuts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+        assert_eq!(cut, [true, false, false, true], "never the fast one, never the young one");
+        assert_eq!(state.cutting, 2);
+        let mut probe = [0u8; 1];
+        clients[0].set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        state.stop_reading(0);
+        assert_eq!(state.cutting, 1);
+        drop(clients);
+        let _ = probe;
+    }
+
+    #[test]
     fn a_body_deadline_grows_with_the_length_at_the_minimum_rate() {
         assert_eq!(body_deadline(0), BODY_DEADLINE);
         assert_eq!(body_deadline(MIN_RATE as usize * 3), BODY_DEADLINE + Duration::from_secs(3));
