@@ -369,12 +369,15 @@ mod tests {
         let cut: Vec<bool> = cuts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
         assert_eq!(cut, [true, false, false, true], "never the fast one, never the young one");
         assert_eq!(state.cutting, 2);
+        // A cut reader's blocked read ends at once (no byte ever came from its client).
         let mut probe = [0u8; 1];
-        clients[0].set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        state.reading[0].socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let started = Instant::now();
+        assert_eq!((&state.reading[0].socket).read(&mut probe).unwrap(), 0);
+        assert!(started.elapsed() < Duration::from_secs(1));
         state.stop_reading(0);
-        assert_eq!(state.cutting, 1);
+        assert_eq!(state.cutting, 1, "given back");
         drop(clients);
-        let _ = probe;
     }
 
     #[test]
