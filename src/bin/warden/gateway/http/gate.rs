@@ -40,6 +40,7 @@ const TICK: Duration = Duration::from_millis(50);
 pub enum Limit {
     PerPeer,
     Waiting,
+    Displaced,
     QueueWait,
     Head,
     Body,
@@ -50,7 +51,7 @@ impl Limit {
     pub fn status(self) -> u16 {
         match self {
             Limit::PerPeer => 429,
-            Limit::Waiting | Limit::QueueWait => 503,
+            Limit::Waiting | Limit::Displaced | Limit::QueueWait => 503,
             Limit::Head | Limit::Body | Limit::Cut => 408,
         }
     }
@@ -59,6 +60,7 @@ impl Limit {
         match self {
             Limit::PerPeer => "per_peer_connections",
             Limit::Waiting => "waiting_connections",
+            Limit::Displaced => "displaced_from_queue",
             Limit::QueueWait => "queue_wait",
             Limit::Head => "head_deadline",
             Limit::Body => "body_deadline",
@@ -69,7 +71,12 @@ impl Limit {
     pub fn message(self) -> String {
         match self {
             Limit::PerPeer => format!("this peer already has {MAX_PER_PEER} connections open to the gateway"),
-            Limit::Waiting => format!("{MAX_CONNECTIONS} connections are being served and {MAX_WAITING} are waiting"),
+            Limit::Waiting => format!(
+                "{MAX_CONNECTIONS} connections are being served and {MAX_WAITING} are waiting, none from a peer with more connections than this one"
+            ),
+            Limit::Displaced => format!(
+                "{MAX_WAITING} connections were waiting and this peer had the most of them: a newer peer took this place"
+            ),
             Limit::QueueWait => format!("no connection slot came free within {} s", QUEUE_WAIT.as_secs()),
             Limit::Head => format!("the request head did not arrive within {} s", HEAD_DEADLINE.as_secs()),
             Limit::Body => format!(
@@ -86,7 +93,7 @@ impl Limit {
 
     /// Seconds a refused client should wait before trying again, when trying again may help.
     pub fn retry_after(self) -> Option<u64> {
-        matches!(self, Limit::PerPeer | Limit::Waiting | Limit::QueueWait).then_some(1)
+        matches!(self, Limit::PerPeer | Limit::Waiting | Limit::Displaced | Limit::QueueWait).then_some(1)
     }
 }
 
@@ -123,6 +130,8 @@ struct State {
     reading: Vec<Reading>,
     /// Of those, how many were cut and have not yet given their slot back.
     cutting: usize,
+    /// Waiters taken out of a full queue for a newcomer, not yet told.
+    displaced: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -152,7 +161,19 @@ impl Gate {
             return Err(Limit::PerPeer);
         }
         if state.waiting.len() >= MAX_WAITING + MAX_CONNECTIONS.saturating_sub(state.holding) {
-            return Err(Limit::Waiting);
+            // The queue is full: the newcomer takes the place of the youngest waiter of the peer
+            // with the most connections, if that peer has more than the newcomer's would have.
+            let mine = state.peers.get(&peer).map_or(0, |p| p.admitted) + 1;
+            let admitted = |ip: &IpAddr| state.peers.get(ip).map_or(0, |p| p.admitted);
+            let crowded = state.waiting.iter().enumerate().max_by_key(|(_, (_, ip))| admitted(ip));
+            match crowded.map(|(at, (ticket, ip))| (at, *ticket, admitted(ip))) {
+                Some((at, ticket, theirs)) if theirs > mine => {
+                    state.waiting.remove(at);
+                    state.displaced.push(ticket);
+                    self.changed.notify_all();
+                }
+                _ => return Err(Limit::Waiting),
+            }
         }
         state.peers.entry(peer).or_default().admitted += 1;
         let ticket = state.next_ticket;
@@ -223,6 +244,10 @@ impl Admission {
         let gate = Arc::clone(&self.gate);
         let mut state = gate.lock();
         loop {
+            if let Some(at) = state.displaced.iter().position(|ticket| *ticket == self.ticket) {
+                state.displaced.swap_remove(at);
+                return Err(Limit::Displaced);
+            }
             if state.holding < MAX_CONNECTIONS && state.next_in_line() == Some(self.ticket) {
                 state.waiting.retain(|(ticket, _)| *ticket != self.ticket);
                 state.holding += 1;
@@ -258,6 +283,7 @@ impl Drop for Admission {
     fn drop(&mut self) {
         let mut state = self.gate.lock();
         state.waiting.retain(|(ticket, _)| *ticket != self.ticket);
+        state.displaced.retain(|ticket| *ticket != self.ticket);
         state.stop_reading(self.ticket);
         if self.slot {
             state.holding = state.holding.saturating_sub(1);
@@ -326,6 +352,42 @@ mod tests {
         assert!(gate.admit("10.0.0.2".parse().unwrap()).is_ok());
         drop(held);
         assert!(gate.admit(one).is_ok(), "a peer's count falls as its connections close");
+    }
+
+    #[test]
+    fn a_full_queue_takes_a_newcomer_in_place_of_the_most_crowded_peers_youngest_waiter() {
+        let gate = Arc::new(Gate::default());
+        gate.lock().holding = MAX_CONNECTIONS;
+        let peers = MAX_WAITING / MAX_PER_PEER;
+        let mut held = Vec::new();
+        for peer in 0..peers {
+            for _ in 0..MAX_PER_PEER {
+                held.push(gate.admit(IpAddr::V4(Ipv4Addr::new(10, 0, 1, peer as u8))).expect("admitted"));
+            }
+        }
+        assert_eq!(gate.lock().waiting.len(), MAX_WAITING);
+        let youngest = held.last().map(|a| a.ticket);
+        let newcomer = gate.admit("10.0.2.1".parse().unwrap()).expect("a new peer gets a place");
+        assert_eq!(gate.lock().displaced.first().copied(), youngest);
+        assert_eq!(gate.lock().waiting.len(), MAX_WAITING);
+        assert_eq!(
+            gate.admit("10.0.1.0".parse().unwrap()).err(),
+            Some(Limit::PerPeer),
+            "a peer at its cap is refused before the queue is looked at"
+        );
+        // A peer with as many connections as any in the queue takes no one's place.
+        let mut second: Vec<Admission> = Vec::new();
+        for _ in 1..MAX_PER_PEER {
+            match gate.admit("10.0.2.1".parse().unwrap()) {
+                Ok(admission) => second.push(admission),
+                Err(limit) => {
+                    assert_eq!(limit, Limit::Waiting);
+                    break;
+                }
+            }
+        }
+        assert!(second.len() < MAX_PER_PEER - 1, "the newcomer's peer stops displacing once it is as crowded");
+        drop((newcomer, second));
     }
 
     #[test]
