@@ -407,7 +407,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         let mut state = State { holding: MAX_CONNECTIONS, ..State::default() };
-        let now = Instant::now();
+        // `now` is ten seconds ahead, so that a slot held for `held` seconds began at `base + 10 - held`.
+        let base = Instant::now();
+        let now = base + Duration::from_secs(10);
         let mut clients = Vec::new();
         let mut cuts = Vec::new();
         // Oldest first: slow and old, fast and old, slow but young, slow and old.
@@ -416,7 +418,7 @@ mod tests {
             let (socket, _) = listener.accept().unwrap();
             let cut = Arc::new(AtomicBool::new(false));
             cuts.push(Arc::clone(&cut));
-            let since = now - Duration::from_secs(held);
+            let since = base + Duration::from_secs(10 - held);
             state.reading.push(Reading { ticket, since, received: Arc::new(AtomicU64::new(received)), socket, cut });
         }
         state.waiting = vec![(9, "10.0.0.9".parse().unwrap())];
