@@ -214,40 +214,62 @@ struct Slow {
     due: Instant,
 }
 
-#[test]
-fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds() {
+/// What the slow clients saw: connections opened, and the answers they got by limit name.
+#[derive(Debug, Default)]
+struct Attack {
+    opened: usize,
+    answers: std::collections::BTreeMap<String, usize>,
+    open_at_the_end: usize,
+}
+
+/// `sockets` slow clients spread over the peers 127.0.0.`peers` for `length`, each sending a
+/// byte of its head every 2 s; meanwhile a normal client (from a peer of its own, 127.0.0.100
+/// and on) is sent four times, and each must be answered within its own 2 s deadline.
+fn under_attack(sockets: usize, peers: std::ops::Range<u8>, length: Duration) -> Attack {
     let gateway = gateway();
     let address = gateway.address;
     let head = endless_head(address);
     let every = Duration::from_secs(2);
-    // 200 slow sockets from ten peers (127.0.0.10–19): more than one peer's cap, and together
-    // more than every slot and part of the queue.
     let started = Instant::now();
-    let mut slow: Vec<Slow> = (0..200)
-        .map(|i| Slow { peer: 10 + (i % 10) as u8, stream: None, sent: 0, due: started + every * (i as u32) / 200 })
+    let spread = peers.len();
+    let mut slow: Vec<Slow> = (0..sockets)
+        .map(|i| Slow {
+            peer: peers.start + (i % spread) as u8,
+            stream: None,
+            sent: 0,
+            due: started + every * (i as u32) / (sockets as u32),
+        })
         .collect();
     let attack = std::thread::spawn(move || {
-        let (mut opened, mut answered) = (0usize, 0usize);
+        let mut seen = Attack::default();
         let mut buffer = [0u8; 1024];
-        while started.elapsed() < Duration::from_secs(9) {
+        while started.elapsed() < length {
             let now = Instant::now();
             for one in slow.iter_mut().filter(|one| one.due <= now) {
                 one.due = now + every;
                 if let Some(stream) = &mut one.stream {
                     // An answer (a refusal or a cut) or a close: this one starts over.
                     let _ = stream.set_nonblocking(true);
-                    let over = stream.read(&mut buffer).is_ok();
+                    let got = stream.read(&mut buffer);
                     let _ = stream.set_nonblocking(false);
+                    let over = match got {
+                        Ok(n) => {
+                            let text = String::from_utf8_lossy(&buffer[..n]);
+                            let name = text.split("\"error\":\"").nth(1).and_then(|rest| rest.split('"').next());
+                            *seen.answers.entry(name.unwrap_or("closed").to_owned()).or_default() += 1;
+                            true
+                        }
+                        Err(_) => false,
+                    };
                     if over || stream.write_all(&head[one.sent % head.len()..][..1]).is_err() {
                         one.stream = None;
-                        answered += 1;
                     } else {
                         one.sent += 1;
                     }
                 }
                 if one.stream.is_none() {
                     if let Ok(mut stream) = connect_from(one.peer, address) {
-                        opened += 1;
+                        seen.opened += 1;
                         one.sent = usize::from(stream.write_all(&head[..1]).is_ok());
                         one.stream = Some(stream);
                     }
@@ -255,7 +277,8 @@ fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        (opened, answered, slow.iter().filter(|one| one.stream.is_some()).count())
+        seen.open_at_the_end = slow.iter().filter(|one| one.stream.is_some()).count();
+        seen
     });
     // Let every slow socket connect and start trickling, then look in now and then.
     std::thread::sleep(Duration::from_millis(2500));
@@ -263,10 +286,26 @@ fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds
         let (status, raw, took) = normal_client(&gateway, 100 + probe);
         assert_eq!(status, 200, "probe {probe}: {raw:?} after {took:?}");
         assert!(took <= NORMAL_CLIENT_DEADLINE, "probe {probe} took {took:?}");
-        eprintln!("probe {probe}: served in {took:?}");
+        eprintln!("{sockets} slow sockets, probe {probe}: served in {took:?}");
         std::thread::sleep(Duration::from_secs(1));
     }
-    let (opened, answered, open) = attack.join().expect("the slow clients");
-    eprintln!("slow clients: {opened} connections opened, {answered} answered or cut, {open} open at the end");
-    assert!(open >= 150, "the slow sockets stayed open ({open})");
+    let seen = attack.join().expect("the slow clients");
+    eprintln!("{sockets} slow sockets: {seen:?}");
+    assert!(seen.open_at_the_end * 4 >= sockets * 3, "the slow sockets stayed open: {seen:?}");
+    seen
+}
+
+#[test]
+fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds() {
+    // Ten peers (127.0.0.10–19): each past its cap, together past every slot and into the queue.
+    let seen = under_attack(200, 10..20, Duration::from_secs(9));
+    assert!(seen.answers.get("per_peer_connections").is_some_and(|n| *n > 0), "{seen:?}");
+    assert!(seen.answers.get("slow_request_cut").is_some_and(|n| *n > 0), "{seen:?}");
+}
+
+#[test]
+fn slow_sockets_from_enough_peers_to_fill_the_queue_do_not_keep_a_new_peer_out() {
+    // 25 peers at their cap: 400 connections, past the 64 slots and the 256 places in the queue.
+    let seen = under_attack(400, 30..55, Duration::from_secs(9));
+    assert!(seen.answers.get("waiting_connections").is_some_and(|n| *n > 0), "{seen:?}");
 }
