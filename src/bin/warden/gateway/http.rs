@@ -126,8 +126,8 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
             return;
         }
     };
-    if request.method != "POST" {
-        admission.request_read();
+    if request.method != "POST" && !admission.request_read() {
+        return refuse(&mut stream, Limit::Cut);
     }
     let path = request.path.split('?').next().unwrap_or_default();
     let wanted = config.path.trim_end_matches('/');
@@ -148,7 +148,9 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                     return;
                 }
             };
-        admission.request_read();
+        if !admission.request_read() {
+            return refuse(&mut stream, Limit::Cut);
+        }
         let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
         if let Err(answer) = wire::check_headers(&request.headers, &checks) {
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());

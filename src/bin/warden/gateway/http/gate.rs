@@ -216,13 +216,15 @@ impl State {
         }
     }
 
-    fn stop_reading(&mut self, ticket: u64) {
-        if let Some(at) = self.reading.iter().position(|r| r.ticket == ticket) {
-            let reading = self.reading.remove(at);
-            if reading.cut.load(Ordering::SeqCst) {
-                self.cutting = self.cutting.saturating_sub(1);
-            }
+    /// No longer a candidate for a cut; whether it was cut already.
+    fn stop_reading(&mut self, ticket: u64) -> bool {
+        let Some(at) = self.reading.iter().position(|r| r.ticket == ticket) else { return false };
+        let reading = self.reading.remove(at);
+        let cut = reading.cut.load(Ordering::SeqCst);
+        if cut {
+            self.cutting = self.cutting.saturating_sub(1);
         }
+        cut
     }
 }
 
@@ -273,9 +275,12 @@ impl Admission {
         }
     }
 
-    /// The request is read whole: from now on the connection is being served, never cut.
-    pub fn request_read(&self) {
-        self.gate.lock().stop_reading(self.ticket);
+    /// The request is read whole: from now on the connection is being served, never cut. `false`
+    /// when it was cut before that (its socket is then shut for reading, so it must not be
+    /// served: a peek would take the client for gone).
+    #[must_use]
+    pub fn request_read(&self) -> bool {
+        !self.gate.lock().stop_reading(self.ticket)
     }
 }
 
@@ -439,8 +444,9 @@ mod tests {
         let started = Instant::now();
         assert_eq!((&state.reading[0].socket).read(&mut probe).unwrap(), 0);
         assert!(started.elapsed() < Duration::from_secs(1));
-        state.stop_reading(0);
+        assert!(state.stop_reading(0), "it was cut");
         assert_eq!(state.cutting, 1, "given back");
+        assert!(!state.stop_reading(1), "it was not");
         drop(clients);
     }
 
