@@ -56,6 +56,7 @@ pub fn serve(
         let admission = match gate.admit(peer.ip()) {
             Ok(admission) => admission,
             Err(limit) => {
+                gate.note(limit);
                 refuse(&mut stream, limit);
                 continue;
             }
@@ -101,6 +102,12 @@ fn refuse(stream: &mut TcpStream, limit: Limit) {
     }
 }
 
+/// `refuse`, logged.
+fn refused(stream: &mut TcpStream, admission: &Admission, limit: Limit) {
+    admission.note(limit);
+    refuse(stream, limit);
+}
+
 struct Request {
     method: String,
     path: String,
@@ -111,23 +118,22 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
     let (received, cut) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
     if let Err(limit) = admission.wait(&stream, Arc::clone(&received), Arc::clone(&cut)) {
-        refuse(&mut stream, limit);
-        return;
+        return refused(&mut stream, &admission, limit);
     }
     let Ok(reader_side) = stream.try_clone() else { return };
     let mut reader =
         BufReader::new(Timed { stream: reader_side, until: Instant::now() + gate::HEAD_DEADLINE, received });
     let request = match read_request(&mut reader) {
         Ok(request) => request,
-        Err(_) if cut.load(Ordering::SeqCst) => return refuse(&mut stream, Limit::Cut),
-        Err(408) => return refuse(&mut stream, Limit::Head),
+        Err(_) if cut.load(Ordering::SeqCst) => return refused(&mut stream, &admission, Limit::Cut),
+        Err(408) => return refused(&mut stream, &admission, Limit::Head),
         Err(status) => {
             let _ = write_json(&mut stream, status, None);
             return;
         }
     };
     if request.method != "POST" && !admission.request_read() {
-        return refuse(&mut stream, Limit::Cut);
+        return refused(&mut stream, &admission, Limit::Cut);
     }
     let path = request.path.split('?').next().unwrap_or_default();
     let wanted = config.path.trim_end_matches('/');
@@ -141,15 +147,15 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
         let body =
             match read_body(&mut reader, &request.headers, config.max_body_bytes, continue_first.then_some(&stream)) {
                 Ok(body) => body,
-                Err(_) if cut.load(Ordering::SeqCst) => return refuse(&mut stream, Limit::Cut),
-                Err(408) => return refuse(&mut stream, Limit::Body),
+                Err(_) if cut.load(Ordering::SeqCst) => return refused(&mut stream, &admission, Limit::Cut),
+                Err(408) => return refused(&mut stream, &admission, Limit::Body),
                 Err(status) => {
                     let _ = write_json(&mut stream, status, None);
                     return;
                 }
             };
         if !admission.request_read() {
-            return refuse(&mut stream, Limit::Cut);
+            return refused(&mut stream, &admission, Limit::Cut);
         }
         let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
         if let Err(answer) = wire::check_headers(&request.headers, &checks) {

@@ -6,7 +6,7 @@
 //! taken, a connection still reading its request, slower than `MIN_RATE` after `GRACE`, is cut
 //! to make room — the longest-held first — so slow clients hold slots only while nobody waits.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::net::{IpAddr, Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +34,8 @@ pub const MIN_RATE: u64 = 64 * 1024;
 pub const GRACE: Duration = Duration::from_secs(1);
 /// How often a waiting connection looks again (a slot freed wakes it at once).
 const TICK: Duration = Duration::from_millis(50);
+/// At most one log line about refused connections per this long (the counts since the last).
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A limit a connection hit; the reply names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +118,28 @@ pub fn peer_of(ip: IpAddr) -> IpAddr {
 pub struct Gate {
     state: Mutex<State>,
     changed: Condvar,
+    tally: Mutex<Tally>,
+}
+
+/// Refusals since the last log line, and when that was.
+#[derive(Default)]
+struct Tally {
+    logged: Option<Instant>,
+    counts: BTreeMap<&'static str, u64>,
+}
+
+impl Tally {
+    /// Count one refusal; the line to log when none was logged within `LOG_EVERY`.
+    fn count(&mut self, limit: Limit, now: Instant) -> Option<String> {
+        *self.counts.entry(limit.name()).or_default() += 1;
+        if self.logged.is_some_and(|last| now.saturating_duration_since(last) < LOG_EVERY) {
+            return None;
+        }
+        self.logged = Some(now);
+        let counts: Vec<String> = self.counts.iter().map(|(name, n)| format!("{name} {n}")).collect();
+        self.counts.clear();
+        Some(format!("connections refused at the listener's limits (docs/GATEWAY.md): {}", counts.join(", ")))
+    }
 }
 
 #[derive(Default)]
@@ -151,6 +175,14 @@ struct Reading {
 impl Gate {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Log a refusal, at most one line per `LOG_EVERY` (an attack costs a line, not a flood).
+    pub fn note(&self, limit: Limit) {
+        let line = self.tally.lock().unwrap_or_else(PoisonError::into_inner).count(limit, Instant::now());
+        if let Some(line) = line {
+            super::log::warn(&line);
+        }
     }
 
     /// Count a new connection against its peer and queue it, or say which limit it hit.
@@ -273,6 +305,10 @@ impl Admission {
             let pause = TICK.min(until - now);
             state = gate.changed.wait_timeout(state, pause).unwrap_or_else(PoisonError::into_inner).0;
         }
+    }
+
+    pub fn note(&self, limit: Limit) {
+        self.gate.note(limit);
     }
 
     /// The request is read whole: from now on the connection is being served, never cut. `false`
@@ -448,6 +484,18 @@ mod tests {
         assert_eq!(state.cutting, 1, "given back");
         assert!(!state.stop_reading(1), "it was not");
         drop(clients);
+    }
+
+    #[test]
+    fn refusals_are_logged_at_most_once_per_window_with_the_counts_since_the_last_line() {
+        let mut tally = Tally::default();
+        let start = Instant::now();
+        let first = tally.count(Limit::PerPeer, start).expect("the first is logged");
+        assert!(first.ends_with("per_peer_connections 1"), "{first}");
+        assert_eq!(tally.count(Limit::PerPeer, start + Duration::from_secs(1)), None);
+        assert_eq!(tally.count(Limit::Cut, start + Duration::from_secs(2)), None);
+        let next = tally.count(Limit::Cut, start + LOG_EVERY).expect("a window later");
+        assert!(next.ends_with("per_peer_connections 1, slow_request_cut 2"), "{next}");
     }
 
     #[test]
