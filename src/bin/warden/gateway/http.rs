@@ -1,13 +1,16 @@
 //! Streamable HTTP downstream: a plain HTTP/1.1 listener on `std::net`, one thread per
 //! connection (bounded), one request per connection (`Connection: close`). `POST` carries one
 //! JSON-RPC message; `GET` and `DELETE` are relayed; any other verb gets 501. Only `tools/call`
-//! is intercepted; everything else goes to the upstream and back untouched.
+//! is intercepted; everything else goes to the upstream and back untouched. Who gets a slot,
+//! and how long a request may take to arrive, is the `gate`'s.
+
+mod gate;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -17,9 +20,8 @@ use super::sse;
 use super::upstream::{self, Dialer, Upstream};
 use super::wire::{self, Checks, Kind};
 use super::{end_to_end_request, end_to_end_response, log};
+use gate::{Admission, Gate, Limit, Timed};
 
-/// Connections served at once; the next one gets 503.
-pub const MAX_CONNECTIONS: usize = 64;
 /// The most bytes a request head may take.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// The largest upstream answer read whole (JSON); event streams are relayed as they come.
@@ -44,26 +46,66 @@ pub fn serve(
     stopping: &AtomicBool,
 ) -> Arc<AtomicUsize> {
     let active = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Gate::default());
     for stream in listener.incoming() {
         if stopping.load(Ordering::SeqCst) {
             break;
         }
         let Ok(mut stream) = stream else { continue };
-        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            active.fetch_sub(1, Ordering::SeqCst);
-            let _ = write_json(&mut stream, 503, None);
-            continue;
-        }
-        let (engine, config, active) = (Arc::clone(&engine), Arc::clone(&config), Arc::clone(&active));
+        let Ok(peer) = stream.peer_addr() else { continue };
+        let admission = match gate.admit(peer.ip()) {
+            Ok(admission) => admission,
+            Err(limit) => {
+                gate.note(limit);
+                refuse(&mut stream, limit);
+                continue;
+            }
+        };
+        active.fetch_add(1, Ordering::SeqCst);
+        let (engine, config, done) = (Arc::clone(&engine), Arc::clone(&config), Arc::clone(&active));
         let spawned = std::thread::Builder::new().name("gateway-connection".into()).spawn(move || {
-            handle(stream, &engine, &config);
-            active.fetch_sub(1, Ordering::SeqCst);
+            handle(stream, &engine, &config, admission);
+            done.fetch_sub(1, Ordering::SeqCst);
         });
         if spawned.is_err() {
+            active.fetch_sub(1, Ordering::SeqCst);
             log::warn("could not start a thread for a connection; it was dropped");
         }
     }
     active
+}
+
+/// The answer to a connection that hit a limit: its status, the limit's name and why, and
+/// (when trying again may help) `Retry-After`. What the client already sent is read away
+/// (without blocking) so that closing does not reset the connection before it reads this.
+fn refuse(stream: &mut TcpStream, limit: Limit) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let body = json!({"error": limit.name(), "message": limit.message()});
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let mut head =
+        format!("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\n", limit.status(), reason(limit.status()));
+    if let Some(seconds) = limit.retry_after() {
+        head.push_str(&format!("Retry-After: {seconds}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", bytes.len()));
+    let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&bytes)).and_then(|()| stream.flush());
+    let _ = stream.shutdown(Shutdown::Write);
+    if stream.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 8192];
+        let mut drained = 0;
+        while drained < MAX_HEAD_BYTES {
+            match stream.read(&mut sink) {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
+}
+
+/// `refuse`, logged.
+fn refused(stream: &mut TcpStream, admission: &Admission, limit: Limit) {
+    admission.note(limit);
+    refuse(stream, limit);
 }
 
 struct Request {
@@ -72,18 +114,27 @@ struct Request {
     headers: Vec<(String, String)>,
 }
 
-fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admission: Admission) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let (received, cut) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+    if let Err(limit) = admission.wait(&stream, Arc::clone(&received), Arc::clone(&cut)) {
+        return refused(&mut stream, &admission, limit);
+    }
     let Ok(reader_side) = stream.try_clone() else { return };
-    let mut reader = BufReader::new(reader_side);
+    let mut reader =
+        BufReader::new(Timed { stream: reader_side, until: Instant::now() + gate::HEAD_DEADLINE, received });
     let request = match read_request(&mut reader) {
         Ok(request) => request,
+        Err(_) if cut.load(Ordering::SeqCst) => return refused(&mut stream, &admission, Limit::Cut),
+        Err(408) => return refused(&mut stream, &admission, Limit::Head),
         Err(status) => {
             let _ = write_json(&mut stream, status, None);
             return;
         }
     };
+    if request.method != "POST" && !admission.request_read() {
+        return refused(&mut stream, &admission, Limit::Cut);
+    }
     let path = request.path.split('?').next().unwrap_or_default();
     let wanted = config.path.trim_end_matches('/');
     if path.trim_end_matches('/') != wanted {
@@ -96,11 +147,16 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
         let body =
             match read_body(&mut reader, &request.headers, config.max_body_bytes, continue_first.then_some(&stream)) {
                 Ok(body) => body,
+                Err(_) if cut.load(Ordering::SeqCst) => return refused(&mut stream, &admission, Limit::Cut),
+                Err(408) => return refused(&mut stream, &admission, Limit::Body),
                 Err(status) => {
                     let _ = write_json(&mut stream, status, None);
                     return;
                 }
             };
+        if !admission.request_read() {
+            return refused(&mut stream, &admission, Limit::Cut);
+        }
         let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
         if let Err(answer) = wire::check_headers(&request.headers, &checks) {
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
@@ -155,14 +211,17 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig) {
     let _ = write_json(&mut stream, 501, None);
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, u16> {
+fn read_request(reader: &mut BufReader<Timed>) -> Result<Request, u16> {
     let mut head = Vec::new();
     loop {
         let before = head.len();
         match reader.by_ref().take((MAX_HEAD_BYTES + 1 - before) as u64).read_until(b'\n', &mut head) {
             Ok(0) => return Err(400),
             Ok(_) => {}
-            Err(_) => return Err(408),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                return Err(408)
+            }
+            Err(_) => return Err(400),
         }
         if head.len() > MAX_HEAD_BYTES {
             return Err(431);
@@ -185,9 +244,10 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, u16> {
     Ok(Request { method, path, headers })
 }
 
-/// Step 1 of §1.3: a length that is a number, within the cap; no chunked request bodies.
+/// Step 1 of §1.3: a length that is a number, within the cap; no chunked request bodies. The
+/// body must arrive within its deadline (408 when it does not).
 fn read_body(
-    reader: &mut BufReader<TcpStream>,
+    reader: &mut BufReader<Timed>,
     headers: &[(String, String)],
     cap: usize,
     continue_on: Option<&TcpStream>,
@@ -209,8 +269,12 @@ fn read_body(
         // The client waits for this before it sends the body (curl does so above 1 KiB).
         let _ = client.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").and_then(|()| client.flush());
     }
+    reader.get_mut().until = Instant::now() + gate::body_deadline(length);
     let mut body = vec![0; length];
-    reader.read_exact(&mut body).map_err(|_| 400u16)?;
+    reader.read_exact(&mut body).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => 408u16,
+        _ => 400,
+    })?;
     Ok(body)
 }
 
@@ -228,6 +292,7 @@ fn reason(status: u16) -> &'static str {
         409 => "Conflict",
         411 => "Length Required",
         413 => "Content Too Large",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",

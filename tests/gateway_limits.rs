@@ -1,0 +1,311 @@
+//! The HTTP listener's limits against slow clients, over real sockets on loopback: the real
+//! `warden gateway` binary in front of a small upstream that answers every request. Clients
+//! come from chosen loopback addresses (127.0.0.N, bound before connecting), so that each is a
+//! distinct peer to the per-peer cap. Every wait is bounded; the limits are those documented in
+//! docs/GATEWAY.md ("The HTTP listener's limits").
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod support;
+
+const DOCUMENT: &str =
+    "schema: warden/v1\nenvironment: production\nactions:\n  mcp.acme.read_only:\n    decision: allow\n";
+
+/// The listener's limits, as docs/GATEWAY.md states them.
+const HEAD_DEADLINE: Duration = Duration::from_secs(10);
+const BODY_DEADLINE: Duration = Duration::from_secs(10);
+const MAX_PER_PEER: usize = 16;
+/// The issue's bar: a normal client is answered within this, whatever the slow ones do.
+const NORMAL_CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+
+struct Gateway {
+    child: Child,
+    address: SocketAddr,
+    _stdout: BufReader<std::process::ChildStdout>,
+    _dir: tempfile::TempDir,
+    _upstream: support::Server,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A gateway on 127.0.0.1 whose upstream answers every request with an empty result.
+fn gateway() -> Gateway {
+    let upstream = support::Server::http(|mut conn, _| {
+        let body = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        conn.send(&support::response("200 OK", &[("content-type", "application/json")], body));
+        Some(conn)
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("warden.yaml"), DOCUMENT).expect("document");
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env_remove("WARDEN_STORE")
+        .env_remove("WARDEN_CONFIG")
+        .args(["gateway", "--upstream", upstream.url("/mcp").as_str(), "--alias", "acme"])
+        .args(["--listen", "127.0.0.1:0", "--principal-header", "X-Agent"])
+        .args(["--config", &path("warden.yaml"), "--store", &path("store.redb")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the gateway");
+    // The gateway's stdout stays open for as long as it runs: it exits when stdout is gone.
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("first line");
+    let address = first
+        .strip_prefix("warden gateway: listening on http://")
+        .and_then(|rest| rest.trim().strip_suffix("/mcp"))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+    Gateway { child, address, _stdout: stdout, _dir: dir, _upstream: upstream }
+}
+
+/// A connection to `to` from 127.0.0.`peer`.
+fn connect_from(peer: u8, to: SocketAddr) -> std::io::Result<TcpStream> {
+    use rustix::net::{bind, connect, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None)?;
+    bind(&fd, &SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, peer), 0))?;
+    connect(&fd, &to)?;
+    Ok(TcpStream::from(fd))
+}
+
+const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
+fn ping_request(address: SocketAddr) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nX-Agent: normal\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{PING}",
+        PING.len()
+    )
+}
+
+/// The status and body of the answer on `stream`, read until the gateway closes or `bound`.
+fn answer(stream: &mut TcpStream, bound: Duration) -> (u16, String) {
+    let until = Instant::now() + bound;
+    let mut raw = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        stream.set_read_timeout(Some(left)).expect("timeout");
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buffer[..n]),
+        }
+    }
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, raw)
+}
+
+/// A normal client from 127.0.0.`peer`: its whole exchange must end within its own deadline.
+fn normal_client(gateway: &Gateway, peer: u8) -> (u16, String, Duration) {
+    let started = Instant::now();
+    let mut stream = match connect_from(peer, gateway.address) {
+        Ok(stream) => stream,
+        Err(e) => return (0, format!("could not connect: {e}"), started.elapsed()),
+    };
+    if stream.write_all(ping_request(gateway.address).as_bytes()).is_err() {
+        return (0, "could not send".into(), started.elapsed());
+    }
+    let (status, raw) = answer(&mut stream, NORMAL_CLIENT_DEADLINE);
+    (status, raw, started.elapsed())
+}
+
+/// Send `bytes` one at a time, `every` apart, on a thread of its own (it stops at the first
+/// failed write, or after the last byte).
+fn trickle(stream: &TcpStream, bytes: Vec<u8>, every: Duration) -> std::thread::JoinHandle<()> {
+    let mut writer = stream.try_clone().expect("clone");
+    std::thread::spawn(move || {
+        for byte in bytes {
+            if writer.write_all(&[byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(every);
+        }
+    })
+}
+
+fn endless_head(address: SocketAddr) -> Vec<u8> {
+    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {address}\r\nX-Slow: ").into_bytes();
+    head.extend(std::iter::repeat_n(b'a', 200));
+    head
+}
+
+#[test]
+fn a_request_head_trickled_byte_by_byte_is_cut_at_the_head_deadline_not_after() {
+    let gateway = gateway();
+    let mut stream = connect_from(2, gateway.address).expect("connect");
+    let started = Instant::now();
+    // A byte every 500 ms: each would reset a per-read timeout, and the head never ends.
+    let writer = trickle(&stream, endless_head(gateway.address), Duration::from_millis(500));
+    let (status, raw) = answer(&mut stream, HEAD_DEADLINE + Duration::from_secs(5));
+    let took = started.elapsed();
+    assert_eq!(status, 408, "{raw:?} after {took:?}");
+    assert!(raw.contains("head_deadline"), "the reply names the limit: {raw:?}");
+    assert!(took + Duration::from_millis(200) >= HEAD_DEADLINE, "cut before the deadline: {took:?}");
+    assert!(took <= HEAD_DEADLINE + Duration::from_secs(1), "cut after the deadline: {took:?}");
+    drop(stream);
+    let _ = writer.join();
+}
+
+#[test]
+fn a_request_body_trickled_byte_by_byte_is_cut_at_the_body_deadline_not_after() {
+    let gateway = gateway();
+    let mut stream = connect_from(5, gateway.address).expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nX-Agent: slow\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+        gateway.address
+    );
+    stream.write_all(head.as_bytes()).expect("head");
+    let started = Instant::now();
+    let writer = trickle(&stream, vec![b' '; 100], Duration::from_millis(500));
+    let (status, raw) = answer(&mut stream, BODY_DEADLINE + Duration::from_secs(5));
+    let took = started.elapsed();
+    assert_eq!(status, 408, "{raw:?} after {took:?}");
+    assert!(raw.contains("body_deadline"), "the reply names the limit: {raw:?}");
+    // 100 bytes at the minimum rate add under 2 ms to the deadline.
+    assert!(took + Duration::from_millis(200) >= BODY_DEADLINE, "cut before the deadline: {took:?}");
+    assert!(took <= BODY_DEADLINE + Duration::from_secs(1), "cut after the deadline: {took:?}");
+    drop(stream);
+    let _ = writer.join();
+}
+
+#[test]
+fn one_peer_gets_at_most_its_cap_of_connections_and_others_are_still_served() {
+    let gateway = gateway();
+    let idle: Vec<TcpStream> = (0..MAX_PER_PEER).map(|_| connect_from(3, gateway.address).expect("connect")).collect();
+    let mut over = connect_from(3, gateway.address).expect("connect");
+    let (status, raw) = answer(&mut over, Duration::from_secs(2));
+    assert_eq!(status, 429, "{raw:?}");
+    assert!(raw.contains("per_peer_connections"), "the reply names the limit: {raw:?}");
+    assert!(raw.to_ascii_lowercase().contains("retry-after: 1"), "{raw:?}");
+    // Another peer is not counted against that one.
+    let (status, raw, took) = normal_client(&gateway, 4);
+    assert_eq!(status, 200, "{raw:?} after {took:?}");
+    // The twin: once one of the peer's connections closes, the peer is served again.
+    drop(idle.into_iter().next());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let (status, raw, took) = normal_client(&gateway, 3);
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the peer stayed refused: {status} {raw:?} after {took:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One slow client: a connection from `peer` that sends one byte of a head that never ends
+/// every `every`, reconnecting when the gateway answers it or cuts it (as an attacker would).
+struct Slow {
+    peer: u8,
+    stream: Option<TcpStream>,
+    sent: usize,
+    due: Instant,
+}
+
+/// What the slow clients saw: connections opened, and the answers they got by limit name.
+#[derive(Debug, Default)]
+struct Attack {
+    opened: usize,
+    answers: std::collections::BTreeMap<String, usize>,
+    open_at_the_end: usize,
+}
+
+/// `sockets` slow clients spread over the peers 127.0.0.`peers` for `length`, each sending a
+/// byte of its head every 2 s; meanwhile a normal client (from a peer of its own, 127.0.0.100
+/// and on) is sent four times, and each must be answered within its own 2 s deadline.
+fn under_attack(sockets: usize, peers: std::ops::Range<u8>, length: Duration) -> Attack {
+    let gateway = gateway();
+    let address = gateway.address;
+    let head = endless_head(address);
+    let every = Duration::from_secs(2);
+    let started = Instant::now();
+    let spread = peers.len();
+    let mut slow: Vec<Slow> = (0..sockets)
+        .map(|i| Slow {
+            peer: peers.start + (i % spread) as u8,
+            stream: None,
+            sent: 0,
+            due: started + every * (i as u32) / (sockets as u32),
+        })
+        .collect();
+    let attack = std::thread::spawn(move || {
+        let mut seen = Attack::default();
+        let mut buffer = [0u8; 1024];
+        while started.elapsed() < length {
+            let now = Instant::now();
+            for one in slow.iter_mut().filter(|one| one.due <= now) {
+                one.due = now + every;
+                if let Some(stream) = &mut one.stream {
+                    // An answer (a refusal or a cut) or a close: this one starts over.
+                    let _ = stream.set_nonblocking(true);
+                    let got = stream.read(&mut buffer);
+                    let _ = stream.set_nonblocking(false);
+                    let over = match got {
+                        Ok(n) => {
+                            let text = String::from_utf8_lossy(&buffer[..n]);
+                            let name = text.split("\"error\":\"").nth(1).and_then(|rest| rest.split('"').next());
+                            *seen.answers.entry(name.unwrap_or("closed").to_owned()).or_default() += 1;
+                            true
+                        }
+                        Err(_) => false,
+                    };
+                    if over || stream.write_all(&head[one.sent % head.len()..][..1]).is_err() {
+                        one.stream = None;
+                    } else {
+                        one.sent += 1;
+                    }
+                }
+                if one.stream.is_none() {
+                    if let Ok(mut stream) = connect_from(one.peer, address) {
+                        seen.opened += 1;
+                        one.sent = usize::from(stream.write_all(&head[..1]).is_ok());
+                        one.stream = Some(stream);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen.open_at_the_end = slow.iter().filter(|one| one.stream.is_some()).count();
+        seen
+    });
+    // Let every slow socket connect and start trickling, then look in now and then.
+    std::thread::sleep(Duration::from_millis(2500));
+    for probe in 0..4u8 {
+        let (status, raw, took) = normal_client(&gateway, 100 + probe);
+        assert_eq!(status, 200, "probe {probe}: {raw:?} after {took:?}");
+        assert!(took <= NORMAL_CLIENT_DEADLINE, "probe {probe} took {took:?}");
+        eprintln!("{sockets} slow sockets, probe {probe}: served in {took:?}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let seen = attack.join().expect("the slow clients");
+    eprintln!("{sockets} slow sockets: {seen:?}");
+    assert!(seen.open_at_the_end * 4 >= sockets * 3, "the slow sockets stayed open: {seen:?}");
+    seen
+}
+
+#[test]
+fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds() {
+    // Ten peers (127.0.0.10–19): each past its cap, together past every slot and into the queue.
+    let seen = under_attack(200, 10..20, Duration::from_secs(9));
+    assert!(seen.answers.get("per_peer_connections").is_some_and(|n| *n > 0), "{seen:?}");
+    assert!(seen.answers.get("slow_request_cut").is_some_and(|n| *n > 0), "{seen:?}");
+}
+
+#[test]
+fn slow_sockets_from_enough_peers_to_fill_the_queue_do_not_keep_a_new_peer_out() {
+    // 25 peers at their cap: 400 connections, past the 64 slots and the 256 places in the queue.
+    let seen = under_attack(400, 30..55, Duration::from_secs(9));
+    assert!(seen.answers.get("waiting_connections").is_some_and(|n| *n > 0), "{seen:?}");
+}
