@@ -625,6 +625,67 @@ mod tests {
         assert_eq!(request.grants(), 2);
     }
 
+    fn verified_vote(agent: &str, user: &str, sub: &str) -> Vote {
+        let verified = Verified::new(Some("https://idp.test"), &serde_json::json!({ "sub": sub })).unwrap();
+        Vote {
+            approver: Principal::new(agent, Some(user)).unwrap(),
+            verified: Some(verified),
+            grant: true,
+            at: 0,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn grants_count_people_one_verified_identity_or_one_name_once() {
+        let mut request = record(ApprovalStatus::Pending);
+        request.votes.push(verified_vote("slack", "bob", "u-123"));
+        // The same identity under another name, and an asserted vote under the verified voter's
+        // name: neither is a second person.
+        request.votes.push(verified_vote("teams", "robert", "u-123"));
+        request.votes.push(Vote {
+            approver: asserted("BOB").principal,
+            verified: None,
+            grant: true,
+            at: 0,
+            note: None,
+        });
+        assert_eq!(request.grants(), 1);
+        request.votes.push(verified_vote("slack", "carol", "u-456"));
+        assert_eq!(request.grants(), 2);
+    }
+
+    #[test]
+    fn an_answer_by_a_person_who_already_answered_is_refused_by_identity_or_by_name() {
+        let mut voted = record(ApprovalStatus::Pending);
+        voted.votes.push(verified_vote("slack", "bob", "u-123"));
+        let verified = |user: &str, sub: &str| {
+            let vote = verified_vote("teams", user, sub);
+            Approver { principal: vote.approver, verified: vote.verified }
+        };
+        let by_identity = check_answerable(Some(&voted), "apr_1", &verified("robert", "u-123"), 1);
+        assert_eq!(refusal_reason(&by_identity), Some("already_answered"));
+        assert!(
+            refusal_detail(&by_identity).contains("the verified identity (the same issuer and sub) of \"slack:bob\"")
+        );
+        let by_name = check_answerable(Some(&voted), "apr_1", &asserted("b\u{043E}b"), 1);
+        assert_eq!(refusal_reason(&by_name), Some("already_answered"));
+        assert_eq!(check_answerable(Some(&voted), "apr_1", &verified("carol", "u-456"), 1), Verdict::Proceed);
+    }
+
+    #[test]
+    fn an_approver_with_the_verified_requesters_identity_is_the_requester() {
+        let mut pending = record(ApprovalStatus::Pending);
+        if let Some(stored) = pending.action.as_mut() {
+            stored.identity = verified_vote("x", "x", "u-9").verified;
+        }
+        let robert = verified_vote("slack", "robert", "u-9");
+        let approver = Approver { principal: robert.approver, verified: robert.verified };
+        let verdict = check_answerable(Some(&pending), "apr_1", &approver, 1);
+        assert_eq!(refusal_reason(&verdict), Some("approver_is_requester"));
+        assert!(refusal_detail(&verdict).contains("carries the requester's verified identity"));
+    }
+
     #[test]
     fn the_default_approval_ttl_is_exactly_fifteen_minutes() {
         assert_eq!(DEFAULT_APPROVAL_TTL, 900_000_000);
