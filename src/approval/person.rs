@@ -255,6 +255,10 @@ pub fn check_principal(principal: &Principal) -> Result<(), Error> {
 /// One approver name: one plain line (`check_person_name`), nothing invisible, no separator
 /// look-alike, and (unless `separators_allowed`) no separator at all.
 fn check_part(what: &str, name: &str, separators_allowed: bool) -> Result<(), Error> {
+    // Empty or too long first, before any per-character work on what could be megabytes.
+    if name.trim().is_empty() || name.chars().nth(super::MAX_NAME_CHARS).is_some() {
+        return super::check_person_name(what, name);
+    }
     let refuse = |why: String| Error::InvalidInput(format!("{what} {name:?} {why}; {FORMS}"));
     for c in name.chars() {
         if SEPARATORS.contains(&c) {
@@ -458,6 +462,12 @@ mod tests {
         for bad in ["", " ", &"n".repeat(201)] {
             assert!(parse_name("--by", bad, "cli").is_err(), "{bad:?}");
         }
+        assert!(parse_name("--by", &"n".repeat(200), "cli").is_ok());
+        let huge = format!("{}\u{200B}", "n".repeat(1 << 20));
+        assert_eq!(
+            parse_name("--by", &huge, "cli"),
+            Err(Error::InvalidInput("--by is longer than 200 characters".into()))
+        );
     }
 
     #[test]
