@@ -590,9 +590,12 @@ warden_result warden_approval_request(warden_handle *h,
 //
 // - `h`: an open handle. Required.
 // - `id`, `id_len`: the approval id (`apr_…`). Required.
-// - `by`, `by_len`: the approver, one plain line: `AGENT:USER`, or `USER` (agent `cli`).
-//   Refused when it names the requesting agent or user in any spelling (compared after
-//   Unicode NFKC case folding and trimming). Required.
+// - `by`, `by_len`: the approver, one plain line: `USER` (agent `cli`), `AGENT:USER`,
+//   `AGENT/USER`, or `AGENT:` (the agent alone). INVALID_INPUT, naming it, when it has more
+//   than one separator, nothing before one, an invisible character, or a separator look-alike
+//   (a fullwidth `：`). Refused (`approver_is_requester`) when any of its parts is a part of the
+//   requester's agent or user, compared after Unicode NFKC case folding and the TR39
+//   confusables skeleton. Required.
 // - `ttl_ms`: 0 keeps the request's own expiry; otherwise the grant is usable for `ttl_ms`
 //   milliseconds from now. Negative is INVALID_INPUT.
 // - `out`: NULL, or receives the updated record on WARDEN_RESULT_OK only; free it with
@@ -694,14 +697,19 @@ warden_result warden_approvals_pending(warden_handle *h, warden_buf *out, warden
 // Answers an approval request as one approver: a principal, verified by the host's identity
 // provider or asserted. A grant counts toward the request's `approval: {required, roles}`
 // (the status becomes `granted` when the count is reached); a deny by an entitled approver
-// denies it. Each approver (compared after Unicode NFKC case folding) answers once; the
-// requester never does. Concurrent answers are applied one at a time against the stored row,
+// denies it. Each person answers once: a verified identity (the issuer and the `sub` claim)
+// once whatever name it gives, and a name (compared after Unicode NFKC case folding and the
+// TR39 confusables skeleton) once. The requester never answers: not under any spelling of its
+// agent or user, nor with its own verified identity. Concurrent answers are applied one at a time against the stored row,
 // so each is counted exactly once or refused.
 //
 // - `h`: an open handle. Required.
 // - `answer`, `len`: UTF-8 JSON `{"approval_id": "apr_…", "decision": "grant"|"deny",
-//   "approver": {"agent": str, "user": str|null}, "verified": {"issuer": str|null, "claims":
-//   {...}}|null, "ttl_ms": int|null, "note": str|null, "action_hash": str|null}`. Required.
+//   "approver": {"agent": str, "user": str|null} | str, "verified": {"issuer": str|null,
+//   "claims": {...}}|null, "ttl_ms": int|null, "note": str|null, "action_hash": str|null}`.
+//   Required. `approver` as an object: the agent and user each one plain name (no `:` or `/`);
+//   as a string: a name read as `warden_approval_grant` reads `by`, the agent `host` when it
+//   gives none.
 //   `verified` says the host's identity provider vouched for the approver (the `roles` claim
 //   entitles it under a rule's `roles`); without it the approver is asserted and counts only
 //   where one approver with no role is required. `action_hash`: refuse unless the request

@@ -2,7 +2,8 @@
 //! approval is bound to one exact action hash, answered once per approver, spent once, and
 //! expires. The request keeps the whole action, so the approver sees what the hash covers.
 //!
-//! - `person`: approvers as principals, and who counts as the requester (NFKC case folding).
+//! - `person`: approvers as principals, one notion of a person (who is the requester, who
+//!   already answered), and the parse of a typed approver name.
 //! - `requirement`: M-of-N with roles (`approval: {required, roles}` in a rule).
 //! - `precondition`: the fingerprint of the world an approval was given in.
 //! - `notify`, `webhook`: telling someone that a request is waiting.
@@ -191,9 +192,26 @@ impl ApprovalRecord {
         crate::canonical::parse_json(&stored.arguments).ok()
     }
 
-    /// How many counted grants the request has.
+    /// How many people granted: granting votes, each counted unless an earlier granting vote
+    /// is the same person (`person::same_person`: one name, or one verified identity). Answers
+    /// are refused before a repeat is recorded; this also holds for rows written otherwise.
     pub fn grants(&self) -> usize {
-        self.votes.iter().filter(|vote| vote.grant).count()
+        let granting: Vec<&Vote> = self.votes.iter().filter(|vote| vote.grant).collect();
+        granting
+            .iter()
+            .enumerate()
+            .filter(|(at, vote)| {
+                !granting[..*at].iter().any(|earlier| {
+                    person::same_person(
+                        &earlier.approver,
+                        earlier.verified.as_ref(),
+                        &vote.approver,
+                        vote.verified.as_ref(),
+                    )
+                    .is_some()
+                })
+            })
+            .count()
     }
 
     /// The record as the CLI and the bindings show it.
@@ -312,29 +330,43 @@ pub fn check_answerable(
                 .into(),
         ));
     }
-    if person::is_requester(&approver.principal, &record.requested_by) {
+    let requester_identity = record.action.as_ref().and_then(|stored| stored.identity.as_ref());
+    if let Some(found) = person::is_requester(approver, &record.requested_by, requester_identity) {
+        let how = match found {
+            person::Match::Name => {
+                "requested this action (names compared part by part, agent and user, after Unicode NFKC case \
+                 folding and the TR39 confusables skeleton)"
+            }
+            person::Match::Identity => "carries the requester's verified identity (the same issuer and sub)",
+        };
         return Verdict::Refuse(mismatch(
             "approver_is_requester",
             approval_id,
-            format!(
-                "{} requested this action (compared after Unicode NFKC case folding) and cannot also approve or deny it",
-                shown_label(&approver.principal)
-            ),
+            format!("{} {how} and cannot also approve or deny it", shown_label(&approver.principal)),
         ));
     }
     if let Err((reason, detail)) = record.requirement.entitles(approver) {
         return Verdict::Refuse(mismatch(reason, approval_id, detail));
     }
-    if let Some(vote) = record.votes.iter().find(|vote| person::same_person(&vote.approver, &approver.principal)) {
-        return Verdict::Refuse(mismatch(
-            "already_answered",
-            approval_id,
-            format!(
-                "{} already answered it ({}); each approver counts once",
-                shown_label(&approver.principal),
-                if vote.grant { "grant" } else { "deny" }
+    let earlier = record.votes.iter().find_map(|vote| {
+        person::same_person(&vote.approver, vote.verified.as_ref(), &approver.principal, approver.verified.as_ref())
+            .map(|found| (vote, found))
+    });
+    if let Some((vote, found)) = earlier {
+        let decision = if vote.grant { "grant" } else { "deny" };
+        let detail = match found {
+            person::Match::Name => format!(
+                "{} already answered it ({decision}); each approver counts once",
+                shown_label(&approver.principal)
             ),
-        ));
+            person::Match::Identity => format!(
+                "{} carries the verified identity (the same issuer and sub) of {}, who already answered it \
+                 ({decision}); each verified identity counts once, whatever name it answers under",
+                shown_label(&approver.principal),
+                shown_label(&vote.approver)
+            ),
+        };
+        return Verdict::Refuse(mismatch("already_answered", approval_id, detail));
     }
     Verdict::Proceed
 }
@@ -591,6 +623,67 @@ mod tests {
             request.votes.push(Vote { approver: asserted(who).principal, verified: None, grant, at: 0, note: None });
         }
         assert_eq!(request.grants(), 2);
+    }
+
+    fn verified_vote(agent: &str, user: &str, sub: &str) -> Vote {
+        let verified = Verified::new(Some("https://idp.test"), &serde_json::json!({ "sub": sub })).unwrap();
+        Vote {
+            approver: Principal::new(agent, Some(user)).unwrap(),
+            verified: Some(verified),
+            grant: true,
+            at: 0,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn grants_count_people_one_verified_identity_or_one_name_once() {
+        let mut request = record(ApprovalStatus::Pending);
+        request.votes.push(verified_vote("slack", "bob", "u-123"));
+        // The same identity under another name, and an asserted vote under the verified voter's
+        // name: neither is a second person.
+        request.votes.push(verified_vote("teams", "robert", "u-123"));
+        request.votes.push(Vote {
+            approver: asserted("BOB").principal,
+            verified: None,
+            grant: true,
+            at: 0,
+            note: None,
+        });
+        assert_eq!(request.grants(), 1);
+        request.votes.push(verified_vote("slack", "carol", "u-456"));
+        assert_eq!(request.grants(), 2);
+    }
+
+    #[test]
+    fn an_answer_by_a_person_who_already_answered_is_refused_by_identity_or_by_name() {
+        let mut voted = record(ApprovalStatus::Pending);
+        voted.votes.push(verified_vote("slack", "bob", "u-123"));
+        let verified = |user: &str, sub: &str| {
+            let vote = verified_vote("teams", user, sub);
+            Approver { principal: vote.approver, verified: vote.verified }
+        };
+        let by_identity = check_answerable(Some(&voted), "apr_1", &verified("robert", "u-123"), 1);
+        assert_eq!(refusal_reason(&by_identity), Some("already_answered"));
+        assert!(
+            refusal_detail(&by_identity).contains("the verified identity (the same issuer and sub) of \"slack:bob\"")
+        );
+        let by_name = check_answerable(Some(&voted), "apr_1", &asserted("b\u{043E}b"), 1);
+        assert_eq!(refusal_reason(&by_name), Some("already_answered"));
+        assert_eq!(check_answerable(Some(&voted), "apr_1", &verified("carol", "u-456"), 1), Verdict::Proceed);
+    }
+
+    #[test]
+    fn an_approver_with_the_verified_requesters_identity_is_the_requester() {
+        let mut pending = record(ApprovalStatus::Pending);
+        if let Some(stored) = pending.action.as_mut() {
+            stored.identity = verified_vote("x", "x", "u-9").verified;
+        }
+        let robert = verified_vote("slack", "robert", "u-9");
+        let approver = Approver { principal: robert.approver, verified: robert.verified };
+        let verdict = check_answerable(Some(&pending), "apr_1", &approver, 1);
+        assert_eq!(refusal_reason(&verdict), Some("approver_is_requester"));
+        assert!(refusal_detail(&verdict).contains("carries the requester's verified identity"));
     }
 
     #[test]

@@ -90,6 +90,9 @@ pub trait ProcessRace {
 const AGENT: &str = "warden-verify";
 const USER: &str = "verify-requester";
 const APPROVER: &str = "verify-approver";
+/// The agent verify's approvers answer through: not the requester's (an approver with any part
+/// of the requester's principal is the requester, `approval::person::is_requester`).
+const APPROVER_AGENT: &str = "warden-verify-host";
 const MUTATION_KEY: &str = "_verify_mutation";
 const UNKNOWN_ACTION: &str = "warden.verify.unknown_action";
 /// At most this many values are tried per constrained argument, and this many combinations.
@@ -815,8 +818,8 @@ fn grant_fully(kernel: &Kernel, approval_id: &str) -> Result<()> {
     let claims = serde_json::json!({"roles": record.requirement.roles});
     let verified = crate::approval::Verified::new(Some("warden verify"), &claims).map_err(Error::InvalidInput)?;
     for n in 0..record.requirement.required {
-        let principal =
-            Principal::new(AGENT, Some(&format!("{APPROVER}-{n}"))).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let principal = Principal::new(APPROVER_AGENT, Some(&format!("{APPROVER}-{n}")))
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
         let approver = crate::approval::Approver::verified(principal, verified.clone());
         kernel.answer(approval_id, &approver, None, true, None, None)?;
     }

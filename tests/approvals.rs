@@ -479,3 +479,133 @@ fn a_schema_2_store_migrates_its_approvals_to_schema_4() {
 }
 
 use warden::Action;
+
+/// A request by `agent-7` for `ada`, one approver with no role.
+fn ask_as_agent_7(s: &Setup, payment: &str) -> String {
+    let principal = Principal::new("agent-7", Some("ada")).unwrap();
+    ask(&s.warden, &ActionRequest::new("stripe.refund", json!({"payment_id": payment, "amount": 50_000}), principal))
+}
+
+#[test]
+fn the_requester_cannot_approve_itself_under_any_principal_form_or_look_alike_and_its_call_stays_refused() {
+    let s = setup();
+    let id = ask_as_agent_7(&s, "pay_self");
+    let kernel = s.warden.kernel();
+    // The principal forms, then each class of look-alike: U+2011 and U+2010 hyphens, Cyrillic
+    // and Greek letters, fullwidth, case, spaces and connectors.
+    let spellings = [
+        "ada:",
+        "agent-7:",
+        "agent-7/ada",
+        "agent-7:ada",
+        "ada/agent-7",
+        "ada/",
+        "cli:ada",
+        "ops/agent-7",
+        "agent\u{2011}7:",
+        "agent\u{2010}7/ada",
+        "ad\u{0430}",
+        "\u{0430}d\u{0430}:",
+        "\u{0391}DA",
+        "ＡＤＡ",
+        "ａｇｅｎｔ－７/ａｄａ",
+        "Agent_7:",
+        "agent 7",
+        "A D A",
+    ];
+    for name in spellings {
+        let refused = kernel.grant(&id, name).unwrap_err();
+        assert_eq!(reason(&refused), "approver_is_requester", "{name:?}: {refused}");
+        let denied = kernel.deny(&id, name, None).unwrap_err();
+        assert_eq!(reason(&denied), "approver_is_requester", "{name:?}: {denied}");
+    }
+    let record = kernel.approval(&id).unwrap().unwrap();
+    assert_eq!((record.status, record.votes.len()), (ApprovalStatus::Pending, 0));
+    // The requester's next call, presenting the request, is still refused.
+    let principal = Principal::new("agent-7", Some("ada")).unwrap();
+    let mut present =
+        ActionRequest::new("stripe.refund", json!({"payment_id": "pay_self", "amount": 50_000}), principal);
+    present.approval_id = Some(&id);
+    assert_eq!(reason(&s.warden.submit(&present).unwrap_err()), "pending");
+}
+
+#[test]
+fn an_approver_name_that_cannot_be_parsed_is_refused_by_name_and_nothing_is_recorded() {
+    let s = setup();
+    let id = ask_as_agent_7(&s, "pay_parse");
+    let kernel = s.warden.kernel();
+    let table = [
+        ("ops:bob:x", "has more than one separator"),
+        ("ops/bob:x", "has more than one separator"),
+        (":bob", "has nothing before its separator"),
+        ("ops\u{FF1A}bob", "contains U+FF1A, which reads as a separator"),
+        ("ops\u{2236}bob", "contains U+2236, which reads as a separator"),
+        ("b\u{034F}ob", "contains the invisible or control character U+034F"),
+        ("bob\u{200D}", "contains the invisible or control character U+200D"),
+    ];
+    for (name, why) in table {
+        let Err(Error::InvalidInput(message)) = kernel.grant(&id, name) else {
+            panic!("{name:?} was not refused as input");
+        };
+        assert!(message.starts_with(&format!("the approver name {name:?} {why}")), "{name:?}: {message}");
+        assert!(message.contains("write USER, AGENT:USER or AGENT/USER"), "{message}");
+    }
+    // Fields given apart must each be one plain name.
+    let fields = Approver::asserted(Principal::new("slack", Some("agent-7/ada")).unwrap());
+    let refused = kernel.answer(&id, &fields, None, true, None, None).unwrap_err();
+    assert!(refused.to_string().contains("\"agent-7/ada\" contains '/', a separator"), "{refused}");
+    assert_eq!(kernel.approval(&id).unwrap().unwrap().votes.len(), 0);
+}
+
+const TWO_OF_ANY: &str = r#"
+schema: warden/v1
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - decision: approve
+        approval: { required: 2 }
+"#;
+
+fn idp(principal: Principal, sub: &str) -> Approver {
+    Approver::verified(principal, Verified::new(Some("https://idp.test"), &json!({"sub": sub})).unwrap())
+}
+
+#[test]
+fn m_of_n_counts_one_verified_identity_once_whatever_name_it_answers_under() {
+    let s = setup_with(TWO_OF_ANY);
+    let id = ask(&s.warden, &request("pay_twice", 50));
+    let kernel = s.warden.kernel();
+    let bob = kernel.answer(&id, &idp(Principal::new("slack", Some("bob")).unwrap(), "u-123"), None, true, None, None);
+    assert_eq!(bob.unwrap().grants(), 1);
+    let robert = idp(Principal::new("teams", Some("robert")).unwrap(), "u-123");
+    let refused = kernel.answer(&id, &robert, None, true, None, None).unwrap_err();
+    assert_eq!(reason(&refused), "already_answered", "{refused}");
+    assert!(refused.to_string().contains("each verified identity counts once"), "{refused}");
+    // Nor may it deny under its second name, nor an asserted `bob` add a vote.
+    assert_eq!(reason(&kernel.answer(&id, &robert, None, false, None, None).unwrap_err()), "already_answered");
+    let record = kernel.approval(&id).unwrap().unwrap();
+    assert_eq!((record.status, record.grants(), record.votes.len()), (ApprovalStatus::Pending, 1, 1));
+    let mut present = request("pay_twice", 50);
+    present.approval_id = Some(&id);
+    assert_eq!(reason(&s.warden.submit(&present).unwrap_err()), "pending");
+    // A second identity grants it.
+    let carol = idp(Principal::new("slack", Some("carol")).unwrap(), "u-456");
+    let granted = kernel.answer(&id, &carol, None, true, None, None).unwrap();
+    assert_eq!((granted.status, granted.grants()), (ApprovalStatus::Granted, 2));
+}
+
+#[test]
+fn an_approver_carrying_the_requesters_verified_identity_is_the_requester_under_any_name() {
+    let s = setup_with(TWO_OF_ANY);
+    let mut call = request("pay_ident", 50);
+    call.identity = Some(Verified::new(Some("https://idp.test"), &json!({"sub": "u-9"})).unwrap());
+    let id = ask(&s.warden, &call);
+    let kernel = s.warden.kernel();
+    let robert = idp(Principal::new("slack", Some("robert")).unwrap(), "u-9");
+    let refused = kernel.answer(&id, &robert, None, true, None, None).unwrap_err();
+    assert_eq!(reason(&refused), "approver_is_requester", "{refused}");
+    assert!(refused.to_string().contains("carries the requester's verified identity"), "{refused}");
+    // Another identity under the same issuer may answer.
+    kernel.answer(&id, &idp(Principal::new("slack", Some("carol")).unwrap(), "u-1"), None, true, None, None).unwrap();
+}

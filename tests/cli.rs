@@ -759,6 +759,36 @@ fn every_spelling_of_the_requester_is_refused_as_approver() {
 }
 
 #[test]
+fn the_requester_cannot_approve_under_a_principal_form_or_look_alike_and_unparseable_names_are_refused_by_name() {
+    let store = Store::new();
+    let id = store.approval_id.as_str();
+    // The requester is refund-agent for ada.
+    for requester in [
+        "ada:",
+        "refund-agent:",
+        "refund-agent/ada",
+        "ada/refund-agent",
+        "refund\u{2011}agent:",
+        "ad\u{0430}",
+        "ｒｅｆｕｎｄ－ａｇｅｎｔ",
+        "Refund_Agent/",
+    ] {
+        let refused = store.run(&["approve", id, "--by", requester, "--yes"]);
+        assert_eq!(refused.code, 1, "{requester:?}: {refused}");
+        assert!(refused.stderr.contains("approver_is_requester"), "{requester:?}: {refused}");
+        let denied = store.run(&["deny", id, "--by", requester]);
+        assert!(denied.stderr.contains("approver_is_requester"), "{requester:?}: {denied}");
+    }
+    for (name, why) in [("ops:bob:x", "has more than one separator"), ("b\u{034F}ob", "U+034F")] {
+        let refused = store.run(&["approve", id, "--by", name, "--yes"]);
+        assert_eq!(refused.code, 2, "{name:?}: {refused}");
+        assert!(refused.stderr.contains(&format!("the approver name {name:?}")), "{name:?}: {refused}");
+        assert!(refused.stderr.contains(why) && refused.stderr.contains("AGENT:USER"), "{name:?}: {refused}");
+    }
+    assert_eq!(one_document(&store.run(&["pending", "--json"]))[0]["votes"], json!([]));
+}
+
+#[test]
 fn deny_records_the_reason_and_the_requester_cannot_answer() {
     let store = Store::new();
     let id = store.approval_id.as_str();

@@ -527,9 +527,11 @@ class Warden {
   }
 
   /**
-   * Grant a pending approval as `by` (never the requester, in any spelling: compared after
-   * Unicode NFKC case folding). The approver is a principal: `agent` (default: the part of `by`
-   * before a `:`, else "host") and the user `by`; `verified: {issuer, claims}` says your
+   * Grant a pending approval as `by` (never the requester: not any of its parts, agent or user,
+   * in any spelling or look-alike, nor its verified identity; the library compares). The
+   * approver is a principal: `agent` and the user `by`, or without `agent` the name `by` as the
+   * library reads it (`USER`, `AGENT:USER`, `AGENT/USER`; the agent "host" when it gives none;
+   * a name it cannot read is refused, naming it); `verified: {issuer, claims}` says your
    * identity provider vouched for them (a rule's roles are read from `claims.roles`). Without
    * `agent` or `verified` the approver is asserted and counts only where one approver with no
    * role is required. An M-of-N request stays pending until enough entitled approvers granted.
@@ -558,15 +560,12 @@ class Warden {
 
   async #answer(id, decision, { by, agent, verified, ttlMs = null, note = null }) {
     optionalString('agent', agent);
-    let user = by;
-    if (agent === undefined || agent === null) {
-      const colon = by.indexOf(':');
-      [agent, user] = colon > 0 ? [by.slice(0, colon), by.slice(colon + 1)] : ['host', by];
-    }
+    // Without `agent`, the library parses `by` (approval::person::parse_name): one rule, one place.
+    const approver = agent === undefined || agent === null ? by : { agent, user: by };
     const answer = {
       approval_id: id,
       decision,
-      approver: { agent, user },
+      approver,
       verified: verified ?? null,
       ttl_ms: ttlMs,
       note,

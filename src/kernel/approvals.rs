@@ -78,7 +78,7 @@ impl Kernel {
         Ok(record)
     }
 
-    /// Grant as an asserted approver named by one plain line (`ada`, `cli:ada`).
+    /// Grant as an asserted approver named by one plain line (`ada`, `cli:ada`; see `asserted`).
     pub fn grant(&self, approval_id: &str, approver: &str) -> Result<ApprovalRecord> {
         self.answer(approval_id, &asserted(approver)?, None, true, None, None)
     }
@@ -107,10 +107,7 @@ impl Kernel {
         ttl: Option<Micros>,
         expect_hash: Option<&str>,
     ) -> Result<ApprovalRecord> {
-        approval::check_person_name("the approver's agent", &approver.principal.agent)?;
-        if let Some(user) = &approver.principal.user {
-            approval::check_person_name("the approver's user", user)?;
-        }
+        approval::person::check_principal(&approver.principal)?;
         if let Some(note) = note {
             approval::check_person_name("the note", note)?;
         }
@@ -205,17 +202,10 @@ impl Kernel {
     }
 }
 
-/// A name typed by a person (`ada`, `cli:ada`), as an asserted approver: the part before the
-/// first `:` is the agent (`cli` when there is none), the rest the user.
+/// A name typed by a person (`ada`, `cli:ada`, `slack/ada`), as an asserted approver: parsed by
+/// `approval::person::parse_name`, the agent `cli` when the name gives none.
 pub fn asserted(name: &str) -> Result<Approver> {
-    approval::check_person_name("the approver name", name)?;
-    let principal = match name.split_once(':') {
-        Some((agent, user)) if !agent.trim().is_empty() && !user.trim().is_empty() => {
-            crate::action::Principal { agent: agent.to_owned(), user: Some(user.to_owned()) }
-        }
-        _ => crate::action::Principal { agent: "cli".to_owned(), user: Some(name.to_owned()) },
-    };
-    Ok(Approver::asserted(principal))
+    Ok(Approver::asserted(approval::person::parse_name("the approver name", name, "cli")?))
 }
 
 /// A pending request for `action`, bound to its hash, answerable until `now + ttl`, keeping

@@ -60,6 +60,61 @@ test('every spelling of the requester is refused', async (t) => {
   assert.deepEqual((await w.approval(id)).votes, []);
 });
 
+test('the requester is refused under every principal form and look-alike; unreadable names by name', async (t) => {
+  const { w } = open(t);
+  const refund = w.protect('stripe.refund', () => assert.fail('must not run'));
+  const id = await ask(() => refund({ payment_id: 'pay_f', amount: 200_000 }));
+  const spellings = [
+    'ada:',
+    'support-agent:',
+    'support-agent/ada',
+    'ada/support-agent',
+    'support\u2011agent:',
+    'ad\u0430',
+  ];
+  for (const by of spellings) {
+    // Asserted (the C grant and deny), and through the answer call (verified, no agent given).
+    const answers = [
+      () => w.approve(id, { by }),
+      () => w.deny(id, { by }),
+      () => w.approve(id, { by, verified: verified() }),
+    ];
+    for (const answer of answers) {
+      const refused = await answer().catch((e) => e);
+      assert.equal(refused.reason, 'approver_is_requester', `${by}: ${refused}`);
+    }
+  }
+  for (const by of ['ops:bob:x', 'b\u034fob', 'ops\uff1abob']) {
+    for (const options of [{ by }, { by, verified: verified() }]) {
+      const refused = await w.approve(id, options).catch((e) => e);
+      assert.equal(refused.code, 'WARDEN_RESULT_INVALID_INPUT', `${by}: ${refused}`);
+      assert.match(refused.message, /AGENT:USER/, by);
+    }
+  }
+  assert.deepEqual((await w.approval(id)).votes, []);
+});
+
+test('M-of-N counts one verified identity once under any name', async (t) => {
+  const { w } = open(t, `schema: warden/v1
+environment: test
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - decision: approve
+        approval: { required: 2 }
+`);
+  const refund = w.protect('stripe.refund', () => 'refunded');
+  const id = await ask(() => refund({ payment_id: 'pay_two', amount: 50 }));
+  const identity = (sub) => ({ issuer: 'https://idp.test', claims: { sub } });
+  const first = await w.approve(id, { by: 'bob', agent: 'slack', verified: identity('u-123') });
+  assert.deepEqual([first.status, first.grants], ['pending', 1]);
+  const again = await w.approve(id, { by: 'robert', agent: 'teams', verified: identity('u-123') }).catch((e) => e);
+  assert.equal(again.reason, 'already_answered');
+  const second = await w.approve(id, { by: 'slack:carol', verified: identity('u-456') });
+  assert.deepEqual([second.status, second.grants], ['granted', 2]);
+});
+
 test('M-of-N counts distinct verified approvers holding a role', async (t) => {
   const { w } = open(t, MN_POLICY);
   const refund = w.protect('stripe.refund', () => 'refunded');

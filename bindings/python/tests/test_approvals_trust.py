@@ -82,6 +82,78 @@ def test_every_spelling_of_the_requester_is_refused(w: warden.Warden, agent: Any
     assert w.approval(request_id)["votes"] == []  # type: ignore[index]
 
 
+SELF_SPELLINGS = (
+    "ada:",
+    "support-agent:",
+    "support-agent/ada",
+    "ada/support-agent",
+    "support\u2011agent:",
+    "ad\u0430",
+    "\uff41\uff44\uff41:",
+)
+
+
+def test_the_requester_is_refused_under_every_principal_form_and_look_alike(w: warden.Warden, agent: Any) -> None:
+    @w.protect("stripe.refund")
+    def refund(payment_id: str, amount: int) -> None:
+        raise AssertionError("must not run")
+
+    request_id = ask(refund, "pay_f", 120_000)
+    # Asserted (the C grant and deny), and through the answer call (verified, no agent given).
+    ways: tuple[dict[str, Any], ...] = ({}, {"verified": verified()})
+    for requester in SELF_SPELLINGS:
+        for way in ways:
+            with pytest.raises(warden.ApprovalMismatch) as refused:
+                w.approve(request_id, by=requester, **way)
+            assert refused.value.reason == "approver_is_requester", requester
+        with pytest.raises(warden.ApprovalMismatch) as denied:
+            w.deny(request_id, by=requester)
+        assert denied.value.reason == "approver_is_requester", requester
+    for unreadable in ("ops:bob:x", "b\u034fob", "ops\uff1abob"):
+        for way in ways:
+            with pytest.raises(warden.InvalidInput) as bad:
+                w.approve(request_id, by=unreadable, **way)
+            assert "AGENT:USER" in str(bad.value), unreadable
+    with pytest.raises(warden.InvalidInput) as fields:
+        w.approve(request_id, by="ada:", agent="slack", verified=verified())
+    assert "a separator" in str(fields.value)
+    assert w.approval(request_id)["votes"] == []  # type: ignore[index]
+
+
+TWO_DOCUMENT = """\
+schema: warden/v1
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - decision: approve
+        approval: { required: 2 }
+"""
+
+
+def test_m_of_n_counts_one_verified_identity_once_under_any_name(tmp_path: Path) -> None:
+    config = tmp_path / "two.yaml"
+    config.write_text(TWO_DOCUMENT, encoding="utf-8")
+    idp = {"issuer": "https://idp.test", "claims": {"sub": "u-123"}}
+    with warden.Warden(store=tmp_path / "two.redb", config=config) as two:
+
+        @two.protect("stripe.refund")
+        def refund(payment_id: str, amount: int) -> str:
+            return "refunded"
+
+        with warden.context(agent="refund-agent", user="ada"):
+            request_id = ask(refund, "pay_two", 50)
+            first = two.approve(request_id, by="bob", agent="slack", verified=idp)
+            assert (first["status"], first["grants"]) == ("pending", 1)
+            with pytest.raises(warden.ApprovalMismatch) as again:
+                two.approve(request_id, by="robert", agent="teams", verified=idp)
+            assert again.value.reason == "already_answered"
+            assert two.approval(request_id)["grants"] == 1  # type: ignore[index]
+            other = {"issuer": "https://idp.test", "claims": {"sub": "u-456"}}
+            second = two.approve(request_id, by="slack:carol", verified=other)
+            assert (second["status"], second["grants"]) == ("granted", 2)
+
+
 def test_m_of_n_counts_distinct_verified_approvers_holding_a_role(mn: warden.Warden) -> None:
     @mn.protect("stripe.refund")
     def refund(payment_id: str, amount: int) -> str:

@@ -70,13 +70,16 @@ class Approvals(Managed):
         agent: str | None = None,
         verified: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Grant a pending request as `by` (refused when `by` is the requester, in any spelling:
-        compared after Unicode NFKC case folding). `ttl`: seconds the grant stays usable from
-        now, instead of until the request's own expiry.
+        """Grant a pending request as `by` (refused when `by` is the requester: any of its
+        parts, agent or user, in any spelling or look-alike, or its verified identity; the
+        library compares). `ttl`: seconds the grant stays usable from now, instead of until the
+        request's own expiry.
 
-        The approver is a principal: `agent` (default: the part of `by` before a `:`, else
-        "host") and the user `by`. `verified={"issuer": ..., "claims": {...}}` says your
-        identity provider vouched for them (a rule's `roles` are read from `claims["roles"]`);
+        The approver is a principal: `agent` and the user `by`, or without `agent` the name `by`
+        as the library reads it (`USER`, `AGENT:USER`, `AGENT/USER`; the agent "host" when it
+        gives none; a name it cannot read is refused, naming it).
+        `verified={"issuer": ..., "claims": {...}}` says your identity provider vouched for them
+        (a rule's `roles` are read from `claims["roles"]`, their identity from `claims["sub"]`);
         without it the approver is asserted and counts only where one approver with no role is
         required. An M-of-N request stays `pending` until enough entitled approvers granted."""
         if agent is None and verified is None:
@@ -122,14 +125,12 @@ class Approvals(Managed):
         ttl_ms: int | None = None,
         note: str | None = None,
     ) -> dict[str, Any]:
-        if agent is None:
-            agent, _, user = by.partition(":") if ":" in by else ("host", "", by)
-        else:
-            user = by
+        # Without `agent`, the library parses `by` (approval::person::parse_name): one rule, one place.
+        approver: Any = by if agent is None else {"agent": agent, "user": by}
         answer: dict[str, Any] = {
             "approval_id": approval_id,
             "decision": decision,
-            "approver": {"agent": agent, "user": user},
+            "approver": approver,
             "verified": None if verified is None else dict(verified),
             "ttl_ms": ttl_ms,
             "note": note,
