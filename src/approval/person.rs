@@ -136,9 +136,17 @@ const SEPARATORS: [char; 2] = [':', '/'];
 
 /// A name as every person comparison sees it. See the module documentation.
 pub fn person_key(name: &str) -> String {
-    let visible: String = fold(name).chars().filter(|c| !ignorable(*c)).collect();
+    look_alike_key(name).chars().filter(|c| !c.is_whitespace() && !matches!(c, '-' | '_' | '.')).collect()
+}
+
+/// Text as a reader who cannot tell look-alikes apart sees it: NFKC case folding, invisible
+/// characters removed, the Unicode TR39 confusables skeleton, folded again. Two texts with one
+/// key are spellings of one thing to a person (`adа` with a Cyrillic `а` is `ada`); the person
+/// key above and the gateway's method names build on it.
+pub fn look_alike_key(text: &str) -> String {
+    let visible: String = fold(text).chars().filter(|c| !ignorable(*c)).collect();
     let skeleton: String = unicode_security::skeleton(&visible).collect();
-    fold(&skeleton).chars().filter(|c| !c.is_whitespace() && !matches!(c, '-' | '_' | '.') && !ignorable(*c)).collect()
+    fold(&skeleton).chars().filter(|c| !ignorable(*c)).collect()
 }
 
 /// NFKC, full case folding, NFKC again.

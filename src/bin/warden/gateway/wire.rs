@@ -51,14 +51,14 @@ pub const KNOWN_METHODS: [&str; 22] = [
     "notifications/tasks/status",
 ];
 
-/// What a method means once its spelling is set aside: NFKC, Unicode case folding, NFKC again,
-/// then only its letters and digits (whitespace, punctuation, separators, and invisible format
-/// and control characters dropped). `TOOLS/CALL`, ` tools/call`, `tools / call`, `ｔｏｏｌｓ／ｃａｌｌ`,
-/// `tools\u{200B}/call` and `tools_call` all mean `toolscall`.
+/// What a method means once its spelling is set aside: its look-alike key (NFKC case folding,
+/// invisible characters dropped, the TR39 confusables skeleton:
+/// `warden::approval::person::look_alike_key`), then only its letters and digits (whitespace,
+/// punctuation and separators dropped). `TOOLS/CALL`, ` tools/call`, `tools / call`,
+/// `ｔｏｏｌｓ／ｃａｌｌ`, `tools\u{200B}/call`, `tools_call` and `tооls/call` with Cyrillic `о` all
+/// mean what `tools/call` means.
 pub fn method_meaning(method: &str) -> String {
-    let composed: String = method.nfkc().collect();
-    let folded: String = caseless::default_case_fold_str(&composed).nfkc().collect();
-    folded.chars().filter(|c| c.is_alphanumeric()).collect()
+    warden::approval::person::look_alike_key(method).chars().filter(|c| c.is_alphanumeric()).collect()
 }
 
 /// The one rule both transports apply to a request's `method` (the body's, never a header's):
@@ -695,7 +695,7 @@ mod method_tests {
     }
 
     /// Spellings that mean a method the gateway acts on, and the method each is refused as.
-    const NEAR_MISSES: [(&str, &str); 22] = [
+    const NEAR_MISSES: [(&str, &str); 25] = [
         ("TOOLS/CALL", "tools/call"),
         ("Tools/Call", "tools/call"),
         (" tools/call", "tools/call"),
@@ -713,6 +713,10 @@ mod method_tests {
         ("\u{1D42D}ools/call", "tools/call"),
         ("tools_call", "tools/call"),
         ("tools.call", "tools/call"),
+        // Look-alikes from other scripts (the TR39 skeleton): Cyrillic о, Greek ο, Cyrillic с.
+        ("t\u{043E}\u{043E}ls/call", "tools/call"),
+        ("to\u{03BF}ls/call", "tools/call"),
+        ("tools/\u{0441}all", "tools/call"),
         ("TOOLS/LIST", "tools/list"),
         (" tools/list", "tools/list"),
         ("Initialize", "initialize"),
@@ -747,7 +751,7 @@ mod method_tests {
                 assert_eq!(intercepted, method == "tools/call", "{method}");
             }
         }
-        for method in ["x/custom", "acme/refund", "tools/calls", "tool/call", "tools/call2", "tооls/call"] {
+        for method in ["x/custom", "acme/refund", "tools/calls", "tool/call", "tools/call2"] {
             assert_eq!(parsed(method, UnknownMethods::Relay).map(|i| i.kind), Ok(Kind::Relay), "{method}");
             let refused = parsed(method, UnknownMethods::Refuse).expect_err(method);
             assert_eq!(refused.body.as_ref().map(|b| b["error"]["code"].clone()), Some(json!(METHOD_NOT_FOUND)));
