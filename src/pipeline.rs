@@ -121,6 +121,77 @@ impl<'a> ActionRequest<'a> {
     }
 }
 
+/// The one place a request becomes an [`Action`] (the pipeline's, the gateway's, the C ABI's,
+/// `warden policy decide`'s and `warden verify`'s): the request's name, arguments and principal
+/// in `environment`, on the resource the document's `resource` template renders from the
+/// arguments when `document` gives the action one, else on the request's own resource.
+///
+/// `environment` is the one the caller acts in: a [`Warden`]'s is fixed when it opens (see
+/// `kernel::resolve_environment`); a dry run resolves it the same way. A request with no
+/// principal is [`Error::NoPrincipal`]; arguments that are not an object, a template that does
+/// not render and an action `Action::new` refuses are [`Error::InvalidInput`].
+pub fn action_for(document: Option<&Document>, request: &ActionRequest<'_>, environment: &str) -> Result<Action> {
+    build_action(document, request, environment, Unrenderable::Refuse)
+}
+
+/// [`action_for`] for a call refused before it is submitted, whose denied receipt still names
+/// it: a resource template that cannot render leaves the resource empty (the receipt's reason
+/// says why) instead of refusing to build the action.
+pub fn refused_action_for(
+    document: Option<&Document>,
+    request: &ActionRequest<'_>,
+    environment: &str,
+) -> Result<Action> {
+    build_action(document, request, environment, Unrenderable::NoResource)
+}
+
+/// The resource of the action `name`: the document's `resource` template rendered from the
+/// arguments when `document` gives the action one (the caller's `resource` is then ignored: the
+/// document decides what the action is on), else the caller's `resource`.
+pub fn resource_for(
+    document: Option<&Document>,
+    name: &str,
+    arguments: &serde_json::Value,
+    resource: Option<&str>,
+) -> std::result::Result<Option<String>, crate::template::TemplateError> {
+    let template = document.and_then(|d| d.actions.get(name)).and_then(|e| e.resource.as_ref());
+    let Some(template) = template else { return Ok(resource.map(str::to_owned)) };
+    match arguments {
+        serde_json::Value::Object(arguments) => template.render_resource(arguments).map(Some),
+        _ => Err(crate::template::TemplateError::Invalid("arguments must be a JSON object".into())),
+    }
+}
+
+/// What [`build_action`] does with a resource template that cannot render.
+#[derive(Clone, Copy)]
+enum Unrenderable {
+    Refuse,
+    NoResource,
+}
+
+fn build_action(
+    document: Option<&Document>,
+    request: &ActionRequest<'_>,
+    environment: &str,
+    unrenderable: Unrenderable,
+) -> Result<Action> {
+    let Some(principal) = request.principal.clone() else {
+        // The host never set one: a programming error, and no receipt names a stranger.
+        return Err(Error::NoPrincipal { action: request.name.to_owned() });
+    };
+    if !request.arguments.is_object() {
+        return Err(Error::InvalidInput("arguments must be a JSON object".into()));
+    }
+    let resource =
+        match (resource_for(document, request.name, &request.arguments, request.resource.as_deref()), unrenderable) {
+            (Ok(resource), _) => resource,
+            (Err(_), Unrenderable::NoResource) => None,
+            (Err(e), Unrenderable::Refuse) => return Err(Error::InvalidInput(e.to_string())),
+        };
+    Action::new(request.name, request.arguments.clone(), principal, resource.as_deref(), environment)
+        .map_err(|e| Error::InvalidInput(e.to_string()))
+}
+
 /// A kernel governed by one administrator's document.
 #[derive(Debug, Clone)]
 pub struct Warden {
@@ -199,23 +270,8 @@ impl Warden {
         let limits = self.kernel.limits();
         // Before anything echoes the name.
         limits.check_name(request.name)?;
-        let Some(principal) = request.principal.clone() else {
-            // The host never set one: a programming error, and no receipt names a stranger.
-            return Err(Error::NoPrincipal { action: request.name.to_owned() });
-        };
         let entry = self.document.actions.get(request.name);
-        let serde_json::Value::Object(arguments) = &request.arguments else {
-            return Err(Error::InvalidInput("arguments must be a JSON object".into()));
-        };
-        let resource = match entry.and_then(|e| e.resource.as_ref()) {
-            Some(template) => {
-                Some(template.render_resource(arguments).map_err(|e| Error::InvalidInput(e.to_string()))?)
-            }
-            None => request.resource.clone(),
-        };
-        let environment = self.kernel.environment().to_owned();
-        let action = Action::new(request.name, request.arguments.clone(), principal, resource.as_deref(), &environment)
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let action = self.action_for(request)?;
         *action_id = Some(action.action_id.clone());
         let arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
@@ -311,26 +367,19 @@ impl Warden {
     /// A dry run of the authority axis for one request, against the store's delegations: what
     /// `submit` would decide on authority, and how many store reads it took. Writes nothing.
     pub fn evaluate_authority(&self, request: &ActionRequest<'_>) -> Result<AuthorityEvaluation> {
-        let action = self.action_of(request)?;
+        let action = self.action_for(request)?;
         self.evaluate_action(request, &action)
     }
 
-    fn action_of(&self, request: &ActionRequest<'_>) -> Result<Action> {
-        let principal = request
-            .principal
-            .clone()
-            .ok_or_else(|| Error::InvalidInput("the request has no principal to evaluate".into()))?;
-        let serde_json::Value::Object(arguments) = &request.arguments else {
-            return Err(Error::InvalidInput("arguments must be a JSON object".into()));
-        };
-        let resource = match self.document.actions.get(request.name).and_then(|e| e.resource.as_ref()) {
-            Some(template) => {
-                Some(template.render_resource(arguments).map_err(|e| Error::InvalidInput(e.to_string()))?)
-            }
-            None => request.resource.clone(),
-        };
-        Action::new(request.name, request.arguments.clone(), principal, resource.as_deref(), self.kernel.environment())
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+    /// The action `request` names under this handle's document, in its environment: see
+    /// [`action_for`].
+    pub fn action_for(&self, request: &ActionRequest<'_>) -> Result<Action> {
+        action_for(Some(&self.document), request, self.kernel.environment())
+    }
+
+    /// The action a call refused before `submit` names: see [`refused_action_for`].
+    pub fn refused_action_for(&self, request: &ActionRequest<'_>) -> Result<Action> {
+        refused_action_for(Some(&self.document), request, self.kernel.environment())
     }
 
     // ---- delegation ----------------------------------------------------------------------------

@@ -697,12 +697,9 @@ fn check_call(
             decision.as_str()
         ));
     }
-    let rendered_resource = match &entry.resource {
-        Some(template) => {
-            Some(template.render_resource(&arguments).map_err(|e| format!("the resource does not render: {e}"))?)
-        }
-        None => resource.clone(),
-    };
+    let rendered_resource =
+        crate::pipeline::resource_for(Some(document), action, &Value::Object(arguments.clone()), resource.as_deref())
+            .map_err(|e| format!("the resource does not render: {e}"))?;
     let effect_key = match &entry.effect {
         Some(template) => Some(
             template
@@ -1245,23 +1242,8 @@ fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
         }
         Err(error) => return fail(format!("{}: {}", case.label(), refused(&error))),
     };
-    let proposed = Action::new(
-        case.action,
-        Value::Object(call.arguments.clone()),
-        ctx.principal.clone(),
-        warden
-            .document()
-            .actions
-            .get(case.action)
-            .and_then(|entry| entry.resource.as_ref())
-            .map(|template| template.render_resource(&call.arguments))
-            .transpose()
-            .map_err(|e| Error::InvalidInput(e.to_string()))?
-            .as_deref()
-            .or(call.resource.as_deref()),
-        &ctx.environment,
-    )
-    .map_err(|e| Error::InvalidInput(e.to_string()))?;
+    // The action the proposal was built as, by the pipeline's own builder.
+    let proposed = warden.action_for(&request)?;
     let hash = proposed.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
     let shown = warden.kernel().pending_approvals()?.into_iter().find(|r| r.approval_id == approval_id);
     let Some(record) = shown else {
@@ -1484,6 +1466,8 @@ fn g4_one_winner(ctx: &Ctx<'_>, racer: Option<&dyn ProcessRace>) -> Result<Outco
     // Create the store (and its schema) before anyone races for it.
     let warden = ctx.warden("g4")?;
     let call = case.call(ctx.document, "g4")?;
+    // Each contender rebuilds this action from the spec's fields.
+    let action = warden.action_for(&ctx.request(case.action, &call))?;
     let barrier = ctx.scratch.path("g4-barrier");
     std::fs::create_dir(&barrier).map_err(|e| Error::Store(format!("cannot create {}: {e}", barrier.display())))?;
     let spec = ChildSpec {
@@ -1491,17 +1475,12 @@ fn g4_one_winner(ctx: &Ctx<'_>, racer: Option<&dyn ProcessRace>) -> Result<Outco
         barrier: barrier.clone(),
         marker: barrier.join("effect-ran"),
         now: ctx.clock.now(),
-        environment: warden.kernel().environment().to_owned(),
+        environment: action.environment.clone(),
         policy_hash: ctx.document.policy_hash.clone(),
         policy_version: ctx.document.version.clone(),
         action: case.action.to_owned(),
         arguments: call.arguments.clone(),
-        resource: match &case.entry.resource {
-            Some(template) => {
-                Some(template.render_resource(&call.arguments).map_err(|e| Error::InvalidInput(e.to_string()))?)
-            }
-            None => call.resource.clone(),
-        },
+        resource: action.resource.clone(),
         agent: ctx.principal.agent.clone(),
         user: ctx.principal.user.clone(),
         decision: case.decision.as_str().to_owned(),

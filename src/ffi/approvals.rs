@@ -5,6 +5,7 @@ use serde_json::Value;
 use crate::action::Action;
 use crate::approval::ApprovalRecord;
 use crate::error::Error;
+use crate::pipeline::ActionRequest;
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
@@ -17,16 +18,10 @@ const REQUEST_FIELDS: [&str; 5] = ["name", "arguments", "principal", "resource",
 /// `resource` template, when it has one for the action, decides the resource as `propose` does.
 fn requested_action(handle: &warden_handle, fields: &Fields<'_>) -> Result<Action, Error> {
     let name = fields.required_string("name")?;
-    let arguments = fields.arguments()?;
-    let template = handle.warden().ok().and_then(|w| w.document().actions.get(name)).and_then(|e| e.resource.as_ref());
-    let resource = match (template, &arguments) {
-        (Some(template), Value::Object(map)) => {
-            Some(template.render_resource(map).map_err(|e| Error::InvalidInput(e.to_string()))?)
-        }
-        _ => fields.string("resource")?.map(str::to_owned),
-    };
-    Action::new(name, arguments, fields.required_principal()?, resource.as_deref(), handle.environment())
-        .map_err(|e| Error::InvalidInput(e.to_string()))
+    let mut request = ActionRequest::new(name, fields.arguments()?, fields.required_principal()?);
+    request.resource = fields.string("resource")?.map(str::to_owned);
+    let document = handle.warden().ok().map(|warden| warden.document());
+    crate::pipeline::action_for(document, &request, handle.environment())
 }
 
 /// Creates a pending approval request for one exact action directly (`warden_propose` does

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use warden::authority::{Call, NoDelegations};
 use warden::canonical::parse_json;
@@ -11,8 +11,9 @@ use warden::clock::{Clock as _, SystemClock};
 use warden::decision::Decision;
 use warden::document::{load_file, Document, Mode};
 use warden::kernel::resolve_environment;
+use warden::pipeline::{action_for, ActionRequest};
 use warden::policy::evaluate;
-use warden::{Action, Principal};
+use warden::Principal;
 
 use crate::exit::{Done, Failure};
 use crate::output::{document, shown};
@@ -83,22 +84,20 @@ pub struct DecideRequest<'a> {
 
 pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result<String, Failure> {
     let arguments = parse_json(request.args).map_err(|e| Failure::usage(format!("--args: {e}")))?;
-    let Value::Object(map) = &arguments else {
+    if !arguments.is_object() {
         return Err(Failure::usage("--args must be a JSON object"));
-    };
+    }
     let entry = doc.actions.get(request.action);
-    let resource = match entry.and_then(|e| e.resource.as_ref()) {
-        Some(template) => {
-            Some(template.render_resource(map).map_err(|e| Failure::usage(format!("the resource template: {e}")))?)
-        }
-        None => None,
-    };
     let principal = Principal::new(request.agent.unwrap_or(DRY_RUN_AGENT), request.user)
         .map_err(|e| Failure::usage(e.to_string()))?;
     let environment = resolve_environment(None, doc.environment.as_deref());
-    // The same checks the pipeline makes before it decides: a float, a bad name, too deep.
-    let action = Action::new(request.action, arguments.clone(), principal, resource.as_deref(), &environment)
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    // The action the pipeline would build, so the same checks before it decides: a float, a
+    // bad name, too deep, a resource template that does not render.
+    let action = action_for(Some(doc), &ActionRequest::new(request.action, arguments, principal), &environment)
+        .map_err(|e| match e {
+            warden::Error::InvalidInput(message) => Failure::usage(message),
+            other => Failure::usage(other.to_string()),
+        })?;
 
     let evaluation = evaluate(doc, &action.name, &action.arguments);
     let mut decision = evaluation.ruling.decision;

@@ -13,8 +13,8 @@ use warden::approval::ApprovalStatus;
 use warden::event::EventKind;
 use warden::identity::{IdentityContext, IdentityProvider};
 use warden::kernel::Permit;
-use warden::pipeline::{ActionRequest, Warden};
-use warden::{Action, Error};
+use warden::pipeline::{resource_for, ActionRequest, Warden};
+use warden::Error;
 
 use super::classify::{self, Effect, Observation, Reply};
 use super::log;
@@ -306,8 +306,8 @@ impl Engine {
                 "pointer": pointer,
                 "arguments_sha256": raw_arguments_digest(call.raw, &arguments),
             }});
-            let action_id =
-                self.record_denial(&name, &stand_in, &identity.principal, "unrepresentable_argument", trace);
+            let stand_in = ActionRequest::new(&name, stand_in, identity.principal.clone());
+            let action_id = self.record_denial(&stand_in, "unrepresentable_argument", trace);
             return Err(refusal(
                 call.id,
                 400,
@@ -323,6 +323,7 @@ impl Engine {
                 return Ok(continued);
             }
         }
+        let mut request = ActionRequest::new(&name, arguments, identity.principal.clone());
         if let Some(reason) = self.pin_refusal(&name, call.tool) {
             log::warn(&format!(
                 "{name}: refused, {reason} (the tool's tools/list entry does not match its tool_schema_sha256 pin)"
@@ -335,7 +336,7 @@ impl Engine {
                     "{name} pins the tool's schema, and the upstream now advertises a different one; check the server"
                 ),
             };
-            let action_id = self.record_denial(&name, &arguments, &identity.principal, reason, trace);
+            let action_id = self.record_denial(&request, reason, trace);
             return Err(refusal(
                 call.id,
                 403,
@@ -345,27 +346,25 @@ impl Engine {
                 json!({"reason": reason, "action_id": action_id}),
             ));
         }
-        if let Some(template) = self.warden.document().actions.get(&name).and_then(|e| e.resource.as_ref()) {
-            let rendered = arguments.as_object().map(|object| template.render_resource(object));
-            if let Some(Err(error)) = rendered {
-                let action_id =
-                    self.record_denial(&name, &arguments, &identity.principal, "resource_template_error", trace);
-                return Err(refusal(
-                    call.id,
-                    403,
-                    -41001,
-                    "warden.denied",
-                    &format!("{name}: the resource template cannot be rendered from these arguments ({error})"),
-                    json!({"reason": "resource_template_error", "action_id": action_id}),
-                ));
-            }
+        if let Err(error) =
+            resource_for(Some(self.warden.document()), request.name, &request.arguments, request.resource.as_deref())
+        {
+            let action_id = self.record_denial(&request, "resource_template_error", trace);
+            return Err(refusal(
+                call.id,
+                403,
+                -41001,
+                "warden.denied",
+                &format!("{name}: the resource template cannot be rendered from these arguments ({error})"),
+                json!({"reason": "resource_template_error", "action_id": action_id}),
+            ));
         }
         let metadata = params.and_then(|p| p.get("metadata"));
         let hop = metadata.and_then(|m| m.get("hop")).and_then(Value::as_str);
         let task = metadata.and_then(|m| m.get("task")).and_then(Value::as_str);
-        let action_hash = self.action_hash(&name, &arguments, &identity.principal);
+        // The hash of the very action `submit` will build from this request.
+        let action_hash = self.warden.action_for(&request).ok().and_then(|action| action.hash().ok());
         let presented = action_hash.as_deref().and_then(|hash| self.granted_approval(hash));
-        let mut request = ActionRequest::new(&name, arguments, identity.principal.clone());
         request.principal_expires_at = identity.expires_at;
         request.approval_id = presented.as_deref();
         request.hop = hop;
@@ -563,58 +562,17 @@ impl Engine {
 
     /// A denied receipt for a call the gateway refuses before `submit` (D5): the kernel is
     /// proposed the action with a deny ruling, which records it and refuses. `None` when the
-    /// call cannot become an action or nothing was written.
-    fn record_denial(
-        &self,
-        name: &str,
-        arguments: &Value,
-        principal: &warden::Principal,
-        reason: &str,
-        trace: Option<&str>,
-    ) -> Option<String> {
-        let object = arguments.as_object()?;
-        // A resource template that cannot render leaves the receipt's resource empty; its
-        // reason says why.
-        let resource = self
-            .warden
-            .document()
-            .actions
-            .get(name)
-            .and_then(|e| e.resource.as_ref())
-            .and_then(|template| template.render_resource(object).ok());
-        let action = Action::new(
-            name,
-            arguments.clone(),
-            principal.clone(),
-            resource.as_deref(),
-            self.warden.kernel().environment(),
-        )
-        .ok()?;
+    /// call cannot become an action or nothing was written. A resource template that cannot
+    /// render leaves the receipt's resource empty; its reason says why.
+    fn record_denial(&self, request: &ActionRequest<'_>, reason: &str, trace: Option<&str>) -> Option<String> {
+        let action = self.warden.refused_action_for(request).ok()?;
         match self.warden.kernel().record_denial(&action, reason, trace) {
             Ok(_) => Some(action.action_id.clone()),
             Err(error) => {
-                log::warn(&format!("{name}: recording the refusal failed: {error}"));
+                log::warn(&format!("{}: recording the refusal failed: {error}", request.name));
                 None
             }
         }
-    }
-
-    /// The hash the kernel will compute for this call, to find an approval granted for it.
-    fn action_hash(&self, name: &str, arguments: &Value, principal: &warden::Principal) -> Option<String> {
-        let object = arguments.as_object()?;
-        let resource = match self.warden.document().actions.get(name).and_then(|e| e.resource.as_ref()) {
-            Some(template) => Some(template.render_resource(object).ok()?),
-            None => None,
-        };
-        let action = Action::new(
-            name,
-            arguments.clone(),
-            principal.clone(),
-            resource.as_deref(),
-            self.warden.kernel().environment(),
-        )
-        .ok()?;
-        action.hash().ok()
     }
 
     /// The latest request for `hash`, when a human has granted it.
