@@ -38,6 +38,11 @@ impl Drop for Gateway {
 
 /// A gateway on 127.0.0.1 whose upstream answers every request with an empty result.
 fn gateway() -> Gateway {
+    gateway_with(&[])
+}
+
+/// `gateway()` with extra command-line arguments.
+fn gateway_with(extra: &[&str]) -> Gateway {
     let upstream = support::Server::http(|mut conn, _| {
         let body = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
         conn.send(&support::response("200 OK", &[("content-type", "application/json")], body));
@@ -52,6 +57,7 @@ fn gateway() -> Gateway {
         .args(["gateway", "--upstream", upstream.url("/mcp").as_str(), "--alias", "acme"])
         .args(["--listen", "127.0.0.1:0", "--principal-header", "X-Agent"])
         .args(["--config", &path("warden.yaml"), "--store", &path("store.redb")])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -202,6 +208,33 @@ fn one_peer_gets_at_most_its_cap_of_connections_and_others_are_still_served() {
         }
         assert!(Instant::now() < deadline, "the peer stayed refused: {status} {raw:?} after {took:?}");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The cap is the operator's (`--max-connections-per-peer`, for a gateway behind a proxy): at it
+/// a connection is refused naming the cap, one below it is served; values outside 1..=64 are a
+/// usage error that names the range.
+#[test]
+fn the_per_peer_cap_is_set_by_the_operator_and_bounded() {
+    let gateway = gateway_with(&["--max-connections-per-peer", "3"]);
+    let idle: Vec<TcpStream> = (0..2).map(|_| connect_from(5, gateway.address).expect("connect")).collect();
+    let (status, raw, took) = normal_client(&gateway, 5);
+    assert_eq!(status, 200, "the third connection is within the cap: {raw:?} after {took:?}");
+    let mut held = idle;
+    held.push(connect_from(5, gateway.address).expect("connect"));
+    let mut over = connect_from(5, gateway.address).expect("connect");
+    let (status, raw) = answer(&mut over, Duration::from_secs(2));
+    assert_eq!(status, 429, "{raw:?}");
+    assert!(raw.contains("already has 3 connections"), "the reply names the cap in force: {raw:?}");
+    drop(held);
+    for bad in ["0", "65", "many"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args(["gateway", "--upstream", "http://127.0.0.1:9/mcp", "--max-connections-per-peer", bad])
+            .output()
+            .expect("run warden");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--max-connections-per-peer"), "{bad}: {stderr}");
     }
 }
 

@@ -4,7 +4,7 @@
 //! is intercepted; everything else goes to the upstream and back untouched. Who gets a slot,
 //! and how long a request may take to arrive, is the `gate`'s.
 
-mod gate;
+pub mod gate;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -36,6 +36,8 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// A header this gateway consumes (the identity token): never forwarded upstream.
     pub consumed: Vec<String>,
+    /// Connections one peer may hold at once (`--max-connections-per-peer`).
+    pub max_per_peer: usize,
 }
 
 /// Serve until `stopping` is set; returns the count of connections still being served.
@@ -46,7 +48,7 @@ pub fn serve(
     stopping: &AtomicBool,
 ) -> Arc<AtomicUsize> {
     let active = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Gate::default());
+    let gate = Arc::new(Gate::new(config.max_per_peer));
     for stream in listener.incoming() {
         if stopping.load(Ordering::SeqCst) {
             break;

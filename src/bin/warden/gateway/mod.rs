@@ -50,6 +50,12 @@ pub struct GatewayArgs {
     /// Listen on an address other than loopback.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Connections one client address (an IPv4 address or IPv6 /64) may hold at once, 1 to 64.
+    /// Behind a TLS-terminating proxy every client is the proxy's address: raise it to what the
+    /// proxy itself bounds.
+    #[arg(long, value_name = "N", default_value_t = http::gate::MAX_PER_PEER as u16,
+          value_parser = clap::value_parser!(u16).range(1..=http::gate::MAX_CONNECTIONS as i64))]
+    pub max_connections_per_peer: u16,
     /// An Origin allowed to call (repeatable); without any, every request with an Origin is refused.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
@@ -238,6 +244,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         identity_headers,
         allowed_origins: args.allow_origin.clone(),
         consumed,
+        max_per_peer: usize::from(args.max_connections_per_peer),
     };
     let engine = Arc::new(engine(warden, args, provider));
     sweeper(&engine);

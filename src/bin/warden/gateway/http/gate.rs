@@ -40,7 +40,8 @@ pub const LOG_EVERY: Duration = Duration::from_secs(10);
 /// A limit a connection hit; the reply names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
-    PerPeer,
+    /// The peer already holds this many connections (the cap in force).
+    PerPeer(usize),
     Waiting,
     Displaced,
     QueueWait,
@@ -52,7 +53,7 @@ pub enum Limit {
 impl Limit {
     pub fn status(self) -> u16 {
         match self {
-            Limit::PerPeer => 429,
+            Limit::PerPeer(_) => 429,
             Limit::Waiting | Limit::Displaced | Limit::QueueWait => 503,
             Limit::Head | Limit::Body | Limit::Cut => 408,
         }
@@ -60,7 +61,7 @@ impl Limit {
 
     pub fn name(self) -> &'static str {
         match self {
-            Limit::PerPeer => "per_peer_connections",
+            Limit::PerPeer(_) => "per_peer_connections",
             Limit::Waiting => "waiting_connections",
             Limit::Displaced => "displaced_from_queue",
             Limit::QueueWait => "queue_wait",
@@ -72,7 +73,9 @@ impl Limit {
 
     pub fn message(self) -> String {
         match self {
-            Limit::PerPeer => format!("this peer already has {MAX_PER_PEER} connections open to the gateway"),
+            Limit::PerPeer(cap) => format!(
+                "this peer already has {cap} connections open to the gateway (--max-connections-per-peer; behind a proxy every client is the proxy)"
+            ),
             Limit::Waiting => format!(
                 "{MAX_CONNECTIONS} connections are being served and {MAX_WAITING} are waiting, none from a peer with more connections than this one"
             ),
@@ -95,7 +98,7 @@ impl Limit {
 
     /// Seconds a refused client should wait before trying again, when trying again may help.
     pub fn retry_after(self) -> Option<u64> {
-        matches!(self, Limit::PerPeer | Limit::Waiting | Limit::Displaced | Limit::QueueWait).then_some(1)
+        matches!(self, Limit::PerPeer(_) | Limit::Waiting | Limit::Displaced | Limit::QueueWait).then_some(1)
     }
 }
 
@@ -114,11 +117,18 @@ pub fn peer_of(ip: IpAddr) -> IpAddr {
     }
 }
 
-#[derive(Default)]
 pub struct Gate {
+    /// Connections one peer may hold at once (`--max-connections-per-peer`).
+    per_peer: usize,
     state: Mutex<State>,
     changed: Condvar,
     tally: Mutex<Tally>,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new(MAX_PER_PEER)
+    }
 }
 
 /// Refusals since the last log line, and when that was.
@@ -173,6 +183,16 @@ struct Reading {
 }
 
 impl Gate {
+    /// A gate letting one peer hold `per_peer` connections (1 to `MAX_CONNECTIONS`).
+    pub fn new(per_peer: usize) -> Gate {
+        Gate {
+            per_peer: per_peer.clamp(1, MAX_CONNECTIONS),
+            state: Mutex::default(),
+            changed: Condvar::new(),
+            tally: Mutex::default(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -189,8 +209,8 @@ impl Gate {
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admission, Limit> {
         let peer = peer_of(ip);
         let mut state = self.lock();
-        if state.peers.get(&peer).is_some_and(|p| p.admitted >= MAX_PER_PEER) {
-            return Err(Limit::PerPeer);
+        if state.peers.get(&peer).is_some_and(|p| p.admitted >= self.per_peer) {
+            return Err(Limit::PerPeer(self.per_peer));
         }
         if state.waiting.len() >= MAX_WAITING + MAX_CONNECTIONS.saturating_sub(state.holding) {
             // The queue is full: the newcomer takes the place of the youngest waiter of the peer
@@ -389,10 +409,24 @@ mod tests {
         let gate = Arc::new(Gate::default());
         let one: IpAddr = "10.0.0.1".parse().unwrap();
         let held: Vec<Admission> = (0..MAX_PER_PEER).map(|_| gate.admit(one).expect("admitted")).collect();
-        assert_eq!(gate.admit(one).err(), Some(Limit::PerPeer));
+        assert_eq!(gate.admit(one).err(), Some(Limit::PerPeer(MAX_PER_PEER)));
         assert!(gate.admit("10.0.0.2".parse().unwrap()).is_ok());
         drop(held);
         assert!(gate.admit(one).is_ok(), "a peer's count falls as its connections close");
+    }
+
+    #[test]
+    fn the_per_peer_cap_is_the_one_given_at_its_instant_and_one_past_and_stays_within_the_slots() {
+        for (given, cap) in
+            [(1, 1), (2, 2), (MAX_CONNECTIONS, MAX_CONNECTIONS), (0, 1), (MAX_CONNECTIONS + 1, MAX_CONNECTIONS)]
+        {
+            let gate = Arc::new(Gate::new(given));
+            let one: IpAddr = "10.0.0.1".parse().unwrap();
+            let held: Vec<Admission> = (0..cap).map(|_| gate.admit(one).expect("admitted")).collect();
+            assert_eq!(gate.admit(one).err(), Some(Limit::PerPeer(cap)), "given {given}");
+            assert!(Limit::PerPeer(cap).message().contains(&format!("already has {cap} connections")));
+            drop(held);
+        }
     }
 
     #[test]
@@ -413,7 +447,7 @@ mod tests {
         assert_eq!(gate.lock().waiting.len(), MAX_WAITING);
         assert_eq!(
             gate.admit("10.0.1.0".parse().unwrap()).err(),
-            Some(Limit::PerPeer),
+            Some(Limit::PerPeer(MAX_PER_PEER)),
             "a peer at its cap is refused before the queue is looked at"
         );
         // A peer with as many connections as any in the queue takes no one's place.
@@ -490,9 +524,9 @@ mod tests {
     fn refusals_are_logged_at_most_once_per_window_with_the_counts_since_the_last_line() {
         let mut tally = Tally::default();
         let start = Instant::now();
-        let first = tally.count(Limit::PerPeer, start).expect("the first is logged");
+        let first = tally.count(Limit::PerPeer(MAX_PER_PEER), start).expect("the first is logged");
         assert!(first.ends_with("per_peer_connections 1"), "{first}");
-        assert_eq!(tally.count(Limit::PerPeer, start + Duration::from_secs(1)), None);
+        assert_eq!(tally.count(Limit::PerPeer(MAX_PER_PEER), start + Duration::from_secs(1)), None);
         assert_eq!(tally.count(Limit::Cut, start + Duration::from_secs(2)), None);
         let next = tally.count(Limit::Cut, start + LOG_EVERY).expect("a window later");
         assert!(next.ends_with("per_peer_connections 1, slow_request_cut 2"), "{next}");
