@@ -1695,6 +1695,59 @@ fn an_approval_round_trip_over_mcp() {
     assert_eq!(upstream.calls(), 1);
 }
 
+/// `warden action-hash` of an action document: the hash computed by hand, apart from the gateway.
+fn hash_by_hand(action: &Value) -> String {
+    let mut child = warden()
+        .arg("action-hash")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run warden action-hash");
+    child.stdin.take().expect("stdin").write_all(action.to_string().as_bytes()).expect("write the action");
+    let out = child.wait_with_output().expect("action-hash");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn the_resource_the_document_renders_is_the_resource_of_every_action_the_gateway_builds() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    // The approval: the action it binds is on the rendered resource, and the grant is found for
+    // the identical call again (the gateway's lookup hash is the submitted action's).
+    let asked = gateway.call(1, "create_refund", refund("p9", 100_000), "agent-1");
+    assert_eq!(asked.code(), Some(-41002), "{}", asked.text);
+    let data = asked.json()["error"]["data"].clone();
+    let by_hand = hash_by_hand(&json!({
+        "name": "mcp.acme.create_refund",
+        "arguments": refund("p9", 100_000),
+        "principal": {"agent": "agent-1"},
+        "resource": "payment:p9",
+        "environment": "production",
+    }));
+    assert_eq!(data["action_hash"], by_hand.as_str(), "the approval binds the action on payment:p9");
+    let pending = gateway.cli(&["pending", "--json"]);
+    let pending: Value = serde_json::from_slice(&pending.stdout).expect("pending JSON");
+    assert_eq!(pending[0]["resource"], "payment:p9", "{pending}");
+    let request_id = data["request_id"].as_str().expect("request_id");
+    let granted = gateway.cli(&["approve", request_id, "--by", "ops:bob", "--yes"]);
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    let runs = gateway.call(2, "create_refund", refund("p9", 100_000), "agent-1");
+    assert_eq!(runs.meta()["result"], "committed", "the grant was presented: {}", runs.text);
+    // A refusal before submit (the float's stand-in cannot render the template) and the
+    // committed call: the receipts name the resource the document rendered, or none.
+    let float = gateway.call(3, "create_refund", json!({"payment_id": "p9", "amount": 1.5}), "agent-1");
+    assert_eq!(float.code(), Some(-41008));
+    let receipts = gateway.receipts();
+    let committed = receipts.iter().find(|r| r["result"] == "committed").expect("the committed receipt");
+    assert_eq!(committed["resource"], "payment:p9", "{committed}");
+    let stand_in = receipts.iter().find(|r| r["decision_reason"] == "unrepresentable_argument").expect("stand-in");
+    assert_eq!(stand_in["resource"], Value::Null, "{stand_in}");
+    assert_eq!(upstream.calls(), 1);
+}
+
 /// The one pending request, once it exists.
 fn pending_request(gateway: &Gateway) -> String {
     for _ in 0..1500 {
