@@ -20,7 +20,7 @@ fn requested_action(handle: &warden_handle, fields: &Fields<'_>) -> Result<Actio
     let name = fields.required_string("name")?;
     let mut request = ActionRequest::new(name, fields.arguments()?, fields.required_principal()?);
     request.resource = fields.string("resource")?.map(str::to_owned);
-    let document = handle.warden().ok().map(|warden| warden.document());
+    let document = handle.warden().ok().map(crate::pipeline::Warden::document);
     crate::pipeline::action_for(document, &request, handle.environment())
 }
 
