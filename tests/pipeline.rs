@@ -366,3 +366,31 @@ fn a_traceparent_handed_to_submit_is_on_every_receipt_of_the_call_and_an_invalid
     }
     assert_eq!(s.warden.kernel().last_receipts(10).unwrap().len(), 3, "nothing written for it");
 }
+
+/// `Warden::action_for` is the action `submit` records: the document's resource template
+/// decides the resource (the caller's is ignored), else the caller's resource is kept; a
+/// template that cannot render refuses the action, and `refused_action_for` leaves its
+/// resource empty instead.
+#[test]
+fn the_action_a_request_becomes_is_the_action_submit_records() {
+    let policy = format!("{POLICY}  stripe.capture:\n    resource: \"payment:{{payment_id}}\"\n    decision: allow\n");
+    let s = setup(&policy);
+    let mut read = ActionRequest::new("customer.read", serde_json::json!({"id": 7}), ada());
+    read.resource = Some("customer:7".into());
+    let built = s.warden.action_for(&read).unwrap();
+    assert_eq!((built.resource.as_deref(), built.environment.as_str()), (Some("customer:7"), "production"));
+    s.warden.submit(&read).unwrap().not_executed("test").unwrap();
+    let receipt = last_receipt(&s);
+    assert_eq!(
+        (receipt["resource"].as_str(), receipt["action_hash"].as_str()),
+        (Some("customer:7"), Some(built.hash().unwrap().as_str()))
+    );
+
+    let mut capture = ActionRequest::new("stripe.capture", serde_json::json!({"payment_id": "p/1"}), ada());
+    capture.resource = Some("chosen-by-the-caller".into());
+    assert_eq!(s.warden.action_for(&capture).unwrap().resource.as_deref(), Some("payment:p%2F1"));
+
+    let unrenderable = ActionRequest::new("stripe.capture", serde_json::json!({}), ada());
+    assert!(matches!(s.warden.action_for(&unrenderable), Err(Error::InvalidInput(_))));
+    assert_eq!(s.warden.refused_action_for(&unrenderable).unwrap().resource, None);
+}
