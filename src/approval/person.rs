@@ -327,6 +327,8 @@ mod tests {
         {
             assert_eq!(person_key(spelling), person_key("agent-7"), "{spelling:?}");
         }
+        // A control character the skeleton keeps is dropped by `ignorable`, not by the skeleton.
+        assert_eq!(person_key("a\u{0007}da"), "ada");
         assert_eq!(person_key("Straße"), person_key("STRASSE"));
         assert_ne!(person_key("bob"), person_key("ada"));
         assert_eq!(person_key("ＣＬＩ：ａｄａ"), person_key("cli:ada"));
@@ -411,6 +413,25 @@ mod tests {
         }
     }
 
+    /// The whole key is a part even when splitting it leaves no piece, and a name whose key is
+    /// empty (connectors alone) has no part at all: empty pieces are dropped (module docs).
+    #[test]
+    fn a_name_of_separators_alone_is_a_part_and_a_name_that_folds_to_nothing_has_none() {
+        let table: [((&str, Option<&str>), (&str, Option<&str>), Option<Match>); 4] = [
+            // Split at its separator, "/" leaves nothing: the whole key is its one part.
+            (("/", None), ("/", None), Some(Match::Name)),
+            (("ops", Some(":")), ("cli", Some(":")), Some(Match::Name)),
+            // "-" and "_" fold to the empty key, which is no part.
+            (("cli", Some("_")), ("ops", Some("-")), None),
+            (("_", None), ("-", None), None),
+        ];
+        for ((agent, user), (requester_agent, requester_user), expected) in table {
+            let approver = Approver::asserted(principal(agent, user));
+            let requester = principal(requester_agent, requester_user);
+            assert_eq!(is_requester(&approver, &requester, None), expected, "{agent:?} {user:?}");
+        }
+    }
+
     #[test]
     fn an_approver_with_the_requesters_verified_identity_is_the_requester_under_any_name() {
         let requester = principal("agent-7", Some("ada"));
@@ -459,6 +480,8 @@ mod tests {
             ("ada\u{FE0F}", "contains the invisible or control character U+FE0F"),
             ("\u{3164}ada", "contains the invisible or control character U+3164"),
             ("a\u{202E}da", "contains the invisible or control character U+202E"),
+            // A control character the skeleton keeps: refused as invisible by `ignorable` alone.
+            ("a\u{0007}da", "contains the invisible or control character U+0007"),
         ];
         for (name, why) in table {
             let Err(Error::InvalidInput(message)) = parse_name("--by", name, "cli") else {
