@@ -417,7 +417,7 @@ mod tests {
     /// empty (connectors alone) has no part at all: empty pieces are dropped (module docs).
     #[test]
     fn a_name_of_separators_alone_is_a_part_and_a_name_that_folds_to_nothing_has_none() {
-        let table: [((&str, Option<&str>), (&str, Option<&str>), Option<Match>); 4] = [
+        let table = [
             // Split at its separator, "/" leaves nothing: the whole key is its one part.
             (("/", None), ("/", None), Some(Match::Name)),
             (("ops", Some(":")), ("cli", Some(":")), Some(Match::Name)),

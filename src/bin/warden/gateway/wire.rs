@@ -5,7 +5,6 @@
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
-use unicode_normalization::UnicodeNormalization;
 use warden::document::UnknownMethods;
 
 /// The revisions this gateway speaks; the first is the stateless one with mirrored headers.
