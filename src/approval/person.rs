@@ -292,6 +292,13 @@ fn check_part(what: &str, name: &str, separators_allowed: bool) -> Result<(), Er
             )));
         }
     }
+    // A name (or a part of one) that folds to nothing names nobody: `_` and `-` would be one
+    // person to `same_person` yet share no part for `is_requester`.
+    if name.split(SEPARATORS).any(|piece| !piece.trim().is_empty() && person_key(piece).is_empty()) {
+        return Err(refuse(
+            "has a part with no letters or digits once case, look-alikes and the connectors - _ . are set aside".into(),
+        ));
+    }
     super::check_person_name(what, name)
 }
 
@@ -482,6 +489,10 @@ mod tests {
             ("a\u{202E}da", "contains the invisible or control character U+202E"),
             // A control character the skeleton keeps: refused as invisible by `ignorable` alone.
             ("a\u{0007}da", "contains the invisible or control character U+0007"),
+            // Parts that fold to nothing name nobody.
+            ("_", "has a part with no letters or digits"),
+            ("cli:_", "has a part with no letters or digits"),
+            ("- . _:ada", "has a part with no letters or digits"),
         ];
         for (name, why) in table {
             let Err(Error::InvalidInput(message)) = parse_name("--by", name, "cli") else {
@@ -504,6 +515,10 @@ mod tests {
     #[test]
     fn approver_fields_are_each_one_plain_name() {
         check_principal(&principal("slack", Some("bob@example.com"))).unwrap();
+        // A field that folds to nothing is refused; one letter is enough (the instant past it).
+        assert!(check_principal(&principal("slack", Some("-"))).is_err());
+        assert!(check_principal(&principal("_", None)).is_err());
+        check_principal(&principal("slack", Some("-a"))).unwrap();
         check_principal(&principal("slack", None)).unwrap();
         for (agent, user) in
             [("slack", Some("ada:")), ("slack", Some("agent-7/ada")), ("a:b", None), ("slack", Some("a\u{034F}b"))]
