@@ -292,6 +292,13 @@ fn check_part(what: &str, name: &str, separators_allowed: bool) -> Result<(), Er
             )));
         }
     }
+    // A name (or a part of one) that folds to nothing names nobody: `_` and `-` would be one
+    // person to `same_person` yet share no part for `is_requester`.
+    if name.split(SEPARATORS).any(|piece| !piece.trim().is_empty() && person_key(piece).is_empty()) {
+        return Err(refuse(
+            "has a part with no letters or digits once case, look-alikes and the connectors - _ . are set aside".into(),
+        ));
+    }
     super::check_person_name(what, name)
 }
 
@@ -327,6 +334,8 @@ mod tests {
         {
             assert_eq!(person_key(spelling), person_key("agent-7"), "{spelling:?}");
         }
+        // A control character the skeleton keeps is dropped by `ignorable`, not by the skeleton.
+        assert_eq!(person_key("a\u{0007}da"), "ada");
         assert_eq!(person_key("Straße"), person_key("STRASSE"));
         assert_ne!(person_key("bob"), person_key("ada"));
         assert_eq!(person_key("ＣＬＩ：ａｄａ"), person_key("cli:ada"));
@@ -411,6 +420,25 @@ mod tests {
         }
     }
 
+    /// The whole key is a part even when splitting it leaves no piece, and a name whose key is
+    /// empty (connectors alone) has no part at all: empty pieces are dropped (module docs).
+    #[test]
+    fn a_name_of_separators_alone_is_a_part_and_a_name_that_folds_to_nothing_has_none() {
+        let table = [
+            // Split at its separator, "/" leaves nothing: the whole key is its one part.
+            (("/", None), ("/", None), Some(Match::Name)),
+            (("ops", Some(":")), ("cli", Some(":")), Some(Match::Name)),
+            // "-" and "_" fold to the empty key, which is no part.
+            (("cli", Some("_")), ("ops", Some("-")), None),
+            (("_", None), ("-", None), None),
+        ];
+        for ((agent, user), (requester_agent, requester_user), expected) in table {
+            let approver = Approver::asserted(principal(agent, user));
+            let requester = principal(requester_agent, requester_user);
+            assert_eq!(is_requester(&approver, &requester, None), expected, "{agent:?} {user:?}");
+        }
+    }
+
     #[test]
     fn an_approver_with_the_requesters_verified_identity_is_the_requester_under_any_name() {
         let requester = principal("agent-7", Some("ada"));
@@ -459,6 +487,12 @@ mod tests {
             ("ada\u{FE0F}", "contains the invisible or control character U+FE0F"),
             ("\u{3164}ada", "contains the invisible or control character U+3164"),
             ("a\u{202E}da", "contains the invisible or control character U+202E"),
+            // A control character the skeleton keeps: refused as invisible by `ignorable` alone.
+            ("a\u{0007}da", "contains the invisible or control character U+0007"),
+            // Parts that fold to nothing name nobody.
+            ("_", "has a part with no letters or digits"),
+            ("cli:_", "has a part with no letters or digits"),
+            ("- . _:ada", "has a part with no letters or digits"),
         ];
         for (name, why) in table {
             let Err(Error::InvalidInput(message)) = parse_name("--by", name, "cli") else {
@@ -481,6 +515,10 @@ mod tests {
     #[test]
     fn approver_fields_are_each_one_plain_name() {
         check_principal(&principal("slack", Some("bob@example.com"))).unwrap();
+        // A field that folds to nothing is refused; one letter is enough (the instant past it).
+        assert!(check_principal(&principal("slack", Some("-"))).is_err());
+        assert!(check_principal(&principal("_", None)).is_err());
+        check_principal(&principal("slack", Some("-a"))).unwrap();
         check_principal(&principal("slack", None)).unwrap();
         for (agent, user) in
             [("slack", Some("ada:")), ("slack", Some("agent-7/ada")), ("a:b", None), ("slack", Some("a\u{034F}b"))]
