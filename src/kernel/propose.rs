@@ -377,7 +377,8 @@ pub(super) fn apply_gate(
             lease: proposed.lease,
             max_attempts: proposed.max_attempts,
         };
-        let plan = effect::plan_reservation(tx.effect(key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
+        let plan = effect::plan_reservation(super::absence::effect_to_reserve(tx, key)?.as_ref(), &claim, now)
+            .map_err(Error::InvalidInput)?;
         if let ReservationPlan::Refuse(refusal) = plan {
             let mut draft = proposed.draft.clone();
             draft.started_at = now;

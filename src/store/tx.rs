@@ -6,7 +6,7 @@ use std::cell::Cell;
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
-use super::boundary::{ReadTables, WriteTables};
+use super::boundary::{AbsenceWitnesses, Neighbour, ReadTables, WriteTables};
 use super::codec::{damaged, decode, encode, KeyBytes};
 use super::lazy::LazyTable;
 use super::records::{ChainHead, StoredEffect};
@@ -110,6 +110,26 @@ impl WriteTables for RedbWriteTx<'_> {
             check_failed_against_receipts(self.effect_receipts.get()?, self.receipts.get()?, &stored)?;
         }
         Ok(Some(stored.into_record(None)))
+    }
+
+    fn absence_witnesses(&self, effect_key: &str) -> Result<AbsenceWitnesses> {
+        self.touch(name::EFFECTS);
+        let effects = self.effects.get()?;
+        let mut neighbours = Vec::with_capacity(2);
+        // Two descents through the pages the lookup just read (cached): a damaged key or slot in
+        // the leaf shows as a neighbour that fails its check under its own key, and a row the
+        // lookup missed but the tree still holds shows as a neighbour with the very key.
+        let before = effects.range::<&str>(..effect_key).map_err(fault_in(name::EFFECTS))?.next_back();
+        let after = effects.range::<&str>(effect_key..).map_err(fault_in(name::EFFECTS))?.next();
+        for row in [before, after].into_iter().flatten() {
+            let (key, value) = row.map_err(fault_in(name::EFFECTS))?;
+            let key = key.value();
+            let damage = decode::<StoredEffect>(name::EFFECTS, &key, value.value()).err().map(|e| e.to_string());
+            neighbours.push(Neighbour { key: key.to_owned(), damage });
+        }
+        self.touch(name::EFFECT_RECEIPTS);
+        let outcome_receipt = read_row(self.effect_receipts.get()?, name::EFFECT_RECEIPTS, effect_key)?;
+        Ok(AbsenceWitnesses { outcome_receipt, neighbours })
     }
 
     fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
