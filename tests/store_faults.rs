@@ -339,8 +339,12 @@ fn a_flipped_key_length_byte_in_the_effects_leaf_is_a_fault_never_a_fresh_permit
         let kernel = open(&path, &clock);
         kernel.propose(&allow(&refund("pay_7", 1), &t)).unwrap().commit(&serde_json::json!({"paid": 7})).unwrap();
     }
+    assert_eq!(warden::store::check_pages(&path).unwrap().problem, None, "the pristine store's pages");
     flip_key_length_byte(&path, "refund:pay_7");
+    let pages = warden::store::check_pages(&path).unwrap();
+    assert!(pages.problem.is_some(), "redb's page check missed the flip: {pages:?}");
     let kernel = open(&path, &clock);
+    // The page check ran on a copy and changed nothing: the store is still the damaged one.
     // The lookup of the key finds nothing: that alone used to be "new".
     assert!(kernel.effect("refund:pay_7").unwrap().is_none(), "the flip is meant to hide the row");
     let refused = kernel.propose(&allow(&refund("pay_7", 1), &t)).expect_err("a committed key got a fresh permit");
@@ -353,6 +357,8 @@ fn a_flipped_key_length_byte_in_the_effects_leaf_is_a_fault_never_a_fresh_permit
     let problems: Vec<&String> = report.tables.iter().flat_map(|(_, _, problems)| problems).collect();
     assert!(!problems.is_empty() || !report.orphans.is_empty(), "doctor found nothing: {report:?}");
     assert!(report.orphans.iter().any(|o| o.contains("refund:pay_7")), "{:?}", report.orphans);
+    // And on a copy of a store that is open (the owner holds it), the check sees the same.
+    assert!(warden::store::check_pages(&path).unwrap().problem.is_some());
 }
 
 #[test]

@@ -48,6 +48,7 @@ pub use crate::event::{Event, EventKind};
 pub use boundary::{
     AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
 };
+pub use file::{check_pages, PageCheck};
 pub use tables::SCHEMA_VERSION;
 pub use tx::RawTable;
 /// One consistent read, as a read operation sees it (`ReadOp::run`).

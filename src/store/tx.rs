@@ -345,6 +345,26 @@ fn read_effect(table: &impl ReadableTable<&'static str, &'static [u8]>, key: &st
     found.map(|bytes| decode(name::EFFECTS, &key, bytes.value())).transpose()
 }
 
+/// Whether the receipt the outcome index names for `key` is missing or about another effect.
+fn outcome_receipt_problem(
+    receipts: &impl ReadableTable<u64, &'static [u8]>,
+    key: &str,
+    seq: u64,
+) -> Result<Option<String>> {
+    let Some(row) = receipts.get(seq).map_err(fault_in(name::RECEIPTS))? else {
+        return Ok(Some(format!("the outcome index of effect {key:?} names receipt {seq}, which is missing")));
+    };
+    let Ok(receipt) = decode::<StoredReceipt>(name::RECEIPTS, &seq, row.value()) else {
+        // Reported by the row check.
+        return Ok(None);
+    };
+    let about = crate::canonical::parse_json(&receipt.document)
+        .ok()
+        .and_then(|document| document.get("effect_key").and_then(serde_json::Value::as_str).map(str::to_owned));
+    Ok((about.as_deref() != Some(key))
+        .then(|| format!("the outcome index of effect {key:?} names receipt {seq}, which is about {about:?}")))
+}
+
 /// What the receipts prove about a FAILED effect, read from redb's tables (`failed_proof`).
 fn check_failed_against_receipts(
     index: &impl ReadableTable<&'static str, &'static [u8]>,
@@ -715,15 +735,40 @@ impl ReadTables for RedbReadTx {
             open_read!(self.txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS),
             open_read!(self.txn, tables::EFFECTS, name::EFFECTS),
         ) {
+            let receipts = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS);
             for row in index.iter().map_err(fault_in(name::EFFECT_RECEIPTS))? {
-                let (key, _) = row.map_err(fault_in(name::EFFECT_RECEIPTS))?;
+                let (key, value) = row.map_err(fault_in(name::EFFECT_RECEIPTS))?;
                 let key = key.value();
                 if effects.get(key).map_err(fault_in(name::EFFECTS))?.is_none() {
                     out.push(format!("effect {key:?} has receipts but no effect row"));
                 }
+                // The index agrees with the receipts: the one it names exists and is about the key.
+                if let (Ok(seq), Some(receipts)) =
+                    (decode::<u64>(name::EFFECT_RECEIPTS, &key, value.value()), &receipts)
+                {
+                    if let Some(problem) = outcome_receipt_problem(receipts, key, seq)? {
+                        out.push(problem);
+                    }
+                }
             }
+            // The walk in key order agrees with the lookup: a damaged branch or leaf page can
+            // send a point lookup past a row the walk still finds, or put keys out of order.
+            let mut previous: Option<String> = None;
             for row in effects.iter().map_err(fault_in(name::EFFECTS))? {
                 let (key, value) = row.map_err(fault_in(name::EFFECTS))?;
+                let walked = key.value();
+                if previous.as_deref().is_some_and(|before| before >= walked) {
+                    out.push(format!(
+                        "the effects table lists {walked:?} after {:?}: its pages are out of key order",
+                        previous.as_deref().unwrap_or_default()
+                    ));
+                }
+                if effects.get(walked).map_err(fault_in(name::EFFECTS))?.is_none() {
+                    out.push(format!(
+                        "the effects table lists a row {walked:?} that a lookup of that key does not find"
+                    ));
+                }
+                previous = Some(walked.to_owned());
                 if let Ok(stored) = decode::<StoredEffect>(name::EFFECTS, &key.value(), value.value()) {
                     if stored.state == EffectState::Failed {
                         if let Some(receipts) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) {
