@@ -8,10 +8,13 @@
 //! a permit (a failure, printed with the flip that caused it).
 //!
 //! What is flipped (`WARDEN_SWEEP`):
-//! - `sample` (the default, what CI runs): `WARDEN_SWEEP_TRIALS` (300) seeded flips among the
-//!   bytes of the pages that hold a guarded key (the effects and outcome-index leaves, the
-//!   receipts and events that name them), and a fifth anywhere in the file's non-zero pages;
-//! - `full` (`scripts/bitflip-sweep.sh`): every bit of every byte of those key pages.
+//! - `sample` (the default, what CI runs): `WARDEN_SWEEP_TRIALS` (300) seeded flips, four in
+//!   five among the used bytes of the pages that hold a guarded key (the effects and
+//!   outcome-index leaves, the receipts and events that name them), one in five anywhere in
+//!   the file's non-zero pages;
+//! - `full` (`scripts/bitflip-sweep.sh`): every bit of every used byte of those key pages (a
+//!   leaf's used bytes end with its last value, `used_bytes`; past it is free space no reader
+//!   visits).
 
 mod common;
 
@@ -110,6 +113,33 @@ fn pages(file: &[u8]) -> (Vec<usize>, Vec<usize>) {
         }
     }
     (keyed, nonzero)
+}
+
+/// The bytes of a page a reader can reach. A redb leaf is filled from the front — `[type 1, pad,
+/// pairs u16][key ends u32 × n, unless the keys are fixed-width][value ends u32 × n][keys][values]`
+/// — so past its last value's end is free space holding whatever the page held before (never
+/// read). Both widths are tried (string keys, or the u64 keys of receipts and events); any other
+/// page counts whole.
+fn used_bytes(page: &[u8]) -> usize {
+    let u32_at = |at: usize| page.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    if page.first() != Some(&1) || page.len() < 8 {
+        return page.len();
+    }
+    let pairs = u16::from_le_bytes([page[2], page[3]]) as usize;
+    if pairs == 0 {
+        return 4;
+    }
+    let plausible = |value_ends_at: usize, data_from: usize| {
+        let ends: Option<Vec<usize>> = (0..pairs).map(|i| u32_at(value_ends_at + 4 * i)).collect();
+        let ends = ends?;
+        let sorted = ends.windows(2).all(|w| w[0] <= w[1]);
+        let last = *ends.last()?;
+        (sorted && last >= data_from && last <= page.len()).then_some(last)
+    };
+    // Variable keys and values; then fixed 8-byte keys with variable values.
+    let variable = plausible(4 + 4 * pairs, 4 + 8 * pairs);
+    let fixed_key = plausible(4, 4 + 4 * pairs);
+    variable.into_iter().chain(fixed_key).max().unwrap_or(page.len())
 }
 
 fn work_dir() -> tempfile::TempDir {
@@ -250,18 +280,19 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
         keyed.len(),
         keyed.iter().map(|p| p / PAGE).collect::<Vec<_>>()
     );
-    if mode == "full" {
-        // Each page up to its last non-zero byte: past it is free space inside the page, which
-        // no reader looks at (leaf and branch pages are filled from the front); the sample
-        // flips whole pages.
-        let used = |page: usize| {
+    let spans: Vec<(usize, usize)> = keyed
+        .iter()
+        .map(|page| {
             let end = (page + PAGE).min(sweep.pristine.len());
-            page + sweep.pristine[page..end].iter().rposition(|b| *b != 0).map_or(0, |at| at + 1)
-        };
-        let total: usize = keyed.iter().map(|page| (used(*page) - page) * 8).sum();
-        eprintln!("full sweep: {total} flips over {:?} bytes", keyed.iter().map(|p| used(*p) - p).collect::<Vec<_>>());
-        for (n, page) in keyed.iter().enumerate() {
-            for offset in *page..used(*page) {
+            (*page, page + used_bytes(&sweep.pristine[*page..end]))
+        })
+        .collect();
+    eprintln!("used bytes of the key pages: {:?}", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
+    if mode == "full" {
+        let total: usize = spans.iter().map(|(page, end)| (end - page) * 8).sum();
+        eprintln!("full sweep: {total} flips over {:?} bytes", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
+        for (n, (page, end)) in spans.iter().enumerate() {
+            for offset in *page..*end {
                 for bit in 0..8 {
                     sweep.trial(offset, bit);
                 }
@@ -272,9 +303,13 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
         let trials: u64 = std::env::var("WARDEN_SWEEP_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
         let mut rng = XorShift(0x5eed_0b17_f11b_2026);
         for n in 0..trials {
-            let from = if n % 5 == 4 { &nonzero } else { &keyed };
-            let page = from[(rng.next() % from.len() as u64) as usize];
-            let offset = page + (rng.next() % PAGE as u64) as usize;
+            // Four in five in the used bytes of the key pages, one anywhere in a non-zero page.
+            let offset = if n % 5 == 4 {
+                nonzero[(rng.next() % nonzero.len() as u64) as usize] + (rng.next() % PAGE as u64) as usize
+            } else {
+                let (page, end) = spans[(rng.next() % spans.len() as u64) as usize];
+                page + (rng.next() % (end - page).max(1) as u64) as usize
+            };
             let bit = (rng.next() % 8) as u8;
             if offset < sweep.pristine.len() {
                 sweep.trial(offset, bit);
