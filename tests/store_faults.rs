@@ -338,6 +338,9 @@ fn a_flipped_key_length_byte_in_the_effects_leaf_is_a_fault_never_a_fresh_permit
     {
         let kernel = open(&path, &clock);
         kernel.propose(&allow(&refund("pay_7", 1), &t)).unwrap().commit(&serde_json::json!({"paid": 7})).unwrap();
+        // A retry refused as committed: the last receipt records no outcome, so the check an
+        // open makes (the last receipt's rows) has nothing to say about pay_7.
+        assert!(kernel.propose(&allow(&refund("pay_7", 1), &t)).is_err());
     }
     assert_eq!(warden::store::check_pages(&path).unwrap().problem, None, "the pristine store's pages");
     flip_key_length_byte(&path, "refund:pay_7");
@@ -352,7 +355,7 @@ fn a_flipped_key_length_byte_in_the_effects_leaf_is_a_fault_never_a_fresh_permit
     assert!(refused.to_string().contains("receipt"), "{refused}");
     // The refusal poisons the handle, as every store fault does; doctor runs on a new one.
     drop(kernel);
-    let kernel = open(&path, &clock);
+    let kernel = open_to_read(&path);
     let report = kernel.doctor().unwrap();
     let problems: Vec<&String> = report.tables.iter().flat_map(|(_, _, problems)| problems).collect();
     assert!(!problems.is_empty() || !report.orphans.is_empty(), "doctor found nothing: {report:?}");
@@ -388,6 +391,7 @@ fn an_executing_effect_whose_key_byte_flipped_is_found_by_its_damaged_neighbour(
 fn a_key_with_receipts_but_no_effect_row_is_a_fault_not_a_permit() {
     let f = Fixture::new();
     committed(&f, "pay_1");
+    committed(&f, "pay_2");
     f.kernel.store().tamper(|raw| raw.remove_raw(RawTable::Effects, "refund:pay_1")).unwrap();
     let t = key_template();
     let refused = f.kernel.propose(&allow(&refund("pay_1", 1), &t)).expect_err("receipts without a row got a permit");
@@ -399,9 +403,35 @@ fn a_key_with_receipts_but_no_effect_row_is_a_fault_not_a_permit() {
     let Fixture { dir: _dir, clock, kernel, .. } = f;
     drop(kernel);
     let kernel = open(&location, &clock);
-    kernel.propose(&allow(&refund("pay_2", 1), &t)).unwrap().commit(&serde_json::json!(2)).unwrap();
+    kernel.propose(&allow(&refund("pay_3", 1), &t)).unwrap().commit(&serde_json::json!(3)).unwrap();
     let report = kernel.doctor().unwrap();
     assert!(report.orphans.iter().any(|o| o.contains("refund:pay_1")), "{:?}", report.orphans);
+}
+
+#[test]
+fn an_open_refuses_a_store_whose_last_receipt_names_an_effect_with_no_row() {
+    if on_postgres() {
+        // The check an open of the file makes.
+        return;
+    }
+    let f = Fixture::new();
+    committed(&f, "pay_1");
+    f.kernel.store().tamper(|raw| raw.remove_raw(RawTable::Effects, "refund:pay_1")).unwrap();
+    let path = f.path();
+    let Fixture { dir: _dir, clock, kernel, .. } = f;
+    drop(kernel);
+    let refused =
+        Kernel::open(&path, KernelOptions { clock: std::sync::Arc::new(clock.clone()), ..KernelOptions::default() })
+            .expect_err("a store whose last receipt's effect row is gone opened to write");
+    assert_store_fault(&refused, "effects", "refund:pay_1");
+    // Doctor still opens it (to read, without taking it over) and names the damage.
+    let report = open_to_read(&path).doctor().unwrap();
+    assert!(report.orphans.iter().any(|o| o.contains("refund:pay_1")), "{:?}", report.orphans);
+}
+
+fn open_to_read(path: &Path) -> Kernel {
+    let store = warden::store::StoreOptions { read_only: true, ..warden::store::StoreOptions::default() };
+    Kernel::open(path, KernelOptions { store, ..KernelOptions::default() }).unwrap()
 }
 
 // ---- a stopped owner: every wait of an open is bounded ---------------------------------------

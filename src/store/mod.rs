@@ -834,6 +834,7 @@ fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Re
     }
     let db = Db::open_existing(path)?;
     schema::ensure(db.database()?, path)?;
+    tx::check_on_open(db.database()?)?;
     let dir = owner::prepare_run_dir(path)?;
     let shared = Arc::new(owner::Shared { committer: Committer::new(), db, wait });
     let writer = {

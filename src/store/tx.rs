@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use super::boundary::{AbsenceWitnesses, Neighbour, ReadTables, WriteTables};
 use super::codec::{damaged, decode, encode, KeyBytes};
@@ -801,4 +801,69 @@ impl ReadTables for RedbReadTx {
 /// The genesis head, written when a store is created.
 pub(super) fn genesis_head() -> Result<Vec<u8>> {
     encode(name::META, &tables::META_HEAD, &ChainHead { seq: 0, hash: GENESIS_HASH.to_owned() })
+}
+
+/// What an open checks, at the cost of a handful of point reads whatever the store's size: the
+/// rows the last receipt wrote agree with each other. The chain head names the last receipt,
+/// which exists with the head's hash and has no successor; when it recorded an outcome for an
+/// effect, that effect's row exists and its outcome index names this receipt. The newest pages
+/// are the ones the last commit wrote; everything older is `warden doctor`'s (`docs/STORE.md`).
+pub(super) fn check_on_open(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_read().map_err(fault)?;
+    let Some(meta) = open_read!(txn, tables::META, name::META) else { return Ok(()) };
+    let head: ChainHead = read_row(&meta, name::META, tables::META_HEAD)?.ok_or_else(|| {
+        Error::Store("the store has no chain head row; it was altered. Run `warden doctor` on it".into())
+    })?;
+    let Some(receipts) = open_read!(txn, tables::RECEIPTS, name::RECEIPTS) else {
+        return match head.seq {
+            0 => Ok(()),
+            seq => {
+                Err(damaged(name::META, &tables::META_HEAD, &format!("names receipt {seq}, but there are no receipts")))
+            }
+        };
+    };
+    let last = receipts.last().map_err(fault_in(name::RECEIPTS))?.map(|(seq, _)| seq.value()).unwrap_or(0);
+    if last != head.seq {
+        return Err(damaged(
+            name::META,
+            &tables::META_HEAD,
+            &format!("names receipt {} as the last, but the last receipt stored is {last}", head.seq),
+        ));
+    }
+    if head.seq == 0 {
+        return Ok(());
+    }
+    let receipt: StoredReceipt = read_row(&receipts, name::RECEIPTS, head.seq)?
+        .ok_or_else(|| damaged(name::RECEIPTS, &head.seq, "is missing, though the chain head names it"))?;
+    if receipt.hash.as_deref().is_some_and(|hash| hash != head.hash) {
+        return Err(damaged(name::META, &tables::META_HEAD, &format!("does not match receipt {}'s hash", head.seq)));
+    }
+    let document = crate::canonical::parse_json(&receipt.document)
+        .map_err(|_| damaged(name::RECEIPTS, &head.seq, "holds a document that is not JSON"))?;
+    let says = |field: &str| document.get(field).and_then(serde_json::Value::as_str);
+    let outcome = matches!(says("result"), Some("committed" | "failed" | "ambiguous" | "observed"));
+    let Some(key) = says("effect_key").filter(|_| outcome) else { return Ok(()) };
+    let found = match open_read!(txn, tables::EFFECTS, name::EFFECTS) {
+        Some(effects) => read_effect(&effects, key)?.is_some(),
+        None => false,
+    };
+    if !found {
+        return Err(damaged(
+            name::EFFECTS,
+            &key,
+            &format!("is missing, though the last receipt ({}) recorded an outcome for it", head.seq),
+        ));
+    }
+    let indexed: Option<u64> = match open_read!(txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS) {
+        Some(index) => read_row(&index, name::EFFECT_RECEIPTS, key)?,
+        None => None,
+    };
+    if indexed != Some(head.seq) {
+        return Err(damaged(
+            name::EFFECT_RECEIPTS,
+            &key,
+            &format!("names receipt {indexed:?}, though the last receipt ({}) recorded an outcome for it", head.seq),
+        ));
+    }
+    Ok(())
 }
