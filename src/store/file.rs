@@ -319,11 +319,11 @@ fn check_copy(copy: &Path) -> Result<Option<String>> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let fell_back = std::sync::Arc::new(AtomicBool::new(false));
     let seen = fell_back.clone();
-    // redb reports a repair's progress; below 0.5 it is past the step that runs only when the
-    // last commit's pages fail their checksums.
+    // redb reports a repair's progress: 0.0 when it starts (any copy of an open store needs
+    // one), 0.3 only after the last commit's pages failed their checksums, 0.6 and 0.9 later.
     let opened = Builder::new()
         .set_repair_callback(move |session| {
-            if session.progress() < 0.5 {
+            if (0.2..0.5).contains(&session.progress()) {
                 seen.store(true, Ordering::SeqCst);
             }
         })
