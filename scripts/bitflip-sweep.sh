@@ -4,6 +4,7 @@
 # its own copy, every key proposed again. Prints the tally and fails on any permit.
 #
 #   scripts/bitflip-sweep.sh            # the full sweep, release build (tens of minutes)
+#   SWEEP=all scripts/bitflip-sweep.sh  # every used byte of every non-zero page of the file
 #   SWEEP=sample TRIALS=2000 scripts/bitflip-sweep.sh   # a larger seeded sample
 #
 # CI runs the sampled version as a normal test: `cargo test --features test-exports --test bitflip_sweep`.

@@ -14,7 +14,7 @@
 //!   the file's non-zero pages;
 //! - `full` (`scripts/bitflip-sweep.sh`): every bit of every used byte of those key pages (a
 //!   leaf's used bytes end with its last value, `used_bytes`; past it is free space no reader
-//!   visits).
+//!   visits); `all` (`SWEEP=all scripts/bitflip-sweep.sh`): the same over every non-zero page.
 
 mod common;
 
@@ -280,7 +280,9 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
         keyed.len(),
         keyed.iter().map(|p| p / PAGE).collect::<Vec<_>>()
     );
-    let spans: Vec<(usize, usize)> = keyed
+    // `all`: every non-zero page (the header, the table tree, branches, the allocator's pages).
+    let swept = if mode == "all" { &nonzero } else { &keyed };
+    let spans: Vec<(usize, usize)> = swept
         .iter()
         .map(|page| {
             let end = (page + PAGE).min(sweep.pristine.len());
@@ -288,7 +290,7 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
         })
         .collect();
     eprintln!("used bytes of the key pages: {:?}", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
-    if mode == "full" {
+    if mode == "full" || mode == "all" {
         let total: usize = spans.iter().map(|(page, end)| (end - page) * 8).sum();
         eprintln!("full sweep: {total} flips over {:?} bytes", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
         for (n, (page, end)) in spans.iter().enumerate() {
@@ -297,7 +299,7 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
                     sweep.trial(offset, bit);
                 }
             }
-            eprintln!("  page {} done ({} of {}), {} of {total} flips", page / PAGE, n + 1, keyed.len(), sweep.trials);
+            eprintln!("  page {} done ({} of {}), {} of {total} flips", page / PAGE, n + 1, spans.len(), sweep.trials);
         }
     } else {
         let trials: u64 = std::env::var("WARDEN_SWEEP_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
