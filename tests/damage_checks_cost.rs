@@ -13,7 +13,7 @@ use common::*;
 use warden::ManualClock;
 
 #[test]
-#[ignore]
+#[ignore = "builds a store of 100,000 actions; run by hand in release (see the module doc)"]
 fn the_damage_checks_cost_on_a_store_of_realistic_size() {
     let actions: usize = std::env::var("WARDEN_COST_ACTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let dir = tempfile::tempdir().unwrap();

@@ -72,9 +72,9 @@ pub(super) fn claim_in(tx: &mut WriteTx<'_>, request: &ClaimRequest<'_>, now: Mi
             lease: request.lease,
             max_attempts: request.max_attempts,
         };
-        let refusal = match effect::plan_reservation(super::absence::effect_to_reserve(tx, key)?.as_ref(), &claim, now)
-            .map_err(Error::InvalidInput)?
-        {
+        // A key with no row is new only once its absence is proven (`absence`).
+        let current = super::absence::effect_to_reserve(tx, key)?;
+        let refusal = match effect::plan_reservation(current.as_ref(), &claim, now).map_err(Error::InvalidInput)? {
             ReservationPlan::Grant(mut record) => {
                 if !request.begin {
                     record.state = EffectState::Reserved;

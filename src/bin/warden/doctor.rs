@@ -78,14 +78,12 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             };
             out.push_str(&format!("  database clock   {skew:+} ms from this host's{warning}\n"));
         }
-        match &pages {
-            Some(check) => match &check.problem {
-                None => out.push_str(&format!("  redb pages       {:>8} bytes  ok\n", check.bytes)),
-                Some(problem) => {
-                    out.push_str(&format!("  redb pages       {:>8} bytes  DAMAGED: {problem}\n", check.bytes))
-                }
-            },
-            None => {}
+        if let Some(check) = &pages {
+            let verdict = match &check.problem {
+                None => "ok".to_owned(),
+                Some(problem) => format!("DAMAGED: {problem}"),
+            };
+            out.push_str(&format!("  redb pages       {:>8} bytes  {verdict}\n", check.bytes));
         }
         if report.orphans.is_empty() {
             out.push_str("  references       ok\n");
