@@ -289,10 +289,10 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
             (*page, page + used_bytes(&sweep.pristine[*page..end]))
         })
         .collect();
-    eprintln!("used bytes of the key pages: {:?}", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
+    eprintln!("used bytes of the pages swept: {:?}", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
     if mode == "full" || mode == "all" {
         let total: usize = spans.iter().map(|(page, end)| (end - page) * 8).sum();
-        eprintln!("full sweep: {total} flips over {:?} bytes", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
+        eprintln!("{mode} sweep: {total} flips over {:?} bytes", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
         for (n, (page, end)) in spans.iter().enumerate() {
             for offset in *page..*end {
                 for bit in 0..8 {
