@@ -160,6 +160,8 @@ struct Sweep {
     tally: BTreeMap<Outcome, u64>,
     permits: Vec<String>,
     trials: u64,
+    /// Print each flip before it runs and each outcome after (`WARDEN_SWEEP_TRACE`).
+    trace: bool,
     /// Time spent opening the copies, and proposing on them.
     opening: std::time::Duration,
     proposing: std::time::Duration,
@@ -207,16 +209,19 @@ impl Sweep {
         }));
         self.opening += opening;
         self.proposing += proposing;
-        match ran {
-            Ok(outcomes) => {
-                for (outcome, payment) in outcomes {
-                    *self.tally.entry(outcome).or_default() += 1;
-                    if outcome == Outcome::Permit {
-                        self.permits.push(format!("bit {bit} of byte {offset} (page {}): {payment}", offset / PAGE));
-                    }
-                }
+        let outcomes =
+            ran.unwrap_or_else(|_| GUARDED.iter().map(|(payment, _)| (Outcome::Panicked, *payment)).collect());
+        for (outcome, payment) in outcomes {
+            *self.tally.entry(outcome).or_default() += 1;
+            if self.trace {
+                // One line per proposal, so a sweep resumed after an abort can add them up.
+                eprintln!("outcome {outcome:?}");
             }
-            Err(_) => *self.tally.entry(Outcome::Panicked).or_default() += GUARDED.len() as u64,
+            if outcome == Outcome::Permit {
+                let permit = format!("bit {bit} of byte {offset} (page {}): {payment}", offset / PAGE);
+                eprintln!("  PERMIT after flipping {permit}");
+                self.permits.push(permit);
+            }
         }
         for leftover in [copy.clone(), copy.with_extension("redb.lock")] {
             let _ = std::fs::remove_file(leftover);
@@ -238,8 +243,8 @@ impl Sweep {
             self.opening.as_secs_f64(),
             self.proposing.as_secs_f64()
         );
-        for permit in self.permits.iter().take(50) {
-            eprintln!("  PERMIT after flipping {permit}");
+        if !self.permits.is_empty() {
+            eprintln!("  {} permits (each printed when it happened)", self.permits.len());
         }
     }
 }
@@ -265,12 +270,15 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
         tally: BTreeMap::new(),
         permits: Vec::new(),
         trials: 0,
+        trace: std::env::var("WARDEN_SWEEP_TRACE").is_ok(),
         opening: std::time::Duration::ZERO,
         proposing: std::time::Duration::ZERO,
     };
     // A damaged page may make redb panic (caught and turned into a fault); thousands of
     // backtraces would bury the tally. The default hook is back before the verdict.
-    std::panic::set_hook(Box::new(|_| {}));
+    if std::env::var("WARDEN_SWEEP_LOUD").is_err() {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
     let started = Instant::now();
     let mode = std::env::var("WARDEN_SWEEP").unwrap_or_else(|_| "sample".into());
     eprintln!(
@@ -293,9 +301,27 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
     if mode == "full" || mode == "all" {
         let total: usize = spans.iter().map(|(page, end)| (end - page) * 8).sum();
         eprintln!("{mode} sweep: {total} flips over {:?} bytes", spans.iter().map(|(p, e)| e - p).collect::<Vec<_>>());
+        // Replaying: start at a flip, print each before it runs (a flip that aborts the process
+        // is the last printed), skip flips known to abort ("offset:bit,…").
+        let from: u64 = std::env::var("WARDEN_SWEEP_FROM").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let trace = sweep.trace;
+        let skip: Vec<(usize, u8)> = std::env::var("WARDEN_SWEEP_SKIP")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|flip| flip.split_once(':'))
+            .filter_map(|(offset, bit)| Some((offset.parse().ok()?, bit.parse().ok()?)))
+            .collect();
+        let mut index = 0u64;
         for (n, (page, end)) in spans.iter().enumerate() {
             for offset in *page..*end {
                 for bit in 0..8 {
+                    index += 1;
+                    if index <= from || skip.contains(&(offset, bit)) {
+                        continue;
+                    }
+                    if trace {
+                        eprintln!("flip {index}: bit {bit} of byte {offset}");
+                    }
                     sweep.trial(offset, bit);
                 }
             }
