@@ -72,30 +72,31 @@ pub(super) fn claim_in(tx: &mut WriteTx<'_>, request: &ClaimRequest<'_>, now: Mi
             lease: request.lease,
             max_attempts: request.max_attempts,
         };
-        let refusal =
-            match effect::plan_reservation(tx.effect(key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)? {
-                ReservationPlan::Grant(mut record) => {
-                    if !request.begin {
-                        record.state = EffectState::Reserved;
-                    }
-                    tx.put_effect(&record)?;
-                    granted = Some(record);
-                    None
+        // A key with no row is new only once its absence is proven (`absence`).
+        let current = super::absence::effect_to_reserve(tx, key)?;
+        let refusal = match effect::plan_reservation(current.as_ref(), &claim, now).map_err(Error::InvalidInput)? {
+            ReservationPlan::Grant(mut record) => {
+                if !request.begin {
+                    record.state = EffectState::Reserved;
                 }
-                ReservationPlan::Refuse(refusal) => Some(refusal),
-                ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
-                    tx.put_effect(&record)?;
-                    tx.event(
-                        EventKind::EXECUTION_AMBIGUOUS,
-                        now,
-                        Some(&record.action_id),
-                        Some(key),
-                        None,
-                        serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": record.attempt}),
-                    )?;
-                    Some(refusal)
-                }
-            };
+                tx.put_effect(&record)?;
+                granted = Some(record);
+                None
+            }
+            ReservationPlan::Refuse(refusal) => Some(refusal),
+            ReservationPlan::AmbiguateAndRefuse(record, refusal) => {
+                tx.put_effect(&record)?;
+                tx.event(
+                    EventKind::EXECUTION_AMBIGUOUS,
+                    now,
+                    Some(&record.action_id),
+                    Some(key),
+                    None,
+                    serde_json::json!({"error": effect::LEASE_EXPIRED, "attempt": record.attempt}),
+                )?;
+                Some(refusal)
+            }
+        };
         if let Some(refusal) = refusal {
             tx.event(
                 EventKind::EFFECT_RESERVATION_REFUSED,

@@ -10,6 +10,7 @@
 //! `approvals`; resolution, reads and the integrator's lower-level operations in `effects`;
 //! the shared reservation step in `claim`.
 
+mod absence;
 mod approvals;
 pub mod authority;
 mod claim;

@@ -373,7 +373,7 @@ impl WriteOp for Write {
             Write::Reserve { proposed, presented, .. } | Write::Observe { proposed, presented } => proposed
                 .effect_key
                 .iter()
-                .map(|key| Prefetch::effect(key))
+                .flat_map(|key| [Prefetch::effect(key), Prefetch::outcome_index(key)])
                 .chain(presented.iter().map(|id| Prefetch::approval(id)))
                 .collect(),
             Write::Finish(finish) => {

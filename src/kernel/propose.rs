@@ -377,7 +377,9 @@ pub(super) fn apply_gate(
             lease: proposed.lease,
             max_attempts: proposed.max_attempts,
         };
-        let plan = effect::plan_reservation(tx.effect(key)?.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
+        // A key with no row is new only once its absence is proven (`absence`).
+        let current = super::absence::effect_to_reserve(tx, key)?;
+        let plan = effect::plan_reservation(current.as_ref(), &claim, now).map_err(Error::InvalidInput)?;
         if let ReservationPlan::Refuse(refusal) = plan {
             let mut draft = proposed.draft.clone();
             draft.started_at = now;

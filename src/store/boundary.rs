@@ -27,6 +27,11 @@ pub trait WriteTables: AuthorityWrites {
     /// never a reason to run the effect again. The executor result is not loaded.
     fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>>;
 
+    /// What stands around `effect_key` in the store, read when `effect` found no row for it, so
+    /// the kernel can prove the key new before it reserves it (`kernel::absence`). Reads only:
+    /// it writes nothing and opens no write of its own.
+    fn absence_witnesses(&self, effect_key: &str) -> Result<AbsenceWitnesses>;
+
     /// Write the effect row; a FAILED record releases its attempt's budget charges in the same
     /// transaction.
     fn put_effect(&mut self, record: &EffectRecord) -> Result<()>;
@@ -64,6 +69,27 @@ pub trait WriteTables: AuthorityWrites {
     /// Append one snapshot: the row, its index entries under every scope, and the counter.
     /// Returns the record with its `seq` assigned.
     fn append_snapshot(&mut self, record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord>;
+}
+
+/// What a store holds around an effect key that has no effect row (`WriteTables::absence_witnesses`).
+/// The backend only reads and integrity-checks rows; what they prove is the kernel's rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AbsenceWitnesses {
+    /// The seq the outcome index (`effect_receipts`) holds for the key, if it holds one.
+    pub outcome_receipt: Option<u64>,
+    /// The effect rows next to the key in key order (the one before it, then the one after),
+    /// where the backend's own lookup structure can lose a row to a damaged page (the redb
+    /// file); empty where it is not the file's (PostgreSQL's indexes are PostgreSQL's).
+    pub neighbours: Vec<Neighbour>,
+}
+
+/// One effect row next to a key that has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbour {
+    /// The key the row is stored under.
+    pub key: String,
+    /// Why the row fails its integrity check under that key, when it does.
+    pub damage: Option<String>,
 }
 
 /// The authority rows of one write transaction: delegations, revocations, budget charges.

@@ -260,3 +260,86 @@ fn remove_abandoned_creations(directory: &Path, name: &str) {
         }
     }
 }
+
+/// What redb's own integrity check found in a copy of a store file (`warden doctor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageCheck {
+    /// The bytes of the file copied and checked.
+    pub bytes: u64,
+    /// Why the pages fail, when they do.
+    pub problem: Option<String>,
+}
+
+/// Run redb's integrity check — the checksum of every page of the committed trees, the
+/// allocator rebuilt — on a private copy of the store file, so the store itself is never
+/// repaired or rolled back by the check. The copy is taken while the file's header stays the
+/// same (no commit landed meanwhile: redb never rewrites the pages the current header reaches),
+/// and removed afterwards. A copy whose last commit fails its checksums is damage even though
+/// redb could fall back to the commit before it: that fallback would forget the last commit.
+pub fn check_pages(path: &Path) -> Result<PageCheck> {
+    let suffix = crate::action::new_id(crate::action::IdKind::Receipt)
+        .map_err(|e| Error::Store(format!("no randomness for a temporary name: {e}")))?;
+    let copy = std::env::temp_dir().join(format!("warden-doctor-{}-{}.redb", std::process::id(), &suffix[4..]));
+    let outcome = copy_unchanging(path, &copy).and_then(|bytes| Ok(PageCheck { bytes, problem: check_copy(&copy)? }));
+    let _ = std::fs::remove_file(&copy);
+    outcome
+}
+
+fn header(path: &Path) -> Result<Vec<u8>> {
+    let mut head = vec![0u8; 4096];
+    let mut file = File::open(path).map_err(|e| access_error(path, &e))?;
+    let mut read = 0;
+    while read < head.len() {
+        match file.read(&mut head[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) => return Err(access_error(path, &e)),
+        }
+    }
+    head.truncate(read);
+    Ok(head)
+}
+
+fn copy_unchanging(path: &Path, copy: &Path) -> Result<u64> {
+    for _ in 0..5 {
+        let before = header(path)?;
+        let bytes = std::fs::copy(path, copy)
+            .map_err(|e| Error::Store(format!("cannot copy the store {} to check it: {e}", path.display())))?;
+        if header(path)? == before {
+            return Ok(bytes);
+        }
+    }
+    Err(Error::Unavailable(format!(
+        "the store {} committed during each of five copies; run `warden doctor` when it is quieter",
+        path.display()
+    )))
+}
+
+fn check_copy(copy: &Path) -> Result<Option<String>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fell_back = std::sync::Arc::new(AtomicBool::new(false));
+    let seen = fell_back.clone();
+    // redb reports a repair's progress: 0.0 when it starts (any copy of an open store needs
+    // one), 0.3 only after the last commit's pages failed their checksums, 0.6 and 0.9 later.
+    let opened = Builder::new()
+        .set_repair_callback(move |session| {
+            if (0.2..0.5).contains(&session.progress()) {
+                seen.store(true, Ordering::SeqCst);
+            }
+        })
+        .open(copy);
+    let mut db = match opened {
+        Ok(db) => db,
+        Err(DatabaseError::Storage(redb::StorageError::Corrupted(detail))) => return Ok(Some(detail)),
+        Err(other) => return Ok(Some(format!("redb cannot open a copy of it: {other}"))),
+    };
+    if fell_back.load(Ordering::SeqCst) {
+        return Ok(Some("the pages of its last commit fail redb's checksums".into()));
+    }
+    match db.check_integrity() {
+        Ok(true) => Ok(None),
+        Ok(false) => Ok(Some("redb's integrity check had to repair a copy of it".into())),
+        Err(DatabaseError::Storage(redb::StorageError::Corrupted(detail))) => Ok(Some(detail)),
+        Err(other) => Ok(Some(format!("redb's integrity check failed: {other}"))),
+    }
+}

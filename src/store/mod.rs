@@ -45,7 +45,10 @@ use redb::ReadableTable;
 use serde::{de::DeserializeOwned, Serialize};
 
 pub use crate::event::{Event, EventKind};
-pub use boundary::{AuthorityReads, AuthorityWrites, CountedSource, ReadTables, WriteTables};
+pub use boundary::{
+    AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
+};
+pub use file::{check_pages, PageCheck};
 pub use tables::SCHEMA_VERSION;
 pub use tx::RawTable;
 /// One consistent read, as a read operation sees it (`ReadOp::run`).
@@ -112,6 +115,11 @@ impl Prefetch {
     /// An effect key's row.
     pub(crate) fn effect(key: &str) -> Prefetch {
         Prefetch { table: tables::name::EFFECTS, key: key.to_string() }
+    }
+
+    /// An effect key's outcome index row (a reservation reads it when the key has no row).
+    pub(crate) fn outcome_index(key: &str) -> Prefetch {
+        Prefetch { table: tables::name::EFFECT_RECEIPTS, key: key.to_string() }
     }
 
     /// Whether a receipt id is taken (every receipt appended checks).
@@ -826,6 +834,7 @@ fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Re
     }
     let db = Db::open_existing(path)?;
     schema::ensure(db.database()?, path)?;
+    tx::check_on_open(db.database()?)?;
     let dir = owner::prepare_run_dir(path)?;
     let shared = Arc::new(owner::Shared { committer: Committer::new(), db, wait });
     let writer = {
@@ -950,6 +959,7 @@ pub(crate) trait RawRows {
     fn put_approval(&mut self, record: &crate::approval::ApprovalRecord) -> Result<()>;
     fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>>;
     fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()>;
+    fn remove_raw(&mut self, table: RawTable, key: &str) -> Result<()>;
     fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>>;
     fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()>;
     fn put_budget_charges(
@@ -1052,6 +1062,15 @@ impl<'a, 't> Tamper<'a, 't> {
         }
         let tx = self.file("this edit")?;
         tx.raw_table(table)?.insert(key, bytes).map_err(tx::fault)?;
+        Ok(())
+    }
+    /// Remove a row of a string-keyed table (a row a damaged page lost, simulated).
+    pub fn remove_raw(&mut self, table: RawTable, key: &str) -> Result<()> {
+        if let TamperBackend::Other(rows) = &mut self.backend {
+            return rows.remove_raw(table, key);
+        }
+        let tx = self.file("this edit")?;
+        tx.raw_table(table)?.remove(key).map_err(tx::fault)?;
         Ok(())
     }
     pub fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {

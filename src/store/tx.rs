@@ -4,9 +4,9 @@
 
 use std::cell::Cell;
 
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
-use super::boundary::{ReadTables, WriteTables};
+use super::boundary::{AbsenceWitnesses, Neighbour, ReadTables, WriteTables};
 use super::codec::{damaged, decode, encode, KeyBytes};
 use super::lazy::LazyTable;
 use super::records::{ChainHead, StoredEffect};
@@ -110,6 +110,26 @@ impl WriteTables for RedbWriteTx<'_> {
             check_failed_against_receipts(self.effect_receipts.get()?, self.receipts.get()?, &stored)?;
         }
         Ok(Some(stored.into_record(None)))
+    }
+
+    fn absence_witnesses(&self, effect_key: &str) -> Result<AbsenceWitnesses> {
+        self.touch(name::EFFECTS);
+        let effects = self.effects.get()?;
+        let mut neighbours = Vec::with_capacity(2);
+        // Two descents through the pages the lookup just read (cached): a damaged key or slot in
+        // the leaf shows as a neighbour that fails its check under its own key, and a row the
+        // lookup missed but the tree still holds shows as a neighbour with the very key.
+        let before = effects.range::<&str>(..effect_key).map_err(fault_in(name::EFFECTS))?.next_back();
+        let after = effects.range::<&str>(effect_key..).map_err(fault_in(name::EFFECTS))?.next();
+        for row in [before, after].into_iter().flatten() {
+            let (key, value) = row.map_err(fault_in(name::EFFECTS))?;
+            let key = key.value();
+            let damage = decode::<StoredEffect>(name::EFFECTS, &key, value.value()).err().map(|e| e.to_string());
+            neighbours.push(Neighbour { key: key.to_owned(), damage });
+        }
+        self.touch(name::EFFECT_RECEIPTS);
+        let outcome_receipt = read_row(self.effect_receipts.get()?, name::EFFECT_RECEIPTS, effect_key)?;
+        Ok(AbsenceWitnesses { outcome_receipt, neighbours })
     }
 
     fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
@@ -323,6 +343,26 @@ pub(super) fn bound(record: ApprovalRecord, key: &str) -> Result<ApprovalRecord>
 fn read_effect(table: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<Option<StoredEffect>> {
     let found = table.get(key).map_err(fault_in(name::EFFECTS))?;
     found.map(|bytes| decode(name::EFFECTS, &key, bytes.value())).transpose()
+}
+
+/// Whether the receipt the outcome index names for `key` is missing or about another effect.
+fn outcome_receipt_problem(
+    receipts: &impl ReadableTable<u64, &'static [u8]>,
+    key: &str,
+    seq: u64,
+) -> Result<Option<String>> {
+    let Some(row) = receipts.get(seq).map_err(fault_in(name::RECEIPTS))? else {
+        return Ok(Some(format!("the outcome index of effect {key:?} names receipt {seq}, which is missing")));
+    };
+    let Ok(receipt) = decode::<StoredReceipt>(name::RECEIPTS, &seq, row.value()) else {
+        // Reported by the row check.
+        return Ok(None);
+    };
+    let about = crate::canonical::parse_json(&receipt.document)
+        .ok()
+        .and_then(|document| document.get("effect_key").and_then(serde_json::Value::as_str).map(str::to_owned));
+    Ok((about.as_deref() != Some(key))
+        .then(|| format!("the outcome index of effect {key:?} names receipt {seq}, which is about {about:?}")))
 }
 
 /// What the receipts prove about a FAILED effect, read from redb's tables (`failed_proof`).
@@ -695,15 +735,40 @@ impl ReadTables for RedbReadTx {
             open_read!(self.txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS),
             open_read!(self.txn, tables::EFFECTS, name::EFFECTS),
         ) {
+            let receipts = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS);
             for row in index.iter().map_err(fault_in(name::EFFECT_RECEIPTS))? {
-                let (key, _) = row.map_err(fault_in(name::EFFECT_RECEIPTS))?;
+                let (key, value) = row.map_err(fault_in(name::EFFECT_RECEIPTS))?;
                 let key = key.value();
                 if effects.get(key).map_err(fault_in(name::EFFECTS))?.is_none() {
                     out.push(format!("effect {key:?} has receipts but no effect row"));
                 }
+                // The index agrees with the receipts: the one it names exists and is about the key.
+                if let (Ok(seq), Some(receipts)) =
+                    (decode::<u64>(name::EFFECT_RECEIPTS, &key, value.value()), &receipts)
+                {
+                    if let Some(problem) = outcome_receipt_problem(receipts, key, seq)? {
+                        out.push(problem);
+                    }
+                }
             }
+            // The walk in key order agrees with the lookup: a damaged branch or leaf page can
+            // send a point lookup past a row the walk still finds, or put keys out of order.
+            let mut previous: Option<String> = None;
             for row in effects.iter().map_err(fault_in(name::EFFECTS))? {
                 let (key, value) = row.map_err(fault_in(name::EFFECTS))?;
+                let walked = key.value();
+                if previous.as_deref().is_some_and(|before| before >= walked) {
+                    out.push(format!(
+                        "the effects table lists {walked:?} after {:?}: its pages are out of key order",
+                        previous.as_deref().unwrap_or_default()
+                    ));
+                }
+                if effects.get(walked).map_err(fault_in(name::EFFECTS))?.is_none() {
+                    out.push(format!(
+                        "the effects table lists a row {walked:?} that a lookup of that key does not find"
+                    ));
+                }
+                previous = Some(walked.to_owned());
                 if let Ok(stored) = decode::<StoredEffect>(name::EFFECTS, &key.value(), value.value()) {
                     if stored.state == EffectState::Failed {
                         if let Some(receipts) = open_read!(self.txn, tables::RECEIPTS, name::RECEIPTS) {
@@ -736,4 +801,69 @@ impl ReadTables for RedbReadTx {
 /// The genesis head, written when a store is created.
 pub(super) fn genesis_head() -> Result<Vec<u8>> {
     encode(name::META, &tables::META_HEAD, &ChainHead { seq: 0, hash: GENESIS_HASH.to_owned() })
+}
+
+/// What an open checks, at the cost of a handful of point reads whatever the store's size: the
+/// rows the last receipt wrote agree with each other. The chain head names the last receipt,
+/// which exists with the head's hash and has no successor; when it recorded an outcome for an
+/// effect, that effect's row exists and its outcome index names this receipt. The newest pages
+/// are the ones the last commit wrote; everything older is `warden doctor`'s (`docs/STORE.md`).
+pub(super) fn check_on_open(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_read().map_err(fault)?;
+    let Some(meta) = open_read!(txn, tables::META, name::META) else { return Ok(()) };
+    let head: ChainHead = read_row(&meta, name::META, tables::META_HEAD)?.ok_or_else(|| {
+        Error::Store("the store has no chain head row; it was altered. Run `warden doctor` on it".into())
+    })?;
+    let Some(receipts) = open_read!(txn, tables::RECEIPTS, name::RECEIPTS) else {
+        return match head.seq {
+            0 => Ok(()),
+            seq => {
+                Err(damaged(name::META, &tables::META_HEAD, &format!("names receipt {seq}, but there are no receipts")))
+            }
+        };
+    };
+    let last = receipts.last().map_err(fault_in(name::RECEIPTS))?.map(|(seq, _)| seq.value()).unwrap_or(0);
+    if last != head.seq {
+        return Err(damaged(
+            name::META,
+            &tables::META_HEAD,
+            &format!("names receipt {} as the last, but the last receipt stored is {last}", head.seq),
+        ));
+    }
+    if head.seq == 0 {
+        return Ok(());
+    }
+    let receipt: StoredReceipt = read_row(&receipts, name::RECEIPTS, head.seq)?
+        .ok_or_else(|| damaged(name::RECEIPTS, &head.seq, "is missing, though the chain head names it"))?;
+    if receipt.hash.as_deref().is_some_and(|hash| hash != head.hash) {
+        return Err(damaged(name::META, &tables::META_HEAD, &format!("does not match receipt {}'s hash", head.seq)));
+    }
+    let document = crate::canonical::parse_json(&receipt.document)
+        .map_err(|_| damaged(name::RECEIPTS, &head.seq, "holds a document that is not JSON"))?;
+    let says = |field: &str| document.get(field).and_then(serde_json::Value::as_str);
+    let outcome = matches!(says("result"), Some("committed" | "failed" | "ambiguous" | "observed"));
+    let Some(key) = says("effect_key").filter(|_| outcome) else { return Ok(()) };
+    let found = match open_read!(txn, tables::EFFECTS, name::EFFECTS) {
+        Some(effects) => read_effect(&effects, key)?.is_some(),
+        None => false,
+    };
+    if !found {
+        return Err(damaged(
+            name::EFFECTS,
+            &key,
+            &format!("is missing, though the last receipt ({}) recorded an outcome for it", head.seq),
+        ));
+    }
+    let indexed: Option<u64> = match open_read!(txn, tables::EFFECT_RECEIPTS, name::EFFECT_RECEIPTS) {
+        Some(index) => read_row(&index, name::EFFECT_RECEIPTS, key)?,
+        None => None,
+    };
+    if indexed != Some(head.seq) {
+        return Err(damaged(
+            name::EFFECT_RECEIPTS,
+            &key,
+            &format!("names receipt {indexed:?}, though the last receipt ({}) recorded an outcome for it", head.seq),
+        ));
+    }
+    Ok(())
 }

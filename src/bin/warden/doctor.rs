@@ -1,5 +1,6 @@
 //! `warden doctor`: check a store without changing it — every row of every table against its
-//! integrity check, the receipt chain, and rows that point at nothing — in one read.
+//! integrity check, the receipt chain, and rows that point at nothing, in one read; and, for a
+//! file, redb's own check of every page on a copy.
 
 use serde_json::json;
 
@@ -14,7 +15,15 @@ const SKEW_WARNING_MS: i64 = 1000;
 pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
     let report = kernel.doctor()?;
     let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
-    let sound = damaged == 0 && report.chain.ok && report.orphans.is_empty();
+    // redb's own check of every page, on a copy (a file store only: PostgreSQL's pages are its own).
+    let location = kernel.store_path().display().to_string();
+    let pages = if warden::store::is_postgres(&location) {
+        None
+    } else {
+        Some(warden::store::check_pages(kernel.store_path())?)
+    };
+    let pages_sound = pages.as_ref().is_none_or(|check| check.problem.is_none());
+    let sound = damaged == 0 && report.chain.ok && report.orphans.is_empty() && pages_sound;
     let file_bytes = std::fs::metadata(kernel.store_path()).map(|m| m.len()).ok();
     let skew_ms = kernel.clock_skew().map(|micros| micros / 1000);
     let stdout = if json {
@@ -26,6 +35,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             })).collect::<Vec<_>>(),
             "chain": report.chain,
             "orphans": report.orphans,
+            "pages": pages.as_ref().map(|check| json!({"bytes": check.bytes, "problem": check.problem})),
             "size": {"file_bytes": file_bytes, "in_use_bytes": report.bytes_in_use},
             "database_clock_skew_ms": skew_ms,
         }))
@@ -67,6 +77,13 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
                 ""
             };
             out.push_str(&format!("  database clock   {skew:+} ms from this host's{warning}\n"));
+        }
+        if let Some(check) = &pages {
+            let verdict = match &check.problem {
+                None => "ok".to_owned(),
+                Some(problem) => format!("DAMAGED: {problem}"),
+            };
+            out.push_str(&format!("  redb pages       {:>8} bytes  {verdict}\n", check.bytes));
         }
         if report.orphans.is_empty() {
             out.push_str("  references       ok\n");

@@ -389,7 +389,7 @@ impl PgStore {
         ));
         let mut sent = Vec::new();
         for (index, row) in ahead.iter().enumerate() {
-            let keyed = [name::META, name::EFFECTS, name::APPROVALS, name::RECEIPT_IDS];
+            let keyed = [name::META, name::EFFECTS, name::EFFECT_RECEIPTS, name::APPROVALS, name::RECEIPT_IDS];
             let (Some(table), Ok(key)) = (keyed.iter().find(|t| **t == row.table), Sql::literal(&Lit::Text(&row.key)))
             else {
                 continue;

@@ -20,7 +20,7 @@ use crate::event::EventKind;
 use crate::receipt::{ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
 use crate::store::authority_rows::LedgerEntry;
-use crate::store::boundary::{AuthorityWrites, CountedSource, WriteTables};
+use crate::store::boundary::{AbsenceWitnesses, AuthorityWrites, CountedSource, WriteTables};
 use crate::store::codec::{decode, encode};
 use crate::store::records::{ChainHead, StoredEffect};
 use crate::store::shared_rules;
@@ -144,6 +144,14 @@ impl WriteTables for PgWriteTx<'_, '_> {
             rows::check_failed(self.sql, &stored)?;
         }
         Ok(Some(stored.into_record(None)))
+    }
+
+    fn absence_witnesses(&self, effect_key: &str) -> Result<AbsenceWitnesses> {
+        // The outcome index row is read ahead with the transaction's first statement
+        // (`Write::prefetch`), so this costs no round trip. No neighbours: a lookup here goes
+        // through PostgreSQL's own index, and its pages are PostgreSQL's to check (data
+        // checksums, amcheck), not rows this backend lays out.
+        Ok(AbsenceWitnesses { outcome_receipt: rows::outcome_seq(self.sql, effect_key)?, neighbours: Vec::new() })
     }
 
     fn put_effect(&mut self, record: &EffectRecord) -> Result<()> {
@@ -480,6 +488,15 @@ impl crate::store::RawRows for RawEdits<'_, '_> {
             }
         };
         self.sql.write(statement, &[Lit::Text(key), Lit::Bytes(bytes)], Guard::None)
+    }
+
+    fn remove_raw(&mut self, table: RawTable, key: &str) -> Result<()> {
+        let statement = match table {
+            RawTable::Meta => "DELETE FROM warden_meta WHERE k = $1",
+            RawTable::Effects => "DELETE FROM warden_effects WHERE k = $1",
+            RawTable::Approvals => "DELETE FROM warden_approvals WHERE k = $1",
+        };
+        self.sql.write(statement, &[Lit::Text(key)], Guard::None)
     }
 
     fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {
