@@ -1889,6 +1889,44 @@ fn startup_refusals_exit_2_naming_the_reason() {
     }
 }
 
+/// `--identity-jwt-public-key` naming a FIFO is refused by what it is, at once: a plain read
+/// waited for a writer forever. The child is killed past 20 s so a hang fails the test.
+#[test]
+fn a_public_key_path_that_is_not_a_regular_file_is_refused_without_waiting() {
+    let dir = scratch();
+    let fifo = dir.path().join("issuer.pem");
+    assert!(Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+    let config = dir.path().join("warden.yaml").display().to_string();
+    let store = dir.path().join("store.redb").display().to_string();
+    let key = fifo.display().to_string();
+    let mut child = warden()
+        .args(["gateway", "--config", &config, "--store", &store, "--upstream", "http://127.0.0.1:9/mcp"])
+        .args(["--alias", "acme", "--identity-jwt", "--identity-jwt-issuer", "https://issuer.example"])
+        .args(["--identity-jwt-audience", "warden-gateway", "--identity-jwt-algorithms", "ES256"])
+        .args(["--identity-jwt-token-type", "at+jwt", "--identity-jwt-public-key", &key])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the gateway waited on the FIFO for 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--identity-jwt-public-key")
+            && stderr.contains("it is a named pipe (FIFO), not a regular file"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_startup_block_names_identity_and_every_keyless_action() {
     let dir = scratch();
