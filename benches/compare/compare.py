@@ -788,7 +788,7 @@ def markdown(report: dict[str, Any], rows: dict[str, Row]) -> str:
         "64 asyncio tasks against ctrlrun's 1 thread (ctrlrun's `@protect` refuses `async def`); "
         "8 threads and 8 concurrent against its 8 threads; 8 processes against its 8 processes.",
         "",
-        "Targets (issue 10):",
+        "The speed targets set for this release, and where each stands:",
         "",
         "| target | required | measured | met |",
         "|---|---|---|---|",
