@@ -190,3 +190,70 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_5_when_opened_to_write(
     }
     assert_eq!(schema_version(&path), 5);
 }
+
+/// Remove `table` from a closed store file's table directory, as a damaged directory page would.
+fn drop_table(path: &std::path::Path, table: &str) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    assert!(txn.delete_table(redb::TableDefinition::<&str, &[u8]>::new(table)).unwrap(), "{table}");
+    txn.commit().unwrap();
+}
+
+fn table_exists(path: &std::path::Path, table: &str) -> bool {
+    use redb::{ReadableDatabase, TableHandle};
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let found = txn.list_tables().unwrap().any(|t| t.name() == table);
+    found
+}
+
+#[test]
+fn a_store_whose_table_directory_lost_a_table_is_refused_and_never_given_an_empty_one() {
+    // Without this, the first write transaction would create `effects` empty and every key
+    // would look new: a committed refund could run again.
+    for table in ["effects", "effect_receipts", "receipts", "meta", "budget_ledger", "approvals_by_action"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let clock = warden::ManualClock::new(T0);
+        {
+            let kernel = open(&path, &clock);
+            kernel
+                .propose(&allow(&refund("pay_1", 1200), &key_template()))
+                .unwrap()
+                .commit(&serde_json::json!(1))
+                .unwrap();
+        }
+        drop_table(&path, table);
+        let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
+        let text = refused.to_string();
+        assert!(matches!(refused, Error::Store(_)), "{table}: {text}");
+        assert!(text.contains(&format!("has no {table} table")) && text.contains("warden doctor"), "{table}: {text}");
+        assert!(!table_exists(&path, table), "{table}: the refused open created the table");
+        // `warden doctor` (read-only) names it.
+        let doctor = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args(["doctor", "--store"])
+            .arg(&path)
+            .env_remove("WARDEN_CONFIG")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&doctor.stdout).to_string() + &String::from_utf8_lossy(&doctor.stderr);
+        assert!(!doctor.status.success(), "{table}: doctor passed a store without it:\n{said}");
+        assert!(said.contains(table), "{table}: {said}");
+    }
+}
+
+#[test]
+fn a_store_with_every_table_opens_and_the_control_keeps_deciding() {
+    // The control for the test above: the same store, nothing dropped, opens and refuses the
+    // duplicate (so the refusal above is the missing table's, not the open's).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = warden::ManualClock::new(T0);
+    {
+        let kernel = open(&path, &clock);
+        kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
+    }
+    let kernel = open(&path, &clock);
+    let refused = kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap_err();
+    assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
+}

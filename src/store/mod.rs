@@ -922,7 +922,10 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
             )))
         }
         Some(other) => schema::check_version(other, path)?,
-        None => return Err(file::not_a_store(path, "it has no Warden schema version")),
+        None => {
+            use redb::ReadableDatabase;
+            return Err(schema::without_version(&db.begin_read().map_err(tx::fault)?, path));
+        }
     }
     Ok(Mode::ReadOnly(ReadOnly { db: Some(db), registered, generation: fork::generation(), why }))
 }

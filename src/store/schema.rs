@@ -56,6 +56,18 @@ pub(crate) fn version(db: &impl ReadableDatabase, path: &std::path::Path) -> Res
     }
 }
 
+/// A file with tables but no schema row: a Warden store whose directory lost its `meta` table
+/// (it holds Warden's other tables) is damage; anything else was not written by Warden.
+pub(crate) fn without_version(txn: &redb::ReadTransaction, path: &std::path::Path) -> Error {
+    match super::tx::tables_missing(txn) {
+        Ok(missing) if missing.contains(&name::META) && missing.len() < tables::name::ALL.len() => {
+            super::tx::missing_tables(&missing)
+        }
+        Ok(_) => super::file::not_a_store(path, "it has tables but no Warden schema version"),
+        Err(error) => error,
+    }
+}
+
 /// Refuse a schema this build cannot use.
 pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> {
     match version {
@@ -85,7 +97,7 @@ pub(crate) fn probe(path: &std::path::Path) -> Result<()> {
             if txn.list_tables().map_err(fault)?.next().is_none() {
                 Ok(())
             } else {
-                Err(super::file::not_a_store(path, "it has tables but no Warden schema version"))
+                Err(without_version(&txn, path))
             }
         }
     }
@@ -104,11 +116,11 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
             // else was not written by Warden.
             let txn = db.begin_read().map_err(fault)?;
             let empty = txn.list_tables().map_err(fault)?.next().is_none();
-            drop(txn);
             if empty {
+                drop(txn);
                 write_fresh(db)
             } else {
-                Err(super::file::not_a_store(path, "it has tables but no Warden schema version"))
+                Err(without_version(&txn, path))
             }
         }
     }

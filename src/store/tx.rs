@@ -700,6 +700,10 @@ impl ReadTables for RedbReadTx {
         }
         report.push((name::META, rows, problems));
         self.check_authority_tables(&mut report)?;
+        let missing = tables_missing(&self.txn)?;
+        for (table, _, problems) in report.iter_mut().filter(|(table, _, _)| missing.contains(table)) {
+            problems.push(format!("the {table} table is missing from the file's table directory"));
+        }
         Ok(report)
     }
 
@@ -798,6 +802,35 @@ impl ReadTables for RedbReadTx {
     }
 }
 
+/// Every table of the schema is in the file's table directory. A write transaction creates a
+/// table it opens when the directory lacks it, so a directory page that lost `effects` would
+/// otherwise hand every effect key an empty table: every key new, every effect runnable again.
+pub(super) fn check_tables_present(txn: &ReadTransaction) -> Result<()> {
+    let missing = tables_missing(txn)?;
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing_tables(&missing))
+    }
+}
+
+/// The tables of the schema the file's table directory does not list.
+pub(super) fn tables_missing(txn: &ReadTransaction) -> Result<Vec<&'static str>> {
+    use redb::TableHandle;
+    let present: Vec<String> = txn.list_tables().map_err(fault)?.map(|table| table.name().to_owned()).collect();
+    Ok(name::ALL.into_iter().filter(|table| !present.iter().any(|p| p == table)).collect())
+}
+
+pub(super) fn missing_tables(missing: &[&str]) -> Error {
+    Error::Store(format!(
+        "the store file is damaged: its table directory has no {} table{} (a store holds every table from its \
+         creation); nothing was decided from it and nothing was written. Run `warden doctor` on the store, and \
+         restore it from a backup",
+        missing.join(", "),
+        if missing.len() == 1 { "" } else { "s" }
+    ))
+}
+
 /// The genesis head, written when a store is created.
 pub(super) fn genesis_head() -> Result<Vec<u8>> {
     encode(name::META, &tables::META_HEAD, &ChainHead { seq: 0, hash: GENESIS_HASH.to_owned() })
@@ -810,7 +843,10 @@ pub(super) fn genesis_head() -> Result<Vec<u8>> {
 /// are the ones the last commit wrote; everything older is `warden doctor`'s (`docs/STORE.md`).
 pub(super) fn check_on_open(db: &redb::Database) -> Result<()> {
     let txn = db.begin_read().map_err(fault)?;
-    let Some(meta) = open_read!(txn, tables::META, name::META) else { return Ok(()) };
+    check_tables_present(&txn)?;
+    let Some(meta) = open_read!(txn, tables::META, name::META) else {
+        return Err(missing_tables(&[name::META]));
+    };
     let head: ChainHead = read_row(&meta, name::META, tables::META_HEAD)?.ok_or_else(|| {
         Error::Store("the store has no chain head row; it was altered. Run `warden doctor` on it".into())
     })?;
