@@ -64,7 +64,7 @@ fn schema_of(url: &str) -> String {
 }
 
 #[test]
-fn a_new_schema_gets_one_migration_and_a_second_open_changes_nothing() {
+fn a_new_schema_gets_every_migration_once_and_a_second_open_changes_nothing() {
     let _server = shared();
     let url = fresh_postgres_schema(&base());
     let first = open(&PathBuf::from(&url), &ManualClock::new(T0));
@@ -75,7 +75,56 @@ fn a_new_schema_gets_one_migration_and_a_second_open_changes_nothing() {
     let mut db = connect(&url);
     let versions: Vec<i32> =
         db.query("SELECT version FROM warden_schema_version", &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, [1]);
+    assert_eq!(versions, [1, 2]);
+}
+
+/// A schema at migration 1 (the budget ledger with its SQL-summed columns, no running sums)
+/// migrates to 2 in one transaction: the columns go, `warden_budget_sums` comes, and a charge
+/// made before the migration still counts in the window.
+#[test]
+fn a_migration_1_schema_keeps_its_budget_charges_through_migration_2() {
+    let _server = shared();
+    let url = fresh_postgres_schema(&base());
+    let charge = |amount| warden::authority::Charge {
+        grant_id: "support".into(),
+        metric: "amount".into(),
+        amount,
+        limit: u64::MAX,
+        window_seconds: 3600,
+    };
+    {
+        let kernel = open(&PathBuf::from(&url), &ManualClock::new(T0));
+        kernel.store().tamper(|t| t.put_budget_charges(&[charge(250)], "refund:p1", 1, T0)).unwrap();
+    }
+    // Lay the schema out as migration 1 left it.
+    connect(&url)
+        .batch_execute(
+            "ALTER TABLE warden_budget_ledger ADD COLUMN consumed_at bigint NOT NULL DEFAULT 0, \
+             ADD COLUMN amount numeric(20, 0) NOT NULL DEFAULT 250, ADD COLUMN released boolean NOT NULL DEFAULT false; \
+             DROP TABLE warden_budget_sums; DELETE FROM warden_schema_version WHERE version = 2",
+        )
+        .unwrap();
+    let kernel = open(&PathBuf::from(&url), &ManualClock::new(T0));
+    let mut db = connect(&url);
+    let versions: Vec<i32> = db
+        .query("SELECT version FROM warden_schema_version ORDER BY version", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, [1, 2]);
+    let columns: i64 = db
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() \
+             AND table_name = 'warden_budget_ledger' AND column_name IN ('consumed_at', 'amount', 'released')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(columns, 0);
+    let spent = kernel.store().tamper(|t| t.budget_window_sum(&charge(0), T0 + SECOND).map(|sum| assert_eq!(sum, 250)));
+    spent.unwrap();
+    assert!(kernel.doctor().unwrap().tables.iter().all(|(_, _, problems)| problems.is_empty()));
 }
 
 #[test]
@@ -84,14 +133,10 @@ fn opening_refuses_a_schema_it_did_not_write_naming_the_cause() {
     // (what is done to a schema this build created, words the refusal must contain)
     let cases: [(&str, &str); 3] = [
         (
-            "INSERT INTO warden_schema_version (version, checksum, what) VALUES (2, 'x', 'from a newer build')",
+            "INSERT INTO warden_schema_version (version, checksum, what) VALUES (3, 'x', 'from a newer build')",
             "newer than this build",
         ),
-        (
-            "DELETE FROM warden_schema_version WHERE version = 1; \
-          INSERT INTO warden_schema_version (version, checksum, what) VALUES (2, 'x', 'gap')",
-            "has a gap",
-        ),
+        ("DELETE FROM warden_schema_version WHERE version = 1", "has a gap"),
         ("UPDATE warden_schema_version SET checksum = 'edited' WHERE version = 1", "diverged"),
     ];
     for (alteration, words) in cases {

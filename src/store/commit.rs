@@ -24,7 +24,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::file::Db;
-use super::tx::{fault, RedbWriteTx};
+use super::file_rows::{fault, FileWrites};
+use super::rows::semantics::Writes;
 use super::{Now, WriteOp};
 use crate::error::{Error, Result};
 
@@ -363,10 +364,8 @@ impl<W: WriteOp> Committer<W> {
         let mut results = Vec::with_capacity(batch.len());
         let mut rejected = None;
         {
-            let mut tx = match RedbWriteTx::open(&txn) {
-                Ok(tx) => tx,
-                Err(error) => return Applied::Fault(error),
-            };
+            let mut rows = FileWrites::open(&txn, touching);
+            let mut tx = Writes::new(&mut rows);
             for (index, item) in batch.iter().enumerate() {
                 let Some(op) = &item.op else {
                     results.push(Ok(None));
@@ -374,7 +373,6 @@ impl<W: WriteOp> Committer<W> {
                 };
                 let now = item.now.read();
                 let applied = catch_unwind(AssertUnwindSafe(|| op.apply(&mut tx, now)));
-                touching.set(tx.touching());
                 match applied {
                     Ok(Ok(reply)) => results.push(Ok(Some(reply))),
                     Ok(Err(error)) => {

@@ -13,25 +13,23 @@
 //! that say what one state change reads and writes, and the store decides only where and when
 //! they run. See `docs/STORE.md`.
 
-mod authority_rows;
 mod boundary;
 mod client;
 mod codec;
 mod commit;
 mod dictionary;
 mod file;
+mod file_rows;
 pub(crate) mod fork;
-mod lazy;
 mod owner;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(feature = "postgres")]
 pub(crate) use pg::ScratchSchemas;
 mod records;
+pub(crate) mod rows;
 mod schema;
-mod shared_rules;
 mod tables;
-mod tx;
 mod wire;
 
 use std::any::Any;
@@ -41,7 +39,6 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redb::ReadableTable;
 use serde::{de::DeserializeOwned, Serialize};
 
 pub use crate::event::{Event, EventKind};
@@ -49,8 +46,10 @@ pub use boundary::{
     AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
 };
 pub use file::{check_pages, PageCheck};
+pub use rows::semantics::RawTable;
+#[cfg(any(test, feature = "test-exports"))]
+pub use rows::semantics::Tamper;
 pub use tables::SCHEMA_VERSION;
-pub use tx::RawTable;
 /// One consistent read, as a read operation sees it (`ReadOp::run`).
 pub type ReadTx<'a> = dyn ReadTables + 'a;
 crate::test_pub! {
@@ -665,43 +664,49 @@ impl<P: Protocol> Store<P> {
         seq: u64,
         edit: impl FnOnce(&mut crate::receipt::StoredReceipt) -> Result<()>,
     ) -> Result<()> {
-        self.tamper(|tamper| {
-            let Some(mut row) = tamper.receipt(seq)? else {
+        self.edit_rows(|writes| {
+            let Some(mut row) = writes.stored_receipt(seq)? else {
                 return Err(Error::NotFound(format!("receipt {seq} is not in the store")));
             };
             edit(&mut row)?;
-            tamper.put_receipt(seq, &row)
+            writes.put_stored_receipt(seq, &row)
         })
     }
 
     /// Overwrite an approval request's row as it is given, outside the approval rules: `warden
     /// verify`'s G12 does this to a scratch store (file or PostgreSQL) to show damage is noticed.
     pub(crate) fn overwrite_approval(&self, record: &crate::approval::ApprovalRecord) -> Result<()> {
-        self.tamper(|tamper| tamper.put_approval(record))
+        self.edit_rows(|writes| writes.put_raw_approval(record))
     }
 
-    crate::test_pub! {
-        /// Test support: edit raw rows in one write transaction (owner only).
-        #[doc(hidden)]
-        fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_, '_>) -> Result<()>) -> Result<()> {
-            self.check_fork()?;
-            let mode = self.engine.current()?;
-            #[cfg(feature = "postgres")]
-            if let Mode::Postgres(store) = &*mode {
-                return store.tamper(edit);
-            }
-            let Mode::Owner(owned) = &*mode else {
-                return Err(Error::InvalidInput("only the process that owns a store can tamper with it".into()));
-            };
-            owned.shared.with_database(|database| {
-                let txn = database.begin_write().map_err(tx::fault)?;
-                {
-                    let mut raw = tx::RedbWriteTx::open(&txn)?;
-                    edit(&mut Tamper { backend: TamperBackend::File(&mut raw) })?;
-                }
-                txn.commit().map_err(tx::fault)
-            })
+    /// Edit rows in one write transaction of this store's engine, outside every operation's
+    /// rules (owner only for a file).
+    fn edit_rows(&self, edit: impl FnOnce(&mut rows::semantics::Writes<'_>) -> Result<()>) -> Result<()> {
+        self.check_fork()?;
+        let mode = self.engine.current()?;
+        #[cfg(feature = "postgres")]
+        if let Mode::Postgres(store) = &*mode {
+            return store.edit_rows(edit);
         }
+        let Mode::Owner(owned) = &*mode else {
+            return Err(Error::InvalidInput("only the process that owns a store can edit its rows".into()));
+        };
+        owned.shared.with_database(|database| {
+            let txn = database.begin_write().map_err(file_rows::fault)?;
+            {
+                let touching = std::cell::Cell::new("");
+                let mut rows = file_rows::FileWrites::open(&txn, &touching);
+                edit(&mut rows::semantics::Writes::new(&mut rows))?;
+            }
+            txn.commit().map_err(file_rows::fault)
+        })
+    }
+
+    /// Test support: edit raw rows in one write transaction (owner only, for a file).
+    #[cfg(any(test, feature = "test-exports"))]
+    #[doc(hidden)]
+    pub fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_, '_>) -> Result<()>) -> Result<()> {
+        self.edit_rows(|writes| edit(&mut Tamper { writes }))
     }
 }
 
@@ -834,7 +839,11 @@ fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Re
     }
     let db = Db::open_existing(path)?;
     schema::ensure(db.database()?, path)?;
-    tx::check_on_open(db.database()?)?;
+    {
+        use redb::ReadableDatabase;
+        let reads = file_rows::FileReads::new(db.database()?.begin_read().map_err(file_rows::fault)?);
+        rows::semantics::check_on_open(&reads)?;
+    }
     let dir = owner::prepare_run_dir(path)?;
     let shared = Arc::new(owner::Shared { committer: Committer::new(), db, wait });
     let writer = {
@@ -924,7 +933,10 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
         Some(other) => schema::check_version(other, path)?,
         None => {
             use redb::ReadableDatabase;
-            return Err(schema::without_version(&db.begin_read().map_err(tx::fault)?, path));
+            return Err(schema::without_version(
+                &file_rows::FileReads::new(db.begin_read().map_err(file_rows::fault)?),
+                path,
+            ));
         }
     }
     Ok(Mode::ReadOnly(ReadOnly { db: Some(db), registered, generation: fork::generation(), why }))
@@ -934,203 +946,7 @@ impl ReadOnly {
     fn read<R: ReadOp>(&self, op: &R, now: &Now) -> Result<R::Reply> {
         use redb::ReadableDatabase;
         let db = self.db.as_ref().ok_or_else(|| Error::Store("the store was closed".into()))?;
-        let txn = db.begin_read().map_err(tx::fault)?;
-        op.run(&tx::RedbReadTx::new(txn), now.read())
-    }
-}
-
-/// Raw access to rows, for tests that damage or tamper with a store on purpose.
-#[doc(hidden)]
-pub struct Tamper<'a, 't> {
-    backend: TamperBackend<'a, 't>,
-}
-
-enum TamperBackend<'a, 't> {
-    File(&'a mut tx::RedbWriteTx<'t>),
-    /// A backend without the file's tables (PostgreSQL): the edits it can make.
-    Other(&'a mut dyn RawRows),
-}
-
-/// The raw edits of `Tamper` a backend other than the file makes (test support).
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) trait RawRows {
-    fn receipt(&mut self, seq: u64) -> Result<Option<crate::receipt::StoredReceipt>>;
-    fn put_receipt(&mut self, seq: u64, row: &crate::receipt::StoredReceipt) -> Result<()>;
-    fn remove_receipt(&mut self, seq: u64) -> Result<()>;
-    fn set_head(&mut self, seq: u64, hash: &str) -> Result<()>;
-    fn put_effect(&mut self, record: &crate::effect::EffectRecord) -> Result<()>;
-    fn put_approval(&mut self, record: &crate::approval::ApprovalRecord) -> Result<()>;
-    fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>>;
-    fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()>;
-    fn remove_raw(&mut self, table: RawTable, key: &str) -> Result<()>;
-    fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>>;
-    fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()>;
-    fn put_budget_charges(
-        &mut self,
-        charges: &[crate::authority::Charge],
-        effect_key: &str,
-        attempt: u32,
-        now: Micros,
-    ) -> Result<()>;
-    fn budget_window_sum(&mut self, charge: &crate::authority::Charge, now: Micros) -> Result<u128>;
-}
-
-impl<'a, 't> Tamper<'a, 't> {
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn other(rows: &'a mut dyn RawRows) -> Tamper<'a, 't> {
-        Tamper { backend: TamperBackend::Other(rows) }
-    }
-
-    /// The file's transaction, or a refusal naming an edit only the file store has.
-    fn file(&mut self, edit: &str) -> Result<&mut tx::RedbWriteTx<'t>> {
-        match &mut self.backend {
-            TamperBackend::File(tx) => Ok(tx),
-            TamperBackend::Other(_) => {
-                Err(Error::InvalidInput(format!("{edit} is an edit of the file store only; this store is not a file")))
-            }
-        }
-    }
-
-    pub fn receipt(&mut self, seq: u64) -> Result<Option<crate::receipt::StoredReceipt>> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.receipt(seq);
-        }
-        let tx = self.file("this edit")?;
-        let found = tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
-        found.map(|bytes| codec::decode(tables::name::RECEIPTS, &seq, bytes.value())).transpose()
-    }
-    pub fn put_receipt(&mut self, seq: u64, row: &crate::receipt::StoredReceipt) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.put_receipt(seq, row);
-        }
-        let tx = self.file("this edit")?;
-        let bytes = codec::encode(tables::name::RECEIPTS, &seq, row)?;
-        tx.raw_receipts()?.insert(seq, bytes.as_slice()).map_err(tx::fault)?;
-        Ok(())
-    }
-    pub fn remove_receipt(&mut self, seq: u64) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.remove_receipt(seq);
-        }
-        let tx = self.file("this edit")?;
-        tx.raw_receipts()?.remove(seq).map_err(tx::fault)?;
-        Ok(())
-    }
-    pub fn set_head(&mut self, seq: u64, hash: &str) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.set_head(seq, hash);
-        }
-        let tx = self.file("this edit")?;
-        let bytes =
-            codec::encode(tables::name::META, &tables::META_HEAD, &records::ChainHead { seq, hash: hash.to_owned() })?;
-        tx.raw_table(RawTable::Meta)?.insert(tables::META_HEAD, bytes.as_slice()).map_err(tx::fault)?;
-        Ok(())
-    }
-    /// Write an effect row with a valid checksum (a consistent but wrong row).
-    pub fn put_effect(&mut self, record: &crate::effect::EffectRecord) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.put_effect(record);
-        }
-        let tx = self.file("this edit")?;
-        tx.put_effect(record)
-    }
-    /// Write an approval row with a valid checksum, whatever it holds (an edited action).
-    pub fn put_approval(&mut self, record: &crate::approval::ApprovalRecord) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.put_approval(record);
-        }
-        let tx = self.file("this edit")?;
-        tx.put_approval(record)
-    }
-    pub fn set_schema_version(&mut self, version: u32) -> Result<()> {
-        let tx = self.file("set_schema_version")?;
-        tx.raw_table(RawTable::Meta)?
-            .insert(tables::META_SCHEMA, version.to_le_bytes().as_slice())
-            .map_err(tx::fault)?;
-        Ok(())
-    }
-    /// The stored bytes of a row of a string-keyed table.
-    pub fn raw(&mut self, table: RawTable, key: &str) -> Result<Option<Vec<u8>>> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.raw(table, key);
-        }
-        let tx = self.file("this edit")?;
-        let found = tx.raw_table(table)?.get(key).map_err(tx::fault)?;
-        Ok(found.map(|bytes| bytes.value().to_vec()))
-    }
-    /// Overwrite the stored bytes of a row of a string-keyed table (a disk fault, simulated).
-    pub fn set_raw(&mut self, table: RawTable, key: &str, bytes: &[u8]) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.set_raw(table, key, bytes);
-        }
-        let tx = self.file("this edit")?;
-        tx.raw_table(table)?.insert(key, bytes).map_err(tx::fault)?;
-        Ok(())
-    }
-    /// Remove a row of a string-keyed table (a row a damaged page lost, simulated).
-    pub fn remove_raw(&mut self, table: RawTable, key: &str) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.remove_raw(table, key);
-        }
-        let tx = self.file("this edit")?;
-        tx.raw_table(table)?.remove(key).map_err(tx::fault)?;
-        Ok(())
-    }
-    pub fn raw_receipt(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.raw_receipt(seq);
-        }
-        let tx = self.file("this edit")?;
-        let found = tx.raw_receipts()?.get(seq).map_err(tx::fault)?;
-        Ok(found.map(|bytes| bytes.value().to_vec()))
-    }
-    pub fn set_raw_receipt(&mut self, seq: u64, bytes: &[u8]) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.set_raw_receipt(seq, bytes);
-        }
-        let tx = self.file("this edit")?;
-        tx.raw_receipts()?.insert(seq, bytes).map_err(tx::fault)?;
-        Ok(())
-    }
-    /// Insert delegation rows with their index entries, unchecked (a bulk load for tests).
-    pub fn put_delegations(&mut self, rows: &[crate::authority::NewDelegation]) -> Result<()> {
-        let tx = self.file("put_delegations")?;
-        tx.bulk_insert_delegations(rows)
-    }
-    pub fn delegation_count(&mut self) -> Result<u64> {
-        let tx = self.file("delegation_count")?;
-        tx.delegation_count()
-    }
-    /// Write one reservation's budget charges, as a reservation would (a bulk load for benches).
-    pub fn put_budget_charges(
-        &mut self,
-        charges: &[crate::authority::Charge],
-        effect_key: &str,
-        attempt: u32,
-        now: Micros,
-    ) -> Result<()> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.put_budget_charges(charges, effect_key, attempt, now);
-        }
-        let tx = self.file("this edit")?;
-        tx.charge_budgets(charges, effect_key, attempt, now)
-    }
-    /// The running window sum a reservation reads for `charge` (and writes back).
-    pub fn budget_window_sum(&mut self, charge: &crate::authority::Charge, now: Micros) -> Result<u128> {
-        if let TamperBackend::Other(rows) = &mut self.backend {
-            return rows.budget_window_sum(charge, now);
-        }
-        let tx = self.file("this edit")?;
-        tx.budget_window_sum(charge, now)
-    }
-    /// The stored bytes of a delegation row.
-    pub fn raw_delegation(&mut self, id: &str) -> Result<Option<Vec<u8>>> {
-        let tx = self.file("raw_delegation")?;
-        tx.raw_delegation(id)
-    }
-    /// Overwrite the stored bytes of a delegation row (a disk fault, simulated).
-    pub fn set_raw_delegation(&mut self, id: &str, bytes: &[u8]) -> Result<()> {
-        let tx = self.file("set_raw_delegation")?;
-        tx.set_raw_delegation(id, bytes)
+        let rows = file_rows::FileReads::new(db.begin_read().map_err(file_rows::fault)?);
+        op.run(&rows::semantics::Reads::new(&rows), now.read())
     }
 }

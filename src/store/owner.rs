@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use super::commit::{Committer, Item, Reply};
 use super::file::Db;
 use super::fork;
-use super::tx::RedbReadTx;
 use super::wire::{self, Down, Up, PROTOCOL};
 use super::{Now, Protocol, ReadOp, WriteOp};
 use crate::error::{Error, Result};
@@ -151,8 +150,9 @@ pub(super) struct Shared<P: Protocol> {
 impl<P: Protocol> Shared<P> {
     pub(super) fn read(&self, op: &P::Read, now: &Now) -> Result<<P::Read as ReadOp>::Reply> {
         let database = self.db.database()?;
-        let txn = database.begin_read().map_err(super::tx::fault)?;
-        let rx = RedbReadTx::new(txn);
+        let txn = database.begin_read().map_err(super::file_rows::fault)?;
+        let rows = super::file_rows::FileReads::new(txn);
+        let rx = super::rows::semantics::Reads::new(&rows);
         let time = now.read();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run(&rx, time))) {
             Ok(result) => result,

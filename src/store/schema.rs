@@ -4,9 +4,10 @@
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
 
 use super::codec::{decode, decode_legacy, encode};
+use super::file_rows::{fault, fault_in};
 use super::records::{ApprovalV2, ChainHead, EffectV1};
+use super::rows::semantics::genesis_head;
 use super::tables::{self, name, SCHEMA_VERSION};
-use super::tx::{fault, fault_in, genesis_head};
 use crate::approval::ApprovalRecord;
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -16,27 +17,18 @@ use crate::snapshot_record::SnapshotRecord;
 /// Fill a brand-new database: every table, the schema row and the genesis chain head.
 pub(crate) fn write_fresh(db: &Database) -> Result<()> {
     let txn = db.begin_write().map_err(fault)?;
+    create_missing_tables(&txn)?;
     {
         let mut meta = txn.open_table(tables::META).map_err(fault_in(name::META))?;
         meta.insert(tables::META_SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(fault_in(name::META))?;
         meta.insert(tables::META_HEAD, genesis_head()?.as_slice()).map_err(fault_in(name::META))?;
-        create_missing_tables(&txn)?;
     }
     txn.commit().map_err(fault)
 }
 
 fn create_missing_tables(txn: &redb::WriteTransaction) -> Result<()> {
-    txn.open_table(tables::EFFECTS).map_err(fault_in(name::EFFECTS))?;
-    txn.open_table(tables::APPROVALS).map_err(fault_in(name::APPROVALS))?;
-    txn.open_table(tables::RECEIPTS).map_err(fault_in(name::RECEIPTS))?;
-    txn.open_table(tables::EVENTS).map_err(fault_in(name::EVENTS))?;
-    txn.open_table(tables::SNAPSHOTS).map_err(fault_in(name::SNAPSHOTS))?;
-    txn.open_table(tables::SNAPSHOT_INDEX).map_err(fault_in(name::SNAPSHOT_INDEX))?;
-    txn.open_table(tables::RECEIPT_IDS).map_err(fault_in(name::RECEIPT_IDS))?;
-    txn.open_table(tables::EFFECT_RECEIPTS).map_err(fault_in(name::EFFECT_RECEIPTS))?;
-    super::authority_rows::create_tables(txn)?;
-    txn.open_table(tables::APPROVALS_BY_ACTION).map_err(fault_in(name::APPROVALS_BY_ACTION))?;
-    Ok(())
+    let touching = std::cell::Cell::new("");
+    super::file_rows::FileWrites::open(txn, &touching).create_all()
 }
 
 /// The schema version a database says it has: `None` when it has no schema row.
@@ -58,10 +50,12 @@ pub(crate) fn version(db: &impl ReadableDatabase, path: &std::path::Path) -> Res
 
 /// A file with tables but no schema row: a Warden store whose directory lost its `meta` table
 /// (it holds Warden's other tables) is damage; anything else was not written by Warden.
-pub(crate) fn without_version(txn: &redb::ReadTransaction, path: &std::path::Path) -> Error {
-    match super::tx::tables_missing(txn) {
-        Ok(missing) if missing.contains(&name::META) && missing.len() < tables::name::ALL.len() => {
-            super::tx::missing_tables(&missing)
+pub(crate) fn without_version(rows: &super::file_rows::FileReads, path: &std::path::Path) -> Error {
+    use super::rows::{RowRead, Table};
+    match rows.missing_tables() {
+        Ok(missing) if missing.contains(&Table::Meta) && missing.len() < Table::ALL.len() => {
+            let names: Vec<&str> = missing.iter().map(|table| table.name()).collect();
+            super::rows::semantics::missing_tables(&names)
         }
         Ok(_) => super::file::not_a_store(path, "it has tables but no Warden schema version"),
         Err(error) => error,
@@ -93,11 +87,11 @@ pub(crate) fn probe(path: &std::path::Path) -> Result<()> {
     match version(&db, path)? {
         Some(v) => check_version(v, path),
         None => {
-            let txn = db.begin_read().map_err(fault)?;
-            if txn.list_tables().map_err(fault)?.next().is_none() {
+            let reads = super::file_rows::FileReads::new(db.begin_read().map_err(fault)?);
+            if reads.txn().list_tables().map_err(fault)?.next().is_none() {
                 Ok(())
             } else {
-                Err(without_version(&txn, path))
+                Err(without_version(&reads, path))
             }
         }
     }
@@ -114,13 +108,13 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
             // A redb file without a schema row. One with no tables at all is a creation by an
             // older Warden that never finished (it holds nothing to lose): finish it. Anything
             // else was not written by Warden.
-            let txn = db.begin_read().map_err(fault)?;
-            let empty = txn.list_tables().map_err(fault)?.next().is_none();
+            let reads = super::file_rows::FileReads::new(db.begin_read().map_err(fault)?);
+            let empty = reads.txn().list_tables().map_err(fault)?.next().is_none();
             if empty {
-                drop(txn);
+                drop(reads);
                 write_fresh(db)
             } else {
-                Err(without_version(&txn, path))
+                Err(without_version(&reads, path))
             }
         }
     }

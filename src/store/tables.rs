@@ -78,30 +78,6 @@ pub(super) mod name {
     pub const BUDGET_SUMS: &str = "budget_sums";
     pub const BUDGET_BY_EFFECT: &str = "budget_by_effect";
     pub const APPROVALS_BY_ACTION: &str = "approvals_by_action";
-
-    /// Every table a store of schema 4 or later holds from the moment it is created (creation
-    /// and every migration make all of them at once): a table missing from the file's table
-    /// directory is damage, never an empty table.
-    pub const ALL: [&str; 18] = [
-        META,
-        EFFECTS,
-        APPROVALS,
-        RECEIPTS,
-        EVENTS,
-        SNAPSHOTS,
-        SNAPSHOT_INDEX,
-        RECEIPT_IDS,
-        EFFECT_RECEIPTS,
-        DELEGATIONS,
-        REVOCATIONS,
-        DELEGATION_INDEX,
-        DELEGATION_CHILDREN,
-        DELEGATION_CREATORS,
-        BUDGET_LEDGER,
-        BUDGET_SUMS,
-        BUDGET_BY_EFFECT,
-        APPROVALS_BY_ACTION,
-    ];
 }
 
 /// Schema 1's snapshot index, whose value was the bare id (read by the migration only).

@@ -23,12 +23,10 @@
 //!   touches the parent's sockets.
 
 mod passfile;
-mod read;
 mod rows;
 mod schema;
 mod sql;
 mod tls;
-mod write;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -192,8 +190,12 @@ impl PgStore {
 }
 
 impl PgStore {
-    /// Test support (`Store::tamper`): raw edits in one transaction under the store's lock.
-    pub(crate) fn tamper(&self, edit: impl FnOnce(&mut crate::store::Tamper<'_, '_>) -> Result<()>) -> Result<()> {
+    /// Edit rows in one write transaction under the store's lock, outside every operation's
+    /// rules (`Store::edit_rows`).
+    pub(crate) fn edit_rows(
+        &self,
+        edit: impl FnOnce(&mut crate::store::rows::semantics::Writes<'_>) -> Result<()>,
+    ) -> Result<()> {
         let (mut conn, _) = self.checkout()?;
         let Conn { client, cache } = &mut conn;
         let opening = format!(
@@ -204,8 +206,8 @@ impl PgStore {
         let (sql, answered) = Sql::begin(client, cache, &opening).map_err(|e| fault("starting a transaction", &e))?;
         let edited = (|| {
             let last = sql::uint(rows::simple_int(&answered, "last_event_id")?, "warden_events")?;
-            let mut raw = write::RawEdits::new(&sql, last);
-            edit(&mut crate::store::Tamper::other(&mut raw))
+            let mut rows = rows::PgRows::new(&sql);
+            edit(&mut crate::store::rows::semantics::Writes::with_last_event_id(&mut rows, last))
         })();
         let done = match edited {
             Err(error) => {
@@ -522,7 +524,8 @@ impl PgStore {
                     Guard::None,
                 )?;
             }
-            let mut tables = write::PgWriteTx::new(&sql, last_event_id);
+            let mut rows = rows::PgRows::new(&sql);
+            let mut tables = crate::store::rows::semantics::Writes::with_last_event_id(&mut rows, last_event_id);
             started.set(true);
             op.apply(&mut tables, at).map(Some)
         })();
@@ -609,7 +612,7 @@ impl PgStore {
                 Now::System => rows::simple_int(&answered, "read_at")?,
                 other => other.read(),
             };
-            op.run(&read::PgReadTx::new(&sql), at)
+            op.run(&crate::store::rows::semantics::Reads::new(&rows::PgRows::new(&sql)), at)
         })();
         sql.rollback();
         ran

@@ -1,173 +1,284 @@
-//! Reading rows, shared by the write and the read transactions: each row decoded with the same
-//! integrity check as the file's (`codec`), under the table name the checksum was made with.
+//! The PostgreSQL engine's rows: the row layer over one transaction (`Sql`). Each table is
+//! `warden_NAME` with one column per key part (`text COLLATE "C"` or `bigint`) and the value in
+//! `v bytea` — the codec's bytes, exactly as the file stores them. This file knows SQL and
+//! columns; what the rows mean is `rows::semantics`.
 
-use std::cell::Cell;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::{Mutex, OnceLock};
 
-use super::sql::{column, int, uint, Ahead, Sql};
-use crate::approval::ApprovalRecord;
-use crate::authority::record::{DelegationRecord, Revocation, StoredDelegation};
-use crate::authority::source::{DelegationSource, IndexKey, SourceError};
+use postgres::types::ToSql;
+
+use super::sql::{column, int, uint, Ahead, Guard, Lit, Sql};
 use crate::error::{Error, Result};
-use crate::receipt::StoredReceipt;
-use crate::store::boundary::CountedSource;
-use crate::store::codec::decode;
-use crate::store::records::StoredEffect;
-use crate::store::tables::name;
-use crate::store::tx::{bound, failed_proof};
+use crate::store::rows::{check_shape, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
 
-/// The value column of the row keyed `key` in a text-keyed table, decoded.
-pub(super) fn text_row<T: serde::de::DeserializeOwned>(
-    sql: &Sql<'_>,
-    select: &'static str,
-    table: &'static str,
-    key: &str,
-) -> Result<Option<T>> {
-    match sql.read_before(table, key)? {
-        Ahead::Absent => return Ok(None),
-        Ahead::Row(bytes) => return decode(table, &key, &bytes).map(Some),
-        Ahead::NotRead => {}
+/// Rows fetched per round trip when a scan walks on.
+const PAGE: usize = 1000;
+
+/// The key columns of a table, in key order.
+fn columns(table: Table) -> &'static [&'static str] {
+    match table {
+        Table::Receipts => &["seq"],
+        Table::Events => &["id"],
+        Table::SnapshotIndex => &["scope", "seq"],
+        Table::DelegationIndex => &["agent", "action", "id"],
+        Table::DelegationChildren => &["parent", "id"],
+        Table::DelegationCreators => &["agent", "id"],
+        Table::BudgetLedger => &["grant_id", "metric", "seq"],
+        Table::BudgetSums => &["grant_id", "metric", "window_seconds"],
+        Table::BudgetByEffect => &["effect_key", "attempt"],
+        _ => &["k"],
     }
-    let Some(row) = sql.row(select, &[&key], &format!("reading the {table} table"))? else { return Ok(None) };
-    let bytes: Vec<u8> = column(&row, 0, table)?;
-    decode(table, &key, &bytes).map(Some)
 }
 
-pub(super) fn effect_row(sql: &Sql<'_>, key: &str) -> Result<Option<StoredEffect>> {
-    text_row(sql, "SELECT v FROM warden_effects WHERE k = $1", name::EFFECTS, key)
-}
-
-pub(super) fn approval(sql: &Sql<'_>, id: &str) -> Result<Option<ApprovalRecord>> {
-    text_row::<ApprovalRecord>(sql, "SELECT v FROM warden_approvals WHERE k = $1", name::APPROVALS, id)?
-        .map(|record| bound(record, id))
-        .transpose()
-}
-
-pub(super) fn receipt_seq(sql: &Sql<'_>, receipt_id: &str) -> Result<Option<u64>> {
-    text_row(sql, "SELECT v FROM warden_receipt_ids WHERE k = $1", name::RECEIPT_IDS, receipt_id)
-}
-
-pub(super) fn receipt(sql: &Sql<'_>, seq: u64) -> Result<Option<StoredReceipt>> {
-    let at = int(seq, "receipt seq")?;
-    let Some(row) = sql.row("SELECT v FROM warden_receipts WHERE seq = $1", &[&at], "reading a receipt")? else {
-        return Ok(None);
+/// A statement's text, kept for the life of the process: the connection's statement cache and
+/// the write buffer key statements by `&'static str`. Each table has a bounded number of them.
+fn statement(text: String) -> &'static str {
+    static KEPT: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
+    let kept = KEPT.get_or_init(Mutex::default);
+    let mut kept = match kept.lock() {
+        Ok(kept) => kept,
+        Err(poisoned) => poisoned.into_inner(),
     };
-    let bytes: Vec<u8> = column(&row, 0, name::RECEIPTS)?;
-    decode(name::RECEIPTS, &seq, &bytes).map(Some)
+    if let Some(found) = kept.get(&text) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(text.clone().into_boxed_str());
+    kept.insert(text, leaked);
+    leaked
 }
 
-/// The seq of the last receipt that recorded an outcome for `key`.
-pub(super) fn outcome_seq(sql: &Sql<'_>, key: &str) -> Result<Option<u64>> {
-    text_row(sql, "SELECT v FROM warden_effect_receipts WHERE k = $1", name::EFFECT_RECEIPTS, key)
+fn key_condition(table: Table, parts: usize, first_parameter: usize) -> String {
+    columns(table)[..parts]
+        .iter()
+        .enumerate()
+        .map(|(index, column)| format!("{column} = ${}", first_parameter + index))
+        .collect::<Vec<_>>()
+        .join(" AND ")
 }
 
-/// A FAILED row checked against the receipts (`tx::failed_proof`).
-pub(super) fn check_failed(sql: &Sql<'_>, stored: &StoredEffect) -> Result<()> {
-    let last = match outcome_seq(sql, &stored.effect_key)? {
-        None => None,
-        Some(seq) => Some((seq, receipt(sql, seq)?)),
-    };
-    failed_proof(stored, last)
+/// A key part as a statement parameter: text, or a bigint (`None`: beyond bigint, so no row can
+/// hold it).
+enum Param<'a> {
+    Text(&'a str),
+    Int(i64),
 }
 
-/// Delegations read through one transaction, counting reads like the file's source.
-pub(super) struct PgDelegations<'s, 'c> {
-    pub(super) sql: &'s Sql<'c>,
-    pub(super) reads: Cell<u64>,
+fn param<'a>(part: Part<'a>) -> Option<Param<'a>> {
+    match part {
+        Part::Text(text) => Some(Param::Text(text)),
+        Part::Int(value) => i64::try_from(value).ok().map(Param::Int),
+    }
 }
 
-fn source_fault(error: Error) -> SourceError {
-    SourceError::Fault(error.to_string())
+fn as_sql<'p>(params: &'p [Param<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|param| match param {
+            Param::Text(text) => text as &(dyn ToSql + Sync),
+            Param::Int(value) => value as &(dyn ToSql + Sync),
+        })
+        .collect()
 }
 
-fn unreadable(delegation_id: &str, error: Error) -> SourceError {
-    SourceError::Unreadable { delegation_id: delegation_id.to_owned(), detail: error.to_string() }
+/// A key column read back.
+enum Owned {
+    Text(String),
+    Int(u64),
 }
 
-impl PgDelegations<'_, '_> {
-    fn count(&self) {
-        self.reads.set(self.reads.get().saturating_add(1));
+/// The rows of one PostgreSQL transaction.
+pub(super) struct PgRows<'s, 'c> {
+    sql: &'s Sql<'c>,
+}
+
+impl<'s, 'c> PgRows<'s, 'c> {
+    pub(super) fn new(sql: &'s Sql<'c>) -> PgRows<'s, 'c> {
+        PgRows { sql }
     }
 
-    fn bytes(&self, select: &'static str, id: &str, table: &'static str) -> Result<Option<Vec<u8>>, SourceError> {
-        self.count();
-        let row = self.sql.row(select, &[&id], &format!("reading the {table} table")).map_err(source_fault)?;
-        row.map(|row| column::<Vec<u8>>(&row, 0, table)).transpose().map_err(source_fault)
-    }
-
-    /// Ids listed under a prefix of an index table, each entry's empty value checked.
-    fn listed(
+    fn select_page(
         &self,
-        select: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-        table: &'static str,
-        check: impl Fn(&str, &[u8]) -> Result<()>,
-    ) -> Result<Vec<String>, SourceError> {
-        self.count();
-        let rows = self.sql.rows(select, params, &format!("reading the {table} table")).map_err(source_fault)?;
-        let mut ids = Vec::with_capacity(rows.len());
-        for row in rows {
-            self.count();
-            let id: String = column(&row, 0, table).map_err(source_fault)?;
-            let value: Vec<u8> = column(&row, 1, table).map_err(source_fault)?;
-            check(&id, &value).map_err(|error| unreadable(&id, error))?;
-            ids.push(id);
+        table: Table,
+        scan: &Scan<'_>,
+        after: Option<&[Owned]>,
+    ) -> Result<Option<Vec<postgres::Row>>> {
+        let cols = columns(table);
+        let mut conditions = Vec::new();
+        let mut params: Vec<Param<'_>> = Vec::new();
+        for part in scan.prefix {
+            let Some(value) = param(*part) else { return Ok(None) };
+            params.push(value);
+            conditions.push(format!("{} = ${}", cols[params.len() - 1], params.len()));
         }
-        Ok(ids)
+        let next = cols.get(scan.prefix.len());
+        for (bound, lower) in [(scan.from, true), (scan.to, false)] {
+            let (value, strict) = match bound {
+                Bound::Unbounded => continue,
+                Bound::Included(value) => (value, false),
+                Bound::Excluded(value) => (value, true),
+            };
+            let Some(column) = next else { return Err(crate::store::rows::shape_fault(table)) };
+            match param(value) {
+                Some(value) => params.push(value),
+                // Beyond bigint: nothing lies at or above a lower bound there; every row lies
+                // below an upper one.
+                None if lower => return Ok(None),
+                None => continue,
+            }
+            let op = match (lower, strict) {
+                (true, false) => ">=",
+                (true, true) => ">",
+                (false, false) => "<=",
+                (false, true) => "<",
+            };
+            conditions.push(format!("{column} {op} ${}", params.len()));
+        }
+        let rest = &cols[scan.prefix.len()..];
+        if let Some(after) = after {
+            let first = params.len() + 1;
+            for part in &after[scan.prefix.len()..] {
+                params.push(match part {
+                    Owned::Text(text) => Param::Text(text),
+                    Owned::Int(value) => Param::Int(int(*value, table.name())?),
+                });
+            }
+            let marks: Vec<String> = (first..=params.len()).map(|n| format!("${n}")).collect();
+            conditions.push(format!(
+                "({}) {} ({})",
+                rest.join(", "),
+                if scan.reverse { "<" } else { ">" },
+                marks.join(", ")
+            ));
+        }
+        let order: Vec<String> =
+            cols.iter().map(|c| format!("{c}{}", if scan.reverse { " DESC" } else { "" })).collect();
+        let text = format!(
+            "SELECT {}, v FROM warden_{}{}{} ORDER BY {} LIMIT {PAGE}",
+            cols.join(", "),
+            table.name(),
+            if conditions.is_empty() { "" } else { " WHERE " },
+            conditions.join(" AND "),
+            order.join(", ")
+        );
+        let params = params;
+        self.sql.rows(statement(text), &as_sql(&params), &format!("reading the {} table", table.name())).map(Some)
+    }
+
+    fn write_statement(table: Table, how: Put) -> &'static str {
+        let cols = columns(table);
+        let marks: Vec<String> = (1..=cols.len() + 1).map(|n| format!("${n}")).collect();
+        let insert =
+            format!("INSERT INTO warden_{} ({}, v) VALUES ({})", table.name(), cols.join(", "), marks.join(", "));
+        statement(match how {
+            Put::New => insert,
+            Put::Replace => format!("{insert} ON CONFLICT ({}) DO UPDATE SET v = EXCLUDED.v", cols.join(", ")),
+        })
+    }
+
+    fn literals<'k>(table: Table, key: &[Part<'k>]) -> Result<Vec<Lit<'k>>> {
+        key.iter()
+            .map(|part| match part {
+                Part::Text(text) => Ok(Lit::Text(text)),
+                Part::Int(value) => Ok(Lit::Int(int(*value, table.name())?)),
+            })
+            .collect()
     }
 }
 
-impl CountedSource for PgDelegations<'_, '_> {
-    fn reads(&self) -> u64 {
-        self.reads.get()
-    }
-}
-
-impl DelegationSource for PgDelegations<'_, '_> {
-    fn delegation(&self, delegation_id: &str) -> Result<Option<StoredDelegation>, SourceError> {
-        let Some(bytes) =
-            self.bytes("SELECT v FROM warden_delegations WHERE k = $1", delegation_id, name::DELEGATIONS)?
-        else {
-            return Ok(None);
-        };
-        let record: DelegationRecord =
-            decode(name::DELEGATIONS, &delegation_id, &bytes).map_err(|error| unreadable(delegation_id, error))?;
-        if record.delegation_id != delegation_id {
-            return Err(SourceError::Unreadable {
-                delegation_id: delegation_id.to_owned(),
-                detail: "the row names another delegation id".into(),
-            });
+impl RowRead for PgRows<'_, '_> {
+    fn get(&self, table: Table, key: &[Part<'_>]) -> Result<Option<Vec<u8>>> {
+        check_shape(table, key)?;
+        if let [Part::Text(text)] = key {
+            match self.sql.read_before(table.name(), text)? {
+                Ahead::Absent => return Ok(None),
+                Ahead::Row(bytes) => return Ok(Some(bytes)),
+                Ahead::NotRead => {}
+            }
         }
-        let revocation = self
-            .bytes("SELECT v FROM warden_revocations WHERE k = $1", delegation_id, name::REVOCATIONS)?
-            .map(|bytes| decode::<Revocation>(name::REVOCATIONS, &delegation_id, &bytes))
-            .transpose()
-            .map_err(|error| unreadable(delegation_id, error))?;
-        Ok(Some(StoredDelegation { record, revocation }))
+        let mut params = Vec::with_capacity(key.len());
+        for part in key {
+            let Some(value) = param(*part) else { return Ok(None) };
+            params.push(value);
+        }
+        let text =
+            statement(format!("SELECT v FROM warden_{} WHERE {}", table.name(), key_condition(table, key.len(), 1)));
+        let found = self.sql.row(text, &as_sql(&params), &format!("reading the {} table", table.name()))?;
+        found.map(|row| column::<Vec<u8>>(&row, 0, table.name())).transpose()
     }
 
-    fn candidates(&self, key: &IndexKey) -> Result<Vec<StoredDelegation>, SourceError> {
-        let ids = self.listed(
-            "SELECT id, v FROM warden_delegation_index WHERE agent = $1 AND action = $2 ORDER BY id",
-            &[&key.agent, &key.action],
-            name::DELEGATION_INDEX,
-            |id, value| decode::<()>(name::DELEGATION_INDEX, &(key.agent.as_str(), key.action.as_str(), id), value),
+    fn scan(&self, table: Table, scan: &Scan<'_>, visit: &mut Visit<'_>) -> Result<()> {
+        scan.check(table)?;
+        let cols = columns(table);
+        let shape = table.shape();
+        let mut after: Option<Vec<Owned>> = None;
+        loop {
+            let Some(rows) = self.select_page(table, scan, after.as_deref())? else { return Ok(()) };
+            let full = rows.len() == PAGE;
+            for row in &rows {
+                let mut owned = Vec::with_capacity(cols.len());
+                for index in 0..cols.len() {
+                    owned.push(if shape.is_int(index) {
+                        Owned::Int(uint(column::<i64>(row, index, table.name())?, table.name())?)
+                    } else {
+                        Owned::Text(column::<String>(row, index, table.name())?)
+                    });
+                }
+                let value: Vec<u8> = column(row, cols.len(), table.name())?;
+                let parts: Vec<Part<'_>> = owned
+                    .iter()
+                    .map(|part| match part {
+                        Owned::Text(text) => Part::Text(text),
+                        Owned::Int(value) => Part::Int(*value),
+                    })
+                    .collect();
+                if !visit(&parts, &value)? {
+                    return Ok(());
+                }
+                after = Some(owned);
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn count(&self, table: Table) -> Result<u64> {
+        let text = statement(format!("SELECT count(*) FROM warden_{}", table.name()));
+        let row = self.sql.row(text, &[], &format!("counting the {} table", table.name()))?;
+        row.map(|row| uint(column(&row, 0, table.name())?, table.name())).transpose().map(Option::unwrap_or_default)
+    }
+
+    // Every warden_ table of this schema with its indexes and TOAST, as PostgreSQL counts it.
+    fn bytes_in_use(&self) -> Result<u64> {
+        let row = self.sql.row(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+             WHERE c.relkind = 'r' AND c.relname LIKE 'warden\\_%' AND c.relnamespace = current_schema()::regnamespace",
+            &[],
+            "measuring the tables",
         )?;
-        crate::store::shared_rules::indexed_delegations(self, ids)
-    }
-
-    fn children(&self, parent_id: &str) -> Result<Vec<String>, SourceError> {
-        self.listed(
-            "SELECT id, v FROM warden_delegation_children WHERE parent = $1 ORDER BY id",
-            &[&parent_id],
-            name::DELEGATION_CHILDREN,
-            |id, value| decode::<()>(name::DELEGATION_CHILDREN, &(parent_id, id), value),
-        )
+        row.map(|row| uint(column(&row, 0, "pg_class")?, "pg_class")).transpose().map(Option::unwrap_or_default)
     }
 }
 
-/// A bigint key column read back as u64.
-pub(super) fn seq_column(row: &postgres::Row, index: usize, table: &'static str) -> Result<u64> {
-    uint(column(row, index, table)?, table)
+impl RowWrite for PgRows<'_, '_> {
+    /// Buffered, sent before the next read of the table or with COMMIT (`Sql::write`). A
+    /// `Put::New` of a key that exists fails as a unique violation, which aborts the transaction:
+    /// nothing is written.
+    fn put(&mut self, table: Table, key: &[Part<'_>], value: &[u8], how: Put) -> Result<()> {
+        check_shape(table, key)?;
+        let mut values = Self::literals(table, key)?;
+        values.push(Lit::Bytes(value));
+        self.sql.write(Self::write_statement(table, how), &values, Guard::None)
+    }
+
+    fn delete(&mut self, table: Table, key: &[Part<'_>]) -> Result<()> {
+        check_shape(table, key)?;
+        let text =
+            statement(format!("DELETE FROM warden_{} WHERE {}", table.name(), key_condition(table, key.len(), 1)));
+        self.sql.write(text, &Self::literals(table, key)?, Guard::None)
+    }
 }
 
 /// The bigint column `name` of the first row of a simple query's answer that has it (the

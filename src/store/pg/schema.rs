@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::sql::{column, fault};
 use crate::error::{Error, Result};
-use crate::store::tables::{self, name};
-use crate::store::{codec, tx};
+use crate::store::rows::semantics;
+use crate::store::tables;
 
 /// The advisory lock class of schema changes (the second key is the schema's hash).
 const SCHEMA_LOCK_CLASS: i32 = 0x5744_0001;
@@ -28,10 +28,11 @@ struct Migration {
 }
 
 /// Every migration this build knows, in order. Never edit one that has shipped: add the next.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    what: "the tables of store schema 5 (effects, approvals, receipts, events, snapshots, authority, witness)",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        what: "the tables of store schema 5 (effects, approvals, receipts, events, snapshots, authority, witness)",
+        sql: r#"
 CREATE TABLE warden_meta (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
 CREATE TABLE warden_effects (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
 CREATE TABLE warden_approvals (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
@@ -62,10 +63,22 @@ CREATE TABLE warden_budget_by_effect (
 CREATE TABLE warden_witness (write_id bytea PRIMARY KEY, at bigint NOT NULL);
 CREATE INDEX warden_witness_at ON warden_witness (at);
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        what: "one row layout for every engine: the budget ledger keeps only its key and checked value, and the \
+           running window sums get their table (budget_sums), as in the file",
+        sql: r#"
+ALTER TABLE warden_budget_ledger DROP COLUMN consumed_at, DROP COLUMN amount, DROP COLUMN released;
+CREATE TABLE warden_budget_sums (
+    grant_id text COLLATE "C" NOT NULL, metric text COLLATE "C" NOT NULL, window_seconds bigint NOT NULL,
+    v bytea NOT NULL, PRIMARY KEY (grant_id, metric, window_seconds));
+"#,
+    },
+];
 
 /// The newest schema this build writes.
-pub(crate) const PG_SCHEMA_VERSION: i32 = 1;
+pub(crate) const PG_SCHEMA_VERSION: i32 = 2;
 
 fn digest(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))
@@ -188,8 +201,8 @@ pub(super) fn ensure(client: &mut Client, shown: &str) -> Result<()> {
         )
         .map_err(|e| fault("recording a migration", &e))?;
         if migration.version == 1 {
-            let head = tx::genesis_head()?;
-            let counter = codec::encode(name::META, &tables::META_SNAPSHOT_SEQ, &0u64)?;
+            let head = semantics::genesis_head()?;
+            let counter = semantics::zero_snapshot_counter()?;
             tx.execute(
                 "INSERT INTO warden_meta (k, v) VALUES ($1, $2), ($3, $4)",
                 &[&tables::META_HEAD, &head, &tables::META_SNAPSHOT_SEQ, &counter],
