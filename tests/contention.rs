@@ -29,11 +29,6 @@ fn hold_writer(f: &Fixture) -> (std::thread::JoinHandle<()>, mpsc::Sender<()>) {
 
 #[test]
 fn a_call_waits_for_the_writer_and_gives_up_only_after_the_bound_having_applied_nothing() {
-    if on_postgres() {
-        // The file's writer, held through `Store::tamper`; PostgreSQL's lock, held by a stalled
-        // and by a killed client, is waited for within the bound in tests/postgres.rs.
-        return;
-    }
     std::env::set_var("WARDEN_WRITE_WAIT_MS", "300");
     let f = Fixture::new();
     let t = key_template();

@@ -585,20 +585,6 @@ fn a_panic_poisons_the_handle_until_reopened() {
 }
 
 #[test]
-fn a_newer_schema_is_refused_at_open() {
-    if on_postgres() {
-        // The file's schema row; PostgreSQL's migrations are refused in tests/postgres.rs.
-        return;
-    }
-    let f = Fixture::new();
-    f.kernel.store().tamper(|raw| raw.set_schema_version(99)).unwrap();
-    let path = f.path();
-    drop(f.kernel);
-    let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("newer"), "{refused}");
-}
-
-#[test]
 fn two_handles_in_one_process_share_one_database() {
     let f = Fixture::new();
     let t = key_template();
@@ -651,20 +637,6 @@ fn the_resolution_event_names_the_resolver() {
         f.kernel.events(0, 100).unwrap().into_iter().rev().find(|e| e.kind == EventKind::EFFECT_RESOLVED).unwrap();
     let data = event.to_json()["data"].clone();
     assert_eq!((data["resolved_by"].as_str(), data["state"].as_str()), (Some("ops:ada"), Some("committed")));
-}
-
-#[test]
-fn an_older_or_unknown_schema_is_refused_at_open() {
-    if on_postgres() {
-        // The file's schema row; PostgreSQL's migrations are refused in tests/postgres.rs.
-        return;
-    }
-    let f = Fixture::new();
-    f.kernel.store().tamper(|raw| raw.set_schema_version(0)).unwrap();
-    let path = f.path();
-    drop(f.kernel);
-    let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("schema version 0"), "{refused}");
 }
 
 fn observe<'a>(action: &'a warden::Action, template: &'a warden::Template, decision: Decision) -> Proposal<'a> {

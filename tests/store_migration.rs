@@ -257,3 +257,23 @@ fn a_store_with_every_table_opens_and_the_control_keeps_deciding() {
     let refused = kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap_err();
     assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
 }
+
+#[test]
+fn a_newer_schema_is_refused_at_open() {
+    let f = Fixture::new();
+    f.kernel.store().tamper(|raw| raw.set_schema_version(99)).unwrap();
+    let path = f.path();
+    drop(f.kernel);
+    let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
+    assert!(refused.to_string().contains("newer"), "{refused}");
+}
+
+#[test]
+fn an_older_or_unknown_schema_is_refused_at_open() {
+    let f = Fixture::new();
+    f.kernel.store().tamper(|raw| raw.set_schema_version(0)).unwrap();
+    let path = f.path();
+    drop(f.kernel);
+    let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
+    assert!(refused.to_string().contains("schema version 0"), "{refused}");
+}

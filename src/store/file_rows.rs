@@ -4,7 +4,6 @@
 //! rows mean is `rows::semantics`.
 
 use std::cell::{Cell, OnceCell};
-use std::cmp::Ordering;
 use std::ops::Bound;
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle, WriteTransaction};
@@ -156,33 +155,6 @@ fn range_of<'a>(table: Table, scan: &Scan<'a>) -> (Bound<Vec<Part<'a>>>, Bound<V
     (low, high)
 }
 
-/// Where a stored key lies relative to a scan: before it, in it, or after it.
-fn position(scan: &Scan<'_>, key: &[Part<'_>]) -> Ordering {
-    let head = &key[..scan.prefix.len().min(key.len())];
-    match head.cmp(scan.prefix) {
-        Ordering::Equal => {}
-        other => return other,
-    }
-    let Some(next) = key.get(scan.prefix.len()) else { return Ordering::Equal };
-    let below = match scan.from {
-        Bound::Unbounded => false,
-        Bound::Included(from) => *next < from,
-        Bound::Excluded(from) => *next <= from,
-    };
-    let above = match scan.to {
-        Bound::Unbounded => false,
-        Bound::Included(to) => *next > to,
-        Bound::Excluded(to) => *next >= to,
-    };
-    if below {
-        Ordering::Less
-    } else if above {
-        Ordering::Greater
-    } else {
-        Ordering::Equal
-    }
-}
-
 fn empty_range<T: Ord>(low: &Bound<T>, high: &Bound<T>) -> bool {
     match (low, high) {
         (Bound::Included(l), Bound::Included(h)) => l > h,
@@ -225,10 +197,10 @@ fn scan_in<K: FileKey>(
     >|
      -> Result<bool> {
         let (key, value) = row.map_err(fault_in(table.name()))?;
-        K::with_parts(key.value(), |parts| match (position(scan, parts), scan.reverse) {
-            (Ordering::Equal, _) => visit(parts, value.value()),
-            (Ordering::Less, false) | (Ordering::Greater, true) => Ok(true),
-            _ => Ok(false),
+        K::with_parts(key.value(), |parts| match scan.step(parts) {
+            Some(true) => visit(parts, value.value()),
+            Some(false) => Ok(true),
+            None => Ok(false),
         })
     };
     if scan.reverse {
@@ -261,6 +233,7 @@ fn put_in<K: FileKey>(
     Ok(())
 }
 
+#[cfg_attr(not(any(test, feature = "test-exports")), allow(dead_code))]
 fn delete_in<K: FileKey>(t: &mut redb::Table<'_, K, Bytes>, table: Table, key: &[Part<'_>]) -> Result<()> {
     let key = tuple::<K>(table, key)?;
     t.remove(key).map_err(fault_in(table.name()))?;

@@ -21,6 +21,7 @@ mod dictionary;
 mod file;
 mod file_rows;
 pub(crate) mod fork;
+mod mem;
 mod owner;
 #[cfg(feature = "postgres")]
 mod pg;
@@ -46,6 +47,8 @@ pub use boundary::{
     AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
 };
 pub use file::{check_pages, PageCheck};
+pub use mem::is_memory;
+#[cfg(any(test, feature = "test-exports"))]
 pub use rows::semantics::RawTable;
 #[cfg(any(test, feature = "test-exports"))]
 pub use rows::semantics::Tamper;
@@ -231,6 +234,8 @@ pub enum Role {
     ReadOnly,
     /// The store is a PostgreSQL database: every process talks to the server.
     Server,
+    /// The store lives in this process's memory (tests): nothing is durable.
+    Memory,
 }
 
 /// Test support: the next PostgreSQL write on this thread loses its COMMIT (`answer_lost`
@@ -293,13 +298,15 @@ enum Mode<P: Protocol> {
     /// A PostgreSQL database (`pg`): every process talks to the server; no owner.
     #[cfg(feature = "postgres")]
     Postgres(Box<pg::PgStore>),
+    /// A store in this process's memory (`mem`): tests, and nothing durable.
+    Memory(Arc<mem::MemStore>),
 }
 
 impl<P: Protocol> Mode<P> {
     fn is_done(&self) -> bool {
         match self {
             Mode::Client(client) => client.is_done(),
-            Mode::Owner(_) | Mode::ReadOnly(_) => false,
+            Mode::Owner(_) | Mode::ReadOnly(_) | Mode::Memory(_) => false,
             #[cfg(feature = "postgres")]
             Mode::Postgres(_) => false,
         }
@@ -465,6 +472,13 @@ impl<P: Protocol> Store<P> {
         if let Some(location) = path.to_str().filter(|location| is_postgres(location)) {
             return Store::open_postgres(location, &options);
         }
+        if let Some(location) = path.to_str().filter(|location| is_memory(location)) {
+            let store = mem::MemStore::open(location)?;
+            let path = PathBuf::from(store.shown());
+            let mode = RwLock::new(Arc::new(Mode::Memory(store)));
+            let engine = Arc::new(Engine { path, mode, orphans: Arc::default(), wait: options.wait });
+            return Ok(Store { engine, generation: fork::current(), opened_in: std::process::id() });
+        }
         let generation = fork::current();
         crate::ffi::os::install_exit_hook(flush_at_exit);
         let registry = registry(generation)?;
@@ -546,6 +560,7 @@ impl<P: Protocol> Store<P> {
             Mode::ReadOnly(_) => Role::ReadOnly,
             #[cfg(feature = "postgres")]
             Mode::Postgres(_) => Role::Server,
+            Mode::Memory(_) => Role::Memory,
         })
     }
 
@@ -566,6 +581,8 @@ impl<P: Protocol> Store<P> {
                 Mode::ReadOnly(read_only) => return Err(read_only_refusal(&self.engine.path, &read_only.why)),
                 #[cfg(feature = "postgres")]
                 Mode::Postgres(store) => return store.write(&op, now, durability).map(Some),
+                // Nothing in memory is durable: a deferred write is applied at once like any other.
+                Mode::Memory(store) => return store.write(&op, now).map(Some),
                 Mode::Client(client) => {
                     self.engine.resend_orphans(client);
                     let deferred = matches!(durability, Durability::Deferred(_));
@@ -608,6 +625,7 @@ impl<P: Protocol> Store<P> {
                 Mode::ReadOnly(read_only) => return read_only.read(op, now),
                 #[cfg(feature = "postgres")]
                 Mode::Postgres(store) => return store.read(op, now),
+                Mode::Memory(store) => return store.read(op, now),
                 Mode::Client(client) => match client.read(op.clone(), now.for_wire()) {
                     Answer::Done(result) => return result,
                     Answer::Moved | Answer::Lost(_) => {}
@@ -632,7 +650,7 @@ impl<P: Protocol> Store<P> {
             let mode = self.engine.current()?;
             match &*mode {
                 Mode::Owner(owned) => return owned.flush(),
-                Mode::ReadOnly(_) => return Ok(()),
+                Mode::ReadOnly(_) | Mode::Memory(_) => return Ok(()),
                 #[cfg(feature = "postgres")]
                 Mode::Postgres(store) => return store.flush(),
                 Mode::Client(client) => {
@@ -687,6 +705,9 @@ impl<P: Protocol> Store<P> {
         #[cfg(feature = "postgres")]
         if let Mode::Postgres(store) = &*mode {
             return store.edit_rows(edit);
+        }
+        if let Mode::Memory(store) = &*mode {
+            return store.edit(edit);
         }
         let Mode::Owner(owned) = &*mode else {
             return Err(Error::InvalidInput("only the process that owns a store can edit its rows".into()));

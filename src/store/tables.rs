@@ -29,27 +29,6 @@ pub(super) const RECEIPT_IDS: TableDefinition<&str, &[u8]> = TableDefinition::ne
 /// prove about an effect, checked before a FAILED record is allowed another attempt.
 pub(super) const EFFECT_RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("effect_receipts");
 
-/// Delegations by id (`dlg_…`). Insert-only: a row is never rewritten; revocation is a row of
-/// its own. (Schema 3.)
-pub(super) const DELEGATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("delegations");
-/// delegation id → its revocation. Written once; a second revoke finds it and writes nothing.
-pub(super) const REVOCATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("revocations");
-/// (agent, first action segment or `*`, delegation id) → (): the candidates of one evaluation
-/// are two range reads (`authority::source::index_keys`).
-pub(super) const DELEGATION_INDEX: TableDefinition<(&str, &str, &str), &[u8]> =
-    TableDefinition::new("delegation_index");
-/// (parent id, delegation id) → (): what `revoke --under` walks.
-pub(super) const DELEGATION_CHILDREN: TableDefinition<(&str, &str), &[u8]> =
-    TableDefinition::new("delegation_children");
-/// (creating agent, delegation id) → the creating user: what `revoke --created-by` reads.
-pub(super) const DELEGATION_CREATORS: TableDefinition<(&str, &str), &[u8]> =
-    TableDefinition::new("delegation_creators");
-/// (grant id, metric, seq) → one budget charge; `seq` counts the charges of one series from 0.
-pub(super) const BUDGET_LEDGER: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("budget_ledger");
-/// (grant id, metric, window seconds) → the running unreleased sum of that window.
-pub(super) const BUDGET_SUMS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("budget_sums");
-/// (effect key, attempt) → the ledger rows its reservation wrote: what FAILED releases.
-pub(super) const BUDGET_BY_EFFECT: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("budget_by_effect");
 /// action hash → the id of the latest approval request for it: a re-proposal finds the pending
 /// (or denied) request instead of asking again.
 pub(super) const APPROVALS_BY_ACTION: TableDefinition<&str, &[u8]> = TableDefinition::new("approvals_by_action");
@@ -69,14 +48,6 @@ pub(super) mod name {
     pub const SNAPSHOT_INDEX: &str = "snapshot_index";
     pub const RECEIPT_IDS: &str = "receipt_ids";
     pub const EFFECT_RECEIPTS: &str = "effect_receipts";
-    pub const DELEGATIONS: &str = "delegations";
-    pub const REVOCATIONS: &str = "revocations";
-    pub const DELEGATION_INDEX: &str = "delegation_index";
-    pub const DELEGATION_CHILDREN: &str = "delegation_children";
-    pub const DELEGATION_CREATORS: &str = "delegation_creators";
-    pub const BUDGET_LEDGER: &str = "budget_ledger";
-    pub const BUDGET_SUMS: &str = "budget_sums";
-    pub const BUDGET_BY_EFFECT: &str = "budget_by_effect";
     pub const APPROVALS_BY_ACTION: &str = "approvals_by_action";
 }
 

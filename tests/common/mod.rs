@@ -18,12 +18,19 @@ pub struct Fixture {
     location: PathBuf,
 }
 
-/// Where the conformance tests keep their store: a file in a fresh directory, or, when
-/// `WARDEN_TEST_STORE` names a PostgreSQL database (`postgresql://…`), a fresh schema in it.
+/// Where the conformance tests keep their store: a file in a fresh directory; when
+/// `WARDEN_TEST_STORE` names a PostgreSQL database (`postgresql://…`), a fresh schema in it;
+/// when it says `memory`, a fresh store in the test process's memory.
 /// A PostgreSQL location is also written to `DIR/store-location`, where child processes given
 /// `DIR` find it (`located`).
 pub fn store_location(dir: &std::path::Path) -> PathBuf {
     match std::env::var("WARDEN_TEST_STORE") {
+        // A store in this process's memory, named afresh (`WARDEN_TEST_STORE=memory`).
+        Ok(engine) if engine == "memory" => {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            PathBuf::from(format!("memory:{}-{n}", dir.display()))
+        }
         Ok(base) if warden::store::is_postgres(&base) => {
             let url = fresh_postgres_schema(&base);
             std::fs::write(dir.join("store-location"), &url).expect("write store-location");
@@ -117,4 +124,24 @@ pub fn approve<'a>(action: &'a Action, template: &'a Template, approval: Option<
     proposal.effect = Some(template);
     proposal.approval_id = approval;
     proposal
+}
+
+/// A store fault that says the store is damaged and names the table and key.
+pub fn assert_store_fault(error: &warden::Error, table: &str, key: &str) {
+    let text = error.to_string();
+    assert!(matches!(error, warden::Error::Store(_)), "expected a store fault, got {text}");
+    assert!(text.contains(table) && text.contains(key), "the fault must name {table} and {key}: {text}");
+    assert!(text.contains("damaged"), "{text}");
+}
+
+/// The store opened only to read (no owner taken when none runs).
+pub fn open_to_read(path: &std::path::Path) -> Kernel {
+    let store = warden::store::StoreOptions { read_only: true, ..warden::store::StoreOptions::default() };
+    Kernel::open(path, KernelOptions { store, ..KernelOptions::default() }).unwrap()
+}
+
+pub fn assert_hidden_row_fault(error: &warden::Error, key: &str) {
+    let text = error.to_string();
+    assert!(matches!(error, warden::Error::Store(_)), "expected a store fault, got {text}");
+    assert!(text.contains(&format!("{key:?}")) && text.contains("warden doctor") && text.contains("damaged"), "{text}");
 }

@@ -299,6 +299,7 @@ impl<'e> Writes<'e> {
     }
 
     /// With the last event id already known (PostgreSQL reads it in the first round trip).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn with_last_event_id(rows: &'e mut dyn RowWrite, last_event_id: u64) -> Writes<'e> {
         Writes { rows, last_event_id: Some(last_event_id) }
     }
@@ -307,7 +308,8 @@ impl<'e> Writes<'e> {
         &*self.rows
     }
 
-    /// The raw rows of this transaction (test support and `warden verify`'s damage).
+    /// The raw rows of this transaction (test support).
+    #[cfg(any(test, feature = "test-exports"))]
     pub(crate) fn rows(&mut self) -> &mut dyn RowWrite {
         &mut *self.rows
     }
@@ -1131,6 +1133,7 @@ pub(crate) fn missing_tables(missing: &[&str]) -> Error {
 // ---- raw edits: test support and `warden verify`'s damage ----------------------------------------
 
 /// The text-keyed tables a test may edit byte by byte.
+#[cfg(any(test, feature = "test-exports"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawTable {
     /// The `meta` table: the schema version, the chain head, the snapshot counter.
@@ -1141,6 +1144,7 @@ pub enum RawTable {
     Approvals,
 }
 
+#[cfg(any(test, feature = "test-exports"))]
 impl RawTable {
     fn table(self) -> Table {
         match self {

@@ -1,0 +1,135 @@
+//! Faults of the file engine's own layout: redb's pages and the file itself (a replaced file,
+//! a flipped byte in a leaf page, the open check). PostgreSQL and memory stores have no file, so
+//! these run on the file only; the conformance suite (`tests/store_faults.rs` and the rest) runs
+//! on every engine.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use warden::store::RawTable;
+use warden::{Error, Kernel, KernelOptions, ManualClock};
+
+fn committed(f: &Fixture, payment: &str) {
+    let t = key_template();
+    f.kernel.propose(&allow(&refund(payment, 1), &t)).unwrap().commit(&serde_json::json!({"ok": payment})).unwrap();
+}
+
+#[test]
+fn a_store_replaced_under_an_open_handle_takes_no_further_write() {
+    let f = Fixture::new();
+    committed(&f, "pay_1");
+    let path = f.path();
+    let moved = path.with_extension("moved");
+    std::fs::rename(&path, &moved).unwrap();
+    std::fs::copy(&moved, &path).unwrap();
+    let refused = f.kernel.propose(&allow(&refund("pay_2", 1), &key_template())).unwrap_err();
+    assert!(matches!(&refused, Error::Store(text) if text.contains("was replaced")), "{refused}");
+}
+/// The offsets of the redb leaf pages holding `key` as their one key with an effects row as its
+/// value (the outcome index's leaf holds the same key with a short layout-2 seq). Stale copies
+/// of the page that redb's copy-on-write left behind are found too; flipping them is harmless.
+fn effects_leaves(file: &[u8], key: &str) -> Vec<usize> {
+    const PAGE: usize = 4096;
+    const LEAF: u8 = 1;
+    let mut found = Vec::new();
+    for page in (0..file.len()).step_by(PAGE) {
+        let p = &file[page..(page + PAGE).min(file.len())];
+        if p.len() < 64 || p[0] != LEAF || u16::from_le_bytes([p[2], p[3]]) != 1 {
+            continue;
+        }
+        // One pair, both widths variable: [type, pad, pairs u16][key end u32][value end u32][key][value].
+        let key_end = u32::from_le_bytes([p[4], p[5], p[6], p[7]]) as usize;
+        if key_end != 12 + key.len() || &p[12..key_end] != key.as_bytes() {
+            continue;
+        }
+        let value = &p[key_end..];
+        let layout_2_effect =
+            value[0] == 2 && value[1] as usize == key.len() && &value[2..2 + key.len()] == key.as_bytes();
+        if value[0] == 3 || layout_2_effect {
+            found.push(page);
+        }
+    }
+    found
+}
+/// The red team's flip: the low bit of the byte holding the key's length (its end offset) in
+/// the effects leaf page, so the lookup of `key` finds no row.
+fn flip_key_length_byte(path: &Path, key: &str) {
+    let mut file = std::fs::read(path).unwrap();
+    let leaves = effects_leaves(&file, key);
+    assert!(!leaves.is_empty(), "no effects leaf page holds {key}");
+    for page in leaves {
+        file[page + 4] ^= 1;
+    }
+    std::fs::write(path, &file).unwrap();
+}
+#[test]
+fn a_flipped_key_length_byte_in_the_effects_leaf_is_a_fault_never_a_fresh_permit_and_doctor_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = ManualClock::new(T0);
+    let t = key_template();
+    {
+        let kernel = open(&path, &clock);
+        kernel.propose(&allow(&refund("pay_7", 1), &t)).unwrap().commit(&serde_json::json!({"paid": 7})).unwrap();
+        // A retry refused as committed: the last receipt records no outcome, so the check an
+        // open makes (the last receipt's rows) has nothing to say about pay_7.
+        assert!(kernel.propose(&allow(&refund("pay_7", 1), &t)).is_err());
+    }
+    assert_eq!(warden::store::check_pages(&path).unwrap().problem, None, "the pristine store's pages");
+    flip_key_length_byte(&path, "refund:pay_7");
+    let pages = warden::store::check_pages(&path).unwrap();
+    assert!(pages.problem.is_some(), "redb's page check missed the flip: {pages:?}");
+    let kernel = open(&path, &clock);
+    // The page check ran on a copy and changed nothing: the store is still the damaged one.
+    // The lookup of the key finds nothing: that alone used to be "new".
+    assert!(kernel.effect("refund:pay_7").unwrap().is_none(), "the flip is meant to hide the row");
+    let refused = kernel.propose(&allow(&refund("pay_7", 1), &t)).expect_err("a committed key got a fresh permit");
+    assert_hidden_row_fault(&refused, "refund:pay_7");
+    assert!(refused.to_string().contains("receipt"), "{refused}");
+    // The refusal poisons the handle, as every store fault does; doctor runs on a new one.
+    drop(kernel);
+    let kernel = open_to_read(&path);
+    let report = kernel.doctor().unwrap();
+    let problems: Vec<&String> = report.tables.iter().flat_map(|(_, _, problems)| problems).collect();
+    assert!(!problems.is_empty() || !report.orphans.is_empty(), "doctor found nothing: {report:?}");
+    assert!(report.orphans.iter().any(|o| o.contains("refund:pay_7")), "{:?}", report.orphans);
+    // And on a copy of a store that is open (the owner holds it), the check sees the same.
+    assert!(warden::store::check_pages(&path).unwrap().problem.is_some());
+}
+#[test]
+fn an_executing_effect_whose_key_byte_flipped_is_found_by_its_damaged_neighbour() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = ManualClock::new(T0);
+    let t = key_template();
+    {
+        let kernel = open(&path, &clock);
+        // In flight: no outcome receipt yet, so the outcome index is no witness; only the
+        // damaged row next to the key is.
+        let reserved = kernel.reserve_only(&refund("pay_7", 1), "refund:pay_7", None, None).unwrap();
+        kernel.begin("refund:pay_7", &reserved.action_id, reserved.attempt).unwrap();
+    }
+    flip_key_length_byte(&path, "refund:pay_7");
+    let kernel = open(&path, &clock);
+    let refused = kernel.propose(&allow(&refund("pay_7", 1), &t)).expect_err("an executing key got a fresh permit");
+    assert_hidden_row_fault(&refused, "refund:pay_7");
+    assert!(refused.to_string().contains("next to it"), "{refused}");
+}
+#[test]
+fn an_open_refuses_a_store_whose_last_receipt_names_an_effect_with_no_row() {
+    let f = Fixture::new();
+    committed(&f, "pay_1");
+    f.kernel.store().tamper(|raw| raw.remove_raw(RawTable::Effects, "refund:pay_1")).unwrap();
+    let path = f.path();
+    let Fixture { dir: _dir, clock, kernel, .. } = f;
+    drop(kernel);
+    let refused =
+        Kernel::open(&path, KernelOptions { clock: std::sync::Arc::new(clock.clone()), ..KernelOptions::default() })
+            .expect_err("a store whose last receipt's effect row is gone opened to write");
+    assert_store_fault(&refused, "effects", "refund:pay_1");
+    // Doctor still opens it (to read, without taking it over) and names the damage.
+    let report = open_to_read(&path).doctor().unwrap();
+    assert!(report.orphans.iter().any(|o| o.contains("refund:pay_1")), "{:?}", report.orphans);
+}
