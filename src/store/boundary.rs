@@ -5,7 +5,7 @@
 //!
 //! Each method says what it guarantees, not how: the backend owns sequence numbers (receipt
 //! seq, event ids, snapshot seq), the integrity check of every row it returns, and the guards
-//! that keep a state change whole. The redb backend is `tx` and `authority_rows`.
+//! that keep a state change whole. Implemented once, over every engine's rows, by `rows::semantics`.
 
 use crate::approval::ApprovalRecord;
 use crate::authority::record::{Revocation, StoredDelegation};

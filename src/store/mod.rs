@@ -14,24 +14,15 @@
 //! they run. See `docs/STORE.md`.
 
 mod boundary;
-mod client;
-mod codec;
-mod commit;
-mod dictionary;
-mod file;
-mod file_rows;
 pub(crate) mod fork;
 mod mem;
-mod owner;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(feature = "postgres")]
 pub(crate) use pg::ScratchSchemas;
-mod records;
+mod redb;
 pub(crate) mod rows;
-mod schema;
 mod tables;
-mod wire;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -46,8 +37,8 @@ pub use crate::event::{Event, EventKind};
 pub use boundary::{
     AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
 };
-pub use file::{check_pages, PageCheck};
 pub use mem::is_memory;
+pub use redb::file::{check_pages, PageCheck};
 #[cfg(any(test, feature = "test-exports"))]
 pub use rows::semantics::RawTable;
 #[cfg(any(test, feature = "test-exports"))]
@@ -62,10 +53,10 @@ crate::test_pub! {
 
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
-use client::{Answer, Client};
-use commit::{Claim, Committer, Item, Slot};
-use file::{Db, FileId};
-use owner::{Attempt, OwnerLock, Server};
+use redb::client::{Answer, Client};
+use redb::commit::{Claim, Committer, Item, Slot};
+use redb::file::{Db, FileId};
+use redb::owner::{Attempt, OwnerLock, Server};
 
 /// One state change: what it reads and writes inside the batch's transaction. Refusals that
 /// must keep their writes are returned inside `Ok`; an `Err` means the operation writes
@@ -282,7 +273,7 @@ impl<P: Protocol> Drop for Store<P> {
     }
 }
 
-use client::Orphans;
+use redb::client::Orphans;
 
 struct Engine<P: Protocol> {
     path: PathBuf,
@@ -316,7 +307,7 @@ impl<P: Protocol> Mode<P> {
 struct Owned<P: Protocol> {
     server: Option<Server>,
     writer: Option<JoinHandle<()>>,
-    shared: Arc<owner::Shared<P>>,
+    shared: Arc<redb::owner::Shared<P>>,
     generation: u64,
     /// Declared last: released after the database closed.
     _lock: OwnerLock,
@@ -407,7 +398,7 @@ impl<P: Protocol> Owned<P> {
 
 /// A store this user may read but not write.
 struct ReadOnly {
-    db: Option<redb::ReadOnlyDatabase>,
+    db: Option<::redb::ReadOnlyDatabase>,
     registered: fork::Registered,
     generation: u64,
     why: String,
@@ -486,7 +477,7 @@ impl<P: Protocol> Store<P> {
             Error::Store("the store registry is poisoned by an earlier panic; restart the process".into())
         })?;
         let opened_in = std::process::id();
-        if let Some(id) = file::identity(&path) {
+        if let Some(id) = redb::file::identity(&path) {
             if let Some(engine) = map.get(&id).and_then(Weak::upgrade).and_then(|any| any.downcast::<Engine<P>>().ok())
             {
                 return Ok(Store { engine, generation, opened_in });
@@ -498,7 +489,7 @@ impl<P: Protocol> Store<P> {
             Some(Some(mode)) => mode,
             _ => elect::<P>(&path, options.wait, &orphans)?,
         };
-        let identity = file::identity(&path)
+        let identity = redb::file::identity(&path)
             .ok_or_else(|| Error::Store(format!("the store {} vanished while it was being opened", path.display())))?;
         let engine = Arc::new(Engine { path, mode: RwLock::new(Arc::new(mode)), orphans, wait: options.wait });
         map.retain(|_, weak| weak.strong_count() > 0);
@@ -713,13 +704,13 @@ impl<P: Protocol> Store<P> {
             return Err(Error::InvalidInput("only the process that owns a store can edit its rows".into()));
         };
         owned.shared.with_database(|database| {
-            let txn = database.begin_write().map_err(file_rows::fault)?;
+            let txn = database.begin_write().map_err(redb::rows::fault)?;
             {
                 let touching = std::cell::Cell::new("");
-                let mut rows = file_rows::FileWrites::open(&txn, &touching);
+                let mut rows = redb::rows::FileWrites::open(&txn, &touching);
                 edit(&mut rows::semantics::Writes::new(&mut rows))?;
             }
-            txn.commit().map_err(file_rows::fault)
+            txn.commit().map_err(redb::rows::fault)
         })
     }
 
@@ -731,9 +722,9 @@ impl<P: Protocol> Store<P> {
     }
 }
 
-impl<P: Protocol> owner::Shared<P> {
+impl<P: Protocol> redb::owner::Shared<P> {
     /// Run `work` on the database from this thread, holding the writer (`Committer::exclusive`).
-    fn with_database(&self, work: impl FnOnce(&redb::Database) -> Result<()>) -> Result<()> {
+    fn with_database(&self, work: impl FnOnce(&::redb::Database) -> Result<()>) -> Result<()> {
         let database = self.db.database()?;
         self.committer.exclusive(|| work(database))?
     }
@@ -804,7 +795,8 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Resu
         match OwnerLock::try_take(path)? {
             Attempt::Owner(lock) => match damaged_if_panics(path, || become_owner(path, lock, wait)) {
                 // A reader has the file open for a moment: wait it out within the bound.
-                Err(Error::Store(text)) if text.starts_with(file::HELD_ELSEWHERE) && Instant::now() < deadline => {}
+                Err(Error::Store(text))
+                    if text.starts_with(redb::file::HELD_ELSEWHERE) && Instant::now() < deadline => {}
                 owned => return owned,
             },
             Attempt::NoWriteAccess(error) => {
@@ -821,7 +813,7 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Resu
                  (stopped, or still opening a large store?); nothing was done. Raise WARDEN_WRITE_WAIT_MS, or look \
                  for that process",
                 path.display(),
-                owner::lock_path(path).display(),
+                redb::owner::lock_path(path).display(),
                 wait.as_millis()
             )));
         }
@@ -844,29 +836,29 @@ fn damaged_if_panics<T>(path: &Path, open: impl FnOnce() -> Result<T>) -> Result
 }
 
 fn connect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Result<Option<Client<P>>> {
-    let dir = owner::run_dir(path);
+    let dir = redb::owner::run_dir(path);
     if !dir.is_dir() {
         return Ok(None);
     }
-    let (address, _handle) = owner::socket_address(&dir)?;
-    Client::connect(&address, file::identity(path), wait, orphans.clone())
+    let (address, _handle) = redb::owner::socket_address(&dir)?;
+    Client::connect(&address, redb::file::identity(path), wait, orphans.clone())
 }
 
 fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Result<Mode<P>> {
-    if file::inspect(path)? {
-        schema::probe(path)?;
+    if redb::file::inspect(path)? {
+        redb::schema::probe(path)?;
     } else {
-        file::create(path, schema::write_fresh)?;
+        redb::file::create(path, redb::schema::write_fresh)?;
     }
     let db = Db::open_existing(path)?;
-    schema::ensure(db.database()?, path)?;
+    redb::schema::ensure(db.database()?, path)?;
     {
-        use redb::ReadableDatabase;
-        let reads = file_rows::FileReads::new(db.database()?.begin_read().map_err(file_rows::fault)?);
+        use ::redb::ReadableDatabase;
+        let reads = redb::rows::FileReads::new(db.database()?.begin_read().map_err(redb::rows::fault)?);
         rows::semantics::check_on_open(&reads)?;
     }
-    let dir = owner::prepare_run_dir(path)?;
-    let shared = Arc::new(owner::Shared { committer: Committer::new(), db, wait });
+    let dir = redb::owner::prepare_run_dir(path)?;
+    let shared = Arc::new(redb::owner::Shared { committer: Committer::new(), db, wait });
     let writer = {
         let shared = shared.clone();
         std::thread::Builder::new()
@@ -891,7 +883,7 @@ fn only_read<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> 
     if let Ok(Some(client)) = connect::<P>(path, wait, orphans) {
         return Ok(Some(Mode::Client(client)));
     }
-    if !file::inspect(path)? {
+    if !redb::file::inspect(path)? {
         return Err(Error::Store(format!("there is no store at {} (reading never creates one)", path.display())));
     }
     match damaged_if_panics(path, || read_only_mode(path, "opened to read only".into())) {
@@ -911,7 +903,7 @@ fn open_read_only<P: Protocol>(
     if let Ok(Some(client)) = connect::<P>(path, wait, orphans) {
         return Ok(Mode::Client(client));
     }
-    if !file::inspect(path)? {
+    if !redb::file::inspect(path)? {
         return Err(Error::Store(format!(
             "there is no store at {}, and this user cannot create one there ({why})",
             path.display()
@@ -922,24 +914,24 @@ fn open_read_only<P: Protocol>(
 
 /// The file opened read-only (redb refuses while a writer holds it; it never writes).
 fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
-    let file = std::fs::File::open(path).map_err(|e| file::access_error(path, &e))?;
+    let file = std::fs::File::open(path).map_err(|e| redb::file::access_error(path, &e))?;
     let registered = fork::Registered::new(std::os::fd::AsRawFd::as_raw_fd(&file))?;
-    let backend = redb::backends::FileBackend::new(file)
+    let backend = ::redb::backends::FileBackend::new(file)
         .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
-    let db = redb::Builder::new().open_read_only_with_backend(backend).map_err(|e| match e {
-        redb::DatabaseError::DatabaseAlreadyOpen => Error::Store(format!(
+    let db = ::redb::Builder::new().open_read_only_with_backend(backend).map_err(|e| match e {
+        ::redb::DatabaseError::DatabaseAlreadyOpen => Error::Store(format!(
             "the store {} is in use by a process of another user, and this user may only read it; read it as that \
              user, or when that process has closed it",
             path.display()
         )),
-        redb::DatabaseError::RepairAborted | redb::DatabaseError::Storage(_) => Error::Store(format!(
+        ::redb::DatabaseError::RepairAborted | ::redb::DatabaseError::Storage(_) => Error::Store(format!(
             "the store {} needs recovery after a crash, which a read-only user cannot do: open it once as a user \
              who may write it ({e})",
             path.display()
         )),
         other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
     })?;
-    match schema::version(&db, path)? {
+    match redb::schema::version(&db, path)? {
         // Schema 4 differs only in never holding a compressed row: every row reads as it is.
         Some(SCHEMA_VERSION | 4) => {}
         // Older rows (schema 1: no checksums; 2 and 3: approvals without their action) are only
@@ -951,11 +943,11 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
                 path.display()
             )))
         }
-        Some(other) => schema::check_version(other, path)?,
+        Some(other) => redb::schema::check_version(other, path)?,
         None => {
-            use redb::ReadableDatabase;
-            return Err(schema::without_version(
-                &file_rows::FileReads::new(db.begin_read().map_err(file_rows::fault)?),
+            use ::redb::ReadableDatabase;
+            return Err(redb::schema::without_version(
+                &redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?),
                 path,
             ));
         }
@@ -965,9 +957,9 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
 
 impl ReadOnly {
     fn read<R: ReadOp>(&self, op: &R, now: &Now) -> Result<R::Reply> {
-        use redb::ReadableDatabase;
+        use ::redb::ReadableDatabase;
         let db = self.db.as_ref().ok_or_else(|| Error::Store("the store was closed".into()))?;
-        let rows = file_rows::FileReads::new(db.begin_read().map_err(file_rows::fault)?);
+        let rows = redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?);
         op.run(&rows::semantics::Reads::new(&rows), now.read())
     }
 }

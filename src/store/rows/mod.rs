@@ -12,6 +12,9 @@
 //! keeps for its tuple keys, and PostgreSQL for `text COLLATE "C"` and `bigint` columns. The
 //! tuples are the engines' native keys, so no store file or database is rewritten.
 
+pub(crate) mod codec;
+mod dictionary;
+pub(crate) mod records;
 pub(crate) mod semantics;
 
 use std::ops::Bound;
@@ -340,7 +343,7 @@ impl KeyView<'_> {
     }
 }
 
-impl super::codec::KeyBytes for KeyView<'_> {
+impl codec::KeyBytes for KeyView<'_> {
     fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
         use std::borrow::Cow;
         match self.0 {
@@ -375,7 +378,7 @@ impl super::codec::KeyBytes for KeyView<'_> {
 mod tests {
     use super::codec_keys::*;
     use super::*;
-    use crate::store::codec::KeyBytes;
+    use crate::store::rows::codec::KeyBytes;
 
     #[test]
     fn every_shape_checks_the_bytes_and_shows_the_key_as_the_typed_keys_did() {
@@ -432,7 +435,7 @@ mod tests {
 
 #[cfg(test)]
 mod codec_keys {
-    pub(super) fn len(n: u64) -> Vec<u8> {
+    pub(in crate::store) fn len(n: u64) -> Vec<u8> {
         n.to_le_bytes().to_vec()
     }
 }

@@ -24,8 +24,8 @@ use crate::snapshot_record::SnapshotRecord;
 use crate::store::boundary::{
     AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
 };
-use crate::store::codec::{damaged, decode, encode};
-use crate::store::records::{ChainHead, StoredEffect};
+use crate::store::rows::codec::{damaged, decode, encode};
+use crate::store::rows::records::{ChainHead, StoredEffect};
 use crate::store::tables::{META_HEAD, META_SCHEMA, META_SNAPSHOT_SEQ};
 
 use Part::{Int, Text};

@@ -20,23 +20,23 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::commit::{Committer, Item, Reply};
-use super::file::Db;
-use super::fork;
-use super::wire::{self, Down, Up, PROTOCOL};
-use super::{Now, Protocol, ReadOp, WriteOp};
 use crate::error::{Error, Result};
+use crate::store::fork;
+use crate::store::redb::commit::{Committer, Item, Reply};
+use crate::store::redb::file::Db;
+use crate::store::redb::wire::{self, Down, Up, PROTOCOL};
+use crate::store::{Now, Protocol, ReadOp, WriteOp};
 use redb::ReadableDatabase;
 
 /// The sidecar lock file whose exclusive lock makes a process the owner.
-pub(super) fn lock_path(store: &Path) -> PathBuf {
+pub(in crate::store) fn lock_path(store: &Path) -> PathBuf {
     let mut name = store.as_os_str().to_owned();
     name.push(".lock");
     PathBuf::from(name)
 }
 
 /// The private directory holding the owner's socket.
-pub(super) fn run_dir(store: &Path) -> PathBuf {
+pub(in crate::store) fn run_dir(store: &Path) -> PathBuf {
     let mut name = store.as_os_str().to_owned();
     name.push(".warden");
     PathBuf::from(name)
@@ -44,7 +44,7 @@ pub(super) fn run_dir(store: &Path) -> PathBuf {
 
 /// How a socket in `dir` is addressed: directly, or through `/proc/self/fd` when the path is
 /// longer than a socket address may be (the directory is held open meanwhile).
-pub(super) fn socket_address(dir: &Path) -> Result<(PathBuf, Option<File>)> {
+pub(in crate::store) fn socket_address(dir: &Path) -> Result<(PathBuf, Option<File>)> {
     let direct = dir.join("owner.sock");
     if direct.as_os_str().len() < 100 {
         return Ok((direct, None));
@@ -55,7 +55,7 @@ pub(super) fn socket_address(dir: &Path) -> Result<(PathBuf, Option<File>)> {
 }
 
 /// The outcome of trying to take ownership.
-pub(super) enum Attempt {
+pub(in crate::store) enum Attempt {
     Owner(OwnerLock),
     /// Someone else holds the lock.
     Held,
@@ -64,14 +64,14 @@ pub(super) enum Attempt {
 }
 
 /// The held ownership lock. Released when dropped (in the owning process only).
-pub(super) struct OwnerLock {
+pub(in crate::store) struct OwnerLock {
     registered: fork::Registered,
     file: Option<File>,
     generation: u64,
 }
 
 impl OwnerLock {
-    pub(super) fn try_take(store: &Path) -> Result<Attempt> {
+    pub(in crate::store) fn try_take(store: &Path) -> Result<Attempt> {
         let path = lock_path(store);
         let file = match OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)
         {
@@ -104,7 +104,7 @@ impl Drop for OwnerLock {
 }
 
 /// Create (or check) the private socket directory.
-pub(super) fn prepare_run_dir(store: &Path) -> Result<PathBuf> {
+pub(in crate::store) fn prepare_run_dir(store: &Path) -> Result<PathBuf> {
     let dir = run_dir(store);
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
@@ -127,7 +127,7 @@ pub(super) fn prepare_run_dir(store: &Path) -> Result<PathBuf> {
 }
 
 /// The peer's user id, checked against ours.
-pub(super) fn check_peer(stream: &UnixStream) -> Result<u32> {
+pub(in crate::store) fn check_peer(stream: &UnixStream) -> Result<u32> {
     let credentials = rustix::net::sockopt::socket_peercred(stream)
         .map_err(|e| Error::Store(format!("cannot read the peer's credentials on the store socket: {e}")))?;
     let ours = rustix::process::getuid().as_raw();
@@ -141,18 +141,18 @@ pub(super) fn check_peer(stream: &UnixStream) -> Result<u32> {
 }
 
 /// What the owner's threads share.
-pub(super) struct Shared<P: Protocol> {
+pub(in crate::store) struct Shared<P: Protocol> {
     pub committer: Committer<P::Write>,
     pub db: Db,
     pub wait: Duration,
 }
 
 impl<P: Protocol> Shared<P> {
-    pub(super) fn read(&self, op: &P::Read, now: &Now) -> Result<<P::Read as ReadOp>::Reply> {
+    pub(in crate::store) fn read(&self, op: &P::Read, now: &Now) -> Result<<P::Read as ReadOp>::Reply> {
         let database = self.db.database()?;
-        let txn = database.begin_read().map_err(super::file_rows::fault)?;
-        let rows = super::file_rows::FileReads::new(txn);
-        let rx = super::rows::semantics::Reads::new(&rows);
+        let txn = database.begin_read().map_err(crate::store::redb::rows::fault)?;
+        let rows = crate::store::redb::rows::FileReads::new(txn);
+        let rx = crate::store::rows::semantics::Reads::new(&rows);
         let time = now.read();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run(&rx, time))) {
             Ok(result) => result,
@@ -166,7 +166,7 @@ impl<P: Protocol> Shared<P> {
 }
 
 /// The listening socket and every connection's thread.
-pub(super) struct Server {
+pub(in crate::store) struct Server {
     stopping: Arc<AtomicBool>,
     listener: Option<UnixListener>,
     _listener_fd: Option<fork::Registered>,
@@ -214,7 +214,7 @@ impl Connection {
 }
 
 impl Server {
-    pub(super) fn start<P: Protocol>(dir: &Path, shared: Arc<Shared<P>>) -> Result<Server> {
+    pub(in crate::store) fn start<P: Protocol>(dir: &Path, shared: Arc<Shared<P>>) -> Result<Server> {
         let (address, dir_handle) = socket_address(dir)?;
         let socket = dir.join("owner.sock");
         match std::fs::remove_file(&socket) {
@@ -255,7 +255,7 @@ impl Server {
     /// Hand the store over: stop accepting, say goodbye on every connection, answer what was
     /// sent before each peer's `Bye` (later requests get `Moved`), wait for the writes already
     /// queued to be answered, close, and remove the socket. Bounded by `wait`.
-    pub(super) fn stop<P: Protocol>(&mut self, wait: Duration) {
+    pub(in crate::store) fn stop<P: Protocol>(&mut self, wait: Duration) {
         self.stopping.store(true, Ordering::SeqCst);
         if let Some(listener) = &self.listener {
             let _ = rustix::net::shutdown(listener, rustix::net::Shutdown::Both);
@@ -426,7 +426,7 @@ fn serve<P: Protocol>(
                 });
                 // A deferred outcome from another process rides with the next batch, or is
                 // committed within the default delay; that process keeps it until answered.
-                let deadline = deferred.then(|| Instant::now() + super::DEFAULT_DEFERRED_DELAY);
+                let deadline = deferred.then(|| Instant::now() + crate::store::DEFAULT_DEFERRED_DELAY);
                 shared.committer.submit(Item {
                     op: Some(op),
                     now: now.map_or(Now::System, Now::Fixed),

@@ -3,16 +3,16 @@
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
 
-use super::codec::{decode, decode_legacy, encode};
-use super::file_rows::{fault, fault_in};
-use super::records::{ApprovalV2, ChainHead, EffectV1};
-use super::rows::semantics::genesis_head;
-use super::tables::{self, name, SCHEMA_VERSION};
 use crate::approval::ApprovalRecord;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::receipt::StoredReceipt;
 use crate::snapshot_record::SnapshotRecord;
+use crate::store::redb::rows::{fault, fault_in};
+use crate::store::rows::codec::{decode, decode_legacy, encode};
+use crate::store::rows::records::{ApprovalV2, ChainHead, EffectV1};
+use crate::store::rows::semantics::genesis_head;
+use crate::store::tables::{self, name, SCHEMA_VERSION};
 
 /// Fill a brand-new database: every table, the schema row and the genesis chain head.
 pub(crate) fn write_fresh(db: &Database) -> Result<()> {
@@ -28,7 +28,7 @@ pub(crate) fn write_fresh(db: &Database) -> Result<()> {
 
 fn create_missing_tables(txn: &redb::WriteTransaction) -> Result<()> {
     let touching = std::cell::Cell::new("");
-    super::file_rows::FileWrites::open(txn, &touching).create_all()
+    crate::store::redb::rows::FileWrites::open(txn, &touching).create_all()
 }
 
 /// The schema version a database says it has: `None` when it has no schema row.
@@ -44,20 +44,20 @@ pub(crate) fn version(db: &impl ReadableDatabase, path: &std::path::Path) -> Res
         Some(bytes) => <[u8; 4]>::try_from(bytes.value())
             .map(u32::from_le_bytes)
             .map(Some)
-            .map_err(|_| super::file::not_a_store(path, "its schema version row is unreadable")),
+            .map_err(|_| crate::store::redb::file::not_a_store(path, "its schema version row is unreadable")),
     }
 }
 
 /// A file with tables but no schema row: a Warden store whose directory lost its `meta` table
 /// (it holds Warden's other tables) is damage; anything else was not written by Warden.
-pub(crate) fn without_version(rows: &super::file_rows::FileReads, path: &std::path::Path) -> Error {
-    use super::rows::{RowRead, Table};
+pub(crate) fn without_version(rows: &crate::store::redb::rows::FileReads, path: &std::path::Path) -> Error {
+    use crate::store::rows::{RowRead, Table};
     match rows.missing_tables() {
         Ok(missing) if missing.contains(&Table::Meta) && missing.len() < Table::ALL.len() => {
             let names: Vec<&str> = missing.iter().map(|table| table.name()).collect();
-            super::rows::semantics::missing_tables(&names)
+            crate::store::rows::semantics::missing_tables(&names)
         }
-        Ok(_) => super::file::not_a_store(path, "it has tables but no Warden schema version"),
+        Ok(_) => crate::store::redb::file::not_a_store(path, "it has tables but no Warden schema version"),
         Err(error) => error,
     }
 }
@@ -87,7 +87,7 @@ pub(crate) fn probe(path: &std::path::Path) -> Result<()> {
     match version(&db, path)? {
         Some(v) => check_version(v, path),
         None => {
-            let reads = super::file_rows::FileReads::new(db.begin_read().map_err(fault)?);
+            let reads = crate::store::redb::rows::FileReads::new(db.begin_read().map_err(fault)?);
             if reads.txn().list_tables().map_err(fault)?.next().is_none() {
                 Ok(())
             } else {
@@ -108,7 +108,7 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
             // A redb file without a schema row. One with no tables at all is a creation by an
             // older Warden that never finished (it holds nothing to lose): finish it. Anything
             // else was not written by Warden.
-            let reads = super::file_rows::FileReads::new(db.begin_read().map_err(fault)?);
+            let reads = crate::store::redb::rows::FileReads::new(db.begin_read().map_err(fault)?);
             let empty = reads.txn().list_tables().map_err(fault)?.next().is_none();
             if empty {
                 drop(reads);
@@ -294,7 +294,7 @@ fn index_receipts(txn: &redb::WriteTransaction) -> Result<std::collections::Hash
     for row in receipts.iter().map_err(fault_in(name::RECEIPTS))? {
         let (key, value) = row.map_err(fault_in(name::RECEIPTS))?;
         let seq = key.value();
-        let receipt: StoredReceipt = super::codec::decode(name::RECEIPTS, &seq, value.value())?;
+        let receipt: StoredReceipt = crate::store::rows::codec::decode(name::RECEIPTS, &seq, value.value())?;
         let Ok(document) = crate::canonical::parse_json(&receipt.document) else { continue };
         if let Some(id) = document.get("receipt_id").and_then(serde_json::Value::as_str) {
             ids.insert(id, encode(name::RECEIPT_IDS, &id, &seq)?.as_slice()).map_err(fault_in(name::RECEIPT_IDS))?;

@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use super::rows::semantics::{self, Reads, Writes};
-use super::rows::{check_shape, exists_fault, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
-use super::{Now, ReadOp, WriteOp};
 use crate::error::{Error, Result};
+use crate::store::rows::semantics::{self, Reads, Writes};
+use crate::store::rows::{check_shape, exists_fault, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
+use crate::store::{Now, ReadOp, WriteOp};
 
 /// A key part, owned.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

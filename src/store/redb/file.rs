@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use redb::{Builder, Database, DatabaseError};
 
-use super::fork;
 use crate::error::{Error, Result};
+use crate::store::fork;
 
 /// Redb's page cache per process; the working set of a kernel is small.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;

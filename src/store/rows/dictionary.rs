@@ -6,7 +6,7 @@
 //! new layout number (and this one kept for reading); `the_dictionary_is_frozen` pins its hash.
 
 /// The dictionary. LZ4 finds matches anywhere in it; the most common text comes last.
-pub(super) const DICTIONARY: &[u8] = concat!(
+pub(in crate::store) const DICTIONARY: &[u8] = concat!(
     r#"{"error":"","reason":"","detail":null,"effect_key_error":"","resource_template_error":"","#,
     r#""approval_required","approval_expired","approval_denied","duplicate","ambiguous","lease_expired","#,
     r#"{"request_id":"apr_","expires_at":"2026-01-01T00:00:00.000Z","approver":{"name":"","verified":true},"#,

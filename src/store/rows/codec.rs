@@ -16,11 +16,11 @@ use super::dictionary::DICTIONARY;
 use crate::error::{Error, Result};
 
 /// Layout 1 (schema 1): postcard with no checksum. Read only by the migration.
-pub(super) const LEGACY_LAYOUT: u8 = 1;
+pub(in crate::store) const LEGACY_LAYOUT: u8 = 1;
 /// Layout 2 (schema 2): postcard and a CRC-32.
-pub(super) const LAYOUT: u8 = 2;
+pub(in crate::store) const LAYOUT: u8 = 2;
 /// Layout 3 (schema 5): postcard compressed against `dictionary::DICTIONARY`, and a CRC-32.
-pub(super) const COMPRESSED_LAYOUT: u8 = 3;
+pub(in crate::store) const COMPRESSED_LAYOUT: u8 = 3;
 /// Bodies shorter than this are stored as they are (compression would not pay).
 const COMPRESS_FROM: usize = 96;
 /// Bodies longer than this are stored as they are: a layout-3 row never declares more, so a
@@ -38,7 +38,7 @@ fn checksum(table: &str, key: &[u8], head_and_body: &[u8]) -> u32 {
 }
 
 /// A key as the checksum and the messages see it.
-pub(super) trait KeyBytes {
+pub(in crate::store) trait KeyBytes {
     fn bytes(&self) -> std::borrow::Cow<'_, [u8]>;
     fn shown(&self) -> String;
 }
@@ -77,7 +77,7 @@ impl KeyBytes for (&str, u64) {
     }
 }
 
-pub(super) fn encode<T: Serialize>(table: &str, key: &impl KeyBytes, value: &T) -> Result<Vec<u8>> {
+pub(in crate::store) fn encode<T: Serialize>(table: &str, key: &impl KeyBytes, value: &T) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(128);
     bytes.push(LAYOUT);
     let mut bytes =
@@ -100,7 +100,7 @@ pub(super) fn encode<T: Serialize>(table: &str, key: &impl KeyBytes, value: &T) 
 }
 
 /// The message every failed integrity check carries.
-pub(super) fn damaged(table: &str, key: &impl KeyBytes, what: &str) -> Error {
+pub(in crate::store) fn damaged(table: &str, key: &impl KeyBytes, what: &str) -> Error {
     Error::Store(format!(
         "the store file is damaged: the {table} row {} {what}; nothing was decided from it. Run `warden doctor` \
          on the store, and restore it from a backup if the damage is confirmed",
@@ -109,7 +109,7 @@ pub(super) fn damaged(table: &str, key: &impl KeyBytes, what: &str) -> Error {
 }
 
 /// Decode a row of the current layout, checking its integrity first.
-pub(super) fn decode<T: DeserializeOwned>(table: &str, key: &impl KeyBytes, bytes: &[u8]) -> Result<T> {
+pub(in crate::store) fn decode<T: DeserializeOwned>(table: &str, key: &impl KeyBytes, bytes: &[u8]) -> Result<T> {
     let body = verified(table, key, bytes)?;
     postcard::from_bytes(&body)
         .map_err(|e| damaged(table, key, &format!("passed its checksum but cannot be read ({e})")))
@@ -130,7 +130,7 @@ fn checked<'b>(table: &str, key: &impl KeyBytes, bytes: &'b [u8], shortest: usiz
 
 /// The body of a row after its checksum (decompressed for layout 3), or a store fault naming
 /// the table and key.
-pub(super) fn verified<'b>(table: &str, key: &impl KeyBytes, bytes: &'b [u8]) -> Result<Cow<'b, [u8]>> {
+pub(in crate::store) fn verified<'b>(table: &str, key: &impl KeyBytes, bytes: &'b [u8]) -> Result<Cow<'b, [u8]>> {
     match bytes.first() {
         None => Err(damaged(table, key, "is empty")),
         Some(&LAYOUT) => Ok(Cow::Borrowed(&checked(table, key, bytes, 5)?[1..])),
@@ -169,7 +169,11 @@ pub(super) fn verified<'b>(table: &str, key: &impl KeyBytes, bytes: &'b [u8]) ->
 }
 
 /// Decode a schema-1 row (layout 1, no checksum), for the migration only.
-pub(super) fn decode_legacy<T: DeserializeOwned>(table: &str, key: &impl KeyBytes, bytes: &[u8]) -> Result<T> {
+pub(in crate::store) fn decode_legacy<T: DeserializeOwned>(
+    table: &str,
+    key: &impl KeyBytes,
+    bytes: &[u8],
+) -> Result<T> {
     match bytes.split_first() {
         Some((&LEGACY_LAYOUT, body)) => postcard::from_bytes(body)
             .map_err(|e| damaged(table, key, &format!("cannot be read while migrating from schema 1 ({e})"))),

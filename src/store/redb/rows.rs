@@ -8,8 +8,8 @@ use std::ops::Bound;
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle, WriteTransaction};
 
-use super::rows::{check_shape, exists_fault, Part, Put, RowRead, RowWrite, Scan, Shape, Table, Visit};
 use crate::error::{Error, Result};
+use crate::store::rows::{check_shape, exists_fault, Part, Put, RowRead, RowWrite, Scan, Shape, Table, Visit};
 
 /// A redb error while touching `table`: the storage layer failed (I/O, a damaged page).
 pub(crate) fn fault_in<E: Into<redb::Error>>(table: &'static str) -> impl FnOnce(E) -> Error {
@@ -114,7 +114,7 @@ impl FileKey for (&'static str, &'static str, u64) {
 
 fn tuple<'a, K: FileKey>(table: Table, parts: &[Part<'a>]) -> Result<K::SelfType<'a>> {
     check_shape(table, parts)?;
-    K::tuple(parts).ok_or_else(|| super::rows::shape_fault(table))
+    K::tuple(parts).ok_or_else(|| crate::store::rows::shape_fault(table))
 }
 
 /// The smallest (or, for the integer after a prefix, the largest) key that starts with

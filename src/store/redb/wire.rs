@@ -10,16 +10,16 @@ use crate::clock::Micros;
 use crate::error::{Error, Result};
 
 /// Bumped whenever a message changes meaning; both ends must agree.
-pub(super) const PROTOCOL: u32 = 1;
+pub(in crate::store) const PROTOCOL: u32 = 1;
 
 /// The largest frame either end accepts (requests are bounded far below this by the kernel's
 /// input limits; snapshot pages and event lists by their page sizes).
-pub(super) const MAX_FRAME: usize = 256 * 1024 * 1024;
+pub(in crate::store) const MAX_FRAME: usize = 256 * 1024 * 1024;
 
 /// From a process using the store to its owner.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
-pub(super) enum Up<W, R> {
+pub(in crate::store) enum Up<W, R> {
     Hello {
         protocol: u32,
         pid: u32,
@@ -44,7 +44,7 @@ pub(super) enum Up<W, R> {
 /// From the owner to a process using the store.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
-pub(super) enum Down<WR, RR> {
+pub(in crate::store) enum Down<WR, RR> {
     Welcome {
         protocol: u32,
         owner_pid: u32,
@@ -70,7 +70,7 @@ pub(super) enum Down<WR, RR> {
     Goodbye,
 }
 
-pub(super) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> Result<()> {
+pub(in crate::store) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> Result<()> {
     let body = serde_json::to_vec(message).map_err(|e| Error::Store(format!("cannot encode a store message: {e}")))?;
     if body.len() > MAX_FRAME {
         return Err(Error::InvalidInput(format!(
@@ -85,7 +85,7 @@ pub(super) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> Result
 }
 
 /// The next frame, or `Ok(None)` at a clean end of the stream.
-pub(super) fn receive<T: DeserializeOwned>(stream: &mut impl Read) -> Result<Option<T>> {
+pub(in crate::store) fn receive<T: DeserializeOwned>(stream: &mut impl Read) -> Result<Option<T>> {
     let mut length = [0u8; 4];
     match stream.read_exact(&mut length) {
         Ok(()) => {}

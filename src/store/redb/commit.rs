@@ -23,20 +23,20 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::file::Db;
-use super::file_rows::{fault, FileWrites};
-use super::rows::semantics::Writes;
-use super::{Now, WriteOp};
 use crate::error::{Error, Result};
+use crate::store::redb::file::Db;
+use crate::store::redb::rows::{fault, FileWrites};
+use crate::store::rows::semantics::Writes;
+use crate::store::{Now, WriteOp};
 
 /// At most this many operations share one transaction.
 const MAX_BATCH: usize = 512;
 
 /// Where an operation's result goes once its batch committed.
 /// A barrier (no operation) is answered `Ok(None)` once everything queued before it committed.
-pub(super) type Reply<W> = Box<dyn FnOnce(Result<Option<<W as WriteOp>::Reply>>) + Send>;
+pub(in crate::store) type Reply<W> = Box<dyn FnOnce(Result<Option<<W as WriteOp>::Reply>>) + Send>;
 
-pub(super) struct Item<W: WriteOp> {
+pub(in crate::store) struct Item<W: WriteOp> {
     /// `None`: a barrier (flush) that writes nothing.
     pub op: Option<W>,
     pub now: Now,
@@ -50,7 +50,7 @@ pub(super) struct Item<W: WriteOp> {
 
 /// Who got to an item first: the writer (taken into a transaction) or its caller (withdrawn).
 #[derive(Debug, Default)]
-pub(super) struct Claim(AtomicU8);
+pub(in crate::store) struct Claim(AtomicU8);
 
 const QUEUED: u8 = 0;
 const TAKEN: u8 = 1;
@@ -58,7 +58,7 @@ const WITHDRAWN: u8 = 2;
 
 impl Claim {
     /// The caller gives up: true when the item was not taken, and now never will be.
-    pub(super) fn withdraw(&self) -> bool {
+    pub(in crate::store) fn withdraw(&self) -> bool {
         self.0.compare_exchange(QUEUED, WITHDRAWN, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     }
 
@@ -83,14 +83,14 @@ struct Queue<W: WriteOp> {
     waiting_exclusive: usize,
 }
 
-pub(super) struct Committer<W: WriteOp> {
+pub(in crate::store) struct Committer<W: WriteOp> {
     queue: Mutex<Queue<W>>,
     wake: Condvar,
     poisoned: OnceLock<String>,
 }
 
 impl<W: WriteOp> Committer<W> {
-    pub(super) fn new() -> Committer<W> {
+    pub(in crate::store) fn new() -> Committer<W> {
         Committer {
             queue: Mutex::new(Queue {
                 items: VecDeque::new(),
@@ -104,7 +104,7 @@ impl<W: WriteOp> Committer<W> {
         }
     }
 
-    pub(super) fn poisoned(&self) -> Option<&str> {
+    pub(in crate::store) fn poisoned(&self) -> Option<&str> {
         self.poisoned.get().map(String::as_str)
     }
 
@@ -115,7 +115,7 @@ impl<W: WriteOp> Committer<W> {
     }
 
     /// Queue one item. Refused at once when the writer is latched or stopping.
-    pub(super) fn submit(&self, item: Item<W>) {
+    pub(in crate::store) fn submit(&self, item: Item<W>) {
         if let Some(queue) = self.enqueue(item) {
             drop(queue);
             self.wake.notify_one();
@@ -125,7 +125,7 @@ impl<W: WriteOp> Committer<W> {
     /// Queue one durable item and, when no batch is being written, write the batch (this item
     /// and everything queued with it) on the calling thread. Otherwise the item waits for the
     /// writer thread's next batch, as with `submit`.
-    pub(super) fn submit_and_lead(&self, item: Item<W>, db: &Db) {
+    pub(in crate::store) fn submit_and_lead(&self, item: Item<W>, db: &Db) {
         let Some(mut queue) = self.enqueue(item) else { return };
         if queue.writing {
             drop(queue);
@@ -165,7 +165,7 @@ impl<W: WriteOp> Committer<W> {
     /// operations queue up wait (bounded) as they would for a long batch. For a transaction
     /// opened outside the queue (tests that edit the file); redb would otherwise block a
     /// leading caller inside `begin_write`, beyond any bound.
-    pub(super) fn exclusive<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
+    pub(in crate::store) fn exclusive<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
         let poisoned = || Error::Store("the store's writer queue was poisoned by a panic".into());
         let mut queue = self.queue.lock().map_err(|_| poisoned())?;
         queue.waiting_exclusive += 1;
@@ -210,7 +210,7 @@ impl<W: WriteOp> Committer<W> {
     }
 
     /// Ask the writer thread to finish what is queued and stop.
-    pub(super) fn shutdown(&self) {
+    pub(in crate::store) fn shutdown(&self) {
         if let Ok(mut queue) = self.queue.lock() {
             queue.shutdown = true;
         }
@@ -218,7 +218,7 @@ impl<W: WriteOp> Committer<W> {
     }
 
     /// The writer thread's loop: returns when shut down and drained.
-    pub(super) fn run(&self, db: &Db) {
+    pub(in crate::store) fn run(&self, db: &Db) {
         loop {
             let Some(batch) = self.next_batch() else { return };
             self.write_batch(db, batch);
@@ -412,17 +412,17 @@ enum Applied<W: WriteOp> {
 }
 
 /// A one-shot answer a caller waits for, with a bound.
-pub(super) struct Slot<T> {
+pub(in crate::store) struct Slot<T> {
     value: Mutex<Option<T>>,
     ready: Condvar,
 }
 
 impl<T> Slot<T> {
-    pub(super) fn new() -> Arc<Slot<T>> {
+    pub(in crate::store) fn new() -> Arc<Slot<T>> {
         Arc::new(Slot { value: Mutex::new(None), ready: Condvar::new() })
     }
 
-    pub(super) fn fill(&self, value: T) {
+    pub(in crate::store) fn fill(&self, value: T) {
         if let Ok(mut slot) = self.value.lock() {
             if slot.is_none() {
                 *slot = Some(value);
@@ -432,7 +432,7 @@ impl<T> Slot<T> {
     }
 
     /// The value, or `None` when `deadline` passed first.
-    pub(super) fn wait(&self, deadline: Instant) -> Option<T> {
+    pub(in crate::store) fn wait(&self, deadline: Instant) -> Option<T> {
         let mut slot = self.value.lock().ok()?;
         loop {
             if let Some(value) = slot.take() {

@@ -17,17 +17,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::commit::Slot;
-use super::file::FileId;
-use super::fork;
-use super::owner::check_peer;
-use super::wire::{self, Down, Up, PROTOCOL};
-use super::{Protocol, ReadOp, WriteOp};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
+use crate::store::fork;
+use crate::store::redb::commit::Slot;
+use crate::store::redb::file::FileId;
+use crate::store::redb::owner::check_peer;
+use crate::store::redb::wire::{self, Down, Up, PROTOCOL};
+use crate::store::{Protocol, ReadOp, WriteOp};
 
 /// What came back for one request.
-pub(super) enum Answer<T> {
+pub(in crate::store) enum Answer<T> {
     Done(Result<T>),
     /// The owner is handing over and did not apply it: send it to the next owner.
     Moved,
@@ -37,7 +37,7 @@ pub(super) enum Answer<T> {
 
 type WriteAnswer<P> = Answer<Option<<<P as Protocol>::Write as WriteOp>::Reply>>;
 /// Deferred outcomes waiting for a new owner, with their fixed "now" if any.
-pub(super) type Orphans<P> = Arc<Mutex<Vec<(<P as Protocol>::Write, Option<Micros>)>>>;
+pub(in crate::store) type Orphans<P> = Arc<Mutex<Vec<(<P as Protocol>::Write, Option<Micros>)>>>;
 type DownOf<P> = Down<<<P as Protocol>::Write as WriteOp>::Reply, <<P as Protocol>::Read as ReadOp>::Reply>;
 
 enum Waiting<P: Protocol> {
@@ -47,7 +47,7 @@ enum Waiting<P: Protocol> {
     Deferred(P::Write, Option<Micros>),
 }
 
-pub(super) struct Client<P: Protocol> {
+pub(in crate::store) struct Client<P: Protocol> {
     registered: fork::Registered,
     /// Shared with the reader thread, which answers the owner's goodbye under this lock: a request
     /// is either written before the `Bye` (so the owner reads it and answers it) or not at all.
@@ -60,14 +60,14 @@ pub(super) struct Client<P: Protocol> {
     orphans: Orphans<P>,
     reader: Mutex<Option<JoinHandle<()>>>,
     wait: Duration,
-    pub(super) owner_pid: u32,
+    pub(in crate::store) owner_pid: u32,
     generation: u64,
 }
 
 impl<P: Protocol> Client<P> {
     /// Connect to the owner at `address` and say hello. `Ok(None)`: nobody is listening (the
     /// owner is starting or gone; try to take ownership again).
-    pub(super) fn connect(
+    pub(in crate::store) fn connect(
         address: &Path,
         expected: Option<FileId>,
         wait: Duration,
@@ -161,7 +161,7 @@ impl<P: Protocol> Client<P> {
     }
 
     /// Whether this connection can no longer be used (then elect again).
-    pub(super) fn is_done(&self) -> bool {
+    pub(in crate::store) fn is_done(&self) -> bool {
         self.done.get().is_some()
     }
 
@@ -178,7 +178,7 @@ impl<P: Protocol> Client<P> {
         })
     }
 
-    pub(super) fn write(&self, op: P::Write, now: Option<Micros>, deferred: bool) -> WriteAnswer<P>
+    pub(in crate::store) fn write(&self, op: P::Write, now: Option<Micros>, deferred: bool) -> WriteAnswer<P>
     where
         P::Write: Clone,
     {
@@ -224,7 +224,7 @@ impl<P: Protocol> Client<P> {
         }
     }
 
-    pub(super) fn read(&self, op: P::Read, now: Option<Micros>) -> Answer<<P::Read as ReadOp>::Reply> {
+    pub(in crate::store) fn read(&self, op: P::Read, now: Option<Micros>) -> Answer<<P::Read as ReadOp>::Reply> {
         if self.done.get().is_some() {
             // Never sent on this connection (it broke, or the owner said goodbye): not applied.
             return Answer::Moved;
@@ -253,7 +253,7 @@ impl<P: Protocol> Client<P> {
     }
 
     /// Deferred outcomes not yet confirmed by the owner.
-    pub(super) fn unconfirmed(&self) -> usize {
+    pub(in crate::store) fn unconfirmed(&self) -> usize {
         self.waiting
             .lock()
             .map(|waiting| waiting.values().filter(|entry| matches!(entry, Waiting::Deferred(..))).count())

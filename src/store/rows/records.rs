@@ -8,7 +8,7 @@ use crate::effect::{EffectRecord, EffectState, StoredResult};
 
 /// The chain head: the last receipt's seq and hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct ChainHead {
+pub(in crate::store) struct ChainHead {
     pub seq: u64,
     pub hash: String,
 }
@@ -17,7 +17,7 @@ pub(super) struct ChainHead {
 /// that receipt, and read from there for display (`result` is then `None`); an integrator's
 /// `complete` writes no receipt and keeps it here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct StoredEffect {
+pub(in crate::store) struct StoredEffect {
     pub effect_key: String,
     pub state: EffectState,
     pub action_id: String,
@@ -74,7 +74,7 @@ impl StoredEffect {
 
 /// Schema 1's effect row, which carried the result itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct EffectV1 {
+pub(in crate::store) struct EffectV1 {
     pub effect_key: String,
     pub state: EffectState,
     pub action_id: String,
@@ -114,7 +114,7 @@ impl EffectV1 {
 
 /// The approval row of schemas 1–3: the action's name and hash, without the action itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct ApprovalV2 {
+pub(in crate::store) struct ApprovalV2 {
     pub approval_id: String,
     pub action_hash: String,
     pub action_name: String,
