@@ -3,10 +3,11 @@
 
     scripts/readme_blocks.py [--list] [--keep] [--warden-bin DIR] [FILE[#HEADING]...]
 
-With no FILE: README.md, bindings/README.md, bindings/python/README.md, bindings/node/README.md.
+With no FILE: DEFAULT_FILES below (README.md, CONTRIBUTING.md, the walk-throughs in docs/, the
+bindings' READMEs).
 `FILE#HEADING` runs only the section(s) whose heading contains HEADING.
 
-How a block runs is written in its info string (README.md, "How the code blocks run"):
+How a block runs is written in its info string (CONTRIBUTING.md, "How the code blocks run"):
 
   ```console          a terminal session: `$ ` lines are commands (a trailing `\\` continues one);
                       the lines under a command are what it prints, stdout and stderr together;
@@ -57,7 +58,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = ["README.md", "bindings/README.md", "bindings/python/README.md", "bindings/node/README.md"]
+# README.md sends its references to docs/; their walk-throughs run as the README's own blocks do.
+DEFAULT_FILES = [
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/SIGHTS.md",
+    "docs/GATEWAY.md",
+    "docs/VERIFY.md",
+    "docs/CLI.md",
+    "bindings/README.md",
+    "bindings/python/README.md",
+    "bindings/node/README.md",
+]
 # What installing from the checkout may leave behind (all ignored by git).
 ALLOWED_NEW_IGNORED = ("target/", "bindings/node/native/")
 NEVER_RUN = {"text", "json"}
@@ -343,7 +355,7 @@ def git_status(ignored: bool) -> set[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", help="FILE or FILE#HEADING (default: the four READMEs)")
+    parser.add_argument("files", nargs="*", help="FILE or FILE#HEADING (default: the READMEs, CONTRIBUTING.md and the docs/ walk-throughs)")
     parser.add_argument("--list", action="store_true", help="list the blocks and how each runs; run nothing")
     parser.add_argument("--keep", action="store_true", help="keep the session folders")
     parser.add_argument(

@@ -2,15 +2,32 @@
 # Every test Warden has: the prerequisites first, then Rust (unit, integration, vectors,
 # multi-process, crash, CLI, C ABI under valgrind), the header freshness check, clippy with
 # -D warnings, the Python and Node bindings against the library built here once, every code block
-# of the READMEs as a newcomer pastes it, mutation testing of the decider files
-# the last commit changed, a fresh clone with nothing beside it, and a clean checkout at the end.
+# of the READMEs and docs as a newcomer pastes it, mutation testing of the decider files changed
+# since the commit recorded in .ci/mutants-base, a fresh clone with nothing beside it, and a
+# clean checkout at the end.
 #
-#   ./scripts/test.sh                  everything
+#   ./scripts/test.sh                  everything, stage by stage (--help lists the stages)
 #   ./scripts/test.sh --prerequisites  only check what the suite needs, and that nothing it reads
 #                                      lies outside the repository
+#   ./scripts/test.sh --help           this text and the stages, in the order they run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+
+case "${1:-}" in
+    "" | --prerequisites) ;;
+    -h | --help)
+        sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+        echo
+        echo "Stages, in order (each prints '== NAME' as it starts, and its time at the end):"
+        grep -E '^ *stage "' "$0" | sed -E 's/^ *stage "([^"]*)".*/  \1/'
+        exit 0
+        ;;
+    *)
+        echo "scripts/test.sh: unknown option $1; run it with no option for everything, or see ./scripts/test.sh --help" >&2
+        exit 2
+        ;;
+esac
 
 # ---- prerequisites ------------------------------------------------------------------------------
 
@@ -193,7 +210,8 @@ fresh_clone() {
 
 # The whole run leaves nothing behind that git would see.
 clean_checkout() {
-    local changes; changes=$(git status --porcelain)
+    # The one change the suite may make: the mutation stage advancing its base, to be committed.
+    local changes; changes=$(git status --porcelain | grep -vxF " M $mutants_base_file" || true)
     if [ -n "$changes" ] && [ "$changes" != "${checkout_before:-}" ]; then
         echo "the suite changed the checkout (git status --porcelain):" >&2
         diff <(echo "${checkout_before:-}") <(echo "$changes") >&2 || true
@@ -201,7 +219,7 @@ clean_checkout() {
     fi
     echo "the checkout is as it was before the suite (git status --porcelain)"
 }
-checkout_before=$(git status --porcelain)
+checkout_before=$(git status --porcelain | grep -vxF " M $mutants_base_file" || true)
 
 stage "clippy (-D warnings)" clippy
 stage "release build (library + CLI, shared by bindings)" release_build
@@ -224,18 +242,69 @@ if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; the
     stage "cross-language race (python + node + cli)" bash -c "set -o pipefail; '$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
 fi
 stage "README blocks, as pasted (demo, quickstarts)" readme_blocks
-# Mutation testing of the decider files the last commit changed (scripts/mutants.sh), when
-# cargo-mutants is installed (.ci/run installs it); the full run is `scripts/mutants.sh`.
+# Mutation testing (scripts/mutants.sh) of the decider files changed since the last commit this
+# stage verified: .ci/mutants-base, a tracked file committed with the code, names that commit, so
+# a clean clone in CI mutates everything a submission of any number of commits changed. After a
+# run with nothing missed, the stage writes HEAD there (when the working tree's deciders are
+# HEAD's); committing that file with the next commit is what advances the base. It fails closed: a
+# base that is missing, unreadable, not a commit here or not an ancestor of HEAD stops the suite.
+# Needs cargo-mutants (.ci/run installs it); without it the stage says it skipped.
+mutants_base_file=.ci/mutants-base
+mutants_base() { { grep -Ev '^[[:space:]]*(#|$)' "$mutants_base_file" 2>/dev/null || true; } | head -n1 | tr -d '[:space:]'; }
 mutants_in_diff() {
+    local base; base=$(mutants_base)
+    if [ -z "$base" ]; then
+        echo "mutation testing: $mutants_base_file names no commit; write the id of the last commit whose deciders" \
+            "were mutation-tested there (git rev-parse HEAD after a full scripts/mutants.sh run)" >&2
+        exit 1
+    fi
+    if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
+        echo "mutation testing: $mutants_base_file names $base, which is not a commit in this clone" \
+            "(a shallow clone needs git fetch --unshallow; a rewritten history needs a new base)" >&2
+        exit 1
+    fi
+    if ! git merge-base --is-ancestor "$base" HEAD; then
+        echo "mutation testing: $mutants_base_file names $base, which is not an ancestor of HEAD, so the" \
+            "deciders changed since it cannot be told; write there the newest ancestor of HEAD whose deciders" \
+            "were mutation-tested (git merge-base $base HEAD, if that one was)" >&2
+        exit 1
+    fi
     if ! cargo mutants --version >/dev/null 2>&1; then
-        echo "skipped: cargo-mutants is not installed (cargo install --locked cargo-mutants@27.1.0)"
-    elif ! git rev-parse --verify --quiet HEAD~1 >/dev/null 2>&1; then
-        echo "skipped: no previous commit to compare against (not a git clone, or a shallow one)"
+        echo "skipped: cargo-mutants is not installed (cargo install --locked cargo-mutants@27.1.0);" \
+            "the deciders changed since $(git rev-parse --short "$base") are not mutation-tested"
+        return 0
+    fi
+    local out status=0
+    out=$(mktemp)
+    scripts/mutants.sh --in-diff "$base" 2>&1 | tee "$out" || status=$?
+    # mutants.sh's summary row: total CAUGHT MISSED UNVIABLE TIMEOUTS.
+    local total; total=$(awk '$1 == "total" && NF == 5 {print $2, $3, $4, $5}' "$out")
+    rm -f "$out"
+    local caught=0 missed=0 unviable=0 timeouts=0
+    [ -z "$total" ] || read -r caught missed unviable timeouts <<<"$total"
+    local ran=$((caught + missed + timeouts))
+    local since; since="since $(git rev-parse --short "$base")"
+    if [ "$ran" -eq 0 ] && [ "$status" -eq 0 ]; then
+        echo "mutation testing: no mutant ran $since: no decider changed, or the changes touch no mutable code"
     else
-        scripts/mutants.sh --in-diff HEAD~1
+        echo "mutation testing $since: $ran mutant(s) ran, $((caught + timeouts)) caught" \
+            "($timeouts by timeout), $missed missed; $unviable did not build"
+    fi
+    if [ "$status" -ne 0 ]; then
+        exit "$status"
+    fi
+    local head; head=$(git rev-parse HEAD)
+    if [ "$base" = "$head" ]; then
+        :
+    elif [ -z "$(git status --porcelain -- src)" ]; then
+        printf '%s\n%s\n' "$(grep -E '^[[:space:]]*#' "$mutants_base_file")" "$head" > "$mutants_base_file"
+        echo "mutation testing: the base advanced to $head in $mutants_base_file; commit it with your next commit"
+    else
+        echo "mutation testing: the base stays at $base: src/ differs from HEAD, so no commit was verified" \
+            "as it is; commit the change and run the suite again to advance it"
     fi
 }
-stage "mutation testing (deciders changed since HEAD~1)" mutants_in_diff
+stage "mutation testing (deciders changed since .ci/mutants-base)" mutants_in_diff
 stage "a fresh clone with nothing beside it" fresh_clone
 stage "the checkout is left clean" clean_checkout
 

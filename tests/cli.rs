@@ -633,16 +633,18 @@ fn receipts_prints_one_line_per_receipt_and_last_keeps_the_newest() {
     let all = store.run(&["receipts"]);
     assert_eq!(all.code, 0, "{all}");
     let lines: Vec<Vec<&str>> = all.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
-    assert_eq!(lines.len(), 2, "{all}");
+    assert_eq!(lines.len(), 3, "a header and two receipts: {all}");
+    assert_eq!(lines[0], ["SEQ", "RECEIPT", "FINISHED", "RESULT", "ACTION", "EFFECT_KEY", "REASON"], "{all}");
     assert_eq!(
-        (lines[0][0], lines[0][2], lines[0][3], lines[0][4], lines[0][5]),
+        (lines[1][0], lines[1][3], lines[1][4], lines[1][5], lines[1][6]),
         ("1", "ambiguous", "stripe.refund", "refund:p1", "rule[0]"),
         "{all}"
     );
-    assert_eq!((lines[1][0], lines[1][2], lines[1][3], lines[1][4]), ("2", "denied", "db.drop", "-"), "{all}");
+    assert!(lines[1][1].starts_with("rct_"), "{all}");
+    assert_eq!((lines[2][0], lines[2][3], lines[2][4], lines[2][5]), ("2", "denied", "db.drop", "-"), "{all}");
     let last = store.run(&["receipts", "--last", "1"]);
-    assert_eq!(last.stdout.lines().count(), 1, "{last}");
-    assert!(last.stdout.starts_with("2 "), "{last}");
+    assert_eq!(last.stdout.lines().count(), 2, "{last}");
+    assert!(last.stdout.lines().nth(1).is_some_and(|row| row.starts_with("2 ")), "{last}");
 }
 
 #[test]
@@ -860,7 +862,8 @@ fn read_commands_against_a_missing_store_exit_2_and_create_nothing() {
 
 #[test]
 fn store_commands_without_any_store_path_exit_2() {
+    // No --store and no WARDEN_STORE: the default, warden.redb here, which is not there.
     let run = warden(&["effects"], "");
     assert_eq!(run.code, 2, "{run}");
-    assert!(run.stderr.contains("pass --store PATH or set WARDEN_STORE"), "{run}");
+    assert!(run.stderr.contains("no store at warden.redb; name the store with --store PATH or WARDEN_STORE"), "{run}");
 }

@@ -100,5 +100,5 @@ fn keep_leaves_the_scratch_store_and_prints_a_command_that_works_as_printed() {
         .output()
         .expect("run the printed command");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 14, "fourteen receipts");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 15, "a header and fourteen receipts");
 }

@@ -220,3 +220,37 @@ fn the_help_states_the_one_rule() {
     assert!(run.stdout.contains("Exit codes, one rule for every command:"), "{run}");
     assert!(run.stdout.contains("a document that does not load, for `check` too"), "{run}");
 }
+
+/// One kind of mistake, one exit code, whichever file the mistake names: a path that is not a
+/// store is 2 like a missing one (a document, the `.lock` beside a store), and a mistyped command
+/// is 2 without naming a hidden worker subcommand.
+#[test]
+fn each_kind_of_mistake_has_one_exit_code() {
+    let f = Fixture::new();
+    // (arguments, exit code, what stderr says, what it must not say)
+    let cases: &[(&[&str], i32, &str, &str)] = &[
+        (&["effects", "--store", "missing.redb"], 2, "no store at missing.redb", "internal"),
+        (&["effects", "--store", "warden.yaml"], 2, "warden.yaml is not a Warden store", "store error"),
+        (&["receipts", "--store", "typo.yaml"], 2, "typo.yaml is not a Warden store", "store error"),
+        (&["effects", "--store", "state.redb.lock"], 2, "the lock file", "internal"),
+        (&["inspect", "refund:pay_1", "--store", "warden.yaml"], 2, "is not a Warden store", "store error"),
+        (&["effects"], 2, "no store at warden.redb", "internal"),
+        (&["verfy"], 2, "'verify'", "__"),
+        (&["bench-child"], 2, "unrecognized subcommand", "__"),
+        (&["inspect", "refund:nobody", "--store", "state.redb"], 1, "nothing known", "internal"),
+    ];
+    for (args, code, says, never) in cases {
+        let run = warden(f.path(), args, &[]);
+        assert_eq!(run.code, *code, "{args:?}:\n{run}");
+        assert!(run.stderr.contains(says), "{args:?} says {says:?}:\n{run}");
+        assert!(!run.stderr.contains(never), "{args:?} must not say {never:?}:\n{run}");
+    }
+    assert!(!f.file("warden.redb").exists(), "no command created the default store");
+}
+
+#[test]
+fn the_help_lists_no_hidden_worker_subcommand() {
+    let run = warden(Path::new("."), &["--help"], &[]);
+    assert_eq!(run.code, 0, "{run}");
+    assert!(!run.stdout.contains("__"), "{run}");
+}

@@ -589,7 +589,7 @@ def machine(stores: Path) -> dict[str, Any]:
     model = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")), "unknown")
     mem = next((l.split(":", 1)[1].strip() for l in read("/proc/meminfo").splitlines() if l.startswith("MemTotal")), "")
     source, fstype = filesystem_of(stores)
-    # Named relative to the repository when inside it: the report is pasted into the README.
+    # Named relative to the repository when inside it: the report is pasted into docs/NUMBERS.md.
     repository = HERE.parent.parent
     shown = stores.relative_to(repository) if stores.is_relative_to(repository) else stores
     disk: dict[str, Any] = {"device": source, "filesystem": fstype, "directory": str(shown)}

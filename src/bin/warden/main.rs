@@ -29,6 +29,7 @@ mod sight_commands;
 mod store_commands;
 mod verify_race;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,7 +38,7 @@ use serde_json::json;
 
 use warden::EffectState;
 
-use crate::exit::{Done, Failure, EXIT_CODES_HELP, EXIT_INTERNAL};
+use crate::exit::{Done, Failure, EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_USAGE};
 use crate::output::{count, document, read_stdin, write_stderr, write_stdout};
 use crate::policy_commands::{document_path, load_config, DecideRequest};
 use crate::store_commands::{default_person, open_store, open_store_to_read, parse_ttl};
@@ -50,7 +51,8 @@ use crate::store_commands::{default_person, open_store, open_store_to_read, pars
     after_help = EXIT_CODES_HELP
 )]
 struct Cli {
-    /// The store file. Store commands refuse a path that does not exist.
+    /// The store file (default: warden.redb in the current directory). Store commands refuse a
+    /// path that does not exist.
     #[arg(long, global = true, env = "WARDEN_STORE", value_name = "PATH")]
     store: Option<PathBuf>,
 
@@ -379,25 +381,11 @@ enum Command {
         outcomes: String,
     },
 
-    /// One process worker of `warden bench` (started by bench itself).
-    #[command(name = bench::CHILD_SUBCOMMAND, hide = true)]
-    BenchChild {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
-
     /// Put Warden in front of an MCP server: every tools/call becomes the action
     /// mcp.<alias>.<tool> (decided, approved, reserved, recorded); everything else is relayed
     /// untouched. Over Streamable HTTP (--upstream URL), or over stdio with the server as a
     /// child (--stdio -- COMMAND …). Needs --config and --store. See docs/GATEWAY.md.
     Gateway(Box<gateway::GatewayArgs>),
-
-    /// One G4 contender of `warden verify` (started by verify itself).
-    #[command(name = warden::verify::CHILD_SUBCOMMAND, hide = true)]
-    VerifyChild {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
 }
 
 fn parse_state(text: &str) -> Result<EffectState, String> {
@@ -405,15 +393,32 @@ fn parse_state(text: &str) -> Result<EffectState, String> {
         .ok_or_else(|| "expected one of reserved, executing, committed, failed, ambiguous".to_owned())
 }
 
+/// The worker processes that `verify` (G4's contenders) and `bench` start are not commands: they
+/// are recognised here, before the command line is parsed, so that clap never lists them, and
+/// never suggests one for a typo (`warden verfy`).
+fn worker(args: &[OsString]) -> Option<ExitCode> {
+    let name = args.get(1)?.to_str()?;
+    let run: fn(&[String]) -> i32 = if name == warden::verify::CHILD_SUBCOMMAND {
+        warden::verify::child_main
+    } else if name == bench::CHILD_SUBCOMMAND {
+        bench::child_main
+    } else {
+        return None;
+    };
+    let Some(rest) = args[2..].iter().map(|arg| arg.to_str().map(str::to_owned)).collect::<Option<Vec<String>>>()
+    else {
+        write_stderr(&format!("warden {name}: an argument is not UTF-8"));
+        return Some(ExitCode::from(EXIT_USAGE));
+    };
+    Some(ExitCode::from(u8::try_from(run(&rest)).unwrap_or(EXIT_INTERNAL)))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Command::VerifyChild { args } = &cli.command {
-        let code = warden::verify::child_main(args);
-        return ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL));
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(code) = worker(&args) {
+        return code;
     }
-    if let Command::BenchChild { args } = &cli.command {
-        return ExitCode::from(u8::try_from(bench::child_main(args)).unwrap_or(EXIT_INTERNAL));
-    }
+    let cli = Cli::parse_from(args);
     if let Command::Gateway(args) = &cli.command {
         // Runs until stopped; only a startup refusal or a fault returns.
         return match gateway::run(args, cli.store.as_deref(), cli.config.as_deref()) {
@@ -447,11 +452,13 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<Done, Failure> {
-    let store = cli.store.as_deref();
+    let store = Some(store_commands::store_path(cli.store.as_deref()));
     let config = cli.config.as_deref();
     let json = cli.json;
     match &cli.command {
-        Command::Demo { keep } => demo::demo(&demo::Ignored { store, config }, *keep, init::STARTER).map(Done::ok),
+        Command::Demo { keep } => {
+            demo::demo(&demo::Ignored { store: cli.store.as_deref(), config }, *keep, init::STARTER).map(Done::ok)
+        }
         Command::Init { path, force } => init::init(path, *force, json).map(Done::ok),
         Command::Check { file } => Ok(policy_commands::check(document_path(file.as_deref(), config)?, json)),
         Command::Decide { file, action, args, agent, user } => {
@@ -517,7 +524,7 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             // A bad duration is a usage error whatever the store says.
             let ttl = ttl.as_deref().map(parse_ttl).transpose()?;
             let confirm = store_commands::Confirm { yes: *yes };
-            store_commands::approve(&open_store(store)?, id, by, ttl, confirm, json).map(Done::ok)
+            store_commands::approve(store, id, by, ttl, confirm, json).map(Done::ok)
         }
         Command::Deny { id, by, reason } => {
             store_commands::deny(&open_store(store)?, id, by, reason.as_deref(), json).map(Done::ok)
@@ -543,9 +550,6 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             json,
         })
         .map(Done::ok),
-        Command::BenchChild { .. } => Err(Failure::internal("the bench child runs only from main")),
         Command::Gateway(_) => Err(Failure::internal("the gateway runs only from main")),
-        // Handled in `main` before anything else; kept total so no input can panic here.
-        Command::VerifyChild { .. } => Err(Failure::internal("the verify child runs only from main")),
     }
 }

@@ -18,6 +18,19 @@ use crate::approval_view;
 use crate::exit::{Done, Failure};
 use crate::output::{document, shown, shown_value, table};
 
+/// Where the store is when neither `--store` nor `$WARDEN_STORE` names one: beside the document
+/// `warden init` writes (`warden.yaml`), in the current directory.
+pub const DEFAULT_STORE: &str = "warden.redb";
+
+/// The store a command uses: the one named, else [`DEFAULT_STORE`].
+pub fn store_path(named: Option<&Path>) -> &Path {
+    named.filter(|path| !path.as_os_str().is_empty()).unwrap_or(Path::new(DEFAULT_STORE))
+}
+
+/// How every message about a store path ends: how to name another one.
+const NAME_IT: &str = "name the store with --store PATH or WARDEN_STORE (without either it is warden.redb in the \
+                       current directory)";
+
 /// Every store command reads or answers what is already there, so a missing file is a mistake
 /// in `--store` / `$WARDEN_STORE`, never a request for a new, empty store.
 pub fn open_store(path: Option<&Path>) -> Result<Kernel, Failure> {
@@ -44,23 +57,37 @@ fn open_store_as(path: Option<&Path>, read_only: bool) -> Result<Kernel, Failure
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() && meta.len() > 0 => {}
         Ok(meta) if meta.is_file() => {
-            return Err(Failure::usage(format!(
-                "{shown_path} is an empty file, not a Warden store; check --store or WARDEN_STORE"
-            )));
+            // The `.lock` beside a store is the empty file most often named by mistake.
+            let lock = path.extension().is_some_and(|extension| extension == "lock");
+            let hint = if lock { " (the lock file that sits beside a store: name the store itself)" } else { "" };
+            return Err(Failure::usage(format!("{shown_path} is an empty file{hint}, not a Warden store; {NAME_IT}")));
         }
         Ok(_) => {
             return Err(Failure::usage(format!(
-                "{shown_path} is not a file, so it is not a Warden store; check --store or WARDEN_STORE"
+                "{shown_path} is not a file, so it is not a Warden store; {NAME_IT}"
             )))
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Err(Failure::usage(format!(
-                "no store at {shown_path}; check --store or WARDEN_STORE (read commands never create a store)"
+                "no store at {shown_path}; {NAME_IT}; read commands never create a store"
             )));
         }
         Err(error) => return Err(Failure::usage(format!("cannot read the store {shown_path}: {error}"))),
     }
-    Ok(Kernel::open(path, KernelOptions { store, ..KernelOptions::default() })?)
+    Kernel::open(path, KernelOptions { store, ..KernelOptions::default() }).map_err(not_a_store)
+}
+
+/// A file that is there but holds something else (a document, the `.lock` beside a store) is a
+/// mistake in the path, exit 2 as for a missing one, not a fault of the store (exit 3).
+// The store names this case only in its message (`Error::Store`); matching the message is the
+// one place the CLI depends on its wording, and a changed wording falls back to exit 3, never 0.
+fn not_a_store(error: warden::Error) -> Failure {
+    match &error {
+        warden::Error::Store(message) if message.contains("is not a Warden store") => {
+            Failure::usage(format!("{}; {NAME_IT}", shown(message.split("; ").next().unwrap_or(message))))
+        }
+        _ => error.into(),
+    }
 }
 
 /// Who approves, denies or resolves when `--by` is not given: `cli:$USER`.
@@ -114,7 +141,8 @@ pub fn receipts(kernel: &Kernel, last: usize, json: bool) -> Result<String, Fail
     Ok(receipt_lines(&rows))
 }
 
-/// One line per receipt: seq, finished, result, action, effect key, decision reason.
+/// One line per receipt under a header: seq, receipt id, finished, result, action, effect key,
+/// decision reason. Both ids work with `warden inspect`.
 pub fn receipt_lines(rows: &[(u64, StoredReceipt)]) -> String {
     let lines = rows
         .iter()
@@ -123,6 +151,7 @@ pub fn receipt_lines(rows: &[(u64, StoredReceipt)]) -> String {
                 let field = |name: &str| shown_value(doc.get(name));
                 vec![
                     seq.to_string(),
+                    field("receipt_id"),
                     field("finished_at"),
                     field("result"),
                     field("action"),
@@ -133,7 +162,7 @@ pub fn receipt_lines(rows: &[(u64, StoredReceipt)]) -> String {
             Err(_) => vec![seq.to_string(), "<unreadable receipt document>".to_owned()],
         })
         .collect();
-    table(None, lines)
+    table(Some(&["SEQ", "RECEIPT", "FINISHED", "RESULT", "ACTION", "EFFECT_KEY", "REASON"]), lines)
 }
 
 pub fn chain(report: &ChainReport, json: bool) -> Result<Done, Failure> {
@@ -242,8 +271,13 @@ pub struct Confirm {
 /// else `--yes` is required), and grant exactly that action: the grant names the action hash
 /// shown, so a request that binds anything else is refused. With a TTL the approval is usable
 /// for that long from the moment it is granted.
+///
+/// The store is read, then closed while the person decides, and opened again to answer: a
+/// command waiting at a prompt never owns the store, so an interrupt (Ctrl-C) there leaves no
+/// owner's socket behind. The answer names the action hash shown, so nothing can change in
+/// between unnoticed.
 pub fn approve(
-    kernel: &Kernel,
+    store: Option<&Path>,
     id: &str,
     by: &str,
     ttl: Option<Micros>,
@@ -251,7 +285,7 @@ pub fn approve(
     json: bool,
 ) -> Result<String, Failure> {
     let approver = warden::kernel::asserted(by)?;
-    let Some(record) = kernel.approval(id)? else {
+    let Some(record) = open_store_to_read(store)?.approval(id)? else {
         return Err(Failure::check("unknown", format!("no approval request {}", shown(id))));
     };
     let summary = approval_view::summary(&record);
@@ -271,7 +305,7 @@ pub fn approve(
             ));
         }
     }
-    let updated = kernel.answer(id, &approver, None, true, ttl, Some(&record.action_hash))?;
+    let updated = open_store(store)?.answer(id, &approver, None, true, ttl, Some(&record.action_hash))?;
     if json {
         return Ok(document(&updated.to_json()));
     }
