@@ -10,6 +10,7 @@
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
 
+mod about;
 mod approval_view;
 mod authority_commands;
 mod bench;
@@ -32,7 +33,7 @@ mod verify_race;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{ArgGroup, Parser, Subcommand};
+use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 use serde_json::json;
 
 use warden::EffectState;
@@ -46,6 +47,8 @@ use crate::store_commands::{default_person, open_store, open_store_to_read, pars
 #[command(
     name = "warden",
     version,
+    // `--version` is ours (below), so that `--version --json` prints one document.
+    disable_version_flag = true,
     about = "At-most-once effects and confined reads for AI agents: the administrator's document, checks, and the operator's view of a store",
     after_help = EXIT_CODES_HELP
 )]
@@ -62,8 +65,12 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
+    /// Print the version, the C ABI version and the store schema (one JSON document with --json).
+    #[arg(short = 'V', long)]
+    version: bool,
+
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -392,6 +399,23 @@ enum Command {
     /// child (--stdio -- COMMAND …). Needs --config and --store. See docs/GATEWAY.md.
     Gateway(Box<gateway::GatewayArgs>),
 
+    /// Print the shell completion script for bash, zsh or fish (also elvish, powershell).
+    ///
+    /// bash: `source <(warden completions bash)`; zsh: `warden completions zsh > ~/.zfunc/_warden`;
+    /// fish: `warden completions fish > ~/.config/fish/completions/warden.fish`.
+    Completions {
+        /// The shell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+
+    /// Write the man pages (warden.1 and warden-SUBCOMMAND.1 for each subcommand) into DIR.
+    ManPages {
+        /// An existing directory, e.g. share/man/man1.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+
     /// One G4 contender of `warden verify` (started by verify itself).
     #[command(name = warden::verify::CHILD_SUBCOMMAND, hide = true)]
     VerifyChild {
@@ -407,14 +431,25 @@ fn parse_state(text: &str) -> Result<EffectState, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::VerifyChild { args } = &cli.command {
+    if cli.version {
+        return match write_stdout(&about::version(cli.json)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => ExitCode::from(failure.code),
+        };
+    }
+    let Some(command) = &cli.command else {
+        Cli::command()
+            .error(clap::error::ErrorKind::MissingSubcommand, "name a command (warden --help lists them)")
+            .exit()
+    };
+    if let Command::VerifyChild { args } = command {
         let code = warden::verify::child_main(args);
         return ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL));
     }
-    if let Command::BenchChild { args } = &cli.command {
+    if let Command::BenchChild { args } = command {
         return ExitCode::from(u8::try_from(bench::child_main(args)).unwrap_or(EXIT_INTERNAL));
     }
-    if let Command::Gateway(args) = &cli.command {
+    if let Command::Gateway(args) = command {
         // Runs until stopped; only a startup refusal or a fault returns.
         return match gateway::run(args, cli.store.as_deref(), cli.config.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
@@ -424,7 +459,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    match run(&cli) {
+    match run(&cli, command) {
         Ok(done) => {
             let written = write_stdout(&done.stdout);
             match (done.failed, written) {
@@ -446,11 +481,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli) -> Result<Done, Failure> {
+fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
     let store = cli.store.as_deref();
     let config = cli.config.as_deref();
     let json = cli.json;
-    match &cli.command {
+    match command {
         Command::Demo { keep } => demo::demo(&demo::Ignored { store, config }, *keep, init::STARTER).map(Done::ok),
         Command::Init { path, force } => init::init(path, *force, json).map(Done::ok),
         Command::Check { file } => Ok(policy_commands::check(document_path(file.as_deref(), config)?, json)),
@@ -543,6 +578,8 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             json,
         })
         .map(Done::ok),
+        Command::Completions { shell } => Ok(Done::ok(about::completions(*shell))),
+        Command::ManPages { dir } => about::man_pages(dir, json).map(Done::ok),
         Command::BenchChild { .. } => Err(Failure::internal("the bench child runs only from main")),
         Command::Gateway(_) => Err(Failure::internal("the gateway runs only from main")),
         // Handled in `main` before anything else; kept total so no input can panic here.
