@@ -58,7 +58,9 @@ pub fn man_pages(dir: &Path, json: bool) -> Result<String, Failure> {
             dir.display()
         )));
     }
-    clap_mangen::generate_to(Cli::command(), dir)
+    // Each page's header names the version (clap gives it to the top-level command only).
+    let command = Cli::command().mut_subcommands(|sub| sub.version(env!("CARGO_PKG_VERSION")));
+    clap_mangen::generate_to(command, dir)
         .map_err(|e| Failure::config(format!("cannot write the man pages into {}: {e}", dir.display())))?;
     let mut pages: Vec<String> = std::fs::read_dir(dir)
         .map_err(|e| Failure::config(format!("cannot list {}: {e}", dir.display())))?
