@@ -50,7 +50,7 @@ trap 'rm -rf "$work"' EXIT
 python=$(python3 -c 'import sys; print(sys.executable)')
 listed() { # listed ARTIFACT: one path per line, sorted
     case "$1" in
-        *.whl) "$python" -c 'import sys, zipfile; print("\n".join(sorted(zipfile.ZipFile(sys.argv[1]).namelist())))' "$1" ;;
+        *.whl) "$python" -c 'import sys, zipfile; print("\n".join(sorted(n for n in zipfile.ZipFile(sys.argv[1]).namelist() if not n.endswith("/"))))' "$1" ;;
         *) tar -tzf "$1" | grep -v '/$' | sort ;;
     esac
 }
@@ -153,7 +153,7 @@ done
 for tool in cargo rustc cc gcc; do
     if PATH=$bin command -v "$tool" >/dev/null; then fail "$tool is still on the stripped PATH"; fi
 done
-no_rust() { env -i HOME="$work/home" PATH="$bin" LANG=C.UTF-8 TERM=dumb "$@"; }
+no_rust() { env -i HOME="$work/home" PATH="$bin" LANG=C.UTF-8 TERM=dumb npm_config_update_notifier=false "$@"; }
 mkdir -p "$work/home"
 
 # The CLI archive, into a fresh prefix.

