@@ -2,9 +2,10 @@
 # Every test Warden has: the prerequisites first, then Rust (unit, integration, vectors,
 # multi-process, crash, CLI, C ABI under valgrind), the header freshness check, clippy with
 # -D warnings, the Python and Node bindings against the library built here once, every code block
-# of the READMEs and docs as a newcomer pastes it, mutation testing of the decider files changed
-# since the commit recorded in .ci/mutants-base, a fresh clone with nothing beside it, and a
-# clean checkout at the end.
+# of the READMEs and docs as a newcomer pastes it, the installable artifacts installed and run
+# without Rust (scripts/dist.sh, scripts/dist-check.sh), mutation testing of the decider files
+# changed since the commit recorded in .ci/mutants-base, a fresh clone with nothing beside it,
+# and a clean checkout at the end.
 #
 #   ./scripts/test.sh                  everything, stage by stage (--help lists the stages)
 #   ./scripts/test.sh --prerequisites  only check what the suite needs, and that nothing it reads
@@ -241,6 +242,12 @@ fi
 if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; then
     stage "cross-language race (python + node + cli)" bash -c "set -o pipefail; '$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
 fi
+# The installable artifacts: scripts/dist.sh compiles once in its own `dist` profile (the release
+# build above cannot be reused: the shipped binaries are built with this machine's source paths
+# remapped, which changes every crate's flags), then scripts/dist-check.sh installs the wheel, the
+# npm tarball and the CLI archive with no cargo, rustc or cc on PATH and runs the quickstarts.
+dist_artifacts() { scripts/dist.sh && scripts/dist-check.sh; }
+stage "artifacts: dist.sh, installed and run without Rust" dist_artifacts
 stage "README blocks, as pasted (demo, quickstarts)" readme_blocks
 # Mutation testing (scripts/mutants.sh) of the decider files changed since the last commit this
 # stage verified: .ci/mutants-base, a tracked file committed with the code, names that commit, so

@@ -6,6 +6,9 @@
 /** The C ABI version this binding is written against; the loaded library must match. */
 export declare const ABI_VERSION: 1;
 
+/** This package's version, the same as the library's and the CLI's (`warden --version --json`). */
+export declare const version: string;
+
 export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 

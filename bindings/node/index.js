@@ -19,6 +19,9 @@ const { WardenError, AbiMismatch, Ambiguous, ApprovalRequired, InvalidInput, Not
 /** The C ABI version this binding is written against. */
 const ABI_VERSION = 1;
 
+/** This package's version: the same as the library's and the CLI's (`warden --version --json`). */
+const { version } = require('./package.json');
+
 const native = loadNative();
 
 function loadNative() {
@@ -785,6 +788,7 @@ async function runPermitted(permit, fn) {
 
 module.exports = {
   ABI_VERSION,
+  version,
   Warden,
   withContext,
   withApproval,

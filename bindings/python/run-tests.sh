@@ -28,7 +28,7 @@ if [ -n "${WARDEN_LIB:-}" ]; then
     [ -f "$lib" ] || { echo "run-tests.sh: WARDEN_LIB=$lib is not a file" >&2; exit 2; }
 else
     lib=$target/release/$libname
-    CARGO_TARGET_DIR=$target cargo build --quiet --release --lib -p warden --manifest-path "$repo/Cargo.toml"
+    CARGO_TARGET_DIR=$target cargo build --quiet --release --lib -p warden-effects --manifest-path "$repo/Cargo.toml"
 fi
 
 venv=$target/py-venv
@@ -43,7 +43,7 @@ fi
 
 WARDEN_LIB=$lib "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     --no-deps --no-build-isolation --force-reinstall "$here"
-rm -rf "$here/build" "$here/warden.egg-info"  # setuptools' in-tree leftovers
+rm -rf "$here/build" "$here/warden_effects.egg-info"  # setuptools' in-tree leftovers
 
 # The installed package (with its bundled copy of the library) is what the tests import
 # (the pytest script, not `python -m pytest`, which would import ./warden from the source);

@@ -2,9 +2,14 @@
 
 The library comes from, in order:
 1. `$WARDEN_LIB`, when it names an existing file (CI and tests: nothing is compiled twice);
-2. `cargo build --release --lib -p warden` in the repository that holds this directory
-   (found by walking up to the Cargo.toml of package `warden`, or `$WARDEN_SOURCE_DIR`),
-   honouring `$CARGO_TARGET_DIR` and any `target-dir` cargo is configured with.
+2. `cargo build --release --lib -p warden-effects` in the Rust sources: `rust/` beside this file
+   in an sdist (scripts/dist.sh puts the crate there), else the repository that holds this
+   directory (found by walking up to the Cargo.toml of package `warden-effects`), or
+   `$WARDEN_SOURCE_DIR`; honouring `$CARGO_TARGET_DIR` and any `target-dir` cargo is configured
+   with.
+
+The compile takes minutes; pip hides a build's output unless `-v`, so when a terminal is
+attached cargo's progress goes straight to it (`/dev/tty`) instead of into pip's capture.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ def _is_warden_manifest(path: Path) -> bool:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return False
-    return "[package]" in text and 'name = "warden"' in text
+    return "[package]" in text and 'name = "warden-effects"' in text
 
 
 def repository_root() -> Path:
@@ -45,7 +50,7 @@ def repository_root() -> Path:
         if not _is_warden_manifest(root / "Cargo.toml"):
             raise SystemExit(f"WARDEN_SOURCE_DIR={override} holds no Cargo.toml of package warden")
         return root
-    for candidate in (HERE, *HERE.parents):
+    for candidate in (HERE / "rust", HERE, *HERE.parents):
         if _is_warden_manifest(candidate / "Cargo.toml"):
             return candidate
     raise SystemExit(
@@ -80,10 +85,13 @@ def built_library() -> Path:
         return path
     root = repository_root()
     manifest = root / "Cargo.toml"
-    command = ["cargo", "build", "--release", "--lib", "-p", "warden", "--manifest-path", str(manifest)]
-    print(f"warden: {' '.join(command)}", file=sys.stderr)
+    command = ["cargo", "build", "--release", "--lib", "-p", "warden-effects", "--manifest-path", str(manifest)]
+    terminal = _terminal()
+    for stream in {sys.stderr, terminal} - {None}:
+        print(f"warden: {' '.join(command)}", file=stream)
+        print("warden: compiling libwarden in release mode takes about 7 minutes on 2 cores", file=stream, flush=True)
     try:
-        subprocess.run(command, check=True)
+        subprocess.run(command, check=True, stderr=terminal)
     except FileNotFoundError:
         raise SystemExit("cargo is not installed: install Rust (https://rustup.rs) or set WARDEN_LIB") from None
     except subprocess.CalledProcessError as exc:
@@ -92,6 +100,16 @@ def built_library() -> Path:
     if not path.is_file():
         raise SystemExit(f"cargo build succeeded but {path} does not exist")
     return path
+
+
+def _terminal():
+    """The user's terminal, when there is one, for cargo's progress (pip captures our stderr)."""
+    if sys.stderr.isatty():
+        return None  # already visible
+    try:
+        return open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115 - lives until the process ends
+    except OSError:
+        return None
 
 
 class build_py_with_library(build_py):

@@ -23,11 +23,24 @@ const libDir = process.env.WARDEN_LIB_DIR ? path.resolve(process.env.WARDEN_LIB_
 const library = path.join(libDir, 'libwarden.so');
 const native = path.join(binding, 'native');
 
+// npm hides an install script's output (unless --foreground-scripts), and the compile takes
+// minutes: when a terminal is attached, cargo's progress goes straight to it.
+function terminal() {
+  if (process.stderr.isTTY) return 'inherit';
+  try {
+    return fs.openSync('/dev/tty', 'w');
+  } catch {
+    return 'inherit';
+  }
+}
+
 function cargo(args) {
   const cargoBin = process.env.CARGO || 'cargo';
-  console.error(`warden: ${cargoBin} ${args.join(' ')}`);
+  const out = terminal();
+  const say = (line) => (out === 'inherit' ? console.error(line) : fs.writeSync(out, `${line}\n`));
+  say(`warden: ${cargoBin} ${args.join(' ')} (a release compile: minutes on a small machine)`);
   const run = spawnSync(cargoBin, args, {
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', out, out],
     env: { ...process.env, CARGO_TARGET_DIR: target, WARDEN_LIB_DIR: libDir },
   });
   if (run.error) {

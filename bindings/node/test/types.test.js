@@ -46,6 +46,7 @@ const EXPORTS = [
   'idempotencyToken',
   'parseJson',
   'stringifyJson',
+  'version',
   'withApproval',
   'withContext',
 ];

@@ -52,7 +52,7 @@ def test_building_a_wheel_runs_cargo_and_bundles_the_library(tmp_path: Path) -> 
     """What `pip install ./bindings/python` does on a fresh machine (here cargo finds the
     library up to date in the shared target dir, so nothing is compiled again)."""
     env = {key: value for key, value in os.environ.items() if key != "WARDEN_LIB"}
-    leftovers = [PACKAGE_DIR / "build", PACKAGE_DIR / "warden.egg-info"]
+    leftovers = [PACKAGE_DIR / "build", PACKAGE_DIR / "warden_effects.egg-info"]
     existed = [path.exists() for path in leftovers]
     try:
         result = _pip_wheel(tmp_path, env)
@@ -64,8 +64,8 @@ def test_building_a_wheel_runs_cargo_and_bundles_the_library(tmp_path: Path) -> 
                 shutil.rmtree(path, ignore_errors=True)
     assert left == [], f"the build left {left} in {PACKAGE_DIR}"
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "warden: cargo build --release --lib -p warden" in result.stdout + result.stderr
-    (wheel,) = tmp_path.glob("warden-*.whl")
+    assert "warden: cargo build --release --lib -p warden-effects" in result.stdout + result.stderr
+    (wheel,) = tmp_path.glob("warden_effects-*.whl")
     assert "-py3-none-" in wheel.name
     names = zipfile.ZipFile(wheel).namelist()
     assert "warden/libwarden.so" in names or "warden/libwarden.dylib" in names

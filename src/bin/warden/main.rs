@@ -10,6 +10,7 @@
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
 
+mod about;
 mod approval_view;
 mod authority_commands;
 mod bench;
@@ -33,7 +34,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{ArgGroup, Parser, Subcommand};
+use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 use serde_json::json;
 
 use warden::EffectState;
@@ -47,6 +48,8 @@ use crate::store_commands::{default_person, open_store, open_store_to_read, pars
 #[command(
     name = "warden",
     version,
+    // `--version` is ours (below), so that `--version --json` prints one document.
+    disable_version_flag = true,
     about = "At-most-once effects and confined reads for AI agents: the administrator's document, checks, and the operator's view of a store",
     after_help = EXIT_CODES_HELP
 )]
@@ -64,8 +67,12 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
+    /// Print the version, the C ABI version and the store schema (one JSON document with --json).
+    #[arg(short = 'V', long)]
+    version: bool,
+
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -386,6 +393,24 @@ enum Command {
     /// untouched. Over Streamable HTTP (--upstream URL), or over stdio with the server as a
     /// child (--stdio -- COMMAND …). Needs --config and --store. See docs/GATEWAY.md.
     Gateway(Box<gateway::GatewayArgs>),
+
+    /// Print the shell completion script for bash, zsh or fish (also elvish, powershell).
+    ///
+    /// bash: `source <(warden completions bash)`; zsh: `warden completions zsh > ~/.zfunc/_warden`;
+    /// fish: `warden completions fish > ~/.config/fish/completions/warden.fish`.
+    Completions {
+        /// The shell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+
+    /// Write the man pages (warden.1 and warden-SUBCOMMAND.1 for each subcommand) into DIR.
+    ManPages {
+        /// An existing directory, e.g. share/man/man1.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+
 }
 
 fn parse_state(text: &str) -> Result<EffectState, String> {
@@ -419,7 +444,18 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = Cli::parse_from(args);
-    if let Command::Gateway(args) = &cli.command {
+    if cli.version {
+        return match write_stdout(&about::version(cli.json)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => ExitCode::from(failure.code),
+        };
+    }
+    let Some(command) = &cli.command else {
+        Cli::command()
+            .error(clap::error::ErrorKind::MissingSubcommand, "name a command (warden --help lists them)")
+            .exit()
+    };
+    if let Command::Gateway(args) = command {
         // Runs until stopped; only a startup refusal or a fault returns.
         return match gateway::run(args, cli.store.as_deref(), cli.config.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
@@ -429,7 +465,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    match run(&cli) {
+    match run(&cli, command) {
         Ok(done) => {
             let written = write_stdout(&done.stdout);
             match (done.failed, written) {
@@ -451,11 +487,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli) -> Result<Done, Failure> {
+fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
     let store = Some(store_commands::store_path(cli.store.as_deref()));
     let config = cli.config.as_deref();
     let json = cli.json;
-    match &cli.command {
+    match command {
         Command::Demo { keep } => {
             demo::demo(&demo::Ignored { store: cli.store.as_deref(), config }, *keep, init::STARTER).map(Done::ok)
         }
@@ -550,6 +586,8 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             json,
         })
         .map(Done::ok),
+        Command::Completions { shell } => Ok(Done::ok(about::completions(*shell))),
+        Command::ManPages { dir } => about::man_pages(dir, json).map(Done::ok),
         Command::Gateway(_) => Err(Failure::internal("the gateway runs only from main")),
     }
 }
