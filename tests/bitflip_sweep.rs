@@ -327,6 +327,19 @@ fn no_single_bit_flip_gives_a_permit_for_a_reserved_executing_committed_or_ambig
             }
             eprintln!("  page {} done ({} of {}), {} of {total} flips", page / PAGE, n + 1, spans.len(), sweep.trials);
         }
+    } else if mode == "one" {
+        // One flip, replayed (`WARDEN_SWEEP_AT=offset:bit`), its damaged copy kept at
+        // `WARDEN_SWEEP_KEEP` (when set) for `warden doctor` and a closer look.
+        let at = std::env::var("WARDEN_SWEEP_AT").unwrap_or_default();
+        let (offset, bit) = at.split_once(':').expect("WARDEN_SWEEP_AT=offset:bit");
+        let (offset, bit): (usize, u8) = (offset.parse().expect("offset"), bit.parse().expect("bit"));
+        if let Ok(keep) = std::env::var("WARDEN_SWEEP_KEEP") {
+            let mut damaged = sweep.pristine.clone();
+            damaged[offset] ^= 1 << bit;
+            std::fs::write(&keep, &damaged).unwrap();
+            std::fs::write(format!("{keep}.pristine"), &sweep.pristine).unwrap();
+        }
+        sweep.trial(offset, bit);
     } else {
         let trials: u64 = std::env::var("WARDEN_SWEEP_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
         let mut rng = XorShift(0x5eed_0b17_f11b_2026);

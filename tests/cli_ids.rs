@@ -152,7 +152,8 @@ fn listings_print_a_header_and_the_ids_inspect_takes() {
         assert_eq!(run.code, 0, "{args:?}: {run}");
         let header: Vec<&str> = run.stdout.lines().next().unwrap_or_default().split_whitespace().collect();
         assert_eq!(header.first(), Some(first), "{args:?}: {run}");
-        let column = header.iter().position(|h| h == id_column).unwrap_or_else(|| panic!("{args:?}: no {id_column}: {run}"));
+        let column =
+            header.iter().position(|h| h == id_column).unwrap_or_else(|| panic!("{args:?}: no {id_column}: {run}"));
         let row: Vec<&str> = run.stdout.lines().nth(1).unwrap_or_default().split_whitespace().collect();
         let id = row.get(column).unwrap_or_else(|| panic!("{args:?}: no first row: {run}"));
         let shown = warden(dir.path(), &["inspect", id]);

@@ -11,6 +11,11 @@ use common::*;
 use warden::store::RawTable;
 use warden::{Error, Kernel, KernelOptions, ManualClock};
 
+/// The effect key the key template gives a payment.
+fn key(payment: &str) -> String {
+    format!("refund:{payment}")
+}
+
 fn committed(f: &Fixture, payment: &str) {
     let t = key_template();
     f.kernel.propose(&allow(&refund(payment, 1), &t)).unwrap().commit(&serde_json::json!({"ok": payment})).unwrap();
@@ -120,6 +125,10 @@ fn an_executing_effect_whose_key_byte_flipped_is_found_by_its_damaged_neighbour(
 #[test]
 fn an_open_refuses_a_store_whose_last_receipt_names_an_effect_with_no_row() {
     let f = Fixture::new();
+    // An effect without an outcome first, so the effects table still holds as many rows as
+    // effects have outcomes (the count check at open) and the last receipt's check is the one
+    // that speaks.
+    f.kernel.reserve_only(&refund("pay_0", 1), &key("pay_0"), None, None).unwrap();
     committed(&f, "pay_1");
     f.kernel.store().tamper(|raw| raw.remove_raw(RawTable::Effects, "refund:pay_1")).unwrap();
     let path = f.path();
@@ -132,4 +141,31 @@ fn an_open_refuses_a_store_whose_last_receipt_names_an_effect_with_no_row() {
     // Doctor still opens it (to read, without taking it over) and names the damage.
     let report = open_to_read(&path).doctor().unwrap();
     assert!(report.orphans.iter().any(|o| o.contains("refund:pay_1")), "{:?}", report.orphans);
+}
+
+#[test]
+fn an_open_refuses_a_store_whose_effects_table_holds_fewer_rows_than_effects_with_outcomes() {
+    // What a damaged table directory entry did in the sweep of every page: the effects table
+    // looked empty (every key new) while the outcome index still named its effects.
+    let f = Fixture::new();
+    f.kernel.reserve_only(&refund("pay_0", 1), &key("pay_0"), None, None).unwrap();
+    committed(&f, "pay_1");
+    committed(&f, "pay_2");
+    f.kernel
+        .store()
+        .tamper(|raw| {
+            raw.remove_raw(RawTable::Effects, "refund:pay_0")?;
+            raw.remove_raw(RawTable::Effects, "refund:pay_1")
+        })
+        .unwrap();
+    let path = f.path();
+    let Fixture { dir: _dir, clock, kernel, .. } = f;
+    drop(kernel);
+    let options = || KernelOptions { clock: std::sync::Arc::new(clock.clone()), ..KernelOptions::default() };
+    let refused = Kernel::open(&path, options()).expect_err("1 effect row for 2 outcomes opened to write");
+    let text = refused.to_string();
+    assert!(
+        text.contains("holds 1 rows but 2 effects have outcome receipts") && text.contains("warden doctor"),
+        "{text}"
+    );
 }

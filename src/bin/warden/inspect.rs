@@ -67,7 +67,9 @@ pub fn inspect(kernel: &Kernel, id: &str, json: bool) -> Result<String, Failure>
     if record.is_none() && events.is_empty() && receipts.is_empty() {
         return match by_seq {
             Some((seq, receipt)) => Ok(one_receipt(seq, &receipt, json)),
-            None => Err(Failure::check("not_found", format!("nothing known about {}; inspect takes {ACCEPTED}", shown(id)))),
+            None => {
+                Err(Failure::check("not_found", format!("nothing known about {}; inspect takes {ACCEPTED}", shown(id))))
+            }
         };
     }
     let record = record.map_or(Value::Null, |r| r.to_json());
@@ -134,11 +136,19 @@ fn action(kernel: &Kernel, id: &str, json: bool) -> Result<Option<String>, Failu
     let mut out = format!("action {}\n", shown(id));
     for effect in &effects {
         let key = effect.get("effect_key").and_then(Value::as_str).unwrap_or("-");
-        out.push_str(&format!("\neffect {} (its record now; warden inspect {} for its history)\n", shown(key), shown(key)));
+        out.push_str(&format!(
+            "\neffect {} (its record now; warden inspect {} for its history)\n",
+            shown(key),
+            shown(key)
+        ));
         out.push_str(&fields(effect));
     }
     for approval in &approvals {
-        out.push_str(&format!("\napproval {} (warden inspect {} shows what it binds)\n", shown(approval), shown(approval)));
+        out.push_str(&format!(
+            "\napproval {} (warden inspect {} shows what it binds)\n",
+            shown(approval),
+            shown(approval)
+        ));
     }
     out.push_str(&history(&events, &receipts));
     Ok(Some(out))

@@ -410,7 +410,6 @@ enum Command {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
     },
-
 }
 
 fn parse_state(text: &str) -> Result<EffectState, String> {

@@ -63,9 +63,7 @@ fn open_store_as(path: Option<&Path>, read_only: bool) -> Result<Kernel, Failure
             return Err(Failure::usage(format!("{shown_path} is an empty file{hint}, not a Warden store; {NAME_IT}")));
         }
         Ok(_) => {
-            return Err(Failure::usage(format!(
-                "{shown_path} is not a file, so it is not a Warden store; {NAME_IT}"
-            )))
+            return Err(Failure::usage(format!("{shown_path} is not a file, so it is not a Warden store; {NAME_IT}")))
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Err(Failure::usage(format!(

@@ -1069,6 +1069,24 @@ pub(crate) fn check_on_open(rows: &dyn RowRead) -> Result<()> {
         let names: Vec<&str> = missing.iter().map(|table| table.name()).collect();
         return Err(missing_tables(&names));
     }
+    // Counts that must agree, at one read each: every outcome index row names an effect that has
+    // a row, and every receipt has its id row. A damaged table directory entry can make a whole
+    // table look empty (and empty tables look new); these catch it for `effects` whenever any
+    // effect has an outcome, and for `receipt_ids` always.
+    let (effects, outcomes) = (rows.count(Table::Effects)?, rows.count(Table::EffectReceipts)?);
+    if effects < outcomes {
+        return Err(Error::Store(format!(
+            "the store file is damaged: the effects table holds {effects} rows but {outcomes} effects have outcome \
+             receipts; nothing was decided from it. Run `warden doctor` on the store, and restore it from a backup"
+        )));
+    }
+    let (receipts, ids) = (rows.count(Table::Receipts)?, rows.count(Table::ReceiptIds)?);
+    if receipts != ids {
+        return Err(Error::Store(format!(
+            "the store file is damaged: the chain holds {receipts} receipts but {ids} receipt ids are indexed; nothing \
+             was decided from it. Run `warden doctor` on the store, and restore it from a backup"
+        )));
+    }
     let head_key = KeyView(&[Text(META_HEAD)]);
     let meta = Table::Meta.name();
     let head: ChainHead = read(rows, Table::Meta, &[Text(META_HEAD)])?.ok_or_else(|| {
