@@ -37,7 +37,7 @@ use super::{Durability, Now, Prefetch, ReadOp, WriteOp};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
 use crate::store::tables::name;
-use sql::{commit_unknown, fault, Cache, Guard, Lit, Sql};
+use sql::{commit_unknown, fault, Cache, Lit, Sql};
 
 /// The advisory lock class of a store's writes (the second key is the schema's hash).
 const WRITE_LOCK_CLASS: i32 = 0x5744_0002;
@@ -521,7 +521,6 @@ impl PgStore {
                     "DELETE FROM warden_witness WHERE write_id IN \
                      (SELECT write_id FROM warden_witness WHERE at < $1 LIMIT 1000)",
                     &[Lit::Int(db_now - WITNESS_KEEP)],
-                    Guard::None,
                 )?;
             }
             let mut rows = rows::PgRows::new(&sql);

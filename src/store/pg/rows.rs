@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock};
 
 use postgres::types::ToSql;
 
-use super::sql::{column, int, uint, Ahead, Guard, Lit, Sql};
+use super::sql::{column, int, uint, Ahead, Lit, Sql};
 use crate::error::{Error, Result};
 use crate::store::rows::{check_shape, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
 
@@ -270,14 +270,14 @@ impl RowWrite for PgRows<'_, '_> {
         check_shape(table, key)?;
         let mut values = Self::literals(table, key)?;
         values.push(Lit::Bytes(value));
-        self.sql.write(Self::write_statement(table, how), &values, Guard::None)
+        self.sql.write(Self::write_statement(table, how), &values)
     }
 
     fn delete(&mut self, table: Table, key: &[Part<'_>]) -> Result<()> {
         check_shape(table, key)?;
         let text =
             statement(format!("DELETE FROM warden_{} WHERE {}", table.name(), key_condition(table, key.len(), 1)));
-        self.sql.write(text, &Self::literals(table, key)?, Guard::None)
+        self.sql.write(text, &Self::literals(table, key)?)
     }
 }
 

@@ -125,21 +125,9 @@ impl Lit<'_> {
     }
 }
 
-/// What a buffered write must do, checked by the server before COMMIT can succeed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Guard {
-    /// Anything (an upsert: one row, always).
-    None,
-    /// Change exactly one row: otherwise a division by zero aborts the transaction.
-    ExactlyOne,
-}
-
 /// `template` with `$1`, `$2`, … replaced by the rendered `values`.
-fn render(template: &str, values: &[Lit<'_>], guard: Guard) -> Result<String> {
+fn render(template: &str, values: &[Lit<'_>]) -> Result<String> {
     let mut out = String::with_capacity(template.len() + 64);
-    if guard == Guard::ExactlyOne {
-        out.push_str("WITH w AS (");
-    }
     let mut rest = template;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
@@ -153,9 +141,6 @@ fn render(template: &str, values: &[Lit<'_>], guard: Guard) -> Result<String> {
         rest = &rest[at + 1 + digits.len()..];
     }
     out.push_str(rest);
-    if guard == Guard::ExactlyOne {
-        out.push_str(" RETURNING 1) SELECT 1 / (CASE WHEN count(*) = 1 THEN 1 ELSE 0 END) FROM w");
-    }
     Ok(out)
 }
 
@@ -214,7 +199,7 @@ impl ReadAhead {
 
 /// One open transaction on one connection. Writes whose result is not needed are buffered and
 /// sent together — before the next read of a table they touch (so every read sees them) or with
-/// COMMIT, in one round trip — so the store's lock is held for fewer round trips. A guarded write
+/// COMMIT, in one round trip — so the store's lock is held for fewer round trips. A write
 /// that fails aborts the transaction on the server, so COMMIT cannot succeed after it.
 pub(super) struct Sql<'c> {
     client: RefCell<&'c mut Client>,
@@ -374,8 +359,8 @@ impl<'c> Sql<'c> {
 
     /// Buffer a write; its guard is checked by the server. A plain INSERT of a key that exists
     /// fails as a unique violation, which aborts the transaction the same way.
-    pub(super) fn write(&self, template: &'static str, values: &[Lit<'_>], guard: Guard) -> Result<()> {
-        let statement = render(template, values, guard)?;
+    pub(super) fn write(&self, template: &'static str, values: &[Lit<'_>]) -> Result<()> {
+        let statement = render(template, values)?;
         if tables(template).next().is_none() {
             // A read must know which buffered writes it has to see first.
             return Err(Error::Store(format!("a buffered write names no warden_ table: {template}")));
@@ -455,7 +440,7 @@ pub(super) fn uint(value: i64, table: &str) -> Result<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{render, Ahead, Guard, Lit};
+    use super::{render, Ahead, Lit};
 
     #[test]
     fn values_are_rendered_as_literals_and_never_read_as_placeholders() {
@@ -469,13 +454,8 @@ mod tests {
             ("VALUES ($1)", vec![Lit::Text("")], "VALUES ('')"),
         ];
         for (template, values, rendered) in rows {
-            assert_eq!(render(template, &values, Guard::None).unwrap(), rendered, "{template}");
+            assert_eq!(render(template, &values).unwrap(), rendered, "{template}");
         }
-        let guarded = render("UPDATE t SET a = $1", &[Lit::Int(1)], Guard::ExactlyOne).unwrap();
-        assert_eq!(
-            guarded,
-            "WITH w AS (UPDATE t SET a = 1 RETURNING 1) SELECT 1 / (CASE WHEN count(*) = 1 THEN 1 ELSE 0 END) FROM w"
-        );
     }
 
     #[test]
@@ -512,10 +492,10 @@ mod tests {
 
     #[test]
     fn a_template_naming_a_missing_value_or_a_nul_in_text_is_refused() {
-        assert!(render("VALUES ($2)", &[Lit::Int(1)], Guard::None).is_err());
-        assert!(render("VALUES ($0)", &[Lit::Int(1)], Guard::None).is_err());
-        assert!(render("VALUES ($)", &[Lit::Int(1)], Guard::None).is_err());
-        let nul = render("VALUES ($1)", &[Lit::Text("a\0b")], Guard::None).unwrap_err();
+        assert!(render("VALUES ($2)", &[Lit::Int(1)]).is_err());
+        assert!(render("VALUES ($0)", &[Lit::Int(1)]).is_err());
+        assert!(render("VALUES ($)", &[Lit::Int(1)]).is_err());
+        let nul = render("VALUES ($1)", &[Lit::Text("a\0b")]).unwrap_err();
         assert!(nul.to_string().contains("NUL"), "{nul}");
     }
 }

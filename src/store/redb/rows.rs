@@ -40,77 +40,31 @@ trait FileKey: redb::Key + 'static {
     fn with_parts<R>(key: Self::SelfType<'_>, visit: impl FnOnce(&[Part<'_>]) -> R) -> R;
 }
 
-impl FileKey for &'static str {
-    fn tuple<'a>(parts: &[Part<'a>]) -> Option<&'a str> {
-        match parts {
-            [Part::Text(a)] => Some(a),
-            _ => None,
+/// `FileKey` for a key tuple: its type, then each part's pattern binding and how it is built.
+macro_rules! file_key {
+    ($ty:ty => $($part:ident: $kind:ident),+ ; $tuple:expr, |$key:ident| [$($out:expr),+]) => {
+        impl FileKey for $ty {
+            fn tuple<'a>(parts: &[Part<'a>]) -> Option<Self::SelfType<'a>> {
+                match parts {
+                    [$(Part::$kind($part)),+] => Some($tuple),
+                    _ => None,
+                }
+            }
+            fn with_parts<R>($key: Self::SelfType<'_>, visit: impl FnOnce(&[Part<'_>]) -> R) -> R {
+                visit(&[$($out),+])
+            }
         }
-    }
-    fn with_parts<R>(key: &str, visit: impl FnOnce(&[Part<'_>]) -> R) -> R {
-        visit(&[Part::Text(key)])
-    }
+    };
 }
 
-impl FileKey for u64 {
-    fn tuple(parts: &[Part<'_>]) -> Option<u64> {
-        match parts {
-            [Part::Int(a)] => Some(*a),
-            _ => None,
-        }
-    }
-    fn with_parts<R>(key: u64, visit: impl FnOnce(&[Part<'_>]) -> R) -> R {
-        visit(&[Part::Int(key)])
-    }
-}
-
-impl FileKey for (&'static str, u64) {
-    fn tuple<'a>(parts: &[Part<'a>]) -> Option<(&'a str, u64)> {
-        match parts {
-            [Part::Text(a), Part::Int(b)] => Some((a, *b)),
-            _ => None,
-        }
-    }
-    fn with_parts<R>(key: (&str, u64), visit: impl FnOnce(&[Part<'_>]) -> R) -> R {
-        visit(&[Part::Text(key.0), Part::Int(key.1)])
-    }
-}
-
-impl FileKey for (&'static str, &'static str) {
-    fn tuple<'a>(parts: &[Part<'a>]) -> Option<(&'a str, &'a str)> {
-        match parts {
-            [Part::Text(a), Part::Text(b)] => Some((a, b)),
-            _ => None,
-        }
-    }
-    fn with_parts<R>(key: (&str, &str), visit: impl FnOnce(&[Part<'_>]) -> R) -> R {
-        visit(&[Part::Text(key.0), Part::Text(key.1)])
-    }
-}
-
-impl FileKey for (&'static str, &'static str, &'static str) {
-    fn tuple<'a>(parts: &[Part<'a>]) -> Option<(&'a str, &'a str, &'a str)> {
-        match parts {
-            [Part::Text(a), Part::Text(b), Part::Text(c)] => Some((a, b, c)),
-            _ => None,
-        }
-    }
-    fn with_parts<R>(key: (&str, &str, &str), visit: impl FnOnce(&[Part<'_>]) -> R) -> R {
-        visit(&[Part::Text(key.0), Part::Text(key.1), Part::Text(key.2)])
-    }
-}
-
-impl FileKey for (&'static str, &'static str, u64) {
-    fn tuple<'a>(parts: &[Part<'a>]) -> Option<(&'a str, &'a str, u64)> {
-        match parts {
-            [Part::Text(a), Part::Text(b), Part::Int(c)] => Some((a, b, *c)),
-            _ => None,
-        }
-    }
-    fn with_parts<R>(key: (&str, &str, u64), visit: impl FnOnce(&[Part<'_>]) -> R) -> R {
-        visit(&[Part::Text(key.0), Part::Text(key.1), Part::Int(key.2)])
-    }
-}
+file_key!(&'static str => a: Text; a, |key| [Part::Text(key)]);
+file_key!(u64 => a: Int; *a, |key| [Part::Int(key)]);
+file_key!((&'static str, u64) => a: Text, b: Int; (a, *b), |key| [Part::Text(key.0), Part::Int(key.1)]);
+file_key!((&'static str, &'static str) => a: Text, b: Text; (a, b), |key| [Part::Text(key.0), Part::Text(key.1)]);
+file_key!((&'static str, &'static str, &'static str) => a: Text, b: Text, c: Text; (a, b, c),
+    |key| [Part::Text(key.0), Part::Text(key.1), Part::Text(key.2)]);
+file_key!((&'static str, &'static str, u64) => a: Text, b: Text, c: Int; (a, b, *c),
+    |key| [Part::Text(key.0), Part::Text(key.1), Part::Int(key.2)]);
 
 fn tuple<'a, K: FileKey>(table: Table, parts: &[Part<'a>]) -> Result<K::SelfType<'a>> {
     check_shape(table, parts)?;
