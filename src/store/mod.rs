@@ -716,6 +716,7 @@ impl<P: Protocol> Store<P> {
 
     /// Test support: edit raw rows in one write transaction (owner only, for a file).
     #[cfg(any(test, feature = "test-exports"))]
+    #[cfg_attr(test, allow(dead_code))] // the store's own unit tests edit rows through the engines
     #[doc(hidden)]
     pub fn tamper(&self, edit: impl FnOnce(&mut Tamper<'_, '_>) -> Result<()>) -> Result<()> {
         self.edit_rows(|writes| edit(&mut Tamper { writes }))

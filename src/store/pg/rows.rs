@@ -65,7 +65,7 @@ enum Param<'a> {
     Int(i64),
 }
 
-fn param<'a>(part: Part<'a>) -> Option<Param<'a>> {
+fn param(part: Part<'_>) -> Option<Param<'_>> {
     match part {
         Part::Text(text) => Some(Param::Text(text)),
         Part::Int(value) => i64::try_from(value).ok().map(Param::Int),

@@ -241,6 +241,7 @@ fn unopened(table: Table) -> Error {
     Error::Store(format!("the {} table could not be opened", table.name()))
 }
 
+#[allow(clippy::upper_case_acronyms)] // the shapes' names (`rows::Shape`)
 enum AnyLazy<'t> {
     T(Lazy<'t, &'static str>),
     I(Lazy<'t, u64>),

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 
 /// The parts of a table's key, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(clippy::upper_case_acronyms)] // T for text, I for integer, one letter per part
 pub(crate) enum Shape {
     /// One text.
     T,

@@ -923,7 +923,7 @@ impl ReadTables for Reads<'_> {
         report.push(self.check_table::<StoredSum>(Table::BudgetSums, no_check)?);
         report.push(self.check_table::<Vec<ChargeRef>>(Table::BudgetByEffect, no_check)?);
         let missing = self.rows.missing_tables()?;
-        for (table, _, problems) in report.iter_mut() {
+        for (table, _, problems) in &mut report {
             if missing.iter().any(|gone| gone.name() == *table) {
                 problems.push(format!("the {table} table is missing from the file's table directory"));
             }
