@@ -1710,6 +1710,24 @@ warden_result warden_delegations(warden_handle *h,
                                  warden_buf *out,
                                  warden_buf *err);
 
+// Lists every stored delegation in id order, revoked ones included, as one JSON array of the
+// objects `warden_delegations` lists: the library pages through the store (1000 a read), so a
+// binding never does.
+//
+// - `h`: an open handle. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_delegations_all(warden_handle *h, warden_buf *out, warden_buf *err);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
