@@ -453,9 +453,11 @@ impl Warden {
     pub fn submit_reconciling(
         &self,
         request: &ActionRequest<'_>,
-        hook: impl Fn(&str) -> ReconcileAnswer,
+        hook: impl FnOnce(&str) -> ReconcileAnswer,
     ) -> Result<Permit> {
-        let hook = |key: &str| Ok(hook(key));
+        // Without a wait the loop asks a hook at most once.
+        let once = std::cell::Cell::new(Some(hook));
+        let hook = |key: &str| once.take().map(|hook| hook(key)).ok_or_else(|| "asked a second time".to_owned());
         self.submit_recovering(request, &Recovery { reconcile: Some(&hook), wait: None }).1
     }
 
@@ -488,7 +490,10 @@ impl Warden {
             Err(fault) => return (action_id, Err(fault)),
         };
         let answered = record.is_some_and(|record| {
-            !matches!(record.status, crate::approval::ApprovalStatus::Pending | crate::approval::ApprovalStatus::Expired)
+            !matches!(
+                record.status,
+                crate::approval::ApprovalStatus::Pending | crate::approval::ApprovalStatus::Expired
+            )
         });
         if !answered {
             return (action_id, outcome);

@@ -54,7 +54,8 @@ pub type warden_precondition_fn = Option<
 >;
 
 type ApprovalCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize) -> i32;
-pub(super) type PreconditionCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut warden_precondition_sink) -> i32;
+pub(super) type PreconditionCallback =
+    unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut warden_precondition_sink) -> i32;
 
 /// A registered approval hook and its `user_data`.
 struct HostHook {

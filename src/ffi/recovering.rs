@@ -75,8 +75,7 @@ impl HostReconcile {
         let mut sink = warden_reconcile_sink { answer: None };
         // SAFETY: the host passed `callback` as a valid function taking these arguments;
         // `effect_key` is live for the call and `sink` is a live exclusive borrow for the call.
-        let status =
-            unsafe { (self.callback)(self.user_data, effect_key.as_ptr(), effect_key.len(), &raw mut sink) };
+        let status = unsafe { (self.callback)(self.user_data, effect_key.as_ptr(), effect_key.len(), &raw mut sink) };
         match (status, sink.answer) {
             (0, Some(answer)) => ReconcileAnswer::parse(&answer).ok_or_else(|| {
                 format!(

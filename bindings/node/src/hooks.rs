@@ -90,12 +90,13 @@ impl Callback {
     /// Wrap `function` (on the JavaScript thread); weak: it never keeps the process alive (the
     /// proposal's own async work does).
     pub fn new(function: &HookFunction<'_>) -> napi::Result<Callback> {
-        let tsfn = function.build_threadsafe_function::<Ask>().callee_handled::<false>().weak::<true>().build_callback(
-            |ctx: napi::threadsafe_function::ThreadsafeCallContext<Ask>| {
-                let Ask { question, reply } = ctx.value;
-                Ok(FnArgs::from((question, HookReply { reply: Mutex::new(Some(reply)) })))
-            },
-        )?;
+        let tsfn =
+            function.build_threadsafe_function::<Ask>().callee_handled::<false>().weak::<true>().build_callback(
+                |ctx: napi::threadsafe_function::ThreadsafeCallContext<Ask>| {
+                    let Ask { question, reply } = ctx.value;
+                    Ok(FnArgs::from((question, HookReply { reply: Mutex::new(Some(reply)) })))
+                },
+            )?;
         Ok(Callback { tsfn })
     }
 
