@@ -5,14 +5,20 @@ slept), a reconcile hook. Prints one JSON transcript; wait.py compares it with N
     wait_agent.py STORE CONFIG CLOCK_FILE
 """
 
+import contextvars
 import json
 import sys
 import threading
-import time
 
 import warden
 
 TWO_DAYS = 2 * 24 * 60 * 60
+
+
+def pause(seconds: float) -> None:
+    """A short real pause. Not time.sleep: under libfaketime, Python's absolute
+    clock_nanosleep fails with EINVAL."""
+    threading.Event().wait(seconds)
 
 
 def main() -> int:
@@ -33,13 +39,13 @@ def main() -> int:
     def move_clock(offset: str) -> None:
         with open(clock_file, "w") as f:
             f.write(offset)
-        time.sleep(0.5)  # lets the waiting call read the store at the new time
+        pause(0.5)  # lets the waiting call read the store at the new time
 
     def pending_id() -> str:
         while True:
             for record in w.pending():
                 return record["approval_id"]
-            time.sleep(0.01)
+            pause(0.01)
 
     def outcome(call, *args) -> dict:
         try:
@@ -51,7 +57,8 @@ def main() -> int:
 
     def in_background(call, *args):
         box: dict = {}
-        thread = threading.Thread(target=lambda: box.update(outcome(call, *args)))
+        context = contextvars.copy_context()  # the principal of warden.context() goes along
+        thread = threading.Thread(target=lambda: box.update(context.run(outcome, call, *args)))
         thread.start()
         return thread, box
 
