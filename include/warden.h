@@ -87,6 +87,10 @@ typedef struct warden_permit warden_permit;
 // callback call that received it.
 typedef struct warden_precondition_sink warden_precondition_sink;
 
+// Where a reconcile hook puts its answer. Opaque; valid only during the callback call that
+// received it.
+typedef struct warden_reconcile_sink warden_reconcile_sink;
+
 // A result code. 0 is OK; 100..199 are refusals (the kernel said no, as designed); 200..299
 // are faults (something is broken). See the table at the top of this header.
 typedef uint32_t warden_result;
@@ -122,6 +126,40 @@ typedef int32_t (*warden_precondition_fn)(void *user_data,
                                           const uint8_t *action,
                                           size_t action_len,
                                           warden_precondition_sink *sink);
+
+// A host reconcile hook: called with the `user_data` of its `warden_propose_options` and the
+// effect key (UTF-8, not NUL-terminated, valid only during the call) a proposal was refused
+// AMBIGUOUS on. Put what happened with `warden_reconcile_put(sink, answer, len)` —
+// "committed", "not_executed" or "unknown" — and return 0. A non-zero return, or no put,
+// stops the proposal with WARDEN_RESULT_INVALID_INPUT and resolves nothing.
+//
+// Thread safety: called on the thread that called `warden_propose_recovering`, before it
+// returns; at most twice per call (once per proposal the call makes).
+typedef int32_t (*warden_reconcile_fn)(void *user_data,
+                                       const uint8_t *effect_key,
+                                       size_t effect_key_len,
+                                       warden_reconcile_sink *sink);
+
+// What `warden_propose_recovering` may do after a first refusal. Zero-initialised it does
+// nothing more than `warden_propose_described`.
+typedef struct {
+  // How long to wait, in milliseconds by the handle's clock, for a human to answer the
+  // approval request the proposal made, before presenting it; 0: do not wait. Any length:
+  // the request's own expiry ends a wait first.
+  uint64_t wait_ms;
+  // The longest pause, in milliseconds, between two reads of the request while waiting
+  // (the store is read again at least this often, so an answer given in another process is
+  // seen); 0: 200.
+  uint64_t poll_ms;
+  // NULL, or the precondition provider (as for `warden_propose_checked`): called only when
+  // the policy says `approve`, when the request is made and again just before a presented
+  // approval is spent.
+  warden_precondition_fn precondition;
+  // NULL, or the reconcile hook, asked once per proposal refused AMBIGUOUS.
+  warden_reconcile_fn reconcile;
+  // Passed back unchanged to both callbacks; never dereferenced by Warden.
+  void *user_data;
+} warden_propose_options;
 
 // A host credential resolver. Called with the `user_data` given at registration and one
 // credential reference (UTF-8, not NUL-terminated). To supply a value, call
@@ -839,6 +877,60 @@ warden_result warden_propose_checked(warden_handle *h,
 warden_result warden_precondition_put(warden_precondition_sink *sink,
                                       const uint8_t *state,
                                       size_t len);
+
+// Runs the pipeline for one request like `warden_propose_described`, and recovers the way
+// `options` asks, in the library: on WARDEN_RESULT_AMBIGUOUS with a reconcile hook, the hook
+// is asked once about the effect key — "committed" or "not_executed" resolves it (resolver
+// `reconcile:<action>`) and the proposal runs once more; "unknown" is recorded and AMBIGUOUS
+// comes back. On WARDEN_RESULT_APPROVAL_REQUIRED with `wait_ms`, it waits (judged by the
+// handle's clock) for a human to answer the request; an answered request is presented in the
+// same request (a grant is spent with the reservation; a denial refuses as DENIED, reason
+// `approval_denied`), reconciling again if that proposal is AMBIGUOUS; a request still pending
+// or expired when the wait ends keeps the APPROVAL_REQUIRED refusal. With a precondition
+// provider, the state is read only when the policy says `approve` (see
+// `warden_propose_checked`).
+//
+// - `h`, `request`, `len`, `out`, `info`, `err`: as for `warden_propose_described`; the
+//   request must not carry `precondition` when `options` has a provider.
+// - `options`: NULL (the same as `warden_propose_described`), or the wait and callbacks, read
+//   only during the call.
+//
+// Returns WARDEN_RESULT_OK, or the refusals and faults `warden_propose_described` returns;
+// WARDEN_RESULT_INVALID_INPUT also when a callback fails (non-zero, no put, an answer that is
+// not one of the three, a state with no canonical form): nothing is requested, spent or
+// resolved by that step then.
+//
+// Thread safety: safe to call concurrently on one handle; both callbacks run on this thread,
+// which the wait blocks (and only it).
+//
+// # Safety
+// As for `warden_propose_described`; `options` is NULL or valid for reads during the call,
+// and its callbacks are NULL or functions with the `warden_precondition_fn` and
+// `warden_reconcile_fn` signatures.
+warden_result warden_propose_recovering(warden_handle *h,
+                                        const uint8_t *request,
+                                        size_t len,
+                                        const warden_propose_options *options,
+                                        warden_permit **out,
+                                        warden_buf *info,
+                                        warden_buf *err);
+
+// Hands Warden the reconcile hook's answer: "committed", "not_executed" or "unknown" (UTF-8).
+// Call it from inside a `warden_reconcile_fn`, at most once per call (a second call replaces
+// the answer).
+//
+// - `sink`: the sink the callback received. Required.
+// - `answer`, `len`: the answer. Required; its spelling is checked when the callback returns.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL sink, invalid UTF-8);
+// WARDEN_RESULT_PANIC. Never writes an error object (no `err`).
+//
+// Thread safety: only on the thread running the callback that received `sink`.
+//
+// # Safety
+// `sink` is NULL or the sink passed to the running callback; `(answer, len)` follows the
+// conventions at the top of this header.
+warden_result warden_reconcile_put(warden_reconcile_sink *sink, const uint8_t *answer, size_t len);
 
 // Applies a reconcile hook's answer about an AMBIGUOUS effect, in one write: "committed" and
 // "not_executed" resolve it (resolver `reconcile:<action>`); "unknown" moves nothing.
@@ -1617,6 +1709,24 @@ warden_result warden_delegations(warden_handle *h,
                                  uint32_t limit,
                                  warden_buf *out,
                                  warden_buf *err);
+
+// Lists every stored delegation in id order, revoked ones included, as one JSON array of the
+// objects `warden_delegations` lists: the library pages through the store (1000 a read), so a
+// binding never does.
+//
+// - `h`: an open handle. Required.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_delegations_all(warden_handle *h, warden_buf *out, warden_buf *err);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -15,7 +15,9 @@ use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
 use crate::error::{DenialReason, Error, Result};
 use crate::kernel::authority::{AuthorityStamp, ListedDelegation, Sweep};
-use crate::kernel::{resolve_environment, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer};
+use crate::kernel::{
+    resolve_environment, AnswerWait, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer,
+};
 use crate::policy::{evaluate, Evaluation};
 use crate::store::StoreOptions;
 
@@ -446,23 +448,110 @@ impl Warden {
 
     /// `submit`, and when the key is AMBIGUOUS, ask `hook` once: `committed` or `not_executed`
     /// resolves it (resolver `reconcile:<action>`) and the reservation is retried once;
-    /// `unknown` leaves it AMBIGUOUS and the refusal stands.
+    /// `unknown` leaves it AMBIGUOUS and the refusal stands. [`Warden::submit_recovering`] with
+    /// a reconcile hook and no wait.
     pub fn submit_reconciling(
         &self,
         request: &ActionRequest<'_>,
         hook: impl FnOnce(&str) -> ReconcileAnswer,
     ) -> Result<Permit> {
-        match self.submit(request) {
-            Err(Error::Ambiguous { effect_key, action_id, detail }) => {
-                let answer = hook(&effect_key);
-                self.kernel.reconcile(&effect_key, request.name, answer)?;
-                match answer {
-                    ReconcileAnswer::Unknown => Err(Error::Ambiguous { effect_key, action_id, detail }),
-                    ReconcileAnswer::Committed | ReconcileAnswer::NotExecuted => self.submit(request),
-                }
-            }
-            other => other,
+        // Without a wait the loop asks a hook at most once.
+        let once = std::cell::Cell::new(Some(hook));
+        let hook = |key: &str| once.take().map(|hook| hook(key)).ok_or_else(|| "asked a second time".to_owned());
+        self.submit_recovering(request, &Recovery { reconcile: Some(&hook), wait: None }).1
+    }
+
+    /// The one propose-and-wait every host uses (the C ABI's `warden_propose_recovering`, so
+    /// both bindings, and the MCP gateway): `submit`; when the effect is AMBIGUOUS and there is
+    /// a reconcile hook, ask it once about the key (`committed`/`not_executed` resolve it as
+    /// `reconcile:<action>` and the proposal runs once more; `unknown` is recorded and the
+    /// AMBIGUOUS refusal stands); when an approval is required and there is a wait, wait for a
+    /// human's answer by the kernel's clock and, once answered, present it in the same request
+    /// (a grant is spent; a denial refuses as denied) — reconciling again if that proposal is
+    /// AMBIGUOUS. A request still pending or expired when the wait ends keeps the
+    /// ApprovalRequired refusal. The precondition, if the request has one, is read by the
+    /// pipeline only when the policy says `approve`: when the request is made and again just
+    /// before a presented approval is spent.
+    ///
+    /// Returns the id of the action the request became (see [`Warden::submit_naming_action`])
+    /// with the outcome. A failing hook stops here with InvalidInput naming why, and nothing is
+    /// resolved.
+    pub fn submit_recovering(
+        &self,
+        request: &ActionRequest<'_>,
+        recovery: &Recovery<'_>,
+    ) -> (Option<String>, Result<Permit>) {
+        let (action_id, outcome) = self.submit_reconciled(request, recovery.reconcile);
+        let (Err(Error::ApprovalRequired { request_id, .. }), Some(wait)) = (&outcome, &recovery.wait) else {
+            return (action_id, outcome);
+        };
+        let record = match self.kernel.wait_until_answered(request_id, wait) {
+            Ok(record) => record,
+            Err(fault) => return (action_id, Err(fault)),
+        };
+        let answered = record.is_some_and(|record| {
+            !matches!(
+                record.status,
+                crate::approval::ApprovalStatus::Pending | crate::approval::ApprovalStatus::Expired
+            )
+        });
+        if !answered {
+            return (action_id, outcome);
         }
+        let request_id = request_id.clone();
+        let presented = ActionRequest { approval_id: Some(&request_id), ..request.clone() };
+        self.submit_reconciled(&presented, recovery.reconcile)
+    }
+
+    /// `submit`, then on AMBIGUOUS the reconcile step of [`Warden::submit_recovering`].
+    fn submit_reconciled(
+        &self,
+        request: &ActionRequest<'_>,
+        reconcile: Option<&ReconcileHook<'_>>,
+    ) -> (Option<String>, Result<Permit>) {
+        let (action_id, outcome) = self.submit_naming_action(request);
+        let (Err(Error::Ambiguous { effect_key, .. }), Some(hook)) = (&outcome, reconcile) else {
+            return (action_id, outcome);
+        };
+        let answer = match hook(effect_key) {
+            Ok(answer) => answer,
+            Err(why) => {
+                return (
+                    action_id,
+                    Err(Error::InvalidInput(format!(
+                        "the reconcile hook failed for {effect_key:?} ({why}); nothing was resolved, and the effect \
+                         stays AMBIGUOUS"
+                    ))),
+                )
+            }
+        };
+        if let Err(fault) = self.kernel.reconcile(effect_key, request.name, answer) {
+            return (action_id, Err(fault));
+        }
+        match answer {
+            ReconcileAnswer::Unknown => (action_id, outcome),
+            ReconcileAnswer::Committed | ReconcileAnswer::NotExecuted => self.submit_naming_action(request),
+        }
+    }
+}
+
+/// A host's reconcile hook: asked about an AMBIGUOUS effect key, it answers what happened, or
+/// why it could not answer (then nothing is resolved and the caller gets InvalidInput).
+pub type ReconcileHook<'a> = dyn Fn(&str) -> std::result::Result<ReconcileAnswer, String> + 'a;
+
+/// What [`Warden::submit_recovering`] may do after a first refusal.
+#[derive(Default)]
+pub struct Recovery<'a> {
+    /// Asked once about an AMBIGUOUS effect key; `None`: the refusal stands.
+    pub reconcile: Option<&'a ReconcileHook<'a>>,
+    /// How long to wait for a human to answer an approval request (by the kernel's clock) and
+    /// how; `None`: ApprovalRequired comes back at once.
+    pub wait: Option<AnswerWait<'a>>,
+}
+
+impl std::fmt::Debug for Recovery<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recovery").field("reconcile", &self.reconcile.is_some()).field("wait", &self.wait).finish()
     }
 }
 

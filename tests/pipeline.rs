@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use common::*;
 use warden::document::load_str;
+use warden::kernel::AnswerWait;
 use warden::kernel::ReconcileAnswer;
-use warden::pipeline::{ActionRequest, Warden, WardenOptions};
+use warden::pipeline::{ActionRequest, Recovery, Warden, WardenOptions};
 use warden::store::EventKind::{self, *};
 use warden::{EffectState, Error, ManualClock, Principal};
 
@@ -34,6 +35,7 @@ actions:
 struct Setup {
     _dir: tempfile::TempDir,
     warden: Warden,
+    clock: ManualClock,
 }
 
 fn setup(policy: &str) -> Setup {
@@ -50,7 +52,7 @@ fn setup(policy: &str) -> Setup {
         },
     )
     .unwrap();
-    Setup { _dir: dir, warden }
+    Setup { _dir: dir, warden, clock }
 }
 
 fn ada() -> Principal {
@@ -393,4 +395,103 @@ fn the_action_a_request_becomes_is_the_action_submit_records() {
     let unrenderable = ActionRequest::new("stripe.capture", serde_json::json!({}), ada());
     assert!(matches!(s.warden.action_for(&unrenderable), Err(Error::InvalidInput(_))));
     assert_eq!(s.warden.refused_action_for(&unrenderable).unwrap().resource, None);
+}
+
+// ---- the one propose-and-wait (`submit_recovering`), judged by the kernel's clock ------------
+
+const TWO_DAYS: i64 = 2 * 24 * 60 * 60 * 1_000_000;
+const MINUTE: i64 = 60 * 1_000_000;
+
+/// The id of the one pending request, once the waiting call has made it.
+fn pending_request(s: &Setup) -> String {
+    loop {
+        if let Some(record) = s.warden.kernel().pending_approvals().unwrap().first() {
+            return record.approval_id.clone();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_wait_of_two_days_presents_the_grant_given_ten_minutes_in_by_the_kernels_clock() {
+    let s = setup(POLICY);
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let wait = AnswerWait { timeout: TWO_DAYS, poll: std::time::Duration::from_millis(5), keep_waiting: None };
+            s.warden
+                .submit_recovering(&refund_request("txn_w1", 90_000), &Recovery { reconcile: None, wait: Some(wait) })
+                .1
+        });
+        let id = pending_request(&s);
+        s.clock.advance(10 * MINUTE);
+        s.warden.kernel().grant(&id, "ops:bob").unwrap();
+        let permit = waiting.join().unwrap().expect("the grant is presented in the same call");
+        assert_eq!(permit.approval_id(), Some(id.as_str()));
+        permit.commit(&serde_json::json!(1)).unwrap();
+    });
+}
+
+#[test]
+fn a_wait_ends_with_the_requests_expiry_and_keeps_the_approval_required_refusal() {
+    let s = setup(POLICY);
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let wait = AnswerWait { timeout: TWO_DAYS, poll: std::time::Duration::from_millis(5), keep_waiting: None };
+            s.warden
+                .submit_recovering(&refund_request("txn_w2", 90_000), &Recovery { reconcile: None, wait: Some(wait) })
+                .1
+        });
+        let id = pending_request(&s);
+        s.clock.advance(16 * MINUTE);
+        match waiting.join().unwrap() {
+            Err(Error::ApprovalRequired { request_id, .. }) => assert_eq!(request_id, id),
+            other => panic!("expected ApprovalRequired, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_wait_the_caller_stops_wanting_ends_at_once_and_a_denied_answer_refuses_as_denied() {
+    let s = setup(POLICY);
+    let gone = || false;
+    let wait = AnswerWait { timeout: TWO_DAYS, poll: std::time::Duration::from_millis(5), keep_waiting: Some(&gone) };
+    let (_, outcome) =
+        s.warden.submit_recovering(&refund_request("txn_w3", 90_000), &Recovery { reconcile: None, wait: Some(wait) });
+    assert!(matches!(outcome, Err(Error::ApprovalRequired { .. })), "{outcome:?}");
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let wait = AnswerWait { timeout: TWO_DAYS, poll: std::time::Duration::from_millis(5), keep_waiting: None };
+            s.warden
+                .submit_recovering(&refund_request("txn_w4", 90_000), &Recovery { reconcile: None, wait: Some(wait) })
+                .1
+        });
+        let id = loop {
+            let pending = s.warden.kernel().pending_approvals().unwrap();
+            let asked_for_w4 = |r: &&warden::approval::ApprovalRecord| {
+                r.action.as_ref().is_some_and(|action| action.arguments.contains("txn_w4"))
+            };
+            if let Some(record) = pending.iter().find(asked_for_w4) {
+                break record.approval_id.clone();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        let approver = warden::kernel::asserted("ops:bob").unwrap();
+        s.warden.kernel().answer(&id, &approver, None, false, None, None).unwrap();
+        let refused = waiting.join().unwrap().unwrap_err();
+        assert_eq!(refused.reason(), "approval_denied");
+    });
+}
+
+#[test]
+fn a_failing_reconcile_hook_resolves_nothing_and_names_why() {
+    let s = setup(POLICY);
+    s.warden.submit(&refund_request("txn_w5", 5)).unwrap().ambiguous("timeout").unwrap();
+    let hook = |_: &str| Err("the provider's API is down".to_owned());
+    let (_, outcome) =
+        s.warden.submit_recovering(&refund_request("txn_w5", 5), &Recovery { reconcile: Some(&hook), wait: None });
+    match outcome {
+        Err(Error::InvalidInput(message)) => assert!(message.contains("the provider's API is down"), "{message}"),
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+    assert_eq!(s.warden.kernel().effect("refund:txn_w5").unwrap().unwrap().state, EffectState::Ambiguous);
 }

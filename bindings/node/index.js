@@ -14,7 +14,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const json = require('./lib/json');
 const errors = require('./lib/errors');
 
-const { WardenError, AbiMismatch, Ambiguous, ApprovalRequired, InvalidInput, NotExecuted, fromObject } = errors;
+const { WardenError, AbiMismatch, InvalidInput, NotExecuted, fromObject } = errors;
 
 /** The C ABI version this binding is written against. */
 const ABI_VERSION = 1;
@@ -83,9 +83,6 @@ function invokeSync(call) {
 }
 
 // ---- authority helpers ---------------------------------------------------------------------------
-
-// How many delegations one native call lists while `delegations()` pages.
-const DELEGATION_PAGE = 1000;
 
 function principalOf(what, value) {
   if (value === null || typeof value !== 'object' || typeof value.agent !== 'string') {
@@ -470,12 +467,17 @@ class Warden {
    * records AMBIGUOUS and is rethrown unchanged.
    * @param {string} name the action name in the policy document
    * @param {(args: object) => any} fn receives the canonical arguments
-   * `precondition(action)` (sync or async) reads the state the action depends on; it runs
-   * before each proposal of this action, and the library keeps the fingerprint of its answer
-   * with a new approval request and spends a presented approval only when it is unchanged
-   * (else ApprovalMismatch, reason `precondition_changed`, the approval stays granted).
-   * `waitMs`: how long the library waits (judged by its own clock) for a human to answer an
-   * approval request before the approval is presented.
+   * `precondition(action)` (sync or async) reads the state the action depends on; the library
+   * asks it only when an approval is involved — when the request is made and again just before
+   * a granted approval is spent — keeps the fingerprint of its answer with the new request and
+   * spends a presented approval only when it is unchanged (else ApprovalMismatch, reason
+   * `precondition_changed`, the approval stays granted). What it throws rejects the call.
+   * `reconcile(effectKey)` (sync or async): asked once when the effect is AMBIGUOUS;
+   * "committed" or "not_executed" resolves it and the proposal is retried once, "unknown"
+   * leaves it. What it throws rejects the call.
+   * `waitMs`: how long the library waits (judged by its own clock; any length, over a day too —
+   * the request's own expiry ends it first; 0: no wait) for a human to answer an approval
+   * request before the approval is presented.
    * A call takes an optional second argument `{signal}` (an AbortSignal): aborted before the
    * call, nothing is proposed; aborted while the proposal is on its way, the function does not
    * run and the library records NOT_EXECUTED; either way the call rejects with
@@ -662,14 +664,7 @@ class Warden {
 
   /** Every stored delegation in id order, revoked ones included. */
   async delegations() {
-    const found = [];
-    let after;
-    for (;;) {
-      const page = json.parse(await invoke(() => this.#handle.delegations(after, DELEGATION_PAGE)));
-      found.push(...page);
-      if (page.length < DELEGATION_PAGE) return found;
-      after = page[page.length - 1].delegation_id;
-    }
+    return json.parse(await invoke(() => this.#handle.delegations()));
   }
 
   /** A human says what happened to an AMBIGUOUS effect: "committed" or "failed". */
@@ -725,42 +720,36 @@ if (typeof Symbol.dispose === 'symbol') {
 }
 
 /**
- * Propose; on AMBIGUOUS ask `reconcile` once (committed / not_executed resolve the key and the
- * proposal is retried once; unknown leaves the refusal standing); on APPROVAL_REQUIRED with
- * `waitMs`, wait for the human's answer and present it.
+ * One `warden_propose_recovering` call: the library proposes, asks `reconcile` once on
+ * AMBIGUOUS, waits `waitMs` for an approval's answer and presents it, and asks `precondition`
+ * when an approval is involved. Each hook runs here, on the event loop, while the proposal
+ * waits on its pool thread; what a hook throws is what the call rejects with.
  */
 async function proposeRecovering(handle, request, { reconcile, waitMs, precondition }) {
-  const propose = async (req) => {
-    let sent = req;
-    if (precondition) {
-      const action = { name: req.name, arguments: req.arguments, principal: req.principal, resource: req.resource };
-      sent = { ...req, precondition: { state: await precondition(action) } };
-    }
-    const text = dumps(sent, `the ${req.name} request`);
-    return invoke(() => handle.propose(text));
+  const thrown = [];
+  const bridge = (hook, read, answerText) => (question, reply) => {
+    Promise.resolve()
+      .then(() => hook(read(question)))
+      .then((answer) => reply.settle(answerText(answer)))
+      .catch((error) => {
+        thrown.push(error);
+        reply.settle(null);
+      });
   };
+  const text = dumps(request, `the ${request.name} request`);
+  // The library takes any wait; a JavaScript number beyond 2^53 ms (or Infinity) is 2^53 - 1.
+  const wait = waitMs > 0 ? Math.min(Math.ceil(waitMs), Number.MAX_SAFE_INTEGER) : 0;
+  const asked = precondition
+    ? bridge(precondition, json.parse, (state) => dumps(state, 'the precondition state'))
+    : undefined;
+  const answered = reconcile ? bridge(reconcile, (key) => key, (answer) => String(answer)) : undefined;
   try {
-    return await propose(request);
+    return await invoke(() => handle.propose(text, wait, asked, answered));
   } catch (error) {
-    if (error instanceof Ambiguous && reconcile && error.effectKey) {
-      // The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
-      const answer = await reconcile(error.effectKey);
-      return propose({ ...request, reconciled: { effect_key: error.effectKey, answer: answer ?? null } });
-    }
-    if (error instanceof ApprovalRequired && waitMs > 0 && error.requestId) {
-      // The library waits, judged by its own clock; an answered request is presented (a
-      // denial then refuses as denied), one still pending or expired keeps this refusal.
-      const waited = Math.min(Math.ceil(waitMs), DEFAULTS.max_wait_ms);
-      const record = json.parse(await invoke(() => handle.approvalWait(error.requestId, waited)));
-      if (record === null || typeof record !== 'object' || record.status === 'pending' || record.status === 'expired') {
-        throw error;
-      }
-      return proposeRecovering(handle, { ...request, approval_id: error.requestId }, { reconcile, precondition });
-    }
+    if (thrown.length > 0 && error instanceof InvalidInput) throw thrown[0];
     throw error;
   }
 }
-
 
 /** Run `fn` under a permit and report exactly one outcome. */
 async function runPermitted(permit, fn) {

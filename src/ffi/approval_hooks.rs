@@ -54,7 +54,8 @@ pub type warden_precondition_fn = Option<
 >;
 
 type ApprovalCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize) -> i32;
-type PreconditionCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut warden_precondition_sink) -> i32;
+pub(super) type PreconditionCallback =
+    unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut warden_precondition_sink) -> i32;
 
 /// A registered approval hook and its `user_data`.
 struct HostHook {
@@ -83,10 +84,17 @@ impl HostHook {
     }
 }
 
-/// A precondition provider passed to one `warden_propose_checked` call.
+/// A precondition provider passed to one `warden_propose_checked` or
+/// `warden_propose_recovering` call.
 pub(super) struct HostPrecondition {
     callback: PreconditionCallback,
     user_data: *mut c_void,
+}
+
+impl HostPrecondition {
+    pub(super) fn new(callback: PreconditionCallback, user_data: *mut c_void) -> HostPrecondition {
+        HostPrecondition { callback, user_data }
+    }
 }
 
 // SAFETY: the provider is called only on the thread that passed it, during that call; the
@@ -223,8 +231,9 @@ pub unsafe extern "C" fn warden_propose_checked(
         };
     }
     let provider = precondition.map(|callback| HostPrecondition { callback, user_data });
+    let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { super::permit::propose(h, request, len, provider.as_ref(), out, info, err) }
+    unsafe { super::permit::propose(h, request, len, provider.as_ref(), &recovery, out, info, err) }
 }
 
 /// Hands Warden the state a precondition provider read, as UTF-8 JSON. Call it from inside a

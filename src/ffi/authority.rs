@@ -17,7 +17,7 @@ const DELEGATE_FIELDS: [&str; 5] = ["parent_id", "grant", "by", "by_expires_at_m
 const SWEEP_FIELDS: [&str; 3] = ["created_by", "under", "by"];
 
 /// The most delegations one `warden_delegations` call lists when `limit` is 0.
-const DEFAULT_PAGE: usize = 1000;
+const DEFAULT_PAGE: usize = crate::kernel::authority::DELEGATION_PAGE;
 
 /// Creates a delegation: part of a root grant's or a delegation's authority, handed to the
 /// grantee the grant names, by the principal `by`. The checks run in ctrlrun's order (the
@@ -224,6 +224,41 @@ pub unsafe extern "C" fn warden_delegations(
             n => usize::try_from(n).unwrap_or(DEFAULT_PAGE),
         };
         let listed = handle.kernel.delegations(after, limit)?;
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe {
+            out.write_json(&Value::Array(listed.iter().map(ListedDelegation::to_json).collect()));
+        };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Lists every stored delegation in id order, revoked ones included, as one JSON array of the
+/// objects `warden_delegations` lists: the library pages through the store (1000 a read), so a
+/// binding never does.
+///
+/// - `h`: an open handle. Required.
+/// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_delegations_all(
+    h: *mut warden_handle,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        let listed = handle.kernel.all_delegations()?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe {
             out.write_json(&Value::Array(listed.iter().map(ListedDelegation::to_json).collect()));

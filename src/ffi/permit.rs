@@ -145,8 +145,9 @@ pub unsafe extern "C" fn warden_propose(
     out: *mut *mut warden_permit,
     err: *mut warden_buf,
 ) -> warden_result {
+    let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded; no description is asked for.
-    unsafe { propose(h, request, len, None, out, std::ptr::null_mut(), err) }
+    unsafe { propose(h, request, len, None, &recovery, out, std::ptr::null_mut(), err) }
 }
 
 /// `warden_propose`, and in the same call the permit's description (the JSON
@@ -176,20 +177,24 @@ pub unsafe extern "C" fn warden_propose_described(
         // SAFETY: the caller's guarantee for `err`, forwarded.
         return unsafe { fallible(err, || Err(Error::InvalidInput("info is NULL, and it is required".into()))) };
     }
+    let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { propose(h, request, len, None, out, info, err) }
+    unsafe { propose(h, request, len, None, &recovery, out, info, err) }
 }
 
 /// The one body of every proposal export. `info` is NULL or valid for one write;
-/// `precondition` is the host's provider, when it passed one.
+/// `precondition` is the host's provider, when it passed one; `recovery` what to do after a
+/// first refusal (`Warden::submit_recovering`).
 ///
 /// # Safety
 /// As for `warden_propose_described`, with `info` allowed to be NULL.
+#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn propose(
     h: *mut warden_handle,
     request: *const u8,
     len: usize,
     precondition: Option<&super::approval_hooks::HostPrecondition>,
+    recovery: &crate::pipeline::Recovery<'_>,
     out: *mut *mut warden_permit,
     info: *mut warden_buf,
     err: *mut warden_buf,
@@ -219,7 +224,7 @@ pub(super) unsafe fn propose(
         if let Some(reconciled) = fields.get("reconciled") {
             apply_reconciled(&handle.kernel, reconciled, action_request.name)?;
         }
-        let permit = warden.submit(&action_request)?;
+        let permit = warden.submit_recovering(&action_request, recovery).1?;
         let boxed = warden_permit {
             info: info_of(&permit),
             permit: Some(permit),

@@ -21,8 +21,38 @@ use super::{Inner, Kernel};
 pub type ApprovalListener = Arc<dyn Fn(&ApprovalRecord) + Send + Sync>;
 
 pub use crate::limits::MAX_WAIT;
-/// How often a wait reads the request again, at most (it starts faster and backs off).
-const WAIT_POLL_MAX: Duration = Duration::from_millis(200);
+/// How often a wait reads the request again, at most, unless told otherwise (it starts faster
+/// and backs off).
+pub const WAIT_POLL_MAX: Duration = Duration::from_millis(200);
+
+/// How long [`Kernel::wait_until_answered`] waits for a human, and how it checks.
+#[derive(Clone, Copy)]
+pub struct AnswerWait<'a> {
+    /// The longest wait, judged by the kernel's clock (microseconds; any length).
+    pub timeout: Micros,
+    /// The longest pause between two reads of the request; zero: [`WAIT_POLL_MAX`].
+    pub poll: Duration,
+    /// Asked before each pause: `false` ends the wait at once (the caller left, the host is
+    /// stopping). `None`: wait on.
+    pub keep_waiting: Option<&'a dyn Fn() -> bool>,
+}
+
+impl AnswerWait<'_> {
+    /// A wait of at most `timeout` with the default poll and nothing that stops it early.
+    pub fn for_at_most(timeout: Micros) -> AnswerWait<'static> {
+        AnswerWait { timeout, poll: WAIT_POLL_MAX, keep_waiting: None }
+    }
+}
+
+impl std::fmt::Debug for AnswerWait<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerWait")
+            .field("timeout", &self.timeout)
+            .field("poll", &self.poll)
+            .field("keep_waiting", &self.keep_waiting.is_some())
+            .finish()
+    }
+}
 
 fn approval_reply(reply: WriteReply) -> Result<ApprovalRecord> {
     match reply {
@@ -144,7 +174,8 @@ impl Kernel {
     /// Wait until the request is answered (granted, denied, consumed), expires, or `timeout`
     /// passes — every instant judged by this kernel's clock, not the caller's. Returns the
     /// record as it then stands (a lapsed pending request reads `expired`; one still `pending`
-    /// means the wait ran out), or `None` when there is no such request.
+    /// means the wait ran out), or `None` when there is no such request. At most [`MAX_WAIT`]:
+    /// a longer wait is [`Kernel::wait_until_answered`]'s.
     pub fn wait_for_answer(&self, approval_id: &str, timeout: Micros) -> Result<Option<ApprovalRecord>> {
         if !(0..=MAX_WAIT).contains(&timeout) {
             return Err(Error::InvalidInput(format!(
@@ -153,20 +184,31 @@ impl Kernel {
                 timeout / 1000
             )));
         }
-        let deadline = self.now().saturating_add(timeout);
-        let mut pause = Duration::from_millis(2);
+        self.wait_until_answered(approval_id, &AnswerWait::for_at_most(timeout))
+    }
+
+    /// The one wait loop: read the request, and while it is pending, unexpired, before
+    /// `wait.timeout` has passed by this kernel's clock and `wait.keep_waiting` still says so,
+    /// pause (starting at 2 ms, doubling up to `wait.poll`) and read it again. Any timeout is
+    /// accepted (a request's own expiry ends the wait first); the record as it then stands, or
+    /// `None` when there is no such request.
+    pub fn wait_until_answered(&self, approval_id: &str, wait: &AnswerWait<'_>) -> Result<Option<ApprovalRecord>> {
+        let deadline = self.now().saturating_add(wait.timeout.max(0));
+        let poll = if wait.poll.is_zero() { WAIT_POLL_MAX } else { wait.poll };
+        let mut pause = Duration::from_millis(2).min(poll);
         loop {
             let Some(mut record) = self.approval(approval_id)? else { return Ok(None) };
             let now = self.now();
             if record.status == ApprovalStatus::Pending && now > record.expires_at {
                 record.status = ApprovalStatus::Expired;
             }
-            if record.status != ApprovalStatus::Pending || now >= deadline {
+            let wanted = wait.keep_waiting.is_none_or(|keep_waiting| keep_waiting());
+            if record.status != ApprovalStatus::Pending || now >= deadline || !wanted {
                 return Ok(Some(record));
             }
             let left = Duration::from_micros(u64::try_from(deadline - now).unwrap_or(0));
             std::thread::sleep(pause.min(left).max(Duration::from_millis(1)));
-            pause = (pause * 2).min(WAIT_POLL_MAX);
+            pause = (pause * 2).min(poll);
         }
     }
 

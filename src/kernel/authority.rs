@@ -487,6 +487,9 @@ pub(super) fn recheck_revocations(tx: &WriteTx<'_>, stamp: Option<&AuthorityStam
 
 // ---- the kernel's calls ---------------------------------------------------------------------------
 
+/// How many delegations one read of [`Kernel::all_delegations`] lists.
+pub const DELEGATION_PAGE: usize = 1000;
+
 /// A delegation as listed: the row, its revocation, and the parsed grant when it parses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListedDelegation {
@@ -580,6 +583,21 @@ impl Kernel {
             WriteReply::Refused(refusal) => Err(refusal),
             _ => Err(unexpected("revocation")),
         })
+    }
+
+    /// Every stored delegation in id order, revoked ones included: the one paging loop (pages
+    /// of [`DELEGATION_PAGE`], each its own read, so no read holds the whole table).
+    pub fn all_delegations(&self) -> Result<Vec<ListedDelegation>> {
+        let mut all: Vec<ListedDelegation> = Vec::new();
+        loop {
+            let after = all.last().map(|listed| listed.stored.record.delegation_id.clone());
+            let page = self.delegations(after.as_deref(), DELEGATION_PAGE)?;
+            let full = page.len() == DELEGATION_PAGE;
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
     }
 
     /// Delegations in id order after `after`, at most `limit`, revoked ones included.

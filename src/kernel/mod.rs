@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::store::{Durability, Now, Store, StoreOptions};
 use crate::template::Template;
 
-pub use approvals::{asserted, ApprovalListener, WeakKernel, MAX_WAIT};
+pub use approvals::{asserted, AnswerWait, ApprovalListener, WeakKernel, MAX_WAIT, WAIT_POLL_MAX};
 pub use ops::{DoctorReport, Ops};
 pub use permit::Permit;
 

@@ -1,6 +1,7 @@
 """Cross-language, cross-process: a Python agent process and a Node agent process race on one
 store for the same effect keys, round after round, while the `warden` CLI approves a pending
 request. Exactly one winner per round, remote calls == rounds, nothing lost, the chain verifies.
+Then the propose-and-wait scenario of wait.py: the same behaviour in both bindings.
 
     run.py REPO TARGET_DIR [ROUNDS]
 """
@@ -13,6 +14,8 @@ import tempfile
 import time
 
 import warden
+
+import wait
 
 
 def main() -> int:
@@ -66,6 +69,7 @@ def main() -> int:
             "every round committed": len(committed) == rounds,
             "the CLI's approval landed": approval is not None and approval["status"] == "granted",
             "the chain verifies": chain.returncode == 0 and report["ok"],
+            **wait.check(repo),
         }
         print(f"{rounds} rounds: python won {wins.get('python')}, node won {wins.get('node')}, "
               f"remote calls {len(calls)}, receipts {report['chained']}")

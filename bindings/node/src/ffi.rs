@@ -61,6 +61,34 @@ pub type WardenCredentialFn = Option<
     ) -> i32,
 >;
 
+/// `warden_precondition_sink`: opaque; valid only during the callback call that received it.
+#[repr(C)]
+pub struct WardenPreconditionSink {
+    _opaque: [u8; 0],
+}
+
+/// `warden_reconcile_sink`: opaque; valid only during the callback call that received it.
+#[repr(C)]
+pub struct WardenReconcileSink {
+    _opaque: [u8; 0],
+}
+
+/// `warden_precondition_fn`, called on the proposing thread.
+pub type PreconditionCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut WardenPreconditionSink) -> i32;
+
+/// `warden_reconcile_fn`, called on the proposing thread.
+pub type ReconcileCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut WardenReconcileSink) -> i32;
+
+/// `warden_propose_options`: the wait and the callbacks of one `warden_propose_recovering`.
+#[repr(C)]
+pub struct WardenProposeOptions {
+    pub wait_ms: u64,
+    pub poll_ms: u64,
+    pub precondition: Option<PreconditionCallback>,
+    pub reconcile: Option<ReconcileCallback>,
+    pub user_data: *mut c_void,
+}
+
 /// `warden_approval_fn`: called on the library's notification thread with one new request.
 pub type WardenApprovalFn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, request: *const u8, request_len: usize) -> i32>;
@@ -82,14 +110,17 @@ extern "C" {
     ) -> WardenResult;
     pub fn warden_close(handle: *mut WardenHandle);
 
-    pub fn warden_propose_described(
+    pub fn warden_propose_recovering(
         handle: *mut WardenHandle,
         request: *const u8,
         len: usize,
+        options: *const WardenProposeOptions,
         out: *mut *mut WardenPermit,
         info: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_precondition_put(sink: *mut WardenPreconditionSink, state: *const u8, len: usize) -> WardenResult;
+    pub fn warden_reconcile_put(sink: *mut WardenReconcileSink, answer: *const u8, len: usize) -> WardenResult;
     pub fn warden_flush(handle: *const WardenHandle, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_info(permit: *const WardenPermit, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_commit(
@@ -120,16 +151,6 @@ extern "C" {
     ) -> WardenResult;
     pub fn warden_permit_extend_lease(permit: *mut WardenPermit, lease_ms: u64, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_free(permit: *mut WardenPermit);
-    pub fn warden_effect_reconcile(
-        handle: *mut WardenHandle,
-        key: *const u8,
-        key_len: usize,
-        action: *const u8,
-        action_len: usize,
-        answer: *const u8,
-        answer_len: usize,
-        err: *mut WardenBuf,
-    ) -> WardenResult;
 
     pub fn warden_approval_grant(
         handle: *mut WardenHandle,
@@ -209,14 +230,7 @@ extern "C" {
         out: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;
-    pub fn warden_delegations(
-        handle: *mut WardenHandle,
-        after: *const u8,
-        after_len: usize,
-        limit: u32,
-        out: *mut WardenBuf,
-        err: *mut WardenBuf,
-    ) -> WardenResult;
+    pub fn warden_delegations_all(handle: *mut WardenHandle, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
 
     pub fn warden_effect_resolve(
         handle: *mut WardenHandle,

@@ -147,33 +147,41 @@ impl Handle {
         self.slot.lock().map(|slot| slot.is_none()).unwrap_or(true)
     }
 
-    /// Run the pipeline: resolves to a `Permit`, rejects with the refusal.
+    /// Run the pipeline once (`warden_propose_recovering`): resolves to a `Permit`, rejects
+    /// with the refusal it ends with. `wait_ms` (0: none) and the bridges
+    /// `(questionJson, reply) => void` of the precondition provider and the reconcile hook are
+    /// its options; the library waits, reconciles and retries.
     #[napi(ts_return_type = "Promise<Permit>")]
-    pub fn propose(&self, request: String) -> AsyncTask<Blocking<Permit>> {
+    pub fn propose(
+        &self,
+        request: String,
+        wait_ms: i64,
+        precondition: Option<crate::hooks::HookFunction<'_>>,
+        reconcile: Option<crate::hooks::HookFunction<'_>>,
+    ) -> napi::Result<AsyncTask<Blocking<Permit>>> {
         let handle = self.held();
-        AsyncTask::new(Blocking::new(move || {
+        let wait_ms = u64::try_from(wait_ms).unwrap_or(0);
+        let precondition = precondition.as_ref().map(crate::hooks::Callback::new).transpose()?;
+        let reconcile = reconcile.as_ref().map(crate::hooks::Callback::new).transpose()?;
+        let hooks = crate::hooks::Hooks::new(wait_ms, precondition, reconcile);
+        Ok(AsyncTask::new(Blocking::new(move || {
             let handle = handle.clone()?;
             let (r, rl) = bytes(&request);
+            let options = hooks.options();
             let mut out = std::ptr::null_mut();
             let mut info = WardenBuf::empty();
-            // SAFETY: as above; out and info point at locals too.
-            status(|err| unsafe { ffi::warden_propose_described(handle.raw(), r, rl, &mut out, &mut info, err) })?;
+            // SAFETY: as above; out and info point at locals too; `options` and the `hooks` it
+            // points at live until the call returns.
+            status(|err| unsafe {
+                ffi::warden_propose_recovering(handle.raw(), r, rl, &options, &mut out, &mut info, err)
+            })?;
             let info = take(info);
             if out.is_null() {
-                return Err(Failure::panic("warden_propose_described returned OK and no permit"));
+                return Err(Failure::panic("warden_propose_recovering returned OK and no permit"));
             }
             // From here on the permit is owned: dropping it without an outcome records AMBIGUOUS.
             Ok(Permit::new(PermitPtr::new(out, handle), info))
-        }))
-    }
-
-    #[napi(ts_return_type = "Promise<string>")]
-    pub fn reconcile(&self, key: String, action: String, answer: String) -> Json {
-        self.task(move |h| {
-            let ((k, kl), (a, al), (r, rl)) = (bytes(&key), bytes(&action), bytes(&answer));
-            status(|err| unsafe { ffi::warden_effect_reconcile(h, k, kl, a, al, r, rl, err) })?;
-            Ok("null".to_owned())
-        })
+        })))
     }
 
     #[napi(ts_return_type = "Promise<string>")]
@@ -257,12 +265,10 @@ impl Handle {
         })
     }
 
+    /// Every stored delegation (the library pages).
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn delegations(&self, after: Option<String>, limit: u32) -> Json {
-        self.task(move |h| {
-            let (a, al) = optional(after.as_deref());
-            output(|out, err| unsafe { ffi::warden_delegations(h, a, al, limit, out, err) })
-        })
+    pub fn delegations(&self) -> Json {
+        self.task(|h| output(|out, err| unsafe { ffi::warden_delegations_all(h, out, err) }))
     }
 
     #[napi(ts_return_type = "Promise<string>")]

@@ -8,6 +8,7 @@
 mod call;
 mod ffi;
 mod handle;
+mod hooks;
 mod notify;
 mod permit;
 mod sight;
@@ -19,6 +20,7 @@ use crate::call::{bytes, output, thrown};
 use crate::ffi::WardenBuf;
 
 pub use handle::Handle;
+pub use hooks::HookReply;
 pub use permit::Permit;
 pub use sight::{Cancel, CredentialRequest};
 

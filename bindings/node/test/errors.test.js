@@ -121,7 +121,7 @@ test('a native failure crosses napi as a structured error: code, message and fie
   const { w, store, config } = open(t);
   const handle = native.Handle.open(`${store}.raw`, config, undefined);
   t.after(() => handle.close());
-  const duplicate = await handle.reconcile('refund:none', 'stripe.refund', 'committed').catch((e) => e);
+  const duplicate = await handle.effectResolve('refund:none', 'committed', 'ops').catch((e) => e);
   assert.equal(typeof duplicate.code, 'string');
   assert.ok(duplicate.code.startsWith('WARDEN_RESULT_'), duplicate.code);
   assert.equal(duplicate.fields.code, duplicate.code);

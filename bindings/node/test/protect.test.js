@@ -319,9 +319,19 @@ test('a signal aborted before the call proposes nothing; aborted on the way, the
   await assert.rejects(ada(() => refund({ payment_id: 'pay_sig', amount: 5 }, { signal: before.signal })), (e) => e === before.signal.reason);
   assert.equal(await w.effect('refund:pay_sig'), null, 'aborted before the call: nothing was proposed');
   await assert.rejects(ada(() => refund({ payment_id: 'pay_sig', amount: 5 }, { signal: 'stop' })), TypeError);
-  // Aborted while the proposal is on its way: FAILED (not executed), so a retry runs.
+  // Aborted while the proposal is on its way (here: while the library asks the reconcile hook
+  // about a lost first attempt, then retries): FAILED (not executed), so a retry runs.
+  const lost = w.protect('stripe.refund', () => {
+    throw new Error('the reply was lost');
+  });
+  await assert.rejects(ada(() => lost({ payment_id: 'pay_sig', amount: 5 })), /the reply was lost/);
   const onTheWay = new AbortController();
-  const late = w.protect('stripe.refund', () => assert.fail('must not run'), { precondition: () => onTheWay.abort() });
+  const late = w.protect('stripe.refund', () => assert.fail('must not run'), {
+    reconcile: () => {
+      onTheWay.abort();
+      return 'not_executed';
+    },
+  });
   await assert.rejects(ada(() => late({ payment_id: 'pay_sig', amount: 5 }, { signal: onTheWay.signal })), (e) => e === onTheWay.signal.reason);
   assert.equal((await w.effect('refund:pay_sig')).state, 'failed');
   assert.equal(await ada(() => refund({ payment_id: 'pay_sig', amount: 5 })), 'refunded pay_sig');

@@ -38,11 +38,19 @@ for (const vector of cases) {
   test(`result vector ${vector.name}`, async (t) => {
     const { w } = open(t);
     if (vector.cancelled_before_run) {
-      // The caller aborts while its proposal is on the way (the precondition runs just before
-      // the proposal is sent); the permit arrives after.
+      // The caller aborts while its proposal is on the way (the library asks the reconcile
+      // hook about a lost first attempt, then retries); the permit arrives after.
+      const lost = w.protect('stripe.refund', () => {
+        throw new Error('the reply was lost');
+      });
+      await assert.rejects(ada(() => lost({ payment_id: `vec_${vector.name}`, amount: 1 })), /the reply was lost/);
       const controller = new AbortController();
       let ran = false;
-      const refund = w.protect('stripe.refund', () => { ran = true; }, { precondition: () => controller.abort() });
+      const reconcile = () => {
+        controller.abort();
+        return 'not_executed';
+      };
+      const refund = w.protect('stripe.refund', () => { ran = true; }, { reconcile });
       await assert.rejects(
         ada(() => refund({ payment_id: `vec_${vector.name}`, amount: 1 }, { signal: controller.signal })),
         (error) => error === controller.signal.reason,

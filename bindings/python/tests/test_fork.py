@@ -281,7 +281,7 @@ def test_forking_while_a_parent_thread_is_mid_write_never_hangs_a_child(
     lib = w._lib
     in_flight = [0]
     counted = threading.Lock()
-    originals = {name: lib.functions[name] for name in ("warden_propose_described", "warden_permit_commit")}
+    originals = {name: lib.functions[name] for name in ("warden_propose_recovering", "warden_permit_commit")}
 
     def counting(fn: Any) -> Any:
         def call(*args: Any) -> Any:

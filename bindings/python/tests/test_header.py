@@ -62,13 +62,15 @@ def c_kind(c_type: str) -> Any:
         return "pointer to opaque pointer"
     if bare == "warden_buf *":
         return "pointer to warden_buf"
+    if bare == "warden_propose_options *":
+        return "pointer to ProposeOptions"
     if bare in ("uint8_t *", "char *"):
         return "byte pointer"
     if bare.endswith("*"):
         return "opaque pointer"
     if bare == "warden_buf":
         return "warden_buf by value"
-    if bare in ("warden_credential_fn", "warden_approval_fn", "warden_precondition_fn"):
+    if bare in ("warden_credential_fn", "warden_approval_fn", "warden_precondition_fn", "warden_reconcile_fn"):
         return "function pointer"
     if bare in _C_INTEGERS:
         return ("integer",) + _C_INTEGERS[bare]
@@ -176,3 +178,13 @@ def test_result_codes_match_the_header_and_the_library() -> None:
     for code, name in warden.RESULT_CODES.items():
         assert warden.result_name(code) == name
     assert warden.result_name(999) == "WARDEN_RESULT_UNKNOWN"
+
+
+def test_the_propose_options_structure_has_the_headers_fields_in_order() -> None:
+    text = re.sub(r"//.*", "", HEADER.read_text(encoding="utf-8"))
+    body = re.search(r"typedef struct \{([^}]*)\} warden_propose_options;", text)
+    assert body, "warden.h declares warden_propose_options"
+    declarations = [re.fullmatch(r"(.*?)(\w+)", d.strip(), re.S) for d in body.group(1).split(";") if d.strip()]
+    theirs = [(d.group(2), c_kind(" ".join(d.group(1).split()))) for d in declarations if d]
+    ours = [(name, ctypes_kind(kind)) for name, kind in _ffi.ProposeOptions._fields_]
+    assert ours == theirs

@@ -94,7 +94,7 @@ def test_the_event_loop_keeps_running_and_no_c_call_runs_on_it(
     asyncio.run(main())
     assert ticks_during_call and ticks_during_call[0] > 0
     names = {name for name, _ in c_calls}
-    assert {"warden_propose_described", "warden_permit_commit", "warden_permit_free"} <= names
+    assert {"warden_propose_recovering", "warden_permit_commit", "warden_permit_free"} <= names
     # One call per proposal: the description comes with the permit.
     assert "warden_permit_info" not in names and "warden_propose" not in names
 
@@ -396,7 +396,7 @@ def test_many_concurrent_tasks_reach_the_store_at_once_not_six_at_a_time(w: ward
     in flight together (so they can share commits), where the event loop's default executor
     (min(32, cores + 4) threads) would let 6 through on a 2-core machine."""
     lib = _ffi.library()
-    real = lib.functions["warden_propose_described"]
+    real = lib.functions["warden_propose_recovering"]
     lock = threading.Lock()
     inside = 0
     most = 0
@@ -424,11 +424,11 @@ def test_many_concurrent_tasks_reach_the_store_at_once_not_six_at_a_time(w: ward
     async def main() -> list[str]:
         return await asyncio.gather(*(refund(f"pay_c{i}") for i in range(tasks)))
 
-    lib.functions["warden_propose_described"] = counting
+    lib.functions["warden_propose_recovering"] = counting
     try:
         done = asyncio.run(main())
     finally:
-        lib.functions["warden_propose_described"] = real
+        lib.functions["warden_propose_recovering"] = real
     assert sorted(done) == sorted(f"pay_c{i}" for i in range(tasks))
     assert most == tasks, f"at most {most} proposals were in flight together"
 

@@ -10,9 +10,6 @@ from ._convert import _json_arg, _millis, _optional_text_arg, _principal_json, _
 from ._errors import InvalidInput
 from ._managed import Managed
 
-#: How many delegations one `warden_delegations` call returns while `delegations()` pages.
-_DELEGATION_PAGE = 1000
-
 
 class Authority(Managed):
     """`Warden`'s authority calls."""
@@ -74,12 +71,4 @@ class Authority(Managed):
     def delegations(self) -> list[dict[str, Any]]:
         """Every stored delegation in id order, revoked ones included (`revoked`,
         `revoked_at`, `revoked_by`), with its grant, creator and `created_via`."""
-        found: list[dict[str, Any]] = []
-        after: str | None = None
-        while True:
-            after_arg = _optional_text_arg(after, "after")
-            page = _records(self._call_out("warden_delegations", *after_arg, _DELEGATION_PAGE))
-            found.extend(page)
-            if len(page) < _DELEGATION_PAGE:
-                return found
-            after = str(page[-1]["delegation_id"])
+        return _records(self._call_out("warden_delegations_all"))

@@ -47,6 +47,8 @@ __all__ = [
     "APPROVAL_FN",
     "CREDENTIAL_FN",
     "PRECONDITION_FN",
+    "RECONCILE_FN",
+    "ProposeOptions",
     "SIGNATURES",
     "TEST_ONLY_SIGNATURES",
     "Library",
@@ -92,6 +94,23 @@ _precondition_sink = c_void_p  # warden_precondition_sink *
 #: action_len, warden_precondition_sink *sink). Called on the proposing thread.
 PRECONDITION_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t, _precondition_sink)
 
+#: `warden_reconcile_fn`: int32_t (*)(void *user_data, const uint8_t *effect_key, size_t
+#: effect_key_len, warden_reconcile_sink *sink). Called on the proposing thread.
+RECONCILE_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t, c_void_p)
+
+
+class ProposeOptions(Structure):
+    """`warden_propose_options`: the wait and the callbacks of one `warden_propose_recovering`."""
+
+    _fields_ = [
+        ("wait_ms", c_uint64),
+        ("poll_ms", c_uint64),
+        ("precondition", PRECONDITION_FN),
+        ("reconcile", RECONCILE_FN),
+        ("user_data", c_void_p),
+    ]
+
+
 Signature = tuple[Any, tuple[Any, ...]]
 
 #: name -> (restype, argtypes) for every public function in docs/ABI.md.
@@ -127,6 +146,7 @@ SIGNATURES: dict[str, Signature] = {
     "warden_revoke": (_result, (_handle, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_revoke_sweep": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     "warden_delegations": (_result, (_handle, _bytes, _len, c_uint32, _buf_p, _buf_p)),
+    "warden_delegations_all": (_result, (_handle, _buf_p, _buf_p)),
     "warden_approval_answer": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     "warden_approval_wait": (_result, (_handle, _bytes, _len, c_uint64, _buf_p, _buf_p)),
     "warden_approval_notify_set": (_result, (_handle, APPROVAL_FN, c_void_p, _buf_p)),
@@ -135,6 +155,11 @@ SIGNATURES: dict[str, Signature] = {
         (_handle, _bytes, _len, PRECONDITION_FN, c_void_p, _out_handle, _buf_p, _buf_p),
     ),
     "warden_precondition_put": (_result, (_precondition_sink, _bytes, _len)),
+    "warden_propose_recovering": (
+        _result,
+        (_handle, _bytes, _len, POINTER(ProposeOptions), _out_handle, _buf_p, _buf_p),
+    ),
+    "warden_reconcile_put": (_result, (c_void_p, _bytes, _len)),
     # effects, receipts, events
     "warden_effect_resolve": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_effect_get": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),

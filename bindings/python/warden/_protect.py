@@ -1,9 +1,11 @@
 """Proposing and `@w.protect`: a Python call turned into one proposed, decided, recorded action.
 
-The kernel decides; this module binds the call's arguments by name, proposes them (with the
-precondition provider and reconcile hook as callbacks), runs the function with the permit's
-canonical arguments and reports its outcome. Blocking C calls made for an `async def` run in a
-worker thread (Warden's own pool, `_threads.in_thread`), never on the event loop.
+The kernel decides; this module binds the call's arguments by name, proposes them with one
+`warden_propose_recovering` call (the wait, the precondition provider and the reconcile hook as
+its options: the library owns the reconcile-then-retry and wait-then-present loop), runs the
+function with the permit's canonical arguments and reports its outcome. The async face is the
+same blocking call made in a worker thread (Warden's own pool, `_threads.in_thread`), never on
+the event loop; an async hook is awaited on the loop from there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ._threads import in_thread
 from . import _ffi
 from ._context import _PERMIT, current_approval, current_hop, current_principal, current_task
 from ._convert import _awaited, _describe, _dumps, _loads, _millis, _swallow_result
-from ._errors import Ambiguous, ApprovalRequired, InvalidInput, NotExecuted
+from ._errors import InvalidInput, NotExecuted
 from ._approvals import Approvals
 from ._permit import _AMBIGUOUS, _NOT_EXECUTED, Permit, _finish_unused, _Handoff, _result_payload
 
@@ -34,11 +36,6 @@ ReconcileHook = Callable[[str], Union[ReconcileAnswer, Awaitable[ReconcileAnswer
 #: A precondition provider: the action (name, arguments, principal, resource, environment) in,
 #: the state it depends on (any JSON value) out; may be async for an async protected function.
 PreconditionProvider = Callable[[dict[str, Any]], Any]
-
-
-def _reconciled(request: bytes, effect_key: str, answer: Any) -> bytes:
-    """The request again, with the reconcile hook's answer for the library to apply."""
-    return _dumps({**json.loads(request), "reconciled": {"effect_key": effect_key, "answer": answer}}, "the answer")
 
 
 def _check_signature(name: str, fn: Callable[..., Any]) -> inspect.Signature:
@@ -72,32 +69,75 @@ def _invocation(signature: inspect.Signature, arguments: dict[str, Any]) -> tupl
     return [arguments[key] for key in positional], keywords
 
 
-def _precondition_callback(
-    lib: _ffi.Library, provider: PreconditionProvider, loop: asyncio.AbstractEventLoop | None, failures: list[BaseException]
-) -> Any:
-    """A `warden_precondition_fn` asking `provider` (on the proposing thread; an async
-    provider runs on `loop`). Its exception is kept in `failures` and re-raised by the caller."""
+def _answered(hook: Callable[[Any], Any], argument: Any, loop: asyncio.AbstractEventLoop | None, what: str) -> Any:
+    """`hook(argument)` on this (the proposing) thread; an awaitable answer is awaited on
+    `loop`, the caller's event loop, which only an async protected function has."""
+    answer = hook(argument)
+    if inspect.isawaitable(answer):
+        if loop is None:
+            _close_awaitable(answer)
+            raise InvalidInput(f"an async {what} needs an async protected function")
+        answer = asyncio.run_coroutine_threadsafe(_awaited(answer), loop).result()
+    return answer
 
-    def callback(user_data: int | None, action: int | None, action_len: int, sink: int | None) -> int:
-        try:
-            described = json.loads(ctypes.string_at(action, action_len)) if action else {}
-            state = provider(described)
-            if inspect.isawaitable(state):
-                if loop is None:
-                    raise InvalidInput("an async precondition provider needs an async protected function")
-                state = asyncio.run_coroutine_threadsafe(_awaited(state), loop).result()
-            payload = _dumps(state, "the precondition state")
-            return 0 if lib.fn("warden_precondition_put")(sink, payload, len(payload)) == 0 else 1
-        except BaseException as exc:  # noqa: BLE001 - nothing may unwind into C
-            failures.append(exc)
-            return 1
 
-    return _ffi.PRECONDITION_FN(callback)
+def _close_awaitable(answer: Any) -> None:
+    close = getattr(answer, "close", None)
+    if callable(close):
+        close()
+
+
+class _Hooks:
+    """The options of one `warden_propose_recovering` call: the wait and the host's callbacks
+    as C functions, kept alive for the call; what a callback raised is kept in `failures` and
+    re-raised in place of the library's INVALID_INPUT."""
+
+    def __init__(
+        self,
+        lib: _ffi.Library,
+        wait_ms: int,
+        precondition: PreconditionProvider | None,
+        reconcile: ReconcileHook | None,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
+        self.failures: list[BaseException] = []
+
+        def provide(user_data: int | None, action: int | None, action_len: int, sink: int | None) -> int:
+            try:
+                described = json.loads(ctypes.string_at(action, action_len)) if action else {}
+                state = _answered(cast("PreconditionProvider", precondition), described, loop, "precondition provider")
+                payload = _dumps(state, "the precondition state")
+                return 0 if lib.fn("warden_precondition_put")(sink, payload, len(payload)) == 0 else 1
+            except BaseException as exc:  # noqa: BLE001 - nothing may unwind into C
+                self.failures.append(exc)
+                return 1
+
+        def answer(user_data: int | None, key: int | None, key_len: int, sink: int | None) -> int:
+            try:
+                effect_key = ctypes.string_at(key, key_len).decode("utf-8") if key else ""
+                said = _answered(cast("ReconcileHook", reconcile), effect_key, loop, "reconcile hook")
+                text = (said if isinstance(said, str) else repr(said)).encode("utf-8")
+                return 0 if lib.fn("warden_reconcile_put")(sink, text, len(text)) == 0 else 1
+            except BaseException as exc:  # noqa: BLE001 - nothing may unwind into C
+                self.failures.append(exc)
+                return 1
+
+        self.options = _ffi.ProposeOptions(
+            wait_ms=wait_ms,
+            poll_ms=0,
+            precondition=_ffi.PRECONDITION_FN() if precondition is None else _ffi.PRECONDITION_FN(provide),
+            reconcile=_ffi.RECONCILE_FN() if reconcile is None else _ffi.RECONCILE_FN(answer),
+            user_data=None,
+        )
+
+
+def _wait_ms(wait: float | None) -> int:
+    """`wait=` seconds as the library's `wait_ms` (0: no wait), at most what a u64 holds."""
+    return 0 if wait is None else min(_millis(wait, "wait", zero=True), 2**64 - 1)
 
 
 class Protecting(Approvals):
-    """`Warden`'s proposing calls: `propose`, `protect` and the steps under them (which wait
-    for approval answers, hence the base)."""
+    """`Warden`'s proposing calls: `propose`, `protect` and the one library call under them."""
 
     def _request(self, name: str, arguments: dict[str, Any], lease_ms: int | None, approval_id: str | None) -> bytes:
         principal = current_principal()
@@ -120,28 +160,25 @@ class Protecting(Approvals):
         self,
         request: bytes,
         precondition: PreconditionProvider | None = None,
+        reconcile: ReconcileHook | None = None,
+        wait: float | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> Permit:
+        """One `warden_propose_recovering` call: the permit, or the refusal it ends with."""
+        hooks = _Hooks(self._lib, _wait_ms(wait), precondition, reconcile, loop)
         with self._held() as handle:
-            if precondition is None:
+            try:
                 pointer, described = self._lib.call_handle_described(
-                    "warden_propose_described", handle, *_ffi.arg(request)
+                    "warden_propose_recovering", handle, *_ffi.arg(request), ctypes.byref(hooks.options)
                 )
-            else:
-                failures: list[BaseException] = []
-                callback = _precondition_callback(self._lib, precondition, loop, failures)
-                try:
-                    pointer, described = self._lib.call_handle_described(
-                        "warden_propose_checked", handle, *_ffi.arg(request), callback, None
-                    )
-                except InvalidInput:
-                    if failures:
-                        raise failures[0] from None
-                    raise
+            except InvalidInput:
+                if hooks.failures:
+                    raise hooks.failures[0] from None
+                raise
         try:
             info = _loads(described)
             if not isinstance(info, dict):
-                raise InvalidInput("warden_propose_described described the permit with something other than an object")
+                raise InvalidInput("warden_propose_recovering described the permit with something other than an object")
         except BaseException as exc:
             permit = Permit(self._lib, pointer)
             permit._finish(_NOT_EXECUTED, b"reading the permit failed: " + _describe(exc), True)
@@ -156,70 +193,25 @@ class Protecting(Approvals):
         lease_ms = None if lease is None else _millis(lease, "lease")
         return self._propose(self._request(name, dict(arguments or {}), lease_ms, current_approval()))
 
-    def _propose_reconciling(
-        self,
-        request: bytes,
-        reconcile: ReconcileHook | None,
-        precondition: PreconditionProvider | None = None,
-    ) -> Permit:
-        try:
-            return self._propose(request, precondition)
-        except Ambiguous as refusal:
-            if reconcile is None or refusal.effect_key is None:
-                raise
-            answer = reconcile(refusal.effect_key)
-            if inspect.isawaitable(answer):
-                raise InvalidInput("an async reconcile hook needs an async protected function") from None
-            # The library applies the answer and proposes once more (unknown: still AMBIGUOUS).
-            again = _reconciled(request, refusal.effect_key, answer)
-        return self._propose(again, precondition)
-
-    def _acquire(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        lease_ms: int | None,
-        reconcile: ReconcileHook | None,
-        wait: float | None,
-        precondition: PreconditionProvider | None = None,
-    ) -> Permit:
-        request = self._request(name, arguments, lease_ms, current_approval())
-        try:
-            return self._propose_reconciling(request, reconcile, precondition)
-        except ApprovalRequired as pending:
-            if wait is None or not pending.request_id:
-                raise
-            if not self._wait_for_answer(pending.request_id, wait):
-                raise
-            presented = self._request(name, arguments, lease_ms, pending.request_id)
-        return self._propose_reconciling(presented, reconcile, precondition)
-
-    def _wait_for_answer(self, request_id: str, wait: float) -> bool:
-        """Wait in the library (by the kernel's clock) for a human to answer; True when the
-        request was answered (present it: granted permits, denied refuses as denied)."""
-        record = self.wait_for_answer(request_id, wait)
-        return isinstance(record, dict) and record.get("status") not in ("pending", "expired")
-
-    # async twins: every C call in a worker thread, every wait an asyncio.sleep
-
-    def _propose_handing_over(
-        self,
-        request: bytes,
-        handoff: _Handoff,
-        precondition: PreconditionProvider | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-    ) -> None:
+    def _propose_handing_over(self, handoff: _Handoff, request: bytes, *hooks: Any) -> None:
         """In the worker thread: propose, then hand the permit over, or record it as not
         executed right here when its caller already left (the loop may be gone by now)."""
-        permit = self._propose(request, precondition, loop)
+        permit = self._propose(request, *hooks)
         if not handoff.deliver(permit):
             _finish_unused(permit)
 
-    async def _propose_async(self, request: bytes, precondition: PreconditionProvider | None = None) -> Permit:
+    async def _propose_async(
+        self,
+        request: bytes,
+        precondition: PreconditionProvider | None,
+        reconcile: ReconcileHook | None,
+        wait: float | None,
+    ) -> Permit:
+        """`_propose` in a worker thread, its async hooks awaited on this loop."""
         handoff = _Handoff()
-        loop = asyncio.get_running_loop() if precondition is not None else None
+        loop = asyncio.get_running_loop()
         job = asyncio.ensure_future(
-            in_thread(self._propose_handing_over, request, handoff, precondition, loop)
+            in_thread(self._propose_handing_over, handoff, request, precondition, reconcile, wait, loop)
         )
         try:
             await asyncio.shield(job)
@@ -237,47 +229,6 @@ class Protecting(Approvals):
                 job.add_done_callback(_swallow_result)
             raise
         return handoff.take()
-
-    async def _propose_reconciling_async(
-        self,
-        request: bytes,
-        reconcile: ReconcileHook | None,
-        precondition: PreconditionProvider | None = None,
-    ) -> Permit:
-        try:
-            return await self._propose_async(request, precondition)
-        except Ambiguous as refusal:
-            if reconcile is None or refusal.effect_key is None:
-                raise
-            key = refusal.effect_key
-            if inspect.iscoroutinefunction(reconcile):
-                answer = await reconcile(key)
-            else:
-                answer = await in_thread(reconcile, key)
-                if inspect.isawaitable(answer):
-                    answer = await answer
-            again = _reconciled(request, key, answer)
-        return await self._propose_async(again, precondition)
-
-    async def _acquire_async(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        lease_ms: int | None,
-        reconcile: ReconcileHook | None,
-        wait: float | None,
-        precondition: PreconditionProvider | None = None,
-    ) -> Permit:
-        request = self._request(name, arguments, lease_ms, current_approval())
-        try:
-            return await self._propose_reconciling_async(request, reconcile, precondition)
-        except ApprovalRequired as pending:
-            if wait is None or not pending.request_id:
-                raise
-            if not await in_thread(self._wait_for_answer, pending.request_id, wait):
-                raise
-            presented = self._request(name, arguments, lease_ms, pending.request_id)
-        return await self._propose_reconciling_async(presented, reconcile, precondition)
 
     @staticmethod
     async def _finish_async(permit: Permit, function: str, payload: bytes, quiet: bool) -> None:
@@ -306,10 +257,12 @@ class Protecting(Approvals):
         AMBIGUOUS. Either is re-raised unchanged. Refusals raise `warden.Refused` subclasses.
 
         `reconcile(effect_key)`: asked once when the effect is AMBIGUOUS; "committed" or
-        "not_executed" resolves it and the proposal is retried once, "unknown" leaves it.
+        "not_executed" resolves it and the proposal is retried once, "unknown" leaves it. It
+        runs where the precondition runs (below); its exception is raised to the caller.
         `lease`: seconds this attempt holds the effect (overrides the document's).
         `wait`: seconds to wait for a human to answer an approval request, then present it
-        (the library waits, judged by the kernel's clock).
+        (the library waits, judged by the kernel's clock; any length, over a day too — the
+        request's own expiry ends it first; 0 or None: no wait).
         `precondition(action) -> state`: asked only when an approval is involved — when the
         request is made and again just before a granted approval is spent; a different state
         refuses with `ApprovalMismatch` (reason `precondition_changed`) and the approval stays
@@ -354,7 +307,8 @@ class Protecting(Approvals):
     ) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             arguments = _bind(signature, args, kwargs)
-            permit = self._acquire(name, arguments, lease_ms, reconcile, wait, precondition)
+            request = self._request(name, arguments, lease_ms, current_approval())
+            permit = self._propose(request, precondition, reconcile, wait)
             try:
                 positional, keywords = _invocation(signature, permit.arguments)
             except BaseException as exc:
@@ -388,7 +342,8 @@ class Protecting(Approvals):
     ) -> Callable[..., Awaitable[Any]]:
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             arguments = _bind(signature, args, kwargs)
-            permit = await self._acquire_async(name, arguments, lease_ms, reconcile, wait, precondition)
+            request = self._request(name, arguments, lease_ms, current_approval())
+            permit = await self._propose_async(request, precondition, reconcile, wait)
             try:
                 positional, keywords = _invocation(signature, permit.arguments)
             except BaseException as exc:

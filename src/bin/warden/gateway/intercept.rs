@@ -12,8 +12,8 @@ use serde_json::{json, Map, Value};
 use warden::approval::ApprovalStatus;
 use warden::event::EventKind;
 use warden::identity::{IdentityContext, IdentityProvider};
-use warden::kernel::Permit;
-use warden::pipeline::{resource_for, ActionRequest, Warden};
+use warden::kernel::{AnswerWait, Permit};
+use warden::pipeline::{resource_for, ActionRequest, Recovery, Warden};
 use warden::Error;
 
 use super::classify::{self, Effect, Observation, Reply};
@@ -370,32 +370,18 @@ impl Engine {
         request.hop = hop;
         request.task = task;
         request.traceparent = trace;
-        let (mut action_id, mut outcome) = self.warden.submit_naming_action(&request);
-        let asked = match &outcome {
-            Err(Error::ApprovalRequired { request_id, .. }) => Some(request_id.clone()),
-            _ => None,
-        };
-        if let Some(request_id) = &asked {
-            match self.wait_for_human(request_id, present) {
-                Some(ApprovalStatus::Granted) => {
-                    // The identical call, now presenting the grant: consumed atomically with
-                    // the reservation, exactly as when the client sends it again.
-                    request.approval_id = Some(request_id.as_str());
-                    (action_id, outcome) = self.warden.submit_naming_action(&request);
-                }
-                Some(ApprovalStatus::Denied) => {
-                    return Err(refusal(
-                        call.id,
-                        403,
-                        -41003,
-                        "warden.approval_denied",
-                        &format!("{name}: a human denied this call's approval request"),
-                        json!({"request_id": request_id}),
-                    ));
-                }
-                _ => {}
-            }
-        }
+        // The library's one propose-and-wait: a call that needs approval waits (at most
+        // `--wait-approvals`, by the kernel's clock, while the client is there and the gateway
+        // is not stopping) and then presents the answered request in this identical call — a
+        // grant is consumed atomically with the reservation, exactly as when the client sends it
+        // again; a denial refuses as denied (-41003).
+        let keep_waiting = || present() && !self.stopping.load(std::sync::atomic::Ordering::SeqCst);
+        let wait = (!self.approval_wait.is_zero()).then(|| AnswerWait {
+            timeout: micros(self.approval_wait),
+            poll: std::time::Duration::from_millis(250),
+            keep_waiting: Some(&keep_waiting),
+        });
+        let (action_id, outcome) = self.warden.submit_recovering(&request, &Recovery { reconcile: None, wait });
         match outcome {
             Ok(permit) => {
                 let mut forward = call.message.clone();
@@ -407,31 +393,6 @@ impl Engine {
                 Ok(Admitted { permit, forward, not_executed_on_error, round: 0 })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), action_id, error)),
-        }
-    }
-
-    /// Wait (at most `--wait-approvals`, while the client is there and the gateway is not
-    /// stopping) for the request to be answered; the status it then has. `None` without a wait
-    /// or on a store fault.
-    fn wait_for_human(&self, request_id: &str, present: &dyn Fn() -> bool) -> Option<ApprovalStatus> {
-        if self.approval_wait.is_zero() {
-            return None;
-        }
-        let deadline = std::time::Instant::now() + self.approval_wait;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let slice = left.min(std::time::Duration::from_millis(250));
-            let record = match self.warden.kernel().wait_for_answer(request_id, micros(slice)) {
-                Ok(record) => record?,
-                Err(error) => {
-                    log::warn(&format!("waiting for approval {request_id} failed: {error}"));
-                    return None;
-                }
-            };
-            let gone = !present() || self.stopping.load(std::sync::atomic::Ordering::SeqCst);
-            if record.status != ApprovalStatus::Pending || left.is_zero() || gone {
-                return Some(record.status);
-            }
         }
     }
 
