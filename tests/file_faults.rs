@@ -86,16 +86,15 @@ fn a_flipped_key_length_byte_in_the_effects_leaf_is_a_fault_never_a_fresh_permit
     flip_key_length_byte(&path, "refund:pay_7");
     let pages = warden::store::check_pages(&path).unwrap();
     assert!(pages.problem.is_some(), "redb's page check missed the flip: {pages:?}");
-    let kernel = open(&path, &clock);
-    // The page check ran on a copy and changed nothing: the store is still the damaged one.
-    // The lookup of the key finds nothing: that alone used to be "new".
-    assert!(kernel.effect("refund:pay_7").unwrap().is_none(), "the flip is meant to hide the row");
-    let refused = kernel.propose(&allow(&refund("pay_7", 1), &t)).expect_err("a committed key got a fresh permit");
+    // The page check ran on a copy and changed nothing: the store is still the damaged one. The
+    // lookup of the key finds nothing, which alone used to be "new"; the open already refuses it,
+    // because the last reservation the events name is that key (the proof at a proposal, when
+    // the hidden key is an older one, is tests/store_faults.rs's and the bit-flip sweep's).
+    let refused = Kernel::open(&path, KernelOptions::default()).expect_err("a store hiding a committed key opened");
     assert_hidden_row_fault(&refused, "refund:pay_7");
-    assert!(refused.to_string().contains("receipt"), "{refused}");
-    // The refusal poisons the handle, as every store fault does; doctor runs on a new one.
-    drop(kernel);
+    assert!(refused.to_string().contains("reserved it"), "{refused}");
     let kernel = open_to_read(&path);
+    assert!(kernel.effect("refund:pay_7").unwrap().is_none(), "the flip is meant to hide the row");
     let report = kernel.doctor().unwrap();
     let problems: Vec<&String> = report.tables.iter().flat_map(|(_, _, problems)| problems).collect();
     assert!(!problems.is_empty() || !report.orphans.is_empty(), "doctor found nothing: {report:?}");
@@ -104,11 +103,10 @@ fn a_flipped_key_length_byte_in_the_effects_leaf_is_a_fault_never_a_fresh_permit
     assert!(warden::store::check_pages(&path).unwrap().problem.is_some());
 }
 #[test]
-fn an_executing_effect_whose_key_byte_flipped_is_found_by_its_damaged_neighbour() {
+fn an_executing_effect_whose_key_byte_flipped_is_refused_at_open_by_its_reservation_event() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
     let clock = ManualClock::new(T0);
-    let t = key_template();
     {
         let kernel = open(&path, &clock);
         // In flight: no outcome receipt yet, so the outcome index is no witness; only the
@@ -117,10 +115,12 @@ fn an_executing_effect_whose_key_byte_flipped_is_found_by_its_damaged_neighbour(
         kernel.begin("refund:pay_7", &reserved.action_id, reserved.attempt).unwrap();
     }
     flip_key_length_byte(&path, "refund:pay_7");
-    let kernel = open(&path, &clock);
-    let refused = kernel.propose(&allow(&refund("pay_7", 1), &t)).expect_err("an executing key got a fresh permit");
+    // The open refuses first: the last reservation the events name is the hidden key.
+    let refused = Kernel::open(&path, KernelOptions::default()).expect_err("a store hiding an executing key opened");
     assert_hidden_row_fault(&refused, "refund:pay_7");
-    assert!(refused.to_string().contains("next to it"), "{refused}");
+    // Read without the open's check, the lookup finds nothing and the damaged neighbour is there.
+    let kernel = open_to_read(&path);
+    assert!(kernel.effect("refund:pay_7").unwrap().is_none(), "the flip is meant to hide the row");
 }
 #[test]
 fn an_open_refuses_a_store_whose_last_receipt_names_an_effect_with_no_row() {
@@ -168,4 +168,39 @@ fn an_open_refuses_a_store_whose_effects_table_holds_fewer_rows_than_effects_wit
         text.contains("holds 1 rows but 2 effects have outcome receipts") && text.contains("warden doctor"),
         "{text}"
     );
+}
+
+#[test]
+fn an_open_refuses_a_store_whose_last_reserved_effect_has_no_row_even_with_no_outcome_anywhere() {
+    // Only reservations, no outcome: no receipt or index names the effects. The events do.
+    let f = Fixture::new();
+    f.kernel.reserve_only(&refund("pay_0", 1), &key("pay_0"), None, None).unwrap();
+    f.kernel.reserve_only(&refund("pay_1", 1), &key("pay_1"), None, None).unwrap();
+    f.kernel
+        .store()
+        .tamper(|raw| {
+            raw.remove_raw(RawTable::Effects, "refund:pay_0")?;
+            raw.remove_raw(RawTable::Effects, "refund:pay_1")
+        })
+        .unwrap();
+    let path = f.path();
+    let Fixture { dir: _dir, clock, kernel, .. } = f;
+    drop(kernel);
+    let options = || KernelOptions { clock: std::sync::Arc::new(clock.clone()), ..KernelOptions::default() };
+    let refused = Kernel::open(&path, options()).expect_err("an emptied effects table opened to write");
+    assert_store_fault(&refused, "effects", "refund:pay_1");
+    assert!(refused.to_string().contains("reserved it"), "{refused}");
+}
+
+#[test]
+fn the_last_reservation_check_passes_a_store_whose_rows_are_all_there() {
+    // The control: the same store, untouched, opens and refuses the reserved key as in progress.
+    let f = Fixture::new();
+    f.kernel.reserve_only(&refund("pay_0", 1), &key("pay_0"), None, None).unwrap();
+    let path = f.path();
+    let Fixture { dir: _dir, clock, kernel, .. } = f;
+    drop(kernel);
+    let kernel = open(&path, &clock);
+    let refused = kernel.propose(&allow(&refund("pay_0", 1), &key_template())).unwrap_err();
+    assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
 }

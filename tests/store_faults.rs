@@ -262,6 +262,10 @@ fn a_key_with_receipts_but_no_effect_row_is_a_fault_not_a_permit() {
     let f = Fixture::new();
     committed(&f, "pay_1");
     committed(&f, "pay_2");
+    // An effect still in flight, reserved last: the file's open checks (the effects table holds
+    // as many rows as effects have outcomes; the last reservation's row is there) still pass
+    // after pay_1's row is gone, so the proposal's own proof is what must refuse.
+    f.kernel.reserve_only(&refund("pay_0", 1), "refund:pay_0", None, None).unwrap();
     f.kernel.store().tamper(|raw| raw.remove_raw(RawTable::Effects, "refund:pay_1")).unwrap();
     let t = key_template();
     let refused = f.kernel.propose(&allow(&refund("pay_1", 1), &t)).expect_err("receipts without a row got a permit");

@@ -1087,6 +1087,7 @@ pub(crate) fn check_on_open(rows: &dyn RowRead) -> Result<()> {
              was decided from it. Run `warden doctor` on the store, and restore it from a backup"
         )));
     }
+    check_last_reservation(rows, effects == 0)?;
     let head_key = KeyView(&[Text(META_HEAD)]);
     let meta = Table::Meta.name();
     let head: ChainHead = read(rows, Table::Meta, &[Text(META_HEAD)])?.ok_or_else(|| {
@@ -1130,6 +1131,35 @@ pub(crate) fn check_on_open(rows: &dyn RowRead) -> Result<()> {
             Table::EffectReceipts.name(),
             &KeyView(&[Text(key)]),
             &format!("names receipt {indexed:?}, though the last receipt ({}) recorded an outcome for it", head.seq),
+        ));
+    }
+    Ok(())
+}
+
+/// Events read back from the end, at most, looking for the last reservation (unless `effects`
+/// is empty: then to the start, since one reservation anywhere is damage).
+const RESERVATION_LOOKBACK: u64 = 10_000;
+
+/// The effect the last EFFECT_RESERVED event names still has its row: rows are never removed,
+/// so an event naming a key with none is damage. This is what sees a whole `effects` table gone
+/// empty (a damaged table directory entry) in a store whose effects have no outcome yet.
+fn check_last_reservation(rows: &dyn RowRead, effects_empty: bool) -> Result<()> {
+    let mut read = 0u64;
+    let mut reserved: Option<(u64, String)> = None;
+    each::<Event>(rows, Table::Events, &Scan::all().backwards(), |_, event| {
+        read += 1;
+        if event.kind == EventKind::EFFECT_RESERVED {
+            reserved = event.effect_key.map(|key| (event.event_id, key));
+            return Ok(false);
+        }
+        Ok(effects_empty || read < RESERVATION_LOOKBACK)
+    })?;
+    let Some((event_id, key)) = reserved else { return Ok(()) };
+    if effect_row(rows, &key)?.is_none() {
+        return Err(damaged(
+            Table::Effects.name(),
+            &KeyView(&[Text(&key)]),
+            &format!("is missing, though event {event_id} reserved it (effect rows are never removed)"),
         ));
     }
     Ok(())
