@@ -16,6 +16,16 @@ fn key(payment: &str) -> String {
     format!("refund:{payment}")
 }
 
+/// Close the fixture's handle and open its store again to write, by the fixture's clock (the
+/// open's checks run now). The directory comes back too: the store lives as long as it does.
+fn reopened(f: Fixture) -> (tempfile::TempDir, Result<Kernel, Error>) {
+    let path = f.path();
+    let Fixture { dir, clock, kernel, .. } = f;
+    drop(kernel);
+    let opened = Kernel::open(&path, KernelOptions { clock: std::sync::Arc::new(clock), ..KernelOptions::default() });
+    (dir, opened)
+}
+
 fn committed(f: &Fixture, payment: &str) {
     let t = key_template();
     f.kernel.propose(&allow(&refund(payment, 1), &t)).unwrap().commit(&serde_json::json!({"ok": payment})).unwrap();
@@ -132,11 +142,8 @@ fn an_open_refuses_a_store_whose_last_receipt_names_an_effect_with_no_row() {
     committed(&f, "pay_1");
     f.kernel.store().tamper(|raw| raw.remove_raw(RawTable::Effects, "refund:pay_1")).unwrap();
     let path = f.path();
-    let Fixture { dir: _dir, clock, kernel, .. } = f;
-    drop(kernel);
-    let refused =
-        Kernel::open(&path, KernelOptions { clock: std::sync::Arc::new(clock.clone()), ..KernelOptions::default() })
-            .expect_err("a store whose last receipt's effect row is gone opened to write");
+    let (_dir, opened) = reopened(f);
+    let Err(refused) = opened else { panic!("a store whose last receipt's effect row is gone opened to write") };
     assert_store_fault(&refused, "effects", "refund:pay_1");
     // Doctor still opens it (to read, without taking it over) and names the damage.
     let report = open_to_read(&path).doctor().unwrap();
@@ -158,11 +165,8 @@ fn an_open_refuses_a_store_whose_effects_table_holds_fewer_rows_than_effects_wit
             raw.remove_raw(RawTable::Effects, "refund:pay_1")
         })
         .unwrap();
-    let path = f.path();
-    let Fixture { dir: _dir, clock, kernel, .. } = f;
-    drop(kernel);
-    let options = || KernelOptions { clock: std::sync::Arc::new(clock.clone()), ..KernelOptions::default() };
-    let refused = Kernel::open(&path, options()).expect_err("1 effect row for 2 outcomes opened to write");
+    let (_dir, opened) = reopened(f);
+    let Err(refused) = opened else { panic!("1 effect row for 2 outcomes opened to write") };
     let text = refused.to_string();
     assert!(
         text.contains("holds 1 rows but 2 effects have outcome receipts") && text.contains("warden doctor"),
@@ -183,11 +187,8 @@ fn an_open_refuses_a_store_whose_last_reserved_effect_has_no_row_even_with_no_ou
             raw.remove_raw(RawTable::Effects, "refund:pay_1")
         })
         .unwrap();
-    let path = f.path();
-    let Fixture { dir: _dir, clock, kernel, .. } = f;
-    drop(kernel);
-    let options = || KernelOptions { clock: std::sync::Arc::new(clock.clone()), ..KernelOptions::default() };
-    let refused = Kernel::open(&path, options()).expect_err("an emptied effects table opened to write");
+    let (_dir, opened) = reopened(f);
+    let Err(refused) = opened else { panic!("an emptied effects table opened to write") };
     assert_store_fault(&refused, "effects", "refund:pay_1");
     assert!(refused.to_string().contains("reserved it"), "{refused}");
 }
@@ -197,10 +198,8 @@ fn the_last_reservation_check_passes_a_store_whose_rows_are_all_there() {
     // The control: the same store, untouched, opens and refuses the reserved key as in progress.
     let f = Fixture::new();
     f.kernel.reserve_only(&refund("pay_0", 1), &key("pay_0"), None, None).unwrap();
-    let path = f.path();
-    let Fixture { dir: _dir, clock, kernel, .. } = f;
-    drop(kernel);
-    let kernel = open(&path, &clock);
+    let (_dir, opened) = reopened(f);
+    let kernel = opened.expect("the untouched store opens");
     let refused = kernel.propose(&allow(&refund("pay_0", 1), &key_template())).unwrap_err();
     assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
 }

@@ -42,10 +42,6 @@ fn parts(key: &Key) -> Vec<Part<'_>> {
         .collect()
 }
 
-fn index(table: Table) -> usize {
-    Table::ALL.iter().position(|t| *t == table).unwrap_or(0)
-}
-
 /// The rows of one transaction: the maps it reads and (for a write) changes.
 struct MemRows<'m> {
     tables: &'m mut Tables,
@@ -54,12 +50,12 @@ struct MemRows<'m> {
 impl RowRead for MemRows<'_> {
     fn get(&self, table: Table, key: &[Part<'_>]) -> Result<Option<Vec<u8>>> {
         check_shape(table, key)?;
-        Ok(self.tables[index(table)].get(&own(key)).cloned())
+        Ok(self.tables[table.index()].get(&own(key)).cloned())
     }
 
     fn scan(&self, table: Table, scan: &Scan<'_>, visit: &mut Visit<'_>) -> Result<()> {
         scan.check(table)?;
-        let rows = &self.tables[index(table)];
+        let rows = &self.tables[table.index()];
         let walk: Box<dyn Iterator<Item = (&Key, &Vec<u8>)>> =
             if scan.reverse { Box::new(rows.iter().rev()) } else { Box::new(rows.iter()) };
         for (key, value) in walk {
@@ -78,7 +74,7 @@ impl RowRead for MemRows<'_> {
     }
 
     fn count(&self, table: Table) -> Result<u64> {
-        Ok(self.tables[index(table)].len() as u64)
+        Ok(self.tables[table.index()].len() as u64)
     }
 
     fn bytes_in_use(&self) -> Result<u64> {
@@ -90,7 +86,7 @@ impl RowRead for MemRows<'_> {
 impl RowWrite for MemRows<'_> {
     fn put(&mut self, table: Table, key: &[Part<'_>], value: &[u8], how: Put) -> Result<()> {
         check_shape(table, key)?;
-        let rows = &mut self.tables[index(table)];
+        let rows = &mut self.tables[table.index()];
         let key_owned = own(key);
         if how == Put::New && rows.contains_key(&key_owned) {
             return Err(exists_fault(table, key));
@@ -101,7 +97,7 @@ impl RowWrite for MemRows<'_> {
 
     fn delete(&mut self, table: Table, key: &[Part<'_>]) -> Result<()> {
         check_shape(table, key)?;
-        self.tables[index(table)].remove(&own(key));
+        self.tables[table.index()].remove(&own(key));
         Ok(())
     }
 }
@@ -140,7 +136,7 @@ impl MemStore {
             return Ok(store.clone());
         }
         let mut tables: Tables = vec![BTreeMap::new(); Table::ALL.len()];
-        let meta = &mut tables[index(Table::Meta)];
+        let meta = &mut tables[Table::Meta.index()];
         meta.insert(vec![Own::Text(crate::store::tables::META_HEAD.into())], semantics::genesis_head()?);
         meta.insert(
             vec![Own::Text(crate::store::tables::META_SNAPSHOT_SEQ.into())],

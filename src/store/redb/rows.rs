@@ -180,10 +180,12 @@ fn put_in<K: FileKey>(
     value: &[u8],
     how: Put,
 ) -> Result<()> {
-    if how == Put::New && t.get(tuple::<K>(table, key)?).map_err(fault_in(table.name()))?.is_some() {
+    // One descent: the row it replaced, if any, comes back. A `Put::New` that replaced one is
+    // refused, and the error rolls the whole transaction back with the write.
+    let replaced = t.insert(tuple::<K>(table, key)?, value).map_err(fault_in(table.name()))?.is_some();
+    if how == Put::New && replaced {
         return Err(exists_fault(table, key));
     }
-    t.insert(tuple::<K>(table, key)?, value).map_err(fault_in(table.name()))?;
     Ok(())
 }
 
@@ -317,14 +319,12 @@ impl<'t, 'c> FileWrites<'t, 'c> {
 
     fn lazy(&self, table: Table) -> Result<&AnyLazy<'t>> {
         self.touching.set(table.name());
-        let index = Table::ALL.iter().position(|t| *t == table).ok_or_else(|| unopened(table))?;
-        self.tables.get(index).ok_or_else(|| unopened(table))
+        self.tables.get(table.index()).ok_or_else(|| unopened(table))
     }
 
     fn lazy_mut(&mut self, table: Table) -> Result<&mut AnyLazy<'t>> {
         self.touching.set(table.name());
-        let index = Table::ALL.iter().position(|t| *t == table).ok_or_else(|| unopened(table))?;
-        self.tables.get_mut(index).ok_or_else(|| unopened(table))
+        self.tables.get_mut(table.index()).ok_or_else(|| unopened(table))
     }
 }
 
@@ -451,5 +451,41 @@ impl RowRead for FileReads {
             total += stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes();
         }
         Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redb::ReadableDatabase;
+
+    #[test]
+    fn a_new_row_over_an_existing_one_is_refused_and_the_transaction_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("t.redb")).unwrap();
+        let touching = Cell::new("");
+        let key = [Part::Text("refund:pay_1")];
+        {
+            let txn = db.begin_write().unwrap();
+            let mut rows = FileWrites::open(&txn, &touching);
+            rows.put(Table::Effects, &key, b"first", Put::New).unwrap();
+            drop(rows);
+            txn.commit().unwrap();
+        }
+        {
+            let txn = db.begin_write().unwrap();
+            let mut rows = FileWrites::open(&txn, &touching);
+            let refused = rows.put(Table::Effects, &key, b"second", Put::New).unwrap_err().to_string();
+            assert!(refused.contains("effects") && refused.contains("refund:pay_1"), "{refused}");
+            // A replacing write of the same key is not refused.
+            rows.put(Table::Effects, &[Part::Text("refund:pay_2")], b"x", Put::Replace).unwrap();
+            rows.put(Table::Effects, &[Part::Text("refund:pay_2")], b"y", Put::Replace).unwrap();
+            drop(rows);
+            // The caller rolls the transaction back on the error, as the group commit does.
+            txn.abort().unwrap();
+        }
+        let reads = FileReads::new(db.begin_read().unwrap());
+        assert_eq!(reads.get(Table::Effects, &key).unwrap().as_deref(), Some(b"first".as_slice()));
+        assert_eq!(reads.get(Table::Effects, &[Part::Text("refund:pay_2")]).unwrap(), None);
     }
 }

@@ -71,6 +71,12 @@ macro_rules! tables {
                 match self { $(Table::$variant => $name,)* }
             }
 
+            /// Its place in [`Table::ALL`] (the declaration order), for engines that keep one
+            /// slot per table.
+            pub(crate) fn index(self) -> usize {
+                self as usize
+            }
+
             /// Its key's parts.
             pub(crate) fn shape(self) -> Shape {
                 match self { $(Table::$variant => Shape::$shape,)* }
@@ -423,6 +429,14 @@ mod tests {
         assert_eq!((excluded.position(&[Part::Text("b")]), excluded.position(&[Part::Text("ba")])), (Less, Equal));
         assert!(Scan::all().from(Bound::Included(Part::Int(1))).check(Table::DelegationIndex).is_err());
         assert!(scan.check(Table::BudgetLedger).is_ok());
+    }
+
+    #[test]
+    fn every_table_sits_at_its_index_in_all() {
+        for (at, table) in Table::ALL.iter().enumerate() {
+            assert_eq!(table.index(), at, "{table:?}");
+        }
+        assert_eq!(Table::ALL.len(), 18);
     }
 
     #[test]
