@@ -390,7 +390,7 @@ pub fn check_consumable(
     let Some(record) = record else {
         return Verdict::Refuse(mismatch("unknown", approval_id, "no such approval".into()));
     };
-    if record.action_hash != action_hash && !skip_hash_check() {
+    if record.action_hash != action_hash {
         return Verdict::Refuse(mismatch(
             "mismatch",
             approval_id,
@@ -439,21 +439,6 @@ pub fn check_consumable(
         }
     }
     Verdict::Proceed
-}
-
-/// Test-only: a deliberately broken build that skips the approval-hash check, so a test can
-/// show `warden verify` catching it (G1 must fail). Compiled only with `test-exports`.
-#[cfg(feature = "test-exports")]
-pub static SKIP_HASH_CHECK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Never true, except in the broken build above once a test sets `SKIP_HASH_CHECK`. One function
-/// whatever the features, so its mutants have one name (see `.cargo/mutants.toml`).
-fn skip_hash_check() -> bool {
-    #[cfg(feature = "test-exports")]
-    let skip = SKIP_HASH_CHECK.load(std::sync::atomic::Ordering::SeqCst);
-    #[cfg(not(feature = "test-exports"))]
-    let skip = false;
-    skip
 }
 
 /// An approver, resolver or reason: one line, no control or format characters (so a name can

@@ -865,6 +865,10 @@ fn g1_mutated_approval(ctx: &Ctx<'_>) -> Result<Outcome> {
     };
     let mut altered = ctx.request(case.action, &mutated);
     altered.approval_id = Some(&approval);
+    #[cfg(test)]
+    if broken_build::REBIND_G1.with(std::cell::Cell::get) {
+        broken_build::rebind(&warden, &approval, &altered)?;
+    }
     let refusal = match warden.submit(&altered) {
         Ok(permit) => {
             permit.not_executed("warden verify: never executed")?;
@@ -1566,4 +1570,57 @@ fn race_threads(spec: &ChildSpec) -> Vec<std::result::Result<Contended, String>>
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a contender thread panicked".into()))).collect()
     })
+}
+
+/// The positive control for G1, in the library's own unit tests only (no library build carries
+/// it): the approval granted for the original action is rebound in the store, through the row
+/// layer G12 uses, to the mutated copy, as a store that forgot which action a human approved
+/// would be. G1 must then fail, and only G1.
+#[cfg(test)]
+mod broken_build {
+    use super::*;
+
+    thread_local! {
+        pub(super) static REBIND_G1: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Rewrite `approval_id`'s row so that it binds `request`'s action, hash and shown action both.
+    pub(super) fn rebind(warden: &Warden, approval_id: &str, request: &ActionRequest<'_>) -> Result<()> {
+        let action = warden.action_for(request)?;
+        let mut record = warden
+            .kernel()
+            .approval(approval_id)?
+            .ok_or_else(|| Error::InvalidInput(format!("{approval_id} is not in the scratch store")))?;
+        record.action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        if let Some(stored) = record.action.as_mut() {
+            stored.arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
+                .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        }
+        warden.kernel().store().overwrite_approval(&record)
+    }
+
+    const DOCUMENT: &str =
+        "schema: warden/v1\nenvironment: production\nmode: enforce\nactions:\n  stripe.refund:\n    \
+                            effect: \"refund:{payment_id}\"\n    rules:\n      - when: { amount_lte: 50000 }\n        \
+                            decision: allow\n      - decision: approve\n";
+
+    #[test]
+    fn a_store_that_lets_an_approval_bind_another_action_fails_g1_and_only_g1() {
+        let document = crate::document::load_str(DOCUMENT, "verify-unit.yaml").unwrap();
+        let control = run(&document, None).unwrap();
+        assert!(control.ok(), "{}", control.render());
+        REBIND_G1.with(|on| on.set(true));
+        let report = run(&document, None);
+        REBIND_G1.with(|on| on.set(false));
+        let report = report.unwrap();
+        assert!(!report.ok(), "{}", report.render());
+        for guarantee in &report.guarantees {
+            if guarantee.id == "G1" {
+                assert_eq!(guarantee.status, Status::Fail, "{}", report.render());
+                assert!(guarantee.detail.contains("got a permit"), "{}", guarantee.detail);
+            } else {
+                assert_ne!(guarantee.status, Status::Fail, "only G1 depends on the binding: {}", report.render());
+            }
+        }
+    }
 }

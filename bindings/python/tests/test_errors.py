@@ -169,6 +169,8 @@ def test_a_panic_inside_the_library_is_panic_then_poisoned(tmp_path: Path, confi
         import warden
         from warden import _ffi
         lib = _ffi.library()
+        # Test-only export: declared here, never by the package.
+        lib.functions["warden_test_panic"] = lib._declare("warden_test_panic", (_ffi._result, (_ffi._handle, _ffi._buf_p)))
         assert lib.has("warden_test_panic")
         w = warden.Warden(store={str(tmp_path / "s.redb")!r}, config={str(config)!r})
         try:

@@ -50,7 +50,6 @@ __all__ = [
     "RECONCILE_FN",
     "ProposeOptions",
     "SIGNATURES",
-    "TEST_ONLY_SIGNATURES",
     "Library",
     "WardenBuf",
     "library",
@@ -203,13 +202,6 @@ SIGNATURES: dict[str, Signature] = {
     "warden_sight_diff": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
 }
 
-#: Declared only when the library exports them (a `--features test-exports` build).
-TEST_ONLY_SIGNATURES: dict[str, Signature] = {
-    "warden_test_panic": (_result, (_handle, _buf_p)),
-    "warden_test_clock_set": (_result, (_handle, c_uint64, _buf_p)),
-}
-
-
 def _library_names() -> tuple[str, ...]:
     if sys.platform == "darwin":
         return ("libwarden.dylib",)
@@ -277,9 +269,6 @@ class Library:
         self.functions: dict[str, Any] = {}
         for name, signature in SIGNATURES.items():
             self.functions[name] = self._declare(name, signature)
-        for name, signature in TEST_ONLY_SIGNATURES.items():
-            if hasattr(self.cdll, name):
-                self.functions[name] = self._declare(name, signature)
 
     def _declare(self, name: str, signature: Signature) -> Any:
         restype, argtypes = signature
