@@ -144,6 +144,9 @@ gated_tests() { awk '/^\[/{test=($0=="[[test]]"); name=""} test && /^name = /{gs
 broken_build_controls() {
     # shellcheck disable=SC2046 # one word per flag
     cargo test --locked --features test-exports --test verify --test every_target $(gated_tests) --lib 2>&1 | tee -a "$log"
+    # The doc tests that prove internals private must compile here, where those are public (a
+    # typo in one would otherwise pass as "does not compile"; see `private_outside!` in lib.rs).
+    cargo test --locked --features test-exports --doc 2>&1 | tee -a "$log"
     # The C programs already ran under valgrind against the default build (`cargo test`); here
     # only the ones that need this build: the forced panic and the test-only symbol check.
     cargo test --locked --features test-exports --test c_abi -- a_forced_panic \

@@ -48,6 +48,23 @@ macro_rules! test_pub {
 }
 pub(crate) use test_pub;
 
+/// Documents `$item` with its leading doc lines, then doc tests that prove internals stay private: each snippet must fail to
+/// compile outside the crate in every build without `test-exports` (the error code is named for
+/// the reader; stable rustdoc does not compare it), and must compile in a `test-exports` build,
+/// where the same internals are public — so a typo in a snippet fails that build's doc tests
+/// instead of passing as "does not compile".
+macro_rules! private_outside {
+    ($(#[$meta:meta])* $( ($code:literal, $error:literal) ),+ ; $item:item) => {
+        $(#[$meta])*
+        $(
+            #[cfg_attr(not(feature = "test-exports"), doc = concat!("```compile_fail,", $error, "\n", $code, "\n```"))]
+            #[cfg_attr(feature = "test-exports", doc = concat!("```\n", $code, "\n```"))]
+        )+
+        $item
+    };
+}
+pub(crate) use private_outside;
+
 // Pipeline order, as listed above. `missing_docs` (Cargo.toml's [lints]) holds for every module.
 pub mod action;
 pub mod approval;

@@ -199,26 +199,19 @@ struct Inner {
     approval_listener: std::sync::RwLock<Option<approvals::ApprovalListener>>,
 }
 
-/// A handle on one store. Cheap to clone; clones share the poisoned latch.
-///
-/// Outside the crate a release build offers no way to hand the kernel a ruling, nor to reach
-/// its store (these fail to compile unless the `test-exports` feature is on):
-#[cfg_attr(
-    not(feature = "test-exports"),
-    doc = "```compile_fail\nfn f(k: &warden::Kernel, p: &warden::Proposal<'_>) { let _ = k.propose(p); }\n```"
-)]
-#[cfg_attr(
-    not(feature = "test-exports"),
-    doc = "```compile_fail\nfn f(k: &warden::Kernel) { let _ = k.store(); }\n```"
-)]
-#[cfg_attr(
-    not(feature = "test-exports"),
-    doc = "```compile_fail\nfn f(k: &warden::Kernel) { let _ = k.force_panic(); }\n```"
-)]
-#[cfg_attr(not(feature = "test-exports"), doc = "```compile_fail\nuse warden::store::WriteTx;\n```")]
-#[derive(Clone)]
-pub struct Kernel {
-    inner: Arc<Inner>,
+crate::private_outside! {
+    /// A handle on one store. Cheap to clone; clones share the poisoned latch.
+    ///
+    /// Outside the crate a release build offers no way to hand the kernel a ruling, nor to reach
+    /// its store (these fail to compile unless the `test-exports` feature is on):
+    ("fn f(k: &warden::Kernel, p: &warden::Proposal<'_>) { let _ = k.propose(p); }", "E0624"),
+    ("fn f(k: &warden::Kernel) { let _ = k.store(); }", "E0624"),
+    ("fn f(k: &warden::Kernel) { let _ = k.force_panic(); }", "E0624"),
+    ("use warden::store::WriteTx;", "E0603");
+    #[derive(Clone)]
+    pub struct Kernel {
+        inner: Arc<Inner>,
+    }
 }
 
 impl std::fmt::Debug for Kernel {
