@@ -82,17 +82,7 @@ pub fn revoke(
 /// `warden delegations [--json]`: every stored delegation, revoked ones included.
 pub fn delegations(store: Option<&Path>, json_out: bool) -> Result<String, Failure> {
     let kernel = open_store_to_read(store)?;
-    let mut all: Vec<ListedDelegation> = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let page = kernel.delegations(after.as_deref(), 1000)?;
-        let full = page.len() == 1000;
-        after = page.last().map(|d| d.stored.record.delegation_id.clone());
-        all.extend(page);
-        if !full {
-            break;
-        }
-    }
+    let all = kernel.all_delegations()?;
     if json_out {
         return Ok(document(&Value::Array(all.iter().map(ListedDelegation::to_json).collect())));
     }
