@@ -29,8 +29,9 @@
 //!     kernel encode without depending on `sight`.
 //!
 //! Around them: [`clock`] (injectable time), [`error`] and [`hint`] (what went wrong and the
-//! command to run), [`ffi`] (the C ABI, the only module with `unsafe`), [`verify`] and
-//! [`scratch`] (the `warden verify` guarantees, run in a throwaway store). `docs/` holds the
+//! command to run), [`ffi`] (the C ABI) and [`os`] (fork hooks and signal flags), the only
+//! modules with `unsafe`, [`verify`] and [`scratch`] (the `warden verify` guarantees, run in a
+//! throwaway store). `docs/` holds the
 //! threat model, the claims and the store's design.
 
 #![deny(unsafe_code)]
@@ -91,7 +92,11 @@ pub mod clock;
 pub mod error;
 #[allow(unsafe_code)]
 pub mod ffi;
+// The operating system's calls Rust's standard library has no safe form of (fork hooks, signal
+// handlers): beside the C ABI, not inside it, since the store and the CLI use them too.
 pub mod hint;
+#[allow(unsafe_code)]
+pub mod os;
 pub mod scratch;
 pub mod verify;
 

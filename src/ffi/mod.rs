@@ -1,5 +1,5 @@
-//! The `extern "C"` surface: the only place `unsafe` is allowed, each block with a `SAFETY`
-//! line. `include/warden.h` is generated from these files by cbindgen (see `build.rs`).
+//! The `extern "C"` surface: with `os` (fork hooks, signals) the only place `unsafe` is
+//! allowed, each block with a `SAFETY` line. `include/warden.h` is generated from these files by cbindgen (see `build.rs`).
 //!
 //! Plumbing (all the FFI machinery): `result` (codes, the exhaustive `Error` → code match),
 //! `panic` (the panic boundary and the poisoned latch), `bytes` (borrowed byte views in, owned
@@ -38,12 +38,6 @@ pub mod store_ops;
 pub mod sight;
 
 pub mod authority;
-
-// Not an export: the fork hook and descriptor close the store layer needs (libc, so unsafe).
-pub(crate) mod os;
-
-// Not an export: SIGTERM/SIGINT as a flag, for the gateway's graceful shutdown (libc, so unsafe).
-pub mod signals;
 
 #[cfg(feature = "test-exports")]
 pub mod test_exports;

@@ -30,14 +30,14 @@ fn in_child() {
     for slot in &FDS {
         let fd = slot.swap(-1, Ordering::SeqCst);
         if fd >= 0 {
-            crate::ffi::os::close_inherited(fd);
+            crate::os::close_inherited(fd);
         }
     }
 }
 
 /// Installs the hook (once per process) and returns the current generation.
 pub(crate) fn current() -> u64 {
-    crate::ffi::os::install_fork_hook(in_child);
+    crate::os::install_fork_hook(in_child);
     GENERATION.load(Ordering::SeqCst)
 }
 

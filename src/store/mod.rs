@@ -471,7 +471,7 @@ impl<P: Protocol> Store<P> {
             return Ok(Store { engine, generation: fork::current(), opened_in: std::process::id() });
         }
         let generation = fork::current();
-        crate::ffi::os::install_exit_hook(flush_at_exit);
+        crate::os::install_exit_hook(flush_at_exit);
         let registry = registry(generation)?;
         let mut map = registry.lock().map_err(|_| {
             Error::Store("the store registry is poisoned by an earlier panic; restart the process".into())

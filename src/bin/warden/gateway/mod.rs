@@ -297,11 +297,11 @@ pub const DRAIN: Duration = Duration::from_secs(10);
 /// arrives. Without the handlers (they could not be installed) the signals end the process as
 /// before: calls in flight then stay in progress until their leases lapse, never re-run.
 pub(super) fn on_termination(stop: impl FnOnce(i32) + Send + 'static) -> std::thread::JoinHandle<()> {
-    if !warden::ffi::signals::catch_termination() {
+    if !warden::os::signals::catch_termination() {
         log::warn("SIGTERM/SIGINT could not be caught; they will stop the gateway without draining");
     }
     std::thread::spawn(move || loop {
-        if let Some(signal) = warden::ffi::signals::termination() {
+        if let Some(signal) = warden::os::signals::termination() {
             let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
             log::info(&format!("{name}: taking no new calls; letting the calls in flight finish"));
             stop(signal);

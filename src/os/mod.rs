@@ -1,7 +1,13 @@
-//! The two calls into the C library that Rust's standard library has no safe form of, both
-//! about `fork()`: registering the hook that runs in a forked child, and closing a descriptor
-//! the child inherited. Everything that decides what to do with them lives in
-//! `store::fork`; this file only crosses the boundary.
+//! The operating system's glue that needs `unsafe`, each block with a `SAFETY` line (the same
+//! lints as `ffi`). Here: the two calls into the C library that Rust's standard library has no
+//! safe form of, both about `fork()`: registering the hook that runs in a forked child, and
+//! closing a descriptor the child inherited. Everything that decides what to do with them lives
+//! in `store::fork`; this file only crosses the boundary. `signals`: SIGTERM/SIGINT as a flag,
+//! for the gateway's graceful shutdown.
+
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
+pub mod signals;
 
 use std::os::fd::RawFd;
 use std::sync::{Once, OnceLock};
