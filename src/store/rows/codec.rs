@@ -43,40 +43,6 @@ pub(in crate::store) trait KeyBytes {
     fn shown(&self) -> String;
 }
 
-impl KeyBytes for &str {
-    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
-        std::borrow::Cow::Borrowed(str::as_bytes(self))
-    }
-    fn shown(&self) -> String {
-        let mut text: String = self.chars().take(200).collect();
-        if text.len() < self.len() {
-            text.push('…');
-        }
-        format!("{text:?}")
-    }
-}
-
-impl KeyBytes for u64 {
-    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
-        std::borrow::Cow::Owned(self.to_le_bytes().to_vec())
-    }
-    fn shown(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl KeyBytes for (&str, u64) {
-    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
-        let mut out = self.0.as_bytes().to_vec();
-        out.push(0);
-        out.extend_from_slice(&self.1.to_le_bytes());
-        std::borrow::Cow::Owned(out)
-    }
-    fn shown(&self) -> String {
-        format!("({:?}, {})", self.0, self.1)
-    }
-}
-
 pub(in crate::store) fn encode<T: Serialize>(table: &str, key: &impl KeyBytes, value: &T) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(128);
     bytes.push(LAYOUT);
