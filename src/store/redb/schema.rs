@@ -14,7 +14,7 @@ use crate::receipt::StoredReceipt;
 use crate::snapshot_record::SnapshotRecord;
 use crate::store::redb::rows::{fault, fault_in, FileReads, FileWrites};
 use crate::store::rows::codec::{decode, decode_legacy};
-use crate::store::rows::records::{ApprovalV2, ChainHead, EffectV1};
+use crate::store::rows::records::{ApprovalV2, ChainHead, StoredEffect};
 use crate::store::rows::semantics::{genesis_head, write};
 use crate::store::rows::{own, parts, KeyView, Own, Part, Put, RowRead, RowWrite, Scan, Table};
 use crate::store::tables::{self, META_HEAD, META_SCHEMA, META_SNAPSHOT_SEQ, SCHEMA_VERSION};
@@ -172,7 +172,7 @@ fn step_1_to_2(rows: &mut FileWrites<'_, '_>, snapshot_index: &[(String, u64, St
     rewrite::<Event, _>(rows, Table::Events, |t, k, b| decode_legacy(t, k, b), Ok)?;
     rewrite::<StoredReceipt, _>(rows, Table::Receipts, |t, k, b| decode_legacy(t, k, b), Ok)?;
     let on_receipts = index_receipts(rows)?;
-    rewrite::<EffectV1, _>(
+    rewrite::<StoredEffect, _>(
         rows,
         Table::Effects,
         |t, k, b| decode_legacy(t, k, b),
