@@ -81,14 +81,19 @@ pub(crate) fn probe(path: &std::path::Path) -> Result<()> {
     let Ok(db) = redb::Builder::new().open_read_only(path) else { return Ok(()) };
     match version(&db, path)? {
         Some(v) => check_version(v, path),
-        None => {
-            let reads = FileReads::new(db.begin_read().map_err(fault)?);
-            if reads.txn().list_tables().map_err(fault)?.next().is_none() {
-                Ok(())
-            } else {
-                Err(without_version(&reads, path))
-            }
-        }
+        None => unversioned(&db, path),
+    }
+}
+
+/// A redb file without a schema row. One with no tables at all is a creation by an older
+/// Warden that never finished (it holds nothing to lose): `Ok`, to finish it. Anything else
+/// was not written by Warden, or lost its `meta` table (`without_version`).
+fn unversioned(db: &impl ReadableDatabase, path: &std::path::Path) -> Result<()> {
+    let reads = FileReads::new(db.begin_read().map_err(fault)?);
+    if reads.txn().list_tables().map_err(fault)?.next().is_none() {
+        Ok(())
+    } else {
+        Err(without_version(&reads, path))
     }
 }
 
@@ -99,19 +104,7 @@ pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
         Some(from @ (1..=4)) => migrate_forward(db, from),
         Some(v) => check_version(v, path),
-        None => {
-            // A redb file without a schema row. One with no tables at all is a creation by an
-            // older Warden that never finished (it holds nothing to lose): finish it. Anything
-            // else was not written by Warden.
-            let reads = FileReads::new(db.begin_read().map_err(fault)?);
-            let empty = reads.txn().list_tables().map_err(fault)?.next().is_none();
-            if empty {
-                drop(reads);
-                write_fresh(db)
-            } else {
-                Err(without_version(&reads, path))
-            }
-        }
+        None => unversioned(db, path).and_then(|()| write_fresh(db)),
     }
 }
 
