@@ -90,10 +90,10 @@ pub trait WriteOp: Serialize + DeserializeOwned + Clone + Send + Sync + 'static 
     }
 }
 
-/// A row of a text-keyed table (`tables::name`) a write operation expects to read.
+/// A row of a text-keyed table a write operation expects to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prefetch {
-    /// The table, by its file name (`tables::name::EFFECTS`, …).
+    /// The table, by its name (`Table::name`: `effects`, …).
     pub table: &'static str,
     /// The row's key.
     pub key: String,
@@ -102,27 +102,27 @@ pub struct Prefetch {
 impl Prefetch {
     /// The chain head (the `meta` row every receipt appended reads).
     pub(crate) fn chain_head() -> Prefetch {
-        Prefetch { table: tables::name::META, key: tables::META_HEAD.to_string() }
+        Prefetch { table: rows::Table::Meta.name(), key: tables::META_HEAD.to_string() }
     }
 
     /// An effect key's row.
     pub(crate) fn effect(key: &str) -> Prefetch {
-        Prefetch { table: tables::name::EFFECTS, key: key.to_string() }
+        Prefetch { table: rows::Table::Effects.name(), key: key.to_string() }
     }
 
     /// An effect key's outcome index row (a reservation reads it when the key has no row).
     pub(crate) fn outcome_index(key: &str) -> Prefetch {
-        Prefetch { table: tables::name::EFFECT_RECEIPTS, key: key.to_string() }
+        Prefetch { table: rows::Table::EffectReceipts.name(), key: key.to_string() }
     }
 
     /// Whether a receipt id is taken (every receipt appended checks).
     pub(crate) fn receipt_id(id: &str) -> Prefetch {
-        Prefetch { table: tables::name::RECEIPT_IDS, key: id.to_string() }
+        Prefetch { table: rows::Table::ReceiptIds.name(), key: id.to_string() }
     }
 
     /// An approval request's row.
     pub(crate) fn approval(id: &str) -> Prefetch {
-        Prefetch { table: tables::name::APPROVALS, key: id.to_string() }
+        Prefetch { table: rows::Table::Approvals.name(), key: id.to_string() }
     }
 }
 

@@ -10,37 +10,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::store::rows::semantics::{self, Reads, Writes};
-use crate::store::rows::{check_shape, exists_fault, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
+use crate::store::rows::{
+    check_shape, exists_fault, own, parts, Own, Part, Put, RowRead, RowWrite, Scan, Table, Visit,
+};
 use crate::store::{Now, ReadOp, WriteOp};
-
-/// A key part, owned.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Own {
-    Text(String),
-    Int(u64),
-}
 
 type Key = Vec<Own>;
 /// Every table's rows, in key order (the order of `Part`: text by bytes, integers by value).
 type Tables = Vec<BTreeMap<Key, Vec<u8>>>;
-
-fn own(key: &[Part<'_>]) -> Key {
-    key.iter()
-        .map(|part| match part {
-            Part::Text(text) => Own::Text((*text).to_owned()),
-            Part::Int(value) => Own::Int(*value),
-        })
-        .collect()
-}
-
-fn parts(key: &Key) -> Vec<Part<'_>> {
-    key.iter()
-        .map(|part| match part {
-            Own::Text(text) => Part::Text(text),
-            Own::Int(value) => Part::Int(*value),
-        })
-        .collect()
-}
 
 /// The rows of one transaction: the maps it reads and (for a write) changes.
 struct MemRows<'m> {

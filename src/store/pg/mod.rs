@@ -36,7 +36,7 @@ use postgres::{Client, NoTls};
 use super::{Durability, Now, Prefetch, ReadOp, WriteOp};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, Result};
-use crate::store::tables::name;
+use crate::store::rows::Table;
 use sql::{commit_unknown, fault, Cache, Lit, Sql};
 
 /// The advisory lock class of a store's writes (the second key is the schema's hash).
@@ -391,7 +391,8 @@ impl PgStore {
         ));
         let mut sent = Vec::new();
         for (index, row) in ahead.iter().enumerate() {
-            let keyed = [name::META, name::EFFECTS, name::EFFECT_RECEIPTS, name::APPROVALS, name::RECEIPT_IDS];
+            let keyed = [Table::Meta, Table::Effects, Table::EffectReceipts, Table::Approvals, Table::ReceiptIds]
+                .map(Table::name);
             let (Some(table), Ok(key)) = (keyed.iter().find(|t| **t == row.table), Sql::literal(&Lit::Text(&row.key)))
             else {
                 continue;

@@ -11,7 +11,7 @@ use postgres::types::ToSql;
 
 use super::sql::{column, int, uint, Ahead, Lit, Sql};
 use crate::error::{Error, Result};
-use crate::store::rows::{check_shape, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
+use crate::store::rows::{check_shape, parts, Own, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
 
 /// Rows fetched per round trip when a scan walks on.
 const PAGE: usize = 1000;
@@ -82,12 +82,6 @@ fn as_sql<'p>(params: &'p [Param<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
         .collect()
 }
 
-/// A key column read back.
-enum Owned {
-    Text(String),
-    Int(u64),
-}
-
 /// The rows of one PostgreSQL transaction.
 pub(super) struct PgRows<'s, 'c> {
     sql: &'s Sql<'c>,
@@ -98,12 +92,7 @@ impl<'s, 'c> PgRows<'s, 'c> {
         PgRows { sql }
     }
 
-    fn select_page(
-        &self,
-        table: Table,
-        scan: &Scan<'_>,
-        after: Option<&[Owned]>,
-    ) -> Result<Option<Vec<postgres::Row>>> {
+    fn select_page(&self, table: Table, scan: &Scan<'_>, after: Option<&[Own]>) -> Result<Option<Vec<postgres::Row>>> {
         let cols = columns(table);
         let mut conditions = Vec::new();
         let mut params: Vec<Param<'_>> = Vec::new();
@@ -140,8 +129,8 @@ impl<'s, 'c> PgRows<'s, 'c> {
             let first = params.len() + 1;
             for part in &after[scan.prefix.len()..] {
                 params.push(match part {
-                    Owned::Text(text) => Param::Text(text),
-                    Owned::Int(value) => Param::Int(int(*value, table.name())?),
+                    Own::Text(text) => Param::Text(text),
+                    Own::Int(value) => Param::Int(int(*value, table.name())?),
                 });
             }
             let marks: Vec<String> = (first..=params.len()).map(|n| format!("${n}")).collect();
@@ -212,7 +201,7 @@ impl RowRead for PgRows<'_, '_> {
         scan.check(table)?;
         let cols = columns(table);
         let shape = table.shape();
-        let mut after: Option<Vec<Owned>> = None;
+        let mut after: Option<Vec<Own>> = None;
         loop {
             let Some(rows) = self.select_page(table, scan, after.as_deref())? else { return Ok(()) };
             let full = rows.len() == PAGE;
@@ -220,20 +209,13 @@ impl RowRead for PgRows<'_, '_> {
                 let mut owned = Vec::with_capacity(cols.len());
                 for index in 0..cols.len() {
                     owned.push(if shape.is_int(index) {
-                        Owned::Int(uint(column::<i64>(row, index, table.name())?, table.name())?)
+                        Own::Int(uint(column::<i64>(row, index, table.name())?, table.name())?)
                     } else {
-                        Owned::Text(column::<String>(row, index, table.name())?)
+                        Own::Text(column::<String>(row, index, table.name())?)
                     });
                 }
                 let value: Vec<u8> = column(row, cols.len(), table.name())?;
-                let parts: Vec<Part<'_>> = owned
-                    .iter()
-                    .map(|part| match part {
-                        Owned::Text(text) => Part::Text(text),
-                        Owned::Int(value) => Part::Int(*value),
-                    })
-                    .collect();
-                if !visit(&parts, &value)? {
+                if !visit(&parts(&owned), &value)? {
                     return Ok(());
                 }
                 after = Some(owned);

@@ -209,6 +209,11 @@ impl<P: Protocol> Client<P> {
         if deferred {
             return Answer::Done(Ok(None));
         }
+        self.answer(id, &slot)
+    }
+
+    /// The answer to request `id`, or lost when the owner stays silent past the wait.
+    fn answer<T>(&self, id: u64, slot: &Slot<Answer<T>>) -> Answer<T> {
         match slot.wait(Instant::now() + self.wait) {
             Some(answer) => answer,
             None => {
@@ -237,19 +242,7 @@ impl<P: Protocol> Client<P> {
         if let Err(reason) = self.send(&Up::Read { id, op, now }) {
             return Answer::Lost(reason);
         }
-        match slot.wait(Instant::now() + self.wait) {
-            Some(answer) => answer,
-            None => {
-                if let Ok(mut waiting) = self.waiting.lock() {
-                    waiting.remove(&id);
-                }
-                Answer::Lost(format!(
-                    "the store's owner process (pid {}) did not answer within {} ms (is it stopped?)",
-                    self.owner_pid,
-                    self.wait.as_millis()
-                ))
-            }
-        }
+        self.answer(id, &slot)
     }
 
     /// Deferred outcomes not yet confirmed by the owner.

@@ -256,31 +256,14 @@ enum AnyLazy<'t> {
 /// Run `$body` with `$t` bound to the opened table of `$lazy`, whatever its key tuple.
 macro_rules! with_lazy {
     ($lazy:expr, $get:ident, |$t:ident| $body:expr) => {
+        with_lazy!(@ $lazy, $get, $t, $body, T I TI TT TTT TTI)
+    };
+    (@ $lazy:expr, $get:ident, $t:ident, $body:expr, $($shape:ident)*) => {
         match $lazy {
-            AnyLazy::T(lazy) => {
+            $(AnyLazy::$shape(lazy) => {
                 let $t = lazy.$get()?;
                 $body
-            }
-            AnyLazy::I(lazy) => {
-                let $t = lazy.$get()?;
-                $body
-            }
-            AnyLazy::TI(lazy) => {
-                let $t = lazy.$get()?;
-                $body
-            }
-            AnyLazy::TT(lazy) => {
-                let $t = lazy.$get()?;
-                $body
-            }
-            AnyLazy::TTT(lazy) => {
-                let $t = lazy.$get()?;
-                $body
-            }
-            AnyLazy::TTI(lazy) => {
-                let $t = lazy.$get()?;
-                $body
-            }
+            })*
         }
     };
 }
@@ -389,33 +372,18 @@ macro_rules! with_read {
                 Err(other) => Err(fault_in(table.name())(other)),
             }
         }
-        match $table.shape() {
-            Shape::T => match open::<&'static str>($txn, $table)? {
-                Some($t) => $body,
-                None => $absent,
-            },
-            Shape::I => match open::<u64>($txn, $table)? {
-                Some($t) => $body,
-                None => $absent,
-            },
-            Shape::TI => match open::<(&'static str, u64)>($txn, $table)? {
-                Some($t) => $body,
-                None => $absent,
-            },
-            Shape::TT => match open::<(&'static str, &'static str)>($txn, $table)? {
-                Some($t) => $body,
-                None => $absent,
-            },
-            Shape::TTT => match open::<(&'static str, &'static str, &'static str)>($txn, $table)? {
-                Some($t) => $body,
-                None => $absent,
-            },
-            Shape::TTI => match open::<(&'static str, &'static str, u64)>($txn, $table)? {
-                Some($t) => $body,
-                None => $absent,
-            },
-        }
+        with_read!(@ $txn, $table, $absent, $t, $body, T: &'static str, I: u64, TI: (&'static str, u64),
+            TT: (&'static str, &'static str), TTT: (&'static str, &'static str, &'static str),
+            TTI: (&'static str, &'static str, u64))
     }};
+    (@ $txn:expr, $table:expr, $absent:expr, $t:ident, $body:expr, $($shape:ident: $key:ty),*) => {
+        match $table.shape() {
+            $(Shape::$shape => match open::<$key>($txn, $table)? {
+                Some($t) => $body,
+                None => $absent,
+            },)*
+        }
+    };
 }
 
 impl RowRead for FileReads {

@@ -43,40 +43,6 @@ pub(in crate::store) trait KeyBytes {
     fn shown(&self) -> String;
 }
 
-impl KeyBytes for &str {
-    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
-        std::borrow::Cow::Borrowed(str::as_bytes(self))
-    }
-    fn shown(&self) -> String {
-        let mut text: String = self.chars().take(200).collect();
-        if text.len() < self.len() {
-            text.push('…');
-        }
-        format!("{text:?}")
-    }
-}
-
-impl KeyBytes for u64 {
-    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
-        std::borrow::Cow::Owned(self.to_le_bytes().to_vec())
-    }
-    fn shown(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl KeyBytes for (&str, u64) {
-    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
-        let mut out = self.0.as_bytes().to_vec();
-        out.push(0);
-        out.extend_from_slice(&self.1.to_le_bytes());
-        std::borrow::Cow::Owned(out)
-    }
-    fn shown(&self) -> String {
-        format!("({:?}, {})", self.0, self.1)
-    }
-}
-
 pub(in crate::store) fn encode<T: Serialize>(table: &str, key: &impl KeyBytes, value: &T) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(128);
     bytes.push(LAYOUT);
@@ -184,17 +150,25 @@ pub(in crate::store) fn decode_legacy<T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::rows::{KeyView, Part};
 
     #[test]
     fn every_single_bit_flip_of_a_row_is_a_store_fault_naming_table_and_key() {
-        let row = encode("effects", &"refund:pay_1", &("committed", 2u32, "act_1")).expect("encode");
-        assert_eq!(decode::<(String, u32, String)>("effects", &"refund:pay_1", &row).expect("decode").1, 2);
+        let row =
+            encode("effects", &KeyView(&[Part::Text("refund:pay_1")]), &("committed", 2u32, "act_1")).expect("encode");
+        assert_eq!(
+            decode::<(String, u32, String)>("effects", &KeyView(&[Part::Text("refund:pay_1")]), &row)
+                .expect("decode")
+                .1,
+            2
+        );
         for byte in 0..row.len() {
             for bit in 0..8 {
                 let mut flipped = row.clone();
                 flipped[byte] ^= 1 << bit;
-                let error = decode::<(String, u32, String)>("effects", &"refund:pay_1", &flipped)
-                    .expect_err("a flipped bit must never decode");
+                let error =
+                    decode::<(String, u32, String)>("effects", &KeyView(&[Part::Text("refund:pay_1")]), &flipped)
+                        .expect_err("a flipped bit must never decode");
                 let text = error.to_string();
                 assert!(matches!(error, Error::Store(_)), "{text}");
                 assert!(text.contains("effects") && text.contains("refund:pay_1"), "{text}");
@@ -204,12 +178,12 @@ mod tests {
 
     #[test]
     fn a_row_moved_to_another_key_or_table_fails_its_check() {
-        let row = encode("effects", &"refund:pay_1", &7u32).expect("encode");
-        assert!(decode::<u32>("effects", &"refund:pay_2", &row).is_err());
-        assert!(decode::<u32>("approvals", &"refund:pay_1", &row).is_err());
-        let numbered = encode("receipts", &5u64, &7u32).expect("encode");
-        assert!(decode::<u32>("receipts", &6u64, &numbered).is_err());
-        assert_eq!(decode::<u32>("receipts", &5u64, &numbered).expect("decode"), 7);
+        let row = encode("effects", &KeyView(&[Part::Text("refund:pay_1")]), &7u32).expect("encode");
+        assert!(decode::<u32>("effects", &KeyView(&[Part::Text("refund:pay_2")]), &row).is_err());
+        assert!(decode::<u32>("approvals", &KeyView(&[Part::Text("refund:pay_1")]), &row).is_err());
+        let numbered = encode("receipts", &KeyView(&[Part::Int(5)]), &7u32).expect("encode");
+        assert!(decode::<u32>("receipts", &KeyView(&[Part::Int(6)]), &numbered).is_err());
+        assert_eq!(decode::<u32>("receipts", &KeyView(&[Part::Int(5)]), &numbered).expect("decode"), 7);
     }
 
     /// A receipt-like value: long enough, and repetitive enough, to be stored compressed.
@@ -231,19 +205,22 @@ mod tests {
     #[test]
     fn a_long_row_is_stored_compressed_and_reads_back_the_same() {
         let value = receipt_like();
-        let row = encode("receipts", &7u64, &value).expect("encode");
+        let row = encode("receipts", &KeyView(&[Part::Int(7)]), &value).expect("encode");
         assert_eq!(row[0], COMPRESSED_LAYOUT);
         let plain = postcard::to_stdvec(&value).expect("postcard");
         assert!(row.len() < plain.len() / 2, "{} bytes stored for a {}-byte body", row.len(), plain.len());
-        assert_eq!(decode::<(String, Option<String>)>("receipts", &7u64, &row).expect("decode"), value);
+        assert_eq!(
+            decode::<(String, Option<String>)>("receipts", &KeyView(&[Part::Int(7)]), &row).expect("decode"),
+            value
+        );
         // A short row is not worth compressing: layout 2, as before.
-        assert_eq!(encode("effects", &"k", &("committed", 2u32)).expect("encode")[0], LAYOUT);
+        assert_eq!(encode("effects", &KeyView(&[Part::Text("k")]), &("committed", 2u32)).expect("encode")[0], LAYOUT);
         // Exactly at the threshold it is tried; one byte below it is not.
         let at = "x".repeat(COMPRESS_FROM - 1); // postcard adds one length byte
         assert_eq!(postcard::to_stdvec(&at).expect("postcard").len(), COMPRESS_FROM);
-        assert_eq!(encode("events", &1u64, &at).expect("encode")[0], COMPRESSED_LAYOUT);
+        assert_eq!(encode("events", &KeyView(&[Part::Int(1)]), &at).expect("encode")[0], COMPRESSED_LAYOUT);
         let below = "x".repeat(COMPRESS_FROM - 2);
-        assert_eq!(encode("events", &1u64, &below).expect("encode")[0], LAYOUT);
+        assert_eq!(encode("events", &KeyView(&[Part::Int(1)]), &below).expect("encode")[0], LAYOUT);
         // Incompressible bytes stay layout 2 whatever their length.
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let noise: Vec<u8> = (0..400)
@@ -254,18 +231,18 @@ mod tests {
                 (state >> 24) as u8
             })
             .collect();
-        assert_eq!(encode("events", &1u64, &noise).expect("encode")[0], LAYOUT);
+        assert_eq!(encode("events", &KeyView(&[Part::Int(1)]), &noise).expect("encode")[0], LAYOUT);
     }
 
     #[test]
     fn every_single_bit_flip_of_a_compressed_row_is_a_store_fault() {
-        let row = encode("receipts", &7u64, &receipt_like()).expect("encode");
+        let row = encode("receipts", &KeyView(&[Part::Int(7)]), &receipt_like()).expect("encode");
         assert_eq!(row[0], COMPRESSED_LAYOUT);
         for byte in 0..row.len() {
             for bit in 0..8 {
                 let mut flipped = row.clone();
                 flipped[byte] ^= 1 << bit;
-                let error = decode::<(String, Option<String>)>("receipts", &7u64, &flipped)
+                let error = decode::<(String, Option<String>)>("receipts", &KeyView(&[Part::Int(7)]), &flipped)
                     .expect_err("a flipped bit must never decode");
                 assert!(matches!(error, Error::Store(_)), "{error}");
                 assert!(error.to_string().contains("receipts"), "{error}");
@@ -291,19 +268,35 @@ mod tests {
             ("too short for a length and a checksum", vec![COMPRESSED_LAYOUT, 1, 2, 3, 4, 5, 6, 7], "too short"),
         ];
         for (case, row, says) in cases {
-            let error = decode::<(String, Option<String>)>("receipts", &"k", &row).expect_err(case);
+            let error =
+                decode::<(String, Option<String>)>("receipts", &KeyView(&[Part::Text("k")]), &row).expect_err(case);
             assert!(matches!(error, Error::Store(_)) && error.to_string().contains(says), "{case}: {error}");
         }
         // The control: the same bytes with the right length read back.
         let good = layout_3("receipts", "k", len, &packed);
-        assert_eq!(decode::<(String, Option<String>)>("receipts", &"k", &good).expect("decode"), receipt_like());
+        assert_eq!(
+            decode::<(String, Option<String>)>("receipts", &KeyView(&[Part::Text("k")]), &good).expect("decode"),
+            receipt_like()
+        );
     }
 
     #[test]
     fn empty_short_and_unknown_layout_rows_are_refused() {
-        assert!(decode::<u32>("effects", &"k", &[]).unwrap_err().to_string().contains("is empty"));
-        assert!(decode::<u32>("effects", &"k", &[LAYOUT, 1]).unwrap_err().to_string().contains("too short"));
-        assert!(decode::<u32>("effects", &"k", &[9, 1, 2, 3, 4, 5]).unwrap_err().to_string().contains("layout 9"));
-        assert!(decode::<u32>("effects", &"k", &[LEGACY_LAYOUT, 7]).unwrap_err().to_string().contains("schema 1"));
+        assert!(decode::<u32>("effects", &KeyView(&[Part::Text("k")]), &[])
+            .unwrap_err()
+            .to_string()
+            .contains("is empty"));
+        assert!(decode::<u32>("effects", &KeyView(&[Part::Text("k")]), &[LAYOUT, 1])
+            .unwrap_err()
+            .to_string()
+            .contains("too short"));
+        assert!(decode::<u32>("effects", &KeyView(&[Part::Text("k")]), &[9, 1, 2, 3, 4, 5])
+            .unwrap_err()
+            .to_string()
+            .contains("layout 9"));
+        assert!(decode::<u32>("effects", &KeyView(&[Part::Text("k")]), &[LEGACY_LAYOUT, 7])
+            .unwrap_err()
+            .to_string()
+            .contains("schema 1"));
     }
 }

@@ -133,6 +133,33 @@ impl<'a> Part<'a> {
     }
 }
 
+/// A key part, owned: a stored key an engine keeps, or where a walk resumes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Own {
+    Text(String),
+    Int(u64),
+}
+
+/// A key, owned.
+pub(crate) fn own(key: &[Part<'_>]) -> Vec<Own> {
+    key.iter()
+        .map(|part| match part {
+            Part::Text(text) => Own::Text((*text).to_owned()),
+            Part::Int(value) => Own::Int(*value),
+        })
+        .collect()
+}
+
+/// The parts of an owned key.
+pub(crate) fn parts(key: &[Own]) -> Vec<Part<'_>> {
+    key.iter()
+        .map(|part| match part {
+            Own::Text(text) => Part::Text(text),
+            Own::Int(value) => Part::Int(*value),
+        })
+        .collect()
+}
+
 /// A key given to an engine that does not have its table's shape: a defect of this build.
 pub(crate) fn shape_fault(table: Table) -> Error {
     Error::Store(format!("a key of the wrong shape was given for the {} table (a defect of this build)", table.name()))

@@ -52,6 +52,16 @@ impl StoredEffect {
         }
     }
 
+    /// Schema 1's row (the same form, which carried the result itself) as schema 2 keeps it: a
+    /// committed pipeline effect's result is also on its receipt, kept once, there. Other rows
+    /// keep theirs (`has_receipt` says whether a receipt recorded the outcome).
+    pub fn upgrade(mut self, has_receipt: bool) -> StoredEffect {
+        if has_receipt {
+            self.result = None;
+        }
+        self
+    }
+
     /// The record, with `result` from the row or (when the row has none) the one given.
     pub fn into_record(self, result: Option<StoredResult>) -> EffectRecord {
         EffectRecord {
@@ -65,46 +75,6 @@ impl StoredEffect {
             updated_at: self.updated_at,
             lease_expires_at: self.lease_expires_at,
             result: self.result.or(result),
-            error: self.error,
-            resolved_by: self.resolved_by,
-            approval_id: self.approval_id,
-        }
-    }
-}
-
-/// Schema 1's effect row, which carried the result itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate::store) struct EffectV1 {
-    pub effect_key: String,
-    pub state: EffectState,
-    pub action_id: String,
-    pub action_name: String,
-    pub action_hash: String,
-    pub attempt: u32,
-    pub created_at: Micros,
-    pub updated_at: Micros,
-    pub lease_expires_at: Option<Micros>,
-    pub result: Option<StoredResult>,
-    pub error: Option<String>,
-    pub resolved_by: Option<String>,
-    pub approval_id: Option<String>,
-}
-
-impl EffectV1 {
-    /// A committed pipeline effect's result is also on its receipt: kept once, there. Other
-    /// rows keep theirs (`has_receipt` says whether a receipt recorded the outcome).
-    pub fn upgrade(self, has_receipt: bool) -> StoredEffect {
-        StoredEffect {
-            effect_key: self.effect_key,
-            state: self.state,
-            action_id: self.action_id,
-            action_name: self.action_name,
-            action_hash: self.action_hash,
-            attempt: self.attempt,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            lease_expires_at: self.lease_expires_at,
-            result: if has_receipt { None } else { self.result },
             error: self.error,
             resolved_by: self.resolved_by,
             approval_id: self.approval_id,

@@ -689,17 +689,41 @@ impl<'e> Reads<'e> {
         Ok(stored.into_record(result))
     }
 
+    /// Up to `limit` receipts with their seqs, in `scan`'s order.
+    fn receipts_in(&self, scan: &Scan<'_>, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        each::<StoredReceipt>(self.rows, Table::Receipts, scan, |key, receipt| {
+            out.push((key.first().copied().map(|p| p.int(Table::Receipts)).transpose()?.unwrap_or(0), receipt));
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+
     /// Every row of `table` decoded as `T` and checked by `check`: (table, rows, problems).
     fn check_table<T: DeserializeOwned>(
         &self,
         table: Table,
         check: impl Fn(&[Part<'_>], T) -> Result<()>,
     ) -> Result<(&'static str, u64, Vec<String>)> {
+        self.check_rows(table, |key, bytes| {
+            decode::<T>(table.name(), &KeyView(key), bytes).and_then(|row| check(key, row))
+        })
+    }
+
+    /// Every row of `table` as stored, checked by `check`: (table, rows, problems).
+    fn check_rows(
+        &self,
+        table: Table,
+        check: impl Fn(&[Part<'_>], &[u8]) -> Result<()>,
+    ) -> Result<(&'static str, u64, Vec<String>)> {
         let mut rows = 0u64;
         let mut problems = Vec::new();
         self.rows.scan(table, &Scan::all(), &mut |key, bytes| {
             rows += 1;
-            if let Err(error) = decode::<T>(table.name(), &KeyView(key), bytes).and_then(|row| check(key, row)) {
+            if let Err(error) = check(key, bytes) {
                 problems.push(error.to_string());
             }
             Ok(true)
@@ -769,27 +793,11 @@ impl ReadTables for Reads<'_> {
     }
 
     fn receipts(&self, from: u64, limit: usize) -> Result<Vec<(u64, StoredReceipt)>> {
-        let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        let scan = Scan::all().from(Bound::Included(Int(from)));
-        each::<StoredReceipt>(self.rows, Table::Receipts, &scan, |key, receipt| {
-            out.push((key.first().copied().map(|p| p.int(Table::Receipts)).transpose()?.unwrap_or(0), receipt));
-            Ok(out.len() < limit)
-        })?;
-        Ok(out)
+        self.receipts_in(&Scan::all().from(Bound::Included(Int(from))), limit)
     }
 
     fn last_receipts(&self, n: usize) -> Result<Vec<(u64, StoredReceipt)>> {
-        let mut out = Vec::new();
-        if n == 0 {
-            return Ok(out);
-        }
-        each::<StoredReceipt>(self.rows, Table::Receipts, &Scan::all().backwards(), |key, receipt| {
-            out.push((key.first().copied().map(|p| p.int(Table::Receipts)).transpose()?.unwrap_or(0), receipt));
-            Ok(out.len() < n)
-        })?;
+        let mut out = self.receipts_in(&Scan::all().backwards(), n)?;
         out.reverse();
         Ok(out)
     }
@@ -897,23 +905,12 @@ impl ReadTables for Reads<'_> {
             self.check_table::<String>(Table::SnapshotIndex, no_check)?,
         ];
         // The meta table's rows each have their own form (the schema row is the engine's).
-        let mut rows = 0u64;
-        let mut problems = Vec::new();
-        self.rows.scan(Table::Meta, &Scan::all(), &mut |key, bytes| {
-            rows += 1;
-            let shown = KeyView(key);
-            let checked = match text_key(key) {
-                META_SCHEMA => Ok(()),
-                META_HEAD => decode::<ChainHead>(Table::Meta.name(), &shown, bytes).map(drop),
-                META_SNAPSHOT_SEQ => decode::<u64>(Table::Meta.name(), &shown, bytes).map(drop),
-                other => Err(Error::Store(format!("the meta table holds an unknown row {other:?}"))),
-            };
-            if let Err(error) = checked {
-                problems.push(error.to_string());
-            }
-            Ok(true)
-        })?;
-        report.push((Table::Meta.name(), rows, problems));
+        report.push(self.check_rows(Table::Meta, |key, bytes| match text_key(key) {
+            META_SCHEMA => Ok(()),
+            META_HEAD => decode::<ChainHead>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
+            META_SNAPSHOT_SEQ => decode::<u64>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
+            other => Err(Error::Store(format!("the meta table holds an unknown row {other:?}"))),
+        })?);
         report.push(self.check_table::<DelegationRecord>(Table::Delegations, no_check)?);
         report.push(self.check_table::<Revocation>(Table::Revocations, no_check)?);
         report.push(self.check_table::<()>(Table::DelegationIndex, no_check)?);
