@@ -18,8 +18,15 @@ const DOCUMENT: &str =
 const HEAD_DEADLINE: Duration = Duration::from_secs(10);
 const BODY_DEADLINE: Duration = Duration::from_secs(10);
 const MAX_PER_PEER: usize = 16;
-/// The bar: a normal client is answered within this, whatever the slow ones do.
-const NORMAL_CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a normal client may wait, whatever the slow ones do. A listener without the cut for
+/// room frees a slot only when a slow socket reaches its head deadline, so its first probe waits
+/// about 7.5 s; with the cut, the wait is `GRACE` (1 s) plus scheduling — milliseconds to about
+/// 1.3 s measured on 2 loaded cores. Half the head deadline tells the two apart without
+/// depending on the machine's speed; the times are printed, not asserted tighter.
+const NORMAL_CLIENT_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The slow-socket attacks run one at a time: two at once on two cores measure the machine.
+static ONE_ATTACK_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 struct Gateway {
     child: Child,
@@ -257,8 +264,9 @@ struct Attack {
 
 /// `sockets` slow clients spread over the peers 127.0.0.`peers` for `length`, each sending a
 /// byte of its head every 2 s; meanwhile a normal client (from a peer of its own, 127.0.0.100
-/// and on) is sent four times, and each must be answered within its own 2 s deadline.
+/// and on) is sent four times, and each must be answered within its own deadline.
 fn under_attack(sockets: usize, peers: std::ops::Range<u8>, length: Duration) -> Attack {
+    let _alone = ONE_ATTACK_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let gateway = gateway();
     let address = gateway.address;
     let head = endless_head(address);
@@ -329,7 +337,7 @@ fn under_attack(sockets: usize, peers: std::ops::Range<u8>, length: Duration) ->
 }
 
 #[test]
-fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_past_two_seconds() {
+fn two_hundred_slow_sockets_do_not_keep_a_normal_client_waiting_for_their_deadline() {
     // Ten peers (127.0.0.10–19): each past its cap, together past every slot and into the queue.
     let seen = under_attack(200, 10..20, Duration::from_secs(9));
     assert!(seen.answers.get("per_peer_connections").is_some_and(|n| *n > 0), "{seen:?}");
