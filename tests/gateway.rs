@@ -971,6 +971,27 @@ fn on_2026_07_28_a_result_must_say_its_result_type() {
     assert_eq!(forwarded.header("mcp-name"), Some("careful"), "mirrored headers are forwarded");
 }
 
+/// The principal and user headers are read by the gateway and not relayed: the upstream sees the
+/// client's other end-to-end headers, but no identity it could mistake for one the gateway vouched
+/// for. The twin: a header the gateway does not consume is relayed.
+#[test]
+fn the_identity_headers_are_consumed_by_the_gateway_and_not_relayed_upstream() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--user-header", "X-User"]);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}});
+    let headers =
+        [("X-Agent", "bot-1"), ("X-User", "alice"), ("X-Request-Tag", "t1"), ("Content-Type", "application/json")];
+    let answer = gateway.post(&headers, &body.to_string());
+    assert_eq!(answer.meta()["result"], "committed", "{}", answer.text);
+    let forwarded = upstream.last();
+    assert_eq!((forwarded.header("x-agent"), forwarded.header("x-user")), (None, None), "{:?}", forwarded.headers);
+    assert_eq!(forwarded.header("x-request-tag"), Some("t1"), "other headers are relayed");
+    let receipts = gateway.receipts();
+    assert_eq!(receipts[0]["principal"]["agent"], "bot-1");
+    assert_eq!(receipts[0]["principal"]["user"], "alice");
+}
+
 #[test]
 fn the_authority_axis_refuses_with_41012_and_a_granted_agent_passes() {
     let dir = scratch();

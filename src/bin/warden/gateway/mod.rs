@@ -231,8 +231,12 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     match &source {
         IdentitySource::Static(_) => {}
         IdentitySource::Header { agent, user } => {
+            // The identity is the gateway's to read, not the upstream's: a server that trusted
+            // a relayed `X-Agent` would take whatever name reached the gateway as vouched for.
             identity_headers.push(agent.clone());
             identity_headers.extend(user.clone());
+            consumed.push(agent.clone());
+            consumed.extend(user.clone());
         }
         IdentitySource::Jwt { header } => {
             identity_headers.push(header.clone());
