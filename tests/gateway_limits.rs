@@ -266,7 +266,7 @@ struct Attack {
 /// byte of its head every 2 s; meanwhile a normal client (from a peer of its own, 127.0.0.100
 /// and on) is sent four times, and each must be answered within its own deadline.
 fn under_attack(sockets: usize, peers: std::ops::Range<u8>, length: Duration) -> Attack {
-    let _alone = ONE_ATTACK_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _alone = ONE_ATTACK_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let gateway = gateway();
     let address = gateway.address;
     let head = endless_head(address);
