@@ -46,7 +46,7 @@ fn open_with(location: &str, clock: &ManualClock, wait: Duration) -> warden::err
         PathBuf::from(location),
         KernelOptions {
             clock: Arc::new(clock.clone()),
-            store: StoreOptions { wait, read_only: false },
+            store: StoreOptions { wait, read_only: false, ..StoreOptions::default() },
             ..KernelOptions::default()
         },
     )

@@ -136,17 +136,17 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         let txn = db.begin_write().unwrap();
         {
             let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 6u32.to_le_bytes().as_slice()).unwrap();
+            meta.insert("schema_version", 7u32.to_le_bytes().as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("schema version 6, newer than this build's 5"), "{refused}");
-    assert_eq!(schema_version(&path), 6);
+    assert!(refused.to_string().contains("schema version 7, newer than this build's 6"), "{refused}");
+    assert_eq!(schema_version(&path), 7);
 }
 
 #[test]
-fn a_schema_4_store_is_read_without_a_writer_and_becomes_5_when_opened_to_write() {
+fn a_schema_4_store_is_read_without_a_writer_and_becomes_6_when_opened_to_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
     let clock = warden::ManualClock::new(T0);
@@ -161,7 +161,8 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_5_when_opened_to_write(
                 .unwrap();
         }
     }
-    // Schema 4 differs from 5 only in never holding a compressed row: its version row says 4.
+    // Schema 4 differs from 6 only in never holding a compressed row and having no journal: its
+    // version row says 4 (the journal mark of a clean close is left, as a schema-4 file ignores it).
     {
         let db = redb::Database::open(&path).unwrap();
         let txn = db.begin_write().unwrap();
@@ -188,7 +189,7 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_5_when_opened_to_write(
         assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
         assert!(kernel.verify_chain().unwrap().ok);
     }
-    assert_eq!(schema_version(&path), 5);
+    assert_eq!(schema_version(&path), 6);
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.

@@ -185,6 +185,40 @@ pub enum Durability {
     Deferred(Duration),
 }
 
+/// What a write that returned survives, for a file store (`durability` in the surfaces' open
+/// options). PostgreSQL keeps its own (`synchronous_commit`), and a memory store nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Withstands {
+    /// A power loss or an OS crash: each batch's journal record is synced before it returns.
+    #[default]
+    Power,
+    /// A crash of the process only: the journal is written, not synced. A power loss or an OS
+    /// crash can lose the last writes — and then a reservation whose effect ran can be forgotten.
+    Process,
+}
+
+impl Withstands {
+    /// `"power"` or `"process"`, as the open options spell it.
+    pub fn parse(text: &str) -> Result<Withstands> {
+        match text {
+            "power" => Ok(Withstands::Power),
+            "process" => Ok(Withstands::Process),
+            other => Err(Error::InvalidInput(format!(
+                "durability must be \"power\" (the default: nothing that returned is lost to a power loss) or \"process\" \
+                 (only a process crash is survived), got {other:?}"
+            ))),
+        }
+    }
+
+    /// How the open options spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Withstands::Power => "power",
+            Withstands::Process => "process",
+        }
+    }
+}
+
 /// The delay of a deferred write when none is given.
 pub const DEFAULT_DEFERRED_DELAY: Duration = Duration::from_millis(10);
 
@@ -197,11 +231,13 @@ pub struct StoreOptions {
     /// the file read-only without taking ownership, so the file is not written at all. A store
     /// that needs recovery after a crash is opened as usual (recovery writes).
     pub read_only: bool,
+    /// What a returned write survives (a file store's owner applies its own).
+    pub durability: Withstands,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
-        StoreOptions { wait: wait_from_environment(), read_only: false }
+        StoreOptions { wait: wait_from_environment(), read_only: false, durability: Withstands::Power }
     }
 }
 
@@ -280,6 +316,8 @@ struct Engine<P: Protocol> {
     mode: RwLock<Arc<Mode<P>>>,
     orphans: Orphans<P>,
     wait: Duration,
+    /// What a returned write survives, when this process becomes the owner.
+    durability: Withstands,
 }
 
 enum Mode<P: Protocol> {
@@ -467,7 +505,13 @@ impl<P: Protocol> Store<P> {
             let store = mem::MemStore::open(location)?;
             let path = PathBuf::from(store.shown());
             let mode = RwLock::new(Arc::new(Mode::Memory(store)));
-            let engine = Arc::new(Engine { path, mode, orphans: Arc::default(), wait: options.wait });
+            let engine = Arc::new(Engine {
+                path,
+                mode,
+                orphans: Arc::default(),
+                wait: options.wait,
+                durability: options.durability,
+            });
             return Ok(Store { engine, generation: fork::current(), opened_in: std::process::id() });
         }
         let generation = fork::current();
@@ -487,11 +531,17 @@ impl<P: Protocol> Store<P> {
         let orphans: Orphans<P> = Arc::default();
         let mode = match options.read_only.then(|| only_read::<P>(&path, options.wait, &orphans)).transpose()? {
             Some(Some(mode)) => mode,
-            _ => elect::<P>(&path, options.wait, &orphans)?,
+            _ => elect::<P>(&path, options.wait, options.durability, &orphans)?,
         };
         let identity = redb::file::identity(&path)
             .ok_or_else(|| Error::Store(format!("the store {} vanished while it was being opened", path.display())))?;
-        let engine = Arc::new(Engine { path, mode: RwLock::new(Arc::new(mode)), orphans, wait: options.wait });
+        let engine = Arc::new(Engine {
+            path,
+            mode: RwLock::new(Arc::new(mode)),
+            orphans,
+            wait: options.wait,
+            durability: options.durability,
+        });
         map.retain(|_, weak| weak.strong_count() > 0);
         let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&engine) as Weak<dyn Any + Send + Sync>;
         map.insert(identity, weak);
@@ -500,10 +550,23 @@ impl<P: Protocol> Store<P> {
 
     #[cfg(feature = "postgres")]
     fn open_postgres(location: &str, options: &StoreOptions) -> Result<Store<P>> {
+        if options.durability != Withstands::Power {
+            return Err(Error::InvalidInput(
+                "durability \"process\" applies to a file store; a PostgreSQL store keeps the server's own \
+                 (synchronous_commit)"
+                    .into(),
+            ));
+        }
         let store = pg::PgStore::open(location, options.wait)?;
         let path = PathBuf::from(store.shown());
         let mode = RwLock::new(Arc::new(Mode::Postgres(Box::new(store))));
-        let engine = Arc::new(Engine { path, mode, orphans: Arc::default(), wait: options.wait });
+        let engine = Arc::new(Engine {
+            path,
+            mode,
+            orphans: Arc::default(),
+            wait: options.wait,
+            durability: options.durability,
+        });
         Ok(Store { engine, generation: fork::current(), opened_in: std::process::id() })
     }
 
@@ -703,12 +766,17 @@ impl<P: Protocol> Store<P> {
         let Mode::Owner(owned) = &*mode else {
             return Err(Error::InvalidInput("only the process that owns a store can edit its rows".into()));
         };
+        let journal = owned.shared.db.journal();
         owned.shared.with_database(|database| {
             let txn = database.begin_write().map_err(redb::rows::fault)?;
             {
                 let touching = std::cell::Cell::new("");
                 let mut rows = redb::rows::FileWrites::open(&txn, &touching);
                 edit(&mut rows::semantics::Writes::new(&mut rows))?;
+                // A durable commit outside the journal: the file holds every batch before it.
+                if let Some(journal) = journal {
+                    journal.mark_in(&mut rows, false, false)?;
+                }
             }
             txn.commit().map_err(redb::rows::fault)
         })
@@ -758,7 +826,7 @@ impl<P: Protocol> Engine<P> {
         if !Arc::ptr_eq(&slot, stale) {
             return Ok(slot.clone());
         }
-        let fresh = Arc::new(elect::<P>(&self.path, self.wait, &self.orphans)?);
+        let fresh = Arc::new(elect::<P>(&self.path, self.wait, self.durability, &self.orphans)?);
         *slot = fresh.clone();
         drop(slot);
         if let Mode::Owner(owned) = &*fresh {
@@ -789,12 +857,12 @@ impl<P: Protocol> Engine<P> {
 
 /// Take ownership, or reach the owner, or (for a user who cannot write) open read-only;
 /// bounded by `wait`.
-fn elect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Result<Mode<P>> {
+fn elect<P: Protocol>(path: &Path, wait: Duration, durability: Withstands, orphans: &Orphans<P>) -> Result<Mode<P>> {
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(1);
     loop {
         match OwnerLock::try_take(path)? {
-            Attempt::Owner(lock) => match damaged_if_panics(path, || become_owner(path, lock, wait)) {
+            Attempt::Owner(lock) => match damaged_if_panics(path, || become_owner(path, lock, wait, durability)) {
                 // A reader has the file open for a moment: wait it out within the bound.
                 Err(Error::Store(text))
                     if text.starts_with(redb::file::HELD_ELSEWHERE) && Instant::now() < deadline => {}
@@ -845,14 +913,16 @@ fn connect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Re
     Client::connect(&address, redb::file::identity(path), wait, orphans.clone())
 }
 
-fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration) -> Result<Mode<P>> {
+fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration, durability: Withstands) -> Result<Mode<P>> {
     if redb::file::inspect(path)? {
         redb::schema::probe(path)?;
     } else {
         redb::file::create(path, redb::schema::write_fresh)?;
     }
-    let db = Db::open_existing(path)?;
+    let mut db = Db::open_existing(path)?;
     redb::schema::ensure(db.database()?, path)?;
+    // Before anything reads: the batches only the journal holds are replayed into the file.
+    db.attach_journal(durability)?;
     {
         use ::redb::ReadableDatabase;
         let reads = redb::rows::FileReads::new(db.database()?.begin_read().map_err(redb::rows::fault)?);
@@ -933,8 +1003,15 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
         other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
     })?;
     match redb::schema::version(&db, path)? {
-        // Schema 4 differs only in never holding a compressed row: every row reads as it is.
-        Some(SCHEMA_VERSION | 4) => {}
+        // The file alone is the store only when its journal holds nothing more.
+        Some(SCHEMA_VERSION) => {
+            use ::redb::ReadableDatabase;
+            let reads = redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?);
+            redb::journal::check_read_only(&reads, path)?;
+        }
+        // Schema 4 differs only in never holding a compressed row, 5 in having no journal:
+        // every row reads as it is.
+        Some(4 | 5) => {}
         // Older rows (schema 1: no checksums; 2 and 3: approvals without their action) are only
         // readable after the migration, which needs a writer.
         Some(old @ 1..=3) => {

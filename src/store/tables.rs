@@ -10,11 +10,16 @@ use redb::TableDefinition;
 /// 5: rows may be written compressed (layout 3, `codec`); no row is rewritten, so a schema-4
 /// store becomes 5 by its version row alone, and a build that knows only 4 refuses the file
 /// instead of failing on the first compressed row.
-pub const SCHEMA_VERSION: u32 = 5;
+/// 6: a journal beside the file (`FILE.journal`) may hold answered batches the file does not yet
+/// (the meta row `journal` says which); a build that knows only 5 would ignore them, so it
+/// refuses the file. Nothing is rewritten: a schema-5 store becomes 6 by its version row.
+pub const SCHEMA_VERSION: u32 = 6;
 
 pub(super) const META_SCHEMA: &str = "schema_version";
 pub(super) const META_HEAD: &str = "chain_head";
 pub(super) const META_SNAPSHOT_SEQ: &str = "snapshot_seq";
+/// The file engine's journal mark (`redb::journal::JournalMark`).
+pub(super) const META_JOURNAL: &str = "journal";
 
 /// Schema 1's snapshot index, whose value was the bare id (read by the migration only).
 pub(super) const SNAPSHOT_INDEX_V1: TableDefinition<(&str, u64), &str> = TableDefinition::new("snapshot_index");

@@ -1,5 +1,6 @@
 //! Group commit: one writer thread applies every waiting operation in one redb write
-//! transaction, commits once (durably), and then answers each operation with its own result.
+//! transaction, makes it durable once — one journal record (`journal`), then a commit that does
+//! not sync — and then answers each operation with its own result.
 //!
 //! - Each operation reads its clock when it is applied, inside the transaction, so a lease or
 //!   an approval is judged at the moment of the write, not when the caller started waiting.
@@ -278,6 +279,15 @@ impl<W: WriteOp> Committer<W> {
                     }
                     return;
                 }
+                Applied::CommittedThenFault(results, error) => {
+                    for (item, result) in batch.into_iter().zip(results) {
+                        (item.reply)(result);
+                    }
+                    let reason = error.to_string();
+                    let _ = self.poisoned.set(reason.clone());
+                    self.fail_queued(&reason);
+                    return;
+                }
                 Applied::Rejected(index, error) => {
                     let item = batch.remove(index);
                     (item.reply)(Err(error));
@@ -361,10 +371,15 @@ impl<W: WriteOp> Committer<W> {
             let _ = txn.abort();
             return Applied::Withdrawn(index);
         }
+        let journal = db.journal();
         let mut results = Vec::with_capacity(batch.len());
         let mut rejected = None;
+        let mut log = None;
         {
             let mut rows = FileWrites::open(&txn, touching);
+            if journal.is_some() {
+                rows = rows.recording();
+            }
             let mut tx = Writes::new(&mut rows);
             for (index, item) in batch.iter().enumerate() {
                 let Some(op) = &item.op else {
@@ -382,14 +397,60 @@ impl<W: WriteOp> Committer<W> {
                     Err(payload) => std::panic::resume_unwind(payload),
                 }
             }
+            if rejected.is_none() {
+                log = rows.take_log();
+                // A batch too large for the journal's lap is a checkpoint itself: committed
+                // durably, with the mark saying the file holds it.
+                if let (Some(journal), Some(changes)) = (journal, &log) {
+                    match journal.fits(changes.len()) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            if let Err(error) = journal.mark_in(&mut rows, true, false) {
+                                return Applied::Fault(error);
+                            }
+                            log = None;
+                        }
+                        Err(error) => return Applied::Fault(error),
+                    }
+                }
+            }
         }
         if let Some((index, error)) = rejected {
             let _ = txn.abort();
             return Applied::Rejected(index, error);
         }
-        match txn.commit() {
-            Ok(()) => Applied::Committed(results),
-            Err(error) => Applied::Fault(fault(error)),
+        let Some(journal) = journal else {
+            return match txn.commit() {
+                Ok(()) => Applied::Committed(results),
+                Err(error) => Applied::Fault(fault(error)),
+            };
+        };
+        match log {
+            // Journaled: the record is durable (under `power`) before the batch is visible. A
+            // batch that changed nothing (a barrier) has nothing to keep.
+            Some(changes) => {
+                let mut txn = txn;
+                if let Err(error) = txn.set_durability(redb::Durability::None) {
+                    return Applied::Fault(Error::Store(format!("the store cannot defer its commit: {error}")));
+                }
+                if !changes.is_empty() {
+                    if let Err(error) = journal.append(&changes) {
+                        return Applied::Fault(error);
+                    }
+                }
+                match txn.commit() {
+                    Ok(()) => Applied::Committed(results),
+                    Err(error) => Applied::Fault(fault(error)),
+                }
+            }
+            // The batch is the checkpoint: durable in the file, then a new lap.
+            None => match txn.commit() {
+                Ok(()) => match journal.checkpointed_with_this() {
+                    Ok(()) => Applied::Committed(results),
+                    Err(error) => Applied::CommittedThenFault(results, error),
+                },
+                Err(error) => Applied::Fault(fault(error)),
+            },
         }
     }
 }
@@ -406,6 +467,9 @@ impl<W: WriteOp> Drop for Release<'_, W> {
 
 enum Applied<W: WriteOp> {
     Committed(Vec<Result<Option<W::Reply>>>),
+    /// The batch is durable, but the journal could not start its next lap: the answers stand,
+    /// and the writer stops at the fault.
+    CommittedThenFault(Vec<Result<Option<W::Reply>>>, Error),
     Rejected(usize, Error),
     Withdrawn(usize),
     Fault(Error),

@@ -83,6 +83,8 @@ pub(crate) struct Db {
     /// Declared first so it unregisters before the database closes the descriptor.
     registered: fork::Registered,
     db: Option<Database>,
+    /// The write-ahead journal, once the owner attached it (`attach_journal`).
+    journal: Option<super::journal::Journal>,
     generation: u64,
     path: PathBuf,
     identity: FileId,
@@ -107,7 +109,26 @@ impl Db {
         let backend = redb::backends::FileBackend::new(file).map_err(|e| open_error(path, e))?;
         let db =
             Builder::new().set_cache_size(CACHE_BYTES).create_with_backend(backend).map_err(|e| open_error(path, e))?;
-        Ok(Db { registered, db: Some(db), generation: fork::generation(), path: path.to_owned(), identity })
+        Ok(Db {
+            registered,
+            db: Some(db),
+            journal: None,
+            generation: fork::generation(),
+            path: path.to_owned(),
+            identity,
+        })
+    }
+
+    /// Recover from the store's journal (creating it when the store has none) and write every
+    /// later batch through it.
+    pub(crate) fn attach_journal(&mut self, withstands: crate::store::Withstands) -> Result<()> {
+        let journal = super::journal::Journal::open(self.database()?, &self.path, withstands)?;
+        self.journal = Some(journal);
+        Ok(())
+    }
+
+    pub(crate) fn journal(&self) -> Option<&super::journal::Journal> {
+        self.journal.as_ref()
     }
 
     pub(crate) fn database(&self) -> Result<&Database> {
@@ -146,8 +167,16 @@ impl Drop for Db {
     fn drop(&mut self) {
         if self.generation != fork::generation() {
             std::mem::forget(self.db.take());
+            std::mem::forget(self.journal.take());
             self.registered.disarm();
             return;
+        }
+        // A clean close: the file holds every batch, and says so, so the journal is not needed
+        // to open it again. (Skipped when the file is gone or replaced: nothing more is written.)
+        if let (Some(journal), Some(database)) = (self.journal.take(), self.db.as_ref()) {
+            if self.check_still_there().is_ok() {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| journal.checkpoint(database, true)));
+            }
         }
         // Closing runs a last commit inside redb; on a file redb already panicked on, that can
         // panic again. Never let it unwind out of a drop.

@@ -1,11 +1,13 @@
 //! The file engine: one redb file per store. `rows` is its row layer; the rest is how one file
 //! is shared — created atomically and checked (`file`), migrated forward (`schema`), written by
-//! one owner through a group commit (`commit`), served to other processes over a Unix socket
+//! one owner through a group commit (`commit`) whose batches a journal makes durable (`journal`),
+//! served to other processes over a Unix socket
 //! (`owner`, `client`, `wire`).
 
 pub(crate) mod client;
 pub(crate) mod commit;
 pub(crate) mod file;
+pub(crate) mod journal;
 pub(crate) mod owner;
 pub(crate) mod rows;
 pub(crate) mod schema;

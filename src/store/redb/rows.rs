@@ -274,9 +274,22 @@ pub(crate) struct FileWrites<'t, 'c> {
     /// The table being touched, named when redb panics on a damaged page (the cell outlives
     /// the transaction, so the name survives the unwinding).
     touching: &'c Cell<&'static str>,
+    /// The batch's changes, for the journal (`journal::record_put`), when it keeps them.
+    log: Option<Vec<u8>>,
 }
 
 impl<'t, 'c> FileWrites<'t, 'c> {
+    /// Keep every change from now on, for the journal.
+    pub(crate) fn recording(mut self) -> FileWrites<'t, 'c> {
+        self.log = Some(Vec::with_capacity(4096));
+        self
+    }
+
+    /// The changes kept so far (none when not recording).
+    pub(crate) fn take_log(&mut self) -> Option<Vec<u8>> {
+        self.log.take()
+    }
+
     pub(crate) fn open(txn: &'t WriteTransaction, touching: &'c Cell<&'static str>) -> FileWrites<'t, 'c> {
         let tables = Table::ALL
             .iter()
@@ -289,7 +302,7 @@ impl<'t, 'c> FileWrites<'t, 'c> {
                 Shape::TTI => AnyLazy::TTI(Lazy::new(txn, table)),
             })
             .collect();
-        FileWrites { tables, touching }
+        FileWrites { tables, touching, log: None }
     }
 
     /// Open (and so create) every table: a new store, or a migration.
@@ -335,11 +348,19 @@ impl RowRead for FileWrites<'_, '_> {
 
 impl RowWrite for FileWrites<'_, '_> {
     fn put(&mut self, table: Table, key: &[Part<'_>], value: &[u8], how: Put) -> Result<()> {
-        with_lazy!(self.lazy_mut(table)?, get_mut, |t| put_in(t, table, key, value, how))
+        with_lazy!(self.lazy_mut(table)?, get_mut, |t| put_in(t, table, key, value, how))?;
+        if let Some(log) = &mut self.log {
+            super::journal::record_put(log, table, key, value);
+        }
+        Ok(())
     }
 
     fn delete(&mut self, table: Table, key: &[Part<'_>]) -> Result<()> {
-        with_lazy!(self.lazy_mut(table)?, get_mut, |t| delete_in(t, table, key))
+        with_lazy!(self.lazy_mut(table)?, get_mut, |t| delete_in(t, table, key))?;
+        if let Some(log) = &mut self.log {
+            super::journal::record_delete(log, table, key);
+        }
+        Ok(())
     }
 }
 

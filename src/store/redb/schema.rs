@@ -65,7 +65,7 @@ pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> 
             "the store {} has schema version {v}, newer than this build's {SCHEMA_VERSION}; upgrade Warden to open it",
             path.display()
         ))),
-        1..=4 => Ok(()),
+        1..=5 => Ok(()),
         v => Err(Error::Store(format!(
             "the store {} has schema version {v}, which this build does not know",
             path.display()
@@ -102,7 +102,7 @@ fn unversioned(db: &impl ReadableDatabase, path: &std::path::Path) -> Result<()>
 pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     match version(db, path)? {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(from @ (1..=4)) => migrate_forward(db, from),
+        Some(from @ (1..=5)) => migrate_forward(db, from),
         Some(v) => check_version(v, path),
         None => unversioned(db, path).and_then(|()| write_fresh(db)),
     }
@@ -129,6 +129,7 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
             approvals_keep_the_action(&mut rows)?;
         }
         // 4 → 5 rewrites nothing: layout-2 rows stay readable; new rows may be layout 3.
+        // 5 → 6 rewrites nothing: the journal and its mark come with the first owner's open.
         rows.put(Table::Meta, &[Part::Text(META_SCHEMA)], &SCHEMA_VERSION.to_le_bytes(), Put::Replace)?;
     }
     txn.commit().map_err(fault)

@@ -6,6 +6,16 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
 
+/// The file engine's meta row `journal` (`store::redb::journal`): which journal belongs to the
+/// store, the last batch the file holds durably, and whether the store was closed with nothing
+/// left only in the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate::store) struct JournalMark {
+    pub id: String,
+    pub seq: u64,
+    pub clean: bool,
+}
+
 /// The chain head: the last receipt's seq and hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(in crate::store) struct ChainHead {

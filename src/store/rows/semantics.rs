@@ -25,8 +25,8 @@ use crate::store::boundary::{
     AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
 };
 use crate::store::rows::codec::{damaged, decode, encode};
-use crate::store::rows::records::{ChainHead, StoredEffect};
-use crate::store::tables::{META_HEAD, META_SCHEMA, META_SNAPSHOT_SEQ};
+use crate::store::rows::records::{ChainHead, JournalMark, StoredEffect};
+use crate::store::tables::{META_HEAD, META_JOURNAL, META_SCHEMA, META_SNAPSHOT_SEQ};
 
 use Part::{Int, Text};
 
@@ -909,6 +909,7 @@ impl ReadTables for Reads<'_> {
             META_SCHEMA => Ok(()),
             META_HEAD => decode::<ChainHead>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
             META_SNAPSHOT_SEQ => decode::<u64>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
+            META_JOURNAL => decode::<JournalMark>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
             other => Err(Error::Store(format!("the meta table holds an unknown row {other:?}"))),
         })?);
         report.push(self.check_table::<DelegationRecord>(Table::Delegations, no_check)?);

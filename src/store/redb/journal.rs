@@ -1,0 +1,654 @@
+//! The file engine's write-ahead journal: one sequential append per batch, so a durable step
+//! costs one small write and one `fdatasync` instead of a redb B-tree commit.
+//!
+//! Each batch of the group commit is applied to redb without a sync (`Durability::None`) and
+//! written here as one record: its row changes (every `put` and `delete`, whole values), its
+//! sequence number and a CRC. The record is made durable (under `withstands: power`) before the
+//! batch's transaction commits, so neither an answer nor a read ever shows a write the journal
+//! does not hold. redb is made durable at **checkpoints** — a durable commit that records, in
+//! the meta row `journal`, the last batch it includes — after which the journal starts a new
+//! lap from its first record.
+//!
+//! The file (`STORE.journal`): a 4 KiB header (magic, format, the store's journal id, the lap,
+//! the first sequence number of the lap, CRC), then records, each starting on a 512-byte
+//! boundary so that a torn write damages only its own sectors:
+//! `magic "WJR1" | lap u64 | seq u64 | length u32 | crc32 u32 | payload`, zero-padded.
+//! The file grows by zeroed quarter megabytes and is reused, never truncated: a lap's appends change
+//! no file size, so their `fdatasync` carries no metadata.
+//!
+//! Recovery (every owner's open) replays the records of the lap past the mark's sequence
+//! number, in one durable transaction, before anything is served. The end of the lap is the
+//! first position holding no valid record of the lap (zeros, or an older lap's record). A
+//! damaged record with a valid record of the lap after it, a record out of sequence, a lap that
+//! starts past the mark (records missing), a journal of another store, or a missing journal
+//! of a store not closed cleanly is a store fault naming the file and offset — never a silent
+//! truncation. A damaged last record with nothing valid after it is a torn last write, never
+//! acknowledged, and is dropped.
+
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use redb::{Database, ReadableDatabase};
+
+use crate::error::{Error, Result};
+use crate::store::fork;
+use crate::store::redb::rows::{fault, FileReads, FileWrites};
+use crate::store::rows::codec::{decode, encode};
+use crate::store::rows::records::JournalMark;
+use crate::store::rows::{KeyView, Part, Put, RowRead, RowWrite, Table};
+use crate::store::tables::META_JOURNAL;
+use crate::store::Withstands;
+
+const FILE_MAGIC: [u8; 8] = *b"WARDENJ1";
+const FORMAT: u32 = 1;
+/// Where the first record of a lap starts.
+const HEADER_BYTES: u64 = 4096;
+/// Records start on these boundaries.
+const SECTOR: u64 = 512;
+const RECORD_MAGIC: [u8; 4] = *b"WJR1";
+/// magic, lap, seq, length, crc.
+const RECORD_HEAD: usize = 4 + 8 + 8 + 4 + 4;
+/// The file grows by this much, zeroed, when a record does not fit (a new journal is this long).
+const GROW_BYTES: u64 = 256 << 10;
+/// A lap ends with a checkpoint once its records would pass this many bytes.
+pub(crate) const LAP_BYTES: u64 = 8 << 20;
+
+/// The journal's path beside the store file.
+pub(crate) fn path_for(store: &Path) -> PathBuf {
+    let mut name = store.as_os_str().to_owned();
+    name.push(".journal");
+    PathBuf::from(name)
+}
+
+// ---- the payload: a batch's row changes ---------------------------------------------------------
+
+const PUT: u8 = 1;
+const DELETE: u8 = 2;
+
+/// Append a `put` of `value` under `key` in `table` to a batch's payload.
+pub(crate) fn record_put(out: &mut Vec<u8>, table: Table, key: &[Part<'_>], value: &[u8]) {
+    out.push(PUT);
+    record_key(out, table, key);
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(value);
+}
+
+/// Append a `delete` of `key` in `table` to a batch's payload.
+pub(crate) fn record_delete(out: &mut Vec<u8>, table: Table, key: &[Part<'_>]) {
+    out.push(DELETE);
+    record_key(out, table, key);
+}
+
+fn record_key(out: &mut Vec<u8>, table: Table, key: &[Part<'_>]) {
+    out.push(table.index() as u8);
+    for part in key {
+        match part {
+            Part::Text(text) => {
+                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                out.extend_from_slice(text.as_bytes());
+            }
+            Part::Int(value) => out.extend_from_slice(&value.to_le_bytes()),
+        }
+    }
+}
+
+/// A reader over a payload that refuses to run past its end.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.bytes.len() < n {
+            return None;
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Some(head)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
+    }
+}
+
+/// One change of a payload.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Change<'a> {
+    Put(Table, Vec<Part<'a>>, &'a [u8]),
+    Delete(Table, Vec<Part<'a>>),
+}
+
+/// Every change of a payload, or `None` when it does not parse (a record that passed its CRC
+/// but does not parse is a fault of the caller's making, named there).
+pub(crate) fn changes(payload: &[u8]) -> Option<Vec<Change<'_>>> {
+    let mut cursor = Cursor { bytes: payload };
+    let mut out = Vec::new();
+    while !cursor.bytes.is_empty() {
+        let op = cursor.u8()?;
+        let table = *Table::ALL.get(usize::from(cursor.u8()?))?;
+        let shape = table.shape();
+        let mut key = Vec::with_capacity(shape.len());
+        for index in 0..shape.len() {
+            if shape.is_int(index) {
+                key.push(Part::Int(cursor.u64()?));
+            } else {
+                let len = cursor.u32()? as usize;
+                key.push(Part::Text(std::str::from_utf8(cursor.take(len)?).ok()?));
+            }
+        }
+        out.push(match op {
+            PUT => {
+                let len = cursor.u32()? as usize;
+                Change::Put(table, key, cursor.take(len)?)
+            }
+            DELETE => Change::Delete(table, key),
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+// ---- the file's header and records --------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Header {
+    id: String,
+    lap: u64,
+    first_seq: u64,
+}
+
+impl Header {
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_BYTES as usize);
+        out.extend_from_slice(&FILE_MAGIC);
+        out.extend_from_slice(&FORMAT.to_le_bytes());
+        out.extend_from_slice(&(self.id.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.id.as_bytes());
+        out.extend_from_slice(&self.lap.to_le_bytes());
+        out.extend_from_slice(&self.first_seq.to_le_bytes());
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.resize(HEADER_BYTES as usize, 0);
+        out
+    }
+
+    fn parse(bytes: &[u8]) -> std::result::Result<Header, &'static str> {
+        let mut cursor = Cursor { bytes };
+        if cursor.take(8) != Some(&FILE_MAGIC[..]) {
+            return Err("it does not start with a Warden journal's magic number");
+        }
+        if cursor.u32() != Some(FORMAT) {
+            return Err("its format is not one this build reads");
+        }
+        let len = cursor.u32().filter(|len| *len <= 256).ok_or("its header is damaged")? as usize;
+        let id = cursor.take(len).and_then(|id| std::str::from_utf8(id).ok()).ok_or("its header is damaged")?;
+        let lap = cursor.u64().ok_or("its header is damaged")?;
+        let first_seq = cursor.u64().ok_or("its header is damaged")?;
+        let covered = bytes.len() - cursor.bytes.len();
+        let crc = cursor.u32().ok_or("its header is damaged")?;
+        if crc32fast::hash(&bytes[..covered]) != crc {
+            return Err("its header failed its checksum");
+        }
+        Ok(Header { id: id.to_owned(), lap, first_seq })
+    }
+}
+
+/// A record's bytes, padded to whole sectors.
+fn record_bytes(lap: u64, seq: u64, payload: &[u8]) -> Vec<u8> {
+    let total = (RECORD_HEAD + payload.len()).div_ceil(SECTOR as usize) * SECTOR as usize;
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&RECORD_MAGIC);
+    out.extend_from_slice(&lap.to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&out[4..]);
+    crc.update(payload);
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(payload);
+    out.resize(total, 0);
+    out
+}
+
+/// A valid record of `lap` at `offset`: its seq, payload and where the next one starts.
+fn record_at(bytes: &[u8], offset: usize, lap: u64) -> Option<(u64, &[u8], usize)> {
+    let head = bytes.get(offset..offset + RECORD_HEAD)?;
+    if head[..4] != RECORD_MAGIC || u64::from_le_bytes(head[4..12].try_into().ok()?) != lap {
+        return None;
+    }
+    let seq = u64::from_le_bytes(head[12..20].try_into().ok()?);
+    let len = u32::from_le_bytes(head[20..24].try_into().ok()?) as usize;
+    let stored = u32::from_le_bytes(head[24..28].try_into().ok()?);
+    let payload = bytes.get(offset + RECORD_HEAD..(offset + RECORD_HEAD).checked_add(len)?)?;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head[4..24]);
+    crc.update(payload);
+    if crc.finalize() != stored {
+        return None;
+    }
+    let next = (offset + RECORD_HEAD + len).div_ceil(SECTOR as usize) * SECTOR as usize;
+    Some((seq, payload, next))
+}
+
+/// What a lap holds: its valid records in order (a torn last write is not one of them).
+#[derive(Debug)]
+pub(crate) struct Lap<'a> {
+    pub records: Vec<(u64, &'a [u8])>,
+}
+
+/// Read the lap of `header` from the whole journal `bytes`, or say where and why it is damaged.
+fn read_lap<'a>(bytes: &'a [u8], header: &Header) -> std::result::Result<Lap<'a>, (u64, String)> {
+    let mut records = Vec::new();
+    let mut offset = HEADER_BYTES as usize;
+    let mut expected = header.first_seq;
+    loop {
+        if let Some((seq, payload, next)) = record_at(bytes, offset, header.lap) {
+            if seq != expected {
+                return Err((offset as u64, format!("the record holds batch {seq} where batch {expected} belongs")));
+            }
+            records.push((seq, payload));
+            expected += 1;
+            offset = next;
+            continue;
+        }
+        // The end of the lap (zeros, an older lap, or a torn last write), unless a valid record
+        // of the lap follows.
+        let mut later = offset + SECTOR as usize;
+        while later + RECORD_HEAD <= bytes.len() {
+            if let Some((seq, _, _)) = record_at(bytes, later, header.lap) {
+                return Err((
+                    offset as u64,
+                    format!(
+                        "the record for batch {expected} is damaged, and a valid record (batch {seq}, at offset {later}) \
+                         follows it"
+                    ),
+                ));
+            }
+            later += SECTOR as usize;
+        }
+        return Ok(Lap { records });
+    }
+}
+
+// ---- the journal of an open store ---------------------------------------------------------------
+
+struct Tail {
+    lap: u64,
+    /// The sequence number the next batch gets.
+    next_seq: u64,
+    /// Where the next record goes.
+    offset: u64,
+    /// The file's length.
+    len: u64,
+}
+
+/// The journal of the store this process owns. Only the writer (one batch at a time) appends.
+pub(crate) struct Journal {
+    _registered: fork::Registered,
+    file: File,
+    path: PathBuf,
+    id: String,
+    withstands: Withstands,
+    tail: Mutex<Tail>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal").field("path", &self.path).finish()
+    }
+}
+
+fn io_fault(path: &Path, doing: &str, error: &std::io::Error) -> Error {
+    Error::Store(format!("the store's journal {} failed while {doing}: {error}", path.display()))
+}
+
+fn damaged(path: &Path, offset: u64, what: &str) -> Error {
+    Error::Store(format!(
+        "the store's journal {} is damaged at offset {offset}: {what}. Nothing was decided from it and nothing was \
+         replayed; keep the journal and the store as they are and restore both from a backup, or ask for help",
+        path.display()
+    ))
+}
+
+/// The store's journal mark, if it has one.
+pub(in crate::store) fn mark(rows: &impl RowRead) -> Result<Option<JournalMark>> {
+    let key = [Part::Text(META_JOURNAL)];
+    match rows.get(Table::Meta, &key)? {
+        Some(bytes) => Ok(Some(decode(Table::Meta.name(), &KeyView(&key), &bytes)?)),
+        None => Ok(None),
+    }
+}
+
+fn put_mark(rows: &mut impl RowWrite, mark: &JournalMark) -> Result<()> {
+    let key = [Part::Text(META_JOURNAL)];
+    let bytes = encode(Table::Meta.name(), &KeyView(&key), mark)?;
+    rows.put(Table::Meta, &key, &bytes, Put::Replace)
+}
+
+/// Apply the changes of one record to `rows`, idempotently (a put replaces, a delete of an
+/// absent row is nothing).
+fn replay(rows: &mut FileWrites<'_, '_>, payload: &[u8]) -> Option<Result<()>> {
+    for change in changes(payload)? {
+        let applied = match change {
+            Change::Put(table, key, value) => rows.put(table, &key, value, Put::Replace),
+            Change::Delete(table, key) => rows.delete(table, &key),
+        };
+        if let Err(error) = applied {
+            return Some(Err(error));
+        }
+    }
+    Some(Ok(()))
+}
+
+/// What a read-only open may know without writing: `Err` when the journal holds batches redb
+/// does not (the store needs an owner's recovery first).
+pub(crate) fn check_read_only(reads: &FileReads, store: &Path) -> Result<()> {
+    let Some(mark) = mark(reads)? else { return Ok(()) };
+    if mark.clean {
+        return Ok(());
+    }
+    let path = path_for(store);
+    let bytes = std::fs::read(&path).map_err(|e| io_fault(&path, "being read", &e))?;
+    let header = Header::parse(&bytes).map_err(|what| damaged(&path, 0, what))?;
+    let lap = read_lap(&bytes, &header).map_err(|(offset, what)| damaged(&path, offset, &what))?;
+    if lap.records.iter().any(|(seq, _)| *seq > mark.seq) {
+        return Err(Error::Store(format!(
+            "the store {} needs recovery after a crash: its journal holds writes the file does not yet, which a \
+             read-only user cannot apply. Open it once as a user who may write it",
+            store.display()
+        )));
+    }
+    Ok(())
+}
+
+impl Journal {
+    /// Open the journal of the store at `store` (whose one writer the caller is), replay what
+    /// redb lacks, checkpoint, and start a new lap.
+    pub(crate) fn open(database: &Database, store: &Path, withstands: Withstands) -> Result<Journal> {
+        let path = path_for(store);
+        let mark = mark(&FileReads::new(database.begin_read().map_err(fault)?))?;
+        let existing = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(file) => Some(file),
+            Err(error) if error.kind() == ErrorKind::NotFound => None,
+            Err(error) => return Err(io_fault(&path, "being opened", &error)),
+        };
+        let (file, id, last, lap) = match (existing, mark) {
+            (None, Some(mark)) if !mark.clean => {
+                return Err(Error::Store(format!(
+                    "the store's journal {} is missing, and the store was not closed cleanly: writes that were \
+                     answered may be only in it. Nothing was decided; put the journal back beside the store and open \
+                     it again",
+                    path.display()
+                )))
+            }
+            (None, mark) => {
+                let id = match &mark {
+                    Some(mark) => mark.id.clone(),
+                    None => crate::action::new_id(crate::action::IdKind::Receipt)
+                        .map_err(|e| Error::Store(format!("no journal id for the store: {e}")))?,
+                };
+                let last = mark.map_or(0, |mark| mark.seq);
+                (create(&path, &id)?, id, last, 0)
+            }
+            (Some(file), None) => {
+                drop(file);
+                return Err(Error::Store(format!(
+                    "{} is a journal, but the store {} has never had one: it belongs to another store (or the store \
+                     was restored without it). Nothing was decided; move the journal away if it is not this store's",
+                    path.display(),
+                    store.display()
+                )));
+            }
+            (Some(file), Some(mark)) => {
+                let (last, lap) = recover(database, &file, &path, &mark)?;
+                (file, mark.id, last, lap)
+            }
+        };
+        let len = file.metadata().map_err(|e| io_fault(&path, "being measured", &e))?.len();
+        let registered = fork::Registered::new(file.as_raw_fd())?;
+        let journal = Journal {
+            _registered: registered,
+            file,
+            path,
+            id,
+            withstands,
+            tail: Mutex::new(Tail { lap, next_seq: last + 1, offset: HEADER_BYTES, len }),
+        };
+        journal.checkpoint(database, false)?;
+        Ok(journal)
+    }
+
+    fn tail(&self) -> Result<std::sync::MutexGuard<'_, Tail>> {
+        self.tail.lock().map_err(|_| Error::Store("the store's journal was poisoned by a panic".into()))
+    }
+
+    /// Whether a batch of `payload` bytes fits in the lap (else it is a checkpoint itself).
+    pub(crate) fn fits(&self, payload: usize) -> Result<bool> {
+        let tail = self.tail()?;
+        let size = (RECORD_HEAD + payload).div_ceil(SECTOR as usize) as u64 * SECTOR;
+        Ok(tail.offset + size <= HEADER_BYTES + LAP_BYTES)
+    }
+
+    /// Append the next batch's record and, under `power`, make it durable.
+    pub(crate) fn append(&self, payload: &[u8]) -> Result<()> {
+        let mut tail = self.tail()?;
+        let bytes = record_bytes(tail.lap, tail.next_seq, payload);
+        let end = tail.offset + bytes.len() as u64;
+        if end > tail.len {
+            let grown = end.div_ceil(GROW_BYTES) * GROW_BYTES;
+            let zeros = vec![0u8; (grown - tail.len) as usize];
+            self.file.write_all_at(&zeros, tail.len).map_err(|e| io_fault(&self.path, "growing", &e))?;
+            tail.len = grown;
+        }
+        self.file.write_all_at(&bytes, tail.offset).map_err(|e| io_fault(&self.path, "appending a batch", &e))?;
+        if self.withstands == Withstands::Power {
+            self.file.sync_data().map_err(|e| io_fault(&self.path, "syncing a batch", &e))?;
+        }
+        tail.offset = end;
+        tail.next_seq += 1;
+        Ok(())
+    }
+
+    /// Write the mark for a durable commit in `rows`: redb will hold every batch so far (and
+    /// the batch being written, when `including_this` — a batch that is a checkpoint itself).
+    pub(crate) fn mark_in(&self, rows: &mut impl RowWrite, including_this: bool, clean: bool) -> Result<()> {
+        let tail = self.tail()?;
+        let seq = if including_this { tail.next_seq } else { tail.next_seq - 1 };
+        put_mark(rows, &JournalMark { id: self.id.clone(), seq, clean })
+    }
+
+    /// After a durable commit that included the next batch itself: a new lap after it.
+    pub(crate) fn checkpointed_with_this(&self) -> Result<()> {
+        let mut tail = self.tail()?;
+        tail.next_seq += 1;
+        self.new_lap(&mut tail)
+    }
+
+    /// A checkpoint of its own: one durable commit of the mark, then a new lap.
+    pub(crate) fn checkpoint(&self, database: &Database, clean: bool) -> Result<()> {
+        let txn = database.begin_write().map_err(fault)?;
+        {
+            let touching = std::cell::Cell::new("");
+            let mut rows = FileWrites::open(&txn, &touching);
+            self.mark_in(&mut rows, false, clean)?;
+        }
+        txn.commit().map_err(fault)?;
+        let mut tail = self.tail()?;
+        self.new_lap(&mut tail)
+    }
+
+    /// Start lap `lap + 1` at the header: written and synced before its first record, so an
+    /// older lap's records after the new lap's end are never taken for the new lap's.
+    fn new_lap(&self, tail: &mut Tail) -> Result<()> {
+        let header = Header { id: self.id.clone(), lap: tail.lap + 1, first_seq: tail.next_seq };
+        self.file.write_all_at(&header.bytes(), 0).map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
+        self.file.sync_data().map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
+        tail.lap += 1;
+        tail.offset = HEADER_BYTES;
+        tail.len = tail.len.max(HEADER_BYTES);
+        Ok(())
+    }
+}
+
+fn read_all(file: &File, path: &Path) -> Result<Vec<u8>> {
+    let len = file.metadata().map_err(|e| io_fault(path, "being measured", &e))?.len();
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0).map_err(|e| io_fault(path, "being read", &e))?;
+    Ok(bytes)
+}
+
+/// A new journal with lap 0 and no record, synced with its directory.
+fn create(path: &Path, id: &str) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| io_fault(path, "being created", &e))?;
+    let mut bytes = Header { id: id.to_owned(), lap: 0, first_seq: 1 }.bytes();
+    bytes.resize(GROW_BYTES as usize, 0);
+    file.write_all_at(&bytes, 0).map_err(|e| io_fault(path, "being created", &e))?;
+    file.sync_all().map_err(|e| io_fault(path, "being created", &e))?;
+    if let Some(directory) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Ok(directory) = File::open(directory) {
+            let _ = directory.sync_all();
+        }
+    }
+    Ok(file)
+}
+
+/// Replay the records redb lacks, in one durable transaction that also moves the mark: the
+/// last batch redb holds afterwards, and the journal's lap.
+fn recover(database: &Database, file: &File, path: &Path, mark: &JournalMark) -> Result<(u64, u64)> {
+    let bytes = read_all(file, path)?;
+    let header = Header::parse(&bytes).map_err(|what| damaged(path, 0, what))?;
+    if header.id != mark.id {
+        return Err(Error::Store(format!(
+            "the journal {} belongs to another store (journal {}, the store's is {}); nothing was decided. Put this \
+             store's own journal beside it",
+            path.display(),
+            header.id,
+            mark.id
+        )));
+    }
+    if header.first_seq > mark.seq + 1 {
+        return Err(damaged(
+            path,
+            0,
+            &format!(
+                "its lap starts at batch {} but the store holds batches only up to {}: batches in between are missing",
+                header.first_seq, mark.seq
+            ),
+        ));
+    }
+    let lap = read_lap(&bytes, &header).map_err(|(offset, what)| damaged(path, offset, &what))?;
+    let missing: Vec<&(u64, &[u8])> = lap.records.iter().filter(|(seq, _)| *seq > mark.seq).collect();
+    let Some(&&(last, _)) = missing.last() else { return Ok((mark.seq, header.lap)) };
+    let txn = database.begin_write().map_err(fault)?;
+    {
+        let touching = std::cell::Cell::new("");
+        let mut rows = FileWrites::open(&txn, &touching);
+        for (seq, payload) in &missing {
+            if replay(&mut rows, payload).transpose()?.is_none() {
+                return Err(damaged(path, 0, &format!("the record of batch {seq} passed its checksum but does not parse")));
+            }
+        }
+        put_mark(&mut rows, &JournalMark { id: mark.id.clone(), seq: last, clean: false })?;
+    }
+    txn.commit().map_err(fault)?;
+    Ok((last, header.lap))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header { id: "rcp_test".into(), lap: 7, first_seq: 10 }
+    }
+
+    fn journal(records: &[(u64, u64, &[u8])]) -> Vec<u8> {
+        let mut bytes = header().bytes();
+        for (lap, seq, payload) in records {
+            bytes.extend(record_bytes(*lap, *seq, payload));
+        }
+        bytes.resize(bytes.len() + 4 * SECTOR as usize, 0);
+        bytes
+    }
+
+    #[test]
+    fn a_payload_reads_back_change_for_change_and_a_cut_one_does_not_parse() {
+        let mut payload = Vec::new();
+        record_put(&mut payload, Table::Effects, &[Part::Text("refund:p1")], b"row");
+        record_delete(&mut payload, Table::BudgetLedger, &[Part::Text("a"), Part::Text("b"), Part::Int(9)]);
+        record_put(&mut payload, Table::Receipts, &[Part::Int(u64::MAX)], b"");
+        let read = changes(&payload).expect("parses");
+        assert_eq!(
+            read,
+            vec![
+                Change::Put(Table::Effects, vec![Part::Text("refund:p1")], b"row"),
+                Change::Delete(Table::BudgetLedger, vec![Part::Text("a"), Part::Text("b"), Part::Int(9)]),
+                Change::Put(Table::Receipts, vec![Part::Int(u64::MAX)], b""),
+            ]
+        );
+        for cut in 1..payload.len() {
+            assert!(changes(&payload[..cut]).is_none_or(|c| c.len() < 3), "cut at {cut}");
+        }
+        assert!(changes(&[9, 0]).is_none(), "an unknown operation");
+        assert!(changes(&[PUT, 200]).is_none(), "an unknown table");
+    }
+
+    #[test]
+    fn a_lap_ends_at_zeros_or_an_older_lap_and_a_torn_last_record_is_dropped() {
+        let bytes = journal(&[(7, 10, b"a"), (7, 11, b"b"), (6, 3, b"old")]);
+        let lap = read_lap(&bytes, &header()).expect("reads");
+        assert_eq!(lap.records, vec![(10, &b"a"[..]), (11, &b"b"[..])]);
+        // The last record torn: dropped, and said so.
+        let mut torn = journal(&[(7, 10, b"a"), (7, 11, b"b")]);
+        let last = HEADER_BYTES as usize + SECTOR as usize;
+        torn[last + RECORD_HEAD] ^= 1;
+        let lap = read_lap(&torn, &header()).expect("reads");
+        assert_eq!(lap.records, vec![(10, &b"a"[..])]);
+    }
+
+    #[test]
+    fn a_damaged_record_with_a_valid_one_after_it_and_a_gap_are_faults_naming_the_offset() {
+        let mut flipped = journal(&[(7, 10, b"a"), (7, 11, b"b"), (7, 12, b"c")]);
+        let second = HEADER_BYTES as usize + SECTOR as usize;
+        flipped[second + RECORD_HEAD] ^= 0x40;
+        let (offset, what) = read_lap(&flipped, &header()).unwrap_err();
+        assert_eq!(offset, second as u64);
+        assert!(what.contains("batch 11 is damaged") && what.contains("batch 12"), "{what}");
+        let gap = journal(&[(7, 10, b"a"), (7, 12, b"c")]);
+        let (offset, what) = read_lap(&gap, &header()).unwrap_err();
+        assert_eq!(offset, second as u64);
+        assert!(what.contains("batch 12 where batch 11"), "{what}");
+        // The twin: the same records in sequence read whole.
+        assert_eq!(read_lap(&journal(&[(7, 10, b"a"), (7, 11, b"b")]), &header()).expect("reads").records.len(), 2);
+    }
+
+    #[test]
+    fn a_header_is_refused_for_every_damaged_byte_it_checks() {
+        let bytes = header().bytes();
+        assert_eq!(Header::parse(&bytes), Ok(header()));
+        let covered = 8 + 4 + 4 + "rcp_test".len() + 8 + 8 + 4;
+        for at in 0..covered {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 1;
+            assert!(Header::parse(&damaged).is_err(), "byte {at}");
+        }
+    }
+}
