@@ -285,7 +285,7 @@ void warden_buf_free(warden_buf buf);
 //   returns WARDEN_RESULT_CONFIG.
 // - `options_json`, `options_len`: optional JSON `{"environment": "staging",
 //   "credentials_dir": "/run/credentials/app", "outcomes": "durable"|"deferred",
-//   "max_delay_ms": 10}`; the environment is, in order, this option, `$WARDEN_ENVIRONMENT`,
+//   "max_delay_ms": 10, "durability": "power"|"process"}`; the environment is, in order, this option, `$WARDEN_ENVIRONMENT`,
 //   the document's, "production". `credentials_dir` makes sights read each credential
 //   reference from the file of that name in the directory (systemd credentials, container
 //   secrets) instead of from environment variables. `outcomes` (default "durable"): with
@@ -293,6 +293,12 @@ void warden_buf_free(warden_buf buf);
 //   outcome becomes durable with the store's next commit or within `max_delay_ms` (1–60000,
 //   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
 //   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
+//   `durability` (default "power"; a file store): "power" syncs each batch's journal record
+//   before returning, so nothing that returned is lost to a power loss or an OS crash;
+//   "process" writes it unsynced: a crash of the process loses nothing, but a power loss or
+//   an OS crash can lose the last writes — and then a reservation whose effect ran can be
+//   forgotten. The owner's setting applies to every process of the store; a PostgreSQL store
+//   refuses "process".
 //   A library built with the test-only `test-exports` feature also takes `"clock":
 //   {"manual_ms": N}`, a clock that starts at N ms since the epoch and moves only by the
 //   test-only clock setter; a release library refuses the key.

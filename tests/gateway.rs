@@ -979,7 +979,8 @@ fn the_identity_headers_are_consumed_by_the_gateway_and_not_relayed_upstream() {
     let dir = scratch();
     let upstream = Upstream::start();
     let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--user-header", "X-User"]);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}});
     let headers =
         [("X-Agent", "bot-1"), ("X-User", "alice"), ("X-Request-Tag", "t1"), ("Content-Type", "application/json")];
     let answer = gateway.post(&headers, &body.to_string());

@@ -331,7 +331,11 @@ fn an_open_behind_a_stopped_owner_gives_up_within_the_bound_and_names_the_cause(
 
     let started = Instant::now();
     let options = KernelOptions {
-        store: warden::store::StoreOptions { wait: Duration::from_millis(300), read_only: false, ..warden::store::StoreOptions::default() },
+        store: warden::store::StoreOptions {
+            wait: Duration::from_millis(300),
+            read_only: false,
+            ..warden::store::StoreOptions::default()
+        },
         ..KernelOptions::default()
     };
     let refused = Kernel::open(dir.path().join("state.redb"), options).unwrap_err();

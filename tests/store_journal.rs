@@ -40,7 +40,8 @@ fn child_process_entry() {
     let Ok(store) = std::env::var("WARDEN_JOURNAL_CHILD_STORE") else { return };
     let first: usize = std::env::var("WARDEN_JOURNAL_CHILD_FIRST").unwrap().parse().unwrap();
     let count: usize = std::env::var("WARDEN_JOURNAL_CHILD_COUNT").unwrap().parse().unwrap();
-    let durability = warden::store::Withstands::parse(&std::env::var("WARDEN_JOURNAL_CHILD_DURABILITY").unwrap()).unwrap();
+    let durability =
+        warden::store::Withstands::parse(&std::env::var("WARDEN_JOURNAL_CHILD_DURABILITY").unwrap()).unwrap();
     let store_options = warden::store::StoreOptions { durability, ..warden::store::StoreOptions::default() };
     let kernel = Kernel::open(&store, KernelOptions { store: store_options, ..KernelOptions::default() }).unwrap();
     let t = key_template();

@@ -57,7 +57,11 @@ fn kernel_at(path: &Path, now: i64, outcomes: Outcomes) -> Kernel {
         KernelOptions {
             clock: Arc::new(ManualClock::new(now)),
             outcomes,
-            store: warden::store::StoreOptions { wait: Duration::from_secs(20), read_only: false, ..warden::store::StoreOptions::default() },
+            store: warden::store::StoreOptions {
+                wait: Duration::from_secs(20),
+                read_only: false,
+                ..warden::store::StoreOptions::default()
+            },
             ..KernelOptions::default()
         },
     )

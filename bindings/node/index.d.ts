@@ -62,6 +62,11 @@ export interface WardenOptions {
   outcomes?: 'durable' | 'deferred' | null;
   /** With `outcomes: 'deferred'`: the longest an outcome waits to be made durable (1–60000). */
   maxDelayMs?: number | null;
+  /**
+   * `'process'` (a file store): each batch's journal record is written unsynced — a process
+   * crash loses nothing, a power loss or OS crash can lose the last writes. Default `'power'`.
+   */
+  durability?: 'power' | 'process' | null;
   /** Bounds on inputs, in bytes; past one a proposal is refused naming it (a result is stored as an excerpt). */
   limits?: {
     max_request_bytes?: number;

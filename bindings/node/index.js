@@ -352,15 +352,20 @@ class Warden {
    * never FAILED, never run twice. The default, `'durable'`, resolves once it is on disk.
    * `limits` overrides the bounds on inputs (`max_request_bytes`, `max_name_bytes`,
    * `max_arguments_bytes`, `max_result_bytes`, `max_message_bytes`).
+   * `durability: 'process'` (a file store) writes each batch's journal record unsynced: a
+   * process crash loses nothing, a power loss or OS crash can lose the last writes. Default
+   * `'power'`: nothing that resolved is lost to either.
    * @param {{store: string, config?: string, environment?: string, credentialsDir?: string,
-   *   outcomes?: 'durable'|'deferred', maxDelayMs?: number, limits?: object}} options
+   *   outcomes?: 'durable'|'deferred', maxDelayMs?: number, limits?: object,
+   *   durability?: 'power'|'process'}} options
    */
-  constructor({ store, config, environment, credentialsDir, outcomes, maxDelayMs, limits } = {}) {
+  constructor({ store, config, environment, credentialsDir, outcomes, maxDelayMs, limits, durability } = {}) {
     requireString('store', store);
     optionalString('config', config);
     optionalString('environment', environment);
     optionalString('credentialsDir', credentialsDir);
     optionalString('outcomes', outcomes);
+    optionalString('durability', durability);
     if (maxDelayMs !== undefined && maxDelayMs !== null && !Number.isInteger(maxDelayMs)) {
       throw new TypeError('maxDelayMs must be an integer number of milliseconds');
     }
@@ -368,6 +373,7 @@ class Warden {
     if (environment) open.environment = environment;
     if (credentialsDir) open.credentials_dir = credentialsDir;
     if (outcomes) open.outcomes = outcomes;
+    if (durability) open.durability = durability;
     if (maxDelayMs !== undefined && maxDelayMs !== null) open.max_delay_ms = maxDelayMs;
     if (limits !== undefined && limits !== null) {
       if (typeof limits !== 'object') throw new TypeError('limits must be an object of byte counts');

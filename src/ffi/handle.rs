@@ -92,6 +92,8 @@ struct OpenOptions<'a> {
     environment: Option<String>,
     credentials_dir: Option<&'a str>,
     outcomes: Outcomes,
+    /// What a returned write survives (a file store).
+    durability: crate::store::Withstands,
     limits: crate::limits::Limits,
     /// A test build's manual clock; `None` is the system clock.
     manual_clock: Option<crate::clock::ManualClock>,
@@ -100,9 +102,10 @@ struct OpenOptions<'a> {
 /// The option keys `warden_open` accepts: `clock` only in a `test-exports` build, so a release
 /// library refuses it as an unknown key.
 #[cfg(feature = "test-exports")]
-const OPTION_KEYS: &[&str] = &["clock", "credentials_dir", "environment", "limits", "max_delay_ms", "outcomes"];
+const OPTION_KEYS: &[&str] =
+    &["clock", "credentials_dir", "durability", "environment", "limits", "max_delay_ms", "outcomes"];
 #[cfg(not(feature = "test-exports"))]
-const OPTION_KEYS: &[&str] = &["credentials_dir", "environment", "limits", "max_delay_ms", "outcomes"];
+const OPTION_KEYS: &[&str] = &["credentials_dir", "durability", "environment", "limits", "max_delay_ms", "outcomes"];
 
 /// `{"manual_ms": N}`: a clock that starts at N milliseconds since the epoch and moves only when
 /// `warden_test_clock_set` moves it.
@@ -116,7 +119,8 @@ fn manual_clock(value: &serde_json::Value) -> Result<crate::clock::ManualClock, 
 }
 
 fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<warden_handle, Error> {
-    let OpenOptions { environment, credentials_dir, outcomes, limits, manual_clock } = options;
+    let OpenOptions { environment, credentials_dir, outcomes, durability, limits, manual_clock } = options;
+    let store_options = crate::store::StoreOptions { durability, ..crate::store::StoreOptions::default() };
     let clock: Arc<dyn crate::clock::Clock> = match &manual_clock {
         Some(clock) => Arc::new(clock.clone()),
         None => Arc::new(crate::clock::SystemClock),
@@ -130,12 +134,29 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
             let warden = Warden::open_files(
                 store,
                 Path::new(config),
-                WardenOptions { clock, environment, outcomes, limits, ..WardenOptions::default() },
+                WardenOptions {
+                    clock,
+                    environment,
+                    outcomes,
+                    limits,
+                    store: store_options,
+                    ..WardenOptions::default()
+                },
             )?;
             (warden.kernel().clone(), Some(warden))
         }
         None => (
-            Kernel::open(store, KernelOptions { clock, environment, outcomes, limits, ..KernelOptions::default() })?,
+            Kernel::open(
+                store,
+                KernelOptions {
+                    clock,
+                    environment,
+                    outcomes,
+                    limits,
+                    store: store_options,
+                    ..KernelOptions::default()
+                },
+            )?,
             None,
         ),
     };
@@ -176,7 +197,7 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
 ///   returns WARDEN_RESULT_CONFIG.
 /// - `options_json`, `options_len`: optional JSON `{"environment": "staging",
 ///   "credentials_dir": "/run/credentials/app", "outcomes": "durable"|"deferred",
-///   "max_delay_ms": 10}`; the environment is, in order, this option, `$WARDEN_ENVIRONMENT`,
+///   "max_delay_ms": 10, "durability": "power"|"process"}`; the environment is, in order, this option, `$WARDEN_ENVIRONMENT`,
 ///   the document's, "production". `credentials_dir` makes sights read each credential
 ///   reference from the file of that name in the directory (systemd credentials, container
 ///   secrets) instead of from environment variables. `outcomes` (default "durable"): with
@@ -184,6 +205,12 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
 ///   outcome becomes durable with the store's next commit or within `max_delay_ms` (1–60000,
 ///   default 10), on `warden_flush` and on `warden_close`; a crash in that window leaves the
 ///   effect in flight, then AMBIGUOUS when its lease lapses — never FAILED, never run twice.
+///   `durability` (default "power"; a file store): "power" syncs each batch's journal record
+///   before returning, so nothing that returned is lost to a power loss or an OS crash;
+///   "process" writes it unsynced: a crash of the process loses nothing, but a power loss or
+///   an OS crash can lose the last writes — and then a reservation whose effect ran can be
+///   forgotten. The owner's setting applies to every process of the store; a PostgreSQL store
+///   refuses "process".
 ///   A library built with the test-only `test-exports` feature also takes `"clock":
 ///   {"manual_ms": N}`, a clock that starts at N ms since the epoch and moves only by the
 ///   test-only clock setter; a release library refuses the key.
@@ -259,10 +286,20 @@ pub unsafe extern "C" fn warden_open(
                     None => None,
                     Some(value) => Some(manual_clock(value)?),
                 };
+                let durability = match fields.string("durability")? {
+                    None => crate::store::Withstands::Power,
+                    Some(name) => crate::store::Withstands::parse(name).map_err(|e| {
+                        Error::InvalidInput(format!(
+                            "options_json.{}",
+                            e.to_string().trim_start_matches("invalid input: ")
+                        ))
+                    })?,
+                };
                 OpenOptions {
                     environment: fields.string("environment")?.map(str::to_owned),
                     credentials_dir: fields.string("credentials_dir")?,
                     outcomes,
+                    durability,
                     limits,
                     manual_clock,
                 }
@@ -271,6 +308,7 @@ pub unsafe extern "C" fn warden_open(
                 environment: None,
                 credentials_dir: None,
                 outcomes: Outcomes::Durable,
+                durability: crate::store::Withstands::Power,
                 limits: crate::limits::Limits::default(),
                 manual_clock: None,
             },

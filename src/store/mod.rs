@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde::{de::DeserializeOwned, Serialize};
 
+pub use self::redb::disk::{io_counters, IoCounters};
 pub use crate::event::{Event, EventKind};
 pub use boundary::{
     AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,

@@ -66,3 +66,17 @@ test('close waits for a call already running', async (t) => {
   t.after(() => reopened.close());
   assert.equal((await reopened.effect('ledger:in-flight')).state, 'committed');
 });
+
+test('durability is an open option: process keeps what a process crash would, a misspelling names both values', async (t) => {
+  const { config, store } = scratch(t);
+  const fast = new warden.Warden({ store, config, environment: 'test', durability: 'process' });
+  await ada(() => fast.protect('ledger.write', () => 'ok')({ entry: 'kept' }));
+  fast.close();
+  const again = new warden.Warden({ store, config, environment: 'test' });
+  t.after(() => again.close());
+  assert.equal((await again.effects({ state: 'committed' })).length, 1);
+  assert.throws(
+    () => new warden.Warden({ store, config, environment: 'test', durability: 'disk' }),
+    (e) => e instanceof warden.InvalidInput && /"power"/.test(e.message) && /"process"/.test(e.message) && /disk/.test(e.message),
+  );
+});

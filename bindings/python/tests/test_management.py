@@ -134,3 +134,14 @@ def test_the_low_level_permit(w: warden.Warden, agent: Any) -> None:
     permit.release()
     permit.release()
     assert w.effect("refund:pay_2")["state"] == "ambiguous"  # type: ignore[index]
+
+
+def test_durability_process_is_the_open_option_and_a_misspelling_names_both_values(store: Path, config: Path) -> None:
+    with warden.Warden(store=store, config=config, durability="process") as w, warden.context(agent="support-agent"):
+        w.protect("email.send")(lambda message_id: None)("msg_1")
+    with warden.Warden(store=store, config=config) as again:
+        assert again.effect("email:msg_1")["state"] == "committed"  # type: ignore[index]
+    with pytest.raises(warden.InvalidInput) as refused:
+        warden.Warden(store=store, config=config, durability="disk")
+    message = str(refused.value)
+    assert "durability" in message and '"power"' in message and '"process"' in message and "disk" in message

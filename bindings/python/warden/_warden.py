@@ -37,6 +37,9 @@ class Warden(Protecting, Authority, Sights):
     0.01), on `flush()` and on `close()`. A crash in that window leaves the effect in flight,
     then AMBIGUOUS when its lease lapses: never FAILED, never run twice. The default,
     `"durable"`, returns only once the outcome and its receipt are on disk.
+    `durability="process"` (a file store) writes each batch's journal record without syncing
+    it: a crash of the process loses nothing, a power loss or OS crash can lose the last
+    writes. The default, `"power"`, loses nothing that returned to either.
     Thread-safe; also a context manager. `close()` is idempotent; calls still running on
     other threads finish first, and permits stay usable until freed (the library keeps the
     store open for them).
@@ -62,6 +65,7 @@ class Warden(Protecting, Authority, Sights):
         outcomes: str | None = None,
         max_delay: float | None = None,
         limits: Mapping[str, int] | None = None,
+        durability: str | None = None,
     ) -> None:
         super().__init__(_ffi.library())
         open_options = {
@@ -70,6 +74,7 @@ class Warden(Protecting, Authority, Sights):
             "outcomes": outcomes,
             "max_delay_ms": None if max_delay is None else _millis(max_delay, "max_delay"),
             "limits": None if limits is None else dict(limits),
+            "durability": durability,
         }
         open_options = {key: value for key, value in open_options.items() if value is not None}
         options = _dumps(open_options, "options") if open_options else None

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use warden::kernel::Outcomes;
 use warden::pipeline::{ActionRequest, Warden, WardenOptions};
+use warden::store::{io_counters, IoCounters, StoreOptions, Withstands};
 
 use crate::exit::Failure;
 
@@ -34,7 +35,16 @@ pub struct BenchArgs<'a> {
     pub threads: &'a [usize],
     pub processes: usize,
     pub outcomes: &'a str,
+    pub durability: &'a str,
     pub json: bool,
+}
+
+/// One configuration of the store: when outcomes are durable, and what a write survives.
+#[derive(Clone, Copy)]
+struct Setting {
+    outcomes: &'static str,
+    mode: Outcomes,
+    durability: Withstands,
 }
 
 fn fail(what: &str, error: impl std::fmt::Display) -> Failure {
@@ -47,20 +57,43 @@ fn progress(text: &str) {
     let _ = err.flush();
 }
 
-fn settings(outcomes: &str) -> Result<Vec<(&'static str, Outcomes)>, Failure> {
+fn settings(outcomes: &str, durability: &str) -> Result<Vec<Setting>, Failure> {
     let durable = ("durable", Outcomes::Durable);
     let deferred = ("deferred", Outcomes::Deferred { max_delay: Outcomes::DEFAULT_MAX_DELAY });
-    match outcomes {
-        "durable" => Ok(vec![durable]),
-        "deferred" => Ok(vec![deferred]),
-        "both" => Ok(vec![durable, deferred]),
-        other => Err(Failure::usage(format!("--outcomes must be durable, deferred or both, not {other:?}"))),
-    }
+    let outcomes = match outcomes {
+        "durable" => vec![durable],
+        "deferred" => vec![deferred],
+        "both" => vec![durable, deferred],
+        other => return Err(Failure::usage(format!("--outcomes must be durable, deferred or both, not {other:?}"))),
+    };
+    let levels = match durability {
+        "both" => vec![Withstands::Power, Withstands::Process],
+        one => vec![Withstands::parse(one)
+            .map_err(|_| Failure::usage(format!("--durability must be power, process or both, not {one:?}")))?],
+    };
+    Ok(levels
+        .iter()
+        .flat_map(|&durability| outcomes.iter().map(move |&(name, mode)| Setting { outcomes: name, mode, durability }))
+        .collect())
 }
 
-fn open(store: &Path, config: &Path, outcomes: Outcomes) -> Result<Warden, Failure> {
-    Warden::open_files(store, config, WardenOptions { outcomes, ..WardenOptions::default() })
-        .map_err(|e| fail("open", e))
+fn open(store: &Path, config: &Path, setting: Setting) -> Result<Warden, Failure> {
+    let store_options = StoreOptions { durability: setting.durability, ..StoreOptions::default() };
+    Warden::open_files(
+        store,
+        config,
+        WardenOptions { outcomes: setting.mode, store: store_options, ..WardenOptions::default() },
+    )
+    .map_err(|e| fail("open", e))
+}
+
+/// The I/O counters of `after` less `before`.
+fn io_between(before: IoCounters, after: IoCounters) -> IoCounters {
+    IoCounters {
+        syncs: after.syncs - before.syncs,
+        writes: after.writes - before.writes,
+        bytes: after.bytes - before.bytes,
+    }
 }
 
 /// One protected no-op action; its latency.
@@ -82,7 +115,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 struct Row {
-    setting: &'static str,
+    setting: Setting,
+    /// This run's writes to the store's files (redb pages and journal), summed over processes.
+    io: IoCounters,
     workload: String,
     actions: usize,
     seconds: f64,
@@ -102,8 +137,13 @@ impl Row {
         self.actions as f64 / self.seconds.max(1e-9)
     }
     fn to_json(&self) -> Value {
+        let per = |n: u64| (n as f64 / self.actions.max(1) as f64 * 100.0).round() / 100.0;
         json!({
-            "outcomes": self.setting,
+            "outcomes": self.setting.outcomes,
+            "durability": self.setting.durability.as_str(),
+            "syncs_per_action": per(self.io.syncs),
+            "writes_per_action": per(self.io.writes),
+            "bytes_written_per_action": per(self.io.bytes).round(),
             "workload": self.workload,
             "actions": self.actions,
             "seconds": self.seconds,
@@ -118,13 +158,14 @@ impl Row {
 fn threads_row(
     scratch: &Path,
     config: &Path,
-    setting: (&'static str, Outcomes),
+    setting: Setting,
     threads: usize,
     actions: usize,
     empty: u64,
 ) -> Result<Row, Failure> {
-    let store = scratch.join(format!("threads-{}-{threads}.redb", setting.0));
-    let warden = open(&store, config, setting.1)?;
+    let store = scratch.join(format!("threads-{}-{}-{threads}.redb", setting.outcomes, setting.durability.as_str()));
+    let warden = open(&store, config, setting)?;
+    let before = io_counters();
     let per_thread = actions.div_ceil(threads);
     let done = Arc::new(AtomicUsize::new(0));
     // Each worker says when it ends, so the clock stops then, not at the next progress tick.
@@ -151,8 +192,9 @@ fn threads_row(
             match ends.recv_timeout(Duration::from_millis(200)) {
                 Ok(()) => running -= 1,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => progress(&format!(
-                    "{} outcomes, {threads} thread(s): {}/{} actions",
-                    setting.0,
+                    "{} outcomes, {}, {threads} thread(s): {}/{} actions",
+                    setting.outcomes,
+                    setting.durability.as_str(),
                     done.load(Ordering::Relaxed),
                     per_thread * threads
                 )),
@@ -167,11 +209,13 @@ fn threads_row(
     })?;
     warden.kernel().flush().map_err(|e| fail("flush", e))?;
     let seconds = started.elapsed().as_secs_f64();
+    let io = io_between(before, io_counters());
     drop(warden);
     let mut latencies = latencies;
     latencies.sort();
     Ok(Row {
-        setting: setting.0,
+        setting,
+        io,
         workload: format!("{threads} thread(s), one process"),
         actions: latencies.len(),
         seconds,
@@ -183,14 +227,14 @@ fn threads_row(
 fn processes_row(
     scratch: &Path,
     config: &Path,
-    setting: (&'static str, Outcomes),
+    setting: Setting,
     processes: usize,
     actions: usize,
     empty: u64,
 ) -> Result<Row, Failure> {
-    let store = scratch.join(format!("processes-{}.redb", setting.0));
+    let store = scratch.join(format!("processes-{}-{}.redb", setting.outcomes, setting.durability.as_str()));
     // Created up front, so the workers race for actions, not for the creation.
-    drop(open(&store, config, setting.1)?);
+    drop(open(&store, config, setting)?);
     let per_process = actions.div_ceil(processes);
     let exe = std::env::current_exe().map_err(|e| fail("current exe", e))?;
     let started = Instant::now();
@@ -200,7 +244,8 @@ fn processes_row(
             .arg(CHILD_SUBCOMMAND)
             .arg(&store)
             .arg(config)
-            .arg(setting.0)
+            .arg(setting.outcomes)
+            .arg(setting.durability.as_str())
             .arg(worker.to_string())
             .arg(per_process.to_string())
             .stdout(Stdio::piped())
@@ -209,15 +254,27 @@ fn processes_row(
             .map_err(|e| fail("spawn a worker process", e))?;
         children.push(child);
     }
-    progress(&format!("{} outcomes, {processes} processes: running", setting.0));
+    progress(&format!(
+        "{} outcomes, {}, {processes} processes: running",
+        setting.outcomes,
+        setting.durability.as_str()
+    ));
     let mut latencies = Vec::new();
+    let mut io = IoCounters::default();
     for child in children {
         let output = child.wait_with_output().map_err(|e| fail("a worker process", e))?;
         if !output.status.success() {
             return Err(fail("a worker process", format!("exited with {}", output.status)));
         }
         for line in String::from_utf8_lossy(&output.stdout).lines() {
-            if let Ok(micros) = line.trim().parse::<u64>() {
+            if let Some(counts) = line.strip_prefix("io ") {
+                let counts: Vec<u64> = counts.split(' ').filter_map(|n| n.parse().ok()).collect();
+                if let [syncs, writes, bytes] = counts[..] {
+                    io.syncs += syncs;
+                    io.writes += writes;
+                    io.bytes += bytes;
+                }
+            } else if let Ok(micros) = line.trim().parse::<u64>() {
                 latencies.push(Duration::from_micros(micros));
             }
         }
@@ -225,7 +282,8 @@ fn processes_row(
     let seconds = started.elapsed().as_secs_f64();
     latencies.sort();
     Ok(Row {
-        setting: setting.0,
+        setting,
+        io,
         workload: format!("{processes} processes × 1 thread, one store"),
         actions: latencies.len(),
         seconds,
@@ -237,19 +295,22 @@ fn processes_row(
 /// A process worker: `count` actions, one latency in microseconds per line on stdout.
 pub fn child_main(args: &[String]) -> i32 {
     let run = || -> Result<(), Failure> {
-        let [store, config, setting, worker, count] = args else {
-            return Err(Failure::usage("bench child: store config outcomes worker count"));
+        let [store, config, outcomes, durability, worker, count] = args else {
+            return Err(Failure::usage("bench child: store config outcomes durability worker count"));
         };
-        let outcomes = settings(setting)?.first().map_or(Outcomes::Durable, |s| s.1);
+        let setting = *settings(outcomes, durability)?.first().ok_or_else(|| fail("setting", "none"))?;
         let worker: usize = worker.parse().map_err(|e| fail("worker", e))?;
         let count: usize = count.parse().map_err(|e| fail("count", e))?;
-        let warden = open(Path::new(store), Path::new(config), outcomes)?;
+        let warden = open(Path::new(store), Path::new(config), setting)?;
+        let before = io_counters();
         let mut out = String::with_capacity(count * 8);
         for n in 0..count {
             let latency = one_action(&warden, 1000 + worker, n)?;
             out.push_str(&format!("{}\n", latency.as_micros()));
         }
         warden.kernel().flush().map_err(|e| fail("flush", e))?;
+        let io = io_between(before, io_counters());
+        out.push_str(&format!("io {} {} {}\n", io.syncs, io.writes, io.bytes));
         std::io::stdout().write_all(out.as_bytes()).map_err(|e| fail("stdout", e))
     };
     match run() {
@@ -329,7 +390,7 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
     if args.actions == 0 || args.processes == 0 || args.threads.is_empty() || args.threads.contains(&0) {
         return Err(Failure::usage("--actions, --processes and every --threads count must be at least 1"));
     }
-    let settings = settings(args.outcomes)?;
+    let settings = settings(args.outcomes, args.durability)?;
     let parent = match args.dir {
         Some(dir) => dir.to_path_buf(),
         None => std::env::current_dir().map_err(|e| fail("current directory", e))?,
@@ -341,7 +402,7 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
     let reference = reference(scratch.path(), 500)?;
     let empty = {
         let path = scratch.path().join("empty.redb");
-        drop(open(&path, &config, Outcomes::Durable)?);
+        drop(open(&path, &config, settings[0])?);
         std::fs::metadata(&path).map_or(0, |m| m.len())
     };
     let mut rows = Vec::new();
@@ -371,21 +432,40 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
         out.push_str(&format!("  {what:<width$} {rate:>9.0} /s\n"));
     }
     out.push_str(&format!(
-        "\n{:<10} {:<36} {:>8} {:>12} {:>9} {:>9} {:>14}\n",
-        "outcomes", "workload", "actions", "actions/s", "p50 ms", "p99 ms", "store B/action"
+        "\n{:<9} {:<8} {:<34} {:>7} {:>10} {:>7} {:>7} {:>8} {:>8} {:>9} {:>8}\n",
+        "outcomes",
+        "durable",
+        "workload",
+        "actions",
+        "actions/s",
+        "p50 ms",
+        "p99 ms",
+        "syncs/a",
+        "writes/a",
+        "written/a",
+        "store/a"
     ));
     for row in &rows {
+        let per = |n: u64| n as f64 / row.actions.max(1) as f64;
         out.push_str(&format!(
-            "{:<10} {:<36} {:>8} {:>12.0} {:>9.2} {:>9.2} {:>14.0}\n",
-            row.setting,
+            "{:<9} {:<8} {:<34} {:>7} {:>10.0} {:>7.2} {:>7.2} {:>8.2} {:>8.1} {:>9.0} {:>8.0}\n",
+            row.setting.outcomes,
+            row.setting.durability.as_str(),
             row.workload,
             row.actions,
             row.rate(),
             percentile(&row.latencies, 50.0).as_secs_f64() * 1e3,
             percentile(&row.latencies, 99.0).as_secs_f64() * 1e3,
+            per(row.io.syncs),
+            per(row.io.writes),
+            per(row.io.bytes),
             row.bytes_per_action,
         ));
     }
+    out.push_str(
+        "\nsyncs/a, writes/a, written/a: fdatasync calls, write calls and bytes written to the store's files \
+         (redb pages and journal) per action; store/a: the store file's growth per action, after close.\n",
+    );
     out.push_str("\nEvery action is the full pipeline: propose (one durable write) and commit (outcome + receipt).\n");
     Ok(out)
 }

@@ -386,6 +386,9 @@ enum Command {
         /// durable, deferred or both.
         #[arg(long, default_value = "both")]
         outcomes: String,
+        /// What a returned write survives: power (the default), process, or both.
+        #[arg(long, default_value = "power")]
+        durability: String,
     },
 
     /// Put Warden in front of an MCP server: every tools/call becomes the action
@@ -576,12 +579,13 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         }
         Command::Delegations => authority_commands::delegations(store, json).map(Done::ok),
         Command::Doctor => doctor::doctor(&open_store_to_read(store)?, json),
-        Command::Bench { dir, actions, threads, processes, outcomes } => bench::bench(&bench::BenchArgs {
+        Command::Bench { dir, actions, threads, processes, outcomes, durability } => bench::bench(&bench::BenchArgs {
             dir: dir.as_deref(),
             actions: *actions,
             threads,
             processes: *processes,
             outcomes,
+            durability,
             json,
         })
         .map(Done::ok),

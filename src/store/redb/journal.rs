@@ -28,7 +28,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -36,6 +35,7 @@ use redb::{Database, ReadableDatabase};
 
 use crate::error::{Error, Result};
 use crate::store::fork;
+use crate::store::redb::disk::JournalFile;
 use crate::store::redb::rows::{fault, FileReads, FileWrites};
 use crate::store::rows::codec::{decode, encode};
 use crate::store::rows::records::JournalMark;
@@ -298,7 +298,7 @@ struct Tail {
 /// The journal of the store this process owns. Only the writer (one batch at a time) appends.
 pub(crate) struct Journal {
     _registered: fork::Registered,
-    file: File,
+    file: Box<dyn JournalFile>,
     path: PathBuf,
     id: String,
     withstands: Withstands,
@@ -417,11 +417,11 @@ impl Journal {
                 (file, mark.id, last, lap)
             }
         };
-        let len = file.metadata().map_err(|e| io_fault(&path, "being measured", &e))?.len();
+        let len = JournalFile::len(&file).map_err(|e| io_fault(&path, "being measured", &e))?;
         let registered = fork::Registered::new(file.as_raw_fd())?;
         let journal = Journal {
             _registered: registered,
-            file,
+            file: Box::new(file),
             path,
             id,
             withstands,
@@ -450,12 +450,12 @@ impl Journal {
         if end > tail.len {
             let grown = end.div_ceil(GROW_BYTES) * GROW_BYTES;
             let zeros = vec![0u8; (grown - tail.len) as usize];
-            self.file.write_all_at(&zeros, tail.len).map_err(|e| io_fault(&self.path, "growing", &e))?;
+            self.file.write_at(&zeros, tail.len).map_err(|e| io_fault(&self.path, "growing", &e))?;
             tail.len = grown;
         }
-        self.file.write_all_at(&bytes, tail.offset).map_err(|e| io_fault(&self.path, "appending a batch", &e))?;
+        self.file.write_at(&bytes, tail.offset).map_err(|e| io_fault(&self.path, "appending a batch", &e))?;
         if self.withstands == Withstands::Power {
-            self.file.sync_data().map_err(|e| io_fault(&self.path, "syncing a batch", &e))?;
+            self.file.sync().map_err(|e| io_fault(&self.path, "syncing a batch", &e))?;
         }
         tail.offset = end;
         tail.next_seq += 1;
@@ -494,20 +494,13 @@ impl Journal {
     /// older lap's records after the new lap's end are never taken for the new lap's.
     fn new_lap(&self, tail: &mut Tail) -> Result<()> {
         let header = Header { id: self.id.clone(), lap: tail.lap + 1, first_seq: tail.next_seq };
-        self.file.write_all_at(&header.bytes(), 0).map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
-        self.file.sync_data().map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
+        self.file.write_at(&header.bytes(), 0).map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
+        self.file.sync().map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
         tail.lap += 1;
         tail.offset = HEADER_BYTES;
         tail.len = tail.len.max(HEADER_BYTES);
         Ok(())
     }
-}
-
-fn read_all(file: &File, path: &Path) -> Result<Vec<u8>> {
-    let len = file.metadata().map_err(|e| io_fault(path, "being measured", &e))?.len();
-    let mut bytes = vec![0u8; len as usize];
-    file.read_exact_at(&mut bytes, 0).map_err(|e| io_fault(path, "being read", &e))?;
-    Ok(bytes)
 }
 
 /// A new journal with lap 0 and no record, synced with its directory.
@@ -520,7 +513,7 @@ fn create(path: &Path, id: &str) -> Result<File> {
         .map_err(|e| io_fault(path, "being created", &e))?;
     let mut bytes = Header { id: id.to_owned(), lap: 0, first_seq: 1 }.bytes();
     bytes.resize(GROW_BYTES as usize, 0);
-    file.write_all_at(&bytes, 0).map_err(|e| io_fault(path, "being created", &e))?;
+    JournalFile::write_at(&file, &bytes, 0).map_err(|e| io_fault(path, "being created", &e))?;
     file.sync_all().map_err(|e| io_fault(path, "being created", &e))?;
     if let Some(directory) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         if let Ok(directory) = File::open(directory) {
@@ -532,8 +525,8 @@ fn create(path: &Path, id: &str) -> Result<File> {
 
 /// Replay the records redb lacks, in one durable transaction that also moves the mark: the
 /// last batch redb holds afterwards, and the journal's lap.
-fn recover(database: &Database, file: &File, path: &Path, mark: &JournalMark) -> Result<(u64, u64)> {
-    let bytes = read_all(file, path)?;
+fn recover(database: &Database, file: &dyn JournalFile, path: &Path, mark: &JournalMark) -> Result<(u64, u64)> {
+    let bytes = file.read_all().map_err(|e| io_fault(path, "being read", &e))?;
     let header = Header::parse(&bytes).map_err(|what| damaged(path, 0, what))?;
     if header.id != mark.id {
         return Err(Error::Store(format!(
@@ -563,7 +556,11 @@ fn recover(database: &Database, file: &File, path: &Path, mark: &JournalMark) ->
         let mut rows = FileWrites::open(&txn, &touching);
         for (seq, payload) in &missing {
             if replay(&mut rows, payload).transpose()?.is_none() {
-                return Err(damaged(path, 0, &format!("the record of batch {seq} passed its checksum but does not parse")));
+                return Err(damaged(
+                    path,
+                    0,
+                    &format!("the record of batch {seq} passed its checksum but does not parse"),
+                ));
             }
         }
         put_mark(&mut rows, &JournalMark { id: mark.id.clone(), seq: last, clean: false })?;

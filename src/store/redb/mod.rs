@@ -6,6 +6,7 @@
 
 pub(crate) mod client;
 pub(crate) mod commit;
+pub(crate) mod disk;
 pub(crate) mod file;
 pub(crate) mod journal;
 pub(crate) mod owner;

@@ -59,6 +59,10 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "N", default_value_t = http::gate::MAX_PER_PEER as u16,
           value_parser = clap::value_parser!(u16).range(1..=http::gate::MAX_CONNECTIONS as i64))]
     pub max_connections_per_peer: u16,
+    /// What a returned write survives (a file store): power, the default, or process (the
+    /// journal is not synced: a power loss can lose the last calls' reservations and outcomes).
+    #[arg(long, value_name = "LEVEL", default_value = "power", value_parser = ["power", "process"])]
+    pub durability: String,
     /// An Origin allowed to call (repeatable); without any, every request with an Origin is refused.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
@@ -156,7 +160,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
                 "--stdio has no headers to read an identity from; give --principal AGENT[/USER] (asserted by the launch configuration)",
             ));
         }
-        let warden = open(store, config)?;
+        let warden = open(store, config, &args.durability)?;
         refuse_certificate_pins(&warden, &args.alias, "a stdio child has no certificate")?;
         let block = startup_block(
             &warden,
@@ -181,7 +185,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     if args.upstream_timeout == 0 {
         return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
     }
-    let warden = open(store, config)?;
+    let warden = open(store, config, &args.durability)?;
     let tls = if upstream.https {
         let prefix = format!("mcp.{}.", args.alias);
         let pins: Vec<&warden::document::UpstreamPins> = warden
@@ -363,8 +367,11 @@ fn sweeper(engine: &Arc<intercept::Engine>) {
     });
 }
 
-fn open(store: &Path, config: &Path) -> Result<Warden, Failure> {
-    Warden::open_files(store, config, WardenOptions::default()).map_err(|error| match error {
+fn open(store: &Path, config: &Path, durability: &str) -> Result<Warden, Failure> {
+    let durability = warden::store::Withstands::parse(durability).map_err(|e| Failure::usage(e.to_string()))?;
+    let store_options = warden::store::StoreOptions { durability, ..warden::store::StoreOptions::default() };
+    let options = WardenOptions { store: store_options, ..WardenOptions::default() };
+    Warden::open_files(store, config, options).map_err(|error| match error {
         warden::Error::Config(message) => Failure::config(message),
         other if other.is_access_problem() => Failure::usage(other.to_string()),
         other => Failure::internal(other.to_string()),
