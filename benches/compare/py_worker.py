@@ -127,10 +127,15 @@ def warden_location(system: str, directory: Path) -> str | Path:
     return directory / "warden.redb"
 
 
-def warden_system(directory: Path, outcomes: str, system: str = "warden") -> System:
+def warden_system(directory: Path, outcomes: str, system: str = "warden", durability: str | None = None) -> System:
     import warden
 
-    w = warden.Warden(store=warden_location(system, directory), config=directory / "warden.yaml", outcomes=outcomes)
+    w = warden.Warden(
+        store=warden_location(system, directory),
+        config=directory / "warden.yaml",
+        outcomes=outcomes,
+        durability=durability,
+    )
     out = System()
     out.context = lambda: warden.context(agent=AGENT)
 
@@ -153,6 +158,8 @@ def open_system(args: argparse.Namespace) -> System:
     directory = Path(args.dir)
     if args.system in ("warden", "warden-postgres"):
         return warden_system(directory, args.outcomes, args.system)
+    if args.system == "warden-process":
+        return warden_system(directory, args.outcomes, "warden", durability="process")
     return ctrlrun_system(args.system, directory)
 
 
@@ -296,7 +303,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["run", "create", "check"])
     parser.add_argument(
-        "--system", required=True, choices=["ctrlrun-default", "ctrlrun-fast", "warden", "ctrlrun-postgres", "warden-postgres"]
+        "--system", required=True, choices=["ctrlrun-default", "ctrlrun-fast", "warden", "warden-process", "ctrlrun-postgres", "warden-postgres"]
     )
     parser.add_argument("--dir", required=True)
     parser.add_argument("--outcomes", default="durable", choices=["durable", "deferred"])
