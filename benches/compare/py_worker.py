@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> None:
 
 def check(args: argparse.Namespace) -> dict[str, Any]:
     directory = Path(args.dir)
-    if args.system in ("warden", "warden-postgres"):
+    if args.system in ("warden", "warden-process", "warden-postgres"):
         import warden
 
         with warden.Warden(store=warden_location(args.system, directory)) as w:

@@ -134,14 +134,7 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
             let warden = Warden::open_files(
                 store,
                 Path::new(config),
-                WardenOptions {
-                    clock,
-                    environment,
-                    outcomes,
-                    limits,
-                    store: store_options,
-                    ..WardenOptions::default()
-                },
+                WardenOptions { clock, environment, outcomes, limits, store: store_options },
             )?;
             (warden.kernel().clone(), Some(warden))
         }

@@ -3,16 +3,22 @@
 //! (`io_counters`, for `warden bench`) and so that the crash tests can put a simulated disk
 //! under both (`sim`, in test builds).
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
 use std::ops::Bound;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use redb::backends::FileBackend;
-use redb::{BackendError, StorageBackend};
+use redb::{BackendError, DatabaseError, StorageBackend};
 
 /// redb's I/O error type with the standard library (its `std` feature).
 type BackendIoError = std::io::Error;
+
+#[cfg(test)]
+pub(crate) mod sim;
 
 static SYNCS: AtomicU64 = AtomicU64::new(0);
 static WRITES: AtomicU64 = AtomicU64::new(0);
@@ -48,7 +54,7 @@ fn synced() {
 }
 
 /// The journal's file: positioned writes, one sync, its length, all of it read back.
-pub(crate) trait JournalFile: Send + Sync {
+pub(crate) trait JournalFile: Send + Sync + std::fmt::Debug {
     fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()>;
     fn sync(&self) -> std::io::Result<()>;
     fn len(&self) -> std::io::Result<u64>;
@@ -79,9 +85,83 @@ impl JournalFile for File {
     }
 }
 
-/// redb's file backend, counted.
+/// redb's backend, counted: the file's (or, in test builds, a simulated disk's).
 #[derive(Debug)]
-pub(crate) struct Counted(pub FileBackend);
+pub(crate) struct Counted(Box<dyn StorageBackend>);
+
+/// The backend for the store file at `path`, opened as `file` (whose descriptor the caller keeps
+/// registered for fork safety).
+pub(crate) fn redb_backend(path: &Path, file: File) -> Result<Counted, DatabaseError> {
+    #[cfg(test)]
+    if let Some(disk) = sim::serving(path) {
+        return Ok(Counted(Box::new(sim::SimBackend::adopt(disk, path, file)?)));
+    }
+    let _ = path;
+    counted_file(file)
+}
+
+/// A real file's backend, counted (a new store is built on the real file system, always).
+pub(crate) fn counted_file(file: File) -> Result<Counted, DatabaseError> {
+    Ok(Counted(Box::new(FileBackend::new(file)?)))
+}
+
+/// How a journal's laps are sized: a lap's record bytes before a checkpoint, and how much the
+/// file grows by. Tests on the simulated disk use small ones, to wrap within a short workload.
+pub(crate) fn journal_sizing(path: &Path) -> (u64, u64) {
+    #[cfg(test)]
+    if let Some(disk) = sim::serving(path) {
+        return disk.journal_sizing();
+    }
+    let _ = path;
+    (super::journal::LAP_BYTES, super::journal::GROW_BYTES)
+}
+
+/// A journal's file as opened, with its descriptor (none on a simulated disk).
+pub(crate) type OpenedJournal = (Box<dyn JournalFile>, Option<RawFd>);
+
+/// The journal at `path`, if there is one.
+pub(crate) fn open_journal(path: &Path) -> std::io::Result<Option<OpenedJournal>> {
+    #[cfg(test)]
+    if let Some(disk) = sim::serving(path) {
+        let journal = sim::SimJournal::new(disk.clone(), path);
+        if !disk.exists(path) {
+            // The first open on this disk takes the real file's bytes, if there is one.
+            match std::fs::read(path) {
+                Ok(bytes) => journal.create(&bytes)?,
+                Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
+                Err(error) => return Err(error),
+            }
+        }
+        return Ok(Some((Box::new(journal), None)));
+    }
+    match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(file) => {
+            let fd = file.as_raw_fd();
+            Ok(Some((Box::new(file), Some(fd))))
+        }
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// A new journal at `path` holding `bytes`, durable with its directory entry.
+pub(crate) fn create_journal(path: &Path, bytes: &[u8]) -> std::io::Result<OpenedJournal> {
+    #[cfg(test)]
+    if let Some(disk) = sim::serving(path) {
+        let journal = sim::SimJournal::new(disk, path);
+        journal.create(bytes)?;
+        return Ok((Box::new(journal), None));
+    }
+    let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+    JournalFile::write_at(&file, bytes, 0)?;
+    file.sync_all()?;
+    synced();
+    if let Some(directory) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(directory)?.sync_all()?;
+    }
+    let fd = file.as_raw_fd();
+    Ok((Box::new(file), Some(fd)))
+}
 
 impl StorageBackend for Counted {
     fn len(&self) -> Result<u64, BackendIoError> {

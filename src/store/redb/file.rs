@@ -106,7 +106,7 @@ impl Db {
             (metadata.dev(), metadata.ino())
         };
         let registered = fork::Registered::new(file.as_raw_fd())?;
-        let backend = super::disk::Counted(redb::backends::FileBackend::new(file).map_err(|e| open_error(path, e))?);
+        let backend = super::disk::redb_backend(path, file).map_err(|e| open_error(path, e))?;
         let db =
             Builder::new().set_cache_size(CACHE_BYTES).create_with_backend(backend).map_err(|e| open_error(path, e))?;
         Ok(Db {
@@ -251,7 +251,7 @@ fn build(
         .open(temporary)
         .map_err(|e| Error::Store(format!("cannot create the store {}: {e}", path.display())))?;
     {
-        let backend = super::disk::Counted(redb::backends::FileBackend::new(file).map_err(|e| open_error(path, e))?);
+        let backend = super::disk::counted_file(file).map_err(|e| open_error(path, e))?;
         let db =
             Builder::new().set_cache_size(CACHE_BYTES).create_with_backend(backend).map_err(|e| open_error(path, e))?;
         write_schema(&db)?;

@@ -9,9 +9,11 @@
 //! the meta row `journal`, the last batch it includes — after which the journal starts a new
 //! lap from its first record.
 //!
-//! The file (`STORE.journal`): a 4 KiB header (magic, format, the store's journal id, the lap,
-//! the first sequence number of the lap, CRC), then records, each starting on a 512-byte
-//! boundary so that a torn write damages only its own sectors:
+//! The file (`STORE.journal`): 4 KiB of header — two 512-byte slots, lap N in slot N mod 2, each
+//! with the magic, format, the store's journal id, the lap, the first sequence number of the
+//! lap and a CRC; the valid slot with the higher lap is the current one, so a torn header write
+//! leaves the previous lap's — then records, each starting on a 512-byte boundary so that a
+//! torn write damages only its own sectors:
 //! `magic "WJR1" | lap u64 | seq u64 | length u32 | crc32 u32 | payload`, zero-padded.
 //! The file grows by zeroed quarter megabytes and is reused, never truncated: a lap's appends change
 //! no file size, so their `fdatasync` carries no metadata.
@@ -25,9 +27,6 @@
 //! truncation. A damaged last record with nothing valid after it is a torn last write, never
 //! acknowledged, and is dropped.
 
-use std::fs::{File, OpenOptions};
-use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -35,7 +34,7 @@ use redb::{Database, ReadableDatabase};
 
 use crate::error::{Error, Result};
 use crate::store::fork;
-use crate::store::redb::disk::JournalFile;
+use crate::store::redb::disk::{self, JournalFile};
 use crate::store::redb::rows::{fault, FileReads, FileWrites};
 use crate::store::rows::codec::{decode, encode};
 use crate::store::rows::records::JournalMark;
@@ -53,7 +52,7 @@ const RECORD_MAGIC: [u8; 4] = *b"WJR1";
 /// magic, lap, seq, length, crc.
 const RECORD_HEAD: usize = 4 + 8 + 8 + 4 + 4;
 /// The file grows by this much, zeroed, when a record does not fit (a new journal is this long).
-const GROW_BYTES: u64 = 256 << 10;
+pub(crate) const GROW_BYTES: u64 = 256 << 10;
 /// A lap ends with a checkpoint once its records would pass this many bytes.
 pub(crate) const LAP_BYTES: u64 = 8 << 20;
 
@@ -171,8 +170,24 @@ struct Header {
 }
 
 impl Header {
+    /// Where this lap's header goes.
+    fn slot(&self) -> u64 {
+        (self.lap % 2) * SECTOR
+    }
+
+    /// The current header of a journal: the valid slot with the higher lap.
+    fn current(bytes: &[u8]) -> std::result::Result<Header, &'static str> {
+        let slot =
+            |at: usize| bytes.get(at..at + SECTOR as usize).map_or(Err("it is shorter than its header"), Header::parse);
+        match (slot(0), slot(SECTOR as usize)) {
+            (Ok(a), Ok(b)) => Ok(if b.lap > a.lap { b } else { a }),
+            (Ok(one), Err(_)) | (Err(_), Ok(one)) => Ok(one),
+            (Err(what), Err(_)) => Err(what),
+        }
+    }
+
     fn bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER_BYTES as usize);
+        let mut out = Vec::with_capacity(SECTOR as usize);
         out.extend_from_slice(&FILE_MAGIC);
         out.extend_from_slice(&FORMAT.to_le_bytes());
         out.extend_from_slice(&(self.id.len() as u32).to_le_bytes());
@@ -181,7 +196,7 @@ impl Header {
         out.extend_from_slice(&self.first_seq.to_le_bytes());
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
-        out.resize(HEADER_BYTES as usize, 0);
+        out.resize(SECTOR as usize, 0);
         out
     }
 
@@ -297,11 +312,14 @@ struct Tail {
 
 /// The journal of the store this process owns. Only the writer (one batch at a time) appends.
 pub(crate) struct Journal {
-    _registered: fork::Registered,
+    _registered: Option<fork::Registered>,
     file: Box<dyn JournalFile>,
     path: PathBuf,
     id: String,
     withstands: Withstands,
+    /// A lap's record bytes before a checkpoint, and the file's growth step.
+    lap_bytes: u64,
+    grow_bytes: u64,
     tail: Mutex<Tail>,
 }
 
@@ -362,7 +380,7 @@ pub(crate) fn check_read_only(reads: &FileReads, store: &Path) -> Result<()> {
     }
     let path = path_for(store);
     let bytes = std::fs::read(&path).map_err(|e| io_fault(&path, "being read", &e))?;
-    let header = Header::parse(&bytes).map_err(|what| damaged(&path, 0, what))?;
+    let header = Header::current(&bytes).map_err(|what| damaged(&path, 0, what))?;
     let lap = read_lap(&bytes, &header).map_err(|(offset, what)| damaged(&path, offset, &what))?;
     if lap.records.iter().any(|(seq, _)| *seq > mark.seq) {
         return Err(Error::Store(format!(
@@ -380,11 +398,8 @@ impl Journal {
     pub(crate) fn open(database: &Database, store: &Path, withstands: Withstands) -> Result<Journal> {
         let path = path_for(store);
         let mark = mark(&FileReads::new(database.begin_read().map_err(fault)?))?;
-        let existing = match OpenOptions::new().read(true).write(true).open(&path) {
-            Ok(file) => Some(file),
-            Err(error) if error.kind() == ErrorKind::NotFound => None,
-            Err(error) => return Err(io_fault(&path, "being opened", &error)),
-        };
+        let (lap_bytes, grow_bytes) = disk::journal_sizing(&path);
+        let existing = disk::open_journal(&path).map_err(|error| io_fault(&path, "being opened", &error))?;
         let (file, id, last, lap) = match (existing, mark) {
             (None, Some(mark)) if !mark.clean => {
                 return Err(Error::Store(format!(
@@ -400,8 +415,23 @@ impl Journal {
                     None => crate::action::new_id(crate::action::IdKind::Receipt)
                         .map_err(|e| Error::Store(format!("no journal id for the store: {e}")))?,
                 };
-                let last = mark.map_or(0, |mark| mark.seq);
-                (create(&path, &id)?, id, last, 0)
+                let last = mark.as_ref().map_or(0, |mark| mark.seq);
+                if mark.is_none() {
+                    // The store names its journal before the journal exists: a crash between
+                    // the two leaves a clean store without one (made again on the next open),
+                    // never a journal its store disowns.
+                    let clean = JournalMark { id: id.clone(), seq: last, clean: true };
+                    let txn = database.begin_write().map_err(fault)?;
+                    {
+                        let touching = std::cell::Cell::new("");
+                        put_mark(&mut FileWrites::open(&txn, &touching), &clean)?;
+                    }
+                    txn.commit().map_err(fault)?;
+                }
+                let mut bytes = Header { id: id.clone(), lap: 0, first_seq: last + 1 }.bytes();
+                bytes.resize(grow_bytes as usize, 0);
+                let created = disk::create_journal(&path, &bytes).map_err(|e| io_fault(&path, "being created", &e))?;
+                (created, id, last, 0)
             }
             (Some(file), None) => {
                 drop(file);
@@ -413,18 +443,21 @@ impl Journal {
                 )));
             }
             (Some(file), Some(mark)) => {
-                let (last, lap) = recover(database, &file, &path, &mark)?;
+                let (last, lap) = recover(database, file.0.as_ref(), &path, &mark)?;
                 (file, mark.id, last, lap)
             }
         };
-        let len = JournalFile::len(&file).map_err(|e| io_fault(&path, "being measured", &e))?;
-        let registered = fork::Registered::new(file.as_raw_fd())?;
+        let ((file, fd), id) = (file, id);
+        let len = file.len().map_err(|e| io_fault(&path, "being measured", &e))?;
+        let registered = fd.map(fork::Registered::new).transpose()?;
         let journal = Journal {
             _registered: registered,
-            file: Box::new(file),
+            file,
             path,
             id,
             withstands,
+            lap_bytes,
+            grow_bytes,
             tail: Mutex::new(Tail { lap, next_seq: last + 1, offset: HEADER_BYTES, len }),
         };
         journal.checkpoint(database, false)?;
@@ -439,7 +472,7 @@ impl Journal {
     pub(crate) fn fits(&self, payload: usize) -> Result<bool> {
         let tail = self.tail()?;
         let size = (RECORD_HEAD + payload).div_ceil(SECTOR as usize) as u64 * SECTOR;
-        Ok(tail.offset + size <= HEADER_BYTES + LAP_BYTES)
+        Ok(tail.offset + size <= HEADER_BYTES + self.lap_bytes)
     }
 
     /// Append the next batch's record and, under `power`, make it durable.
@@ -448,7 +481,7 @@ impl Journal {
         let bytes = record_bytes(tail.lap, tail.next_seq, payload);
         let end = tail.offset + bytes.len() as u64;
         if end > tail.len {
-            let grown = end.div_ceil(GROW_BYTES) * GROW_BYTES;
+            let grown = end.div_ceil(self.grow_bytes) * self.grow_bytes;
             let zeros = vec![0u8; (grown - tail.len) as usize];
             self.file.write_at(&zeros, tail.len).map_err(|e| io_fault(&self.path, "growing", &e))?;
             tail.len = grown;
@@ -494,7 +527,7 @@ impl Journal {
     /// older lap's records after the new lap's end are never taken for the new lap's.
     fn new_lap(&self, tail: &mut Tail) -> Result<()> {
         let header = Header { id: self.id.clone(), lap: tail.lap + 1, first_seq: tail.next_seq };
-        self.file.write_at(&header.bytes(), 0).map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
+        self.file.write_at(&header.bytes(), header.slot()).map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
         self.file.sync().map_err(|e| io_fault(&self.path, "starting a lap", &e))?;
         tail.lap += 1;
         tail.offset = HEADER_BYTES;
@@ -503,31 +536,11 @@ impl Journal {
     }
 }
 
-/// A new journal with lap 0 and no record, synced with its directory.
-fn create(path: &Path, id: &str) -> Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| io_fault(path, "being created", &e))?;
-    let mut bytes = Header { id: id.to_owned(), lap: 0, first_seq: 1 }.bytes();
-    bytes.resize(GROW_BYTES as usize, 0);
-    JournalFile::write_at(&file, &bytes, 0).map_err(|e| io_fault(path, "being created", &e))?;
-    file.sync_all().map_err(|e| io_fault(path, "being created", &e))?;
-    if let Some(directory) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if let Ok(directory) = File::open(directory) {
-            let _ = directory.sync_all();
-        }
-    }
-    Ok(file)
-}
-
 /// Replay the records redb lacks, in one durable transaction that also moves the mark: the
 /// last batch redb holds afterwards, and the journal's lap.
 fn recover(database: &Database, file: &dyn JournalFile, path: &Path, mark: &JournalMark) -> Result<(u64, u64)> {
     let bytes = file.read_all().map_err(|e| io_fault(path, "being read", &e))?;
-    let header = Header::parse(&bytes).map_err(|what| damaged(path, 0, what))?;
+    let header = Header::current(&bytes).map_err(|what| damaged(path, 0, what))?;
     if header.id != mark.id {
         return Err(Error::Store(format!(
             "the journal {} belongs to another store (journal {}, the store's is {}); nothing was decided. Put this \
@@ -579,6 +592,7 @@ mod tests {
 
     fn journal(records: &[(u64, u64, &[u8])]) -> Vec<u8> {
         let mut bytes = header().bytes();
+        bytes.resize(HEADER_BYTES as usize, 0);
         for (lap, seq, payload) in records {
             bytes.extend(record_bytes(*lap, *seq, payload));
         }
@@ -635,6 +649,21 @@ mod tests {
         assert!(what.contains("batch 12 where batch 11"), "{what}");
         // The twin: the same records in sequence read whole.
         assert_eq!(read_lap(&journal(&[(7, 10, b"a"), (7, 11, b"b")]), &header()).expect("reads").records.len(), 2);
+    }
+
+    #[test]
+    fn the_current_header_is_the_valid_slot_with_the_higher_lap_so_a_torn_header_leaves_the_last() {
+        let older = Header { lap: 6, ..header() };
+        let mut bytes = vec![0u8; HEADER_BYTES as usize];
+        bytes[older.slot() as usize..][..SECTOR as usize].copy_from_slice(&older.bytes());
+        bytes[header().slot() as usize..][..SECTOR as usize].copy_from_slice(&header().bytes());
+        assert_eq!(Header::current(&bytes), Ok(header()));
+        // Lap 7's header torn: lap 6's is current.
+        bytes[header().slot() as usize + 20] ^= 1;
+        assert_eq!(Header::current(&bytes), Ok(older.clone()));
+        // Both damaged: refused.
+        bytes[older.slot() as usize + 20] ^= 1;
+        assert!(Header::current(&bytes).is_err());
     }
 
     #[test]

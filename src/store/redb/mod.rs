@@ -6,6 +6,8 @@
 
 pub(crate) mod client;
 pub(crate) mod commit;
+#[cfg(test)]
+mod crash_tests;
 pub(crate) mod disk;
 pub(crate) mod file;
 pub(crate) mod journal;
