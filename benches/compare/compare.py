@@ -66,18 +66,25 @@ DURABILITY = [
     ),
     (
         "Warden, `outcomes=\"durable\"`",
-        "A permit is returned only after the redb transaction that reserved it is committed with "
-        "an fsync; `commit`/`not_executed`/`ambiguous` return only after the outcome and its "
-        "receipt are committed with an fsync (group commit: one fsync serves every waiting "
+        "A permit is returned only after the batch that reserved it is in the store's journal "
+        "and fsynced (one record and one `fdatasync` per batch; redb is made durable at "
+        "checkpoints); `commit`/`not_executed`/`ambiguous` return only after the outcome and its "
+        "receipt are journaled the same way (group commit: one fsync serves every waiting "
         "caller). A crash of the process, the OS or the power loses nothing that returned.",
     ),
     (
+        "Warden, `durability=\"process\"`",
+        "The same journal, written but not fsynced: a crash of the process loses nothing "
+        "(the kernel's page cache holds the record), a power loss or an OS crash can lose the "
+        "last writes — ctrlrun's own durability. Opt-in; never the default.",
+    ),
+    (
         "Warden, `outcomes=\"deferred\"`",
-        "Reservations exactly as above (fsynced before the permit). An outcome call returns at "
-        "once; the outcome becomes durable with the store's next commit or within `max_delay` "
-        "(10 ms), on `flush` and on `close`. A crash can lose the outcomes of that last window: "
-        "their effects stay in progress and turn AMBIGUOUS when the lease lapses, never FAILED, "
-        "never run again. Every Warden row here includes the final `flush` in its timed span.",
+        "Reservations exactly as above (journaled and fsynced before the permit). An outcome call "
+        "returns at once; the outcome becomes durable with the store's next batch or within "
+        "`max_delay` (10 ms), on `flush` and on `close`. A crash can lose the outcomes of that last "
+        "window: their effects stay in progress and turn AMBIGUOUS when the lease lapses, never "
+        "FAILED, never run again. Every Warden row here includes the final `flush` in its timed span.",
     ),
     (
         "Physical reference",
