@@ -355,8 +355,22 @@ impl Answer {
     fn code(&self) -> Option<i64> {
         self.json().get("error").and_then(|e| e.get("code")).and_then(Value::as_i64)
     }
+    /// The receipt summary at the top level, checked to be the same inside `result._meta` (or
+    /// the error's `data._meta`), where an MCP SDK's typed result reads it.
     fn meta(&self) -> Value {
-        self.json()["_meta"]["dev.warden/receipt"].clone()
+        let json = self.json();
+        let top = json["_meta"]["dev.warden/receipt"].clone();
+        let inner = if json["result"].is_object() {
+            Some(&json["result"]["_meta"]["dev.warden/receipt"])
+        } else if json["error"].is_object() && (json["error"]["data"].is_object() || json["error"]["data"].is_null()) {
+            Some(&json["error"]["data"]["_meta"]["dev.warden/receipt"])
+        } else {
+            None
+        };
+        if let (Some(inner), false) = (inner, top.is_null()) {
+            assert_eq!(inner, &top, "the receipt where SDKs read it differs from the top level's: {}", self.text);
+        }
+        top
     }
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())

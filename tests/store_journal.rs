@@ -247,6 +247,25 @@ fn another_store_s_journal_is_refused() {
 /// A reader never takes the file alone for the store while the journal holds more: opened to
 /// read after a crash, the store is recovered first (as an owner's open, which a user who may
 /// only read is refused with "needs recovery"), and every answered write is there.
+/// `rm state.redb` and start again: the journal the deleted store left is set aside (renamed,
+/// kept), never replayed into the new store nor a reason to refuse it.
+#[test]
+fn a_store_deleted_and_made_again_at_its_path_sets_the_old_journal_aside() {
+    let (_dir, store, _) = crashed(2);
+    std::fs::remove_file(&store).unwrap();
+    let kernel = open_store(&store).unwrap();
+    assert_eq!(kernel.verify_chain().unwrap().verified, 0, "a new, empty store");
+    let aside: Vec<String> = std::fs::read_dir(store.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("state.redb.journal.of-"))
+        .collect();
+    let all: Vec<_> = std::fs::read_dir(store.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(aside.len(), 1, "the old journal is kept aside: {aside:?} in {all:?}");
+    assert!(journal_of(&store).exists(), "the new store has its own");
+}
+
 #[test]
 fn a_read_only_open_of_a_crashed_store_recovers_it_instead_of_reading_the_file_alone() {
     let (_dir, store, done) = crashed(3);

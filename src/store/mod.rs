@@ -915,15 +915,16 @@ fn connect<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> Re
 }
 
 fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration, durability: Withstands) -> Result<Mode<P>> {
-    if redb::file::inspect(path)? {
-        redb::schema::probe(path)?;
-    } else {
+    let fresh = !redb::file::inspect(path)?;
+    if fresh {
         redb::file::create(path, redb::schema::write_fresh)?;
+    } else {
+        redb::schema::probe(path)?;
     }
     let mut db = Db::open_existing(path)?;
     redb::schema::ensure(db.database()?, path)?;
     // Before anything reads: the batches only the journal holds are replayed into the file.
-    db.attach_journal(durability)?;
+    db.attach_journal(durability, fresh)?;
     {
         use ::redb::ReadableDatabase;
         let reads = redb::rows::FileReads::new(db.database()?.begin_read().map_err(redb::rows::fault)?);

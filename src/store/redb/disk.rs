@@ -144,6 +144,19 @@ pub(crate) fn open_journal(path: &Path) -> std::io::Result<Option<OpenedJournal>
     }
 }
 
+/// Rename a journal (the directory synced after).
+pub(crate) fn rename(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(test)]
+    if let Some(disk) = sim::serving(from) {
+        return disk.rename(from, to);
+    }
+    std::fs::rename(from, to)?;
+    if let Some(directory) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(directory)?.sync_all()?;
+    }
+    Ok(())
+}
+
 /// A new journal at `path` holding `bytes`, durable with its directory entry.
 pub(crate) fn create_journal(path: &Path, bytes: &[u8]) -> std::io::Result<OpenedJournal> {
     #[cfg(test)]

@@ -121,8 +121,9 @@ impl Db {
 
     /// Recover from the store's journal (creating it when the store has none) and write every
     /// later batch through it.
-    pub(crate) fn attach_journal(&mut self, withstands: crate::store::Withstands) -> Result<()> {
-        let journal = super::journal::Journal::open(self.database()?, &self.path, withstands)?;
+    /// `fresh`: this open created the store file.
+    pub(crate) fn attach_journal(&mut self, withstands: crate::store::Withstands, fresh: bool) -> Result<()> {
+        let journal = super::journal::Journal::open(self.database()?, &self.path, withstands, fresh)?;
         self.journal = Some(journal);
         Ok(())
     }

@@ -395,11 +395,18 @@ pub(crate) fn check_read_only(reads: &FileReads, store: &Path) -> Result<()> {
 impl Journal {
     /// Open the journal of the store at `store` (whose one writer the caller is), replay what
     /// redb lacks, checkpoint, and start a new lap.
-    pub(crate) fn open(database: &Database, store: &Path, withstands: Withstands) -> Result<Journal> {
+    /// `fresh`: this open created the store (no file was at the path), so a journal already
+    /// beside it was left by a store deleted before; it is set aside, never replayed.
+    pub(crate) fn open(database: &Database, store: &Path, withstands: Withstands, fresh: bool) -> Result<Journal> {
         let path = path_for(store);
         let mark = mark(&FileReads::new(database.begin_read().map_err(fault)?))?;
         let (lap_bytes, grow_bytes) = disk::journal_sizing(&path);
-        let existing = disk::open_journal(&path).map_err(|error| io_fault(&path, "being opened", &error))?;
+        let mut existing = disk::open_journal(&path).map_err(|error| io_fault(&path, "being opened", &error))?;
+        if fresh && mark.is_none() {
+            if let Some((file, _)) = existing.take() {
+                set_aside(file.as_ref(), &path)?;
+            }
+        }
         let (file, id, last, lap) = match (existing, mark) {
             (None, Some(mark)) if !mark.clean => {
                 return Err(Error::Store(format!(
@@ -437,7 +444,8 @@ impl Journal {
                 drop(file);
                 return Err(Error::Store(format!(
                     "{} is a journal, but the store {} has never had one: it belongs to another store (or the store \
-                     was restored without it). Nothing was decided; move the journal away if it is not this store's",
+                     was restored without it). Nothing was decided; move the journal away if it is not this store's \
+                     (a store deleted and created again at the path sets its old journal aside by itself)",
                     path.display(),
                     store.display()
                 )));
@@ -534,6 +542,19 @@ impl Journal {
         tail.len = tail.len.max(HEADER_BYTES);
         Ok(())
     }
+}
+
+/// A journal left beside a new store by a deleted one: renamed to `STORE.journal.of-ID` (its
+/// id, or the time when its header is unreadable), kept for whoever wants what it held.
+fn set_aside(file: &dyn JournalFile, path: &Path) -> Result<()> {
+    let id = file.read_all().ok().and_then(|bytes| Header::current(&bytes).ok()).map(|header| header.id);
+    let id = id.filter(|id| id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).unwrap_or_else(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        format!("unreadable-{now}")
+    });
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(format!(".of-{id}"));
+    disk::rename(path, Path::new(&aside)).map_err(|e| io_fault(path, "being set aside (a deleted store's)", &e))
 }
 
 /// Replay the records redb lacks, in one durable transaction that also moves the mark: the

@@ -2,7 +2,8 @@
 //! the action `mcp.<alias>.<tool>`, the decision and the reservation (`admit`), then the
 //! observed outcome recorded and the answer built (`finish`). Refusals are JSON-RPC errors
 //! with ctrlrun's codes and `warden.*` tokens; upstream answers carry the receipt summary at
-//! the top level of the envelope as `_meta["dev.warden/receipt"]`.
+//! the top level of the envelope as `_meta["dev.warden/receipt"]`, and inside `result._meta` (or
+//! the error's `data._meta`) where the MCP SDKs' typed results read it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -838,11 +839,26 @@ pub fn synthesised(id: &Value, finished: &Finished) -> Answer {
     answer
 }
 
-/// Merge the receipt summary into the envelope's top-level `_meta` (made when absent).
+/// Merge the receipt summary into the envelope's top-level `_meta` (made when absent), where
+/// the reference gateway puts it, and into the `_meta` of the `result` object — or of the
+/// error's `data` object — where an MCP SDK's typed result reads it (`CallToolResult.meta`).
+/// A `result` that is not an object, or an error `data` that is neither absent nor an object,
+/// is left as the upstream sent it.
 pub fn with_meta(envelope: &mut Value, meta: &Value) {
+    let put = |container: &mut Map<String, Value>| {
+        if let Some(slot) = container.entry("_meta").or_insert_with(|| Value::Object(Map::new())).as_object_mut() {
+            slot.insert(META_KEY.into(), meta.clone());
+        }
+    };
     let Some(object) = envelope.as_object_mut() else { return };
-    let slot = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-    if let Some(map) = slot.as_object_mut() {
-        map.insert(META_KEY.into(), meta.clone());
+    put(object);
+    if let Some(result) = object.get_mut("result") {
+        if let Some(result) = result.as_object_mut() {
+            put(result);
+        }
+    } else if let Some(error) = object.get_mut("error").and_then(Value::as_object_mut) {
+        if let Some(data) = error.entry("data").or_insert_with(|| Value::Object(Map::new())).as_object_mut() {
+            put(data);
+        }
     }
 }

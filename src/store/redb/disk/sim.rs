@@ -131,6 +131,14 @@ impl SimDisk {
         Ok(())
     }
 
+    /// Rename a file, durably (as a rename with its directory synced).
+    pub(crate) fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut state = self.state.lock().map_err(|_| poisoned())?;
+        let file = state.files.remove(from).ok_or_else(|| Error::new(ErrorKind::NotFound, "no such simulated file"))?;
+        state.files.insert(to.to_owned(), file);
+        Ok(())
+    }
+
     fn write(&self, path: &Path, offset: u64, data: &[u8]) -> Result<()> {
         let mut state = self.state.lock().map_err(|_| poisoned())?;
         if let Some(left) = &mut state.space_left {
