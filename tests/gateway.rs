@@ -1347,8 +1347,16 @@ fn the_round_bound_and_the_timeout_leave_an_ambiguous_receipt() {
         }
     }
     assert!(timed_out, "the lapsed suspension got an ambiguous receipt");
+    // The continuation comes after all: the effect may have run, so the client is told it is
+    // AMBIGUOUS (409 -41005 naming it), not that its requestState is unknown.
     let late = gateway.call_2026(4, "careful", json!({"id": "t1"}), "a", json!({"requestState": "rs-c"}));
-    assert_eq!(late.code(), Some(-41009));
+    assert_eq!((late.status, late.code()), (409, Some(-41005)), "{}", late.text);
+    assert_eq!(late.json()["error"]["data"]["effect_key"], "careful:t1");
+    // The twins: the same requestState from another principal, or with other arguments, is unknown.
+    let other = gateway.call_2026(5, "careful", json!({"id": "t1"}), "b", json!({"requestState": "rs-c"}));
+    assert_eq!((other.status, other.code()), (400, Some(-41009)), "{}", other.text);
+    let changed = gateway.call_2026(6, "careful", json!({"id": "t2"}), "a", json!({"requestState": "rs-c"}));
+    assert_eq!((changed.status, changed.code()), (400, Some(-41009)), "{}", changed.text);
     assert_eq!(upstream.calls(), 3);
 }
 
@@ -1674,7 +1682,9 @@ fn a_pinned_https_upstream_is_used_and_a_swapped_certificate_fails_before_any_by
     assert_eq!(started.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&started.stderr);
     let seen = warden::canonical::sha256_prefixed(impostor.chain[0].as_ref());
+    let pinned = warden::canonical::sha256_prefixed(genuine.chain[0].as_ref());
     assert!(stderr.contains(&seen) && stderr.contains("tls_cert_sha256"), "{stderr}");
+    assert!(stderr.contains(&format!("pinned: {pinned}")), "the refusal names the pins it failed to match: {stderr}");
     assert!(String::from_utf8_lossy(&started.stdout).is_empty(), "it never listened");
     assert!(swapped.requests().is_empty());
     // A server swapped after startup (behind a forwarder that first reached the genuine one):

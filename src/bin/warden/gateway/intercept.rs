@@ -67,6 +67,18 @@ struct Suspension {
     deadline: std::time::Instant,
 }
 
+/// What is kept of a suspension that lapsed: enough to check a late continuation is the same
+/// call (D1), and the effect it left AMBIGUOUS.
+struct Lapsed {
+    tool: String,
+    arguments: String,
+    principal: warden::Principal,
+    effect_key: Option<String>,
+}
+
+/// How many lapsed suspensions are remembered.
+const LAPSED_KEPT: usize = 4096;
+
 /// How long suspensions are held and how many rounds a call may take.
 #[derive(Debug, Clone, Copy)]
 pub struct Elicitation {
@@ -97,6 +109,10 @@ pub struct Engine {
     headers: Mutex<HashMap<String, super::wire::Annotations>>,
     /// Held suspensions by their exact `requestState`.
     suspended: Mutex<HashMap<String, Suspension>>,
+    /// Suspensions whose continuation did not come in time, recorded AMBIGUOUS by the sweep:
+    /// a continuation that comes after all is told the effect is ambiguous (`-41005`), not that
+    /// the `requestState` is unknown. The latest `LAPSED_KEPT`, by `requestState`.
+    lapsed: Mutex<std::collections::VecDeque<(String, Lapsed)>>,
     /// Legacy (2025) elicitation: server requests relayed on an intercepted event stream, by
     /// `answer_key`, each with the stream's thread waiting to record the client's answer.
     answers: Mutex<HashMap<String, std::sync::mpsc::Sender<Value>>>,
@@ -138,6 +154,7 @@ impl Engine {
             schemas: Mutex::new(HashMap::new()),
             headers: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
+            lapsed: Mutex::new(std::collections::VecDeque::new()),
             answers: Mutex::new(HashMap::new()),
             elicitation,
             approval_wait: std::time::Duration::ZERO,
@@ -421,6 +438,10 @@ impl Engine {
         let canonical = warden::canonical::to_canonical_string(arguments, "arguments").ok();
         let Ok(mut held) = self.suspended.lock() else { return Err(unknown("the suspension table is unavailable")) };
         let Some(suspension) = held.get(state) else {
+            drop(held);
+            if let Some(late) = self.lapsed_continuation(call, state, canonical.as_deref(), principal) {
+                return Err(late);
+            }
             let keyed = self.warden.document().actions.get(name).is_some_and(|entry| entry.effect.is_some());
             if keyed {
                 return Err(unknown("this requestState continues no call held by this gateway"));
@@ -483,19 +504,57 @@ impl Engine {
         Ok(Some(Admitted { permit, forward, not_executed_on_error, round: suspension.round }))
     }
 
+    /// A continuation of a suspension the sweep recorded AMBIGUOUS: `409 -41005` naming the
+    /// effect when it is the same call (tool, canonical arguments, principal); `None` otherwise.
+    fn lapsed_continuation(
+        &self,
+        call: &Call<'_>,
+        state: &str,
+        canonical: Option<&str>,
+        principal: &warden::Principal,
+    ) -> Option<Answer> {
+        let kept = self.lapsed.lock().ok()?;
+        let (_, lapsed) = kept.iter().rev().find(|(kept_state, _)| kept_state == state)?;
+        if lapsed.tool != call.tool || canonical != Some(lapsed.arguments.as_str()) || &lapsed.principal != principal {
+            return None;
+        }
+        Some(refusal(
+            call.id,
+            409,
+            -41005,
+            "warden.ambiguous_effect",
+            "the suspended call waited longer than --elicitation-timeout; its effect is AMBIGUOUS until a human resolves it",
+            json!({"effect_key": lapsed.effect_key}),
+        ))
+    }
+
     /// Record every suspension whose continuation did not come in time as AMBIGUOUS (D4).
     pub fn sweep(&self) {
         let now = std::time::Instant::now();
-        let lapsed: Vec<Suspension> = match self.suspended.lock() {
+        let lapsed: Vec<(String, Suspension)> = match self.suspended.lock() {
             Ok(mut held) => {
                 let states: Vec<String> =
                     held.iter().filter(|(_, s)| s.deadline < now).map(|(state, _)| state.clone()).collect();
-                states.iter().filter_map(|state| held.remove(state)).collect()
+                states.into_iter().filter_map(|state| held.remove(&state).map(|s| (state, s))).collect()
             }
             Err(_) => return,
         };
-        for suspension in lapsed {
+        for (state, suspension) in lapsed {
             let seconds = self.elicitation.timeout.as_secs();
+            if let Ok(mut kept) = self.lapsed.lock() {
+                if kept.len() >= LAPSED_KEPT {
+                    kept.pop_front();
+                }
+                kept.push_back((
+                    state,
+                    Lapsed {
+                        tool: suspension.tool.clone(),
+                        arguments: suspension.arguments.clone(),
+                        principal: suspension.principal.clone(),
+                        effect_key: suspension.permit.effect_key().map(str::to_owned),
+                    },
+                ));
+            }
             if let Err(error) =
                 suspension.permit.ambiguous(&format!("elicitation timeout: no continuation within {seconds} s"))
             {

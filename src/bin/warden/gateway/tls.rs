@@ -32,7 +32,8 @@ impl ServerCertVerifier for Pinned {
             let digest = warden::canonical::sha256_prefixed(end_entity.as_ref());
             if !self.digests.contains(&digest) {
                 return Err(Error::General(format!(
-                    "the upstream's certificate is {digest}, which no upstream.tls_cert_sha256 pin lists"
+                    "the upstream's certificate is {digest}, which no upstream.tls_cert_sha256 pin lists (pinned: {})",
+                    self.digests.join(", ")
                 )));
             }
         }
