@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Lines of src/store/ at a revision: all lines before each file's unit-test module
 (`#[cfg(test)]` then `mod tests`), and of those the items compiled only for tests
-(`#[cfg(test)]`, `#[cfg(feature = "test-exports")]`, `#[cfg(any(test, feature = "test-exports"))]`).
+(`#[cfg(test)]`, `#[cfg(feature = "test-exports")]`, `#[cfg(any(test, feature = "test-exports"))]`),
+a file whose `mod` line carries one of those counting whole.
 
     scripts/store_lines.py [REV]    (default HEAD)
 """
@@ -9,16 +10,31 @@ import subprocess,re,sys
 rev=sys.argv[1] if len(sys.argv)>1 else 'HEAD'
 files=subprocess.run(['git','ls-tree','-r','--name-only',rev,'src/store'],capture_output=True,text=True).stdout.split()
 TEST_ATTR=re.compile(r'^\s*#\[cfg\((test|any\(test, feature = "test-exports"\)|feature = "test-exports")\)\]\s*$')
+def text(f):
+    return subprocess.run(['git','show',f'{rev}:{f}'],capture_output=True,text=True).stdout
+# Files that are modules declared only for tests (`#[cfg(test)] mod sim;` in disk.rs is disk/sim.rs).
+MOD=re.compile(r'^\s*(pub(\([^)]*\))?\s+)?mod\s+(\w+)\s*;')
+test_files=set()
+for f in files:
+    if not f.endswith('.rs'): continue
+    lines=text(f).split('\n')
+    base=f[:-len('/mod.rs')] if f.endswith('/mod.rs') else f[:-3]
+    for i in range(1,len(lines)):
+        m=MOD.match(lines[i])
+        if m and TEST_ATTR.match(lines[i-1]):
+            test_files.update({f'{base}/{m.group(3)}.rs', f'{base}/{m.group(3)}/mod.rs'})
 total=0; testonly=0
 for f in files:
     if not f.endswith('.rs'): continue
-    lines=subprocess.run(['git','show',f'{rev}:{f}'],capture_output=True,text=True).stdout.split('\n')
+    lines=text(f).split('\n')
     if lines and lines[-1]=='': lines=lines[:-1]
     # stop at #[cfg(test)] followed by mod tests
     n=len(lines)
     for i in range(1,len(lines)):
         if lines[i-1].strip()=='#[cfg(test)]' and re.match(r'^mod tests',lines[i]): n=i-1; break
     lines=lines[:n]; total+=n
+    if f in test_files:
+        testonly+=n; continue
     i=0
     while i<n:
         if TEST_ATTR.match(lines[i]):
