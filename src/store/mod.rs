@@ -321,6 +321,13 @@ struct Engine<P: Protocol> {
     durability: Withstands,
 }
 
+impl<P: Protocol> Engine<P> {
+    fn new(path: PathBuf, mode: Mode<P>, orphans: Orphans<P>, options: &StoreOptions) -> Arc<Engine<P>> {
+        let (wait, durability) = (options.wait, options.durability);
+        Arc::new(Engine { path, mode: RwLock::new(Arc::new(mode)), orphans, wait, durability })
+    }
+}
+
 enum Mode<P: Protocol> {
     Owner(Owned<P>),
     Client(Client<P>),
@@ -505,14 +512,7 @@ impl<P: Protocol> Store<P> {
         if let Some(location) = path.to_str().filter(|location| is_memory(location)) {
             let store = mem::MemStore::open(location)?;
             let path = PathBuf::from(store.shown());
-            let mode = RwLock::new(Arc::new(Mode::Memory(store)));
-            let engine = Arc::new(Engine {
-                path,
-                mode,
-                orphans: Arc::default(),
-                wait: options.wait,
-                durability: options.durability,
-            });
+            let engine = Engine::new(path, Mode::Memory(store), Arc::default(), &options);
             return Ok(Store { engine, generation: fork::current(), opened_in: std::process::id() });
         }
         let generation = fork::current();
@@ -536,13 +536,7 @@ impl<P: Protocol> Store<P> {
         };
         let identity = redb::file::identity(&path)
             .ok_or_else(|| Error::Store(format!("the store {} vanished while it was being opened", path.display())))?;
-        let engine = Arc::new(Engine {
-            path,
-            mode: RwLock::new(Arc::new(mode)),
-            orphans,
-            wait: options.wait,
-            durability: options.durability,
-        });
+        let engine = Engine::new(path, mode, orphans, &options);
         map.retain(|_, weak| weak.strong_count() > 0);
         let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&engine) as Weak<dyn Any + Send + Sync>;
         map.insert(identity, weak);
@@ -560,14 +554,7 @@ impl<P: Protocol> Store<P> {
         }
         let store = pg::PgStore::open(location, options.wait)?;
         let path = PathBuf::from(store.shown());
-        let mode = RwLock::new(Arc::new(Mode::Postgres(Box::new(store))));
-        let engine = Arc::new(Engine {
-            path,
-            mode,
-            orphans: Arc::default(),
-            wait: options.wait,
-            durability: options.durability,
-        });
+        let engine = Engine::new(path, Mode::Postgres(Box::new(store)), Arc::default(), options);
         Ok(Store { engine, generation: fork::current(), opened_in: std::process::id() })
     }
 
