@@ -258,14 +258,12 @@ fn record_at(bytes: &[u8], offset: usize, lap: u64) -> Option<(u64, &[u8], usize
     Some((seq, payload, next))
 }
 
-/// What a lap holds: its valid records in order (a torn last write is not one of them).
-#[derive(Debug)]
-pub(crate) struct Lap<'a> {
-    pub records: Vec<(u64, &'a [u8])>,
-}
-
 /// Read the lap of `header` from the whole journal `bytes`, or say where and why it is damaged.
-fn read_lap<'a>(bytes: &'a [u8], header: &Header) -> std::result::Result<Lap<'a>, (u64, String)> {
+/// A lap's records: each batch's seq and payload, in order.
+type Records<'a> = Vec<(u64, &'a [u8])>;
+
+/// The lap's valid records in order (a torn last write is not one of them).
+fn read_lap<'a>(bytes: &'a [u8], header: &Header) -> std::result::Result<Records<'a>, (u64, String)> {
     let mut records = Vec::new();
     let mut offset = HEADER_BYTES as usize;
     let mut expected = header.first_seq;
@@ -294,7 +292,7 @@ fn read_lap<'a>(bytes: &'a [u8], header: &Header) -> std::result::Result<Lap<'a>
             }
             later += SECTOR as usize;
         }
-        return Ok(Lap { records });
+        return Ok(records);
     }
 }
 
@@ -380,9 +378,8 @@ pub(crate) fn check_read_only(reads: &FileReads, store: &Path) -> Result<()> {
     }
     let path = path_for(store);
     let bytes = std::fs::read(&path).map_err(|e| io_fault(&path, "being read", &e))?;
-    let header = Header::current(&bytes).map_err(|what| damaged(&path, 0, what))?;
-    let lap = read_lap(&bytes, &header).map_err(|(offset, what)| damaged(&path, offset, &what))?;
-    if lap.records.iter().any(|(seq, _)| *seq > mark.seq) {
+    let (_, records) = checked_lap(&bytes, &path, &mark)?;
+    if records.iter().any(|(seq, _)| *seq > mark.seq) {
         return Err(Error::Store(format!(
             "the store {} needs recovery after a crash: its journal holds writes the file does not yet, which a \
              read-only user cannot apply. Open it once as a user who may write it",
@@ -427,13 +424,7 @@ impl Journal {
                     // The store names its journal before the journal exists: a crash between
                     // the two leaves a clean store without one (made again on the next open),
                     // never a journal its store disowns.
-                    let clean = JournalMark { id: id.clone(), seq: last, clean: true };
-                    let txn = database.begin_write().map_err(fault)?;
-                    {
-                        let touching = std::cell::Cell::new("");
-                        put_mark(&mut FileWrites::open(&txn, &touching), &clean)?;
-                    }
-                    txn.commit().map_err(fault)?;
+                    commit_mark(database, &JournalMark { id: id.clone(), seq: last, clean: true })?;
                 }
                 let mut bytes = Header { id: id.clone(), lap: 0, first_seq: last + 1 }.bytes();
                 bytes.resize(grow_bytes as usize, 0);
@@ -455,7 +446,7 @@ impl Journal {
                 (file, mark.id, last, lap)
             }
         };
-        let ((file, fd), id) = (file, id);
+        let (file, fd) = file;
         let len = file.len().map_err(|e| io_fault(&path, "being measured", &e))?;
         let registered = fd.map(fork::Registered::new).transpose()?;
         let journal = Journal {
@@ -506,9 +497,14 @@ impl Journal {
     /// Write the mark for a durable commit in `rows`: redb will hold every batch so far (and
     /// the batch being written, when `including_this` — a batch that is a checkpoint itself).
     pub(crate) fn mark_in(&self, rows: &mut impl RowWrite, including_this: bool, clean: bool) -> Result<()> {
+        put_mark(rows, &self.mark_now(including_this, clean)?)
+    }
+
+    /// The mark for a durable commit now (see `mark_in`).
+    fn mark_now(&self, including_this: bool, clean: bool) -> Result<JournalMark> {
         let tail = self.tail()?;
         let seq = if including_this { tail.next_seq } else { tail.next_seq - 1 };
-        put_mark(rows, &JournalMark { id: self.id.clone(), seq, clean })
+        Ok(JournalMark { id: self.id.clone(), seq, clean })
     }
 
     /// After a durable commit that included the next batch itself: a new lap after it.
@@ -520,13 +516,7 @@ impl Journal {
 
     /// A checkpoint of its own: one durable commit of the mark, then a new lap.
     pub(crate) fn checkpoint(&self, database: &Database, clean: bool) -> Result<()> {
-        let txn = database.begin_write().map_err(fault)?;
-        {
-            let touching = std::cell::Cell::new("");
-            let mut rows = FileWrites::open(&txn, &touching);
-            self.mark_in(&mut rows, false, clean)?;
-        }
-        txn.commit().map_err(fault)?;
+        commit_mark(database, &self.mark_now(false, clean)?)?;
         let mut tail = self.tail()?;
         self.new_lap(&mut tail)
     }
@@ -557,11 +547,20 @@ fn set_aside(file: &dyn JournalFile, path: &Path) -> Result<()> {
     disk::rename(path, Path::new(&aside)).map_err(|e| io_fault(path, "being set aside (a deleted store's)", &e))
 }
 
-/// Replay the records redb lacks, in one durable transaction that also moves the mark: the
-/// last batch redb holds afterwards, and the journal's lap.
-fn recover(database: &Database, file: &dyn JournalFile, path: &Path, mark: &JournalMark) -> Result<(u64, u64)> {
-    let bytes = file.read_all().map_err(|e| io_fault(path, "being read", &e))?;
-    let header = Header::current(&bytes).map_err(|what| damaged(path, 0, what))?;
+/// A durable commit of the mark alone.
+fn commit_mark(database: &Database, mark: &JournalMark) -> Result<()> {
+    let txn = database.begin_write().map_err(fault)?;
+    {
+        let touching = std::cell::Cell::new("");
+        put_mark(&mut FileWrites::open(&txn, &touching), mark)?;
+    }
+    txn.commit().map_err(fault)
+}
+
+/// The current lap of the journal `bytes` at `path`, checked against the store's mark: the
+/// journal is the store's own, and its lap starts no later than the batch after the mark.
+fn checked_lap<'a>(bytes: &'a [u8], path: &Path, mark: &JournalMark) -> Result<(Header, Records<'a>)> {
+    let header = Header::current(bytes).map_err(|what| damaged(path, 0, what))?;
     if header.id != mark.id {
         return Err(Error::Store(format!(
             "the journal {} belongs to another store (journal {}, the store's is {}); nothing was decided. Put this \
@@ -581,8 +580,16 @@ fn recover(database: &Database, file: &dyn JournalFile, path: &Path, mark: &Jour
             ),
         ));
     }
-    let lap = read_lap(&bytes, &header).map_err(|(offset, what)| damaged(path, offset, &what))?;
-    let missing: Vec<&(u64, &[u8])> = lap.records.iter().filter(|(seq, _)| *seq > mark.seq).collect();
+    let records = read_lap(bytes, &header).map_err(|(offset, what)| damaged(path, offset, &what))?;
+    Ok((header, records))
+}
+
+/// Replay the records redb lacks, in one durable transaction that also moves the mark: the
+/// last batch redb holds afterwards, and the journal's lap.
+fn recover(database: &Database, file: &dyn JournalFile, path: &Path, mark: &JournalMark) -> Result<(u64, u64)> {
+    let bytes = file.read_all().map_err(|e| io_fault(path, "being read", &e))?;
+    let (header, records) = checked_lap(&bytes, path, mark)?;
+    let missing: Vec<&(u64, &[u8])> = records.iter().filter(|(seq, _)| *seq > mark.seq).collect();
     let Some(&&(last, _)) = missing.last() else { return Ok((mark.seq, header.lap)) };
     let txn = database.begin_write().map_err(fault)?;
     {
@@ -647,13 +654,13 @@ mod tests {
     fn a_lap_ends_at_zeros_or_an_older_lap_and_a_torn_last_record_is_dropped() {
         let bytes = journal(&[(7, 10, b"a"), (7, 11, b"b"), (6, 3, b"old")]);
         let lap = read_lap(&bytes, &header()).expect("reads");
-        assert_eq!(lap.records, vec![(10, &b"a"[..]), (11, &b"b"[..])]);
+        assert_eq!(lap, vec![(10, &b"a"[..]), (11, &b"b"[..])]);
         // The last record torn: dropped, and said so.
         let mut torn = journal(&[(7, 10, b"a"), (7, 11, b"b")]);
         let last = HEADER_BYTES as usize + SECTOR as usize;
         torn[last + RECORD_HEAD] ^= 1;
         let lap = read_lap(&torn, &header()).expect("reads");
-        assert_eq!(lap.records, vec![(10, &b"a"[..])]);
+        assert_eq!(lap, vec![(10, &b"a"[..])]);
     }
 
     #[test]
@@ -669,7 +676,7 @@ mod tests {
         assert_eq!(offset, second as u64);
         assert!(what.contains("batch 12 where batch 11"), "{what}");
         // The twin: the same records in sequence read whole.
-        assert_eq!(read_lap(&journal(&[(7, 10, b"a"), (7, 11, b"b")]), &header()).expect("reads").records.len(), 2);
+        assert_eq!(read_lap(&journal(&[(7, 10, b"a"), (7, 11, b"b")]), &header()).expect("reads").len(), 2);
     }
 
     #[test]
