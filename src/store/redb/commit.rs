@@ -419,12 +419,11 @@ impl<W: WriteOp> Committer<W> {
             let _ = txn.abort();
             return Applied::Rejected(index, error);
         }
-        let Some(journal) = journal else {
-            return match txn.commit() {
-                Ok(()) => Applied::Committed(results),
-                Err(error) => Applied::Fault(fault(error)),
-            };
+        let commit = |txn: redb::WriteTransaction, results| match txn.commit() {
+            Ok(()) => Applied::Committed(results),
+            Err(error) => Applied::Fault(fault(error)),
         };
+        let Some(journal) = journal else { return commit(txn, results) };
         match log {
             // Journaled: the record is durable (under `power`) before the batch is visible. A
             // batch that changed nothing (a barrier) has nothing to keep.
@@ -438,10 +437,7 @@ impl<W: WriteOp> Committer<W> {
                         return Applied::Fault(error);
                     }
                 }
-                match txn.commit() {
-                    Ok(()) => Applied::Committed(results),
-                    Err(error) => Applied::Fault(fault(error)),
-                }
+                commit(txn, results)
             }
             // The batch is the checkpoint: durable in the file, then a new lap.
             None => match txn.commit() {
