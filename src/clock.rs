@@ -72,6 +72,19 @@ impl Clock for ManualClock {
     }
 }
 
+/// Read back exactly what [`render`] writes (`YYYY-MM-DDTHH:MM:SS.mmmZ`); anything else is `Err`.
+/// Rendered instants compare as text in time order.
+pub fn parse(text: &str) -> Result<Micros, String> {
+    let moment = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| format!("{text:?} is not an RFC 3339 time"))?;
+    let at = i64::try_from(moment.unix_timestamp_nanos() / 1000).map_err(|_| format!("{text:?} is out of range"))?;
+    if render(at) == text {
+        Ok(at)
+    } else {
+        Err(format!("{text:?} is not in the form YYYY-MM-DDTHH:MM:SS.mmmZ"))
+    }
+}
+
 /// Render as `YYYY-MM-DDTHH:MM:SS.mmmZ`, the one timestamp form Warden prints.
 pub fn render(at: Micros) -> String {
     let seconds = at.div_euclid(MICROS_PER_SECOND);

@@ -76,6 +76,7 @@ pub mod document;
 pub mod effect;
 pub mod effect_state;
 pub mod event;
+pub mod evidence;
 pub mod identity;
 pub mod kernel;
 pub mod limits;

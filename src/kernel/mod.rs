@@ -15,6 +15,7 @@ mod approvals;
 pub mod authority;
 mod claim;
 mod effects;
+mod evidence;
 pub mod ops;
 mod permit;
 mod propose;
@@ -32,6 +33,7 @@ use crate::store::{Durability, Now, Store, StoreOptions};
 use crate::template::Template;
 
 pub use approvals::{asserted, AnswerWait, ApprovalListener, WeakKernel, MAX_WAIT, WAIT_POLL_MAX};
+pub use evidence::ProofAsk;
 pub use ops::{DoctorReport, Ops};
 pub use permit::Permit;
 

@@ -267,6 +267,13 @@ pub enum Write {
     /// A permit's execution waits for input, or goes on after it (`EXECUTION_SUSPENDED`/
     /// `_RESUMED`), with the lease extended to `until` when given.
     Suspension(Box<Suspension>),
+    /// Gather what the next checkpoint states (and cache the Merkle nodes it computed).
+    CheckpointBasis {
+        /// The log's origin, on its first checkpoint; later ones repeat it or omit it.
+        origin: Option<String>,
+    },
+    /// Append a signed checkpoint, after checking its signature, root and order.
+    AppendCheckpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
 }
 
 /// What `Permit::suspend`/`resume` write.
@@ -343,6 +350,10 @@ pub enum WriteReply {
     Delegation(Box<crate::authority::DelegationRecord>),
     /// `(delegation id, revoked by this call)`.
     Revoked(Vec<(String, bool)>),
+    /// What the next checkpoint states.
+    Basis(Box<crate::evidence::checkpoint::Basis>),
+    /// The checkpoint appended.
+    Checkpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
     /// Written; nothing to report.
     Done,
 }
@@ -446,6 +457,8 @@ impl WriteOp for Write {
                 super::approvals::apply_notify_event(tx, approval_id, *kind, data, now)
             }
             Write::Suspension(suspension) => super::permit::apply_suspension(tx, suspension, now),
+            Write::CheckpointBasis { origin } => super::evidence::apply_basis(tx, origin.as_deref(), now),
+            Write::AppendCheckpoint(row) => super::evidence::apply_append(tx, row),
         }
     }
 
@@ -544,6 +557,20 @@ pub enum Read {
         /// The `dlg_…` id read.
         delegation_id: String,
     },
+    /// Checkpoints numbered `from..`, at most `limit`.
+    Checkpoints {
+        /// The first number returned.
+        from: u64,
+        /// The most returned.
+        limit: usize,
+    },
+    /// One checkpoint by number, or the last one.
+    Checkpoint {
+        /// The number; the last checkpoint when `None`.
+        number: Option<u64>,
+    },
+    /// Hashes of the receipts' Merkle tree.
+    Proof(super::evidence::ProofAsk),
     /// The unreleased amount charged to one grant's budget metric in a window ending now.
     BudgetSpent {
         /// The grant whose budget is summed.
@@ -606,6 +633,10 @@ pub enum ReadReply {
     Delegations(Vec<crate::authority::StoredDelegation>),
     /// A decimal amount (a `u128` does not travel in every JSON reader).
     Amount(String),
+    /// Checkpoints, in number order.
+    Checkpoints(Vec<crate::evidence::checkpoint::StoredCheckpoint>),
+    /// Merkle tree hashes.
+    Hashes(Vec<[u8; 32]>),
 }
 
 impl ReadOp for Read {
@@ -649,6 +680,12 @@ impl ReadOp for Read {
                     .into_iter()
                     .collect(),
             ),
+            Read::Checkpoints { from, limit } => ReadReply::Checkpoints(rx.checkpoints(*from, *limit)?),
+            Read::Checkpoint { number: Some(number) } => {
+                ReadReply::Checkpoints(rx.checkpoint(*number)?.into_iter().collect())
+            }
+            Read::Checkpoint { number: None } => ReadReply::Checkpoints(rx.last_checkpoint()?.into_iter().collect()),
+            Read::Proof(ask) => super::evidence::run_proof(rx, ask)?,
             Read::BudgetSpent { grant_id, metric, window_seconds } => {
                 ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
             }

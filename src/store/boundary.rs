@@ -15,12 +15,13 @@ use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
 use crate::error::Result;
 use crate::event::{Event, EventKind};
+use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
 
 /// What one state change may read and write: the rows of one write transaction. Every write
 /// lands with the rest of its transaction or not at all.
-pub trait WriteTables: AuthorityWrites {
+pub trait WriteTables: AuthorityWrites + EvidenceReads {
     /// The effect row for `effect_key`, integrity-checked, and (when it says FAILED, the one
     /// state that lets another attempt run) cross-checked against the last receipt that
     /// recorded an outcome for the key: a FAILED row whose receipt says committed is damage,
@@ -69,6 +70,38 @@ pub trait WriteTables: AuthorityWrites {
     /// Append one snapshot: the row, its index entries under every scope, and the counter.
     /// Returns the record with its `seq` assigned.
     fn append_snapshot(&mut self, record: SnapshotRecord, scopes: &[String]) -> Result<SnapshotRecord>;
+
+    /// Cache the hash of the complete Merkle subtree `index` at `level` (derived data: the
+    /// kernel computed it from the receipts). An existing row is replaced.
+    fn cache_node(&mut self, level: u8, index: u64, hash: [u8; 32]) -> Result<()>;
+
+    /// Append a checkpoint under its number; a number already used is refused.
+    fn append_checkpoint(&mut self, checkpoint: &StoredCheckpoint) -> Result<()>;
+}
+
+/// What the evidence reads in a transaction of either kind: the receipts as the Merkle tree's
+/// leaves, its cached nodes, the checkpoints and the effects still open.
+pub trait EvidenceReads {
+    /// The canonical document of the receipt at `seq`, integrity-checked.
+    fn receipt_document(&self, seq: u64) -> Result<Option<String>>;
+
+    /// The cached hash of the complete Merkle subtree `index` at `level`.
+    fn cached_node(&self, level: u8, index: u64) -> Result<Option<[u8; 32]>>;
+
+    /// The seq of the last receipt (0 for an empty chain).
+    fn chain_size(&self) -> Result<u64>;
+
+    /// The checkpoint numbered `number`.
+    fn checkpoint(&self, number: u64) -> Result<Option<StoredCheckpoint>>;
+
+    /// Checkpoints numbered `from..`, at most `limit`, in number order.
+    fn checkpoints(&self, from: u64, limit: usize) -> Result<Vec<StoredCheckpoint>>;
+
+    /// The last checkpoint.
+    fn last_checkpoint(&self) -> Result<Option<StoredCheckpoint>>;
+
+    /// Every effect reserved, executing or AMBIGUOUS, by key.
+    fn open_effects(&self) -> Result<Vec<OpenEffect>>;
 }
 
 /// What a store holds around an effect key that has no effect row (`WriteTables::absence_witnesses`).
@@ -127,7 +160,7 @@ pub trait CountedSource: DelegationSource {
 }
 
 /// One consistent read of the whole store.
-pub trait ReadTables: AuthorityReads {
+pub trait ReadTables: AuthorityReads + EvidenceReads {
     /// The effect with its executor result (read from the receipt that recorded the commit).
     fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>>;
 

@@ -36,7 +36,7 @@ use serde::{de::DeserializeOwned, Serialize};
 pub use self::redb::disk::{io_counters, IoCounters};
 pub use crate::event::{Event, EventKind};
 pub use boundary::{
-    AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, Neighbour, ReadTables, WriteTables,
+    AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, EvidenceReads, Neighbour, ReadTables, WriteTables,
 };
 pub use mem::is_memory;
 pub use redb::file::{check_pages, PageCheck};

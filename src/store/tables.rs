@@ -13,7 +13,10 @@ use redb::TableDefinition;
 /// 6: a journal beside the file (`FILE.journal`) may hold answered batches the file does not yet
 /// (the meta row `journal` says which); a build that knows only 5 would ignore them, so it
 /// refuses the file. Nothing is rewritten: a schema-5 store becomes 6 by its version row.
-pub const SCHEMA_VERSION: u32 = 6;
+/// 7: the evidence tables (`merkle_nodes`, the cached nodes of the receipts' Merkle tree, and
+/// `checkpoints`, the signed checkpoints), created empty; nothing is rewritten. A build that
+/// knows only 6 would let a checkpointed log be pruned under it unseen, so it refuses the file.
+pub const SCHEMA_VERSION: u32 = 7;
 
 pub(super) const META_SCHEMA: &str = "schema_version";
 pub(super) const META_HEAD: &str = "chain_head";

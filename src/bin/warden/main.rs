@@ -17,6 +17,7 @@ mod bench;
 mod demo;
 mod demo_authority;
 mod doctor;
+mod evidence_commands;
 mod exit;
 // Maintained on another branch; these pedantic lints are fixed there.
 #[allow(clippy::if_not_else, clippy::redundant_closure_for_method_calls, clippy::semicolon_if_nothing_returned)]
@@ -363,6 +364,65 @@ enum Command {
     /// List stored delegations, revoked ones included.
     Delegations,
 
+    /// Write a new Ed25519 checkpoint signing key to FILE (mode 0600, never overwritten) and
+    /// print its verifier key, the line auditors pin.
+    Keygen {
+        /// The new key file.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// The key's name, on every signature it makes (no spaces, no '+').
+        #[arg(long, default_value = "warden")]
+        name: String,
+    },
+
+    /// Sign a checkpoint of the receipt log now: its size, Merkle root and the effects still
+    /// open, as a C2SP signed note. The key never enters the store.
+    Checkpoint {
+        /// The signing key file (from `warden keygen`; mode 0600 or stricter).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// The log's name on its first checkpoint (default warden/<random>); later ones keep it.
+        #[arg(long)]
+        origin: Option<String>,
+    },
+
+    /// List the checkpoints, oldest first.
+    Checkpoints,
+
+    /// Print a Merkle proof: a receipt's inclusion in a checkpoint, or one checkpoint's
+    /// consistency with a later one.
+    Proof {
+        /// Which proof.
+        #[command(subcommand)]
+        what: ProofCommand,
+    },
+
+    /// Write an offline bundle (receipts.jsonl, checkpoints, proofs, keys, approvals) into a
+    /// new directory, for `warden verify-bundle` anywhere.
+    Export {
+        /// The directory to create.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Start after this checkpoint's receipts (default: the first receipt).
+        #[arg(long, value_name = "CHECKPOINT")]
+        from: Option<u64>,
+        /// End at this checkpoint (default: the last).
+        #[arg(long, value_name = "CHECKPOINT")]
+        to: Option<u64>,
+    },
+
+    /// Check an offline bundle with no access to the store: signatures, roots, order, every
+    /// receipt and every outcome a checkpoint counts closed. Exit 0 when sound, 1 naming the
+    /// first failure.
+    VerifyBundle {
+        /// The bundle's directory.
+        dir: PathBuf,
+        /// A verifier key to trust (NAME+ID+BASE64, or a file holding one); repeatable. Without
+        /// it the bundle's own keys are trusted, and a swapped key goes unseen.
+        #[arg(long = "key", value_name = "VKEY")]
+        keys: Vec<String>,
+    },
+
     /// Check a store without changing it: every row's integrity, the receipt chain, rows that
     /// point at nothing. Exit 0 when sound, 1 when damage was found.
     Doctor,
@@ -412,6 +472,26 @@ enum Command {
         /// An existing directory, e.g. share/man/man1.
         #[arg(value_name = "DIR")]
         dir: PathBuf,
+    },
+}
+
+/// `warden proof inclusion|consistency`.
+#[derive(Subcommand, Debug)]
+enum ProofCommand {
+    /// The audit path of one receipt in a checkpoint's tree.
+    Inclusion {
+        /// The receipt id (rct_…).
+        receipt: String,
+        /// The checkpoint (default: the last).
+        #[arg(long, value_name = "N")]
+        checkpoint: Option<u64>,
+    },
+    /// The proof that checkpoint NEW's log extends checkpoint OLD's.
+    Consistency {
+        /// The older checkpoint's number.
+        old: u64,
+        /// The newer checkpoint's number.
+        new: u64,
     },
 }
 
@@ -578,6 +658,21 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
                 .map(Done::ok)
         }
         Command::Delegations => authority_commands::delegations(store, json).map(Done::ok),
+        Command::Keygen { out, name } => evidence_commands::keygen(out, name, json).map(Done::ok),
+        Command::Checkpoint { key, origin } => {
+            evidence_commands::checkpoint(&open_store(store)?, key, origin.as_deref(), json).map(Done::ok)
+        }
+        Command::Checkpoints => evidence_commands::checkpoints(&open_store_to_read(store)?, json).map(Done::ok),
+        Command::Proof { what: ProofCommand::Inclusion { receipt, checkpoint } } => {
+            evidence_commands::inclusion(&open_store_to_read(store)?, receipt, *checkpoint, json).map(Done::ok)
+        }
+        Command::Proof { what: ProofCommand::Consistency { old, new } } => {
+            evidence_commands::consistency(&open_store_to_read(store)?, *old, *new, json).map(Done::ok)
+        }
+        Command::Export { out, from, to } => {
+            evidence_commands::export(&open_store_to_read(store)?, out, *from, *to, json).map(Done::ok)
+        }
+        Command::VerifyBundle { dir, keys } => evidence_commands::verify_bundle(dir, keys, json),
         Command::Doctor => doctor::doctor(&open_store_to_read(store)?, json),
         Command::Bench { dir, actions, threads, processes, outcomes, durability } => bench::bench(&bench::BenchArgs {
             dir: dir.as_deref(),

@@ -28,6 +28,8 @@ fn columns(table: Table) -> &'static [&'static str] {
         Table::BudgetLedger => &["grant_id", "metric", "seq"],
         Table::BudgetSums => &["grant_id", "metric", "window_seconds"],
         Table::BudgetByEffect => &["effect_key", "attempt"],
+        Table::MerkleNodes => &["node"],
+        Table::Checkpoints => &["number"],
         _ => &["k"],
     }
 }

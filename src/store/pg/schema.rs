@@ -75,10 +75,18 @@ CREATE TABLE warden_budget_sums (
     v bytea NOT NULL, PRIMARY KEY (grant_id, metric, window_seconds));
 "#,
     },
+    Migration {
+        version: 3,
+        what: "the evidence tables: the cached nodes of the receipts' Merkle tree and the signed checkpoints",
+        sql: r"
+CREATE TABLE warden_merkle_nodes (node bigint PRIMARY KEY, v bytea NOT NULL);
+CREATE TABLE warden_checkpoints (number bigint PRIMARY KEY, v bytea NOT NULL);
+",
+    },
 ];
 
 /// The newest schema this build writes.
-pub(crate) const PG_SCHEMA_VERSION: i32 = 2;
+pub(crate) const PG_SCHEMA_VERSION: i32 = 3;
 
 fn digest(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))

@@ -14,6 +14,7 @@
 
 pub(crate) mod codec;
 mod dictionary;
+mod evidence;
 pub(crate) mod records;
 pub(crate) mod semantics;
 
@@ -104,6 +105,8 @@ tables! {
     BudgetLedger = "budget_ledger", TTI;
     BudgetSums = "budget_sums", TTI;
     BudgetByEffect = "budget_by_effect", TI;
+    MerkleNodes = "merkle_nodes", I;
+    Checkpoints = "checkpoints", I;
 }
 
 /// One part of a key.
@@ -463,7 +466,7 @@ mod tests {
         for (at, table) in Table::ALL.iter().enumerate() {
             assert_eq!(table.index(), at, "{table:?}");
         }
-        assert_eq!(Table::ALL.len(), 18);
+        assert_eq!(Table::ALL.len(), 20);
     }
 
     #[test]

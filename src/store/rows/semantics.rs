@@ -50,7 +50,7 @@ pub(crate) fn write<T: Serialize>(
 }
 
 /// Visit the rows `scan` selects, each decoded after its check, until `each` answers `false`.
-fn each<T: DeserializeOwned>(
+pub(super) fn each<T: DeserializeOwned>(
     rows: &dyn RowRead,
     table: Table,
     scan: &Scan<'_>,
@@ -308,6 +308,14 @@ impl<'e> Writes<'e> {
         &*self.rows
     }
 
+    pub(super) fn read_rows(&self) -> &dyn RowRead {
+        &*self.rows
+    }
+
+    pub(super) fn write_rows(&mut self) -> &mut dyn RowWrite {
+        &mut *self.rows
+    }
+
     /// The raw rows of this transaction (test support).
     #[cfg(any(test, feature = "test-exports"))]
     pub(crate) fn rows(&mut self) -> &mut dyn RowWrite {
@@ -537,6 +545,14 @@ impl WriteTables for Writes<'_> {
         write(self.rows, Table::Meta, &[Text(META_SNAPSHOT_SEQ)], &record.seq, Put::Replace)?;
         Ok(record)
     }
+
+    fn cache_node(&mut self, level: u8, index: u64, hash: [u8; 32]) -> Result<()> {
+        self.put_cached_node(level, index, hash)
+    }
+
+    fn append_checkpoint(&mut self, checkpoint: &crate::evidence::checkpoint::StoredCheckpoint) -> Result<()> {
+        self.put_checkpoint(checkpoint)
+    }
 }
 
 impl AuthorityWrites for Writes<'_> {
@@ -673,6 +689,10 @@ const CHAIN_PAGE: usize = 1024;
 impl<'e> Reads<'e> {
     pub(crate) fn new(rows: &'e dyn RowRead) -> Reads<'e> {
         Reads { rows }
+    }
+
+    pub(super) fn rows(&self) -> &dyn RowRead {
+        self.rows
     }
 
     fn with_result(&self, stored: StoredEffect) -> Result<EffectRecord> {

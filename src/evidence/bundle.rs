@@ -1,0 +1,734 @@
+//! Offline bundles: `warden export` writes a directory a third party can check with no access
+//! to the store, and [`verify_bundle`] checks one in constant memory (the receipts are streamed;
+//! only the checkpoints, the keys, the approvals and the effects a checkpoint saw open are
+//! held). The layout and the checks, in the order they run, are in `docs/EVIDENCE.md`; the
+//! Python and Node verifiers make the same checks in the same order and name the same reasons.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use base64::prelude::{Engine, BASE64_STANDARD};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::checkpoint::{self, Companion, StoredCheckpoint};
+use super::key::{open_note, NoteRefusal, NoteVerifier};
+use super::tree::{check_consistency, leaf_hash, Frontier};
+use crate::error::{Error, Result};
+use crate::kernel::{Kernel, ProofAsk};
+use crate::receipt::GENESIS_HASH;
+
+/// The `format` member of `bundle.json`.
+pub const BUNDLE_FORMAT: &str = "warden.bundle/v1";
+
+/// Every reason a verifier may give, in the order the checks run (`docs/EVIDENCE.md`).
+pub const REASONS: [&str; 14] = [
+    "bundle_malformed",
+    "key_untrusted",
+    "signature_invalid",
+    "checkpoint_altered",
+    "log_forked",
+    "checkpoint_backdated",
+    "proof_invalid",
+    "receipt_malformed",
+    "receipts_reordered",
+    "receipt_dropped",
+    "receipt_altered",
+    "root_mismatch",
+    "outcome_missing",
+    "truncated",
+];
+
+/// `bundle.json`: what the bundle holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`BUNDLE_FORMAT`].
+    pub format: String,
+    /// The log's origin.
+    pub origin: String,
+    /// The checkpoints included, in number order (`checkpoints/NNNNNN.note` and `.json`).
+    pub checkpoints: Vec<u64>,
+    /// The receipts before the first one in `receipts.jsonl` (0, or the `--from` checkpoint's
+    /// size; then `start.json` holds the tree's frontier there).
+    pub start_size: u64,
+    /// The verifier keys, as files under `keys/`.
+    pub keys: Vec<String>,
+    /// The policy document hashes the receipts name.
+    pub policies: Vec<String>,
+}
+
+/// `start.json`: where a bundle that starts after the first receipt picks the log up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Start {
+    /// The receipts before the bundle's first.
+    pub size: u64,
+    /// The hash (`sha256:…`) of the receipt at `size`, which the first receipt names.
+    pub last_hash: String,
+    /// The tree's complete subtrees at `size`, largest first, base64.
+    pub frontier: Vec<String>,
+}
+
+/// `proofs/consistency-A-B.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsistencyFile {
+    /// The older checkpoint.
+    pub old_checkpoint: u64,
+    /// The newer checkpoint.
+    pub new_checkpoint: u64,
+    /// The older size.
+    pub old_size: u64,
+    /// The newer size.
+    pub new_size: u64,
+    /// The proof's hashes, base64.
+    pub proof: Vec<String>,
+}
+
+/// What `warden export` wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exported {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The receipts written.
+    pub receipts: u64,
+    /// The checkpoints written.
+    pub checkpoints: Vec<u64>,
+    /// The approvals written.
+    pub approvals: u64,
+}
+
+fn io<'p>(what: &str, path: &'p Path) -> impl FnOnce(std::io::Error) -> Error + 'p {
+    let what = what.to_owned();
+    move |e| Error::Config(format!("cannot {what} {}: {e}", path.display()))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).map_err(io("write", path))
+}
+
+fn json_line<T: Serialize>(value: &T) -> Result<String> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::InvalidInput(format!("cannot encode a bundle file: {e}")))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// A key's file name under `keys/`.
+fn key_file(verifier: &NoteVerifier) -> String {
+    format!("keys/{:08x}.vkey", verifier.id())
+}
+
+/// Write the bundle of checkpoints `from` (exclusive of its receipts; `None`: from the first
+/// receipt) through `to` (`None`: the last checkpoint) into `out`, a directory that must not
+/// exist. It is written beside `out` under a temporary name and renamed when whole.
+pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -> Result<Exported> {
+    if out.exists() {
+        return Err(Error::Config(format!("{} exists; export writes a new directory", out.display())));
+    }
+    let last = kernel.checkpoint_numbered(to)?.ok_or_else(|| match to {
+        Some(n) => Error::NotFound(format!("there is no checkpoint {n}; `warden checkpoints` lists them")),
+        None => Error::NotFound("the store has no checkpoint yet; make one with `warden checkpoint --key FILE`".into()),
+    })?;
+    let first =
+        match from {
+            Some(n) if n > last.number => {
+                return Err(Error::InvalidInput(format!("--from {n} is after --to {}", last.number)));
+            }
+            Some(n) => Some(kernel.checkpoint_numbered(Some(n))?.ok_or_else(|| {
+                Error::NotFound(format!("there is no checkpoint {n}; `warden checkpoints` lists them"))
+            })?),
+            None => None,
+        };
+    let partial = out.with_file_name(format!(
+        "{}.partial-{}",
+        out.file_name().and_then(|n| n.to_str()).unwrap_or("bundle"),
+        std::process::id()
+    ));
+    let result = write_bundle(kernel, &partial, first.as_ref(), &last);
+    match result {
+        Ok(mut exported) => {
+            std::fs::rename(&partial, out).map_err(io("rename the bundle to", out))?;
+            exported.dir = out.to_owned();
+            Ok(exported)
+        }
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&partial);
+            Err(error)
+        }
+    }
+}
+
+fn write_bundle(
+    kernel: &Kernel,
+    dir: &Path,
+    first: Option<&StoredCheckpoint>,
+    last: &StoredCheckpoint,
+) -> Result<Exported> {
+    for sub in ["", "checkpoints", "keys", "proofs"] {
+        let path = dir.join(sub);
+        std::fs::create_dir_all(&path).map_err(io("create", &path))?;
+    }
+    let start_number = first.map_or(1, |cp| cp.number);
+    let mut checkpoints = Vec::new();
+    let mut next = start_number;
+    while next <= last.number {
+        let page = kernel.checkpoints(next, 256)?;
+        let Some(tail) = page.last() else { break };
+        next = tail.number + 1;
+        checkpoints.extend(page.into_iter().filter(|cp| cp.number <= last.number));
+    }
+    let mut keys = BTreeSet::new();
+    for cp in &checkpoints {
+        write_file(&dir.join(format!("checkpoints/{:06}.note", cp.number)), cp.note.as_bytes())?;
+        write_file(&dir.join(format!("checkpoints/{:06}.json", cp.number)), cp.companion.as_bytes())?;
+        let verifier = NoteVerifier::parse(&cp.verifier)?;
+        if keys.insert(key_file(&verifier)) {
+            write_file(&dir.join(key_file(&verifier)), format!("{}\n", verifier.encoded()).as_bytes())?;
+        }
+    }
+    for pair in checkpoints.windows(2) {
+        let (old, new) = (&pair[0], &pair[1]);
+        let proof = if old.size == new.size || old.size == 0 {
+            Vec::new()
+        } else {
+            kernel.proof(ProofAsk::Consistency { old: old.size, new: new.size })?
+        };
+        let file = ConsistencyFile {
+            old_checkpoint: old.number,
+            new_checkpoint: new.number,
+            old_size: old.size,
+            new_size: new.size,
+            proof: proof.iter().map(|h| BASE64_STANDARD.encode(h)).collect(),
+        };
+        write_file(
+            &dir.join(format!("proofs/consistency-{:06}-{:06}.json", old.number, new.number)),
+            json_line(&file)?.as_bytes(),
+        )?;
+    }
+    let start_size = first.map_or(0, |cp| cp.size);
+    if start_size > 0 {
+        let before = kernel.receipts(start_size, 1)?;
+        let last_hash = before.first().and_then(|(_, receipt)| receipt.hash.clone()).ok_or_else(|| {
+            Error::Store(format!("receipt {start_size} is missing or has no hash; run `warden doctor`"))
+        })?;
+        let frontier = kernel.proof(ProofAsk::Frontier { size: start_size })?;
+        let start = Start {
+            size: start_size,
+            last_hash,
+            frontier: frontier.iter().map(|h| BASE64_STANDARD.encode(h)).collect(),
+        };
+        write_file(&dir.join("start.json"), json_line(&start)?.as_bytes())?;
+    }
+    let receipts_path = dir.join("receipts.jsonl");
+    let mut receipts =
+        std::io::BufWriter::new(std::fs::File::create(&receipts_path).map_err(io("create", &receipts_path))?);
+    let (mut approvals, mut policies) = (BTreeSet::new(), BTreeSet::new());
+    let mut seq = start_size;
+    while seq < last.size {
+        let page = kernel.receipts(seq + 1, 1000)?;
+        if page.is_empty() {
+            return Err(Error::Store(format!("receipt {} is missing from the chain; run `warden doctor`", seq + 1)));
+        }
+        for (at, receipt) in page {
+            if at != seq + 1 {
+                return Err(Error::Store(format!(
+                    "receipt {} is missing from the chain; run `warden doctor`",
+                    seq + 1
+                )));
+            }
+            if at > last.size {
+                break;
+            }
+            let document = crate::canonical::parse_json(&receipt.document)
+                .map_err(|e| Error::Store(format!("receipt {at} does not parse ({e}); run `warden doctor`")))?;
+            if let Some(id) = document.get("approval_id").and_then(|v| v.as_str()) {
+                approvals.insert(id.to_owned());
+            }
+            if let Some(hash) = document.get("policy_hash").and_then(|v| v.as_str()) {
+                policies.insert(hash.to_owned());
+            }
+            receipts
+                .write_all(receipt.document.as_bytes())
+                .and_then(|()| receipts.write_all(b"\n"))
+                .map_err(io("write", &receipts_path))?;
+            seq = at;
+        }
+    }
+    receipts.flush().map_err(io("write", &receipts_path))?;
+    let approvals_path = dir.join("approvals.jsonl");
+    let mut lines = String::new();
+    for id in &approvals {
+        let record = kernel
+            .approval(id)?
+            .ok_or_else(|| Error::Store(format!("a receipt spent approval {id}, which the store does not hold")))?;
+        let line = serde_json::json!({
+            "approval_id": record.approval_id,
+            "action_hash": record.action_hash,
+            "action_name": record.action_name,
+            "status": record.status,
+            "requested_by": record.requested_by,
+            "approver": record.approver,
+            "votes": record.votes.iter().map(|vote| serde_json::json!({
+                "approver": vote.approver, "verified": vote.verified, "grant": vote.grant,
+                "at": crate::clock::render(vote.at),
+            })).collect::<Vec<_>>(),
+            "requested_at": crate::clock::render(record.requested_at),
+            "answered_at": record.answered_at.map(crate::clock::render),
+            "consumed_at": record.consumed_at.map(crate::clock::render),
+        });
+        lines.push_str(&line.to_string());
+        lines.push('\n');
+    }
+    write_file(&approvals_path, lines.as_bytes())?;
+    let manifest = Manifest {
+        format: BUNDLE_FORMAT.into(),
+        origin: last.origin.clone(),
+        checkpoints: checkpoints.iter().map(|cp| cp.number).collect(),
+        start_size,
+        keys: keys.into_iter().collect(),
+        policies: policies.into_iter().collect(),
+    };
+    write_file(&dir.join("bundle.json"), json_line(&manifest)?.as_bytes())?;
+    Ok(Exported {
+        dir: dir.to_owned(),
+        receipts: last.size - start_size,
+        checkpoints: manifest.checkpoints,
+        approvals: approvals.len() as u64,
+    })
+}
+
+// ---- the verifier -------------------------------------------------------------------------------
+
+/// What [`verify_bundle`] concluded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// Whether every check passed.
+    pub ok: bool,
+    /// The first failure's name (one of [`REASONS`]), when one failed.
+    pub reason: Option<String>,
+    /// What exactly failed, or what was proven.
+    pub detail: String,
+    /// Receipts checked.
+    pub receipts: u64,
+    /// Checkpoints checked.
+    pub checkpoints: u64,
+    /// Whether the keys were given by the caller (`true`) or taken from the bundle.
+    pub keys_pinned: bool,
+    /// Effects the last checkpoint counts open (no outcome yet).
+    pub open_at_end: u64,
+    /// Effects a checkpoint saw open that closed with no receipt (the signer attests how).
+    pub closed_without_receipt: u64,
+}
+
+struct Failure(&'static str, String);
+
+fn fail<T>(reason: &'static str, detail: impl Into<String>) -> std::result::Result<T, Failure> {
+    Err(Failure(reason, detail.into()))
+}
+
+struct Checked {
+    number: u64,
+    size: u64,
+    root: [u8; 32],
+    time: String,
+    companion: Companion,
+}
+
+/// Check the bundle in `dir`. `trusted`: the verifier keys the caller trusts; empty means the
+/// bundle's own keys are trusted (the verdict says so: a swapped key is then not detectable).
+pub fn verify_bundle(dir: &Path, trusted: &[NoteVerifier]) -> Verdict {
+    let mut verdict = Verdict {
+        ok: false,
+        reason: None,
+        detail: String::new(),
+        receipts: 0,
+        checkpoints: 0,
+        keys_pinned: !trusted.is_empty(),
+        open_at_end: 0,
+        closed_without_receipt: 0,
+    };
+    match run(dir, trusted, &mut verdict) {
+        Ok(detail) => {
+            verdict.ok = true;
+            verdict.detail = detail;
+        }
+        Err(Failure(reason, detail)) => {
+            verdict.reason = Some(reason.to_owned());
+            verdict.detail = detail;
+        }
+    }
+    verdict
+}
+
+fn read_text(dir: &Path, name: &str) -> std::result::Result<String, Failure> {
+    std::fs::read_to_string(dir.join(name)).or_else(|e| fail("bundle_malformed", format!("cannot read {name}: {e}")))
+}
+
+fn parse_file<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> std::result::Result<T, Failure> {
+    let text = read_text(dir, name)?;
+    serde_json::from_str(&text).or_else(|e| fail("bundle_malformed", format!("{name} is not what it should be: {e}")))
+}
+
+fn hashes(list: &[String], name: &str) -> std::result::Result<Vec<[u8; 32]>, Failure> {
+    list.iter()
+        .map(|h| {
+            checkpoint::decode_hash(h)
+                .ok_or_else(|| Failure("bundle_malformed", format!("{name} holds {h:?}, not a base64 SHA-256")))
+        })
+        .collect()
+}
+
+fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::result::Result<String, Failure> {
+    // 1. The manifest and the keys.
+    let manifest: Manifest = parse_file(dir, "bundle.json")?;
+    if manifest.format != BUNDLE_FORMAT {
+        return fail(
+            "bundle_malformed",
+            format!("bundle.json says format {:?}, not {BUNDLE_FORMAT:?}", manifest.format),
+        );
+    }
+    let keys: Vec<NoteVerifier> = if trusted.is_empty() {
+        let mut keys = Vec::new();
+        for name in &manifest.keys {
+            let text = read_text(dir, name)?;
+            keys.push(NoteVerifier::parse(&text).or_else(|e| fail("bundle_malformed", format!("{name}: {e}")))?);
+        }
+        keys
+    } else {
+        trusted.to_vec()
+    };
+    if manifest.checkpoints.is_empty() {
+        return fail("bundle_malformed", "bundle.json lists no checkpoint");
+    }
+    if !manifest.checkpoints.windows(2).all(|pair| pair[0] < pair[1]) {
+        return fail("bundle_malformed", "bundle.json lists its checkpoints out of number order");
+    }
+    // 2. Each checkpoint: signed by a trusted key, its text a checkpoint of this origin, its
+    // companion the one it hashes.
+    let mut checked: Vec<Checked> = Vec::new();
+    for &number in &manifest.checkpoints {
+        let name = format!("checkpoints/{number:06}.note");
+        let note = read_text(dir, &name)?;
+        let text = match open_note(note.as_bytes(), &keys) {
+            Ok(text) => text,
+            Err(NoteRefusal::Malformed(why)) => {
+                return fail("bundle_malformed", format!("{name} is not a signed note: {why}"))
+            }
+            Err(NoteRefusal::Untrusted(seen)) => {
+                return fail(
+                    "key_untrusted",
+                    format!("{name} is signed only by keys not trusted here ({})", seen.join(", ")),
+                )
+            }
+            Err(NoteRefusal::BadSignature(key)) => {
+                return fail("signature_invalid", format!("{name}'s signature by {key} does not verify"))
+            }
+        };
+        let body = checkpoint::parse(&text).or_else(|why| fail("checkpoint_altered", format!("{name}: {why}")))?;
+        if body.origin != manifest.origin {
+            return fail(
+                "checkpoint_altered",
+                format!("{name} is of the log {:?}, not {:?}", body.origin, manifest.origin),
+            );
+        }
+        let companion_name = format!("checkpoints/{number:06}.json");
+        let companion_text = read_text(dir, &companion_name)?;
+        if checkpoint::companion_hash(&companion_text) != body.companion_hash {
+            return fail("checkpoint_altered", format!("{companion_name} is not the document {name} signed"));
+        }
+        let companion: Companion = serde_json::from_str(&companion_text)
+            .or_else(|e| fail("checkpoint_altered", format!("{companion_name} does not parse: {e}")))?;
+        let agrees = companion.format == checkpoint::COMPANION_FORMAT
+            && companion.checkpoint == number
+            && companion.origin == body.origin
+            && companion.size == body.size
+            && companion.time == body.time
+            && companion.open.len() as u64 == body.open;
+        if !agrees {
+            return fail("checkpoint_altered", format!("{companion_name} does not state what {name} states"));
+        }
+        checked.push(Checked { number, size: body.size, root: body.root, time: body.time, companion });
+    }
+    verdict.checkpoints = checked.len() as u64;
+    // 3. The checkpoints against each other: one root per size, sizes and times never going back.
+    let mut roots: BTreeMap<u64, (u64, [u8; 32])> = BTreeMap::new();
+    for cp in &checked {
+        if let Some((other, root)) = roots.get(&cp.size) {
+            if *root != cp.root {
+                return fail(
+                    "log_forked",
+                    format!(
+                        "checkpoints {other} and {} both sign {} receipts with different roots",
+                        cp.number, cp.size
+                    ),
+                );
+            }
+        }
+        roots.insert(cp.size, (cp.number, cp.root));
+    }
+    for pair in checked.windows(2) {
+        let (old, new) = (&pair[0], &pair[1]);
+        if new.size < old.size {
+            return fail(
+                "log_forked",
+                format!(
+                    "checkpoint {} signs {} receipts, fewer than checkpoint {}'s {}",
+                    new.number, new.size, old.number, old.size
+                ),
+            );
+        }
+        if new.time < old.time {
+            return fail(
+                "checkpoint_backdated",
+                format!(
+                    "checkpoint {} is dated {}, before checkpoint {} ({})",
+                    new.number, new.time, old.number, old.time
+                ),
+            );
+        }
+    }
+    // 4. The consistency proofs between consecutive checkpoints.
+    for pair in checked.windows(2) {
+        let (old, new) = (&pair[0], &pair[1]);
+        let name = format!("proofs/consistency-{:06}-{:06}.json", old.number, new.number);
+        let file: ConsistencyFile = parse_file(dir, &name)?;
+        let proof = hashes(&file.proof, &name)?;
+        let sound = file.old_size == old.size
+            && file.new_size == new.size
+            && (old.size == 0 || check_consistency(&proof, old.size, old.root, new.size, new.root));
+        if !sound {
+            return fail(
+                "proof_invalid",
+                format!("{name} does not prove checkpoint {} extends checkpoint {}", new.number, old.number),
+            );
+        }
+    }
+    // 5. The receipts, streamed.
+    let (mut frontier, mut prev_hash) = if manifest.start_size == 0 {
+        (Frontier::default(), GENESIS_HASH.to_owned())
+    } else {
+        let start: Start = parse_file(dir, "start.json")?;
+        let subtrees = hashes(&start.frontier, "start.json")?;
+        let levels: Vec<u8> = (0..64u8).rev().filter(|level| start.size & (1u64 << level) != 0).collect();
+        let frontier = (start.size == manifest.start_size && levels.len() == subtrees.len())
+            .then(|| Frontier::resume(start.size, levels.into_iter().zip(subtrees).collect()))
+            .flatten()
+            .ok_or_else(|| Failure("bundle_malformed", "start.json's frontier does not fit its size".into()))?;
+        (frontier, start.last_hash)
+    };
+    if let Some(cp) = checked.iter().find(|cp| cp.size == frontier.size()) {
+        if cp.root != frontier.root() {
+            return fail(
+                "root_mismatch",
+                format!("start.json's frontier does not hash to checkpoint {}'s root", cp.number),
+            );
+        }
+    }
+    let approvals = load_approvals(dir)?;
+    let file = std::fs::File::open(dir.join("receipts.jsonl"))
+        .or_else(|e| fail("bundle_malformed", format!("cannot read receipts.jsonl: {e}")))?;
+    let mut lines = BufReader::new(file);
+    let mut line = Vec::new();
+    let mut pending_gap: Option<u64> = None;
+    let mut latest = String::new();
+    let mut next_cp = checked.iter().position(|cp| cp.size > frontier.size()).unwrap_or(checked.len());
+    // The effects the last passed checkpoint saw open, waiting for their closing receipt.
+    let mut waiting: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut previous: Option<usize> = checked.iter().rposition(|cp| cp.size <= frontier.size());
+    if let Some(at) = previous {
+        for open in &checked[at].companion.open {
+            waiting.insert((open.effect_key.clone(), open.attempt));
+        }
+    }
+    let mut closed: BTreeSet<(String, u32)> = BTreeSet::new();
+    loop {
+        line.clear();
+        let read = lines
+            .read_until(b'\n', &mut line)
+            .or_else(|e| fail("bundle_malformed", format!("cannot read receipts.jsonl: {e}")))?;
+        if read == 0 {
+            break;
+        }
+        let expected = frontier.size() + 1;
+        let Some(text) = line.strip_suffix(b"\n") else {
+            return fail(
+                "receipt_malformed",
+                format!("the line after receipt {} does not end with a newline", expected - 1),
+            );
+        };
+        let document: serde_json::Value = serde_json::from_slice(text)
+            .or_else(|e| fail("receipt_malformed", format!("the line for receipt {expected} is not JSON: {e}")))?;
+        let seq = document.get("seq").and_then(serde_json::Value::as_u64);
+        let Some(seq) = seq else {
+            return fail("receipt_malformed", format!("the line for receipt {expected} has no seq"));
+        };
+        if let Some(missing) = pending_gap {
+            return if seq == missing {
+                fail("receipts_reordered", format!("receipt {missing} comes after receipt {}", missing + 1))
+            } else {
+                fail(
+                    "receipt_dropped",
+                    format!("receipt {missing} is missing: receipt {} follows receipt {}", missing + 1, missing - 1),
+                )
+            };
+        }
+        if seq < expected {
+            return fail("receipts_reordered", format!("receipt {seq} comes after receipt {}", expected - 1));
+        }
+        if seq > expected {
+            pending_gap = Some(expected);
+            continue;
+        }
+        let named = document.get("prev_hash").and_then(serde_json::Value::as_str).unwrap_or_default();
+        if named != prev_hash {
+            return fail(
+                "receipt_altered",
+                format!(
+                    "receipt {seq} names a previous hash that is not receipt {}'s: receipt {} was altered",
+                    seq - 1,
+                    seq - 1
+                ),
+            );
+        }
+        prev_hash = format!("sha256:{}", hex::encode(Sha256::digest(text)));
+        frontier.push(leaf_hash(text));
+        verdict.receipts += 1;
+        if let Some(finished) = document.get("finished_at").and_then(serde_json::Value::as_str) {
+            if finished > latest.as_str() {
+                latest = finished.to_owned();
+            }
+        }
+        // A receipt names the approval it spent with its approver; a refusal may name one it
+        // was shown (bound to another action) with no approver.
+        let spent = document.get("approver").and_then(serde_json::Value::as_str).is_some();
+        if let (true, Some(approval)) = (spent, document.get("approval_id").and_then(serde_json::Value::as_str)) {
+            check_approval(&approvals, approval, &document, seq)?;
+        }
+        if let Some(key) = terminal_outcome(&document) {
+            if waiting.contains(&key) {
+                closed.insert(key);
+            }
+        }
+        while let Some(cp) = checked.get(next_cp).filter(|cp| cp.size == frontier.size()) {
+            if cp.root != frontier.root() {
+                return fail(
+                    "root_mismatch",
+                    format!("receipts 1..{} do not hash to checkpoint {}'s root", cp.size, cp.number),
+                );
+            }
+            if latest.as_str() > cp.time.as_str() {
+                return fail(
+                    "checkpoint_backdated",
+                    format!("checkpoint {} is dated {}, before receipt {seq} finished ({latest})", cp.number, cp.time),
+                );
+            }
+            if let Some(at) = previous {
+                outcomes_accounted(&checked[at], cp, &waiting, &closed)?;
+            }
+            verdict.closed_without_receipt += cp.companion.closed_without_receipt.len() as u64;
+            waiting = cp.companion.open.iter().map(|open| (open.effect_key.clone(), open.attempt)).collect();
+            closed.clear();
+            previous = Some(next_cp);
+            next_cp += 1;
+        }
+    }
+    if let Some(missing) = pending_gap {
+        return fail(
+            "receipt_dropped",
+            format!("receipt {missing} is missing: the file ends with receipt {}", missing + 1),
+        );
+    }
+    if let Some(cp) = checked.get(next_cp) {
+        return fail(
+            "truncated",
+            format!(
+                "checkpoint {} signs {} receipts; the bundle holds receipts only through {}",
+                cp.number,
+                cp.size,
+                frontier.size()
+            ),
+        );
+    }
+    let last = checked.last().map_or(0, |cp| cp.number);
+    verdict.open_at_end = checked.last().map_or(0, |cp| cp.companion.open.len() as u64);
+    Ok(format!(
+        "{} receipts hash to the roots of {} checkpoints (last: {last}, {} receipts); every effect a checkpoint saw open is open later, closed by a receipt, or attested closed without one",
+        verdict.receipts,
+        checked.len(),
+        frontier.size()
+    ))
+}
+
+/// `(effect_key, attempt)` of a receipt recording a committed or failed outcome.
+fn terminal_outcome(document: &serde_json::Value) -> Option<(String, u32)> {
+    let key = document.get("effect_key")?.as_str()?;
+    let attempt = u32::try_from(document.get("attempt")?.as_u64()?).ok()?;
+    let terminal =
+        |field: &str| document.get(field).and_then(|v| v.as_str()).is_some_and(|r| r == "committed" || r == "failed");
+    (terminal("result") || terminal("execution")).then(|| (key.to_owned(), attempt))
+}
+
+fn outcomes_accounted(
+    old: &Checked,
+    new: &Checked,
+    waiting: &BTreeSet<(String, u32)>,
+    closed: &BTreeSet<(String, u32)>,
+) -> std::result::Result<(), Failure> {
+    for key in waiting {
+        let still_open = new.companion.open.iter().any(|open| open.effect_key == key.0 && open.attempt == key.1);
+        let attested = new.companion.closed_without_receipt.iter().any(|c| c.effect_key == key.0 && c.attempt == key.1);
+        if !(still_open || closed.contains(key) || attested) {
+            return fail(
+                "outcome_missing",
+                format!(
+                    "effect {:?} attempt {} was open at checkpoint {}; checkpoint {} counts it closed, but no receipt records its outcome",
+                    key.0, key.1, old.number, new.number
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+type Approvals = HashMap<String, (String, Option<String>)>;
+
+fn load_approvals(dir: &Path) -> std::result::Result<Approvals, Failure> {
+    let text = read_text(dir, "approvals.jsonl")?;
+    let mut out = HashMap::new();
+    for (at, line) in text.lines().enumerate() {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .or_else(|e| fail("bundle_malformed", format!("approvals.jsonl line {} is not JSON: {e}", at + 1)))?;
+        let field = |name: &str| value.get(name).and_then(|v| v.as_str()).map(str::to_owned);
+        let (Some(id), Some(hash)) = (field("approval_id"), field("action_hash")) else {
+            return fail(
+                "bundle_malformed",
+                format!("approvals.jsonl line {} has no approval_id or action_hash", at + 1),
+            );
+        };
+        out.insert(id, (hash, field("approver")));
+    }
+    Ok(out)
+}
+
+fn check_approval(
+    approvals: &Approvals,
+    id: &str,
+    document: &serde_json::Value,
+    seq: u64,
+) -> std::result::Result<(), Failure> {
+    let Some((hash, approver)) = approvals.get(id) else {
+        return fail(
+            "bundle_malformed",
+            format!("receipt {seq} spent approval {id}, which approvals.jsonl does not hold"),
+        );
+    };
+    let receipt_hash = document.get("action_hash").and_then(|v| v.as_str()).unwrap_or_default();
+    let receipt_approver = document.get("approver").and_then(|v| v.as_str());
+    if hash != receipt_hash || receipt_approver != approver.as_deref() {
+        return fail(
+            "receipt_altered",
+            format!("receipt {seq} and approval {id} disagree on the action or the approver"),
+        );
+    }
+    Ok(())
+}

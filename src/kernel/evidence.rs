@@ -1,0 +1,343 @@
+//! Checkpoints and proofs: the kernel gathers what a checkpoint states in one write
+//! transaction (which also caches the Merkle nodes it computed), the caller signs it outside the
+//! store, and a second transaction appends it after checking the signature, the root and the
+//! order against the store's own rows. Reads compute proofs from one read snapshot.
+
+use super::ops::{Read, ReadReply, Write, WriteReply};
+use super::{ops::unexpected, Kernel};
+use crate::clock::{render, Micros};
+use crate::error::{Error, Result};
+use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};
+use crate::evidence::key::{open_note, NoteRefusal, NoteSigner, NoteVerifier};
+use crate::evidence::tree::{LogRows, Tree};
+use crate::receipt::ReceiptResult;
+use crate::store::{EvidenceReads, ReadTx, WriteTx};
+
+/// The rows of a transaction, as the tree reads them.
+struct Rows<'a>(&'a dyn EvidenceReads);
+
+impl LogRows for Rows<'_> {
+    fn receipt_document(&self, seq: u64) -> Result<Option<String>> {
+        self.0.receipt_document(seq)
+    }
+    fn cached_node(&self, level: u8, index: u64) -> Result<Option<[u8; 32]>> {
+        self.0.cached_node(level, index)
+    }
+}
+
+/// The root of the first `size` receipts, caching every complete subtree it computed.
+fn cached_root(tx: &mut WriteTx<'_>, size: u64) -> Result<[u8; 32]> {
+    let (root, made) = {
+        let rows = Rows(&*tx);
+        let tree = Tree::new(&rows, size);
+        (tree.root()?, tree.made())
+    };
+    for (level, index, hash) in made {
+        tx.cache_node(level, index, hash)?;
+    }
+    Ok(root)
+}
+
+/// A new log's origin: `warden/` and 16 random hex digits.
+fn new_origin() -> Result<String> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Store(format!("no randomness for a log origin: {e}")))?;
+    Ok(format!("warden/{}", hex::encode(bytes)))
+}
+
+/// Whether a receipt document closes `(effect_key, attempt)`: it records the attempt's
+/// outcome as committed or failed (observe mode: what the executor did).
+fn closes(document: &serde_json::Value) -> Option<(String, u32)> {
+    let key = document.get("effect_key")?.as_str()?;
+    let attempt = u32::try_from(document.get("attempt")?.as_u64()?).ok()?;
+    let terminal = |field: &str| {
+        document
+            .get(field)
+            .and_then(|v| v.as_str())
+            .is_some_and(|r| r == ReceiptResult::Committed.as_str() || r == ReceiptResult::Failed.as_str())
+    };
+    (terminal("result") || terminal("execution")).then(|| (key.to_owned(), attempt))
+}
+
+/// The previous checkpoint's open effects that are not open now and have no closing receipt
+/// after it, with what their rows say now.
+fn closed_without_receipt(
+    tx: &WriteTx<'_>,
+    last: &StoredCheckpoint,
+    open: &[OpenEffect],
+    size: u64,
+) -> Result<Vec<ClosedWithoutReceipt>> {
+    let before: checkpoint::Companion = serde_json::from_str(&last.companion).map_err(|e| {
+        Error::Store(format!(
+            "checkpoint {}'s companion document does not parse ({e}); the store was altered",
+            last.number
+        ))
+    })?;
+    let mut waiting: Vec<&OpenEffect> = before
+        .open
+        .iter()
+        .filter(|was| !open.iter().any(|now| now.effect_key == was.effect_key && now.attempt == was.attempt))
+        .collect();
+    let mut seq = last.size;
+    while !waiting.is_empty() && seq < size {
+        seq += 1;
+        let document = tx
+            .receipt_document(seq)?
+            .ok_or_else(|| Error::Store(format!("receipt {seq} is missing from the chain; run `warden doctor`")))?;
+        let parsed = crate::canonical::parse_json(&document)
+            .map_err(|e| Error::Store(format!("receipt {seq} does not parse ({e}); run `warden doctor`")))?;
+        if let Some((key, attempt)) = closes(&parsed) {
+            waiting.retain(|was| !(was.effect_key == key && was.attempt == attempt));
+        }
+    }
+    let mut out = Vec::new();
+    for was in waiting {
+        let row = tx.effect(&was.effect_key)?.ok_or_else(|| {
+            Error::Store(format!(
+                "effect {:?} was open at checkpoint {} and has no row now; the store was altered",
+                was.effect_key, last.number
+            ))
+        })?;
+        out.push(ClosedWithoutReceipt {
+            effect_key: was.effect_key.clone(),
+            attempt: was.attempt,
+            state: row.state.as_str().to_owned(),
+            resolved_by: row.resolved_by,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn apply_basis(tx: &mut WriteTx<'_>, origin: Option<&str>, now: Micros) -> Result<WriteReply> {
+    let last = tx.last_checkpoint()?;
+    let size = tx.chain_size()?;
+    let origin = match (origin, &last) {
+        (Some(asked), Some(last)) if asked != last.origin => {
+            return Ok(WriteReply::Refused(Error::InvalidInput(format!(
+                "this store's log is {:?}; a checkpoint cannot name another origin ({asked:?})",
+                last.origin
+            ))))
+        }
+        (Some(asked), _) => asked.to_owned(),
+        (None, Some(last)) => last.origin.clone(),
+        (None, None) => new_origin()?,
+    };
+    if let Some(last) = &last {
+        if size < last.size {
+            return Err(Error::Store(format!(
+                "the chain holds {size} receipts but checkpoint {} was signed at {}; receipts were removed. Run `warden doctor`",
+                last.number, last.size
+            )));
+        }
+    }
+    let root = cached_root(tx, size)?;
+    let open = tx.open_effects()?;
+    let closed_without_receipt = match &last {
+        Some(last) => closed_without_receipt(tx, last, &open, size)?,
+        None => Vec::new(),
+    };
+    let number = last.as_ref().map_or(1, |last| last.number + 1);
+    Ok(WriteReply::Basis(Box::new(Basis { number, origin, size, root, time: now, open, closed_without_receipt })))
+}
+
+/// Why `row` may not follow `last`, if it may not.
+fn out_of_order(row: &StoredCheckpoint, last: Option<&StoredCheckpoint>, size: u64) -> Option<String> {
+    let expected = last.map_or(1, |last| last.number + 1);
+    if row.number != expected {
+        return Some(format!(
+            "checkpoint {} was made meanwhile; this one was gathered as {}. Make it again",
+            expected.saturating_sub(1),
+            row.number
+        ));
+    }
+    if row.size > size {
+        return Some(format!("it covers {} receipts but the chain holds {size}", row.size));
+    }
+    let last = last?;
+    if row.origin != last.origin {
+        return Some(format!("its origin {:?} is not the log's ({:?})", row.origin, last.origin));
+    }
+    if row.size < last.size {
+        return Some(format!("it covers {} receipts, fewer than checkpoint {} ({})", row.size, last.number, last.size));
+    }
+    if row.time < last.time {
+        return Some(format!("its time is before checkpoint {}'s", last.number));
+    }
+    None
+}
+
+/// Why the signed note of `row` does not state what `row` says, if it does not.
+fn misstated(row: &StoredCheckpoint, root: [u8; 32]) -> Option<String> {
+    let verifier = match NoteVerifier::parse(&row.verifier) {
+        Ok(verifier) => verifier,
+        Err(error) => return Some(error.to_string()),
+    };
+    let text = match open_note(row.note.as_bytes(), &[verifier]) {
+        Ok(text) => text,
+        Err(NoteRefusal::Malformed(why)) => return Some(format!("its note is malformed: {why}")),
+        Err(NoteRefusal::Untrusted(_) | NoteRefusal::BadSignature(_)) => {
+            return Some("its signature does not verify with the key it names".into())
+        }
+    };
+    let body = match checkpoint::parse(&text) {
+        Ok(body) => body,
+        Err(why) => return Some(format!("its text is not a checkpoint: {why}")),
+    };
+    let stated = [
+        (body.origin == row.origin, "origin"),
+        (body.size == row.size, "size"),
+        (body.root == root, "root (the store's receipts hash to another)"),
+        (body.time == render(row.time), "time"),
+        (body.companion_hash == checkpoint::companion_hash(&row.companion), "companion document"),
+    ];
+    stated.iter().find(|(agrees, _)| !agrees).map(|(_, what)| format!("its note states another {what}"))
+}
+
+pub(super) fn apply_append(tx: &mut WriteTx<'_>, row: &StoredCheckpoint) -> Result<WriteReply> {
+    let last = tx.last_checkpoint()?;
+    let size = tx.chain_size()?;
+    if let Some(why) = out_of_order(row, last.as_ref(), size) {
+        return Ok(WriteReply::Refused(Error::InvalidInput(format!("checkpoint not appended: {why}"))));
+    }
+    let root = cached_root(tx, row.size)?;
+    if let Some(why) = misstated(row, root) {
+        return Ok(WriteReply::Refused(Error::InvalidInput(format!("checkpoint not appended: {why}"))));
+    }
+    tx.append_checkpoint(row)?;
+    Ok(WriteReply::Checkpoint(Box::new(row.clone())))
+}
+
+/// What a proof read asks for.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProofAsk {
+    /// The root of the first `size` receipts.
+    Root {
+        /// The tree size.
+        size: u64,
+    },
+    /// The audit path of the receipt at `seq` in the tree of `size`.
+    Inclusion {
+        /// The receipt's seq (leaf `seq - 1`).
+        seq: u64,
+        /// The tree size.
+        size: u64,
+    },
+    /// The consistency proof from the tree of `old` to the tree of `new`.
+    Consistency {
+        /// The older size.
+        old: u64,
+        /// The newer size.
+        new: u64,
+    },
+    /// The complete subtrees of the tree of `size`, largest first.
+    Frontier {
+        /// The tree size.
+        size: u64,
+    },
+}
+
+pub(super) fn run_proof(rx: &ReadTx<'_>, ask: &ProofAsk) -> Result<ReadReply> {
+    let size = match ask {
+        ProofAsk::Root { size } | ProofAsk::Inclusion { size, .. } | ProofAsk::Frontier { size } => *size,
+        ProofAsk::Consistency { new, .. } => *new,
+    };
+    let chain = rx.chain_size()?;
+    if size > chain {
+        return Err(Error::NotFound(format!("the chain holds {chain} receipts, not {size}")));
+    }
+    let rows = Rows(rx);
+    let tree = Tree::new(&rows, size);
+    let hashes = match ask {
+        ProofAsk::Root { .. } => vec![tree.root()?],
+        ProofAsk::Inclusion { seq, .. } => {
+            let index = seq.checked_sub(1).ok_or_else(|| Error::InvalidInput("receipt seqs start at 1".into()))?;
+            tree.inclusion(index)?
+        }
+        ProofAsk::Consistency { old, .. } => tree.consistency(*old)?,
+        ProofAsk::Frontier { .. } => tree.frontier()?.into_iter().map(|(_, hash)| hash).collect(),
+    };
+    Ok(ReadReply::Hashes(hashes))
+}
+
+impl Kernel {
+    /// Make, sign and append the next checkpoint: what it states is gathered in one write
+    /// transaction, signed here with `signer` (which never reaches the store), and appended in a
+    /// second one that checks the signature and recomputes the root. `origin` names the log on
+    /// its first checkpoint (default `warden/<random>`); later ones must repeat it or omit it.
+    pub fn checkpoint(&self, signer: &NoteSigner, origin: Option<&str>) -> Result<StoredCheckpoint> {
+        let op = Write::CheckpointBasis { origin: origin.map(str::to_owned) };
+        let basis = match self.guarded(|kernel, _| kernel.write(op))? {
+            WriteReply::Basis(basis) => *basis,
+            WriteReply::Refused(refusal) => return Err(refusal),
+            _ => return Err(unexpected("checkpoint")),
+        };
+        let (companion, text) = checkpoint::texts(&basis)?;
+        let note = signer.sign_note(&text)?;
+        let row = StoredCheckpoint {
+            number: basis.number,
+            origin: basis.origin,
+            size: basis.size,
+            root: base64::Engine::encode(&base64::prelude::BASE64_STANDARD, basis.root),
+            time: basis.time,
+            note,
+            companion,
+            verifier: signer.verifier().encoded(),
+        };
+        match self.guarded(|kernel, _| kernel.write(Write::AppendCheckpoint(Box::new(row))))? {
+            WriteReply::Checkpoint(row) => Ok(*row),
+            WriteReply::Refused(refusal) => Err(refusal),
+            _ => Err(unexpected("checkpoint")),
+        }
+    }
+
+    /// Checkpoints numbered `from..`, at most `limit`.
+    pub fn checkpoints(&self, from: u64, limit: usize) -> Result<Vec<StoredCheckpoint>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Checkpoints { from, limit }))? {
+            ReadReply::Checkpoints(rows) => Ok(rows),
+            _ => Err(unexpected("checkpoints")),
+        }
+    }
+
+    /// The checkpoint numbered `number`, or the last one when `None`.
+    pub fn checkpoint_numbered(&self, number: Option<u64>) -> Result<Option<StoredCheckpoint>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Checkpoint { number }))? {
+            ReadReply::Checkpoints(mut rows) => Ok(rows.pop()),
+            _ => Err(unexpected("checkpoint")),
+        }
+    }
+
+    /// Hashes of the receipts' Merkle tree: a root, an audit path, a consistency proof or a
+    /// frontier, from one read snapshot.
+    pub fn proof(&self, ask: ProofAsk) -> Result<Vec<[u8; 32]>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Proof(ask)))? {
+            ReadReply::Hashes(hashes) => Ok(hashes),
+            _ => Err(unexpected("proof")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closes;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_committed_or_failed_outcome_closes_an_attempt() {
+        let cases = [
+            (json!({"effect_key": "k", "attempt": 2, "result": "committed"}), Some(("k".to_owned(), 2))),
+            (json!({"effect_key": "k", "attempt": 1, "result": "failed"}), Some(("k".to_owned(), 1))),
+            (json!({"effect_key": "k", "attempt": 1, "result": "ambiguous"}), None),
+            (json!({"effect_key": "k", "attempt": 1, "result": "blocked"}), None),
+            (
+                json!({"effect_key": "k", "attempt": 1, "result": "observed", "execution": "committed"}),
+                Some(("k".to_owned(), 1)),
+            ),
+            (json!({"effect_key": null, "attempt": 1, "result": "committed"}), None),
+            (json!({"effect_key": "k", "result": "committed"}), None),
+        ];
+        for (document, expected) in cases {
+            assert_eq!(closes(&document), expected, "{document}");
+        }
+    }
+}
