@@ -1,0 +1,345 @@
+//! Evidence that leaves the box: checkpoints over the receipts' Merkle tree, proofs, offline
+//! bundles and the tamper corpus every verifier (Rust, Python, Node) must refuse with the same
+//! reason. `WARDEN_UPDATE_CORPUS=1 cargo test --features test-exports --test evidence` rewrites
+//! `tests/evidence/corpus` from a fresh store; without it the committed corpus is checked.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use base64::prelude::{Engine, BASE64_STANDARD};
+use common::{allow, key_template, refund, Fixture, SECOND};
+use warden::effect::{Outcome, StoredResult};
+use warden::evidence::bundle::{export, verify_bundle, Verdict, REASONS};
+use warden::evidence::checkpoint::{self, Basis, Companion, StoredCheckpoint};
+use warden::evidence::key::{NoteSigner, NoteVerifier};
+use warden::evidence::tree::{check_consistency, check_inclusion, leaf_hash};
+use warden::kernel::ProofAsk;
+use warden::EffectState;
+
+const CORPUS: &str = "tests/evidence/corpus";
+
+fn commit(f: &Fixture, payment: &str) {
+    let t = key_template();
+    let action = refund(payment, 100);
+    let permit = f.kernel.propose(&allow(&action, &t)).expect("propose");
+    permit.commit(&serde_json::json!({"ok": payment})).expect("commit");
+    f.clock.advance(SECOND);
+}
+
+/// A store with three checkpoints: 20 receipts and two effects open (one reserved through the
+/// integrator API and never begun, one executing) at the first; the integrator's effect
+/// completed without a receipt and 5 more receipts by the second; 3 more by the third.
+struct Log {
+    f: Fixture,
+    signer: NoteSigner,
+    checkpoints: Vec<StoredCheckpoint>,
+}
+
+fn log() -> Log {
+    let f = Fixture::new();
+    for n in 1..=20 {
+        commit(&f, &format!("txn_{n}"));
+    }
+    let integrator = refund("int_1", 7);
+    let reserved = f.kernel.reserve_only(&integrator, "int:1", Some(3600 * SECOND), None).expect("reserve");
+    let t = key_template();
+    let held = refund("held_1", 9);
+    let permit = f.kernel.propose(&allow(&held, &t)).expect("propose");
+    let signer = NoteSigner::generate("warden.test/corpus").expect("key");
+    let mut checkpoints = vec![f.kernel.checkpoint(&signer, Some("warden.test/corpus")).expect("checkpoint 1")];
+    f.clock.advance(SECOND);
+    f.kernel.begin("int:1", &reserved.action_id, reserved.attempt).expect("begin");
+    f.kernel
+        .complete(
+            "int:1",
+            &reserved.action_id,
+            reserved.attempt,
+            Outcome::Committed(StoredResult::from_value(&serde_json::json!({"ok": 1}))),
+        )
+        .expect("complete");
+    for n in 21..=25 {
+        commit(&f, &format!("txn_{n}"));
+    }
+    checkpoints.push(f.kernel.checkpoint(&signer, None).expect("checkpoint 2"));
+    f.clock.advance(SECOND);
+    for n in 26..=28 {
+        commit(&f, &format!("txn_{n}"));
+    }
+    checkpoints.push(f.kernel.checkpoint(&signer, None).expect("checkpoint 3"));
+    // The held permit stays open through all three checkpoints.
+    std::mem::forget(permit);
+    Log { f, signer, checkpoints }
+}
+
+fn companion(cp: &StoredCheckpoint) -> Companion {
+    serde_json::from_str(&cp.companion).expect("companion")
+}
+
+#[test]
+fn checkpoints_state_the_root_the_open_effects_and_what_closed_without_a_receipt() {
+    let log = log();
+    let [one, two, three] = &log.checkpoints[..] else { panic!("three checkpoints") };
+    assert_eq!((one.number, one.size, two.size, three.size), (1, 20, 25, 28));
+    let open: Vec<(String, String)> = companion(one).open.into_iter().map(|o| (o.effect_key, o.state)).collect();
+    assert_eq!(
+        open,
+        [("int:1".to_owned(), "reserved".to_owned()), ("refund:held_1".to_owned(), "executing".to_owned())]
+    );
+    let second = companion(two);
+    assert_eq!(second.open.len(), 1);
+    let closed: Vec<(&str, &str)> =
+        second.closed_without_receipt.iter().map(|c| (c.effect_key.as_str(), c.state.as_str())).collect();
+    assert_eq!(closed, [("int:1", "committed")]);
+    assert!(companion(three).closed_without_receipt.is_empty(), "only what the previous checkpoint saw open");
+    // The root is the tree of the receipts as stored, and every receipt's proof verifies.
+    let root = checkpoint::decode_hash(&two.root).unwrap();
+    assert_eq!(log.f.kernel.proof(ProofAsk::Root { size: 25 }).unwrap(), [root]);
+    for (seq, receipt) in log.f.kernel.receipts(1, 100).unwrap().into_iter().filter(|(seq, _)| *seq <= 25) {
+        let path = log.f.kernel.proof(ProofAsk::Inclusion { seq, size: 25 }).unwrap();
+        assert!(check_inclusion(&path, 25, root, seq - 1, leaf_hash(receipt.document.as_bytes())), "receipt {seq}");
+        assert!(
+            !check_inclusion(&path, 25, root, seq % 25, leaf_hash(receipt.document.as_bytes())),
+            "receipt {seq} at another place"
+        );
+    }
+    let old = checkpoint::decode_hash(&one.root).unwrap();
+    let proof = log.f.kernel.proof(ProofAsk::Consistency { old: 20, new: 28 }).unwrap();
+    assert!(check_consistency(&proof, 20, old, 28, checkpoint::decode_hash(&three.root).unwrap()));
+    assert!(!check_consistency(&proof, 20, root, 28, checkpoint::decode_hash(&three.root).unwrap()));
+    assert!(log.f.kernel.proof(ProofAsk::Root { size: 29 }).is_err(), "a size past the chain is refused");
+    // Every checkpoint's note verifies with the key it names and states what the row says.
+    for cp in &log.checkpoints {
+        let text = warden::evidence::key::open_note(cp.note.as_bytes(), &[log.signer.verifier()]).unwrap();
+        let body = checkpoint::parse(&text).unwrap();
+        assert_eq!((body.size, body.origin.as_str()), (cp.size, "warden.test/corpus"));
+    }
+}
+
+#[test]
+fn the_store_refuses_a_checkpoint_that_misstates_the_log_or_comes_out_of_order() {
+    let log = log();
+    let other = NoteSigner::generate("warden.test/corpus").unwrap();
+    // Another origin on a log that has one.
+    let refused = log.f.kernel.checkpoint(&other, Some("warden.test/other")).unwrap_err().to_string();
+    assert!(refused.contains("cannot name another origin"), "{refused}");
+    // A later checkpoint is appended whoever signs it, with its own verifier key stored.
+    let next = log.f.kernel.checkpoint(&other, None).unwrap();
+    assert_eq!((next.number, next.verifier.clone()), (4, other.verifier().encoded()));
+    assert_eq!(log.f.kernel.checkpoints(1, 10).unwrap().len(), 4);
+    assert_eq!(log.f.kernel.checkpoint_numbered(None).unwrap().unwrap().number, 4);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn lines(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("receipts.jsonl")).unwrap().lines().map(str::to_owned).collect()
+}
+
+fn set_lines(dir: &Path, lines: &[String]) {
+    std::fs::write(dir.join("receipts.jsonl"), lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+}
+
+/// Sign `basis` as checkpoint file `number` of the bundle in `dir`.
+fn put_checkpoint(dir: &Path, signer: &NoteSigner, basis: &Basis) {
+    let (companion, text) = checkpoint::texts(basis).unwrap();
+    std::fs::write(dir.join(format!("checkpoints/{:06}.note", basis.number)), signer.sign_note(&text).unwrap())
+        .unwrap();
+    std::fs::write(dir.join(format!("checkpoints/{:06}.json", basis.number)), companion).unwrap();
+}
+
+fn basis_of(cp: &StoredCheckpoint) -> Basis {
+    let c = companion(cp);
+    Basis {
+        number: cp.number,
+        origin: cp.origin.clone(),
+        size: cp.size,
+        root: checkpoint::decode_hash(&cp.root).unwrap(),
+        time: cp.time,
+        open: c.open,
+        closed_without_receipt: c.closed_without_receipt,
+    }
+}
+
+type Tamper = fn(&Path, &Log);
+
+/// Every tamper class, what it does to a sound bundle, and the reason every verifier gives.
+fn tampers() -> Vec<(&'static str, Tamper, &'static str)> {
+    vec![
+        (
+            "truncated",
+            |dir, _| {
+                let mut all = lines(dir);
+                all.truncate(26);
+                set_lines(dir, &all);
+            },
+            "truncated",
+        ),
+        (
+            "reordered",
+            |dir, _| {
+                let mut all = lines(dir);
+                all.swap(4, 5);
+                set_lines(dir, &all);
+            },
+            "receipts_reordered",
+        ),
+        (
+            "edited_receipt",
+            |dir, _| {
+                let mut all = lines(dir);
+                all[6] = all[6].replace("\"amount\":100", "\"amount\":10000");
+                assert!(all[6].contains("10000"));
+                set_lines(dir, &all);
+            },
+            "receipt_altered",
+        ),
+        (
+            "dropped_receipt",
+            |dir, _| {
+                let mut all = lines(dir);
+                all.remove(9);
+                set_lines(dir, &all);
+            },
+            "receipt_dropped",
+        ),
+        (
+            "forked_log",
+            |dir, log| {
+                // The signer signs a second checkpoint of 28 receipts with another root.
+                let mut fork = basis_of(&log.checkpoints[2]);
+                fork.number = 4;
+                fork.root[0] ^= 1;
+                fork.time += SECOND;
+                put_checkpoint(dir, &log.signer, &fork);
+                let mut manifest: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(dir.join("bundle.json")).unwrap()).unwrap();
+                manifest["checkpoints"] = serde_json::json!([1, 2, 3, 4]);
+                std::fs::write(dir.join("bundle.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+            },
+            "log_forked",
+        ),
+        (
+            "backdated_checkpoint",
+            |dir, log| {
+                // Checkpoint 3 re-signed with a time before checkpoint 2's.
+                let mut basis = basis_of(&log.checkpoints[2]);
+                basis.time = log.checkpoints[1].time - SECOND;
+                put_checkpoint(dir, &log.signer, &basis);
+            },
+            "checkpoint_backdated",
+        ),
+        (
+            "swapped_key",
+            |dir, log| {
+                // Every checkpoint re-signed with another key, and the bundle's key file swapped.
+                let thief = NoteSigner::generate("warden.test/corpus").unwrap();
+                for cp in &log.checkpoints {
+                    put_checkpoint(dir, &thief, &basis_of(cp));
+                }
+                for entry in std::fs::read_dir(dir.join("keys")).unwrap() {
+                    std::fs::write(entry.unwrap().path(), format!("{}\n", thief.verifier().encoded())).unwrap();
+                }
+            },
+            "key_untrusted",
+        ),
+        (
+            "outcome_withheld",
+            |dir, log| {
+                // Checkpoint 2 re-signed counting the executing effect closed: no receipt says so.
+                let mut basis = basis_of(&log.checkpoints[1]);
+                basis.open.retain(|open| open.effect_key != "refund:held_1");
+                put_checkpoint(dir, &log.signer, &basis);
+            },
+            "outcome_missing",
+        ),
+    ]
+}
+
+fn verdict(dir: &Path, trusted: &NoteVerifier) -> Verdict {
+    verify_bundle(dir, std::slice::from_ref(trusted))
+}
+
+#[test]
+fn a_sound_bundle_verifies_and_every_tamper_class_is_refused_with_its_reason() {
+    let log = log();
+    let scratch = tempfile::tempdir().unwrap();
+    let sound = scratch.path().join("sound");
+    let exported = export(&log.f.kernel, &sound, None, None).unwrap();
+    assert_eq!((exported.receipts, exported.checkpoints.clone()), (28, vec![1, 2, 3]));
+    assert!(export(&log.f.kernel, &sound, None, None).is_err(), "an existing directory is never written into");
+    let from = scratch.path().join("from_checkpoint_1");
+    assert_eq!(export(&log.f.kernel, &from, Some(1), Some(3)).unwrap().receipts, 8);
+    let trusted = log.signer.verifier();
+    for dir in [&sound, &from] {
+        let verdict = verdict(dir, &trusted);
+        assert!(verdict.ok, "{}: {verdict:?}", dir.display());
+        assert!(verdict.keys_pinned);
+    }
+    let whole = verdict(&sound, &trusted);
+    assert_eq!((whole.receipts, whole.checkpoints, whole.open_at_end, whole.closed_without_receipt), (28, 3, 1, 1));
+    let unpinned = verify_bundle(&sound, &[]);
+    assert!(unpinned.ok && !unpinned.keys_pinned);
+
+    let mut cases: Vec<(String, PathBuf, Option<&str>)> =
+        vec![("sound".into(), sound.clone(), None), ("from_checkpoint_1".into(), from.clone(), None)];
+    for (name, tamper, reason) in tampers() {
+        let dir = scratch.path().join(name);
+        copy_dir(&sound, &dir);
+        tamper(&dir, &log);
+        let verdict = verdict(&dir, &trusted);
+        assert_eq!(verdict.reason.as_deref(), Some(reason), "{name}: {verdict:?}");
+        assert!(REASONS.contains(&reason));
+        cases.push((name.into(), dir, Some(reason)));
+    }
+    // Without the pinned key, the swapped key goes unseen: the reason the verifier takes one.
+    assert!(verify_bundle(&scratch.path().join("swapped_key"), &[]).ok);
+
+    if std::env::var_os("WARDEN_UPDATE_CORPUS").is_some() {
+        let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
+        let _ = std::fs::remove_dir_all(&corpus);
+        std::fs::create_dir_all(&corpus).unwrap();
+        let mut expected = serde_json::Map::new();
+        for (name, dir, reason) in &cases {
+            copy_dir(dir, &corpus.join(name));
+            expected.insert(name.clone(), serde_json::json!({"reason": reason}));
+        }
+        std::fs::write(corpus.join("trusted.vkey"), format!("{}\n", trusted.encoded())).unwrap();
+        std::fs::write(corpus.join("expected.json"), serde_json::to_string_pretty(&expected).unwrap() + "\n").unwrap();
+    }
+}
+
+#[test]
+fn the_committed_corpus_gives_every_verdict_it_expects() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
+    let trusted = NoteVerifier::parse(&std::fs::read_to_string(corpus.join("trusted.vkey")).unwrap()).unwrap();
+    let expected: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(corpus.join("expected.json")).unwrap()).unwrap();
+    assert!(expected.len() >= 10, "the corpus holds the sound bundles and the eight tamper classes");
+    for (name, want) in expected {
+        let verdict = verdict(&corpus.join(&name), &trusted);
+        assert_eq!(verdict.reason.as_deref(), want["reason"].as_str(), "{name}: {verdict:?}");
+        assert_eq!(verdict.ok, want["reason"].is_null(), "{name}");
+    }
+}
+
+#[test]
+fn an_inclusion_proof_is_at_most_the_trees_height_in_hashes() {
+    let log = log();
+    let path = log.f.kernel.proof(ProofAsk::Inclusion { seq: 1, size: 28 }).unwrap();
+    assert_eq!(path.len(), 5, "28 leaves: a tree of height 5");
+    let encoded: Vec<String> = path.iter().map(|h| BASE64_STANDARD.encode(h)).collect();
+    assert!(encoded.iter().all(|h| h.len() == 44));
+    assert_eq!(log.f.kernel.effect("refund:held_1").unwrap().unwrap().state, EffectState::Executing);
+}
