@@ -136,17 +136,17 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         let txn = db.begin_write().unwrap();
         {
             let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 7u32.to_le_bytes().as_slice()).unwrap();
+            meta.insert("schema_version", 8u32.to_le_bytes().as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("schema version 7, newer than this build's 6"), "{refused}");
-    assert_eq!(schema_version(&path), 7);
+    assert!(refused.to_string().contains("schema version 8, newer than this build's 7"), "{refused}");
+    assert_eq!(schema_version(&path), 8);
 }
 
 #[test]
-fn a_schema_4_store_is_read_without_a_writer_and_becomes_6_when_opened_to_write() {
+fn a_schema_4_store_is_read_without_a_writer_and_becomes_7_when_opened_to_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
     let clock = warden::ManualClock::new(T0);
@@ -161,7 +161,7 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_6_when_opened_to_write(
                 .unwrap();
         }
     }
-    // Schema 4 differs from 6 only in never holding a compressed row and having no journal: its
+    // Schema 4 differs from 7 only in never holding a compressed row, having no journal and no evidence tables: its
     // version row says 4 (the journal mark of a clean close is left, as a schema-4 file ignores it).
     {
         let db = redb::Database::open(&path).unwrap();
@@ -188,8 +188,12 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_6_when_opened_to_write(
         let refused = kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap_err();
         assert!(matches!(refused, Error::Duplicate { .. }), "{refused}");
         assert!(kernel.verify_chain().unwrap().ok);
+        // The evidence tables came with the migration: the old receipts are checkpointed.
+        let signer = warden::evidence::key::NoteSigner::generate("migrated").unwrap();
+        let checkpoint = kernel.checkpoint(&signer, None).unwrap();
+        assert_eq!((checkpoint.number, checkpoint.size), (1, 4), "three receipts and the refusal's");
     }
-    assert_eq!(schema_version(&path), 6);
+    assert_eq!(schema_version(&path), 7);
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.
