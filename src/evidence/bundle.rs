@@ -652,7 +652,7 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
     let last = checked.last().map_or(0, |cp| cp.number);
     verdict.open_at_end = checked.last().map_or(0, |cp| cp.companion.open.len() as u64);
     Ok(format!(
-        "{} receipts hash to the roots of {} checkpoints (last: {last}, {} receipts); every effect a checkpoint saw open is open later, closed by a receipt, or attested closed without one",
+        "{} receipts hash to the roots of {} checkpoint(s) (last: {last}, {} receipts); every effect a checkpoint saw open is open later, closed by a receipt, or attested closed without one",
         verdict.receipts,
         checked.len(),
         frontier.size()

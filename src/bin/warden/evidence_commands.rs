@@ -196,7 +196,7 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>, j
         }))
     } else {
         format!(
-            "wrote {}: {} receipts, checkpoints {}, {} approvals\ncheck it anywhere with: warden verify-bundle {} --key VERIFIER_KEY\n",
+            "wrote {}: {} receipts, checkpoint(s) {}, {} approval(s)\ncheck it anywhere with: warden verify-bundle {} --key VERIFIER_KEY\n",
             shown(&done.dir.display().to_string()),
             done.receipts,
             done.checkpoints.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
