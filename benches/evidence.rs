@@ -75,7 +75,12 @@ fn main() {
         std::env::var("WARDEN_EVIDENCE_RECEIPTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
     };
     let base = std::env::var_os("WARDEN_EVIDENCE_DIR").map_or_else(std::env::temp_dir, Into::into);
-    let dir = tempfile::tempdir_in(base).unwrap();
+    let mut dir = tempfile::tempdir_in(base).unwrap();
+    // WARDEN_EVIDENCE_KEEP=1 keeps the store and the bundle (to profile the verifiers on them).
+    if std::env::var_os("WARDEN_EVIDENCE_KEEP").is_some() {
+        dir.disable_cleanup(true);
+        println!("kept: {}", dir.path().display());
+    }
     let kernel = Arc::new(
         Kernel::open(
             dir.path().join("evidence.redb"),

@@ -1,4 +1,4 @@
-//! `warden verify`: the guarantees G1–G12, run against the operator's own document in a scratch
+//! `warden verify`: the guarantees G1–G13, run against the operator's own document in a scratch
 //! store (a fresh temporary directory, never the live store).
 //!
 //! Every scenario's arguments are derived from the document's rules: for a rule's `when`
@@ -143,7 +143,7 @@ impl Status {
 /// One guarantee checked against the document.
 #[derive(Debug, Clone)]
 pub struct Guarantee {
-    /// `G1`…`G12`.
+    /// `G1`…`G13`.
     pub id: &'static str,
     /// What it promises, in one line.
     pub title: &'static str,
@@ -216,7 +216,7 @@ impl VerifyReport {
     }
 }
 
-/// Run G1–G12 against `document` in a fresh scratch store. `racer` runs G4's contenders as OS
+/// Run G1–G13 against `document` in a fresh scratch store. `racer` runs G4's contenders as OS
 /// processes (the `warden` binary's); `None` races threads.
 ///
 /// An observe-mode document is refused: verify needs enforce mode to see anything refused.
@@ -261,6 +261,7 @@ pub fn run_on(document: &Document, racer: Option<&dyn ProcessRace>, postgres: Op
         guarantee("G10", "unknown error is ambiguous", || g10_unknown_error(&ctx)),
         guarantee("G11", "an altered receipt is detected", || g11_altered_receipt(&ctx)),
         guarantee("G12", "an approval shows the exact arguments it binds", || g12_approval_shows_its_action(&ctx)),
+        guarantee("G13", "a truncated or forked log is caught against its checkpoints", || g13_checkpointed_log(&ctx)),
     ];
     let mut blind_spots: Vec<String> = BLIND_SPOTS.iter().map(|s| (*s).to_owned()).collect();
     if document.authority_config.is_some() {
@@ -1227,6 +1228,103 @@ fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
         "receipt 1's decision_reason was edited in the store and verify_chain reported content_altered at seq 1; \
          control: the untouched chain of {} receipts verified",
         untouched.chained
+    ))
+}
+
+/// G13: a signed checkpoint fixes the log: a bundle whose receipts stop short of the last
+/// checkpoint is refused as `truncated`, and two checkpoints of one size with different roots as
+/// `log_forked`; control: the bundle as exported verifies. The key is made here and never stored.
+fn g13_checkpointed_log(ctx: &Ctx<'_>) -> Result<Outcome> {
+    use crate::evidence::{bundle, checkpoint, key::NoteSigner};
+    let warden = ctx.warden("g13")?;
+    if let Some(case) = ctx.allowed() {
+        let call = case.call(ctx.document, "g13")?;
+        if let Ok(permit) = warden.submit(&ctx.request(case.action, &call)) {
+            permit.commit(&serde_json::json!({"warden_verify": "G13"}))?;
+        }
+    }
+    let unknown = ctx.unknown_action();
+    let empty = Call { arguments: Map::new(), resource: None, effect_key: None };
+    for _ in 0..3 {
+        let _refused = warden.submit(&ctx.request(&unknown, &empty));
+    }
+    let kernel = warden.kernel();
+    let signer = NoteSigner::generate("warden-verify")?;
+    let one = kernel.checkpoint(&signer, Some("warden-verify/g13"))?;
+    let dir = crate::scratch::ScratchDir::create("warden-verify-g13")
+        .map_err(|e| Error::Config(format!("cannot create a scratch directory for G13: {e}")))?;
+    let sound = dir.path("sound");
+    bundle::export(kernel, &sound, None, None)?;
+    let trusted = [signer.verifier()];
+    let control = bundle::verify_bundle(&sound, &trusted);
+    if !control.ok {
+        return fail(format!(
+            "control failed: the bundle as exported was refused: {:?} {}",
+            control.reason, control.detail
+        ));
+    }
+    let io = |e: std::io::Error| Error::Config(format!("G13's scratch bundle: {e}"));
+    let copy = |name: &str| -> Result<std::path::PathBuf> {
+        let to = dir.path(name);
+        for sub in ["", "checkpoints", "keys", "proofs"] {
+            std::fs::create_dir_all(to.join(sub)).map_err(io)?;
+            for entry in std::fs::read_dir(sound.join(sub)).map_err(io)? {
+                let entry = entry.map_err(io)?;
+                if entry.file_type().map_err(io)?.is_file() {
+                    std::fs::copy(entry.path(), to.join(sub).join(entry.file_name())).map_err(io)?;
+                }
+            }
+        }
+        Ok(to)
+    };
+    // Truncated: the last receipt cut off the end, as a rewritten store file would show it.
+    let truncated = copy("truncated")?;
+    let text = std::fs::read_to_string(truncated.join("receipts.jsonl")).map_err(io)?;
+    let kept: Vec<&str> = text.lines().collect();
+    let shorter = kept[..kept.len().saturating_sub(1)].iter().map(|line| format!("{line}\n")).collect::<String>();
+    std::fs::write(truncated.join("receipts.jsonl"), shorter).map_err(io)?;
+    let cut = bundle::verify_bundle(&truncated, &trusted);
+    if cut.reason.as_deref() != Some("truncated") {
+        return fail(format!(
+            "the last receipt was cut off and the bundle verdict was {:?}: {}",
+            cut.reason, cut.detail
+        ));
+    }
+    // Forked: the key signs a second checkpoint of the same size with another root.
+    let forked = copy("forked")?;
+    let companion: checkpoint::Companion = serde_json::from_str(&one.companion)
+        .map_err(|e| Error::Store(format!("checkpoint 1's companion does not parse: {e}")))?;
+    let mut root =
+        checkpoint::decode_hash(&one.root).ok_or_else(|| Error::Store("checkpoint 1's root is unreadable".into()))?;
+    root[0] ^= 1;
+    let fork = checkpoint::Basis {
+        number: 2,
+        origin: one.origin.clone(),
+        size: one.size,
+        root,
+        time: one.time,
+        open: companion.open,
+        closed_without_receipt: companion.closed_without_receipt,
+    };
+    let (fork_companion, text) = checkpoint::texts(&fork)?;
+    std::fs::write(forked.join("checkpoints/000002.note"), signer.sign_note(&text)?).map_err(io)?;
+    std::fs::write(forked.join("checkpoints/000002.json"), fork_companion).map_err(io)?;
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(forked.join("bundle.json")).map_err(io)?)
+        .map_err(|e| Error::Store(format!("G13's bundle.json: {e}")))?;
+    manifest["checkpoints"] = serde_json::json!([1, 2]);
+    std::fs::write(forked.join("bundle.json"), manifest.to_string()).map_err(io)?;
+    let split = bundle::verify_bundle(&forked, &trusted);
+    if split.reason.as_deref() != Some("log_forked") {
+        return fail(format!(
+            "two checkpoints of {} receipts with different roots gave {:?}: {}",
+            one.size, split.reason, split.detail
+        ));
+    }
+    pass(format!(
+        "a checkpoint of {} receipts was signed and exported; the bundle without its last receipt was refused as \
+         truncated, and a second checkpoint of the same size with another root as log_forked; control: the bundle \
+         as exported verified",
+        one.size
     ))
 }
 

@@ -382,7 +382,7 @@ fn verify_passes_on_the_starter_document_with_a_line_per_guarantee() {
         let prefix = format!("G{id} pass ");
         assert!(run.stdout.lines().any(|line| line.starts_with(&prefix)), "no line {prefix:?}:\n{run}");
     }
-    assert!(run.stdout.contains("verify passed: 12 pass, 0 fail, 0 not applicable"), "{run}");
+    assert!(run.stdout.contains("verify passed: 13 pass, 0 fail, 0 not applicable"), "{run}");
     assert!(run.stdout.contains("G4 pass  one winner among 8 OS processes"), "{run}");
     assert!(!run.stdout.contains("threads"), "G4 must race processes:\n{run}");
     assert_eq!(files_in(s.path()), ["warden.yaml"], "verify wrote next to the document");

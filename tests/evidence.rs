@@ -343,3 +343,43 @@ fn an_inclusion_proof_is_at_most_the_trees_height_in_hashes() {
     assert!(encoded.iter().all(|h| h.len() == 44));
     assert_eq!(log.f.kernel.effect("refund:held_1").unwrap().unwrap().state, EffectState::Executing);
 }
+
+#[test]
+fn a_bundle_of_checkpoints_with_no_receipts_between_them_is_still_accounted() {
+    let log = log();
+    let again = log.f.kernel.checkpoint(&log.signer, None).unwrap();
+    assert_eq!((again.number, again.size), (4, 28));
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("no_receipts");
+    assert_eq!(export(&log.f.kernel, &dir, Some(3), Some(4)).unwrap().receipts, 0);
+    let trusted = log.signer.verifier();
+    let sound = verdict(&dir, &trusted);
+    assert!(sound.ok && sound.receipts == 0 && sound.checkpoints == 2, "{sound:?}");
+    // Checkpoint 4 re-signed counting the executing effect closed, with no receipt in between.
+    let mut basis = basis_of(&again);
+    basis.open.clear();
+    put_checkpoint(&dir, &log.signer, &basis);
+    assert_eq!(verdict(&dir, &trusted).reason.as_deref(), Some("outcome_missing"));
+    // A checkpoint older than where the bundle starts has no receipts to be checked against.
+    let older = scratch.path().join("older");
+    export(&log.f.kernel, &older, Some(3), Some(4)).unwrap();
+    std::fs::write(older.join("checkpoints/000002.note"), &log.checkpoints[1].note).unwrap();
+    std::fs::write(older.join("checkpoints/000002.json"), &log.checkpoints[1].companion).unwrap();
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(older.join("bundle.json")).unwrap()).unwrap();
+    manifest["checkpoints"] = serde_json::json!([2, 3, 4]);
+    std::fs::write(older.join("bundle.json"), manifest.to_string()).unwrap();
+    let whole = scratch.path().join("whole");
+    export(&log.f.kernel, &whole, None, None).unwrap();
+    std::fs::copy(
+        whole.join("proofs/consistency-000002-000003.json"),
+        older.join("proofs/consistency-000002-000003.json"),
+    )
+    .unwrap();
+    let refused = verdict(&older, &trusted);
+    assert_eq!(refused.reason.as_deref(), Some("bundle_malformed"), "{refused:?}");
+    assert!(
+        refused.detail.contains("checkpoint 2 covers 25 receipts, fewer than the 28 the bundle starts after"),
+        "{refused:?}"
+    );
+}

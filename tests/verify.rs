@@ -1,4 +1,4 @@
-//! `warden verify`: G1–G12 pass on real documents, are not applicable where the document gives
+//! `warden verify`: G1–G13 pass on real documents, are not applicable where the document gives
 //! them nothing to run on, and fail on a deliberately broken build.
 
 use std::sync::Mutex;
@@ -213,7 +213,7 @@ fn the_json_report_has_one_entry_per_guarantee_and_the_blind_spots() {
     assert_eq!(json["summary"], serde_json::json!({"pass": 12, "fail": 0, "not_applicable": 0}));
     let guarantees = json["guarantees"].as_array().unwrap();
     let ids: Vec<&str> = guarantees.iter().map(|g| g["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12"]);
+    assert_eq!(ids, ["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12", "G13"]);
     for g in guarantees {
         let keys: Vec<&String> = g.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["detail", "id", "status", "title"]);
@@ -232,7 +232,7 @@ fn the_human_report_prints_one_line_per_guarantee_and_what_verify_cannot_see() {
     let text = run(&load(STARTER), None).unwrap().render();
     assert!(text.contains("\nG1 pass  mutated approval refused — stripe.refund rule[1]"), "{text}");
     assert!(text.contains("\nG8 pass  expired authority refused — "), "{text}");
-    assert!(text.contains("verify passed: 12 pass, 0 fail, 0 not applicable"), "{text}");
+    assert!(text.contains("verify passed: 13 pass, 0 fail, 0 not applicable"), "{text}");
     let blind = text.split("verify cannot see:\n").nth(1).unwrap();
     assert_eq!(blind.lines().count(), warden::verify::BLIND_SPOTS.len(), "{text}");
     assert_eq!(text.lines().filter(|l| l.starts_with('G')).count(), 12);

@@ -516,13 +516,16 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
             .ok_or_else(|| Failure("bundle_malformed", "start.json's frontier does not fit its size".into()))?;
         (frontier, start.last_hash)
     };
-    if let Some(cp) = checked.iter().find(|cp| cp.size == frontier.size()) {
-        if cp.root != frontier.root() {
-            return fail(
-                "root_mismatch",
-                format!("start.json's frontier does not hash to checkpoint {}'s root", cp.number),
-            );
-        }
+    if let Some(cp) = checked.iter().find(|cp| cp.size < frontier.size()) {
+        return fail(
+            "bundle_malformed",
+            format!(
+                "checkpoint {} covers {} receipts, fewer than the {} the bundle starts after",
+                cp.number,
+                cp.size,
+                frontier.size()
+            ),
+        );
     }
     let approvals = load_approvals(dir)?;
     let file = std::fs::File::open(dir.join("receipts.jsonl"))
@@ -530,17 +533,8 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
     let mut lines = BufReader::new(file);
     let mut line = Vec::new();
     let mut pending_gap: Option<u64> = None;
-    let mut latest = String::new();
-    let mut next_cp = checked.iter().position(|cp| cp.size > frontier.size()).unwrap_or(checked.len());
-    // The effects the last passed checkpoint saw open, waiting for their closing receipt.
-    let mut waiting: BTreeSet<(String, u32)> = BTreeSet::new();
-    let mut previous: Option<usize> = checked.iter().rposition(|cp| cp.size <= frontier.size());
-    if let Some(at) = previous {
-        for open in &checked[at].companion.open {
-            waiting.insert((open.effect_key.clone(), open.attempt));
-        }
-    }
-    let mut closed: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut walk = Walk::default();
+    walk.arrive(&checked, &frontier, verdict)?;
     loop {
         line.clear();
         let read = lines
@@ -594,8 +588,8 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
         frontier.push(leaf_hash(text));
         verdict.receipts += 1;
         if let Some(finished) = document.get("finished_at").and_then(serde_json::Value::as_str) {
-            if finished > latest.as_str() {
-                latest = finished.to_owned();
+            if finished > walk.latest.as_str() {
+                walk.latest = finished.to_owned();
             }
         }
         // A receipt names the approval it spent with its approver; a refusal may name one it
@@ -605,32 +599,11 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
             check_approval(&approvals, approval, &document, seq)?;
         }
         if let Some(key) = terminal_outcome(&document) {
-            if waiting.contains(&key) {
-                closed.insert(key);
+            if walk.waiting.contains(&key) {
+                walk.closed.insert(key);
             }
         }
-        while let Some(cp) = checked.get(next_cp).filter(|cp| cp.size == frontier.size()) {
-            if cp.root != frontier.root() {
-                return fail(
-                    "root_mismatch",
-                    format!("receipts 1..{} do not hash to checkpoint {}'s root", cp.size, cp.number),
-                );
-            }
-            if latest.as_str() > cp.time.as_str() {
-                return fail(
-                    "checkpoint_backdated",
-                    format!("checkpoint {} is dated {}, before receipt {seq} finished ({latest})", cp.number, cp.time),
-                );
-            }
-            if let Some(at) = previous {
-                outcomes_accounted(&checked[at], cp, &waiting, &closed)?;
-            }
-            verdict.closed_without_receipt += cp.companion.closed_without_receipt.len() as u64;
-            waiting = cp.companion.open.iter().map(|open| (open.effect_key.clone(), open.attempt)).collect();
-            closed.clear();
-            previous = Some(next_cp);
-            next_cp += 1;
-        }
+        walk.arrive(&checked, &frontier, verdict)?;
     }
     if let Some(missing) = pending_gap {
         return fail(
@@ -638,7 +611,7 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
             format!("receipt {missing} is missing: the file ends with receipt {}", missing + 1),
         );
     }
-    if let Some(cp) = checked.get(next_cp) {
+    if let Some(cp) = checked.get(walk.next) {
         return fail(
             "truncated",
             format!(
@@ -657,6 +630,59 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
         checked.len(),
         frontier.size()
     ))
+}
+
+/// Where the stream of receipts stands against the checkpoints.
+#[derive(Default)]
+struct Walk {
+    /// The next checkpoint to reach.
+    next: usize,
+    /// The last checkpoint reached.
+    previous: Option<usize>,
+    /// The effects the last checkpoint reached saw open.
+    waiting: BTreeSet<(String, u32)>,
+    /// Those of them a receipt since closed.
+    closed: BTreeSet<(String, u32)>,
+    /// The latest `finished_at` so far.
+    latest: String,
+}
+
+impl Walk {
+    /// Check every checkpoint whose size the stream has reached: its root, its time against the
+    /// receipts it covers, and every effect the one before it saw open.
+    fn arrive(
+        &mut self,
+        checked: &[Checked],
+        frontier: &Frontier,
+        verdict: &mut Verdict,
+    ) -> std::result::Result<(), Failure> {
+        while let Some(cp) = checked.get(self.next).filter(|cp| cp.size == frontier.size()) {
+            if cp.root != frontier.root() {
+                return fail(
+                    "root_mismatch",
+                    format!("the receipts through {} do not hash to checkpoint {}'s root", cp.size, cp.number),
+                );
+            }
+            if self.latest.as_str() > cp.time.as_str() {
+                return fail(
+                    "checkpoint_backdated",
+                    format!(
+                        "checkpoint {} is dated {}, before a receipt it covers finished ({})",
+                        cp.number, cp.time, self.latest
+                    ),
+                );
+            }
+            if let Some(at) = self.previous {
+                outcomes_accounted(&checked[at], cp, &self.waiting, &self.closed)?;
+                verdict.closed_without_receipt += cp.companion.closed_without_receipt.len() as u64;
+            }
+            self.waiting = cp.companion.open.iter().map(|open| (open.effect_key.clone(), open.attempt)).collect();
+            self.closed.clear();
+            self.previous = Some(self.next);
+            self.next += 1;
+        }
+        Ok(())
+    }
 }
 
 /// `(effect_key, attempt)` of a receipt recording a committed or failed outcome.
