@@ -383,3 +383,23 @@ fn a_bundle_of_checkpoints_with_no_receipts_between_them_is_still_accounted() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn the_tar_of_a_bundle_unpacks_to_a_bundle_that_verifies_and_is_the_same_every_time() {
+    let log = log();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("bundle");
+    export(&log.f.kernel, &dir, None, None).unwrap();
+    let (one, two) = (scratch.path().join("one.tar"), scratch.path().join("two.tar"));
+    warden::evidence::bundle::write_tar(&dir, &one).unwrap();
+    warden::evidence::bundle::write_tar(&dir, &two).unwrap();
+    assert_eq!(std::fs::read(&one).unwrap(), std::fs::read(&two).unwrap());
+    assert!(warden::evidence::bundle::write_tar(&dir, &one).is_err(), "an existing archive is never overwritten");
+    let unpacked = scratch.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let status = std::process::Command::new("tar").arg("-xf").arg(&one).arg("-C").arg(&unpacked).status().unwrap();
+    assert!(status.success());
+    let verdict = verdict(&unpacked.join("bundle"), &log.signer.verifier());
+    assert!(verdict.ok, "{verdict:?}");
+    assert_eq!(verdict.receipts, 28);
+}

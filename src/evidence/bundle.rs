@@ -297,6 +297,43 @@ fn write_bundle(
     })
 }
 
+/// Write the bundle directory `dir` as one tar archive at `out` (a new file): its files in name
+/// order under the directory's name, each mode 0644 with time 0, so one bundle makes one archive.
+pub fn write_tar(dir: &Path, out: &Path) -> Result<()> {
+    let name = dir
+        .file_name()
+        .ok_or_else(|| Error::InvalidInput(format!("{} has no name to archive under", dir.display())))?;
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(out).map_err(io("create", out))?;
+    let mut archive = tar::Builder::new(std::io::BufWriter::new(file));
+    let mut files = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(relative) = pending.pop() {
+        let here = dir.join(&relative);
+        for entry in std::fs::read_dir(&here).map_err(io("read", &here))? {
+            let entry = entry.map_err(io("read", &here))?;
+            let path = relative.join(entry.file_name());
+            if entry.file_type().map_err(io("read", &here))?.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    for relative in files {
+        let bytes = std::fs::read(dir.join(&relative)).map_err(io("read", &dir.join(&relative)))?;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        archive
+            .append_data(&mut header, Path::new(name).join(&relative), bytes.as_slice())
+            .map_err(io("write", out))?;
+    }
+    archive.into_inner().and_then(|mut w| w.flush()).map_err(io("write", out))?;
+    Ok(())
+}
+
 // ---- the verifier -------------------------------------------------------------------------------
 
 /// What [`verify_bundle`] concluded.

@@ -187,12 +187,34 @@ pub fn consistency(kernel: &Kernel, old: u64, new: u64, json: bool) -> Result<St
     })
 }
 
-pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>, json: bool) -> Result<String, Failure> {
+pub fn export(
+    kernel: &Kernel,
+    out: &Path,
+    from: Option<u64>,
+    to: Option<u64>,
+    tar: bool,
+    json: bool,
+) -> Result<String, Failure> {
+    let archive = tar.then(|| {
+        let mut name = out.as_os_str().to_owned();
+        name.push(".tar");
+        std::path::PathBuf::from(name)
+    });
+    if let Some(archive) = archive.as_ref().filter(|archive| archive.exists()) {
+        return Err(Failure::usage(format!(
+            "{} exists; export writes a new archive",
+            shown(&archive.display().to_string())
+        )));
+    }
     let done = bundle::export(kernel, out, from, to)?;
+    if let Some(archive) = &archive {
+        bundle::write_tar(out, archive)?;
+    }
     Ok(if json {
         document(&json!({
             "dir": done.dir.display().to_string(), "receipts": done.receipts,
             "checkpoints": done.checkpoints, "approvals": done.approvals,
+            "tar": archive.as_ref().map(|archive| archive.display().to_string()),
         }))
     } else {
         format!(
@@ -202,7 +224,7 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>, j
             done.checkpoints.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
             done.approvals,
             shown(&done.dir.display().to_string())
-        )
+        ) + &archive.map(|archive| format!("and the same as one archive: {}\n", shown(&archive.display().to_string()))).unwrap_or_default()
     })
 }
 

@@ -409,6 +409,9 @@ enum Command {
         /// End at this checkpoint (default: the last).
         #[arg(long, value_name = "CHECKPOINT")]
         to: Option<u64>,
+        /// Also write the directory as one archive, DIR.tar.
+        #[arg(long)]
+        tar: bool,
     },
 
     /// Check an offline bundle with no access to the store: signatures, roots, order, every
@@ -669,8 +672,8 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         Command::Proof { what: ProofCommand::Consistency { old, new } } => {
             evidence_commands::consistency(&open_store_to_read(store)?, *old, *new, json).map(Done::ok)
         }
-        Command::Export { out, from, to } => {
-            evidence_commands::export(&open_store_to_read(store)?, out, *from, *to, json).map(Done::ok)
+        Command::Export { out, from, to, tar } => {
+            evidence_commands::export(&open_store_to_read(store)?, out, *from, *to, *tar, json).map(Done::ok)
         }
         Command::VerifyBundle { dir, keys } => evidence_commands::verify_bundle(dir, keys, json),
         Command::Doctor => doctor::doctor(&open_store_to_read(store)?, json),
