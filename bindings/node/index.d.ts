@@ -419,6 +419,93 @@ export declare function parseJson(text: string): JsonValue;
 /** JSON.stringify, except a `bigint` is written as its exact digits. */
 export declare function stringifyJson(value: unknown): string;
 
+// ---- evidence: offline bundles, verified in pure JavaScript (lib/evidence.js, no addon) ----------
+
+/** Why a bundle was refused: the first check that failed, in the order the checks run (docs/EVIDENCE.md). */
+export type EvidenceReason =
+  | 'bundle_malformed'
+  | 'key_untrusted'
+  | 'signature_invalid'
+  | 'checkpoint_altered'
+  | 'log_forked'
+  | 'checkpoint_backdated'
+  | 'proof_invalid'
+  | 'receipt_malformed'
+  | 'receipts_reordered'
+  | 'receipt_dropped'
+  | 'receipt_altered'
+  | 'root_mismatch'
+  | 'outcome_missing'
+  | 'truncated';
+
+/** What `evidence.verifyBundle` concluded: the same fields as `warden verify-bundle --json`. */
+export interface EvidenceVerdict {
+  /** Whether every check passed. */
+  ok: boolean;
+  /** The first failure, when one failed. */
+  reason: EvidenceReason | null;
+  /** What exactly failed, or what was proven. */
+  detail: string;
+  /** Receipts checked. */
+  receipts: number;
+  /** Checkpoints checked. */
+  checkpoints: number;
+  /** Whether the keys were given by the caller (true) or taken from the bundle. */
+  keys_pinned: boolean;
+  /** Effects the last checkpoint counts open (no outcome yet). */
+  open_at_end: number;
+  /** Effects a checkpoint saw open that closed with no receipt (the signer attests how). */
+  closed_without_receipt: number;
+}
+
+/** A signed-note Ed25519 verifier key (`NAME+ID+BASE64`), parsed and checked. */
+export interface EvidenceVerifierKey {
+  readonly name: string;
+  /** The key id (the first 4 bytes of SHA-256(name ‖ "\n" ‖ 0x01 ‖ key), big-endian). */
+  readonly id: number;
+  /** The key in its text form. */
+  encoded(): string;
+}
+
+/** Warden's offline evidence bundles, checked as the Rust verifier checks them. */
+export interface Evidence {
+  readonly BUNDLE_FORMAT: 'warden.bundle/v1';
+  readonly COMPANION_FORMAT: 'warden.checkpoint/v1';
+  /** Every reason, in the order the checks run. */
+  readonly REASONS: readonly EvidenceReason[];
+  /**
+   * Check the bundle in `dir`. `keys`: the verifier keys trusted (each a key or a file holding
+   * one); none means the bundle's own keys are trusted (`keys_pinned: false`). Throws only for
+   * a key that cannot be read; every finding about the bundle is in the verdict.
+   */
+  verifyBundle(dir: string, options?: { keys?: ReadonlyArray<string | EvidenceVerifierKey> }): EvidenceVerdict;
+  /** Whether `proof` (an RFC 9162 audit path) shows `leaf` at `index` in the tree of `size` leaves with `root`. */
+  checkInclusion(
+    proof: ReadonlyArray<Uint8Array>,
+    size: number | bigint,
+    root: Uint8Array,
+    index: number | bigint,
+    leaf: Uint8Array,
+  ): boolean;
+  /** Whether `proof` shows the tree of `oldSize` leaves is a prefix of the tree of `newSize` leaves. */
+  checkConsistency(
+    proof: ReadonlyArray<Uint8Array>,
+    oldSize: number | bigint,
+    oldRoot: Uint8Array,
+    newSize: number | bigint,
+    newRoot: Uint8Array,
+  ): boolean;
+  /** SHA-256(0x00 ‖ data): the leaf hash of one receipt document (a string is hashed as UTF-8). */
+  leafHash(data: Uint8Array | string): Uint8Array;
+  /** SHA-256(0x01 ‖ left ‖ right). */
+  nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array;
+  /** Parse a verifier key; throws an Error saying what is wrong with it. */
+  parseVerifierKey(text: string): EvidenceVerifierKey;
+}
+
+/** The pure-JavaScript verifier of offline bundles (`warden export`), also usable without the addon: `require('warden/lib/evidence')`. */
+export declare const evidence: Evidence;
+
 /** The C error object's fields, as the library sent them. */
 export interface ErrorDetails {
   code: string;

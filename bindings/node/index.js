@@ -13,6 +13,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 
 const json = require('./lib/json');
 const errors = require('./lib/errors');
+const evidence = require('./lib/evidence');
 
 const { WardenError, AbiMismatch, InvalidInput, NotExecuted, fromObject } = errors;
 
@@ -794,6 +795,7 @@ module.exports = {
   defaults: () => DEFAULTS,
   parseJson: json.parse,
   stringifyJson: json.stringify,
+  evidence,
   ...errors,
 };
 delete module.exports.fromObject;

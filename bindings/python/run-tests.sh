@@ -6,8 +6,9 @@
 # - CARGO_TARGET_DIR (default <repo>/target) is shared with every other build.
 # - WARDEN_LIB, when set, is the library to test and nothing is compiled; otherwise
 #   `cargo build --release --lib` runs (a no-op when the library is up to date).
-# - The venv lives at $CARGO_TARGET_DIR/py-venv and is reused; pytest and setuptools>=70.1
-#   (which builds wheels itself) are installed into it once.
+# - The venv lives at $CARGO_TARGET_DIR/py-venv and is reused; pytest, setuptools>=70.1
+#   (which builds wheels itself) and cryptography (for warden.evidence's Ed25519) are installed
+#   into it once.
 # - The package is installed from this directory with WARDEN_LIB pointing at the built
 #   library, so its build step copies that library instead of compiling it again.
 # - A library built with `--features test-exports` may be named in WARDEN_TEST_EXPORTS_LIB
@@ -37,8 +38,9 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 # setuptools 70.1+ builds wheels by itself (no separate `wheel` package).
-if ! "$venv/bin/python" -c 'import pytest, setuptools.command.bdist_wheel' 2>/dev/null; then
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "setuptools>=70.1"
+if ! "$venv/bin/python" -c 'import pytest, setuptools.command.bdist_wheel, cryptography' 2>/dev/null; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "setuptools>=70.1" \
+        "cryptography>=42"
 fi
 
 WARDEN_LIB=$lib "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \

@@ -567,81 +567,78 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
     let approvals = load_approvals(dir)?;
     let file = std::fs::File::open(dir.join("receipts.jsonl"))
         .or_else(|e| fail("bundle_malformed", format!("cannot read receipts.jsonl: {e}")))?;
-    let mut lines = BufReader::new(file);
-    let mut line = Vec::new();
     let mut pending_gap: Option<u64> = None;
     let mut walk = Walk::default();
     walk.arrive(&checked, &frontier, verdict)?;
-    loop {
-        line.clear();
-        let read = lines
-            .read_until(b'\n', &mut line)
-            .or_else(|e| fail("bundle_malformed", format!("cannot read receipts.jsonl: {e}")))?;
-        if read == 0 {
-            break;
-        }
-        let expected = frontier.size() + 1;
-        let Some(text) = line.strip_suffix(b"\n") else {
-            return fail(
-                "receipt_malformed",
-                format!("the line after receipt {} does not end with a newline", expected - 1),
-            );
-        };
-        let document: serde_json::Value = serde_json::from_slice(text)
-            .or_else(|e| fail("receipt_malformed", format!("the line for receipt {expected} is not JSON: {e}")))?;
-        let seq = document.get("seq").and_then(serde_json::Value::as_u64);
-        let Some(seq) = seq else {
-            return fail("receipt_malformed", format!("the line for receipt {expected} has no seq"));
-        };
-        if let Some(missing) = pending_gap {
-            return if seq == missing {
-                fail("receipts_reordered", format!("receipt {missing} comes after receipt {}", missing + 1))
-            } else {
-                fail(
-                    "receipt_dropped",
-                    format!("receipt {missing} is missing: receipt {} follows receipt {}", missing + 1, missing - 1),
-                )
-            };
-        }
-        if seq < expected {
-            return fail("receipts_reordered", format!("receipt {seq} comes after receipt {}", expected - 1));
-        }
-        if seq > expected {
-            pending_gap = Some(expected);
-            continue;
-        }
-        let named = document.get("prev_hash").and_then(serde_json::Value::as_str).unwrap_or_default();
-        if named != prev_hash {
-            return fail(
-                "receipt_altered",
-                format!(
-                    "receipt {seq} names a previous hash that is not receipt {}'s: receipt {} was altered",
-                    seq - 1,
-                    seq - 1
-                ),
-            );
-        }
-        prev_hash = format!("sha256:{}", hex::encode(Sha256::digest(text)));
-        frontier.push(leaf_hash(text));
-        verdict.receipts += 1;
-        if let Some(finished) = document.get("finished_at").and_then(serde_json::Value::as_str) {
-            if finished > walk.latest.as_str() {
-                walk.latest = finished.to_owned();
+    std::thread::scope(|scope| -> std::result::Result<(), Failure> {
+        let parsed = read_in_parallel(scope, file);
+        for batch in &parsed {
+            for line in batch? {
+                let expected = frontier.size() + 1;
+                if !line.ends {
+                    return fail(
+                        "receipt_malformed",
+                        format!("the line after receipt {} does not end with a newline", expected - 1),
+                    );
+                }
+                let fields = line.fields.or_else(|e| {
+                    fail("receipt_malformed", format!("the line for receipt {expected} is not JSON: {e}"))
+                })?;
+                let Some(seq) = fields.seq else {
+                    return fail("receipt_malformed", format!("the line for receipt {expected} has no seq"));
+                };
+                if let Some(missing) = pending_gap {
+                    return if seq == missing {
+                        fail("receipts_reordered", format!("receipt {missing} comes after receipt {}", missing + 1))
+                    } else {
+                        fail(
+                            "receipt_dropped",
+                            format!(
+                                "receipt {missing} is missing: receipt {} follows receipt {}",
+                                missing + 1,
+                                missing - 1
+                            ),
+                        )
+                    };
+                }
+                if seq < expected {
+                    return fail("receipts_reordered", format!("receipt {seq} comes after receipt {}", expected - 1));
+                }
+                if seq > expected {
+                    pending_gap = Some(expected);
+                    continue;
+                }
+                if fields.prev_hash != prev_hash {
+                    return fail(
+                        "receipt_altered",
+                        format!(
+                            "receipt {seq} names a previous hash that is not receipt {}'s: receipt {} was altered",
+                            seq - 1,
+                            seq - 1
+                        ),
+                    );
+                }
+                prev_hash = line.chain_hash;
+                frontier.push(line.leaf);
+                verdict.receipts += 1;
+                if let Some(finished) = fields.finished_at {
+                    if finished > walk.latest {
+                        walk.latest = finished;
+                    }
+                }
+                if let Some(spent) = &fields.spent {
+                    check_approval(&approvals, spent, seq)?;
+                }
+                if let Some(key) = fields.closes {
+                    if walk.waiting.contains(&key) {
+                        walk.closed.insert(key);
+                    }
+                }
+                walk.arrive(&checked, &frontier, verdict)?;
             }
         }
-        // A receipt names the approval it spent with its approver; a refusal may name one it
-        // was shown (bound to another action) with no approver.
-        let spent = document.get("approver").and_then(serde_json::Value::as_str).is_some();
-        if let (true, Some(approval)) = (spent, document.get("approval_id").and_then(serde_json::Value::as_str)) {
-            check_approval(&approvals, approval, &document, seq)?;
-        }
-        if let Some(key) = terminal_outcome(&document) {
-            if walk.waiting.contains(&key) {
-                walk.closed.insert(key);
-            }
-        }
-        walk.arrive(&checked, &frontier, verdict)?;
-    }
+        Ok(())
+    })?;
     if let Some(missing) = pending_gap {
         return fail(
             "receipt_dropped",
@@ -667,6 +664,148 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
         checked.len(),
         frontier.size()
     ))
+}
+
+/// A receipt that spent an approval: it names the approval and its approver (a refusal may name
+/// one it was shown, bound to another action, with no approver: that one spent nothing).
+struct Spent {
+    approval_id: String,
+    action_hash: String,
+    approver: String,
+}
+
+/// What the checks need of one receipt line.
+struct Fields {
+    seq: Option<u64>,
+    prev_hash: String,
+    finished_at: Option<String>,
+    spent: Option<Spent>,
+    closes: Option<(String, u32)>,
+}
+
+/// One line of `receipts.jsonl`, read and hashed by a worker.
+struct Line {
+    /// Whether it ended with a newline (only the file's last line may not).
+    ends: bool,
+    fields: std::result::Result<Fields, String>,
+    /// `sha256:` and the hex of its bytes: what the next receipt's `prev_hash` names.
+    chain_hash: String,
+    leaf: [u8; 32],
+}
+
+fn read_line(bytes: &[u8]) -> Line {
+    let (text, ends) = match bytes.strip_suffix(b"\n") {
+        Some(text) => (text, true),
+        None => (bytes, false),
+    };
+    let fields = serde_json::from_slice::<serde_json::Value>(text).map_err(|e| e.to_string()).map(|document| {
+        let text_of = |name: &str| document.get(name).and_then(serde_json::Value::as_str).map(str::to_owned);
+        let spent = match (text_of("approval_id"), text_of("approver")) {
+            (Some(approval_id), Some(approver)) => {
+                Some(Spent { approval_id, action_hash: text_of("action_hash").unwrap_or_default(), approver })
+            }
+            _ => None,
+        };
+        Fields {
+            seq: document.get("seq").and_then(serde_json::Value::as_u64),
+            prev_hash: text_of("prev_hash").unwrap_or_default(),
+            finished_at: text_of("finished_at"),
+            spent,
+            closes: terminal_outcome(&document),
+        }
+    });
+    Line { ends, fields, chain_hash: format!("sha256:{}", hex::encode(Sha256::digest(text))), leaf: leaf_hash(text) }
+}
+
+/// Lines per batch handed to a worker.
+const BATCH: usize = 512;
+
+/// Read `file` line by line on one thread and parse and hash the lines on the others, handing
+/// them back in file order. What is in flight is bounded (a few batches per worker), so memory
+/// stays constant whatever the file's size; dropping the receiver stops every thread.
+fn read_in_parallel<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    file: std::fs::File,
+) -> std::sync::mpsc::Receiver<std::result::Result<Vec<Line>, Failure>> {
+    use std::sync::mpsc::sync_channel;
+    use std::sync::{Arc, Mutex};
+    let workers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).clamp(1, 4);
+    let (work_tx, work_rx) = sync_channel::<(u64, std::result::Result<Vec<Vec<u8>>, Failure>)>(workers * 2);
+    let (done_tx, done_rx) = sync_channel::<(u64, std::result::Result<Vec<Line>, Failure>)>(workers * 2);
+    let (ordered_tx, ordered_rx) = sync_channel(workers * 2);
+    scope.spawn(move || {
+        let mut lines = BufReader::new(file);
+        for n in 0u64.. {
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut failed = None;
+            while batch.len() < BATCH {
+                let mut line = Vec::new();
+                match lines.read_until(b'\n', &mut line) {
+                    Ok(0) => break,
+                    Ok(_) => batch.push(line),
+                    Err(e) => {
+                        failed = Some(Failure("bundle_malformed", format!("cannot read receipts.jsonl: {e}")));
+                        break;
+                    }
+                }
+            }
+            let last = batch.len() < BATCH || failed.is_some();
+            if work_tx.send((2 * n, Ok(batch))).is_err() {
+                return;
+            }
+            // A read error after some lines: the lines first, then the error in its place.
+            if let Some(failure) = failed {
+                let _ = work_tx.send((2 * n + 1, Err(failure)));
+                return;
+            }
+            if last {
+                return;
+            }
+        }
+    });
+    let work_rx = Arc::new(Mutex::new(work_rx));
+    for _ in 0..workers {
+        let (work_rx, done_tx) = (Arc::clone(&work_rx), done_tx.clone());
+        scope.spawn(move || loop {
+            let next = match work_rx.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => return,
+            };
+            let Ok((n, batch)) = next else { return };
+            let lines = batch.map(|batch| batch.iter().map(|line| read_line(line)).collect());
+            if done_tx.send((n, lines)).is_err() {
+                return;
+            }
+        });
+    }
+    drop(done_tx);
+    scope.spawn(move || {
+        let mut early = BTreeMap::new();
+        let mut next = 0u64;
+        // Batch n arrives as 2n; a read error after it, as 2n + 1 (so odd numbers are mostly absent).
+        for (n, lines) in done_rx {
+            early.insert(n, lines);
+            loop {
+                if let Some(lines) = early.remove(&next) {
+                    if ordered_tx.send(lines).is_err() {
+                        return;
+                    }
+                    next += 1;
+                } else if next % 2 == 1 && early.contains_key(&(next + 1)) {
+                    next += 1;
+                } else {
+                    break;
+                }
+            }
+        }
+        // At the end, whatever is left in order (an error after the last batch).
+        for (_, lines) in early {
+            if ordered_tx.send(lines).is_err() {
+                return;
+            }
+        }
+    });
+    ordered_rx
 }
 
 /// Where the stream of receipts stands against the checkpoints.
@@ -773,24 +912,17 @@ fn load_approvals(dir: &Path) -> std::result::Result<Approvals, Failure> {
     Ok(out)
 }
 
-fn check_approval(
-    approvals: &Approvals,
-    id: &str,
-    document: &serde_json::Value,
-    seq: u64,
-) -> std::result::Result<(), Failure> {
-    let Some((hash, approver)) = approvals.get(id) else {
+fn check_approval(approvals: &Approvals, spent: &Spent, seq: u64) -> std::result::Result<(), Failure> {
+    let Some((hash, approver)) = approvals.get(&spent.approval_id) else {
         return fail(
             "bundle_malformed",
-            format!("receipt {seq} spent approval {id}, which approvals.jsonl does not hold"),
+            format!("receipt {seq} spent approval {}, which approvals.jsonl does not hold", spent.approval_id),
         );
     };
-    let receipt_hash = document.get("action_hash").and_then(|v| v.as_str()).unwrap_or_default();
-    let receipt_approver = document.get("approver").and_then(|v| v.as_str());
-    if hash != receipt_hash || receipt_approver != approver.as_deref() {
+    if *hash != spent.action_hash || Some(spent.approver.as_str()) != approver.as_deref() {
         return fail(
             "receipt_altered",
-            format!("receipt {seq} and approval {id} disagree on the action or the approver"),
+            format!("receipt {seq} and approval {} disagree on the action or the approver", spent.approval_id),
         );
     }
     Ok(())

@@ -42,6 +42,7 @@ const EXPORTS = [
   'actionHash',
   'canonical',
   'defaults',
+  'evidence',
   'extendLease',
   'idempotencyToken',
   'parseJson',

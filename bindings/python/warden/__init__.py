@@ -19,6 +19,8 @@ count and record is the library's.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import _ffi
 from ._context import (
     Principal,
@@ -75,6 +77,15 @@ def abi_version() -> int:
 def result_name(code: int) -> str:
     """`warden_result_name(code)`: the C constant's name for a result code."""
     return _ffi.library().result_name(code)
+
+
+def __getattr__(name: str) -> Any:
+    """`warden.evidence`, the offline bundle verifier (pure Python), imported on first use."""
+    if name == "evidence":
+        import importlib
+
+        return importlib.import_module(".evidence", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
