@@ -397,9 +397,9 @@ fn verify_json_is_one_report() {
     let report = one_document(&run);
     assert_eq!(keys(&report), ["blind_spots", "guarantees", "ok", "policy_hash", "summary"], "{run}");
     assert_eq!(report["ok"], true);
-    assert_eq!(report["summary"], json!({"pass": 12, "fail": 0, "not_applicable": 0}));
+    assert_eq!(report["summary"], json!({"pass": 13, "fail": 0, "not_applicable": 0}));
     let ids: Vec<&str> = report["guarantees"].as_array().unwrap().iter().filter_map(|g| g["id"].as_str()).collect();
-    assert_eq!(ids, (1..=12).map(|i| format!("G{i}")).collect::<Vec<_>>());
+    assert_eq!(ids, (1..=13).map(|i| format!("G{i}")).collect::<Vec<_>>());
     for g in report["guarantees"].as_array().unwrap() {
         assert_eq!(keys(g), ["detail", "id", "status", "title"]);
     }
