@@ -86,13 +86,19 @@ prefix_name=warden-$version-$triple
     printf "$prefix_name/%s\n" bin/warden lib/libwarden.so lib/libwarden.a lib/pkgconfig/warden.pc include/warden.h \
         share/bash-completion/completions/warden share/zsh/site-functions/_warden \
         share/fish/vendor_completions.d/warden.fish LICENSE NOTICE LICENSE-THIRD-PARTY.txt CHANGELOG.md
-    # One man page for the command and one per visible subcommand (`warden --help` lists them).
+    # One man page for the command and one per visible subcommand (`warden --help` lists them),
+    # nested ones included (below).
     echo "$prefix_name/share/man/man1/warden.1"
 } | sort > "$work/archive.expected"
 mkdir -p "$work/prefix-probe"
 tar -xzf "$archive" -C "$work/prefix-probe"
-"$work/prefix-probe/$prefix_name/bin/warden" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != "help" && NF {print $1}' \
-    | while read -r sub; do echo "$prefix_name/share/man/man1/warden-$sub.1"; done >> "$work/archive.expected"
+# A subcommand with subcommands of its own (`warden proof inclusion`) has a page for each of them too.
+commands_of() { sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != "help" && NF {print $1}'; }
+"$work/prefix-probe/$prefix_name/bin/warden" --help | commands_of | while read -r sub; do
+    echo "$prefix_name/share/man/man1/warden-$sub.1"
+    "$work/prefix-probe/$prefix_name/bin/warden" "$sub" --help | commands_of \
+        | while read -r nested; do echo "$prefix_name/share/man/man1/warden-$sub-$nested.1"; done
+done >> "$work/archive.expected"
 sort -o "$work/archive.expected" "$work/archive.expected"
 expect_listing "$archive" "$work/archive.expected"
 
