@@ -1183,18 +1183,7 @@ fn g7_no_principal(ctx: &Ctx<'_>) -> Result<Outcome> {
 
 fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
     let warden = ctx.warden("g11")?;
-    // Receipts under this document: an allowed call when there is one, and an unlisted action.
-    if let Some(case) = ctx.allowed() {
-        let call = case.call(ctx.document, "g11")?;
-        if let Ok(permit) = warden.submit(&ctx.request(case.action, &call)) {
-            permit.commit(&serde_json::json!({"warden_verify": "G11"}))?;
-        }
-    }
-    let unknown = ctx.unknown_action();
-    let empty = Call { arguments: Map::new(), resource: None, effect_key: None };
-    for _ in 0..2 {
-        let _refused = warden.submit(&ctx.request(&unknown, &empty));
-    }
+    write_receipts(ctx, &warden, "g11", 2)?;
     let kernel = warden.kernel();
     let untouched = kernel.verify_chain()?;
     if !untouched.ok || untouched.chained < 2 {
@@ -1231,23 +1220,30 @@ fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
     ))
 }
 
+/// Receipts under this document: an allowed call committed when there is one, and `refusals`
+/// calls of an unlisted action.
+fn write_receipts(ctx: &Ctx<'_>, warden: &Warden, tag: &str, refusals: usize) -> Result<()> {
+    if let Some(case) = ctx.allowed() {
+        let call = case.call(ctx.document, tag)?;
+        if let Ok(permit) = warden.submit(&ctx.request(case.action, &call)) {
+            permit.commit(&serde_json::json!({"warden_verify": tag.to_uppercase()}))?;
+        }
+    }
+    let unknown = ctx.unknown_action();
+    let empty = Call { arguments: Map::new(), resource: None, effect_key: None };
+    for _ in 0..refusals {
+        let _refused = warden.submit(&ctx.request(&unknown, &empty));
+    }
+    Ok(())
+}
+
 /// G13: a signed checkpoint fixes the log: a bundle whose receipts stop short of the last
 /// checkpoint is refused as `truncated`, and two checkpoints of one size with different roots as
 /// `log_forked`; control: the bundle as exported verifies. The key is made here and never stored.
 fn g13_checkpointed_log(ctx: &Ctx<'_>) -> Result<Outcome> {
     use crate::evidence::{bundle, checkpoint, key::NoteSigner};
     let warden = ctx.warden("g13")?;
-    if let Some(case) = ctx.allowed() {
-        let call = case.call(ctx.document, "g13")?;
-        if let Ok(permit) = warden.submit(&ctx.request(case.action, &call)) {
-            permit.commit(&serde_json::json!({"warden_verify": "G13"}))?;
-        }
-    }
-    let unknown = ctx.unknown_action();
-    let empty = Call { arguments: Map::new(), resource: None, effect_key: None };
-    for _ in 0..3 {
-        let _refused = warden.submit(&ctx.request(&unknown, &empty));
-    }
+    write_receipts(ctx, &warden, "g13", 3)?;
     let kernel = warden.kernel();
     let signer = NoteSigner::generate("warden-verify")?;
     let one = kernel.checkpoint(&signer, Some("warden-verify/g13"))?;

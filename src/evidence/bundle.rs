@@ -711,7 +711,7 @@ fn read_line(bytes: &[u8]) -> Line {
             prev_hash: text_of("prev_hash").unwrap_or_default(),
             finished_at: text_of("finished_at"),
             spent,
-            closes: terminal_outcome(&document),
+            closes: checkpoint::closes(&document),
         }
     });
     Line { ends, fields, chain_hash: format!("sha256:{}", hex::encode(Sha256::digest(text))), leaf: leaf_hash(text) }
@@ -859,15 +859,6 @@ impl Walk {
         }
         Ok(())
     }
-}
-
-/// `(effect_key, attempt)` of a receipt recording a committed or failed outcome.
-fn terminal_outcome(document: &serde_json::Value) -> Option<(String, u32)> {
-    let key = document.get("effect_key")?.as_str()?;
-    let attempt = u32::try_from(document.get("attempt")?.as_u64()?).ok()?;
-    let terminal =
-        |field: &str| document.get(field).and_then(|v| v.as_str()).is_some_and(|r| r == "committed" || r == "failed");
-    (terminal("result") || terminal("execution")).then(|| (key.to_owned(), attempt))
 }
 
 fn outcomes_accounted(

@@ -114,6 +114,21 @@ pub struct StoredCheckpoint {
     pub verifier: String,
 }
 
+/// The `(effect_key, attempt)` a receipt document closes: it records that attempt's outcome as
+/// committed or failed (observe mode: what the executor did). The one rule the store's checkpoint
+/// and every verifier use to say an open effect got its outcome receipt.
+pub fn closes(document: &serde_json::Value) -> Option<(String, u32)> {
+    let key = document.get("effect_key")?.as_str()?;
+    let attempt = u32::try_from(document.get("attempt")?.as_u64()?).ok()?;
+    let terminal = |field: &str| {
+        document.get(field).and_then(serde_json::Value::as_str).is_some_and(|result| {
+            result == crate::receipt::ReceiptResult::Committed.as_str()
+                || result == crate::receipt::ReceiptResult::Failed.as_str()
+        })
+    };
+    (terminal("result") || terminal("execution")).then(|| (key.to_owned(), attempt))
+}
+
 /// Whether `origin` may name a log: 1 to 255 printable ASCII bytes, no space and no `+` (the
 /// signed-note rule for names, so a key may be named after its log).
 pub fn is_origin(origin: &str) -> bool {

@@ -31,6 +31,28 @@ pub fn is_key_name(name: &str) -> bool {
     signed_note::is_key_name_valid(name) && name.len() <= 128
 }
 
+/// The fields of a key line `NAME+ID+BASE64(0x01 ‖ 32 bytes)` (a signer key without its
+/// `PRIVATE+KEY+`): the name, the id and the 32 key bytes (a seed or a public key, `what`), or
+/// what is wrong with it. The base64 may itself hold a '+'.
+fn key_fields<'t>(text: &'t str, what: &str) -> std::result::Result<(&'t str, u32, Zeroizing<[u8; 32]>), String> {
+    let mut parts = text.splitn(3, '+');
+    let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("it does not have the fields NAME+ID+KEY".into());
+    };
+    if !is_key_name(name) {
+        return Err("its name is empty, too long or has a space".into());
+    }
+    let id = (id.len() == 8)
+        .then(|| u32::from_str_radix(id, 16).ok())
+        .flatten()
+        .ok_or_else(|| "its id is not 8 hex digits".to_owned())?;
+    let decoded = Zeroizing::new(BASE64_STANDARD.decode(key).map_err(|_| "its key is not base64".to_owned())?);
+    match (decoded.first(), <[u8; 32]>::try_from(decoded.get(1..).unwrap_or_default())) {
+        (Some(&ALG_ED25519), Ok(bytes)) => Ok((name, id, Zeroizing::new(bytes))),
+        _ => Err(format!("its key is not 0x01 followed by a 32-byte Ed25519 {what}")),
+    }
+}
+
 /// A checkpoint signer: an Ed25519 key and its name.
 pub struct NoteSigner {
     name: String,
@@ -69,23 +91,7 @@ impl NoteSigner {
         let bad = |why: &str| Error::Config(format!("the signing key is not a signed-note Ed25519 signer key: {why}"));
         let rest = text.trim_end_matches(['\n', '\r']);
         let rest = rest.strip_prefix("PRIVATE+KEY+").ok_or_else(|| bad("it does not start with PRIVATE+KEY+"))?;
-        // The key is base64, which may itself hold a '+'.
-        let mut parts = rest.splitn(3, '+');
-        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad("it does not have the fields NAME+ID+KEY"));
-        };
-        if !is_key_name(name) {
-            return Err(bad("its name is empty, too long or has a space"));
-        }
-        let id = (id.len() == 8)
-            .then(|| u32::from_str_radix(id, 16).ok())
-            .flatten()
-            .ok_or_else(|| bad("its id is not 8 hex digits"))?;
-        let key = Zeroizing::new(BASE64_STANDARD.decode(key).map_err(|_| bad("its key is not base64"))?);
-        let (Some(&ALG_ED25519), Ok(seed)) = (key.first(), <[u8; 32]>::try_from(key.get(1..).unwrap_or_default()))
-        else {
-            return Err(bad("its key is not 0x01 followed by a 32-byte Ed25519 seed"));
-        };
+        let (name, id, seed) = key_fields(rest, "seed").map_err(|why| bad(&why))?;
         let signer = NoteSigner::from_seed(name, &seed);
         if signer.id != id {
             return Err(bad("its id does not match its key"));
@@ -200,24 +206,9 @@ impl NoteVerifier {
     pub fn parse(text: &str) -> Result<NoteVerifier> {
         let text = text.trim();
         let bad = |why: &str| Error::InvalidInput(format!("{text:?} is not a signed-note Ed25519 verifier key: {why}"));
-        // The key is base64, which may itself hold a '+'.
-        let mut parts = text.splitn(3, '+');
-        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad("it does not have the fields NAME+ID+KEY"));
-        };
-        if !is_key_name(name) {
-            return Err(bad("its name is empty, too long or has a space"));
-        }
-        let id = (id.len() == 8)
-            .then(|| u32::from_str_radix(id, 16).ok())
-            .flatten()
-            .ok_or_else(|| bad("its id is not 8 hex digits"))?;
-        let encoded = BASE64_STANDARD.decode(key).map_err(|_| bad("its key is not base64"))?;
-        let (Some(&ALG_ED25519), Ok(public)) =
-            (encoded.first(), <[u8; 32]>::try_from(encoded.get(1..).unwrap_or_default()))
-        else {
-            return Err(bad("its key is not 0x01 followed by a 32-byte Ed25519 public key"));
-        };
+        let (name, id, public) = key_fields(text, "public key").map_err(|why| bad(&why))?;
+        let mut encoded = vec![ALG_ED25519];
+        encoded.extend_from_slice(&*public);
         if key_id(name, &encoded) != id {
             return Err(bad("its id does not match its key"));
         }

@@ -10,7 +10,6 @@ use crate::error::{Error, Result};
 use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};
 use crate::evidence::key::{open_note, NoteRefusal, NoteSigner, NoteVerifier};
 use crate::evidence::tree::{LogRows, Tree};
-use crate::receipt::ReceiptResult;
 use crate::store::{EvidenceReads, ReadTx, WriteTx};
 
 /// The rows of a transaction, as the tree reads them.
@@ -45,20 +44,6 @@ fn new_origin() -> Result<String> {
     Ok(format!("warden/{}", hex::encode(bytes)))
 }
 
-/// Whether a receipt document closes `(effect_key, attempt)`: it records the attempt's
-/// outcome as committed or failed (observe mode: what the executor did).
-fn closes(document: &serde_json::Value) -> Option<(String, u32)> {
-    let key = document.get("effect_key")?.as_str()?;
-    let attempt = u32::try_from(document.get("attempt")?.as_u64()?).ok()?;
-    let terminal = |field: &str| {
-        document
-            .get(field)
-            .and_then(|v| v.as_str())
-            .is_some_and(|r| r == ReceiptResult::Committed.as_str() || r == ReceiptResult::Failed.as_str())
-    };
-    (terminal("result") || terminal("execution")).then(|| (key.to_owned(), attempt))
-}
-
 /// The previous checkpoint's open effects that are not open now and have no closing receipt
 /// after it, with what their rows say now.
 fn closed_without_receipt(
@@ -86,7 +71,7 @@ fn closed_without_receipt(
             .ok_or_else(|| Error::Store(format!("receipt {seq} is missing from the chain; run `warden doctor`")))?;
         let parsed = crate::canonical::parse_json(&document)
             .map_err(|e| Error::Store(format!("receipt {seq} does not parse ({e}); run `warden doctor`")))?;
-        if let Some((key, attempt)) = closes(&parsed) {
+        if let Some((key, attempt)) = checkpoint::closes(&parsed) {
             waiting.retain(|was| !(was.effect_key == key && was.attempt == attempt));
         }
     }
@@ -319,7 +304,7 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
-    use super::closes;
+    use crate::evidence::checkpoint::closes;
     use serde_json::json;
 
     #[test]
