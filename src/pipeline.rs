@@ -58,6 +58,10 @@ pub struct WardenOptions {
     pub store: StoreOptions,
     /// The bounds on inputs.
     pub limits: crate::limits::Limits,
+    /// Run the document's automatic checkpoints (its `evidence` section) in this handle. On by
+    /// default; a short-lived command (the CLI's) turns it off, so an operator need not be able
+    /// to read the signing key to approve.
+    pub automatic_checkpoints: bool,
 }
 
 impl Default for WardenOptions {
@@ -68,6 +72,7 @@ impl Default for WardenOptions {
             outcomes: Outcomes::Durable,
             store: StoreOptions::default(),
             limits: crate::limits::Limits::default(),
+            automatic_checkpoints: true,
         }
     }
 }
@@ -197,6 +202,9 @@ fn build_action(
 /// A kernel governed by one administrator's document.
 #[derive(Debug, Clone)]
 pub struct Warden {
+    /// Signs the document's automatic checkpoints, if it asks for them (stopped first when the
+    /// last clone of the handle goes).
+    checkpointer: Option<Arc<crate::evidence::auto::Checkpointer>>,
     kernel: Kernel,
     document: Arc<Document>,
     /// Tells the host's hook and the document's webhook of each new approval request.
@@ -221,7 +229,18 @@ impl Warden {
         )?;
         let webhook = document.notify.as_ref().and_then(|notify| notify.webhook.clone());
         let notifier = notifier_for(&kernel, webhook);
-        Ok(Warden { kernel, document: Arc::new(document), notifier })
+        let checkpointer = match (&document.evidence, options.automatic_checkpoints) {
+            (Some(settings), true) => {
+                Some(Arc::new(crate::evidence::auto::Checkpointer::start(settings, kernel.downgrade())?))
+            }
+            _ => None,
+        };
+        Ok(Warden { checkpointer, kernel, document: Arc::new(document), notifier })
+    }
+
+    /// The document's automatic checkpoints in this handle, if they run here.
+    pub fn checkpointer(&self) -> Option<&Arc<crate::evidence::auto::Checkpointer>> {
+        self.checkpointer.as_ref()
     }
 
     /// The notification channels of this handle (set the host's hook, the webhook's

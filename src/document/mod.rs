@@ -21,6 +21,7 @@ mod authority;
 mod conditions;
 mod ctrlrun;
 mod events;
+mod evidence;
 mod gateway;
 mod hash;
 mod integer;
@@ -135,6 +136,9 @@ pub struct Document {
     /// `notify`: who is told of a new approval request (`warden/v1` only). Not part of the
     /// policy hash: it decides nothing.
     pub notify: Option<crate::approval::webhook::NotifyConfig>,
+    /// `evidence`: the key and the bounds of automatic checkpoints (`warden/v1` only). Not part
+    /// of the policy hash: it decides nothing.
+    pub evidence: Option<crate::evidence::settings::EvidenceSettings>,
     /// `gateway`: what `warden gateway` does with methods it does not know (`warden/v1` only;
     /// the default otherwise). Not part of the policy hash: it decides no action.
     pub gateway: GatewaySettings,

@@ -99,6 +99,10 @@ impl Cx<'_> {
             None => None,
             Some(member) => Some(self.notify(member, allow_insecure_http)?),
         };
+        let evidence = match get("evidence") {
+            None => None,
+            Some(member) => Some(self.evidence(member)?),
+        };
         let gateway = match get("gateway") {
             None => Default::default(),
             Some(member) => self.gateway(member)?,
@@ -157,6 +161,7 @@ impl Cx<'_> {
             sources_config,
             allow_insecure_http,
             notify,
+            evidence,
             gateway,
             policy_hash,
             warnings,

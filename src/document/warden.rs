@@ -10,11 +10,12 @@ use super::validate::Cx;
 use super::DocumentError;
 
 pub(super) const WARDEN_V1: &str = "warden/v1";
-pub(super) const WARDEN_TOP_KEYS: [&str; 10] = [
+pub(super) const WARDEN_TOP_KEYS: [&str; 11] = [
     "actions",
     "allow_insecure_http",
     "authority",
     "environment",
+    "evidence",
     "gateway",
     "mode",
     "notify",

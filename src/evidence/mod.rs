@@ -2,7 +2,9 @@
 //! it ([`checkpoint`], [`key`]) and offline bundles with their verifier ([`bundle`]). The
 //! formats and what a verifier can and cannot conclude are in `docs/EVIDENCE.md`.
 
+pub mod auto;
 pub mod bundle;
 pub mod checkpoint;
 pub mod key;
+pub mod settings;
 pub mod tree;

@@ -48,6 +48,15 @@ const _: fn() = || {
 };
 
 impl warden_handle {
+    /// Let the approval webhook's secret and the evidence key (named by reference) resolve
+    /// through `provider`, as sight credentials do.
+    pub(super) fn share_credentials(&self, provider: &Arc<dyn CredentialProvider>) {
+        self.notifier.set_credentials(provider.clone());
+        if let Some(checkpointer) = self.warden.as_ref().and_then(Warden::checkpointer) {
+            checkpointer.set_credentials(provider.clone());
+        }
+    }
+
     pub(super) fn warden(&self) -> Result<&Warden, Error> {
         self.warden.as_ref().ok_or_else(|| {
             Error::Config(
@@ -134,7 +143,14 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
             let warden = Warden::open_files(
                 store,
                 Path::new(config),
-                WardenOptions { clock, environment, outcomes, limits, store: store_options },
+                WardenOptions {
+                    clock,
+                    environment,
+                    outcomes,
+                    limits,
+                    store: store_options,
+                    automatic_checkpoints: true,
+                },
             )?;
             (warden.kernel().clone(), Some(warden))
         }
@@ -168,8 +184,7 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
         Some(warden) => Arc::clone(warden.notifier()),
         None => crate::pipeline::notifier_for(&kernel, None),
     };
-    notifier.set_credentials(default_credentials.clone());
-    Ok(warden_handle {
+    let handle = warden_handle {
         kernel,
         warden,
         latch: Arc::default(),
@@ -178,7 +193,9 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
         notifier,
         #[cfg(feature = "test-exports")]
         manual_clock,
-    })
+    };
+    handle.share_credentials(&handle.default_credentials);
+    Ok(handle)
 }
 
 /// Opens (creating if needed) the store at `store`, governed by the configuration document at

@@ -215,8 +215,8 @@ pub unsafe extern "C" fn warden_sight_credentials_set(
             Some(callback) => Arc::new(HostCallback { callback, user_data }),
             None => handle.default_credentials.clone(),
         };
-        // The approval webhook's secret resolves where sight credentials do.
-        handle.notifier.set_credentials(provider.clone());
+        // The approval webhook's secret and the evidence key resolve where sight credentials do.
+        handle.share_credentials(&provider);
         let mut slot = handle
             .credentials
             .write()

@@ -9,6 +9,7 @@ use crate::clock::{render, Micros};
 use crate::error::{Error, Result};
 use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};
 use crate::evidence::key::{open_note, NoteRefusal, NoteSigner, NoteVerifier};
+use crate::evidence::settings::Due;
 use crate::evidence::tree::{LogRows, Tree};
 use crate::store::{EvidenceReads, ReadTx, WriteTx};
 
@@ -93,9 +94,19 @@ fn closed_without_receipt(
     Ok(out)
 }
 
-pub(super) fn apply_basis(tx: &mut WriteTx<'_>, origin: Option<&str>, now: Micros) -> Result<WriteReply> {
+pub(super) fn apply_basis(
+    tx: &mut WriteTx<'_>,
+    origin: Option<&str>,
+    due: Option<&Due>,
+    now: Micros,
+) -> Result<WriteReply> {
     let last = tx.last_checkpoint()?;
     let size = tx.chain_size()?;
+    if let Some(due) = due {
+        if !due.is_due(size, last.as_ref().map(|last| (last.size, last.time)), now) {
+            return Ok(WriteReply::NotDue);
+        }
+    }
     let origin = match (origin, &last) {
         (Some(asked), Some(last)) if asked != last.origin => {
             return Ok(WriteReply::Refused(Error::InvalidInput(format!(
@@ -245,15 +256,55 @@ pub(super) fn run_proof(rx: &ReadTx<'_>, ask: &ProofAsk) -> Result<ReadReply> {
     Ok(ReadReply::Hashes(hashes))
 }
 
+impl crate::evidence::auto::Log for super::WeakKernel {
+    fn checkpoint_if_due(
+        &self,
+        signer: &NoteSigner,
+        origin: Option<&str>,
+        due: &Due,
+    ) -> Option<Result<Option<StoredCheckpoint>>> {
+        let kernel = self.upgrade()?;
+        Some(kernel.checkpoint_if_due(signer, origin, due))
+    }
+}
+
 impl Kernel {
     /// Make, sign and append the next checkpoint: what it states is gathered in one write
     /// transaction, signed here with `signer` (which never reaches the store), and appended in a
     /// second one that checks the signature and recomputes the root. `origin` names the log on
     /// its first checkpoint (default `warden/<random>`); later ones must repeat it or omit it.
     pub fn checkpoint(&self, signer: &NoteSigner, origin: Option<&str>) -> Result<StoredCheckpoint> {
-        let op = Write::CheckpointBasis { origin: origin.map(str::to_owned) };
+        self.sign_checkpoint(signer, origin, None)?.ok_or_else(|| unexpected("checkpoint"))
+    }
+
+    /// The automatic checkpoint: like [`Kernel::checkpoint`], but only when one is `due` after
+    /// the last (`None` when not). Whether one is due is read first, so a quiet store costs no
+    /// write, and checked again in the transaction that gathers, so two processes never make
+    /// the same one twice.
+    pub fn checkpoint_if_due(
+        &self,
+        signer: &NoteSigner,
+        origin: Option<&str>,
+        due: &Due,
+    ) -> Result<Option<StoredCheckpoint>> {
+        let size = self.receipt_count()?;
+        let last = self.checkpoint_numbered(None)?;
+        if !due.is_due(size, last.as_ref().map(|last| (last.size, last.time)), self.now()) {
+            return Ok(None);
+        }
+        self.sign_checkpoint(signer, origin, Some(*due))
+    }
+
+    fn sign_checkpoint(
+        &self,
+        signer: &NoteSigner,
+        origin: Option<&str>,
+        due: Option<Due>,
+    ) -> Result<Option<StoredCheckpoint>> {
+        let op = Write::CheckpointBasis { origin: origin.map(str::to_owned), due };
         let basis = match self.guarded(|kernel, _| kernel.write(op))? {
             WriteReply::Basis(basis) => *basis,
+            WriteReply::NotDue if due.is_some() => return Ok(None),
             WriteReply::Refused(refusal) => return Err(refusal),
             _ => return Err(unexpected("checkpoint")),
         };
@@ -270,7 +321,7 @@ impl Kernel {
             verifier: signer.verifier().encoded(),
         };
         match self.guarded(|kernel, _| kernel.write(Write::AppendCheckpoint(Box::new(row))))? {
-            WriteReply::Checkpoint(row) => Ok(*row),
+            WriteReply::Checkpoint(row) => Ok(Some(*row)),
             WriteReply::Refused(refusal) => Err(refusal),
             _ => Err(unexpected("checkpoint")),
         }

@@ -271,6 +271,9 @@ pub enum Write {
     CheckpointBasis {
         /// The log's origin, on its first checkpoint; later ones repeat it or omit it.
         origin: Option<String>,
+        /// Gather only when one is due by these bounds (`WriteReply::NotDue` otherwise): the
+        /// automatic checkpoints' check, repeated in the transaction that gathers.
+        due: Option<crate::evidence::settings::Due>,
     },
     /// Append a signed checkpoint, after checking its signature, root and order.
     AppendCheckpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
@@ -356,6 +359,8 @@ pub enum WriteReply {
     Checkpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
     /// Written; nothing to report.
     Done,
+    /// No checkpoint is due (a `CheckpointBasis` with `due`); nothing was gathered.
+    NotDue,
 }
 
 impl WriteOp for Write {
@@ -457,7 +462,9 @@ impl WriteOp for Write {
                 super::approvals::apply_notify_event(tx, approval_id, *kind, data, now)
             }
             Write::Suspension(suspension) => super::permit::apply_suspension(tx, suspension, now),
-            Write::CheckpointBasis { origin } => super::evidence::apply_basis(tx, origin.as_deref(), now),
+            Write::CheckpointBasis { origin, due } => {
+                super::evidence::apply_basis(tx, origin.as_deref(), due.as_ref(), now)
+            }
             Write::AppendCheckpoint(row) => super::evidence::apply_append(tx, row),
         }
     }

@@ -10,7 +10,7 @@ use warden::authority::revoke::parse_created_by;
 use warden::authority::CreatedVia;
 use warden::document::{load_grant_file, Document};
 use warden::kernel::authority::{ListedDelegation, Sweep};
-use warden::pipeline::{Warden, WardenOptions};
+use warden::pipeline::Warden;
 use warden::Principal;
 
 use crate::exit::Failure;
@@ -35,7 +35,7 @@ pub fn delegate(
     let by = principal_of(as_, "--as")?;
     let grant = load_grant_file(file).map_err(|e| Failure::usage(e.to_string()))?;
     let kernel = open_store(store)?;
-    let warden = Warden::open(kernel.store_path(), doc, WardenOptions::default())?;
+    let warden = Warden::open(kernel.store_path(), doc, crate::store_commands::cli_options())?;
     let id = warden.delegate(parent, &grant, &by, None, CreatedVia::Cli)?;
     let listed = warden.delegation(&id)?;
     if json_out {

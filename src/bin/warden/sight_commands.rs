@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 use warden::document::Document;
-use warden::pipeline::{Warden, WardenOptions};
+use warden::pipeline::Warden;
 use warden::sight::config::ParamKind;
 use warden::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};
 use warden::sight::http::CancelToken;
@@ -115,7 +115,7 @@ fn provider(credentials_dir: Option<&Path>) -> Result<Box<dyn CredentialProvider
 /// mistake in --store, never a request for an empty one).
 fn existing(doc: Document, store: Option<&Path>) -> Result<Warden, Failure> {
     let kernel = open_store(store)?;
-    Ok(Warden::open(kernel.store_path(), doc, WardenOptions::default())?)
+    Ok(Warden::open(kernel.store_path(), doc, crate::store_commands::cli_options())?)
 }
 
 pub fn query(
@@ -141,7 +141,7 @@ pub fn query(
                 "--snapshot keeps the result in a store; pass --store PATH or set WARDEN_STORE",
             ));
         };
-        let warden = Warden::open(store, doc, WardenOptions::default())?;
+        let warden = Warden::open(store, doc, crate::store_commands::cli_options())?;
         warden.query(&request, provider.as_ref(), &CancelToken::default())?
     } else {
         let now = warden::Clock::now(&warden::SystemClock);

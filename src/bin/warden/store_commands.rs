@@ -31,6 +31,13 @@ pub fn store_path(named: Option<&Path>) -> &Path {
 const NAME_IT: &str = "name the store with --store PATH or WARDEN_STORE (without either it is warden.redb in the \
                        current directory)";
 
+/// How a command that runs the pipeline for a moment opens its handle: without the document's
+/// automatic checkpoints (the process that serves the agents signs them; an operator need not
+/// be able to read the key).
+pub fn cli_options() -> warden::pipeline::WardenOptions {
+    warden::pipeline::WardenOptions { automatic_checkpoints: false, ..Default::default() }
+}
+
 /// Every store command reads or answers what is already there, so a missing file is a mistake
 /// in `--store` / `$WARDEN_STORE`, never a request for a new, empty store.
 pub fn open_store(path: Option<&Path>) -> Result<Kernel, Failure> {

@@ -1,0 +1,51 @@
+//! `warden/v1`'s top-level `evidence` section: the key and the bounds of automatic checkpoints
+//! (parsed by [`crate::evidence::settings`]). It decides no action, so, like `notify`, it is
+//! outside the policy hash.
+
+use super::tree::{Member, NodeValue};
+use super::validate::Cx;
+use super::DocumentError;
+use crate::evidence::settings::EvidenceSettings;
+
+impl Cx<'_> {
+    pub(super) fn evidence(&self, member: &Member) -> Result<EvidenceSettings, DocumentError> {
+        let value = self.json(&member.value, "evidence")?;
+        EvidenceSettings::parse(&value).map_err(|refused| {
+            // The line of the key the refusal names, when it names one.
+            let line = match (&member.value.value, refused.path.strip_prefix("evidence.")) {
+                (NodeValue::Map(members), Some(key)) => {
+                    members.iter().find(|m| m.key == key).map_or(member.line, |m| m.line)
+                }
+                _ => member.line,
+            };
+            self.error(&refused.path, Some(line), refused.message)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load_str;
+    use crate::evidence::settings::{Due, KeySource};
+
+    const BASE: &str = "schema: warden/v1\nactions: {}\n";
+
+    #[test]
+    fn the_section_is_read_outside_the_policy_hash_and_refusals_name_its_line() {
+        let plain = load_str(BASE, "t").expect("loads");
+        assert!(plain.evidence.is_none());
+        let with = load_str(&format!("{BASE}evidence:\n  key_file: /etc/warden/evidence.key\n  every: PT10S\n"), "t")
+            .expect("loads");
+        let settings = with.evidence.as_ref().expect("evidence");
+        assert_eq!(settings.key, KeySource::File("/etc/warden/evidence.key".into()));
+        assert_eq!(settings.due, Due { every_receipts: 1000, every: 10_000_000 });
+        assert_eq!(with.policy_hash, plain.policy_hash, "the section decides nothing");
+
+        let refused =
+            load_str(&format!("{BASE}evidence:\n  key_file: /k\n  every_receipts: 0\n"), "t").expect_err("refused");
+        let text = refused.to_string();
+        assert!(text.contains("evidence.every_receipts") && text.starts_with("t:5: "), "{text}");
+        let refused = load_str(&format!("{BASE}evidence: 7\n"), "t").expect_err("refused");
+        assert!(refused.to_string().contains("must be a mapping"), "{refused}");
+    }
+}

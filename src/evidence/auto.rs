@@ -1,0 +1,342 @@
+//! Automatic checkpoints: one background thread per handle whose document has an `evidence`
+//! section signs the next checkpoint whenever one is due (`every_receipts` receipts or `every`
+//! after the last one). It runs on its own commits, never on an action's: an action never waits
+//! for it, and a failure (an unreadable key, a store fault) never fails one. Failures are kept
+//! in [`Status`] and retried at the next wake; `warden doctor` reports a checkpoint that is
+//! overdue.
+
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::checkpoint::StoredCheckpoint;
+use super::key::NoteSigner;
+use super::settings::{Due, EvidenceSettings, KeySource};
+use crate::clock::{Micros, MICROS_PER_SECOND};
+use crate::error::{Error, Result};
+use crate::sight::credentials::{CredentialProvider, EnvProvider};
+
+/// The longest sleep between two looks at the log.
+const WAKE_MAX: Duration = Duration::from_secs(1);
+/// The longest error text the status keeps.
+const ERROR_CHARS: usize = 300;
+
+/// The log the worker checkpoints: the kernel, held weakly so the worker never keeps a store
+/// open.
+pub trait Log: Send + Sync + 'static {
+    /// Sign the next checkpoint with `signer` if one is `due`; `None` once the store is closed.
+    fn checkpoint_if_due(
+        &self,
+        signer: &NoteSigner,
+        origin: Option<&str>,
+        due: &Due,
+    ) -> Option<Result<Option<StoredCheckpoint>>>;
+}
+
+/// What the worker has done since the handle opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Checkpoints it signed.
+    pub made: u64,
+    /// The last checkpoint it signed: number and tree size.
+    pub last: Option<(u64, u64)>,
+    /// Why its last attempt failed, if it did; cleared by the next attempt that does not.
+    pub error: Option<String>,
+    /// Attempts that failed.
+    pub failures: u64,
+}
+
+enum Signer {
+    Loaded(Box<NoteSigner>),
+    Reference(String),
+}
+
+struct Shared {
+    signer: Signer,
+    origin: Option<String>,
+    due: Due,
+    credentials: RwLock<Arc<dyn CredentialProvider>>,
+    status: Mutex<Status>,
+    /// Set when the handle goes: the worker stops at its next wake.
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// A handle's automatic checkpoints. Dropping it stops the worker and waits for it (in the
+/// process that started it; a forked child never joins a thread it does not have).
+pub struct Checkpointer {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    started_in: u32,
+}
+
+impl std::fmt::Debug for Checkpointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpointer").field("due", &self.shared.due).finish_non_exhaustive()
+    }
+}
+
+/// How long the worker sleeps between looks: `every`, at most a second.
+fn wake_interval(every: Micros) -> Duration {
+    let every = Duration::from_micros(u64::try_from(every.max(MICROS_PER_SECOND / 10)).unwrap_or(u64::MAX));
+    every.min(WAKE_MAX)
+}
+
+fn bounded(text: &str) -> String {
+    match text.char_indices().nth(ERROR_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+impl Shared {
+    /// The signing key: loaded at open, or resolved through the credential provider now. The
+    /// error names the reference, never a value.
+    fn with_signer<T>(&self, work: impl FnOnce(&NoteSigner) -> T) -> Result<T> {
+        match &self.signer {
+            Signer::Loaded(signer) => Ok(work(signer)),
+            Signer::Reference(reference) => {
+                let provider =
+                    self.credentials.read().map(|slot| Arc::clone(&slot)).unwrap_or_else(|_| Arc::new(EnvProvider));
+                let Some(line) = provider.resolve(reference) else {
+                    return Err(Error::Config(format!(
+                        "the evidence signing key {reference} is unavailable: {}",
+                        provider.looked_in(reference)
+                    )));
+                };
+                let signer = NoteSigner::parse(line.trim()).map_err(|_| {
+                    Error::Config(format!(
+                        "the evidence signing key {reference} is not a key written by `warden keygen` \
+                         (one line, PRIVATE+KEY+NAME+ID+KEY)"
+                    ))
+                })?;
+                Ok(work(&signer))
+            }
+        }
+    }
+
+    /// One look at the log; `false` once the store is closed.
+    fn tick(&self, log: &dyn Log) -> bool {
+        let outcome = self.with_signer(|signer| log.checkpoint_if_due(signer, self.origin.as_deref(), &self.due));
+        let outcome = match outcome {
+            Ok(None) => return false,
+            Ok(Some(outcome)) => outcome,
+            Err(error) => Err(error),
+        };
+        if let Ok(mut status) = self.status.lock() {
+            match outcome {
+                Ok(made) => {
+                    if let Some(made) = made {
+                        status.made += 1;
+                        status.last = Some((made.number, made.size));
+                    }
+                    status.error = None;
+                }
+                Err(error) => {
+                    status.failures += 1;
+                    status.error = Some(bounded(&error.to_string()));
+                }
+            }
+        }
+        true
+    }
+}
+
+impl Checkpointer {
+    /// Start the worker for `settings` over `log`. A key file is read now and refused (with
+    /// its path) if it cannot be; a key reference is resolved at each checkpoint.
+    pub fn start(settings: &EvidenceSettings, log: impl Log) -> Result<Checkpointer> {
+        let signer = match &settings.key {
+            KeySource::File(path) => Signer::Loaded(Box::new(NoteSigner::load(path).map_err(|e| match e {
+                Error::Config(why) => Error::Config(format!("the document's evidence.key_file cannot be used: {why}")),
+                other => other,
+            })?)),
+            KeySource::Ref(reference) => Signer::Reference(reference.clone()),
+        };
+        let shared = Arc::new(Shared {
+            signer,
+            origin: settings.origin.clone(),
+            due: settings.due,
+            credentials: RwLock::new(Arc::new(EnvProvider)),
+            status: Mutex::new(Status::default()),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        });
+        let worker = Arc::clone(&shared);
+        let interval = wake_interval(settings.due.every);
+        let handle = std::thread::Builder::new()
+            .name("warden-checkpoints".into())
+            .spawn(move || loop {
+                {
+                    let Ok(stopped) = worker.stop.lock() else { return };
+                    let Ok((stopped, _)) = worker.wake.wait_timeout_while(stopped, interval, |stop| !*stop) else {
+                        return;
+                    };
+                    if *stopped {
+                        return;
+                    }
+                }
+                let alive = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.tick(&log)));
+                match alive {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(_) => {
+                        if let Ok(mut status) = worker.status.lock() {
+                            status.failures += 1;
+                            status.error = Some("the automatic checkpoint panicked".into());
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::Config(format!("cannot start the automatic checkpoint thread: {e}")))?;
+        Ok(Checkpointer { shared, worker: Mutex::new(Some(handle)), started_in: std::process::id() })
+    }
+
+    /// Resolve a `key_ref` through `provider` from now on (the host's, as for sights).
+    pub fn set_credentials(&self, provider: Arc<dyn CredentialProvider>) {
+        if let Ok(mut slot) = self.shared.credentials.write() {
+            *slot = provider;
+        }
+    }
+
+    /// What the worker has done so far.
+    pub fn status(&self) -> Status {
+        self.shared.status.lock().map(|status| status.clone()).unwrap_or_default()
+    }
+
+    /// The bounds it checkpoints by.
+    pub fn due(&self) -> Due {
+        self.shared.due
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        if let Ok(mut stop) = self.shared.stop.lock() {
+            *stop = true;
+        }
+        self.shared.wake.notify_all();
+        let worker = self.worker.get_mut().ok().and_then(Option::take);
+        if let Some(worker) = worker {
+            if std::process::id() == self.started_in {
+                let _ = worker.join();
+            } else {
+                // A forked child has no such thread to join.
+                std::mem::forget(worker);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    /// A log that is always due and counts the checkpoints asked for.
+    #[derive(Default)]
+    struct Counting {
+        asked: AtomicU64,
+        closed: AtomicBool,
+        fail: AtomicBool,
+    }
+
+    impl Log for Arc<Counting> {
+        fn checkpoint_if_due(
+            &self,
+            signer: &NoteSigner,
+            _: Option<&str>,
+            _: &Due,
+        ) -> Option<Result<Option<StoredCheckpoint>>> {
+            if self.closed.load(Ordering::SeqCst) {
+                return None;
+            }
+            let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.fail.load(Ordering::SeqCst) {
+                return Some(Err(Error::Store("the disk is full".into())));
+            }
+            Some(Ok(Some(StoredCheckpoint {
+                number: n,
+                origin: "o".into(),
+                size: n,
+                root: String::new(),
+                time: 0,
+                note: String::new(),
+                companion: String::new(),
+                verifier: signer.verifier().encoded(),
+            })))
+        }
+    }
+
+    fn settings(key: KeySource) -> EvidenceSettings {
+        EvidenceSettings { key, origin: None, due: Due { every_receipts: 1, every: MICROS_PER_SECOND } }
+    }
+
+    fn eventually(what: &str, check: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !check() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn the_worker_checkpoints_reports_failures_and_stops_when_the_store_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        NoteSigner::generate("test").unwrap().save(&path).unwrap();
+        let log = Arc::new(Counting::default());
+        let checkpointer = Checkpointer::start(&settings(KeySource::File(path)), Arc::clone(&log)).unwrap();
+        eventually("a checkpoint", || checkpointer.status().made >= 1);
+        log.fail.store(true, Ordering::SeqCst);
+        eventually("a failure", || checkpointer.status().error.as_deref() == Some("store error: the disk is full"));
+        log.fail.store(false, Ordering::SeqCst);
+        eventually("the error cleared", || checkpointer.status().error.is_none());
+        let status = checkpointer.status();
+        assert!(status.failures >= 1 && status.made >= 2, "{status:?}");
+        log.closed.store(true, Ordering::SeqCst);
+        let asked = log.asked.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(2_500));
+        assert_eq!(log.asked.load(Ordering::SeqCst), asked, "the worker stopped once the store closed");
+        drop(checkpointer);
+    }
+
+    #[test]
+    fn a_key_file_is_refused_at_start_and_a_reference_is_resolved_at_each_checkpoint() {
+        let missing = Checkpointer::start(
+            &settings(KeySource::File("/nonexistent/evidence.key".into())),
+            Arc::new(Counting::default()),
+        )
+        .expect_err("refused");
+        let text = missing.to_string();
+        assert!(text.contains("evidence.key_file") && text.contains("/nonexistent/evidence.key"), "{text}");
+
+        struct One(String);
+        impl CredentialProvider for One {
+            fn resolve(&self, reference: &str) -> Option<zeroize::Zeroizing<String>> {
+                (reference == "WARDEN_TEST_EVIDENCE_KEY").then(|| zeroize::Zeroizing::new(self.0.clone()))
+            }
+        }
+        let log = Arc::new(Counting::default());
+        let checkpointer =
+            Checkpointer::start(&settings(KeySource::Ref("WARDEN_TEST_EVIDENCE_KEY".into())), Arc::clone(&log))
+                .unwrap();
+        eventually("the reference refused", || {
+            checkpointer.status().error.is_some_and(|e| e.contains("WARDEN_TEST_EVIDENCE_KEY is unavailable"))
+        });
+        assert_eq!(log.asked.load(Ordering::SeqCst), 0, "nothing is signed without the key");
+        checkpointer.set_credentials(Arc::new(One("s3cr3t-not-a-key".into())));
+        eventually("a bad key refused", || {
+            checkpointer.status().error.is_some_and(|e| e.contains("is not a key written by `warden keygen`"))
+        });
+        let error = checkpointer.status().error.unwrap_or_default();
+        assert!(!error.contains("s3cr3t"), "the value is never shown: {error}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        NoteSigner::generate("test").unwrap().save(&path).unwrap();
+        let line = std::fs::read_to_string(&path).unwrap();
+        checkpointer.set_credentials(Arc::new(One(line)));
+        eventually("a checkpoint", || checkpointer.status().made >= 1);
+        assert!(checkpointer.status().error.is_none());
+    }
+}
