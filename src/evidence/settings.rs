@@ -14,6 +14,9 @@ pub const DEFAULT_EVERY_RECEIPTS: u64 = 1000;
 pub const DEFAULT_EVERY: Micros = 60 * MICROS_PER_SECOND;
 /// The shortest `every` accepted (`PT1S`): a shorter one only makes rows.
 pub const MIN_EVERY: Micros = MICROS_PER_SECOND;
+/// How long past `every` a due checkpoint may be missing before `warden doctor` calls it
+/// overdue (the worker looks at least once a second; a checkpoint is two commits).
+pub const OVERDUE_GRACE: Micros = 10 * MICROS_PER_SECOND;
 
 const KEYS: [&str; 5] = ["every", "every_receipts", "key_file", "key_ref", "origin"];
 
@@ -46,6 +49,16 @@ impl Due {
             return false;
         }
         size - last_size >= self.every_receipts || now.saturating_sub(last_time) >= self.every
+    }
+
+    /// Whether a checkpoint that a running worker would have made by `now` is missing: receipts
+    /// past twice the count, or waiting longer than `every` and [`OVERDUE_GRACE`], or a log with
+    /// receipts and no checkpoint at all.
+    pub fn is_overdue(&self, size: u64, last: Option<(u64, Micros)>, now: Micros) -> bool {
+        let Some((last_size, last_time)) = last else { return size > 0 };
+        size > last_size
+            && (size - last_size >= self.every_receipts.saturating_mul(2)
+                || now.saturating_sub(last_time) >= self.every.saturating_add(OVERDUE_GRACE))
     }
 }
 
@@ -208,6 +221,25 @@ mod tests {
         ];
         for (size, last, now, expected) in cases {
             assert_eq!(due.is_due(size, last, now), expected, "{size} {last:?} {now}");
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_is_overdue_past_twice_the_count_or_the_time_and_its_grace() {
+        let due = Due { every_receipts: 10, every: 60 };
+        let late = 60 + OVERDUE_GRACE;
+        let cases = [
+            (0, None, 0, false),
+            (1, None, 0, true),
+            (5, Some((5, 0)), late * 10, false),
+            (24, Some((5, 0)), late - 1, false),
+            (25, Some((5, 0)), late - 1, true),
+            (6, Some((5, 0)), late - 1, false),
+            (6, Some((5, 0)), late, true),
+            (6, Some((5, 100)), late, false),
+        ];
+        for (size, last, now, expected) in cases {
+            assert_eq!(due.is_overdue(size, last, now), expected, "{size} {last:?} {now}");
         }
     }
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use warden::evidence::key::NoteSigner;
 use warden::kernel::Outcomes;
 use warden::pipeline::{ActionRequest, Warden, WardenOptions};
 use warden::store::{io_counters, IoCounters, StoreOptions, Withstands};
@@ -36,6 +37,7 @@ pub struct BenchArgs<'a> {
     pub processes: usize,
     pub outcomes: &'a str,
     pub durability: &'a str,
+    pub checkpoints: &'a str,
     pub json: bool,
 }
 
@@ -45,6 +47,27 @@ struct Setting {
     outcomes: &'static str,
     mode: Outcomes,
     durability: Withstands,
+    /// Whether the document asks for automatic checkpoints (its `evidence` section, defaults).
+    checkpoints: bool,
+}
+
+impl Setting {
+    /// A name for this setting's store files.
+    fn name(&self) -> String {
+        let checkpoints = if self.checkpoints { "-checkpoints" } else { "" };
+        format!("{}-{}{checkpoints}", self.outcomes, self.durability.as_str())
+    }
+}
+
+/// The bench document for `setting`, in the scratch directory.
+fn config_for(scratch: &Path, setting: Setting) -> PathBuf {
+    scratch.join(if setting.checkpoints { "bench-checkpoints.yaml" } else { "bench.yaml" })
+}
+
+/// How many checkpoints the store at `store` holds (it is closed by its writers).
+fn checkpoints_in(store: &Path) -> Result<u64, Failure> {
+    let kernel = warden::Kernel::open(store, warden::KernelOptions::default()).map_err(|e| fail("open", e))?;
+    Ok(kernel.checkpoint_numbered(None).map_err(|e| fail("checkpoints", e))?.map_or(0, |last| last.number))
 }
 
 fn fail(what: &str, error: impl std::fmt::Display) -> Failure {
@@ -57,7 +80,7 @@ fn progress(text: &str) {
     let _ = err.flush();
 }
 
-fn settings(outcomes: &str, durability: &str) -> Result<Vec<Setting>, Failure> {
+fn settings(outcomes: &str, durability: &str, checkpoints: &str) -> Result<Vec<Setting>, Failure> {
     let durable = ("durable", Outcomes::Durable);
     let deferred = ("deferred", Outcomes::Deferred { max_delay: Outcomes::DEFAULT_MAX_DELAY });
     let outcomes = match outcomes {
@@ -71,10 +94,21 @@ fn settings(outcomes: &str, durability: &str) -> Result<Vec<Setting>, Failure> {
         one => vec![Withstands::parse(one)
             .map_err(|_| Failure::usage(format!("--durability must be power, process or both, not {one:?}")))?],
     };
-    Ok(levels
-        .iter()
-        .flat_map(|&durability| outcomes.iter().map(move |&(name, mode)| Setting { outcomes: name, mode, durability }))
-        .collect())
+    let checkpoints = match checkpoints {
+        "off" => vec![false],
+        "on" => vec![true],
+        "both" => vec![false, true],
+        other => return Err(Failure::usage(format!("--checkpoints must be off, on or both, not {other:?}"))),
+    };
+    let mut all = Vec::new();
+    for &durability in &levels {
+        for &(name, mode) in &outcomes {
+            for &checkpoints in &checkpoints {
+                all.push(Setting { outcomes: name, mode, durability, checkpoints });
+            }
+        }
+    }
+    Ok(all)
 }
 
 fn open(store: &Path, config: &Path, setting: Setting) -> Result<Warden, Failure> {
@@ -124,6 +158,8 @@ struct Row {
     latencies: Vec<Duration>,
     /// The store file's growth over an empty store, per completed action.
     bytes_per_action: f64,
+    /// Checkpoints in the store after the run, when the document asks for them.
+    checkpoints: Option<u64>,
 }
 
 /// The size of the store file at `path` after its writers closed, beyond an empty store's.
@@ -141,6 +177,7 @@ impl Row {
         json!({
             "outcomes": self.setting.outcomes,
             "durability": self.setting.durability.as_str(),
+            "checkpoints": self.checkpoints,
             "syncs_per_action": per(self.io.syncs),
             "writes_per_action": per(self.io.writes),
             "bytes_written_per_action": per(self.io.bytes).round(),
@@ -163,7 +200,7 @@ fn threads_row(
     actions: usize,
     empty: u64,
 ) -> Result<Row, Failure> {
-    let store = scratch.join(format!("threads-{}-{}-{threads}.redb", setting.outcomes, setting.durability.as_str()));
+    let store = scratch.join(format!("threads-{}-{threads}.redb", setting.name()));
     let warden = open(&store, config, setting)?;
     let before = io_counters();
     let per_thread = actions.div_ceil(threads);
@@ -220,6 +257,7 @@ fn threads_row(
         actions: latencies.len(),
         seconds,
         bytes_per_action: growth_per_action(&store, empty, latencies.len()),
+        checkpoints: if setting.checkpoints { Some(checkpoints_in(&store)?) } else { None },
         latencies,
     })
 }
@@ -232,7 +270,7 @@ fn processes_row(
     actions: usize,
     empty: u64,
 ) -> Result<Row, Failure> {
-    let store = scratch.join(format!("processes-{}-{}.redb", setting.outcomes, setting.durability.as_str()));
+    let store = scratch.join(format!("processes-{}.redb", setting.name()));
     // Created up front, so the workers race for actions, not for the creation.
     drop(open(&store, config, setting)?);
     let per_process = actions.div_ceil(processes);
@@ -288,6 +326,7 @@ fn processes_row(
         actions: latencies.len(),
         seconds,
         bytes_per_action: growth_per_action(&store, empty, latencies.len()),
+        checkpoints: if setting.checkpoints { Some(checkpoints_in(&store)?) } else { None },
         latencies,
     })
 }
@@ -298,7 +337,7 @@ pub fn child_main(args: &[String]) -> i32 {
         let [store, config, outcomes, durability, worker, count] = args else {
             return Err(Failure::usage("bench child: store config outcomes durability worker count"));
         };
-        let setting = *settings(outcomes, durability)?.first().ok_or_else(|| fail("setting", "none"))?;
+        let setting = *settings(outcomes, durability, "off")?.first().ok_or_else(|| fail("setting", "none"))?;
         let worker: usize = worker.parse().map_err(|e| fail("worker", e))?;
         let count: usize = count.parse().map_err(|e| fail("count", e))?;
         let warden = open(Path::new(store), Path::new(config), setting)?;
@@ -390,26 +429,33 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
     if args.actions == 0 || args.processes == 0 || args.threads.is_empty() || args.threads.contains(&0) {
         return Err(Failure::usage("--actions, --processes and every --threads count must be at least 1"));
     }
-    let settings = settings(args.outcomes, args.durability)?;
+    let settings = settings(args.outcomes, args.durability, args.checkpoints)?;
     let parent = match args.dir {
         Some(dir) => dir.to_path_buf(),
         None => std::env::current_dir().map_err(|e| fail("current directory", e))?,
     };
     let scratch = Scratch::new(&parent)?;
-    let config: PathBuf = scratch.path().join("bench.yaml");
-    std::fs::write(&config, DOCUMENT).map_err(|e| fail("write the bench document", e))?;
+    std::fs::write(scratch.path().join("bench.yaml"), DOCUMENT).map_err(|e| fail("write the bench document", e))?;
+    // The same document with automatic checkpoints at their defaults, signed by a scratch key.
+    let key = scratch.path().join("evidence.key");
+    NoteSigner::generate("warden-bench").and_then(|signer| signer.save(&key)).map_err(|e| fail("a bench key", e))?;
+    let with_checkpoints = format!("{DOCUMENT}evidence:\n  key_file: {}\n", key.display());
+    std::fs::write(scratch.path().join("bench-checkpoints.yaml"), with_checkpoints)
+        .map_err(|e| fail("write the bench document", e))?;
     let started = Instant::now();
     let reference = reference(scratch.path(), 500)?;
     let empty = {
         let path = scratch.path().join("empty.redb");
-        drop(open(&path, &config, settings[0])?);
+        drop(open(&path, &config_for(scratch.path(), settings[0]), settings[0])?);
         std::fs::metadata(&path).map_or(0, |m| m.len())
     };
     let mut rows = Vec::new();
     for setting in &settings {
         for threads in args.threads {
+            let config = config_for(scratch.path(), *setting);
             rows.push(threads_row(scratch.path(), &config, *setting, *threads, args.actions, empty)?);
         }
+        let config = config_for(scratch.path(), *setting);
         rows.push(processes_row(scratch.path(), &config, *setting, args.processes, args.actions, empty)?);
     }
     progress("");
@@ -432,9 +478,10 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
         out.push_str(&format!("  {what:<width$} {rate:>9.0} /s\n"));
     }
     out.push_str(&format!(
-        "\n{:<9} {:<8} {:<34} {:>7} {:>10} {:>7} {:>7} {:>8} {:>8} {:>9} {:>8}\n",
+        "\n{:<9} {:<8} {:<8} {:<34} {:>7} {:>10} {:>7} {:>7} {:>8} {:>8} {:>9} {:>8}\n",
         "outcomes",
         "durable",
+        "checkpts",
         "workload",
         "actions",
         "actions/s",
@@ -448,9 +495,10 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
     for row in &rows {
         let per = |n: u64| n as f64 / row.actions.max(1) as f64;
         out.push_str(&format!(
-            "{:<9} {:<8} {:<34} {:>7} {:>10.0} {:>7.2} {:>7.2} {:>8.2} {:>8.1} {:>9.0} {:>8.0}\n",
+            "{:<9} {:<8} {:<8} {:<34} {:>7} {:>10.0} {:>7.2} {:>7.2} {:>8.2} {:>8.1} {:>9.0} {:>8.0}\n",
             row.setting.outcomes,
             row.setting.durability.as_str(),
+            row.checkpoints.map_or_else(|| "off".to_owned(), |n| n.to_string()),
             row.workload,
             row.actions,
             row.rate(),
@@ -464,7 +512,8 @@ pub fn bench(args: &BenchArgs<'_>) -> Result<String, Failure> {
     }
     out.push_str(
         "\nsyncs/a, writes/a, written/a: fdatasync calls, write calls and bytes written to the store's files \
-         (redb pages and journal) per action; store/a: the store file's growth per action, after close.\n",
+         (redb pages and journal) per action; store/a: the store file's growth per action, after close; checkpts: \
+         off, or the checkpoints the document's evidence section (every 1000 receipts or PT1M) made.\n",
     );
     out.push_str("\nEvery action is the full pipeline: propose (one durable write) and commit (outcome + receipt).\n");
     Ok(out)

@@ -4,6 +4,8 @@
 
 use serde_json::json;
 
+use warden::clock::{render, Micros, MICROS_PER_SECOND};
+use warden::evidence::settings::Due;
 use warden::Kernel;
 
 use crate::exit::{Done, Failure};
@@ -12,8 +14,70 @@ use crate::output::document;
 /// A database clock further than this from the host's is reported as a warning.
 const SKEW_WARNING_MS: i64 = 1000;
 
-pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
+/// Where the signed checkpoints stand: the last one against the chain, and, when a document
+/// with an `evidence` section is given, whether one is overdue.
+struct Checkpoints {
+    last: Option<warden::evidence::checkpoint::StoredCheckpoint>,
+    receipts: u64,
+    now: Micros,
+    due: Option<Due>,
+}
+
+impl Checkpoints {
+    fn read(kernel: &Kernel, due: Option<Due>) -> Result<Checkpoints, Failure> {
+        Ok(Checkpoints { last: kernel.checkpoint_numbered(None)?, receipts: kernel.receipt_count()?, now: kernel.now(), due })
+    }
+
+    fn overdue(&self) -> bool {
+        let last = self.last.as_ref().map(|last| (last.size, last.time));
+        self.due.is_some_and(|due| due.is_overdue(self.receipts, last, self.now))
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "last": self.last.as_ref().map(|last| json!({
+                "number": last.number, "size": last.size, "time": render(last.time),
+            })),
+            "receipts_after": self.receipts - self.last.as_ref().map_or(0, |last| last.size.min(self.receipts)),
+            "due": self.due.map(|due| json!({"every_receipts": due.every_receipts, "every_seconds": due.every / MICROS_PER_SECOND})),
+            "overdue": self.overdue(),
+        })
+    }
+
+    fn text(&self) -> String {
+        let mut out = match &self.last {
+            None => format!("  checkpoints      none; {} receipts are covered by no signed checkpoint", self.receipts),
+            Some(last) => format!(
+                "  checkpoints      {} (the last covers {} of {} receipts, signed {}, {} s ago)",
+                last.number,
+                last.size,
+                self.receipts,
+                render(last.time),
+                (self.now - last.time).max(0) / MICROS_PER_SECOND
+            ),
+        };
+        if let Some(due) = self.due {
+            out.push_str(&format!(
+                "; the document makes one due every {} receipts or {} s",
+                due.every_receipts,
+                due.every / MICROS_PER_SECOND
+            ));
+        }
+        out.push('\n');
+        if self.overdue() {
+            out.push_str(
+                "  WARNING: a checkpoint is overdue. Is a process running with this document (a handle or `warden \
+                 gateway`; the CLI's own commands make none), and can it read the evidence key? `warden checkpoint \
+                 --key FILE` makes one now\n",
+            );
+        }
+        out
+    }
+}
+
+pub fn doctor(kernel: &Kernel, due: Option<Due>, json: bool) -> Result<Done, Failure> {
     let report = kernel.doctor()?;
+    let checkpoints = Checkpoints::read(kernel, due)?;
     let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
     // redb's own check of every page, on a copy (a file store only: PostgreSQL's pages are its own).
     let location = kernel.store_path().display().to_string();
@@ -38,6 +102,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             "pages": pages.as_ref().map(|check| json!({"bytes": check.bytes, "problem": check.problem})),
             "size": {"file_bytes": file_bytes, "in_use_bytes": report.bytes_in_use},
             "database_clock_skew_ms": skew_ms,
+            "checkpoints": checkpoints.json(),
         }))
     } else {
         let mut out = format!("store {}\n", kernel.store_path().display());
@@ -85,6 +150,7 @@ pub fn doctor(kernel: &Kernel, json: bool) -> Result<Done, Failure> {
             };
             out.push_str(&format!("  redb pages       {:>8} bytes  {verdict}\n", check.bytes));
         }
+        out.push_str(&checkpoints.text());
         if report.orphans.is_empty() {
             out.push_str("  references       ok\n");
         } else {

@@ -427,7 +427,8 @@ enum Command {
     },
 
     /// Check a store without changing it: every row's integrity, the receipt chain, rows that
-    /// point at nothing. Exit 0 when sound, 1 when damage was found.
+    /// point at nothing, and where the signed checkpoints stand (with --config, whether the
+    /// document's automatic ones are overdue). Exit 0 when sound, 1 when damage was found.
     Doctor,
 
     /// Protected no-op actions per second and p50/p99 latency for several thread counts and
@@ -452,6 +453,10 @@ enum Command {
         /// What a returned write survives: power (the default), process, or both.
         #[arg(long, default_value = "power")]
         durability: String,
+        /// Automatic checkpoints (the document's evidence section at its defaults): off (the
+        /// default), on, or both, side by side in the same run.
+        #[arg(long, default_value = "off")]
+        checkpoints: String,
     },
 
     /// Put Warden in front of an MCP server: every tools/call becomes the action
@@ -676,14 +681,22 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
             evidence_commands::export(&open_store_to_read(store)?, out, *from, *to, *tar, json).map(Done::ok)
         }
         Command::VerifyBundle { dir, keys } => evidence_commands::verify_bundle(dir, keys, json),
-        Command::Doctor => doctor::doctor(&open_store_to_read(store)?, json),
-        Command::Bench { dir, actions, threads, processes, outcomes, durability } => bench::bench(&bench::BenchArgs {
+        Command::Doctor => {
+            // With a document, whether its automatic checkpoints keep up.
+            let due = match config.filter(|path| !path.as_os_str().is_empty()) {
+                Some(path) => load_config(path)?.evidence.map(|evidence| evidence.due),
+                None => None,
+            };
+            doctor::doctor(&open_store_to_read(store)?, due, json)
+        }
+        Command::Bench { dir, actions, threads, processes, outcomes, durability, checkpoints } => bench::bench(&bench::BenchArgs {
             dir: dir.as_deref(),
             actions: *actions,
             threads,
             processes: *processes,
             outcomes,
             durability,
+            checkpoints,
             json,
         })
         .map(Done::ok),
