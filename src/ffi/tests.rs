@@ -883,6 +883,8 @@ fn a_forced_panic_returns_panic_then_the_handle_and_its_permits_answer_poisoned(
 }
 
 mod store_refusals;
+
+mod evidence;
 // ---- approvals a person can trust: answer, wait, the hook, the precondition callback --------
 
 fn approval_required(handle: &Handle, request: &Value) -> String {
