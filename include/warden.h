@@ -1734,6 +1734,91 @@ warden_result warden_delegations(warden_handle *h,
 // `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
 warden_result warden_delegations_all(warden_handle *h, warden_buf *out, warden_buf *err);
 
+// Returns the audit path of one receipt in one checkpoint's Merkle tree (RFC 9162), checked
+// against the checkpoint's stored root before it is returned: the document `warden proof
+// inclusion RCT_ID --json` prints.
+//
+// - `h`: an open handle. Required.
+// - `receipt_id`, `receipt_id_len`: the receipt's id (`rct_…`), UTF-8. Required.
+// - `checkpoint`: the checkpoint's number; 0 is the last one.
+// - `out`: receives `{"receipt_id", "seq", "leaf_index", "leaf_hash", "checkpoint",
+//   "tree_size", "root", "proof": [base64 SHA-256…], "proof_bytes"}` on WARDEN_RESULT_OK only
+//   (hashes and the root in base64, as the checkpoint's note spells its root; the leaf hash is
+//   SHA-256(0x00 ‖ the receipt's document)). Required. Free it with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_FOUND (no such receipt on the chain; no
+// checkpoint of that number; no checkpoint yet — `warden checkpoint --key FILE` makes one; or
+// the receipt came after the checkpoint — name a later one or make one);
+// WARDEN_RESULT_INVALID_INPUT (a NULL or non-UTF-8 id, a NULL `out`); WARDEN_RESULT_STORE (the
+// computed proof does not verify against the stored root: the store was altered, run `warden
+// doctor`); WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_proof_inclusion(warden_handle *h,
+                                     const uint8_t *receipt_id,
+                                     size_t receipt_id_len,
+                                     uint64_t checkpoint,
+                                     warden_buf *out,
+                                     warden_buf *err);
+
+// Returns the consistency proof from checkpoint `old_checkpoint` to checkpoint
+// `new_checkpoint` (RFC 9162: the older tree is a prefix of the newer), checked against both
+// stored roots before it is returned: the document `warden proof consistency OLD NEW --json`
+// prints.
+//
+// - `h`: an open handle. Required.
+// - `old_checkpoint`, `new_checkpoint`: the two checkpoints' numbers (from 1), the older
+//   first. Equal numbers, or two checkpoints of one size, give an empty proof.
+// - `out`: receives `{"old_checkpoint", "new_checkpoint", "old_size", "new_size", "old_root",
+//   "new_root", "proof": [base64 SHA-256…]}` on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_FOUND (no checkpoint of that number);
+// WARDEN_RESULT_INVALID_INPUT (a number of 0, the newer checkpoint named first, a NULL `out`);
+// WARDEN_RESULT_STORE (the two checkpoints are not consistent: the log was forked or altered,
+// run `warden doctor`); WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_proof_consistency(warden_handle *h,
+                                       uint64_t old_checkpoint,
+                                       uint64_t new_checkpoint,
+                                       warden_buf *out,
+                                       warden_buf *err);
+
+// Lists the store's signed checkpoints numbered `from` on, in number order, as a JSON array of
+// `{"number", "origin", "size", "root", "time", "verifier_key", "note"}`: each object as
+// `warden checkpoints --json` lists it (`note` is the signed note exactly as signed; the
+// verifier key is public, no signing key is stored). An empty array when there is none yet.
+//
+// - `h`: an open handle. Required.
+// - `from`: the first number to list; 0 and 1 both mean the first checkpoint.
+// - `limit`: at most this many; 0 means no limit (the library reads them a page at a time).
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_checkpoints(warden_handle *h,
+                                 uint64_t from,
+                                 uint64_t limit,
+                                 warden_buf *out,
+                                 warden_buf *err);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

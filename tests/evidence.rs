@@ -403,3 +403,83 @@ fn the_tar_of_a_bundle_unpacks_to_a_bundle_that_verifies_and_is_the_same_every_t
     assert!(verdict.ok, "{verdict:?}");
     assert_eq!(verdict.receipts, 28);
 }
+
+/// `warden --store STORE ARGS --json`: exit code, stdout, stderr.
+fn cli(store: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .expect("run warden");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_cli_prints_the_documents_the_library_and_the_c_abi_return_and_refuses_with_exit_2() {
+    if common::on_postgres() || common::store_location(Path::new("/x")).starts_with("memory:") {
+        return; // another process reaches a file store only
+    }
+    let log = log();
+    let store = log.f.path();
+    let kernel = &log.f.kernel;
+    let id_of = |seq: u64| {
+        let receipt = kernel.receipts(seq, 1).unwrap().remove(0).1;
+        receipt.to_json()["receipt_id"].as_str().unwrap().to_owned()
+    };
+    for (seq, checkpoint) in [(1, None), (20, Some(1)), (25, Some(2)), (28, Some(3))] {
+        let id = id_of(seq);
+        let mut args = vec!["--json", "proof", "inclusion", id.as_str()];
+        let number = checkpoint.map(|n: u64| n.to_string());
+        if let Some(number) = &number {
+            args.extend(["--checkpoint", number.as_str()]);
+        }
+        let (code, stdout, stderr) = cli(&store, &args);
+        assert_eq!(code, Some(0), "{stderr}");
+        let printed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let library = warden::evidence::proof::inclusion(kernel, &id, checkpoint).unwrap();
+        assert_eq!(printed, library.to_json(), "receipt {seq}");
+        let (code, text, _) = cli(&store, &args[1..]);
+        assert_eq!(code, Some(0));
+        let first = format!(
+            "receipt {id} (seq {seq}) is leaf {} of checkpoint {} ({} receipts, root {})",
+            seq - 1,
+            library.checkpoint,
+            library.tree_size,
+            library.root
+        );
+        assert!(text.starts_with(&first), "{text}");
+        assert!(text.contains(&format!(
+            "audit path, {} hashes ({} bytes):",
+            library.proof.len(),
+            library.proof.len() * 32
+        )));
+    }
+    let (code, stdout, _) = cli(&store, &["--json", "proof", "consistency", "1", "3"]);
+    assert_eq!(code, Some(0));
+    let printed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(printed, warden::evidence::proof::consistency(kernel, 1, 3).unwrap().to_json());
+    assert_eq!((printed["old_size"].as_u64(), printed["new_size"].as_u64()), (Some(20), Some(28)));
+    let (code, stdout, _) = cli(&store, &["--json", "checkpoints"]);
+    assert_eq!(code, Some(0));
+    let listed: Vec<serde_json::Value> = log.checkpoints.iter().map(warden::evidence::proof::checkpoint_json).collect();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&stdout).unwrap(), serde_json::json!({"checkpoints": listed}));
+    // Refusals are the caller's to fix: exit 2, one line naming what to do.
+    let unknown = "rct_00000000000000000000000000000000";
+    for (args, words) in [
+        (vec!["proof", "inclusion", unknown], "no receipt rct_00000000000000000000000000000000 is on the chain"),
+        (
+            vec!["proof", "inclusion", unknown, "--checkpoint", "7"],
+            "there is no checkpoint 7; `warden checkpoints` lists them",
+        ),
+        (vec!["proof", "consistency", "3", "1"], "name the older one first"),
+    ] {
+        let (code, _, stderr) = cli(&store, &args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(words), "{args:?}: {stderr}");
+    }
+}

@@ -42,6 +42,48 @@ export interface DelegationRecord {
   problem: string | null;
 }
 
+/** A receipt's audit path in one checkpoint, as `proofInclusion()` returns it (hashes in base64). */
+export interface InclusionProof {
+  receipt_id: string;
+  seq: number;
+  /** `seq - 1`. */
+  leaf_index: number;
+  /** SHA-256(0x00 ‖ the receipt's document). */
+  leaf_hash: string;
+  checkpoint: number;
+  tree_size: number;
+  /** The checkpoint's root, as its signed note spells it. */
+  root: string;
+  /** The audit path, leaf to root (RFC 9162 §2.1.3). */
+  proof: string[];
+  proof_bytes: number;
+}
+
+/** One checkpoint's consistency with a later one, as `proofConsistency()` returns it. */
+export interface ConsistencyProof {
+  old_checkpoint: number;
+  new_checkpoint: number;
+  old_size: number;
+  new_size: number;
+  old_root: string;
+  new_root: string;
+  /** RFC 9162 §2.1.4; empty when both trees have one size. */
+  proof: string[];
+}
+
+/** A signed checkpoint as `checkpoints()` lists it. */
+export interface CheckpointRecord {
+  number: number;
+  origin: string;
+  size: number;
+  root: string;
+  time: string;
+  /** The verifier key that signed it (public; no signing key is stored). */
+  verifier_key: string;
+  /** The signed note exactly as signed. */
+  note: string;
+}
+
 export interface WardenOptions {
   /** The redb store file (created if missing). */
   store: string;
@@ -359,6 +401,15 @@ export declare class Warden {
   verifyChain(): Promise<JsonObject>;
   /** Events with an id greater than `after` (default: the library's `after_id`); `limit` defaults to the library's `list_limit`, 0 is no limit. */
   events(options?: { after?: number; limit?: number }): Promise<JsonObject[]>;
+  /**
+   * The audit path of receipt `receiptId` in checkpoint `checkpoint` (absent or 0: the last),
+   * checked by the library against the stored root. Rejects with `NotFound`.
+   */
+  proofInclusion(receiptId: string, options?: { checkpoint?: number }): Promise<InclusionProof>;
+  /** The consistency proof from checkpoint `oldCheckpoint` to `newCheckpoint` (the older first). */
+  proofConsistency(oldCheckpoint: number, newCheckpoint: number): Promise<ConsistencyProof>;
+  /** The signed checkpoints numbered `from` on (default: the first); `limit` defaults to the library's `list_limit`, 0 is no limit. */
+  checkpoints(options?: { from?: number; limit?: number }): Promise<CheckpointRecord[]>;
 
   /**
    * Read one configured window: Warden builds the GET, resolves the credential, enforces every

@@ -247,6 +247,12 @@ function optionalCount(what, value, fallback) {
   return value;
 }
 
+/** `optionalCount` with no fallback: the count is required. */
+function requireCount(what, value) {
+  if (value === undefined || value === null) throw new TypeError(`${what} must be a non-negative integer`);
+  return optionalCount(what, value, 0);
+}
+
 // ---- sights -----------------------------------------------------------------------------------
 
 /** `options` as a plain object of named options ({} when absent). */
@@ -712,6 +718,42 @@ class Warden {
     const from = optionalCount('after', after, DEFAULTS.after_id);
     const count = optionalCount('limit', limit, DEFAULTS.list_limit);
     return json.parse(await invoke(() => this.#handle.eventsList(from, count)));
+  }
+
+  /**
+   * The audit path (RFC 9162) of receipt `receiptId` ("rct_…") in checkpoint number
+   * `checkpoint` (absent or 0: the last one), checked by the library against the stored root:
+   * `{receipt_id, seq, leaf_index, leaf_hash, checkpoint, tree_size, root, proof, proof_bytes}`,
+   * hashes in base64 (the `warden proof inclusion --json` document). Rejects with NotFound (no
+   * such receipt or checkpoint, no checkpoint yet, or the receipt came after the checkpoint).
+   */
+  async proofInclusion(receiptId, { checkpoint } = {}) {
+    requireString('the receipt id', receiptId);
+    const number = optionalCount('checkpoint', checkpoint, 0);
+    return json.parse(await invoke(() => this.#handle.proofInclusion(receiptId, number)));
+  }
+
+  /**
+   * The consistency proof (RFC 9162) from checkpoint number `oldCheckpoint` to
+   * `newCheckpoint`, the older first: `{old_checkpoint, new_checkpoint, old_size, new_size,
+   * old_root, new_root, proof}` (the `warden proof consistency --json` document). Rejects with
+   * NotFound (no such checkpoint) or InvalidInput (a 0, or the first covers more receipts).
+   */
+  async proofConsistency(oldCheckpoint, newCheckpoint) {
+    const older = requireCount('oldCheckpoint', oldCheckpoint);
+    const newer = requireCount('newCheckpoint', newCheckpoint);
+    return json.parse(await invoke(() => this.#handle.proofConsistency(older, newer)));
+  }
+
+  /**
+   * The signed checkpoints numbered `from` on (absent, 0 or 1: the first), at most `limit`
+   * (0: all): `[{number, origin, size, root, time, verifier_key, note}]`, each as `warden
+   * checkpoints --json` lists it.
+   */
+  async checkpoints({ from, limit } = {}) {
+    const first = optionalCount('from', from, 0);
+    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
+    return json.parse(await invoke(() => this.#handle.checkpoints(first, count)));
   }
 
   /** Make every deferred outcome of this process durable now (see `outcomes`). */

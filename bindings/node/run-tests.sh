@@ -14,8 +14,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
 
 if [[ -z "${WARDEN_LIB_DIR:-}" ]]; then
-  # A no-op when the library is fresh; rebuilds it when the root crate changed.
-  cargo build --release --lib --manifest-path "$repo/Cargo.toml"
+  # A no-op when the library is fresh; rebuilds it when the root crate changed. The CLI beside
+  # it signs the checkpoints test/proofs.test.js proves against (skipped when none is found).
+  cargo build --release --lib --bin warden --manifest-path "$repo/Cargo.toml"
 fi
 
 cd "$here"

@@ -5,7 +5,8 @@
 #
 # - CARGO_TARGET_DIR (default <repo>/target) is shared with every other build.
 # - WARDEN_LIB, when set, is the library to test and nothing is compiled; otherwise
-#   `cargo build --release --lib` runs (a no-op when the library is up to date).
+#   `cargo build --release --lib --bin warden` runs (a no-op when both are up to date; the
+#   proof tests sign their checkpoints with that CLI, and are skipped when none is found).
 # - The venv lives at $CARGO_TARGET_DIR/py-venv and is reused; pytest, setuptools>=70.1
 #   (which builds wheels itself) and cryptography (for warden.evidence's Ed25519) are installed
 #   into it once.
@@ -29,7 +30,7 @@ if [ -n "${WARDEN_LIB:-}" ]; then
     [ -f "$lib" ] || { echo "run-tests.sh: WARDEN_LIB=$lib is not a file" >&2; exit 2; }
 else
     lib=$target/release/$libname
-    CARGO_TARGET_DIR=$target cargo build --quiet --release --lib -p warden-effects --manifest-path "$repo/Cargo.toml"
+    CARGO_TARGET_DIR=$target cargo build --quiet --release --lib --bin warden -p warden-effects --manifest-path "$repo/Cargo.toml"
 fi
 
 venv=$target/py-venv

@@ -1,10 +1,14 @@
 //! Evidence that leaves the box: the receipts' Merkle tree ([`tree`]), signed checkpoints over
-//! it ([`checkpoint`], [`key`]) and offline bundles with their verifier ([`bundle`]). The
-//! formats and what a verifier can and cannot conclude are in `docs/EVIDENCE.md`.
+//! it ([`checkpoint`], [`key`]), made on demand or automatically by the document's `evidence`
+//! section ([`settings`], [`auto`]), the proof documents every surface returns ([`proof`]),
+//! offline bundles with their verifier ([`bundle`]), and anchors that take a checkpoint off the
+//! box ([`anchor`], [`tsa`]). The formats and what a verifier can and cannot conclude are in
+//! `docs/EVIDENCE.md`.
 
 pub mod auto;
 pub mod bundle;
 pub mod checkpoint;
 pub mod key;
+pub mod proof;
 pub mod settings;
 pub mod tree;

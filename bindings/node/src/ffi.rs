@@ -274,6 +274,29 @@ extern "C" {
         err: *mut WardenBuf,
     ) -> WardenResult;
 
+    pub fn warden_proof_inclusion(
+        handle: *mut WardenHandle,
+        receipt_id: *const u8,
+        receipt_id_len: usize,
+        checkpoint: u64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_proof_consistency(
+        handle: *mut WardenHandle,
+        old_checkpoint: u64,
+        new_checkpoint: u64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_checkpoints(
+        handle: *mut WardenHandle,
+        from: u64,
+        limit: u64,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+
     pub fn warden_canonical(json: *const u8, len: usize, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_action_hash(
         action_json: *const u8,

@@ -317,6 +317,37 @@ impl Handle {
         })
     }
 
+    /// A receipt's audit path in checkpoint `checkpoint` (0: the last), checked by the library
+    /// against the stored root (`warden_proof_inclusion`): the `warden proof inclusion --json`
+    /// document.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn proof_inclusion(&self, receipt_id: String, checkpoint: i64) -> Json {
+        self.task(move |h| {
+            let (r, rl) = bytes(&receipt_id);
+            let checkpoint = unsigned("checkpoint", checkpoint)?;
+            output(|out, err| unsafe { ffi::warden_proof_inclusion(h, r, rl, checkpoint, out, err) })
+        })
+    }
+
+    /// The consistency proof from checkpoint `old` to checkpoint `new`
+    /// (`warden_proof_consistency`): the `warden proof consistency --json` document.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn proof_consistency(&self, old: i64, new: i64) -> Json {
+        self.task(move |h| {
+            let (old, new) = (unsigned("old", old)?, unsigned("new", new)?);
+            output(|out, err| unsafe { ffi::warden_proof_consistency(h, old, new, out, err) })
+        })
+    }
+
+    /// The signed checkpoints numbered `from` on, at most `limit` (0: all; the library pages).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn checkpoints(&self, from: i64, limit: i64) -> Json {
+        self.task(move |h| {
+            let (from, limit) = (unsigned("from", from)?, unsigned("limit", limit)?);
+            output(|out, err| unsafe { ffi::warden_checkpoints(h, from, limit, out, err) })
+        })
+    }
+
     /// Make this process's deferred outcomes durable (`warden_flush`).
     #[napi(ts_return_type = "Promise<string>")]
     pub fn flush(&self) -> Json {

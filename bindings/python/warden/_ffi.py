@@ -166,6 +166,10 @@ SIGNATURES: dict[str, Signature] = {
     "warden_receipts_list": (_result, (_handle, c_uint64, c_uint64, _buf_p, _buf_p)),
     "warden_chain_verify": (_result, (_handle, _buf_p, _buf_p)),
     "warden_events_list": (_result, (_handle, c_uint64, c_uint64, _buf_p, _buf_p)),
+    # evidence: proofs and checkpoints
+    "warden_proof_inclusion": (_result, (_handle, _bytes, _len, c_uint64, _buf_p, _buf_p)),
+    "warden_proof_consistency": (_result, (_handle, c_uint64, c_uint64, _buf_p, _buf_p)),
+    "warden_checkpoints": (_result, (_handle, c_uint64, c_uint64, _buf_p, _buf_p)),
     # pure
     "warden_canonical": (_result, (_bytes, _len, _buf_p, _buf_p)),
     "warden_action_hash": (_result, (_bytes, _len, _buf_p, _buf_p)),

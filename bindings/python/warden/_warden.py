@@ -1,10 +1,10 @@
 """`Warden`: one open store under one administrator's document.
 
 The handle's lifetime and its record listings live here; its other calls are grouped by
-concept in `_protect.py` (proposing, `@w.protect`), `_approvals.py`, `_authority.py` and
-`_sights.py`, each a base of `Warden` over the one managed-handle class (`_managed.py`).
-Everything is a thin layer over the C functions: the kernel decides, hashes, counts attempts
-and writes evidence.
+concept in `_protect.py` (proposing, `@w.protect`), `_approvals.py`, `_authority.py`,
+`_proofs.py` and `_sights.py`, each a base of `Warden` over the one managed-handle class
+(`_managed.py`). Everything is a thin layer over the C functions: the kernel decides, hashes,
+counts attempts and writes evidence.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Union
 from . import _ffi
 from ._authority import Authority
 from ._convert import _count_or_default, _dumps, _maybe_record, _millis, _optional_text_arg, _record, _records, _text_arg
+from ._proofs import Proofs
 from ._protect import Protecting
 from ._sights import Sights
 
@@ -24,7 +25,7 @@ __all__ = ["Warden"]
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class Warden(Protecting, Authority, Sights):
+class Warden(Protecting, Authority, Proofs, Sights):
     """One store, governed by one administrator's document (`warden.yaml`).
 
     `config` may be `None`: then only the kernel-level calls work (proposing needs a

@@ -3,23 +3,16 @@
 
 use std::path::Path;
 
-use base64::prelude::{Engine, BASE64_STANDARD};
 use serde_json::json;
 
 use warden::clock::render;
 use warden::evidence::bundle::{self, Verdict};
-use warden::evidence::checkpoint::StoredCheckpoint;
 use warden::evidence::key::{NoteSigner, NoteVerifier};
-use warden::evidence::tree::{check_consistency, check_inclusion, leaf_hash};
-use warden::kernel::ProofAsk;
+use warden::evidence::proof::{self, b64, ProofError};
 use warden::Kernel;
 
 use crate::exit::{Done, Failure};
 use crate::output::{document, shown, table};
-
-fn b64(hash: &[u8; 32]) -> String {
-    BASE64_STANDARD.encode(hash)
-}
 
 pub fn keygen(out: &Path, name: &str, json: bool) -> Result<String, Failure> {
     let signer = NoteSigner::generate(name)?;
@@ -35,23 +28,11 @@ pub fn keygen(out: &Path, name: &str, json: bool) -> Result<String, Failure> {
     })
 }
 
-fn checkpoint_json(cp: &StoredCheckpoint) -> serde_json::Value {
-    json!({
-        "number": cp.number,
-        "origin": cp.origin,
-        "size": cp.size,
-        "root": cp.root,
-        "time": render(cp.time),
-        "verifier_key": cp.verifier,
-        "note": cp.note,
-    })
-}
-
 pub fn checkpoint(kernel: &Kernel, key: &Path, origin: Option<&str>, json: bool) -> Result<String, Failure> {
     let signer = NoteSigner::load(key)?;
     let cp = kernel.checkpoint(&signer, origin)?;
     Ok(if json {
-        document(&checkpoint_json(&cp))
+        document(&proof::checkpoint_json(&cp))
     } else {
         format!(
             "checkpoint {} of {}: {} receipts, root {}\n\n{}",
@@ -65,16 +46,9 @@ pub fn checkpoint(kernel: &Kernel, key: &Path, origin: Option<&str>, json: bool)
 }
 
 pub fn checkpoints(kernel: &Kernel, json: bool) -> Result<String, Failure> {
-    let mut all = Vec::new();
-    let mut from = 1;
-    loop {
-        let page = kernel.checkpoints(from, 256)?;
-        let Some(last) = page.last() else { break };
-        from = last.number + 1;
-        all.extend(page);
-    }
+    let all = proof::checkpoints(kernel, 1, None)?;
     Ok(if json {
-        document(&json!({"checkpoints": all.iter().map(checkpoint_json).collect::<Vec<_>>()}))
+        document(&json!({"checkpoints": all.iter().map(proof::checkpoint_json).collect::<Vec<_>>()}))
     } else if all.is_empty() {
         "no checkpoints yet; `warden checkpoint --key FILE` makes one\n".into()
     } else {
@@ -88,100 +62,49 @@ pub fn checkpoints(kernel: &Kernel, json: bool) -> Result<String, Failure> {
     })
 }
 
-fn numbered(kernel: &Kernel, number: Option<u64>) -> Result<StoredCheckpoint, Failure> {
-    kernel.checkpoint_numbered(number)?.ok_or_else(|| match number {
-        Some(n) => Failure::usage(format!("there is no checkpoint {n}; `warden checkpoints` lists them")),
-        None => Failure::usage("the store has no checkpoint yet; make one with `warden checkpoint --key FILE`"),
-    })
-}
-
-fn root_of(cp: &StoredCheckpoint) -> Result<[u8; 32], Failure> {
-    warden::evidence::checkpoint::decode_hash(&cp.root)
-        .ok_or_else(|| Failure::internal(format!("checkpoint {}'s stored root is not a base64 SHA-256", cp.number)))
+/// A refusal of `warden proof`: what was named is missing or the request is out of order is
+/// the caller's to fix (exit 2); rows that do not prove what they should are internal (exit 3).
+fn refused(error: ProofError) -> Failure {
+    match error {
+        ProofError::Missing(message) | ProofError::Invalid(message) => Failure::usage(message),
+        ProofError::Damaged(message) => Failure::internal(message),
+        ProofError::Failed(error) => error.into(),
+    }
 }
 
 pub fn inclusion(kernel: &Kernel, receipt_id: &str, number: Option<u64>, json: bool) -> Result<String, Failure> {
-    let cp = numbered(kernel, number)?;
-    let seq = kernel
-        .receipt_seq(receipt_id)?
-        .ok_or_else(|| Failure::usage(format!("no receipt {} is on the chain", shown(receipt_id))))?;
-    if seq > cp.size {
-        return Err(Failure::usage(format!(
-            "receipt {} (seq {seq}) came after checkpoint {} ({} receipts); name a later checkpoint, or make one",
-            shown(receipt_id),
-            cp.number,
-            cp.size
-        )));
-    }
-    let document_text = kernel
-        .receipts(seq, 1)?
-        .pop()
-        .map(|(_, receipt)| receipt.document)
-        .ok_or_else(|| Failure::internal(format!("receipt {seq} vanished while proving it")))?;
-    let leaf = leaf_hash(document_text.as_bytes());
-    let proof = kernel.proof(ProofAsk::Inclusion { seq, size: cp.size })?;
-    let root = root_of(&cp)?;
-    // Checked here as a verifier would, so a wrong proof is never printed as one.
-    if !check_inclusion(&proof, cp.size, root, seq - 1, leaf) {
-        return Err(Failure::internal(format!(
-            "the proof computed for receipt {seq} does not verify against checkpoint {}; run `warden doctor`",
-            cp.number
-        )));
-    }
-    let hashes: Vec<String> = proof.iter().map(b64).collect();
+    let found = proof::inclusion(kernel, receipt_id, number).map_err(refused)?;
     Ok(if json {
-        document(&json!({
-            "receipt_id": receipt_id, "seq": seq, "leaf_index": seq - 1, "leaf_hash": b64(&leaf),
-            "checkpoint": cp.number, "tree_size": cp.size, "root": cp.root, "proof": hashes,
-            "proof_bytes": proof.len() * 32,
-        }))
+        document(&found.to_json())
     } else {
+        let hashes: Vec<String> = found.proof.iter().map(b64).collect();
         format!(
-            "receipt {} (seq {seq}) is leaf {} of checkpoint {} ({} receipts, root {})\nleaf hash {}\naudit path, {} hashes ({} bytes):\n{}",
+            "receipt {} (seq {}) is leaf {} of checkpoint {} ({} receipts, root {})\nleaf hash {}\naudit path, {} hashes ({} bytes):\n{}",
             shown(receipt_id),
-            seq - 1,
-            cp.number,
-            cp.size,
-            cp.root,
-            b64(&leaf),
-            proof.len(),
-            proof.len() * 32,
+            found.seq,
+            found.leaf_index(),
+            found.checkpoint,
+            found.tree_size,
+            found.root,
+            b64(&found.leaf_hash),
+            hashes.len(),
+            hashes.len() * 32,
             hashes.iter().map(|h| format!("  {h}\n")).collect::<String>()
         )
     })
 }
 
 pub fn consistency(kernel: &Kernel, old: u64, new: u64, json: bool) -> Result<String, Failure> {
-    let (a, b) = (numbered(kernel, Some(old))?, numbered(kernel, Some(new))?);
-    if a.size > b.size {
-        return Err(Failure::usage(format!(
-            "checkpoint {old} covers {} receipts, more than checkpoint {new} ({}); name the older one first",
-            a.size, b.size
-        )));
-    }
-    let proof = if a.size == 0 || a.size == b.size {
-        Vec::new()
-    } else {
-        kernel.proof(ProofAsk::Consistency { old: a.size, new: b.size })?
-    };
-    let sound = a.size == 0 || check_consistency(&proof, a.size, root_of(&a)?, b.size, root_of(&b)?);
-    if !sound {
-        return Err(Failure::internal(format!(
-            "checkpoints {old} and {new} are not consistent: the log was forked or altered. Run `warden doctor`"
-        )));
-    }
-    let hashes: Vec<String> = proof.iter().map(b64).collect();
+    let found = proof::consistency(kernel, old, new).map_err(refused)?;
     Ok(if json {
-        document(&json!({
-            "old_checkpoint": old, "new_checkpoint": new, "old_size": a.size, "new_size": b.size,
-            "old_root": a.root, "new_root": b.root, "proof": hashes,
-        }))
+        document(&found.to_json())
     } else {
+        let hashes: Vec<String> = found.proof.iter().map(b64).collect();
         format!(
             "checkpoint {new} ({} receipts) extends checkpoint {old} ({} receipts); consistency proof, {} hashes:\n{}",
-            b.size,
-            a.size,
-            proof.len(),
+            found.new_size,
+            found.old_size,
+            hashes.len(),
             hashes.iter().map(|h| format!("  {h}\n")).collect::<String>()
         )
     })

@@ -22,8 +22,11 @@ import {
 } from '../..';
 import type {
   ApprovalRecord,
+  CheckpointRecord,
+  ConsistencyProof,
   CredentialProvider,
   EffectRecord,
+  InclusionProof,
   JsonValue,
   ReconcileAnswer,
   SightCatalog,
@@ -95,6 +98,13 @@ async function story(): Promise<void> {
   const events = await w.events({ after: 0, limit: 0 });
   const approval: ApprovalRecord | null = await w.approval('apr_x');
   void [pending, denied, effects, effect, receipts, chain, events, approval];
+  const included: InclusionProof = await w.proofInclusion('rct_x', { checkpoint: 2 });
+  const consistent: ConsistencyProof = await w.proofConsistency(1, 2);
+  const listed: CheckpointRecord[] = await w.checkpoints({ from: 1, limit: 0 });
+  const leaf: string = included.leaf_hash;
+  const path: string[] = consistent.proof;
+  const note: string | undefined = listed[0]?.note;
+  void [leaf, path, note, await w.proofInclusion('rct_x'), await w.checkpoints()];
   const hash: string = actionHash({ name: 'stripe.refund', arguments: { amount: 1 }, principal: { agent: 'a' }, environment: 'staging' });
   const text: string = canonical({ a: 1n, b: [null, true, 'x'] });
   const value: JsonValue = parseJson(stringifyJson({ hash, text }));
