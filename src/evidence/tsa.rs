@@ -387,9 +387,12 @@ pub fn verify_with(token_der: &[u8], note: &[u8], trusted: &TrustedTsa) -> Resul
     let gen_time = gen_time(&token.info)?;
     let accuracy_micros = token.info.accuracy.as_ref().map(|accuracy| {
         let part = |value: Option<i16>| u64::try_from(value.unwrap_or(0)).unwrap_or(0);
-        accuracy.seconds.unwrap_or(0).saturating_mul(1_000_000)
-            + part(accuracy.millis).saturating_mul(1000)
-            + part(accuracy.micros)
+        accuracy
+            .seconds
+            .unwrap_or(0)
+            .saturating_mul(1_000_000)
+            .saturating_add(part(accuracy.millis).saturating_mul(1000))
+            .saturating_add(part(accuracy.micros))
     });
     Ok(TimeStamp {
         gen_time,
