@@ -5,6 +5,7 @@
 //! box ([`anchor`], [`tsa`]). The formats and what a verifier can and cannot conclude are in
 //! `docs/EVIDENCE.md`.
 
+pub mod anchor;
 pub mod auto;
 pub mod bundle;
 pub mod checkpoint;
@@ -12,3 +13,4 @@ pub mod key;
 pub mod proof;
 pub mod settings;
 pub mod tree;
+pub mod tsa;

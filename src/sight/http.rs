@@ -1,6 +1,8 @@
-//! The one GET of a sight (DESIGN.md §6, "At request time").
+//! The one GET of a sight (DESIGN.md §6, "At request time"), and the one POST of an evidence
+//! anchor (src/evidence/anchor.rs), under the same bounds.
 //!
-//! Every request builds its own ureq agent: constant method GET with no body, no proxy from
+//! Every request builds its own ureq agent: method GET with no body ([`fetch`]; a sight never
+//! sends anything else) or POST with the caller's body and content type ([`post`]), no proxy from
 //! the environment, redirects never followed (any 3xx is `redirect_refused`), one deadline over
 //! connect, TLS, headers and body, no transparent decompression (ureq is built without
 //! `gzip`/`brotli`, and any `Content-Encoding` but `identity` is refused), an early reject on
@@ -123,6 +125,32 @@ pub struct FetchResponse {
 /// within `timeout_ms`, holding nothing the caller needs. So a cancelled query never keeps
 /// its caller (a binding's worker thread) until `timeout_ms`.
 pub fn fetch(request: &FetchRequest, cancel: &CancelToken) -> Result<FetchResponse, SightError> {
+    run(request, None, cancel)
+}
+
+/// One POST of `body` with `content-type: content_type`, under every bound [`fetch`] keeps
+/// (redirects refused, one deadline, the body cap enforced while streaming, no decompression,
+/// the same cancel). Only `host`, `content-type`, `content-length` and the request's auth
+/// header go out. For the evidence anchors (an HTTP sink, an RFC 3161 time-stamp authority);
+/// a sight never posts.
+pub fn post(
+    request: &FetchRequest,
+    content_type: &str,
+    body: &[u8],
+    cancel: &CancelToken,
+) -> Result<FetchResponse, SightError> {
+    let payload = Payload { content_type: content_type.to_owned(), body: Arc::from(body) };
+    run(request, Some(payload), cancel)
+}
+
+/// What a POST sends.
+#[derive(Clone)]
+struct Payload {
+    content_type: String,
+    body: Arc<[u8]>,
+}
+
+fn run(request: &FetchRequest, payload: Option<Payload>, cancel: &CancelToken) -> Result<FetchResponse, SightError> {
     cancel.check()?;
     let deadline_len = Duration::from_millis(request.timeout_ms.max(1));
     let started = Instant::now();
@@ -131,9 +159,10 @@ pub fn fetch(request: &FetchRequest, cancel: &CancelToken) -> Result<FetchRespon
     let (answer, answered) = mpsc::sync_channel(1);
     let worker = {
         let (agent, request, cancel) = (agent.clone(), request.clone(), cancel.clone());
-        std::thread::Builder::new().name("warden-sight-get".into()).spawn(move || {
+        let name = if payload.is_some() { "warden-http-post" } else { "warden-sight-get" };
+        std::thread::Builder::new().name(name.into()).spawn(move || {
             // The receiver may be gone (the caller was cancelled): nothing to tell then.
-            let _ = answer.send(exchange(&agent, &request, &cancel, started, deadline_len));
+            let _ = answer.send(exchange(&agent, &request, payload.as_ref(), &cancel, started, deadline_len));
         })
     };
     let worker =
@@ -173,15 +202,28 @@ pub fn fetch(request: &FetchRequest, cancel: &CancelToken) -> Result<FetchRespon
 fn exchange(
     agent: &ureq::Agent,
     request: &FetchRequest,
+    payload: Option<&Payload>,
     cancel: &CancelToken,
     started: Instant,
     deadline_len: Duration,
 ) -> Result<FetchResponse, SightError> {
-    let mut builder = agent.get(request.url.as_str());
-    if let Some((name, value)) = &request.header {
-        builder = builder.header(name.as_str(), value.as_str());
-    }
-    let response = builder.call().map_err(|err| match cancel.check() {
+    let sent = match payload {
+        None => {
+            let mut builder = agent.get(request.url.as_str());
+            if let Some((name, value)) = &request.header {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+            builder.call()
+        }
+        Some(payload) => {
+            let mut builder = agent.post(request.url.as_str()).header("content-type", payload.content_type.as_str());
+            if let Some((name, value)) = &request.header {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+            builder.send(&payload.body[..])
+        }
+    };
+    let response = sent.map_err(|err| match cancel.check() {
         Err(aborted) => aborted,
         Ok(()) => map_error(err, request.timeout_ms),
     })?;
