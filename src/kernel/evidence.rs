@@ -1,7 +1,8 @@
-//! Checkpoints and proofs: the kernel gathers what a checkpoint states in one write
-//! transaction (which also caches the Merkle nodes it computed), the caller signs it outside the
-//! store, and a second transaction appends it after checking the signature, the root and the
-//! order against the store's own rows. Reads compute proofs from one read snapshot.
+//! Checkpoints and proofs: the kernel gathers what a checkpoint states from one read snapshot
+//! (so the writer, and every action behind it, never waits for the scan of the open effects),
+//! the caller signs it outside the store, and one write transaction appends it after checking
+//! the signature, the root and the order against the store's own rows (caching the Merkle
+//! nodes it computed). Reads compute proofs from one read snapshot.
 
 use super::ops::{Read, ReadReply, Write, WriteReply};
 use super::{ops::unexpected, Kernel};
@@ -11,7 +12,7 @@ use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect,
 use crate::evidence::key::{open_note, NoteRefusal, NoteSigner, NoteVerifier};
 use crate::evidence::settings::Due;
 use crate::evidence::tree::{LogRows, Tree};
-use crate::store::{EvidenceReads, ReadTx, WriteTx};
+use crate::store::{EvidenceReads, ReadTables, ReadTx, Role, WriteTx};
 
 /// The rows of a transaction, as the tree reads them.
 struct Rows<'a>(&'a dyn EvidenceReads);
@@ -48,7 +49,7 @@ fn new_origin() -> Result<String> {
 /// The previous checkpoint's open effects that are not open now and have no closing receipt
 /// after it, with what their rows say now.
 fn closed_without_receipt(
-    tx: &WriteTx<'_>,
+    tx: &dyn ReadTables,
     last: &StoredCheckpoint,
     open: &[OpenEffect],
     size: u64,
@@ -94,22 +95,17 @@ fn closed_without_receipt(
     Ok(out)
 }
 
-pub(super) fn apply_basis(
-    tx: &mut WriteTx<'_>,
-    origin: Option<&str>,
-    due: Option<&Due>,
-    now: Micros,
-) -> Result<WriteReply> {
+pub(super) fn gather(tx: &ReadTx<'_>, origin: Option<&str>, due: Option<&Due>, now: Micros) -> Result<ReadReply> {
     let last = tx.last_checkpoint()?;
     let size = tx.chain_size()?;
     if let Some(due) = due {
         if !due.is_due(size, last.as_ref().map(|last| (last.size, last.time)), now) {
-            return Ok(WriteReply::NotDue);
+            return Ok(ReadReply::NotDue);
         }
     }
     let origin = match (origin, &last) {
         (Some(asked), Some(last)) if asked != last.origin => {
-            return Ok(WriteReply::Refused(Error::InvalidInput(format!(
+            return Ok(ReadReply::Refused(Error::InvalidInput(format!(
                 "this store's log is {:?}; a checkpoint cannot name another origin ({asked:?})",
                 last.origin
             ))))
@@ -126,14 +122,14 @@ pub(super) fn apply_basis(
             )));
         }
     }
-    let root = cached_root(tx, size)?;
+    let root = Tree::new(&Rows(tx), size).root()?;
     let open = tx.open_effects()?;
     let closed_without_receipt = match &last {
         Some(last) => closed_without_receipt(tx, last, &open, size)?,
         None => Vec::new(),
     };
     let number = last.as_ref().map_or(1, |last| last.number + 1);
-    Ok(WriteReply::Basis(Box::new(Basis { number, origin, size, root, time: now, open, closed_without_receipt })))
+    Ok(ReadReply::Basis(Box::new(Basis { number, origin, size, root, time: now, open, closed_without_receipt })))
 }
 
 /// Why `row` may not follow `last`, if it may not.
@@ -264,6 +260,12 @@ impl crate::evidence::auto::Log for super::WeakKernel {
         due: &Due,
     ) -> Option<Result<Option<StoredCheckpoint>>> {
         let kernel = self.upgrade()?;
+        // On a file store the owner process makes them (another takes over when it goes): the
+        // other processes' looks would only be more reads for the owner to serve, and more
+        // checkpoints gathered to be dropped.
+        if matches!(kernel.store().role(), Ok(Role::Client { .. } | Role::ReadOnly)) {
+            return Some(Ok(None));
+        }
         Some(kernel.checkpoint_if_due(signer, origin, due))
     }
 }
@@ -278,20 +280,15 @@ impl Kernel {
     }
 
     /// The automatic checkpoint: like [`Kernel::checkpoint`], but only when one is `due` after
-    /// the last (`None` when not). Whether one is due is read first, so a quiet store costs no
-    /// write, and checked again in the transaction that gathers, so two processes never make
-    /// the same one twice.
+    /// the last (`None` when not, or when another handle appended the same one first). Whether
+    /// one is due is the first thing its read looks at, so a quiet store costs one small read
+    /// and no write.
     pub fn checkpoint_if_due(
         &self,
         signer: &NoteSigner,
         origin: Option<&str>,
         due: &Due,
     ) -> Result<Option<StoredCheckpoint>> {
-        let size = self.receipt_count()?;
-        let last = self.checkpoint_numbered(None)?;
-        if !due.is_due(size, last.as_ref().map(|last| (last.size, last.time)), self.now()) {
-            return Ok(None);
-        }
         self.sign_checkpoint(signer, origin, Some(*due))
     }
 
@@ -301,11 +298,11 @@ impl Kernel {
         origin: Option<&str>,
         due: Option<Due>,
     ) -> Result<Option<StoredCheckpoint>> {
-        let op = Write::CheckpointBasis { origin: origin.map(str::to_owned), due };
-        let basis = match self.guarded(|kernel, _| kernel.write(op))? {
-            WriteReply::Basis(basis) => *basis,
-            WriteReply::NotDue if due.is_some() => return Ok(None),
-            WriteReply::Refused(refusal) => return Err(refusal),
+        let ask = Read::CheckpointBasis { origin: origin.map(str::to_owned), due };
+        let basis = match self.guarded(|kernel, _| kernel.read(&ask))? {
+            ReadReply::Basis(basis) => *basis,
+            ReadReply::NotDue if due.is_some() => return Ok(None),
+            ReadReply::Refused(refusal) => return Err(refusal),
             _ => return Err(unexpected("checkpoint")),
         };
         let (companion, text) = checkpoint::texts(&basis)?;
@@ -320,8 +317,15 @@ impl Kernel {
             companion,
             verifier: signer.verifier().encoded(),
         };
+        let number = row.number;
         match self.guarded(|kernel, _| kernel.write(Write::AppendCheckpoint(Box::new(row))))? {
             WriteReply::Checkpoint(row) => Ok(Some(*row)),
+            // An automatic checkpoint another handle made first: nothing to do.
+            WriteReply::Refused(_)
+                if due.is_some() && self.checkpoint_numbered(None)?.is_some_and(|last| last.number >= number) =>
+            {
+                Ok(None)
+            }
             WriteReply::Refused(refusal) => Err(refusal),
             _ => Err(unexpected("checkpoint")),
         }

@@ -267,15 +267,8 @@ pub enum Write {
     /// A permit's execution waits for input, or goes on after it (`EXECUTION_SUSPENDED`/
     /// `_RESUMED`), with the lease extended to `until` when given.
     Suspension(Box<Suspension>),
-    /// Gather what the next checkpoint states (and cache the Merkle nodes it computed).
-    CheckpointBasis {
-        /// The log's origin, on its first checkpoint; later ones repeat it or omit it.
-        origin: Option<String>,
-        /// Gather only when one is due by these bounds (`WriteReply::NotDue` otherwise): the
-        /// automatic checkpoints' check, repeated in the transaction that gathers.
-        due: Option<crate::evidence::settings::Due>,
-    },
-    /// Append a signed checkpoint, after checking its signature, root and order.
+    /// Append a signed checkpoint, after checking its signature, root and order (and cache
+    /// the Merkle nodes that check computed).
     AppendCheckpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
 }
 
@@ -353,14 +346,10 @@ pub enum WriteReply {
     Delegation(Box<crate::authority::DelegationRecord>),
     /// `(delegation id, revoked by this call)`.
     Revoked(Vec<(String, bool)>),
-    /// What the next checkpoint states.
-    Basis(Box<crate::evidence::checkpoint::Basis>),
     /// The checkpoint appended.
     Checkpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
     /// Written; nothing to report.
     Done,
-    /// No checkpoint is due (a `CheckpointBasis` with `due`); nothing was gathered.
-    NotDue,
 }
 
 impl WriteOp for Write {
@@ -462,9 +451,6 @@ impl WriteOp for Write {
                 super::approvals::apply_notify_event(tx, approval_id, *kind, data, now)
             }
             Write::Suspension(suspension) => super::permit::apply_suspension(tx, suspension, now),
-            Write::CheckpointBasis { origin, due } => {
-                super::evidence::apply_basis(tx, origin.as_deref(), due.as_ref(), now)
-            }
             Write::AppendCheckpoint(row) => super::evidence::apply_append(tx, row),
         }
     }
@@ -578,6 +564,13 @@ pub enum Read {
     },
     /// Hashes of the receipts' Merkle tree.
     Proof(super::evidence::ProofAsk),
+    /// What the next checkpoint states, from one snapshot (the writer never waits for it).
+    CheckpointBasis {
+        /// The log's origin, on its first checkpoint; later ones repeat it or omit it.
+        origin: Option<String>,
+        /// Gather only when one is due by these bounds (`ReadReply::NotDue` otherwise).
+        due: Option<crate::evidence::settings::Due>,
+    },
     /// The unreleased amount charged to one grant's budget metric in a window ending now.
     BudgetSpent {
         /// The grant whose budget is summed.
@@ -644,6 +637,12 @@ pub enum ReadReply {
     Checkpoints(Vec<crate::evidence::checkpoint::StoredCheckpoint>),
     /// Merkle tree hashes.
     Hashes(Vec<[u8; 32]>),
+    /// What the next checkpoint states.
+    Basis(Box<crate::evidence::checkpoint::Basis>),
+    /// No checkpoint is due (a `CheckpointBasis` with `due`); nothing was gathered.
+    NotDue,
+    /// Refused by design (the caller's to fix); nothing was read past the refusal.
+    Refused(crate::error::Error),
 }
 
 impl ReadOp for Read {
@@ -693,6 +692,7 @@ impl ReadOp for Read {
             }
             Read::Checkpoint { number: None } => ReadReply::Checkpoints(rx.last_checkpoint()?.into_iter().collect()),
             Read::Proof(ask) => super::evidence::run_proof(rx, ask)?,
+            Read::CheckpointBasis { origin, due } => super::evidence::gather(rx, origin.as_deref(), due.as_ref(), now)?,
             Read::BudgetSpent { grant_id, metric, window_seconds } => {
                 ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
             }

@@ -593,7 +593,6 @@ impl<P: Protocol> Store<P> {
     }
 
     /// What this process is to the store right now.
-    #[cfg_attr(not(feature = "test-exports"), allow(dead_code))] // tests ask who owns the file
     pub fn role(&self) -> Result<Role> {
         self.check_fork()?;
         Ok(match &*self.engine.current()? {
