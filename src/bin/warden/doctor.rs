@@ -25,7 +25,12 @@ struct Checkpoints {
 
 impl Checkpoints {
     fn read(kernel: &Kernel, due: Option<Due>) -> Result<Checkpoints, Failure> {
-        Ok(Checkpoints { last: kernel.checkpoint_numbered(None)?, receipts: kernel.receipt_count()?, now: kernel.now(), due })
+        Ok(Checkpoints {
+            last: kernel.checkpoint_numbered(None)?,
+            receipts: kernel.receipt_count()?,
+            now: kernel.now(),
+            due,
+        })
     }
 
     fn overdue(&self) -> bool {

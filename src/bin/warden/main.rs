@@ -689,17 +689,19 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
             };
             doctor::doctor(&open_store_to_read(store)?, due, json)
         }
-        Command::Bench { dir, actions, threads, processes, outcomes, durability, checkpoints } => bench::bench(&bench::BenchArgs {
-            dir: dir.as_deref(),
-            actions: *actions,
-            threads,
-            processes: *processes,
-            outcomes,
-            durability,
-            checkpoints,
-            json,
-        })
-        .map(Done::ok),
+        Command::Bench { dir, actions, threads, processes, outcomes, durability, checkpoints } => {
+            bench::bench(&bench::BenchArgs {
+                dir: dir.as_deref(),
+                actions: *actions,
+                threads,
+                processes: *processes,
+                outcomes,
+                durability,
+                checkpoints,
+                json,
+            })
+            .map(Done::ok)
+        }
         Command::Completions { shell } => Ok(Done::ok(about::completions(*shell))),
         Command::ManPages { dir } => about::man_pages(dir, json).map(Done::ok),
         Command::Gateway(_) => Err(Failure::internal("the gateway runs only from main")),
