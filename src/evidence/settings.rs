@@ -226,6 +226,8 @@ mod tests {
 
     #[test]
     fn a_checkpoint_is_overdue_past_twice_the_count_or_the_time_and_its_grace() {
+        // docs/EVIDENCE.md and `warden doctor` say ten seconds.
+        assert_eq!(OVERDUE_GRACE, 10_000_000);
         let due = Due { every_receipts: 10, every: 60 };
         let late = 60 + OVERDUE_GRACE;
         let cases = [
