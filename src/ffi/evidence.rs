@@ -82,7 +82,8 @@ pub unsafe extern "C" fn warden_proof_inclusion(
 /// - `err`: NULL, or receives the error object on failure.
 ///
 /// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_FOUND (no checkpoint of that number);
-/// WARDEN_RESULT_INVALID_INPUT (a number of 0, the newer checkpoint named first, a NULL `out`);
+/// WARDEN_RESULT_INVALID_INPUT (a number of 0, a first checkpoint covering more receipts than
+/// the second, a NULL `out`; two of one size give an empty proof);
 /// WARDEN_RESULT_STORE (the two checkpoints are not consistent: the log was forked or altered,
 /// run `warden doctor`); WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
 ///
