@@ -44,7 +44,7 @@ class Proofs(Managed):
         have one size.
 
         Raises `NotFound` for a checkpoint of no such number; `InvalidInput` for a number of 0
-        or the newer checkpoint named first; `StoreFault` when the two are not consistent (the
+        or a first checkpoint covering more receipts than the second; `StoreFault` when the two are not consistent (the
         log was forked or altered: run `warden doctor`).
         """
         first = _count(old, "proof_consistency(old)")
