@@ -262,19 +262,11 @@ pub fn load_file(path: &Path) -> Result<Document, DocumentError> {
     load_str(&text, &origin)
 }
 
-/// Opens a file the administrator named (the document, a certificate or CA file, a credential,
-/// a password file) for reading, and refuses anything that is not a regular file, by what it is.
-///
-/// A plain `open` of a FIFO nobody writes waits forever, and a device or a socket is never a
-/// document: the file is opened without blocking (`O_NONBLOCK`, which changes nothing for reads
-/// of a regular file) and its type is checked on the opened descriptor, so a path swapped
-/// between a check and the open cannot slip past.
-pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    let kind = file.metadata()?.file_type();
-    let what = if kind.is_file() {
-        return Ok(file);
+/// What a file of type `kind` is, in words, when it is not a regular file (`None` when it is).
+pub fn not_regular(kind: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt as _;
+    Some(if kind.is_file() {
+        return None;
     } else if kind.is_dir() {
         "a directory"
     } else if kind.is_fifo() {
@@ -285,6 +277,21 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
         "a device"
     } else {
         "not a file"
+    })
+}
+
+/// Opens a file the administrator named (the document, a certificate or CA file, a credential,
+/// a password file) for reading, and refuses anything that is not a regular file, by what it is.
+///
+/// A plain `open` of a FIFO nobody writes waits forever, and a device or a socket is never a
+/// document: the file is opened without blocking (`O_NONBLOCK`, which changes nothing for reads
+/// of a regular file) and its type is checked on the opened descriptor, so a path swapped
+/// between a check and the open cannot slip past.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let Some(what) = not_regular(&file.metadata()?.file_type()) else {
+        return Ok(file);
     };
     Err(std::io::Error::new(
         std::io::ErrorKind::InvalidInput,

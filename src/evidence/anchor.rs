@@ -14,7 +14,7 @@
 //! never a user name, a password, a query or a header.
 
 use std::io::{Seek, Write};
-use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -165,19 +165,8 @@ impl FileSink {
             Err(e) => return Err(format!("cannot open it for appending: {e}; check the path and its permissions")),
         };
         let kind = file.metadata().map_err(|e| format!("cannot inspect it: {e}"))?.file_type();
-        if kind.is_file() {
+        let Some(what) = crate::document::not_regular(&kind) else {
             return Ok(file);
-        }
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a named pipe (FIFO)"
-        } else if kind.is_socket() {
-            "a socket"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else {
-            "not a file"
         };
         Err(format!("the path is {what}, not a regular file; give the path of a regular file"))
     }
