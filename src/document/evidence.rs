@@ -2,7 +2,7 @@
 //! (parsed by [`crate::evidence::settings`]). It decides no action, so, like `notify`, it is
 //! outside the policy hash.
 
-use super::tree::{Member, NodeValue};
+use super::tree::{Member, Node, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
 use crate::evidence::settings::EvidenceSettings;
@@ -11,16 +11,34 @@ impl Cx<'_> {
     pub(super) fn evidence(&self, member: &Member) -> Result<EvidenceSettings, DocumentError> {
         let value = self.json(&member.value, "evidence")?;
         EvidenceSettings::parse(&value).map_err(|refused| {
-            // The line of the key the refusal names, when it names one.
-            let line = match (&member.value.value, refused.path.strip_prefix("evidence.")) {
-                (NodeValue::Map(members), Some(key)) => {
-                    members.iter().find(|m| m.key == key).map_or(member.line, |m| m.line)
-                }
-                _ => member.line,
-            };
+            let line = refused
+                .path
+                .strip_prefix("evidence")
+                .map_or(member.line, |rest| line_of(&member.value, rest).unwrap_or(member.line));
             self.error(&refused.path, Some(line), refused.message)
         })
     }
+}
+
+/// The line of what `path` (`.key`, `[index]`, in turn) names under `node`: the deepest part
+/// found, `None` when not even the first is.
+fn line_of(node: &Node, path: &str) -> Option<usize> {
+    let (step, rest) = match path.strip_prefix('.') {
+        Some(key) => {
+            let end = key.find(['.', '[']).unwrap_or(key.len());
+            let NodeValue::Map(members) = &node.value else { return None };
+            let found = members.iter().find(|m| m.key == key[..end])?;
+            return Some(line_of(&found.value, &key[end..]).unwrap_or(found.line));
+        }
+        None => {
+            let inner = path.strip_prefix('[')?;
+            let end = inner.find(']')?;
+            (inner[..end].parse::<usize>().ok()?, &inner[end + 1..])
+        }
+    };
+    let NodeValue::Seq(items) = &node.value else { return None };
+    let item = items.get(step)?;
+    Some(line_of(item, rest).unwrap_or(item.line))
 }
 
 #[cfg(test)]
@@ -45,6 +63,13 @@ mod tests {
             load_str(&format!("{BASE}evidence:\n  key_file: /k\n  every_receipts: 0\n"), "t").expect_err("refused");
         let text = refused.to_string();
         assert!(text.contains("evidence.every_receipts") && text.starts_with("t:5: "), "{text}");
+        let refused = load_str(
+            &format!("{BASE}evidence:\n  key_file: /k\n  anchors:\n    - file: /a\n    - rfc3161: ftp://tsa\n"),
+            "t",
+        )
+        .expect_err("refused");
+        let text = refused.to_string();
+        assert!(text.contains("evidence.anchors[1].rfc3161") && text.starts_with("t:7: "), "{text}");
         let refused = load_str(&format!("{BASE}evidence: 7\n"), "t").expect_err("refused");
         assert!(refused.to_string().contains("must be a mapping"), "{refused}");
     }

@@ -9,6 +9,8 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::anchor::{AnchorError, AnchorProvider};
+use super::anchoring::{AnchorTry, Anchors};
 use super::checkpoint::StoredCheckpoint;
 use super::key::NoteSigner;
 use super::settings::{Due, EvidenceSettings, KeySource};
@@ -31,6 +33,13 @@ pub trait Log: Send + Sync + 'static {
         origin: Option<&str>,
         due: &Due,
     ) -> Option<Result<Option<StoredCheckpoint>>>;
+
+    /// Send each sink the checkpoints waiting for it (`Kernel::anchor_pending`); `None` once
+    /// the store is closed.
+    fn anchor_pending(
+        &self,
+        providers: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
+    ) -> Option<Result<Vec<AnchorTry>>>;
 }
 
 /// What the worker has done since the handle opened.
@@ -44,6 +53,12 @@ pub struct Status {
     pub error: Option<String>,
     /// Attempts that failed.
     pub failures: u64,
+    /// Checkpoints anchored, by all sinks together.
+    pub anchored: u64,
+    /// Anchor tries that failed.
+    pub anchor_failures: u64,
+    /// The last anchor failure (`sink: message`); cleared by the next pass without one.
+    pub anchor_error: Option<String>,
 }
 
 enum Signer {
@@ -53,6 +68,7 @@ enum Signer {
 
 struct Shared {
     signer: Signer,
+    anchors: Anchors,
     origin: Option<String>,
     due: Due,
     credentials: RwLock<Arc<dyn CredentialProvider>>,
@@ -138,6 +154,38 @@ impl Shared {
                 }
             }
         }
+        self.anchor(log)
+    }
+
+    /// One anchoring pass; `false` once the store is closed.
+    fn anchor(&self, log: &dyn Log) -> bool {
+        if self.anchors.is_empty() {
+            return true;
+        }
+        let credentials =
+            self.credentials.read().map(|slot| Arc::clone(&slot)).unwrap_or_else(|_| Arc::new(EnvProvider));
+        let providers = self.anchors.providers(&credentials);
+        let Some(outcome) = log.anchor_pending(&providers) else { return false };
+        if let Ok(mut status) = self.status.lock() {
+            match outcome {
+                Ok(tries) => {
+                    status.anchor_error = None;
+                    for tried in tries {
+                        match tried.error {
+                            None => status.anchored += 1,
+                            Some(error) => {
+                                status.anchor_failures += 1;
+                                status.anchor_error = Some(bounded(&error.to_string()));
+                            }
+                        }
+                    }
+                }
+                Err(error) => {
+                    status.anchor_failures += 1;
+                    status.anchor_error = Some(bounded(&format!("anchors: {error}")));
+                }
+            }
+        }
         true
     }
 }
@@ -153,8 +201,10 @@ impl Checkpointer {
             })?)),
             KeySource::Ref(reference) => Signer::Reference(reference.clone()),
         };
+        let anchors = Anchors::load(&settings.anchors)?;
         let shared = Arc::new(Shared {
             signer,
+            anchors,
             origin: settings.origin.clone(),
             due: settings.due,
             credentials: RwLock::new(Arc::new(EnvProvider)),
@@ -266,10 +316,22 @@ mod tests {
                 verifier: signer.verifier().encoded(),
             })))
         }
+
+        fn anchor_pending(
+            &self,
+            _: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
+        ) -> Option<Result<Vec<AnchorTry>>> {
+            Some(Ok(Vec::new()))
+        }
     }
 
     fn settings(key: KeySource) -> EvidenceSettings {
-        EvidenceSettings { key, origin: None, due: Due { every_receipts: 1, every: MICROS_PER_SECOND } }
+        EvidenceSettings {
+            key,
+            origin: None,
+            due: Due { every_receipts: 1, every: MICROS_PER_SECOND },
+            anchors: Vec::new(),
+        }
     }
 
     fn eventually(what: &str, check: impl Fn() -> bool) {

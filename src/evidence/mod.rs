@@ -2,10 +2,11 @@
 //! it ([`checkpoint`], [`key`]), made on demand or automatically by the document's `evidence`
 //! section ([`settings`], [`auto`]), the proof documents every surface returns ([`proof`]),
 //! offline bundles with their verifier ([`bundle`]), and anchors that take a checkpoint off the
-//! box ([`anchor`], [`tsa`]). The formats and what a verifier can and cannot conclude are in
+//! box ([`anchor`], [`tsa`]), sent each checkpoint by the worker ([`anchoring`]). The formats and what a verifier can and cannot conclude are in
 //! `docs/EVIDENCE.md`.
 
 pub mod anchor;
+pub mod anchoring;
 pub mod auto;
 pub mod bundle;
 pub mod checkpoint;

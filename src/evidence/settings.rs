@@ -18,7 +18,7 @@ pub const MIN_EVERY: Micros = MICROS_PER_SECOND;
 /// overdue (the worker looks at least once a second; a checkpoint is two commits).
 pub const OVERDUE_GRACE: Micros = 10 * MICROS_PER_SECOND;
 
-const KEYS: [&str; 5] = ["every", "every_receipts", "key_file", "key_ref", "origin"];
+const KEYS: [&str; 6] = ["anchors", "every", "every_receipts", "key_file", "key_ref", "origin"];
 
 /// Where the signing key of automatic checkpoints comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +71,8 @@ pub struct EvidenceSettings {
     pub origin: Option<String>,
     /// When one is due.
     pub due: Due,
+    /// Where each checkpoint is sent once signed (`evidence.anchors`), in document order.
+    pub anchors: Vec<super::anchoring::AnchorSpec>,
 }
 
 /// A refusal of the section: where in the document and what is wrong.
@@ -161,7 +163,11 @@ impl EvidenceSettings {
                 every
             }
         };
-        Ok(EvidenceSettings { key, origin, due: Due { every_receipts, every } })
+        let anchors = match map.get("anchors") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(list) => super::anchoring::AnchorSpec::parse_list(list)?,
+        };
+        Ok(EvidenceSettings { key, origin, due: Due { every_receipts, every }, anchors })
     }
 }
 

@@ -8,6 +8,8 @@ use super::ops::{Read, ReadReply, Write, WriteReply};
 use super::{ops::unexpected, Kernel};
 use crate::clock::{render, Micros};
 use crate::error::{Error, Result};
+use crate::evidence::anchor::{AnchorError, AnchorProvider, SignedCheckpoint};
+use crate::evidence::anchoring::{self, AnchorTry, SinkState, StoredAnchor};
 use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};
 use crate::evidence::key::{open_note, NoteRefusal, NoteSigner, NoteVerifier};
 use crate::evidence::settings::Due;
@@ -199,6 +201,39 @@ pub(super) fn apply_append(tx: &mut WriteTx<'_>, row: &StoredCheckpoint) -> Resu
     Ok(WriteReply::Checkpoint(Box::new(row.clone())))
 }
 
+pub(super) fn apply_anchor(tx: &mut WriteTx<'_>, row: &StoredAnchor) -> Result<WriteReply> {
+    if tx.checkpoint(row.checkpoint)?.is_none() {
+        return Ok(WriteReply::Refused(Error::NotFound(format!(
+            "there is no checkpoint {} to record an anchor of",
+            row.checkpoint
+        ))));
+    }
+    if let Some(stored) = tx.anchor(&row.sink, row.checkpoint)? {
+        if stored.anchored() {
+            return Ok(WriteReply::Anchor(Box::new(stored)));
+        }
+    }
+    tx.put_anchor(row)?;
+    Ok(WriteReply::Anchor(Box::new(row.clone())))
+}
+
+pub(super) fn anchor_states(rx: &ReadTx<'_>, sinks: &[String]) -> Result<Vec<SinkState>> {
+    let newest = rx.last_checkpoint()?.map(|last| last.number);
+    let mut states = Vec::with_capacity(sinks.len());
+    for sink in sinks {
+        let last_anchored = rx.last_anchored(sink)?;
+        let mut waiting = Vec::new();
+        if let Some(from) = anchoring::waiting_from(last_anchored, newest) {
+            for checkpoint in rx.checkpoints(from, anchoring::MAX_PER_PASS)? {
+                let row = rx.anchor(sink, checkpoint.number)?;
+                waiting.push((checkpoint, row));
+            }
+        }
+        states.push(SinkState { sink: sink.clone(), last_anchored, waiting });
+    }
+    Ok(states)
+}
+
 /// What a proof read asks for.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -268,6 +303,17 @@ impl crate::evidence::auto::Log for super::WeakKernel {
         }
         Some(kernel.checkpoint_if_due(signer, origin, due))
     }
+
+    fn anchor_pending(
+        &self,
+        providers: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
+    ) -> Option<Result<Vec<AnchorTry>>> {
+        let kernel = self.upgrade()?;
+        if matches!(kernel.store().role(), Ok(Role::Client { .. } | Role::ReadOnly)) {
+            return Some(Ok(Vec::new()));
+        }
+        Some(kernel.anchor_pending(providers, false))
+    }
 }
 
 impl Kernel {
@@ -328,6 +374,68 @@ impl Kernel {
             }
             WriteReply::Refused(refusal) => Err(refusal),
             _ => Err(unexpected("checkpoint")),
+        }
+    }
+
+    /// Send each sink the checkpoints waiting for it (those never tried, and failed ones whose
+    /// retry delay passed; every waiting one when `force`), oldest first, and record each try
+    /// on its own commit. A sink stops for this pass at its first failure. A sink whose provider
+    /// could not be built (a credential missing) records that failure on the checkpoints it
+    /// would have been sent.
+    pub fn anchor_pending(
+        &self,
+        providers: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
+        force: bool,
+    ) -> Result<Vec<AnchorTry>> {
+        if providers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sinks = providers.iter().map(|(sink, _)| sink.clone()).collect();
+        let states = match self.guarded(|kernel, _| kernel.read(&Read::AnchorStates { sinks }))? {
+            ReadReply::AnchorStates(states) => states,
+            _ => return Err(unexpected("anchor states")),
+        };
+        let mut tries = Vec::new();
+        for ((sink, provider), state) in providers.iter().zip(states) {
+            for (checkpoint, before) in state.to_try(self.now(), force) {
+                let outcome = match provider {
+                    Ok(provider) => provider.anchor(&SignedCheckpoint {
+                        note: checkpoint.note.as_bytes(),
+                        size: checkpoint.size,
+                        number: checkpoint.number,
+                    }),
+                    Err(error) => Err(error.clone()),
+                };
+                let row = StoredAnchor::after_try(sink, checkpoint.number, before.as_ref(), self.now(), &outcome);
+                let stored = match self.guarded(|kernel, _| kernel.write(Write::RecordAnchor(Box::new(row))))? {
+                    WriteReply::Anchor(row) => *row,
+                    WriteReply::Refused(refusal) => return Err(refusal),
+                    _ => return Err(unexpected("anchor")),
+                };
+                let failed = outcome.err();
+                let stop = failed.is_some();
+                tries.push(AnchorTry { row: stored, error: failed });
+                if stop {
+                    break;
+                }
+            }
+        }
+        Ok(tries)
+    }
+
+    /// Where each sink stands: its last anchored checkpoint and the ones waiting for it.
+    pub fn anchor_states(&self, sinks: &[String]) -> Result<Vec<SinkState>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::AnchorStates { sinks: sinks.to_vec() }))? {
+            ReadReply::AnchorStates(states) => Ok(states),
+            _ => Err(unexpected("anchor states")),
+        }
+    }
+
+    /// Every sink's records of checkpoints `from..=to`, by sink then checkpoint.
+    pub fn anchors(&self, from: u64, to: u64) -> Result<Vec<StoredAnchor>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Anchors { from, to }))? {
+            ReadReply::Anchors(rows) => Ok(rows),
+            _ => Err(unexpected("anchors")),
         }
     }
 

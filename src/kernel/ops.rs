@@ -270,6 +270,9 @@ pub enum Write {
     /// Append a signed checkpoint, after checking its signature, root and order (and cache
     /// the Merkle nodes that check computed).
     AppendCheckpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
+    /// Record one sink's try of one checkpoint; a record that says it was anchored is kept as
+    /// it is (the reply is the stored one).
+    RecordAnchor(Box<crate::evidence::anchoring::StoredAnchor>),
 }
 
 /// What `Permit::suspend`/`resume` write.
@@ -348,6 +351,8 @@ pub enum WriteReply {
     Revoked(Vec<(String, bool)>),
     /// The checkpoint appended.
     Checkpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
+    /// The anchor's record as stored.
+    Anchor(Box<crate::evidence::anchoring::StoredAnchor>),
     /// Written; nothing to report.
     Done,
 }
@@ -452,6 +457,7 @@ impl WriteOp for Write {
             }
             Write::Suspension(suspension) => super::permit::apply_suspension(tx, suspension, now),
             Write::AppendCheckpoint(row) => super::evidence::apply_append(tx, row),
+            Write::RecordAnchor(row) => super::evidence::apply_anchor(tx, row),
         }
     }
 
@@ -571,6 +577,18 @@ pub enum Read {
         /// Gather only when one is due by these bounds (`ReadReply::NotDue` otherwise).
         due: Option<crate::evidence::settings::Due>,
     },
+    /// Where each sink stands: its last anchored checkpoint and the ones waiting for it.
+    AnchorStates {
+        /// The sinks, as their specs name them.
+        sinks: Vec<String>,
+    },
+    /// Every sink's records of checkpoints `from..=to`.
+    Anchors {
+        /// The first checkpoint number.
+        from: u64,
+        /// The last.
+        to: u64,
+    },
     /// The unreleased amount charged to one grant's budget metric in a window ending now.
     BudgetSpent {
         /// The grant whose budget is summed.
@@ -641,6 +659,10 @@ pub enum ReadReply {
     Basis(Box<crate::evidence::checkpoint::Basis>),
     /// No checkpoint is due (a `CheckpointBasis` with `due`); nothing was gathered.
     NotDue,
+    /// Where each sink stands.
+    AnchorStates(Vec<crate::evidence::anchoring::SinkState>),
+    /// Anchor records, by sink then checkpoint.
+    Anchors(Vec<crate::evidence::anchoring::StoredAnchor>),
     /// Refused by design (the caller's to fix); nothing was read past the refusal.
     Refused(crate::error::Error),
 }
@@ -693,6 +715,8 @@ impl ReadOp for Read {
             Read::Checkpoint { number: None } => ReadReply::Checkpoints(rx.last_checkpoint()?.into_iter().collect()),
             Read::Proof(ask) => super::evidence::run_proof(rx, ask)?,
             Read::CheckpointBasis { origin, due } => super::evidence::gather(rx, origin.as_deref(), due.as_ref(), now)?,
+            Read::AnchorStates { sinks } => ReadReply::AnchorStates(super::evidence::anchor_states(rx, sinks)?),
+            Read::Anchors { from, to } => ReadReply::Anchors(rx.anchors(*from, *to)?),
             Read::BudgetSpent { grant_id, metric, window_seconds } => {
                 ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
             }

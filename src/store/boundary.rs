@@ -15,6 +15,7 @@ use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
 use crate::error::Result;
 use crate::event::{Event, EventKind};
+use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
@@ -77,6 +78,9 @@ pub trait WriteTables: AuthorityWrites + EvidenceReads {
 
     /// Append a checkpoint under its number; a number already used is refused.
     fn append_checkpoint(&mut self, checkpoint: &StoredCheckpoint) -> Result<()>;
+
+    /// Write a sink's record of a checkpoint, replacing the one it had.
+    fn put_anchor(&mut self, anchor: &StoredAnchor) -> Result<()>;
 }
 
 /// What the evidence reads in a transaction of either kind: the receipts as the Merkle tree's
@@ -102,6 +106,15 @@ pub trait EvidenceReads {
 
     /// Every effect reserved, executing or AMBIGUOUS, by key.
     fn open_effects(&self) -> Result<Vec<OpenEffect>>;
+
+    /// A sink's record of checkpoint `checkpoint`.
+    fn anchor(&self, sink: &str, checkpoint: u64) -> Result<Option<StoredAnchor>>;
+
+    /// The newest checkpoint `sink` anchored.
+    fn last_anchored(&self, sink: &str) -> Result<Option<u64>>;
+
+    /// Every sink's records of checkpoints `from..=to`, by sink then checkpoint.
+    fn anchors(&self, from: u64, to: u64) -> Result<Vec<StoredAnchor>>;
 }
 
 /// What a store holds around an effect key that has no effect row (`WriteTables::absence_witnesses`).

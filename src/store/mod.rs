@@ -992,7 +992,7 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
     })?;
     match redb::schema::version(&db, path)? {
         // The file alone is the store only when its journal holds nothing more.
-        Some(SCHEMA_VERSION) => {
+        Some(7 | SCHEMA_VERSION) => {
             use ::redb::ReadableDatabase;
             let reads = redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?);
             redb::journal::check_read_only(&reads, path)?;

@@ -30,6 +30,7 @@ fn columns(table: Table) -> &'static [&'static str] {
         Table::BudgetByEffect => &["effect_key", "attempt"],
         Table::MerkleNodes => &["node"],
         Table::Checkpoints => &["number"],
+        Table::Anchors => &["sink", "checkpoint"],
         _ => &["k"],
     }
 }

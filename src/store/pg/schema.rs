@@ -83,10 +83,18 @@ CREATE TABLE warden_merkle_nodes (node bigint PRIMARY KEY, v bytea NOT NULL);
 CREATE TABLE warden_checkpoints (number bigint PRIMARY KEY, v bytea NOT NULL);
 ",
     },
+    Migration {
+        version: 4,
+        what: "the anchors: each sink's record of each checkpoint it was sent",
+        sql: r#"
+CREATE TABLE warden_anchors (
+    sink text COLLATE "C" NOT NULL, checkpoint bigint NOT NULL, v bytea NOT NULL, PRIMARY KEY (sink, checkpoint));
+"#,
+    },
 ];
 
 /// The newest schema this build writes.
-pub(crate) const PG_SCHEMA_VERSION: i32 = 3;
+pub(crate) const PG_SCHEMA_VERSION: i32 = 4;
 
 fn digest(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))

@@ -1,6 +1,7 @@
 //! The evidence rows, written once for every engine: the Merkle tree's cached nodes
-//! (`merkle_nodes`, keyed by level and index in one integer) and the checkpoints (`checkpoints`,
-//! by number), read in a transaction of either kind.
+//! (`merkle_nodes`, keyed by level and index in one integer), the checkpoints (`checkpoints`,
+//! by number) and the anchors' records of them (`anchors`, by sink and checkpoint), read in a
+//! transaction of either kind.
 
 use std::ops::Bound;
 
@@ -8,6 +9,7 @@ use super::semantics::{each as each_row, read, write, Reads, Writes};
 use super::{Part, Put, RowRead, Scan, Table};
 use crate::effect::EffectState;
 use crate::error::{Error, Result};
+use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
 use crate::receipt::StoredReceipt;
 use crate::store::boundary::EvidenceReads;
@@ -63,6 +65,53 @@ fn checkpoints(rows: &dyn RowRead, scan: &Scan<'_>, limit: usize) -> Result<Vec<
     Ok(out)
 }
 
+fn anchor(rows: &dyn RowRead, sink: &str, number: u64) -> Result<Option<StoredAnchor>> {
+    let row: Option<StoredAnchor> = read(rows, Table::Anchors, &[Text(sink), Int(number)])?;
+    match row {
+        Some(row) if row.sink != sink || row.checkpoint != number => Err(misfiled(&[Text(sink), Int(number)], &row)),
+        row => Ok(row),
+    }
+}
+
+fn misfiled(key: &[Part<'_>], row: &StoredAnchor) -> Error {
+    Error::Store(format!(
+        "the anchor stored under {key:?} says it is {:?}'s record of checkpoint {}; the store was altered",
+        row.sink, row.checkpoint
+    ))
+}
+
+fn anchors(rows: &dyn RowRead, scan: &Scan<'_>, mut each: impl FnMut(StoredAnchor) -> bool) -> Result<()> {
+    each_row::<StoredAnchor>(rows, Table::Anchors, scan, |key, row| {
+        if key != [Text(&row.sink), Int(row.checkpoint)] {
+            return Err(misfiled(key, &row));
+        }
+        Ok(each(row))
+    })
+}
+
+fn last_anchored(rows: &dyn RowRead, sink: &str) -> Result<Option<u64>> {
+    let prefix = [Text(sink)];
+    let mut found = None;
+    anchors(rows, &Scan::under(&prefix).backwards(), |row| {
+        if row.anchored() {
+            found = Some(row.checkpoint);
+        }
+        found.is_none()
+    })?;
+    Ok(found)
+}
+
+fn anchors_between(rows: &dyn RowRead, from: u64, to: u64) -> Result<Vec<StoredAnchor>> {
+    let mut out = Vec::new();
+    anchors(rows, &Scan::all(), |row| {
+        if (from..=to).contains(&row.checkpoint) {
+            out.push(row);
+        }
+        true
+    })?;
+    Ok(out)
+}
+
 fn open_effects(rows: &dyn RowRead) -> Result<Vec<OpenEffect>> {
     let mut out = Vec::new();
     each_row::<StoredEffect>(rows, Table::Effects, &Scan::all(), |_, row| {
@@ -110,6 +159,18 @@ macro_rules! evidence_reads {
                 let $rows = self;
                 open_effects($get)
             }
+            fn anchor(&self, sink: &str, checkpoint: u64) -> Result<Option<StoredAnchor>> {
+                let $rows = self;
+                anchor($get, sink, checkpoint)
+            }
+            fn last_anchored(&self, sink: &str) -> Result<Option<u64>> {
+                let $rows = self;
+                last_anchored($get, sink)
+            }
+            fn anchors(&self, from: u64, to: u64) -> Result<Vec<StoredAnchor>> {
+                let $rows = self;
+                anchors_between($get, from, to)
+            }
         }
     };
 }
@@ -124,6 +185,10 @@ impl Writes<'_> {
 
     pub(super) fn put_checkpoint(&mut self, row: &StoredCheckpoint) -> Result<()> {
         write(self.write_rows(), Table::Checkpoints, &[Int(row.number)], row, Put::New)
+    }
+
+    pub(super) fn put_anchor_row(&mut self, row: &StoredAnchor) -> Result<()> {
+        write(self.write_rows(), Table::Anchors, &[Text(&row.sink), Int(row.checkpoint)], row, Put::Replace)
     }
 }
 

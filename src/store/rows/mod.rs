@@ -107,6 +107,7 @@ tables! {
     BudgetByEffect = "budget_by_effect", TI;
     MerkleNodes = "merkle_nodes", I;
     Checkpoints = "checkpoints", I;
+    Anchors = "anchors", TI;
 }
 
 /// One part of a key.

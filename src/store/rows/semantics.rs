@@ -553,6 +553,10 @@ impl WriteTables for Writes<'_> {
     fn append_checkpoint(&mut self, checkpoint: &crate::evidence::checkpoint::StoredCheckpoint) -> Result<()> {
         self.put_checkpoint(checkpoint)
     }
+
+    fn put_anchor(&mut self, anchor: &crate::evidence::anchoring::StoredAnchor) -> Result<()> {
+        self.put_anchor_row(anchor)
+    }
 }
 
 impl AuthorityWrites for Writes<'_> {
