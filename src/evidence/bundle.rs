@@ -19,11 +19,14 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, ProofAsk};
 use crate::receipt::GENESIS_HASH;
 
+mod anchors;
+pub use anchors::{AnchorLine, ANCHORS_FILE};
+
 /// The `format` member of `bundle.json`.
 pub const BUNDLE_FORMAT: &str = "warden.bundle/v1";
 
 /// Every reason a verifier may give, in the order the checks run (`docs/EVIDENCE.md`).
-pub const REASONS: [&str; 14] = [
+pub const REASONS: [&str; 15] = [
     "bundle_malformed",
     "key_untrusted",
     "signature_invalid",
@@ -31,6 +34,7 @@ pub const REASONS: [&str; 14] = [
     "log_forked",
     "checkpoint_backdated",
     "proof_invalid",
+    "anchor_invalid",
     "receipt_malformed",
     "receipts_reordered",
     "receipt_dropped",
@@ -95,6 +99,8 @@ pub struct Exported {
     pub checkpoints: Vec<u64>,
     /// The approvals written.
     pub approvals: u64,
+    /// The anchors' receipts written.
+    pub anchors: u64,
 }
 
 fn io<'p>(what: &str, path: &'p Path) -> impl FnOnce(std::io::Error) -> Error + 'p {
@@ -280,6 +286,7 @@ fn write_bundle(
         lines.push('\n');
     }
     write_file(&approvals_path, lines.as_bytes())?;
+    let anchor_lines = write_anchors(kernel, dir, start_number, last.number)?;
     let manifest = Manifest {
         format: BUNDLE_FORMAT.into(),
         origin: last.origin.clone(),
@@ -294,7 +301,23 @@ fn write_bundle(
         receipts: last.size - start_size,
         checkpoints: manifest.checkpoints,
         approvals: approvals.len() as u64,
+        anchors: anchor_lines,
     })
+}
+
+/// `anchors.jsonl`: every anchored record of checkpoints `from..=to`, by sink then checkpoint.
+fn write_anchors(kernel: &Kernel, dir: &Path, from: u64, to: u64) -> Result<u64> {
+    let mut text = String::new();
+    let mut count = 0;
+    for line in kernel.anchors(from, to)?.iter().filter_map(AnchorLine::of) {
+        text.push_str(
+            &serde_json::to_string(&line).map_err(|e| Error::InvalidInput(format!("cannot encode an anchor: {e}")))?,
+        );
+        text.push('\n');
+        count += 1;
+    }
+    write_file(&dir.join(ANCHORS_FILE), text.as_bytes())?;
+    Ok(count)
 }
 
 /// Write the bundle directory `dir` as one tar archive at `out` (a new file): its files in name
@@ -355,6 +378,10 @@ pub struct Verdict {
     pub open_at_end: u64,
     /// Effects a checkpoint saw open that closed with no receipt (the signer attests how).
     pub closed_without_receipt: u64,
+    /// Lines of `anchors.jsonl`.
+    pub anchors: u64,
+    /// Those whose receipt was checked (a `file` line; an `rfc3161` token, given its TSA).
+    pub anchors_checked: u64,
 }
 
 struct Failure(&'static str, String);
@@ -374,6 +401,12 @@ struct Checked {
 /// Check the bundle in `dir`. `trusted`: the verifier keys the caller trusts; empty means the
 /// bundle's own keys are trusted (the verdict says so: a swapped key is then not detectable).
 pub fn verify_bundle(dir: &Path, trusted: &[NoteVerifier]) -> Verdict {
+    verify_bundle_with(dir, trusted, &[])
+}
+
+/// [`verify_bundle`], also checking every RFC 3161 token in `anchors.jsonl` against one of
+/// `tsas` (a TSA's own certificate each, as [`crate::evidence::tsa::verify_with`] pins it).
+pub fn verify_bundle_with(dir: &Path, trusted: &[NoteVerifier], tsas: &[crate::evidence::tsa::TrustedTsa]) -> Verdict {
     let mut verdict = Verdict {
         ok: false,
         reason: None,
@@ -383,8 +416,10 @@ pub fn verify_bundle(dir: &Path, trusted: &[NoteVerifier]) -> Verdict {
         keys_pinned: !trusted.is_empty(),
         open_at_end: 0,
         closed_without_receipt: 0,
+        anchors: 0,
+        anchors_checked: 0,
     };
-    match run(dir, trusted, &mut verdict) {
+    match run(dir, trusted, tsas, &mut verdict) {
         Ok(detail) => {
             verdict.ok = true;
             verdict.detail = detail;
@@ -415,7 +450,12 @@ fn hashes(list: &[String], name: &str) -> std::result::Result<Vec<[u8; 32]>, Fai
         .collect()
 }
 
-fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::result::Result<String, Failure> {
+fn run(
+    dir: &Path,
+    trusted: &[NoteVerifier],
+    tsas: &[crate::evidence::tsa::TrustedTsa],
+    verdict: &mut Verdict,
+) -> std::result::Result<String, Failure> {
     // 1. The manifest and the keys.
     let manifest: Manifest = parse_file(dir, "bundle.json")?;
     if manifest.format != BUNDLE_FORMAT {
@@ -443,6 +483,7 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
     // 2. Each checkpoint: signed by a trusted key, its text a checkpoint of this origin, its
     // companion the one it hashes.
     let mut checked: Vec<Checked> = Vec::new();
+    let mut notes = BTreeMap::new();
     for &number in &manifest.checkpoints {
         let name = format!("checkpoints/{number:06}.note");
         let note = read_text(dir, &name)?;
@@ -484,6 +525,7 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
         if !agrees {
             return fail("checkpoint_altered", format!("{companion_name} does not state what {name} states"));
         }
+        notes.insert(number, (note, body.size));
         checked.push(Checked { number, size: body.size, root: body.root, time: body.time, companion });
     }
     verdict.checkpoints = checked.len() as u64;
@@ -540,7 +582,10 @@ fn run(dir: &Path, trusted: &[NoteVerifier], verdict: &mut Verdict) -> std::resu
             );
         }
     }
-    // 5. The receipts, streamed.
+    // 5. The anchors' receipts of those checkpoints.
+    let counted = anchors::check(dir, &notes, tsas)?;
+    (verdict.anchors, verdict.anchors_checked) = (counted.lines, counted.checked);
+    // 6. The receipts, streamed.
     let (mut frontier, mut prev_hash) = if manifest.start_size == 0 {
         (Frontier::default(), GENESIS_HASH.to_owned())
     } else {

@@ -5,11 +5,12 @@
 use serde_json::json;
 
 use warden::clock::{render, Micros, MICROS_PER_SECOND};
-use warden::evidence::settings::Due;
+use warden::evidence::anchoring::{AnchorSpec, SinkState, StoredAnchor};
+use warden::evidence::settings::{Due, EvidenceSettings, OVERDUE_GRACE};
 use warden::Kernel;
 
 use crate::exit::{Done, Failure};
-use crate::output::document;
+use crate::output::{document, shown};
 
 /// A database clock further than this from the host's is reported as a warning.
 const SKEW_WARNING_MS: i64 = 1000;
@@ -80,9 +81,109 @@ impl Checkpoints {
     }
 }
 
-pub fn doctor(kernel: &Kernel, due: Option<Due>, json: bool) -> Result<Done, Failure> {
+/// Where each anchor stands: the sinks the document names (or, without one, those the store has
+/// records of), each with its last anchored checkpoint and what waits for it.
+struct AnchorReport {
+    states: Vec<SinkState>,
+    newest: Option<u64>,
+    now: Micros,
+}
+
+impl AnchorReport {
+    fn read(kernel: &Kernel, evidence: Option<&EvidenceSettings>, newest: Option<u64>) -> Result<AnchorReport, Failure> {
+        let sinks: Vec<String> = match evidence {
+            Some(settings) => settings.anchors.iter().map(AnchorSpec::sink).collect(),
+            None => {
+                let mut sinks: Vec<String> =
+                    kernel.anchors(1, u64::MAX)?.into_iter().map(|row| row.sink).collect();
+                sinks.dedup();
+                sinks
+            }
+        };
+        Ok(AnchorReport { states: kernel.anchor_states(&sinks)?, newest, now: kernel.now() })
+    }
+
+    /// The latest failure among what waits for the sink.
+    fn failing(state: &SinkState) -> Option<&StoredAnchor> {
+        state.waiting.iter().filter_map(|(_, row)| row.as_ref()).filter(|row| !row.anchored()).max_by_key(|row| row.last_try)
+    }
+
+    /// Waiting checkpoints never tried although made longer ago than the grace: no worker sends them.
+    fn untried_late(&self, state: &SinkState) -> usize {
+        state
+            .waiting
+            .iter()
+            .filter(|(checkpoint, row)| row.is_none() && self.now.saturating_sub(checkpoint.time) > OVERDUE_GRACE)
+            .count()
+    }
+
+    fn waiting(&self, state: &SinkState) -> u64 {
+        match (state.last_anchored, self.newest) {
+            (_, None) => 0,
+            (Some(last), Some(newest)) => newest.saturating_sub(last),
+            (None, Some(_)) => 1,
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!(self
+            .states
+            .iter()
+            .map(|state| json!({
+                "sink": state.sink,
+                "last_anchored": state.last_anchored,
+                "waiting": self.waiting(state),
+                "untried_late": self.untried_late(state),
+                "failing": Self::failing(state).map(|row| json!({
+                    "checkpoint": row.checkpoint,
+                    "attempts": row.attempts,
+                    "last_try": render(row.last_try),
+                    "code": row.error_code,
+                    "message": row.description,
+                })),
+            }))
+            .collect::<Vec<_>>())
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for state in &self.states {
+            let standing = match (state.last_anchored, self.newest) {
+                (_, None) => "no checkpoint to anchor yet".to_owned(),
+                (None, Some(_)) => "no checkpoint anchored yet".to_owned(),
+                (Some(last), Some(newest)) if last >= newest => format!("checkpoint {last}, the last, anchored"),
+                (Some(last), Some(newest)) => {
+                    format!("checkpoint {last} anchored; {} of {newest} wait", newest - last)
+                }
+            };
+            out.push_str(&format!("  anchor           {}: {standing}\n", shown(&state.sink)));
+            if let Some(row) = Self::failing(state) {
+                out.push_str(&format!(
+                    "  WARNING: anchoring checkpoint {} to {} has failed {} time(s), last at {} ({}): {}\n",
+                    row.checkpoint,
+                    shown(&state.sink),
+                    row.attempts,
+                    render(row.last_try),
+                    row.error_code.as_deref().unwrap_or("error"),
+                    shown(&row.description)
+                ));
+            } else if self.untried_late(state) > 0 {
+                out.push_str(&format!(
+                    "  WARNING: {} checkpoint(s) were never sent to {}. Is a process running with this document? \
+                     `warden anchor` sends them now\n",
+                    self.untried_late(state),
+                    shown(&state.sink)
+                ));
+            }
+        }
+        out
+    }
+}
+
+pub fn doctor(kernel: &Kernel, evidence: Option<&EvidenceSettings>, json: bool) -> Result<Done, Failure> {
     let report = kernel.doctor()?;
-    let checkpoints = Checkpoints::read(kernel, due)?;
+    let checkpoints = Checkpoints::read(kernel, evidence.map(|settings| settings.due))?;
+    let anchors = AnchorReport::read(kernel, evidence, checkpoints.last.as_ref().map(|last| last.number))?;
     let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
     // redb's own check of every page, on a copy (a file store only: PostgreSQL's pages are its own).
     let location = kernel.store_path().display().to_string();
@@ -108,6 +209,7 @@ pub fn doctor(kernel: &Kernel, due: Option<Due>, json: bool) -> Result<Done, Fai
             "size": {"file_bytes": file_bytes, "in_use_bytes": report.bytes_in_use},
             "database_clock_skew_ms": skew_ms,
             "checkpoints": checkpoints.json(),
+            "anchors": anchors.json(),
         }))
     } else {
         let mut out = format!("store {}\n", kernel.store_path().display());
@@ -156,6 +258,7 @@ pub fn doctor(kernel: &Kernel, due: Option<Due>, json: bool) -> Result<Done, Fai
             out.push_str(&format!("  redb pages       {:>8} bytes  {verdict}\n", check.bytes));
         }
         out.push_str(&checkpoints.text());
+        out.push_str(&anchors.text());
         if report.orphans.is_empty() {
             out.push_str("  references       ok\n");
         } else {

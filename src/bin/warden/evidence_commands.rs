@@ -1,12 +1,17 @@
-//! Evidence that leaves the box: `keygen`, `checkpoint`, `checkpoints`, `proof`, `export` and
-//! `verify-bundle` (docs/EVIDENCE.md).
+//! Evidence that leaves the box: `keygen`, `checkpoint`, `checkpoints`, `anchor`, `proof`,
+//! `export` and `verify-bundle` (docs/EVIDENCE.md).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::json;
 
 use warden::clock::render;
+use warden::evidence::anchoring::Anchors;
 use warden::evidence::bundle::{self, Verdict};
+use warden::evidence::settings::EvidenceSettings;
+use warden::evidence::tsa::TrustedTsa;
+use warden::sight::credentials::{CredentialProvider, EnvProvider};
 use warden::evidence::key::{NoteSigner, NoteVerifier};
 use warden::evidence::proof::{self, b64, ProofError};
 use warden::Kernel;
@@ -136,16 +141,17 @@ pub fn export(
     Ok(if json {
         document(&json!({
             "dir": done.dir.display().to_string(), "receipts": done.receipts,
-            "checkpoints": done.checkpoints, "approvals": done.approvals,
+            "checkpoints": done.checkpoints, "approvals": done.approvals, "anchors": done.anchors,
             "tar": archive.as_ref().map(|archive| archive.display().to_string()),
         }))
     } else {
         format!(
-            "wrote {}: {} receipts, checkpoint(s) {}, {} approval(s)\ncheck it anywhere with: warden verify-bundle {} --key VERIFIER_KEY\n",
+            "wrote {}: {} receipts, checkpoint(s) {}, {} approval(s), {} anchor receipt(s)\ncheck it anywhere with: warden verify-bundle {} --key VERIFIER_KEY\n",
             shown(&done.dir.display().to_string()),
             done.receipts,
             done.checkpoints.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
             done.approvals,
+            done.anchors,
             shown(&done.dir.display().to_string())
         ) + &archive.map(|archive| format!("and the same as one archive: {}\n", shown(&archive.display().to_string()))).unwrap_or_default()
     })
@@ -165,9 +171,19 @@ fn trusted_key(text: &str) -> Result<NoteVerifier, Failure> {
     NoteVerifier::parse(&contents).map_err(|e| Failure::usage(format!("--key {}: {e}", shown(text))))
 }
 
-pub fn verify_bundle(dir: &Path, keys: &[String], json: bool) -> Result<Done, Failure> {
+pub fn verify_bundle(dir: &Path, keys: &[String], tsa_certs: &[PathBuf], json: bool) -> Result<Done, Failure> {
     let trusted = keys.iter().map(|key| trusted_key(key)).collect::<Result<Vec<_>, _>>()?;
-    let verdict: Verdict = bundle::verify_bundle(dir, &trusted);
+    let tsas = tsa_certs
+        .iter()
+        .map(|path| {
+            let shown_path = shown(&path.display().to_string());
+            let bytes = std::fs::read(path)
+                .map_err(|e| Failure::usage(format!("cannot read the TSA certificate {shown_path}: {e}")))?;
+            TrustedTsa::parse(&bytes)
+                .map_err(|e| Failure::usage(format!("the TSA certificate {shown_path} {}", e.message)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let verdict: Verdict = bundle::verify_bundle_with(dir, &trusted, &tsas);
     let stdout = if json {
         document(
             &serde_json::to_value(&verdict)
@@ -179,8 +195,15 @@ pub fn verify_bundle(dir: &Path, keys: &[String], json: bool) -> Result<Done, Fa
         } else {
             "\nthe keys were taken from the bundle itself; pass --key VERIFIER_KEY to pin the signer"
         };
+        let anchors = match (verdict.anchors, verdict.anchors - verdict.anchors_checked) {
+            (0, _) => "\nno anchor receipts in the bundle".to_owned(),
+            (all, 0) => format!("\nanchor receipts: {all}, every one checked"),
+            (all, unchecked) => format!(
+                "\nanchor receipts: {all}, {unchecked} not checked (an RFC 3161 token needs its TSA's certificate: --tsa-cert FILE; other kinds are carried as they came)"
+            ),
+        };
         format!(
-            "bundle ok: {}\nopen at the last checkpoint: {}; closed without a receipt (attested by the signer): {}{pinned}\n",
+            "bundle ok: {}\nopen at the last checkpoint: {}; closed without a receipt (attested by the signer): {}{anchors}{pinned}\n",
             shown(&verdict.detail),
             verdict.open_at_end,
             verdict.closed_without_receipt
@@ -195,4 +218,52 @@ pub fn verify_bundle(dir: &Path, keys: &[String], json: bool) -> Result<Done, Fa
         )
     });
     Ok(Done { stdout, failed })
+}
+
+/// `warden anchor`: send every checkpoint waiting for each of the document's anchors now, failed
+/// ones included whatever their retry delay; record each try as the worker would. Exit 1 naming
+/// the first sink that failed.
+pub fn anchor(kernel: &Kernel, settings: &EvidenceSettings, json: bool) -> Result<Done, Failure> {
+    if settings.anchors.is_empty() {
+        return Err(Failure::config(
+            "the document's evidence section lists no anchors; add evidence.anchors, e.g. [{file: /var/log/warden-anchors.jsonl}]",
+        ));
+    }
+    let anchors = Anchors::load(&settings.anchors)?;
+    let credentials: Arc<dyn CredentialProvider> = Arc::new(EnvProvider);
+    let tries = kernel.anchor_pending(&anchors.providers(&credentials), true)?;
+    let failed = tries.iter().find_map(|tried| tried.error.clone());
+    let stdout = if json {
+        document(&json!({
+            "tries": tries.iter().map(|tried| json!({
+                "sink": tried.row.sink,
+                "checkpoint": tried.row.checkpoint,
+                "anchored": tried.row.anchored(),
+                "attempts": tried.row.attempts,
+                "kind": tried.row.kind,
+                "description": tried.row.description,
+                "code": tried.error.as_ref().map(|e| e.code.clone()),
+            })).collect::<Vec<_>>(),
+            "sinks": anchors.sinks(),
+        }))
+    } else if tries.is_empty() {
+        format!("nothing to anchor: every sink has the last checkpoint ({})\n", anchors.sinks().join(", "))
+    } else {
+        let mut out = String::new();
+        for tried in &tries {
+            let verdict = if tried.row.anchored() { "anchored" } else { "FAILED" };
+            out.push_str(&format!(
+                "checkpoint {} → {}: {verdict} (try {}): {}\n",
+                tried.row.checkpoint,
+                shown(&tried.row.sink),
+                tried.row.attempts,
+                shown(&tried.row.description)
+            ));
+        }
+        out
+    };
+    Ok(Done {
+        stdout,
+        failed: failed.map(|error| Failure::check("anchor_failed", format!("{error}; the worker retries it"))),
+    })
 }

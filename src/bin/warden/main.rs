@@ -389,6 +389,11 @@ enum Command {
     /// List the checkpoints, oldest first.
     Checkpoints,
 
+    /// Send the checkpoints waiting for each of the document's anchors (evidence.anchors) now,
+    /// failed ones included; each try is recorded as the automatic worker records it. Exit 1
+    /// naming the first sink that failed.
+    Anchor,
+
     /// Print a Merkle proof: a receipt's inclusion in a checkpoint, or one checkpoint's
     /// consistency with a later one.
     Proof {
@@ -424,6 +429,10 @@ enum Command {
         /// it the bundle's own keys are trusted, and a swapped key goes unseen.
         #[arg(long = "key", value_name = "VKEY")]
         keys: Vec<String>,
+        /// A time-stamp authority's certificate (PEM or DER): every RFC 3161 anchor receipt must
+        /// verify against one of them; repeatable. Without it the tokens are carried unchecked.
+        #[arg(long = "tsa-cert", value_name = "FILE")]
+        tsa_certs: Vec<PathBuf>,
     },
 
     /// Check a store without changing it: every row's integrity, the receipt chain, rows that
@@ -671,6 +680,15 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
             evidence_commands::checkpoint(&open_store(store)?, key, origin.as_deref(), json).map(Done::ok)
         }
         Command::Checkpoints => evidence_commands::checkpoints(&open_store_to_read(store)?, json).map(Done::ok),
+        Command::Anchor => {
+            let doc = load_config(document_path(None, config)?)?;
+            let Some(settings) = doc.evidence else {
+                return Err(Failure::config(
+                    "the document has no evidence section, so no anchors; see docs/EVIDENCE.md, \"Anchors\"",
+                ));
+            };
+            evidence_commands::anchor(&open_store(store)?, &settings, json)
+        }
         Command::Proof { what: ProofCommand::Inclusion { receipt, checkpoint } } => {
             evidence_commands::inclusion(&open_store_to_read(store)?, receipt, *checkpoint, json).map(Done::ok)
         }
@@ -680,14 +698,16 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         Command::Export { out, from, to, tar } => {
             evidence_commands::export(&open_store_to_read(store)?, out, *from, *to, *tar, json).map(Done::ok)
         }
-        Command::VerifyBundle { dir, keys } => evidence_commands::verify_bundle(dir, keys, json),
+        Command::VerifyBundle { dir, keys, tsa_certs } => {
+            evidence_commands::verify_bundle(dir, keys, tsa_certs, json)
+        }
         Command::Doctor => {
             // With a document, whether its automatic checkpoints keep up.
-            let due = match config.filter(|path| !path.as_os_str().is_empty()) {
-                Some(path) => load_config(path)?.evidence.map(|evidence| evidence.due),
+            let evidence = match config.filter(|path| !path.as_os_str().is_empty()) {
+                Some(path) => load_config(path)?.evidence,
                 None => None,
             };
-            doctor::doctor(&open_store_to_read(store)?, due, json)
+            doctor::doctor(&open_store_to_read(store)?, evidence.as_ref(), json)
         }
         Command::Bench { dir, actions, threads, processes, outcomes, durability, checkpoints } => {
             bench::bench(&bench::BenchArgs {
