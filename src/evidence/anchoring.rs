@@ -212,6 +212,9 @@ impl AnchorSpec {
     }
 }
 
+/// A sink's name and its provider, or why the provider could not be built.
+pub type SinkProvider = (String, Result<Box<dyn AnchorProvider>, AnchorError>);
+
 /// The anchors of a handle, ready to build providers: each spec, with its TSA certificate read
 /// once at open.
 #[derive(Clone)]
@@ -267,10 +270,7 @@ impl Anchors {
 
     /// The provider of each sink, its header's credential resolved through `credentials` now.
     /// A sink whose credential is missing is an error for that sink only.
-    pub fn providers(
-        &self,
-        credentials: &Arc<dyn CredentialProvider>,
-    ) -> Vec<(String, Result<Box<dyn AnchorProvider>, AnchorError>)> {
+    pub fn providers(&self, credentials: &Arc<dyn CredentialProvider>) -> Vec<SinkProvider> {
         self.sinks.iter().map(|(spec, trusted)| (spec.sink(), build(spec, trusted.as_ref(), credentials))).collect()
     }
 }

@@ -9,8 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::anchor::{AnchorError, AnchorProvider};
-use super::anchoring::{AnchorTry, Anchors};
+use super::anchoring::{AnchorTry, Anchors, SinkProvider};
 use super::checkpoint::StoredCheckpoint;
 use super::key::NoteSigner;
 use super::settings::{Due, EvidenceSettings, KeySource};
@@ -36,10 +35,7 @@ pub trait Log: Send + Sync + 'static {
 
     /// Send each sink the checkpoints waiting for it (`Kernel::anchor_pending`); `None` once
     /// the store is closed.
-    fn anchor_pending(
-        &self,
-        providers: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
-    ) -> Option<Result<Vec<AnchorTry>>>;
+    fn anchor_pending(&self, providers: &[SinkProvider]) -> Option<Result<Vec<AnchorTry>>>;
 }
 
 /// What the worker has done since the handle opened.
@@ -317,10 +313,7 @@ mod tests {
             })))
         }
 
-        fn anchor_pending(
-            &self,
-            _: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
-        ) -> Option<Result<Vec<AnchorTry>>> {
+        fn anchor_pending(&self, _: &[SinkProvider]) -> Option<Result<Vec<AnchorTry>>> {
             Some(Ok(Vec::new()))
         }
     }

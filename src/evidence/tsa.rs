@@ -573,4 +573,6 @@ impl TsaClient {
 }
 
 #[cfg(test)]
+pub(crate) mod local_tsa;
+#[cfg(test)]
 mod tests;

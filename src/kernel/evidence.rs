@@ -8,8 +8,8 @@ use super::ops::{Read, ReadReply, Write, WriteReply};
 use super::{ops::unexpected, Kernel};
 use crate::clock::{render, Micros};
 use crate::error::{Error, Result};
-use crate::evidence::anchor::{AnchorError, AnchorProvider, SignedCheckpoint};
-use crate::evidence::anchoring::{self, AnchorTry, SinkState, StoredAnchor};
+use crate::evidence::anchor::SignedCheckpoint;
+use crate::evidence::anchoring::{self, AnchorTry, SinkProvider, SinkState, StoredAnchor};
 use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};
 use crate::evidence::key::{open_note, NoteRefusal, NoteSigner, NoteVerifier};
 use crate::evidence::settings::Due;
@@ -304,10 +304,7 @@ impl crate::evidence::auto::Log for super::WeakKernel {
         Some(kernel.checkpoint_if_due(signer, origin, due))
     }
 
-    fn anchor_pending(
-        &self,
-        providers: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
-    ) -> Option<Result<Vec<AnchorTry>>> {
+    fn anchor_pending(&self, providers: &[SinkProvider]) -> Option<Result<Vec<AnchorTry>>> {
         let kernel = self.upgrade()?;
         if matches!(kernel.store().role(), Ok(Role::Client { .. } | Role::ReadOnly)) {
             return Some(Ok(Vec::new()));
@@ -382,18 +379,14 @@ impl Kernel {
     /// on its own commit. A sink stops for this pass at its first failure. A sink whose provider
     /// could not be built (a credential missing) records that failure on the checkpoints it
     /// would have been sent.
-    pub fn anchor_pending(
-        &self,
-        providers: &[(String, Result<Box<dyn AnchorProvider>, AnchorError>)],
-        force: bool,
-    ) -> Result<Vec<AnchorTry>> {
+    pub fn anchor_pending(&self, providers: &[SinkProvider], force: bool) -> Result<Vec<AnchorTry>> {
         if providers.is_empty() {
             return Ok(Vec::new());
         }
         let sinks = providers.iter().map(|(sink, _)| sink.clone()).collect();
-        let states = match self.guarded(|kernel, _| kernel.read(&Read::AnchorStates { sinks }))? {
-            ReadReply::AnchorStates(states) => states,
-            _ => return Err(unexpected("anchor states")),
+        let ReadReply::AnchorStates(states) = self.guarded(|kernel, _| kernel.read(&Read::AnchorStates { sinks }))?
+        else {
+            return Err(unexpected("anchor states"));
         };
         let mut tries = Vec::new();
         for ((sink, provider), state) in providers.iter().zip(states) {

@@ -90,12 +90,15 @@ struct AnchorReport {
 }
 
 impl AnchorReport {
-    fn read(kernel: &Kernel, evidence: Option<&EvidenceSettings>, newest: Option<u64>) -> Result<AnchorReport, Failure> {
+    fn read(
+        kernel: &Kernel,
+        evidence: Option<&EvidenceSettings>,
+        newest: Option<u64>,
+    ) -> Result<AnchorReport, Failure> {
         let sinks: Vec<String> = match evidence {
             Some(settings) => settings.anchors.iter().map(AnchorSpec::sink).collect(),
             None => {
-                let mut sinks: Vec<String> =
-                    kernel.anchors(1, u64::MAX)?.into_iter().map(|row| row.sink).collect();
+                let mut sinks: Vec<String> = kernel.anchors(1, u64::MAX)?.into_iter().map(|row| row.sink).collect();
                 sinks.dedup();
                 sinks
             }
@@ -105,7 +108,12 @@ impl AnchorReport {
 
     /// The latest failure among what waits for the sink.
     fn failing(state: &SinkState) -> Option<&StoredAnchor> {
-        state.waiting.iter().filter_map(|(_, row)| row.as_ref()).filter(|row| !row.anchored()).max_by_key(|row| row.last_try)
+        state
+            .waiting
+            .iter()
+            .filter_map(|(_, row)| row.as_ref())
+            .filter(|row| !row.anchored())
+            .max_by_key(|row| row.last_try)
     }
 
     /// Waiting checkpoints never tried although made longer ago than the grace: no worker sends them.

@@ -9,11 +9,11 @@ use serde_json::json;
 use warden::clock::render;
 use warden::evidence::anchoring::Anchors;
 use warden::evidence::bundle::{self, Verdict};
+use warden::evidence::key::{NoteSigner, NoteVerifier};
+use warden::evidence::proof::{self, b64, ProofError};
 use warden::evidence::settings::EvidenceSettings;
 use warden::evidence::tsa::TrustedTsa;
 use warden::sight::credentials::{CredentialProvider, EnvProvider};
-use warden::evidence::key::{NoteSigner, NoteVerifier};
-use warden::evidence::proof::{self, b64, ProofError};
 use warden::Kernel;
 
 use crate::exit::{Done, Failure};

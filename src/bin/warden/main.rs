@@ -698,9 +698,7 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         Command::Export { out, from, to, tar } => {
             evidence_commands::export(&open_store_to_read(store)?, out, *from, *to, *tar, json).map(Done::ok)
         }
-        Command::VerifyBundle { dir, keys, tsa_certs } => {
-            evidence_commands::verify_bundle(dir, keys, tsa_certs, json)
-        }
+        Command::VerifyBundle { dir, keys, tsa_certs } => evidence_commands::verify_bundle(dir, keys, tsa_certs, json),
         Command::Doctor => {
             // With a document, whether its automatic checkpoints keep up.
             let evidence = match config.filter(|path| !path.as_os_str().is_empty()) {

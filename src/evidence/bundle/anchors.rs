@@ -77,21 +77,26 @@ pub(super) fn check(
         let Some((note, size)) = notes.get(&line.checkpoint) else {
             return fail(
                 "bundle_malformed",
-                format!("{ANCHORS_FILE} line {at} anchors checkpoint {}, which the bundle does not hold", line.checkpoint),
+                format!(
+                    "{ANCHORS_FILE} line {at} anchors checkpoint {}, which the bundle does not hold",
+                    line.checkpoint
+                ),
             );
         };
-        let receipt = match &line.receipt {
-            None => None,
-            Some(encoded) => Some(BASE64_STANDARD.decode(encoded).or_else(|_| {
-                fail("bundle_malformed", format!("{ANCHORS_FILE} line {at}'s receipt is not base64"))
-            })?),
-        };
+        let receipt =
+            match &line.receipt {
+                None => None,
+                Some(encoded) => Some(BASE64_STANDARD.decode(encoded).or_else(|_| {
+                    fail("bundle_malformed", format!("{ANCHORS_FILE} line {at}'s receipt is not base64"))
+                })?),
+            };
         counted.lines += 1;
         let signed = SignedCheckpoint { note: note.as_bytes(), size: *size, number: line.checkpoint };
         match (line.kind.as_deref(), receipt) {
             (Some(KIND_FILE), Some(bytes)) => {
                 let expected = FileSink::line(&signed).or_else(|why| fail("bundle_malformed", why))?;
-                if bytes.strip_suffix(b"\n").unwrap_or(&bytes) != expected.as_bytes() {
+                // The receipt is the line without its newline.
+                if bytes != expected.strip_suffix('\n').unwrap_or(&expected).as_bytes() {
                     return fail(
                         "anchor_invalid",
                         format!(
@@ -116,7 +121,13 @@ pub(super) fn check(
                 counted.checked += 1;
             }
             (Some(KIND_FILE | KIND_RFC3161), None) => {
-                return fail("bundle_malformed", format!("{ANCHORS_FILE} line {at} is a {} anchor without its receipt", line.kind.as_deref().unwrap_or("")));
+                return fail(
+                    "bundle_malformed",
+                    format!(
+                        "{ANCHORS_FILE} line {at} is a {} anchor without its receipt",
+                        line.kind.as_deref().unwrap_or("")
+                    ),
+                );
             }
             _ => {}
         }

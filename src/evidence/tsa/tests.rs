@@ -7,9 +7,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-#[path = "../../../tests/support/tsa.rs"]
-mod pki;
-use pki::{openssl_available, run, KeyKind, Pki};
+use super::local_tsa::{openssl_available, run, KeyKind, Pki};
 
 use super::*;
 use crate::evidence::anchor::tests::{response, Server};

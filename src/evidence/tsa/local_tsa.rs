@@ -1,7 +1,7 @@
 //! A local time-stamp authority for tests: a CA and a TSA certificate generated per test (RSA
 //! or P-256, extendedKeyUsage critical timeStamping) and `openssl ts -reply` answering queries.
-//! Shared by the library's RFC 3161 tests (`src/evidence/tsa/tests.rs`) and the integration
-//! tests of wired anchors (`tests/anchors.rs`).
+//! Shared by the library's RFC 3161 tests (`tests.rs` beside it) and the integration tests of
+//! wired anchors (`tests/anchors.rs`, which includes this file by path).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -155,4 +155,3 @@ impl Pki {
         }
     }
 }
-
