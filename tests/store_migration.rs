@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use warden::{EffectState, Error};
+use warden::store::SCHEMA_VERSION;
 
 fn migrated() -> (tempfile::TempDir, warden::Kernel) {
     let dir = tempfile::tempdir().unwrap();
@@ -82,7 +83,7 @@ fn a_schema_2_store_gains_the_empty_authority_tables_and_keeps_every_row() {
         let kernel = open(&path, &clock);
         kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
     }
-    assert_eq!(schema_version(&path), warden::store::SCHEMA_VERSION);
+    assert_eq!(schema_version(&path), SCHEMA_VERSION);
     // Lay the file out exactly as schema 2 did: without the schema-3 tables, version row 2.
     {
         let db = redb::Database::open(&path).unwrap();
@@ -123,7 +124,7 @@ fn a_schema_2_store_gains_the_empty_authority_tables_and_keeps_every_row() {
         kernel.delegate(&authority, "root", &grant, &by, None, warden::authority::CreatedVia::Cli).unwrap();
         assert_eq!(kernel.delegations(None, 10).unwrap().len(), 1);
     }
-    assert_eq!(schema_version(&path), warden::store::SCHEMA_VERSION);
+    assert_eq!(schema_version(&path), SCHEMA_VERSION);
 }
 
 #[test]
@@ -136,17 +137,18 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         let txn = db.begin_write().unwrap();
         {
             let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 8u32.to_le_bytes().as_slice()).unwrap();
+            meta.insert("schema_version", (SCHEMA_VERSION + 1).to_le_bytes().as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("schema version 8, newer than this build's 7"), "{refused}");
-    assert_eq!(schema_version(&path), 8);
+    let words = format!("schema version {}, newer than this build's {SCHEMA_VERSION}", SCHEMA_VERSION + 1);
+    assert!(refused.to_string().contains(&words), "{refused}");
+    assert_eq!(schema_version(&path), SCHEMA_VERSION + 1);
 }
 
 #[test]
-fn a_schema_4_store_is_read_without_a_writer_and_becomes_7_when_opened_to_write() {
+fn a_schema_4_store_is_read_without_a_writer_and_becomes_current_when_opened_to_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
     let clock = warden::ManualClock::new(T0);
@@ -193,7 +195,7 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_7_when_opened_to_write(
         let checkpoint = kernel.checkpoint(&signer, None).unwrap();
         assert_eq!((checkpoint.number, checkpoint.size), (1, 4), "three receipts and the refusal's");
     }
-    assert_eq!(schema_version(&path), warden::store::SCHEMA_VERSION);
+    assert_eq!(schema_version(&path), SCHEMA_VERSION);
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.

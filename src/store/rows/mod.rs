@@ -467,7 +467,7 @@ mod tests {
         for (at, table) in Table::ALL.iter().enumerate() {
             assert_eq!(table.index(), at, "{table:?}");
         }
-        assert_eq!(Table::ALL.len(), 20);
+        assert_eq!(Table::ALL.len(), 21);
     }
 
     #[test]
