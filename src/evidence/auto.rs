@@ -3,7 +3,8 @@
 //! after the last one). It runs on its own commits, never on an action's: an action never waits
 //! for it, and a failure (an unreadable key, a store fault) never fails one. Failures are kept
 //! in [`Status`] and retried at the next wake; `warden doctor` reports a checkpoint that is
-//! overdue.
+//! overdue. After each look it sends the document's anchors what waits for them
+//! ([`super::anchoring`]), on commits of their own too.
 
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
