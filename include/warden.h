@@ -69,6 +69,10 @@
 // Bumped only when an existing symbol's meaning changes; added symbols do not bump it.
 #define WARDEN_ABI_VERSION 1
 
+// Where a host anchor puts its answer. Opaque; valid only during the callback call that
+// received it.
+typedef struct warden_anchor_sink warden_anchor_sink;
+
 // A cancellation token for `warden_sight_query`. Opaque: created by `warden_cancel_new`,
 // triggered by `warden_cancel_trigger` (from any thread), freed by `warden_cancel_free`.
 typedef struct warden_cancel warden_cancel;
@@ -173,6 +177,20 @@ typedef int32_t (*warden_credential_fn)(void *user_data,
                                         const uint8_t *reference,
                                         size_t reference_len,
                                         warden_credential_sink *sink);
+
+// A host anchor: called with the `user_data` given to `warden_anchor_add` and one signed
+// checkpoint as UTF-8 JSON `{"number", "size", "origin", "note"}` (`note` is the signed note,
+// exactly as signed; not NUL-terminated, valid only during the call). Return 0 when the
+// checkpoint was taken, after `warden_anchor_put` with what to keep (or without it when there
+// is nothing to keep); any other value is a failure, retried later, whose message is the
+// `error` given to `warden_anchor_put`, if any.
+//
+// Thread safety: called on the handle's checkpoint thread, never on a thread that proposes;
+// one call at a time per handle.
+typedef int32_t (*warden_anchor_fn)(void *user_data,
+                                    const uint8_t *checkpoint,
+                                    size_t checkpoint_len,
+                                    warden_anchor_sink *sink);
 
 // Success.
 #define WARDEN_RESULT_OK 0
@@ -1819,6 +1837,59 @@ warden_result warden_checkpoints(warden_handle *h,
                                  uint64_t limit,
                                  warden_buf *out,
                                  warden_buf *err);
+
+// Adds a host anchor to this handle: every checkpoint its automatic-checkpoint thread signs is
+// sent to `callback` too, after the document's `evidence.anchors`, and each try is recorded
+// under the sink name `host NAME` (`warden doctor` reports it; `warden export` carries what
+// came back). A failure is retried after a delay that doubles from 2 s to 5 minutes. A handle
+// sends the checkpoints it did not yet send to this sink, starting at the newest.
+//
+// - `h`: an open handle whose document has an `evidence` section (without one the handle makes
+//   no checkpoints, so there is nothing to send). Required.
+// - `name`, `name_len`: the anchor's name, UTF-8: 1 to 64 of `A-Z a-z 0-9 . _ : / -`, new on
+//   this handle. It is never a secret: it keys the store's records and shows in reports.
+// - `callback`, `user_data`: see `warden_anchor_fn`. `user_data` is passed back unchanged and
+//   never dereferenced by Warden. Required callback.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (a NULL callback, a bad or repeated
+// name); WARDEN_RESULT_CONFIG (the document has no `evidence` section, or the handle was
+// opened without a document or with automatic checkpoints off); WARDEN_RESULT_PANIC;
+// WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe from any thread. An anchor is never replaced or removed: it is called
+// until `warden_close`, after which it is not called again and the host may free it.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `callback` is NULL or a function with the `warden_anchor_fn` signature, callable
+// from another thread until the handle is closed; `err` is NULL or valid for one write.
+warden_result warden_anchor_add(const warden_handle *h,
+                                const uint8_t *name,
+                                size_t name_len,
+                                warden_anchor_fn callback,
+                                void *user_data,
+                                warden_buf *err);
+
+// Hands Warden a host anchor's answer, as UTF-8 JSON. Call it from inside a `warden_anchor_fn`,
+// at most once per call (a second call replaces the answer).
+//
+// - `sink`: the sink the callback received. Required.
+// - `answer`, `len`: `{"kind": str, "receipt": base64, "description": str}` to keep a receipt
+//   beside the checkpoint (`kind` names what it is, 1 to 64 printable ASCII characters;
+//   `receipt` at most 64 KiB decoded; `description` one line for people, optional), or
+//   `{"error": str}` with the callback then returning non-zero (a failure's message, kept
+//   for `warden doctor`; never put a secret in it).
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL sink, invalid UTF-8 or JSON, an
+// answer of another shape); WARDEN_RESULT_PANIC. Never writes an error object (no `err`).
+//
+// Thread safety: only on the thread running the callback that received `sink`.
+//
+// # Safety
+// `sink` is NULL or the sink passed to the running callback; `(answer, len)` follows the
+// conventions at the top of this header.
+warden_result warden_anchor_put(warden_anchor_sink *sink, const uint8_t *answer, size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -284,7 +284,7 @@ impl AnchorProvider for Shared {
 }
 
 fn pass(kernel: &Kernel, provider: &Arc<Scripted>, force: bool) -> Vec<AnchorTry> {
-    let boxed: Box<dyn AnchorProvider> = Box::new(Shared(Arc::clone(provider)));
+    let boxed: Arc<dyn AnchorProvider> = Arc::new(Shared(Arc::clone(provider)));
     kernel.anchor_pending(&[("scripted".to_owned(), Ok(boxed))], force).unwrap()
 }
 

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use warden::{EffectState, Error};
 use warden::store::SCHEMA_VERSION;
+use warden::{EffectState, Error};
 
 fn migrated() -> (tempfile::TempDir, warden::Kernel) {
     let dir = tempfile::tempdir().unwrap();

@@ -213,7 +213,7 @@ impl AnchorSpec {
 }
 
 /// A sink's name and its provider, or why the provider could not be built.
-pub type SinkProvider = (String, Result<Box<dyn AnchorProvider>, AnchorError>);
+pub type SinkProvider = (String, Result<Arc<dyn AnchorProvider>, AnchorError>);
 
 /// The anchors of a handle, ready to build providers: each spec, with its TSA certificate read
 /// once at open.
@@ -279,9 +279,9 @@ fn build(
     spec: &AnchorSpec,
     trusted: Option<&TrustedTsa>,
     credentials: &Arc<dyn CredentialProvider>,
-) -> Result<Box<dyn AnchorProvider>, AnchorError> {
+) -> Result<Arc<dyn AnchorProvider>, AnchorError> {
     let url = match &spec.target {
-        AnchorTarget::File(path) => return Ok(Box::new(FileSink::new(path.clone()))),
+        AnchorTarget::File(path) => return Ok(Arc::new(FileSink::new(path.clone()))),
         AnchorTarget::Http(url) | AnchorTarget::Rfc3161(url) => url,
     };
     let mut target = HttpTarget::new(url)?;
@@ -305,12 +305,12 @@ fn build(
     Ok(match &spec.target {
         AnchorTarget::Rfc3161(_) => {
             let client = TsaClient::new(target);
-            Box::new(match trusted {
+            Arc::new(match trusted {
                 Some(trusted) => client.trust(trusted.clone()),
                 None => client,
             })
         }
-        _ => Box::new(HttpSink::new(target)),
+        _ => Arc::new(HttpSink::new(target)),
     })
 }
 

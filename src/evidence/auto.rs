@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::anchor::AnchorProvider;
 use super::anchoring::{AnchorTry, Anchors, SinkProvider};
 use super::checkpoint::StoredCheckpoint;
 use super::key::NoteSigner;
@@ -66,6 +67,8 @@ enum Signer {
 struct Shared {
     signer: Signer,
     anchors: Anchors,
+    /// The host's own anchors (`Checkpointer::add_anchor`), after the document's.
+    hosted: RwLock<Vec<Arc<dyn AnchorProvider>>>,
     origin: Option<String>,
     due: Due,
     credentials: RwLock<Arc<dyn CredentialProvider>>,
@@ -156,12 +159,14 @@ impl Shared {
 
     /// One anchoring pass; `false` once the store is closed.
     fn anchor(&self, log: &dyn Log) -> bool {
-        if self.anchors.is_empty() {
+        let hosted = self.hosted.read().map(|hosted| hosted.clone()).unwrap_or_default();
+        if self.anchors.is_empty() && hosted.is_empty() {
             return true;
         }
         let credentials =
             self.credentials.read().map(|slot| Arc::clone(&slot)).unwrap_or_else(|_| Arc::new(EnvProvider));
-        let providers = self.anchors.providers(&credentials);
+        let mut providers = self.anchors.providers(&credentials);
+        providers.extend(hosted.into_iter().map(|provider| (provider.name(), Ok(provider))));
         let Some(outcome) = log.anchor_pending(&providers) else { return false };
         if let Ok(mut status) = self.status.lock() {
             match outcome {
@@ -202,6 +207,7 @@ impl Checkpointer {
         let shared = Arc::new(Shared {
             signer,
             anchors,
+            hosted: RwLock::new(Vec::new()),
             origin: settings.origin.clone(),
             due: settings.due,
             credentials: RwLock::new(Arc::new(EnvProvider)),
@@ -244,6 +250,31 @@ impl Checkpointer {
         if let Ok(mut slot) = self.shared.credentials.write() {
             *slot = provider;
         }
+    }
+
+    /// Send every checkpoint to `provider` too, after the document's anchors, until the handle
+    /// closes. Its name must be new among this handle's sinks (a provider is never replaced, so
+    /// one that was called may be freed only once the handle is closed).
+    pub fn add_anchor(&self, provider: Arc<dyn AnchorProvider>) -> Result<()> {
+        let name = provider.name();
+        let mut hosted =
+            self.shared.hosted.write().map_err(|_| Error::Config("the anchors' list was poisoned".into()))?;
+        if self.shared.anchors.sinks().contains(&name) || hosted.iter().any(|other| other.name() == name) {
+            return Err(Error::InvalidInput(format!(
+                "this handle already sends checkpoints to an anchor named {name:?}"
+            )));
+        }
+        hosted.push(provider);
+        Ok(())
+    }
+
+    /// The sinks the worker sends checkpoints to: the document's, then the host's.
+    pub fn sinks(&self) -> Vec<String> {
+        let mut sinks = self.shared.anchors.sinks();
+        if let Ok(hosted) = self.shared.hosted.read() {
+            sinks.extend(hosted.iter().map(|provider| provider.name()));
+        }
+        sinks
     }
 
     /// What the worker has done so far.

@@ -70,7 +70,13 @@ def c_kind(c_type: str) -> Any:
         return "opaque pointer"
     if bare == "warden_buf":
         return "warden_buf by value"
-    if bare in ("warden_credential_fn", "warden_approval_fn", "warden_precondition_fn", "warden_reconcile_fn"):
+    if bare in (
+        "warden_credential_fn",
+        "warden_approval_fn",
+        "warden_precondition_fn",
+        "warden_reconcile_fn",
+        "warden_anchor_fn",
+    ):
         return "function pointer"
     if bare in _C_INTEGERS:
         return ("integer",) + _C_INTEGERS[bare]
@@ -153,6 +159,7 @@ def header_typedef_function(name: str) -> tuple[str, list[str]]:
         ("warden_credential_fn", _ffi.CREDENTIAL_FN),
         ("warden_approval_fn", _ffi.APPROVAL_FN),
         ("warden_precondition_fn", _ffi.PRECONDITION_FN),
+        ("warden_anchor_fn", _ffi.ANCHOR_FN),
     ],
 )
 def test_the_callback_types_match_their_typedefs(typedef: str, fn_type: Any) -> None:

@@ -44,6 +44,7 @@ from ._errors import RESULT_CODES, AbiMismatch, WardenError, error_from_result
 
 __all__ = [
     "ABI_VERSION",
+    "ANCHOR_FN",
     "APPROVAL_FN",
     "CREDENTIAL_FN",
     "PRECONDITION_FN",
@@ -92,6 +93,10 @@ _precondition_sink = c_void_p  # warden_precondition_sink *
 #: `warden_precondition_fn`: int32_t (*)(void *user_data, const uint8_t *action, size_t
 #: action_len, warden_precondition_sink *sink). Called on the proposing thread.
 PRECONDITION_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t, _precondition_sink)
+
+#: `warden_anchor_fn`: int32_t (*)(void *user_data, const uint8_t *checkpoint, size_t
+#: checkpoint_len, warden_anchor_sink *sink). Called on the handle's checkpoint thread.
+ANCHOR_FN = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_size_t, c_void_p)
 
 #: `warden_reconcile_fn`: int32_t (*)(void *user_data, const uint8_t *effect_key, size_t
 #: effect_key_len, warden_reconcile_sink *sink). Called on the proposing thread.
@@ -170,6 +175,8 @@ SIGNATURES: dict[str, Signature] = {
     "warden_proof_inclusion": (_result, (_handle, _bytes, _len, c_uint64, _buf_p, _buf_p)),
     "warden_proof_consistency": (_result, (_handle, c_uint64, c_uint64, _buf_p, _buf_p)),
     "warden_checkpoints": (_result, (_handle, c_uint64, c_uint64, _buf_p, _buf_p)),
+    "warden_anchor_add": (_result, (_handle, _bytes, _len, ANCHOR_FN, c_void_p, _buf_p)),
+    "warden_anchor_put": (_result, (c_void_p, _bytes, _len)),
     # pure
     "warden_canonical": (_result, (_bytes, _len, _buf_p, _buf_p)),
     "warden_action_hash": (_result, (_bytes, _len, _buf_p, _buf_p)),

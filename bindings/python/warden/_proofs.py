@@ -12,14 +12,114 @@ library (`check_inclusion`, `check_consistency`, `leaf_hash`).
 
 from __future__ import annotations
 
+import atexit
+import base64
+import ctypes
+import json
+import logging
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import _ffi
 from ._convert import _count, _count_or_default, _record, _records, _text_arg
+from ._errors import InvalidInput
 from ._managed import Managed
+
+_LOG = logging.getLogger("warden")
+
+#: A host anchor: called with one signed checkpoint `{"number", "size", "origin", "note"}`;
+#: returns `None` (taken, nothing to keep) or `{"kind": str, "receipt": bytes,
+#: "description": str}` to keep beside the checkpoint; raises to fail (retried later).
+Anchor = Callable[[dict[str, Any]], "Mapping[str, Any] | None"]
+
+
+def _anchor_answer(kept: Mapping[str, Any]) -> bytes:
+    """`warden_anchor_put`'s JSON for what an anchor returned to keep."""
+    if not isinstance(kept, Mapping):
+        raise InvalidInput(f"an anchor returns None or a mapping with kind and receipt, not {type(kept).__name__}")
+    receipt = kept.get("receipt")
+    if not isinstance(receipt, (bytes, bytearray, memoryview)):
+        raise InvalidInput("an anchor's receipt is bytes")
+    answer = {
+        "kind": kept.get("kind"),
+        "receipt": base64.b64encode(bytes(receipt)).decode("ascii"),
+        "description": kept.get("description") or "",
+    }
+    return json.dumps(answer).encode("utf-8")
+
+
+def _anchor_callback(lib: _ffi.Library, name: str, anchor: Anchor) -> Any:
+    """A `warden_anchor_fn` calling `anchor(checkpoint)`. An exception, or an answer the
+    library refuses, is a failure whose message is kept for `warden doctor`."""
+
+    def callback(user_data: int | None, checkpoint: int | None, checkpoint_len: int, sink: int | None) -> int:
+        put = lib.fn("warden_anchor_put")
+        try:
+            signed = json.loads(ctypes.string_at(checkpoint, checkpoint_len)) if checkpoint else {}
+            kept = anchor(signed)
+            if kept is None:
+                return 0
+            answer = _anchor_answer(kept)
+            if put(sink, answer, len(answer)) != 0:
+                raise InvalidInput("the library refused the anchor's answer: kind is 1 to 64 printable ASCII characters, receipt at most 64 KiB")
+            return 0
+        except BaseException as exc:  # noqa: BLE001 - nothing may unwind into C
+            _LOG.warning("warden: the anchor %r failed; it is retried: %s", name, exc)
+            try:
+                failure = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}).encode("utf-8")
+                put(sink, failure, len(failure))
+            except BaseException:  # noqa: BLE001 - the failure is reported by the return value
+                pass
+            return 1
+
+    return _ffi.ANCHOR_FN(callback)
+
+
+_ANCHORED: "weakref.WeakSet[Proofs]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_anchored_at_exit() -> None:
+    """No checkpoint thread may call an anchor in an interpreter that is shutting down: close
+    the handles that have one (closing waits for a call in progress)."""
+    for w in list(_ANCHORED):
+        try:
+            w.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
 
 
 class Proofs(Managed):
-    """`Warden`'s proof calls."""
+    """`Warden`'s proof and anchor calls."""
+
+    _anchors: list[Any]
+
+    def add_anchor(self, name: str, anchor: Anchor) -> None:
+        """Send every checkpoint this handle's automatic-checkpoint thread signs to
+        `anchor(checkpoint)` too, after the document's `evidence.anchors`, under the sink name
+        `host NAME` (`warden doctor` reports it; `warden export` carries what it returned).
+        `checkpoint` is `{"number", "size", "origin", "note"}`, `note` the signed note exactly as
+        signed. Return `None` when it was taken with nothing to keep, or `{"kind": str,
+        "receipt": bytes, "description": str}` to keep a receipt (a cosignature, a log entry)
+        beside it. An exception is a failure: logged, kept with its message (never put a
+        secret in it) and retried after a delay that doubles from 2 s to 5 minutes. It never
+        fails an action.
+
+        It runs on the library's checkpoint thread, one call at a time. `name` is 1 to 64 of
+        `A-Z a-z 0-9 . _ : / -`, new on this handle; an anchor stays until the handle closes.
+        Raises `ConfigError` when the document has no `evidence` section (the handle makes no
+        checkpoints), `InvalidInput` for a bad or repeated name or a non-callable `anchor`.
+        """
+        if not callable(anchor):
+            raise InvalidInput(f"add_anchor() needs a callable, not {anchor!r}")
+        callback = _anchor_callback(self._lib, name, anchor)
+        self._call("warden_anchor_add", *_text_arg(name, "the anchor's name"), callback, None)
+        # The library calls it until the handle closes: keep it alive as long.
+        if not hasattr(self, "_anchors"):
+            self._anchors = []
+        self._anchors.append(callback)
+        _ANCHORED.add(self)
 
     def proof_inclusion(self, receipt_id: str, checkpoint: int | None = None) -> dict[str, Any]:
         """The audit path (RFC 9162) of receipt `receipt_id` (`rct_…`) in checkpoint number
