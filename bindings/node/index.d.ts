@@ -71,6 +71,21 @@ export interface ConsistencyProof {
   proof: string[];
 }
 
+/** A signed checkpoint as an anchor receives it: `note` is the signed note exactly as signed. */
+export interface SignedCheckpoint {
+  number: number;
+  size: number;
+  origin: string;
+  note: string;
+}
+
+/** What an anchor keeps beside a checkpoint. */
+export interface AnchorReceipt {
+  kind: string;
+  receipt: Uint8Array;
+  description?: string;
+}
+
 /** A signed checkpoint as `checkpoints()` lists it. */
 export interface CheckpointRecord {
   number: number;
@@ -410,6 +425,15 @@ export declare class Warden {
   proofConsistency(oldCheckpoint: number, newCheckpoint: number): Promise<ConsistencyProof>;
   /** The signed checkpoints numbered `from` on (default: the first); `limit` defaults to the library's `list_limit`, 0 is no limit. */
   checkpoints(options?: { from?: number; limit?: number }): Promise<CheckpointRecord[]>;
+  /**
+   * Send every checkpoint the handle's automatic-checkpoint thread signs to `anchor` too, under
+   * the sink name `host NAME`; what it returns is kept beside the checkpoint, what it throws is
+   * a failure retried later. Throws `ConfigError` without an `evidence` section.
+   */
+  addAnchor(
+    name: string,
+    anchor: (checkpoint: SignedCheckpoint) => AnchorReceipt | null | undefined | Promise<AnchorReceipt | null | undefined>,
+  ): void;
 
   /**
    * Read one configured window: Warden builds the GET, resolves the credential, enforces every

@@ -756,6 +756,37 @@ class Warden {
     return json.parse(await invoke(() => this.#handle.checkpoints(first, count)));
   }
 
+  /**
+   * Send every checkpoint this handle's automatic-checkpoint thread signs to
+   * `anchor(checkpoint)` too, after the document's `evidence.anchors`, under the sink name
+   * `host NAME` (`warden doctor` reports it; `warden export` carries what it returned).
+   * `checkpoint` is `{number, size, origin, note}`, `note` the signed note exactly as signed.
+   * Return (or resolve to) `null`/`undefined` when it was taken with nothing to keep, or
+   * `{kind, receipt, description}` (`receipt` a Buffer or Uint8Array) to keep a receipt beside
+   * it. A throw or rejection is a failure: kept with its message (never put a secret in it)
+   * and retried after a delay that doubles from 2 s to 5 minutes. It never fails an action.
+   *
+   * It runs on the event loop, asked from the library's checkpoint thread, one call at a time.
+   * `name` is 1 to 64 of `A-Z a-z 0-9 . _ : / -`, new on this handle; an anchor stays until the
+   * handle closes. Throws ConfigError when the document has no `evidence` section (the handle
+   * makes no checkpoints), InvalidInput for a bad or repeated name.
+   */
+  addAnchor(name, anchor) {
+    if (typeof name !== 'string') throw new TypeError("addAnchor(name, anchor): name must be a string");
+    if (typeof anchor !== 'function') throw new TypeError('addAnchor(name, anchor): anchor must be a function');
+    const bridge = (question, reply) => {
+      Promise.resolve()
+        .then(() => anchor(json.parse(question)))
+        .then((kept) => reply.settle(anchorAnswer(kept)))
+        .catch((error) => {
+          const name = error && error.name ? error.name : 'Error';
+          const message = error && error.message !== undefined ? error.message : String(error);
+          reply.settle(`fail:${JSON.stringify({ error: `${name}: ${message}`.slice(0, 300) })}`);
+        });
+    };
+    invokeSync(() => this.#handle.addAnchor(name, bridge));
+  }
+
   /** Make every deferred outcome of this process durable now (see `outcomes`). */
   async flush() {
     await invoke(() => this.#handle.flush());
@@ -766,6 +797,16 @@ if (typeof Symbol.dispose === 'symbol') {
   Warden.prototype[Symbol.dispose] = function dispose() {
     this.close();
   };
+}
+
+/** `warden_anchor_put`'s answer for what a JavaScript anchor returned: "" (nothing to keep) or "keep:" + JSON. */
+function anchorAnswer(kept) {
+  if (kept === null || kept === undefined) return '';
+  if (typeof kept !== 'object') throw new TypeError('an anchor returns null or {kind, receipt, description}');
+  const { kind, receipt, description } = kept;
+  if (!(receipt instanceof Uint8Array)) throw new TypeError("an anchor's receipt is a Buffer or Uint8Array");
+  const answer = { kind, receipt: Buffer.from(receipt).toString('base64'), description: description ?? '' };
+  return `keep:${JSON.stringify(answer)}`;
 }
 
 /**

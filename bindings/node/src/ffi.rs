@@ -73,6 +73,15 @@ pub struct WardenReconcileSink {
     _opaque: [u8; 0],
 }
 
+/// `warden_anchor_sink`: opaque; valid only during the callback call that received it.
+#[repr(C)]
+pub struct WardenAnchorSink {
+    _opaque: [u8; 0],
+}
+
+/// `warden_anchor_fn`, called on the handle's checkpoint thread.
+pub type AnchorCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut WardenAnchorSink) -> i32;
+
 /// `warden_precondition_fn`, called on the proposing thread.
 pub type PreconditionCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut WardenPreconditionSink) -> i32;
 
@@ -206,6 +215,15 @@ extern "C" {
         user_data: *mut c_void,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_anchor_add(
+        handle: *const WardenHandle,
+        name: *const u8,
+        name_len: usize,
+        callback: Option<AnchorCallback>,
+        user_data: *mut c_void,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_anchor_put(sink: *mut WardenAnchorSink, answer: *const u8, len: usize) -> WardenResult;
 
     pub fn warden_delegate(
         handle: *mut WardenHandle,

@@ -29,6 +29,9 @@ pub struct HandlePtr {
     /// The JavaScript approval hook registered on this handle (`notify.rs`), alive until
     /// `warden_close`, which stops libwarden calling it first.
     pub hooks: Mutex<Vec<Arc<crate::notify::Hook>>>,
+    /// The JavaScript anchors added to this handle (`anchor.rs`), alive until `warden_close`;
+    /// released first, so a checkpoint thread waiting on one lets the close go.
+    pub anchors: Mutex<Vec<Arc<crate::anchor::Anchor>>>,
 }
 
 // SAFETY: the C ABI documents a warden_handle as usable from many threads at the same time.
@@ -111,7 +114,12 @@ fn opened(store: String, config: Option<String>, options: Option<String>) -> nap
     if out.is_null() {
         return Err(Failure::panic("warden_open returned OK and no handle").into());
     }
-    let ptr = HandlePtr { raw: out, providers: Mutex::new(Vec::new()), hooks: Mutex::new(Vec::new()) };
+    let ptr = HandlePtr {
+        raw: out,
+        providers: Mutex::new(Vec::new()),
+        hooks: Mutex::new(Vec::new()),
+        anchors: Mutex::new(Vec::new()),
+    };
     Ok(Handle { slot: Mutex::new(Some(Arc::new(ptr))) })
 }
 
@@ -138,6 +146,7 @@ impl Handle {
         if let Some(handle) = &taken {
             release_all(&handle.providers);
             release_all(&handle.hooks);
+            release_all(&handle.anchors);
         }
         drop(taken);
     }
@@ -216,6 +225,15 @@ impl Handle {
             let (i, il) = bytes(&id);
             let timeout_ms = unsigned("timeoutMs", timeout_ms)?;
             output(|out, err| unsafe { ffi::warden_approval_wait(h, i, il, timeout_ms, out, err) })
+        })
+    }
+
+    /// Add the JavaScript anchor bridge `(checkpointJson, reply) => void` under `name`.
+    #[napi]
+    pub fn add_anchor(&self, env: Env, name: String, bridge: crate::hooks::HookFunction<'_>) -> napi::Result<()> {
+        self.now(&env, |handle| {
+            let anchor = crate::anchor::Anchor::new(&bridge)?;
+            Ok(crate::anchor::add(handle, &name, anchor)?)
         })
     }
 

@@ -32,14 +32,18 @@ impl Reply {
         }
     }
 
-    fn wait(&self) -> Option<String> {
+    /// The answer; `None` (a failure) once `open()` says the asker is going.
+    fn wait_while(&self, open: &dyn Fn() -> bool) -> Option<String> {
         let Ok(mut slot) = self.answer.lock() else { return None };
         loop {
             if let Some(answer) = slot.take() {
                 return answer;
             }
-            slot = match self.ready.wait(slot) {
-                Ok(slot) => slot,
+            if !open() {
+                return None;
+            }
+            slot = match self.ready.wait_timeout(slot, std::time::Duration::from_millis(50)) {
+                Ok((slot, _)) => slot,
                 Err(_) => return None,
             };
         }
@@ -102,11 +106,17 @@ impl Callback {
 
     /// Ask JavaScript and wait for the answer (on a pool thread: the JavaScript thread is free).
     fn ask(&self, question: String) -> Option<String> {
+        self.ask_while(question, &|| true)
+    }
+
+    /// `ask`, giving up (a failure) once `open()` turns false: a thread that is not the
+    /// JavaScript thread's own waiter may have to let a closing handle go.
+    pub fn ask_while(&self, question: String, open: &dyn Fn() -> bool) -> Option<String> {
         let reply = std::sync::Arc::new(Reply { answer: Mutex::new(None), ready: Condvar::new() });
         let ask = Ask { question, reply: ReplyGuard(reply.clone()) };
         // A refused call drops `ask`, whose guard answers "failed" at once.
         let _ = self.tsfn.call(ask, ThreadsafeFunctionCallMode::NonBlocking);
-        reply.wait()
+        reply.wait_while(open)
     }
 }
 

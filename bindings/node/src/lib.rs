@@ -5,6 +5,7 @@
 //! the store) run as async work on the libuv thread pool and return Promises; the pure
 //! functions are synchronous. Results cross as JSON text; `index.js` parses it BigInt-safely.
 
+mod anchor;
 mod call;
 mod ffi;
 mod handle;
