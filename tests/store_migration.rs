@@ -136,17 +136,17 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         let txn = db.begin_write().unwrap();
         {
             let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 8u32.to_le_bytes().as_slice()).unwrap();
+            meta.insert("schema_version", 9u32.to_le_bytes().as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
-    assert!(refused.to_string().contains("schema version 8, newer than this build's 7"), "{refused}");
-    assert_eq!(schema_version(&path), 8);
+    assert!(refused.to_string().contains("schema version 9, newer than this build's 8"), "{refused}");
+    assert_eq!(schema_version(&path), 9);
 }
 
 #[test]
-fn a_schema_4_store_is_read_without_a_writer_and_becomes_7_when_opened_to_write() {
+fn a_schema_4_store_is_read_without_a_writer_and_becomes_8_when_opened_to_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
     let clock = warden::ManualClock::new(T0);
@@ -161,8 +161,8 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_7_when_opened_to_write(
                 .unwrap();
         }
     }
-    // Schema 4 differs from 7 only in never holding a compressed row, having no journal and no evidence tables: its
-    // version row says 4 (the journal mark of a clean close is left, as a schema-4 file ignores it).
+    // Schema 4 differs from 8 only in never holding a compressed row, having no journal, no evidence tables and no
+    // policies table: its version row says 4 (the journal mark of a clean close is left, as a schema-4 file ignores it).
     {
         let db = redb::Database::open(&path).unwrap();
         let txn = db.begin_write().unwrap();
@@ -193,7 +193,47 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_7_when_opened_to_write(
         let checkpoint = kernel.checkpoint(&signer, None).unwrap();
         assert_eq!((checkpoint.number, checkpoint.size), (1, 4), "three receipts and the refusal's");
     }
-    assert_eq!(schema_version(&path), 7);
+    assert_eq!(schema_version(&path), 8);
+}
+
+#[test]
+fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = warden::ManualClock::new(T0);
+    {
+        let kernel = open(&path, &clock);
+        kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
+    }
+    // Schema 7 is schema 8 without the policies table.
+    drop_table(&path, "policies");
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+            meta.insert("schema_version", 7u32.to_le_bytes().as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    // A reader needs no migration, and finds no policy kept.
+    let reader = open_to_read(&path);
+    assert!(reader.verify_chain().unwrap().ok);
+    assert_eq!(reader.policy("sha256:test").unwrap(), None);
+    drop(reader);
+    assert_eq!((schema_version(&path), table_exists(&path, "policies")), (7, false), "reading never migrates");
+    // A writer migrates: the table comes empty, and a governed handle keeps its policy there.
+    let document = warden::document::load_str(
+        "schema: warden/v1\nactions:\n  stripe.refund:\n    effect: \"refund:{payment_id}\"\n    decision: allow\n",
+        "policy.yaml",
+    )
+    .unwrap();
+    let (hash, canonical) = (document.policy_hash.clone(), document.canonical_policy.clone());
+    let options = warden::WardenOptions { clock: std::sync::Arc::new(clock), ..warden::WardenOptions::default() };
+    let warden = warden::Warden::open(&path, document, options).unwrap();
+    assert_eq!(warden.kernel().policy(&hash).unwrap(), Some(canonical));
+    drop(warden);
+    assert_eq!((schema_version(&path), table_exists(&path, "policies")), (8, true));
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.

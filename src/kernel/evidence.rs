@@ -199,6 +199,16 @@ pub(super) fn apply_append(tx: &mut WriteTx<'_>, row: &StoredCheckpoint) -> Resu
     Ok(WriteReply::Checkpoint(Box::new(row.clone())))
 }
 
+pub(super) fn apply_keep_policy(tx: &mut WriteTx<'_>, policy_hash: &str, canonical: &[u8]) -> Result<WriteReply> {
+    if crate::canonical::sha256_prefixed(canonical) != policy_hash {
+        return Ok(WriteReply::Refused(Error::InvalidInput(format!(
+            "the policy sent to be kept under {policy_hash} does not hash to it; nothing was kept"
+        ))));
+    }
+    tx.keep_policy(policy_hash, canonical)?;
+    Ok(WriteReply::Done)
+}
+
 /// What a proof read asks for.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -328,6 +338,43 @@ impl Kernel {
             }
             WriteReply::Refused(refusal) => Err(refusal),
             _ => Err(unexpected("checkpoint")),
+        }
+    }
+
+    /// The canonical policy the store keeps under `policy_hash` (`sha256:…`), checked to hash to
+    /// it; `None` when it keeps none (a receipt written before policies were kept, or by a tool
+    /// that does not keep them).
+    pub fn policy(&self, policy_hash: &str) -> Result<Option<Vec<u8>>> {
+        let ask = Read::Policy { policy_hash: policy_hash.to_owned() };
+        match self.guarded(|kernel, _| kernel.read(&ask))? {
+            ReadReply::Policy(policy) => Ok(policy),
+            _ => Err(unexpected("policy")),
+        }
+    }
+
+    /// Keep the canonical policy this handle runs under, by its hash, before its first receipt
+    /// names it: one durable write the first time, a read after that. A read-only handle keeps
+    /// nothing (it writes no receipt).
+    pub(crate) fn keep_policy(&self, policy_hash: &str, canonical: &[u8]) -> Result<()> {
+        if matches!(self.store().role()?, Role::ReadOnly) {
+            return Ok(());
+        }
+        match self.policy(policy_hash)? {
+            Some(kept) if kept == canonical => return Ok(()),
+            // The row hashes to its key (the read checked) yet holds other bytes.
+            Some(_) => {
+                return Err(Error::Store(format!(
+                    "the store keeps other bytes under the policy hash {policy_hash} than the policy that hashes to \
+                     it; the store was altered. Run `warden doctor`"
+                )))
+            }
+            None => {}
+        }
+        let op = Write::KeepPolicy { policy_hash: policy_hash.to_owned(), canonical: canonical.to_vec() };
+        match self.guarded(|kernel, _| kernel.write(op))? {
+            WriteReply::Done => Ok(()),
+            WriteReply::Refused(refusal) => Err(refusal),
+            _ => Err(unexpected("policy")),
         }
     }
 

@@ -83,10 +83,17 @@ CREATE TABLE warden_merkle_nodes (node bigint PRIMARY KEY, v bytea NOT NULL);
 CREATE TABLE warden_checkpoints (number bigint PRIMARY KEY, v bytea NOT NULL);
 ",
     },
+    Migration {
+        version: 4,
+        what: "the policies table: the canonical policy each handle ran under, by its hash",
+        sql: r#"
+CREATE TABLE warden_policies (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
+"#,
+    },
 ];
 
 /// The newest schema this build writes.
-pub(crate) const PG_SCHEMA_VERSION: i32 = 3;
+pub(crate) const PG_SCHEMA_VERSION: i32 = 4;
 
 fn digest(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))

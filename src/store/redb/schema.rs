@@ -65,7 +65,7 @@ pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> 
             "the store {} has schema version {v}, newer than this build's {SCHEMA_VERSION}; upgrade Warden to open it",
             path.display()
         ))),
-        1..=6 => Ok(()),
+        1..=7 => Ok(()),
         v => Err(Error::Store(format!(
             "the store {} has schema version {v}, which this build does not know",
             path.display()
@@ -102,7 +102,7 @@ fn unversioned(db: &impl ReadableDatabase, path: &std::path::Path) -> Result<()>
 pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     match version(db, path)? {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(from @ (1..=6)) => migrate_forward(db, from),
+        Some(from @ (1..=7)) => migrate_forward(db, from),
         Some(v) => check_version(v, path),
         None => unversioned(db, path).and_then(|()| write_fresh(db)),
     }
@@ -119,8 +119,8 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         let touching = Cell::new("");
         let mut rows = FileWrites::open(&txn, &touching);
         // 2 → 3 creates the authority tables empty; 3 → 4 the approvals_by_action index; 6 → 7
-        // the evidence tables.
-        if from < 7 {
+        // the evidence tables; 7 → 8 the policies table.
+        if from < 8 {
             rows.create_all()?;
         }
         if from < 2 {
@@ -132,6 +132,7 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         // 4 → 5 rewrites nothing: layout-2 rows stay readable; new rows may be layout 3.
         // 5 → 6 rewrites nothing: the journal and its mark come with the first owner's open.
         // 6 → 7 rewrites nothing: the Merkle tree is derived from the receipts when asked.
+        // 7 → 8 rewrites nothing: the receipts written before name policies the store never kept.
         rows.put(Table::Meta, &[Part::Text(META_SCHEMA)], &SCHEMA_VERSION.to_le_bytes(), Put::Replace)?;
     }
     txn.commit().map_err(fault)

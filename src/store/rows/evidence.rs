@@ -1,11 +1,13 @@
 //! The evidence rows, written once for every engine: the Merkle tree's cached nodes
-//! (`merkle_nodes`, keyed by level and index in one integer) and the checkpoints (`checkpoints`,
-//! by number), read in a transaction of either kind.
+//! (`merkle_nodes`, keyed by level and index in one integer), the checkpoints (`checkpoints`,
+//! by number) and the policies the receipts name (`policies`, the canonical policy under its
+//! `sha256:` hash), read in a transaction of either kind.
 
 use std::ops::Bound;
 
+use super::codec::damaged;
 use super::semantics::{each as each_row, read, write, Reads, Writes};
-use super::{Part, Put, RowRead, Scan, Table};
+use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::effect::EffectState;
 use crate::error::{Error, Result};
 use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
@@ -63,6 +65,23 @@ fn checkpoints(rows: &dyn RowRead, scan: &Scan<'_>, limit: usize) -> Result<Vec<
     Ok(out)
 }
 
+/// The canonical policy kept under `policy_hash`, checked to hash to it: a row whose bytes hash
+/// to anything else is damage, never a policy.
+fn policy(rows: &dyn RowRead, policy_hash: &str) -> Result<Option<Vec<u8>>> {
+    let key = [Text(policy_hash)];
+    let Some(bytes) = read::<Vec<u8>>(rows, Table::Policies, &key)? else { return Ok(None) };
+    check_policy(&key, &bytes)?;
+    Ok(Some(bytes))
+}
+
+/// Refuse a policy row whose bytes do not hash to the key it is stored under.
+pub(super) fn check_policy(key: &[Part<'_>], bytes: &[u8]) -> Result<()> {
+    match key {
+        [Text(hash)] if crate::canonical::sha256_prefixed(bytes) == *hash => Ok(()),
+        _ => Err(damaged(Table::Policies.name(), &KeyView(key), "holds a policy that does not hash to its key")),
+    }
+}
+
 fn open_effects(rows: &dyn RowRead) -> Result<Vec<OpenEffect>> {
     let mut out = Vec::new();
     each_row::<StoredEffect>(rows, Table::Effects, &Scan::all(), |_, row| {
@@ -110,6 +129,10 @@ macro_rules! evidence_reads {
                 let $rows = self;
                 open_effects($get)
             }
+            fn policy(&self, policy_hash: &str) -> Result<Option<Vec<u8>>> {
+                let $rows = self;
+                policy($get, policy_hash)
+            }
         }
     };
 }
@@ -124,6 +147,23 @@ impl Writes<'_> {
 
     pub(super) fn put_checkpoint(&mut self, row: &StoredCheckpoint) -> Result<()> {
         write(self.write_rows(), Table::Checkpoints, &[Int(row.number)], row, Put::New)
+    }
+
+    /// Keep `canonical` under `policy_hash` once: `true` when written now, `false` when the same
+    /// bytes are already there. Other bytes under the hash are a fault, and nothing is written
+    /// over them.
+    pub(super) fn put_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool> {
+        let key = [Text(policy_hash)];
+        check_policy(&key, canonical)?;
+        match policy(self.read_rows(), policy_hash)? {
+            Some(stored) if stored == canonical => Ok(false),
+            Some(_) => Err(damaged(
+                Table::Policies.name(),
+                &KeyView(&key),
+                "holds other bytes than the policy being kept under it, and is never overwritten",
+            )),
+            None => write(self.write_rows(), Table::Policies, &key, &canonical.to_vec(), Put::New).map(|()| true),
+        }
     }
 }
 

@@ -107,6 +107,7 @@ tables! {
     BudgetByEffect = "budget_by_effect", TI;
     MerkleNodes = "merkle_nodes", I;
     Checkpoints = "checkpoints", I;
+    Policies = "policies", T;
 }
 
 /// One part of a key.
@@ -466,7 +467,7 @@ mod tests {
         for (at, table) in Table::ALL.iter().enumerate() {
             assert_eq!(table.index(), at, "{table:?}");
         }
-        assert_eq!(Table::ALL.len(), 20);
+        assert_eq!(Table::ALL.len(), 21);
     }
 
     #[test]
