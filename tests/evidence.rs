@@ -296,7 +296,31 @@ fn tampers() -> Vec<(&'static str, Tamper, &'static str)> {
             },
             "outcome_missing",
         ),
+        (
+            "edited_policy",
+            |dir, _| {
+                // The carried policy says deny where the receipts ran under allow.
+                let file = carried_policy(dir);
+                let text = std::fs::read_to_string(&file).unwrap();
+                assert!(text.contains("\"allow\""));
+                std::fs::write(&file, text.replace("\"allow\"", "\"deny\"")).unwrap();
+            },
+            "policy_altered",
+        ),
     ]
+}
+
+/// The one policy file a bundle of the log carries.
+fn carried_policy(dir: &Path) -> PathBuf {
+    let hash = policy().policy_hash;
+    dir.join(format!("policies/{}.json", hash.strip_prefix("sha256:").unwrap()))
+}
+
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("bundle.json")).unwrap()).unwrap();
+    edit(&mut manifest);
+    std::fs::write(dir.join("bundle.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
 }
 
 fn verdict(dir: &Path, trusted: &NoteVerifier) -> Verdict {
@@ -337,6 +361,22 @@ fn a_sound_bundle_verifies_and_every_tamper_class_is_refused_with_its_reason() {
     }
     // Without the pinned key, the swapped key goes unseen: the reason the verifier takes one.
     assert!(verify_bundle(&scratch.path().join("swapped_key"), &[]).ok);
+    // The policies: the one the store kept is carried as its canonical bytes, exactly; the
+    // fixture's bare hash, which no store kept, is listed as missing, and the verdict says so.
+    let kept = policy();
+    assert_eq!(std::fs::read(carried_policy(&sound)).unwrap(), kept.canonical_policy);
+    assert_eq!((exported.policies, exported.policies_missing.clone()), (1, vec!["sha256:test".to_owned()]));
+    assert_eq!(
+        (whole.policies_carried.clone(), whole.policies_missing.clone()),
+        (vec![kept.policy_hash.clone()], vec!["sha256:test".to_owned()])
+    );
+    assert_eq!(std::fs::read_dir(sound.join("policies")).unwrap().count(), 1);
+    let from_verdict = verdict(&from, &trusted);
+    assert_eq!(
+        (from_verdict.policies_carried.len(), from_verdict.policies_missing.len()),
+        (1, 1),
+        "receipts 21..28 name both"
+    );
 
     if std::env::var_os("WARDEN_UPDATE_CORPUS").is_some() {
         let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
@@ -557,4 +597,116 @@ fn the_store_keeps_the_policy_a_handle_runs_under_before_its_first_receipt_and_n
     let mut kept = None;
     f.kernel.store().tamper(|t| t.policy_row(&hash).map(|row| kept = row)).unwrap();
     assert_eq!(kept, Some(edited), "the row was overwritten");
+}
+
+#[test]
+fn a_bundle_whose_policies_do_not_add_up_is_refused_naming_what_is_wrong() {
+    let log = log();
+    let scratch = tempfile::tempdir().unwrap();
+    let sound = scratch.path().join("sound");
+    export(&log.f.kernel, &sound, None, None).unwrap();
+    let trusted = log.signer.verifier();
+    let hash = policy().policy_hash;
+    type Change = Box<dyn Fn(&Path)>;
+    // (what is changed, the reason, words the detail must hold)
+    let cases: Vec<(&str, Change, &str, &str)> = vec![
+        (
+            "the carried file removed",
+            Box::new(|dir: &Path| std::fs::remove_file(carried_policy(dir)).unwrap()),
+            "bundle_malformed",
+            "cannot read policies/",
+        ),
+        (
+            "the carried file emptied",
+            Box::new(|dir: &Path| std::fs::write(carried_policy(dir), b"").unwrap()),
+            "policy_altered",
+            "does not hash to",
+        ),
+        (
+            "a trailing newline",
+            Box::new(|dir: &Path| {
+                let mut bytes = std::fs::read(carried_policy(dir)).unwrap();
+                bytes.push(b'\n');
+                std::fs::write(carried_policy(dir), bytes).unwrap();
+            }),
+            "policy_altered",
+            "does not hash to",
+        ),
+        (
+            "the missing one claimed carried",
+            Box::new(|dir: &Path| edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!([]))),
+            "bundle_malformed",
+            "no file can carry",
+        ),
+        (
+            "the carried one claimed missing",
+            Box::new({
+                let hash = hash.clone();
+                move |dir: &Path| {
+                    edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", hash]))
+                }
+            }),
+            "",
+            "",
+        ),
+        (
+            "a missing one not among the policies",
+            Box::new(|dir: &Path| {
+                edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", "sha256:other"]))
+            }),
+            "bundle_malformed",
+            "not among the policies",
+        ),
+        (
+            "a policy listed twice",
+            Box::new({
+                let hash = hash.clone();
+                move |dir: &Path| edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test", hash, hash]))
+            }),
+            "bundle_malformed",
+            "twice",
+        ),
+        (
+            "a named policy not listed",
+            Box::new(|dir: &Path| edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test"]))),
+            "bundle_malformed",
+            "which bundle.json does not list",
+        ),
+        (
+            "a listed policy no receipt names",
+            Box::new({
+                let hash = hash.clone();
+                move |dir: &Path| {
+                    edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test", "sha256:unnamed", hash]))
+                }
+            }),
+            "bundle_malformed",
+            "which no receipt names",
+        ),
+        (
+            "no policies_missing member",
+            Box::new(|dir: &Path| {
+                edit_manifest(dir, |m| {
+                    m.as_object_mut().unwrap().remove("policies_missing");
+                })
+            }),
+            "bundle_malformed",
+            "policies_missing",
+        ),
+    ];
+    for (what, change, reason, words) in cases {
+        let dir = scratch.path().join(what.replace(' ', "_"));
+        copy_dir(&sound, &dir);
+        change(&dir);
+        let verdict = verdict(&dir, &trusted);
+        if reason.is_empty() {
+            // Saying a carried policy is missing hides nothing: the verdict says it is not shown.
+            assert!(verdict.ok, "{what}: {verdict:?}");
+            assert_eq!((verdict.policies_carried.len(), verdict.policies_missing.len()), (0, 2), "{what}");
+            continue;
+        }
+        assert_eq!(verdict.reason.as_deref(), Some(reason), "{what}: {verdict:?}");
+        assert!(verdict.detail.contains(words), "{what}: {}", verdict.detail);
+        assert!(verdict.policies_carried.is_empty() && verdict.policies_missing.is_empty(), "{what}");
+    }
 }
