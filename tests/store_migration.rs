@@ -64,6 +64,17 @@ const SCHEMA_3_TABLES: [&str; 8] = [
     "budget_by_effect",
 ];
 
+/// Write the version row of a closed store file, as a build of that schema would have.
+fn set_schema_version(path: &std::path::Path, version: u32) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+        meta.insert("schema_version", version.to_le_bytes().as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
 fn schema_version(path: &std::path::Path) -> u32 {
     use redb::ReadableDatabase;
     let db = redb::Database::open(path).unwrap();
@@ -131,15 +142,7 @@ fn a_newer_schema_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
     drop(open(&path, &warden::ManualClock::new(T0)));
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 9u32.to_le_bytes().as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
-    }
+    set_schema_version(&path, 9);
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
     assert!(refused.to_string().contains("schema version 9, newer than this build's 8"), "{refused}");
     assert_eq!(schema_version(&path), 9);
@@ -163,15 +166,7 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_8_when_opened_to_write(
     }
     // Schema 4 differs from 8 only in never holding a compressed row, having no journal, no evidence tables and no
     // policies table: its version row says 4 (the journal mark of a clean close is left, as a schema-4 file ignores it).
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 4u32.to_le_bytes().as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
-    }
+    set_schema_version(&path, 4);
     // A reader (no owner running: the file is opened read-only) needs no migration first.
     let read = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["receipts", "--verify-chain", "--json", "--store"])
@@ -207,15 +202,7 @@ fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_
     }
     // Schema 7 is schema 8 without the policies table.
     drop_table(&path, "policies");
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 7u32.to_le_bytes().as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
-    }
+    set_schema_version(&path, 7);
     // A reader needs no migration, and finds no policy kept.
     let reader = open_to_read(&path);
     assert!(reader.verify_chain().unwrap().ok);
