@@ -199,12 +199,8 @@ pub(super) fn apply_append(tx: &mut WriteTx<'_>, row: &StoredCheckpoint) -> Resu
     Ok(WriteReply::Checkpoint(Box::new(row.clone())))
 }
 
+/// Keep a policy under its hash (the store checks the bytes hash to it, and never overwrites).
 pub(super) fn apply_keep_policy(tx: &mut WriteTx<'_>, policy_hash: &str, canonical: &[u8]) -> Result<WriteReply> {
-    if crate::canonical::sha256_prefixed(canonical) != policy_hash {
-        return Ok(WriteReply::Refused(Error::InvalidInput(format!(
-            "the policy sent to be kept under {policy_hash} does not hash to it; nothing was kept"
-        ))));
-    }
     tx.keep_policy(policy_hash, canonical)?;
     Ok(WriteReply::Done)
 }
@@ -359,16 +355,10 @@ impl Kernel {
         if matches!(self.store().role()?, Role::ReadOnly) {
             return Ok(());
         }
-        match self.policy(policy_hash)? {
-            Some(kept) if kept == canonical => return Ok(()),
-            // The row hashes to its key (the read checked) yet holds other bytes.
-            Some(_) => {
-                return Err(Error::Store(format!(
-                    "the store keeps other bytes under the policy hash {policy_hash} than the policy that hashes to \
-                     it; the store was altered. Run `warden doctor`"
-                )))
-            }
-            None => {}
+        // Kept already: a read, and no write. Anything else is the write's to decide (other bytes
+        // under the hash are its fault to name).
+        if self.policy(policy_hash)?.as_deref() == Some(canonical) {
+            return Ok(());
         }
         let op = Write::KeepPolicy { policy_hash: policy_hash.to_owned(), canonical: canonical.to_vec() };
         match self.guarded(|kernel, _| kernel.write(op))? {

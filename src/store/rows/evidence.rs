@@ -154,7 +154,11 @@ impl Writes<'_> {
     /// over them.
     pub(super) fn put_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool> {
         let key = [Text(policy_hash)];
-        check_policy(&key, canonical)?;
+        if crate::canonical::sha256_prefixed(canonical) != policy_hash {
+            return Err(Error::Store(format!(
+                "the policy to keep under {policy_hash} does not hash to it (a defect of this build); nothing was kept"
+            )));
+        }
         match policy(self.read_rows(), policy_hash)? {
             Some(stored) if stored == canonical => Ok(false),
             Some(_) => Err(damaged(
@@ -170,6 +174,8 @@ impl Writes<'_> {
 #[cfg(test)]
 mod tests {
     use super::node_key;
+    use crate::store::boundary::EvidenceReads;
+    use crate::store::mem::MemStore;
 
     #[test]
     fn node_keys_keep_levels_apart_and_refuse_what_does_not_fit() {
@@ -178,5 +184,45 @@ mod tests {
         assert_ne!(node_key(4, 1).unwrap(), node_key(5, 1).unwrap());
         assert!(node_key(4, 1 << 56).is_err());
         assert!(node_key(64, 0).is_err());
+    }
+
+    #[test]
+    fn a_policy_is_kept_once_under_its_hash_and_never_written_over() {
+        let store = MemStore::open("memory:rows-evidence-policies").unwrap();
+        let policy = br#"{"actions":{},"schema":"warden/v1"}"#;
+        let hash = crate::canonical::sha256_prefixed(policy);
+        let other = br#"{"actions":{},"schema":"warden/v2"}"#;
+        // (what is kept, under which hash, what comes back: written now, or the refusal's words)
+        let cases: [(&[u8], &str, std::result::Result<bool, &str>); 4] = [
+            (policy, &hash, Ok(true)),
+            (policy, &hash, Ok(false)),
+            (other, &hash, Err("does not hash to it")),
+            (policy, "sha256:test", Err("does not hash to it")),
+        ];
+        for (bytes, under, expected) in cases {
+            let got = store.edit(|writes| writes.put_policy(under, bytes)).map_err(|e| e.to_string());
+            match (&got, expected) {
+                (Ok(written), Ok(want)) => assert_eq!(*written, want, "{under}"),
+                (Err(text), Err(words)) => assert!(text.contains(words), "{under}: {text}"),
+                _ => panic!("{under}: {got:?}, expected {expected:?}"),
+            }
+        }
+        // Other bytes under the hash with a valid checksum (an edited row): a read refuses them,
+        // and keeping the policy again does not write over them.
+        store
+            .edit(|writes| {
+                let key = [super::Text(hash.as_str())];
+                super::write(writes.write_rows(), super::Table::Policies, &key, &other.to_vec(), super::Put::Replace)
+            })
+            .unwrap();
+        let read = store.edit(|writes| writes.policy(&hash)).unwrap_err().to_string();
+        assert!(read.contains("damaged") && read.contains("does not hash to its key"), "{read}");
+        let again = store.edit(|writes| writes.put_policy(&hash, policy)).unwrap_err().to_string();
+        assert!(again.contains("does not hash to its key"), "{again}");
+        let kept = store.edit(|writes| {
+            super::read::<Vec<u8>>(writes.read_rows(), super::Table::Policies, &[super::Text(hash.as_str())])
+        });
+        assert_eq!(kept.unwrap().as_deref(), Some(other.as_slice()));
+        assert_eq!(store.edit(|writes| writes.policy("sha256:none")).unwrap(), None);
     }
 }
