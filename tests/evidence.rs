@@ -643,7 +643,7 @@ fn a_bundle_whose_policies_do_not_add_up_is_refused_naming_what_is_wrong() {
             Box::new({
                 let hash = hash.clone();
                 move |dir: &Path| {
-                    edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", hash]))
+                    edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", hash]));
                 }
             }),
             "",
@@ -652,7 +652,7 @@ fn a_bundle_whose_policies_do_not_add_up_is_refused_naming_what_is_wrong() {
         (
             "a missing one not among the policies",
             Box::new(|dir: &Path| {
-                edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", "sha256:other"]))
+                edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", "sha256:other"]));
             }),
             "bundle_malformed",
             "not among the policies",
@@ -677,7 +677,7 @@ fn a_bundle_whose_policies_do_not_add_up_is_refused_naming_what_is_wrong() {
             Box::new({
                 let hash = hash.clone();
                 move |dir: &Path| {
-                    edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test", "sha256:unnamed", hash]))
+                    edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test", "sha256:unnamed", hash]));
                 }
             }),
             "bundle_malformed",
@@ -688,7 +688,7 @@ fn a_bundle_whose_policies_do_not_add_up_is_refused_naming_what_is_wrong() {
             Box::new(|dir: &Path| {
                 edit_manifest(dir, |m| {
                     m.as_object_mut().unwrap().remove("policies_missing");
-                })
+                });
             }),
             "bundle_malformed",
             "policies_missing",
