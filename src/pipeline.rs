@@ -215,6 +215,7 @@ impl Warden {
     /// Open `store` governed by `document`. The environment is fixed here for the handle's life.
     pub fn open(store: impl AsRef<Path>, document: Document, options: WardenOptions) -> Result<Warden> {
         let environment = resolve_environment(options.environment.as_deref(), document.environment.as_deref());
+        let read_only = options.store.read_only;
         let kernel = Kernel::open(
             store,
             KernelOptions {
@@ -227,6 +228,10 @@ impl Warden {
                 limits: options.limits,
             },
         )?;
+        // Before any receipt names it: the policy the receipts' `policy_hash` is the hash of.
+        if !read_only {
+            kernel.keep_policy(&document.policy_hash, &document.canonical_policy)?;
+        }
         let webhook = document.notify.as_ref().and_then(|notify| notify.webhook.clone());
         let notifier = notifier_for(&kernel, webhook);
         let checkpointer = match (&document.evidence, options.automatic_checkpoints) {

@@ -101,6 +101,9 @@ fn the_authority_section_is_part_of_the_policy_hash_and_a_standalone_file_folds_
     let file = load_authority_str(&format!("schema: warden/v1\nauthority:\n{section}"), "authority.yaml").unwrap();
     let combined = without.with_authority(file.clone(), "authority.yaml").unwrap();
     assert_eq!(combined.policy_hash, inline.policy_hash, "one authority, wherever it was written");
+    // The policy kept with the hash is the one folded in, not the document's own without it.
+    assert_eq!(combined.canonical_policy, inline.canonical_policy);
+    assert_eq!(warden::canonical::sha256_prefixed(&combined.canonical_policy), combined.policy_hash);
     assert!(combined.authority_config.is_some());
     let twice = inline.with_authority(file, "authority.yaml").unwrap_err();
     assert!(twice.message.contains("already has an 'authority:' section"), "{twice}");

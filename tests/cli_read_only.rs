@@ -70,6 +70,17 @@ fn a_user_who_may_only_read_a_store_can_read_it_and_a_write_is_a_permission_erro
     let pending = text(&as_nobody(&["--json", "pending"], &store));
     assert!(pending.contains("apr_"), "{pending}");
 
+    // A command that opens a handle under a document only to read, a document the store keeps
+    // no policy for: the handle keeps none (a user who cannot write could not), and the command
+    // gets to its own answer.
+    let other = dir.join("other.yaml");
+    std::fs::write(&other, "schema: warden/v1\nactions:\n  other.read:\n    decision: allow\n").unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let under_document = as_nobody(&["--config", other.to_str().unwrap(), "diff", "snp_a", "snp_b"], &store);
+    let said = text(&under_document);
+    assert_eq!(under_document.status.code(), Some(1), "{said}");
+    assert!(said.contains("is not a snapshot id") && !said.contains("read-only"), "{said}");
+
     let refused = as_nobody(&["resolve", "refund:pay_ro", "--committed", "--by", "ops:ada"], &store);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     let message = text(&refused);

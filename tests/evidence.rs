@@ -15,9 +15,14 @@ use warden::evidence::checkpoint::{self, Basis, Companion, StoredCheckpoint};
 use warden::evidence::key::{NoteSigner, NoteVerifier};
 use warden::evidence::tree::{check_consistency, check_inclusion, leaf_hash};
 use warden::kernel::ProofAsk;
-use warden::EffectState;
+use warden::{ActionRequest, EffectState, Warden, WardenOptions};
 
 const CORPUS: &str = "tests/evidence/corpus";
+
+/// The document the last receipts of the corpus's log ran under (the first ones name the
+/// fixture's bare `sha256:test`, as receipts written before policies were kept do).
+const POLICY: &str =
+    "schema: warden/v1\nactions:\n  stripe.refund:\n    effect: \"refund:{payment_id}\"\n    decision: allow\n";
 
 fn commit(f: &Fixture, payment: &str) {
     let t = key_template();
@@ -27,9 +32,35 @@ fn commit(f: &Fixture, payment: &str) {
     f.clock.advance(SECOND);
 }
 
+fn policy() -> warden::document::Document {
+    warden::document::load_str(POLICY, "policy.yaml").expect("policy")
+}
+
+/// A handle on the fixture's store governed by `document` (read-only when asked).
+fn governed(f: &Fixture, document: warden::document::Document, read_only: bool) -> Result<Warden, warden::Error> {
+    let store = warden::store::StoreOptions { read_only, ..warden::store::StoreOptions::default() };
+    let options = WardenOptions {
+        clock: std::sync::Arc::new(f.clock.clone()),
+        environment: Some("production".into()),
+        store,
+        ..WardenOptions::default()
+    };
+    Warden::open(f.path(), document, options)
+}
+
+/// One refund through the pipeline of `warden`, committed.
+fn commit_governed(f: &Fixture, warden: &Warden, payment: &str) {
+    let principal = warden::Principal::new("refund-agent", Some("ada")).expect("principal");
+    let request =
+        ActionRequest::new("stripe.refund", serde_json::json!({"payment_id": payment, "amount": 100}), principal);
+    warden.submit(&request).expect("submit").commit(&serde_json::json!({"ok": payment})).expect("commit");
+    f.clock.advance(SECOND);
+}
+
 /// A store with three checkpoints: 20 receipts and two effects open (one reserved through the
 /// integrator API and never begun, one executing) at the first; the integrator's effect
-/// completed without a receipt and 5 more receipts by the second; 3 more by the third.
+/// completed without a receipt and 5 more receipts by the second; 3 more by the third, these
+/// through the pipeline of a handle governed by [`POLICY`], whose store keeps that policy.
 struct Log {
     f: Fixture,
     signer: NoteSigner,
@@ -63,8 +94,9 @@ fn log() -> Log {
     }
     checkpoints.push(f.kernel.checkpoint(&signer, None).expect("checkpoint 2"));
     f.clock.advance(SECOND);
+    let warden = governed(&f, policy(), false).expect("governed");
     for n in 26..=28 {
-        commit(&f, &format!("txn_{n}"));
+        commit_governed(&f, &warden, &format!("txn_{n}"));
     }
     checkpoints.push(f.kernel.checkpoint(&signer, None).expect("checkpoint 3"));
     // The held permit stays open through all three checkpoints.
@@ -264,7 +296,31 @@ fn tampers() -> Vec<(&'static str, Tamper, &'static str)> {
             },
             "outcome_missing",
         ),
+        (
+            "edited_policy",
+            |dir, _| {
+                // The carried policy says deny where the receipts ran under allow.
+                let file = carried_policy(dir);
+                let text = std::fs::read_to_string(&file).unwrap();
+                assert!(text.contains("\"allow\""));
+                std::fs::write(&file, text.replace("\"allow\"", "\"deny\"")).unwrap();
+            },
+            "policy_altered",
+        ),
     ]
+}
+
+/// The one policy file a bundle of the log carries.
+fn carried_policy(dir: &Path) -> PathBuf {
+    let hash = policy().policy_hash;
+    dir.join(format!("policies/{}.json", hash.strip_prefix("sha256:").unwrap()))
+}
+
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("bundle.json")).unwrap()).unwrap();
+    edit(&mut manifest);
+    std::fs::write(dir.join("bundle.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
 }
 
 fn verdict(dir: &Path, trusted: &NoteVerifier) -> Verdict {
@@ -305,6 +361,22 @@ fn a_sound_bundle_verifies_and_every_tamper_class_is_refused_with_its_reason() {
     }
     // Without the pinned key, the swapped key goes unseen: the reason the verifier takes one.
     assert!(verify_bundle(&scratch.path().join("swapped_key"), &[]).ok);
+    // The policies: the one the store kept is carried as its canonical bytes, exactly; the
+    // fixture's bare hash, which no store kept, is listed as missing, and the verdict says so.
+    let kept = policy();
+    assert_eq!(std::fs::read(carried_policy(&sound)).unwrap(), kept.canonical_policy);
+    assert_eq!((exported.policies, exported.policies_missing.clone()), (1, vec!["sha256:test".to_owned()]));
+    assert_eq!(
+        (whole.policies_carried.clone(), whole.policies_missing.clone()),
+        (vec![kept.policy_hash.clone()], vec!["sha256:test".to_owned()])
+    );
+    assert_eq!(std::fs::read_dir(sound.join("policies")).unwrap().count(), 1);
+    let from_verdict = verdict(&from, &trusted);
+    assert_eq!(
+        (from_verdict.policies_carried.len(), from_verdict.policies_missing.len()),
+        (1, 1),
+        "receipts 21..28 name both"
+    );
 
     if std::env::var_os("WARDEN_UPDATE_CORPUS").is_some() {
         let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
@@ -481,5 +553,160 @@ fn the_cli_prints_the_documents_the_library_and_the_c_abi_return_and_refuses_wit
         let (code, _, stderr) = cli(&store, &args);
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(words), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_store_keeps_the_policy_a_handle_runs_under_before_its_first_receipt_and_never_rewrites_it() {
+    let f = Fixture::new();
+    let document = policy();
+    let (hash, canonical) = (document.policy_hash.clone(), document.canonical_policy.clone());
+    assert_eq!(warden::canonical::sha256_prefixed(&canonical), hash);
+    assert_eq!(f.kernel.policy(&hash).unwrap(), None, "a store keeps no policy before a handle runs under it");
+    // A read-only handle keeps nothing: it writes no receipt.
+    drop(governed(&f, policy(), true).unwrap());
+    assert_eq!(f.kernel.policy(&hash).unwrap(), None, "a read-only handle wrote the policy");
+    // Opening the handle keeps it, before anything is decided.
+    let warden = governed(&f, policy(), false).unwrap();
+    assert_eq!(f.kernel.policy(&hash).unwrap().as_deref(), Some(canonical.as_slice()));
+    commit_governed(&f, &warden, "p1");
+    let receipts = f.kernel.receipts(1, 10).unwrap();
+    let named: Vec<serde_json::Value> = receipts
+        .iter()
+        .map(|(_, receipt)| {
+            serde_json::from_str::<serde_json::Value>(&receipt.document).unwrap()["policy_hash"].clone()
+        })
+        .collect();
+    assert!(!named.is_empty() && named.iter().all(|h| h == &serde_json::json!(hash)), "{named:?}");
+    // Opening again keeps the same bytes and writes nothing new.
+    drop(governed(&f, policy(), false).unwrap());
+    assert_eq!(f.kernel.policy(&hash).unwrap().as_deref(), Some(canonical.as_slice()));
+    // A hash the store keeps nothing under is absent, not an error.
+    assert_eq!(f.kernel.policy("sha256:test").unwrap(), None);
+
+    // Other bytes under the hash (a checksum that matches them): a fault naming the row, on
+    // every read and on the next open; never taken for the policy, never overwritten.
+    let edited = String::from_utf8(canonical.clone()).unwrap().replace("allow", "deny").into_bytes();
+    f.kernel.store().tamper(|t| t.put_policy_row(&hash, &edited)).unwrap();
+    let reader = common::open(&f.path(), &f.clock);
+    let refused = reader.policy(&hash).unwrap_err();
+    common::assert_store_fault(&refused, "policies", &hash);
+    assert!(refused.to_string().contains("does not hash to its key"), "{refused}");
+    let reopened = governed(&f, policy(), false).map(drop).unwrap_err();
+    common::assert_store_fault(&reopened, "policies", &hash);
+    let mut kept = None;
+    f.kernel.store().tamper(|t| t.policy_row(&hash).map(|row| kept = row)).unwrap();
+    assert_eq!(kept, Some(edited), "the row was overwritten");
+}
+
+#[test]
+fn a_bundle_whose_policies_do_not_add_up_is_refused_naming_what_is_wrong() {
+    let log = log();
+    let scratch = tempfile::tempdir().unwrap();
+    let sound = scratch.path().join("sound");
+    export(&log.f.kernel, &sound, None, None).unwrap();
+    let trusted = log.signer.verifier();
+    let hash = policy().policy_hash;
+    type Change = Box<dyn Fn(&Path)>;
+    // (what is changed, the reason, words the detail must hold)
+    let cases: Vec<(&str, Change, &str, &str)> = vec![
+        (
+            "the carried file removed",
+            Box::new(|dir: &Path| std::fs::remove_file(carried_policy(dir)).unwrap()),
+            "bundle_malformed",
+            "cannot read policies/",
+        ),
+        (
+            "the carried file emptied",
+            Box::new(|dir: &Path| std::fs::write(carried_policy(dir), b"").unwrap()),
+            "policy_altered",
+            "does not hash to",
+        ),
+        (
+            "a trailing newline",
+            Box::new(|dir: &Path| {
+                let mut bytes = std::fs::read(carried_policy(dir)).unwrap();
+                bytes.push(b'\n');
+                std::fs::write(carried_policy(dir), bytes).unwrap();
+            }),
+            "policy_altered",
+            "does not hash to",
+        ),
+        (
+            "the missing one claimed carried",
+            Box::new(|dir: &Path| edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!([]))),
+            "bundle_malformed",
+            "no file can carry",
+        ),
+        (
+            "the carried one claimed missing",
+            Box::new({
+                let hash = hash.clone();
+                move |dir: &Path| {
+                    edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", hash]));
+                }
+            }),
+            "",
+            "",
+        ),
+        (
+            "a missing one not among the policies",
+            Box::new(|dir: &Path| {
+                edit_manifest(dir, |m| m["policies_missing"] = serde_json::json!(["sha256:test", "sha256:other"]));
+            }),
+            "bundle_malformed",
+            "not among the policies",
+        ),
+        (
+            "a policy listed twice",
+            Box::new({
+                let hash = hash.clone();
+                move |dir: &Path| edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test", hash, hash]))
+            }),
+            "bundle_malformed",
+            "twice",
+        ),
+        (
+            "a named policy not listed",
+            Box::new(|dir: &Path| edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test"]))),
+            "bundle_malformed",
+            "which bundle.json does not list",
+        ),
+        (
+            "a listed policy no receipt names",
+            Box::new({
+                let hash = hash.clone();
+                move |dir: &Path| {
+                    edit_manifest(dir, |m| m["policies"] = serde_json::json!(["sha256:test", "sha256:unnamed", hash]));
+                }
+            }),
+            "bundle_malformed",
+            "which no receipt names",
+        ),
+        (
+            "no policies_missing member",
+            Box::new(|dir: &Path| {
+                edit_manifest(dir, |m| {
+                    m.as_object_mut().unwrap().remove("policies_missing");
+                });
+            }),
+            "bundle_malformed",
+            "policies_missing",
+        ),
+    ];
+    for (what, change, reason, words) in cases {
+        let dir = scratch.path().join(what.replace(' ', "_"));
+        copy_dir(&sound, &dir);
+        change(&dir);
+        let verdict = verdict(&dir, &trusted);
+        if reason.is_empty() {
+            // Saying a carried policy is missing hides nothing: the verdict says it is not shown.
+            assert!(verdict.ok, "{what}: {verdict:?}");
+            assert_eq!((verdict.policies_carried.len(), verdict.policies_missing.len()), (0, 2), "{what}");
+            continue;
+        }
+        assert_eq!(verdict.reason.as_deref(), Some(reason), "{what}: {verdict:?}");
+        assert!(verdict.detail.contains(words), "{what}: {}", verdict.detail);
+        assert!(verdict.policies_carried.is_empty() && verdict.policies_missing.is_empty(), "{what}");
     }
 }

@@ -53,6 +53,10 @@ fn every_ctrlrun_policy_vector_hashes_decides_and_refuses_as_ctrlrun_does() {
         if document.policy_hash != expected_hash {
             failures.push(format!("row {index}: hash {} != {expected_hash}", document.policy_hash));
         }
+        // The policy the store keeps under the hash is the one hashed (`warden export` carries it).
+        if warden::canonical::sha256_prefixed(&document.canonical_policy) != expected_hash {
+            failures.push(format!("row {index}: the canonical policy kept does not hash to {expected_hash}"));
+        }
         let cases = row["cases"].as_array().unwrap_or_else(|| panic!("row {index} has no cases"));
         for case in cases {
             let arguments: Map<String, Value> = serde_json::from_str(field(case, "arguments_json"))

@@ -65,6 +65,17 @@ const SCHEMA_3_TABLES: [&str; 8] = [
     "budget_by_effect",
 ];
 
+/// Write the version row of a closed store file, as a build of that schema would have.
+fn set_schema_version(path: &std::path::Path, version: u32) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+        meta.insert("schema_version", version.to_le_bytes().as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
 fn schema_version(path: &std::path::Path) -> u32 {
     use redb::ReadableDatabase;
     let db = redb::Database::open(path).unwrap();
@@ -132,15 +143,7 @@ fn a_newer_schema_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
     drop(open(&path, &warden::ManualClock::new(T0)));
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", (SCHEMA_VERSION + 1).to_le_bytes().as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
-    }
+    set_schema_version(&path, SCHEMA_VERSION + 1);
     let refused = warden::Kernel::open(&path, warden::KernelOptions::default()).unwrap_err();
     let words = format!("schema version {}, newer than this build's {SCHEMA_VERSION}", SCHEMA_VERSION + 1);
     assert!(refused.to_string().contains(&words), "{refused}");
@@ -163,17 +166,9 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_current_when_opened_to_
                 .unwrap();
         }
     }
-    // Schema 4 differs from 7 only in never holding a compressed row, having no journal and no evidence tables: its
-    // version row says 4 (the journal mark of a clean close is left, as a schema-4 file ignores it).
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
-            meta.insert("schema_version", 4u32.to_le_bytes().as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
-    }
+    // Schema 4 differs from 8 only in never holding a compressed row, having no journal, no evidence tables and no
+    // policies table: its version row says 4 (the journal mark of a clean close is left, as a schema-4 file ignores it).
+    set_schema_version(&path, 4);
     // A reader (no owner running: the file is opened read-only) needs no migration first.
     let read = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["receipts", "--verify-chain", "--json", "--store"])
@@ -196,6 +191,42 @@ fn a_schema_4_store_is_read_without_a_writer_and_becomes_current_when_opened_to_
         assert_eq!((checkpoint.number, checkpoint.size), (1, 4), "three receipts and the refusal's");
     }
     assert_eq!(schema_version(&path), SCHEMA_VERSION);
+}
+
+#[test]
+fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = warden::ManualClock::new(T0);
+    {
+        let kernel = open(&path, &clock);
+        kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
+    }
+    // Schema 7 is schema 8 without the anchors and policies tables.
+    drop_table(&path, "policies");
+    drop_table(&path, "anchors");
+    set_schema_version(&path, 7);
+    // A reader needs no migration, and finds no policy kept.
+    let reader = open_to_read(&path);
+    assert!(reader.verify_chain().unwrap().ok);
+    assert_eq!(reader.policy("sha256:test").unwrap(), None);
+    drop(reader);
+    assert_eq!((schema_version(&path), table_exists(&path, "policies")), (7, false), "reading never migrates");
+    // A writer migrates: the table comes empty, and a governed handle keeps its policy there.
+    let document = warden::document::load_str(
+        "schema: warden/v1\nactions:\n  stripe.refund:\n    effect: \"refund:{payment_id}\"\n    decision: allow\n",
+        "policy.yaml",
+    )
+    .unwrap();
+    let (hash, canonical) = (document.policy_hash.clone(), document.canonical_policy.clone());
+    let options = warden::WardenOptions { clock: std::sync::Arc::new(clock), ..warden::WardenOptions::default() };
+    let warden = warden::Warden::open(&path, document, options).unwrap();
+    assert_eq!(warden.kernel().policy(&hash).unwrap(), Some(canonical));
+    drop(warden);
+    assert_eq!(
+        (schema_version(&path), table_exists(&path, "policies"), table_exists(&path, "anchors")),
+        (8, true, true)
+    );
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.

@@ -511,7 +511,8 @@ export type EvidenceReason =
   | 'receipt_altered'
   | 'root_mismatch'
   | 'outcome_missing'
-  | 'truncated';
+  | 'truncated'
+  | 'policy_altered';
 
 /** What `evidence.verifyBundle` concluded: the same fields as `warden verify-bundle --json`. */
 export interface EvidenceVerdict {
@@ -531,6 +532,10 @@ export interface EvidenceVerdict {
   open_at_end: number;
   /** Effects a checkpoint saw open that closed with no receipt (the signer attests how). */
   closed_without_receipt: number;
+  /** The policy hashes the receipts name whose policy the bundle carries, each file hashing to its name (filled when every check passed). */
+  policies_carried: string[];
+  /** The policy hashes the receipts name whose policy the bundle does not carry: nothing shows what they said (filled when every check passed). */
+  policies_missing: string[];
 }
 
 /** A signed-note Ed25519 verifier key (`NAME+ID+BASE64`), parsed and checked. */
@@ -576,6 +581,8 @@ export interface Evidence {
   nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array;
   /** Parse a verifier key; throws an Error saying what is wrong with it. */
   parseVerifierKey(text: string): EvidenceVerifierKey;
+  /** A policy's file in a bundle (`policies/<hex>.json`) for its `sha256:` hash; null for a hash of another form. */
+  policyFile(policyHash: string): string | null;
 }
 
 /** The pure-JavaScript verifier of offline bundles (`warden export`), also usable without the addon: `require('warden/lib/evidence')`. */

@@ -16,11 +16,12 @@ use super::{ActionEntry, DocumentError, Mode, WHOLE_DOCUMENT};
 const DEFAULT_CTRLRUN_ENVIRONMENT: &str = "production";
 
 impl Cx<'_> {
-    /// `sha256:` + hex over the canonical bytes of a canonical policy.
-    pub(super) fn policy_hash(&self, canonical: &Value) -> Result<String, DocumentError> {
+    /// The canonical bytes of a canonical policy, and `sha256:` + hex over them: the policy
+    /// hash and the document it is the hash of, taken in one place.
+    pub(super) fn policy_hash(&self, canonical: &Value) -> Result<(String, Vec<u8>), DocumentError> {
         let bytes = canonical_bytes(canonical, "")
             .map_err(|e| self.error(WHOLE_DOCUMENT, None, format!("the policy cannot be hashed: {e}")))?;
-        Ok(sha256_prefixed(&bytes))
+        Ok((sha256_prefixed(&bytes), bytes))
     }
 
     /// ctrlrun's `_canonical_policy`: the raw `actions` and `controls` sections as PyYAML

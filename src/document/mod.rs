@@ -146,6 +146,11 @@ pub struct Document {
     /// canonical JSON of `{actions, authority, environment, mode, schema, sources}` as parsed
     /// (`version` excluded: relabelling a document does not change the policy).
     pub policy_hash: String,
+    /// The canonical policy `policy_hash` is the SHA-256 of, as bytes (canonical JSON): what the
+    /// store keeps under the hash (`policies`) and `warden export` carries as
+    /// `policies/<hex>.json`. It holds what decides (the entries, `authority`, `sources` with
+    /// their credential references), never a credential value.
+    pub canonical_policy: Vec<u8>,
     /// Load-time warnings: the document is valid, but something in it is probably a mistake.
     pub warnings: Vec<String>,
 }
@@ -463,7 +468,7 @@ impl Document {
             self.mode,
             self.sources.as_ref(),
         );
-        self.policy_hash = cx.policy_hash(&canonical)?;
+        (self.policy_hash, self.canonical_policy) = cx.policy_hash(&canonical)?;
         self.authority = Some(file.raw);
         self.authority_config = Some(file.authority);
         Ok(self)

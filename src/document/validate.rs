@@ -147,7 +147,7 @@ impl Cx<'_> {
         } else {
             self.ctrlrun_canonical(get("actions"), get("controls"), environment.as_deref(), mode)?
         };
-        let policy_hash = self.policy_hash(&canonical)?;
+        let (policy_hash, canonical_policy) = self.policy_hash(&canonical)?;
 
         Ok(Document {
             schema: self.schema.clone(),
@@ -164,6 +164,7 @@ impl Cx<'_> {
             evidence,
             gateway,
             policy_hash,
+            canonical_policy,
             warnings,
         })
     }

@@ -26,7 +26,7 @@ pub use anchors::{AnchorLine, ANCHORS_FILE};
 pub const BUNDLE_FORMAT: &str = "warden.bundle/v1";
 
 /// Every reason a verifier may give, in the order the checks run (`docs/EVIDENCE.md`).
-pub const REASONS: [&str; 15] = [
+pub const REASONS: [&str; 16] = [
     "bundle_malformed",
     "key_untrusted",
     "signature_invalid",
@@ -42,6 +42,7 @@ pub const REASONS: [&str; 15] = [
     "root_mismatch",
     "outcome_missing",
     "truncated",
+    "policy_altered",
 ];
 
 /// `bundle.json`: what the bundle holds.
@@ -58,8 +59,12 @@ pub struct Manifest {
     pub start_size: u64,
     /// The verifier keys, as files under `keys/`.
     pub keys: Vec<String>,
-    /// The policy document hashes the receipts name.
+    /// The policy hashes the receipts name, each once.
     pub policies: Vec<String>,
+    /// Those of them the bundle does not carry (the store kept no policy under the hash: a
+    /// receipt written before policies were kept, or by another tool). Every other one is
+    /// carried as `policies/<hex>.json`, the canonical policy whose SHA-256 is the hash.
+    pub policies_missing: Vec<String>,
 }
 
 /// `start.json`: where a bundle that starts after the first receipt picks the log up.
@@ -101,6 +106,10 @@ pub struct Exported {
     pub approvals: u64,
     /// The anchors' receipts written.
     pub anchors: u64,
+    /// The policies written (`policies/<hex>.json`).
+    pub policies: u64,
+    /// The policy hashes the receipts name that the store kept no policy under.
+    pub policies_missing: Vec<String>,
 }
 
 fn io<'p>(what: &str, path: &'p Path) -> impl FnOnce(std::io::Error) -> Error + 'p {
@@ -122,6 +131,14 @@ fn json_line<T: Serialize>(value: &T) -> Result<String> {
 /// A key's file name under `keys/`.
 fn key_file(verifier: &NoteVerifier) -> String {
     format!("keys/{:08x}.vkey", verifier.id())
+}
+
+/// A policy's file name under `policies/`: the hex of its `sha256:` hash. `None` for a hash
+/// of another form (a tool's own), which no file can carry.
+pub fn policy_file(policy_hash: &str) -> Option<String> {
+    let hex = policy_hash.strip_prefix("sha256:")?;
+    let lower_hex = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    lower_hex.then(|| format!("policies/{hex}.json"))
 }
 
 /// Write the bundle of checkpoints `from` (exclusive of its receipts; `None`: from the first
@@ -170,7 +187,7 @@ fn write_bundle(
     first: Option<&StoredCheckpoint>,
     last: &StoredCheckpoint,
 ) -> Result<Exported> {
-    for sub in ["", "checkpoints", "keys", "proofs"] {
+    for sub in ["", "checkpoints", "keys", "proofs", "policies"] {
         let path = dir.join(sub);
         std::fs::create_dir_all(&path).map_err(io("create", &path))?;
     }
@@ -287,13 +304,25 @@ fn write_bundle(
     }
     write_file(&approvals_path, lines.as_bytes())?;
     let anchor_lines = write_anchors(kernel, dir, start_number, last.number)?;
+    let mut missing = Vec::new();
+    for hash in &policies {
+        let kept = match policy_file(hash) {
+            Some(name) => kernel.policy(hash)?.map(|canonical| (name, canonical)),
+            None => None,
+        };
+        match kept {
+            Some((name, canonical)) => write_file(&dir.join(name), &canonical)?,
+            None => missing.push(hash.clone()),
+        }
+    }
     let manifest = Manifest {
         format: BUNDLE_FORMAT.into(),
         origin: last.origin.clone(),
         checkpoints: checkpoints.iter().map(|cp| cp.number).collect(),
         start_size,
         keys: keys.into_iter().collect(),
-        policies: policies.into_iter().collect(),
+        policies: policies.iter().cloned().collect(),
+        policies_missing: missing.clone(),
     };
     write_file(&dir.join("bundle.json"), json_line(&manifest)?.as_bytes())?;
     Ok(Exported {
@@ -302,6 +331,8 @@ fn write_bundle(
         checkpoints: manifest.checkpoints,
         approvals: approvals.len() as u64,
         anchors: anchor_lines,
+        policies: (policies.len() - missing.len()) as u64,
+        policies_missing: missing,
     })
 }
 
@@ -382,6 +413,22 @@ pub struct Verdict {
     pub anchors: u64,
     /// Those whose receipt was checked (a `file` line; an `rfc3161` token, given its TSA).
     pub anchors_checked: u64,
+    /// The policy hashes the receipts name whose policy the bundle carries, each file hashing
+    /// to its name (filled when every check passed).
+    pub policies_carried: Vec<String>,
+    /// The policy hashes the receipts name whose policy the bundle does not carry: nothing
+    /// shows what those policies said (filled when every check passed).
+    pub policies_missing: Vec<String>,
+}
+
+/// The verdict's line about the policies, as every verifier prints it.
+pub fn policies_line(verdict: &Verdict) -> String {
+    let list = |hashes: &[String]| if hashes.is_empty() { "none".to_owned() } else { hashes.join(", ") };
+    format!(
+        "policies carried: {}; not carried (nothing shows what they said): {}",
+        list(&verdict.policies_carried),
+        list(&verdict.policies_missing)
+    )
 }
 
 struct Failure(&'static str, String);
@@ -418,6 +465,8 @@ pub fn verify_bundle_with(dir: &Path, trusted: &[NoteVerifier], tsas: &[crate::e
         closed_without_receipt: 0,
         anchors: 0,
         anchors_checked: 0,
+        policies_carried: Vec::new(),
+        policies_missing: Vec::new(),
     };
     match run(dir, trusted, tsas, &mut verdict) {
         Ok(detail) => {
@@ -480,6 +529,7 @@ fn run(
     if !manifest.checkpoints.windows(2).all(|pair| pair[0] < pair[1]) {
         return fail("bundle_malformed", "bundle.json lists its checkpoints out of number order");
     }
+    let listed = listed_policies(&manifest)?;
     // 2. Each checkpoint: signed by a trusted key, its text a checkpoint of this origin, its
     // companion the one it hashes.
     let mut checked: Vec<Checked> = Vec::new();
@@ -613,6 +663,7 @@ fn run(
     let file = std::fs::File::open(dir.join("receipts.jsonl"))
         .or_else(|e| fail("bundle_malformed", format!("cannot read receipts.jsonl: {e}")))?;
     let mut pending_gap: Option<u64> = None;
+    let mut named: BTreeSet<String> = BTreeSet::new();
     let mut walk = Walk::default();
     walk.arrive(&checked, &frontier, verdict)?;
     std::thread::scope(|scope| -> std::result::Result<(), Failure> {
@@ -674,6 +725,15 @@ fn run(
                 if let Some(spent) = &fields.spent {
                     check_approval(&approvals, spent, seq)?;
                 }
+                if let Some(hash) = &fields.policy {
+                    if !listed.contains(hash.as_str()) {
+                        return fail(
+                            "bundle_malformed",
+                            format!("receipt {seq} names policy {hash:?}, which bundle.json does not list"),
+                        );
+                    }
+                    named.insert(hash.clone());
+                }
                 if let Some(key) = fields.closes {
                     if walk.waiting.contains(&key) {
                         walk.closed.insert(key);
@@ -701,6 +761,9 @@ fn run(
             ),
         );
     }
+    // 9. The policies: every one listed is named by a receipt, and each carried one is the
+    // document its name is the hash of.
+    check_policies(dir, &manifest, &named, verdict)?;
     let last = checked.last().map_or(0, |cp| cp.number);
     verdict.open_at_end = checked.last().map_or(0, |cp| cp.companion.open.len() as u64);
     Ok(format!(
@@ -726,6 +789,7 @@ struct Fields {
     finished_at: Option<String>,
     spent: Option<Spent>,
     closes: Option<(String, u32)>,
+    policy: Option<String>,
 }
 
 /// One line of `receipts.jsonl`, read and hashed by a worker.
@@ -757,6 +821,7 @@ fn read_line(bytes: &[u8]) -> Line {
             finished_at: text_of("finished_at"),
             spent,
             closes: checkpoint::closes(&document),
+            policy: text_of("policy_hash"),
         }
     });
     Line { ends, fields, chain_hash: format!("sha256:{}", hex::encode(Sha256::digest(text))), leaf: leaf_hash(text) }
@@ -961,5 +1026,63 @@ fn check_approval(approvals: &Approvals, spent: &Spent, seq: u64) -> std::result
             format!("receipt {seq} and approval {} disagree on the action or the approver", spent.approval_id),
         );
     }
+    Ok(())
+}
+
+/// Step 1's look at the policies bundle.json lists: each once, and those it says are missing
+/// among them. Returns the listed hashes.
+fn listed_policies(manifest: &Manifest) -> std::result::Result<BTreeSet<&str>, Failure> {
+    let mut listed = BTreeSet::new();
+    for hash in &manifest.policies {
+        if !listed.insert(hash.as_str()) {
+            return fail("bundle_malformed", format!("bundle.json lists policy {hash:?} twice"));
+        }
+    }
+    let mut missing = BTreeSet::new();
+    for hash in &manifest.policies_missing {
+        if !missing.insert(hash.as_str()) {
+            return fail("bundle_malformed", format!("bundle.json lists policy {hash:?} as missing twice"));
+        }
+        if !listed.contains(hash.as_str()) {
+            return fail(
+                "bundle_malformed",
+                format!("bundle.json lists policy {hash:?} as missing but not among the policies"),
+            );
+        }
+    }
+    Ok(listed)
+}
+
+/// Step 6: every policy listed is named by a receipt the bundle holds; each one not listed as
+/// missing is carried as `policies/<hex>.json`, whose bytes hash to its name.
+fn check_policies(
+    dir: &Path,
+    manifest: &Manifest,
+    named: &BTreeSet<String>,
+    verdict: &mut Verdict,
+) -> std::result::Result<(), Failure> {
+    if let Some(hash) = manifest.policies.iter().find(|hash| !named.contains(hash.as_str())) {
+        return fail("bundle_malformed", format!("bundle.json lists policy {hash:?}, which no receipt names"));
+    }
+    let mut carried = Vec::new();
+    for hash in manifest.policies.iter().filter(|hash| !manifest.policies_missing.contains(hash)) {
+        let Some(name) = policy_file(hash) else {
+            return fail(
+                "bundle_malformed",
+                format!("bundle.json lists policy {hash:?} as carried, but no file can carry a hash of that form"),
+            );
+        };
+        let bytes =
+            std::fs::read(dir.join(&name)).or_else(|e| fail("bundle_malformed", format!("cannot read {name}: {e}")))?;
+        if crate::canonical::sha256_prefixed(&bytes) != *hash {
+            return fail(
+                "policy_altered",
+                format!("{name} does not hash to {hash}: it is not the policy the receipts name"),
+            );
+        }
+        carried.push(hash.clone());
+    }
+    verdict.policies_carried = carried;
+    verdict.policies_missing = manifest.policies_missing.clone();
     Ok(())
 }

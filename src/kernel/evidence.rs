@@ -234,6 +234,12 @@ pub(super) fn anchor_states(rx: &ReadTx<'_>, sinks: &[String]) -> Result<Vec<Sin
     Ok(states)
 }
 
+/// Keep a policy under its hash (the store checks the bytes hash to it, and never overwrites).
+pub(super) fn apply_keep_policy(tx: &mut WriteTx<'_>, policy_hash: &str, canonical: &[u8]) -> Result<WriteReply> {
+    tx.keep_policy(policy_hash, canonical)?;
+    Ok(WriteReply::Done)
+}
+
 /// What a proof read asks for.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -429,6 +435,37 @@ impl Kernel {
         match self.guarded(|kernel, _| kernel.read(&Read::Anchors { from, to }))? {
             ReadReply::Anchors(rows) => Ok(rows),
             _ => Err(unexpected("anchors")),
+        }
+    }
+
+    /// The canonical policy the store keeps under `policy_hash` (`sha256:…`), checked to hash to
+    /// it; `None` when it keeps none (a receipt written before policies were kept, or by a tool
+    /// that does not keep them).
+    pub fn policy(&self, policy_hash: &str) -> Result<Option<Vec<u8>>> {
+        let ask = Read::Policy { policy_hash: policy_hash.to_owned() };
+        match self.guarded(|kernel, _| kernel.read(&ask))? {
+            ReadReply::Policy(policy) => Ok(policy),
+            _ => Err(unexpected("policy")),
+        }
+    }
+
+    /// Keep the canonical policy this handle runs under, by its hash, before its first receipt
+    /// names it: one durable write the first time, a read after that. A read-only handle keeps
+    /// nothing (it writes no receipt).
+    pub(crate) fn keep_policy(&self, policy_hash: &str, canonical: &[u8]) -> Result<()> {
+        if matches!(self.store().role()?, Role::ReadOnly) {
+            return Ok(());
+        }
+        // Kept already: a read, and no write. Anything else is the write's to decide (other bytes
+        // under the hash are its fault to name).
+        if self.policy(policy_hash)?.as_deref() == Some(canonical) {
+            return Ok(());
+        }
+        let op = Write::KeepPolicy { policy_hash: policy_hash.to_owned(), canonical: canonical.to_vec() };
+        match self.guarded(|kernel, _| kernel.write(op))? {
+            WriteReply::Done => Ok(()),
+            WriteReply::Refused(refusal) => Err(refusal),
+            _ => Err(unexpected("policy")),
         }
     }
 

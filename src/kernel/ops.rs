@@ -270,6 +270,14 @@ pub enum Write {
     /// Append a signed checkpoint, after checking its signature, root and order (and cache
     /// the Merkle nodes that check computed).
     AppendCheckpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
+    /// Keep the canonical policy a handle runs under by its hash, once, before any receipt of
+    /// the handle names it; the same bytes again write nothing, other bytes are a fault.
+    KeepPolicy {
+        /// `sha256:` + hex over `canonical`.
+        policy_hash: String,
+        /// The canonical policy (`Document::canonical_policy`).
+        canonical: Vec<u8>,
+    },
     /// Record one sink's try of one checkpoint; a record that says it was anchored is kept as
     /// it is (the reply is the stored one).
     RecordAnchor(Box<crate::evidence::anchoring::StoredAnchor>),
@@ -458,13 +466,16 @@ impl WriteOp for Write {
             Write::Suspension(suspension) => super::permit::apply_suspension(tx, suspension, now),
             Write::AppendCheckpoint(row) => super::evidence::apply_append(tx, row),
             Write::RecordAnchor(row) => super::evidence::apply_anchor(tx, row),
+            Write::KeepPolicy { policy_hash, canonical } => {
+                super::evidence::apply_keep_policy(tx, policy_hash, canonical)
+            }
         }
     }
 
     fn resend_safe(&self) -> bool {
-        // An outcome lands once per receipt id (`apply_finish` checks), so a lost answer is
-        // safely re-sent; everything else could apply twice.
-        matches!(self, Write::Finish(_))
+        // An outcome lands once per receipt id (`apply_finish` checks), and a policy is kept once
+        // per hash, so a lost answer is safely re-sent; everything else could apply twice.
+        matches!(self, Write::Finish(_) | Write::KeepPolicy { .. })
     }
 }
 
@@ -589,6 +600,11 @@ pub enum Read {
         /// The last.
         to: u64,
     },
+    /// The canonical policy kept under one hash.
+    Policy {
+        /// `sha256:` + hex.
+        policy_hash: String,
+    },
     /// The unreleased amount charged to one grant's budget metric in a window ending now.
     BudgetSpent {
         /// The grant whose budget is summed.
@@ -659,6 +675,8 @@ pub enum ReadReply {
     Basis(Box<crate::evidence::checkpoint::Basis>),
     /// No checkpoint is due (a `CheckpointBasis` with `due`); nothing was gathered.
     NotDue,
+    /// The canonical policy kept under a hash; `None` when the store keeps none under it.
+    Policy(Option<Vec<u8>>),
     /// Where each sink stands.
     AnchorStates(Vec<crate::evidence::anchoring::SinkState>),
     /// Anchor records, by sink then checkpoint.
@@ -712,6 +730,7 @@ impl ReadOp for Read {
             Read::Checkpoint { number: Some(number) } => {
                 ReadReply::Checkpoints(rx.checkpoint(*number)?.into_iter().collect())
             }
+            Read::Policy { policy_hash } => ReadReply::Policy(rx.policy(policy_hash)?),
             Read::Checkpoint { number: None } => ReadReply::Checkpoints(rx.last_checkpoint()?.into_iter().collect()),
             Read::Proof(ask) => super::evidence::run_proof(rx, ask)?,
             Read::CheckpointBasis { origin, due } => super::evidence::gather(rx, origin.as_deref(), due.as_ref(), now)?,

@@ -81,10 +81,15 @@ pub trait WriteTables: AuthorityWrites + EvidenceReads {
 
     /// Write a sink's record of a checkpoint, replacing the one it had.
     fn put_anchor(&mut self, anchor: &StoredAnchor) -> Result<()>;
+
+    /// Keep the canonical policy `canonical` under its hash `policy_hash`, once: `true` when
+    /// written by this call, `false` when the same bytes were already kept. Bytes that do not
+    /// hash to `policy_hash`, or a row holding other bytes, are a fault (never overwritten).
+    fn keep_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool>;
 }
 
 /// What the evidence reads in a transaction of either kind: the receipts as the Merkle tree's
-/// leaves, its cached nodes, the checkpoints and the effects still open.
+/// leaves, its cached nodes, the checkpoints, the effects still open and the policies kept.
 pub trait EvidenceReads {
     /// The canonical document of the receipt at `seq`, integrity-checked.
     fn receipt_document(&self, seq: u64) -> Result<Option<String>>;
@@ -106,6 +111,9 @@ pub trait EvidenceReads {
 
     /// Every effect reserved, executing or AMBIGUOUS, by key.
     fn open_effects(&self) -> Result<Vec<OpenEffect>>;
+
+    /// The canonical policy kept under `policy_hash` (`sha256:…`), checked to hash to it.
+    fn policy(&self, policy_hash: &str) -> Result<Option<Vec<u8>>>;
 
     /// A sink's record of checkpoint `checkpoint`.
     fn anchor(&self, sink: &str, checkpoint: u64) -> Result<Option<StoredAnchor>>;

@@ -991,7 +991,8 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
         other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
     })?;
     match redb::schema::version(&db, path)? {
-        // The file alone is the store only when its journal holds nothing more.
+        // The file alone is the store only when its journal holds nothing more. Schema 7 differs
+        // only in having no anchors or policies table, which read as empty.
         Some(7 | SCHEMA_VERSION) => {
             use ::redb::ReadableDatabase;
             let reads = redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?);

@@ -16,7 +16,9 @@ use redb::TableDefinition;
 /// 7: the evidence tables (`merkle_nodes`, the cached nodes of the receipts' Merkle tree, and
 /// `checkpoints`, the signed checkpoints), created empty; nothing is rewritten. A build that
 /// knows only 6 would let a checkpointed log be pruned under it unseen, so it refuses the file.
-/// 8: `anchors`, each sink's record of each checkpoint, created empty; nothing is rewritten.
+/// 8: `anchors` (each sink's record of each checkpoint) and `policies` (the canonical policy each
+/// handle ran under, by its hash), created empty; nothing is rewritten. A build that knows only 7
+/// would write receipts naming policies it never keeps, so it refuses the file.
 pub const SCHEMA_VERSION: u32 = 8;
 
 pub(super) const META_SCHEMA: &str = "schema_version";

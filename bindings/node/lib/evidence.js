@@ -45,6 +45,7 @@ const REASONS = Object.freeze([
   'root_mismatch',
   'outcome_missing',
   'truncated',
+  'policy_altered',
 ]);
 
 const U64_MAX = (1n << 64n) - 1n;
@@ -526,6 +527,7 @@ const MANIFEST = Types.struct('Manifest', [
   ['start_size', Types.u64],
   ['keys', Types.vec(Types.string)],
   ['policies', Types.vec(Types.string)],
+  ['policies_missing', Types.vec(Types.string)],
 ]);
 
 const START = Types.struct('Start', [
@@ -1103,7 +1105,61 @@ function readManifest(dir, trusted) {
       fail('bundle_malformed', 'bundle.json lists its checkpoints out of number order');
     }
   }
+  listedPolicies(manifest);
   return { manifest, keys };
+}
+
+/** The policies bundle.json lists: each once, and those it says are missing among them (check 1). */
+function listedPolicies(manifest) {
+  const listed = new Set();
+  for (const hash of manifest.policies) {
+    if (listed.has(hash)) fail('bundle_malformed', `bundle.json lists policy ${quoted(hash)} twice`);
+    listed.add(hash);
+  }
+  const missing = new Set();
+  for (const hash of manifest.policies_missing) {
+    if (missing.has(hash)) fail('bundle_malformed', `bundle.json lists policy ${quoted(hash)} as missing twice`);
+    missing.add(hash);
+    if (!listed.has(hash)) {
+      fail('bundle_malformed', `bundle.json lists policy ${quoted(hash)} as missing but not among the policies`);
+    }
+  }
+  return listed;
+}
+
+/** A policy's file name under policies/: the hex of its `sha256:` hash; null for a hash of another form. */
+function policyFile(hash) {
+  const match = /^sha256:([0-9a-f]{64})$/.exec(hash);
+  return match === null ? null : `policies/${match[1]}.json`;
+}
+
+/**
+ * Every policy listed is named by a receipt the bundle holds; each one not listed as missing is
+ * carried as policies/<hex>.json, whose bytes hash to its name (the last check).
+ */
+function checkPolicies(dir, manifest, named, verdict) {
+  const unnamed = manifest.policies.find((hash) => !named.has(hash));
+  if (unnamed !== undefined) fail('bundle_malformed', `bundle.json lists policy ${quoted(unnamed)}, which no receipt names`);
+  const carried = [];
+  for (const hash of manifest.policies) {
+    if (manifest.policies_missing.includes(hash)) continue;
+    const name = policyFile(hash);
+    if (name === null) {
+      fail('bundle_malformed', `bundle.json lists policy ${quoted(hash)} as carried, but no file can carry a hash of that form`);
+    }
+    let bytes;
+    try {
+      bytes = fs.readFileSync(joinPath(dir, name));
+    } catch (error) {
+      fail('bundle_malformed', `cannot read ${name}: ${ioMessage(error)}`);
+    }
+    if (`sha256:${sha256(bytes).toString('hex')}` !== hash) {
+      fail('policy_altered', `${name} does not hash to ${hash}: it is not the policy the receipts name`);
+    }
+    carried.push(hash);
+  }
+  verdict.policies_carried = carried;
+  verdict.policies_missing = [...manifest.policies_missing];
 }
 
 /** One checkpoint: signed by a trusted key, a checkpoint of this origin, its companion the one it hashes (check 2). */
@@ -1292,8 +1348,11 @@ function outcomesAccounted(old, next, waiting, closed) {
 
 /** The state of the receipt stream between lines. */
 class ReceiptStream {
-  constructor({ checked, frontier, prevHash, approvals, verdict }) {
+  constructor({ checked, frontier, prevHash, approvals, listed, verdict }) {
     this.checked = checked;
+    /** The policy hashes bundle.json lists, and those a receipt named. */
+    this.listed = listed;
+    this.named = new Set();
     this.frontier = frontier;
     this.prevHash = prevHash;
     this.approvals = approvals;
@@ -1363,6 +1422,13 @@ class ReceiptStream {
     const approval = asStr(member(document, 'approval_id'));
     if (asStr(member(document, 'approver')) !== null && approval !== null) {
       checkApproval(this.approvals, approval, document, seq);
+    }
+    const policy = asStr(member(document, 'policy_hash'));
+    if (policy !== null) {
+      if (!this.listed.has(policy)) {
+        fail('bundle_malformed', `receipt ${seq} names policy ${quoted(policy)}, which bundle.json does not list`);
+      }
+      this.named.add(policy);
     }
     const outcome = terminalOutcome(document);
     if (outcome !== null && this.waiting.has(outcome)) this.closed.add(outcome);
@@ -1435,7 +1501,8 @@ function checkReceipts(dir, manifest, checked, verdict) {
   } catch (error) {
     fail('bundle_malformed', `cannot read receipts.jsonl: ${ioMessage(error)}`);
   }
-  const stream = new ReceiptStream({ checked, frontier, prevHash, approvals, verdict });
+  const listed = new Set(manifest.policies);
+  const stream = new ReceiptStream({ checked, frontier, prevHash, approvals, listed, verdict });
   try {
     stream.arrive();
     for (const line of fileLines(fd)) stream.line(line);
@@ -1443,7 +1510,7 @@ function checkReceipts(dir, manifest, checked, verdict) {
     fs.closeSync(fd);
   }
   stream.finish();
-  return stream.frontier.size;
+  return { size: stream.frontier.size, named: stream.named };
 }
 
 /** Every check, in order: the success detail, or a thrown Failure. */
@@ -1453,7 +1520,8 @@ function run(dir, trusted, verdict) {
   verdict.checkpoints = checked.length;
   checkHistory(checked);
   checkProofs(dir, checked);
-  const size = checkReceipts(dir, manifest, checked, verdict);
+  const { size, named } = checkReceipts(dir, manifest, checked, verdict);
+  checkPolicies(dir, manifest, named, verdict);
   const last = checked[checked.length - 1];
   verdict.open_at_end = last.companion.open.length;
   return (
@@ -1483,6 +1551,8 @@ function verifyBundle(dir, { keys = [] } = {}) {
     keys_pinned: trusted.length > 0,
     open_at_end: 0,
     closed_without_receipt: 0,
+    policies_carried: [],
+    policies_missing: [],
   };
   try {
     verdict.detail = run(dir, trusted, verdict);
@@ -1531,7 +1601,17 @@ function verdictText(verdict) {
     : '\nthe keys were taken from the bundle itself; pass --key VERIFIER_KEY to pin the signer';
   return (
     `bundle ok: ${verdict.detail}\nopen at the last checkpoint: ${verdict.open_at_end}; ` +
-    `closed without a receipt (attested by the signer): ${verdict.closed_without_receipt}${pinned}\n`
+    `closed without a receipt (attested by the signer): ${verdict.closed_without_receipt}\n` +
+    `${policiesLine(verdict)}${pinned}\n`
+  );
+}
+
+/** The verdict's line about the policies, as every verifier prints it. */
+function policiesLine(verdict) {
+  const listed = (hashes) => (hashes.length === 0 ? 'none' : hashes.join(', '));
+  return (
+    `policies carried: ${listed(verdict.policies_carried)}; ` +
+    `not carried (nothing shows what they said): ${listed(verdict.policies_missing)}`
   );
 }
 
@@ -1570,4 +1650,5 @@ module.exports = {
   leafHash,
   nodeHash,
   parseVerifierKey,
+  policyFile,
 };

@@ -44,7 +44,17 @@ function rustVerdict(dir, keys) {
   return JSON.parse(run.stdout);
 }
 
-const COMPARED = ['ok', 'reason', 'receipts', 'checkpoints', 'keys_pinned', 'open_at_end', 'closed_without_receipt'];
+const COMPARED = [
+  'ok',
+  'reason',
+  'receipts',
+  'checkpoints',
+  'keys_pinned',
+  'open_at_end',
+  'closed_without_receipt',
+  'policies_carried',
+  'policies_missing',
+];
 
 /** Verify `dir`: the JS verdict has `reason` (null: sound) and, when the CLI is built, agrees with Rust's. */
 function assertVerdict(dir, keys, reason) {
@@ -94,11 +104,16 @@ test('the sound bundles state what they proved', () => {
       keys_pinned: true,
       open_at_end: 1,
       closed_without_receipt: 1,
+      policies_carried: [`sha256:${crypto.createHash('sha256').update(fs.readFileSync(carriedPolicy(path.join(corpus, 'sound')))).digest('hex')}`],
+      policies_missing: ['sha256:test'],
     },
   );
   assert.match(sound.detail, /^28 receipts hash to the roots of 3 checkpoint\(s\)/);
   const later = evidence.verifyBundle(path.join(corpus, 'from_checkpoint_1'), { keys: [TRUSTED] });
   assert.equal(later.receipts, 8);
+  assert.deepEqual([later.policies_carried, later.policies_missing], [sound.policies_carried, sound.policies_missing]);
+  const edited = evidence.verifyBundle(path.join(corpus, 'edited_policy'), { keys: [TRUSTED] });
+  assert.deepEqual([edited.reason, edited.policies_carried, edited.policies_missing], ['policy_altered', [], []]);
 });
 
 test('a swapped key verifies when the keys are not pinned, and says so', () => {
@@ -143,7 +158,7 @@ function noteOnlyBundle(t, note, origin = 'x') {
   fs.mkdirSync(path.join(dir, 'checkpoints'));
   fs.writeFileSync(
     path.join(dir, 'bundle.json'),
-    JSON.stringify({ format: 'warden.bundle/v1', origin, checkpoints: [1], start_size: 0, keys: [], policies: [] }),
+    JSON.stringify({ format: 'warden.bundle/v1', origin, checkpoints: [1], start_size: 0, keys: [], policies: [], policies_missing: [] }),
   );
   fs.writeFileSync(path.join(dir, 'checkpoints', '000001.note'), note);
   return dir;
@@ -405,6 +420,7 @@ function writeBundle(dir, spec) {
     start_size: s.startSize,
     keys: [`keys/${s.signer.idHex}.vkey`],
     policies: [],
+    policies_missing: [],
   };
   fs.writeFileSync(path.join(dir, 'bundle.json'), s.manifest ? s.manifest(manifest) : pretty(manifest));
   return dir;
@@ -432,13 +448,33 @@ const approval = (fields) => JSON.stringify({ approval_id: 'apr_x', action_hash:
 /** The action hash of receipt 28 of the sound bundle. */
 const actionHash28 = (dir) => JSON.parse(fs.readFileSync(path.join(dir, 'receipts.jsonl'), 'utf8').split('\n')[27]).action_hash;
 const nested = (depth) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+/** The one policy file the corpus's bundles carry. */
+function carriedPolicy(dir) {
+  const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'bundle.json'), 'utf8'));
+  const carried = manifest.policies.filter((hash) => !manifest.policies_missing.includes(hash));
+  assert.equal(carried.length, 1);
+  return path.join(dir, evidence.policyFile(carried[0]));
+}
+/** The key file the bundle in `dir` lists first. */
+const keyFile = (dir) => path.join(dir, JSON.parse(fs.readFileSync(path.join(dir, 'bundle.json'), 'utf8')).keys[0]);
+/** Consistency proof 1→2 of the sound bundle with its first hash rewritten by `change`. */
+const firstProofHash = (change) =>
+  editJson('proofs/consistency-000001-000002.json', (p) => ({ ...p, proof: [change(p.proof[0]), ...p.proof.slice(1)] }));
+/** Consistency proof 1→2 with the first hash that ends in `=` written without it. */
+const unpaddedProofHash = editJson('proofs/consistency-000001-000002.json', (p) => {
+  const at = p.proof.findIndex((hash) => hash.endsWith('='));
+  assert.ok(at >= 0);
+  return { ...p, proof: p.proof.map((hash, i) => (i === at ? hash.replace(/=+$/, '') : hash)) };
+});
+/** One base64 character of `hash` changed to another valid one. */
+const otherBase64 = (hash) => `${hash[0] === 'A' ? 'B' : 'A'}${hash.slice(1)}`;
 
 const TAMPERED = [
   ['bundle.json missing a field', editJson('bundle.json', ({ policies, ...rest }) => rest), 'bundle_malformed'],
   ['bundle.json of another format', editJson('bundle.json', (m) => ({ ...m, format: 'warden.bundle/v2' })), 'bundle_malformed'],
   ['a flipped signature character', flipSignature, 'signature_invalid'],
   ['an edited companion', edit('checkpoints/000002.json', (text) => text.replace('"attempt": 1', '"attempt": 2')), 'checkpoint_altered'],
-  ['an edited consistency proof', edit('proofs/consistency-000001-000002.json', (text) => text.replace('j/hihxP', 'j/hihxQ')), 'proof_invalid'],
+  ['an edited consistency proof', firstProofHash(otherBase64), 'proof_invalid'],
   ['a receipt line that is not JSON', editLine(5, (line) => line.slice(0, -1)), 'receipt_malformed'],
   ['approvals.jsonl missing a spent approval', editLine(28, SPEND), 'bundle_malformed'],
   // More of the same kinds.
@@ -459,8 +495,8 @@ const TAMPERED = [
   ['a note with CRLF line ends', edit('checkpoints/000001.note', (text) => text.replace(/\n/g, '\r\n')), 'bundle_malformed'],
   ['a companion missing', remove('checkpoints/000002.json'), 'bundle_malformed'],
   ['a consistency proof missing', remove('proofs/consistency-000002-000003.json'), 'bundle_malformed'],
-  ['a proof hash that is not base64', edit('proofs/consistency-000001-000002.json', (text) => text.replace('j/hihxP', 'j/hih-P')), 'bundle_malformed'],
-  ['a proof hash without its padding', edit('proofs/consistency-000001-000002.json', (text) => text.replace('VzU=', 'VzU')), 'bundle_malformed'],
+  ['a proof hash that is not base64', firstProofHash((hash) => `${hash.slice(0, 5)}-${hash.slice(6)}`), 'bundle_malformed'],
+  ['a proof hash without its padding', unpaddedProofHash, 'bundle_malformed'],
   ['a proof one hash short', editJson('proofs/consistency-000001-000002.json', (p) => ({ ...p, proof: p.proof.slice(1) })), 'proof_invalid'],
   ['a proof naming other sizes', editJson('proofs/consistency-000001-000002.json', (p) => ({ ...p, old_size: 21 })), 'proof_invalid'],
   ['a proof naming other checkpoints', editJson('proofs/consistency-000001-000002.json', (p) => ({ ...p, old_checkpoint: 7 })), null],
@@ -487,6 +523,18 @@ const TAMPERED = [
   ['approvals.jsonl with CRLF line ends', (dir) => fs.writeFileSync(path.join(dir, 'approvals.jsonl'), `${approval({})}\r\n`), null],
   ['approvals.jsonl missing', remove('approvals.jsonl'), 'bundle_malformed'],
   ['receipts.jsonl missing', remove('receipts.jsonl'), 'bundle_malformed'],
+  // The policies.
+  ['the carried policy file missing', (dir) => fs.rmSync(carriedPolicy(dir)), 'bundle_malformed'],
+  ['the carried policy file with a newline added', (dir) => fs.appendFileSync(carriedPolicy(dir), '\n'), 'policy_altered'],
+  ['the carried policy file emptied', (dir) => fs.writeFileSync(carriedPolicy(dir), ''), 'policy_altered'],
+  ['the missing policy claimed carried', editJson('bundle.json', (m) => ({ ...m, policies_missing: [] })), 'bundle_malformed'],
+  ['the carried policy claimed missing', editJson('bundle.json', (m) => ({ ...m, policies_missing: [...m.policies] })), null],
+  ['a missing policy not among the policies', editJson('bundle.json', (m) => ({ ...m, policies_missing: [...m.policies_missing, 'sha256:other'] })), 'bundle_malformed'],
+  ['a policy listed missing twice', editJson('bundle.json', (m) => ({ ...m, policies_missing: [...m.policies_missing, 'sha256:test'] })), 'bundle_malformed'],
+  ['a policy listed twice', editJson('bundle.json', (m) => ({ ...m, policies: [...m.policies, m.policies[0]] })), 'bundle_malformed'],
+  ['a named policy not listed', editJson('bundle.json', (m) => ({ ...m, policies: ['sha256:test'] })), 'bundle_malformed'],
+  ['a listed policy no receipt names', editJson('bundle.json', (m) => ({ ...m, policies: [...m.policies, 'sha256:unnamed'] })), 'bundle_malformed'],
+  ['bundle.json without policies_missing', editJson('bundle.json', ({ policies_missing, ...rest }) => rest), 'bundle_malformed'],
 ];
 
 test('tampered copies of the sound bundle are refused by name, as the Rust verifier refuses them', async (t) => {
@@ -501,10 +549,10 @@ test('tampered copies of the sound bundle are refused by name, as the Rust verif
 });
 
 const UNPINNED = [
-  ['the bundle key file missing', remove('keys/44995138.vkey'), 'bundle_malformed'],
-  ['the bundle key file ending in U+0085 (whitespace to Rust)', edit('keys/44995138.vkey', (text) => `${text.trim()}\u0085`), null],
-  ['the bundle key file starting with a BOM (not whitespace to Rust)', edit('keys/44995138.vkey', (text) => `\ufeff${text}`), 'bundle_malformed'],
-  ['the bundle key file not UTF-8', (dir) => fs.writeFileSync(path.join(dir, 'keys/44995138.vkey'), Buffer.from([0xff])), 'bundle_malformed'],
+  ['the bundle key file missing', (dir) => fs.rmSync(keyFile(dir)), 'bundle_malformed'],
+  ['the bundle key file ending in U+0085 (whitespace to Rust)', (dir) => fs.writeFileSync(keyFile(dir), `${fs.readFileSync(keyFile(dir), 'utf8').trim()}\u0085`), null],
+  ['the bundle key file starting with a BOM (not whitespace to Rust)', (dir) => fs.writeFileSync(keyFile(dir), `\ufeff${fs.readFileSync(keyFile(dir), 'utf8')}`), 'bundle_malformed'],
+  ['the bundle key file not UTF-8', (dir) => fs.writeFileSync(keyFile(dir), Buffer.from([0xff])), 'bundle_malformed'],
 ];
 
 test('unpinned, the bundle keys are read as the Rust verifier reads them', async (t) => {

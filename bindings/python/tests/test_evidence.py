@@ -57,7 +57,17 @@ def _b64(raw: bytes) -> str:
 
 # ---- the Rust verifier, when built ---------------------------------------------------------------
 
-VERDICT_FIELDS = ("ok", "reason", "receipts", "checkpoints", "keys_pinned", "open_at_end", "closed_without_receipt")
+VERDICT_FIELDS = (
+    "ok",
+    "reason",
+    "receipts",
+    "checkpoints",
+    "keys_pinned",
+    "open_at_end",
+    "closed_without_receipt",
+    "policies_carried",
+    "policies_missing",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -125,7 +135,18 @@ def test_the_sound_bundle_counts_what_it_proved() -> None:
     counts = {name: verdict[name] for name in ("receipts", "checkpoints", "open_at_end", "closed_without_receipt")}
     assert counts == {"receipts": 28, "checkpoints": 3, "open_at_end": 1, "closed_without_receipt": 1}
     assert sorted(verdict) == sorted(["detail", *VERDICT_FIELDS])
-    assert evidence.verify_bundle(CORPUS / "from_checkpoint_1", keys=[_trusted()])["receipts"] == 8
+    # The policy the last receipts ran under is carried; the fixture's bare hash was never kept.
+    carried = _carried_policy(CORPUS / "sound")
+    assert verdict["policies_carried"] == ["sha256:" + hashlib.sha256(carried.read_bytes()).hexdigest()]
+    assert verdict["policies_missing"] == ["sha256:test"]
+    from_checkpoint = evidence.verify_bundle(CORPUS / "from_checkpoint_1", keys=[_trusted()])
+    assert from_checkpoint["receipts"] == 8
+    assert (from_checkpoint["policies_carried"], from_checkpoint["policies_missing"]) == (
+        verdict["policies_carried"],
+        ["sha256:test"],
+    )
+    refused = evidence.verify_bundle(CORPUS / "edited_policy", keys=[_trusted()])
+    assert (refused["reason"], refused["policies_carried"], refused["policies_missing"]) == ("policy_altered", [], [])
 
 
 @needs_corpus
@@ -446,6 +467,23 @@ def _consistency(leaves: list[bytes], old: int, new: int) -> list[bytes]:
     return [] if old in (0, new) else subproof(old, leaves[:new], True)
 
 
+def _carried_policy(bundle: Path) -> Path:
+    """The one policy file the corpus's bundles carry."""
+    manifest = _manifest(bundle)
+    (carried,) = [policy for policy in manifest["policies"] if policy not in manifest["policies_missing"]]
+    name = evidence.policy_file(carried)
+    assert name is not None
+    return bundle / name
+
+
+def _mangle_key_file(bundle: Path) -> None:
+    """The bundle's key file with its key's algorithm byte changed."""
+    path = bundle / _manifest(bundle)["keys"][0]
+    name, id_, key = path.read_text(encoding="utf-8").split("+", 2)
+    assert key.startswith("A"), key
+    path.write_text(f"{name}+{id_}+Z{key[1:]}", encoding="utf-8")
+
+
 def _ours(bundle: Path) -> None:
     """Every checkpoint signed again with the test key, which the bundle's key file names."""
     for number in _manifest(bundle)["checkpoints"]:
@@ -575,7 +613,14 @@ def _start_after(size: int, checkpoints: list[int]) -> Change:
         }
         (bundle / "start.json").write_text(json.dumps(start, indent=2) + "\n", encoding="utf-8")
         (bundle / "receipts.jsonl").write_bytes(b"".join(line + b"\n" for line in lines[size:]))
-        _edit_json(bundle / "bundle.json", lambda m: m.update(start_size=size, checkpoints=checkpoints))
+        # As `warden export` lists them: the policies the receipts it holds name.
+        named = sorted({json.loads(line)["policy_hash"] for line in lines[size:]})
+
+        def manifest(m: dict[str, Any]) -> None:
+            missing = [policy for policy in m["policies_missing"] if policy in named]
+            m.update(start_size=size, checkpoints=checkpoints, policies=named, policies_missing=missing)
+
+        _edit_json(bundle / "bundle.json", manifest)
 
     return change
 
@@ -596,8 +641,7 @@ CASES: list[tuple[str, str, Change, str, str | None]] = [
     ("manifest_not_json", "sound", _write("bundle.json", b"{"), CORPUS_KEY, "bundle_malformed"),
     ("manifest_out_of_order", "sound",
         _json_edit("bundle.json", lambda m: m.update(checkpoints=[2, 1, 3])), CORPUS_KEY, "bundle_malformed"),
-    ("key_file_mangled", "sound",
-        lambda b: _edit_text(b / "keys/44995138.vkey", "+Ac", "+Zc"), NO_KEY, "bundle_malformed"),
+    ("key_file_mangled", "sound", _mangle_key_file, NO_KEY, "bundle_malformed"),
     ("signature_flipped", "sound",
         lambda b: _flip_signature(b / "checkpoints/000002.note"), CORPUS_KEY, "signature_invalid"),
     ("signature_without_dash", "sound",
@@ -647,6 +691,29 @@ CASES: list[tuple[str, str, Change, str, str | None]] = [
         _last_receipt_rewritten(lambda r: json.dumps({**r, "seq": {"$serde_json::private::Number": "28"}})),
         TEST_KEY, None),
     ("small_order_key", "sound", _small_order_key, NO_KEY, "signature_invalid"),
+    ("policy_file_missing", "sound", lambda b: _carried_policy(b).unlink(), CORPUS_KEY, "bundle_malformed"),
+    ("policy_file_with_a_newline", "sound",
+        lambda b: _carried_policy(b).write_bytes(_carried_policy(b).read_bytes() + b"\n"), CORPUS_KEY, "policy_altered"),
+    ("policy_file_emptied", "sound", lambda b: _carried_policy(b).write_bytes(b""), CORPUS_KEY, "policy_altered"),
+    ("policy_missing_claimed_carried", "sound",
+        _json_edit("bundle.json", lambda m: m.update(policies_missing=[])), CORPUS_KEY, "bundle_malformed"),
+    ("policy_carried_claimed_missing", "sound",
+        _json_edit("bundle.json", lambda m: m.update(policies_missing=list(m["policies"]))), CORPUS_KEY, None),
+    ("policy_missing_not_among_the_policies", "sound",
+        _json_edit("bundle.json", lambda m: m["policies_missing"].append("sha256:other")), CORPUS_KEY, "bundle_malformed"),
+    ("policy_missing_twice", "sound",
+        _json_edit("bundle.json", lambda m: m["policies_missing"].append("sha256:test")), CORPUS_KEY, "bundle_malformed"),
+    ("policy_listed_twice", "sound",
+        _json_edit("bundle.json", lambda m: m["policies"].append(m["policies"][0])), CORPUS_KEY, "bundle_malformed"),
+    ("policy_named_not_listed", "sound",
+        _json_edit("bundle.json", lambda m: m.update(policies=["sha256:test"])), CORPUS_KEY, "bundle_malformed"),
+    ("policy_listed_not_named", "sound",
+        _json_edit("bundle.json", lambda m: m["policies"].append("sha256:unnamed")), CORPUS_KEY, "bundle_malformed"),
+    ("manifest_without_policies_missing", "sound",
+        _json_edit("bundle.json", lambda m: m.pop("policies_missing")), CORPUS_KEY, "bundle_malformed"),
+    ("policy_named_by_a_forged_receipt", "sound",
+        _last_receipt_rewritten(lambda r: json.dumps({**r, "policy_hash": "sha256:forged"})),
+        TEST_KEY, "bundle_malformed"),
 ]
 
 
@@ -673,7 +740,9 @@ def test_a_changed_bundle_gets_the_rust_verifiers_reason(
 @needs_cryptography
 def test_the_command_line_exits_0_1_or_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert evidence.main([str(CORPUS / "sound"), "--key", _trusted()]) == 0
-    assert capsys.readouterr().out.startswith("bundle ok: 28 receipts")
+    out = capsys.readouterr().out
+    assert out.startswith("bundle ok: 28 receipts")
+    assert "\npolicies carried: sha256:" in out and "; not carried (nothing shows what they said): sha256:test\n" in out
     assert evidence.main([str(CORPUS / "truncated"), "--key", str(CORPUS / "trusted.vkey"), "--json"]) == 1
     printed = json.loads(capsys.readouterr().out)
     assert (printed["ok"], printed["reason"]) == (False, "truncated")

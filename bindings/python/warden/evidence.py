@@ -21,7 +21,10 @@ What a bundle holds and what is checked, in order:
 5. The receipts (``receipts.jsonl``, streamed): in seq order, each naming the previous one's
    hash, hashing (RFC 9162 Merkle tree) to every checkpoint's root, no receipt finishing after a
    checkpoint that counts it, spent approvals matching ``approvals.jsonl``, and every effect a
-   checkpoint saw open still open later, closed by a receipt, or attested closed without one.
+   checkpoint saw open still open later, closed by a receipt, or attested closed without one,
+   and every policy hash a receipt names listed in ``bundle.json``.
+6. The policies: every one listed is named by a receipt, and each not listed as missing
+   (``policies_missing``) is carried as ``policies/<hex>.json``, whose bytes hash to its name.
 
 This module stands alone: it imports nothing else from the ``warden`` package and never loads
 the native library, so it may be copied or loaded from its file path. Ed25519 needs the
@@ -72,6 +75,7 @@ __all__ = [
     "node_hash",
     "open_note",
     "parse_checkpoint",
+    "policy_file",
     "trusted_key",
     "verify_bundle",
 ]
@@ -99,6 +103,7 @@ REASONS: tuple[str, ...] = (
     "root_mismatch",
     "outcome_missing",
     "truncated",
+    "policy_altered",
 )
 
 INSTALL_HINT = "pip install 'warden-effects[evidence]'"
@@ -528,6 +533,7 @@ _MANIFEST = _Struct(
         ("start_size", "u64"),
         ("keys", _Vec("str")),
         ("policies", _Vec("str")),
+        ("policies_missing", _Vec("str")),
     ),
 )
 _START = _Struct("Start", (("size", "u64"), ("last_hash", "str"), ("frontier", _Vec("str"))))
@@ -980,6 +986,8 @@ class _Verdict:
     keys_pinned: bool = False
     open_at_end: int = 0
     closed_without_receipt: int = 0
+    policies_carried: list[str] = field(default_factory=list)
+    policies_missing: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -991,6 +999,8 @@ class _Verdict:
             "keys_pinned": self.keys_pinned,
             "open_at_end": self.open_at_end,
             "closed_without_receipt": self.closed_without_receipt,
+            "policies_carried": list(self.policies_carried),
+            "policies_missing": list(self.policies_missing),
         }
 
 
@@ -1065,7 +1075,66 @@ def _check_manifest(directory: str, trusted: Sequence[NoteVerifier]) -> tuple[di
         raise _Failure("bundle_malformed", "bundle.json lists no checkpoint")
     if any(old >= new for old, new in zip(numbers, numbers[1:])):
         raise _Failure("bundle_malformed", "bundle.json lists its checkpoints out of number order")
+    _listed_policies(manifest)
     return manifest, keys
+
+
+def _listed_policies(manifest: dict[str, Any]) -> set[str]:
+    """Step 1's look at the policies bundle.json lists: each once, and those it says are missing
+    among them. Returns the listed hashes."""
+    listed: set[str] = set()
+    for policy in manifest["policies"]:
+        if policy in listed:
+            raise _Failure("bundle_malformed", f"bundle.json lists policy {_debug(policy)} twice")
+        listed.add(policy)
+    missing: set[str] = set()
+    for policy in manifest["policies_missing"]:
+        if policy in missing:
+            raise _Failure("bundle_malformed", f"bundle.json lists policy {_debug(policy)} as missing twice")
+        missing.add(policy)
+        if policy not in listed:
+            raise _Failure(
+                "bundle_malformed", f"bundle.json lists policy {_debug(policy)} as missing but not among the policies"
+            )
+    return listed
+
+
+_POLICY_HASH = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+def policy_file(policy_hash: str) -> str | None:
+    """A policy's file name under `policies/`: the hex of its `sha256:` hash; None for a hash of
+    another form (a tool's own), which no file can carry."""
+    match = _POLICY_HASH.fullmatch(policy_hash)
+    return f"policies/{match.group(1)}.json" if match else None
+
+
+def _check_policies(directory: str, manifest: dict[str, Any], named: set[str], verdict: "_Verdict") -> None:
+    """Step 6: every policy listed is named by a receipt the bundle holds; each one not listed as
+    missing is carried as `policies/<hex>.json`, whose bytes hash to its name."""
+    for policy in manifest["policies"]:
+        if policy not in named:
+            raise _Failure("bundle_malformed", f"bundle.json lists policy {_debug(policy)}, which no receipt names")
+    carried = []
+    for policy in manifest["policies"]:
+        if policy in manifest["policies_missing"]:
+            continue
+        name = policy_file(policy)
+        if name is None:
+            raise _Failure(
+                "bundle_malformed",
+                f"bundle.json lists policy {_debug(policy)} as carried, but no file can carry a hash of that form",
+            )
+        try:
+            with open(os.path.join(directory, name), "rb") as file:
+                data = file.read()
+        except (OSError, ValueError) as error:
+            raise _open_error(name, error) from None
+        if "sha256:" + hashlib.sha256(data).hexdigest() != policy:
+            raise _Failure("policy_altered", f"{name} does not hash to {policy}: it is not the policy the receipts name")
+        carried.append(policy)
+    verdict.policies_carried = carried
+    verdict.policies_missing = list(manifest["policies_missing"])
 
 
 def _open_checkpoint(directory: str, name: str, keys: Sequence[NoteVerifier]) -> str:
@@ -1246,9 +1315,18 @@ class _ReceiptWalk:
     """Step 5: the receipts, streamed, against the checkpoints (Rust's `Walk`)."""
 
     def __init__(
-        self, checked: Sequence[_Checked], frontier: Frontier, prev_hash: str, approvals: _Approvals, verdict: _Verdict
+        self,
+        checked: Sequence[_Checked],
+        frontier: Frontier,
+        prev_hash: str,
+        approvals: _Approvals,
+        listed: set[str],
+        verdict: _Verdict,
     ) -> None:
         self.checked = checked
+        #: The policy hashes bundle.json lists, and those a receipt named.
+        self.listed = listed
+        self.named: set[str] = set()
         self.frontier = frontier
         self.prev_hash = prev_hash
         self.approvals = approvals
@@ -1321,6 +1399,13 @@ class _ReceiptWalk:
         approval_id = _get_str(document, "approval_id")
         if _get_str(document, "approver") is not None and approval_id is not None:
             _check_approval(self.approvals, approval_id, document, seq)
+        policy = _get_str(document, "policy_hash")
+        if policy is not None:
+            if policy not in self.listed:
+                raise _Failure(
+                    "bundle_malformed", f"receipt {seq} names policy {_debug(policy)}, which bundle.json does not list"
+                )
+            self.named.add(policy)
         key = _terminal_outcome(document)
         if key is not None and key in self.waiting:
             self.closed.add(key)
@@ -1365,13 +1450,14 @@ def _run(directory: str, trusted: Sequence[NoteVerifier], verdict: _Verdict) -> 
             "starts after",
         )
     approvals = _load_approvals(directory)
-    walk = _ReceiptWalk(checked, frontier, prev_hash, approvals, verdict)
+    walk = _ReceiptWalk(checked, frontier, prev_hash, approvals, set(manifest["policies"]), verdict)
     try:
         file = open(os.path.join(directory, "receipts.jsonl"), "rb")
     except OSError as error:
         raise _open_error("receipts.jsonl", error) from None
     with file:
         walk.run(_receipt_lines(file))
+    _check_policies(directory, manifest, walk.named, verdict)
     last = checked[-1]
     verdict.open_at_end = len(last.companion["open"])
     return (
@@ -1415,8 +1501,11 @@ def verify_bundle(
 
     Returns the verdict: `ok`, `reason` (one of `REASONS`, or None), `detail`, `receipts` and
     `checkpoints` checked, `keys_pinned`, `open_at_end` (effects the last checkpoint counts
-    open) and `closed_without_receipt` (effects a checkpoint saw open that closed with no
-    receipt, as the signer attests)."""
+    open), `closed_without_receipt` (effects a checkpoint saw open that closed with no
+    receipt, as the signer attests), `policies_carried` (the policy hashes the receipts name
+    whose policy the bundle carries, each file hashing to its name) and `policies_missing` (those
+    it does not carry: nothing shows what they said); the two lists are filled only when every
+    check passed."""
     _require_cryptography()
     trusted = [key if isinstance(key, NoteVerifier) else trusted_key(key) for key in keys or ()]
     verdict = _Verdict(keys_pinned=bool(trusted))
@@ -1442,7 +1531,20 @@ def _human(verdict: dict[str, Any]) -> str:
     )
     return (
         f"bundle ok: {verdict['detail']}\nopen at the last checkpoint: {verdict['open_at_end']}; "
-        f"closed without a receipt (attested by the signer): {verdict['closed_without_receipt']}{pinned}\n"
+        f"closed without a receipt (attested by the signer): {verdict['closed_without_receipt']}\n"
+        f"{_policies_line(verdict)}{pinned}\n"
+    )
+
+
+def _policies_line(verdict: dict[str, Any]) -> str:
+    """The verdict's line about the policies, as every verifier prints it."""
+
+    def listed(hashes: list[str]) -> str:
+        return ", ".join(hashes) if hashes else "none"
+
+    return (
+        f"policies carried: {listed(verdict['policies_carried'])}; "
+        f"not carried (nothing shows what they said): {listed(verdict['policies_missing'])}"
     )
 
 

@@ -142,16 +142,23 @@ pub fn export(
         document(&json!({
             "dir": done.dir.display().to_string(), "receipts": done.receipts,
             "checkpoints": done.checkpoints, "approvals": done.approvals, "anchors": done.anchors,
+            "policies": done.policies, "policies_missing": done.policies_missing,
             "tar": archive.as_ref().map(|archive| archive.display().to_string()),
         }))
     } else {
         format!(
-            "wrote {}: {} receipts, checkpoint(s) {}, {} approval(s), {} anchor receipt(s)\ncheck it anywhere with: warden verify-bundle {} --key VERIFIER_KEY\n",
+            "wrote {}: {} receipts, checkpoint(s) {}, {} approval(s), {} anchor receipt(s), {} policy document(s){}\ncheck it anywhere with: warden verify-bundle {} --key VERIFIER_KEY\n",
             shown(&done.dir.display().to_string()),
             done.receipts,
             done.checkpoints.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
             done.approvals,
             done.anchors,
+            done.policies,
+            if done.policies_missing.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} named policy hash(es) the store kept no document for)", done.policies_missing.len())
+            },
             shown(&done.dir.display().to_string())
         ) + &archive.map(|archive| format!("and the same as one archive: {}\n", shown(&archive.display().to_string()))).unwrap_or_default()
     })
@@ -203,10 +210,11 @@ pub fn verify_bundle(dir: &Path, keys: &[String], tsa_certs: &[PathBuf], json: b
             ),
         };
         format!(
-            "bundle ok: {}\nopen at the last checkpoint: {}; closed without a receipt (attested by the signer): {}{anchors}{pinned}\n",
+            "bundle ok: {}\nopen at the last checkpoint: {}; closed without a receipt (attested by the signer): {}\n{}{anchors}{pinned}\n",
             shown(&verdict.detail),
             verdict.open_at_end,
-            verdict.closed_without_receipt
+            verdict.closed_without_receipt,
+            shown(&bundle::policies_line(&verdict))
         )
     } else {
         format!("bundle refused: {}: {}\n", verdict.reason.as_deref().unwrap_or("unknown"), shown(&verdict.detail))

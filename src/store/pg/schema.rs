@@ -91,10 +91,17 @@ CREATE TABLE warden_anchors (
     sink text COLLATE "C" NOT NULL, checkpoint bigint NOT NULL, v bytea NOT NULL, PRIMARY KEY (sink, checkpoint));
 "#,
     },
+    Migration {
+        version: 5,
+        what: "the policies table: the canonical policy each handle ran under, by its hash",
+        sql: r#"
+CREATE TABLE warden_policies (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
+"#,
+    },
 ];
 
 /// The newest schema this build writes.
-pub(crate) const PG_SCHEMA_VERSION: i32 = 4;
+pub(crate) const PG_SCHEMA_VERSION: i32 = 5;
 
 fn digest(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))

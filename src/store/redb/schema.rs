@@ -119,7 +119,7 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         let touching = Cell::new("");
         let mut rows = FileWrites::open(&txn, &touching);
         // 2 → 3 creates the authority tables empty; 3 → 4 the approvals_by_action index; 6 → 7
-        // the evidence tables; 7 → 8 the anchors.
+        // the evidence tables; 7 → 8 the anchors and the policies.
         if from < 8 {
             rows.create_all()?;
         }
@@ -132,7 +132,8 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         // 4 → 5 rewrites nothing: layout-2 rows stay readable; new rows may be layout 3.
         // 5 → 6 rewrites nothing: the journal and its mark come with the first owner's open.
         // 6 → 7 rewrites nothing: the Merkle tree is derived from the receipts when asked.
-        // 7 → 8 rewrites nothing: no checkpoint was anchored before.
+        // 7 → 8 rewrites nothing: no checkpoint was anchored before, and the receipts written
+        // before name policies the store never kept.
         rows.put(Table::Meta, &[Part::Text(META_SCHEMA)], &SCHEMA_VERSION.to_le_bytes(), Put::Replace)?;
     }
     txn.commit().map_err(fault)

@@ -1,12 +1,14 @@
 //! The evidence rows, written once for every engine: the Merkle tree's cached nodes
 //! (`merkle_nodes`, keyed by level and index in one integer), the checkpoints (`checkpoints`,
-//! by number) and the anchors' records of them (`anchors`, by sink and checkpoint), read in a
+//! by number), the anchors' records of them (`anchors`, by sink and checkpoint) and the policies
+//! the receipts name (`policies`, the canonical policy under its `sha256:` hash), read in a
 //! transaction of either kind.
 
 use std::ops::Bound;
 
+use super::codec::damaged;
 use super::semantics::{each as each_row, read, write, Reads, Writes};
-use super::{Part, Put, RowRead, Scan, Table};
+use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::effect::EffectState;
 use crate::error::{Error, Result};
 use crate::evidence::anchoring::StoredAnchor;
@@ -112,6 +114,23 @@ fn anchors_between(rows: &dyn RowRead, from: u64, to: u64) -> Result<Vec<StoredA
     Ok(out)
 }
 
+/// The canonical policy kept under `policy_hash`, checked to hash to it: a row whose bytes hash
+/// to anything else is damage, never a policy.
+fn policy(rows: &dyn RowRead, policy_hash: &str) -> Result<Option<Vec<u8>>> {
+    let key = [Text(policy_hash)];
+    let Some(bytes) = read::<Vec<u8>>(rows, Table::Policies, &key)? else { return Ok(None) };
+    check_policy(&key, &bytes)?;
+    Ok(Some(bytes))
+}
+
+/// Refuse a policy row whose bytes do not hash to the key it is stored under.
+pub(super) fn check_policy(key: &[Part<'_>], bytes: &[u8]) -> Result<()> {
+    match key {
+        [Text(hash)] if crate::canonical::sha256_prefixed(bytes) == *hash => Ok(()),
+        _ => Err(damaged(Table::Policies.name(), &KeyView(key), "holds a policy that does not hash to its key")),
+    }
+}
+
 fn open_effects(rows: &dyn RowRead) -> Result<Vec<OpenEffect>> {
     let mut out = Vec::new();
     each_row::<StoredEffect>(rows, Table::Effects, &Scan::all(), |_, row| {
@@ -171,6 +190,10 @@ macro_rules! evidence_reads {
                 let $rows = self;
                 anchors_between($get, from, to)
             }
+            fn policy(&self, policy_hash: &str) -> Result<Option<Vec<u8>>> {
+                let $rows = self;
+                policy($get, policy_hash)
+            }
         }
     };
 }
@@ -190,11 +213,34 @@ impl Writes<'_> {
     pub(super) fn put_anchor_row(&mut self, row: &StoredAnchor) -> Result<()> {
         write(self.write_rows(), Table::Anchors, &[Text(&row.sink), Int(row.checkpoint)], row, Put::Replace)
     }
+
+    /// Keep `canonical` under `policy_hash` once: `true` when written now, `false` when the same
+    /// bytes are already there. Other bytes under the hash are a fault, and nothing is written
+    /// over them.
+    pub(super) fn put_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool> {
+        let key = [Text(policy_hash)];
+        if crate::canonical::sha256_prefixed(canonical) != policy_hash {
+            return Err(Error::Store(format!(
+                "the policy to keep under {policy_hash} does not hash to it (a defect of this build); nothing was kept"
+            )));
+        }
+        match policy(self.read_rows(), policy_hash)? {
+            Some(stored) if stored == canonical => Ok(false),
+            Some(_) => Err(damaged(
+                Table::Policies.name(),
+                &KeyView(&key),
+                "holds other bytes than the policy being kept under it, and is never overwritten",
+            )),
+            None => write(self.write_rows(), Table::Policies, &key, &canonical.to_vec(), Put::New).map(|()| true),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::node_key;
+    use crate::store::boundary::EvidenceReads;
+    use crate::store::mem::MemStore;
 
     #[test]
     fn node_keys_keep_levels_apart_and_refuse_what_does_not_fit() {
@@ -203,5 +249,45 @@ mod tests {
         assert_ne!(node_key(4, 1).unwrap(), node_key(5, 1).unwrap());
         assert!(node_key(4, 1 << 56).is_err());
         assert!(node_key(64, 0).is_err());
+    }
+
+    #[test]
+    fn a_policy_is_kept_once_under_its_hash_and_never_written_over() {
+        let store = MemStore::open("memory:rows-evidence-policies").unwrap();
+        let policy = br#"{"actions":{},"schema":"warden/v1"}"#;
+        let hash = crate::canonical::sha256_prefixed(policy);
+        let other = br#"{"actions":{},"schema":"warden/v2"}"#;
+        // (what is kept, under which hash, what comes back: written now, or the refusal's words)
+        let cases: [(&[u8], &str, std::result::Result<bool, &str>); 4] = [
+            (policy, &hash, Ok(true)),
+            (policy, &hash, Ok(false)),
+            (other, &hash, Err("does not hash to it")),
+            (policy, "sha256:test", Err("does not hash to it")),
+        ];
+        for (bytes, under, expected) in cases {
+            let got = store.edit(|writes| writes.put_policy(under, bytes)).map_err(|e| e.to_string());
+            match (&got, expected) {
+                (Ok(written), Ok(want)) => assert_eq!(*written, want, "{under}"),
+                (Err(text), Err(words)) => assert!(text.contains(words), "{under}: {text}"),
+                _ => panic!("{under}: {got:?}, expected {expected:?}"),
+            }
+        }
+        // Other bytes under the hash with a valid checksum (an edited row): a read refuses them,
+        // and keeping the policy again does not write over them.
+        store
+            .edit(|writes| {
+                let key = [super::Text(hash.as_str())];
+                super::write(writes.write_rows(), super::Table::Policies, &key, &other.to_vec(), super::Put::Replace)
+            })
+            .unwrap();
+        let read = store.edit(|writes| writes.policy(&hash)).unwrap_err().to_string();
+        assert!(read.contains("damaged") && read.contains("does not hash to its key"), "{read}");
+        let again = store.edit(|writes| writes.put_policy(&hash, policy)).unwrap_err().to_string();
+        assert!(again.contains("does not hash to its key"), "{again}");
+        let kept = store.edit(|writes| {
+            super::read::<Vec<u8>>(writes.read_rows(), super::Table::Policies, &[super::Text(hash.as_str())])
+        });
+        assert_eq!(kept.unwrap().as_deref(), Some(other.as_slice()));
+        assert_eq!(store.edit(|writes| writes.policy("sha256:none")).unwrap(), None);
     }
 }

@@ -107,6 +107,7 @@ tables! {
     BudgetByEffect = "budget_by_effect", TI;
     MerkleNodes = "merkle_nodes", I;
     Checkpoints = "checkpoints", I;
+    Policies = "policies", T;
     Anchors = "anchors", TI;
 }
 
@@ -467,7 +468,7 @@ mod tests {
         for (at, table) in Table::ALL.iter().enumerate() {
             assert_eq!(table.index(), at, "{table:?}");
         }
-        assert_eq!(Table::ALL.len(), 21);
+        assert_eq!(Table::ALL.len(), 22);
     }
 
     #[test]

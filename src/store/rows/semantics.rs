@@ -557,6 +557,10 @@ impl WriteTables for Writes<'_> {
     fn put_anchor(&mut self, anchor: &crate::evidence::anchoring::StoredAnchor) -> Result<()> {
         self.put_anchor_row(anchor)
     }
+
+    fn keep_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool> {
+        self.put_policy(policy_hash, canonical)
+    }
 }
 
 impl AuthorityWrites for Writes<'_> {
@@ -1314,6 +1318,14 @@ impl Tamper<'_, '_> {
     /// The running window sum a reservation reads for `charge` (and writes back).
     pub fn budget_window_sum(&mut self, charge: &Charge, now: Micros) -> Result<u128> {
         self.writes.budget_window_sum(charge, now)
+    }
+    /// A policy row as stored (its checksum checked, not its hash).
+    pub fn policy_row(&mut self, policy_hash: &str) -> Result<Option<Vec<u8>>> {
+        read(self.writes.rows(), Table::Policies, &[Text(policy_hash)])
+    }
+    /// Write a policy row with a valid checksum, whatever it holds (an edited policy).
+    pub fn put_policy_row(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<()> {
+        write(self.writes.rows(), Table::Policies, &[Text(policy_hash)], &canonical.to_vec(), Put::Replace)
     }
     /// The stored bytes of a delegation row.
     pub fn raw_delegation(&mut self, id: &str) -> Result<Option<Vec<u8>>> {
