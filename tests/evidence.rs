@@ -57,6 +57,36 @@ fn commit_governed(f: &Fixture, warden: &Warden, payment: &str) {
     f.clock.advance(SECOND);
 }
 
+/// A witness for the corpus: it cosigns each checkpoint with bytes naming it.
+struct Witness;
+
+impl warden::evidence::anchor::AnchorProvider for Witness {
+    fn name(&self) -> String {
+        "witness.test/corpus".into()
+    }
+    fn anchor(
+        &self,
+        checkpoint: &warden::evidence::anchor::SignedCheckpoint<'_>,
+    ) -> Result<Option<warden::evidence::anchor::AnchorReceipt>, warden::evidence::anchor::AnchorError> {
+        Ok(Some(warden::evidence::anchor::AnchorReceipt {
+            kind: "cosignature".into(),
+            bytes: format!("cosigned {}", checkpoint.number).into_bytes(),
+            description: "the corpus's witness".into(),
+        }))
+    }
+}
+
+/// Send the newest checkpoint to the corpus's two anchors: a file beside the store, the witness.
+fn anchor(f: &Fixture) {
+    let file = f.path().with_file_name("anchors.jsonl");
+    let sinks: Vec<warden::evidence::anchoring::SinkProvider> = vec![
+        (format!("file {}", file.display()), Ok(std::sync::Arc::new(warden::evidence::anchor::FileSink::new(file)))),
+        ("witness.test/corpus".into(), Ok(std::sync::Arc::new(Witness))),
+    ];
+    let tries = f.kernel.anchor_pending(&sinks, false).expect("anchor");
+    assert!(tries.iter().all(|tried| tried.row.anchored()), "{tries:?}");
+}
+
 /// A store with three checkpoints: 20 receipts and two effects open (one reserved through the
 /// integrator API and never begun, one executing) at the first; the integrator's effect
 /// completed without a receipt and 5 more receipts by the second; 3 more by the third, these
@@ -79,6 +109,7 @@ fn log() -> Log {
     let permit = f.kernel.propose(&allow(&held, &t)).expect("propose");
     let signer = NoteSigner::generate("warden.test/corpus").expect("key");
     let mut checkpoints = vec![f.kernel.checkpoint(&signer, Some("warden.test/corpus")).expect("checkpoint 1")];
+    anchor(&f);
     f.clock.advance(SECOND);
     f.kernel.begin("int:1", &reserved.action_id, reserved.attempt).expect("begin");
     f.kernel
@@ -93,12 +124,14 @@ fn log() -> Log {
         commit(&f, &format!("txn_{n}"));
     }
     checkpoints.push(f.kernel.checkpoint(&signer, None).expect("checkpoint 2"));
+    anchor(&f);
     f.clock.advance(SECOND);
     let warden = governed(&f, policy(), false).expect("governed");
     for n in 26..=28 {
         commit_governed(&f, &warden, &format!("txn_{n}"));
     }
     checkpoints.push(f.kernel.checkpoint(&signer, None).expect("checkpoint 3"));
+    anchor(&f);
     // The held permit stays open through all three checkpoints.
     std::mem::forget(permit);
     Log { f, signer, checkpoints }
@@ -307,7 +340,37 @@ fn tampers() -> Vec<(&'static str, Tamper, &'static str)> {
             },
             "policy_altered",
         ),
+        (
+            "edited_anchor",
+            |dir, _| {
+                // The file anchor's line for checkpoint 2 says it covered one receipt more.
+                let path = dir.join("anchors.jsonl");
+                let text = std::fs::read_to_string(&path).unwrap();
+                let mut edited = false;
+                let out: String = text
+                    .lines()
+                    .map(|line| {
+                        let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+                        if !edited && value["kind"] == "file" && value["checkpoint"] == 2 {
+                            let receipt = b64(value["receipt"].as_str().unwrap());
+                            let receipt = String::from_utf8(receipt).unwrap().replace("\"size\":25", "\"size\":26");
+                            value["receipt"] =
+                                base64::Engine::encode(&base64::prelude::BASE64_STANDARD, receipt).into();
+                            edited = true;
+                        }
+                        format!("{value}\n")
+                    })
+                    .collect();
+                assert!(edited, "the bundle carries checkpoint 2's file anchor");
+                std::fs::write(&path, out).unwrap();
+            },
+            "anchor_invalid",
+        ),
     ]
+}
+
+fn b64(text: &str) -> Vec<u8> {
+    base64::Engine::decode(&base64::prelude::BASE64_STANDARD, text).unwrap()
 }
 
 /// The one policy file a bundle of the log carries.
@@ -342,6 +405,8 @@ fn a_sound_bundle_verifies_and_every_tamper_class_is_refused_with_its_reason() {
         let verdict = verdict(dir, &trusted);
         assert!(verdict.ok, "{}: {verdict:?}", dir.display());
         assert!(verdict.keys_pinned);
+        // Each checkpoint went to the file and the witness; the file lines are checked.
+        assert_eq!((verdict.anchors, verdict.anchors_checked), (6, 3), "{}", dir.display());
     }
     let whole = verdict(&sound, &trusted);
     assert_eq!((whole.receipts, whole.checkpoints, whole.open_at_end, whole.closed_without_receipt), (28, 3, 1, 1));
@@ -359,8 +424,14 @@ fn a_sound_bundle_verifies_and_every_tamper_class_is_refused_with_its_reason() {
         assert!(REASONS.contains(&reason));
         cases.push((name.into(), dir, Some(reason)));
     }
-    // Without the pinned key, the swapped key goes unseen: the reason the verifier takes one.
-    assert!(verify_bundle(&scratch.path().join("swapped_key"), &[]).ok);
+    // Without the pinned key, the file anchor's copies of the notes still show them re-signed;
+    // without the anchors too, the swapped key goes unseen: the reason the verifier takes one.
+    let swapped = scratch.path().join("swapped_key");
+    assert_eq!(verify_bundle(&swapped, &[]).reason.as_deref(), Some("anchor_invalid"));
+    let unanchored = scratch.path().join("swapped_key_unanchored");
+    copy_dir(&swapped, &unanchored);
+    std::fs::remove_file(unanchored.join("anchors.jsonl")).unwrap();
+    assert!(verify_bundle(&unanchored, &[]).ok);
     // The policies: the one the store kept is carried as its canonical bytes, exactly; the
     // fixture's bare hash, which no store kept, is listed as missing, and the verdict says so.
     let kept = policy();

@@ -34,7 +34,6 @@ pub const REASONS: [&str; 16] = [
     "log_forked",
     "checkpoint_backdated",
     "proof_invalid",
-    "anchor_invalid",
     "receipt_malformed",
     "receipts_reordered",
     "receipt_dropped",
@@ -42,6 +41,7 @@ pub const REASONS: [&str; 16] = [
     "root_mismatch",
     "outcome_missing",
     "truncated",
+    "anchor_invalid",
     "policy_altered",
 ];
 
@@ -632,10 +632,7 @@ fn run(
             );
         }
     }
-    // 5. The anchors' receipts of those checkpoints.
-    let counted = anchors::check(dir, &notes, tsas)?;
-    (verdict.anchors, verdict.anchors_checked) = (counted.lines, counted.checked);
-    // 6. The receipts, streamed.
+    // 5. The receipts, streamed.
     let (mut frontier, mut prev_hash) = if manifest.start_size == 0 {
         (Frontier::default(), GENESIS_HASH.to_owned())
     } else {
@@ -761,6 +758,10 @@ fn run(
             ),
         );
     }
+    // 8. The anchors' receipts of those checkpoints: after the log's own checks, which name
+    // what a re-signed checkpoint changed before its anchors say the note was another.
+    let counted = anchors::check(dir, &notes, tsas)?;
+    (verdict.anchors, verdict.anchors_checked) = (counted.lines, counted.checked);
     // 9. The policies: every one listed is named by a receipt, and each carried one is the
     // document its name is the hash of.
     check_policies(dir, &manifest, &named, verdict)?;

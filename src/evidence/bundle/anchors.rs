@@ -1,5 +1,5 @@
 //! `anchors.jsonl`: the anchors' receipts of the exported checkpoints, one line each, and their
-//! check (`docs/EVIDENCE.md`, "Verifying a bundle", step 5).
+//! check (`docs/EVIDENCE.md`, "Verifying a bundle", step 8).
 
 use std::path::Path;
 
