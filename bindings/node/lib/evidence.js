@@ -45,8 +45,14 @@ const REASONS = Object.freeze([
   'root_mismatch',
   'outcome_missing',
   'truncated',
+  'anchor_invalid',
   'policy_altered',
 ]);
+
+/** The bundle's file of anchor receipts. */
+const ANCHORS_FILE = 'anchors.jsonl';
+/** The `format` member of every line the file anchor writes. */
+const FILE_LINE_FORMAT = 'warden.anchor/v1';
 
 const U64_MAX = (1n << 64n) - 1n;
 const U32_MAX = 0xffffffffn;
@@ -567,6 +573,19 @@ const COMPANION = Types.struct(
     ['time', Types.string],
     ['open', Types.vec(OPEN_EFFECT)],
     ['closed_without_receipt', Types.vec(CLOSED_WITHOUT_RECEIPT)],
+  ],
+  { denyUnknown: true },
+);
+
+const ANCHOR_LINE = Types.struct(
+  'AnchorLine',
+  [
+    ['checkpoint', Types.u64],
+    ['sink', Types.string],
+    ['kind', Types.optionalString],
+    ['receipt', Types.optionalString],
+    ['description', Types.string],
+    ['anchored_at', Types.string],
   ],
   { denyUnknown: true },
 );
@@ -1134,6 +1153,77 @@ function policyFile(hash) {
 }
 
 /**
+ * The line the file anchor appends for checkpoint `number` of `size` receipts whose signed note
+ * is `note`, without its newline: what a `file` anchor receipt must be.
+ */
+function fileAnchorLine(number, size, note) {
+  const line = {
+    format: FILE_LINE_FORMAT,
+    checkpoint: Number(number),
+    size: Number(size),
+    sha256: sha256(Buffer.from(note, 'utf8')).toString('hex'),
+    note,
+  };
+  // Checkpoint numbers and sizes past 2^53 do not round-trip through a JavaScript number.
+  return JSON.stringify(line).replace(/"checkpoint":\d+,"size":\d+,/, `"checkpoint":${number},"size":${size},`);
+}
+
+/**
+ * Check 8: each line of anchors.jsonl names a checkpoint of the bundle and carries what its kind
+ * needs; a `file` receipt is that checkpoint's line. An `rfc3161` token is carried unchecked here
+ * (it is CMS: `warden verify-bundle --tsa-cert FILE` checks it).
+ */
+function checkAnchors(dir, checked, verdict) {
+  let bytes;
+  try {
+    bytes = fs.readFileSync(joinPath(dir, ANCHORS_FILE));
+  } catch (error) {
+    if (error.code === 'ENOENT') return; // a bundle exported before anchors were wired
+    fail('bundle_malformed', `cannot read ${ANCHORS_FILE}: ${ioMessage(error)}`);
+  }
+  const text = utf8OrNull(bytes);
+  if (text === null) fail('bundle_malformed', `cannot read ${ANCHORS_FILE}: stream did not contain valid UTF-8`);
+  const sizes = new Map(checked.map((cp) => [String(cp.number), cp.size]));
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  // Counted into the verdict only when every line passed, as the Rust verifier does.
+  let carried = 0;
+  let verified = 0;
+  lines.forEach((raw, index) => {
+    const at = index + 1;
+    let line;
+    try {
+      line = parseTyped(raw.endsWith('\r') ? raw.slice(0, -1) : raw, ANCHOR_LINE);
+    } catch (error) {
+      if (!(error instanceof JsonRefusal)) throw error;
+      fail('bundle_malformed', `${ANCHORS_FILE} line ${at} is not an anchor line: ${error.message}`);
+    }
+    const number = line.checkpoint;
+    if (!sizes.has(String(number))) {
+      fail('bundle_malformed', `${ANCHORS_FILE} line ${at} anchors checkpoint ${number}, which the bundle does not hold`);
+    }
+    let receipt = null;
+    if (line.receipt !== null) {
+      receipt = decodeBase64(line.receipt);
+      if (receipt === null) fail('bundle_malformed', `${ANCHORS_FILE} line ${at}'s receipt is not base64`);
+    }
+    carried += 1;
+    if ((line.kind === 'file' || line.kind === 'rfc3161') && receipt === null) {
+      fail('bundle_malformed', `${ANCHORS_FILE} line ${at} is a ${line.kind} anchor without its receipt`);
+    }
+    if (line.kind === 'file' && receipt !== null) {
+      const note = readText(dir, `checkpoints/${pad6(number)}.note`);
+      if (!receipt.equals(Buffer.from(fileAnchorLine(number, sizes.get(String(number)), note), 'utf8'))) {
+        fail('anchor_invalid', `${ANCHORS_FILE} line ${at}: the line ${line.sink} wrote is not checkpoint ${number}'s`);
+      }
+      verified += 1;
+    }
+  });
+  verdict.anchors = carried;
+  verdict.anchors_checked = verified;
+}
+
+/**
  * Every policy listed is named by a receipt the bundle holds; each one not listed as missing is
  * carried as policies/<hex>.json, whose bytes hash to its name (the last check).
  */
@@ -1521,6 +1611,7 @@ function run(dir, trusted, verdict) {
   checkHistory(checked);
   checkProofs(dir, checked);
   const { size, named } = checkReceipts(dir, manifest, checked, verdict);
+  checkAnchors(dir, checked, verdict);
   checkPolicies(dir, manifest, named, verdict);
   const last = checked[checked.length - 1];
   verdict.open_at_end = last.companion.open.length;
@@ -1551,6 +1642,8 @@ function verifyBundle(dir, { keys = [] } = {}) {
     keys_pinned: trusted.length > 0,
     open_at_end: 0,
     closed_without_receipt: 0,
+    anchors: 0,
+    anchors_checked: 0,
     policies_carried: [],
     policies_missing: [],
   };
@@ -1602,7 +1695,18 @@ function verdictText(verdict) {
   return (
     `bundle ok: ${verdict.detail}\nopen at the last checkpoint: ${verdict.open_at_end}; ` +
     `closed without a receipt (attested by the signer): ${verdict.closed_without_receipt}\n` +
-    `${policiesLine(verdict)}${pinned}\n`
+    `${policiesLine(verdict)}${anchorsLine(verdict)}${pinned}\n`
+  );
+}
+
+/** The verdict's line about the anchor receipts, as every verifier prints it. */
+function anchorsLine(verdict) {
+  const unchecked = verdict.anchors - verdict.anchors_checked;
+  if (verdict.anchors === 0) return '\nno anchor receipts in the bundle';
+  if (unchecked === 0) return `\nanchor receipts: ${verdict.anchors}, every one checked`;
+  return (
+    `\nanchor receipts: ${verdict.anchors}, ${unchecked} not checked (an RFC 3161 token needs its TSA's certificate: ` +
+    'warden verify-bundle --tsa-cert FILE; other kinds are carried as they came)'
   );
 }
 
@@ -1641,6 +1745,9 @@ function main(args) {
 if (require.main === module) process.exitCode = main(process.argv.slice(2));
 
 module.exports = {
+  ANCHORS_FILE,
+  FILE_LINE_FORMAT,
+  fileAnchorLine,
   BUNDLE_FORMAT,
   COMPANION_FORMAT,
   REASONS,

@@ -52,6 +52,8 @@ const COMPARED = [
   'keys_pinned',
   'open_at_end',
   'closed_without_receipt',
+  'anchors',
+  'anchors_checked',
   'policies_carried',
   'policies_missing',
 ];
@@ -104,6 +106,8 @@ test('the sound bundles state what they proved', () => {
       keys_pinned: true,
       open_at_end: 1,
       closed_without_receipt: 1,
+      anchors: 6,
+      anchors_checked: 3,
       policies_carried: [`sha256:${crypto.createHash('sha256').update(fs.readFileSync(carriedPolicy(path.join(corpus, 'sound')))).digest('hex')}`],
       policies_missing: ['sha256:test'],
     },
@@ -116,11 +120,21 @@ test('the sound bundles state what they proved', () => {
   assert.deepEqual([edited.reason, edited.policies_carried, edited.policies_missing], ['policy_altered', [], []]);
 });
 
-test('a swapped key verifies when the keys are not pinned, and says so', () => {
-  const verdict = evidence.verifyBundle(path.join(corpus, 'swapped_key'));
-  assert.equal(verdict.ok, true, verdict.detail);
+/** A copy of the corpus's swapped_key bundle without its anchors (which show the notes re-signed). */
+function unanchoredSwappedKey(t) {
+  const dir = path.join(tempDir(t), 'swapped_key');
+  fs.cpSync(path.join(corpus, 'swapped_key'), dir, { recursive: true });
+  fs.rmSync(path.join(dir, 'anchors.jsonl'));
+  return dir;
+}
+
+test('a swapped key verifies when the keys are not pinned and the notes were not anchored, and says so', (t) => {
+  const anchored = assertVerdict(path.join(corpus, 'swapped_key'), [], 'anchor_invalid');
+  assert.equal(anchored.keys_pinned, false);
+  const dir = unanchoredSwappedKey(t);
+  const verdict = assertVerdict(dir, [], null);
   assert.equal(verdict.keys_pinned, false);
-  assert.equal(evidence.verifyBundle(path.join(corpus, 'swapped_key'), { keys: [] }).keys_pinned, false);
+  assert.equal(evidence.verifyBundle(dir, { keys: [] }).keys_pinned, false);
 });
 
 test('a key may be given as a file holding it; an unreadable key throws', (t) => {
@@ -469,6 +483,18 @@ const unpaddedProofHash = editJson('proofs/consistency-000001-000002.json', (p) 
 /** One base64 character of `hash` changed to another valid one. */
 const otherBase64 = (hash) => `${hash[0] === 'A' ? 'B' : 'A'}${hash.slice(1)}`;
 
+/** The first line of anchors.jsonl of `kind`, rewritten by `change` (then, with `raw`, its text). */
+const editAnchor = (kind, change, raw = (text) => text) =>
+  edit('anchors.jsonl', (text) => {
+    const lines = text.split('\n').slice(0, -1);
+    const at = lines.findIndex((line) => JSON.parse(line).kind === kind);
+    assert.ok(at >= 0, `no ${kind} anchor`);
+    lines[at] = raw(JSON.stringify(change(JSON.parse(lines[at]))));
+    return lines.map((line) => `${line}\n`).join('');
+  });
+/** An anchor line's change: its receipt's text edited. */
+const receiptText = (change) => (a) => ({ ...a, receipt: Buffer.from(change(Buffer.from(a.receipt, 'base64').toString('utf8'))).toString('base64') });
+
 const TAMPERED = [
   ['bundle.json missing a field', editJson('bundle.json', ({ policies, ...rest }) => rest), 'bundle_malformed'],
   ['bundle.json of another format', editJson('bundle.json', (m) => ({ ...m, format: 'warden.bundle/v2' })), 'bundle_malformed'],
@@ -535,6 +561,23 @@ const TAMPERED = [
   ['a named policy not listed', editJson('bundle.json', (m) => ({ ...m, policies: ['sha256:test'] })), 'bundle_malformed'],
   ['a listed policy no receipt names', editJson('bundle.json', (m) => ({ ...m, policies: [...m.policies, 'sha256:unnamed'] })), 'bundle_malformed'],
   ['bundle.json without policies_missing', editJson('bundle.json', ({ policies_missing, ...rest }) => rest), 'bundle_malformed'],
+  // The anchors.
+  ['anchors.jsonl missing', remove('anchors.jsonl'), null],
+  ['anchors.jsonl that is not JSON', (dir) => fs.writeFileSync(path.join(dir, 'anchors.jsonl'), '{\n'), 'bundle_malformed'],
+  ['anchors.jsonl with an empty line', (dir) => fs.appendFileSync(path.join(dir, 'anchors.jsonl'), '\n'), 'bundle_malformed'],
+  ['anchors.jsonl with CRLF line ends', edit('anchors.jsonl', (text) => text.replace(/\n/g, '\r\n')), null],
+  ['an anchor with an unknown field', editAnchor('file', (a) => ({ ...a, extra: 1 })), 'bundle_malformed'],
+  ['an anchor without its sink', editAnchor('file', ({ sink, ...rest }) => rest), 'bundle_malformed'],
+  ['an anchor whose checkpoint is 1.0', editAnchor('file', (a) => a, (text) => text.replace('"checkpoint":1,', '"checkpoint":1.0,')), 'bundle_malformed'],
+  ['an anchor of a checkpoint the bundle does not hold', editAnchor('file', (a) => ({ ...a, checkpoint: 9 })), 'bundle_malformed'],
+  ['an anchor receipt that is not base64', editAnchor('cosignature', (a) => ({ ...a, receipt: 'AAA' })), 'bundle_malformed'],
+  ['an anchor receipt in non-canonical base64', editAnchor('cosignature', (a) => ({ ...a, receipt: 'AB==' })), 'bundle_malformed'],
+  ['a file anchor without its receipt', editAnchor('file', (a) => ({ ...a, receipt: null })), 'bundle_malformed'],
+  ['a file anchor line edited', editAnchor('file', receiptText((r) => r.replace('"size":20', '"size":21'))), 'anchor_invalid'],
+  ['a file anchor line with its newline', editAnchor('file', receiptText((r) => `${r}\n`)), 'anchor_invalid'],
+  ['a file anchor moved to another checkpoint', editAnchor('file', (a) => ({ ...a, checkpoint: 2 })), 'anchor_invalid'],
+  ['a witness receipt edited', editAnchor('cosignature', receiptText((r) => `${r}!`)), null],
+  ['an anchor without a kind', editAnchor('file', ({ kind, ...rest }) => rest), null],
 ];
 
 test('tampered copies of the sound bundle are refused by name, as the Rust verifier refuses them', async (t) => {
@@ -818,7 +861,7 @@ test('bundle keys at absolute paths are read where they are, as Path::join reads
 
 // ---- the command line ---------------------------------------------------------------------------
 
-test('run directly, it prints the verdict and exits 0 sound, 1 refused, 2 usage', () => {
+test('run directly, it prints the verdict and exits 0 sound, 1 refused, 2 usage', (t) => {
   const script = path.join(__dirname, '..', 'lib', 'evidence.js');
   const run = (...args) => spawnSync(process.execPath, [script, ...args], { encoding: 'utf8' });
   const sound = run(path.join(corpus, 'sound'), '--key', TRUSTED, '--json');
@@ -827,7 +870,7 @@ test('run directly, it prints the verdict and exits 0 sound, 1 refused, 2 usage'
   const refused = run(path.join(corpus, 'truncated'), '--key', path.join(corpus, 'trusted.vkey'));
   assert.equal(refused.status, 1);
   assert.match(refused.stdout, /^bundle refused: truncated: /);
-  const unpinned = run(path.join(corpus, 'swapped_key'));
+  const unpinned = run(unanchoredSwappedKey(t));
   assert.equal(unpinned.status, 0);
   assert.match(unpinned.stdout, /the keys were taken from the bundle itself/);
   assert.equal(run().status, 2);

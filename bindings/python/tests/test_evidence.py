@@ -65,6 +65,8 @@ VERDICT_FIELDS = (
     "keys_pinned",
     "open_at_end",
     "closed_without_receipt",
+    "anchors",
+    "anchors_checked",
     "policies_carried",
     "policies_missing",
 )
@@ -151,11 +153,18 @@ def test_the_sound_bundle_counts_what_it_proved() -> None:
 
 @needs_corpus
 @needs_cryptography
-def test_a_swapped_key_goes_unseen_unless_the_key_is_pinned() -> None:
-    unpinned = evidence.verify_bundle(CORPUS / "swapped_key")
+def test_a_swapped_key_goes_unseen_unless_the_key_is_pinned_or_the_notes_were_anchored(tmp_path: Path) -> None:
+    # The file anchor kept the notes as first signed: re-signed ones no longer match.
+    anchored = evidence.verify_bundle(CORPUS / "swapped_key")
+    assert anchored["reason"] == "anchor_invalid" and anchored["keys_pinned"] is False
+    _assert_same_as_rust(CORPUS / "swapped_key", [], anchored)
+    bundle = tmp_path / "unanchored"
+    shutil.copytree(CORPUS / "swapped_key", bundle)
+    (bundle / "anchors.jsonl").unlink()
+    unpinned = evidence.verify_bundle(bundle)
     assert unpinned["ok"] and unpinned["keys_pinned"] is False
-    assert evidence.verify_bundle(CORPUS / "swapped_key", keys=[])["ok"]
-    _assert_same_as_rust(CORPUS / "swapped_key", [], unpinned)
+    assert evidence.verify_bundle(bundle, keys=[])["ok"]
+    _assert_same_as_rust(bundle, [], unpinned)
     pinned = evidence.verify_bundle(CORPUS / "swapped_key", keys=[str(CORPUS / "trusted.vkey")])
     assert pinned["reason"] == "key_untrusted" and pinned["keys_pinned"] is True
 
@@ -484,12 +493,15 @@ def _mangle_key_file(bundle: Path) -> None:
     path.write_text(f"{name}+{id_}+Z{key[1:]}", encoding="utf-8")
 
 
-def _ours(bundle: Path) -> None:
-    """Every checkpoint signed again with the test key, which the bundle's key file names."""
+def _ours(bundle: Path, keep_anchors: bool = False) -> None:
+    """Every checkpoint signed again with the test key, which the bundle's key file names; the
+    anchors of the old notes go too (they would show the notes re-signed), unless kept."""
     for number in _manifest(bundle)["checkpoints"]:
         _resign(bundle, number)
     for key_file in (bundle / "keys").iterdir():
         key_file.write_text(_signer().vkey + "\n", encoding="utf-8")
+    if not keep_anchors:
+        (bundle / "anchors.jsonl").unlink()
 
 
 def _edit_json(path: Path, change: Callable[[Any], Any]) -> None:
@@ -597,6 +609,32 @@ def _write(name: str, data: bytes | Callable[[bytes], bytes]) -> Change:
     return change
 
 
+def _anchor_edit(kind: str, change: Callable[[dict[str, Any]], Any], raw: Callable[[str], str] | None = None) -> Change:
+    """Edit the first line of `anchors.jsonl` whose kind is `kind` (then, with `raw`, its text)."""
+
+    def edit(bundle: Path) -> None:
+        path = bundle / "anchors.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        at = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == kind)
+        value = json.loads(lines[at])
+        change(value)
+        lines[at] = json.dumps(value)
+        if raw is not None:
+            lines[at] = raw(lines[at])
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+    return edit
+
+
+def _receipt_text(edit: Callable[[bytes], bytes]) -> Callable[[dict[str, Any]], None]:
+    """An anchor line's change: its receipt's bytes edited."""
+
+    def change(line: dict[str, Any]) -> None:
+        line["receipt"] = _b64(edit(base64.b64decode(line["receipt"])))
+
+    return change
+
+
 def _start_after(size: int, checkpoints: list[int]) -> Change:
     """The bundle starts after receipt `size` (start.json: the tree's frontier there) and holds the
     checkpoints listed."""
@@ -613,6 +651,10 @@ def _start_after(size: int, checkpoints: list[int]) -> Change:
         }
         (bundle / "start.json").write_text(json.dumps(start, indent=2) + "\n", encoding="utf-8")
         (bundle / "receipts.jsonl").write_bytes(b"".join(line + b"\n" for line in lines[size:]))
+        # As `warden export` writes them: the anchors of the checkpoints it holds.
+        anchors = (bundle / "anchors.jsonl").read_text(encoding="utf-8").splitlines()
+        held = [line for line in anchors if json.loads(line)["checkpoint"] in checkpoints]
+        (bundle / "anchors.jsonl").write_text("".join(line + "\n" for line in held), encoding="utf-8")
         # As `warden export` lists them: the policies the receipts it holds name.
         named = sorted({json.loads(line)["policy_hash"] for line in lines[size:]})
 
@@ -676,6 +718,7 @@ CASES: list[tuple[str, str, Change, str, str | None]] = [
     ("start_at_the_last_checkpoint", "sound", _start_after(28, [3]), CORPUS_KEY, None),
     ("resigned", "sound", _ours, TEST_KEY, None),
     ("resigned_not_pinned", "sound", _ours, CORPUS_KEY, "key_untrusted"),
+    ("resigned_keeping_its_anchors", "sound", lambda b: _ours(b, keep_anchors=True), TEST_KEY, "anchor_invalid"),
     ("companion_resigned_without_an_open_effect", "sound",
         _companion_resigned(lambda c: c.update(open=[]), count=0), TEST_KEY, "outcome_missing"),
     ("companion_resigned_with_an_unknown_field", "sound",
@@ -711,6 +754,31 @@ CASES: list[tuple[str, str, Change, str, str | None]] = [
         _json_edit("bundle.json", lambda m: m["policies"].append("sha256:unnamed")), CORPUS_KEY, "bundle_malformed"),
     ("manifest_without_policies_missing", "sound",
         _json_edit("bundle.json", lambda m: m.pop("policies_missing")), CORPUS_KEY, "bundle_malformed"),
+    ("anchors_file_missing", "sound", _remove("anchors.jsonl"), CORPUS_KEY, None),
+    ("anchors_file_not_json", "sound", _write("anchors.jsonl", b"{\n"), CORPUS_KEY, "bundle_malformed"),
+    ("anchors_file_empty_line", "sound", _write("anchors.jsonl", lambda data: data + b"\n"), CORPUS_KEY, "bundle_malformed"),
+    ("anchor_unknown_field", "sound", _anchor_edit("file", lambda a: a.update(extra=1)), CORPUS_KEY, "bundle_malformed"),
+    ("anchor_without_its_sink", "sound", _anchor_edit("file", lambda a: a.pop("sink")), CORPUS_KEY, "bundle_malformed"),
+    ("anchor_checkpoint_as_float", "sound",
+        _anchor_edit("file", lambda a: None, lambda t: t.replace('"checkpoint": 1,', '"checkpoint": 1.0,')),
+        CORPUS_KEY, "bundle_malformed"),
+    ("anchor_for_a_checkpoint_not_held", "sound",
+        _anchor_edit("file", lambda a: a.update(checkpoint=9)), CORPUS_KEY, "bundle_malformed"),
+    ("anchor_receipt_not_base64", "sound",
+        _anchor_edit("cosignature", lambda a: a.update(receipt="AAA")), CORPUS_KEY, "bundle_malformed"),
+    ("anchor_receipt_noncanonical_base64", "sound",
+        _anchor_edit("cosignature", lambda a: a.update(receipt="AB==")), CORPUS_KEY, "bundle_malformed"),
+    ("anchor_file_without_its_receipt", "sound",
+        _anchor_edit("file", lambda a: a.update(receipt=None)), CORPUS_KEY, "bundle_malformed"),
+    ("anchor_file_line_edited", "sound",
+        _anchor_edit("file", _receipt_text(lambda r: r.replace(b'"size":20', b'"size":21'))), CORPUS_KEY, "anchor_invalid"),
+    ("anchor_file_line_with_its_newline", "sound",
+        _anchor_edit("file", _receipt_text(lambda r: r + b"\n")), CORPUS_KEY, "anchor_invalid"),
+    ("anchor_file_line_of_another_checkpoint", "sound",
+        _anchor_edit("file", lambda a: a.update(checkpoint=2)), CORPUS_KEY, "anchor_invalid"),
+    ("anchor_witness_edited", "sound",
+        _anchor_edit("cosignature", _receipt_text(lambda r: r + b"!")), CORPUS_KEY, None),
+    ("anchor_without_a_kind", "sound", _anchor_edit("file", lambda a: a.pop("kind")), CORPUS_KEY, None),
     ("policy_named_by_a_forged_receipt", "sound",
         _last_receipt_rewritten(lambda r: json.dumps({**r, "policy_hash": "sha256:forged"})),
         TEST_KEY, "bundle_malformed"),

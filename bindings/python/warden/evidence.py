@@ -56,9 +56,11 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NoReturn, Union
 
 __all__ = [
+    "ANCHORS_FILE",
     "BUNDLE_FORMAT",
     "COMPANION_FORMAT",
     "EMPTY_HASH",
+    "FILE_LINE_FORMAT",
     "GENESIS_HASH",
     "INSTALL_HINT",
     "REASONS",
@@ -68,6 +70,7 @@ __all__ = [
     "NoteVerifier",
     "check_consistency",
     "check_inclusion",
+    "file_anchor_line",
     "is_time",
     "key_id",
     "leaf_hash",
@@ -103,8 +106,14 @@ REASONS: tuple[str, ...] = (
     "root_mismatch",
     "outcome_missing",
     "truncated",
+    "anchor_invalid",
     "policy_altered",
 )
+
+#: The bundle's file of anchor receipts.
+ANCHORS_FILE = "anchors.jsonl"
+#: The `format` member of every line the file anchor writes.
+FILE_LINE_FORMAT = "warden.anchor/v1"
 
 INSTALL_HINT = "pip install 'warden-effects[evidence]'"
 
@@ -566,6 +575,19 @@ _COMPANION = _Struct(
     deny_unknown=True,
 )
 
+_ANCHOR_LINE = _Struct(
+    "AnchorLine",
+    (
+        ("checkpoint", "u64"),
+        ("sink", "str"),
+        ("kind", "str?"),
+        ("receipt", "str?"),
+        ("description", "str"),
+        ("anchored_at", "str"),
+    ),
+    deny_unknown=True,
+)
+
 # ---- time ----------------------------------------------------------------------------------------
 
 _TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\.[0-9]{3}Z")
@@ -986,6 +1008,8 @@ class _Verdict:
     keys_pinned: bool = False
     open_at_end: int = 0
     closed_without_receipt: int = 0
+    anchors: int = 0
+    anchors_checked: int = 0
     policies_carried: list[str] = field(default_factory=list)
     policies_missing: list[str] = field(default_factory=list)
 
@@ -999,6 +1023,8 @@ class _Verdict:
             "keys_pinned": self.keys_pinned,
             "open_at_end": self.open_at_end,
             "closed_without_receipt": self.closed_without_receipt,
+            "anchors": self.anchors,
+            "anchors_checked": self.anchors_checked,
             "policies_carried": list(self.policies_carried),
             "policies_missing": list(self.policies_missing),
         }
@@ -1107,6 +1133,64 @@ def policy_file(policy_hash: str) -> str | None:
     another form (a tool's own), which no file can carry."""
     match = _POLICY_HASH.fullmatch(policy_hash)
     return f"policies/{match.group(1)}.json" if match else None
+
+
+def file_anchor_line(number: int, size: int, note: str) -> str:
+    """The line the file anchor appends for checkpoint `number` of `size` receipts whose signed
+    note is `note`, without its newline: what a `file` anchor receipt must be."""
+    line = {
+        "format": FILE_LINE_FORMAT,
+        "checkpoint": number,
+        "size": size,
+        "sha256": hashlib.sha256(note.encode("utf-8")).hexdigest(),
+        "note": note,
+    }
+    return json.dumps(line, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_anchors(directory: str, checked: Sequence["_Checked"], verdict: "_Verdict") -> None:
+    """Step 8: each line of `anchors.jsonl` names a checkpoint of the bundle and carries what its
+    kind needs; a `file` receipt is that checkpoint's line. An `rfc3161` token is carried
+    unchecked here (it is CMS: `warden verify-bundle --tsa-cert FILE` checks it)."""
+    try:
+        with open(os.path.join(directory, ANCHORS_FILE), "rb") as file:
+            text = file.read().decode("utf-8")
+    except FileNotFoundError:
+        return  # a bundle exported before anchors were wired: nothing to check
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise _open_error(ANCHORS_FILE, error) from None
+    sizes = {cp.number: cp.size for cp in checked}
+    # Counted into the verdict only when every line passed, as the Rust verifier does.
+    lines = checked_lines = 0
+    for at, raw in enumerate(_rust_lines(text), start=1):
+        try:
+            line = _parse_typed(raw, _ANCHOR_LINE)
+        except _JsonError as error:
+            raise _Failure("bundle_malformed", f"{ANCHORS_FILE} line {at} is not an anchor line: {error}") from None
+        number = line["checkpoint"]
+        if number not in sizes:
+            raise _Failure(
+                "bundle_malformed",
+                f"{ANCHORS_FILE} line {at} anchors checkpoint {number}, which the bundle does not hold",
+            )
+        receipt = None
+        if line["receipt"] is not None:
+            receipt = _b64decode(line["receipt"])
+            if receipt is None:
+                raise _Failure("bundle_malformed", f"{ANCHORS_FILE} line {at}'s receipt is not base64")
+        lines += 1
+        kind = line["kind"]
+        if kind in ("file", "rfc3161") and receipt is None:
+            raise _Failure("bundle_malformed", f"{ANCHORS_FILE} line {at} is a {kind} anchor without its receipt")
+        if kind == "file" and receipt is not None:
+            note = _read_text(directory, f"checkpoints/{number:06d}.note")
+            if receipt != file_anchor_line(number, sizes[number], note).encode("utf-8"):
+                raise _Failure(
+                    "anchor_invalid",
+                    f"{ANCHORS_FILE} line {at}: the line {line['sink']} wrote is not checkpoint {number}'s",
+                )
+            checked_lines += 1
+    verdict.anchors, verdict.anchors_checked = lines, checked_lines
 
 
 def _check_policies(directory: str, manifest: dict[str, Any], named: set[str], verdict: "_Verdict") -> None:
@@ -1457,6 +1541,7 @@ def _run(directory: str, trusted: Sequence[NoteVerifier], verdict: _Verdict) -> 
         raise _open_error("receipts.jsonl", error) from None
     with file:
         walk.run(_receipt_lines(file))
+    _check_anchors(directory, checked, verdict)
     _check_policies(directory, manifest, walk.named, verdict)
     last = checked[-1]
     verdict.open_at_end = len(last.companion["open"])
@@ -1502,7 +1587,9 @@ def verify_bundle(
     Returns the verdict: `ok`, `reason` (one of `REASONS`, or None), `detail`, `receipts` and
     `checkpoints` checked, `keys_pinned`, `open_at_end` (effects the last checkpoint counts
     open), `closed_without_receipt` (effects a checkpoint saw open that closed with no
-    receipt, as the signer attests), `policies_carried` (the policy hashes the receipts name
+    receipt, as the signer attests), `anchors` (lines of `anchors.jsonl`) and `anchors_checked`
+    (those whose receipt was checked: each `file` line; RFC 3161 tokens are left to
+    `warden verify-bundle --tsa-cert FILE`), `policies_carried` (the policy hashes the receipts name
     whose policy the bundle carries, each file hashing to its name) and `policies_missing` (those
     it does not carry: nothing shows what they said); the two lists are filled only when every
     check passed."""
@@ -1532,7 +1619,20 @@ def _human(verdict: dict[str, Any]) -> str:
     return (
         f"bundle ok: {verdict['detail']}\nopen at the last checkpoint: {verdict['open_at_end']}; "
         f"closed without a receipt (attested by the signer): {verdict['closed_without_receipt']}\n"
-        f"{_policies_line(verdict)}{pinned}\n"
+        f"{_policies_line(verdict)}{_anchors_line(verdict)}{pinned}\n"
+    )
+
+
+def _anchors_line(verdict: dict[str, Any]) -> str:
+    """The verdict's line about the anchor receipts, as every verifier prints it."""
+    carried, unchecked = verdict["anchors"], verdict["anchors"] - verdict["anchors_checked"]
+    if carried == 0:
+        return "\nno anchor receipts in the bundle"
+    if unchecked == 0:
+        return f"\nanchor receipts: {carried}, every one checked"
+    return (
+        f"\nanchor receipts: {carried}, {unchecked} not checked (an RFC 3161 token needs its TSA's certificate: "
+        "warden verify-bundle --tsa-cert FILE; other kinds are carried as they came)"
     )
 
 

@@ -206,7 +206,7 @@ pub fn verify_bundle(dir: &Path, keys: &[String], tsa_certs: &[PathBuf], json: b
             (0, _) => "\nno anchor receipts in the bundle".to_owned(),
             (all, 0) => format!("\nanchor receipts: {all}, every one checked"),
             (all, unchecked) => format!(
-                "\nanchor receipts: {all}, {unchecked} not checked (an RFC 3161 token needs its TSA's certificate: --tsa-cert FILE; other kinds are carried as they came)"
+                "\nanchor receipts: {all}, {unchecked} not checked (an RFC 3161 token needs its TSA's certificate: warden verify-bundle --tsa-cert FILE; other kinds are carried as they came)"
             ),
         };
         format!(
