@@ -8,15 +8,13 @@ mod common;
 mod local_tsa;
 mod support;
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use common::store_location;
+use common::{copy_dir, eventually, read_customers, store_location};
 use local_tsa::{openssl_available, KeyKind, Pki};
-use support::{response, Conn, Recorded, Server};
+use support::{response, Server};
 use warden::clock::MICROS_PER_SECOND;
 use warden::document::load_str;
 use warden::evidence::anchor::{AnchorError, AnchorProvider, AnchorReceipt, FileSink, SignedCheckpoint};
@@ -24,27 +22,10 @@ use warden::evidence::anchoring::{AnchorTry, FIRST_RETRY_DELAY};
 use warden::evidence::bundle::{export, verify_bundle, verify_bundle_with, ANCHORS_FILE};
 use warden::evidence::key::NoteSigner;
 use warden::evidence::tsa::TrustedTsa;
-use warden::pipeline::{ActionRequest, Warden, WardenOptions};
-use warden::{Kernel, ManualClock, Principal};
+use warden::pipeline::{Warden, WardenOptions};
+use warden::{Kernel, ManualClock};
 
 const T0: i64 = 1_800_000_000 * MICROS_PER_SECOND;
-
-fn read(warden: &Warden, n: usize) {
-    let ada = Principal::new("agent", Some("ada")).unwrap();
-    for i in 0..n {
-        let request = ActionRequest::new("customer.read", serde_json::json!({"id": format!("c_{i}")}), ada.clone());
-        warden.submit(&request).unwrap().commit(&serde_json::json!({"ok": true})).unwrap();
-    }
-}
-
-/// Wait (generously: this is no timing test) until `check` holds.
-fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn key(dir: &Path) -> (PathBuf, NoteSigner) {
     let path = dir.join("evidence.key");
@@ -69,25 +50,11 @@ fn open(store: &Path, document: &str, clock: Option<&ManualClock>, automatic: bo
     Warden::open(store, load_str(document, "test.yaml").unwrap(), options).unwrap()
 }
 
-/// The body of a request, read to its content-length.
-fn body(conn: &mut Conn, seen: &Recorded) -> Vec<u8> {
-    let length: usize = seen.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-    let mut body = seen.extra.clone();
-    let mut chunk = [0u8; 4096];
-    while body.len() < length {
-        match conn.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => body.extend_from_slice(&chunk[..n]),
-        }
-    }
-    body
-}
-
 /// A loopback TSA answering with `openssl ts -reply`; while `failing`, HTTP 503.
 fn tsa(pki: &Arc<Pki>, failing: &Arc<AtomicBool>) -> Server {
     let (pki, failing) = (Arc::clone(pki), Arc::clone(failing));
     Server::http(move |mut conn, seen| {
-        let query = body(&mut conn, seen);
+        let query = support::read_body(&mut conn, seen);
         let reply = if failing.load(Ordering::SeqCst) {
             response("503 Service Unavailable", &[], b"down for maintenance")
         } else {
@@ -126,9 +93,9 @@ fn a_running_handle_anchors_each_checkpoint_to_a_file_and_a_tsa_and_the_bundle_c
         let Some(last) = kernel.checkpoint_numbered(None).unwrap() else { return false };
         kernel.anchor_states(&sinks).unwrap().iter().all(|state| state.last_anchored == Some(last.number))
     };
-    read(&warden, 2);
+    read_customers(&warden, 2);
     eventually("the first checkpoint anchored by both sinks", both_have_the_last);
-    read(&warden, 2);
+    read_customers(&warden, 2);
     let size = kernel.receipt_count().unwrap();
     eventually("every receipt checkpointed and anchored", || {
         kernel.checkpoint_numbered(None).unwrap().is_some_and(|last| last.size == size) && both_have_the_last()
@@ -246,19 +213,6 @@ fn a_running_handle_anchors_each_checkpoint_to_a_file_and_a_tsa_and_the_bundle_c
     drop(server);
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// A provider whose answers the test sets: it fails while `failing`, and counts its calls.
 struct Scripted {
     failing: AtomicBool,
@@ -299,7 +253,7 @@ fn a_failed_anchor_waits_its_delay_a_new_sink_starts_at_the_newest_and_a_failing
     let provider = Arc::new(Scripted { failing: AtomicBool::new(true), calls: 0.into(), seen: Mutex::default() });
     assert!(pass(kernel, &provider, false).is_empty(), "no checkpoint, nothing to send");
     for _ in 0..3 {
-        read(&warden, 1);
+        read_customers(&warden, 1);
         kernel.checkpoint(&signer, None).unwrap();
     }
     // A sink that never anchored starts at the newest checkpoint.
@@ -324,7 +278,7 @@ fn a_failed_anchor_waits_its_delay_a_new_sink_starts_at_the_newest_and_a_failing
     // Anchored: nothing waits, and later checkpoints each follow in order.
     assert!(pass(kernel, &provider, true).is_empty());
     for _ in 0..2 {
-        read(&warden, 1);
+        read_customers(&warden, 1);
         kernel.checkpoint(&signer, None).unwrap();
     }
     let tries = pass(kernel, &provider, false);
@@ -335,7 +289,7 @@ fn a_failed_anchor_waits_its_delay_a_new_sink_starts_at_the_newest_and_a_failing
     provider.failing.store(true, Ordering::SeqCst);
     // A sink that fails stops for the pass at its first failure.
     for _ in 0..2 {
-        read(&warden, 1);
+        read_customers(&warden, 1);
         kernel.checkpoint(&signer, None).unwrap();
     }
     let calls = provider.calls.load(Ordering::SeqCst);
@@ -364,7 +318,7 @@ fn warden_anchor_and_doctor_report_a_failing_tsa_and_a_missing_credential_then_t
     let witness_seen = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&witness_seen);
     let witness = Server::http(move |mut conn, request| {
-        let _ = body(&mut conn, request);
+        let _ = support::read_body(&mut conn, request);
         seen.lock().unwrap().push(request.header("x-witness-token").unwrap_or("").to_owned());
         conn.send(&response("200 OK", &[], b""));
         None
@@ -382,7 +336,7 @@ fn warden_anchor_and_doctor_report_a_failing_tsa_and_a_missing_credential_then_t
     let store = store_location(dir.path());
     {
         let warden = open(&store, &doc, None, false);
-        read(&warden, 2);
+        read_customers(&warden, 2);
         warden.kernel().checkpoint(&signer, None).unwrap();
     }
     let cli = |args: &[&str], token: Option<&str>| {

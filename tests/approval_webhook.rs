@@ -6,7 +6,6 @@
 mod common;
 mod support;
 
-use std::io::Read;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use hmac::Mac;
 use serde_json::{json, Value};
-use support::{response, Conn, Recorded, Server, TestCa};
+use support::{response, Server, TestCa};
 use warden::event::{Event, EventKind};
 use warden::pipeline::{ActionRequest, Warden, WardenOptions};
 use warden::sight::credentials::CallbackProvider;
@@ -97,20 +96,6 @@ fn settled(warden: &Warden, id: &str) -> Vec<Event> {
     }
 }
 
-/// Read the rest of a request body (after what the server already buffered).
-fn body(conn: &mut Conn, seen: &Recorded) -> Vec<u8> {
-    let length: usize = seen.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-    let mut body = seen.extra.clone();
-    let mut chunk = [0u8; 4096];
-    while body.len() < length {
-        match conn.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => body.extend_from_slice(&chunk[..n]),
-        }
-    }
-    body
-}
-
 fn data(event: &Event) -> Value {
     serde_json::from_str(&event.data).unwrap()
 }
@@ -121,7 +106,7 @@ fn the_request_is_posted_with_a_signature_the_receiver_can_verify() {
     let bodies = Arc::new(Mutex::new(Vec::new()));
     let kept = Arc::clone(&bodies);
     let server = Server::https(&ca.leaf(&["localhost"]), move |mut conn, seen| {
-        kept.lock().unwrap().push(body(&mut conn, seen));
+        kept.lock().unwrap().push(support::read_body(&mut conn, seen));
         conn.send(&response("204 No Content", &[], b""));
         Some(conn)
     });
@@ -286,7 +271,7 @@ fn a_missing_secret_sends_nothing_and_an_untrusted_certificate_is_refused() {
 fn the_secret_is_in_no_event_output_error_or_store_byte() {
     let ca = TestCa::new();
     let server = Server::https(&ca.leaf(&["localhost"]), |mut conn, seen| {
-        let _ = body(&mut conn, seen);
+        let _ = support::read_body(&mut conn, seen);
         conn.send(&response("500 Internal Server Error", &[], SECRET.as_bytes()));
         Some(conn)
     });

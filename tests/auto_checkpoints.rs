@@ -6,15 +6,15 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::store_location;
+use common::{eventually, read_customers, store_location};
 use warden::clock::MICROS_PER_SECOND;
 use warden::document::load_str;
 use warden::evidence::key::{open_note, NoteSigner};
 use warden::evidence::settings::Due;
-use warden::pipeline::{ActionRequest, Warden, WardenOptions};
-use warden::{Error, ManualClock, Principal};
+use warden::pipeline::{Warden, WardenOptions};
+use warden::{Error, ManualClock};
 
 const T0: i64 = 1_800_000_000 * MICROS_PER_SECOND;
 
@@ -31,23 +31,6 @@ fn key(dir: &Path) -> (std::path::PathBuf, NoteSigner) {
     let signer = NoteSigner::generate("warden.test/auto").unwrap();
     signer.save(&path).unwrap();
     (path, signer)
-}
-
-fn read(warden: &Warden, n: usize) {
-    let ada = Principal::new("agent", Some("ada")).unwrap();
-    for i in 0..n {
-        let request = ActionRequest::new("customer.read", serde_json::json!({"id": format!("c_{i}")}), ada.clone());
-        warden.submit(&request).unwrap().commit(&serde_json::json!({"ok": true})).unwrap();
-    }
-}
-
-/// Wait (generously: this is no timing test) until `check` holds.
-fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn open(store: &Path, document: &str, clock: &ManualClock, automatic: bool) -> Result<Warden, Error> {
@@ -69,7 +52,7 @@ fn checkpoints_follow_the_receipts_by_count_and_by_time_and_none_is_made_for_a_q
     let checkpointer = Arc::clone(warden.checkpointer().expect("the document asks for checkpoints"));
     assert_eq!(checkpointer.due(), Due { every_receipts: 5, every: 10 * MICROS_PER_SECOND });
 
-    read(&warden, 6);
+    read_customers(&warden, 6);
     let size = kernel.receipt_count().unwrap();
     assert!(size >= 6, "{size} receipts");
     // By count: the clock stands still, so only the receipts make one due.
@@ -81,7 +64,7 @@ fn checkpoints_follow_the_receipts_by_count_and_by_time_and_none_is_made_for_a_q
     assert!(text.starts_with("warden.test/auto\n"), "{text}");
 
     // Fewer than five new receipts wait for the time bound.
-    read(&warden, 1);
+    read_customers(&warden, 1);
     let size = kernel.receipt_count().unwrap();
     eventually("everything covered once the time bound passes", || {
         let last = kernel.checkpoint_numbered(None).unwrap().unwrap();
@@ -119,12 +102,12 @@ fn due_is_checked_at_the_instant_and_one_step_before() {
     let kernel = warden.kernel();
     let due = Due { every_receipts: 3, every: 10 * MICROS_PER_SECOND };
     assert!(kernel.checkpoint_if_due(&signer, None, &due).unwrap().is_none(), "an empty log is never due");
-    read(&warden, 1);
+    read_customers(&warden, 1);
     let first = kernel.checkpoint_if_due(&signer, None, &due).unwrap().expect("the first receipt is due");
     let step = kernel.receipt_count().unwrap() - first.size;
     assert_eq!(step, 0);
     // One receipt past the first checkpoint: due by time at exactly `every`, not a microsecond before.
-    read(&warden, 1);
+    read_customers(&warden, 1);
     let after = kernel.receipt_count().unwrap() - first.size;
     assert!(after < 3, "one read writes fewer receipts than the count bound ({after})");
     let since = kernel.now() - first.time;
@@ -137,7 +120,7 @@ fn due_is_checked_at_the_instant_and_one_step_before() {
     let mut n = 0;
     while kernel.receipt_count().unwrap() - second.size < 3 {
         assert!(kernel.checkpoint_if_due(&signer, None, &due).unwrap().is_none(), "below the count");
-        read(&warden, 1);
+        read_customers(&warden, 1);
         n += 1;
         assert!(n < 10);
     }
@@ -162,7 +145,7 @@ fn a_key_file_others_may_read_is_refused_at_open_and_a_key_reference_waits_for_i
     let by_reference = "schema: warden/v1\nactions:\n  customer.read:\n    decision: allow\n\
                         evidence:\n  key_ref: WARDEN_TEST_NO_SUCH_EVIDENCE_KEY\n  every_receipts: 1\n";
     let warden = open(&store_location(dir.path()), by_reference, &clock, true).unwrap();
-    read(&warden, 2);
+    read_customers(&warden, 2);
     let checkpointer = warden.checkpointer().unwrap();
     eventually("the failure reported", || checkpointer.status().failures >= 1);
     let status = checkpointer.status();

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use base64::prelude::{Engine, BASE64_STANDARD};
-use common::{allow, key_template, refund, Fixture, SECOND};
+use common::{allow, copy_dir, key_template, refund, Fixture, SECOND};
 use warden::effect::{Outcome, StoredResult};
 use warden::evidence::bundle::{export, verify_bundle, Verdict, REASONS};
 use warden::evidence::checkpoint::{self, Basis, Companion, StoredCheckpoint};
@@ -193,19 +193,6 @@ fn the_store_refuses_a_checkpoint_that_misstates_the_log_or_comes_out_of_order()
     assert_eq!((next.number, next.verifier.clone()), (4, other.verifier().encoded()));
     assert_eq!(log.f.kernel.checkpoints(1, 10).unwrap().len(), 4);
     assert_eq!(log.f.kernel.checkpoint_numbered(None).unwrap().unwrap().number, 4);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn lines(dir: &Path) -> Vec<String> {

@@ -256,15 +256,12 @@ pub unsafe extern "C" fn warden_precondition_put(
     state: *const u8,
     len: usize,
 ) -> warden_result {
-    let work = || -> Result<(), Error> {
-        // SAFETY: the caller guarantees NULL or the live sink of the running callback, which
-        // nothing else touches during the callback.
-        let sink = unsafe { sink.as_mut() }
-            .ok_or_else(|| Error::InvalidInput("sink is NULL; pass the sink the callback received".into()))?;
+    let work = |sink: &mut warden_precondition_sink| -> Result<(), Error> {
         // SAFETY: the caller's guarantee for (state, len).
         sink.state = Some(unsafe { required_json(state, len, "state") }?);
         Ok(())
     };
-    // SAFETY: NULL `err`: no error object is written.
-    unsafe { super::panic::fallible(std::ptr::null_mut(), work) }
+    // SAFETY: the caller guarantees NULL or the live sink of the running callback, which
+    // nothing else touches during the callback.
+    unsafe { super::panic::put_into(sink, work) }
 }

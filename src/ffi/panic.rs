@@ -41,6 +41,23 @@ pub(super) unsafe fn fallible(err: *mut warden_buf, work: impl FnOnce() -> Resul
     }
 }
 
+/// Runs one `warden_*_put` of a callback's sink: refuses a NULL sink, writes no error object
+/// (a put has no `err`), and turns an error or a panic into its code.
+///
+/// # Safety
+/// `sink` is NULL or the live sink of the running callback, which nothing else touches during
+/// the callback.
+pub(super) unsafe fn put_into<S>(sink: *mut S, work: impl FnOnce(&mut S) -> Result<(), Error>) -> warden_result {
+    let work = || -> Result<(), Error> {
+        // SAFETY: the caller's guarantee for `sink`.
+        let sink = unsafe { sink.as_mut() }
+            .ok_or_else(|| Error::InvalidInput("sink is NULL; pass the sink the callback received".into()))?;
+        work(sink)
+    };
+    // SAFETY: NULL `err`: no error object is written.
+    unsafe { fallible(std::ptr::null_mut(), work) }
+}
+
 /// Runs one export that cannot report an error: a panic yields `fallback`.
 pub(super) fn infallible<T>(fallback: T, work: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(work)).unwrap_or(fallback)

@@ -156,11 +156,7 @@ pub unsafe extern "C" fn warden_credential_put(
     value: *const u8,
     len: usize,
 ) -> warden_result {
-    let work = || -> Result<(), Error> {
-        // SAFETY: the caller guarantees NULL or the live sink of the running callback, which
-        // nothing else touches during the callback.
-        let sink = unsafe { sink.as_mut() }
-            .ok_or_else(|| Error::InvalidInput("sink is NULL; pass the sink the callback received".into()))?;
+    let work = |sink: &mut warden_credential_sink| -> Result<(), Error> {
         if value.is_null() && len > 0 {
             return Err(Error::InvalidInput("value is NULL with a non-zero length".into()));
         }
@@ -178,8 +174,9 @@ pub unsafe extern "C" fn warden_credential_put(
         sink.value = Some(text);
         Ok(())
     };
-    // SAFETY: NULL `err`: no error object is written.
-    unsafe { super::panic::fallible(std::ptr::null_mut(), work) }
+    // SAFETY: the caller guarantees NULL or the live sink of the running callback, which
+    // nothing else touches during the callback.
+    unsafe { super::panic::put_into(sink, work) }
 }
 
 /// Registers the host's credential resolver for sights on this handle, replacing the current

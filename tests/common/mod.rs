@@ -145,3 +145,39 @@ pub fn assert_hidden_row_fault(error: &warden::Error, key: &str) {
     assert!(matches!(error, warden::Error::Store(_)), "expected a store fault, got {text}");
     assert!(text.contains(&format!("{key:?}")) && text.contains("warden doctor") && text.contains("damaged"), "{text}");
 }
+
+/// Wait (generously: this is no timing test) until `check` holds, or fail naming `what`.
+pub fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `n` allowed `customer.read` actions through `warden`'s pipeline, each committed.
+pub fn read_customers(warden: &warden::pipeline::Warden, n: usize) {
+    let ada = Principal::new("agent", Some("ada")).unwrap();
+    for i in 0..n {
+        let request = warden::pipeline::ActionRequest::new(
+            "customer.read",
+            serde_json::json!({"id": format!("c_{i}")}),
+            ada.clone(),
+        );
+        warden.submit(&request).unwrap().commit(&serde_json::json!({"ok": true})).unwrap();
+    }
+}
+
+/// Copy the directory `from` (files and subdirectories) to a new `to`.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

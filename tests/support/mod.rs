@@ -362,3 +362,18 @@ impl Silent {
         self.closed.lock().expect("lock").recv_timeout(bound).is_ok()
     }
 }
+
+/// The whole body of a request: what the server buffered with the header, then the rest read
+/// from `conn` up to its content-length.
+pub fn read_body(conn: &mut Conn, seen: &Recorded) -> Vec<u8> {
+    let length: usize = seen.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut body = seen.extra.clone();
+    let mut chunk = [0u8; 4096];
+    while body.len() < length {
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
+    body
+}

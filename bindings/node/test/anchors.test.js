@@ -12,34 +12,13 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const util = require('node:util');
-const { execFile, spawnSync } = require('node:child_process');
 
 const warden = require('..');
-const { POLICY, scratch, ada } = require('./helpers');
+const { POLICY, scratch, ada, findCli, cliJson } = require('./helpers');
 
-const run = util.promisify(execFile);
-const repo = path.resolve(__dirname, '..', '..', '..');
-
-function findCli() {
-  const target = process.env.CARGO_TARGET_DIR || path.join(repo, 'target');
-  const candidates = [
-    process.env.WARDEN_CLI,
-    process.env.WARDEN_LIB_DIR && path.join(process.env.WARDEN_LIB_DIR, 'warden'),
-    path.join(target, 'release', 'warden'),
-    path.join(target, 'debug', 'warden'),
-  ].filter(Boolean);
-  return candidates.find((file) => fs.existsSync(file) && spawnSync(file, ['anchor', '--help']).status === 0) ?? null;
-}
-
-const CLI = findCli();
+const CLI = findCli('anchor');
 const needsCli = CLI === null ? { skip: 'no built warden CLI (cargo build --release --bin warden)' } : {};
-
-async function cli(store, ...args) {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WARDEN_')));
-  const { stdout } = await run(CLI, ['--store', store, '--json', ...args], { env, timeout: 120_000 });
-  return warden.parseJson(stdout);
-}
+const cli = (store, ...args) => cliJson(CLI, store, ...args);
 
 async function eventually(what, check, timeoutMs = 60_000) {
   const deadline = Date.now() + timeoutMs;

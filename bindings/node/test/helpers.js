@@ -49,4 +49,32 @@ function open(t, policy) {
 
 const ada = (fn) => warden.withContext({ agent: 'support-agent', user: 'ada' }, fn);
 
-module.exports = { POLICY, scratch, open, ada };
+const repo = path.resolve(__dirname, '..', '..', '..');
+
+/**
+ * A built `warden` CLI that knows `subcommand`, preferring the one built with the library the
+ * addon links: $WARDEN_CLI, else the one beside $WARDEN_LIB_DIR, else target/{release,debug}/warden;
+ * or null.
+ */
+function findCli(subcommand) {
+  const { spawnSync } = require('node:child_process');
+  const target = process.env.CARGO_TARGET_DIR || path.join(repo, 'target');
+  const candidates = [
+    process.env.WARDEN_CLI,
+    process.env.WARDEN_LIB_DIR && path.join(process.env.WARDEN_LIB_DIR, 'warden'),
+    path.join(target, 'release', 'warden'),
+    path.join(target, 'debug', 'warden'),
+  ].filter(Boolean);
+  return candidates.find((file) => fs.existsSync(file) && spawnSync(file, [subcommand, '--help']).status === 0) ?? null;
+}
+
+/** `CLI --store STORE --json ARGS`, parsed; its environment without WARDEN_* variables. */
+async function cliJson(cli, store, ...args) {
+  const { execFile } = require('node:child_process');
+  const run = require('node:util').promisify(execFile);
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WARDEN_')));
+  const { stdout } = await run(cli, ['--store', store, '--json', ...args], { env, timeout: 120_000 });
+  return warden.parseJson(stdout);
+}
+
+module.exports = { POLICY, scratch, open, ada, findCli, cliJson };

@@ -16,38 +16,16 @@ const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
-const util = require('node:util');
-const { execFile, spawnSync } = require('node:child_process');
 
 const warden = require('..');
 const { evidence } = warden;
-const { open, ada } = require('./helpers');
+const { open, ada, findCli, cliJson } = require('./helpers');
 
-const run = util.promisify(execFile);
-const repo = path.resolve(__dirname, '..', '..', '..');
 const UNKNOWN = 'rct_00000000000000000000000000000000';
 
-/** A built `warden` CLI that knows `proof`, preferring the one built with the library; or null. */
-function findCli() {
-  const target = process.env.CARGO_TARGET_DIR || path.join(repo, 'target');
-  const candidates = [
-    process.env.WARDEN_CLI,
-    process.env.WARDEN_LIB_DIR && path.join(process.env.WARDEN_LIB_DIR, 'warden'),
-    path.join(target, 'release', 'warden'),
-    path.join(target, 'debug', 'warden'),
-  ].filter(Boolean);
-  return candidates.find((file) => fs.existsSync(file) && spawnSync(file, ['proof', '--help']).status === 0) ?? null;
-}
-
-const CLI = findCli();
+const CLI = findCli('proof');
 const needsCli = CLI === null ? { skip: 'no built warden CLI (cargo build --release --bin warden)' } : {};
-
-/** `warden --store STORE --json ARGS`, parsed; its environment without WARDEN_* variables. */
-async function cli(store, ...args) {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WARDEN_')));
-  const { stdout } = await run(CLI, ['--store', store, '--json', ...args], { env, timeout: 120_000 });
-  return warden.parseJson(stdout);
-}
+const cli = (store, ...args) => cliJson(CLI, store, ...args);
 
 const hash = (text) => {
   const raw = Buffer.from(text, 'base64');
