@@ -78,7 +78,7 @@ impl warden::evidence::anchor::AnchorProvider for Witness {
 
 /// Send the newest checkpoint to the corpus's two anchors: a file beside the store, the witness.
 fn anchor(f: &Fixture) {
-    let file = f.path().with_file_name("anchors.jsonl");
+    let file = f.dir.path().join("anchors.jsonl");
     let sinks: Vec<warden::evidence::anchoring::SinkProvider> = vec![
         (format!("file {}", file.display()), Ok(std::sync::Arc::new(warden::evidence::anchor::FileSink::new(file)))),
         ("witness.test/corpus".into(), Ok(std::sync::Arc::new(Witness))),
