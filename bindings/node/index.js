@@ -781,7 +781,7 @@ class Warden {
         .catch((error) => {
           const name = error && error.name ? error.name : 'Error';
           const message = error && error.message !== undefined ? error.message : String(error);
-          reply.settle(`fail:${JSON.stringify({ error: `${name}: ${message}`.slice(0, 300) })}`);
+          reply.settle(`fail:${JSON.stringify({ error: `${name}: ${message}` })}`);
         });
     };
     invokeSync(() => this.#handle.addAnchor(name, bridge));

@@ -28,7 +28,7 @@ pub const FIRST_RETRY_DELAY: Micros = 2 * MICROS_PER_SECOND;
 pub const MAX_RETRY_DELAY: Micros = 300 * MICROS_PER_SECOND;
 /// The most checkpoints one sink is sent in one pass.
 pub const MAX_PER_PASS: usize = 16;
-/// The longest failure text a row keeps.
+/// The longest failure text a row or the worker's status keeps.
 const ERROR_CHARS: usize = 300;
 
 const ENTRY_KEYS: [&str; 8] = ["ca_certs", "file", "header", "header_ref", "http", "rfc3161", "timeout_ms", "tsa_cert"];
@@ -390,7 +390,8 @@ impl StoredAnchor {
     }
 }
 
-fn bounded(text: &str) -> String {
+/// `text` cut to [`ERROR_CHARS`] characters, marked with `…` when cut.
+pub(super) fn bounded(text: &str) -> String {
     match text.char_indices().nth(ERROR_CHARS) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),

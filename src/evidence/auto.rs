@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::anchor::AnchorProvider;
-use super::anchoring::{AnchorTry, Anchors, SinkProvider};
+use super::anchoring::{bounded, AnchorTry, Anchors, SinkProvider};
 use super::checkpoint::StoredCheckpoint;
 use super::key::NoteSigner;
 use super::settings::{Due, EvidenceSettings, KeySource};
@@ -21,8 +21,6 @@ use crate::sight::credentials::{CredentialProvider, EnvProvider};
 
 /// The longest sleep between two looks at the log.
 const WAKE_MAX: Duration = Duration::from_secs(1);
-/// The longest error text the status keeps.
-const ERROR_CHARS: usize = 300;
 
 /// The log the worker checkpoints: the kernel, held weakly so the worker never keeps a store
 /// open.
@@ -96,13 +94,6 @@ impl std::fmt::Debug for Checkpointer {
 fn wake_interval(every: Micros) -> Duration {
     let every = Duration::from_micros(u64::try_from(every.max(MICROS_PER_SECOND / 10)).unwrap_or(u64::MAX));
     every.min(WAKE_MAX)
-}
-
-fn bounded(text: &str) -> String {
-    match text.char_indices().nth(ERROR_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }
 
 impl Shared {
@@ -266,15 +257,6 @@ impl Checkpointer {
         }
         hosted.push(provider);
         Ok(())
-    }
-
-    /// The sinks the worker sends checkpoints to: the document's, then the host's.
-    pub fn sinks(&self) -> Vec<String> {
-        let mut sinks = self.shared.anchors.sinks();
-        if let Ok(hosted) = self.shared.hosted.read() {
-            sinks.extend(hosted.iter().map(|provider| provider.name()));
-        }
-        sinks
     }
 
     /// What the worker has done so far.

@@ -201,7 +201,7 @@ fn parse_answer(value: &Value) -> Result<Answer, Error> {
         if fields.get("kind").is_some() || fields.get("receipt").is_some() {
             return Err(Error::InvalidInput("answer: an error carries no kind or receipt".into()));
         }
-        return Ok(Answer::Failed(message.chars().take(300).collect()));
+        return Ok(Answer::Failed(message.to_owned()));
     }
     let kind = fields
         .string("kind")?

@@ -1183,7 +1183,7 @@ function checkAnchors(dir, checked, verdict) {
   }
   const text = utf8OrNull(bytes);
   if (text === null) fail('bundle_malformed', `cannot read ${ANCHORS_FILE}: stream did not contain valid UTF-8`);
-  const sizes = new Map(checked.map((cp) => [String(cp.number), cp.size]));
+  const byNumber = new Map(checked.map((cp) => [String(cp.number), cp]));
   const lines = text.split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
   // Counted into the verdict only when every line passed, as the Rust verifier does.
@@ -1199,7 +1199,8 @@ function checkAnchors(dir, checked, verdict) {
       fail('bundle_malformed', `${ANCHORS_FILE} line ${at} is not an anchor line: ${error.message}`);
     }
     const number = line.checkpoint;
-    if (!sizes.has(String(number))) {
+    const cp = byNumber.get(String(number));
+    if (cp === undefined) {
       fail('bundle_malformed', `${ANCHORS_FILE} line ${at} anchors checkpoint ${number}, which the bundle does not hold`);
     }
     let receipt = null;
@@ -1212,8 +1213,7 @@ function checkAnchors(dir, checked, verdict) {
       fail('bundle_malformed', `${ANCHORS_FILE} line ${at} is a ${line.kind} anchor without its receipt`);
     }
     if (line.kind === 'file' && receipt !== null) {
-      const note = readText(dir, `checkpoints/${pad6(number)}.note`);
-      if (!receipt.equals(Buffer.from(fileAnchorLine(number, sizes.get(String(number)), note), 'utf8'))) {
+      if (!receipt.equals(Buffer.from(fileAnchorLine(number, cp.size, cp.note), 'utf8'))) {
         fail('anchor_invalid', `${ANCHORS_FILE} line ${at}: the line ${line.sink} wrote is not checkpoint ${number}'s`);
       }
       verified += 1;
@@ -1296,7 +1296,7 @@ function checkCheckpoint(dir, number, manifest, keys) {
     companion.time === body.time &&
     BigInt(companion.open.length) === body.open;
   if (!agrees) fail('checkpoint_altered', `${companionName} does not state what ${name} states`);
-  return { number, size: body.size, root: body.root, time: body.time, companion };
+  return { number, size: body.size, root: body.root, time: body.time, companion, note };
 }
 
 /** The checkpoints against each other: one root per size, sizes and times never going back (check 3). */

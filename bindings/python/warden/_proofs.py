@@ -67,7 +67,7 @@ def _anchor_callback(lib: _ffi.Library, name: str, anchor: Anchor) -> Any:
         except BaseException as exc:  # noqa: BLE001 - nothing may unwind into C
             _LOG.warning("warden: the anchor %r failed; it is retried: %s", name, exc)
             try:
-                failure = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}).encode("utf-8")
+                failure = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode("utf-8")
                 put(sink, failure, len(failure))
             except BaseException:  # noqa: BLE001 - the failure is reported by the return value
                 pass

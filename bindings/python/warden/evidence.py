@@ -993,6 +993,8 @@ class _Checked:
     root: bytes
     time: str
     companion: dict[str, Any]
+    #: The signed note, as the bundle holds it.
+    note: str
 
     def open_keys(self) -> set[tuple[str, int]]:
         return {(effect["effect_key"], effect["attempt"]) for effect in self.companion["open"]}
@@ -1159,7 +1161,7 @@ def _check_anchors(directory: str, checked: Sequence["_Checked"], verdict: "_Ver
         return  # a bundle exported before anchors were wired: nothing to check
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise _open_error(ANCHORS_FILE, error) from None
-    sizes = {cp.number: cp.size for cp in checked}
+    by_number = {cp.number: cp for cp in checked}
     # Counted into the verdict only when every line passed, as the Rust verifier does.
     lines = checked_lines = 0
     for at, raw in enumerate(_rust_lines(text), start=1):
@@ -1168,7 +1170,7 @@ def _check_anchors(directory: str, checked: Sequence["_Checked"], verdict: "_Ver
         except _JsonError as error:
             raise _Failure("bundle_malformed", f"{ANCHORS_FILE} line {at} is not an anchor line: {error}") from None
         number = line["checkpoint"]
-        if number not in sizes:
+        if number not in by_number:
             raise _Failure(
                 "bundle_malformed",
                 f"{ANCHORS_FILE} line {at} anchors checkpoint {number}, which the bundle does not hold",
@@ -1183,8 +1185,8 @@ def _check_anchors(directory: str, checked: Sequence["_Checked"], verdict: "_Ver
         if kind in ("file", "rfc3161") and receipt is None:
             raise _Failure("bundle_malformed", f"{ANCHORS_FILE} line {at} is a {kind} anchor without its receipt")
         if kind == "file" and receipt is not None:
-            note = _read_text(directory, f"checkpoints/{number:06d}.note")
-            if receipt != file_anchor_line(number, sizes[number], note).encode("utf-8"):
+            cp = by_number[number]
+            if receipt != file_anchor_line(number, cp.size, cp.note).encode("utf-8"):
                 raise _Failure(
                     "anchor_invalid",
                     f"{ANCHORS_FILE} line {at}: the line {line['sink']} wrote is not checkpoint {number}'s",
@@ -1221,10 +1223,11 @@ def _check_policies(directory: str, manifest: dict[str, Any], named: set[str], v
     verdict.policies_missing = list(manifest["policies_missing"])
 
 
-def _open_checkpoint(directory: str, name: str, keys: Sequence[NoteVerifier]) -> str:
+def _open_checkpoint(directory: str, name: str, keys: Sequence[NoteVerifier]) -> tuple[str, str]:
+    """The note file's text and the checkpoint text it signs."""
     note = _read_text(directory, name)
     try:
-        return open_note(note.encode("utf-8"), keys)
+        return note, open_note(note.encode("utf-8"), keys)
     except NoteRefusal as refusal:
         if refusal.kind == "malformed":
             raise _Failure("bundle_malformed", f"{name} is not a signed note: {refusal}") from None
@@ -1239,7 +1242,7 @@ def _check_checkpoint(directory: str, number: int, origin: str, keys: Sequence[N
     """Step 2 for one checkpoint: signed by a trusted key, its text a checkpoint of this origin,
     its companion the one it hashes and stating what it states."""
     name = f"checkpoints/{number:06d}.note"
-    text = _open_checkpoint(directory, name, keys)
+    note, text = _open_checkpoint(directory, name, keys)
     try:
         body = parse_checkpoint(text)
     except ValueError as error:
@@ -1264,7 +1267,7 @@ def _check_checkpoint(directory: str, number: int, origin: str, keys: Sequence[N
     )
     if not agrees:
         raise _Failure("checkpoint_altered", f"{companion_name} does not state what {name} states")
-    return _Checked(number, body.size, body.root, body.time, companion)
+    return _Checked(number, body.size, body.root, body.time, companion, note)
 
 
 def _check_history(checked: Sequence[_Checked]) -> None:
