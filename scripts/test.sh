@@ -165,7 +165,7 @@ trap stop_postgres EXIT
 # election). multiprocess needs a store other processes can open: PostgreSQL, not memory.
 conformance=(--test kernel --test approvals --test authority_store --test authority_document --test pipeline
     --test kernel_refusal_kinds --test approval_webhook --test authority_budgets --test chain --test store_faults
-    --test authority_budget_store --test evidence --test auto_checkpoints --test anchors)
+    --test authority_budget_store --test evidence --test auto_checkpoints --test anchors --test retention)
 postgres_tests() {
     pg_dir=$(mktemp -d /tmp/warden-pg.XXXXXX)
     local url; url=$(scripts/pg-server.sh start "$pg_dir")

@@ -70,6 +70,13 @@ pub enum EventKind {
     EXECUTION_SUSPENDED,
     /// The input came; the same attempt goes on.
     EXECUTION_RESUMED,
+    // Appended: retention.
+    /// A retention hold was placed; nothing is pruned while it stands.
+    HOLD_PLACED,
+    /// A retention hold was released.
+    HOLD_RELEASED,
+    /// A prefix of the receipts and the events of its time were deleted (`warden prune`).
+    RECEIPTS_PRUNED,
 }
 
 impl EventKind {
@@ -105,6 +112,9 @@ impl EventKind {
             EventKind::APPROVAL_NOTIFY_FAILED => "APPROVAL_NOTIFY_FAILED",
             EventKind::EXECUTION_SUSPENDED => "EXECUTION_SUSPENDED",
             EventKind::EXECUTION_RESUMED => "EXECUTION_RESUMED",
+            EventKind::HOLD_PLACED => "HOLD_PLACED",
+            EventKind::HOLD_RELEASED => "HOLD_RELEASED",
+            EventKind::RECEIPTS_PRUNED => "RECEIPTS_PRUNED",
         }
     }
 }

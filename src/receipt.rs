@@ -287,6 +287,9 @@ pub struct ChainReport {
     pub breaks: Vec<ChainBreak>,
     /// Breaks found beyond `MAX_LISTED_BREAKS`.
     pub breaks_not_listed: u64,
+    /// The receipts a prune removed before the first one walked (0: none).
+    #[serde(default)]
+    pub pruned_through: u64,
 }
 
 /// What the chain walk needs of one stored row.
@@ -337,7 +340,9 @@ impl RowView {
 
 /// Streams the rows in store order (by the key, never re-sorted) and names every break.
 /// `rows` yields `(position, row)`; a row the store could not decode is `Err(description)`.
-pub fn verify_chain<I>(rows: I, head: Option<(u64, String)>) -> ChainReport
+/// `start` is where a pruned chain picks up: the seq of the last receipt pruned and its hash,
+/// which the first row must follow and name (`None`: from seq 1 and the genesis hash).
+pub fn verify_chain<I>(rows: I, head: Option<(u64, String)>, start: Option<(u64, String)>) -> ChainReport
 where
     I: IntoIterator<Item = (u64, Result<StoredReceipt, String>)>,
 {
@@ -351,12 +356,13 @@ where
             not_listed += 1;
         }
     };
-    let mut expected_prev = GENESIS_HASH.to_owned();
-    let mut expected_seq = 1u64;
+    let pruned_through = start.as_ref().map_or(0, |(seq, _)| *seq);
+    let mut expected_prev = start.map_or_else(|| GENESIS_HASH.to_owned(), |(_, hash)| hash);
+    let mut expected_seq = pruned_through.saturating_add(1);
     let mut chained = 0u64;
     let mut unchained = 0u64;
     let mut accused = 0u64;
-    let mut last_seq = 0u64;
+    let mut last_seq = pruned_through;
     let mut previous_stored: Option<String> = None;
     for (position, row) in rows {
         let view = match &row {
@@ -474,6 +480,7 @@ where
         head_hash,
         breaks,
         breaks_not_listed: not_listed,
+        pruned_through,
     }
 }
 
@@ -531,6 +538,38 @@ mod tests {
     }
 
     #[test]
+    fn a_pruned_chain_is_walked_from_its_start_and_the_start_is_checked() {
+        let (rows, head) = chain(5);
+        let start = |through: usize| {
+            let (seq, row) = &rows[through - 1];
+            (*seq, row.as_ref().expect("row").hash.clone().expect("hash"))
+        };
+        let kept = |through: usize| rows[through..].to_vec();
+        // Pruned through 2: receipts 3..=5 follow receipt 2's hash.
+        let report = verify_chain(kept(2), Some(head.clone()), Some(start(2)));
+        assert!(report.ok, "{:?}", names(&report));
+        assert_eq!((report.verified, report.chained, report.pruned_through), (3, 3, 2));
+        // Another hash at the start breaks the first link kept, and only it.
+        let report = verify_chain(kept(2), Some(head.clone()), Some((2, start(1).1)));
+        assert_eq!(names(&report), [("link_broken", Some(3))]);
+        // A start one receipt short: receipt 3 is missing, not receipt 1.
+        let report = verify_chain(kept(3), Some(head.clone()), Some(start(2)));
+        assert_eq!(names(&report)[0], ("missing", Some(3)));
+        // Everything pruned but the last: the head still names it.
+        let report = verify_chain(kept(4), Some(head.clone()), Some(start(4)));
+        assert!(report.ok && report.verified == 1, "{:?}", names(&report));
+        // Nothing kept after the start: the head must name the start itself.
+        let report = verify_chain(kept(5), Some(head.clone()), Some(start(5)));
+        assert!(report.ok, "{:?}", names(&report));
+        let report = verify_chain(kept(5), Some(head), Some(start(4)));
+        assert_eq!(names(&report), [("head_mismatch", Some(5))]);
+        // Unpruned, the same rows from seq 3 are two missing receipts.
+        let (rows, head) = chain(5);
+        let report = verify_chain(rows[2..].to_vec(), Some(head), None);
+        assert_eq!(names(&report)[0], ("missing", Some(1)));
+    }
+
+    #[test]
     fn a_document_stored_in_another_spelling_is_judged_by_its_canonical_form() {
         // The hash covers the canonical form, not the stored spelling: a document stored
         // pretty-printed with its keys reversed (as another writer might) whose canonical form
@@ -542,7 +581,7 @@ mod tests {
                 document.as_object().expect("object").iter().rev().map(|(k, v)| (k.clone(), v.clone())).collect();
             stored.document = serde_json::to_string_pretty(&reversed).expect("json");
         }
-        let report = verify_chain(rows, Some(head));
+        let report = verify_chain(rows, Some(head), None);
         assert!(report.ok, "{:?}", names(&report));
         assert_eq!(report.verified, 3);
     }
@@ -578,12 +617,12 @@ mod tests {
         let (document, hash) = draft(2).seal(2, "sha256:0000").expect("seals");
         let next = rows[2].clone();
         rows[1] = (2, Ok(StoredReceipt { document, hash: Some(hash), executor_result: None }));
-        let report = verify_chain(rows, Some(head.clone()));
+        let report = verify_chain(rows, Some(head.clone()), None);
         // Receipt 3 still names the old receipt 2, whose recomputed hash has changed.
         assert_eq!(names(&report), [("link_broken", Some(2)), ("link_broken", Some(3))]);
         let (rows, _) = chain(3);
         let gapped: Rows = vec![rows[0].clone(), next];
-        let report = verify_chain(gapped, Some(head));
+        let report = verify_chain(gapped, Some(head), None);
         assert_eq!(names(&report), [("missing", Some(2))]);
     }
 
@@ -666,7 +705,7 @@ mod tests {
             (1, Ok(StoredReceipt { document: text, hash: Some(hash), executor_result: None })),
             (2, Ok(StoredReceipt { document: second, hash: Some(second_hash.clone()), executor_result: None })),
         ];
-        let report = verify_chain(rows, Some((2, second_hash)));
+        let report = verify_chain(rows, Some((2, second_hash)), None);
         assert!(report.ok && report.verified == 2, "{report:?}");
     }
 
@@ -700,7 +739,7 @@ mod tests {
     #[test]
     fn an_intact_chain_with_its_head_is_ok() {
         let (rows, head) = chain(3);
-        let report = verify_chain(rows, Some(head));
+        let report = verify_chain(rows, Some(head), None);
         assert!(report.ok, "{report:?}");
         assert_eq!((report.verified, report.chained, report.unchained, report.breaks_not_listed), (3, 3, 0, 0));
     }
@@ -709,7 +748,7 @@ mod tests {
     fn a_head_naming_the_right_seq_with_a_wrong_hash_is_head_mismatch() {
         let (rows, (seq, _)) = chain(3);
         let wrong = sha256_prefixed(b"not the last receipt");
-        let report = verify_chain(rows, Some((seq, wrong)));
+        let report = verify_chain(rows, Some((seq, wrong)), None);
         assert!(!report.ok);
         assert_eq!(names(&report), [("head_mismatch", Some(3))]);
     }
@@ -717,14 +756,14 @@ mod tests {
     #[test]
     fn a_head_naming_the_right_hash_with_a_wrong_seq_is_head_mismatch() {
         let (rows, (_, hash)) = chain(3);
-        let report = verify_chain(rows, Some((2, hash)));
+        let report = verify_chain(rows, Some((2, hash)), None);
         assert_eq!(names(&report), [("head_mismatch", Some(2))]);
     }
 
     #[test]
     fn a_store_without_a_head_row_is_head_mismatch() {
         let (rows, _) = chain(2);
-        let report = verify_chain(rows, None);
+        let report = verify_chain(rows, None, None);
         assert_eq!(names(&report), [("head_mismatch", None)]);
         assert_eq!((report.head_seq, report.head_hash), (None, None));
     }
@@ -738,7 +777,7 @@ mod tests {
         if let Ok(stored) = &mut rows[3].1 {
             stored.document = stored.document.replace("\"committed\"", "\"failed\"");
         }
-        let report = verify_chain(rows, Some(head));
+        let report = verify_chain(rows, Some(head), None);
         assert_eq!(names(&report), [("hash_missing", Some(2)), ("content_altered", Some(4))]);
         assert_eq!((report.ok, report.verified, report.chained), (false, 3, 5));
     }
@@ -747,7 +786,7 @@ mod tests {
     fn a_row_that_cannot_be_read_back_is_content_altered_and_not_verified() {
         let (mut rows, head) = chain(4);
         rows[1].1 = Err("postcard: unexpected end of input".into());
-        let report = verify_chain(rows, Some(head));
+        let report = verify_chain(rows, Some(head), None);
         assert_eq!(report.breaks.first().map(|b| (b.name, b.seq)), Some(("content_altered", Some(2))));
         assert!(report.breaks[0].detail.contains("cannot be read back"), "{:?}", report.breaks[0]);
         assert_eq!((report.ok, report.chained), (false, 4));
@@ -760,7 +799,7 @@ mod tests {
         if let Ok(stored) = &mut rows[1].1 {
             stored.document = "{not json".into();
         }
-        let report = verify_chain(rows, Some(head));
+        let report = verify_chain(rows, Some(head), None);
         assert_eq!(names(&report), [("content_altered", Some(2))]);
         assert_eq!((report.verified, report.chained, report.unchained), (3, 4, 0));
     }
@@ -771,7 +810,7 @@ mod tests {
         if let Ok(stored) = &mut rows[2].1 {
             stored.document = "{\"seq\": 3, truncated".into();
         }
-        let report = verify_chain(rows, Some(head));
+        let report = verify_chain(rows, Some(head), None);
         assert_eq!(names(&report), [("content_altered", Some(3))]);
         assert_eq!(report.verified, 2);
     }
@@ -784,7 +823,7 @@ mod tests {
                 stored.hash = None;
             }
         }
-        verify_chain(rows, Some(head))
+        verify_chain(rows, Some(head), None)
     }
 
     #[test]
@@ -809,7 +848,7 @@ mod tests {
         let (mut rows, head) = chain(2);
         let document = serde_json::json!({"schema": RECEIPT_SCHEMA, "receipt_id": "rcp_x"}).to_string();
         rows.push((3, Ok(StoredReceipt { document, hash: None, executor_result: None })));
-        let report = verify_chain(rows, Some(head));
+        let report = verify_chain(rows, Some(head), None);
         assert_eq!(names(&report), [("unchained", None)]);
         assert_eq!((report.verified, report.chained, report.unchained), (2, 2, 1));
     }

@@ -202,9 +202,10 @@ fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_
         let kernel = open(&path, &clock);
         kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
     }
-    // Schema 7 is schema 8 without the anchors and policies tables.
+    // Schema 7 is schema 9 without the anchors, policies and holds tables.
     drop_table(&path, "policies");
     drop_table(&path, "anchors");
+    drop_table(&path, "holds");
     set_schema_version(&path, 7);
     // A reader needs no migration, and finds no policy kept.
     let reader = open_to_read(&path);
@@ -225,8 +226,9 @@ fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_
     drop(warden);
     assert_eq!(
         (schema_version(&path), table_exists(&path, "policies"), table_exists(&path, "anchors")),
-        (8, true, true)
+        (9, true, true)
     );
+    assert!(table_exists(&path, "holds"));
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.

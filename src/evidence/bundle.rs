@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::checkpoint::{self, Companion, StoredCheckpoint};
 use super::key::{open_note, NoteRefusal, NoteVerifier};
+use super::retention::PrunedPrefix;
 use super::tree::{check_consistency, leaf_hash, Frontier};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, ProofAsk};
@@ -162,12 +163,30 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
             })?),
             None => None,
         };
+    // After a prune the bundle starts where the receipts kept start, at the checkpoint pruned
+    // through (the frontier there is all that is left of the receipts before it).
+    let pruned = kernel.pruned()?;
+    let first = match (first, &pruned) {
+        (None, Some(prefix)) => Some(kernel.checkpoint_numbered(Some(prefix.checkpoint))?.ok_or_else(|| {
+            Error::Store(format!(
+                "checkpoint {} the receipts were pruned through is missing; run `warden doctor`",
+                prefix.checkpoint
+            ))
+        })?),
+        (Some(cp), Some(prefix)) if cp.size < prefix.through_seq => {
+            return Err(Error::InvalidInput(format!(
+            "--from {}: its receipts were pruned (the first {} were, through checkpoint {}); export --from {} or later",
+            cp.number, prefix.through_seq, prefix.checkpoint, prefix.checkpoint
+        )))
+        }
+        (first, _) => first,
+    };
     let partial = out.with_file_name(format!(
         "{}.partial-{}",
         out.file_name().and_then(|n| n.to_str()).unwrap_or("bundle"),
         std::process::id()
     ));
-    let result = write_bundle(kernel, &partial, first.as_ref(), &last);
+    let result = write_bundle(kernel, &partial, first.as_ref(), &last, pruned.as_ref());
     match result {
         Ok(mut exported) => {
             std::fs::rename(&partial, out).map_err(io("rename the bundle to", out))?;
@@ -186,6 +205,7 @@ fn write_bundle(
     dir: &Path,
     first: Option<&StoredCheckpoint>,
     last: &StoredCheckpoint,
+    pruned: Option<&PrunedPrefix>,
 ) -> Result<Exported> {
     for sub in ["", "checkpoints", "keys", "proofs", "policies"] {
         let path = dir.join(sub);
@@ -230,10 +250,19 @@ fn write_bundle(
     }
     let start_size = first.map_or(0, |cp| cp.size);
     if start_size > 0 {
-        let before = kernel.receipts(start_size, 1)?;
-        let last_hash = before.first().and_then(|(_, receipt)| receipt.hash.clone()).ok_or_else(|| {
-            Error::Store(format!("receipt {start_size} is missing or has no hash; run `warden doctor`"))
-        })?;
+        let last_hash = match pruned.filter(|prefix| prefix.through_seq == start_size) {
+            Some(prefix) => prefix.last_hash.clone(),
+            None => {
+                let before = kernel.receipts(start_size, 1)?;
+                before
+                    .first()
+                    .filter(|(at, _)| *at == start_size)
+                    .and_then(|(_, receipt)| receipt.hash.clone())
+                    .ok_or_else(|| {
+                        Error::Store(format!("receipt {start_size} is missing or has no hash; run `warden doctor`"))
+                    })?
+            }
+        };
         let frontier = kernel.proof(ProofAsk::Frontier { size: start_size })?;
         let start = Start {
             size: start_size,

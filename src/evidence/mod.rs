@@ -2,7 +2,8 @@
 //! it ([`checkpoint`], [`key`]), made on demand or automatically by the document's `evidence`
 //! section ([`settings`], [`auto`]), the proof documents every surface returns ([`proof`]),
 //! offline bundles with their verifier ([`bundle`]), and anchors that take a checkpoint off the
-//! box ([`anchor`], [`tsa`]), sent each checkpoint by the worker ([`anchoring`]). The formats and what a verifier can and cannot conclude are in
+//! box ([`anchor`], [`tsa`]), sent each checkpoint by the worker ([`anchoring`]), and retention: holds and the pruning of
+//! an anchored prefix ([`retention`]). The formats and what a verifier can and cannot conclude are in
 //! `docs/EVIDENCE.md`.
 
 pub mod anchor;
@@ -12,6 +13,7 @@ pub mod bundle;
 pub mod checkpoint;
 pub mod key;
 pub mod proof;
+pub mod retention;
 pub mod settings;
 pub mod tree;
 pub mod tsa;

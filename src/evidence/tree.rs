@@ -53,6 +53,24 @@ impl<'a> Tree<'a> {
         Tree { rows, size, memo: RefCell::default(), made: RefCell::default(), fault: RefCell::default() }
     }
 
+    /// The same tree, knowing the complete subtrees of its first `size` leaves (largest first,
+    /// as [`Tree::frontier`] gives them): what a prune keeps of the receipts it deleted. Every
+    /// node of a tree of `size` leaves or more outside those subtrees, and every proof about a
+    /// leaf past them, is then computed without the deleted leaves. Ignored when this tree is
+    /// smaller than `size`.
+    pub fn resuming(self, size: u64, frontier: &[(u8, [u8; 32])]) -> Tree<'a> {
+        if size <= self.size {
+            let mut first = 0u64;
+            let mut memo = self.memo.borrow_mut();
+            for &(level, hash) in frontier {
+                let Some(width) = 1u64.checked_shl(u32::from(level)) else { break };
+                memo.insert((level, first >> level), hash);
+                first = first.saturating_add(width);
+            }
+        }
+        self
+    }
+
     /// The nodes this tree computed that the store does not cache yet: (level, index, hash).
     pub fn made(&self) -> Vec<(u8, u64, [u8; 32])> {
         self.made.borrow().clone()
@@ -310,6 +328,49 @@ mod tests {
             prop_assert!(check_consistency(&proof, old as u64, old_root, n as u64, root));
             if old < n {
                 prop_assert!(!check_consistency(&proof, old as u64, leaf_hash(b"forked"), n as u64, root));
+            }
+        }
+
+        #[test]
+        fn a_pruned_tree_proves_what_the_whole_one_does_past_its_frontier(
+            n in 1usize..300, cut in 0usize..300, pick in 0usize..300, old in 0usize..300,
+        ) {
+            // The receipts 1..=cut are gone; only the frontier at cut is known.
+            let whole = docs(n);
+            let cut = cut % (n + 1);
+            let frontier = Tree::new(&whole, cut as u64).frontier().unwrap();
+            let mut pruned = docs(n);
+            for doc in pruned.docs.iter_mut().take(cut) { doc.clear(); }
+            let gone = Docs { docs: pruned.docs.clone(), cache: HashMap::new() };
+            struct Pruned(Docs, usize);
+            impl LogRows for Pruned {
+                fn receipt_document(&self, seq: u64) -> Result<Option<String>> {
+                    if seq as usize <= self.1 {
+                        return Err(Error::NotFound(format!("receipt {seq} was pruned")));
+                    }
+                    self.0.receipt_document(seq)
+                }
+                fn cached_node(&self, level: u8, index: u64) -> Result<Option<[u8; 32]>> {
+                    self.0.cached_node(level, index)
+                }
+            }
+            let rows = Pruned(gone, cut);
+            for size in [cut.max(1), (cut + 1).min(n), n] {
+                let (full, part) = (Tree::new(&whole, size as u64), Tree::new(&rows, size as u64).resuming(cut as u64, &frontier));
+                prop_assert_eq!(part.root().unwrap(), full.root().unwrap());
+                prop_assert_eq!(part.frontier().unwrap(), full.frontier().unwrap());
+            }
+            let (full, part) = (Tree::new(&whole, n as u64), Tree::new(&rows, n as u64).resuming(cut as u64, &frontier));
+            if cut < n {
+                let index = (cut + pick % (n - cut)) as u64;
+                prop_assert_eq!(part.inclusion(index).unwrap(), full.inclusion(index).unwrap());
+            }
+            let old = cut.max(1) + old % (n - cut.max(1) + 1);
+            prop_assert_eq!(part.consistency(old as u64).unwrap(), full.consistency(old as u64).unwrap());
+            // Before the frontier the deleted leaves are needed, and their absence is the error.
+            if cut > 1 {
+                let error = part.inclusion(0).unwrap_err().to_string();
+                prop_assert!(error.contains("was pruned"), "{}", error);
             }
         }
     }

@@ -12,27 +12,54 @@ use crate::evidence::anchor::SignedCheckpoint;
 use crate::evidence::anchoring::{self, AnchorTry, SinkProvider, SinkState, StoredAnchor};
 use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};
 use crate::evidence::key::{open_note, NoteRefusal, NoteSigner, NoteVerifier};
+use crate::evidence::retention::PrunedPrefix;
 use crate::evidence::settings::Due;
 use crate::evidence::tree::{LogRows, Tree};
 use crate::store::{EvidenceReads, ReadTables, ReadTx, Role, WriteTx};
 
-/// The rows of a transaction, as the tree reads them.
-struct Rows<'a>(&'a dyn EvidenceReads);
+/// The rows of a transaction, as the tree reads them, and what a prune kept of the receipts it
+/// deleted.
+pub(super) struct Rows<'a> {
+    tx: &'a dyn EvidenceReads,
+    pruned: Option<PrunedPrefix>,
+}
+
+impl<'a> Rows<'a> {
+    pub(super) fn of(tx: &'a dyn EvidenceReads) -> Result<Rows<'a>> {
+        Ok(Rows { tx, pruned: tx.pruned()? })
+    }
+
+    /// The tree of the first `size` receipts, resuming from the pruned prefix's frontier.
+    pub(super) fn tree(&self, size: u64) -> Tree<'_> {
+        let tree = Tree::new(self, size);
+        match &self.pruned {
+            Some(prefix) => tree.resuming(prefix.through_seq, &prefix.frontier),
+            None => tree,
+        }
+    }
+}
 
 impl LogRows for Rows<'_> {
     fn receipt_document(&self, seq: u64) -> Result<Option<String>> {
-        self.0.receipt_document(seq)
+        if let Some(prefix) = self.pruned.as_ref().filter(|prefix| seq <= prefix.through_seq) {
+            return Err(Error::NotFound(format!(
+                "receipt {seq} was pruned (the first {} receipts were, through checkpoint {}): only trees of {} receipts \
+                 or more, and proofs about receipts after them, can be computed",
+                prefix.through_seq, prefix.checkpoint, prefix.through_seq
+            )));
+        }
+        self.tx.receipt_document(seq)
     }
     fn cached_node(&self, level: u8, index: u64) -> Result<Option<[u8; 32]>> {
-        self.0.cached_node(level, index)
+        self.tx.cached_node(level, index)
     }
 }
 
 /// The root of the first `size` receipts, caching every complete subtree it computed.
 fn cached_root(tx: &mut WriteTx<'_>, size: u64) -> Result<[u8; 32]> {
     let (root, made) = {
-        let rows = Rows(&*tx);
-        let tree = Tree::new(&rows, size);
+        let rows = Rows::of(&*tx)?;
+        let tree = rows.tree(size);
         (tree.root()?, tree.made())
     };
     for (level, index, hash) in made {
@@ -124,7 +151,7 @@ pub(super) fn gather(tx: &ReadTx<'_>, origin: Option<&str>, due: Option<&Due>, n
             )));
         }
     }
-    let root = Tree::new(&Rows(tx), size).root()?;
+    let root = Rows::of(tx)?.tree(size).root()?;
     let open = tx.open_effects()?;
     let closed_without_receipt = match &last {
         Some(last) => closed_without_receipt(tx, last, &open, size)?,
@@ -279,8 +306,8 @@ pub(super) fn run_proof(rx: &ReadTx<'_>, ask: &ProofAsk) -> Result<ReadReply> {
     if size > chain {
         return Err(Error::NotFound(format!("the chain holds {chain} receipts, not {size}")));
     }
-    let rows = Rows(rx);
-    let tree = Tree::new(&rows, size);
+    let rows = Rows::of(rx)?;
+    let tree = rows.tree(size);
     let hashes = match ask {
         ProofAsk::Root { .. } => vec![tree.root()?],
         ProofAsk::Inclusion { seq, .. } => {

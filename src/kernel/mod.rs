@@ -19,6 +19,7 @@ mod evidence;
 pub mod ops;
 mod permit;
 mod propose;
+mod retention;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -36,6 +37,7 @@ pub use approvals::{asserted, AnswerWait, ApprovalListener, WeakKernel, MAX_WAIT
 pub use evidence::ProofAsk;
 pub use ops::{DoctorReport, Ops};
 pub use permit::Permit;
+pub use retention::{Retention, RetentionDone};
 
 crate::test_pub! {
     /// The kernel's store.

@@ -281,6 +281,8 @@ pub enum Write {
     /// Record one sink's try of one checkpoint; a record that says it was anchored is kept as
     /// it is (the reply is the stored one).
     RecordAnchor(Box<crate::evidence::anchoring::StoredAnchor>),
+    /// Place or release a retention hold, or prune a prefix of the receipts, with its receipt.
+    Retention(Box<super::retention::RetentionOp>),
 }
 
 /// What `Permit::suspend`/`resume` write.
@@ -361,6 +363,8 @@ pub enum WriteReply {
     Checkpoint(Box<crate::evidence::checkpoint::StoredCheckpoint>),
     /// The anchor's record as stored.
     Anchor(Box<crate::evidence::anchoring::StoredAnchor>),
+    /// What a retention write did.
+    Retention(Box<super::retention::RetentionDone>),
     /// Written; nothing to report.
     Done,
 }
@@ -469,6 +473,7 @@ impl WriteOp for Write {
             Write::KeepPolicy { policy_hash, canonical } => {
                 super::evidence::apply_keep_policy(tx, policy_hash, canonical)
             }
+            Write::Retention(op) => super::retention::apply(tx, op, now),
         }
     }
 
@@ -605,6 +610,10 @@ pub enum Read {
         /// `sha256:` + hex.
         policy_hash: String,
     },
+    /// Every retention hold, standing or released.
+    Holds,
+    /// The pruned prefix of the receipts.
+    Pruned,
     /// The unreleased amount charged to one grant's budget metric in a window ending now.
     BudgetSpent {
         /// The grant whose budget is summed.
@@ -681,6 +690,10 @@ pub enum ReadReply {
     AnchorStates(Vec<crate::evidence::anchoring::SinkState>),
     /// Anchor records, by sink then checkpoint.
     Anchors(Vec<crate::evidence::anchoring::StoredAnchor>),
+    /// Retention holds, by name.
+    Holds(Vec<crate::evidence::retention::Hold>),
+    /// The pruned prefix, if any.
+    Pruned(Option<Box<crate::evidence::retention::PrunedPrefix>>),
     /// Refused by design (the caller's to fix); nothing was read past the refusal.
     Refused(crate::error::Error),
 }
@@ -736,6 +749,8 @@ impl ReadOp for Read {
             Read::CheckpointBasis { origin, due } => super::evidence::gather(rx, origin.as_deref(), due.as_ref(), now)?,
             Read::AnchorStates { sinks } => ReadReply::AnchorStates(super::evidence::anchor_states(rx, sinks)?),
             Read::Anchors { from, to } => ReadReply::Anchors(rx.anchors(*from, *to)?),
+            Read::Holds => ReadReply::Holds(rx.holds()?),
+            Read::Pruned => ReadReply::Pruned(rx.pruned()?.map(Box::new)),
             Read::BudgetSpent { grant_id, metric, window_seconds } => {
                 ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
             }

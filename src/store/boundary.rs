@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::event::{Event, EventKind};
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
+use crate::evidence::retention::{Hold, PrunedPrefix};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
 
@@ -86,10 +87,20 @@ pub trait WriteTables: AuthorityWrites + EvidenceReads {
     /// written by this call, `false` when the same bytes were already kept. Bytes that do not
     /// hash to `policy_hash`, or a row holding other bytes, are a fault (never overwritten).
     fn keep_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool>;
+
+    /// Write a hold's row, replacing the one under its name.
+    fn put_hold(&mut self, hold: &Hold) -> Result<()>;
+
+    /// Write `marker` as the pruned prefix and delete receipts `from..=marker.through_seq` with
+    /// their id rows, and events `..=marker.events_through`; the receipts deleted. A receipt
+    /// missing from that range, or an id row naming another seq, is a fault. The effects' outcome
+    /// index is kept. The kernel decided the prune may go ahead (`evidence::retention`).
+    fn prune(&mut self, marker: &PrunedPrefix, from: u64) -> Result<u64>;
 }
 
 /// What the evidence reads in a transaction of either kind: the receipts as the Merkle tree's
-/// leaves, its cached nodes, the checkpoints, the effects still open and the policies kept.
+/// leaves, its cached nodes, the checkpoints, the effects still open, the policies kept, the
+/// anchors, the pruned prefix and the holds.
 pub trait EvidenceReads {
     /// The canonical document of the receipt at `seq`, integrity-checked.
     fn receipt_document(&self, seq: u64) -> Result<Option<String>>;
@@ -123,6 +134,19 @@ pub trait EvidenceReads {
 
     /// Every sink's records of checkpoints `from..=to`, by sink then checkpoint.
     fn anchors(&self, from: u64, to: u64) -> Result<Vec<StoredAnchor>>;
+
+    /// The pruned prefix of the receipts, once a prune removed one.
+    fn pruned(&self) -> Result<Option<PrunedPrefix>>;
+
+    /// Every hold, standing or released, by name.
+    fn holds(&self) -> Result<Vec<Hold>>;
+
+    /// The hold named `name`.
+    fn hold(&self, name: &str) -> Result<Option<Hold>>;
+
+    /// The id of the last event of the longest prefix of events written at or before `until`
+    /// (0 when there is none).
+    fn events_through(&self, until: Micros) -> Result<u64>;
 }
 
 /// What a store holds around an effect key that has no effect row (`WriteTables::absence_witnesses`).

@@ -992,8 +992,9 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
     })?;
     match redb::schema::version(&db, path)? {
         // The file alone is the store only when its journal holds nothing more. Schema 7 differs
-        // only in having no anchors or policies table, which read as empty.
-        Some(7 | SCHEMA_VERSION) => {
+        // only in having no anchors or policies table, 8 in having no holds table, which read as
+        // empty.
+        Some(7 | 8 | SCHEMA_VERSION) => {
             use ::redb::ReadableDatabase;
             let reads = redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?);
             redb::journal::check_read_only(&reads, path)?;

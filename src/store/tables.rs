@@ -19,11 +19,16 @@ use redb::TableDefinition;
 /// 8: `anchors` (each sink's record of each checkpoint) and `policies` (the canonical policy each
 /// handle ran under, by its hash), created empty; nothing is rewritten. A build that knows only 7
 /// would write receipts naming policies it never keeps, so it refuses the file.
-pub const SCHEMA_VERSION: u32 = 8;
+/// 9: `holds` (retention holds, by name), created empty, and the meta row `pruned` once a prefix
+/// of the receipts is pruned; nothing is rewritten. A build that knows only 8 would read a pruned
+/// chain as damaged and a standing hold not at all, so it refuses the file.
+pub const SCHEMA_VERSION: u32 = 9;
 
 pub(super) const META_SCHEMA: &str = "schema_version";
 pub(super) const META_HEAD: &str = "chain_head";
 pub(super) const META_SNAPSHOT_SEQ: &str = "snapshot_seq";
+/// The pruned prefix of the receipts (`evidence::retention::PrunedPrefix`), once there is one.
+pub(super) const META_PRUNED: &str = "pruned";
 /// The file engine's journal mark (`redb::journal::JournalMark`).
 pub(super) const META_JOURNAL: &str = "journal";
 

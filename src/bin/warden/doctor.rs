@@ -6,11 +6,13 @@ use serde_json::json;
 
 use warden::clock::{render, Micros, MICROS_PER_SECOND};
 use warden::evidence::anchoring::{AnchorSpec, SinkState, StoredAnchor};
+use warden::evidence::retention::{Hold, PrunedPrefix};
 use warden::evidence::settings::{Due, EvidenceSettings, OVERDUE_GRACE};
 use warden::Kernel;
 
 use crate::exit::{Done, Failure};
 use crate::output::{document, shown};
+use crate::retention_commands;
 
 /// A database clock further than this from the host's is reported as a warning.
 const SKEW_WARNING_MS: i64 = 1000;
@@ -25,10 +27,11 @@ struct Checkpoints {
 }
 
 impl Checkpoints {
-    fn read(kernel: &Kernel, due: Option<Due>) -> Result<Checkpoints, Failure> {
+    fn read(kernel: &Kernel, due: Option<Due>, pruned_through: u64) -> Result<Checkpoints, Failure> {
         Ok(Checkpoints {
             last: kernel.checkpoint_numbered(None)?,
-            receipts: kernel.receipt_count()?,
+            // The chain's size: the receipts kept, and those a prune deleted before them.
+            receipts: kernel.receipt_count()? + pruned_through,
             now: kernel.now(),
             due,
         })
@@ -188,9 +191,37 @@ impl AnchorReport {
     }
 }
 
+/// The pruned prefix and the standing holds, as doctor's lines.
+fn retention(pruned: Option<&PrunedPrefix>, holds: &[Hold]) -> String {
+    let mut out = match pruned {
+        None => "  retention        nothing pruned".to_owned(),
+        Some(prefix) => format!(
+            "  retention        receipts 1..={} pruned through checkpoint {} at {} by {} ({})",
+            prefix.through_seq,
+            prefix.checkpoint,
+            render(prefix.at),
+            shown(&prefix.by),
+            shown(&prefix.reason)
+        ),
+    };
+    match holds {
+        [] => out.push_str("; no hold stands\n"),
+        holds => {
+            out.push_str(&format!("; {} hold(s) stand, so nothing is pruned:\n", holds.len()));
+            for hold in holds {
+                out.push_str(&format!("    {}\n", shown(&hold.describe())));
+            }
+        }
+    }
+    out
+}
+
 pub fn doctor(kernel: &Kernel, evidence: Option<&EvidenceSettings>, json: bool) -> Result<Done, Failure> {
     let report = kernel.doctor()?;
-    let checkpoints = Checkpoints::read(kernel, evidence.map(|settings| settings.due))?;
+    let pruned = kernel.pruned()?;
+    let holds: Vec<Hold> = kernel.holds()?.into_iter().filter(Hold::stands).collect();
+    let pruned_through = pruned.as_ref().map_or(0, |prefix| prefix.through_seq);
+    let checkpoints = Checkpoints::read(kernel, evidence.map(|settings| settings.due), pruned_through)?;
     let anchors = AnchorReport::read(kernel, evidence, checkpoints.last.as_ref().map(|last| last.number))?;
     let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
     // redb's own check of every page, on a copy (a file store only: PostgreSQL's pages are its own).
@@ -218,6 +249,8 @@ pub fn doctor(kernel: &Kernel, evidence: Option<&EvidenceSettings>, json: bool) 
             "database_clock_skew_ms": skew_ms,
             "checkpoints": checkpoints.json(),
             "anchors": anchors.json(),
+            "pruned": pruned.as_ref().map(retention_commands::pruned_json),
+            "holds": holds.iter().map(retention_commands::hold_json).collect::<Vec<_>>(),
         }))
     } else {
         let mut out = format!("store {}\n", kernel.store_path().display());
@@ -267,6 +300,7 @@ pub fn doctor(kernel: &Kernel, evidence: Option<&EvidenceSettings>, json: bool) 
         }
         out.push_str(&checkpoints.text());
         out.push_str(&anchors.text());
+        out.push_str(&retention(pruned.as_ref(), &holds));
         if report.orphans.is_empty() {
             out.push_str("  references       ok\n");
         } else {

@@ -27,6 +27,7 @@ mod inspect;
 mod output;
 mod policy_commands;
 mod pure_commands;
+mod retention_commands;
 mod sight_commands;
 mod store_commands;
 mod verify_race;
@@ -394,6 +395,28 @@ enum Command {
     /// naming the first sink that failed.
     Anchor,
 
+    /// Delete the receipts through a checkpoint, and the events of their time, once it or a
+    /// later checkpoint was anchored and no hold stands. The prune's own receipt is written
+    /// first, in the same transaction; every later receipt stays provable (docs/EVIDENCE.md).
+    Prune {
+        /// The checkpoint to prune through: its receipts go.
+        #[arg(long, value_name = "CHECKPOINT")]
+        through: u64,
+        /// Who prunes (recorded on the prune's receipt).
+        #[arg(long, value_name = "NAME")]
+        by: String,
+        /// Why (recorded on the prune's receipt).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
+
+    /// Place, release or list retention holds: while one stands, nothing is pruned.
+    Hold {
+        /// What to do.
+        #[command(subcommand)]
+        what: HoldCommand,
+    },
+
     /// Print a Merkle proof: a receipt's inclusion in a checkpoint, or one checkpoint's
     /// consistency with a later one.
     Proof {
@@ -489,6 +512,39 @@ enum Command {
         /// An existing directory, e.g. share/man/man1.
         #[arg(value_name = "DIR")]
         dir: PathBuf,
+    },
+}
+
+/// `warden hold place|release|list`.
+#[derive(Subcommand, Debug)]
+enum HoldCommand {
+    /// Place a hold: `warden prune` is refused until it is released.
+    Place {
+        /// The hold's name (letters, digits, '.', '_', ':', '-').
+        name: String,
+        /// Who places it.
+        #[arg(long, value_name = "NAME")]
+        by: String,
+        /// Why (a case, a request, an audit).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
+    /// Release a standing hold.
+    Release {
+        /// The hold's name.
+        name: String,
+        /// Who releases it.
+        #[arg(long, value_name = "NAME")]
+        by: String,
+        /// Why.
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
+    /// List the standing holds.
+    List {
+        /// Released holds too.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -688,6 +744,18 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
                 ));
             };
             evidence_commands::anchor(&open_store(store)?, &settings, json)
+        }
+        Command::Prune { through, by, reason } => {
+            retention_commands::prune(&open_store(store)?, *through, by, reason, json).map(Done::ok)
+        }
+        Command::Hold { what: HoldCommand::Place { name, by, reason } } => {
+            retention_commands::place(&open_store(store)?, name, by, reason, json).map(Done::ok)
+        }
+        Command::Hold { what: HoldCommand::Release { name, by, reason } } => {
+            retention_commands::release(&open_store(store)?, name, by, reason, json).map(Done::ok)
+        }
+        Command::Hold { what: HoldCommand::List { all } } => {
+            retention_commands::list(&open_store_to_read(store)?, *all, json).map(Done::ok)
         }
         Command::Proof { what: ProofCommand::Inclusion { receipt, checkpoint } } => {
             evidence_commands::inclusion(&open_store_to_read(store)?, receipt, *checkpoint, json).map(Done::ok)

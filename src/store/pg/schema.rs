@@ -98,10 +98,17 @@ CREATE TABLE warden_anchors (
 CREATE TABLE warden_policies (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
 "#,
     },
+    Migration {
+        version: 6,
+        what: "the holds table: retention holds, by name, while which nothing is pruned",
+        sql: r#"
+CREATE TABLE warden_holds (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
+"#,
+    },
 ];
 
 /// The newest schema this build writes.
-pub(crate) const PG_SCHEMA_VERSION: i32 = 5;
+pub(crate) const PG_SCHEMA_VERSION: i32 = 6;
 
 fn digest(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))

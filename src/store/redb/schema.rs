@@ -102,7 +102,7 @@ fn unversioned(db: &impl ReadableDatabase, path: &std::path::Path) -> Result<()>
 pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     match version(db, path)? {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(from @ (1..=7)) => migrate_forward(db, from),
+        Some(from @ (1..=8)) => migrate_forward(db, from),
         Some(v) => check_version(v, path),
         None => unversioned(db, path).and_then(|()| write_fresh(db)),
     }
@@ -119,8 +119,8 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         let touching = Cell::new("");
         let mut rows = FileWrites::open(&txn, &touching);
         // 2 → 3 creates the authority tables empty; 3 → 4 the approvals_by_action index; 6 → 7
-        // the evidence tables; 7 → 8 the anchors and the policies.
-        if from < 8 {
+        // the evidence tables; 7 → 8 the anchors and the policies; 8 → 9 the holds.
+        if from < 9 {
             rows.create_all()?;
         }
         if from < 2 {
@@ -134,6 +134,7 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         // 6 → 7 rewrites nothing: the Merkle tree is derived from the receipts when asked.
         // 7 → 8 rewrites nothing: no checkpoint was anchored before, and the receipts written
         // before name policies the store never kept.
+        // 8 → 9 rewrites nothing: no hold was placed and nothing was pruned before.
         rows.put(Table::Meta, &[Part::Text(META_SCHEMA)], &SCHEMA_VERSION.to_le_bytes(), Put::Replace)?;
     }
     txn.commit().map_err(fault)

@@ -7,12 +7,15 @@
 use std::ops::Bound;
 
 use super::codec::damaged;
+use super::retention;
 use super::semantics::{each as each_row, read, write, Reads, Writes};
 use super::{KeyView, Part, Put, RowRead, Scan, Table};
+use crate::clock::Micros;
 use crate::effect::EffectState;
 use crate::error::{Error, Result};
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
+use crate::evidence::retention::{Hold, PrunedPrefix};
 use crate::receipt::StoredReceipt;
 use crate::store::boundary::EvidenceReads;
 use crate::store::rows::records::{ChainHead, StoredEffect};
@@ -193,6 +196,22 @@ macro_rules! evidence_reads {
             fn policy(&self, policy_hash: &str) -> Result<Option<Vec<u8>>> {
                 let $rows = self;
                 policy($get, policy_hash)
+            }
+            fn pruned(&self) -> Result<Option<PrunedPrefix>> {
+                let $rows = self;
+                retention::pruned($get)
+            }
+            fn holds(&self) -> Result<Vec<Hold>> {
+                let $rows = self;
+                retention::holds($get)
+            }
+            fn hold(&self, name: &str) -> Result<Option<Hold>> {
+                let $rows = self;
+                retention::hold($get, name)
+            }
+            fn events_through(&self, until: Micros) -> Result<u64> {
+                let $rows = self;
+                retention::events_through($get, until)
             }
         }
     };

@@ -16,6 +16,7 @@ pub(crate) mod codec;
 mod dictionary;
 mod evidence;
 pub(crate) mod records;
+mod retention;
 pub(crate) mod semantics;
 
 use std::ops::Bound;
@@ -109,6 +110,7 @@ tables! {
     Checkpoints = "checkpoints", I;
     Policies = "policies", T;
     Anchors = "anchors", TI;
+    Holds = "holds", T;
 }
 
 /// One part of a key.
@@ -468,7 +470,7 @@ mod tests {
         for (at, table) in Table::ALL.iter().enumerate() {
             assert_eq!(table.index(), at, "{table:?}");
         }
-        assert_eq!(Table::ALL.len(), 22);
+        assert_eq!(Table::ALL.len(), 23);
     }
 
     #[test]

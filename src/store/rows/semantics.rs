@@ -26,7 +26,7 @@ use crate::store::boundary::{
 };
 use crate::store::rows::codec::{damaged, decode, encode};
 use crate::store::rows::records::{ChainHead, JournalMark, StoredEffect};
-use crate::store::tables::{META_HEAD, META_JOURNAL, META_SCHEMA, META_SNAPSHOT_SEQ};
+use crate::store::tables::{META_HEAD, META_JOURNAL, META_PRUNED, META_SCHEMA, META_SNAPSHOT_SEQ};
 
 use Part::{Int, Text};
 
@@ -166,7 +166,11 @@ fn check_failed(rows: &dyn RowRead, stored: &StoredEffect) -> Result<()> {
     let last = match read::<u64>(rows, Table::EffectReceipts, &[Text(&stored.effect_key)])? {
         // Schema-1 stores have no index for effects finished before the migration.
         None => None,
-        Some(seq) => Some((seq, read::<StoredReceipt>(rows, Table::Receipts, &[Int(seq)])?)),
+        Some(seq) => match read::<StoredReceipt>(rows, Table::Receipts, &[Int(seq)])? {
+            // A prune removed the receipt: nothing is left to cross-check the row against.
+            None if super::retention::was_pruned(rows, seq)? => None,
+            receipt => Some((seq, receipt)),
+        },
     };
     failed_proof(stored, last)
 }
@@ -561,6 +565,14 @@ impl WriteTables for Writes<'_> {
     fn keep_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool> {
         self.put_policy(policy_hash, canonical)
     }
+
+    fn put_hold(&mut self, hold: &crate::evidence::retention::Hold) -> Result<()> {
+        self.put_hold_row(hold)
+    }
+
+    fn prune(&mut self, marker: &crate::evidence::retention::PrunedPrefix, from: u64) -> Result<u64> {
+        self.prune_rows(marker, from)
+    }
 }
 
 impl AuthorityWrites for Writes<'_> {
@@ -856,6 +868,7 @@ impl ReadTables for Reads<'_> {
                 .map(|head| (head.seq, head.hash)),
             None => None,
         };
+        let start = super::retention::chain_start(self.rows)?;
         let failure: Cell<Option<Error>> = Cell::new(None);
         let mut next: Option<u64> = Some(0);
         let mut page: std::collections::VecDeque<(u64, std::result::Result<StoredReceipt, String>)> =
@@ -883,7 +896,7 @@ impl ReadTables for Reads<'_> {
             }
             page.pop_front()
         });
-        let report = crate::receipt::verify_chain(rows, head);
+        let report = crate::receipt::verify_chain(rows, head, start);
         match failure.take() {
             Some(error) => Err(error),
             None => Ok(report),
@@ -938,6 +951,9 @@ impl ReadTables for Reads<'_> {
             META_HEAD => decode::<ChainHead>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
             META_SNAPSHOT_SEQ => decode::<u64>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
             META_JOURNAL => decode::<JournalMark>(Table::Meta.name(), &KeyView(key), bytes).map(drop),
+            META_PRUNED => {
+                decode::<crate::evidence::retention::PrunedPrefix>(Table::Meta.name(), &KeyView(key), bytes).map(drop)
+            }
             other => Err(Error::Store(format!("the meta table holds an unknown row {other:?}"))),
         })?);
         report.push(self.check_table::<DelegationRecord>(Table::Delegations, no_check)?);
@@ -948,6 +964,7 @@ impl ReadTables for Reads<'_> {
         report.push(self.check_table::<LedgerEntry>(Table::BudgetLedger, no_check)?);
         report.push(self.check_table::<StoredSum>(Table::BudgetSums, no_check)?);
         report.push(self.check_table::<Vec<ChargeRef>>(Table::BudgetByEffect, no_check)?);
+        report.push(self.check_table(Table::Holds, |key, hold| super::retention::filed(key, hold).map(drop))?);
         let missing = self.rows.missing_tables()?;
         for (table, _, problems) in &mut report {
             if missing.iter().any(|gone| gone.name() == *table) {
@@ -964,6 +981,7 @@ impl ReadTables for Reads<'_> {
     fn orphans(&self) -> Result<Vec<String>> {
         let rows = self.rows;
         let mut out = Vec::new();
+        let pruned_through = super::retention::pruned_through(rows)?;
         rows.scan(Table::ReceiptIds, &Scan::all(), &mut |key, bytes| {
             // A row that fails its check is the row check's to report.
             if let Ok(seq) = decode::<u64>(Table::ReceiptIds.name(), &KeyView(key), bytes) {
@@ -981,6 +999,7 @@ impl ReadTables for Reads<'_> {
             // The index agrees with the receipts: the one it names exists and is about the key.
             if let Ok(seq) = decode::<u64>(Table::EffectReceipts.name(), &KeyView(key), bytes) {
                 match read::<StoredReceipt>(rows, Table::Receipts, &[Int(seq)]) {
+                    Ok(None) if seq <= pruned_through => {}
                     Ok(None) => out
                         .push(format!("the outcome index of effect {effect:?} names receipt {seq}, which is missing")),
                     Ok(Some(receipt)) => {

@@ -1,0 +1,320 @@
+//! Retention in the kernel: placing and releasing holds, and pruning a prefix of the receipts.
+//! Each is one write transaction that writes its own receipt (so the chain records who pruned
+//! or held, when and why, and a later prune cannot remove the record of the one before it
+//! without a checkpoint over it) and its event with the change itself. The rule a prune obeys is
+//! `evidence::retention::may_prune`; what it keeps is [`PrunedPrefix`].
+
+use serde::{Deserialize, Serialize};
+
+use super::evidence::Rows;
+use super::ops::{unexpected, Read, ReadReply, Write, WriteReply};
+use super::Kernel;
+use crate::action::{new_id, Action, IdKind, Principal};
+use crate::approval::check_person_name;
+use crate::clock::{self, Micros};
+use crate::error::{Error, Result};
+use crate::event::EventKind;
+use crate::evidence::anchoring::StoredAnchor;
+use crate::evidence::retention::{
+    self, check_hold_name, may_prune, Hold, PruneFacts, PrunedPrefix, Release, RETENTION_AGENT,
+};
+use crate::receipt::{ReceiptDraft, ReceiptResult};
+use crate::store::WriteTx;
+
+/// What a retention write does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Retention {
+    /// Delete the receipts through this checkpoint's size, and the events of their time.
+    Prune {
+        /// The checkpoint pruned through.
+        checkpoint: u64,
+    },
+    /// Place a hold under `name`.
+    PlaceHold {
+        /// The hold's name.
+        name: String,
+    },
+    /// Release the standing hold `name`.
+    ReleaseHold {
+        /// The hold's name.
+        name: String,
+    },
+}
+
+/// One retention write, with who asks and why, and the ids its receipt takes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RetentionOp {
+    /// What is done.
+    pub what: Retention,
+    /// Who does it (a person's name; the receipt's `principal.user`).
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// The environment the receipt names (the kernel's).
+    pub environment: String,
+    /// The receipt's action id.
+    pub action_id: String,
+    /// The receipt's id.
+    pub receipt_id: String,
+}
+
+/// What a retention write did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetentionDone {
+    /// Its own receipt's seq.
+    pub receipt_seq: u64,
+    /// Its own receipt's id.
+    pub receipt_id: String,
+    /// The hold as stored (holds).
+    pub hold: Option<Hold>,
+    /// The pruned prefix now (prunes).
+    pub pruned: Option<PrunedPrefix>,
+    /// The receipts this prune deleted.
+    pub receipts_deleted: u64,
+}
+
+fn refused(error: Error) -> Result<WriteReply> {
+    Ok(WriteReply::Refused(error))
+}
+
+/// The receipt of a retention write: the store's own administration, allowed, committed.
+fn draft(op: &RetentionOp, action: &str, arguments: serde_json::Value, now: Micros) -> Result<ReceiptDraft> {
+    let principal = Principal::new(RETENTION_AGENT, Some(&op.by)).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let mut acted = Action::new(action, arguments, principal, None, &op.environment)
+        .map_err(|e| Error::InvalidInput(e.to_string()))?;
+    acted.action_id = op.action_id.clone();
+    let action_hash = acted.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+    Ok(ReceiptDraft {
+        receipt_id: op.receipt_id.clone(),
+        action_id: acted.action_id.clone(),
+        action: acted.name.clone(),
+        action_hash,
+        agent: acted.principal.agent.clone(),
+        user: acted.principal.user.clone(),
+        resource: None,
+        arguments: acted.canonical_arguments(),
+        environment: acted.environment.clone(),
+        decision: "allow".into(),
+        decision_reason: "retention".into(),
+        approval_id: None,
+        approver: None,
+        effect_key: None,
+        attempt: 1,
+        result: ReceiptResult::Committed,
+        execution: None,
+        would_have: None,
+        error: None,
+        started_at: now,
+        finished_at: now,
+        policy_hash: None,
+        policy_version: None,
+        authority: None,
+        traceparent: None,
+    })
+}
+
+pub(super) fn apply(tx: &mut WriteTx<'_>, op: &RetentionOp, now: Micros) -> Result<WriteReply> {
+    if let Err(error) = check_person_name("--by", &op.by).and_then(|()| check_person_name("--reason", &op.reason)) {
+        return refused(error);
+    }
+    match &op.what {
+        Retention::PlaceHold { name } => place(tx, op, name, now),
+        Retention::ReleaseHold { name } => release(tx, op, name, now),
+        Retention::Prune { checkpoint } => prune(tx, op, *checkpoint, now),
+    }
+}
+
+fn record(
+    tx: &mut WriteTx<'_>,
+    op: &RetentionOp,
+    action: &str,
+    kind: EventKind,
+    data: serde_json::Value,
+    now: Micros,
+) -> Result<u64> {
+    let draft = draft(op, action, data.clone(), now)?;
+    let (seq, _) = tx.append_receipt(&draft, None)?;
+    tx.event(kind, now, Some(&op.action_id), None, None, data)?;
+    Ok(seq)
+}
+
+fn done(
+    op: &RetentionOp,
+    receipt_seq: u64,
+    hold: Option<Hold>,
+    pruned: Option<PrunedPrefix>,
+    deleted: u64,
+) -> WriteReply {
+    WriteReply::Retention(Box::new(RetentionDone {
+        receipt_seq,
+        receipt_id: op.receipt_id.clone(),
+        hold,
+        pruned,
+        receipts_deleted: deleted,
+    }))
+}
+
+fn place(tx: &mut WriteTx<'_>, op: &RetentionOp, name: &str, now: Micros) -> Result<WriteReply> {
+    if let Err(error) = check_hold_name(name) {
+        return refused(error);
+    }
+    if let Some(standing) = tx.hold(name)?.filter(Hold::stands) {
+        return refused(Error::InvalidInput(format!("the hold {} stands already", standing.describe())));
+    }
+    let hold = Hold {
+        name: name.to_owned(),
+        placed_by: op.by.clone(),
+        reason: op.reason.clone(),
+        placed_at: now,
+        released: None,
+    };
+    let seq = record(
+        tx,
+        op,
+        retention::HOLD_PLACE_ACTION,
+        EventKind::HOLD_PLACED,
+        serde_json::json!({"hold": name, "reason": op.reason}),
+        now,
+    )?;
+    tx.put_hold(&hold)?;
+    Ok(done(op, seq, Some(hold), None, 0))
+}
+
+fn release(tx: &mut WriteTx<'_>, op: &RetentionOp, name: &str, now: Micros) -> Result<WriteReply> {
+    let Some(mut hold) = tx.hold(name)?.filter(Hold::stands) else {
+        return refused(Error::NotFound(format!(
+            "no hold named {name:?} stands; `warden hold list` shows the standing ones"
+        )));
+    };
+    let seq = record(
+        tx,
+        op,
+        retention::HOLD_RELEASE_ACTION,
+        EventKind::HOLD_RELEASED,
+        serde_json::json!({"hold": name, "reason": op.reason}),
+        now,
+    )?;
+    hold.released = Some(Release { by: op.by.clone(), reason: op.reason.clone(), at: now });
+    tx.put_hold(&hold)?;
+    Ok(done(op, seq, Some(hold), None, 0))
+}
+
+fn prune(tx: &mut WriteTx<'_>, op: &RetentionOp, number: u64, now: Micros) -> Result<WriteReply> {
+    let Some(checkpoint) = tx.checkpoint(number)? else {
+        return refused(Error::NotFound(format!("there is no checkpoint {number}; `warden checkpoints` lists them")));
+    };
+    let standing: Vec<Hold> = tx.holds()?.into_iter().filter(Hold::stands).collect();
+    let prior = tx.pruned()?;
+    let newest = tx.last_checkpoint()?.map_or(number, |last| last.number);
+    let anchored =
+        tx.anchors(number, newest)?.into_iter().filter(StoredAnchor::anchored).map(|row| row.checkpoint).max();
+    let facts = PruneFacts {
+        checkpoint: number,
+        size: checkpoint.size,
+        pruned_through: prior.as_ref().map_or(0, |prefix| prefix.through_seq),
+        standing: &standing,
+        anchored,
+    };
+    if let Err(error) = may_prune(&facts) {
+        return refused(error);
+    }
+    let through = checkpoint.size;
+    // What the prefix leaves behind, computed (and checked against the signed root) before
+    // anything is deleted.
+    let (frontier, root) = {
+        let rows = Rows::of(&*tx)?;
+        let tree = rows.tree(through);
+        (tree.frontier()?, tree.root()?)
+    };
+    if base64::Engine::encode(&base64::prelude::BASE64_STANDARD, root) != checkpoint.root {
+        return Err(Error::Store(format!(
+            "the receipts through {through} hash to another root than checkpoint {number} signed; nothing was pruned. \
+             Run `warden doctor`"
+        )));
+    }
+    let last = tx.receipt_document(through)?.ok_or_else(|| {
+        Error::Store(format!("receipt {through} is missing from the chain; nothing was pruned. Run `warden doctor`"))
+    })?;
+    let last_hash = crate::canonical::sha256_prefixed(last.as_bytes());
+    let finished = crate::canonical::parse_json(&last)
+        .ok()
+        .and_then(|document| document.get("finished_at").and_then(serde_json::Value::as_str).map(clock::parse))
+        .and_then(std::result::Result::ok)
+        .ok_or_else(|| Error::Store(format!("receipt {through} has no readable finished_at; run `warden doctor`")))?;
+    let events_through = tx.events_through(finished)?;
+    let data = serde_json::json!({
+        "checkpoint": number,
+        "through_seq": through,
+        "root": checkpoint.root,
+        "last_hash": last_hash,
+        "events_through": events_through,
+        "reason": op.reason,
+    });
+    let seq = record(tx, op, retention::PRUNE_ACTION, EventKind::RECEIPTS_PRUNED, data, now)?;
+    let marker = PrunedPrefix {
+        checkpoint: number,
+        through_seq: through,
+        last_hash,
+        frontier,
+        events_through,
+        receipt_seq: seq,
+        at: now,
+        by: op.by.clone(),
+        reason: op.reason.clone(),
+    };
+    let deleted = tx.prune(&marker, facts.pruned_through + 1)?;
+    Ok(done(op, seq, None, Some(marker), deleted))
+}
+
+impl Kernel {
+    fn retention(&self, what: Retention, by: &str, reason: &str) -> Result<RetentionDone> {
+        let ids = |kind| new_id(kind).map_err(|e| Error::Store(format!("no randomness for a receipt: {e}")));
+        let op = RetentionOp {
+            what,
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            environment: self.environment().to_owned(),
+            action_id: ids(IdKind::Action)?,
+            receipt_id: ids(IdKind::Receipt)?,
+        };
+        match self.guarded(|kernel, _| kernel.write(Write::Retention(Box::new(op))))? {
+            WriteReply::Retention(done) => Ok(*done),
+            WriteReply::Refused(error) => Err(error),
+            _ => Err(unexpected("retention")),
+        }
+    }
+
+    /// Delete the receipts through checkpoint `checkpoint`'s size, and the events of their time,
+    /// after writing the prune's own receipt, in one transaction: refused while a hold stands,
+    /// when nothing new would go, and unless that checkpoint or a later one was anchored.
+    pub fn prune(&self, checkpoint: u64, by: &str, reason: &str) -> Result<RetentionDone> {
+        self.retention(Retention::Prune { checkpoint }, by, reason)
+    }
+
+    /// Place the hold `name`: nothing is pruned while it stands.
+    pub fn place_hold(&self, name: &str, by: &str, reason: &str) -> Result<RetentionDone> {
+        self.retention(Retention::PlaceHold { name: name.to_owned() }, by, reason)
+    }
+
+    /// Release the standing hold `name`.
+    pub fn release_hold(&self, name: &str, by: &str, reason: &str) -> Result<RetentionDone> {
+        self.retention(Retention::ReleaseHold { name: name.to_owned() }, by, reason)
+    }
+
+    /// Every hold, standing or released, by name.
+    pub fn holds(&self) -> Result<Vec<Hold>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Holds))? {
+            ReadReply::Holds(holds) => Ok(holds),
+            _ => Err(unexpected("holds")),
+        }
+    }
+
+    /// The pruned prefix of the receipts, once a prune removed one.
+    pub fn pruned(&self) -> Result<Option<PrunedPrefix>> {
+        match self.guarded(|kernel, _| kernel.read(&Read::Pruned))? {
+            ReadReply::Pruned(prefix) => Ok(prefix.map(|prefix| *prefix)),
+            _ => Err(unexpected("pruned prefix")),
+        }
+    }
+}
