@@ -1,4 +1,4 @@
-//! `warden verify`: the guarantees G1–G13, run against the operator's own document in a scratch
+//! `warden verify`: the guarantees G1–G14, run against the operator's own document in a scratch
 //! store (a fresh temporary directory, never the live store).
 //!
 //! Every scenario's arguments are derived from the document's rules: for a rule's `when`
@@ -216,7 +216,7 @@ impl VerifyReport {
     }
 }
 
-/// Run G1–G13 against `document` in a fresh scratch store. `racer` runs G4's contenders as OS
+/// Run G1–G14 against `document` in a fresh scratch store. `racer` runs G4's contenders as OS
 /// processes (the `warden` binary's); `None` races threads.
 ///
 /// An observe-mode document is refused: verify needs enforce mode to see anything refused.
@@ -262,6 +262,7 @@ pub fn run_on(document: &Document, racer: Option<&dyn ProcessRace>, postgres: Op
         guarantee("G11", "an altered receipt is detected", || g11_altered_receipt(&ctx)),
         guarantee("G12", "an approval shows the exact arguments it binds", || g12_approval_shows_its_action(&ctx)),
         guarantee("G13", "a truncated or forked log is caught against its checkpoints", || g13_checkpointed_log(&ctx)),
+        guarantee("G14", "a prune waits for an anchor and every hold", || g14_prune_under_hold(&ctx)),
     ];
     let mut blind_spots: Vec<String> = BLIND_SPOTS.iter().map(|s| (*s).to_owned()).collect();
     if document.authority_config.is_some() {
@@ -1321,6 +1322,75 @@ fn g13_checkpointed_log(ctx: &Ctx<'_>) -> Result<Outcome> {
          truncated, and a second checkpoint of the same size with another root as log_forked; control: the bundle \
          as exported verified",
         one.size
+    ))
+}
+
+/// G14: a prune deletes receipts only when it may: refused before its checkpoint (or a later
+/// one) was anchored, and refused while a hold stands, each time with nothing deleted; control:
+/// with the anchor made and the hold released the prune goes ahead, and what is left — the
+/// chain from the pruned prefix on, and a bundle exported after it — still verifies.
+fn g14_prune_under_hold(ctx: &Ctx<'_>) -> Result<Outcome> {
+    use crate::evidence::{anchor::FileSink, anchoring::SinkProvider, bundle, key::NoteSigner};
+    let warden = ctx.warden("g14")?;
+    write_receipts(ctx, &warden, "g14", 3)?;
+    let kernel = warden.kernel();
+    let signer = NoteSigner::generate("warden-verify")?;
+    let checkpoint = kernel.checkpoint(&signer, Some("warden-verify/g14"))?;
+    let dir = crate::scratch::ScratchDir::create("warden-verify-g14")
+        .map_err(|e| Error::Config(format!("cannot create a scratch directory for G14: {e}")))?;
+    let intact = |when: &str| -> Result<Option<String>> {
+        let (count, pruned) = (kernel.receipt_count()?, kernel.pruned()?);
+        Ok((pruned.is_some() || count < checkpoint.size).then(|| {
+            format!("{when} the prune was refused but the store holds {count} receipts and pruned {pruned:?}")
+        }))
+    };
+    let (by, reason) = (APPROVER, "warden verify G14");
+    match kernel.prune(checkpoint.number, by, reason) {
+        Err(Error::InvalidInput(_)) => {}
+        other => return fail(format!("a prune before any anchor was not refused: {other:?}")),
+    }
+    if let Some(why) = intact("before any anchor,")? {
+        return fail(why);
+    }
+    let file = dir.path("anchors.jsonl");
+    let sinks: Vec<SinkProvider> =
+        vec![(format!("file {}", file.display()), Ok(Arc::new(FileSink::new(file)) as Arc<_>))];
+    let tries = kernel.anchor_pending(&sinks, true)?;
+    if !tries.iter().any(|tried| tried.row.anchored()) {
+        return fail(format!("the scratch file anchor did not take checkpoint {}: {tries:?}", checkpoint.number));
+    }
+    kernel.place_hold("warden-verify-g14", by, reason)?;
+    match kernel.prune(checkpoint.number, by, reason) {
+        Err(Error::InvalidInput(message)) if message.contains("warden-verify-g14") => {}
+        other => return fail(format!("a prune under a standing hold was not refused naming it: {other:?}")),
+    }
+    if let Some(why) = intact("under the hold,")? {
+        return fail(why);
+    }
+    kernel.release_hold("warden-verify-g14", by, reason)?;
+    let done = match kernel.prune(checkpoint.number, by, reason) {
+        Ok(done) => done,
+        Err(error) => return fail(format!("control failed: with the hold released the prune was refused: {error}")),
+    };
+    let chain = kernel.verify_chain()?;
+    if !chain.ok || chain.pruned_through != checkpoint.size {
+        return fail(format!("control failed: after the prune the chain reports {:?}", chain.breaks));
+    }
+    let after = kernel.checkpoint(&signer, None)?;
+    let out = dir.path("bundle");
+    bundle::export(kernel, &out, None, None)?;
+    let verdict = bundle::verify_bundle(&out, &[signer.verifier()]);
+    if !verdict.ok {
+        return fail(format!(
+            "control failed: the bundle exported after the prune was refused: {:?} {}",
+            verdict.reason, verdict.detail
+        ));
+    }
+    pass(format!(
+        "checkpoint {} of {} receipts: a prune through it was refused before it was anchored and again while a hold \
+         stood, deleting nothing; control: anchored and released, the prune deleted {} receipts, and the chain after \
+         it and a bundle to checkpoint {} verified",
+        checkpoint.number, checkpoint.size, done.receipts_deleted, after.number
     ))
 }
 

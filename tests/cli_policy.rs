@@ -382,7 +382,7 @@ fn verify_passes_on_the_starter_document_with_a_line_per_guarantee() {
         let prefix = format!("G{id} pass ");
         assert!(run.stdout.lines().any(|line| line.starts_with(&prefix)), "no line {prefix:?}:\n{run}");
     }
-    assert!(run.stdout.contains("verify passed: 13 pass, 0 fail, 0 not applicable"), "{run}");
+    assert!(run.stdout.contains("verify passed: 14 pass, 0 fail, 0 not applicable"), "{run}");
     assert!(run.stdout.contains("G4 pass  one winner among 8 OS processes"), "{run}");
     assert!(!run.stdout.contains("threads"), "G4 must race processes:\n{run}");
     assert_eq!(files_in(s.path()), ["warden.yaml"], "verify wrote next to the document");
@@ -397,9 +397,9 @@ fn verify_json_is_one_report() {
     let report = one_document(&run);
     assert_eq!(keys(&report), ["blind_spots", "guarantees", "ok", "policy_hash", "summary"], "{run}");
     assert_eq!(report["ok"], true);
-    assert_eq!(report["summary"], json!({"pass": 13, "fail": 0, "not_applicable": 0}));
+    assert_eq!(report["summary"], json!({"pass": 14, "fail": 0, "not_applicable": 0}));
     let ids: Vec<&str> = report["guarantees"].as_array().unwrap().iter().filter_map(|g| g["id"].as_str()).collect();
-    assert_eq!(ids, (1..=13).map(|i| format!("G{i}")).collect::<Vec<_>>());
+    assert_eq!(ids, (1..=14).map(|i| format!("G{i}")).collect::<Vec<_>>());
     for g in report["guarantees"].as_array().unwrap() {
         assert_eq!(keys(g), ["detail", "id", "status", "title"]);
     }

@@ -750,9 +750,10 @@ fn warden_verify_passes_every_guarantee_with_its_scratch_stores_in_postgres_and_
     let report = warden::verify::run_on(&document, None, Some(&base())).unwrap();
     let statuses: Vec<(String, warden::verify::Status)> =
         report.guarantees.iter().map(|g| (g.id.to_string(), g.status)).collect();
-    assert_eq!(statuses.len(), 13, "{statuses:?}");
+    assert_eq!(statuses.len(), 14, "{statuses:?}");
     assert!(statuses.iter().all(|(_, status)| *status == warden::verify::Status::Pass), "{}", report.render());
-    // G11 and G12 edit rows behind the kernel's back, and G13 checkpoints and exports, on PostgreSQL too.
+    // G11 and G12 edit rows behind the kernel's back, G13 checkpoints and exports, and G14 prunes, on
+    // PostgreSQL too.
     let g11 = report.guarantees.iter().find(|g| g.id == "G11").unwrap();
     assert!(g11.detail.contains("content_altered at seq 1"), "{}", g11.detail);
     assert_eq!(scratch_schemas(&mut db), before, "every scratch schema is dropped at the end");

@@ -1,4 +1,4 @@
-//! `warden verify`: G1–G13 pass on real documents, are not applicable where the document gives
+//! `warden verify`: G1–G14 pass on real documents, are not applicable where the document gives
 //! them nothing to run on, and fail on a deliberately broken build.
 
 use std::sync::Mutex;
@@ -189,7 +189,7 @@ fn without_an_effect_template_the_effect_guarantees_are_not_applicable() {
         assert_eq!(status(&report, id), Status::NotApplicable, "{id}: {}", report.render());
     }
     // Expiry and containment need only an allowed action, effect or not.
-    for id in ["G6", "G7", "G8", "G9", "G11", "G13"] {
+    for id in ["G6", "G7", "G8", "G9", "G11", "G13", "G14"] {
         assert_eq!(status(&report, id), Status::Pass, "{id}: {}", report.render());
     }
 }
@@ -210,10 +210,10 @@ fn the_json_report_has_one_entry_per_guarantee_and_the_blind_spots() {
     let json = report.to_json();
     assert_eq!(json["ok"], true);
     assert_eq!(json["policy_hash"], document.policy_hash.as_str());
-    assert_eq!(json["summary"], serde_json::json!({"pass": 13, "fail": 0, "not_applicable": 0}));
+    assert_eq!(json["summary"], serde_json::json!({"pass": 14, "fail": 0, "not_applicable": 0}));
     let guarantees = json["guarantees"].as_array().unwrap();
     let ids: Vec<&str> = guarantees.iter().map(|g| g["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12", "G13"]);
+    assert_eq!(ids, ["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12", "G13", "G14"]);
     for g in guarantees {
         let keys: Vec<&String> = g.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["detail", "id", "status", "title"]);
@@ -232,10 +232,10 @@ fn the_human_report_prints_one_line_per_guarantee_and_what_verify_cannot_see() {
     let text = run(&load(STARTER), None).unwrap().render();
     assert!(text.contains("\nG1 pass  mutated approval refused — stripe.refund rule[1]"), "{text}");
     assert!(text.contains("\nG8 pass  expired authority refused — "), "{text}");
-    assert!(text.contains("verify passed: 13 pass, 0 fail, 0 not applicable"), "{text}");
+    assert!(text.contains("verify passed: 14 pass, 0 fail, 0 not applicable"), "{text}");
     let blind = text.split("verify cannot see:\n").nth(1).unwrap();
     assert_eq!(blind.lines().count(), warden::verify::BLIND_SPOTS.len(), "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with('G')).count(), 13);
+    assert_eq!(text.lines().filter(|l| l.starts_with('G')).count(), 14);
 }
 
 #[test]

@@ -135,7 +135,7 @@ enum Command {
         user: Option<String>,
     },
 
-    /// Prove the guarantees G1–G13 against a document, in a scratch store (never the live one).
+    /// Prove the guarantees G1–G14 against a document, in a scratch store (never the live one).
     ///
     /// Exit 0 when no guarantee fails, 1 when one does, 2 for an observe-mode document (where
     /// nothing is refused, so nothing can be shown) or one that does not load.

@@ -158,7 +158,7 @@ pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result
     Ok(out)
 }
 
-/// G1–G13 against the document in a scratch store (files, or schemas in `scratch_postgres`); G4 races this very binary as
+/// G1–G14 against the document in a scratch store (files, or schemas in `scratch_postgres`); G4 races this very binary as
 /// `warden __verify-child`. Exit 0 only when no guarantee failed.
 pub fn verify(doc: &Document, scratch_postgres: Option<&str>, json: bool) -> Result<Done, Failure> {
     let program = std::env::current_exe()
