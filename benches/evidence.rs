@@ -1,6 +1,7 @@
 //! The evidence's costs on a real store: filling N receipts, the first checkpoint (which computes
 //! and caches the whole tree), a second one after more receipts, an inclusion proof, the export,
-//! and `warden verify-bundle` (the release binary, when built) with its peak memory.
+//! `warden verify-bundle` (the release binary, when built) with its peak memory, and a prune
+//! through the first checkpoint with what follows it.
 //!
 //!   cargo bench --features test-exports --bench evidence              # 100,000 receipts
 //!   WARDEN_EVIDENCE_RECEIPTS=1000000 cargo bench --features test-exports --bench evidence
@@ -131,4 +132,19 @@ fn main() {
             );
         }
     }
+    // Retention: anchor the first checkpoint to a file, prune through it (one transaction), then
+    // what goes on from the kept frontier.
+    let anchors = dir.path().join("anchors.jsonl");
+    let sinks: Vec<warden::evidence::anchoring::SinkProvider> =
+        vec![(format!("file {}", anchors.display()), Ok(Arc::new(warden::evidence::anchor::FileSink::new(anchors))))];
+    kernel.anchor_pending(&sinks, true).unwrap();
+    let done = timed(&format!("prune through the first checkpoint ({} receipts, one transaction)", first.size), || {
+        kernel.prune(first.number, "bench", "measured").unwrap()
+    });
+    assert_eq!(done.receipts_deleted, first.size);
+    fill(&kernel, n + 1000, 1000);
+    timed("checkpoint after the prune, 1,000 receipts later", || kernel.checkpoint(&signer, None).unwrap());
+    let out = dir.path().join("bundle-after-prune");
+    timed("export after the prune (from the pruned checkpoint)", || export(&kernel, &out, None, None).unwrap());
+    assert!(verify_bundle(&out, &[signer.verifier()]).ok);
 }

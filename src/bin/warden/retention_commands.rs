@@ -73,14 +73,9 @@ pub fn prune(kernel: &Kernel, through: u64, by: &str, reason: &str, json: bool) 
     }
     let prefix = done.pruned.as_ref().ok_or_else(|| Failure::internal("the prune answered without its prefix"))?;
     Ok(format!(
-        "pruned {} receipts and the events through {}: the chain now starts after receipt {} (checkpoint {})\nreceipt \
-         {} (seq {}) records the prune\n",
-        done.receipts_deleted,
-        prefix.events_through,
-        prefix.through_seq,
-        prefix.checkpoint,
-        done.receipt_id,
-        done.receipt_seq
+        "pruned {} receipts and the events of their time: the chain now starts after receipt {} (checkpoint {})\n\
+         receipt {} (seq {}) records the prune\n",
+        done.receipts_deleted, prefix.through_seq, prefix.checkpoint, done.receipt_id, done.receipt_seq
     ))
 }
 

@@ -176,7 +176,11 @@ pub fn chain(report: &ChainReport, json: bool) -> Result<Done, Failure> {
             .map_err(|e| Failure::internal(format!("cannot serialize the chain report: {e}")))?;
         document(&value)
     } else if report.ok {
-        format!("chain ok: {} receipts verified, head seq {}\n", report.verified, report.head_seq.unwrap_or(0))
+        let pruned = match report.pruned_through {
+            0 => String::new(),
+            n => format!(" (receipts 1..={n} were pruned; the first kept names the last pruned)"),
+        };
+        format!("chain ok: {} receipts verified, head seq {}{pruned}\n", report.verified, report.head_seq.unwrap_or(0))
     } else {
         let mut out = String::new();
         for found in &report.breaks {
