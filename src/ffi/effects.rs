@@ -241,8 +241,9 @@ pub unsafe extern "C" fn warden_receipts_list(
 
 /// Walks the whole receipt chain and reports as JSON `{"ok", "verified", "chained",
 /// "unchained", "head_seq", "head_hash", "breaks": [{"name", "seq", "detail"}],
-/// "breaks_not_listed"}`. A broken chain is reported in the JSON (`"ok": false`), not as an
-/// error code.
+/// "breaks_not_listed", "pruned_through"}` (`pruned_through`: the receipts `warden prune`
+/// deleted before the first one walked, 0 when none). A broken chain is reported in the JSON
+/// (`"ok": false`), not as an error code.
 ///
 /// - `h`: an open handle. Required.
 /// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
