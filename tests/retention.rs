@@ -237,7 +237,8 @@ fn the_cli_refuses_a_prune_under_a_hold_with_exit_1_and_a_bad_name_with_exit_2()
     log(&f, &signer);
     f.kernel.anchor_pending(&sinks(&f), false).expect("anchor");
     let store = f.path();
-    drop(f.kernel);
+    // This process stays the store's owner: every command below is a client, its retention
+    // writes and reads crossing the owner's socket.
     let (code, out, err) = cli(&store, &["hold", "place", "case-1", "--by", "bob", "--reason", "litigation"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.starts_with("hold case-1 placed"), "{out}");
@@ -263,4 +264,8 @@ fn the_cli_refuses_a_prune_under_a_hold_with_exit_1_and_a_bad_name_with_exit_2()
     let (code, out, _) = cli(&store, &["hold", "list", "--all"]);
     assert_eq!(code, Some(0));
     assert!(out.contains("case-1") && out.contains("released"), "{out}");
+    // The owner sees what the clients wrote.
+    assert_eq!(f.kernel.pruned().unwrap().map(|p| (p.checkpoint, p.through_seq)), Some((2, 20)));
+    assert_eq!(f.kernel.holds().unwrap().len(), 1);
+    assert!(f.kernel.verify_chain().unwrap().ok);
 }

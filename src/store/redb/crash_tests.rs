@@ -11,7 +11,8 @@
 //! - the tables, the indexes and the receipt chain agree (`doctor`).
 //!
 //! The workload covers reservations, commits, a not-executed outcome, an effect left in flight,
-//! an approval granted and consumed, a delegation and the budget charges it brings, and enough
+//! an approval granted and consumed, a delegation and the budget charges it brings, a checkpoint
+//! anchored and the receipts pruned through it, and enough
 //! batches to pass several checkpoints and journal laps. `WARDEN_CRASH_SUBSETS` (default 2)
 //! sets how many random subsets of the unsynced writes each sync point gets beside "none" and
 //! "all"; `scripts/crash-sweep.sh` runs the sweep with many.
@@ -75,6 +76,8 @@ enum Step {
     NotExecuted(String),
     Leave(String),
     Approve(String),
+    /// A checkpoint, its anchor (a file beside the store) and a prune through it.
+    Prune,
 }
 
 fn workload() -> Vec<Step> {
@@ -83,6 +86,7 @@ fn workload() -> Vec<Step> {
     steps.push(Step::NotExecuted("pf".into()));
     steps.push(Step::Leave("px".into()));
     steps.push(Step::Approve("m1".into()));
+    steps.push(Step::Prune);
     steps.push(Step::Commit("support-agent", "s0".into()));
     steps.extend((4..12).map(|n| Step::Commit("finance-agent", format!("p{n}"))));
     steps
@@ -119,6 +123,17 @@ fn run(warden: &Warden, step: &Step, kept: &mut Vec<crate::kernel::Permit>) -> c
             warden.kernel().grant(&id, "ops:carol")?;
             let presented = ActionRequest { approval_id: Some(&id), ..request };
             warden.submit(&presented)?.commit(&json!({"sent": message}))?;
+        }
+        Step::Prune => {
+            let kernel = warden.kernel();
+            let signer = crate::evidence::key::NoteSigner::generate("crash")?;
+            let checkpoint = kernel.checkpoint(&signer, None)?;
+            let file = kernel.store_path().with_file_name("anchors.jsonl");
+            let sink = crate::evidence::anchor::FileSink::new(file.clone());
+            let sinks: Vec<crate::evidence::anchoring::SinkProvider> =
+                vec![(format!("file {}", file.display()), Ok(Arc::new(sink)))];
+            kernel.anchor_pending(&sinks, true)?;
+            kernel.prune(checkpoint.number, "ops:carol", "crash test")?;
         }
     }
     Ok(())
@@ -245,6 +260,7 @@ fn check(image: &BTreeMap<PathBuf, Vec<u8>>, store_name: &Path, steps: &[Step], 
                 Some(EffectState::Executing | EffectState::Ambiguous)
             ),
             Step::Approve(message) => state_of(&warden, &format!("email:{message}")) == Some(EffectState::Committed),
+            Step::Prune => warden.kernel().pruned().map_err(|e| e.to_string())?.is_some(),
         };
         if !holds {
             return Err(format!("{step:?} returned before the crash but is not in the store"));
