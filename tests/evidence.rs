@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use base64::prelude::{Engine, BASE64_STANDARD};
-use common::{allow, copy_dir, key_template, refund, Fixture, SECOND};
+use common::{allow, cli, copy_dir, key_template, refund, Fixture, SECOND};
 use warden::effect::{Outcome, StoredResult};
 use warden::evidence::bundle::{export, verify_bundle, Verdict, REASONS};
 use warden::evidence::checkpoint::{self, Basis, Companion, StoredCheckpoint};
@@ -535,19 +535,6 @@ fn the_tar_of_a_bundle_unpacks_to_a_bundle_that_verifies_and_is_the_same_every_t
 }
 
 /// `warden --store STORE ARGS --json`: exit code, stdout, stderr.
-fn cli(store: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .expect("run warden");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn the_cli_prints_the_documents_the_library_and_the_c_abi_return_and_refuses_with_exit_2() {

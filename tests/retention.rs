@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use base64::prelude::{Engine, BASE64_STANDARD};
-use common::{allow, key_template, refund, Fixture, SECOND};
+use common::{allow, cli, key_template, refund, Fixture, SECOND};
 use warden::evidence::anchor::FileSink;
 use warden::evidence::anchoring::SinkProvider;
 use warden::evidence::bundle::{export, verify_bundle};
@@ -211,20 +211,6 @@ fn holds_stand_once_by_name_release_by_name_and_are_kept_as_history() {
     assert!(f.kernel.holds().unwrap()[0].stands());
     assert_eq!(f.kernel.receipt_count().unwrap(), 3);
     assert!(f.kernel.verify_chain().unwrap().ok);
-}
-
-fn cli(store: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .expect("run warden");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

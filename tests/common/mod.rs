@@ -181,3 +181,18 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// The `warden` binary on `store` with `args`: (exit code, stdout, stderr).
+pub fn cli(store: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .expect("run warden");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
