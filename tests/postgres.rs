@@ -102,7 +102,7 @@ fn a_migration_1_schema_keeps_its_budget_charges_through_migration_2() {
             "ALTER TABLE warden_budget_ledger ADD COLUMN consumed_at bigint NOT NULL DEFAULT 0, \
              ADD COLUMN amount numeric(20, 0) NOT NULL DEFAULT 250, ADD COLUMN released boolean NOT NULL DEFAULT false; \
              DROP TABLE warden_budget_sums, warden_merkle_nodes, warden_checkpoints, warden_anchors, warden_policies, \
-             warden_holds; \
+             warden_holds, warden_pruned_outcomes; \
              DELETE FROM warden_schema_version WHERE version >= 2",
         )
         .unwrap();

@@ -51,9 +51,9 @@ fn document(f: &Fixture, seq: u64) -> serde_json::Value {
     serde_json::from_str(&receipt.document).expect("json")
 }
 
-/// 10 receipts (the first a FAILED attempt), checkpoint 1; 10 more, checkpoint 2; 5 more,
-/// checkpoint 3.
-fn log(f: &Fixture, signer: &NoteSigner) -> Vec<StoredCheckpoint> {
+/// 10 receipts (the first a FAILED attempt), checkpoint 1 (anchored at once when
+/// `anchor_first`); 10 more, checkpoint 2; 5 more, checkpoint 3.
+fn log(f: &Fixture, signer: &NoteSigner, anchor_first: bool) -> Vec<StoredCheckpoint> {
     let t = key_template();
     let permit = f.kernel.propose(&allow(&refund("failed_1", 5), &t)).expect("propose");
     permit.not_executed("card declined").expect("not executed");
@@ -63,6 +63,10 @@ fn log(f: &Fixture, signer: &NoteSigner) -> Vec<StoredCheckpoint> {
         commit(f, &format!("p{n}"));
         if n == 10 || n == 20 || n == 25 {
             checkpoints.push(f.kernel.checkpoint(signer, Some("warden.test/retention")).expect("checkpoint"));
+            if n == 10 && anchor_first {
+                let tries = f.kernel.anchor_pending(&sinks(f), false).expect("anchor");
+                assert_eq!(tries.iter().map(|t| t.row.checkpoint).collect::<Vec<_>>(), [1]);
+            }
         }
     }
     checkpoints
@@ -72,19 +76,20 @@ fn log(f: &Fixture, signer: &NoteSigner) -> Vec<StoredCheckpoint> {
 fn a_prune_waits_for_an_anchor_and_every_hold_then_deletes_the_prefix_and_the_rest_still_proves() {
     let f = Fixture::new();
     let signer = NoteSigner::generate("warden.test/retention").expect("key");
-    let cps = log(&f, &signer);
+    let cps = log(&f, &signer, true);
     let (two, three) = (&cps[1], &cps[2]);
     assert_eq!((cps[0].size, two.size, three.size), (10, 20, 25));
 
-    // Nothing anchored yet: refused, and nothing changed.
+    // Only checkpoint 1 is anchored, which does not vouch for checkpoint 2: refused, and nothing
+    // changed.
     let why = refused(f.kernel.prune(2, "ada", "quarterly retention"));
     assert!(why.contains("neither checkpoint 2 nor any later one was anchored"), "{why}");
     assert_eq!(f.kernel.receipt_count().unwrap(), 25);
     assert!(refused(f.kernel.prune(9, "ada", "x")).contains("there is no checkpoint 9"));
 
-    // Anchoring the last checkpoint covers checkpoint 2 too; a hold stops it.
+    // The sink goes on with checkpoints 2 and 3; a hold stops the prune.
     let tries = f.kernel.anchor_pending(&sinks(&f), false).expect("anchor");
-    assert!(tries.iter().all(|tried| tried.row.anchored()) && !tries.is_empty(), "{tries:?}");
+    assert_eq!(tries.iter().filter(|t| t.row.anchored()).map(|t| t.row.checkpoint).collect::<Vec<_>>(), [2, 3]);
     let placed = f.kernel.place_hold("case-17", "bob", "litigation hold").expect("hold");
     assert_eq!(placed.receipt_seq, 26);
     let why = refused(f.kernel.prune(2, "ada", "quarterly retention"));
@@ -166,6 +171,8 @@ fn a_prune_waits_for_an_anchor_and_every_hold_then_deletes_the_prefix_and_the_re
     let t = key_template();
     let again = f.kernel.propose(&allow(&refund("p5", 100), &t)).map(drop).unwrap_err();
     assert!(matches!(again, Error::Duplicate { .. }), "{again:?}");
+    let kept = f.kernel.effect("refund:p5").unwrap().expect("the effect row stays");
+    assert_eq!(kept.result.map(|r| r.to_value()), Some(serde_json::json!({"ok": "p5"})), "its result is kept");
     let retry = f.kernel.propose(&allow(&refund("failed_1", 5), &t)).expect("the FAILED effect retries");
     assert_eq!(retry.attempt(), 2);
     retry.commit(&serde_json::json!({"ok": 1})).expect("commit");
@@ -180,6 +187,87 @@ fn a_prune_waits_for_an_anchor_and_every_hold_then_deletes_the_prefix_and_the_re
         assert!(kernel.verify_chain().unwrap().ok);
         assert_eq!(kernel.pruned().unwrap().map(|p| p.through_seq), Some(20));
         drop(dir);
+    }
+}
+
+#[test]
+fn a_second_prune_goes_on_from_the_first_and_damage_after_a_prune_is_still_a_fault() {
+    let f = Fixture::new();
+    let signer = NoteSigner::generate("warden.test/retention").expect("key");
+    log(&f, &signer, false);
+    f.kernel.anchor_pending(&sinks(&f), false).expect("anchor");
+    let first = f.kernel.prune(1, "ada", "first").expect("prune through 1");
+    let second = f.kernel.prune(2, "ada", "second").expect("prune through 2");
+    assert_eq!((first.receipts_deleted, second.receipts_deleted), (10, 10));
+    let (one, two) = (first.pruned.unwrap(), second.pruned.unwrap());
+    assert!(two.events_through >= one.events_through);
+    let three = f.kernel.checkpoint_numbered(Some(3)).unwrap().unwrap();
+    let leaf = |seq: u64| leaf_hash(f.kernel.receipts(seq, 1).unwrap().remove(0).1.document.as_bytes());
+    let path = f.kernel.proof(ProofAsk::Inclusion { seq: 21, size: three.size }).expect("inclusion");
+    assert!(check_inclusion(&path, three.size, root(&three), 20, leaf(21)));
+    // A checkpoint at the head, anchored, and a prune through it: only its own receipt is left.
+    let head = f.kernel.checkpoint(&signer, None).expect("checkpoint at the head");
+    assert_eq!(head.size, 27);
+    f.kernel.anchor_pending(&sinks(&f), false).expect("anchor");
+    let third = f.kernel.prune(head.number, "ada", "everything").expect("prune through the head");
+    assert_eq!((third.receipts_deleted, third.receipt_seq), (7, 28));
+    assert_eq!(f.kernel.receipt_count().unwrap(), 1);
+    let last = f.kernel.checkpoint(&signer, None).expect("a checkpoint of the prune's receipt");
+    let proof = f.kernel.proof(ProofAsk::Consistency { old: head.size, new: last.size }).expect("consistency");
+    assert!(check_consistency(&proof, head.size, root(&head), last.size, root(&last)));
+    // Checkpoint 3 is before the prefix now: its consistency needs receipts that are gone.
+    let error = f.kernel.proof(ProofAsk::Consistency { old: three.size, new: last.size }).unwrap_err().to_string();
+    assert!(error.contains("receipt 25 was pruned"), "{error}");
+    let out = f.dir.path().join("bundle");
+    export(&f.kernel, &out, None, None).expect("export");
+    assert!(verify_bundle(&out, &[signer.verifier()]).ok);
+    let error = export(&f.kernel, &f.dir.path().join("old"), None, Some(3)).unwrap_err().to_string();
+    assert!(error.contains("--to 3: its receipts were pruned"), "{error}");
+    if !f.path().to_string_lossy().starts_with("memory:") {
+        let path = f.path();
+        let Fixture { kernel, clock, dir, .. } = f;
+        drop(kernel);
+        let kernel = common::open(&path, &clock);
+        assert_eq!(kernel.verify_chain().unwrap().pruned_through, 27);
+        assert!(kernel.doctor().unwrap().orphans.is_empty());
+        drop(dir);
+    }
+}
+
+/// A store with the log pruned through checkpoint 2 (receipts 1..=20; the prune's own is 26).
+fn pruned(signer: &NoteSigner) -> Fixture {
+    let f = Fixture::new();
+    log(&f, signer, false);
+    f.kernel.anchor_pending(&sinks(&f), false).expect("anchor");
+    f.kernel.prune(2, "ada", "retention").expect("prune");
+    f
+}
+
+#[test]
+fn after_a_prune_an_edited_effect_or_a_missing_receipt_is_still_damage() {
+    let signer = NoteSigner::generate("warden.test/retention").expect("key");
+    // A committed effect whose receipt was pruned, its row edited to FAILED: what the prune kept
+    // of its receipt still says committed, so it never runs again (and the handle stops).
+    let f = pruned(&signer);
+    let mut row = f.kernel.effect("refund:p5").unwrap().unwrap();
+    row.state = warden::EffectState::Failed;
+    f.kernel.store().tamper(|raw| raw.put_effect(&row)).unwrap();
+    let again = f.kernel.propose(&allow(&refund("p5", 100), &key_template())).map(drop).unwrap_err();
+    assert!(
+        again.to_string().contains("says failed, but receipt 5 on the chain says the effect committed"),
+        "{again:?}"
+    );
+    // A receipt kept that goes missing is reported as before.
+    let f = pruned(&signer);
+    f.kernel.store().tamper(|raw| raw.remove_receipt(24)).unwrap();
+    let chain = f.kernel.verify_chain().unwrap();
+    assert_eq!(chain.breaks.first().map(|b| (b.name, b.seq)), Some(("missing", Some(24))));
+    // The first receipt kept, or the prune's own, missing: the pruned prefix is damage.
+    for (seq, words) in [(21, "the first receipt kept is Some(22)"), (26, "names receipt 26 as the prune's own")] {
+        let f = pruned(&signer);
+        f.kernel.store().tamper(|raw| raw.remove_receipt(seq)).unwrap();
+        let error = f.kernel.verify_chain().unwrap_err().to_string();
+        assert!(error.contains(words) && error.contains("meta"), "{seq}: {error}");
     }
 }
 
@@ -220,7 +308,7 @@ fn the_cli_refuses_a_prune_under_a_hold_with_exit_1_and_a_bad_name_with_exit_2()
     }
     let f = Fixture::new();
     let signer = NoteSigner::generate("warden.test/retention").expect("key");
-    log(&f, &signer);
+    log(&f, &signer, false);
     f.kernel.anchor_pending(&sinks(&f), false).expect("anchor");
     let store = f.path();
     // This process stays the store's owner: every command below is a client, its retention

@@ -202,10 +202,11 @@ fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_
         let kernel = open(&path, &clock);
         kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
     }
-    // Schema 7 is schema 9 without the anchors, policies and holds tables.
+    // Schema 7 is schema 9 without the anchors, policies, holds and pruned_outcomes tables.
     drop_table(&path, "policies");
     drop_table(&path, "anchors");
     drop_table(&path, "holds");
+    drop_table(&path, "pruned_outcomes");
     set_schema_version(&path, 7);
     // A reader needs no migration, and finds no policy kept.
     let reader = open_to_read(&path);
@@ -228,7 +229,7 @@ fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_
         (schema_version(&path), table_exists(&path, "policies"), table_exists(&path, "anchors")),
         (9, true, true)
     );
-    assert!(table_exists(&path, "holds"));
+    assert!(table_exists(&path, "holds") && table_exists(&path, "pruned_outcomes"));
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.

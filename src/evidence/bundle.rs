@@ -166,6 +166,12 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
     // After a prune the bundle starts where the receipts kept start, at the checkpoint pruned
     // through (the frontier there is all that is left of the receipts before it).
     let pruned = kernel.pruned()?;
+    if let Some(prefix) = pruned.as_ref().filter(|prefix| last.size < prefix.through_seq) {
+        return Err(Error::InvalidInput(format!(
+            "--to {}: its receipts were pruned (the first {} were, through checkpoint {}); export --to {} or later",
+            last.number, prefix.through_seq, prefix.checkpoint, prefix.checkpoint
+        )));
+    }
     let first = match (first, &pruned) {
         (None, Some(prefix)) => Some(kernel.checkpoint_numbered(Some(prefix.checkpoint))?.ok_or_else(|| {
             Error::Store(format!(

@@ -41,6 +41,10 @@ pub struct PrunedPrefix {
     pub frontier: Vec<(u8, [u8; 32])>,
     /// The last event removed (0: none).
     pub events_through: u64,
+    /// The last `EFFECT_RESERVED` event removed, (event id, effect key): what the open check
+    /// that looks for the last reservation among the events falls back to.
+    #[serde(default)]
+    pub last_reservation: Option<(u64, String)>,
     /// The seq of the prune's own receipt.
     pub receipt_seq: u64,
     /// When.

@@ -610,6 +610,9 @@ pub enum Read {
         /// `sha256:` + hex.
         policy_hash: String,
     },
+    /// The seq of the last receipt (0 for an empty chain): the chain's size, pruned receipts
+    /// included.
+    ChainSize,
     /// Every retention hold, standing or released.
     Holds,
     /// The pruned prefix of the receipts.
@@ -749,6 +752,7 @@ impl ReadOp for Read {
             Read::CheckpointBasis { origin, due } => super::evidence::gather(rx, origin.as_deref(), due.as_ref(), now)?,
             Read::AnchorStates { sinks } => ReadReply::AnchorStates(super::evidence::anchor_states(rx, sinks)?),
             Read::Anchors { from, to } => ReadReply::Anchors(rx.anchors(*from, *to)?),
+            Read::ChainSize => ReadReply::Count(rx.chain_size()?),
             Read::Holds => ReadReply::Holds(rx.holds()?),
             Read::Pruned => ReadReply::Pruned(rx.pruned()?.map(Box::new)),
             Read::BudgetSpent { grant_id, metric, window_seconds } => {

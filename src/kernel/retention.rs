@@ -209,6 +209,10 @@ fn prune(tx: &mut WriteTx<'_>, op: &RetentionOp, number: u64, now: Micros) -> Re
     let newest = tx.last_checkpoint()?.map_or(number, |last| last.number);
     let anchored =
         tx.anchors(number, newest)?.into_iter().filter(StoredAnchor::anchored).map(|row| row.checkpoint).max();
+    let vouching = match anchored {
+        Some(n) => tx.checkpoint(n)?,
+        None => None,
+    };
     let facts = PruneFacts {
         checkpoint: number,
         size: checkpoint.size,
@@ -222,16 +226,23 @@ fn prune(tx: &mut WriteTx<'_>, op: &RetentionOp, number: u64, now: Micros) -> Re
     let through = checkpoint.size;
     // What the prefix leaves behind, computed (and checked against the signed root) before
     // anything is deleted.
-    let (frontier, root) = {
+    // The anchored checkpoint vouches for this one only if the receipts make both their roots.
+    let (frontier, roots) = {
         let rows = Rows::of(&*tx)?;
         let tree = rows.tree(through);
-        (tree.frontier()?, tree.root()?)
+        let mut roots = vec![(number, through, tree.root()?, checkpoint.root.clone())];
+        if let Some(later) = vouching.as_ref().filter(|later| later.number != number) {
+            roots.push((later.number, later.size, rows.tree(later.size).root()?, later.root.clone()));
+        }
+        (tree.frontier()?, roots)
     };
-    if base64::Engine::encode(&base64::prelude::BASE64_STANDARD, root) != checkpoint.root {
-        return Err(Error::Store(format!(
-            "the receipts through {through} hash to another root than checkpoint {number} signed; nothing was pruned. \
-             Run `warden doctor`"
-        )));
+    for (n, size, root, signed) in roots {
+        if base64::Engine::encode(&base64::prelude::BASE64_STANDARD, root) != signed {
+            return Err(Error::Store(format!(
+                "the receipts through {size} hash to another root than checkpoint {n} signed; nothing was pruned. \
+                 Run `warden doctor`"
+            )));
+        }
     }
     let last = tx.receipt_document(through)?.ok_or_else(|| {
         Error::Store(format!("receipt {through} is missing from the chain; nothing was pruned. Run `warden doctor`"))
@@ -242,7 +253,8 @@ fn prune(tx: &mut WriteTx<'_>, op: &RetentionOp, number: u64, now: Micros) -> Re
         .and_then(|document| document.get("finished_at").and_then(serde_json::Value::as_str).map(clock::parse))
         .and_then(std::result::Result::ok)
         .ok_or_else(|| Error::Store(format!("receipt {through} has no readable finished_at; run `warden doctor`")))?;
-    let events_through = tx.events_through(finished)?;
+    // Never less than a prune before deleted (the first event kept may be later than this one).
+    let events_through = tx.events_through(finished)?.max(prior.as_ref().map_or(0, |prefix| prefix.events_through));
     let data = serde_json::json!({
         "checkpoint": number,
         "through_seq": through,
@@ -252,18 +264,19 @@ fn prune(tx: &mut WriteTx<'_>, op: &RetentionOp, number: u64, now: Micros) -> Re
         "reason": op.reason,
     });
     let seq = record(tx, op, retention::PRUNE_ACTION, EventKind::RECEIPTS_PRUNED, data, now)?;
-    let marker = PrunedPrefix {
+    let mut marker = PrunedPrefix {
         checkpoint: number,
         through_seq: through,
         last_hash,
         frontier,
         events_through,
+        last_reservation: prior.and_then(|prefix| prefix.last_reservation),
         receipt_seq: seq,
         at: now,
         by: op.by.clone(),
         reason: op.reason.clone(),
     };
-    let deleted = tx.prune(&marker, facts.pruned_through + 1)?;
+    let deleted = tx.prune(&mut marker, facts.pruned_through + 1)?;
     Ok(done(op, seq, None, Some(marker), deleted))
 }
 
@@ -307,6 +320,14 @@ impl Kernel {
         match self.guarded(|kernel, _| kernel.read(&Read::Holds))? {
             ReadReply::Holds(holds) => Ok(holds),
             _ => Err(unexpected("holds")),
+        }
+    }
+
+    /// The chain's size: the seq of its last receipt, the receipts a prune deleted included.
+    pub fn chain_size(&self) -> Result<u64> {
+        match self.guarded(|kernel, _| kernel.read(&Read::ChainSize))? {
+            ReadReply::Count(size) => Ok(size),
+            _ => Err(unexpected("chain size")),
         }
     }
 

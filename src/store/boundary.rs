@@ -91,11 +91,13 @@ pub trait WriteTables: AuthorityWrites + EvidenceReads {
     /// Write a hold's row, replacing the one under its name.
     fn put_hold(&mut self, hold: &Hold) -> Result<()>;
 
-    /// Write `marker` as the pruned prefix and delete receipts `from..=marker.through_seq` with
-    /// their id rows, and events `..=marker.events_through`; the receipts deleted. A receipt
-    /// missing from that range, or an id row naming another seq, is a fault. The effects' outcome
-    /// index is kept. The kernel decided the prune may go ahead (`evidence::retention`).
-    fn prune(&mut self, marker: &PrunedPrefix, from: u64) -> Result<u64>;
+    /// Delete receipts `from..=marker.through_seq` and events `..=marker.events_through`, keep
+    /// what the FAILED cross-check and a duplicate need of each effect's last outcome receipt
+    /// among them, and write `marker` as the pruned prefix (with the last reservation whose
+    /// event went); the receipts deleted. A receipt missing from that range is a fault. The
+    /// receipt ids and the effects' outcome index are kept. The kernel decided the prune may go
+    /// ahead (`evidence::retention`).
+    fn prune(&mut self, marker: &mut PrunedPrefix, from: u64) -> Result<u64>;
 }
 
 /// What the evidence reads in a transaction of either kind: the receipts as the Merkle tree's
@@ -135,7 +137,8 @@ pub trait EvidenceReads {
     /// Every sink's records of checkpoints `from..=to`, by sink then checkpoint.
     fn anchors(&self, from: u64, to: u64) -> Result<Vec<StoredAnchor>>;
 
-    /// The pruned prefix of the receipts, once a prune removed one.
+    /// The pruned prefix of the receipts, once a prune removed one, checked against the prune's
+    /// receipt, the checkpoint it pruned through and the first receipt kept (damage otherwise).
     fn pruned(&self) -> Result<Option<PrunedPrefix>>;
 
     /// Every hold, standing or released, by name.

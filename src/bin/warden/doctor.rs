@@ -27,11 +27,10 @@ struct Checkpoints {
 }
 
 impl Checkpoints {
-    fn read(kernel: &Kernel, due: Option<Due>, pruned_through: u64) -> Result<Checkpoints, Failure> {
+    fn read(kernel: &Kernel, due: Option<Due>) -> Result<Checkpoints, Failure> {
         Ok(Checkpoints {
             last: kernel.checkpoint_numbered(None)?,
-            // The chain's size: the receipts kept, and those a prune deleted before them.
-            receipts: kernel.receipt_count()? + pruned_through,
+            receipts: kernel.chain_size()?,
             now: kernel.now(),
             due,
         })
@@ -220,8 +219,7 @@ pub fn doctor(kernel: &Kernel, evidence: Option<&EvidenceSettings>, json: bool) 
     let report = kernel.doctor()?;
     let pruned = kernel.pruned()?;
     let holds: Vec<Hold> = kernel.holds()?.into_iter().filter(Hold::stands).collect();
-    let pruned_through = pruned.as_ref().map_or(0, |prefix| prefix.through_seq);
-    let checkpoints = Checkpoints::read(kernel, evidence.map(|settings| settings.due), pruned_through)?;
+    let checkpoints = Checkpoints::read(kernel, evidence.map(|settings| settings.due))?;
     let anchors = AnchorReport::read(kernel, evidence, checkpoints.last.as_ref().map(|last| last.number))?;
     let damaged: usize = report.tables.iter().map(|(_, _, problems)| problems.len()).sum();
     // redb's own check of every page, on a copy (a file store only: PostgreSQL's pages are its own).

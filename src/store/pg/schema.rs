@@ -100,9 +100,11 @@ CREATE TABLE warden_policies (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
     },
     Migration {
         version: 6,
-        what: "the holds table: retention holds, by name, while which nothing is pruned",
+        what: "retention: the holds, by name, while which nothing is pruned, and what a prune keeps of each \
+           effect's last outcome receipt",
         sql: r#"
 CREATE TABLE warden_holds (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
+CREATE TABLE warden_pruned_outcomes (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
 "#,
     },
 ];

@@ -260,7 +260,12 @@ fn check(image: &BTreeMap<PathBuf, Vec<u8>>, store_name: &Path, steps: &[Step], 
                 Some(EffectState::Executing | EffectState::Ambiguous)
             ),
             Step::Approve(message) => state_of(&warden, &format!("email:{message}")) == Some(EffectState::Committed),
-            Step::Prune => warden.kernel().pruned().map_err(|e| e.to_string())?.is_some(),
+            Step::Prune => {
+                let kernel = warden.kernel();
+                let prefix = kernel.pruned().map_err(|e| e.to_string())?;
+                let first = kernel.receipts(1, 1).map_err(|e| e.to_string())?;
+                prefix.is_some_and(|p| first.first().is_some_and(|(seq, _)| *seq == p.through_seq + 1))
+            }
         };
         if !holds {
             return Err(format!("{step:?} returned before the crash but is not in the store"));

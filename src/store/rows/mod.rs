@@ -111,6 +111,7 @@ tables! {
     Policies = "policies", T;
     Anchors = "anchors", TI;
     Holds = "holds", T;
+    PrunedOutcomes = "pruned_outcomes", T;
 }
 
 /// One part of a key.
@@ -470,7 +471,7 @@ mod tests {
         for (at, table) in Table::ALL.iter().enumerate() {
             assert_eq!(table.index(), at, "{table:?}");
         }
-        assert_eq!(Table::ALL.len(), 23);
+        assert_eq!(Table::ALL.len(), 24);
     }
 
     #[test]

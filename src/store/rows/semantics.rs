@@ -166,11 +166,8 @@ fn check_failed(rows: &dyn RowRead, stored: &StoredEffect) -> Result<()> {
     let last = match read::<u64>(rows, Table::EffectReceipts, &[Text(&stored.effect_key)])? {
         // Schema-1 stores have no index for effects finished before the migration.
         None => None,
-        Some(seq) => match read::<StoredReceipt>(rows, Table::Receipts, &[Int(seq)])? {
-            // A prune removed the receipt: nothing is left to cross-check the row against.
-            None if super::retention::was_pruned(rows, seq)? => None,
-            receipt => Some((seq, receipt)),
-        },
+        // Once a prune deleted the receipt, what it kept of it.
+        Some(seq) => Some((seq, super::retention::outcome_receipt(rows, &stored.effect_key, seq)?)),
     };
     failed_proof(stored, last)
 }
@@ -570,7 +567,7 @@ impl WriteTables for Writes<'_> {
         self.put_hold_row(hold)
     }
 
-    fn prune(&mut self, marker: &crate::evidence::retention::PrunedPrefix, from: u64) -> Result<u64> {
+    fn prune(&mut self, marker: &mut crate::evidence::retention::PrunedPrefix, from: u64) -> Result<u64> {
         self.prune_rows(marker, from)
     }
 }
@@ -724,7 +721,8 @@ impl<'e> Reads<'e> {
         }
         let result = match read::<u64>(self.rows, Table::EffectReceipts, &[Text(&stored.effect_key)])? {
             None => None,
-            Some(seq) => self.receipt(seq)?.and_then(|receipt| receipt.executor_result),
+            Some(seq) => super::retention::outcome_receipt(self.rows, &stored.effect_key, seq)?
+                .and_then(|receipt| receipt.executor_result),
         };
         Ok(stored.into_record(result))
     }
@@ -965,6 +963,9 @@ impl ReadTables for Reads<'_> {
         report.push(self.check_table::<StoredSum>(Table::BudgetSums, no_check)?);
         report.push(self.check_table::<Vec<ChargeRef>>(Table::BudgetByEffect, no_check)?);
         report.push(self.check_table(Table::Holds, |key, hold| super::retention::filed(key, hold).map(drop))?);
+        report.push(self.check_rows(Table::PrunedOutcomes, |key, bytes| {
+            super::retention::check_pruned_outcome(self.rows, key, bytes)
+        })?);
         let missing = self.rows.missing_tables()?;
         for (table, _, problems) in &mut report {
             if missing.iter().any(|gone| gone.name() == *table) {
@@ -985,7 +986,8 @@ impl ReadTables for Reads<'_> {
         rows.scan(Table::ReceiptIds, &Scan::all(), &mut |key, bytes| {
             // A row that fails its check is the row check's to report.
             if let Ok(seq) = decode::<u64>(Table::ReceiptIds.name(), &KeyView(key), bytes) {
-                if rows.get(Table::Receipts, &[Int(seq)])?.is_none() {
+                // The ids of pruned receipts stay (a re-sent outcome still finds its id).
+                if seq > pruned_through && rows.get(Table::Receipts, &[Int(seq)])?.is_none() {
                     out.push(format!("receipt id {} points at receipt {seq}, which is missing", text_key(key)));
                 }
             }
@@ -998,8 +1000,7 @@ impl ReadTables for Reads<'_> {
             }
             // The index agrees with the receipts: the one it names exists and is about the key.
             if let Ok(seq) = decode::<u64>(Table::EffectReceipts.name(), &KeyView(key), bytes) {
-                match read::<StoredReceipt>(rows, Table::Receipts, &[Int(seq)]) {
-                    Ok(None) if seq <= pruned_through => {}
+                match super::retention::outcome_receipt(rows, effect, seq) {
                     Ok(None) => out
                         .push(format!("the outcome index of effect {effect:?} names receipt {seq}, which is missing")),
                     Ok(Some(receipt)) => {
@@ -1125,11 +1126,15 @@ pub(crate) fn check_on_open(rows: &dyn RowRead) -> Result<()> {
              receipts; nothing was decided from it. Run `warden doctor` on the store, and restore it from a backup"
         )));
     }
+    // A prune deletes receipts and keeps their ids; the marker is checked against the prune's
+    // receipt, its checkpoint and the first receipt kept.
+    let pruned = super::retention::pruned_through(rows)?;
     let (receipts, ids) = (rows.count(Table::Receipts)?, rows.count(Table::ReceiptIds)?);
-    if receipts != ids {
+    if receipts.checked_add(pruned) != Some(ids) {
+        let kept = if pruned > 0 { format!(" after the {pruned} pruned") } else { String::new() };
         return Err(Error::Store(format!(
-            "the store file is damaged: the chain holds {receipts} receipts but {ids} receipt ids are indexed; nothing \
-             was decided from it. Run `warden doctor` on the store, and restore it from a backup"
+            "the store file is damaged: the chain holds {receipts} receipts{kept} but {ids} receipt ids are indexed; \
+             nothing was decided from it. Run `warden doctor` on the store, and restore it from a backup"
         )));
     }
     check_last_reservation(rows, effects == 0)?;
@@ -1199,6 +1204,12 @@ fn check_last_reservation(rows: &dyn RowRead, effects_empty: bool) -> Result<()>
         }
         Ok(effects_empty || read < RESERVATION_LOOKBACK)
     })?;
+    // Every event was read and none reserved: the last reservation may be one whose event a
+    // prune deleted.
+    let reserved = match reserved {
+        None if effects_empty || read < RESERVATION_LOOKBACK => super::retention::last_pruned_reservation(rows)?,
+        found => found,
+    };
     let Some((event_id, key)) = reserved else { return Ok(()) };
     if effect_row(rows, &key)?.is_none() {
         return Err(damaged(
