@@ -19,8 +19,9 @@ use redb::TableDefinition;
 /// 8: `anchors` (each sink's record of each checkpoint) and `policies` (the canonical policy each
 /// handle ran under, by its hash), created empty; nothing is rewritten. A build that knows only 7
 /// would write receipts naming policies it never keeps, so it refuses the file.
-/// 9: `holds` (retention holds, by name), created empty, and the meta row `pruned` once a prefix
-/// of the receipts is pruned; nothing is rewritten. A build that knows only 8 would read a pruned
+/// 9: `holds` (retention holds, by name) and `pruned_outcomes` (what a prune keeps of each
+/// effect's last outcome receipt), created empty, and the meta row `pruned` once a prefix of the
+/// receipts is pruned; nothing is rewritten. A build that knows only 8 would read a pruned
 /// chain as damaged and a standing hold not at all, so it refuses the file.
 pub const SCHEMA_VERSION: u32 = 9;
 

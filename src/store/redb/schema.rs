@@ -119,7 +119,8 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         let touching = Cell::new("");
         let mut rows = FileWrites::open(&txn, &touching);
         // 2 → 3 creates the authority tables empty; 3 → 4 the approvals_by_action index; 6 → 7
-        // the evidence tables; 7 → 8 the anchors and the policies; 8 → 9 the holds.
+        // the evidence tables; 7 → 8 the anchors and the policies; 8 → 9 the holds and
+        // the pruned outcomes.
         if from < 9 {
             rows.create_all()?;
         }
