@@ -23,7 +23,7 @@ root=$(pwd)
 # run that builds and runs only those targets for each mutant. To add a file: add it to a group
 # (or a new group with its own targets), run `scripts/mutants.sh FILE`, and either write the tests its
 # survivors call for or list the equivalent ones in .cargo/mutants.toml with the reason.
-GROUP_NAMES=(effects json policy sight authority approvals identity)
+GROUP_NAMES=(effects json policy sight authority approvals identity evidence)
 GROUP_FILES=(
     "src/effect.rs src/effect_state.rs src/approval.rs src/hint.rs src/error/denial.rs src/receipt.rs src/kernel/claim.rs"
     "src/canonical.rs src/action.rs src/template.rs"
@@ -32,10 +32,11 @@ GROUP_FILES=(
     "src/authority/pattern.rs src/authority/containment.rs src/authority/evaluate.rs src/authority/chain.rs src/authority/budget.rs"
     "src/approval/requirement.rs src/approval/person.rs src/approval/precondition.rs"
     "src/identity/jwt.rs"
+    "src/evidence/settings.rs src/evidence/anchoring.rs src/evidence/retention.rs"
 )
-# Cargo features a group's targets need (kernel, chain, authority and approvals are
+# Cargo features a group's targets need (kernel, chain, authority, approvals and retention are
 # test-exports targets: Cargo.toml's required-features).
-GROUP_FEATURES=("test-exports" "" "" "" "test-exports" "test-exports" "")
+GROUP_FEATURES=("test-exports" "" "" "" "test-exports" "test-exports" "" "test-exports")
 GROUP_TESTS=(
     "--lib --test kernel --test chain --test idempotency --test pipeline"
     "--lib --test canonical_props --test vectors --test template_props"
@@ -44,6 +45,7 @@ GROUP_TESTS=(
     "--lib --test authority --test authority_vectors --test authority_props --test authority_budgets"
     "--lib --test approvals"
     "--lib --test identity"
+    "--lib --test anchors --test retention"
 )
 read -r -a DECIDERS <<< "${GROUP_FILES[*]}"
 

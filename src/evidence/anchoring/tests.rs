@@ -157,3 +157,56 @@ fn a_try_counts_attempts_and_keeps_what_came_back() {
     let delivered = StoredAnchor::after_try("s", 4, None, 30, &Ok(None));
     assert!(delivered.anchored() && delivered.receipt.is_none() && delivered.kind.is_none());
 }
+
+#[test]
+fn a_handles_anchors_name_their_sinks_in_order_and_build_the_provider_of_each_kind() {
+    use crate::sight::credentials::CredentialProvider;
+    struct Witness(bool);
+    impl CredentialProvider for Witness {
+        fn resolve(&self, reference: &str) -> Option<Zeroizing<String>> {
+            (self.0 && reference == "WITNESS_TOKEN").then(|| Zeroizing::new("s3cr3t".into()))
+        }
+    }
+    let known: Arc<dyn CredentialProvider> = Arc::new(Witness(true));
+    let unknown: Arc<dyn CredentialProvider> = Arc::new(Witness(false));
+
+    let none = Anchors::load(&[]).expect("nothing to read");
+    assert!(none.is_empty());
+    assert_eq!((none.sinks(), format!("{none:?}")), (Vec::<String>::new(), "[]".to_owned()));
+    assert!(none.providers(&known).is_empty());
+
+    let specs = AnchorSpec::parse_list(&json!([
+        {"file": "/var/log/warden-anchors.jsonl"},
+        {"http": "https://witness.example/add", "header": "Authorization", "header_ref": "WITNESS_TOKEN",
+         "timeout_ms": 5000},
+        {"rfc3161": "http://127.0.0.1:8318/tsr"},
+    ]))
+    .expect("parses");
+    let anchors = Anchors::load(&specs).expect("no tsa_cert to read");
+    let names =
+        ["file /var/log/warden-anchors.jsonl", "http https://witness.example/add", "rfc3161 http://127.0.0.1:8318/tsr"];
+    assert!(!anchors.is_empty());
+    assert_eq!(anchors.sinks(), names);
+    assert_eq!(format!("{anchors:?}"), format!("{names:?}"), "Debug lists the sinks, never a header's value");
+
+    // Each kind's own provider (a file sink, an HTTP sink, a TSA client), under the sink's name.
+    let built: Vec<(String, String)> = anchors
+        .providers(&known)
+        .into_iter()
+        .map(|(sink, provider)| (sink, provider.map_or_else(|e| format!("error {}", e.code), |p| p.name())))
+        .collect();
+    let expected: Vec<(String, String)> = names.iter().map(|name| ((*name).to_owned(), (*name).to_owned())).collect();
+    assert_eq!(built, expected);
+
+    // A header whose credential is missing fails that sink alone.
+    let outcomes: Vec<(String, Option<AnchorError>)> =
+        anchors.providers(&unknown).into_iter().map(|(sink, provider)| (sink, provider.err())).collect();
+    assert_eq!(outcomes.len(), 3);
+    assert!(outcomes[0].1.is_none() && outcomes[2].1.is_none(), "{outcomes:?}");
+    let error = outcomes[1].1.as_ref().expect("the HTTP sink's credential is missing");
+    assert_eq!(
+        (outcomes[1].0.as_str(), error.sink.as_str(), error.code.as_str()),
+        (names[1], names[1], "credential_missing")
+    );
+    assert!(error.message.contains("WITNESS_TOKEN") && error.message.contains("'authorization'"), "{}", error.message);
+}
