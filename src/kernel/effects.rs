@@ -120,11 +120,19 @@ impl Kernel {
         }
     }
 
-    /// How many receipts the chain holds.
+    /// How many receipts the store holds (a prune's deleted ones not counted; see `chain_size`).
     pub fn receipt_count(&self) -> Result<u64> {
         match self.guarded(|kernel, _| kernel.read(&Read::ReceiptCount))? {
             ReadReply::Count(count) => Ok(count),
             _ => Err(unexpected("receipt count")),
+        }
+    }
+
+    /// The chain's size: the seq of its last receipt, the receipts a prune deleted included.
+    pub fn chain_size(&self) -> Result<u64> {
+        match self.guarded(|kernel, _| kernel.read(&Read::ChainSize))? {
+            ReadReply::Count(size) => Ok(size),
+            _ => Err(unexpected("chain size")),
         }
     }
 

@@ -253,34 +253,44 @@ impl Kernel {
 
     /// A receipt draft for `action`; its times are set when its transaction runs.
     pub(super) fn draft(&self, action: &Action, action_hash: &str, ruling: &Ruling) -> Result<ReceiptDraft> {
-        Ok(ReceiptDraft {
-            receipt_id: new_id(IdKind::Receipt)
-                .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
-            action_id: action.action_id.clone(),
-            action: action.name.clone(),
-            action_hash: action_hash.to_owned(),
-            agent: action.principal.agent.clone(),
-            user: action.principal.user.clone(),
-            resource: action.resource.clone(),
-            arguments: action.canonical_arguments(),
-            environment: action.environment.clone(),
-            decision: ruling.decision.as_str().into(),
-            decision_reason: ruling.reason.clone(),
-            approval_id: None,
-            approver: None,
-            effect_key: None,
-            attempt: 1,
-            result: ReceiptResult::Blocked,
-            execution: None,
-            would_have: None,
-            error: None,
-            started_at: 0,
-            finished_at: 0,
-            policy_hash: self.inner.policy_hash.clone(),
-            policy_version: self.inner.policy_version.clone(),
-            authority: None,
-            traceparent: None,
-        })
+        let receipt_id =
+            new_id(IdKind::Receipt).map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?;
+        let mut draft = draft_for(receipt_id, action, action_hash, ruling);
+        draft.policy_hash = self.inner.policy_hash.clone();
+        draft.policy_version = self.inner.policy_version.clone();
+        Ok(draft)
+    }
+}
+
+/// The receipt draft of `action` as `ruling` decided it: blocked, with no times, no policy and
+/// nothing the reservation adds (effect key, approval, authority), until the caller sets them.
+pub(super) fn draft_for(receipt_id: String, action: &Action, action_hash: &str, ruling: &Ruling) -> ReceiptDraft {
+    ReceiptDraft {
+        receipt_id,
+        action_id: action.action_id.clone(),
+        action: action.name.clone(),
+        action_hash: action_hash.to_owned(),
+        agent: action.principal.agent.clone(),
+        user: action.principal.user.clone(),
+        resource: action.resource.clone(),
+        arguments: action.canonical_arguments(),
+        environment: action.environment.clone(),
+        decision: ruling.decision.as_str().into(),
+        decision_reason: ruling.reason.clone(),
+        approval_id: None,
+        approver: None,
+        effect_key: None,
+        attempt: 1,
+        result: ReceiptResult::Blocked,
+        execution: None,
+        would_have: None,
+        error: None,
+        started_at: 0,
+        finished_at: 0,
+        policy_hash: None,
+        policy_version: None,
+        authority: None,
+        traceparent: None,
     }
 }
 

@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use super::evidence::Rows;
 use super::ops::{unexpected, Read, ReadReply, Write, WriteReply};
+use super::propose::draft_for;
 use super::Kernel;
 use crate::action::{new_id, Action, IdKind, Principal};
 use crate::approval::check_person_name;
 use crate::clock::{self, Micros};
+use crate::decision::{Decision, Ruling};
 use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::evidence::anchoring::StoredAnchor;
@@ -85,33 +87,9 @@ fn draft(op: &RetentionOp, action: &str, arguments: serde_json::Value, now: Micr
         .map_err(|e| Error::InvalidInput(e.to_string()))?;
     acted.action_id = op.action_id.clone();
     let action_hash = acted.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
-    Ok(ReceiptDraft {
-        receipt_id: op.receipt_id.clone(),
-        action_id: acted.action_id.clone(),
-        action: acted.name.clone(),
-        action_hash,
-        agent: acted.principal.agent.clone(),
-        user: acted.principal.user.clone(),
-        resource: None,
-        arguments: acted.canonical_arguments(),
-        environment: acted.environment.clone(),
-        decision: "allow".into(),
-        decision_reason: "retention".into(),
-        approval_id: None,
-        approver: None,
-        effect_key: None,
-        attempt: 1,
-        result: ReceiptResult::Committed,
-        execution: None,
-        would_have: None,
-        error: None,
-        started_at: now,
-        finished_at: now,
-        policy_hash: None,
-        policy_version: None,
-        authority: None,
-        traceparent: None,
-    })
+    let mut draft = draft_for(op.receipt_id.clone(), &acted, &action_hash, &Ruling::new(Decision::Allow, "retention"));
+    (draft.result, draft.started_at, draft.finished_at) = (ReceiptResult::Committed, now, now);
+    Ok(draft)
 }
 
 pub(super) fn apply(tx: &mut WriteTx<'_>, op: &RetentionOp, now: Micros) -> Result<WriteReply> {
@@ -320,14 +298,6 @@ impl Kernel {
         match self.guarded(|kernel, _| kernel.read(&Read::Holds))? {
             ReadReply::Holds(holds) => Ok(holds),
             _ => Err(unexpected("holds")),
-        }
-    }
-
-    /// The chain's size: the seq of its last receipt, the receipts a prune deleted included.
-    pub fn chain_size(&self) -> Result<u64> {
-        match self.guarded(|kernel, _| kernel.read(&Read::ChainSize))? {
-            ReadReply::Count(size) => Ok(size),
-            _ => Err(unexpected("chain size")),
         }
     }
 

@@ -99,10 +99,21 @@ pub(super) fn pruned_through(rows: &dyn RowRead) -> Result<u64> {
 /// prune deleted it, what the prune kept of it. `None` when neither is there (damage for the
 /// caller to name).
 pub(super) fn outcome_receipt(rows: &dyn RowRead, effect_key: &str, seq: u64) -> Result<Option<StoredReceipt>> {
+    outcome_receipt_within(rows, effect_key, seq, || pruned_through(rows))
+}
+
+/// `outcome_receipt`, with how far receipts were pruned given (asked only when the row is
+/// missing), for a walk that checked the pruned prefix once.
+pub(super) fn outcome_receipt_within(
+    rows: &dyn RowRead,
+    effect_key: &str,
+    seq: u64,
+    pruned_through: impl FnOnce() -> Result<u64>,
+) -> Result<Option<StoredReceipt>> {
     if let Some(receipt) = read::<StoredReceipt>(rows, Table::Receipts, &[Int(seq)])? {
         return Ok(Some(receipt));
     }
-    if seq > pruned_through(rows)? {
+    if seq > pruned_through()? {
         return Ok(None);
     }
     let kept: Option<PrunedOutcome> = read(rows, Table::PrunedOutcomes, &[Text(effect_key)])?;

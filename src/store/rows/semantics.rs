@@ -1000,7 +1000,7 @@ impl ReadTables for Reads<'_> {
             }
             // The index agrees with the receipts: the one it names exists and is about the key.
             if let Ok(seq) = decode::<u64>(Table::EffectReceipts.name(), &KeyView(key), bytes) {
-                match super::retention::outcome_receipt(rows, effect, seq) {
+                match super::retention::outcome_receipt_within(rows, effect, seq, || Ok(pruned_through)) {
                     Ok(None) => out
                         .push(format!("the outcome index of effect {effect:?} names receipt {seq}, which is missing")),
                     Ok(Some(receipt)) => {
