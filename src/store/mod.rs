@@ -782,7 +782,7 @@ impl<P: Protocol> redb::owner::Shared<P> {
     /// Run `work` on the database from this thread, holding the writer (`Committer::exclusive`).
     fn with_database(&self, work: impl FnOnce(&::redb::Database) -> Result<()>) -> Result<()> {
         let database = self.db.database()?;
-        self.committer.exclusive(|| work(database))?
+        self.committer.exclusive(&self.db, || work(database))?
     }
 }
 

@@ -88,6 +88,28 @@ pub(in crate::store) struct Committer<W: WriteOp> {
     queue: Mutex<Queue<W>>,
     wake: Condvar,
     poisoned: OnceLock<String>,
+    /// Batches committed to redb whose journal record is still to be written and synced.
+    journaling: Mutex<Journaling<W>>,
+    /// Signalled when the journal stage finished a record or has work.
+    journaled: Condvar,
+}
+
+/// The journal stage: batches wait here, in the order they committed, for one record.
+struct Journaling<W: WriteOp> {
+    waiting: Vec<Settle<W>>,
+    /// A thread is writing and syncing a record now (one at a time).
+    active: bool,
+    /// The writer thread stopped: the journal thread finishes what waits and stops.
+    shutdown: bool,
+}
+
+/// A batch committed (visible, not durable) and its answers, owed once its changes are in a
+/// synced record.
+struct Settle<W: WriteOp> {
+    changes: Vec<u8>,
+    /// The lap's room held for its record (`Journal::reserve`).
+    reserved: u64,
+    answers: Vec<(Reply<W>, Result<Option<W::Reply>>)>,
 }
 
 impl<W: WriteOp> Committer<W> {
@@ -102,6 +124,8 @@ impl<W: WriteOp> Committer<W> {
             }),
             wake: Condvar::new(),
             poisoned: OnceLock::new(),
+            journaling: Mutex::new(Journaling { waiting: Vec::new(), active: false, shutdown: false }),
+            journaled: Condvar::new(),
         }
     }
 
@@ -136,14 +160,21 @@ impl<W: WriteOp> Committer<W> {
         queue.writing = true;
         let batch = Self::take_batch(&mut queue);
         drop(queue);
-        self.write_batch(db, batch);
+        self.write_batch(db, batch, false);
+        // The next batch may be applied while this one's record is synced; this caller writes
+        // the record itself unless a record is being written already (then its writer, or the
+        // journal thread, takes this batch next).
+        if self.journal_round(db) {
+            self.hand_on();
+        }
     }
 
     /// Commit `batch`, then let the next writer go — also if committing panicked outside the
-    /// guarded attempt, so the writer flag is never left set.
-    fn write_batch(&self, db: &Db, batch: Vec<Item<W>>) {
+    /// guarded attempt, so the writer flag is never left set. `wake_journal`: the journal
+    /// thread is to write its record (the writer thread never waits on a sync itself).
+    fn write_batch(&self, db: &Db, batch: Vec<Item<W>>, wake_journal: bool) {
         let _release = Release(self);
-        self.commit_batch(db, batch);
+        self.commit_batch(db, batch, wake_journal);
     }
 
     /// The batch is written: the writer thread may take what queued meanwhile.
@@ -166,7 +197,8 @@ impl<W: WriteOp> Committer<W> {
     /// operations queue up wait (bounded) as they would for a long batch. For a transaction
     /// opened outside the queue (tests that edit the file); redb would otherwise block a
     /// leading caller inside `begin_write`, beyond any bound.
-    pub(in crate::store) fn exclusive<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
+    /// The journal stage is drained first: `work` may move the journal's mark.
+    pub(in crate::store) fn exclusive<T>(&self, db: &Db, work: impl FnOnce() -> T) -> Result<T> {
         let poisoned = || Error::Store("the store's writer queue was poisoned by a panic".into());
         let mut queue = self.queue.lock().map_err(|_| poisoned())?;
         queue.waiting_exclusive += 1;
@@ -177,6 +209,7 @@ impl<W: WriteOp> Committer<W> {
         queue.writing = true;
         drop(queue);
         let _release = Release(self);
+        self.drain_journal(db);
         Ok(work())
     }
 
@@ -218,11 +251,145 @@ impl<W: WriteOp> Committer<W> {
         self.wake.notify_all();
     }
 
-    /// The writer thread's loop: returns when shut down and drained.
-    pub(in crate::store) fn run(&self, db: &Db) {
+    /// The writer thread's loop, with the journal thread beside it: returns when shut down and
+    /// both are drained.
+    pub(in crate::store) fn run(&self, db: &Db)
+    where
+        W: Send,
+        W::Reply: Send,
+    {
+        std::thread::scope(|scope| {
+            let journal =
+                std::thread::Builder::new().name("warden-journal".into()).spawn_scoped(scope, || self.journal_loop(db));
+            loop {
+                let Some(batch) = self.next_batch() else { break };
+                if journal.is_ok() {
+                    self.write_batch(db, batch, true);
+                } else {
+                    // No journal thread (the system refused one): this thread writes the records.
+                    self.write_batch(db, batch, false);
+                    self.drain_journal(db);
+                }
+            }
+            if let Ok(mut journaling) = self.journaling.lock() {
+                journaling.shutdown = true;
+            }
+            self.journaled.notify_all();
+        });
+    }
+
+    /// The journal thread: write a record whenever batches wait and no other thread is writing
+    /// one; stop once shut down with nothing waiting.
+    fn journal_loop(&self, db: &Db) {
         loop {
-            let Some(batch) = self.next_batch() else { return };
-            self.write_batch(db, batch);
+            {
+                let Ok(mut journaling) = self.journaling.lock() else { return };
+                while journaling.active || journaling.waiting.is_empty() {
+                    if journaling.shutdown && !journaling.active && journaling.waiting.is_empty() {
+                        return;
+                    }
+                    journaling = match self.journaled.wait(journaling) {
+                        Ok(journaling) => journaling,
+                        Err(_) => return,
+                    };
+                }
+            }
+            self.journal_round(db);
+        }
+    }
+
+    /// After a caller's own round: what queued meanwhile goes to the journal thread.
+    fn hand_on(&self) {
+        let waiting = self.journaling.lock().map_or(true, |journaling| !journaling.waiting.is_empty());
+        if waiting {
+            self.journaled.notify_all();
+        }
+    }
+
+    /// Write every waiting batch's changes as one record, sync it, and answer them; `false`
+    /// when nothing waits or another thread is writing a record (it, or the journal thread,
+    /// takes what waits next). One record at a time, each synced before the next is written,
+    /// so a power loss can tear only the last one (the journal's recovery rule).
+    fn journal_round(&self, db: &Db) -> bool {
+        let taken = {
+            let Ok(mut journaling) = self.journaling.lock() else { return false };
+            if journaling.active || journaling.waiting.is_empty() {
+                return false;
+            }
+            journaling.active = true;
+            std::mem::take(&mut journaling.waiting)
+        };
+        let written = self.write_record(db, &taken);
+        if let Ok(mut journaling) = self.journaling.lock() {
+            journaling.active = false;
+        }
+        self.journaled.notify_all();
+        match written {
+            Ok(()) => {
+                for settle in taken {
+                    for (reply, result) in settle.answers {
+                        reply(result);
+                    }
+                }
+            }
+            Err(error) => {
+                for settle in taken {
+                    for (reply, _) in settle.answers {
+                        reply(Err(error.clone()));
+                    }
+                }
+                if let Some(reason) = self.poisoned() {
+                    let reason = reason.to_owned();
+                    self.fail_queued(&reason);
+                }
+            }
+        }
+        true
+    }
+
+    /// The record of `taken`, written and (under `power`) synced; a failure latches the writer
+    /// closed before any later record could be written.
+    fn write_record(&self, db: &Db, taken: &[Settle<W>]) -> Result<()> {
+        if let Some(reason) = self.poisoned() {
+            return Err(Self::poison_error(reason));
+        }
+        let reserved = taken.iter().map(|settle| settle.reserved).sum();
+        let payload: Vec<u8> = match taken {
+            [one] => one.changes.clone(),
+            _ => taken.iter().flat_map(|settle| settle.changes.iter().copied()).collect(),
+        };
+        // Barriers (and batches that changed nothing) have nothing to keep: every record
+        // before them was synced by an earlier round.
+        if payload.is_empty() {
+            return Ok(());
+        }
+        let Some(journal) = db.journal() else {
+            return Err(Error::Store("the store's journal is gone while batches wait for it".into()));
+        };
+        journal.append(&payload, reserved).map_err(|error| {
+            let _ = self.poisoned.set(error.to_string());
+            error
+        })
+    }
+
+    /// Write what waits in the journal stage on this thread, until nothing waits and no record
+    /// is being written (before anything that moves the journal's mark).
+    fn drain_journal(&self, db: &Db) {
+        loop {
+            if self.journal_round(db) {
+                continue;
+            }
+            let Ok(mut journaling) = self.journaling.lock() else { return };
+            if !journaling.active && journaling.waiting.is_empty() {
+                return;
+            }
+            if journaling.active {
+                journaling = match self.journaled.wait(journaling) {
+                    Ok(journaling) => journaling,
+                    Err(_) => return,
+                };
+            }
+            drop(journaling);
         }
     }
 
@@ -263,7 +430,7 @@ impl<W: WriteOp> Committer<W> {
         }
     }
 
-    fn commit_batch(&self, db: &Db, mut batch: Vec<Item<W>>) {
+    fn commit_batch(&self, db: &Db, mut batch: Vec<Item<W>>, wake_journal: bool) {
         if let Some(reason) = self.poisoned() {
             let error = Self::poison_error(reason);
             for item in batch {
@@ -276,6 +443,25 @@ impl<W: WriteOp> Committer<W> {
                 Applied::Committed(results) => {
                     for (item, result) in batch.into_iter().zip(results) {
                         (item.reply)(result);
+                    }
+                    return;
+                }
+                Applied::Journaled(results, changes, reserved) => {
+                    let answers = batch.into_iter().zip(results).map(|(item, result)| (item.reply, result)).collect();
+                    let settle = Settle { changes, reserved, answers };
+                    match self.journaling.lock() {
+                        Ok(mut journaling) => journaling.waiting.push(settle),
+                        Err(_) => {
+                            let error = Error::Store("the store's journal stage was poisoned by a panic".into());
+                            let _ = self.poisoned.set(error.to_string());
+                            for (reply, _) in settle.answers {
+                                reply(Err(error.clone()));
+                            }
+                            return;
+                        }
+                    }
+                    if wake_journal {
+                        self.journaled.notify_all();
                     }
                     return;
                 }
@@ -375,6 +561,7 @@ impl<W: WriteOp> Committer<W> {
         let mut results = Vec::with_capacity(batch.len());
         let mut rejected = None;
         let mut log = None;
+        let mut reserved = 0;
         {
             let mut rows = FileWrites::open(&txn, touching);
             if journal.is_some() {
@@ -400,11 +587,16 @@ impl<W: WriteOp> Committer<W> {
             if rejected.is_none() {
                 log = rows.take_log();
                 // A batch too large for the journal's lap is a checkpoint itself: committed
-                // durably, with the mark saying the file holds it.
+                // durably, with the mark saying the file holds it — once every batch before it
+                // is in the journal, so that the mark counts them.
                 if let (Some(journal), Some(changes)) = (journal, &log) {
-                    match journal.fits(changes.len()) {
-                        Ok(true) => {}
-                        Ok(false) => {
+                    match journal.reserve(changes.len()) {
+                        Ok(Some(room)) => reserved = room,
+                        Ok(None) => {
+                            self.drain_journal(db);
+                            if let Some(reason) = self.poisoned() {
+                                return Applied::Fault(Self::poison_error(reason));
+                            }
                             if let Err(error) = journal.mark_in(&mut rows, true, false) {
                                 return Applied::Fault(error);
                             }
@@ -419,25 +611,25 @@ impl<W: WriteOp> Committer<W> {
             let _ = txn.abort();
             return Applied::Rejected(index, error);
         }
-        let commit = |txn: redb::WriteTransaction, results| match txn.commit() {
-            Ok(()) => Applied::Committed(results),
-            Err(error) => Applied::Fault(fault(error)),
+        let Some(journal) = journal else {
+            return match txn.commit() {
+                Ok(()) => Applied::Committed(results),
+                Err(error) => Applied::Fault(fault(error)),
+            };
         };
-        let Some(journal) = journal else { return commit(txn, results) };
         match log {
-            // Journaled: the record is durable (under `power`) before the batch is visible. A
-            // batch that changed nothing (a barrier) has nothing to keep.
+            // Journaled: committed without a sync, so the next batch can be applied while this
+            // one's record is written and synced; its answers wait for that (`journal_round`).
+            // Records are written in the order batches commit, one synced before the next.
             Some(changes) => {
                 let mut txn = txn;
                 if let Err(error) = txn.set_durability(redb::Durability::None) {
                     return Applied::Fault(Error::Store(format!("the store cannot defer its commit: {error}")));
                 }
-                if !changes.is_empty() {
-                    if let Err(error) = journal.append(&changes) {
-                        return Applied::Fault(error);
-                    }
+                match txn.commit() {
+                    Ok(()) => Applied::Journaled(results, changes, reserved),
+                    Err(error) => Applied::Fault(fault(error)),
                 }
-                commit(txn, results)
             }
             // The batch is the checkpoint: durable in the file, then a new lap.
             None => match txn.commit() {
@@ -462,7 +654,11 @@ impl<W: WriteOp> Drop for Release<'_, W> {
 }
 
 enum Applied<W: WriteOp> {
+    /// Committed durably (or with no journal): answered now.
     Committed(Vec<Result<Option<W::Reply>>>),
+    /// Committed without a sync; answered once its changes (and the room held for them in the
+    /// lap) are in a synced journal record.
+    Journaled(Vec<Result<Option<W::Reply>>>, Vec<u8>, u64),
     /// The batch is durable, but the journal could not start its next lap: the answers stand,
     /// and the writer stops at the fault.
     CommittedThenFault(Vec<Result<Option<W::Reply>>>, Error),

@@ -219,8 +219,14 @@ fn state_of(warden: &Warden, key: &str) -> Option<EffectState> {
     warden.kernel().effect(key).expect("read an effect").map(|effect| effect.state)
 }
 
-/// Open `image` as the next process would, and check every invariant. An error names what broke.
-fn check(image: &BTreeMap<PathBuf, Vec<u8>>, store_name: &Path, steps: &[Step], acked: usize) -> Result<(), String> {
+/// `image` written to real files and opened as the next process would: it must open, `doctor`
+/// must find the tables, indexes and chain agreeing, no effect may be reserved twice, and none
+/// FAILED but those in `reported` (whose callers reported them not executed).
+fn reopened(
+    image: &BTreeMap<PathBuf, Vec<u8>>,
+    store_name: &Path,
+    reported: &HashSet<String>,
+) -> Result<(tempfile::TempDir, Warden), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     for (path, bytes) in image {
         let name = path.file_name().ok_or("a file without a name")?;
@@ -233,14 +239,6 @@ fn check(image: &BTreeMap<PathBuf, Vec<u8>>, store_name: &Path, steps: &[Step], 
     if !problems.is_empty() || !doctor.orphans.is_empty() || !doctor.chain.ok {
         return Err(format!("doctor: {problems:?} orphans {:?} chain {:?}", doctor.orphans, doctor.chain));
     }
-    // Every FAILED effect was reported not executed (by a step that had at least started).
-    let reported: HashSet<String> = steps[..(acked + 1).min(steps.len())]
-        .iter()
-        .filter_map(|step| match step {
-            Step::NotExecuted(payment) => Some(format!("refund:{payment}")),
-            _ => None,
-        })
-        .collect();
     for effect in warden.kernel().effects(None, 0).map_err(|e| e.to_string())? {
         if effect.state == EffectState::Failed && !reported.contains(&effect.effect_key) {
             return Err(format!("{} is FAILED but nobody reported it not executed", effect.effect_key));
@@ -249,6 +247,20 @@ fn check(image: &BTreeMap<PathBuf, Vec<u8>>, store_name: &Path, steps: &[Step], 
             return Err(format!("{} is at attempt {}: it was reserved twice", effect.effect_key, effect.attempt));
         }
     }
+    Ok((dir, warden))
+}
+
+/// Open `image` as the next process would, and check every invariant. An error names what broke.
+fn check(image: &BTreeMap<PathBuf, Vec<u8>>, store_name: &Path, steps: &[Step], acked: usize) -> Result<(), String> {
+    // Every FAILED effect was reported not executed (by a step that had at least started).
+    let reported: HashSet<String> = steps[..(acked + 1).min(steps.len())]
+        .iter()
+        .filter_map(|step| match step {
+            Step::NotExecuted(payment) => Some(format!("refund:{payment}")),
+            _ => None,
+        })
+        .collect();
+    let (_dir, warden) = reopened(image, store_name, &reported)?;
     // Every step that returned is there.
     for step in &steps[..acked] {
         let holds = match step {
@@ -379,4 +391,82 @@ fn a_crash_during_recovery_recovers_again_with_every_returned_step() {
     }
     eprintln!("{replays} recoveries crashed at every write and sync: {checked} crash states checked");
     assert!(replays >= 3 && checked > replays, "{replays} recoveries, {checked} states");
+}
+
+/// Callers on several threads: a batch is applied and committed to redb while the record of the
+/// one before it is synced (the commit's pipeline), and records may carry several batches.
+/// Every crash state keeps every commit that returned before it, and no effect twice.
+#[test]
+fn every_crash_state_of_concurrent_callers_keeps_every_commit_that_returned() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = root.path().join("state.redb");
+    let (disk, installed) = SimDisk::install(root.path(), 12 << 10, 16 << 10);
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let captures: Arc<Mutex<Vec<(Vec<String>, Captured)>>> = Arc::default();
+    {
+        let (acked, captures) = (acked.clone(), captures.clone());
+        disk.set_hook(move |event, _path, files| {
+            let returned = acked.lock().expect("acked").clone();
+            let captured = Captured { acked: returned.len(), event, files: files.clone() };
+            captures.lock().expect("captures").push((returned, captured));
+        });
+    }
+    let warden = Arc::new(open(&store).expect("open on the simulated disk"));
+    let threads: Vec<_> = (0..4)
+        .map(|thread| {
+            let (warden, acked) = (warden.clone(), acked.clone());
+            std::thread::spawn(move || {
+                for n in 0..6 {
+                    let payment = format!("c{thread}-{n}");
+                    let permit = warden.submit(&refund("finance-agent", &payment)).expect("reserve");
+                    permit.commit(&json!({"id": payment})).expect("commit");
+                    acked.lock().expect("acked").push(format!("refund:{payment}"));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("a caller thread");
+    }
+    // The process "dies" here: the handle is never closed (no clean checkpoint).
+    std::mem::forget(warden);
+    drop(installed);
+    let captures = captures.lock().expect("captures").clone();
+    let mut seen = HashSet::new();
+    let mut failures = Vec::new();
+    for (index, (returned, captured)) in captures.iter().enumerate() {
+        for image in images(captured, index, subsets()) {
+            let mut hash = Sha256::new();
+            for (path, bytes) in &image {
+                hash.update(path.as_os_str().as_encoded_bytes());
+                hash.update(bytes);
+            }
+            if !seen.insert((hash.finalize().to_vec(), returned.len())) {
+                continue;
+            }
+            let checked = reopened(&image, &store, &HashSet::new()).and_then(|(_dir, warden)| {
+                match returned.iter().find(|key| state_of(&warden, key) != Some(EffectState::Committed)) {
+                    Some(key) => Err(format!("{key} returned committed before the crash but is not committed")),
+                    None => Ok(()),
+                }
+            });
+            if let Err(what) = checked {
+                failures.push(format!("capture {index} ({:?}, {} returned): {what}", captured.event, returned.len()));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} crash states broke an invariant:\n{}",
+        failures.len(),
+        seen.len(),
+        failures.join("\n")
+    );
+    let syncs = captures.iter().filter(|(_, c)| c.event == Event::Syncing).count();
+    eprintln!(
+        "concurrent callers: {} captured ({syncs} sync points), {} distinct states checked",
+        captures.len(),
+        seen.len()
+    );
+    assert!(syncs > 0 && seen.len() > syncs, "{syncs} sync points, {} states", seen.len());
 }

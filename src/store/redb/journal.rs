@@ -306,9 +306,12 @@ struct Tail {
     offset: u64,
     /// The file's length.
     len: u64,
+    /// Bytes held for the records of batches committed but not yet written (`reserve`).
+    reserved: u64,
 }
 
-/// The journal of the store this process owns. Only the writer (one batch at a time) appends.
+/// The journal of the store this process owns. Only the committer's journal stage (one record
+/// at a time) appends.
 pub(crate) struct Journal {
     _registered: Option<fork::Registered>,
     file: Box<dyn JournalFile>,
@@ -457,7 +460,7 @@ impl Journal {
             withstands,
             lap_bytes,
             grow_bytes,
-            tail: Mutex::new(Tail { lap, next_seq: last + 1, offset: HEADER_BYTES, len }),
+            tail: Mutex::new(Tail { lap, next_seq: last + 1, offset: HEADER_BYTES, len, reserved: 0 }),
         };
         journal.checkpoint(database, false)?;
         Ok(journal)
@@ -467,30 +470,44 @@ impl Journal {
         self.tail.lock().map_err(|_| Error::Store("the store's journal was poisoned by a panic".into()))
     }
 
-    /// Whether a batch of `payload` bytes fits in the lap (else it is a checkpoint itself).
-    pub(crate) fn fits(&self, payload: usize) -> Result<bool> {
-        let tail = self.tail()?;
+    /// Room in the lap for a batch of `payload` bytes, taken now for its record to come: the
+    /// bytes held (to give to `append`), or `None` when it does not fit (the batch is then a
+    /// checkpoint itself). Records still to be written hold their room, so a lap never
+    /// overflows while batches wait for the journal.
+    pub(crate) fn reserve(&self, payload: usize) -> Result<Option<u64>> {
+        let mut tail = self.tail()?;
         let size = (RECORD_HEAD + payload).div_ceil(SECTOR as usize) as u64 * SECTOR;
-        Ok(tail.offset + size <= HEADER_BYTES + self.lap_bytes)
+        if tail.offset + tail.reserved + size > HEADER_BYTES + self.lap_bytes {
+            return Ok(None);
+        }
+        tail.reserved += size;
+        Ok(Some(size))
     }
 
-    /// Append the next batch's record and, under `power`, make it durable.
-    pub(crate) fn append(&self, payload: &[u8]) -> Result<()> {
-        let mut tail = self.tail()?;
-        let bytes = record_bytes(tail.lap, tail.next_seq, payload);
-        let end = tail.offset + bytes.len() as u64;
-        if end > tail.len {
-            let grown = end.div_ceil(self.grow_bytes) * self.grow_bytes;
-            let zeros = vec![0u8; (grown - tail.len) as usize];
-            self.file.write_at(&zeros, tail.len).map_err(|e| io_fault(&self.path, "growing", &e))?;
-            tail.len = grown;
+    /// Append one record holding `payload` (the changes of one or more batches, in the order
+    /// they committed), giving back the room `reserved` for them, and, under `power`, make it
+    /// durable. One caller at a time (the committer's journal stage), and never while a
+    /// record is unsynced: so at most the last record can be torn by a power loss.
+    /// The tail is unlocked during the sync, so the next batch can reserve its room meanwhile.
+    pub(crate) fn append(&self, payload: &[u8], reserved: u64) -> Result<()> {
+        {
+            let mut tail = self.tail()?;
+            tail.reserved = tail.reserved.saturating_sub(reserved);
+            let bytes = record_bytes(tail.lap, tail.next_seq, payload);
+            let end = tail.offset + bytes.len() as u64;
+            if end > tail.len {
+                let grown = end.div_ceil(self.grow_bytes) * self.grow_bytes;
+                let zeros = vec![0u8; (grown - tail.len) as usize];
+                self.file.write_at(&zeros, tail.len).map_err(|e| io_fault(&self.path, "growing", &e))?;
+                tail.len = grown;
+            }
+            self.file.write_at(&bytes, tail.offset).map_err(|e| io_fault(&self.path, "appending a batch", &e))?;
+            tail.offset = end;
+            tail.next_seq += 1;
         }
-        self.file.write_at(&bytes, tail.offset).map_err(|e| io_fault(&self.path, "appending a batch", &e))?;
         if self.withstands == Withstands::Power {
             self.file.sync().map_err(|e| io_fault(&self.path, "syncing a batch", &e))?;
         }
-        tail.offset = end;
-        tail.next_seq += 1;
         Ok(())
     }
 
