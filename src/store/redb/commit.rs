@@ -1,6 +1,8 @@
 //! Group commit: one writer thread applies every waiting operation in one redb write
-//! transaction, makes it durable once — one journal record (`journal`), then a commit that does
-//! not sync — and then answers each operation with its own result.
+//! transaction and commits it without a sync; the journal stage then writes the changes of
+//! every batch waiting for it as one journal record (`journal`), syncs it, and answers each
+//! operation with its own result. The next batch is applied while a record syncs (the
+//! pipeline); one record is written at a time, each synced before the next.
 //!
 //! - Each operation reads its clock when it is applied, inside the transaction, so a lease or
 //!   an approval is judged at the moment of the write, not when the caller started waiting.
@@ -16,7 +18,9 @@
 //! - Leader or follower: a caller whose durable operation finds no batch being written writes
 //!   the batch itself, on its own thread (`submit_and_lead`), so an uncontended call costs no
 //!   hand-over to the writer thread and back. Whatever queues while a batch is being written
-//!   is the writer thread's next batch. At most one batch is written at a time (`writing`).
+//!   is the writer thread's next batch. At most one batch is applied at a time (`writing`).
+//!   A leading caller also writes its batch's journal record unless one is being written; the
+//!   writer thread hands records to the journal thread, so it never waits on a sync.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,11 +1,12 @@
 //! The file engine's write-ahead journal: one sequential append per batch, so a durable step
 //! costs one small write and one `fdatasync` instead of a redb B-tree commit.
 //!
-//! Each batch of the group commit is applied to redb without a sync (`Durability::None`) and
-//! written here as one record: its row changes (every `put` and `delete`, whole values), its
-//! sequence number and a CRC. The record is made durable (under `withstands: power`) before the
-//! batch's transaction commits, so neither an answer nor a read ever shows a write the journal
-//! does not hold. redb is made durable at **checkpoints** — a durable commit that records, in
+//! Each batch of the group commit is committed to redb without a sync (`Durability::None`) and
+//! written here: the row changes (every `put` and `delete`, whole values) of every batch waiting
+//! for the journal become one record, with its sequence number and a CRC, made durable (under
+//! `withstands: power`) before any of those batches is answered. Records are written one at a
+//! time, each synced before the next is written (the committer's journal stage), so a power
+//! loss can tear only the last. redb is made durable at **checkpoints** — a durable commit that records, in
 //! the meta row `journal`, the last batch it includes — after which the journal starts a new
 //! lap from its first record.
 //!
