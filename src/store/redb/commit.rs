@@ -113,8 +113,11 @@ struct Settle<W: WriteOp> {
     changes: Vec<u8>,
     /// The lap's room held for its record (`Journal::reserve`).
     reserved: u64,
-    answers: Vec<(Reply<W>, Result<Option<W::Reply>>)>,
+    answers: Vec<Answer<W>>,
 }
+
+/// An operation's reply and the result it is owed.
+type Answer<W> = (Reply<W>, Result<Option<<W as WriteOp>::Reply>>);
 
 impl<W: WriteOp> Committer<W> {
     pub(in crate::store) fn new() -> Committer<W> {
@@ -370,9 +373,8 @@ impl<W: WriteOp> Committer<W> {
         let Some(journal) = db.journal() else {
             return Err(Error::Store("the store's journal is gone while batches wait for it".into()));
         };
-        journal.append(&payload, reserved).map_err(|error| {
+        journal.append(&payload, reserved).inspect_err(|error| {
             let _ = self.poisoned.set(error.to_string());
-            error
         })
     }
 

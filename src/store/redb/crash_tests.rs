@@ -402,7 +402,9 @@ fn every_crash_state_of_concurrent_callers_keeps_every_commit_that_returned() {
     let store = root.path().join("state.redb");
     let (disk, installed) = SimDisk::install(root.path(), 12 << 10, 16 << 10);
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let captures: Arc<Mutex<Vec<(Vec<String>, Captured)>>> = Arc::default();
+    // Each capture with the effect keys whose commit had returned when it was taken.
+    type Shared<T> = Arc<Mutex<Vec<T>>>;
+    let captures: Shared<(Vec<String>, Captured)> = Arc::default();
     {
         let (acked, captures) = (acked.clone(), captures.clone());
         disk.set_hook(move |event, _path, files| {
