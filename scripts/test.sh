@@ -214,6 +214,9 @@ fresh_clone() {
     rm -rf "$dir"
 }
 
+# The file the mutation stage (below) may advance: the one change a run may leave.
+mutants_base_file=.ci/mutants-base
+
 # The whole run leaves nothing behind that git would see.
 clean_checkout() {
     # The one change the suite may make: the mutation stage advancing its base, to be committed.
@@ -261,7 +264,6 @@ stage "README blocks, as pasted (demo, quickstarts)" readme_blocks
 # HEAD's); committing that file with the next commit is what advances the base. It fails closed: a
 # base that is missing, unreadable, not a commit here or not an ancestor of HEAD stops the suite.
 # Needs cargo-mutants (.ci/run installs it); without it the stage says it skipped.
-mutants_base_file=.ci/mutants-base
 mutants_base() { { grep -Ev '^[[:space:]]*(#|$)' "$mutants_base_file" 2>/dev/null || true; } | head -n1 | tr -d '[:space:]'; }
 mutants_in_diff() {
     local base; base=$(mutants_base)
