@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::action::{Action, Principal};
+use crate::canonical::Floats;
 use crate::clock::{Clock, ManualClock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{ActionEntry, Condition, Document, Mode, Op};
@@ -493,12 +494,15 @@ fn satisfies(value: &Value, condition: &Condition) -> bool {
         Op::Eq => equal(value, &condition.operand),
         Op::Neq => !equal(value, &condition.operand),
         Op::In => condition.operand.as_array().is_some_and(|items| items.iter().any(|item| equal(value, item))),
-        Op::Lt | Op::Lte | Op::Gt | Op::Gte => match (integer_of(value), integer_of(&condition.operand)) {
-            (Some(v), Some(bound)) => match condition.op {
-                Op::Lt => v < bound,
-                Op::Lte => v <= bound,
-                Op::Gt => v > bound,
-                _ => v >= bound,
+        Op::Lt | Op::Lte | Op::Gt | Op::Gte => match (value, &condition.operand) {
+            (Value::Number(v), Value::Number(bound)) => match crate::policy::compare_numbers(v, bound) {
+                Some(order) => match condition.op {
+                    Op::Lt => order.is_lt(),
+                    Op::Lte => order.is_le(),
+                    Op::Gt => order.is_gt(),
+                    _ => order.is_ge(),
+                },
+                None => false,
             },
             _ => false,
         },
@@ -1201,7 +1205,7 @@ fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
             return Err(Error::InvalidInput("receipt 1 is not a JSON object".into()));
         };
         fields.insert("decision_reason".into(), Value::String("edited-by-warden-verify".into()));
-        row.document = crate::canonical::to_canonical_string(&document, "receipt")
+        row.document = crate::canonical::to_canonical_string_with(&document, "receipt", Floats::ADMITTED)
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
         Ok(())
     })?;
@@ -1434,7 +1438,7 @@ fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
     }
     let document_hash = record
         .action_document()
-        .and_then(|document| crate::canonical::to_canonical_string(&document, "").ok())
+        .and_then(|document| crate::canonical::to_canonical_string_with(&document, "", Floats::ADMITTED).ok())
         .map(|text| crate::canonical::sha256_prefixed(text.as_bytes()));
     if document_hash.as_deref() != Some(hash.as_str()) {
         return fail(format!("{}: the action document shown does not hash to {hash}", case.label()));
@@ -1445,8 +1449,9 @@ fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
     if let Some(stored) = altered.action.as_mut() {
         let mut arguments = call.arguments.clone();
         arguments.insert(key.clone(), Value::from(1));
-        stored.arguments = crate::canonical::to_canonical_string(&Value::Object(arguments), "arguments")
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        stored.arguments =
+            crate::canonical::to_canonical_string_with(&Value::Object(arguments), "arguments", Floats::ADMITTED)
+                .map_err(|e| Error::InvalidInput(e.to_string()))?;
     }
     warden.kernel().store().overwrite_approval(&altered)?;
     let reader = ctx.warden("g12")?;
@@ -1548,12 +1553,14 @@ fn contend(
     )
     .map_err(|e| e.to_string())?;
     let principal = Principal::new(&spec.agent, spec.user.as_deref()).map_err(|e| e.to_string())?;
-    let action = Action::new(
+    // The parent built these arguments under the document, which admitted them.
+    let action = Action::new_with(
         &spec.action,
         Value::Object(spec.arguments.clone()),
         principal,
         spec.resource.as_deref(),
         &spec.environment,
+        Floats::ADMITTED,
     )
     .map_err(|e| e.to_string())?;
     let mode = match spec.effect_mode.as_str() {
@@ -1757,8 +1764,7 @@ mod broken_build {
             .ok_or_else(|| Error::InvalidInput(format!("{approval_id} is not in the scratch store")))?;
         record.action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
         if let Some(stored) = record.action.as_mut() {
-            stored.arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
-                .map_err(|e| Error::InvalidInput(e.to_string()))?;
+            stored.arguments = action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
         }
         warden.kernel().store().overwrite_approval(&record)
     }
