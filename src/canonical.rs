@@ -1021,6 +1021,134 @@ mod tests {
         }
     }
 
+    fn rfc8785(text: &str) -> Result<String, CanonicalError> {
+        to_canonical_string_with(&parse_json(text)?, "value", Floats::Rfc8785)
+    }
+
+    #[test]
+    fn under_rfc_8785_a_float_is_printed_as_ecmascript_prints_its_double() {
+        // RFC 8785 Appendix B (IEEE-754 bits, the text it prints), and the edges of the formats.
+        let table = [
+            (0x0000000000000000_u64, "0"),
+            (0x8000000000000000, "0"),
+            (0x0000000000000001, "5e-324"),
+            (0x8000000000000001, "-5e-324"),
+            (0x7fefffffffffffff, "1.7976931348623157e+308"),
+            (0xffefffffffffffff, "-1.7976931348623157e+308"),
+            (0x4340000000000000, "9007199254740992"),
+            (0xc340000000000000, "-9007199254740992"),
+            (0x4430000000000000, "295147905179352830000"),
+            (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+            (0x44b52d02c7e14af6, "1e+23"),
+            (0x44b52d02c7e14af7, "1.0000000000000001e+23"),
+            (0x444b1ae4d6e2ef4e, "999999999999999700000"),
+            (0x444b1ae4d6e2ef4f, "999999999999999900000"),
+            (0x444b1ae4d6e2ef50, "1e+21"),
+            (0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"),
+            (0x3eb0c6f7a0b5ed8d, "0.000001"),
+            (0x41b3de4355555553, "333333333.3333332"),
+            (0x41b3de4355555554, "333333333.33333325"),
+            (0x41b3de4355555555, "333333333.3333333"),
+            (0x41b3de4355555556, "333333333.3333334"),
+            (0x41b3de4355555557, "333333333.33333343"),
+            (0xbecbf647612f3696, "-0.0000033333333333333333"),
+            (0x43143ff3c1cb0959, "1424953923781206.2"),
+        ];
+        for (bits, expected) in table {
+            let double = f64::from_bits(bits);
+            assert_eq!(double_text(double).as_deref(), Some(expected), "{bits:016x}");
+            // The text reads back as the same double (RFC 8785's round trip).
+            assert_eq!(float_text(expected).as_deref(), Some(expected), "{expected}");
+        }
+        for (text, expected) in [
+            ("1.50", "1.5"),
+            ("15e-1", "1.5"),
+            ("1.0", "1"),
+            ("1e3", "1000"),
+            ("1E3", "1000"),
+            ("-0.0", "0"),
+            ("0.1", "0.1"),
+            ("0.1000000000000000055511151231257827", "0.1"),
+            ("100000000000000000000.0", "100000000000000000000"),
+            ("1e20", "100000000000000000000"),
+            ("1e21", "1e+21"),
+            ("1e-6", "0.000001"),
+            ("1e-7", "1e-7"),
+            ("1e-400", "0"),
+            ("9007199254740993.0", "9007199254740992"),
+        ] {
+            assert_eq!(float_text(expected).as_deref(), Some(expected), "{expected} is a fixed point");
+            assert_eq!(float_text(text).as_deref(), Some(expected), "{text}");
+            assert_eq!(rfc8785(&format!("[{text}]")).unwrap(), format!("[{expected}]"), "{text}");
+        }
+    }
+
+    #[test]
+    fn nothing_beyond_the_finite_doubles_has_a_text() {
+        for double in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(double_text(double), None, "{double}");
+        }
+        for text in ["1e400", "-1e400", "1.8e308", "x", "", "NaN", "inf"] {
+            assert_eq!(float_text(text), None, "{text:?}");
+        }
+        assert_eq!(float_text("1.7976931348623157e308").as_deref(), Some("1.7976931348623157e+308"));
+    }
+
+    #[test]
+    fn under_rfc_8785_a_number_beyond_the_double_range_is_refused_with_its_path() {
+        let value = parse_json(r#"{"items":[{"price":1.5},{"price":1e400}]}"#).unwrap();
+        assert_eq!(
+            to_canonical_string_with(&value, "arguments", Floats::Rfc8785),
+            Err(CanonicalError::BeyondDouble { path: "arguments.items[1].price".into() })
+        );
+        assert_eq!(
+            to_canonical_string_with(&value, "arguments", Floats::Refused),
+            Err(CanonicalError::Float { path: "arguments.items[0].price".into() })
+        );
+        assert_eq!(
+            canonical_bytes_with(&parse_json("-1e400").unwrap(), "", Floats::Rfc8785),
+            Err(CanonicalError::BeyondDouble { path: "the top level".into() })
+        );
+        let message = CanonicalError::BeyondDouble { path: "arguments.a".into() }.to_string();
+        assert_eq!(
+            message,
+            "the number at arguments.a is beyond the range of a double (about ±1.8e308), so it has no canonical \
+             form; send it as a decimal string"
+        );
+    }
+
+    #[test]
+    fn integers_and_float_free_values_are_the_same_bytes_in_both_forms() {
+        for text in [
+            "[1180591620717411303424,-1180591620717411303424]",
+            "[9007199254740993,-0,0,7]",
+            r#"{"z":1,"é":{"b":1,"a":2},"😀":[true,null,"x"]}"#,
+        ] {
+            let value = parse_json(text).unwrap();
+            let refused = to_canonical_string(&value, "v").unwrap();
+            assert_eq!(to_canonical_string_with(&value, "v", Floats::Rfc8785).unwrap(), refused, "{text}");
+            assert_eq!(canonical_bytes_with(&value, "v", Floats::Rfc8785).unwrap(), refused.as_bytes());
+        }
+        let huge = format!("9{}", "0".repeat(400));
+        assert_eq!(rfc8785(&huge).unwrap(), huge, "an integer is never read as a double");
+        assert_eq!(rfc8785("[-0]").unwrap(), "[0]");
+    }
+
+    #[test]
+    fn number_text_is_an_integers_digits_in_both_forms_and_a_floats_rfc_8785_text_where_admitted() {
+        let number = |text: &str| -> Number { text.parse().unwrap() };
+        for floats in [Floats::Refused, Floats::Rfc8785] {
+            assert_eq!(number_text(&number("12"), floats).as_deref(), Ok("12"));
+            assert_eq!(number_text(&number("-0"), floats).as_deref(), Ok("0"));
+            assert_eq!(number_text(&number("-12"), floats).as_deref(), Ok("-12"));
+        }
+        assert_eq!(number_text(&number("1.5"), Floats::Refused), Err(Unprintable::Float));
+        assert_eq!(number_text(&number("1e400"), Floats::Refused), Err(Unprintable::Float));
+        assert_eq!(number_text(&number("1.50"), Floats::Rfc8785).as_deref(), Ok("1.5"));
+        assert_eq!(number_text(&number("1e400"), Floats::Rfc8785), Err(Unprintable::BeyondDouble));
+        assert_eq!(Floats::ADMITTED, Floats::Rfc8785);
+    }
+
     #[test]
     fn sha256_prefixed_is_lowercase_hex_of_the_digest() {
         assert_eq!(sha256_prefixed(b""), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
