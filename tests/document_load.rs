@@ -470,10 +470,7 @@ fn a_float_operand_is_hashed_as_its_canonical_reading() {
     let canonical = String::from_utf8(document.canonical_policy).expect("UTF-8");
     assert!(canonical.contains(r#""when":{"amount_lte":10.5}"#), "{canonical}");
     // A document without floats keeps the hash it always had.
-    assert_eq!(
-        hash("amount_lte: 10"),
-        load(&one_condition("warden/v1", "amount_lte: 10")).policy_hash,
-    );
+    assert_eq!(hash("amount_lte: 10"), load(&one_condition("warden/v1", "amount_lte: 10")).policy_hash,);
 }
 
 #[test]

@@ -156,7 +156,9 @@ fn two_doubles() -> impl Strategy<Value = (f64, f64)> {
     prop_oneof![
         (double.clone(), double.clone()),
         double.clone().prop_map(|d| (d, d)),
-        double.prop_map(|d| (d, f64::from_bits(d.to_bits().wrapping_add(1)))).prop_filter("finite", |(_, e)| e.is_finite()),
+        double
+            .prop_map(|d| (d, f64::from_bits(d.to_bits().wrapping_add(1))))
+            .prop_filter("finite", |(_, e)| e.is_finite()),
     ]
 }
 
