@@ -2,15 +2,16 @@
 //! the receipt chain, an approval bound to a float action, and the same calls refused under a
 //! ctrlrun document, which keeps ctrlrun's refusal.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::T0;
 use serde_json::{json, Value};
 use warden::canonical::parse_json;
 use warden::document::load_str;
 use warden::pipeline::{ActionRequest, Warden, WardenOptions};
 use warden::{Error, ManualClock, Principal};
-
-const T0: i64 = 1_764_000_000_000_000;
 
 /// `get-sum` the way an MCP server's numeric tool is fronted: the sum is allowed up to 10.5,
 /// asked for up to 100, denied past it; the effect key names the operands.

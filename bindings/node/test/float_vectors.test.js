@@ -9,7 +9,7 @@ const fs = require('node:fs');
 
 const warden = require('..');
 const path = require('node:path');
-const { open } = require('./helpers');
+const { scratch } = require('./helpers');
 
 const FLOATS = path.resolve(__dirname, '../../../tests/vectors/warden/floats.json');
 
@@ -26,13 +26,21 @@ function sent(entry) {
   return { case: entry.name, a: view.getFloat64(0) };
 }
 
+/** A Warden under the vectors' document, in its environment (the hashes name it). */
+function open(t, file) {
+  const { config, store } = scratch(t, file.policy_yaml);
+  const w = new warden.Warden({ store, config, environment: file.environment });
+  t.after(() => w.close());
+  return { w };
+}
+
 function withPrincipal(file, fn) {
   return warden.withContext({ agent: file.principal.agent, user: file.principal.user }, fn);
 }
 
 test('every float case is decided, hashed and keyed as the vectors say', async (t) => {
   const file = vectors();
-  const { w } = open(t, file.policy_yaml);
+  const { w } = open(t, file);
   assert.ok(file.cases.length >= 40);
   const seen = [];
   const sum = w.protect(file.action, (args) => {
@@ -64,7 +72,7 @@ test('every float case is decided, hashed and keyed as the vectors say', async (
 
 test('a number with no canonical form is refused', async (t) => {
   const file = vectors();
-  const { w } = open(t, file.policy_yaml);
+  const { w } = open(t, file);
   let calls = 0;
   const sum = w.protect(file.action, () => {
     calls += 1;
