@@ -144,7 +144,9 @@ proptest! {
     fn every_finite_double_has_one_text_and_it_reads_back_as_the_same_double(double in finite_double()) {
         let text = double_text(double).expect("a finite double has a text");
         let back: f64 = text.parse().unwrap();
-        prop_assert!(back == double, "{} read back as {}", text, back);
+        // The same double, but -0, whose text is `0` (RFC 8785 prints both zeros alike).
+        let zero_as_positive = if double.to_bits() == (-0.0f64).to_bits() { 0.0 } else { double };
+        prop_assert_eq!(back.to_bits(), zero_as_positive.to_bits(), "{} read back as {}", text, back);
         for spelling in spellings(double) {
             prop_assert_eq!(float_text(&spelling), Some(text.clone()), "{}", spelling);
             let value = parse_json(&format!("{{\"a\":[{spelling}]}}")).unwrap();
