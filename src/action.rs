@@ -4,11 +4,17 @@
 //! be checked by ctrlrun and the other way round. `action_id` is excluded from the canonical form:
 //! it names one proposal, while the hash names its content, and two proposals with the same
 //! content are the same thing to an approver.
+//!
+//! Which numbers the arguments may hold is the document's to say ([`Floats`], decided by its
+//! schema): [`Action::new`] is ctrlrun's reading, floats refused; [`Action::new_with`] takes the
+//! choice. An action holds a float only if its door admitted one, so the hash and every other
+//! encoding of an action ([`Action::canonical`], [`Action::arguments_text`]) print floats as
+//! RFC 8785 does and are byte-identical to ctrlrun's for an action without floats.
 
 use serde_json::{Map, Value};
 
 use crate::canonical::{
-    nesting_depth, parse_json, sha256_prefixed, to_canonical_string, CanonicalError, MAX_INPUT_DEPTH,
+    nesting_depth, parse_json, sha256_prefixed, to_canonical_string_with, CanonicalError, Floats, MAX_INPUT_DEPTH,
 };
 
 /// The `schema` member of the hashed action document (ctrlrun's, so hashes agree).
@@ -21,7 +27,7 @@ pub enum ActionError {
     /// A field is missing, empty or of the wrong shape; the text says which.
     #[error("{0}")]
     Invalid(String),
-    /// The arguments have no canonical form (a float, invalid JSON).
+    /// The arguments have no canonical form (a float where floats are refused, invalid JSON).
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
 }
@@ -76,7 +82,8 @@ pub struct Action {
 }
 
 impl Action {
-    /// Validates and assigns a fresh `act_` id.
+    /// Validates and assigns a fresh `act_` id, refusing floats as ctrlrun does: what an action
+    /// is when no document says otherwise (the pure functions, a `ctrlrun.policy/*` document).
     ///
     /// The arguments are stored in their canonical reading (parsed back from the canonical
     /// text), which is what the executor is given and what the hash covers; ctrlrun does the
@@ -88,6 +95,22 @@ impl Action {
         principal: Principal,
         resource: Option<&str>,
         environment: &str,
+    ) -> Result<Action, ActionError> {
+        Action::new_with(name, arguments, principal, resource, environment, Floats::Refused)
+    }
+
+    /// [`Action::new`] with `floats` saying whether the arguments may hold floats: the
+    /// document's choice (`Schema::floats`). Under [`Floats::Rfc8785`] a float is kept in its
+    /// canonical reading, the double's RFC 8785 text: `1.50` is held as `1.5`, and `1.0` and `1e3`
+    /// as the integers `1` and `1000`, which is what the executor is given and the hash covers;
+    /// a text beyond the double range (`1e400`) is refused with its path.
+    pub fn new_with(
+        name: &str,
+        arguments: Value,
+        principal: Principal,
+        resource: Option<&str>,
+        environment: &str,
+        floats: Floats,
     ) -> Result<Action, ActionError> {
         let depth = nesting_depth(&arguments);
         let Value::Object(arguments) = arguments else {
@@ -108,7 +131,7 @@ impl Action {
                  accepted, so that receipts and events wrapping them can be read back"
             )));
         }
-        let text = to_canonical_string(&Value::Object(action.arguments), "arguments")?;
+        let text = to_canonical_string_with(&Value::Object(action.arguments), "arguments", floats)?;
         let Value::Object(canonical_arguments) = parse_json(&text)? else {
             return Err(invalid("action.arguments did not read back as an object from their canonical form"));
         };
@@ -133,7 +156,8 @@ impl Action {
 
     /// The canonical six-key object `{arguments, environment, name, principal{agent,user},
     /// resource, schema}`. Fails only for an action whose public fields were changed after
-    /// [`Action::new`] into something `new` would have refused.
+    /// [`Action::new`] into something no door admits (an empty name, a number beyond the double
+    /// range).
     pub fn canonical(&self) -> Result<String, ActionError> {
         self.validate()?;
         let mut principal = Map::new();
@@ -146,8 +170,14 @@ impl Action {
         object.insert("principal".into(), Value::Object(principal));
         object.insert("resource".into(), optional_string(self.resource.as_deref()));
         object.insert("schema".into(), Value::String(ACTION_SCHEMA.into()));
-        // An empty root makes a float's path read `arguments.…`, as it does from `new`.
-        Ok(to_canonical_string(&Value::Object(object), "")?)
+        // An empty root makes a number's path read `arguments.…`, as it does from `new`.
+        Ok(to_canonical_string_with(&Value::Object(object), "", Floats::ADMITTED)?)
+    }
+
+    /// The canonical text of the arguments alone: what an approval request keeps and what the
+    /// argument-size limit counts.
+    pub fn arguments_text(&self) -> Result<String, ActionError> {
+        Ok(to_canonical_string_with(&self.canonical_arguments(), "arguments", Floats::ADMITTED)?)
     }
 
     /// `"sha256:"` + hex of the SHA-256 of [`Action::canonical`]: what an approval binds to.
@@ -333,12 +363,48 @@ mod tests {
         action.name.clear();
         assert!(matches!(action.hash(), Err(ActionError::Invalid(_))));
 
+        // A number no door admits: beyond the double range, it has no canonical text at all.
         let mut action = refund(json!({"amount": 1})).unwrap();
-        action.arguments.insert("price".into(), json!(0.5));
+        action.arguments.insert("price".into(), Value::Number("1e400".parse().unwrap()));
+        let beyond = Err(ActionError::Canonical(CanonicalError::BeyondDouble { path: "arguments.price".into() }));
+        assert_eq!(action.hash(), beyond);
+        assert_eq!(action.arguments_text(), beyond.map(|_: String| String::new()));
+    }
+
+    #[test]
+    fn an_admitted_float_is_held_in_its_canonical_reading_and_hashed_as_rfc_8785_writes_it() {
+        let admit = |text: &str| {
+            Action::new_with("get-sum", parse_json(text).unwrap(), principal(), None, "production", Floats::Rfc8785)
+        };
+        let action = admit(r#"{"a":1.50,"b":[1.0,1e3,-0.0,1e21,0.1]}"#).unwrap();
+        assert_eq!(action.arguments_text().unwrap(), r#"{"a":1.5,"b":[1,1000,0,1e+21,0.1]}"#);
+        assert_eq!(action.canonical_arguments()["b"][0].to_string(), "1", "1.0 is held as the integer 1");
+        assert!(action.canonical().unwrap().starts_with(r#"{"arguments":{"a":1.5,"b":[1,1000,0,1e+21,0.1]},"#));
+        // Spelling does not change the action: 1.5 however written, 1.0 and 1 alike.
+        let respelled = admit(r#"{"b":[1,1000.000,0,1000000000000000000000.0,1e-1],"a":15e-1}"#).unwrap();
+        assert_eq!(respelled.hash().unwrap(), action.hash().unwrap());
+        // An integer keeps every digit in both forms: 2^53 + 1 is not rounded to a double.
+        let big = admit(r#"{"n":9007199254740993}"#).unwrap();
+        assert_eq!(big.arguments_text().unwrap(), r#"{"n":9007199254740993}"#);
+        assert_eq!(big.hash().unwrap(), refund_like_get_sum(r#"{"n":9007199254740993}"#));
+        // The float of that text is the double 2^53, and is held as that integer.
         assert_eq!(
-            action.hash(),
-            Err(ActionError::Canonical(CanonicalError::Float { path: "arguments.price".into() }))
+            admit(r#"{"n":9007199254740993.0}"#).unwrap().arguments_text().unwrap(),
+            r#"{"n":9007199254740992}"#
         );
+        assert_eq!(
+            admit(r#"{"a":{"b":-1e400}}"#),
+            Err(ActionError::Canonical(CanonicalError::BeyondDouble { path: "arguments.a.b".into() }))
+        );
+        assert_eq!(
+            Action::new("get-sum", json!({"a": 1.5}), principal(), None, "production"),
+            Err(ActionError::Canonical(CanonicalError::Float { path: "arguments.a".into() }))
+        );
+    }
+
+    /// The hash of `get-sum` with these arguments as ctrlrun's `Action::new` builds it.
+    fn refund_like_get_sum(arguments: &str) -> String {
+        Action::new("get-sum", parse_json(arguments).unwrap(), principal(), None, "production").unwrap().hash().unwrap()
     }
 
     #[test]

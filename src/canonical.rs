@@ -2,13 +2,26 @@
 //!
 //! The output is byte-identical to ctrlrun's `canonical_bytes`, i.e. Python's
 //! `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`, so a hash
-//! computed here and one computed by ctrlrun agree. Floats are refused at any depth: a binary
-//! float has no portable text form, and two hosts that printed `0.1` differently would disagree
-//! about a hash that approvals are bound to.
+//! computed here and one computed by ctrlrun agree. Numbers are handled as text (serde_json's
+//! `arbitrary_precision`), so an integer of any size is printed exactly as it was written, the
+//! way Python's unbounded `int` does.
 //!
-//! Numbers are handled as text (serde_json's `arbitrary_precision`), so an integer of any size
-//! is printed exactly as it was written, the way Python's unbounded `int` does.
+//! Floats are where the two dialects part, and [`Floats`] says which one an encoding serves.
+//! ctrlrun refuses them at any depth ([`Floats::Refused`]): a binary float has no portable text
+//! form in Python's `repr`, and two hosts that printed `0.1` differently would disagree about a
+//! hash that approvals are bound to. `warden/v1` prints them as RFC 8785 (JCS) does
+//! ([`Floats::Rfc8785`]): the IEEE-754 double the text denotes, written as ECMAScript's
+//! `Number::toString` writes it (the shortest text that reads back as the same double), which
+//! Node's `JSON.stringify` prints and which a float sent by Python's `json.dumps` reads back as.
+//! So `1.50`, `15e-1` and `1.5` are one number, `1.0` and `1e3` print `1` and `1000` (the canonical
+//! reading of an action then holds the integers 1 and 1000), and a text beyond the double range
+//! (`1e400`) is refused, as `NaN` and `Infinity` are by the parser. The rest of the form is the
+//! same in both: keys sorted by code point (RFC 8785 sorts by UTF-16 code unit, which differs only
+//! for keys that mix characters above U+FFFF with ones in U+E000..U+FFFF) and integers written
+//! with a fraction and exponent neither; an integer is never read as a double, so one beyond 2^53
+//! keeps every digit.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value};
@@ -26,12 +39,43 @@ pub enum CanonicalError {
         /// Where the float is, as a JSON path.
         path: String,
     },
+    /// A float whose text denotes no finite double (`1e400`), which RFC 8785 cannot print.
+    #[error(
+        "the number at {path} is beyond the range of a double (about ±1.8e308), so it has no canonical form; send it \
+         as a decimal string"
+    )]
+    BeyondDouble {
+        /// Where the number is, as a JSON path.
+        path: String,
+    },
     /// The text is not valid JSON.
     #[error("invalid JSON: {message}")]
     Parse {
         /// The parser's account of what is wrong.
         message: String,
     },
+}
+
+/// Which numbers a canonical form holds: the one difference between the dialects' canonical JSON.
+///
+/// A document's schema decides it (`Schema::floats`), for the values that come in under that
+/// document: an action's arguments and the document's own condition operands. Whatever wraps a
+/// value already admitted is written with [`Floats::ADMITTED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Floats {
+    /// ctrlrun's: a float anywhere has no canonical form and is refused with its path
+    /// (`ctrlrun.policy/*` documents, the pure functions that know no document, executor results).
+    Refused,
+    /// RFC 8785's: a float is the double its text denotes, printed as ECMAScript prints it
+    /// (`warden/v1` documents).
+    Rfc8785,
+}
+
+impl Floats {
+    /// How a document wrapping values some door already admitted is written (the action hash,
+    /// receipts, an approval's copy of the arguments): it holds a float only if that door let
+    /// one in, and for a value without floats both forms are the same bytes.
+    pub const ADMITTED: Floats = Floats::Rfc8785;
 }
 
 /// Containers nested deeper than this are refused by [`parse_json`]. serde_json uses the same
@@ -88,19 +132,77 @@ pub fn parse_json(text: &str) -> Result<Value, CanonicalError> {
     }
 }
 
-/// The canonical text of `value`. `root` names the top of the path in a [`CanonicalError::Float`]
-/// (`"arguments"` gives `arguments.items[3].price`); with an empty root, paths start at the first
-/// member name (`arguments.items[3].price` again, for a value that wraps `arguments`).
+/// The canonical text of `value`, floats refused ([`Floats::Refused`], ctrlrun's form). `root`
+/// names the top of the path in a [`CanonicalError::Float`] (`"arguments"` gives
+/// `arguments.items[3].price`); with an empty root, paths start at the first member name
+/// (`arguments.items[3].price` again, for a value that wraps `arguments`).
 pub fn to_canonical_string(value: &Value, root: &str) -> Result<String, CanonicalError> {
+    to_canonical_string_with(value, root, Floats::Refused)
+}
+
+/// The canonical text of `value` with `floats` deciding what a float is; see
+/// [`to_canonical_string`] for `root`.
+pub fn to_canonical_string_with(value: &Value, root: &str, floats: Floats) -> Result<String, CanonicalError> {
     let mut out = String::new();
     let mut path = String::from(root);
-    write_value(&mut out, value, &mut path, 0)?;
+    write_value(&mut out, value, &mut path, 0, floats)?;
     Ok(out)
 }
 
 /// [`to_canonical_string`] as UTF-8 bytes: what a digest is taken over.
 pub fn canonical_bytes(value: &Value, root: &str) -> Result<Vec<u8>, CanonicalError> {
     to_canonical_string(value, root).map(String::into_bytes)
+}
+
+/// [`to_canonical_string_with`] as UTF-8 bytes.
+pub fn canonical_bytes_with(value: &Value, root: &str, floats: Floats) -> Result<Vec<u8>, CanonicalError> {
+    to_canonical_string_with(value, root, floats).map(String::into_bytes)
+}
+
+/// Why a number has no canonical text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unprintable {
+    /// A float, under [`Floats::Refused`].
+    Float,
+    /// A float whose text denotes no finite double.
+    BeyondDouble,
+}
+
+impl Unprintable {
+    /// The encoder's error for a number at `path`.
+    fn at(self, path: String) -> CanonicalError {
+        match self {
+            Unprintable::Float => CanonicalError::Float { path },
+            Unprintable::BeyondDouble => CanonicalError::BeyondDouble { path },
+        }
+    }
+}
+
+/// The canonical text of one number: an integer's exact digits (`-0` as `0`), or, where
+/// `floats` admits them, the RFC 8785 text of the double a float denotes. The one place a number
+/// is printed: hashes, templates and the policy's comparisons all read this text.
+pub fn number_text(n: &Number, floats: Floats) -> Result<Cow<'_, str>, Unprintable> {
+    if let Some(text) = integer_text(n) {
+        return Ok(Cow::Borrowed(text));
+    }
+    match floats {
+        Floats::Refused => Err(Unprintable::Float),
+        Floats::Rfc8785 => float_text(n.as_str()).map(Cow::Owned).ok_or(Unprintable::BeyondDouble),
+    }
+}
+
+/// ECMAScript's `Number::toString` of the double nearest to `text` (RFC 8785 §3.2.2.3): the
+/// shortest digits that read back as that double, plain from 1e-7 up to 1e21 and in exponent
+/// form (`1e+21`, `1.5e-7`) outside, `-0` as `0`. `None` when `text` is no number or the double
+/// is not finite. Rust's `f64` parsing rounds correctly, as Python's and ECMAScript's do.
+pub fn float_text(text: &str) -> Option<String> {
+    double_text(text.parse().ok()?)
+}
+
+/// ECMAScript's `Number::toString` of `value` (see [`float_text`]); `None` for NaN and the
+/// infinities, which JSON cannot carry.
+pub fn double_text(value: f64) -> Option<String> {
+    value.is_finite().then(|| ryu_js::Buffer::new().format_finite(value).to_owned())
 }
 
 /// Whether Python would read this number as an `int`: its text has no fraction and no exponent.
@@ -198,14 +300,20 @@ pub(crate) fn integer_text(n: &Number) -> Option<&str> {
     }
 }
 
-fn write_value(out: &mut String, value: &Value, path: &mut String, depth: usize) -> Result<(), CanonicalError> {
+fn write_value(
+    out: &mut String,
+    value: &Value,
+    path: &mut String,
+    depth: usize,
+    floats: Floats,
+) -> Result<(), CanonicalError> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => match integer_text(n) {
-            Some(text) => out.push_str(text),
-            None => return Err(CanonicalError::Float { path: display_path(path) }),
+        Value::Number(n) => match number_text(n, floats) {
+            Ok(text) => out.push_str(&text),
+            Err(why) => return Err(why.at(display_path(path))),
         },
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
@@ -218,7 +326,7 @@ fn write_value(out: &mut String, value: &Value, path: &mut String, depth: usize)
                 }
                 // Writing to a String cannot fail.
                 let _ = write!(path, "[{index}]");
-                write_value(out, item, path, depth)?;
+                write_value(out, item, path, depth, floats)?;
                 path.truncate(parent_len);
             }
             out.push(']');
@@ -237,7 +345,7 @@ fn write_value(out: &mut String, value: &Value, path: &mut String, depth: usize)
                     path.push('.');
                 }
                 path.push_str(key);
-                write_value(out, item, path, depth)?;
+                write_value(out, item, path, depth, floats)?;
                 path.truncate(parent_len);
             }
             out.push('}');
@@ -350,7 +458,7 @@ impl Parser<'_> {
             Some(b'f') if self.eat("false") => Ok(Value::Bool(false)),
             Some(b'n') if self.eat("null") => Ok(Value::Null),
             Some(b'N' | b'I') if self.rest_starts_with_non_finite() => {
-                Err(self.error("NaN and Infinity are floats, and floats have no canonical form"))
+                Err(self.error("NaN and Infinity are not JSON numbers and have no canonical form"))
             }
             _ => Err(self.error("expecting value")),
         }
@@ -476,7 +584,7 @@ impl Parser<'_> {
         if self.peek() == Some(b'-') {
             self.pos += 1;
             if self.peek() == Some(b'I') && self.rest_starts_with_non_finite() {
-                return Err(self.error("NaN and Infinity are floats, and floats have no canonical form"));
+                return Err(self.error("NaN and Infinity are not JSON numbers and have no canonical form"));
             }
         }
         match self.peek() {
@@ -805,7 +913,11 @@ mod tests {
     #[test]
     fn non_finite_numbers_are_refused_as_floats_by_name() {
         for text in ["NaN", "Infinity", "-Infinity", "[1, NaN]"] {
-            assert!(parse_error(text).starts_with("NaN and Infinity are floats"), "{text}: {}", parse_error(text));
+            assert!(
+                parse_error(text).starts_with("NaN and Infinity are not JSON numbers"),
+                "{text}: {}",
+                parse_error(text)
+            );
         }
         for text in ["Nope", "Inf", "-Inf", "-x"] {
             assert!(parse_error(text).starts_with("expecting value"), "{text}: {}", parse_error(text));
@@ -907,6 +1019,134 @@ mod tests {
             let n: Number = text.parse().unwrap();
             assert_eq!(is_integer(&n), integer, "{text}");
         }
+    }
+
+    fn rfc8785(text: &str) -> Result<String, CanonicalError> {
+        to_canonical_string_with(&parse_json(text)?, "value", Floats::Rfc8785)
+    }
+
+    #[test]
+    fn under_rfc_8785_a_float_is_printed_as_ecmascript_prints_its_double() {
+        // RFC 8785 Appendix B (IEEE-754 bits, the text it prints), and the edges of the formats.
+        let table = [
+            (0x0000000000000000_u64, "0"),
+            (0x8000000000000000, "0"),
+            (0x0000000000000001, "5e-324"),
+            (0x8000000000000001, "-5e-324"),
+            (0x7fefffffffffffff, "1.7976931348623157e+308"),
+            (0xffefffffffffffff, "-1.7976931348623157e+308"),
+            (0x4340000000000000, "9007199254740992"),
+            (0xc340000000000000, "-9007199254740992"),
+            (0x4430000000000000, "295147905179352830000"),
+            (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+            (0x44b52d02c7e14af6, "1e+23"),
+            (0x44b52d02c7e14af7, "1.0000000000000001e+23"),
+            (0x444b1ae4d6e2ef4e, "999999999999999700000"),
+            (0x444b1ae4d6e2ef4f, "999999999999999900000"),
+            (0x444b1ae4d6e2ef50, "1e+21"),
+            (0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"),
+            (0x3eb0c6f7a0b5ed8d, "0.000001"),
+            (0x41b3de4355555553, "333333333.3333332"),
+            (0x41b3de4355555554, "333333333.33333325"),
+            (0x41b3de4355555555, "333333333.3333333"),
+            (0x41b3de4355555556, "333333333.3333334"),
+            (0x41b3de4355555557, "333333333.33333343"),
+            (0xbecbf647612f3696, "-0.0000033333333333333333"),
+            (0x43143ff3c1cb0959, "1424953923781206.2"),
+        ];
+        for (bits, expected) in table {
+            let double = f64::from_bits(bits);
+            assert_eq!(double_text(double).as_deref(), Some(expected), "{bits:016x}");
+            // The text reads back as the same double (RFC 8785's round trip).
+            assert_eq!(float_text(expected).as_deref(), Some(expected), "{expected}");
+        }
+        for (text, expected) in [
+            ("1.50", "1.5"),
+            ("15e-1", "1.5"),
+            ("1.0", "1"),
+            ("1e3", "1000"),
+            ("1E3", "1000"),
+            ("-0.0", "0"),
+            ("0.1", "0.1"),
+            ("0.1000000000000000055511151231257827", "0.1"),
+            ("100000000000000000000.0", "100000000000000000000"),
+            ("1e20", "100000000000000000000"),
+            ("1e21", "1e+21"),
+            ("1e-6", "0.000001"),
+            ("1e-7", "1e-7"),
+            ("1e-400", "0"),
+            ("9007199254740993.0", "9007199254740992"),
+        ] {
+            assert_eq!(float_text(expected).as_deref(), Some(expected), "{expected} is a fixed point");
+            assert_eq!(float_text(text).as_deref(), Some(expected), "{text}");
+            assert_eq!(rfc8785(&format!("[{text}]")).unwrap(), format!("[{expected}]"), "{text}");
+        }
+    }
+
+    #[test]
+    fn nothing_beyond_the_finite_doubles_has_a_text() {
+        for double in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(double_text(double), None, "{double}");
+        }
+        for text in ["1e400", "-1e400", "1.8e308", "x", "", "NaN", "inf"] {
+            assert_eq!(float_text(text), None, "{text:?}");
+        }
+        assert_eq!(float_text("1.7976931348623157e308").as_deref(), Some("1.7976931348623157e+308"));
+    }
+
+    #[test]
+    fn under_rfc_8785_a_number_beyond_the_double_range_is_refused_with_its_path() {
+        let value = parse_json(r#"{"items":[{"price":1.5},{"price":1e400}]}"#).unwrap();
+        assert_eq!(
+            to_canonical_string_with(&value, "arguments", Floats::Rfc8785),
+            Err(CanonicalError::BeyondDouble { path: "arguments.items[1].price".into() })
+        );
+        assert_eq!(
+            to_canonical_string_with(&value, "arguments", Floats::Refused),
+            Err(CanonicalError::Float { path: "arguments.items[0].price".into() })
+        );
+        assert_eq!(
+            canonical_bytes_with(&parse_json("-1e400").unwrap(), "", Floats::Rfc8785),
+            Err(CanonicalError::BeyondDouble { path: "the top level".into() })
+        );
+        let message = CanonicalError::BeyondDouble { path: "arguments.a".into() }.to_string();
+        assert_eq!(
+            message,
+            "the number at arguments.a is beyond the range of a double (about ±1.8e308), so it has no canonical \
+             form; send it as a decimal string"
+        );
+    }
+
+    #[test]
+    fn integers_and_float_free_values_are_the_same_bytes_in_both_forms() {
+        for text in [
+            "[1180591620717411303424,-1180591620717411303424]",
+            "[9007199254740993,-0,0,7]",
+            r#"{"z":1,"é":{"b":1,"a":2},"😀":[true,null,"x"]}"#,
+        ] {
+            let value = parse_json(text).unwrap();
+            let refused = to_canonical_string(&value, "v").unwrap();
+            assert_eq!(to_canonical_string_with(&value, "v", Floats::Rfc8785).unwrap(), refused, "{text}");
+            assert_eq!(canonical_bytes_with(&value, "v", Floats::Rfc8785).unwrap(), refused.as_bytes());
+        }
+        let huge = format!("9{}", "0".repeat(400));
+        assert_eq!(rfc8785(&huge).unwrap(), huge, "an integer is never read as a double");
+        assert_eq!(rfc8785("[-0]").unwrap(), "[0]");
+    }
+
+    #[test]
+    fn number_text_is_an_integers_digits_in_both_forms_and_a_floats_rfc_8785_text_where_admitted() {
+        let number = |text: &str| -> Number { text.parse().unwrap() };
+        for floats in [Floats::Refused, Floats::Rfc8785] {
+            assert_eq!(number_text(&number("12"), floats).as_deref(), Ok("12"));
+            assert_eq!(number_text(&number("-0"), floats).as_deref(), Ok("0"));
+            assert_eq!(number_text(&number("-12"), floats).as_deref(), Ok("-12"));
+        }
+        assert_eq!(number_text(&number("1.5"), Floats::Refused), Err(Unprintable::Float));
+        assert_eq!(number_text(&number("1e400"), Floats::Refused), Err(Unprintable::Float));
+        assert_eq!(number_text(&number("1.50"), Floats::Rfc8785).as_deref(), Ok("1.5"));
+        assert_eq!(number_text(&number("1e400"), Floats::Rfc8785), Err(Unprintable::BeyondDouble));
+        assert_eq!(Floats::ADMITTED, Floats::Rfc8785);
     }
 
     #[test]

@@ -195,7 +195,10 @@ fn build_action(
             (Err(_), Unrenderable::NoResource) => None,
             (Err(e), Unrenderable::Refuse) => return Err(Error::InvalidInput(e.to_string())),
         };
-    Action::new(request.name, request.arguments.clone(), principal, resource.as_deref(), environment)
+    // The document's schema says which numbers the arguments may hold; with no document,
+    // ctrlrun's rule (no floats).
+    let floats = document.map_or(crate::canonical::Floats::Refused, |document| document.schema.floats());
+    Action::new_with(request.name, request.arguments.clone(), principal, resource.as_deref(), environment, floats)
         .map_err(|e| Error::InvalidInput(e.to_string()))
 }
 
@@ -299,8 +302,7 @@ impl Warden {
         let entry = self.document.actions.get(request.name);
         let action = self.action_for(request)?;
         *action_id = Some(action.action_id.clone());
-        let arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let arguments = action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
         limits.check_arguments(arguments.len())?;
         let (ruling, stamp) = self.rule(request, &action)?;
         let mut proposal = Proposal::new(&action, ruling);

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{parse_json, sha256_prefixed, to_canonical_string};
+use crate::canonical::{parse_json, sha256_prefixed, to_canonical_string_with, Floats};
 use crate::clock::{render, Micros};
 use crate::effect::StoredResult;
 
@@ -205,7 +205,9 @@ impl ReceiptDraft {
 
     /// The canonical text and its chain hash.
     pub fn seal(&self, seq: u64, prev_hash: &str) -> Result<(String, String), String> {
-        let text = to_canonical_string(&self.document(seq, prev_hash), "receipt").map_err(|e| e.to_string())?;
+        // The arguments are the action's, admitted by its document.
+        let text = to_canonical_string_with(&self.document(seq, prev_hash), "receipt", Floats::ADMITTED)
+            .map_err(|e| e.to_string())?;
         let hash = sha256_prefixed(text.as_bytes());
         Ok((text, hash))
     }
@@ -332,7 +334,9 @@ impl RowView {
         if matches!(document.get("seq"), None | Some(serde_json::Value::Null)) {
             return RowView::Unchained;
         }
-        let Ok(text) = to_canonical_string(&document, "receipt") else { return RowView::Unreadable };
+        let Ok(text) = to_canonical_string_with(&document, "receipt", Floats::ADMITTED) else {
+            return RowView::Unreadable;
+        };
         let prev = document.get("prev_hash").and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
         RowView::Chained { prev, recomputed: sha256_prefixed(text.as_bytes()) }
     }

@@ -17,26 +17,46 @@
 //!   an attacker could pre-empt a victim's key); escaped, they are `refund:acme%3Aevil:p1` and
 //!   `refund:acme:evil%3Ap1`.
 //!
-//! One collision is kept on purpose in both modes: an integer and its decimal string render
-//! alike, so `7` and `"7"` name the same effect. Callers routinely send an id as either, and the
-//! collision can only make Warden refuse a call as a duplicate, never let a duplicate through.
+//! A number renders as its canonical text (`canonical::number_text`): an integer's exact digits
+//! in both modes, and in escaped mode (`warden/v1`, whose numbers are RFC 8785's) a float's
+//! RFC 8785 text, then escaped like any value: `1.50` renders `1.5`, `1.0` renders `1` as the
+//! integer `1` does, `1e21` renders `1e%2B21`. Raw mode refuses floats, as ctrlrun documents do.
+//!
+//! One collision is kept on purpose in both modes: a number and its canonical text as a string
+//! render alike, so `7` and `"7"` (and `1.5` and `"1.5"`) name the same effect. Callers routinely
+//! send an id as either, and the collision can only make Warden refuse a call as a duplicate,
+//! never let a duplicate through. The one number with two renderings is an integer of 10^21 or
+//! more written out in digits and the same value sent as a float (`1e+21`): RFC 8785 writes the
+//! float in exponent form, and an integer keeps its digits.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::canonical::integer_text;
+use crate::canonical::{number_text, Floats, Unprintable};
 
 /// How a template renders argument values into text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TemplateMode {
-    /// Values are inserted as they are, as ctrlrun does (ctrlrun-schema documents).
+    /// Values are inserted as they are, as ctrlrun does (ctrlrun-schema documents); a float
+    /// does not render.
     Raw,
     /// Values are percent-encoded outside RFC 3986's unreserved set (Warden documents), so
-    /// rendering is injective.
+    /// rendering is injective; a float renders as its RFC 8785 text.
     Escaped,
+}
+
+impl TemplateMode {
+    /// The numbers a placeholder renders: the dialect's whose documents use this mode.
+    fn floats(self) -> Floats {
+        match self {
+            TemplateMode::Raw => Floats::Refused,
+            TemplateMode::Escaped => Floats::Rfc8785,
+        }
+    }
 }
 
 /// Why a template could not be parsed or rendered.
@@ -139,7 +159,7 @@ impl Template {
     /// Placeholders name arguments; `{resource}` names the action's resource. An argument that
     /// is also called `resource` makes `{resource}` ambiguous, and that is refused rather than
     /// resolved: duplicate protection depends on which value it is. Only a non-empty string or
-    /// an integer renders; anything else identifies nothing, and an action whose effect cannot
+    /// a number (an integer in raw mode) renders; anything else identifies nothing, and an action whose effect cannot
     /// be identified cannot be protected against running twice.
     pub fn render_effect_key(
         &self,
@@ -189,15 +209,15 @@ impl Template {
                 Segment::Placeholder(name) => name,
             };
             let rendered = match resource.filter(|_| name == RESOURCE_PLACEHOLDER) {
-                Some(resource) => self.rendered_string(name, resource).map_err(fail)?,
+                Some(resource) => Cow::Borrowed(self.rendered_string(name, resource).map_err(fail)?),
                 None => match arguments.get(name) {
                     Some(value) => self.rendered(name, value).map_err(fail)?,
                     None => return Err(fail(self.missing(name, arguments, resource.is_some()))),
                 },
             };
             match self.mode {
-                TemplateMode::Raw => key.push_str(rendered),
-                TemplateMode::Escaped => key.extend(utf8_percent_encode(rendered, ESCAPED)),
+                TemplateMode::Raw => key.push_str(&rendered),
+                TemplateMode::Escaped => key.extend(utf8_percent_encode(&rendered, ESCAPED)),
             }
         }
         Ok(key)
@@ -215,12 +235,13 @@ impl Template {
         format!("{:?}: no value for '{{{name}}}' (have: {have})", self.source)
     }
 
-    fn rendered<'v>(&self, name: &str, value: &'v Value) -> Result<&'v str, String> {
+    fn rendered<'v>(&self, name: &str, value: &'v Value) -> Result<Cow<'v, str>, String> {
         let kind = match value {
-            Value::String(text) => return self.rendered_string(name, text),
-            Value::Number(n) => match integer_text(n) {
-                Some(text) => return Ok(text),
-                None => "a float",
+            Value::String(text) => return self.rendered_string(name, text).map(Cow::Borrowed),
+            Value::Number(n) => match number_text(n, self.mode.floats()) {
+                Ok(text) => return Ok(text),
+                Err(Unprintable::Float) => "a float",
+                Err(Unprintable::BeyondDouble) => "a number beyond the range of a double",
             },
             Value::Bool(_) => "a boolean",
             Value::Null => "null",
@@ -229,8 +250,12 @@ impl Template {
         };
         Err(format!(
             "{:?}: '{{{name}}}' is {kind}; a placeholder must resolve to a non-empty string or \
-             an integer",
-            self.source
+             {}",
+            self.source,
+            match self.mode.floats() {
+                Floats::Refused => "an integer",
+                Floats::Rfc8785 => "a number",
+            }
         ))
     }
 
@@ -397,13 +422,61 @@ mod tests {
 
     #[test]
     fn values_that_identify_nothing_are_refused_as_effect_key_errors() {
-        for value in [json!(""), json!(true), json!(false), json!(null), json!([1]), json!({"a": 1}), json!(1.5)] {
+        for value in [json!(""), json!(true), json!(false), json!(null), json!([1]), json!({"a": 1})] {
             for mode in [TemplateMode::Raw, TemplateMode::Escaped] {
                 let template = Template::parse("k:{x}", mode).unwrap();
                 let outcome = template.render_effect_key(&args(json!({ "x": value })), None);
                 assert!(matches!(outcome, Err(TemplateError::EffectKey(_))), "{value} in {mode:?}: {outcome:?}");
             }
         }
+    }
+
+    /// `{"x": <text>}` with the number written exactly as given.
+    fn number_args(text: &str) -> Map<String, Value> {
+        let mut map = Map::new();
+        map.insert("x".into(), Value::Number(text.parse().unwrap()));
+        map
+    }
+
+    #[test]
+    fn a_float_renders_its_rfc_8785_text_escaped_and_raw_mode_refuses_it_naming_what_renders() {
+        let escaped = escaped("k:{x}");
+        for (text, key) in [
+            ("1.5", "k:1.5"),
+            ("1.50", "k:1.5"),
+            ("15e-1", "k:1.5"),
+            ("1.0", "k:1"),
+            ("1e3", "k:1000"),
+            ("-0.0", "k:0"),
+            ("-2.75", "k:-2.75"),
+            ("1e21", "k:1e%2B21"),
+            ("1e-7", "k:1e-7"),
+            ("0.30000000000000004", "k:0.30000000000000004"),
+            ("9007199254740993", "k:9007199254740993"),
+            ("9007199254740993.0", "k:9007199254740992"),
+        ] {
+            assert_eq!(escaped.render_effect_key(&number_args(text), None).as_deref(), Ok(key), "{text}");
+            assert_eq!(escaped.render_resource(&number_args(text)).as_deref(), Ok(key), "{text}");
+        }
+        let beyond = escaped.render_effect_key(&number_args("1e400"), None);
+        assert_eq!(
+            beyond,
+            Err(TemplateError::EffectKey(
+                "\"k:{x}\": '{x}' is a number beyond the range of a double; a placeholder must resolve to a \
+                 non-empty string or a number"
+                    .into()
+            ))
+        );
+        let raw = raw("k:{x}");
+        assert_eq!(
+            raw.render_effect_key(&number_args("1.5"), None),
+            Err(TemplateError::EffectKey(
+                "\"k:{x}\": '{x}' is a float; a placeholder must resolve to a non-empty string or an integer".into()
+            ))
+        );
+        assert!(matches!(raw.render_resource(&number_args("1.0")), Err(TemplateError::Invalid(_))));
+        assert_eq!(raw.render_effect_key(&number_args("-0"), None).as_deref(), Ok("k:0"));
+        assert_eq!(escaped.render_effect_key(&number_args("-0"), None).as_deref(), Ok("k:0"));
     }
 
     #[test]

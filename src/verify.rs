@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::action::{Action, Principal};
+use crate::canonical::Floats;
 use crate::clock::{Clock, ManualClock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{ActionEntry, Condition, Document, Mode, Op};
@@ -482,6 +483,39 @@ fn integer_of(value: &Value) -> Option<i128> {
     }
 }
 
+/// The integers an order condition admits, as (lowest, highest): a float bound (`warden/v1`) is
+/// met by the integers on its side of it, from its floor or ceiling.
+fn integer_range(op: Op, operand: &Value) -> Option<(Option<i128>, Option<i128>)> {
+    let (floor, ceiling) = match integer_of(operand) {
+        Some(bound) => (bound, bound),
+        None => {
+            let double = operand.as_f64().filter(|d| d.is_finite())?;
+            (whole(double.floor())?, whole(double.ceil())?)
+        }
+    };
+    Some(match op {
+        Op::Gt => (floor.checked_add(1), None),
+        Op::Gte => (Some(ceiling), None),
+        Op::Lt => (None, ceiling.checked_sub(1)),
+        _ => (None, Some(floor)),
+    })
+}
+
+/// The integers next to an operand that other rules compare with: itself, or a float's floor
+/// and ceiling.
+fn integer_points(operand: &Value) -> Vec<i128> {
+    match (integer_of(operand), operand.as_f64().filter(|d| d.is_finite())) {
+        (Some(n), _) => vec![n],
+        (None, Some(double)) => [double.floor(), double.ceil()].into_iter().filter_map(whole).collect(),
+        (None, None) => Vec::new(),
+    }
+}
+
+/// A whole double as an integer, within what `i128` holds.
+fn whole(double: f64) -> Option<i128> {
+    (double.abs() < 1e38).then_some(double as i128)
+}
+
 fn integer_value(n: i128) -> Option<Value> {
     serde_json::from_str(&n.to_string()).ok()
 }
@@ -493,12 +527,15 @@ fn satisfies(value: &Value, condition: &Condition) -> bool {
         Op::Eq => equal(value, &condition.operand),
         Op::Neq => !equal(value, &condition.operand),
         Op::In => condition.operand.as_array().is_some_and(|items| items.iter().any(|item| equal(value, item))),
-        Op::Lt | Op::Lte | Op::Gt | Op::Gte => match (integer_of(value), integer_of(&condition.operand)) {
-            (Some(v), Some(bound)) => match condition.op {
-                Op::Lt => v < bound,
-                Op::Lte => v <= bound,
-                Op::Gt => v > bound,
-                _ => v >= bound,
+        Op::Lt | Op::Lte | Op::Gt | Op::Gte => match (value, &condition.operand) {
+            (Value::Number(v), Value::Number(bound)) => match crate::policy::compare_numbers(v, bound) {
+                Some(order) => match condition.op {
+                    Op::Lt => order.is_lt(),
+                    Op::Lte => order.is_le(),
+                    Op::Gt => order.is_gt(),
+                    _ => order.is_ge(),
+                },
+                None => false,
             },
             _ => false,
         },
@@ -548,13 +585,7 @@ fn subject_values(
     let mut low: Option<i128> = None;
     let mut high: Option<i128> = None;
     for condition in conditions.iter().filter(|c| c.op.is_order()) {
-        let Some(bound) = integer_of(&condition.operand) else { continue };
-        let (lo, hi) = match condition.op {
-            Op::Gt => (bound.checked_add(1), None),
-            Op::Gte => (Some(bound), None),
-            Op::Lt => (None, bound.checked_sub(1)),
-            _ => (None, Some(bound)),
-        };
+        let Some((lo, hi)) = integer_range(condition.op, &condition.operand) else { continue };
         if let Some(lo) = lo {
             low = Some(low.map_or(lo, |l| l.max(lo)));
         }
@@ -633,7 +664,7 @@ fn synthesize(
             .iter()
             .flat_map(|rule| &rule.when)
             .filter(|c| c.subject == *subject)
-            .filter_map(|c| integer_of(&c.operand))
+            .flat_map(|c| integer_points(&c.operand))
             .collect();
         let values = subject_values(subject, subject_conditions, &hints, placeholders.contains(subject), tag);
         if values.is_empty() {
@@ -1201,7 +1232,7 @@ fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
             return Err(Error::InvalidInput("receipt 1 is not a JSON object".into()));
         };
         fields.insert("decision_reason".into(), Value::String("edited-by-warden-verify".into()));
-        row.document = crate::canonical::to_canonical_string(&document, "receipt")
+        row.document = crate::canonical::to_canonical_string_with(&document, "receipt", Floats::ADMITTED)
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
         Ok(())
     })?;
@@ -1434,7 +1465,7 @@ fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
     }
     let document_hash = record
         .action_document()
-        .and_then(|document| crate::canonical::to_canonical_string(&document, "").ok())
+        .and_then(|document| crate::canonical::to_canonical_string_with(&document, "", Floats::ADMITTED).ok())
         .map(|text| crate::canonical::sha256_prefixed(text.as_bytes()));
     if document_hash.as_deref() != Some(hash.as_str()) {
         return fail(format!("{}: the action document shown does not hash to {hash}", case.label()));
@@ -1445,8 +1476,9 @@ fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
     if let Some(stored) = altered.action.as_mut() {
         let mut arguments = call.arguments.clone();
         arguments.insert(key.clone(), Value::from(1));
-        stored.arguments = crate::canonical::to_canonical_string(&Value::Object(arguments), "arguments")
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        stored.arguments =
+            crate::canonical::to_canonical_string_with(&Value::Object(arguments), "arguments", Floats::ADMITTED)
+                .map_err(|e| Error::InvalidInput(e.to_string()))?;
     }
     warden.kernel().store().overwrite_approval(&altered)?;
     let reader = ctx.warden("g12")?;
@@ -1548,12 +1580,14 @@ fn contend(
     )
     .map_err(|e| e.to_string())?;
     let principal = Principal::new(&spec.agent, spec.user.as_deref()).map_err(|e| e.to_string())?;
-    let action = Action::new(
+    // The parent built these arguments under the document, which admitted them.
+    let action = Action::new_with(
         &spec.action,
         Value::Object(spec.arguments.clone()),
         principal,
         spec.resource.as_deref(),
         &spec.environment,
+        Floats::ADMITTED,
     )
     .map_err(|e| e.to_string())?;
     let mode = match spec.effect_mode.as_str() {
@@ -1757,8 +1791,7 @@ mod broken_build {
             .ok_or_else(|| Error::InvalidInput(format!("{approval_id} is not in the scratch store")))?;
         record.action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
         if let Some(stored) = record.action.as_mut() {
-            stored.arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
-                .map_err(|e| Error::InvalidInput(e.to_string()))?;
+            stored.arguments = action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
         }
         warden.kernel().store().overwrite_approval(&record)
     }
@@ -1786,5 +1819,55 @@ mod broken_build {
                 assert_ne!(guarantee.status, Status::Fail, "only G1 depends on the binding: {}", report.render());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod synthesis {
+    use super::*;
+
+    fn number(text: &str) -> Value {
+        Value::Number(text.parse().expect("a JSON number"))
+    }
+
+    #[test]
+    fn a_float_bound_is_met_by_the_integers_on_its_side_and_an_integer_bound_by_itself() {
+        let table = [
+            (Op::Lte, "10.5", (None, Some(10))),
+            (Op::Lt, "10.5", (None, Some(10))),
+            (Op::Gte, "10.5", (Some(11), None)),
+            (Op::Gt, "10.5", (Some(11), None)),
+            (Op::Lte, "-10.5", (None, Some(-11))),
+            (Op::Gt, "-10.5", (Some(-10), None)),
+            (Op::Lte, "10", (None, Some(10))),
+            (Op::Lt, "10", (None, Some(9))),
+            (Op::Gte, "10", (Some(10), None)),
+            (Op::Gt, "10", (Some(11), None)),
+            (Op::Lt, "1e+21", (None, Some(999_999_999_999_999_999_999))),
+        ];
+        for (op, bound, expected) in table {
+            assert_eq!(integer_range(op, &number(bound)), Some(expected), "{op:?} {bound}");
+        }
+        assert_eq!(integer_range(Op::Lte, &Value::String("10".into())), None);
+        assert_eq!(integer_range(Op::Lte, &number("1e300")), None, "past what i128 holds");
+        assert_eq!(integer_points(&number("10.5")), [10, 11]);
+        assert_eq!(integer_points(&number("-7")), [-7]);
+        assert!(integer_points(&Value::Bool(true)).is_empty());
+    }
+
+    #[test]
+    fn a_float_operand_is_satisfied_by_value() {
+        let condition = |op: Op, operand: &str| Condition {
+            key: format!("a_{}", op.as_str()),
+            subject: "a".into(),
+            op,
+            operand: number(operand),
+        };
+        assert!(satisfies(&number("10"), &condition(Op::Lte, "10.5")));
+        assert!(!satisfies(&number("11"), &condition(Op::Lte, "10.5")));
+        assert!(satisfies(&number("10.5"), &condition(Op::Gte, "10.5")));
+        assert!(!satisfies(&number("10.5"), &condition(Op::Gt, "10.5")));
+        assert!(satisfies(&number("10.25"), &condition(Op::Lt, "10.5")));
+        assert!(!satisfies(&Value::String("1".into()), &condition(Op::Lt, "10.5")));
     }
 }

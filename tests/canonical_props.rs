@@ -1,9 +1,15 @@
 //! Properties of canonical JSON over generated values: float-free values always encode, and the
 //! encoding is a fixed point of parse-then-encode; a float anywhere is refused with its path.
+//! Under RFC 8785 numbers (`warden/v1`): every finite double has one text, which reads back as
+//! that double however the double was spelled, and a value without floats is the same bytes in
+//! both forms.
 
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
-use warden::canonical::{find_float, parse_json, to_canonical_string, CanonicalError};
+use warden::canonical::{
+    double_text, find_float, float_text, parse_json, to_canonical_string, to_canonical_string_with, CanonicalError,
+    Floats,
+};
 
 /// Characters chosen to hit every escaping rule: C0 controls, the short escapes, quote,
 /// backslash, DEL, U+2028, and multi-byte UTF-8, alongside arbitrary scalar values.
@@ -114,5 +120,75 @@ proptest! {
             Err(CanonicalError::Float { path: path.clone() })
         );
         prop_assert_eq!(find_float(&value, "value"), Some(path));
+    }
+}
+
+/// Any finite double: arbitrary bit patterns (subnormals, huge and tiny exponents) and
+/// ordinary decimals.
+fn finite_double() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        any::<u64>().prop_map(f64::from_bits).prop_filter("finite", |d| d.is_finite()),
+        (-1_000_000i64..1_000_000, 0u32..8).prop_map(|(n, places)| n as f64 / 10f64.powi(places as i32)),
+    ]
+}
+
+/// Spellings of one double: Rust's shortest, its exponent form, and its 17-digit exponent form.
+fn spellings(double: f64) -> Vec<String> {
+    vec![format!("{double:?}"), format!("{double:e}"), format!("{double:.16e}")]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn every_finite_double_has_one_text_and_it_reads_back_as_the_same_double(double in finite_double()) {
+        let text = double_text(double).expect("a finite double has a text");
+        let back: f64 = text.parse().unwrap();
+        // The same double, but -0, whose text is `0` (RFC 8785 prints both zeros alike).
+        let zero_as_positive = if double.to_bits() == (-0.0f64).to_bits() { 0.0 } else { double };
+        prop_assert_eq!(back.to_bits(), zero_as_positive.to_bits(), "{} read back as {}", text, back);
+        for spelling in spellings(double) {
+            prop_assert_eq!(float_text(&spelling), Some(text.clone()), "{}", spelling);
+            let value = parse_json(&format!("{{\"a\":[{spelling}]}}")).unwrap();
+            let canonical = to_canonical_string_with(&value, "v", Floats::Rfc8785).unwrap();
+            prop_assert_eq!(&canonical, &format!("{{\"a\":[{text}]}}"));
+            // A fixed point: the canonical text reads back to the same canonical text.
+            let again = to_canonical_string_with(&parse_json(&canonical).unwrap(), "v", Floats::Rfc8785).unwrap();
+            prop_assert_eq!(again, canonical);
+        }
+        // Never more digits than the shortest round trip needs: at most 17 significant digits.
+        let mantissa = text.split(['e']).next().unwrap_or("");
+        let significant = mantissa.trim_start_matches('-').replace('.', "");
+        let significant = significant.trim_start_matches('0').trim_end_matches('0');
+        prop_assert!(significant.len() <= 17, "{}", text);
+    }
+
+    #[test]
+    fn a_value_without_floats_is_the_same_bytes_under_both_forms(value in float_free_value()) {
+        prop_assert_eq!(
+            to_canonical_string_with(&value, "value", Floats::Rfc8785).unwrap(),
+            to_canonical_string(&value, "value").unwrap()
+        );
+    }
+
+    #[test]
+    fn under_rfc_8785_a_planted_float_encodes_where_ctrlrun_refuses_it(
+        mut value in float_free_value(),
+        route in prop::collection::vec(any::<usize>(), 0..6),
+        float in float_number(),
+    ) {
+        let text = float_text(float.as_str());
+        let path = plant(&mut value, &route, float, "value".to_owned());
+        let encoded = to_canonical_string_with(&value, "value", Floats::Rfc8785);
+        match text {
+            Some(text) => {
+                let encoded = encoded.unwrap();
+                prop_assert!(encoded.contains(&text), "{} lacks {}", encoded, text);
+                let reparsed = parse_json(&encoded).unwrap();
+                prop_assert_eq!(to_canonical_string_with(&reparsed, "value", Floats::Rfc8785).unwrap(), encoded);
+            }
+            None => prop_assert_eq!(encoded, Err(CanonicalError::BeyondDouble { path: path.clone() })),
+        }
+        prop_assert_eq!(to_canonical_string(&value, "value"), Err(CanonicalError::Float { path }));
     }
 }

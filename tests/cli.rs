@@ -189,12 +189,20 @@ const CASES: &[Case] = &[
         stderr: "warden: ",
     },
     Case {
-        what: "template refuses a float placeholder value",
-        args: &["template", "k:{n}", "--args", r#"{"n":1.5}"#],
+        what: "template refuses a float placeholder value in raw mode, as ctrlrun documents do",
+        args: &["template", "--raw", "k:{n}", "--args", r#"{"n":1.5}"#],
         stdin: "",
         code: 1,
         stdout: Some(""),
         stderr: "is a float",
+    },
+    Case {
+        what: "escaped template renders a float as its RFC 8785 text, escaped",
+        args: &["template", "k:{n}/{m}", "--args", r#"{"n":1.50,"m":1e21}"#],
+        stdin: "",
+        code: 0,
+        stdout: Some("k:1.5/1e%2B21\n"),
+        stderr: "",
     },
     Case {
         what: "template refuses --args that are not an object",

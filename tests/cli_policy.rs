@@ -315,7 +315,7 @@ fn decide_reports_what_the_evaluation_could_not_check() {
     assert_eq!((report["decision"].as_str(), report["reason"].as_str()), (Some("deny"), Some("rule[2]")));
     let warnings = report["warnings"].as_array().expect("warnings");
     assert!(
-        !warnings.is_empty() && warnings.iter().all(|w| w.as_str().is_some_and(|w| w.contains("is str, not int"))),
+        !warnings.is_empty() && warnings.iter().all(|w| w.as_str().is_some_and(|w| w.contains("is str, not a number"))),
         "{run}"
     );
 
@@ -353,7 +353,10 @@ fn decide_writes_nothing() {
 fn decide_refuses_invalid_input_and_a_broken_document_with_exit_2() {
     let s = Initialized::new();
     for (args, needle) in [
-        (&["decide", "warden.yaml", "--action", "stripe.refund", "--args", r#"{"amount": 1.5}"#][..], "float"),
+        (
+            &["decide", "warden.yaml", "--action", "stripe.refund", "--args", r#"{"amount": 1e400}"#][..],
+            "beyond the range of a double",
+        ),
         (&["decide", "warden.yaml", "--action", "stripe.refund", "--args", "[1]"], "--args must be a JSON object"),
         (&["decide", "warden.yaml", "--action", "stripe.refund", "--args", "{"], "--args: invalid JSON"),
         (&["decide", "warden.yaml", "--action", "a", "--agent", ""], "principal.agent"),

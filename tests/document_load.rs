@@ -215,39 +215,95 @@ fn integers_are_required_where_integers_are_expected() {
             "Warden counts attempts up to 4294967295",
         ),
         refusal(
-            "a float operand",
-            "schema: warden/v1\nactions:\n  stripe.refund:\n    rules:\n      - when: {amount_lte: 1.5}\n        decision: allow\n",
-            "actions.stripe.refund.rules[0].when.amount_lte",
-            Some(5),
-            "needs an integer operand, got the float 1.5",
-        ),
-        refusal(
             "a float operand in a ctrlrun document",
             "schema: ctrlrun.policy/v2\nactions:\n  a.b:\n    rules:\n      - when: {amount_lte: 1.5}\n        decision: allow\n",
             "actions.a.b.rules[0].when.amount_lte",
             Some(5),
-            "integer minor units",
+            "needs an integer operand, got the float 1.5. Only integers can be bounded: write amounts in integer minor units",
         ),
         refusal(
-            "a float inside an equality operand",
-            "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {x_eq: {price: 1.5}}\n        decision: allow\n",
+            "a float inside an equality operand in a ctrlrun document",
+            "schema: ctrlrun.policy/v2\nactions:\n  a:\n    rules:\n      - when: {x_eq: {price: 1.5}}\n        decision: allow\n",
             "actions.a.rules[0].when.x_eq.price",
             Some(5),
             "floats are not accepted",
         ),
         refusal(
-            "a float inside an in list",
-            "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {x_in: [1, 2.5]}\n        decision: allow\n",
+            "a float inside an in list in a ctrlrun document",
+            "schema: ctrlrun.policy/v2\nactions:\n  a:\n    rules:\n      - when: {x_in: [1, 2.5]}\n        decision: allow\n",
             "actions.a.rules[0].when.x_in[1]",
             Some(5),
             "float operands are not allowed",
+        ),
+        refusal(
+            "an equality operand that is a float in a ctrlrun document",
+            "schema: ctrlrun.policy/v2\nactions:\n  a:\n    rules:\n      - when: {x_eq: 2.5}\n        decision: allow\n",
+            "actions.a.rules[0].when.x_eq",
+            Some(5),
+            "float operands are not allowed, got the float 2.5",
         ),
         refusal(
             "a boolean bound",
             "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {x_lt: true}\n        decision: allow\n",
             "actions.a.rules[0].when.x_lt",
             Some(5),
-            "needs an integer operand, got the boolean true",
+            "needs a number operand, got the boolean true",
+        ),
+        refusal(
+            "a string bound in a ctrlrun document",
+            "schema: ctrlrun.policy/v2\nactions:\n  a:\n    rules:\n      - when: {x_lt: '5'}\n        decision: allow\n",
+            "actions.a.rules[0].when.x_lt",
+            Some(5),
+            "needs an integer operand, got the string '5'",
+        ),
+        refusal(
+            "an infinite bound",
+            "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {x_lt: .inf}\n        decision: allow\n",
+            "actions.a.rules[0].when.x_lt",
+            Some(5),
+            "the float .inf is not a finite number, and only finite numbers have a canonical form",
+        ),
+        refusal(
+            "a bound beyond the double range",
+            "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {x_lte: 1.0e+400}\n        decision: allow\n",
+            "actions.a.rules[0].when.x_lte",
+            Some(5),
+            "is not a finite number",
+        ),
+        refusal(
+            "NaN in an in list",
+            "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {x_in: [1, .nan]}\n        decision: allow\n",
+            "actions.a.rules[0].when.x_in[1]",
+            Some(5),
+            "the float .nan is not a finite number",
+        ),
+        refusal(
+            "negative infinity inside an equality operand",
+            "schema: warden/v1\nactions:\n  a:\n    rules:\n      - when: {x_eq: {p: -.inf}}\n        decision: allow\n",
+            "actions.a.rules[0].when.x_eq.p",
+            Some(5),
+            "is not a finite number",
+        ),
+        refusal(
+            "a float attempt ceiling in warden/v1",
+            "schema: warden/v1\nactions:\n  a: {decision: allow, max_attempts: 2.0}\n",
+            "actions.a.max_attempts",
+            Some(3),
+            "must be an integer of at least 1, got the float 2.0",
+        ),
+        refusal(
+            "a float lease",
+            "schema: warden/v1\nactions:\n  a: {decision: allow, lease: 1.5}\n",
+            "actions.a.lease",
+            Some(3),
+            "the float 1.5",
+        ),
+        refusal(
+            "a float grant constraint, though the document is warden/v1",
+            "schema: warden/v1\nactions:\n  a: {decision: allow}\nauthority:\n  grants:\n    - id: g\n      subject: {agent: x}\n      actions: [a]\n      constraints: {amount_lte: 1.5}\n",
+            "authority.grants[0].constraints.amount_lte",
+            Some(9),
+            "floats are not accepted, got the float 1.5",
         ),
         refusal(
             "a float in a source window",
@@ -365,6 +421,65 @@ fn alias_bombs_are_refused_and_anchors_are_refused_in_warden_v1() {
     ]);
     let shared = load("schema: ctrlrun.policy/v2\nactions:\n  a: &shared {decision: allow}\n  b: *shared\n");
     assert_eq!(decide(&shared, "b", json!({})), ("allow".into(), "decision".into()));
+}
+
+/// `pay` with one rule, `when: {<condition>}` → allow.
+fn one_condition(schema: &str, condition: &str) -> String {
+    format!("schema: {schema}\nactions:\n  pay:\n    rules:\n      - when: {{{condition}}}\n        decision: allow\n")
+}
+
+/// A number written exactly as given.
+fn number(text: &str) -> Value {
+    Value::Number(text.parse().expect("a JSON number"))
+}
+
+#[test]
+fn a_warden_v1_rule_takes_float_operands_in_their_canonical_reading_and_compares_by_value() {
+    let document = load(&one_condition("warden/v1", "amount_lte: 10.5, fee_in: [0.25, 1.0], rate_eq: 2.50"));
+    let when = &document.actions["pay"].rules[0].when;
+    let operands: Vec<String> = when.iter().map(|c| c.operand.to_string()).collect();
+    assert_eq!(operands, ["10.5", "[0.25,1]", "2.5"], "10.5 as written, 1.0 as the integer 1, 2.50 as 2.5");
+    let decided = |amount: &str, fee: &str, rate: &str| {
+        decide(&document, "pay", json!({"amount": number(amount), "fee": number(fee), "rate": number(rate)})).1
+    };
+    assert_eq!(decided("10.5", "0.25", "2.5"), "rule[0]");
+    assert_eq!(decided("10", "1", "2.5"), "rule[0]", "the integer 1 is in [0.25, 1.0]");
+    assert_eq!(decided("-3", "1.0", "2.50"), "rule[0]");
+    assert_eq!(decided("10.500000000000002", "0.25", "2.5"), "no_matching_rule", "one double past the bound");
+    assert_eq!(decided("11", "0.25", "2.5"), "no_matching_rule");
+    assert_eq!(decided("10.5", "0.5", "2.5"), "no_matching_rule");
+    assert_eq!(decided("10.5", "0.25", "2.4999999999999996"), "no_matching_rule");
+    // Floats compare with integer bounds too, and an integer keeps every digit.
+    let big = load(&one_condition("warden/v1", "n_gte: 9007199254740993"));
+    assert_eq!(decide(&big, "pay", json!({"n": number("9007199254740993")})).1, "rule[0]");
+    assert_eq!(decide(&big, "pay", json!({"n": number("9007199254740992.0")})).1, "no_matching_rule");
+    let integer = load(&one_condition("warden/v1", "amount_lte: 10"));
+    assert_eq!(decide(&integer, "pay", json!({"amount": number("10.0")})).1, "rule[0]");
+    assert_eq!(decide(&integer, "pay", json!({"amount": number("10.000000000000002")})).1, "no_matching_rule");
+}
+
+#[test]
+fn a_float_operand_is_hashed_as_its_canonical_reading() {
+    let hash = |condition: &str| load(&one_condition("warden/v1", condition)).policy_hash;
+    assert_eq!(hash("amount_lte: 10.5"), hash("amount_lte: 10.50"));
+    assert_eq!(hash("amount_lte: 10.0"), hash("amount_lte: 10"), "10.0 is the number 10");
+    assert_eq!(hash("amount_lte: 1.0e+3"), hash("amount_lte: 1000"));
+    assert_ne!(hash("amount_lte: 10.5"), hash("amount_lte: 10.6"));
+    assert_ne!(hash("amount_lte: 10.5"), hash("amount_eq: 10.5"));
+    let document = load(&one_condition("warden/v1", "amount_lte: 10.50"));
+    let canonical = String::from_utf8(document.canonical_policy).expect("UTF-8");
+    assert!(canonical.contains(r#""when":{"amount_lte":10.5}"#), "{canonical}");
+    // A document without floats keeps the hash it always had.
+    assert_eq!(hash("amount_lte: 10"), load(&one_condition("warden/v1", "amount_lte: 10")).policy_hash,);
+}
+
+#[test]
+fn the_schema_decides_which_numbers_an_action_may_hold() {
+    use warden::canonical::Floats;
+    assert_eq!(Schema::WardenV1.floats(), Floats::Rfc8785);
+    for version in 1..=8 {
+        assert_eq!(Schema::Ctrlrun(version).floats(), Floats::Refused, "v{version}");
+    }
 }
 
 #[test]
@@ -932,7 +1047,7 @@ fn missing_and_mistyped_arguments_make_a_condition_false_with_a_warning() {
     assert_eq!(evaluation.ruling.reason, "rule[1]");
     assert_eq!(evaluation.warnings.len(), 1, "{:?}", evaluation.warnings);
     assert!(
-        evaluation.warnings.iter().all(|w| w.contains("argument 'amount' is str, not int")),
+        evaluation.warnings.iter().all(|w| w.contains("argument 'amount' is str, not a number")),
         "{:?}",
         evaluation.warnings
     );

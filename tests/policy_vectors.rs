@@ -1,5 +1,6 @@
 //! ctrlrun 0.12.2's policy outputs, replayed: every document's policy hash, every case's
-//! decision and reason, and every document ctrlrun refuses. Plus the `warden/v1` policy hash.
+//! decision and reason, and every document ctrlrun refuses. Plus the `warden/v1` policy hash, and
+//! the decisions of `warden/floats.json`'s float cases (computed with Python's comparisons).
 //!
 //! The vector file is read with serde_json, not with the loader under test.
 
@@ -8,6 +9,7 @@ use warden::document::{load_str, Document};
 use warden::policy::evaluate;
 
 const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ctrlrun-0.12.2/policies.json");
+const FLOATS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/warden/floats.json");
 
 fn rows() -> Vec<Value> {
     let text = std::fs::read_to_string(POLICIES).unwrap_or_else(|e| panic!("{POLICIES}: {e}"));
@@ -160,7 +162,7 @@ fn a_warden_policy_decides_with_ctrlrun_reasons() {
     let (decision, reason, warnings) = decide("stripe.refund", serde_json::json!({"amount": "100"}));
     assert_eq!((decision.as_str(), reason.as_str()), ("deny", "rule[2]"));
     assert_eq!(warnings.len(), 2, "one warning per rule whose first condition saw a string: {warnings:?}");
-    assert!(warnings.iter().all(|w| w.contains("not int")), "{warnings:?}");
+    assert!(warnings.iter().all(|w| w.contains("is str, not a number")), "{warnings:?}");
     let (decision, reason, warnings) = decide("stripe.refund", serde_json::json!({}));
     assert_eq!((decision.as_str(), reason.as_str()), ("deny", "rule[2]"));
     assert!(warnings.iter().all(|w| w.contains("no argument 'amount'")), "{warnings:?}");
@@ -285,4 +287,29 @@ fn ctrlrun_v6_to_v8_documents_load_as_ctrlrun_reads_them_where_they_add_only_gat
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     assert!(loaded >= 6 && refused >= 15 && cases_checked >= 10, "the vectors exercised too little");
+}
+
+#[test]
+fn every_float_vector_is_decided_as_its_canonical_arguments_say() {
+    let text = std::fs::read_to_string(FLOATS).unwrap_or_else(|e| panic!("{FLOATS}: {e}"));
+    let file: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{FLOATS}: {e}"));
+    let document = load(field(&file, "policy_yaml"));
+    let cases = file["cases"].as_array().expect("cases");
+    let mut failures = Vec::new();
+    let mut by_reason = std::collections::BTreeMap::<String, usize>::new();
+    for case in cases {
+        let arguments: Map<String, Value> = match warden::canonical::parse_json(field(case, "canonical_arguments")) {
+            Ok(Value::Object(arguments)) => arguments,
+            other => panic!("{case}: {other:?}"),
+        };
+        let evaluation = evaluate(&document, field(&file, "action"), &arguments);
+        let got = (evaluation.ruling.decision.as_str(), evaluation.ruling.reason.as_str());
+        *by_reason.entry(got.1.to_owned()).or_default() += 1;
+        if got != (field(case, "decision"), field(case, "reason")) || !evaluation.warnings.is_empty() {
+            failures.push(format!("{}: {got:?}, warnings {:?}", field(case, "name"), evaluation.warnings));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    // Every rule decides some case, and some match none.
+    assert_eq!(by_reason.keys().map(String::as_str).collect::<Vec<_>>(), ["no_matching_rule", "rule[0]", "rule[1]"]);
 }

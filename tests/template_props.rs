@@ -149,3 +149,40 @@ fn the_collision_generator_finds_the_documented_raw_collision() {
     assert!(collisions.contains(&vec!["acme".to_owned(), "evil:p1".to_owned()]));
     assert!(collisions.contains(&values));
 }
+
+/// Two finite doubles, often equal or adjacent, so that "same key" and "different key" both occur.
+fn two_doubles() -> impl Strategy<Value = (f64, f64)> {
+    let double = any::<u64>().prop_map(f64::from_bits).prop_filter("finite", |d| d.is_finite());
+    prop_oneof![
+        (double.clone(), double.clone()),
+        double.clone().prop_map(|d| (d, d)),
+        double
+            .prop_map(|d| (d, f64::from_bits(d.to_bits().wrapping_add(1))))
+            .prop_filter("finite", |(_, e)| e.is_finite()),
+    ]
+}
+
+/// `{"x": <text>}`, the number written exactly as given.
+fn number_arguments(text: &str) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("x".into(), Value::Number(text.parse().expect("a JSON number")));
+    map
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// In escaped mode a float names its double: any spelling of one double renders one key, and
+    /// two doubles render the same key only when they are the same number (0 and -0 are).
+    #[test]
+    // Numeric equality is what is meant: 0 and -0 are one number, and name one effect.
+    #[allow(clippy::float_cmp)]
+    fn an_escaped_float_key_names_its_double_whatever_its_spelling((a, b) in two_doubles()) {
+        let template = Template::parse("sum:{x}", TemplateMode::Escaped).expect("template");
+        let key = |text: String| template.render_effect_key(&number_arguments(&text), None).expect("renders");
+        let key_a = key(format!("{a:?}"));
+        prop_assert_eq!(&key(format!("{a:e}")), &key_a);
+        prop_assert_eq!(&key(format!("{a:.17e}")), &key_a);
+        prop_assert_eq!(key_a == key(format!("{b:?}")), a == b);
+    }
+}

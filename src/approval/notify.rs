@@ -210,7 +210,8 @@ fn run_hook(shared: &Shared, job: Job) {
 
 fn run_webhook(shared: &Shared, job: Job) {
     let Some(config) = &shared.webhook else { return };
-    let body = match crate::canonical::to_canonical_string(&job.body, "") {
+    // The approval record holds the action's arguments, which its document admitted.
+    let body = match crate::canonical::to_canonical_string_with(&job.body, "", crate::canonical::Floats::ADMITTED) {
         Ok(text) => text.into_bytes(),
         Err(_) => serde_json::to_vec(&job.body).unwrap_or_default(),
     };

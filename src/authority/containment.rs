@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::canonical::is_integer;
 use crate::document::{Condition, Op};
-use crate::policy::{compare_integers, equal};
+use crate::policy::{compare_numbers, equal};
 
 use super::grant::{Budget, Grant, Subject};
 use super::pattern::{all_contained, matches, PatternKind};
@@ -101,9 +101,7 @@ fn at_least_as_strict(parent: &Condition, child: &Condition) -> bool {
 
 fn integer_order(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) if is_integer(x) && is_integer(y) => {
-            Some(compare_integers(x.as_str(), y.as_str()))
-        }
+        (Value::Number(x), Value::Number(y)) if is_integer(x) && is_integer(y) => compare_numbers(x, y),
         _ => None,
     }
 }

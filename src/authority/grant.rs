@@ -228,9 +228,11 @@ impl Grant {
     }
 
     /// Every constraint, ANDed, with the policy's evaluator. A missing argument makes one false
-    /// and is reported in `warnings`.
+    /// and is reported in `warnings`. Grants exist only in `warden/v1` documents, so a float
+    /// argument is compared with a bound by value, as that document's rules compare it.
     pub fn constraints_hold(&self, name: &str, arguments: &Map<String, Value>, warnings: &mut Vec<String>) -> bool {
-        self.constraints.iter().all(|condition| crate::policy::holds(condition, name, arguments, warnings))
+        let floats = crate::document::Schema::WardenV1.floats();
+        self.constraints.iter().all(|condition| crate::policy::holds(condition, name, arguments, floats, warnings))
     }
 
     /// The constraint with this key, if the grant has one.

@@ -9,12 +9,20 @@ use crate::authority::section::check_root_id;
 use crate::authority::{
     validate_pattern, Authority, Budget, Grant, PatternKind, Subject, DEFAULT_MAX_DELEGATION_DEPTH,
 };
+use crate::canonical::Floats;
 use crate::clock::{parse_duration, MICROS_PER_SECOND};
 
 use super::scalar::shorten;
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::{Condition, DocumentError, Schema};
+
+/// A grant's constraints keep integer operands, though the document is `warden/v1`: a
+/// delegation must constrain at least as strictly as its parent, and that containment
+/// (`authority::containment`) and the budgets' metrics compare integers only, so a float bound
+/// could never be narrowed by a delegation. Float arguments are still compared with integer
+/// bounds by value.
+const CONSTRAINT_FLOATS: Floats = Floats::Refused;
 
 pub(super) const AUTHORITY_KEYS: [&str; 2] = ["grants", "max_delegation_depth"];
 pub(super) const GRANT_KEYS: [&str; 10] = [
@@ -357,7 +365,10 @@ impl Cx<'_> {
                 ))
             }
         };
-        conditions.iter().map(|condition| self.condition(condition, &child_path(path, &condition.key))).collect()
+        conditions
+            .iter()
+            .map(|condition| self.condition(condition, &child_path(path, &condition.key), CONSTRAINT_FLOATS))
+            .collect()
     }
 
     fn budgets(&self, member: &Member, path: &str) -> Result<Vec<Budget>, DocumentError> {
@@ -466,7 +477,7 @@ pub(super) fn conditions_from_json(map: &Map<String, Value>) -> Result<Vec<Condi
     map.iter()
         .map(|(key, operand)| {
             let member = Member { key: key.clone(), line: 0, value: node_from_json(operand) };
-            cx.condition(&member, key).map_err(|e| e.message)
+            cx.condition(&member, key, CONSTRAINT_FLOATS).map_err(|e| e.message)
         })
         .collect()
 }
@@ -476,7 +487,7 @@ fn node_from_json(value: &Value) -> Node {
         Value::Null => NodeValue::Null,
         Value::Bool(b) => NodeValue::Bool(*b),
         Value::Number(n) if crate::canonical::is_integer(n) => NodeValue::Int(n.as_str().to_owned()),
-        Value::Number(n) => NodeValue::Float(n.as_str().to_owned()),
+        Value::Number(n) => NodeValue::Float(n.as_str().to_owned(), n.as_str().parse().unwrap_or(f64::NAN)),
         Value::String(s) => NodeValue::Str(s.clone()),
         Value::Array(items) => NodeValue::Seq(items.iter().map(node_from_json).collect()),
         Value::Object(map) => NodeValue::Map(

@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::canonical::Floats;
+
 use super::ctrlrun::{CTRLRUN_RULE_KEYS, DATA_SCOPE};
 use super::scalar::shorten;
 use super::tree::{child_path, integer_number, Member, Node, NodeValue};
@@ -80,12 +82,14 @@ impl Cx<'_> {
         };
         let mut parsed = Vec::with_capacity(conditions.len());
         for condition in conditions {
-            parsed.push(self.condition(condition, &child_path(&when_path, &condition.key))?);
+            parsed.push(self.condition(condition, &child_path(&when_path, &condition.key), self.schema.floats())?);
         }
         Ok(Rule { when: parsed, decision, approval })
     }
 
-    pub(super) fn condition(&self, member: &Member, path: &str) -> Result<Condition, DocumentError> {
+    /// One `<argument>_<op>: operand`; `floats` says whether the operand may be (or hold) a
+    /// float, kept in its canonical reading.
+    pub(super) fn condition(&self, member: &Member, path: &str, floats: Floats) -> Result<Condition, DocumentError> {
         let key = &member.key;
         let line = Some(member.line);
         let Some((subject, op)) = split_condition_key(key) else {
@@ -121,16 +125,17 @@ impl Cx<'_> {
                 ),
             ));
         }
-        let operand = self.operand(op, &member.value, key, path)?;
+        let operand = self.operand(op, &member.value, key, path, floats)?;
         Ok(Condition { key: key.clone(), subject: subject.to_owned(), op, operand })
     }
 
-    fn operand(&self, op: Op, node: &Node, key: &str, path: &str) -> Result<Value, DocumentError> {
+    fn operand(&self, op: Op, node: &Node, key: &str, path: &str, floats: Floats) -> Result<Value, DocumentError> {
         let key = shorten(key);
         if op.is_order() {
             return match &node.value {
                 NodeValue::Int(text) => Ok(Value::Number(integer_number(text))),
-                NodeValue::Float(_) => Err(self.error(
+                NodeValue::Float(..) if floats == Floats::Rfc8785 => self.json_with(node, path, floats),
+                NodeValue::Float(..) => Err(self.error(
                     path,
                     Some(node.line),
                     format!(
@@ -142,7 +147,14 @@ impl Cx<'_> {
                 _ => Err(self.error(
                     path,
                     Some(node.line),
-                    format!("condition '{key}': a numeric operator needs an integer operand, got {}", node.shown()),
+                    format!(
+                        "condition '{key}': a numeric operator needs {} operand, got {}",
+                        match floats {
+                            Floats::Refused => "an integer",
+                            Floats::Rfc8785 => "a number",
+                        },
+                        node.shown()
+                    ),
                 )),
             };
         }
@@ -156,7 +168,7 @@ impl Cx<'_> {
             };
             let mut values = Vec::with_capacity(items.len());
             for (index, item) in items.iter().enumerate() {
-                values.push(self.checked_operand(item, &key, &format!("{path}[{index}]"))?);
+                values.push(self.checked_operand(item, &key, &format!("{path}[{index}]"), floats)?);
             }
             return Ok(Value::Array(values));
         }
@@ -173,13 +185,14 @@ impl Cx<'_> {
                 ));
             }
         }
-        self.checked_operand(node, &key, path)
+        self.checked_operand(node, &key, path, floats)
     }
 
-    /// An operand value: JSON without floats (ctrlrun's `_checked_operand`).
-    fn checked_operand(&self, node: &Node, key: &str, path: &str) -> Result<Value, DocumentError> {
+    /// An operand value: JSON without timestamps, and without floats where `floats` refuses them
+    /// (ctrlrun's `_checked_operand`).
+    fn checked_operand(&self, node: &Node, key: &str, path: &str, floats: Floats) -> Result<Value, DocumentError> {
         match &node.value {
-            NodeValue::Float(_) => Err(self.error(
+            NodeValue::Float(..) if floats == Floats::Refused => Err(self.error(
                 path,
                 Some(node.line),
                 format!(
@@ -193,7 +206,7 @@ impl Cx<'_> {
                 Some(node.line),
                 format!("condition '{key}': {} is not an allowed operand type; quote it", node.shown()),
             )),
-            _ => self.json(node, path),
+            _ => self.json_with(node, path, floats),
         }
     }
 }

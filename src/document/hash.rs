@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::canonical::{canonical_bytes, sha256_prefixed};
+use crate::canonical::{canonical_bytes_with, sha256_prefixed};
 use crate::decision::Decision;
 use crate::template::Template;
 
@@ -17,9 +17,10 @@ const DEFAULT_CTRLRUN_ENVIRONMENT: &str = "production";
 
 impl Cx<'_> {
     /// The canonical bytes of a canonical policy, and `sha256:` + hex over them: the policy
-    /// hash and the document it is the hash of, taken in one place.
+    /// hash and the document it is the hash of, taken in one place. A `warden/v1` policy holds
+    /// the floats its conditions admitted, written as RFC 8785 does; a ctrlrun one holds none.
     pub(super) fn policy_hash(&self, canonical: &Value) -> Result<(String, Vec<u8>), DocumentError> {
-        let bytes = canonical_bytes(canonical, "")
+        let bytes = canonical_bytes_with(canonical, "", self.schema.floats())
             .map_err(|e| self.error(WHOLE_DOCUMENT, None, format!("the policy cannot be hashed: {e}")))?;
         Ok((sha256_prefixed(&bytes), bytes))
     }

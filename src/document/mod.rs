@@ -42,6 +42,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::canonical::Floats;
 use crate::clock::Micros;
 use crate::decision::Decision;
 use crate::template::Template;
@@ -87,6 +88,17 @@ impl Schema {
         match self {
             Schema::WardenV1 => WARDEN_V1.to_owned(),
             Schema::Ctrlrun(version) => format!("{CTRLRUN_SCHEMA_PREFIX}{version}"),
+        }
+    }
+
+    /// Which numbers the canonical form holds under this schema, the one place that says so:
+    /// `warden/v1` prints floats as RFC 8785 does, so a float argument (`{"a": 1.5}`) and a
+    /// float operand (`amount_lte: 10.5`) are accepted; a ctrlrun document refuses both, as
+    /// ctrlrun does, and so keeps ctrlrun's hashes.
+    pub fn floats(&self) -> Floats {
+        match self {
+            Schema::WardenV1 => Floats::Rfc8785,
+            Schema::Ctrlrun(_) => Floats::Refused,
         }
     }
 }
@@ -202,13 +214,13 @@ pub enum Op {
     Neq,
     /// One of a list.
     In,
-    /// Less than (integers).
+    /// Less than (integers; numbers in `warden/v1`).
     Lt,
-    /// At most (integers).
+    /// At most (integers; numbers in `warden/v1`).
     Lte,
-    /// Greater than (integers).
+    /// Greater than (integers; numbers in `warden/v1`).
     Gt,
-    /// At least (integers).
+    /// At least (integers; numbers in `warden/v1`).
     Gte,
 }
 
@@ -226,7 +238,7 @@ impl Op {
         }
     }
 
-    /// `lt`, `lte`, `gt`, `gte`: integers only.
+    /// `lt`, `lte`, `gt`, `gte`: the operators that order numbers.
     pub fn is_order(self) -> bool {
         matches!(self, Op::Lt | Op::Lte | Op::Gt | Op::Gte)
     }
@@ -241,7 +253,9 @@ pub struct Condition {
     pub subject: String,
     /// The operator.
     pub op: Op,
-    /// An integer for the order ops, a list for `in`, any JSON value (no floats) otherwise.
+    /// A number for the order ops (an integer in ctrlrun documents and authority constraints), a
+    /// list for `in`, any JSON value otherwise; floats only in a `warden/v1` document's rules,
+    /// held in their canonical reading (`10.50` as `10.5`, `10.0` as `10`).
     pub operand: Value,
 }
 

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Number, Value};
 
+use crate::canonical::Floats;
+
 use super::events::{Raw, RawKind};
 use super::scalar::{shorten, warden_scalar, yaml11, Scalar};
 use super::validate::Cx;
@@ -25,8 +27,9 @@ pub(super) enum NodeValue {
     Bool(bool),
     /// Canonical decimal text.
     Int(String),
-    /// The text as written; floats are refused wherever they would be used.
-    Float(String),
+    /// The text as written, and the double it denotes. Refused wherever it would be used but in
+    /// a `warden/v1` rule's condition operand.
+    Float(String, f64),
     Str(String),
     /// ctrlrun documents only (PyYAML's implicit dates); refused wherever it would be used.
     Timestamp(String),
@@ -47,7 +50,7 @@ impl Node {
             NodeValue::Null => "null",
             NodeValue::Bool(_) => "a boolean",
             NodeValue::Int(_) => "an integer",
-            NodeValue::Float(_) => "a float",
+            NodeValue::Float(..) => "a float",
             NodeValue::Str(_) => "a string",
             NodeValue::Timestamp(_) => "a timestamp",
             NodeValue::Seq(_) => "a list",
@@ -60,7 +63,7 @@ impl Node {
         match &self.value {
             NodeValue::Bool(b) => format!("the boolean {b}"),
             NodeValue::Int(i) => format!("the integer {}", shorten(i)),
-            NodeValue::Float(f) => format!("the float {}", shorten(f)),
+            NodeValue::Float(f, _) => format!("the float {}", shorten(f)),
             NodeValue::Str(s) => format!("the string '{}'", shorten(s)),
             NodeValue::Timestamp(t) => format!("the timestamp {}", shorten(t)),
             _ => self.kind().to_owned(),
@@ -186,7 +189,7 @@ impl Cx<'_> {
             Scalar::Null => NodeValue::Null,
             Scalar::Bool(b) => NodeValue::Bool(b),
             Scalar::Int(i) => NodeValue::Int(i),
-            Scalar::Float(_) => NodeValue::Float(text),
+            Scalar::Float(value) => NodeValue::Float(text, value),
             Scalar::Timestamp => NodeValue::Timestamp(text),
             Scalar::Str => NodeValue::Str(text),
         })
@@ -208,12 +211,32 @@ impl Cx<'_> {
     /// A subtree as JSON: what is hashed and what operands are compared with. Floats and
     /// timestamps have no canonical form and are refused with their path.
     pub(super) fn json(&self, node: &Node, path: &str) -> Result<Value, DocumentError> {
+        self.json_with(node, path, Floats::Refused)
+    }
+
+    /// [`Cx::json`], with `floats` saying whether a float is refused or held as the canonical
+    /// reading of its double (RFC 8785's text: `10.50` is `10.5`, `10.0` is the integer `10`);
+    /// one with no finite double (`.inf`, `.nan`, `1e400`) is refused either way.
+    pub(super) fn json_with(&self, node: &Node, path: &str, floats: Floats) -> Result<Value, DocumentError> {
         Ok(match &node.value {
             NodeValue::Null => Value::Null,
             NodeValue::Bool(b) => Value::Bool(*b),
             NodeValue::Int(text) => Value::Number(integer_number(text)),
             NodeValue::Str(s) => Value::String(s.clone()),
-            NodeValue::Float(_) => {
+            NodeValue::Float(_, value) if floats == Floats::Rfc8785 => match double_number(*value) {
+                Some(number) => Value::Number(number),
+                None => {
+                    return Err(self.error(
+                        path,
+                        Some(node.line),
+                        format!(
+                            "{} is not a finite number, and only finite numbers have a canonical form",
+                            node.shown()
+                        ),
+                    ))
+                }
+            },
+            NodeValue::Float(..) => {
                 return Err(self.error(
                     path,
                     Some(node.line),
@@ -233,14 +256,17 @@ impl Cx<'_> {
             NodeValue::Seq(items) => {
                 let mut values = Vec::with_capacity(items.len());
                 for (index, item) in items.iter().enumerate() {
-                    values.push(self.json(item, &format!("{path}[{index}]"))?);
+                    values.push(self.json_with(item, &format!("{path}[{index}]"), floats)?);
                 }
                 Value::Array(values)
             }
             NodeValue::Map(members) => {
                 let mut map = Map::new();
                 for member in members {
-                    map.insert(member.key.clone(), self.json(&member.value, &child_path(path, &member.key))?);
+                    map.insert(
+                        member.key.clone(),
+                        self.json_with(&member.value, &child_path(path, &member.key), floats)?,
+                    );
                 }
                 Value::Object(map)
             }
@@ -250,6 +276,12 @@ impl Cx<'_> {
 
 fn unsupported_tag(tag: &str) -> String {
     format!("explicit YAML tags are not supported (found '{}'); only !!str is accepted", shorten(tag))
+}
+
+/// The canonical reading of a double as a JSON number (RFC 8785's text, read back); `None` for
+/// NaN and the infinities.
+pub(super) fn double_number(value: f64) -> Option<Number> {
+    serde_json::from_str::<Number>(&crate::canonical::double_text(value)?).ok()
 }
 
 /// A number from canonical integer text. serde_json (with `arbitrary_precision`) keeps the

@@ -264,8 +264,7 @@ pub(super) fn new_request(
     precondition: Option<String>,
     now: Micros,
 ) -> Result<ApprovalRecord> {
-    let arguments = crate::canonical::to_canonical_string(&action.canonical_arguments(), "arguments")
-        .map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let arguments = action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
     Ok(ApprovalRecord {
         approval_id: approval_id.to_owned(),
         action_hash: action_hash.to_owned(),

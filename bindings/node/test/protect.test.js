@@ -271,8 +271,9 @@ test('arguments that are not JSON are InvalidInput before anything is proposed',
     calls += 1;
   });
   await assert.rejects(ada(() => write({ entry: 'x', loop })), warden.InvalidInput);
-  const refused = await ada(() => write({ entry: 'x', amount: 1.5 })).catch((e) => e);
-  assert.ok(refused instanceof warden.InvalidInput, `floats are refused by the library: ${refused}`);
+  // A non-finite number has no JSON form (a finite float is a number warden/v1 takes).
+  const refused = await ada(() => write({ entry: 'x', amount: Infinity })).catch((e) => e);
+  assert.ok(refused instanceof warden.InvalidInput, `Infinity is refused by the library: ${refused}`);
   assert.equal(calls, 0);
   assert.equal(await w.effect('ledger:x'), null);
 });

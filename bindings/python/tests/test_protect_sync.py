@@ -253,9 +253,10 @@ def test_arguments_that_are_not_json_are_invalid_input(w: warden.Warden, agent: 
 
     with pytest.raises(warden.InvalidInput):
         refund("pay_1", object())
-    # Floats have no canonical form: the kernel refuses them, naming the path.
+    # A non-finite float has no JSON form: refused before anything is proposed. (A finite float
+    # is a number a warden/v1 document takes; see test_float_vectors.py.)
     with pytest.raises(warden.InvalidInput) as floats:
-        refund("pay_1", 12.5)
+        refund("pay_1", float("inf"))
     assert "float" in floats.value.message
     assert floats.value.code == "WARDEN_RESULT_INVALID_INPUT"
 
