@@ -83,6 +83,16 @@ impl Recorded {
     }
 }
 
+/// What the scripted upstream's `tools/list` answers unless a test says otherwise: every tool the
+/// tests call, each taking any object (the gateway refuses a tool its pinned list does not offer).
+fn default_tools() -> Value {
+    let open = json!({"type": "object"});
+    json!(["create_refund", "read_only", "careful", "claimed", "slow"]
+        .iter()
+        .map(|name| json!({"name": name, "inputSchema": open}))
+        .collect::<Vec<_>>())
+}
+
 struct Upstream {
     url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
@@ -99,7 +109,7 @@ impl Upstream {
         let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(VecDeque::new()));
-        let tools = Arc::new(Mutex::new(json!([{"name": "create_refund", "inputSchema": {"type": "object"}}])));
+        let tools = Arc::new(Mutex::new(default_tools()));
         let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (recorded, queued, listed) = (Arc::clone(&requests), Arc::clone(&script), Arc::clone(&tools));
         let release = Arc::clone(&released);
@@ -757,6 +767,63 @@ fn policy_refusals_are_json_rpc_errors_and_their_twins_pass() {
 }
 
 #[test]
+fn arguments_the_tools_schema_rejects_are_refused_with_a_receipt_and_never_reach_the_upstream() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    *upstream.tools.lock().expect("tools") = json!([{"name": "create_refund", "inputSchema": {
+        "type": "object", "required": ["payment_id", "amount"], "additionalProperties": false,
+        "properties": {"payment_id": {"type": "string", "minLength": 1}, "amount": {"type": "integer", "minimum": 1}}}}]);
+    let gateway = gateway(dir.path(), &upstream);
+    let table = [
+        (json!({"payment_id": "p1"}), ""),
+        (json!({"payment_id": "p1", "amount": 0}), "/amount"),
+        (json!({"payment_id": "p1", "amount": "5"}), "/amount"),
+        (json!({"payment_id": "", "amount": 5}), "/payment_id"),
+        (json!({"payment_id": "p1", "amount": 5, "card_number": "4111111111111111"}), ""),
+    ];
+    for (i, (arguments, pointer)) in table.iter().enumerate() {
+        let refused = gateway.call(i as u64 + 1, "create_refund", arguments.clone(), "a");
+        assert_eq!((refused.status, refused.code()), (400, Some(-41017)), "{arguments}: {}", refused.text);
+        let data = &refused.json()["error"]["data"];
+        assert_eq!(
+            (data["error"].as_str(), data["reason"].as_str()),
+            (Some("warden.schema_rejected"), Some("schema_rejected"))
+        );
+        assert_eq!(data["pointer"], *pointer, "{arguments}");
+        assert!(!refused.text.contains("4111111111111111"), "no argument value in the refusal: {}", refused.text);
+        let receipts = gateway.receipts();
+        let receipt = receipts.iter().find(|r| r["action_id"] == data["action_id"]).expect("a receipt for the refusal");
+        assert_eq!(
+            (receipt["result"].as_str(), receipt["decision_reason"].as_str()),
+            (Some("denied"), Some("schema_rejected")),
+            "{receipt}"
+        );
+    }
+    assert_eq!(upstream.calls(), 0, "no rejected call reached the upstream");
+    let effects = gateway.cli(&["effects", "--json"]);
+    assert_eq!(serde_json::from_slice::<Value>(&effects.stdout).expect("effects"), json!([]), "nothing reserved");
+    // A tool the upstream does not list is refused too; one the document does not name is the
+    // kernel's unknown_action.
+    let unlisted = gateway.call(10, "read_only", json!({}), "a");
+    assert_eq!(
+        (unlisted.code(), unlisted.json()["error"]["data"]["reason"].as_str()),
+        (Some(-41018), Some("tool_not_listed"))
+    );
+    let unknown = gateway.call(11, "drop_tables", json!({}), "a");
+    assert_eq!(
+        (unknown.code(), unknown.json()["error"]["data"]["reason"].as_str()),
+        (Some(-41001), Some("unknown_action"))
+    );
+    // The twin at the boundary: the smallest amount the schema accepts runs, once.
+    let twin = gateway.call(12, "create_refund", json!({"payment_id": "p1", "amount": 1}), "a");
+    assert_eq!(twin.meta()["result"], "committed", "{}", twin.text);
+    assert_eq!(upstream.calls(), 1);
+    assert!(gateway.receipts().iter().all(|r| r["result"] != "ambiguous"), "no AMBIGUOUS outcome");
+    let lists = upstream.requests.lock().expect("requests").iter().filter(|r| r.body["method"] == "tools/list").count();
+    assert_eq!(lists, 1, "the gateway listed the tools once, for the first call, and compiled them once");
+}
+
+#[test]
 fn a_float_argument_is_refused_with_a_denied_receipt_for_a_stand_in_never_the_float() {
     let dir = scratch();
     let upstream = Upstream::start();
@@ -888,14 +955,13 @@ fn an_upstream_that_never_connects_is_failed_and_may_be_retried() {
     let url = format!("http://{}/mcp", closed.local_addr().expect("address"));
     drop(closed);
     let gateway = gateway_in(dir.path(), &url, &["--principal-header", "X-Agent"]);
-    let first = gateway.call(1, "create_refund", refund("p1", 100), "a");
-    assert_eq!((first.status, first.code()), (502, Some(-41011)));
-    assert_eq!(first.json()["error"]["data"]["error"], "warden.upstream_not_executed");
-    assert_eq!((first.meta()["result"].as_str(), first.meta()["attempt"].as_u64()), (Some("failed"), Some(1)));
-    let second = gateway.call(2, "create_refund", refund("p1", 100), "a");
-    assert_eq!((second.meta()["result"].as_str(), second.meta()["attempt"].as_u64()), (Some("failed"), Some(2)));
-    let receipts = gateway.receipts();
-    assert!(receipts.iter().any(|r| r["error"].as_str().is_some_and(|e| e.contains("connect refused"))));
+    // Nothing is pinned, and the gateway cannot list the tools itself: refused, nothing reserved.
+    let unlisted = gateway.call(1, "create_refund", refund("p1", 100), "a");
+    assert_eq!((unlisted.status, unlisted.code()), (403, Some(-41018)), "{}", unlisted.text);
+    assert_eq!(unlisted.json()["error"]["data"]["reason"], "tool_set_unknown");
+    assert!(unlisted.text.contains("connect refused"), "{}", unlisted.text);
+    let effects = gateway.cli(&["effects", "--json"]);
+    assert_eq!(serde_json::from_slice::<Value>(&effects.stdout).expect("effects"), json!([]), "no effect reserved");
 }
 
 #[test]
@@ -1390,7 +1456,10 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
     let dir = scratch();
     let upstream = Upstream::start();
     let entry = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object"}});
-    *upstream.tools.lock().expect("tools") = json!([entry.clone()]);
+    let read_only = json!({"name": "read_only", "inputSchema": {"type": "object"}});
+    // An entry with a float has no canonical form, so it can never match a pin.
+    let floaty = json!({"name": "pinned", "description": "Refund a payment", "inputSchema": {"type": "object", "properties": {"x": {"minimum": 0.5}}}});
+    *upstream.tools.lock().expect("tools") = json!([floaty, read_only]);
     let document = format!(
         "{DOCUMENT}  mcp.acme.pinned:\n    effect: \"pinned:{{id}}\"\n    upstream: {{ tool_schema_sha256: \"{}\" }}\n    decision: allow\n",
         schema_digest(&entry)
@@ -1399,7 +1468,7 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
     let gateway = gateway(dir.path(), &upstream);
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
     let unverified = gateway.call(1, "pinned", json!({"id": "a"}), "a");
-    assert_eq!((unverified.status, unverified.code()), (403, Some(-41016)));
+    assert_eq!((unverified.status, unverified.code()), (403, Some(-41016)), "{}", unverified.text);
     assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified");
     assert_eq!(unverified.json()["error"]["data"]["error"], "warden.upstream_unpinned");
     let receipts = gateway.receipts();
@@ -1409,11 +1478,11 @@ fn a_tool_schema_pin_passes_after_a_matching_tools_list_and_refuses_a_changed_on
         (Some("denied"), Some("upstream_unverified"))
     );
     assert_eq!(denied["action_id"], unverified.json()["error"]["data"]["action_id"]);
+    *upstream.tools.lock().expect("tools") = json!([entry, read_only]);
     gateway.post(&[], list);
     let passes = gateway.call(2, "pinned", json!({"id": "a"}), "a");
     assert_eq!(passes.meta()["result"], "committed", "{}", passes.text);
-    *upstream.tools.lock().expect("tools") =
-        json!([{"name": "pinned", "description": "Refund a payment, and more", "inputSchema": {"type": "object"}}]);
+    *upstream.tools.lock().expect("tools") = json!([{"name": "pinned", "description": "Refund a payment, and more", "inputSchema": {"type": "object"}}, read_only]);
     gateway.post(&[], list);
     let changed = gateway.call(3, "pinned", json!({"id": "b"}), "a");
     assert_eq!(
@@ -1439,15 +1508,13 @@ fn a_ctrlrun_v8_document_drives_the_gateway_with_its_pins_and_mcp_claims() {
     let expected = warden::document::load_str(&document, "ctrlrun.yaml").expect("a v8 document loads");
     std::fs::write(dir.path().join("warden.yaml"), &document).expect("document");
     let gateway = gateway(dir.path(), &upstream);
-    let unverified = gateway.call(1, "pinned", json!({"id": "a"}), "a");
-    assert_eq!(unverified.json()["error"]["data"]["reason"], "upstream_unverified", "{}", unverified.text);
-    gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+    // No tools/list first: the gateway lists the tools itself, and the pin is satisfied.
     upstream.then(Script::Result(json!({"isError": true, "content": []})));
     assert_eq!(gateway.call(2, "pinned", json!({"id": "a"}), "a").meta()["result"], "failed", "the mcp claim holds");
     let retry = gateway.call(3, "pinned", json!({"id": "a"}), "a");
     assert_eq!((retry.meta()["result"].as_str(), retry.meta()["attempt"].as_u64()), (Some("committed"), Some(2)));
     let receipts = gateway.receipts();
-    assert_eq!(receipts.len(), 3);
+    assert_eq!(receipts.len(), 2);
     assert!(
         receipts.iter().all(|r| r["policy_hash"].as_str() == Some(expected.policy_hash.as_str())),
         "every receipt names the ctrlrun policy hash: {receipts:?}"
@@ -1468,7 +1535,6 @@ fn a_tools_list_answered_as_an_event_stream_is_relayed_byte_for_byte_and_satisfi
     std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
     let gateway = gateway(dir.path(), &upstream);
     let list = r#"{"jsonrpc":"2.0","id":"l1","method":"tools/list"}"#;
-    assert_eq!(gateway.call(1, "pinned", json!({"id": "a"}), "a").code(), Some(-41016));
     upstream.then(Script::ToolsStream);
     let listed = gateway.post(&[("Accept", "application/json, text/event-stream")], list);
     assert_eq!(listed.header("content-type"), Some("text/event-stream"));
@@ -1508,11 +1574,9 @@ fn after_a_tools_list_mcp_param_headers_follow_the_x_mcp_header_annotations() {
         gateway.post(&headers, &body.to_string())
     };
     upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
-    // Schema unknown: the top-level fallback has nothing to require, and a nested header has no
-    // top-level argument of that name.
+    // Schema unknown when the request is read: the top-level fallback has nothing to require.
+    // The gateway then lists the tools itself before it decides the call.
     assert_eq!(send(1, "x1", None).meta()["result"], "committed");
-    assert_eq!(send(2, "x2", Some("2000")).code(), Some(-32020));
-    gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
     // Learnt: the annotated nested argument needs its header, compared numerically.
     let missing = send(3, "x3", None);
     assert_eq!((missing.status, missing.code()), (400, Some(-32020)), "{}", missing.text);
@@ -1613,7 +1677,7 @@ fn forwarder(target: Arc<Mutex<u16>>) -> u16 {
 }
 
 #[test]
-fn a_pinned_upstream_unreachable_at_startup_is_a_warning_and_its_calls_are_failed() {
+fn a_pinned_upstream_unreachable_at_startup_is_a_warning_and_its_calls_are_refused() {
     let dir = scratch();
     let genuine = support::self_signed(&["127.0.0.1"]);
     let digest = warden::canonical::sha256_prefixed(genuine.chain[0].as_ref());
@@ -1624,8 +1688,12 @@ fn a_pinned_upstream_unreachable_at_startup_is_a_warning_and_its_calls_are_faile
     let closed = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
     let gateway =
         gateway_in(dir.path(), &format!("https://127.0.0.1:{closed}/mcp"), &["--principal-header", "X-Agent"]);
+    // Nothing is pinned yet, and the gateway cannot list the tools: the call is refused before
+    // anything is decided, naming why.
     let refused = gateway.call(1, "tls", json!({"id": "u1"}), "a");
-    assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
+    assert_eq!((refused.status, refused.code()), (403, Some(-41018)), "{}", refused.text);
+    assert_eq!(refused.json()["error"]["data"]["reason"], "tool_set_unknown");
+    assert!(refused.text.contains("connect refused"), "{}", refused.text);
 }
 
 fn tls_upstream(identity: &support::ServerIdentity) -> support::Server {
@@ -1640,7 +1708,12 @@ fn tls_upstream(identity: &support::ServerIdentity) -> support::Server {
             }
         }
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"content": [{"type": "text", "text": "over tls"}]}});
+        let result = if request["method"] == "tools/list" {
+            json!({"tools": [{"name": "tls", "inputSchema": {"type": "object"}}]})
+        } else {
+            json!({"content": [{"type": "text", "text": "over tls"}]})
+        };
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
         conn.send(&support::response("200 OK", &[("content-type", "application/json")], answer.to_string().as_bytes()));
         Some(conn)
     })
@@ -1667,7 +1740,7 @@ fn a_pinned_https_upstream_is_used_and_a_swapped_certificate_fails_before_any_by
     let answer = gateway.call(1, "tls", json!({"id": "t1"}), "a");
     assert_eq!(answer.meta()["result"], "committed", "{}", answer.text);
     assert_eq!(answer.json()["result"]["content"][0]["text"], "over tls");
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests().len(), 2, "the gateway's own tools/list, then the call");
     drop(gateway);
     // The same document in front of a server with another certificate: the startup probe
     // refuses to start, naming the certificate it saw.
@@ -1693,6 +1766,8 @@ fn a_pinned_https_upstream_is_used_and_a_swapped_certificate_fails_before_any_by
     let forwarder = forwarder(Arc::clone(&target));
     let gateway =
         gateway_in(dir.path(), &format!("https://127.0.0.1:{forwarder}/mcp"), &["--principal-header", "X-Agent"]);
+    let listed = gateway.post(&[], r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+    assert_eq!(listed.json()["result"]["tools"][0]["name"], "tls", "{}", listed.text);
     *target.lock().expect("target") = swapped.port;
     let refused = gateway.call(2, "tls", json!({"id": "t2"}), "a");
     assert_eq!((refused.status, refused.code()), (502, Some(-41011)), "{}", refused.text);
@@ -2042,7 +2117,10 @@ for line in sys.stdin:
         open(sys.argv[1] + ".pid", "w").write(str(os.getpid()))
         result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}
     elif method == "tools/list":
-        result = {"tools": [{"name": "create_refund", "inputSchema": {"type": "object"}}]}
+        refund = {"type": "object", "required": ["payment_id", "amount"],
+                  "properties": {"payment_id": {"type": "string"}, "amount": {"type": "integer", "minimum": 0}}}
+        result = {"tools": [{"name": "create_refund", "inputSchema": refund}]
+                  + [{"name": name, "inputSchema": {"type": "object"}} for name in ("careful", "read_only", "slow", "claimed")]}
     elif method == "tools/call":
         if message["params"]["arguments"].get("mrtr"):
             print(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}), flush=True)
@@ -2536,7 +2614,8 @@ fn near_miss_method_names_are_refused_over_http_and_nothing_reaches_the_upstream
     assert_eq!(gateway.receipts().len(), 1);
     let custom = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","method":"notifications/acme/custom"}"#);
     assert_eq!(custom.status, 202, "{}", custom.text);
-    assert_eq!((upstream.all(), upstream.calls()), (1, 0));
+    // The gateway's own tools/list (nothing was pinned yet) and the custom notification.
+    assert_eq!((upstream.all(), upstream.calls()), (2, 0));
 }
 
 #[test]
@@ -2581,7 +2660,10 @@ fn the_clients_authorization_header_never_reaches_the_upstream() {
     let seen = upstream.last();
     assert_eq!(seen.body["method"], "tools/call");
     assert_eq!((seen.header("authorization"), seen.header("x-other")), (None, Some("kept")), "an intercepted call");
-    assert_eq!(upstream.all(), 2);
+    let all = upstream.requests.lock().expect("requests").clone();
+    let own = all.iter().find(|r| r.body["method"] == "tools/list").expect("the gateway listed the tools itself");
+    assert_eq!((own.header("authorization"), own.header("x-other")), (None, Some("kept")), "the gateway's own list");
+    assert_eq!(upstream.all(), 3);
 }
 
 /// A `--stdio` gateway in `dir` over the scripted child: its stdin, its answers, its child's log.
@@ -2613,6 +2695,35 @@ fn stdio_exchange(input: &mut std::process::ChildStdin, lines: &std::sync::mpsc:
     writeln!(input, "{line}").expect("write");
     input.flush().expect("flush");
     lines.recv_timeout(Duration::from_secs(20)).expect("an answer")
+}
+
+#[test]
+fn over_stdio_arguments_the_schema_rejects_never_reach_the_child() {
+    let dir = scratch();
+    let (mut child, mut input, lines, log) = stdio_gateway(dir.path());
+    let call = |id: u64, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_refund", "arguments": arguments}})
+            .to_string()
+    };
+    let refused = stdio_exchange(&mut input, &lines, &call(1, json!({"payment_id": "p1", "amount": "5"})));
+    assert_eq!(refused["error"]["code"], -41017, "{refused}");
+    assert_eq!(refused["error"]["data"]["pointer"], "/amount");
+    let negative = stdio_exchange(&mut input, &lines, &call(2, json!({"payment_id": "p1", "amount": -1})));
+    assert_eq!(negative["error"]["code"], -41017, "{negative}");
+    let working = stdio_exchange(&mut input, &lines, &call(3, json!({"payment_id": "p1", "amount": 0})));
+    assert_eq!(working["method"], "notifications/message", "the child ran it: {working}");
+    let zero = lines.recv_timeout(Duration::from_secs(20)).expect("the answer");
+    assert_eq!(zero["_meta"]["dev.warden/receipt"]["result"], "committed", "the boundary passes: {zero}");
+    drop(input);
+    assert!(child.wait().expect("exit").success());
+    let seen = std::fs::read_to_string(&log).expect("log");
+    let calls: Vec<Value> = seen
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("JSON"))
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 1, "only the valid call reached the child: {seen}");
+    assert_eq!(calls[0]["params"]["arguments"]["amount"], 0);
 }
 
 #[test]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
 use super::intercept::{self, Admitted, Call, Engine};
 use super::sse;
@@ -179,10 +180,12 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                     let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
                     let listing = inbound.message.get("method").and_then(Value::as_str) == Some("tools/list");
                     let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
-                    let observer = listing.then_some((engine, &id));
+                    let cursor = inbound.message.get("params").and_then(|p| p.get("cursor")).and_then(Value::as_str);
+                    let observer = listing.then_some((engine, &id, cursor));
                     relay(&mut stream, config, "POST", &request.headers, &body, observer);
                 }
                 Kind::ToolCall { id, tool } => {
+                    let lister = Lister { config, headers: &request.headers, revision: &inbound.revision };
                     let call = Call {
                         id,
                         tool,
@@ -190,6 +193,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                         revision: &inbound.revision,
                         headers: &request.headers,
                         raw: &body,
+                        lister: &lister,
                     };
                     intercepted(&mut stream, engine, config, &call);
                 }
@@ -362,7 +366,7 @@ fn relay(
     method: &str,
     headers: &[(String, String)],
     body: &[u8],
-    observer: Option<(&Engine, &Value)>,
+    observer: Option<(&Engine, &Value, Option<&str>)>,
 ) {
     let mut forwarded = end_to_end_request(headers, &config.consumed);
     if method == "POST" {
@@ -389,8 +393,8 @@ fn relay(
             match response.body.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if let Some(((engine, id), decoder)) = &mut watching {
-                        let (engine, id) = (*engine, *id);
+                    if let Some(((engine, id, cursor), decoder)) = &mut watching {
+                        let (engine, id, cursor) = (*engine, *id, *cursor);
                         match decoder.feed(&buffer[..n]) {
                             Ok(events) => {
                                 let found = events
@@ -399,7 +403,7 @@ fn relay(
                                     .filter_map(|data| serde_json::from_str::<Value>(data).ok())
                                     .find(|envelope| is_response_to(envelope, id));
                                 if let Some(envelope) = found {
-                                    engine.observe_tools(&envelope);
+                                    let _ = engine.observe_tools(cursor, &envelope);
                                     watching = None;
                                 }
                             }
@@ -417,9 +421,9 @@ fn relay(
     }
     match upstream::read_all(&mut response.body, MAX_ANSWER_BYTES) {
         Ok(bytes) => {
-            if let (Some((engine, id)), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
+            if let (Some((engine, id, cursor)), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
                 if is_response_to(&envelope, id) {
-                    engine.observe_tools(&envelope);
+                    let _ = engine.observe_tools(cursor, &envelope);
                 }
             }
             let _ = write_head(stream, response.status, &response.headers, Some(bytes.len()))
@@ -430,6 +434,67 @@ fn relay(
             log::warn(&format!("relaying a {method} failed: {what}"));
             let _ = write_json(stream, 502, None);
         }
+    }
+}
+
+/// The gateway's own `tools/list`, sent in the session of the call that needs it (the call's
+/// end-to-end headers, minus the mirrored headers that name the call), on a fresh connection.
+struct Lister<'a> {
+    config: &'a HttpConfig,
+    headers: &'a [(String, String)],
+    revision: &'a str,
+}
+
+impl ListTools for Lister<'_> {
+    fn page(&self, cursor: Option<&str>) -> Result<Value, String> {
+        let (id, message) = catalog::list_request(cursor, None);
+        let mut headers = end_to_end_request(self.headers, &self.config.consumed);
+        headers.retain(|(k, _)| {
+            let lower = k.to_ascii_lowercase();
+            lower != "accept-encoding"
+                && lower != "mcp-method"
+                && lower != "mcp-name"
+                && !lower.starts_with("mcp-param-")
+        });
+        headers.push(("Content-Type".into(), "application/json".into()));
+        headers.push(("Accept-Encoding".into(), "identity".into()));
+        if self.revision == wire::REVISION_2026 {
+            headers.push(("Mcp-Method".into(), "tools/list".into()));
+        }
+        let body = serde_json::to_vec(&message).unwrap_or_default();
+        let mut response = upstream::send(&self.config.upstream, "POST", &headers, &body, dialer(self.config))
+            .map_err(|failure| match failure {
+                upstream::Failure::NeverConnected(what) | upstream::Failure::Broken(what) => what,
+            })?;
+        let answer = if response.is_event_stream() {
+            let mut decoder = sse::Decoder::new();
+            let mut buffer = [0u8; 8192];
+            let mut found = None;
+            while found.is_none() {
+                let n =
+                    response.body.read(&mut buffer).map_err(|e| format!("reading the event stream: {}", e.kind()))?;
+                if n == 0 {
+                    break;
+                }
+                found = decoder
+                    .feed(&buffer[..n])?
+                    .iter()
+                    .filter_map(|event| event.data.as_deref())
+                    .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+                    .find(|envelope| is_response_to(envelope, &id));
+            }
+            found.ok_or("the event stream ended before the tools/list answer")?
+        } else {
+            let bytes = upstream::read_all(&mut response.body, MAX_ANSWER_BYTES)?;
+            let envelope: Value = serde_json::from_slice(&bytes)
+                .map_err(|_| format!("HTTP {}: the tools/list answer is not JSON", response.status))?;
+            if !is_response_to(&envelope, &id) {
+                return Err(format!("HTTP {}: the answer is not the tools/list response", response.status));
+            }
+            envelope
+        };
+        upstream::shut(&response.socket);
+        Ok(answer)
     }
 }
 

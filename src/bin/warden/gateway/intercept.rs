@@ -17,6 +17,7 @@ use warden::kernel::{AnswerWait, Permit};
 use warden::pipeline::{resource_for, ActionRequest, Recovery, Warden};
 use warden::Error;
 
+use super::catalog::{Catalog, ListTools};
 use super::classify::{self, Effect, Observation, Reply};
 use super::log;
 
@@ -43,6 +44,9 @@ pub struct Call<'a> {
     pub headers: &'a [(String, String)],
     /// The message's bytes as the client sent them.
     pub raw: &'a [u8],
+    /// How the gateway lists the upstream's tools itself, on this call's transport, when no
+    /// tool set is pinned yet.
+    pub lister: &'a dyn ListTools,
 }
 
 /// A call the kernel let through: its permit and the request to forward.
@@ -103,6 +107,9 @@ pub struct Engine {
     /// APPROVAL_REQUESTED events (so a restarted gateway, or a request another process made,
     /// is found too): the identical re-sent call presents it once it is granted.
     approvals: Mutex<ApprovalIndex>,
+    /// The upstream's tool set as pinned, with each tool's schema compiled: every call's tool
+    /// and arguments are checked against it before anything is sent.
+    pub catalog: Catalog,
     /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
     schemas: Mutex<HashMap<String, String>>,
     /// The `x-mcp-header` annotations of each tool's `inputSchema` as last relayed (D11).
@@ -151,6 +158,7 @@ impl Engine {
             alias,
             identity,
             approvals: Mutex::new(ApprovalIndex::default()),
+            catalog: Catalog::new(),
             schemas: Mutex::new(HashMap::new()),
             headers: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
@@ -162,11 +170,18 @@ impl Engine {
         }
     }
 
-    /// Learn the tools of a relayed `tools/list` answer (a JSON-RPC response envelope).
-    pub fn observe_tools(&self, envelope: &Value) {
-        let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else { return };
-        let Ok(mut schemas) = self.schemas.lock() else { return };
-        let Ok(mut headers) = self.headers.lock() else { return };
+    /// Learn the tools of a relayed `tools/list` answer (a JSON-RPC response envelope) to a
+    /// request that carried `cursor`.
+    /// `Err` names why the answer was not pinned (it is logged too).
+    pub fn observe_tools(&self, cursor: Option<&str>, envelope: &Value) -> Result<(), String> {
+        let pinned = self.catalog.observe(cursor, envelope);
+        if let Err(why) = &pinned {
+            log::warn(&format!("a tools/list answer was not pinned: {why}"));
+        }
+        let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else {
+            return pinned;
+        };
+        let (Ok(mut schemas), Ok(mut headers)) = (self.schemas.lock(), self.headers.lock()) else { return pinned };
         for entry in tools {
             let Some(name) = entry.get("name").and_then(Value::as_str) else { continue };
             let annotated = entry.get("inputSchema").map(super::wire::annotations).unwrap_or_default();
@@ -177,6 +192,26 @@ impl Engine {
                 None => schemas.remove(name),
             };
         }
+        pinned
+    }
+
+    /// The gateway lists the tools itself, on the call's transport, when no tool set is pinned
+    /// yet, or when the action pins the tool's schema (`tool_schema_sha256`) and no listing
+    /// has shown it in this process: a call is checked against what the upstream offers, never
+    /// let through because nobody listed first. `Err` names why the listing failed.
+    fn list_if_needed(&self, name: &str, tool: &str, lister: &dyn ListTools) -> Result<(), String> {
+        let schema_pinned = self
+            .warden
+            .document()
+            .actions
+            .get(name)
+            .and_then(|entry| entry.upstream.as_ref())
+            .is_some_and(|pins| pins.tool_schema_sha256.is_some());
+        let unseen = schema_pinned && self.schemas.lock().is_ok_and(|seen| !seen.contains_key(tool));
+        if self.catalog.pinned().is_some() && !unseen {
+            return Ok(());
+        }
+        super::catalog::list_all(lister, &|cursor, envelope| self.observe_tools(cursor, envelope))
     }
 
     /// The document's `gateway.unknown_methods`: what happens to a method not on
@@ -342,6 +377,35 @@ impl Engine {
             }
         }
         let mut request = ActionRequest::new(&name, arguments, identity.principal.clone());
+        // Before anything else is decided or reserved: the tool is one the pinned tools/list
+        // offers, and the arguments match its inputSchema (a schema-rejected call never runs,
+        // so it must never become an AMBIGUOUS effect).
+        // (An action the document does not name is left to the kernel, which denies it
+        // `unknown_action` — the refusal that tells the operator what to write.)
+        let checked = if self.warden.document().actions.contains_key(&name) {
+            let unlisted = self.list_if_needed(&name, call.tool, call.lister).err();
+            self.catalog.check(&name, call.tool, &request.arguments, unlisted.as_deref())
+        } else {
+            Ok(())
+        };
+        if let Err(refused) = checked {
+            log::warn(&format!("{name}: refused, {}", refused.reason));
+            let action_id = self.record_denial(&request, refused.reason, trace);
+            let mut data = match refused.data {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
+            data.insert("reason".into(), json!(refused.reason));
+            data.insert("action_id".into(), json!(action_id));
+            return Err(refusal(
+                call.id,
+                refused.status,
+                refused.code,
+                refused.token,
+                &refused.message,
+                Value::Object(data),
+            ));
+        }
         if let Some(reason) = self.pin_refusal(&name, call.tool) {
             log::warn(&format!(
                 "{name}: refused, {reason} (the tool's tools/list entry does not match its tool_schema_sha256 pin)"

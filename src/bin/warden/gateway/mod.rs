@@ -9,6 +9,7 @@
 //! (HTTP/1.1 client, one fresh connection per call) / `stdio` (child process) → `intercept`
 //! (kernel calls, receipts, answers) → `http` (the listener).
 
+mod catalog;
 mod classify;
 mod http;
 mod intercept;
@@ -16,6 +17,7 @@ mod log;
 mod sse;
 mod stdio;
 mod tls;
+mod toolset;
 mod upstream;
 mod wire;
 

@@ -1,0 +1,204 @@
+//! The upstream's tool set as the gateway pins it, and each tool's `inputSchema` compiled once
+//! per tool set so a `tools/call`'s arguments are checked before anything is sent upstream
+//! (SEP-1303 turns a schema-rejected argument into `isError: true`, which the outcome table
+//! would have to record AMBIGUOUS for a call that provably never ran).
+//!
+//! Pure: no I/O, no kernel. Depends only on external crates and the library, so a bench can
+//! include it as it is (`benches/gateway.rs`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value};
+
+/// Members of a `tools/list` entry that are not part of the pin: icons (presentation, stripped
+/// or vetted on the way to the client) and `_meta` (server metadata with no fixed meaning,
+/// which servers may change on every list).
+pub const UNPINNED: [&str; 2] = ["icons", "_meta"];
+
+/// The most tools one set holds; a longer list is refused whole (nothing in it is callable).
+pub const MAX_TOOLS: usize = 4096;
+
+/// The upstream's tools by name, each entry without its unpinned members.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSet {
+    tools: BTreeMap<String, Value>,
+}
+
+impl ToolSet {
+    /// The set a complete `tools/list` (all its pages) advertised. A list with an entry that is
+    /// not an object with a string `name`, or with two entries of one name, is refused: which
+    /// of two same-named tools a call reaches is the server's choice, not the pin's.
+    pub fn from_entries(entries: &[Value]) -> Result<ToolSet, String> {
+        if entries.len() > MAX_TOOLS {
+            return Err(format!(
+                "the upstream lists {} tools, over the {MAX_TOOLS} a tool set may hold",
+                entries.len()
+            ));
+        }
+        let mut tools = BTreeMap::new();
+        for (index, entry) in entries.iter().enumerate() {
+            let Some(object) = entry.as_object() else {
+                return Err(format!("tools[{index}] is not an object"));
+            };
+            let Some(name) = object.get("name").and_then(Value::as_str) else {
+                return Err(format!("tools[{index}] has no string name"));
+            };
+            let pinned: Map<String, Value> = object
+                .iter()
+                .filter(|(key, _)| !UNPINNED.contains(&key.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if tools.insert(name.to_owned(), Value::Object(pinned)).is_some() {
+                return Err(format!("two tools are named {name:?}"));
+            }
+        }
+        Ok(ToolSet { tools })
+    }
+
+    pub fn tools(&self) -> &BTreeMap<String, Value> {
+        &self.tools
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// `sha256:` over the set's compact JSON (tool names and member names sorted, numbers as
+    /// the upstream spelled them): equal sets, equal digests.
+    pub fn digest(&self) -> String {
+        let bytes = serde_json::to_vec(&self.tools).unwrap_or_default();
+        warden::canonical::sha256_prefixed(&bytes)
+    }
+}
+
+/// Why a call's arguments were not let through by the schema check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The arguments do not match the tool's `inputSchema`: where (a JSON pointer into the
+    /// arguments) and what the schema says there, with no argument value in the text.
+    Invalid { pointer: String, message: String },
+    /// The tool's `inputSchema` cannot be used (absent, not a schema, a `$ref` that would have
+    /// to be fetched): no call of it can be checked, so none is let through.
+    Unusable(String),
+}
+
+/// Each tool's `inputSchema`, compiled once for the set.
+pub struct Validators {
+    by_tool: HashMap<String, Result<jsonschema::Validator, String>>,
+}
+
+/// Compile every tool's `inputSchema`: JSON Schema draft 2020-12 unless the schema's `$schema`
+/// names another known draft (a meta-schema it does not know does not compile); no `$ref` is
+/// fetched (offline); `pattern` runs with fancy-regex's backtrack limit, and a pattern that
+/// exceeds it rejects the call.
+pub fn compile(set: &ToolSet) -> Validators {
+    let options = jsonschema::options().offline();
+    let by_tool = set
+        .tools
+        .iter()
+        .map(|(name, entry)| {
+            let compiled = match entry.get("inputSchema") {
+                None => Err("the tool's entry has no inputSchema".to_owned()),
+                Some(schema) if !schema.is_object() => Err("the tool's inputSchema is not an object".to_owned()),
+                Some(schema) => options
+                    .build(schema)
+                    .map_err(|error| format!("the tool's inputSchema does not compile: {}", error.masked())),
+            };
+            (name.clone(), compiled)
+        })
+        .collect();
+    Validators { by_tool }
+}
+
+impl Validators {
+    /// Check `arguments` against `tool`'s schema. `None` when the tool is not in the set.
+    pub fn check(&self, tool: &str, arguments: &Value) -> Option<Result<(), Rejection>> {
+        let compiled = self.by_tool.get(tool)?;
+        let validator = match compiled {
+            Ok(validator) => validator,
+            Err(why) => return Some(Err(Rejection::Unusable(why.clone()))),
+        };
+        let Err(error) = validator.validate(arguments) else { return Some(Ok(())) };
+        let pointer = error.instance_path().to_string();
+        let message = error.masked().to_string();
+        Some(Err(Rejection::Invalid { pointer, message }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn set(entries: Value) -> ToolSet {
+        ToolSet::from_entries(entries.as_array().expect("an array")).expect("a tool set")
+    }
+
+    #[test]
+    fn a_tool_set_leaves_out_icons_and_meta_and_refuses_ambiguous_lists() {
+        let plain = set(json!([{"name": "a", "description": "d", "inputSchema": {"type": "object"}}]));
+        let decorated = set(json!([{"name": "a", "description": "d", "inputSchema": {"type": "object"},
+                                    "icons": [{"src": "https://x.example/i.png"}], "_meta": {"k": 1}}]));
+        assert_eq!(plain, decorated);
+        assert_eq!(plain.digest(), decorated.digest());
+        let other = set(json!([{"name": "a", "description": "e", "inputSchema": {"type": "object"}}]));
+        assert_ne!(plain.digest(), other.digest());
+        let table = [
+            (json!([{"name": "a"}, {"name": "a"}]), "two tools are named \"a\""),
+            (json!([{"title": "no name"}]), "tools[0] has no string name"),
+            (json!([{"name": 7}]), "tools[0] has no string name"),
+            (json!(["a"]), "tools[0] is not an object"),
+        ];
+        for (entries, expected) in table {
+            let refused = ToolSet::from_entries(entries.as_array().expect("array")).expect_err("refused");
+            assert_eq!(refused, expected);
+        }
+        let many: Vec<Value> = (0..=MAX_TOOLS).map(|i| json!({"name": format!("t{i}")})).collect();
+        assert!(ToolSet::from_entries(&many).is_err(), "one over the limit");
+        assert!(ToolSet::from_entries(&many[..MAX_TOOLS]).is_ok(), "at the limit");
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_tools_schema_and_rejections_carry_no_values() {
+        let tools = set(json!([
+            {"name": "refund", "inputSchema": {"type": "object", "required": ["payment_id", "amount"],
+              "properties": {"payment_id": {"type": "string", "pattern": "^pay_[a-z0-9]+$"},
+                             "amount": {"type": "integer", "minimum": 1, "maximum": 500000}},
+              "additionalProperties": false}},
+            {"name": "no_schema"},
+            {"name": "remote", "inputSchema": {"$ref": "https://schemas.example/refund.json"}},
+            {"name": "old", "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+              "properties": {"n": {"type": "integer", "exclusiveMinimum": 0}}}},
+            {"name": "alien", "inputSchema": {"$schema": "https://example.com/my-schema", "type": "object"}},
+        ]));
+        let validators = compile(&tools);
+        let ok = |tool: &str, arguments: Value| validators.check(tool, &arguments);
+        assert_eq!(ok("refund", json!({"payment_id": "pay_1", "amount": 500000})), Some(Ok(())));
+        assert_eq!(ok("refund", json!({"payment_id": "pay_1", "amount": 1})), Some(Ok(())));
+        type Row = (Value, &'static str);
+        let rejected: [Row; 6] = [
+            (json!({"payment_id": "pay_1", "amount": 500001}), "/amount"),
+            (json!({"payment_id": "pay_1", "amount": 0}), "/amount"),
+            (json!({"payment_id": "pay_1", "amount": "12"}), "/amount"),
+            (json!({"payment_id": "PAY-1", "amount": 12}), "/payment_id"),
+            (json!({"payment_id": "pay_1"}), ""),
+            (json!({"payment_id": "pay_1", "amount": 12, "secret": "hunter2"}), ""),
+        ];
+        for (arguments, pointer) in rejected {
+            match ok("refund", arguments.clone()) {
+                Some(Err(Rejection::Invalid { pointer: at, message })) => {
+                    assert_eq!(at, pointer, "{arguments}");
+                    assert!(!message.contains("PAY-1") && !message.contains("hunter2"), "{message}");
+                }
+                other => panic!("{arguments}: {other:?}"),
+            }
+        }
+        assert!(matches!(ok("no_schema", json!({})), Some(Err(Rejection::Unusable(_)))));
+        assert!(matches!(ok("remote", json!({})), Some(Err(Rejection::Unusable(_)))), "no $ref is fetched");
+        assert!(matches!(ok("alien", json!({})), Some(Err(Rejection::Unusable(_)))));
+        // draft-07's boolean-free exclusiveMinimum: the schema's own draft is honoured.
+        assert_eq!(ok("old", json!({"n": 1})), Some(Ok(())));
+        assert!(matches!(ok("old", json!({"n": 0})), Some(Err(Rejection::Invalid { .. }))));
+        assert_eq!(ok("unlisted", json!({})), None);
+    }
+}
