@@ -610,7 +610,10 @@ fn main() -> ExitCode {
             .error(clap::error::ErrorKind::MissingSubcommand, "name a command (warden --help lists them)")
             .exit()
     };
-    if let Command::Gateway(args) = command {
+    if let Some(args) = match command {
+        Command::Gateway(args) if args.action.is_none() => Some(args),
+        _ => None,
+    } {
         // Runs until stopped; only a startup refusal or a fault returns.
         return match gateway::run(args, cli.store.as_deref(), cli.config.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
@@ -790,6 +793,9 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         }
         Command::Completions { shell } => Ok(Done::ok(about::completions(*shell))),
         Command::ManPages { dir } => about::man_pages(dir, json).map(Done::ok),
-        Command::Gateway(_) => Err(Failure::internal("the gateway runs only from main")),
+        Command::Gateway(args) => match &args.action {
+            Some(action) => gateway::subcommand(action, store_commands::store_path(cli.store.as_deref()), json),
+            None => Err(Failure::internal("the gateway runs only from main")),
+        },
     }
 }

@@ -152,13 +152,19 @@ struct ApprovalIndex {
 }
 
 impl Engine {
-    pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>, elicitation: Elicitation) -> Engine {
+    pub fn new(
+        warden: Warden,
+        alias: String,
+        identity: Box<dyn IdentityProvider>,
+        elicitation: Elicitation,
+        catalog: Catalog,
+    ) -> Engine {
         Engine {
             warden,
             alias,
             identity,
             approvals: Mutex::new(ApprovalIndex::default()),
-            catalog: Catalog::new(),
+            catalog,
             schemas: Mutex::new(HashMap::new()),
             headers: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
@@ -208,7 +214,7 @@ impl Engine {
             .and_then(|entry| entry.upstream.as_ref())
             .is_some_and(|pins| pins.tool_schema_sha256.is_some());
         let unseen = schema_pinned && self.schemas.lock().is_ok_and(|seen| !seen.contains_key(tool));
-        if self.catalog.pinned().is_some() && !unseen {
+        if self.catalog.accepted().is_some() && !unseen {
             return Ok(());
         }
         super::catalog::list_all(lister, &|cursor, envelope| self.observe_tools(cursor, envelope))

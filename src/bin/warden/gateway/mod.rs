@@ -11,9 +11,11 @@
 
 mod catalog;
 mod classify;
+mod commands;
 mod http;
 mod intercept;
 mod log;
+mod pins;
 mod sse;
 mod stdio;
 mod tls;
@@ -39,13 +41,16 @@ use crate::exit::{Failure, EXIT_INTERNAL};
 const MAX_PUBLIC_KEY_BYTES: u64 = 64 * 1024;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct GatewayArgs {
+    #[command(subcommand)]
+    pub action: Option<GatewayCommand>,
     /// The upstream MCP server's Streamable HTTP endpoint (http://HOST:PORT/PATH).
     #[arg(long, value_name = "URL")]
     pub upstream: Option<String>,
     /// The name in every action: a tool T becomes mcp.<alias>.T (lowercase letters, digits, _ and -).
-    #[arg(long, value_name = "NAME")]
-    pub alias: String,
+    #[arg(long, value_name = "NAME", required = true)]
+    pub alias: Option<String>,
     /// Where to listen; port 0 picks a free one (the first stdout line says which).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8900")]
     pub listen: String,
@@ -118,12 +123,25 @@ pub struct GatewayArgs {
     /// The claim naming the user.
     #[arg(long, value_name = "CLAIM")]
     pub identity_jwt_user_claim: Option<String>,
+    /// Where the upstream's tool set is pinned (default: <store>.<alias>.pins.json beside a
+    /// file store; required with a PostgreSQL store).
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
     /// Speak MCP on stdin/stdout and run the upstream server as a child: -- COMMAND [ARGS…].
     #[arg(long)]
     pub stdio: bool,
     /// The upstream server's command line, after `--` (with --stdio).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// `warden gateway pins …` and the other commands beside running a gateway.
+#[derive(Debug, clap::Subcommand)]
+pub enum GatewayCommand {
+    /// The upstream's tool set as pinned: what is accepted, what changed since, and accepting
+    /// the changed set (the tools it changed are refused until then).
+    #[command(subcommand)]
+    Pins(commands::PinsCommand),
 }
 
 /// How the principal is found, for the startup block.
@@ -133,10 +151,18 @@ enum IdentitySource {
     Jwt { header: String },
 }
 
+/// `warden gateway pins …` (and the other subcommands): a report, like any other command.
+pub fn subcommand(command: &GatewayCommand, store: &Path, json: bool) -> Result<crate::exit::Done, Failure> {
+    match command {
+        GatewayCommand::Pins(pins) => commands::pins(pins, store, json),
+    }
+}
+
 /// Run the gateway until it is stopped. Returns only on a startup refusal (exit 2) or a fault.
 pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> Result<(), Failure> {
     let (source, provider) = identity(args)?;
-    check_alias(&args.alias)?;
+    let alias = args.alias.as_deref().unwrap_or_default();
+    check_alias(alias)?;
     let most = u64::try_from(warden::kernel::MAX_WAIT / 1_000_000).unwrap_or(u64::MAX);
     if args.wait_approvals > most {
         return Err(Failure::usage(format!("--wait-approvals is at most {most} seconds (a day); give a shorter wait")));
@@ -163,15 +189,17 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             ));
         }
         let warden = open(store, config, &args.durability)?;
-        refuse_certificate_pins(&warden, &args.alias, "a stdio child has no certificate")?;
-        let block = startup_block(
+        refuse_certificate_pins(&warden, alias, "a stdio child has no certificate")?;
+        let catalog = catalog(args, alias, store)?;
+        let mut block = startup_block(
             &warden,
             &source,
             &format!("child process: {}", log::printable(&args.command.join(" "))),
             config,
             true,
         );
-        let engine = Arc::new(engine(warden, args, provider));
+        block.push_str(&pins_block(&catalog, alias));
+        let engine = Arc::new(engine(warden, args, provider, catalog));
         sweeper(&engine);
         write_stderr(&block);
         return stdio::run(engine, &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
@@ -188,8 +216,9 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
     }
     let warden = open(store, config, &args.durability)?;
+    let catalog = catalog(args, alias, store)?;
     let tls = if upstream.https {
-        let prefix = format!("mcp.{}.", args.alias);
+        let prefix = format!("mcp.{alias}.");
         let pins: Vec<&warden::document::UpstreamPins> = warden
             .document()
             .actions
@@ -199,7 +228,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             .collect();
         Some(tls::client_config(&pins).map_err(Failure::config)?)
     } else {
-        refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
+        refuse_certificate_pins(&warden, alias, "--upstream is http://, which has no certificate")?;
         None
     };
     let dialer = upstream::Dialer {
@@ -209,7 +238,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         },
         tls,
     };
-    if pins_certificate(&warden, &args.alias) {
+    if pins_certificate(&warden, alias) {
         // The first call would find out; a swapped server is better found before listening.
         match upstream::probe(&upstream, &dialer) {
             upstream::Probe::Passed => {}
@@ -231,7 +260,8 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         IpAddr::V6(ip) => format!("[{ip}]"),
         IpAddr::V4(ip) => ip.to_string(),
     };
-    let block = startup_block(&warden, &source, &upstream.url, config, false);
+    let mut block = startup_block(&warden, &source, &upstream.url, config, false);
+    block.push_str(&pins_block(&catalog, alias));
     let mut identity_headers = Vec::new();
     let mut consumed = Vec::new();
     match &source {
@@ -259,7 +289,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         consumed,
         max_per_peer: usize::from(args.max_connections_per_peer),
     };
-    let engine = Arc::new(engine(warden, args, provider));
+    let engine = Arc::new(engine(warden, args, provider, catalog));
     sweeper(&engine);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
@@ -344,8 +374,14 @@ pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
     }
 }
 
-fn engine(warden: Warden, args: &GatewayArgs, provider: Box<dyn IdentityProvider>) -> intercept::Engine {
-    let mut engine = intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args));
+fn engine(
+    warden: Warden,
+    args: &GatewayArgs,
+    provider: Box<dyn IdentityProvider>,
+    catalog: catalog::Catalog,
+) -> intercept::Engine {
+    let alias = args.alias.clone().unwrap_or_default();
+    let mut engine = intercept::Engine::new(warden, alias, provider, elicitation(args), catalog);
     engine.approval_wait = Duration::from_secs(args.wait_approvals);
     engine
 }
@@ -367,6 +403,41 @@ fn sweeper(engine: &Arc<intercept::Engine>) {
             None => return,
         }
     });
+}
+
+/// The tool-set pins, read from their file: a damaged file is a refusal to start.
+fn catalog(args: &GatewayArgs, alias: &str, store: &Path) -> Result<catalog::Catalog, Failure> {
+    let path = match &args.pins {
+        Some(path) => path.clone(),
+        None => pins::PinFile::beside(store, alias).map_err(Failure::usage)?,
+    };
+    catalog::Catalog::with_file(pins::PinFile::new(path, alias), alias)
+        .map_err(|why| Failure::usage(log::printable(&why)))
+}
+
+/// The startup block's lines on the tool set: where it is pinned, what is accepted, what is
+/// quarantined.
+fn pins_block(catalog: &catalog::Catalog, alias: &str) -> String {
+    let (pins, changes) = catalog.snapshot();
+    let place = catalog.path().map(|p| log::printable(&p.display().to_string())).unwrap_or_default();
+    let mut out = match &pins.accepted {
+        None => format!("tool set: none pinned yet; the first tools/list is pinned as it comes, in {place}\n"),
+        Some(accepted) => format!(
+            "tool set: {} tool(s) pinned, {}, accepted {} by {}, in {place}\n",
+            accepted.set.len(),
+            accepted.set.digest(),
+            accepted.at,
+            log::printable(accepted.by.as_deref().unwrap_or("?"))
+        ),
+    };
+    if !changes.is_empty() {
+        out.push_str(&format!(
+            "{} tool(s) quarantined until the observed set is accepted (warden gateway pins show --alias {alias}): {}\n",
+            changes.len(),
+            log::printable(&catalog::describe(&changes))
+        ));
+    }
+    out
 }
 
 fn open(store: &Path, config: &Path, durability: &str) -> Result<Warden, Failure> {
@@ -507,7 +578,7 @@ fn identity(args: &GatewayArgs) -> Result<(IdentitySource, Box<dyn IdentityProvi
 }
 
 /// `^[a-z0-9][a-z0-9_-]*$`: no dots, so `mcp.<alias>.<tool>` splits one way only.
-fn check_alias(alias: &str) -> Result<(), Failure> {
+pub(super) fn check_alias(alias: &str) -> Result<(), Failure> {
     let mut chars = alias.chars();
     let first = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if first && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-') {
