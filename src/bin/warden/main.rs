@@ -111,6 +111,8 @@ enum Command {
         /// The document (default: --config, then $WARDEN_CONFIG).
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
+        #[command(flatten)]
+        upstream: policy_commands::UpstreamCheck,
     },
 
     /// Dry run: what the policy decides for one call, and why. Writes nothing, opens no store.
@@ -654,7 +656,9 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
             demo::demo(&demo::Ignored { store: cli.store.as_deref(), config }, *keep, init::STARTER).map(Done::ok)
         }
         Command::Init { path, force } => init::init(path, *force, json).map(Done::ok),
-        Command::Check { file } => Ok(policy_commands::check(document_path(file.as_deref(), config)?, json)),
+        Command::Check { file, upstream } => {
+            Ok(policy_commands::check(document_path(file.as_deref(), config)?, upstream, json))
+        }
         Command::Decide { file, action, args, agent, user } => {
             let doc = load_config(document_path(file.as_deref(), config)?)?;
             let request = DecideRequest { action, args, agent: agent.as_deref(), user: user.as_deref() };

@@ -116,6 +116,17 @@ impl Catalog {
         self.state.read().ok()?.accepted.clone()
     }
 
+    /// Whether a listed entry is the accepted set's tool of that name, unchanged: what a
+    /// relayed `tools/list` keeps. Before any set is accepted, every entry.
+    pub fn offers(&self, entry: &Value) -> bool {
+        let Ok(state) = self.state.read() else { return false };
+        if state.damaged.is_some() {
+            return false;
+        }
+        let Some(accepted) = &state.accepted else { return true };
+        toolset::pinned_entry(entry).is_some_and(|(name, pinned)| accepted.set.get(&name) == Some(&pinned))
+    }
+
     /// The pins as held now, and every quarantined tool with its changes.
     pub fn snapshot(&self) -> (Pins, BTreeMap<String, Vec<Change>>) {
         self.state.read().map(|state| (state.pins.clone(), state.changes.clone())).unwrap_or_default()
@@ -182,8 +193,9 @@ impl Catalog {
     /// A `tools/list` response for a request that carried `cursor`: its page joins the listing
     /// it continues (a request without a cursor starts one), and a listing whose last page has
     /// come is recorded. `Err` names why the answer was not usable (an error, no tools array, a
-    /// set that cannot be pinned, a pin file that cannot be written).
-    pub fn observe(&self, cursor: Option<&str>, envelope: &Value) -> Result<(), String> {
+    /// set that cannot be pinned, a pin file that cannot be written). `Ok(true)` when this
+    /// listing became the first accepted set.
+    pub fn observe(&self, cursor: Option<&str>, envelope: &Value) -> Result<bool, String> {
         let result = envelope.get("result").ok_or_else(|| match envelope.get("error") {
             Some(error) => {
                 format!("the upstream answered tools/list with error {}", error.get("code").unwrap_or(&Value::Null))
@@ -214,7 +226,7 @@ impl Catalog {
                 collections.remove(0);
             }
             collections.push(Collection { next, tools });
-            return Ok(());
+            return Ok(false);
         }
         drop(collections);
         let set = ToolSet::from_entries(&tools)?;
@@ -227,11 +239,12 @@ impl Catalog {
     /// quarantined. When the pin file cannot be written, a first set is not accepted (nothing
     /// is let through on pins that would not survive a restart), and a changed set is still
     /// quarantined in memory.
-    fn record(&self, set: ToolSet) -> Result<(), String> {
-        let first = self.accepted().is_none();
+    fn record(&self, set: ToolSet) -> Result<bool, String> {
+        let first = std::cell::Cell::new(false);
         let fold = |pins: &mut Pins| -> bool {
             match &pins.accepted {
                 None => {
+                    first.set(true);
                     pins.accepted =
                         Some(Recorded { set: set.clone(), at: pins::now(), by: Some(pins::FIRST_LISTING.into()) });
                     pins.observed = None;
@@ -255,7 +268,8 @@ impl Catalog {
         };
         match written {
             Ok((pins, stamp)) => {
-                if first && pins.accepted.is_some() {
+                let first = first.get();
+                if first {
                     let names: Vec<&str> = set.tools().keys().map(String::as_str).collect();
                     let kept = self.path().map(|p| format!(", recorded in {}", p.display())).unwrap_or_default();
                     log::info(&format!(
@@ -266,7 +280,7 @@ impl Catalog {
                     ));
                 }
                 self.adopt(pins, stamp);
-                Ok(())
+                Ok(first)
             }
             Err(why) => {
                 let (mut pins, _) = self.snapshot();
@@ -465,7 +479,7 @@ mod tests {
             RefCell::new(vec![Ok(page(1, json!([refund()]), Some("c1"))), Ok(page(2, json!([]), None))]),
             RefCell::new(Vec::new()),
         );
-        list_all(&lister, &|cursor, envelope| catalog.observe(cursor, envelope)).expect("listed");
+        list_all(&lister, &|cursor, envelope| catalog.observe(cursor, envelope).map(|_| ())).expect("listed");
         assert_eq!(*lister.1.borrow(), [None, Some("c1".to_owned())], "both pages, the second with its cursor");
         assert_eq!(catalog.check("mcp.a.refund", "refund", &json!({"amount": 100}), None), Ok(()));
         let over = catalog.check("mcp.a.refund", "refund", &json!({"amount": 101}), None).expect_err("over");
@@ -483,7 +497,7 @@ mod tests {
             RefCell::new(Vec::new()),
         );
         let fresh = Catalog::in_memory("a");
-        assert!(list_all(&endless, &|c, e| fresh.observe(c, e)).is_err(), "a listing past MAX_PAGES");
+        assert!(list_all(&endless, &|c, e| fresh.observe(c, e).map(|_| ())).is_err(), "a listing past MAX_PAGES");
         assert_eq!(endless.1.borrow().len(), MAX_PAGES);
         assert!(fresh.accepted().is_none(), "is not pinned");
     }
@@ -544,7 +558,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("dir");
             let path = dir.path().join("pins.json");
             let catalog = Catalog::with_file(PinFile::new(path.clone(), "a"), "a").expect("no file yet");
-            catalog.observe(None, &listing(base.clone())).expect("first listing, accepted as it comes");
+            assert_eq!(catalog.observe(None, &listing(base.clone())), Ok(true), "first listing, accepted as it comes");
             let before = catalog.check("mcp.a.x", tool, &json!({"amount": 5}), None);
             assert!(
                 !matches!(&before, Err(r) if r.code == TOOL_QUARANTINED && r.reason != "tool_not_listed"),
@@ -552,7 +566,7 @@ mod tests {
             );
             let mut changed = base.clone();
             edit(&mut changed);
-            catalog.observe(None, &listing(changed.clone())).expect("the changed listing is recorded");
+            assert_eq!(catalog.observe(None, &listing(changed.clone())), Ok(false), "the changed listing is recorded");
             let refused = catalog.check("mcp.a.x", tool, &json!({"amount": 5}), None).expect_err(class);
             assert_eq!((refused.code, refused.reason, refused.status), (TOOL_QUARANTINED, reason, 403), "{class}");
             assert!(

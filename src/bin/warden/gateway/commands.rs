@@ -2,10 +2,13 @@
 //! to accept a changed set. Accepting names the digest of the set the operator reviewed, so a
 //! set that changed again in between is never accepted unseen.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::client::{self, Listed, Target};
 use super::pins::{self, PinFile, Pins};
 use super::toolset::{self, Change};
 use crate::exit::{Done, Failure};
@@ -39,6 +42,111 @@ pub enum PinsCommand {
         #[arg(long, value_name = "FILE")]
         pins: Option<PathBuf>,
     },
+}
+
+/// `warden gateway scaffold`.
+#[derive(Debug, clap::Args)]
+pub struct ScaffoldArgs {
+    /// The alias the gateway will run with: each tool T becomes the action mcp.<alias>.T.
+    #[arg(long, value_name = "NAME")]
+    pub alias: String,
+    /// The server's Streamable HTTP endpoint (or the server's command after --).
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// Where to write the skeleton; an existing file is refused without --force.
+    #[arg(long, value_name = "FILE", default_value = "warden.yaml")]
+    pub out: PathBuf,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
+    /// What every action decides until you edit it: deny (the default) or approve.
+    #[arg(long, value_name = "DECISION", default_value = "deny", value_parser = ["deny", "approve"])]
+    pub decision: String,
+    /// How long to wait for the server to connect and to answer.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub upstream_timeout: u64,
+    /// The server's command line, after `--` (a server over stdio).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Where a command that lists a server's tools reaches it: `--upstream URL` or `-- COMMAND …`.
+pub fn target<'a>(upstream: Option<&str>, command: &'a [String], timeout: u64) -> Result<Target<'a>, Failure> {
+    let timeout = Duration::from_secs(timeout.max(1));
+    match (upstream, command.is_empty()) {
+        (Some(raw), true) => {
+            let upstream = super::upstream::Upstream::parse(raw).map_err(Failure::usage)?;
+            let tls = if upstream.https { Some(super::tls::client_config(&[]).map_err(Failure::config)?) } else { None };
+            let timeouts = super::upstream::Timeouts { connect: timeout, io: timeout };
+            Ok(Target::Http { upstream, dialer: super::upstream::Dialer { timeouts, tls } })
+        }
+        (None, false) => Ok(Target::Child { command, timeout }),
+        _ => Err(Failure::usage(
+            "name the server one way: --upstream http://HOST:PORT/PATH, or its command after -- (e.g. -- npx -y @modelcontextprotocol/server-everything)",
+        )),
+    }
+}
+
+/// Connect, list every tool, and say why not in words an operator can act on.
+pub fn listed(target: &Target<'_>) -> Result<Listed, Failure> {
+    client::list_tools(target).map_err(|why| {
+        Failure::check("upstream_unlisted", format!("the server's tools could not be listed: {}", shown(&why)))
+    })
+}
+
+pub fn scaffold(args: &ScaffoldArgs, json: bool) -> Result<Done, Failure> {
+    super::check_alias(&args.alias)?;
+    let target = target(args.upstream.as_deref(), &args.command, args.upstream_timeout)?;
+    let listed = listed(&target)?;
+    let source = match &args.upstream {
+        Some(url) => format!("at {url}"),
+        None => format!("run as: {}", args.command.join(" ")),
+    };
+    let text = super::scaffold::skeleton(&listed, &args.alias, &source, &args.decision);
+    let loaded = warden::document::load_str(&text, "the scaffold")
+        .map_err(|e| Failure::internal(format!("the skeleton written from this server does not load: {e}")))?;
+    let place = shown(&args.out.display().to_string());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if args.force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut file = match options.open(&args.out) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Err(Failure::check(
+            "exists",
+            format!(
+                "{place} already exists; it was left as it is (pass --force to overwrite it, or --out another file)"
+            ),
+        )),
+        Err(error) => return Err(Failure::usage(format!("cannot create {place}: {error}"))),
+    };
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Failure::internal(format!("cannot write {place}: {e}")))?;
+    let server = listed.server.get("name").and_then(Value::as_str).unwrap_or("the server");
+    if json {
+        return Ok(Done::ok(document(&json!({
+            "path": args.out.display().to_string(),
+            "tools": listed.tools.len(),
+            "actions": loaded.actions.keys().collect::<Vec<_>>(),
+            "decision": args.decision,
+            "policy_hash": loaded.policy_hash,
+        }))));
+    }
+    Ok(Done::ok(format!(
+        "wrote {place}: {} tool(s) of {}, each mcp.{}.<tool>, every one '{}' until you decide
+next: edit it, then warden check {} --alias {} with the same --upstream or -- COMMAND
+",
+        listed.tools.len(),
+        shown(server),
+        args.alias,
+        args.decision,
+        warden::hint::shell_word(&args.out.display().to_string()),
+        args.alias
+    )))
 }
 
 pub fn pins(command: &PinsCommand, store: &Path, json: bool) -> Result<Done, Failure> {

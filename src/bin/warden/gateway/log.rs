@@ -19,6 +19,13 @@ pub fn info(message: &str) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
+/// One call's structured line: `warden gateway: call {…}`, the fields as one JSON object (the
+/// caller leaves the arguments out).
+pub fn call(fields: &serde_json::Value) {
+    let line = format!("warden gateway: call {fields}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

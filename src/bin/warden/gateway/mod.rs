@@ -11,11 +11,15 @@
 
 mod catalog;
 mod classify;
+mod client;
 mod commands;
+mod coverage;
 mod http;
 mod intercept;
+mod lists;
 mod log;
 mod pins;
+mod scaffold;
 mod sse;
 mod stdio;
 mod tls;
@@ -142,6 +146,10 @@ pub enum GatewayCommand {
     /// the changed set (the tools it changed are refused until then).
     #[command(subcommand)]
     Pins(commands::PinsCommand),
+    /// Connect to a server, list its tools, and write a commented warden.yaml skeleton: one
+    /// mcp.<alias>.<tool> action per tool, each denied (or --decision approve) until you
+    /// decide, with an effect template suggested from the schema's required properties.
+    Scaffold(commands::ScaffoldArgs),
 }
 
 /// How the principal is found, for the startup block.
@@ -155,6 +163,7 @@ enum IdentitySource {
 pub fn subcommand(command: &GatewayCommand, store: &Path, json: bool) -> Result<crate::exit::Done, Failure> {
     match command {
         GatewayCommand::Pins(pins) => commands::pins(pins, store, json),
+        GatewayCommand::Scaffold(args) => commands::scaffold(args, json),
     }
 }
 
@@ -189,6 +198,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             ));
         }
         let warden = open(store, config, &args.durability)?;
+        refuse_unmatched_alias(&warden, alias)?;
         refuse_certificate_pins(&warden, alias, "a stdio child has no certificate")?;
         let catalog = catalog(args, alias, store)?;
         let mut block = startup_block(
@@ -198,7 +208,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             config,
             true,
         );
-        block.push_str(&pins_block(&catalog, alias));
+        block.push_str(&pins_block(&catalog, alias, warden.document()));
         let engine = Arc::new(engine(warden, args, provider, catalog));
         sweeper(&engine);
         write_stderr(&block);
@@ -216,6 +226,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
     }
     let warden = open(store, config, &args.durability)?;
+    refuse_unmatched_alias(&warden, alias)?;
     let catalog = catalog(args, alias, store)?;
     let tls = if upstream.https {
         let prefix = format!("mcp.{alias}.");
@@ -261,7 +272,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         IpAddr::V4(ip) => ip.to_string(),
     };
     let mut block = startup_block(&warden, &source, &upstream.url, config, false);
-    block.push_str(&pins_block(&catalog, alias));
+    block.push_str(&pins_block(&catalog, alias, warden.document()));
     let mut identity_headers = Vec::new();
     let mut consumed = Vec::new();
     match &source {
@@ -417,7 +428,7 @@ fn catalog(args: &GatewayArgs, alias: &str, store: &Path) -> Result<catalog::Cat
 
 /// The startup block's lines on the tool set: where it is pinned, what is accepted, what is
 /// quarantined.
-fn pins_block(catalog: &catalog::Catalog, alias: &str) -> String {
+fn pins_block(catalog: &catalog::Catalog, alias: &str, document: &warden::document::Document) -> String {
     let (pins, changes) = catalog.snapshot();
     let place = catalog.path().map(|p| log::printable(&p.display().to_string())).unwrap_or_default();
     let mut out = match &pins.accepted {
@@ -437,7 +448,61 @@ fn pins_block(catalog: &catalog::Catalog, alias: &str) -> String {
             log::printable(&catalog::describe(&changes))
         ));
     }
+    if let Some(accepted) = &pins.accepted {
+        for line in coverage::coverage(document, alias, accepted.set.tools()).lines(alias) {
+            out.push_str(&format!("{}\n", log::printable(&line)));
+        }
+    }
     out
+}
+
+/// An `--alias` that names no `mcp.<alias>.*` action is a typo, not a gateway that denies
+/// every call: a refusal to start naming the aliases the document has.
+fn refuse_unmatched_alias(warden: &Warden, alias: &str) -> Result<(), Failure> {
+    match coverage::alias_matches_nothing(warden.document(), alias) {
+        Some(why) => Err(Failure::usage(log::printable(&why))),
+        None => Ok(()),
+    }
+}
+
+/// `warden check --upstream`: list a server's tools and report `document`'s coverage of them
+/// under `alias` (`coverage`): the report as JSON (`lines` holds it as text), and the failure
+/// when the alias matches no action or a template names a property the schema lacks.
+pub fn upstream_coverage(
+    document: &warden::document::Document,
+    alias: &str,
+    upstream: Option<&str>,
+    command: &[String],
+    timeout: u64,
+) -> Result<(serde_json::Value, Option<Failure>), Failure> {
+    check_alias(alias)?;
+    let target = commands::target(upstream, command, timeout)?;
+    let listed = commands::listed(&target)?;
+    let tools: std::collections::BTreeMap<String, serde_json::Value> = listed
+        .tools
+        .iter()
+        .filter_map(|entry| Some((entry.get("name")?.as_str()?.to_owned(), entry.clone())))
+        .collect();
+    let found = coverage::coverage(document, alias, &tools);
+    let mut lines = found.lines(alias);
+    let failed = if let Some(why) = coverage::alias_matches_nothing(document, alias) {
+        lines.insert(0, why.clone());
+        Some(Failure::check("alias_matches_nothing", why))
+    } else if !found.templates_render() {
+        Some(Failure::check(
+            "templates_unrenderable",
+            format!(
+                "{} template placeholder(s) name properties the server's schemas do not have; every such call would be denied",
+                found.missing.len()
+            ),
+        ))
+    } else {
+        None
+    };
+    let mut report = found.to_json();
+    report["server"] = listed.server;
+    report["lines"] = serde_json::json!(lines);
+    Ok((report, failed))
 }
 
 fn open(store: &Path, config: &Path, durability: &str) -> Result<Warden, Failure> {

@@ -17,11 +17,14 @@ use serde_json::{json, Value};
 use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
 use super::intercept::{self, Call, Engine};
+use super::lists;
 use super::log;
 use super::wire::{self, Kind};
 use crate::exit::Failure;
 
 type Waiters = Arc<Mutex<HashMap<String, Sender<Value>>>>;
+/// Relayed requests whose answers are read (`lists`), by id: the method and the cursor.
+type Listing = Arc<Mutex<HashMap<String, (String, Option<String>)>>>;
 /// Server requests the child sent the client (legacy elicitation, sampling, …) whose answer has
 /// not come back yet, by id, each with how long it may be waited for.
 type Asks = Arc<Mutex<HashMap<String, Instant>>>;
@@ -77,9 +80,9 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     let client_out = Arc::new(Mutex::new(std::io::stdout()));
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
     let asks: Asks = Arc::new(Mutex::new(HashMap::new()));
-    // Ids of relayed tools/list requests, with the cursor each carried: their answers show the
-    // tool set (pins, schemas).
-    let listing: Arc<Mutex<HashMap<String, Option<String>>>> = Arc::new(Mutex::new(HashMap::new()));
+    // Ids of relayed requests whose answers are read and may be rewritten (`lists`: the tool
+    // set, icons), with the method and cursor of each.
+    let listing: Listing = Arc::new(Mutex::new(HashMap::new()));
     let reader = {
         let (waiters, client_out) = (Arc::clone(&waiters), Arc::clone(&client_out));
         let (listing, engine, asks) = (Arc::clone(&listing), Arc::clone(&engine), Arc::clone(&asks));
@@ -106,9 +109,12 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                 if let (Some(id), Ok(mut asks)) = (asked, asks.lock()) {
                     asks.insert(id, Instant::now() + engine.elicitation_timeout());
                 }
-                if let (Some(id), Some(message)) = (&response_id, &parsed) {
-                    if let Some(cursor) = listing.lock().ok().and_then(|mut ids| ids.remove(id)) {
-                        let _ = engine.observe_tools(cursor.as_deref(), message);
+                let mut parsed = parsed;
+                if let (Some(id), Some(message)) = (&response_id, &mut parsed) {
+                    if let Some((method, cursor)) = listing.lock().ok().and_then(|mut ids| ids.remove(id)) {
+                        if engine.rewrite_answer(&method, cursor.as_deref(), message) {
+                            line = serde_json::to_vec(message).unwrap_or(line);
+                        }
                     }
                 }
                 let waiter = response_id.and_then(|id| waiters.lock().ok().and_then(|mut w| w.remove(&id)));
@@ -156,11 +162,13 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             asks.remove(&id.to_string());
                         }
                     }
-                    if inbound.message.get("method").and_then(Value::as_str) == Some("tools/list") {
-                        if let (Some(id), Ok(mut ids)) = (inbound.message.get("id"), listing.lock()) {
-                            let cursor = inbound.message.get("params").and_then(|p| p.get("cursor"));
-                            ids.insert(id.to_string(), cursor.and_then(Value::as_str).map(str::to_owned));
-                        }
+                    let method = inbound.message.get("method").and_then(Value::as_str).filter(|m| lists::rewritten(m));
+                    if let (Some(method), Some(id), Ok(mut ids)) = (method, inbound.message.get("id"), listing.lock()) {
+                        let cursor = inbound.message.get("params").and_then(|p| p.get("cursor"));
+                        ids.insert(
+                            id.to_string(),
+                            (method.to_owned(), cursor.and_then(Value::as_str).map(str::to_owned)),
+                        );
                     }
                     // What was checked is what is sent: the parsed message, re-serialised (as over
                     // HTTP), so a key the parser dropped (a second "method") never reaches an

@@ -37,18 +37,13 @@ impl ToolSet {
         }
         let mut tools = BTreeMap::new();
         for (index, entry) in entries.iter().enumerate() {
-            let Some(object) = entry.as_object() else {
+            if !entry.is_object() {
                 return Err(format!("tools[{index}] is not an object"));
-            };
-            let Some(name) = object.get("name").and_then(Value::as_str) else {
+            }
+            let Some((name, pinned)) = pinned_entry(entry) else {
                 return Err(format!("tools[{index}] has no string name"));
             };
-            let pinned: Map<String, Value> = object
-                .iter()
-                .filter(|(key, _)| !UNPINNED.contains(&key.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            if tools.insert(name.to_owned(), Value::Object(pinned)).is_some() {
+            if tools.insert(name.clone(), pinned).is_some() {
                 return Err(format!("two tools are named {name:?}"));
             }
         }
@@ -65,6 +60,11 @@ impl ToolSet {
         Ok(set)
     }
 
+    /// The pinned entry of the tool `name`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.tools.get(name)
+    }
+
     pub fn tools(&self) -> &BTreeMap<String, Value> {
         &self.tools
     }
@@ -79,6 +79,19 @@ impl ToolSet {
         let bytes = serde_json::to_vec(&self.tools).unwrap_or_default();
         warden::canonical::sha256_prefixed(&bytes)
     }
+}
+
+/// A `tools/list` entry's name and the part of it that is pinned (without [`UNPINNED`]);
+/// `None` when it is not an object with a string `name`.
+pub fn pinned_entry(entry: &Value) -> Option<(String, Value)> {
+    let object = entry.as_object()?;
+    let name = object.get("name")?.as_str()?.to_owned();
+    let pinned: Map<String, Value> = object
+        .iter()
+        .filter(|(key, _)| !UNPINNED.contains(&key.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Some((name, Value::Object(pinned)))
 }
 
 /// How one tool differs between the accepted set and the observed one. Any change quarantines
