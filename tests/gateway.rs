@@ -93,11 +93,20 @@ fn default_tools() -> Value {
         .collect::<Vec<_>>())
 }
 
+/// The scripted `tools/list` result: `listed` when it is an object, else `{"tools": listed}`.
+fn list_result(listed: &Value) -> Value {
+    if listed.is_object() {
+        listed.clone()
+    } else {
+        json!({"tools": listed})
+    }
+}
+
 struct Upstream {
     url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
     script: Arc<Mutex<VecDeque<Script>>>,
-    /// What `tools/list` answers.
+    /// What `tools/list` answers: the tools, or (an object) the whole result.
     tools: Arc<Mutex<Value>>,
     /// Set by the test: a `Script::Held` call answers.
     released: Arc<std::sync::atomic::AtomicBool>,
@@ -209,7 +218,7 @@ fn serve_one(
         None if method == "DELETE" => "HTTP/1.1 204 X\r\nConnection: close\r\n\r\n".to_owned(),
         None if body.get("method") == Some(&json!("tools/list")) => json_reply(
             200,
-            &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": listed.lock().expect("tools").clone()}}),
+            &json!({"jsonrpc": "2.0", "id": id, "result": list_result(&listed.lock().expect("tools"))}),
             "",
         ),
         None if body.get("method") == Some(&json!("initialize")) => json_reply(
@@ -255,7 +264,7 @@ fn serve_one(
         Some(Script::ToolsStream) => {
             let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
             let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "listing"}});
-            let list = json!({"jsonrpc": "2.0", "id": id, "result": {"tools": listed.lock().expect("tools").clone()}});
+            let list = json!({"jsonrpc": "2.0", "id": id, "result": list_result(&listed.lock().expect("tools"))});
             format!("{head}id: 1\ndata: {note}\n\nid: 2\nevent: message\ndata: {list}\n\n")
         }
         Some(Script::Held) => {
@@ -762,6 +771,15 @@ fn relayed_lists_lose_their_icons_and_quarantined_tools_and_say_they_are_private
         assert_eq!(names, ["careful"], "the quarantined tool is not offered: {listed}");
         assert!(!listed.to_string().contains("call create_refund"), "its new description never reaches the client");
         assert_eq!(gateway.call(1, "careful", json!({"id": "i1"}), "a").meta()["result"], "committed");
+        // A tool result's resource links lose their icons the same way.
+        upstream.then(Script::Result(json!({"content": [
+            {"type": "resource_link", "uri": "file:///a", "name": "a",
+             "icons": [{"src": "https://tracker.example/a.png"}, {"src": png.clone()}]},
+        ]})));
+        let linked = gateway.call(2, "careful", json!({"id": "i2"}), "a");
+        assert_eq!(linked.meta()["result"], "committed", "{}", linked.text);
+        assert_eq!(linked.json()["result"]["content"][0]["icons"], kept, "{setting:?}: {}", linked.text);
+        assert_eq!(linked.json()["result"]["content"][0]["uri"], "file:///a");
         // Over an event stream, the same answer, its other events and lines as they came.
         upstream.then(Script::ToolsStream);
         let streamed = gateway.post(&[("Accept", "application/json, text/event-stream")], list);
@@ -775,12 +793,21 @@ fn relayed_lists_lose_their_icons_and_quarantined_tools_and_say_they_are_private
         assert_eq!(envelope["result"]["tools"].as_array().map(Vec::len), Some(1), "{envelope}");
         assert_eq!(envelope["result"]["cacheScope"], "private");
     }
-    // A list with nothing to change is relayed as the server sent it.
+    // A list without a scope is private (some SDKs read a missing scope as public); a public
+    // list with nothing to change is relayed as the server sent it, byte for byte.
     let dir = scratch();
     let upstream = Upstream::start();
     let gateway = gateway(dir.path(), &upstream);
     let listed = gateway.post(&[], list).json();
-    assert!(listed["result"].get("cacheScope").is_none(), "{listed}");
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
+    let public = json!({"tools": default_tools(), "ttlMs": 60000, "cacheScope": "public"});
+    *upstream.tools.lock().expect("tools") = public.clone();
+    let listed = gateway.post(&[], list);
+    assert_eq!(
+        listed.text,
+        json!({"jsonrpc": "2.0", "id": "l", "result": public}).to_string(),
+        "nothing changed, nothing rewritten"
+    );
 }
 
 #[test]
@@ -1968,47 +1995,81 @@ fn an_alias_that_matches_no_action_refuses_to_start_naming_the_fix() {
     assert!(started.stdout.is_empty(), "it never listened");
 }
 
-#[test]
-fn every_call_writes_one_structured_log_line_without_its_arguments() {
-    let dir = scratch();
-    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+/// A stdio gateway run with `extra` flags: `first` sent at once (their answers awaited by id),
+/// then each of `then` after the previous answer; its stderr and the answers, once it exited.
+fn stdio_log(dir: &Path, extra: &[&str], first: &[Value], then: &[Value]) -> (String, Vec<Value>) {
+    std::fs::write(dir.join("server.py"), STDIO_SERVER).expect("server");
     let mut child = warden()
         .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
-        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
-        .args(["--store", &dir.path().join("store.redb").display().to_string()])
-        .args([
-            "--",
-            "python3",
-            &dir.path().join("server.py").display().to_string(),
-            &dir.path().join("log").display().to_string(),
-        ])
+        .args(extra)
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
+        .args(["--", "python3", &dir.join("server.py").display().to_string(), &dir.join("log").display().to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
     let mut input = child.stdin.take().expect("stdin");
-    let call = |id: u64, tool: &str, arguments: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
-    for message in [
-        call(1, "create_refund", json!({"payment_id": "p1", "amount": 5, "note": "secret-note"})),
-        call(2, "create_refund", json!({"payment_id": "p1", "amount": 5, "note": "secret-note"})),
-        call(3, "create_refund", json!({"payment_id": "p2", "amount": 9_000_000, "note": "secret-note"})),
-        call(4, "create_refund", json!({"payment_id": "p3", "amount": "five", "note": "secret-note"})),
-    ] {
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let mut answers = Vec::new();
+    let await_answers = |count: usize, answers: &mut Vec<Value>| {
+        let before = answers.len();
+        while answers.len() < before + count {
+            let message = lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+            if message.get("method").is_none() {
+                answers.push(message);
+            }
+        }
+    };
+    for message in first {
         writeln!(input, "{message}").expect("write");
     }
     input.flush().expect("flush");
-    std::thread::sleep(Duration::from_millis(1500));
+    await_answers(first.len(), &mut answers);
+    for message in then {
+        writeln!(input, "{message}").expect("write");
+        input.flush().expect("flush");
+        await_answers(1, &mut answers);
+    }
     drop(input);
     let output = child.wait_with_output().expect("exit");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let lines: Vec<Value> = stderr
+    assert!(output.status.success());
+    (String::from_utf8_lossy(&output.stderr).into_owned(), answers)
+}
+
+/// The `warden gateway: call {…}` lines of a gateway's stderr, each parsed.
+fn call_lines(stderr: &str) -> Vec<Value> {
+    stderr
         .lines()
         .filter_map(|line| line.strip_prefix("warden gateway: call "))
-        .map(|json| serde_json::from_str(json).expect("a JSON object"))
-        .collect();
+        .map(|json| serde_json::from_str(json).unwrap_or_else(|e| panic!("not JSON ({e}): {json}")))
+        .collect()
+}
+
+#[test]
+fn every_call_writes_one_structured_log_line_without_its_arguments() {
+    let call = |id: u64, arguments: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_refund", "arguments": arguments}});
+    let refund = json!({"payment_id": "p\u{202e}1", "amount": 5, "note": "secret-note"});
+    // Three calls at once (one listing serves them all), then the first one's duplicate.
+    let first = [
+        call(1, refund.clone()),
+        call(3, json!({"payment_id": "p2", "amount": 9_000_000, "note": "secret-note"})),
+        call(4, json!({"payment_id": "p3", "amount": "five", "note": "secret-note"})),
+    ];
+    let dir = scratch();
+    let (stderr, answers) = stdio_log(dir.path(), &[], &first, &[call(2, refund.clone())]);
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    let lines = call_lines(&stderr);
     assert_eq!(lines.len(), 4, "one line per call: {stderr}");
     assert!(!stderr.contains("secret-note") && !stderr.contains("9000000"), "never the arguments: {stderr}");
+    assert!(lines.iter().all(|l| l.get("arguments").is_none()), "{lines:?}");
     assert_eq!(
         stderr.matches("pinned the upstream's").count(),
         1,
@@ -2023,12 +2084,14 @@ fn every_call_writes_one_structured_log_line_without_its_arguments() {
     };
     let committed = by_outcome("committed", None);
     assert_eq!(
-        (committed["decision"].as_str(), committed["action"].as_str()),
-        (Some("allow"), Some("mcp.acme.create_refund"))
+        (committed["decision"].as_str(), committed["action"].as_str(), committed["tool"].as_str()),
+        (Some("allow"), Some("mcp.acme.create_refund"), Some("create_refund"))
     );
-    assert!(committed["effect_key"].as_str().is_some_and(|k| k.starts_with("refund:")));
+    assert_eq!(committed["effect_key"], "refund:p%E2%80%AE1", "the key as rendered (and as the receipt holds it)");
     assert!(committed["receipt_id"].as_str().is_some_and(|r| r.starts_with("rct_")), "{committed}");
-    assert!(committed["latency_ms"].as_f64().is_some(), "{committed}");
+    assert!(committed["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{committed}");
+    let receipt = answers.iter().find(|a| a["id"] == 1).expect("the first answer");
+    assert_eq!(committed["receipt_id"], receipt["result"]["_meta"]["dev.warden/receipt"]["receipt_id"]);
     let duplicate = by_outcome("refused", Some(-41004));
     assert_eq!(duplicate["error"], "warden.duplicate_effect");
     let denied = by_outcome("refused", Some(-41001));
@@ -2037,6 +2100,19 @@ fn every_call_writes_one_structured_log_line_without_its_arguments() {
     let rejected = by_outcome("refused", Some(-41017));
     assert_eq!(rejected["reason"], "schema_rejected");
     assert!(rejected["decision"].is_null(), "refused before any decision: {rejected}");
+
+    // --log-arguments: the same lines, each with its call's arguments, and the startup block says so.
+    let dir = scratch();
+    let (stderr, _) = stdio_log(dir.path(), &["--log-arguments"], &first, &[call(2, refund.clone())]);
+    assert!(stderr.contains("call log lines carry each call's arguments (--log-arguments)"), "{stderr}");
+    let lines = call_lines(&stderr);
+    assert_eq!(lines.len(), 4, "{stderr}");
+    let committed = lines.iter().find(|l| l["outcome"] == "committed").expect("committed");
+    assert_eq!(committed["arguments"], refund, "{committed}");
+    let rejected = lines.iter().find(|l| l["code"] == -41017).expect("rejected");
+    assert_eq!(rejected["arguments"]["amount"], "five", "a refusal's arguments too");
+    assert!(!stderr.contains('\u{202e}'), "a format character in the arguments is escaped: {stderr}");
+    assert!(stderr.contains(r#""payment_id":"p\u202e1""#), "as a JSON escape, so the line reads back: {stderr}");
 }
 
 /// `warden gateway pins show --json` for `alias`, then `pins accept` of the observed set it shows.

@@ -552,7 +552,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
         (Reply::Relay, Observation::Answered { body, .. }) => {
             let bytes = match body {
                 Some(mut envelope) if envelope.is_object() => {
-                    intercept::with_meta(&mut envelope, &finished.meta);
+                    finished.relayed(&mut envelope);
                     serde_json::to_vec(&envelope).unwrap_or(bytes)
                 }
                 _ => bytes,
@@ -716,7 +716,7 @@ fn streamed(
     let finished = engine.finish(admitted, &observation, call.revision);
     let envelope = match (&finished.reply, observation) {
         (Reply::Relay, Observation::Answered { body: Some(mut envelope), .. }) => {
-            intercept::with_meta(&mut envelope, &finished.meta);
+            finished.relayed(&mut envelope);
             envelope
         }
         _ => intercept::synthesised(call.id, &finished).body,

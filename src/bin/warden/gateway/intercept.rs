@@ -99,6 +99,17 @@ pub struct Finished {
     pub meta: Value,
     pub action_id: String,
     pub effect_key: Option<String>,
+    /// The document's `gateway.icons`, for a relayed result's resource links.
+    pub icons: warden::document::Icons,
+}
+
+impl Finished {
+    /// The upstream's answer as relayed: icons as the document says (`lists::result_icons`),
+    /// then the receipt summary (`with_meta`).
+    pub fn relayed(&self, envelope: &mut Value) {
+        super::lists::result_icons(envelope, self.icons);
+        with_meta(envelope, &self.meta);
+    }
 }
 
 pub struct Engine {
@@ -114,6 +125,8 @@ pub struct Engine {
     pub catalog: Catalog,
     /// Held while the gateway lists the tools itself.
     listing: Mutex<()>,
+    /// `--log-arguments`: each call's log line carries its arguments.
+    pub log_arguments: bool,
     /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
     schemas: Mutex<HashMap<String, String>>,
     /// The `x-mcp-header` annotations of each tool's `inputSchema` as last relayed (D11).
@@ -170,6 +183,7 @@ impl Engine {
             approvals: Mutex::new(ApprovalIndex::default()),
             catalog,
             listing: Mutex::new(()),
+            log_arguments: false,
             schemas: Mutex::new(HashMap::new()),
             headers: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
@@ -345,7 +359,11 @@ impl Engine {
                 Ok(admitted)
             }
             Err(answer) => {
-                log::call(&refusal_line(&self.action_name(call.tool), call.tool, &answer.body, started));
+                let mut line = refusal_line(&self.action_name(call.tool), call.tool, &answer.body, started);
+                if self.log_arguments {
+                    line["arguments"] = arguments_of(call.message);
+                }
+                log::call(&line);
                 Err(answer)
             }
         }
@@ -819,6 +837,7 @@ impl Engine {
     /// Record what was observed and say what the client gets.
     pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
         let Admitted { mut permit, forward, not_executed_on_error, round, started } = admitted;
+        let icons = self.warden.document().gateway.icons;
         let decision = permit.to_json().get("decision").and_then(Value::as_str).unwrap_or_default().to_owned();
         let tool =
             forward.get("params").and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -879,15 +898,8 @@ impl Engine {
                         if let Ok(mut held) = self.suspended.lock() {
                             held.insert(state, suspension);
                         }
-                        log::call(&outcome_line(
-                            &permit_name(&self.alias, &tool),
-                            &tool,
-                            &decision,
-                            &meta,
-                            round,
-                            started,
-                        ));
-                        return Finished { reply: Reply::Relay, meta, action_id, effect_key };
+                        self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+                        return Finished { reply: Reply::Relay, meta, action_id, effect_key, icons };
                     }
                     Err(error) => {
                         effect = Effect::Ambiguous(format!(
@@ -938,13 +950,26 @@ impl Engine {
         if let (Some(digest), Some(map), Some(_)) = (structured, meta.as_object_mut(), &receipt_id) {
             map.insert("result_sha256".into(), json!(digest));
         }
-        log::call(&outcome_line(&permit_name(&self.alias, &tool), &tool, &decision, &meta, round, started));
-        Finished { reply, meta, action_id, effect_key }
+        self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+        Finished { reply, meta, action_id, effect_key, icons }
     }
 }
 
-fn permit_name(alias: &str, tool: &str) -> String {
-    format!("mcp.{alias}.{tool}")
+impl Engine {
+    /// The log line of a call whose outcome was recorded (or held), with its arguments under
+    /// `--log-arguments`.
+    fn log_outcome(&self, tool: &str, decision: &str, meta: &Value, round: u32, started: std::time::Instant, forward: &Value) {
+        let mut line = outcome_line(&format!("mcp.{}.{tool}", self.alias), tool, decision, meta, round, started);
+        if self.log_arguments {
+            line["arguments"] = arguments_of(forward);
+        }
+        log::call(&line);
+    }
+}
+
+/// A `tools/call` message's `params.arguments` (null when it has none).
+fn arguments_of(message: &Value) -> Value {
+    message.get("params").and_then(|p| p.get("arguments")).cloned().unwrap_or(Value::Null)
 }
 
 fn millis(started: std::time::Instant) -> f64 {
@@ -964,8 +989,8 @@ fn refusal_line(action: &str, tool: &str, body: &Value, started: std::time::Inst
         _ => None,
     };
     json!({
-        "action": log::printable(action),
-        "tool": log::printable(tool),
+        "action": action,
+        "tool": tool,
         "decision": decision,
         "outcome": "refused",
         "code": code,
@@ -988,8 +1013,8 @@ fn outcome_line(
     started: std::time::Instant,
 ) -> Value {
     json!({
-        "action": log::printable(action),
-        "tool": log::printable(tool),
+        "action": action,
+        "tool": tool,
         "decision": decision,
         "outcome": meta.get("result"),
         "effect_key": meta.get("effect_key"),

@@ -1,9 +1,10 @@
 //! The answers the gateway rewrites on their way to the client: a `tools/list` keeps only the
 //! tools the accepted tool set offers unchanged (a quarantined tool's new description never
 //! reaches the model), and every list, and `initialize`'s `serverInfo`, loses its icons
-//! (SEP-973) or keeps only vetted `data:` images, as the document says. A list the gateway
-//! changed says `cacheScope: "private"`: it is this gateway's view, not the server's, and some
-//! SDKs read a missing scope as `public`.
+//! (SEP-973) or keeps only vetted `data:` images, as the document says (and so do a tool
+//! result's resource links). A list the gateway changed, or one without a scope it knows, says
+//! `cacheScope: "private"`: it is this gateway's view, not the server's, and some SDKs read a
+//! missing scope as `public`.
 //!
 //! Pure: the caller says which tools are offered.
 
@@ -129,9 +130,32 @@ pub fn rewrite(method: &str, envelope: &mut Value, policy: Icons, offered: &dyn 
                     changed |= icons(entry, policy);
                 }
             }
-            if changed {
+            // A list the gateway changed is its own view; a list without a scope it knows is
+            // private too, since some SDKs read a missing (or unknown) scope as `public`. An
+            // interim `input_required` result carries no caching hints.
+            let interim = result.get("resultType").and_then(Value::as_str) == Some("input_required");
+            let scoped = matches!(result.get("cacheScope").and_then(Value::as_str), Some("public" | "private"));
+            if !interim && (changed || !scoped) && result.get("cacheScope") != Some(&json!("private")) {
                 result.insert("cacheScope".into(), json!("private"));
+                changed = true;
             }
+        }
+    }
+    changed
+}
+
+/// A tool result's `resource_link` contents (SEP-973 gives them `icons`, as a resource has)
+/// with icons as `policy` says; whether anything changed. Every other part of the result is
+/// left as it came.
+pub fn result_icons(envelope: &mut Value, policy: Icons) -> bool {
+    let Some(content) = envelope.get_mut("result").and_then(|r| r.get_mut("content")).and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    for item in content.iter_mut().filter_map(Value::as_object_mut) {
+        if item.get("type").and_then(Value::as_str) == Some("resource_link") {
+            changed |= icons(item, policy);
         }
     }
     changed
@@ -223,5 +247,59 @@ mod tests {
         assert_eq!(init["result"], json!({"serverInfo": {"name": "s"}}));
         let mut other = json!({"result": {"tools": [{"name": "x", "icons": []}]}});
         assert!(!rewrite("tools/call", &mut other, Icons::Strip, &|_| false));
+    }
+
+    #[test]
+    fn a_list_without_a_scope_it_knows_is_private_and_an_interim_result_has_none() {
+        let table = [
+            (json!({"tools": []}), Some("private")),
+            (json!({"tools": [], "cacheScope": "shared"}), Some("private")),
+            (json!({"tools": [], "cacheScope": 1}), Some("private")),
+            (json!({"tools": [], "cacheScope": "PUBLIC"}), Some("private")),
+            (json!({"tools": [], "cacheScope": "public", "ttlMs": 5}), Some("public")),
+            (json!({"tools": [], "cacheScope": "private"}), Some("private")),
+            (json!({"resultType": "input_required", "inputRequests": {}}), None),
+        ];
+        for method in ["tools/list", "prompts/list", "resources/list", "resources/templates/list"] {
+            for (result, scope) in &table {
+                let mut envelope = json!({"jsonrpc": "2.0", "id": 1, "result": result});
+                let changed = rewrite(method, &mut envelope, Icons::Strip, &|_| true);
+                assert_eq!(envelope["result"].get("cacheScope").and_then(Value::as_str), *scope, "{method} {result}");
+                assert_eq!(changed, envelope["result"] != *result, "{method} {result}: says whether it changed");
+            }
+        }
+        let mut init = json!({"result": {"serverInfo": {"name": "s"}}});
+        assert!(!rewrite("initialize", &mut init, Icons::Strip, &|_| true), "initialize is not a cacheable list");
+        let mut error = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no"}});
+        assert!(!rewrite("tools/list", &mut error, Icons::Strip, &|_| true), "an error has no result to scope");
+    }
+
+    #[test]
+    fn a_tool_results_resource_links_lose_their_icons_and_nothing_else_changes() {
+        let png = data("image/png", PNG);
+        let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [
+                {"type": "text", "text": "see", "icons": [{"src": "https://t.example/x.png"}]},
+                {"type": "resource_link", "uri": "file:///a", "name": "a",
+                 "icons": [{"src": "https://t.example/a.png"}, {"src": png}]},
+                {"type": "resource", "resource": {"uri": "file:///b", "text": "b"}},
+            ],
+            "structuredContent": {"icons": [{"src": "https://t.example/s.png"}]},
+        }});
+        let mut stripped = answer.clone();
+        assert!(result_icons(&mut stripped, Icons::Strip));
+        let mut expected = answer.clone();
+        if let Some(link) = expected["result"]["content"][1].as_object_mut() {
+            link.remove("icons");
+        }
+        assert_eq!(stripped, expected, "only the resource link's icons go; structuredContent is the tool's data");
+        let mut vetted = answer.clone();
+        assert!(result_icons(&mut vetted, Icons::DataUris));
+        assert_eq!(vetted["result"]["content"][1]["icons"], json!([{"src": png, "mimeType": "image/png"}]));
+        let mut plain = json!({"result": {"content": [{"type": "resource_link", "uri": "file:///a", "name": "a"}]}});
+        assert!(!result_icons(&mut plain, Icons::Strip));
+        for mut odd in [json!({"result": {"content": "x"}}), json!({"error": {}}), json!([1])] {
+            assert!(!result_icons(&mut odd, Icons::Strip));
+        }
     }
 }

@@ -127,6 +127,10 @@ pub struct GatewayArgs {
     /// The claim naming the user.
     #[arg(long, value_name = "CLAIM")]
     pub identity_jwt_user_claim: Option<String>,
+    /// Also write each call's arguments in its log line (off by default: arguments may carry
+    /// personal data or secrets that a log must not hold).
+    #[arg(long)]
+    pub log_arguments: bool,
     /// Where the upstream's tool set is pinned (default: <store>.<alias>.pins.json beside a
     /// file store; required with a PostgreSQL store).
     #[arg(long, value_name = "FILE")]
@@ -209,6 +213,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             true,
         );
         block.push_str(&pins_block(&catalog, alias, warden.document()));
+        block.push_str(arguments_logged(args));
         let engine = Arc::new(engine(warden, args, provider, catalog));
         sweeper(&engine);
         write_stderr(&block);
@@ -273,6 +278,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     };
     let mut block = startup_block(&warden, &source, &upstream.url, config, false);
     block.push_str(&pins_block(&catalog, alias, warden.document()));
+    block.push_str(arguments_logged(args));
     let mut identity_headers = Vec::new();
     let mut consumed = Vec::new();
     match &source {
@@ -394,6 +400,7 @@ fn engine(
     let alias = args.alias.clone().unwrap_or_default();
     let mut engine = intercept::Engine::new(warden, alias, provider, elicitation(args), catalog);
     engine.approval_wait = Duration::from_secs(args.wait_approvals);
+    engine.log_arguments = args.log_arguments;
     engine
 }
 
@@ -454,6 +461,15 @@ fn pins_block(catalog: &catalog::Catalog, alias: &str, document: &warden::docume
         }
     }
     out
+}
+
+/// The startup block's line for `--log-arguments` (nothing without it).
+fn arguments_logged(args: &GatewayArgs) -> &'static str {
+    if args.log_arguments {
+        "call log lines carry each call's arguments (--log-arguments): the log holds whatever agents send\n"
+    } else {
+        ""
+    }
 }
 
 /// An `--alias` that names no `mcp.<alias>.*` action is a typo, not a gateway that denies

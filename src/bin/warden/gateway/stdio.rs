@@ -385,7 +385,7 @@ fn intercepted(
     let finished = engine.finish(admitted, &observation, call.revision);
     match (&finished.reply, observation) {
         (Reply::Relay, Observation::Answered { body: Some(mut envelope), .. }) => {
-            intercept::with_meta(&mut envelope, &finished.meta);
+            finished.relayed(&mut envelope);
             envelope
         }
         _ => intercept::synthesised(call.id, &finished).body,
