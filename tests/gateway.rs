@@ -348,9 +348,13 @@ fn gateway_in(dir: &Path, upstream: &str, extra: &[&str]) -> Gateway {
         .args(["gateway", "--upstream", upstream, "--alias", "acme", "--listen", "127.0.0.1:0"])
         .args(["--config", &dir.join("warden.yaml").display().to_string()])
         .args(["--store", &dir.join("store.redb").display().to_string()])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .args(extra);
+    spawned(dir, command)
+}
+
+/// A gateway started by `command` (stdout piped: its first line names the address).
+fn spawned(dir: &Path, mut command: Command) -> Gateway {
+    command.stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = command.spawn().expect("spawn the gateway");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut first = String::new();
@@ -1896,7 +1900,7 @@ fn scaffold_writes_a_skeleton_that_denies_every_tool_and_check_reports_the_cover
     let names: Vec<&String> = document.actions.keys().collect();
     assert_eq!(names, ["mcp.shop.create_refund", "mcp.shop.echo", "mcp.shop.lookup"]);
     assert_eq!(
-        document.actions["mcp.shop.create_refund"].effect.as_ref().map(|t| t.source()),
+        document.actions["mcp.shop.create_refund"].effect.as_ref().map(warden::Template::source),
         Some("create_refund:{payment_id}:{amount}")
     );
     assert!(document.actions["mcp.shop.lookup"].effect.is_none());
@@ -1993,6 +1997,171 @@ fn an_alias_that_matches_no_action_refuses_to_start_naming_the_fix() {
         "{stderr}"
     );
     assert!(started.stdout.is_empty(), "it never listened");
+}
+
+#[test]
+fn a_settings_file_gives_the_flags_and_a_flag_given_twice_is_refused() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let settings = format!(
+        "# the gateway in front of the scripted server\nupstream: {}\nalias: acme\nlisten: 127.0.0.1:0\n\
+         principal_header: X-Agent\nconfig: {}\nstore: {}\nallow_origin:\n  - https://ok.example\n\
+         upstream_timeout: 30\nallow_remote: false\n",
+        upstream.url,
+        path("warden.yaml"),
+        path("store.redb")
+    );
+    std::fs::write(dir.path().join("gateway.yaml"), &settings).expect("settings");
+    let mut command = warden();
+    command.args(["gateway", "--settings", &path("gateway.yaml")]);
+    let gateway = spawned(dir.path(), command);
+    let answer = gateway.call(1, "careful", json!({"id": "s1"}), "a");
+    assert_eq!(answer.meta()["result"], "committed", "{}", answer.text);
+    let list = r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#;
+    assert_eq!(gateway.post(&[("Origin", "https://ok.example")], list).status, 200, "the file's allow_origin");
+    assert_eq!(gateway.post(&[("Origin", "https://evil.example")], list).status, 403);
+    assert!(dir.path().join("store.redb").exists(), "the file's store");
+    drop(gateway);
+
+    // Over stdio: the switch and the server's command line from the file.
+    std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");
+    let stdio = format!(
+        "alias: acme\nstdio: true\nprincipal: agent-1\nconfig: {}\nstore: {}\ncommand: [python3, {}, {}]\n",
+        path("warden.yaml"),
+        path("stdio.redb"),
+        path("server.py"),
+        path("seen.jsonl")
+    );
+    std::fs::write(dir.path().join("stdio.yaml"), stdio).expect("settings");
+    let mut child = warden()
+        .args(["gateway", "--settings", &path("stdio.yaml")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    let (sender, lines) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    });
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"careful","arguments":{"id":"c1"}}}"#;
+    let mut answer = stdio_exchange(&mut input, &lines, call);
+    while answer.get("method").is_some() {
+        answer = lines.recv_timeout(Duration::from_secs(20)).expect("the answer");
+    }
+    assert_eq!(answer["_meta"]["dev.warden/receipt"]["result"], "committed", "{answer}");
+    drop(input);
+    assert!(child.wait().expect("exit").success());
+
+    // Refusals: exit 2 before anything runs, naming the file, the line and the fix.
+    let refused = |text: &str, extra: &[&str], env: Option<(&str, &str)>| {
+        std::fs::write(dir.path().join("bad.yaml"), text).expect("settings");
+        let mut command = warden();
+        command.args(["gateway", "--settings", &path("bad.yaml")]).args(extra);
+        if let Some((k, v)) = env {
+            command.env(k, v);
+        }
+        let out = command.output().expect("run");
+        assert!(out.stdout.is_empty(), "it never listened: {text}");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let base = format!(
+        "upstream: {}\nalias: acme\nprincipal: agent-1\nconfig: {}\nstore: {}\n",
+        upstream.url,
+        path("warden.yaml"),
+        path("bad.redb")
+    );
+    let twice = format!("{base}listen: 127.0.0.1:0\n");
+    let document = path("warden.yaml");
+    // The file, the command line's other flags, an environment variable, what stderr says.
+    type Case<'a> = (String, Vec<&'a str>, Option<(&'a str, &'a str)>, &'a str);
+    let table: Vec<Case> = vec![
+        (
+            twice.clone(),
+            vec!["--listen", "127.0.0.1:0"],
+            None,
+            "bad.yaml:6: listen: --listen is also given on the command line; give it in one place",
+        ),
+        (
+            format!("{base}allow_remote: true\n"),
+            vec!["--allow-remote"],
+            None,
+            ":6: allow_remote: --allow-remote is also given on the command line",
+        ),
+        (base.clone(), vec!["--config", &document], None, ":4: config: --config is also given on the command line"),
+        (
+            base.clone(),
+            vec![],
+            Some(("WARDEN_STORE", "elsewhere.redb")),
+            ":5: store: --store is also given by WARDEN_STORE",
+        ),
+        (
+            format!("{base}command: [python3]\n"),
+            vec!["--", "python3"],
+            None,
+            ":6: command: the server's command is also given after --",
+        ),
+        (
+            format!("{base}upstream-timeout: 5\n"),
+            vec![],
+            None,
+            ":6: upstream-timeout: not a setting (keys are snake_case: upstream_timeout); allowed: alias, ",
+        ),
+        (format!("{base}settings: other.yaml\n"), vec![], None, ":6: settings: not a setting"),
+        (
+            format!("{base}allow_remote: \"true\"\n"),
+            vec![],
+            None,
+            ":6: allow_remote: a switch is true or false, got a string",
+        ),
+        (
+            format!("{base}max_connections_per_peer: 0\n"),
+            vec![],
+            None,
+            ":6: max_connections_per_peer: invalid value '0' for '--max-connections-per-peer <N>': 0 is not in 1..=64",
+        ),
+        (
+            format!("{base}durability: never\n"),
+            vec![],
+            None,
+            ":6: durability: invalid value 'never' for '--durability <LEVEL>'",
+        ),
+        (format!("{base}upstream_timeout: 1.5\n"), vec![], None, ":6: upstream_timeout: floats are not accepted"),
+        (
+            format!("{base}command: python3 server.py\n"),
+            vec![],
+            None,
+            ":6: command: the server's command line is a list of strings",
+        ),
+        (
+            format!("{base}config: ''\n").replacen(&format!("config: {}\n", path("warden.yaml")), "", 1),
+            vec![],
+            None,
+            ":5: config: a path, got a string",
+        ),
+        (format!("{base}listen: a\nlisten: b\n"), vec![], None, ":7: listen: duplicate key 'listen' (first on line 6)"),
+        (
+            base.replace("alias: acme\n", ""),
+            vec![],
+            None,
+            "warden gateway needs an alias: --alias NAME, or alias: NAME in",
+        ),
+        (format!("{base}alias_typo: x\n"), vec![], None, "not a setting; allowed: "),
+    ];
+    for (text, extra, env, message) in table {
+        let (code, stderr) = refused(&text, &extra, env);
+        assert_eq!(code, Some(2), "{text} {extra:?}: {stderr}");
+        assert!(stderr.contains(message), "{text} {extra:?}: expected {message:?} in {stderr}");
+    }
+    assert!(!dir.path().join("bad.redb").exists(), "nothing was opened");
+    let missing = warden().args(["gateway", "--settings", &path("none.yaml")]).output().expect("run");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("none.yaml"), "names the file");
 }
 
 /// A stdio gateway run with `extra` flags: `first` sent at once (their answers awaited by id),

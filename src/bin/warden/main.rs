@@ -36,7 +36,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
+use clap::{ArgGroup, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::json;
 
 use warden::EffectState;
@@ -600,7 +600,13 @@ fn main() -> ExitCode {
     if let Some(code) = worker(&args) {
         return code;
     }
-    let cli = Cli::parse_from(args);
+    // Parsed as `Cli::parse_from` does, keeping the matches: `warden gateway --settings` needs
+    // to know which flags the command line gave.
+    let matches = Cli::command().get_matches_from(args);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.format(&mut Cli::command()).exit(),
+    };
     if cli.version {
         return match write_stdout(&about::version(cli.json)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -616,8 +622,19 @@ fn main() -> ExitCode {
         Command::Gateway(args) if args.action.is_none() => Some(args),
         _ => None,
     } {
+        let merged = match gateway::settings::resolve(args, &matches, cli.store.as_deref(), cli.config.as_deref()) {
+            Ok(merged) => merged,
+            Err(failure) => {
+                write_stderr(&failure.message);
+                return ExitCode::from(failure.code);
+            }
+        };
+        let (args, store, config) = match &merged {
+            Some(merged) => (&merged.args, merged.store.as_deref(), merged.config.as_deref()),
+            None => (&**args, cli.store.as_deref(), cli.config.as_deref()),
+        };
         // Runs until stopped; only a startup refusal or a fault returns.
-        return match gateway::run(args, cli.store.as_deref(), cli.config.as_deref()) {
+        return match gateway::run(args, store, config) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => {
                 write_stderr(&failure.message);

@@ -91,12 +91,7 @@ pub fn check(path: &Path, upstream: &UpstreamCheck, json: bool) -> Done {
                 &json!({"ok": failed.is_none(), "policy_hash": doc.policy_hash, "warnings": doc.warnings, "coverage": report}),
             )
         } else {
-            let mut out = format!(
-                "OK {} (policy hash {})
-",
-                shown(&path.display().to_string()),
-                doc.policy_hash
-            );
+            let mut out = format!("OK {} (policy hash {})\n", shown(&path.display().to_string()), doc.policy_hash);
             for line in report["lines"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_str) {
                 out.push_str(&format!("{}\n", shown(line)));
             }

@@ -115,12 +115,14 @@ pub fn scaffold(args: &ScaffoldArgs, json: bool) -> Result<Done, Failure> {
     }
     let mut file = match options.open(&args.out) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Err(Failure::check(
-            "exists",
-            format!(
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(Failure::check(
+                "exists",
+                format!(
                 "{place} already exists; it was left as it is (pass --force to overwrite it, or --out another file)"
             ),
-        )),
+            ))
+        }
         Err(error) => return Err(Failure::usage(format!("cannot create {place}: {error}"))),
     };
     file.write_all(text.as_bytes())
@@ -137,9 +139,8 @@ pub fn scaffold(args: &ScaffoldArgs, json: bool) -> Result<Done, Failure> {
         }))));
     }
     Ok(Done::ok(format!(
-        "wrote {place}: {} tool(s) of {}, each mcp.{}.<tool>, every one '{}' until you decide
-next: edit it, then warden check {} --alias {} with the same --upstream or -- COMMAND
-",
+        "wrote {place}: {} tool(s) of {}, each mcp.{}.<tool>, every one '{}' until you decide\n\
+         next: edit it, then warden check {} --alias {} with the same --upstream or -- COMMAND\n",
         listed.tools.len(),
         shown(server),
         args.alias,

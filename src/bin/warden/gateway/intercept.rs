@@ -958,7 +958,15 @@ impl Engine {
 impl Engine {
     /// The log line of a call whose outcome was recorded (or held), with its arguments under
     /// `--log-arguments`.
-    fn log_outcome(&self, tool: &str, decision: &str, meta: &Value, round: u32, started: std::time::Instant, forward: &Value) {
+    fn log_outcome(
+        &self,
+        tool: &str,
+        decision: &str,
+        meta: &Value,
+        round: u32,
+        started: std::time::Instant,
+        forward: &Value,
+    ) {
         let mut line = outcome_line(&format!("mcp.{}.{tool}", self.alias), tool, decision, meta, round, started);
         if self.log_arguments {
             line["arguments"] = arguments_of(forward);

@@ -20,6 +20,7 @@ mod lists;
 mod log;
 mod pins;
 mod scaffold;
+pub mod settings;
 mod sse;
 mod stdio;
 mod tls;
@@ -44,6 +45,8 @@ use crate::exit::{Failure, EXIT_INTERNAL};
 /// The largest `--identity-jwt-public-key` file read.
 const MAX_PUBLIC_KEY_BYTES: u64 = 64 * 1024;
 
+// Each bool is one command-line switch.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct GatewayArgs {
@@ -53,8 +56,13 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "URL")]
     pub upstream: Option<String>,
     /// The name in every action: a tool T becomes mcp.<alias>.T (lowercase letters, digits, _ and -).
-    #[arg(long, value_name = "NAME", required = true)]
+    #[arg(long, value_name = "NAME", required_unless_present = "settings")]
     pub alias: Option<String>,
+    /// Read these flags (and --config, --store, the server's command) from a YAML file, each
+    /// under its name in snake_case (upstream_timeout: 30); a flag is given in the file or on
+    /// the command line, not both.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
     /// Where to listen; port 0 picks a free one (the first stdout line says which).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8900")]
     pub listen: String,
