@@ -87,10 +87,14 @@ pub fn list_tools(target: &Target<'_>) -> Result<Listed, String> {
     }
 }
 
+/// `initialize` as a client with the capabilities an agent's client commonly has (roots,
+/// sampling, form and URL elicitation): servers offer some tools only to such clients, and a
+/// skeleton or a coverage report should name every tool an agent may be offered. The session
+/// only lists tools; a server's requests to it go unanswered.
 fn initialize_request() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": CLIENT_REVISION,
-        "capabilities": {},
+        "capabilities": {"roots": {"listChanged": false}, "sampling": {}, "elicitation": {"form": {}, "url": {}}},
         "clientInfo": {"name": "warden-gateway", "version": env!("CARGO_PKG_VERSION")},
     }})
 }
@@ -224,12 +228,30 @@ fn over_stdio(command: &[String], timeout: Duration) -> Result<Listed, String> {
         Ok(Listed { server: result.get("serverInfo").cloned().unwrap_or(Value::Null), revision, tools })
     })();
     drop(input);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    stop_child(&mut child);
     let _ = reader.join();
     listed
+}
+
+/// The stdio transport's shutdown: the child's input is closed; a child still running after a
+/// second is sent SIGTERM, and after two more SIGKILL; then it is reaped.
+fn stop_child(child: &mut std::process::Child) {
+    let exits_within = |child: &mut std::process::Child, wait: Duration| {
+        let deadline = std::time::Instant::now() + wait;
+        while std::time::Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    };
+    if !exits_within(child, Duration::from_secs(1)) {
+        let pid = rustix::process::Pid::from_child(child);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        if !exits_within(child, Duration::from_secs(2)) {
+            let _ = child.kill();
+        }
+    }
+    let _ = child.wait();
 }

@@ -108,7 +108,8 @@ pub fn skeleton(listed: &Listed, alias: &str, source: &str, decision: &str) -> S
             out.push_str(&format!("  # the server says: {}\n", hints.join(", ")));
         }
         let schema = entry.get("inputSchema");
-        if let Some(properties) = schema.and_then(|s| s.get("properties")).and_then(Value::as_object) {
+        let properties = schema.and_then(|s| s.get("properties")).and_then(Value::as_object);
+        if let Some(properties) = properties.filter(|p| !p.is_empty()) {
             let required: Vec<&str> = schema
                 .and_then(|s| s.get("required"))
                 .and_then(Value::as_array)
@@ -167,11 +168,14 @@ mod tests {
                        "inputSchema": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}}),
                 json!({"name": "get-sum", "inputSchema": {"type": "object", "required": ["a"], "properties": {"a": {"type": "number"}}}}),
                 json!({"name": "we:ird {tool}\"", "inputSchema": {"type": "object"}}),
+                json!({"name": "noargs", "inputSchema": {"type": "object", "properties": {}}}),
             ],
         };
         let text = skeleton(&listed, "shop", "http://127.0.0.1:9000/mcp", "deny");
         let document = warden::document::load_str(&text, "scaffold.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
-        assert_eq!(document.actions.len(), 4);
+        assert_eq!(document.actions.len(), 5);
+        assert!(!text.contains("# arguments: \n"), "no empty argument line: {text}");
+        assert!(text.contains("# arguments: a (number, required)\n"), "{text}");
         for name in document.actions.keys() {
             let decision = warden::policy::evaluate(&document, name, &serde_json::Map::new()).ruling.decision;
             assert_eq!(decision.as_str(), "deny", "{name}: {text}");
