@@ -1935,7 +1935,12 @@ fn scaffold_writes_a_skeleton_that_denies_every_tool_and_check_reports_the_cover
     };
     let clean = check(&out, "shop");
     assert!(clean.status.success(), "{}", String::from_utf8_lossy(&clean.stderr));
-    assert!(String::from_utf8_lossy(&clean.stdout).contains("coverage: 3 of 3 tool(s) have an mcp.shop.* action"));
+    let shown = String::from_utf8_lossy(&clean.stdout);
+    assert!(shown.contains("coverage: 3 of 3 tool(s) have an mcp.shop.* action"), "{shown}");
+    assert!(
+        shown.starts_with("OK ") && shown.contains("(warden/v1, ") && shown.contains("\npolicy hash: "),
+        "as `warden check` says it, then the coverage: {shown}"
+    );
     // A typo in a template, a tool left out, an action with no tool.
     let edited = dir.path().join("edited.yaml");
     std::fs::write(

@@ -91,7 +91,7 @@ pub fn check(path: &Path, upstream: &UpstreamCheck, json: bool) -> Done {
                 &json!({"ok": failed.is_none(), "policy_hash": doc.policy_hash, "warnings": doc.warnings, "coverage": report}),
             )
         } else {
-            let mut out = format!("OK {} (policy hash {})\n", shown(&path.display().to_string()), doc.policy_hash);
+            let mut out = loaded(path, &doc);
             for line in report["lines"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_str) {
                 out.push_str(&format!("{}\n", shown(line)));
             }
@@ -104,19 +104,7 @@ pub fn check(path: &Path, upstream: &UpstreamCheck, json: bool) -> Done {
             let stdout = if json {
                 document(&json!({"ok": true, "policy_hash": doc.policy_hash, "warnings": doc.warnings}))
             } else {
-                let mut out = format!(
-                    "OK {} ({}, {} mode, {} action{})\npolicy hash: {}\n",
-                    shown(&path.display().to_string()),
-                    doc.schema.name(),
-                    doc.mode.as_str(),
-                    doc.actions.len(),
-                    if doc.actions.len() == 1 { "" } else { "s" },
-                    doc.policy_hash
-                );
-                for warning in &doc.warnings {
-                    out.push_str(&format!("warning: {}\n", shown(warning)));
-                }
-                out
+                loaded(path, &doc)
             };
             Done::ok(stdout)
         }
@@ -131,6 +119,23 @@ pub fn check(path: &Path, upstream: &UpstreamCheck, json: bool) -> Done {
             Done { stdout, failed: Some(Failure::config(message)) }
         }
     }
+}
+
+/// `check`'s text for a document that loads: `OK`, what it is, its policy hash, every warning.
+fn loaded(path: &Path, doc: &Document) -> String {
+    let mut out = format!(
+        "OK {} ({}, {} mode, {} action{})\npolicy hash: {}\n",
+        shown(&path.display().to_string()),
+        doc.schema.name(),
+        doc.mode.as_str(),
+        doc.actions.len(),
+        if doc.actions.len() == 1 { "" } else { "s" },
+        doc.policy_hash
+    );
+    for warning in &doc.warnings {
+        out.push_str(&format!("warning: {}\n", shown(warning)));
+    }
+    out
 }
 
 /// What the policy would decide for one call, computed the way the pipeline computes it and
