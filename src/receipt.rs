@@ -111,6 +111,11 @@ pub struct ReceiptDraft {
     /// every receipt without one keeps its bytes.
     #[serde(default)]
     pub traceparent: Option<String>,
+    /// `sha256:` over the result the host bound to the outcome (`warden gateway`: the tool
+    /// result's `structuredContent`), when it named one. In the hashed document only when set,
+    /// so every receipt without one keeps its bytes.
+    #[serde(default)]
+    pub result_sha256: Option<String>,
 }
 
 /// Whether `text` is a W3C trace context `traceparent` (Trace Context Level 1): `VV-<32 hex>-<16
@@ -199,6 +204,9 @@ impl ReceiptDraft {
         }
         if let (Some(traceparent), Some(map)) = (&self.traceparent, document.as_object_mut()) {
             map.insert("traceparent".into(), traceparent.clone().into());
+        }
+        if let (Some(digest), Some(map)) = (&self.result_sha256, document.as_object_mut()) {
+            map.insert("result_sha256".into(), digest.clone().into());
         }
         document
     }
@@ -519,6 +527,7 @@ mod tests {
             policy_version: None,
             authority: None,
             traceparent: None,
+            result_sha256: None,
         }
     }
 
@@ -711,6 +720,23 @@ mod tests {
         ];
         let report = verify_chain(rows, Some((2, second_hash)), None);
         assert!(report.ok && report.verified == 2, "{report:?}");
+    }
+
+    #[test]
+    fn a_result_digest_is_inside_the_hashed_document_only_when_bound() {
+        let plain = draft(1).document(1, GENESIS_HASH);
+        assert!(plain.get("result_sha256").is_none(), "absent unless bound: every other receipt keeps its bytes");
+        let (_, plain_hash) = draft(1).seal(1, GENESIS_HASH).expect("seals");
+        let mut bound = draft(1);
+        bound.result_sha256 = Some(format!("sha256:{}", "ab".repeat(32)));
+        let mut document = bound.document(1, GENESIS_HASH);
+        assert_eq!(document["result_sha256"], format!("sha256:{}", "ab".repeat(32)));
+        if let Some(map) = document.as_object_mut() {
+            map.remove("result_sha256");
+        }
+        assert_eq!(document, plain, "the field is the only difference");
+        let (_, hash) = bound.seal(1, GENESIS_HASH).expect("seals");
+        assert_ne!(hash, plain_hash, "the digest is inside the hashed document");
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! `warden/v1`'s top-level `gateway` section: what `warden gateway` does with the JSON-RPC
-//! methods it does not know. The section decides no action (an action is decided by its entry),
-//! so, like `notify`, it is outside the policy hash.
+//! methods it does not know, and with the icons upstream lists carry. The section decides no
+//! action (an action is decided by its entry), so, like `notify`, it is outside the policy hash.
 
 use super::tree::{child_path, Member, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
 
-const GATEWAY_KEYS: [&str; 1] = ["unknown_methods"];
+const GATEWAY_KEYS: [&str; 2] = ["icons", "unknown_methods"];
 
 /// What `warden gateway` does with a JSON-RPC method that is not on its list of known MCP
 /// methods (docs/GATEWAY.md, "Which methods are relayed").
@@ -30,21 +30,46 @@ impl UnknownMethods {
     }
 }
 
+/// What `warden gateway` does with the `icons` (SEP-973) of the lists it relays
+/// (docs/GATEWAY.md, "Lists").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Icons {
+    /// Every icon is removed (the default): an icon URL is fetched by the client, which tells
+    /// its owner who is looking and when, and an SVG may carry script.
+    #[default]
+    Strip,
+    /// Only `data:` URIs of a PNG, JPEG, GIF or WebP image whose bytes are that image are kept;
+    /// every other icon (a URL, SVG, anything that does not check) is removed.
+    DataUris,
+}
+
+impl Icons {
+    /// The setting as the document spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Icons::Strip => "strip",
+            Icons::DataUris => "data_uris",
+        }
+    }
+}
+
 /// The `gateway` section; the default when the document has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GatewaySettings {
     /// `gateway.unknown_methods`: `relay` (default) or `refuse`.
     pub unknown_methods: UnknownMethods,
+    /// `gateway.icons`: `strip` (default) or `data_uris`.
+    pub icons: Icons,
 }
 
 impl Cx<'_> {
-    /// `gateway: {unknown_methods: relay | refuse}`.
+    /// `gateway: {unknown_methods: relay | refuse, icons: strip | data_uris}`.
     pub(super) fn gateway(&self, member: &Member) -> Result<GatewaySettings, DocumentError> {
         let NodeValue::Map(members) = &member.value.value else {
             return Err(self.error(
                 "gateway",
                 Some(member.line),
-                format!("'gateway' must be a mapping (with 'unknown_methods'), got {}", member.value.kind()),
+                format!("'gateway' must be a mapping (with 'unknown_methods', 'icons'), got {}", member.value.kind()),
             ));
         };
         self.reject_unknown(members, &GATEWAY_KEYS, "gateway")?;
@@ -58,6 +83,19 @@ impl Cx<'_> {
                         &child_path("gateway", "unknown_methods"),
                         Some(found.line),
                         format!("'unknown_methods' must be exactly 'relay' or 'refuse', got {}", found.value.shown()),
+                    ))
+                }
+            };
+        }
+        if let Some(found) = members.iter().find(|m| m.key == "icons") {
+            settings.icons = match found.value.as_str() {
+                Some("strip") => Icons::Strip,
+                Some("data_uris") => Icons::DataUris,
+                _ => {
+                    return Err(self.error(
+                        &child_path("gateway", "icons"),
+                        Some(found.line),
+                        format!("'icons' must be exactly 'strip' or 'data_uris', got {}", found.value.shown()),
                     ))
                 }
             };
@@ -79,6 +117,10 @@ mod tests {
         assert_eq!(plain.gateway.unknown_methods, UnknownMethods::Relay);
         let refuse = load_str(&format!("{HEAD}gateway:\n  unknown_methods: refuse\n"), "t").expect("loads");
         assert_eq!(refuse.gateway.unknown_methods, UnknownMethods::Refuse);
+        assert_eq!((plain.gateway.icons, refuse.gateway.icons), (Icons::Strip, Icons::Strip));
+        let data = load_str(&format!("{HEAD}gateway:\n  icons: data_uris\n"), "t").expect("loads");
+        assert_eq!(data.gateway.icons, Icons::DataUris);
+        assert_eq!(data.policy_hash, plain.policy_hash, "the section decides no action");
         assert_eq!(refuse.policy_hash, plain.policy_hash, "the section decides no action");
         let relay = load_str(&format!("{HEAD}gateway: {{unknown_methods: relay}}\n"), "t").expect("loads");
         assert_eq!(relay.gateway.unknown_methods, UnknownMethods::Relay);
@@ -86,7 +128,9 @@ mod tests {
             ("gateway: refuse\n", "gateway", "must be a mapping"),
             ("gateway:\n  unknown_methods: deny\n", "gateway.unknown_methods", "exactly 'relay' or 'refuse'"),
             ("gateway:\n  unknown_methods: Refuse\n", "gateway.unknown_methods", "exactly 'relay' or 'refuse'"),
-            ("gateway:\n  unknown_method: refuse\n", "gateway.unknown_method", "allowed here: unknown_methods"),
+            ("gateway:\n  unknown_method: refuse\n", "gateway.unknown_method", "allowed here: icons, unknown_methods"),
+            ("gateway:\n  icons: keep\n", "gateway.icons", "exactly 'strip' or 'data_uris'"),
+            ("gateway:\n  icons: [strip]\n", "gateway.icons", "exactly 'strip' or 'data_uris'"),
         ];
         for (tail, path, message) in table {
             let error = load_str(&format!("{HEAD}{tail}"), "t").expect_err(tail);

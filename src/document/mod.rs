@@ -33,7 +33,7 @@ mod validate;
 mod warden;
 mod warnings;
 
-pub use gateway::{GatewaySettings, UnknownMethods};
+pub use gateway::{GatewaySettings, Icons, UnknownMethods};
 pub use upstream::{is_digest, pem_certificate, pem_certificates, UpstreamPins};
 
 use std::collections::BTreeMap;
@@ -436,6 +436,45 @@ pub fn load_authority_str(text: &str, origin: &str) -> Result<AuthorityFile, Doc
     Ok(AuthorityFile { raw, authority })
 }
 
+/// One top-level member of a settings file ([`load_settings_str`]): its key, its line and its
+/// value as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    /// The key as written.
+    pub key: String,
+    /// Its 1-based line.
+    pub line: usize,
+    /// Its value, as JSON.
+    pub value: Value,
+}
+
+/// A settings file (`warden gateway --settings`): a YAML mapping read as `warden/v1` reads YAML
+/// (one value per key, no anchors or aliases, YAML 1.2 scalars, no floats), each top-level
+/// member with its line and its value as JSON, in the file's order. What the keys mean is the
+/// caller's; an empty file has none. Errors name `origin` and the line.
+pub fn load_settings_str(text: &str, origin: &str) -> Result<Vec<Setting>, DocumentError> {
+    let (cx, root) = warden_tree(text, origin)?;
+    let Some(root) = root else { return Ok(Vec::new()) };
+    let tree::NodeValue::Map(members) = &root.value else {
+        return Err(cx.error("", Some(root.line), format!("a settings file must be a mapping, got {}", root.kind())));
+    };
+    members
+        .iter()
+        .map(|member| {
+            let value = cx.json(&member.value, &member.key)?;
+            Ok(Setting { key: member.key.clone(), line: member.line, value })
+        })
+        .collect()
+}
+
+/// Load a settings file; errors name the path. A file that is missing, unreadable, not a
+/// regular file, not UTF-8 or larger than [`MAX_DOCUMENT_BYTES`] is an error naming it.
+pub fn load_settings_file(path: &Path) -> Result<Vec<Setting>, DocumentError> {
+    let origin = path.display().to_string();
+    let text = read_text(path, &origin)?;
+    load_settings_str(&text, &origin)
+}
+
 /// A delegated grant (`warden delegate --file`, or the JSON a binding passes): the keys of a
 /// grant minus `id`, which is assigned at creation. JSON is YAML, so both arrive here.
 pub fn load_grant_str(text: &str, origin: &str) -> Result<crate::authority::Grant, DocumentError> {
@@ -563,7 +602,38 @@ fn first_refused_character(text: &str) -> Option<(usize, char)> {
 
 #[cfg(test)]
 mod tests {
-    use super::open_regular;
+    use super::{load_settings_str, open_regular, Setting};
+    use serde_json::json;
+
+    #[test]
+    fn a_settings_file_is_its_members_with_lines_and_strict_yaml_is_refused() {
+        let text = "# the gateway\nupstream: http://127.0.0.1:9000/mcp\nallow_remote: true\nupstream_timeout: 5\n\
+                    allow_origin:\n  - https://a.example\nlisten: '127.0.0.1:0'\n";
+        let settings = load_settings_str(text, "g.yaml").expect("loads");
+        let expected = [
+            ("upstream", 2, json!("http://127.0.0.1:9000/mcp")),
+            ("allow_remote", 3, json!(true)),
+            ("upstream_timeout", 4, json!(5)),
+            ("allow_origin", 5, json!(["https://a.example"])),
+            ("listen", 7, json!("127.0.0.1:0")),
+        ]
+        .map(|(key, line, value)| Setting { key: key.into(), line, value });
+        assert_eq!(settings, expected);
+        assert_eq!(load_settings_str("", "g.yaml"), Ok(Vec::new()));
+        assert_eq!(load_settings_str("# nothing\n", "g.yaml"), Ok(Vec::new()));
+        for (text, line, message) in [
+            ("a: 1\na: 2\n", 2, "duplicate"),
+            ("allow_remote: yes\n", 1, "YAML 1.1"),
+            ("a: &x 1\nb: *x\n", 1, "anchors and aliases"),
+            ("upstream_timeout: 1.5\n", 1, "floats are not accepted"),
+            ("- a\n- b\n", 1, "must be a mapping"),
+            ("a: [\n", 1, ""),
+        ] {
+            let error = load_settings_str(text, "g.yaml").expect_err(text);
+            assert_eq!((error.origin.as_str(), error.line.is_some()), ("g.yaml", true), "{text}: {error}");
+            assert!(error.line >= Some(line) && error.message.contains(message), "{text}: {error}");
+        }
+    }
 
     #[test]
     fn open_regular_names_what_is_not_a_regular_file_and_opens_one_that_is() {

@@ -35,6 +35,8 @@ pub struct Permit {
     pub(super) authority: Option<crate::receipt::ReceiptAuthority>,
     /// The call's W3C trace context, which every receipt of this permit carries.
     pub(super) traceparent: Option<String>,
+    /// The digest of the result the host bound to the outcome, which its receipt carries.
+    pub(super) result_sha256: Option<String>,
     /// The id of the receipt this permit's outcome writes, chosen when the permit is granted.
     pub(super) receipt_id: String,
     pub(super) finished: bool,
@@ -104,6 +106,20 @@ impl Permit {
             "decision_reason": self.ruling.reason,
             "authority_grant_id": self.authority_grant_id(),
         })
+    }
+
+    /// Bind a digest of the result to this permit's outcome: the receipt it writes (whichever
+    /// outcome) carries `result_sha256`, inside the hashed document. `digest` is `sha256:` and
+    /// 64 lowercase hex digits; anything else is invalid input.
+    pub fn bind_result_sha256(&mut self, digest: &str) -> Result<()> {
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(Error::InvalidInput(
+                "a result digest is sha256: and 64 lowercase hex digits (canonical::sha256_prefixed)".into(),
+            ));
+        }
+        self.result_sha256 = Some(digest.to_owned());
+        Ok(())
     }
 
     /// The executor succeeded. `result` is stored as plain JSON outside any hashed content.
@@ -247,6 +263,7 @@ impl Kernel {
             draft.approver = permit.approver.clone();
             draft.authority = permit.authority.clone();
             draft.traceparent = permit.traceparent.clone();
+            draft.result_sha256 = permit.result_sha256.clone();
             draft.receipt_id = permit.receipt_id.clone();
             let op = Write::Finish(Box::new(Finish {
                 action: permit.action.clone(),

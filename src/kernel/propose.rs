@@ -235,6 +235,7 @@ impl Kernel {
             would_have,
             authority: stamp.map(|stamp| stamp.receipt(if granted.charged { &charges } else { &[] })),
             traceparent: proposal.traceparent.map(str::to_owned),
+            result_sha256: None,
             receipt_id: new_id(IdKind::Receipt)
                 .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
             finished: false,
@@ -291,6 +292,7 @@ pub(super) fn draft_for(receipt_id: String, action: &Action, action_hash: &str, 
         policy_version: None,
         authority: None,
         traceparent: None,
+        result_sha256: None,
     }
 }
 

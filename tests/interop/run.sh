@@ -2,7 +2,8 @@
 # Interop of `warden gateway` with real MCP software: the official Python SDK (mcp 2.3.0) as the
 # client, through the gateway over Streamable HTTP to an official-SDK server, through
 # `warden gateway --stdio` to the same server as a child, and through `--stdio` to the
-# reference server @modelcontextprotocol/server-everything (npm). Opt-in (it installs from PyPI
+# reference server @modelcontextprotocol/server-everything (npm), then `warden gateway scaffold`
+# and `warden check --upstream` in front of server-everything. Opt-in (it installs from PyPI
 # and npm):
 #
 #   cargo build && tests/interop/run.sh
@@ -34,6 +35,10 @@ actions:
       - decision: deny
   mcp.acme.read_only:
     decision: allow
+  mcp.acme.weather:
+    decision: allow
+  mcp.acme.linked:
+    decision: allow
 YAML
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
@@ -55,9 +60,9 @@ for _ in $(seq 100); do
 done
 url="$(head -1 "$run/gateway.out" | sed 's/^warden gateway: listening on //')"
 echo "== HTTP: SDK client -> warden gateway ($url) -> SDK server"
-"$python" "$root/tests/interop/sdk_client.py" "$url" "$run/http.redb" "$run/warden.yaml"
+"$python" "$root/tests/interop/sdk_client.py" "$url" "http://127.0.0.1:$port/mcp" "$run/http.redb" "$run/warden.yaml"
 echo "== stdio: SDK client -> warden gateway --stdio -> SDK server (child)"
-"$python" "$root/tests/interop/sdk_client.py" stdio "$run/stdio.redb" "$run/warden.yaml" "$root/tests/interop/sdk_server.py" 2>"$run/stdio.err"
+"$python" "$root/tests/interop/sdk_client.py" stdio "$root/tests/interop/sdk_server.py" "$run/stdio.redb" "$run/warden.yaml" 2>"$run/stdio.err"
 cat > "$run/everything.yaml" <<'YAML'
 schema: warden/v1
 actions:

@@ -5,7 +5,10 @@ server `@modelcontextprotocol/server-everything` (npm) as the child.
 
 Lists tools, calls an allowed tool (echo), a denied one, an approval round trip (get-sum) and an
 elicitation round trip (trigger-elicitation-request: the server asks the client mid-call, over
-the same stdio, and the gateway relays both ways).
+the same stdio, and the gateway relays both ways). Then getting started on this server (issue
+31, item 8): `warden gateway scaffold` writes a skeleton denying every tool, `warden check
+--upstream` reports its coverage and the hand-written document's, an alias typo is refused, and
+the skeleton with one tool allowed governs the SDK client's calls.
 """
 
 import asyncio
@@ -81,6 +84,54 @@ async def main():
     receipts = json.loads(warden("receipts", "--json").stdout)
     results = sorted((r["action"], r["result"]) for r in receipts)
     check("receipts for every intercepted call", ("mcp.everything.get-sum", "committed") in results and ("mcp.everything.echo", "committed") in results, results)
+    await getting_started(tools)
+
+
+def actions_of(text):
+    """The action names of a scaffolded document (one `  "mcp.…":` line each)."""
+    return {line.strip()[1:-2] for line in text.splitlines() if line.startswith('  "mcp.everything.')}
+
+
+async def getting_started(tools):
+    folder = os.path.dirname(STORE)
+    skeleton = os.path.join(folder, "scaffold.yaml")
+    server = ["--", SERVER, "stdio"]
+    written = warden("gateway", "scaffold", "--alias", "everything", "--out", skeleton, *server)
+    check("scaffold writes a skeleton from the server's tools", written.returncode == 0 and "tool(s) of mcp-servers/everything" in written.stdout, written.stderr)
+    text = open(skeleton, encoding="utf-8").read()
+    scaffolded = actions_of(text)
+    check("every tool the SDK client saw is an action of the skeleton", {f"mcp.everything.{t}" for t in tools} <= scaffolded, sorted(scaffolded))
+    check("every one denied until decided", text.count("\n    decision: deny\n") == len(scaffolded), text)
+    check("an effect template suggested from a required string (trigger-sampling-request)", 'effect: "trigger-sampling-request:{prompt}"' in text, text)
+    check("none for a tool the server marks read-only (echo)", '"mcp.everything.echo":\n    # read-only, the server says' in text, text)
+    count = len(scaffolded)
+    covered = warden("check", skeleton, "--alias", "everything", *server)
+    check(f"warden check --upstream: the skeleton covers {count} of {count}", covered.returncode == 0 and f"coverage: {count} of {count} tool(s)" in covered.stdout, covered.stdout + covered.stderr)
+    partial = warden("check", CONFIG, "--alias", "everything", "--json", *server)
+    report = json.loads(partial.stdout).get("coverage", {}) if partial.stdout else {}
+    uncovered = set(report.get("uncovered_tools", []))
+    check("the hand-written document: 3 covered, the rest named", partial.returncode == 0 and report.get("covered") == 3 and len(uncovered) == count - 3 and "get-env" in uncovered, report)
+    typo = warden("check", CONFIG, "--alias", "everythin", *server)
+    check("an alias that matches no action is refused (exit 1)", typo.returncode == 1 and "--alias everythin matches no action" in typo.stderr, typo.stderr)
+    # The operator decides one tool: echo is allowed, everything else stays denied.
+    lines = text.splitlines(keepends=True)
+    start = lines.index('  "mcp.everything.echo":\n')
+    at = next(i for i in range(start, len(lines)) if lines[i] == "    decision: deny\n")
+    lines[at] = "    decision: allow\n"
+    with open(skeleton, "w", encoding="utf-8") as file:
+        file.writelines(lines)
+    store = os.path.join(folder, "scaffold.redb")
+    gateway = StdioServerParameters(
+        command="warden",
+        args=["gateway", "--stdio", "--alias", "everything", "--principal", "desktop-agent/ada",
+              "--config", skeleton, "--store", store, "--", SERVER, "stdio"],
+    )
+    async with Client(gateway, mode="legacy") as client:
+        kind, result = await call(client, "echo", {"message": "first governed call"})
+        receipt = ((result.meta or {}) if kind == "result" else {}).get("dev.warden/receipt", {})
+        check("the first governed call runs, with its receipt", kind == "result" and receipt.get("result") == "committed", result)
+        kind, result = await call(client, "get-env", {})
+        check("a tool the skeleton still denies is refused -41001", kind == "error" and getattr(result, "code", None) == -41001, result)
 
 
 asyncio.run(main())

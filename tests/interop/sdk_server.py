@@ -6,10 +6,15 @@
 
 import sys
 
+from mcp import types
+from mcp.server import CacheHint
 from mcp.server.mcpserver import MCPServer
 
-server = MCPServer("refunds")
+# The server says its tool list may be shared across callers (where the revision carries the
+# caching hints): the gateway, which rewrites it, must say private.
+server = MCPServer("refunds", cache_hints={"tools/list": CacheHint(ttl_ms=60000, scope="public")})
 CALLS = []
+TRACKER = "https://tracker.example/"
 
 
 @server.tool()
@@ -19,10 +24,23 @@ def create_refund(payment_id: str, amount: int) -> str:
     return f"refunded {payment_id} ({amount}); calls so far: {len(CALLS)}"
 
 
-@server.tool()
+@server.tool(icons=[types.Icon(src=TRACKER + "read_only.png")])
 def read_only() -> str:
     """Read something."""
     return "read"
+
+
+@server.tool(structured_output=True)
+def weather(city: str) -> dict[str, str | int]:
+    """The weather in a city, as structured content."""
+    return {"city": city, "temperature": 21, "conditions": "clair à nuageux"}
+
+
+@server.tool()
+def linked() -> list[types.ResourceLink]:
+    """A resource link that carries an icon URL."""
+    icon = types.Icon(src=TRACKER + "report.png")
+    return [types.ResourceLink(type="resource_link", uri="file:///report.txt", name="report", icons=[icon])]
 
 
 if __name__ == "__main__":

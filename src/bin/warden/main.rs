@@ -36,7 +36,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
+use clap::{ArgGroup, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::json;
 
 use warden::EffectState;
@@ -111,6 +111,8 @@ enum Command {
         /// The document (default: --config, then $WARDEN_CONFIG).
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
+        #[command(flatten)]
+        upstream: policy_commands::UpstreamCheck,
     },
 
     /// Dry run: what the policy decides for one call, and why. Writes nothing, opens no store.
@@ -598,7 +600,13 @@ fn main() -> ExitCode {
     if let Some(code) = worker(&args) {
         return code;
     }
-    let cli = Cli::parse_from(args);
+    // Parsed as `Cli::parse_from` does, keeping the matches: `warden gateway --settings` needs
+    // to know which flags the command line gave.
+    let matches = Cli::command().get_matches_from(args);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.format(&mut Cli::command()).exit(),
+    };
     if cli.version {
         return match write_stdout(&about::version(cli.json)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -610,9 +618,23 @@ fn main() -> ExitCode {
             .error(clap::error::ErrorKind::MissingSubcommand, "name a command (warden --help lists them)")
             .exit()
     };
-    if let Command::Gateway(args) = command {
+    if let Some(args) = match command {
+        Command::Gateway(args) if args.action.is_none() => Some(args),
+        _ => None,
+    } {
+        let merged = match gateway::settings::resolve(args, &matches, cli.store.as_deref(), cli.config.as_deref()) {
+            Ok(merged) => merged,
+            Err(failure) => {
+                write_stderr(&failure.message);
+                return ExitCode::from(failure.code);
+            }
+        };
+        let (args, store, config) = match &merged {
+            Some(merged) => (&merged.args, merged.store.as_deref(), merged.config.as_deref()),
+            None => (&**args, cli.store.as_deref(), cli.config.as_deref()),
+        };
         // Runs until stopped; only a startup refusal or a fault returns.
-        return match gateway::run(args, cli.store.as_deref(), cli.config.as_deref()) {
+        return match gateway::run(args, store, config) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => {
                 write_stderr(&failure.message);
@@ -651,7 +673,9 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
             demo::demo(&demo::Ignored { store: cli.store.as_deref(), config }, *keep, init::STARTER).map(Done::ok)
         }
         Command::Init { path, force } => init::init(path, *force, json).map(Done::ok),
-        Command::Check { file } => Ok(policy_commands::check(document_path(file.as_deref(), config)?, json)),
+        Command::Check { file, upstream } => {
+            Ok(policy_commands::check(document_path(file.as_deref(), config)?, upstream, json))
+        }
         Command::Decide { file, action, args, agent, user } => {
             let doc = load_config(document_path(file.as_deref(), config)?)?;
             let request = DecideRequest { action, args, agent: agent.as_deref(), user: user.as_deref() };
@@ -790,6 +814,9 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         }
         Command::Completions { shell } => Ok(Done::ok(about::completions(*shell))),
         Command::ManPages { dir } => about::man_pages(dir, json).map(Done::ok),
-        Command::Gateway(_) => Err(Failure::internal("the gateway runs only from main")),
+        Command::Gateway(args) => match &args.action {
+            Some(action) => gateway::subcommand(action, store_commands::store_path(cli.store.as_deref()), json),
+            None => Err(Failure::internal("the gateway runs only from main")),
+        },
     }
 }

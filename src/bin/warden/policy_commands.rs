@@ -36,27 +36,75 @@ pub fn load_config(path: &Path) -> Result<Document, Failure> {
     load_file(path).map_err(|e| Failure::config(e.to_string()))
 }
 
+/// `warden check --upstream URL --alias A` (or `-- COMMAND …`): the document's coverage of a
+/// server's tools, as `warden gateway` would front it.
+#[derive(Debug, Default, clap::Args)]
+pub struct UpstreamCheck {
+    /// Also list the tools of the MCP server at URL (or run after --) and report the document's
+    /// coverage of them under --alias: tools with no action, actions with no tool, templates
+    /// naming properties the schema lacks (exit 1 for an alias matching no action, or such a
+    /// template).
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// The gateway's alias, with --upstream or -- COMMAND.
+    #[arg(long, value_name = "NAME")]
+    pub alias: Option<String>,
+    /// How long to wait for the server to connect and to answer.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub upstream_timeout: u64,
+    /// The server's command line, after `--` (a server over stdio).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
 /// `OK`, the policy hash and every load-time warning; a document that does not load is exit 2 (as
 /// for every command) with the path and line on stderr (and `{"ok": false, "error": ...}` under `--json`).
-pub fn check(path: &Path, json: bool) -> Done {
+/// With an upstream, then its coverage report (`gateway::upstream_coverage`).
+pub fn check(path: &Path, upstream: &UpstreamCheck, json: bool) -> Done {
+    let wants_upstream = upstream.upstream.is_some() || !upstream.command.is_empty();
+    if wants_upstream || upstream.alias.is_some() {
+        let Some(alias) = upstream.alias.as_deref().filter(|_| wants_upstream) else {
+            return Done {
+                stdout: String::new(),
+                failed: Some(Failure::usage(
+                    "--alias and --upstream URL (or -- COMMAND …) go together: the coverage of a server's tools under an alias",
+                )),
+            };
+        };
+        let doc = match load_file(path) {
+            Ok(doc) => doc,
+            Err(error) => return Done { stdout: String::new(), failed: Some(Failure::config(error.to_string())) },
+        };
+        let listing = crate::gateway::upstream_coverage(
+            &doc,
+            alias,
+            upstream.upstream.as_deref(),
+            &upstream.command,
+            upstream.upstream_timeout,
+        );
+        let (report, failed) = match listing {
+            Ok(found) => found,
+            Err(failure) => return Done { stdout: String::new(), failed: Some(failure) },
+        };
+        let stdout = if json {
+            document(
+                &json!({"ok": failed.is_none(), "policy_hash": doc.policy_hash, "warnings": doc.warnings, "coverage": report}),
+            )
+        } else {
+            let mut out = loaded(path, &doc);
+            for line in report["lines"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_str) {
+                out.push_str(&format!("{}\n", shown(line)));
+            }
+            out
+        };
+        return Done { stdout, failed };
+    }
     match load_file(path) {
         Ok(doc) => {
             let stdout = if json {
                 document(&json!({"ok": true, "policy_hash": doc.policy_hash, "warnings": doc.warnings}))
             } else {
-                let mut out = format!(
-                    "OK {} ({}, {} mode, {} action{})\npolicy hash: {}\n",
-                    shown(&path.display().to_string()),
-                    doc.schema.name(),
-                    doc.mode.as_str(),
-                    doc.actions.len(),
-                    if doc.actions.len() == 1 { "" } else { "s" },
-                    doc.policy_hash
-                );
-                for warning in &doc.warnings {
-                    out.push_str(&format!("warning: {}\n", shown(warning)));
-                }
-                out
+                loaded(path, &doc)
             };
             Done::ok(stdout)
         }
@@ -71,6 +119,23 @@ pub fn check(path: &Path, json: bool) -> Done {
             Done { stdout, failed: Some(Failure::config(message)) }
         }
     }
+}
+
+/// `check`'s text for a document that loads: `OK`, what it is, its policy hash, every warning.
+fn loaded(path: &Path, doc: &Document) -> String {
+    let mut out = format!(
+        "OK {} ({}, {} mode, {} action{})\npolicy hash: {}\n",
+        shown(&path.display().to_string()),
+        doc.schema.name(),
+        doc.mode.as_str(),
+        doc.actions.len(),
+        if doc.actions.len() == 1 { "" } else { "s" },
+        doc.policy_hash
+    );
+    for warning in &doc.warnings {
+        out.push_str(&format!("warning: {}\n", shown(warning)));
+    }
+    out
 }
 
 /// What the policy would decide for one call, computed the way the pipeline computes it and

@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
+use super::client;
 use super::intercept::{self, Admitted, Call, Engine};
+use super::lists;
 use super::sse;
 use super::upstream::{self, Dialer, Upstream};
 use super::wire::{self, Checks, Kind};
@@ -177,12 +180,14 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                         engine.client_answered(session, &inbound.message);
                     }
                     let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
-                    let listing = inbound.message.get("method").and_then(Value::as_str) == Some("tools/list");
+                    let method = inbound.message.get("method").and_then(Value::as_str).filter(|m| lists::rewritten(m));
                     let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
-                    let observer = listing.then_some((engine, &id));
-                    relay(&mut stream, config, "POST", &request.headers, &body, observer);
+                    let cursor = inbound.message.get("params").and_then(|p| p.get("cursor")).and_then(Value::as_str);
+                    let answering = method.map(|method| Answering { engine, id: &id, method, cursor });
+                    relay(&mut stream, config, "POST", &request.headers, &body, answering);
                 }
                 Kind::ToolCall { id, tool } => {
+                    let lister = Lister { config, headers: &request.headers, revision: &inbound.revision };
                     let call = Call {
                         id,
                         tool,
@@ -190,6 +195,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                         revision: &inbound.revision,
                         headers: &request.headers,
                         raw: &body,
+                        lister: &lister,
                     };
                     intercepted(&mut stream, engine, config, &call);
                 }
@@ -353,16 +359,38 @@ fn dialer(config: &HttpConfig) -> &Dialer {
     &config.dialer
 }
 
-/// Relay one exchange untouched: no action, no decision, no record. A `tools/list` answer —
-/// JSON, or the response to that request id on an event stream — is shown to `observer` (the
-/// schema pins) on its way through.
+/// A relayed request whose answer is read on its way back (`lists::REWRITTEN`): its id, method
+/// and cursor.
+struct Answering<'a> {
+    engine: &'a Engine,
+    id: &'a Value,
+    method: &'a str,
+    cursor: Option<&'a str>,
+}
+
+impl Answering<'_> {
+    /// The answer to this request, rewritten as the gateway serves it (`None`: not this
+    /// request's answer, or nothing to change).
+    fn rewritten(&self, envelope: &Value) -> Option<Value> {
+        if !is_response_to(envelope, self.id) {
+            return None;
+        }
+        let mut envelope = envelope.clone();
+        self.engine.rewrite_answer(self.method, self.cursor, &mut envelope).then_some(envelope)
+    }
+}
+
+/// Relay one exchange: no action, no decision, no record. The answer to a request of
+/// `answering` — JSON, or the response to that request's id on an event stream — is read (the
+/// tool set) and rewritten where the gateway says (`lists`); everything else is relayed as it
+/// came, an event stream byte for byte.
 fn relay(
     stream: &mut TcpStream,
     config: &HttpConfig,
     method: &str,
     headers: &[(String, String)],
     body: &[u8],
-    observer: Option<(&Engine, &Value)>,
+    answering: Option<Answering<'_>>,
 ) {
     let mut forwarded = end_to_end_request(headers, &config.consumed);
     if method == "POST" {
@@ -382,31 +410,26 @@ fn relay(
             return;
         }
         let mut buffer = [0u8; 8192];
-        // The bytes go to the client as they come; a copy is decoded only to find the
-        // tools/list response (until it is found, or the stream cannot be decoded).
-        let mut watching = observer.map(|observer| (observer, sse::Decoder::new()));
+        // Read for an answer: every event is re-emitted as decoded (lines as they came, `id:`
+        // included), the response rewritten. Otherwise the bytes go as they come.
+        let mut decoder = answering.as_ref().map(|_| sse::Decoder::new());
         loop {
             match response.body.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if let Some(((engine, id), decoder)) = &mut watching {
-                        let (engine, id) = (*engine, *id);
-                        match decoder.feed(&buffer[..n]) {
+                    let out = match (&mut decoder, &answering) {
+                        (Some(decoder), Some(answering)) => match decoder.feed(&buffer[..n]) {
                             Ok(events) => {
-                                let found = events
-                                    .iter()
-                                    .filter_map(|event| event.data.as_deref())
-                                    .filter_map(|data| serde_json::from_str::<Value>(data).ok())
-                                    .find(|envelope| is_response_to(envelope, id));
-                                if let Some(envelope) = found {
-                                    engine.observe_tools(&envelope);
-                                    watching = None;
-                                }
+                                events.iter().map(|event| reemitted(event, answering)).collect::<String>().into_bytes()
                             }
-                            Err(_) => watching = None,
-                        }
-                    }
-                    if stream.write_all(&buffer[..n]).and_then(|()| stream.flush()).is_err() {
+                            Err(why) => {
+                                log::warn(&format!("a relayed event stream could not be read: {why}"));
+                                break;
+                            }
+                        },
+                        _ => buffer[..n].to_vec(),
+                    };
+                    if stream.write_all(&out).and_then(|()| stream.flush()).is_err() {
                         break;
                     }
                 }
@@ -416,11 +439,10 @@ fn relay(
         return;
     }
     match upstream::read_all(&mut response.body, MAX_ANSWER_BYTES) {
-        Ok(bytes) => {
-            if let (Some((engine, id)), Ok(envelope)) = (observer, serde_json::from_slice::<Value>(&bytes)) {
-                if is_response_to(&envelope, id) {
-                    engine.observe_tools(&envelope);
-                }
+        Ok(mut bytes) => {
+            let parsed = answering.as_ref().and_then(|a| serde_json::from_slice::<Value>(&bytes).ok().map(|e| (a, e)));
+            if let Some(rewritten) = parsed.and_then(|(answering, envelope)| answering.rewritten(&envelope)) {
+                bytes = serde_json::to_vec(&rewritten).unwrap_or(bytes);
             }
             let _ = write_head(stream, response.status, &response.headers, Some(bytes.len()))
                 .and_then(|()| stream.write_all(&bytes))
@@ -430,6 +452,57 @@ fn relay(
             log::warn(&format!("relaying a {method} failed: {what}"));
             let _ = write_json(stream, 502, None);
         }
+    }
+}
+
+/// One decoded event as relayed: its lines as they came, or, when it is the answer the
+/// gateway rewrites, its other lines and the rewritten data.
+fn reemitted(event: &sse::Event, answering: &Answering<'_>) -> String {
+    let rewritten = event
+        .data
+        .as_deref()
+        .and_then(|data| serde_json::from_str::<Value>(data).ok())
+        .and_then(|envelope| answering.rewritten(&envelope));
+    let mut out = String::new();
+    for line in &event.lines {
+        if rewritten.is_some() && (line == "data" || line.starts_with("data:")) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if let Some(rewritten) = rewritten {
+        out.push_str(&format!("data: {rewritten}\n"));
+    }
+    out.push('\n');
+    out
+}
+
+/// The gateway's own `tools/list`, sent in the session of the call that needs it (the call's
+/// end-to-end headers, minus the mirrored headers that name the call), on a fresh connection.
+struct Lister<'a> {
+    config: &'a HttpConfig,
+    headers: &'a [(String, String)],
+    revision: &'a str,
+}
+
+impl ListTools for Lister<'_> {
+    fn page(&self, cursor: Option<&str>) -> Result<Value, String> {
+        let (_, message) = catalog::list_request(cursor, None);
+        let mut headers = end_to_end_request(self.headers, &self.config.consumed);
+        headers.retain(|(k, _)| {
+            let lower = k.to_ascii_lowercase();
+            lower != "accept-encoding"
+                && lower != "mcp-method"
+                && lower != "mcp-name"
+                && !lower.starts_with("mcp-param-")
+        });
+        headers.push(("Content-Type".into(), "application/json".into()));
+        headers.push(("Accept-Encoding".into(), "identity".into()));
+        if self.revision == wire::REVISION_2026 {
+            headers.push(("Mcp-Method".into(), "tools/list".into()));
+        }
+        client::post(&self.config.upstream, dialer(self.config), &headers, &message).map(|(envelope, _)| envelope)
     }
 }
 
@@ -479,7 +552,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
         (Reply::Relay, Observation::Answered { body, .. }) => {
             let bytes = match body {
                 Some(mut envelope) if envelope.is_object() => {
-                    intercept::with_meta(&mut envelope, &finished.meta);
+                    finished.relayed(&mut envelope);
                     serde_json::to_vec(&envelope).unwrap_or(bytes)
                 }
                 _ => bytes,
@@ -643,7 +716,7 @@ fn streamed(
     let finished = engine.finish(admitted, &observation, call.revision);
     let envelope = match (&finished.reply, observation) {
         (Reply::Relay, Observation::Answered { body: Some(mut envelope), .. }) => {
-            intercept::with_meta(&mut envelope, &finished.meta);
+            finished.relayed(&mut envelope);
             envelope
         }
         _ => intercept::synthesised(call.id, &finished).body,

@@ -17,6 +17,7 @@ use warden::kernel::{AnswerWait, Permit};
 use warden::pipeline::{resource_for, ActionRequest, Recovery, Warden};
 use warden::Error;
 
+use super::catalog::{Catalog, ListTools};
 use super::classify::{self, Effect, Observation, Reply};
 use super::log;
 
@@ -43,6 +44,9 @@ pub struct Call<'a> {
     pub headers: &'a [(String, String)],
     /// The message's bytes as the client sent them.
     pub raw: &'a [u8],
+    /// How the gateway lists the upstream's tools itself, on this call's transport, when no
+    /// tool set is pinned yet.
+    pub lister: &'a dyn ListTools,
 }
 
 /// A call the kernel let through: its permit and the request to forward.
@@ -53,6 +57,8 @@ pub struct Admitted {
     pub not_executed_on_error: bool,
     /// The elicitation round this leg continues (0 for a first leg).
     pub round: u32,
+    /// When the gateway began deciding the call (its log line's latency).
+    pub started: std::time::Instant,
 }
 
 /// A first leg answered `input_required` with a `requestState`: the permit (and so the
@@ -93,6 +99,17 @@ pub struct Finished {
     pub meta: Value,
     pub action_id: String,
     pub effect_key: Option<String>,
+    /// The document's `gateway.icons`, for a relayed result's resource links.
+    pub icons: warden::document::Icons,
+}
+
+impl Finished {
+    /// The upstream's answer as relayed: icons as the document says (`lists::result_icons`),
+    /// then the receipt summary (`with_meta`).
+    pub fn relayed(&self, envelope: &mut Value) {
+        super::lists::result_icons(envelope, self.icons);
+        with_meta(envelope, &self.meta);
+    }
 }
 
 pub struct Engine {
@@ -103,6 +120,13 @@ pub struct Engine {
     /// APPROVAL_REQUESTED events (so a restarted gateway, or a request another process made,
     /// is found too): the identical re-sent call presents it once it is granted.
     approvals: Mutex<ApprovalIndex>,
+    /// The upstream's tool set as pinned, with each tool's schema compiled: every call's tool
+    /// and arguments are checked against it before anything is sent.
+    pub catalog: Catalog,
+    /// Held while the gateway lists the tools itself.
+    listing: Mutex<()>,
+    /// `--log-arguments`: each call's log line carries its arguments.
+    pub log_arguments: bool,
     /// The digest of each tool's `tools/list` entry as last relayed, by tool name (D2).
     schemas: Mutex<HashMap<String, String>>,
     /// The `x-mcp-header` annotations of each tool's `inputSchema` as last relayed (D11).
@@ -145,12 +169,21 @@ struct ApprovalIndex {
 }
 
 impl Engine {
-    pub fn new(warden: Warden, alias: String, identity: Box<dyn IdentityProvider>, elicitation: Elicitation) -> Engine {
+    pub fn new(
+        warden: Warden,
+        alias: String,
+        identity: Box<dyn IdentityProvider>,
+        elicitation: Elicitation,
+        catalog: Catalog,
+    ) -> Engine {
         Engine {
             warden,
             alias,
             identity,
             approvals: Mutex::new(ApprovalIndex::default()),
+            catalog,
+            listing: Mutex::new(()),
+            log_arguments: false,
             schemas: Mutex::new(HashMap::new()),
             headers: Mutex::new(HashMap::new()),
             suspended: Mutex::new(HashMap::new()),
@@ -162,11 +195,26 @@ impl Engine {
         }
     }
 
-    /// Learn the tools of a relayed `tools/list` answer (a JSON-RPC response envelope).
-    pub fn observe_tools(&self, envelope: &Value) {
-        let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else { return };
-        let Ok(mut schemas) = self.schemas.lock() else { return };
-        let Ok(mut headers) = self.headers.lock() else { return };
+    /// Learn the tools of a relayed `tools/list` answer (a JSON-RPC response envelope) to a
+    /// request that carried `cursor`.
+    /// `Err` names why the answer was not pinned (it is logged too).
+    pub fn observe_tools(&self, cursor: Option<&str>, envelope: &Value) -> Result<(), String> {
+        let observed = self.catalog.observe(cursor, envelope);
+        if let (Ok(true), Some(accepted)) = (&observed, self.catalog.accepted()) {
+            // The first set the gateway knows: how well the document covers it.
+            let found = super::coverage::coverage(self.warden.document(), &self.alias, accepted.set.tools());
+            for line in found.lines(&self.alias) {
+                log::info(&line);
+            }
+        }
+        let pinned = observed.map(|_| ());
+        if let Err(why) = &pinned {
+            log::warn(&format!("a tools/list answer was not pinned: {why}"));
+        }
+        let Some(tools) = envelope.get("result").and_then(|r| r.get("tools")).and_then(Value::as_array) else {
+            return pinned;
+        };
+        let (Ok(mut schemas), Ok(mut headers)) = (self.schemas.lock(), self.headers.lock()) else { return pinned };
         for entry in tools {
             let Some(name) = entry.get("name").and_then(Value::as_str) else { continue };
             let annotated = entry.get("inputSchema").map(super::wire::annotations).unwrap_or_default();
@@ -177,6 +225,44 @@ impl Engine {
                 None => schemas.remove(name),
             };
         }
+        pinned
+    }
+
+    /// The gateway lists the tools itself, on the call's transport, when no tool set is pinned
+    /// yet, or when the action pins the tool's schema (`tool_schema_sha256`) and no listing
+    /// has shown it in this process: a call is checked against what the upstream offers, never
+    /// let through because nobody listed first. `Err` names why the listing failed.
+    fn list_if_needed(&self, name: &str, tool: &str, lister: &dyn ListTools) -> Result<(), String> {
+        let schema_pinned = self
+            .warden
+            .document()
+            .actions
+            .get(name)
+            .and_then(|entry| entry.upstream.as_ref())
+            .is_some_and(|pins| pins.tool_schema_sha256.is_some());
+        let unseen = schema_pinned && self.schemas.lock().is_ok_and(|seen| !seen.contains_key(tool));
+        if self.catalog.accepted().is_some() && !unseen {
+            return Ok(());
+        }
+        // One listing at a time: calls that arrive together wait for it rather than each list.
+        let _listing = self.listing.lock();
+        let unseen = schema_pinned && self.schemas.lock().is_ok_and(|seen| !seen.contains_key(tool));
+        if self.catalog.accepted().is_some() && !unseen {
+            return Ok(());
+        }
+        super::catalog::list_all(lister, &|cursor, envelope| self.observe_tools(cursor, envelope))
+    }
+
+    /// A relayed answer to `method` (`lists::REWRITTEN`) on its way to the client: a
+    /// `tools/list` is observed (the tool set), then the answer is rewritten as `lists` says —
+    /// only the tools the accepted set offers unchanged, icons as the document says. Whether it
+    /// changed.
+    pub fn rewrite_answer(&self, method: &str, cursor: Option<&str>, envelope: &mut Value) -> bool {
+        if method == "tools/list" {
+            let _ = self.observe_tools(cursor, envelope);
+        }
+        let icons = self.warden.document().gateway.icons;
+        super::lists::rewrite(method, envelope, icons, &|entry| self.catalog.offers(entry))
     }
 
     /// The document's `gateway.unknown_methods`: what happens to a method not on
@@ -264,7 +350,26 @@ impl Engine {
     /// Principal → arguments → approval lookup → the kernel's decision and reservation. With
     /// `--wait-approvals`, a call that needs approval waits (while `present` says its client
     /// is still there) for the human's answer, then runs or is refused.
+    /// One structured log line per call: its refusal here, its outcome in `finish`.
     pub fn admit(&self, call: &Call<'_>, present: &dyn Fn() -> bool) -> Result<Admitted, Answer> {
+        let started = std::time::Instant::now();
+        match self.decide(call, present) {
+            Ok(mut admitted) => {
+                admitted.started = started;
+                Ok(admitted)
+            }
+            Err(answer) => {
+                let mut line = refusal_line(&self.action_name(call.tool), call.tool, &answer.body, started);
+                if self.log_arguments {
+                    line["arguments"] = arguments_of(call.message);
+                }
+                log::call(&line);
+                Err(answer)
+            }
+        }
+    }
+
+    fn decide(&self, call: &Call<'_>, present: &dyn Fn() -> bool) -> Result<Admitted, Answer> {
         let name = self.action_name(call.tool);
         let params = call.message.get("params").and_then(Value::as_object);
         let arguments = match params.and_then(|p| p.get("arguments")) {
@@ -342,6 +447,35 @@ impl Engine {
             }
         }
         let mut request = ActionRequest::new(&name, arguments, identity.principal.clone());
+        // Before anything else is decided or reserved: the tool is one the pinned tools/list
+        // offers, and the arguments match its inputSchema (a schema-rejected call never runs,
+        // so it must never become an AMBIGUOUS effect).
+        // (An action the document does not name is left to the kernel, which denies it
+        // `unknown_action` — the refusal that tells the operator what to write.)
+        let checked = if self.warden.document().actions.contains_key(&name) {
+            let unlisted = self.list_if_needed(&name, call.tool, call.lister).err();
+            self.catalog.check(&name, call.tool, &request.arguments, unlisted.as_deref())
+        } else {
+            Ok(())
+        };
+        if let Err(refused) = checked {
+            log::warn(&format!("{name}: refused, {}", refused.reason));
+            let action_id = self.record_denial(&request, refused.reason, trace);
+            let mut data = match refused.data {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
+            data.insert("reason".into(), json!(refused.reason));
+            data.insert("action_id".into(), json!(action_id));
+            return Err(refusal(
+                call.id,
+                refused.status,
+                refused.code,
+                refused.token,
+                &refused.message,
+                Value::Object(data),
+            ));
+        }
         if let Some(reason) = self.pin_refusal(&name, call.tool) {
             log::warn(&format!(
                 "{name}: refused, {reason} (the tool's tools/list entry does not match its tool_schema_sha256 pin)"
@@ -408,7 +542,7 @@ impl Engine {
                 }
                 let not_executed_on_error =
                     self.warden.document().actions.get(&name).is_some_and(|entry| entry.not_executed_on_error);
-                Ok(Admitted { permit, forward, not_executed_on_error, round: 0 })
+                Ok(Admitted { permit, forward, not_executed_on_error, round: 0, started: std::time::Instant::now() })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), action_id, error)),
         }
@@ -501,7 +635,13 @@ impl Engine {
         }
         let not_executed_on_error =
             self.warden.document().actions.get(name).is_some_and(|entry| entry.not_executed_on_error);
-        Ok(Some(Admitted { permit, forward, not_executed_on_error, round: suspension.round }))
+        Ok(Some(Admitted {
+            permit,
+            forward,
+            not_executed_on_error,
+            round: suspension.round,
+            started: std::time::Instant::now(),
+        }))
     }
 
     /// A continuation of a suspension the sweep recorded AMBIGUOUS: `409 -41005` naming the
@@ -696,7 +836,11 @@ impl Engine {
 
     /// Record what was observed and say what the client gets.
     pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
-        let Admitted { mut permit, forward, not_executed_on_error, round } = admitted;
+        let Admitted { mut permit, forward, not_executed_on_error, round, started } = admitted;
+        let icons = self.warden.document().gateway.icons;
+        let decision = permit.to_json().get("decision").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let tool =
+            forward.get("params").and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default().to_owned();
         let id = forward.get("id").cloned().unwrap_or(Value::Null);
         let context = classify::Context { request_id: &id, revision, not_executed_on_error };
         let (mut effect, mut reply) = classify::classify(observation, &context);
@@ -754,7 +898,8 @@ impl Engine {
                         if let Ok(mut held) = self.suspended.lock() {
                             held.insert(state, suspension);
                         }
-                        return Finished { reply: Reply::Relay, meta, action_id, effect_key };
+                        self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+                        return Finished { reply: Reply::Relay, meta, action_id, effect_key, icons };
                     }
                     Err(error) => {
                         effect = Effect::Ambiguous(format!(
@@ -771,7 +916,17 @@ impl Engine {
             }
         }
         // The trace the client's call belongs to (D12) is the receipt's own `traceparent`,
-        // handed to `submit`; the upstream's payload is never stored (D13).
+        // handed to `submit`; the upstream's payload is never stored (D13), but a result's
+        // `structuredContent` is bound to the receipt by its digest, inside the hashed document.
+        let structured = match observation {
+            Observation::Answered { body: Some(body), .. } => structured_content_digest(body),
+            _ => None,
+        };
+        if let Some(digest) = &structured {
+            if let Err(error) = permit.bind_result_sha256(digest) {
+                log::warn(&format!("{action_id}: the structuredContent digest was not bound: {error}"));
+            }
+        }
         let receipt_id = permit.receipt_id().to_owned();
         let (result, recorded) = match &effect {
             Effect::Committed => ("committed", permit.commit(&Value::Null)),
@@ -785,15 +940,105 @@ impl Engine {
                 ("ambiguous", None)
             }
         };
-        let meta = json!({
+        let mut meta = json!({
             "action_id": action_id,
             "receipt_id": receipt_id,
             "effect_key": effect_key,
             "result": result,
             "attempt": attempt,
         });
-        Finished { reply, meta, action_id, effect_key }
+        if let (Some(digest), Some(map), Some(_)) = (structured, meta.as_object_mut(), &receipt_id) {
+            map.insert("result_sha256".into(), json!(digest));
+        }
+        self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+        Finished { reply, meta, action_id, effect_key, icons }
     }
+}
+
+impl Engine {
+    /// The log line of a call whose outcome was recorded (or held), with its arguments under
+    /// `--log-arguments`.
+    fn log_outcome(
+        &self,
+        tool: &str,
+        decision: &str,
+        meta: &Value,
+        round: u32,
+        started: std::time::Instant,
+        forward: &Value,
+    ) {
+        let mut line = outcome_line(&format!("mcp.{}.{tool}", self.alias), tool, decision, meta, round, started);
+        if self.log_arguments {
+            line["arguments"] = arguments_of(forward);
+        }
+        log::call(&line);
+    }
+}
+
+/// A `tools/call` message's `params.arguments` (null when it has none).
+fn arguments_of(message: &Value) -> Value {
+    message.get("params").and_then(|p| p.get("arguments")).cloned().unwrap_or(Value::Null)
+}
+
+fn millis(started: std::time::Instant) -> f64 {
+    (started.elapsed().as_micros() as f64 / 1000.0 * 10.0).round() / 10.0
+}
+
+/// The log line of a call refused before it was forwarded: what the client was told, never
+/// the arguments.
+fn refusal_line(action: &str, tool: &str, body: &Value, started: std::time::Instant) -> Value {
+    let error = body.get("error");
+    let data = error.and_then(|e| e.get("data"));
+    let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
+    // What the document decided, when the refusal says (the others come before any decision).
+    let decision = match code {
+        Some(-41001 | -41003 | -41012) => Some("deny"),
+        Some(-41002) => Some("approve"),
+        _ => None,
+    };
+    json!({
+        "action": action,
+        "tool": tool,
+        "decision": decision,
+        "outcome": "refused",
+        "code": code,
+        "error": data.and_then(|d| d.get("error")),
+        "reason": data.and_then(|d| d.get("reason")),
+        "effect_key": data.and_then(|d| d.get("effect_key")),
+        "action_id": data.and_then(|d| d.get("action_id")),
+        "request_id": data.and_then(|d| d.get("request_id")),
+        "latency_ms": millis(started),
+    })
+}
+
+/// The log line of a call whose outcome was recorded (or held, `suspended`).
+fn outcome_line(
+    action: &str,
+    tool: &str,
+    decision: &str,
+    meta: &Value,
+    round: u32,
+    started: std::time::Instant,
+) -> Value {
+    json!({
+        "action": action,
+        "tool": tool,
+        "decision": decision,
+        "outcome": meta.get("result"),
+        "effect_key": meta.get("effect_key"),
+        "receipt_id": meta.get("receipt_id"),
+        "action_id": meta.get("action_id"),
+        "attempt": meta.get("attempt"),
+        "round": round,
+        "latency_ms": millis(started),
+    })
+}
+
+/// `sha256:` over a tool result's `structuredContent` as the gateway relays it (compact JSON,
+/// member names sorted, numbers as the upstream spelled them), when the answer is a result
+/// that has one.
+fn structured_content_digest(envelope: &Value) -> Option<String> {
+    envelope.get("result")?.get("structuredContent").map(digest)
 }
 
 /// `params._meta.traceparent`, when it is a W3C trace context (`warden::receipt::is_traceparent`).

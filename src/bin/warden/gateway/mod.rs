@@ -9,13 +9,22 @@
 //! (HTTP/1.1 client, one fresh connection per call) / `stdio` (child process) → `intercept`
 //! (kernel calls, receipts, answers) → `http` (the listener).
 
+mod catalog;
 mod classify;
+mod client;
+mod commands;
+mod coverage;
 mod http;
 mod intercept;
+mod lists;
 mod log;
+mod pins;
+mod scaffold;
+pub mod settings;
 mod sse;
 mod stdio;
 mod tls;
+mod toolset;
 mod upstream;
 mod wire;
 
@@ -36,14 +45,24 @@ use crate::exit::{Failure, EXIT_INTERNAL};
 /// The largest `--identity-jwt-public-key` file read.
 const MAX_PUBLIC_KEY_BYTES: u64 = 64 * 1024;
 
+// Each bool is one command-line switch.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct GatewayArgs {
+    #[command(subcommand)]
+    pub action: Option<GatewayCommand>,
     /// The upstream MCP server's Streamable HTTP endpoint (http://HOST:PORT/PATH).
     #[arg(long, value_name = "URL")]
     pub upstream: Option<String>,
     /// The name in every action: a tool T becomes mcp.<alias>.T (lowercase letters, digits, _ and -).
-    #[arg(long, value_name = "NAME")]
-    pub alias: String,
+    #[arg(long, value_name = "NAME", required_unless_present = "settings")]
+    pub alias: Option<String>,
+    /// Read these flags (and --config, --store, the server's command) from a YAML file, each
+    /// under its name in snake_case (upstream_timeout: 30); a flag is given in the file or on
+    /// the command line, not both.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
     /// Where to listen; port 0 picks a free one (the first stdout line says which).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8900")]
     pub listen: String,
@@ -116,12 +135,33 @@ pub struct GatewayArgs {
     /// The claim naming the user.
     #[arg(long, value_name = "CLAIM")]
     pub identity_jwt_user_claim: Option<String>,
+    /// Also write each call's arguments in its log line (off by default: arguments may carry
+    /// personal data or secrets that a log must not hold).
+    #[arg(long)]
+    pub log_arguments: bool,
+    /// Where the upstream's tool set is pinned (default: <store>.<alias>.pins.json beside a
+    /// file store; required with a PostgreSQL store).
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
     /// Speak MCP on stdin/stdout and run the upstream server as a child: -- COMMAND [ARGS…].
     #[arg(long)]
     pub stdio: bool,
     /// The upstream server's command line, after `--` (with --stdio).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// `warden gateway pins …` and the other commands beside running a gateway.
+#[derive(Debug, clap::Subcommand)]
+pub enum GatewayCommand {
+    /// The upstream's tool set as pinned: what is accepted, what changed since, and accepting
+    /// the changed set (the tools it changed are refused until then).
+    #[command(subcommand)]
+    Pins(commands::PinsCommand),
+    /// Connect to a server, list its tools, and write a commented warden.yaml skeleton: one
+    /// mcp.<alias>.<tool> action per tool, each denied (or --decision approve) until you
+    /// decide, with an effect template suggested from the schema's required properties.
+    Scaffold(commands::ScaffoldArgs),
 }
 
 /// How the principal is found, for the startup block.
@@ -131,10 +171,19 @@ enum IdentitySource {
     Jwt { header: String },
 }
 
+/// `warden gateway pins …` (and the other subcommands): a report, like any other command.
+pub fn subcommand(command: &GatewayCommand, store: &Path, json: bool) -> Result<crate::exit::Done, Failure> {
+    match command {
+        GatewayCommand::Pins(pins) => commands::pins(pins, store, json),
+        GatewayCommand::Scaffold(args) => commands::scaffold(args, json),
+    }
+}
+
 /// Run the gateway until it is stopped. Returns only on a startup refusal (exit 2) or a fault.
 pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> Result<(), Failure> {
     let (source, provider) = identity(args)?;
-    check_alias(&args.alias)?;
+    let alias = args.alias.as_deref().unwrap_or_default();
+    check_alias(alias)?;
     let most = u64::try_from(warden::kernel::MAX_WAIT / 1_000_000).unwrap_or(u64::MAX);
     if args.wait_approvals > most {
         return Err(Failure::usage(format!("--wait-approvals is at most {most} seconds (a day); give a shorter wait")));
@@ -161,15 +210,19 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             ));
         }
         let warden = open(store, config, &args.durability)?;
-        refuse_certificate_pins(&warden, &args.alias, "a stdio child has no certificate")?;
-        let block = startup_block(
+        refuse_unmatched_alias(&warden, alias)?;
+        refuse_certificate_pins(&warden, alias, "a stdio child has no certificate")?;
+        let catalog = catalog(args, alias, store)?;
+        let mut block = startup_block(
             &warden,
             &source,
             &format!("child process: {}", log::printable(&args.command.join(" "))),
             config,
             true,
         );
-        let engine = Arc::new(engine(warden, args, provider));
+        block.push_str(&pins_block(&catalog, alias, warden.document()));
+        block.push_str(arguments_logged(args));
+        let engine = Arc::new(engine(warden, args, provider, catalog));
         sweeper(&engine);
         write_stderr(&block);
         return stdio::run(engine, &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
@@ -186,8 +239,10 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
     }
     let warden = open(store, config, &args.durability)?;
+    refuse_unmatched_alias(&warden, alias)?;
+    let catalog = catalog(args, alias, store)?;
     let tls = if upstream.https {
-        let prefix = format!("mcp.{}.", args.alias);
+        let prefix = format!("mcp.{alias}.");
         let pins: Vec<&warden::document::UpstreamPins> = warden
             .document()
             .actions
@@ -197,7 +252,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             .collect();
         Some(tls::client_config(&pins).map_err(Failure::config)?)
     } else {
-        refuse_certificate_pins(&warden, &args.alias, "--upstream is http://, which has no certificate")?;
+        refuse_certificate_pins(&warden, alias, "--upstream is http://, which has no certificate")?;
         None
     };
     let dialer = upstream::Dialer {
@@ -207,7 +262,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         },
         tls,
     };
-    if pins_certificate(&warden, &args.alias) {
+    if pins_certificate(&warden, alias) {
         // The first call would find out; a swapped server is better found before listening.
         match upstream::probe(&upstream, &dialer) {
             upstream::Probe::Passed => {}
@@ -229,7 +284,9 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         IpAddr::V6(ip) => format!("[{ip}]"),
         IpAddr::V4(ip) => ip.to_string(),
     };
-    let block = startup_block(&warden, &source, &upstream.url, config, false);
+    let mut block = startup_block(&warden, &source, &upstream.url, config, false);
+    block.push_str(&pins_block(&catalog, alias, warden.document()));
+    block.push_str(arguments_logged(args));
     let mut identity_headers = Vec::new();
     let mut consumed = Vec::new();
     match &source {
@@ -257,7 +314,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         consumed,
         max_per_peer: usize::from(args.max_connections_per_peer),
     };
-    let engine = Arc::new(engine(warden, args, provider));
+    let engine = Arc::new(engine(warden, args, provider, catalog));
     sweeper(&engine);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
@@ -342,9 +399,16 @@ pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
     }
 }
 
-fn engine(warden: Warden, args: &GatewayArgs, provider: Box<dyn IdentityProvider>) -> intercept::Engine {
-    let mut engine = intercept::Engine::new(warden, args.alias.clone(), provider, elicitation(args));
+fn engine(
+    warden: Warden,
+    args: &GatewayArgs,
+    provider: Box<dyn IdentityProvider>,
+    catalog: catalog::Catalog,
+) -> intercept::Engine {
+    let alias = args.alias.clone().unwrap_or_default();
+    let mut engine = intercept::Engine::new(warden, alias, provider, elicitation(args), catalog);
     engine.approval_wait = Duration::from_secs(args.wait_approvals);
+    engine.log_arguments = args.log_arguments;
     engine
 }
 
@@ -365,6 +429,104 @@ fn sweeper(engine: &Arc<intercept::Engine>) {
             None => return,
         }
     });
+}
+
+/// The tool-set pins, read from their file: a damaged file is a refusal to start.
+fn catalog(args: &GatewayArgs, alias: &str, store: &Path) -> Result<catalog::Catalog, Failure> {
+    let path = match &args.pins {
+        Some(path) => path.clone(),
+        None => pins::PinFile::beside(store, alias).map_err(Failure::usage)?,
+    };
+    catalog::Catalog::with_file(pins::PinFile::new(path, alias), alias)
+        .map_err(|why| Failure::usage(log::printable(&why)))
+}
+
+/// The startup block's lines on the tool set: where it is pinned, what is accepted, what is
+/// quarantined.
+fn pins_block(catalog: &catalog::Catalog, alias: &str, document: &warden::document::Document) -> String {
+    let (pins, changes) = catalog.snapshot();
+    let place = catalog.path().map(|p| log::printable(&p.display().to_string())).unwrap_or_default();
+    let mut out = match &pins.accepted {
+        None => format!("tool set: none pinned yet; the first tools/list is pinned as it comes, in {place}\n"),
+        Some(accepted) => format!(
+            "tool set: {} tool(s) pinned, {}, accepted {} by {}, in {place}\n",
+            accepted.set.len(),
+            accepted.set.digest(),
+            accepted.at,
+            log::printable(accepted.by.as_deref().unwrap_or("?"))
+        ),
+    };
+    if !changes.is_empty() {
+        out.push_str(&format!(
+            "{} tool(s) quarantined until the observed set is accepted (warden gateway pins show --alias {alias}): {}\n",
+            changes.len(),
+            log::printable(&catalog::describe(&changes))
+        ));
+    }
+    if let Some(accepted) = &pins.accepted {
+        for line in coverage::coverage(document, alias, accepted.set.tools()).lines(alias) {
+            out.push_str(&format!("{}\n", log::printable(&line)));
+        }
+    }
+    out
+}
+
+/// The startup block's line for `--log-arguments` (nothing without it).
+fn arguments_logged(args: &GatewayArgs) -> &'static str {
+    if args.log_arguments {
+        "call log lines carry each call's arguments (--log-arguments): the log holds whatever agents send\n"
+    } else {
+        ""
+    }
+}
+
+/// An `--alias` that names no `mcp.<alias>.*` action is a typo, not a gateway that denies
+/// every call: a refusal to start naming the aliases the document has.
+fn refuse_unmatched_alias(warden: &Warden, alias: &str) -> Result<(), Failure> {
+    match coverage::alias_matches_nothing(warden.document(), alias) {
+        Some(why) => Err(Failure::usage(log::printable(&why))),
+        None => Ok(()),
+    }
+}
+
+/// `warden check --upstream`: list a server's tools and report `document`'s coverage of them
+/// under `alias` (`coverage`): the report as JSON (`lines` holds it as text), and the failure
+/// when the alias matches no action or a template names a property the schema lacks.
+pub fn upstream_coverage(
+    document: &warden::document::Document,
+    alias: &str,
+    upstream: Option<&str>,
+    command: &[String],
+    timeout: u64,
+) -> Result<(serde_json::Value, Option<Failure>), Failure> {
+    check_alias(alias)?;
+    let target = commands::target(upstream, command, timeout)?;
+    let listed = commands::listed(&target)?;
+    let tools: std::collections::BTreeMap<String, serde_json::Value> = listed
+        .tools
+        .iter()
+        .filter_map(|entry| Some((entry.get("name")?.as_str()?.to_owned(), entry.clone())))
+        .collect();
+    let found = coverage::coverage(document, alias, &tools);
+    let mut lines = found.lines(alias);
+    let failed = if let Some(why) = coverage::alias_matches_nothing(document, alias) {
+        lines.insert(0, why.clone());
+        Some(Failure::check("alias_matches_nothing", why))
+    } else if !found.templates_render() {
+        Some(Failure::check(
+            "templates_unrenderable",
+            format!(
+                "{} template placeholder(s) name properties the server's schemas do not have; every such call would be denied",
+                found.missing.len()
+            ),
+        ))
+    } else {
+        None
+    };
+    let mut report = found.to_json();
+    report["server"] = listed.server;
+    report["lines"] = serde_json::json!(lines);
+    Ok((report, failed))
 }
 
 fn open(store: &Path, config: &Path, durability: &str) -> Result<Warden, Failure> {
@@ -505,7 +667,7 @@ fn identity(args: &GatewayArgs) -> Result<(IdentitySource, Box<dyn IdentityProvi
 }
 
 /// `^[a-z0-9][a-z0-9_-]*$`: no dots, so `mcp.<alias>.<tool>` splits one way only.
-fn check_alias(alias: &str) -> Result<(), Failure> {
+pub(super) fn check_alias(alias: &str) -> Result<(), Failure> {
     let mut chars = alias.chars();
     let first = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if first && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-') {

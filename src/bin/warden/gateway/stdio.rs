@@ -3,7 +3,7 @@
 //! over HTTP; everything else passes through line by line. The child's stderr is the
 //! gateway's; the child is stopped and reaped when the client goes away.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -14,13 +14,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
 use super::intercept::{self, Call, Engine};
+use super::lists;
 use super::log;
 use super::wire::{self, Kind};
 use crate::exit::Failure;
 
 type Waiters = Arc<Mutex<HashMap<String, Sender<Value>>>>;
+/// Relayed requests whose answers are read (`lists`), by id: the method and the cursor.
+type Listing = Arc<Mutex<HashMap<String, (String, Option<String>)>>>;
 /// Server requests the child sent the client (legacy elicitation, sampling, …) whose answer has
 /// not come back yet, by id, each with how long it may be waited for.
 type Asks = Arc<Mutex<HashMap<String, Instant>>>;
@@ -76,8 +80,9 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     let client_out = Arc::new(Mutex::new(std::io::stdout()));
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
     let asks: Asks = Arc::new(Mutex::new(HashMap::new()));
-    // Ids of relayed tools/list requests: their answers show the tool schemas (pins).
-    let listing: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(HashSet::new()));
+    // Ids of relayed requests whose answers are read and may be rewritten (`lists`: the tool
+    // set, icons), with the method and cursor of each.
+    let listing: Listing = Arc::new(Mutex::new(HashMap::new()));
     let reader = {
         let (waiters, client_out) = (Arc::clone(&waiters), Arc::clone(&client_out));
         let (listing, engine, asks) = (Arc::clone(&listing), Arc::clone(&engine), Arc::clone(&asks));
@@ -104,9 +109,12 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                 if let (Some(id), Ok(mut asks)) = (asked, asks.lock()) {
                     asks.insert(id, Instant::now() + engine.elicitation_timeout());
                 }
-                if let (Some(id), Some(message)) = (&response_id, &parsed) {
-                    if listing.lock().is_ok_and(|mut ids| ids.remove(id)) {
-                        engine.observe_tools(message);
+                let mut parsed = parsed;
+                if let (Some(id), Some(message)) = (&response_id, &mut parsed) {
+                    if let Some((method, cursor)) = listing.lock().ok().and_then(|mut ids| ids.remove(id)) {
+                        if engine.rewrite_answer(&method, cursor.as_deref(), message) {
+                            line = serde_json::to_vec(message).unwrap_or(line);
+                        }
                     }
                 }
                 let waiter = response_id.and_then(|id| waiters.lock().ok().and_then(|mut w| w.remove(&id)));
@@ -154,10 +162,13 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             asks.remove(&id.to_string());
                         }
                     }
-                    if inbound.message.get("method").and_then(Value::as_str) == Some("tools/list") {
-                        if let (Some(id), Ok(mut ids)) = (inbound.message.get("id"), listing.lock()) {
-                            ids.insert(id.to_string());
-                        }
+                    let method = inbound.message.get("method").and_then(Value::as_str).filter(|m| lists::rewritten(m));
+                    if let (Some(method), Some(id), Ok(mut ids)) = (method, inbound.message.get("id"), listing.lock()) {
+                        let cursor = inbound.message.get("params").and_then(|p| p.get("cursor"));
+                        ids.insert(
+                            id.to_string(),
+                            (method.to_owned(), cursor.and_then(Value::as_str).map(str::to_owned)),
+                        );
                     }
                     // What was checked is what is sent: the parsed message, re-serialised (as over
                     // HTTP), so a key the parser dropped (a second "method") never reaches an
@@ -181,6 +192,10 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     let in_flight = Arc::clone(&in_flight);
                     in_flight.fetch_add(1, Ordering::SeqCst);
                     calls.push(std::thread::spawn(move || {
+                        let meta = inbound.message.get("params").and_then(|p| p.get("_meta"));
+                        let revision = meta.and_then(|m| m.get(REVISION_KEY)).map(|r| json!({REVISION_KEY: r}));
+                        let lister =
+                            Lister { child_in: &child_in, waiters: &waiters, meta: revision.as_ref(), timeout };
                         let call = Call {
                             id: &id,
                             tool: &tool,
@@ -188,6 +203,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             revision: &inbound.revision,
                             headers: &[],
                             raw: &raw,
+                            lister: &lister,
                         };
                         let answer = intercepted(&engine, &call, &child_in, (&waiters, &asks), timeout);
                         write_value(&client_out, &answer);
@@ -233,10 +249,45 @@ fn close_child(child_in: &Mutex<Option<ChildStdin>>, child: &Mutex<Child>) {
     }
 }
 
+/// Where a stdio request names its revision, in `params._meta`.
+const REVISION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// The gateway's own `tools/list` to the child, answered through the reader like a call's.
+struct Lister<'a> {
+    child_in: &'a Mutex<Option<ChildStdin>>,
+    waiters: &'a Waiters,
+    /// The call's revision, named as the call named it.
+    meta: Option<&'a Value>,
+    timeout: Duration,
+}
+
+impl ListTools for Lister<'_> {
+    fn page(&self, cursor: Option<&str>) -> Result<Value, String> {
+        let (id, message) = catalog::list_request(cursor, self.meta);
+        let key = id.to_string();
+        let (sender, receiver) = mpsc::channel();
+        self.waiters.lock().map_err(|_| "the waiter table is unavailable")?.insert(key.clone(), sender);
+        let mut line = serde_json::to_vec(&message).unwrap_or_default();
+        line.push(b'\n');
+        let answer = if write_child(self.child_in, &line) {
+            receiver.recv_timeout(self.timeout).map_err(|error| match error {
+                RecvTimeoutError::Timeout => format!("no tools/list answer within {} s", self.timeout.as_secs()),
+                RecvTimeoutError::Disconnected => "the upstream process exited".to_owned(),
+            })
+        } else {
+            Err("the upstream process is not running".to_owned())
+        };
+        if let Ok(mut waiting) = self.waiters.lock() {
+            waiting.remove(&key);
+        }
+        answer
+    }
+}
+
 /// The revision a request names in `params._meta["io.modelcontextprotocol/protocolVersion"]`,
 /// when it is one this gateway speaks.
 fn stdio_revision(message: &Value) -> Option<String> {
-    let named = message.get("params")?.get("_meta")?.get("io.modelcontextprotocol/protocolVersion")?.as_str()?;
+    let named = message.get("params")?.get("_meta")?.get(REVISION_KEY)?.as_str()?;
     wire::ACCEPTED_REVISIONS.contains(&named).then(|| named.to_owned())
 }
 
@@ -334,7 +385,7 @@ fn intercepted(
     let finished = engine.finish(admitted, &observation, call.revision);
     match (&finished.reply, observation) {
         (Reply::Relay, Observation::Answered { body: Some(mut envelope), .. }) => {
-            intercept::with_meta(&mut envelope, &finished.meta);
+            finished.relayed(&mut envelope);
             envelope
         }
         _ => intercept::synthesised(call.id, &finished).body,
