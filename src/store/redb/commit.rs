@@ -105,6 +105,19 @@ struct Journaling<W: WriteOp> {
     active: bool,
     /// The writer thread stopped: the journal thread finishes what waits and stops.
     shutdown: bool,
+    /// The journal thread is parked, waiting for a batch to write.
+    journal_parked: bool,
+    /// Threads parked in `drain_journal`, waiting for the record being written.
+    draining: usize,
+}
+
+impl<W: WriteOp> Journaling<W> {
+    /// Whether the parked journal thread has a record to write: batches wait and nobody is
+    /// writing one. Waking it for anything less is a context switch per batch for nothing (a
+    /// thread that leads its own batch writes its own record).
+    fn work_for_parked_thread(&self) -> bool {
+        self.journal_parked && !self.active && !self.waiting.is_empty()
+    }
 }
 
 /// A batch committed (visible, not durable) and its answers, owed once its changes are in a
@@ -131,7 +144,13 @@ impl<W: WriteOp> Committer<W> {
             }),
             wake: Condvar::new(),
             poisoned: OnceLock::new(),
-            journaling: Mutex::new(Journaling { waiting: Vec::new(), active: false, shutdown: false }),
+            journaling: Mutex::new(Journaling {
+                waiting: Vec::new(),
+                active: false,
+                shutdown: false,
+                journal_parked: false,
+                draining: 0,
+            }),
             journaled: Condvar::new(),
         }
     }
@@ -295,10 +314,12 @@ impl<W: WriteOp> Committer<W> {
                     if journaling.shutdown && !journaling.active && journaling.waiting.is_empty() {
                         return;
                     }
+                    journaling.journal_parked = true;
                     journaling = match self.journaled.wait(journaling) {
                         Ok(journaling) => journaling,
                         Err(_) => return,
                     };
+                    journaling.journal_parked = false;
                 }
             }
             self.journal_round(db);
@@ -307,8 +328,8 @@ impl<W: WriteOp> Committer<W> {
 
     /// After a caller's own round: what queued meanwhile goes to the journal thread.
     fn hand_on(&self) {
-        let waiting = self.journaling.lock().map_or(true, |journaling| !journaling.waiting.is_empty());
-        if waiting {
+        let wake = self.journaling.lock().map_or(true, |journaling| journaling.work_for_parked_thread());
+        if wake {
             self.journaled.notify_all();
         }
     }
@@ -327,10 +348,16 @@ impl<W: WriteOp> Committer<W> {
             std::mem::take(&mut journaling.waiting)
         };
         let written = self.write_record(db, &taken);
-        if let Ok(mut journaling) = self.journaling.lock() {
-            journaling.active = false;
+        let wake = match self.journaling.lock() {
+            Ok(mut journaling) => {
+                journaling.active = false;
+                journaling.draining > 0 || journaling.work_for_parked_thread()
+            }
+            Err(_) => true,
+        };
+        if wake {
+            self.journaled.notify_all();
         }
-        self.journaled.notify_all();
         match written {
             Ok(()) => {
                 for settle in taken {
@@ -390,10 +417,12 @@ impl<W: WriteOp> Committer<W> {
                 return;
             }
             if journaling.active {
+                journaling.draining += 1;
                 journaling = match self.journaled.wait(journaling) {
                     Ok(journaling) => journaling,
                     Err(_) => return,
                 };
+                journaling.draining -= 1;
             }
             drop(journaling);
         }
@@ -455,8 +484,11 @@ impl<W: WriteOp> Committer<W> {
                 Applied::Journaled(results, changes, reserved) => {
                     let answers = batch.into_iter().zip(results).map(|(item, result)| (item.reply, result)).collect();
                     let settle = Settle { changes, reserved, answers };
-                    match self.journaling.lock() {
-                        Ok(mut journaling) => journaling.waiting.push(settle),
+                    let wake = match self.journaling.lock() {
+                        Ok(mut journaling) => {
+                            journaling.waiting.push(settle);
+                            wake_journal && journaling.work_for_parked_thread()
+                        }
                         Err(_) => {
                             let error = Error::Store("the store's journal stage was poisoned by a panic".into());
                             let _ = self.poisoned.set(error.to_string());
@@ -465,8 +497,8 @@ impl<W: WriteOp> Committer<W> {
                             }
                             return;
                         }
-                    }
-                    if wake_journal {
+                    };
+                    if wake {
                         self.journaled.notify_all();
                     }
                     return;
