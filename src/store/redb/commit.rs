@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,9 @@ use crate::store::{Now, WriteOp};
 
 /// At most this many operations share one transaction.
 const MAX_BATCH: usize = 512;
+/// A kept transaction is committed (without a sync) after this many batches even when nobody
+/// reads: a redb transaction's bookkeeping of the pages it allocated grows with it.
+const KEEP_AT_MOST: u32 = 256;
 
 /// Where an operation's result goes once its batch committed.
 /// A barrier (no operation) is answered `Ok(None)` once everything queued before it committed.
@@ -96,6 +99,16 @@ pub(in crate::store) struct Committer<W: WriteOp> {
     journaling: Mutex<Journaling<W>>,
     /// Signalled when the journal stage finished a record or has work.
     journaled: Condvar,
+    /// The redb transaction of the batches applied since the last commit to redb, kept open
+    /// for the next batch (see `Kept`). Touched only by the holder of the writer flag.
+    kept: Mutex<Option<redb::WriteTransaction>>,
+    /// `kept` holds batches redb has not committed: a read must commit them first (`publish`).
+    holding: AtomicBool,
+    /// Batches applied since the kept transaction was begun.
+    kept_batches: AtomicU32,
+    /// A kept transaction holding answered batches was lost to a fault: redb lacks them until
+    /// the journal is replayed (the next open), so nothing may be read or checkpointed here.
+    lost: AtomicBool,
 }
 
 /// The journal stage: batches wait here, in the order they committed, for one record.
@@ -105,6 +118,19 @@ struct Journaling<W: WriteOp> {
     active: bool,
     /// The writer thread stopped: the journal thread finishes what waits and stops.
     shutdown: bool,
+    /// The journal thread is parked, waiting for a batch to write.
+    journal_parked: bool,
+    /// Threads parked in `drain_journal`, waiting for the record being written.
+    draining: usize,
+}
+
+impl<W: WriteOp> Journaling<W> {
+    /// Whether the parked journal thread has a record to write: batches wait and nobody is
+    /// writing one. Waking it for anything less is a context switch per batch for nothing (a
+    /// thread that leads its own batch writes its own record).
+    fn work_for_parked_thread(&self) -> bool {
+        self.journal_parked && !self.active && !self.waiting.is_empty()
+    }
 }
 
 /// A batch committed (visible, not durable) and its answers, owed once its changes are in a
@@ -131,8 +157,18 @@ impl<W: WriteOp> Committer<W> {
             }),
             wake: Condvar::new(),
             poisoned: OnceLock::new(),
-            journaling: Mutex::new(Journaling { waiting: Vec::new(), active: false, shutdown: false }),
+            journaling: Mutex::new(Journaling {
+                waiting: Vec::new(),
+                active: false,
+                shutdown: false,
+                journal_parked: false,
+                draining: 0,
+            }),
             journaled: Condvar::new(),
+            kept: Mutex::new(None),
+            holding: AtomicBool::new(false),
+            kept_batches: AtomicU32::new(0),
+            lost: AtomicBool::new(false),
         }
     }
 
@@ -217,7 +253,114 @@ impl<W: WriteOp> Committer<W> {
         drop(queue);
         let _release = Release(self);
         self.drain_journal(db);
+        // `work` opens transactions of its own; redb has one writer at a time.
+        self.commit_kept(db)?;
         Ok(work())
+    }
+
+    /// Make every batch applied so far visible to redb's readers: the kept transaction, if it
+    /// holds any, is committed (without a sync: the journal holds them). Every read in the
+    /// owner's process starts here, so it sees every write that was answered. Waits for a
+    /// batch being applied, as a writer would.
+    pub(in crate::store) fn publish(&self, db: &Db) -> Result<()> {
+        if !self.holding.load(Ordering::Acquire) {
+            return self.not_lost();
+        }
+        let poisoned = || Error::Store("the store's writer queue was poisoned by a panic".into());
+        let mut queue = self.queue.lock().map_err(|_| poisoned())?;
+        queue.waiting_exclusive += 1;
+        while queue.writing {
+            queue = self.wake.wait(queue).map_err(|_| poisoned())?;
+        }
+        queue.waiting_exclusive -= 1;
+        queue.writing = true;
+        drop(queue);
+        let _release = Release(self);
+        self.commit_kept(db)
+    }
+
+    /// The store closes (`Shared` drops, nothing else holds it): the kept transaction, if any,
+    /// is committed without a sync — the close's checkpoint makes it durable — or, if that
+    /// fails, the journal keeps its batches for the next open. In a forked child it is leaked.
+    pub(in crate::store) fn close(&mut self, db: &Db) {
+        let kept = match self.kept.get_mut() {
+            Ok(kept) => kept.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        let Some(mut txn) = kept else { return };
+        if db.forked() {
+            std::mem::forget(txn);
+            return;
+        }
+        let committed = txn.set_durability(redb::Durability::None).is_ok()
+            && catch_unwind(AssertUnwindSafe(move || txn.commit().is_ok())).unwrap_or(false);
+        if committed {
+            self.holding.store(false, Ordering::Release);
+        } else {
+            self.lose(db, &Error::Store("the store's last batches could not be committed to its file".into()));
+        }
+    }
+
+    fn not_lost(&self) -> Result<()> {
+        if self.lost.load(Ordering::Acquire) {
+            return Err(Self::poison_error(self.poisoned().unwrap_or(
+                "a fault took the batches applied since the store's last commit to the file; the journal holds them",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Commit the kept transaction, if any, without a sync (the caller holds the writer flag).
+    fn commit_kept(&self, db: &Db) -> Result<()> {
+        let kept = self.kept.lock().map_err(|_| Error::Store("the store's writer was poisoned by a panic".into()))?.take();
+        self.kept_batches.store(0, Ordering::Relaxed);
+        let Some(mut txn) = kept else { return self.not_lost() };
+        let committed = txn
+            .set_durability(redb::Durability::None)
+            .map_err(|error| Error::Store(format!("the store cannot defer its commit: {error}")))
+            .and_then(|()| txn.commit().map_err(fault));
+        match committed {
+            Ok(()) => {
+                self.holding.store(false, Ordering::Release);
+                Ok(())
+            }
+            Err(error) => {
+                self.lose(db, &error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Keep `txn`, which now holds the batch just applied, for the next batch.
+    fn keep(&self, txn: redb::WriteTransaction) {
+        match self.kept.lock() {
+            Ok(mut kept) => {
+                *kept = Some(txn);
+                // Before the batch's answers can be given (they wait for its record), so a
+                // reader that has an answer finds this set.
+                self.holding.store(true, Ordering::Release);
+            }
+            // Unreachable in practice (nothing panics holding this lock); dropping the
+            // transaction loses what it holds, and says so.
+            Err(_) => self.lose_without_db(),
+        }
+    }
+
+    /// A transaction holding answered batches was dropped uncommitted (`error` says why): the
+    /// writer stops, reads are refused, and the journal keeps every record past the file's
+    /// last mark for the next open to replay — no checkpoint may claim the file holds them.
+    fn lose(&self, db: &Db, error: &Error) {
+        let _ = self.poisoned.set(error.to_string());
+        if let Some(journal) = db.journal() {
+            journal.fell_behind();
+        }
+        self.lose_without_db();
+    }
+
+    fn lose_without_db(&self) {
+        let _ = self.poisoned.set("the store's writer lost its transaction".into());
+        self.lost.store(true, Ordering::Release);
+        self.holding.store(false, Ordering::Release);
     }
 
     fn take_batch(queue: &mut Queue<W>) -> Vec<Item<W>> {
@@ -283,6 +426,8 @@ impl<W: WriteOp> Committer<W> {
             }
             self.journaled.notify_all();
         });
+        // Every batch into redb before the store closes (its checkpoint then makes them durable).
+        let _ = self.publish(db);
     }
 
     /// The journal thread: write a record whenever batches wait and no other thread is writing
@@ -295,10 +440,12 @@ impl<W: WriteOp> Committer<W> {
                     if journaling.shutdown && !journaling.active && journaling.waiting.is_empty() {
                         return;
                     }
+                    journaling.journal_parked = true;
                     journaling = match self.journaled.wait(journaling) {
                         Ok(journaling) => journaling,
                         Err(_) => return,
                     };
+                    journaling.journal_parked = false;
                 }
             }
             self.journal_round(db);
@@ -307,8 +454,8 @@ impl<W: WriteOp> Committer<W> {
 
     /// After a caller's own round: what queued meanwhile goes to the journal thread.
     fn hand_on(&self) {
-        let waiting = self.journaling.lock().map_or(true, |journaling| !journaling.waiting.is_empty());
-        if waiting {
+        let wake = self.journaling.lock().map_or(true, |journaling| journaling.work_for_parked_thread());
+        if wake {
             self.journaled.notify_all();
         }
     }
@@ -327,10 +474,16 @@ impl<W: WriteOp> Committer<W> {
             std::mem::take(&mut journaling.waiting)
         };
         let written = self.write_record(db, &taken);
-        if let Ok(mut journaling) = self.journaling.lock() {
-            journaling.active = false;
+        let wake = match self.journaling.lock() {
+            Ok(mut journaling) => {
+                journaling.active = false;
+                journaling.draining > 0 || journaling.work_for_parked_thread()
+            }
+            Err(_) => true,
+        };
+        if wake {
+            self.journaled.notify_all();
         }
-        self.journaled.notify_all();
         match written {
             Ok(()) => {
                 for settle in taken {
@@ -390,10 +543,12 @@ impl<W: WriteOp> Committer<W> {
                 return;
             }
             if journaling.active {
+                journaling.draining += 1;
                 journaling = match self.journaled.wait(journaling) {
                     Ok(journaling) => journaling,
                     Err(_) => return,
                 };
+                journaling.draining -= 1;
             }
             drop(journaling);
         }
@@ -455,8 +610,11 @@ impl<W: WriteOp> Committer<W> {
                 Applied::Journaled(results, changes, reserved) => {
                     let answers = batch.into_iter().zip(results).map(|(item, result)| (item.reply, result)).collect();
                     let settle = Settle { changes, reserved, answers };
-                    match self.journaling.lock() {
-                        Ok(mut journaling) => journaling.waiting.push(settle),
+                    let wake = match self.journaling.lock() {
+                        Ok(mut journaling) => {
+                            journaling.waiting.push(settle);
+                            wake_journal && journaling.work_for_parked_thread()
+                        }
                         Err(_) => {
                             let error = Error::Store("the store's journal stage was poisoned by a panic".into());
                             let _ = self.poisoned.set(error.to_string());
@@ -465,8 +623,8 @@ impl<W: WriteOp> Committer<W> {
                             }
                             return;
                         }
-                    }
-                    if wake_journal {
+                    };
+                    if wake {
                         self.journaled.notify_all();
                     }
                     return;
@@ -533,7 +691,7 @@ impl<W: WriteOp> Committer<W> {
             return Applied::Fault(error);
         }
         let touching = std::cell::Cell::new("");
-        match catch_unwind(AssertUnwindSafe(|| self.attempt(db, batch, &touching))) {
+        let applied = match catch_unwind(AssertUnwindSafe(|| self.attempt(db, batch, &touching))) {
             Ok(applied) => applied,
             Err(payload) => Applied::Fault(Error::Store(format!(
                 "the store file {} is damaged: redb failed while using the {} table ({}). Run `warden doctor` on \
@@ -545,7 +703,15 @@ impl<W: WriteOp> Committer<W> {
                 },
                 crate::error::panic_text(payload.as_ref())
             ))),
+        };
+        // A fault while the kept transaction was taken drops it, and with it what it held.
+        if let Applied::Fault(error) = &applied {
+            let taken = self.kept.lock().map_or(true, |kept| kept.is_none());
+            if taken && self.holding.load(Ordering::Acquire) {
+                self.lose(db, error);
+            }
         }
+        applied
     }
 
     fn attempt(&self, db: &Db, batch: &[Item<W>], touching: &std::cell::Cell<&'static str>) -> Applied<W> {
@@ -553,14 +719,23 @@ impl<W: WriteOp> Committer<W> {
             Ok(database) => database,
             Err(error) => return Applied::Fault(error),
         };
-        let txn = match database.begin_write() {
-            Ok(txn) => txn,
-            Err(error) => return Applied::Fault(fault(error)),
+        let kept = match self.kept.lock() {
+            Ok(mut kept) => kept.take(),
+            Err(_) => return Applied::Fault(Error::Store("the store's writer was poisoned by a panic".into())),
+        };
+        // `held`: the transaction holds batches before this one, so this batch is undone
+        // change by change if it must be, never by aborting them with it.
+        let (txn, held) = match kept {
+            Some(txn) => (txn, true),
+            None => match database.begin_write() {
+                Ok(txn) => (txn, false),
+                Err(error) => return Applied::Fault(fault(error)),
+            },
         };
         // Only now, with the transaction open, are items taken: a caller that gave up while
         // the writer waited for the transaction withdrew its item, and it is left out.
         if let Some(index) = batch.iter().position(|item| item.claim.as_ref().is_some_and(|claim| !claim.take())) {
-            let _ = txn.abort();
+            self.put_back(txn, held);
             return Applied::Withdrawn(index);
         }
         let journal = db.journal();
@@ -572,6 +747,9 @@ impl<W: WriteOp> Committer<W> {
             let mut rows = FileWrites::open(&txn, touching);
             if journal.is_some() {
                 rows = rows.recording();
+            }
+            if held {
+                rows = rows.undoable();
             }
             let mut tx = Writes::new(&mut rows);
             for (index, item) in batch.iter().enumerate() {
@@ -611,10 +789,12 @@ impl<W: WriteOp> Committer<W> {
                         Err(error) => return Applied::Fault(error),
                     }
                 }
+            } else if let Err(error) = rows.undo() {
+                return Applied::Fault(error);
             }
         }
         if let Some((index, error)) = rejected {
-            let _ = txn.abort();
+            self.put_back(txn, held);
             return Applied::Rejected(index, error);
         }
         let Some(journal) = journal else {
@@ -627,24 +807,45 @@ impl<W: WriteOp> Committer<W> {
             // Journaled: committed without a sync, so the next batch can be applied while this
             // one's record is written and synced; its answers wait for that (`journal_round`).
             // Records are written in the order batches commit, one synced before the next.
+            // Kept open for the next batch: redb commits it when a read needs it (`publish`),
+            // after `KEEP_AT_MOST` batches, at a checkpoint, or when the store closes.
             Some(changes) => {
-                let mut txn = txn;
-                if let Err(error) = txn.set_durability(redb::Durability::None) {
-                    return Applied::Fault(Error::Store(format!("the store cannot defer its commit: {error}")));
+                self.keep(txn);
+                if self.kept_batches.fetch_add(1, Ordering::Relaxed) + 1 >= KEEP_AT_MOST {
+                    if let Err(error) = self.commit_kept(db) {
+                        return Applied::Fault(error);
+                    }
                 }
-                match txn.commit() {
-                    Ok(()) => Applied::Journaled(results, changes, reserved),
-                    Err(error) => Applied::Fault(fault(error)),
-                }
+                Applied::Journaled(results, changes, reserved)
             }
-            // The batch is the checkpoint: durable in the file, then a new lap.
+            // The batch is the checkpoint: durable in the file (with every batch the transaction
+            // held before it), then a new lap.
             None => match txn.commit() {
-                Ok(()) => match journal.checkpointed_with_this() {
+                Ok(()) => match self.committed_kept_then(|| journal.checkpointed_with_this()) {
                     Ok(()) => Applied::Committed(results),
                     Err(error) => Applied::CommittedThenFault(results, error),
                 },
                 Err(error) => Applied::Fault(fault(error)),
             },
+        }
+    }
+}
+
+impl<W: WriteOp> Committer<W> {
+    /// After a commit of the transaction that held the kept batches: nothing is held; then `next`.
+    fn committed_kept_then<T>(&self, next: impl FnOnce() -> T) -> T {
+        self.holding.store(false, Ordering::Release);
+        self.kept_batches.store(0, Ordering::Relaxed);
+        next()
+    }
+
+    /// A transaction left as it was found: kept again when it holds earlier batches, aborted
+    /// when it was begun for this attempt.
+    fn put_back(&self, txn: redb::WriteTransaction, held: bool) {
+        if held {
+            self.keep(txn);
+        } else {
+            let _ = txn.abort();
         }
     }
 }

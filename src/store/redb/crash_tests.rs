@@ -472,3 +472,52 @@ fn every_crash_state_of_concurrent_callers_keeps_every_commit_that_returned() {
     );
     assert!(syncs > 0 && seen.len() > syncs, "{syncs} sync points, {} states", seen.len());
 }
+
+/// The writer keeps its batches in an open redb transaction between commits to the file. A
+/// fault that drops that transaction (here: the store file's device fails, the journal's does
+/// not) loses nothing answered: reads and writes are refused from then on, the clean close
+/// writes no checkpoint claiming the file holds those batches, and the next open replays them
+/// from the journal. Without the refusal the close's checkpoint would say the file is complete
+/// and the answered commits would be gone.
+#[test]
+fn a_fault_that_drops_the_kept_transaction_refuses_reads_and_the_next_open_replays_every_answer() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = root.path().join("state.redb");
+    let (disk, _installed) = SimDisk::install(root.path(), 12 << 10, 16 << 10);
+    let warden = open(&store).expect("open on the simulated disk");
+    let commit = |payment: &str| run(&warden, &Step::Commit("finance-agent", payment.to_owned()), &mut Vec::new());
+    for n in 0..3 {
+        commit(&format!("a{n}")).expect("commit before the fault");
+    }
+    disk.refuse_writes_to(Some(&store));
+    // Commits go on into the journal until one needs the file: a checkpoint (the lap is full)
+    // or a commit of the kept transaction.
+    let mut answered: Vec<String> = (0..3).map(|n| format!("refund:a{n}")).collect();
+    let mut fault = None;
+    for n in 0..400 {
+        match commit(&format!("b{n}")) {
+            Ok(()) => answered.push(format!("refund:b{n}")),
+            Err(error) => {
+                fault = Some(error);
+                break;
+            }
+        }
+    }
+    let fault = fault.expect("a commit needed the store file within 400 actions");
+    assert!(matches!(fault, Error::Store(_)), "a failing device is a store fault: {fault}");
+    assert!(answered.len() > 3, "some commits were answered from the journal alone");
+    eprintln!("{} commits answered, then: {fault}", answered.len());
+    // Nothing is read from a file that lacks answered batches, and nothing more is written.
+    let read = warden.kernel().effect("refund:a0");
+    assert!(matches!(&read, Err(Error::Store(_) | Error::Poisoned(_))), "{read:?}");
+    assert!(commit("after").is_err(), "a writer that lost its transaction takes no further write");
+    // The device recovers; the handle closes cleanly, and that close must not checkpoint.
+    disk.refuse_writes_to(None);
+    drop(warden);
+    let image = disk.cached_files();
+    let reported = HashSet::new();
+    let (_dir, reopened) = reopened(&image, &store, &reported).expect("the store opens after the fault");
+    for key in &answered {
+        assert_eq!(state_of(&reopened, key), Some(EffectState::Committed), "{key} was answered committed");
+    }
+}

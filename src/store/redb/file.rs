@@ -128,6 +128,12 @@ impl Db {
         Ok(())
     }
 
+    /// This process is a forked child of the one that opened the file: nothing of it may be
+    /// written or closed here.
+    pub(crate) fn forked(&self) -> bool {
+        self.generation != fork::generation()
+    }
+
     pub(crate) fn journal(&self) -> Option<&super::journal::Journal> {
         self.journal.as_ref()
     }

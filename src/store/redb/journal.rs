@@ -323,6 +323,9 @@ pub(crate) struct Journal {
     lap_bytes: u64,
     grow_bytes: u64,
     tail: Mutex<Tail>,
+    /// The writer lost batches redb had not committed (they are in this journal): no mark may
+    /// say the file holds them, so the next open replays them.
+    behind: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Journal {
@@ -462,6 +465,7 @@ impl Journal {
             lap_bytes,
             grow_bytes,
             tail: Mutex::new(Tail { lap, next_seq: last + 1, offset: HEADER_BYTES, len, reserved: 0 }),
+            behind: std::sync::atomic::AtomicBool::new(false),
         };
         journal.checkpoint(database, false)?;
         Ok(journal)
@@ -518,8 +522,22 @@ impl Journal {
         put_mark(rows, &self.mark_now(including_this, clean)?)
     }
 
+    /// The writer lost the batches it had applied since redb's last commit (they are in this
+    /// journal): from now on no mark is written, so no checkpoint — not even the clean close —
+    /// can claim the file holds them. The next open replays them.
+    pub(crate) fn fell_behind(&self) {
+        self.behind.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// The mark for a durable commit now (see `mark_in`).
     fn mark_now(&self, including_this: bool, clean: bool) -> Result<JournalMark> {
+        if self.behind.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Store(format!(
+                "the store's writer lost batches the file does not hold yet; its journal {} keeps them for the next \
+                 open to replay, so no checkpoint is written now. Open the store again",
+                self.path.display()
+            )));
+        }
         let tail = self.tail()?;
         let seq = if including_this { tail.next_seq } else { tail.next_seq - 1 };
         Ok(JournalMark { id: self.id.clone(), seq, clean })

@@ -8,6 +8,8 @@ pub(crate) mod client;
 pub(crate) mod commit;
 #[cfg(test)]
 mod crash_tests;
+#[cfg(test)]
+mod kept_tests;
 pub(crate) mod disk;
 pub(crate) mod file;
 pub(crate) mod journal;

@@ -147,8 +147,20 @@ pub(in crate::store) struct Shared<P: Protocol> {
     pub wait: Duration,
 }
 
+/// Before the database closes (its fields drop after this): the batches the writer kept in an
+/// open transaction go into redb, so the close's checkpoint covers them — or, when they cannot,
+/// the journal is told, so that no checkpoint claims them and the next open replays them.
+impl<P: Protocol> Drop for Shared<P> {
+    fn drop(&mut self) {
+        self.committer.close(&self.db);
+    }
+}
+
 impl<P: Protocol> Shared<P> {
     pub(in crate::store) fn read(&self, op: &P::Read, now: &Now) -> Result<<P::Read as ReadOp>::Reply> {
+        // The writer keeps its last batches in an open transaction; a read sees them only once
+        // they are committed to redb.
+        self.committer.publish(&self.db)?;
         let database = self.db.database()?;
         let txn = database.begin_read().map_err(crate::store::redb::rows::fault)?;
         let rows = crate::store::redb::rows::FileReads::new(txn);

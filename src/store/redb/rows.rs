@@ -9,7 +9,9 @@ use std::ops::Bound;
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle, WriteTransaction};
 
 use crate::error::{Error, Result};
-use crate::store::rows::{check_shape, exists_fault, Part, Put, RowRead, RowWrite, Scan, Shape, Table, Visit};
+use crate::store::rows::{
+    check_shape, exists_fault, own, parts, Own, Part, Put, RowRead, RowWrite, Scan, Shape, Table, Visit,
+};
 
 /// A redb error while touching `table`: the storage layer failed (I/O, a damaged page).
 pub(crate) fn fault_in<E: Into<redb::Error>>(table: &'static str) -> impl FnOnce(E) -> Error {
@@ -173,27 +175,50 @@ fn scan_in<K: FileKey>(
     Ok(())
 }
 
+/// Put `value` under `key`; with `undo`, what the row was before (its bytes, or `None` when
+/// there was none) goes there first — also when the put is then refused.
 fn put_in<K: FileKey>(
     t: &mut redb::Table<'_, K, Bytes>,
     table: Table,
     key: &[Part<'_>],
     value: &[u8],
     how: Put,
+    undo: Option<&mut Vec<Undo>>,
 ) -> Result<()> {
     // One descent: the row it replaced, if any, comes back. A `Put::New` that replaced one is
-    // refused, and the error rolls the whole transaction back with the write.
-    let replaced = t.insert(tuple::<K>(table, key)?, value).map_err(fault_in(table.name()))?.is_some();
-    if how == Put::New && replaced {
+    // refused, and the error rolls the batch back with the write (the whole transaction, or
+    // the batch's undo log when the transaction holds batches before it).
+    let replaced = t.insert(tuple::<K>(table, key)?, value).map_err(fault_in(table.name()))?;
+    let was_there = replaced.is_some();
+    if let Some(undo) = undo {
+        undo.push(Undo { table, key: own(key), before: replaced.map(|old| old.value().to_vec()) });
+    }
+    if how == Put::New && was_there {
         return Err(exists_fault(table, key));
     }
     Ok(())
 }
 
-#[cfg_attr(not(any(test, feature = "test-exports")), allow(dead_code))]
-fn delete_in<K: FileKey>(t: &mut redb::Table<'_, K, Bytes>, table: Table, key: &[Part<'_>]) -> Result<()> {
-    let key = tuple::<K>(table, key)?;
-    t.remove(key).map_err(fault_in(table.name()))?;
+/// Delete the row under `key`; with `undo`, what it was before goes there first.
+fn delete_in<K: FileKey>(
+    t: &mut redb::Table<'_, K, Bytes>,
+    table: Table,
+    key: &[Part<'_>],
+    undo: Option<&mut Vec<Undo>>,
+) -> Result<()> {
+    let removed = t.remove(tuple::<K>(table, key)?).map_err(fault_in(table.name()))?;
+    if let Some(undo) = undo {
+        undo.push(Undo { table, key: own(key), before: removed.map(|old| old.value().to_vec()) });
+    }
     Ok(())
+}
+
+/// One change of a batch, undone: the row as it was before the batch touched it.
+pub(crate) struct Undo {
+    table: Table,
+    key: Vec<Own>,
+    /// `None`: there was no row.
+    before: Option<Vec<u8>>,
 }
 
 fn definition<K: FileKey>(table: Table) -> TableDefinition<'static, K, Bytes> {
@@ -276,6 +301,9 @@ pub(crate) struct FileWrites<'t, 'c> {
     touching: &'c Cell<&'static str>,
     /// The batch's changes, for the journal (`journal::record_put`), when it keeps them.
     log: Option<Vec<u8>>,
+    /// What each change replaced, when the batch must be undone without aborting the
+    /// transaction (it holds batches before this one: `commit`).
+    undo: Option<Vec<Undo>>,
 }
 
 impl<'t, 'c> FileWrites<'t, 'c> {
@@ -290,6 +318,29 @@ impl<'t, 'c> FileWrites<'t, 'c> {
         self.log.take()
     }
 
+    /// Keep, from now on, what every change replaces, so that `undo` can put it back.
+    pub(crate) fn undoable(mut self) -> FileWrites<'t, 'c> {
+        self.undo = Some(Vec::new());
+        self
+    }
+
+    /// Put back every row the changes since `undoable` replaced, newest first: the transaction
+    /// holds what it held before them. Written to the tables only (never to the journal's log).
+    pub(crate) fn undo(&mut self) -> Result<()> {
+        let Some(changes) = self.undo.take() else { return Ok(()) };
+        for change in changes.into_iter().rev() {
+            let key = parts(&change.key);
+            let table = change.table;
+            match &change.before {
+                Some(before) => {
+                    with_lazy!(self.lazy_mut(table)?, get_mut, |t| put_in(t, table, &key, before, Put::Replace, None))?
+                }
+                None => with_lazy!(self.lazy_mut(table)?, get_mut, |t| delete_in(t, table, &key, None))?,
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn open(txn: &'t WriteTransaction, touching: &'c Cell<&'static str>) -> FileWrites<'t, 'c> {
         let tables = Table::ALL
             .iter()
@@ -302,7 +353,7 @@ impl<'t, 'c> FileWrites<'t, 'c> {
                 Shape::TTI => AnyLazy::TTI(Lazy::new(txn, table)),
             })
             .collect();
-        FileWrites { tables, touching, log: None }
+        FileWrites { tables, touching, log: None, undo: None }
     }
 
     /// Open (and so create) every table: a new store, or a migration.
@@ -348,7 +399,10 @@ impl RowRead for FileWrites<'_, '_> {
 
 impl RowWrite for FileWrites<'_, '_> {
     fn put(&mut self, table: Table, key: &[Part<'_>], value: &[u8], how: Put) -> Result<()> {
-        with_lazy!(self.lazy_mut(table)?, get_mut, |t| put_in(t, table, key, value, how))?;
+        let undo = self.undo.as_mut();
+        let lazy = self.tables.get_mut(table.index()).ok_or_else(|| unopened(table))?;
+        self.touching.set(table.name());
+        with_lazy!(lazy, get_mut, |t| put_in(t, table, key, value, how, undo))?;
         if let Some(log) = &mut self.log {
             super::journal::record_put(log, table, key, value);
         }
@@ -356,7 +410,10 @@ impl RowWrite for FileWrites<'_, '_> {
     }
 
     fn delete(&mut self, table: Table, key: &[Part<'_>]) -> Result<()> {
-        with_lazy!(self.lazy_mut(table)?, get_mut, |t| delete_in(t, table, key))?;
+        let undo = self.undo.as_mut();
+        let lazy = self.tables.get_mut(table.index()).ok_or_else(|| unopened(table))?;
+        self.touching.set(table.name());
+        with_lazy!(lazy, get_mut, |t| delete_in(t, table, key, undo))?;
         if let Some(log) = &mut self.log {
             super::journal::record_delete(log, table, key);
         }

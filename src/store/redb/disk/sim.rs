@@ -48,6 +48,8 @@ struct State {
     hook: Option<Hook>,
     /// Writes fail with ENOSPC once this many more bytes were written.
     space_left: Option<u64>,
+    /// Writes and syncs of this file fail with EIO (a failing device under one file).
+    refused: Option<PathBuf>,
 }
 
 /// A simulated disk serving the files under one directory.
@@ -107,6 +109,17 @@ impl SimDisk {
         self.state.lock().expect("state").space_left = bytes;
     }
 
+    /// Fail every write and sync of `path` with EIO from now on (`None`: none).
+    pub(crate) fn refuse_writes_to(&self, path: Option<&Path>) {
+        self.state.lock().expect("state").refused = path.map(Path::to_owned);
+    }
+
+    /// Every file as a process that opens it now would read it (the page cache included).
+    pub(crate) fn cached_files(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let state = self.state.lock().expect("state");
+        state.files.iter().map(|(path, file)| (path.clone(), file.cache.clone())).collect()
+    }
+
     pub(crate) fn exists(&self, path: &Path) -> bool {
         self.state.lock().is_ok_and(|state| state.files.contains_key(path))
     }
@@ -141,6 +154,9 @@ impl SimDisk {
 
     fn write(&self, path: &Path, offset: u64, data: &[u8]) -> Result<()> {
         let mut state = self.state.lock().map_err(|_| poisoned())?;
+        if state.refused.as_deref() == Some(path) {
+            return Err(Error::from_raw_os_error(5)); // EIO
+        }
         if let Some(left) = &mut state.space_left {
             if *left < data.len() as u64 {
                 return Err(Error::from_raw_os_error(28)); // ENOSPC
@@ -172,6 +188,9 @@ impl SimDisk {
 
     fn sync(&self, path: &Path) -> Result<()> {
         let mut state = self.state.lock().map_err(|_| poisoned())?;
+        if state.refused.as_deref() == Some(path) {
+            return Err(Error::from_raw_os_error(5)); // EIO
+        }
         let State { files, hook, .. } = &mut *state;
         if files.get(path).is_some_and(|file| !file.pending.is_empty()) {
             if let Some(hook) = hook {
