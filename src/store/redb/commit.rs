@@ -312,7 +312,8 @@ impl<W: WriteOp> Committer<W> {
 
     /// Commit the kept transaction, if any, without a sync (the caller holds the writer flag).
     fn commit_kept(&self, db: &Db) -> Result<()> {
-        let kept = self.kept.lock().map_err(|_| Error::Store("the store's writer was poisoned by a panic".into()))?.take();
+        let kept =
+            self.kept.lock().map_err(|_| Error::Store("the store's writer was poisoned by a panic".into()))?.take();
         self.kept_batches.store(0, Ordering::Relaxed);
         let Some(mut txn) = kept else { return self.not_lost() };
         let committed = txn

@@ -8,11 +8,11 @@ pub(crate) mod client;
 pub(crate) mod commit;
 #[cfg(test)]
 mod crash_tests;
-#[cfg(test)]
-mod kept_tests;
 pub(crate) mod disk;
 pub(crate) mod file;
 pub(crate) mod journal;
+#[cfg(test)]
+mod kept_tests;
 pub(crate) mod owner;
 pub(crate) mod rows;
 pub(crate) mod schema;

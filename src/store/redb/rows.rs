@@ -333,7 +333,7 @@ impl<'t, 'c> FileWrites<'t, 'c> {
             let table = change.table;
             match &change.before {
                 Some(before) => {
-                    with_lazy!(self.lazy_mut(table)?, get_mut, |t| put_in(t, table, &key, before, Put::Replace, None))?
+                    with_lazy!(self.lazy_mut(table)?, get_mut, |t| put_in(t, table, &key, before, Put::Replace, None))?;
                 }
                 None => with_lazy!(self.lazy_mut(table)?, get_mut, |t| delete_in(t, table, &key, None))?,
             }
