@@ -4,22 +4,23 @@
 # `warden gateway --stdio` to the same server as a child, and through `--stdio` to the
 # reference server @modelcontextprotocol/server-everything (npm), then `warden gateway scaffold`
 # and `warden check --upstream` in front of server-everything. Opt-in (it installs from PyPI
-# and npm):
+# and npm; ./scripts/test.sh runs it after the Rust tests built the CLI):
 #
 #   cargo build && tests/interop/run.sh
 #
-# Everything goes under target/interop/ (a venv, stores, logs); processes started here are
-# stopped by their pid on exit.
+# Everything goes under $CARGO_TARGET_DIR/interop/ (default target/: a venv, stores, logs);
+# processes started here are stopped by their pid on exit.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-work="$root/target/interop"
+target="${CARGO_TARGET_DIR:-$root/target}"
+work="$target/interop"
 mkdir -p "$work"
 if [ ! -x "$work/venv/bin/python" ]; then
   python3 -m venv "$work/venv"
 fi
 "$work/venv/bin/pip" install --quiet "mcp==2.3.0"
 npm install --silent --no-audit --no-fund --prefix "$work/npm" "@modelcontextprotocol/server-everything@2026.8.31"
-export PATH="$root/target/debug:$PATH"
+export PATH="$target/debug:$PATH"
 python="$work/venv/bin/python"
 run="$(mktemp -d "$work/run.XXXXXX")"
 cat > "$run/warden.yaml" <<'YAML'
