@@ -325,6 +325,9 @@ pub struct Granted {
     /// Whether the reservation charged budgets.
     #[serde(default)]
     pub charged: bool,
+    /// For an approval this grant spent: from its request to the answer that granted it.
+    #[serde(default)]
+    pub decided_in: Option<Micros>,
 }
 
 /// Why a reservation whose commit was confirmed late is not handed out (its FAILED record says
@@ -782,7 +785,18 @@ mod tests {
             holds_key,
             blocked: None,
             charged: false,
+            decided_in: None,
         })
+    }
+
+    #[test]
+    fn a_grant_from_an_owner_that_sends_no_decision_time_still_reads() {
+        // What an owner process of the previous version sends for a grant, over the socket.
+        let older = r#"{"granted":{"attempt":1,"lease_expires_at":5,"approval_id":"apr_1","approver":"bob","started_at":2,"holds_key":true,"blocked":null,"charged":false}}"#;
+        let Ok(WriteReply::Granted(read)) = serde_json::from_str::<WriteReply>(older) else { panic!("unreadable") };
+        assert_eq!((read.approval_id.as_deref(), read.decided_in), (Some("apr_1"), None));
+        let newer = serde_json::to_string(&granted(Some(5), true)).unwrap();
+        assert!(newer.contains("\"decided_in\":null"), "{newer}");
     }
 
     fn lapsed(reply: WriteReply, now: i64) -> bool {

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::receipt::ReceiptResult;
 use crate::store::WriteTx;
+use crate::telemetry::trace::Reported;
 
 use super::ops::{unexpected, Finish, Suspension, Write, WriteReply};
 use super::Kernel;
@@ -37,6 +38,8 @@ pub struct Permit {
     pub(super) traceparent: Option<String>,
     /// The id of the receipt this permit's outcome writes, chosen when the permit is granted.
     pub(super) receipt_id: String,
+    /// The call's span recorder, when its host traces it: the outcome ends the span.
+    pub(super) trace: Option<std::sync::Arc<crate::telemetry::ActionTrace>>,
     pub(super) finished: bool,
 }
 
@@ -238,6 +241,29 @@ impl Kernel {
     /// `outcomes: deferred` this returns before the write is durable (and a late outcome is
     /// then only in the evidence).
     pub(super) fn finish(&self, permit: &Permit, outcome: Outcome) -> Result<()> {
+        let Some(trace) = &permit.trace else { return self.record_outcome(permit, outcome) };
+        let captured = trace.capture().results;
+        let (reported, message, result) = match &outcome {
+            Outcome::Committed(result) => (Reported::Committed, None, captured.then(|| result.clone())),
+            Outcome::NotExecuted(message) => (Reported::NotExecuted, captured.then(|| message.clone()), None),
+            Outcome::Ambiguous(message) => (Reported::Ambiguous, captured.then(|| message.clone()), None),
+        };
+        let began = std::time::Instant::now();
+        let answer = self.record_outcome(permit, outcome);
+        let durable = self.inner.outcomes == super::Outcomes::Durable;
+        if durable {
+            trace.wrote("outcome", began.elapsed());
+        }
+        trace.end_outcome(self.now(), reported, message.as_deref(), result.as_ref(), permit.holds_key, &answer);
+        // A deferred outcome's receipt is written after this returns: the span names it by id.
+        if durable && matches!(answer, Ok(()) | Err(Error::LateOutcome { .. })) {
+            self.trace_receipt(trace, &permit.receipt_id);
+        }
+        answer
+    }
+
+    /// `finish` itself: the outcome's one write.
+    fn record_outcome(&self, permit: &Permit, outcome: Outcome) -> Result<()> {
         self.guarded(|kernel, _| {
             let mut draft = kernel.draft(&permit.action, &permit.action_hash, &permit.ruling)?;
             draft.started_at = permit.started_at;
