@@ -132,7 +132,7 @@ pub unsafe extern "C" fn warden_trace_span(
         let trace =
             unsafe { trace.as_ref() }.ok_or_else(|| Error::InvalidInput("trace is NULL, and it is required".into()))?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
-        unsafe { out.write_json(&trace.trace.span().to_json()) };
+        unsafe { out.write_json_text(trace.trace.span().to_json_text()) };
         Ok(())
     };
     // SAFETY: the caller's guarantee for `err`, forwarded.

@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::clock::Micros;
@@ -44,23 +45,12 @@ pub enum AttributeValue {
     Bool(bool),
 }
 
-impl AttributeValue {
-    fn to_json(&self) -> Value {
-        match self {
-            AttributeValue::Str(text) => Value::String(text.clone()),
-            AttributeValue::Int(n) => Value::from(*n),
-            AttributeValue::Double(x) => Value::from(*x),
-            AttributeValue::Bool(b) => Value::Bool(*b),
-        }
-    }
-}
-
 /// Attributes in the order they were set.
 pub type Attributes = Vec<(&'static str, AttributeValue)>;
 
 /// Attributes as one JSON object.
 pub(crate) fn attributes_json(attributes: &Attributes) -> Value {
-    Value::Object(attributes.iter().map(|(key, value)| ((*key).to_owned(), value.to_json())).collect())
+    serde_json::to_value(AttributesJson(attributes)).unwrap_or(Value::Null)
 }
 
 /// An event on the span.
@@ -132,8 +122,92 @@ pub struct ActionSpan {
 /// The span kind every action span has (the conventions' INTERNAL).
 pub const SPAN_KIND: &str = "internal";
 
-fn nanos(at: Micros) -> Value {
-    Value::from(i128::from(at) * 1000)
+/// Nanoseconds since the epoch, for the record's `*_unix_nano` fields.
+fn nanos(at: Micros) -> i128 {
+    i128::from(at) * 1000
+}
+
+/// Attributes serialized as one JSON object, in the order they were set.
+struct AttributesJson<'a>(&'a Attributes);
+
+impl Serialize for AttributesJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in self.0 {
+            match value {
+                AttributeValue::Str(text) => map.serialize_entry(key, text)?,
+                AttributeValue::Int(n) => map.serialize_entry(key, n)?,
+                AttributeValue::Double(x) => map.serialize_entry(key, x)?,
+                AttributeValue::Bool(b) => map.serialize_entry(key, b)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl Serialize for SpanEvent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("name", self.name)?;
+        map.serialize_entry("time_unix_nano", &nanos(self.at))?;
+        map.serialize_entry("attributes", &AttributesJson(&self.attributes))?;
+        map.end()
+    }
+}
+
+impl Serialize for SpanStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SpanStatus::Unset => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("code", "unset")?;
+                map.end()
+            }
+            SpanStatus::Error(description) => {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("code", "error")?;
+                map.serialize_entry("description", description)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl Serialize for Measurement {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(6))?;
+        match self.instrument {
+            // A count is a whole number: an integer on the wire.
+            Instrument::Counter => {
+                map.serialize_entry("instrument", "counter")?;
+                map.serialize_entry("value", &(self.value as i64))?;
+            }
+            Instrument::Histogram => {
+                map.serialize_entry("instrument", "histogram")?;
+                map.serialize_entry("value", &self.value)?;
+            }
+        }
+        map.serialize_entry("name", self.name)?;
+        map.serialize_entry("unit", self.unit)?;
+        map.serialize_entry("description", self.description)?;
+        map.serialize_entry("attributes", &AttributesJson(&self.attributes))?;
+        map.end()
+    }
+}
+
+impl Serialize for ActionSpan {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(8))?;
+        map.serialize_entry("name", &self.name)?;
+        map.serialize_entry("kind", SPAN_KIND)?;
+        map.serialize_entry("start_time_unix_nano", &nanos(self.start))?;
+        map.serialize_entry("end_time_unix_nano", &self.end.map(nanos))?;
+        map.serialize_entry("attributes", &AttributesJson(&self.attributes))?;
+        map.serialize_entry("events", &self.events)?;
+        map.serialize_entry("status", &self.status)?;
+        map.serialize_entry("metrics", &self.measurements)?;
+        map.end()
+    }
 }
 
 impl ActionSpan {
@@ -141,52 +215,16 @@ impl ActionSpan {
     /// "start_time_unix_nano", "end_time_unix_nano": int|null, "attributes": {...}, "events":
     /// [{"name", "time_unix_nano", "attributes"}], "status": {"code": "unset"|"error",
     /// "description"?}, "metrics": [{"instrument": "counter"|"histogram", "name", "unit",
-    /// "description", "value", "attributes"}]}`.
+    /// "description", "value", "attributes"}]}`. [`ActionSpan::to_json_text`] writes the same
+    /// document without building it in memory first.
     pub fn to_json(&self) -> Value {
-        let status = match &self.status {
-            SpanStatus::Unset => serde_json::json!({"code": "unset"}),
-            SpanStatus::Error(description) => serde_json::json!({"code": "error", "description": description}),
-        };
-        let events: Vec<Value> = self
-            .events
-            .iter()
-            .map(|event| {
-                serde_json::json!({
-                    "name": event.name,
-                    "time_unix_nano": nanos(event.at),
-                    "attributes": attributes_json(&event.attributes),
-                })
-            })
-            .collect();
-        let metrics: Vec<Value> = self
-            .measurements
-            .iter()
-            .map(|m| {
-                let instrument = match m.instrument {
-                    Instrument::Counter => "counter",
-                    Instrument::Histogram => "histogram",
-                };
-                // A counter's value is a whole number; keep it an integer on the wire.
-                let value = match m.instrument {
-                    Instrument::Counter => Value::from(m.value as i64),
-                    Instrument::Histogram => Value::from(m.value),
-                };
-                serde_json::json!({
-                    "instrument": instrument, "name": m.name, "unit": m.unit, "description": m.description,
-                    "value": value, "attributes": attributes_json(&m.attributes),
-                })
-            })
-            .collect();
-        serde_json::json!({
-            "name": self.name,
-            "kind": SPAN_KIND,
-            "start_time_unix_nano": nanos(self.start),
-            "end_time_unix_nano": self.end.map_or(Value::Null, nanos),
-            "attributes": attributes_json(&self.attributes),
-            "events": events,
-            "status": status,
-            "metrics": metrics,
-        })
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The record as compact JSON text (what crosses the C ABI).
+    pub fn to_json_text(&self) -> Vec<u8> {
+        // Every key is a string and every number finite: writing to memory cannot fail.
+        serde_json::to_vec(self).unwrap_or_else(|_| b"null".to_vec())
     }
 
     /// The value of attribute `key`, if set.
@@ -461,6 +499,32 @@ mod tests {
         assert_eq!(record["attributes"]["gen_ai.tool.call.arguments"], r#"{"a":[1,"x"]}"#);
         assert_eq!(record["attributes"]["warden.observe"], true);
         assert_eq!(record["start_time_unix_nano"], serde_json::json!(1_764_000_000_000_001_000_i128));
+    }
+
+    #[test]
+    fn the_json_text_is_the_json_document_of_every_field() {
+        let mut facts = Facts {
+            started_at: Some(1_000_000),
+            tool: Some("stripe.refund".into()),
+            decision: Some(Decision::Deny),
+            attempt: Some(2),
+            approval_wait: Some(1_500_000),
+            observe: true,
+            events: vec![guardrail_event(2_000_000, Decision::Deny, "rule[0]", Some("sha256:ab"), Some("7"))],
+            writes: vec![("proposal", Duration::from_micros(250))],
+            ..Facts::default()
+        };
+        facts.ended = Some(ended(Some("denied"), Some("action denied (rule[0])")));
+        let span = facts.span();
+        let text: Value = serde_json::from_slice(&span.to_json_text()).expect("the text is JSON");
+        assert_eq!(text, span.to_json());
+        assert_eq!(text["attributes"]["warden.effect.attempt"], 2);
+        assert_eq!(text["attributes"]["warden.approval.wait_time"], 1.5);
+        assert_eq!(text["status"], serde_json::json!({"code": "error", "description": "action denied (rule[0])"}));
+        assert_eq!(text["events"][0]["time_unix_nano"], 2_000_000_000_i64);
+        assert_eq!(text["metrics"][0]["instrument"], "counter");
+        assert_eq!(text["metrics"].as_array().map(Vec::len), Some(3), "actions, duration, one write");
+        assert_eq!(text["attributes"].as_object().map(|a| a.len()), Some(span.attributes.len()));
     }
 
     #[test]

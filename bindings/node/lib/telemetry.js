@@ -154,12 +154,15 @@ class Call {
     );
   }
 
-  /** `span` (or a new one, for a call that got no permit) given the ended record's attributes,
-   * events and status and ended at its time; its measurements recorded. */
-  ended(span, record) {
+  /** `span` (or a new one, for a call that got no permit) given the ended record's attributes
+   * (those not `setAlready` at its start), events and status, and ended at its time; its
+   * measurements recorded. */
+  ended(span, record, setAlready = {}) {
     const ending = span ?? this.started(record);
     if (ending) {
-      ending.setAttributes(attributes(record.attributes));
+      const known = span ? setAlready : attributes(record.attributes);
+      const changed = Object.entries(attributes(record.attributes)).filter(([key, value]) => known[key] !== value);
+      if (changed.length > 0) ending.setAttributes(Object.fromEntries(changed));
       for (const event of record.events) {
         ending.addEvent(event.name, attributes(event.attributes), hrTime(event.time_unix_nano));
       }
@@ -185,12 +188,18 @@ class Traced {
   #call;
   #trace;
   #span = null;
+  #started = {};
   #ended = false;
 
   constructor(call, trace) {
     this.#call = call;
     this.#trace = trace;
-    this.#span = quiet('starting the span', () => call.started(json.parse(trace.span()))) ?? null;
+    this.#span =
+      quiet('starting the span', () => {
+        const record = json.parse(trace.span());
+        this.#started = attributes(record.attributes);
+        return call.started(record);
+      }) ?? null;
   }
 
   /** `fn()` with Warden's span active: the protected function's own spans are its children. */
@@ -206,7 +215,7 @@ class Traced {
       const record = json.parse(this.#trace.span());
       if (record.end_time_unix_nano === null) return;
       this.#ended = true;
-      this.#call.ended(this.#span, record);
+      this.#call.ended(this.#span, record, this.#started);
     });
   }
 }

@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - exercised by the tests that run withou
     otel_trace = None  # type: ignore[assignment]
 
 _LOG = logging.getLogger("warden")
+_UNSET = object()
 
 #: The instrumentation scope's name.
 SCOPE = "warden"
@@ -147,13 +148,15 @@ class Call:
             start_time=record["start_time_unix_nano"],
         )
 
-    def ended(self, span: Any, record: dict[str, Any]) -> None:
+    def ended(self, span: Any, record: dict[str, Any], set_already: dict[str, Any] | None = None) -> None:
         """`span` (or a new one, for a call refused before any permit) given the ended record's
-        attributes, events and status and ended at its time; its measurements recorded."""
+        attributes (those not `set_already` at its start), events and status, and ended at its
+        time; its measurements recorded."""
         if span is None:
-            span = self.started(record)
+            span, set_already = self.started(record), record["attributes"]
         if span is not None:
-            span.set_attributes(record["attributes"])
+            known = set_already or {}
+            span.set_attributes({k: v for k, v in record["attributes"].items() if known.get(k, _UNSET) != v})
             for event in record["events"]:
                 span.add_event(event["name"], attributes=event["attributes"], timestamp=event["time_unix_nano"])
             status = record["status"]
@@ -179,8 +182,11 @@ class Traced:
         self._lock = threading.Lock()
         self._ended = False
         self.span = None
+        self._started: dict[str, Any] = {}
         with _quiet("starting the span"):
-            self.span = call.started(trace.record())
+            record = trace.record()
+            self.span = call.started(record)
+            self._started = record["attributes"]
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
@@ -202,7 +208,7 @@ class Traced:
                 if record["end_time_unix_nano"] is None:
                     return
                 self._ended = True
-                self._call.ended(self.span, record)
+                self._call.ended(self.span, record, self._started)
             self._trace.close()
 
 
