@@ -6,7 +6,10 @@ configured."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -100,6 +103,11 @@ def test_the_span_is_a_child_of_the_callers_and_the_parent_of_the_functions_own_
     assert attributes["warden.receipt.id"] == receipt["receipt_id"]
     assert attributes["warden.receipt.hash"] == receipt["hash"]
     assert attributes["warden.policy.hash"] == receipt["policy_hash"]
+    assert attributes["warden.policy.version"] == receipt["policy_version"] == "python-tests"
+    assert attributes["warden.action.hash"] == receipt["action_hash"]
+    assert attributes["warden.decision.reason"] == receipt["decision_reason"] == "rule[0]"
+    assert attributes["warden.receipt.seq"] == receipt["seq"]
+    assert attributes["warden.outcomes"] == "durable"
     assert attributes["gen_ai.tool.call.id"] == receipt["action_id"]
     context = caller.context
     expected = f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
@@ -179,6 +187,62 @@ def test_failed_and_ambiguous_outcomes_end_the_span_with_their_error_type(
     w.close()
 
 
+@pytest.mark.parametrize(("outcomes", "named"), [(None, "durable"), ("durable", "durable"), ("deferred", "deferred")])
+def test_the_span_names_the_outcome_mode(
+    store: Path, config: Path, otel: Otel, outcomes: str | None, named: str
+) -> None:
+    w = open_traced(store, config, otel, **({} if outcomes is None else {"outcomes": outcomes}))
+    refund = refund_of(w, otel)
+    with warden.context(agent="support-agent"):
+        refund("pay_1", 1200)
+    w.close()
+    (span,) = otel.spans("execute_tool stripe.refund")
+    assert (span.attributes["warden.outcomes"], span.attributes["warden.outcome"]) == (named, "committed")
+
+
+def test_a_wait_for_a_human_is_one_span_naming_the_approval_and_its_wait(store: Path, config: Path, otel: Otel) -> None:
+    w = open_traced(store, config, otel)
+
+    @w.protect("stripe.refund", wait=30)
+    def refund(payment_id: str, amount: int) -> str:
+        return "done"
+
+    granted: list[str] = []
+
+    def human() -> None:
+        for _ in range(3000):
+            pending = w.pending()
+            if pending:
+                granted.append(w.approve(pending[0]["approval_id"], by="ops:bob")["approval_id"])
+                return
+            time.sleep(0.01)
+
+    approver = threading.Thread(target=human)
+    with warden.context(agent="support-agent"), otel.tracer.start_as_current_span("agent turn"):
+        approver.start()
+        try:
+            assert refund("pay_mid", 90_000) == "done"
+        finally:
+            approver.join()
+    (span,) = otel.spans("execute_tool stripe.refund")
+    (caller,) = otel.spans("agent turn")
+    assert span.parent.span_id == caller.context.span_id
+    attributes = dict(span.attributes)
+    assert attributes["warden.approval.id"] == granted[0]
+    assert attributes["warden.outcome"] == "committed" and "error.type" not in attributes
+    took = (span.end_time - span.start_time) / 1e9
+    for key in ("warden.approval.wait_time", "warden.approval.decision_time"):
+        assert isinstance(attributes[key], float) and 0 <= attributes[key] <= took, key
+    results = [e.attributes["gen_ai.guardrail.result.value"] for e in span.events if e.name == "gen_ai.guardrail.result"]
+    assert results == ["approve", "approve"], "the request, then the proposal that spent the grant"
+    assert attributes["warden.decision"] == "approve"
+    receipts = [r for r in w.receipts() if r["approval_id"] == granted[0] and r["result"] == "committed"]
+    assert [attributes["warden.receipt.id"]] == [r["receipt_id"] for r in receipts]
+    (decided,) = otel.points("warden.approval.decision.duration")
+    assert decided.count == 1
+    w.close()
+
+
 def test_exactly_one_span_per_call_over_mixed_outcomes_all_in_the_callers_trace(
     store: Path, config: Path, otel: Otel
 ) -> None:
@@ -242,6 +306,43 @@ def test_with_the_opt_in_the_span_carries_the_arguments_and_result_redacted(
     assert result == {"sent": "m_1", "session_token": "[REDACTED]"}
     with pytest.raises(warden.InvalidInput, match="telemetry"):
         warden.Warden(store=store.with_name("other.redb"), config=config, telemetry={"arguments": "yes"})
+    w.close()
+
+
+def test_by_default_no_argument_result_or_host_message_reaches_a_span_or_a_measurement(
+    store: Path, config: Path, otel: Otel
+) -> None:
+    w = open_traced(store, config, otel)
+    secrets = ["Bearer tok-3c9a1f7e5b2d8064", "ak-7c1e55a2b3d94f60", "st-9f8e7d6c5b4a3210", "4000-0000-0000-0002"]
+
+    @w.protect("email.send")
+    def send(message_id: str, body: str, api_key: str) -> dict[str, str]:
+        if message_id == "m_declined":
+            raise warden.NotExecuted(f"rejected {secrets[3]}")
+        if message_id == "m_lost":
+            raise TimeoutError(f"lost with {api_key}")
+        return {"sent": message_id, "session_token": secrets[2]}
+
+    with warden.context(agent="mailer"), otel.tracer.start_as_current_span("agent turn"):
+        for message in ("m_1", "m_declined", "m_lost"):
+            with contextlib.suppress(warden.NotExecuted, TimeoutError):
+                send(message, f"your code is {secrets[0]}", secrets[1])
+    spans = otel.spans("execute_tool email.send")
+    assert [s.attributes["warden.outcome"] for s in spans] == ["committed", "failed", "ambiguous"]
+    seen = [dict(s.attributes) for s in spans] + [{"status": s.status.description} for s in spans]
+    seen += [dict(e.attributes) for s in spans for e in s.events]
+    data = otel.reader.get_metrics_data()
+    seen += [
+        dict(point.attributes)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+    ]
+    assert len(seen) > 2 * len(spans)
+    text = json.dumps(seen)
+    for secret in secrets + ["your code is"]:
+        assert secret not in text, secret
     w.close()
 
 
