@@ -50,7 +50,7 @@ function sdk() {
       scope.metrics.filter((m) => m.descriptor.name === metric).flatMap((m) => m.dataPoints),
     );
   };
-  return { tracerProvider, meterProvider, tracer, spans, points };
+  return { tracerProvider, meterProvider, tracer, spans, points, reader: metricReader };
 }
 
 function traced(t, s, options = {}) {
@@ -114,6 +114,13 @@ test('the span is a child of the caller and the parent of the function own calls
   assert.equal(a['warden.receipt.id'], receipt.receipt_id);
   assert.equal(a['warden.receipt.hash'], receipt.hash);
   assert.equal(a['gen_ai.tool.call.id'], receipt.action_id);
+  assert.equal(a['warden.receipt.seq'], receipt.seq);
+  assert.equal(a['warden.policy.hash'], receipt.policy_hash);
+  assert.equal(a['warden.policy.version'], receipt.policy_version);
+  assert.equal(a['warden.action.hash'], receipt.action_hash);
+  assert.equal(a['warden.decision.reason'], receipt.decision_reason);
+  assert.equal(a['warden.rule'], 'rule[0]');
+  assert.equal(a['warden.outcomes'], 'durable');
   assert.equal(receipt.traceparent, `00-${turnTrace.traceId}-${caller.spanContext().spanId}-01`);
   assert.deepEqual(
     span.events.map((e) => [e.name, e.attributes['gen_ai.guardrail.result.value'], e.attributes['gen_ai.guardrail.policy.id']]),
@@ -140,6 +147,84 @@ test('a refusal is an error span with its type and no child', { skip }, async (t
     assert.equal(parentId(span), caller.spanContext().spanId);
   });
   assert.equal(ours[1].attributes['warden.approval.id'], errors[1].requestId);
+});
+
+for (const [outcomes, named] of [[undefined, 'durable'], ['durable', 'durable'], ['deferred', 'deferred']]) {
+  test(`the span names the outcome mode (${outcomes ?? 'default'})`, { skip }, async (t) => {
+    const s = sdk();
+    const w = traced(t, s, outcomes ? { outcomes } : {});
+    const refund = w.protect('stripe.refund', async () => 'ok');
+    await ada(() => refund({ payment_id: 'pay_1', amount: 1200 }));
+    await w.flush();
+    const [span] = s.spans('execute_tool stripe.refund');
+    assert.deepEqual([span.attributes['warden.outcomes'], span.attributes['warden.outcome']], [named, 'committed']);
+  });
+}
+
+test('a wait for a human is one span naming the approval and its wait', { skip }, async (t) => {
+  const s = sdk();
+  const w = traced(t, s);
+  const refund = w.protect('stripe.refund', async () => 'refunded', { waitMs: 60_000 });
+  const [callerId, granted] = await within(s, 'agent turn', async (turn) => {
+    const call = ada(() => refund({ payment_id: 'pay_w', amount: 90000 }));
+    let request;
+    while (!request) [request] = await w.pending();
+    await w.approve(request.approval_id, { by: 'ops:bob' });
+    assert.equal(await call, 'refunded');
+    return [turn.spanContext().spanId, request.approval_id];
+  });
+  const ours = s.spans('execute_tool stripe.refund');
+  assert.equal(ours.length, 1, 'one span for the wait and the call');
+  const [span] = ours;
+  assert.equal(parentId(span), callerId);
+  const a = span.attributes;
+  assert.equal(a['warden.approval.id'], granted);
+  assert.equal(a['warden.outcome'], 'committed');
+  assert.equal(a['warden.decision'], 'approve');
+  assert.equal(a['error.type'], undefined);
+  const took = span.duration[0] + span.duration[1] / 1e9;
+  for (const key of ['warden.approval.wait_time', 'warden.approval.decision_time']) {
+    assert.ok(typeof a[key] === 'number' && a[key] >= 0 && a[key] <= took, `${key}: ${a[key]} of ${took}`);
+  }
+  assert.deepEqual(
+    span.events.filter((e) => e.name === 'gen_ai.guardrail.result').map((e) => e.attributes['gen_ai.guardrail.result.value']),
+    ['approve', 'approve'],
+    'the request, then the proposal that spent the grant',
+  );
+  const spent = (await w.receipts()).filter((r) => r.approval_id === granted && r.result === 'committed');
+  assert.deepEqual(spent.map((r) => r.receipt_id), [a['warden.receipt.id']]);
+  const decided = await s.points('warden.approval.decision.duration');
+  assert.deepEqual(decided.map((p) => p.value.count), [1]);
+});
+
+test('by default no argument, result or host message reaches a span or a measurement', { skip }, async (t) => {
+  const s = sdk();
+  const w = traced(t, s);
+  const secrets = ['Bearer tok-3c9a1f7e5b2d8064', 'ak-7c1e55a2b3d94f60', 'st-9f8e7d6c5b4a3210', '4000-0000-0000-0002'];
+  const write = w.protect('ledger.write', async ({ entry, api_key }) => {
+    if (entry === 'e_declined') throw new warden.NotExecuted(`rejected ${secrets[3]}`);
+    if (entry === 'e_lost') throw new Error(`lost with ${api_key}`);
+    return { entry, session_token: secrets[2] };
+  });
+  await within(s, 'agent turn', async () => {
+    for (const entry of ['e_1', 'e_declined', 'e_lost']) {
+      await ada(() => write({ entry, note: `your code is ${secrets[0]}`, api_key: secrets[1] })).catch(() => null);
+    }
+  });
+  const ours = s.spans('execute_tool ledger.write');
+  assert.deepEqual(ours.map((span) => span.attributes['warden.outcome']), ['committed', 'failed', 'ambiguous']);
+  const seen = [
+    ...ours.map((span) => span.attributes),
+    ...ours.map((span) => ({ status: span.status.message })),
+    ...ours.flatMap((span) => span.events.map((e) => e.attributes)),
+  ];
+  const { resourceMetrics } = await s.reader.collect();
+  for (const scope of resourceMetrics.scopeMetrics) {
+    for (const metric of scope.metrics) seen.push(...metric.dataPoints.map((p) => p.attributes));
+  }
+  assert.ok(seen.length > 2 * ours.length);
+  const text = JSON.stringify(seen);
+  for (const secret of [...secrets, 'your code is']) assert.ok(!text.includes(secret), secret);
 });
 
 test('exactly one span per call over mixed outcomes, all in the caller trace', { skip }, async (t) => {
