@@ -545,6 +545,52 @@ fn with_the_operators_opt_in_arguments_and_result_are_recorded_redacted_as_sight
 }
 
 #[test]
+fn with_the_opt_in_a_sensitive_arguments_value_is_scrubbed_wherever_the_call_repeats_it() {
+    let capture = Capture { arguments: true, results: true };
+    let s = setup_with(POLICY, WardenOptions { telemetry: capture, ..WardenOptions::default() });
+    // Shapes no pattern knows: only the value's own sensitive key tells that it is a credential.
+    let key = "ak-7c1e55a2b3d94f60";
+    let pin = 80_417_293;
+    enum Ends {
+        Commit(Value),
+        NotExecuted(String),
+        Ambiguous(String),
+    }
+    let cases = [
+        ("echoed in the result", Ends::Commit(json!({"refund_id": "re_1", "debug": format!("used {key}")}))),
+        ("nested in the result", Ends::Commit(json!({"echo": {"sent": [key, pin]}}))),
+        ("in the host's failure", Ends::NotExecuted(format!("processor refused {key}"))),
+        ("in the host's timeout", Ends::Ambiguous(format!("timed out calling with {key} pin {pin}"))),
+    ];
+    for (n, (label, ends)) in cases.into_iter().enumerate() {
+        let mut request = refund(&format!("txn_e{n}"), 100);
+        request.arguments["api_key"] = json!(key);
+        request.arguments["auth"] = json!({"credentials": {"pin": pin}});
+        request.arguments["note"] = json!(format!("the customer read out {key}"));
+        let (permit, trace) = traced(&s, request);
+        let permit = permit.unwrap();
+        match ends {
+            Ends::Commit(result) => permit.commit(&result).unwrap(),
+            Ends::NotExecuted(message) => permit.not_executed(&message).unwrap(),
+            Ends::Ambiguous(message) => permit.ambiguous(&message).unwrap(),
+        }
+        let span = trace.span();
+        let record = span.to_json().to_string();
+        assert!(!record.contains(key) && !record.contains(&pin.to_string()), "{label}: {record}");
+        let arguments: Value = serde_json::from_str(text(&span, "gen_ai.tool.call.arguments").unwrap()).unwrap();
+        assert_eq!(arguments["note"], "the customer read out [REDACTED]", "{label}");
+        assert_eq!(arguments["payment_id"], format!("txn_e{n}"), "{label}: what is not sensitive stays");
+        match &span.status {
+            SpanStatus::Error(description) => assert!(description.contains("[REDACTED]"), "{label}: {description}"),
+            SpanStatus::Unset => {
+                let result = text(&span, "gen_ai.tool.call.result").unwrap();
+                assert!(result.contains("[REDACTED]"), "{label}: {result}");
+            }
+        }
+    }
+}
+
+#[test]
 fn without_the_opt_in_the_hosts_failure_message_is_not_in_the_span() {
     let s = setup();
     let (permit, trace) = traced(&s, refund("txn_f", 100));

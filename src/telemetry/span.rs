@@ -22,7 +22,8 @@ use crate::effect_state::EffectState;
 
 /// What the operator allows a span to carry beyond Warden's own identifiers: the tool call's
 /// arguments and its result, each redacted as sights redact (sensitive keys at any depth,
-/// credential shapes in strings) and bounded. Both are off unless the operator opts in.
+/// credential shapes in strings) and bounded, and scrubbed of every value the arguments hold
+/// under a sensitive key wherever it is repeated. Both are off unless the operator opts in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capture {
     /// Record `gen_ai.tool.call.arguments`: the canonical arguments the receipt holds.
@@ -280,6 +281,9 @@ pub(crate) struct Facts {
     pub arguments: Option<Value>,
     /// Captured (opt-in) and redacted; only a committed result.
     pub result: Option<Value>,
+    /// With a capture opted in: the echo guard of the arguments' sensitive values, which the
+    /// captured arguments, result and host message are scrubbed of.
+    pub guard: Option<std::sync::Arc<crate::sight::echo::Echo>>,
     pub events: Vec<SpanEvent>,
     /// Each store write the action waited for: which (`proposal`, `outcome`) and how long.
     pub writes: Vec<(&'static str, Duration)>,

@@ -15,6 +15,7 @@ use crate::decision::Ruling;
 use crate::effect::StoredResult;
 use crate::effect_state::EffectState;
 use crate::error::{DuplicateState, Error};
+use crate::sight::echo::Echo;
 
 use super::span::{guardrail_event, ActionSpan, AttributeValue, Capture, Ended, Facts, SpanEvent};
 
@@ -96,7 +97,13 @@ impl ActionTrace {
         presented: Option<&str>,
     ) {
         let mut facts = self.facts();
-        let arguments = facts.capture.arguments.then(|| redacted(&action.canonical_arguments()));
+        let capture = facts.capture;
+        if capture.arguments || capture.results {
+            let canonical = action.canonical_arguments();
+            let guard = Arc::new(sensitive_echo(&canonical));
+            facts.arguments = capture.arguments.then(|| redacted(&canonical, &guard));
+            facts.guard = Some(guard);
+        }
         facts.action_id = Some(action.action_id.clone());
         facts.action_hash = Some(action_hash.to_owned());
         facts.decision = Some(ruling.decision);
@@ -105,7 +112,6 @@ impl ActionTrace {
         facts.policy_hash = policy.0.map(str::to_owned);
         facts.policy_version = policy.1.map(str::to_owned);
         facts.observe = observe;
-        facts.arguments = arguments;
         if let Some(id) = presented {
             facts.approval_id = Some(id.to_owned());
         }
@@ -246,10 +252,11 @@ impl ActionTrace {
         }
         let keyed = holds_key && facts.effect_key.is_some();
         let capture = facts.capture;
+        let none = Echo::none();
+        let guard = facts.guard.clone();
+        let guard: &Echo = guard.as_deref().unwrap_or(&none);
         let host = |fixed: &str| match message {
-            Some(message) if capture.results => {
-                crate::sight::shape::error_text(message, &crate::sight::echo::Echo::none())
-            }
+            Some(message) if capture.results => crate::sight::shape::error_text(message, guard),
             _ => fixed.to_owned(),
         };
         let (outcome, error_type, description, state) = match (answer, reported) {
@@ -281,7 +288,7 @@ impl ActionTrace {
             }
         };
         if capture.results && answer.is_ok() && reported == Reported::Committed {
-            facts.result = result.map(|stored| redacted(&stored.to_value()));
+            facts.result = result.map(|stored| redacted(&stored.to_value(), guard));
         }
         facts.effect_state = keyed.then_some(state);
         facts.ended = Some(Ended { at: now, outcome, error_type, description });
@@ -297,14 +304,37 @@ pub(crate) fn error_type(error: &Error) -> String {
 }
 
 /// `value` redacted and bounded as a sight's result is (`sight::shape`): sensitive keys at any
-/// depth, credential shapes inside strings, and the depth, item and string bounds.
-pub(crate) fn redacted(value: &Value) -> Value {
+/// depth, credential shapes inside strings, what `guard` guards wherever it is echoed, and the
+/// depth, item and string bounds.
+pub(crate) fn redacted(value: &Value, guard: &Echo) -> Value {
     let whole = [("value".to_owned(), String::new())];
-    let mut shaped = crate::sight::shape::shape(
-        value,
-        &whole,
-        &crate::sight::shape::Limits::default(),
-        &crate::sight::echo::Echo::none(),
-    );
+    let mut shaped = crate::sight::shape::shape(value, &whole, &crate::sight::shape::Limits::default(), guard);
     shaped.values.remove("value").unwrap_or(Value::Null)
+}
+
+/// An echo guard for every value the arguments hold under a sensitive key (at any depth, every
+/// scalar beneath such a key): a credential the call was handed is scrubbed wherever the
+/// captured arguments, the result or the host's message repeat it, not only under its own key.
+pub(crate) fn sensitive_echo(arguments: &Value) -> Echo {
+    fn collect(value: &Value, sensitive: bool, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, inner) in map {
+                    collect(inner, sensitive || crate::sight::shape::is_sensitive_key(key), out);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| collect(item, sensitive, out)),
+            Value::String(text) if sensitive => out.push(text.clone()),
+            Value::Number(number) if sensitive => out.push(number.to_string()),
+            _ => {}
+        }
+    }
+    let mut values = Vec::new();
+    collect(arguments, false, &mut values);
+    let parts: Vec<&str> = values.iter().map(String::as_str).collect();
+    let echo = Echo::for_sent(None, &parts);
+    for value in &mut values {
+        zeroize::Zeroize::zeroize(value);
+    }
+    echo
 }
