@@ -528,7 +528,7 @@ mod tests {
         assert_eq!(text["events"][0]["time_unix_nano"], 2_000_000_000_i64);
         assert_eq!(text["metrics"][0]["instrument"], "counter");
         assert_eq!(text["metrics"].as_array().map(Vec::len), Some(3), "actions, duration, one write");
-        assert_eq!(text["attributes"].as_object().map(|a| a.len()), Some(span.attributes.len()));
+        assert_eq!(text["attributes"].as_object().map(serde_json::Map::len), Some(span.attributes.len()));
     }
 
     #[test]
