@@ -95,6 +95,11 @@ typedef struct warden_precondition_sink warden_precondition_sink;
 // received it.
 typedef struct warden_reconcile_sink warden_reconcile_sink;
 
+// The recorder of one protected call's span. Opaque: created by `warden_trace_new`, filled by
+// `warden_propose_traced` (and by the permit it returns, when that reports its outcome), read
+// by `warden_trace_span`, freed by `warden_trace_free`.
+typedef struct warden_trace warden_trace;
+
 // A result code. 0 is OK; 100..199 are refusals (the kernel said no, as designed); 200..299
 // are faults (something is broken). See the table at the top of this header.
 typedef uint32_t warden_result;
@@ -320,6 +325,11 @@ void warden_buf_free(warden_buf buf);
 //   A library built with the test-only `test-exports` feature also takes `"clock":
 //   {"manual_ms": N}`, a clock that starts at N ms since the epoch and moves only by the
 //   test-only clock setter; a release library refuses the key.
+//   `"telemetry": {"arguments": bool, "results": bool}` (both default false) lets the spans
+//   of traced calls (`warden_propose_traced`) carry the tool call's arguments and its
+//   committed result (with the host's message of a FAILED or AMBIGUOUS outcome), each
+//   redacted and bounded as a sight's result is; without it a span carries Warden's own
+//   identifiers and no argument or result value (docs/TELEMETRY.md).
 //
 // `"limits"` (an object) overrides the bounds on inputs: `max_request_bytes` (the
 // `warden_propose` request, default 1 MiB), `max_name_bytes` (256), `max_arguments_bytes`
@@ -410,6 +420,8 @@ warden_result warden_flush(const warden_handle *h, warden_buf *err);
 //   request was refused AMBIGUOUS on `effect_key` (an effect of this action): `committed` or
 //   `not_executed` resolves it and the proposal goes on (the retry, once); `unknown` is
 //   recorded and WARDEN_RESULT_AMBIGUOUS comes back. The one rule both bindings use.
+//   `traceparent`: the caller's W3C trace context (`00-<32 hex>-<16 hex>-<2 hex>`), recorded
+//   on the call's receipts; one that is not valid is INVALID_INPUT.
 // - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 //   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 //   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
@@ -1891,6 +1903,116 @@ warden_result warden_anchor_add(const warden_handle *h,
 // `sink` is NULL or the sink passed to the running callback; `(answer, len)` follows the
 // conventions at the top of this header.
 warden_result warden_anchor_put(warden_anchor_sink *sink, const uint8_t *answer, size_t len);
+
+// Creates a trace for one protected call. Returns NULL only if the library panicked
+// (allocation failure).
+//
+// Ownership: the caller frees it with `warden_trace_free`; a permit proposed with it keeps
+// what it needs, so the trace may be freed before or after the permit.
+//
+// Thread safety: safe from any thread.
+warden_trace *warden_trace_new(void);
+
+// Frees a trace. NULL is a no-op.
+//
+// Ownership: takes the trace back; it is invalid afterwards.
+//
+// Thread safety: no other thread may be using the trace.
+//
+// # Safety
+// `trace` is NULL or a trace from `warden_trace_new` not yet freed.
+void warden_trace_free(warden_trace *trace);
+
+// `warden_propose_recovering`, recording the call's span in `trace`: the decision of each
+// proposal the call makes (an event `gen_ai.guardrail.result` each), the refusal and the receipt
+// it wrote, the wait for a human, the reconcile hook's answer, and the permit, which records its
+// outcome in the same trace. When this returns anything but WARDEN_RESULT_OK the span has ended
+// (a refusal or a fault); with a permit it ends when the permit reports its outcome (or is freed
+// without one: AMBIGUOUS). Read it with `warden_trace_span`.
+//
+// - `h`, `request`, `len`, `options`, `out`, `info`, `err`: as for `warden_propose_recovering`.
+// - `trace`: a new trace from `warden_trace_new`. Required. One trace records one call: a trace
+//   that already recorded one is refused (WARDEN_RESULT_INVALID_INPUT) and left as it was.
+//
+// Returns WARDEN_RESULT_OK, or the refusals and faults `warden_propose_recovering` returns;
+// WARDEN_RESULT_INVALID_INPUT also for a NULL or used `trace`.
+//
+// Thread safety: safe to call concurrently on one handle, each call with its own trace.
+//
+// # Safety
+// As for `warden_propose_recovering`; `trace` is NULL or a live trace from `warden_trace_new`.
+warden_result warden_propose_traced(warden_handle *h,
+                                    const uint8_t *request,
+                                    size_t len,
+                                    const warden_propose_options *options,
+                                    const warden_trace *trace,
+                                    warden_permit **out,
+                                    warden_buf *info,
+                                    warden_buf *err);
+
+// Returns the trace's span as JSON: `{"name": "execute_tool <action>", "kind": "internal",
+// "start_time_unix_nano", "end_time_unix_nano": int|null, "attributes": {...}, "events":
+// [{"name", "time_unix_nano", "attributes"}], "status": {"code": "unset"|"error",
+// "description"}, "metrics": [{"instrument": "counter"|"histogram", "name", "unit",
+// "description", "value", "attributes"}]}`. Before the call ended, `end_time_unix_nano` is
+// null and `metrics` empty (a binding starts its span from this, and makes it current while
+// the permitted function runs); once it ended, the record is complete. Times are by the
+// handle's clock. docs/TELEMETRY.md lists every attribute.
+//
+// - `trace`: a trace. Required. Not modified.
+// - `out`: receives a new buffer on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `trace` or `out`);
+// WARDEN_RESULT_PANIC.
+//
+// Thread safety: safe from any thread, also while the permit records into the trace.
+//
+// # Safety
+// `trace` is NULL or a live trace; `out` and `err` are NULL or valid for one write.
+warden_result warden_trace_span(const warden_trace *trace, warden_buf *out, warden_buf *err);
+
+// Returns the gauges a metrics SDK can observe with `warden_gauge_read`, as JSON `[{"name",
+// "unit", "description"}]`: `warden.effects` (effects by `warden.effect.state`: ambiguous,
+// executing, reserved, failed), `warden.approvals.pending`, `warden.chain.length`. Pure.
+//
+// - `out`: receives a new buffer on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL `out`); WARDEN_RESULT_PANIC.
+//
+// Thread safety: safe from any thread.
+//
+// # Safety
+// `out` and `err` are NULL or valid for one write.
+warden_result warden_gauges_describe(warden_buf *out, warden_buf *err);
+
+// Reads one gauge from the store now, as JSON `[{"value": int, "attributes": {...}}]`.
+// `warden.effects` reads the effect records of each state it counts (a read of the effect
+// table per state), the other two one small read each.
+//
+// - `h`: an open handle. Required.
+// - `name`, `name_len`: a name `warden_gauges_describe` lists. Required.
+// - `out`: receives a new buffer on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL pointers, an unknown gauge);
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle (a metrics SDK calls it from its
+// own thread).
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_gauge_read(const warden_handle *h,
+                                const uint8_t *name,
+                                size_t name_len,
+                                warden_buf *out,
+                                warden_buf *err);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -31,7 +31,8 @@
 //! Around them: [`clock`] (injectable time), [`error`] and [`hint`] (what went wrong and the
 //! command to run), [`ffi`] (the C ABI) and [`os`] (fork hooks and signal flags), the only
 //! modules with `unsafe`, [`verify`] and [`scratch`] (the `warden verify` guarantees, run in a
-//! throwaway store). `docs/` holds the
+//! throwaway store), [`telemetry`] (the span record of each protected action, for the host's
+//! OpenTelemetry SDK). `docs/` holds the
 //! threat model, the claims and the store's design.
 
 #![deny(unsafe_code)]
@@ -99,6 +100,7 @@ pub mod hint;
 #[allow(unsafe_code)]
 pub mod os;
 pub mod scratch;
+pub mod telemetry;
 pub mod verify;
 
 pub use action::{Action, Principal};

@@ -62,6 +62,9 @@ pub struct WardenOptions {
     /// default; a short-lived command (the CLI's) turns it off, so an operator need not be able
     /// to read the signing key to approve.
     pub automatic_checkpoints: bool,
+    /// What the spans of traced calls may carry beyond Warden's own identifiers (the
+    /// arguments, the result); nothing unless the operator opts in.
+    pub telemetry: crate::telemetry::Capture,
 }
 
 impl Default for WardenOptions {
@@ -73,6 +76,7 @@ impl Default for WardenOptions {
             store: StoreOptions::default(),
             limits: crate::limits::Limits::default(),
             automatic_checkpoints: true,
+            telemetry: crate::telemetry::Capture::default(),
         }
     }
 }
@@ -106,6 +110,10 @@ pub struct ActionRequest<'a> {
     /// The caller's W3C trace context (`00-<trace id>-<parent id>-<flags>`), recorded on the
     /// call's receipts as `traceparent`; one that is not valid is refused as invalid input.
     pub traceparent: Option<&'a str>,
+    /// Where the call's span is recorded (`telemetry::ActionTrace`): the decision, the refusal
+    /// or the permit's outcome, read back with `ActionTrace::span`. One trace per call; `None`
+    /// records nothing.
+    pub trace: Option<Arc<crate::telemetry::ActionTrace>>,
 }
 
 impl<'a> ActionRequest<'a> {
@@ -124,6 +132,7 @@ impl<'a> ActionRequest<'a> {
             identity: None,
             precondition: None,
             traceparent: None,
+            trace: None,
         }
     }
 }
@@ -212,6 +221,8 @@ pub struct Warden {
     document: Arc<Document>,
     /// Tells the host's hook and the document's webhook of each new approval request.
     notifier: Arc<crate::approval::notify::Notifier>,
+    /// What traced calls' spans may carry (`WardenOptions::telemetry`).
+    capture: crate::telemetry::Capture,
 }
 
 impl Warden {
@@ -219,6 +230,7 @@ impl Warden {
     pub fn open(store: impl AsRef<Path>, document: Document, options: WardenOptions) -> Result<Warden> {
         let environment = resolve_environment(options.environment.as_deref(), document.environment.as_deref());
         let read_only = options.store.read_only;
+        let capture = options.telemetry;
         let kernel = Kernel::open(
             store,
             KernelOptions {
@@ -243,7 +255,7 @@ impl Warden {
             }
             _ => None,
         };
-        Ok(Warden { checkpointer, kernel, document: Arc::new(document), notifier })
+        Ok(Warden { checkpointer, kernel, document: Arc::new(document), notifier, capture })
     }
 
     /// The document's automatic checkpoints in this handle, if they run here.
@@ -290,6 +302,12 @@ impl Warden {
     /// carries that id and the refusal does not, so a caller that reports the receipt (the MCP
     /// gateway) takes it from here rather than searching the receipts for it.
     pub fn submit_naming_action(&self, request: &ActionRequest<'_>) -> (Option<String>, Result<Permit>) {
+        // With no reconcile hook and no wait, the one propose-and-wait proposes once.
+        self.submit_recovering(request, &Recovery::default())
+    }
+
+    /// One proposal of `request`, and the id of the action it became.
+    fn propose_once(&self, request: &ActionRequest<'_>) -> (Option<String>, Result<Permit>) {
         let mut action_id = None;
         let result = self.run_pipeline(request, &mut action_id);
         (action_id, result)
@@ -313,6 +331,7 @@ impl Warden {
         proposal.approval_id = request.approval_id;
         proposal.observe = self.document.mode == Mode::Observe;
         proposal.traceparent = request.traceparent;
+        proposal.trace = request.trace.as_ref();
         if proposal.ruling.decision == Decision::Approve {
             proposal.ask = self.approval_ask(entry, &proposal.ruling, request);
             if let Some(source) = &request.precondition {
@@ -502,19 +521,42 @@ impl Warden {
     /// Returns the id of the action the request became (see [`Warden::submit_naming_action`])
     /// with the outcome. A failing hook stops here with InvalidInput naming why, and nothing is
     /// resolved.
+    ///
+    /// With `request.trace`, the call's span is recorded there: it begins here and ends with the
+    /// refusal or fault this returns, or with the permit's outcome. A trace that already
+    /// recorded a call is refused (InvalidInput) and left as it was.
     pub fn submit_recovering(
         &self,
         request: &ActionRequest<'_>,
         recovery: &Recovery<'_>,
     ) -> (Option<String>, Result<Permit>) {
+        let Some(trace) = &request.trace else { return self.recover(request, recovery) };
+        // The name is echoed only once it is known to be within bounds.
+        let tool = self.kernel.limits().check_name(request.name).is_ok().then_some(request.name);
+        if let Err(reused) = trace.begin(self.kernel.now(), tool, self.capture, self.kernel.outcomes().name()) {
+            return (None, Err(reused));
+        }
+        let (action_id, outcome) = self.recover(request, recovery);
+        if let Err(error) = &outcome {
+            trace.end_error(self.kernel.now(), error);
+        }
+        (action_id, outcome)
+    }
+
+    /// `submit_recovering` without the trace's beginning and end.
+    fn recover(&self, request: &ActionRequest<'_>, recovery: &Recovery<'_>) -> (Option<String>, Result<Permit>) {
         let (action_id, outcome) = self.submit_reconciled(request, recovery.reconcile);
         let (Err(Error::ApprovalRequired { request_id, .. }), Some(wait)) = (&outcome, &recovery.wait) else {
             return (action_id, outcome);
         };
+        let waited_from = self.kernel.now();
         let record = match self.kernel.wait_until_answered(request_id, wait) {
             Ok(record) => record,
             Err(fault) => return (action_id, Err(fault)),
         };
+        if let Some(trace) = &request.trace {
+            trace.waited(self.kernel.now() - waited_from, record.as_ref());
+        }
         let answered = record.is_some_and(|record| {
             !matches!(
                 record.status,
@@ -535,7 +577,7 @@ impl Warden {
         request: &ActionRequest<'_>,
         reconcile: Option<&ReconcileHook<'_>>,
     ) -> (Option<String>, Result<Permit>) {
-        let (action_id, outcome) = self.submit_naming_action(request);
+        let (action_id, outcome) = self.propose_once(request);
         let (Err(Error::Ambiguous { effect_key, .. }), Some(hook)) = (&outcome, reconcile) else {
             return (action_id, outcome);
         };
@@ -551,12 +593,15 @@ impl Warden {
                 )
             }
         };
+        if let Some(trace) = &request.trace {
+            trace.reconciled(self.kernel.now(), effect_key, answer.as_str());
+        }
         if let Err(fault) = self.kernel.reconcile(effect_key, request.name, answer) {
             return (action_id, Err(fault));
         }
         match answer {
             ReconcileAnswer::Unknown => (action_id, outcome),
-            ReconcileAnswer::Committed | ReconcileAnswer::NotExecuted => self.submit_naming_action(request),
+            ReconcileAnswer::Committed | ReconcileAnswer::NotExecuted => self.propose_once(request),
         }
     }
 }

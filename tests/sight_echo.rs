@@ -1,6 +1,8 @@
 //! The echo guard end to end: a real local upstream echoes the credential it received in a
 //! derived form, in a 200 body (the result, `history` and the stored snapshot) and in a 4xx
-//! body (the error text). None of it may come back, and the store file must not hold it.
+//! body (the error text). None of it may come back, and the store file must not hold it; nor
+//! may the span of a protected call that is handed what came back (its arguments, its result
+//! and its failure message recorded, the operator having opted in).
 
 mod support;
 
@@ -8,7 +10,7 @@ use base64::Engine as _;
 use serde_json::json;
 use support::{response, Conn, Recorded, Server};
 use warden::document::load_str;
-use warden::pipeline::{Warden, WardenOptions};
+use warden::pipeline::{ActionRequest, Recovery, Warden, WardenOptions};
 use warden::sight::credentials::CallbackProvider;
 use warden::sight::http::CancelToken;
 use warden::Error;
@@ -40,11 +42,34 @@ struct Case {
 
 fn open(dir: &std::path::Path, port: u16, case: &Case) -> Warden {
     let yaml = format!(
-        "schema: warden/v1\nactions: {{}}\nsources:\n  - id: echo\n    base_url: http://127.0.0.1:{port}\n    auth: {}\n    timeout_ms: 2000\n    endpoints:\n      - id: ok\n        path: /ok\n        fields:\n          echo: /echo\n          note: /note\n      - id: fail\n        path: /fail\n        fields:\n          echo: /echo\n",
+        "schema: warden/v1\nactions:\n  ticket.file:\n    decision: allow\nsources:\n  - id: echo\n    base_url: http://127.0.0.1:{port}\n    auth: {}\n    timeout_ms: 2000\n    endpoints:\n      - id: ok\n        path: /ok\n        fields:\n          echo: /echo\n          note: /note\n      - id: fail\n        path: /fail\n        fields:\n          echo: /echo\n",
         case.auth
     );
     let document = load_str(&yaml, "echo.yaml").expect("the fixture loads");
-    Warden::open(dir.join("store.redb"), document, WardenOptions::default()).expect("open")
+    // The operator opted in to arguments and results on spans: the most a span can carry.
+    let telemetry = warden::telemetry::Capture { arguments: true, results: true };
+    Warden::open(dir.join("store.redb"), document, WardenOptions { telemetry, ..WardenOptions::default() })
+        .expect("open")
+}
+
+/// The spans of two protected calls handed what the sight returned: one with the result as its
+/// arguments and its result, one failing with the refused query's message.
+fn spans_of_calls_handed(w: &Warden, result: &serde_json::Value, error: &str) -> String {
+    let principal = warden::Principal::new("agent", None).expect("principal");
+    let mut spans = String::new();
+    for fails in [false, true] {
+        let trace = warden::telemetry::ActionTrace::new();
+        let mut request = ActionRequest::new("ticket.file", json!({"seen": result}), principal.clone());
+        request.trace = Some(std::sync::Arc::clone(&trace));
+        let permit = w.submit_recovering(&request, &Recovery::default()).1.expect("allowed");
+        if fails {
+            permit.not_executed(error).expect("recorded");
+        } else {
+            permit.commit(result).expect("recorded");
+        }
+        spans.push_str(&trace.span().to_json().to_string());
+    }
+    spans
 }
 
 /// The text with every line break (raw or JSON-escaped) and space removed, so a wrapped base64
@@ -140,6 +165,9 @@ fn assert_echo_never_comes_back(case: &Case, upstream: Upstream, secret: &str) {
     };
     assert_eq!(refused.code, "upstream_error", "{}: {refused}", case.label);
     assert!(refused.message.contains("[REDACTED]"), "{}: nothing was redacted: {refused}", case.label);
+    let result_value: serde_json::Value = serde_json::from_str(&result_text).expect("the result is JSON");
+    let spans = spans_of_calls_handed(&w, &result_value, &refused.message);
+    assert!(spans.contains("gen_ai.tool.call.arguments"), "{}: the arguments were not recorded: {spans}", case.label);
     drop(w);
     let store = std::fs::read(dir.path().join("store.redb")).expect("read the store");
     assert!(holds(&store, "snp_"), "{}: no snapshot in the store", case.label);
@@ -148,6 +176,7 @@ fn assert_echo_never_comes_back(case: &Case, upstream: Upstream, secret: &str) {
         ("the result", result_text.into_bytes()),
         ("history", history.into_bytes()),
         ("the error", refused.message.into_bytes()),
+        ("the spans", spans.into_bytes()),
         ("the store file", store),
     ];
     for (what, bytes) in &outputs {

@@ -132,6 +132,18 @@ export interface WardenOptions {
     max_result_bytes?: number;
     max_message_bytes?: number;
   } | null;
+  /**
+   * What the spans of protected calls may carry beyond Warden's own identifiers: the call's
+   * arguments and its committed result, redacted as sights redact. Both off by default.
+   */
+  telemetry?: { arguments?: boolean; results?: boolean } | null;
+  /**
+   * An OpenTelemetry `TracerProvider` for this handle's spans (else the global one; without an
+   * SDK registered, nothing is traced). Needs `@opentelemetry/api` installed.
+   */
+  tracerProvider?: object | null;
+  /** An OpenTelemetry `MeterProvider` for this handle's measurements (else the global one). */
+  meterProvider?: object | null;
 }
 
 /** The answer of a reconcile hook about an AMBIGUOUS effect. */
@@ -367,6 +379,12 @@ export declare class Warden {
   readonly closed: boolean;
   /** Make every deferred outcome of this process durable now (see `outcomes`). */
   flush(): Promise<void>;
+  /**
+   * Observable gauges read from this store whenever the meter collects: `warden.effects` (by
+   * `warden.effect.state`), `warden.approvals.pending`, `warden.chain.length`. Returns their
+   * names. Needs `@opentelemetry/api`.
+   */
+  registerGauges(options?: { meterProvider?: object | null }): string[];
   /**
    * Wrap `fn`: each call is proposed (principal from `withContext`, approval from
    * `withApproval`), run with the canonical arguments, and its outcome recorded: a return

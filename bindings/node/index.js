@@ -14,6 +14,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const json = require('./lib/json');
 const errors = require('./lib/errors');
 const evidence = require('./lib/evidence');
+const telemetry = require('./lib/telemetry');
 
 const { WardenError, AbiMismatch, InvalidInput, NotExecuted, fromObject } = errors;
 
@@ -348,6 +349,7 @@ function credentialBridge(provider) {
 
 class Warden {
   #handle;
+  #telemetry;
 
   /**
    * Open `store` (a redb file, created if missing) governed by the document `config`.
@@ -362,11 +364,30 @@ class Warden {
    * `durability: 'process'` (a file store) writes each batch's journal record unsynced: a
    * process crash loses nothing, a power loss or OS crash can lose the last writes. Default
    * `'power'`: nothing that resolved is lost to either.
+   * OpenTelemetry (with `@opentelemetry/api` installed): each protected call is one span
+   * `execute_tool <action>` of `tracerProvider` (else the global one), a child of the caller's
+   * active span, with the protected function running under it; its measurements go to
+   * `meterProvider` (else the global one). Without an SDK provider nothing is traced.
+   * `telemetry: {arguments: true, results: true}` lets spans carry the call's arguments and
+   * result, redacted (docs/TELEMETRY.md); by default they carry neither.
    * @param {{store: string, config?: string, environment?: string, credentialsDir?: string,
    *   outcomes?: 'durable'|'deferred', maxDelayMs?: number, limits?: object,
-   *   durability?: 'power'|'process'}} options
+   *   durability?: 'power'|'process', telemetry?: {arguments?: boolean, results?: boolean},
+   *   tracerProvider?: object, meterProvider?: object}} options
    */
-  constructor({ store, config, environment, credentialsDir, outcomes, maxDelayMs, limits, durability } = {}) {
+  constructor({
+    store,
+    config,
+    environment,
+    credentialsDir,
+    outcomes,
+    maxDelayMs,
+    limits,
+    durability,
+    telemetry: capture,
+    tracerProvider,
+    meterProvider,
+  } = {}) {
     requireString('store', store);
     optionalString('config', config);
     optionalString('environment', environment);
@@ -386,8 +407,22 @@ class Warden {
       if (typeof limits !== 'object') throw new TypeError('limits must be an object of byte counts');
       open.limits = limits;
     }
+    // The library checks the flags (and refuses anything else).
+    if (capture !== undefined && capture !== null) open.telemetry = capture;
     const options = Object.keys(open).length > 0 ? json.stringify(open) : undefined;
     this.#handle = invokeSync(() => native.Handle.open(store, config ?? undefined, options));
+    this.#telemetry = new telemetry.Telemetry({ tracerProvider, meterProvider, version });
+  }
+
+  /**
+   * Observable gauges read from this store each time the meter collects them: effects by state
+   * (`warden.effects`, AMBIGUOUS first), `warden.approvals.pending`, `warden.chain.length`.
+   * `meterProvider` defaults to the one given at open, else the global one. Returns the names
+   * registered; after `close()` they observe nothing. Needs `@opentelemetry/api`.
+   */
+  registerGauges({ meterProvider } = {}) {
+    const provider = meterProvider ?? this.#telemetry.meterProvider();
+    return telemetry.registerGauges(native, this.#handle, provider, version);
   }
 
   // ---- sights: confined reads of the configured windows ----
@@ -512,6 +547,7 @@ class Warden {
       throw new TypeError('precondition must be a function');
     }
     const handle = this.#handle;
+    const tracing = this.#telemetry;
     const protectedCall = async (args = {}, { signal } = {}) => {
       if (args === null || typeof args !== 'object' || Array.isArray(args)) {
         throw new TypeError(`${name}: a protected function takes one object of arguments`);
@@ -530,15 +566,30 @@ class Warden {
         task: caller.task ?? null,
         hop: caller.hop ?? null,
       };
-      const permit = await proposeRecovering(handle, request, { reconcile, waitMs, precondition });
+      // With an OpenTelemetry SDK: the caller's trace context (for the receipts) and a trace.
+      const call = tracing.begin();
+      let trace;
+      if (call) {
+        request.traceparent = call.traceparent();
+        trace = new native.Trace();
+      }
+      let permit;
+      try {
+        permit = await proposeRecovering(handle, request, { reconcile, waitMs, precondition }, trace);
+      } catch (error) {
+        if (call) telemetry.refused(call, trace);
+        throw error;
+      }
+      const traced = call ? new telemetry.Traced(call, trace) : null;
       if (signal?.aborted) {
         // The caller left while the proposal was on its way and the function has not run: the
         // library records NOT_EXECUTED (FAILED, a retry may run), never AMBIGUOUS.
         await invoke(() => permit.cancel()).catch(() => {});
         permit.release();
+        traced?.end();
         signal.throwIfAborted();
       }
-      return runPermitted(permit, fn);
+      return runPermitted(permit, fn, traced);
     };
     Object.defineProperty(protectedCall, 'name', { value: fn.name || name });
     return protectedCall;
@@ -815,7 +866,7 @@ function anchorAnswer(kept) {
  * when an approval is involved. Each hook runs here, on the event loop, while the proposal
  * waits on its pool thread; what a hook throws is what the call rejects with.
  */
-async function proposeRecovering(handle, request, { reconcile, waitMs, precondition }) {
+async function proposeRecovering(handle, request, { reconcile, waitMs, precondition }, trace) {
   const thrown = [];
   const bridge = (hook, read, answerText) => (question, reply) => {
     Promise.resolve()
@@ -834,21 +885,22 @@ async function proposeRecovering(handle, request, { reconcile, waitMs, precondit
     : undefined;
   const answered = reconcile ? bridge(reconcile, (key) => key, (answer) => String(answer)) : undefined;
   try {
-    return await invoke(() => handle.propose(text, wait, asked, answered));
+    return await invoke(() => handle.propose(text, wait, asked, answered, trace));
   } catch (error) {
     if (thrown.length > 0 && error instanceof InvalidInput) throw thrown[0];
     throw error;
   }
 }
 
-/** Run `fn` under a permit and report exactly one outcome. */
-async function runPermitted(permit, fn) {
+/** Run `fn` under a permit (and its span, when traced) and report exactly one outcome. */
+async function runPermitted(permit, fn, traced) {
   const info = json.parse(permit.info);
   const call = { permit, info };
+  const run = () => fn(info.arguments);
   try {
     let result;
     try {
-      result = await protectedScope.run(call, () => fn(info.arguments));
+      result = await protectedScope.run(call, () => (traced ? traced.run(run) : run()));
     } catch (error) {
       // NotExecuted: the remote side provably did nothing. If even an outcome cannot be
       // recorded, the release below records AMBIGUOUS, and the caller still gets its error.
@@ -862,6 +914,8 @@ async function runPermitted(permit, fn) {
     return result;
   } finally {
     permit.release();
+    // The outcome is recorded (or, released without one, AMBIGUOUS): the span ends with it.
+    traced?.end();
   }
 }
 

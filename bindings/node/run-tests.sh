@@ -3,9 +3,10 @@
 #
 # One target directory for every build: ${CARGO_TARGET_DIR:-<repo>/target}. When WARDEN_LIB_DIR
 # is set, the library already built there is used as it is and cargo does not touch the root
-# crate. npm install only fetches what package.json asks for (typescript, for the types test)
-# and works from the npm cache when offline; without it the tests still run and the tsc check
-# is skipped.
+# crate. npm install only fetches what package.json asks for (typescript, for the types test;
+# @opentelemetry/api and the SDK packages, for the telemetry test) and works from the npm cache
+# when offline; without them the tests still run, and the tsc check and the telemetry test are
+# skipped, saying why.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

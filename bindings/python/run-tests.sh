@@ -8,8 +8,9 @@
 #   `cargo build --release --lib --bin warden` runs (a no-op when both are up to date; the
 #   proof tests sign their checkpoints with that CLI, and are skipped when none is found).
 # - The venv lives at $CARGO_TARGET_DIR/py-venv and is reused; pytest, setuptools>=70.1
-#   (which builds wheels itself) and cryptography (for warden.evidence's Ed25519) are installed
-#   into it once.
+#   (which builds wheels itself), cryptography (for warden.evidence's Ed25519) and
+#   opentelemetry-sdk (the telemetry tests export to its in-memory span exporter and metric
+#   reader) are installed into it once.
 # - The package is installed from this directory with WARDEN_LIB pointing at the built
 #   library, so its build step copies that library instead of compiling it again.
 # - A library built with `--features test-exports` may be named in WARDEN_TEST_EXPORTS_LIB
@@ -39,9 +40,9 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 # setuptools 70.1+ builds wheels by itself (no separate `wheel` package).
-if ! "$venv/bin/python" -c 'import pytest, setuptools.command.bdist_wheel, cryptography' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import pytest, setuptools.command.bdist_wheel, cryptography, opentelemetry.sdk' 2>/dev/null; then
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "setuptools>=70.1" \
-        "cryptography>=42"
+        "cryptography>=42" "opentelemetry-sdk>=1.27"
 fi
 
 WARDEN_LIB=$lib "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \

@@ -233,7 +233,7 @@ pub unsafe extern "C" fn warden_propose_checked(
     let provider = precondition.map(|callback| HostPrecondition { callback, user_data });
     let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { super::permit::propose(h, request, len, provider.as_ref(), &recovery, out, info, err) }
+    unsafe { super::permit::propose(h, request, len, provider.as_ref(), &recovery, None, out, info, err) }
 }
 
 /// Hands Warden the state a precondition provider read, as UTF-8 JSON. Call it from inside a

@@ -177,6 +177,17 @@ impl Out<warden_buf> {
             unsafe { self.write(warden_buf::from_json(value)) }
         }
     }
+
+    /// Write JSON text serialized already (a record written straight from its fields).
+    ///
+    /// # Safety
+    /// As for [`Out::write`].
+    pub(super) unsafe fn write_json_text(self, text: Vec<u8>) {
+        if !self.0.is_null() {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.write(warden_buf::from_vec(text)) }
+        }
+    }
 }
 
 /// Write the error object for `error` to `err`, when `err` is not NULL.

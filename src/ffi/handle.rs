@@ -106,15 +106,25 @@ struct OpenOptions<'a> {
     limits: crate::limits::Limits,
     /// A test build's manual clock; `None` is the system clock.
     manual_clock: Option<crate::clock::ManualClock>,
+    /// What traced calls' spans may carry (`"telemetry"`).
+    telemetry: crate::telemetry::Capture,
 }
 
 /// The option keys `warden_open` accepts: `clock` only in a `test-exports` build, so a release
 /// library refuses it as an unknown key.
 #[cfg(feature = "test-exports")]
 const OPTION_KEYS: &[&str] =
-    &["clock", "credentials_dir", "durability", "environment", "limits", "max_delay_ms", "outcomes"];
+    &["clock", "credentials_dir", "durability", "environment", "limits", "max_delay_ms", "outcomes", "telemetry"];
 #[cfg(not(feature = "test-exports"))]
-const OPTION_KEYS: &[&str] = &["credentials_dir", "durability", "environment", "limits", "max_delay_ms", "outcomes"];
+const OPTION_KEYS: &[&str] =
+    &["credentials_dir", "durability", "environment", "limits", "max_delay_ms", "outcomes", "telemetry"];
+
+/// `{"arguments": bool, "results": bool}`: what traced calls' spans may carry.
+fn telemetry(value: Option<&serde_json::Value>) -> Result<crate::telemetry::Capture, Error> {
+    let Some(value) = value else { return Ok(crate::telemetry::Capture::default()) };
+    let fields = Fields::new(value, "options_json.telemetry", &["arguments", "results"])?;
+    Ok(crate::telemetry::Capture { arguments: fields.flag("arguments")?, results: fields.flag("results")? })
+}
 
 /// `{"manual_ms": N}`: a clock that starts at N milliseconds since the epoch and moves only when
 /// `warden_test_clock_set` moves it.
@@ -128,7 +138,7 @@ fn manual_clock(value: &serde_json::Value) -> Result<crate::clock::ManualClock, 
 }
 
 fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<warden_handle, Error> {
-    let OpenOptions { environment, credentials_dir, outcomes, durability, limits, manual_clock } = options;
+    let OpenOptions { environment, credentials_dir, outcomes, durability, limits, manual_clock, telemetry } = options;
     let store_options = crate::store::StoreOptions { durability, ..crate::store::StoreOptions::default() };
     let clock: Arc<dyn crate::clock::Clock> = match &manual_clock {
         Some(clock) => Arc::new(clock.clone()),
@@ -150,6 +160,7 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
                     limits,
                     store: store_options,
                     automatic_checkpoints: true,
+                    telemetry,
                 },
             )?;
             (warden.kernel().clone(), Some(warden))
@@ -224,6 +235,11 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
 ///   A library built with the test-only `test-exports` feature also takes `"clock":
 ///   {"manual_ms": N}`, a clock that starts at N ms since the epoch and moves only by the
 ///   test-only clock setter; a release library refuses the key.
+///   `"telemetry": {"arguments": bool, "results": bool}` (both default false) lets the spans
+///   of traced calls (`warden_propose_traced`) carry the tool call's arguments and its
+///   committed result (with the host's message of a FAILED or AMBIGUOUS outcome), each
+///   redacted and bounded as a sight's result is; without it a span carries Warden's own
+///   identifiers and no argument or result value (docs/TELEMETRY.md).
 ///
 /// `"limits"` (an object) overrides the bounds on inputs: `max_request_bytes` (the
 /// `warden_propose` request, default 1 MiB), `max_name_bytes` (256), `max_arguments_bytes`
@@ -312,6 +328,7 @@ pub unsafe extern "C" fn warden_open(
                     durability,
                     limits,
                     manual_clock,
+                    telemetry: telemetry(fields.get("telemetry"))?,
                 }
             }
             None => OpenOptions {
@@ -321,6 +338,7 @@ pub unsafe extern "C" fn warden_open(
                 durability: crate::store::Withstands::Power,
                 limits: crate::limits::Limits::default(),
                 manual_clock: None,
+                telemetry: crate::telemetry::Capture::default(),
             },
         };
         let handle = open(store, config, options)?;

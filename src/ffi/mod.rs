@@ -5,7 +5,7 @@
 //! `panic` (the panic boundary and the poisoned latch), `bytes` (borrowed byte views in, owned
 //! `warden_buf` out, out-parameters), `request` (the JSON documents callers pass in).
 //! One file per concept for the exports: `handle`, `permit`, `approvals`, `approval_hooks`, `recovering`, `effects`, `pure`,
-//! `store_ops`, `sight`, `authority`, `evidence`, `anchors`, and `test_exports` behind the non-default `test-exports` feature.
+//! `store_ops`, `sight`, `authority`, `evidence`, `anchors`, `telemetry`, and `test_exports` behind the non-default `test-exports` feature.
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
@@ -42,6 +42,8 @@ pub mod authority;
 pub mod evidence;
 
 pub mod anchors;
+
+pub mod telemetry;
 
 #[cfg(feature = "test-exports")]
 pub mod test_exports;

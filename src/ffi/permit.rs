@@ -80,7 +80,7 @@ unsafe fn with_permit(
     unsafe { fallible(err, work) }
 }
 
-const REQUEST_FIELDS: [&str; 12] = [
+const REQUEST_FIELDS: [&str; 13] = [
     "name",
     "arguments",
     "principal",
@@ -93,6 +93,7 @@ const REQUEST_FIELDS: [&str; 12] = [
     "identity",
     "precondition",
     "reconciled",
+    "traceparent",
 ];
 
 /// Runs the full pipeline for one request under the handle's document: principal, authority,
@@ -117,6 +118,8 @@ const REQUEST_FIELDS: [&str; 12] = [
 ///   request was refused AMBIGUOUS on `effect_key` (an effect of this action): `committed` or
 ///   `not_executed` resolves it and the proposal goes on (the retry, once); `unknown` is
 ///   recorded and WARDEN_RESULT_AMBIGUOUS comes back. The one rule both bindings use.
+///   `traceparent`: the caller's W3C trace context (`00-<32 hex>-<16 hex>-<2 hex>`), recorded
+///   on the call's receipts; one that is not valid is INVALID_INPUT.
 /// - `out`: receives a new permit on WARDEN_RESULT_OK only. Required. The caller owns it:
 ///   report exactly one outcome (`warden_permit_commit`, `_not_executed`, `_ambiguous`) and
 ///   then free it with `warden_permit_free` (freeing it without an outcome records AMBIGUOUS).
@@ -147,7 +150,7 @@ pub unsafe extern "C" fn warden_propose(
 ) -> warden_result {
     let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded; no description is asked for.
-    unsafe { propose(h, request, len, None, &recovery, out, std::ptr::null_mut(), err) }
+    unsafe { propose(h, request, len, None, &recovery, None, out, std::ptr::null_mut(), err) }
 }
 
 /// `warden_propose`, and in the same call the permit's description (the JSON
@@ -179,12 +182,13 @@ pub unsafe extern "C" fn warden_propose_described(
     }
     let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { propose(h, request, len, None, &recovery, out, info, err) }
+    unsafe { propose(h, request, len, None, &recovery, None, out, info, err) }
 }
 
 /// The one body of every proposal export. `info` is NULL or valid for one write;
 /// `precondition` is the host's provider, when it passed one; `recovery` what to do after a
-/// first refusal (`Warden::submit_recovering`).
+/// first refusal (`Warden::submit_recovering`); `trace` where the call's span is recorded (it
+/// ends there with any failure of this call).
 ///
 /// # Safety
 /// As for `warden_propose_described`, with `info` allowed to be NULL.
@@ -195,52 +199,77 @@ pub(super) unsafe fn propose(
     len: usize,
     precondition: Option<&super::approval_hooks::HostPrecondition>,
     recovery: &crate::pipeline::Recovery<'_>,
+    trace: Option<&Arc<crate::telemetry::ActionTrace>>,
     out: *mut *mut warden_permit,
     info: *mut warden_buf,
     err: *mut warden_buf,
 ) -> warden_result {
     let work = |handle: &warden_handle| -> Result<(), Error> {
-        let out = Out::required(out, "out")?;
-        // Before parsing: a parsed document takes many times its text in memory.
-        handle.kernel.limits().check_request(len)?;
-        // SAFETY: the caller's guarantee for (request, len).
-        let value = unsafe { required_json(request, len, "request") }?;
-        let fields = Fields::new(&value, "request", &REQUEST_FIELDS)?;
-        let action_request = ActionRequest {
-            name: fields.required_string("name")?,
-            arguments: fields.arguments()?,
-            principal: fields.principal()?,
-            principal_expires_at: fields.millis("principal_expires_at_ms")?,
-            resource: fields.string("resource")?.map(str::to_owned),
-            approval_id: fields.string("approval_id")?,
-            lease: fields.millis("lease_ms")?,
-            task: fields.string("task")?,
-            hop: fields.string("hop")?,
-            identity: super::approval_hooks::identity(&fields)?,
-            precondition: super::approval_hooks::precondition(&fields, precondition)?,
-            traceparent: None,
-        };
-        let warden = handle.warden()?;
-        if let Some(reconciled) = fields.get("reconciled") {
-            apply_reconciled(&handle.kernel, reconciled, action_request.name)?;
+        // SAFETY: the caller's guarantees for the request, `out` and `info`, forwarded.
+        let proposed = unsafe { proposal(handle, request, len, precondition, recovery, trace, out, info) };
+        if let (Some(trace), Err(error)) = (trace, &proposed) {
+            trace.end_error(handle.kernel.now(), error);
         }
-        let permit = warden.submit_recovering(&action_request, recovery).1?;
-        let boxed = warden_permit {
-            info: info_of(&permit),
-            permit: Some(permit),
-            kernel: handle.kernel.clone(),
-            latch: Arc::clone(&handle.latch),
-        };
-        if !info.is_null() {
-            // SAFETY: `info` is non-NULL here and the caller guarantees it is writable.
-            unsafe { Out::required(info, "info")?.write_json(&boxed.info) };
-        }
-        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
-        unsafe { out.write(Box::into_raw(Box::new(boxed))) };
-        Ok(())
+        proposed
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
     unsafe { with_handle(h, err, work) }
+}
+
+/// `propose`'s work on an open handle.
+///
+/// # Safety
+/// As for `propose`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn proposal(
+    handle: &warden_handle,
+    request: *const u8,
+    len: usize,
+    precondition: Option<&super::approval_hooks::HostPrecondition>,
+    recovery: &crate::pipeline::Recovery<'_>,
+    trace: Option<&Arc<crate::telemetry::ActionTrace>>,
+    out: *mut *mut warden_permit,
+    info: *mut warden_buf,
+) -> Result<(), Error> {
+    let out = Out::required(out, "out")?;
+    // Before parsing: a parsed document takes many times its text in memory.
+    handle.kernel.limits().check_request(len)?;
+    // SAFETY: the caller's guarantee for (request, len).
+    let value = unsafe { required_json(request, len, "request") }?;
+    let fields = Fields::new(&value, "request", &REQUEST_FIELDS)?;
+    let action_request = ActionRequest {
+        name: fields.required_string("name")?,
+        arguments: fields.arguments()?,
+        principal: fields.principal()?,
+        principal_expires_at: fields.millis("principal_expires_at_ms")?,
+        resource: fields.string("resource")?.map(str::to_owned),
+        approval_id: fields.string("approval_id")?,
+        lease: fields.millis("lease_ms")?,
+        task: fields.string("task")?,
+        hop: fields.string("hop")?,
+        identity: super::approval_hooks::identity(&fields)?,
+        precondition: super::approval_hooks::precondition(&fields, precondition)?,
+        traceparent: fields.string("traceparent")?,
+        trace: trace.cloned(),
+    };
+    let warden = handle.warden()?;
+    if let Some(reconciled) = fields.get("reconciled") {
+        apply_reconciled(&handle.kernel, reconciled, action_request.name)?;
+    }
+    let permit = warden.submit_recovering(&action_request, recovery).1?;
+    let boxed = warden_permit {
+        info: info_of(&permit),
+        permit: Some(permit),
+        kernel: handle.kernel.clone(),
+        latch: Arc::clone(&handle.latch),
+    };
+    if !info.is_null() {
+        // SAFETY: `info` is non-NULL here and the caller guarantees it is writable.
+        unsafe { Out::required(info, "info")?.write_json(&boxed.info) };
+    }
+    // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+    unsafe { out.write(Box::into_raw(Box::new(boxed))) };
+    Ok(())
 }
 
 /// The second step of propose → AMBIGUOUS → ask the reconcile hook → propose once more: the

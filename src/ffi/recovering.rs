@@ -128,6 +128,26 @@ pub unsafe extern "C" fn warden_propose_recovering(
     info: *mut warden_buf,
     err: *mut warden_buf,
 ) -> warden_result {
+    // SAFETY: the caller's guarantees, forwarded; no trace.
+    unsafe { propose_with(h, request, len, options, None, out, info, err) }
+}
+
+/// The body of `warden_propose_recovering` and `warden_propose_traced`: `options` turned into
+/// the pipeline's recovery, and the proposal, recorded in `trace` when there is one.
+///
+/// # Safety
+/// As for `warden_propose_recovering`.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn propose_with(
+    h: *mut warden_handle,
+    request: *const u8,
+    len: usize,
+    options: *const warden_propose_options,
+    trace: Option<&std::sync::Arc<crate::telemetry::ActionTrace>>,
+    out: *mut *mut warden_permit,
+    info: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
     if info.is_null() {
         // SAFETY: the caller's guarantee for `err`, forwarded.
         return unsafe {
@@ -151,7 +171,7 @@ pub unsafe extern "C" fn warden_propose_recovering(
         wait,
     };
     // SAFETY: the caller's guarantees, forwarded.
-    unsafe { super::permit::propose(h, request, len, precondition.as_ref(), &recovery, out, info, err) }
+    unsafe { super::permit::propose(h, request, len, precondition.as_ref(), &recovery, trace, out, info, err) }
 }
 
 /// Hands Warden the reconcile hook's answer: "committed", "not_executed" or "unknown" (UTF-8).

@@ -61,6 +61,15 @@ impl<'v> Fields<'v> {
             .ok_or_else(|| invalid(format!("{}.{field} must be an integer number of milliseconds", self.what)))
     }
 
+    /// `true` or `false`; absent or `null` is `false`.
+    pub(super) fn flag(&self, field: &str) -> Result<bool, Error> {
+        match self.get(field) {
+            None => Ok(false),
+            Some(Value::Bool(flag)) => Ok(*flag),
+            Some(_) => Err(invalid(format!("{}.{field} must be true, false, null or absent", self.what))),
+        }
+    }
+
     /// A non-negative integer.
     pub(super) fn unsigned(&self, field: &str) -> Result<Option<u64>, Error> {
         let Some(value) = self.get(field) else { return Ok(None) };

@@ -95,7 +95,7 @@ pub(super) const CODES: [(warden_result, &CStr); 20] = [
 const UNKNOWN: &CStr = c"WARDEN_RESULT_UNKNOWN";
 
 /// The code for an error. No `_` arm: a new `Error` variant does not compile until it has a code.
-pub(super) fn code_of(error: &Error) -> warden_result {
+pub(crate) fn code_of(error: &Error) -> warden_result {
     match error {
         Error::Denied { .. } | Error::AuthorityDenied { .. } => WARDEN_RESULT_DENIED,
         Error::DelegationRefused { .. } => WARDEN_RESULT_AUTHORITY_ESCALATION,
@@ -128,7 +128,7 @@ pub(super) fn name_of(code: warden_result) -> &'static CStr {
 }
 
 /// The name as UTF-8 text, for the error object.
-pub(super) fn name_str(code: warden_result) -> &'static str {
+pub(crate) fn name_str(code: warden_result) -> &'static str {
     name_of(code).to_str().unwrap_or("WARDEN_RESULT_UNKNOWN")
 }
 

@@ -69,6 +69,14 @@ impl Outcomes {
         }
     }
 
+    /// `durable` or `deferred`, as `parse` and the spans (`warden.outcomes`) spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcomes::Durable => "durable",
+            Outcomes::Deferred { .. } => "deferred",
+        }
+    }
+
     /// `durable`, or `deferred` with `max_delay_ms` (default 10, at most 60 000).
     pub fn parse(name: &str, max_delay_ms: Option<u64>) -> Result<Outcomes> {
         match (name, max_delay_ms) {
@@ -163,6 +171,8 @@ pub struct Proposal<'a> {
     pub precondition: Option<String>,
     /// The call's W3C trace context (`receipt::is_traceparent`), recorded on its receipts.
     pub traceparent: Option<&'a str>,
+    /// Where the host records the call's span (`telemetry`); `None` records nothing.
+    pub trace: Option<&'a Arc<crate::telemetry::ActionTrace>>,
 }
 
 impl<'a> Proposal<'a> {
@@ -182,6 +192,7 @@ impl<'a> Proposal<'a> {
             ask: crate::approval::ApprovalAsk::default(),
             precondition: None,
             traceparent: None,
+            trace: None,
         }
     }
 }

@@ -75,6 +75,11 @@ pub struct Finish {
     pub would_have: Option<serde_json::Value>,
     /// What the executor reported.
     pub outcome: Outcome,
+    /// Answer with the receipt's seq and hash ([`WriteReply::Receipt`]) instead of `Done`, for
+    /// a traced call's span. An owner of the previous version ignores it and answers `Done`
+    /// (the span then reads the receipt back), and a sender of that version never asks.
+    #[serde(default)]
+    pub report_receipt: bool,
 }
 
 /// Every state change the kernel makes, as one write transaction of the store.
@@ -325,6 +330,9 @@ pub struct Granted {
     /// Whether the reservation charged budgets.
     #[serde(default)]
     pub charged: bool,
+    /// For an approval this grant spent: from its request to the answer that granted it.
+    #[serde(default)]
+    pub decided_in: Option<Micros>,
 }
 
 /// Why a reservation whose commit was confirmed late is not handed out (its FAILED record says
@@ -367,6 +375,14 @@ pub enum WriteReply {
     Retention(Box<super::retention::RetentionDone>),
     /// Written; nothing to report.
     Done,
+    /// The outcome's receipt was appended at `seq` with `hash` (only when the outcome asked,
+    /// `Finish::report_receipt`).
+    Receipt {
+        /// Its place in the chain.
+        seq: u64,
+        /// Its hash (`sha256:…`).
+        hash: String,
+    },
 }
 
 impl WriteOp for Write {
@@ -782,7 +798,50 @@ mod tests {
             holds_key,
             blocked: None,
             charged: false,
+            decided_in: None,
         })
+    }
+
+    #[test]
+    fn a_grant_from_an_owner_that_sends_no_decision_time_still_reads() {
+        // What an owner process of the previous version sends for a grant, over the socket.
+        let older = r#"{"granted":{"attempt":1,"lease_expires_at":5,"approval_id":"apr_1","approver":"bob","started_at":2,"holds_key":true,"blocked":null,"charged":false}}"#;
+        let Ok(WriteReply::Granted(read)) = serde_json::from_str::<WriteReply>(older) else { panic!("unreadable") };
+        assert_eq!((read.approval_id.as_deref(), read.decided_in), (Some("apr_1"), None));
+        let newer = serde_json::to_string(&granted(Some(5), true)).unwrap();
+        assert!(newer.contains("\"decided_in\":null"), "{newer}");
+    }
+
+    #[test]
+    fn an_outcome_asks_for_its_receipt_only_when_it_says_so_and_the_answer_names_it() {
+        let principal = crate::Principal::new("agent", None).unwrap();
+        let action = crate::action::Action::new("a", serde_json::json!({}), principal, None, "production").unwrap();
+        let ruling = crate::decision::Ruling {
+            decision: crate::decision::Decision::Allow,
+            reason: "decision".into(),
+            warnings: Vec::new(),
+        };
+        let draft = super::super::propose::draft_for("rct_1".into(), &action, "sha256:0", &ruling);
+        let finish = super::Finish {
+            action,
+            effect_key: None,
+            attempt: 1,
+            holds_key: false,
+            draft,
+            would_have: None,
+            outcome: crate::effect::Outcome::Ambiguous("timeout".into()),
+            report_receipt: true,
+        };
+        let mut sent = serde_json::to_value(Write::Finish(Box::new(finish))).unwrap();
+        assert_eq!(sent["report_receipt"], true);
+        // What a sender of the previous version sends: no such field, so no such answer.
+        sent.as_object_mut().unwrap().remove("report_receipt");
+        let Ok(Write::Finish(read)) = serde_json::from_value::<Write>(sent) else { panic!("unreadable") };
+        assert!(!read.report_receipt);
+        let answer = serde_json::to_string(&WriteReply::Receipt { seq: 7, hash: "sha256:ab".into() }).unwrap();
+        assert_eq!(answer, r#"{"receipt":{"seq":7,"hash":"sha256:ab"}}"#);
+        let Ok(WriteReply::Receipt { seq, hash }) = serde_json::from_str::<WriteReply>(&answer) else { panic!() };
+        assert_eq!((seq, hash.as_str()), (7, "sha256:ab"));
     }
 
     fn lapsed(reply: WriteReply, now: i64) -> bool {

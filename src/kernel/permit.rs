@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::receipt::ReceiptResult;
 use crate::store::WriteTx;
+use crate::telemetry::trace::Reported;
 
 use super::ops::{unexpected, Finish, Suspension, Write, WriteReply};
 use super::Kernel;
@@ -39,6 +40,8 @@ pub struct Permit {
     pub(super) result_sha256: Option<String>,
     /// The id of the receipt this permit's outcome writes, chosen when the permit is granted.
     pub(super) receipt_id: String,
+    /// The call's span recorder, when its host traces it: the outcome ends the span.
+    pub(super) trace: Option<std::sync::Arc<crate::telemetry::ActionTrace>>,
     pub(super) finished: bool,
 }
 
@@ -254,6 +257,40 @@ impl Kernel {
     /// `outcomes: deferred` this returns before the write is durable (and a late outcome is
     /// then only in the evidence).
     pub(super) fn finish(&self, permit: &Permit, outcome: Outcome) -> Result<()> {
+        let Some(trace) = &permit.trace else { return self.record_outcome(permit, outcome, false).map(drop) };
+        let captured = trace.capture().results;
+        let (reported, message, result) = match &outcome {
+            Outcome::Committed(result) => (Reported::Committed, None, captured.then(|| result.clone())),
+            Outcome::NotExecuted(message) => (Reported::NotExecuted, captured.then(|| message.clone()), None),
+            Outcome::Ambiguous(message) => (Reported::Ambiguous, captured.then(|| message.clone()), None),
+        };
+        let began = std::time::Instant::now();
+        let answer = self.record_outcome(permit, outcome, true);
+        let durable = self.inner.outcomes == super::Outcomes::Durable;
+        if durable {
+            trace.wrote("outcome", began.elapsed());
+        }
+        let (answer, written) = match answer {
+            Ok(written) => (Ok(()), written),
+            Err(error) => (Err(error), None),
+        };
+        trace.end_outcome(self.now(), reported, message.as_deref(), result.as_ref(), permit.holds_key, &answer);
+        // A deferred outcome's receipt is written after this returns: the span names it by id.
+        // The write names the receipt it appended; an outcome that found its receipt written
+        // already (re-sent) or was refused late (a receipt all the same) is read back.
+        match written {
+            Some((seq, hash)) => trace.receipt(seq, Some(hash)),
+            None if durable && matches!(answer, Ok(()) | Err(Error::LateOutcome { .. })) => {
+                self.trace_receipt(trace, &permit.receipt_id);
+            }
+            None => {}
+        }
+        answer
+    }
+
+    /// `finish` itself: the outcome's one write; with `report_receipt`, the seq and hash of the
+    /// receipt it appended, when it appended one and the store answered in time to say so.
+    fn record_outcome(&self, permit: &Permit, outcome: Outcome, report_receipt: bool) -> Result<Option<(u64, String)>> {
         self.guarded(|kernel, _| {
             let mut draft = kernel.draft(&permit.action, &permit.action_hash, &permit.ruling)?;
             draft.started_at = permit.started_at;
@@ -273,9 +310,11 @@ impl Kernel {
                 draft,
                 would_have: permit.would_have.clone(),
                 outcome: outcome.bounded(kernel.limits()),
+                report_receipt,
             }));
             match kernel.write_outcome(op)? {
-                None | Some(WriteReply::Done) => Ok(()),
+                None | Some(WriteReply::Done) => Ok(None),
+                Some(WriteReply::Receipt { seq, hash }) => Ok(Some((seq, hash))),
                 Some(WriteReply::Refused(refusal)) => Err(refusal),
                 Some(_) => Err(unexpected("outcome")),
             }
@@ -351,9 +390,10 @@ pub(super) fn apply_finish(tx: &mut WriteTx<'_>, finish: &Finish, now: Micros) -
         draft.result = ReceiptResult::Observed;
         draft.would_have = Some(would_have.clone());
     }
-    tx.append_receipt(&draft, executor_result)?;
+    let (seq, hash) = tx.append_receipt(&draft, executor_result)?;
     Ok(match late {
         Some(refusal) => WriteReply::Refused(refusal),
+        None if finish.report_receipt => WriteReply::Receipt { seq, hash },
         None => WriteReply::Done,
     })
 }

@@ -2,6 +2,8 @@
 //! and observe mode. `Kernel::propose` does the pure work (hash, effect key, ids) and picks one
 //! operation; the `apply_*` functions are that operation inside the store's transaction.
 
+use std::sync::Arc;
+
 use crate::action::{new_id, Action, IdKind};
 use crate::approval::{ApprovalAsk, ApprovalStatus, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
@@ -62,8 +64,15 @@ impl Kernel {
                     return Err(Error::InvalidInput("an approval id is apr_ followed by 32 lowercase hex digits".into()));
                 }
             }
-            self.guarded(|kernel, _| {
+            // The receipt a refusal writes (the draft's), for the trace.
+            let mut refusal_receipt = None;
+            let proposed = self.guarded(|kernel, now| {
                 let draft = kernel.draft(action, &action_hash, &proposal.ruling)?;
+                if let Some(trace) = proposal.trace {
+                    let policy = (kernel.inner.policy_hash.as_deref(), kernel.inner.policy_version.as_deref());
+                    trace.decided(now, action, &action_hash, &proposal.ruling, policy, proposal.observe, proposal.approval_id);
+                    refusal_receipt = Some(draft.receipt_id.clone());
+                }
                 let mut proposed = Proposed {
                     action: action.clone(),
                     action_hash: action_hash.clone(),
@@ -80,7 +89,7 @@ impl Kernel {
                 proposed.draft.traceparent = proposal.traceparent.map(str::to_owned);
                 let refuse = |mut proposed: Proposed, refusal: Error| {
                     proposed.draft.decision = Decision::Deny.as_str().into();
-                    kernel.finish_refusal(Write::Refuse { proposed, refusal })
+                    kernel.finish_refusal(Write::Refuse { proposed, refusal }, proposal.trace)
                 };
                 if action.environment != kernel.inner.environment {
                     let refusal = Error::Denied {
@@ -103,6 +112,9 @@ impl Kernel {
                         Err(_) => None,
                     },
                 };
+                if let Some(trace) = proposal.trace {
+                    trace.rendered(effect_key.as_deref());
+                }
                 proposed.draft.effect_key = effect_key.clone();
                 proposed.effect_key = effect_key;
                 // What the reservation will charge, measured before any human is asked: a budget on
@@ -138,7 +150,7 @@ impl Kernel {
                             detail: format!("the policy denies {}", action.name),
                         },
                     };
-                    return kernel.finish_refusal(Write::Refuse { proposed, refusal });
+                    return kernel.finish_refusal(Write::Refuse { proposed, refusal }, proposal.trace);
                 }
                 if let Some(refusal) = budget_refusal {
                     return refuse(proposed, refusal);
@@ -151,7 +163,7 @@ impl Kernel {
                     let approval_id =
                         new_id(IdKind::Approval).map_err(|e| Error::Store(format!("no randomness for an id: {e}")))?;
                     let ask = proposal.ask.clone();
-                    return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl, ask });
+                    return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl, ask }, proposal.trace);
                 }
                 let op = Write::Reserve {
                     proposed,
@@ -160,14 +172,49 @@ impl Kernel {
                     approval_required: proposal.ruling.decision == Decision::Approve,
                 };
                 kernel.permit_from(op, proposal, &action_hash, None)
-            })
+            });
+            if let (Some(trace), Err(refusal)) = (proposal.trace, &proposed) {
+                self.trace_refusal(trace, refusal, refusal_receipt.as_deref());
+            }
+            proposed
         }
+    }
+
+    /// Record a refused proposal in its trace, with the receipt the refusal wrote: every refusal
+    /// of a proposal writes its draft's receipt except ApprovalRequired, which writes none (a
+    /// fault writes nothing). The receipt's seq and hash are read back when it was written.
+    fn trace_refusal(&self, trace: &crate::telemetry::ActionTrace, refusal: &Error, draft_receipt: Option<&str>) {
+        if !refusal.is_refusal() {
+            return;
+        }
+        let receipt = draft_receipt.filter(|_| !matches!(refusal, Error::ApprovalRequired { .. }));
+        trace.refused(refusal, receipt);
+        if let Some(receipt) = receipt {
+            self.trace_receipt(trace, receipt);
+        }
+    }
+
+    /// Read the seq and hash of receipt `receipt_id` into `trace`; a receipt not found (or a
+    /// read that failed) leaves the span naming it by id alone.
+    pub(super) fn trace_receipt(&self, trace: &crate::telemetry::ActionTrace, receipt_id: &str) {
+        let Ok(Some(seq)) = self.receipt_seq(receipt_id) else { return };
+        let hash = self.receipts(seq, 1).ok().and_then(|rows| rows.into_iter().next()).and_then(|(_, r)| r.hash);
+        trace.receipt(seq, hash);
+    }
+
+    /// `write`, timed into `trace` as one of the action's durable writes.
+    fn write_traced(&self, op: Write, trace: Option<&Arc<crate::telemetry::ActionTrace>>) -> Result<WriteReply> {
+        let Some(trace) = trace else { return self.write(op) };
+        let began = std::time::Instant::now();
+        let reply = self.write(op);
+        trace.wrote("proposal", began.elapsed());
+        reply
     }
 
     /// Apply an operation that can only refuse (or ask for an approval). A new request is
     /// told to the approval listener before ApprovalRequired is reported.
-    fn finish_refusal(&self, op: Write) -> Result<Permit> {
-        match self.write(op)? {
+    fn finish_refusal(&self, op: Write, trace: Option<&Arc<crate::telemetry::ActionTrace>>) -> Result<Permit> {
+        match self.write_traced(op, trace)? {
             WriteReply::Refused(refusal) => Err(refusal),
             WriteReply::Requested(record) => {
                 self.approval_requested(&record);
@@ -197,7 +244,7 @@ impl Kernel {
             _ => (None, None, Vec::new()),
         };
         let observe = matches!(op, Write::Observe { .. });
-        let (granted, lapsed) = match self.write(op)? {
+        let (granted, lapsed) = match self.write_traced(op, proposal.trace)? {
             WriteReply::Granted(granted) => (granted, false),
             WriteReply::Lapsed(granted) => (granted, true),
             WriteReply::Refused(refusal) => return Err(refusal),
@@ -219,7 +266,8 @@ impl Kernel {
                 "blocked_reason": blocked,
             })
         });
-        let permit = Permit {
+        let decided_in = granted.decided_in;
+        let mut permit = Permit {
             kernel: self.clone(),
             action: proposal.action.clone(),
             action_hash: action_hash.to_owned(),
@@ -238,6 +286,7 @@ impl Kernel {
             result_sha256: None,
             receipt_id: new_id(IdKind::Receipt)
                 .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
+            trace: None,
             finished: false,
         };
         if lapsed {
@@ -248,6 +297,19 @@ impl Kernel {
                 "{}; the attempt was recorded FAILED and nothing ran. Propose again",
                 super::ops::LAPSED_BEFORE_HANDED_OUT
             )));
+        }
+        if let Some(trace) = proposal.trace {
+            // Only a permit handed out carries the trace: its outcome ends the span.
+            trace.permitted(
+                &permit.action.action_id,
+                permit.effect_key.as_deref(),
+                permit.holds_key,
+                permit.attempt,
+                permit.approval_id.as_deref(),
+                decided_in,
+                &permit.receipt_id,
+            );
+            permit.trace = Some(Arc::clone(trace));
         }
         Ok(permit)
     }
@@ -517,6 +579,7 @@ pub(super) fn apply_reserve(
     match claimed {
         Claimed::Granted { attempt, lease_expires_at, consumed, record } => {
             let charged = charge(tx, proposed, record.as_ref(), now)?;
+            let decided_in = consumed.as_ref().and_then(|a| a.answered_at.map(|at| at - a.requested_at));
             tx.event(
                 EventKind::EXECUTION_STARTED,
                 now,
@@ -534,6 +597,7 @@ pub(super) fn apply_reserve(
                 holds_key: true,
                 blocked: None,
                 charged,
+                decided_in,
             }))
         }
         Claimed::ApprovalRefused(refusal) => {
@@ -648,6 +712,7 @@ pub(super) fn apply_observe(
         holds_key,
         blocked,
         charged,
+        decided_in: None,
     }))
 }
 

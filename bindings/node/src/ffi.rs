@@ -39,6 +39,12 @@ pub struct WardenPermit {
     _opaque: [u8; 0],
 }
 
+/// `warden_trace`: opaque; read from any thread, also while its permit records into it.
+#[repr(C)]
+pub struct WardenTrace {
+    _opaque: [u8; 0],
+}
+
 /// `warden_cancel`: opaque; triggered from any thread, freed only after its queries returned.
 #[repr(C)]
 pub struct WardenCancel {
@@ -129,6 +135,27 @@ extern "C" {
         err: *mut WardenBuf,
     ) -> WardenResult;
     pub fn warden_precondition_put(sink: *mut WardenPreconditionSink, state: *const u8, len: usize) -> WardenResult;
+    pub fn warden_trace_new() -> *mut WardenTrace;
+    pub fn warden_trace_free(trace: *mut WardenTrace);
+    pub fn warden_trace_span(trace: *const WardenTrace, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_propose_traced(
+        handle: *mut WardenHandle,
+        request: *const u8,
+        len: usize,
+        options: *const WardenProposeOptions,
+        trace: *const WardenTrace,
+        out: *mut *mut WardenPermit,
+        info: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_gauges_describe(out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;
+    pub fn warden_gauge_read(
+        handle: *const WardenHandle,
+        name: *const u8,
+        name_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
     pub fn warden_reconcile_put(sink: *mut WardenReconcileSink, answer: *const u8, len: usize) -> WardenResult;
     pub fn warden_flush(handle: *const WardenHandle, err: *mut WardenBuf) -> WardenResult;
     pub fn warden_permit_info(permit: *const WardenPermit, out: *mut WardenBuf, err: *mut WardenBuf) -> WardenResult;

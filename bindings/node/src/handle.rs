@@ -159,7 +159,8 @@ impl Handle {
     /// Run the pipeline once (`warden_propose_recovering`): resolves to a `Permit`, rejects
     /// with the refusal it ends with. `wait_ms` (0: none) and the bridges
     /// `(questionJson, reply) => void` of the precondition provider and the reconcile hook are
-    /// its options; the library waits, reconciles and retries.
+    /// its options; the library waits, reconciles and retries. With `trace` the call is
+    /// `warden_propose_traced`: its span is recorded there.
     #[napi(ts_return_type = "Promise<Permit>")]
     pub fn propose(
         &self,
@@ -167,8 +168,10 @@ impl Handle {
         wait_ms: i64,
         precondition: Option<crate::hooks::HookFunction<'_>>,
         reconcile: Option<crate::hooks::HookFunction<'_>>,
+        trace: Option<&crate::trace::Trace>,
     ) -> napi::Result<AsyncTask<Blocking<Permit>>> {
         let handle = self.held();
+        let trace = trace.map(crate::trace::Trace::shared);
         let wait_ms = u64::try_from(wait_ms).unwrap_or(0);
         let precondition = precondition.as_ref().map(crate::hooks::Callback::new).transpose()?;
         let reconcile = reconcile.as_ref().map(crate::hooks::Callback::new).transpose()?;
@@ -180,9 +183,21 @@ impl Handle {
             let mut out = std::ptr::null_mut();
             let mut info = WardenBuf::empty();
             // SAFETY: as above; out and info point at locals too; `options` and the `hooks` it
-            // points at live until the call returns.
+            // points at live until the call returns; a trace is held by its Arc.
             status(|err| unsafe {
-                ffi::warden_propose_recovering(handle.raw(), r, rl, &options, &mut out, &mut info, err)
+                match &trace {
+                    None => ffi::warden_propose_recovering(handle.raw(), r, rl, &options, &mut out, &mut info, err),
+                    Some(trace) => ffi::warden_propose_traced(
+                        handle.raw(),
+                        r,
+                        rl,
+                        &options,
+                        trace.raw(),
+                        &mut out,
+                        &mut info,
+                        err,
+                    ),
+                }
             })?;
             let info = take(info);
             if out.is_null() {
@@ -215,6 +230,15 @@ impl Handle {
         self.task(move |h| {
             let (a, al) = bytes(&answer);
             output(|out, err| unsafe { ffi::warden_approval_answer(h, a, al, out, err) })
+        })
+    }
+
+    /// One gauge read from the store now (`warden_gauge_read`): `[{value, attributes}]`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn gauge_read(&self, name: String) -> Json {
+        self.task(move |h| {
+            let (n, nl) = bytes(&name);
+            output(|out, err| unsafe { ffi::warden_gauge_read(h, n, nl, out, err) })
         })
     }
 

@@ -13,6 +13,7 @@ mod hooks;
 mod notify;
 mod permit;
 mod sight;
+mod trace;
 
 use napi::Env;
 use napi_derive::napi;
@@ -24,6 +25,7 @@ pub use handle::Handle;
 pub use hooks::HookReply;
 pub use permit::Permit;
 pub use sight::{Cancel, CredentialRequest};
+pub use trace::Trace;
 
 /// The ABI version of the loaded library; `index.js` refuses to load unless it is 1.
 #[napi]
@@ -44,6 +46,13 @@ pub fn result_name(code: u32) -> String {
 pub fn defaults(env: Env) -> napi::Result<String> {
     // SAFETY: out and err point at locals.
     thrown(&env, Ok(output(|out, err| unsafe { ffi::warden_defaults(out, err) })?))
+}
+
+/// The gauges libwarden can read (`warden_gauges_describe`): `[{name, unit, description}]`.
+#[napi]
+pub fn gauges_describe(env: Env) -> napi::Result<String> {
+    // SAFETY: out and err point at locals.
+    thrown(&env, Ok(output(|out, err| unsafe { ffi::warden_gauges_describe(out, err) })?))
 }
 
 /// The canonical JSON text of `json`.

@@ -164,6 +164,16 @@ SIGNATURES: dict[str, Signature] = {
         (_handle, _bytes, _len, POINTER(ProposeOptions), _out_handle, _buf_p, _buf_p),
     ),
     "warden_reconcile_put": (_result, (c_void_p, _bytes, _len)),
+    # telemetry: one trace per protected call, and the gauges
+    "warden_trace_new": (c_void_p, ()),
+    "warden_trace_free": (None, (c_void_p,)),
+    "warden_trace_span": (_result, (c_void_p, _buf_p, _buf_p)),
+    "warden_propose_traced": (
+        _result,
+        (_handle, _bytes, _len, POINTER(ProposeOptions), c_void_p, _out_handle, _buf_p, _buf_p),
+    ),
+    "warden_gauges_describe": (_result, (_buf_p, _buf_p)),
+    "warden_gauge_read": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     # effects, receipts, events
     "warden_effect_resolve": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_effect_get": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),

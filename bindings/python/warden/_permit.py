@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from ._threads import in_thread
 from . import _ffi
@@ -17,6 +19,9 @@ from ._context import current_permit
 from ._convert import _loads, _millis, _text
 from ._errors import InvalidInput
 from ._managed import Managed
+
+if TYPE_CHECKING:
+    from ._telemetry import Traced
 
 __all__ = ["Permit", "idempotency_token", "extend_lease", "extend_lease_async"]
 
@@ -55,9 +60,12 @@ class Permit(Managed):
     _closed_message = "this permit was already released"
     _exclusive = True
 
-    def __init__(self, lib: _ffi.Library, pointer: int, info: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, lib: _ffi.Library, pointer: int, info: dict[str, Any] | None = None, traced: Traced | None = None
+    ) -> None:
         # A permit outlives `Warden.close()`: the library keeps the store open until it is freed.
         super().__init__(lib)
+        self._traced = traced
         self._adopt(pointer)
         self._info: dict[str, Any] = info or {}
 
@@ -148,7 +156,21 @@ class Permit(Managed):
         return self.refresh().get("lease_expires_at")
 
     def _report(self, function: str, payload: bytes | None) -> None:
-        self._call(function, *(() if payload is None else _ffi.arg(payload)))
+        try:
+            self._call(function, *(() if payload is None else _ffi.arg(payload)))
+        finally:
+            self._end_span()
+
+    def _end_span(self) -> None:
+        traced = getattr(self, "_traced", None)
+        # In a forked child the permit (and its span) is the parent's.
+        if traced is not None and os.getpid() == self._pid:
+            traced.end()
+
+    def _current(self) -> AbstractContextManager[None]:
+        """Inside the block, this permit's span (if traced) is the current one."""
+        traced = getattr(self, "_traced", None)
+        return nullcontext() if traced is None else traced.current()
 
     def _finish(self, function: str, payload: bytes | None, quiet: bool) -> None:
         """Report an outcome, then release; `quiet` logs a failed report instead of raising."""
@@ -169,6 +191,12 @@ class Permit(Managed):
         In a child process forked after the permit was issued, nothing is freed or recorded:
         the permit belongs to the parent."""
         self.close()
+
+    def close(self) -> None:
+        """`release()`: also what `with` and garbage collection call. Its span ends with the
+        outcome the library recorded."""
+        super().close()
+        self._end_span()
 
     def __repr__(self) -> str:
         state = "released" if self._pointer is None else "live"

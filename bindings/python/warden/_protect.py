@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, Union, cast
 
 from ._threads import in_thread
-from . import _ffi
+from . import _ffi, _telemetry
 from ._context import _PERMIT, current_approval, current_hop, current_principal, current_task
 from ._convert import _awaited, _describe, _dumps, _loads, _millis, _swallow_result
 from ._errors import InvalidInput, NotExecuted
@@ -139,7 +139,14 @@ def _wait_ms(wait: float | None) -> int:
 class Protecting(Approvals):
     """`Warden`'s proposing calls: `propose`, `protect` and the one library call under them."""
 
-    def _request(self, name: str, arguments: dict[str, Any], lease_ms: int | None, approval_id: str | None) -> bytes:
+    def _request(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        lease_ms: int | None,
+        approval_id: str | None,
+        call: _telemetry.Call | None = None,
+    ) -> bytes:
         principal = current_principal()
         return _dumps(
             {
@@ -152,6 +159,8 @@ class Protecting(Approvals):
                 "principal_expires_at_ms": None,
                 "task": current_task(),
                 "hop": current_hop(),
+                # The caller's trace context, which the call's receipts record.
+                "traceparent": None if call is None else call.traceparent(),
             },
             f"the arguments of {name}",
         )
@@ -163,27 +172,39 @@ class Protecting(Approvals):
         reconcile: ReconcileHook | None = None,
         wait: float | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        call: _telemetry.Call | None = None,
     ) -> Permit:
-        """One `warden_propose_recovering` call: the permit, or the refusal it ends with."""
+        """One `warden_propose_recovering` call (`warden_propose_traced` when `call` traces it):
+        the permit, or the refusal it ends with."""
         hooks = _Hooks(self._lib, _wait_ms(wait), precondition, reconcile, loop)
+        trace = None if call is None else _telemetry._Trace(self._lib)
         with self._held() as handle:
             try:
-                pointer, described = self._lib.call_handle_described(
-                    "warden_propose_recovering", handle, *_ffi.arg(request), ctypes.byref(hooks.options)
-                )
-            except InvalidInput:
-                if hooks.failures:
+                if trace is None:
+                    pointer, described = self._lib.call_handle_described(
+                        "warden_propose_recovering", handle, *_ffi.arg(request), ctypes.byref(hooks.options)
+                    )
+                else:
+                    with trace._held() as traced:
+                        pointer, described = self._lib.call_handle_described(
+                            "warden_propose_traced", handle, *_ffi.arg(request), ctypes.byref(hooks.options), traced
+                        )
+            except BaseException as exc:
+                if call is not None and trace is not None:
+                    _telemetry.refused(call, trace)
+                if isinstance(exc, InvalidInput) and hooks.failures:
                     raise hooks.failures[0] from None
                 raise
+        traced = None if call is None or trace is None else _telemetry.Traced(call, trace)
         try:
             info = _loads(described)
             if not isinstance(info, dict):
                 raise InvalidInput("warden_propose_recovering described the permit with something other than an object")
         except BaseException as exc:
-            permit = Permit(self._lib, pointer)
+            permit = Permit(self._lib, pointer, traced=traced)
             permit._finish(_NOT_EXECUTED, b"reading the permit failed: " + _describe(exc), True)
             raise
-        return Permit(self._lib, pointer, info)
+        return Permit(self._lib, pointer, info, traced)
 
     def propose(self, name: str, arguments: dict[str, Any] | None = None, *, lease: float | None = None) -> Permit:
         """Propose one action with the current principal and approval; the permit, or a refusal.
@@ -191,7 +212,9 @@ class Protecting(Approvals):
         The lower-level path under `protect`: report exactly one outcome on the permit.
         """
         lease_ms = None if lease is None else _millis(lease, "lease")
-        return self._propose(self._request(name, dict(arguments or {}), lease_ms, current_approval()))
+        call = self._telemetry.begin()
+        request = self._request(name, dict(arguments or {}), lease_ms, current_approval(), call)
+        return self._propose(request, None, None, None, None, call)
 
     def _propose_handing_over(self, handoff: _Handoff, request: bytes, *hooks: Any) -> None:
         """In the worker thread: propose, then hand the permit over, or record it as not
@@ -206,12 +229,13 @@ class Protecting(Approvals):
         precondition: PreconditionProvider | None,
         reconcile: ReconcileHook | None,
         wait: float | None,
+        call: _telemetry.Call | None = None,
     ) -> Permit:
         """`_propose` in a worker thread, its async hooks awaited on this loop."""
         handoff = _Handoff()
         loop = asyncio.get_running_loop()
         job = asyncio.ensure_future(
-            in_thread(self._propose_handing_over, handoff, request, precondition, reconcile, wait, loop)
+            in_thread(self._propose_handing_over, handoff, request, precondition, reconcile, wait, loop, call)
         )
         try:
             await asyncio.shield(job)
@@ -307,8 +331,9 @@ class Protecting(Approvals):
     ) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             arguments = _bind(signature, args, kwargs)
-            request = self._request(name, arguments, lease_ms, current_approval())
-            permit = self._propose(request, precondition, reconcile, wait)
+            call = self._telemetry.begin()
+            request = self._request(name, arguments, lease_ms, current_approval(), call)
+            permit = self._propose(request, precondition, reconcile, wait, None, call)
             try:
                 positional, keywords = _invocation(signature, permit.arguments)
             except BaseException as exc:
@@ -316,7 +341,8 @@ class Protecting(Approvals):
                 raise
             token = _PERMIT.set(permit)
             try:
-                result = fn(*positional, **keywords)
+                with permit._current():
+                    result = fn(*positional, **keywords)
             except NotExecuted as exc:
                 permit._finish(_NOT_EXECUTED, _describe(exc), True)
                 raise
@@ -342,8 +368,9 @@ class Protecting(Approvals):
     ) -> Callable[..., Awaitable[Any]]:
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             arguments = _bind(signature, args, kwargs)
-            request = self._request(name, arguments, lease_ms, current_approval())
-            permit = await self._propose_async(request, precondition, reconcile, wait)
+            call = self._telemetry.begin()
+            request = self._request(name, arguments, lease_ms, current_approval(), call)
+            permit = await self._propose_async(request, precondition, reconcile, wait, call)
             try:
                 positional, keywords = _invocation(signature, permit.arguments)
             except BaseException as exc:
@@ -351,7 +378,8 @@ class Protecting(Approvals):
                 raise
             token = _PERMIT.set(permit)
             try:
-                result = await fn(*positional, **keywords)
+                with permit._current():
+                    result = await fn(*positional, **keywords)
             except NotExecuted as exc:
                 await self._finish_async(permit, _NOT_EXECUTED, _describe(exc), True)
                 raise

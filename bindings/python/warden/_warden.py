@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Union
 
-from . import _ffi
+from . import _ffi, _telemetry
 from ._authority import Authority
 from ._convert import _count_or_default, _dumps, _maybe_record, _millis, _optional_text_arg, _record, _records, _text_arg
 from ._proofs import Proofs
@@ -51,6 +51,13 @@ class Warden(Protecting, Authority, Proofs, Sights):
     Fork: a `Warden` (and its permits) belongs to the process that opened it; in a child made
     by `os.fork()` or `multiprocessing` (fork start method) every call on it raises
     `InvalidInput` and touches nothing. Open a new `Warden` in the child.
+    OpenTelemetry (with `opentelemetry-api` installed, the `otel` extra): each protected call is
+    one span `execute_tool <action>` of the tracer provider given as `tracer_provider`, else of
+    the global one, a child of the caller's current span, with the protected function running
+    under it; its measurements go to `meter_provider` (else the global one). Without an SDK
+    provider nothing is traced. `telemetry={"arguments": True, "results": True}` lets spans
+    carry the call's arguments and result, redacted (docs/TELEMETRY.md); by default they carry
+    neither.
     """
 
     _what = "warden.Warden"
@@ -67,8 +74,12 @@ class Warden(Protecting, Authority, Proofs, Sights):
         max_delay: float | None = None,
         limits: Mapping[str, int] | None = None,
         durability: str | None = None,
+        telemetry: Mapping[str, bool] | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         super().__init__(_ffi.library())
+        self._telemetry = _telemetry.Telemetry(tracer_provider, meter_provider)
         open_options = {
             "environment": environment,
             "credentials_dir": None if credentials_dir is None else os.fsdecode(os.fspath(credentials_dir)),
@@ -76,6 +87,7 @@ class Warden(Protecting, Authority, Proofs, Sights):
             "max_delay_ms": None if max_delay is None else _millis(max_delay, "max_delay"),
             "limits": None if limits is None else dict(limits),
             "durability": durability,
+            "telemetry": None if telemetry is None else dict(telemetry),
         }
         open_options = {key: value for key, value in open_options.items() if value is not None}
         options = _dumps(open_options, "options") if open_options else None
@@ -99,6 +111,18 @@ class Warden(Protecting, Authority, Proofs, Sights):
     def flush(self) -> None:
         """Make every deferred outcome of this process durable now (see `outcomes`)."""
         self._call("warden_flush")
+
+    # -- telemetry --
+
+    def register_gauges(self, meter_provider: Any = None) -> list[str]:
+        """Observable gauges read from this store each time the meter collects: effects by state
+        (`warden.effects`, AMBIGUOUS first), `warden.approvals.pending`, `warden.chain.length`.
+        `meter_provider` defaults to the one given at open, else the global one. Returns the
+        names registered; after `close()` they observe nothing. Needs `opentelemetry-api`."""
+        return _telemetry.register_gauges(self, meter_provider)
+
+    def _gauge(self, name: str) -> list[dict[str, Any]]:
+        return _records(self._call_out("warden_gauge_read", *_text_arg(name, "the gauge name")))
 
     # -- effects, receipts, events --
 
