@@ -247,4 +247,47 @@ mod tests {
         assert_eq!(split_condition_key("amount"), None);
         assert_eq!(split_condition_key("amount_between"), None);
     }
+
+    /// A document with one rule whose `when` is `condition`, in the dialect `schema`.
+    fn with_condition(schema: &str, condition: &str) -> String {
+        format!(
+            "schema: {schema}\nactions:\n  get-sum:\n    rules:\n      - when: {{ {condition} }}\n        decision: allow\n      - decision: deny\n"
+        )
+    }
+
+    /// Operands by dialect: warden/v1 takes floats (RFC 8785), ctrlrun refuses them with its own
+    /// words — for a bound and for an equality alike; an unquoted timestamp is refused in both
+    /// (by warden/v1 before it is an operand: its meaning depends on the YAML version).
+    /// `None`: the document loads; `Some(words)`: refused, the error holding those words.
+    #[test]
+    fn operands_are_admitted_or_refused_by_the_documents_dialect() {
+        const WARDEN: &str = "warden/v1";
+        const CTRLRUN: &str = "ctrlrun.policy/v3";
+        let table: &[(&str, &str, Option<&str>)] = &[
+            (WARDEN, "a_lte: 10.5", None),
+            (WARDEN, "a_eq: 1.5", None),
+            (WARDEN, "a_in: [1.5, 2]", None),
+            (WARDEN, "a_lte: 10", None),
+            (CTRLRUN, "a_lte: 10", None),
+            (CTRLRUN, "a_eq: text", None),
+            (CTRLRUN, "a_lte: 10.5", Some("Only integers can be bounded")),
+            (CTRLRUN, "a_eq: 1.5", Some("float operands are not allowed")),
+            (CTRLRUN, "a_in: [1.5, 2]", Some("float operands are not allowed")),
+            (WARDEN, "a_lte: text", Some("a numeric operator needs a number operand")),
+            (CTRLRUN, "a_lte: text", Some("a numeric operator needs an integer operand")),
+            (WARDEN, "a_eq: 2026-01-01T00:00:00Z", Some("depends on the YAML version")),
+            (CTRLRUN, "a_eq: 2026-01-01T00:00:00Z", Some("is not an allowed operand type")),
+        ];
+        for (schema, condition, refused) in table {
+            let loaded = crate::document::load_str(&with_condition(schema, condition), "t.yaml");
+            match (refused, &loaded) {
+                (None, Ok(_)) => {}
+                (Some(words), Err(error)) => {
+                    assert!(error.to_string().contains(words), "{schema} {condition}: {error}");
+                }
+                (None, Err(error)) => panic!("{schema} {condition} is refused: {error}"),
+                (Some(words), Ok(_)) => panic!("{schema} {condition} loads; expected a refusal saying {words}"),
+            }
+        }
+    }
 }
