@@ -92,13 +92,18 @@ prefix_name=warden-$version-$triple
 } | sort > "$work/archive.expected"
 mkdir -p "$work/prefix-probe"
 tar -xzf "$archive" -C "$work/prefix-probe"
-# A subcommand with subcommands of its own (`warden proof inclusion`) has a page for each of them too.
+# A subcommand with subcommands of its own (`warden proof inclusion`, `warden gateway pins accept`)
+# has a page for each of them too, at every depth.
 commands_of() { sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != "help" && NF {print $1}'; }
-"$work/prefix-probe/$prefix_name/bin/warden" --help | commands_of | while read -r sub; do
-    echo "$prefix_name/share/man/man1/warden-$sub.1"
-    "$work/prefix-probe/$prefix_name/bin/warden" "$sub" --help | commands_of \
-        | while read -r nested; do echo "$prefix_name/share/man/man1/warden-$sub-$nested.1"; done
-done >> "$work/archive.expected"
+pages_of() { # PAGE-NAME COMMAND-WORDS...: the pages of the subcommands below these words
+    local page=$1 sub
+    shift
+    "$work/prefix-probe/$prefix_name/bin/warden" "$@" --help | commands_of | while read -r sub; do
+        echo "$prefix_name/share/man/man1/$page-$sub.1"
+        pages_of "$page-$sub" "$@" "$sub"
+    done
+}
+pages_of warden >> "$work/archive.expected"
 sort -o "$work/archive.expected" "$work/archive.expected"
 expect_listing "$archive" "$work/archive.expected"
 
