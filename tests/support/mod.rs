@@ -126,6 +126,9 @@ impl Server {
         identity: &ServerIdentity,
         handler: impl Fn(Conn, &Recorded) -> Option<Conn> + Send + Sync + 'static,
     ) -> Server {
+        // rustls 0.23.48 deprecates the ring provider (no post-quantum key exchange; aws-lc-rs has it).
+        // Warden keeps ring, the one ureq already builds, without a C toolchain to build aws-lc.
+        #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

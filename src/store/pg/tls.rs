@@ -127,6 +127,9 @@ pub(super) fn client_config(root_file: Option<&str>) -> Result<rustls::ClientCon
             }
         }
     }
+    // rustls 0.23.48 deprecates the ring provider (no post-quantum key exchange; aws-lc-rs has it).
+    // Warden keeps ring, the one ureq already builds, without a C toolchain to build aws-lc.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -80,6 +80,9 @@ pub fn client_config(pins: &[&UpstreamPins]) -> Result<Arc<rustls::ClientConfig>
                 .map_err(|e| format!("a pinned tls_cert_file cannot be a trust anchor: {e}"))?;
         }
     }
+    // rustls 0.23.48 deprecates the ring provider (no post-quantum key exchange; aws-lc-rs has it).
+    // Warden keeps ring, the one ureq already builds, without a C toolchain to build aws-lc.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
         .build()
