@@ -242,6 +242,16 @@ impl<W: WriteOp> Committer<W> {
     /// leading caller inside `begin_write`, beyond any bound.
     /// The journal stage is drained first: `work` may move the journal's mark.
     pub(in crate::store) fn exclusive<T>(&self, db: &Db, work: impl FnOnce() -> T) -> Result<T> {
+        let _release = self.hold_writer()?;
+        self.drain_journal(db);
+        // `work` opens transactions of its own; redb has one writer at a time.
+        self.commit_kept(db)?;
+        Ok(work())
+    }
+
+    /// Take the writer flag ahead of queued batches (once the batch being applied, if any, is
+    /// done); dropping the guard lets the next writer go.
+    fn hold_writer(&self) -> Result<Release<'_, W>> {
         let poisoned = || Error::Store("the store's writer queue was poisoned by a panic".into());
         let mut queue = self.queue.lock().map_err(|_| poisoned())?;
         queue.waiting_exclusive += 1;
@@ -250,12 +260,7 @@ impl<W: WriteOp> Committer<W> {
         }
         queue.waiting_exclusive -= 1;
         queue.writing = true;
-        drop(queue);
-        let _release = Release(self);
-        self.drain_journal(db);
-        // `work` opens transactions of its own; redb has one writer at a time.
-        self.commit_kept(db)?;
-        Ok(work())
+        Ok(Release(self))
     }
 
     /// Make every batch applied so far visible to redb's readers: the kept transaction, if it
@@ -266,16 +271,7 @@ impl<W: WriteOp> Committer<W> {
         if !self.holding.load(Ordering::Acquire) {
             return self.not_lost();
         }
-        let poisoned = || Error::Store("the store's writer queue was poisoned by a panic".into());
-        let mut queue = self.queue.lock().map_err(|_| poisoned())?;
-        queue.waiting_exclusive += 1;
-        while queue.writing {
-            queue = self.wake.wait(queue).map_err(|_| poisoned())?;
-        }
-        queue.waiting_exclusive -= 1;
-        queue.writing = true;
-        drop(queue);
-        let _release = Release(self);
+        let _release = self.hold_writer()?;
         self.commit_kept(db)
     }
 
