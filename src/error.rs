@@ -5,9 +5,11 @@
 
 mod denial;
 pub(crate) mod sight;
+mod store;
 
 pub use denial::DenialReason;
 pub use sight::{SightError, SightKind};
+pub use store::{StoreFault, StoreFaultKind};
 
 use crate::clock::Micros;
 use crate::effect_state::EffectState;
@@ -180,8 +182,9 @@ pub enum Error {
     },
 
     /// The store failed (I/O, corruption, a write that timed out); the handle is poisoned.
+    /// The fault's `kind` is what a caller branches on.
     #[error("store error: {0}")]
-    Store(String),
+    Store(StoreFault),
 
     /// The store could not be reached or did not answer in time (its owner process went away
     /// or is stopped). Nothing is half-applied by this call's fault; unlike `Store` it does not
@@ -238,10 +241,20 @@ impl Error {
     /// A store this user is not allowed to open (or to write): a problem with the caller's
     /// permissions, not with the store, so the CLI reports it as a usage error (exit 2).
     pub fn is_access_problem(&self) -> bool {
-        matches!(self, Error::Store(message)
-            if message.starts_with("permission denied")
-                || message.contains("read-only for this user")
-                || message.contains("this user cannot create one"))
+        self.store_fault_kind() == Some(StoreFaultKind::Permission)
+    }
+
+    /// A store fault of `kind`, its message saying what happened and what to do.
+    pub fn store(kind: StoreFaultKind, message: impl Into<String>) -> Error {
+        Error::Store(StoreFault { kind, message: message.into() })
+    }
+
+    /// The kind of a store fault; `None` for every other error.
+    pub fn store_fault_kind(&self) -> Option<StoreFaultKind> {
+        match self {
+            Error::Store(fault) => Some(fault.kind),
+            _ => None,
+        }
     }
 
     /// Whether a fault must latch the handle closed (fail closed until reopened).
@@ -308,6 +321,7 @@ impl Error {
             Error::NotResolvable { effect_key, state } | Error::LateOutcome { effect_key, state, .. } => {
                 serde_json::json!({ "effect_key": effect_key, "state": state.as_str() })
             }
+            Error::Store(fault) => serde_json::json!({ "kind": fault.kind.as_str() }),
             _ => serde_json::json!({}),
         };
         if let (Some(into), serde_json::Value::Object(extra)) = (fields.as_object_mut(), extra) {

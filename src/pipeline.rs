@@ -5,6 +5,7 @@
 //! the action name, its arguments and a presented approval id; the decision, the effect key
 //! template, the lease and the attempt ceiling all come from the document.
 
+use crate::error::StoreFaultKind;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -407,7 +408,8 @@ impl Warden {
         let mut call = Call::new(action, self.kernel.now());
         call.task = request.task;
         call.hop = request.hop;
-        let result = authority::evaluate(authority, &call, &rows).map_err(|fault| Error::Store(fault.to_string()))?;
+        let result = authority::evaluate(authority, &call, &rows)
+            .map_err(|fault| Error::store(StoreFaultKind::Damaged, fault.to_string()))?;
         Ok(AuthorityEvaluation { result, store_reads: rows.reads })
     }
 

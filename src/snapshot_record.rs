@@ -1,6 +1,7 @@
 //! The stored form of a sight snapshot: a leaf type the store and the kernel encode without
 //! knowing sights (which use the kernel), so no module cycle runs through it.
 
+use crate::error::StoreFaultKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -42,5 +43,8 @@ impl SnapshotRecord {
 }
 
 fn corrupt(id: &str, error: &serde_json::Error) -> Error {
-    Error::Store(format!("snapshot {id} holds unreadable JSON ({error}); the store file was altered"))
+    Error::store(
+        StoreFaultKind::Damaged,
+        format!("snapshot {id} holds unreadable JSON ({error}); the store file was altered"),
+    )
 }

@@ -16,6 +16,7 @@
 //! `warden __verify-child SPEC INDEX`, which calls [`child_main`]
 //! (`src/bin/warden/verify_race.rs`); without one the race runs on threads instead and says so.
 
+use crate::error::StoreFaultKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -363,7 +364,10 @@ struct Scratch {
 impl Scratch {
     fn create(postgres: Option<&str>) -> Result<Scratch> {
         let dir = ScratchDir::create("warden-verify").map_err(|e| {
-            Error::Store(format!("cannot create a scratch directory under {}: {e}", std::env::temp_dir().display()))
+            Error::store(
+                StoreFaultKind::Io,
+                format!("cannot create a scratch directory under {}: {e}", std::env::temp_dir().display()),
+            )
         })?;
         #[cfg(feature = "postgres")]
         let postgres = postgres.map(crate::store::ScratchSchemas::new).transpose()?;
@@ -1321,9 +1325,9 @@ fn g13_checkpointed_log(ctx: &Ctx<'_>) -> Result<Outcome> {
     // Forked: the key signs a second checkpoint of the same size with another root.
     let forked = copy("forked")?;
     let companion: checkpoint::Companion = serde_json::from_str(&one.companion)
-        .map_err(|e| Error::Store(format!("checkpoint 1's companion does not parse: {e}")))?;
-    let mut root =
-        checkpoint::decode_hash(&one.root).ok_or_else(|| Error::Store("checkpoint 1's root is unreadable".into()))?;
+        .map_err(|e| Error::store(StoreFaultKind::Damaged, format!("checkpoint 1's companion does not parse: {e}")))?;
+    let mut root = checkpoint::decode_hash(&one.root)
+        .ok_or_else(|| Error::store(StoreFaultKind::Damaged, "checkpoint 1's root is unreadable"))?;
     root[0] ^= 1;
     let fork = checkpoint::Basis {
         number: 2,
@@ -1338,7 +1342,7 @@ fn g13_checkpointed_log(ctx: &Ctx<'_>) -> Result<Outcome> {
     std::fs::write(forked.join("checkpoints/000002.note"), signer.sign_note(&text)?).map_err(io)?;
     std::fs::write(forked.join("checkpoints/000002.json"), fork_companion).map_err(io)?;
     let mut manifest: Value = serde_json::from_slice(&std::fs::read(forked.join("bundle.json")).map_err(io)?)
-        .map_err(|e| Error::Store(format!("G13's bundle.json: {e}")))?;
+        .map_err(|e| Error::store(StoreFaultKind::Damaged, format!("G13's bundle.json: {e}")))?;
     manifest["checkpoints"] = serde_json::json!([1, 2]);
     std::fs::write(forked.join("bundle.json"), manifest.to_string()).map_err(io)?;
     let split = bundle::verify_bundle(&forked, &trusted);
@@ -1671,7 +1675,8 @@ fn g4_one_winner(ctx: &Ctx<'_>, racer: Option<&dyn ProcessRace>) -> Result<Outco
     // Each contender rebuilds this action from the spec's fields.
     let action = warden.action_for(&ctx.request(case.action, &call))?;
     let barrier = ctx.scratch.path("g4-barrier");
-    std::fs::create_dir(&barrier).map_err(|e| Error::Store(format!("cannot create {}: {e}", barrier.display())))?;
+    std::fs::create_dir(&barrier)
+        .map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot create {}: {e}", barrier.display())))?;
     let spec = ChildSpec {
         store: ctx.scratch.store("g4")?,
         barrier: barrier.clone(),
@@ -1701,7 +1706,7 @@ fn g4_one_winner(ctx: &Ctx<'_>, racer: Option<&dyn ProcessRace>) -> Result<Outco
             let text = serde_json::to_string(&spec)
                 .map_err(|e| Error::InvalidInput(format!("cannot encode the G4 spec: {e}")))?;
             std::fs::write(&files.spec, text)
-                .map_err(|e| Error::Store(format!("cannot write {}: {e}", files.spec.display())))?;
+                .map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot write {}: {e}", files.spec.display())))?;
             match racer.race(&files) {
                 Ok(outcomes) => (outcomes, racer.describe(CONTENDERS)),
                 Err(why) => return fail(format!("{}: {why}", case.label())),

@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::Path;
+use warden::error::StoreFaultKind;
 
 use common::*;
 use warden::store::RawTable;
@@ -40,7 +41,10 @@ fn a_store_replaced_under_an_open_handle_takes_no_further_write() {
     std::fs::rename(&path, &moved).unwrap();
     std::fs::copy(&moved, &path).unwrap();
     let refused = f.kernel.propose(&allow(&refund("pay_2", 1), &key_template())).unwrap_err();
-    assert!(matches!(&refused, Error::Store(text) if text.contains("was replaced")), "{refused}");
+    assert!(
+        matches!(&refused, Error::Store(fault) if fault.kind == StoreFaultKind::Damaged && fault.message.contains("was replaced")),
+        "{refused}"
+    );
 }
 /// The offsets of the redb leaf pages holding `key` as their one key with an effects row as its
 /// value (the outcome index's leaf holds the same key with a short layout-2 seq). Stale copies

@@ -9,6 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use warden::error::StoreFaultKind;
 
 use common::*;
 use warden::store::RawTable;
@@ -250,7 +251,10 @@ fn a_store_whose_directory_is_deleted_under_an_open_handle_takes_no_further_writ
 
     std::fs::remove_dir_all(&dir).unwrap();
     let refused = kernel.propose(&allow(&refund("pay_2", 1), &t)).unwrap_err();
-    assert!(matches!(&refused, Error::Store(text) if text.contains("was deleted")), "{refused}");
+    assert!(
+        matches!(&refused, Error::Store(fault) if fault.kind == StoreFaultKind::Damaged && fault.message.contains("was deleted")),
+        "{refused}"
+    );
     // Latched: nothing more goes into the unlinked file.
     assert!(matches!(kernel.propose(&allow(&refund("pay_3", 1), &t)).unwrap_err(), Error::Poisoned(_)));
 }

@@ -675,7 +675,10 @@ export declare class OutOfWindow extends Refused {}
 /** Something is broken. */
 export declare class Fault extends WardenError {}
 export declare class InvalidInput extends Fault {}
-export declare class StoreFault extends Fault {}
+/** The store failed; `kind` says how (`io`, `no_space`, `permission`, `damaged`, `version`, …). */
+export declare class StoreFault extends Fault {
+  readonly kind: string | null;
+}
 export declare class ConfigError extends Fault {}
 /**
  * A sight's fetch failed, was refused or cancelled. `reason`: `credential_unavailable`,

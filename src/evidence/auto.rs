@@ -313,7 +313,7 @@ mod tests {
             }
             let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
             if self.fail.load(Ordering::SeqCst) {
-                return Some(Err(Error::Store("the disk is full".into())));
+                return Some(Err(Error::store(crate::error::StoreFaultKind::NoSpace, "the disk is full")));
             }
             Some(Ok(Some(StoredCheckpoint {
                 number: n,

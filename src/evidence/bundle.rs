@@ -4,6 +4,7 @@
 //! held). The layout and the checks, in the order they run, are in `docs/EVIDENCE.md`; the
 //! Python and Node verifiers make the same checks in the same order and name the same reasons.
 
+use crate::error::StoreFaultKind;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -174,10 +175,13 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
     }
     let first = match (first, &pruned) {
         (None, Some(prefix)) => Some(kernel.checkpoint_numbered(Some(prefix.checkpoint))?.ok_or_else(|| {
-            Error::Store(format!(
-                "checkpoint {} the receipts were pruned through is missing; run `warden doctor`",
-                prefix.checkpoint
-            ))
+            Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "checkpoint {} the receipts were pruned through is missing; run `warden doctor`",
+                    prefix.checkpoint
+                ),
+            )
         })?),
         (Some(cp), Some(prefix)) if cp.size < prefix.through_seq => {
             return Err(Error::InvalidInput(format!(
@@ -265,7 +269,10 @@ fn write_bundle(
                     .filter(|(at, _)| *at == start_size)
                     .and_then(|(_, receipt)| receipt.hash.clone())
                     .ok_or_else(|| {
-                        Error::Store(format!("receipt {start_size} is missing or has no hash; run `warden doctor`"))
+                        Error::store(
+                            StoreFaultKind::Damaged,
+                            format!("receipt {start_size} is missing or has no hash; run `warden doctor`"),
+                        )
                     })?
             }
         };
@@ -285,20 +292,24 @@ fn write_bundle(
     while seq < last.size {
         let page = kernel.receipts(seq + 1, 1000)?;
         if page.is_empty() {
-            return Err(Error::Store(format!("receipt {} is missing from the chain; run `warden doctor`", seq + 1)));
+            return Err(Error::store(
+                StoreFaultKind::Damaged,
+                format!("receipt {} is missing from the chain; run `warden doctor`", seq + 1),
+            ));
         }
         for (at, receipt) in page {
             if at != seq + 1 {
-                return Err(Error::Store(format!(
-                    "receipt {} is missing from the chain; run `warden doctor`",
-                    seq + 1
-                )));
+                return Err(Error::store(
+                    StoreFaultKind::Damaged,
+                    format!("receipt {} is missing from the chain; run `warden doctor`", seq + 1),
+                ));
             }
             if at > last.size {
                 break;
             }
-            let document = crate::canonical::parse_json(&receipt.document)
-                .map_err(|e| Error::Store(format!("receipt {at} does not parse ({e}); run `warden doctor`")))?;
+            let document = crate::canonical::parse_json(&receipt.document).map_err(|e| {
+                Error::store(StoreFaultKind::Damaged, format!("receipt {at} does not parse ({e}); run `warden doctor`"))
+            })?;
             if let Some(id) = document.get("approval_id").and_then(|v| v.as_str()) {
                 approvals.insert(id.to_owned());
             }
@@ -316,9 +327,12 @@ fn write_bundle(
     let approvals_path = dir.join("approvals.jsonl");
     let mut lines = String::new();
     for id in &approvals {
-        let record = kernel
-            .approval(id)?
-            .ok_or_else(|| Error::Store(format!("a receipt spent approval {id}, which the store does not hold")))?;
+        let record = kernel.approval(id)?.ok_or_else(|| {
+            Error::store(
+                StoreFaultKind::Damaged,
+                format!("a receipt spent approval {id}, which the store does not hold"),
+            )
+        })?;
         let line = serde_json::json!({
             "approval_id": record.approval_id,
             "action_hash": record.action_hash,

@@ -9,6 +9,7 @@
 //! `Kernel::receipts`, `Kernel::proof`), each from its own read snapshot; checkpoints and
 //! receipts are append-only, so what one read saw the next still holds.
 
+use crate::error::StoreFaultKind;
 use base64::prelude::{Engine, BASE64_STANDARD};
 use serde_json::{json, Value};
 
@@ -62,7 +63,7 @@ impl From<ProofError> for Error {
         match error {
             ProofError::Missing(message) => Error::NotFound(message),
             ProofError::Invalid(message) => Error::InvalidInput(message),
-            ProofError::Damaged(message) => Error::Store(message),
+            ProofError::Damaged(message) => Error::store(StoreFaultKind::Damaged, message),
             ProofError::Failed(error) => error,
         }
     }

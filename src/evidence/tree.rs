@@ -9,6 +9,7 @@
 //! the checkpoint's own write transaction, so the action path writes nothing for it; a node not
 //! cached yet is computed from the receipts below it.
 
+use crate::error::StoreFaultKind;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -92,7 +93,7 @@ impl<'a> Tree<'a> {
         let hash = if level == 0 {
             let seq = index + 1;
             let document = self.rows.receipt_document(seq)?.ok_or_else(|| {
-                Error::Store(format!(
+                Error::store(StoreFaultKind::Damaged, format!(
                     "receipt {seq} is missing from the chain, so the Merkle tree cannot be computed; run `warden doctor`"
                 ))
             })?;

@@ -2,6 +2,7 @@
 //! document that has an `authority:` section; proposals carry `task` and `hop` in the
 //! `warden_propose` request.
 
+use crate::error::StoreFaultKind;
 use serde_json::Value;
 
 use crate::authority::CreatedVia;
@@ -78,7 +79,12 @@ pub unsafe extern "C" fn warden_delegate(
         let id = warden.delegate_text(parent_id, &grant, &by, fields.millis("by_expires_at_ms")?, via)?;
         let record = match warden.delegation(&id)? {
             Some(found) => found.to_json(),
-            None => return Err(Error::Store(format!("delegation {id} was created but cannot be read back"))),
+            None => {
+                return Err(Error::store(
+                    StoreFaultKind::Damaged,
+                    format!("delegation {id} was created but cannot be read back"),
+                ))
+            }
         };
         // SAFETY: `out` is NULL or writable (the caller's guarantee).
         unsafe { out.write_json(&record) };

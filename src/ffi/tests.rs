@@ -1,5 +1,6 @@
 //! The C ABI exercised from Rust through the exported functions themselves.
 
+use crate::error::StoreFaultKind;
 use std::ffi::CStr;
 use std::ptr;
 
@@ -286,7 +287,7 @@ fn every_error_maps_to_a_code_in_its_family() {
             detail: "d".into(),
         },
         Error::InvalidInput("i".into()),
-        Error::Store("s".into()),
+        Error::store(StoreFaultKind::Io, "s"),
         Error::Config("c".into()),
         Error::Poisoned("p".into()),
         Error::Panic("p".into()),

@@ -14,6 +14,7 @@
 //! Each is a store fault naming the key and what was found, never "new".
 
 use crate::effect::EffectRecord;
+use crate::error::StoreFaultKind;
 use crate::error::{Error, Result};
 use crate::store::{AbsenceWitnesses, WriteTx};
 
@@ -64,7 +65,7 @@ fn shown(key: &str) -> String {
 }
 
 fn hidden(effect_key: &str, found: &str) -> Error {
-    Error::Store(format!(
+    Error::store(StoreFaultKind::Damaged, format!(
         "the store file is damaged: no effects row was found for {}, but {found}; the key is not treated as new and \
          nothing was reserved. Run `warden doctor` on the store, and restore it from a backup if the damage is confirmed",
         shown(effect_key)

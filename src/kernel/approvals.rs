@@ -1,6 +1,7 @@
 //! Approval requests, answers (M-of-N, compare-and-set in the answer's own transaction),
 //! waiting for an answer by the kernel's clock, and the listener told of each new request.
 
+use crate::error::StoreFaultKind;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -92,8 +93,8 @@ impl Kernel {
         if ttl <= 0 {
             return Err(Error::InvalidInput("an approval TTL must be positive".into()));
         }
-        let approval_id =
-            new_id(IdKind::Approval).map_err(|e| Error::Store(format!("no randomness for an id: {e}")))?;
+        let approval_id = new_id(IdKind::Approval)
+            .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")))?;
         let op = Write::RequestApproval {
             action: action.clone(),
             action_hash,
@@ -299,10 +300,13 @@ pub(super) fn new_request(
 /// hash before it is written, so a request can never be created unable to pass its own read.
 pub(super) fn write_request(tx: &mut WriteTx<'_>, record: &ApprovalRecord, now: Micros) -> Result<()> {
     if tx.approval(&record.approval_id)?.is_some() {
-        return Err(Error::Store(format!(
-            "approval id {} already exists; nothing was written (the random source repeated itself)",
-            record.approval_id
-        )));
+        return Err(Error::store(
+            StoreFaultKind::Defect,
+            format!(
+                "approval id {} already exists; nothing was written (the random source repeated itself)",
+                record.approval_id
+            ),
+        ));
     }
     record.check_binding().map_err(|problem| Error::InvalidInput(format!("the approval request {problem}")))?;
     tx.put_approval(record)?;

@@ -12,6 +12,7 @@
 //! `apply_revoke`): a parent revoked while a child is being created cannot slip between the
 //! check and the insert.
 
+use crate::error::StoreFaultKind;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -193,8 +194,13 @@ impl DelegationSource for AuthorityRows {
     }
 }
 
-fn source_fault(error: SourceError) -> Error {
-    Error::Store(error.to_string())
+/// A row that does not read is damaged; a store that fails is an I/O fault.
+pub(crate) fn source_fault(error: SourceError) -> Error {
+    let kind = match error {
+        SourceError::Unreadable { .. } => StoreFaultKind::Damaged,
+        SourceError::Fault(_) => StoreFaultKind::Io,
+    };
+    Error::store(kind, error.to_string())
 }
 
 impl AuthorityRows {
@@ -378,7 +384,7 @@ pub(super) fn apply_delegate(tx: &mut WriteTx<'_>, op: &DelegateOp, now: Micros)
         Err(CreationError::InvalidGrant(message)) => {
             Err(Error::InvalidInput(format!("the delegated grant: {message}")))
         }
-        Err(CreationError::Fault(message)) => Err(Error::Store(message)),
+        Err(CreationError::Fault(message)) => Err(Error::store(StoreFaultKind::Io, message)),
     }
 }
 
@@ -395,7 +401,7 @@ fn revoke_one(tx: &mut WriteTx<'_>, id: &str, by: Option<&str>, now: Micros) -> 
             Revocation { delegation_id: id.to_owned(), revoked_at: now, revoked_by: by.map(str::to_owned) },
             Some(detail),
         ),
-        Err(RevocationError::Fault(message)) => return Err(Error::Store(message)),
+        Err(RevocationError::Fault(message)) => return Err(Error::store(StoreFaultKind::Io, message)),
     };
     if !tx.insert_revocation(&revocation)? {
         return Ok(Some(false));
@@ -539,7 +545,7 @@ impl Kernel {
             return Err(Error::InvalidInput("the parent id is empty; name a root grant or a dlg_ id".into()));
         }
         let new_id = crate::action::new_id(crate::action::IdKind::Delegation)
-            .map_err(|e| Error::Store(format!("no randomness for a delegation id: {e}")))?;
+            .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a delegation id: {e}")))?;
         let op = DelegateOp {
             roots: authority.grants.iter().map(|(id, grant)| (id.clone(), grant_to_json(grant))).collect(),
             max_depth: authority.max_delegation_depth,

@@ -7,6 +7,7 @@
 use super::ops::{Read, ReadReply, Write, WriteReply};
 use super::{ops::unexpected, Kernel};
 use crate::clock::{render, Micros};
+use crate::error::StoreFaultKind;
 use crate::error::{Error, Result};
 use crate::evidence::anchor::SignedCheckpoint;
 use crate::evidence::anchoring::{self, AnchorTry, SinkProvider, SinkState, StoredAnchor};
@@ -71,7 +72,8 @@ fn cached_root(tx: &mut WriteTx<'_>, size: u64) -> Result<[u8; 32]> {
 /// A new log's origin: `warden/` and 16 random hex digits.
 fn new_origin() -> Result<String> {
     let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| Error::Store(format!("no randomness for a log origin: {e}")))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a log origin: {e}")))?;
     Ok(format!("warden/{}", hex::encode(bytes)))
 }
 
@@ -84,10 +86,10 @@ fn closed_without_receipt(
     size: u64,
 ) -> Result<Vec<ClosedWithoutReceipt>> {
     let before: checkpoint::Companion = serde_json::from_str(&last.companion).map_err(|e| {
-        Error::Store(format!(
-            "checkpoint {}'s companion document does not parse ({e}); the store was altered",
-            last.number
-        ))
+        Error::store(
+            StoreFaultKind::Damaged,
+            format!("checkpoint {}'s companion document does not parse ({e}); the store was altered", last.number),
+        )
     })?;
     let mut waiting: Vec<&OpenEffect> = before
         .open
@@ -97,11 +99,15 @@ fn closed_without_receipt(
     let mut seq = last.size;
     while !waiting.is_empty() && seq < size {
         seq += 1;
-        let document = tx
-            .receipt_document(seq)?
-            .ok_or_else(|| Error::Store(format!("receipt {seq} is missing from the chain; run `warden doctor`")))?;
-        let parsed = crate::canonical::parse_json(&document)
-            .map_err(|e| Error::Store(format!("receipt {seq} does not parse ({e}); run `warden doctor`")))?;
+        let document = tx.receipt_document(seq)?.ok_or_else(|| {
+            Error::store(
+                StoreFaultKind::Damaged,
+                format!("receipt {seq} is missing from the chain; run `warden doctor`"),
+            )
+        })?;
+        let parsed = crate::canonical::parse_json(&document).map_err(|e| {
+            Error::store(StoreFaultKind::Damaged, format!("receipt {seq} does not parse ({e}); run `warden doctor`"))
+        })?;
         if let Some((key, attempt)) = checkpoint::closes(&parsed) {
             waiting.retain(|was| !(was.effect_key == key && was.attempt == attempt));
         }
@@ -109,10 +115,13 @@ fn closed_without_receipt(
     let mut out = Vec::new();
     for was in waiting {
         let row = tx.effect(&was.effect_key)?.ok_or_else(|| {
-            Error::Store(format!(
-                "effect {:?} was open at checkpoint {} and has no row now; the store was altered",
-                was.effect_key, last.number
-            ))
+            Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "effect {:?} was open at checkpoint {} and has no row now; the store was altered",
+                    was.effect_key, last.number
+                ),
+            )
         })?;
         out.push(ClosedWithoutReceipt {
             effect_key: was.effect_key.clone(),
@@ -145,7 +154,7 @@ pub(super) fn gather(tx: &ReadTx<'_>, origin: Option<&str>, due: Option<&Due>, n
     };
     if let Some(last) = &last {
         if size < last.size {
-            return Err(Error::Store(format!(
+            return Err(Error::store(StoreFaultKind::Damaged, format!(
                 "the chain holds {size} receipts but checkpoint {} was signed at {}; receipts were removed. Run `warden doctor`",
                 last.number, last.size
             )));

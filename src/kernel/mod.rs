@@ -21,6 +21,7 @@ mod permit;
 mod propose;
 mod retention;
 
+use crate::error::StoreFaultKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -295,7 +296,7 @@ impl Kernel {
         self.inner
             .store
             .write(op, &self.inner.now, Durability::Durable)?
-            .ok_or_else(|| Error::Store("the store returned no answer for a durable write".into()))
+            .ok_or_else(|| Error::store(StoreFaultKind::Defect, "the store returned no answer for a durable write"))
     }
 
     /// Apply an outcome with this handle's outcome durability; `None` when deferred.

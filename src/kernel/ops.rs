@@ -4,6 +4,7 @@
 //! a group-commit batch, reading the clock at that moment. The logic of each operation lives
 //! with its concept (`propose`, `permit`, `effects`, `approvals`); this file only names them.
 
+use crate::error::StoreFaultKind;
 use serde::{Deserialize, Serialize};
 
 use crate::action::Action;
@@ -754,7 +755,7 @@ impl ReadOp for Read {
             Read::Delegation { delegation_id } => ReadReply::Delegations(
                 rx.delegation_source()?
                     .delegation(delegation_id)
-                    .map_err(|e| crate::error::Error::Store(e.to_string()))?
+                    .map_err(super::authority::source_fault)?
                     .into_iter()
                     .collect(),
             ),
@@ -780,7 +781,7 @@ impl ReadOp for Read {
 
 /// A reply of the wrong kind: the two ends disagree about the protocol.
 pub(super) fn unexpected(what: &str) -> Error {
-    Error::Store(format!("the store answered a {what} request with something else; every process using one store must run the same Warden version"))
+    Error::store(StoreFaultKind::Version, format!("the store answered a {what} request with something else; every process using one store must run the same Warden version"))
 }
 
 #[cfg(test)]

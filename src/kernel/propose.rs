@@ -2,6 +2,7 @@
 //! and observe mode. `Kernel::propose` does the pure work (hash, effect key, ids) and picks one
 //! operation; the `apply_*` functions are that operation inside the store's transaction.
 
+use crate::error::StoreFaultKind;
 use std::sync::Arc;
 
 use crate::action::{new_id, Action, IdKind};
@@ -35,7 +36,7 @@ impl Kernel {
             Ok(permit) => {
                 // A deny ruling never grants; were it to, nothing may run under this permit.
                 let _ = permit.not_executed("refused by the host before any decision");
-                Err(Error::Store("a deny ruling was granted a permit; nothing was executed".into()))
+                Err(Error::store(StoreFaultKind::Defect, "a deny ruling was granted a permit; nothing was executed"))
             }
         }
     }
@@ -161,7 +162,7 @@ impl Kernel {
                         return Err(Error::InvalidInput("an approval TTL must be positive".into()));
                     }
                     let approval_id =
-                        new_id(IdKind::Approval).map_err(|e| Error::Store(format!("no randomness for an id: {e}")))?;
+                        new_id(IdKind::Approval).map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")))?;
                     let ask = proposal.ask.clone();
                     return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl, ask }, proposal.trace);
                 }
@@ -285,7 +286,7 @@ impl Kernel {
             traceparent: proposal.traceparent.map(str::to_owned),
             result_sha256: None,
             receipt_id: new_id(IdKind::Receipt)
-                .map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?,
+                .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a receipt id: {e}")))?,
             trace: None,
             finished: false,
         };
@@ -316,8 +317,8 @@ impl Kernel {
 
     /// A receipt draft for `action`; its times are set when its transaction runs.
     pub(super) fn draft(&self, action: &Action, action_hash: &str, ruling: &Ruling) -> Result<ReceiptDraft> {
-        let receipt_id =
-            new_id(IdKind::Receipt).map_err(|e| Error::Store(format!("no randomness for a receipt id: {e}")))?;
+        let receipt_id = new_id(IdKind::Receipt)
+            .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a receipt id: {e}")))?;
         let mut draft = draft_for(receipt_id, action, action_hash, ruling);
         draft.policy_hash = self.inner.policy_hash.clone();
         draft.policy_version = self.inner.policy_version.clone();

@@ -4,6 +4,7 @@
 //! without a checkpoint over it) and its event with the change itself. The rule a prune obeys is
 //! `evidence::retention::may_prune`; what it keeps is [`PrunedPrefix`].
 
+use crate::error::StoreFaultKind;
 use serde::{Deserialize, Serialize};
 
 use super::evidence::Rows;
@@ -216,21 +217,32 @@ fn prune(tx: &mut WriteTx<'_>, op: &RetentionOp, number: u64, now: Micros) -> Re
     };
     for (n, size, root, signed) in roots {
         if base64::Engine::encode(&base64::prelude::BASE64_STANDARD, root) != signed {
-            return Err(Error::Store(format!(
-                "the receipts through {size} hash to another root than checkpoint {n} signed; nothing was pruned. \
+            return Err(Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "the receipts through {size} hash to another root than checkpoint {n} signed; nothing was pruned. \
                  Run `warden doctor`"
-            )));
+                ),
+            ));
         }
     }
     let last = tx.receipt_document(through)?.ok_or_else(|| {
-        Error::Store(format!("receipt {through} is missing from the chain; nothing was pruned. Run `warden doctor`"))
+        Error::store(
+            StoreFaultKind::Damaged,
+            format!("receipt {through} is missing from the chain; nothing was pruned. Run `warden doctor`"),
+        )
     })?;
     let last_hash = crate::canonical::sha256_prefixed(last.as_bytes());
     let finished = crate::canonical::parse_json(&last)
         .ok()
         .and_then(|document| document.get("finished_at").and_then(serde_json::Value::as_str).map(clock::parse))
         .and_then(std::result::Result::ok)
-        .ok_or_else(|| Error::Store(format!("receipt {through} has no readable finished_at; run `warden doctor`")))?;
+        .ok_or_else(|| {
+            Error::store(
+                StoreFaultKind::Damaged,
+                format!("receipt {through} has no readable finished_at; run `warden doctor`"),
+            )
+        })?;
     // Never less than a prune before deleted (the first event kept may be later than this one).
     let events_through = tx.events_through(finished)?.max(prior.as_ref().map_or(0, |prefix| prefix.events_through));
     let data = serde_json::json!({
@@ -260,7 +272,9 @@ fn prune(tx: &mut WriteTx<'_>, op: &RetentionOp, number: u64, now: Micros) -> Re
 
 impl Kernel {
     fn retention(&self, what: Retention, by: &str, reason: &str) -> Result<RetentionDone> {
-        let ids = |kind| new_id(kind).map_err(|e| Error::Store(format!("no randomness for a receipt: {e}")));
+        let ids = |kind| {
+            new_id(kind).map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a receipt: {e}")))
+        };
         let op = RetentionOp {
             what,
             by: by.to_owned(),

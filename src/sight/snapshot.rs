@@ -7,6 +7,7 @@
 //! under different fingerprints (another origin, path, auth mode or reference) are not
 //! compared.
 
+use crate::error::StoreFaultKind;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -49,9 +50,10 @@ pub fn append(
     mut result: SightResult,
     now: Micros,
 ) -> Result<SightResult, Error> {
-    let id = crate::action::new_id(IdKind::Snapshot).map_err(|e| Error::Store(e.to_string()))?;
+    let id = crate::action::new_id(IdKind::Snapshot).map_err(|e| Error::store(StoreFaultKind::Io, e.to_string()))?;
     result.snapshot_id = Some(id.clone());
-    let text = serde_json::to_string(&result).map_err(|e| Error::Store(format!("cannot encode a snapshot: {e}")))?;
+    let text = serde_json::to_string(&result)
+        .map_err(|e| Error::store(StoreFaultKind::Defect, format!("cannot encode a snapshot: {e}")))?;
     let record = SnapshotRecord {
         id,
         seq: 0,

@@ -15,6 +15,7 @@
 //!   close descriptor numbers the child may since have reused, or join threads that do not
 //!   exist there).
 
+use crate::error::StoreFaultKind;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
@@ -69,9 +70,10 @@ impl Registered {
                 return Ok(Registered { slot: Some(index), fd });
             }
         }
-        Err(crate::error::Error::Store(format!(
-            "this process already holds {SLOTS} store descriptors; close some handles or connections"
-        )))
+        Err(crate::error::Error::store(
+            StoreFaultKind::Limit,
+            format!("this process already holds {SLOTS} store descriptors; close some handles or connections"),
+        ))
     }
 }
 

@@ -24,6 +24,7 @@ mod redb;
 pub(crate) mod rows;
 mod tables;
 
+use crate::error::StoreFaultKind;
 use std::any::Any;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -493,7 +494,10 @@ fn flush_engine<P: Protocol>(engine: &Arc<dyn Any + Send + Sync>) {
 
 fn registry(generation: u64) -> Result<&'static Registry> {
     let slot = REGISTRIES.get(generation as usize).ok_or_else(|| {
-        Error::Store("this process descends from more than 63 nested forks of a Warden process; start it afresh".into())
+        Error::store(
+            StoreFaultKind::Limit,
+            "this process descends from more than 63 nested forks of a Warden process; start it afresh",
+        )
     })?;
     Ok(slot.get_or_init(Registry::default))
 }
@@ -519,7 +523,10 @@ impl<P: Protocol> Store<P> {
         crate::os::install_exit_hook(flush_at_exit);
         let registry = registry(generation)?;
         let mut map = registry.lock().map_err(|_| {
-            Error::Store("the store registry is poisoned by an earlier panic; restart the process".into())
+            Error::store(
+                StoreFaultKind::Defect,
+                "the store registry is poisoned by an earlier panic; restart the process",
+            )
         })?;
         let opened_in = std::process::id();
         if let Some(id) = redb::file::identity(&path) {
@@ -534,8 +541,12 @@ impl<P: Protocol> Store<P> {
             Some(Some(mode)) => mode,
             _ => elect::<P>(&path, options.wait, options.durability, &orphans)?,
         };
-        let identity = redb::file::identity(&path)
-            .ok_or_else(|| Error::Store(format!("the store {} vanished while it was being opened", path.display())))?;
+        let identity = redb::file::identity(&path).ok_or_else(|| {
+            Error::store(
+                StoreFaultKind::Absent,
+                format!("the store {} vanished while it was being opened", path.display()),
+            )
+        })?;
         let engine = Engine::new(path, mode, orphans, &options);
         map.retain(|_, weak| weak.strong_count() > 0);
         let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&engine) as Weak<dyn Any + Send + Sync>;
@@ -787,17 +798,24 @@ impl<P: Protocol> redb::owner::Shared<P> {
 }
 
 fn read_only_refusal(path: &Path, why: &str) -> Error {
-    Error::Store(format!(
-        "the store {} is open read-only for this user ({why}); nothing was written. Run as a user who may write \
+    Error::store(
+        StoreFaultKind::Permission,
+        format!(
+            "the store {} is open read-only for this user ({why}); nothing was written. Run as a user who may write \
          the store and its directory to change it",
-        path.display()
-    ))
+            path.display()
+        ),
+    )
 }
 
 impl<P: Protocol> Engine<P> {
     /// The current mode, electing again if the connection to the owner is gone.
     fn current(&self) -> Result<Arc<Mode<P>>> {
-        let mode = self.mode.read().map_err(|_| Error::Store("the store's mode lock was poisoned".into()))?.clone();
+        let mode = self
+            .mode
+            .read()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the store's mode lock was poisoned"))?
+            .clone();
         if mode.is_done() {
             return self.reelect(&mode);
         }
@@ -809,7 +827,10 @@ impl<P: Protocol> Engine<P> {
     }
 
     fn reelect(&self, stale: &Arc<Mode<P>>) -> Result<Arc<Mode<P>>> {
-        let mut slot = self.mode.write().map_err(|_| Error::Store("the store's mode lock was poisoned".into()))?;
+        let mut slot = self
+            .mode
+            .write()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the store's mode lock was poisoned"))?;
         if !Arc::ptr_eq(&slot, stale) {
             return Ok(slot.clone());
         }
@@ -851,8 +872,7 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, durability: Withstands, orpha
         match OwnerLock::try_take(path)? {
             Attempt::Owner(lock) => match damaged_if_panics(path, || become_owner(path, lock, wait, durability)) {
                 // A reader has the file open for a moment: wait it out within the bound.
-                Err(Error::Store(text))
-                    if text.starts_with(redb::file::HELD_ELSEWHERE) && Instant::now() < deadline => {}
+                Err(error) if error.store_fault_kind() == Some(StoreFaultKind::Busy) && Instant::now() < deadline => {}
                 owned => return owned,
             },
             Attempt::NoWriteAccess(error) => {
@@ -882,12 +902,15 @@ fn elect<P: Protocol>(path: &Path, wait: Duration, durability: Withstands, orpha
 /// reported as a store fault, never a crash of the host.
 fn damaged_if_panics<T>(path: &Path, open: impl FnOnce() -> Result<T>) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(open)).unwrap_or_else(|payload| {
-        Err(Error::Store(format!(
-            "the store file {} is damaged: redb failed while opening it ({}). Run `warden doctor` on it, and \
+        Err(Error::store(
+            StoreFaultKind::Damaged,
+            format!(
+                "the store file {} is damaged: redb failed while opening it ({}). Run `warden doctor` on it, and \
              restore it from a backup if the damage is confirmed",
-            path.display(),
-            crate::error::panic_text(payload.as_ref())
-        )))
+                path.display(),
+                crate::error::panic_text(payload.as_ref())
+            ),
+        ))
     })
 }
 
@@ -923,7 +946,7 @@ fn become_owner<P: Protocol>(path: &Path, lock: OwnerLock, wait: Duration, durab
         std::thread::Builder::new()
             .name("warden-writer".into())
             .spawn(move || shared.committer.run(&shared.db))
-            .map_err(|e| Error::Store(format!("cannot start the store's writer thread: {e}")))?
+            .map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot start the store's writer thread: {e}")))?
     };
     let mut owned = Owned {
         server: None,
@@ -943,11 +966,14 @@ fn only_read<P: Protocol>(path: &Path, wait: Duration, orphans: &Orphans<P>) -> 
         return Ok(Some(Mode::Client(client)));
     }
     if !redb::file::inspect(path)? {
-        return Err(Error::Store(format!("there is no store at {} (reading never creates one)", path.display())));
+        return Err(Error::store(
+            StoreFaultKind::Absent,
+            format!("there is no store at {} (reading never creates one)", path.display()),
+        ));
     }
     match damaged_if_panics(path, || read_only_mode(path, "opened to read only".into())) {
         Ok(mode) => Ok(Some(mode)),
-        Err(Error::Store(text)) if text.contains("needs recovery") => Ok(None),
+        Err(error) if error.store_fault_kind() == Some(StoreFaultKind::NeedsRecovery) => Ok(None),
         Err(other) => Err(other),
     }
 }
@@ -963,10 +989,10 @@ fn open_read_only<P: Protocol>(
         return Ok(Mode::Client(client));
     }
     if !redb::file::inspect(path)? {
-        return Err(Error::Store(format!(
-            "there is no store at {}, and this user cannot create one there ({why})",
-            path.display()
-        )));
+        return Err(Error::store(
+            StoreFaultKind::Permission,
+            format!("there is no store at {}, and this user cannot create one there ({why})", path.display()),
+        ));
     }
     read_only_mode(path, why.to_string())
 }
@@ -976,19 +1002,27 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
     let file = std::fs::File::open(path).map_err(|e| redb::file::access_error(path, &e))?;
     let registered = fork::Registered::new(std::os::fd::AsRawFd::as_raw_fd(&file))?;
     let backend = ::redb::backends::FileBackend::new(file)
-        .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot open {}: {e}", path.display())))?;
     let db = ::redb::Builder::new().open_read_only_with_backend(backend).map_err(|e| match e {
-        ::redb::DatabaseError::DatabaseAlreadyOpen => Error::Store(format!(
-            "the store {} is in use by a process of another user, and this user may only read it; read it as that \
+        ::redb::DatabaseError::DatabaseAlreadyOpen => Error::store(
+            StoreFaultKind::Permission,
+            format!(
+                "the store {} is in use by a process of another user, and this user may only read it; read it as that \
              user, or when that process has closed it",
-            path.display()
-        )),
-        ::redb::DatabaseError::RepairAborted | ::redb::DatabaseError::Storage(_) => Error::Store(format!(
-            "the store {} needs recovery after a crash, which a read-only user cannot do: open it once as a user \
+                path.display()
+            ),
+        ),
+        ::redb::DatabaseError::RepairAborted | ::redb::DatabaseError::Storage(_) => Error::store(
+            StoreFaultKind::NeedsRecovery,
+            format!(
+                "the store {} needs recovery after a crash, which a read-only user cannot do: open it once as a user \
              who may write it ({e})",
-            path.display()
-        )),
-        other => Error::Store(format!("cannot open the store {} read-only: {other}", path.display())),
+                path.display()
+            ),
+        ),
+        other => {
+            Error::store(StoreFaultKind::Io, format!("cannot open the store {} read-only: {other}", path.display()))
+        }
     })?;
     match redb::schema::version(&db, path)? {
         // The file alone is the store only when its journal holds nothing more. Schema 7 differs
@@ -1005,11 +1039,14 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
         // Older rows (schema 1: no checksums; 2 and 3: approvals without their action) are only
         // readable after the migration, which needs a writer.
         Some(old @ 1..=3) => {
-            return Err(Error::Store(format!(
-                "the store {} has schema {old} and must be migrated before it can be read; open it once as a user \
+            return Err(Error::store(
+                StoreFaultKind::Version,
+                format!(
+                    "the store {} has schema {old} and must be migrated before it can be read; open it once as a user \
                  who may write it",
-                path.display()
-            )))
+                    path.display()
+                ),
+            ))
         }
         Some(other) => redb::schema::check_version(other, path)?,
         None => {
@@ -1026,7 +1063,7 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
 impl ReadOnly {
     fn read<R: ReadOp>(&self, op: &R, now: &Now) -> Result<R::Reply> {
         use ::redb::ReadableDatabase;
-        let db = self.db.as_ref().ok_or_else(|| Error::Store("the store was closed".into()))?;
+        let db = self.db.as_ref().ok_or_else(|| Error::store(StoreFaultKind::Stopped, "the store was closed"))?;
         let rows = redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?);
         op.run(&rows::semantics::Reads::new(&rows), now.read())
     }

@@ -130,6 +130,7 @@ pub fn approve<'a>(action: &'a Action, template: &'a Template, approval: Option<
 pub fn assert_store_fault(error: &warden::Error, table: &str, key: &str) {
     let text = error.to_string();
     assert!(matches!(error, warden::Error::Store(_)), "expected a store fault, got {text}");
+    assert_eq!(error.store_fault_kind(), Some(warden::error::StoreFaultKind::Damaged), "{text}");
     assert!(text.contains(table) && text.contains(key), "the fault must name {table} and {key}: {text}");
     assert!(text.contains("damaged"), "{text}");
 }
@@ -143,6 +144,7 @@ pub fn open_to_read(path: &std::path::Path) -> Kernel {
 pub fn assert_hidden_row_fault(error: &warden::Error, key: &str) {
     let text = error.to_string();
     assert!(matches!(error, warden::Error::Store(_)), "expected a store fault, got {text}");
+    assert_eq!(error.store_fault_kind(), Some(warden::error::StoreFaultKind::Damaged), "{text}");
     assert!(text.contains(&format!("{key:?}")) && text.contains("warden doctor") && text.contains("damaged"), "{text}");
 }
 

@@ -95,7 +95,18 @@ class OutOfWindow extends Refused {}
 /** Something is broken (codes 200..299). */
 class Fault extends WardenError {}
 class InvalidInput extends Fault {}
-class StoreFault extends Fault {}
+/**
+ * The store failed. `kind` says how, for code that branches on it: `io`, `no_space`,
+ * `permission`, `damaged`, `version`, `needs_recovery`, `not_a_store`, `absent`, `busy`, `limit`,
+ * `stopped`, `defect` (null when the store could not be reached at all, reason
+ * `store_unavailable`).
+ */
+class StoreFault extends Fault {
+  constructor(message, fields = {}) {
+    super(message, fields);
+    this.kind = typeof fields.kind === 'string' ? fields.kind : null;
+  }
+}
 class ConfigError extends Fault {}
 /**
  * A sight's fetch failed, was refused or cancelled; `reason` is the sight code:

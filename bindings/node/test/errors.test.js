@@ -1,6 +1,7 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 
 const warden = require('..');
 const { open, ada, scratch } = require('./helpers');
@@ -91,6 +92,24 @@ test('a malformed policy document is a ConfigError', (t) => {
   })();
   assert.ok(error instanceof warden.ConfigError, `got ${error}`);
   assert.equal(error.code, 'WARDEN_RESULT_CONFIG');
+});
+
+test('a store fault names its kind', (t) => {
+  const { config, store } = scratch(t, 'schema: warden/v1\nactions: {}\n');
+  fs.writeFileSync(store, 'these are notes, not a store\n');
+  const error = (() => {
+    try {
+      new warden.Warden({ store, config });
+    } catch (e) {
+      return e;
+    }
+    return null;
+  })();
+  assert.ok(error instanceof warden.StoreFault, `got ${error}`);
+  assert.equal(error.code, 'WARDEN_RESULT_STORE');
+  assert.equal(error.kind, 'not_a_store');
+  assert.equal(fs.readFileSync(store, 'utf8'), 'these are notes, not a store\n');
+  assert.equal(new warden.StoreFault('raised by the binding').kind, null);
 });
 
 test('bad arguments are InvalidInput from the library or TypeError from the binding', async (t) => {

@@ -121,6 +121,17 @@ def test_configuration_faults(tmp_path: Path, config: Path) -> None:
         warden.Warden(store="", config=config)
 
 
+def test_a_store_fault_names_its_kind(tmp_path: Path, config: Path) -> None:
+    not_a_store = tmp_path / "notes.redb"
+    not_a_store.write_text("these are notes, not a store\n", encoding="utf-8")
+    with pytest.raises(warden.StoreFault) as refused:
+        warden.Warden(store=not_a_store, config=config)
+    assert refused.value.code == "WARDEN_RESULT_STORE"
+    assert refused.value.kind == "not_a_store", refused.value.details
+    assert not_a_store.read_text(encoding="utf-8") == "these are notes, not a store\n"
+    assert warden.StoreFault("raised by the binding").kind is None
+
+
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "RUST_BACKTRACE": "0", **env}
     return subprocess.run(

@@ -289,8 +289,18 @@ class InvalidInput(Fault):
 
 
 class StoreFault(Fault):
+    """The store failed. ``kind`` says how, for code that branches on it: ``io``, ``no_space``,
+    ``permission``, ``damaged``, ``version``, ``needs_recovery``, ``not_a_store``, ``absent``,
+    ``busy``, ``limit``, ``stopped``, ``defect`` (``None`` when the store could not be reached
+    at all, reason ``store_unavailable``)."""
+
     default_code = "WARDEN_RESULT_STORE"
     default_reason = "store"
+
+    @property
+    def kind(self) -> str | None:
+        kind = self.details.get("kind")
+        return kind if isinstance(kind, str) else None
 
 
 class ConfigError(Fault):

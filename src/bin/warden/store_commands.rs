@@ -84,11 +84,10 @@ fn open_store_as(path: Option<&Path>, read_only: bool) -> Result<Kernel, Failure
 
 /// A file that is there but holds something else (a document, the `.lock` beside a store) is a
 /// mistake in the path, exit 2 as for a missing one, not a fault of the store (exit 3).
-// The store names this case only in its message (`Error::Store`); matching the message is the
-// one place the CLI depends on its wording, and a changed wording falls back to exit 3, never 0.
 fn not_a_store(error: warden::Error) -> Failure {
     match &error {
-        warden::Error::Store(message) if message.contains("is not a Warden store") => {
+        warden::Error::Store(fault) if fault.kind == warden::error::StoreFaultKind::NotAStore => {
+            let message = &fault.message;
             Failure::usage(format!("{}; {NAME_IT}", shown(message.split("; ").next().unwrap_or(message))))
         }
         _ => error.into(),

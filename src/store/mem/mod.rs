@@ -5,6 +5,7 @@
 //! a copy of the maps and replaces them when its operation succeeds, so a refused operation
 //! leaves nothing behind. Nothing is durable: the store ends with the process.
 
+use crate::error::StoreFaultKind;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -105,10 +106,9 @@ impl MemStore {
         if name.is_empty() {
             return Err(Error::InvalidInput("a memory store needs a name: memory:NAME".into()));
         }
-        let mut stores = STORES
-            .get_or_init(Mutex::default)
-            .lock()
-            .map_err(|_| Error::Store("the memory stores' registry is poisoned by an earlier panic".into()))?;
+        let mut stores = STORES.get_or_init(Mutex::default).lock().map_err(|_| {
+            Error::store(StoreFaultKind::Defect, "the memory stores' registry is poisoned by an earlier panic")
+        })?;
         if let Some(store) = stores.get(name) {
             return Ok(store.clone());
         }
@@ -130,7 +130,9 @@ impl MemStore {
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Tables>> {
-        self.tables.lock().map_err(|_| Error::Store(format!("the memory store {} is poisoned by a panic", self.name)))
+        self.tables.lock().map_err(|_| {
+            Error::store(StoreFaultKind::Defect, format!("the memory store {} is poisoned by a panic", self.name))
+        })
     }
 
     /// Apply one write in its own transaction: all of it, or (on an error) none.

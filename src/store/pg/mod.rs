@@ -28,6 +28,7 @@ mod schema;
 mod sql;
 mod tls;
 
+use crate::error::StoreFaultKind;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -255,7 +256,10 @@ impl ScratchSchemas {
         let clean: String =
             name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
         let schema = format!("warden_scratch_{}_{clean}", self.tag);
-        let mut made = self.made.lock().map_err(|_| Error::Store("the scratch schema list was poisoned".into()))?;
+        let mut made = self
+            .made
+            .lock()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the scratch schema list was poisoned"))?;
         if !made.contains(&schema) {
             let mut conn = self.base.connect()?;
             conn.client
@@ -308,8 +312,11 @@ impl PgStore {
     /// An idle connection (`true`: reused, and perhaps closed by the server since) or a new one.
     fn checkout(&self) -> Result<(Conn, bool)> {
         loop {
-            let idle =
-                self.pool.lock().map_err(|_| Error::Store("the PostgreSQL pool lock was poisoned".into()))?.pop();
+            let idle = self
+                .pool
+                .lock()
+                .map_err(|_| Error::store(StoreFaultKind::Defect, "the PostgreSQL pool lock was poisoned"))?
+                .pop();
             match idle {
                 Some(conn) if conn.client.is_closed() => {}
                 Some(conn) => return Ok((conn, true)),
@@ -424,7 +431,8 @@ impl PgStore {
             Attempt::Stale(error) => Err(error),
             Attempt::Done(result) => {
                 self.checkin(conn);
-                result?.ok_or_else(|| Error::Store("a first write found itself already committed".into()))
+                result?
+                    .ok_or_else(|| Error::store(StoreFaultKind::Defect, "a first write found itself already committed"))
             }
             // The server never answered COMMIT: decide from the witness, on a fresh connection.
             Attempt::Unknown(reply) => {
@@ -719,6 +727,7 @@ fn database_clock(client: &mut Client) -> Result<Micros> {
 
 fn random_id() -> Result<[u8; 16]> {
     let mut id = [0u8; 16];
-    getrandom::fill(&mut id).map_err(|e| Error::Store(format!("the system's random source failed: {e}")))?;
+    getrandom::fill(&mut id)
+        .map_err(|e| Error::store(StoreFaultKind::Io, format!("the system's random source failed: {e}")))?;
     Ok(id)
 }

@@ -3,6 +3,7 @@
 //! `v bytea` — the codec's bytes, exactly as the file stores them. This file knows SQL and
 //! columns; what the rows mean is `rows::semantics`.
 
+use crate::error::StoreFaultKind;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::{Mutex, OnceLock};
@@ -269,13 +270,14 @@ impl RowWrite for PgRows<'_, '_> {
 /// The bigint column `name` of the first row of a simple query's answer that has it (the
 /// answers of a transaction's first round trip), or a store fault naming it.
 pub(super) fn simple_int(rows: &[postgres::SimpleQueryRow], name: &str) -> Result<i64> {
-    let text = rows
-        .iter()
-        .find_map(|row| row.try_get(name).ok())
-        .flatten()
-        .ok_or_else(|| Error::Store(format!("PostgreSQL answered no {name} when a write transaction began")))?;
+    let text = rows.iter().find_map(|row| row.try_get(name).ok()).flatten().ok_or_else(|| {
+        Error::store(StoreFaultKind::Damaged, format!("PostgreSQL answered no {name} when a write transaction began"))
+    })?;
     text.parse().map_err(|_| {
-        Error::Store(format!("PostgreSQL answered {name} = {text:?} when a write transaction began, not a bigint"))
+        Error::store(
+            StoreFaultKind::Damaged,
+            format!("PostgreSQL answered {name} = {text:?} when a write transaction began, not a bigint"),
+        )
     })
 }
 
@@ -286,12 +288,10 @@ pub(super) fn read_ahead(rows: &[postgres::SimpleQueryRow], index: usize) -> Res
     let Some(row) = rows.iter().find(|row| row.try_get("ahead").ok().flatten() == Some(wanted.as_str())) else {
         return Ok(None);
     };
-    let text = row
-        .try_get("ahead_v")
-        .ok()
-        .flatten()
-        .ok_or_else(|| Error::Store("PostgreSQL answered a row read ahead without its value".into()))?;
-    hex::decode(text)
-        .map(Some)
-        .map_err(|_| Error::Store("PostgreSQL answered a row read ahead whose value is not hex".into()))
+    let text = row.try_get("ahead_v").ok().flatten().ok_or_else(|| {
+        Error::store(StoreFaultKind::Damaged, "PostgreSQL answered a row read ahead without its value")
+    })?;
+    hex::decode(text).map(Some).map_err(|_| {
+        Error::store(StoreFaultKind::Damaged, "PostgreSQL answered a row read ahead whose value is not hex")
+    })
 }

@@ -5,6 +5,7 @@
 //! any statement failed (PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK, not
 //! an error).
 
+use crate::error::StoreFaultKind;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
@@ -61,12 +62,15 @@ pub(super) fn fault(doing: &str, error: &postgres::Error) -> Error {
             db.message(),
             db.code().code()
         )),
-        Some(db) => Error::Store(format!(
-            "PostgreSQL failed while {doing}: {} (SQLSTATE {}); nothing was applied. The database holds something \
+        Some(db) => Error::store(
+            StoreFaultKind::Io,
+            format!(
+                "PostgreSQL failed while {doing}: {} (SQLSTATE {}); nothing was applied. The database holds something \
              this build did not write; run `warden doctor` on the store",
-            db.message(),
-            db.code().code()
-        )),
+                db.message(),
+                db.code().code()
+            ),
+        ),
         None => Error::Unavailable(format!(
             "PostgreSQL could not be reached while {doing} ({}); nothing was applied by this call",
             describe(error)
@@ -132,10 +136,14 @@ fn render(template: &str, values: &[Lit<'_>]) -> Result<String> {
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let digits: String = rest[at + 1..].chars().take_while(char::is_ascii_digit).collect();
-        let index: usize =
-            digits.parse().map_err(|_| Error::Store(format!("a statement template has a bare $: {template}")))?;
+        let index: usize = digits.parse().map_err(|_| {
+            Error::store(StoreFaultKind::Defect, format!("a statement template has a bare $: {template}"))
+        })?;
         let value = values.get(index.wrapping_sub(1)).ok_or_else(|| {
-            Error::Store(format!("a statement template names ${index}, which was not given: {template}"))
+            Error::store(
+                StoreFaultKind::Defect,
+                format!("a statement template names ${index}, which was not given: {template}"),
+            )
         })?;
         value.render(&mut out)?;
         rest = &rest[at + 1 + digits.len()..];
@@ -273,34 +281,46 @@ impl<'c> Sql<'c> {
     pub(super) fn read_ahead(&self, table: &'static str, key: String, value: Option<Vec<u8>>) -> Result<()> {
         self.prefetched
             .try_borrow_mut()
-            .map_err(|_| Error::Store("the read-ahead rows were re-entered".into()))?
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the read-ahead rows were re-entered"))?
             .keep(table, key, value);
         Ok(())
     }
 
     /// A row read ahead and not written since.
     pub(super) fn read_before(&self, table: &'static str, key: &str) -> Result<Ahead> {
-        let prefetched =
-            self.prefetched.try_borrow().map_err(|_| Error::Store("the read-ahead rows were re-entered".into()))?;
+        let prefetched = self
+            .prefetched
+            .try_borrow()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the read-ahead rows were re-entered"))?;
         Ok(prefetched.get(table, key))
     }
 
     fn client(&self) -> Result<std::cell::RefMut<'_, &'c mut Client>> {
-        self.client.try_borrow_mut().map_err(|_| Error::Store("a PostgreSQL transaction was re-entered".into()))
+        self.client
+            .try_borrow_mut()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "a PostgreSQL transaction was re-entered"))
     }
 
     /// Send the buffered writes now, when `read` names a table one of them touches.
     fn flush(&self, read: &'static str, doing: &str) -> Result<()> {
         {
-            let touched =
-                self.touched.try_borrow().map_err(|_| Error::Store("the write buffer was re-entered".into()))?;
+            let touched = self
+                .touched
+                .try_borrow()
+                .map_err(|_| Error::store(StoreFaultKind::Defect, "the write buffer was re-entered"))?;
             if touched.is_empty() || !tables(read).any(|table| touched.contains(&table)) {
                 return Ok(());
             }
         }
-        self.touched.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?.clear();
+        self.touched
+            .try_borrow_mut()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the write buffer was re-entered"))?
+            .clear();
         let batch = std::mem::take(
-            &mut *self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?,
+            &mut *self
+                .pending
+                .try_borrow_mut()
+                .map_err(|_| Error::store(StoreFaultKind::Defect, "the write buffer was re-entered"))?,
         );
         let mut client = self.client()?;
         client.batch_execute(&batch).map_err(|error| {
@@ -317,8 +337,10 @@ impl<'c> Sql<'c> {
     ) -> Result<T> {
         self.flush(sql, doing)?;
         let mut client = self.client()?;
-        let mut cache =
-            self.cache.try_borrow_mut().map_err(|_| Error::Store("a statement cache was re-entered".into()))?;
+        let mut cache = self
+            .cache
+            .try_borrow_mut()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "a statement cache was re-entered"))?;
         let statement = match cache.get(sql) {
             Some(statement) => statement.clone(),
             None => match client.prepare(sql) {
@@ -352,7 +374,7 @@ impl<'c> Sql<'c> {
     fn forget(&self, statement: &'static str) -> Result<()> {
         self.prefetched
             .try_borrow_mut()
-            .map_err(|_| Error::Store("the read-ahead rows were re-entered".into()))?
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the read-ahead rows were re-entered"))?
             .forget(statement);
         Ok(())
     }
@@ -363,18 +385,25 @@ impl<'c> Sql<'c> {
         let statement = render(template, values)?;
         if tables(template).next().is_none() {
             // A read must know which buffered writes it has to see first.
-            return Err(Error::Store(format!("a buffered write names no warden_ table: {template}")));
+            return Err(Error::store(
+                StoreFaultKind::Defect,
+                format!("a buffered write names no warden_ table: {template}"),
+            ));
         }
         self.forget(template)?;
-        let mut touched =
-            self.touched.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?;
+        let mut touched = self
+            .touched
+            .try_borrow_mut()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the write buffer was re-entered"))?;
         for table in tables(template) {
             if !touched.contains(&table) {
                 touched.push(table);
             }
         }
-        let mut pending =
-            self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?;
+        let mut pending = self
+            .pending
+            .try_borrow_mut()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the write buffer was re-entered"))?;
         pending.push_str(&statement);
         pending.push_str(";\n");
         Ok(())
@@ -385,10 +414,16 @@ impl<'c> Sql<'c> {
     /// (`commit_unknown`).
     pub(super) fn commit(self) -> std::result::Result<std::result::Result<(), postgres::Error>, Error> {
         if self.failed.get() {
-            return Err(Error::Store("refusing to commit a PostgreSQL transaction in which a statement failed".into()));
+            return Err(Error::store(
+                StoreFaultKind::Stopped,
+                "refusing to commit a PostgreSQL transaction in which a statement failed",
+            ));
         }
         let mut batch = std::mem::take(
-            &mut *self.pending.try_borrow_mut().map_err(|_| Error::Store("the write buffer was re-entered".into()))?,
+            &mut *self
+                .pending
+                .try_borrow_mut()
+                .map_err(|_| Error::store(StoreFaultKind::Defect, "the write buffer was re-entered"))?,
         );
         batch.push_str("COMMIT");
         self.ended.set(true);
@@ -419,22 +454,30 @@ impl<'c> Sql<'c> {
 /// A column of a row, or a store fault naming it (a row of an unexpected shape).
 pub(super) fn column<'r, T: postgres::types::FromSql<'r>>(row: &'r Row, index: usize, table: &str) -> Result<T> {
     row.try_get(index).map_err(|error| {
-        Error::Store(format!(
+        Error::store(
+            StoreFaultKind::Damaged,
+            format!(
             "the PostgreSQL table {table} answered a column of an unexpected type ({error}); the schema was altered. \
              Run `warden doctor` on the store"
-        ))
+        ),
+        )
     })
 }
 
 /// A stored u64 (seq, event id, attempt) as the bigint PostgreSQL keeps.
 pub(super) fn int(value: u64, what: &str) -> Result<i64> {
-    i64::try_from(value).map_err(|_| Error::Store(format!("the {what} {value} does not fit a PostgreSQL bigint")))
+    i64::try_from(value).map_err(|_| {
+        Error::store(StoreFaultKind::Limit, format!("the {what} {value} does not fit a PostgreSQL bigint"))
+    })
 }
 
 /// A bigint read back as the u64 it was written from.
 pub(super) fn uint(value: i64, table: &str) -> Result<u64> {
     u64::try_from(value).map_err(|_| {
-        Error::Store(format!("the PostgreSQL table {table} holds a negative number {value}; it was altered"))
+        Error::store(
+            StoreFaultKind::Damaged,
+            format!("the PostgreSQL table {table} holds a negative number {value}; it was altered"),
+        )
     })
 }
 

@@ -8,6 +8,7 @@
 //! (an outcome, keyed by its receipt id), which are re-sent to the next owner. Deferred
 //! outcomes are kept until the owner confirms them, and re-sent after a takeover.
 
+use crate::error::StoreFaultKind;
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -86,11 +87,14 @@ impl<P: Protocol> Client<P> {
                 return Ok(None)
             }
             Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(Error::Store(format!(
+                return Err(Error::store(
+                    StoreFaultKind::Permission,
+                    format!(
                     "permission denied reaching the store's owner process at {}: the store is in use by another user's \
                      process; use the store as that user",
                     address.display()
-                )))
+                ),
+                ))
             }
             Err(error) => return Err(Error::Unavailable(format!("cannot reach the store's owner process: {error}"))),
         };
@@ -118,16 +122,21 @@ impl<P: Protocol> Client<P> {
         let owner_pid = match welcome {
             Some(Down::Welcome { protocol, owner_pid, dev, ino }) if protocol == PROTOCOL => {
                 if expected.is_some_and(|expected| expected != (dev, ino)) {
-                    return Err(Error::Store(format!(
+                    return Err(Error::store(StoreFaultKind::Damaged, format!(
                         "the process owning the store's socket (pid {owner_pid}) serves another file than the one at the \
                          store's path (it was replaced while open); nothing was done"
                     )));
                 }
                 owner_pid
             }
-            Some(Down::Refused { message }) => return Err(Error::Store(message)),
+            Some(Down::Refused { message }) => return Err(Error::store(StoreFaultKind::Version, message)),
             Some(Down::Goodbye) | None => return Ok(None),
-            Some(_) => return Err(Error::Store("the store's owner process answered the handshake out of turn".into())),
+            Some(_) => {
+                return Err(Error::store(
+                    StoreFaultKind::Defect,
+                    "the store's owner process answered the handshake out of turn",
+                ))
+            }
         };
         // The reader waits without a timeout: requests carry their own deadlines.
         stream.set_read_timeout(None).map_err(|e| Error::Unavailable(format!("cannot clear a timeout: {e}")))?;

@@ -22,6 +22,7 @@
 //!   A leading caller also writes its batch's journal record unless one is being written; the
 //!   writer thread hands records to the journal thread, so it never waits on a sync.
 
+use crate::error::StoreFaultKind;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
@@ -177,9 +178,10 @@ impl<W: WriteOp> Committer<W> {
     }
 
     fn poison_error(reason: &str) -> Error {
-        Error::Store(format!(
-            "{reason} (the store's writer stopped at that fault; open the store again once it is fixed)"
-        ))
+        Error::store(
+            StoreFaultKind::Stopped,
+            format!("{reason} (the store's writer stopped at that fault; open the store again once it is fixed)"),
+        )
     }
 
     /// Queue one item. Refused at once when the writer is latched or stopping.
@@ -252,7 +254,7 @@ impl<W: WriteOp> Committer<W> {
     /// Take the writer flag ahead of queued batches (once the batch being applied, if any, is
     /// done); dropping the guard lets the next writer go.
     fn hold_writer(&self) -> Result<Release<'_, W>> {
-        let poisoned = || Error::Store("the store's writer queue was poisoned by a panic".into());
+        let poisoned = || Error::store(StoreFaultKind::Defect, "the store's writer queue was poisoned by a panic");
         let mut queue = self.queue.lock().map_err(|_| poisoned())?;
         queue.waiting_exclusive += 1;
         while queue.writing {
@@ -293,7 +295,10 @@ impl<W: WriteOp> Committer<W> {
         if committed {
             self.holding.store(false, Ordering::Release);
         } else {
-            self.lose(db, &Error::Store("the store's last batches could not be committed to its file".into()));
+            self.lose(
+                db,
+                &Error::store(StoreFaultKind::Stopped, "the store's last batches could not be committed to its file"),
+            );
         }
     }
 
@@ -308,13 +313,18 @@ impl<W: WriteOp> Committer<W> {
 
     /// Commit the kept transaction, if any, without a sync (the caller holds the writer flag).
     fn commit_kept(&self, db: &Db) -> Result<()> {
-        let kept =
-            self.kept.lock().map_err(|_| Error::Store("the store's writer was poisoned by a panic".into()))?.take();
+        let kept = self
+            .kept
+            .lock()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the store's writer was poisoned by a panic"))?
+            .take();
         self.kept_batches.store(0, Ordering::Relaxed);
         let Some(mut txn) = kept else { return self.not_lost() };
         let committed = txn
             .set_durability(redb::Durability::None)
-            .map_err(|error| Error::Store(format!("the store cannot defer its commit: {error}")))
+            .map_err(|error| {
+                Error::store(StoreFaultKind::Stopped, format!("the store cannot defer its commit: {error}"))
+            })
             .and_then(|()| txn.commit().map_err(fault));
         match committed {
             Ok(()) => {
@@ -375,7 +385,7 @@ impl<W: WriteOp> Committer<W> {
             return None;
         }
         let Ok(mut queue) = self.queue.lock() else {
-            (item.reply)(Err(Error::Store("the store's writer queue was poisoned by a panic".into())));
+            (item.reply)(Err(Error::store(StoreFaultKind::Defect, "the store's writer queue was poisoned by a panic")));
             return None;
         };
         if queue.shutdown {
@@ -521,7 +531,7 @@ impl<W: WriteOp> Committer<W> {
             return Ok(());
         }
         let Some(journal) = db.journal() else {
-            return Err(Error::Store("the store's journal is gone while batches wait for it".into()));
+            return Err(Error::store(StoreFaultKind::Stopped, "the store's journal is gone while batches wait for it"));
         };
         journal.append(&payload, reserved).inspect_err(|error| {
             let _ = self.poisoned.set(error.to_string());
@@ -613,7 +623,10 @@ impl<W: WriteOp> Committer<W> {
                             wake_journal && journaling.work_for_parked_thread()
                         }
                         Err(_) => {
-                            let error = Error::Store("the store's journal stage was poisoned by a panic".into());
+                            let error = Error::store(
+                                StoreFaultKind::Defect,
+                                "the store's journal stage was poisoned by a panic",
+                            );
                             let _ = self.poisoned.set(error.to_string());
                             for (reply, _) in settle.answers {
                                 reply(Err(error.clone()));
@@ -654,7 +667,7 @@ impl<W: WriteOp> Committer<W> {
                     let _ = self.poisoned.set(reason.clone());
                     let error = match error {
                         Error::Store(_) => error,
-                        other => Error::Store(other.to_string()),
+                        other => Error::store(StoreFaultKind::Stopped, other.to_string()),
                     };
                     for item in batch {
                         (item.reply)(Err(error.clone()));
@@ -690,16 +703,19 @@ impl<W: WriteOp> Committer<W> {
         let touching = std::cell::Cell::new("");
         let applied = match catch_unwind(AssertUnwindSafe(|| self.attempt(db, batch, &touching))) {
             Ok(applied) => applied,
-            Err(payload) => Applied::Fault(Error::Store(format!(
-                "the store file {} is damaged: redb failed while using the {} table ({}). Run `warden doctor` on \
+            Err(payload) => Applied::Fault(Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "the store file {} is damaged: redb failed while using the {} table ({}). Run `warden doctor` on \
                      it, and restore it from a backup if the damage is confirmed",
-                db.path().display(),
-                match touching.get() {
-                    "" => "first",
-                    table => table,
-                },
-                crate::error::panic_text(payload.as_ref())
-            ))),
+                    db.path().display(),
+                    match touching.get() {
+                        "" => "first",
+                        table => table,
+                    },
+                    crate::error::panic_text(payload.as_ref())
+                ),
+            )),
         };
         // A fault while the kept transaction was taken drops it, and with it what it held.
         if let Applied::Fault(error) = &applied {
@@ -718,7 +734,12 @@ impl<W: WriteOp> Committer<W> {
         };
         let kept = match self.kept.lock() {
             Ok(mut kept) => kept.take(),
-            Err(_) => return Applied::Fault(Error::Store("the store's writer was poisoned by a panic".into())),
+            Err(_) => {
+                return Applied::Fault(Error::store(
+                    StoreFaultKind::Defect,
+                    "the store's writer was poisoned by a panic",
+                ))
+            }
         };
         // `held`: the transaction holds batches before this one, so this batch is undone
         // change by change if it must be, never by aborting them with it.

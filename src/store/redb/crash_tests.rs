@@ -179,6 +179,7 @@ fn capture(root: &Path, store: &Path, space_after: Option<(usize, u64)>) -> (Vec
             Err(error) => {
                 assert!(space_after.is_some(), "step {index} {step:?} failed: {error}");
                 assert!(matches!(error, Error::Store(_)), "a full disk is a store fault: {error}");
+                assert_eq!(error.store_fault_kind(), Some(crate::error::StoreFaultKind::NoSpace), "{error}");
                 break;
             }
         }

@@ -9,6 +9,7 @@
 //! redb database, or a redb database with rows but no Warden schema — is refused, so that a
 //! damaged or replaced store is a fault, never a fresh start.
 
+use crate::error::StoreFaultKind;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read};
 use std::os::fd::AsRawFd;
@@ -35,11 +36,14 @@ pub(crate) fn identity(path: &Path) -> Option<FileId> {
 
 /// The message for a path that holds something other than a Warden store.
 pub(crate) fn not_a_store(path: &Path, what: &str) -> Error {
-    Error::Store(format!(
-        "{} is not a Warden store ({what}); Warden creates a store only where no file exists, so it will not \
+    Error::store(
+        StoreFaultKind::NotAStore,
+        format!(
+            "{} is not a Warden store ({what}); Warden creates a store only where no file exists, so it will not \
          overwrite this one. Pass the path of the store, or remove the file if it is yours to discard",
-        path.display()
-    ))
+            path.display()
+        ),
+    )
 }
 
 /// Checks what is at `path` before it is opened: `Ok(true)` when a redb file is there,
@@ -48,7 +52,9 @@ pub(crate) fn inspect(path: &Path) -> Result<bool> {
     let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(Error::Store(format!("cannot read the store {}: {error}", path.display()))),
+        Err(error) => {
+            return Err(Error::store(StoreFaultKind::Io, format!("cannot read the store {}: {error}", path.display())))
+        }
     };
     if !metadata.is_file() {
         return Err(not_a_store(path, "it is not a regular file"));
@@ -68,12 +74,15 @@ pub(crate) fn inspect(path: &Path) -> Result<bool> {
 /// A permission problem or another I/O error opening the store, named for the store.
 pub(crate) fn access_error(path: &Path, error: &std::io::Error) -> Error {
     match error.kind() {
-        ErrorKind::PermissionDenied => Error::Store(format!(
+        ErrorKind::PermissionDenied => Error::store(
+            StoreFaultKind::Permission,
+            format!(
             "permission denied opening the store {}: {error}. Run as a user who may read (and, to change it, write) \
              the store and its directory",
             path.display()
-        )),
-        _ => Error::Store(format!("cannot open the store {}: {error}", path.display())),
+        ),
+        ),
+        _ => Error::store(StoreFaultKind::Io, format!("cannot open the store {}: {error}", path.display())),
     }
 }
 
@@ -139,7 +148,7 @@ impl Db {
     }
 
     pub(crate) fn database(&self) -> Result<&Database> {
-        self.db.as_ref().ok_or_else(|| Error::Store("the store was closed".into()))
+        self.db.as_ref().ok_or_else(|| Error::store(StoreFaultKind::Stopped, "the store was closed"))
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -156,16 +165,22 @@ impl Db {
     pub(crate) fn check_still_there(&self) -> Result<()> {
         match identity(&self.path) {
             Some(now) if now == self.identity => Ok(()),
-            Some(_) => Err(Error::Store(format!(
-                "the store file {} was replaced by another file while it was open; nothing was written. Every \
+            Some(_) => Err(Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "the store file {} was replaced by another file while it was open; nothing was written. Every \
                  handle on it refuses further calls: find out who replaced it, then open the store again",
-                self.path.display()
-            ))),
-            None => Err(Error::Store(format!(
-                "the store file {} was deleted while it was open; nothing was written. Every handle on it refuses \
+                    self.path.display()
+                ),
+            )),
+            None => Err(Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "the store file {} was deleted while it was open; nothing was written. Every handle on it refuses \
                  further calls: restore the store (or, if it is meant to be gone, open a new one)",
-                self.path.display()
-            ))),
+                    self.path.display()
+                ),
+            )),
         }
     }
 }
@@ -198,15 +213,25 @@ pub(crate) const HELD_ELSEWHERE: &str = "the store is held open by a process out
 
 fn open_error(path: &Path, error: DatabaseError) -> Error {
     match error {
-        DatabaseError::DatabaseAlreadyOpen => Error::Store(format!(
-            "{HELD_ELSEWHERE} (a reader such as `warden doctor`, or an older Warden): {}; nothing was written. \
+        DatabaseError::DatabaseAlreadyOpen => Error::store(
+            StoreFaultKind::Busy,
+            format!(
+                "{HELD_ELSEWHERE} (a reader such as `warden doctor`, or an older Warden): {}; nothing was written. \
              Close that process and open again",
-            path.display()
-        )),
-        DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
-            Error::Store(format!("the store file {} is damaged: {detail}. Run `warden doctor` on it", path.display()))
+                path.display()
+            ),
+        ),
+        DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => Error::store(
+            StoreFaultKind::Damaged,
+            format!("the store file {} is damaged: {detail}. Run `warden doctor` on it", path.display()),
+        ),
+        other => {
+            let kind = match &other {
+                DatabaseError::Storage(redb::StorageError::Io(error)) => StoreFaultKind::of_io(error),
+                _ => StoreFaultKind::Io,
+            };
+            Error::store(kind, format!("cannot open the store {}: {other}", path.display()))
         }
-        other => Error::Store(format!("cannot open the store {}: {other}", path.display())),
     }
 }
 
@@ -224,24 +249,24 @@ pub(crate) fn create(path: &Path, write_schema: impl FnOnce(&Database) -> Result
         .into_owned();
     remove_abandoned_creations(&directory, &name);
     let suffix = crate::action::new_id(crate::action::IdKind::Receipt)
-        .map_err(|e| Error::Store(format!("no randomness for a temporary name: {e}")))?;
+        .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a temporary name: {e}")))?;
     let temporary = directory.join(format!(".{name}.creating-{}-{}", std::process::id(), &suffix[4..]));
     let outcome = build(&temporary, path, &directory, write_schema);
     if outcome.is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
     outcome.map_err(|error| match error {
-        Error::Store(text) if is_no_space(&text) => Error::Store(format!(
+        Error::Store(fault) if fault.kind == StoreFaultKind::NoSpace => Error::store(
+            StoreFaultKind::NoSpace,
+            format!(
             "no space left on the device while creating the store {}; nothing was left behind. Free some space and \
-             open it again ({text})",
-            path.display()
-        )),
+             open it again ({})",
+            path.display(),
+            fault.message
+        ),
+        ),
         other => other,
     })
-}
-
-fn is_no_space(text: &str) -> bool {
-    text.contains("No space left on device") || text.contains("os error 28")
 }
 
 fn build(
@@ -250,38 +275,42 @@ fn build(
     directory: &Path,
     write_schema: impl FnOnce(&Database) -> Result<()>,
 ) -> Result<()> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(temporary)
-        .map_err(|e| Error::Store(format!("cannot create the store {}: {e}", path.display())))?;
+    let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(temporary).map_err(|e| {
+        Error::store(StoreFaultKind::of_io(&e), format!("cannot create the store {}: {e}", path.display()))
+    })?;
     {
         let backend = super::disk::counted_file(file).map_err(|e| open_error(path, e))?;
         let db =
             Builder::new().set_cache_size(CACHE_BYTES).create_with_backend(backend).map_err(|e| open_error(path, e))?;
         write_schema(&db)?;
     }
-    File::open(temporary)
-        .and_then(|file| file.sync_all())
-        .map_err(|e| Error::Store(format!("cannot sync the new store {}: {e}", path.display())))?;
+    File::open(temporary).and_then(|file| file.sync_all()).map_err(|e| {
+        Error::store(StoreFaultKind::of_io(&e), format!("cannot sync the new store {}: {e}", path.display()))
+    })?;
     match std::fs::hard_link(temporary, path) {
         Ok(()) => {
-            std::fs::remove_file(temporary)
-                .map_err(|e| Error::Store(format!("cannot remove {}: {e}", temporary.display())))?;
+            std::fs::remove_file(temporary).map_err(|e| {
+                Error::store(StoreFaultKind::of_io(&e), format!("cannot remove {}: {e}", temporary.display()))
+            })?;
         }
         Err(error) if error.kind() == ErrorKind::AlreadyExists => {
             return Err(not_a_store(path, "a file appeared at the path while the store was being created"));
         }
         // A filesystem without hard links: the owner lock keeps other Warden processes out,
         // so a rename is as good here.
-        Err(_) => std::fs::rename(temporary, path)
-            .map_err(|e| Error::Store(format!("cannot move the new store into place at {}: {e}", path.display())))?,
+        Err(_) => std::fs::rename(temporary, path).map_err(|e| {
+            Error::store(
+                StoreFaultKind::of_io(&e),
+                format!("cannot move the new store into place at {}: {e}", path.display()),
+            )
+        })?,
     }
-    File::open(directory)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|e| Error::Store(format!("cannot sync the directory of the new store {}: {e}", path.display())))
+    File::open(directory).and_then(|dir| dir.sync_all()).map_err(|e| {
+        Error::store(
+            StoreFaultKind::of_io(&e),
+            format!("cannot sync the directory of the new store {}: {e}", path.display()),
+        )
+    })
 }
 
 /// Temporary files of creations that crashed: safe to remove, because the caller holds the
@@ -314,7 +343,7 @@ pub struct PageCheck {
 /// redb could fall back to the commit before it: that fallback would forget the last commit.
 pub fn check_pages(path: &Path) -> Result<PageCheck> {
     let suffix = crate::action::new_id(crate::action::IdKind::Receipt)
-        .map_err(|e| Error::Store(format!("no randomness for a temporary name: {e}")))?;
+        .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a temporary name: {e}")))?;
     let copy = std::env::temp_dir().join(format!("warden-doctor-{}-{}.redb", std::process::id(), &suffix[4..]));
     let outcome = copy_unchanging(path, &copy).and_then(|bytes| Ok(PageCheck { bytes, problem: check_copy(&copy)? }));
     let _ = std::fs::remove_file(&copy);
@@ -339,8 +368,9 @@ fn header(path: &Path) -> Result<Vec<u8>> {
 fn copy_unchanging(path: &Path, copy: &Path) -> Result<u64> {
     for _ in 0..5 {
         let before = header(path)?;
-        let bytes = std::fs::copy(path, copy)
-            .map_err(|e| Error::Store(format!("cannot copy the store {} to check it: {e}", path.display())))?;
+        let bytes = std::fs::copy(path, copy).map_err(|e| {
+            Error::store(StoreFaultKind::Io, format!("cannot copy the store {} to check it: {e}", path.display()))
+        })?;
         if header(path)? == before {
             return Ok(bytes);
         }

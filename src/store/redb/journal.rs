@@ -28,6 +28,7 @@
 //! truncation. A damaged last record with nothing valid after it is a torn last write, never
 //! acknowledged, and is dropped.
 
+use crate::error::StoreFaultKind;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -335,15 +336,21 @@ impl std::fmt::Debug for Journal {
 }
 
 fn io_fault(path: &Path, doing: &str, error: &std::io::Error) -> Error {
-    Error::Store(format!("the store's journal {} failed while {doing}: {error}", path.display()))
+    Error::store(
+        StoreFaultKind::of_io(error),
+        format!("the store's journal {} failed while {doing}: {error}", path.display()),
+    )
 }
 
 fn damaged(path: &Path, offset: u64, what: &str) -> Error {
-    Error::Store(format!(
+    Error::store(
+        StoreFaultKind::Damaged,
+        format!(
         "the store's journal {} is damaged at offset {offset}: {what}. Nothing was decided from it and nothing was \
          replayed; keep the journal and the store as they are and restore both from a backup, or ask for help",
         path.display()
-    ))
+    ),
+    )
 }
 
 /// The store's journal mark, if it has one.
@@ -387,11 +394,14 @@ pub(crate) fn check_read_only(reads: &FileReads, store: &Path) -> Result<()> {
     let bytes = std::fs::read(&path).map_err(|e| io_fault(&path, "being read", &e))?;
     let (_, records) = checked_lap(&bytes, &path, &mark)?;
     if records.iter().any(|(seq, _)| *seq > mark.seq) {
-        return Err(Error::Store(format!(
-            "the store {} needs recovery after a crash: its journal holds writes the file does not yet, which a \
+        return Err(Error::store(
+            StoreFaultKind::NeedsRecovery,
+            format!(
+                "the store {} needs recovery after a crash: its journal holds writes the file does not yet, which a \
              read-only user cannot apply. Open it once as a user who may write it",
-            store.display()
-        )));
+                store.display()
+            ),
+        ));
     }
     Ok(())
 }
@@ -413,18 +423,21 @@ impl Journal {
         }
         let (file, id, last, lap) = match (existing, mark) {
             (None, Some(mark)) if !mark.clean => {
-                return Err(Error::Store(format!(
-                    "the store's journal {} is missing, and the store was not closed cleanly: writes that were \
+                return Err(Error::store(
+                    StoreFaultKind::Damaged,
+                    format!(
+                        "the store's journal {} is missing, and the store was not closed cleanly: writes that were \
                      answered may be only in it. Nothing was decided; put the journal back beside the store and open \
                      it again",
-                    path.display()
-                )))
+                        path.display()
+                    ),
+                ))
             }
             (None, mark) => {
                 let id = match &mark {
                     Some(mark) => mark.id.clone(),
                     None => crate::action::new_id(crate::action::IdKind::Receipt)
-                        .map_err(|e| Error::Store(format!("no journal id for the store: {e}")))?,
+                        .map_err(|e| Error::store(StoreFaultKind::Io, format!("no journal id for the store: {e}")))?,
                 };
                 let last = mark.as_ref().map_or(0, |mark| mark.seq);
                 if mark.is_none() {
@@ -440,13 +453,16 @@ impl Journal {
             }
             (Some(file), None) => {
                 drop(file);
-                return Err(Error::Store(format!(
+                return Err(Error::store(
+                    StoreFaultKind::Damaged,
+                    format!(
                     "{} is a journal, but the store {} has never had one: it belongs to another store (or the store \
                      was restored without it). Nothing was decided; move the journal away if it is not this store's \
                      (a store deleted and created again at the path sets its old journal aside by itself)",
                     path.display(),
                     store.display()
-                )));
+                ),
+                ));
             }
             (Some(file), Some(mark)) => {
                 let (last, lap) = recover(database, file.0.as_ref(), &path, &mark)?;
@@ -472,7 +488,9 @@ impl Journal {
     }
 
     fn tail(&self) -> Result<std::sync::MutexGuard<'_, Tail>> {
-        self.tail.lock().map_err(|_| Error::Store("the store's journal was poisoned by a panic".into()))
+        self.tail
+            .lock()
+            .map_err(|_| Error::store(StoreFaultKind::Defect, "the store's journal was poisoned by a panic"))
     }
 
     /// Room in the lap for a batch of `payload` bytes, taken now for its record to come: the
@@ -532,11 +550,14 @@ impl Journal {
     /// The mark for a durable commit now (see `mark_in`).
     fn mark_now(&self, including_this: bool, clean: bool) -> Result<JournalMark> {
         if self.behind.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(Error::Store(format!(
+            return Err(Error::store(
+                StoreFaultKind::Stopped,
+                format!(
                 "the store's writer lost batches the file does not hold yet; its journal {} keeps them for the next \
                  open to replay, so no checkpoint is written now. Open the store again",
                 self.path.display()
-            )));
+            ),
+            ));
         }
         let tail = self.tail()?;
         let seq = if including_this { tail.next_seq } else { tail.next_seq - 1 };
@@ -598,13 +619,16 @@ fn commit_mark(database: &Database, mark: &JournalMark) -> Result<()> {
 fn checked_lap<'a>(bytes: &'a [u8], path: &Path, mark: &JournalMark) -> Result<(Header, Records<'a>)> {
     let header = Header::current(bytes).map_err(|what| damaged(path, 0, what))?;
     if header.id != mark.id {
-        return Err(Error::Store(format!(
+        return Err(Error::store(
+            StoreFaultKind::Damaged,
+            format!(
             "the journal {} belongs to another store (journal {}, the store's is {}); nothing was decided. Put this \
              store's own journal beside it",
             path.display(),
             header.id,
             mark.id
-        )));
+        ),
+        ));
     }
     if header.first_seq > mark.seq + 1 {
         return Err(damaged(

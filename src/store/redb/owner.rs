@@ -8,6 +8,7 @@
 //! child never inherits ownership: the fork hook closes its copies of the lock, database and
 //! socket descriptors.
 
+use crate::error::StoreFaultKind;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -49,7 +50,8 @@ pub(in crate::store) fn socket_address(dir: &Path) -> Result<(PathBuf, Option<Fi
     if direct.as_os_str().len() < 100 {
         return Ok((direct, None));
     }
-    let handle = File::open(dir).map_err(|e| Error::Store(format!("cannot open {}: {e}", dir.display())))?;
+    let handle =
+        File::open(dir).map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot open {}: {e}", dir.display())))?;
     let short = PathBuf::from(format!("/proc/self/fd/{}/owner.sock", handle.as_raw_fd()));
     Ok((short, Some(handle)))
 }
@@ -80,16 +82,20 @@ impl OwnerLock {
                 return Ok(Attempt::NoWriteAccess(error))
             }
             Err(error) => {
-                return Err(Error::Store(format!("cannot open the store's lock file {}: {error}", path.display())))
+                return Err(Error::store(
+                    StoreFaultKind::Io,
+                    format!("cannot open the store's lock file {}: {error}", path.display()),
+                ))
             }
         };
         let registered = fork::Registered::new(file.as_raw_fd())?;
         match file.try_lock() {
             Ok(()) => Ok(Attempt::Owner(OwnerLock { registered, file: Some(file), generation: fork::generation() })),
             Err(std::fs::TryLockError::WouldBlock) => Ok(Attempt::Held),
-            Err(std::fs::TryLockError::Error(error)) => {
-                Err(Error::Store(format!("cannot lock the store's lock file {}: {error}", path.display())))
-            }
+            Err(std::fs::TryLockError::Error(error)) => Err(Error::store(
+                StoreFaultKind::Io,
+                format!("cannot lock the store's lock file {}: {error}", path.display()),
+            )),
         }
     }
 }
@@ -110,32 +116,43 @@ pub(in crate::store) fn prepare_run_dir(store: &Path) -> Result<PathBuf> {
         Ok(()) => {}
         Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
         Err(error) => {
-            return Err(Error::Store(format!("cannot create the store's socket directory {}: {error}", dir.display())))
+            return Err(Error::store(
+                StoreFaultKind::Io,
+                format!("cannot create the store's socket directory {}: {error}", dir.display()),
+            ))
         }
     }
-    let metadata = std::fs::symlink_metadata(&dir)
-        .map_err(|e| Error::Store(format!("cannot read the store's socket directory {}: {e}", dir.display())))?;
+    let metadata = std::fs::symlink_metadata(&dir).map_err(|e| {
+        Error::store(StoreFaultKind::Io, format!("cannot read the store's socket directory {}: {e}", dir.display()))
+    })?;
     let uid = rustix::process::getuid().as_raw();
     if !metadata.is_dir() || metadata.uid() != uid || metadata.permissions().mode() & 0o077 != 0 {
-        return Err(Error::Store(format!(
-            "the store's socket directory {} must be a directory owned by this user (uid {uid}) with mode 0700; \
+        return Err(Error::store(
+            StoreFaultKind::Permission,
+            format!(
+                "the store's socket directory {} must be a directory owned by this user (uid {uid}) with mode 0700; \
              it is not, so another user could reach the store's owner. Remove it and open the store again",
-            dir.display()
-        )));
+                dir.display()
+            ),
+        ));
     }
     Ok(dir)
 }
 
 /// The peer's user id, checked against ours.
 pub(in crate::store) fn check_peer(stream: &UnixStream) -> Result<u32> {
-    let credentials = rustix::net::sockopt::socket_peercred(stream)
-        .map_err(|e| Error::Store(format!("cannot read the peer's credentials on the store socket: {e}")))?;
+    let credentials = rustix::net::sockopt::socket_peercred(stream).map_err(|e| {
+        Error::store(StoreFaultKind::Permission, format!("cannot read the peer's credentials on the store socket: {e}"))
+    })?;
     let ours = rustix::process::getuid().as_raw();
     let theirs = credentials.uid.as_raw();
     if theirs != ours {
-        return Err(Error::Store(format!(
+        return Err(Error::store(
+            StoreFaultKind::Permission,
+            format!(
             "the process at the other end of the store's socket runs as uid {theirs}, not this user ({ours}); refused"
-        )));
+        ),
+        ));
     }
     Ok(credentials.pid.as_raw_nonzero().get() as u32)
 }
@@ -168,11 +185,14 @@ impl<P: Protocol> Shared<P> {
         let time = now.read();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run(&rx, time))) {
             Ok(result) => result,
-            Err(payload) => Err(Error::Store(format!(
-                "the store file {} is damaged: redb failed while reading it ({}). Run `warden doctor` on it",
-                self.db.path().display(),
-                crate::error::panic_text(payload.as_ref())
-            ))),
+            Err(payload) => Err(Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "the store file {} is damaged: redb failed while reading it ({}). Run `warden doctor` on it",
+                    self.db.path().display(),
+                    crate::error::panic_text(payload.as_ref())
+                ),
+            )),
         }
     }
 }
@@ -233,25 +253,30 @@ impl Server {
             Ok(()) => {}
             Err(error) if error.kind() == ErrorKind::NotFound => {}
             Err(error) => {
-                return Err(Error::Store(format!("cannot remove the stale socket {}: {error}", socket.display())))
+                return Err(Error::store(
+                    StoreFaultKind::Io,
+                    format!("cannot remove the stale socket {}: {error}", socket.display()),
+                ))
             }
         }
-        let listener = UnixListener::bind(&address)
-            .map_err(|e| Error::Store(format!("cannot listen on the store's socket {}: {e}", socket.display())))?;
+        let listener = UnixListener::bind(&address).map_err(|e| {
+            Error::store(StoreFaultKind::Io, format!("cannot listen on the store's socket {}: {e}", socket.display()))
+        })?;
         let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
         let listener_fd = fork::Registered::new(listener.as_raw_fd())?;
         let stopping = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(Connections::default());
         let accept = {
-            let listener =
-                listener.try_clone().map_err(|e| Error::Store(format!("cannot share the listening socket: {e}")))?;
+            let listener = listener
+                .try_clone()
+                .map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot share the listening socket: {e}")))?;
             let stopping = stopping.clone();
             let connections = connections.clone();
             let identity = shared.db.identity();
             std::thread::Builder::new()
                 .name("warden-owner".into())
                 .spawn(move || accept_loop::<P>(listener, stopping, connections, shared, identity))
-                .map_err(|e| Error::Store(format!("cannot start the store's owner thread: {e}")))?
+                .map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot start the store's owner thread: {e}")))?
         };
         Ok(Server {
             stopping,

@@ -3,6 +3,7 @@
 //! earlier build wrote, so nothing is migrated. This file knows redb and key tuples; what the
 //! rows mean is `rows::semantics`.
 
+use crate::error::StoreFaultKind;
 use std::cell::{Cell, OnceCell};
 use std::ops::Bound;
 
@@ -18,18 +19,25 @@ pub(crate) fn fault_in<E: Into<redb::Error>>(table: &'static str) -> impl FnOnce
     move |error| {
         let error: redb::Error = error.into();
         match error {
-            redb::Error::Corrupted(detail) => Error::Store(format!(
-                "the store file is damaged: redb reports {detail} while reading the {table} table; nothing was \
+            redb::Error::Corrupted(detail) => Error::store(
+                StoreFaultKind::Damaged,
+                format!(
+                    "the store file is damaged: redb reports {detail} while reading the {table} table; nothing was \
                  decided from it. Run `warden doctor` on the store"
-            )),
-            other => Error::Store(format!("the store failed while using the {table} table: {other}")),
+                ),
+            ),
+            other => Error::store(
+                StoreFaultKind::of_redb(&other),
+                format!("the store failed while using the {table} table: {other}"),
+            ),
         }
     }
 }
 
 /// A redb error outside any one table.
 pub(crate) fn fault<E: Into<redb::Error>>(error: E) -> Error {
-    Error::Store(format!("the store failed: {}", error.into()))
+    let error: redb::Error = error.into();
+    Error::store(StoreFaultKind::of_redb(&error), format!("the store failed: {error}"))
 }
 
 type Bytes = &'static [u8];
@@ -265,7 +273,7 @@ impl<'t, K: FileKey> Lazy<'t, K> {
 
 /// Unreachable: `open` either stored the table or returned its error.
 fn unopened(table: Table) -> Error {
-    Error::Store(format!("the {} table could not be opened", table.name()))
+    Error::store(StoreFaultKind::Damaged, format!("the {} table could not be opened", table.name()))
 }
 
 #[allow(clippy::upper_case_acronyms)] // the shapes' names (`rows::Shape`)
@@ -393,7 +401,10 @@ impl RowRead for FileWrites<'_, '_> {
     }
 
     fn bytes_in_use(&self) -> Result<u64> {
-        Err(Error::Store("the bytes a store occupies are measured in a read, not inside a write".into()))
+        Err(Error::store(
+            StoreFaultKind::Defect,
+            "the bytes a store occupies are measured in a read, not inside a write",
+        ))
     }
 }
 

@@ -8,7 +8,7 @@ use std::ops::Bound;
 use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
 
 use crate::approval::ApprovalRecord;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::event::Event;
 use crate::receipt::StoredReceipt;
 use crate::snapshot_record::SnapshotRecord;
@@ -61,15 +61,18 @@ pub(crate) fn without_version(rows: &FileReads, path: &std::path::Path) -> Error
 pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> {
     match version {
         v if v == SCHEMA_VERSION => Ok(()),
-        v if v > SCHEMA_VERSION => Err(Error::Store(format!(
+        v if v > SCHEMA_VERSION => Err(Error::store(
+            StoreFaultKind::Version,
+            format!(
             "the store {} has schema version {v}, newer than this build's {SCHEMA_VERSION}; upgrade Warden to open it",
             path.display()
-        ))),
+        ),
+        )),
         1..=7 => Ok(()),
-        v => Err(Error::Store(format!(
-            "the store {} has schema version {v}, which this build does not know",
-            path.display()
-        ))),
+        v => Err(Error::store(
+            StoreFaultKind::Version,
+            format!("the store {} has schema version {v}, which this build does not know", path.display()),
+        )),
     }
 }
 
@@ -185,15 +188,20 @@ fn step_1_to_2(rows: &mut FileWrites<'_, '_>, snapshot_index: &[(String, u64, St
     let head_key = [Part::Text(META_HEAD)];
     let head: ChainHead = match rows.get(Table::Meta, &head_key)? {
         Some(bytes) => decode_legacy(meta, &KeyView(&head_key), &bytes)?,
-        None => return Err(Error::Store("the schema-1 store has no chain head row; it was altered".into())),
+        None => {
+            return Err(Error::store(
+                StoreFaultKind::Damaged,
+                "the schema-1 store has no chain head row; it was altered",
+            ))
+        }
     };
     write(rows, Table::Meta, &head_key, &head, Put::Replace)?;
     // Schema 1 kept the snapshot counter as 8 raw bytes.
     let counter_key = [Part::Text(META_SNAPSHOT_SEQ)];
     if let Some(bytes) = rows.get(Table::Meta, &counter_key)? {
-        let counter = <[u8; 8]>::try_from(bytes.as_slice())
-            .map(u64::from_le_bytes)
-            .map_err(|_| Error::Store("the schema-1 store's snapshot counter is unreadable; it was altered".into()))?;
+        let counter = <[u8; 8]>::try_from(bytes.as_slice()).map(u64::from_le_bytes).map_err(|_| {
+            Error::store(StoreFaultKind::Damaged, "the schema-1 store's snapshot counter is unreadable; it was altered")
+        })?;
         write(rows, Table::Meta, &counter_key, &counter, Put::Replace)?;
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! the owner's Unix socket: length-prefixed JSON frames (a `u32` little-endian length, then
 //! that many bytes), one request or answer per frame.
 
+use crate::error::StoreFaultKind;
 use std::io::{Read, Write};
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -9,8 +10,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 
-/// Bumped whenever a message changes meaning; both ends must agree.
-pub(in crate::store) const PROTOCOL: u32 = 1;
+/// Bumped whenever a message changes meaning or encoding; both ends must agree.
+/// 2: a store fault crosses as its kind and message (`StoreFault`), no longer as bare text.
+pub(in crate::store) const PROTOCOL: u32 = 2;
 
 /// The largest frame either end accepts (requests are bounded far below this by the kernel's
 /// input limits; snapshot pages and event lists by their page sizes).
@@ -71,7 +73,8 @@ pub(in crate::store) enum Down<WR, RR> {
 }
 
 pub(in crate::store) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> Result<()> {
-    let body = serde_json::to_vec(message).map_err(|e| Error::Store(format!("cannot encode a store message: {e}")))?;
+    let body = serde_json::to_vec(message)
+        .map_err(|e| Error::store(StoreFaultKind::Defect, format!("cannot encode a store message: {e}")))?;
     if body.len() > MAX_FRAME {
         return Err(Error::InvalidInput(format!(
             "a store message of {} bytes is over the {MAX_FRAME}-byte frame limit",

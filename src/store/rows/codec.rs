@@ -8,6 +8,7 @@
 //! a torn or misdirected write), not against someone who rewrites the file on purpose: that is
 //! the receipt chain's business and the threat model's (`docs/THREAT_MODEL.md`).
 
+use crate::error::StoreFaultKind;
 use std::borrow::Cow;
 
 use serde::{de::DeserializeOwned, Serialize};
@@ -46,8 +47,8 @@ pub(in crate::store) trait KeyBytes {
 pub(in crate::store) fn encode<T: Serialize>(table: &str, key: &impl KeyBytes, value: &T) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(128);
     bytes.push(LAYOUT);
-    let mut bytes =
-        postcard::to_extend(value, bytes).map_err(|e| Error::Store(format!("cannot encode a {table} row: {e}")))?;
+    let mut bytes = postcard::to_extend(value, bytes)
+        .map_err(|e| Error::store(StoreFaultKind::Defect, format!("cannot encode a {table} row: {e}")))?;
     let body_len = bytes.len() - 1;
     if (COMPRESS_FROM..=COMPRESS_UP_TO).contains(&body_len) {
         let packed = lz4_flex::block::compress_with_dict(&bytes[1..], DICTIONARY);
@@ -67,11 +68,14 @@ pub(in crate::store) fn encode<T: Serialize>(table: &str, key: &impl KeyBytes, v
 
 /// The message every failed integrity check carries.
 pub(in crate::store) fn damaged(table: &str, key: &impl KeyBytes, what: &str) -> Error {
-    Error::Store(format!(
-        "the store file is damaged: the {table} row {} {what}; nothing was decided from it. Run `warden doctor` \
+    Error::store(
+        StoreFaultKind::Damaged,
+        format!(
+            "the store file is damaged: the {table} row {} {what}; nothing was decided from it. Run `warden doctor` \
          on the store, and restore it from a backup if the damage is confirmed",
-        key.shown()
-    ))
+            key.shown()
+        ),
+    )
 }
 
 /// Decode a row of the current layout, checking its integrity first.
@@ -127,7 +131,7 @@ pub(in crate::store) fn verified<'b>(table: &str, key: &impl KeyBytes, bytes: &'
             key,
             "has the layout of schema 1 in a schema-2 store (the migration never rewrote it)",
         )),
-        Some(other) => Err(Error::Store(format!(
+        Some(other) => Err(Error::store(StoreFaultKind::Version, format!(
             "the {table} row {} has value layout {other}, which this build does not know; use the Warden version that wrote it",
             key.shown()
         ))),

@@ -4,6 +4,7 @@
 //! the receipts name (`policies`, the canonical policy under its `sha256:` hash), read in a
 //! transaction of either kind.
 
+use crate::error::StoreFaultKind;
 use std::ops::Bound;
 
 use super::codec::damaged;
@@ -44,7 +45,7 @@ fn cached_node(rows: &dyn RowRead, level: u8, index: u64) -> Result<Option<[u8; 
 
 fn chain_size(rows: &dyn RowRead) -> Result<u64> {
     let head: ChainHead = read(rows, Table::Meta, &[Text(META_HEAD)])?
-        .ok_or_else(|| Error::Store("the store has no chain head row; it was altered".into()))?;
+        .ok_or_else(|| Error::store(StoreFaultKind::Damaged, "the store has no chain head row; it was altered"))?;
     Ok(head.seq)
 }
 
@@ -59,10 +60,10 @@ fn checkpoints(rows: &dyn RowRead, scan: &Scan<'_>, limit: usize) -> Result<Vec<
     }
     each_row::<StoredCheckpoint>(rows, Table::Checkpoints, scan, |key, row| {
         if key != [Int(row.number)] {
-            return Err(Error::Store(format!(
-                "the checkpoint stored under {key:?} says it is number {}; the store was altered",
-                row.number
-            )));
+            return Err(Error::store(
+                StoreFaultKind::Damaged,
+                format!("the checkpoint stored under {key:?} says it is number {}; the store was altered", row.number),
+            ));
         }
         out.push(row);
         Ok(out.len() < limit)
@@ -79,10 +80,13 @@ fn anchor(rows: &dyn RowRead, sink: &str, number: u64) -> Result<Option<StoredAn
 }
 
 fn misfiled(key: &[Part<'_>], row: &StoredAnchor) -> Error {
-    Error::Store(format!(
-        "the anchor stored under {key:?} says it is {:?}'s record of checkpoint {}; the store was altered",
-        row.sink, row.checkpoint
-    ))
+    Error::store(
+        StoreFaultKind::Damaged,
+        format!(
+            "the anchor stored under {key:?} says it is {:?}'s record of checkpoint {}; the store was altered",
+            row.sink, row.checkpoint
+        ),
+    )
 }
 
 fn anchors(rows: &dyn RowRead, scan: &Scan<'_>, mut each: impl FnMut(StoredAnchor) -> bool) -> Result<()> {
@@ -239,9 +243,12 @@ impl Writes<'_> {
     pub(super) fn put_policy(&mut self, policy_hash: &str, canonical: &[u8]) -> Result<bool> {
         let key = [Text(policy_hash)];
         if crate::canonical::sha256_prefixed(canonical) != policy_hash {
-            return Err(Error::Store(format!(
+            return Err(Error::store(
+                StoreFaultKind::Defect,
+                format!(
                 "the policy to keep under {policy_hash} does not hash to it (a defect of this build); nothing was kept"
-            )));
+            ),
+            ));
         }
         match policy(self.read_rows(), policy_hash)? {
             Some(stored) if stored == canonical => Ok(false),

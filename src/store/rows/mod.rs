@@ -19,6 +19,7 @@ pub(crate) mod records;
 mod retention;
 pub(crate) mod semantics;
 
+use crate::error::StoreFaultKind;
 use std::ops::Bound;
 
 use crate::error::{Error, Result};
@@ -170,7 +171,10 @@ pub(crate) fn parts(key: &[Own]) -> Vec<Part<'_>> {
 
 /// A key given to an engine that does not have its table's shape: a defect of this build.
 pub(crate) fn shape_fault(table: Table) -> Error {
-    Error::Store(format!("a key of the wrong shape was given for the {} table (a defect of this build)", table.name()))
+    Error::store(
+        StoreFaultKind::Defect,
+        format!("a key of the wrong shape was given for the {} table (a defect of this build)", table.name()),
+    )
 }
 
 /// Check that `key` has `table`'s shape.
@@ -269,10 +273,13 @@ impl<'a> Scan<'a> {
     pub(crate) fn check(&self, table: Table) -> Result<()> {
         let bounded = !matches!((self.from, self.to), (Bound::Unbounded, Bound::Unbounded));
         if bounded && self.prefix.len() + 1 != table.shape().len() {
-            return Err(Error::Store(format!(
-                "a bounded scan of the {} table must leave one key part after its prefix (a defect of this build)",
-                table.name()
-            )));
+            return Err(Error::store(
+                StoreFaultKind::Defect,
+                format!(
+                    "a bounded scan of the {} table must leave one key part after its prefix (a defect of this build)",
+                    table.name()
+                ),
+            ));
         }
         Ok(())
     }
@@ -343,12 +350,15 @@ pub(crate) trait RowWrite: RowRead {
 
 /// The fault when [`Put::New`] finds a row: named by table and key.
 pub(crate) fn exists_fault(table: Table, key: &[Part<'_>]) -> Error {
-    Error::Store(format!(
-        "the {} row {} already exists, and it is only ever written once; nothing was written. The store was \
+    Error::store(
+        StoreFaultKind::Damaged,
+        format!(
+            "the {} row {} already exists, and it is only ever written once; nothing was written. The store was \
          altered, or the random source repeated itself",
-        table.name(),
-        KeyView(key).shown_text()
-    ))
+            table.name(),
+            KeyView(key).shown_text()
+        ),
+    )
 }
 
 /// A key as the codec's checksum and the messages see it: the same bytes the typed keys of

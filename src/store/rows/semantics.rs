@@ -4,6 +4,7 @@
 //! index, events, the open check and `warden doctor`'s walks. Every value is encoded and checked
 //! by the codec under its table's name and key, so every engine stores the same bytes.
 
+use crate::error::StoreFaultKind;
 use std::cell::Cell;
 use std::ops::Bound;
 
@@ -181,10 +182,13 @@ fn records_outcome(draft: &ReceiptDraft) -> bool {
 }
 
 fn missing_ledger_row(grant: &str, metric: &str, seq: u64) -> Error {
-    Error::Store(format!(
-        "the budget ledger of grant {grant:?} metric {metric:?} is missing row {seq}; the store was altered. Run \
+    Error::store(
+        StoreFaultKind::Damaged,
+        format!(
+            "the budget ledger of grant {grant:?} metric {metric:?} is missing row {seq}; the store was altered. Run \
          `warden doctor` on the store"
-    ))
+        ),
+    )
 }
 
 // ---- delegations as a source ---------------------------------------------------------------------
@@ -513,13 +517,16 @@ impl WriteTables for Writes<'_> {
 
     fn append_receipt(&mut self, draft: &ReceiptDraft, executor_result: Option<StoredResult>) -> Result<(u64, String)> {
         let head: ChainHead = read(self.r(), Table::Meta, &[Text(META_HEAD)])?
-            .ok_or_else(|| Error::Store("the store has no chain head row; it was altered".into()))?;
+            .ok_or_else(|| Error::store(StoreFaultKind::Damaged, "the store has no chain head row; it was altered"))?;
         let seq = head.seq + 1;
         if self.receipt_seq(&draft.receipt_id)?.is_some() {
-            return Err(Error::Store(format!(
-                "receipt id {} is already on the chain; nothing was written (the random source repeated itself)",
-                draft.receipt_id
-            )));
+            return Err(Error::store(
+                StoreFaultKind::Defect,
+                format!(
+                    "receipt id {} is already on the chain; nothing was written (the random source repeated itself)",
+                    draft.receipt_id
+                ),
+            ));
         }
         let (document, hash) =
             draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
@@ -924,9 +931,12 @@ impl ReadTables for Reads<'_> {
         })?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let record = self
-                .snapshot(&id)?
-                .ok_or_else(|| Error::Store(format!("snapshot {id} is indexed but missing; the store was altered")))?;
+            let record = self.snapshot(&id)?.ok_or_else(|| {
+                Error::store(
+                    StoreFaultKind::Damaged,
+                    format!("snapshot {id} is indexed but missing; the store was altered"),
+                )
+            })?;
             out.push(record);
         }
         Ok((out, more))
@@ -952,7 +962,9 @@ impl ReadTables for Reads<'_> {
             META_PRUNED => {
                 decode::<crate::evidence::retention::PrunedPrefix>(Table::Meta.name(), &KeyView(key), bytes).map(drop)
             }
-            other => Err(Error::Store(format!("the meta table holds an unknown row {other:?}"))),
+            other => {
+                Err(Error::store(StoreFaultKind::Damaged, format!("the meta table holds an unknown row {other:?}")))
+            }
         })?);
         report.push(self.check_table::<DelegationRecord>(Table::Delegations, no_check)?);
         report.push(self.check_table::<Revocation>(Table::Revocations, no_check)?);
@@ -1121,10 +1133,13 @@ pub(crate) fn check_on_open(rows: &dyn RowRead) -> Result<()> {
     // effect has an outcome, and for `receipt_ids` always.
     let (effects, outcomes) = (rows.count(Table::Effects)?, rows.count(Table::EffectReceipts)?);
     if effects < outcomes {
-        return Err(Error::Store(format!(
+        return Err(Error::store(
+            StoreFaultKind::Damaged,
+            format!(
             "the store file is damaged: the effects table holds {effects} rows but {outcomes} effects have outcome \
              receipts; nothing was decided from it. Run `warden doctor` on the store, and restore it from a backup"
-        )));
+        ),
+        ));
     }
     // A prune deletes receipts and keeps their ids; the marker is checked against the prune's
     // receipt, its checkpoint and the first receipt kept.
@@ -1132,16 +1147,22 @@ pub(crate) fn check_on_open(rows: &dyn RowRead) -> Result<()> {
     let (receipts, ids) = (rows.count(Table::Receipts)?, rows.count(Table::ReceiptIds)?);
     if receipts.checked_add(pruned) != Some(ids) {
         let kept = if pruned > 0 { format!(" after the {pruned} pruned") } else { String::new() };
-        return Err(Error::Store(format!(
+        return Err(Error::store(
+            StoreFaultKind::Damaged,
+            format!(
             "the store file is damaged: the chain holds {receipts} receipts{kept} but {ids} receipt ids are indexed; \
              nothing was decided from it. Run `warden doctor` on the store, and restore it from a backup"
-        )));
+        ),
+        ));
     }
     check_last_reservation(rows, effects == 0)?;
     let head_key = KeyView(&[Text(META_HEAD)]);
     let meta = Table::Meta.name();
     let head: ChainHead = read(rows, Table::Meta, &[Text(META_HEAD)])?.ok_or_else(|| {
-        Error::Store("the store has no chain head row; it was altered. Run `warden doctor` on it".into())
+        Error::store(
+            StoreFaultKind::Damaged,
+            "the store has no chain head row; it was altered. Run `warden doctor` on it",
+        )
     })?;
     let last = rows.last_int(Table::Receipts)?.unwrap_or(0);
     if last != head.seq {
@@ -1225,13 +1246,16 @@ fn check_last_reservation(rows: &dyn RowRead, effects_empty: bool) -> Result<()>
 /// transaction creates a table it opens when the directory lacks it, so a directory page that
 /// lost `effects` would otherwise hand every effect key an empty table: every key new.
 pub(crate) fn missing_tables(missing: &[&str]) -> Error {
-    Error::Store(format!(
-        "the store file is damaged: its table directory has no {} table{} (a store holds every table from its \
+    Error::store(
+        StoreFaultKind::Damaged,
+        format!(
+            "the store file is damaged: its table directory has no {} table{} (a store holds every table from its \
          creation); nothing was decided from it and nothing was written. Run `warden doctor` on the store, and \
          restore it from a backup",
-        missing.join(", "),
-        if missing.len() == 1 { "" } else { "s" }
-    ))
+            missing.join(", "),
+            if missing.len() == 1 { "" } else { "s" }
+        ),
+    )
 }
 
 // ---- raw edits: test support and `warden verify`'s damage ----------------------------------------
