@@ -16,9 +16,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use support::{response, Conn, Recorded, Server};
 use warden::document::load_str;
+use warden::http::CancelToken;
 use warden::pipeline::{Warden, WardenOptions};
 use warden::sight::credentials::CallbackProvider;
-use warden::sight::http::CancelToken;
 use warden::sight::query::run;
 
 /// About 64 KiB: a status object and 400 incidents, some carrying secrets to redact.

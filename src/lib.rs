@@ -94,9 +94,12 @@ pub mod clock;
 pub mod error;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod hint;
+// The one bounded HTTP client: a sight's GET; the POST of an anchor, a timestamp authority and
+// an approval webhook; an identity provider's keys. A leaf (it knows only `error`).
+pub mod http;
 // The operating system's calls Rust's standard library has no safe form of (fork hooks, signal
 // handlers): beside the C ABI, not inside it, since the store and the CLI use them too.
-pub mod hint;
 #[allow(unsafe_code)]
 pub mod os;
 pub mod scratch;

@@ -10,9 +10,9 @@ use base64::Engine as _;
 use serde_json::json;
 use support::{response, Conn, Recorded, Server};
 use warden::document::load_str;
+use warden::http::CancelToken;
 use warden::pipeline::{ActionRequest, Recovery, Warden, WardenOptions};
 use warden::sight::credentials::CallbackProvider;
-use warden::sight::http::CancelToken;
 use warden::Error;
 
 /// How the upstream answers: the body of `/ok` (JSON, served 200) and of `/fail` (served 401).

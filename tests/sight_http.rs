@@ -9,10 +9,10 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use support::{response, self_signed, Conn, Recorded, Server, Silent, TestCa};
+use warden::http::{fetch, CancelToken, FetchRequest, FetchResponse};
 use warden::sight::credentials::{
     header_for, AuthSpec, CallbackProvider, CredentialProvider, DirectoryProvider, EnvProvider,
 };
-use warden::sight::http::{fetch, CancelToken, FetchRequest, FetchResponse};
 use warden::sight::SightError;
 use zeroize::Zeroizing;
 

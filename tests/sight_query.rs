@@ -6,9 +6,9 @@ mod support;
 
 use serde_json::json;
 use support::{response, Conn, Recorded, Server};
+use warden::http::CancelToken;
 use warden::sight::config::{parse, Sources};
 use warden::sight::credentials::CallbackProvider;
-use warden::sight::http::CancelToken;
 use warden::sight::query::run;
 
 const TOKEN: &str = "tok-9f8e7d6c5b4a39281706";

@@ -11,9 +11,9 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use support::{response, Conn, Recorded, Server};
 use warden::document::load_str;
+use warden::http::CancelToken;
 use warden::pipeline::{Warden, WardenOptions};
 use warden::sight::credentials::CallbackProvider;
-use warden::sight::http::CancelToken;
 use warden::Error;
 
 const TOKEN: &str = "tok-5a4b3c2d1e0f99887766";

@@ -233,7 +233,7 @@ pub fn deliver(
     let signed = Zeroizing::new(signature(secret.as_bytes(), unix_seconds, body));
     drop(secret);
     let deadline = Duration::from_millis(config.timeout_ms);
-    let agent = match crate::sight::http::confined_agent(config.ca_certs.as_deref(), deadline) {
+    let agent = match crate::http::confined_agent(config.ca_certs.as_deref(), deadline) {
         Ok(agent) => agent,
         Err(error) => return Delivery::GiveUp { error: format!("the webhook cannot be set up: {}", error.message) },
     };
@@ -257,7 +257,7 @@ pub fn deliver(
             }
         }
         Err(error) => {
-            let mapped = crate::sight::http::transport_error(error, config.timeout_ms);
+            let mapped = crate::http::transport_error(error, config.timeout_ms);
             Delivery::Retry { error: format!("{} ({})", mapped.message, mapped.code) }
         }
     }

@@ -10,7 +10,7 @@
 //! Built in: [`FileSink`] (one JSON line per checkpoint appended to a regular file),
 //! [`HttpSink`] (the note POSTed as `text/plain`) and [`TsaClient`] (an RFC 3161 time-stamp,
 //! `src/evidence/tsa.rs`). Both HTTP providers go through the sights' bounded, no-redirect
-//! client ([`crate::sight::http::post`]); errors show a URL's scheme, host, port and path only,
+//! client ([`crate::http::post`]); errors show a URL's scheme, host, port and path only,
 //! never a user name, a password, a query or a header.
 
 use std::io::{Seek, Write};
@@ -23,7 +23,7 @@ use zeroize::Zeroizing;
 
 use crate::error::SightError;
 use crate::evidence::tsa::{TsaClient, TsaError};
-use crate::sight::http::{CancelToken, FetchRequest, FetchResponse};
+use crate::http::{CancelToken, FetchRequest, FetchResponse};
 
 /// The receipt kind of [`FileSink`].
 pub const KIND_FILE: &str = "file";
@@ -311,7 +311,7 @@ impl HttpTarget {
             max_response_bytes: self.max_response_bytes,
             ca_certs: self.ca_certs.clone(),
         };
-        crate::sight::http::post(&request, content_type, body, &self.cancel)
+        crate::http::post(&request, content_type, body, &self.cancel)
     }
 }
 

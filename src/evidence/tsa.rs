@@ -2,7 +2,7 @@
 //!
 //! [`TsaClient::timestamp`] sends a `TimeStampReq` (a SHA-256 message imprint of a checkpoint's
 //! note bytes, a random nonce, `certReq` true) as `application/timestamp-query` through the
-//! sights' bounded, no-redirect HTTP client ([`crate::sight::http::post`]), refuses any status
+//! sights' bounded, no-redirect HTTP client ([`crate::http::post`]), refuses any status
 //! but granted or grantedWithMods, checks that the token's `TSTInfo` repeats the request's
 //! imprint and nonce, and returns the token (a CMS `ContentInfo`, DER) to store beside the
 //! checkpoint. [`verify`] checks a stored token offline against the note bytes and the TSA's

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use zeroize::Zeroizing;
 
 use crate::error::Error;
+use crate::http::CancelToken;
 use crate::pipeline::Warden;
 use crate::sight::credentials::CredentialProvider;
-use crate::sight::http::CancelToken;
 
 use super::bytes::{required_json, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};

@@ -13,7 +13,7 @@ use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::DecodingKey;
 use serde_json::Value;
 
-use crate::sight::http::{fetch, CancelToken, FetchRequest};
+use crate::http::{fetch, CancelToken, FetchRequest};
 
 use super::{IdentityError, Refusal};
 

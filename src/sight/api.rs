@@ -6,11 +6,11 @@ use serde_json::Value;
 
 use super::confine::{confine, Query};
 use super::credentials::CredentialProvider;
-use super::http::CancelToken;
 use super::query::fetch_confined;
 use super::shape::SightResult;
 use super::{snapshot, tool_schema};
 use crate::error::Error;
+use crate::http::CancelToken;
 use crate::pipeline::Warden;
 
 impl Warden {

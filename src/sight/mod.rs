@@ -12,7 +12,6 @@ pub mod config;
 pub mod confine;
 pub mod credentials;
 pub mod echo;
-pub mod http;
 pub mod query;
 pub mod shape;
 pub mod snapshot;

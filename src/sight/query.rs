@@ -8,10 +8,10 @@ use serde_json::Value;
 use super::config::{Auth, Sources};
 use super::confine::{confine, Confined, Query};
 use super::credentials::{credential_for, AuthSpec, CredentialProvider};
-use super::http::{fetch, CancelToken, FetchRequest};
 use super::shape::{self, Echo, SightResult};
 use crate::clock::{render, Micros};
 use crate::error::SightError;
+use crate::http::{fetch, CancelToken, FetchRequest};
 
 /// The credential modes of the config, as the credentials module resolves them.
 fn auth_spec(auth: &Auth) -> AuthSpec {

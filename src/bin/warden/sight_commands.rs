@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 use warden::document::Document;
+use warden::http::CancelToken;
 use warden::pipeline::Warden;
 use warden::sight::config::ParamKind;
 use warden::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};
-use warden::sight::http::CancelToken;
 use warden::sight::query::run;
 
 use crate::exit::Failure;

@@ -1,5 +1,7 @@
-//! The one GET of a sight (DESIGN.md §6, "At request time"), and the one POST of an evidence
-//! anchor (src/evidence/anchor.rs), under the same bounds.
+//! Warden's one outbound HTTP client: the GET of a sight (DESIGN.md §6, "At request time") and
+//! of an identity provider's keys (src/identity/jwks.rs), the POST of an evidence anchor and a
+//! timestamp request (src/evidence/anchor.rs, tsa.rs), and an approval webhook's agent
+//! (src/approval/webhook.rs), all under the same bounds. A leaf module: it knows only `error`.
 //!
 //! Every request builds its own ureq agent: method GET with no body ([`fetch`]; a sight never
 //! sends anything else) or POST with the caller's body and content type ([`post`]), no proxy from
