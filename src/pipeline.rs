@@ -5,7 +5,6 @@
 //! the action name, its arguments and a presented approval id; the decision, the effect key
 //! template, the lease and the attempt ceiling all come from the document.
 
-use crate::error::StoreFaultKind;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,7 +13,7 @@ use crate::authority::{self, AuthorityResult, Call, CreatedVia, Grant};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
-use crate::error::{DenialReason, Error, Result};
+use crate::error::{DenialReason, Error, Result, StoreFaultKind};
 use crate::kernel::authority::{AuthorityStamp, ListedDelegation, Sweep};
 use crate::kernel::{
     resolve_environment, AnswerWait, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer,

@@ -1,12 +1,11 @@
 //! The stored form of a sight snapshot: a leaf type the store and the kernel encode without
 //! knowing sights (which use the kernel), so no module cycle runs through it.
 
-use crate::error::StoreFaultKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::clock::Micros;
-use crate::error::Error;
+use crate::error::{Error, StoreFaultKind};
 
 /// One stored snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

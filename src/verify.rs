@@ -16,7 +16,6 @@
 //! `warden __verify-child SPEC INDEX`, which calls [`child_main`]
 //! (`src/bin/warden/verify_race.rs`); without one the race runs on threads instead and says so.
 
-use crate::error::StoreFaultKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,7 +30,7 @@ use crate::clock::{Clock, ManualClock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{ActionEntry, Condition, Document, Mode, Op};
 use crate::effect::EffectState;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::kernel::{Kernel, KernelOptions, Proposal};
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
 use crate::scratch::ScratchDir;

@@ -6,9 +6,9 @@
 mod common;
 
 use std::path::Path;
-use warden::error::StoreFaultKind;
 
 use common::*;
+use warden::error::StoreFaultKind;
 use warden::store::RawTable;
 use warden::{Error, Kernel, KernelOptions, ManualClock};
 

@@ -9,9 +9,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use warden::error::StoreFaultKind;
 
 use common::*;
+use warden::error::StoreFaultKind;
 use warden::store::RawTable;
 use warden::{EffectState, Error, Kernel, KernelOptions, ManualClock};
 

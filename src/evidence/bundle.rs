@@ -4,7 +4,6 @@
 //! held). The layout and the checks, in the order they run, are in `docs/EVIDENCE.md`; the
 //! Python and Node verifiers make the same checks in the same order and name the same reasons.
 
-use crate::error::StoreFaultKind;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -17,7 +16,7 @@ use super::checkpoint::{self, Companion, StoredCheckpoint};
 use super::key::{open_note, NoteRefusal, NoteVerifier};
 use super::retention::PrunedPrefix;
 use super::tree::{check_consistency, leaf_hash, Frontier};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::kernel::{Kernel, ProofAsk};
 use crate::receipt::GENESIS_HASH;
 

@@ -9,14 +9,13 @@
 //! `Kernel::receipts`, `Kernel::proof`), each from its own read snapshot; checkpoints and
 //! receipts are append-only, so what one read saw the next still holds.
 
-use crate::error::StoreFaultKind;
 use base64::prelude::{Engine, BASE64_STANDARD};
 use serde_json::{json, Value};
 
 use super::checkpoint::{decode_hash, StoredCheckpoint};
 use super::tree::{check_consistency, check_inclusion, leaf_hash};
 use crate::clock::render;
-use crate::error::Error;
+use crate::error::{Error, StoreFaultKind};
 use crate::kernel::{Kernel, ProofAsk};
 
 /// How many checkpoints one read lists when a caller asks for all of them.

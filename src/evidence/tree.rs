@@ -9,13 +9,12 @@
 //! the checkpoint's own write transaction, so the action path writes nothing for it; a node not
 //! cached yet is computed from the receipts below it.
 
-use crate::error::StoreFaultKind;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
 use tlog_tiles::tlog::{self, Hash, HashReader};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 
 /// The lowest level whose complete subtrees the store caches: 2^4 = 16 receipts per node.
 pub const CACHED_LEVEL: u8 = 4;

@@ -2,11 +2,10 @@
 //! document that has an `authority:` section; proposals carry `task` and `hop` in the
 //! `warden_propose` request.
 
-use crate::error::StoreFaultKind;
 use serde_json::Value;
 
 use crate::authority::CreatedVia;
-use crate::error::Error;
+use crate::error::{Error, StoreFaultKind};
 use crate::kernel::authority::{ListedDelegation, Sweep};
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};

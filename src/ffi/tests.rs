@@ -1,6 +1,5 @@
 //! The C ABI exercised from Rust through the exported functions themselves.
 
-use crate::error::StoreFaultKind;
 use std::ffi::CStr;
 use std::ptr;
 
@@ -15,7 +14,7 @@ use super::pure::*;
 use super::result::*;
 use super::store_ops::*;
 use super::{warden_abi_version, WARDEN_ABI_VERSION};
-use crate::error::{DuplicateState, Error};
+use crate::error::{DuplicateState, Error, StoreFaultKind};
 use crate::EffectState;
 
 const POLICY: &str = r#"schema: warden/v1

@@ -14,8 +14,7 @@
 //! Each is a store fault naming the key and what was found, never "new".
 
 use crate::effect::EffectRecord;
-use crate::error::StoreFaultKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::{AbsenceWitnesses, WriteTx};
 
 /// The effect row a reservation decides from: the row, or `None` once the key's absence is

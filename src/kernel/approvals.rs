@@ -1,7 +1,6 @@
 //! Approval requests, answers (M-of-N, compare-and-set in the answer's own transaction),
 //! waiting for an answer by the kernel's clock, and the listener told of each new request.
 
-use crate::error::StoreFaultKind;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -10,7 +9,7 @@ use crate::approval::{
     self, ApprovalAsk, ApprovalRecord, ApprovalStatus, Approver, RequestedAction, Verdict, Vote, DEFAULT_APPROVAL_TTL,
 };
 use crate::clock::Micros;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::store::WriteTx;
 

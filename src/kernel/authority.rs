@@ -12,7 +12,6 @@
 //! `apply_revoke`): a parent revoked while a child is being created cannot slip between the
 //! check and the insert.
 
-use crate::error::StoreFaultKind;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -26,7 +25,7 @@ use crate::authority::{
     CreationError, Grant, Proposal, Revocation,
 };
 use crate::clock::Micros;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::ReceiptAuthority;
 use crate::store::{ReadTx, WriteTx};

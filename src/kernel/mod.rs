@@ -21,7 +21,6 @@ mod permit;
 mod propose;
 mod retention;
 
-use crate::error::StoreFaultKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -30,7 +29,7 @@ use std::time::Duration;
 use crate::action::{Action, Principal};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::Ruling;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::{Durability, Now, Store, StoreOptions};
 use crate::template::Template;
 

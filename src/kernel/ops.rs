@@ -4,7 +4,6 @@
 //! a group-commit batch, reading the clock at that moment. The logic of each operation lives
 //! with its concept (`propose`, `permit`, `effects`, `approvals`); this file only names them.
 
-use crate::error::StoreFaultKind;
 use serde::{Deserialize, Serialize};
 
 use crate::action::Action;
@@ -12,7 +11,7 @@ use crate::approval::{ApprovalAsk, ApprovalRecord, Approver};
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{EffectRecord, EffectState, Outcome};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;

@@ -2,7 +2,6 @@
 //! and observe mode. `Kernel::propose` does the pure work (hash, effect key, ids) and picks one
 //! operation; the `apply_*` functions are that operation inside the store's transaction.
 
-use crate::error::StoreFaultKind;
 use std::sync::Arc;
 
 use crate::action::{new_id, Action, IdKind};
@@ -10,7 +9,7 @@ use crate::approval::{ApprovalAsk, ApprovalStatus, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
 use crate::effect::{self, Claim, ReservationPlan, DEFAULT_LEASE};
-use crate::error::{DenialReason, Error, Result};
+use crate::error::{DenialReason, Error, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::WriteTx;

@@ -4,7 +4,6 @@
 //! without a checkpoint over it) and its event with the change itself. The rule a prune obeys is
 //! `evidence::retention::may_prune`; what it keeps is [`PrunedPrefix`].
 
-use crate::error::StoreFaultKind;
 use serde::{Deserialize, Serialize};
 
 use super::evidence::Rows;
@@ -15,7 +14,7 @@ use crate::action::{new_id, Action, IdKind, Principal};
 use crate::approval::check_person_name;
 use crate::clock::{self, Micros};
 use crate::decision::{Decision, Ruling};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::retention::{

@@ -7,7 +7,6 @@
 //! under different fingerprints (another origin, path, auth mode or reference) are not
 //! compared.
 
-use crate::error::StoreFaultKind;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -16,8 +15,8 @@ use super::confine::{confine, Confined, Query};
 use super::shape::SightResult;
 use crate::action::{is_id, IdKind};
 use crate::clock::Micros;
-use crate::error::Error;
 use crate::error::SightError;
+use crate::error::{Error, StoreFaultKind};
 use crate::kernel::Kernel;
 
 /// Page size bounds of `history`.

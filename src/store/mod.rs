@@ -24,7 +24,6 @@ mod redb;
 pub(crate) mod rows;
 mod tables;
 
-use crate::error::StoreFaultKind;
 use std::any::Any;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -54,7 +53,7 @@ crate::test_pub! {
 }
 
 use crate::clock::{Clock, Micros, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use redb::client::{Answer, Client};
 use redb::commit::{Claim, Committer, Item, Slot};
 use redb::file::{Db, FileId};

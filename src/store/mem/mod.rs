@@ -5,11 +5,10 @@
 //! a copy of the maps and replaces them when its operation succeeds, so a refused operation
 //! leaves nothing behind. Nothing is durable: the store ends with the process.
 
-use crate::error::StoreFaultKind;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::rows::semantics::{self, Reads, Writes};
 use crate::store::rows::{
     check_shape, exists_fault, own, parts, Own, Part, Put, RowRead, RowWrite, Scan, Table, Visit,

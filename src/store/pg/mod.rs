@@ -28,7 +28,6 @@ mod schema;
 mod sql;
 mod tls;
 
-use crate::error::StoreFaultKind;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -36,7 +35,7 @@ use postgres::{Client, NoTls};
 
 use super::{Durability, Now, Prefetch, ReadOp, WriteOp};
 use crate::clock::{Clock, Micros, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::rows::Table;
 use sql::{commit_unknown, fault, Cache, Lit, Sql};
 

@@ -3,7 +3,6 @@
 //! `v bytea` — the codec's bytes, exactly as the file stores them. This file knows SQL and
 //! columns; what the rows mean is `rows::semantics`.
 
-use crate::error::StoreFaultKind;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::{Mutex, OnceLock};
@@ -11,7 +10,7 @@ use std::sync::{Mutex, OnceLock};
 use postgres::types::ToSql;
 
 use super::sql::{column, int, uint, Ahead, Lit, Sql};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::rows::{check_shape, parts, Own, Part, Put, RowRead, RowWrite, Scan, Table, Visit};
 
 /// Rows fetched per round trip when a scan walks on.

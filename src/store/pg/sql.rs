@@ -5,14 +5,13 @@
 //! any statement failed (PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK, not
 //! an error).
 
-use crate::error::StoreFaultKind;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use postgres::types::ToSql;
 use postgres::{Client, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 
 /// Statements prepared on one connection, by their text.
 pub(super) type Cache = HashMap<&'static str, Statement>;

@@ -8,7 +8,6 @@
 //! (an outcome, keyed by its receipt id), which are re-sent to the next owner. Deferred
 //! outcomes are kept until the owner confirms them, and re-sent after a takeover.
 
-use crate::error::StoreFaultKind;
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -19,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::Micros;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::fork;
 use crate::store::redb::commit::Slot;
 use crate::store::redb::file::FileId;

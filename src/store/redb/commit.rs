@@ -22,14 +22,13 @@
 //!   A leading caller also writes its batch's journal record unless one is being written; the
 //!   writer thread hands records to the journal thread, so it never waits on a sync.
 
-use crate::error::StoreFaultKind;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::redb::file::Db;
 use crate::store::redb::rows::{fault, FileWrites};
 use crate::store::rows::semantics::Writes;

@@ -9,7 +9,6 @@
 //! redb database, or a redb database with rows but no Warden schema — is refused, so that a
 //! damaged or replaced store is a fault, never a fresh start.
 
-use crate::error::StoreFaultKind;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read};
 use std::os::fd::AsRawFd;
@@ -18,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Builder, Database, DatabaseError};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::fork;
 
 /// Redb's page cache per process; the working set of a kernel is small.

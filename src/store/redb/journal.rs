@@ -28,13 +28,12 @@
 //! truncation. A damaged last record with nothing valid after it is a torn last write, never
 //! acknowledged, and is dropped.
 
-use crate::error::StoreFaultKind;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use redb::{Database, ReadableDatabase};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::fork;
 use crate::store::redb::disk::{self, JournalFile};
 use crate::store::redb::rows::{fault, FileReads, FileWrites};

@@ -8,7 +8,6 @@
 //! child never inherits ownership: the fork hook closes its copies of the lock, database and
 //! socket descriptors.
 
-use crate::error::StoreFaultKind;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -21,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::fork;
 use crate::store::redb::commit::{Committer, Item, Reply};
 use crate::store::redb::file::Db;

@@ -3,13 +3,12 @@
 //! earlier build wrote, so nothing is migrated. This file knows redb and key tuples; what the
 //! rows mean is `rows::semantics`.
 
-use crate::error::StoreFaultKind;
 use std::cell::{Cell, OnceCell};
 use std::ops::Bound;
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle, WriteTransaction};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::store::rows::{
     check_shape, exists_fault, own, parts, Own, Part, Put, RowRead, RowWrite, Scan, Shape, Table, Visit,
 };

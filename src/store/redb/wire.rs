@@ -2,13 +2,12 @@
 //! the owner's Unix socket: length-prefixed JSON frames (a `u32` little-endian length, then
 //! that many bytes), one request or answer per frame.
 
-use crate::error::StoreFaultKind;
 use std::io::{Read, Write};
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::clock::Micros;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 
 /// Bumped whenever a message changes meaning or encoding; both ends must agree.
 /// 2: a store fault crosses as its kind and message (`StoreFault`), no longer as bare text.

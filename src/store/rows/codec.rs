@@ -8,13 +8,12 @@
 //! a torn or misdirected write), not against someone who rewrites the file on purpose: that is
 //! the receipt chain's business and the threat model's (`docs/THREAT_MODEL.md`).
 
-use crate::error::StoreFaultKind;
 use std::borrow::Cow;
 
 use serde::{de::DeserializeOwned, Serialize};
 
 use super::dictionary::DICTIONARY;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 
 /// Layout 1 (schema 1): postcard with no checksum. Read only by the migration.
 pub(in crate::store) const LEGACY_LAYOUT: u8 = 1;

@@ -4,7 +4,6 @@
 //! the receipts name (`policies`, the canonical policy under its `sha256:` hash), read in a
 //! transaction of either kind.
 
-use crate::error::StoreFaultKind;
 use std::ops::Bound;
 
 use super::codec::damaged;
@@ -13,7 +12,7 @@ use super::semantics::{each as each_row, read, write, Reads, Writes};
 use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::clock::Micros;
 use crate::effect::EffectState;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
 use crate::evidence::retention::{Hold, PrunedPrefix};

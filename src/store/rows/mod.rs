@@ -19,10 +19,9 @@ pub(crate) mod records;
 mod retention;
 pub(crate) mod semantics;
 
-use crate::error::StoreFaultKind;
 use std::ops::Bound;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 
 /// The parts of a table's key, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,6 @@
 //! index, events, the open check and `warden doctor`'s walks. Every value is encoded and checked
 //! by the codec under its table's name and key, so every engine stores the same bytes.
 
-use crate::error::StoreFaultKind;
 use std::cell::Cell;
 use std::ops::Bound;
 
@@ -18,7 +17,7 @@ use crate::authority::source::{DelegationSource, IndexKey, SourceError};
 use crate::authority::{Charge, NewDelegation};
 use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreFaultKind};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, ReceiptDraft, ReceiptResult, StoredReceipt, GENESIS_HASH};
 use crate::snapshot_record::SnapshotRecord;
