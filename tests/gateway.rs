@@ -2122,7 +2122,7 @@ fn a_settings_file_gives_the_flags_and_a_flag_given_twice_is_refused() {
             format!("{base}upstream-timeout: 5\n"),
             vec![],
             None,
-            ":6: upstream-timeout: not a setting (keys are snake_case: upstream_timeout); allowed: alias, ",
+            ":6: upstream-timeout: not a setting (keys are snake_case: upstream_timeout); allowed: admin, alias, ",
         ),
         (format!("{base}settings: other.yaml\n"), vec![], None, ":6: settings: not a setting"),
         (
@@ -3597,17 +3597,20 @@ fn over_stdio_a_document_may_refuse_unknown_methods() {
 
 // ---- telemetry: OTLP/HTTP traces, /metrics --------------------------------------------------
 
+/// Each request's path and body, as received.
+type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 /// A local OTLP/HTTP receiver: every request's path and body, answered 200.
 struct Receiver {
     endpoint: String,
-    received: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    received: Received,
 }
 
 impl Receiver {
     fn start() -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let endpoint = format!("http://{}", listener.local_addr().expect("address"));
-        let received = Arc::new(Mutex::new(Vec::new()));
+        let received: Received = Arc::new(Mutex::new(Vec::new()));
         let kept = Arc::clone(&received);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
@@ -3732,6 +3735,7 @@ fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_co
     let mut spans = Vec::new();
     for body in receiver.bodies("/v1/traces") {
         let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP trace export");
+        samples_out("trace.json", &serde_json::to_string_pretty(&request).expect("OTLP/JSON"));
         for resource in request.resource_spans {
             let resource_attributes = attributes(&resource.resource.expect("a resource").attributes);
             assert_eq!(resource_attributes["service.name"], "gateway-under-test");
@@ -3755,7 +3759,10 @@ fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_co
         assert_eq!(span.kind, SpanKind::Server as i32);
         assert_eq!(span.trace_state, "vendor=abc");
         let a = attributes(&span.attributes);
-        assert_eq!((a["mcp.method.name"].as_str(), a["gen_ai.tool.name"].as_str()), (Some("tools/call"), Some("create_refund")));
+        assert_eq!(
+            (a["mcp.method.name"].as_str(), a["gen_ai.tool.name"].as_str()),
+            (Some("tools/call"), Some("create_refund"))
+        );
         assert_eq!(a["gen_ai.operation.name"], "execute_tool");
     }
     let by_request = |id: &str| {
@@ -3803,10 +3810,20 @@ fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_co
     let exported = receiver.everything();
     assert!(!exported.is_empty());
     for secret in [secret_card, secret_key, "client-secret-token-9876", "otlp-header-secret-1234", "agent-7"] {
-        assert!(
-            !exported.windows(secret.len()).any(|w| w == secret.as_bytes()),
-            "{secret} appears in the OTLP export"
-        );
+        assert!(!exported.windows(secret.len()).any(|w| w == secret.as_bytes()), "{secret} appears in the OTLP export");
+    }
+}
+
+/// With `WARDEN_TELEMETRY_SAMPLES=DIR`, what a test received is also written to DIR/`name`
+/// (appended): the examples in docs/TELEMETRY.md come from there.
+fn samples_out(name: &str, text: &str) {
+    if let Some(dir) = std::env::var_os("WARDEN_TELEMETRY_SAMPLES") {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(Path::new(&dir).join(name))
+            .expect("the samples file");
+        writeln!(file, "{text}").expect("write a sample");
     }
 }
 
@@ -3856,7 +3873,8 @@ fn scrape(address: &str) -> String {
 fn metrics_on_the_admin_address_count_actions_by_decision_and_show_ambiguous_effects() {
     let dir = scratch();
     let upstream = Upstream::start();
-    let mut gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--admin", "127.0.0.1:0"]);
+    let mut gateway =
+        gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--admin", "127.0.0.1:0"]);
     let mut line = String::new();
     let admin = loop {
         line.clear();
@@ -3876,10 +3894,14 @@ fn metrics_on_the_admin_address_count_actions_by_decision_and_show_ambiguous_eff
     upstream.then(Script::Close);
     assert_eq!(gateway.call(4, "careful", json!({"id": "gone"}), "a").meta()["result"], "ambiguous");
     let after = scrape(&admin);
+    samples_out("metrics.txt", &after);
     let actions = |labels: &[(&str, &str)]| sample(&after, "warden_actions_total", labels);
     assert_eq!(actions(&[]), Some(4.0), "{after}");
     assert_eq!(actions(&[("warden_outcome", "committed"), ("warden_decision", "allow")]), Some(1.0), "{after}");
-    assert_eq!(actions(&[("warden_outcome", "refused"), ("warden_decision", "deny"), ("error_type", "denied")]), Some(1.0));
+    assert_eq!(
+        actions(&[("warden_outcome", "refused"), ("warden_decision", "deny"), ("error_type", "denied")]),
+        Some(1.0)
+    );
     assert_eq!(actions(&[("warden_decision_reason", "duplicate"), ("error_type", "duplicate")]), Some(1.0), "{after}");
     assert_eq!(actions(&[("warden_outcome", "ambiguous")]), Some(1.0), "{after}");
     assert_eq!(sample(&after, "warden_effects", &[("warden_effect_state", "ambiguous")]), Some(1.0), "{after}");

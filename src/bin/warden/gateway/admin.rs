@@ -109,7 +109,10 @@ mod tests {
             assert_eq!(route(head, &metrics).0, *status, "{}", String::from_utf8_lossy(head));
         }
         let (status, content_type, body) = route(b"GET /metrics HTTP/1.1\r\n\r\n", &metrics);
-        assert_eq!((status, content_type, body.as_str()), (200, "text/plain; version=0.0.4; charset=utf-8", "# TYPE x counter\nx_total 1\n"));
+        assert_eq!(
+            (status, content_type, body.as_str()),
+            (200, "text/plain; version=0.0.4; charset=utf-8", "# TYPE x counter\nx_total 1\n")
+        );
         assert_eq!(route(b"GET /metrics HTTP/1.1\r\n\r\n", &none).0, 503);
     }
 }

@@ -1016,7 +1016,7 @@ impl Engine {
     fn end_flight(&self, flight: Option<InFlight>) {
         if let Some(flight) = flight {
             // A call still not ended (it could not be recorded) ends its span when dropped.
-            drop(self.telemetry.action_ended(flight));
+            let _ = self.telemetry.action_ended(flight);
         }
     }
 

@@ -19,6 +19,8 @@ mod http;
 mod intercept;
 mod lists;
 mod log;
+#[cfg(feature = "otel")]
+mod otel_record;
 mod pins;
 mod scaffold;
 pub mod settings;
@@ -908,5 +910,7 @@ mod tests {
         assert!(check_listen("--listen", "0.0.0.0:80", false).is_err());
         assert!(check_listen("--listen", "0.0.0.0:80", true).is_ok());
         assert!(check_listen("--listen", "127.0.0.1", false).is_err());
+        let admin = check_listen("--admin", "0.0.0.0:9464", false).err().map(|f| f.message);
+        assert!(admin.as_deref().is_some_and(|m| m.contains("--admin 0.0.0.0:9464 is not a loopback")), "{admin:?}");
     }
 }

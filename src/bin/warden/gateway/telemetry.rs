@@ -38,7 +38,8 @@ pub fn exports(var: &dyn Fn(&str) -> Option<String>) -> Result<Exports, String> 
         traces: set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
         metrics: set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
     };
-    for name in ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"]
+    for name in
+        ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"]
     {
         if let Some(protocol) = var(name).filter(|p| !p.trim().is_empty() && p.trim() != "http/protobuf") {
             return Err(format!(
@@ -53,6 +54,7 @@ pub fn exports(var: &dyn Fn(&str) -> Option<String>) -> Result<Exports, String> 
 /// The MCP span attributes of one `tools/call` (pure): `mcp.method.name`, `gen_ai.tool.name`,
 /// `gen_ai.operation.name`, `jsonrpc.request.id`, `mcp.session.id` when the call has one,
 /// `mcp.protocol.version`.
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
 pub fn call_attributes(tool: &str, id: &Value, session: Option<&str>, revision: &str) -> Vec<(&'static str, String)> {
     let mut attributes = vec![
         ("mcp.method.name", "tools/call".to_owned()),
@@ -77,6 +79,7 @@ pub fn call_attributes(tool: &str, id: &Value, session: Option<&str>, revision: 
 /// success; otherwise `error.type` (the JSON-RPC error code, or `tool_error` for a result with
 /// `isError`, or the receipt's `ambiguous`/`failed`) and the status description (a fixed token,
 /// never a message: messages may quote what the client sent).
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
 pub fn call_error(body: Option<&Value>, result: Option<&str>) -> Option<(String, String)> {
     if let Some(error) = body.and_then(|b| b.get("error")) {
         let code = error.get("code").and_then(Value::as_i64).map_or_else(|| "error".to_owned(), |c| c.to_string());
@@ -110,10 +113,8 @@ pub type GaugeSource = Weak<super::intercept::Engine>;
 #[cfg(feature = "otel")]
 mod otel {
     use std::collections::HashMap;
-    use std::sync::Mutex;
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-    use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _};
+    use opentelemetry::metrics::{Histogram, MeterProvider as _};
     use opentelemetry::propagation::TextMapPropagator;
     use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
     use opentelemetry::{Context, KeyValue};
@@ -122,13 +123,10 @@ mod otel {
     use opentelemetry_sdk::propagation::TraceContextPropagator;
     use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
     use opentelemetry_sdk::Resource;
-    use warden::telemetry::{ActionSpan, AttributeValue, Instrument};
+    use std::time::Duration;
 
-    use super::{call_attributes, call_error, exports, Arc, ActionTrace, GaugeSource, Value};
-
-    /// The histograms' bucket boundaries, in seconds (a call's latency, a human's wait).
-    const SECONDS: [f64; 18] =
-        [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0];
+    use super::super::otel_record::{complete, key_value, start_attributes, time, Instruments, SECONDS};
+    use super::{call_attributes, call_error, exports, ActionTrace, Arc, GaugeSource, Value};
 
     /// The instrumentation scope of every span and instrument.
     const SCOPE: &str = "warden";
@@ -147,9 +145,7 @@ mod otel {
 
     struct Meters {
         provider: SdkMeterProvider,
-        meter: Meter,
-        counters: Mutex<HashMap<&'static str, Counter<u64>>>,
-        histograms: Mutex<HashMap<&'static str, Histogram<f64>>>,
+        instruments: Instruments,
         /// `mcp.server.operation.duration`: every `tools/call`, refused before the kernel or not.
         operations: Histogram<f64>,
     }
@@ -167,23 +163,6 @@ mod otel {
         cx: Option<Context>,
         trace: Arc<ActionTrace>,
     }
-
-    fn time(at: warden::Micros) -> SystemTime {
-        UNIX_EPOCH + Duration::from_micros(u64::try_from(at).unwrap_or(0))
-    }
-
-    fn key_value(key: &'static str, value: &AttributeValue) -> KeyValue {
-        match value {
-            AttributeValue::Str(text) => KeyValue::new(key, text.clone()),
-            AttributeValue::Int(n) => KeyValue::new(key, *n),
-            AttributeValue::Double(x) => KeyValue::new(key, *x),
-            AttributeValue::Bool(b) => KeyValue::new(key, *b),
-        }
-    }
-
-    /// The attributes every `execute_tool` span has from its creation (the conventions set
-    /// them when the span starts); the rest are set when it ends.
-    const AT_START: [&str; 2] = ["gen_ai.operation.name", "gen_ai.tool.name"];
 
     /// An OTLP HTTP client over the ureq Warden already builds: no proxy from the environment,
     /// no redirects, statuses as responses, one deadline per export, the Mozilla roots.
@@ -269,7 +248,8 @@ mod otel {
                         .with_http_client(Ureq::new())
                         .build()
                         .map_err(|e| format!("the OTLP metric exporter could not be built: {e}"))?;
-                    builder = builder.with_reader(opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).build());
+                    builder =
+                        builder.with_reader(opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).build());
                 }
                 if let Some(registry) = &registry {
                     let reader = opentelemetry_prometheus::exporter()
@@ -286,13 +266,7 @@ mod otel {
                     .with_description("How long the gateway took to answer an MCP request")
                     .with_boundaries(SECONDS.to_vec())
                     .build();
-                Some(Meters {
-                    provider,
-                    meter,
-                    counters: Mutex::new(HashMap::new()),
-                    histograms: Mutex::new(HashMap::new()),
-                    operations,
-                })
+                Some(Meters { provider, instruments: Instruments::new(meter), operations })
             } else {
                 None
             };
@@ -330,6 +304,7 @@ mod otel {
                 let name = gauge.name;
                 // The instrument lives in the provider's pipeline: the handle is not needed.
                 let _gauge = meters
+                    .instruments
                     .meter
                     .i64_observable_gauge(name)
                     .with_unit(gauge.unit)
@@ -403,23 +378,22 @@ mod otel {
         /// The permit was issued: the `execute_tool` span starts (at the record's start, a
         /// child of the MCP span) and the request forwarded upstream names it as its parent
         /// (`params._meta.traceparent`, with the client's `tracestate`).
-        pub fn action_started(&self, call: &CallSpan, trace: Option<Arc<ActionTrace>>, forward: &mut Value) -> Option<InFlight> {
+        pub fn action_started(
+            &self,
+            call: &CallSpan,
+            trace: Option<Arc<ActionTrace>>,
+            forward: &mut Value,
+        ) -> Option<InFlight> {
             let trace = trace?;
             let (Some((tracer, _)), Some(parent)) = (&self.tracer, &call.cx) else {
                 return Some(InFlight { cx: None, trace });
             };
             let record = trace.span();
-            let attributes: Vec<KeyValue> = record
-                .attributes
-                .iter()
-                .filter(|(key, _)| AT_START.contains(key))
-                .map(|(key, value)| key_value(key, value))
-                .collect();
             let span = tracer
                 .span_builder(record.name.clone())
                 .with_kind(SpanKind::Internal)
                 .with_start_time(time(record.start))
-                .with_attributes(attributes)
+                .with_attributes(start_attributes(&record))
                 .start_with_context(tracer, parent);
             let flight = InFlight { cx: Some(parent.with_span(span)), trace };
             self.propagate(&flight, forward);
@@ -450,20 +424,12 @@ mod otel {
                 return Some(flight);
             }
             let record = flight.trace.span();
-            self.measure(&record);
-            let Some(cx) = flight.cx else { return None };
-            let span = cx.span();
-            for (key, value) in record.attributes.iter().filter(|(key, _)| !AT_START.contains(key)) {
-                span.set_attribute(key_value(key, value));
+            if let Some(meters) = &self.meters {
+                meters.instruments.measure(&record);
             }
-            for event in &record.events {
-                let attributes: Vec<KeyValue> = event.attributes.iter().map(|(k, v)| key_value(k, v)).collect();
-                span.add_event_with_timestamp(event.name, time(event.at), attributes);
+            if let Some(cx) = flight.cx {
+                complete(&cx.span(), &record);
             }
-            if let warden::telemetry::SpanStatus::Error(description) = &record.status {
-                span.set_status(Status::error(description.clone()));
-            }
-            span.end_with_timestamp(time(record.end.unwrap_or(record.start)));
             None
         }
 
@@ -473,7 +439,9 @@ mod otel {
             let Some(trace) = trace.filter(|t| t.is_ended()) else { return };
             let record = trace.span();
             let Some((tracer, _)) = &self.tracer else {
-                self.measure(&record);
+                if let Some(meters) = &self.meters {
+                    meters.instruments.measure(&record);
+                }
                 return;
             };
             let Some(parent) = &call.cx else { return };
@@ -483,40 +451,6 @@ mod otel {
                 .with_start_time(time(record.start))
                 .start_with_context(tracer, parent);
             let _ = self.action_ended(InFlight { cx: Some(parent.with_span(span)), trace });
-        }
-
-        fn measure(&self, record: &ActionSpan) {
-            let Some(meters) = &self.meters else { return };
-            for measurement in &record.measurements {
-                let attributes: Vec<KeyValue> = measurement.attributes.iter().map(|(k, v)| key_value(k, v)).collect();
-                match measurement.instrument {
-                    Instrument::Counter => {
-                        let Ok(mut counters) = meters.counters.lock() else { continue };
-                        let counter = counters.entry(measurement.name).or_insert_with(|| {
-                            meters
-                                .meter
-                                .u64_counter(measurement.name)
-                                .with_unit(measurement.unit)
-                                .with_description(measurement.description)
-                                .build()
-                        });
-                        counter.add(measurement.value as u64, &attributes);
-                    }
-                    Instrument::Histogram => {
-                        let Ok(mut histograms) = meters.histograms.lock() else { continue };
-                        let histogram = histograms.entry(measurement.name).or_insert_with(|| {
-                            meters
-                                .meter
-                                .f64_histogram(measurement.name)
-                                .with_unit(measurement.unit)
-                                .with_description(measurement.description)
-                                .with_boundaries(SECONDS.to_vec())
-                                .build()
-                        });
-                        histogram.record(measurement.value, &attributes);
-                    }
-                }
-            }
         }
 
         /// `/metrics`: every instrument and gauge, collected now, in the Prometheus text
@@ -580,7 +514,12 @@ mod off {
             CallSpan
         }
         pub fn end_call(&self, _call: CallSpan, _body: Option<&Value>, _result: Option<&str>) {}
-        pub fn action_started(&self, _call: &CallSpan, _trace: Option<Arc<ActionTrace>>, _forward: &mut Value) -> Option<InFlight> {
+        pub fn action_started(
+            &self,
+            _call: &CallSpan,
+            _trace: Option<Arc<ActionTrace>>,
+            _forward: &mut Value,
+        ) -> Option<InFlight> {
             None
         }
         pub fn propagate(&self, _flight: &InFlight, _forward: &mut Value) {}
@@ -601,15 +540,24 @@ mod tests {
 
     use super::{call_attributes, call_error, exports, Exports};
 
+    /// Variables set, and what they ask for (`Err` for a refusal).
+    type Case<'a> = (&'a [(&'a str, &'a str)], Result<Exports, ()>);
+
     #[test]
     fn the_otel_variables_decide_what_is_exported() {
-        let cases: &[(&[(&str, &str)], Result<Exports, ()>)] = &[
+        let cases: &[Case<'_>] = &[
             (&[], Ok(Exports { traces: false, metrics: false })),
             (&[("OTEL_SERVICE_NAME", "x")], Ok(Exports { traces: false, metrics: false })),
             (&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")], Ok(Exports { traces: true, metrics: true })),
             (&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")], Ok(Exports { traces: false, metrics: false })),
-            (&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://h/v1/traces")], Ok(Exports { traces: true, metrics: false })),
-            (&[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://h/v1/metrics")], Ok(Exports { traces: false, metrics: true })),
+            (
+                &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://h/v1/traces")],
+                Ok(Exports { traces: true, metrics: false }),
+            ),
+            (
+                &[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://h/v1/metrics")],
+                Ok(Exports { traces: false, metrics: true }),
+            ),
             (
                 &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h"), ("OTEL_SDK_DISABLED", "true")],
                 Ok(Exports { traces: false, metrics: false }),
