@@ -213,7 +213,7 @@ mod sdk {
     use opentelemetry_sdk::propagation::TraceContextPropagator;
     use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
     use warden::pipeline::{ActionRequest, Recovery, Warden};
-    use warden::telemetry::ActionTrace;
+    use warden::telemetry::{ActionSpan, ActionTrace};
 
     use super::otel_record::{complete, start_attributes, time, Instruments};
 
@@ -290,6 +290,46 @@ mod sdk {
             complete(&action.span(), &record);
             call.span().end();
         }
+
+        /// The two spans of a finished call from its record, propagation included (no kernel).
+        pub fn spans(&self, record: &ActionSpan) {
+            let carrier: HashMap<String, String> = HashMap::from([(
+                "traceparent".to_owned(),
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
+            )]);
+            let propagator = TraceContextPropagator::new();
+            let parent = propagator.extract(&carrier);
+            let server = self
+                .tracer
+                .span_builder("tools/call noop")
+                .with_kind(SpanKind::Server)
+                .with_attributes([
+                    KeyValue::new("mcp.method.name", "tools/call"),
+                    KeyValue::new("gen_ai.tool.name", "noop"),
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("jsonrpc.request.id", "1"),
+                ])
+                .start_with_context(&self.tracer, &parent);
+            let call = parent.with_span(server);
+            let span = self
+                .tracer
+                .span_builder(record.name.clone())
+                .with_kind(SpanKind::Internal)
+                .with_start_time(time(record.start))
+                .with_attributes(start_attributes(record))
+                .start_with_context(&self.tracer, &call);
+            let action = call.with_span(span);
+            let mut forwarded: HashMap<String, String> = HashMap::new();
+            propagator.inject_context(&action, &mut forwarded);
+            black_box(forwarded);
+            complete(&action.span(), record);
+            call.span().end();
+        }
+
+        /// The record's measurements.
+        pub fn measure(&self, record: &ActionSpan) {
+            self.instruments.measure(record);
+        }
     }
 }
 
@@ -306,6 +346,15 @@ fn with_sdk(c: &mut Criterion) {
             sdk.call(&warden, ActionRequest::new("bench.noop", serde_json::json!({"n": n}), principal.clone()));
         });
     });
+    // Its parts, on one finished record, without the kernel.
+    let trace = ActionTrace::new();
+    let mut traced = ActionRequest::new("bench.noop", serde_json::json!({"n": u64::MAX}), principal.clone());
+    traced.trace = Some(Arc::clone(&trace));
+    warden.submit_recovering(&traced, &Recovery::default()).1.unwrap().commit(&serde_json::json!(1)).unwrap();
+    c.bench_function("sdk_part_record_read", |b| b.iter(|| black_box(trace.span())));
+    let record = trace.span();
+    c.bench_function("sdk_part_spans", |b| b.iter(|| sdk.spans(&record)));
+    c.bench_function("sdk_part_measurements", |b| b.iter(|| sdk.measure(&record)));
 }
 
 #[cfg(not(feature = "otel"))]
