@@ -3692,26 +3692,61 @@ fn attributes(list: &[opentelemetry_proto::tonic::common::v1::KeyValue]) -> serd
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
-#[test]
-fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_continuing_the_clients_trace() {
-    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
-    use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
-    use prost::Message;
-
-    let dir = scratch();
-    let upstream = Upstream::start();
-    let receiver = Receiver::start();
+/// A gateway in front of `upstream` exporting to `receiver`, with `extra` variables.
+fn otlp_gateway(dir: &Path, upstream: &Upstream, receiver: &Receiver, extra: &[(&str, &str)]) -> Gateway {
     let mut command = warden();
     command
         .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--listen", "127.0.0.1:0"])
         .args(["--principal-header", "X-Agent"])
-        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
-        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
-        .env("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer otlp-header-secret-1234")
-        .env("OTEL_SERVICE_NAME", "gateway-under-test");
-    let mut gateway = spawned(dir.path(), command);
+        .envs(extra.iter().copied());
+    spawned(dir, command)
+}
+
+/// Every span the receiver got, decoded with opentelemetry-proto's messages; each export's
+/// resource is checked to be `service`, its scope `warden`.
+fn exported_spans(receiver: &Receiver, service: &str) -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message;
+    let mut spans = Vec::new();
+    for body in receiver.bodies("/v1/traces") {
+        let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP trace export");
+        samples_out("trace.json", &serde_json::to_string_pretty(&request).expect("OTLP/JSON"));
+        for resource in request.resource_spans {
+            let resource_attributes = attributes(&resource.resource.expect("a resource").attributes);
+            assert_eq!(resource_attributes["service.name"], service);
+            for scope in resource.scope_spans {
+                assert_eq!(scope.scope.expect("a scope").name, "warden");
+                spans.extend(scope.spans);
+            }
+        }
+    }
+    spans
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_continuing_the_clients_trace() {
+    use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+    use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let receiver = Receiver::start();
+    let mut gateway = otlp_gateway(
+        dir.path(),
+        &upstream,
+        &receiver,
+        &[
+            ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer otlp-header-secret-1234"),
+            ("OTEL_SERVICE_NAME", "gateway-under-test"),
+        ],
+    );
     let secret_card = "4111111111111111";
     let secret_key = "sk_live_51HxSECRETnotinanyspan";
     let call = |id: u64, arguments: Value| {
@@ -3732,20 +3767,7 @@ fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_co
     );
     stop(&mut gateway);
 
-    let mut spans = Vec::new();
-    for body in receiver.bodies("/v1/traces") {
-        let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP trace export");
-        samples_out("trace.json", &serde_json::to_string_pretty(&request).expect("OTLP/JSON"));
-        for resource in request.resource_spans {
-            let resource_attributes = attributes(&resource.resource.expect("a resource").attributes);
-            assert_eq!(resource_attributes["service.name"], "gateway-under-test");
-            for scope in resource.scope_spans {
-                assert_eq!(scope.scope.expect("a scope").name, "warden");
-                spans.extend(scope.spans);
-            }
-        }
-    }
-    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let spans = exported_spans(&receiver, "gateway-under-test");
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(spans.len(), 4, "two calls, each an MCP span and one execute_tool span: {names:?}");
     for span in &spans {
@@ -3953,4 +3975,47 @@ fn without_otel_variables_nothing_is_exported_and_the_clients_traceparent_is_for
         stop(&mut gateway);
     }
     assert!(receiver.received.lock().expect("received").is_empty(), "nothing was exported");
+}
+
+#[test]
+fn a_call_suspended_for_input_is_one_execute_tool_span_across_its_legs() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let receiver = Receiver::start();
+    let mut gateway = otlp_gateway(dir.path(), &upstream, &receiver, &[]);
+    let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let meta = json!({"_meta": {"traceparent": traceparent}});
+    upstream.then(input_required("rs-t"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "t1"}), "a", meta.clone());
+    assert_eq!(first.meta()["result"], "suspended", "{}", first.text);
+    let first_leg = upstream.last().body;
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let mut continued = meta;
+    continued["requestState"] = json!("rs-t");
+    continued["inputResponses"] = json!({"confirm": {"action": "accept"}});
+    let done = gateway.call_2026(2, "careful", json!({"id": "t1"}), "a", continued);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    let second_leg = upstream.last().body;
+    stop(&mut gateway);
+
+    let spans = exported_spans(&receiver, "warden-gateway");
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    let legs: Vec<_> = spans.iter().filter(|s| s.name == "tools/call careful").collect();
+    let tools: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool mcp.acme.careful").collect();
+    assert_eq!((legs.len(), tools.len(), spans.len()), (2, 1, 3), "one MCP span per leg, one execute_tool: {names:?}");
+    let tool = tools[0];
+    let a = attributes(&tool.attributes);
+    assert_eq!(
+        (a["warden.outcome"].as_str(), a["gen_ai.tool.call.id"].clone()),
+        (Some("committed"), done.meta()["action_id"].clone())
+    );
+    let first_span =
+        legs.iter().find(|s| attributes(&s.attributes)["jsonrpc.request.id"] == "1").expect("the first leg");
+    assert_eq!(tool.parent_span_id, first_span.span_id, "the execute_tool span is the first leg's child");
+    for leg in &legs {
+        assert_eq!((hex(&leg.trace_id), hex(&leg.parent_span_id)), (CLIENT_TRACE.to_owned(), CLIENT_SPAN.to_owned()));
+    }
+    let named = format!("00-{CLIENT_TRACE}-{}-01", hex(&tool.span_id));
+    assert_eq!(first_leg["params"]["_meta"]["traceparent"], named, "both legs reach the upstream under the same span");
+    assert_eq!(second_leg["params"]["_meta"]["traceparent"], named);
 }
