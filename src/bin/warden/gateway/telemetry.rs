@@ -51,6 +51,15 @@ pub fn exports(var: &dyn Fn(&str) -> Option<String>) -> Result<Exports, String> 
     Ok(exports)
 }
 
+/// The most characters of a client's text (tool name, request id, session id) a span holds: the
+/// call is not checked yet when its span starts.
+pub const MAX_TEXT_CHARS: usize = 256;
+
+/// `text`, cut to `MAX_TEXT_CHARS` characters.
+pub fn bounded(text: &str) -> String {
+    text.chars().take(MAX_TEXT_CHARS).collect()
+}
+
 /// The MCP span attributes of one `tools/call` (pure): `mcp.method.name`, `gen_ai.tool.name`,
 /// `gen_ai.operation.name`, `jsonrpc.request.id`, `mcp.session.id` when the call has one,
 /// `mcp.protocol.version`.
@@ -58,19 +67,19 @@ pub fn exports(var: &dyn Fn(&str) -> Option<String>) -> Result<Exports, String> 
 pub fn call_attributes(tool: &str, id: &Value, session: Option<&str>, revision: &str) -> Vec<(&'static str, String)> {
     let mut attributes = vec![
         ("mcp.method.name", "tools/call".to_owned()),
-        ("gen_ai.tool.name", tool.to_owned()),
+        ("gen_ai.tool.name", bounded(tool)),
         ("gen_ai.operation.name", "execute_tool".to_owned()),
     ];
     match id {
-        Value::String(text) => attributes.push(("jsonrpc.request.id", text.clone())),
-        Value::Number(number) => attributes.push(("jsonrpc.request.id", number.to_string())),
+        Value::String(text) => attributes.push(("jsonrpc.request.id", bounded(text))),
+        Value::Number(number) => attributes.push(("jsonrpc.request.id", bounded(&number.to_string()))),
         _ => {}
     }
     if let Some(session) = session.filter(|s| !s.is_empty()) {
-        attributes.push(("mcp.session.id", session.to_owned()));
+        attributes.push(("mcp.session.id", bounded(session)));
     }
     if !revision.is_empty() {
-        attributes.push(("mcp.protocol.version", revision.to_owned()));
+        attributes.push(("mcp.protocol.version", bounded(revision)));
     }
     attributes
 }
@@ -330,7 +339,8 @@ mod otel {
         /// `params._meta` carries a valid `traceparent` (with its `tracestate`).
         pub fn start_call(&self, message: &Value, tool: &str, session: Option<&str>, revision: &str) -> CallSpan {
             let started = std::time::Instant::now();
-            let Some((tracer, _)) = &self.tracer else { return CallSpan { cx: None, started, tool: tool.to_owned() } };
+            let tool = &super::bounded(tool);
+            let Some((tracer, _)) = &self.tracer else { return CallSpan { cx: None, started, tool: tool.clone() } };
             let meta = message.get("params").and_then(|p| p.get("_meta"));
             let mut carrier = HashMap::new();
             for key in ["traceparent", "tracestate"] {
@@ -593,6 +603,10 @@ mod tests {
                 ("mcp.protocol.version", "2025-06-18".to_owned()),
             ]
         );
+        let long = "x".repeat(10_000);
+        let capped = call_attributes(&long, &json!(long), Some(&long), "");
+        assert!(capped.iter().all(|(_, value)| value.chars().count() <= super::MAX_TEXT_CHARS), "{capped:?}");
+        assert_eq!(capped[1].1, "x".repeat(super::MAX_TEXT_CHARS));
         let bare = call_attributes("t", &json!(null), None, "");
         assert_eq!(bare.len(), 3, "{bare:?}");
         assert_eq!(call_attributes("t", &json!("a"), Some(""), "")[3], ("jsonrpc.request.id", "a".to_owned()));
