@@ -8,6 +8,14 @@
 //! After criterion's runs, `interleaved` measures both cycles again in alternating rounds on one
 //! store and prints the medians side by side (`cargo bench --bench telemetry -- interleaved` for
 //! that alone).
+//!
+//! With the `otel` feature (a default), `protected_call_sdk_noop` is what `warden gateway` does
+//! per call with its OpenTelemetry SDK on: the MCP server span continuing a client's
+//! `traceparent`, the traced call, the `execute_tool` SDK span started at the permit and
+//! propagated, completed from the record (the gateway's own `otel_record.rs`, included here), the
+//! record's measurements into an SDK meter (aggregated by the Prometheus reader `/metrics` uses),
+//! the spans handed to a batch processor whose exporter drops them. `interleaved` then also
+//! alternates the untraced cycle with that one.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -79,8 +87,10 @@ fn cycle(c: &mut Criterion) {
 /// alternating by round: both see the same store size and the same load from the rest of the
 /// machine, which two criterion runs seconds apart do not. Prints each round's µs per call, the
 /// medians and the median of the per-round differences (what the issue's ≤ 5 µs is about).
-fn interleaved(rounds: usize, per_round: u64) {
+fn interleaved(rounds: usize, per_round: u64, with: Mode) {
     let dir = scratch();
+    #[cfg(feature = "otel")]
+    let sdk = sdk::Sdk::new();
     let warden = open(dir.path());
     let principal = Principal::new("bench", None).unwrap();
     let mut n = 0u64;
@@ -91,7 +101,13 @@ fn interleaved(rounds: usize, per_round: u64) {
         let began = Instant::now();
         for _ in 0..per_round {
             n += 1;
-            let mut request = ActionRequest::new("bench.noop", serde_json::json!({"n": n}), principal.clone());
+            let request = ActionRequest::new("bench.noop", serde_json::json!({"n": n}), principal.clone());
+            #[cfg(feature = "otel")]
+            if traced && with == Mode::Sdk {
+                sdk.call(&warden, request);
+                continue;
+            }
+            let mut request = request;
             let trace = traced.then(ActionTrace::new);
             request.trace = trace.clone();
             let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
@@ -133,11 +149,15 @@ fn interleaved(rounds: usize, per_round: u64) {
         sorted[sorted.len() / 2]
     };
     let list = |values: &[f64]| values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(" ");
-    println!("interleaved: {rounds} rounds of {per_round} calls each way, one store");
+    let label = match with {
+        Mode::Traced => "traced",
+        Mode::Sdk => "sdk",
+    };
+    println!("interleaved ({label}): {rounds} rounds of {per_round} calls each way, one store");
     println!("  untraced µs/call: {}", list(&untraced));
-    println!("  traced   µs/call: {}", list(&traced));
+    println!("  {label:<8} µs/call: {}", list(&traced));
     println!(
-        "  median untraced {:.1} µs, traced {:.1} µs, median per-round difference {:.1} µs",
+        "  median untraced {:.1} µs, {label} {:.1} µs, median per-round difference {:.1} µs",
         median(&untraced),
         median(&traced),
         median(&differences)
@@ -147,7 +167,7 @@ fn interleaved(rounds: usize, per_round: u64) {
         // USER_HZ is 100 on Linux: a tick is 10 ms.
         let per_call = |ticks: u64| ticks as f64 * 10_000.0 / (rounds as f64 * per_round as f64);
         println!(
-            "  process CPU per call (all rounds, /proc/self/stat): untraced {:.1} µs, traced {:.1} µs, difference {:.1} µs",
+            "  process CPU per call (all rounds, /proc/self/stat): untraced {:.1} µs, {label} {:.1} µs, difference {:.1} µs",
             per_call(cpu[0]),
             per_call(cpu[1]),
             per_call(cpu[1]) - per_call(cpu[0])
@@ -164,10 +184,186 @@ fn cpu_ticks() -> Option<u64> {
     Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
+/// What `interleaved` compares the untraced cycle with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The record read twice (what a host does before its SDK).
+    Traced,
+    /// The gateway's whole SDK work (`otel` feature).
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    Sdk,
+}
+
+#[cfg(feature = "otel")]
+#[path = "../src/bin/warden/gateway/otel_record.rs"]
+#[allow(dead_code)]
+mod otel_record;
+
+#[cfg(feature = "otel")]
+mod sdk {
+    use std::collections::HashMap;
+    use std::hint::black_box;
+    use std::sync::Arc;
+
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry::propagation::TextMapPropagator;
+    use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer as _, TracerProvider as _};
+    use opentelemetry::KeyValue;
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::propagation::TraceContextPropagator;
+    use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
+    use warden::pipeline::{ActionRequest, Recovery, Warden};
+    use warden::telemetry::{ActionSpan, ActionTrace};
+
+    use super::otel_record::{complete, start_attributes, time, Instruments};
+
+    /// An exporter that drops every batch.
+    #[derive(Debug)]
+    struct Dropping;
+
+    impl SpanExporter for Dropping {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            black_box(batch);
+            Ok(())
+        }
+    }
+
+    pub struct Sdk {
+        tracer: SdkTracer,
+        _provider: SdkTracerProvider,
+        instruments: Instruments,
+        _meters: opentelemetry_sdk::metrics::SdkMeterProvider,
+    }
+
+    impl Sdk {
+        pub fn new() -> Sdk {
+            let provider = SdkTracerProvider::builder().with_batch_exporter(Dropping).build();
+            let reader =
+                opentelemetry_prometheus::exporter().with_registry(prometheus::Registry::new()).build().unwrap();
+            let meters = opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(reader).build();
+            Sdk {
+                tracer: provider.tracer("warden"),
+                _provider: provider,
+                instruments: Instruments::new(meters.meter("warden")),
+                _meters: meters,
+            }
+        }
+
+        /// One protected call as the gateway makes it with its SDK on.
+        pub fn call(&self, warden: &Warden, mut request: ActionRequest<'_>) {
+            let carrier: HashMap<String, String> = HashMap::from([(
+                "traceparent".to_owned(),
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
+            )]);
+            let propagator = TraceContextPropagator::new();
+            let parent = propagator.extract(&carrier);
+            let server = self
+                .tracer
+                .span_builder("tools/call noop")
+                .with_kind(SpanKind::Server)
+                .with_attributes([
+                    KeyValue::new("mcp.method.name", "tools/call"),
+                    KeyValue::new("gen_ai.tool.name", "noop"),
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("jsonrpc.request.id", "1"),
+                ])
+                .start_with_context(&self.tracer, &parent);
+            let call = parent.with_span(server);
+            let trace = ActionTrace::new();
+            request.trace = Some(Arc::clone(&trace));
+            let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
+            let record = trace.span();
+            let span = self
+                .tracer
+                .span_builder(record.name.clone())
+                .with_kind(SpanKind::Internal)
+                .with_start_time(time(record.start))
+                .with_attributes(start_attributes(&record))
+                .start_with_context(&self.tracer, &call);
+            let action = call.with_span(span);
+            let mut forwarded: HashMap<String, String> = HashMap::new();
+            propagator.inject_context(&action, &mut forwarded);
+            black_box(forwarded);
+            permit.commit(&serde_json::json!({"ok": true})).unwrap();
+            let record = trace.span();
+            self.instruments.measure(&record);
+            complete(&action.span(), &record);
+            call.span().end();
+        }
+
+        /// The two spans of a finished call from its record, propagation included (no kernel).
+        pub fn spans(&self, record: &ActionSpan) {
+            let carrier: HashMap<String, String> = HashMap::from([(
+                "traceparent".to_owned(),
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
+            )]);
+            let propagator = TraceContextPropagator::new();
+            let parent = propagator.extract(&carrier);
+            let server = self
+                .tracer
+                .span_builder("tools/call noop")
+                .with_kind(SpanKind::Server)
+                .with_attributes([
+                    KeyValue::new("mcp.method.name", "tools/call"),
+                    KeyValue::new("gen_ai.tool.name", "noop"),
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("jsonrpc.request.id", "1"),
+                ])
+                .start_with_context(&self.tracer, &parent);
+            let call = parent.with_span(server);
+            let span = self
+                .tracer
+                .span_builder(record.name.clone())
+                .with_kind(SpanKind::Internal)
+                .with_start_time(time(record.start))
+                .with_attributes(start_attributes(record))
+                .start_with_context(&self.tracer, &call);
+            let action = call.with_span(span);
+            let mut forwarded: HashMap<String, String> = HashMap::new();
+            propagator.inject_context(&action, &mut forwarded);
+            black_box(forwarded);
+            complete(&action.span(), record);
+            call.span().end();
+        }
+
+        /// The record's measurements.
+        pub fn measure(&self, record: &ActionSpan) {
+            self.instruments.measure(record);
+        }
+    }
+}
+
+#[cfg(feature = "otel")]
+fn with_sdk(c: &mut Criterion) {
+    let dir = scratch();
+    let warden = open(dir.path());
+    let principal = Principal::new("bench", None).unwrap();
+    let sdk = sdk::Sdk::new();
+    let mut n = 0u64;
+    c.bench_function("protected_call_sdk_noop", |b| {
+        b.iter(|| {
+            n += 1;
+            sdk.call(&warden, ActionRequest::new("bench.noop", serde_json::json!({"n": n}), principal.clone()));
+        });
+    });
+    // Its parts, on one finished record, without the kernel.
+    let trace = ActionTrace::new();
+    let mut traced = ActionRequest::new("bench.noop", serde_json::json!({"n": u64::MAX}), principal.clone());
+    traced.trace = Some(Arc::clone(&trace));
+    warden.submit_recovering(&traced, &Recovery::default()).1.unwrap().commit(&serde_json::json!(1)).unwrap();
+    c.bench_function("sdk_part_record_read", |b| b.iter(|| black_box(trace.span())));
+    let record = trace.span();
+    c.bench_function("sdk_part_spans", |b| b.iter(|| sdk.spans(&record)));
+    c.bench_function("sdk_part_measurements", |b| b.iter(|| sdk.measure(&record)));
+}
+
+#[cfg(not(feature = "otel"))]
+fn with_sdk(_c: &mut Criterion) {}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30);
-    targets = cycle
+    targets = cycle, with_sdk
 }
 
 fn main() {
@@ -176,10 +372,13 @@ fn main() {
     let benching = std::env::args().any(|arg| arg == "--bench");
     let filtered = std::env::args().skip(1).any(|arg| !arg.starts_with('-'));
     if !filtered || std::env::args().any(|arg| arg == "interleaved") {
-        if benching {
-            interleaved(31, 300);
-        } else {
-            interleaved(1, 2);
+        let modes: &[Mode] = if cfg!(feature = "otel") { &[Mode::Traced, Mode::Sdk] } else { &[Mode::Traced] };
+        for mode in modes {
+            if benching {
+                interleaved(31, 300, *mode);
+            } else {
+                interleaved(1, 2, *mode);
+            }
         }
     }
     Criterion::default().configure_from_args().final_summary();

@@ -339,6 +339,13 @@ fn scratch() -> tempfile::TempDir {
 fn warden() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
     command.env_remove("WARDEN_STORE").env_remove("WARDEN_CONFIG").env("RUST_BACKTRACE", "0");
+    // The gateway exports only when the OTEL_* variables say so: none leaks in from the test's
+    // environment.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("OTEL_") {
+            command.env_remove(name);
+        }
+    }
     command
 }
 
@@ -2115,7 +2122,7 @@ fn a_settings_file_gives_the_flags_and_a_flag_given_twice_is_refused() {
             format!("{base}upstream-timeout: 5\n"),
             vec![],
             None,
-            ":6: upstream-timeout: not a setting (keys are snake_case: upstream_timeout); allowed: alias, ",
+            ":6: upstream-timeout: not a setting (keys are snake_case: upstream_timeout); allowed: admin, alias, ",
         ),
         (format!("{base}settings: other.yaml\n"), vec![], None, ":6: settings: not a setting"),
         (
@@ -3586,4 +3593,429 @@ fn over_stdio_a_document_may_refuse_unknown_methods() {
     assert!(child.wait().expect("exit").success());
     let raw = std::fs::read_to_string(&log).expect("log");
     assert!(!raw.contains("acme/custom") && raw.contains("tools/list"), "{raw}");
+}
+
+// ---- telemetry: OTLP/HTTP traces, /metrics --------------------------------------------------
+
+/// Each request's path and body, as received.
+type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A local OTLP/HTTP receiver: every request's path and body, answered 200.
+struct Receiver {
+    endpoint: String,
+    received: Received,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let endpoint = format!("http://{}", listener.local_addr().expect("address"));
+        let received: Received = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&received);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let kept = Arc::clone(&kept);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                    let mut first = String::new();
+                    if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let path = first.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((k, v)) = line.trim_end().split_once(':') {
+                            if k.eq_ignore_ascii_case("content-length") {
+                                length = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).expect("the export's body");
+                    kept.lock().expect("received").push((path, body));
+                    let mut stream = stream;
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                });
+            }
+        });
+        Receiver { endpoint, received }
+    }
+
+    fn bodies(&self, path: &str) -> Vec<Vec<u8>> {
+        self.received.lock().expect("received").iter().filter(|(p, _)| p == path).map(|(_, b)| b.clone()).collect()
+    }
+
+    fn everything(&self) -> Vec<u8> {
+        self.received.lock().expect("received").iter().flat_map(|(_, b)| b.clone()).collect()
+    }
+}
+
+/// The names of the gateway process's threads (Linux).
+fn thread_names(child: &Child) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).expect("the gateway's threads");
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+/// SIGTERM, then the exit: the gateway drains and flushes what its exporters hold.
+fn stop(gateway: &mut Gateway) {
+    signal(&gateway.child, "-TERM");
+    let status = gateway.child.wait().expect("the gateway exits");
+    assert!(status.success(), "{status:?}");
+}
+
+fn any_value(value: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> Value {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(V::StringValue(text)) => json!(text),
+        Some(V::IntValue(n)) => json!(n),
+        Some(V::DoubleValue(x)) => json!(x),
+        Some(V::BoolValue(b)) => json!(b),
+        other => panic!("an attribute of an unexpected type: {other:?}"),
+    }
+}
+
+fn attributes(list: &[opentelemetry_proto::tonic::common::v1::KeyValue]) -> serde_json::Map<String, Value> {
+    list.iter().map(|kv| (kv.key.clone(), any_value(kv.value.as_ref()))).collect()
+}
+
+const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// A gateway in front of `upstream` exporting to `receiver`, with `extra` variables.
+fn otlp_gateway(dir: &Path, upstream: &Upstream, receiver: &Receiver, extra: &[(&str, &str)]) -> Gateway {
+    let mut command = warden();
+    command
+        .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--listen", "127.0.0.1:0"])
+        .args(["--principal-header", "X-Agent"])
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .envs(extra.iter().copied());
+    spawned(dir, command)
+}
+
+/// Every span the receiver got, decoded with opentelemetry-proto's messages; each export's
+/// resource is checked to be `service`, its scope `warden`.
+fn exported_spans(receiver: &Receiver, service: &str) -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message;
+    let mut spans = Vec::new();
+    for body in receiver.bodies("/v1/traces") {
+        let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP trace export");
+        samples_out("trace.json", &serde_json::to_string_pretty(&request).expect("OTLP/JSON"));
+        for resource in request.resource_spans {
+            let resource_attributes = attributes(&resource.resource.expect("a resource").attributes);
+            assert_eq!(resource_attributes["service.name"], service);
+            for scope in resource.scope_spans {
+                assert_eq!(scope.scope.expect("a scope").name, "warden");
+                spans.extend(scope.spans);
+            }
+        }
+    }
+    spans
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_continuing_the_clients_trace() {
+    use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+    use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let receiver = Receiver::start();
+    let mut gateway = otlp_gateway(
+        dir.path(),
+        &upstream,
+        &receiver,
+        &[
+            ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer otlp-header-secret-1234"),
+            ("OTEL_SERVICE_NAME", "gateway-under-test"),
+        ],
+    );
+    let secret_card = "4111111111111111";
+    let secret_key = "sk_live_51HxSECRETnotinanyspan";
+    let call = |id: u64, arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "create_refund", "arguments": arguments,
+                       "_meta": {"traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"), "tracestate": "vendor=abc"}}});
+        gateway.post(&[("X-Agent", "agent-7"), ("Authorization", "Bearer client-secret-token-9876")], &body.to_string())
+    };
+    let committed = call(1, json!({"payment_id": "pay_1", "amount": 100, "card": secret_card, "api_key": secret_key}));
+    assert_eq!(committed.meta()["result"], "committed", "{}", committed.text);
+    let forwarded = upstream.last().body;
+    let denied = call(2, json!({"payment_id": "pay_2", "amount": 2_000_000, "card": secret_card}));
+    assert_eq!(denied.code(), Some(-41001), "{}", denied.text);
+    assert!(
+        thread_names(&gateway.child).iter().any(|name| name.starts_with("OpenTelemetry")),
+        "the exporter's thread runs: {:?}",
+        thread_names(&gateway.child)
+    );
+    stop(&mut gateway);
+
+    let spans = exported_spans(&receiver, "gateway-under-test");
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(spans.len(), 4, "two calls, each an MCP span and one execute_tool span: {names:?}");
+    for span in &spans {
+        assert_eq!(hex(&span.trace_id), CLIENT_TRACE, "{} is in the client's trace", span.name);
+    }
+    let mcp: Vec<_> = spans.iter().filter(|s| s.name == "tools/call create_refund").collect();
+    let tools: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool mcp.acme.create_refund").collect();
+    assert_eq!((mcp.len(), tools.len()), (2, 2), "{names:?}");
+    for span in &mcp {
+        assert_eq!(hex(&span.parent_span_id), CLIENT_SPAN, "the MCP span is the client span's child");
+        assert_eq!(span.kind, SpanKind::Server as i32);
+        assert_eq!(span.trace_state, "vendor=abc");
+        let a = attributes(&span.attributes);
+        assert_eq!(
+            (a["mcp.method.name"].as_str(), a["gen_ai.tool.name"].as_str()),
+            (Some("tools/call"), Some("create_refund"))
+        );
+        assert_eq!(a["gen_ai.operation.name"], "execute_tool");
+    }
+    let by_request = |id: &str| {
+        let server = mcp.iter().find(|s| attributes(&s.attributes)["jsonrpc.request.id"] == id).expect("the MCP span");
+        let tool = tools.iter().find(|t| t.parent_span_id == server.span_id).expect("its execute_tool child");
+        (*server, *tool)
+    };
+    // The committed call: its execute_tool span is the MCP span's child and names the receipt.
+    let (server, tool) = by_request("1");
+    assert_eq!(tool.kind, SpanKind::Internal as i32);
+    assert!(server.status.as_ref().is_none_or(|s| s.code == StatusCode::Unset as i32), "{:?}", server.status);
+    let a = attributes(&tool.attributes);
+    let meta = committed.meta();
+    let receipt = gateway.receipts().into_iter().find(|r| r["receipt_id"] == meta["receipt_id"]).expect("the receipt");
+    assert_eq!(a["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(a["gen_ai.tool.name"], "mcp.acme.create_refund");
+    assert_eq!(a["gen_ai.tool.call.id"], meta["action_id"]);
+    assert_eq!(a["warden.receipt.id"], meta["receipt_id"]);
+    assert_eq!(a["warden.effect.key"], "refund:pay_1");
+    assert_eq!(a["warden.effect.key"], receipt["effect_key"]);
+    assert_eq!(a["warden.action.hash"], receipt["action_hash"]);
+    assert_eq!(a["warden.policy.hash"], receipt["policy_hash"]);
+    assert_eq!(a["warden.decision.reason"], receipt["decision_reason"]);
+    assert_eq!(a["warden.receipt.seq"], receipt["seq"], "{receipt}");
+    assert_eq!(a["warden.receipt.hash"], receipt["hash"], "{receipt}");
+    assert_eq!((a["warden.decision"].as_str(), a["warden.outcome"].as_str()), (Some("allow"), Some("committed")));
+    assert_eq!(a["warden.effect.state"], "committed");
+    assert_eq!(tool.events.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["gen_ai.guardrail.result"]);
+    // The request forwarded upstream names the execute_tool span as its parent, in the trace.
+    assert_eq!(
+        forwarded["params"]["_meta"]["traceparent"],
+        format!("00-{CLIENT_TRACE}-{}-01", hex(&tool.span_id)),
+        "the upstream's spans are children of the gateway's execute_tool span"
+    );
+    assert_eq!(forwarded["params"]["_meta"]["tracestate"], "vendor=abc");
+    // The refusal: an execute_tool span with the refusal, under an MCP span that failed.
+    let (server, tool) = by_request("2");
+    let a = attributes(&tool.attributes);
+    assert_eq!((a["warden.outcome"].as_str(), a["error.type"].as_str()), (Some("refused"), Some("denied")));
+    assert_eq!(a["warden.decision"], "deny");
+    assert_eq!(tool.status.as_ref().map(|s| s.code), Some(StatusCode::Error as i32));
+    assert_eq!(server.status.as_ref().map(|s| s.code), Some(StatusCode::Error as i32));
+    assert_eq!(attributes(&server.attributes)["error.type"], "-41001");
+    // No argument value, credential or header value anywhere in what was exported.
+    let exported = receiver.everything();
+    assert!(!exported.is_empty());
+    for secret in [secret_card, secret_key, "client-secret-token-9876", "otlp-header-secret-1234", "agent-7"] {
+        assert!(!exported.windows(secret.len()).any(|w| w == secret.as_bytes()), "{secret} appears in the OTLP export");
+    }
+}
+
+/// With `WARDEN_TELEMETRY_SAMPLES=DIR`, what a test received is also written to DIR/`name`
+/// (appended): the examples in docs/TELEMETRY.md come from there.
+fn samples_out(name: &str, text: &str) {
+    if let Some(dir) = std::env::var_os("WARDEN_TELEMETRY_SAMPLES") {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(Path::new(&dir).join(name))
+            .expect("the samples file");
+        writeln!(file, "{text}").expect("write a sample");
+    }
+}
+
+/// The samples of a Prometheus text exposition: (name, labels, value).
+fn samples(text: &str) -> Vec<(String, std::collections::BTreeMap<String, String>, f64)> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("not a value: {line:?}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => (name, rest.strip_suffix('}').unwrap_or_else(|| panic!("unclosed: {line:?}"))),
+            None => (series, ""),
+        };
+        let mut map = std::collections::BTreeMap::new();
+        let mut rest = labels;
+        while !rest.is_empty() {
+            let (key, after) = rest.split_once("=\"").unwrap_or_else(|| panic!("a label: {line:?}"));
+            let end = after.find('"').unwrap_or_else(|| panic!("a label's end: {line:?}"));
+            map.insert(key.trim_start_matches(',').to_owned(), after[..end].to_owned());
+            rest = &after[end + 1..];
+        }
+        out.push((name.to_owned(), map, value));
+    }
+    out
+}
+
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples(text)
+        .into_iter()
+        .filter(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v)))
+        .map(|(_, _, v)| v)
+        .reduce(|a, b| a + b)
+}
+
+fn scrape(address: &str) -> String {
+    let mut stream = TcpStream::connect(address).expect("connect to --admin");
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("read");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("Content-Type: text/plain; version=0.0.4"), "{head}");
+    body.to_owned()
+}
+
+#[test]
+fn metrics_on_the_admin_address_count_actions_by_decision_and_show_ambiguous_effects() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut gateway =
+        gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--admin", "127.0.0.1:0"]);
+    let mut line = String::new();
+    let admin = loop {
+        line.clear();
+        assert!(gateway.stdout.read_line(&mut line).expect("the startup block") > 0, "no admin line");
+        if let Some(rest) = line.strip_prefix("admin http://") {
+            break rest.trim().strip_suffix("/metrics").expect("the /metrics address").to_owned();
+        }
+    };
+    let before = scrape(&admin);
+    assert_eq!(sample(&before, "warden_effects", &[("warden_effect_state", "ambiguous")]), Some(0.0), "{before}");
+    assert_eq!(sample(&before, "warden_chain_length", &[]), Some(0.0), "{before}");
+    assert_eq!(sample(&before, "warden_actions_total", &[]), None, "nothing counted yet: {before}");
+
+    assert_eq!(gateway.call(1, "create_refund", refund("p1", 100), "a").meta()["result"], "committed");
+    assert_eq!(gateway.call(2, "create_refund", refund("p2", 2_000_000), "a").code(), Some(-41001));
+    assert_eq!(gateway.call(3, "create_refund", refund("p1", 100), "a").code(), Some(-41004));
+    upstream.then(Script::Close);
+    assert_eq!(gateway.call(4, "careful", json!({"id": "gone"}), "a").meta()["result"], "ambiguous");
+    let after = scrape(&admin);
+    samples_out("metrics.txt", &after);
+    let actions = |labels: &[(&str, &str)]| sample(&after, "warden_actions_total", labels);
+    assert_eq!(actions(&[]), Some(4.0), "{after}");
+    assert_eq!(actions(&[("warden_outcome", "committed"), ("warden_decision", "allow")]), Some(1.0), "{after}");
+    assert_eq!(
+        actions(&[("warden_outcome", "refused"), ("warden_decision", "deny"), ("error_type", "denied")]),
+        Some(1.0)
+    );
+    assert_eq!(actions(&[("warden_decision_reason", "duplicate"), ("error_type", "duplicate")]), Some(1.0), "{after}");
+    assert_eq!(actions(&[("warden_outcome", "ambiguous")]), Some(1.0), "{after}");
+    assert_eq!(sample(&after, "warden_effects", &[("warden_effect_state", "ambiguous")]), Some(1.0), "{after}");
+    assert_eq!(sample(&after, "warden_chain_length", &[]), Some(4.0), "{after}");
+    assert_eq!(sample(&after, "warden_approvals_pending", &[]), Some(0.0), "{after}");
+    assert!(sample(&after, "warden_store_write_duration_seconds_count", &[]).is_some_and(|n| n >= 3.0), "{after}");
+    assert_eq!(sample(&after, "warden_action_duration_seconds_count", &[]), Some(4.0), "{after}");
+    assert_eq!(sample(&after, "mcp_server_operation_duration_seconds_count", &[]), Some(4.0), "{after}");
+    // An approval waiting for a human is a pending approval.
+    assert_eq!(gateway.call(5, "create_refund", refund("p5", 60_000), "a").code(), Some(-41002));
+    assert_eq!(sample(&scrape(&admin), "warden_approvals_pending", &[]), Some(1.0));
+    for secret in ["p1", "p2", "gone"] {
+        assert!(!after.contains(&format!("\"{secret}\"")), "an argument value in /metrics: {after}");
+    }
+    stop(&mut gateway);
+}
+
+#[test]
+fn without_otel_variables_nothing_is_exported_and_the_clients_traceparent_is_forwarded_as_sent() {
+    let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "careful", "arguments": {"id": "k"}, "_meta": {"traceparent": traceparent}}})
+    .to_string();
+    let receiver = Receiver::start();
+    // No variable at all; then an endpoint with OTEL_SDK_DISABLED=true.
+    for disabled in [false, true] {
+        let dir = scratch();
+        let upstream = Upstream::start();
+        let mut command = warden();
+        command
+            .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--listen", "127.0.0.1:0"])
+            .args(["--principal-header", "X-Agent"])
+            .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+            .args(["--store", &dir.path().join("store.redb").display().to_string()])
+            .env("OTEL_SERVICE_NAME", "not-exporting");
+        if disabled {
+            command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint).env("OTEL_SDK_DISABLED", "true");
+        }
+        let mut gateway = spawned(dir.path(), command);
+        let mut block = String::new();
+        while !block.contains("telemetry ") {
+            assert!(gateway.stdout.read_line(&mut block).expect("the startup block") > 0, "{block}");
+        }
+        assert!(block.contains("telemetry off"), "{block}");
+        assert_eq!(gateway.post(&[("X-Agent", "a")], &body).meta()["result"], "committed");
+        assert_eq!(upstream.last().body["params"]["_meta"], json!({"traceparent": traceparent}), "forwarded as sent");
+        let threads = thread_names(&gateway.child);
+        assert!(!threads.iter().any(|name| name.starts_with("OpenTelemetry")), "no exporter thread: {threads:?}");
+        stop(&mut gateway);
+    }
+    assert!(receiver.received.lock().expect("received").is_empty(), "nothing was exported");
+}
+
+#[test]
+fn a_call_suspended_for_input_is_one_execute_tool_span_across_its_legs() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let receiver = Receiver::start();
+    let mut gateway = otlp_gateway(dir.path(), &upstream, &receiver, &[]);
+    let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let meta = json!({"_meta": {"traceparent": traceparent}});
+    upstream.then(input_required("rs-t"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "t1"}), "a", meta.clone());
+    assert_eq!(first.meta()["result"], "suspended", "{}", first.text);
+    let first_leg = upstream.last().body;
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let mut continued = meta;
+    continued["requestState"] = json!("rs-t");
+    continued["inputResponses"] = json!({"confirm": {"action": "accept"}});
+    let done = gateway.call_2026(2, "careful", json!({"id": "t1"}), "a", continued);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    let second_leg = upstream.last().body;
+    stop(&mut gateway);
+
+    let spans = exported_spans(&receiver, "warden-gateway");
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    let legs: Vec<_> = spans.iter().filter(|s| s.name == "tools/call careful").collect();
+    let tools: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool mcp.acme.careful").collect();
+    assert_eq!((legs.len(), tools.len(), spans.len()), (2, 1, 3), "one MCP span per leg, one execute_tool: {names:?}");
+    let tool = tools[0];
+    let a = attributes(&tool.attributes);
+    assert_eq!(
+        (a["warden.outcome"].as_str(), a["gen_ai.tool.call.id"].clone()),
+        (Some("committed"), done.meta()["action_id"].clone())
+    );
+    let first_span =
+        legs.iter().find(|s| attributes(&s.attributes)["jsonrpc.request.id"] == "1").expect("the first leg");
+    assert_eq!(tool.parent_span_id, first_span.span_id, "the execute_tool span is the first leg's child");
+    for leg in &legs {
+        assert_eq!((hex(&leg.trace_id), hex(&leg.parent_span_id)), (CLIENT_TRACE.to_owned(), CLIENT_SPAN.to_owned()));
+    }
+    let named = format!("00-{CLIENT_TRACE}-{}-01", hex(&tool.span_id));
+    assert_eq!(first_leg["params"]["_meta"]["traceparent"], named, "both legs reach the upstream under the same span");
+    assert_eq!(second_leg["params"]["_meta"]["traceparent"], named);
 }

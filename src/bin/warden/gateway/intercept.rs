@@ -20,6 +20,7 @@ use warden::Error;
 use super::catalog::{Catalog, ListTools};
 use super::classify::{self, Effect, Observation, Reply};
 use super::log;
+use super::telemetry::{CallSpan, InFlight, Telemetry};
 
 /// The `_meta` key of the receipt summary.
 pub const META_KEY: &str = "dev.warden/receipt";
@@ -59,6 +60,11 @@ pub struct Admitted {
     pub round: u32,
     /// When the gateway began deciding the call (its log line's latency).
     pub started: std::time::Instant,
+    /// The call's MCP span (ended by `finish`).
+    pub span: Option<CallSpan>,
+    /// The protected call's `execute_tool` span, begun when the permit was issued (a
+    /// continuation carries the suspended leg's).
+    pub flight: Option<InFlight>,
 }
 
 /// A first leg answered `input_required` with a `requestState`: the permit (and so the
@@ -71,6 +77,8 @@ struct Suspension {
     principal: warden::Principal,
     round: u32,
     deadline: std::time::Instant,
+    /// The call's `execute_tool` span, ended when the call is.
+    flight: Option<InFlight>,
 }
 
 /// What is kept of a suspension that lapsed: enough to check a late continuation is the same
@@ -146,6 +154,8 @@ pub struct Engine {
     pub approval_wait: std::time::Duration,
     /// Set when the gateway is stopping: nothing waits for a human any more.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Spans and measurements (`OTEL_*`, `--admin`); off unless asked for.
+    pub telemetry: Telemetry,
 }
 
 /// Where a client's answer to a server request is expected: the session (when the revision
@@ -192,6 +202,7 @@ impl Engine {
             elicitation,
             approval_wait: std::time::Duration::ZERO,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            telemetry: Telemetry::off(),
         }
     }
 
@@ -353,12 +364,23 @@ impl Engine {
     /// One structured log line per call: its refusal here, its outcome in `finish`.
     pub fn admit(&self, call: &Call<'_>, present: &dyn Fn() -> bool) -> Result<Admitted, Answer> {
         let started = std::time::Instant::now();
-        match self.decide(call, present) {
+        let session = super::wire::header(call.headers, "mcp-session-id").0;
+        let span = self.telemetry.start_call(call.message, call.tool, session, call.revision);
+        let trace = self.telemetry.wants_trace();
+        match self.decide(call, present, trace.clone()) {
             Ok(mut admitted) => {
                 admitted.started = started;
+                match &admitted.flight {
+                    // A continuation: the suspended leg's span goes on, and is the parent again.
+                    Some(flight) => self.telemetry.propagate(flight, &mut admitted.forward),
+                    None => admitted.flight = self.telemetry.action_started(&span, trace, &mut admitted.forward),
+                }
+                admitted.span = Some(span);
                 Ok(admitted)
             }
             Err(answer) => {
+                self.telemetry.action_refused(&span, trace);
+                self.telemetry.end_call(span, Some(&answer.body), None);
                 let mut line = refusal_line(&self.action_name(call.tool), call.tool, &answer.body, started);
                 if self.log_arguments {
                     line["arguments"] = arguments_of(call.message);
@@ -369,7 +391,12 @@ impl Engine {
         }
     }
 
-    fn decide(&self, call: &Call<'_>, present: &dyn Fn() -> bool) -> Result<Admitted, Answer> {
+    fn decide(
+        &self,
+        call: &Call<'_>,
+        present: &dyn Fn() -> bool,
+        traced: Option<std::sync::Arc<warden::telemetry::ActionTrace>>,
+    ) -> Result<Admitted, Answer> {
         let name = self.action_name(call.tool);
         let params = call.message.get("params").and_then(Value::as_object);
         let arguments = match params.and_then(|p| p.get("arguments")) {
@@ -522,6 +549,7 @@ impl Engine {
         request.hop = hop;
         request.task = task;
         request.traceparent = trace;
+        request.trace = traced;
         // The library's one propose-and-wait: a call that needs approval waits (at most
         // `--wait-approvals`, by the kernel's clock, while the client is there and the gateway
         // is not stopping) and then presents the answered request in this identical call — a
@@ -542,7 +570,15 @@ impl Engine {
                 }
                 let not_executed_on_error =
                     self.warden.document().actions.get(&name).is_some_and(|entry| entry.not_executed_on_error);
-                Ok(Admitted { permit, forward, not_executed_on_error, round: 0, started: std::time::Instant::now() })
+                Ok(Admitted {
+                    permit,
+                    forward,
+                    not_executed_on_error,
+                    round: 0,
+                    started: std::time::Instant::now(),
+                    span: None,
+                    flight: None,
+                })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), action_id, error)),
         }
@@ -594,6 +630,7 @@ impl Engine {
         if suspension.deadline < std::time::Instant::now() {
             let key = suspension.permit.effect_key().map(str::to_owned);
             let _ = suspension.permit.ambiguous("elicitation timeout: the continuation came too late");
+            self.end_flight(suspension.flight);
             return Err(refusal(
                 call.id,
                 409,
@@ -604,6 +641,7 @@ impl Engine {
             ));
         }
         let mut permit = suspension.permit;
+        let flight = suspension.flight;
         let responses = call.message.get("params").and_then(|p| p.get("inputResponses"));
         let data = json!({
             "reason": "continuation",
@@ -617,6 +655,7 @@ impl Engine {
             log::warn(&format!("{name}: recording the continuation failed: {error}"));
             let key = permit.effect_key().map(str::to_owned);
             let _ = permit.ambiguous(&format!("the continuation could not be recorded: {error}"));
+            self.end_flight(flight);
             if !error.is_refusal() {
                 return Err(internal(call.id));
             }
@@ -641,6 +680,8 @@ impl Engine {
             not_executed_on_error,
             round: suspension.round,
             started: std::time::Instant::now(),
+            span: None,
+            flight,
         }))
     }
 
@@ -700,6 +741,7 @@ impl Engine {
             {
                 log::warn(&format!("recording a lapsed suspension failed: {error}"));
             }
+            self.end_flight(suspension.flight);
         }
     }
 
@@ -717,6 +759,7 @@ impl Engine {
             {
                 log::warn(&format!("recording an abandoned suspension failed: {error}"));
             }
+            self.end_flight(suspension.flight);
         }
         count
     }
@@ -836,7 +879,11 @@ impl Engine {
 
     /// Record what was observed and say what the client gets.
     pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
-        let Admitted { mut permit, forward, not_executed_on_error, round, started } = admitted;
+        let Admitted { mut permit, forward, not_executed_on_error, round, started, span, mut flight } = admitted;
+        let answered = match observation {
+            Observation::Answered { body: Some(body), .. } => Some(body),
+            _ => None,
+        };
         let icons = self.warden.document().gateway.icons;
         let decision = permit.to_json().get("decision").and_then(Value::as_str).unwrap_or_default().to_owned();
         let tool =
@@ -894,11 +941,15 @@ impl Engine {
                             round: next,
                             deadline: std::time::Instant::now() + self.elicitation.timeout,
                             permit,
+                            flight: flight.take(),
                         };
                         if let Ok(mut held) = self.suspended.lock() {
                             held.insert(state, suspension);
                         }
                         self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+                        if let Some(span) = span {
+                            self.telemetry.end_call(span, answered, Some("suspended"));
+                        }
                         return Finished { reply: Reply::Relay, meta, action_id, effect_key, icons };
                     }
                     Err(error) => {
@@ -951,11 +1002,24 @@ impl Engine {
             map.insert("result_sha256".into(), json!(digest));
         }
         self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+        self.end_flight(flight);
+        if let Some(span) = span {
+            let relayed = if matches!(reply, Reply::Relay) { answered } else { None };
+            self.telemetry.end_call(span, relayed, Some(result));
+        }
         Finished { reply, meta, action_id, effect_key, icons }
     }
 }
 
 impl Engine {
+    /// The protected call ended: its `execute_tool` span with it.
+    fn end_flight(&self, flight: Option<InFlight>) {
+        if let Some(flight) = flight {
+            // A call still not ended (it could not be recorded) ends its span when dropped.
+            let _ = self.telemetry.action_ended(flight);
+        }
+    }
+
     /// The log line of a call whose outcome was recorded (or held), with its arguments under
     /// `--log-arguments`.
     fn log_outcome(

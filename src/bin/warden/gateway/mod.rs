@@ -9,6 +9,7 @@
 //! (HTTP/1.1 client, one fresh connection per call) / `stdio` (child process) → `intercept`
 //! (kernel calls, receipts, answers) → `http` (the listener).
 
+mod admin;
 mod catalog;
 mod classify;
 mod client;
@@ -18,11 +19,14 @@ mod http;
 mod intercept;
 mod lists;
 mod log;
+#[cfg(feature = "otel")]
+mod otel_record;
 mod pins;
 mod scaffold;
 pub mod settings;
 mod sse;
 mod stdio;
+mod telemetry;
 mod tls;
 mod toolset;
 mod upstream;
@@ -72,6 +76,11 @@ pub struct GatewayArgs {
     /// Listen on an address other than loopback.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Serve GET /metrics (Prometheus text: actions, effects by state, approvals, store writes)
+    /// on this address; off unless given, loopback unless --allow-remote; port 0 picks one (the
+    /// startup block says which).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub admin: Option<String>,
     /// Connections one client address (an IPv4 address or IPv6 /64) may hold at once, 1 to 64.
     /// Behind a TLS-terminating proxy every client is the proxy's address: raise it to what the
     /// proxy itself bounds.
@@ -209,6 +218,8 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
                 "--stdio has no headers to read an identity from; give --principal AGENT[/USER] (asserted by the launch configuration)",
             ));
         }
+        let admin = admin_listener(args)?;
+        let telemetry = telemetry::Telemetry::from_env(admin.is_some()).map_err(Failure::usage)?;
         let warden = open(store, config, &args.durability)?;
         refuse_unmatched_alias(&warden, alias)?;
         refuse_certificate_pins(&warden, alias, "a stdio child has no certificate")?;
@@ -222,10 +233,16 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         );
         block.push_str(&pins_block(&catalog, alias, warden.document()));
         block.push_str(arguments_logged(args));
-        let engine = Arc::new(engine(warden, args, provider, catalog));
+        block.push_str(&telemetry_block(&telemetry, admin.as_ref()));
+        let mut engine = engine(warden, args, provider, catalog);
+        engine.telemetry = telemetry;
+        let engine = Arc::new(engine);
+        start_telemetry(&engine, admin);
         sweeper(&engine);
         write_stderr(&block);
-        return stdio::run(engine, &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
+        let ran = stdio::run(Arc::clone(&engine), &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
+        engine.telemetry.shutdown();
+        return ran;
     }
     if !args.command.is_empty() {
         return Err(Failure::usage("a command after -- is only for --stdio"));
@@ -234,10 +251,12 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         return Err(Failure::usage("give --upstream http://HOST:PORT/PATH (or --stdio -- COMMAND …)"));
     };
     let upstream = upstream::Upstream::parse(raw).map_err(Failure::usage)?;
-    check_listen(&args.listen, args.allow_remote)?;
+    check_listen("--listen", &args.listen, args.allow_remote)?;
     if args.upstream_timeout == 0 {
         return Err(Failure::usage("--upstream-timeout must be at least 1 second"));
     }
+    let admin = admin_listener(args)?;
+    let telemetry = telemetry::Telemetry::from_env(admin.is_some()).map_err(Failure::usage)?;
     let warden = open(store, config, &args.durability)?;
     refuse_unmatched_alias(&warden, alias)?;
     let catalog = catalog(args, alias, store)?;
@@ -287,6 +306,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     let mut block = startup_block(&warden, &source, &upstream.url, config, false);
     block.push_str(&pins_block(&catalog, alias, warden.document()));
     block.push_str(arguments_logged(args));
+    block.push_str(&telemetry_block(&telemetry, admin.as_ref()));
     let mut identity_headers = Vec::new();
     let mut consumed = Vec::new();
     match &source {
@@ -314,7 +334,10 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         consumed,
         max_per_peer: usize::from(args.max_connections_per_peer),
     };
-    let engine = Arc::new(engine(warden, args, provider, catalog));
+    let mut engine = engine(warden, args, provider, catalog);
+    engine.telemetry = telemetry;
+    let engine = Arc::new(engine);
+    start_telemetry(&engine, admin);
     sweeper(&engine);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
@@ -351,8 +374,40 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     }
     let _ = watching.join();
     drain(&engine, || active.load(Ordering::SeqCst));
+    engine.telemetry.shutdown();
     log::info("stopped");
     Ok(())
+}
+
+/// `--admin`'s listener, bound before anything else starts (checked like `--listen`).
+fn admin_listener(args: &GatewayArgs) -> Result<Option<TcpListener>, Failure> {
+    let Some(address) = &args.admin else { return Ok(None) };
+    check_listen("--admin", address, args.allow_remote)?;
+    TcpListener::bind(address)
+        .map(Some)
+        .map_err(|e| Failure::usage(format!("cannot listen on {address}: {e}; pick another --admin")))
+}
+
+/// The startup block's telemetry lines: what is exported, and where /metrics is.
+fn telemetry_block(telemetry: &telemetry::Telemetry, admin: Option<&TcpListener>) -> String {
+    let mut out = format!("telemetry {}\n", telemetry.summary());
+    if let Some(address) = admin.and_then(|listener| listener.local_addr().ok()) {
+        out.push_str(&format!("admin http://{address}/metrics\n"));
+    }
+    out
+}
+
+/// The store's gauges join the meter, and `--admin` starts serving.
+fn start_telemetry(engine: &Arc<intercept::Engine>, admin: Option<TcpListener>) {
+    engine.telemetry.register_gauges(Arc::downgrade(engine));
+    if let Some(listener) = admin {
+        if let Ok(local) = listener.local_addr() {
+            if !local.ip().is_loopback() {
+                log::warn(&format!("--admin listens on {local}, which is not loopback (--allow-remote)"));
+            }
+        }
+        admin::serve(listener, Arc::downgrade(engine));
+    }
 }
 
 /// How long a stopping gateway waits for the calls in flight.
@@ -693,15 +748,15 @@ fn check_path(path: &str) -> Result<(), Failure> {
 }
 
 /// Loopback unless `--allow-remote`.
-fn check_listen(listen: &str, allow_remote: bool) -> Result<(), Failure> {
+fn check_listen(flag: &str, listen: &str, allow_remote: bool) -> Result<(), Failure> {
     let (host, port) =
-        listen.rsplit_once(':').ok_or_else(|| Failure::usage(format!("--listen {listen:?} is not HOST:PORT")))?;
-    port.parse::<u16>().map_err(|_| Failure::usage(format!("--listen {listen:?}: the port is not a number")))?;
+        listen.rsplit_once(':').ok_or_else(|| Failure::usage(format!("{flag} {listen:?} is not HOST:PORT")))?;
+    port.parse::<u16>().map_err(|_| Failure::usage(format!("{flag} {listen:?}: the port is not a number")))?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
     if !loopback && !allow_remote {
         return Err(Failure::usage(format!(
-            "--listen {listen} is not a loopback address; the gateway listens on 127.0.0.1, localhost or ::1 unless --allow-remote is given"
+            "{flag} {listen} is not a loopback address; the gateway listens on 127.0.0.1, localhost or ::1 unless --allow-remote is given"
         )));
     }
     Ok(())
@@ -849,11 +904,13 @@ mod tests {
         for bad in ["mcp", "/warden/x", "/WARDEN", "/a?b"] {
             assert!(check_path(bad).is_err(), "{bad}");
         }
-        assert!(check_listen("127.0.0.1:0", false).is_ok());
-        assert!(check_listen("[::1]:80", false).is_ok());
-        assert!(check_listen("localhost:80", false).is_ok());
-        assert!(check_listen("0.0.0.0:80", false).is_err());
-        assert!(check_listen("0.0.0.0:80", true).is_ok());
-        assert!(check_listen("127.0.0.1", false).is_err());
+        assert!(check_listen("--listen", "127.0.0.1:0", false).is_ok());
+        assert!(check_listen("--listen", "[::1]:80", false).is_ok());
+        assert!(check_listen("--listen", "localhost:80", false).is_ok());
+        assert!(check_listen("--listen", "0.0.0.0:80", false).is_err());
+        assert!(check_listen("--listen", "0.0.0.0:80", true).is_ok());
+        assert!(check_listen("--listen", "127.0.0.1", false).is_err());
+        let admin = check_listen("--admin", "0.0.0.0:9464", false).err().map(|f| f.message);
+        assert!(admin.as_deref().is_some_and(|m| m.contains("--admin 0.0.0.0:9464 is not a loopback")), "{admin:?}");
     }
 }

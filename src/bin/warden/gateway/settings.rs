@@ -261,6 +261,7 @@ mod tests {
             "alias",
             "listen",
             "allow_remote",
+            "admin",
             "allow_origin",
             "upstream_timeout",
             "log_arguments",
