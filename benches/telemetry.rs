@@ -208,7 +208,7 @@ mod sdk {
     use opentelemetry::metrics::MeterProvider as _;
     use opentelemetry::propagation::TextMapPropagator;
     use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer as _, TracerProvider as _};
-    use opentelemetry::KeyValue;
+    use opentelemetry::{Context, KeyValue};
     use opentelemetry_sdk::error::OTelSdkResult;
     use opentelemetry_sdk::propagation::TraceContextPropagator;
     use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
@@ -249,13 +249,13 @@ mod sdk {
             }
         }
 
-        /// One protected call as the gateway makes it with its SDK on.
-        pub fn call(&self, warden: &Warden, mut request: ActionRequest<'_>) {
+        /// The MCP server span of a `tools/call` continuing a client's `traceparent`, as the
+        /// gateway starts it, in a context the protected call's span is a child of.
+        fn server_span(&self, propagator: &TraceContextPropagator) -> Context {
             let carrier: HashMap<String, String> = HashMap::from([(
                 "traceparent".to_owned(),
                 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
             )]);
-            let propagator = TraceContextPropagator::new();
             let parent = propagator.extract(&carrier);
             let server = self
                 .tracer
@@ -268,7 +268,13 @@ mod sdk {
                     KeyValue::new("jsonrpc.request.id", "1"),
                 ])
                 .start_with_context(&self.tracer, &parent);
-            let call = parent.with_span(server);
+            parent.with_span(server)
+        }
+
+        /// One protected call as the gateway makes it with its SDK on.
+        pub fn call(&self, warden: &Warden, mut request: ActionRequest<'_>) {
+            let propagator = TraceContextPropagator::new();
+            let call = self.server_span(&propagator);
             let trace = ActionTrace::new();
             request.trace = Some(Arc::clone(&trace));
             let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
@@ -293,24 +299,8 @@ mod sdk {
 
         /// The two spans of a finished call from its record, propagation included (no kernel).
         pub fn spans(&self, record: &ActionSpan) {
-            let carrier: HashMap<String, String> = HashMap::from([(
-                "traceparent".to_owned(),
-                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
-            )]);
             let propagator = TraceContextPropagator::new();
-            let parent = propagator.extract(&carrier);
-            let server = self
-                .tracer
-                .span_builder("tools/call noop")
-                .with_kind(SpanKind::Server)
-                .with_attributes([
-                    KeyValue::new("mcp.method.name", "tools/call"),
-                    KeyValue::new("gen_ai.tool.name", "noop"),
-                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                    KeyValue::new("jsonrpc.request.id", "1"),
-                ])
-                .start_with_context(&self.tracer, &parent);
-            let call = parent.with_span(server);
+            let call = self.server_span(&propagator);
             let span = self
                 .tracer
                 .span_builder(record.name.clone())

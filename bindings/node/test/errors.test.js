@@ -6,6 +6,16 @@ const fs = require('node:fs');
 const warden = require('..');
 const { open, ada, scratch } = require('./helpers');
 
+/** What `fn` throws, or null when it returns. */
+function thrown(fn) {
+  try {
+    fn();
+  } catch (e) {
+    return e;
+  }
+  return null;
+}
+
 test('every error carries code, reason, message and the refusal fields', async (t) => {
   const { w } = open(t);
   const write = w.protect('ledger.write', () => 'ok');
@@ -82,14 +92,7 @@ test('an attempt ceiling is refused with attempts and maxAttempts', async (t) =>
 
 test('a malformed policy document is a ConfigError', (t) => {
   const { config, store } = scratch(t, 'schema: warden/v1\nactions: [\n');
-  const error = (() => {
-    try {
-      new warden.Warden({ store, config });
-    } catch (e) {
-      return e;
-    }
-    return null;
-  })();
+  const error = thrown(() => new warden.Warden({ store, config }));
   assert.ok(error instanceof warden.ConfigError, `got ${error}`);
   assert.equal(error.code, 'WARDEN_RESULT_CONFIG');
 });
@@ -97,14 +100,7 @@ test('a malformed policy document is a ConfigError', (t) => {
 test('a store fault names its kind', (t) => {
   const { config, store } = scratch(t, 'schema: warden/v1\nactions: {}\n');
   fs.writeFileSync(store, 'these are notes, not a store\n');
-  const error = (() => {
-    try {
-      new warden.Warden({ store, config });
-    } catch (e) {
-      return e;
-    }
-    return null;
-  })();
+  const error = thrown(() => new warden.Warden({ store, config }));
   assert.ok(error instanceof warden.StoreFault, `got ${error}`);
   assert.equal(error.code, 'WARDEN_RESULT_STORE');
   assert.equal(error.kind, 'not_a_store');
