@@ -43,7 +43,7 @@ impl Store {
             }
         };
         // The last approved refund: 4000, granted by bob, run and committed.
-        let earlier = action(json!({"payment_id": "p0", "amount": 4000, "note": "usual"}));
+        let earlier = action(json!({"payment_id": "p0", "amount": 4000, "note": "usual", "currency": "eur"}));
         let granted = ask(&earlier);
         kernel.grant(&granted, "bob").expect("grant");
         let mut with = Proposal::new(&earlier, Ruling::new(Decision::Approve, "rule[1]"));
@@ -56,7 +56,9 @@ impl Store {
         proposal.effect = Some(&template);
         kernel.propose(&proposal).expect("permit").ambiguous("the provider timed out").expect("report ambiguous");
 
-        let big = action(json!({"payment_id": "p2", "amount": 400000, "note": "<script>alert(1)</script>"}));
+        let big = action(
+            json!({"payment_id": "p2", "amount": 400000, "note": "<script>alert(1)</script>", "currency": "eur"}),
+        );
         let approval_id = ask(&big);
         drop(kernel);
         Store { dir, approval_id }
@@ -269,8 +271,12 @@ fn the_inbox_shows_the_whole_action_escaped_with_its_diff() {
         assert!(body.contains(shown), "{shown}: {body}");
     }
     // The diff against the last approved stripe.refund: amount and note changed, marked.
-    assert!(body.contains("<code>4000</code> → changed"), "{body}");
-    assert!(body.contains("usual → changed"), "{body}");
+    let changed = "<span class=\"pill warn\">changed</span>";
+    assert!(body.contains(&format!("<td><code>4000</code> {changed}</td>")), "{body}");
+    assert!(body.contains(&format!("<td>usual {changed}</td>")), "{body}");
+    assert!(body.contains(&format!("<td>p0 {changed}</td>")), "{body}");
+    assert_eq!(body.matches("<tr class=\"changed\">").count(), 3, "{body}");
+    assert!(body.contains("<tr><td class=\"mono\">currency</td><td class=\"new\">eur</td><td>eur</td></tr>"), "{body}");
     assert!(body.contains("approved by cli:bob"), "{body}");
 }
 

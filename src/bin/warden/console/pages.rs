@@ -26,6 +26,9 @@ pub const RECEIPT_ROWS: usize = 200;
 /// How many effects of each state the effects page lists.
 pub const EFFECT_ROWS: usize = 500;
 
+/// How a changed argument is marked beside its last approved value.
+pub const CHANGED: &str = "<span class=\"pill warn\">changed</span>";
+
 /// The last approved execution of an action name: its receipt's arguments and who approved.
 #[derive(Debug, Clone)]
 pub struct Previous {
@@ -244,7 +247,7 @@ fn arguments_table(arguments: Option<&Value>, previous: Option<&Previous>) -> St
         out.push_str(&format!("<td class=\"mono\">{}</td><td class=\"new\">{}</td>", esc(key), value(now)));
         if let Some(before) = before {
             let old = before.get(key);
-            let mark = if changed { format!("{} → changed", value(old)) } else { value(old) };
+            let mark = if changed { format!("{} {CHANGED}", value(old)) } else { value(old) };
             out.push_str(&format!("<td>{mark}</td>"));
         }
         out.push_str("</tr>");
@@ -516,6 +519,6 @@ mod tests {
             3,
             "amount, note (new) and gone (removed): {table}"
         );
-        assert!(table.contains("<code>4000</code> → changed"), "{table}");
+        assert!(table.contains(&format!("<code>4000</code> {CHANGED}")), "{table}");
     }
 }
