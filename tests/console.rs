@@ -410,6 +410,15 @@ fn the_receipts_page_verifies_the_chain_and_shows_one_receipt_whole() {
     let filtered = console.get("/receipts?action=nothing.such", Some(&bob));
     assert!(filtered.body.contains("0 receipt(s) shown"), "{}", filtered.body);
     assert_eq!(console.get("/receipt/rct_none", Some(&bob)).status, 404);
+    let rows = |page: &Response| page.body.matches("href=\"/receipt/").count();
+    let all = rows(&page);
+    assert_eq!(all, 2, "the committed and the AMBIGUOUS receipt: {}", page.body);
+    assert_eq!(rows(&console.get("/receipts?from=2000-01-01T00:00:00Z&to=2999-01-01T00:00:00Z", Some(&bob))), all);
+    assert_eq!(rows(&console.get("/receipts?to=2000-01-01T00:00:00Z", Some(&bob))), 0);
+    assert_eq!(rows(&console.get("/receipts?from=2999-01-01T00:00:00Z", Some(&bob))), 0);
+    assert_eq!(rows(&console.get("/receipts?agent=refund-agent&key=refund%3Ap1", Some(&bob))), 1);
+    let bad = console.get("/receipts?from=yesterday", Some(&bob));
+    assert!(bad.body.contains("Not a time: from") && rows(&bad) == 0, "{}", bad.body);
 }
 
 #[test]

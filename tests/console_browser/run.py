@@ -26,6 +26,9 @@ from typing import Callable
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 HERE = Path(__file__).resolve().parent
 
@@ -127,6 +130,13 @@ def main() -> int:
         def body() -> str:
             return driver.find_element(By.TAG_NAME, "body").text
 
+        def follow(element: WebElement) -> None:
+            """Click a button or link and wait until the page it leads to replaced this one (a
+            click returns before the navigation starts; the next command then waits for it)."""
+            old = driver.find_element(By.TAG_NAME, "html")
+            element.click()
+            WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+
         driver.get(f"{url}/")
         check("without a session the inbox sends you to sign in", driver.current_url.endswith("/login"), driver.current_url)
         shot("01-login")
@@ -144,7 +154,7 @@ def main() -> int:
             card_text,
         )
         shot("02-inbox")
-        card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        follow(card.find_element(By.CSS_SELECTOR, "button.approve"))
         text = body()
         check("approve lands on the request, granted", "granted" in text and request_id in text, text[:300])
         shot("03-approved")
@@ -157,7 +167,7 @@ def main() -> int:
         shot("04-effects")
         effect.find_element(By.CSS_SELECTOR, 'input[value="committed"]').click()
         effect.find_element(By.NAME, "reason").send_keys("refund re_2 is in the provider's dashboard")
-        effect.find_element(By.CSS_SELECTOR, "button.primary").click()
+        follow(effect.find_element(By.CSS_SELECTOR, "button.primary"))
         text = body()
         check("resolve moves it to committed, naming who and why", "is now committed" in text and "console:bob" in text, text[:300])
         shot("05-resolved")
@@ -171,14 +181,14 @@ def main() -> int:
         text = body()
         check("the receipts page shows the chain verified", "Chain verified" in text, text[:300])
         shot("06-receipts")
-        driver.find_element(By.CSS_SELECTOR, 'a[href^="/receipt/"]').click()
+        follow(driver.find_element(By.CSS_SELECTOR, 'a[href^="/receipt/"]'))
         text = body()
         check("one receipt's whole document", "prev_hash" in text and "action_hash" in text, text[:300])
         shot("07-receipt")
         driver.get(f"{url}/authority")
         shot("08-authority")
-    except AssertionError as error:
-        check("the scenario ran to its end", False, str(error))
+    except Exception as error:  # noqa: BLE001 - any failure is reported as one, with its type
+        check("the scenario ran to its end", False, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
     finally:
         if driver is not None:
             driver.quit()

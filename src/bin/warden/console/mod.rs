@@ -211,8 +211,12 @@ async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> Result<(), Fai
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
-                // A client that left before accept, or no descriptor free: go on serving.
-                Err(_) => continue,
+                // A client that left before accept, or no descriptor free: go on serving, after
+                // a pause, so a lasting fault (EMFILE) does not spin.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
             },
             _ = tokio::signal::ctrl_c() => break,
             _ = terminate.recv() => break,
@@ -744,6 +748,8 @@ async fn receipts(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(raw)
         action: fields.get("action").cloned(),
         agent: fields.get("agent").cloned(),
         key: fields.get("key").cloned(),
+        from: fields.get("from").cloned(),
+        to: fields.get("to").cloned(),
     };
     let worker = Arc::clone(&app);
     // The same verifier as `warden receipts --verify-chain`.

@@ -324,21 +324,49 @@ pub fn state_rank(state: EffectState) -> u8 {
     }
 }
 
+/// An RFC 3339 instant (`2026-12-07T08:00:00Z`, with or without fractions, any offset) in
+/// microseconds since the epoch.
+pub fn instant(text: &str) -> Result<Micros, String> {
+    let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| format!("not an RFC 3339 time ({e})"))?;
+    Micros::try_from(at.unix_timestamp_nanos() / 1_000).map_err(|_| "out of range".to_owned())
+}
+
 /// The receipts page's filters.
 #[derive(Debug, Default)]
 pub struct ReceiptFilter {
     pub action: Option<String>,
     pub agent: Option<String>,
     pub key: Option<String>,
+    /// Finished at or after this instant (RFC 3339, as receipts print it).
+    pub from: Option<String>,
+    /// Finished at or before this instant.
+    pub to: Option<String>,
 }
 
 impl ReceiptFilter {
-    fn keeps(&self, doc: &Value) -> bool {
+    /// The time bounds as instants; an unreadable one is an error naming it (nothing is shown
+    /// rather than everything).
+    fn bounds(&self) -> Result<(Option<Micros>, Option<Micros>), String> {
+        let parse = |name: &str, text: &Option<String>| match text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            None => Ok(None),
+            Some(text) => instant(text).map(Some).map_err(|e| format!("{name} {text:?}: {e}")),
+        };
+        Ok((parse("from", &self.from)?, parse("to", &self.to)?))
+    }
+
+    fn keeps(&self, doc: &Value, (from, to): (Option<Micros>, Option<Micros>)) -> bool {
         let field = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
         let wanted = |want: &Option<String>, have: Option<String>| {
             want.as_deref().filter(|w| !w.is_empty()).is_none_or(|w| have.as_deref() == Some(w))
         };
-        wanted(&self.action, field(doc.get("action")))
+        let finished = doc.get("finished_at").and_then(Value::as_str).and_then(|t| instant(t).ok());
+        let in_time = match (from, to) {
+            (None, None) => true,
+            _ => finished.is_some_and(|at| from.is_none_or(|from| at >= from) && to.is_none_or(|to| at <= to)),
+        };
+        in_time
+            && wanted(&self.action, field(doc.get("action")))
             && wanted(&self.agent, field(doc.pointer("/principal/agent")))
             && wanted(&self.key, field(doc.get("effect_key")))
     }
@@ -380,12 +408,24 @@ pub fn receipts(
         )
     };
     out.push_str(&format!(
-        "<form method=\"get\" action=\"/receipts\" class=\"filters\">{}{}{}<button type=\"submit\">Filter</button> \
+        "<form method=\"get\" action=\"/receipts\" class=\"filters\">{}{}{}{}{}<button type=\"submit\">Filter</button> \
          <a href=\"/receipts\">clear</a></form>",
         input("action", "action", &filter.action),
         input("agent", "agent", &filter.agent),
-        input("key", "effect key", &filter.key)
+        input("key", "effect key", &filter.key),
+        input("from", "finished from (RFC 3339)", &filter.from),
+        input("to", "finished to", &filter.to)
     ));
+    let bounds = match filter.bounds() {
+        Ok(bounds) => bounds,
+        Err(why) => {
+            out.push_str(&format!(
+                "<p class=\"banner bad\">Not a time: {}; write e.g. 2026-12-07T08:00:00Z.</p>",
+                esc(&why)
+            ));
+            return out;
+        }
+    };
     let mut shown_rows = Vec::new();
     for (seq, receipt) in rows.iter().rev() {
         let Ok(doc) = parse_json(&receipt.document) else {
@@ -394,7 +434,7 @@ pub fn receipts(
             ));
             continue;
         };
-        if !filter.keeps(&doc) {
+        if !filter.keeps(&doc, bounds) {
             continue;
         }
         let text = |key: &str| esc(doc.get(key).and_then(Value::as_str).unwrap_or("-"));
@@ -490,6 +530,17 @@ pub fn authority(delegations: &[warden::kernel::authority::ListedDelegation], gr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_read_as_receipts_print_them_and_as_people_type_them() {
+        let printed = "2026-12-07T08:39:49.997Z";
+        assert_eq!(instant(printed), warden::clock::parse(printed));
+        assert_eq!(instant("2026-12-07T09:39:49.997+01:00"), warden::clock::parse(printed));
+        assert_eq!(instant("1970-01-01T00:00:01Z"), Ok(1_000_000));
+        for bad in ["", "yesterday", "2026-12-07", "2026-12-07T08:00:00"] {
+            assert!(instant(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn time_left_reads_in_the_largest_units() {
