@@ -241,6 +241,12 @@ stage "benches compile and link (cargo test --benches --no-run)" benches_build
 if [ -x bindings/python/run-tests.sh ]; then
     stage "python binding" bash -c "set -o pipefail; bindings/python/run-tests.sh 2>&1 | tee -a '$log'"
 fi
+# `warden console` in a real browser: headless Chromium from the distribution's packages (.ci/run
+# installs chromium and chromium-driver; the stage says SKIP without them), Selenium from PyPI,
+# and a real agent on the binding just installed, whose blocked call proceeds once approved.
+if [ -x bindings/python/run-tests.sh ]; then
+    stage "console in a real browser (headless Chromium)" bash -c "set -o pipefail; tests/console_browser/run.sh '$CARGO_TARGET_DIR/py-venv/bin/python' '$CARGO_TARGET_DIR/release/warden' 2>&1 | tee -a '$log'"
+fi
 # Two hosts (network namespaces) on one PostgreSQL store, through the Python binding just
 # installed: needs root for ip netns, and says it skipped otherwise.
 stage "PostgreSQL: two network-namespace hosts, a partition" bash -c "set -o pipefail; tests/netns/two_hosts.sh '$CARGO_TARGET_DIR/py-venv/bin/python' 2>&1 | tee -a '$log'"

@@ -129,7 +129,8 @@ fn the_bash_completion_completes_subcommands_and_their_options() {
     let path = dir.path().join("warden.bash");
     std::fs::write(&path, script).expect("write the completion script");
 
-    assert_eq!(bash_complete(&path, &["appr"]), ["approve"]);
+    assert_eq!(bash_complete(&path, &["appr"]), ["approve", "approvers"]);
+    assert_eq!(bash_complete(&path, &["approvers", "r"]), ["remove"]);
     assert_eq!(bash_complete(&path, &["completions", "f"]), ["fish"]);
     let options = bash_complete(&path, &["approve", "--"]);
     assert!(options.iter().any(|o| o == "--by") && options.iter().any(|o| o == "--yes"), "{options:?}");

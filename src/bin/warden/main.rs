@@ -14,6 +14,7 @@ mod about;
 mod approval_view;
 mod authority_commands;
 mod bench;
+mod console;
 mod demo;
 mod demo_authority;
 mod doctor;
@@ -499,6 +500,19 @@ enum Command {
     /// child (--stdio -- COMMAND …). Needs --config and --store. See docs/GATEWAY.md.
     Gateway(Box<gateway::GatewayArgs>),
 
+    /// Serve the web console for approvers, resolvers and auditors on loopback: the inbox of
+    /// pending approvals (whole actions, a diff against the last approved one, approve/deny),
+    /// effects (AMBIGUOUS first, resolve), the receipt chain verified, authority. Prints the URL
+    /// as the first line of stdout and serves until SIGINT/SIGTERM. Sign in with a token from
+    /// `warden approvers add`. See docs/CONSOLE.md.
+    Console(console::ConsoleArgs),
+
+    /// Register or remove the console's approvers (`add` prints a one-time login token).
+    Approvers {
+        #[command(subcommand)]
+        what: console::ApproversCommand,
+    },
+
     /// Print the shell completion script for bash, zsh or fish (also elvish, powershell).
     ///
     /// bash: `source <(warden completions bash)`; zsh: `warden completions zsh > ~/.zfunc/_warden`;
@@ -635,6 +649,17 @@ fn main() -> ExitCode {
         };
         // Runs until stopped; only a startup refusal or a fault returns.
         return match gateway::run(args, store, config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => {
+                write_stderr(&failure.message);
+                ExitCode::from(failure.code)
+            }
+        };
+    }
+    if let Command::Console(args) = command {
+        // Runs until stopped; only a startup refusal or a fault returns.
+        let store = store_commands::store_path(cli.store.as_deref());
+        return match console::run(args, store, cli.config.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => {
                 write_stderr(&failure.message);
@@ -814,6 +839,10 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         }
         Command::Completions { shell } => Ok(Done::ok(about::completions(*shell))),
         Command::ManPages { dir } => about::man_pages(dir, json).map(Done::ok),
+        Command::Console(_) => Err(Failure::internal("the console runs only from main")),
+        Command::Approvers { what } => {
+            console::approvers_command(what, store_commands::store_path(cli.store.as_deref()), json).map(Done::ok)
+        }
         Command::Gateway(args) => match &args.action {
             Some(action) => gateway::subcommand(action, store_commands::store_path(cli.store.as_deref()), json),
             None => Err(Failure::internal("the gateway runs only from main")),

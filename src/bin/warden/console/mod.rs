@@ -1,0 +1,821 @@
+//! `warden console`: a web console for the humans in Warden's loop — the approver, the person who
+//! resolves an AMBIGUOUS effect, the auditor. Server-rendered HTML that works without
+//! JavaScript, served on loopback by hyper 1.x with axum's router on a current-thread tokio
+//! runtime (the CLI's only; the library has no async runtime). See docs/CONSOLE.md.
+//!
+//! Every write goes through the library's own calls — `Kernel::answer` (as `warden approve` /
+//! `deny` do, naming the action hash shown) and `Kernel::resolve` — so the kernel's rules
+//! (the requester is never the approver, one answer per person, single use, expiry, M-of-N)
+//! hold unchanged. The approver is the logged-in approver's registered name, `console:NAME`,
+//! recorded as verified by the console (`approvers`). Fail closed: a request without a live
+//! session, or a POST without the session's CSRF token, writes nothing.
+
+pub mod approvers;
+mod html;
+mod pages;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::json;
+use tower::ServiceExt as _;
+
+use warden::approval::person::Verified;
+use warden::approval::{ApprovalStatus, Approver};
+use warden::{EffectState, Kernel};
+
+use crate::exit::{Failure, EXIT_CHECK_FAILED, EXIT_USAGE};
+use crate::output::shown;
+use html::{esc, page, Nav, Viewer};
+
+/// The issuer the console's approvers are verified by, as recorded on their votes.
+pub const ISSUER: &str = "warden-console";
+/// The session cookie's name.
+const COOKIE: &str = "warden_console";
+/// How long a session lasts from login.
+const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+/// The most sessions kept at once (the oldest is dropped past it).
+const MAX_SESSIONS: usize = 1_000;
+/// The most connections served at once; more are closed at accept.
+pub const MAX_CONNECTIONS: usize = 64;
+/// A request's head must arrive within this.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request's body must arrive within this.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request must be answered within this (a slow store read ends in 408).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A connection is closed after this, however busy (keep-alive included).
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(300);
+/// The largest request body (every form is a few hundred bytes).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// `warden console`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct ConsoleArgs {
+    /// Where to listen, HOST:PORT; port 0 picks a free one (the first stdout line is the URL).
+    /// Loopback only in this version: anything else needs TLS, which the console does not serve
+    /// yet.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// The approvers file (default: STORE.approvers beside the store).
+    #[arg(long, value_name = "FILE")]
+    pub approvers: Option<PathBuf>,
+}
+
+/// `warden approvers add|remove|list`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ApproversCommand {
+    /// Register an approver and print its one-time login token on the last line.
+    Add {
+        /// The name: one plain name; the approver answers as console:NAME.
+        name: String,
+        /// A role a requirement may ask for (repeatable).
+        #[arg(long = "role", value_name = "ROLE")]
+        roles: Vec<String>,
+        /// The approvers file (default: STORE.approvers beside the store).
+        #[arg(long, value_name = "FILE")]
+        approvers: Option<PathBuf>,
+    },
+    /// Remove an approver; its sessions end at their next request.
+    Remove {
+        /// The name.
+        name: String,
+        /// The approvers file (default: STORE.approvers beside the store).
+        #[arg(long, value_name = "FILE")]
+        approvers: Option<PathBuf>,
+    },
+    /// List the approvers (names, roles, whether the token is still unused; never a hash).
+    List {
+        /// The approvers file (default: STORE.approvers beside the store).
+        #[arg(long, value_name = "FILE")]
+        approvers: Option<PathBuf>,
+    },
+}
+
+/// `warden approvers …`.
+pub fn approvers_command(what: &ApproversCommand, store: &Path, json: bool) -> Result<String, Failure> {
+    match what {
+        ApproversCommand::Add { name, roles, approvers } => {
+            approvers::add(&approvers::registry_path(approvers.as_deref(), store)?, name, roles, json)
+        }
+        ApproversCommand::Remove { name, approvers } => {
+            approvers::remove(&approvers::registry_path(approvers.as_deref(), store)?, name, json)
+        }
+        ApproversCommand::List { approvers } => {
+            approvers::list(&approvers::registry_path(approvers.as_deref(), store)?, json)
+        }
+    }
+}
+
+/// One logged-in approver.
+#[derive(Clone)]
+struct Session {
+    entry_id: String,
+    name: String,
+    roles: Vec<String>,
+    csrf: String,
+    expires: Instant,
+}
+
+struct App {
+    kernel: Kernel,
+    registry: PathBuf,
+    /// Keyed by the SHA-256 of the cookie's value.
+    sessions: Mutex<HashMap<String, Session>>,
+    /// The Host header values this listener answers (DNS rebinding is refused).
+    hosts: Vec<String>,
+    policy_hash: Option<String>,
+    grants: Option<serde_json::Value>,
+}
+
+/// Parse `--listen` and refuse anything but loopback.
+pub fn listen_address(listen: &str) -> Result<SocketAddr, Failure> {
+    let address = match listen.rsplit_once(':') {
+        Some(("localhost", port)) => {
+            port.parse::<u16>().ok().map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+        }
+        _ => listen.parse::<SocketAddr>().ok(),
+    };
+    let Some(address) = address else {
+        return Err(Failure::usage(format!(
+            "--listen {} is not HOST:PORT with HOST an IP address or localhost (e.g. 127.0.0.1:0, [::1]:8080)",
+            shown(listen)
+        )));
+    };
+    if !address.ip().is_loopback() {
+        return Err(Failure::usage(format!(
+            "--listen {} is not a loopback address: the console would send session cookies and approvals over plain \
+             HTTP to other hosts, and TLS for the console is not built yet; listen on 127.0.0.1, localhost or [::1] \
+             (an SSH tunnel reaches it from elsewhere)",
+            shown(listen)
+        )));
+    }
+    Ok(address)
+}
+
+/// Serve the console until SIGINT or SIGTERM. The URL is the first line of stdout.
+pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
+    let address = listen_address(&args.listen)?;
+    let registry = approvers::registry_path(args.approvers.as_deref(), store)?;
+    let (policy_hash, grants) = match config.filter(|path| !path.as_os_str().is_empty()) {
+        Some(path) => {
+            let doc = crate::policy_commands::load_config(path)?;
+            let grants = doc.authority.clone();
+            (Some(doc.policy_hash.clone()), grants)
+        }
+        None => (None, None),
+    };
+    let kernel = crate::store_commands::open_store(Some(store))?;
+    let listener = std::net::TcpListener::bind(address)
+        .map_err(|e| Failure::usage(format!("cannot listen on {address}: {e}; pick another --listen")))?;
+    let local = listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
+    listener.set_nonblocking(true).map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
+    let host = match local.ip() {
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        IpAddr::V4(ip) => ip.to_string(),
+    };
+    let hosts = vec![format!("{host}:{}", local.port()), format!("localhost:{}", local.port())];
+    let app = Arc::new(App { kernel, registry, sessions: Mutex::new(HashMap::new()), hosts, policy_hash, grants });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(format!("cannot start the console's runtime: {e}")))?;
+    crate::output::write_stdout(&format!("http://{host}:{}/\n", local.port()))?;
+    if approvers::list(&app.registry, true).is_ok_and(|listed| listed.trim() == "[]") {
+        crate::output::write_stderr(&format!(
+            "warden console: no approvers yet; `warden approvers add NAME --store {}` prints a login token",
+            shown(&store.display().to_string())
+        ));
+    }
+    runtime.block_on(serve(listener, app))
+}
+
+async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
+    let router = router(Arc::clone(&app));
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::internal(format!("cannot watch for SIGTERM: {e}")))?;
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // A client that left before accept, or no descriptor free: go on serving, after
+                // a pause, so a lasting fault (EMFILE) does not spin.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let router = router.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                router.clone().oneshot(request.map(axum::body::Body::new))
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(true)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
+            drop(slot);
+        });
+    }
+    drop(app);
+    Ok(())
+}
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(inbox))
+        .route("/approval/{id}", get(approval))
+        .route("/effects", get(effects))
+        .route("/receipts", get(receipts))
+        .route("/receipt/{id}", get(receipt))
+        .route("/authority", get(authority))
+        .route("/login", get(login_get).post(login_post))
+        .route("/logout", post(logout))
+        .route("/approve", post(approve))
+        .route("/deny", post(deny))
+        .route("/resolve", post(resolve))
+        .route("/console.css", get(css))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&app), guard))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .with_state(app)
+}
+
+/// Every request: the Host must be this listener's (no DNS rebinding), and every response
+/// carries headers that keep pages out of frames, caches and referrers.
+async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_ascii_lowercase);
+    let mut response = if host.is_some_and(|host| app.hosts.contains(&host)) {
+        next.run(request).await
+    } else {
+        (StatusCode::MISDIRECTED_REQUEST, "warden console: this Host is not the console's address\n").into_response()
+    };
+    let headers = response.headers_mut();
+    let set = |headers: &mut HeaderMap, name: header::HeaderName, value: &'static str| {
+        headers.insert(name, HeaderValue::from_static(value));
+    };
+    set(
+        headers,
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
+    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    set(headers, header::REFERRER_POLICY, "no-referrer");
+    set(headers, header::X_FRAME_OPTIONS, "DENY");
+    set(headers, header::CACHE_CONTROL, "no-store");
+    response
+}
+
+// ---- sessions ---------------------------------------------------------------------------------
+
+/// The session the request's cookie names, if it is live and its approver is still registered.
+/// Two cookies of the console's name are none (fail closed).
+fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
+    let mut found = None;
+    for value in headers.get_all(header::COOKIE) {
+        for pair in value.to_str().ok()?.split(';') {
+            if let Some((name, value)) = pair.trim().split_once('=') {
+                if name == COOKIE {
+                    if found.is_some() {
+                        return None;
+                    }
+                    found = Some(value.to_owned());
+                }
+            }
+        }
+    }
+    let key = approvers::token_hash(&found?);
+    let live = {
+        let mut sessions = app.sessions.lock().ok()?;
+        match sessions.get(&key) {
+            Some(session) if session.expires > Instant::now() => session.clone(),
+            Some(_) => {
+                sessions.remove(&key);
+                return None;
+            }
+            None => return None,
+        }
+    };
+    // Removed from the registry (or re-added: a new entry id) ends the session.
+    if approvers::current(&app.registry, &live.entry_id).is_none() {
+        if let Ok(mut sessions) = app.sessions.lock() {
+            sessions.remove(&key);
+        }
+        return None;
+    }
+    Some(live)
+}
+
+/// A new session for the approver a token was redeemed for; the cookie's value.
+fn open_session(app: &App, entry: &approvers::Entry) -> Result<String, Failure> {
+    let id = approvers::random_hex()?;
+    let session = Session {
+        entry_id: entry.entry_id.clone(),
+        name: entry.name.clone(),
+        roles: entry.roles.clone(),
+        csrf: approvers::random_hex()?,
+        expires: Instant::now() + SESSION_TTL,
+    };
+    let mut sessions = app.sessions.lock().map_err(|_| Failure::internal("the session table is poisoned"))?;
+    let now = Instant::now();
+    sessions.retain(|_, s| s.expires > now);
+    if sessions.len() >= MAX_SESSIONS {
+        if let Some(oldest) = sessions.iter().min_by_key(|(_, s)| s.expires).map(|(k, _)| k.clone()) {
+            sessions.remove(&oldest);
+        }
+    }
+    sessions.insert(approvers::token_hash(&id), session);
+    Ok(id)
+}
+
+/// The form fields of a POST body; a repeated field is refused (fail closed).
+fn form(body: &Bytes) -> Option<HashMap<String, String>> {
+    let mut fields = HashMap::new();
+    for (name, value) in url::form_urlencoded::parse(body) {
+        if fields.insert(name.into_owned(), value.into_owned()).is_some() {
+            return None;
+        }
+    }
+    Some(fields)
+}
+
+/// A POST's session and fields (boxed refusal: a response is large): refused 403 without a live session or without its CSRF token,
+/// before anything is read from or written to the store.
+fn authorized(
+    app: &App,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(Session, HashMap<String, String>), Box<Response>> {
+    let Some(session) = session(app, headers) else {
+        return Err(Box::new(message(
+            StatusCode::FORBIDDEN,
+            None,
+            "Not signed in",
+            "Sign in with your login token first; nothing was changed.",
+        )));
+    };
+    let Some(fields) = form(body) else {
+        return Err(Box::new(message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Malformed form",
+            "A field was given twice; nothing was changed.",
+        )));
+    };
+    let csrf_ok = fields.get("csrf").is_some_and(|given| approvers::same(given, &session.csrf));
+    if !csrf_ok {
+        return Err(Box::new(message(
+            StatusCode::FORBIDDEN,
+            Some(&session),
+            "Form not accepted",
+            "The form did not carry this session's CSRF token (an old page, or another site's form); nothing was changed.",
+        )));
+    }
+    Ok((session, fields))
+}
+
+/// The approver a session answers as: `console:NAME`, verified by the console.
+fn approver(session: &Session) -> Result<Approver, Failure> {
+    let principal = warden::Principal::new(approvers::AGENT, Some(&session.name))
+        .map_err(|e| Failure::usage(format!("the approver name: {e}")))?;
+    let claims = json!({"sub": session.name, "roles": session.roles, "amr": ["console_token"]});
+    let verified = Verified::new(Some(ISSUER), &claims).map_err(Failure::usage)?;
+    Ok(Approver::verified(principal, verified))
+}
+
+// ---- responses --------------------------------------------------------------------------------
+
+fn html(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+fn viewer(session: &Session) -> Viewer<'_> {
+    Viewer { name: &session.name, csrf: &session.csrf }
+}
+
+/// A page with one message.
+fn message(status: StatusCode, session: Option<&Session>, title: &str, text: &str) -> Response {
+    let class = if status.is_success() { "note" } else { "bad" };
+    let body = format!(
+        "<h1>{}</h1><p class=\"banner {class}\">{}</p><p><a href=\"/\">Inbox</a> · <a href=\"/effects\">Effects</a></p>",
+        esc(title),
+        esc(text)
+    );
+    html(status, page(title, Nav::None, session.map(viewer).as_ref(), &body))
+}
+
+/// A failure from the kernel as a page: a refusal is 409, bad input 400, anything else 500.
+fn failed(session: Option<&Session>, what: &str, failure: &Failure) -> Response {
+    let status = match failure.code {
+        EXIT_CHECK_FAILED => StatusCode::CONFLICT,
+        EXIT_USAGE => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    message(status, session, what, &format!("{}; nothing was changed by this request.", failure.message))
+}
+
+fn login_page(status: StatusCode, note: Option<&str>) -> Response {
+    let note = note.map_or_else(String::new, |n| format!("<p class=\"banner bad\">{}</p>", esc(n)));
+    let body = format!(
+        "<h1>Sign in</h1>{note}<section class=\"card\"><p>Paste the one-time login token that \
+         <code>warden approvers add NAME</code> printed. It works once; the session lasts 12 hours.</p>\
+         <form method=\"post\" action=\"/login\" class=\"actions\"><label>Login token\
+         <input type=\"password\" name=\"token\" required autocomplete=\"off\"></label>\
+         <button class=\"primary\" type=\"submit\">Sign in</button></form></section>"
+    );
+    html(status, page("Sign in", Nav::None, None, &body))
+}
+
+fn see_other(location: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(header::LOCATION, location.to_owned())]).into_response()
+}
+
+/// Run a kernel call off the runtime's thread.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Failure> + Send + 'static) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| Err(Failure::internal("a store call panicked")))
+}
+
+fn query(raw: Option<&str>) -> HashMap<String, String> {
+    let mut fields = HashMap::new();
+    for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        fields.entry(name.into_owned()).or_insert_with(|| value.into_owned());
+    }
+    fields
+}
+
+// ---- handlers ---------------------------------------------------------------------------------
+
+async fn css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], html::CSS).into_response()
+}
+
+async fn not_found(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let session = session(&app, &headers);
+    message(StatusCode::NOT_FOUND, session.as_ref(), "Not found", "There is no such page.")
+}
+
+async fn login_get(State(app): State<Arc<App>>, RawQuery(raw): RawQuery) -> Response {
+    match query(raw.as_deref()).get("token") {
+        Some(token) => login(&app, token).await,
+        None => login_page(StatusCode::OK, None),
+    }
+}
+
+async fn login_post(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    match form(&body).as_ref().and_then(|fields| fields.get("token")) {
+        Some(token) => login(&app, token).await,
+        None => login_page(StatusCode::BAD_REQUEST, Some("Give the login token.")),
+    }
+}
+
+/// Exchange a token for a session: the token is spent in the registry first, then the cookie is
+/// set. A bad token says only that it is not valid (never which part, never the token).
+async fn login(app: &Arc<App>, token: &str) -> Response {
+    let registry = app.registry.clone();
+    let token = token.trim().to_owned();
+    let redeemed = blocking(move || Ok(approvers::redeem(&registry, &token))).await.ok().flatten();
+    let Some(entry) = redeemed else {
+        return login_page(
+            StatusCode::FORBIDDEN,
+            Some("That login token is not valid: unknown, already used, or its approver was removed."),
+        );
+    };
+    match open_session(app, &entry) {
+        Ok(id) => {
+            let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", SESSION_TTL.as_secs());
+            (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_owned()), (header::SET_COOKIE, cookie)]).into_response()
+        }
+        Err(failure) => failed(None, "Sign-in failed", &failure),
+    }
+}
+
+async fn logout(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (_, _) = match authorized(&app, &headers, &body) {
+        Ok(found) => found,
+        Err(refused) => return *refused,
+    };
+    if let Some(value) = headers.get(header::COOKIE).and_then(|v| v.to_str().ok()) {
+        for pair in value.split(';') {
+            if let Some((COOKIE, id)) = pair.trim().split_once('=') {
+                if let Ok(mut sessions) = app.sessions.lock() {
+                    sessions.remove(&approvers::token_hash(id));
+                }
+            }
+        }
+    }
+    let cookie = format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    (StatusCode::SEE_OTHER, [(header::LOCATION, "/login".to_owned()), (header::SET_COOKIE, cookie)]).into_response()
+}
+
+async fn inbox(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let Some(session) = session(&app, &headers) else { return see_other("/login") };
+    let worker = Arc::clone(&app);
+    let read = blocking(move || {
+        let pending = worker.kernel.pending_approvals()?;
+        let mut names: Vec<&str> = pending.iter().map(|r| r.action_name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let previous = pages::last_approved(&worker.kernel, &names)?;
+        Ok((pending, previous, worker.kernel.now()))
+    })
+    .await;
+    match read {
+        Ok((pending, previous, now)) => {
+            let body = pages::inbox(&pages::Inbox {
+                pending: &pending,
+                previous: &previous,
+                now,
+                csrf: &session.csrf,
+                policy_hash: app.policy_hash.as_deref(),
+            });
+            html(StatusCode::OK, page("Inbox", Nav::Inbox, Some(&viewer(&session)), &body))
+        }
+        Err(failure) => failed(Some(&session), "Cannot read the inbox", &failure),
+    }
+}
+
+/// One request as it stands now (where an answer leads).
+async fn approval(State(app): State<Arc<App>>, headers: HeaderMap, UrlPath(id): UrlPath<String>) -> Response {
+    let Some(session) = session(&app, &headers) else { return see_other("/login") };
+    let worker = Arc::clone(&app);
+    let read = blocking(move || {
+        let record = worker.kernel.approval(&id)?;
+        let names: Vec<&str> = record.iter().map(|r| r.action_name.as_str()).collect();
+        let previous = pages::last_approved(&worker.kernel, &names)?;
+        Ok((record, previous, worker.kernel.now()))
+    })
+    .await;
+    let (record, previous, now) = match read {
+        Ok((Some(record), previous, now)) => (record, previous, now),
+        Ok((None, _, _)) => {
+            return message(StatusCode::NOT_FOUND, Some(&session), "Not found", "No such approval request.")
+        }
+        Err(failure) => return failed(Some(&session), "Cannot read the request", &failure),
+    };
+    let mut status = record.status;
+    if status == ApprovalStatus::Pending && now > record.expires_at {
+        status = ApprovalStatus::Expired;
+    }
+    let mut body = format!(
+        "<p class=\"banner {}\" id=\"status\">Request <span class=\"mono\">{}</span> is <strong>{}</strong>{}.</p>",
+        if status == ApprovalStatus::Denied || status == ApprovalStatus::Expired { "bad" } else { "ok" },
+        esc(&record.approval_id),
+        status.as_str(),
+        record.approver.as_deref().map_or_else(String::new, |a| format!(" (decided by {})", esc(a)))
+    );
+    if status == ApprovalStatus::Pending {
+        body.push_str(&pages::inbox(&pages::Inbox {
+            pending: std::slice::from_ref(&record),
+            previous: &previous,
+            now,
+            csrf: &session.csrf,
+            policy_hash: app.policy_hash.as_deref(),
+        }));
+    } else {
+        body.push_str(&format!("<h2>The request as stored</h2>{}", html::pre_json(&record.to_json())));
+    }
+    body.push_str("<p><a href=\"/\">Back to the inbox</a></p>");
+    html(StatusCode::OK, page("Approval", Nav::Inbox, Some(&viewer(&session)), &body))
+}
+
+async fn approve(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (session, fields) = match authorized(&app, &headers, &body) {
+        Ok(found) => found,
+        Err(refused) => return *refused,
+    };
+    let (Some(id), Some(hash)) = (fields.get("id").cloned(), fields.get("hash").cloned()) else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Not approved",
+            "The form named no request or no action hash; nothing was changed.",
+        );
+    };
+    let approver = match approver(&session) {
+        Ok(approver) => approver,
+        Err(failure) => return failed(Some(&session), "Not approved", &failure),
+    };
+    let worker = Arc::clone(&app);
+    let target = id.clone();
+    // As `warden approve`: the grant names the action hash the approver was shown.
+    let answered = blocking(move || Ok(worker.kernel.answer(&target, &approver, None, true, None, Some(&hash))?)).await;
+    match answered {
+        Ok(_) => see_other(&format!("/approval/{}", html::url_part(&id))),
+        Err(failure) => failed(Some(&session), "Not approved", &failure),
+    }
+}
+
+async fn deny(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (session, fields) = match authorized(&app, &headers, &body) {
+        Ok(found) => found,
+        Err(refused) => return *refused,
+    };
+    let Some(id) = fields.get("id").cloned() else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Not denied",
+            "The form named no request; nothing was changed.",
+        );
+    };
+    let reason = fields.get("reason").map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
+    let Some(reason) = reason else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Not denied",
+            "A deny needs a reason; nothing was changed.",
+        );
+    };
+    let approver = match approver(&session) {
+        Ok(approver) => approver,
+        Err(failure) => return failed(Some(&session), "Not denied", &failure),
+    };
+    let worker = Arc::clone(&app);
+    let target = id.clone();
+    let answered =
+        blocking(move || Ok(worker.kernel.answer(&target, &approver, Some(&reason), false, None, None)?)).await;
+    match answered {
+        Ok(_) => see_other(&format!("/approval/{}", html::url_part(&id))),
+        Err(failure) => failed(Some(&session), "Not denied", &failure),
+    }
+}
+
+async fn resolve(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (session, fields) = match authorized(&app, &headers, &body) {
+        Ok(found) => found,
+        Err(refused) => return *refused,
+    };
+    let Some(key) = fields.get("key").cloned() else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Not resolved",
+            "The form named no effect; nothing was changed.",
+        );
+    };
+    let to = match fields.get("outcome").map(String::as_str) {
+        Some("committed") => EffectState::Committed,
+        Some("failed") => EffectState::Failed,
+        _ => {
+            return message(
+                StatusCode::BAD_REQUEST,
+                Some(&session),
+                "Not resolved",
+                "Say whether it committed or failed; nothing was changed.",
+            )
+        }
+    };
+    let reason = fields.get("reason").map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
+    let Some(reason) = reason else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Not resolved",
+            "A resolution needs a reason; nothing was changed.",
+        );
+    };
+    // The kernel keeps one resolver line per effect: who, and why.
+    let resolver = format!("{}:{} ({reason})", approvers::AGENT, session.name);
+    let worker = Arc::clone(&app);
+    let resolved = blocking(move || Ok(worker.kernel.resolve(&key, to, &resolver)?)).await;
+    match resolved {
+        Ok(record) => {
+            let text = format!(
+                "Effect {} is now {}, resolved by {}.",
+                record.effect_key,
+                record.state,
+                record.resolved_by.as_deref().unwrap_or("-")
+            );
+            message(StatusCode::OK, Some(&session), "Resolved", &text)
+        }
+        Err(failure) => failed(Some(&session), "Not resolved", &failure),
+    }
+}
+
+async fn effects(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let Some(session) = session(&app, &headers) else { return see_other("/login") };
+    let worker = Arc::clone(&app);
+    let read = blocking(move || {
+        let ambiguous = worker.kernel.effects(Some(EffectState::Ambiguous), pages::EFFECT_ROWS)?;
+        let mut others: Vec<_> = worker
+            .kernel
+            .effects(None, pages::EFFECT_ROWS)?
+            .into_iter()
+            .filter(|r| r.state != EffectState::Ambiguous)
+            .collect();
+        others.sort_by_key(|r| (pages::state_rank(r.state), std::cmp::Reverse(r.updated_at)));
+        Ok((ambiguous, others))
+    })
+    .await;
+    match read {
+        Ok((ambiguous, others)) => {
+            let body = pages::effects(&pages::Effects { ambiguous: &ambiguous, others: &others, csrf: &session.csrf });
+            html(StatusCode::OK, page("Effects", Nav::Effects, Some(&viewer(&session)), &body))
+        }
+        Err(failure) => failed(Some(&session), "Cannot read the effects", &failure),
+    }
+}
+
+async fn receipts(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    let Some(session) = session(&app, &headers) else { return see_other("/login") };
+    let fields = query(raw.as_deref());
+    let filter = pages::ReceiptFilter {
+        action: fields.get("action").cloned(),
+        agent: fields.get("agent").cloned(),
+        key: fields.get("key").cloned(),
+        from: fields.get("from").cloned(),
+        to: fields.get("to").cloned(),
+    };
+    let worker = Arc::clone(&app);
+    // The same verifier as `warden receipts --verify-chain`.
+    let read =
+        blocking(move || Ok((worker.kernel.verify_chain()?, worker.kernel.last_receipts(pages::RECEIPT_WINDOW)?)))
+            .await;
+    match read {
+        Ok((report, rows)) => {
+            let body = pages::receipts(&report, &rows, &filter);
+            html(StatusCode::OK, page("Receipts", Nav::Receipts, Some(&viewer(&session)), &body))
+        }
+        Err(failure) => failed(Some(&session), "Cannot read the receipts", &failure),
+    }
+}
+
+async fn receipt(State(app): State<Arc<App>>, headers: HeaderMap, UrlPath(id): UrlPath<String>) -> Response {
+    let Some(session) = session(&app, &headers) else { return see_other("/login") };
+    let worker = Arc::clone(&app);
+    let read = blocking(move || {
+        let Some(seq) = worker.kernel.receipt_seq(&id)? else { return Ok(None) };
+        Ok(worker.kernel.receipts(seq, 1)?.into_iter().find(|(found, _)| *found == seq))
+    })
+    .await;
+    match read {
+        Ok(Some((seq, found))) => {
+            html(StatusCode::OK, page("Receipt", Nav::Receipts, Some(&viewer(&session)), &pages::receipt(seq, &found)))
+        }
+        Ok(None) => message(StatusCode::NOT_FOUND, Some(&session), "Not found", "No such receipt."),
+        Err(failure) => failed(Some(&session), "Cannot read the receipt", &failure),
+    }
+}
+
+async fn authority(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let Some(session) = session(&app, &headers) else { return see_other("/login") };
+    let worker = Arc::clone(&app);
+    match blocking(move || Ok(worker.kernel.all_delegations()?)).await {
+        Ok(delegations) => {
+            let body = pages::authority(&delegations, app.grants.as_ref());
+            html(StatusCode::OK, page("Authority", Nav::Authority, Some(&viewer(&session)), &body))
+        }
+        Err(failure) => failed(Some(&session), "Cannot read the delegations", &failure),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_is_served() {
+        for ok in ["127.0.0.1:0", "[::1]:8080", "localhost:9000", "127.0.0.2:1"] {
+            assert!(listen_address(ok).is_ok(), "{ok}");
+        }
+        for refused in ["0.0.0.0:8080", "[::]:80", "10.0.0.1:80", "example.com:80", "127.0.0.1", "localhost:x"] {
+            assert!(listen_address(refused).is_err(), "{refused}");
+        }
+        let message = listen_address("0.0.0.0:8080").err().map(|f| f.message).unwrap_or_default();
+        assert!(message.contains("TLS"), "{message}");
+    }
+
+    #[test]
+    fn a_repeated_form_field_is_refused() {
+        assert!(form(&Bytes::from_static(b"csrf=a&csrf=b")).is_none());
+        assert_eq!(
+            form(&Bytes::from_static(b"id=apr_1&reason=a+b")).and_then(|f| f.get("reason").cloned()),
+            Some("a b".into())
+        );
+    }
+}

@@ -1,0 +1,478 @@
+//! `warden console` over plain HTTP: the real binary started on a real store, its URL read from
+//! the first line of its stdout, requests written by hand on a TCP socket (no client library
+//! that could follow a redirect or keep a cookie on its own).
+//!
+//! What must hold: every page needs a session; a token logs in once; values are escaped; a POST
+//! without a session or without the session's CSRF token — or a deny or resolve without a reason
+//! — is refused and leaves the store file byte-identical; an approve goes through the kernel's
+//! answer (the requester refused as approver, the approver recorded as verified `console:NAME`);
+//! a resolve moves an AMBIGUOUS effect once.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use warden::{Action, Decision, Error, Kernel, KernelOptions, Principal, Proposal, Ruling, Template, TemplateMode};
+
+const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+
+/// A store with one approved and executed `stripe.refund` (amount 4000), one AMBIGUOUS effect
+/// `refund:p1`, and one pending request for amount 400000 whose note is markup.
+struct Store {
+    dir: tempfile::TempDir,
+    approval_id: String,
+}
+
+impl Store {
+    fn new() -> Store {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kernel = Kernel::open(dir.path().join("state.redb"), KernelOptions::default()).expect("open kernel");
+        let template = Template::parse("refund:{payment_id}", TemplateMode::Escaped).expect("template");
+        let principal = Principal::new("refund-agent", Some("ada")).expect("principal");
+        let action =
+            |args: Value| Action::new("stripe.refund", args, principal.clone(), None, "production").expect("action");
+        let ask = |action: &Action| {
+            let mut proposal = Proposal::new(action, Ruling::new(Decision::Approve, "rule[1]"));
+            proposal.effect = Some(&template);
+            match kernel.propose(&proposal) {
+                Err(Error::ApprovalRequired { request_id, .. }) => request_id,
+                other => panic!("expected an approval request, got {other:?}"),
+            }
+        };
+        // The last approved refund: 4000, granted by bob, run and committed.
+        let earlier = action(json!({"payment_id": "p0", "amount": 4000, "note": "usual", "currency": "eur"}));
+        let granted = ask(&earlier);
+        kernel.grant(&granted, "bob").expect("grant");
+        let mut with = Proposal::new(&earlier, Ruling::new(Decision::Approve, "rule[1]"));
+        with.effect = Some(&template);
+        with.approval_id = Some(&granted);
+        kernel.propose(&with).expect("permit").commit(&json!({"id": "re_0"})).expect("commit");
+
+        let lost = action(json!({"payment_id": "p1", "amount": 500}));
+        let mut proposal = Proposal::new(&lost, Ruling::new(Decision::Allow, "rule[0]"));
+        proposal.effect = Some(&template);
+        kernel.propose(&proposal).expect("permit").ambiguous("the provider timed out").expect("report ambiguous");
+
+        let big = action(
+            json!({"payment_id": "p2", "amount": 400000, "note": "<script>alert(1)</script>", "currency": "eur"}),
+        );
+        let approval_id = ask(&big);
+        drop(kernel);
+        Store { dir, approval_id }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("state.redb")
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        std::fs::read(self.path()).expect("read the store file")
+    }
+
+    fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(WARDEN)
+            .args(args)
+            .arg("--store")
+            .arg(self.path())
+            .env_remove("WARDEN_STORE")
+            .env_remove("WARDEN_CONFIG")
+            .output()
+            .expect("run warden");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let (code, stdout, stderr) = self.cli(&all);
+        assert_eq!(code, 0, "warden {args:?}: {stderr}");
+        serde_json::from_str(&stdout).expect("one JSON document")
+    }
+
+    /// `warden approvers add NAME`: the token on the last line.
+    fn add_approver(&self, name: &str) -> String {
+        let (code, stdout, stderr) = self.cli(&["approvers", "add", name]);
+        assert_eq!(code, 0, "{stderr}");
+        let token = stdout.lines().last().expect("a last line").to_owned();
+        assert!(token.starts_with("wct_"), "{stdout}");
+        token
+    }
+}
+
+/// The running console; killed when dropped.
+struct Console {
+    child: Child,
+    address: String,
+}
+
+impl Console {
+    fn start(store: &Path, extra: &[&str]) -> Console {
+        let mut child = Command::new(WARDEN)
+            .arg("console")
+            .arg("--store")
+            .arg(store)
+            .args(extra)
+            .env_remove("WARDEN_STORE")
+            .env_remove("WARDEN_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start warden console");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut first).expect("read the first line");
+        let address = first
+            .trim()
+            .strip_prefix("http://")
+            .and_then(|rest| rest.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("the first line is not the URL: {first:?}"))
+            .to_owned();
+        Console { child, address }
+    }
+
+    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
+        let mut stream = TcpStream::connect(&self.address).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+            request.push_str(&format!("Host: {}\r\n", self.address));
+        }
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if method == "POST" {
+            request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        // A connection closed by the server (at accept, past the limit) is a response of status
+        // 0: nothing was served.
+        let mut raw = Vec::new();
+        if stream.write_all(request.as_bytes()).is_ok() && stream.read_to_end(&mut raw).is_err() {
+            raw.clear();
+        }
+        Response::parse(&String::from_utf8_lossy(&raw))
+    }
+
+    fn get(&self, path: &str, cookie: Option<&str>) -> Response {
+        match cookie {
+            Some(cookie) => self.send("GET", path, &[("Cookie", cookie)], ""),
+            None => self.send("GET", path, &[], ""),
+        }
+    }
+
+    fn post(&self, path: &str, cookie: Option<&str>, body: &str) -> Response {
+        match cookie {
+            Some(cookie) => self.send("POST", path, &[("Cookie", cookie)], body),
+            None => self.send("POST", path, &[], body),
+        }
+    }
+
+    /// Log in with a token: the session cookie (`name=value`) and the raw Set-Cookie line.
+    fn login(&self, token: &str) -> (String, String) {
+        let response = self.get(&format!("/login?token={token}"), None);
+        assert_eq!(response.status, 303, "{}", response.body);
+        assert_eq!(response.header("location"), Some("/"));
+        let set = response.header("set-cookie").expect("a cookie").to_owned();
+        (set.split(';').next().expect("name=value").to_owned(), set)
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Response {
+    fn parse(raw: &str) -> Response {
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+        let mut lines = head.split("\r\n");
+        let status =
+            lines.next().and_then(|line| line.split(' ').nth(1)).and_then(|code| code.parse().ok()).unwrap_or(0);
+        let headers = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+            .collect();
+        Response { status, headers, body: body.to_owned() }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The CSRF token of the page's first form.
+    fn csrf(&self) -> String {
+        let marker = "name=\"csrf\" value=\"";
+        let start = self.body.find(marker).expect("a form with a CSRF token") + marker.len();
+        self.body[start..].split('"').next().expect("the token").to_owned()
+    }
+}
+
+fn approval(store: &Store) -> Value {
+    store.json(&["inspect", &store.approval_id])["approval"].clone()
+}
+
+#[test]
+fn every_page_needs_a_session_and_a_token_logs_in_once() {
+    let store = Store::new();
+    let token = store.add_approver("bob");
+    let console = Console::start(&store.path(), &[]);
+    for page in ["/", "/effects", "/receipts", "/authority", &format!("/approval/{}", store.approval_id)] {
+        let response = console.get(page, None);
+        assert_eq!((response.status, response.header("location")), (303, Some("/login")), "{page}");
+        assert!(!response.body.contains("stripe.refund"), "{page}");
+    }
+    assert_eq!(console.get("/login?token=wct_0000", None).status, 403);
+    let (cookie, set_cookie) = console.login(&token);
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set_cookie.contains(attribute), "{set_cookie}");
+    }
+    assert!(!set_cookie.contains("Secure"), "loopback is plain HTTP: {set_cookie}");
+    let again = console.get(&format!("/login?token={token}"), None);
+    assert_eq!(again.status, 403, "a token works once");
+    assert!(!again.body.contains(&token), "the token is never echoed");
+    let inbox = console.get("/", Some(&cookie));
+    assert_eq!(inbox.status, 200);
+    assert!(inbox.header("content-security-policy").is_some_and(|csp| csp.contains("default-src 'none'")));
+    assert_eq!(console.get("/", Some("warden_console=00")).status, 303, "an unknown session is none");
+    // DNS rebinding: a page asked for under another Host name is not served.
+    let rebound = console.send("GET", "/", &[("Host", "evil.example:80"), ("Cookie", &cookie)], "");
+    assert_eq!(rebound.status, 421);
+    // Removing the approver ends its session.
+    let (code, _, stderr) = store.cli(&["approvers", "remove", "bob"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(console.get("/", Some(&cookie)).status, 303);
+}
+
+#[test]
+fn the_inbox_shows_the_whole_action_escaped_with_its_diff() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    let (cookie, _) = console.login(&store.add_approver("bob"));
+    let inbox = console.get("/", Some(&cookie));
+    assert_eq!(inbox.status, 200);
+    let body = &inbox.body;
+    assert!(body.contains(&store.approval_id), "{body}");
+    assert!(body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{body}");
+    assert!(!body.contains("<script>"), "markup from an agent's argument reached the page: {body}");
+    for shown in ["400000", "p2", "refund-agent for ada", "rule[1]", "production", "0 of 1 grant(s)", "left)"] {
+        assert!(body.contains(shown), "{shown}: {body}");
+    }
+    // The diff against the last approved stripe.refund: amount and note changed, marked.
+    let changed = "<span class=\"pill warn\">changed</span>";
+    assert!(body.contains(&format!("<td><code>4000</code> {changed}</td>")), "{body}");
+    assert!(body.contains(&format!("<td>usual {changed}</td>")), "{body}");
+    assert!(body.contains(&format!("<td>p0 {changed}</td>")), "{body}");
+    assert_eq!(body.matches("<tr class=\"changed\">").count(), 3, "{body}");
+    assert!(body.contains("<tr><td class=\"mono\">currency</td><td class=\"new\">eur</td><td>eur</td></tr>"), "{body}");
+    assert!(body.contains("approved by cli:bob"), "{body}");
+}
+
+#[test]
+fn a_post_without_session_or_csrf_or_reason_is_refused_and_writes_nothing() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    let (cookie, _) = console.login(&store.add_approver("bob"));
+    let csrf = console.get("/", Some(&cookie)).csrf();
+    let id = &store.approval_id;
+    let hash = approval(&store)["action_hash"].as_str().expect("hash").to_owned();
+    let before = store.bytes();
+    let refused: Vec<(&str, Option<&str>, String, u16)> = vec![
+        ("/approve", None, format!("csrf={csrf}&id={id}&hash={hash}"), 403),
+        ("/approve", Some(&cookie), format!("id={id}&hash={hash}"), 403),
+        ("/approve", Some(&cookie), format!("csrf=00{}&id={id}&hash={hash}", &csrf[2..]), 403),
+        ("/approve", Some(&cookie), format!("csrf={csrf}&csrf={csrf}&id={id}&hash={hash}"), 400),
+        ("/approve", Some("warden_console=forged"), format!("csrf={csrf}&id={id}&hash={hash}"), 403),
+        ("/deny", None, format!("csrf={csrf}&id={id}&reason=no"), 403),
+        ("/deny", Some(&cookie), format!("id={id}&reason=no"), 403),
+        ("/deny", Some(&cookie), format!("csrf={csrf}&id={id}"), 400),
+        ("/deny", Some(&cookie), format!("csrf={csrf}&id={id}&reason=+++"), 400),
+        ("/resolve", None, format!("csrf={csrf}&key=refund%3Ap1&outcome=committed&reason=seen"), 403),
+        ("/resolve", Some(&cookie), "key=refund%3Ap1&outcome=committed&reason=seen".to_owned(), 403),
+        ("/resolve", Some(&cookie), format!("csrf={csrf}&key=refund%3Ap1&outcome=committed"), 400),
+        ("/resolve", Some(&cookie), format!("csrf={csrf}&key=refund%3Ap1&reason=seen"), 400),
+        ("/logout", Some(&cookie), String::new(), 403),
+    ];
+    for (path, cookie, body, status) in &refused {
+        let response = console.post(path, *cookie, body);
+        assert_eq!(response.status, *status, "{path} {cookie:?} {body}: {}", response.body);
+        assert!(response.body.contains("nothing was changed"), "{path} {body}: {}", response.body);
+    }
+    assert!(store.bytes() == before, "a refused POST changed the store file");
+    assert_eq!(approval(&store)["status"], "pending");
+    assert_eq!(store.json(&["effects", "--state", "ambiguous"]).as_array().map(Vec::len), Some(1));
+    // The session still works after all that (logout needed its token too).
+    assert_eq!(console.get("/", Some(&cookie)).status, 200);
+}
+
+#[test]
+fn approve_goes_through_the_kernel_the_requester_refused_the_approver_verified() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    // `ada` is the user the agent acts for: console:ada is the requester, and the kernel says no.
+    let (ada, _) = console.login(&store.add_approver("ada"));
+    let page = console.get("/", Some(&ada));
+    let csrf = page.csrf();
+    let id = &store.approval_id;
+    let hash = approval(&store)["action_hash"].as_str().expect("hash").to_owned();
+    let refused = console.post("/approve", Some(&ada), &format!("csrf={csrf}&id={id}&hash={hash}"));
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused.body.contains("nothing was changed"), "{}", refused.body);
+    assert_eq!(approval(&store)["status"], "pending");
+    // A hash other than the one shown is refused too.
+    let (bob, _) = console.login(&store.add_approver("bob"));
+    let csrf = console.get("/", Some(&bob)).csrf();
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let mismatch = console.post("/approve", Some(&bob), &format!("csrf={csrf}&id={id}&hash={wrong}"));
+    assert_eq!(mismatch.status, 409, "{}", mismatch.body);
+    assert_eq!(approval(&store)["status"], "pending");
+
+    let granted = console.post("/approve", Some(&bob), &format!("csrf={csrf}&id={id}&hash={hash}"));
+    assert_eq!(granted.status, 303, "{}", granted.body);
+    assert_eq!(granted.header("location"), Some(format!("/approval/{id}").as_str()));
+    let record = approval(&store);
+    assert_eq!(record["status"], "granted", "{record}");
+    assert_eq!(record["approver"], "console:bob", "{record}");
+    assert_eq!(record["votes"][0]["verified"], true, "{record}");
+    assert_eq!(record["votes"][0]["issuer"], "warden-console", "{record}");
+    let shown = console.get(&format!("/approval/{id}"), Some(&bob));
+    assert!(shown.body.contains("<strong>granted</strong>"), "{}", shown.body);
+    // Single use stays the kernel's: a second answer is refused.
+    let twice = console.post("/approve", Some(&bob), &format!("csrf={csrf}&id={id}&hash={hash}"));
+    assert_eq!(twice.status, 409, "{}", twice.body);
+    assert!(!console.get("/", Some(&bob)).body.contains(id.as_str()), "an answered request left the inbox");
+}
+
+#[test]
+fn deny_with_a_reason_records_it() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    let (bob, _) = console.login(&store.add_approver("bob"));
+    let csrf = console.get("/", Some(&bob)).csrf();
+    let id = &store.approval_id;
+    let denied = console.post("/deny", Some(&bob), &format!("csrf={csrf}&id={id}&reason=too+large"));
+    assert_eq!(denied.status, 303, "{}", denied.body);
+    let record = approval(&store);
+    assert_eq!((record["status"].as_str(), record["note"].as_str()), (Some("denied"), Some("too large")), "{record}");
+}
+
+#[test]
+fn resolve_moves_the_ambiguous_effect_once_and_names_who_and_why() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    let (bob, _) = console.login(&store.add_approver("bob"));
+    let effects = console.get("/effects", Some(&bob));
+    assert!(effects.body.contains("refund:p1"), "{}", effects.body);
+    assert!(
+        effects.body.find("refund:p1").unwrap_or(usize::MAX) < effects.body.find("refund:p0").unwrap_or(0),
+        "AMBIGUOUS comes first: {}",
+        effects.body
+    );
+    let csrf = effects.csrf();
+    let body = format!("csrf={csrf}&key=refund%3Ap1&outcome=committed&reason=seen+in+the+Stripe+dashboard");
+    let resolved = console.post("/resolve", Some(&bob), &body);
+    assert_eq!(resolved.status, 200, "{}", resolved.body);
+    let record = store.json(&["inspect", "refund:p1"])["effect"].clone();
+    assert_eq!(record["state"], "committed", "{record}");
+    assert_eq!(record["resolved_by"], "console:bob (seen in the Stripe dashboard)", "{record}");
+    let again = console.post("/resolve", Some(&bob), &body);
+    assert_eq!(again.status, 409, "{}", again.body);
+}
+
+#[test]
+fn the_receipts_page_verifies_the_chain_and_shows_one_receipt_whole() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    let (bob, _) = console.login(&store.add_approver("bob"));
+    let page = console.get("/receipts", Some(&bob));
+    assert!(page.body.contains("Chain verified"), "{}", page.body);
+    let marker = "href=\"/receipt/";
+    let start = page.body.find(marker).expect("a receipt link") + marker.len();
+    let id = page.body[start..].split('"').next().expect("an id");
+    let one = console.get(&format!("/receipt/{id}"), Some(&bob));
+    assert_eq!(one.status, 200);
+    assert!(one.body.contains("prev_hash"), "{}", one.body);
+    let filtered = console.get("/receipts?action=nothing.such", Some(&bob));
+    assert!(filtered.body.contains("0 receipt(s) shown"), "{}", filtered.body);
+    assert_eq!(console.get("/receipt/rct_none", Some(&bob)).status, 404);
+    let rows = |page: &Response| page.body.matches("href=\"/receipt/").count();
+    let all = rows(&page);
+    assert_eq!(all, 2, "the committed and the AMBIGUOUS receipt: {}", page.body);
+    assert_eq!(rows(&console.get("/receipts?from=2000-01-01T00:00:00Z&to=2999-01-01T00:00:00Z", Some(&bob))), all);
+    assert_eq!(rows(&console.get("/receipts?to=2000-01-01T00:00:00Z", Some(&bob))), 0);
+    assert_eq!(rows(&console.get("/receipts?from=2999-01-01T00:00:00Z", Some(&bob))), 0);
+    assert_eq!(rows(&console.get("/receipts?agent=refund-agent&key=refund%3Ap1", Some(&bob))), 1);
+    let bad = console.get("/receipts?from=yesterday", Some(&bob));
+    assert!(bad.body.contains("Not a time: from") && rows(&bad) == 0, "{}", bad.body);
+}
+
+#[test]
+fn a_non_loopback_listen_is_refused_naming_tls() {
+    let store = Store::new();
+    let out = Command::new(WARDEN)
+        .args(["console", "--listen", "0.0.0.0:0", "--store"])
+        .arg(store.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a loopback address") && stderr.contains("TLS"), "{stderr}");
+}
+
+#[test]
+fn a_body_past_the_limit_is_refused_before_any_handler_and_writes_nothing() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    let (bob, _) = console.login(&store.add_approver("bob"));
+    let csrf = console.get("/", Some(&bob)).csrf();
+    let before = store.bytes();
+    let id = &store.approval_id;
+    let reason = "a".repeat(70 * 1024);
+    let response = console.post("/deny", Some(&bob), &format!("csrf={csrf}&id={id}&reason={reason}"));
+    assert_eq!(response.status, 413);
+    assert!(store.bytes() == before, "a refused POST changed the store file");
+    assert_eq!(approval(&store)["status"], "pending");
+}
+
+#[test]
+fn connections_past_the_limit_are_closed_at_accept_and_served_again_once_freed() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    // 64 connections that send nothing hold every slot (until the 10 s header timeout).
+    let held: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(&console.address).expect("connect")).collect();
+    let mut extra = TcpStream::connect(&console.address).expect("connect");
+    extra.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    let request = format!("GET /login HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", console.address);
+    // The server may close before the request is written; either way, nothing is served.
+    let _ = extra.write_all(request.as_bytes());
+    let mut answer = Vec::new();
+    let _ = extra.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "the 65th connection was served: {}", String::from_utf8_lossy(&answer));
+    drop(held);
+    // Slots come back as the held connections close; the next request is served.
+    let mut served = None;
+    for _ in 0..200 {
+        let response = console.send("GET", "/login", &[], "");
+        if response.status == 200 {
+            served = Some(response);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(served.is_some(), "no request was served after the held connections closed");
+}
