@@ -1286,43 +1286,85 @@ fn now_seconds() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64
 }
 
+/// The resource a JWT gateway in these tests is, and the issuer it accepts tokens from.
+const RESOURCE: &str = "https://gw.example/mcp";
+const ISSUER: &str = "https://issuer.example";
+const METADATA_URL: &str = "https://gw.example/.well-known/oauth-protected-resource/mcp";
+
+/// An ES256 issuer: its signing key, and its public key written to `dir/issuer.pem`.
+struct Issuer {
+    encoding: jsonwebtoken::EncodingKey,
+    key_path: String,
+}
+
+impl Issuer {
+    fn new(dir: &Path) -> Issuer {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        std::fs::write(dir.join("issuer.pem"), key.public_key_pem()).expect("public key");
+        let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
+        Issuer { encoding, key_path: dir.join("issuer.pem").display().to_string() }
+    }
+
+    /// Good claims for `sub`, for RESOURCE from ISSUER, valid for five minutes.
+    fn claims(sub: &str) -> Value {
+        json!({"iss": ISSUER, "aud": RESOURCE, "sub": sub, "exp": now_seconds() + 300, "user": "ada"})
+    }
+
+    fn sign(&self, claims: &Value, typ: &str) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = Some(typ.into());
+        format!("Bearer {}", jsonwebtoken::encode(&header, claims, &self.encoding).expect("sign"))
+    }
+
+    fn flags(&self) -> Vec<String> {
+        [
+            "--identity-jwt",
+            "--identity-jwt-issuer",
+            ISSUER,
+            "--resource",
+            RESOURCE,
+            "--identity-jwt-algorithms",
+            "ES256",
+            "--identity-jwt-token-type",
+            "at+jwt",
+            "--identity-jwt-public-key",
+            &self.key_path,
+            "--identity-jwt-user-claim",
+            "user",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    }
+}
+
+/// `alg: none`, unsigned.
+fn unsigned(claims: &Value) -> String {
+    use base64::Engine as _;
+    let encode = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!("Bearer {}.{}.", encode(&json!({"alg": "none", "typ": "at+jwt"})), encode(claims))
+}
+
+fn jwt_gateway(dir: &Path, upstream: &Upstream, issuer: &Issuer, extra: &[&str]) -> Gateway {
+    let mut flags = issuer.flags();
+    flags.extend(extra.iter().map(|s| (*s).to_owned()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    gateway_in(dir, &upstream.url, &flags)
+}
+
+fn read_only_call(id: u64) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}})
+        .to_string()
+}
+
 #[test]
 fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
     let dir = scratch();
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-    std::fs::write(dir.path().join("issuer.pem"), key.public_key_pem()).expect("public key");
-    let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
-    let token = |exp: i64, sub: &str| {
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        header.typ = Some("at+jwt".into());
-        let claims =
-            json!({"iss": "https://issuer.example", "aud": "warden-gateway", "sub": sub, "exp": exp, "user": "ada"});
-        format!("Bearer {}", jsonwebtoken::encode(&header, &claims, &encoding).expect("sign"))
-    };
+    let issuer = Issuer::new(dir.path());
     let upstream = Upstream::start();
-    let key_path = dir.path().join("issuer.pem").display().to_string();
-    let flags = [
-        "--identity-jwt",
-        "--identity-jwt-issuer",
-        "https://issuer.example",
-        "--identity-jwt-audience",
-        "warden-gateway",
-        "--identity-jwt-algorithms",
-        "ES256",
-        "--identity-jwt-token-type",
-        "at+jwt",
-        "--identity-jwt-public-key",
-        &key_path,
-        "--identity-jwt-user-claim",
-        "user",
-    ];
-    let gateway = gateway_in(dir.path(), &upstream.url, &flags);
-    let body = |id: u64| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}})
-            .to_string()
-    };
-    let valid = token(now_seconds() + 300, "agent-jwt");
-    let ok = gateway.post(&[("Authorization", &valid)], &body(1));
+    let gateway = jwt_gateway(dir.path(), &upstream, &issuer, &[]);
+    let valid = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    let ok = gateway.post(&[("Authorization", &valid)], &read_only_call(1));
     assert_eq!(ok.meta()["result"], "committed", "{}", ok.text);
     assert_eq!(upstream.last().header("authorization"), None, "the consumed token is not forwarded (D16)");
     let receipts = gateway.receipts();
@@ -1330,24 +1372,235 @@ fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
         (receipts[0]["principal"]["agent"].as_str(), receipts[0]["principal"]["user"].as_str()),
         (Some("agent-jwt"), Some("ada"))
     );
-    // Refusals, each with no call upstream: no token, a forged one, the header twice.
-    let forged = format!("{valid}x");
-    let table: &[&[(&str, &str)]] =
-        &[&[], &[("Authorization", &forged)], &[("Authorization", &valid), ("Authorization", &valid)]];
-    for headers in table {
-        let refused = gateway.post(headers, &body(2));
-        assert_eq!((refused.status, refused.code()), (403, Some(-41007)), "{headers:?}: {}", refused.text);
-        assert!(!refused.text.contains(&valid[7..20]), "the token is never echoed");
+    // Relayed methods pass the same check, and the token goes no further either.
+    let listed = gateway.post(&[("Authorization", &valid)], r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let all = upstream.requests.lock().expect("requests").clone();
+    assert!(all.iter().all(|r| r.header("authorization").is_none()), "no request upstream carried the token");
+    // The header twice is refused before the token is read: 403, like any identity header.
+    let twice = gateway.post(&[("Authorization", &valid), ("Authorization", &valid)], &read_only_call(3));
+    assert_eq!((twice.status, twice.code()), (403, Some(-41007)), "{}", twice.text);
+    assert!(!twice.text.contains(&valid[7..20]), "the token is never echoed");
+    assert_eq!((upstream.calls(), gateway.receipts().len()), (1, 1));
+}
+
+/// Every way a bearer token fails is a 401 before anything is parsed, relayed or decided: the
+/// challenge points at the resource's metadata (RFC 9728 §5.1) and, when a token was offered,
+/// says `invalid_token` (RFC 6750 §3.1) in fixed words. Nothing reaches the upstream, no
+/// receipt or event is written, and neither the answer nor its header holds the token.
+#[test]
+fn every_token_refusal_is_a_401_challenge_naming_the_resource_metadata() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let other_key = {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
+        Issuer { encoding, key_path: String::new() }
+    };
+    let upstream = Upstream::start();
+    let gateway = jwt_gateway(dir.path(), &upstream, &issuer, &["--scopes-supported", "mcp:tools"]);
+    let with = |edit: &dyn Fn(&mut Value)| {
+        let mut claims = Issuer::claims("agent-jwt");
+        edit(&mut claims);
+        claims
+    };
+    let challenge = |description: &str| {
+        format!(
+            "Bearer resource_metadata=\"{METADATA_URL}\", scope=\"mcp:tools\", error=\"invalid_token\", \
+             error_description=\"{description}\""
+        )
+    };
+    let bare = format!("Bearer resource_metadata=\"{METADATA_URL}\", scope=\"mcp:tools\"");
+    let now = now_seconds();
+    // (case, Authorization header or none, expected 401 challenge, expected data.error)
+    let table: Vec<(&str, Option<String>, String, &str)> = vec![
+        ("no token", None, bare.clone(), "warden.no_token"),
+        ("another scheme", Some("Basic YTpi".into()), bare.clone(), "warden.no_token"),
+        (
+            "not a JWT",
+            Some("Bearer abc.def".into()),
+            challenge("the token is not a well-formed JWT"),
+            "warden.invalid_token",
+        ),
+        (
+            "wrong aud",
+            Some(issuer.sign(&with(&|c| c["aud"] = json!("https://other.example/mcp")), "at+jwt")),
+            challenge("the token's audience is not this resource"),
+            "warden.invalid_token",
+        ),
+        (
+            "aud a prefix of the resource",
+            Some(issuer.sign(&with(&|c| c["aud"] = json!("https://gw.example")), "at+jwt")),
+            challenge("the token's audience is not this resource"),
+            "warden.invalid_token",
+        ),
+        (
+            "missing aud",
+            Some(issuer.sign(&with(&|c| drop(c.as_object_mut().map(|m| m.remove("aud")))), "at+jwt")),
+            challenge("the token's audience is not this resource"),
+            "warden.invalid_token",
+        ),
+        (
+            "wrong iss",
+            Some(issuer.sign(&with(&|c| c["iss"] = json!("https://evil.example")), "at+jwt")),
+            challenge("the token is not from this resource's authorization server"),
+            "warden.invalid_token",
+        ),
+        (
+            "expired",
+            Some(issuer.sign(&with(&|c| c["exp"] = json!(now - 600)), "at+jwt")),
+            challenge("the token has expired"),
+            "warden.invalid_token",
+        ),
+        (
+            "expired inside the leeway",
+            Some(issuer.sign(&with(&|c| c["exp"] = json!(now - 10)), "at+jwt")),
+            challenge("the token has expired"),
+            "warden.invalid_token",
+        ),
+        (
+            "not yet valid",
+            Some(issuer.sign(&with(&|c| c["nbf"] = json!(now + 600)), "at+jwt")),
+            challenge("the token is not valid yet"),
+            "warden.invalid_token",
+        ),
+        (
+            "signed by another key",
+            Some(other_key.sign(&Issuer::claims("agent-jwt"), "at+jwt")),
+            challenge("the token's signature does not verify"),
+            "warden.invalid_token",
+        ),
+        (
+            "alg none",
+            Some(unsigned(&Issuer::claims("agent-jwt"))),
+            challenge("the token's algorithm is not accepted"),
+            "warden.invalid_token",
+        ),
+        (
+            "an ID token (typ JWT)",
+            Some(issuer.sign(&Issuer::claims("agent-jwt"), "JWT")),
+            challenge("the token is not an access token of the accepted type"),
+            "warden.invalid_token",
+        ),
+    ];
+    let calls = [read_only_call(1), r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_owned()];
+    for (case, token, expected, error) in &table {
+        for body in &calls {
+            let headers: Vec<(&str, &str)> = token.iter().map(|t| ("Authorization", t.as_str())).collect();
+            let refused = gateway.post(&headers, body);
+            assert_eq!(refused.status, 401, "{case}: {}", refused.text);
+            assert_eq!(refused.header("www-authenticate"), Some(expected.as_str()), "{case}");
+            assert_eq!(
+                (refused.code(), refused.json()["error"]["data"]["error"].as_str()),
+                (Some(-41007), Some(*error)),
+                "{case}"
+            );
+            if let Some(token) = token {
+                let secret = token.rsplit('.').next().filter(|s| s.len() > 8).unwrap_or(&token[7..]);
+                assert!(
+                    !refused.text.contains(secret) && !expected.contains(secret),
+                    "{case}: the token is never echoed"
+                );
+            }
+        }
+        let streamed = gateway.request(
+            "GET",
+            "/mcp",
+            &token.iter().map(|t| ("Authorization", t.as_str())).collect::<Vec<_>>(),
+            "",
+        );
+        assert_eq!(
+            (streamed.status, streamed.header("www-authenticate")),
+            (401, Some(expected.as_str())),
+            "{case}: GET"
+        );
     }
-    // Expired inside the leeway: admitted by the provider, refused by the kernel with a receipt.
-    let expired = gateway.post(&[("Authorization", &token(now_seconds() - 10, "agent-jwt"))], &body(3));
-    assert_eq!((expired.status, expired.code()), (403, Some(-41007)), "{}", expired.text);
-    let receipts = gateway.receipts();
-    assert!(
-        receipts.iter().any(|r| r["decision_reason"] == "principal_expired" && r["result"] == "denied"),
-        "{receipts:?}"
-    );
+    assert_eq!(upstream.all(), 0, "no refused request reached the upstream");
+    assert!(gateway.receipts().is_empty() && gateway.events().is_empty(), "nothing was decided");
+    // The twin: the same gateway, a good token, and an aud list that names the resource.
+    let good = issuer.sign(&with(&|c| c["aud"] = json!(["https://other.example", RESOURCE])), "at+jwt");
+    let ok = gateway.post(&[("Authorization", &good)], &read_only_call(9));
+    assert_eq!(ok.meta()["result"], "committed", "{}", ok.text);
     assert_eq!(upstream.calls(), 1);
+}
+
+/// RFC 9728: the metadata is public, at the path-suffixed well-known URI and at the root one,
+/// and names the resource, its one authorization server and how a token is sent.
+#[test]
+fn the_protected_resource_metadata_is_published_at_both_well_known_paths() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let upstream = Upstream::start();
+    let gateway = jwt_gateway(dir.path(), &upstream, &issuer, &["--scopes-supported", "mcp:tools"]);
+    let expected = json!({
+        "resource": RESOURCE,
+        "authorization_servers": [ISSUER],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": ["mcp:tools"],
+    });
+    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
+        let answer = gateway.request("GET", path, &[], "");
+        assert_eq!((answer.status, answer.header("content-type")), (200, Some("application/json")), "{path}");
+        assert_eq!(answer.json(), expected, "{path}");
+        assert_eq!(gateway.request("POST", path, &[], "{}").status, 405, "{path}");
+    }
+    assert_eq!(gateway.request("GET", "/.well-known/oauth-protected-resource/other", &[], "").status, 404);
+    assert_eq!(upstream.all(), 0);
+    // Without --identity-jwt the gateway is no OAuth resource: nothing is published.
+    let plain_dir = scratch();
+    let plain = gateway_in(plain_dir.path(), &upstream.url, &["--principal", "a"]);
+    assert_eq!(plain.request("GET", "/.well-known/oauth-protected-resource/mcp", &[], "").status, 404);
+}
+
+#[test]
+fn the_resource_is_required_canonical_and_is_the_audience() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let config = dir.path().join("warden.yaml").display().to_string();
+    let store = dir.path().join("store.redb").display().to_string();
+    let base =
+        ["gateway", "--config", &config, "--store", &store, "--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme"];
+    let flags = issuer.flags();
+    let without = |drop: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut skip = false;
+        for flag in &flags {
+            if skip {
+                skip = false;
+                continue;
+            }
+            if flag == drop {
+                skip = true;
+                continue;
+            }
+            out.push(flag.clone());
+        }
+        out
+    };
+    let mut wrong_audience = flags.clone();
+    wrong_audience.extend(["--identity-jwt-audience".to_owned(), "warden-gateway".to_owned()]);
+    let resource = |value: &str| {
+        let mut out = without("--resource");
+        out.extend(["--resource".to_owned(), value.to_owned()]);
+        out
+    };
+    let table: Vec<(Vec<String>, &str)> = vec![
+        (without("--resource"), "--identity-jwt needs --resource URI"),
+        (wrong_audience, "--identity-jwt-audience warden-gateway is not --resource https://gw.example/mcp"),
+        (resource("http://gw.example/mcp"), "http:// only on loopback"),
+        (resource("https://GW.example/mcp"), "not in canonical form"),
+        (resource("https://gw.example/mcp#x"), "no query and no fragment"),
+        (
+            vec!["--principal".to_owned(), "a".to_owned(), "--resource".to_owned(), RESOURCE.to_owned()],
+            "--resource and --scopes-supported need --identity-jwt",
+        ),
+    ];
+    for (args, reason) in table {
+        let out = warden().args(base).args(&args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
 }
 
 // ---- elicitation (MRTR) ---------------------------------------------------------------------------
@@ -2835,7 +3088,7 @@ fn a_public_key_path_that_is_not_a_regular_file_is_refused_without_waiting() {
     let mut child = warden()
         .args(["gateway", "--config", &config, "--store", &store, "--upstream", "http://127.0.0.1:9/mcp"])
         .args(["--alias", "acme", "--identity-jwt", "--identity-jwt-issuer", "https://issuer.example"])
-        .args(["--identity-jwt-audience", "warden-gateway", "--identity-jwt-algorithms", "ES256"])
+        .args(["--resource", "https://gw.example/mcp", "--identity-jwt-algorithms", "ES256"])
         .args(["--identity-jwt-token-type", "at+jwt", "--identity-jwt-public-key", &key])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
