@@ -1678,6 +1678,194 @@ fn a_suspension_holds_the_reservation_and_only_the_same_call_continues_it() {
     assert_eq!(upstream.calls(), 2);
 }
 
+/// A 2026-07-28 `input_required` result asking for these input requests.
+fn input_required_with(state: &str, requests: Value) -> Script {
+    Script::Result(json!({"resultType": "input_required", "inputRequests": requests, "requestState": state}))
+}
+
+fn weather_tool() -> Value {
+    json!({"name": "get_weather", "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}})
+}
+
+fn sampling(params: Value) -> Value {
+    let mut base =
+        json!({"messages": [{"role": "user", "content": {"type": "text", "text": "weather?"}}], "maxTokens": 100});
+    if let (Some(base), Some(extra)) = (base.as_object_mut(), params.as_object()) {
+        base.extend(extra.clone());
+    }
+    json!({"method": "sampling/createMessage", "params": base})
+}
+
+/// The client's sampling answer: the model asks for these tool uses.
+fn tool_use_answer(uses: &[(&str, Value)]) -> Value {
+    let content: Vec<Value> = uses
+        .iter()
+        .enumerate()
+        .map(|(n, (name, input))| json!({"type": "tool_use", "id": format!("call_{n}"), "name": name, "input": input}))
+        .collect();
+    json!({"role": "assistant", "content": content, "model": "m", "stopReason": "toolUse"})
+}
+
+/// SEP-1577: by default (`gateway.sampling_tools: refuse`) a sampling request that offers the
+/// client's model tools never reaches the client (the leg, which may have acted, is AMBIGUOUS,
+/// refused -41019 with its receipt), and a client's sampling answer carrying `tool_use` never
+/// reaches the server (refused -41019 with a denied receipt); sampling without tools, and
+/// elicitation, pass as before.
+#[test]
+fn tool_use_inside_sampling_is_refused_by_default_in_both_directions() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    // (what the upstream asks for, refused?)
+    let history = json!({"messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "toolUseId": "c1", "content": [{"type": "text", "text": "18"}]}]},
+    ]});
+    let table: Vec<(&str, Value, bool)> = vec![
+        (
+            "tools offered",
+            json!({"w": sampling(json!({"tools": [weather_tool()], "toolChoice": {"mode": "auto"}}))}),
+            true,
+        ),
+        ("a tool loop under way", json!({"w": sampling(history)}), true),
+        (
+            "tools beside an elicitation",
+            json!({"confirm": {"method": "elicitation/create", "params": {"message": "ok?"}}, "w": sampling(json!({"tools": [weather_tool()]}))}),
+            true,
+        ),
+        ("sampling without tools", json!({"w": sampling(json!({}))}), false),
+        ("an empty tools list", json!({"w": sampling(json!({"tools": []}))}), false),
+        ("an elicitation", json!({"confirm": {"method": "elicitation/create", "params": {"message": "ok?"}}}), false),
+    ];
+    for (n, (case, requests, refused)) in table.iter().enumerate() {
+        let calls = upstream.calls();
+        upstream.then(input_required_with(&format!("rs-{n}"), requests.clone()));
+        let answer = gateway.call_2026(n as u64 + 1, "careful", json!({"id": format!("s{n}")}), "a", json!({}));
+        assert_eq!(upstream.calls(), calls + 1, "{case}");
+        let meta = answer.meta();
+        if *refused {
+            assert_eq!((answer.status, answer.code()), (403, Some(-41019)), "{case}: {}", answer.text);
+            let data = &answer.json()["error"]["data"];
+            assert_eq!(
+                (data["error"].as_str(), data["reason"].as_str()),
+                (Some("warden.sampling_tools_refused"), Some("sampling_tools")),
+                "{case}"
+            );
+            assert_eq!(
+                (meta["result"].as_str(), data["effect_key"].as_str()),
+                (Some("ambiguous"), Some(format!("careful:s{n}").as_str())),
+                "{case}"
+            );
+            assert!(
+                !answer.text.contains("get_weather") && !answer.text.contains("requestState"),
+                "{case}: nothing of the request is relayed"
+            );
+            let receipt =
+                gateway.receipts().into_iter().find(|r| r["receipt_id"] == meta["receipt_id"]).expect("receipt");
+            assert_eq!(receipt["result"], "ambiguous", "{case}");
+        } else {
+            assert_eq!(answer.status, 200, "{case}: {}", answer.text);
+            assert_eq!(
+                (meta["result"].as_str(), answer.json()["result"]["requestState"].as_str()),
+                (Some("suspended"), Some(format!("rs-{n}").as_str())),
+                "{case}"
+            );
+        }
+    }
+    // The client side: a continuation of a held call (row 3, sampling without tools) whose
+    // sampling answer uses a tool is refused before anything is consumed or forwarded.
+    let calls = upstream.calls();
+    let tool_use = json!({"requestState": "rs-3", "inputResponses": {"w": tool_use_answer(&[("get_weather", json!({"city": "Paris"}))])}});
+    let refused = gateway.call_2026(20, "careful", json!({"id": "s3"}), "a", tool_use.clone());
+    assert_eq!((refused.status, refused.code()), (403, Some(-41019)), "{}", refused.text);
+    let data = refused.json()["error"]["data"].clone();
+    assert_eq!((data["reason"].as_str(), data["tools"].clone()), (Some("sampling_tool_use"), json!(["get_weather"])));
+    let denied = gateway.receipts().into_iter().find(|r| r["action_id"] == data["action_id"]).expect("denied receipt");
+    assert_eq!(
+        (denied["result"].as_str(), denied["decision_reason"].as_str()),
+        (Some("denied"), Some("sampling_tool_use"))
+    );
+    // A keyless tool continues as an ordinary call (D3): the same check applies.
+    let keyless = gateway.call_2026(
+        21,
+        "read_only",
+        json!({}),
+        "a",
+        json!({"inputResponses": tool_use["inputResponses"].clone()}),
+    );
+    assert_eq!(keyless.code(), Some(-41019), "{}", keyless.text);
+    assert_eq!(upstream.calls(), calls, "no tool use reached the upstream");
+    // The twin: the same continuation answered with text goes through and commits.
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let text = json!({"requestState": "rs-3", "inputResponses": {"w": {"role": "assistant", "content": {"type": "text", "text": "sunny"}, "model": "m"}}});
+    let done = gateway.call_2026(22, "careful", json!({"id": "s3"}), "a", text);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    assert_eq!(upstream.calls(), calls + 1);
+}
+
+/// `gateway.sampling_tools: govern`: each tool use the client's model asked for is the action
+/// `sampling.<alias>.<tool>`, decided (and its effect reserved) before the answer is forwarded;
+/// one refused and nothing is forwarded, the suspension still held; all allowed and each is
+/// recorded with the leg's outcome, named in the receipt summary's `nested`.
+#[test]
+fn with_sampling_tools_govern_each_tool_use_is_an_action_decided_before_forwarding() {
+    let dir = scratch();
+    let document = format!(
+        "{DOCUMENT}  sampling.acme.get_weather:\n    effect: \"weather:{{city}}\"\n    decision: allow\n  sampling.acme.wipe:\n    decision: deny\ngateway:\n  sampling_tools: govern\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required_with("rs-g", json!({"w": sampling(json!({"tools": [weather_tool()]}))})));
+    let first = gateway.call_2026(1, "careful", json!({"id": "g1"}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "suspended", "govern relays the request: {}", first.text);
+    assert_eq!(first.json()["result"]["inputRequests"]["w"]["params"]["tools"][0]["name"], "get_weather");
+    let continuation =
+        |uses: &[(&str, Value)]| json!({"requestState": "rs-g", "inputResponses": {"w": tool_use_answer(uses)}});
+    // (tool uses, expected code, expected data.reason)
+    let table: Vec<(Vec<(&str, Value)>, i64, &str)> = vec![
+        (vec![("wipe", json!({}))], -41001, "decision"),
+        (vec![("get_weather", json!({"city": "Rome"})), ("wipe", json!({}))], -41001, "decision"),
+        (vec![("launch", json!({}))], -41001, "unknown_action"),
+    ];
+    for (n, (uses, code, reason)) in table.iter().enumerate() {
+        let refused = gateway.call_2026(10 + n as u64, "careful", json!({"id": "g1"}), "a", continuation(uses));
+        assert_eq!(refused.code(), Some(*code), "{uses:?}: {}", refused.text);
+        assert_eq!(refused.json()["error"]["data"]["reason"], *reason, "{uses:?}");
+    }
+    assert_eq!(upstream.calls(), 1, "no refused tool use reached the upstream");
+    let receipts = gateway.receipts();
+    let rome =
+        receipts.iter().find(|r| r["action"] == "sampling.acme.get_weather").expect("the allowed sibling's receipt");
+    assert_eq!(rome["result"], "failed", "the allowed sibling of a refused tool use was never forwarded: {rome}");
+    // All allowed: forwarded once, each recorded with the leg's outcome.
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let uses = [("get_weather", json!({"city": "Paris"})), ("get_weather", json!({"city": "London"}))];
+    let done = gateway.call_2026(20, "careful", json!({"id": "g1"}), "a", continuation(&uses));
+    let meta = done.meta();
+    assert_eq!(meta["result"], "committed", "{}", done.text);
+    let nested = meta["nested"].as_array().cloned().unwrap_or_default();
+    assert_eq!(nested.len(), 2, "{meta}");
+    assert!(nested.iter().all(|n| n["action"] == "sampling.acme.get_weather" && n["result"] == "committed"), "{meta}");
+    assert_eq!(upstream.last().body["params"]["inputResponses"]["w"]["content"][1]["input"]["city"], "London");
+    let receipts = gateway.receipts();
+    for entry in &nested {
+        assert!(
+            receipts.iter().any(|r| r["receipt_id"] == entry["receipt_id"] && r["result"] == "committed"),
+            "{entry}"
+        );
+    }
+    let effects = String::from_utf8_lossy(&gateway.cli(&["effects", "--json"]).stdout).into_owned();
+    assert!(effects.contains("weather:Paris") && effects.contains("weather:London"), "{effects}");
+    // The same tool use again is the same effect: it is not run twice.
+    upstream.then(input_required_with("rs-h", json!({"w": sampling(json!({"tools": [weather_tool()]}))})));
+    assert_eq!(gateway.call_2026(30, "careful", json!({"id": "g2"}), "a", json!({})).meta()["result"], "suspended");
+    let again = json!({"requestState": "rs-h", "inputResponses": {"w": tool_use_answer(&[("get_weather", json!({"city": "Paris"}))])}});
+    let duplicate = gateway.call_2026(31, "careful", json!({"id": "g2"}), "a", again);
+    assert_eq!(duplicate.code(), Some(-41004), "{}", duplicate.text);
+    assert_eq!(upstream.calls(), 3);
+}
+
 #[test]
 fn a_suspension_and_its_continuation_are_events_with_the_request_keys_and_the_responses_digest() {
     let dir = scratch();

@@ -41,6 +41,9 @@ pub enum Reply {
     NotExecuted,
     /// `502 -41010 warden.upstream_ambiguous`.
     Ambiguous,
+    /// `403 -41019 warden.sampling_tools_refused`: the answer asked for sampling with tools
+    /// (`gateway.sampling_tools: refuse`); the effect is AMBIGUOUS.
+    SamplingRefused,
 }
 
 /// How the call was made.
