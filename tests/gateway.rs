@@ -391,25 +391,25 @@ impl Answer {
     fn code(&self) -> Option<i64> {
         self.json().get("error").and_then(|e| e.get("code")).and_then(Value::as_i64)
     }
-    /// The receipt summary at the top level, checked to be the same inside `result._meta` (or
-    /// the error's `data._meta`), where an MCP SDK's typed result reads it.
+    /// The receipt summary inside `result._meta` (or the error's `data._meta`), where an MCP
+    /// SDK's typed result reads it; never at the envelope's top level, where JSON-RPC allows
+    /// no other member (the TypeScript SDK drops such an answer).
     fn meta(&self) -> Value {
-        let json = self.json();
-        let top = json["_meta"]["dev.warden/receipt"].clone();
-        let inner = if json["result"].is_object() {
-            Some(&json["result"]["_meta"]["dev.warden/receipt"])
-        } else if json["error"].is_object() && (json["error"]["data"].is_object() || json["error"]["data"].is_null()) {
-            Some(&json["error"]["data"]["_meta"]["dev.warden/receipt"])
-        } else {
-            None
-        };
-        if let (Some(inner), false) = (inner, top.is_null()) {
-            assert_eq!(inner, &top, "the receipt where SDKs read it differs from the top level's: {}", self.text);
-        }
-        top
+        receipt_of(&self.json())
     }
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// The receipt summary of a JSON-RPC answer: inside `result._meta` or the error's
+/// `data._meta`, checked absent from the top level.
+fn receipt_of(envelope: &Value) -> Value {
+    assert!(envelope.get("_meta").is_none(), "no _meta beside result or error: {envelope}");
+    if envelope["result"].is_object() {
+        envelope["result"]["_meta"]["dev.warden/receipt"].clone()
+    } else {
+        envelope["error"]["data"]["_meta"]["dev.warden/receipt"].clone()
     }
 }
 
@@ -855,19 +855,36 @@ fn concurrent_identical_refusals_each_name_the_receipt_written_for_them() {
     let dir = scratch();
     let upstream = Upstream::start();
     let gateway = gateway(dir.path(), &upstream);
-    let ids: Vec<String> = std::thread::scope(|scope| {
+    let named: Vec<(String, Value)> = std::thread::scope(|scope| {
         let calls: Vec<_> = (0..8)
             .map(|n| {
                 let gateway = &gateway;
                 scope.spawn(move || {
                     let denied = gateway.call(100 + n, "create_refund", refund("p_same", 2_000_000), "a");
                     assert_eq!((denied.status, denied.code()), (403, Some(-41001)));
-                    denied.json()["error"]["data"]["action_id"].as_str().expect("an action id").to_owned()
+                    let data = denied.json()["error"]["data"].clone();
+                    // The receipt summary where an SDK's typed error reads it (issue 31, item 7).
+                    let meta = &data["_meta"]["dev.warden/receipt"];
+                    assert_eq!(
+                        (&meta["action_id"], meta["result"].as_str()),
+                        (&data["action_id"], Some("denied")),
+                        "{data}"
+                    );
+                    assert!(meta["receipt_id"].as_str().is_some_and(|r| r.starts_with("rct_")), "{data}");
+                    (data["action_id"].as_str().expect("an action id").to_owned(), meta["receipt_id"].clone())
                 })
             })
             .collect();
         calls.into_iter().map(|call| call.join().expect("call")).collect()
     });
+    let ids: Vec<String> = named.iter().map(|(id, _)| id.clone()).collect();
+    let receipts = gateway.receipts();
+    for (action_id, receipt_id) in &named {
+        assert!(
+            receipts.iter().any(|r| r["action_id"] == action_id.as_str() && &r["receipt_id"] == receipt_id),
+            "{action_id} names its own receipt"
+        );
+    }
     let mut distinct = ids.clone();
     distinct.sort();
     distinct.dedup();
@@ -1159,7 +1176,7 @@ fn an_event_stream_is_relayed_without_ids_and_ends_with_the_receipt() {
     let last = answer.text.rfind("data: ").expect("a final event");
     assert!(progress < last);
     let final_event: Value = serde_json::from_str(answer.text[last + 6..].trim()).expect("final JSON");
-    assert_eq!(final_event["_meta"]["dev.warden/receipt"]["result"], "committed");
+    assert_eq!(receipt_of(&final_event)["result"], "committed");
     assert_eq!(upstream.calls(), 1);
 }
 
@@ -1823,7 +1840,8 @@ fn with_sampling_tools_govern_each_tool_use_is_an_action_decided_before_forwardi
     let continuation =
         |uses: &[(&str, Value)]| json!({"requestState": "rs-g", "inputResponses": {"w": tool_use_answer(uses)}});
     // (tool uses, expected code, expected data.reason)
-    let table: Vec<(Vec<(&str, Value)>, i64, &str)> = vec![
+    type Uses<'a> = Vec<(&'a str, Value)>;
+    let table: Vec<(Uses, i64, &str)> = vec![
         (vec![("wipe", json!({}))], -41001, "decision"),
         (vec![("get_weather", json!({"city": "Rome"})), ("wipe", json!({}))], -41001, "decision"),
         (vec![("launch", json!({}))], -41001, "unknown_action"),
@@ -2507,7 +2525,7 @@ fn a_settings_file_gives_the_flags_and_a_flag_given_twice_is_refused() {
     while answer.get("method").is_some() {
         answer = lines.recv_timeout(Duration::from_secs(20)).expect("the answer");
     }
-    assert_eq!(answer["_meta"]["dev.warden/receipt"]["result"], "committed", "{answer}");
+    assert_eq!(receipt_of(&answer)["result"], "committed", "{answer}");
     drop(input);
     assert!(child.wait().expect("exit").success());
 
@@ -3447,7 +3465,7 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
     assert_eq!(next()["method"], "notifications/message", "the server's notification passes through");
     let done = next();
     assert_eq!(done["id"], 3);
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed");
+    assert_eq!(receipt_of(&done)["result"], "committed");
     send(
         &mut input,
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p2", "amount": 5_000_000}}}),
@@ -3468,7 +3486,7 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
         json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1"}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
     );
     assert_eq!(next()["method"], "notifications/message");
-    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "ambiguous");
+    assert_eq!(receipt_of(&next())["result"], "ambiguous");
     // Two calls in flight with one id: the second is refused, nothing sent, its key released.
     send(
         &mut input,
@@ -3485,9 +3503,9 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
         (Some(-32600), Some("warden.id_in_use")),
         "{second}"
     );
-    assert_eq!(second["_meta"]["dev.warden/receipt"]["result"], "failed");
+    assert_eq!(receipt_of(&second)["result"], "failed");
     assert_eq!(next()["method"], "notifications/message");
-    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "committed", "the first call is unaffected");
+    assert_eq!(receipt_of(&next())["result"], "committed", "the first call is unaffected");
     drop(input);
     let status = child.wait().expect("the gateway exits when its client goes away");
     assert!(status.success());
@@ -3624,7 +3642,7 @@ fn sigterm_in_stdio_mode_lets_the_call_in_flight_answer_then_reaps_the_child_and
     signal(&child, "-TERM");
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    assert_eq!(receipt_of(&done)["result"], "committed", "{done}");
     let status = child.wait().expect("the gateway exits");
     assert_eq!(status.code(), Some(0));
     let mut stderr = String::new();
@@ -3683,11 +3701,7 @@ fn over_stdio_a_call_waits_for_approval_and_stops_waiting_when_stdin_closes() {
     assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(
-        (done["id"].as_i64(), done["_meta"]["dev.warden/receipt"]["result"].as_str()),
-        (Some(1), Some("committed")),
-        "{done}"
-    );
+    assert_eq!((done["id"].as_i64(), receipt_of(&done)["result"].as_str()), (Some(1), Some("committed")), "{done}");
     // A second call waits; the client closes stdin: the wait ends at once with -41002.
     writeln!(input, "{}", call(2, "s2")).expect("write");
     input.flush().expect("flush");
@@ -3742,7 +3756,7 @@ fn over_stdio_a_call_may_wait_on_the_humans_answer_longer_than_the_upstream_time
     input.flush().expect("flush");
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    assert_eq!(receipt_of(&done)["result"], "committed", "{done}");
     drop(input);
     assert!(child.wait().expect("exits").success());
     let events = warden()
@@ -3790,14 +3804,14 @@ fn over_stdio_an_mrtr_suspension_and_its_continuation_are_events() {
     input.flush().expect("flush");
     assert_eq!(next()["method"], "notifications/message");
     let suspended = next();
-    assert_eq!(suspended["_meta"]["dev.warden/receipt"]["result"], "suspended", "{suspended}");
+    assert_eq!(receipt_of(&suspended)["result"], "suspended", "{suspended}");
     let responses = json!({"confirm": {"action": "accept"}});
     let continued = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1", "mrtr": true}, "_meta": meta, "requestState": "rs-stdio", "inputResponses": responses}});
     writeln!(input, "{continued}").expect("write");
     input.flush().expect("flush");
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    assert_eq!(receipt_of(&done)["result"], "committed", "{done}");
     drop(input);
     assert!(child.wait().expect("exits").success());
     let events = warden().args(["events", "--json", "--limit", "1000", "--store", &store]).output().expect("events");
@@ -3903,6 +3917,50 @@ fn a_document_may_refuse_unknown_methods() {
     assert_eq!(upstream.all(), 2);
 }
 
+/// `--refusal-status 200`: a JSON-RPC refusal of a `tools/call` the gateway accepted is HTTP 200
+/// (the MCP Streamable HTTP transport's answer to a request; the TypeScript SDK reads a refusal's
+/// code and data only from a 2xx), codes and bodies unchanged; a request refused before it is
+/// accepted keeps its status. The default keeps the reference's statuses.
+#[test]
+fn with_refusal_status_200_refusals_of_accepted_calls_are_http_200() {
+    let upstream = Upstream::start();
+    let (plain_dir, ok_dir) = (scratch(), scratch());
+    let plain = gateway(plain_dir.path(), &upstream);
+    let ok = gateway_in(ok_dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--refusal-status", "200"]);
+    for (gateway, label) in [(&plain, "reference"), (&ok, "200")] {
+        let first = gateway.call(1, "create_refund", refund("p_once", 100), "a");
+        assert_eq!(first.meta()["result"], "committed", "{label}: {}", first.text);
+    }
+    // (what is sent, reference status, code)
+    type Send<'a> = &'a dyn Fn(&Gateway) -> Answer;
+    let denied: Send = &|g| g.call(2, "create_refund", refund("p_big", 2_000_000), "a");
+    let duplicate: Send = &|g| g.call(3, "create_refund", refund("p_once", 100), "a");
+    let cut: Send = &|g| {
+        upstream.then(Script::Close);
+        g.call(4, "careful", json!({"id": "c1"}), "a")
+    };
+    let not_json: Send = &|g| g.post(&[("X-Agent", "a")], "{not json");
+    let origin: Send = &|g| g.post(&[("X-Agent", "a"), ("Origin", "https://evil.example")], &read_only_call(5));
+    let table: [(&str, Send, u16, Option<i64>, bool); 5] = [
+        ("denied", denied, 403, Some(-41001), true),
+        ("duplicate", duplicate, 409, Some(-41004), true),
+        ("upstream closed mid-call", cut, 502, Some(-41010), true),
+        ("not JSON", not_json, 400, Some(-32700), false),
+        ("foreign Origin", origin, 403, None, false),
+    ];
+    for (case, send, reference, code, accepted) in table {
+        let answer = send(&plain);
+        let found = if answer.text.is_empty() { None } else { answer.code() };
+        assert_eq!((answer.status, found), (reference, code), "{case}, reference: {}", answer.text);
+        let answer = send(&ok);
+        let expected = if accepted { 200 } else { reference };
+        assert_eq!(answer.status, expected, "{case}, 200: {}", answer.text);
+        if code.is_some() {
+            assert_eq!(answer.code(), code, "{case}, 200");
+        }
+    }
+}
+
 #[test]
 fn the_clients_authorization_header_never_reaches_the_upstream() {
     let dir = scratch();
@@ -3973,7 +4031,7 @@ fn over_stdio_arguments_the_schema_rejects_never_reach_the_child() {
     let working = stdio_exchange(&mut input, &lines, &call(3, json!({"payment_id": "p1", "amount": 0})));
     assert_eq!(working["method"], "notifications/message", "the child ran it: {working}");
     let zero = lines.recv_timeout(Duration::from_secs(20)).expect("the answer");
-    assert_eq!(zero["_meta"]["dev.warden/receipt"]["result"], "committed", "the boundary passes: {zero}");
+    assert_eq!(receipt_of(&zero)["result"], "committed", "the boundary passes: {zero}");
     drop(input);
     assert!(child.wait().expect("exit").success());
     let seen = std::fs::read_to_string(&log).expect("log");

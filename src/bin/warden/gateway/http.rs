@@ -44,6 +44,19 @@ pub struct HttpConfig {
     pub max_per_peer: usize,
     /// With `--identity-jwt`: the resource every request's bearer token must be for.
     pub protected: Option<ProtectedResource>,
+    /// `--refusal-status 200`: a JSON-RPC refusal of an accepted `tools/call` is HTTP 200.
+    pub refusals_ok: bool,
+}
+
+impl HttpConfig {
+    /// The HTTP status a refusal of an accepted `tools/call` is written with.
+    fn refusal_status(&self, status: u16) -> u16 {
+        if self.refusals_ok {
+            200
+        } else {
+            status
+        }
+    }
 }
 
 /// Serve until `stopping` is set; returns the count of connections still being served.
@@ -556,7 +569,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
     let admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => {
-            let _ = write_json(stream, answer.status, Some(&answer.body));
+            let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
             return;
         }
     };
@@ -574,7 +587,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
             };
             let finished = engine.finish(admitted, &observation, call.revision);
             let answer = intercept::synthesised(call.id, &finished);
-            let _ = write_json(stream, answer.status, Some(&answer.body));
+            let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
             return;
         }
     };
@@ -606,7 +619,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
         }
         _ => {
             let answer = intercept::synthesised(call.id, &finished);
-            let _ = write_json(stream, answer.status, Some(&answer.body));
+            let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
         }
     }
 }

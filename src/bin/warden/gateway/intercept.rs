@@ -1,9 +1,9 @@
 //! One intercepted `tools/call` through the kernel, whatever the transport: the principal,
 //! the action `mcp.<alias>.<tool>`, the decision and the reservation (`admit`), then the
 //! observed outcome recorded and the answer built (`finish`). Refusals are JSON-RPC errors
-//! with ctrlrun's codes and `warden.*` tokens; upstream answers carry the receipt summary at
-//! the top level of the envelope as `_meta["dev.warden/receipt"]`, and inside `result._meta` (or
-//! the error's `data._meta`) where the MCP SDKs' typed results read it.
+//! with ctrlrun's codes and `warden.*` tokens; answers carry the receipt summary as
+//! `_meta["dev.warden/receipt"]` inside `result._meta` (or the error's `data._meta`), where the
+//! MCP SDKs' typed results read it — not at the envelope's top level, as the reference does.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -382,7 +382,8 @@ impl Engine {
                 admitted.span = Some(span);
                 Ok(admitted)
             }
-            Err(answer) => {
+            Err(mut answer) => {
+                self.refusal_meta(&mut answer.body);
                 self.telemetry.action_refused(&span, trace);
                 self.telemetry.end_call(span, Some(&answer.body), None);
                 let mut line = refusal_line(&self.action_name(call.tool), call.tool, &answer.body, started);
@@ -1144,7 +1145,39 @@ impl Engine {
     }
 }
 
+/// How many of the newest receipts a refusal's receipt is looked for among.
+const REFUSAL_RECEIPT_WINDOW: usize = 64;
+
 impl Engine {
+    /// A refusal that wrote a receipt (its `data.action_id` names the action) carries the
+    /// receipt summary in `data._meta`, where an SDK's typed error reads it: the action id,
+    /// and the receipt's id and result when it is among the newest receipts (an exact match on
+    /// the action id; under a burst of other calls it may be out of the window: `null`).
+    fn refusal_meta(&self, body: &mut Value) {
+        let Some(data) = body.get("error").and_then(|e| e.get("data")) else { return };
+        let Some(action_id) = data.get("action_id").and_then(Value::as_str).map(str::to_owned) else { return };
+        if data.get("_meta").is_some() {
+            return;
+        }
+        let effect_key = data.get("effect_key").cloned().unwrap_or(Value::Null);
+        let found = self.warden.kernel().last_receipts(REFUSAL_RECEIPT_WINDOW).ok().and_then(|rows| {
+            rows.into_iter().rev().map(|(_, receipt)| receipt.to_json()).find(|r| r["action_id"] == action_id.as_str())
+        });
+        let meta = json!({
+            "action_id": action_id,
+            "receipt_id": found.as_ref().map(|r| r["receipt_id"].clone()).unwrap_or(Value::Null),
+            "effect_key": effect_key,
+            "result": found.as_ref().map(|r| r["result"].clone()).unwrap_or(json!("denied")),
+            "attempt": Value::Null,
+        });
+        if let Some(data) = body.pointer_mut("/error/data").and_then(Value::as_object_mut) {
+            let slot = data.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if let Some(slot) = slot.as_object_mut() {
+                slot.insert(META_KEY.into(), meta);
+            }
+        }
+    }
+
     /// The outcome of the tool uses a leg carried (`gateway.sampling_tools: govern`) is the
     /// leg's: the upstream answered with a result or with another `input_required`
     /// (`asks_more`: it took the tool uses and goes on) → committed, it provably did nothing →
@@ -1452,11 +1485,12 @@ pub fn synthesised(id: &Value, finished: &Finished) -> Answer {
     answer
 }
 
-/// Merge the receipt summary into the envelope's top-level `_meta` (made when absent), where
-/// the reference gateway puts it, and into the `_meta` of the `result` object — or of the
-/// error's `data` object — where an MCP SDK's typed result reads it (`CallToolResult.meta`).
-/// A `result` that is not an object, or an error `data` that is neither absent nor an object,
-/// is left as the upstream sent it.
+/// Merge the receipt summary into the `_meta` of the `result` object — or of the error's `data`
+/// object — where an MCP SDK's typed result reads it (`CallToolResult.meta`, `McpError.data`).
+/// Never at the top level of the envelope, where the reference gateway puts it: JSON-RPC 2.0
+/// gives a response no other member, and the official TypeScript SDK's strict schema drops such a
+/// response as unreadable (its call then times out). A `result` that is not an object, or an
+/// error `data` that is neither absent nor an object, is left as the upstream sent it.
 pub fn with_meta(envelope: &mut Value, meta: &Value) {
     let put = |container: &mut Map<String, Value>| {
         if let Some(slot) = container.entry("_meta").or_insert_with(|| Value::Object(Map::new())).as_object_mut() {
@@ -1464,7 +1498,6 @@ pub fn with_meta(envelope: &mut Value, meta: &Value) {
         }
     };
     let Some(object) = envelope.as_object_mut() else { return };
-    put(object);
     if let Some(result) = object.get_mut("result") {
         if let Some(result) = result.as_object_mut() {
             put(result);

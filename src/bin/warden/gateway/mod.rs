@@ -95,6 +95,11 @@ pub struct GatewayArgs {
     /// An Origin allowed to call (repeatable); without any, every request with an Origin is refused.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// The HTTP status of a JSON-RPC refusal of a tools/call the gateway accepted: reference
+    /// (400, 403, 409 or 502 by code, as ctrlrun's gateway) or 200 (as the MCP Streamable HTTP
+    /// transport answers a request; the TypeScript SDK reads a refusal's code and data only so).
+    #[arg(long, value_name = "STATUS", default_value = "reference", value_parser = ["reference", "200"])]
+    pub refusal_status: String,
     /// The largest request body accepted.
     #[arg(long, value_name = "N", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
@@ -350,6 +355,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         consumed,
         max_per_peer: usize::from(args.max_connections_per_peer),
         protected,
+        refusals_ok: args.refusal_status == "200",
     };
     let mut engine = engine(warden, args, provider, catalog);
     engine.telemetry = telemetry;
