@@ -66,6 +66,9 @@ enum Script {
     Elicit,
     /// A result once the test releases it (`Upstream::release`).
     Held,
+    /// `text/event-stream`: a `sampling/createMessage` server request offering a tool (id 42),
+    /// then (at most a second later) the final result.
+    SampleWithTools,
     /// A `tools/list` answered as an event stream: a notification, then the list.
     ToolsStream,
 }
@@ -297,6 +300,19 @@ fn serve_one(
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("data: {last}\n\n")
+        }
+        Some(Script::SampleWithTools) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let mut ask = sampling(json!({"tools": [weather_tool()]}));
+            ask["jsonrpc"] = json!("2.0");
+            ask["id"] = json!(42);
+            let _ = stream
+                .write_all(head.as_bytes())
+                .and_then(|()| stream.write_all(format!("data: {ask}\n\n").as_bytes()));
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_secs(1));
             let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
             format!("data: {last}\n\n")
         }
@@ -1818,6 +1834,48 @@ fn tool_use_inside_sampling_is_refused_by_default_in_both_directions() {
     let done = gateway.call_2026(22, "careful", json!({"id": "s3"}), "a", text);
     assert_eq!(done.meta()["result"], "committed", "{}", done.text);
     assert_eq!(upstream.calls(), calls + 1);
+}
+
+/// On a 2025 revision sampling is a server request on the call's event stream, and the client's
+/// answer a JSON-RPC response it POSTs: a request offering tools is not relayed (the stream is
+/// cut there, the call AMBIGUOUS, refused -41019 in the final event), and an answer that uses
+/// tools reaches the server only as a -41019 refusal in its place (so the server is not left
+/// waiting, and never runs them). Without tools both pass as sent.
+#[test]
+fn on_a_2025_revision_sampling_with_tools_is_not_relayed_either_way() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::SampleWithTools);
+    let answer = gateway.call(1, "careful", json!({"id": "l1"}), "a");
+    assert_eq!(answer.header("content-type"), Some("text/event-stream"), "{}", answer.text);
+    let events: Vec<Value> = answer
+        .text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("an event's JSON"))
+        .collect();
+    assert_eq!(events.len(), 1, "only the final event: the sampling request was not relayed: {}", answer.text);
+    let last = &events[0];
+    assert_eq!(last["error"]["code"], -41019, "{last}");
+    assert_eq!(last["error"]["data"]["reason"], "sampling_tools");
+    assert_eq!(receipt_of(last)["result"], "ambiguous", "{last}");
+    assert!(!answer.text.contains("get_weather"));
+    // The client's answer to a sampling request (from any stream) that uses a tool.
+    let uses = tool_use_answer(&[("get_weather", json!({"city": "Paris"}))]);
+    let answered = json!({"jsonrpc": "2.0", "id": 77, "result": uses});
+    let relayed = gateway.post(&[("X-Agent", "a")], &answered.to_string());
+    assert!(relayed.status < 300, "{}", relayed.text);
+    let seen = upstream.last().body;
+    assert_eq!((seen["id"].clone(), seen["error"]["code"].clone()), (json!(77), json!(-41019)), "{seen}");
+    assert!(
+        seen.get("result").is_none() && !seen.to_string().contains("Paris"),
+        "the tool use never reaches the server: {seen}"
+    );
+    // The twin: a text answer is relayed as sent.
+    let text = json!({"jsonrpc": "2.0", "id": 78, "result": {"role": "assistant", "content": {"type": "text", "text": "sunny"}, "model": "m"}});
+    gateway.post(&[("X-Agent", "a")], &text.to_string());
+    assert_eq!(upstream.last().body, text);
 }
 
 /// `gateway.sampling_tools: govern`: each tool use the client's model asked for is the action
@@ -3411,6 +3469,16 @@ for line in sys.stdin:
         if message["params"]["arguments"].get("elicit"):
             print(json.dumps({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create", "params": {"message": "sure?"}}), flush=True)
             log.write(sys.stdin.readline()); log.flush()
+        sample = message["params"]["arguments"].get("sample")
+        if sample:
+            params = {"messages": [{"role": "user", "content": {"type": "text", "text": "weather?"}}], "maxTokens": 9}
+            if sample == "tools":
+                params["tools"] = [{"name": "get_weather", "inputSchema": {"type": "object"}}]
+            print(json.dumps({"jsonrpc": "2.0", "id": "ask-2", "method": "sampling/createMessage", "params": params}), flush=True)
+            got = sys.stdin.readline()
+            log.write(got); log.flush()
+            print(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": got.strip()}]}}), flush=True)
+            continue
         pause = message["params"]["arguments"].get("sleep")
         if pause:
             time.sleep(1 if pause is True else pause)
@@ -4013,6 +4081,46 @@ fn stdio_exchange(input: &mut std::process::ChildStdin, lines: &std::sync::mpsc:
     writeln!(input, "{line}").expect("write");
     input.flush().expect("flush");
     lines.recv_timeout(Duration::from_secs(20)).expect("an answer")
+}
+
+/// Over stdio (a 2025 revision): a child's sampling request offering tools never reaches the
+/// client — the child gets the -41019 refusal as its answer and the call goes on — and a
+/// client's sampling answer that uses a tool reaches the child only as that refusal.
+#[test]
+fn over_stdio_sampling_with_tools_is_answered_by_the_gateway_and_tool_use_never_reaches_the_child() {
+    let dir = scratch();
+    let (mut child, mut input, lines, log) = stdio_gateway(dir.path());
+    let call = |id: u64, sample: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": format!("st{id}"), "sample": sample}}})
+            .to_string()
+    };
+    // The child asks with tools: the client's next line is the call's answer, not the request.
+    let answer = stdio_exchange(&mut input, &lines, &call(1, "tools"));
+    assert_eq!(answer["id"], 1, "the sampling request was not relayed: {answer}");
+    let got: Value =
+        serde_json::from_str(answer["result"]["content"][0]["text"].as_str().expect("text")).expect("json");
+    assert_eq!((got["id"].as_str(), got["error"]["code"].as_i64()), (Some("ask-2"), Some(-41019)), "{got}");
+    assert_eq!(receipt_of(&answer)["result"], "committed");
+    // Without tools the request is relayed; the client answers with a tool use.
+    let asked = stdio_exchange(&mut input, &lines, &call(2, "plain"));
+    assert_eq!(
+        (asked["method"].as_str(), asked["id"].as_str()),
+        (Some("sampling/createMessage"), Some("ask-2")),
+        "{asked}"
+    );
+    let uses = tool_use_answer(&[("get_weather", json!({"city": "Paris"}))]);
+    let answered = json!({"jsonrpc": "2.0", "id": "ask-2", "result": uses}).to_string();
+    let answer = stdio_exchange(&mut input, &lines, &answered);
+    let got: Value =
+        serde_json::from_str(answer["result"]["content"][0]["text"].as_str().expect("text")).expect("json");
+    assert_eq!(got["error"]["code"], -41019, "{got}");
+    let seen = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        !seen.contains("Paris") && !seen.contains(r#""type": "tool_use""#) && !seen.contains(r#""type":"tool_use""#),
+        "the child never saw the tool use: {seen}"
+    );
+    drop(input);
+    let _ = child.wait();
 }
 
 #[test]

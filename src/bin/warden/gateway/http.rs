@@ -200,6 +200,14 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
                     let is_response = inbound.message.get("method").is_none();
+                    let uses = if is_response { intercept::response_tool_uses(&inbound.message) } else { Vec::new() };
+                    let mut inbound = inbound;
+                    if !uses.is_empty() {
+                        // The server gets a refusal in place of the tool uses (it is not left
+                        // waiting for an answer), and never the tool uses.
+                        let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
+                        inbound.message = intercept::legacy_tool_use_refusal(&id, &uses).body;
+                    }
                     if is_response {
                         let session = wire::header(&request.headers, "mcp-session-id").0;
                         engine.client_answered(session, &inbound.message);
@@ -726,6 +734,12 @@ fn streamed(
                 let method = o.get("method").and_then(Value::as_str)?;
                 Some((method.to_owned(), o.get("id")?.clone()))
             });
+            if parsed.as_ref().is_some_and(intercept::request_uses_tools) && engine.refuses_sampling_tools() {
+                log::warn("the upstream asked for sampling with tools on a call's stream; not relayed (gateway.sampling_tools: refuse)");
+                break 'read Observation::SamplingRefused(
+                    "the upstream asked the client to sample with tools, which gateway.sampling_tools: refuse does not relay".into(),
+                );
+            }
             if let Some((method, id)) = request {
                 rounds += 1;
                 let data = json!({

@@ -1145,6 +1145,26 @@ impl Engine {
     }
 }
 
+/// The refusal of a client's answer to a legacy sampling server request that uses tools: never
+/// relayed, whatever `gateway.sampling_tools` says (there is no call leg to settle tool uses
+/// with).
+pub fn legacy_tool_use_refusal(id: &Value, uses: &[ToolUse]) -> Answer {
+    let tools: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
+    log::warn(&format!(
+        "refused a client's sampling answer with tool use ({}): not relayed to the upstream",
+        log::printable(&tools.join(", "))
+    ));
+    refusal(
+        id,
+        403,
+        -41019,
+        "warden.sampling_tools_refused",
+        "this answer to a sampling request uses tools, which the server would run with no decision; the gateway \
+         does not relay tool use inside sampling on a 2025 revision",
+        json!({"reason": "sampling_tool_use", "tools": tools}),
+    )
+}
+
 /// How many of the newest receipts a refusal's receipt is looked for among.
 const REFUSAL_RECEIPT_WINDOW: usize = 64;
 
@@ -1176,6 +1196,11 @@ impl Engine {
                 slot.insert(META_KEY.into(), meta);
             }
         }
+    }
+
+    /// `gateway.sampling_tools: refuse`.
+    pub fn refuses_sampling_tools(&self) -> bool {
+        self.warden.document().gateway.sampling_tools == SamplingTools::Refuse
     }
 
     /// The outcome of the tool uses a leg carried (`gateway.sampling_tools: govern`) is the
@@ -1327,21 +1352,33 @@ pub fn sampling_with_tools(envelope: &Value) -> Vec<String> {
     requests
         .iter()
         .take(MAX_SAMPLING_ITEMS)
-        .filter(|(_, request)| request.get("method").and_then(Value::as_str) == Some("sampling/createMessage"))
-        .filter(|(_, request)| {
-            let params = request.get("params");
-            let offered =
-                params.and_then(|p| p.get("tools")).is_some_and(|t| t.as_array().is_none_or(|t| !t.is_empty()));
-            let looped = params.and_then(|p| p.get("messages")).and_then(Value::as_array).is_some_and(|messages| {
-                messages
-                    .iter()
-                    .take(MAX_SAMPLING_ITEMS)
-                    .any(|m| !blocks(m.get("content"), &["tool_use", "tool_result"]).is_empty())
-            });
-            offered || looped
-        })
+        .filter(|(_, request)| request_uses_tools(request))
         .map(|(key, _)| key.chars().take(256).collect())
         .collect()
+}
+
+/// Whether a request (`{method, params}`: an MRTR input request, or a legacy server request)
+/// is a `sampling/createMessage` that offers tools or carries a tool loop.
+pub fn request_uses_tools(request: &Value) -> bool {
+    if request.get("method").and_then(Value::as_str) != Some("sampling/createMessage") {
+        return false;
+    }
+    let params = request.get("params");
+    let offered = params.and_then(|p| p.get("tools")).is_some_and(|t| t.as_array().is_none_or(|t| !t.is_empty()));
+    let looped = params.and_then(|p| p.get("messages")).and_then(Value::as_array).is_some_and(|messages| {
+        messages
+            .iter()
+            .take(MAX_SAMPLING_ITEMS)
+            .any(|m| !blocks(m.get("content"), &["tool_use", "tool_result"]).is_empty())
+    });
+    offered || looped
+}
+
+/// The tools a client's JSON-RPC response to a legacy sampling server request asks the server
+/// to run (its `result` is a sampling result with `tool_use` content).
+pub fn response_tool_uses(message: &Value) -> Vec<ToolUse> {
+    let Some(result) = message.get("result") else { return Vec::new() };
+    tool_uses(Some(&json!({"r": result})))
 }
 
 /// The content blocks of `content` (one block or a list) whose `type` is one of `kinds`.
