@@ -256,9 +256,10 @@ fi
 if [ -x bindings/python/run-tests.sh ] && [ -x bindings/node/run-tests.sh ]; then
     stage "cross-language race (python + node + cli)" bash -c "set -o pipefail; '$CARGO_TARGET_DIR/py-venv/bin/python' tests/cross_language/run.py '$root' '$CARGO_TARGET_DIR' 50 2>&1 | tee -a '$log'"
 fi
-# The gateway with real MCP software (the official Python SDK as client and server, the reference
-# server-everything from npm), through the debug CLI the Rust tests built.
-stage "MCP interop: official Python SDK and server-everything through the gateway" bash -c "set -o pipefail; tests/interop/run.sh 2>&1 | tee -a '$log'"
+# The gateway with real MCP software (the official Python SDK as client and server, the official
+# TypeScript SDK as client, the reference server-everything from npm), through the debug CLI the
+# Rust tests built.
+stage "MCP interop: official Python and TypeScript SDKs and server-everything through the gateway" bash -c "set -o pipefail; tests/interop/run.sh 2>&1 | tee -a '$log'"
 # The installable artifacts: scripts/dist.sh compiles once in its own `dist` profile (the release
 # build above cannot be reused: the shipped binaries are built with this machine's source paths
 # remapped, which changes every crate's flags), then scripts/dist-check.sh installs the wheel, the

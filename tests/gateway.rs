@@ -66,6 +66,9 @@ enum Script {
     Elicit,
     /// A result once the test releases it (`Upstream::release`).
     Held,
+    /// `text/event-stream`: a `sampling/createMessage` server request offering a tool (id 42),
+    /// then (at most a second later) the final result.
+    SampleWithTools,
     /// A `tools/list` answered as an event stream: a notification, then the list.
     ToolsStream,
 }
@@ -300,6 +303,19 @@ fn serve_one(
             let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
             format!("data: {last}\n\n")
         }
+        Some(Script::SampleWithTools) => {
+            let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let mut ask = sampling(json!({"tools": [weather_tool()]}));
+            ask["jsonrpc"] = json!("2.0");
+            ask["id"] = json!(42);
+            let _ = stream
+                .write_all(head.as_bytes())
+                .and_then(|()| stream.write_all(format!("data: {ask}\n\n").as_bytes()));
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_secs(1));
+            let last = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            format!("data: {last}\n\n")
+        }
         Some(Script::Stream) => {
             let head = "HTTP/1.1 200 X\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
             let progress = "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n";
@@ -391,25 +407,25 @@ impl Answer {
     fn code(&self) -> Option<i64> {
         self.json().get("error").and_then(|e| e.get("code")).and_then(Value::as_i64)
     }
-    /// The receipt summary at the top level, checked to be the same inside `result._meta` (or
-    /// the error's `data._meta`), where an MCP SDK's typed result reads it.
+    /// The receipt summary inside `result._meta` (or the error's `data._meta`), where an MCP
+    /// SDK's typed result reads it; never at the envelope's top level, where JSON-RPC allows
+    /// no other member (the TypeScript SDK drops such an answer).
     fn meta(&self) -> Value {
-        let json = self.json();
-        let top = json["_meta"]["dev.warden/receipt"].clone();
-        let inner = if json["result"].is_object() {
-            Some(&json["result"]["_meta"]["dev.warden/receipt"])
-        } else if json["error"].is_object() && (json["error"]["data"].is_object() || json["error"]["data"].is_null()) {
-            Some(&json["error"]["data"]["_meta"]["dev.warden/receipt"])
-        } else {
-            None
-        };
-        if let (Some(inner), false) = (inner, top.is_null()) {
-            assert_eq!(inner, &top, "the receipt where SDKs read it differs from the top level's: {}", self.text);
-        }
-        top
+        receipt_of(&self.json())
     }
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// The receipt summary of a JSON-RPC answer: inside `result._meta` or the error's
+/// `data._meta`, checked absent from the top level.
+fn receipt_of(envelope: &Value) -> Value {
+    assert!(envelope.get("_meta").is_none(), "no _meta beside result or error: {envelope}");
+    if envelope["result"].is_object() {
+        envelope["result"]["_meta"]["dev.warden/receipt"].clone()
+    } else {
+        envelope["error"]["data"]["_meta"]["dev.warden/receipt"].clone()
     }
 }
 
@@ -855,19 +871,36 @@ fn concurrent_identical_refusals_each_name_the_receipt_written_for_them() {
     let dir = scratch();
     let upstream = Upstream::start();
     let gateway = gateway(dir.path(), &upstream);
-    let ids: Vec<String> = std::thread::scope(|scope| {
+    let named: Vec<(String, Value)> = std::thread::scope(|scope| {
         let calls: Vec<_> = (0..8)
             .map(|n| {
                 let gateway = &gateway;
                 scope.spawn(move || {
                     let denied = gateway.call(100 + n, "create_refund", refund("p_same", 2_000_000), "a");
                     assert_eq!((denied.status, denied.code()), (403, Some(-41001)));
-                    denied.json()["error"]["data"]["action_id"].as_str().expect("an action id").to_owned()
+                    let data = denied.json()["error"]["data"].clone();
+                    // The receipt summary where an SDK's typed error reads it (issue 31, item 7).
+                    let meta = &data["_meta"]["dev.warden/receipt"];
+                    assert_eq!(
+                        (&meta["action_id"], meta["result"].as_str()),
+                        (&data["action_id"], Some("denied")),
+                        "{data}"
+                    );
+                    assert!(meta["receipt_id"].as_str().is_some_and(|r| r.starts_with("rct_")), "{data}");
+                    (data["action_id"].as_str().expect("an action id").to_owned(), meta["receipt_id"].clone())
                 })
             })
             .collect();
         calls.into_iter().map(|call| call.join().expect("call")).collect()
     });
+    let ids: Vec<String> = named.iter().map(|(id, _)| id.clone()).collect();
+    let receipts = gateway.receipts();
+    for (action_id, receipt_id) in &named {
+        assert!(
+            receipts.iter().any(|r| r["action_id"] == action_id.as_str() && &r["receipt_id"] == receipt_id),
+            "{action_id} names its own receipt"
+        );
+    }
     let mut distinct = ids.clone();
     distinct.sort();
     distinct.dedup();
@@ -1159,7 +1192,7 @@ fn an_event_stream_is_relayed_without_ids_and_ends_with_the_receipt() {
     let last = answer.text.rfind("data: ").expect("a final event");
     assert!(progress < last);
     let final_event: Value = serde_json::from_str(answer.text[last + 6..].trim()).expect("final JSON");
-    assert_eq!(final_event["_meta"]["dev.warden/receipt"]["result"], "committed");
+    assert_eq!(receipt_of(&final_event)["result"], "committed");
     assert_eq!(upstream.calls(), 1);
 }
 
@@ -1286,43 +1319,85 @@ fn now_seconds() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64
 }
 
+/// The resource a JWT gateway in these tests is, and the issuer it accepts tokens from.
+const RESOURCE: &str = "https://gw.example/mcp";
+const ISSUER: &str = "https://issuer.example";
+const METADATA_URL: &str = "https://gw.example/.well-known/oauth-protected-resource/mcp";
+
+/// An ES256 issuer: its signing key, and its public key written to `dir/issuer.pem`.
+struct Issuer {
+    encoding: jsonwebtoken::EncodingKey,
+    key_path: String,
+}
+
+impl Issuer {
+    fn new(dir: &Path) -> Issuer {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        std::fs::write(dir.join("issuer.pem"), key.public_key_pem()).expect("public key");
+        let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
+        Issuer { encoding, key_path: dir.join("issuer.pem").display().to_string() }
+    }
+
+    /// Good claims for `sub`, for RESOURCE from ISSUER, valid for five minutes.
+    fn claims(sub: &str) -> Value {
+        json!({"iss": ISSUER, "aud": RESOURCE, "sub": sub, "exp": now_seconds() + 300, "user": "ada"})
+    }
+
+    fn sign(&self, claims: &Value, typ: &str) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = Some(typ.into());
+        format!("Bearer {}", jsonwebtoken::encode(&header, claims, &self.encoding).expect("sign"))
+    }
+
+    fn flags(&self) -> Vec<String> {
+        [
+            "--identity-jwt",
+            "--identity-jwt-issuer",
+            ISSUER,
+            "--resource",
+            RESOURCE,
+            "--identity-jwt-algorithms",
+            "ES256",
+            "--identity-jwt-token-type",
+            "at+jwt",
+            "--identity-jwt-public-key",
+            &self.key_path,
+            "--identity-jwt-user-claim",
+            "user",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    }
+}
+
+/// `alg: none`, unsigned.
+fn unsigned(claims: &Value) -> String {
+    use base64::Engine as _;
+    let encode = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!("Bearer {}.{}.", encode(&json!({"alg": "none", "typ": "at+jwt"})), encode(claims))
+}
+
+fn jwt_gateway(dir: &Path, upstream: &Upstream, issuer: &Issuer, extra: &[&str]) -> Gateway {
+    let mut flags = issuer.flags();
+    flags.extend(extra.iter().map(|s| (*s).to_owned()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    gateway_in(dir, &upstream.url, &flags)
+}
+
+fn read_only_call(id: u64) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}})
+        .to_string()
+}
+
 #[test]
 fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
     let dir = scratch();
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-    std::fs::write(dir.path().join("issuer.pem"), key.public_key_pem()).expect("public key");
-    let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
-    let token = |exp: i64, sub: &str| {
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        header.typ = Some("at+jwt".into());
-        let claims =
-            json!({"iss": "https://issuer.example", "aud": "warden-gateway", "sub": sub, "exp": exp, "user": "ada"});
-        format!("Bearer {}", jsonwebtoken::encode(&header, &claims, &encoding).expect("sign"))
-    };
+    let issuer = Issuer::new(dir.path());
     let upstream = Upstream::start();
-    let key_path = dir.path().join("issuer.pem").display().to_string();
-    let flags = [
-        "--identity-jwt",
-        "--identity-jwt-issuer",
-        "https://issuer.example",
-        "--identity-jwt-audience",
-        "warden-gateway",
-        "--identity-jwt-algorithms",
-        "ES256",
-        "--identity-jwt-token-type",
-        "at+jwt",
-        "--identity-jwt-public-key",
-        &key_path,
-        "--identity-jwt-user-claim",
-        "user",
-    ];
-    let gateway = gateway_in(dir.path(), &upstream.url, &flags);
-    let body = |id: u64| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}})
-            .to_string()
-    };
-    let valid = token(now_seconds() + 300, "agent-jwt");
-    let ok = gateway.post(&[("Authorization", &valid)], &body(1));
+    let gateway = jwt_gateway(dir.path(), &upstream, &issuer, &[]);
+    let valid = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    let ok = gateway.post(&[("Authorization", &valid)], &read_only_call(1));
     assert_eq!(ok.meta()["result"], "committed", "{}", ok.text);
     assert_eq!(upstream.last().header("authorization"), None, "the consumed token is not forwarded (D16)");
     let receipts = gateway.receipts();
@@ -1330,24 +1405,235 @@ fn a_jwt_identity_is_verified_consumed_and_never_forwarded() {
         (receipts[0]["principal"]["agent"].as_str(), receipts[0]["principal"]["user"].as_str()),
         (Some("agent-jwt"), Some("ada"))
     );
-    // Refusals, each with no call upstream: no token, a forged one, the header twice.
-    let forged = format!("{valid}x");
-    let table: &[&[(&str, &str)]] =
-        &[&[], &[("Authorization", &forged)], &[("Authorization", &valid), ("Authorization", &valid)]];
-    for headers in table {
-        let refused = gateway.post(headers, &body(2));
-        assert_eq!((refused.status, refused.code()), (403, Some(-41007)), "{headers:?}: {}", refused.text);
-        assert!(!refused.text.contains(&valid[7..20]), "the token is never echoed");
+    // Relayed methods pass the same check, and the token goes no further either.
+    let listed = gateway.post(&[("Authorization", &valid)], r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let all = upstream.requests.lock().expect("requests").clone();
+    assert!(all.iter().all(|r| r.header("authorization").is_none()), "no request upstream carried the token");
+    // The header twice is refused before the token is read: 403, like any identity header.
+    let twice = gateway.post(&[("Authorization", &valid), ("Authorization", &valid)], &read_only_call(3));
+    assert_eq!((twice.status, twice.code()), (403, Some(-41007)), "{}", twice.text);
+    assert!(!twice.text.contains(&valid[7..20]), "the token is never echoed");
+    assert_eq!((upstream.calls(), gateway.receipts().len()), (1, 1));
+}
+
+/// Every way a bearer token fails is a 401 before anything is parsed, relayed or decided: the
+/// challenge points at the resource's metadata (RFC 9728 §5.1) and, when a token was offered,
+/// says `invalid_token` (RFC 6750 §3.1) in fixed words. Nothing reaches the upstream, no
+/// receipt or event is written, and neither the answer nor its header holds the token.
+#[test]
+fn every_token_refusal_is_a_401_challenge_naming_the_resource_metadata() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let other_key = {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("encoding key");
+        Issuer { encoding, key_path: String::new() }
+    };
+    let upstream = Upstream::start();
+    let gateway = jwt_gateway(dir.path(), &upstream, &issuer, &["--scopes-supported", "mcp:tools"]);
+    let with = |edit: &dyn Fn(&mut Value)| {
+        let mut claims = Issuer::claims("agent-jwt");
+        edit(&mut claims);
+        claims
+    };
+    let challenge = |description: &str| {
+        format!(
+            "Bearer resource_metadata=\"{METADATA_URL}\", scope=\"mcp:tools\", error=\"invalid_token\", \
+             error_description=\"{description}\""
+        )
+    };
+    let bare = format!("Bearer resource_metadata=\"{METADATA_URL}\", scope=\"mcp:tools\"");
+    let now = now_seconds();
+    // (case, Authorization header or none, expected 401 challenge, expected data.error)
+    let table: Vec<(&str, Option<String>, String, &str)> = vec![
+        ("no token", None, bare.clone(), "warden.no_token"),
+        ("another scheme", Some("Basic YTpi".into()), bare.clone(), "warden.no_token"),
+        (
+            "not a JWT",
+            Some("Bearer abc.def".into()),
+            challenge("the token is not a well-formed JWT"),
+            "warden.invalid_token",
+        ),
+        (
+            "wrong aud",
+            Some(issuer.sign(&with(&|c| c["aud"] = json!("https://other.example/mcp")), "at+jwt")),
+            challenge("the token's audience is not this resource"),
+            "warden.invalid_token",
+        ),
+        (
+            "aud a prefix of the resource",
+            Some(issuer.sign(&with(&|c| c["aud"] = json!("https://gw.example")), "at+jwt")),
+            challenge("the token's audience is not this resource"),
+            "warden.invalid_token",
+        ),
+        (
+            "missing aud",
+            Some(issuer.sign(&with(&|c| drop(c.as_object_mut().map(|m| m.remove("aud")))), "at+jwt")),
+            challenge("the token's audience is not this resource"),
+            "warden.invalid_token",
+        ),
+        (
+            "wrong iss",
+            Some(issuer.sign(&with(&|c| c["iss"] = json!("https://evil.example")), "at+jwt")),
+            challenge("the token is not from this resource's authorization server"),
+            "warden.invalid_token",
+        ),
+        (
+            "expired",
+            Some(issuer.sign(&with(&|c| c["exp"] = json!(now - 600)), "at+jwt")),
+            challenge("the token has expired"),
+            "warden.invalid_token",
+        ),
+        (
+            "expired inside the leeway",
+            Some(issuer.sign(&with(&|c| c["exp"] = json!(now - 10)), "at+jwt")),
+            challenge("the token has expired"),
+            "warden.invalid_token",
+        ),
+        (
+            "not yet valid",
+            Some(issuer.sign(&with(&|c| c["nbf"] = json!(now + 600)), "at+jwt")),
+            challenge("the token is not valid yet"),
+            "warden.invalid_token",
+        ),
+        (
+            "signed by another key",
+            Some(other_key.sign(&Issuer::claims("agent-jwt"), "at+jwt")),
+            challenge("the token's signature does not verify"),
+            "warden.invalid_token",
+        ),
+        (
+            "alg none",
+            Some(unsigned(&Issuer::claims("agent-jwt"))),
+            challenge("the token's algorithm is not accepted"),
+            "warden.invalid_token",
+        ),
+        (
+            "an ID token (typ JWT)",
+            Some(issuer.sign(&Issuer::claims("agent-jwt"), "JWT")),
+            challenge("the token is not an access token of the accepted type"),
+            "warden.invalid_token",
+        ),
+    ];
+    let calls = [read_only_call(1), r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_owned()];
+    for (case, token, expected, error) in &table {
+        for body in &calls {
+            let headers: Vec<(&str, &str)> = token.iter().map(|t| ("Authorization", t.as_str())).collect();
+            let refused = gateway.post(&headers, body);
+            assert_eq!(refused.status, 401, "{case}: {}", refused.text);
+            assert_eq!(refused.header("www-authenticate"), Some(expected.as_str()), "{case}");
+            assert_eq!(
+                (refused.code(), refused.json()["error"]["data"]["error"].as_str()),
+                (Some(-41007), Some(*error)),
+                "{case}"
+            );
+            if let Some(token) = token {
+                let secret = token.rsplit('.').next().filter(|s| s.len() > 8).unwrap_or(&token[7..]);
+                assert!(
+                    !refused.text.contains(secret) && !expected.contains(secret),
+                    "{case}: the token is never echoed"
+                );
+            }
+        }
+        let streamed = gateway.request(
+            "GET",
+            "/mcp",
+            &token.iter().map(|t| ("Authorization", t.as_str())).collect::<Vec<_>>(),
+            "",
+        );
+        assert_eq!(
+            (streamed.status, streamed.header("www-authenticate")),
+            (401, Some(expected.as_str())),
+            "{case}: GET"
+        );
     }
-    // Expired inside the leeway: admitted by the provider, refused by the kernel with a receipt.
-    let expired = gateway.post(&[("Authorization", &token(now_seconds() - 10, "agent-jwt"))], &body(3));
-    assert_eq!((expired.status, expired.code()), (403, Some(-41007)), "{}", expired.text);
-    let receipts = gateway.receipts();
-    assert!(
-        receipts.iter().any(|r| r["decision_reason"] == "principal_expired" && r["result"] == "denied"),
-        "{receipts:?}"
-    );
+    assert_eq!(upstream.all(), 0, "no refused request reached the upstream");
+    assert!(gateway.receipts().is_empty() && gateway.events().is_empty(), "nothing was decided");
+    // The twin: the same gateway, a good token, and an aud list that names the resource.
+    let good = issuer.sign(&with(&|c| c["aud"] = json!(["https://other.example", RESOURCE])), "at+jwt");
+    let ok = gateway.post(&[("Authorization", &good)], &read_only_call(9));
+    assert_eq!(ok.meta()["result"], "committed", "{}", ok.text);
     assert_eq!(upstream.calls(), 1);
+}
+
+/// RFC 9728: the metadata is public, at the path-suffixed well-known URI and at the root one,
+/// and names the resource, its one authorization server and how a token is sent.
+#[test]
+fn the_protected_resource_metadata_is_published_at_both_well_known_paths() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let upstream = Upstream::start();
+    let gateway = jwt_gateway(dir.path(), &upstream, &issuer, &["--scopes-supported", "mcp:tools"]);
+    let expected = json!({
+        "resource": RESOURCE,
+        "authorization_servers": [ISSUER],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": ["mcp:tools"],
+    });
+    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
+        let answer = gateway.request("GET", path, &[], "");
+        assert_eq!((answer.status, answer.header("content-type")), (200, Some("application/json")), "{path}");
+        assert_eq!(answer.json(), expected, "{path}");
+        assert_eq!(gateway.request("POST", path, &[], "{}").status, 405, "{path}");
+    }
+    assert_eq!(gateway.request("GET", "/.well-known/oauth-protected-resource/other", &[], "").status, 404);
+    assert_eq!(upstream.all(), 0);
+    // Without --identity-jwt the gateway is no OAuth resource: nothing is published.
+    let plain_dir = scratch();
+    let plain = gateway_in(plain_dir.path(), &upstream.url, &["--principal", "a"]);
+    assert_eq!(plain.request("GET", "/.well-known/oauth-protected-resource/mcp", &[], "").status, 404);
+}
+
+#[test]
+fn the_resource_is_required_canonical_and_is_the_audience() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let config = dir.path().join("warden.yaml").display().to_string();
+    let store = dir.path().join("store.redb").display().to_string();
+    let base =
+        ["gateway", "--config", &config, "--store", &store, "--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme"];
+    let flags = issuer.flags();
+    let without = |drop: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut skip = false;
+        for flag in &flags {
+            if skip {
+                skip = false;
+                continue;
+            }
+            if flag == drop {
+                skip = true;
+                continue;
+            }
+            out.push(flag.clone());
+        }
+        out
+    };
+    let mut wrong_audience = flags.clone();
+    wrong_audience.extend(["--identity-jwt-audience".to_owned(), "warden-gateway".to_owned()]);
+    let resource = |value: &str| {
+        let mut out = without("--resource");
+        out.extend(["--resource".to_owned(), value.to_owned()]);
+        out
+    };
+    let table: Vec<(Vec<String>, &str)> = vec![
+        (without("--resource"), "--identity-jwt needs --resource URI"),
+        (wrong_audience, "--identity-jwt-audience warden-gateway is not --resource https://gw.example/mcp"),
+        (resource("http://gw.example/mcp"), "http:// only on loopback"),
+        (resource("https://GW.example/mcp"), "not in canonical form"),
+        (resource("https://gw.example/mcp#x"), "no query and no fragment"),
+        (
+            vec!["--principal".to_owned(), "a".to_owned(), "--resource".to_owned(), RESOURCE.to_owned()],
+            "--resource and --scopes-supported need --identity-jwt",
+        ),
+    ];
+    for (args, reason) in table {
+        let out = warden().args(base).args(&args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
 }
 
 // ---- elicitation (MRTR) ---------------------------------------------------------------------------
@@ -1423,6 +1709,237 @@ fn a_suspension_holds_the_reservation_and_only_the_same_call_continues_it() {
     // The state is consumed.
     assert_eq!(gateway.call_2026(6, "careful", json!({"id": "e1", "n": 1}), "a", state).code(), Some(-41009));
     assert_eq!(upstream.calls(), 2);
+}
+
+/// A 2026-07-28 `input_required` result asking for these input requests.
+fn input_required_with(state: &str, requests: Value) -> Script {
+    Script::Result(json!({"resultType": "input_required", "inputRequests": requests, "requestState": state}))
+}
+
+fn weather_tool() -> Value {
+    json!({"name": "get_weather", "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}})
+}
+
+fn sampling(params: Value) -> Value {
+    let mut base =
+        json!({"messages": [{"role": "user", "content": {"type": "text", "text": "weather?"}}], "maxTokens": 100});
+    if let (Some(base), Some(extra)) = (base.as_object_mut(), params.as_object()) {
+        base.extend(extra.clone());
+    }
+    json!({"method": "sampling/createMessage", "params": base})
+}
+
+/// The client's sampling answer: the model asks for these tool uses.
+fn tool_use_answer(uses: &[(&str, Value)]) -> Value {
+    let content: Vec<Value> = uses
+        .iter()
+        .enumerate()
+        .map(|(n, (name, input))| json!({"type": "tool_use", "id": format!("call_{n}"), "name": name, "input": input}))
+        .collect();
+    json!({"role": "assistant", "content": content, "model": "m", "stopReason": "toolUse"})
+}
+
+/// SEP-1577: by default (`gateway.sampling_tools: refuse`) a sampling request that offers the
+/// client's model tools never reaches the client (the leg, which may have acted, is AMBIGUOUS,
+/// refused -41019 with its receipt), and a client's sampling answer carrying `tool_use` never
+/// reaches the server (refused -41019 with a denied receipt); sampling without tools, and
+/// elicitation, pass as before.
+#[test]
+fn tool_use_inside_sampling_is_refused_by_default_in_both_directions() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    // (what the upstream asks for, refused?)
+    let history = json!({"messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "toolUseId": "c1", "content": [{"type": "text", "text": "18"}]}]},
+    ]});
+    let table: Vec<(&str, Value, bool)> = vec![
+        (
+            "tools offered",
+            json!({"w": sampling(json!({"tools": [weather_tool()], "toolChoice": {"mode": "auto"}}))}),
+            true,
+        ),
+        ("a tool loop under way", json!({"w": sampling(history)}), true),
+        (
+            "tools beside an elicitation",
+            json!({"confirm": {"method": "elicitation/create", "params": {"message": "ok?"}}, "w": sampling(json!({"tools": [weather_tool()]}))}),
+            true,
+        ),
+        ("sampling without tools", json!({"w": sampling(json!({}))}), false),
+        ("an empty tools list", json!({"w": sampling(json!({"tools": []}))}), false),
+        ("an elicitation", json!({"confirm": {"method": "elicitation/create", "params": {"message": "ok?"}}}), false),
+    ];
+    for (n, (case, requests, refused)) in table.iter().enumerate() {
+        let calls = upstream.calls();
+        upstream.then(input_required_with(&format!("rs-{n}"), requests.clone()));
+        let answer = gateway.call_2026(n as u64 + 1, "careful", json!({"id": format!("s{n}")}), "a", json!({}));
+        assert_eq!(upstream.calls(), calls + 1, "{case}");
+        let meta = answer.meta();
+        if *refused {
+            assert_eq!((answer.status, answer.code()), (403, Some(-41019)), "{case}: {}", answer.text);
+            let data = &answer.json()["error"]["data"];
+            assert_eq!(
+                (data["error"].as_str(), data["reason"].as_str()),
+                (Some("warden.sampling_tools_refused"), Some("sampling_tools")),
+                "{case}"
+            );
+            assert_eq!(
+                (meta["result"].as_str(), data["effect_key"].as_str()),
+                (Some("ambiguous"), Some(format!("careful:s{n}").as_str())),
+                "{case}"
+            );
+            assert!(
+                !answer.text.contains("get_weather") && !answer.text.contains("requestState"),
+                "{case}: nothing of the request is relayed"
+            );
+            let receipt =
+                gateway.receipts().into_iter().find(|r| r["receipt_id"] == meta["receipt_id"]).expect("receipt");
+            assert_eq!(receipt["result"], "ambiguous", "{case}");
+        } else {
+            assert_eq!(answer.status, 200, "{case}: {}", answer.text);
+            assert_eq!(
+                (meta["result"].as_str(), answer.json()["result"]["requestState"].as_str()),
+                (Some("suspended"), Some(format!("rs-{n}").as_str())),
+                "{case}"
+            );
+        }
+    }
+    // The client side: a continuation of a held call (row 3, sampling without tools) whose
+    // sampling answer uses a tool is refused before anything is consumed or forwarded.
+    let calls = upstream.calls();
+    let tool_use = json!({"requestState": "rs-3", "inputResponses": {"w": tool_use_answer(&[("get_weather", json!({"city": "Paris"}))])}});
+    let refused = gateway.call_2026(20, "careful", json!({"id": "s3"}), "a", tool_use.clone());
+    assert_eq!((refused.status, refused.code()), (403, Some(-41019)), "{}", refused.text);
+    let data = refused.json()["error"]["data"].clone();
+    assert_eq!((data["reason"].as_str(), data["tools"].clone()), (Some("sampling_tool_use"), json!(["get_weather"])));
+    let denied = gateway.receipts().into_iter().find(|r| r["action_id"] == data["action_id"]).expect("denied receipt");
+    assert_eq!(
+        (denied["result"].as_str(), denied["decision_reason"].as_str()),
+        (Some("denied"), Some("sampling_tool_use"))
+    );
+    // A keyless tool continues as an ordinary call (D3): the same check applies.
+    let keyless = gateway.call_2026(
+        21,
+        "read_only",
+        json!({}),
+        "a",
+        json!({"inputResponses": tool_use["inputResponses"].clone()}),
+    );
+    assert_eq!(keyless.code(), Some(-41019), "{}", keyless.text);
+    assert_eq!(upstream.calls(), calls, "no tool use reached the upstream");
+    // The twin: the same continuation answered with text goes through and commits.
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let text = json!({"requestState": "rs-3", "inputResponses": {"w": {"role": "assistant", "content": {"type": "text", "text": "sunny"}, "model": "m"}}});
+    let done = gateway.call_2026(22, "careful", json!({"id": "s3"}), "a", text);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    assert_eq!(upstream.calls(), calls + 1);
+}
+
+/// On a 2025 revision sampling is a server request on the call's event stream, and the client's
+/// answer a JSON-RPC response it POSTs: a request offering tools is not relayed (the stream is
+/// cut there, the call AMBIGUOUS, refused -41019 in the final event), and an answer that uses
+/// tools reaches the server only as a -41019 refusal in its place (so the server is not left
+/// waiting, and never runs them). Without tools both pass as sent.
+#[test]
+fn on_a_2025_revision_sampling_with_tools_is_not_relayed_either_way() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::SampleWithTools);
+    let answer = gateway.call(1, "careful", json!({"id": "l1"}), "a");
+    assert_eq!(answer.header("content-type"), Some("text/event-stream"), "{}", answer.text);
+    let events: Vec<Value> = answer
+        .text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("an event's JSON"))
+        .collect();
+    assert_eq!(events.len(), 1, "only the final event: the sampling request was not relayed: {}", answer.text);
+    let last = &events[0];
+    assert_eq!(last["error"]["code"], -41019, "{last}");
+    assert_eq!(last["error"]["data"]["reason"], "sampling_tools");
+    assert_eq!(receipt_of(last)["result"], "ambiguous", "{last}");
+    assert!(!answer.text.contains("get_weather"));
+    // The client's answer to a sampling request (from any stream) that uses a tool.
+    let uses = tool_use_answer(&[("get_weather", json!({"city": "Paris"}))]);
+    let answered = json!({"jsonrpc": "2.0", "id": 77, "result": uses});
+    let relayed = gateway.post(&[("X-Agent", "a")], &answered.to_string());
+    assert!(relayed.status < 300, "{}", relayed.text);
+    let seen = upstream.last().body;
+    assert_eq!((seen["id"].clone(), seen["error"]["code"].clone()), (json!(77), json!(-41019)), "{seen}");
+    assert!(
+        seen.get("result").is_none() && !seen.to_string().contains("Paris"),
+        "the tool use never reaches the server: {seen}"
+    );
+    // The twin: a text answer is relayed as sent.
+    let text = json!({"jsonrpc": "2.0", "id": 78, "result": {"role": "assistant", "content": {"type": "text", "text": "sunny"}, "model": "m"}});
+    gateway.post(&[("X-Agent", "a")], &text.to_string());
+    assert_eq!(upstream.last().body, text);
+}
+
+/// `gateway.sampling_tools: govern`: each tool use the client's model asked for is the action
+/// `sampling.<alias>.<tool>`, decided (and its effect reserved) before the answer is forwarded;
+/// one refused and nothing is forwarded, the suspension still held; all allowed and each is
+/// recorded with the leg's outcome, named in the receipt summary's `nested`.
+#[test]
+fn with_sampling_tools_govern_each_tool_use_is_an_action_decided_before_forwarding() {
+    let dir = scratch();
+    let document = format!(
+        "{DOCUMENT}  sampling.acme.get_weather:\n    effect: \"weather:{{city}}\"\n    decision: allow\n  sampling.acme.wipe:\n    decision: deny\ngateway:\n  sampling_tools: govern\n"
+    );
+    std::fs::write(dir.path().join("warden.yaml"), document).expect("document");
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(input_required_with("rs-g", json!({"w": sampling(json!({"tools": [weather_tool()]}))})));
+    let first = gateway.call_2026(1, "careful", json!({"id": "g1"}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "suspended", "govern relays the request: {}", first.text);
+    assert_eq!(first.json()["result"]["inputRequests"]["w"]["params"]["tools"][0]["name"], "get_weather");
+    let continuation =
+        |uses: &[(&str, Value)]| json!({"requestState": "rs-g", "inputResponses": {"w": tool_use_answer(uses)}});
+    // (tool uses, expected code, expected data.reason)
+    type Uses<'a> = Vec<(&'a str, Value)>;
+    let table: Vec<(Uses, i64, &str)> = vec![
+        (vec![("wipe", json!({}))], -41001, "decision"),
+        (vec![("get_weather", json!({"city": "Rome"})), ("wipe", json!({}))], -41001, "decision"),
+        (vec![("launch", json!({}))], -41001, "unknown_action"),
+    ];
+    for (n, (uses, code, reason)) in table.iter().enumerate() {
+        let refused = gateway.call_2026(10 + n as u64, "careful", json!({"id": "g1"}), "a", continuation(uses));
+        assert_eq!(refused.code(), Some(*code), "{uses:?}: {}", refused.text);
+        assert_eq!(refused.json()["error"]["data"]["reason"], *reason, "{uses:?}");
+    }
+    assert_eq!(upstream.calls(), 1, "no refused tool use reached the upstream");
+    let receipts = gateway.receipts();
+    let rome =
+        receipts.iter().find(|r| r["action"] == "sampling.acme.get_weather").expect("the allowed sibling's receipt");
+    assert_eq!(rome["result"], "failed", "the allowed sibling of a refused tool use was never forwarded: {rome}");
+    // All allowed: forwarded once, each recorded with the leg's outcome.
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let uses = [("get_weather", json!({"city": "Paris"})), ("get_weather", json!({"city": "London"}))];
+    let done = gateway.call_2026(20, "careful", json!({"id": "g1"}), "a", continuation(&uses));
+    let meta = done.meta();
+    assert_eq!(meta["result"], "committed", "{}", done.text);
+    let nested = meta["nested"].as_array().cloned().unwrap_or_default();
+    assert_eq!(nested.len(), 2, "{meta}");
+    assert!(nested.iter().all(|n| n["action"] == "sampling.acme.get_weather" && n["result"] == "committed"), "{meta}");
+    assert_eq!(upstream.last().body["params"]["inputResponses"]["w"]["content"][1]["input"]["city"], "London");
+    let receipts = gateway.receipts();
+    for entry in &nested {
+        assert!(
+            receipts.iter().any(|r| r["receipt_id"] == entry["receipt_id"] && r["result"] == "committed"),
+            "{entry}"
+        );
+    }
+    let effects = String::from_utf8_lossy(&gateway.cli(&["effects", "--json"]).stdout).into_owned();
+    assert!(effects.contains("weather:Paris") && effects.contains("weather:London"), "{effects}");
+    // The same tool use again is the same effect: it is not run twice.
+    upstream.then(input_required_with("rs-h", json!({"w": sampling(json!({"tools": [weather_tool()]}))})));
+    assert_eq!(gateway.call_2026(30, "careful", json!({"id": "g2"}), "a", json!({})).meta()["result"], "suspended");
+    let again = json!({"requestState": "rs-h", "inputResponses": {"w": tool_use_answer(&[("get_weather", json!({"city": "Paris"}))])}});
+    let duplicate = gateway.call_2026(31, "careful", json!({"id": "g2"}), "a", again);
+    assert_eq!(duplicate.code(), Some(-41004), "{}", duplicate.text);
+    assert_eq!(upstream.calls(), 3);
 }
 
 #[test]
@@ -2066,7 +2583,7 @@ fn a_settings_file_gives_the_flags_and_a_flag_given_twice_is_refused() {
     while answer.get("method").is_some() {
         answer = lines.recv_timeout(Duration::from_secs(20)).expect("the answer");
     }
-    assert_eq!(answer["_meta"]["dev.warden/receipt"]["result"], "committed", "{answer}");
+    assert_eq!(receipt_of(&answer)["result"], "committed", "{answer}");
     drop(input);
     assert!(child.wait().expect("exit").success());
 
@@ -2835,7 +3352,7 @@ fn a_public_key_path_that_is_not_a_regular_file_is_refused_without_waiting() {
     let mut child = warden()
         .args(["gateway", "--config", &config, "--store", &store, "--upstream", "http://127.0.0.1:9/mcp"])
         .args(["--alias", "acme", "--identity-jwt", "--identity-jwt-issuer", "https://issuer.example"])
-        .args(["--identity-jwt-audience", "warden-gateway", "--identity-jwt-algorithms", "ES256"])
+        .args(["--resource", "https://gw.example/mcp", "--identity-jwt-algorithms", "ES256"])
         .args(["--identity-jwt-token-type", "at+jwt", "--identity-jwt-public-key", &key])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -2952,6 +3469,16 @@ for line in sys.stdin:
         if message["params"]["arguments"].get("elicit"):
             print(json.dumps({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create", "params": {"message": "sure?"}}), flush=True)
             log.write(sys.stdin.readline()); log.flush()
+        sample = message["params"]["arguments"].get("sample")
+        if sample:
+            params = {"messages": [{"role": "user", "content": {"type": "text", "text": "weather?"}}], "maxTokens": 9}
+            if sample == "tools":
+                params["tools"] = [{"name": "get_weather", "inputSchema": {"type": "object"}}]
+            print(json.dumps({"jsonrpc": "2.0", "id": "ask-2", "method": "sampling/createMessage", "params": params}), flush=True)
+            got = sys.stdin.readline()
+            log.write(got); log.flush()
+            print(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": got.strip()}]}}), flush=True)
+            continue
         pause = message["params"]["arguments"].get("sleep")
         if pause:
             time.sleep(1 if pause is True else pause)
@@ -3006,7 +3533,7 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
     assert_eq!(next()["method"], "notifications/message", "the server's notification passes through");
     let done = next();
     assert_eq!(done["id"], 3);
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed");
+    assert_eq!(receipt_of(&done)["result"], "committed");
     send(
         &mut input,
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "create_refund", "arguments": {"payment_id": "p2", "amount": 5_000_000}}}),
@@ -3027,7 +3554,7 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
         json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1"}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
     );
     assert_eq!(next()["method"], "notifications/message");
-    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "ambiguous");
+    assert_eq!(receipt_of(&next())["result"], "ambiguous");
     // Two calls in flight with one id: the second is refused, nothing sent, its key released.
     send(
         &mut input,
@@ -3044,9 +3571,9 @@ fn stdio_mode_intercepts_calls_to_a_child_server_and_reaps_it() {
         (Some(-32600), Some("warden.id_in_use")),
         "{second}"
     );
-    assert_eq!(second["_meta"]["dev.warden/receipt"]["result"], "failed");
+    assert_eq!(receipt_of(&second)["result"], "failed");
     assert_eq!(next()["method"], "notifications/message");
-    assert_eq!(next()["_meta"]["dev.warden/receipt"]["result"], "committed", "the first call is unaffected");
+    assert_eq!(receipt_of(&next())["result"], "committed", "the first call is unaffected");
     drop(input);
     let status = child.wait().expect("the gateway exits when its client goes away");
     assert!(status.success());
@@ -3183,7 +3710,7 @@ fn sigterm_in_stdio_mode_lets_the_call_in_flight_answer_then_reaps_the_child_and
     signal(&child, "-TERM");
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    assert_eq!(receipt_of(&done)["result"], "committed", "{done}");
     let status = child.wait().expect("the gateway exits");
     assert_eq!(status.code(), Some(0));
     let mut stderr = String::new();
@@ -3242,11 +3769,7 @@ fn over_stdio_a_call_waits_for_approval_and_stops_waiting_when_stdin_closes() {
     assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(
-        (done["id"].as_i64(), done["_meta"]["dev.warden/receipt"]["result"].as_str()),
-        (Some(1), Some("committed")),
-        "{done}"
-    );
+    assert_eq!((done["id"].as_i64(), receipt_of(&done)["result"].as_str()), (Some(1), Some("committed")), "{done}");
     // A second call waits; the client closes stdin: the wait ends at once with -41002.
     writeln!(input, "{}", call(2, "s2")).expect("write");
     input.flush().expect("flush");
@@ -3301,7 +3824,7 @@ fn over_stdio_a_call_may_wait_on_the_humans_answer_longer_than_the_upstream_time
     input.flush().expect("flush");
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    assert_eq!(receipt_of(&done)["result"], "committed", "{done}");
     drop(input);
     assert!(child.wait().expect("exits").success());
     let events = warden()
@@ -3349,14 +3872,14 @@ fn over_stdio_an_mrtr_suspension_and_its_continuation_are_events() {
     input.flush().expect("flush");
     assert_eq!(next()["method"], "notifications/message");
     let suspended = next();
-    assert_eq!(suspended["_meta"]["dev.warden/receipt"]["result"], "suspended", "{suspended}");
+    assert_eq!(receipt_of(&suspended)["result"], "suspended", "{suspended}");
     let responses = json!({"confirm": {"action": "accept"}});
     let continued = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "m1", "mrtr": true}, "_meta": meta, "requestState": "rs-stdio", "inputResponses": responses}});
     writeln!(input, "{continued}").expect("write");
     input.flush().expect("flush");
     assert_eq!(next()["method"], "notifications/message");
     let done = next();
-    assert_eq!(done["_meta"]["dev.warden/receipt"]["result"], "committed", "{done}");
+    assert_eq!(receipt_of(&done)["result"], "committed", "{done}");
     drop(input);
     assert!(child.wait().expect("exits").success());
     let events = warden().args(["events", "--json", "--limit", "1000", "--store", &store]).output().expect("events");
@@ -3462,6 +3985,50 @@ fn a_document_may_refuse_unknown_methods() {
     assert_eq!(upstream.all(), 2);
 }
 
+/// `--refusal-status 200`: a JSON-RPC refusal of a `tools/call` the gateway accepted is HTTP 200
+/// (the MCP Streamable HTTP transport's answer to a request; the TypeScript SDK reads a refusal's
+/// code and data only from a 2xx), codes and bodies unchanged; a request refused before it is
+/// accepted keeps its status. The default keeps the reference's statuses.
+#[test]
+fn with_refusal_status_200_refusals_of_accepted_calls_are_http_200() {
+    let upstream = Upstream::start();
+    let (plain_dir, ok_dir) = (scratch(), scratch());
+    let plain = gateway(plain_dir.path(), &upstream);
+    let ok = gateway_in(ok_dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--refusal-status", "200"]);
+    for (gateway, label) in [(&plain, "reference"), (&ok, "200")] {
+        let first = gateway.call(1, "create_refund", refund("p_once", 100), "a");
+        assert_eq!(first.meta()["result"], "committed", "{label}: {}", first.text);
+    }
+    // (what is sent, reference status, code)
+    type Send<'a> = &'a dyn Fn(&Gateway) -> Answer;
+    let denied: Send = &|g| g.call(2, "create_refund", refund("p_big", 2_000_000), "a");
+    let duplicate: Send = &|g| g.call(3, "create_refund", refund("p_once", 100), "a");
+    let cut: Send = &|g| {
+        upstream.then(Script::Close);
+        g.call(4, "careful", json!({"id": "c1"}), "a")
+    };
+    let not_json: Send = &|g| g.post(&[("X-Agent", "a")], "{not json");
+    let origin: Send = &|g| g.post(&[("X-Agent", "a"), ("Origin", "https://evil.example")], &read_only_call(5));
+    let table: [(&str, Send, u16, Option<i64>, bool); 5] = [
+        ("denied", denied, 403, Some(-41001), true),
+        ("duplicate", duplicate, 409, Some(-41004), true),
+        ("upstream closed mid-call", cut, 502, Some(-41010), true),
+        ("not JSON", not_json, 400, Some(-32700), false),
+        ("foreign Origin", origin, 403, None, false),
+    ];
+    for (case, send, reference, code, accepted) in table {
+        let answer = send(&plain);
+        let found = if answer.text.is_empty() { None } else { answer.code() };
+        assert_eq!((answer.status, found), (reference, code), "{case}, reference: {}", answer.text);
+        let answer = send(&ok);
+        let expected = if accepted { 200 } else { reference };
+        assert_eq!(answer.status, expected, "{case}, 200: {}", answer.text);
+        if code.is_some() {
+            assert_eq!(answer.code(), code, "{case}, 200");
+        }
+    }
+}
+
 #[test]
 fn the_clients_authorization_header_never_reaches_the_upstream() {
     let dir = scratch();
@@ -3516,6 +4083,46 @@ fn stdio_exchange(input: &mut std::process::ChildStdin, lines: &std::sync::mpsc:
     lines.recv_timeout(Duration::from_secs(20)).expect("an answer")
 }
 
+/// Over stdio (a 2025 revision): a child's sampling request offering tools never reaches the
+/// client — the child gets the -41019 refusal as its answer and the call goes on — and a
+/// client's sampling answer that uses a tool reaches the child only as that refusal.
+#[test]
+fn over_stdio_sampling_with_tools_is_answered_by_the_gateway_and_tool_use_never_reaches_the_child() {
+    let dir = scratch();
+    let (mut child, mut input, lines, log) = stdio_gateway(dir.path());
+    let call = |id: u64, sample: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": format!("st{id}"), "sample": sample}}})
+            .to_string()
+    };
+    // The child asks with tools: the client's next line is the call's answer, not the request.
+    let answer = stdio_exchange(&mut input, &lines, &call(1, "tools"));
+    assert_eq!(answer["id"], 1, "the sampling request was not relayed: {answer}");
+    let got: Value =
+        serde_json::from_str(answer["result"]["content"][0]["text"].as_str().expect("text")).expect("json");
+    assert_eq!((got["id"].as_str(), got["error"]["code"].as_i64()), (Some("ask-2"), Some(-41019)), "{got}");
+    assert_eq!(receipt_of(&answer)["result"], "committed");
+    // Without tools the request is relayed; the client answers with a tool use.
+    let asked = stdio_exchange(&mut input, &lines, &call(2, "plain"));
+    assert_eq!(
+        (asked["method"].as_str(), asked["id"].as_str()),
+        (Some("sampling/createMessage"), Some("ask-2")),
+        "{asked}"
+    );
+    let uses = tool_use_answer(&[("get_weather", json!({"city": "Paris"}))]);
+    let answered = json!({"jsonrpc": "2.0", "id": "ask-2", "result": uses}).to_string();
+    let answer = stdio_exchange(&mut input, &lines, &answered);
+    let got: Value =
+        serde_json::from_str(answer["result"]["content"][0]["text"].as_str().expect("text")).expect("json");
+    assert_eq!(got["error"]["code"], -41019, "{got}");
+    let seen = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        !seen.contains("Paris") && !seen.contains(r#""type": "tool_use""#) && !seen.contains(r#""type":"tool_use""#),
+        "the child never saw the tool use: {seen}"
+    );
+    drop(input);
+    let _ = child.wait();
+}
+
 #[test]
 fn over_stdio_arguments_the_schema_rejects_never_reach_the_child() {
     let dir = scratch();
@@ -3532,7 +4139,7 @@ fn over_stdio_arguments_the_schema_rejects_never_reach_the_child() {
     let working = stdio_exchange(&mut input, &lines, &call(3, json!({"payment_id": "p1", "amount": 0})));
     assert_eq!(working["method"], "notifications/message", "the child ran it: {working}");
     let zero = lines.recv_timeout(Duration::from_secs(20)).expect("the answer");
-    assert_eq!(zero["_meta"]["dev.warden/receipt"]["result"], "committed", "the boundary passes: {zero}");
+    assert_eq!(receipt_of(&zero)["result"], "committed", "the boundary passes: {zero}");
     drop(input);
     assert!(child.wait().expect("exit").success());
     let seen = std::fs::read_to_string(&log).expect("log");

@@ -6,7 +6,7 @@ use super::tree::{child_path, Member, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
 
-const GATEWAY_KEYS: [&str; 2] = ["icons", "unknown_methods"];
+const GATEWAY_KEYS: [&str; 3] = ["icons", "sampling_tools", "unknown_methods"];
 
 /// What `warden gateway` does with a JSON-RPC method that is not on its list of known MCP
 /// methods (docs/GATEWAY.md, "Which methods are relayed").
@@ -53,6 +53,31 @@ impl Icons {
     }
 }
 
+/// What `warden gateway` does with tool use inside sampling (SEP-1577): a server's
+/// `sampling/createMessage` offering the client's model `tools`, and the `tool_use` blocks the
+/// client answers with, which the server then runs without any `tools/call` (docs/GATEWAY.md,
+/// "Sampling with tools").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SamplingTools {
+    /// Refused (the default): such a request is not relayed to the client and such an answer
+    /// is not forwarded to the server; the call is refused `-41019` with its receipt.
+    #[default]
+    Refuse,
+    /// Each `tool_use` the client answers with is an action `sampling.<alias>.<tool>` decided
+    /// by the kernel before the answer is forwarded (one refused: nothing is forwarded).
+    Govern,
+}
+
+impl SamplingTools {
+    /// The setting as the document spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SamplingTools::Refuse => "refuse",
+            SamplingTools::Govern => "govern",
+        }
+    }
+}
+
 /// The `gateway` section; the default when the document has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GatewaySettings {
@@ -60,16 +85,22 @@ pub struct GatewaySettings {
     pub unknown_methods: UnknownMethods,
     /// `gateway.icons`: `strip` (default) or `data_uris`.
     pub icons: Icons,
+    /// `gateway.sampling_tools`: `refuse` (default) or `govern`.
+    pub sampling_tools: SamplingTools,
 }
 
 impl Cx<'_> {
-    /// `gateway: {unknown_methods: relay | refuse, icons: strip | data_uris}`.
+    /// `gateway: {unknown_methods: relay | refuse, icons: strip | data_uris, sampling_tools:
+    /// refuse | govern}`.
     pub(super) fn gateway(&self, member: &Member) -> Result<GatewaySettings, DocumentError> {
         let NodeValue::Map(members) = &member.value.value else {
             return Err(self.error(
                 "gateway",
                 Some(member.line),
-                format!("'gateway' must be a mapping (with 'unknown_methods', 'icons'), got {}", member.value.kind()),
+                format!(
+                    "'gateway' must be a mapping (with 'unknown_methods', 'icons', 'sampling_tools'), got {}",
+                    member.value.kind()
+                ),
             ));
         };
         self.reject_unknown(members, &GATEWAY_KEYS, "gateway")?;
@@ -100,6 +131,19 @@ impl Cx<'_> {
                 }
             };
         }
+        if let Some(found) = members.iter().find(|m| m.key == "sampling_tools") {
+            settings.sampling_tools = match found.value.as_str() {
+                Some("refuse") => SamplingTools::Refuse,
+                Some("govern") => SamplingTools::Govern,
+                _ => {
+                    return Err(self.error(
+                        &child_path("gateway", "sampling_tools"),
+                        Some(found.line),
+                        format!("'sampling_tools' must be exactly 'refuse' or 'govern', got {}", found.value.shown()),
+                    ))
+                }
+            };
+        }
         Ok(settings)
     }
 }
@@ -122,13 +166,26 @@ mod tests {
         assert_eq!(data.gateway.icons, Icons::DataUris);
         assert_eq!(data.policy_hash, plain.policy_hash, "the section decides no action");
         assert_eq!(refuse.policy_hash, plain.policy_hash, "the section decides no action");
+        assert_eq!(plain.gateway.sampling_tools, SamplingTools::Refuse, "tool use in sampling is refused by default");
+        let govern = load_str(&format!("{HEAD}gateway:\n  sampling_tools: govern\n"), "t").expect("loads");
+        assert_eq!(govern.gateway.sampling_tools, SamplingTools::Govern);
+        assert_eq!(govern.policy_hash, plain.policy_hash, "the section decides no action");
+        let refuse_tools = load_str(&format!("{HEAD}gateway: {{sampling_tools: refuse}}\n"), "t").expect("loads");
+        assert_eq!(refuse_tools.gateway.sampling_tools, SamplingTools::Refuse);
         let relay = load_str(&format!("{HEAD}gateway: {{unknown_methods: relay}}\n"), "t").expect("loads");
         assert_eq!(relay.gateway.unknown_methods, UnknownMethods::Relay);
         let table = [
             ("gateway: refuse\n", "gateway", "must be a mapping"),
             ("gateway:\n  unknown_methods: deny\n", "gateway.unknown_methods", "exactly 'relay' or 'refuse'"),
             ("gateway:\n  unknown_methods: Refuse\n", "gateway.unknown_methods", "exactly 'relay' or 'refuse'"),
-            ("gateway:\n  unknown_method: refuse\n", "gateway.unknown_method", "allowed here: icons, unknown_methods"),
+            (
+                "gateway:\n  unknown_method: refuse\n",
+                "gateway.unknown_method",
+                "allowed here: icons, sampling_tools, unknown_methods",
+            ),
+            ("gateway:\n  sampling_tools: allow\n", "gateway.sampling_tools", "exactly 'refuse' or 'govern'"),
+            ("gateway:\n  sampling_tools: true\n", "gateway.sampling_tools", "exactly 'refuse' or 'govern'"),
+            ("gateway:\n  sampling_tools: Govern\n", "gateway.sampling_tools", "exactly 'refuse' or 'govern'"),
             ("gateway:\n  icons: keep\n", "gateway.icons", "exactly 'strip' or 'data_uris'"),
             ("gateway:\n  icons: [strip]\n", "gateway.icons", "exactly 'strip' or 'data_uris'"),
         ];

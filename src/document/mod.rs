@@ -33,7 +33,7 @@ mod validate;
 mod warden;
 mod warnings;
 
-pub use gateway::{GatewaySettings, Icons, UnknownMethods};
+pub use gateway::{GatewaySettings, Icons, SamplingTools, UnknownMethods};
 pub use upstream::{is_digest, pem_certificate, pem_certificates, UpstreamPins};
 
 use std::collections::BTreeMap;

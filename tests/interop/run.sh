@@ -3,8 +3,10 @@
 # client, through the gateway over Streamable HTTP to an official-SDK server, through
 # `warden gateway --stdio` to the same server as a child, and through `--stdio` to the
 # reference server @modelcontextprotocol/server-everything (npm), then `warden gateway scaffold`
-# and `warden check --upstream` in front of server-everything. Opt-in (it installs from PyPI
-# and npm; ./scripts/test.sh runs it after the Rust tests built the CLI):
+# and `warden check --upstream` in front of server-everything; then the official TypeScript SDK
+# (@modelcontextprotocol/sdk, pinned in tests/interop/ts/package-lock.json) as the client over
+# the same three paths (tests/interop/ts/client.mjs). Opt-in (it installs from PyPI and npm,
+# from their caches when warm; ./scripts/test.sh runs it after the Rust tests built the CLI):
 #
 #   cargo build && tests/interop/run.sh
 #
@@ -52,8 +54,10 @@ for _ in $(seq 100); do
   if "$python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then break; fi
   sleep 0.1
 done
+# --refusal-status 200: the TypeScript SDK reads a refusal's JSON-RPC error only from a 2xx (the
+# Python SDK reads it either way).
 warden gateway --upstream "http://127.0.0.1:$port/mcp" --alias acme --principal sdk-agent \
-  --listen 127.0.0.1:0 --config "$run/warden.yaml" --store "$run/http.redb" >"$run/gateway.out" 2>"$run/gateway.err" &
+  --refusal-status 200 --listen 127.0.0.1:0 --config "$run/warden.yaml" --store "$run/http.redb" >"$run/gateway.out" 2>"$run/gateway.err" &
 pids+=($!)
 for _ in $(seq 100); do
   if [ -s "$run/gateway.out" ]; then break; fi
@@ -83,4 +87,20 @@ YAML
 echo "== stdio: SDK client -> warden gateway --stdio -> @modelcontextprotocol/server-everything"
 "$python" "$root/tests/interop/sdk_everything.py" "$run/everything.redb" "$run/everything.yaml" \
   "$work/npm/node_modules/.bin/mcp-server-everything" 2>"$run/everything.err"
+# The TypeScript SDK client: `npm ci` from the lock file (again only when the lock changed), and
+# the script beside its node_modules, since ES modules resolve packages from the file's folder.
+ts="$work/ts"
+mkdir -p "$ts"
+if ! cmp -s "$root/tests/interop/ts/package-lock.json" "$ts/node_modules/.warden-lock.json" 2>/dev/null; then
+  cp "$root/tests/interop/ts/package.json" "$root/tests/interop/ts/package-lock.json" "$ts/"
+  (cd "$ts" && npm ci --prefer-offline --silent --no-audit --no-fund)
+  cp "$root/tests/interop/ts/package-lock.json" "$ts/node_modules/.warden-lock.json"
+fi
+cp "$root/tests/interop/ts/client.mjs" "$ts/"
+echo "== HTTP: TypeScript SDK client -> warden gateway ($url) -> SDK server"
+node "$ts/client.mjs" http "$url" "$run/http.redb" "$run/warden.yaml"
+echo "== stdio: TypeScript SDK client -> warden gateway --stdio -> SDK server (child)"
+INTEROP_PYTHON="$python" node "$ts/client.mjs" stdio-sdk "$root/tests/interop/sdk_server.py" "$run/ts-stdio.redb" "$run/warden.yaml"
+echo "== stdio: TypeScript SDK client -> warden gateway --stdio -> @modelcontextprotocol/server-everything"
+node "$ts/client.mjs" stdio-everything "$work/npm/node_modules/.bin/mcp-server-everything" "$run/ts-everything.redb" "$run/everything.yaml"
 echo "interop: all checks passed"

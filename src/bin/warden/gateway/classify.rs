@@ -19,6 +19,9 @@ pub enum Observation {
     /// An answer arrived: the HTTP status (200 on stdio), whether a `WWW-Authenticate` challenge
     /// came with it, and the body parsed as JSON when it was JSON.
     Answered { status: u16, challenge: bool, body: Option<Value> },
+    /// The upstream asked the client to sample with tools on the call's stream
+    /// (`gateway.sampling_tools: refuse`); the stream was cut there, so the leg may have acted.
+    SamplingRefused(String),
 }
 
 /// The effect's state after the call.
@@ -41,6 +44,9 @@ pub enum Reply {
     NotExecuted,
     /// `502 -41010 warden.upstream_ambiguous`.
     Ambiguous,
+    /// `403 -41019 warden.sampling_tools_refused`: the answer asked for sampling with tools
+    /// (`gateway.sampling_tools: refuse`); the effect is AMBIGUOUS.
+    SamplingRefused,
 }
 
 /// How the call was made.
@@ -57,6 +63,7 @@ pub fn classify(observation: &Observation, context: &Context<'_>) -> (Effect, Re
     match observation {
         Observation::NeverConnected(what) => (Effect::Failed(what.clone()), Reply::NotExecuted),
         Observation::Broken(what) => (Effect::Ambiguous(what.clone()), Reply::Ambiguous),
+        Observation::SamplingRefused(what) => (Effect::Ambiguous(what.clone()), Reply::SamplingRefused),
         Observation::Answered { status: 401, .. } => (Effect::Failed("HTTP 401".into()), Reply::Relay),
         Observation::Answered { status: 403, challenge: true, .. } => {
             (Effect::Failed("HTTP 403 with challenge".into()), Reply::Relay)

@@ -19,6 +19,7 @@ use super::classify::{Observation, Reply};
 use super::client;
 use super::intercept::{self, Admitted, Call, Engine};
 use super::lists;
+use super::resource::ProtectedResource;
 use super::sse;
 use super::upstream::{self, Dialer, Upstream};
 use super::wire::{self, Checks, Kind};
@@ -41,6 +42,21 @@ pub struct HttpConfig {
     pub consumed: Vec<String>,
     /// Connections one peer may hold at once (`--max-connections-per-peer`).
     pub max_per_peer: usize,
+    /// With `--identity-jwt`: the resource every request's bearer token must be for.
+    pub protected: Option<ProtectedResource>,
+    /// `--refusal-status 200`: a JSON-RPC refusal of an accepted `tools/call` is HTTP 200.
+    pub refusals_ok: bool,
+}
+
+impl HttpConfig {
+    /// The HTTP status a refusal of an accepted `tools/call` is written with.
+    fn refusal_status(&self, status: u16) -> u16 {
+        if self.refusals_ok {
+            200
+        } else {
+            status
+        }
+    }
 }
 
 /// Serve until `stopping` is set; returns the count of connections still being served.
@@ -141,6 +157,12 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
         return refused(&mut stream, &admission, Limit::Cut);
     }
     let path = request.path.split('?').next().unwrap_or_default();
+    if let Some(protected) = config.protected.as_ref().filter(|p| p.serves(path)) {
+        // Public by design (RFC 9728): a client reads it to learn where to get a token.
+        let status = if request.method == "GET" { 200 } else { 405 };
+        let _ = write_json(&mut stream, status, (status == 200).then(|| protected.metadata()).as_ref());
+        return;
+    }
     let wanted = config.path.trim_end_matches('/');
     if path.trim_end_matches('/') != wanted {
         let _ = write_json(&mut stream, 404, None);
@@ -167,6 +189,9 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
             return;
         }
+        if !bearer(&mut stream, engine, config, &request.headers) {
+            return;
+        }
         match wire::parse_post_with(&request.headers, &body, engine.unknown_methods(), &|t| engine.annotations_of(t)) {
             Err(answer) => {
                 log::warn(&format!("refused a request before forwarding: HTTP {}", answer.status));
@@ -175,6 +200,14 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
                     let is_response = inbound.message.get("method").is_none();
+                    let uses = if is_response { intercept::response_tool_uses(&inbound.message) } else { Vec::new() };
+                    let mut inbound = inbound;
+                    if !uses.is_empty() {
+                        // The server gets a refusal in place of the tool uses (it is not left
+                        // waiting for an answer), and never the tool uses.
+                        let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
+                        inbound.message = intercept::legacy_tool_use_refusal(&id, &uses).body;
+                    }
                     if is_response {
                         let session = wire::header(&request.headers, "mcp-session-id").0;
                         engine.client_answered(session, &inbound.message);
@@ -209,6 +242,9 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
             return;
         }
+        if !bearer(&mut stream, engine, config, &request.headers) {
+            return;
+        }
         if let Err(answer) = wire::revision(&request.headers, &Value::Null) {
             let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
             return;
@@ -217,6 +253,21 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
         return;
     }
     let _ = write_json(&mut stream, 501, None);
+}
+
+/// With `--identity-jwt`, the request's bearer token must verify for this resource before
+/// anything is parsed, relayed or decided: `false` when it was answered 401.
+fn bearer(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, headers: &[(String, String)]) -> bool {
+    let Some(protected) = &config.protected else { return true };
+    match protected.check(engine.identity.as_ref(), headers) {
+        Ok(()) => true,
+        Err(refused) => {
+            log::warn(&format!("refused a request with HTTP 401: {}", log::printable(&refused.why)));
+            let challenge = [("WWW-Authenticate".to_owned(), refused.challenge)];
+            let _ = write_json_with(stream, 401, &challenge, Some(&refused.body));
+            false
+        }
+    }
 }
 
 fn read_request(reader: &mut BufReader<Timed>) -> Result<Request, u16> {
@@ -312,8 +363,21 @@ fn reason(status: u16) -> &'static str {
 
 /// A made-up answer: JSON with its type and length, or an empty body.
 fn write_json(stream: &mut TcpStream, status: u16, body: Option<&Value>) -> std::io::Result<()> {
+    write_json_with(stream, status, &[], body)
+}
+
+/// `write_json` with these extra header fields.
+fn write_json_with(
+    stream: &mut TcpStream,
+    status: u16,
+    fields: &[(String, String)],
+    body: Option<&Value>,
+) -> std::io::Result<()> {
     let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    for (name, value) in fields {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
     if body.is_some() {
         head.push_str("Content-Type: application/json\r\n");
     }
@@ -513,7 +577,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
     let admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => {
-            let _ = write_json(stream, answer.status, Some(&answer.body));
+            let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
             return;
         }
     };
@@ -531,7 +595,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
             };
             let finished = engine.finish(admitted, &observation, call.revision);
             let answer = intercept::synthesised(call.id, &finished);
-            let _ = write_json(stream, answer.status, Some(&answer.body));
+            let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
             return;
         }
     };
@@ -563,7 +627,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
         }
         _ => {
             let answer = intercept::synthesised(call.id, &finished);
-            let _ = write_json(stream, answer.status, Some(&answer.body));
+            let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
         }
     }
 }
@@ -670,6 +734,12 @@ fn streamed(
                 let method = o.get("method").and_then(Value::as_str)?;
                 Some((method.to_owned(), o.get("id")?.clone()))
             });
+            if parsed.as_ref().is_some_and(intercept::request_uses_tools) && engine.refuses_sampling_tools() {
+                log::warn("the upstream asked for sampling with tools on a call's stream; not relayed (gateway.sampling_tools: refuse)");
+                break 'read Observation::SamplingRefused(
+                    "the upstream asked the client to sample with tools, which gateway.sampling_tools: refuse does not relay".into(),
+                );
+            }
             if let Some((method, id)) = request {
                 rounds += 1;
                 let data = json!({

@@ -1,9 +1,9 @@
 //! One intercepted `tools/call` through the kernel, whatever the transport: the principal,
 //! the action `mcp.<alias>.<tool>`, the decision and the reservation (`admit`), then the
 //! observed outcome recorded and the answer built (`finish`). Refusals are JSON-RPC errors
-//! with ctrlrun's codes and `warden.*` tokens; upstream answers carry the receipt summary at
-//! the top level of the envelope as `_meta["dev.warden/receipt"]`, and inside `result._meta` (or
-//! the error's `data._meta`) where the MCP SDKs' typed results read it.
+//! with ctrlrun's codes and `warden.*` tokens; answers carry the receipt summary as
+//! `_meta["dev.warden/receipt"]` inside `result._meta` (or the error's `data._meta`), where the
+//! MCP SDKs' typed results read it — not at the envelope's top level, as the reference does.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use serde_json::{json, Map, Value};
 
 use warden::approval::ApprovalStatus;
+use warden::document::SamplingTools;
 use warden::event::EventKind;
 use warden::identity::{IdentityContext, IdentityProvider};
 use warden::kernel::{AnswerWait, Permit};
@@ -65,6 +66,9 @@ pub struct Admitted {
     /// The protected call's `execute_tool` span, begun when the permit was issued (a
     /// continuation carries the suspended leg's).
     pub flight: Option<InFlight>,
+    /// With `gateway.sampling_tools: govern`, the permits of the `tool_use` blocks this leg's
+    /// `inputResponses` carry (`sampling.<alias>.<tool>`), settled with this leg's outcome.
+    pub nested: Vec<Permit>,
 }
 
 /// A first leg answered `input_required` with a `requestState`: the permit (and so the
@@ -378,7 +382,8 @@ impl Engine {
                 admitted.span = Some(span);
                 Ok(admitted)
             }
-            Err(answer) => {
+            Err(mut answer) => {
+                self.refusal_meta(&mut answer.body);
                 self.telemetry.action_refused(&span, trace);
                 self.telemetry.end_call(span, Some(&answer.body), None);
                 let mut line = refusal_line(&self.action_name(call.tool), call.tool, &answer.body, started);
@@ -467,6 +472,102 @@ impl Engine {
                 json!({"pointer": pointer, "action_id": action_id}),
             ));
         }
+        // Tool use inside sampling (SEP-1577): what the client's model asked the server to run,
+        // which the server runs with no tools/call of its own. Before the continuation is
+        // matched or anything forwarded.
+        let uses = tool_uses(params.and_then(|p| p.get("inputResponses")));
+        if uses.is_empty() {
+            return self.decide_call(call, present, traced, &name, arguments, trace, &identity);
+        }
+        let tools: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
+        if self.warden.document().gateway.sampling_tools == SamplingTools::Refuse {
+            log::warn(&format!(
+                "{name}: refused, the client answered a sampling request with tool use ({}); gateway.sampling_tools is refuse",
+                log::printable(&tools.join(", "))
+            ));
+            let request = ActionRequest::new(&name, arguments, identity.principal.clone());
+            let action_id = self.record_denial(&request, "sampling_tool_use", trace);
+            return Err(refusal(
+                call.id,
+                403,
+                -41019,
+                "warden.sampling_tools_refused",
+                &format!(
+                    "{name}: the client's answer to a sampling request uses tools, which the server would run with no \
+                     decision; this gateway does not forward tool use inside sampling (gateway.sampling_tools: refuse)"
+                ),
+                json!({"reason": "sampling_tool_use", "tools": tools, "action_id": action_id}),
+            ));
+        }
+        let nested = self.govern_tool_uses(call.id, &uses, &identity)?;
+        match self.decide_call(call, present, traced, &name, arguments, trace, &identity) {
+            Ok(mut admitted) => {
+                admitted.nested = nested;
+                Ok(admitted)
+            }
+            Err(answer) => {
+                release(nested, "the call that carried it was refused; nothing was forwarded");
+                Err(answer)
+            }
+        }
+    }
+
+    /// Each `tool_use` as the action `sampling.<alias>.<tool>` through the kernel, by the
+    /// principal of the call that carries it: every permit, or the first refusal (the permits
+    /// already issued released as not executed, since nothing is forwarded).
+    fn govern_tool_uses(
+        &self,
+        id: &Value,
+        uses: &[ToolUse],
+        identity: &warden::identity::Identity,
+    ) -> Result<Vec<Permit>, Answer> {
+        let mut permits = Vec::new();
+        for used in uses {
+            let name = format!("sampling.{}.{}", self.alias, used.name);
+            let Value::Object(_) = &used.input else {
+                release(permits, "a sibling tool use was refused; nothing was forwarded");
+                return Err(refusal(
+                    id,
+                    400,
+                    -32602,
+                    "warden.invalid_arguments",
+                    &format!("{}: a tool_use's input must be an object", log::printable(&name)),
+                    json!({}),
+                ));
+            };
+            let mut request = ActionRequest::new(&name, used.input.clone(), identity.principal.clone());
+            request.principal_expires_at = identity.expires_at;
+            let hash = self.warden.action_for(&request).ok().and_then(|action| action.hash().ok());
+            let presented = hash.as_deref().and_then(|hash| self.granted_approval(hash));
+            request.approval_id = presented.as_deref();
+            let (action_id, outcome) = self.warden.submit_naming_action(&request);
+            match outcome {
+                Ok(permit) => permits.push(permit),
+                Err(error) => {
+                    release(permits, "a sibling tool use was refused; nothing was forwarded");
+                    log::warn(&format!("{}: a tool use inside sampling was refused", log::printable(&name)));
+                    return Err(self.refused(id, &name, hash.as_deref(), action_id, error));
+                }
+            }
+        }
+        Ok(permits)
+    }
+
+    /// The rest of `decide` for a call whose principal is known: a continuation, or the
+    /// checks, the decision and the reservation of a first leg.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_call(
+        &self,
+        call: &Call<'_>,
+        present: &dyn Fn() -> bool,
+        traced: Option<std::sync::Arc<warden::telemetry::ActionTrace>>,
+        name: &str,
+        arguments: Value,
+        trace: Option<&str>,
+        identity: &warden::identity::Identity,
+    ) -> Result<Admitted, Answer> {
+        let name = name.to_owned();
+        let params = call.message.get("params").and_then(Value::as_object);
         let state = params.and_then(|p| p.get("requestState")).and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(state) = state {
             if let Some(continued) = self.continuation(call, &name, state, &arguments, &identity.principal)? {
@@ -578,6 +679,7 @@ impl Engine {
                     started: std::time::Instant::now(),
                     span: None,
                     flight: None,
+                    nested: Vec::new(),
                 })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), action_id, error)),
@@ -682,6 +784,7 @@ impl Engine {
             started: std::time::Instant::now(),
             span: None,
             flight,
+            nested: Vec::new(),
         }))
     }
 
@@ -879,7 +982,8 @@ impl Engine {
 
     /// Record what was observed and say what the client gets.
     pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
-        let Admitted { mut permit, forward, not_executed_on_error, round, started, span, mut flight } = admitted;
+        let Admitted { mut permit, forward, not_executed_on_error, round, started, span, mut flight, nested } =
+            admitted;
         let answered = match observation {
             Observation::Answered { body: Some(body), .. } => Some(body),
             _ => None,
@@ -898,6 +1002,30 @@ impl Engine {
             Observation::Answered { body: Some(body), .. } => requested_state(body),
             _ => None,
         };
+        // The upstream asks the client's model to use tools (SEP-1577): with `refuse` the
+        // request never reaches the client, and the leg, which may have acted, is AMBIGUOUS.
+        let sampling = match (observation, &reply, self.warden.document().gateway.sampling_tools) {
+            (Observation::Answered { body: Some(body), .. }, Reply::Relay, SamplingTools::Refuse) => {
+                sampling_with_tools(body)
+            }
+            _ => Vec::new(),
+        };
+        if !sampling.is_empty() {
+            log::warn(&format!(
+                "{action_id}: the upstream asked for sampling with tools ({}); not relayed (gateway.sampling_tools: refuse)",
+                log::printable(&sampling.join(", "))
+            ));
+            effect = Effect::Ambiguous(format!(
+                "the upstream asked the client to sample with tools ({}), which gateway.sampling_tools: refuse does not relay",
+                log::printable(&sampling.join(", "))
+            ));
+            reply = Reply::SamplingRefused;
+        }
+        // This leg reached the upstream with its tool uses: they are settled with it.
+        let asks_more = matches!(reply, Reply::Relay)
+            && matches!(observation, Observation::Answered { body: Some(body), .. }
+                if body.get("result").and_then(|r| r.get("resultType")).and_then(Value::as_str) == Some("input_required"));
+        let nested = self.settle_nested(nested, &effect, asks_more);
         if let (Some(state), Some(_), Reply::Relay) = (state, &effect_key, &reply) {
             let next = round + 1;
             if next > self.elicitation.max_rounds {
@@ -924,13 +1052,16 @@ impl Engine {
                 // extension and EXECUTION_SUSPENDED are one write (D10).
                 match permit.suspend(Some(until), &data) {
                     Ok(()) => {
-                        let meta = json!({
+                        let mut meta = json!({
                             "action_id": action_id,
                             "receipt_id": Value::Null,
                             "effect_key": effect_key,
                             "result": "suspended",
                             "attempt": attempt,
                         });
+                        if !nested.is_empty() {
+                            meta["nested"] = json!(nested);
+                        }
                         let arguments =
                             warden::canonical::to_canonical_string(&permit.action().canonical_arguments(), "arguments")
                                 .unwrap_or_default();
@@ -1001,6 +1132,9 @@ impl Engine {
         if let (Some(digest), Some(map), Some(_)) = (structured, meta.as_object_mut(), &receipt_id) {
             map.insert("result_sha256".into(), json!(digest));
         }
+        if !nested.is_empty() {
+            meta["nested"] = json!(nested);
+        }
         self.log_outcome(&tool, &decision, &meta, round, started, &forward);
         self.end_flight(flight);
         if let Some(span) = span {
@@ -1011,7 +1145,92 @@ impl Engine {
     }
 }
 
+/// The refusal of a client's answer to a legacy sampling server request that uses tools: never
+/// relayed, whatever `gateway.sampling_tools` says (there is no call leg to settle tool uses
+/// with).
+pub fn legacy_tool_use_refusal(id: &Value, uses: &[ToolUse]) -> Answer {
+    let tools: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
+    log::warn(&format!(
+        "refused a client's sampling answer with tool use ({}): not relayed to the upstream",
+        log::printable(&tools.join(", "))
+    ));
+    refusal(
+        id,
+        403,
+        -41019,
+        "warden.sampling_tools_refused",
+        "this answer to a sampling request uses tools, which the server would run with no decision; the gateway \
+         does not relay tool use inside sampling on a 2025 revision",
+        json!({"reason": "sampling_tool_use", "tools": tools}),
+    )
+}
+
+/// How many of the newest receipts a refusal's receipt is looked for among.
+const REFUSAL_RECEIPT_WINDOW: usize = 64;
+
 impl Engine {
+    /// A refusal that wrote a receipt (its `data.action_id` names the action) carries the
+    /// receipt summary in `data._meta`, where an SDK's typed error reads it: the action id,
+    /// and the receipt's id and result when it is among the newest receipts (an exact match on
+    /// the action id; under a burst of other calls it may be out of the window: `null`).
+    fn refusal_meta(&self, body: &mut Value) {
+        let Some(data) = body.get("error").and_then(|e| e.get("data")) else { return };
+        let Some(action_id) = data.get("action_id").and_then(Value::as_str).map(str::to_owned) else { return };
+        if data.get("_meta").is_some() {
+            return;
+        }
+        let effect_key = data.get("effect_key").cloned().unwrap_or(Value::Null);
+        let found = self.warden.kernel().last_receipts(REFUSAL_RECEIPT_WINDOW).ok().and_then(|rows| {
+            rows.into_iter().rev().map(|(_, receipt)| receipt.to_json()).find(|r| r["action_id"] == action_id.as_str())
+        });
+        let meta = json!({
+            "action_id": action_id,
+            "receipt_id": found.as_ref().map(|r| r["receipt_id"].clone()).unwrap_or(Value::Null),
+            "effect_key": effect_key,
+            "result": found.as_ref().map(|r| r["result"].clone()).unwrap_or(json!("denied")),
+            "attempt": Value::Null,
+        });
+        if let Some(data) = body.pointer_mut("/error/data").and_then(Value::as_object_mut) {
+            let slot = data.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if let Some(slot) = slot.as_object_mut() {
+                slot.insert(META_KEY.into(), meta);
+            }
+        }
+    }
+
+    /// `gateway.sampling_tools: refuse`.
+    pub fn refuses_sampling_tools(&self) -> bool {
+        self.warden.document().gateway.sampling_tools == SamplingTools::Refuse
+    }
+
+    /// The outcome of the tool uses a leg carried (`gateway.sampling_tools: govern`) is the
+    /// leg's: the upstream answered with a result or with another `input_required`
+    /// (`asks_more`: it took the tool uses and goes on) → committed, it provably did nothing →
+    /// not executed, anything else → AMBIGUOUS. Their summaries.
+    fn settle_nested(&self, nested: Vec<Permit>, effect: &Effect, asks_more: bool) -> Vec<Value> {
+        let mut out = Vec::new();
+        for permit in nested {
+            let action = permit.action().name.clone();
+            let action_id = permit.action().action_id.clone();
+            let receipt_id = permit.receipt_id().to_owned();
+            let (result, recorded) = match effect {
+                Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
+                Effect::Committed => ("committed", permit.commit(&Value::Null)),
+                Effect::Ambiguous(_) if asks_more => ("committed", permit.commit(&Value::Null)),
+                Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
+            };
+            let (result, receipt_id) = match recorded {
+                Ok(()) => (result, Some(receipt_id)),
+                Err(error) => {
+                    log::warn(&format!("recording the outcome of {action_id} failed: {error}"));
+                    ("ambiguous", None)
+                }
+            };
+            out.push(json!({"action": action, "action_id": action_id, "receipt_id": receipt_id, "result": result}));
+        }
+        out
+    }
+
     /// The protected call ended: its `execute_tool` span with it.
     fn end_flight(&self, flight: Option<InFlight>) {
         if let Some(flight) = flight {
@@ -1111,6 +1330,92 @@ fn traceparent(envelope: &Value) -> Option<String> {
     warden::receipt::is_traceparent(text).then(|| text.to_owned())
 }
 
+/// Permits that were issued for tool uses that will never be forwarded: not executed.
+fn release(permits: Vec<Permit>, why: &str) {
+    for permit in permits {
+        if let Err(error) = permit.not_executed(why) {
+            log::warn(&format!("releasing a tool use's permit failed: {error}"));
+        }
+    }
+}
+
+/// How many `inputRequests`/`inputResponses` members, or content blocks, are looked at.
+const MAX_SAMPLING_ITEMS: usize = 256;
+
+/// The keys of an `input_required` result's `sampling/createMessage` requests that involve
+/// tools (SEP-1577): `tools` offered to the model, or `tool_use`/`tool_result` content in its
+/// messages (a loop already under way).
+pub fn sampling_with_tools(envelope: &Value) -> Vec<String> {
+    let Some(requests) = envelope.get("result").and_then(|r| r.get("inputRequests")).and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    requests
+        .iter()
+        .take(MAX_SAMPLING_ITEMS)
+        .filter(|(_, request)| request_uses_tools(request))
+        .map(|(key, _)| key.chars().take(256).collect())
+        .collect()
+}
+
+/// Whether a request (`{method, params}`: an MRTR input request, or a legacy server request)
+/// is a `sampling/createMessage` that offers tools or carries a tool loop.
+pub fn request_uses_tools(request: &Value) -> bool {
+    if request.get("method").and_then(Value::as_str) != Some("sampling/createMessage") {
+        return false;
+    }
+    let params = request.get("params");
+    let offered = params.and_then(|p| p.get("tools")).is_some_and(|t| t.as_array().is_none_or(|t| !t.is_empty()));
+    let looped = params.and_then(|p| p.get("messages")).and_then(Value::as_array).is_some_and(|messages| {
+        messages
+            .iter()
+            .take(MAX_SAMPLING_ITEMS)
+            .any(|m| !blocks(m.get("content"), &["tool_use", "tool_result"]).is_empty())
+    });
+    offered || looped
+}
+
+/// The tools a client's JSON-RPC response to a legacy sampling server request asks the server
+/// to run (its `result` is a sampling result with `tool_use` content).
+pub fn response_tool_uses(message: &Value) -> Vec<ToolUse> {
+    let Some(result) = message.get("result") else { return Vec::new() };
+    tool_uses(Some(&json!({"r": result})))
+}
+
+/// The content blocks of `content` (one block or a list) whose `type` is one of `kinds`.
+fn blocks<'a>(content: Option<&'a Value>, kinds: &[&str]) -> Vec<&'a Value> {
+    let of_kind = |block: &&Value| block.get("type").and_then(Value::as_str).is_some_and(|t| kinds.contains(&t));
+    match content {
+        Some(Value::Array(list)) => list.iter().take(MAX_SAMPLING_ITEMS).filter(of_kind).collect(),
+        Some(block @ Value::Object(_)) => std::iter::once(block).filter(of_kind).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One `tool_use` block of a sampling result: the tool the client's model asked for, and its
+/// input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolUse {
+    pub name: String,
+    pub input: Value,
+}
+
+/// The `tool_use` blocks of the sampling results among `inputResponses` (a sampling result is
+/// an answer with a `role`; an elicitation's has an `action`). A block without a string name is
+/// still a tool use: it is named `?` so it is refused, never skipped.
+pub fn tool_uses(responses: Option<&Value>) -> Vec<ToolUse> {
+    let Some(responses) = responses.and_then(Value::as_object) else { return Vec::new() };
+    responses
+        .values()
+        .take(MAX_SAMPLING_ITEMS)
+        .filter(|response| response.get("role").is_some())
+        .flat_map(|response| blocks(response.get("content"), &["tool_use"]))
+        .map(|block| ToolUse {
+            name: block.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("?").to_owned(),
+            input: block.get("input").cloned().unwrap_or(Value::Null),
+        })
+        .collect()
+}
+
 /// The `requestState` of an `input_required` result, when it has a non-empty one.
 fn requested_state(envelope: &Value) -> Option<String> {
     let result = envelope.get("result")?;
@@ -1186,6 +1491,16 @@ pub fn refusal(id: &Value, status: u16, code: i64, token: &str, message: &str, d
 pub fn synthesised(id: &Value, finished: &Finished) -> Answer {
     let data = json!({"effect_key": finished.effect_key, "action_id": finished.action_id});
     let mut answer = match finished.reply {
+        Reply::SamplingRefused => refusal(
+            id,
+            403,
+            -41019,
+            "warden.sampling_tools_refused",
+            "the upstream asked the client's model to use tools inside sampling, which the server would then run with \
+             no decision; this gateway does not relay it (gateway.sampling_tools: refuse). The call's effect is \
+             AMBIGUOUS until a human checks it and runs 'warden resolve'",
+            json!({"reason": "sampling_tools", "effect_key": finished.effect_key, "action_id": finished.action_id}),
+        ),
         Reply::NotExecuted => refusal(
             id,
             502,
@@ -1207,11 +1522,12 @@ pub fn synthesised(id: &Value, finished: &Finished) -> Answer {
     answer
 }
 
-/// Merge the receipt summary into the envelope's top-level `_meta` (made when absent), where
-/// the reference gateway puts it, and into the `_meta` of the `result` object — or of the
-/// error's `data` object — where an MCP SDK's typed result reads it (`CallToolResult.meta`).
-/// A `result` that is not an object, or an error `data` that is neither absent nor an object,
-/// is left as the upstream sent it.
+/// Merge the receipt summary into the `_meta` of the `result` object — or of the error's `data`
+/// object — where an MCP SDK's typed result reads it (`CallToolResult.meta`, `McpError.data`).
+/// Never at the top level of the envelope, where the reference gateway puts it: JSON-RPC 2.0
+/// gives a response no other member, and the official TypeScript SDK's strict schema drops such a
+/// response as unreadable (its call then times out). A `result` that is not an object, or an
+/// error `data` that is neither absent nor an object, is left as the upstream sent it.
 pub fn with_meta(envelope: &mut Value, meta: &Value) {
     let put = |container: &mut Map<String, Value>| {
         if let Some(slot) = container.entry("_meta").or_insert_with(|| Value::Object(Map::new())).as_object_mut() {
@@ -1219,7 +1535,6 @@ pub fn with_meta(envelope: &mut Value, meta: &Value) {
         }
     };
     let Some(object) = envelope.as_object_mut() else { return };
-    put(object);
     if let Some(result) = object.get_mut("result") {
         if let Some(result) = result.as_object_mut() {
             put(result);
@@ -1227,6 +1542,59 @@ pub fn with_meta(envelope: &mut Value, meta: &Value) {
     } else if let Some(error) = object.get_mut("error").and_then(Value::as_object_mut) {
         if let Some(data) = error.entry("data").or_insert_with(|| Value::Object(Map::new())).as_object_mut() {
             put(data);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_uses_are_read_from_sampling_answers_only_and_a_nameless_one_is_kept() {
+        // (inputResponses, the tool names found)
+        let table: [(Value, &[&str]); 6] = [
+            (json!({"w": {"role": "assistant", "content": {"type": "tool_use", "name": "a", "input": {}}}}), &["a"]),
+            (
+                json!({"w": {"role": "assistant", "content": [
+                    {"type": "text", "text": "x"},
+                    {"type": "tool_use", "name": "a", "input": {"k": 1}},
+                    {"type": "tool_use", "input": {}},
+                ]}}),
+                &["a", "?"],
+            ),
+            (json!({"w": {"role": "assistant", "content": {"type": "text", "text": "tool_use"}}}), &[]),
+            // An elicitation's answer has no role: form data that happens to say tool_use is not one.
+            (json!({"e": {"action": "accept", "content": {"type": "tool_use", "name": "a"}}}), &[]),
+            (json!({"w": "not an object"}), &[]),
+            (json!([1, 2]), &[]),
+        ];
+        for (responses, names) in table {
+            let found: Vec<String> = tool_uses(Some(&responses)).into_iter().map(|u| u.name).collect();
+            assert_eq!(found, names, "{responses}");
+        }
+        assert!(tool_uses(None).is_empty());
+    }
+
+    #[test]
+    fn sampling_requests_with_tools_are_named_by_their_keys() {
+        let envelope = |requests: Value| json!({"result": {"resultType": "input_required", "inputRequests": requests}});
+        let with_tools =
+            json!({"method": "sampling/createMessage", "params": {"messages": [], "tools": [{"name": "t"}]}});
+        let looped = json!({"method": "sampling/createMessage", "params": {"messages": [
+            {"role": "user", "content": [{"type": "tool_result", "toolUseId": "1", "content": []}]}
+        ]}});
+        let plain = json!({"method": "sampling/createMessage", "params": {"messages": [], "tools": []}});
+        let elicit = json!({"method": "elicitation/create", "params": {"tools": [{"name": "t"}]}});
+        let table: [(Value, &[&str]); 5] = [
+            (json!({"a": with_tools}), &["a"]),
+            (json!({"a": looped}), &["a"]),
+            (json!({"a": plain, "b": elicit}), &[]),
+            (json!({"a": with_tools, "b": plain}), &["a"]),
+            (json!("no requests"), &[]),
+        ];
+        for (requests, keys) in table {
+            assert_eq!(sampling_with_tools(&envelope(requests.clone())), keys, "{requests}");
         }
     }
 }

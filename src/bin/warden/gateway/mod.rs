@@ -22,6 +22,7 @@ mod log;
 #[cfg(feature = "otel")]
 mod otel_record;
 mod pins;
+mod resource;
 mod scaffold;
 pub mod settings;
 mod sse;
@@ -94,6 +95,11 @@ pub struct GatewayArgs {
     /// An Origin allowed to call (repeatable); without any, every request with an Origin is refused.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// The HTTP status of a JSON-RPC refusal of a tools/call the gateway accepted: reference
+    /// (400, 403, 409 or 502 by code, as ctrlrun's gateway) or 200 (as the MCP Streamable HTTP
+    /// transport answers a request; the TypeScript SDK reads a refusal's code and data only so).
+    #[arg(long, value_name = "STATUS", default_value = "reference", value_parser = ["reference", "200"])]
+    pub refusal_status: String,
     /// The largest request body accepted.
     #[arg(long, value_name = "N", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
@@ -122,10 +128,21 @@ pub struct GatewayArgs {
     /// Verify a bearer JWT per call and take the principal from its claims.
     #[arg(long)]
     pub identity_jwt: bool,
+    /// The authorization server whose tokens are accepted (`iss`, exactly); published as the
+    /// resource's authorization server.
     #[arg(long, value_name = "ISS")]
     pub identity_jwt_issuer: Option<String>,
+    /// The `aud` tokens must name: this gateway's --resource (given alone it must equal it).
     #[arg(long, value_name = "AUD")]
     pub identity_jwt_audience: Option<String>,
+    /// This gateway's canonical URI as clients reach it (https://HOST/PATH, RFC 8707), with
+    /// --identity-jwt: a token's aud must name it, and its protected-resource metadata (RFC
+    /// 9728) is served at /.well-known/oauth-protected-resource/PATH.
+    #[arg(long, value_name = "URI")]
+    pub resource: Option<String>,
+    /// A scope published in the resource's metadata and its 401 challenges (repeatable).
+    #[arg(long = "scopes-supported", value_name = "SCOPE")]
+    pub scopes_supported: Vec<String>,
     /// RS256, ES256 or EdDSA (repeatable).
     #[arg(long = "identity-jwt-algorithms", value_name = "ALG")]
     pub identity_jwt_algorithms: Vec<String>,
@@ -177,7 +194,7 @@ pub enum GatewayCommand {
 enum IdentitySource {
     Static(String),
     Header { agent: String, user: Option<String> },
-    Jwt { header: String },
+    Jwt { header: String, resource: Box<resource::ProtectedResource> },
 }
 
 /// `warden gateway pins …` (and the other subcommands): a report, like any other command.
@@ -319,11 +336,15 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             consumed.push(agent.clone());
             consumed.extend(user.clone());
         }
-        IdentitySource::Jwt { header } => {
+        IdentitySource::Jwt { header, .. } => {
             identity_headers.push(header.clone());
             consumed.push(header.clone());
         }
     }
+    let protected = match &source {
+        IdentitySource::Jwt { resource, .. } => Some((**resource).clone()),
+        _ => None,
+    };
     let http_config = http::HttpConfig {
         path: args.path.clone(),
         max_body_bytes: args.max_body_bytes,
@@ -333,6 +354,8 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         allowed_origins: args.allow_origin.clone(),
         consumed,
         max_per_peer: usize::from(args.max_connections_per_peer),
+        protected,
+        refusals_ok: args.refusal_status == "200",
     };
     let mut engine = engine(warden, args, provider, catalog);
     engine.telemetry = telemetry;
@@ -651,9 +674,11 @@ fn identity(args: &GatewayArgs) -> Result<(IdentitySource, Box<dyn IdentityProvi
         || args.identity_jwt_jwks_url.is_some()
         || args.identity_jwt_token_type.is_some()
         || args.identity_jwt_header.is_some()
-        || args.identity_jwt_user_claim.is_some();
+        || args.identity_jwt_user_claim.is_some()
+        || args.resource.is_some()
+        || !args.scopes_supported.is_empty();
     if jwt_settings && !args.identity_jwt {
-        return Err(Failure::usage("--identity-jwt-* settings need --identity-jwt"));
+        return Err(Failure::usage("--identity-jwt-*, --resource and --scopes-supported need --identity-jwt"));
     }
     if let Some(text) = &args.principal {
         let (agent, user) = match text.split_once('/') {
@@ -673,10 +698,20 @@ fn identity(args: &GatewayArgs) -> Result<(IdentitySource, Box<dyn IdentityProvi
         .identity_jwt_issuer
         .as_deref()
         .ok_or_else(|| Failure::usage("--identity-jwt needs --identity-jwt-issuer"))?;
-    let audience = args
-        .identity_jwt_audience
-        .as_deref()
-        .ok_or_else(|| Failure::usage("--identity-jwt needs --identity-jwt-audience"))?;
+    let resource = args.resource.as_deref().ok_or_else(|| {
+        Failure::usage(
+            "--identity-jwt needs --resource URI: this gateway's canonical URI (https://HOST/PATH), which a token's aud must name (RFC 8707)",
+        )
+    })?;
+    resource::parse_resource(resource).map_err(|e| Failure::usage(log::printable(&e)))?;
+    if let Some(audience) = args.identity_jwt_audience.as_deref().filter(|a| *a != resource) {
+        return Err(Failure::usage(format!(
+            "--identity-jwt-audience {} is not --resource {}: a token is for this gateway when its aud names the gateway's resource URI (RFC 8707); drop --identity-jwt-audience",
+            log::printable(audience),
+            log::printable(resource)
+        )));
+    }
+    let audience = resource;
     let token_type = args.identity_jwt_token_type.as_deref().ok_or_else(|| {
         Failure::usage("--identity-jwt needs --identity-jwt-token-type (\"\" when the issuer sets none)")
     })?;
@@ -718,7 +753,9 @@ fn identity(args: &GatewayArgs) -> Result<(IdentitySource, Box<dyn IdentityProvi
     config.user_claim = args.identity_jwt_user_claim.clone();
     let header = config.header.clone();
     let provider = JwtProvider::new(config, Arc::new(warden::SystemClock)).map_err(Failure::usage)?;
-    Ok((IdentitySource::Jwt { header }, Box::new(provider)))
+    let protected = resource::ProtectedResource::new(resource, issuer, args.scopes_supported.clone(), &header)
+        .map_err(|e| Failure::usage(log::printable(&e)))?;
+    Ok((IdentitySource::Jwt { header, resource: Box::new(protected) }, Box::new(provider)))
 }
 
 /// `^[a-z0-9][a-z0-9_-]*$`: no dots, so `mcp.<alias>.<tool>` splits one way only.
@@ -739,6 +776,9 @@ fn check_path(path: &str) -> Result<(), Failure> {
         return Err(Failure::usage("--path must be an absolute path such as /mcp, with no query"));
     }
     let lower = path.to_ascii_lowercase();
+    if lower == "/.well-known" || lower.starts_with("/.well-known/") {
+        return Err(Failure::usage("--path may not be under /.well-known/, where the resource's metadata is served"));
+    }
     if lower == "/warden" || lower.starts_with("/warden/") {
         return Err(Failure::usage(
             "--path may not be under /warden/, which is reserved for the gateway's own endpoints",
@@ -782,11 +822,15 @@ fn startup_block(warden: &Warden, source: &IdentitySource, upstream: &str, confi
                 user.as_ref().map(|u| format!(" (user {})", log::printable(u))).unwrap_or_default()
             ));
         }
-        IdentitySource::Jwt { header } => {
+        IdentitySource::Jwt { header, resource } => {
             out.push_str(&format!(
-                "identity JWT from the {} header — verified per call; the header is not forwarded upstream\n",
-                log::printable(header)
+                "identity JWT from the {} header — verified on every request for resource {} (aud) from {} (iss); \
+                 the header is not forwarded upstream\n",
+                log::printable(header),
+                log::printable(&resource.resource),
+                log::printable(&resource.issuer)
             ));
+            out.push_str(&format!("resource metadata {}\n", log::printable(&resource.metadata_url)));
         }
     }
     match &document.authority_config {
@@ -901,7 +945,7 @@ mod tests {
             assert!(check_alias(bad).is_err(), "{bad}");
         }
         assert!(check_path("/mcp").is_ok());
-        for bad in ["mcp", "/warden/x", "/WARDEN", "/a?b"] {
+        for bad in ["mcp", "/warden/x", "/WARDEN", "/a?b", "/.well-known/oauth-protected-resource"] {
             assert!(check_path(bad).is_err(), "{bad}");
         }
         assert!(check_listen("--listen", "127.0.0.1:0", false).is_ok());

@@ -86,6 +86,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     let reader = {
         let (waiters, client_out) = (Arc::clone(&waiters), Arc::clone(&client_out));
         let (listing, engine, asks) = (Arc::clone(&listing), Arc::clone(&engine), Arc::clone(&asks));
+        let child_in = Arc::clone(&child_in);
         std::thread::spawn(move || {
             let mut lines = BufReader::new(child_out);
             loop {
@@ -106,6 +107,28 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     object.get("method")?;
                     object.get("id").map(Value::to_string)
                 });
+                // Sampling with tools (gateway.sampling_tools: refuse): the client is never asked;
+                // the child gets the refusal as its answer.
+                if let Some(message) = parsed.as_ref().filter(|m| m.get("id").is_some()) {
+                    if intercept::request_uses_tools(message) && engine.refuses_sampling_tools() {
+                        log::warn(
+                            "the upstream asked for sampling with tools; not relayed (gateway.sampling_tools: refuse)",
+                        );
+                        let id = message.get("id").cloned().unwrap_or(Value::Null);
+                        let refused = intercept::refusal(
+                            &id,
+                            403,
+                            -41019,
+                            "warden.sampling_tools_refused",
+                            "the gateway does not relay sampling with tools (gateway.sampling_tools: refuse)",
+                            json!({"reason": "sampling_tools"}),
+                        );
+                        let mut line = serde_json::to_vec(&refused.body).unwrap_or_default();
+                        line.push(b'\n');
+                        write_child(&child_in, &line);
+                        continue;
+                    }
+                }
                 if let (Some(id), Ok(mut asks)) = (asked, asks.lock()) {
                     asks.insert(id, Instant::now() + engine.elicitation_timeout());
                 }
@@ -160,6 +183,12 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                     if inbound.message.get("method").is_none() {
                         if let (Some(id), Ok(mut asks)) = (inbound.message.get("id"), asks.lock()) {
                             asks.remove(&id.to_string());
+                        }
+                        // A sampling answer that uses tools: the child gets a refusal instead.
+                        let uses = intercept::response_tool_uses(&inbound.message);
+                        if !uses.is_empty() {
+                            let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
+                            inbound.message = intercept::legacy_tool_use_refusal(&id, &uses).body;
                         }
                     }
                     let method = inbound.message.get("method").and_then(Value::as_str).filter(|m| lists::rewritten(m));
