@@ -292,15 +292,21 @@ impl Kernel {
 
     /// Apply one write durably and return its reply.
     pub(crate) fn write(&self, op: ops::Write) -> Result<ops::WriteReply> {
-        self.inner
-            .store
-            .write(op, &self.inner.now, Durability::Durable)?
-            .ok_or_else(|| Error::store(StoreFaultKind::Defect, "the store returned no answer for a durable write"))
+        self.write_counted(op).map(|(reply, _)| reply)
     }
 
-    /// Apply an outcome with this handle's outcome durability; `None` when deferred.
-    pub(crate) fn write_outcome(&self, op: ops::Write) -> Result<Option<ops::WriteReply>> {
-        self.inner.store.write(op, &self.inner.now, self.inner.outcomes.durability())
+    /// `write`, and how many writes its commit carried (`Written::together`).
+    pub(crate) fn write_counted(&self, op: ops::Write) -> Result<(ops::WriteReply, u32)> {
+        let written = self.inner.store.write_counted(op, &self.inner.now, Durability::Durable)?;
+        let reply = written
+            .reply
+            .ok_or_else(|| Error::store(StoreFaultKind::Defect, "the store returned no answer for a durable write"))?;
+        Ok((reply, written.together))
+    }
+
+    /// Apply an outcome with this handle's outcome durability; no reply when deferred.
+    pub(crate) fn write_outcome(&self, op: ops::Write) -> Result<crate::store::Written<ops::WriteReply>> {
+        self.inner.store.write_counted(op, &self.inner.now, self.inner.outcomes.durability())
     }
 
     pub(crate) fn read(&self, op: &ops::Read) -> Result<ops::ReadReply> {

@@ -267,12 +267,20 @@ impl Kernel {
         let began = std::time::Instant::now();
         let answer = self.record_outcome(permit, outcome, true);
         let durable = self.inner.outcomes == super::Outcomes::Durable;
-        if durable {
-            trace.wrote("outcome", began.elapsed());
-        }
+        let took = began.elapsed();
         let (answer, written) = match answer {
-            Ok(written) => (Ok(()), written),
-            Err(error) => (Err(error), None),
+            Ok((written, together)) => {
+                if durable {
+                    trace.wrote("outcome", took, together);
+                }
+                (Ok(()), written)
+            }
+            Err(error) => {
+                if durable {
+                    trace.wrote("outcome", took, 0);
+                }
+                (Err(error), None)
+            }
         };
         trace.end_outcome(self.now(), reported, message.as_deref(), result.as_ref(), permit.holds_key, &answer);
         // A deferred outcome's receipt is written after this returns: the span names it by id.
@@ -289,8 +297,14 @@ impl Kernel {
     }
 
     /// `finish` itself: the outcome's one write; with `report_receipt`, the seq and hash of the
-    /// receipt it appended, when it appended one and the store answered in time to say so.
-    fn record_outcome(&self, permit: &Permit, outcome: Outcome, report_receipt: bool) -> Result<Option<(u64, String)>> {
+    /// receipt it appended, when it appended one and the store answered in time to say so; and
+    /// how many writes the outcome's commit carried.
+    fn record_outcome(
+        &self,
+        permit: &Permit,
+        outcome: Outcome,
+        report_receipt: bool,
+    ) -> Result<(Option<(u64, String)>, u32)> {
         self.guarded(|kernel, _| {
             let mut draft = kernel.draft(&permit.action, &permit.action_hash, &permit.ruling)?;
             draft.started_at = permit.started_at;
@@ -312,9 +326,10 @@ impl Kernel {
                 outcome: outcome.bounded(kernel.limits()),
                 report_receipt,
             }));
-            match kernel.write_outcome(op)? {
-                None | Some(WriteReply::Done) => Ok(None),
-                Some(WriteReply::Receipt { seq, hash }) => Ok(Some((seq, hash))),
+            let written = kernel.write_outcome(op)?;
+            match written.reply {
+                None | Some(WriteReply::Done) => Ok((None, written.together)),
+                Some(WriteReply::Receipt { seq, hash }) => Ok((Some((seq, hash)), written.together)),
                 Some(WriteReply::Refused(refusal)) => Err(refusal),
                 Some(_) => Err(unexpected("outcome")),
             }

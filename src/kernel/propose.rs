@@ -206,9 +206,9 @@ impl Kernel {
     fn write_traced(&self, op: Write, trace: Option<&Arc<crate::telemetry::ActionTrace>>) -> Result<WriteReply> {
         let Some(trace) = trace else { return self.write(op) };
         let began = std::time::Instant::now();
-        let reply = self.write(op);
-        trace.wrote("proposal", began.elapsed());
-        reply
+        let (reply, together) = self.write_counted(op)?;
+        trace.wrote("proposal", began.elapsed(), together);
+        Ok(reply)
     }
 
     /// Apply an operation that can only refuse (or ask for an approval). A new request is

@@ -186,6 +186,23 @@ pub enum Durability {
     Deferred(Duration),
 }
 
+/// A write's answer: its reply (`None` for a deferred write, applied later) and how many writes
+/// the commit that made it durable carried, this one included — the group commit's batch as
+/// the write saw it: a file store's journal sync (or, without a journal, its commit); 1 on
+/// PostgreSQL (a transaction per write); 0 where nothing was waited for (deferred, memory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written<R> {
+    /// The write's reply; `None` only for a deferred write.
+    pub reply: Option<R>,
+    /// Writes made durable by the same commit as this one.
+    pub together: u32,
+}
+
+impl<R> Written<R> {
+    /// A write nobody waited for (deferred): no reply yet, no commit seen.
+    pub const NOT_WAITED: Written<R> = Written { reply: None, together: 0 };
+}
+
 /// What a write that returned survives, for a file store (`durability` in the surfaces' open
 /// options). PostgreSQL keeps its own (`synchronous_commit`), and a memory store nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -378,18 +395,18 @@ impl<P: Protocol> Drop for Owned<P> {
 }
 
 impl<P: Protocol> Owned<P> {
-    fn write(&self, op: P::Write, now: &Now, durability: Durability) -> Result<Option<<P::Write as WriteOp>::Reply>> {
+    fn write(&self, op: P::Write, now: &Now, durability: Durability) -> Result<Written<<P::Write as WriteOp>::Reply>> {
         match durability {
             Durability::Deferred(delay) => {
                 let item = Item {
                     op: Some(op),
                     now: now.clone(),
                     deadline: Some(Instant::now() + delay),
-                    reply: Box::new(drop),
+                    reply: Box::new(|_, _| {}),
                     claim: None,
                 };
                 self.shared.committer.submit(item);
-                Ok(None)
+                Ok(Written::NOT_WAITED)
             }
             Durability::Durable => {
                 let slot = Slot::new();
@@ -399,13 +416,13 @@ impl<P: Protocol> Owned<P> {
                     op: Some(op),
                     now: now.clone(),
                     deadline: None,
-                    reply: Box::new(move |r| filled.fill(r)),
+                    reply: Box::new(move |result, together| filled.fill((result, together))),
                     claim: Some(claim.clone()),
                 };
                 self.shared.committer.submit_and_lead(item, &self.shared.db);
                 let wait = self.shared.wait;
-                if let Some(answer) = slot.wait(Instant::now() + wait) {
-                    return answer;
+                if let Some((result, together)) = slot.wait(Instant::now() + wait) {
+                    return result.map(|reply| Written { reply, together });
                 }
                 if claim.withdraw() {
                     return Err(Error::Unavailable(format!(
@@ -416,13 +433,14 @@ impl<P: Protocol> Owned<P> {
                     )));
                 }
                 // Taken into a transaction: its commit is under way, so wait for its answer.
-                slot.wait(Instant::now() + wait).unwrap_or_else(|| {
-                    Err(Error::Unavailable(format!(
+                match slot.wait(Instant::now() + wait) {
+                    Some((result, together)) => result.map(|reply| Written { reply, together }),
+                    None => Err(Error::Unavailable(format!(
                         "the store's commit did not finish within {} ms (a stalled disk?); the change may still be \
                          applied. Look at the disk",
                         wait.as_millis()
-                    )))
-                })
+                    ))),
+                }
             }
         }
     }
@@ -434,7 +452,7 @@ impl<P: Protocol> Owned<P> {
             op: None,
             now: Now::System,
             deadline: None,
-            reply: Box::new(move |r| filled.fill(r.map(drop))),
+            reply: Box::new(move |result, _| filled.fill(result.map(drop))),
             claim: None,
         });
         slot.wait(Instant::now() + self.shared.wait)
@@ -622,6 +640,16 @@ impl<P: Protocol> Store<P> {
         now: &Now,
         durability: Durability,
     ) -> Result<Option<<P::Write as WriteOp>::Reply>> {
+        self.write_counted(op, now, durability).map(|written| written.reply)
+    }
+
+    /// `write`, and how many writes the commit that made this one durable carried.
+    pub fn write_counted(
+        &self,
+        op: P::Write,
+        now: &Now,
+        durability: Durability,
+    ) -> Result<Written<<P::Write as WriteOp>::Reply>> {
         self.check_fork()?;
         let deadline = Instant::now() + self.engine.wait;
         let resend_safe = op.resend_safe();
@@ -631,9 +659,14 @@ impl<P: Protocol> Store<P> {
                 Mode::Owner(owned) => return owned.write(op, now, durability),
                 Mode::ReadOnly(read_only) => return Err(read_only_refusal(&self.engine.path, &read_only.why)),
                 #[cfg(feature = "postgres")]
-                Mode::Postgres(store) => return store.write(&op, now, durability).map(Some),
+                // One transaction per write: each commit carries one write.
+                Mode::Postgres(store) => {
+                    return store.write(&op, now, durability).map(|reply| Written { reply: Some(reply), together: 1 })
+                }
                 // Nothing in memory is durable: a deferred write is applied at once like any other.
-                Mode::Memory(store) => return store.write(&op, now).map(Some),
+                Mode::Memory(store) => {
+                    return store.write(&op, now).map(|reply| Written { reply: Some(reply), together: 0 })
+                }
                 Mode::Client(client) => {
                     self.engine.resend_orphans(client);
                     let deferred = matches!(durability, Durability::Deferred(_));

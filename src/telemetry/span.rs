@@ -285,8 +285,9 @@ pub(crate) struct Facts {
     /// captured arguments, result and host message are scrubbed of.
     pub guard: Option<std::sync::Arc<crate::sight::echo::Echo>>,
     pub events: Vec<SpanEvent>,
-    /// Each store write the action waited for: which (`proposal`, `outcome`) and how long.
-    pub writes: Vec<(&'static str, Duration)>,
+    /// Each store write the action waited for: which (`proposal`, `outcome`), how long, and how
+    /// many writes its commit carried (0: none seen).
+    pub writes: Vec<(&'static str, Duration, u32)>,
     /// A permit was issued: its outcome, not a refusal, ends the span.
     pub permitted: bool,
 }
@@ -397,14 +398,27 @@ impl Facts {
                 attributes: Vec::new(),
             });
         }
-        out.extend(self.writes.iter().map(|(write, took)| Measurement {
-            instrument: Instrument::Histogram,
-            name: "warden.store.write.duration",
-            unit: "s",
-            description: "How long an action's durable write took to commit, as the action waited for it",
-            value: took.as_secs_f64(),
-            attributes: vec![("warden.store.write", text(write))],
-        }));
+        for (write, took, together) in &self.writes {
+            out.push(Measurement {
+                instrument: Instrument::Histogram,
+                name: "warden.store.write.duration",
+                unit: "s",
+                description: "How long an action's durable write took to commit, as the action waited for it",
+                value: took.as_secs_f64(),
+                attributes: vec![("warden.store.write", text(write))],
+            });
+            if *together > 0 {
+                out.push(Measurement {
+                    instrument: Instrument::Histogram,
+                    name: "warden.store.write.batch_size",
+                    unit: "{write}",
+                    description: "How many writes the commit (a file store's journal sync) that made an action's \
+                                  durable write durable carried, that write included: the group commit's batch",
+                    value: f64::from(*together),
+                    attributes: vec![("warden.store.write", text(write))],
+                });
+            }
+        }
         out
     }
 }
@@ -477,7 +491,7 @@ mod tests {
             started_at: Some(1_000_000),
             tool: Some("stripe.refund".into()),
             approval_decided_in: Some(90_500_000),
-            writes: vec![("proposal", Duration::from_micros(1500))],
+            writes: vec![("proposal", Duration::from_micros(1500), 3), ("outcome", Duration::from_micros(900), 0)],
             ..Facts::default()
         };
         assert!(facts.span().measurements.is_empty());
@@ -488,6 +502,10 @@ mod tests {
         assert_eq!(value("warden.action.duration"), Some(6.0));
         assert_eq!(value("warden.approval.decision.duration"), Some(90.5));
         assert_eq!(value("warden.store.write.duration"), Some(0.0015));
+        let batches: Vec<_> = span.measurements.iter().filter(|m| m.name == "warden.store.write.batch_size").collect();
+        assert_eq!(batches.len(), 1, "a write that saw no commit has no batch size");
+        assert_eq!((batches[0].value, batches[0].unit), (3.0, "{write}"));
+        assert_eq!(batches[0].attributes, vec![("warden.store.write", AttributeValue::Str("proposal".into()))]);
         assert_eq!(span.to_json()["metrics"][0]["value"], serde_json::json!(1), "a count is an integer");
     }
 
@@ -515,7 +533,7 @@ mod tests {
             approval_wait: Some(1_500_000),
             observe: true,
             events: vec![guardrail_event(2_000_000, Decision::Deny, "rule[0]", Some("sha256:ab"), Some("7"))],
-            writes: vec![("proposal", Duration::from_micros(250))],
+            writes: vec![("proposal", Duration::from_micros(250), 1)],
             ..Facts::default()
         };
         facts.ended = Some(ended(Some("denied"), Some("action denied (rule[0])")));
@@ -527,7 +545,7 @@ mod tests {
         assert_eq!(text["status"], serde_json::json!({"code": "error", "description": "action denied (rule[0])"}));
         assert_eq!(text["events"][0]["time_unix_nano"], 2_000_000_000_i64);
         assert_eq!(text["metrics"][0]["instrument"], "counter");
-        assert_eq!(text["metrics"].as_array().map(Vec::len), Some(3), "actions, duration, one write");
+        assert_eq!(text["metrics"].as_array().map(Vec::len), Some(4), "actions, duration, one write, its batch");
         assert_eq!(text["attributes"].as_object().map(serde_json::Map::len), Some(span.attributes.len()));
     }
 

@@ -123,9 +123,10 @@ impl ActionTrace {
         self.facts().effect_key = effect_key.map(str::to_owned);
     }
 
-    /// The action waited `took` for one of its durable writes (`proposal` or `outcome`).
-    pub(crate) fn wrote(&self, write: &'static str, took: Duration) {
-        self.facts().writes.push((write, took));
+    /// The action waited `took` for one of its durable writes (`proposal` or `outcome`),
+    /// committed with `together` writes in all (0: no commit was seen, as for a failed write).
+    pub(crate) fn wrote(&self, write: &'static str, took: Duration, together: u32) {
+        self.facts().writes.push((write, took, together));
     }
 
     /// A proposal was refused; `receipt_id` names the receipt the refusal wrote, if it wrote one.

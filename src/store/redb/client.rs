@@ -24,7 +24,7 @@ use crate::store::redb::commit::Slot;
 use crate::store::redb::file::FileId;
 use crate::store::redb::owner::check_peer;
 use crate::store::redb::wire::{self, Down, Up, PROTOCOL};
-use crate::store::{Protocol, ReadOp, WriteOp};
+use crate::store::{Protocol, ReadOp, WriteOp, Written};
 
 /// What came back for one request.
 pub(in crate::store) enum Answer<T> {
@@ -35,7 +35,7 @@ pub(in crate::store) enum Answer<T> {
     Lost(String),
 }
 
-type WriteAnswer<P> = Answer<Option<<<P as Protocol>::Write as WriteOp>::Reply>>;
+type WriteAnswer<P> = Answer<Written<<<P as Protocol>::Write as WriteOp>::Reply>>;
 /// Deferred outcomes waiting for a new owner, with their fixed "now" if any.
 pub(in crate::store) type Orphans<P> = Arc<Mutex<Vec<(<P as Protocol>::Write, Option<Micros>)>>>;
 type DownOf<P> = Down<<<P as Protocol>::Write as WriteOp>::Reply, <<P as Protocol>::Read as ReadOp>::Reply>;
@@ -207,7 +207,7 @@ impl<P: Protocol> Client<P> {
                     if let Ok(mut orphans) = self.orphans.lock() {
                         orphans.push((op, now));
                     }
-                    return Answer::Done(Ok(None));
+                    return Answer::Done(Ok(Written::NOT_WAITED));
                 }
             }
             // A request that could not be written whole was not applied: send it elsewhere.
@@ -215,7 +215,7 @@ impl<P: Protocol> Client<P> {
             return Answer::Moved;
         }
         if deferred {
-            return Answer::Done(Ok(None));
+            return Answer::Done(Ok(Written::NOT_WAITED));
         }
         self.answer(id, &slot)
     }
@@ -305,10 +305,10 @@ fn read_loop<P: Protocol>(
             Err(error) => break error.to_string(),
         };
         match message {
-            Down::Wrote { id, result } => {
+            Down::Wrote { id, result, together } => {
                 let entry = waiting.lock().ok().and_then(|mut waiting| waiting.remove(&id));
                 if let Some(Waiting::Write(slot)) = entry {
-                    slot.fill(Answer::Done(result));
+                    slot.fill(Answer::Done(result.map(|reply| Written { reply, together })));
                 }
             }
             Down::Read { id, result } => {

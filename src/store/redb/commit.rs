@@ -42,7 +42,9 @@ const KEEP_AT_MOST: u32 = 256;
 
 /// Where an operation's result goes once its batch committed.
 /// A barrier (no operation) is answered `Ok(None)` once everything queued before it committed.
-pub(in crate::store) type Reply<W> = Box<dyn FnOnce(Result<Option<<W as WriteOp>::Reply>>) + Send>;
+/// An item's answer: its result, and how many writes the sync that made it durable carried,
+/// this one included (1 for a write committed alone; 0 for a refusal or a fault).
+pub(in crate::store) type Reply<W> = Box<dyn FnOnce(Result<Option<<W as WriteOp>::Reply>>, u32) + Send>;
 
 pub(in crate::store) struct Item<W: WriteOp> {
     /// `None`: a barrier (flush) that writes nothing.
@@ -380,16 +382,19 @@ impl<W: WriteOp> Committer<W> {
     /// the reason it cannot be queued.
     fn enqueue(&self, item: Item<W>) -> Option<std::sync::MutexGuard<'_, Queue<W>>> {
         if let Some(reason) = self.poisoned() {
-            (item.reply)(Err(Self::poison_error(reason)));
+            (item.reply)(Err(Self::poison_error(reason)), 0);
             return None;
         }
         let Ok(mut queue) = self.queue.lock() else {
-            (item.reply)(Err(Error::store(StoreFaultKind::Defect, "the store's writer queue was poisoned by a panic")));
+            (item.reply)(
+                Err(Error::store(StoreFaultKind::Defect, "the store's writer queue was poisoned by a panic")),
+                0,
+            );
             return None;
         };
         if queue.shutdown {
             drop(queue);
-            (item.reply)(Err(Error::Unavailable("the store is closing; open it again".into())));
+            (item.reply)(Err(Error::Unavailable("the store is closing; open it again".into())), 0);
             return None;
         }
         if item.deadline.is_none() {
@@ -400,6 +405,12 @@ impl<W: WriteOp> Committer<W> {
     }
 
     /// Ask the writer thread to finish what is queued and stop.
+    /// How many items wait in the queue (tests that hold the writer watch callers queue up).
+    #[cfg(test)]
+    pub(in crate::store) fn queued(&self) -> usize {
+        self.queue.lock().map_or(0, |queue| queue.items.len())
+    }
+
     pub(in crate::store) fn shutdown(&self) {
         if let Ok(mut queue) = self.queue.lock() {
             queue.shutdown = true;
@@ -492,16 +503,18 @@ impl<W: WriteOp> Committer<W> {
         }
         match written {
             Ok(()) => {
+                let together =
+                    synced_together(taken.iter().flat_map(|settle| settle.answers.iter().map(|(_, result)| result)));
                 for settle in taken {
                     for (reply, result) in settle.answers {
-                        reply(result);
+                        reply(result, together);
                     }
                 }
             }
             Err(error) => {
                 for settle in taken {
                     for (reply, _) in settle.answers {
-                        reply(Err(error.clone()));
+                        reply(Err(error.clone()), 0);
                     }
                 }
                 if let Some(reason) = self.poisoned() {
@@ -601,15 +614,16 @@ impl<W: WriteOp> Committer<W> {
         if let Some(reason) = self.poisoned() {
             let error = Self::poison_error(reason);
             for item in batch {
-                (item.reply)(Err(error.clone()));
+                (item.reply)(Err(error.clone()), 0);
             }
             return;
         }
         loop {
             match self.apply(db, &batch) {
                 Applied::Committed(results) => {
+                    let together = synced_together(results.iter());
                     for (item, result) in batch.into_iter().zip(results) {
-                        (item.reply)(result);
+                        (item.reply)(result, together);
                     }
                     return;
                 }
@@ -628,7 +642,7 @@ impl<W: WriteOp> Committer<W> {
                             );
                             let _ = self.poisoned.set(error.to_string());
                             for (reply, _) in settle.answers {
-                                reply(Err(error.clone()));
+                                reply(Err(error.clone()), 0);
                             }
                             return;
                         }
@@ -639,8 +653,9 @@ impl<W: WriteOp> Committer<W> {
                     return;
                 }
                 Applied::CommittedThenFault(results, error) => {
+                    let together = synced_together(results.iter());
                     for (item, result) in batch.into_iter().zip(results) {
-                        (item.reply)(result);
+                        (item.reply)(result, together);
                     }
                     let reason = error.to_string();
                     let _ = self.poisoned.set(reason.clone());
@@ -649,7 +664,7 @@ impl<W: WriteOp> Committer<W> {
                 }
                 Applied::Rejected(index, error) => {
                     let item = batch.remove(index);
-                    (item.reply)(Err(error));
+                    (item.reply)(Err(error), 0);
                     if batch.is_empty() {
                         return;
                     }
@@ -669,7 +684,7 @@ impl<W: WriteOp> Committer<W> {
                         other => Error::store(StoreFaultKind::Stopped, other.to_string()),
                     };
                     for item in batch {
-                        (item.reply)(Err(error.clone()));
+                        (item.reply)(Err(error.clone()), 0);
                     }
                     self.fail_queued(&reason);
                     return;
@@ -688,7 +703,7 @@ impl<W: WriteOp> Committer<W> {
             Err(_) => Vec::new(),
         };
         for item in drained {
-            (item.reply)(Err(Self::poison_error(reason)));
+            (item.reply)(Err(Self::poison_error(reason)), 0);
         }
     }
 
@@ -889,6 +904,11 @@ enum Applied<W: WriteOp> {
     Rejected(usize, Error),
     Withdrawn(usize),
     Fault(Error),
+}
+
+/// How many of these answers are writes made durable (the others were refused).
+fn synced_together<'r, R: 'r>(results: impl Iterator<Item = &'r Result<Option<R>>>) -> u32 {
+    u32::try_from(results.filter(|result| result.is_ok()).count()).unwrap_or(u32::MAX)
 }
 
 /// A one-shot answer a caller waits for, with a bound.

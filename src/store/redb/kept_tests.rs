@@ -112,3 +112,46 @@ fn a_read_sees_every_answered_write_of_the_kept_transaction() {
     let store = open(&path);
     assert_eq!(store.read(&Look("k299".into()), &now).expect("read"), Some(EffectState::Committed));
 }
+
+/// Durable writes that queue behind a busy writer go into one batch, made durable by one
+/// journal sync, and each caller is told so: `together` counts the writes that sync carried.
+#[test]
+fn writes_queued_behind_a_held_writer_share_one_sync_and_each_says_how_many() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir.path().join("together.redb"));
+    let now = Now::Fixed(T0);
+    let alone = store.write_counted(Poke::Put("alone".into()), &now, Durability::Durable).expect("a write alone");
+    assert_eq!(alone.together, 1, "a write nobody else waited with is its sync's only write");
+    let deferred =
+        store.write_counted(Poke::Put("later".into()), &now, Durability::Deferred(std::time::Duration::from_secs(60)));
+    assert_eq!(deferred.expect("a deferred write").together, 0, "nobody waited for a deferred write's sync");
+    store.flush().expect("flush");
+    let queued = || match &*store.engine.current().expect("the store's mode") {
+        crate::store::Mode::Owner(owned) => owned.shared.committer.queued(),
+        _ => panic!("this process owns the store"),
+    };
+    const WRITERS: usize = 3;
+    let answers = std::thread::scope(|scope| {
+        let mut writers = Vec::new();
+        store
+            .tamper(|_| {
+                for n in 0..WRITERS {
+                    let store = &store;
+                    let now = &now;
+                    writers.push(
+                        scope.spawn(move || store.write_counted(Poke::Put(format!("k{n}")), now, Durability::Durable)),
+                    );
+                }
+                // The writer is held here, so every caller queues; none is answered yet.
+                while queued() < WRITERS {
+                    std::thread::yield_now();
+                }
+                Ok(())
+            })
+            .expect("hold the writer while the callers queue");
+        writers.into_iter().map(|writer| writer.join().expect("a writer thread")).collect::<Vec<_>>()
+    });
+    for answer in answers {
+        assert_eq!(answer.expect("a queued write").together, u32::try_from(WRITERS).unwrap());
+    }
+}

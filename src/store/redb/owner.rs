@@ -455,8 +455,8 @@ fn serve<P: Protocol>(
                     *count += 1;
                 }
                 let answer_to = connection.clone();
-                let reply: Reply<P::Write> = Box::new(move |result| {
-                    let answer: DownOf<P> = Down::Wrote { id, result };
+                let reply: Reply<P::Write> = Box::new(move |result, together| {
+                    let answer: DownOf<P> = Down::Wrote { id, result, together };
                     let _ = answer_to.send(&answer);
                     answer_to.finished_one();
                 });

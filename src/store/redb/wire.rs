@@ -10,7 +10,8 @@ use crate::clock::Micros;
 use crate::error::{Error, Result, StoreFaultKind};
 
 /// Bumped whenever a message changes meaning or encoding; both ends must agree.
-/// 2: a store fault crosses as its kind and message (`StoreFault`), no longer as bare text.
+/// 2: a store fault crosses as its kind and message (`StoreFault`), no longer as bare text, and
+/// a write's answer says how many writes its commit carried.
 pub(in crate::store) const PROTOCOL: u32 = 2;
 
 /// The largest frame either end accepts (requests are bounded far below this by the kernel's
@@ -58,6 +59,8 @@ pub(in crate::store) enum Down<WR, RR> {
     Wrote {
         id: u64,
         result: std::result::Result<Option<WR>, Error>,
+        /// How many writes the commit that made this one durable carried (`Written::together`).
+        together: u32,
     },
     Read {
         id: u64,
