@@ -180,6 +180,13 @@ fn a_committed_call_is_one_span_named_for_its_tool_with_the_kernels_times_and_it
     let writes: Vec<_> =
         measurement(&span, "warden.store.write.duration").iter().map(|m| m.attributes[0].1.clone()).collect();
     assert_eq!(writes, [AttributeValue::Str("proposal".into()), AttributeValue::Str("outcome".into())]);
+    let batches = measurement(&span, "warden.store.write.batch_size");
+    let batched: Vec<_> = batches.iter().map(|m| (m.attributes[0].1.clone(), m.value)).collect();
+    assert_eq!(
+        batched,
+        [(AttributeValue::Str("proposal".into()), 1.0), (AttributeValue::Str("outcome".into()), 1.0)],
+        "one caller alone: each of its writes is its sync's only write"
+    );
     assert!(measurement(&span, "warden.approval.decision.duration").is_empty());
 
     let record = span.to_json();
@@ -614,6 +621,8 @@ fn a_deferred_outcome_names_its_receipt_by_id_alone_and_no_outcome_write_is_time
     assert_eq!((span.attribute("warden.receipt.seq"), span.attribute("warden.receipt.hash")), (None, None));
     let writes = measurement(&span, "warden.store.write.duration");
     assert_eq!(writes.len(), 1, "the proposal's write only: {writes:?}");
+    let batches = measurement(&span, "warden.store.write.batch_size");
+    assert_eq!(batches.len(), 1, "a deferred outcome saw no sync: {batches:?}");
 }
 
 #[test]

@@ -366,6 +366,8 @@ def test_the_measurements_and_gauges_reach_the_metric_reader(store: Path, config
     assert [p.value for p in otel.points("warden.chain.length")] == [len(w.receipts())]
     writes = {p.attributes["warden.store.write"]: p.count for p in otel.points("warden.store.write.duration")}
     assert writes == {"proposal": 3, "outcome": 2}
+    batches = {p.attributes["warden.store.write"]: (p.count, p.sum) for p in otel.points("warden.store.write.batch_size")}
+    assert batches == {"proposal": (3, 3), "outcome": (2, 2)}, "one caller: each write its sync's only one"
     w.close()
     assert otel.points("warden.effects") == [], "a closed Warden observes nothing"
 
