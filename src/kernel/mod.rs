@@ -297,7 +297,7 @@ impl Kernel {
 
     /// `write`, and how many writes its commit carried (`Written::together`).
     pub(crate) fn write_counted(&self, op: ops::Write) -> Result<(ops::WriteReply, u32)> {
-        let written = self.inner.store.write_counted(op, &self.inner.now, Durability::Durable)?;
+        let written = self.inner.store.write(op, &self.inner.now, Durability::Durable)?;
         let reply = written
             .reply
             .ok_or_else(|| Error::store(StoreFaultKind::Defect, "the store returned no answer for a durable write"))?;
@@ -306,7 +306,7 @@ impl Kernel {
 
     /// Apply an outcome with this handle's outcome durability; no reply when deferred.
     pub(crate) fn write_outcome(&self, op: ops::Write) -> Result<crate::store::Written<ops::WriteReply>> {
-        self.inner.store.write_counted(op, &self.inner.now, self.inner.outcomes.durability())
+        self.inner.store.write(op, &self.inner.now, self.inner.outcomes.durability())
     }
 
     pub(crate) fn read(&self, op: &ops::Read) -> Result<ops::ReadReply> {

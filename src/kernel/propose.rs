@@ -206,9 +206,9 @@ impl Kernel {
     fn write_traced(&self, op: Write, trace: Option<&Arc<crate::telemetry::ActionTrace>>) -> Result<WriteReply> {
         let Some(trace) = trace else { return self.write(op) };
         let began = std::time::Instant::now();
-        let (reply, together) = self.write_counted(op)?;
-        trace.wrote("proposal", began.elapsed(), together);
-        Ok(reply)
+        let written = self.write_counted(op);
+        trace.wrote("proposal", began.elapsed(), written.as_ref().map_or(0, |(_, together)| *together));
+        written.map(|(reply, _)| reply)
     }
 
     /// Apply an operation that can only refuse (or ask for an approval). A new request is

@@ -633,18 +633,9 @@ impl<P: Protocol> Store<P> {
         })
     }
 
-    /// Apply one state change. `Ok(None)` only for a deferred write (applied later).
+    /// Apply one state change: its reply (`None` only for a deferred write, applied later) and
+    /// how many writes the commit that made it durable carried.
     pub fn write(
-        &self,
-        op: P::Write,
-        now: &Now,
-        durability: Durability,
-    ) -> Result<Option<<P::Write as WriteOp>::Reply>> {
-        self.write_counted(op, now, durability).map(|written| written.reply)
-    }
-
-    /// `write`, and how many writes the commit that made this one durable carried.
-    pub fn write_counted(
         &self,
         op: P::Write,
         now: &Now,

@@ -906,9 +906,10 @@ enum Applied<W: WriteOp> {
     Fault(Error),
 }
 
-/// How many of these answers are writes made durable (the others were refused).
+/// How many of these answers are writes made durable together: a barrier (a flush, which
+/// writes nothing) and a refused operation (undone) are not.
 fn synced_together<'r, R: 'r>(results: impl Iterator<Item = &'r Result<Option<R>>>) -> u32 {
-    u32::try_from(results.filter(|result| result.is_ok()).count()).unwrap_or(u32::MAX)
+    u32::try_from(results.filter(|result| matches!(result, Ok(Some(_)))).count()).unwrap_or(u32::MAX)
 }
 
 /// A one-shot answer a caller waits for, with a bound.

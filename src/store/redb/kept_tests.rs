@@ -120,10 +120,10 @@ fn writes_queued_behind_a_held_writer_share_one_sync_and_each_says_how_many() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir.path().join("together.redb"));
     let now = Now::Fixed(T0);
-    let alone = store.write_counted(Poke::Put("alone".into()), &now, Durability::Durable).expect("a write alone");
+    let alone = store.write(Poke::Put("alone".into()), &now, Durability::Durable).expect("a write alone");
     assert_eq!(alone.together, 1, "a write nobody else waited with is its sync's only write");
     let deferred =
-        store.write_counted(Poke::Put("later".into()), &now, Durability::Deferred(std::time::Duration::from_secs(60)));
+        store.write(Poke::Put("later".into()), &now, Durability::Deferred(std::time::Duration::from_secs(60)));
     assert_eq!(deferred.expect("a deferred write").together, 0, "nobody waited for a deferred write's sync");
     store.flush().expect("flush");
     let queued = || match &*store.engine.current().expect("the store's mode") {
@@ -138,9 +138,8 @@ fn writes_queued_behind_a_held_writer_share_one_sync_and_each_says_how_many() {
                 for n in 0..WRITERS {
                     let store = &store;
                     let now = &now;
-                    writers.push(
-                        scope.spawn(move || store.write_counted(Poke::Put(format!("k{n}")), now, Durability::Durable)),
-                    );
+                    writers
+                        .push(scope.spawn(move || store.write(Poke::Put(format!("k{n}")), now, Durability::Durable)));
                 }
                 // The writer is held here, so every caller queues; none is answered yet.
                 while queued() < WRITERS {

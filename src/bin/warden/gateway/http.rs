@@ -199,6 +199,10 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
             }
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
+                    if let Some(answer) = intercept::relayed_tool_use_refusal(&inbound.message) {
+                        let _ = write_json(&mut stream, answer.status, Some(&answer.body));
+                        return;
+                    }
                     let is_response = inbound.message.get("method").is_none();
                     let uses = if is_response { intercept::response_tool_uses(&inbound.message) } else { Vec::new() };
                     let mut inbound = inbound;

@@ -1165,6 +1165,33 @@ pub fn legacy_tool_use_refusal(id: &Value, uses: &[ToolUse]) -> Answer {
     )
 }
 
+/// A relayed request (`prompts/get`, `resources/read`, …) retried with answers to sampling
+/// requests that use tools: refused whole and never forwarded, whatever `gateway.sampling_tools`
+/// says — only a `tools/call`'s tool use can be governed as an action.
+pub fn relayed_tool_use_refusal(message: &Value) -> Option<Answer> {
+    let method = message.get("method").and_then(Value::as_str)?;
+    let uses = tool_uses(message.get("params").and_then(|p| p.get("inputResponses")));
+    if uses.is_empty() {
+        return None;
+    }
+    let tools: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
+    log::warn(&format!(
+        "refused a {} retry whose sampling answers use tools ({}): not relayed to the upstream",
+        log::printable(method),
+        log::printable(&tools.join(", "))
+    ));
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    Some(refusal(
+        &id,
+        403,
+        -41019,
+        "warden.sampling_tools_refused",
+        "this request's answers to sampling requests use tools, which the server would run with no decision; the \
+         gateway relays tool use inside sampling on no request but a tools/call it decides",
+        json!({"reason": "sampling_tool_use", "tools": tools}),
+    ))
+}
+
 /// How many of the newest receipts a refusal's receipt is looked for among.
 const REFUSAL_RECEIPT_WINDOW: usize = 64;
 
@@ -1339,8 +1366,9 @@ fn release(permits: Vec<Permit>, why: &str) {
     }
 }
 
-/// How many `inputRequests`/`inputResponses` members, or content blocks, are looked at.
-const MAX_SAMPLING_ITEMS: usize = 256;
+/// How many request keys a refusal names (every member and block is looked at: the body is
+/// already bounded, and one unread block could hide a tool use).
+const MAX_NAMED_KEYS: usize = 256;
 
 /// The keys of an `input_required` result's `sampling/createMessage` requests that involve
 /// tools (SEP-1577): `tools` offered to the model, or `tool_use`/`tool_result` content in its
@@ -1351,8 +1379,8 @@ pub fn sampling_with_tools(envelope: &Value) -> Vec<String> {
     };
     requests
         .iter()
-        .take(MAX_SAMPLING_ITEMS)
         .filter(|(_, request)| request_uses_tools(request))
+        .take(MAX_NAMED_KEYS)
         .map(|(key, _)| key.chars().take(256).collect())
         .collect()
 }
@@ -1366,10 +1394,7 @@ pub fn request_uses_tools(request: &Value) -> bool {
     let params = request.get("params");
     let offered = params.and_then(|p| p.get("tools")).is_some_and(|t| t.as_array().is_none_or(|t| !t.is_empty()));
     let looped = params.and_then(|p| p.get("messages")).and_then(Value::as_array).is_some_and(|messages| {
-        messages
-            .iter()
-            .take(MAX_SAMPLING_ITEMS)
-            .any(|m| !blocks(m.get("content"), &["tool_use", "tool_result"]).is_empty())
+        messages.iter().any(|m| !blocks(m.get("content"), &["tool_use", "tool_result"]).is_empty())
     });
     offered || looped
 }
@@ -1385,7 +1410,7 @@ pub fn response_tool_uses(message: &Value) -> Vec<ToolUse> {
 fn blocks<'a>(content: Option<&'a Value>, kinds: &[&str]) -> Vec<&'a Value> {
     let of_kind = |block: &&Value| block.get("type").and_then(Value::as_str).is_some_and(|t| kinds.contains(&t));
     match content {
-        Some(Value::Array(list)) => list.iter().take(MAX_SAMPLING_ITEMS).filter(of_kind).collect(),
+        Some(Value::Array(list)) => list.iter().filter(of_kind).collect(),
         Some(block @ Value::Object(_)) => std::iter::once(block).filter(of_kind).collect(),
         _ => Vec::new(),
     }
@@ -1399,15 +1424,15 @@ pub struct ToolUse {
     pub input: Value,
 }
 
-/// The `tool_use` blocks of the sampling results among `inputResponses` (a sampling result is
-/// an answer with a `role`; an elicitation's has an `action`). A block without a string name is
-/// still a tool use: it is named `?` so it is refused, never skipped.
+/// The `tool_use` blocks among `inputResponses`: every answer but an elicitation's (which has
+/// an `action`) is read as a sampling result, with or without its `role` — a lenient server
+/// would run a tool use whose answer left `role` out. A block without a string name is still
+/// a tool use: it is named `?` so it is refused, never skipped. Every member and block is read.
 pub fn tool_uses(responses: Option<&Value>) -> Vec<ToolUse> {
     let Some(responses) = responses.and_then(Value::as_object) else { return Vec::new() };
     responses
         .values()
-        .take(MAX_SAMPLING_ITEMS)
-        .filter(|response| response.get("role").is_some())
+        .filter(|response| response.get("action").is_none())
         .flat_map(|response| blocks(response.get("content"), &["tool_use"]))
         .map(|block| ToolUse {
             name: block.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("?").to_owned(),
@@ -1553,8 +1578,21 @@ mod tests {
     #[test]
     fn tool_uses_are_read_from_sampling_answers_only_and_a_nameless_one_is_kept() {
         // (inputResponses, the tool names found)
-        let table: [(Value, &[&str]); 6] = [
+        let many_texts: Vec<Value> = (0..300).map(|n| json!({"type": "text", "text": n.to_string()})).collect();
+        let mut past_the_texts = many_texts.clone();
+        past_the_texts.push(json!({"type": "tool_use", "name": "late", "input": {}}));
+        let mut many_answers: Map<String, Value> =
+            (0..300).map(|n| (format!("a{n:03}"), json!({"action": "decline"}))).collect();
+        many_answers
+            .insert("zzz".into(), json!({"role": "assistant", "content": {"type": "tool_use", "name": "last"}}));
+        let table: [(Value, &[&str]); 10] = [
             (json!({"w": {"role": "assistant", "content": {"type": "tool_use", "name": "a", "input": {}}}}), &["a"]),
+            // Past any count of other blocks or members: every one is read.
+            (json!({"w": {"role": "assistant", "content": past_the_texts}}), &["late"]),
+            (Value::Object(many_answers), &["last"]),
+            (json!({"w": {"role": "assistant", "content": many_texts}}), &[]),
+            // A sampling answer that left out its role is read all the same.
+            (json!({"w": {"content": {"type": "tool_use", "name": "roleless", "input": {}}}}), &["roleless"]),
             (
                 json!({"w": {"role": "assistant", "content": [
                     {"type": "text", "text": "x"},
@@ -1564,7 +1602,7 @@ mod tests {
                 &["a", "?"],
             ),
             (json!({"w": {"role": "assistant", "content": {"type": "text", "text": "tool_use"}}}), &[]),
-            // An elicitation's answer has no role: form data that happens to say tool_use is not one.
+            // An elicitation's answer has an action: form data that happens to say tool_use is not one.
             (json!({"e": {"action": "accept", "content": {"type": "tool_use", "name": "a"}}}), &[]),
             (json!({"w": "not an object"}), &[]),
             (json!([1, 2]), &[]),
@@ -1574,6 +1612,24 @@ mod tests {
             assert_eq!(found, names, "{responses}");
         }
         assert!(tool_uses(None).is_empty());
+    }
+
+    #[test]
+    fn a_relayed_retry_with_tool_use_in_its_sampling_answers_is_refused_whole() {
+        let answers = json!({"s": {"role": "assistant", "content": {"type": "tool_use", "name": "rm", "input": {}}}});
+        for method in ["prompts/get", "resources/read", "some/other"] {
+            let message = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"inputResponses": answers}});
+            let answer = relayed_tool_use_refusal(&message).expect(method);
+            assert_eq!(answer.status, 403, "{method}");
+            assert_eq!(answer.body["id"], 7);
+            assert_eq!(answer.body["error"]["code"], -41019, "{method}");
+            assert_eq!(answer.body["error"]["data"]["tools"], json!(["rm"]));
+        }
+        let elicited = json!({"e": {"action": "accept", "content": {"x": 1}}});
+        let plain = json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"inputResponses": elicited}});
+        assert!(relayed_tool_use_refusal(&plain).is_none(), "an elicitation's answer is relayed");
+        let response = json!({"jsonrpc": "2.0", "id": 7, "result": {"inputResponses": answers}});
+        assert!(relayed_tool_use_refusal(&response).is_none(), "a response is the legacy path's to check");
     }
 
     #[test]

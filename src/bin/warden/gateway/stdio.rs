@@ -180,6 +180,10 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             }
             Ok(mut inbound) => match inbound.kind.clone() {
                 Kind::Relay => {
+                    if let Some(answer) = intercept::relayed_tool_use_refusal(&inbound.message) {
+                        write_value(&client_out, &answer.body);
+                        continue;
+                    }
                     if inbound.message.get("method").is_none() {
                         if let (Some(id), Ok(mut asks)) = (inbound.message.get("id"), asks.lock()) {
                             asks.remove(&id.to_string());
