@@ -180,7 +180,7 @@ say "CLI archive: warden $cli_version (ABI $cli_abi), warden demo ran ($(wc -l <
 completed=$(no_rust bash --norc -c "source '$prefix/share/bash-completion/completions/warden'
     COMP_WORDS=(warden appr); COMP_CWORD=1; COMP_LINE='warden appr'; COMP_POINT=11
     _warden warden appr warden; echo \"\${COMPREPLY[*]}\"")
-[ "$completed" = approve ] || fail "the installed bash completion completed 'warden appr' to '$completed'"
+[ "$completed" = "approve approvers" ] || fail "the installed bash completion completed 'warden appr' to '$completed'"
 if command -v man >/dev/null; then
     no_rust man -M "$prefix/share/man" -P cat warden-approve 2>/dev/null | grep -q -- '--by' \
         || fail "man -M $prefix/share/man warden-approve does not show the page"
