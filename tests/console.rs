@@ -175,9 +175,13 @@ impl Console {
         }
     }
 
-    /// Log in with a token: the session cookie (`name=value`) and the raw Set-Cookie line.
+    /// Log in with a token through the sign-in form's POST: the session cookie (`name=value`)
+    /// and the raw Set-Cookie line.
     fn login(&self, token: &str) -> (String, String) {
-        let response = self.get(&format!("/login?token={token}"), None);
+        // As a browser posts the console's own form.
+        // Chromium sends `Origin: null` under the console's no-referrer policy.
+        let headers = [("Origin", "null"), ("Sec-Fetch-Site", "same-origin")];
+        let response = self.send("POST", "/login", &headers, &format!("token={token}"));
         assert_eq!(response.status, 303, "{}", response.body);
         assert_eq!(response.header("location"), Some("/"));
         let set = response.header("set-cookie").expect("a cookie").to_owned();
@@ -237,13 +241,30 @@ fn every_page_needs_a_session_and_a_token_logs_in_once() {
         assert_eq!((response.status, response.header("location")), (303, Some("/login")), "{page}");
         assert!(!response.body.contains("stripe.refund"), "{page}");
     }
-    assert_eq!(console.get("/login?token=wct_0000", None).status, 403);
+    assert_eq!(console.post("/login", None, "token=wct_0000").status, 403);
+    // A GET never spends a token (a prefetcher or a cross-site link would) and never shows it.
+    let linked = console.get(&format!("/login?token={token}"), None);
+    assert_eq!((linked.status, linked.header("set-cookie")), (200, None));
+    assert!(!linked.body.contains(&token), "the token is never echoed");
+    // A cross-site form (login CSRF) spends nothing either.
+    let own = format!("http://{}", console.address);
+    let forgeries: [&[(&str, &str)]; 5] = [
+        &[("Origin", "http://evil.example")],
+        &[("Origin", "null")],
+        &[("Sec-Fetch-Site", "cross-site")],
+        &[("Sec-Fetch-Site", "same-site"), ("Origin", &own)],
+        &[("Sec-Fetch-Site", "cross-site"), ("Origin", &own)],
+    ];
+    for headers in forgeries {
+        let forged = console.send("POST", "/login", headers, &format!("token={token}"));
+        assert_eq!((forged.status, forged.header("set-cookie")), (403, None), "{headers:?}");
+    }
     let (cookie, set_cookie) = console.login(&token);
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(set_cookie.contains(attribute), "{set_cookie}");
     }
     assert!(!set_cookie.contains("Secure"), "loopback is plain HTTP: {set_cookie}");
-    let again = console.get(&format!("/login?token={token}"), None);
+    let again = console.post("/login", None, &format!("token={token}"));
     assert_eq!(again.status, 403, "a token works once");
     assert!(!again.body.contains(&token), "the token is never echoed");
     let inbox = console.get("/", Some(&cookie));

@@ -254,8 +254,8 @@ pub fn add(path: &Path, name: &str, roles: &[String], json: bool) -> Result<Stri
         )
     } else {
         format!(
-            "approver {} added to {}; its one-time login token (shown once, stored only as a hash; open the console's \
-             /login?token=… or paste it into the login form):\n{token}\n",
+            "approver {} added to {}; its one-time login token (shown once, stored only as a hash; paste it into the \
+             console's sign-in form):\n{token}\n",
             shown(&entry.name),
             shown_path(path)
         )

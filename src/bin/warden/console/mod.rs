@@ -438,6 +438,7 @@ fn failed(session: Option<&Session>, what: &str, failure: &Failure) -> Response 
     message(status, session, what, &format!("{}; nothing was changed by this request.", failure.message))
 }
 
+/// The sign-in form. Only its POST spends a token.
 fn login_page(status: StatusCode, note: Option<&str>) -> Response {
     let note = note.map_or_else(String::new, |n| format!("<p class=\"banner bad\">{}</p>", esc(n)));
     let body = format!(
@@ -448,6 +449,25 @@ fn login_page(status: StatusCode, note: Option<&str>) -> Response {
          <button class=\"primary\" type=\"submit\">Sign in</button></form></section>"
     );
     html(status, page("Sign in", Nav::None, None, &body))
+}
+
+/// Whether a POST comes from the console's own pages, as far as the browser says (login CSRF:
+/// a form elsewhere posting to the console). `Sec-Fetch-Site`, which browsers set and pages
+/// cannot, decides when present: `same-origin` or `none` only. Without it, an `Origin` must name
+/// the console (`null`, which a browser sends under the console's `no-referrer` policy or from
+/// an opaque origin, is refused). A client that sends neither (curl, a script) is no browser.
+fn same_origin(app: &App, headers: &HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return matches!(site.to_str(), Ok("same-origin" | "none"));
+    }
+    match headers.get(header::ORIGIN).map(|origin| origin.to_str()) {
+        None => true,
+        Some(Ok(origin)) => origin
+            .to_ascii_lowercase()
+            .strip_prefix("http://")
+            .is_some_and(|host| app.hosts.iter().any(|known| known == host)),
+        Some(Err(_)) => false,
+    }
 }
 
 fn see_other(location: &str) -> Response {
@@ -478,14 +498,25 @@ async fn not_found(State(app): State<Arc<App>>, headers: HeaderMap) -> Response 
     message(StatusCode::NOT_FOUND, session.as_ref(), "Not found", "There is no such page.")
 }
 
-async fn login_get(State(app): State<Arc<App>>, RawQuery(raw): RawQuery) -> Response {
-    match query(raw.as_deref()).get("token") {
-        Some(token) => login(&app, token).await,
-        None => login_page(StatusCode::OK, None),
+/// A `GET` never spends a token (a link previewer or a cross-site navigation would) and never
+/// shows one back: a token in the query is ignored, and the form asks for it.
+async fn login_get(RawQuery(raw): RawQuery) -> Response {
+    if query(raw.as_deref()).contains_key("token") {
+        return login_page(
+            StatusCode::OK,
+            Some("A token in the address is not used (nothing was spent): paste it below and sign in."),
+        );
     }
+    login_page(StatusCode::OK, None)
 }
 
-async fn login_post(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn login_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !same_origin(&app, &headers) {
+        return login_page(
+            StatusCode::FORBIDDEN,
+            Some("This sign-in did not come from the console's own page; nothing was spent. Open the console and sign in there."),
+        );
+    }
     match form(&body).as_ref().and_then(|fields| fields.get("token")) {
         Some(token) => login(&app, token).await,
         None => login_page(StatusCode::BAD_REQUEST, Some("Give the login token.")),
