@@ -267,20 +267,12 @@ impl Kernel {
         let began = std::time::Instant::now();
         let answer = self.record_outcome(permit, outcome, true);
         let durable = self.inner.outcomes == super::Outcomes::Durable;
-        let took = began.elapsed();
+        if durable {
+            trace.wrote("outcome", began.elapsed(), answer.as_ref().map_or(0, |(_, together)| *together));
+        }
         let (answer, written) = match answer {
-            Ok((written, together)) => {
-                if durable {
-                    trace.wrote("outcome", took, together);
-                }
-                (Ok(()), written)
-            }
-            Err(error) => {
-                if durable {
-                    trace.wrote("outcome", took, 0);
-                }
-                (Err(error), None)
-            }
+            Ok((written, _)) => (Ok(()), written),
+            Err(error) => (Err(error), None),
         };
         trace.end_outcome(self.now(), reported, message.as_deref(), result.as_ref(), permit.holds_key, &answer);
         // A deferred outcome's receipt is written after this returns: the span names it by id.

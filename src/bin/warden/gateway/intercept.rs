@@ -1149,19 +1149,12 @@ impl Engine {
 /// relayed, whatever `gateway.sampling_tools` says (there is no call leg to settle tool uses
 /// with).
 pub fn legacy_tool_use_refusal(id: &Value, uses: &[ToolUse]) -> Answer {
-    let tools: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
-    log::warn(&format!(
-        "refused a client's sampling answer with tool use ({}): not relayed to the upstream",
-        log::printable(&tools.join(", "))
-    ));
-    refusal(
+    tool_use_refusal(
         id,
-        403,
-        -41019,
-        "warden.sampling_tools_refused",
+        uses,
+        "a client's sampling answer",
         "this answer to a sampling request uses tools, which the server would run with no decision; the gateway \
          does not relay tool use inside sampling on a 2025 revision",
-        json!({"reason": "sampling_tool_use", "tools": tools}),
     )
 }
 
@@ -1174,22 +1167,31 @@ pub fn relayed_tool_use_refusal(message: &Value) -> Option<Answer> {
     if uses.is_empty() {
         return None;
     }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    Some(tool_use_refusal(
+        &id,
+        &uses,
+        &format!("a {} retry's sampling answers", log::printable(method)),
+        "this request's answers to sampling requests use tools, which the server would run with no decision; the \
+         gateway relays tool use inside sampling on no request but a tools/call it decides",
+    ))
+}
+
+/// The `-41019` refusal of tool use the gateway does not relay, logged with the tools' names.
+fn tool_use_refusal(id: &Value, uses: &[ToolUse], what: &str, message: &str) -> Answer {
     let tools: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
     log::warn(&format!(
-        "refused a {} retry whose sampling answers use tools ({}): not relayed to the upstream",
-        log::printable(method),
+        "refused {what} with tool use ({}): not relayed to the upstream",
         log::printable(&tools.join(", "))
     ));
-    let id = message.get("id").cloned().unwrap_or(Value::Null);
-    Some(refusal(
-        &id,
+    refusal(
+        id,
         403,
         -41019,
         "warden.sampling_tools_refused",
-        "this request's answers to sampling requests use tools, which the server would run with no decision; the \
-         gateway relays tool use inside sampling on no request but a tools/call it decides",
+        message,
         json!({"reason": "sampling_tool_use", "tools": tools}),
-    ))
+    )
 }
 
 /// How many of the newest receipts a refusal's receipt is looked for among.
