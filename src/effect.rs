@@ -582,12 +582,14 @@ pub fn plan_mark_ambiguous(
     }
 }
 
-/// `resolve`: AMBIGUOUS only, to COMMITTED or FAILED, recording who said so.
+/// `resolve`: AMBIGUOUS only, to COMMITTED or FAILED, recording who said so. With
+/// `expect_attempt`, only that attempt: the one the resolver was shown.
 pub fn plan_resolution(
     record: Option<&EffectRecord>,
     effect_key: &str,
     to: EffectState,
     resolver: &str,
+    expect_attempt: Option<u32>,
     now: Micros,
 ) -> Result<EffectRecord, Error> {
     if !matches!(to, EffectState::Committed | EffectState::Failed) {
@@ -598,6 +600,15 @@ pub fn plan_resolution(
     };
     if record.state != EffectState::Ambiguous {
         return Err(Error::NotResolvable { effect_key: effect_key.to_owned(), state: record.state });
+    }
+    if let Some(seen) = expect_attempt.filter(|seen| *seen != record.attempt) {
+        return Err(Error::InvalidInput(format!(
+            "effect {effect_key:?} is ambiguous at attempt {}, not at attempt {seen}, the one this resolution was \
+             made for (it was resolved and tried again since); nothing was changed: look at it again (warden \
+             inspect {}) and resolve what it is now",
+            record.attempt,
+            crate::hint::shell_word(effect_key)
+        )));
     }
     let note = format!("resolved {to} by {resolver}");
     let mut next = record.clone();
@@ -744,6 +755,35 @@ mod tests {
         assert_eq!(marked["bytes"], MAX_RESULT_BYTES + 1);
         assert_eq!(marked["sha256"], crate::canonical::sha256_prefixed(text.as_bytes()));
         assert_eq!(marked["excerpt"].as_str(), text.get(..RESULT_EXCERPT_BYTES - 1));
+    }
+
+    #[test]
+    fn a_resolution_bound_to_an_attempt_moves_only_that_attempt() {
+        let ambiguous = record(EffectState::Ambiguous, HOLDER, 3);
+        // (the attempt the resolver saw, whether it moves)
+        let table: [(Option<u32>, bool); 5] =
+            [(None, true), (Some(3), true), (Some(2), false), (Some(4), false), (Some(0), false)];
+        for (seen, moves) in table {
+            let planned = plan_resolution(Some(&ambiguous), KEY, EffectState::Failed, "ops:ada", seen, 7);
+            match planned {
+                Ok(next) => {
+                    assert!(moves, "{seen:?} must be refused");
+                    assert_eq!((next.state, next.attempt, next.updated_at), (EffectState::Failed, 3, 7));
+                    assert_eq!(next.resolved_by.as_deref(), Some("ops:ada"));
+                }
+                Err(Error::InvalidInput(why)) => {
+                    assert!(!moves, "{seen:?} must move the effect: {why}");
+                    let seen = seen.unwrap_or_default();
+                    assert!(why.contains(&format!("at attempt 3, not at attempt {seen}")), "{why}");
+                    assert!(why.contains("warden inspect refund:p1"), "{why}");
+                }
+                Err(other) => panic!("{seen:?}: {other:?}"),
+            }
+        }
+        // A state other than AMBIGUOUS is refused as before, whatever attempt is named.
+        let committed = record(EffectState::Committed, HOLDER, 3);
+        let refused = plan_resolution(Some(&committed), KEY, EffectState::Failed, "ops:ada", Some(3), 7);
+        assert!(matches!(refused, Err(Error::NotResolvable { .. })), "{refused:?}");
     }
 
     fn nested(depth: usize) -> String {

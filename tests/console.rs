@@ -327,6 +327,19 @@ fn a_post_without_session_or_csrf_or_reason_is_refused_and_writes_nothing() {
         ("/resolve", Some(&cookie), "key=refund%3Ap1&outcome=committed&reason=seen".to_owned(), 403),
         ("/resolve", Some(&cookie), format!("csrf={csrf}&key=refund%3Ap1&outcome=committed"), 400),
         ("/resolve", Some(&cookie), format!("csrf={csrf}&key=refund%3Ap1&reason=seen"), 400),
+        ("/resolve", Some(&cookie), format!("csrf={csrf}&key=refund%3Ap1&outcome=committed&reason=seen"), 400),
+        (
+            "/resolve",
+            Some(&cookie),
+            format!("csrf={csrf}&key=refund%3Ap1&attempt=2&outcome=committed&reason=seen"),
+            400,
+        ),
+        (
+            "/resolve",
+            Some(&cookie),
+            format!("csrf={csrf}&key=refund%3Ap1&attempt=x&outcome=committed&reason=seen"),
+            400,
+        ),
         ("/logout", Some(&cookie), String::new(), 403),
     ];
     for (path, cookie, body, status) in &refused {
@@ -405,7 +418,12 @@ fn resolve_moves_the_ambiguous_effect_once_and_names_who_and_why() {
         effects.body
     );
     let csrf = effects.csrf();
-    let body = format!("csrf={csrf}&key=refund%3Ap1&outcome=committed&reason=seen+in+the+Stripe+dashboard");
+    assert!(
+        effects.body.contains("name=\"attempt\" value=\"1\""),
+        "the form carries the attempt shown: {}",
+        effects.body
+    );
+    let body = format!("csrf={csrf}&key=refund%3Ap1&attempt=1&outcome=committed&reason=seen+in+the+Stripe+dashboard");
     let resolved = console.post("/resolve", Some(&bob), &body);
     assert_eq!(resolved.status, 200, "{}", resolved.body);
     let record = store.json(&["inspect", "refund:p1"])["effect"].clone();
@@ -413,6 +431,50 @@ fn resolve_moves_the_ambiguous_effect_once_and_names_who_and_why() {
     assert_eq!(record["resolved_by"], "console:bob (seen in the Stripe dashboard)", "{record}");
     let again = console.post("/resolve", Some(&bob), &body);
     assert_eq!(again.status, 409, "{}", again.body);
+}
+
+#[test]
+fn a_resolve_made_for_an_earlier_attempt_moves_nothing() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    let (bob, _) = console.login(&store.add_approver("bob"));
+    let csrf = console.get("/effects", Some(&bob)).csrf();
+    // Attempt 1 is on bob's page. Meanwhile someone says it failed, the agent tries again, and
+    // attempt 2 is lost as well.
+    let (code, _, stderr) = store.cli(&["resolve", "refund:p1", "--failed", "--attempt", "1", "--by", "ops:eve"]);
+    assert_eq!(code, 0, "{stderr}");
+    {
+        let kernel = Kernel::open(store.path(), KernelOptions::default()).expect("open beside the console");
+        let template = Template::parse("refund:{payment_id}", TemplateMode::Escaped).expect("template");
+        let principal = Principal::new("refund-agent", Some("ada")).expect("principal");
+        let retry =
+            Action::new("stripe.refund", json!({"payment_id": "p1", "amount": 500}), principal, None, "production")
+                .expect("action");
+        let mut proposal = Proposal::new(&retry, Ruling::new(Decision::Allow, "rule[0]"));
+        proposal.effect = Some(&template);
+        let permit = kernel.propose(&proposal).expect("attempt 2");
+        assert_eq!(permit.attempt(), 2);
+        permit.ambiguous("timed out again").expect("report ambiguous");
+    }
+    let before = store.bytes();
+    let stale = format!("csrf={csrf}&key=refund%3Ap1&attempt=1&outcome=committed&reason=seen");
+    let refused = console.post("/resolve", Some(&bob), &stale);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body.contains("at attempt 2, not at attempt 1"), "{}", refused.body);
+    assert!(store.bytes() == before, "a stale resolve changed the store file");
+    let record = store.json(&["inspect", "refund:p1"])["effect"].clone();
+    assert_eq!((record["state"].as_str(), record["attempt"].as_u64()), (Some("ambiguous"), Some(2)), "{record}");
+    // The CLI refuses the same way, and names the attempt to look at.
+    let (code, _, stderr) = store.cli(&["resolve", "refund:p1", "--committed", "--attempt", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("warden inspect refund:p1"), "{stderr}");
+    // Resolving what the page now shows works.
+    let fresh = console.get("/effects", Some(&bob));
+    assert!(fresh.body.contains("name=\"attempt\" value=\"2\""), "{}", fresh.body);
+    let body = format!("csrf={}&key=refund%3Ap1&attempt=2&outcome=committed&reason=seen", fresh.csrf());
+    assert_eq!(console.post("/resolve", Some(&bob), &body).status, 200);
+    let record = store.json(&["inspect", "refund:p1"])["effect"].clone();
+    assert_eq!((record["state"].as_str(), record["attempt"].as_u64()), (Some("committed"), Some(2)), "{record}");
 }
 
 #[test]

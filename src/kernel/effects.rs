@@ -61,8 +61,27 @@ impl Kernel {
     /// A human (or a reconcile hook, named `reconcile:<action>`) says what happened to an
     /// AMBIGUOUS effect. Only AMBIGUOUS moves.
     pub fn resolve(&self, effect_key: &str, to: EffectState, resolver: &str) -> Result<EffectRecord> {
+        self.resolve_attempt(effect_key, None, to, resolver)
+    }
+
+    /// [`Kernel::resolve`], bound to the attempt the resolver looked at: when `attempt` is
+    /// given and the effect is now at another attempt (it was resolved and tried again since),
+    /// nothing moves and the refusal names both attempts. Pages and prompts that show an
+    /// effect before a human resolves it pass the attempt they showed.
+    pub fn resolve_attempt(
+        &self,
+        effect_key: &str,
+        attempt: Option<u32>,
+        to: EffectState,
+        resolver: &str,
+    ) -> Result<EffectRecord> {
         approval::check_person_name("the resolver name", resolver)?;
-        let op = Write::Resolve { effect_key: effect_key.to_owned(), to, resolver: resolver.to_owned() };
+        let op = Write::Resolve {
+            effect_key: effect_key.to_owned(),
+            to,
+            resolver: resolver.to_owned(),
+            expect_attempt: attempt,
+        };
         self.write_effect(op)
     }
 
@@ -302,9 +321,11 @@ pub(super) fn apply_resolve(
     effect_key: &str,
     to: EffectState,
     resolver: &str,
+    expect_attempt: Option<u32>,
     now: Micros,
 ) -> Result<WriteReply> {
-    let planned = effect::plan_resolution(tx.effect(effect_key)?.as_ref(), effect_key, to, resolver, now);
+    let record = tx.effect(effect_key)?;
+    let planned = effect::plan_resolution(record.as_ref(), effect_key, to, resolver, expect_attempt, now);
     put_planned(
         tx,
         effect_key,
@@ -348,7 +369,7 @@ pub(super) fn apply_reconcile(
             Some(record) => Err(Error::NotResolvable { effect_key: effect_key.to_owned(), state: record.state }),
             None => Err(Error::NotFound(format!("no effect {effect_key:?} to reconcile"))),
         },
-        Some(to) => effect::plan_resolution(record.as_ref(), effect_key, to, &resolver, now),
+        Some(to) => effect::plan_resolution(record.as_ref(), effect_key, to, &resolver, None, now),
     };
     if let (Ok(resolved), Some(to)) = (&outcome, to) {
         tx.put_effect(resolved)?;

@@ -180,6 +180,9 @@ pub enum Write {
         to: EffectState,
         /// Who says so, recorded on the record and the event.
         resolver: String,
+        /// The attempt the resolver looked at, when they name one: another attempt is refused,
+        /// so a resolution never lands on an ambiguity its author did not see.
+        expect_attempt: Option<u32>,
     },
     /// A reconcile hook's answer about an AMBIGUOUS effect, resolved as `reconcile:<action>`.
     Reconcile {
@@ -441,8 +444,8 @@ impl WriteOp for Write {
             Write::ExtendLease { effect_key, action_id, attempt, until } => {
                 super::permit::apply_extend(tx, effect_key, action_id, *attempt, *until, now)
             }
-            Write::Resolve { effect_key, to, resolver } => {
-                super::effects::apply_resolve(tx, effect_key, *to, resolver, now)
+            Write::Resolve { effect_key, to, resolver, expect_attempt } => {
+                super::effects::apply_resolve(tx, effect_key, *to, resolver, *expect_attempt, now)
             }
             Write::Reconcile { effect_key, action_name, answer } => {
                 super::effects::apply_reconcile(tx, effect_key, action_name, *answer, now)

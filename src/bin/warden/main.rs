@@ -264,6 +264,10 @@ enum Command {
         /// Who says so (default: cli:$USER).
         #[arg(long, value_name = "WHO")]
         by: Option<String>,
+        /// Resolve only if the effect is still at this attempt (the ATTEMPT column of `warden
+        /// effects`): a resolution never lands on a later attempt you did not look at.
+        #[arg(long, value_name = "N")]
+        attempt: Option<u32>,
     },
 
     /// List the last receipts, or verify the receipt chain.
@@ -739,14 +743,14 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         Command::Effects { state, limit } => {
             store_commands::effects(&open_store_to_read(store)?, *state, count(*limit), json).map(Done::ok)
         }
-        Command::Resolve { key, committed, failed, by } => {
+        Command::Resolve { key, committed, failed, by, attempt } => {
             let to = match (committed, failed) {
                 (true, false) => EffectState::Committed,
                 (false, true) => EffectState::Failed,
                 _ => return Err(Failure::usage("give exactly one of --committed or --failed")),
             };
             let by = by.clone().unwrap_or_else(default_person);
-            store_commands::resolve(&open_store(store)?, key, to, &by, json).map(Done::ok)
+            store_commands::resolve(&open_store(store)?, key, *attempt, to, &by, json).map(Done::ok)
         }
         Command::Receipts { last, verify_chain } => {
             let kernel = open_store_to_read(store)?;

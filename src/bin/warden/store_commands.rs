@@ -129,8 +129,15 @@ pub fn effects(kernel: &Kernel, state: Option<EffectState>, limit: usize, json: 
     Ok(table(Some(&["KEY", "STATE", "ATTEMPT", "ACTION", "UPDATED", "RESOLVED_BY"]), rows))
 }
 
-pub fn resolve(kernel: &Kernel, key: &str, to: EffectState, by: &str, json: bool) -> Result<String, Failure> {
-    let record = kernel.resolve(key, to, by)?;
+pub fn resolve(
+    kernel: &Kernel,
+    key: &str,
+    attempt: Option<u32>,
+    to: EffectState,
+    by: &str,
+    json: bool,
+) -> Result<String, Failure> {
+    let record = kernel.resolve_attempt(key, attempt, to, by)?;
     Ok(if json { document(&record.to_json()) } else { format!("{}\n", record.state) })
 }
 

@@ -12,7 +12,9 @@ use crate::error::{Error, Result, StoreFaultKind};
 /// Bumped whenever a message changes meaning or encoding; both ends must agree.
 /// 2: a store fault crosses as its kind and message (`StoreFault`), no longer as bare text.
 /// 3: a write's answer says how many writes its commit carried (`Down::Wrote::together`).
-pub(in crate::store) const PROTOCOL: u32 = 3;
+/// 4: a resolution names the attempt its author saw (`Write::Resolve::expect_attempt`); an
+///    owner that dropped the field would resolve whichever attempt is ambiguous.
+pub(in crate::store) const PROTOCOL: u32 = 4;
 
 /// The largest frame either end accepts (requests are bounded far below this by the kernel's
 /// input limits; snapshot pages and event lists by their page sizes).

@@ -730,10 +730,20 @@ async fn resolve(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
             "A resolution needs a reason; nothing was changed.",
         );
     };
+    // The attempt the page showed: the kernel refuses the resolution if the effect has moved
+    // on to another attempt since (resolved and tried again).
+    let Some(attempt) = fields.get("attempt").and_then(|a| a.parse::<u32>().ok()) else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Not resolved",
+            "The form named no attempt of the effect (reload the Effects page and resolve from there); nothing was changed.",
+        );
+    };
     // The kernel keeps one resolver line per effect: who, and why.
     let resolver = format!("{}:{} ({reason})", approvers::AGENT, session.name);
     let worker = Arc::clone(&app);
-    let resolved = blocking(move || Ok(worker.kernel.resolve(&key, to, &resolver)?)).await;
+    let resolved = blocking(move || Ok(worker.kernel.resolve_attempt(&key, Some(attempt), to, &resolver)?)).await;
     match resolved {
         Ok(record) => {
             let text = format!(

@@ -279,6 +279,7 @@ pub fn effects(data: &Effects<'_>) -> String {
              <dt>action</dt><dd>{}</dd><dt>attempt</dt><dd>{}</dd><dt>updated</dt><dd>{}</dd><dt>error</dt><dd>{}</dd>\
              <dt>receipts</dt><dd><a href=\"/receipts?key={}\">the receipts of this key</a></dd></dl>\
              <form method=\"post\" action=\"/resolve\" class=\"actions\">{csrf}<input type=\"hidden\" name=\"key\" value=\"{key}\">\
+             <input type=\"hidden\" name=\"attempt\" value=\"{attempt}\">\
              <label><span><input type=\"radio\" name=\"outcome\" value=\"committed\" required> it happened (committed)</span></label>\
              <label><span><input type=\"radio\" name=\"outcome\" value=\"failed\" required> it did not happen (failed; a retry may run it)</span></label>\
              <label>Reason (required)<input type=\"text\" name=\"reason\" required maxlength=\"150\"></label>\
@@ -288,6 +289,7 @@ pub fn effects(data: &Effects<'_>) -> String {
             esc(&render(record.updated_at)),
             record.error.as_deref().map_or_else(|| "-".into(), esc),
             url_part(&record.effect_key),
+            attempt = record.attempt,
         ));
     }
     out.push_str("<h2>Every other effect</h2>");
