@@ -375,6 +375,10 @@ fn shown_label(principal: &Principal) -> String {
     format!("{:?}", person::label(principal))
 }
 
+/// The reason a presented approval that lapsed is refused with (distinct from
+/// `approval_denied`).
+pub const EXPIRED: &str = "approval_expired";
+
 /// Does this presented approval authorize exactly this action, now? The hash is checked
 /// before the status, so a mutated action leaves the approval untouched and still usable for
 /// the action the human actually saw. A request fingerprinted with a precondition is spent only
@@ -397,8 +401,23 @@ pub fn check_consumable(
             format!("it authorizes {}, not {action_hash}", record.action_hash),
         ));
     }
+    // Expiry is not denial: a request that lapsed unanswered, or a grant that lapsed unspent,
+    // is refused as `approval_expired`, and a new request may be made for the action.
+    let expired = || {
+        mismatch(
+            EXPIRED,
+            approval_id,
+            format!(
+                "it expired at {} ({}); nobody denied it, and proposing the action again asks anew",
+                crate::clock::render(record.expires_at),
+                if record.status == ApprovalStatus::Granted { "granted and never used" } else { "never answered" }
+            ),
+        )
+    };
     match record.status {
         ApprovalStatus::Granted => {}
+        ApprovalStatus::Pending if now > record.expires_at => return Verdict::ExpireAndRefuse(expired()),
+        ApprovalStatus::Expired => return Verdict::Refuse(expired()),
         ApprovalStatus::Denied => {
             return Verdict::Refuse(Error::Denied {
                 reason: crate::error::DenialReason::ApprovalDenied,
@@ -417,11 +436,7 @@ pub fn check_consumable(
         }
     }
     if now > record.expires_at {
-        return Verdict::ExpireAndRefuse(mismatch(
-            "expired",
-            approval_id,
-            format!("it expired at {}", crate::clock::render(record.expires_at)),
-        ));
+        return Verdict::ExpireAndRefuse(expired());
     }
     if let Some(expected) = record.precondition.as_deref() {
         if precondition != Some(expected) {
@@ -567,7 +582,8 @@ mod tests {
 
     fn refusal_detail(verdict: &Verdict) -> &str {
         match verdict {
-            Verdict::Refuse(Error::ApprovalMismatch { detail, .. }) => detail,
+            Verdict::Refuse(Error::ApprovalMismatch { detail, .. })
+            | Verdict::ExpireAndRefuse(Error::ApprovalMismatch { detail, .. }) => detail,
             other => panic!("not a refusal: {other:?}"),
         }
     }
@@ -692,7 +708,29 @@ mod tests {
         assert_eq!(check_consumable(Some(&granted), "apr_1", &hash, None, granted.expires_at), Verdict::Proceed);
         let late = check_consumable(Some(&granted), "apr_1", &hash, None, granted.expires_at + 1);
         assert!(matches!(late, Verdict::ExpireAndRefuse(_)), "{late:?}");
-        assert_eq!(refusal_reason(&late), Some("expired"));
+        assert_eq!(refusal_reason(&late), Some("approval_expired"));
+        assert!(refusal_detail(&late).contains("granted and never used"), "{late:?}");
+    }
+
+    #[test]
+    fn a_request_presented_after_it_lapsed_unanswered_is_expired_not_pending_nor_denied() {
+        let pending = record(ApprovalStatus::Pending);
+        let hash = pending.action_hash.clone();
+        // (status, now, reason, whether the lapse is to be written now)
+        let table = [
+            (ApprovalStatus::Pending, pending.expires_at, "pending", false),
+            (ApprovalStatus::Pending, pending.expires_at + 1, "approval_expired", true),
+            (ApprovalStatus::Expired, 1, "approval_expired", false),
+            (ApprovalStatus::Expired, pending.expires_at + 1, "approval_expired", false),
+        ];
+        for (status, now, reason, expire) in table {
+            let verdict = check_consumable(Some(&record(status)), "apr_1", &hash, None, now);
+            assert_eq!(refusal_reason(&verdict), Some(reason), "{status:?} at {now}");
+            assert_eq!(matches!(verdict, Verdict::ExpireAndRefuse(_)), expire, "{status:?} at {now}: {verdict:?}");
+            if reason == EXPIRED {
+                assert!(refusal_detail(&verdict).contains("never answered"), "{verdict:?}");
+            }
+        }
     }
 
     #[test]
@@ -725,9 +763,13 @@ mod tests {
         assert_eq!(check_consumable(Some(&granted()), "apr_1", &hash, None, 1), Verdict::Proceed);
         let other = check_consumable(Some(&granted()), "apr_1", "sha256:bb", None, 1);
         assert_eq!(refusal_reason(&other), Some("mismatch"));
-        for status in [ApprovalStatus::Pending, ApprovalStatus::Expired, ApprovalStatus::Consumed] {
+        for (status, reason) in [
+            (ApprovalStatus::Pending, "pending"),
+            (ApprovalStatus::Expired, "approval_expired"),
+            (ApprovalStatus::Consumed, "consumed"),
+        ] {
             let verdict = check_consumable(Some(&record(status)), "apr_1", &hash, None, 1);
-            assert_eq!(refusal_reason(&verdict), Some(status.as_str()), "{status:?}");
+            assert_eq!(refusal_reason(&verdict), Some(reason), "{status:?}");
         }
         let mut denied = record(ApprovalStatus::Denied);
         denied.approver = Some("bob".into());

@@ -514,8 +514,9 @@ impl Warden {
     /// AMBIGUOUS refusal stands); when an approval is required and there is a wait, wait for a
     /// human's answer by the kernel's clock and, once answered, present it in the same request
     /// (a grant is spent; a denial refuses as denied) — reconciling again if that proposal is
-    /// AMBIGUOUS. A request still pending or expired when the wait ends keeps the
-    /// ApprovalRequired refusal. The precondition, if the request has one, is read by the
+    /// AMBIGUOUS. A request still pending when the wait ends keeps the ApprovalRequired
+    /// refusal; one that lapsed unanswered is presented too and refused `approval_expired`
+    /// (never `approval_denied`), with its receipt, and the next proposal asks anew. The precondition, if the request has one, is read by the
     /// pipeline only when the policy says `approve`: when the request is made and again just
     /// before a presented approval is spent.
     ///
@@ -558,13 +559,11 @@ impl Warden {
         if let Some(trace) = &request.trace {
             trace.waited(self.kernel.now() - waited_from, record.as_ref());
         }
-        let answered = record.is_some_and(|record| {
-            !matches!(
-                record.status,
-                crate::approval::ApprovalStatus::Pending | crate::approval::ApprovalStatus::Expired
-            )
-        });
-        if !answered {
+        // Still pending when the wait ended: the approval is still required. Anything else —
+        // granted, denied, or lapsed unanswered — is presented, so the kernel refuses a denied
+        // request as denied and a lapsed one as `approval_expired`, each with its receipt.
+        let settled = record.is_some_and(|record| record.status != crate::approval::ApprovalStatus::Pending);
+        if !settled {
             return (action_id, outcome);
         }
         let request_id = request_id.clone();

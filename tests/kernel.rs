@@ -318,7 +318,7 @@ fn expiry_is_checked_at_consumption_and_the_expired_status_is_kept() {
     let id = granted(&f, &action);
     f.clock.advance(16 * 60 * SECOND);
     let refused = f.kernel.propose(&approve(&action, &t, Some(&id))).unwrap_err();
-    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "expired"), "{refused}");
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "approval_expired"), "{refused}");
     assert_eq!(f.kernel.approval(&id).unwrap().unwrap().status, warden::approval::ApprovalStatus::Expired);
     assert!(f.kernel.effect("refund:txn_1").unwrap().is_none());
 }
@@ -746,5 +746,5 @@ fn a_grant_with_a_ttl_sets_the_window_from_the_grant() {
     assert_eq!(granted.expires_at, T0 + 40 * SECOND);
     f.clock.advance(31 * SECOND);
     let refused = f.kernel.propose(&approve(&action, &t, Some(&request.approval_id))).unwrap_err();
-    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "expired"), "{refused}");
+    assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "approval_expired"), "{refused}");
 }

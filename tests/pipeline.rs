@@ -432,7 +432,7 @@ fn a_wait_of_two_days_presents_the_grant_given_ten_minutes_in_by_the_kernels_clo
 }
 
 #[test]
-fn a_wait_ends_with_the_requests_expiry_and_keeps_the_approval_required_refusal() {
+fn a_wait_ends_with_the_requests_expiry_refused_as_expired_not_denied_and_the_next_proposal_asks_anew() {
     let s = setup(POLICY);
     std::thread::scope(|scope| {
         let waiting = scope.spawn(|| {
@@ -444,8 +444,24 @@ fn a_wait_ends_with_the_requests_expiry_and_keeps_the_approval_required_refusal(
         let id = pending_request(&s);
         s.clock.advance(16 * MINUTE);
         match waiting.join().unwrap() {
-            Err(Error::ApprovalRequired { request_id, .. }) => assert_eq!(request_id, id),
-            other => panic!("expected ApprovalRequired, got {other:?}"),
+            Err(Error::ApprovalMismatch { reason, approval_id, detail }) => {
+                assert_eq!((reason.as_str(), approval_id.as_str()), ("approval_expired", id.as_str()));
+                assert!(detail.contains("never answered"), "{detail}");
+            }
+            other => panic!("expected approval_expired, got {other:?}"),
+        }
+        let receipt = last_receipt(&s);
+        assert_eq!(
+            (receipt["result"].as_str(), receipt["decision_reason"].as_str(), receipt["approval_id"].as_str()),
+            (Some("blocked"), Some("approval_expired"), Some(id.as_str())),
+            "{receipt}"
+        );
+        let record = s.warden.kernel().approval(&id).unwrap().expect("the request");
+        assert_eq!(record.status.as_str(), "expired");
+        // Nobody denied it: the same action may be asked for again, as a new request.
+        match s.warden.submit(&refund_request("txn_w2", 90_000)) {
+            Err(Error::ApprovalRequired { request_id, .. }) => assert_ne!(request_id, id),
+            other => panic!("expected a new request, got {other:?}"),
         }
     });
 }

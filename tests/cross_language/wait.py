@@ -22,7 +22,7 @@ EXPECTED = [
     {"step": "waited_and_granted", "returned": "paid p1", "asked": 2},
     {"step": "precondition_changed", "raised": "ApprovalMismatch", "reason": "precondition_changed",
      "approval": "granted", "asked": 4},
-    {"step": "request_expired", "raised": "ApprovalRequired", "reason": "approval_required", "pending": 0},
+    {"step": "request_expired", "raised": "ApprovalMismatch", "reason": "approval_expired", "pending": 0},
     {"step": "precondition_failed", "raised": "host_error", "message": "the ledger is down", "pending": 0},
     {"step": "lost_reply", "raised": "host_error", "message": "the reply was lost"},
     {"step": "reconciled", "returned": "posted l1", "asked_about": ["ledger:l1"]},
