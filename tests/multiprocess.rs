@@ -164,6 +164,22 @@ fn child_process_entry() {
                 Err(other) => panic!("unexpected refusal {other}"),
             }
         }
+        "race_request" => {
+            let kernel = child_kernel(&dir);
+            barrier(&dir, &index);
+            // Each process proposes the same action (its own action id, the same hash) and
+            // retries: every proposal must report the one request.
+            for _ in 0..5 {
+                let action = refund("txn_asked", 90_000);
+                let mut proposal = Proposal::new(&action, Ruling::new(Decision::Approve, "rule[1]"));
+                proposal.effect = Some(&template);
+                match kernel.propose(&proposal) {
+                    Err(Error::ApprovalRequired { request_id, .. }) => say(&format!("asked {request_id}")),
+                    Err(other) => panic!("unexpected refusal {other}"),
+                    Ok(_) => panic!("an approve decision was permitted without an approval"),
+                }
+            }
+        }
         "open_new" => {
             barrier(&dir, &index);
             let kernel = child_kernel(&dir);
@@ -219,6 +235,21 @@ fn an_approval_is_consumed_once_among_eight_processes() {
         f.kernel.approval(&request.approval_id).unwrap().unwrap().status,
         warden::approval::ApprovalStatus::Consumed
     );
+}
+
+#[test]
+fn eight_processes_retrying_one_action_make_one_pending_request() {
+    let f = Fixture::new();
+    let outcomes = race("race_request", f.dir.path(), &[]);
+    assert!(outcomes.iter().all(|(ok, _)| *ok), "a child failed: {outcomes:?}");
+    let ids: std::collections::BTreeSet<&str> =
+        outcomes.iter().flat_map(|(_, lines)| lines.iter().filter_map(|l| l.strip_prefix("asked "))).collect();
+    let reported = outcomes.iter().map(|(_, lines)| lines.len()).sum::<usize>();
+    assert_eq!(reported, PROCESSES * 5, "{outcomes:?}");
+    assert_eq!(ids.len(), 1, "every proposal reports the same request: {ids:?}");
+    let pending = f.kernel.pending_approvals().unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert!(ids.contains(pending[0].approval_id.as_str()));
 }
 
 #[test]
