@@ -37,9 +37,9 @@ pub const MAX_TASK_BYTES: usize = 256;
 /// records its events through a weak handle, so it never keeps the store open.
 pub fn notifier_for(
     kernel: &Kernel,
-    webhook: Option<crate::approval::webhook::WebhookConfig>,
+    notify: Option<crate::approval::webhook::NotifyConfig>,
 ) -> Arc<crate::approval::notify::Notifier> {
-    let notifier = Arc::new(crate::approval::notify::Notifier::new(webhook, Arc::new(kernel.downgrade())));
+    let notifier = Arc::new(crate::approval::notify::Notifier::new(notify, Arc::new(kernel.downgrade())));
     let listener = Arc::clone(&notifier);
     kernel.set_approval_listener(Some(Arc::new(move |record| listener.requested(record))));
     notifier
@@ -247,8 +247,7 @@ impl Warden {
         if !read_only {
             kernel.keep_policy(&document.policy_hash, &document.canonical_policy)?;
         }
-        let webhook = document.notify.as_ref().and_then(|notify| notify.webhook.clone());
-        let notifier = notifier_for(&kernel, webhook);
+        let notifier = notifier_for(&kernel, document.notify.clone());
         let checkpointer = match (&document.evidence, options.automatic_checkpoints) {
             (Some(settings), true) => {
                 Some(Arc::new(crate::evidence::auto::Checkpointer::start(settings, kernel.downgrade())?))

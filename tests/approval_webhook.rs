@@ -148,6 +148,33 @@ fn the_request_is_posted_with_a_signature_the_receiver_can_verify() {
 }
 
 #[test]
+fn with_a_console_url_the_webhook_and_the_hook_carry_the_requests_page() {
+    let ca = TestCa::new();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&bodies);
+    let server = Server::https(&ca.leaf(&["localhost"]), move |mut conn, seen| {
+        kept.lock().unwrap().push(support::read_body(&mut conn, seen));
+        conn.send(&response("204 No Content", &[], b""));
+        Some(conn)
+    });
+    let extra = "  console_url: \"http://127.0.0.1:8080/warden\"";
+    let hooked = open(server.https_url("localhost", "/approvals").as_str(), &ca, extra);
+    let (sender, hook_bodies) = mpsc::channel::<Value>();
+    let sender = Mutex::new(sender);
+    hooked.warden.notifier().set_hook(Some(Arc::new(move |request: &Value| {
+        sender.lock().map_err(|_| "poisoned".to_owned())?.send(request.clone()).map_err(|e| e.to_string())
+    })));
+    let id = ask(&hooked.warden, "pay_2");
+    let expected = format!("http://127.0.0.1:8080/warden/approval/{id}");
+    let hooked_body = hook_bodies.recv_timeout(Duration::from_secs(10)).expect("the hook is called");
+    assert_eq!(hooked_body["link"], expected.as_str(), "{hooked_body}");
+    settled(&hooked.warden, &id);
+    let posted: Value = serde_json::from_slice(&bodies.lock().unwrap()[0]).unwrap();
+    assert_eq!(posted["link"], expected.as_str(), "{posted}");
+    assert_eq!(posted["approval_id"], id.as_str());
+}
+
+#[test]
 fn a_redirect_is_not_followed_and_is_not_retried() {
     let ca = TestCa::new();
     let server = Server::https(&ca.leaf(&["localhost"]), |mut conn, _| {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{json, Value};
 
-use super::webhook::{backoff, deliver, Delivery, WebhookConfig};
+use super::webhook::{backoff, console_link, deliver, Delivery, NotifyConfig, WebhookConfig};
 use super::ApprovalRecord;
 use crate::clock::Clock as _;
 use crate::event::EventKind;
@@ -43,6 +43,8 @@ struct Shared {
     /// Held while the hook runs, so replacing the hook can wait for a call in progress.
     hook_running: Mutex<()>,
     webhook: Option<WebhookConfig>,
+    /// `notify.console_url`: each notification's `link` is the console's page for its request.
+    console_url: Option<url::Url>,
     credentials: RwLock<Arc<dyn CredentialProvider>>,
     recorder: Arc<dyn Recorder>,
 }
@@ -66,13 +68,16 @@ fn bounded(text: &str) -> String {
 }
 
 impl Notifier {
-    /// A notifier with this webhook (if any) and no hook yet.
-    pub fn new(webhook: Option<WebhookConfig>, recorder: Arc<dyn Recorder>) -> Notifier {
+    /// A notifier for the document's `notify` section (its webhook and console link, if any)
+    /// and no hook yet.
+    pub fn new(config: Option<NotifyConfig>, recorder: Arc<dyn Recorder>) -> Notifier {
+        let NotifyConfig { webhook, console_url } = config.unwrap_or_default();
         Notifier {
             shared: Arc::new(Shared {
                 hook: RwLock::new(None),
                 hook_running: Mutex::new(()),
                 webhook,
+                console_url,
                 credentials: RwLock::new(Arc::new(EnvProvider)),
                 recorder,
             }),
@@ -110,7 +115,11 @@ impl Notifier {
         if !hooked && self.shared.webhook.is_none() {
             return;
         }
-        let body = record.to_json();
+        let mut body = record.to_json();
+        let link = self.shared.console_url.as_ref().and_then(|url| console_link(url, &record.approval_id));
+        if let (Some(link), Some(fields)) = (link, body.as_object_mut()) {
+            fields.insert("link".to_owned(), Value::String(link));
+        }
         if hooked {
             self.enqueue(&self.hook_queue, "hook", &record.approval_id, body.clone(), run_hook);
         }

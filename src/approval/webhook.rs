@@ -39,10 +39,13 @@ const KEYS: [&str; 7] =
     ["allow_insecure_http", "ca_certs", "max_attempts", "secret_ref", "timeout_ms", "url", "user_agent"];
 
 /// The `notify` section, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NotifyConfig {
     /// The webhook to POST each new request to, if any.
     pub webhook: Option<WebhookConfig>,
+    /// Where `warden console` is reached (`notify.console_url`): each notification then carries
+    /// `link`, the console's page for that request.
+    pub console_url: Option<url::Url>,
 }
 
 /// One webhook, validated.
@@ -81,15 +84,54 @@ impl NotifyConfig {
         let Value::Object(map) = value else {
             return Err(refuse("notify", "'notify' must be a mapping such as {webhook: {url, secret_ref}}"));
         };
-        if let Some(key) = map.keys().find(|key| key.as_str() != "webhook") {
-            return Err(refuse(&format!("notify.{key}"), format!("unknown key '{key}'; allowed here: webhook")));
+        if let Some(key) = map.keys().find(|key| !["webhook", "console_url"].contains(&key.as_str())) {
+            return Err(refuse(
+                &format!("notify.{key}"),
+                format!("unknown key '{key}'; allowed here: webhook, console_url"),
+            ));
         }
         let webhook = match map.get("webhook") {
             None | Some(Value::Null) => None,
             Some(value) => Some(WebhookConfig::parse(value, allow_insecure_http.unwrap_or(false))?),
         };
-        Ok(NotifyConfig { webhook })
+        let console_url = match map.get("console_url") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(console_url(text)?),
+            Some(_) => return Err(refuse("notify.console_url", "'console_url' must be a string, the console's URL")),
+        };
+        Ok(NotifyConfig { webhook, console_url })
     }
+
+    /// The console's page for one request (`<console_url>/approval/<id>`), when a console URL
+    /// is configured.
+    pub fn link(&self, approval_id: &str) -> Option<String> {
+        console_link(self.console_url.as_ref()?, approval_id)
+    }
+}
+
+/// The console's page for one request under `console_url`, the id one path segment.
+pub fn console_link(console_url: &url::Url, approval_id: &str) -> Option<String> {
+    let mut link = console_url.clone();
+    link.path_segments_mut().ok()?.pop_if_empty().push("approval").push(approval_id);
+    Some(link.to_string())
+}
+
+/// `notify.console_url`: http or https (a link carries no secret, and the console listens on
+/// loopback, often reached through a tunnel), a host, no user or password, no query or fragment.
+fn console_url(text: &str) -> Result<url::Url, NotifyConfigError> {
+    let path = "notify.console_url";
+    let url = url::Url::parse(text)
+        .map_err(|e| refuse(path, format!("'console_url' is not a URL ({e}); write it as warden console prints it")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(refuse(path, format!("the console URL must be http or https, not {}", url.scheme())));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse(path, "the console URL must not carry a user or password"));
+    }
+    if url.host().is_none() || url.query().is_some() || url.fragment().is_some() {
+        return Err(refuse(path, "the console URL needs a host and no ?query or #fragment"));
+    }
+    Ok(url)
 }
 
 impl WebhookConfig {
@@ -286,10 +328,33 @@ mod tests {
     }
 
     #[test]
+    fn a_console_url_gives_each_request_its_page() {
+        let table = [
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080/approval/apr_1"),
+            ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/approval/apr_1"),
+            ("https://ops.example/warden", "https://ops.example/warden/approval/apr_1"),
+            ("https://ops.example/warden/", "https://ops.example/warden/approval/apr_1"),
+        ];
+        for (base, link) in table {
+            let config = parse(serde_json::json!({"console_url": base})).expect(base);
+            assert_eq!(config.link("apr_1").as_deref(), Some(link), "{base}");
+        }
+        let config = parse(serde_json::json!({"console_url": "https://ops.example"})).unwrap();
+        assert_eq!(config.link("a/b?c").as_deref(), Some("https://ops.example/approval/a%2Fb%3Fc"));
+        assert_eq!(parse(serde_json::json!({})).unwrap().link("apr_1"), None);
+    }
+
+    #[test]
     fn refused_webhook_configurations_name_the_field() {
         let table = [
             (serde_json::json!([]), "notify"),
             (serde_json::json!({"email": {}}), "notify.email"),
+            (serde_json::json!({"console_url": 8080}), "notify.console_url"),
+            (serde_json::json!({"console_url": "not a url"}), "notify.console_url"),
+            (serde_json::json!({"console_url": "ftp://ops.example"}), "notify.console_url"),
+            (serde_json::json!({"console_url": "https://u:p@ops.example"}), "notify.console_url"),
+            (serde_json::json!({"console_url": "https://ops.example/?x=1"}), "notify.console_url"),
+            (serde_json::json!({"console_url": "https://ops.example/#top"}), "notify.console_url"),
             (serde_json::json!({"webhook": {"secret_ref": "S"}}), "notify.webhook.url"),
             (serde_json::json!({"webhook": {"url": "http://hooks.example", "secret_ref": "S"}}), "notify.webhook.url"),
             (serde_json::json!({"webhook": {"url": "ftp://hooks.example", "secret_ref": "S"}}), "notify.webhook.url"),
