@@ -416,7 +416,8 @@ pub fn stats(kernel: &Kernel, json: bool) -> Result<String, Failure> {
     rows.push(vec!["chain size".to_owned(), chain.to_string()]);
     rows.push(vec![
         "last checkpoint".to_owned(),
-        checkpoint.map_or_else(|| "none".to_owned(), |c| format!("{} (covers {}, {})", c.number, c.size, render(c.time))),
+        checkpoint
+            .map_or_else(|| "none".to_owned(), |c| format!("{} (covers {}, {})", c.number, c.size, render(c.time))),
     ]);
     Ok(table(None, rows))
 }

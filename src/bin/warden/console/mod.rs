@@ -505,7 +505,9 @@ fn see_other(location: &str) -> Response {
 }
 
 /// Run a kernel call off the runtime's thread.
-pub async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Failure> + Send + 'static) -> Result<T, Failure> {
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| Err(Failure::internal("a store call panicked")))
 }
 

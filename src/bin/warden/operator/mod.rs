@@ -88,9 +88,7 @@ fn stdio_token(file: Option<&Path>) -> Result<Option<String>, Failure> {
     let from_env = match std::env::var_os(TOKEN_ENV) {
         None => None,
         Some(value) if value.is_empty() => None,
-        Some(value) => {
-            Some(value.into_string().map_err(|_| Failure::usage(format!("${TOKEN_ENV} is not UTF-8")))?)
-        }
+        Some(value) => Some(value.into_string().map_err(|_| Failure::usage(format!("${TOKEN_ENV} is not UTF-8")))?),
     };
     let Some(file) = file else { return Ok(from_env.map(|t| t.trim().to_owned())) };
     if from_env.is_some() {
@@ -198,7 +196,9 @@ async fn mcp(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> 
             "every request needs `Authorization: Bearer TOKEN` with an operator token (`warden approvers add NAME \
              --operator` prints one); nothing was changed",
         );
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"warden-operator\""));
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"warden-operator\""));
         return response;
     };
     let registry = http.server.registry.clone();
@@ -209,7 +209,10 @@ async fn mcp(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> 
             StatusCode::UNAUTHORIZED,
             "the operator token is not valid: unknown, or its approver was removed; nothing was changed",
         );
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"warden-operator\", error=\"invalid_token\""));
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"warden-operator\", error=\"invalid_token\""),
+        );
         return response;
     }
     let revisions: Vec<&str> = headers.get_all("mcp-protocol-version").iter().filter_map(|v| v.to_str().ok()).collect();

@@ -120,9 +120,7 @@ impl Server {
         // Writes: the caller's identity first, before any argument is looked at.
         let approver = if tool.writes { Some(self.approver(token)?) } else { None };
         match (tool.name, approver) {
-            ("list_pending_approvals", _) => {
-                Ok(json!({"approvals": parsed(&store_commands::pending(kernel, true)?)?}))
-            }
+            ("list_pending_approvals", _) => Ok(json!({"approvals": parsed(&store_commands::pending(kernel, true)?)?})),
             ("inspect", _) => parsed(&crate::inspect::inspect(kernel, args.text("id")?, true)?),
             ("effects", _) => {
                 let state = match args.optional_text("state")? {
