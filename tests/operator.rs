@@ -232,7 +232,7 @@ impl HttpServer {
     fn post(&self, headers: &[(&str, &str)], body: &str) -> Answer {
         let mut stream = TcpStream::connect(&self.address).expect("connect");
         stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
-        let mut request = format!("POST /mcp HTTP/1.1\r\nConnection: close\r\nContent-Type: application/json\r\n");
+        let mut request = "POST /mcp HTTP/1.1\r\nConnection: close\r\nContent-Type: application/json\r\n".to_owned();
         if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
             request.push_str(&format!("Host: {}\r\n", self.address));
         }
@@ -267,6 +267,9 @@ fn tool_names(listed: &Value) -> Vec<String> {
     let tools = listed["result"]["tools"].as_array().unwrap_or_else(|| panic!("no tools: {listed}"));
     tools.iter().map(|tool| tool["name"].as_str().unwrap_or_default().to_owned()).collect()
 }
+
+/// Request headers, name and value.
+type Headers<'a> = Vec<(&'a str, &'a str)>;
 
 const TOOLS: [&str; 8] =
     ["list_pending_approvals", "inspect", "effects", "receipts", "stats", "approve", "deny", "resolve"];
@@ -507,7 +510,7 @@ fn refused_writes_change_nothing_in_the_store() {
     let own = format!("Bearer {bob}");
     let gone_bearer = format!("Bearer {gone}");
     let wrong_bearer = format!("Bearer {wrong}");
-    let http_cases: Vec<(&str, Vec<(&str, &str)>, u16)> = vec![
+    let http_cases: Vec<(&str, Headers<'_>, u16)> = vec![
         ("no Authorization", vec![], 401),
         ("a wrong token", vec![("Authorization", &wrong_bearer)], 401),
         ("a removed approver", vec![("Authorization", &gone_bearer)], 401),

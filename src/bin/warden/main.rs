@@ -521,7 +521,8 @@ enum Command {
     /// See docs/OPERATOR.md.
     Operator(operator::OperatorArgs),
 
-    /// Register or remove the console's approvers (`add` prints a one-time login token).
+    /// Register or remove the approvers of the console and the operator server (`add` prints a
+    /// one-time console login token, or with --operator a long-lived operator token).
     Approvers {
         #[command(subcommand)]
         what: console::ApproversCommand,
