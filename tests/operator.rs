@@ -18,7 +18,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use warden::{Action, Decision, Error, Kernel, KernelOptions, Principal, Proposal, Ruling, Template, TemplateMode};
+use warden::{Action, Error, Kernel, KernelOptions, Principal};
+
+mod common;
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
@@ -37,10 +39,6 @@ fn refund(arguments: Value) -> Action {
     Action::new("stripe.refund", arguments, principal, Some("acct_7"), "production").expect("action")
 }
 
-fn template() -> Template {
-    Template::parse("refund:{payment_id}", TemplateMode::Escaped).expect("template")
-}
-
 fn big_refund() -> Action {
     refund(json!({"payment_id": "p2", "amount": 400000, "note": LONG_NOTE}))
 }
@@ -49,15 +47,12 @@ impl Store {
     fn new() -> Store {
         let dir = tempfile::tempdir().expect("tempdir");
         let kernel = Kernel::open(dir.path().join("state.redb"), KernelOptions::default()).expect("open kernel");
-        let template = template();
+        let template = common::key_template();
         let lost = refund(json!({"payment_id": "p1", "amount": 500}));
-        let mut allowed = Proposal::new(&lost, Ruling::new(Decision::Allow, "rule[0]"));
-        allowed.effect = Some(&template);
+        let allowed = common::allow(&lost, &template);
         kernel.propose(&allowed).expect("permit").ambiguous("the provider timed out").expect("ambiguous");
         let big = big_refund();
-        let mut asked = Proposal::new(&big, Ruling::new(Decision::Approve, "rule[1]"));
-        asked.effect = Some(&template);
-        let approval_id = match kernel.propose(&asked) {
+        let approval_id = match kernel.propose(&common::approve(&big, &template, None)) {
             Err(Error::ApprovalRequired { request_id, .. }) => request_id,
             other => panic!("expected an approval request, got {other:?}"),
         };
@@ -72,21 +67,8 @@ impl Store {
         std::fs::read(self.path()).expect("read the store file")
     }
 
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(WARDEN)
-            .args(args)
-            .arg("--store")
-            .arg(self.path())
-            .env_remove("WARDEN_STORE")
-            .env_remove("WARDEN_CONFIG")
-            .env_remove("WARDEN_OPERATOR_TOKEN")
-            .output()
-            .expect("run warden");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+    fn cli(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        common::cli(&self.path(), args)
     }
 
     /// A CLI command's `--json` document.
@@ -94,14 +76,14 @@ impl Store {
         let mut all = args.to_vec();
         all.push("--json");
         let (code, stdout, stderr) = self.cli(&all);
-        assert_eq!(code, 0, "warden {args:?}: {stderr}");
+        assert_eq!(code, Some(0), "warden {args:?}: {stderr}");
         serde_json::from_str(&stdout).expect("one JSON document")
     }
 
     /// `warden approvers add NAME --operator`: the operator token on the last line.
     fn operator(&self, name: &str) -> String {
         let (code, stdout, stderr) = self.cli(&["approvers", "add", name, "--operator"]);
-        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(code, Some(0), "{stderr}");
         let token = stdout.lines().last().expect("a last line").to_owned();
         assert!(token.starts_with("wot_"), "{stdout}");
         token
@@ -381,12 +363,13 @@ fn an_operator_approves_as_itself_verified_and_the_request_then_runs() {
     }
     // The agent's request, presented again with the approval, runs once.
     let kernel = Kernel::open(store.path(), KernelOptions::default()).expect("open kernel");
-    let template = template();
+    let template = common::key_template();
     let big = big_refund();
-    let mut with = Proposal::new(&big, Ruling::new(Decision::Approve, "rule[1]"));
-    with.effect = Some(&template);
-    with.approval_id = Some(&store.approval_id);
-    kernel.propose(&with).expect("the approved request is permitted").commit(&json!({"id": "re_2"})).expect("commit");
+    kernel
+        .propose(&common::approve(&big, &template, Some(&store.approval_id)))
+        .expect("the approved request is permitted")
+        .commit(&json!({"id": "re_2"}))
+        .expect("commit");
     assert_eq!(kernel.effect("refund:p2").expect("read").map(|e| e.state.to_string()).as_deref(), Some("committed"));
 }
 
@@ -426,7 +409,7 @@ fn refused_writes_change_nothing_in_the_store() {
     let ada = store.operator("ada");
     let gone = store.operator("carol");
     let (code, _, stderr) = store.cli(&["approvers", "remove", "carol"]);
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, Some(0), "{stderr}");
     let wrong = format!("wot_{}", "0".repeat(64));
     let id = store.approval_id.clone();
     let hash = store.hash();
@@ -544,11 +527,11 @@ fn a_non_loopback_listen_is_refused_before_the_store_is_opened() {
     let store = Store::new();
     let before = store.bytes();
     let (code, _, stderr) = store.cli(&["operator", "--listen", "0.0.0.0:0"]);
-    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("not a loopback address") && stderr.contains("TLS"), "{stderr}");
     assert!(store.bytes() == before);
     let (code, _, stderr) = store.cli(&["operator", "--stdio", "--listen", "127.0.0.1:0"]);
-    assert_eq!(code, 2, "one transport: {stderr}");
+    assert_eq!(code, Some(2), "one transport: {stderr}");
 }
 
 #[test]
@@ -597,7 +580,7 @@ fn a_token_file_must_be_private_and_is_the_only_source_when_given() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("no such approval request"), "{stdout}");
     let (code, listed, _) = store.cli(&["approvers", "list", "--json"]);
-    assert_eq!(code, 0, "{listed}");
+    assert_eq!(code, Some(0), "{listed}");
     let listed: Value = serde_json::from_str(&listed).expect("JSON");
     assert_eq!(listed[0]["operator"], true, "{listed}");
     assert!(!listed.to_string().contains("sha256"), "no hash is listed: {listed}");
