@@ -406,7 +406,8 @@ fn resolve_moves_the_ambiguous_effect_once_naming_who_and_why() {
 fn refused_writes_change_nothing_in_the_store() {
     let store = Store::new();
     let bob = store.operator("bob");
-    let ada = store.operator("ada");
+    // The requester is user `ada`: registered as `ADA`, still the same person to the kernel.
+    let ada = store.operator("ADA");
     let gone = store.operator("carol");
     let (code, _, stderr) = store.cli(&["approvers", "remove", "carol"]);
     assert_eq!(code, Some(0), "{stderr}");
@@ -467,7 +468,13 @@ fn refused_writes_change_nothing_in_the_store() {
             resolve(json!({"effect_key": "refund:p9", "reason": "x"})),
             "no effect",
         ),
-        ("a bad ttl", Some(&bob), "approve", json!({"approval_id": id, "action_hash": hash, "ttl": "PT0S"}), "ttl"),
+        (
+            "a bad ttl",
+            Some(&bob),
+            "approve",
+            json!({"approval_id": id, "action_hash": hash, "ttl": "PT0S"}),
+            "ttl must",
+        ),
     ];
     for (why, token, tool, arguments, says) in &cases {
         let mut stdio = StdioServer::start(&store.path(), *token);
@@ -477,6 +484,7 @@ fn refused_writes_change_nothing_in_the_store() {
         assert_eq!(refused["isError"], true, "{why}: {tool}: {refused}");
         let text = refused["content"][0]["text"].as_str().unwrap_or_default();
         assert!(text.contains(says) && text.ends_with("nothing was changed"), "{why}: {text}");
+        assert!(!text.contains("--ttl"), "a tool has arguments, not flags: {text}");
         for secret in [&bob, &ada, &gone, &wrong] {
             assert!(!refused.to_string().contains(secret.as_str()), "{why}: a token was echoed: {refused}");
         }

@@ -71,6 +71,12 @@ pub fn run(args: &OperatorArgs, store: &Path) -> Result<(), Failure> {
     }
     // Refused before the store is opened: a non-loopback address touches nothing.
     let address = console::listen_address(&args.listen, "the operator server")?;
+    if std::env::var_os(TOKEN_ENV).is_some() {
+        crate::output::write_stderr(&format!(
+            "warden operator: ${TOKEN_ENV} is not used over HTTP: each client sends its own `Authorization: Bearer` \
+             token"
+        ));
+    }
     let server = Server { kernel: crate::store_commands::open_store(Some(store))?, registry };
     let bound = console::Bound::bind(address)?;
     let http = Arc::new(Http { server, hosts: bound.hosts.clone() });

@@ -146,7 +146,14 @@ impl Server {
             ("approve", Some((_, approver))) => {
                 let id = args.text("approval_id")?;
                 let hash = args.text("action_hash")?;
-                let ttl = args.optional_text("ttl")?.map(store_commands::parse_ttl).transpose()?;
+                // `warden approve --ttl`'s parser; its message names the flag, here the argument.
+                let ttl = args
+                    .optional_text("ttl")?
+                    .map(|text| {
+                        store_commands::parse_ttl(text)
+                            .map_err(|f| Failure::usage(f.message.replacen("--ttl", "ttl", 1)))
+                    })
+                    .transpose()?;
                 // As `warden approve` and the console: the grant names the action hash shown.
                 let record = kernel.answer(id, &approver, None, true, ttl, Some(hash))?;
                 Ok(json!({"approval": record.to_json()}))
