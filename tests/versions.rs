@@ -131,13 +131,22 @@ fn the_bash_completion_completes_subcommands_and_their_options() {
 
     assert_eq!(bash_complete(&path, &["appr"]), ["approve", "approvers"]);
     assert_eq!(bash_complete(&path, &["approvers", "r"]), ["remove"]);
+    assert_eq!(bash_complete(&path, &["oper"]), ["operator"]);
+    let operator = bash_complete(&path, &["operator", "--"]);
+    for flag in ["--stdio", "--listen", "--token-file", "--approvers"] {
+        assert!(operator.iter().any(|o| o == flag), "{flag}: {operator:?}");
+    }
+    assert!(
+        !operator.iter().any(|o| o.contains("token") && o != "--token-file"),
+        "a token is never an argument: {operator:?}"
+    );
     assert_eq!(bash_complete(&path, &["completions", "f"]), ["fish"]);
     let options = bash_complete(&path, &["approve", "--"]);
     assert!(options.iter().any(|o| o == "--by") && options.iter().any(|o| o == "--yes"), "{options:?}");
     // Every command is offered (clap_complete also lists the hidden `__*-child` workers, whose
     // names start with `__` so that no word a person types completes to them).
     let all = bash_complete(&path, &[""]);
-    for command in ["demo", "approve", "gateway", "completions", "man-pages"] {
+    for command in ["demo", "approve", "gateway", "operator", "stats", "completions", "man-pages"] {
         assert!(all.iter().any(|c| c == command), "{command} missing from {all:?}");
     }
     assert!(all.iter().filter(|c| c.contains("child")).all(|c| c.starts_with("__")), "{all:?}");

@@ -25,6 +25,7 @@ mod exit;
 mod gateway;
 mod init;
 mod inspect;
+mod operator;
 mod output;
 mod policy_commands;
 mod pure_commands;
@@ -327,6 +328,10 @@ enum Command {
         reason: Option<String>,
     },
 
+    /// The store in numbers: pending approvals, effects by state, receipts held, the chain's
+    /// size and the last signed checkpoint.
+    Stats,
+
     /// Everything the store knows about an approval id, an effect key or a receipt id.
     ///
     /// An approval (apr_…): its record, events and receipts. An effect key: its record, events
@@ -511,7 +516,17 @@ enum Command {
     /// `warden approvers add`. See docs/CONSOLE.md.
     Console(console::ConsoleArgs),
 
-    /// Register or remove the console's approvers (`add` prints a one-time login token).
+    /// Serve the operator's MCP server for an operator's own MCP client: read tools
+    /// (list_pending_approvals with whole actions, inspect, effects, receipts, stats) and write
+    /// tools (approve, deny, resolve, a reason required for deny and resolve) that answer as the
+    /// approver an operator token names (`warden approvers add NAME --operator`). Over stdio
+    /// (--stdio; the token from $WARDEN_OPERATOR_TOKEN or --token-file), or Streamable HTTP on
+    /// loopback (--listen, `Authorization: Bearer TOKEN`; the URL is the first line of stdout).
+    /// See docs/OPERATOR.md.
+    Operator(operator::OperatorArgs),
+
+    /// Register or remove the approvers of the console and the operator server (`add` prints a
+    /// one-time console login token, or with --operator a long-lived operator token).
     Approvers {
         #[command(subcommand)]
         what: console::ApproversCommand,
@@ -671,6 +686,18 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Command::Operator(args) = command {
+        // Runs until stopped (or, over stdio, until stdin ends); only a startup refusal or a
+        // fault returns early.
+        let store = store_commands::store_path(cli.store.as_deref());
+        return match operator::run(args, store) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => {
+                write_stderr(&failure.message);
+                ExitCode::from(failure.code)
+            }
+        };
+    }
     match run(&cli, command) {
         Ok(done) => {
             let written = write_stdout(&done.stdout);
@@ -773,6 +800,7 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         Command::Deny { id, by, reason } => {
             store_commands::deny(&open_store(store)?, id, by, reason.as_deref(), json).map(Done::ok)
         }
+        Command::Stats => store_commands::stats(&open_store_to_read(store)?, json).map(Done::ok),
         Command::Inspect { id } => inspect::inspect(&open_store_to_read(store)?, id, json).map(Done::ok),
         Command::Delegate { parent, file, as_ } => {
             let doc = load_config(document_path(None, config)?)?;
@@ -844,6 +872,7 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         Command::Completions { shell } => Ok(Done::ok(about::completions(*shell))),
         Command::ManPages { dir } => about::man_pages(dir, json).map(Done::ok),
         Command::Console(_) => Err(Failure::internal("the console runs only from main")),
+        Command::Operator(_) => Err(Failure::internal("the operator server runs only from main")),
         Command::Approvers { what } => {
             console::approvers_command(what, store_commands::store_path(cli.store.as_deref()), json).map(Done::ok)
         }

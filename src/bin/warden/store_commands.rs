@@ -374,3 +374,57 @@ fn answered(record: &ApprovalRecord, json: bool) -> String {
         None => format!("approval {} {} by {who}\n", record.approval_id, record.status.as_str()),
     }
 }
+
+/// At most this many effects of one state are counted by `stats`; a count that reaches it is
+/// said as "at least".
+pub const STATS_EFFECTS_CAP: usize = 100_000;
+
+/// `warden stats`: the store in numbers — pending approvals, effects by state (AMBIGUOUS first,
+/// each counted up to [`STATS_EFFECTS_CAP`]), receipts held and the chain's size, the last signed
+/// checkpoint.
+pub fn stats(kernel: &Kernel, json: bool) -> Result<String, Failure> {
+    let pending = kernel.pending_approvals()?.len();
+    let states = [
+        EffectState::Ambiguous,
+        EffectState::Reserved,
+        EffectState::Executing,
+        EffectState::Committed,
+        EffectState::Failed,
+    ];
+    let mut counts = Vec::with_capacity(states.len());
+    for state in states {
+        counts.push((state, kernel.effects(Some(state), STATS_EFFECTS_CAP)?.len()));
+    }
+    let receipts = kernel.receipt_count()?;
+    let chain = kernel.chain_size()?;
+    let checkpoint = kernel.checkpoint_numbered(None)?;
+    if json {
+        let effects: serde_json::Map<String, Value> =
+            counts.iter().map(|(state, n)| (state.to_string(), Value::from(*n))).collect();
+        let capped: Vec<String> =
+            counts.iter().filter(|(_, n)| *n >= STATS_EFFECTS_CAP).map(|(state, _)| state.to_string()).collect();
+        return Ok(document(&serde_json::json!({
+            "pending_approvals": pending,
+            "effects": effects,
+            "effects_capped": capped,
+            "receipts": receipts,
+            "chain_size": chain,
+            "last_checkpoint": checkpoint.as_ref().map(|c| serde_json::json!({
+                "number": c.number, "size": c.size, "time": render(c.time),
+            })),
+        })));
+    }
+    let mut rows = vec![vec!["pending approvals".to_owned(), pending.to_string()]];
+    for (state, n) in &counts {
+        let at_least = if *n >= STATS_EFFECTS_CAP { "at least " } else { "" };
+        rows.push(vec![format!("effects {state}"), format!("{at_least}{n}")]);
+    }
+    rows.push(vec!["receipts held".to_owned(), receipts.to_string()]);
+    rows.push(vec!["chain size".to_owned(), chain.to_string()]);
+    rows.push(vec![
+        "last checkpoint".to_owned(),
+        checkpoint
+            .map_or_else(|| "none".to_owned(), |c| format!("{} (covers {}, {})", c.number, c.size, render(c.time))),
+    ]);
+    Ok(table(None, rows))
+}

@@ -7,6 +7,12 @@
 //! holds the name, its roles, a random entry id (a session names it, so removing a name and
 //! adding it again never revives an old session) and the SHA-256 of its login token until the
 //! token is used. The token itself is printed once by `warden approvers add` and kept nowhere.
+//!
+//! An approver added with `--operator` holds a long-lived operator token instead (`wot_…`), for
+//! `warden operator`'s MCP clients: an MCP client cannot exchange a one-time token for a
+//! session, so it presents this bearer token on every request. Only its SHA-256 is kept; it
+//! stops working when the approver is removed (`warden approvers remove`), and a new one is
+//! issued by removing and adding the name again.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -27,6 +33,8 @@ const FORMAT: &str = "warden-console-approvers/1";
 pub const TOKEN_PREFIX: &str = "wct_";
 /// The agent every console approver answers as (`console:NAME`).
 pub const AGENT: &str = "console";
+/// An operator token (`warden approvers add NAME --operator`) starts with this.
+pub const OPERATOR_TOKEN_PREFIX: &str = "wot_";
 /// The largest registry file read (a few thousand approvers).
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -47,6 +55,9 @@ pub struct Entry {
     /// When its token was exchanged for a session, if it was.
     #[serde(default)]
     pub logged_in_at: Option<String>,
+    /// `sha256:<hex>` of its long-lived operator token (`--operator`), if it was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_token_sha256: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -95,6 +106,22 @@ pub fn check_name(name: &str) -> Result<(), Failure> {
         .map_err(|e| Failure::usage(format!("the approver name {}: {e}", shown(name))))?;
     warden::approval::person::check_principal(&principal)
         .map_err(|e| Failure::usage(format!("the approver name: {}", shown(&e.to_string()))))
+}
+
+/// The approver a registered entry answers as: `AGENT:NAME` (`console:ada`, `operator:ada`),
+/// recorded as verified by `issuer` with the entry's roles and how it signed in (`amr`).
+pub fn verified_approver(
+    agent: &str,
+    issuer: &str,
+    amr: &str,
+    name: &str,
+    roles: &[String],
+) -> Result<warden::approval::Approver, Failure> {
+    let principal =
+        warden::Principal::new(agent, Some(name)).map_err(|e| Failure::usage(format!("the approver name: {e}")))?;
+    let claims = json!({"sub": name, "roles": roles, "amr": [amr]});
+    let verified = warden::approval::person::Verified::new(Some(issuer), &claims).map_err(Failure::usage)?;
+    Ok(warden::approval::Approver::verified(principal, verified))
 }
 
 /// The registry file, locked for the whole of one read-modify-write (or one read).
@@ -215,9 +242,31 @@ pub fn redeem(path: &Path, token: &str) -> Option<Entry> {
     Some(spent)
 }
 
-/// `warden approvers add NAME [--role R]...`: register NAME and print its one-time login token
-/// on the last line. A name already registered is refused (remove it first to issue a new one).
-pub fn add(path: &Path, name: &str, roles: &[String], json: bool) -> Result<String, Failure> {
+/// The entry whose operator token this is, read from the registry now (a removed approver's
+/// token is nobody's). `None` for an unknown or malformed token, or any fault; nothing is
+/// written.
+pub fn operator(path: &Path, token: &str) -> Option<Entry> {
+    if !token.starts_with(OPERATOR_TOKEN_PREFIX) || token.len() > 200 {
+        return None;
+    }
+    let wanted = token_hash(token);
+    let registry = read_file(path).ok()?;
+    let mut found = None;
+    // Every entry is compared, so the time taken does not say which one matched.
+    for entry in registry.approvers {
+        let matches = entry.operator_token_sha256.as_deref().is_some_and(|hash| same(hash, &wanted));
+        if matches && found.is_none() {
+            found = Some(entry);
+        }
+    }
+    found
+}
+
+/// `warden approvers add NAME [--role R]... [--operator]`: register NAME and print its token on
+/// the last line: a one-time console login token, or with `operator` a long-lived operator token
+/// for `warden operator`. A name already registered is refused (remove it first to issue a new
+/// one).
+pub fn add(path: &Path, name: &str, roles: &[String], operator: bool, json: bool) -> Result<String, Failure> {
     check_name(name)?;
     for role in roles {
         warden::approval::check_person_name("a role", role).map_err(|e| Failure::usage(e.to_string()))?;
@@ -236,21 +285,31 @@ pub fn add(path: &Path, name: &str, roles: &[String], json: bool) -> Result<Stri
             ),
         ));
     }
-    let token = format!("{TOKEN_PREFIX}{}", random_hex()?);
+    let prefix = if operator { OPERATOR_TOKEN_PREFIX } else { TOKEN_PREFIX };
+    let token = format!("{prefix}{}", random_hex()?);
+    let hash = Some(token_hash(&token));
     let entry = Entry {
         name: name.trim().to_owned(),
         roles: roles.iter().map(|r| r.trim().to_owned()).collect(),
         entry_id: random_hex()?,
-        token_sha256: Some(token_hash(&token)),
+        token_sha256: if operator { None } else { hash.clone() },
         added_at: warden::clock::render(warden::Clock::now(&warden::SystemClock)),
         logged_in_at: None,
+        operator_token_sha256: if operator { hash } else { None },
     };
     registry.format = FORMAT.to_owned();
     registry.approvers.push(entry.clone());
     locked.write(&registry)?;
     Ok(if json {
-        document(
-            &json!({"name": entry.name, "roles": entry.roles, "approvers_file": path.display().to_string(), "token": token}),
+        document(&json!({"name": entry.name, "roles": entry.roles, "approvers_file": path.display().to_string(),
+                         "operator": operator, "token": token}))
+    } else if operator {
+        format!(
+            "approver {} added to {}; its operator token (long-lived, shown once, stored only as a hash; give it to \
+             your MCP client as WARDEN_OPERATOR_TOKEN or a --token-file for `warden operator --stdio`, or as \
+             `Authorization: Bearer` over HTTP; `warden approvers remove` revokes it):\n{token}\n",
+            shown(&entry.name),
+            shown_path(path)
         )
     } else {
         format!(
@@ -280,7 +339,8 @@ pub fn remove(path: &Path, name: &str, json: bool) -> Result<String, Failure> {
     })
 }
 
-/// `warden approvers list`: names, roles, whether the token is still unused. No hash is shown.
+/// `warden approvers list`: names, roles, whether the login token is still unused or the entry
+/// holds an operator token. No hash is shown.
 pub fn list(path: &Path, json: bool) -> Result<String, Failure> {
     let registry = read_file(path)?;
     if json {
@@ -289,6 +349,7 @@ pub fn list(path: &Path, json: bool) -> Result<String, Failure> {
             .iter()
             .map(|e| {
                 json!({"name": e.name, "roles": e.roles, "token_unused": e.token_sha256.is_some(),
+                       "operator": e.operator_token_sha256.is_some(),
                        "added_at": e.added_at, "logged_in_at": e.logged_in_at})
             })
             .collect();
@@ -304,7 +365,11 @@ pub fn list(path: &Path, json: bool) -> Result<String, Failure> {
             vec![
                 shown(&e.name),
                 if e.roles.is_empty() { "-".to_owned() } else { shown(&e.roles.join(",")) },
-                if e.token_sha256.is_some() { "unused".to_owned() } else { "used".to_owned() },
+                match (&e.operator_token_sha256, &e.token_sha256) {
+                    (Some(_), _) => "operator".to_owned(),
+                    (None, Some(_)) => "unused".to_owned(),
+                    (None, None) => "used".to_owned(),
+                },
                 e.added_at.clone(),
             ]
         })
@@ -320,7 +385,7 @@ mod tests {
     fn a_token_is_redeemed_once_and_its_hash_alone_is_stored() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.approvers");
-        let out = add(&path, "ada", &[], false).unwrap();
+        let out = add(&path, "ada", &[], false, false).unwrap();
         let token = out.lines().last().unwrap().to_owned();
         assert!(token.starts_with(TOKEN_PREFIX));
         let text = std::fs::read_to_string(&path).unwrap();
@@ -335,10 +400,34 @@ mod tests {
         assert_eq!(entry.name, "ada");
         assert!(redeem(&path, &token).is_none(), "a token works once");
         assert!(current(&path, &entry.entry_id).is_some());
-        assert!(add(&path, "ADA", &[], false).is_err(), "one person, one entry");
+        assert!(add(&path, "ADA", &[], false, false).is_err(), "one person, one entry");
         remove(&path, "ada", false).unwrap();
         assert!(current(&path, &entry.entry_id).is_none());
         assert!(remove(&path, "ada", false).is_err());
+    }
+
+    #[test]
+    fn an_operator_token_is_long_lived_hashed_and_ends_with_its_approver() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.approvers");
+        let out = add(&path, "bob", &["finance".to_owned()], true, false).unwrap();
+        let token = out.lines().last().unwrap().to_owned();
+        assert!(token.starts_with(OPERATOR_TOKEN_PREFIX), "{out}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&token[OPERATOR_TOKEN_PREFIX.len()..]), "the token itself is stored");
+        for _ in 0..2 {
+            assert_eq!(operator(&path, &token).map(|e| e.roles), Some(vec!["finance".to_owned()]), "works again");
+        }
+        assert!(redeem(&path, &token).is_none(), "an operator token is no console login");
+        let login = add(&path, "ada", &[], false, false).unwrap();
+        let login = login.lines().last().unwrap();
+        assert!(operator(&path, login).is_none(), "a console login token is no operator token");
+        let wrong_prefix = format!("{TOKEN_PREFIX}{}", &token[OPERATOR_TOKEN_PREFIX.len()..]);
+        for wrong in ["", "wot_", &token.to_uppercase(), &format!("{token}x"), &wrong_prefix] {
+            assert!(operator(&path, wrong).is_none(), "{wrong:?}");
+        }
+        remove(&path, "bob", false).unwrap();
+        assert!(operator(&path, &token).is_none(), "removal revokes it");
     }
 
     #[test]
@@ -346,7 +435,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.approvers");
         for bad in ["", " ", "cli:ada", "a/b", "a\u{200B}b", "_", &"n".repeat(201)] {
-            assert!(add(&path, bad, &[], false).is_err(), "{bad:?}");
+            assert!(add(&path, bad, &[], false, false).is_err(), "{bad:?}");
         }
         assert!(!path.exists());
     }

@@ -27,10 +27,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde_json::json;
 use tower::ServiceExt as _;
 
-use warden::approval::person::Verified;
 use warden::approval::{ApprovalStatus, Approver};
 use warden::{EffectState, Kernel};
 
@@ -75,13 +73,18 @@ pub struct ConsoleArgs {
 /// `warden approvers add|remove|list`.
 #[derive(Debug, clap::Subcommand)]
 pub enum ApproversCommand {
-    /// Register an approver and print its one-time login token on the last line.
+    /// Register an approver and print its one-time login token on the last line (with
+    /// --operator, a long-lived operator token for `warden operator`).
     Add {
-        /// The name: one plain name; the approver answers as console:NAME.
+        /// The name: one plain name; the approver answers as console:NAME (operator:NAME).
         name: String,
         /// A role a requirement may ask for (repeatable).
         #[arg(long = "role", value_name = "ROLE")]
         roles: Vec<String>,
+        /// Print a long-lived operator token (wot_…) for an MCP client of `warden operator`
+        /// instead of a one-time console login token; revoked by `warden approvers remove`.
+        #[arg(long)]
+        operator: bool,
         /// The approvers file (default: STORE.approvers beside the store).
         #[arg(long, value_name = "FILE")]
         approvers: Option<PathBuf>,
@@ -105,8 +108,8 @@ pub enum ApproversCommand {
 /// `warden approvers …`.
 pub fn approvers_command(what: &ApproversCommand, store: &Path, json: bool) -> Result<String, Failure> {
     match what {
-        ApproversCommand::Add { name, roles, approvers } => {
-            approvers::add(&approvers::registry_path(approvers.as_deref(), store)?, name, roles, json)
+        ApproversCommand::Add { name, roles, operator, approvers } => {
+            approvers::add(&approvers::registry_path(approvers.as_deref(), store)?, name, roles, *operator, json)
         }
         ApproversCommand::Remove { name, approvers } => {
             approvers::remove(&approvers::registry_path(approvers.as_deref(), store)?, name, json)
@@ -138,8 +141,9 @@ struct App {
     grants: Option<serde_json::Value>,
 }
 
-/// Parse `--listen` and refuse anything but loopback.
-pub fn listen_address(listen: &str) -> Result<SocketAddr, Failure> {
+/// Parse `--listen` and refuse anything but loopback. `who` names the server in the refusal
+/// (`the console`, `the operator server`).
+pub fn listen_address(listen: &str, who: &str) -> Result<SocketAddr, Failure> {
     let address = match listen.rsplit_once(':') {
         Some(("localhost", port)) => {
             port.parse::<u16>().ok().map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
@@ -154,9 +158,9 @@ pub fn listen_address(listen: &str) -> Result<SocketAddr, Failure> {
     };
     if !address.ip().is_loopback() {
         return Err(Failure::usage(format!(
-            "--listen {} is not a loopback address: the console would send session cookies and approvals over plain \
-             HTTP to other hosts, and TLS for the console is not built yet; listen on 127.0.0.1, localhost or [::1] \
-             (an SSH tunnel reaches it from elsewhere)",
+            "--listen {} is not a loopback address: {who} would carry its credentials and approvals over plain HTTP \
+             to other hosts, and TLS for {who} is not built yet; listen on 127.0.0.1, localhost or [::1] (an SSH \
+             tunnel reaches it from elsewhere)",
             shown(listen)
         )));
     }
@@ -165,7 +169,7 @@ pub fn listen_address(listen: &str) -> Result<SocketAddr, Failure> {
 
 /// Serve the console until SIGINT or SIGTERM. The URL is the first line of stdout.
 pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
-    let address = listen_address(&args.listen)?;
+    let address = listen_address(&args.listen, "the console")?;
     let registry = approvers::registry_path(args.approvers.as_deref(), store)?;
     let (policy_hash, grants) = match config.filter(|path| !path.as_os_str().is_empty()) {
         Some(path) => {
@@ -176,34 +180,59 @@ pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<()
         None => (None, None),
     };
     let kernel = crate::store_commands::open_store(Some(store))?;
-    let listener = std::net::TcpListener::bind(address)
-        .map_err(|e| Failure::usage(format!("cannot listen on {address}: {e}; pick another --listen")))?;
-    let local = listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
-    listener.set_nonblocking(true).map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
-    let host = match local.ip() {
-        IpAddr::V6(ip) => format!("[{ip}]"),
-        IpAddr::V4(ip) => ip.to_string(),
-    };
-    let hosts = vec![format!("{host}:{}", local.port()), format!("localhost:{}", local.port())];
+    let bound = Bound::bind(address)?;
+    let hosts = bound.hosts.clone();
     let app = Arc::new(App { kernel, registry, sessions: Mutex::new(HashMap::new()), hosts, policy_hash, grants });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::internal(format!("cannot start the console's runtime: {e}")))?;
-    crate::output::write_stdout(&format!("http://{host}:{}/\n", local.port()))?;
+    let runtime = runtime()?;
+    crate::output::write_stdout(&format!("http://{}/\n", bound.authority))?;
     if approvers::list(&app.registry, true).is_ok_and(|listed| listed.trim() == "[]") {
         crate::output::write_stderr(&format!(
             "warden console: no approvers yet; `warden approvers add NAME --store {}` prints a login token",
             shown(&store.display().to_string())
         ));
     }
-    runtime.block_on(serve(listener, app))
+    runtime.block_on(serve(bound.listener, router(app)))
 }
 
-async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> Result<(), Failure> {
+/// A loopback listener, bound and non-blocking, with the Host values it answers.
+pub struct Bound {
+    pub listener: std::net::TcpListener,
+    /// `HOST:PORT` as a URL names it (`[::1]:8080`).
+    pub authority: String,
+    /// The Host header values this listener answers (DNS rebinding is refused).
+    pub hosts: Vec<String>,
+}
+
+impl Bound {
+    pub fn bind(address: SocketAddr) -> Result<Bound, Failure> {
+        let listener = std::net::TcpListener::bind(address)
+            .map_err(|e| Failure::usage(format!("cannot listen on {address}: {e}; pick another --listen")))?;
+        let local =
+            listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
+        listener.set_nonblocking(true).map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
+        let host = match local.ip() {
+            IpAddr::V6(ip) => format!("[{ip}]"),
+            IpAddr::V4(ip) => ip.to_string(),
+        };
+        let authority = format!("{host}:{}", local.port());
+        let hosts = vec![authority.clone(), format!("localhost:{}", local.port())];
+        Ok(Bound { listener, authority, hosts })
+    }
+}
+
+/// The current-thread runtime a listener is served on (the CLI's only).
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(format!("cannot start the server's runtime: {e}")))
+}
+
+/// Serve `router` on `listener` until SIGINT or SIGTERM: hyper 1.x, HTTP/1.1 with keep-alive,
+/// [`HEADER_TIMEOUT`], [`CONNECTION_TIMEOUT`] and at most [`MAX_CONNECTIONS`] at once.
+pub async fn serve(listener: std::net::TcpListener, router: Router) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
-    let router = router(Arc::clone(&app));
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::internal(format!("cannot watch for SIGTERM: {e}")))?;
@@ -239,12 +268,11 @@ async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> Result<(), Fai
             drop(slot);
         });
     }
-    drop(app);
     Ok(())
 }
 
 fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/", get(inbox))
         .route("/approval/{id}", get(approval))
         .route("/effects", get(effects))
@@ -258,11 +286,17 @@ fn router(app: Arc<App>) -> Router {
         .route("/resolve", post(resolve))
         .route("/console.css", get(css))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn_with_state(Arc::clone(&app), guard))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&app), guard));
+    limits(router).with_state(app)
+}
+
+/// The limits every request of a CLI server has: [`MAX_BODY`], [`BODY_TIMEOUT`] and
+/// [`REQUEST_TIMEOUT`] (408).
+pub fn limits<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+    router
         .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
-        .with_state(app)
 }
 
 /// Every request: the Host must be this listener's (no DNS rebinding), and every response
@@ -400,11 +434,7 @@ fn authorized(
 
 /// The approver a session answers as: `console:NAME`, verified by the console.
 fn approver(session: &Session) -> Result<Approver, Failure> {
-    let principal = warden::Principal::new(approvers::AGENT, Some(&session.name))
-        .map_err(|e| Failure::usage(format!("the approver name: {e}")))?;
-    let claims = json!({"sub": session.name, "roles": session.roles, "amr": ["console_token"]});
-    let verified = Verified::new(Some(ISSUER), &claims).map_err(Failure::usage)?;
-    Ok(Approver::verified(principal, verified))
+    approvers::verified_approver(approvers::AGENT, ISSUER, "console_token", &session.name, &session.roles)
 }
 
 // ---- responses --------------------------------------------------------------------------------
@@ -475,7 +505,9 @@ fn see_other(location: &str) -> Response {
 }
 
 /// Run a kernel call off the runtime's thread.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, Failure> + Send + 'static) -> Result<T, Failure> {
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| Err(Failure::internal("a store call panicked")))
 }
 
@@ -842,12 +874,12 @@ mod tests {
     #[test]
     fn only_loopback_is_served() {
         for ok in ["127.0.0.1:0", "[::1]:8080", "localhost:9000", "127.0.0.2:1"] {
-            assert!(listen_address(ok).is_ok(), "{ok}");
+            assert!(listen_address(ok, "the console").is_ok(), "{ok}");
         }
         for refused in ["0.0.0.0:8080", "[::]:80", "10.0.0.1:80", "example.com:80", "127.0.0.1", "localhost:x"] {
-            assert!(listen_address(refused).is_err(), "{refused}");
+            assert!(listen_address(refused, "the console").is_err(), "{refused}");
         }
-        let message = listen_address("0.0.0.0:8080").err().map(|f| f.message).unwrap_or_default();
+        let message = listen_address("0.0.0.0:8080", "the console").err().map(|f| f.message).unwrap_or_default();
         assert!(message.contains("TLS"), "{message}");
     }
 
