@@ -390,7 +390,8 @@ fn resolve_moves_the_ambiguous_effect_once_naming_who_and_why() {
     let store = Store::new();
     let token = store.operator("bob");
     let mut stdio = StdioServer::start(&store.path(), Some(&token));
-    let arguments = json!({"effect_key": "refund:p1", "outcome": "committed", "reason": "seen in the dashboard"});
+    let arguments =
+        json!({"effect_key": "refund:p1", "attempt": 1, "outcome": "committed", "reason": "seen in the dashboard"});
     let resolved = stdio.call("resolve", arguments.clone());
     assert_eq!(resolved["isError"], false, "{resolved}");
     assert_eq!(resolved["structuredContent"]["effect"]["state"], "committed");
@@ -417,7 +418,7 @@ fn refused_writes_change_nothing_in_the_store() {
     let other_hash = format!("sha256:{}", "0".repeat(64));
     let approve = json!({"approval_id": id, "action_hash": hash});
     let resolve = |extra: Value| {
-        let mut arguments = json!({"effect_key": "refund:p1", "outcome": "committed"});
+        let mut arguments = json!({"effect_key": "refund:p1", "attempt": 1, "outcome": "committed"});
         if let (Some(arguments), Some(extra)) = (arguments.as_object_mut(), extra.as_object()) {
             arguments.extend(extra.clone());
         }
@@ -451,8 +452,23 @@ fn refused_writes_change_nothing_in_the_store() {
             "no outcome",
             Some(&bob),
             "resolve",
-            json!({"effect_key": "refund:p1", "reason": "seen"}),
+            json!({"effect_key": "refund:p1", "attempt": 1, "reason": "seen"}),
             "outcome is required",
+        ),
+        (
+            "no attempt",
+            Some(&bob),
+            "resolve",
+            json!({"effect_key": "refund:p1", "outcome": "committed", "reason": "seen"}),
+            "attempt is required",
+        ),
+        ("attempt zero", Some(&bob), "resolve", resolve(json!({"attempt": 0, "reason": "x"})), "1 or more"),
+        (
+            "another attempt than the effect's",
+            Some(&bob),
+            "resolve",
+            resolve(json!({"attempt": 2, "reason": "x"})),
+            "at attempt 1, not at attempt 2",
         ),
         (
             "another outcome",

@@ -172,8 +172,12 @@ impl Server {
                     _ => return Err(Failure::usage("outcome must be committed or failed")),
                 };
                 let reason = args.reason()?;
+                // The attempt the operator looked at (`effects`, `inspect`): a later attempt that
+                // is AMBIGUOUS now is refused, never resolved in its place.
+                let attempt = args.attempt()?;
                 // The kernel keeps one resolver line per effect: who, and why (as the console).
-                let record = kernel.resolve(key, to, &format!("{AGENT}:{} ({reason})", entry.name))?;
+                let resolver = format!("{AGENT}:{} ({reason})", entry.name);
+                let record = kernel.resolve_attempt(key, Some(attempt), to, &resolver)?;
                 Ok(json!({"effect": record.to_json()}))
             }
             _ => Err(Failure::internal(format!("the tool {} has no handler", tool.name))),
@@ -331,9 +335,11 @@ const TOOLS: [Tool; 8] = [
         name: "resolve",
         writes: true,
         description: "Say how an AMBIGUOUS effect ended, committed or failed, as the approver the operator token \
-                      names; a reason (what was checked) is required.",
+                      names; a reason (what was checked) is required, and the attempt you looked at (effects or \
+                      inspect show it): if the effect has moved on to another attempt, nothing is resolved.",
         properties: &[
             ("effect_key", TEXT, true),
+            ("attempt", r#"{"type": "integer", "minimum": 1}"#, true),
             ("outcome", r#"{"type": "string", "enum": ["committed", "failed"]}"#, true),
             ("reason", TEXT, true),
         ],
@@ -398,6 +404,19 @@ impl<'a> Args<'a> {
         match self.optional_text("reason")?.map(str::trim) {
             Some(reason) if !reason.is_empty() => Ok(reason.to_owned()),
             _ => Err(Failure::usage("a reason is required (what was checked, why)")),
+        }
+    }
+
+    /// The effect's attempt the caller saw: required, 1 or more.
+    fn attempt(&self) -> Result<u32, Failure> {
+        match self.arguments.get("attempt") {
+            None | Some(Value::Null) => Err(Failure::usage(
+                "attempt is required: the attempt of the effect you looked at (effects or inspect show it)",
+            )),
+            Some(value) => match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(n) if n >= 1 => Ok(n),
+                _ => Err(Failure::usage("attempt must be an integer of 1 or more")),
+            },
         }
     }
 
