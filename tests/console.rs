@@ -106,10 +106,41 @@ impl Store {
     }
 }
 
-/// The running console; killed when dropped.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1, and its key with mode 0600, in
+/// files.
+struct TestCert {
+    dir: tempfile::TempDir,
+    cert: PathBuf,
+    key: PathBuf,
+    der: rustls::pki_types::CertificateDer<'static>,
+}
+
+impl TestCert {
+    fn new() -> TestCert {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let issued = rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .expect("a self-signed certificate");
+        let cert = dir.path().join("console.crt");
+        let key = dir.path().join("console.key");
+        std::fs::write(&cert, issued.cert.pem()).expect("write the certificate");
+        std::fs::write(&key, issued.signing_key.serialize_pem()).expect("write the key");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+        let der = issued.cert.der().clone();
+        TestCert { dir, cert, key, der }
+    }
+}
+
+/// The running console; killed when dropped. With `tls`, requests go over HTTPS to `address`
+/// (the port bound) naming `host` (the URL's authority).
 struct Console {
     child: Child,
     address: String,
+    host: String,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl Console {
@@ -133,15 +164,62 @@ impl Console {
             .and_then(|rest| rest.strip_suffix('/'))
             .unwrap_or_else(|| panic!("the first line is not the URL: {first:?}"))
             .to_owned();
-        Console { child, address }
+        Console { child, host: address.clone(), address, tls: None }
+    }
+
+    /// A console served over TLS with `cert`, trusted by the client; the first line is the
+    /// https URL (`--public-url`'s when given, else the bound address), and `port` the port bound.
+    fn start_tls(store: &Path, cert: &TestCert, extra: &[&str], port: Option<u16>) -> Console {
+        let mut args = vec!["--tls-cert", cert.cert.to_str().unwrap(), "--tls-key", cert.key.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(WARDEN)
+            .arg("console")
+            .arg("--store")
+            .arg(store)
+            .args(&args)
+            .env_remove("WARDEN_STORE")
+            .env_remove("WARDEN_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start warden console");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut first).expect("read the first line");
+        let host = first
+            .trim()
+            .strip_prefix("https://")
+            .and_then(|rest| rest.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("the first line is not an https URL: {first:?}"))
+            .to_owned();
+        let address = match port {
+            Some(port) => format!("127.0.0.1:{port}"),
+            None => host.clone(),
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.der.clone()).expect("trust the test certificate");
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocols")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Console { child, address, host, tls: Some(std::sync::Arc::new(config)) }
     }
 
     fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
-        let mut stream = TcpStream::connect(&self.address).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+        let tcp = TcpStream::connect(&self.address).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+        let mut stream: Box<dyn ReadWrite> = match &self.tls {
+            None => Box::new(tcp),
+            Some(config) => {
+                let name = rustls::pki_types::ServerName::try_from("localhost").expect("a server name");
+                let client = rustls::ClientConnection::new(std::sync::Arc::clone(config), name).expect("tls client");
+                Box::new(rustls::StreamOwned::new(client, tcp))
+            }
+        };
         let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
-            request.push_str(&format!("Host: {}\r\n", self.address));
+            request.push_str(&format!("Host: {}\r\n", self.host));
         }
         for (name, value) in headers {
             request.push_str(&format!("{name}: {value}\r\n"));
@@ -558,4 +636,88 @@ fn connections_past_the_limit_are_closed_at_accept_and_served_again_once_freed()
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(served.is_some(), "no request was served after the held connections closed");
+}
+
+#[test]
+fn over_tls_the_console_serves_https_and_marks_its_cookie_secure() {
+    let store = Store::new();
+    let cert = TestCert::new();
+    let console = Console::start_tls(&store.path(), &cert, &[], None);
+    assert!(console.host.starts_with("127.0.0.1:"), "{}", console.host);
+    let login = console.get("/login", None);
+    assert_eq!(login.status, 200, "{}", login.body);
+    let token = store.add_approver("bob");
+    let signed_in = console.post("/login", None, &format!("token={token}"));
+    assert_eq!(signed_in.status, 303, "{}", signed_in.body);
+    let cookie = signed_in.header("set-cookie").unwrap_or_default();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    let session = cookie.split(';').next().unwrap_or_default().to_owned();
+    assert_eq!(console.get("/", Some(&session)).status, 200);
+    // A sign-in whose Origin names the plain-HTTP scheme comes from another origin: refused,
+    // and the token is not spent.
+    let second = store.add_approver("carol");
+    let origin = format!("http://{}", console.host);
+    let refused = console.send("POST", "/login", &[("Origin", &origin)], &format!("token={second}"));
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let origin = format!("https://{}", console.host);
+    let accepted = console.send("POST", "/login", &[("Origin", &origin)], &format!("token={second}"));
+    assert_eq!(accepted.status, 303, "{}", accepted.body);
+    // Plain HTTP to the TLS port gets no HTTP answer.
+    let plain = Console {
+        child: Command::new("true").spawn().expect("a stand-in child"),
+        address: console.address.clone(),
+        host: console.host.clone(),
+        tls: None,
+    };
+    assert_eq!(plain.get("/login", None).status, 0);
+}
+
+#[test]
+fn beyond_loopback_the_console_needs_tls_and_a_public_url_and_answers_that_host() {
+    let store = Store::new();
+    let cert = TestCert::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let listen = format!("0.0.0.0:{port}");
+    let public = format!("https://localhost:{port}/");
+    let console = Console::start_tls(&store.path(), &cert, &["--listen", &listen, "--public-url", &public], Some(port));
+    assert_eq!(console.host, format!("localhost:{port}"));
+    assert_eq!(console.get("/login", None).status, 200);
+    let elsewhere = console.send("GET", "/login", &[("Host", "evil.example:443")], "");
+    assert_eq!(elsewhere.status, 421, "{}", elsewhere.body);
+}
+
+#[test]
+fn tls_settings_that_cannot_serve_safely_are_refused_naming_the_fix() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let store = Store::new();
+    let cert = TestCert::new();
+    let (crt, key) = (cert.cert.to_str().unwrap().to_owned(), cert.key.to_str().unwrap().to_owned());
+    let open_key = cert.dir.path().join("open.key");
+    std::fs::copy(&cert.key, &open_key).expect("copy the key");
+    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod 644");
+    let private_crt = cert.dir.path().join("private.crt");
+    std::fs::copy(&cert.cert, &private_crt).expect("copy the certificate");
+    std::fs::set_permissions(&private_crt, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+    let private_crt = private_crt.to_str().unwrap().to_owned();
+    let garbage = cert.dir.path().join("garbage.crt");
+    std::fs::write(&garbage, "not a certificate").expect("write");
+    let (open_key, garbage) = (open_key.to_str().unwrap().to_owned(), garbage.to_str().unwrap().to_owned());
+    // (arguments, what stderr says)
+    let table: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--listen", "0.0.0.0:0"], "--tls-cert FILE --tls-key FILE --public-url"),
+        (vec!["--listen", "0.0.0.0:0", "--tls-cert", &crt, "--tls-key", &key], "--public-url"),
+        (vec!["--tls-cert", &crt, "--tls-key", &open_key], "chmod 600"),
+        (vec!["--tls-cert", &garbage, "--tls-key", &key], "no CERTIFICATE block"),
+        (vec!["--tls-cert", &crt, "--tls-key", &private_crt], "no PEM private key"),
+        (vec!["--tls-cert", &crt], "--tls-key"),
+        (vec!["--tls-cert", &crt, "--tls-key", &key, "--public-url", "http://localhost/"], "https URL"),
+    ];
+    for (args, says) in table {
+        let mut all = vec!["console"];
+        all.extend_from_slice(&args);
+        let (code, _, stderr) = store.cli(&all);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("PRIVATE KEY-----"), "{stderr}");
+    }
 }

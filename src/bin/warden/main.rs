@@ -509,7 +509,8 @@ enum Command {
     /// child (--stdio -- COMMAND …). Needs --config and --store. See docs/GATEWAY.md.
     Gateway(Box<gateway::GatewayArgs>),
 
-    /// Serve the web console for approvers, resolvers and auditors on loopback: the inbox of
+    /// Serve the web console for approvers, resolvers and auditors on loopback (elsewhere over
+    /// HTTPS, --tls-cert/--tls-key/--public-url): the inbox of
     /// pending approvals (whole actions, a diff against the last approved one, approve/deny),
     /// effects (AMBIGUOUS first, resolve), the receipt chain verified, authority. Prints the URL
     /// as the first line of stdout and serves until SIGINT/SIGTERM. Sign in with a token from
@@ -521,7 +522,8 @@ enum Command {
     /// tools (approve, deny, resolve, a reason required for deny and resolve) that answer as the
     /// approver an operator token names (`warden approvers add NAME --operator`). Over stdio
     /// (--stdio; the token from $WARDEN_OPERATOR_TOKEN or --token-file), or Streamable HTTP on
-    /// loopback (--listen, `Authorization: Bearer TOKEN`; the URL is the first line of stdout).
+    /// loopback or over HTTPS (--listen, --tls-cert; `Authorization: Bearer TOKEN`; the URL is
+    /// the first line of stdout).
     /// See docs/OPERATOR.md.
     Operator(operator::OperatorArgs),
 

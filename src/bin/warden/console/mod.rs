@@ -13,6 +13,7 @@
 pub mod approvers;
 mod html;
 mod pages;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -61,13 +62,14 @@ pub const MAX_BODY: usize = 64 * 1024;
 #[derive(Debug, clap::Args)]
 pub struct ConsoleArgs {
     /// Where to listen, HOST:PORT; port 0 picks a free one (the first stdout line is the URL).
-    /// Loopback only in this version: anything else needs TLS, which the console does not serve
-    /// yet.
+    /// Anything but loopback needs --tls-cert, --tls-key and --public-url.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,
     /// The approvers file (default: STORE.approvers beside the store).
     #[arg(long, value_name = "FILE")]
     pub approvers: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: tls::TlsArgs,
 }
 
 /// `warden approvers add|remove|list`.
@@ -137,13 +139,16 @@ struct App {
     sessions: Mutex<HashMap<String, Session>>,
     /// The Host header values this listener answers (DNS rebinding is refused).
     hosts: Vec<String>,
+    /// The scheme pages are served with (`http`, `https`): the one an Origin must name.
+    origin: &'static str,
     policy_hash: Option<String>,
     grants: Option<serde_json::Value>,
 }
 
-/// Parse `--listen` and refuse anything but loopback. `who` names the server in the refusal
-/// (`the console`, `the operator server`).
-pub fn listen_address(listen: &str, who: &str) -> Result<SocketAddr, Failure> {
+/// Parse `--listen` and read the TLS flags: anything but loopback needs TLS and a public URL.
+/// `who` names the server in the refusal (`the console`, `the operator server`). Nothing is
+/// bound or opened yet.
+pub fn listen_address(listen: &str, tls: &tls::TlsArgs, who: &str) -> Result<(SocketAddr, Option<tls::Tls>), Failure> {
     let address = match listen.rsplit_once(':') {
         Some(("localhost", port)) => {
             port.parse::<u16>().ok().map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
@@ -156,20 +161,34 @@ pub fn listen_address(listen: &str, who: &str) -> Result<SocketAddr, Failure> {
             shown(listen)
         )));
     };
+    let tls = tls::load(tls)?;
     if !address.ip().is_loopback() {
-        return Err(Failure::usage(format!(
-            "--listen {} is not a loopback address: {who} would carry its credentials and approvals over plain HTTP \
-             to other hosts, and TLS for {who} is not built yet; listen on 127.0.0.1, localhost or [::1] (an SSH \
-             tunnel reaches it from elsewhere)",
-            shown(listen)
-        )));
+        match &tls {
+            None => {
+                return Err(Failure::usage(format!(
+                    "--listen {} is not a loopback address: {who} would carry its credentials and approvals over \
+                     plain HTTP to other hosts; serve HTTPS (TLS) with --tls-cert FILE --tls-key FILE --public-url \
+                     https://HOST:PORT/, or listen on 127.0.0.1, localhost or [::1] (an SSH tunnel reaches it \
+                     from elsewhere)",
+                    shown(listen)
+                )))
+            }
+            Some(tls) if tls.public.is_none() => {
+                return Err(Failure::usage(format!(
+                    "--listen {} is not a loopback address: name the https URL clients use with --public-url \
+                     https://HOST:PORT/ ({who} answers only the Host it is reached by)",
+                    shown(listen)
+                )))
+            }
+            Some(_) => {}
+        }
     }
-    Ok(address)
+    Ok((address, tls))
 }
 
 /// Serve the console until SIGINT or SIGTERM. The URL is the first line of stdout.
 pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
-    let address = listen_address(&args.listen, "the console")?;
+    let (address, tls) = listen_address(&args.listen, &args.tls, "the console")?;
     let registry = approvers::registry_path(args.approvers.as_deref(), store)?;
     let (policy_hash, grants) = match config.filter(|path| !path.as_os_str().is_empty()) {
         Some(path) => {
@@ -180,31 +199,35 @@ pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<()
         None => (None, None),
     };
     let kernel = crate::store_commands::open_store(Some(store))?;
-    let bound = Bound::bind(address)?;
+    let bound = Bound::bind(address, tls)?;
     let hosts = bound.hosts.clone();
-    let app = Arc::new(App { kernel, registry, sessions: Mutex::new(HashMap::new()), hosts, policy_hash, grants });
+    let origin = bound.scheme();
+    let sessions = Mutex::new(HashMap::new());
+    let app = Arc::new(App { kernel, registry, sessions, hosts, origin, policy_hash, grants });
     let runtime = runtime()?;
-    crate::output::write_stdout(&format!("http://{}/\n", bound.authority))?;
+    crate::output::write_stdout(&format!("{}/\n", bound.base()))?;
     if approvers::list(&app.registry, true).is_ok_and(|listed| listed.trim() == "[]") {
         crate::output::write_stderr(&format!(
-            "warden console: no approvers yet; `warden approvers add NAME --store {}` prints a login token",
+            "no approvers yet; `warden approvers add NAME --store {}` prints a login token",
             shown(&store.display().to_string())
         ));
     }
-    runtime.block_on(serve(bound.listener, router(app)))
+    runtime.block_on(serve(bound, router(app)))
 }
 
-/// A loopback listener, bound and non-blocking, with the Host values it answers.
+/// A listener, bound and non-blocking, with the Host values it answers and its TLS, if any.
 pub struct Bound {
     pub listener: std::net::TcpListener,
-    /// `HOST:PORT` as a URL names it (`[::1]:8080`).
+    /// `HOST:PORT` as a URL names it (`[::1]:8080`): `--public-url`'s when given.
     pub authority: String,
     /// The Host header values this listener answers (DNS rebinding is refused).
     pub hosts: Vec<String>,
+    /// Served over TLS with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Bound {
-    pub fn bind(address: SocketAddr) -> Result<Bound, Failure> {
+    pub fn bind(address: SocketAddr, tls: Option<tls::Tls>) -> Result<Bound, Failure> {
         let listener = std::net::TcpListener::bind(address)
             .map_err(|e| Failure::usage(format!("cannot listen on {address}: {e}; pick another --listen")))?;
         let local =
@@ -214,9 +237,35 @@ impl Bound {
             IpAddr::V6(ip) => format!("[{ip}]"),
             IpAddr::V4(ip) => ip.to_string(),
         };
-        let authority = format!("{host}:{}", local.port());
-        let hosts = vec![authority.clone(), format!("localhost:{}", local.port())];
-        Ok(Bound { listener, authority, hosts })
+        let mut authority = format!("{host}:{}", local.port());
+        let mut hosts = vec![authority.clone(), format!("localhost:{}", local.port())];
+        let (config, public) = match tls {
+            Some(tls) => (Some(tls.config), tls.public),
+            None => (None, None),
+        };
+        if let Some(public) = public {
+            hosts.push(public.clone());
+            // A browser leaves the default port out of Host and Origin.
+            if let Some(bare) = public.strip_suffix(":443") {
+                hosts.push(bare.to_owned());
+            }
+            authority = public;
+        }
+        Ok(Bound { listener, authority, hosts, tls: config })
+    }
+
+    /// `https` when served over TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// `SCHEME://HOST:PORT`, the base of the URL printed.
+    pub fn base(&self) -> String {
+        format!("{}://{}", self.scheme(), self.authority)
     }
 }
 
@@ -230,8 +279,9 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 /// Serve `router` on `listener` until SIGINT or SIGTERM: hyper 1.x, HTTP/1.1 with keep-alive,
 /// [`HEADER_TIMEOUT`], [`CONNECTION_TIMEOUT`] and at most [`MAX_CONNECTIONS`] at once.
-pub async fn serve(listener: std::net::TcpListener, router: Router) -> Result<(), Failure> {
-    let listener = tokio::net::TcpListener::from_std(listener)
+pub async fn serve(bound: Bound, router: Router) -> Result<(), Failure> {
+    let acceptor = bound.tls.map(tokio_rustls::TlsAcceptor::from);
+    let listener = tokio::net::TcpListener::from_std(bound.listener)
         .map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -255,20 +305,41 @@ pub async fn serve(listener: std::net::TcpListener, router: Router) -> Result<()
             continue;
         };
         let router = router.clone();
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                router.clone().oneshot(request.map(axum::body::Body::new))
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .keep_alive(true)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
+            // The handshake, the headers and the whole connection share one deadline.
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, async move {
+                match acceptor {
+                    Some(acceptor) => {
+                        // A client that fails the handshake (plain HTTP, an unknown CA) is dropped.
+                        if let Ok(stream) = acceptor.accept(stream).await {
+                            connection(stream, router).await;
+                        }
+                    }
+                    None => connection(stream, router).await,
+                }
+            })
+            .await;
             drop(slot);
         });
     }
     Ok(())
+}
+
+/// One HTTP/1.1 connection, with keep-alive and [`HEADER_TIMEOUT`].
+async fn connection<S>(stream: S, router: Router)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        router.clone().oneshot(request.map(axum::body::Body::new))
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .await;
 }
 
 fn router(app: Arc<App>) -> Router {
@@ -492,11 +563,27 @@ fn same_origin(app: &App, headers: &HeaderMap) -> bool {
     }
     match headers.get(header::ORIGIN).map(|origin| origin.to_str()) {
         None => true,
-        Some(Ok(origin)) => origin
-            .to_ascii_lowercase()
-            .strip_prefix("http://")
-            .is_some_and(|host| app.hosts.iter().any(|known| known == host)),
+        Some(Ok(origin)) => names_us(origin, app.origin, &app.hosts),
         Some(Err(_)) => false,
+    }
+}
+
+/// Whether an `Origin` header names this listener: its scheme and one of the Host values it
+/// answers (any case).
+pub fn names_us(origin: &str, scheme: &str, hosts: &[String]) -> bool {
+    origin
+        .to_ascii_lowercase()
+        .strip_prefix(scheme)
+        .and_then(|rest| rest.strip_prefix("://"))
+        .is_some_and(|host| hosts.iter().any(|known| known == host))
+}
+
+/// `; Secure` on a cookie served over TLS: the browser then never sends it over plain HTTP.
+fn secure(app: &App) -> &'static str {
+    if app.origin == "https" {
+        "; Secure"
+    } else {
+        ""
     }
 }
 
@@ -569,7 +656,11 @@ async fn login(app: &Arc<App>, token: &str) -> Response {
     };
     match open_session(app, &entry) {
         Ok(id) => {
-            let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", SESSION_TTL.as_secs());
+            let cookie = format!(
+                "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+                SESSION_TTL.as_secs(),
+                secure(app)
+            );
             (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_owned()), (header::SET_COOKIE, cookie)]).into_response()
         }
         Err(failure) => failed(None, "Sign-in failed", &failure),
@@ -590,7 +681,7 @@ async fn logout(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) ->
             }
         }
     }
-    let cookie = format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    let cookie = format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}", secure(&app));
     (StatusCode::SEE_OTHER, [(header::LOCATION, "/login".to_owned()), (header::SET_COOKIE, cookie)]).into_response()
 }
 
@@ -872,15 +963,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_loopback_is_served() {
+    fn without_tls_only_loopback_is_served() {
+        let plain = tls::TlsArgs::default();
         for ok in ["127.0.0.1:0", "[::1]:8080", "localhost:9000", "127.0.0.2:1"] {
-            assert!(listen_address(ok, "the console").is_ok(), "{ok}");
+            assert!(listen_address(ok, &plain, "the console").is_ok(), "{ok}");
         }
         for refused in ["0.0.0.0:8080", "[::]:80", "10.0.0.1:80", "example.com:80", "127.0.0.1", "localhost:x"] {
-            assert!(listen_address(refused, "the console").is_err(), "{refused}");
+            assert!(listen_address(refused, &plain, "the console").is_err(), "{refused}");
         }
-        let message = listen_address("0.0.0.0:8080", "the console").err().map(|f| f.message).unwrap_or_default();
-        assert!(message.contains("TLS"), "{message}");
+        let message =
+            listen_address("0.0.0.0:8080", &plain, "the console").err().map(|f| f.message).unwrap_or_default();
+        assert!(message.contains("--tls-cert"), "{message}");
+    }
+
+    #[test]
+    fn an_origin_names_us_by_scheme_and_host() {
+        let hosts = vec!["127.0.0.1:8080".to_owned(), "ops.example.com".to_owned()];
+        let table = [
+            ("http://127.0.0.1:8080", "http", true),
+            ("HTTP://127.0.0.1:8080", "http", true),
+            ("https://127.0.0.1:8080", "http", false),
+            ("http://127.0.0.1:8080", "https", false),
+            ("https://ops.example.com", "https", true),
+            ("https://ops.example.com.evil", "https", false),
+            ("https:ops.example.com", "https", false),
+            ("null", "https", false),
+        ];
+        for (origin, scheme, ours) in table {
+            assert_eq!(names_us(origin, scheme, &hosts), ours, "{origin} under {scheme}");
+        }
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub struct OperatorArgs {
     #[arg(long, conflicts_with = "listen")]
     pub stdio: bool,
     /// Serve Streamable HTTP at http://HOST:PORT/mcp; port 0 picks a free one (the first stdout
-    /// line is the URL). Loopback only: anything else needs TLS, which is not built yet.
+    /// line is the URL). Anything but loopback needs --tls-cert, --tls-key and --public-url.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:0")]
     pub listen: String,
     /// With --stdio: read the operator token from this file (mode 0600 or stricter) instead of
@@ -59,6 +59,8 @@ pub struct OperatorArgs {
     /// The approvers file (default: STORE.approvers beside the store).
     #[arg(long, value_name = "FILE")]
     pub approvers: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: console::tls::TlsArgs,
 }
 
 /// Serve until stdin ends (`--stdio`) or until SIGINT/SIGTERM (HTTP).
@@ -70,22 +72,22 @@ pub fn run(args: &OperatorArgs, store: &Path) -> Result<(), Failure> {
         return serve_stdio(&server, token.as_deref());
     }
     // Refused before the store is opened: a non-loopback address touches nothing.
-    let address = console::listen_address(&args.listen, "the operator server")?;
+    let (address, tls) = console::listen_address(&args.listen, &args.tls, "the operator server")?;
     if std::env::var_os(TOKEN_ENV).is_some() {
         crate::output::write_stderr(&format!(
-            "warden operator: ${TOKEN_ENV} is not used over HTTP: each client sends its own `Authorization: Bearer` \
+            "${TOKEN_ENV} is not used over HTTP: each client sends its own `Authorization: Bearer` \
              token"
         ));
     }
     let server = Server { kernel: crate::store_commands::open_store(Some(store))?, registry };
-    let bound = console::Bound::bind(address)?;
-    let http = Arc::new(Http { server, hosts: bound.hosts.clone() });
+    let bound = console::Bound::bind(address, tls)?;
+    let http = Arc::new(Http { server, hosts: bound.hosts.clone(), origin: bound.scheme() });
     let router = console::limits(Router::new().route(PATH, post(mcp).get(no_stream).delete(no_stream)))
         .fallback(not_found)
         .with_state(http);
     let runtime = console::runtime()?;
-    crate::output::write_stdout(&format!("http://{}{PATH}\n", bound.authority))?;
-    runtime.block_on(console::serve(bound.listener, router))
+    crate::output::write_stdout(&format!("{}{PATH}\n", bound.base()))?;
+    runtime.block_on(console::serve(bound, router))
 }
 
 /// The operator token for `--stdio`: the file's first line, else the environment's; none is
@@ -178,6 +180,8 @@ struct Http {
     server: Server,
     /// The Host header values this listener answers (DNS rebinding is refused).
     hosts: Vec<String>,
+    /// `http` or `https`: the scheme an Origin must name.
+    origin: &'static str,
 }
 
 /// `POST /mcp`: Host and Origin must be this listener's, the bearer token an operator's, the
@@ -189,9 +193,7 @@ async fn mcp(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> 
         return refused(StatusCode::MISDIRECTED_REQUEST, "this Host is not the operator server's address");
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
-        let ours = origin.to_str().ok().map(str::to_ascii_lowercase).is_some_and(|origin| {
-            origin.strip_prefix("http://").is_some_and(|host| http.hosts.iter().any(|known| known == host))
-        });
+        let ours = origin.to_str().is_ok_and(|origin| console::names_us(origin, http.origin, &http.hosts));
         if !ours {
             return refused(StatusCode::FORBIDDEN, "a request from another origin is not served");
         }
