@@ -202,3 +202,57 @@ fn sweeps_revoke_by_creator_and_beneath_an_id() {
     assert_eq!(lines, expected, "{under}");
     assert_eq!(s.run(&["revoke", "--under", "nothing-here"]).stdout, "nothing to revoke\n");
 }
+
+#[test]
+fn budgets_list_each_window_with_what_it_holds_and_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = DOCUMENT.replace(
+        "      delegable: true\n",
+        "      delegable: true\n      budgets: [{ metric: amount, limit: 100000, window: P1D }, { metric: count, limit: 3, window: PT1H }]\n",
+    );
+    std::fs::write(dir.path().join("warden.yaml"), &text).unwrap();
+    let document = warden::document::load_str(&text, "warden.yaml").unwrap();
+    let warden = warden::pipeline::Warden::open(dir.path().join("state.redb"), document, Default::default()).unwrap();
+    for (payment, amount) in [("p1", 4200), ("p2", 800)] {
+        let request = warden::pipeline::ActionRequest::new(
+            "stripe.refund",
+            serde_json::json!({"payment_id": payment, "amount": amount}),
+            warden::Principal::new("finance-console", Some("alice")).unwrap(),
+        );
+        warden.submit(&request).unwrap().commit(&serde_json::json!({"ok": true})).unwrap();
+    }
+    drop(warden);
+    let s = Setup { dir };
+    let listed = json(&s.run(&["budgets", "--json"]));
+    let rows: Vec<(&str, &str, &str, &str)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["grant_id"].as_str().unwrap(),
+                row["metric"].as_str().unwrap(),
+                row["spent"].as_str().unwrap(),
+                row["left"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [("head-of-finance", "amount", "5000", "95000"), ("head-of-finance", "count", "2", "1")]);
+    let table = s.run(&["budgets"]);
+    assert_eq!(table.code, 0, "{table}");
+    assert!(table.stdout.starts_with("GRANT"), "{table}");
+    assert!(table.stdout.contains("86400s"), "{table}");
+    // Without the document only the store's delegations are listed, and it says so.
+    let bare = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["budgets", "--store"])
+        .arg(s.path().join("state.redb"))
+        .env_remove("WARDEN_CONFIG")
+        .env_remove("WARDEN_STORE")
+        .output()
+        .unwrap();
+    assert_eq!(bare.status.code(), Some(0), "{bare:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&bare.stdout),
+        "(delegations only: give --config FILE for the document's grants)\nno budgets\n"
+    );
+}

@@ -63,9 +63,16 @@ fn a_user_who_may_only_read_a_store_can_read_it_and_a_write_is_a_permission_erro
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o644)).unwrap();
     let before = std::fs::read(&store).unwrap();
 
-    for args in
-        [&["receipts"][..], &["pending"], &["effects"], &["receipts", "--verify-chain"], &["doctor"], &["stats"]]
-    {
+    for args in [
+        &["receipts"][..],
+        &["pending"],
+        &["effects"],
+        &["receipts", "--verify-chain"],
+        &["doctor"],
+        &["stats"],
+        &["delegations"],
+        &["budgets"],
+    ] {
         let output = as_nobody(args, &store);
         assert!(output.status.success(), "warden {args:?} as nobody: {}", text(&output));
     }

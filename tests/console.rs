@@ -721,3 +721,105 @@ fn tls_settings_that_cannot_serve_safely_are_refused_naming_the_fix() {
         assert!(!stderr.contains("PRIVATE KEY-----"), "{stderr}");
     }
 }
+
+#[test]
+fn the_authority_page_sums_each_budget_and_draws_the_delegation_tree() {
+    const DOCUMENT: &str = r#"schema: warden/v1
+environment: production
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - decision: allow
+authority:
+  grants:
+    - id: head-of-finance
+      subject: { agent: finance-console, user: alice }
+      actions: [stripe.refund]
+      expires_at: "2099-01-01T00:00:00Z"
+      delegable: true
+      budgets: [{ metric: amount, limit: 100000, window: P1D }]
+"#;
+    const CHILD: &str = r#"subject: { agent: finance-agent, user: alice }
+actions: [stripe.refund]
+expires_at: "2098-01-01T00:00:00Z"
+delegable: true
+budgets: [{ metric: amount, limit: 50000, window: P1D }]
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("warden.yaml");
+    std::fs::write(&config, DOCUMENT).expect("document");
+    std::fs::write(dir.path().join("child.yaml"), CHILD).expect("grant file");
+    std::fs::write(dir.path().join("grandchild.yaml"), CHILD.replace("finance-agent", "support-agent")).expect("grant");
+    let path = dir.path().join("state.redb");
+    let document = warden::document::load_str(DOCUMENT, "warden.yaml").expect("document");
+    let opened = warden::pipeline::Warden::open(&path, document, Default::default()).expect("open");
+    let refund = warden::pipeline::ActionRequest::new(
+        "stripe.refund",
+        json!({"payment_id": "p1", "amount": 4200}),
+        Principal::new("finance-console", Some("alice")).expect("principal"),
+    );
+    opened.submit(&refund).expect("permit").commit(&json!({"ok": true})).expect("commit");
+    drop(opened);
+    let home = dir.path().to_owned();
+    let cli = |args: &[&str]| {
+        let out = Command::new(WARDEN)
+            .args(args)
+            .current_dir(&home)
+            .env("WARDEN_STORE", &path)
+            .env("WARDEN_CONFIG", &config)
+            .output()
+            .expect("run warden");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+    };
+    let child = cli(&[
+        "delegate",
+        "--parent",
+        "head-of-finance",
+        "--file",
+        "child.yaml",
+        "--as",
+        "finance-console/alice",
+        "--json",
+    ]);
+    let child = child["delegation_id"].as_str().expect("an id").to_owned();
+    let grandchild =
+        cli(&["delegate", "--parent", &child, "--file", "grandchild.yaml", "--as", "finance-agent/alice", "--json"]);
+    let grandchild = grandchild["delegation_id"].as_str().expect("an id").to_owned();
+    let store = Store { dir, approval_id: String::new() };
+    let token = store.add_approver("bob");
+
+    let with_document = Console::start(&path, &["--config", config.to_str().expect("utf-8")]);
+    let (bob, _) = with_document.login(&token);
+    let page = with_document.get("/authority", Some(&bob)).body;
+    // The document's grant: 4200 of 100000 spent; the delegation's own budget: nothing yet.
+    assert!(page.contains("<td class=\"mono\">head-of-finance</td><td>document</td><td>amount</td><td>86400 s</td><td>4200</td><td>100000</td>"), "{page}");
+    assert!(
+        page.contains(&format!(
+            "<td class=\"mono\">{child}</td><td>delegation</td><td>amount</td><td>86400 s</td><td>0</td><td>50000</td>"
+        )),
+        "{page}"
+    );
+    // The tree: the grandchild's item is inside the child's list, inside the grant's.
+    let (root, one, two) = (
+        page.find("head-of-finance</span>"),
+        page.find(&format!("{child}</span> to")),
+        page.find(&format!("{grandchild}</span> to")),
+    );
+    assert!(root < one && one < two && root.is_some(), "{page}");
+    let between = &page[one.unwrap_or(0)..two.unwrap_or(0)];
+    assert!(between.contains("<ul><li>"), "the grandchild is nested under the child: {between}");
+    drop(with_document);
+
+    // Revoking the child: it shows revoked, the grandchild beneath a revoked one, and neither
+    // budget is listed any more.
+    cli(&["revoke", &child, "--json"]);
+    let console = Console::start(&path, &["--config", config.to_str().expect("utf-8")]);
+    let (bob, _) = console.login(&store.add_approver("carol"));
+    let page = console.get("/authority", Some(&bob)).body;
+    assert!(page.contains("beneath a revoked delegation"), "{page}");
+    assert!(!page.contains(&format!("<td class=\"mono\">{child}</td>")), "{page}");
+    assert!(!page.contains(&format!("<td class=\"mono\">{grandchild}</td>")), "{page}");
+    assert!(page.contains("<td class=\"mono\">head-of-finance</td>"), "{page}");
+}

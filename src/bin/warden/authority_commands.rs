@@ -124,3 +124,134 @@ pub fn delegations(store: Option<&Path>, json_out: bool) -> Result<String, Failu
     }
     Ok(out)
 }
+
+/// One budget and what its window holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetRow {
+    /// The grant or delegation id the charges are kept under.
+    pub grant_id: String,
+    /// `document` (a grant of the document given) or `delegation`.
+    pub from: &'static str,
+    pub metric: String,
+    pub window_seconds: u64,
+    pub limit: u64,
+    /// The unreleased amount charged in the window ending now (the ledger's sum).
+    pub spent: u128,
+}
+
+impl BudgetRow {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "grant_id": self.grant_id,
+            "from": self.from,
+            "metric": self.metric,
+            "window_seconds": self.window_seconds,
+            "limit": self.limit,
+            // Text: a sum past 2^53 stays exact in every JSON reader.
+            "spent": self.spent.to_string(),
+            "left": u128::from(self.limit).saturating_sub(self.spent).to_string(),
+        })
+    }
+}
+
+/// Every budget of the document's grants (when a document is given) and of the live
+/// delegations, with its current sum, in that order. A delegation revoked, beneath a revoked
+/// one, or unreadable charges nothing and is left out.
+pub fn budget_rows(
+    kernel: &warden::Kernel,
+    authority: Option<&warden::authority::Authority>,
+    delegations: &[ListedDelegation],
+) -> Result<Vec<BudgetRow>, Failure> {
+    let granted = authority.into_iter().flat_map(|a| a.grants.values()).map(|grant| ("document", grant));
+    let revoked = revoked_or_beneath(delegations);
+    let delegated = delegations
+        .iter()
+        .filter(|listed| !revoked.contains(listed.stored.record.delegation_id.as_str()))
+        .filter_map(|listed| listed.grant.as_ref().ok())
+        .map(|grant| ("delegation", grant));
+    let mut rows = Vec::new();
+    for (from, grant) in granted.chain(delegated) {
+        for budget in grant.budgets.iter().flatten() {
+            let spent = kernel.budget_spent(&grant.id, &budget.metric, budget.window_seconds)?;
+            rows.push(BudgetRow {
+                grant_id: grant.id.clone(),
+                from,
+                metric: budget.metric.clone(),
+                window_seconds: budget.window_seconds,
+                limit: budget.limit,
+                spent,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The ids of the delegations revoked, or beneath a revoked one (the chain refuses those too),
+/// among `delegations`.
+pub fn revoked_or_beneath(delegations: &[ListedDelegation]) -> std::collections::BTreeSet<&str> {
+    let parents: std::collections::BTreeMap<&str, &str> = delegations
+        .iter()
+        .map(|listed| (listed.stored.record.delegation_id.as_str(), listed.stored.record.parent_id.as_str()))
+        .collect();
+    let revoked: std::collections::BTreeSet<&str> = delegations
+        .iter()
+        .filter(|listed| listed.stored.revocation.is_some())
+        .map(|listed| listed.stored.record.delegation_id.as_str())
+        .collect();
+    parents
+        .keys()
+        .copied()
+        .filter(|id| {
+            // Up the chain, at most one step per delegation (a cycle cannot loop).
+            let mut at = *id;
+            for _ in 0..=parents.len() {
+                if revoked.contains(at) {
+                    return true;
+                }
+                match parents.get(at) {
+                    Some(parent) => at = parent,
+                    None => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// `warden budgets [--json]`: each budget with what its window holds now; the document's
+/// grants only with `--config` (the store keeps delegations, not the document).
+pub fn budgets(store: Option<&Path>, doc: Option<&Document>, json_out: bool) -> Result<String, Failure> {
+    let kernel = open_store_to_read(store)?;
+    let delegations = kernel.all_delegations()?;
+    let rows = budget_rows(&kernel, doc.and_then(|doc| doc.authority_config.as_ref()), &delegations)?;
+    if json_out {
+        return Ok(document(&Value::Array(rows.iter().map(BudgetRow::to_json).collect())));
+    }
+    let mut out = String::new();
+    if doc.is_none() {
+        out.push_str("(delegations only: give --config FILE for the document's grants)\n");
+    }
+    if rows.is_empty() {
+        out.push_str("no budgets\n");
+        return Ok(out);
+    }
+    let table_rows = rows
+        .iter()
+        .map(|row| {
+            vec![
+                shown(&row.grant_id),
+                row.from.to_owned(),
+                shown(&row.metric),
+                format!("{}s", row.window_seconds),
+                row.spent.to_string(),
+                row.limit.to_string(),
+                u128::from(row.limit).saturating_sub(row.spent).to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&crate::output::table(
+        Some(&["GRANT", "FROM", "METRIC", "WINDOW", "SPENT", "LIMIT", "LEFT"]),
+        table_rows,
+    ));
+    Ok(out)
+}

@@ -377,6 +377,10 @@ enum Command {
     /// List stored delegations, revoked ones included.
     Delegations,
 
+    /// List every budget with what its window holds now and what is left: the live
+    /// delegations' and, with --config, the document's grants'.
+    Budgets,
+
     /// Write a new Ed25519 checkpoint signing key to FILE (mode 0600, never overwritten) and
     /// print its verifier key, the line auditors pin.
     Keygen {
@@ -814,6 +818,13 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
                 .map(Done::ok)
         }
         Command::Delegations => authority_commands::delegations(store, json).map(Done::ok),
+        Command::Budgets => {
+            let doc = match config.filter(|path| !path.as_os_str().is_empty()) {
+                Some(path) => Some(load_config(path)?),
+                None => None,
+            };
+            authority_commands::budgets(store, doc.as_ref(), json).map(Done::ok)
+        }
         Command::Keygen { out, name } => evidence_commands::keygen(out, name, json).map(Done::ok),
         Command::Checkpoint { key, origin } => {
             evidence_commands::checkpoint(&open_store(store)?, key, origin.as_deref(), json).map(Done::ok)

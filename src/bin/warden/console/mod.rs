@@ -143,6 +143,8 @@ struct App {
     origin: &'static str,
     policy_hash: Option<String>,
     grants: Option<serde_json::Value>,
+    /// The same grants, typed: their budgets are summed on the Authority page.
+    authority: Option<warden::authority::Authority>,
 }
 
 /// Parse `--listen` and read the TLS flags: anything but loopback needs TLS and a public URL.
@@ -190,20 +192,19 @@ pub fn listen_address(listen: &str, tls: &tls::TlsArgs, who: &str) -> Result<(So
 pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
     let (address, tls) = listen_address(&args.listen, &args.tls, "the console")?;
     let registry = approvers::registry_path(args.approvers.as_deref(), store)?;
-    let (policy_hash, grants) = match config.filter(|path| !path.as_os_str().is_empty()) {
+    let (policy_hash, grants, authority) = match config.filter(|path| !path.as_os_str().is_empty()) {
         Some(path) => {
             let doc = crate::policy_commands::load_config(path)?;
-            let grants = doc.authority.clone();
-            (Some(doc.policy_hash.clone()), grants)
+            (Some(doc.policy_hash.clone()), doc.authority.clone(), doc.authority_config.clone())
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let kernel = crate::store_commands::open_store(Some(store))?;
     let bound = Bound::bind(address, tls)?;
     let hosts = bound.hosts.clone();
     let origin = bound.scheme();
     let sessions = Mutex::new(HashMap::new());
-    let app = Arc::new(App { kernel, registry, sessions, hosts, origin, policy_hash, grants });
+    let app = Arc::new(App { kernel, registry, sessions, hosts, origin, policy_hash, grants, authority });
     let runtime = runtime()?;
     crate::output::write_stdout(&format!("{}/\n", bound.base()))?;
     if approvers::list(&app.registry, true).is_ok_and(|listed| listed.trim() == "[]") {
@@ -949,9 +950,14 @@ async fn receipt(State(app): State<Arc<App>>, headers: HeaderMap, UrlPath(id): U
 async fn authority(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let Some(session) = session(&app, &headers) else { return see_other("/login") };
     let worker = Arc::clone(&app);
-    match blocking(move || Ok(worker.kernel.all_delegations()?)).await {
-        Ok(delegations) => {
-            let body = pages::authority(&delegations, app.grants.as_ref());
+    let read = blocking(move || {
+        let delegations = worker.kernel.all_delegations()?;
+        let budgets = crate::authority_commands::budget_rows(&worker.kernel, worker.authority.as_ref(), &delegations)?;
+        Ok((delegations, budgets))
+    });
+    match read.await {
+        Ok((delegations, budgets)) => {
+            let body = pages::authority(&delegations, &budgets, app.grants.as_ref(), app.authority.is_some());
             html(StatusCode::OK, page("Authority", Nav::Authority, Some(&viewer(&session)), &body))
         }
         Err(failure) => failed(Some(&session), "Cannot read the delegations", &failure),

@@ -13,7 +13,9 @@ use warden::{EffectRecord, EffectState, Kernel};
 
 use super::html::{csrf_field, esc, pre_json, url_part, value};
 use crate::approval_view;
+use crate::authority_commands::BudgetRow;
 use crate::exit::Failure;
+use warden::kernel::authority::ListedDelegation;
 
 /// How many of the newest receipts the inbox searches for the last approved action of a name.
 pub const DIFF_WINDOW: usize = 2_000;
@@ -483,8 +485,41 @@ pub fn receipt(seq: u64, receipt: &StoredReceipt) -> String {
 }
 
 /// Delegations (revoked ones included) and the document's grants and budgets.
-pub fn authority(delegations: &[warden::kernel::authority::ListedDelegation], grants: Option<&Value>) -> String {
+pub fn authority(
+    delegations: &[ListedDelegation],
+    budgets: &[BudgetRow],
+    grants: Option<&Value>,
+    with_document: bool,
+) -> String {
     let mut out = String::from("<h1>Authority</h1>");
+    out.push_str(&format!("<h2>Budgets <small class=\"muted\">{}</small></h2>", budgets.len()));
+    if !with_document {
+        out.push_str(
+            "<p class=\"muted\">Only the delegations' budgets: the console was given no document (--config).</p>",
+        );
+    }
+    if budgets.is_empty() {
+        out.push_str("<p class=\"muted\">No budget is set.</p>");
+    } else {
+        out.push_str(
+            "<table><tr><th>grant</th><th>from</th><th>metric</th><th>window</th><th>spent</th><th>limit</th><th>left</th></tr>",
+        );
+        for row in budgets {
+            let left = u128::from(row.limit).saturating_sub(row.spent);
+            let pill = if left == 0 { "bad" } else { "ok" };
+            out.push_str(&format!(
+                "<tr><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{} s</td><td>{}</td><td>{}</td>\
+                 <td><span class=\"pill {pill}\">{left}</span></td></tr>",
+                esc(&row.grant_id),
+                row.from,
+                esc(&row.metric),
+                row.window_seconds,
+                row.spent,
+                row.limit,
+            ));
+        }
+        out.push_str("</table>");
+    }
     out.push_str("<h2>Grants in the document</h2>");
     match grants {
         Some(grants) => out.push_str(&pre_json(grants)),
@@ -497,36 +532,75 @@ pub fn authority(delegations: &[warden::kernel::authority::ListedDelegation], gr
         out.push_str("<p class=\"muted\">No delegation is stored.</p>");
         return out;
     }
-    out.push_str(
-        "<table><tr><th>id</th><th>depth</th><th>under</th><th>to</th><th>actions</th><th>by</th><th>state</th></tr>",
-    );
-    for listed in delegations {
-        let value = listed.to_json();
-        let record = &listed.stored.record;
-        let actions = value["grant"]["actions"]
-            .as_array()
-            .map_or_else(String::new, |list| list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "));
-        let state = match &listed.stored.revocation {
-            Some(revocation) => format!(
-                "<span class=\"pill bad\">revoked</span> {} by {}",
-                esc(&render(revocation.revoked_at)),
-                esc(revocation.revoked_by.as_deref().unwrap_or("?"))
-            ),
-            None if listed.grant.is_err() => "<span class=\"pill bad\">unreadable</span>".to_owned(),
-            None => "<span class=\"pill ok\">live</span>".to_owned(),
-        };
-        out.push_str(&format!(
-            "<tr><td class=\"mono\">{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{state}</td></tr>",
-            esc(&record.delegation_id),
-            record.depth,
-            esc(&record.parent_id),
-            esc(value["grant"]["subject"]["agent"].as_str().unwrap_or("?")),
-            esc(&actions),
-            esc(&warden::approval::person::label(&record.created_by)),
-        ));
-    }
-    out.push_str("</table>");
+    out.push_str(&delegation_tree(delegations));
     out
+}
+
+/// The delegations as a tree under the grants they start from: each delegation under its parent,
+/// one nested list per level. A delegation beneath a revoked one is marked so (the chain refuses
+/// it). A parent that is no stored delegation is a root (a grant of the document).
+fn delegation_tree(delegations: &[ListedDelegation]) -> String {
+    /// Depth-first with an explicit stack: a node's line and list open, its children, the close.
+    enum Step<'a> {
+        Open(&'a ListedDelegation),
+        Close,
+    }
+    let ids: std::collections::BTreeSet<&str> =
+        delegations.iter().map(|d| d.stored.record.delegation_id.as_str()).collect();
+    let revoked = crate::authority_commands::revoked_or_beneath(delegations);
+    let mut children: BTreeMap<&str, Vec<&ListedDelegation>> = BTreeMap::new();
+    for listed in delegations {
+        children.entry(listed.stored.record.parent_id.as_str()).or_default().push(listed);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = String::from("<ul class=\"tree\">");
+    for root in children.keys().copied().filter(|parent| !ids.contains(parent)) {
+        out.push_str(&format!("<li><span class=\"mono\">{}</span> <span class=\"muted\">grant</span><ul>", esc(root)));
+        let mut stack: Vec<Step<'_>> = vec![Step::Close];
+        stack.extend(children.get(root).into_iter().flatten().rev().map(|child| Step::Open(child)));
+        while let Some(step) = stack.pop() {
+            let Step::Open(listed) = step else {
+                out.push_str("</ul></li>");
+                continue;
+            };
+            let id = listed.stored.record.delegation_id.as_str();
+            if !seen.insert(id) {
+                continue;
+            }
+            let beneath_revoked = revoked.contains(id) && listed.stored.revocation.is_none();
+            out.push_str(&format!("<li>{}<ul>", delegation_line(listed, beneath_revoked)));
+            stack.push(Step::Close);
+            stack.extend(children.get(id).into_iter().flatten().rev().map(|child| Step::Open(child)));
+        }
+    }
+    out.push_str("</ul>");
+    out
+}
+
+fn delegation_line(listed: &ListedDelegation, beneath_revoked: bool) -> String {
+    let value = listed.to_json();
+    let record = &listed.stored.record;
+    let actions = value["grant"]["actions"]
+        .as_array()
+        .map_or_else(String::new, |list| list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "));
+    let state = match &listed.stored.revocation {
+        Some(revocation) => format!(
+            "<span class=\"pill bad\">revoked</span> {} by {}",
+            esc(&render(revocation.revoked_at)),
+            esc(revocation.revoked_by.as_deref().unwrap_or("?"))
+        ),
+        None if listed.grant.is_err() => "<span class=\"pill bad\">unreadable</span>".to_owned(),
+        None if beneath_revoked => "<span class=\"pill bad\">beneath a revoked delegation</span>".to_owned(),
+        None => "<span class=\"pill ok\">live</span>".to_owned(),
+    };
+    format!(
+        "<span class=\"mono\">{}</span> to <b>{}</b> [{}] by {} (depth {}) {state}",
+        esc(&record.delegation_id),
+        esc(value["grant"]["subject"]["agent"].as_str().unwrap_or("?")),
+        esc(&actions),
+        esc(&warden::approval::person::label(&record.created_by)),
+        record.depth,
+    )
 }
 
 #[cfg(test)]
