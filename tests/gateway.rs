@@ -195,7 +195,10 @@ fn serve_one(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let id = body.get("id").cloned().unwrap_or(Value::Null);
     let is_call = body.get("method") == Some(&json!("tools/call"));
+    // The tasks methods are answered as the test scripts them, like calls.
+    let is_task = body.get("method").and_then(Value::as_str).is_some_and(|m| m.starts_with("tasks/"));
     let scripted = is_call
+        || is_task
         || (method == "GET"
             && headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("accept") && v == "text/event-stream"));
     recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
@@ -4625,4 +4628,175 @@ fn a_call_suspended_for_input_is_one_execute_tool_span_across_its_legs() {
     let named = format!("00-{CLIENT_TRACE}-{}-01", hex(&tool.span_id));
     assert_eq!(first_leg["params"]["_meta"]["traceparent"], named, "both legs reach the upstream under the same span");
     assert_eq!(second_leg["params"]["_meta"]["traceparent"], named);
+}
+
+// ---- tasks (issue 31 item 1) --------------------------------------------------------------------
+
+/// SEP-2663's `CreateTaskResult`.
+fn task_handle(task_id: &str, ttl_ms: Value) -> Script {
+    Script::Result(json!({
+        "resultType": "task", "taskId": task_id, "status": "working",
+        "createdAt": "2026-12-07T10:00:00Z", "lastUpdatedAt": "2026-12-07T10:00:00Z",
+        "ttlMs": ttl_ms, "pollIntervalMs": 100,
+    }))
+}
+
+/// A `tasks/get` result in this status, with the extra members given.
+fn task_state(task_id: &str, status: &str, extra: Value) -> Script {
+    let mut task = json!({"resultType": "complete", "taskId": task_id, "status": status, "ttlMs": 60000,
+                          "createdAt": "2026-12-07T10:00:00Z", "lastUpdatedAt": "2026-12-07T10:00:01Z"});
+    if let (Some(task), Some(extra)) = (task.as_object_mut(), extra.as_object()) {
+        task.extend(extra.clone());
+    }
+    Script::Result(task)
+}
+
+impl Gateway {
+    /// A relayed request of a tasks method for `task_id`.
+    fn task_request(&self, id: u64, method: &str, task_id: &str) -> Answer {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"taskId": task_id}});
+        self.post(&[("X-Agent", "a"), ("Content-Type", "application/json")], &body.to_string())
+    }
+
+    /// The state of the effect under `key`, as `warden effects` shows it.
+    fn effect_state(&self, key: &str) -> Value {
+        let out = self.cli(&["effects", "--json"]);
+        let effects: Value = serde_json::from_slice(&out.stdout).expect("effects JSON");
+        let list = effects.as_array().cloned().unwrap_or_default();
+        list.into_iter().find(|e| e["effect_key"] == key).map(|e| e["state"].clone()).unwrap_or(Value::Null)
+    }
+}
+
+#[test]
+fn a_task_keeps_its_effect_executing_until_its_terminal_state_records_the_outcome_once() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let done = json!({"content": [{"type": "text", "text": "refunded"}], "isError": false});
+    let tool_error = json!({"content": [{"type": "text", "text": "no such payment"}], "isError": true});
+    // (case, what the terminal tasks/get answers, the outcome, whether a result is hashed)
+    let cases = [
+        ("completed", task_state("t-1", "completed", json!({"result": done})), "committed", Some(done.clone())),
+        (
+            "is_error",
+            task_state("t-2", "completed", json!({"result": tool_error})),
+            "committed",
+            Some(tool_error.clone()),
+        ),
+        (
+            "failed",
+            task_state("t-3", "failed", json!({"error": {"code": -32602, "message": "bad"}})),
+            "ambiguous",
+            None,
+        ),
+        ("cancelled", task_state("t-4", "cancelled", json!({})), "ambiguous", None),
+        ("lost", Script::Error(-32602), "ambiguous", None),
+    ];
+    for (n, (case, terminal, outcome, hashed)) in cases.into_iter().enumerate() {
+        let task_id = format!("t-{}", n + 1);
+        let key = format!("careful:{case}");
+        let calls = upstream.calls();
+        upstream.then(task_handle(&task_id, json!(60000)));
+        let handle = gateway.call(10 * n as u64 + 1, "careful", json!({"id": case}), "a");
+        assert_eq!(handle.status, 200, "{case}: {}", handle.text);
+        let meta = handle.meta();
+        assert_eq!(
+            (meta["result"].as_str(), meta["task_id"].as_str()),
+            (Some("task"), Some(task_id.as_str())),
+            "{case}"
+        );
+        assert_eq!(meta["receipt_id"], Value::Null, "{case}: no receipt while the task is open");
+        assert_eq!(handle.json()["result"]["taskId"], task_id.as_str(), "{case}: the handle is relayed");
+        assert_eq!(gateway.effect_state(&key), "executing", "{case}");
+        // At most once: the same effect again while its task is open never reaches the upstream.
+        let again = gateway.call(10 * n as u64 + 2, "careful", json!({"id": case}), "a");
+        assert_eq!(again.code(), Some(-41004), "{case}: {}", again.text);
+        assert_eq!(upstream.calls(), calls + 1, "{case}");
+        // Still working: relayed, nothing recorded.
+        upstream.then(task_state(&task_id, "working", json!({})));
+        let working = gateway.task_request(10 * n as u64 + 3, "tasks/get", &task_id);
+        assert_eq!(working.json()["result"]["status"], "working", "{case}");
+        assert_eq!(gateway.effect_state(&key), "executing", "{case}");
+        if case == "cancelled" {
+            upstream.then(Script::Result(json!({"resultType": "complete"})));
+            let ack = gateway.task_request(10 * n as u64 + 4, "tasks/cancel", &task_id);
+            assert_eq!(ack.status, 200, "{}", ack.text);
+            assert_eq!(gateway.effect_state(&key), "executing", "an acknowledged cancel proves nothing");
+            assert_eq!(upstream.last().body["method"], "tasks/cancel", "relayed");
+        }
+        upstream.then(terminal);
+        let end = gateway.task_request(10 * n as u64 + 5, "tasks/get", &task_id);
+        let meta = end.meta();
+        assert_eq!(meta["result"], outcome, "{case}: {}", end.text);
+        assert_eq!(meta["action_id"], handle.meta()["action_id"], "{case}");
+        let receipt_id =
+            meta["receipt_id"].as_str().unwrap_or_else(|| panic!("{case}: a receipt: {}", end.text)).to_owned();
+        let expected_state = if outcome == "committed" { "committed" } else { "ambiguous" };
+        assert_eq!(gateway.effect_state(&key), expected_state, "{case}");
+        let receipts = gateway.receipts();
+        let receipt = receipts.iter().find(|r| r["receipt_id"] == receipt_id.as_str()).cloned().expect("the receipt");
+        assert_eq!(receipt["result"], outcome, "{case}");
+        let digest = hashed.map(|r| warden::canonical::sha256_prefixed(&serde_json::to_vec(&r).expect("json")));
+        assert_eq!(receipt.get("result_sha256").and_then(Value::as_str), digest.as_deref(), "{case}: {receipt}");
+        if let Some(digest) = &digest {
+            assert_eq!(meta["result_sha256"], digest.as_str(), "{case}");
+            let inner = &end.json()["result"]["result"];
+            assert_eq!(
+                inner["_meta"]["dev.warden/receipt"]["receipt_id"],
+                receipt_id.as_str(),
+                "{case}: where SDKs read it"
+            );
+        }
+        // Once: a later tasks/get names the same receipt and writes none.
+        upstream.then(task_state(&task_id, "cancelled", json!({})));
+        let later = gateway.task_request(10 * n as u64 + 6, "tasks/get", &task_id);
+        assert_eq!(later.meta()["receipt_id"], receipt_id.as_str(), "{case}");
+        let written = gateway.receipts().iter().filter(|r| r["action_id"] == handle.meta()["action_id"]).count();
+        assert_eq!(written, 1, "{case}: one receipt for the call");
+    }
+    let suspended = gateway.events_of("EXECUTION_SUSPENDED");
+    let task_ids: Vec<&str> = suspended.iter().filter_map(|e| e["data"]["task_id"].as_str()).collect();
+    assert_eq!(task_ids, ["t-1", "t-2", "t-3", "t-4", "t-5"], "each task id is in the store: {suspended:?}");
+    assert!(suspended.iter().all(|e| e["data"]["reason"] == "task"));
+    let out = gateway.cli(&["receipts", "--verify-chain", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn a_2025_task_completes_through_tasks_result_and_an_unwatched_one_lapses_ambiguous() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--task-timeout", "1"]);
+    // 2025-11-25: {task: {...}}, the result only through tasks/result.
+    upstream.then(Script::Result(json!({"task": {"taskId": "old-1", "status": "working", "ttl": 60000}})));
+    let handle = gateway.call(1, "careful", json!({"id": "old"}), "a");
+    assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
+    upstream.then(task_state("old-1", "completed", json!({})));
+    let get = gateway.task_request(2, "tasks/get", "old-1");
+    assert_eq!(get.json()["result"]["status"], "completed", "{}", get.text);
+    assert_eq!(gateway.effect_state("careful:old"), "executing", "completed, the result not seen yet");
+    let result = json!({"content": [{"type": "text", "text": "ok"}], "isError": true});
+    upstream.then(Script::Result(result.clone()));
+    let fetched = gateway.task_request(3, "tasks/result", "old-1");
+    assert_eq!(fetched.meta()["result"], "committed", "{}", fetched.text);
+    let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&result).expect("json"));
+    assert_eq!(fetched.meta()["result_sha256"], digest.as_str());
+    assert_eq!(gateway.effect_state("careful:old"), "committed");
+    // A task nobody asks about again: held for its window (--task-timeout 1), then AMBIGUOUS.
+    upstream.then(task_handle("quiet-1", Value::Null));
+    let quiet = gateway.call(4, "careful", json!({"id": "quiet"}), "a");
+    assert_eq!(quiet.meta()["result"], "task", "{}", quiet.text);
+    let mut state = Value::Null;
+    for _ in 0..150 {
+        state = gateway.effect_state("careful:quiet");
+        if state != "executing" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state, "ambiguous");
+    let receipt = gateway.receipts().into_iter().find(|r| r["effect_key"] == "careful:quiet").expect("a receipt");
+    assert_eq!(receipt["result"], "ambiguous");
+    assert!(receipt["error"].as_str().is_some_and(|e| e.contains("window")), "{receipt}");
+    assert_eq!(upstream.calls(), 2);
 }

@@ -21,6 +21,7 @@ use super::intercept::{self, Admitted, Call, Engine};
 use super::lists;
 use super::resource::ProtectedResource;
 use super::sse;
+use super::tasks;
 use super::upstream::{self, Dialer, Upstream};
 use super::wire::{self, Checks, Kind};
 use super::{end_to_end_request, end_to_end_response, log};
@@ -217,9 +218,13 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                         engine.client_answered(session, &inbound.message);
                     }
                     let body = serde_json::to_vec(&inbound.message).unwrap_or(body);
-                    let method = inbound.message.get("method").and_then(Value::as_str).filter(|m| lists::rewritten(m));
+                    let method = inbound
+                        .message
+                        .get("method")
+                        .and_then(Value::as_str)
+                        .filter(|m| lists::rewritten(m) || tasks::observed(m));
                     let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
-                    let cursor = inbound.message.get("params").and_then(|p| p.get("cursor")).and_then(Value::as_str);
+                    let cursor = method.and_then(|m| tasks::read_param(m, &inbound.message));
                     let answering = method.map(|method| Answering { engine, id: &id, method, cursor });
                     relay(&mut stream, config, "POST", &request.headers, &body, answering);
                 }

@@ -160,6 +160,10 @@ pub struct Engine {
     pub stopping: std::sync::atomic::AtomicBool,
     /// Spans and measurements (`OTEL_*`, `--admin`); off unless asked for.
     pub telemetry: Telemetry,
+    /// Calls answered with a task handle, held until the task ends (`tasks`).
+    pub(super) tasks: Mutex<super::tasks::Tasks>,
+    /// `--task-timeout`: the longest window a task is held for without being seen alive.
+    pub task_timeout: std::time::Duration,
 }
 
 /// Where a client's answer to a server request is expected: the session (when the revision
@@ -207,6 +211,8 @@ impl Engine {
             approval_wait: std::time::Duration::ZERO,
             stopping: std::sync::atomic::AtomicBool::new(false),
             telemetry: Telemetry::off(),
+            tasks: Mutex::new(super::tasks::Tasks::default()),
+            task_timeout: std::time::Duration::from_secs(3600),
         }
     }
 
@@ -273,6 +279,10 @@ impl Engine {
     /// only the tools the accepted set offers unchanged, icons as the document says. Whether it
     /// changed.
     pub fn rewrite_answer(&self, method: &str, cursor: Option<&str>, envelope: &mut Value) -> bool {
+        if super::tasks::observed(method) {
+            // `cursor` is the request's `taskId` here (`tasks::read_param`).
+            return self.observe_task(method, cursor, envelope);
+        }
         if method == "tools/list" {
             let _ = self.observe_tools(cursor, envelope);
         }
@@ -1025,7 +1035,47 @@ impl Engine {
         let asks_more = matches!(reply, Reply::Relay)
             && matches!(observation, Observation::Answered { body: Some(body), .. }
                 if body.get("result").and_then(|r| r.get("resultType")).and_then(Value::as_str) == Some("input_required"));
-        let nested = self.settle_nested(nested, &effect, asks_more);
+        // A task handle (the tasks extension): the call has not ended; its effect stays
+        // EXECUTING under the task id until the task's terminal state is seen (`tasks`).
+        let handle = match (answered, &reply) {
+            (Some(body), Reply::Relay) => super::tasks::handle_of(body),
+            _ => None,
+        };
+        let nested = self.settle_nested(nested, &effect, asks_more || handle.is_some());
+        if let Some(handle) = handle {
+            let held = super::tasks::HeldTask {
+                permit,
+                tool: tool.clone(),
+                decision: decision.clone(),
+                not_executed_on_error,
+                started,
+                deadline: std::time::Instant::now() + super::tasks::window(handle.ttl_ms, self.task_timeout),
+                window: super::tasks::window(handle.ttl_ms, self.task_timeout),
+                completed_seen: false,
+                flight: flight.take(),
+            };
+            match self.hold_task(held, &handle) {
+                Ok(mut meta) => {
+                    if !nested.is_empty() {
+                        meta["nested"] = json!(nested);
+                    }
+                    self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+                    if let Some(span) = span {
+                        self.telemetry.end_call(span, answered, Some("task"));
+                    }
+                    return Finished { reply: Reply::Relay, meta, action_id, effect_key, icons };
+                }
+                Err((held, why)) => {
+                    permit = held.permit;
+                    flight = held.flight;
+                    effect = Effect::Ambiguous(format!(
+                        "a task handle ({}), not held: {why}",
+                        log::printable(&handle.task_id)
+                    ));
+                    reply = Reply::Ambiguous;
+                }
+            }
+        }
         if let (Some(state), Some(_), Reply::Relay) = (state, &effect_key, &reply) {
             let next = round + 1;
             if next > self.elicitation.max_rounds {
@@ -1266,6 +1316,19 @@ impl Engine {
             // A call still not ended (it could not be recorded) ends its span when dropped.
             let _ = self.telemetry.action_ended(flight);
         }
+    }
+
+    /// A held task ended (`tasks`): its log line (no arguments: they are not kept) and its span.
+    pub(super) fn task_settled(
+        &self,
+        tool: &str,
+        decision: &str,
+        meta: &Value,
+        started: std::time::Instant,
+        flight: Option<InFlight>,
+    ) {
+        log::call(&outcome_line(&format!("mcp.{}.{tool}", self.alias), tool, decision, meta, 0, started));
+        self.end_flight(flight);
     }
 
     /// The log line of a call whose outcome was recorded (or held), with its arguments under

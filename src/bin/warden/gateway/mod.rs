@@ -27,6 +27,7 @@ mod scaffold;
 pub mod settings;
 mod sse;
 mod stdio;
+mod tasks;
 mod telemetry;
 mod tls;
 mod toolset;
@@ -112,6 +113,10 @@ pub struct GatewayArgs {
     /// How long a suspended call waits for its continuation before it is recorded AMBIGUOUS.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub elicitation_timeout: u64,
+    /// How long a tools/call answered with a task handle is held without being seen alive (a
+    /// task's ttlMs, when shorter, bounds it too); then its effect is recorded AMBIGUOUS.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    pub task_timeout: u64,
     /// How long a call that needs approval waits for a human's answer (then runs, or is
     /// refused); 0 answers -41002 at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
@@ -468,6 +473,10 @@ pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
             DRAIN.as_secs()
         ));
     }
+    let tasks = engine.abandon_tasks();
+    if tasks > 0 {
+        log::warn(&format!("{tasks} open task(s) recorded AMBIGUOUS: the gateway stopped while they were open"));
+    }
     let abandoned = engine.abandon_suspensions();
     if abandoned > 0 {
         log::warn(&format!("{abandoned} suspended call(s) recorded AMBIGUOUS: their continuation can no longer come"));
@@ -487,6 +496,7 @@ fn engine(
     let mut engine = intercept::Engine::new(warden, alias, provider, elicitation(args), catalog);
     engine.approval_wait = Duration::from_secs(args.wait_approvals);
     engine.log_arguments = args.log_arguments;
+    engine.task_timeout = Duration::from_secs(args.task_timeout.max(1));
     engine
 }
 
@@ -503,7 +513,10 @@ fn sweeper(engine: &Arc<intercept::Engine>) {
     let _ = std::thread::Builder::new().name("gateway-sweeper".into()).spawn(move || loop {
         std::thread::sleep(Duration::from_millis(500));
         match engine.upgrade() {
-            Some(engine) => engine.sweep(),
+            Some(engine) => {
+                engine.sweep();
+                engine.sweep_tasks();
+            }
             None => return,
         }
     });
