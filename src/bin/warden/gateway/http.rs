@@ -579,6 +579,45 @@ impl ListTools for Lister<'_> {
     }
 }
 
+/// Poll the adopted tasks (`tasks::Engine::resume_tasks`) with the gateway's own `tasks/get`,
+/// at most `tasks::MAX_POLLED` a round, one round every `tasks::POLL_EVERY`, until none is left
+/// (each ends at its terminal state or the end of its lease). The answers are read as a
+/// relayed `tasks/get`'s are.
+pub fn poll_adopted(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
+    let (engine, config) = (Arc::downgrade(engine), Arc::clone(config));
+    let _ = std::thread::Builder::new().name("gateway-task-poller".into()).spawn(move || {
+        let mut next = 0u64;
+        loop {
+            std::thread::sleep(tasks::POLL_EVERY);
+            let Some(engine) = engine.upgrade() else { return };
+            let open = engine.adopted_to_poll();
+            if open.is_empty() || engine.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let headers = vec![
+                ("Content-Type".to_owned(), "application/json".to_owned()),
+                ("Accept".to_owned(), "application/json, text/event-stream".to_owned()),
+                ("Accept-Encoding".to_owned(), "identity".to_owned()),
+            ];
+            for task_id in open {
+                next += 1;
+                let message = json!({"jsonrpc": "2.0", "id": format!("warden-task-{next}"), "method": "tasks/get",
+                                     "params": {"taskId": task_id}});
+                match client::post(&config.upstream, dialer(&config), &headers, &message) {
+                    Ok((mut envelope, _)) => {
+                        engine.observe_task("tasks/get", Some(&task_id), &mut envelope);
+                    }
+                    Err(what) => log::warn(&format!(
+                        "polling the resumed task {} failed: {}",
+                        log::printable(&task_id),
+                        log::printable(&what)
+                    )),
+                }
+            }
+        }
+    });
+}
+
 /// One `tools/call` through the kernel: refuse, or forward on a fresh connection and record.
 fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, call: &Call<'_>) {
     let probe = stream.try_clone().ok();

@@ -1311,7 +1311,7 @@ impl Engine {
     }
 
     /// The protected call ended: its `execute_tool` span with it.
-    fn end_flight(&self, flight: Option<InFlight>) {
+    pub(super) fn end_flight(&self, flight: Option<InFlight>) {
         if let Some(flight) = flight {
             // A call still not ended (it could not be recorded) ends its span when dropped.
             let _ = self.telemetry.action_ended(flight);

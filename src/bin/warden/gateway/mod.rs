@@ -261,6 +261,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         let engine = Arc::new(engine);
         start_telemetry(&engine, admin);
         sweeper(&engine);
+        resumed(&engine);
         write_stderr(&block);
         let ran = stdio::run(Arc::clone(&engine), &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
         engine.telemetry.shutdown();
@@ -367,6 +368,10 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     let engine = Arc::new(engine);
     start_telemetry(&engine, admin);
     sweeper(&engine);
+    let http_config = Arc::new(http_config);
+    if resumed(&engine) > 0 {
+        http::poll_adopted(&engine, &http_config);
+    }
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
     if out
@@ -396,7 +401,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             let _ = std::net::TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         })
     };
-    let active = http::serve(listener, Arc::clone(&engine), Arc::new(http_config), &stopping);
+    let active = http::serve(listener, Arc::clone(&engine), http_config, &stopping);
     if !stopping.load(Ordering::SeqCst) {
         return Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()));
     }
@@ -473,9 +478,11 @@ pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
             DRAIN.as_secs()
         ));
     }
-    let tasks = engine.abandon_tasks();
+    let tasks = engine.leave_tasks_open();
     if tasks > 0 {
-        log::warn(&format!("{tasks} open task(s) recorded AMBIGUOUS: the gateway stopped while they were open"));
+        log::warn(&format!(
+            "{tasks} open task(s) left EXECUTING under their leases: the next gateway on this store resumes them"
+        ));
     }
     let abandoned = engine.abandon_suspensions();
     if abandoned > 0 {
@@ -505,6 +512,15 @@ fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {
         max_rounds: args.max_elicitation_rounds,
         timeout: Duration::from_secs(args.elicitation_timeout.max(1)),
     }
+}
+
+/// The tasks an earlier gateway process left open on this store, adopted (`tasks`); how many.
+fn resumed(engine: &intercept::Engine) -> usize {
+    let adopted = engine.resume_tasks();
+    if adopted > 0 {
+        log::info(&format!("resumed {adopted} open task(s) an earlier gateway process left on this store"));
+    }
+    adopted
 }
 
 /// Suspensions whose continuation never came are recorded AMBIGUOUS once they lapse.

@@ -182,12 +182,33 @@ pub fn window(ttl_ms: Option<u64>, cap: std::time::Duration) -> std::time::Durat
     ttl_ms.map_or(cap, |ms| std::time::Duration::from_millis(ms).min(cap)).max(std::time::Duration::from_secs(1))
 }
 
-/// The held and the settled tasks, by task id.
+/// A task an earlier gateway process held on this store, found at startup (`resume_tasks`):
+/// its effect is still EXECUTING under that process's attempt and lease. No permit comes with
+/// it, so its outcome is reported through the kernel's permit-less surface (`Kernel::complete`).
+pub struct Adopted {
+    pub effect_key: String,
+    pub action_id: String,
+    pub attempt: u32,
+    pub action: String,
+    pub deadline: std::time::Instant,
+    pub window: std::time::Duration,
+    pub completed_seen: bool,
+}
+
+/// The held, adopted and settled tasks, by task id.
 #[derive(Default)]
 pub struct Tasks {
     held: std::collections::HashMap<String, HeldTask>,
+    adopted: std::collections::HashMap<String, Adopted>,
     settled: std::collections::VecDeque<(String, Value)>,
 }
+
+/// The most events read at startup looking for the tasks of effects still EXECUTING.
+const MAX_EVENTS_SCANNED: u64 = 10_000_000;
+
+/// The most adopted tasks polled in one round, and how often a round runs.
+pub const MAX_POLLED: usize = 64;
+pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Engine {
     /// Hold the call under the task `handle`: `EXECUTION_SUSPENDED {reason: "task", task_id}`
@@ -198,7 +219,7 @@ impl Engine {
             Ok(tasks) => tasks,
             Err(_) => return Err((Box::new(held), "the held tasks are unreadable".into())),
         };
-        if tasks.held.contains_key(&handle.task_id) {
+        if tasks.held.contains_key(&handle.task_id) || tasks.adopted.contains_key(&handle.task_id) {
             return Err((Box::new(held), "the upstream answered with the task id of a task already held".into()));
         }
         if tasks.held.len() >= MAX_HELD {
@@ -211,6 +232,7 @@ impl Engine {
             "task_id": handle.task_id,
             "status": handle.status,
             "ttl_ms": handle.ttl_ms,
+            "attempt": held.permit.attempt(),
         });
         if let Err(error) = held.permit.suspend(Some(until), &data) {
             return Err((Box::new(held), format!("the task could not be recorded: {error}")));
@@ -234,6 +256,11 @@ impl Engine {
         let Some(task_id) = task_id else { return false };
         let seen = seen(method, envelope);
         let Ok(mut tasks) = self.tasks.lock() else { return false };
+        if tasks.adopted.contains_key(task_id) {
+            let meta = self.observe_adopted(&mut tasks, task_id, &seen);
+            drop(tasks);
+            return meta.is_some_and(|meta| put_meta(envelope, &meta));
+        }
         let Some(held) = tasks.held.get_mut(task_id) else {
             // Settled already: the answer still names its receipt.
             let meta = tasks.settled.iter().rev().find(|(id, _)| id == task_id).map(|(_, meta)| meta.clone());
@@ -335,19 +362,181 @@ impl Engine {
             let meta = self.settle_task(&task_id, held, &effect, None);
             remember(&mut tasks, &task_id, &meta);
         }
+        let ended: Vec<String> =
+            tasks.adopted.iter().filter(|(_, task)| task.deadline < now).map(|(id, _)| id.clone()).collect();
+        for task_id in ended {
+            let Some(task) = tasks.adopted.remove(&task_id) else { continue };
+            let effect = if task.completed_seen {
+                Effect::Committed
+            } else {
+                Effect::Ambiguous(format!(
+                    "the task (resumed after a restart) was not seen to end within its window ({} s)",
+                    task.window.as_secs()
+                ))
+            };
+            let meta = self.settle_adopted(&task_id, &task, &effect);
+            remember(&mut tasks, &task_id, &meta);
+        }
     }
 
-    /// The gateway is stopping: every held task is recorded AMBIGUOUS (no other process takes
-    /// it over). How many.
-    pub fn abandon_tasks(&self) -> usize {
+    /// The gateway is stopping: every held task is left EXECUTING under its lease, for the
+    /// next gateway process on this store to resume (`resume_tasks`); its lease lapsing, if none
+    /// comes, turns it AMBIGUOUS at the next claim. How many.
+    pub fn leave_tasks_open(&self) -> usize {
         let Ok(mut tasks) = self.tasks.lock() else { return 0 };
         let held: Vec<(String, HeldTask)> = tasks.held.drain().collect();
-        let count = held.len();
-        for (task_id, held) in held {
-            let effect = Effect::Ambiguous("the gateway stopped while the task was open".into());
-            let _ = self.settle_task(&task_id, held, &effect, None);
+        let count = held.len() + tasks.adopted.len();
+        for (_, held) in held {
+            self.end_flight(held.flight);
+            // A permit dropped without an outcome records AMBIGUOUS; the task is not over, so
+            // no outcome is written at all: the effect stays as the store has it.
+            std::mem::forget(held.permit);
         }
         count
+    }
+
+    /// At startup: the tasks an earlier gateway process left open on this store — effects of
+    /// this alias still EXECUTING under a live lease whose attempt's `EXECUTION_SUSPENDED`
+    /// names a task — are adopted: polled (`adopted_to_poll`), and settled by a relayed answer
+    /// or the end of their lease. At most `MAX_HELD` effects and `MAX_EVENTS_SCANNED` events
+    /// are read. How many were adopted.
+    pub fn resume_tasks(&self) -> usize {
+        let kernel = self.warden.kernel();
+        let prefix = format!("mcp.{}.", self.alias);
+        let now = kernel.now();
+        let executing = match kernel.effects(Some(warden::EffectState::Executing), MAX_HELD) {
+            Ok(records) => records,
+            Err(error) => {
+                log::warn(&format!("the open tasks could not be read from the store: {error}"));
+                return 0;
+            }
+        };
+        let mut open: std::collections::HashMap<String, warden::EffectRecord> = executing
+            .into_iter()
+            .filter(|r| r.action_name.starts_with(&prefix) && r.lease_is_live(now))
+            .map(|r| (r.action_id.clone(), r))
+            .collect();
+        if open.is_empty() {
+            return 0;
+        }
+        let mut found = Vec::new();
+        let mut after = 0;
+        while after < MAX_EVENTS_SCANNED && !open.is_empty() {
+            let page = match kernel.events(after, 1000) {
+                Ok(page) => page,
+                Err(error) => {
+                    log::warn(&format!("the open tasks could not be read from the store: {error}"));
+                    break;
+                }
+            };
+            let Some(last) = page.last() else { break };
+            after = last.event_id;
+            for event in page {
+                if event.kind != warden::event::EventKind::EXECUTION_SUSPENDED {
+                    continue;
+                }
+                let Some(action_id) = event.action_id.as_deref() else { continue };
+                let Ok(data) = serde_json::from_str::<Value>(&event.data) else { continue };
+                let task_id = data.get("task_id").and_then(Value::as_str).filter(|_| data["reason"] == "task");
+                let attempt = data.get("attempt").and_then(Value::as_u64);
+                if let (Some(task_id), Some(attempt)) = (task_id, attempt) {
+                    if open.get(action_id).is_some_and(|r| u64::from(r.attempt) == attempt) {
+                        if let Some(record) = open.remove(action_id) {
+                            found.push((task_id.to_owned(), record));
+                        }
+                    }
+                }
+            }
+        }
+        let Ok(mut tasks) = self.tasks.lock() else { return 0 };
+        let count = found.len();
+        for (task_id, record) in found {
+            let left = record.lease_expires_at.unwrap_or(now).saturating_sub(now);
+            let window = std::time::Duration::from_micros(u64::try_from(left).unwrap_or(0));
+            tasks.adopted.insert(
+                task_id,
+                Adopted {
+                    effect_key: record.effect_key,
+                    action_id: record.action_id,
+                    attempt: record.attempt,
+                    action: record.action_name,
+                    deadline: std::time::Instant::now() + window,
+                    window: window.max(std::time::Duration::from_secs(1)),
+                    completed_seen: false,
+                },
+            );
+        }
+        count
+    }
+
+    /// The adopted tasks to poll this round (at most `MAX_POLLED`).
+    pub fn adopted_to_poll(&self) -> Vec<String> {
+        self.tasks.lock().map(|tasks| tasks.adopted.keys().take(MAX_POLLED).cloned().collect()).unwrap_or_default()
+    }
+
+    /// What an answer shows of an adopted task: an open one's lease extended, a terminal one
+    /// reported. The receipt summary once it is settled.
+    fn observe_adopted(&self, tasks: &mut Tasks, task_id: &str, seen: &Seen) -> Option<Value> {
+        let task = tasks.adopted.get_mut(task_id)?;
+        match seen {
+            Seen::Open { ttl_ms } => {
+                let window = ttl_ms.map_or(task.window, |_| window(*ttl_ms, self.task_timeout));
+                let until = self.warden.kernel().now().saturating_add(micros(window));
+                match self.warden.kernel().extend_lease(&task.effect_key, &task.action_id, task.attempt, until) {
+                    Ok(_) => {
+                        task.window = window;
+                        task.deadline = task.deadline.max(std::time::Instant::now() + window);
+                    }
+                    Err(error) => log::warn(&format!("extending the lease of task {task_id} failed: {error}")),
+                }
+                None
+            }
+            Seen::CompletedElsewhere => {
+                task.completed_seen = true;
+                None
+            }
+            _ => {
+                let effect = outcome(seen, false)?;
+                let task = tasks.adopted.remove(task_id)?;
+                let meta = self.settle_adopted(task_id, &task, &effect);
+                remember(tasks, task_id, &meta);
+                Some(meta)
+            }
+        }
+    }
+
+    /// Report an adopted task's outcome without a permit (`Kernel::complete`: the effect's
+    /// state and its event; no receipt, see docs/GATEWAY.md). The summary.
+    fn settle_adopted(&self, task_id: &str, task: &Adopted, effect: &Effect) -> Value {
+        let kernel = self.warden.kernel();
+        let outcome = match effect {
+            Effect::Committed => warden::effect::Outcome::Committed(warden::effect::StoredResult::from_value_within(
+                &Value::Null,
+                kernel.limits().max_result_bytes,
+            )),
+            Effect::Failed(what) => warden::effect::Outcome::NotExecuted(log::printable(what)),
+            Effect::Ambiguous(what) => warden::effect::Outcome::Ambiguous(log::printable(what)),
+        };
+        let result = match kernel.complete(&task.effect_key, &task.action_id, task.attempt, outcome) {
+            Ok(record) => record.state.as_str().to_owned(),
+            Err(error) => {
+                log::warn(&format!("recording the outcome of resumed task {task_id} failed: {error}"));
+                "ambiguous".to_owned()
+            }
+        };
+        let meta = json!({
+            "action_id": task.action_id,
+            "receipt_id": Value::Null,
+            "effect_key": task.effect_key,
+            "result": result,
+            "task_id": task_id,
+            "attempt": task.attempt,
+            "resumed": true,
+        });
+        let line = json!({"action": task.action, "outcome": meta["result"], "effect_key": task.effect_key,
+                          "action_id": task.action_id, "attempt": task.attempt, "task_id": task_id, "resumed": true});
+        log::call(&line);
+        meta
     }
 }
 
