@@ -215,9 +215,8 @@ impl Engine {
     /// and the lease over the task's window, in one write. The receipt summary the handle is
     /// relayed with, or (the call back) why it could not be held.
     pub fn hold_task(&self, mut held: HeldTask, handle: &Handle) -> Result<Value, (Box<HeldTask>, String)> {
-        let mut tasks = match self.tasks.lock() {
-            Ok(tasks) => tasks,
-            Err(_) => return Err((Box::new(held), "the held tasks are unreadable".into())),
+        let Ok(mut tasks) = self.tasks.lock() else {
+            return Err((Box::new(held), "the held tasks are unreadable".into()));
         };
         if tasks.held.contains_key(&handle.task_id) || tasks.adopted.contains_key(&handle.task_id) {
             return Err((Box::new(held), "the upstream answered with the task id of a task already held".into()));
