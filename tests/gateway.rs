@@ -113,8 +113,9 @@ struct Upstream {
     tools: Arc<Mutex<Value>>,
     /// Set by the test: a `Script::Held` call answers.
     released: Arc<std::sync::atomic::AtomicBool>,
-    /// What a `tasks/get` of each task id answers, when set (before the script).
-    task_states: Arc<Mutex<std::collections::HashMap<String, Value>>>,
+    /// What a tasks method answers for a task id (by `"<method> <taskId>"`), when set, every
+    /// time it is asked (before the script): the gateway polls open tasks too.
+    task_states: Arc<Mutex<std::collections::HashMap<String, Script>>>,
 }
 
 impl Upstream {
@@ -148,7 +149,12 @@ impl Upstream {
 
     /// From now on a `tasks/get` of `task_id` answers this result.
     fn task_is(&self, task_id: &str, result: Value) {
-        self.task_states.lock().expect("task states").insert(task_id.to_owned(), result);
+        self.task_answers("tasks/get", task_id, Script::Result(result));
+    }
+
+    /// From now on `method` for `task_id` is answered so.
+    fn task_answers(&self, method: &str, task_id: &str, script: Script) {
+        self.task_states.lock().expect("task states").insert(format!("{method} {task_id}"), script);
     }
 
     fn then(&self, script: Script) {
@@ -179,7 +185,7 @@ fn serve_one(
     queued: &Mutex<VecDeque<Script>>,
     listed: &Mutex<Value>,
     released: &std::sync::atomic::AtomicBool,
-    task_states: &Mutex<std::collections::HashMap<String, Value>>,
+    task_states: &Mutex<std::collections::HashMap<String, Script>>,
 ) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut first = String::new();
@@ -215,12 +221,12 @@ fn serve_one(
             && headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("accept") && v == "text/event-stream"));
     recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
     let is_list = body.get("method") == Some(&json!("tools/list"));
-    let by_task = (body.get("method") == Some(&json!("tasks/get")))
-        .then(|| body["params"]["taskId"].as_str().map(str::to_owned))
-        .flatten()
-        .and_then(|task_id| task_states.lock().expect("task states").get(&task_id).cloned());
-    let script = if let Some(result) = by_task {
-        Some(Script::Result(result))
+    let by_task = body["params"]["taskId"].as_str().filter(|_| is_task).and_then(|task_id| {
+        let key = format!("{} {task_id}", body["method"].as_str().unwrap_or_default());
+        task_states.lock().expect("task states").get(&key).cloned()
+    });
+    let script = if by_task.is_some() {
+        by_task
     } else if scripted {
         queued.lock().expect("script").pop_front()
     } else if is_list {
@@ -4736,18 +4742,27 @@ fn a_task_keeps_its_effect_executing_until_its_terminal_state_records_the_outcom
         assert_eq!(again.code(), Some(-41004), "{case}: {}", again.text);
         assert_eq!(upstream.calls(), calls + 1, "{case}");
         // Still working: relayed, nothing recorded.
-        upstream.then(task_state(&task_id, "working", json!({})));
+        upstream.task_answers("tasks/get", &task_id, task_state(&task_id, "working", json!({})));
         let working = gateway.task_request(10 * n as u64 + 3, "tasks/get", &task_id);
         assert_eq!(working.json()["result"]["status"], "working", "{case}");
         assert_eq!(gateway.effect_state(&key), "executing", "{case}");
         if case == "cancelled" {
-            upstream.then(Script::Result(json!({"resultType": "complete"})));
+            upstream.task_answers("tasks/cancel", &task_id, Script::Result(json!({"resultType": "complete"})));
             let ack = gateway.task_request(10 * n as u64 + 4, "tasks/cancel", &task_id);
             assert_eq!(ack.status, 200, "{}", ack.text);
             assert_eq!(gateway.effect_state(&key), "executing", "an acknowledged cancel proves nothing");
-            assert_eq!(upstream.last().body["method"], "tasks/cancel", "relayed");
+            let cancels = upstream
+                .requests
+                .lock()
+                .expect("requests")
+                .iter()
+                .filter(|r| r.body["method"] == "tasks/cancel")
+                .count();
+            assert_eq!(cancels, 1, "relayed");
         }
-        upstream.then(terminal);
+        // Its end: the client's tasks/get or the gateway's own poll, whichever comes first,
+        // records it; the client's answer names the receipt either way.
+        upstream.task_answers("tasks/get", &task_id, terminal);
         let end = gateway.task_request(10 * n as u64 + 5, "tasks/get", &task_id);
         let meta = end.meta();
         assert_eq!(meta["result"], outcome, "{case}: {}", end.text);
@@ -4771,7 +4786,7 @@ fn a_task_keeps_its_effect_executing_until_its_terminal_state_records_the_outcom
             );
         }
         // Once: a later tasks/get names the same receipt and writes none.
-        upstream.then(task_state(&task_id, "cancelled", json!({})));
+        upstream.task_answers("tasks/get", &task_id, task_state(&task_id, "cancelled", json!({})));
         let later = gateway.task_request(10 * n as u64 + 6, "tasks/get", &task_id);
         assert_eq!(later.meta()["receipt_id"], receipt_id.as_str(), "{case}");
         let written = gateway.receipts().iter().filter(|r| r["action_id"] == handle.meta()["action_id"]).count();
@@ -4786,7 +4801,7 @@ fn a_task_keeps_its_effect_executing_until_its_terminal_state_records_the_outcom
 }
 
 #[test]
-fn a_2025_task_completes_through_tasks_result_and_an_unwatched_one_lapses_ambiguous() {
+fn a_2025_task_completes_through_tasks_result_and_one_never_seen_alive_lapses_ambiguous() {
     let dir = scratch();
     let upstream = Upstream::start();
     let gateway = gateway_in(dir.path(), &upstream.url, &["--principal-header", "X-Agent", "--task-timeout", "1"]);
@@ -4794,18 +4809,20 @@ fn a_2025_task_completes_through_tasks_result_and_an_unwatched_one_lapses_ambigu
     upstream.then(Script::Result(json!({"task": {"taskId": "old-1", "status": "working", "ttl": 60000}})));
     let handle = gateway.call(1, "careful", json!({"id": "old"}), "a");
     assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
-    upstream.then(task_state("old-1", "completed", json!({})));
+    upstream.task_answers("tasks/get", "old-1", task_state("old-1", "completed", json!({})));
     let get = gateway.task_request(2, "tasks/get", "old-1");
     assert_eq!(get.json()["result"]["status"], "completed", "{}", get.text);
     assert_eq!(gateway.effect_state("careful:old"), "executing", "completed, the result not seen yet");
     let result = json!({"content": [{"type": "text", "text": "ok"}], "isError": true});
-    upstream.then(Script::Result(result.clone()));
+    // The gateway's own poll asks tasks/result now too; whichever comes first records it.
+    upstream.task_answers("tasks/result", "old-1", Script::Result(result.clone()));
     let fetched = gateway.task_request(3, "tasks/result", "old-1");
     assert_eq!(fetched.meta()["result"], "committed", "{}", fetched.text);
     let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&result).expect("json"));
     assert_eq!(fetched.meta()["result_sha256"], digest.as_str());
     assert_eq!(gateway.effect_state("careful:old"), "committed");
-    // A task nobody asks about again: held for its window (--task-timeout 1), then AMBIGUOUS.
+    // A task never seen alive again (the gateway's polls get no answer): held for its window
+    // (--task-timeout 1), then AMBIGUOUS.
     upstream.then(task_handle("quiet-1", Value::Null));
     let quiet = gateway.call(4, "careful", json!({"id": "quiet"}), "a");
     assert_eq!(quiet.meta()["result"], "task", "{}", quiet.text);
@@ -4832,10 +4849,12 @@ fn a_restarted_gateway_resumes_its_open_tasks_and_a_client_gets_them_through_the
         |task_id: &str| json!({"resultType": "complete", "taskId": task_id, "status": "working", "ttlMs": 60000});
     let mut first = gateway(dir.path(), &upstream);
     for (n, task_id) in ["r-1", "r-2"].iter().enumerate() {
+        // Set before the handle: the gateway polls an open task (and a poll must not take the
+        // next call's scripted answer).
+        upstream.task_is(task_id, working(task_id));
         upstream.then(task_handle(task_id, json!(60000)));
         let handle = first.call(n as u64 + 1, "careful", json!({"id": task_id}), "a");
         assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
-        upstream.task_is(task_id, working(task_id));
     }
     signal(&first.child, "-TERM");
     assert!(first.child.wait().expect("the gateway exits").success());
@@ -4899,4 +4918,49 @@ fn over_stdio_a_task_is_held_until_a_tasks_get_shows_it_completed() {
     assert_eq!(meta["result_sha256"], digest.as_str(), "{end}");
     drop(input);
     assert!(child.wait().expect("exit").success());
+}
+
+#[test]
+fn the_gateway_polls_an_open_task_in_its_calls_session_and_records_its_end_with_no_client_asking() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    let done = json!({"content": [{"type": "text", "text": "polled"}]});
+    upstream.task_is(
+        "p-1",
+        json!({"resultType": "complete", "taskId": "p-1", "status": "completed", "ttlMs": 60000, "result": done}),
+    );
+    upstream.then(task_handle("p-1", json!(60000)));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "p1"}}});
+    let headers = [("X-Agent", "a"), ("Content-Type", "application/json"), ("Mcp-Session-Id", "sess-9")];
+    let handle = gateway.post(&headers, &body.to_string());
+    assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        state = gateway.effect_state("careful:p1");
+        if state != "executing" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state, "committed");
+    let receipt = gateway.receipts().into_iter().find(|r| r["effect_key"] == "careful:p1").expect("a receipt");
+    let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&done).expect("json"));
+    assert_eq!(
+        (receipt["result"].as_str(), receipt["result_sha256"].as_str()),
+        (Some("committed"), Some(digest.as_str()))
+    );
+    let polls: Vec<Recorded> = upstream
+        .requests
+        .lock()
+        .expect("requests")
+        .iter()
+        .filter(|r| r.body["method"] == "tasks/get")
+        .cloned()
+        .collect();
+    assert!(!polls.is_empty());
+    for poll in &polls {
+        assert_eq!(poll.header("Mcp-Session-Id"), Some("sess-9"), "polled in the call's session");
+        assert!(poll.body["id"].as_str().is_some_and(|id| id.starts_with("warden-task-")), "{:?}", poll.body);
+    }
 }

@@ -579,39 +579,44 @@ impl ListTools for Lister<'_> {
     }
 }
 
-/// Poll the adopted tasks (`tasks::Engine::resume_tasks`) with the gateway's own `tasks/get`,
-/// at most `tasks::MAX_POLLED` a round, one round every `tasks::POLL_EVERY`, until none is left
-/// (each ends at its terminal state or the end of its lease). The answers are read as a
-/// relayed `tasks/get`'s are.
-pub fn poll_adopted(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
+/// Poll every open task (held, and adopted after a restart) with the gateway's own requests
+/// (`tasks::Engine::due_polls`: `tasks/get`, or `tasks/result` for a 2025 task seen completed),
+/// in the session and revision of the call that created it, at most `tasks::MAX_POLLED` a round,
+/// a round every `tasks::POLL_EVERY`, for as long as the gateway runs. The answers are read as
+/// a relayed answer's are.
+pub fn poll_tasks(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
     let (engine, config) = (Arc::downgrade(engine), Arc::clone(config));
     let _ = std::thread::Builder::new().name("gateway-task-poller".into()).spawn(move || {
         let mut next = 0u64;
         loop {
             std::thread::sleep(tasks::POLL_EVERY);
             let Some(engine) = engine.upgrade() else { return };
-            let open = engine.adopted_to_poll();
-            if open.is_empty() || engine.stopping.load(Ordering::SeqCst) {
+            if engine.stopping.load(Ordering::SeqCst) {
                 return;
             }
-            let headers = vec![
-                ("Content-Type".to_owned(), "application/json".to_owned()),
-                ("Accept".to_owned(), "application/json, text/event-stream".to_owned()),
-                ("Accept-Encoding".to_owned(), "identity".to_owned()),
-            ];
-            for task_id in open {
+            for due in engine.due_polls() {
                 next += 1;
-                let message = json!({"jsonrpc": "2.0", "id": format!("warden-task-{next}"), "method": "tasks/get",
-                                     "params": {"taskId": task_id}});
+                let mut headers = vec![
+                    ("Content-Type".to_owned(), "application/json".to_owned()),
+                    ("Accept".to_owned(), "application/json, text/event-stream".to_owned()),
+                    ("Accept-Encoding".to_owned(), "identity".to_owned()),
+                ];
+                if let Some(session) = &due.session {
+                    headers.push(("Mcp-Session-Id".to_owned(), session.clone()));
+                }
+                if let Some(revision) = &due.revision {
+                    headers.push(("MCP-Protocol-Version".to_owned(), revision.clone()));
+                    if revision == wire::REVISION_2026 {
+                        headers.push(("Mcp-Method".to_owned(), due.method.to_owned()));
+                    }
+                }
+                let message = json!({"jsonrpc": "2.0", "id": format!("warden-task-{next}"), "method": due.method,
+                                     "params": {"taskId": due.task_id}});
                 match client::post(&config.upstream, dialer(&config), &headers, &message) {
                     Ok((mut envelope, _)) => {
-                        engine.observe_task("tasks/get", Some(&task_id), &mut envelope);
+                        engine.observe_task(due.method, Some(&due.task_id), &mut envelope);
                     }
-                    Err(what) => log::warn(&format!(
-                        "polling the resumed task {} failed: {}",
-                        log::printable(&task_id),
-                        log::printable(&what)
-                    )),
+                    Err(what) => engine.poll_failed(&due.task_id, &what),
                 }
             }
         }

@@ -69,6 +69,8 @@ pub struct Admitted {
     /// With `gateway.sampling_tools: govern`, the permits of the `tool_use` blocks this leg's
     /// `inputResponses` carry (`sampling.<alias>.<tool>`), settled with this leg's outcome.
     pub nested: Vec<Permit>,
+    /// The call's `Mcp-Session-Id`: a task it creates is polled in that session (`tasks`).
+    pub session: Option<String>,
 }
 
 /// A first leg answered `input_required` with a `requestState`: the permit (and so the
@@ -384,6 +386,7 @@ impl Engine {
         match self.decide(call, present, trace.clone()) {
             Ok(mut admitted) => {
                 admitted.started = started;
+                admitted.session = session.map(str::to_owned);
                 match &admitted.flight {
                     // A continuation: the suspended leg's span goes on, and is the parent again.
                     Some(flight) => self.telemetry.propagate(flight, &mut admitted.forward),
@@ -690,6 +693,7 @@ impl Engine {
                     span: None,
                     flight: None,
                     nested: Vec::new(),
+                    session: None,
                 })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), action_id, error)),
@@ -795,6 +799,7 @@ impl Engine {
             span: None,
             flight,
             nested: Vec::new(),
+            session: None,
         }))
     }
 
@@ -992,7 +997,7 @@ impl Engine {
 
     /// Record what was observed and say what the client gets.
     pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
-        let Admitted { mut permit, forward, not_executed_on_error, round, started, span, mut flight, nested } =
+        let Admitted { mut permit, forward, not_executed_on_error, round, started, span, mut flight, nested, session } =
             admitted;
         let answered = match observation {
             Observation::Answered { body: Some(body), .. } => Some(body),
@@ -1053,6 +1058,7 @@ impl Engine {
                 window: super::tasks::window(handle.ttl_ms, self.task_timeout),
                 completed_seen: false,
                 flight: flight.take(),
+                poll: super::tasks::Polling::new(session, Some(revision), handle.poll_interval_ms),
             };
             match self.hold_task(held, &handle) {
                 Ok(mut meta) => {
@@ -1560,7 +1566,7 @@ fn internal(id: &Value) -> Answer {
     )
 }
 
-fn micros(duration: std::time::Duration) -> warden::Micros {
+pub(super) fn micros(duration: std::time::Duration) -> warden::Micros {
     i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }
 

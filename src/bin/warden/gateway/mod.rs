@@ -369,9 +369,8 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     start_telemetry(&engine, admin);
     sweeper(&engine);
     let http_config = Arc::new(http_config);
-    if resumed(&engine) > 0 {
-        http::poll_adopted(&engine, &http_config);
-    }
+    resumed(&engine);
+    http::poll_tasks(&engine, &http_config);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
     if out

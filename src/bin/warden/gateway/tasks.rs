@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use warden::kernel::Permit;
 
 use super::classify::Effect;
-use super::intercept::{digest, with_meta, Engine};
+use super::intercept::{digest, micros, with_meta, Engine};
 use super::log;
 use super::telemetry::InFlight;
 
@@ -58,6 +58,8 @@ pub struct Handle {
     pub status: String,
     /// `ttlMs` (SEP-2663) or `ttl` (2025-11-25); `None` when null or absent.
     pub ttl_ms: Option<u64>,
+    /// `pollIntervalMs` (SEP-2663) or `pollInterval` (2025-11-25).
+    pub poll_interval_ms: Option<u64>,
 }
 
 /// The task handle a `tools/call` response envelope carries, if it is one: SEP-2663's
@@ -65,9 +67,9 @@ pub struct Handle {
 /// `{task: {taskId, status}}` (a result with no `content`).
 pub fn handle_of(envelope: &Value) -> Option<Handle> {
     let result = envelope.get("result")?.as_object()?;
-    let (task, ttl) = match result.get("resultType").and_then(Value::as_str) {
-        Some("task") => (result, "ttlMs"),
-        None if !result.contains_key("content") => (result.get("task")?.as_object()?, "ttl"),
+    let (task, ttl, interval) = match result.get("resultType").and_then(Value::as_str) {
+        Some("task") => (result, "ttlMs", "pollIntervalMs"),
+        None if !result.contains_key("content") => (result.get("task")?.as_object()?, "ttl", "pollInterval"),
         _ => return None,
     };
     let task_id = task.get("taskId")?.as_str().filter(|id| !id.is_empty() && id.len() <= 256)?;
@@ -76,6 +78,7 @@ pub fn handle_of(envelope: &Value) -> Option<Handle> {
         task_id: task_id.to_owned(),
         status: status.to_owned(),
         ttl_ms: task.get(ttl).and_then(Value::as_u64).or_else(|| task.get("ttlMs").and_then(Value::as_u64)),
+        poll_interval_ms: task.get(interval).and_then(Value::as_u64),
     })
 }
 
@@ -175,6 +178,50 @@ pub struct HeldTask {
     /// records it committed, with no digest, if `tasks/result` never shows it.
     pub completed_seen: bool,
     pub flight: Option<InFlight>,
+    pub poll: Polling,
+}
+
+/// How the gateway polls an open task itself (`http::poll_tasks`, over HTTP): in the session
+/// and revision of the call that created it, every `pollIntervalMs` (1 to 30 s).
+pub struct Polling {
+    pub session: Option<String>,
+    pub revision: Option<String>,
+    pub interval: std::time::Duration,
+    pub next: std::time::Instant,
+    /// A failed poll was logged (once per task).
+    pub warned: bool,
+}
+
+impl Polling {
+    pub fn new(session: Option<String>, revision: Option<&str>, interval_ms: Option<u64>) -> Polling {
+        let interval = std::time::Duration::from_millis(interval_ms.unwrap_or(5_000))
+            .clamp(POLL_EVERY, std::time::Duration::from_secs(30));
+        Polling {
+            session,
+            revision: revision.map(str::to_owned),
+            interval,
+            next: std::time::Instant::now() + interval,
+            warned: false,
+        }
+    }
+
+    /// Due now: the next poll is moved on by the interval.
+    fn due(&mut self, now: std::time::Instant) -> bool {
+        if self.next > now {
+            return false;
+        }
+        self.next = now + self.interval;
+        true
+    }
+}
+
+/// One poll the gateway sends: `tasks/get`, or `tasks/result` once a `tasks/get` said
+/// `completed` without the result (2025-11-25).
+pub struct Due {
+    pub task_id: String,
+    pub method: &'static str,
+    pub session: Option<String>,
+    pub revision: Option<String>,
 }
 
 /// The window of a task: its `ttlMs`, at most `cap`, at least a second.
@@ -193,6 +240,7 @@ pub struct Adopted {
     pub deadline: std::time::Instant,
     pub window: std::time::Duration,
     pub completed_seen: bool,
+    pub poll: Polling,
 }
 
 /// The held, adopted and settled tasks, by task id.
@@ -206,7 +254,7 @@ pub struct Tasks {
 /// The most events read at startup looking for the tasks of effects still EXECUTING.
 const MAX_EVENTS_SCANNED: u64 = 10_000_000;
 
-/// The most adopted tasks polled in one round, and how often a round runs.
+/// The most tasks polled in one round, and how often a round runs.
 pub const MAX_POLLED: usize = 64;
 pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -462,15 +510,48 @@ impl Engine {
                     deadline: std::time::Instant::now() + window,
                     window: window.max(std::time::Duration::from_secs(1)),
                     completed_seen: false,
+                    poll: Polling::new(None, None, None),
                 },
             );
         }
         count
     }
 
-    /// The adopted tasks to poll this round (at most `MAX_POLLED`).
-    pub fn adopted_to_poll(&self) -> Vec<String> {
-        self.tasks.lock().map(|tasks| tasks.adopted.keys().take(MAX_POLLED).cloned().collect()).unwrap_or_default()
+    /// The open tasks (held and adopted) due for a poll now, at most `MAX_POLLED`.
+    pub fn due_polls(&self) -> Vec<Due> {
+        let now = std::time::Instant::now();
+        let Ok(mut tasks) = self.tasks.lock() else { return Vec::new() };
+        let Tasks { held, adopted, .. } = &mut *tasks;
+        let open = held
+            .iter_mut()
+            .map(|(id, task)| (id, &mut task.poll, task.completed_seen))
+            .chain(adopted.iter_mut().map(|(id, task)| (id, &mut task.poll, task.completed_seen)));
+        let mut due = Vec::new();
+        for (task_id, poll, completed_seen) in open {
+            if due.len() >= MAX_POLLED {
+                break;
+            }
+            if poll.due(now) {
+                due.push(Due {
+                    task_id: task_id.clone(),
+                    method: if completed_seen { "tasks/result" } else { "tasks/get" },
+                    session: poll.session.clone(),
+                    revision: poll.revision.clone(),
+                });
+            }
+        }
+        due
+    }
+
+    /// A poll of `task_id` failed: logged once per task (its window still bounds it).
+    pub fn poll_failed(&self, task_id: &str, what: &str) {
+        let Ok(mut tasks) = self.tasks.lock() else { return };
+        let Tasks { held, adopted, .. } = &mut *tasks;
+        let poll = held.get_mut(task_id).map(|t| &mut t.poll).or_else(|| adopted.get_mut(task_id).map(|t| &mut t.poll));
+        if let Some(poll) = poll.filter(|poll| !poll.warned) {
+            poll.warned = true;
+            log::warn(&format!("polling task {} failed: {}", log::printable(task_id), log::printable(what)));
+        }
     }
 
     /// What an answer shows of an adopted task: an open one's lease extended, a terminal one
@@ -558,10 +639,6 @@ fn put_meta(envelope: &mut Value, meta: &Value) -> bool {
     true
 }
 
-fn micros(duration: std::time::Duration) -> warden::Micros {
-    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,16 +647,16 @@ mod tests {
     fn task_handles_are_read_in_both_shapes_and_nothing_else_is_one() {
         let cases = [
             (
-                json!({"result": {"resultType": "task", "taskId": "t1", "status": "working", "ttlMs": 60000}}),
-                Some(("t1", "working", Some(60000))),
+                json!({"result": {"resultType": "task", "taskId": "t1", "status": "working", "ttlMs": 60000, "pollIntervalMs": 500}}),
+                Some(("t1", "working", Some(60000), Some(500))),
             ),
             (
-                json!({"result": {"task": {"taskId": "t2", "status": "working", "ttl": 5000}}}),
-                Some(("t2", "working", Some(5000))),
+                json!({"result": {"task": {"taskId": "t2", "status": "working", "ttl": 5000, "pollInterval": 700}}}),
+                Some(("t2", "working", Some(5000), Some(700))),
             ),
             (
                 json!({"result": {"resultType": "task", "taskId": "t3", "status": "working", "ttlMs": null}}),
-                Some(("t3", "working", None)),
+                Some(("t3", "working", None, None)),
             ),
             // A tool result, whatever it holds, is not a handle.
             (json!({"result": {"content": [], "task": {"taskId": "t4", "status": "working"}}}), None),
@@ -592,8 +669,12 @@ mod tests {
         ];
         for (envelope, expected) in cases {
             let got = handle_of(&envelope);
-            let want =
-                expected.map(|(id, status, ttl)| Handle { task_id: id.into(), status: status.into(), ttl_ms: ttl });
+            let want = expected.map(|(id, status, ttl, interval)| Handle {
+                task_id: id.into(),
+                status: status.into(),
+                ttl_ms: ttl,
+                poll_interval_ms: interval,
+            });
             assert_eq!(got, want, "{envelope}");
         }
     }
@@ -641,6 +722,22 @@ mod tests {
         let claimed = outcome(&Seen::Completed(json!({"isError": true})), true);
         assert!(matches!(claimed, Some(Effect::Failed(_))));
         assert_eq!(outcome(&Seen::Completed(json!({"isError": false})), true), Some(Effect::Committed));
+    }
+
+    #[test]
+    fn polls_come_every_interval_clamped_to_one_to_thirty_seconds() {
+        let second = std::time::Duration::from_secs(1);
+        for (asked, interval) in [(Some(100), 1), (Some(2_500), 2), (None, 5), (Some(600_000), 30)] {
+            let poll = Polling::new(None, None, asked);
+            assert_eq!(poll.interval.as_secs(), interval, "{asked:?}");
+        }
+        let mut poll = Polling::new(Some("s".into()), Some("2025-11-25"), Some(1_000));
+        let start = poll.next;
+        let before = start.checked_sub(second / 2).expect("an instant half a second earlier");
+        assert!(!poll.due(before), "not before its time");
+        assert!(poll.due(start), "due at its time");
+        assert!(!poll.due(start), "then not again until the interval passed");
+        assert!(poll.due(start + second));
     }
 
     #[test]
