@@ -585,6 +585,7 @@ impl ListTools for Lister<'_> {
 /// a round every `tasks::POLL_EVERY`, for as long as the gateway runs. The answers are read as
 /// a relayed answer's are.
 pub fn poll_tasks(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
+    engine.polls_tasks.store(true, Ordering::SeqCst);
     let (engine, config) = (Arc::downgrade(engine), Arc::clone(config));
     let _ = std::thread::Builder::new().name("gateway-task-poller".into()).spawn(move || {
         let mut next = 0u64;
@@ -614,7 +615,7 @@ pub fn poll_tasks(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
                                      "params": {"taskId": due.task_id}});
                 match client::post(&config.upstream, dialer(&config), &headers, &message) {
                     Ok((mut envelope, _)) => {
-                        engine.observe_task(due.method, Some(&due.task_id), &mut envelope);
+                        engine.observe_task_as(due.method, Some(&due.task_id), &mut envelope, true);
                     }
                     Err(what) => engine.poll_failed(&due.task_id, &what),
                 }

@@ -166,6 +166,8 @@ pub struct Engine {
     pub(super) tasks: Mutex<super::tasks::Tasks>,
     /// `--task-timeout`: the longest window a task is held for without being seen alive.
     pub task_timeout: std::time::Duration,
+    /// Set once the gateway polls open tasks itself (over HTTP, `http::poll_tasks`).
+    pub polls_tasks: std::sync::atomic::AtomicBool,
 }
 
 /// Where a client's answer to a server request is expected: the session (when the revision
@@ -215,6 +217,7 @@ impl Engine {
             telemetry: Telemetry::off(),
             tasks: Mutex::new(super::tasks::Tasks::default()),
             task_timeout: std::time::Duration::from_secs(3600),
+            polls_tasks: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

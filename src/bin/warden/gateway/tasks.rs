@@ -300,9 +300,26 @@ impl Engine {
     /// client: a terminal state records the held task's outcome and the answer carries the
     /// receipt summary; an open one moves its window. Whether the answer changed.
     pub fn observe_task(&self, method: &str, task_id: Option<&str>, envelope: &mut Value) -> bool {
+        self.observe_task_as(method, task_id, envelope, false)
+    }
+
+    /// `observe_task`, saying whether the answer is to the gateway's own poll (`own_poll`). A
+    /// lost handle (`-32602`) in a relayed answer is not believed while the gateway polls
+    /// (over HTTP): a client in another session, or another principal, may be told so of a task
+    /// that lives. Its own poll, in the call's session, is sent at once and decides.
+    pub fn observe_task_as(&self, method: &str, task_id: Option<&str>, envelope: &mut Value, own_poll: bool) -> bool {
         let Some(task_id) = task_id else { return false };
         let seen = seen(method, envelope);
         let Ok(mut tasks) = self.tasks.lock() else { return false };
+        if matches!(seen, Seen::Lost(_)) && !own_poll && self.polls_tasks.load(std::sync::atomic::Ordering::SeqCst) {
+            let Tasks { held, adopted, .. } = &mut *tasks;
+            let poll =
+                held.get_mut(task_id).map(|t| &mut t.poll).or_else(|| adopted.get_mut(task_id).map(|t| &mut t.poll));
+            if let Some(poll) = poll {
+                poll.next = std::time::Instant::now();
+                return false;
+            }
+        }
         if tasks.adopted.contains_key(task_id) {
             let meta = self.observe_adopted(&mut tasks, task_id, &seen);
             drop(tasks);
