@@ -4869,18 +4869,28 @@ fn a_restarted_gateway_resumes_its_open_tasks_and_a_client_gets_them_through_the
         let handle = first.call(n as u64 + 1, "careful", json!({"id": task_id}), "a");
         assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
     }
+    // A keyless call's task holds no lease, so it cannot be found again.
+    upstream.task_is("k-1", working("k-1"));
+    upstream.then(task_handle("k-1", json!(60000)));
+    let keyless = first.call(3, "read_only", json!({}), "a");
+    assert_eq!(keyless.meta()["result"], "task", "{}", keyless.text);
     signal(&first.child, "-TERM");
     assert!(first.child.wait().expect("the gateway exits").success());
     // Stopping leaves the open tasks EXECUTING: neither outcome is known yet.
     assert_eq!(first.effect_state("careful:r-1"), "executing");
     assert_eq!(first.effect_state("careful:r-2"), "executing");
-    assert!(first.receipts().is_empty(), "no outcome was recorded at the stop");
+    let receipts = first.receipts();
+    assert_eq!(receipts.len(), 1, "only the keyless task's outcome was recorded at the stop: {receipts:?}");
+    assert_eq!(
+        (receipts[0]["action"].as_str(), receipts[0]["result"].as_str()),
+        (Some("mcp.acme.read_only"), Some("ambiguous"))
+    );
     drop(first);
     let second = gateway(dir.path(), &upstream);
     // Still at most once through the new process.
     let again = second.call(3, "careful", json!({"id": "r-2"}), "a");
     assert_eq!(again.code(), Some(-41004), "{}", again.text);
-    assert_eq!(upstream.calls(), 2);
+    assert_eq!(upstream.calls(), 3, "the three calls of the first process, none of the second");
     // The new process polls r-1 itself and records its end.
     let done = json!({"content": [{"type": "text", "text": "ok"}], "isError": false});
     upstream.task_is(

@@ -443,14 +443,26 @@ impl Engine {
         }
     }
 
-    /// The gateway is stopping: every held task is left EXECUTING under its lease, for the
-    /// next gateway process on this store to resume (`resume_tasks`); its lease lapsing, if none
-    /// comes, turns it AMBIGUOUS at the next claim. How many.
+    /// The gateway is stopping: every held task that holds a lease is left EXECUTING under it,
+    /// for the next gateway process on this store to resume (`resume_tasks`); its lease
+    /// lapsing, if none comes, turns it AMBIGUOUS at the next claim. One that holds none (no
+    /// effect key, or observe mode) cannot be found again: it is recorded AMBIGUOUS now. How
+    /// many were left open.
     pub fn leave_tasks_open(&self) -> usize {
         let Ok(mut tasks) = self.tasks.lock() else { return 0 };
         let held: Vec<(String, HeldTask)> = tasks.held.drain().collect();
-        let count = held.len() + tasks.adopted.len();
-        for (_, held) in held {
+        let mut count = tasks.adopted.len();
+        for (task_id, held) in held {
+            if held.permit.effect_key().is_none() || held.permit.lease_expires_at().is_none() {
+                let effect = Effect::Ambiguous(
+                    "the gateway stopped while the task was open, and a call that holds no lease cannot be resumed"
+                        .into(),
+                );
+                let meta = self.settle_task(&task_id, held, &effect, None);
+                remember(&mut tasks, &task_id, &meta);
+                continue;
+            }
+            count += 1;
             self.end_flight(held.flight);
             // A permit dropped without an outcome records AMBIGUOUS; the task is not over, so
             // no outcome is written at all: the effect stays as the store has it.
