@@ -3,7 +3,8 @@
 //! `{task: {…}}`) has not finished. Its effect stays EXECUTING under the task id — an
 //! `EXECUTION_SUSPENDED` event `{reason: "task", task_id}` in the store, the lease extended to
 //! the task's window — and the outcome is recorded once, from the task's terminal state as a
-//! relayed `tasks/get` or `tasks/result` answer shows it, per the extension's table:
+//! relayed `tasks/get` or `tasks/result` answer, or the gateway's own poll (over HTTP), shows
+//! it, per the extension's table:
 //!
 //! | seen                                   | effect                              |
 //! |----------------------------------------|-------------------------------------|
@@ -16,6 +17,10 @@
 //! The extension never says of a `failed` task that nothing ran (a server may even mark a task
 //! failed once its TTL elapsed), so no task outcome is FAILED — except under the entry's own
 //! `mcp.not_executed_on_error` claim for a completed `isError` result.
+//!
+//! A stopping gateway leaves its open tasks EXECUTING; the next one on the store adopts them
+//! from the store (`resume_tasks`) and settles them through `Kernel::complete` (no permit, so
+//! no receipt: docs/GATEWAY.md, Not done yet).
 
 use serde_json::{json, Value};
 
