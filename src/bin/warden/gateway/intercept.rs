@@ -69,6 +69,8 @@ pub struct Admitted {
     /// With `gateway.sampling_tools: govern`, the permits of the `tool_use` blocks this leg's
     /// `inputResponses` carry (`sampling.<alias>.<tool>`), settled with this leg's outcome.
     pub nested: Vec<Permit>,
+    /// The call's `Mcp-Session-Id`: a task it creates is polled in that session (`tasks`).
+    pub session: Option<String>,
 }
 
 /// A first leg answered `input_required` with a `requestState`: the permit (and so the
@@ -160,6 +162,12 @@ pub struct Engine {
     pub stopping: std::sync::atomic::AtomicBool,
     /// Spans and measurements (`OTEL_*`, `--admin`); off unless asked for.
     pub telemetry: Telemetry,
+    /// Calls answered with a task handle, held until the task ends (`tasks`).
+    pub(super) tasks: Mutex<super::tasks::Tasks>,
+    /// `--task-timeout`: the longest window a task is held for without being seen alive.
+    pub task_timeout: std::time::Duration,
+    /// Set once the gateway polls open tasks itself (over HTTP, `http::poll_tasks`).
+    pub polls_tasks: std::sync::atomic::AtomicBool,
 }
 
 /// Where a client's answer to a server request is expected: the session (when the revision
@@ -207,6 +215,9 @@ impl Engine {
             approval_wait: std::time::Duration::ZERO,
             stopping: std::sync::atomic::AtomicBool::new(false),
             telemetry: Telemetry::off(),
+            tasks: Mutex::new(super::tasks::Tasks::default()),
+            task_timeout: std::time::Duration::from_secs(3600),
+            polls_tasks: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -273,6 +284,10 @@ impl Engine {
     /// only the tools the accepted set offers unchanged, icons as the document says. Whether it
     /// changed.
     pub fn rewrite_answer(&self, method: &str, cursor: Option<&str>, envelope: &mut Value) -> bool {
+        if super::tasks::observed(method) {
+            // `cursor` is the request's `taskId` here (`tasks::read_param`).
+            return self.observe_task(method, cursor, envelope);
+        }
         if method == "tools/list" {
             let _ = self.observe_tools(cursor, envelope);
         }
@@ -374,6 +389,7 @@ impl Engine {
         match self.decide(call, present, trace.clone()) {
             Ok(mut admitted) => {
                 admitted.started = started;
+                admitted.session = session.map(str::to_owned);
                 match &admitted.flight {
                     // A continuation: the suspended leg's span goes on, and is the parent again.
                     Some(flight) => self.telemetry.propagate(flight, &mut admitted.forward),
@@ -680,6 +696,7 @@ impl Engine {
                     span: None,
                     flight: None,
                     nested: Vec::new(),
+                    session: None,
                 })
             }
             Err(error) => Err(self.refused(call.id, &name, action_hash.as_deref(), action_id, error)),
@@ -785,6 +802,7 @@ impl Engine {
             span: None,
             flight,
             nested: Vec::new(),
+            session: None,
         }))
     }
 
@@ -982,7 +1000,7 @@ impl Engine {
 
     /// Record what was observed and say what the client gets.
     pub fn finish(&self, admitted: Admitted, observation: &Observation, revision: &str) -> Finished {
-        let Admitted { mut permit, forward, not_executed_on_error, round, started, span, mut flight, nested } =
+        let Admitted { mut permit, forward, not_executed_on_error, round, started, span, mut flight, nested, session } =
             admitted;
         let answered = match observation {
             Observation::Answered { body: Some(body), .. } => Some(body),
@@ -1025,7 +1043,48 @@ impl Engine {
         let asks_more = matches!(reply, Reply::Relay)
             && matches!(observation, Observation::Answered { body: Some(body), .. }
                 if body.get("result").and_then(|r| r.get("resultType")).and_then(Value::as_str) == Some("input_required"));
-        let nested = self.settle_nested(nested, &effect, asks_more);
+        // A task handle (the tasks extension): the call has not ended; its effect stays
+        // EXECUTING under the task id until the task's terminal state is seen (`tasks`).
+        let handle = match (answered, &reply) {
+            (Some(body), Reply::Relay) => super::tasks::handle_of(body),
+            _ => None,
+        };
+        let nested = self.settle_nested(nested, &effect, asks_more || handle.is_some());
+        if let Some(handle) = handle {
+            let held = super::tasks::HeldTask {
+                permit,
+                tool: tool.clone(),
+                decision: decision.clone(),
+                not_executed_on_error,
+                started,
+                deadline: std::time::Instant::now() + super::tasks::window(handle.ttl_ms, self.task_timeout),
+                window: super::tasks::window(handle.ttl_ms, self.task_timeout),
+                completed_seen: false,
+                flight: flight.take(),
+                poll: super::tasks::Polling::new(session, Some(revision), handle.poll_interval_ms),
+            };
+            match self.hold_task(held, &handle) {
+                Ok(mut meta) => {
+                    if !nested.is_empty() {
+                        meta["nested"] = json!(nested);
+                    }
+                    self.log_outcome(&tool, &decision, &meta, round, started, &forward);
+                    if let Some(span) = span {
+                        self.telemetry.end_call(span, answered, Some("task"));
+                    }
+                    return Finished { reply: Reply::Relay, meta, action_id, effect_key, icons };
+                }
+                Err((held, why)) => {
+                    permit = held.permit;
+                    flight = held.flight;
+                    effect = Effect::Ambiguous(format!(
+                        "a task handle ({}), not held: {why}",
+                        log::printable(&handle.task_id)
+                    ));
+                    reply = Reply::Ambiguous;
+                }
+            }
+        }
         if let (Some(state), Some(_), Reply::Relay) = (state, &effect_key, &reply) {
             let next = round + 1;
             if next > self.elicitation.max_rounds {
@@ -1261,11 +1320,24 @@ impl Engine {
     }
 
     /// The protected call ended: its `execute_tool` span with it.
-    fn end_flight(&self, flight: Option<InFlight>) {
+    pub(super) fn end_flight(&self, flight: Option<InFlight>) {
         if let Some(flight) = flight {
             // A call still not ended (it could not be recorded) ends its span when dropped.
             let _ = self.telemetry.action_ended(flight);
         }
+    }
+
+    /// A held task ended (`tasks`): its log line (no arguments: they are not kept) and its span.
+    pub(super) fn task_settled(
+        &self,
+        tool: &str,
+        decision: &str,
+        meta: &Value,
+        started: std::time::Instant,
+        flight: Option<InFlight>,
+    ) {
+        log::call(&outcome_line(&format!("mcp.{}.{tool}", self.alias), tool, decision, meta, 0, started));
+        self.end_flight(flight);
     }
 
     /// The log line of a call whose outcome was recorded (or held), with its arguments under
@@ -1497,7 +1569,7 @@ fn internal(id: &Value) -> Answer {
     )
 }
 
-fn micros(duration: std::time::Duration) -> warden::Micros {
+pub(super) fn micros(duration: std::time::Duration) -> warden::Micros {
     i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }
 

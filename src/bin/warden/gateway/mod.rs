@@ -27,6 +27,7 @@ mod scaffold;
 pub mod settings;
 mod sse;
 mod stdio;
+mod tasks;
 mod telemetry;
 mod tls;
 mod toolset;
@@ -112,6 +113,10 @@ pub struct GatewayArgs {
     /// How long a suspended call waits for its continuation before it is recorded AMBIGUOUS.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub elicitation_timeout: u64,
+    /// How long a tools/call answered with a task handle is held without being seen alive (a
+    /// task's ttlMs, when shorter, bounds it too); then its effect is recorded AMBIGUOUS.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    pub task_timeout: u64,
     /// How long a call that needs approval waits for a human's answer (then runs, or is
     /// refused); 0 answers -41002 at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
@@ -256,6 +261,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         let engine = Arc::new(engine);
         start_telemetry(&engine, admin);
         sweeper(&engine);
+        resumed(&engine);
         write_stderr(&block);
         let ran = stdio::run(Arc::clone(&engine), &args.command, Duration::from_secs(args.upstream_timeout.max(1)));
         engine.telemetry.shutdown();
@@ -362,6 +368,9 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     let engine = Arc::new(engine);
     start_telemetry(&engine, admin);
     sweeper(&engine);
+    let http_config = Arc::new(http_config);
+    resumed(&engine);
+    http::poll_tasks(&engine, &http_config);
     let mut out = std::io::stdout().lock();
     let first = format!("warden gateway: listening on http://{shown_host}:{}{}\n", local.port(), args.path);
     if out
@@ -391,7 +400,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             let _ = std::net::TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         })
     };
-    let active = http::serve(listener, Arc::clone(&engine), Arc::new(http_config), &stopping);
+    let active = http::serve(listener, Arc::clone(&engine), http_config, &stopping);
     if !stopping.load(Ordering::SeqCst) {
         return Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()));
     }
@@ -468,6 +477,12 @@ pub(super) fn drain(engine: &intercept::Engine, in_flight: impl Fn() -> usize) {
             DRAIN.as_secs()
         ));
     }
+    let tasks = engine.leave_tasks_open();
+    if tasks > 0 {
+        log::warn(&format!(
+            "{tasks} open task(s) left EXECUTING under their leases: the next gateway on this store resumes them"
+        ));
+    }
     let abandoned = engine.abandon_suspensions();
     if abandoned > 0 {
         log::warn(&format!("{abandoned} suspended call(s) recorded AMBIGUOUS: their continuation can no longer come"));
@@ -487,6 +502,7 @@ fn engine(
     let mut engine = intercept::Engine::new(warden, alias, provider, elicitation(args), catalog);
     engine.approval_wait = Duration::from_secs(args.wait_approvals);
     engine.log_arguments = args.log_arguments;
+    engine.task_timeout = Duration::from_secs(args.task_timeout.max(1));
     engine
 }
 
@@ -497,13 +513,25 @@ fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {
     }
 }
 
+/// The tasks an earlier gateway process left open on this store, adopted (`tasks`); how many.
+fn resumed(engine: &intercept::Engine) -> usize {
+    let adopted = engine.resume_tasks();
+    if adopted > 0 {
+        log::info(&format!("resumed {adopted} open task(s) an earlier gateway process left on this store"));
+    }
+    adopted
+}
+
 /// Suspensions whose continuation never came are recorded AMBIGUOUS once they lapse.
 fn sweeper(engine: &Arc<intercept::Engine>) {
     let engine = Arc::downgrade(engine);
     let _ = std::thread::Builder::new().name("gateway-sweeper".into()).spawn(move || loop {
         std::thread::sleep(Duration::from_millis(500));
         match engine.upgrade() {
-            Some(engine) => engine.sweep(),
+            Some(engine) => {
+                engine.sweep();
+                engine.sweep_tasks();
+            }
             None => return,
         }
     });

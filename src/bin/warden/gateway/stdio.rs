@@ -19,6 +19,7 @@ use super::classify::{Observation, Reply};
 use super::intercept::{self, Call, Engine};
 use super::lists;
 use super::log;
+use super::tasks;
 use super::wire::{self, Kind};
 use crate::exit::Failure;
 
@@ -195,13 +196,14 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             inbound.message = intercept::legacy_tool_use_refusal(&id, &uses).body;
                         }
                     }
-                    let method = inbound.message.get("method").and_then(Value::as_str).filter(|m| lists::rewritten(m));
+                    let method = inbound
+                        .message
+                        .get("method")
+                        .and_then(Value::as_str)
+                        .filter(|m| lists::rewritten(m) || tasks::observed(m));
                     if let (Some(method), Some(id), Ok(mut ids)) = (method, inbound.message.get("id"), listing.lock()) {
-                        let cursor = inbound.message.get("params").and_then(|p| p.get("cursor"));
-                        ids.insert(
-                            id.to_string(),
-                            (method.to_owned(), cursor.and_then(Value::as_str).map(str::to_owned)),
-                        );
+                        let read = tasks::read_param(method, &inbound.message).map(str::to_owned);
+                        ids.insert(id.to_string(), (method.to_owned(), read));
                     }
                     // What was checked is what is sent: the parsed message, re-serialised (as over
                     // HTTP), so a key the parser dropped (a second "method") never reaches an

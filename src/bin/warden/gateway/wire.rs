@@ -25,7 +25,7 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 /// docs/GATEWAY.md lists them. A spelling of one of them that is not exact is refused (see
 /// [`check_method`]); any other method is relayed, or refused when the document says
 /// `gateway: {unknown_methods: refuse}`.
-pub const KNOWN_METHODS: [&str; 22] = [
+pub const KNOWN_METHODS: [&str; 23] = [
     "initialize",
     "ping",
     "tools/call",
@@ -43,6 +43,7 @@ pub const KNOWN_METHODS: [&str; 22] = [
     "tasks/result",
     "tasks/list",
     "tasks/cancel",
+    "tasks/update",
     "notifications/initialized",
     "notifications/cancelled",
     "notifications/progress",
