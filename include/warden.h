@@ -1024,6 +1024,40 @@ warden_result warden_effect_resolve(warden_handle *h,
                                     warden_buf *out,
                                     warden_buf *err);
 
+// `warden_effect_resolve`, bound to the attempt the resolver looked at: if the effect is now
+// AMBIGUOUS at another attempt (it was resolved and tried again since), nothing moves and the
+// call fails with WARDEN_RESULT_INVALID_INPUT naming both attempts. A host that shows an
+// effect to a person before they resolve it passes the `attempt` it showed.
+//
+// - `h`: an open handle. Required.
+// - `key`, `key_len`: the effect key. Required.
+// - `attempt`: the attempt shown, 1 or more (the effect record's `attempt`).
+// - `to`, `to_len`: "committed" | "failed". Required.
+// - `by`, `by_len`: who resolves it, one plain line. Required.
+// - `out`: NULL, or receives the updated effect record on WARDEN_RESULT_OK only; free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_RESOLVABLE; WARDEN_RESULT_NOT_FOUND;
+// WARDEN_RESULT_INVALID_INPUT (an attempt of 0, another attempt than the effect's);
+// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_effect_resolve_attempt(warden_handle *h,
+                                            const uint8_t *key,
+                                            size_t key_len,
+                                            uint32_t attempt,
+                                            const uint8_t *to,
+                                            size_t to_len,
+                                            const uint8_t *by,
+                                            size_t by_len,
+                                            warden_buf *out,
+                                            warden_buf *err);
+
 // Reads one effect record: the record, or JSON `null` when the key was never reserved.
 //
 // - `h`: an open handle. Required.

@@ -424,7 +424,7 @@ export declare class Warden {
   /** Every stored delegation in id order, revoked ones included. */
   delegations(): Promise<DelegationRecord[]>;
   /** A human says what happened to an AMBIGUOUS effect. */
-  resolve(key: string, to: 'committed' | 'failed', options: { by: string }): Promise<EffectRecord>;
+  resolve(key: string, to: 'committed' | 'failed', options: { by: string; attempt?: number }): Promise<EffectRecord>;
   /** Effect records in key order, optionally only those in `state`; `limit` defaults to the library's `list_limit`, 0 is no limit. */
   effects(options?: { state?: string | null; limit?: number }): Promise<EffectRecord[]>;
   effect(key: string): Promise<EffectRecord | null>;

@@ -731,12 +731,19 @@ class Warden {
     return json.parse(await invoke(() => this.#handle.delegations()));
   }
 
-  /** A human says what happened to an AMBIGUOUS effect: "committed" or "failed". */
-  async resolve(key, to, { by } = {}) {
+  /**
+   * A human says what happened to an AMBIGUOUS effect: "committed" or "failed". With `attempt`
+   * (the effect record's `attempt` the person was shown), only that attempt is resolved: if the
+   * effect was resolved and tried again since, InvalidInput is thrown and nothing moves.
+   */
+  async resolve(key, to, { by, attempt } = {}) {
     requireString('the effect key', key);
     if (to !== 'committed' && to !== 'failed') throw new TypeError('resolve(key, to): to is "committed" or "failed"');
     requireString('by', by);
-    return json.parse(await invoke(() => this.#handle.effectResolve(key, to, by)));
+    if (attempt !== undefined && !(Number.isInteger(attempt) && attempt >= 1 && attempt <= 0xffffffff)) {
+      throw new TypeError(`resolve(key, to, {attempt}): an attempt number, 1 or more; got ${String(attempt)}`);
+    }
+    return json.parse(await invoke(() => this.#handle.effectResolve(key, to, by, attempt)));
   }
 
   /** Effect records in key order, optionally only those in `state`, at most `limit` (0: all). */

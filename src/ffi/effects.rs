@@ -104,12 +104,71 @@ pub unsafe extern "C" fn warden_effect_resolve(
         let (key, to, by) = unsafe {
             (required_str(key, key_len, "key")?, required_str(to, to_len, "to")?, required_str(by, by_len, "by")?)
         };
-        let to = match to {
-            "committed" => EffectState::Committed,
-            "failed" => EffectState::Failed,
-            other => return Err(Error::InvalidInput(format!("to must be committed or failed, not {other:?}"))),
+        let record = handle.kernel.resolve(key, resolved_to(to)?, by)?;
+        // SAFETY: `out` is NULL or writable (the caller's guarantee).
+        unsafe { out.write_json(&record.to_json()) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// "committed" or "failed", as a resolution names where an AMBIGUOUS effect goes.
+fn resolved_to(to: &str) -> Result<EffectState, Error> {
+    match to {
+        "committed" => Ok(EffectState::Committed),
+        "failed" => Ok(EffectState::Failed),
+        other => Err(Error::InvalidInput(format!("to must be committed or failed, not {other:?}"))),
+    }
+}
+
+/// `warden_effect_resolve`, bound to the attempt the resolver looked at: if the effect is now
+/// AMBIGUOUS at another attempt (it was resolved and tried again since), nothing moves and the
+/// call fails with WARDEN_RESULT_INVALID_INPUT naming both attempts. A host that shows an
+/// effect to a person before they resolve it passes the `attempt` it showed.
+///
+/// - `h`: an open handle. Required.
+/// - `key`, `key_len`: the effect key. Required.
+/// - `attempt`: the attempt shown, 1 or more (the effect record's `attempt`).
+/// - `to`, `to_len`: "committed" | "failed". Required.
+/// - `by`, `by_len`: who resolves it, one plain line. Required.
+/// - `out`: NULL, or receives the updated effect record on WARDEN_RESULT_OK only; free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_RESOLVABLE; WARDEN_RESULT_NOT_FOUND;
+/// WARDEN_RESULT_INVALID_INPUT (an attempt of 0, another attempt than the effect's);
+/// WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn warden_effect_resolve_attempt(
+    h: *mut warden_handle,
+    key: *const u8,
+    key_len: usize,
+    attempt: u32,
+    to: *const u8,
+    to_len: usize,
+    by: *const u8,
+    by_len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::optional(out);
+        // SAFETY: the caller's guarantee for each (ptr, len) pair.
+        let (key, to, by) = unsafe {
+            (required_str(key, key_len, "key")?, required_str(to, to_len, "to")?, required_str(by, by_len, "by")?)
         };
-        let record = handle.kernel.resolve(key, to, by)?;
+        if attempt == 0 {
+            return Err(Error::InvalidInput("attempt starts at 1: pass the effect record's attempt".into()));
+        }
+        let record = handle.kernel.resolve_attempt(key, Some(attempt), resolved_to(to)?, by)?;
         // SAFETY: `out` is NULL or writable (the caller's guarantee).
         unsafe { out.write_json(&record.to_json()) };
         Ok(())

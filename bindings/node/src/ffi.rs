@@ -288,6 +288,19 @@ extern "C" {
         out: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    #[allow(clippy::too_many_arguments)]
+    pub fn warden_effect_resolve_attempt(
+        handle: *mut WardenHandle,
+        key: *const u8,
+        key_len: usize,
+        attempt: u32,
+        to: *const u8,
+        to_len: usize,
+        by: *const u8,
+        by_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
     pub fn warden_effect_get(
         handle: *mut WardenHandle,
         key: *const u8,

@@ -187,16 +187,9 @@ impl Handle {
             status(|err| unsafe {
                 match &trace {
                     None => ffi::warden_propose_recovering(handle.raw(), r, rl, &options, &mut out, &mut info, err),
-                    Some(trace) => ffi::warden_propose_traced(
-                        handle.raw(),
-                        r,
-                        rl,
-                        &options,
-                        trace.raw(),
-                        &mut out,
-                        &mut info,
-                        err,
-                    ),
+                    Some(trace) => {
+                        ffi::warden_propose_traced(handle.raw(), r, rl, &options, trace.raw(), &mut out, &mut info, err)
+                    }
                 }
             })?;
             let info = take(info);
@@ -314,10 +307,15 @@ impl Handle {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn effect_resolve(&self, key: String, to: String, by: String) -> Json {
+    pub fn effect_resolve(&self, key: String, to: String, by: String, attempt: Option<u32>) -> Json {
         self.task(move |h| {
             let ((k, kl), (t, tl), (b, bl)) = (bytes(&key), bytes(&to), bytes(&by));
-            output(|out, err| unsafe { ffi::warden_effect_resolve(h, k, kl, t, tl, b, bl, out, err) })
+            output(|out, err| match attempt {
+                None => unsafe { ffi::warden_effect_resolve(h, k, kl, t, tl, b, bl, out, err) },
+                Some(attempt) => unsafe {
+                    ffi::warden_effect_resolve_attempt(h, k, kl, attempt, t, tl, b, bl, out, err)
+                },
+            })
         })
     }
 

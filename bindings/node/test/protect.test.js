@@ -93,6 +93,26 @@ test('a human resolution of an AMBIGUOUS effect decides the retry', async (t) =>
   assert.equal(again.code, 'WARDEN_RESULT_NOT_RESOLVABLE');
 });
 
+test('a resolution bound to an attempt moves only that attempt', async (t) => {
+  const { w } = open(t);
+  const write = w.protect('ledger.write', async () => {
+    throw new Error('timeout');
+  });
+  await assert.rejects(ada(() => write({ entry: 'e7' })), /timeout/);
+  await w.resolve('ledger:e7', 'failed', { by: 'ops:bob', attempt: 1 });
+  await assert.rejects(ada(() => write({ entry: 'e7' })), /timeout/);
+  const before = await w.effect('ledger:e7');
+  assert.deepEqual([before.state, before.attempt], ['ambiguous', 2]);
+  const stale = await w.resolve('ledger:e7', 'committed', { by: 'ops:bob', attempt: 1 }).catch((e) => e);
+  assert.ok(stale instanceof warden.InvalidInput, `expected InvalidInput, got ${stale}`);
+  assert.match(stale.message, /at attempt 2, not at attempt 1/);
+  assert.deepEqual(await w.effect('ledger:e7'), before);
+  for (const bad of [0, -1, 1.5, '2', 2 ** 32, true]) {
+    await assert.rejects(w.resolve('ledger:e7', 'committed', { by: 'ops:bob', attempt: bad }), TypeError);
+  }
+  assert.equal((await w.resolve('ledger:e7', 'committed', { by: 'ops:bob', attempt: 2 })).state, 'committed');
+});
+
 test('reconcile answers for an AMBIGUOUS effect: not_executed lets the call run again', async (t) => {
   const { w } = open(t);
   let calls = 0;

@@ -40,6 +40,24 @@ def test_a_human_resolves_an_ambiguous_effect(w: warden.Warden, agent: Any) -> N
         w.resolve("refund:nope", "committed", by="ops:carol")
 
 
+def test_a_resolution_bound_to_an_attempt_moves_only_that_attempt(w: warden.Warden, agent: Any) -> None:
+    key = _ambiguous(w, "pay_at")
+    assert w.effect(key)["attempt"] == 1
+    w.resolve(key, "failed", by="ops:carol", attempt=1)
+    _ambiguous(w, "pay_at")  # tried again: attempt 2 is lost too
+    before = w.effect(key)
+    assert (before["state"], before["attempt"]) == ("ambiguous", 2)
+    with pytest.raises(warden.InvalidInput) as stale:
+        w.resolve(key, "committed", by="ops:carol", attempt=1)
+    assert "at attempt 2, not at attempt 1" in str(stale.value)
+    assert w.effect(key) == before
+    for bad in (0, -1, True, 1.0, "2", 2**32):
+        with pytest.raises(ValueError):
+            w.resolve(key, "committed", by="ops:carol", attempt=bad)  # type: ignore[arg-type]
+    assert w.effect(key) == before
+    assert w.resolve(key, "committed", by="ops:carol", attempt=2)["state"] == "committed"
+
+
 def test_effects_receipts_events_and_the_chain(w: warden.Warden, agent: Any) -> None:
     @w.protect("stripe.refund")
     def refund(payment_id: str, amount: int) -> str:

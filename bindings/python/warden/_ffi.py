@@ -176,6 +176,10 @@ SIGNATURES: dict[str, Signature] = {
     "warden_gauge_read": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     # effects, receipts, events
     "warden_effect_resolve": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
+    "warden_effect_resolve_attempt": (
+        _result,
+        (_handle, _bytes, _len, c_uint32, _bytes, _len, _bytes, _len, _buf_p, _buf_p),
+    ),
     "warden_effect_get": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     "warden_effects_list": (_result, (_handle, _bytes, _len, c_uint64, _buf_p, _buf_p)),
     "warden_receipts_list": (_result, (_handle, c_uint64, c_uint64, _buf_p, _buf_p)),

@@ -126,11 +126,26 @@ class Warden(Protecting, Authority, Proofs, Sights):
 
     # -- effects, receipts, events --
 
-    def resolve(self, effect_key: str, to: str, *, by: str) -> dict[str, Any]:
-        """A human says what happened to an AMBIGUOUS effect: "committed" or "failed"."""
+    def resolve(self, effect_key: str, to: str, *, by: str, attempt: int | None = None) -> dict[str, Any]:
+        """A human says what happened to an AMBIGUOUS effect: "committed" or "failed".
+
+        With `attempt` (the effect record's `attempt` the person was shown), only that attempt
+        is resolved: if the effect was resolved and tried again since, `InvalidInput` is raised
+        and nothing moves."""
+        if attempt is None:
+            data = self._call_out(
+                "warden_effect_resolve",
+                *_text_arg(effect_key, "effect key"),
+                *_text_arg(to, "resolve(to)"),
+                *_text_arg(by, "resolve(by=...)"),
+            )
+            return _record(data)
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= 0xFFFFFFFF:
+            raise ValueError(f"resolve(attempt=...) is an attempt number, 1 or more; got {attempt!r}")
         data = self._call_out(
-            "warden_effect_resolve",
+            "warden_effect_resolve_attempt",
             *_text_arg(effect_key, "effect key"),
+            attempt,
             *_text_arg(to, "resolve(to)"),
             *_text_arg(by, "resolve(by=...)"),
         )
