@@ -100,9 +100,8 @@ fn data(event: &Event) -> Value {
     serde_json::from_str(&event.data).unwrap()
 }
 
-#[test]
-fn the_request_is_posted_with_a_signature_the_receiver_can_verify() {
-    let ca = TestCa::new();
+/// A webhook receiver for `localhost` under `ca` that answers 204 and keeps every body.
+fn receiver(ca: &TestCa) -> (Server, Arc<Mutex<Vec<Vec<u8>>>>) {
     let bodies = Arc::new(Mutex::new(Vec::new()));
     let kept = Arc::clone(&bodies);
     let server = Server::https(&ca.leaf(&["localhost"]), move |mut conn, seen| {
@@ -110,6 +109,13 @@ fn the_request_is_posted_with_a_signature_the_receiver_can_verify() {
         conn.send(&response("204 No Content", &[], b""));
         Some(conn)
     });
+    (server, bodies)
+}
+
+#[test]
+fn the_request_is_posted_with_a_signature_the_receiver_can_verify() {
+    let ca = TestCa::new();
+    let (server, bodies) = receiver(&ca);
     let hooked = open(server.https_url("localhost", "/approvals?team=ops").as_str(), &ca, "");
     let id = ask(&hooked.warden, "pay_1");
     let events = settled(&hooked.warden, &id);
@@ -150,13 +156,7 @@ fn the_request_is_posted_with_a_signature_the_receiver_can_verify() {
 #[test]
 fn with_a_console_url_the_webhook_and_the_hook_carry_the_requests_page() {
     let ca = TestCa::new();
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let kept = Arc::clone(&bodies);
-    let server = Server::https(&ca.leaf(&["localhost"]), move |mut conn, seen| {
-        kept.lock().unwrap().push(support::read_body(&mut conn, seen));
-        conn.send(&response("204 No Content", &[], b""));
-        Some(conn)
-    });
+    let (server, bodies) = receiver(&ca);
     let extra = "  console_url: \"http://127.0.0.1:8080/warden\"";
     let hooked = open(server.https_url("localhost", "/approvals").as_str(), &ca, extra);
     let (sender, hook_bodies) = mpsc::channel::<Value>();

@@ -145,6 +145,13 @@ struct Console {
 
 impl Console {
     fn start(store: &Path, extra: &[&str]) -> Console {
+        let (child, address) = Console::spawn(store, extra, "http://");
+        Console { child, host: address.clone(), address, tls: None }
+    }
+
+    /// `warden console --store STORE EXTRA…` and the authority of the URL its first line prints
+    /// with `scheme`.
+    fn spawn(store: &Path, extra: &[&str], scheme: &str) -> (Child, String) {
         let mut child = Command::new(WARDEN)
             .arg("console")
             .arg("--store")
@@ -158,13 +165,13 @@ impl Console {
             .expect("start warden console");
         let mut first = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut first).expect("read the first line");
-        let address = first
+        let authority = first
             .trim()
-            .strip_prefix("http://")
+            .strip_prefix(scheme)
             .and_then(|rest| rest.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("the first line is not the URL: {first:?}"))
+            .unwrap_or_else(|| panic!("the first line is not a {scheme} URL: {first:?}"))
             .to_owned();
-        Console { child, host: address.clone(), address, tls: None }
+        (child, authority)
     }
 
     /// A console served over TLS with `cert`, trusted by the client; the first line is the
@@ -172,25 +179,7 @@ impl Console {
     fn start_tls(store: &Path, cert: &TestCert, extra: &[&str], port: Option<u16>) -> Console {
         let mut args = vec!["--tls-cert", cert.cert.to_str().unwrap(), "--tls-key", cert.key.to_str().unwrap()];
         args.extend_from_slice(extra);
-        let mut child = Command::new(WARDEN)
-            .arg("console")
-            .arg("--store")
-            .arg(store)
-            .args(&args)
-            .env_remove("WARDEN_STORE")
-            .env_remove("WARDEN_CONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start warden console");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut first).expect("read the first line");
-        let host = first
-            .trim()
-            .strip_prefix("https://")
-            .and_then(|rest| rest.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("the first line is not an https URL: {first:?}"))
-            .to_owned();
+        let (child, host) = Console::spawn(store, &args, "https://");
         let address = match port {
             Some(port) => format!("127.0.0.1:{port}"),
             None => host.clone(),

@@ -98,19 +98,8 @@ pub unsafe extern "C" fn warden_effect_resolve(
     out: *mut warden_buf,
     err: *mut warden_buf,
 ) -> warden_result {
-    let work = |handle: &warden_handle| -> Result<(), Error> {
-        let out = Out::optional(out);
-        // SAFETY: the caller's guarantee for each (ptr, len) pair.
-        let (key, to, by) = unsafe {
-            (required_str(key, key_len, "key")?, required_str(to, to_len, "to")?, required_str(by, by_len, "by")?)
-        };
-        let record = handle.kernel.resolve(key, resolved_to(to)?, by)?;
-        // SAFETY: `out` is NULL or writable (the caller's guarantee).
-        unsafe { out.write_json(&record.to_json()) };
-        Ok(())
-    };
-    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
-    unsafe { with_handle(h, err, work) }
+    // SAFETY: the caller's guarantees, forwarded unchanged.
+    unsafe { resolve(h, (key, key_len), None, (to, to_len), (by, by_len), out, err) }
 }
 
 /// "committed" or "failed", as a resolution names where an AMBIGUOUS effect goes.
@@ -159,16 +148,34 @@ pub unsafe extern "C" fn warden_effect_resolve_attempt(
     out: *mut warden_buf,
     err: *mut warden_buf,
 ) -> warden_result {
+    // SAFETY: the caller's guarantees, forwarded unchanged.
+    unsafe { resolve(h, (key, key_len), Some(attempt), (to, to_len), (by, by_len), out, err) }
+}
+
+/// Both resolve exports: the strings read, `attempt` (when bound) checked and passed to
+/// `Kernel::resolve_attempt`, the record written to `out`.
+///
+/// # Safety
+/// As for `warden_effect_resolve`.
+unsafe fn resolve(
+    h: *mut warden_handle,
+    key: (*const u8, usize),
+    attempt: Option<u32>,
+    to: (*const u8, usize),
+    by: (*const u8, usize),
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
     let work = |handle: &warden_handle| -> Result<(), Error> {
         let out = Out::optional(out);
         // SAFETY: the caller's guarantee for each (ptr, len) pair.
         let (key, to, by) = unsafe {
-            (required_str(key, key_len, "key")?, required_str(to, to_len, "to")?, required_str(by, by_len, "by")?)
+            (required_str(key.0, key.1, "key")?, required_str(to.0, to.1, "to")?, required_str(by.0, by.1, "by")?)
         };
-        if attempt == 0 {
+        if attempt == Some(0) {
             return Err(Error::InvalidInput("attempt starts at 1: pass the effect record's attempt".into()));
         }
-        let record = handle.kernel.resolve_attempt(key, Some(attempt), resolved_to(to)?, by)?;
+        let record = handle.kernel.resolve_attempt(key, attempt, resolved_to(to)?, by)?;
         // SAFETY: `out` is NULL or writable (the caller's guarantee).
         unsafe { out.write_json(&record.to_json()) };
         Ok(())
