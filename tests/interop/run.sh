@@ -5,8 +5,12 @@
 # reference server @modelcontextprotocol/server-everything (npm), then `warden gateway scaffold`
 # and `warden check --upstream` in front of server-everything; then the official TypeScript SDK
 # (@modelcontextprotocol/sdk, pinned in tests/interop/ts/package-lock.json) as the client over
-# the same three paths (tests/interop/ts/client.mjs). Opt-in (it installs from PyPI and npm,
-# from their caches when warm; ./scripts/test.sh runs it after the Rust tests built the CLI):
+# the same three paths and over Streamable HTTP to server-everything behind a second gateway
+# (tests/interop/ts/client.mjs). Against server-everything the TypeScript client also runs a
+# task-returning tool (`simulate-research-query`, the tasks extension) with the SDK's own task
+# API: held under its task id, committed with the result's digest in its one receipt, and the
+# same call again refused -41004 without reaching the server. A stage of ./scripts/test.sh (it
+# installs from PyPI and npm, from their caches when warm; it runs after the Rust tests built the CLI):
 #
 #   cargo build && tests/interop/run.sh
 #
