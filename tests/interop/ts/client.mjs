@@ -20,6 +20,7 @@
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import process from "node:process";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -108,6 +109,36 @@ async function callAsTask(client, [name, args]) {
   return messages;
 }
 
+// Linux only (/proc): the pids whose parent is `pid`; none elsewhere.
+function childrenOf(pid) {
+  let entries;
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  const found = [];
+  for (const entry of entries.filter((name) => /^[0-9]+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const [, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(ppid) === pid) found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const [profile, channel] = transport();
 // The tasks capability: server-everything lists its task tool, and the SDK sends task requests,
 // only for a client that declares it.
@@ -177,7 +208,15 @@ if (profile.task) {
     listed.tasks.length === 1 && listed.tasks[0].taskId === task.id && listed.tasks[0].status === "completed",
     listed.tasks);
 }
+// The SDK's close() ends the gateway's stdin, then SIGTERMs it at 2 s and SIGKILLs it at 4 s; a
+// gateway killed so never stops its child (docs/GATEWAY.md, "Not done yet (issue 31)"), which
+// server-everything holding a task outlives. Said, not failed on, and that child is stopped here.
+const upstream = channel.pid ? childrenOf(channel.pid) : [];
 await client.close();
+for (const pid of upstream.filter(alive)) {
+  console.log(`note the gateway's child ${pid} outlived the SDK's close (a known gap, docs/GATEWAY.md); stopping it`);
+  process.kill(pid, "SIGTERM");
+}
 
 const receipts = JSON.parse(warden("receipts", "--json", "--last", "1000"));
 for (const [id, result] of seen) {
