@@ -5,8 +5,12 @@
 # reference server @modelcontextprotocol/server-everything (npm), then `warden gateway scaffold`
 # and `warden check --upstream` in front of server-everything; then the official TypeScript SDK
 # (@modelcontextprotocol/sdk, pinned in tests/interop/ts/package-lock.json) as the client over
-# the same three paths (tests/interop/ts/client.mjs). Opt-in (it installs from PyPI and npm,
-# from their caches when warm; ./scripts/test.sh runs it after the Rust tests built the CLI):
+# the same three paths and over Streamable HTTP to server-everything behind a second gateway
+# (tests/interop/ts/client.mjs). Against server-everything the TypeScript client also runs a
+# task-returning tool (`simulate-research-query`, the tasks extension) with the SDK's own task
+# API: held under its task id, committed with the result's digest in its one receipt, and the
+# same call again refused -41004 without reaching the server. A stage of ./scripts/test.sh (it
+# installs from PyPI and npm, from their caches when warm; it runs after the Rust tests built the CLI):
 #
 #   cargo build && tests/interop/run.sh
 #
@@ -83,6 +87,10 @@ actions:
       - when: { a_lte: 1000 }
         decision: approve
       - decision: deny
+  # A task-returning tool (the tasks extension): held under its task id until it completes.
+  mcp.everything.simulate-research-query:
+    effect: "research:{topic}"
+    decision: allow
 YAML
 echo "== stdio: SDK client -> warden gateway --stdio -> @modelcontextprotocol/server-everything"
 "$python" "$root/tests/interop/sdk_everything.py" "$run/everything.redb" "$run/everything.yaml" \
@@ -103,4 +111,24 @@ echo "== stdio: TypeScript SDK client -> warden gateway --stdio -> SDK server (c
 INTEROP_PYTHON="$python" node "$ts/client.mjs" stdio-sdk "$root/tests/interop/sdk_server.py" "$run/ts-stdio.redb" "$run/warden.yaml"
 echo "== stdio: TypeScript SDK client -> warden gateway --stdio -> @modelcontextprotocol/server-everything"
 node "$ts/client.mjs" stdio-everything "$work/npm/node_modules/.bin/mcp-server-everything" "$run/ts-everything.redb" "$run/everything.yaml"
+# server-everything over Streamable HTTP (its own CLI: `streamableHttp`, port from $PORT), behind
+# a second HTTP gateway, for the task over HTTP (where the gateway also polls the task itself).
+everything_port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+PORT="$everything_port" "$work/npm/node_modules/.bin/mcp-server-everything" streamableHttp >"$run/everything-http.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  if "$python" -c "import socket; socket.create_connection(('127.0.0.1', $everything_port), 0.2)" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+warden gateway --upstream "http://127.0.0.1:$everything_port/mcp" --alias everything --principal ts-agent \
+  --refusal-status 200 --listen 127.0.0.1:0 --config "$run/everything.yaml" --store "$run/ts-everything-http.redb" \
+  >"$run/everything-gateway.out" 2>"$run/everything-gateway.err" &
+pids+=($!)
+for _ in $(seq 100); do
+  if [ -s "$run/everything-gateway.out" ]; then break; fi
+  sleep 0.1
+done
+everything_url="$(head -1 "$run/everything-gateway.out" | sed 's/^warden gateway: listening on //')"
+echo "== HTTP: TypeScript SDK client -> warden gateway ($everything_url) -> @modelcontextprotocol/server-everything"
+node "$ts/client.mjs" http-everything "$everything_url" "$run/ts-everything-http.redb" "$run/everything.yaml"
 echo "interop: all checks passed"

@@ -110,7 +110,7 @@ async def getting_started(tools):
     partial = warden("check", CONFIG, "--alias", "everything", "--json", *server)
     report = json.loads(partial.stdout).get("coverage", {}) if partial.stdout else {}
     uncovered = set(report.get("uncovered_tools", []))
-    check("the hand-written document: 3 covered, the rest named", partial.returncode == 0 and report.get("covered") == 3 and len(uncovered) == count - 3 and "get-env" in uncovered, report)
+    check("the hand-written document: 4 covered, the rest named", partial.returncode == 0 and report.get("covered") == 4 and len(uncovered) == count - 4 and "get-env" in uncovered, report)
     typo = warden("check", CONFIG, "--alias", "everythin", *server)
     check("an alias that matches no action is refused (exit 1)", typo.returncode == 1 and "--alias everythin matches no action" in typo.stderr, typo.stderr)
     # The operator decides one tool: echo is allowed, everything else stays denied.
