@@ -3755,6 +3755,53 @@ fn sigterm_in_stdio_mode_lets_the_call_in_flight_answer_then_reaps_the_child_and
 }
 
 #[test]
+fn a_client_that_closes_stdin_then_signals_never_leaves_the_child_behind() {
+    // The official SDKs' close: end the gateway's stdin, SIGTERM it a little later, SIGKILL it
+    // if it is still there. A child that ignores both the end of its input and SIGTERM (a
+    // server holding a task) must still be stopped by the gateway before the SIGKILL, or it
+    // outlives the gateway. The SIGKILL comes 4 s after the SIGTERM here (the SDK waits 2 s).
+    let dir = scratch();
+    let pid_file = dir.path().join("child.pid");
+    let script = format!("echo $$ > '{}'; trap '' TERM; while :; do sleep 0.1; done", pid_file.display());
+    let mut child = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    while std::fs::read_to_string(&pid_file).map_or(true, |pid| pid.trim().is_empty()) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let server_pid = std::fs::read_to_string(&pid_file).expect("the child's pid").trim().to_owned();
+    drop(child.stdin.take());
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, "-TERM");
+    let mut waited = Duration::ZERO;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if waited >= Duration::from_secs(4) {
+            signal(&child, "-KILL");
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        waited += Duration::from_millis(20);
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{server_pid}/stat")).unwrap_or_default();
+    if !stat.is_empty() {
+        let _ = Command::new("kill").args(["-KILL", &server_pid]).status();
+    }
+    assert!(stat.is_empty() || stat.contains(") Z "), "the child outlived the gateway: {stat}");
+    assert!(status.is_some(), "the gateway was still waiting for its child at the SIGKILL");
+}
+
+#[test]
 fn over_stdio_a_call_waits_for_approval_and_stops_waiting_when_stdin_closes() {
     let dir = scratch();
     std::fs::write(dir.path().join("server.py"), STDIO_SERVER).expect("server");

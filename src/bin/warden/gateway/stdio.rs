@@ -266,16 +266,29 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
     Ok(())
 }
 
-/// Close the child's input, give it 5 s to exit, stop it if it has not, and reap it.
+/// How long a child whose input was closed is given to exit.
+const CHILD_GRACE: Duration = Duration::from_secs(5);
+/// At most this much of it is left once SIGTERM or SIGINT arrives: a client that closes the
+/// gateway's input and then signals it (the MCP SDKs give 2 s before SIGTERM and 2 s more
+/// before SIGKILL) must not find the gateway still waiting, or its child outlives both.
+const SIGNALED_GRACE: Duration = Duration::from_secs(1);
+
+/// Close the child's input, give it [`CHILD_GRACE`] to exit ([`SIGNALED_GRACE`] once a
+/// termination signal arrived), stop it if it has not, and reap it.
 fn close_child(child_in: &Mutex<Option<ChildStdin>>, child: &Mutex<Child>) {
     if let Ok(mut slot) = child_in.lock() {
         slot.take();
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut deadline = Instant::now() + CHILD_GRACE;
+    let mut hurried = false;
     while Instant::now() < deadline {
         let exited = child.lock().map_or(true, |mut child| matches!(child.try_wait(), Ok(Some(_))));
         if exited {
             break;
+        }
+        if !hurried && warden::os::signals::termination().is_some() {
+            hurried = true;
+            deadline = deadline.min(Instant::now() + SIGNALED_GRACE);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
