@@ -5034,16 +5034,21 @@ fn nowhere(dir: &Path, secret: &str, texts: &[&str]) {
     for text in texts {
         assert!(!text.contains(secret), "the secret leaked into an output: {text}");
     }
-    let mut files = 0;
-    for entry in std::fs::read_dir(dir).expect("dir").map_while(Result::ok) {
-        if entry.path().is_file() {
-            let bytes = std::fs::read(entry.path()).expect("read");
-            assert!(
-                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
-                "the secret is in {}",
-                entry.path().display()
-            );
-            files += 1;
+    let (mut files, mut dirs) = (0, vec![dir.to_owned()]);
+    while let Some(next) = dirs.pop() {
+        for entry in std::fs::read_dir(&next).expect("dir").map_while(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.is_file() {
+                let bytes = std::fs::read(&path).expect("read");
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "the secret is in {}",
+                    path.display()
+                );
+                files += 1;
+            }
         }
     }
     assert!(files >= 3, "the store, the pins and the log were searched ({files} files)");
@@ -5135,7 +5140,9 @@ fn the_gateways_own_bearer_credential_reaches_the_upstream_on_every_request_and_
 fn an_api_key_from_the_credentials_directory_replaces_the_clients_header_and_rotates() {
     let dir = scratch();
     let upstream = Upstream::start();
-    let creds = dir.path().join("creds");
+    // Outside `dir`, which is searched for the value afterwards.
+    let holder = scratch();
+    let creds = holder.path().join("creds");
     std::fs::create_dir(&creds).expect("creds");
     std::fs::write(creds.join("UPSTREAM_KEY"), format!("{UPSTREAM_SECRET}\n")).expect("key");
     let gateway = credentialed(
