@@ -5218,6 +5218,45 @@ fn a_missing_upstream_credential_refuses_every_call_with_a_receipt_and_sends_not
     );
 }
 
+/// A credential file removed while a call is suspended: the continuation is refused -41020
+/// before it is matched and nothing is sent; the suspension stays held, and once the file is
+/// back the same continuation runs and commits (the value read afresh).
+#[test]
+fn a_continuation_without_the_upstream_credential_is_refused_and_the_suspension_waits_for_it() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let holder = scratch();
+    let key = holder.path().join("UPSTREAM_TOKEN");
+    std::fs::write(&key, "first-value").expect("key");
+    let gateway = credentialed(
+        dir.path(),
+        &upstream,
+        "{mode: bearer, credential: UPSTREAM_TOKEN}",
+        None,
+        &["--credentials-dir", &holder.path().display().to_string()],
+    );
+    upstream.then(input_required("rs-c"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "k1"}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "suspended", "{}", first.text);
+    let sent = upstream.all();
+    std::fs::remove_file(&key).expect("remove");
+    let state = json!({"requestState": "rs-c", "inputResponses": {"confirm": {"action": "accept"}}});
+    let refused = gateway.call_2026(2, "careful", json!({"id": "k1"}), "a", state.clone());
+    assert_eq!((refused.status, refused.code()), (503, Some(-41020)), "{}", refused.text);
+    assert_eq!(upstream.all(), sent, "nothing reached the upstream");
+    assert_eq!(gateway.effect_state("careful:k1"), "executing", "the suspension is still held");
+    std::fs::write(&key, "second-value").expect("key");
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let done = gateway.call_2026(3, "careful", json!({"id": "k1"}), "a", state);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    assert_eq!(done.meta()["action_id"], first.meta()["action_id"], "the suspended call, continued");
+    let last = upstream.last();
+    assert_eq!(
+        (last.body["params"]["requestState"].as_str(), last.header("authorization")),
+        (Some("rs-c"), Some("Bearer second-value"))
+    );
+}
+
 /// A child over `--stdio` has no request headers: a document with `upstream_auth` refuses to
 /// start there; `--credentials-dir` without `upstream_auth` refuses too.
 #[test]
