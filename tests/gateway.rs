@@ -5257,6 +5257,44 @@ fn a_continuation_without_the_upstream_credential_is_refused_and_the_suspension_
     );
 }
 
+/// `warden check --upstream` lists the tools as the gateway would: with the document's upstream
+/// credential from the environment, and without it nothing is sent.
+#[test]
+fn check_upstream_sends_the_documents_upstream_credential_and_nothing_without_it() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let file = dir.path().join("warden.yaml");
+    std::fs::write(
+        &file,
+        format!("{DOCUMENT}gateway:\n  upstream_auth: {{mode: bearer, credential: UPSTREAM_TOKEN}}\n"),
+    )
+    .expect("document");
+    let check = |token: Option<&str>| {
+        let mut command = warden();
+        command.args(["check", &file.display().to_string(), "--alias", "acme", "--upstream", &upstream.url]);
+        command.env_remove("UPSTREAM_TOKEN");
+        if let Some(token) = token {
+            command.env("UPSTREAM_TOKEN", token);
+        }
+        command.output().expect("run check")
+    };
+    let missing = check(None);
+    let stderr = String::from_utf8_lossy(&missing.stderr).into_owned();
+    assert!(!missing.status.success());
+    assert!(stderr.contains("credential UPSTREAM_TOKEN is not available"), "{stderr}");
+    assert_eq!(upstream.all(), 0, "nothing was sent");
+    let listed = check(Some(UPSTREAM_SECRET));
+    let stdout = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(stdout.contains("coverage: "), "{stdout}{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(!stdout.contains(UPSTREAM_SECRET) && !String::from_utf8_lossy(&listed.stderr).contains(UPSTREAM_SECRET));
+    let all = upstream.requests.lock().expect("requests").clone();
+    assert!(all.iter().any(|r| r.body["method"] == "tools/list"), "{all:?}");
+    let expected = format!("Bearer {UPSTREAM_SECRET}");
+    for request in &all {
+        assert_eq!(request.header("authorization"), Some(expected.as_str()), "{:?}", request.body);
+    }
+}
+
 /// A child over `--stdio` has no request headers: a document with `upstream_auth` refuses to
 /// start there; `--credentials-dir` without `upstream_auth` refuses too.
 #[test]

@@ -666,7 +666,11 @@ pub fn upstream_coverage(
     timeout: u64,
 ) -> Result<(serde_json::Value, Option<Failure>), Failure> {
     check_alias(alias)?;
-    let target = commands::target(upstream, command, timeout)?;
+    let mut target = commands::target(upstream, command, timeout)?;
+    // The document's upstream credential, from the environment, as the gateway would send it.
+    if let (client::Target::Http { dialer, .. }, Some(auth)) = (&mut target, &document.gateway.upstream_auth) {
+        dialer.credential = Some(Arc::new(credential::UpstreamCredential::new(auth, None).map_err(Failure::usage)?));
+    }
     let listed = commands::listed(&target)?;
     let tools: std::collections::BTreeMap<String, serde_json::Value> = listed
         .tools
