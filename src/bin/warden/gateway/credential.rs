@@ -19,6 +19,23 @@ pub struct UpstreamCredential {
     place: String,
 }
 
+/// The environment, as sights read it, with the gateway's own words for a reference it lacks
+/// (the gateway has `--credentials-dir`, and no host callback).
+struct GatewayEnv;
+
+impl CredentialProvider for GatewayEnv {
+    fn resolve(&self, reference: &str) -> Option<Zeroizing<String>> {
+        EnvProvider.resolve(reference)
+    }
+
+    fn looked_in(&self, reference: &str) -> String {
+        format!(
+            "Warden looked for the environment variable {reference}, which is not set (or not UTF-8); set it in \
+             the gateway's environment, or give --credentials-dir DIR with a file named {reference}"
+        )
+    }
+}
+
 /// The one header of a request, built from resolved values: name lower-cased, value zeroized
 /// when dropped. Its `Debug` shows the name only.
 pub struct Header {
@@ -37,7 +54,7 @@ impl UpstreamCredential {
     /// environment without it). A directory that is not one is a refusal to start.
     pub fn new(auth: &Auth, credentials_dir: Option<&Path>) -> Result<UpstreamCredential, String> {
         let (provider, place): (Box<dyn CredentialProvider>, String) = match credentials_dir {
-            None => (Box::new(EnvProvider), "from the environment".to_owned()),
+            None => (Box::new(GatewayEnv), "from the environment".to_owned()),
             Some(dir) if dir.is_dir() => (
                 Box::new(DirectoryProvider { dir: dir.to_path_buf() }),
                 format!("from files in {}", super::log::printable(&dir.display().to_string())),
@@ -122,5 +139,13 @@ mod tests {
         assert!(!described.contains("k-3"));
         std::fs::remove_dir_all(&dir).ok();
         assert!(UpstreamCredential::new(&key, Some(&dir)).is_err(), "a missing directory refuses to start");
+        let unset = auth(serde_json::json!({"mode": "bearer", "credential": "WARDEN_TEST_SURELY_UNSET_UPSTREAM"}));
+        let from_env = UpstreamCredential::new(&unset, None).expect("the environment").header().expect_err("unset");
+        assert_eq!(
+            from_env,
+            "credential WARDEN_TEST_SURELY_UNSET_UPSTREAM is not available: Warden looked for the environment variable \
+             WARDEN_TEST_SURELY_UNSET_UPSTREAM, which is not set (or not UTF-8); set it in the gateway's environment, \
+             or give --credentials-dir DIR with a file named WARDEN_TEST_SURELY_UNSET_UPSTREAM"
+        );
     }
 }
