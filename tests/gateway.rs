@@ -5206,6 +5206,8 @@ fn a_missing_upstream_credential_refuses_every_call_with_a_receipt_and_sends_not
     assert_eq!((ping.status, ping.code()), (503, Some(-41020)), "{}", ping.text);
     let note = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(note.status, 503);
+    let response = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","id":"srv-1","result":{}}"#);
+    assert_eq!((response.status, response.text.as_str()), (503, ""), "no JSON-RPC error answers a response");
     assert_eq!(upstream.all(), 0, "nothing reached the upstream");
     let (stdout, stderr) = stopped(gateway);
     assert!(stdout.contains("upstream credential bearer in Authorization from UPSTREAM_TOKEN"), "{stdout}");

@@ -476,7 +476,11 @@ fn relay(
                 "relaying a {method} refused, the upstream credential is not available: {}",
                 log::printable(&why)
             ));
-            let id = serde_json::from_slice::<Value>(body).ok().and_then(|message| message.get("id").cloned());
+            // A request gets a JSON-RPC error; a notification or a client's response, the status.
+            let id = serde_json::from_slice::<Value>(body)
+                .ok()
+                .filter(|message| message.get("method").is_some())
+                .and_then(|message| message.get("id").cloned());
             let answer = id.map(|id| {
                 wire::Answer::rpc_error(
                     503,
