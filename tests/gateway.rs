@@ -403,8 +403,13 @@ fn gateway_in(dir: &Path, upstream: &str, extra: &[&str]) -> Gateway {
 }
 
 /// A gateway started by `command` (stdout piped: its first line names the address).
-fn spawned(dir: &Path, mut command: Command) -> Gateway {
-    command.stdout(Stdio::piped()).stderr(Stdio::null());
+fn spawned(dir: &Path, command: Command) -> Gateway {
+    spawned_with(dir, command, Stdio::null())
+}
+
+/// `spawned`, its stderr going to `stderr`.
+fn spawned_with(dir: &Path, mut command: Command, stderr: Stdio) -> Gateway {
+    command.stdout(Stdio::piped()).stderr(stderr);
     let mut child = command.spawn().expect("spawn the gateway");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut first = String::new();
@@ -5033,4 +5038,341 @@ fn the_gateway_polls_an_open_task_in_its_calls_session_and_records_its_end_with_
         assert_eq!(poll.header("Mcp-Session-Id"), Some("sess-9"), "polled in the call's session");
         assert!(poll.body["id"].as_str().is_some_and(|id| id.starts_with("warden-task-")), "{:?}", poll.body);
     }
+}
+
+// ---- the gateway's own upstream credential (gateway.upstream_auth) ----------------------------
+
+/// The value the tests' upstream credential resolves to: it must reach the upstream and
+/// nothing else.
+const UPSTREAM_SECRET: &str = "upcred-S3cret-4e1f9a7c0b";
+
+/// A gateway in `dir` whose document sets `gateway.upstream_auth: auth`, the environment's
+/// `UPSTREAM_TOKEN` set to `token` (or unset), its stderr kept in `dir/stderr.log`.
+fn credentialed(dir: &Path, upstream: &Upstream, auth: &str, token: Option<&str>, extra: &[&str]) -> Gateway {
+    std::fs::write(dir.join("warden.yaml"), format!("{DOCUMENT}gateway:\n  upstream_auth: {auth}\n"))
+        .expect("document");
+    let mut command = warden();
+    command
+        .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--listen", "127.0.0.1:0"])
+        .args(["--principal-header", "X-Agent"])
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
+        .args(extra)
+        .env_remove("UPSTREAM_TOKEN");
+    if let Some(token) = token {
+        command.env("UPSTREAM_TOKEN", token);
+    }
+    let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr file");
+    spawned_with(dir, command, Stdio::from(stderr))
+}
+
+/// Stop the gateway; everything it wrote to stdout after its first line, and its stderr.
+fn stopped(mut gateway: Gateway) -> (String, String) {
+    let _ = gateway.child.kill();
+    let _ = gateway.child.wait();
+    let mut out = String::new();
+    let _ = gateway.stdout.read_to_string(&mut out);
+    let err = std::fs::read_to_string(gateway.dir.join("stderr.log")).unwrap_or_default();
+    (out, err)
+}
+
+/// No byte of `secret` in any file under `dir` (the store, the pins, the logs) nor in `texts`.
+fn nowhere(dir: &Path, secret: &str, texts: &[&str]) {
+    for text in texts {
+        assert!(!text.contains(secret), "the secret leaked into an output: {text}");
+    }
+    let (mut files, mut dirs) = (0, vec![dir.to_owned()]);
+    while let Some(next) = dirs.pop() {
+        for entry in std::fs::read_dir(&next).expect("dir").map_while(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.is_file() {
+                let bytes = std::fs::read(&path).expect("read");
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "the secret is in {}",
+                    path.display()
+                );
+                files += 1;
+            }
+        }
+    }
+    assert!(files >= 3, "the store, the pins and the log were searched ({files} files)");
+}
+
+/// `gateway.upstream_auth: {mode: bearer}`: the gateway's own token reaches the upstream on a
+/// relayed request, an intercepted call, the gateway's own `tools/list` and its own task polls;
+/// the client's `Authorization` never does; the value is in no output, log, receipt or store
+/// byte.
+#[test]
+fn the_gateways_own_bearer_credential_reaches_the_upstream_on_every_request_and_nowhere_else() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = credentialed(
+        dir.path(),
+        &upstream,
+        "{mode: bearer, credential: UPSTREAM_TOKEN}",
+        Some(UPSTREAM_SECRET),
+        &["--log-arguments"],
+    );
+    let expected = format!("Bearer {UPSTREAM_SECRET}");
+    let client = [("X-Agent", "a"), ("Authorization", "Bearer client-token"), ("X-Other", "kept")];
+    let relayed = gateway.post(&client, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(relayed.status, 202);
+    let seen = upstream.last();
+    assert_eq!(
+        (seen.header("authorization"), seen.header("x-other")),
+        (Some(expected.as_str()), Some("kept")),
+        "a relay"
+    );
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_only", "arguments": {}}});
+    let called = gateway.post(&client, &body.to_string());
+    assert_eq!(called.status, 200, "{}", called.text);
+    assert_eq!(called.meta()["result"], "committed", "{}", called.text);
+    let all = upstream.requests.lock().expect("requests").clone();
+    let call = all.iter().find(|r| r.body["method"] == "tools/call").expect("the call reached the upstream");
+    assert_eq!(call.header("authorization"), Some(expected.as_str()), "an intercepted call");
+    let own = all.iter().find(|r| r.body["method"] == "tools/list").expect("the gateway listed the tools itself");
+    assert_eq!(own.header("authorization"), Some(expected.as_str()), "the gateway's own list");
+    // A call answered with a task handle: the gateway's own polls carry it too.
+    let done = json!({"content": [{"type": "text", "text": "polled"}]});
+    upstream.task_is(
+        "c-1",
+        json!({"resultType": "complete", "taskId": "c-1", "status": "completed", "ttlMs": 60000, "result": done}),
+    );
+    upstream.then(task_handle("c-1", json!(60000)));
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "c1"}}});
+    let handle = gateway.post(&client, &body.to_string());
+    assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        state = gateway.effect_state("careful:c1");
+        if state != "executing" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state, "committed");
+    let all = upstream.requests.lock().expect("requests").clone();
+    let polls: Vec<&Recorded> = all
+        .iter()
+        .filter(|r| {
+            r.body["method"] == "tasks/get" && r.body["id"].as_str().is_some_and(|id| id.starts_with("warden-task-"))
+        })
+        .collect();
+    assert!(!polls.is_empty(), "the gateway polled the task itself");
+    for request in &all {
+        assert_eq!(request.header("authorization"), Some(expected.as_str()), "{:?}", request.body);
+        assert_eq!(request.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("authorization")).count(), 1);
+        assert!(!format!("{:?}", request.headers).contains("client-token"), "the client's token never goes upstream");
+    }
+    let receipts = serde_json::to_string(&gateway.receipts()).expect("json");
+    let events = serde_json::to_string(&gateway.events()).expect("json");
+    let (stdout, stderr) = stopped(gateway);
+    assert!(
+        stdout.contains(
+            "upstream credential bearer in Authorization from UPSTREAM_TOKEN (from the environment, resolved per request)"
+        ),
+        "the startup block names the reference: {stdout}"
+    );
+    assert!(stderr.contains("warden gateway: call "), "calls were logged: {stderr}");
+    nowhere(dir.path(), UPSTREAM_SECRET, &[&stdout, &stderr, &receipts, &events]);
+}
+
+/// `mode: api_key` from `--credentials-dir`: the key goes in its own header, in place of the
+/// client's header of that name, and a rotated file is used from the next request on.
+#[test]
+fn an_api_key_from_the_credentials_directory_replaces_the_clients_header_and_rotates() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    // Outside `dir`, which is searched for the value afterwards.
+    let holder = scratch();
+    let creds = holder.path().join("creds");
+    std::fs::create_dir(&creds).expect("creds");
+    std::fs::write(creds.join("UPSTREAM_KEY"), format!("{UPSTREAM_SECRET}\n")).expect("key");
+    let gateway = credentialed(
+        dir.path(),
+        &upstream,
+        "{mode: api_key, header: X-Api-Key, credential: UPSTREAM_KEY}",
+        None,
+        &["--credentials-dir", &creds.display().to_string()],
+    );
+    let client = [("X-Agent", "a"), ("X-Api-Key", "client-key"), ("Authorization", "Bearer client-token")];
+    let called = gateway.call(1, "read_only", json!({}), "a");
+    assert_eq!(called.meta()["result"], "committed", "{}", called.text);
+    let relayed = gateway.post(&client, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(relayed.status, 202);
+    let all = upstream.requests.lock().expect("requests").clone();
+    assert_eq!(all.len(), 3, "the gateway's own list, the call, the relay");
+    for request in &all {
+        let keys: Vec<&str> = request
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("x-api-key"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(keys, [UPSTREAM_SECRET], "{:?}", request.body);
+        assert_eq!(request.header("authorization"), None, "api_key mode sends no Authorization");
+    }
+    std::fs::write(creds.join("UPSTREAM_KEY"), "rotated-key-2").expect("rotate");
+    let again = gateway.post(&client, r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    assert_eq!(again.status, 202, "{}", again.text);
+    assert_eq!(upstream.last().header("x-api-key"), Some("rotated-key-2"), "read afresh per request");
+    let (stdout, stderr) = stopped(gateway);
+    assert!(stdout.contains("upstream credential api_key in X-Api-Key from UPSTREAM_KEY (from files in "), "{stdout}");
+    nowhere(dir.path(), UPSTREAM_SECRET, &[&stdout, &stderr]);
+    nowhere(dir.path(), "rotated-key-2", &[&stdout, &stderr]);
+}
+
+/// A reference with no value: the gateway starts and says so; every call is refused -41020
+/// with a denied receipt and nothing reaches the upstream, relayed requests too.
+#[test]
+fn a_missing_upstream_credential_refuses_every_call_with_a_receipt_and_sends_nothing() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = credentialed(dir.path(), &upstream, "{mode: bearer, credential: UPSTREAM_TOKEN}", None, &[]);
+    let refused = gateway.call(1, "read_only", json!({}), "a");
+    assert_eq!((refused.status, refused.code()), (503, Some(-41020)), "{}", refused.text);
+    let error = refused.json()["error"].clone();
+    assert_eq!(error["data"]["error"], "warden.upstream_credential_unavailable", "{error}");
+    assert_eq!(error["data"]["reason"], "upstream_credential_unavailable", "{error}");
+    assert!(error["message"].as_str().is_some_and(|m| m.contains("(UPSTREAM_TOKEN)")), "{error}");
+    let action_id = error["data"]["action_id"].as_str().expect("a recorded refusal").to_owned();
+    let receipts = gateway.receipts();
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(
+        (receipts[0]["action_id"].as_str(), receipts[0]["result"].as_str(), receipts[0]["decision_reason"].as_str()),
+        (Some(action_id.as_str()), Some("denied"), Some("upstream_credential_unavailable"))
+    );
+    let refund = gateway.call(2, "create_refund", refund("p1", 100), "a");
+    assert_eq!(refund.code(), Some(-41020), "{}", refund.text);
+    assert_eq!(gateway.effect_state("refund:p1"), Value::Null, "nothing reserved");
+    let ping = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#);
+    assert_eq!((ping.status, ping.code()), (503, Some(-41020)), "{}", ping.text);
+    let note = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(note.status, 503);
+    let response = gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","id":"srv-1","result":{}}"#);
+    assert_eq!((response.status, response.text.as_str()), (503, ""), "no JSON-RPC error answers a response");
+    assert_eq!(upstream.all(), 0, "nothing reached the upstream");
+    let (stdout, stderr) = stopped(gateway);
+    assert!(stdout.contains("upstream credential bearer in Authorization from UPSTREAM_TOKEN"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "the upstream credential is not available now (credential UPSTREAM_TOKEN is not available: \
+                         Warden looked for the environment variable UPSTREAM_TOKEN"
+        ),
+        "{stderr}"
+    );
+}
+
+/// A credential file removed while a call is suspended: the continuation is refused -41020
+/// before it is matched and nothing is sent; the suspension stays held, and once the file is
+/// back the same continuation runs and commits (the value read afresh).
+#[test]
+fn a_continuation_without_the_upstream_credential_is_refused_and_the_suspension_waits_for_it() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let holder = scratch();
+    let key = holder.path().join("UPSTREAM_TOKEN");
+    std::fs::write(&key, "first-value").expect("key");
+    let gateway = credentialed(
+        dir.path(),
+        &upstream,
+        "{mode: bearer, credential: UPSTREAM_TOKEN}",
+        None,
+        &["--credentials-dir", &holder.path().display().to_string()],
+    );
+    upstream.then(input_required("rs-c"));
+    let first = gateway.call_2026(1, "careful", json!({"id": "k1"}), "a", json!({}));
+    assert_eq!(first.meta()["result"], "suspended", "{}", first.text);
+    let sent = upstream.all();
+    std::fs::remove_file(&key).expect("remove");
+    let state = json!({"requestState": "rs-c", "inputResponses": {"confirm": {"action": "accept"}}});
+    let refused = gateway.call_2026(2, "careful", json!({"id": "k1"}), "a", state.clone());
+    assert_eq!((refused.status, refused.code()), (503, Some(-41020)), "{}", refused.text);
+    assert_eq!(upstream.all(), sent, "nothing reached the upstream");
+    assert_eq!(gateway.effect_state("careful:k1"), "executing", "the suspension is still held");
+    std::fs::write(&key, "second-value").expect("key");
+    upstream.then(Script::Result(json!({"resultType": "complete", "content": []})));
+    let done = gateway.call_2026(3, "careful", json!({"id": "k1"}), "a", state);
+    assert_eq!(done.meta()["result"], "committed", "{}", done.text);
+    assert_eq!(done.meta()["action_id"], first.meta()["action_id"], "the suspended call, continued");
+    let last = upstream.last();
+    assert_eq!(
+        (last.body["params"]["requestState"].as_str(), last.header("authorization")),
+        (Some("rs-c"), Some("Bearer second-value"))
+    );
+}
+
+/// `warden check --upstream` lists the tools as the gateway would: with the document's upstream
+/// credential from the environment, and without it nothing is sent.
+#[test]
+fn check_upstream_sends_the_documents_upstream_credential_and_nothing_without_it() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let file = dir.path().join("warden.yaml");
+    std::fs::write(
+        &file,
+        format!("{DOCUMENT}gateway:\n  upstream_auth: {{mode: bearer, credential: UPSTREAM_TOKEN}}\n"),
+    )
+    .expect("document");
+    let check = |token: Option<&str>| {
+        let mut command = warden();
+        command.args(["check", &file.display().to_string(), "--alias", "acme", "--upstream", &upstream.url]);
+        command.env_remove("UPSTREAM_TOKEN");
+        if let Some(token) = token {
+            command.env("UPSTREAM_TOKEN", token);
+        }
+        command.output().expect("run check")
+    };
+    let missing = check(None);
+    let stderr = String::from_utf8_lossy(&missing.stderr).into_owned();
+    assert!(!missing.status.success());
+    assert!(stderr.contains("credential UPSTREAM_TOKEN is not available"), "{stderr}");
+    assert_eq!(upstream.all(), 0, "nothing was sent");
+    let listed = check(Some(UPSTREAM_SECRET));
+    let stdout = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(stdout.contains("coverage: "), "{stdout}{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(!stdout.contains(UPSTREAM_SECRET) && !String::from_utf8_lossy(&listed.stderr).contains(UPSTREAM_SECRET));
+    let all = upstream.requests.lock().expect("requests").clone();
+    assert!(all.iter().any(|r| r.body["method"] == "tools/list"), "{all:?}");
+    let expected = format!("Bearer {UPSTREAM_SECRET}");
+    for request in &all {
+        assert_eq!(request.header("authorization"), Some(expected.as_str()), "{:?}", request.body);
+    }
+}
+
+/// A child over `--stdio` has no request headers: a document with `upstream_auth` refuses to
+/// start there; `--credentials-dir` without `upstream_auth` refuses too.
+#[test]
+fn upstream_auth_over_stdio_and_a_credentials_dir_with_nothing_to_read_refuse_to_start() {
+    let dir = scratch();
+    std::fs::write(
+        dir.path().join("warden.yaml"),
+        format!("{DOCUMENT}gateway:\n  upstream_auth: {{mode: bearer, credential: UPSTREAM_TOKEN}}\n"),
+    )
+    .expect("document");
+    let out = warden()
+        .args(["gateway", "--stdio", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--", "python3", "-c", "pass"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the document sets gateway.upstream_auth, which --stdio cannot send"), "{stderr}");
+    let plain = scratch();
+    let out = warden()
+        .args(["gateway", "--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--principal", "agent-1"])
+        .args(["--listen", "127.0.0.1:0", "--credentials-dir", &plain.path().display().to_string()])
+        .args(["--config", &plain.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &plain.path().join("store.redb").display().to_string()])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--credentials-dir is given but the document sets no gateway.upstream_auth"), "{stderr}");
 }

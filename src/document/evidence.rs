@@ -22,7 +22,7 @@ impl Cx<'_> {
 
 /// The line of what `path` (`.key`, `[index]`, in turn) names under `node`: the deepest part
 /// found, `None` when not even the first is.
-fn line_of(node: &Node, path: &str) -> Option<usize> {
+pub(super) fn line_of(node: &Node, path: &str) -> Option<usize> {
     let (step, rest) = match path.strip_prefix('.') {
         Some(key) => {
             let end = key.find(['.', '[']).unwrap_or(key.len());

@@ -5,29 +5,13 @@
 
 use serde_json::Value;
 
-use super::config::{Auth, Sources};
+use super::config::Sources;
 use super::confine::{confine, Confined, Query};
-use super::credentials::{credential_for, AuthSpec, CredentialProvider};
+use super::credentials::{credential_for, CredentialProvider};
 use super::shape::{self, Echo, SightResult};
 use crate::clock::{render, Micros};
 use crate::error::SightError;
 use crate::http::{fetch, CancelToken, FetchRequest};
-
-/// The credential modes of the config, as the credentials module resolves them.
-fn auth_spec(auth: &Auth) -> AuthSpec {
-    match auth {
-        Auth::None => AuthSpec::None,
-        Auth::Bearer { credential } => AuthSpec::Bearer { credential: credential.as_str().to_owned() },
-        Auth::Basic { username, password } => {
-            AuthSpec::Basic { username: username.as_str().to_owned(), password: password.as_str().to_owned() }
-        }
-        Auth::ApiKey { header, credential, prefix } => AuthSpec::ApiKey {
-            header: header.clone(),
-            credential: credential.as_str().to_owned(),
-            prefix: prefix.clone(),
-        },
-    }
-}
 
 /// Run one agent query (`{"source", "endpoint", "params", "fields"}`) against the configured
 /// sources. `now` stamps `fetchedAt`. Every error message is redacted with the credential
@@ -60,7 +44,7 @@ pub fn fetch_confined(
     if let Some(aborted) = cancelled() {
         return Err(aborted);
     }
-    let sent = credential_for(&auth_spec(&source.auth), provider).map_err(|e| cancelled().unwrap_or(e))?;
+    let sent = credential_for(&source.auth.spec(), provider).map_err(|e| cancelled().unwrap_or(e))?;
     let echo = match &sent {
         Some(sent) => {
             let parts: Vec<&str> = sent.parts.iter().map(|part| part.as_str()).collect();

@@ -17,10 +17,14 @@ pub(super) fn reference(
     map: &Map<String, Value>,
     key: &str,
     path: &str,
-    derived: CredentialRef,
+    derived: Option<CredentialRef>,
 ) -> Result<CredentialRef, ConfigError> {
-    let Some(value) = map.get(key) else { return Ok(derived) };
     let p = child(path, key);
+    let Some(value) = map.get(key) else {
+        return derived.ok_or_else(|| {
+            err(&p, format!("'{key}' must name a credential reference (such as UPSTREAM_TOKEN); none is derived here"))
+        });
+    };
     let text = string(value, &p)?;
     if looks_like_secret(text) {
         return Err(err(&p, format!("literal secret in {p}; a reference names a credential, it is not one")));
@@ -30,14 +34,16 @@ pub(super) fn reference(
     })
 }
 
-pub(super) fn parse_auth(value: Option<&Value>, path: &str, source_id: &str) -> Result<Auth, ConfigError> {
+/// An `auth` mapping. With `source_id`, a reference left out is derived from it (a source's
+/// `WARDEN_CREDENTIAL_<ID>`); without, every reference must be named.
+pub(super) fn parse_auth(value: Option<&Value>, path: &str, source_id: Option<&str>) -> Result<Auth, ConfigError> {
     let Some(value) = value else { return Ok(Auth::None) };
     let map = object(value, path, "'auth'")?;
     let mode_path = child(path, "mode");
     let Some(mode) = map.get("mode") else {
         return Err(err(&mode_path, "auth needs a mode: none, bearer, basic or api_key"));
     };
-    let derived = CredentialRef::derived(source_id);
+    let derived = source_id.map(CredentialRef::derived);
     match string(mode, &mode_path)? {
         "none" => {
             deny_unknown(map, &["mode"], path)?;
@@ -49,8 +55,8 @@ pub(super) fn parse_auth(value: Option<&Value>, path: &str, source_id: &str) -> 
         }
         "basic" => {
             deny_unknown(map, &["mode", "password", "username"], path)?;
-            let user = CredentialRef(format!("{derived}_USERNAME"));
-            let pass = CredentialRef(format!("{derived}_PASSWORD"));
+            let user = derived.as_ref().map(|d| CredentialRef(format!("{d}_USERNAME")));
+            let pass = derived.as_ref().map(|d| CredentialRef(format!("{d}_PASSWORD")));
             Ok(Auth::Basic {
                 username: reference(map, "username", path, user)?,
                 password: reference(map, "password", path, pass)?,

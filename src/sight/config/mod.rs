@@ -275,6 +275,22 @@ impl Auth {
             Auth::ApiKey { .. } => "api_key",
         }
     }
+    /// The references as the credentials module resolves them.
+    pub fn spec(&self) -> crate::sight::credentials::AuthSpec {
+        use crate::sight::credentials::AuthSpec;
+        match self {
+            Auth::None => AuthSpec::None,
+            Auth::Bearer { credential } => AuthSpec::Bearer { credential: credential.as_str().to_owned() },
+            Auth::Basic { username, password } => {
+                AuthSpec::Basic { username: username.as_str().to_owned(), password: password.as_str().to_owned() }
+            }
+            Auth::ApiKey { header, credential, prefix } => AuthSpec::ApiKey {
+                header: header.clone(),
+                credential: credential.as_str().to_owned(),
+                prefix: prefix.clone(),
+            },
+        }
+    }
     /// Every credential reference the mode reads.
     pub fn references(&self) -> Vec<&CredentialRef> {
         match self {
@@ -545,6 +561,14 @@ pub fn parse(sources: &Value, allow_insecure_http: Option<bool>) -> Result<Sourc
     parse_detailed(sources, allow_insecure_http).map_err(SightError::from)
 }
 
+/// An `auth` mapping outside `sources` (`gateway.upstream_auth`), at `path`: the modes, the
+/// header checks and the refusal of literal secrets a source's `auth` has, except that nothing
+/// is derived — every reference is named (there is no source id to derive one from).
+pub fn parse_named_auth(value: &Value, path: &str) -> Result<Auth, ConfigError> {
+    scan_secrets(value, path)?;
+    parse_auth(Some(value), path, None)
+}
+
 /// As [`parse`], keeping the path apart from the message.
 pub fn parse_detailed(sources: &Value, allow_insecure_http: Option<bool>) -> Result<Sources, ConfigError> {
     let Value::Array(items) = sources else {
@@ -729,7 +753,7 @@ fn parse_source(value: &Value, path: &str, global_insecure: bool) -> Result<Sour
         return Err(err(&base_path_key, "every source needs a base_url"));
     };
     let base = parse_base_url(string(raw, &base_path_key)?, allow_insecure_http).map_err(|m| err(&base_path_key, m))?;
-    let auth = parse_auth(map.get("auth"), &child(path, "auth"), &id)?;
+    let auth = parse_auth(map.get("auth"), &child(path, "auth"), Some(&id))?;
     let timeout_ms = bounded(map, "timeout_ms", path, DEFAULT_TIMEOUT_MS, TIMEOUT_MS_RANGE)?;
     let max_response_bytes =
         bounded(map, "max_response_bytes", path, DEFAULT_MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES_RANGE)?;

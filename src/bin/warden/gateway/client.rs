@@ -31,7 +31,9 @@ pub fn post(
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let body = serde_json::to_vec(message).unwrap_or_default();
     let mut response = upstream::send(upstream, "POST", headers, &body, dialer).map_err(|failure| match failure {
-        upstream::Failure::NeverConnected(what) | upstream::Failure::Broken(what) => what,
+        upstream::Failure::NeverConnected(what)
+        | upstream::Failure::Broken(what)
+        | upstream::Failure::NoCredential(what) => what,
     })?;
     let method = message.get("method").and_then(Value::as_str).unwrap_or("request");
     let is_response = |envelope: &Value| envelope.get("method").is_none() && envelope.get("id") == Some(&id);

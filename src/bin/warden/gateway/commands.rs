@@ -78,7 +78,7 @@ pub fn target<'a>(upstream: Option<&str>, command: &'a [String], timeout: u64) -
             let upstream = super::upstream::Upstream::parse(raw).map_err(Failure::usage)?;
             let tls = if upstream.https { Some(super::tls::client_config(&[]).map_err(Failure::config)?) } else { None };
             let timeouts = super::upstream::Timeouts { connect: timeout, io: timeout };
-            Ok(Target::Http { upstream, dialer: super::upstream::Dialer { timeouts, tls } })
+            Ok(Target::Http { upstream, dialer: super::upstream::Dialer { timeouts, tls, credential: None } })
         }
         (None, false) => Ok(Target::Child { command, timeout }),
         _ => Err(Failure::usage(

@@ -471,6 +471,27 @@ fn relay(
     }
     let mut response = match upstream::send(&config.upstream, method, &forwarded, body, dialer(config)) {
         Ok(response) => response,
+        Err(upstream::Failure::NoCredential(why)) => {
+            log::warn(&format!(
+                "relaying a {method} refused, the upstream credential is not available: {}",
+                log::printable(&why)
+            ));
+            // A request gets a JSON-RPC error; a notification or a client's response, the status.
+            let id = serde_json::from_slice::<Value>(body)
+                .ok()
+                .filter(|message| message.get("method").is_some())
+                .and_then(|message| message.get("id").cloned());
+            let answer = id.map(|id| {
+                wire::Answer::rpc_error(
+                    503,
+                    &id,
+                    -41020,
+                    "the gateway's upstream credential is not available, so nothing was sent",
+                )
+            });
+            let _ = write_json(stream, 503, answer.as_ref().and_then(|a| a.body.as_ref()));
+            return;
+        }
         Err(failure) => {
             log::warn(&format!("relaying a {method} failed: {failure:?}"));
             let _ = write_json(stream, 502, None);
@@ -644,7 +665,10 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
         Ok(response) => response,
         Err(failure) => {
             let observation = match failure {
-                upstream::Failure::NeverConnected(what) => Observation::NeverConnected(what),
+                // The credential vanished between the check and the send: nothing was sent.
+                upstream::Failure::NeverConnected(what) | upstream::Failure::NoCredential(what) => {
+                    Observation::NeverConnected(what)
+                }
                 upstream::Failure::Broken(what) => Observation::Broken(what),
             };
             let finished = engine.finish(admitted, &observation, call.revision);

@@ -168,6 +168,9 @@ pub struct Engine {
     pub task_timeout: std::time::Duration,
     /// Set once the gateway polls open tasks itself (over HTTP, `http::poll_tasks`).
     pub polls_tasks: std::sync::atomic::AtomicBool,
+    /// `gateway.upstream_auth` (HTTP only): checked before a `tools/call` is decided, so a
+    /// call that could not be sent is refused with its receipt and nothing reserved.
+    pub upstream_credential: Option<std::sync::Arc<super::credential::UpstreamCredential>>,
 }
 
 /// Where a client's answer to a server request is expected: the session (when the revision
@@ -218,6 +221,7 @@ impl Engine {
             tasks: Mutex::new(super::tasks::Tasks::default()),
             task_timeout: std::time::Duration::from_secs(3600),
             polls_tasks: std::sync::atomic::AtomicBool::new(false),
+            upstream_credential: None,
         }
     }
 
@@ -487,6 +491,30 @@ impl Engine {
                 &format!("{name}: the argument at {pointer} is a float, which has no canonical form; send an integer or a string"),
                 json!({"pointer": pointer, "action_id": action_id}),
             ));
+        }
+        // The upstream credential resolves now, or the call is refused before any decision,
+        // reservation or byte upstream (the send resolves it again, for this request only).
+        if let Some(credential) = &self.upstream_credential {
+            if let Err(why) = credential.check() {
+                log::warn(&format!(
+                    "{name}: refused, the upstream credential is not available: {}",
+                    log::printable(&why)
+                ));
+                let request = ActionRequest::new(&name, arguments, identity.principal.clone());
+                let action_id = self.record_denial(&request, "upstream_credential_unavailable", trace);
+                return Err(refusal(
+                    call.id,
+                    503,
+                    -41020,
+                    "warden.upstream_credential_unavailable",
+                    &format!(
+                        "{name}: the gateway's upstream credential ({}) is not available, so nothing was sent; \
+                         the gateway's log says where it was looked for",
+                        credential.references()
+                    ),
+                    json!({"reason": "upstream_credential_unavailable", "action_id": action_id}),
+                ));
+            }
         }
         // Tool use inside sampling (SEP-1577): what the client's model asked the server to run,
         // which the server runs with no tools/call of its own. Before the continuation is

@@ -15,6 +15,7 @@ mod classify;
 mod client;
 mod commands;
 mod coverage;
+mod credential;
 mod http;
 mod intercept;
 mod lists;
@@ -174,6 +175,10 @@ pub struct GatewayArgs {
     /// file store; required with a PostgreSQL store).
     #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
+    /// Read the document's `gateway.upstream_auth` credential references from the file of that
+    /// name in DIR instead of from the environment (systemd credentials, container secrets).
+    #[arg(long, value_name = "DIR")]
+    pub credentials_dir: Option<PathBuf>,
     /// Speak MCP on stdin/stdout and run the upstream server as a child: -- COMMAND [ARGS…].
     #[arg(long)]
     pub stdio: bool,
@@ -245,6 +250,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         let warden = open(store, config, &args.durability)?;
         refuse_unmatched_alias(&warden, alias)?;
         refuse_certificate_pins(&warden, alias, "a stdio child has no certificate")?;
+        refuse_stdio_credential(&warden, args)?;
         let catalog = catalog(args, alias, store)?;
         let mut block = startup_block(
             &warden,
@@ -297,12 +303,14 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         refuse_certificate_pins(&warden, alias, "--upstream is http://, which has no certificate")?;
         None
     };
+    let credential = upstream_credential(&warden, args)?;
     let dialer = upstream::Dialer {
         timeouts: upstream::Timeouts {
             connect: Duration::from_secs(args.upstream_timeout),
             io: Duration::from_secs(args.upstream_timeout),
         },
         tls,
+        credential: credential.clone(),
     };
     if pins_certificate(&warden, alias) {
         // The first call would find out; a swapped server is better found before listening.
@@ -327,6 +335,12 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         IpAddr::V4(ip) => ip.to_string(),
     };
     let mut block = startup_block(&warden, &source, &upstream.url, config, false);
+    match &credential {
+        Some(credential) => block.push_str(&credential.describe()),
+        None => {
+            block.push_str("upstream credential none (gateway.upstream_auth); the client's token is never forwarded\n")
+        }
+    }
     block.push_str(&pins_block(&catalog, alias, warden.document()));
     block.push_str(arguments_logged(args));
     block.push_str(&telemetry_block(&telemetry, admin.as_ref()));
@@ -365,6 +379,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     };
     let mut engine = engine(warden, args, provider, catalog);
     engine.telemetry = telemetry;
+    engine.upstream_credential = credential;
     let engine = Arc::new(engine);
     start_telemetry(&engine, admin);
     sweeper(&engine);
@@ -408,6 +423,51 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
     drain(&engine, || active.load(Ordering::SeqCst));
     engine.telemetry.shutdown();
     log::info("stopped");
+    Ok(())
+}
+
+/// The document's `gateway.upstream_auth` with its provider (`--credentials-dir`, else the
+/// environment), or `None`. A reference with no value now is a warning, not a refusal to
+/// start: each call resolves it afresh, and is refused `-41020` while it has none.
+fn upstream_credential(
+    warden: &Warden,
+    args: &GatewayArgs,
+) -> Result<Option<Arc<credential::UpstreamCredential>>, Failure> {
+    let Some(auth) = &warden.document().gateway.upstream_auth else {
+        if args.credentials_dir.is_some() {
+            return Err(Failure::usage(
+                "--credentials-dir is given but the document sets no gateway.upstream_auth; add one or drop the flag",
+            ));
+        }
+        return Ok(None);
+    };
+    let credential =
+        credential::UpstreamCredential::new(auth, args.credentials_dir.as_deref()).map_err(Failure::usage)?;
+    if let Err(why) = credential.check() {
+        log::warn(&format!(
+            "the upstream credential is not available now ({}); every call is refused -41020 until it is",
+            log::printable(&why)
+        ));
+    }
+    Ok(Some(Arc::new(credential)))
+}
+
+/// Over `--stdio` there is no request header to carry a credential: the child gets the
+/// environment the operator starts the gateway with. A document that sets one is refused
+/// rather than run without it (fail closed).
+fn refuse_stdio_credential(warden: &Warden, args: &GatewayArgs) -> Result<(), Failure> {
+    if warden.document().gateway.upstream_auth.is_some() {
+        return Err(Failure::usage(
+            "the document sets gateway.upstream_auth, which --stdio cannot send (a child process has no request \
+             headers); remove it and give the server its credential in its own environment, or run it over HTTP \
+             with --upstream",
+        ));
+    }
+    if args.credentials_dir.is_some() {
+        return Err(Failure::usage(
+            "--credentials-dir is for gateway.upstream_auth over HTTP; --stdio sends no credential",
+        ));
+    }
     Ok(())
 }
 
@@ -606,7 +666,11 @@ pub fn upstream_coverage(
     timeout: u64,
 ) -> Result<(serde_json::Value, Option<Failure>), Failure> {
     check_alias(alias)?;
-    let target = commands::target(upstream, command, timeout)?;
+    let mut target = commands::target(upstream, command, timeout)?;
+    // The document's upstream credential, from the environment, as the gateway would send it.
+    if let (client::Target::Http { dialer, .. }, Some(auth)) = (&mut target, &document.gateway.upstream_auth) {
+        dialer.credential = Some(Arc::new(credential::UpstreamCredential::new(auth, None).map_err(Failure::usage)?));
+    }
     let listed = commands::listed(&target)?;
     let tools: std::collections::BTreeMap<String, serde_json::Value> = listed
         .tools
@@ -906,8 +970,8 @@ fn nominated(headers: &[(String, String)]) -> Vec<String> {
 
 /// A client's headers as forwarded: no hop-by-hop field, no framing, no consumed credential,
 /// and never `Authorization`, in any identity mode: the MCP authorization spec forbids token
-/// passthrough (a token issued for this gateway is not the upstream's to accept), and the
-/// gateway has no upstream credential of its own to send instead.
+/// passthrough (a token issued for this gateway is not the upstream's to accept). The
+/// gateway's own credential (`gateway.upstream_auth`) is added by `upstream::send`.
 pub fn end_to_end_request(headers: &[(String, String)], consumed: &[String]) -> Vec<(String, String)> {
     let nominated = nominated(headers);
     headers

@@ -2,11 +2,17 @@
 //! `std::net` so the one fact the outcome table rests on is exact — whether a connection was
 //! ever established before anything was sent (FAILED) or not (everything after the connect is
 //! AMBIGUOUS). No proxy is ever read from the environment, nothing is decompressed, no redirect
-//! is followed (a 3xx is relayed as the upstream's answer).
+//! is followed (a 3xx is relayed as the upstream's answer). Every request made here carries the
+//! gateway's own upstream credential when the document sets one (`credential`), resolved
+//! before the connection is opened, in place of any header of that name from the client.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
+
+use zeroize::Zeroizing;
+
+use super::credential::UpstreamCredential;
 
 /// Where the upstream is: `http://host:port/path?query`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +101,9 @@ pub enum Failure {
     NeverConnected(String),
     /// The connection was up; what happened after is unknown.
     Broken(String),
+    /// The upstream credential did not resolve: no connection was opened, nothing was sent.
+    /// The text names the reference and where it was looked for, never a value.
+    NoCredential(String),
 }
 
 /// An answer's head and its body, still on the wire.
@@ -122,10 +131,12 @@ pub struct Timeouts {
     pub io: Duration,
 }
 
-/// How to reach the upstream: timeouts, and the TLS configuration for an https:// one.
+/// How to reach the upstream: timeouts, the TLS configuration for an https:// one, and the
+/// gateway's own credential when the document sets one.
 pub struct Dialer {
     pub timeouts: Timeouts,
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    pub credential: Option<std::sync::Arc<UpstreamCredential>>,
 }
 
 /// Send one request on a fresh connection and read the answer's head.
@@ -137,6 +148,11 @@ pub fn send(
     dialer: &Dialer,
 ) -> Result<Response, Failure> {
     let timeouts = &dialer.timeouts;
+    // Resolved for this request only, before any connection: a missing value sends nothing.
+    let credential = match &dialer.credential {
+        Some(credential) => Some(credential.header().map_err(Failure::NoCredential)?),
+        None => None,
+    };
     let tcp = connect(upstream, timeouts)?;
     let broken = |what: &str, e: std::io::Error| {
         let kind = e.kind();
@@ -156,6 +172,10 @@ pub fn send(
     };
     let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", upstream.target, upstream.authority);
     for (name, value) in headers {
+        // The gateway's credential replaces any header of its name (a client's `X-Api-Key`).
+        if credential.as_ref().is_some_and(|c| c.name.eq_ignore_ascii_case(name)) {
+            continue;
+        }
         head.push_str(name);
         head.push_str(": ");
         head.push_str(value);
@@ -164,9 +184,21 @@ pub fn send(
     if method != "GET" || !body.is_empty() {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
-    head.push_str("Connection: close\r\n\r\n");
-    let mut wire = head.into_bytes();
+    let tail = "Connection: close\r\n\r\n";
+    // One buffer of exactly the request's size (never reallocated, so no copy of the
+    // credential is left behind), zeroized when dropped.
+    let secret_len = credential.as_ref().map_or(0, |c| c.name.len() + 2 + c.value.len() + 2);
+    let mut wire = Zeroizing::new(Vec::with_capacity(head.len() + secret_len + tail.len() + body.len()));
+    wire.extend_from_slice(head.as_bytes());
+    if let Some(credential) = &credential {
+        wire.extend_from_slice(credential.name.as_bytes());
+        wire.extend_from_slice(b": ");
+        wire.extend_from_slice(credential.value.as_bytes());
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(tail.as_bytes());
     wire.extend_from_slice(body);
+    drop(credential);
     stream.write_all(&wire).map_err(|e| broken("writing the request", e))?;
     stream.flush().map_err(|e| broken("writing the request", e))?;
     let mut reader = BufReader::new(stream);
@@ -214,7 +246,9 @@ pub fn probe(upstream: &Upstream, dialer: &Dialer) -> Probe {
     let Some(config) = &dialer.tls else { return Probe::Passed };
     let tcp = match connect(upstream, &dialer.timeouts) {
         Ok(tcp) => tcp,
-        Err(Failure::NeverConnected(what) | Failure::Broken(what)) => return Probe::Unreachable(what),
+        Err(Failure::NeverConnected(what) | Failure::Broken(what) | Failure::NoCredential(what)) => {
+            return Probe::Unreachable(what)
+        }
     };
     let _ = tcp.set_read_timeout(Some(dialer.timeouts.io));
     let _ = tcp.set_write_timeout(Some(dialer.timeouts.io));
@@ -224,7 +258,9 @@ pub fn probe(upstream: &Upstream, dialer: &Dialer) -> Probe {
             let _ = stream.flush();
             Probe::Passed
         }
-        Err(Failure::NeverConnected(what) | Failure::Broken(what)) => Probe::Refused(what),
+        Err(Failure::NeverConnected(what) | Failure::Broken(what) | Failure::NoCredential(what)) => {
+            Probe::Refused(what)
+        }
     }
 }
 
