@@ -46,9 +46,13 @@ fn open_with(path: &std::path::Path, clock: &ManualClock, document: &str) -> War
 }
 
 fn setup() -> Setup {
+    setup_at(T0)
+}
+
+fn setup_at(now: i64) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
-    let clock = ManualClock::new(T0);
+    let clock = ManualClock::new(now);
     let warden = open_with(&path, &clock, DOCUMENT);
     Setup { _dir: dir, path, clock, warden }
 }
@@ -366,4 +370,85 @@ fn the_document_refuses_scoped_with_more_than_one_approver_and_out_of_range_caps
         warden::kernel::limits_in_policy(&policy, "a.b", "decision"),
         Some(warden::approval::scope::ScopeLimits { max_uses: 2, max_minutes: 3 })
     );
+}
+
+/// The CLI: `warden approve --scope-…` makes a grant (refused past the caps, usage errors for
+/// half a scope), `warden grants list|revoke` and `warden inspect sgr_…` show and end it.
+#[test]
+fn the_cli_makes_lists_inspects_and_revokes_a_scoped_grant() {
+    // The CLI reads the system clock: the request is made now.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros();
+    let s = setup_at(i64::try_from(now).unwrap());
+    let id = ask(&s.warden, &ada_refund("pay_0", "cus_1", 2000));
+    let Setup { _dir, path, clock, warden } = s;
+    drop(warden);
+    let approve = |extra: &[&str]| {
+        let mut args = vec!["approve", id.as_str(), "--by", "bob", "--yes"];
+        args.extend_from_slice(extra);
+        cli(&path, &args)
+    };
+    let (code, _, stderr) = approve(&["--scope-uses", "11", "--scope-minutes", "30"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("scope uses must be 1..=10"), "{stderr}");
+    let (code, _, stderr) = approve(&["--scope-minutes", "30"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, _, stderr) = approve(&["--scope-uses", "3"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--scope-minutes"), "{stderr}");
+    let (code, _, stderr) = approve(&["--scope-uses", "3", "--scope-minutes", "30", "--scope-at-most", "/amount"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, _, stderr) = approve(&["--scope-uses", "3", "--scope-minutes", "30", "--ttl", "PT1H"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, _, stderr) = approve(&["--scope-uses", "3", "--scope-minutes", "30", "--scope-at-most", "/amount=1"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("below the approved action's own value"), "{stderr}");
+    let (code, stdout, _) = cli(&path, &["grants", "list"]);
+    assert_eq!((code, stdout.as_str()), (Some(0), "no scoped grant is live\n"));
+    let (code, stdout, stderr) = approve(&[
+        "--scope-uses",
+        "9",
+        "--scope-minutes",
+        "30",
+        "--scope-fixed",
+        "/customer_id",
+        "--scope-at-most",
+        "/amount=5000",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let made: Value = serde_json::from_str(&stdout).unwrap();
+    let grant_id = made["grant"]["grant_id"].as_str().unwrap().to_owned();
+    assert_eq!(made["grant"]["uses_left"], 9);
+    assert_eq!(made["grant"]["scope"]["at_most"], json!({"/amount": "5000"}));
+    assert_eq!(made["approval"]["status"], "granted");
+    let (code, stdout, _) = cli(&path, &["grants", "list"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains(&grant_id) && stdout.contains("9/9") && stdout.contains("live"), "{stdout}");
+    // The agent's next refund of that customer is covered.
+    let warden = open_with(&path, &clock, DOCUMENT);
+    let permit = warden.submit(&ada_refund("pay_1", "cus_1", 3000)).unwrap();
+    assert_eq!(permit.scoped_grant_id(), Some(grant_id.as_str()));
+    permit.commit(&json!(null)).unwrap();
+    drop(warden);
+    let (code, stdout, _) = cli(&path, &["inspect", &grant_id]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("8 of 9 use(s) left") && stdout.contains("/customer_id fixed"), "{stdout}");
+    let (code, stdout, _) = cli(&path, &["inspect", &grant_id, "--json"]);
+    assert_eq!(code, Some(0));
+    let shown: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(shown["kind"], "scoped_grant");
+    assert_eq!(shown["receipts"].as_array().unwrap().len(), 2, "its own receipt and one use");
+    let (code, _, stderr) = cli(&path, &["grants", "revoke", &grant_id, "--by", "carol"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, stdout, stderr) = cli(&path, &["grants", "revoke", &grant_id, "--by", "carol", "--reason", "done"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("revoked with 8 use(s) left"), "{stdout}");
+    let (code, _, stderr) = cli(&path, &["grants", "revoke", &grant_id, "--by", "carol", "--reason", "done"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (_, stdout, _) = cli(&path, &["grants", "list"]);
+    assert_eq!(stdout, "no scoped grant is live\n");
+    let (_, stdout, _) = cli(&path, &["grants", "list", "--all"]);
+    assert!(stdout.contains("revoked"), "{stdout}");
+    let warden = open_with(&path, &clock, DOCUMENT);
+    assert!(matches!(warden.submit(&ada_refund("pay_2", "cus_1", 3000)), Err(Error::ApprovalRequired { .. })));
 }
