@@ -279,7 +279,6 @@ fn another_policy_hash_is_not_covered() {
     // Under the first document again, the grant covers.
     let back = open_with(&path, &clock, DOCUMENT);
     assert!(back.submit(&ada_refund("pay_2", "cus_1", 2000)).unwrap().scoped_grant_id().is_some());
-    drop(_dir);
 }
 
 /// A scope the document does not allow is refused, the request stays pending, and nothing was

@@ -505,7 +505,7 @@ mod tests {
             match (check_scope(&approved(), &scope, limits), refusal) {
                 (Ok(_), None) => {}
                 (Err(Error::InvalidInput(message)), Some(wanted)) => {
-                    assert!(message.contains(wanted), "row {index}: {message}")
+                    assert!(message.contains(wanted), "row {index}: {message}");
                 }
                 (got, wanted) => panic!("row {index}: {got:?}, wanted {wanted:?}"),
             }
@@ -567,7 +567,7 @@ mod tests {
             (serde_json::json!({"customer_id": "cus_1", "amount": 0}), true),
             (serde_json::json!({"customer_id": "cus_1", "amount": -7, "other": true}), true),
             (serde_json::json!({"customer_id": "cus_1", "amount": 5001}), false),
-            (serde_json::json!({"customer_id": "cus_1", "amount": 5000.000_001}), false),
+            (serde_json::json!({"customer_id": "cus_1", "amount": 5_000.000_001}), false),
             (serde_json::json!({"customer_id": "cus_1", "amount": "4000"}), false),
             (serde_json::json!({"customer_id": "cus_1"}), false),
             (serde_json::json!({"customer_id": "cus_2", "amount": 4000}), false),

@@ -391,9 +391,8 @@ impl Kernel {
     /// Every scoped grant (live or not), by id; with `live_only`, those that may still be spent
     /// by this kernel's clock.
     pub fn scoped_grants(&self, live_only: bool) -> Result<Vec<ScopedGrant>> {
-        let grants = match self.guarded(|kernel, _| kernel.read(&Read::ScopedGrants))? {
-            ReadReply::ScopedGrants(grants) => grants,
-            _ => return Err(unexpected("scoped grants")),
+        let ReadReply::ScopedGrants(grants) = self.guarded(|kernel, _| kernel.read(&Read::ScopedGrants))? else {
+            return Err(unexpected("scoped grants"));
         };
         let now = self.now();
         Ok(grants.into_iter().filter(|grant| !live_only || grant.state(now) == GrantState::Live).collect())

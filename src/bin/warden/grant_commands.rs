@@ -71,7 +71,7 @@ pub fn describe(grant: &ScopedGrant) -> String {
 pub fn done_json(done: &ScopedGrantDone, now: i64) -> Value {
     json!({
         "grant": done.grant.to_json(now),
-        "approval": done.approval.as_ref().map(|record| record.to_json()),
+        "approval": done.approval.as_ref().map(warden::approval::ApprovalRecord::to_json),
         "receipt_id": done.receipt_id,
         "receipt_seq": done.receipt_seq,
     })
