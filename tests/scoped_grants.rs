@@ -154,7 +154,9 @@ fn the_fifty_prompt_session_needs_five_human_decisions_and_runs_nothing_outside_
             .filter(|d| d["action"] == "warden.approval.scoped_grant" && d["scoped_grant_id"] == made.grant_id.as_str())
             .collect();
         assert_eq!(own.len(), 1);
-        assert_eq!(own[0]["approval_id"], made.approval_id.as_str());
+        assert_eq!(own[0]["arguments"]["approval_id"], made.approval_id.as_str());
+        assert_eq!((&own[0]["approval_id"], &own[0]["approver"]), (&Value::Null, &Value::Null));
+        assert_eq!(own[0]["principal"], json!({"agent": "warden-approval", "user": "cli:bob"}));
         assert_eq!(own[0]["arguments"]["scope"]["uses"], 9);
         let stored = s.warden.kernel().scoped_grant(&made.grant_id).unwrap().unwrap();
         assert_eq!(stored.uses_left, 0);
@@ -169,6 +171,13 @@ fn the_fifty_prompt_session_needs_five_human_decisions_and_runs_nothing_outside_
     let made = events.iter().filter(|e| e.kind.as_str() == "SCOPED_GRANT_MADE").count();
     assert_eq!((made, used), (5, 45));
     assert!(s.warden.kernel().verify_chain().unwrap().ok);
+    // An offline bundle of the session verifies: the grants' receipts name no spent approval.
+    let signer = warden::evidence::key::NoteSigner::generate("warden.test/scoped").unwrap();
+    s.warden.kernel().checkpoint(&signer, None).unwrap();
+    let out = s._dir.path().join("bundle");
+    warden::evidence::bundle::export(&s.warden.kernel(), &out, None, None).unwrap();
+    let verdict = warden::evidence::bundle::verify_bundle(&out, &[signer.verifier()]);
+    assert!(verdict.ok, "{verdict:?}");
 }
 
 /// A grant for ada's refunds of cus_1 up to 5000 (rule[1]); then each way a proposal can differ.

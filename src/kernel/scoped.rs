@@ -193,10 +193,11 @@ pub(super) fn apply_grant(tx: &mut WriteTx<'_>, op: &ScopedGrantOp, now: Micros)
         "scope": grant.scope.to_json(),
         "expires_at": crate::clock::render(grant.expires_at),
     });
+    // The approval and approver are named in its arguments and principal, not in `approval_id` and
+    // `approver`: those say an approval was spent on this receipt's own action, which bundle
+    // verifiers check against the approval's action hash.
     let mut receipt =
         draft(&op.environment, (&op.action_id, &op.receipt_id), &label, SCOPED_GRANT_ACTION, data.clone(), now)?;
-    receipt.approval_id = Some(op.approval_id.clone());
-    receipt.approver = Some(label);
     receipt.scoped_grant_id = Some(grant.grant_id.clone());
     receipt.policy_hash = Some(policy_hash);
     receipt.policy_version = requested.policy_version.clone();
