@@ -271,6 +271,12 @@ fn expired_revoked_and_used_up_grants_cover_nothing() {
     assert_eq!(revocation[0]["principal"]["user"], "carol");
     assert_eq!(revocation[0]["arguments"]["reason"], "the customer called");
     assert!(kernel.verify_chain().unwrap().ok);
+    // The expired, the used-up and the revoked grant all left the index a proposal reads; their
+    // rows stay, and doctor finds nothing wrong.
+    let doctor = kernel.doctor().unwrap();
+    let rows = |name: &str| doctor.tables.iter().find(|(table, _, _)| *table == name).map(|(_, n, _)| *n);
+    assert_eq!((rows("scoped_grants"), rows("scoped_grants_by_action")), (Some(3), Some(0)));
+    assert!(doctor.tables.iter().all(|(_, _, problems)| problems.is_empty()), "{:?}", doctor.tables);
 }
 
 #[test]

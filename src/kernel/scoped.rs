@@ -130,12 +130,6 @@ pub(super) fn apply_grant(tx: &mut WriteTx<'_>, op: &ScopedGrantOp, now: Micros)
             op.approval_id
         )));
     };
-    let Some(policy_hash) = requested.policy_hash.clone().filter(|hash| Some(hash) == op.policy_hash.as_ref()) else {
-        return refused(Error::InvalidInput(format!(
-            "approval {} was not asked under the policy whose caps were read; nothing was granted. Answer again",
-            op.approval_id
-        )));
-    };
     let Some(arguments) = arguments_of(&record) else {
         return Err(Error::store(
             StoreFaultKind::Damaged,
@@ -145,6 +139,14 @@ pub(super) fn apply_grant(tx: &mut WriteTx<'_>, op: &ScopedGrantOp, now: Micros)
     let shape = match check_scope(&arguments, &op.scope, op.limits) {
         Ok(shape) => shape,
         Err(refusal) => return refused(refusal),
+    };
+    // The caps were read under the request's policy hash before this transaction: it must still
+    // name that hash (it always does; a request's policy never changes).
+    let Some(policy_hash) = requested.policy_hash.clone().filter(|hash| Some(hash) == op.policy_hash.as_ref()) else {
+        return refused(Error::InvalidInput(format!(
+            "approval {} was not asked under the policy whose caps were read; nothing was granted. Answer again",
+            op.approval_id
+        )));
     };
     if tx.scoped_grant(&op.grant_id)?.is_some() {
         return Err(Error::store(
@@ -202,7 +204,7 @@ pub(super) fn apply_grant(tx: &mut WriteTx<'_>, op: &ScopedGrantOp, now: Micros)
     receipt.policy_hash = Some(policy_hash);
     receipt.policy_version = requested.policy_version.clone();
     let (seq, _) = tx.append_receipt(&receipt, None)?;
-    tx.put_scoped_grant(&grant)?;
+    tx.put_scoped_grant(&grant, true)?;
     tx.event(EventKind::SCOPED_GRANT_MADE, now, Some(&record.action_id), None, Some(&op.approval_id), data)?;
     Ok(WriteReply::ScopedGrant(Box::new(ScopedGrantDone {
         approval: Some(answered),
@@ -242,7 +244,7 @@ pub(super) fn apply_revoke(tx: &mut WriteTx<'_>, op: &RevokeScopedOp, now: Micro
     receipt.scoped_grant_id = Some(grant.grant_id.clone());
     let (seq, _) = tx.append_receipt(&receipt, None)?;
     grant.revoked = Some(GrantRevocation { by: op.by.clone(), reason: op.reason.clone(), at: now });
-    tx.put_scoped_grant(&grant)?;
+    tx.put_scoped_grant(&grant, false)?;
     tx.event(EventKind::SCOPED_GRANT_REVOKED, now, Some(&op.action_id), None, Some(&grant.approval_id), data)?;
     Ok(WriteReply::ScopedGrant(Box::new(ScopedGrantDone {
         approval: None,
@@ -274,15 +276,21 @@ pub(super) fn covered(
         identity: ask.identity.as_ref(),
         arguments: &action.arguments,
     };
-    let Some(mut grant) =
-        tx.scoped_grants_for(&action.name)?.into_iter().find(|grant| scope::applies(grant, &candidate, now))
-    else {
-        return Ok(None);
-    };
+    let mut found = None;
+    for grant in tx.scoped_grants_for(&action.name)? {
+        if grant.state(now) != GrantState::Live {
+            // Expired (used-up and revoked ones left the index when they ended): it leaves the
+            // index now, so a proposal reads only the grants that may still cover something.
+            tx.put_scoped_grant(&grant, false)?;
+        } else if found.is_none() && scope::applies(&grant, &candidate, now) {
+            found = Some(grant);
+        }
+    }
+    let Some(mut grant) = found else { return Ok(None) };
     let reply = super::propose::apply_reserve(tx, proposed, None, false, now)?;
     let WriteReply::Granted(mut granted) = reply else { return Ok(Some(reply)) };
     grant.uses_left -= 1;
-    tx.put_scoped_grant(&grant)?;
+    tx.put_scoped_grant(&grant, grant.uses_left > 0)?;
     tx.event(
         EventKind::SCOPED_GRANT_USED,
         now,

@@ -92,9 +92,9 @@ pub trait WriteTables: AuthorityWrites + EvidenceReads + GrantReads {
     /// Write a hold's row, replacing the one under its name.
     fn put_hold(&mut self, hold: &Hold) -> Result<()>;
 
-    /// Write a scoped grant's row, replacing the one under its id, and its entry in the index
-    /// by action name.
-    fn put_scoped_grant(&mut self, grant: &ScopedGrant) -> Result<()>;
+    /// Write a scoped grant's row, replacing the one under its id, and keep its entry in the
+    /// index by action name (`indexed`) or remove it (a grant that can cover nothing more).
+    fn put_scoped_grant(&mut self, grant: &ScopedGrant, indexed: bool) -> Result<()>;
 
     /// Delete receipts `from..=marker.through_seq` and events `..=marker.events_through`, keep
     /// what the FAILED cross-check and a duplicate need of each effect's last outcome receipt
@@ -162,7 +162,8 @@ pub trait GrantReads {
     /// The scoped grant `grant_id`, checked to be filed under its id.
     fn scoped_grant(&self, grant_id: &str) -> Result<Option<ScopedGrant>>;
 
-    /// Every scoped grant of `action_name` (live or not), by id.
+    /// The scoped grants of `action_name` still in the index (live, or expired and not yet seen
+    /// so by a proposal), by id.
     fn scoped_grants_for(&self, action_name: &str) -> Result<Vec<ScopedGrant>>;
 
     /// Every scoped grant, by id.

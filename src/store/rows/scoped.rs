@@ -1,6 +1,8 @@
 //! The scoped grants' rows, written once for every engine: each grant under its id
-//! (`scoped_grants`) and an index by action name (`scoped_grants_by_action`, keyed (action name,
-//! grant id), no value), so a proposal reads only the grants of its own action. Whether a grant
+//! (`scoped_grants`, kept for good) and an index by action name (`scoped_grants_by_action`, keyed
+//! (action name, grant id), no value) of the grants that may still cover something, so a proposal
+//! reads only those of its own action: a grant leaves it when used up or revoked, and an expired
+//! one when the first proposal of its action reads it. Whether a grant
 //! covers a proposal is the kernel's (`approval::scope::applies`); these read, check and write.
 
 use super::codec::damaged;
@@ -76,11 +78,15 @@ fn all(rows: &dyn RowRead) -> Result<Vec<ScopedGrant>> {
 }
 
 impl Writes<'_> {
-    /// Write a grant's row (replacing the one under its id) and its index entry.
-    pub(super) fn put_scoped_grant_row(&mut self, grant: &ScopedGrant) -> Result<()> {
+    /// Write a grant's row (replacing the one under its id), and write or delete its index entry.
+    pub(super) fn put_scoped_grant_row(&mut self, grant: &ScopedGrant, indexed: bool) -> Result<()> {
         write(self.write_rows(), Table::ScopedGrants, &[Text(&grant.grant_id)], grant, Put::Replace)?;
         let index = [Text(&grant.action_name), Text(&grant.grant_id)];
-        write(self.write_rows(), Table::ScopedGrantsByAction, &index, &(), Put::Replace)
+        if indexed {
+            write(self.write_rows(), Table::ScopedGrantsByAction, &index, &(), Put::Replace)
+        } else {
+            self.write_rows().delete(Table::ScopedGrantsByAction, &index)
+        }
     }
 }
 

@@ -573,8 +573,8 @@ impl WriteTables for Writes<'_> {
         self.put_hold_row(hold)
     }
 
-    fn put_scoped_grant(&mut self, grant: &crate::approval::scope::ScopedGrant) -> Result<()> {
-        self.put_scoped_grant_row(grant)
+    fn put_scoped_grant(&mut self, grant: &crate::approval::scope::ScopedGrant, indexed: bool) -> Result<()> {
+        self.put_scoped_grant_row(grant, indexed)
     }
 
     fn prune(&mut self, marker: &mut crate::evidence::retention::PrunedPrefix, from: u64) -> Result<u64> {
