@@ -33,7 +33,7 @@ actions:
 const MINUTE: i64 = 60_000_000;
 
 struct Setup {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     path: std::path::PathBuf,
     clock: ManualClock,
     warden: Warden,
@@ -54,7 +54,7 @@ fn setup_at(now: i64) -> Setup {
     let path = dir.path().join("state.redb");
     let clock = ManualClock::new(now);
     let warden = open_with(&path, &clock, DOCUMENT);
-    Setup { _dir: dir, path, clock, warden }
+    Setup { dir, path, clock, warden }
 }
 
 fn agent(user: &str) -> Principal {
@@ -174,8 +174,8 @@ fn the_fifty_prompt_session_needs_five_human_decisions_and_runs_nothing_outside_
     // An offline bundle of the session verifies: the grants' receipts name no spent approval.
     let signer = warden::evidence::key::NoteSigner::generate("warden.test/scoped").unwrap();
     s.warden.kernel().checkpoint(&signer, None).unwrap();
-    let out = s._dir.path().join("bundle");
-    warden::evidence::bundle::export(&s.warden.kernel(), &out, None, None).unwrap();
+    let out = s.dir.path().join("bundle");
+    warden::evidence::bundle::export(s.warden.kernel(), &out, None, None).unwrap();
     let verdict = warden::evidence::bundle::verify_bundle(&out, &[signer.verifier()]);
     assert!(verdict.ok, "{verdict:?}");
 }
@@ -284,7 +284,7 @@ fn another_policy_hash_is_not_covered() {
     let s = setup();
     let first = ask(&s.warden, &ada_refund("pay_0", "cus_1", 2000));
     grant(&s.warden, &first, &customer_scope(5));
-    let Setup { _dir, path, clock, warden } = s;
+    let Setup { dir: _dir, path, clock, warden } = s;
     drop(warden);
     // The same rules with another description: another policy hash.
     let edited = DOCUMENT.replace("    effect:", "    description: edited\n    effect:");
@@ -394,7 +394,7 @@ fn the_cli_makes_lists_inspects_and_revokes_a_scoped_grant() {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros();
     let s = setup_at(i64::try_from(now).unwrap());
     let id = ask(&s.warden, &ada_refund("pay_0", "cus_1", 2000));
-    let Setup { _dir, path, clock, warden } = s;
+    let Setup { dir: _dir, path, clock, warden } = s;
     drop(warden);
     let approve = |extra: &[&str]| {
         let mut args = vec!["approve", id.as_str(), "--by", "bob", "--yes"];
