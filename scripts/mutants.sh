@@ -30,7 +30,7 @@ GROUP_FILES=(
     "src/policy.rs src/document/conditions.rs"
     "src/sight/confine.rs"
     "src/authority/pattern.rs src/authority/containment.rs src/authority/evaluate.rs src/authority/chain.rs src/authority/budget.rs"
-    "src/approval/requirement.rs src/approval/person.rs src/approval/precondition.rs"
+    "src/approval/requirement.rs src/approval/person.rs src/approval/precondition.rs src/approval/scope.rs"
     "src/identity/jwt.rs"
     "src/evidence/settings.rs src/evidence/anchoring.rs src/evidence/retention.rs"
 )

@@ -206,6 +206,8 @@ pub enum IdKind {
     Receipt,
     /// `snp_`: a sight snapshot.
     Snapshot,
+    /// `sgr_`: a scoped grant (an approval's grant of the next actions of one shape).
+    ScopedGrant,
 }
 
 impl IdKind {
@@ -218,6 +220,7 @@ impl IdKind {
             IdKind::Delegation => "dlg_",
             IdKind::Receipt => "rct_",
             IdKind::Snapshot => "snp_",
+            IdKind::ScopedGrant => "sgr_",
         }
     }
 }
@@ -439,6 +442,7 @@ mod tests {
             (IdKind::Delegation, "dlg_"),
             (IdKind::Receipt, "rct_"),
             (IdKind::Snapshot, "snp_"),
+            (IdKind::ScopedGrant, "sgr_"),
         ] {
             let id = new_id(kind).unwrap();
             let digits = id.strip_prefix(prefix).unwrap();

@@ -18,6 +18,7 @@ pub mod notify;
 pub mod person;
 pub mod precondition;
 pub mod requirement;
+pub mod scope;
 pub mod webhook;
 
 pub use crate::hint::is_control_or_format;

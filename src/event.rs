@@ -77,6 +77,13 @@ pub enum EventKind {
     HOLD_RELEASED,
     /// A prefix of the receipts and the events of its time were deleted (`warden prune`).
     RECEIPTS_PRUNED,
+    // Appended: scoped grants.
+    /// An approver granted a request and the next actions of its shape (a scoped grant).
+    SCOPED_GRANT_MADE,
+    /// A proposal was covered by a scoped grant, spending one of its uses.
+    SCOPED_GRANT_USED,
+    /// A scoped grant was revoked.
+    SCOPED_GRANT_REVOKED,
 }
 
 impl EventKind {
@@ -115,6 +122,9 @@ impl EventKind {
             EventKind::HOLD_PLACED => "HOLD_PLACED",
             EventKind::HOLD_RELEASED => "HOLD_RELEASED",
             EventKind::RECEIPTS_PRUNED => "RECEIPTS_PRUNED",
+            EventKind::SCOPED_GRANT_MADE => "SCOPED_GRANT_MADE",
+            EventKind::SCOPED_GRANT_USED => "SCOPED_GRANT_USED",
+            EventKind::SCOPED_GRANT_REVOKED => "SCOPED_GRANT_REVOKED",
         }
     }
 }

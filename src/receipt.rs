@@ -116,6 +116,11 @@ pub struct ReceiptDraft {
     /// so every receipt without one keeps its bytes.
     #[serde(default)]
     pub result_sha256: Option<String>,
+    /// The scoped grant (`sgr_…`) this receipt made, spent or revoked: an action it covered
+    /// instead of a human's answer, or the grant's own receipts. In the hashed document only when
+    /// set, so every receipt without one keeps its bytes.
+    #[serde(default)]
+    pub scoped_grant_id: Option<String>,
 }
 
 /// Whether `text` is a W3C trace context `traceparent` (Trace Context Level 1): `VV-<32 hex>-<16
@@ -207,6 +212,9 @@ impl ReceiptDraft {
         }
         if let (Some(digest), Some(map)) = (&self.result_sha256, document.as_object_mut()) {
             map.insert("result_sha256".into(), digest.clone().into());
+        }
+        if let (Some(grant), Some(map)) = (&self.scoped_grant_id, document.as_object_mut()) {
+            map.insert("scoped_grant_id".into(), grant.clone().into());
         }
         document
     }
@@ -528,6 +536,7 @@ mod tests {
             authority: None,
             traceparent: None,
             result_sha256: None,
+            scoped_grant_id: None,
         }
     }
 

@@ -812,3 +812,70 @@ budgets: [{ metric: amount, limit: 50000, window: P1D }]
     assert!(!page.contains(&format!("<td class=\"mono\">{grandchild}</td>")), "{page}");
     assert!(page.contains("<td class=\"mono\">head-of-finance</td>"), "{page}");
 }
+
+/// A request made under a document whose rule allows scoped grants: the inbox offers the scoped
+/// form (with the document's caps), a scope past them is refused and writes nothing, a scope
+/// within them grants the request and makes the grant, the inbox lists it with its uses left and
+/// a revoke form, and the revoke ends it.
+#[test]
+fn the_inbox_makes_lists_and_revokes_a_scoped_grant() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.redb");
+    let document = warden::document::load_str(
+        "schema: warden/v1\nactions:\n  stripe.refund:\n    effect: \"refund:{payment_id}\"\n    rules:\n      - decision: \
+         approve\n        approval: { scoped: { max_uses: 5, max_minutes: 60 } }\n",
+        "scoped.yaml",
+    )
+    .expect("document");
+    let warden = warden::Warden::open(&path, document, warden::WardenOptions::default()).expect("open");
+    let ada = Principal::new("refund-agent", Some("ada")).expect("principal");
+    let refund = |payment: &str| {
+        warden::ActionRequest::new(
+            "stripe.refund",
+            json!({"payment_id": payment, "customer_id": "cus_1", "amount": 2000}),
+            ada.clone(),
+        )
+    };
+    let id = match warden.submit(&refund("p0")) {
+        Err(Error::ApprovalRequired { request_id, .. }) => request_id,
+        other => panic!("expected an approval request, got {other:?}"),
+    };
+    drop(warden);
+    let store = Store { dir, approval_id: id.clone() };
+    let console = Console::start(&store.path(), &[]);
+    let (bob, _) = console.login(&store.add_approver("bob"));
+    let inbox = console.get("/", Some(&bob));
+    assert!(inbox.body.contains("Approve as a scoped grant"), "{}", inbox.body);
+    assert!(inbox.body.contains("at most 5 uses, 60 minutes"), "{}", inbox.body);
+    let csrf = inbox.csrf();
+    let hash = approval(&store)["action_hash"].as_str().expect("hash").to_owned();
+    let form = |uses: u32| {
+        format!(
+            "csrf={csrf}&id={id}&hash={hash}&scope_uses={uses}&scope_minutes=30&scope_fixed=%2Fcustomer_id\
+             &scope_at_most=%2Famount%3D5000"
+        )
+    };
+    let before = store.bytes();
+    let refused = console.post("/approve", Some(&bob), &form(6));
+    assert_ne!(refused.status, 303, "{}", refused.body);
+    assert!(refused.body.contains("scope uses must be 1..=5"), "{}", refused.body);
+    assert_eq!(store.bytes(), before, "a refused scope writes nothing");
+    let granted = console.post("/approve", Some(&bob), &form(3));
+    assert_eq!(granted.status, 303, "{}", granted.body);
+    assert_eq!(approval(&store)["status"], "granted");
+    let listed = store.json(&["grants", "list"]);
+    let grant = listed["grants"][0].clone();
+    assert_eq!((grant["uses_left"].as_u64(), grant["approver"].as_str()), (Some(3), Some("console:bob")), "{grant}");
+    let grant_id = grant["grant_id"].as_str().expect("id").to_owned();
+    let inbox = console.get("/", Some(&bob));
+    assert!(inbox.body.contains("1 live scoped grants"), "{}", inbox.body);
+    assert!(inbox.body.contains(&grant_id) && inbox.body.contains("3 of 3"), "{}", inbox.body);
+    let no_reason = console.post("/grants/revoke", Some(&bob), &format!("csrf={csrf}&id={grant_id}"));
+    assert_eq!(no_reason.status, 400, "{}", no_reason.body);
+    let revoked = console.post("/grants/revoke", Some(&bob), &format!("csrf={csrf}&id={grant_id}&reason=done"));
+    assert_eq!(revoked.status, 303, "{}", revoked.body);
+    assert!(console.get("/", Some(&bob)).body.contains("0 live scoped grants"));
+    let all = store.json(&["grants", "list", "--all"]);
+    assert_eq!(all["grants"][0]["revoked"]["by"], "console:bob", "{all}");
+    assert_eq!(all["grants"][0]["state"], "revoked");
+}

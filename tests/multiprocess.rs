@@ -17,6 +17,34 @@ use warden::{Decision, EffectState, Error, Kernel, KernelOptions, ManualClock, P
 
 const PROCESSES: usize = 8;
 
+/// A document whose approve rule lets an approver make scoped grants.
+const SCOPED_DOCUMENT: &str = r#"
+schema: warden/v1
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - when: { amount_lte: 10000 }
+        decision: approve
+        approval: { scoped: { max_uses: 5, max_minutes: 30 } }
+"#;
+
+/// A governed handle on the store in `dir` under `SCOPED_DOCUMENT`, with a fixed clock at `now`.
+fn scoped_warden(dir: &Path, now: i64) -> warden::Warden {
+    let document = warden::document::load_str(SCOPED_DOCUMENT, "scoped.yaml").unwrap();
+    let options =
+        warden::WardenOptions { clock: std::sync::Arc::new(ManualClock::new(now)), ..warden::WardenOptions::default() };
+    warden::Warden::open(located(dir), document, options).expect("opens the store with the document")
+}
+
+fn scoped_refund(payment: &str) -> warden::ActionRequest<'static> {
+    warden::ActionRequest::new(
+        "stripe.refund",
+        serde_json::json!({"payment_id": payment, "customer_id": "cus_1", "amount": 2000}),
+        warden::Principal::new("refund-agent", Some("ada")).unwrap(),
+    )
+}
+
 fn spawn_child(role: &str, dir: &Path, index: usize, extra: &[(&str, String)]) -> Child {
     let exe = std::env::current_exe().expect("current exe");
     let mut command = Command::new(exe);
@@ -112,6 +140,19 @@ fn child_process_entry() {
                     say("won");
                 }
                 Err(Error::Duplicate { .. }) => say("lost"),
+                Err(other) => panic!("unexpected refusal {other}"),
+            }
+        }
+        "race_scoped" => {
+            let warden = scoped_warden(&dir, T0);
+            barrier(&dir, &index);
+            match warden.submit(&scoped_refund(&format!("pay_race_{index}"))) {
+                Ok(permit) => {
+                    let grant = permit.scoped_grant_id().expect("covered by the grant").to_owned();
+                    permit.commit(&serde_json::json!(null)).unwrap();
+                    say(&format!("covered {grant}"));
+                }
+                Err(Error::ApprovalRequired { .. }) => say("asked"),
                 Err(other) => panic!("unexpected refusal {other}"),
             }
         }
@@ -219,6 +260,45 @@ fn one_winner_among_eight_processes() {
     assert_eq!((won, lost), (1, PROCESSES - 1));
     assert!(f.dir.path().join("remote_call").exists());
     assert_eq!(f.kernel.effect("refund:txn_race").unwrap().unwrap().state, EffectState::Committed);
+    assert!(f.kernel.verify_chain().unwrap().ok);
+}
+
+#[test]
+fn eight_processes_racing_for_the_last_use_of_a_scoped_grant_spend_it_once() {
+    let f = Fixture::new();
+    let warden = scoped_warden(f.dir.path(), T0);
+    let request_id = match warden.submit(&scoped_refund("pay_first")) {
+        Err(Error::ApprovalRequired { request_id, .. }) => request_id,
+        other => panic!("expected an approval request, got {other:?}"),
+    };
+    let scope = warden::approval::scope::Scope {
+        uses: 2,
+        minutes: 30,
+        fixed: vec!["/customer_id".into()],
+        at_most: vec![("/amount".into(), "5000".into())],
+    };
+    let bob = warden::kernel::asserted("bob").unwrap();
+    let grant = warden.kernel().answer_scoped(&request_id, &bob, &scope, None).unwrap().grant;
+    // One of the two uses is spent here: the race is for the last one.
+    let permit = warden.submit(&scoped_refund("pay_second")).unwrap();
+    assert_eq!(permit.scoped_grant_id(), Some(grant.grant_id.as_str()));
+    permit.commit(&serde_json::json!(null)).unwrap();
+    drop(warden);
+    let outcomes = race("race_scoped", f.dir.path(), &[]);
+    assert!(outcomes.iter().all(|(ok, _)| *ok), "a child failed: {outcomes:?}");
+    let covered = outcomes.iter().filter(|(_, l)| l == &[format!("covered {}", grant.grant_id)]).count();
+    let asked = outcomes.iter().filter(|(_, l)| l == &["asked"]).count();
+    assert_eq!((covered, asked), (1, PROCESSES - 1), "{outcomes:?}");
+    let stored = f.kernel.scoped_grant(&grant.grant_id).unwrap().unwrap();
+    assert_eq!(stored.uses_left, 0);
+    let spent = f
+        .kernel
+        .events(0, 10_000)
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind.as_str() == "SCOPED_GRANT_USED" && e.data.contains(&grant.grant_id))
+        .count();
+    assert_eq!(spent, 2);
     assert!(f.kernel.verify_chain().unwrap().ok);
 }
 

@@ -491,6 +491,34 @@ fn refused_writes_change_nothing_in_the_store() {
             json!({"approval_id": id, "action_hash": hash, "ttl": "PT0S"}),
             "ttl must",
         ),
+        (
+            "a scope the rule does not allow",
+            Some(&bob),
+            "approve",
+            json!({"approval_id": id, "action_hash": hash, "scope": {"uses": 1, "minutes": 1}}),
+            "does not allow scoped grants",
+        ),
+        (
+            "a scope and a ttl",
+            Some(&bob),
+            "approve",
+            json!({"approval_id": id, "action_hash": hash, "ttl": "PT1H", "scope": {"uses": 1, "minutes": 1}}),
+            "ttl or scope",
+        ),
+        (
+            "a scope without minutes",
+            Some(&bob),
+            "approve",
+            json!({"approval_id": id, "action_hash": hash, "scope": {"uses": 1}}),
+            "scope.minutes must be an integer",
+        ),
+        (
+            "a bound that is not a number",
+            Some(&bob),
+            "approve",
+            json!({"approval_id": id, "action_hash": hash, "scope": {"uses": 1, "minutes": 1, "at_most": {"/amount": "5"}}}),
+            "scope.at_most maps JSON pointers to numbers",
+        ),
     ];
     for (why, token, tool, arguments, says) in &cases {
         let mut stdio = StdioServer::start(&store.path(), *token);

@@ -75,7 +75,7 @@ fn a_new_schema_gets_every_migration_once_and_a_second_open_changes_nothing() {
     let mut db = connect(&url);
     let versions: Vec<i32> =
         db.query("SELECT version FROM warden_schema_version", &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
 }
 
 /// A schema at migration 1 (the budget ledger with its SQL-summed columns, no running sums)
@@ -102,7 +102,7 @@ fn a_migration_1_schema_keeps_its_budget_charges_through_migration_2() {
             "ALTER TABLE warden_budget_ledger ADD COLUMN consumed_at bigint NOT NULL DEFAULT 0, \
              ADD COLUMN amount numeric(20, 0) NOT NULL DEFAULT 250, ADD COLUMN released boolean NOT NULL DEFAULT false; \
              DROP TABLE warden_budget_sums, warden_merkle_nodes, warden_checkpoints, warden_anchors, warden_policies, \
-             warden_holds, warden_pruned_outcomes; \
+             warden_holds, warden_pruned_outcomes, warden_scoped_grants, warden_scoped_grants_by_action; \
              DELETE FROM warden_schema_version WHERE version >= 2",
         )
         .unwrap();
@@ -114,7 +114,7 @@ fn a_migration_1_schema_keeps_its_budget_charges_through_migration_2() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
     let columns: i64 = db
         .query_one(
             "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() \
@@ -135,7 +135,7 @@ fn opening_refuses_a_schema_it_did_not_write_naming_the_cause() {
     // (what is done to a schema this build created, words the refusal must contain)
     let cases: [(&str, &str); 3] = [
         (
-            "INSERT INTO warden_schema_version (version, checksum, what) VALUES (7, 'x', 'from a newer build')",
+            "INSERT INTO warden_schema_version (version, checksum, what) VALUES (8, 'x', 'from a newer build')",
             "newer than this build",
         ),
         ("DELETE FROM warden_schema_version WHERE version = 1", "has a gap"),

@@ -202,11 +202,13 @@ fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_
         let kernel = open(&path, &clock);
         kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
     }
-    // Schema 7 is schema 9 without the anchors, policies, holds and pruned_outcomes tables.
+    // Schema 7 is schema 10 without the anchors, policies, holds, pruned_outcomes and scoped grants tables.
     drop_table(&path, "policies");
     drop_table(&path, "anchors");
     drop_table(&path, "holds");
     drop_table(&path, "pruned_outcomes");
+    drop_table(&path, "scoped_grants");
+    drop_table(&path, "scoped_grants_by_action");
     set_schema_version(&path, 7);
     // A reader needs no migration, and finds no policy kept.
     let reader = open_to_read(&path);
@@ -227,9 +229,42 @@ fn a_schema_7_store_is_read_without_its_policies_table_and_gains_it_when_opened_
     drop(warden);
     assert_eq!(
         (schema_version(&path), table_exists(&path, "policies"), table_exists(&path, "anchors")),
-        (9, true, true)
+        (10, true, true)
     );
     assert!(table_exists(&path, "holds") && table_exists(&path, "pruned_outcomes"));
+    assert!(table_exists(&path, "scoped_grants") && table_exists(&path, "scoped_grants_by_action"));
+}
+
+#[test]
+fn a_schema_9_store_is_read_without_its_scoped_grants_tables_and_gains_them_empty_when_opened_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let clock = warden::ManualClock::new(T0);
+    {
+        let kernel = open(&path, &clock);
+        kernel.propose(&allow(&refund("pay_1", 1200), &key_template())).unwrap().commit(&serde_json::json!(1)).unwrap();
+    }
+    // Schema 9 is schema 10 without the scoped grants tables.
+    drop_table(&path, "scoped_grants");
+    drop_table(&path, "scoped_grants_by_action");
+    set_schema_version(&path, 9);
+    // A reader needs no migration, and finds no scoped grant.
+    let reader = open_to_read(&path);
+    assert!(reader.verify_chain().unwrap().ok);
+    assert!(reader.scoped_grants(false).unwrap().is_empty());
+    drop(reader);
+    assert_eq!((schema_version(&path), table_exists(&path, "scoped_grants")), (9, false), "reading never migrates");
+    // A writer migrates: the tables come empty, and the chain goes on.
+    let kernel = open(&path, &clock);
+    assert!(kernel.scoped_grants(false).unwrap().is_empty());
+    kernel.propose(&allow(&refund("pay_2", 1200), &key_template())).unwrap().commit(&serde_json::json!(2)).unwrap();
+    assert!(kernel.verify_chain().unwrap().ok);
+    assert_eq!(kernel.receipts(1, 10).unwrap().len(), 2);
+    drop(kernel);
+    assert_eq!(
+        (schema_version(&path), table_exists(&path, "scoped_grants"), table_exists(&path, "scoped_grants_by_action")),
+        (10, true, true)
+    );
 }
 
 /// Remove `table` from a closed store file's table directory, as a damaged directory page would.

@@ -57,12 +57,15 @@ impl Cx<'_> {
         if let Some(member) = get("controls") {
             self.no_op_citations(member, &child_path(path, "controls"))?;
         }
-        let approval = match get("approval") {
-            None => None,
-            Some(member) => Some(self.approval_requirement(member, path, decision)?),
+        let (approval, scoped) = match get("approval") {
+            None => (None, None),
+            Some(member) => {
+                let (requirement, scoped) = self.approval_requirement(member, path, decision)?;
+                (Some(requirement), scoped)
+            }
         };
         let Some(when) = get("when") else {
-            return Ok(Rule { when: Vec::new(), decision, approval });
+            return Ok(Rule { when: Vec::new(), decision, approval, scoped });
         };
         let when_path = child_path(path, "when");
         // An empty mapping is a truncated edit; the catch-all is spelled "no 'when'" (ctrlrun).
@@ -84,7 +87,7 @@ impl Cx<'_> {
         for condition in conditions {
             parsed.push(self.condition(condition, &child_path(&when_path, &condition.key), self.schema.floats())?);
         }
-        Ok(Rule { when: parsed, decision, approval })
+        Ok(Rule { when: parsed, decision, approval, scoped })
     }
 
     /// One `<argument>_<op>: operand`; `floats` says whether the operand may be (or hold) a

@@ -76,7 +76,7 @@ impl Cx<'_> {
                     object.insert("when".into(), Value::Object(when));
                     // Only when present, so every document without one keeps its hash.
                     if let Some(approval) = &rule.approval {
-                        object.insert("approval".into(), approval.to_json());
+                        object.insert("approval".into(), approval_json(approval, rule.scoped.as_ref()));
                     }
                     Value::Object(object)
                 })
@@ -88,7 +88,7 @@ impl Cx<'_> {
             object.insert("lease".into(), entry.lease.map_or(Value::Null, Value::from));
             object.insert("description".into(), optional_string(entry.description.as_deref()));
             if let Some(approval) = &entry.approval {
-                object.insert("approval".into(), approval.to_json());
+                object.insert("approval".into(), approval_json(approval, entry.scoped.as_ref()));
             }
             entries.insert(name.clone(), Value::Object(object));
         }
@@ -101,4 +101,18 @@ impl Cx<'_> {
         canonical.insert("sources".into(), sources.cloned().unwrap_or(Value::Null));
         Value::Object(canonical)
     }
+}
+
+/// An `approval` as the canonical policy holds it: `{required, roles}`, and `scoped` only when the
+/// rule allows scoped grants (so every document without one keeps its hash, and one with it
+/// hashes what a human may authorize).
+fn approval_json(
+    approval: &crate::approval::Requirement,
+    scoped: Option<&crate::approval::scope::ScopeLimits>,
+) -> Value {
+    let mut json = approval.to_json();
+    if let (Some(scoped), Some(map)) = (scoped, json.as_object_mut()) {
+        map.insert("scoped".into(), scoped.to_json());
+    }
+    json
 }

@@ -186,6 +186,9 @@ pub struct ActionEntry {
     pub description: Option<String>,
     /// `approval` beside `decision: approve` (`warden/v1` only).
     pub approval: Option<crate::approval::Requirement>,
+    /// `approval.scoped` beside `decision: approve`: what a scoped grant may reach (`None`: no
+    /// scoped grant may be made).
+    pub scoped: Option<crate::approval::scope::ScopeLimits>,
     /// `mcp.not_executed_on_error`: for `warden gateway`, an upstream `isError` on this tool
     /// means it did nothing (FAILED, retry allowed) instead of AMBIGUOUS. An unchecked claim.
     pub not_executed_on_error: bool,
@@ -203,6 +206,9 @@ pub struct Rule {
     /// `approval: {required, roles}` on an `approve` rule (`warden/v1` only); `None` is one
     /// approver, any role.
     pub approval: Option<crate::approval::Requirement>,
+    /// `approval.scoped` on an `approve` rule: what a scoped grant may reach (`None`: no scoped
+    /// grant may be made under this rule).
+    pub scoped: Option<crate::approval::scope::ScopeLimits>,
 }
 
 /// A condition's operator, from the suffix of its key (`amount_gte`).

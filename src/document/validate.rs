@@ -256,9 +256,12 @@ impl Cx<'_> {
             (None, Some(member)) => (None, self.rules(member, &child_path(path, "rules"))?),
             (None, None) => (None, Vec::new()),
         };
-        let approval = match (get("approval"), decision) {
-            (None, _) => None,
-            (Some(member), Some(decision)) => Some(self.approval_requirement(member, path, decision)?),
+        let (approval, scoped) = match (get("approval"), decision) {
+            (None, _) => (None, None),
+            (Some(member), Some(decision)) => {
+                let (requirement, scoped) = self.approval_requirement(member, path, decision)?;
+                (Some(requirement), scoped)
+            }
             (Some(member), None) => {
                 return Err(self.error(
                     &child_path(path, "approval"),
@@ -276,6 +279,7 @@ impl Cx<'_> {
             lease,
             description,
             approval,
+            scoped,
             not_executed_on_error,
             upstream,
         })

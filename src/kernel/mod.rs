@@ -20,6 +20,7 @@ pub mod ops;
 mod permit;
 mod propose;
 mod retention;
+mod scoped;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -38,6 +39,7 @@ pub use evidence::ProofAsk;
 pub use ops::{DoctorReport, Ops};
 pub use permit::Permit;
 pub use retention::{Retention, RetentionDone};
+pub use scoped::{limits_in_policy, ScopedGrantDone};
 
 crate::test_pub! {
     /// The kernel's store.

@@ -291,6 +291,10 @@ pub enum Write {
     RecordAnchor(Box<crate::evidence::anchoring::StoredAnchor>),
     /// Place or release a retention hold, or prune a prefix of the receipts, with its receipt.
     Retention(Box<super::retention::RetentionOp>),
+    /// Grant a request and make a scoped grant of the next actions of its shape, with its receipt.
+    ScopedGrant(Box<super::scoped::ScopedGrantOp>),
+    /// Revoke a scoped grant, with its receipt.
+    RevokeScopedGrant(Box<super::scoped::RevokeScopedOp>),
 }
 
 /// What `Permit::suspend`/`resume` write.
@@ -336,6 +340,9 @@ pub struct Granted {
     /// For an approval this grant spent: from its request to the answer that granted it.
     #[serde(default)]
     pub decided_in: Option<Micros>,
+    /// The scoped grant that covered the action (one of its uses spent in this transaction).
+    #[serde(default)]
+    pub scoped_grant_id: Option<String>,
 }
 
 /// Why a reservation whose commit was confirmed late is not handed out (its FAILED record says
@@ -376,6 +383,8 @@ pub enum WriteReply {
     Anchor(Box<crate::evidence::anchoring::StoredAnchor>),
     /// What a retention write did.
     Retention(Box<super::retention::RetentionDone>),
+    /// What a scoped grant's write (made or revoked) did.
+    ScopedGrant(Box<super::scoped::ScopedGrantDone>),
     /// Written; nothing to report.
     Done,
     /// The outcome's receipt was appended at `seq` with `hash` (only when the outcome asked,
@@ -493,6 +502,8 @@ impl WriteOp for Write {
                 super::evidence::apply_keep_policy(tx, policy_hash, canonical)
             }
             Write::Retention(op) => super::retention::apply(tx, op, now),
+            Write::ScopedGrant(op) => super::scoped::apply_grant(tx, op, now),
+            Write::RevokeScopedGrant(op) => super::scoped::apply_revoke(tx, op, now),
         }
     }
 
@@ -634,6 +645,13 @@ pub enum Read {
     ChainSize,
     /// Every retention hold, standing or released.
     Holds,
+    /// Every scoped grant, by id.
+    ScopedGrants,
+    /// One scoped grant.
+    ScopedGrant {
+        /// The `sgr_…` id.
+        grant_id: String,
+    },
     /// The pruned prefix of the receipts.
     Pruned,
     /// The unreleased amount charged to one grant's budget metric in a window ending now.
@@ -714,6 +732,8 @@ pub enum ReadReply {
     Anchors(Vec<crate::evidence::anchoring::StoredAnchor>),
     /// Retention holds, by name.
     Holds(Vec<crate::evidence::retention::Hold>),
+    /// Scoped grants (one or none for `Read::ScopedGrant`).
+    ScopedGrants(Vec<crate::approval::scope::ScopedGrant>),
     /// The pruned prefix, if any.
     Pruned(Option<Box<crate::evidence::retention::PrunedPrefix>>),
     /// Refused by design (the caller's to fix); nothing was read past the refusal.
@@ -773,6 +793,8 @@ impl ReadOp for Read {
             Read::Anchors { from, to } => ReadReply::Anchors(rx.anchors(*from, *to)?),
             Read::ChainSize => ReadReply::Count(rx.chain_size()?),
             Read::Holds => ReadReply::Holds(rx.holds()?),
+            Read::ScopedGrants => ReadReply::ScopedGrants(rx.scoped_grants()?),
+            Read::ScopedGrant { grant_id } => ReadReply::ScopedGrants(rx.scoped_grant(grant_id)?.into_iter().collect()),
             Read::Pruned => ReadReply::Pruned(rx.pruned()?.map(Box::new)),
             Read::BudgetSpent { grant_id, metric, window_seconds } => {
                 ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
@@ -802,6 +824,7 @@ mod tests {
             blocked: None,
             charged: false,
             decided_in: None,
+            scoped_grant_id: None,
         })
     }
 

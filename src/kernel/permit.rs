@@ -27,6 +27,8 @@ pub struct Permit {
     pub(super) idempotency_token: Option<String>,
     pub(super) approval_id: Option<String>,
     pub(super) approver: Option<String>,
+    /// The scoped grant that covered this action instead of a human's answer, if one did.
+    pub(super) scoped_grant_id: Option<String>,
     pub(super) started_at: Micros,
     /// False when the permit names a key it does not hold (observe mode, refused reservation).
     pub(super) holds_key: bool,
@@ -80,6 +82,10 @@ impl Permit {
     pub fn approval_id(&self) -> Option<&str> {
         self.approval_id.as_deref()
     }
+    /// The scoped grant (`sgr_…`) this attempt spent a use of, when one covered it.
+    pub fn scoped_grant_id(&self) -> Option<&str> {
+        self.scoped_grant_id.as_deref()
+    }
     /// The grant (root id or `dlg_…`) that authorised this action, when the document has an
     /// `authority:` section.
     pub fn authority_grant_id(&self) -> Option<&str> {
@@ -105,6 +111,7 @@ impl Permit {
             "lease_expires_at": self.lease_expires_at.map(crate::clock::render),
             "idempotency_token": self.idempotency_token,
             "approval_id": self.approval_id,
+            "scoped_grant_id": self.scoped_grant_id,
             "decision": self.ruling.decision.as_str(),
             "decision_reason": self.ruling.reason,
             "authority_grant_id": self.authority_grant_id(),
@@ -304,6 +311,7 @@ impl Kernel {
             draft.attempt = permit.attempt;
             draft.approval_id = permit.approval_id.clone();
             draft.approver = permit.approver.clone();
+            draft.scoped_grant_id = permit.scoped_grant_id.clone();
             draft.authority = permit.authority.clone();
             draft.traceparent = permit.traceparent.clone();
             draft.result_sha256 = permit.result_sha256.clone();

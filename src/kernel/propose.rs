@@ -163,7 +163,8 @@ impl Kernel {
                     let approval_id =
                         new_id(IdKind::Approval).map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")))?;
                     let ask = proposal.ask.clone();
-                    return kernel.finish_refusal(Write::Gate { proposed, approval_id, ttl, ask }, proposal.trace);
+                    // A scoped grant may cover it (a permit), else a human is asked.
+                    return kernel.permit_from(Write::Gate { proposed, approval_id, ttl, ask }, proposal, &action_hash, None);
                 }
                 let op = Write::Reserve {
                     proposed,
@@ -238,7 +239,7 @@ impl Kernel {
         blocked_before: Option<String>,
     ) -> Result<Permit> {
         let (effect_key, stamp, charges) = match &op {
-            Write::Reserve { proposed, .. } | Write::Observe { proposed, .. } => {
+            Write::Reserve { proposed, .. } | Write::Observe { proposed, .. } | Write::Gate { proposed, .. } => {
                 (proposed.effect_key.clone(), proposed.authority.clone(), proposed.charges.clone())
             }
             _ => (None, None, Vec::new()),
@@ -248,6 +249,14 @@ impl Kernel {
             WriteReply::Granted(granted) => (granted, false),
             WriteReply::Lapsed(granted) => (granted, true),
             WriteReply::Refused(refusal) => return Err(refusal),
+            WriteReply::Requested(record) => {
+                self.approval_requested(&record);
+                return Err(Error::ApprovalRequired {
+                    request_id: record.approval_id,
+                    expires_at: record.expires_at,
+                    action_hash: record.action_hash,
+                });
+            }
             _ => return Err(unexpected("permit")),
         };
         let idempotency_token = match &effect_key {
@@ -278,6 +287,7 @@ impl Kernel {
             idempotency_token,
             approval_id: granted.approval_id,
             approver: granted.approver,
+            scoped_grant_id: granted.scoped_grant_id,
             started_at: granted.started_at,
             holds_key: granted.holds_key,
             would_have,
@@ -355,6 +365,7 @@ pub(super) fn draft_for(receipt_id: String, action: &Action, action_hash: &str, 
         authority: None,
         traceparent: None,
         result_sha256: None,
+        scoped_grant_id: None,
     }
 }
 
@@ -426,7 +437,8 @@ pub(super) fn apply_refuse(
     Ok(WriteReply::Refused(refusal))
 }
 
-/// The approval gate: the effect check comes first (no human is asked to approve an attempt
+/// The approval gate: a live scoped grant that covers the proposal is spent and the proposal
+/// proceeds as approved (`scoped::covered`); otherwise the effect check comes first (no human is asked to approve an attempt
 /// that could never run: committed, ambiguous, held by a live lease, or at its ceiling), then
 /// a pending request bound to the action hash.
 pub(super) fn apply_gate(
@@ -437,6 +449,9 @@ pub(super) fn apply_gate(
     ask: &ApprovalAsk,
     now: Micros,
 ) -> Result<WriteReply> {
+    if let Some(reply) = super::scoped::covered(tx, proposed, ask, now)? {
+        return Ok(reply);
+    }
     let action = &proposed.action;
     if let Some(refusal) = super::authority::recheck_revocations(tx, proposed.authority.as_ref())? {
         return apply_refuse(tx, proposed, None, refusal, now);
@@ -598,6 +613,7 @@ pub(super) fn apply_reserve(
                 blocked: None,
                 charged,
                 decided_in,
+                scoped_grant_id: None,
             }))
         }
         Claimed::ApprovalRefused(refusal) => {
@@ -713,6 +729,7 @@ pub(super) fn apply_observe(
         blocked,
         charged,
         decided_in: None,
+        scoped_grant_id: None,
     }))
 }
 

@@ -7,6 +7,7 @@
 //! seq, event ids, snapshot seq), the integrity check of every row it returns, and the guards
 //! that keep a state change whole. Implemented once, over every engine's rows, by `rows::semantics`.
 
+use crate::approval::scope::ScopedGrant;
 use crate::approval::ApprovalRecord;
 use crate::authority::record::{Revocation, StoredDelegation};
 use crate::authority::source::DelegationSource;
@@ -23,7 +24,7 @@ use crate::snapshot_record::SnapshotRecord;
 
 /// What one state change may read and write: the rows of one write transaction. Every write
 /// lands with the rest of its transaction or not at all.
-pub trait WriteTables: AuthorityWrites + EvidenceReads {
+pub trait WriteTables: AuthorityWrites + EvidenceReads + GrantReads {
     /// The effect row for `effect_key`, integrity-checked, and (when it says FAILED, the one
     /// state that lets another attempt run) cross-checked against the last receipt that
     /// recorded an outcome for the key: a FAILED row whose receipt says committed is damage,
@@ -91,6 +92,10 @@ pub trait WriteTables: AuthorityWrites + EvidenceReads {
     /// Write a hold's row, replacing the one under its name.
     fn put_hold(&mut self, hold: &Hold) -> Result<()>;
 
+    /// Write a scoped grant's row, replacing the one under its id, and keep its entry in the
+    /// index by action name (`indexed`) or remove it (a grant that can cover nothing more).
+    fn put_scoped_grant(&mut self, grant: &ScopedGrant, indexed: bool) -> Result<()>;
+
     /// Delete receipts `from..=marker.through_seq` and events `..=marker.events_through`, keep
     /// what the FAILED cross-check and a duplicate need of each effect's last outcome receipt
     /// among them, and write `marker` as the pruned prefix (with the last reservation whose
@@ -152,6 +157,19 @@ pub trait EvidenceReads {
     fn events_through(&self, until: Micros) -> Result<u64>;
 }
 
+/// The scoped grants, read in a transaction of either kind.
+pub trait GrantReads {
+    /// The scoped grant `grant_id`, checked to be filed under its id.
+    fn scoped_grant(&self, grant_id: &str) -> Result<Option<ScopedGrant>>;
+
+    /// The scoped grants of `action_name` still in the index (live, or expired and not yet seen
+    /// so by a proposal), by id.
+    fn scoped_grants_for(&self, action_name: &str) -> Result<Vec<ScopedGrant>>;
+
+    /// Every scoped grant, by id.
+    fn scoped_grants(&self) -> Result<Vec<ScopedGrant>>;
+}
+
 /// What a store holds around an effect key that has no effect row (`WriteTables::absence_witnesses`).
 /// The backend only reads and integrity-checks rows; what they prove is the kernel's rule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -208,7 +226,7 @@ pub trait CountedSource: DelegationSource {
 }
 
 /// One consistent read of the whole store.
-pub trait ReadTables: AuthorityReads + EvidenceReads {
+pub trait ReadTables: AuthorityReads + EvidenceReads + GrantReads {
     /// The effect with its executor result (read from the receipt that recorded the commit).
     fn effect(&self, effect_key: &str) -> Result<Option<EffectRecord>>;
 

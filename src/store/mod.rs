@@ -36,7 +36,8 @@ use serde::{de::DeserializeOwned, Serialize};
 pub use self::redb::disk::{io_counters, IoCounters};
 pub use crate::event::{Event, EventKind};
 pub use boundary::{
-    AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, EvidenceReads, Neighbour, ReadTables, WriteTables,
+    AbsenceWitnesses, AuthorityReads, AuthorityWrites, CountedSource, EvidenceReads, GrantReads, Neighbour, ReadTables,
+    WriteTables,
 };
 pub use mem::is_memory;
 pub use redb::file::{check_pages, PageCheck};
@@ -1049,9 +1050,9 @@ fn read_only_mode<P: Protocol>(path: &Path, why: String) -> Result<Mode<P>> {
     })?;
     match redb::schema::version(&db, path)? {
         // The file alone is the store only when its journal holds nothing more. Schema 7 differs
-        // only in having no anchors or policies table, 8 in having no holds table, which read as
-        // empty.
-        Some(7 | 8 | SCHEMA_VERSION) => {
+        // only in having no anchors or policies table, 8 in having no holds table, 9 in having no
+        // scoped grants tables, which read as empty.
+        Some(7 | 8 | 9 | SCHEMA_VERSION) => {
             use ::redb::ReadableDatabase;
             let reads = redb::rows::FileReads::new(db.begin_read().map_err(redb::rows::fault)?);
             redb::journal::check_read_only(&reads, path)?;

@@ -23,7 +23,11 @@ use redb::TableDefinition;
 /// effect's last outcome receipt), created empty, and the meta row `pruned` once a prefix of the
 /// receipts is pruned; nothing is rewritten. A build that knows only 8 would read a pruned
 /// chain as damaged and a standing hold not at all, so it refuses the file.
-pub const SCHEMA_VERSION: u32 = 9;
+/// 10: `scoped_grants` (an approval's grant of the next actions of one shape, by id) and
+/// `scoped_grants_by_action` (their index by action name), created empty; nothing is rewritten.
+/// A build that knows only 9 would ask a human for an action a scoped grant covers and never
+/// spend it, so it refuses the file.
+pub const SCHEMA_VERSION: u32 = 10;
 
 pub(super) const META_SCHEMA: &str = "schema_version";
 pub(super) const META_HEAD: &str = "chain_head";

@@ -23,7 +23,8 @@ use crate::store_commands::{event_table, receipt_lines};
 const PAGE: usize = 1_000;
 
 /// What `inspect` accepts, as its refusal names it.
-const ACCEPTED: &str = "an approval id (apr_…), an action id (act_…), a receipt id (rct_…) or seq, or an effect key";
+const ACCEPTED: &str =
+    "an approval id (apr_…), a scoped grant id (sgr_…), an action id (act_…), a receipt id (rct_…) or seq, or an effect key";
 
 pub fn inspect(kernel: &Kernel, id: &str, json: bool) -> Result<String, Failure> {
     if id.starts_with(IdKind::Approval.prefix()) {
@@ -41,6 +42,34 @@ pub fn inspect(kernel: &Kernel, id: &str, json: bool) -> Result<String, Failure>
                 }))
             } else {
                 let mut out = crate::approval_view::summary(&record);
+                out.push_str(&history(&events, &receipts));
+                out
+            });
+        }
+    }
+    if id.starts_with(IdKind::ScopedGrant.prefix()) {
+        if let Some(grant) = kernel.scoped_grant(id)? {
+            let events = events_where(kernel, |e| e.data.contains(id))?;
+            let receipts =
+                receipts_where(kernel, |doc| doc.get("scoped_grant_id").and_then(Value::as_str) == Some(id))?;
+            return Ok(if json {
+                document(&json!({
+                    "kind": "scoped_grant",
+                    "id": id,
+                    "grant": grant.to_json(kernel.now()),
+                    "events": events.iter().map(Event::to_json).collect::<Vec<_>>(),
+                    "receipts": receipts.iter().map(|(_, r)| r.to_json()).collect::<Vec<_>>(),
+                }))
+            } else {
+                let mut out = format!(
+                    "{}\nstate {}, {} of {} use(s) left, granted by {} answering {}\n",
+                    crate::grant_commands::describe(&grant),
+                    grant.state(kernel.now()).as_str(),
+                    grant.uses_left,
+                    grant.scope.uses,
+                    shown(&grant.approver),
+                    grant.approval_id
+                );
                 out.push_str(&history(&events, &receipts));
                 out
             });

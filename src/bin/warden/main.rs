@@ -23,6 +23,7 @@ mod exit;
 // Maintained on another branch; these pedantic lints are fixed there.
 #[allow(clippy::if_not_else, clippy::redundant_closure_for_method_calls, clippy::semicolon_if_nothing_returned)]
 mod gateway;
+mod grant_commands;
 mod init;
 mod inspect;
 mod operator;
@@ -312,8 +313,24 @@ enum Command {
         yes: bool,
         /// How long the approval may be used from now, ISO 8601 (PT15M, PT1H, P1D); default: until
         /// the request's own expiry.
-        #[arg(long, value_name = "DURATION")]
+        #[arg(long, value_name = "DURATION", conflicts_with = "scope_uses")]
         ttl: Option<String>,
+        /// Also grant the next N proposals of this shape (a scoped grant): same action, same
+        /// requester, decided approve by the same rule of the same document, whose approval sets
+        /// `scoped: {max_uses, max_minutes}` (N at most max_uses). Needs --scope-minutes.
+        #[arg(long, value_name = "N")]
+        scope_uses: Option<u32>,
+        /// How long the scoped grant lasts, in minutes (at most the rule's max_minutes).
+        #[arg(long, value_name = "M", requires = "scope_uses")]
+        scope_minutes: Option<u32>,
+        /// An argument (JSON pointer, /customer_id) a covered proposal must have with this
+        /// request's value; repeat for more.
+        #[arg(long, value_name = "POINTER", requires = "scope_uses")]
+        scope_fixed: Vec<String>,
+        /// A numeric argument a covered proposal must have at most NUMBER (/amount=5000; at least
+        /// this request's own value); repeat for more.
+        #[arg(long, value_name = "POINTER=NUMBER", requires = "scope_uses")]
+        scope_at_most: Vec<String>,
     },
 
     /// Deny a pending approval request.
@@ -431,6 +448,13 @@ enum Command {
         /// What to do.
         #[command(subcommand)]
         what: HoldCommand,
+    },
+
+    /// Scoped grants (made by `warden approve … --scope-uses N`): list them, or revoke one.
+    Grants {
+        /// What to do.
+        #[command(subcommand)]
+        what: GrantsCommand,
     },
 
     /// Print a Merkle proof: a receipt's inclusion in a checkpoint, or one checkpoint's
@@ -586,6 +610,28 @@ enum HoldCommand {
         /// Released holds too.
         #[arg(long)]
         all: bool,
+    },
+}
+
+/// `warden grants list|revoke`.
+#[derive(Subcommand, Debug)]
+enum GrantsCommand {
+    /// List the live scoped grants: action, uses left, expiry, approver, requester.
+    List {
+        /// Used-up, expired and revoked grants too.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Revoke a scoped grant: no later proposal is covered by it (its receipt records who and why).
+    Revoke {
+        /// The scoped grant id (sgr_…).
+        id: String,
+        /// Who revokes it.
+        #[arg(long, value_name = "NAME")]
+        by: String,
+        /// Why.
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
     },
 }
 
@@ -797,11 +843,12 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
             store_commands::events(&open_store_to_read(store)?, *after, count(*limit), json).map(Done::ok)
         }
         Command::Pending => store_commands::pending(&open_store_to_read(store)?, json).map(Done::ok),
-        Command::Approve { id, by, yes, ttl } => {
-            // A bad duration is a usage error whatever the store says.
+        Command::Approve { id, by, yes, ttl, scope_uses, scope_minutes, scope_fixed, scope_at_most } => {
+            // A bad duration or scope is a usage error whatever the store says.
             let ttl = ttl.as_deref().map(parse_ttl).transpose()?;
+            let scope = grant_commands::scope_from_flags(*scope_uses, *scope_minutes, scope_fixed, scope_at_most)?;
             let confirm = store_commands::Confirm { yes: *yes };
-            store_commands::approve(store, id, by, ttl, confirm, json).map(Done::ok)
+            store_commands::approve(store, id, by, ttl, scope.as_ref(), confirm, json).map(Done::ok)
         }
         Command::Deny { id, by, reason } => {
             store_commands::deny(&open_store(store)?, id, by, reason.as_deref(), json).map(Done::ok)
@@ -847,6 +894,12 @@ fn run(cli: &Cli, command: &Command) -> Result<Done, Failure> {
         }
         Command::Hold { what: HoldCommand::Release { name, by, reason } } => {
             retention_commands::release(&open_store(store)?, name, by, reason, json).map(Done::ok)
+        }
+        Command::Grants { what: GrantsCommand::List { all } } => {
+            grant_commands::list(&open_store_to_read(store)?, *all, json).map(Done::ok)
+        }
+        Command::Grants { what: GrantsCommand::Revoke { id, by, reason } } => {
+            grant_commands::revoke(&open_store(store)?, id, by, reason, json).map(Done::ok)
         }
         Command::Hold { what: HoldCommand::List { all } } => {
             retention_commands::list(&open_store_to_read(store)?, *all, json).map(Done::ok)

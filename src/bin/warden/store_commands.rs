@@ -296,6 +296,7 @@ pub fn approve(
     id: &str,
     by: &str,
     ttl: Option<Micros>,
+    scope: Option<&warden::approval::scope::Scope>,
     confirm: Confirm,
     json: bool,
 ) -> Result<String, Failure> {
@@ -313,12 +314,35 @@ pub fn approve(
                 shown(id)
             )));
         }
-        if !ask(&format!("{summary}Grant this as {}? [y/N] ", shown(&approver.label())))? {
+        let scoped = match scope {
+            Some(scope) => format!(" and the next {} like it for {} minutes", scope.uses, scope.minutes),
+            None => String::new(),
+        };
+        if !ask(&format!("{summary}Grant this{scoped} as {}? [y/N] ", shown(&approver.label())))? {
             return Err(Failure::check(
                 "not_confirmed",
                 format!("nothing was granted: {} was not confirmed", shown(id)),
             ));
         }
+    }
+    if let Some(scope) = scope {
+        let kernel = open_store(store)?;
+        let done = kernel
+            .answer_scoped(id, &approver, scope, Some(&record.action_hash))
+            .map_err(crate::grant_commands::refusal("scope_refused"))?;
+        if json {
+            return Ok(document(&crate::grant_commands::done_json(&done, kernel.now())));
+        }
+        let outcome = format!(
+            "approval {} granted by {}\n{}\nreceipt {} (seq {}) records it; `warden grants revoke {}` ends it\n",
+            done.grant.approval_id,
+            shown(&approver.label()),
+            crate::grant_commands::describe(&done.grant),
+            done.receipt_id,
+            done.receipt_seq,
+            done.grant.grant_id
+        );
+        return Ok(if confirm.yes { format!("{summary}{outcome}") } else { outcome });
     }
     let updated = open_store(store)?.answer(id, &approver, None, true, ttl, Some(&record.action_hash))?;
     if json {

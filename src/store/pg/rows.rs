@@ -31,6 +31,7 @@ fn columns(table: Table) -> &'static [&'static str] {
         Table::MerkleNodes => &["node"],
         Table::Checkpoints => &["number"],
         Table::Anchors => &["sink", "checkpoint"],
+        Table::ScopedGrantsByAction => &["action", "grant_id"],
         _ => &["k"],
     }
 }

@@ -107,10 +107,20 @@ CREATE TABLE warden_holds (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
 CREATE TABLE warden_pruned_outcomes (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
 "#,
     },
+    Migration {
+        version: 7,
+        what: "scoped grants: an approval's grant of the next actions of one shape, by id and by action name",
+        sql: r#"
+CREATE TABLE warden_scoped_grants (k text COLLATE "C" PRIMARY KEY, v bytea NOT NULL);
+CREATE TABLE warden_scoped_grants_by_action (
+    action text COLLATE "C" NOT NULL, grant_id text COLLATE "C" NOT NULL, v bytea NOT NULL,
+    PRIMARY KEY (action, grant_id));
+"#,
+    },
 ];
 
 /// The newest schema this build writes.
-pub(crate) const PG_SCHEMA_VERSION: i32 = 6;
+pub(crate) const PG_SCHEMA_VERSION: i32 = 7;
 
 fn digest(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))

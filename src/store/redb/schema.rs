@@ -68,7 +68,7 @@ pub(crate) fn check_version(version: u32, path: &std::path::Path) -> Result<()> 
             path.display()
         ),
         )),
-        1..=7 => Ok(()),
+        1..=9 => Ok(()),
         v => Err(Error::store(
             StoreFaultKind::Version,
             format!("the store {} has schema version {v}, which this build does not know", path.display()),
@@ -105,7 +105,7 @@ fn unversioned(db: &impl ReadableDatabase, path: &std::path::Path) -> Result<()>
 pub(crate) fn ensure(db: &Database, path: &std::path::Path) -> Result<()> {
     match version(db, path)? {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(from @ (1..=8)) => migrate_forward(db, from),
+        Some(from @ (1..=9)) => migrate_forward(db, from),
         Some(v) => check_version(v, path),
         None => unversioned(db, path).and_then(|()| write_fresh(db)),
     }
@@ -123,8 +123,8 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         let mut rows = FileWrites::open(&txn, &touching);
         // 2 → 3 creates the authority tables empty; 3 → 4 the approvals_by_action index; 6 → 7
         // the evidence tables; 7 → 8 the anchors and the policies; 8 → 9 the holds and
-        // the pruned outcomes.
-        if from < 9 {
+        // the pruned outcomes; 9 → 10 the scoped grants and their index.
+        if from < 10 {
             rows.create_all()?;
         }
         if from < 2 {
@@ -139,6 +139,7 @@ fn migrate_forward(db: &Database, from: u32) -> Result<()> {
         // 7 → 8 rewrites nothing: no checkpoint was anchored before, and the receipts written
         // before name policies the store never kept.
         // 8 → 9 rewrites nothing: no hold was placed and nothing was pruned before.
+        // 9 → 10 rewrites nothing: no scoped grant was made before.
         rows.put(Table::Meta, &[Part::Text(META_SCHEMA)], &SCHEMA_VERSION.to_le_bytes(), Put::Replace)?;
     }
     txn.commit().map_err(fault)

@@ -17,6 +17,7 @@ mod dictionary;
 mod evidence;
 pub(crate) mod records;
 mod retention;
+mod scoped;
 pub(crate) mod semantics;
 
 use std::ops::Bound;
@@ -112,6 +113,8 @@ tables! {
     Anchors = "anchors", TI;
     Holds = "holds", T;
     PrunedOutcomes = "pruned_outcomes", T;
+    ScopedGrants = "scoped_grants", T;
+    ScopedGrantsByAction = "scoped_grants_by_action", TT;
 }
 
 /// One part of a key.
@@ -480,7 +483,7 @@ mod tests {
         for (at, table) in Table::ALL.iter().enumerate() {
             assert_eq!(table.index(), at, "{table:?}");
         }
-        assert_eq!(Table::ALL.len(), 24);
+        assert_eq!(Table::ALL.len(), 26);
     }
 
     #[test]

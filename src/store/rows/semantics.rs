@@ -573,6 +573,10 @@ impl WriteTables for Writes<'_> {
         self.put_hold_row(hold)
     }
 
+    fn put_scoped_grant(&mut self, grant: &crate::approval::scope::ScopedGrant, indexed: bool) -> Result<()> {
+        self.put_scoped_grant_row(grant, indexed)
+    }
+
     fn prune(&mut self, marker: &mut crate::evidence::retention::PrunedPrefix, from: u64) -> Result<u64> {
         self.prune_rows(marker, from)
     }
@@ -979,6 +983,8 @@ impl ReadTables for Reads<'_> {
         report.push(self.check_rows(Table::PrunedOutcomes, |key, bytes| {
             super::retention::check_pruned_outcome(self.rows, key, bytes)
         })?);
+        report.push(self.check_table(Table::ScopedGrants, |key, grant| super::scoped::filed(key, grant).map(drop))?);
+        report.push(self.check_table::<()>(Table::ScopedGrantsByAction, no_check)?);
         let missing = self.rows.missing_tables()?;
         for (table, _, problems) in &mut report {
             if missing.iter().any(|gone| gone.name() == *table) {

@@ -355,6 +355,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/logout", post(logout))
         .route("/approve", post(approve))
         .route("/deny", post(deny))
+        .route("/grants/revoke", post(revoke_grant))
         .route("/resolve", post(resolve))
         .route("/console.css", get(css))
         .fallback(not_found)
@@ -695,17 +696,21 @@ async fn inbox(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
         names.sort_unstable();
         names.dedup();
         let previous = pages::last_approved(&worker.kernel, &names)?;
-        Ok((pending, previous, worker.kernel.now()))
+        let grants = worker.kernel.scoped_grants(true)?;
+        let limits = pages::scope_limits(&worker.kernel, &pending)?;
+        Ok((pending, previous, grants, limits, worker.kernel.now()))
     })
     .await;
     match read {
-        Ok((pending, previous, now)) => {
+        Ok((pending, previous, grants, limits, now)) => {
             let body = pages::inbox(&pages::Inbox {
                 pending: &pending,
                 previous: &previous,
                 now,
                 csrf: &session.csrf,
                 policy_hash: app.policy_hash.as_deref(),
+                grants: &grants,
+                limits: &limits,
             });
             html(StatusCode::OK, page("Inbox", Nav::Inbox, Some(&viewer(&session)), &body))
         }
@@ -721,12 +726,13 @@ async fn approval(State(app): State<Arc<App>>, headers: HeaderMap, UrlPath(id): 
         let record = worker.kernel.approval(&id)?;
         let names: Vec<&str> = record.iter().map(|r| r.action_name.as_str()).collect();
         let previous = pages::last_approved(&worker.kernel, &names)?;
-        Ok((record, previous, worker.kernel.now()))
+        let limits = pages::scope_limits(&worker.kernel, record.as_slice())?;
+        Ok((record, previous, limits, worker.kernel.now()))
     })
     .await;
-    let (record, previous, now) = match read {
-        Ok((Some(record), previous, now)) => (record, previous, now),
-        Ok((None, _, _)) => {
+    let (record, previous, limits, now) = match read {
+        Ok((Some(record), previous, limits, now)) => (record, previous, limits, now),
+        Ok((None, _, _, _)) => {
             return message(StatusCode::NOT_FOUND, Some(&session), "Not found", "No such approval request.")
         }
         Err(failure) => return failed(Some(&session), "Cannot read the request", &failure),
@@ -749,6 +755,8 @@ async fn approval(State(app): State<Arc<App>>, headers: HeaderMap, UrlPath(id): 
             now,
             csrf: &session.csrf,
             policy_hash: app.policy_hash.as_deref(),
+            grants: &[],
+            limits: &limits,
         }));
     } else {
         body.push_str(&format!("<h2>The request as stored</h2>{}", html::pre_json(&record.to_json())));
@@ -774,13 +782,76 @@ async fn approve(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
         Ok(approver) => approver,
         Err(failure) => return failed(Some(&session), "Not approved", &failure),
     };
+    let scope = match form_scope(&fields) {
+        Ok(scope) => scope,
+        Err(failure) => return failed(Some(&session), "Not approved", &failure),
+    };
     let worker = Arc::clone(&app);
     let target = id.clone();
     // As `warden approve`: the grant names the action hash the approver was shown.
-    let answered = blocking(move || Ok(worker.kernel.answer(&target, &approver, None, true, None, Some(&hash))?)).await;
+    let answered = blocking(move || {
+        match scope {
+            Some(scope) => {
+                worker.kernel.answer_scoped(&target, &approver, &scope, Some(&hash))?;
+            }
+            None => {
+                worker.kernel.answer(&target, &approver, None, true, None, Some(&hash))?;
+            }
+        }
+        Ok(())
+    })
+    .await;
     match answered {
-        Ok(_) => see_other(&format!("/approval/{}", html::url_part(&id))),
+        Ok(()) => see_other(&format!("/approval/{}", html::url_part(&id))),
         Err(failure) => failed(Some(&session), "Not approved", &failure),
+    }
+}
+
+/// The scope an approve form asks for: `None` without `scope_uses`; pointers and bounds one per
+/// line, as `warden approve`'s repeated flags.
+fn form_scope(fields: &HashMap<String, String>) -> Result<Option<warden::approval::scope::Scope>, Failure> {
+    let text = |name: &str| fields.get(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let number = |name: &str| -> Result<Option<u32>, Failure> {
+        text(name)
+            .map(|v| v.parse::<u32>().map_err(|_| Failure::usage(format!("{name} must be a whole number, got {v}"))))
+            .transpose()
+    };
+    let lines = |name: &str| -> Vec<String> {
+        text(name)
+            .map_or_else(Vec::new, |v| v.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect())
+    };
+    crate::grant_commands::scope_from_flags(
+        number("scope_uses")?,
+        number("scope_minutes")?,
+        &lines("scope_fixed"),
+        &lines("scope_at_most"),
+    )
+}
+
+async fn revoke_grant(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (session, fields) = match authorized(&app, &headers, &body) {
+        Ok(found) => found,
+        Err(refused) => return *refused,
+    };
+    let id = fields.get("id").cloned();
+    let reason = fields.get("reason").map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
+    let (Some(id), Some(reason)) = (id, reason) else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            Some(&session),
+            "Not revoked",
+            "A revocation names the grant and needs a reason; nothing was changed.",
+        );
+    };
+    let by = match approver(&session) {
+        Ok(approver) => approver.label(),
+        Err(failure) => return failed(Some(&session), "Not revoked", &failure),
+    };
+    let worker = Arc::clone(&app);
+    let revoked = blocking(move || Ok(worker.kernel.revoke_scoped_grant(&id, &by, &reason)?)).await;
+    match revoked {
+        Ok(_) => see_other("/"),
+        Err(failure) => failed(Some(&session), "Not revoked", &failure),
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use warden::approval::scope::{ScopeLimits, ScopedGrant};
 use warden::approval::ApprovalRecord;
 use warden::canonical::parse_json;
 use warden::clock::{render, Micros};
@@ -97,12 +98,71 @@ pub struct Inbox<'a> {
     pub csrf: &'a str,
     /// The policy hash of the document the console was given, to flag requests made under another.
     pub policy_hash: Option<&'a str>,
+    /// The live scoped grants, each with uses left and a revoke form.
+    pub grants: &'a [ScopedGrant],
+    /// The document's caps on a scoped grant for each pending request whose rule allows one.
+    pub limits: &'a BTreeMap<String, ScopeLimits>,
+}
+
+/// Where the document lets a scoped grant be made for each request: read from the policy the
+/// store keeps under the request's policy hash (what the kernel checks the answer against).
+pub fn scope_limits(kernel: &Kernel, pending: &[ApprovalRecord]) -> Result<BTreeMap<String, ScopeLimits>, Failure> {
+    let mut out = BTreeMap::new();
+    for record in pending {
+        let Some(stored) = record.action.as_ref() else { continue };
+        let Some(hash) = stored.policy_hash.as_deref() else { continue };
+        let Some(bytes) = kernel.policy(hash)? else { continue };
+        let Ok(policy) = serde_json::from_slice::<Value>(&bytes) else { continue };
+        if let Some(limits) = warden::kernel::limits_in_policy(&policy, &record.action_name, &stored.rule) {
+            out.insert(record.approval_id.clone(), limits);
+        }
+    }
+    Ok(out)
+}
+
+/// The live scoped grants: what each covers, uses left, time left, and a revoke form.
+fn grants_section(data: &Inbox<'_>) -> String {
+    if data.grants.is_empty() {
+        return String::new();
+    }
+    let csrf = csrf_field(data.csrf);
+    let mut out = format!(
+        "<section class=\"card\" id=\"scoped-grants\"><h2>Scoped grants <small class=\"muted\">{} live</small></h2>\
+         <table><thead><tr><th>grant</th><th>action</th><th>requester</th><th>shape</th><th>uses left</th>\
+         <th>expires</th><th>approver</th><th>revoke</th></tr></thead><tbody>",
+        data.grants.len()
+    );
+    for grant in data.grants {
+        let mut shape: Vec<String> =
+            grant.scope.fixed.iter().map(|pointer| format!("{} fixed", esc(pointer))).collect();
+        shape
+            .extend(grant.scope.at_most.iter().map(|(pointer, bound)| format!("{} &le; {}", esc(pointer), esc(bound))));
+        let id = esc(&grant.grant_id);
+        out.push_str(&format!(
+            "<tr id=\"{id}\"><td class=\"mono\">{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td>\
+             <td>{} ({} left)</td><td>{}</td><td><form method=\"post\" action=\"/grants/revoke\">{csrf}\
+             <input type=\"hidden\" name=\"id\" value=\"{id}\"><label>Reason<input type=\"text\" name=\"reason\" \
+             required maxlength=\"200\"></label><button class=\"deny\" type=\"submit\">Revoke</button></form></td></tr>",
+            esc(&grant.action_name),
+            esc(&warden::approval::person::label(&grant.requested_by)),
+            if shape.is_empty() { "any arguments".to_owned() } else { shape.join(", ") },
+            grant.uses_left,
+            grant.scope.uses,
+            esc(&render(grant.expires_at)),
+            esc(&time_left(grant.expires_at, data.now)),
+            esc(&grant.approver)
+        ));
+    }
+    out.push_str("</tbody></table></section>");
+    out
 }
 
 /// The inbox: pending requests newest first, each whole, with its diff and the answer forms.
 pub fn inbox(data: &Inbox<'_>) -> String {
     let total = data.pending.len();
-    let mut out = format!("<h1>Inbox <small class=\"muted\">{total} pending</small></h1>");
+    let live = data.grants.len();
+    let mut out = format!("<h1>Inbox <small class=\"muted\">{total} pending, {live} live scoped grants</small></h1>");
+    out.push_str(&grants_section(data));
     if total == 0 {
         out.push_str("<p class=\"banner note\">No approval request is waiting.</p>");
         return out;
@@ -203,6 +263,24 @@ fn request_card(record: &ApprovalRecord, data: &Inbox<'_>) -> String {
         return out;
     }
     let csrf = csrf_field(data.csrf);
+    if let Some(limits) = data.limits.get(&record.approval_id) {
+        out.push_str(&format!(
+            "<details class=\"scoped\"><summary>Approve this and the next ones like it (a scoped grant: at most {} \
+             uses, {} minutes)</summary><form method=\"post\" action=\"/approve\">{csrf}\
+             <input type=\"hidden\" name=\"id\" value=\"{id}\"><input type=\"hidden\" name=\"hash\" value=\"{}\">\
+             <label>Further uses<input type=\"number\" name=\"scope_uses\" min=\"1\" max=\"{}\" required></label>\
+             <label>Minutes<input type=\"number\" name=\"scope_minutes\" min=\"1\" max=\"{}\" required></label>\
+             <label>Arguments fixed to this request's values (JSON pointers, one per line: /customer_id)\
+             <textarea name=\"scope_fixed\" rows=\"2\"></textarea></label>\
+             <label>Numeric bounds (one per line: /amount=5000)<textarea name=\"scope_at_most\" rows=\"2\"></textarea></label>\
+             <button class=\"approve\" type=\"submit\">Approve as a scoped grant</button></form></details>",
+            limits.max_uses,
+            limits.max_minutes,
+            esc(&record.action_hash),
+            limits.max_uses,
+            limits.max_minutes
+        ));
+    }
     out.push_str(&format!(
         "<div class=\"actions\">\
          <form method=\"post\" action=\"/approve\">{csrf}<input type=\"hidden\" name=\"id\" value=\"{id}\">\

@@ -155,6 +155,13 @@ impl Server {
                     })
                     .transpose()?;
                 // As `warden approve` and the console: the grant names the action hash shown.
+                if let Some(scope) = args.scope()? {
+                    if ttl.is_some() {
+                        return Err(Failure::usage("give ttl or scope, not both"));
+                    }
+                    let done = kernel.answer_scoped(id, &approver, &scope, Some(hash))?;
+                    return Ok(crate::grant_commands::done_json(&done, kernel.now()));
+                }
                 let record = kernel.answer(id, &approver, None, true, ttl, Some(hash))?;
                 Ok(json!({"approval": record.to_json()}))
             }
@@ -321,8 +328,17 @@ const TOOLS: [Tool; 8] = [
         writes: true,
         description: "Grant a pending approval request as the approver the operator token names. action_hash must \
                       be the request's own (list_pending_approvals shows it): anything else is refused. ttl, an ISO \
-                      8601 duration (PT15M), makes the approval usable for that long from now.",
-        properties: &[("approval_id", TEXT, true), ("action_hash", TEXT, true), ("ttl", TEXT, false)],
+                      8601 duration (PT15M), makes the approval usable for that long from now. scope (instead of \
+                      ttl) also grants the next `uses` requests of the same action, requester and rule for \
+                      `minutes`, whose arguments at the `fixed` JSON pointers equal this request's and at the \
+                      `at_most` pointers are at most the numbers given: a scoped grant, within the caps the \
+                      document sets on the rule (approval.scoped), else refused.",
+        properties: &[
+            ("approval_id", TEXT, true),
+            ("action_hash", TEXT, true),
+            ("ttl", TEXT, false),
+            ("scope", SCOPE, false),
+        ],
     },
     Tool {
         name: "deny",
@@ -371,6 +387,9 @@ fn tool_list() -> Vec<Value> {
 
 /// A call's arguments, checked against the tool's properties: an argument the tool does not
 /// take is refused (a misspelt `reasn` is not a missing reason to be forgiven).
+/// The approve tool's `scope`: a scoped grant's uses, minutes, fixed pointers and numeric bounds.
+const SCOPE: &str = r#"{"type": "object", "properties": {"uses": {"type": "integer", "minimum": 1}, "minutes": {"type": "integer", "minimum": 1}, "fixed": {"type": "array", "items": {"type": "string"}}, "at_most": {"type": "object", "additionalProperties": {"type": "number"}}}, "required": ["uses", "minutes"], "additionalProperties": false}"#;
+
 struct Args<'a> {
     arguments: &'a Map<String, Value>,
 }
@@ -428,6 +447,49 @@ impl<'a> Args<'a> {
                 _ => Err(Failure::usage(format!("{name} must be an integer of 1 or more"))),
             },
         }
+    }
+
+    /// The approve tool's `scope`, when given: `{uses, minutes, fixed?, at_most?}`.
+    fn scope(&self) -> Result<Option<warden::approval::scope::Scope>, Failure> {
+        let scope = match self.arguments.get("scope") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(scope)) => scope,
+            Some(_) => return Err(Failure::usage("scope must be an object {uses, minutes, fixed, at_most}")),
+        };
+        if let Some(unknown) = scope.keys().find(|key| !["uses", "minutes", "fixed", "at_most"].contains(&key.as_str()))
+        {
+            return Err(Failure::usage(format!("scope has no field {unknown:?}")));
+        }
+        let whole = |name: &str| {
+            scope
+                .get(name)
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| Failure::usage(format!("scope.{name} must be an integer")))
+        };
+        let (uses, minutes) = (whole("uses")?, whole("minutes")?);
+        let fixed = match scope.get("fixed") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| item.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Failure::usage("scope.fixed must be a list of JSON pointers"))?,
+            Some(_) => return Err(Failure::usage("scope.fixed must be a list of JSON pointers")),
+        };
+        let at_most = match scope.get("at_most") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(bounds)) => bounds
+                .iter()
+                .map(|(pointer, bound)| match bound {
+                    Value::Number(number) => Some((pointer.clone(), number.to_string())),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Failure::usage("scope.at_most maps JSON pointers to numbers"))?,
+            Some(_) => return Err(Failure::usage("scope.at_most maps JSON pointers to numbers")),
+        };
+        Ok(Some(warden::approval::scope::Scope { uses, minutes, fixed, at_most }))
     }
 
     fn flag(&self, name: &str) -> Result<bool, Failure> {
