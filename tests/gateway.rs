@@ -4746,6 +4746,20 @@ impl Gateway {
         let list = effects.as_array().cloned().unwrap_or_default();
         list.into_iter().find(|e| e["effect_key"] == key).map(|e| e["state"].clone()).unwrap_or(Value::Null)
     }
+
+    /// The effect's state once it has left `executing` (a task settled), read every 100 ms at
+    /// most `tries` times; `executing` if it never did.
+    fn settled_state(&self, key: &str, tries: usize) -> Value {
+        let mut state = Value::Null;
+        for _ in 0..tries {
+            state = self.effect_state(key);
+            if state != "executing" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        state
+    }
 }
 
 #[test]
@@ -4891,14 +4905,7 @@ fn a_2025_task_completes_through_tasks_result_and_one_never_seen_alive_lapses_am
     upstream.then(task_handle("quiet-1", Value::Null));
     let quiet = gateway.call(4, "careful", json!({"id": "quiet"}), "a");
     assert_eq!(quiet.meta()["result"], "task", "{}", quiet.text);
-    let mut state = Value::Null;
-    for _ in 0..150 {
-        state = gateway.effect_state("careful:quiet");
-        if state != "executing" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let state = gateway.settled_state("careful:quiet", 150);
     assert_eq!(state, "ambiguous");
     let receipt = gateway.receipts().into_iter().find(|r| r["effect_key"] == "careful:quiet").expect("a receipt");
     assert_eq!(receipt["result"], "ambiguous");
@@ -4949,14 +4956,7 @@ fn a_restarted_gateway_resumes_its_open_tasks_and_a_client_gets_them_through_the
         "r-1",
         json!({"resultType": "complete", "taskId": "r-1", "status": "completed", "ttlMs": 60000, "result": done}),
     );
-    let mut state = Value::Null;
-    for _ in 0..200 {
-        state = second.effect_state("careful:r-1");
-        if state != "executing" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let state = second.settled_state("careful:r-1", 200);
     assert_eq!(state, "committed");
     let polled = upstream.requests.lock().expect("requests").iter().any(|r| {
         r.body["method"] == "tasks/get"
@@ -5010,14 +5010,7 @@ fn the_gateway_polls_an_open_task_in_its_calls_session_and_records_its_end_with_
     let headers = [("X-Agent", "a"), ("Content-Type", "application/json"), ("Mcp-Session-Id", "sess-9")];
     let handle = gateway.post(&headers, &body.to_string());
     assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
-    let mut state = Value::Null;
-    for _ in 0..200 {
-        state = gateway.effect_state("careful:p1");
-        if state != "executing" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let state = gateway.settled_state("careful:p1", 200);
     assert_eq!(state, "committed");
     let receipt = gateway.receipts().into_iter().find(|r| r["effect_key"] == "careful:p1").expect("a receipt");
     let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&done).expect("json"));
@@ -5146,14 +5139,7 @@ fn the_gateways_own_bearer_credential_reaches_the_upstream_on_every_request_and_
     let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "careful", "arguments": {"id": "c1"}}});
     let handle = gateway.post(&client, &body.to_string());
     assert_eq!(handle.meta()["result"], "task", "{}", handle.text);
-    let mut state = Value::Null;
-    for _ in 0..200 {
-        state = gateway.effect_state("careful:c1");
-        if state != "executing" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let state = gateway.settled_state("careful:c1", 200);
     assert_eq!(state, "committed");
     let all = upstream.requests.lock().expect("requests").clone();
     let polls: Vec<&Recorded> = all
