@@ -792,12 +792,13 @@ async fn inbox(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let worker = Arc::clone(&app);
     let read = blocking(move || {
         let pending = worker.kernel.pending_approvals()?;
-        let mut names: Vec<&str> = pending.iter().map(|r| r.action_name.as_str()).collect();
+        // Only the requests the page shows are compared and given their scope's caps.
+        let mut names: Vec<&str> = pages::shown(&pending).map(|r| r.action_name.as_str()).collect();
         names.sort_unstable();
         names.dedup();
         let previous = pages::last_approved(&worker.kernel, &names)?;
         let grants = worker.kernel.scoped_grants(true)?;
-        let limits = pages::scope_limits(&worker.kernel, &pending)?;
+        let limits = pages::scope_limits(&worker.kernel, pages::shown(&pending))?;
         Ok((pending, previous, grants, limits, worker.kernel.now()))
     })
     .await;
@@ -826,7 +827,7 @@ async fn approval(State(app): State<Arc<App>>, headers: HeaderMap, UrlPath(id): 
         let record = worker.kernel.approval(&id)?;
         let names: Vec<&str> = record.iter().map(|r| r.action_name.as_str()).collect();
         let previous = pages::last_approved(&worker.kernel, &names)?;
-        let limits = pages::scope_limits(&worker.kernel, record.as_slice())?;
+        let limits = pages::scope_limits(&worker.kernel, record.iter())?;
         Ok((record, previous, limits, worker.kernel.now()))
     })
     .await;
