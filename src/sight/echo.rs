@@ -113,6 +113,14 @@ impl Echo {
         Echo { forms: Vec::new() }
     }
 
+    /// `text` with every guarded form replaced by `[REDACTED]` — in every view the sights
+    /// search (as is, JSON string escapes decoded, wrapped base64 with its whitespace removed) —
+    /// and how many were replaced. For a caller that relays whole messages (the gateway); one
+    /// that scrubs many strings of one document builds one `scan`.
+    pub fn scrub_text(&self, text: &str) -> (String, usize) {
+        self.scan().scrub(text)
+    }
+
     /// Searchers for every form, built once per document rather than once per string. They
     /// borrow the zeroizing forms, so no copy of a credential outlives the `Echo`.
     pub(crate) fn scan(&self) -> EchoScan<'_> {
