@@ -461,6 +461,22 @@ fn receipt_of(envelope: &Value) -> Value {
     }
 }
 
+/// A body in HTTP/1.1's chunked framing (an answer of unknown length, an event stream), as a
+/// client reads it: the chunks' data joined.
+fn dechunked(framed: &str) -> String {
+    let mut out = String::new();
+    let mut rest = framed;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else { break };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").unwrap_or(&after[size..]);
+    }
+    out
+}
+
 impl Gateway {
     fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
         let mut stream = TcpStream::connect(&self.address).expect("connect to the gateway");
@@ -478,9 +494,13 @@ impl Gateway {
         let (head, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
         let mut lines = head.lines();
         let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let headers =
+        let headers: Vec<(String, String)> =
             lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
-        Answer { status, headers, text: text.to_owned() }
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked"));
+        let text = if chunked { dechunked(text) } else { text.to_owned() };
+        Answer { status, headers, text }
     }
 
     fn post(&self, headers: &[(&str, &str)], body: &str) -> Answer {
