@@ -134,7 +134,6 @@ struct App {
     authority: Option<warden::authority::Authority>,
 }
 
-
 /// Serve the console until SIGINT or SIGTERM. The URL is the first line of stdout.
 pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
     let (address, tls) = server::listen_address(&args.listen, &args.tls, "the console")?;
@@ -163,7 +162,6 @@ pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<()
     runtime.block_on(server::serve(bound, router(app)))
 }
 
-
 fn router(app: Arc<App>) -> Router {
     let router = Router::new()
         .route("/", get(inbox))
@@ -183,7 +181,6 @@ fn router(app: Arc<App>) -> Router {
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&app), guard));
     server::limits(router).with_state(app)
 }
-
 
 /// Every request: the Host must be this listener's (no DNS rebinding), and every response
 /// carries headers that keep pages out of frames, caches and referrers.
@@ -405,7 +402,6 @@ fn secure(app: &App) -> &'static str {
 fn see_other(location: &str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, location.to_owned())]).into_response()
 }
-
 
 fn query(raw: Option<&str>) -> HashMap<String, String> {
     let mut fields = HashMap::new();

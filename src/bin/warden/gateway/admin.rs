@@ -41,7 +41,10 @@ pub fn router(metrics: Metrics) -> Router {
             match server::blocking(move || Ok(metrics())).await.ok().flatten() {
                 Some(body) => (
                     StatusCode::OK,
-                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"), (header::CACHE_CONTROL, "no-store")],
+                    [
+                        (header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"),
+                        (header::CACHE_CONTROL, "no-store"),
+                    ],
                     body,
                 )
                     .into_response(),
@@ -52,7 +55,8 @@ pub fn router(metrics: Metrics) -> Router {
     let routes = Router::new()
         .route(
             "/metrics",
-            get(scrape).fallback(|| async { text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET /metrics\n") }),
+            get(scrape)
+                .fallback(|| async { text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET /metrics\n") }),
         )
         .fallback(|| async { text(StatusCode::NOT_FOUND, "not found: the admin address serves GET /metrics\n") });
     server::limits(routes)
@@ -67,7 +71,12 @@ pub fn serve(listener: TcpListener, engine: Weak<Engine>) {
             .map_err(|e| crate::exit::Failure::internal(format!("cannot set up the listener: {e}")))
             .and_then(|()| server::runtime())
             .and_then(|runtime| {
-                let limits = server::Connections { most: MAX_CONNECTIONS, lifetime: DEADLINE, keep_alive: false, title_case: true };
+                let limits = server::Connections {
+                    most: MAX_CONNECTIONS,
+                    lifetime: DEADLINE,
+                    keep_alive: false,
+                    title_case: true,
+                };
                 runtime.block_on(server::serve_until(listener, None, router(metrics), limits, std::future::pending()))
             });
         if let Err(failure) = served {
@@ -93,7 +102,8 @@ mod tests {
             let request = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
             let response = router(metrics).oneshot(request).await.expect("answered");
             let status = response.status().as_u16();
-            let kind = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let kind =
+                response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
             assert_eq!(response.headers().get(header::CACHE_CONTROL).and_then(|v| v.to_str().ok()), Some("no-store"));
             let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
             (status, kind, String::from_utf8_lossy(&bytes).into_owned())

@@ -11,7 +11,7 @@ pub mod gate;
 
 use std::convert::Infallible;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use hyper::body::{Frame, Incoming};
 use serde_json::{json, Value};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 
 use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
@@ -163,9 +163,7 @@ async fn connection(
         Ok(admission) => admission,
         Err(limit) => {
             gate.note(limit);
-            if let Some(side) = blocking_side(stream) {
-                let _ = tokio::task::spawn_blocking(move || refuse(&side, limit)).await;
-            }
+            refuse(stream, limit).await;
             return;
         }
     };
@@ -186,8 +184,8 @@ async fn connection(
     };
     let Ok((admission, side, waited)) = waiting.await else { return };
     if let Err(limit) = waited {
-        drop(stream);
-        refused_on(side, admission, limit).await;
+        admission.note(limit);
+        refuse(stream, limit).await;
         return;
     }
     let invoked = Arc::new(AtomicBool::new(false));
@@ -201,15 +199,17 @@ async fn connection(
         done: Mutex::new(Some(done)),
         live: Arc::clone(&live),
     });
-    let service = hyper::service::service_fn(move |incoming: hyper::Request<Incoming>| answer(incoming, Arc::clone(&request)));
-    let io = hyper_util::rt::TokioIo::new(Counted { inner: stream, received });
-    let served = server::http1(gate::HEAD_DEADLINE)
-        .keep_alive(false)
-        .title_case_headers(true)
-        .max_buf_size(MAX_HEAD_BYTES)
-        .max_headers(MAX_HEADERS)
-        .serve_connection(io, service);
-    tokio::pin!(served);
+    let service =
+        hyper::service::service_fn(move |incoming: hyper::Request<Incoming>| answer(incoming, Arc::clone(&request)));
+    let io = hyper_util::rt::TokioIo::new(Counted { inner: stream, received, cut: Arc::clone(&cut) });
+    let mut served = Box::pin(
+        server::http1(gate::HEAD_DEADLINE)
+            .keep_alive(false)
+            .title_case_headers(true)
+            .max_header_size(MAX_HEAD_BYTES)
+            .max_headers(MAX_HEADERS)
+            .serve_connection(io, service),
+    );
     // Once the request's work is done, what is left of its answer has `WRITE_TIMEOUT` to go.
     let outcome = tokio::select! {
         outcome = &mut served => Some(outcome),
@@ -227,55 +227,37 @@ async fn connection(
         matches!(&outcome, Some(Err(error)) if error.is_timeout()).then_some(Limit::Head)
     };
     if let Some(limit) = limit {
-        let _ = tokio::task::spawn_blocking(move || {
-            gate.note(limit);
-            refuse(&side, limit);
-        })
-        .await;
+        gate.note(limit);
+        if let Ok(side) = side.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(side)) {
+            refuse(side, limit).await;
+        }
     }
     drop(live);
 }
 
-/// The socket back in blocking mode, for a refusal written by `refuse` on a blocking thread.
-fn blocking_side(stream: tokio::net::TcpStream) -> Option<TcpStream> {
-    let std = stream.into_std().ok()?;
-    std.set_nonblocking(false).ok()?;
-    Some(std)
-}
-
-/// `refuse` on a blocking thread, logged; the admission (the connection's count) is let go after.
-async fn refused_on(side: TcpStream, admission: Admission, limit: Limit) {
-    let _ = tokio::task::spawn_blocking(move || {
-        admission.note(limit);
-        let _ = side.set_nonblocking(false);
-        refuse(&side, limit);
-        drop(admission);
-    })
-    .await;
-}
-
 /// The answer to a connection that hit a limit: its status, the limit's name and why, and
-/// (when trying again may help) `Retry-After`. What the client already sent is read away
-/// (without blocking) so that closing does not reset the connection before it reads this.
-fn refuse(mut stream: &TcpStream, limit: Limit) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+/// (when trying again may help) `Retry-After`, written within a second. What the client already
+/// sent is read away (without waiting) so that closing does not reset the connection before it
+/// reads this.
+async fn refuse(mut stream: tokio::net::TcpStream, limit: Limit) {
     let (status, fields, body) = refusal(limit);
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
     for (name, value) in &fields {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
-    let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&body)).and_then(|()| stream.flush());
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    if stream.set_nonblocking(true).is_ok() {
-        let mut sink = [0u8; 8192];
-        let mut drained = 0;
-        while drained < MAX_HEAD_BYTES {
-            match stream.read(&mut sink) {
-                Ok(n) if n > 0 => drained += n,
-                _ => break,
-            }
+    let written = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(&body).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), written).await;
+    let mut sink = [0u8; 8192];
+    let mut drained = 0;
+    while drained < MAX_HEAD_BYTES {
+        match stream.try_read(&mut sink) {
+            Ok(n) if n > 0 => drained += n,
+            _ => break,
         }
     }
 }
@@ -291,10 +273,12 @@ fn refusal(limit: Limit) -> (u16, Vec<(String, String)>, Vec<u8>) {
 }
 
 /// The client's side of a connection, every byte read counted (the gate's measure of a slow
-/// request).
+/// request). Once the gate cut it, hyper's closing leaves the write side open: the refusal
+/// that names the cut is written after.
 struct Counted {
     inner: tokio::net::TcpStream,
     received: Arc<AtomicU64>,
+    cut: Arc<AtomicBool>,
 }
 
 impl AsyncRead for Counted {
@@ -317,6 +301,9 @@ impl AsyncWrite for Counted {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -402,7 +389,10 @@ fn made_refusal(served: &Served, limit: Limit) -> hyper::Response<Chunks> {
 }
 
 /// The one request of a connection: read, checked, and handed to a blocking thread.
-async fn answer(incoming: hyper::Request<Incoming>, served: Arc<Served>) -> Result<hyper::Response<Chunks>, Infallible> {
+async fn answer(
+    incoming: hyper::Request<Incoming>,
+    served: Arc<Served>,
+) -> Result<hyper::Response<Chunks>, Infallible> {
     served.invoked.store(true, Ordering::SeqCst);
     let done = served.done.lock().ok().and_then(|mut done| done.take());
     let (parts, body) = incoming.into_parts();
@@ -519,7 +509,9 @@ impl Write for Sink {
         if bytes.is_empty() {
             return Ok(0);
         }
-        let sent = self.runtime.block_on(tokio::time::timeout(WRITE_TIMEOUT, body.send(Bytes::copy_from_slice(bytes))));
+        let chunk = Bytes::copy_from_slice(bytes);
+        // The timer is made inside the runtime's context, whichever thread this is.
+        let sent = self.runtime.block_on(async { tokio::time::timeout(WRITE_TIMEOUT, body.send(chunk)).await });
         match sent {
             Ok(Ok(())) => Ok(bytes.len()),
             Ok(Err(_)) => Err(std::io::ErrorKind::BrokenPipe.into()),
@@ -1159,4 +1151,61 @@ fn resumed(admitted: &mut Admitted, awaited: &[(String, std::sync::mpsc::Receive
 /// A JSON-RPC response (no `method`) to the request with this id.
 fn is_response_to(envelope: &Value, id: &Value) -> bool {
     envelope.get("method").is_none() && envelope.get("id") == Some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_body_is_framed_by_one_decimal_length_within_the_cap() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Result<usize, u16>);
+        let cases: &[Case<'_>] = &[
+            (&[], Ok(0)),
+            (&[("Content-Length", "12")], Ok(12)),
+            (&[("content-length", "64")], Ok(64)),
+            (&[("Content-Length", "65")], Err(413)),
+            (&[("Content-Length", "99999999999999999999999")], Err(413)),
+            (&[("Content-Length", "12"), ("Content-Length", "12")], Ok(12)),
+            (&[("Content-Length", "12"), ("Content-Length", "13")], Err(400)),
+            (&[("Content-Length", "+12")], Err(400)),
+            (&[("Content-Length", "")], Err(400)),
+            (&[("Content-Length", "0x10")], Err(400)),
+            (&[("Transfer-Encoding", "chunked")], Err(411)),
+            (&[("Transfer-Encoding", "chunked"), ("Content-Length", "3")], Err(411)),
+        ];
+        for (headers, expected) in cases {
+            let headers: Vec<(String, String)> =
+                headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            assert_eq!(body_length(&headers, 64), *expected, "{headers:?}");
+        }
+    }
+
+    #[test]
+    fn a_sink_takes_the_client_for_gone_once_hyper_dropped_the_answer() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let sink = |head| Sink { head: Some(head), body: None, runtime: runtime.handle().clone() };
+        // Before the head: gone when the answer's receiver is dropped (hyper saw the client leave).
+        let (head, headed) = tokio::sync::oneshot::channel();
+        let mut before = sink(head);
+        assert!(!before.gone());
+        drop(headed);
+        assert!(before.gone());
+        assert!(before.head(200, Vec::new()).is_err(), "no head goes to a client gone");
+        // After the head: the body's chunks arrive in order until the body is dropped.
+        let (head, headed) = tokio::sync::oneshot::channel();
+        let mut after = sink(head);
+        after.head(200, vec![("Content-Type".into(), "text/event-stream".into())]).expect("head");
+        assert!(after.head(200, Vec::new()).is_err(), "one head only");
+        let mut received = headed.blocking_recv().expect("the head");
+        assert_eq!((received.status, received.fields.len()), (200, 1));
+        after.write_all(b"data: 1\n\n").expect("a chunk");
+        after.write_all(b"data: 2\n\n").expect("a chunk");
+        assert_eq!(received.body.blocking_recv().as_deref(), Some(&b"data: 1\n\n"[..]));
+        assert_eq!(received.body.blocking_recv().as_deref(), Some(&b"data: 2\n\n"[..]));
+        assert!(!after.gone());
+        drop(received);
+        assert!(after.gone());
+        assert_eq!(after.write_all(b"data: 3\n\n").map_err(|e| e.kind()), Err(std::io::ErrorKind::BrokenPipe));
+    }
 }

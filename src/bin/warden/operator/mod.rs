@@ -28,9 +28,9 @@ use axum::Router;
 use serde_json::Value;
 
 use crate::console::{self, approvers};
-use crate::server;
 use crate::exit::Failure;
 use crate::output::shown;
+use crate::server;
 use tools::{rpc_error, Server, INVALID_REQUEST, PARSE_ERROR};
 
 /// The environment variable `--stdio` reads the operator token from.
