@@ -135,7 +135,9 @@ pub fn serve(
                         (Arc::clone(&gate), Arc::clone(&engine), Arc::clone(&config), Arc::clone(&counted));
                     tokio::spawn(connection(stream, peer, gate, engine, config, active));
                 }
-                drop(listener);
+                // Nothing here holds the engine any more: once the connections in flight let go
+                // of it too, the gateway's own drop of it closes the store.
+                drop((listener, gate, engine, config));
                 let _ = stopped.send(Ok(()));
                 // The connections in flight are served until the process ends.
                 std::future::pending::<()>().await;
