@@ -332,7 +332,7 @@ impl Admission {
 
     /// The request is read whole: from now on the connection is being served, never cut. `false`
     /// when it was cut before that (its socket is then shut for reading, so it must not be
-    /// served: a peek would take the client for gone).
+    /// served: the listener would take the client for gone).
     #[must_use]
     pub fn request_read(&self) -> bool {
         !self.gate.lock().stop_reading(self.ticket)
