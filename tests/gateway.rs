@@ -461,6 +461,22 @@ fn receipt_of(envelope: &Value) -> Value {
     }
 }
 
+/// A body in HTTP/1.1's chunked framing (an answer of unknown length, an event stream), as a
+/// client reads it: the chunks' data joined.
+fn dechunked(framed: &str) -> String {
+    let mut out = String::new();
+    let mut rest = framed;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else { break };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").unwrap_or(&after[size..]);
+    }
+    out
+}
+
 impl Gateway {
     fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
         let mut stream = TcpStream::connect(&self.address).expect("connect to the gateway");
@@ -478,9 +494,13 @@ impl Gateway {
         let (head, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
         let mut lines = head.lines();
         let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let headers =
+        let headers: Vec<(String, String)> =
             lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
-        Answer { status, headers, text: text.to_owned() }
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked"));
+        let text = if chunked { dechunked(text) } else { text.to_owned() };
+        Answer { status, headers, text }
     }
 
     fn post(&self, headers: &[(&str, &str)], body: &str) -> Answer {
@@ -3281,6 +3301,50 @@ fn with_wait_approvals_the_call_waits_for_the_human_then_runs_or_is_refused() {
     let answer = waiting.join().expect("caller");
     assert!(answer.contains("-41003") && answer.contains(&request_id), "{answer}");
     assert_eq!(upstream.calls(), 1);
+}
+
+/// A client that hangs up while its call waits for approval ends the wait: the call is
+/// answered (to no one) as still pending, and a grant that comes after runs nothing — the
+/// listener sees the client go while the request's work is blocked, before any answer began.
+#[test]
+fn a_client_that_hangs_up_while_its_call_waits_for_approval_ends_the_wait() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let mut command = warden();
+    command
+        .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--listen", "127.0.0.1:0"])
+        .args(["--config", &dir.path().join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()])
+        .args(["--principal-header", "X-Agent", "--wait-approvals", "60"]);
+    let log = dir.path().join("stderr.log");
+    let gateway = spawned_with(dir.path(), command, Stdio::from(std::fs::File::create(&log).expect("stderr file")));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "create_refund", "arguments": refund("h1", 100_000)}});
+    let text = body.to_string();
+    let mut client = TcpStream::connect(&gateway.address).expect("connect");
+    let head = format!("POST /mcp HTTP/1.1\r\nHost: x\r\nX-Agent: a\r\nContent-Length: {}\r\n\r\n", text.len());
+    client.write_all(head.as_bytes()).and_then(|()| client.write_all(text.as_bytes())).expect("send");
+    let request_id = pending_request(&gateway);
+    client.shutdown(std::net::Shutdown::Both).expect("hang up");
+    drop(client);
+    // The call's line is logged once its wait ended: long before the 60 s it may wait.
+    let call_line = |logged: &str| {
+        logged.lines().filter_map(|line| line.strip_prefix("warden gateway: call ")).any(|json| {
+            serde_json::from_str::<Value>(json).is_ok_and(|v| v["tool"] == "create_refund" && v["code"] == -41002)
+        })
+    };
+    let mut logged = String::new();
+    for _ in 0..1500 {
+        logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if call_line(&logged) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(call_line(&logged), "the wait ended when the client left: {logged}");
+    let granted = gateway.cli(&["approve", &request_id, "--by", "ops:bob", "--yes"]);
+    assert!(granted.status.success(), "{}", String::from_utf8_lossy(&granted.stderr));
+    assert_eq!(upstream.calls(), 0, "nothing ran for a client that left");
+    assert!(gateway.events_of("APPROVAL_CONSUMED").is_empty());
 }
 
 #[test]

@@ -350,3 +350,69 @@ fn slow_sockets_from_enough_peers_to_fill_the_queue_do_not_keep_a_new_peer_out()
     let seen = under_attack(400, 30..55, Duration::from_secs(9));
     assert!(seen.answers.get("waiting_connections").is_some_and(|n| *n > 0), "{seen:?}");
 }
+
+/// A connection cut for room before it sent a single byte is still told why (408
+/// `slow_request_cut`), not just closed: the listener's HTTP server closing a connection it
+/// read nothing on must not shut the socket before the refusal is written.
+#[test]
+fn an_idle_connection_cut_for_room_is_told_why() {
+    let _one = ONE_ATTACK_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let gateway = gateway();
+    // Every slot taken by idle connections, 16 (the per-peer cap) from each of four peers.
+    let idle: Vec<TcpStream> =
+        (0..64).map(|n| connect_from(30 + (n / MAX_PER_PEER) as u8, gateway.address).expect("connect")).collect();
+    // Past their grace, with nothing received, every one of them is a slow reader.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (status, raw, took) = normal_client(&gateway, 40);
+    assert_eq!(status, 200, "the waiting client is served: {raw:?} after {took:?}");
+    let mut told = None;
+    for mut stream in idle {
+        let (status, raw) = answer(&mut stream, Duration::from_millis(200));
+        if status != 0 {
+            told = Some((status, raw));
+            break;
+        }
+    }
+    let (status, raw) = told.expect("a cut connection got an answer");
+    assert_eq!(status, 408, "{raw:?}");
+    assert!(raw.contains("slow_request_cut"), "the reply names the limit: {raw:?}");
+    assert!(!raw.to_ascii_lowercase().contains("retry-after"), "no Retry-After on a 408: {raw:?}");
+}
+
+/// What hyper's parser refuses, as the hand-written listener did: a head over 64 KiB or with
+/// more than 128 fields (431), bytes that are not HTTP (400); and what the gateway refuses
+/// before reading a body: a chunked one (411), two lengths that disagree (400). The twin: a
+/// head just within both bounds is served.
+#[test]
+fn a_head_too_large_or_not_http_and_a_body_not_framed_by_one_length_are_refused() {
+    let gateway = gateway();
+    let within = format!("X-Pad: {}\r\n", "a".repeat(60 * 1024));
+    let many: String = (0..130).map(|n| format!("X-Field-{n}: v\r\n")).collect();
+    let fields: String = (0..100).map(|n| format!("X-Field-{n}: v\r\n")).collect();
+    let post = |extra: &str, body: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nX-Agent: normal\r\nContent-Type: application/json\r\n{extra}\r\n{body}",
+            gateway.address
+        )
+    };
+    let framed = |extra: &str| post(&format!("{extra}Content-Length: {}\r\n", PING.len()), PING);
+    let cases: Vec<(String, String, u16)> = vec![
+        ("a 70 KiB head".into(), framed(&format!("X-Pad: {}\r\n", "a".repeat(70 * 1024))), 431),
+        ("130 fields".into(), framed(&many), 431),
+        ("not HTTP".into(), "\u{1}\u{2} nonsense\r\n\r\n".into(), 400),
+        (
+            "chunked".into(),
+            post("Transfer-Encoding: chunked\r\n", &format!("{:x}\r\n{PING}\r\n0\r\n\r\n", PING.len())),
+            411,
+        ),
+        ("two lengths".into(), post(&format!("Content-Length: {}\r\nContent-Length: 3\r\n", PING.len()), PING), 400),
+        ("a 60 KiB head".into(), framed(&within), 200),
+        ("100 fields".into(), framed(&fields), 200),
+    ];
+    for (what, request, expected) in cases {
+        let mut stream = connect_from(6, gateway.address).expect("connect");
+        let _ = stream.write_all(request.as_bytes());
+        let (status, raw) = answer(&mut stream, Duration::from_secs(5));
+        assert_eq!(status, expected, "{what}: {raw:?}");
+    }
+}

@@ -31,6 +31,7 @@ mod output;
 mod policy_commands;
 mod pure_commands;
 mod retention_commands;
+mod server;
 mod sight_commands;
 mod store_commands;
 mod verify_race;

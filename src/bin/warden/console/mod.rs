@@ -17,7 +17,6 @@ pub mod sso;
 pub mod tls;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,13 +28,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use tower::ServiceExt as _;
 
 use warden::approval::{ApprovalStatus, Approver};
 use warden::{EffectState, Kernel};
 
 use crate::exit::{Failure, EXIT_CHECK_FAILED, EXIT_USAGE};
 use crate::output::shown;
+use crate::server::{self, blocking};
 use html::{esc, page, Nav, Viewer};
 
 /// The issuer the console's approvers are verified by, as recorded on their votes.
@@ -46,18 +45,6 @@ const COOKIE: &str = "warden_console";
 const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// The most sessions kept at once (the oldest is dropped past it).
 const MAX_SESSIONS: usize = 1_000;
-/// The most connections served at once; more are closed at accept.
-pub const MAX_CONNECTIONS: usize = 64;
-/// A request's head must arrive within this.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// A request's body must arrive within this.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// A request must be answered within this (a slow store read ends in 408).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// A connection is closed after this, however busy (keep-alive included).
-pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(300);
-/// The largest request body (every form is a few hundred bytes).
-pub const MAX_BODY: usize = 64 * 1024;
 
 /// `warden console`'s flags.
 #[derive(Debug, clap::Args)]
@@ -153,50 +140,9 @@ struct App {
     sso: Option<Arc<sso::Sso>>,
 }
 
-/// Parse `--listen` and read the TLS flags: anything but loopback needs TLS and a public URL.
-/// `who` names the server in the refusal (`the console`, `the operator server`). Nothing is
-/// bound or opened yet.
-pub fn listen_address(listen: &str, tls: &tls::TlsArgs, who: &str) -> Result<(SocketAddr, Option<tls::Tls>), Failure> {
-    let address = match listen.rsplit_once(':') {
-        Some(("localhost", port)) => {
-            port.parse::<u16>().ok().map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
-        }
-        _ => listen.parse::<SocketAddr>().ok(),
-    };
-    let Some(address) = address else {
-        return Err(Failure::usage(format!(
-            "--listen {} is not HOST:PORT with HOST an IP address or localhost (e.g. 127.0.0.1:0, [::1]:8080)",
-            shown(listen)
-        )));
-    };
-    let tls = tls::load(tls)?;
-    if !address.ip().is_loopback() {
-        match &tls {
-            None => {
-                return Err(Failure::usage(format!(
-                    "--listen {} is not a loopback address: {who} would carry its credentials and approvals over \
-                     plain HTTP to other hosts; serve HTTPS (TLS) with --tls-cert FILE --tls-key FILE --public-url \
-                     https://HOST:PORT/, or listen on 127.0.0.1, localhost or [::1] (an SSH tunnel reaches it \
-                     from elsewhere)",
-                    shown(listen)
-                )))
-            }
-            Some(tls) if tls.public.is_none() => {
-                return Err(Failure::usage(format!(
-                    "--listen {} is not a loopback address: name the https URL clients use with --public-url \
-                     https://HOST:PORT/ ({who} answers only the Host it is reached by)",
-                    shown(listen)
-                )))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok((address, tls))
-}
-
 /// Serve the console until SIGINT or SIGTERM. The URL is the first line of stdout.
 pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
-    let (address, tls) = listen_address(&args.listen, &args.tls, "the console")?;
+    let (address, tls) = server::listen_address(&args.listen, &args.tls, "the console")?;
     let registry = approvers::registry_path(args.approvers.as_deref(), store)?;
     let (policy_hash, grants, authority, sso) = match config.filter(|path| !path.as_os_str().is_empty()) {
         Some(path) => {
@@ -207,12 +153,12 @@ pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<()
         None => (None, None, None, None),
     };
     let kernel = crate::store_commands::open_store(Some(store))?;
-    let bound = Bound::bind(address, tls)?;
+    let bound = server::Bound::bind(address, tls)?;
     let hosts = bound.hosts.clone();
     let origin = bound.scheme();
     let sessions = Mutex::new(HashMap::new());
     let app = Arc::new(App { kernel, registry, sessions, hosts, origin, policy_hash, grants, authority, sso });
-    let runtime = runtime()?;
+    let runtime = server::runtime()?;
     crate::output::write_stdout(&format!("{}/\n", bound.base()))?;
     if app.sso.is_none() && approvers::list(&app.registry, true).is_ok_and(|listed| listed.trim() == "[]") {
         crate::output::write_stderr(&format!(
@@ -220,134 +166,7 @@ pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<()
             shown(&store.display().to_string())
         ));
     }
-    runtime.block_on(serve(bound, router(app)))
-}
-
-/// A listener, bound and non-blocking, with the Host values it answers and its TLS, if any.
-pub struct Bound {
-    pub listener: std::net::TcpListener,
-    /// `HOST:PORT` as a URL names it (`[::1]:8080`): `--public-url`'s when given.
-    pub authority: String,
-    /// The Host header values this listener answers (DNS rebinding is refused).
-    pub hosts: Vec<String>,
-    /// Served over TLS with this configuration.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
-}
-
-impl Bound {
-    pub fn bind(address: SocketAddr, tls: Option<tls::Tls>) -> Result<Bound, Failure> {
-        let listener = std::net::TcpListener::bind(address)
-            .map_err(|e| Failure::usage(format!("cannot listen on {address}: {e}; pick another --listen")))?;
-        let local =
-            listener.local_addr().map_err(|e| Failure::internal(format!("the listener has no address: {e}")))?;
-        listener.set_nonblocking(true).map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
-        let host = match local.ip() {
-            IpAddr::V6(ip) => format!("[{ip}]"),
-            IpAddr::V4(ip) => ip.to_string(),
-        };
-        let mut authority = format!("{host}:{}", local.port());
-        let mut hosts = vec![authority.clone(), format!("localhost:{}", local.port())];
-        let (config, public) = match tls {
-            Some(tls) => (Some(tls.config), tls.public),
-            None => (None, None),
-        };
-        if let Some(public) = public {
-            hosts.push(public.clone());
-            // A browser leaves the default port out of Host and Origin.
-            if let Some(bare) = public.strip_suffix(":443") {
-                hosts.push(bare.to_owned());
-            }
-            authority = public;
-        }
-        Ok(Bound { listener, authority, hosts, tls: config })
-    }
-
-    /// `https` when served over TLS, else `http`.
-    pub fn scheme(&self) -> &'static str {
-        if self.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        }
-    }
-
-    /// `SCHEME://HOST:PORT`, the base of the URL printed.
-    pub fn base(&self) -> String {
-        format!("{}://{}", self.scheme(), self.authority)
-    }
-}
-
-/// The current-thread runtime a listener is served on (the CLI's only).
-pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::internal(format!("cannot start the server's runtime: {e}")))
-}
-
-/// Serve `router` on `listener` until SIGINT or SIGTERM: hyper 1.x, HTTP/1.1 with keep-alive,
-/// [`HEADER_TIMEOUT`], [`CONNECTION_TIMEOUT`] and at most [`MAX_CONNECTIONS`] at once.
-pub async fn serve(bound: Bound, router: Router) -> Result<(), Failure> {
-    let acceptor = bound.tls.map(tokio_rustls::TlsAcceptor::from);
-    let listener = tokio::net::TcpListener::from_std(bound.listener)
-        .map_err(|e| Failure::internal(format!("cannot set up the listener: {e}")))?;
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Failure::internal(format!("cannot watch for SIGTERM: {e}")))?;
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                // A client that left before accept, or no descriptor free: go on serving, after
-                // a pause, so a lasting fault (EMFILE) does not spin.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
-        };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let router = router.clone();
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            // The handshake, the headers and the whole connection share one deadline.
-            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, async move {
-                match acceptor {
-                    Some(acceptor) => {
-                        // A client that fails the handshake (plain HTTP, an unknown CA) is dropped.
-                        if let Ok(stream) = acceptor.accept(stream).await {
-                            connection(stream, router).await;
-                        }
-                    }
-                    None => connection(stream, router).await,
-                }
-            })
-            .await;
-            drop(slot);
-        });
-    }
-    Ok(())
-}
-
-/// One HTTP/1.1 connection, with keep-alive and [`HEADER_TIMEOUT`].
-async fn connection<S>(stream: S, router: Router)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-        router.clone().oneshot(request.map(axum::body::Body::new))
-    });
-    let _ = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
-        .keep_alive(true)
-        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-        .await;
+    runtime.block_on(server::serve(bound, router(app)))
 }
 
 fn router(app: Arc<App>) -> Router {
@@ -368,16 +187,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/console.css", get(css))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&app), guard));
-    limits(router).with_state(app)
-}
-
-/// The limits every request of a CLI server has: [`MAX_BODY`], [`BODY_TIMEOUT`] and
-/// [`REQUEST_TIMEOUT`] (408).
-pub fn limits<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
-    router
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+    server::limits(router).with_state(app)
 }
 
 /// Every request: the Host must be this listener's (no DNS rebinding), and every response
@@ -623,13 +433,6 @@ fn secure(app: &App) -> &'static str {
 
 fn see_other(location: &str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, location.to_owned())]).into_response()
-}
-
-/// Run a kernel call off the runtime's thread.
-pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| Err(Failure::internal("a store call panicked")))
 }
 
 fn query(raw: Option<&str>) -> HashMap<String, String> {
@@ -1139,6 +942,7 @@ async fn authority(State(app): State<Arc<App>>, headers: HeaderMap) -> Response 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::listen_address;
 
     #[test]
     fn without_tls_only_loopback_is_served() {

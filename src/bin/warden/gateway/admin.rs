@@ -1,86 +1,86 @@
 //! `--admin HOST:PORT`: the gateway's admin listener (off unless given; loopback unless
 //! `--allow-remote`). It serves one thing, `GET /metrics`: every instrument and gauge in the
-//! Prometheus text format, collected at the scrape. One connection at a time, each with a short
-//! deadline and a bounded head: a scraper is one client, not the agents' traffic.
+//! Prometheus text format, collected at the scrape. Served by the CLI's one HTTP stack
+//! (`crate::server`: hyper 1.x and axum) on a runtime of its own thread: at most
+//! [`MAX_CONNECTIONS`] at once, one request each (`Connection: close`), each closed after
+//! [`DEADLINE`], the head within it too — a
+//! scraper is one client, not the agents' traffic.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::Weak;
 use std::time::Duration;
 
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
 use super::intercept::Engine;
 use super::log;
+use crate::server;
 
-/// The largest request head read.
-const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// Connections served at once; more are closed at accept.
+const MAX_CONNECTIONS: usize = 4;
 /// How long one connection may take to send its head and read the answer.
 const DEADLINE: Duration = Duration::from_secs(5);
 
-/// The answer to one request head (pure): status, content type, body.
-pub fn route(head: &[u8], metrics: &dyn Fn() -> Option<String>) -> (u16, &'static str, String) {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut request = httparse::Request::new(&mut headers);
-    match request.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        _ => return (400, "text/plain; charset=utf-8", "bad request\n".into()),
-    }
-    let path = request.path.unwrap_or_default();
-    let path = path.split_once('?').map_or(path, |(path, _)| path);
-    if path != "/metrics" {
-        return (404, "text/plain; charset=utf-8", "not found: the admin address serves GET /metrics\n".into());
-    }
-    if request.method != Some("GET") {
-        return (405, "text/plain; charset=utf-8", "method not allowed: GET /metrics\n".into());
-    }
-    match metrics() {
-        Some(text) => (200, "text/plain; version=0.0.4; charset=utf-8", text),
-        None => (503, "text/plain; charset=utf-8", "metrics are unavailable\n".into()),
-    }
+/// What collects the text at a scrape (`None`: metrics are unavailable).
+type Metrics = std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+fn text(status: StatusCode, body: &'static str) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CACHE_CONTROL, "no-store")], body)
+        .into_response()
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Service Unavailable",
-    }
-}
-
-fn answer(mut stream: TcpStream, engine: &Weak<Engine>) {
-    let _ = stream.set_read_timeout(Some(DEADLINE));
-    let _ = stream.set_write_timeout(Some(DEADLINE));
-    let mut head = Vec::with_capacity(512);
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD_BYTES {
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&chunk[..n]),
+/// The admin routes: `GET /metrics` (a query is ignored), 405 for another method on it, 404
+/// elsewhere; every answer `Cache-Control: no-store`.
+pub fn router(metrics: Metrics) -> Router {
+    let scrape = move || {
+        let metrics = std::sync::Arc::clone(&metrics);
+        async move {
+            match server::blocking(move || Ok(metrics())).await.ok().flatten() {
+                Some(body) => (
+                    StatusCode::OK,
+                    [
+                        (header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"),
+                        (header::CACHE_CONTROL, "no-store"),
+                    ],
+                    body,
+                )
+                    .into_response(),
+                None => text(StatusCode::SERVICE_UNAVAILABLE, "metrics are unavailable\n"),
+            }
         }
-    }
-    let metrics = || engine.upgrade().and_then(|engine| engine.telemetry.prometheus_text());
-    let (status, content_type, body) = route(&head, &metrics);
-    let reply = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-        reason(status),
-        body.len()
-    );
-    let _ = stream.write_all(reply.as_bytes()).and_then(|()| stream.write_all(body.as_bytes()));
-    let _ = stream.flush();
+    };
+    let routes = Router::new()
+        .route(
+            "/metrics",
+            get(scrape)
+                .fallback(|| async { text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET /metrics\n") }),
+        )
+        .fallback(|| async { text(StatusCode::NOT_FOUND, "not found: the admin address serves GET /metrics\n") });
+    server::limits(routes)
 }
 
-/// Serve `listener` on a thread of its own until the gateway is gone.
+/// Serve `listener` on a thread of its own for as long as the gateway runs.
 pub fn serve(listener: TcpListener, engine: Weak<Engine>) {
+    let metrics: Metrics = std::sync::Arc::new(move || engine.upgrade().and_then(|e| e.telemetry.prometheus_text()));
     let spawned = std::thread::Builder::new().name("gateway-admin".into()).spawn(move || {
-        for stream in listener.incoming() {
-            if engine.strong_count() == 0 {
-                return;
-            }
-            match stream {
-                Ok(stream) => answer(stream, &engine),
-                Err(error) => log::warn(&format!("the admin listener: {error}")),
-            }
+        let served = listener
+            .set_nonblocking(true)
+            .map_err(|e| crate::exit::Failure::internal(format!("cannot set up the listener: {e}")))
+            .and_then(|()| server::runtime())
+            .and_then(|runtime| {
+                let limits = server::Connections {
+                    most: MAX_CONNECTIONS,
+                    lifetime: DEADLINE,
+                    keep_alive: false,
+                    title_case: true,
+                };
+                runtime.block_on(server::serve_until(listener, None, router(metrics), limits, std::future::pending()))
+            });
+        if let Err(failure) = served {
+            log::warn(&format!("the admin listener stopped: {}", failure.message));
         }
     });
     if let Err(error) = spawned {
@@ -90,29 +90,46 @@ pub fn serve(listener: TcpListener, engine: Weak<Engine>) {
 
 #[cfg(test)]
 mod tests {
-    use super::route;
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    /// The status, content type and body `router` gives `method path`.
+    fn ask(metrics: Metrics, method: &str, path: &str) -> (u16, String, String) {
+        let runtime = server::runtime().expect("runtime");
+        runtime.block_on(async move {
+            let request = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
+            let response = router(metrics).oneshot(request).await.expect("answered");
+            let status = response.status().as_u16();
+            let kind =
+                response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            assert_eq!(response.headers().get(header::CACHE_CONTROL).and_then(|v| v.to_str().ok()), Some("no-store"));
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+            (status, kind, String::from_utf8_lossy(&bytes).into_owned())
+        })
+    }
 
     #[test]
     fn only_get_metrics_is_served() {
-        let metrics = || Some("# TYPE x counter\nx_total 1\n".to_owned());
-        let none = || None;
-        let cases: &[(&[u8], u16)] = &[
-            (b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", 200),
-            (b"GET /metrics?x=1 HTTP/1.1\r\n\r\n", 200),
-            (b"POST /metrics HTTP/1.1\r\n\r\n", 405),
-            (b"GET / HTTP/1.1\r\n\r\n", 404),
-            (b"GET /metricsx HTTP/1.1\r\n\r\n", 404),
-            (b"GET /metrics HTTP/1.1\r\n", 400),
-            (b"\x00\x01 nonsense\r\n\r\n", 400),
+        let metrics: Metrics = std::sync::Arc::new(|| Some("# TYPE x counter\nx_total 1\n".to_owned()));
+        let none: Metrics = std::sync::Arc::new(|| None);
+        let cases: &[(&str, &str, u16)] = &[
+            ("GET", "/metrics", 200),
+            ("GET", "/metrics?x=1", 200),
+            ("POST", "/metrics", 405),
+            ("DELETE", "/metrics", 405),
+            ("GET", "/", 404),
+            ("GET", "/metricsx", 404),
+            ("GET", "/metrics/x", 404),
         ];
-        for (head, status) in cases {
-            assert_eq!(route(head, &metrics).0, *status, "{}", String::from_utf8_lossy(head));
+        for (method, path, status) in cases {
+            assert_eq!(ask(std::sync::Arc::clone(&metrics), method, path).0, *status, "{method} {path}");
         }
-        let (status, content_type, body) = route(b"GET /metrics HTTP/1.1\r\n\r\n", &metrics);
         assert_eq!(
-            (status, content_type, body.as_str()),
-            (200, "text/plain; version=0.0.4; charset=utf-8", "# TYPE x counter\nx_total 1\n")
+            ask(std::sync::Arc::clone(&metrics), "GET", "/metrics"),
+            (200, "text/plain; version=0.0.4; charset=utf-8".to_owned(), "# TYPE x counter\nx_total 1\n".to_owned())
         );
-        assert_eq!(route(b"GET /metrics HTTP/1.1\r\n\r\n", &none).0, 503);
+        assert_eq!(ask(none, "GET", "/metrics").0, 503);
     }
 }

@@ -1,18 +1,27 @@
-//! Streamable HTTP downstream: a plain HTTP/1.1 listener on `std::net`, one thread per
-//! connection (bounded), one request per connection (`Connection: close`). `POST` carries one
-//! JSON-RPC message; `GET` and `DELETE` are relayed; any other verb gets 501. Only `tools/call`
-//! is intercepted; everything else goes to the upstream and back untouched. Who gets a slot,
-//! and how long a request may take to arrive, is the `gate`'s.
+//! Streamable HTTP downstream, on the CLI's one HTTP stack (`crate::server`: hyper 1.x on a
+//! current-thread tokio runtime of the listener's own thread), one request per connection
+//! (`Connection: close`). `POST` carries one JSON-RPC message; `GET` and `DELETE` are relayed;
+//! any other verb gets 501. Only `tools/call` is intercepted; everything else goes to the
+//! upstream and back untouched. Who gets a slot, and how long a request may take to arrive, is
+//! the `gate`'s. The engine is synchronous: each request's work runs on a blocking thread (at
+//! most one per slot), and writes its answer into a `Sink` — the head through a one-shot
+//! channel, the body (an event stream as it comes) through a bounded one that hyper drains.
 
 pub mod gate;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::convert::Infallible;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::body::Bytes;
+use hyper::body::{Frame, Incoming};
 use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 
 use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
@@ -25,12 +34,21 @@ use super::tasks;
 use super::upstream::{self, Dialer, Upstream};
 use super::wire::{self, Checks, Kind};
 use super::{end_to_end_request, end_to_end_response, log};
-use gate::{Admission, Gate, Limit, Timed};
+use crate::server;
+use gate::{Admission, Gate, Limit};
 
-/// The most bytes a request head may take.
+/// The most bytes a request head may take (more: 431).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The most header fields a request may have (more: 431).
+const MAX_HEADERS: usize = 128;
 /// The largest upstream answer read whole (JSON); event streams are relayed as they come.
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+/// How long a write to the client may wait for it to read; then it is taken for gone.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Body chunks waiting for hyper to write them.
+const QUEUED_CHUNKS: usize = 16;
+/// Threads for blocking work: a slot's request, and a connection waiting for a slot.
+const BLOCKING_THREADS: usize = gate::MAX_CONNECTIONS * 2 + gate::MAX_WAITING + 16;
 
 pub struct HttpConfig {
     pub path: String,
@@ -60,74 +78,452 @@ impl HttpConfig {
     }
 }
 
-/// Serve until `stopping` is set; returns the count of connections still being served.
+/// A connection being served (or its request's work still running): counted from admission
+/// until the last holder lets go.
+struct Live(Arc<AtomicUsize>);
+
+impl Live {
+    fn new(active: &Arc<AtomicUsize>) -> Arc<Live> {
+        active.fetch_add(1, Ordering::SeqCst);
+        Arc::new(Live(Arc::clone(active)))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Serve on a thread of its own until `stopping` is set (the signal watcher then connects once
+/// to wake the accept); the listener is closed then, and the count of connections still being
+/// served returned. They go on being served (the runtime's thread stays) while the caller
+/// drains.
 pub fn serve(
     listener: TcpListener,
     engine: Arc<Engine>,
     config: Arc<HttpConfig>,
-    stopping: &AtomicBool,
-) -> Arc<AtomicUsize> {
+    stopping: Arc<AtomicBool>,
+) -> Result<Arc<AtomicUsize>, String> {
     let active = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Gate::new(config.max_per_peer));
-    for stream in listener.incoming() {
-        if stopping.load(Ordering::SeqCst) {
-            break;
+    listener.set_nonblocking(true).map_err(|e| format!("cannot set up the listener: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+        .map_err(|e| format!("cannot start the listener's runtime: {e}"))?;
+    let (stopped, stop) = std::sync::mpsc::channel::<Result<(), String>>();
+    let counted = Arc::clone(&active);
+    std::thread::Builder::new()
+        .name("gateway-listener".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        let _ = stopped.send(Err(format!("cannot set up the listener: {e}")));
+                        return;
+                    }
+                };
+                let gate = Arc::new(Gate::new(config.max_per_peer));
+                loop {
+                    let (stream, peer) = server::accept(&listener).await;
+                    if stopping.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let (gate, engine, config, active) =
+                        (Arc::clone(&gate), Arc::clone(&engine), Arc::clone(&config), Arc::clone(&counted));
+                    tokio::spawn(connection(stream, peer, gate, engine, config, active));
+                }
+                // Nothing here holds the engine any more: once the connections in flight let go
+                // of it too, the gateway's own drop of it closes the store.
+                drop((listener, gate, engine, config));
+                let _ = stopped.send(Ok(()));
+                // The connections in flight are served until the process ends.
+                std::future::pending::<()>().await;
+            });
+        })
+        .map_err(|e| format!("cannot start the listener's thread: {e}"))?;
+    match stop.recv() {
+        Ok(Ok(())) => Ok(active),
+        Ok(Err(what)) => Err(what),
+        Err(_) => Err("the listener's thread ended".into()),
+    }
+}
+
+/// One connection: admitted by the gate (or refused with the limit it hit), a slot waited for,
+/// then its one request read and answered by hyper.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    gate: Arc<Gate>,
+    engine: Arc<Engine>,
+    config: Arc<HttpConfig>,
+    active: Arc<AtomicUsize>,
+) {
+    let admission = match gate.admit(peer.ip()) {
+        Ok(admission) => admission,
+        Err(limit) => {
+            gate.note(limit);
+            refuse(stream, limit).await;
+            return;
         }
-        let Ok(mut stream) = stream else { continue };
-        let Ok(peer) = stream.peer_addr() else { continue };
-        let admission = match gate.admit(peer.ip()) {
-            Ok(admission) => admission,
-            Err(limit) => {
-                gate.note(limit);
-                refuse(&mut stream, limit);
-                continue;
-            }
-        };
-        active.fetch_add(1, Ordering::SeqCst);
-        let (engine, config, done) = (Arc::clone(&engine), Arc::clone(&config), Arc::clone(&active));
-        let spawned = std::thread::Builder::new().name("gateway-connection".into()).spawn(move || {
-            handle(stream, &engine, &config, admission);
-            done.fetch_sub(1, Ordering::SeqCst);
-        });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::SeqCst);
-            log::warn("could not start a thread for a connection; it was dropped");
+    };
+    let live = Live::new(&active);
+    // A second descriptor of the same socket: the gate shuts its read side to cut a slow
+    // request, and a refusal is written on it after hyper gave up on the request.
+    let Ok(std) = stream.into_std() else { return };
+    let Ok(side) = std.try_clone() else { return };
+    let Ok(stream) = tokio::net::TcpStream::from_std(std) else { return };
+    let (received, cut) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+    let waiting = {
+        let (received, cut) = (Arc::clone(&received), Arc::clone(&cut));
+        tokio::task::spawn_blocking(move || {
+            let mut admission = admission;
+            let waited = admission.wait(&side, received, cut);
+            (admission, side, waited)
+        })
+    };
+    let Ok((admission, side, waited)) = waiting.await else { return };
+    if let Err(limit) = waited {
+        admission.note(limit);
+        refuse(stream, limit).await;
+        return;
+    }
+    let invoked = Arc::new(AtomicBool::new(false));
+    let (done, finished) = tokio::sync::oneshot::channel::<()>();
+    let request = Arc::new(Served {
+        engine,
+        config,
+        admission: Arc::new(admission),
+        cut: Arc::clone(&cut),
+        invoked: Arc::clone(&invoked),
+        done: Mutex::new(Some(done)),
+        live: Arc::clone(&live),
+    });
+    let service =
+        hyper::service::service_fn(move |incoming: hyper::Request<Incoming>| answer(incoming, Arc::clone(&request)));
+    let io = hyper_util::rt::TokioIo::new(Counted { inner: stream, received, cut: Arc::clone(&cut) });
+    let mut served = Box::pin(
+        server::http1(gate::HEAD_DEADLINE)
+            .keep_alive(false)
+            .title_case_headers(true)
+            .max_header_size(MAX_HEAD_BYTES)
+            .max_headers(MAX_HEADERS)
+            .serve_connection(io, service),
+    );
+    // Once the request's work is done, what is left of its answer has `WRITE_TIMEOUT` to go.
+    let outcome = tokio::select! {
+        outcome = &mut served => Some(outcome),
+        () = async { let _ = finished.await; tokio::time::sleep(WRITE_TIMEOUT).await; } => None,
+    };
+    drop(served);
+    if invoked.load(Ordering::SeqCst) {
+        return;
+    }
+    // hyper writes nothing when the head is late, and the gate's cut ends the read: the
+    // refusal names the limit.
+    let limit = if cut.load(Ordering::SeqCst) {
+        Some(Limit::Cut)
+    } else {
+        matches!(&outcome, Some(Err(error)) if error.is_timeout()).then_some(Limit::Head)
+    };
+    if let Some(limit) = limit {
+        gate.note(limit);
+        if let Ok(side) = side.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(side)) {
+            refuse(side, limit).await;
         }
     }
-    active
+    drop(live);
 }
 
 /// The answer to a connection that hit a limit: its status, the limit's name and why, and
-/// (when trying again may help) `Retry-After`. What the client already sent is read away
-/// (without blocking) so that closing does not reset the connection before it reads this.
-fn refuse(stream: &mut TcpStream, limit: Limit) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let body = json!({"error": limit.name(), "message": limit.message()});
-    let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    let mut head =
-        format!("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\n", limit.status(), reason(limit.status()));
-    if let Some(seconds) = limit.retry_after() {
-        head.push_str(&format!("Retry-After: {seconds}\r\n"));
+/// (when trying again may help) `Retry-After`, written within a second. What the client already
+/// sent is read away (without waiting) so that closing does not reset the connection before it
+/// reads this.
+async fn refuse(mut stream: tokio::net::TcpStream, limit: Limit) {
+    let (status, fields, body) = refusal(limit);
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    for (name, value) in &fields {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
-    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", bytes.len()));
-    let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&bytes)).and_then(|()| stream.flush());
-    let _ = stream.shutdown(Shutdown::Write);
-    if stream.set_nonblocking(true).is_ok() {
-        let mut sink = [0u8; 8192];
-        let mut drained = 0;
-        while drained < MAX_HEAD_BYTES {
-            match stream.read(&mut sink) {
-                Ok(n) if n > 0 => drained += n,
-                _ => break,
-            }
+    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    let written = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(&body).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), written).await;
+    let mut sink = [0u8; 8192];
+    let mut drained = 0;
+    while drained < MAX_HEAD_BYTES {
+        match stream.try_read(&mut sink) {
+            Ok(n) if n > 0 => drained += n,
+            _ => break,
         }
     }
 }
 
-/// `refuse`, logged.
-fn refused(stream: &mut TcpStream, admission: &Admission, limit: Limit) {
-    admission.note(limit);
-    refuse(stream, limit);
+/// A limit's answer: status, header fields (`Content-Type`, `Retry-After`), JSON body.
+fn refusal(limit: Limit) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let body = json!({"error": limit.name(), "message": limit.message()});
+    let mut fields = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+    if let Some(seconds) = limit.retry_after() {
+        fields.push(("Retry-After".to_owned(), seconds.to_string()));
+    }
+    (limit.status(), fields, serde_json::to_vec(&body).unwrap_or_default())
+}
+
+/// The client's side of a connection, every byte read counted (the gate's measure of a slow
+/// request). Once the gate cut it, hyper's closing leaves the write side open: the refusal
+/// that names the cut is written after.
+struct Counted {
+    inner: tokio::net::TcpStream,
+    received: Arc<AtomicU64>,
+    cut: Arc<AtomicBool>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = buf.filled().len().saturating_sub(before);
+        self.received.fetch_add(read as u64, Ordering::SeqCst);
+        polled
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// What one connection's request is answered with.
+struct Served {
+    engine: Arc<Engine>,
+    config: Arc<HttpConfig>,
+    admission: Arc<Admission>,
+    cut: Arc<AtomicBool>,
+    /// Set when hyper read a request head: the answer is hyper's to write from then on.
+    invoked: Arc<AtomicBool>,
+    /// Dropped when the request's work is done.
+    done: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    live: Arc<Live>,
+}
+
+/// The head of an answer, and the channel its body comes through.
+struct Head {
+    status: u16,
+    fields: Vec<(String, String)>,
+    body: tokio::sync::mpsc::Receiver<Bytes>,
+}
+
+/// An answer's body: the chunks its `Sink` sends, until the sink is dropped.
+struct Chunks(Option<tokio::sync::mpsc::Receiver<Bytes>>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.0.as_mut() {
+            None => Poll::Ready(None),
+            Some(receiver) => receiver.poll_recv(cx).map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes)))),
+        }
+    }
+}
+
+/// An answer made here (no blocking work): status, header fields, body.
+fn made(status: u16, fields: &[(String, String)], body: Vec<u8>) -> hyper::Response<Chunks> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(1);
+    if !body.is_empty() {
+        let _ = sender.try_send(Bytes::from(body));
+    }
+    drop(sender);
+    response(Head { status, fields: fields.to_vec(), body: receiver })
+}
+
+fn response(head: Head) -> hyper::Response<Chunks> {
+    let mut response = hyper::Response::new(Chunks(Some(head.body)));
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(head.status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    for (name, value) in &head.fields {
+        let (Ok(name), Ok(value)) =
+            (hyper::header::HeaderName::from_bytes(name.as_bytes()), hyper::header::HeaderValue::from_str(value))
+        else {
+            continue;
+        };
+        headers.append(name, value);
+    }
+    headers.insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+    response
+}
+
+/// A made-up JSON answer (or an empty body), as `Sink::json` writes it.
+fn made_json(status: u16, body: Option<&Value>) -> hyper::Response<Chunks> {
+    let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
+    let mut fields = Vec::new();
+    if body.is_some() {
+        fields.push(("Content-Type".to_owned(), "application/json".to_owned()));
+    }
+    fields.push(("Content-Length".to_owned(), bytes.len().to_string()));
+    made(status, &fields, bytes)
+}
+
+fn made_refusal(served: &Served, limit: Limit) -> hyper::Response<Chunks> {
+    served.admission.note(limit);
+    let (status, mut fields, body) = refusal(limit);
+    fields.push(("Content-Length".to_owned(), body.len().to_string()));
+    made(status, &fields, body)
+}
+
+/// The one request of a connection: read, checked, and handed to a blocking thread.
+async fn answer(
+    incoming: hyper::Request<Incoming>,
+    served: Arc<Served>,
+) -> Result<hyper::Response<Chunks>, Infallible> {
+    served.invoked.store(true, Ordering::SeqCst);
+    let done = served.done.lock().ok().and_then(|mut done| done.take());
+    let (parts, body) = incoming.into_parts();
+    let request = Request {
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path_and_query().map_or_else(|| parts.uri.to_string(), |p| p.as_str().to_owned()),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+            .collect(),
+    };
+    if request.method != "POST" && !served.admission.request_read() {
+        return Ok(made_refusal(&served, Limit::Cut));
+    }
+    let path = request.path.split('?').next().unwrap_or_default();
+    if let Some(protected) = served.config.protected.as_ref().filter(|p| p.serves(path)) {
+        // Public by design (RFC 9728): a client reads it to learn where to get a token.
+        let status = if request.method == "GET" { 200 } else { 405 };
+        return Ok(made_json(status, (status == 200).then(|| protected.metadata()).as_ref()));
+    }
+    let wanted = served.config.path.trim_end_matches('/');
+    if path.trim_end_matches('/') != wanted {
+        return Ok(made_json(404, None));
+    }
+    let mut bytes = Vec::new();
+    if request.method == "POST" {
+        let length = match body_length(&request.headers, served.config.max_body_bytes) {
+            Ok(length) => length,
+            Err(status) => return Ok(made_json(status, None)),
+        };
+        // hyper answers `Expect: 100-continue` when the body is first read, here.
+        let reading = axum::body::to_bytes(axum::body::Body::new(body), length);
+        match tokio::time::timeout(gate::body_deadline(length), reading).await {
+            Ok(Ok(read)) if read.len() == length => bytes = read.to_vec(),
+            _ if served.cut.load(Ordering::SeqCst) => return Ok(made_refusal(&served, Limit::Cut)),
+            Err(_) => return Ok(made_refusal(&served, Limit::Body)),
+            Ok(_) => return Ok(made_json(400, None)),
+        }
+        if !served.admission.request_read() {
+            return Ok(made_refusal(&served, Limit::Cut));
+        }
+    }
+    let (head, headed) = tokio::sync::oneshot::channel();
+    let mut sink = Sink { head: Some(head), body: None, runtime: tokio::runtime::Handle::current() };
+    let work = Arc::clone(&served);
+    let worked = tokio::task::spawn_blocking(move || {
+        let live = Arc::clone(&work.live);
+        handle(&mut sink, &work.engine, &work.config, &request, bytes);
+        drop((sink, done, live));
+    });
+    match headed.await {
+        Ok(head) => Ok(response(head)),
+        // The work ended without an answer (it panicked): nothing was said.
+        Err(_) => {
+            let _ = worked.await;
+            Ok(made_json(500, None))
+        }
+    }
+}
+
+/// Step 1 of §1.3: a length that is a number, within the cap; no chunked request bodies.
+fn body_length(headers: &[(String, String)], cap: usize) -> Result<usize, u16> {
+    if wire::header(headers, "transfer-encoding").1 > 0 {
+        return Err(411);
+    }
+    let lengths: Vec<&str> =
+        headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.trim()).collect();
+    let Some(first) = lengths.first() else { return Ok(0) };
+    if lengths.iter().any(|l| l != first) || first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(400);
+    }
+    let length: usize = first.parse().map_err(|_| 413u16)?;
+    if length > cap {
+        return Err(413);
+    }
+    Ok(length)
+}
+
+/// Where a request's blocking work writes its answer: the head once, then the body in chunks
+/// (`Write`), each waiting at most `WRITE_TIMEOUT` for the client to take the one before.
+struct Sink {
+    head: Option<tokio::sync::oneshot::Sender<Head>>,
+    body: Option<tokio::sync::mpsc::Sender<Bytes>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Sink {
+    /// Send the head: the status and these header fields.
+    fn head(&mut self, status: u16, fields: Vec<(String, String)>) -> std::io::Result<()> {
+        let Some(head) = self.head.take() else {
+            return Err(std::io::Error::other("the head was sent already"));
+        };
+        let (sender, receiver) = tokio::sync::mpsc::channel(QUEUED_CHUNKS);
+        head.send(Head { status, fields, body: receiver })
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        self.body = Some(sender);
+        Ok(())
+    }
+
+    /// Whether the client went away: hyper dropped the answer (it saw the connection end).
+    fn gone(&self) -> bool {
+        match (&self.head, &self.body) {
+            (Some(head), _) => head.is_closed(),
+            (None, Some(body)) => body.is_closed(),
+            (None, None) => true,
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let Some(body) = &self.body else { return Err(std::io::ErrorKind::NotConnected.into()) };
+        if bytes.is_empty() {
+            return Ok(0);
+        }
+        let chunk = Bytes::copy_from_slice(bytes);
+        // The timer is made inside the runtime's context, whichever thread this is.
+        let sent = self.runtime.block_on(async { tokio::time::timeout(WRITE_TIMEOUT, body.send(chunk)).await });
+        match sent {
+            Ok(Ok(())) => Ok(bytes.len()),
+            Ok(Err(_)) => Err(std::io::ErrorKind::BrokenPipe.into()),
+            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 struct Request {
@@ -136,72 +532,26 @@ struct Request {
     headers: Vec<(String, String)>,
 }
 
-fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admission: Admission) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
-    let (received, cut) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
-    if let Err(limit) = admission.wait(&stream, Arc::clone(&received), Arc::clone(&cut)) {
-        return refused(&mut stream, &admission, limit);
-    }
-    let Ok(reader_side) = stream.try_clone() else { return };
-    let mut reader =
-        BufReader::new(Timed { stream: reader_side, until: Instant::now() + gate::HEAD_DEADLINE, received });
-    let request = match read_request(&mut reader) {
-        Ok(request) => request,
-        Err(_) if cut.load(Ordering::SeqCst) => return refused(&mut stream, &admission, Limit::Cut),
-        Err(408) => return refused(&mut stream, &admission, Limit::Head),
-        Err(status) => {
-            let _ = write_json(&mut stream, status, None);
-            return;
-        }
-    };
-    if request.method != "POST" && !admission.request_read() {
-        return refused(&mut stream, &admission, Limit::Cut);
-    }
-    let path = request.path.split('?').next().unwrap_or_default();
-    if let Some(protected) = config.protected.as_ref().filter(|p| p.serves(path)) {
-        // Public by design (RFC 9728): a client reads it to learn where to get a token.
-        let status = if request.method == "GET" { 200 } else { 405 };
-        let _ = write_json(&mut stream, status, (status == 200).then(|| protected.metadata()).as_ref());
-        return;
-    }
-    let wanted = config.path.trim_end_matches('/');
-    if path.trim_end_matches('/') != wanted {
-        let _ = write_json(&mut stream, 404, None);
-        return;
-    }
+/// A request read whole (the gate's checks and the path done): answered into `stream`.
+fn handle(stream: &mut Sink, engine: &Engine, config: &HttpConfig, request: &Request, body: Vec<u8>) {
     if request.method == "POST" {
-        let continue_first =
-            wire::header(&request.headers, "expect").0.is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
-        let body =
-            match read_body(&mut reader, &request.headers, config.max_body_bytes, continue_first.then_some(&stream)) {
-                Ok(body) => body,
-                Err(_) if cut.load(Ordering::SeqCst) => return refused(&mut stream, &admission, Limit::Cut),
-                Err(408) => return refused(&mut stream, &admission, Limit::Body),
-                Err(status) => {
-                    let _ = write_json(&mut stream, status, None);
-                    return;
-                }
-            };
-        if !admission.request_read() {
-            return refused(&mut stream, &admission, Limit::Cut);
-        }
         let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
         if let Err(answer) = wire::check_headers(&request.headers, &checks) {
-            let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+            let _ = write_json(stream, answer.status, answer.body.as_ref());
             return;
         }
-        if !bearer(&mut stream, engine, config, &request.headers) {
+        if !bearer(stream, engine, config, &request.headers) {
             return;
         }
         match wire::parse_post_with(&request.headers, &body, engine.unknown_methods(), &|t| engine.annotations_of(t)) {
             Err(answer) => {
                 log::warn(&format!("refused a request before forwarding: HTTP {}", answer.status));
-                let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+                let _ = write_json(stream, answer.status, answer.body.as_ref());
             }
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
                     if let Some(answer) = intercept::relayed_tool_use_refusal(&inbound.message) {
-                        let _ = write_json(&mut stream, answer.status, Some(&answer.body));
+                        let _ = write_json(stream, answer.status, Some(&answer.body));
                         return;
                     }
                     let is_response = inbound.message.get("method").is_none();
@@ -226,7 +576,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                     let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
                     let cursor = method.and_then(|m| tasks::read_param(m, &inbound.message));
                     let answering = method.map(|method| Answering { engine, id: &id, method, cursor });
-                    relay(&mut stream, config, "POST", &request.headers, &body, answering);
+                    relay(stream, config, "POST", &request.headers, &body, answering);
                 }
                 Kind::ToolCall { id, tool } => {
                     let lister = Lister { config, headers: &request.headers, revision: &inbound.revision };
@@ -239,7 +589,7 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
                         raw: &body,
                         lister: &lister,
                     };
-                    intercepted(&mut stream, engine, config, &call);
+                    intercepted(stream, engine, config, &call);
                 }
             },
         }
@@ -248,25 +598,25 @@ fn handle(mut stream: TcpStream, engine: &Engine, config: &HttpConfig, mut admis
     if request.method == "GET" || request.method == "DELETE" {
         let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
         if let Err(answer) = wire::check_headers(&request.headers, &checks) {
-            let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+            let _ = write_json(stream, answer.status, answer.body.as_ref());
             return;
         }
-        if !bearer(&mut stream, engine, config, &request.headers) {
+        if !bearer(stream, engine, config, &request.headers) {
             return;
         }
         if let Err(answer) = wire::revision(&request.headers, &Value::Null) {
-            let _ = write_json(&mut stream, answer.status, answer.body.as_ref());
+            let _ = write_json(stream, answer.status, answer.body.as_ref());
             return;
         }
-        relay(&mut stream, config, &request.method, &request.headers, &[], None);
+        relay(stream, config, &request.method, &request.headers, &[], None);
         return;
     }
-    let _ = write_json(&mut stream, 501, None);
+    let _ = write_json(stream, 501, None);
 }
 
 /// With `--identity-jwt`, the request's bearer token must verify for this resource before
 /// anything is parsed, relayed or decided: `false` when it was answered 401.
-fn bearer(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, headers: &[(String, String)]) -> bool {
+fn bearer(stream: &mut Sink, engine: &Engine, config: &HttpConfig, headers: &[(String, String)]) -> bool {
     let Some(protected) = &config.protected else { return true };
     match protected.check(engine.identity.as_ref(), headers) {
         Ok(()) => true,
@@ -277,73 +627,6 @@ fn bearer(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, headers:
             false
         }
     }
-}
-
-fn read_request(reader: &mut BufReader<Timed>) -> Result<Request, u16> {
-    let mut head = Vec::new();
-    loop {
-        let before = head.len();
-        match reader.by_ref().take((MAX_HEAD_BYTES + 1 - before) as u64).read_until(b'\n', &mut head) {
-            Ok(0) => return Err(400),
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
-                return Err(408)
-            }
-            Err(_) => return Err(400),
-        }
-        if head.len() > MAX_HEAD_BYTES {
-            return Err(431);
-        }
-        let line = &head[before..];
-        if (line == b"\r\n" || line == b"\n") && before > 0 {
-            break;
-        }
-    }
-    let mut fields = [httparse::EMPTY_HEADER; 128];
-    let mut parsed = httparse::Request::new(&mut fields);
-    match parsed.parse(&head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        _ => return Err(400),
-    }
-    let method = parsed.method.ok_or(400u16)?.to_owned();
-    let path = parsed.path.ok_or(400u16)?.to_owned();
-    let headers =
-        parsed.headers.iter().map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned())).collect();
-    Ok(Request { method, path, headers })
-}
-
-/// Step 1 of §1.3: a length that is a number, within the cap; no chunked request bodies. The
-/// body must arrive within its deadline (408 when it does not).
-fn read_body(
-    reader: &mut BufReader<Timed>,
-    headers: &[(String, String)],
-    cap: usize,
-    continue_on: Option<&TcpStream>,
-) -> Result<Vec<u8>, u16> {
-    if wire::header(headers, "transfer-encoding").1 > 0 {
-        return Err(411);
-    }
-    let lengths: Vec<&str> =
-        headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.trim()).collect();
-    let Some(first) = lengths.first() else { return Ok(Vec::new()) };
-    if lengths.iter().any(|l| l != first) || first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(400);
-    }
-    let length: usize = first.parse().map_err(|_| 413u16)?;
-    if length > cap {
-        return Err(413);
-    }
-    if let Some(mut client) = continue_on {
-        // The client waits for this before it sends the body (curl does so above 1 KiB).
-        let _ = client.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").and_then(|()| client.flush());
-    }
-    reader.get_mut().until = Instant::now() + gate::body_deadline(length);
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).map_err(|e| match e.kind() {
-        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => 408u16,
-        _ => 400,
-    })?;
-    Ok(body)
 }
 
 fn reason(status: u16) -> &'static str {
@@ -371,61 +654,40 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// A made-up answer: JSON with its type and length, or an empty body.
-fn write_json(stream: &mut TcpStream, status: u16, body: Option<&Value>) -> std::io::Result<()> {
+fn write_json(stream: &mut Sink, status: u16, body: Option<&Value>) -> std::io::Result<()> {
     write_json_with(stream, status, &[], body)
 }
 
 /// `write_json` with these extra header fields.
 fn write_json_with(
-    stream: &mut TcpStream,
+    stream: &mut Sink,
     status: u16,
     fields: &[(String, String)],
     body: Option<&Value>,
 ) -> std::io::Result<()> {
     let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
-    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
-    for (name, value) in fields {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
+    let mut fields = fields.to_vec();
     if body.is_some() {
-        head.push_str("Content-Type: application/json\r\n");
+        fields.push(("Content-Type".into(), "application/json".into()));
     }
-    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", bytes.len()));
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(&bytes)?;
-    stream.flush()
+    fields.push(("Content-Length".into(), bytes.len().to_string()));
+    stream.head(status, fields)?;
+    stream.write_all(&bytes)
 }
 
 /// The upstream's status and end-to-end headers; the body is framed by length when known,
-/// else by closing the connection.
+/// else chunked (hyper's framing of an answer of unknown length on HTTP/1.1).
 fn write_head(
-    stream: &mut TcpStream,
+    stream: &mut Sink,
     status: u16,
     headers: &[(String, String)],
     length: Option<usize>,
 ) -> std::io::Result<()> {
-    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
-    for (name, value) in end_to_end_response(headers) {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
+    let mut fields = end_to_end_response(headers);
     if let Some(length) = length {
-        head.push_str(&format!("Content-Length: {length}\r\n"));
+        fields.push(("Content-Length".into(), length.to_string()));
     }
-    head.push_str("Connection: close\r\n\r\n");
-    stream.write_all(head.as_bytes())?;
-    stream.flush()
-}
-
-/// Whether the client closed its side: a read that would block means it is still there.
-fn client_gone(stream: &TcpStream) -> bool {
-    if stream.set_nonblocking(true).is_err() {
-        return false;
-    }
-    let mut probe = [0u8; 1];
-    let gone = matches!(stream.peek(&mut probe), Ok(0))
-        || matches!(stream.peek(&mut probe), Err(e) if e.kind() != std::io::ErrorKind::WouldBlock);
-    let _ = stream.set_nonblocking(false);
-    gone
+    stream.head(status, fields)
 }
 
 fn dialer(config: &HttpConfig) -> &Dialer {
@@ -458,7 +720,7 @@ impl Answering<'_> {
 /// tool set) and rewritten where the gateway says (`lists`); everything else is relayed as it
 /// came, an event stream byte for byte.
 fn relay(
-    stream: &mut TcpStream,
+    stream: &mut Sink,
     config: &HttpConfig,
     method: &str,
     headers: &[(String, String)],
@@ -646,9 +908,9 @@ pub fn poll_tasks(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
 }
 
 /// One `tools/call` through the kernel: refuse, or forward on a fresh connection and record.
-fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, call: &Call<'_>) {
-    let probe = stream.try_clone().ok();
-    let present = move || probe.as_ref().is_none_or(|probe| !client_gone(probe));
+fn intercepted(stream: &mut Sink, engine: &Engine, config: &HttpConfig, call: &Call<'_>) {
+    let watched = &*stream;
+    let present = move || !watched.gone();
     let admitted = match engine.admit(call, &present) {
         Ok(admitted) => admitted,
         Err(answer) => {
@@ -713,7 +975,7 @@ fn intercepted(stream: &mut TcpStream, engine: &Engine, config: &HttpConfig, cal
 /// An intercepted answer on an event stream: every event before the final one relayed at once
 /// without its `id:` line; the outcome recorded before the client sees the final event.
 fn streamed(
-    stream: &mut TcpStream,
+    stream: &mut Sink,
     engine: &Engine,
     mut admitted: Admitted,
     response: &mut upstream::Response,
@@ -781,7 +1043,7 @@ fn streamed(
             Ok(Ok(chunk)) => chunk,
             Ok(Err(observation)) => break 'read observation,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if client_gone(stream) {
+                if stream.gone() {
                     break 'read Observation::Broken("the client went away mid-stream".into());
                 }
                 continue;
@@ -891,4 +1153,61 @@ fn resumed(admitted: &mut Admitted, awaited: &[(String, std::sync::mpsc::Receive
 /// A JSON-RPC response (no `method`) to the request with this id.
 fn is_response_to(envelope: &Value, id: &Value) -> bool {
     envelope.get("method").is_none() && envelope.get("id") == Some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_body_is_framed_by_one_decimal_length_within_the_cap() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Result<usize, u16>);
+        let cases: &[Case<'_>] = &[
+            (&[], Ok(0)),
+            (&[("Content-Length", "12")], Ok(12)),
+            (&[("content-length", "64")], Ok(64)),
+            (&[("Content-Length", "65")], Err(413)),
+            (&[("Content-Length", "99999999999999999999999")], Err(413)),
+            (&[("Content-Length", "12"), ("Content-Length", "12")], Ok(12)),
+            (&[("Content-Length", "12"), ("Content-Length", "13")], Err(400)),
+            (&[("Content-Length", "+12")], Err(400)),
+            (&[("Content-Length", "")], Err(400)),
+            (&[("Content-Length", "0x10")], Err(400)),
+            (&[("Transfer-Encoding", "chunked")], Err(411)),
+            (&[("Transfer-Encoding", "chunked"), ("Content-Length", "3")], Err(411)),
+        ];
+        for (headers, expected) in cases {
+            let headers: Vec<(String, String)> =
+                headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            assert_eq!(body_length(&headers, 64), *expected, "{headers:?}");
+        }
+    }
+
+    #[test]
+    fn a_sink_takes_the_client_for_gone_once_hyper_dropped_the_answer() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let sink = |head| Sink { head: Some(head), body: None, runtime: runtime.handle().clone() };
+        // Before the head: gone when the answer's receiver is dropped (hyper saw the client leave).
+        let (head, headed) = tokio::sync::oneshot::channel();
+        let mut before = sink(head);
+        assert!(!before.gone());
+        drop(headed);
+        assert!(before.gone());
+        assert!(before.head(200, Vec::new()).is_err(), "no head goes to a client gone");
+        // After the head: the body's chunks arrive in order until the body is dropped.
+        let (head, headed) = tokio::sync::oneshot::channel();
+        let mut after = sink(head);
+        after.head(200, vec![("Content-Type".into(), "text/event-stream".into())]).expect("head");
+        assert!(after.head(200, Vec::new()).is_err(), "one head only");
+        let mut received = headed.blocking_recv().expect("the head");
+        assert_eq!((received.status, received.fields.len()), (200, 1));
+        after.write_all(b"data: 1\n\n").expect("a chunk");
+        after.write_all(b"data: 2\n\n").expect("a chunk");
+        assert_eq!(received.body.blocking_recv().as_deref(), Some(&b"data: 1\n\n"[..]));
+        assert_eq!(received.body.blocking_recv().as_deref(), Some(&b"data: 2\n\n"[..]));
+        assert!(!after.gone());
+        drop(received);
+        assert!(after.gone());
+        assert_eq!(after.write_all(b"data: 3\n\n").map_err(|e| e.kind()), Err(std::io::ErrorKind::BrokenPipe));
+    }
 }

@@ -412,7 +412,8 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
             let _ = std::net::TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         })
     };
-    let active = http::serve(listener, Arc::clone(&engine), http_config, &stopping);
+    let active =
+        http::serve(listener, Arc::clone(&engine), http_config, Arc::clone(&stopping)).map_err(Failure::internal)?;
     if !stopping.load(Ordering::SeqCst) {
         return Err(Failure::new(EXIT_INTERNAL, "internal", "the listener stopped".into()));
     }

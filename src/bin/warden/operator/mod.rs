@@ -30,6 +30,7 @@ use serde_json::Value;
 use crate::console::{self, approvers};
 use crate::exit::Failure;
 use crate::output::shown;
+use crate::server;
 use tools::{rpc_error, Server, INVALID_REQUEST, PARSE_ERROR};
 
 /// The environment variable `--stdio` reads the operator token from.
@@ -37,7 +38,7 @@ pub const TOKEN_ENV: &str = "WARDEN_OPERATOR_TOKEN";
 /// The path the Streamable HTTP endpoint is served at.
 pub const PATH: &str = "/mcp";
 /// The largest message over either transport (the console's body limit).
-const MAX_MESSAGE: usize = console::MAX_BODY;
+const MAX_MESSAGE: usize = server::MAX_BODY;
 /// The largest token file read.
 const MAX_TOKEN_FILE: u64 = 4096;
 
@@ -77,7 +78,7 @@ pub fn run(args: &OperatorArgs, store: &Path, config: Option<&Path>) -> Result<(
         return serve_stdio(&server, token.as_deref());
     }
     // Refused before the store is opened: a non-loopback address touches nothing.
-    let (address, tls) = console::listen_address(&args.listen, &args.tls, "the operator server")?;
+    let (address, tls) = server::listen_address(&args.listen, &args.tls, "the operator server")?;
     if std::env::var_os(TOKEN_ENV).is_some() {
         crate::output::write_stderr(&format!(
             "${TOKEN_ENV} is not used over HTTP: each client sends its own `Authorization: Bearer` \
@@ -85,14 +86,14 @@ pub fn run(args: &OperatorArgs, store: &Path, config: Option<&Path>) -> Result<(
         ));
     }
     let server = Server { kernel: crate::store_commands::open_store(Some(store))?, registry, sso };
-    let bound = console::Bound::bind(address, tls)?;
+    let bound = server::Bound::bind(address, tls)?;
     let http = Arc::new(Http { server, hosts: bound.hosts.clone(), origin: bound.scheme() });
-    let router = console::limits(Router::new().route(PATH, post(mcp).get(no_stream).delete(no_stream)))
+    let router = server::limits(Router::new().route(PATH, post(mcp).get(no_stream).delete(no_stream)))
         .fallback(not_found)
         .with_state(http);
-    let runtime = console::runtime()?;
+    let runtime = server::runtime()?;
     crate::output::write_stdout(&format!("{}{PATH}\n", bound.base()))?;
-    runtime.block_on(console::serve(bound, router))
+    runtime.block_on(server::serve(bound, router))
 }
 
 /// The operator token for `--stdio`: the file's first line, else the environment's; none is
@@ -216,7 +217,7 @@ async fn mcp(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> 
     };
     let worker = Arc::clone(&http);
     let checked = token.clone();
-    let known = console::blocking(move || Ok(worker.server.caller(&checked))).await;
+    let known = server::blocking(move || Ok(worker.server.caller(&checked))).await;
     if let Ok(Err(why)) | Err(crate::exit::Failure { message: why, .. }) = known {
         let mut response = refused(StatusCode::UNAUTHORIZED, &format!("{why}; nothing was changed"));
         response.headers_mut().insert(
@@ -241,7 +242,7 @@ async fn mcp(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> 
         Err(answer) => return json(StatusCode::BAD_REQUEST, &answer),
     };
     let worker = Arc::clone(&http);
-    match console::blocking(move || Ok(worker.server.handle(&message, Some(&token)))).await {
+    match server::blocking(move || Ok(worker.server.handle(&message, Some(&token)))).await {
         Ok(Some(answer)) => json(StatusCode::OK, &answer),
         Ok(None) => StatusCode::ACCEPTED.into_response(),
         Err(failure) => json(

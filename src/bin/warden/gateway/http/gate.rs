@@ -7,7 +7,6 @@
 //! to make room — the longest-held first — so slow clients hold slots only while nobody waits.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::net::{IpAddr, Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -333,7 +332,7 @@ impl Admission {
 
     /// The request is read whole: from now on the connection is being served, never cut. `false`
     /// when it was cut before that (its socket is then shut for reading, so it must not be
-    /// served: a peek would take the client for gone).
+    /// served: the listener would take the client for gone).
     #[must_use]
     pub fn request_read(&self) -> bool {
         !self.gate.lock().stop_reading(self.ticket)
@@ -362,28 +361,6 @@ impl Drop for Admission {
     }
 }
 
-/// The client's side of a connection, read against a deadline: each read may block only for
-/// the time left (the socket's read timeout is set to it before every read), and every byte
-/// read is counted.
-pub struct Timed {
-    pub stream: TcpStream,
-    pub until: Instant,
-    pub received: Arc<AtomicU64>,
-}
-
-impl Read for Timed {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::ErrorKind::TimedOut.into());
-        }
-        self.stream.set_read_timeout(Some(left))?;
-        let n = self.stream.read(buf)?;
-        self.received.fetch_add(n as u64, Ordering::SeqCst);
-        Ok(n)
-    }
-}
-
 /// How long a body of `length` bytes may take once the head has arrived.
 pub fn body_deadline(length: usize) -> Duration {
     BODY_DEADLINE + Duration::from_millis((length as u64).saturating_mul(1000) / MIN_RATE)
@@ -392,6 +369,7 @@ pub fn body_deadline(length: usize) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     #[test]
