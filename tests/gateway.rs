@@ -217,6 +217,8 @@ fn serve_one(
     let is_task = body.get("method").and_then(Value::as_str).is_some_and(|m| m.starts_with("tasks/"));
     let scripted = is_call
         || is_task
+        // A relayed method the tests script (no test otherwise sends it).
+        || body.get("method") == Some(&json!("prompts/get"))
         || (method == "GET"
             && headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("accept") && v == "text/event-stream"));
     recorded.lock().expect("requests").push(Recorded { method: method.clone(), headers, body: body.clone() });
@@ -5274,6 +5276,60 @@ fn an_api_key_from_the_credentials_directory_replaces_the_clients_header_and_rot
     assert!(stdout.contains("upstream credential api_key in X-Api-Key from UPSTREAM_KEY (from files in "), "{stdout}");
     nowhere(dir.path(), UPSTREAM_SECRET, &[&stdout, &stderr]);
     nowhere(dir.path(), "rotated-key-2", &[&stdout, &stderr]);
+}
+
+/// The echo guard: an upstream that echoes the gateway's own credential back — as is, in base64,
+/// JSON-escaped, in an event stream, in a relayed answer, in a response header — has every echo
+/// `[REDACTED]` before the client sees it; the rest of the answer is relayed as it was, and the
+/// value is in no output, log, receipt or store byte.
+#[test]
+fn an_upstream_that_echoes_the_gateways_credential_never_shows_it_to_the_client() {
+    use base64::Engine as _;
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway =
+        credentialed(dir.path(), &upstream, "{mode: bearer, credential: UPSTREAM_TOKEN}", Some(UPSTREAM_SECRET), &[]);
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("Bearer {UPSTREAM_SECRET}"));
+    let escaped: String = UPSTREAM_SECRET.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    // An intercepted call answered with JSON.
+    upstream.then(Script::Result(json!({
+        "content": [{"type": "text", "text": format!("you sent Bearer {UPSTREAM_SECRET}, thanks")}],
+        "structuredContent": {"seen": encoded, "kept": "ordinary text"},
+    })));
+    let called = gateway.call(1, "read_only", json!({}), "a");
+    assert_eq!(called.meta()["result"], "committed", "{}", called.text);
+    let result = &called.json()["result"];
+    assert_eq!(result["content"][0]["text"], "you sent Bearer [REDACTED], thanks", "{}", called.text);
+    assert_eq!(result["structuredContent"]["kept"], "ordinary text");
+    assert!(result["structuredContent"]["seen"].as_str().is_some_and(|s| s.contains("[REDACTED]")), "{}", called.text);
+    // An intercepted call answered as an event stream, the value JSON-escaped.
+    let event = format!(
+        "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"token {escaped}\"}}]}}}}\n\n"
+    );
+    // The scripted upstream answers with static text.
+    let event: &'static str = Box::leak(event.into_boxed_str());
+    upstream.then(Script::Raw(200, vec![("Content-Type", "text/event-stream")], event));
+    let streamed = gateway.call(2, "read_only", json!({}), "a");
+    assert!(streamed.text.contains("token [REDACTED]"), "{}", streamed.text);
+    // A relayed request, its answer echoing the value in the body and in a header.
+    let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{{\"echo\":\"{UPSTREAM_SECRET}\"}}}}");
+    let body: &'static str = Box::leak(body.into_boxed_str());
+    let header: &'static str = Box::leak(format!("Bearer {UPSTREAM_SECRET}").into_boxed_str());
+    upstream.then(Script::Raw(200, vec![("Content-Type", "application/json"), ("Mcp-Session-Id", header)], body));
+    let relayed =
+        gateway.post(&[("X-Agent", "a")], r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"p"}}"#);
+    assert_eq!(relayed.status, 200, "{}", relayed.text);
+    assert_eq!(relayed.json()["result"]["echo"], "[REDACTED]", "{}", relayed.text);
+    let everything = [&called, &streamed, &relayed]
+        .iter()
+        .map(|answer| format!("{:?} {}", answer.headers, answer.text))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!everything.contains(&encoded), "the base64 form reached the client: {everything}");
+    let receipts = serde_json::to_string(&gateway.receipts()).expect("json");
+    let (stdout, stderr) = stopped(gateway);
+    assert!(stderr.contains("the upstream echoed the gateway's own credential"), "{stderr}");
+    nowhere(dir.path(), UPSTREAM_SECRET, &[&everything, &stdout, &stderr, &receipts]);
 }
 
 /// A reference with no value: the gateway starts and says so; every call is refused -41020

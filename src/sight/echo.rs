@@ -113,6 +113,11 @@ impl Echo {
         Echo { forms: Vec::new() }
     }
 
+    /// Whether there is nothing to guard (no credential, or one too short to guard).
+    pub fn is_empty(&self) -> bool {
+        self.forms.is_empty()
+    }
+
     /// `text` with every guarded form replaced by `[REDACTED]` — in every view the sights
     /// search (as is, JSON string escapes decoded, wrapped base64 with its whitespace removed) —
     /// and how many were replaced. For a caller that relays whole messages (the gateway); one

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use warden::sight::config::Auth;
 use warden::sight::credentials::{credential_for, AuthSpec, CredentialProvider, DirectoryProvider, EnvProvider};
+use warden::sight::echo::Echo;
 use zeroize::Zeroizing;
 
 /// How the gateway authenticates to its HTTP upstream.
@@ -41,6 +42,9 @@ impl CredentialProvider for GatewayEnv {
 pub struct Header {
     pub name: String,
     pub value: Zeroizing<String>,
+    /// The echo guard for this value and the values it was built from: what the upstream's
+    /// answer to this request is scrubbed of before it reaches the client.
+    pub echo: Echo,
 }
 
 impl std::fmt::Debug for Header {
@@ -92,7 +96,11 @@ impl UpstreamCredential {
     /// it was looked for; never a value).
     pub fn header(&self) -> Result<Header, String> {
         match credential_for(&self.spec, self.provider.as_ref()) {
-            Ok(Some(sent)) => Ok(Header { name: sent.name, value: sent.value }),
+            Ok(Some(sent)) => {
+                let parts: Vec<&str> = sent.parts.iter().map(|part| part.as_str()).collect();
+                let echo = Echo::for_sent(Some(&sent.value), &parts);
+                Ok(Header { name: sent.name, value: sent.value, echo })
+            }
             Ok(None) => Err("the upstream credential's mode sends no header".to_owned()),
             Err(error) => Err(error.message),
         }

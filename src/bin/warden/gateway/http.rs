@@ -991,7 +991,7 @@ fn streamed(
     // One reader thread feeds the upstream's bytes through a one-slot queue while this thread
     // looks at the client every 100 ms: a client gone mid-stream is noticed even while the
     // upstream is silent, and the upstream socket is shut at once.
-    let mut body = std::mem::replace(&mut response.body, upstream::Body::Empty);
+    let mut body = std::mem::replace(&mut response.body, upstream::Guarded::empty());
     let (chunks, received) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, Observation>>(1);
     // While a server request relayed on this stream awaits the client's answer (legacy
     // elicitation: a human may be typing), the upstream's silence is bounded by

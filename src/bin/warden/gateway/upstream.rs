@@ -4,12 +4,15 @@
 //! AMBIGUOUS). No proxy is ever read from the environment, nothing is decompressed, no redirect
 //! is followed (a 3xx is relayed as the upstream's answer). Every request made here carries the
 //! gateway's own upstream credential when the document sets one (`credential`), resolved
-//! before the connection is opened, in place of any header of that name from the client.
+//! before the connection is opened, in place of any header of that name from the client, and
+//! the answer is scrubbed of that credential (`Guarded`, the sights' echo guard) before any of
+//! it is relayed: an upstream that echoes it back never shows it to the client.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use warden::sight::echo::Echo;
 use zeroize::Zeroizing;
 
 use super::credential::UpstreamCredential;
@@ -109,8 +112,9 @@ pub enum Failure {
 /// An answer's head and its body, still on the wire.
 pub struct Response {
     pub status: u16,
+    /// Scrubbed of the gateway's credential, as the body is.
     pub headers: Vec<(String, String)>,
-    pub body: Body,
+    pub body: Guarded,
     /// A handle on the socket to shut it down from another thread (a client gone mid-stream).
     pub socket: TcpStream,
 }
@@ -149,7 +153,7 @@ pub fn send(
 ) -> Result<Response, Failure> {
     let timeouts = &dialer.timeouts;
     // Resolved for this request only, before any connection: a missing value sends nothing.
-    let credential = match &dialer.credential {
+    let mut credential = match &dialer.credential {
         Some(credential) => Some(credential.header().map_err(Failure::NoCredential)?),
         None => None,
     };
@@ -188,6 +192,7 @@ pub fn send(
     // One buffer of exactly the request's size (never reallocated, so no copy of the
     // credential is left behind), zeroized when dropped.
     let secret_len = credential.as_ref().map_or(0, |c| c.name.len() + 2 + c.value.len() + 2);
+    let echo = credential.as_mut().map_or_else(Echo::none, |c| std::mem::replace(&mut c.echo, Echo::none()));
     let mut wire = Zeroizing::new(Vec::with_capacity(head.len() + secret_len + tail.len() + body.len()));
     wire.extend_from_slice(head.as_bytes());
     if let Some(credential) = &credential {
@@ -208,7 +213,19 @@ pub fn send(
             continue;
         }
         let body = Body::framed(reader, status, method, &headers).map_err(Failure::Broken)?;
-        return Ok(Response { status, headers, body, socket });
+        let mut headers = headers;
+        if !echo.is_empty() {
+            for (name, value) in &mut headers {
+                let (scrubbed, found) = echo.scrub_text(value);
+                if found > 0 {
+                    super::log::warn(&format!(
+                        "the upstream echoed the gateway's own credential in its {name} header; redacted"
+                    ));
+                    *value = scrubbed;
+                }
+            }
+        }
+        return Ok(Response { status, headers, body: Guarded::new(body, echo), socket });
     }
 }
 
@@ -439,6 +456,92 @@ impl Read for Body {
     }
 }
 
+/// The longest line `Guarded` holds back before scrubbing what it has (an answer's own cap).
+const MAX_GUARDED_LINE: usize = 64 * 1024 * 1024;
+
+/// A body scrubbed of the gateway's own credential (the sights' echo guard) before any of it is
+/// read: line by line — a JSON string never spans a line, nor does an event stream's field — so a
+/// line is held back until its `\n` (or the end) has arrived, and then every guarded form in it,
+/// in any view the sights search, is `[REDACTED]`. A read that fails (a timeout) keeps what was
+/// held, so it can be tried again. With nothing to guard it is the body as it is.
+pub struct Guarded {
+    body: Body,
+    echo: Echo,
+    /// Bytes read but not yet scrubbed: the start of a line.
+    held: Vec<u8>,
+    /// Scrubbed bytes not yet returned, from `at` on.
+    ready: Vec<u8>,
+    at: usize,
+    ended: bool,
+    /// Whether an echo was found (logged once).
+    echoed: bool,
+}
+
+impl Guarded {
+    pub fn new(body: Body, echo: Echo) -> Guarded {
+        Guarded { body, echo, held: Vec::new(), ready: Vec::new(), at: 0, ended: false, echoed: false }
+    }
+
+    /// No body.
+    pub fn empty() -> Guarded {
+        Guarded::new(Body::Empty, Echo::none())
+    }
+
+    /// Scrub `bytes` (whole lines, or the last of the body) into `ready`.
+    fn release(&mut self, bytes: Vec<u8>) {
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            // JSON and event streams are UTF-8: anything else is searched as the text it decodes to.
+            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+        };
+        let (scrubbed, found) = self.echo.scrub_text(&text);
+        if found > 0 && !self.echoed {
+            self.echoed = true;
+            super::log::warn(
+                "the upstream echoed the gateway's own credential in its answer; redacted before relaying",
+            );
+        }
+        self.ready = scrubbed.into_bytes();
+        self.at = 0;
+    }
+}
+
+impl Read for Guarded {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.echo.is_empty() {
+            return self.body.read(out);
+        }
+        loop {
+            if self.at < self.ready.len() {
+                let n = out.len().min(self.ready.len() - self.at);
+                out[..n].copy_from_slice(&self.ready[self.at..self.at + n]);
+                self.at += n;
+                return Ok(n);
+            }
+            if self.ended {
+                return Ok(0);
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self.body.read(&mut chunk)?;
+            if n == 0 {
+                self.ended = true;
+                let rest = std::mem::take(&mut self.held);
+                self.release(rest);
+                continue;
+            }
+            self.held.extend_from_slice(&chunk[..n]);
+            if let Some(last) = self.held.iter().rposition(|&b| b == b'\n') {
+                let rest = self.held.split_off(last + 1);
+                let lines = std::mem::replace(&mut self.held, rest);
+                self.release(lines);
+            } else if self.held.len() > MAX_GUARDED_LINE {
+                let held = std::mem::take(&mut self.held);
+                self.release(held);
+            }
+        }
+    }
+}
+
 /// Complete `line` up to its `\n` (at most 1024 bytes). An error leaves what was read in
 /// `line` (`read_until` keeps it), so the call can be repeated after a timeout.
 fn whole_line(reader: &mut BufReader<Wire>, line: &mut Vec<u8>) -> std::io::Result<()> {
@@ -463,7 +566,7 @@ fn chunk_size(line: &[u8]) -> std::io::Result<u64> {
 }
 
 /// Read a whole body up to `cap` bytes.
-pub fn read_all(body: &mut Body, cap: usize) -> Result<Vec<u8>, String> {
+pub fn read_all(body: &mut Guarded, cap: usize) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let read = body.take(cap as u64 + 1).read_to_end(&mut out);
     match read {
