@@ -17,6 +17,10 @@
 //! the spans handed to a batch processor whose exporter drops them. `interleaved` then also
 //! alternates the untraced cycle with that one.
 
+// The `warden` binary's allocator, so the SDK rows cost what they cost in `warden gateway`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;

@@ -10,6 +10,11 @@
 //! (`check` prints its own `{"ok": false, ...}`), so stdout always holds exactly one JSON
 //! document.
 
+/// mimalloc, not glibc's allocator: the gateway's telemetry allocates on one thread and frees
+/// on the exporter's (Cargo.toml says what it measured).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod about;
 mod approval_view;
 mod authority_commands;
