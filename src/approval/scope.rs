@@ -740,4 +740,36 @@ mod tests {
         );
         assert_eq!(grant.to_json(grant.expires_at + 1)["state"], "expired");
     }
+
+    #[test]
+    fn a_scope_given_as_json_is_read_whole_or_refused_naming_the_field() {
+        let read = Scope::from_json(&serde_json::json!(
+            {"uses": 9, "minutes": 30, "fixed": ["/customer_id"], "at_most": {"/amount": 5000, "/fee": 2.5}}
+        ));
+        assert_eq!(
+            read.ok(),
+            Some(scope(9, 30, &["/customer_id"], &[("/amount", "5000"), ("/fee", "2.5")])),
+            "every field, bounds as their JSON number text"
+        );
+        let bare = Scope::from_json(&serde_json::json!({"uses": 1, "minutes": 2, "fixed": null}));
+        assert_eq!(bare.ok(), Some(scope(1, 2, &[], &[])));
+        for (value, says) in [
+            (serde_json::json!([1]), "scope must be an object"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "max": 2}), "scope has no field \"max\""),
+            (serde_json::json!({"minutes": 1}), "scope.uses must be an integer"),
+            (serde_json::json!({"uses": 1}), "scope.minutes must be an integer"),
+            (serde_json::json!({"uses": -1, "minutes": 1}), "scope.uses must be an integer"),
+            (serde_json::json!({"uses": 1.5, "minutes": 1}), "scope.uses must be an integer"),
+            (serde_json::json!({"uses": 1, "minutes": 4_294_967_296_u64}), "scope.minutes must be an integer"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "fixed": "/a"}), "scope.fixed must be a list"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "fixed": [1]}), "scope.fixed must be a list"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "at_most": {"/a": "5"}}), "scope.at_most maps"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "at_most": ["/a"]}), "scope.at_most maps"),
+        ] {
+            match Scope::from_json(&value) {
+                Err(Error::InvalidInput(message)) => assert!(message.contains(says), "{value}: {message}"),
+                other => panic!("{value}: {other:?}"),
+            }
+        }
+    }
 }
