@@ -427,6 +427,12 @@ fn asks(outcome: Outcome) -> String {
     }
 }
 
+/// The receipts' documents, in chain order.
+fn receipts(warden: &warden::Warden) -> Vec<Value> {
+    let rows = warden.kernel().receipts(1, 1000).expect("receipts");
+    rows.into_iter().map(|(_, row)| serde_json::from_str(&row.document).expect("a receipt document")).collect()
+}
+
 /// A store holding one pending request made under `SCOPED_DOCUMENT`.
 fn scoped_store() -> Store {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -470,12 +476,8 @@ fn an_operator_scoped_grant_covers_the_next_proposals_until_used_up_or_revoked()
             Outcome::Asks(id) => panic!("{payment} asked a human ({id}) with a use left"),
         }
     }
-    let covered: Vec<Value> = warden
-        .kernel()
-        .receipts(1, 1000)
-        .expect("receipts")
+    let covered: Vec<Value> = receipts(&warden)
         .into_iter()
-        .map(|(_, row)| serde_json::from_str::<Value>(&row.document).expect("a receipt document"))
         .filter(|d| d["action"] == "stripe.refund" && d["scoped_grant_id"] == grant_id.as_str())
         .collect();
     let payments: Vec<&Value> = covered.iter().map(|d| &d["arguments"]["payment_id"]).collect();
@@ -514,12 +516,8 @@ fn an_operator_scoped_grant_covers_the_next_proposals_until_used_up_or_revoked()
     approved.approval_id = Some(&second.approval_id);
     warden.submit(&approved).expect("the approved refund").commit(&json!({"ok": true})).expect("commit");
     asks(submit(&warden, &ada_refund("p4", 4000)));
-    let revocations = warden
-        .kernel()
-        .receipts(1, 1000)
-        .expect("receipts")
-        .into_iter()
-        .map(|(_, row)| serde_json::from_str::<Value>(&row.document).expect("a receipt document"))
+    let revocations = receipts(&warden)
+        .iter()
         .filter(|d| d["action"] == "warden.approval.scoped_revoke" && d["scoped_grant_id"] == revoked_id.as_str())
         .count();
     assert_eq!(revocations, 1, "the revocation has its own receipt");

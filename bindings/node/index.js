@@ -666,6 +666,9 @@ class Warden {
     // The library reads the scope and refuses any field it does not know: `atMost` is its
     // `at_most`, and everything else is passed as given.
     const { atMost, ...rest } = scope;
+    if (atMost !== undefined && 'at_most' in rest) {
+      throw new TypeError('approveScoped(id, { scope }): give atMost or at_most, not both');
+    }
     const wire = atMost === undefined ? rest : { ...rest, at_most: atMost };
     const approver = agent === undefined || agent === null ? by : { agent, user: by };
     const answer = { approval_id: id, approver, verified: verified ?? null, action_hash: actionHash ?? null, scope: wire };
