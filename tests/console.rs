@@ -17,6 +17,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use warden::{Action, Decision, Error, Kernel, KernelOptions, Principal, Proposal, Ruling, Template, TemplateMode};
 
+mod common;
+
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
 /// A store with one approved and executed `stripe.refund` (amount 4000), one AMBIGUOUS effect
@@ -878,4 +880,117 @@ fn the_inbox_makes_lists_and_revokes_a_scoped_grant() {
     let all = store.json(&["grants", "list", "--all"]);
     assert_eq!(all["grants"][0]["revoked"]["by"], "console:bob", "{all}");
     assert_eq!(all["grants"][0]["state"], "revoked");
+}
+
+/// Single sign-on: with the document's `sign_in` naming an issuer, "Sign in with single sign-on"
+/// reads the token from the header the proxy sets, and only a token that passes every check —
+/// in that one header, on a same-origin POST — opens a session, which ends when the token does.
+/// Every refusal sets no cookie and never shows the token; the session then answers as
+/// `console:NAME` verified by the issuer, with the roles the token lists, and the requester is
+/// still refused as approver.
+#[test]
+fn single_sign_on_signs_in_only_with_a_token_the_documents_issuer_vouches_for() {
+    use common::idp::{Idp, ISSUER};
+    let store = Store::new();
+    let idp = Idp::new(store.dir.path(), "idp");
+    let stranger = Idp::new(store.dir.path(), "stranger");
+    let header = "X-Auth-Request-Access-Token";
+    let document = idp.document(store.dir.path(), header);
+    let console = Console::start(&store.path(), &["--config", document.to_str().expect("utf-8")]);
+    let page = console.get("/login", None);
+    assert!(page.body.contains("Sign in with single sign-on"), "{}", page.body);
+    let same_origin = [("Origin", "null"), ("Sec-Fetch-Site", "same-origin")];
+    let with = |token: &str| -> Response {
+        let mut headers = same_origin.to_vec();
+        headers.push((header, token));
+        console.send("POST", "/login/sso", &headers, "")
+    };
+    let good = |sub: &str| Idp::claims(sub, &["finance", "ops"], 300);
+    let claims_without = |field: &str| {
+        let mut claims = good("bob");
+        claims.as_object_mut().expect("object").remove(field);
+        claims
+    };
+    let wrong = |field: &str, value: Value| {
+        let mut claims = good("bob");
+        claims[field] = value;
+        claims
+    };
+    let before = store.bytes();
+    let refusals: Vec<(String, u16, &str)> = vec![
+        (idp.sign(&wrong("aud", json!("another-app")), "JWT"), 403, "aud"),
+        (idp.sign(&wrong("iss", json!("https://id.example.com/evil")), "JWT"), 403, "iss"),
+        (idp.sign(&wrong("exp", json!(common::idp::now_seconds() - 3600)), "JWT"), 403, "expired"),
+        (idp.sign(&wrong("nbf", json!(common::idp::now_seconds() + 3600)), "JWT"), 403, "nbf"),
+        (idp.sign(&claims_without("exp"), "JWT"), 403, "exp is required"),
+        (idp.sign(&claims_without("sub"), "JWT"), 403, "claim"),
+        (idp.sign(&good("bob"), "at+jwt"), 403, "typ"),
+        (stranger.sign(&good("bob"), "JWT"), 403, "signature"),
+        ("Basic Ym9iOmJvYg==".to_owned(), 403, "neither"),
+        ("not.a.token".to_owned(), 403, "rejected"),
+    ];
+    for (token, status, says) in &refusals {
+        let refused = with(token);
+        assert_eq!(refused.status, *status, "{says}: {}", refused.body);
+        assert!(refused.body.contains(says), "{says}: {}", refused.body);
+        assert!(refused.header("set-cookie").is_none(), "{says}: a cookie was set");
+        assert!(!refused.body.contains(token.as_str()), "{says}: the token is shown");
+    }
+    let valid = idp.sign(&good("bob"), "JWT");
+    // No header, the header twice, a cross-site POST: no session, nothing spent.
+    let none = console.send("POST", "/login/sso", &same_origin, "");
+    assert_eq!(none.status, 401, "{}", none.body);
+    let mut twice = same_origin.to_vec();
+    twice.extend([(header, valid.as_str()), (header, valid.as_str())]);
+    assert_eq!(console.send("POST", "/login/sso", &twice, "").status, 401);
+    let cross = console.send("POST", "/login/sso", &[("Sec-Fetch-Site", "cross-site"), (header, &valid)], "");
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    assert!(cross.header("set-cookie").is_none());
+    // A GET signs nobody in.
+    assert_eq!(console.send("GET", "/login/sso", &[(header, &valid)], "").status, 405);
+    assert_eq!(store.bytes(), before, "a refused sign-in wrote to the store");
+
+    // The requester's own name signs in, and the kernel refuses it as approver.
+    let ada = with(&idp.sign(&good("ada"), "JWT"));
+    assert_eq!(ada.status, 303, "{}", ada.body);
+    let ada_cookie = ada.header("set-cookie").expect("a cookie").split(';').next().expect("pair").to_owned();
+    let csrf = console.get("/", Some(&ada_cookie)).csrf();
+    let id = &store.approval_id;
+    let hash = approval(&store)["action_hash"].as_str().expect("hash").to_owned();
+    let refused = console.post("/approve", Some(&ada_cookie), &format!("csrf={csrf}&id={id}&hash={hash}"));
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(store.bytes(), before, "the requester's refused answer wrote to the store");
+
+    let signed_in = with(&valid);
+    assert_eq!(signed_in.status, 303, "{}", signed_in.body);
+    let set = signed_in.header("set-cookie").expect("a cookie");
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    // The session ends with the token (300 s), not after the console's 12 hours.
+    let max_age: u64 = set
+        .split(';')
+        .find_map(|part| part.trim().strip_prefix("Max-Age="))
+        .and_then(|age| age.parse().ok())
+        .expect("Max-Age");
+    assert!((1..=300).contains(&max_age), "{set}");
+    let cookie = set.split(';').next().expect("pair").to_owned();
+    let inbox = console.get("/", Some(&cookie));
+    assert_eq!(inbox.status, 200, "{}", inbox.body);
+    let csrf = inbox.csrf();
+    let granted = console.post("/approve", Some(&cookie), &format!("csrf={csrf}&id={id}&hash={hash}"));
+    assert_eq!(granted.status, 303, "{}", granted.body);
+    let record = approval(&store);
+    assert_eq!(record["approver"], "console:bob", "{record}");
+    assert_eq!(record["votes"][0]["verified"], true, "{record}");
+    assert_eq!(record["votes"][0]["issuer"], ISSUER, "{record}");
+}
+
+/// Without a `sign_in` section there is no single sign-on: no button, and the endpoint says so.
+#[test]
+fn without_a_sign_in_section_single_sign_on_is_not_offered() {
+    let store = Store::new();
+    let console = Console::start(&store.path(), &[]);
+    assert!(!console.get("/login", None).body.contains("single sign-on"));
+    let refused = console.send("POST", "/login/sso", &[("Sec-Fetch-Site", "same-origin")], "");
+    assert_eq!(refused.status, 404, "{}", refused.body);
+    assert!(refused.body.contains("no sign_in section"), "{}", refused.body);
 }

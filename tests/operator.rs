@@ -192,9 +192,15 @@ impl Answer {
 
 impl HttpServer {
     fn start(store: &Path) -> HttpServer {
+        HttpServer::start_with(store, &[])
+    }
+
+    /// `warden operator --listen 127.0.0.1:0 --store STORE EXTRA…`.
+    fn start_with(store: &Path, extra: &[&str]) -> HttpServer {
         let mut child = Command::new(WARDEN)
             .args(["operator", "--listen", "127.0.0.1:0", "--store"])
             .arg(store)
+            .args(extra)
             .env_remove("WARDEN_STORE")
             .env_remove("WARDEN_CONFIG")
             .env_remove("WARDEN_OPERATOR_TOKEN")
@@ -831,4 +837,56 @@ fn a_token_file_must_be_private_and_is_the_only_source_when_given() {
     let listed: Value = serde_json::from_str(&listed).expect("JSON");
     assert_eq!(listed[0]["operator"], true, "{listed}");
     assert!(!listed.to_string().contains("sha256"), "no hash is listed: {listed}");
+}
+
+/// Single sign-on over HTTP: with `--config` naming a document whose `sign_in` names an issuer,
+/// a token it signed stands for an operator token. A write answers as `operator:NAME` verified by
+/// that issuer; a token that fails any check is refused with 401 before anything is read, the
+/// store byte-identical and the token never echoed; an operator token still works beside it.
+#[test]
+fn a_token_from_the_documents_issuer_answers_as_that_person_and_nothing_else_does() {
+    use common::idp::{Idp, ISSUER};
+    let store = Store::new();
+    let idp = Idp::new(store.dir.path(), "idp");
+    let stranger = Idp::new(store.dir.path(), "stranger");
+    let document = idp.document(store.dir.path(), "Authorization");
+    let http = HttpServer::start_with(&store.path(), &["--config", document.to_str().expect("utf-8")]);
+    let arguments = json!({"approval_id": store.approval_id, "action_hash": store.hash()});
+    let call = json!({"name": "approve", "arguments": arguments});
+    let before = store.bytes();
+    let mut expired = Idp::claims("bob", &[], 300);
+    expired["exp"] = json!(common::idp::now_seconds() - 3600);
+    let mut elsewhere = Idp::claims("bob", &[], 300);
+    elsewhere["aud"] = json!("another-app");
+    for (token, why) in [
+        (stranger.sign(&Idp::claims("bob", &[], 300), "JWT"), "signature"),
+        (idp.sign(&expired, "JWT"), "expired"),
+        (idp.sign(&elsewhere, "JWT"), "aud"),
+        (idp.sign(&Idp::claims("bob", &[], 300), "at+jwt"), "typ"),
+        ("wot_not-an-operator-token".to_owned(), "operator token is not valid"),
+    ] {
+        let refused = http.rpc(&token, "tools/call", call.clone());
+        assert_eq!(refused.status, 401, "{why}: {}", refused.body);
+        assert!(refused.body.contains(why), "{why}: {}", refused.body);
+        assert!(!refused.body.contains(&token), "{why}: the token is echoed");
+        assert_eq!(store.bytes(), before, "{why}: the store changed");
+    }
+    // The requester's own name is verified, and refused as approver by the kernel.
+    let ada = idp.sign(&Idp::claims("ada", &[], 300), "JWT");
+    let refused = http.rpc(&ada, "tools/call", call.clone());
+    assert_eq!(refused.json()["result"]["isError"], true, "{}", refused.body);
+    assert_eq!(store.bytes(), before, "the requester's refused answer changed the store");
+
+    let bob = idp.sign(&Idp::claims("bob", &["finance"], 300), "JWT");
+    let granted = http.rpc(&bob, "tools/call", call);
+    assert_eq!(granted.status, 200, "{}", granted.body);
+    assert_eq!(granted.json()["result"]["isError"], false, "{}", granted.body);
+    let record = store.approval();
+    assert_eq!(record["approver"], "operator:bob", "{record}");
+    assert_eq!(record["votes"][0]["verified"], true, "{record}");
+    assert_eq!(record["votes"][0]["issuer"], ISSUER, "{record}");
+    // An operator token works beside single sign-on.
+    let token = store.operator("carol");
+    let listed = http.rpc(&token, "tools/call", json!({"name": "stats", "arguments": {}}));
+    assert_eq!(listed.json()["result"]["isError"], false, "{}", listed.body);
 }

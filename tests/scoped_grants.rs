@@ -466,3 +466,43 @@ fn the_cli_makes_lists_inspects_and_revokes_a_scoped_grant() {
     let warden = open_with(&path, &clock, DOCUMENT);
     assert!(matches!(warden.submit(&ada_refund("pay_2", "cus_1", 3000)), Err(Error::ApprovalRequired { .. })));
 }
+
+/// Observe mode never spends a scoped grant. A grant is bound to the policy hash of the request
+/// it answered, and the hash covers the document's `mode`, so switching a document to observe
+/// leaves every grant made under enforce unmatched; observe mode's own path never reaches the gate
+/// that spends one. The observed actions run with "approval_required" named as what enforce mode
+/// would have blocked on, the grant keeps every use, and back under the enforce document it covers
+/// with all of them.
+#[test]
+fn observe_mode_spends_no_scoped_grant() {
+    let s = setup();
+    let first = ask(&s.warden, &ada_refund("pay_0", "cus_1", 2000));
+    let made = grant(&s.warden, &first, &customer_scope(2));
+    let Setup { dir: _dir, path, clock, warden } = s;
+    drop(warden);
+    let observed = open_with(&path, &clock, &format!("mode: observe\n{DOCUMENT}"));
+    for payment in ["pay_1", "pay_2", "pay_3"] {
+        let permit = observed.submit(&ada_refund(payment, "cus_1", 2000)).unwrap();
+        assert_eq!(permit.scoped_grant_id(), None);
+        permit.commit(&json!(null)).unwrap();
+    }
+    let kernel = observed.kernel();
+    assert_eq!(kernel.scoped_grant(&made.grant_id).unwrap().unwrap().uses_left, 2);
+    let documents = receipts(&observed);
+    let observed_refunds: Vec<&Value> =
+        documents.iter().filter(|d| d["action"] == "stripe.refund" && d["would_have"].is_object()).collect();
+    assert_eq!(observed_refunds.len(), 3);
+    for document in observed_refunds {
+        assert_eq!(document["would_have"]["blocked_reason"], "approval_required");
+        assert!(document["scoped_grant_id"].is_null(), "{document}");
+    }
+    assert!(kernel.verify_chain().unwrap().ok);
+    drop(observed);
+    let enforced = open_with(&path, &clock, DOCUMENT);
+    for payment in ["pay_5", "pay_6"] {
+        let permit = enforced.submit(&ada_refund(payment, "cus_1", 2000)).unwrap();
+        assert_eq!(permit.scoped_grant_id(), Some(made.grant_id.as_str()));
+        permit.commit(&json!(null)).unwrap();
+    }
+    assert!(matches!(enforced.submit(&ada_refund("pay_7", "cus_1", 2000)), Err(Error::ApprovalRequired { .. })));
+}

@@ -20,6 +20,20 @@ impl Cx<'_> {
     }
 }
 
+impl Cx<'_> {
+    /// The `sign_in` section, parsed by [`crate::identity::sign_in::SignIn::parse`].
+    pub(super) fn sign_in(&self, member: &Member) -> Result<crate::identity::sign_in::SignIn, DocumentError> {
+        let value = self.json(&member.value, "sign_in")?;
+        crate::identity::sign_in::SignIn::parse(&value).map_err(|refused| {
+            let line = refused
+                .path
+                .strip_prefix("sign_in")
+                .map_or(member.line, |rest| line_of(&member.value, rest).unwrap_or(member.line));
+            self.error(&refused.path, Some(line), refused.message)
+        })
+    }
+}
+
 /// The line of what `path` (`.key`, `[index]`, in turn) names under `node`: the deepest part
 /// found, `None` when not even the first is.
 pub(super) fn line_of(node: &Node, path: &str) -> Option<usize> {
@@ -72,5 +86,24 @@ mod tests {
         assert!(text.contains("evidence.anchors[1].rfc3161") && text.starts_with("t:7: "), "{text}");
         let refused = load_str(&format!("{BASE}evidence: 7\n"), "t").expect_err("refused");
         assert!(refused.to_string().contains("must be a mapping"), "{refused}");
+    }
+
+    #[test]
+    fn sign_in_is_read_outside_the_policy_hash_and_refusals_name_its_line() {
+        let plain = load_str(BASE, "t").expect("loads");
+        assert!(plain.sign_in.is_none());
+        let section = "sign_in:\n  jwt:\n    issuer: https://id.example.com/\n    audience: warden-console\n    \
+                       algorithms: [ES256]\n    public_key_file: /etc/warden/idp.pem\n    token_type: JWT\n";
+        let with = load_str(&format!("{BASE}{section}"), "t").expect("loads");
+        let jwt = &with.sign_in.as_ref().expect("sign_in").jwt;
+        assert_eq!(jwt.key, crate::identity::sign_in::SignInKey::PublicKeyFile("/etc/warden/idp.pem".into()));
+        assert_eq!(with.policy_hash, plain.policy_hash, "the section decides nothing");
+        let refused =
+            load_str(&format!("{BASE}{}", section.replace("[ES256]", "[ES256, none]")), "t").expect_err("refused");
+        let text = refused.to_string();
+        assert!(text.contains("sign_in.jwt.algorithms[1]") && text.starts_with("t:7: "), "{text}");
+        let refused = load_str(&format!("schema: ctrlrun.policy/v8\nactions: {{}}\n{section}"), "t")
+            .expect_err("a ctrlrun document has no sign_in");
+        assert!(refused.to_string().contains("sign_in"), "{refused}");
     }
 }

@@ -151,6 +151,9 @@ pub struct Document {
     /// `evidence`: the key and the bounds of automatic checkpoints (`warden/v1` only). Not part
     /// of the policy hash: it decides nothing.
     pub evidence: Option<crate::evidence::settings::EvidenceSettings>,
+    /// `sign_in`: the JWT issuer people sign in to the console and the operator server through
+    /// (`warden/v1` only). Not part of the policy hash: it decides no action.
+    pub sign_in: Option<crate::identity::sign_in::SignIn>,
     /// `gateway`: what `warden gateway` does with methods it does not know (`warden/v1` only;
     /// the default otherwise). Not part of the policy hash: it decides no action.
     pub gateway: GatewaySettings,

@@ -103,6 +103,10 @@ impl Cx<'_> {
             None => None,
             Some(member) => Some(self.evidence(member)?),
         };
+        let sign_in = match get("sign_in") {
+            None => None,
+            Some(member) => Some(self.sign_in(member)?),
+        };
         let gateway = match get("gateway") {
             None => Default::default(),
             Some(member) => self.gateway(member)?,
@@ -162,6 +166,7 @@ impl Cx<'_> {
             allow_insecure_http,
             notify,
             evidence,
+            sign_in,
             gateway,
             policy_hash,
             canonical_policy,

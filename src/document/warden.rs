@@ -10,7 +10,7 @@ use super::validate::Cx;
 use super::DocumentError;
 
 pub(super) const WARDEN_V1: &str = "warden/v1";
-pub(super) const WARDEN_TOP_KEYS: [&str; 11] = [
+pub(super) const WARDEN_TOP_KEYS: [&str; 12] = [
     "actions",
     "allow_insecure_http",
     "authority",
@@ -20,6 +20,7 @@ pub(super) const WARDEN_TOP_KEYS: [&str; 11] = [
     "mode",
     "notify",
     "schema",
+    "sign_in",
     "sources",
     "version",
 ];

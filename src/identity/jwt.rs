@@ -208,6 +208,12 @@ impl JwtProvider {
 
     /// Verify one token and return the identity it names.
     pub fn verify(&self, token: &str) -> Result<Identity, IdentityError> {
+        self.verify_claims(token).map(|(identity, _)| identity)
+    }
+
+    /// `verify`, and the token's verified claims beside the identity (a person's roles, for
+    /// the console's sign-in).
+    pub fn verify_claims(&self, token: &str) -> Result<(Identity, Map<String, Value>), IdentityError> {
         let algorithm = self.allowed_algorithm(token)?;
         let key = self.key_for(token, algorithm)?;
         let mut validation = Validation::new(algorithm.library());
@@ -240,7 +246,8 @@ impl JwtProvider {
                 ),
             ));
         }
-        self.claims(&data.claims)
+        let identity = self.claims(&data.claims)?;
+        Ok((identity, data.claims))
     }
 
     /// The token's `alg`, read from the unverified header only to refuse it when unlisted.

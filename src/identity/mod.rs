@@ -17,6 +17,7 @@
 
 pub mod jwks;
 pub mod jwt;
+pub mod sign_in;
 
 use std::fmt;
 

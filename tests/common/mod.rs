@@ -1,6 +1,8 @@
 //! Shared helpers for the kernel's integration tests.
 #![allow(dead_code)]
 
+pub mod idp;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -742,7 +742,7 @@ fn main() -> ExitCode {
         // Runs until stopped (or, over stdio, until stdin ends); only a startup refusal or a
         // fault returns early.
         let store = store_commands::store_path(cli.store.as_deref());
-        return match operator::run(args, store) {
+        return match operator::run(args, store, cli.config.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => {
                 write_stderr(&failure.message);

@@ -13,6 +13,7 @@
 pub mod approvers;
 mod html;
 mod pages;
+pub mod sso;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -125,7 +126,10 @@ pub fn approvers_command(what: &ApproversCommand, store: &Path, json: bool) -> R
 /// One logged-in approver.
 #[derive(Clone)]
 struct Session {
-    entry_id: String,
+    /// The approvers-file entry a login token named; `None` for single sign-on (no entry).
+    entry_id: Option<String>,
+    /// Signed in through the document's `sign_in` issuer (verified by it), not a login token.
+    via_sso: bool,
     name: String,
     roles: Vec<String>,
     csrf: String,
@@ -145,6 +149,8 @@ struct App {
     grants: Option<serde_json::Value>,
     /// The same grants, typed: their budgets are summed on the Authority page.
     authority: Option<warden::authority::Authority>,
+    /// The document's `sign_in` issuer, when people may sign in through it.
+    sso: Option<Arc<sso::Sso>>,
 }
 
 /// Parse `--listen` and read the TLS flags: anything but loopback needs TLS and a public URL.
@@ -192,22 +198,23 @@ pub fn listen_address(listen: &str, tls: &tls::TlsArgs, who: &str) -> Result<(So
 pub fn run(args: &ConsoleArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
     let (address, tls) = listen_address(&args.listen, &args.tls, "the console")?;
     let registry = approvers::registry_path(args.approvers.as_deref(), store)?;
-    let (policy_hash, grants, authority) = match config.filter(|path| !path.as_os_str().is_empty()) {
+    let (policy_hash, grants, authority, sso) = match config.filter(|path| !path.as_os_str().is_empty()) {
         Some(path) => {
             let doc = crate::policy_commands::load_config(path)?;
-            (Some(doc.policy_hash.clone()), doc.authority.clone(), doc.authority_config.clone())
+            let sso = sso::Sso::from_section(doc.sign_in.as_ref())?;
+            (Some(doc.policy_hash.clone()), doc.authority.clone(), doc.authority_config.clone(), sso)
         }
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     let kernel = crate::store_commands::open_store(Some(store))?;
     let bound = Bound::bind(address, tls)?;
     let hosts = bound.hosts.clone();
     let origin = bound.scheme();
     let sessions = Mutex::new(HashMap::new());
-    let app = Arc::new(App { kernel, registry, sessions, hosts, origin, policy_hash, grants, authority });
+    let app = Arc::new(App { kernel, registry, sessions, hosts, origin, policy_hash, grants, authority, sso });
     let runtime = runtime()?;
     crate::output::write_stdout(&format!("{}/\n", bound.base()))?;
-    if approvers::list(&app.registry, true).is_ok_and(|listed| listed.trim() == "[]") {
+    if app.sso.is_none() && approvers::list(&app.registry, true).is_ok_and(|listed| listed.trim() == "[]") {
         crate::output::write_stderr(&format!(
             "no approvers yet; `warden approvers add NAME --store {}` prints a login token",
             shown(&store.display().to_string())
@@ -352,6 +359,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/receipt/{id}", get(receipt))
         .route("/authority", get(authority))
         .route("/login", get(login_get).post(login_post))
+        .route("/login/sso", post(login_sso))
         .route("/logout", post(logout))
         .route("/approve", post(approve))
         .route("/deny", post(deny))
@@ -427,8 +435,9 @@ fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
             None => return None,
         }
     };
-    // Removed from the registry (or re-added: a new entry id) ends the session.
-    if approvers::current(&app.registry, &live.entry_id).is_none() {
+    // Removed from the registry (or re-added: a new entry id) ends a token's session; a single
+    // sign-on session ends with its token's expiry (`open_session`).
+    if live.entry_id.as_ref().is_some_and(|entry_id| approvers::current(&app.registry, entry_id).is_none()) {
         if let Ok(mut sessions) = app.sessions.lock() {
             sessions.remove(&key);
         }
@@ -437,15 +446,23 @@ fn session(app: &App, headers: &HeaderMap) -> Option<Session> {
     Some(live)
 }
 
-/// A new session for the approver a token was redeemed for; the cookie's value.
-fn open_session(app: &App, entry: &approvers::Entry) -> Result<String, Failure> {
+/// A new session for the approver a token was redeemed for, or a person single sign-on
+/// verified (`ttl` then ends it with their token); the cookie's value.
+fn open_session(
+    app: &App,
+    entry_id: Option<&str>,
+    name: &str,
+    roles: &[String],
+    ttl: Duration,
+) -> Result<String, Failure> {
     let id = approvers::random_hex()?;
     let session = Session {
-        entry_id: entry.entry_id.clone(),
-        name: entry.name.clone(),
-        roles: entry.roles.clone(),
+        entry_id: entry_id.map(str::to_owned),
+        via_sso: entry_id.is_none(),
+        name: name.to_owned(),
+        roles: roles.to_vec(),
         csrf: approvers::random_hex()?,
-        expires: Instant::now() + SESSION_TTL,
+        expires: Instant::now() + ttl.min(SESSION_TTL),
     };
     let mut sessions = app.sessions.lock().map_err(|_| Failure::internal("the session table is poisoned"))?;
     let now = Instant::now();
@@ -506,8 +523,16 @@ fn authorized(
 }
 
 /// The approver a session answers as: `console:NAME`, verified by the console.
-fn approver(session: &Session) -> Result<Approver, Failure> {
-    approvers::verified_approver(approvers::AGENT, ISSUER, "console_token", &session.name, &session.roles)
+fn approver(app: &App, session: &Session) -> Result<Approver, Failure> {
+    match (&app.sso, session.via_sso) {
+        (Some(sso), true) => {
+            approvers::verified_approver(approvers::AGENT, sso.issuer(), sso::AMR, &session.name, &session.roles)
+        }
+        (None, true) => Err(Failure::internal("a single sign-on session without the sign_in section")),
+        (_, false) => {
+            approvers::verified_approver(approvers::AGENT, ISSUER, "console_token", &session.name, &session.roles)
+        }
+    }
 }
 
 // ---- responses --------------------------------------------------------------------------------
@@ -542,10 +567,17 @@ fn failed(session: Option<&Session>, what: &str, failure: &Failure) -> Response 
 }
 
 /// The sign-in form. Only its POST spends a token.
-fn login_page(status: StatusCode, note: Option<&str>) -> Response {
+fn login_page(status: StatusCode, sso: bool, note: Option<&str>) -> Response {
     let note = note.map_or_else(String::new, |n| format!("<p class=\"banner bad\">{}</p>", esc(n)));
+    let single = if sso {
+        "<section class=\"card\"><p>Sign in through your organisation's identity provider. The session \
+         ends when its token does.</p><form method=\"post\" action=\"/login/sso\" class=\"actions\">\
+         <button class=\"primary\" type=\"submit\">Sign in with single sign-on</button></form></section>"
+    } else {
+        ""
+    };
     let body = format!(
-        "<h1>Sign in</h1>{note}<section class=\"card\"><p>Paste the one-time login token that \
+        "<h1>Sign in</h1>{note}{single}<section class=\"card\"><p>Paste the one-time login token that \
          <code>warden approvers add NAME</code> printed. It works once; the session lasts 12 hours.</p>\
          <form method=\"post\" action=\"/login\" class=\"actions\"><label>Login token\
          <input type=\"password\" name=\"token\" required autocomplete=\"off\"></label>\
@@ -621,26 +653,28 @@ async fn not_found(State(app): State<Arc<App>>, headers: HeaderMap) -> Response 
 
 /// A `GET` never spends a token (a link previewer or a cross-site navigation would) and never
 /// shows one back: a token in the query is ignored, and the form asks for it.
-async fn login_get(RawQuery(raw): RawQuery) -> Response {
+async fn login_get(State(app): State<Arc<App>>, RawQuery(raw): RawQuery) -> Response {
     if query(raw.as_deref()).contains_key("token") {
         return login_page(
             StatusCode::OK,
+            app.sso.is_some(),
             Some("A token in the address is not used (nothing was spent): paste it below and sign in."),
         );
     }
-    login_page(StatusCode::OK, None)
+    login_page(StatusCode::OK, app.sso.is_some(), None)
 }
 
 async fn login_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
     if !same_origin(&app, &headers) {
         return login_page(
             StatusCode::FORBIDDEN,
+            app.sso.is_some(),
             Some("This sign-in did not come from the console's own page; nothing was spent. Open the console and sign in there."),
         );
     }
     match form(&body).as_ref().and_then(|fields| fields.get("token")) {
         Some(token) => login(&app, token).await,
-        None => login_page(StatusCode::BAD_REQUEST, Some("Give the login token.")),
+        None => login_page(StatusCode::BAD_REQUEST, app.sso.is_some(), Some("Give the login token.")),
     }
 }
 
@@ -653,20 +687,86 @@ async fn login(app: &Arc<App>, token: &str) -> Response {
     let Some(entry) = redeemed else {
         return login_page(
             StatusCode::FORBIDDEN,
+            app.sso.is_some(),
             Some("That login token is not valid: unknown, already used, or its approver was removed."),
         );
     };
-    match open_session(app, &entry) {
+    signed_in(app, Some(&entry.entry_id), &entry.name, &entry.roles, SESSION_TTL)
+}
+
+/// A new session, its cookie set, and the inbox.
+fn signed_in(app: &App, entry_id: Option<&str>, name: &str, roles: &[String], ttl: Duration) -> Response {
+    match open_session(app, entry_id, name, roles, ttl) {
         Ok(id) => {
             let cookie = format!(
                 "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-                SESSION_TTL.as_secs(),
+                ttl.min(SESSION_TTL).as_secs(),
                 secure(app)
             );
             (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_owned()), (header::SET_COOKIE, cookie)]).into_response()
         }
         Err(failure) => failed(None, "Sign-in failed", &failure),
     }
+}
+
+/// "Sign in with single sign-on": the document's `sign_in` issuer vouches for the person in the
+/// token its header carries (set by the authenticating proxy in front of the console). Only a
+/// same-origin POST signs in (a cross-site form cannot), and the session ends when the token
+/// does. A refusal says why in the verifier's words, never the token.
+async fn login_sso(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let offered = app.sso.is_some();
+    let Some(sso) = app.sso.clone() else {
+        return login_page(
+            StatusCode::NOT_FOUND,
+            offered,
+            Some("Single sign-on is not set up: the document has no sign_in section."),
+        );
+    };
+    if !same_origin(&app, &headers) {
+        return login_page(
+            StatusCode::FORBIDDEN,
+            offered,
+            Some("This sign-in did not come from the console's own page. Open the console and sign in there."),
+        );
+    }
+    let mut values = headers.get_all(sso.header()).iter();
+    let value = match (values.next(), values.next()) {
+        (Some(value), None) => value.to_str().ok().map(str::to_owned),
+        _ => None,
+    };
+    let Some(value) = value else {
+        return login_page(
+            StatusCode::UNAUTHORIZED,
+            offered,
+            Some(&format!(
+                "No single sign-on token arrived: the request carries no single {} header. The console reads it \
+                 from the proxy that signs people in to the organisation's identity provider.",
+                sso.header()
+            )),
+        );
+    };
+    let verifier = Arc::clone(&sso);
+    let verified = blocking(move || Ok(verifier.verify(&value))).await;
+    let user = match verified {
+        Ok(Ok(user)) => user,
+        Ok(Err(why)) => {
+            return login_page(StatusCode::FORBIDDEN, offered, Some(&format!("Single sign-on refused: {why}.")))
+        }
+        Err(failure) => return failed(None, "Sign-in failed", &failure),
+    };
+    if let Err(failure) = sso.approver(approvers::AGENT, &user) {
+        return login_page(
+            StatusCode::FORBIDDEN,
+            offered,
+            Some(&format!("Single sign-on refused: {}.", failure.message)),
+        );
+    }
+    let left = user.expires_at.saturating_sub(app.kernel.now());
+    let ttl = Duration::from_micros(u64::try_from(left).unwrap_or(0));
+    if ttl.is_zero() {
+        return login_page(StatusCode::FORBIDDEN, offered, Some("Single sign-on refused: the token has expired."));
+    }
+    signed_in(&app, None, &user.name, &user.roles, ttl)
 }
 
 async fn logout(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -692,12 +792,13 @@ async fn inbox(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let worker = Arc::clone(&app);
     let read = blocking(move || {
         let pending = worker.kernel.pending_approvals()?;
-        let mut names: Vec<&str> = pending.iter().map(|r| r.action_name.as_str()).collect();
+        // Only the requests the page shows are compared and given their scope's caps.
+        let mut names: Vec<&str> = pages::shown(&pending).map(|r| r.action_name.as_str()).collect();
         names.sort_unstable();
         names.dedup();
         let previous = pages::last_approved(&worker.kernel, &names)?;
         let grants = worker.kernel.scoped_grants(true)?;
-        let limits = pages::scope_limits(&worker.kernel, &pending)?;
+        let limits = pages::scope_limits(&worker.kernel, pages::shown(&pending))?;
         Ok((pending, previous, grants, limits, worker.kernel.now()))
     })
     .await;
@@ -726,7 +827,7 @@ async fn approval(State(app): State<Arc<App>>, headers: HeaderMap, UrlPath(id): 
         let record = worker.kernel.approval(&id)?;
         let names: Vec<&str> = record.iter().map(|r| r.action_name.as_str()).collect();
         let previous = pages::last_approved(&worker.kernel, &names)?;
-        let limits = pages::scope_limits(&worker.kernel, record.as_slice())?;
+        let limits = pages::scope_limits(&worker.kernel, record.iter())?;
         Ok((record, previous, limits, worker.kernel.now()))
     })
     .await;
@@ -778,7 +879,7 @@ async fn approve(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
             "The form named no request or no action hash; nothing was changed.",
         );
     };
-    let approver = match approver(&session) {
+    let approver = match approver(&app, &session) {
         Ok(approver) => approver,
         Err(failure) => return failed(Some(&session), "Not approved", &failure),
     };
@@ -843,7 +944,7 @@ async fn revoke_grant(State(app): State<Arc<App>>, headers: HeaderMap, body: Byt
             "A revocation names the grant and needs a reason; nothing was changed.",
         );
     };
-    let by = match approver(&session) {
+    let by = match approver(&app, &session) {
         Ok(approver) => approver.label(),
         Err(failure) => return failed(Some(&session), "Not revoked", &failure),
     };
@@ -877,7 +978,7 @@ async fn deny(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> R
             "A deny needs a reason; nothing was changed.",
         );
     };
-    let approver = match approver(&session) {
+    let approver = match approver(&app, &session) {
         Ok(approver) => approver,
         Err(failure) => return failed(Some(&session), "Not denied", &failure),
     };

@@ -106,18 +106,31 @@ pub struct Inbox<'a> {
 
 /// Where the document lets a scoped grant be made for each request: read from the policy the
 /// store keeps under the request's policy hash (what the kernel checks the answer against).
-pub fn scope_limits(kernel: &Kernel, pending: &[ApprovalRecord]) -> Result<BTreeMap<String, ScopeLimits>, Failure> {
+pub fn scope_limits<'a>(
+    kernel: &Kernel,
+    records: impl IntoIterator<Item = &'a ApprovalRecord>,
+) -> Result<BTreeMap<String, ScopeLimits>, Failure> {
     let mut out = BTreeMap::new();
-    for record in pending {
+    // Each kept policy is read and parsed once, however many requests were made under it.
+    let mut policies: BTreeMap<String, Option<Value>> = BTreeMap::new();
+    for record in records {
         let Some(stored) = record.action.as_ref() else { continue };
         let Some(hash) = stored.policy_hash.as_deref() else { continue };
-        let Some(bytes) = kernel.policy(hash)? else { continue };
-        let Ok(policy) = serde_json::from_slice::<Value>(&bytes) else { continue };
-        if let Some(limits) = warden::kernel::limits_in_policy(&policy, &record.action_name, &stored.rule) {
+        if !policies.contains_key(hash) {
+            let parsed = kernel.policy(hash)?.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+            policies.insert(hash.to_owned(), parsed);
+        }
+        let Some(Some(policy)) = policies.get(hash) else { continue };
+        if let Some(limits) = warden::kernel::limits_in_policy(policy, &record.action_name, &stored.rule) {
             out.insert(record.approval_id.clone(), limits);
         }
     }
     Ok(out)
+}
+
+/// The requests the inbox shows: the [`INBOX_PAGE`] newest of `pending` (oldest first).
+pub fn shown(pending: &[ApprovalRecord]) -> impl Iterator<Item = &ApprovalRecord> {
+    pending.iter().rev().take(INBOX_PAGE)
 }
 
 /// The live scoped grants: what each covers, uses left, time left, and a revoke form.
@@ -173,7 +186,7 @@ pub fn inbox(data: &Inbox<'_>) -> String {
              to see the rest.</p>"
         ));
     }
-    for record in data.pending.iter().rev().take(INBOX_PAGE) {
+    for record in shown(data.pending) {
         out.push_str(&request_card(record, data));
     }
     out

@@ -49,9 +49,6 @@ use warden::pipeline::{Warden, WardenOptions};
 
 use crate::exit::{Failure, EXIT_INTERNAL};
 
-/// The largest `--identity-jwt-public-key` file read.
-const MAX_PUBLIC_KEY_BYTES: u64 = 64 * 1024;
-
 // Each bool is one command-line switch.
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, clap::Args)]
@@ -818,16 +815,7 @@ fn identity(args: &GatewayArgs) -> Result<(IdentitySource, Box<dyn IdentityProvi
     }
     let key = match (&args.identity_jwt_public_key, &args.identity_jwt_jwks_url) {
         (Some(path), None) => {
-            // Not a plain read: a FIFO at the path would block it (document::open_regular).
-            let pem = warden::document::open_regular(path)
-                .and_then(|file| {
-                    let mut pem = String::new();
-                    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_PUBLIC_KEY_BYTES + 1), &mut pem)?;
-                    if pem.len() as u64 > MAX_PUBLIC_KEY_BYTES {
-                        return Err(std::io::Error::other("it is larger than 64 KiB; a PEM public key is a few hundred bytes"));
-                    }
-                    Ok(pem)
-                })
+            let pem = crate::console::sso::read_public_key(path)
                 .map_err(|e| Failure::usage(format!("--identity-jwt-public-key {}: {e}", path.display())))?;
             KeySource::Pinned { pem }
         }

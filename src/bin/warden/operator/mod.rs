@@ -63,12 +63,17 @@ pub struct OperatorArgs {
     pub tls: console::tls::TlsArgs,
 }
 
-/// Serve until stdin ends (`--stdio`) or until SIGINT/SIGTERM (HTTP).
-pub fn run(args: &OperatorArgs, store: &Path) -> Result<(), Failure> {
+/// Serve until stdin ends (`--stdio`) or until SIGINT/SIGTERM (HTTP). With `--config`, a
+/// document's `sign_in` section lets a token from its issuer stand for an operator token.
+pub fn run(args: &OperatorArgs, store: &Path, config: Option<&Path>) -> Result<(), Failure> {
     let registry = approvers::registry_path(args.approvers.as_deref(), store)?;
+    let sso = match config.filter(|path| !path.as_os_str().is_empty()) {
+        Some(path) => console::sso::Sso::from_section(crate::policy_commands::load_config(path)?.sign_in.as_ref())?,
+        None => None,
+    };
     if args.stdio {
         let token = stdio_token(args.token_file.as_deref())?;
-        let server = Server { kernel: crate::store_commands::open_store(Some(store))?, registry };
+        let server = Server { kernel: crate::store_commands::open_store(Some(store))?, registry, sso };
         return serve_stdio(&server, token.as_deref());
     }
     // Refused before the store is opened: a non-loopback address touches nothing.
@@ -79,7 +84,7 @@ pub fn run(args: &OperatorArgs, store: &Path) -> Result<(), Failure> {
              token"
         ));
     }
-    let server = Server { kernel: crate::store_commands::open_store(Some(store))?, registry };
+    let server = Server { kernel: crate::store_commands::open_store(Some(store))?, registry, sso };
     let bound = console::Bound::bind(address, tls)?;
     let http = Arc::new(Http { server, hosts: bound.hosts.clone(), origin: bound.scheme() });
     let router = console::limits(Router::new().route(PATH, post(mcp).get(no_stream).delete(no_stream)))
@@ -209,14 +214,11 @@ async fn mcp(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> 
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"warden-operator\""));
         return response;
     };
-    let registry = http.server.registry.clone();
+    let worker = Arc::clone(&http);
     let checked = token.clone();
-    let known = console::blocking(move || Ok(approvers::operator(&registry, &checked).is_some())).await;
-    if !matches!(known, Ok(true)) {
-        let mut response = refused(
-            StatusCode::UNAUTHORIZED,
-            "the operator token is not valid: unknown, or its approver was removed; nothing was changed",
-        );
+    let known = console::blocking(move || Ok(worker.server.caller(&checked))).await;
+    if let Ok(Err(why)) | Err(crate::exit::Failure { message: why, .. }) = known {
+        let mut response = refused(StatusCode::UNAUTHORIZED, &format!("{why}; nothing was changed"));
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer realm=\"warden-operator\", error=\"invalid_token\""),

@@ -42,6 +42,8 @@ const UNCHANGED: &str = "nothing was changed";
 pub struct Server {
     pub kernel: Kernel,
     pub registry: PathBuf,
+    /// The document's `sign_in` issuer: a token it signed stands for an operator token.
+    pub sso: Option<std::sync::Arc<crate::console::sso::Sso>>,
 }
 
 /// `{"jsonrpc":"2.0","id":…,"error":{"code","message"}}`.
@@ -173,7 +175,7 @@ impl Server {
                 let record = kernel.answer(id, &approver, Some(&reason), false, None, None)?;
                 Ok(json!({"approval": record.to_json()}))
             }
-            ("resolve", Some((entry, _))) => {
+            ("resolve", Some((name, _))) => {
                 let key = args.text("effect_key")?;
                 let to = match args.text("outcome")? {
                     "committed" => EffectState::Committed,
@@ -185,7 +187,7 @@ impl Server {
                 // is AMBIGUOUS now is refused, never resolved in its place.
                 let attempt = args.attempt()?;
                 // The kernel keeps one resolver line per effect: who, and why (as the console).
-                let resolver = format!("{AGENT}:{} ({reason})", entry.name);
+                let resolver = format!("{AGENT}:{name} ({reason})");
                 let record = kernel.resolve_attempt(key, Some(attempt), to, &resolver)?;
                 Ok(json!({"effect": record.to_json()}))
             }
@@ -201,9 +203,26 @@ impl Server {
         }
     }
 
-    /// The approver the caller's operator token names, read from the approvers file now (a
-    /// removed approver's token is nobody's). The token never appears in a message.
-    fn approver(&self, token: Option<&str>) -> Result<(approvers::Entry, Approver), Failure> {
+    /// Who a bearer token names: an operator token (`wot_…`) the approvers file holds now (a
+    /// removed approver's is nobody's), or a token the document's `sign_in` issuer signed. Why
+    /// not, in words that never contain the token.
+    pub fn caller(&self, token: &str) -> Result<(String, Approver), String> {
+        if token.starts_with(approvers::OPERATOR_TOKEN_PREFIX) || self.sso.is_none() {
+            let entry = approvers::operator(&self.registry, token)
+                .ok_or("the operator token is not valid: unknown, or its approver was removed")?;
+            let approver = approvers::verified_approver(AGENT, ISSUER, "operator_token", &entry.name, &entry.roles)
+                .map_err(|failure| failure.message)?;
+            return Ok((entry.name, approver));
+        }
+        let sso = self.sso.as_ref().ok_or("no sign_in issuer")?;
+        let user = sso.verify(token).map_err(|why| format!("the single sign-on token was refused: {why}"))?;
+        let approver = sso.approver(AGENT, &user).map_err(|failure| failure.message)?;
+        Ok((user.name, approver))
+    }
+
+    /// The approver the caller's bearer token names (`caller`), checked now, before anything
+    /// else a write does.
+    fn approver(&self, token: Option<&str>) -> Result<(String, Approver), Failure> {
         let Some(token) = token else {
             return Err(Failure::check(
                 "unauthenticated",
@@ -215,14 +234,7 @@ impl Server {
                 ),
             ));
         };
-        let Some(entry) = approvers::operator(&self.registry, token) else {
-            return Err(Failure::check(
-                "unauthenticated",
-                format!("the operator token is not valid: unknown, or its approver was removed; {UNCHANGED}"),
-            ));
-        };
-        let approver = approvers::verified_approver(AGENT, ISSUER, "operator_token", &entry.name, &entry.roles)?;
-        Ok((entry, approver))
+        self.caller(token).map_err(|why| Failure::check("unauthenticated", format!("{why}; {UNCHANGED}")))
     }
 }
 
