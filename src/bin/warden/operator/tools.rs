@@ -191,11 +191,11 @@ impl Server {
                 let record = kernel.resolve_attempt(key, Some(attempt), to, &resolver)?;
                 Ok(json!({"effect": record.to_json()}))
             }
-            ("revoke_scoped_grant", Some((entry, _))) => {
+            ("revoke_scoped_grant", Some((name, _))) => {
                 let id = args.text("grant_id")?;
                 let reason = args.reason()?;
                 // Recorded as who revoked it: the operator the token names (as `approve` answers).
-                let by = format!("{AGENT}:{}", entry.name);
+                let by = format!("{AGENT}:{name}");
                 let done = kernel.revoke_scoped_grant(id, &by, &reason)?;
                 Ok(done.to_json(kernel.now()))
             }
