@@ -393,9 +393,14 @@ fn an_operator_approves_as_itself_verified_and_the_request_then_runs() {
 
 /// A document whose one `stripe.refund` rule asks a human and lets a scoped grant cover up to 5
 /// further refunds for up to an hour.
-const SCOPED_DOCUMENT: &str = "schema: warden/v1\nactions:\n  stripe.refund:\n    effect: \"refund:{payment_id}\"\n    \
-                               rules:\n      - decision: approve\n        approval: { scoped: { max_uses: 5, \
-                               max_minutes: 60 } }\n";
+const SCOPED_DOCUMENT: &str = r#"schema: warden/v1
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - decision: approve
+        approval: { scoped: { max_uses: 5, max_minutes: 60 } }
+"#;
 
 fn scoped_warden(path: &Path) -> warden::Warden {
     let document = warden::document::load_str(SCOPED_DOCUMENT, "scoped.yaml").expect("document");
@@ -405,7 +410,11 @@ fn scoped_warden(path: &Path) -> warden::Warden {
 /// ada's refund of `amount` for customer `cus_1`, as payment `payment`.
 fn ada_refund(payment: &str, amount: i64) -> warden::ActionRequest<'static> {
     let ada = Principal::new("refund-agent", Some("ada")).expect("principal");
-    warden::ActionRequest::new("stripe.refund", json!({"payment_id": payment, "customer_id": "cus_1", "amount": amount}), ada)
+    warden::ActionRequest::new(
+        "stripe.refund",
+        json!({"payment_id": payment, "customer_id": "cus_1", "amount": amount}),
+        ada,
+    )
 }
 
 /// The proposal's outcome: the grant that covered it (committed), or the request it asks.
@@ -551,14 +560,29 @@ fn refused_revocations_change_nothing_in_the_store() {
     // (why, token, arguments, what the refusal says)
     let cases: Vec<(&str, Option<&str>, Value, &str)> = vec![
         ("no token", None, json!({"grant_id": grant_id, "reason": "x"}), "a write needs an operator token"),
-        ("a wrong token", Some(&wrong), json!({"grant_id": grant_id, "reason": "x"}), "the operator token is not valid"),
+        (
+            "a wrong token",
+            Some(&wrong),
+            json!({"grant_id": grant_id, "reason": "x"}),
+            "the operator token is not valid",
+        ),
         ("no reason", Some(&bob), json!({"grant_id": grant_id}), "a reason is required"),
         ("a blank reason", Some(&bob), json!({"grant_id": grant_id, "reason": "  "}), "a reason is required"),
         ("no id", Some(&bob), json!({"reason": "x"}), "grant_id is required"),
         ("an unknown id", Some(&bob), json!({"grant_id": unknown, "reason": "x"}), "no scoped grant sgr_000"),
         ("a malformed id", Some(&bob), json!({"grant_id": "sgr_1", "reason": "x"}), "sgr_ followed by 32"),
-        ("a stray argument", Some(&bob), json!({"grant_id": grant_id, "reason": "x", "by": "eve"}), "no argument \"by\""),
-        ("revoked already", Some(&bob), json!({"grant_id": grant_id, "reason": "x"}), "was revoked already, by operator:bob"),
+        (
+            "a stray argument",
+            Some(&bob),
+            json!({"grant_id": grant_id, "reason": "x", "by": "eve"}),
+            "no argument \"by\"",
+        ),
+        (
+            "revoked already",
+            Some(&bob),
+            json!({"grant_id": grant_id, "reason": "x"}),
+            "was revoked already, by operator:bob",
+        ),
     ];
     for (why, token, arguments, says) in &cases {
         let mut stdio = StdioServer::start(&store.path(), *token);

@@ -92,7 +92,9 @@ impl Scope {
             return Err(refuse("scope must be an object {uses, minutes, fixed, at_most}".into()));
         };
         if let Some(unknown) = scope.keys().find(|key| !SCOPE_FIELDS.contains(&key.as_str())) {
-            return Err(refuse(format!("scope has no field {unknown:?}; its fields are uses, minutes, fixed, at_most")));
+            return Err(refuse(format!(
+                "scope has no field {unknown:?}; its fields are uses, minutes, fixed, at_most"
+            )));
         }
         let whole = |name: &str| {
             scope

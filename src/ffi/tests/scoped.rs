@@ -269,10 +269,8 @@ fn refused_scoped_grants_name_what_is_wrong_and_change_nothing() {
 fn refused_revocations_name_what_is_wrong_and_change_nothing() {
     let handle = open(Some(SCOPED_POLICY));
     let id = approval_required(&handle, &refund("p0", 2000));
-    let grant_id = grant_as_bob(&handle, &id, scope(3)).expect("granted")["grant"]["grant_id"]
-        .as_str()
-        .expect("an id")
-        .to_owned();
+    let grant_id =
+        grant_as_bob(&handle, &id, scope(3)).expect("granted")["grant"]["grant_id"].as_str().expect("an id").to_owned();
     let unknown = format!("sgr_{}", "0".repeat(32));
     let cases: [(&str, Option<&str>, &str, &str, warden_result, &str); 7] = [
         ("an unknown grant", Some(&unknown), "ops:bob", "x", WARDEN_RESULT_NOT_FOUND, "no scoped grant sgr_0000"),
