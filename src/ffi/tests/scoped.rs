@@ -265,6 +265,9 @@ fn refused_scoped_grants_name_what_is_wrong_and_change_nothing() {
     assert_eq!(no_out.expect_err("out is required").code, WARDEN_RESULT_INVALID_INPUT);
 }
 
+/// (why, the grant id or NULL, by, reason, the code, what the message says).
+type Revocation<'a> = (&'a str, Option<&'a str>, &'a str, &'a str, warden_result, &'a str);
+
 #[test]
 fn refused_revocations_name_what_is_wrong_and_change_nothing() {
     let handle = open(Some(SCOPED_POLICY));
@@ -272,7 +275,7 @@ fn refused_revocations_name_what_is_wrong_and_change_nothing() {
     let grant_id =
         grant_as_bob(&handle, &id, scope(3)).expect("granted")["grant"]["grant_id"].as_str().expect("an id").to_owned();
     let unknown = format!("sgr_{}", "0".repeat(32));
-    let cases: [(&str, Option<&str>, &str, &str, warden_result, &str); 7] = [
+    let cases: [Revocation<'_>; 7] = [
         ("an unknown grant", Some(&unknown), "ops:bob", "x", WARDEN_RESULT_NOT_FOUND, "no scoped grant sgr_0000"),
         ("a malformed id", Some("sgr_1"), "ops:bob", "x", WARDEN_RESULT_INVALID_INPUT, "sgr_ followed by 32"),
         ("no id", None, "ops:bob", "x", WARDEN_RESULT_INVALID_INPUT, "id is NULL"),
