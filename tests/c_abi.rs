@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 12] = [
+const PROGRAMS: [&str; 13] = [
     "reserve_commit_retry",
     "approval_flow",
     "approval_trust",
@@ -30,6 +30,7 @@ const PROGRAMS: [&str; 12] = [
     "fork",
     "authority",
     "results",
+    "scoped_grants",
 ];
 
 const VALGRIND_ARGS: [&str; 5] = [
@@ -285,6 +286,11 @@ fn every_input_bound_holds_at_its_edge_and_refuses_or_marks_one_byte_past_it_fro
 #[test]
 fn approval_required_then_granted_by_a_human_then_consumed_from_c() {
     run_c_program("approval_flow");
+}
+
+#[test]
+fn a_scoped_grant_covers_the_next_refunds_until_used_up_and_a_revoked_one_covers_none_from_c() {
+    run_c_program("scoped_grants");
 }
 
 #[test]
