@@ -839,6 +839,100 @@ warden_result warden_approval_wait(warden_handle *h,
                                    warden_buf *out,
                                    warden_buf *err);
 
+// Grants a pending approval request and, in the same write, makes a *scoped grant*: the next
+// `scope.uses` proposals of the same action, by the same requester, decided `approve` by the
+// same rule under the same policy hash, whose arguments have the scope's shape, are allowed
+// without asking a human until `scope.minutes` pass (their permits name `scoped_grant_id`).
+// Only a rule whose document opts in (`approval: {scoped: {max_uses, max_minutes}}`) and needs
+// one approver allows it; anything past the document's caps is refused and nothing changes.
+//
+// - `h`: an open handle. Required.
+// - `answer`, `len`: UTF-8 JSON `{"approval_id": "apr_…", "approver": {"agent": str, "user":
+//   str|null} | str, "verified": {"issuer": str|null, "claims": {...}}|null, "action_hash":
+//   str|null, "scope": {"uses": int, "minutes": int, "fixed": [pointer, …], "at_most":
+//   {pointer: number, …}}}`. Required. `approver`, `verified` and `action_hash` as for
+//   `warden_approval_answer`. `scope.uses`: how many further proposals (1 to the rule's
+//   `max_uses`); `scope.minutes`: how long (1 to its `max_minutes`); `fixed`: JSON pointers
+//   (`/customer_id`) whose values must equal the approved action's; `at_most`: JSON pointers to
+//   numeric arguments, each with a bound not below the approved action's value. Any other
+//   field, here or in `scope`, is refused.
+// - `out`: NULL, or receives `{"grant": {...}, "approval": {...}, "receipt_id": str,
+//   "receipt_seq": int}` on WARDEN_RESULT_OK only (the grant as `warden_scoped_grants` lists
+//   it, the approval record granted); free it with `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (as for `warden_approval_answer`);
+// WARDEN_RESULT_NOT_FOUND (no such request); WARDEN_RESULT_INVALID_INPUT (bad JSON, an unknown
+// field, a scope the rule does not allow or wider than its caps, a pointer not in the approved
+// action, a bound below its value, a request that needs more than one approver; the message
+// names which); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_approval_grant_scoped(warden_handle *h,
+                                           const uint8_t *answer,
+                                           size_t len,
+                                           warden_buf *out,
+                                           warden_buf *err);
+
+// Lists scoped grants by id as a JSON array of `{"grant_id", "approval_id", "action", "rule",
+// "policy_hash", "requested_by", "approver", "approver_verified", "scope", "fixed_values",
+// "uses_left", "granted_at", "expires_at", "state", "revoked"}` (`state`: `live`, `used_up`,
+// `expired` or `revoked`, by the handle's clock).
+//
+// - `h`: an open handle. Required.
+// - `live_only`: true lists only the grants that may still be spent; false lists every grant
+//   ever made.
+// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+warden_result warden_scoped_grants(warden_handle *h,
+                                   bool live_only,
+                                   warden_buf *out,
+                                   warden_buf *err);
+
+// Revokes one scoped grant: no later proposal is covered by it (the uses left are not spent).
+// One write with its own receipt (`warden.approval.scoped_revoke`) and event.
+//
+// - `h`: an open handle. Required.
+// - `id`, `id_len`: the grant id (`sgr_` and 32 lowercase hex digits). Required.
+// - `by`, `by_len`: who revokes, one plain line, not empty. Required.
+// - `reason`, `reason_len`: why, one plain line, not empty. Required.
+// - `out`: NULL, or receives `{"grant": {...}, "approval": null, "receipt_id": str,
+//   "receipt_seq": int}` on WARDEN_RESULT_OK only (the grant as revoked); free it with
+//   `warden_buf_free`.
+// - `err`: NULL, or receives the error object on failure.
+//
+// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_FOUND (no such grant); WARDEN_RESULT_INVALID_INPUT
+// (a malformed id, an empty `by` or `reason`, a grant revoked already); WARDEN_RESULT_STORE;
+// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED. A refused revocation changes nothing.
+//
+// Thread safety: safe to call concurrently on one handle.
+//
+// # Safety
+// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+// header; `out` and `err` are NULL or valid for one write.
+warden_result warden_scoped_grant_revoke(warden_handle *h,
+                                         const uint8_t *id,
+                                         size_t id_len,
+                                         const uint8_t *by,
+                                         size_t by_len,
+                                         const uint8_t *reason,
+                                         size_t reason_len,
+                                         warden_buf *out,
+                                         warden_buf *err);
+
 // Registers the host's approval hook on this handle, replacing the current one; a NULL
 // `callback` removes it. The hook is called once for each approval request this handle's
 // proposals (or `warden_approval_request`) create — not for a re-proposal that finds its

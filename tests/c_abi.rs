@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 const C_FLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// Every program in `tests/c/`, each run by a test below; `forced_panic` needs `test-exports`.
-const PROGRAMS: [&str; 12] = [
+const PROGRAMS: [&str; 13] = [
     "reserve_commit_retry",
     "approval_flow",
     "approval_trust",
@@ -30,6 +30,7 @@ const PROGRAMS: [&str; 12] = [
     "fork",
     "authority",
     "results",
+    "scoped_grants",
 ];
 
 const VALGRIND_ARGS: [&str; 5] = [
@@ -288,6 +289,11 @@ fn approval_required_then_granted_by_a_human_then_consumed_from_c() {
 }
 
 #[test]
+fn a_scoped_grant_covers_the_next_refunds_until_used_up_and_a_revoked_one_covers_none_from_c() {
+    run_c_program("scoped_grants");
+}
+
+#[test]
 fn approvals_from_c_show_the_arguments_answer_as_a_verified_principal_hear_the_hook_and_check_the_precondition() {
     run_c_program("approval_trust");
 }
@@ -429,7 +435,7 @@ fn the_release_library_and_the_header_hold_no_test_only_export() {
     let header = std::fs::read_to_string(manifest_dir().join("include/warden.h")).expect("include/warden.h");
     assert!(!header.contains("warden_test_"), "include/warden.h declares a test-only export");
     let declared = header_functions(&header);
-    assert_eq!(declared.len(), 72, "{declared:?}");
+    assert_eq!(declared.len(), 75, "{declared:?}");
     for function in &declared {
         assert!(symbols.contains(function), "{function} is declared in the header but not exported by {release:?}");
     }

@@ -2,10 +2,12 @@
 //! stdio (one JSON-RPC message per line) and over Streamable HTTP (requests written by hand on a
 //! TCP socket, the URL read from the first stdout line).
 //!
-//! What must hold: both transports initialize and list the same eight tools; the read tools
+//! What must hold: both transports initialize and list the same ten tools; the read tools
 //! return what the CLI's `--json` commands print, whole actions included; a write answers
 //! through the kernel as `operator:NAME`, verified by `warden-operator`, and the request it
-//! grants can then be run; every refused write — no token, a wrong or revoked token, the
+//! grants can then be run; an approve with a scope makes a scoped grant that the next covered
+//! proposals spend without a human until its uses run out, and revoking it makes the next one ask
+//! again; every refused write — no token, a wrong or revoked token, the
 //! requester approving its own request, a missing reason, an unknown id, a hash other than the
 //! request's, a stray argument, a foreign Host or Origin — leaves the store file byte-identical,
 //! and no answer echoes a token.
@@ -259,8 +261,18 @@ fn tool_names(listed: &Value) -> Vec<String> {
 /// Request headers, name and value.
 type Headers<'a> = Vec<(&'a str, &'a str)>;
 
-const TOOLS: [&str; 8] =
-    ["list_pending_approvals", "inspect", "effects", "receipts", "stats", "approve", "deny", "resolve"];
+const TOOLS: [&str; 10] = [
+    "list_pending_approvals",
+    "inspect",
+    "effects",
+    "receipts",
+    "stats",
+    "list_scoped_grants",
+    "approve",
+    "deny",
+    "revoke_scoped_grant",
+    "resolve",
+];
 
 #[test]
 fn both_transports_initialize_and_list_the_same_tools() {
@@ -294,7 +306,7 @@ fn both_transports_initialize_and_list_the_same_tools() {
         .flatten()
         .map(|t| (t["name"].as_str().unwrap_or_default().to_owned(), t["annotations"]["readOnlyHint"].as_bool()))
     {
-        let writes = ["approve", "deny", "resolve"].contains(&tool.as_str());
+        let writes = ["approve", "deny", "revoke_scoped_grant", "resolve"].contains(&tool.as_str());
         assert_eq!(read_only, Some(!writes), "{tool}");
     }
 }
@@ -377,6 +389,213 @@ fn an_operator_approves_as_itself_verified_and_the_request_then_runs() {
         .commit(&json!({"id": "re_2"}))
         .expect("commit");
     assert_eq!(kernel.effect("refund:p2").expect("read").map(|e| e.state.to_string()).as_deref(), Some("committed"));
+}
+
+/// A document whose one `stripe.refund` rule asks a human and lets a scoped grant cover up to 5
+/// further refunds for up to an hour.
+const SCOPED_DOCUMENT: &str = r#"schema: warden/v1
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - decision: approve
+        approval: { scoped: { max_uses: 5, max_minutes: 60 } }
+"#;
+
+fn scoped_warden(path: &Path) -> warden::Warden {
+    let document = warden::document::load_str(SCOPED_DOCUMENT, "scoped.yaml").expect("document");
+    warden::Warden::open(path, document, warden::WardenOptions::default()).expect("open")
+}
+
+/// ada's refund of `amount` for customer `cus_1`, as payment `payment`.
+fn ada_refund(payment: &str, amount: i64) -> warden::ActionRequest<'static> {
+    let ada = Principal::new("refund-agent", Some("ada")).expect("principal");
+    warden::ActionRequest::new(
+        "stripe.refund",
+        json!({"payment_id": payment, "customer_id": "cus_1", "amount": amount}),
+        ada,
+    )
+}
+
+/// The proposal's outcome: the grant that covered it (committed), or the request it asks.
+enum Outcome {
+    Covered(String),
+    Asks(String),
+}
+
+fn submit(warden: &warden::Warden, request: &warden::ActionRequest<'_>) -> Outcome {
+    match warden.submit(request) {
+        Ok(permit) => {
+            let grant = permit.scoped_grant_id().expect("a permit with no approval names its grant").to_owned();
+            permit.commit(&json!({"ok": true})).expect("commit");
+            Outcome::Covered(grant)
+        }
+        Err(Error::ApprovalRequired { request_id, .. }) => Outcome::Asks(request_id),
+        Err(other) => panic!("expected a permit or an approval request, got {other:?}"),
+    }
+}
+
+fn asks(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Asks(id) => id,
+        Outcome::Covered(grant) => panic!("covered by {grant}, expected to ask a human"),
+    }
+}
+
+/// The receipts' documents, in chain order.
+fn receipts(warden: &warden::Warden) -> Vec<Value> {
+    let rows = warden.kernel().receipts(1, 1000).expect("receipts");
+    rows.into_iter().map(|(_, row)| serde_json::from_str(&row.document).expect("a receipt document")).collect()
+}
+
+/// A store holding one pending request made under `SCOPED_DOCUMENT`.
+fn scoped_store() -> Store {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warden = scoped_warden(&dir.path().join("state.redb"));
+    let approval_id = asks(submit(&warden, &ada_refund("p0", 2000)));
+    Store { dir, approval_id }
+}
+
+/// The operator's approve with a scope grants the request and makes a scoped grant (approver
+/// `operator:bob`, verified); the next two covered refunds run without a human, each receipt
+/// naming the grant; the third asks again. A second grant, revoked through the tool, covers
+/// nothing more: the next refund asks. list_scoped_grants shows each state.
+#[test]
+fn an_operator_scoped_grant_covers_the_next_proposals_until_used_up_or_revoked() {
+    let store = scoped_store();
+    let token = store.operator("bob");
+    let scope = json!({"uses": 2, "minutes": 30, "fixed": ["/customer_id"], "at_most": {"/amount": 5000}});
+    let grant_id = {
+        let mut stdio = StdioServer::start(&store.path(), Some(&token));
+        let arguments = json!({"approval_id": store.approval_id, "action_hash": store.hash(), "scope": scope});
+        let made = stdio.call("approve", arguments);
+        assert_eq!(made["isError"], false, "{made}");
+        let done = &made["structuredContent"];
+        assert_eq!(done["approval"]["status"], "granted", "{done}");
+        assert_eq!(done["grant"]["approver"], "operator:bob", "{done}");
+        assert_eq!(done["grant"]["approver_verified"], true, "{done}");
+        assert_eq!(done["grant"]["uses_left"], 2, "{done}");
+        assert_eq!(done["grant"]["fixed_values"], json!({"/customer_id": "cus_1"}), "{done}");
+        let listed = stdio.call("list_scoped_grants", json!({}));
+        assert_eq!(listed["structuredContent"], store.json(&["grants", "list"]), "the CLI's document");
+        assert_eq!(listed["structuredContent"]["grants"][0]["state"], "live", "{listed}");
+        done["grant"]["grant_id"].as_str().expect("a grant id").to_owned()
+    };
+    let warden = scoped_warden(&store.path());
+    let mut approved = ada_refund("p0", 2000);
+    approved.approval_id = Some(&store.approval_id);
+    warden.submit(&approved).expect("the approved refund").commit(&json!({"ok": true})).expect("commit");
+    for payment in ["p1", "p2"] {
+        match submit(&warden, &ada_refund(payment, 4000)) {
+            Outcome::Covered(by) => assert_eq!(by, grant_id, "{payment}"),
+            Outcome::Asks(id) => panic!("{payment} asked a human ({id}) with a use left"),
+        }
+    }
+    let covered: Vec<Value> = receipts(&warden)
+        .into_iter()
+        .filter(|d| d["action"] == "stripe.refund" && d["scoped_grant_id"] == grant_id.as_str())
+        .collect();
+    let payments: Vec<&Value> = covered.iter().map(|d| &d["arguments"]["payment_id"]).collect();
+    assert_eq!(payments, [&json!("p1"), &json!("p2")], "each covered refund's receipt names the grant");
+    assert!(covered.iter().all(|d| d["result"] == "committed" && d["approver"] == "operator:bob"), "{covered:?}");
+    // Its uses ran out: the next refund of the same shape asks a human again.
+    let next = asks(submit(&warden, &ada_refund("p3", 4000)));
+    drop(warden);
+
+    // A second grant, revoked before it is spent: the next refund asks again.
+    let second = Store { dir: store.dir, approval_id: next };
+    let revoked_id = {
+        let mut stdio = StdioServer::start(&second.path(), Some(&token));
+        let arguments = json!({"approval_id": second.approval_id, "action_hash": second.hash(), "scope": scope});
+        let made = stdio.call("approve", arguments);
+        assert_eq!(made["isError"], false, "{made}");
+        let id = made["structuredContent"]["grant"]["grant_id"].as_str().expect("a grant id").to_owned();
+        let revoked = stdio.call("revoke_scoped_grant", json!({"grant_id": id, "reason": "the customer complained"}));
+        assert_eq!(revoked["isError"], false, "{revoked}");
+        let grant = &revoked["structuredContent"]["grant"];
+        assert_eq!(grant["state"], "revoked", "{grant}");
+        assert_eq!(grant["revoked"]["by"], "operator:bob", "{grant}");
+        assert_eq!(grant["revoked"]["reason"], "the customer complained", "{grant}");
+        assert_eq!(grant["uses_left"], 2, "{grant}");
+        let live = stdio.call("list_scoped_grants", json!({}));
+        assert_eq!(live["structuredContent"], json!({"grants": []}), "{live}");
+        let all = stdio.call("list_scoped_grants", json!({"all": true}));
+        let states: Vec<&Value> =
+            all["structuredContent"]["grants"].as_array().into_iter().flatten().map(|g| &g["state"]).collect();
+        assert_eq!(states.len(), 2, "{all}");
+        assert!(states.contains(&&json!("used_up")) && states.contains(&&json!("revoked")), "{all}");
+        id
+    };
+    let warden = scoped_warden(&second.path());
+    let mut approved = ada_refund("p3", 4000);
+    approved.approval_id = Some(&second.approval_id);
+    warden.submit(&approved).expect("the approved refund").commit(&json!({"ok": true})).expect("commit");
+    asks(submit(&warden, &ada_refund("p4", 4000)));
+    let revocations = receipts(&warden)
+        .iter()
+        .filter(|d| d["action"] == "warden.approval.scoped_revoke" && d["scoped_grant_id"] == revoked_id.as_str())
+        .count();
+    assert_eq!(revocations, 1, "the revocation has its own receipt");
+}
+
+/// Every refused revocation — no token, a wrong token, no or a blank reason, an unknown or a
+/// malformed id, a stray argument, a grant revoked already — says so, says nothing was changed,
+/// and leaves the store file byte-identical.
+#[test]
+fn refused_revocations_change_nothing_in_the_store() {
+    let store = scoped_store();
+    let bob = store.operator("bob");
+    let wrong = format!("wot_{}", "0".repeat(64));
+    let grant_id = {
+        let mut stdio = StdioServer::start(&store.path(), Some(&bob));
+        let scope = json!({"uses": 1, "minutes": 5});
+        let arguments = json!({"approval_id": store.approval_id, "action_hash": store.hash(), "scope": scope});
+        let made = stdio.call("approve", arguments);
+        let id = made["structuredContent"]["grant"]["grant_id"].as_str().expect("a grant id").to_owned();
+        let revoked = stdio.call("revoke_scoped_grant", json!({"grant_id": id, "reason": "done"}));
+        assert_eq!(revoked["isError"], false, "{revoked}");
+        id
+    };
+    let unknown = format!("sgr_{}", "0".repeat(32));
+    // (why, token, arguments, what the refusal says)
+    let cases: Vec<(&str, Option<&str>, Value, &str)> = vec![
+        ("no token", None, json!({"grant_id": grant_id, "reason": "x"}), "a write needs an operator token"),
+        (
+            "a wrong token",
+            Some(&wrong),
+            json!({"grant_id": grant_id, "reason": "x"}),
+            "the operator token is not valid",
+        ),
+        ("no reason", Some(&bob), json!({"grant_id": grant_id}), "a reason is required"),
+        ("a blank reason", Some(&bob), json!({"grant_id": grant_id, "reason": "  "}), "a reason is required"),
+        ("no id", Some(&bob), json!({"reason": "x"}), "grant_id is required"),
+        ("an unknown id", Some(&bob), json!({"grant_id": unknown, "reason": "x"}), "no scoped grant sgr_000"),
+        ("a malformed id", Some(&bob), json!({"grant_id": "sgr_1", "reason": "x"}), "sgr_ followed by 32"),
+        (
+            "a stray argument",
+            Some(&bob),
+            json!({"grant_id": grant_id, "reason": "x", "by": "eve"}),
+            "no argument \"by\"",
+        ),
+        (
+            "revoked already",
+            Some(&bob),
+            json!({"grant_id": grant_id, "reason": "x"}),
+            "was revoked already, by operator:bob",
+        ),
+    ];
+    for (why, token, arguments, says) in &cases {
+        let mut stdio = StdioServer::start(&store.path(), *token);
+        let before = store.bytes();
+        let refused = stdio.call("revoke_scoped_grant", arguments.clone());
+        assert!(store.bytes() == before, "{why}: {arguments} changed the store file");
+        assert_eq!(refused["isError"], true, "{why}: {refused}");
+        let text = refused["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains(says) && text.ends_with("nothing was changed"), "{why}: {text}");
+        for secret in [&bob, &wrong] {
+            assert!(!refused.to_string().contains(secret.as_str()), "{why}: a token was echoed: {refused}");
+        }
+    }
 }
 
 #[test]

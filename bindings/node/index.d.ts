@@ -212,6 +212,46 @@ export interface ApprovalRecord {
   [field: string]: JsonValue;
 }
 
+/** What a scoped grant covers: `uses` further proposals for `minutes`, of this shape. */
+export interface Scope {
+  uses: number;
+  minutes: number;
+  /** JSON pointers (`/customer_id`) whose values must equal the approved action's. */
+  fixed?: string[];
+  /** JSON pointers to numeric arguments, each with the bound it must not exceed. */
+  atMost?: { [pointer: string]: number };
+}
+
+/** A scoped grant as `scopedGrants()` lists it. */
+export interface ScopedGrant {
+  grant_id: string;
+  approval_id: string;
+  action: string;
+  rule: string;
+  policy_hash: string;
+  requested_by: { agent: string; user: string | null };
+  approver: string;
+  approver_verified: boolean;
+  /** As the approver asked for it (bounds as JSON number text). */
+  scope: { uses: number; minutes: number; fixed: string[]; at_most: { [pointer: string]: string } };
+  /** The approved action's value at each fixed pointer. */
+  fixed_values: JsonObject;
+  uses_left: number;
+  granted_at: string;
+  expires_at: string;
+  state: 'live' | 'used_up' | 'expired' | 'revoked';
+  revoked: { by: string; reason: string; at: string } | null;
+}
+
+/** What `approveScoped` and `revokeScopedGrant` resolve to. */
+export interface ScopedGrantDone {
+  grant: ScopedGrant;
+  /** The request as the grant left it; null for a revocation. */
+  approval: ApprovalRecord | null;
+  receipt_id: string;
+  receipt_seq: number;
+}
+
 export interface EffectRecord {
   effect_key: string;
   state: 'reserved' | 'executing' | 'committed' | 'failed' | 'ambiguous' | string;
@@ -398,6 +438,19 @@ export declare class Warden {
   /** Grant a pending approval; `by` must not be the requesting principal in any spelling. */
   approve(id: string, options: { by: string; ttlMs?: number; agent?: string; verified?: VerifiedIdentity }): Promise<ApprovalRecord>;
   deny(id: string, options: { by: string; reason?: string | null; agent?: string; verified?: VerifiedIdentity }): Promise<ApprovalRecord>;
+  /**
+   * Grant a pending approval and make a scoped grant: the next `scope.uses` proposals of its
+   * shape run without a human until `scope.minutes` pass. Rejects with InvalidInput (naming
+   * what) past the document's `approval.scoped` caps, and nothing changes.
+   */
+  approveScoped(
+    id: string,
+    options: { by: string; scope: Scope; agent?: string; verified?: VerifiedIdentity; actionHash?: string },
+  ): Promise<ScopedGrantDone>;
+  /** The scoped grants that may still be spent, or with `liveOnly: false` every one ever made. */
+  scopedGrants(options?: { liveOnly?: boolean }): Promise<ScopedGrant[]>;
+  /** Revoke a scoped grant; `by` and `reason` are required. Rejects with NotFound or InvalidInput, changing nothing. */
+  revokeScopedGrant(grantId: string, options: { by: string; reason: string }): Promise<ScopedGrantDone>;
   /** Wait (by the library's clock) until the request is answered, expires, or `timeoutMs` passes. */
   waitForAnswer(id: string, timeoutMs: number): Promise<ApprovalRecord | null>;
   /** Called once per new approval request this handle creates, on the event loop; never fails the action. */

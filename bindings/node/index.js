@@ -644,6 +644,61 @@ class Warden {
   }
 
   /**
+   * Grant a pending approval as `by` and, in the same write, make a scoped grant: the next
+   * `scope.uses` proposals of the same action, by the same requester, decided by the same rule,
+   * whose arguments have the scope's shape, run without asking a human until `scope.minutes`
+   * pass (their permits name `scoped_grant_id`). `scope` is `{uses, minutes, fixed, atMost}`:
+   * `fixed` JSON pointers ('/customer_id') must equal the approved action's values, `atMost`
+   * maps pointers to numeric upper bounds. Only a rule whose document sets
+   * `approval: {scoped: {max_uses, max_minutes}}` allows it, within those caps; anything else
+   * rejects with InvalidInput naming what, and nothing changes. `by`, `agent` and `verified` as
+   * for `approve`; `actionHash` refuses unless the request binds that action. Resolves to
+   * `{grant, approval, receipt_id, receipt_seq}`.
+   */
+  async approveScoped(id, { by, scope, agent, verified, actionHash } = {}) {
+    requireString('the approval id', id);
+    requireString('by', by);
+    optionalString('agent', agent);
+    optionalString('actionHash', actionHash);
+    if (scope === null || typeof scope !== 'object' || Array.isArray(scope)) {
+      throw new TypeError('approveScoped(id, { scope }): scope must be an object {uses, minutes, fixed, atMost}');
+    }
+    // The library reads the scope and refuses any field it does not know: `atMost` is its
+    // `at_most`, and everything else is passed as given.
+    const { atMost, ...rest } = scope;
+    if (atMost !== undefined && 'at_most' in rest) {
+      throw new TypeError('approveScoped(id, { scope }): give atMost or at_most, not both');
+    }
+    const wire = atMost === undefined ? rest : { ...rest, at_most: atMost };
+    const approver = agent === undefined || agent === null ? by : { agent, user: by };
+    const answer = { approval_id: id, approver, verified: verified ?? null, action_hash: actionHash ?? null, scope: wire };
+    const text = dumps(answer, 'the scoped answer');
+    return json.parse(await invoke(() => this.#handle.approvalGrantScoped(text)));
+  }
+
+  /**
+   * The scoped grants by id: those that may still be spent, or with `{ liveOnly: false }` every
+   * one ever made (`state`: "live", "used_up", "expired" or "revoked").
+   */
+  async scopedGrants({ liveOnly = true } = {}) {
+    if (typeof liveOnly !== 'boolean') throw new TypeError('scopedGrants({ liveOnly }): liveOnly must be a boolean');
+    return json.parse(await invoke(() => this.#handle.scopedGrants(liveOnly)));
+  }
+
+  /**
+   * Revoke a scoped grant ("sgr_…"): no later proposal is covered by it. `by` and `reason` are
+   * required, one plain line each; an unknown grant rejects with NotFound, one revoked already
+   * with InvalidInput, and a refusal changes nothing. Resolves to `{grant, approval: null,
+   * receipt_id, receipt_seq}`.
+   */
+  async revokeScopedGrant(grantId, { by, reason } = {}) {
+    requireString('the grant id', grantId);
+    requireString('by', by);
+    requireString('reason', reason);
+    return json.parse(await invoke(() => this.#handle.scopedGrantRevoke(grantId, by, reason)));
+  }
+
+  /**
    * Wait until the request is answered, expires, or `timeoutMs` passes — judged by the
    * library's clock — and resolve to the record as it then stands (`status` "pending": the
    * wait ran out; "expired": it lapsed), or null when there is no such request.

@@ -78,7 +78,56 @@ pub struct Scope {
     pub at_most: Vec<(String, String)>,
 }
 
+/// The fields a scope given as JSON may have.
+pub const SCOPE_FIELDS: [&str; 4] = ["uses", "minutes", "fixed", "at_most"];
+
 impl Scope {
+    /// A scope given as JSON (the C ABI, the bindings, the operator's approve tool): `{"uses":
+    /// int, "minutes": int, "fixed": [pointer, …], "at_most": {pointer: number, …}}`, `fixed` and
+    /// `at_most` optional. Refused, naming the field: not an object, an unknown field, `uses` or
+    /// `minutes` missing or not a whole number, a pointer that is not a string, a bound that is
+    /// not a JSON number. The caps and the pointers are [`check_scope`]'s.
+    pub fn from_json(value: &Value) -> Result<Scope, Error> {
+        let Value::Object(scope) = value else {
+            return Err(refuse("scope must be an object {uses, minutes, fixed, at_most}".into()));
+        };
+        if let Some(unknown) = scope.keys().find(|key| !SCOPE_FIELDS.contains(&key.as_str())) {
+            return Err(refuse(format!(
+                "scope has no field {unknown:?}; its fields are uses, minutes, fixed, at_most"
+            )));
+        }
+        let whole = |name: &str| {
+            scope
+                .get(name)
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| refuse(format!("scope.{name} must be an integer")))
+        };
+        let (uses, minutes) = (whole("uses")?, whole("minutes")?);
+        let fixed = match scope.get("fixed") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| item.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| refuse("scope.fixed must be a list of JSON pointers".into()))?,
+            Some(_) => return Err(refuse("scope.fixed must be a list of JSON pointers".into())),
+        };
+        let at_most = match scope.get("at_most") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(bounds)) => bounds
+                .iter()
+                .map(|(pointer, bound)| match bound {
+                    Value::Number(number) => Some((pointer.clone(), number.to_string())),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| refuse("scope.at_most maps JSON pointers to numbers".into()))?,
+            Some(_) => return Err(refuse("scope.at_most maps JSON pointers to numbers".into())),
+        };
+        Ok(Scope { uses, minutes, fixed, at_most })
+    }
+
     /// `{uses, minutes, fixed, at_most}` as records and receipts show it.
     pub fn to_json(&self) -> Value {
         let at_most: Map<String, Value> =
@@ -692,5 +741,37 @@ mod tests {
             serde_json::json!({"uses": 3, "minutes": 10, "fixed": ["/customer_id"], "at_most": {"/amount": "5000"}})
         );
         assert_eq!(grant.to_json(grant.expires_at + 1)["state"], "expired");
+    }
+
+    #[test]
+    fn a_scope_given_as_json_is_read_whole_or_refused_naming_the_field() {
+        let read = Scope::from_json(&serde_json::json!(
+            {"uses": 9, "minutes": 30, "fixed": ["/customer_id"], "at_most": {"/amount": 5000, "/fee": 2.5}}
+        ));
+        assert_eq!(
+            read.ok(),
+            Some(scope(9, 30, &["/customer_id"], &[("/amount", "5000"), ("/fee", "2.5")])),
+            "every field, bounds as their JSON number text"
+        );
+        let bare = Scope::from_json(&serde_json::json!({"uses": 1, "minutes": 2, "fixed": null}));
+        assert_eq!(bare.ok(), Some(scope(1, 2, &[], &[])));
+        for (value, says) in [
+            (serde_json::json!([1]), "scope must be an object"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "max": 2}), "scope has no field \"max\""),
+            (serde_json::json!({"minutes": 1}), "scope.uses must be an integer"),
+            (serde_json::json!({"uses": 1}), "scope.minutes must be an integer"),
+            (serde_json::json!({"uses": -1, "minutes": 1}), "scope.uses must be an integer"),
+            (serde_json::json!({"uses": 1.5, "minutes": 1}), "scope.uses must be an integer"),
+            (serde_json::json!({"uses": 1, "minutes": 4_294_967_296_u64}), "scope.minutes must be an integer"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "fixed": "/a"}), "scope.fixed must be a list"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "fixed": [1]}), "scope.fixed must be a list"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "at_most": {"/a": "5"}}), "scope.at_most maps"),
+            (serde_json::json!({"uses": 1, "minutes": 1, "at_most": ["/a"]}), "scope.at_most maps"),
+        ] {
+            match Scope::from_json(&value) {
+                Err(Error::InvalidInput(message)) => assert!(message.contains(says), "{value}: {message}"),
+                other => panic!("{value}: {other:?}"),
+            }
+        }
     }
 }

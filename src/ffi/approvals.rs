@@ -1,9 +1,11 @@
-//! Approvals: request, grant, deny, get, pending. Records cross as `ApprovalRecord::to_json`.
+//! Approvals: request, grant, deny, get, pending, answer, wait; scoped grants (grant, list,
+//! revoke). Records cross as `ApprovalRecord::to_json` and `ScopedGrant::to_json`.
 
 use serde_json::Value;
 
 use crate::action::Action;
-use crate::approval::ApprovalRecord;
+use crate::approval::scope::Scope;
+use crate::approval::{check_person_name, ApprovalRecord};
 use crate::error::Error;
 use crate::pipeline::ActionRequest;
 
@@ -251,6 +253,37 @@ pub unsafe extern "C" fn warden_approvals_pending(
     unsafe { with_handle(h, err, work) }
 }
 
+/// The approver an answer names: `"approver"` (an object `{"agent", "user"}`, or a name read as
+/// `warden_approval_grant` reads `by`, the agent `host` when it gives none) and `"verified"`
+/// (`{"issuer", "claims"}`; absent: asserted).
+fn approver_of(fields: &Fields<'_>) -> Result<crate::approval::Approver, Error> {
+    let principal = match fields.get("approver") {
+        None => {
+            return Err(Error::InvalidInput(
+                "answer needs \"approver\": an object {\"agent\", \"user\"}, or a name (USER, AGENT:USER or \
+                 AGENT/USER; the agent \"host\" when it gives none)"
+                    .into(),
+            ))
+        }
+        Some(Value::String(name)) => crate::approval::person::parse_name("answer.approver", name, "host")?,
+        Some(value) => {
+            let approver = Fields::new(value, "answer.approver", &["agent", "user"])?;
+            crate::action::Principal::new(approver.required_string("agent")?, approver.string("user")?)
+                .map_err(|e| Error::InvalidInput(format!("answer.approver: {e}")))?
+        }
+    };
+    Ok(match fields.get("verified") {
+        None => crate::approval::Approver::asserted(principal),
+        Some(value) => {
+            let verified = Fields::new(value, "answer.verified", &["issuer", "claims"])?;
+            let claims = verified.get("claims").cloned().unwrap_or_else(|| Value::Object(Default::default()));
+            let verified = crate::approval::Verified::new(verified.string("issuer")?, &claims)
+                .map_err(|e| Error::InvalidInput(format!("answer.verified: {e}")))?;
+            crate::approval::Approver::verified(principal, verified)
+        }
+    })
+}
+
 const ANSWER_FIELDS: [&str; 7] = ["approval_id", "decision", "approver", "verified", "ttl_ms", "note", "action_hash"];
 
 /// Answers an approval request as one approver: a principal, verified by the host's identity
@@ -312,31 +345,7 @@ pub unsafe extern "C" fn warden_approval_answer(
                 )))
             }
         };
-        let principal = match fields.get("approver") {
-            None => {
-                return Err(Error::InvalidInput(
-                    "answer needs \"approver\": an object {\"agent\", \"user\"}, or a name (USER, AGENT:USER or \
-                     AGENT/USER; the agent \"host\" when it gives none)"
-                        .into(),
-                ))
-            }
-            Some(Value::String(name)) => crate::approval::person::parse_name("answer.approver", name, "host")?,
-            Some(value) => {
-                let approver = Fields::new(value, "answer.approver", &["agent", "user"])?;
-                crate::action::Principal::new(approver.required_string("agent")?, approver.string("user")?)
-                    .map_err(|e| Error::InvalidInput(format!("answer.approver: {e}")))?
-            }
-        };
-        let approver = match fields.get("verified") {
-            None => crate::approval::Approver::asserted(principal),
-            Some(value) => {
-                let verified = Fields::new(value, "answer.verified", &["issuer", "claims"])?;
-                let claims = verified.get("claims").cloned().unwrap_or_else(|| Value::Object(Default::default()));
-                let verified = crate::approval::Verified::new(verified.string("issuer")?, &claims)
-                    .map_err(|e| Error::InvalidInput(format!("answer.verified: {e}")))?;
-                crate::approval::Approver::verified(principal, verified)
-            }
-        };
+        let approver = approver_of(&fields)?;
         let ttl = fields.millis("ttl_ms")?;
         if ttl.is_some() && !grant {
             return Err(Error::InvalidInput("answer.ttl_ms applies only to a grant".into()));
@@ -400,6 +409,161 @@ pub unsafe extern "C" fn warden_approval_wait(
         let record = handle.kernel.wait_for_answer(id, timeout)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write_json(&record.as_ref().map_or(Value::Null, ApprovalRecord::to_json)) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+const SCOPED_FIELDS: [&str; 5] = ["approval_id", "approver", "verified", "action_hash", "scope"];
+
+/// Grants a pending approval request and, in the same write, makes a *scoped grant*: the next
+/// `scope.uses` proposals of the same action, by the same requester, decided `approve` by the
+/// same rule under the same policy hash, whose arguments have the scope's shape, are allowed
+/// without asking a human until `scope.minutes` pass (their permits name `scoped_grant_id`).
+/// Only a rule whose document opts in (`approval: {scoped: {max_uses, max_minutes}}`) and needs
+/// one approver allows it; anything past the document's caps is refused and nothing changes.
+///
+/// - `h`: an open handle. Required.
+/// - `answer`, `len`: UTF-8 JSON `{"approval_id": "apr_…", "approver": {"agent": str, "user":
+///   str|null} | str, "verified": {"issuer": str|null, "claims": {...}}|null, "action_hash":
+///   str|null, "scope": {"uses": int, "minutes": int, "fixed": [pointer, …], "at_most":
+///   {pointer: number, …}}}`. Required. `approver`, `verified` and `action_hash` as for
+///   `warden_approval_answer`. `scope.uses`: how many further proposals (1 to the rule's
+///   `max_uses`); `scope.minutes`: how long (1 to its `max_minutes`); `fixed`: JSON pointers
+///   (`/customer_id`) whose values must equal the approved action's; `at_most`: JSON pointers to
+///   numeric arguments, each with a bound not below the approved action's value. Any other
+///   field, here or in `scope`, is refused.
+/// - `out`: NULL, or receives `{"grant": {...}, "approval": {...}, "receipt_id": str,
+///   "receipt_seq": int}` on WARDEN_RESULT_OK only (the grant as `warden_scoped_grants` lists
+///   it, the approval record granted); free it with `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_APPROVAL_MISMATCH (as for `warden_approval_answer`);
+/// WARDEN_RESULT_NOT_FOUND (no such request); WARDEN_RESULT_INVALID_INPUT (bad JSON, an unknown
+/// field, a scope the rule does not allow or wider than its caps, a pointer not in the approved
+/// action, a bound below its value, a request that needs more than one approver; the message
+/// names which); WARDEN_RESULT_STORE; WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_approval_grant_scoped(
+    h: *mut warden_handle,
+    answer: *const u8,
+    len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::optional(out);
+        // SAFETY: the caller's guarantee for (answer, len).
+        let value = unsafe { required_json(answer, len, "answer") }?;
+        let fields = Fields::new(&value, "answer", &SCOPED_FIELDS)?;
+        let approval_id = fields.required_string("approval_id")?;
+        let approver = approver_of(&fields)?;
+        let scope = fields.get("scope").ok_or_else(|| {
+            Error::InvalidInput("answer needs \"scope\": {\"uses\", \"minutes\", \"fixed\", \"at_most\"}".into())
+        })?;
+        let scope = Scope::from_json(scope)?;
+        let done = handle.kernel.answer_scoped(approval_id, &approver, &scope, fields.string("action_hash")?)?;
+        // SAFETY: `out` is NULL or writable (the caller's guarantee).
+        unsafe { out.write_json(&done.to_json(handle.kernel.now())) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Lists scoped grants by id as a JSON array of `{"grant_id", "approval_id", "action", "rule",
+/// "policy_hash", "requested_by", "approver", "approver_verified", "scope", "fixed_values",
+/// "uses_left", "granted_at", "expires_at", "state", "revoked"}` (`state`: `live`, `used_up`,
+/// `expired` or `revoked`, by the handle's clock).
+///
+/// - `h`: an open handle. Required.
+/// - `live_only`: true lists only the grants that may still be spent; false lists every grant
+///   ever made.
+/// - `out`: receives the JSON on WARDEN_RESULT_OK only. Required. Free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT; WARDEN_RESULT_STORE;
+/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_scoped_grants(
+    h: *mut warden_handle,
+    live_only: bool,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::required(out, "out")?;
+        let grants = handle.kernel.scoped_grants(live_only)?;
+        let now = handle.kernel.now();
+        // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
+        unsafe { out.write_json(&Value::Array(grants.iter().map(|grant| grant.to_json(now)).collect())) };
+        Ok(())
+    };
+    // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
+    unsafe { with_handle(h, err, work) }
+}
+
+/// Revokes one scoped grant: no later proposal is covered by it (the uses left are not spent).
+/// One write with its own receipt (`warden.approval.scoped_revoke`) and event.
+///
+/// - `h`: an open handle. Required.
+/// - `id`, `id_len`: the grant id (`sgr_` and 32 lowercase hex digits). Required.
+/// - `by`, `by_len`: who revokes, one plain line, not empty. Required.
+/// - `reason`, `reason_len`: why, one plain line, not empty. Required.
+/// - `out`: NULL, or receives `{"grant": {...}, "approval": null, "receipt_id": str,
+///   "receipt_seq": int}` on WARDEN_RESULT_OK only (the grant as revoked); free it with
+///   `warden_buf_free`.
+/// - `err`: NULL, or receives the error object on failure.
+///
+/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_NOT_FOUND (no such grant); WARDEN_RESULT_INVALID_INPUT
+/// (a malformed id, an empty `by` or `reason`, a grant revoked already); WARDEN_RESULT_STORE;
+/// WARDEN_RESULT_PANIC; WARDEN_RESULT_POISONED. A refused revocation changes nothing.
+///
+/// Thread safety: safe to call concurrently on one handle.
+///
+/// # Safety
+/// `h` is NULL or a live handle; byte pointers follow the conventions at the top of this
+/// header; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn warden_scoped_grant_revoke(
+    h: *mut warden_handle,
+    id: *const u8,
+    id_len: usize,
+    by: *const u8,
+    by_len: usize,
+    reason: *const u8,
+    reason_len: usize,
+    out: *mut warden_buf,
+    err: *mut warden_buf,
+) -> warden_result {
+    let work = |handle: &warden_handle| -> Result<(), Error> {
+        let out = Out::optional(out);
+        // SAFETY: the caller's guarantee for each (ptr, len) pair.
+        let (id, by, reason) = unsafe {
+            (
+                required_str(id, id_len, "id")?,
+                required_str(by, by_len, "by")?,
+                required_str(reason, reason_len, "reason")?,
+            )
+        };
+        check_person_name("by", by)?;
+        check_person_name("reason", reason)?;
+        let done = handle.kernel.revoke_scoped_grant(id, by, reason)?;
+        // SAFETY: `out` is NULL or writable (the caller's guarantee).
+        unsafe { out.write_json(&done.to_json(handle.kernel.now())) };
         Ok(())
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.

@@ -77,6 +77,20 @@ pub struct ScopedGrantDone {
     pub receipt_id: String,
 }
 
+impl ScopedGrantDone {
+    /// `{"grant", "approval", "receipt_id", "receipt_seq"}` as `warden approve --scope-* --json`,
+    /// `warden grants revoke --json`, the operator's tools and the C ABI show it (`approval` is
+    /// `null` for a revocation); `now` decides the grant's `state`.
+    pub fn to_json(&self, now: Micros) -> serde_json::Value {
+        serde_json::json!({
+            "grant": self.grant.to_json(now),
+            "approval": self.approval.as_ref().map(ApprovalRecord::to_json),
+            "receipt_id": self.receipt_id,
+            "receipt_seq": self.receipt_seq,
+        })
+    }
+}
+
 fn refused(error: Error) -> Result<WriteReply> {
     Ok(WriteReply::Refused(error))
 }

@@ -106,14 +106,14 @@ static const char POLICY[] =
 
 static const char OPTIONS[] = "{\"environment\":\"production\"}";
 
-/* Writes the policy into `dir` and opens `dir`/state.redb under it. */
-static inline warden_handle *open_with_policy(const char *dir) {
+/* Writes `document` into `dir` and opens `dir`/state.redb under it. */
+static inline warden_handle *open_with_document(const char *dir, const char *document) {
     char store[4096], config[4096];
     CHECK((size_t)snprintf(store, sizeof store, "%s/state.redb", dir) < sizeof store);
     CHECK((size_t)snprintf(config, sizeof config, "%s/warden.yaml", dir) < sizeof config);
     FILE *file = fopen(config, "w");
     CHECK(file != NULL);
-    CHECK(fputs(POLICY, file) >= 0);
+    CHECK(fputs(document, file) >= 0);
     CHECK(fclose(file) == 0);
     warden_handle *h = NULL;
     warden_buf err = NO_BUF;
@@ -122,5 +122,8 @@ static inline warden_handle *open_with_policy(const char *dir) {
     CHECK(err.ptr == NULL);
     return h;
 }
+
+/* Writes the policy into `dir` and opens `dir`/state.redb under it. */
+static inline warden_handle *open_with_policy(const char *dir) { return open_with_document(dir, POLICY); }
 
 #endif /* WARDEN_TEST_COMMON_H */

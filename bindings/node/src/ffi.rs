@@ -221,6 +221,31 @@ extern "C" {
         out: *mut WardenBuf,
         err: *mut WardenBuf,
     ) -> WardenResult;
+    pub fn warden_approval_grant_scoped(
+        handle: *mut WardenHandle,
+        answer: *const u8,
+        len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    pub fn warden_scoped_grants(
+        handle: *mut WardenHandle,
+        live_only: bool,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
+    #[allow(clippy::too_many_arguments)]
+    pub fn warden_scoped_grant_revoke(
+        handle: *mut WardenHandle,
+        id: *const u8,
+        id_len: usize,
+        by: *const u8,
+        by_len: usize,
+        reason: *const u8,
+        reason_len: usize,
+        out: *mut WardenBuf,
+        err: *mut WardenBuf,
+    ) -> WardenResult;
     pub fn warden_approval_answer(
         handle: *mut WardenHandle,
         answer: *const u8,

@@ -226,6 +226,30 @@ impl Handle {
         })
     }
 
+    /// Grant a request as a scoped grant (`warden_approval_grant_scoped`): the answer JSON.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn approval_grant_scoped(&self, answer: String) -> Json {
+        self.task(move |h| {
+            let (a, al) = bytes(&answer);
+            output(|out, err| unsafe { ffi::warden_approval_grant_scoped(h, a, al, out, err) })
+        })
+    }
+
+    /// The scoped grants, live ones only or every one (`warden_scoped_grants`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn scoped_grants(&self, live_only: bool) -> Json {
+        self.task(move |h| output(|out, err| unsafe { ffi::warden_scoped_grants(h, live_only, out, err) }))
+    }
+
+    /// Revoke one scoped grant (`warden_scoped_grant_revoke`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn scoped_grant_revoke(&self, id: String, by: String, reason: String) -> Json {
+        self.task(move |h| {
+            let ((i, il), (b, bl), (r, rl)) = (bytes(&id), bytes(&by), bytes(&reason));
+            output(|out, err| unsafe { ffi::warden_scoped_grant_revoke(h, i, il, b, bl, r, rl, out, err) })
+        })
+    }
+
     /// One gauge read from the store now (`warden_gauge_read`): `[{value, attributes}]`.
     #[napi(ts_return_type = "Promise<string>")]
     pub fn gauge_read(&self, name: String) -> Json {

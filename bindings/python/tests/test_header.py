@@ -78,6 +78,8 @@ def c_kind(c_type: str) -> Any:
         "warden_anchor_fn",
     ):
         return "function pointer"
+    if bare == "bool":
+        return "bool"
     if bare in _C_INTEGERS:
         return ("integer",) + _C_INTEGERS[bare]
     raise AssertionError(f"the test does not know the C type {c_type!r}")
@@ -92,6 +94,8 @@ def ctypes_kind(t: Any) -> Any:
         return "byte pointer"
     if t is ctypes.c_void_p:
         return "opaque pointer"
+    if t is ctypes.c_bool:
+        return "bool"
     if isinstance(t, type) and issubclass(t, ctypes._CFuncPtr):
         return "function pointer"
     if isinstance(t, type) and issubclass(t, ctypes._Pointer):

@@ -137,6 +137,61 @@ class Approvals(Managed):
         }
         return _record(self._call_out("warden_approval_answer", *_json_arg(answer, "the answer")))
 
+    def approve_scoped(
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        scope: Mapping[str, Any],
+        agent: str | None = None,
+        verified: Mapping[str, Any] | None = None,
+        action_hash: str | None = None,
+    ) -> dict[str, Any]:
+        """Grant a pending request as `by` and, in the same write, make a scoped grant: the next
+        `scope["uses"]` proposals of the same action, by the same requester, decided by the same
+        rule, whose arguments have the scope's shape, are allowed without asking a human until
+        `scope["minutes"]` pass (their permits name `scoped_grant_id`).
+
+        `scope` is `{"uses": int, "minutes": int, "fixed": [pointer, ...], "at_most": {pointer:
+        number, ...}}`: `fixed` JSON pointers (`"/customer_id"`) must equal the approved action's
+        values, `at_most` pointers are numeric arguments bounded from above. Only a rule whose
+        document sets `approval: {scoped: {max_uses, max_minutes}}` allows it, within those caps;
+        anything else is refused (`InvalidInput`, naming what) and nothing changes. `by`,
+        `agent` and `verified` as for `approve`; `action_hash` refuses unless the request binds
+        that action. Returns `{"grant": {...}, "approval": {...}, "receipt_id", "receipt_seq"}`."""
+        if not isinstance(scope, Mapping):
+            raise InvalidInput(f"approve_scoped(scope=...) must be a mapping, not {type(scope).__name__}")
+        # Without `agent`, the library parses `by` (approval::person::parse_name): one rule, one place.
+        approver: Any = by if agent is None else {"agent": agent, "user": by}
+        answer: dict[str, Any] = {
+            "approval_id": approval_id,
+            "approver": approver,
+            "verified": None if verified is None else dict(verified),
+            "action_hash": action_hash,
+            "scope": dict(scope),
+        }
+        return _record(self._call_out("warden_approval_grant_scoped", *_json_arg(answer, "the scoped answer")))
+
+    def scoped_grants(self, live_only: bool = True) -> list[dict[str, Any]]:
+        """The scoped grants by id: those that may still be spent, or with `live_only=False`
+        every one ever made (`state`: "live", "used_up", "expired" or "revoked")."""
+        if not isinstance(live_only, bool):
+            raise InvalidInput(f"scoped_grants(live_only=...) must be True or False, not {live_only!r}")
+        return _records(self._call_out("warden_scoped_grants", live_only))
+
+    def revoke_scoped_grant(self, grant_id: str, *, by: str, reason: str) -> dict[str, Any]:
+        """Revoke a scoped grant ("sgr_..."): no later proposal is covered by it. `by` and
+        `reason` are required, one plain line each; an unknown grant is `NotFound`, one revoked
+        already `InvalidInput`, and a refusal changes nothing. Returns `{"grant": {...},
+        "approval": None, "receipt_id", "receipt_seq"}`."""
+        data = self._call_out(
+            "warden_scoped_grant_revoke",
+            *_text_arg(grant_id, "grant id"),
+            *_text_arg(by, "revoke_scoped_grant(by=...)"),
+            *_text_arg(reason, "revoke_scoped_grant(reason=...)"),
+        )
+        return _record(data)
+
     def wait_for_answer(self, approval_id: str, timeout: float) -> dict[str, Any] | None:
         """Block until the request is answered, expires, or `timeout` seconds pass — judged by
         the library's clock — and return the record as it then stands (`"pending"`: the wait

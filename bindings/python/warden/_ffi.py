@@ -29,6 +29,7 @@ from ctypes import (
     POINTER,
     Structure,
     byref,
+    c_bool,
     c_char_p,
     c_int32,
     c_int64,
@@ -145,6 +146,9 @@ SIGNATURES: dict[str, Signature] = {
     "warden_approval_deny": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     "warden_approval_get": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     "warden_approvals_pending": (_result, (_handle, _buf_p, _buf_p)),
+    "warden_approval_grant_scoped": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
+    "warden_scoped_grants": (_result, (_handle, c_bool, _buf_p, _buf_p)),
+    "warden_scoped_grant_revoke": (_result, (_handle, _bytes, _len, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),
     # authority
     "warden_delegate": (_result, (_handle, _bytes, _len, _buf_p, _buf_p)),
     "warden_revoke": (_result, (_handle, _bytes, _len, _bytes, _len, _buf_p, _buf_p)),

@@ -3,12 +3,11 @@
 //! shows them, `warden grants revoke sgr_… --by --reason` ends one, `warden inspect sgr_…` shows
 //! one with its events and receipts.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use warden::approval::check_person_name;
 use warden::approval::scope::{Scope, ScopedGrant};
 use warden::clock::render;
-use warden::kernel::ScopedGrantDone;
 use warden::{Error, Kernel};
 
 use crate::exit::Failure;
@@ -68,15 +67,6 @@ pub fn describe(grant: &ScopedGrant) -> String {
     )
 }
 
-pub fn done_json(done: &ScopedGrantDone, now: i64) -> Value {
-    json!({
-        "grant": done.grant.to_json(now),
-        "approval": done.approval.as_ref().map(warden::approval::ApprovalRecord::to_json),
-        "receipt_id": done.receipt_id,
-        "receipt_seq": done.receipt_seq,
-    })
-}
-
 pub fn list(kernel: &Kernel, all: bool, json: bool) -> Result<String, Failure> {
     let now = kernel.now();
     let grants = kernel.scoped_grants(!all)?;
@@ -108,7 +98,7 @@ pub fn revoke(kernel: &Kernel, id: &str, by: &str, reason: &str, json: bool) -> 
     check_person_name("--reason", reason).map_err(|e| Failure::usage(e.to_string()))?;
     let done = kernel.revoke_scoped_grant(id, by, reason).map_err(refusal("revoke_refused"))?;
     Ok(if json {
-        document(&done_json(&done, kernel.now()))
+        document(&done.to_json(kernel.now()))
     } else {
         format!(
             "scoped grant {} revoked with {} use(s) left: no later proposal is covered by it\nreceipt {} (seq {}) \

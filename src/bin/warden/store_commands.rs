@@ -331,7 +331,7 @@ pub fn approve(
             .answer_scoped(id, &approver, scope, Some(&record.action_hash))
             .map_err(crate::grant_commands::refusal("scope_refused"))?;
         if json {
-            return Ok(document(&crate::grant_commands::done_json(&done, kernel.now())));
+            return Ok(document(&done.to_json(kernel.now())));
         }
         let outcome = format!(
             "approval {} granted by {}\n{}\nreceipt {} (seq {}) records it; `warden grants revoke {}` ends it\n",

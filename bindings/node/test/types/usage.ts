@@ -29,6 +29,9 @@ import type {
   InclusionProof,
   JsonValue,
   ReconcileAnswer,
+  Scope,
+  ScopedGrant,
+  ScopedGrantDone,
   SightCatalog,
   SightDiff,
   SightHistoryPage,
@@ -73,6 +76,14 @@ async function story(): Promise<void> {
       const record: ApprovalRecord = await w.approve(id, { by: 'ops:bob', ttlMs: 60_000 });
       void expires;
       void record;
+      const scope: Scope = { uses: 3, minutes: 30, fixed: ['/customer_id'], atMost: { '/amount': 5000 } };
+      const done: ScopedGrantDone = await w.approveScoped(id, { by: 'ops:bob', scope });
+      const live: ScopedGrant[] = await w.scopedGrants({ liveOnly: true });
+      const state: 'live' | 'used_up' | 'expired' | 'revoked' = done.grant.state;
+      const ended: ScopedGrantDone = await w.revokeScopedGrant(done.grant.grant_id, { by: 'ops:bob', reason: 'done' });
+      void live;
+      void state;
+      void ended;
       await withApproval(id, () => withContext({ agent: 'support-agent' }, () => refund({ payment_id: 'pay_1', amount: 1 })));
     } else if (error instanceof Duplicate) {
       const state: 'committed' | 'in_progress' = error.state;

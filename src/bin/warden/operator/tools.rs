@@ -1,7 +1,8 @@
 //! The operator server's MCP methods, the same over both transports: `initialize`, `ping`,
-//! `tools/list` and `tools/call` of eight tools. The read tools return what the CLI's `--json`
-//! commands print (`pending`, `inspect`, `effects`, `receipts`, `stats`: the same functions);
-//! the write tools answer through `Kernel::answer` and `Kernel::resolve` as the console does,
+//! `tools/list` and `tools/call` of ten tools. The read tools return what the CLI's `--json`
+//! commands print (`pending`, `inspect`, `effects`, `receipts`, `stats`, `grants list`: the same
+//! functions); the write tools answer through `Kernel::answer`, `Kernel::answer_scoped`,
+//! `Kernel::revoke_scoped_grant` and `Kernel::resolve` as the console does,
 //! as `operator:NAME`, verified by `warden-operator`, only for a caller whose operator token
 //! the approvers file holds now.
 
@@ -145,6 +146,7 @@ impl Server {
                 Ok(json!({"receipts": parsed(&store_commands::receipts(kernel, last, true)?)?}))
             }
             ("stats", _) => parsed(&store_commands::stats(kernel, true)?),
+            ("list_scoped_grants", _) => parsed(&crate::grant_commands::list(kernel, args.flag("all")?, true)?),
             ("approve", Some((_, approver))) => {
                 let id = args.text("approval_id")?;
                 let hash = args.text("action_hash")?;
@@ -162,7 +164,7 @@ impl Server {
                         return Err(Failure::usage("give ttl or scope, not both"));
                     }
                     let done = kernel.answer_scoped(id, &approver, &scope, Some(hash))?;
-                    return Ok(crate::grant_commands::done_json(&done, kernel.now()));
+                    return Ok(done.to_json(kernel.now()));
                 }
                 let record = kernel.answer(id, &approver, None, true, ttl, Some(hash))?;
                 Ok(json!({"approval": record.to_json()}))
@@ -188,6 +190,14 @@ impl Server {
                 let resolver = format!("{AGENT}:{name} ({reason})");
                 let record = kernel.resolve_attempt(key, Some(attempt), to, &resolver)?;
                 Ok(json!({"effect": record.to_json()}))
+            }
+            ("revoke_scoped_grant", Some((name, _))) => {
+                let id = args.text("grant_id")?;
+                let reason = args.reason()?;
+                // Recorded as who revoked it: the operator the token names (as `approve` answers).
+                let by = format!("{AGENT}:{name}");
+                let done = kernel.revoke_scoped_grant(id, &by, &reason)?;
+                Ok(done.to_json(kernel.now()))
             }
             _ => Err(Failure::internal(format!("the tool {} has no handler", tool.name))),
         }
@@ -272,8 +282,8 @@ fn initialize(params: Option<&Value>) -> Value {
         "serverInfo": {"name": "warden-operator", "title": "Warden operator", "version": env!("CARGO_PKG_VERSION")},
         "instructions": "Warden's operator tools for one store. Read before you write: list_pending_approvals shows \
                          each request's whole action and its action_hash; approve names that hash, so a request \
-                         that binds anything else is refused. deny and resolve need a reason. Writes answer as the \
-                         approver the operator token names, never as the agent that asked.",
+                         that binds anything else is refused. deny, revoke_scoped_grant and resolve need a reason. \
+                         Writes answer as the approver the operator token names, never as the agent that asked.",
     })
 }
 
@@ -288,7 +298,7 @@ struct Tool {
 
 const TEXT: &str = r#"{"type": "string"}"#;
 
-const TOOLS: [Tool; 8] = [
+const TOOLS: [Tool; 10] = [
     Tool {
         name: "list_pending_approvals",
         writes: false,
@@ -336,6 +346,15 @@ const TOOLS: [Tool; 8] = [
         properties: &[],
     },
     Tool {
+        name: "list_scoped_grants",
+        writes: false,
+        description: "The scoped grants that may still be spent (with all, every one ever made): each with what it \
+                      covers (action, rule, requester, the scope's fixed and bounded arguments), the uses left, the \
+                      expiry, its state (live, used_up, expired, revoked) and who granted or revoked it (as `warden \
+                      grants list --json`).",
+        properties: &[("all", r#"{"type": "boolean", "default": false}"#, false)],
+    },
+    Tool {
         name: "approve",
         writes: true,
         description: "Grant a pending approval request as the approver the operator token names. action_hash must \
@@ -358,6 +377,14 @@ const TOOLS: [Tool; 8] = [
         description: "Deny a pending approval request as the approver the operator token names; a reason is \
                       required.",
         properties: &[("approval_id", TEXT, true), ("reason", TEXT, true)],
+    },
+    Tool {
+        name: "revoke_scoped_grant",
+        writes: true,
+        description: "Revoke a scoped grant (sgr_…, list_scoped_grants shows them) as the approver the operator \
+                      token names: no later proposal is covered by it, and the next one asks a human again. A \
+                      reason is required; a grant revoked already is refused.",
+        properties: &[("grant_id", TEXT, true), ("reason", TEXT, true)],
     },
     Tool {
         name: "resolve",
@@ -461,47 +488,16 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// The approve tool's `scope`, when given: `{uses, minutes, fixed?, at_most?}`.
+    /// The approve tool's `scope`, when given: `{uses, minutes, fixed?, at_most?}`, read as the
+    /// C ABI reads it (`Scope::from_json`).
     fn scope(&self) -> Result<Option<warden::approval::scope::Scope>, Failure> {
-        let scope = match self.arguments.get("scope") {
-            None | Some(Value::Null) => return Ok(None),
-            Some(Value::Object(scope)) => scope,
-            Some(_) => return Err(Failure::usage("scope must be an object {uses, minutes, fixed, at_most}")),
-        };
-        if let Some(unknown) = scope.keys().find(|key| !["uses", "minutes", "fixed", "at_most"].contains(&key.as_str()))
-        {
-            return Err(Failure::usage(format!("scope has no field {unknown:?}")));
+        match self.arguments.get("scope") {
+            None | Some(Value::Null) => Ok(None),
+            Some(scope) => warden::approval::scope::Scope::from_json(scope).map(Some).map_err(|error| match error {
+                warden::Error::InvalidInput(message) => Failure::usage(message),
+                other => other.into(),
+            }),
         }
-        let whole = |name: &str| {
-            scope
-                .get(name)
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| Failure::usage(format!("scope.{name} must be an integer")))
-        };
-        let (uses, minutes) = (whole("uses")?, whole("minutes")?);
-        let fixed = match scope.get("fixed") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| item.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| Failure::usage("scope.fixed must be a list of JSON pointers"))?,
-            Some(_) => return Err(Failure::usage("scope.fixed must be a list of JSON pointers")),
-        };
-        let at_most = match scope.get("at_most") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Object(bounds)) => bounds
-                .iter()
-                .map(|(pointer, bound)| match bound {
-                    Value::Number(number) => Some((pointer.clone(), number.to_string())),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| Failure::usage("scope.at_most maps JSON pointers to numbers"))?,
-            Some(_) => return Err(Failure::usage("scope.at_most maps JSON pointers to numbers")),
-        };
-        Ok(Some(warden::approval::scope::Scope { uses, minutes, fixed, at_most }))
     }
 
     fn flag(&self, name: &str) -> Result<bool, Failure> {
@@ -529,7 +525,7 @@ mod tests {
             }
         }
         let writes: Vec<&str> = TOOLS.iter().filter(|t| t.writes).map(|t| t.name).collect();
-        assert_eq!(writes, ["approve", "deny", "resolve"]);
+        assert_eq!(writes, ["approve", "deny", "revoke_scoped_grant", "resolve"]);
     }
 
     #[test]
