@@ -165,7 +165,10 @@ def test_a_library_with_another_abi_version_is_refused(tmp_path: Path) -> None:
 def _test_exports_library() -> Path | None:
     candidates = [os.environ.get("WARDEN_TEST_EXPORTS_LIB", "")]
     target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    # `cargo build --features test-exports --lib` leaves it in debug/; `cargo test --features
+    # test-exports` (the suite's stage before this one) in debug/deps/.
     candidates.append(str(target / "debug" / "libwarden.so"))
+    candidates.append(str(target / "debug" / "deps" / "libwarden.so"))
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and b"warden_test_panic" in Path(candidate).read_bytes():
             return Path(candidate)
