@@ -308,7 +308,13 @@ class Runner:
             print(f"  wrote {block.attrs['file']} ({block.where})", flush=True)
             return
         if block.lang in SHELL:
-            code, output = session.run(block.body, strict=True)
+            script = block.body
+            if re.search(r"^\s*cargo new\b", script, re.M):
+                # A reader's own Rust project builds in a target directory of its own, as on their
+                # machine: the suite's shared one holds the same crates built in other dependency
+                # graphs, and once made such a project's build see two serde_json (E0308).
+                script = 'export CARGO_TARGET_DIR="$PWD/target"\n' + script
+            code, output = session.run(script, strict=True)
             print(f"  sh ({block.where}) exit {code} in {time.monotonic() - started:.0f}s", flush=True)
             if code != 0:
                 self.fail(block, f"the commands exited {code}:\n{block.body}--- output\n{output}")
