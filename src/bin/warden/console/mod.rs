@@ -113,10 +113,9 @@ pub fn approvers_command(what: &ApproversCommand, store: &Path, json: bool) -> R
 /// One logged-in approver.
 #[derive(Clone)]
 struct Session {
-    /// The approvers-file entry a login token named; `None` for single sign-on (no entry).
+    /// The approvers-file entry a login token named; `None` for single sign-on (no entry: the
+    /// document's `sign_in` issuer verified the person).
     entry_id: Option<String>,
-    /// Signed in through the document's `sign_in` issuer (verified by it), not a login token.
-    via_sso: bool,
     name: String,
     roles: Vec<String>,
     csrf: String,
@@ -268,7 +267,6 @@ fn open_session(
     let id = approvers::random_hex()?;
     let session = Session {
         entry_id: entry_id.map(str::to_owned),
-        via_sso: entry_id.is_none(),
         name: name.to_owned(),
         roles: roles.to_vec(),
         csrf: approvers::random_hex()?,
@@ -334,14 +332,12 @@ fn authorized(
 
 /// The approver a session answers as: `console:NAME`, verified by the console.
 fn approver(app: &App, session: &Session) -> Result<Approver, Failure> {
-    match (&app.sso, session.via_sso) {
-        (Some(sso), true) => {
-            approvers::verified_approver(approvers::AGENT, sso.issuer(), sso::AMR, &session.name, &session.roles)
-        }
-        (None, true) => Err(Failure::internal("a single sign-on session without the sign_in section")),
-        (_, false) => {
+    match (&app.sso, &session.entry_id) {
+        (_, Some(_)) => {
             approvers::verified_approver(approvers::AGENT, ISSUER, "console_token", &session.name, &session.roles)
         }
+        (Some(sso), None) => sso.approver(approvers::AGENT, &session.name, &session.roles),
+        (None, None) => Err(Failure::internal("a single sign-on session without the sign_in section")),
     }
 }
 
@@ -517,18 +513,17 @@ fn signed_in(app: &App, entry_id: Option<&str>, name: &str, roles: &[String], tt
 /// same-origin POST signs in (a cross-site form cannot), and the session ends when the token
 /// does. A refusal says why in the verifier's words, never the token.
 async fn login_sso(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let offered = app.sso.is_some();
     let Some(sso) = app.sso.clone() else {
         return login_page(
             StatusCode::NOT_FOUND,
-            offered,
+            false,
             Some("Single sign-on is not set up: the document has no sign_in section."),
         );
     };
     if !same_origin(&app, &headers) {
         return login_page(
             StatusCode::FORBIDDEN,
-            offered,
+            true,
             Some("This sign-in did not come from the console's own page. Open the console and sign in there."),
         );
     }
@@ -540,7 +535,7 @@ async fn login_sso(State(app): State<Arc<App>>, headers: HeaderMap) -> Response 
     let Some(value) = value else {
         return login_page(
             StatusCode::UNAUTHORIZED,
-            offered,
+            true,
             Some(&format!(
                 "No single sign-on token arrived: the request carries no single {} header. The console reads it \
                  from the proxy that signs people in to the organisation's identity provider.",
@@ -553,21 +548,17 @@ async fn login_sso(State(app): State<Arc<App>>, headers: HeaderMap) -> Response 
     let user = match verified {
         Ok(Ok(user)) => user,
         Ok(Err(why)) => {
-            return login_page(StatusCode::FORBIDDEN, offered, Some(&format!("Single sign-on refused: {why}.")))
+            return login_page(StatusCode::FORBIDDEN, true, Some(&format!("Single sign-on refused: {why}.")))
         }
         Err(failure) => return failed(None, "Sign-in failed", &failure),
     };
-    if let Err(failure) = sso.approver(approvers::AGENT, &user) {
-        return login_page(
-            StatusCode::FORBIDDEN,
-            offered,
-            Some(&format!("Single sign-on refused: {}.", failure.message)),
-        );
+    if let Err(failure) = sso.approver(approvers::AGENT, &user.name, &user.roles) {
+        return login_page(StatusCode::FORBIDDEN, true, Some(&format!("Single sign-on refused: {}.", failure.message)));
     }
     let left = user.expires_at.saturating_sub(app.kernel.now());
     let ttl = Duration::from_micros(u64::try_from(left).unwrap_or(0));
     if ttl.is_zero() {
-        return login_page(StatusCode::FORBIDDEN, offered, Some("Single sign-on refused: the token has expired."));
+        return login_page(StatusCode::FORBIDDEN, true, Some("Single sign-on refused: the token has expired."));
     }
     signed_in(&app, None, &user.name, &user.roles, ttl)
 }

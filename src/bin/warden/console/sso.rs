@@ -110,8 +110,8 @@ impl Sso {
         Ok(SsoUser { name, roles, expires_at })
     }
 
-    /// `user` as a verified approver answering as `agent:NAME`, vouched for by the issuer.
-    pub fn approver(&self, agent: &str, user: &SsoUser) -> Result<warden::approval::Approver, Failure> {
-        super::approvers::verified_approver(agent, self.issuer(), AMR, &user.name, &user.roles)
+    /// A person this issuer verified, as an approver answering as `agent:NAME`.
+    pub fn approver(&self, agent: &str, name: &str, roles: &[String]) -> Result<warden::approval::Approver, Failure> {
+        super::approvers::verified_approver(agent, self.issuer(), AMR, name, roles)
     }
 }

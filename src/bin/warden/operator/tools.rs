@@ -207,17 +207,20 @@ impl Server {
     /// removed approver's is nobody's), or a token the document's `sign_in` issuer signed. Why
     /// not, in words that never contain the token.
     pub fn caller(&self, token: &str) -> Result<(String, Approver), String> {
-        if token.starts_with(approvers::OPERATOR_TOKEN_PREFIX) || self.sso.is_none() {
-            let entry = approvers::operator(&self.registry, token)
-                .ok_or("the operator token is not valid: unknown, or its approver was removed")?;
-            let approver = approvers::verified_approver(AGENT, ISSUER, "operator_token", &entry.name, &entry.roles)
-                .map_err(|failure| failure.message)?;
-            return Ok((entry.name, approver));
+        match &self.sso {
+            Some(sso) if !token.starts_with(approvers::OPERATOR_TOKEN_PREFIX) => {
+                let user = sso.verify(token).map_err(|why| format!("the single sign-on token was refused: {why}"))?;
+                let approver = sso.approver(AGENT, &user.name, &user.roles).map_err(|failure| failure.message)?;
+                Ok((user.name, approver))
+            }
+            _ => {
+                let entry = approvers::operator(&self.registry, token)
+                    .ok_or("the operator token is not valid: unknown, or its approver was removed")?;
+                let approver = approvers::verified_approver(AGENT, ISSUER, "operator_token", &entry.name, &entry.roles)
+                    .map_err(|failure| failure.message)?;
+                Ok((entry.name, approver))
+            }
         }
-        let sso = self.sso.as_ref().ok_or("no sign_in issuer")?;
-        let user = sso.verify(token).map_err(|why| format!("the single sign-on token was refused: {why}"))?;
-        let approver = sso.approver(AGENT, &user).map_err(|failure| failure.message)?;
-        Ok((user.name, approver))
     }
 
     /// The approver the caller's bearer token names (`caller`), checked now, before anything
