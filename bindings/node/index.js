@@ -6,170 +6,29 @@
 // N-API async work and returns a Promise. JSON crossing the boundary keeps every integer
 // exact: beyond 2^53 it is a BigInt. Sights (query, history, diff) are confined reads of the
 // HTTP windows the configuration names; the agent only ever names a window, never a URL.
-
-const path = require('node:path');
-const util = require('node:util');
-const { AsyncLocalStorage } = require('node:async_hooks');
+//
+// This file is the public entry point: what it exports, and the Warden class with each
+// method's documentation. The work is in lib/, by concept: native.js (the addon, calls into
+// it, the library's defaults), checks.js (argument checks), context.js (withContext and the
+// protected call's context), protect.js (a protected call), sights.js, approvals.js,
+// authority.js (delegations), records.js (effects, receipts, events, proofs), telemetry.js,
+// evidence.js (the offline verifier), errors.js and json.js.
 
 const json = require('./lib/json');
 const errors = require('./lib/errors');
 const evidence = require('./lib/evidence');
 const telemetry = require('./lib/telemetry');
-
-const { WardenError, AbiMismatch, InvalidInput, NotExecuted, fromObject } = errors;
-
-/** The C ABI version this binding is written against. */
-const ABI_VERSION = 1;
+const { ABI_VERSION, native, invoke, invokeSync, dumps, DEFAULTS } = require('./lib/native');
+const { requireString, optionalString } = require('./lib/checks');
+const { withContext, withApproval, idempotencyToken, extendLease } = require('./lib/context');
+const { protectedFunction } = require('./lib/protect');
+const sights = require('./lib/sights');
+const approvals = require('./lib/approvals');
+const authority = require('./lib/authority');
+const records = require('./lib/records');
 
 /** This package's version: the same as the library's and the CLI's (`warden --version --json`). */
 const { version } = require('./package.json');
-
-const native = loadNative();
-
-function loadNative() {
-  const file = path.join(__dirname, 'native', 'warden.node');
-  let addon;
-  try {
-    addon = require(file);
-  } catch (error) {
-    throw new AbiMismatch(
-      `cannot load the Warden addon ${file} (${error.message}); build it with \`node scripts/build.js\` in ${__dirname} (npm install does this)`,
-    );
-  }
-  const found = addon.abiVersion();
-  if (found !== ABI_VERSION) {
-    throw new AbiMismatch(
-      `libwarden implements ABI version ${found}, and this binding was built for version ${ABI_VERSION}; rebuild it with \`node scripts/build.js\``,
-    );
-  }
-  return addon;
-}
-
-/**
- * A native failure is a structured error: `code` is the C constant's name and `fields` the
- * library's error object; make it the matching WardenError.
- */
-function translate(error) {
-  if (error instanceof WardenError || error === null || typeof error !== 'object') return error;
-  const { code, fields } = error;
-  if (typeof code !== 'string' || !code.startsWith('WARDEN_RESULT_') || fields === null || typeof fields !== 'object') {
-    return error;
-  }
-  return fromObject(fields);
-}
-
-/** Run a native call (sync or returning a Promise), throwing WardenErrors. */
-async function invoke(call) {
-  try {
-    return await call();
-  } catch (error) {
-    throw translate(error);
-  }
-}
-
-/** JSON text for the library; a value that cannot be JSON is InvalidInput, as in Python. */
-function dumps(value, what) {
-  try {
-    return json.stringify(value);
-  } catch (error) {
-    throw new InvalidInput(`${what} cannot be sent to Warden as JSON: ${error.message}`);
-  }
-}
-
-function invokeSync(call) {
-  try {
-    return call();
-  } catch (error) {
-    throw translate(error);
-  }
-}
-
-// ---- authority helpers ---------------------------------------------------------------------------
-
-function principalOf(what, value) {
-  if (value === null || typeof value !== 'object' || typeof value.agent !== 'string') {
-    throw new TypeError(`${what} must be {agent, user}`);
-  }
-  return { agent: value.agent, user: value.user ?? null };
-}
-
-// Who revokes, as the one-line name the store records: "agent" or "agent/user".
-function revokerOf(by) {
-  if (by === undefined || by === null) return null;
-  if (typeof by === 'string') return by;
-  const principal = principalOf('by', by);
-  return principal.user === null ? principal.agent : `${principal.agent}/${principal.user}`;
-}
-
-// ---- context: who is asking, and which approval they present --------------------------------
-
-const callerScope = new AsyncLocalStorage();
-const protectedScope = new AsyncLocalStorage();
-
-function requireString(what, value) {
-  if (typeof value !== 'string' || value === '') throw new TypeError(`${what} must be a non-empty string`);
-  return value;
-}
-
-/** `requireString`, letting undefined and null through. */
-function optionalString(what, value) {
-  if (value !== undefined && value !== null) requireString(what, value);
-}
-
-/**
- * Run `fn` with the principal {agent, user}. Every protected call made inside it, however deep
- * in async code, proposes as this principal; concurrent calls each see their own. `task` names
- * the unit of work (grants naming `tasks` need a matching one); `hop` is a delegation id
- * ("dlg_…") another agent handed over, then the only grant the calls are judged against. Both
- * belong to this context: an inner `withContext` starts without them.
- */
-function withContext({ agent, user = null, task = null, hop = null } = {}, fn) {
-  requireString('agent', agent);
-  optionalString('user', user);
-  optionalString('task', task);
-  optionalString('hop', hop);
-  if (typeof fn !== 'function') throw new TypeError('withContext(principal, fn): fn must be a function');
-  const outer = callerScope.getStore() ?? {};
-  return callerScope.run(
-    { ...outer, principal: { agent, user: user ?? null }, task: task ?? null, hop: hop ?? null },
-    fn,
-  );
-}
-
-/** Run `fn` presenting the approval `id` ("apr_…") to every protected call inside it. */
-function withApproval(id, fn) {
-  requireString('the approval id', id);
-  if (typeof fn !== 'function') throw new TypeError('withApproval(id, fn): fn must be a function');
-  const outer = callerScope.getStore() ?? {};
-  return callerScope.run({ ...outer, approvalId: id }, fn);
-}
-
-function currentCall(what) {
-  const call = protectedScope.getStore();
-  if (!call) throw new InvalidInput(`${what} is only available inside a protected call`);
-  return call;
-}
-
-/**
- * The provider idempotency token of the attempt the current protected call is running. Throws
- * InvalidInput outside a protected call, or when the action has no effect key.
- */
-function idempotencyToken() {
-  const token = currentCall('idempotencyToken()').info.idempotency_token;
-  if (typeof token !== 'string') {
-    throw new InvalidInput('this action has no effect key, so its attempt has no idempotency token');
-  }
-  return token;
-}
-
-/** Extend the current protected call's lease to `ms` from now; resolves to the new expiry. */
-async function extendLease(ms) {
-  const call = currentCall('extendLease()');
-  if (!Number.isSafeInteger(ms) || ms <= 0) throw new TypeError('extendLease(ms): ms must be a positive integer');
-  const info = json.parse(await invoke(() => call.permit.extendLease(ms)));
-  call.info = { ...call.info, lease_expires_at: info.lease_expires_at };
-  return info.lease_expires_at ?? null;
-}
 
 // ---- pure functions ---------------------------------------------------------------------------
 
@@ -188,164 +47,6 @@ function actionHash({ name, arguments: args = {}, principal = null, resource = n
 }
 
 // ---- the handle -------------------------------------------------------------------------------
-
-/**
- * The library's defaults (`warden_defaults`): list calls return at most `list_limit` records
- * unless asked (0: no limit), from `from_seq` / `after_id`. Never restated here.
- */
-const DEFAULTS = Object.freeze(json.parse(native.defaults()));
-
-/** The message an AMBIGUOUS or FAILED outcome records for a thrown value. */
-function messageOf(thrown) {
-  let text;
-  try {
-    if (thrown instanceof Error) text = thrown.message ? `${thrown.name}: ${thrown.message}` : thrown.name;
-    else text = `thrown: ${util.inspect(thrown, { depth: 1 })}`;
-  } catch {
-    text = 'thrown: a value with no text';
-  }
-  // The library cuts a long message to its own bound (limits.max_message_bytes) and marks it.
-  return text;
-}
-
-/**
- * Commit a result: the library is handed its JSON, or (a value with no JSON form) its
- * util.inspect text, and stores either by its own rule, never refusing a success. A large
- * value is written in steps between turns of the event loop, and comes back as Buffers that
- * the addon joins on the thread pool (a 50 MB result never holds the loop for its whole length).
- */
-async function commitResult(permit, value) {
-  let encoded;
-  try {
-    encoded = await json.stringifyInSteps(value === undefined ? null : value);
-  } catch {
-    return invoke(() => permit.commitText(inspectText(value)));
-  }
-  return invoke(() => (typeof encoded === 'string' ? permit.commit(encoded) : permit.commitPieces(encoded)));
-}
-
-/** Whether a thrown value is a NotExecuted, never throwing itself (a Proxy's trap may). */
-function isNotExecuted(thrown) {
-  try {
-    return thrown instanceof NotExecuted;
-  } catch {
-    return false;
-  }
-}
-
-/** The text form of a result with no JSON form. */
-function inspectText(value) {
-  try {
-    return util.inspect(value, { depth: 2, breakLength: Infinity });
-  } catch (error) {
-    return `<a value whose inspection threw ${error?.name ?? 'an error'}>`;
-  }
-}
-
-function optionalCount(what, value, fallback) {
-  if (value === undefined || value === null) return fallback;
-  if (!Number.isSafeInteger(value) || value < 0) throw new TypeError(`${what} must be a non-negative integer`);
-  return value;
-}
-
-/** `optionalCount` with no fallback: the count is required. */
-function requireCount(what, value) {
-  if (value === undefined || value === null) throw new TypeError(`${what} must be a non-negative integer`);
-  return optionalCount(what, value, 0);
-}
-
-// ---- sights -----------------------------------------------------------------------------------
-
-/** `options` as a plain object of named options ({} when absent). */
-function namedOptions(what, options) {
-  if (options === undefined || options === null) return {};
-  if (typeof options !== 'object' || Array.isArray(options)) throw new TypeError(`${what}: options must be an object`);
-  return options;
-}
-
-/**
- * The request object of a sight call: the window named positionally, every other option
- * passed through as it is, so the library (not this binding) refuses what is not allowed
- * (`url`, `headers`, … → OutOfWindow `invalid_params`, before any I/O).
- */
-function sightRequest(what, source, endpoint, options) {
-  for (const key of ['source', 'endpoint']) {
-    if (Object.hasOwn(options, key)) throw new TypeError(`${what}: ${key} is the positional argument, not an option`);
-  }
-  return dumps({ source, endpoint, ...options }, `the ${what} request`);
-}
-
-/** What an aborted query rejects with: the library's own shape for reason `aborted`. */
-function abortedError() {
-  return errors.fromObject({
-    code: 'WARDEN_RESULT_FETCH',
-    reason: 'aborted',
-    message: 'aborted: the query was cancelled',
-    refusal: false,
-  });
-}
-
-/**
- * Run a native sight call, aborted by `signal`: the library checks its token before connecting
- * and between reads, so a stalled server would hold the native call until the source's
- * timeout_ms: the promise settles at the abort instead, and the native call's own outcome is
- * dropped. The token is freed by the addon only once the native call has returned.
- */
-async function abortable(signal, call) {
-  if (!signal) return json.parse(await invoke(() => call(undefined)));
-  if (signal.aborted) throw abortedError();
-  const cancel = new native.Cancel();
-  let onAbort;
-  const aborted = new Promise((_, reject) => {
-    onAbort = () => {
-      cancel.trigger();
-      reject(abortedError());
-    };
-  });
-  signal.addEventListener('abort', onAbort, { once: true });
-  const running = invoke(() => call(cancel));
-  running.catch(() => {});
-  try {
-    return json.parse(await Promise.race([running, aborted]));
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-}
-
-/** The `signal` option of a sight call or a protected call: an AbortSignal, or undefined/null for none. */
-function signalOption(what, signal) {
-  if (signal === undefined || signal === null) return signal;
-  if (typeof signal !== 'object' || typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
-    throw new TypeError(`${what}: signal must be an AbortSignal`);
-  }
-  return signal;
-}
-
-/**
- * The function the addon calls (on the JavaScript thread) for each credential reference a
- * query needs: it runs the user's provider and settles the native request exactly once, with
- * a string, or null for "no value" (a throw, a rejection, anything that is not a string). It
- * never throws itself.
- */
-function credentialBridge(provider) {
-  return function resolveCredential(reference, request) {
-    const settle = (value) => {
-      try {
-        request.settle(typeof value === 'string' ? value : null);
-      } catch {
-        // The request is already settled or gone; its query has moved on.
-      }
-    };
-    let answer;
-    try {
-      answer = Promise.resolve(provider(reference));
-    } catch {
-      settle(null);
-      return;
-    }
-    answer.then(settle, () => settle(null));
-  };
-}
 
 class Warden {
   #handle;
@@ -437,11 +138,7 @@ class Warden {
    * @param {{params?: object, fields?: string[], snapshot?: boolean, signal?: AbortSignal}} [options]
    */
   async query(source, endpoint, options) {
-    const { signal, ...rest } = namedOptions('query', options);
-    signalOption('query', signal);
-    const text = sightRequest('query', source, endpoint, rest);
-    const handle = this.#handle;
-    return abortable(signal, (cancel) => handle.sightQuery(text, cancel));
+    return sights.query(this.#handle, source, endpoint, options);
   }
 
   /**
@@ -453,11 +150,7 @@ class Warden {
    * @param {{signal?: AbortSignal}} [options]
    */
   async callTool(name, args, options) {
-    requireString('callTool(name)', name);
-    const signal = signalOption('callTool', namedOptions('callTool', options).signal);
-    const text = dumps(args ?? {}, `the ${name} arguments`);
-    const handle = this.#handle;
-    return abortable(signal, (cancel) => handle.sightCallTool(name, text, cancel));
+    return sights.callTool(this.#handle, name, args, options);
   }
 
   /**
@@ -465,24 +158,22 @@ class Warden {
    * first; pass the page's `nextCursor` as `cursor` for the next. `limit` 1..100, default 20.
    */
   async history(source, endpoint, options) {
-    const text = sightRequest('history', source, endpoint, namedOptions('history', options));
-    return json.parse(await invoke(() => this.#handle.sightHistory(text)));
+    return sights.history(this.#handle, source, endpoint, options);
   }
 
   /** What changed between two snapshots (`snp_…` ids) of one window. */
   async diff(a, b) {
-    const text = dumps({ a, b }, 'the diff request');
-    return json.parse(await invoke(() => this.#handle.sightDiff(text)));
+    return sights.diff(this.#handle, a, b);
   }
 
   /** The configured windows as an agent may name them (no origin, path or credential). */
   sources() {
-    return json.parse(invokeSync(() => this.#handle.sightSources()));
+    return sights.sources(this.#handle);
   }
 
   /** The four tool definitions (`warden_sources`, `warden_query`, `warden_history`, `warden_diff`). */
   toolSchema() {
-    return json.parse(invokeSync(() => this.#handle.sightToolSchema()));
+    return sights.toolSchema(this.#handle);
   }
 
   /**
@@ -494,10 +185,7 @@ class Warden {
    * @param {((reference: string) => string | null | undefined | Promise<string | null | undefined>) | null} provider
    */
   setCredentialProvider(provider) {
-    if (provider !== undefined && provider !== null && typeof provider !== 'function') {
-      throw new TypeError('setCredentialProvider(provider): provider must be a function or null');
-    }
-    invokeSync(() => this.#handle.setCredentialProvider(provider ? credentialBridge(provider) : null));
+    return sights.setCredentialProvider(this.#handle, provider);
   }
 
   /** Close the store. Idempotent; calls already running finish first. */
@@ -533,66 +221,8 @@ class Warden {
    * @param {{reconcile?: (effectKey: string) => any, leaseMs?: number, waitMs?: number,
    *   precondition?: (action: object) => any}} [options]
    */
-  protect(name, fn, { reconcile, leaseMs, waitMs, precondition } = {}) {
-    requireString('the action name', name);
-    if (typeof fn !== 'function') throw new TypeError('protect(name, fn): fn must be a function');
-    if (reconcile !== undefined && typeof reconcile !== 'function') throw new TypeError('reconcile must be a function');
-    if (leaseMs !== undefined && (!Number.isSafeInteger(leaseMs) || leaseMs <= 0)) {
-      throw new TypeError('leaseMs must be a positive integer');
-    }
-    if (waitMs !== undefined && (typeof waitMs !== 'number' || !(waitMs >= 0))) {
-      throw new TypeError('waitMs must be a non-negative number');
-    }
-    if (precondition !== undefined && typeof precondition !== 'function') {
-      throw new TypeError('precondition must be a function');
-    }
-    const handle = this.#handle;
-    const tracing = this.#telemetry;
-    const protectedCall = async (args = {}, { signal } = {}) => {
-      if (args === null || typeof args !== 'object' || Array.isArray(args)) {
-        throw new TypeError(`${name}: a protected function takes one object of arguments`);
-      }
-      signalOption(name, signal);
-      signal?.throwIfAborted();
-      const caller = callerScope.getStore() ?? {};
-      const request = {
-        name,
-        arguments: args,
-        principal: caller.principal ?? null,
-        approval_id: caller.approvalId ?? null,
-        lease_ms: leaseMs ?? null,
-        resource: null,
-        principal_expires_at_ms: null,
-        task: caller.task ?? null,
-        hop: caller.hop ?? null,
-      };
-      // With an OpenTelemetry SDK: the caller's trace context (for the receipts) and a trace.
-      const call = tracing.begin();
-      let trace;
-      if (call) {
-        request.traceparent = call.traceparent();
-        trace = new native.Trace();
-      }
-      let permit;
-      try {
-        permit = await proposeRecovering(handle, request, { reconcile, waitMs, precondition }, trace);
-      } catch (error) {
-        if (call) telemetry.refused(call, trace);
-        throw error;
-      }
-      const traced = call ? new telemetry.Traced(call, trace) : null;
-      if (signal?.aborted) {
-        // The caller left while the proposal was on its way and the function has not run: the
-        // library records NOT_EXECUTED (FAILED, a retry may run), never AMBIGUOUS.
-        await invoke(() => permit.cancel()).catch(() => {});
-        permit.release();
-        traced?.end();
-        signal.throwIfAborted();
-      }
-      return runPermitted(permit, fn, traced);
-    };
-    Object.defineProperty(protectedCall, 'name', { value: fn.name || name });
-    return protectedCall;
+  protect(name, fn, options = {}) {
+    return protectedFunction(this.#handle, this.#telemetry, name, fn, options);
   }
 
   /**
@@ -605,42 +235,13 @@ class Warden {
    * `agent` or `verified` the approver is asserted and counts only where one approver with no
    * role is required. An M-of-N request stays pending until enough entitled approvers granted.
    */
-  async approve(id, { by, ttlMs, agent, verified } = {}) {
-    requireString('the approval id', id);
-    requireString('by', by);
-    if (agent === undefined && verified === undefined) {
-      const ttl = optionalCount('ttlMs', ttlMs, 0);
-      return json.parse(await invoke(() => this.#handle.approvalGrant(id, by, ttl)));
-    }
-    const ttl = optionalCount('ttlMs', ttlMs, null);
-    return this.#answer(id, 'grant', { by, agent, verified, ttlMs: ttl });
+  async approve(id, options = {}) {
+    return approvals.approve(this.#handle, id, options);
   }
 
   /** Deny a pending approval (`agent` and `verified` as for `approve`). */
-  async deny(id, { by, reason, agent, verified } = {}) {
-    requireString('the approval id', id);
-    requireString('by', by);
-    optionalString('reason', reason);
-    if (agent === undefined && verified === undefined) {
-      return json.parse(await invoke(() => this.#handle.approvalDeny(id, by, reason ?? undefined)));
-    }
-    return this.#answer(id, 'deny', { by, agent, verified, note: reason ?? null });
-  }
-
-  async #answer(id, decision, { by, agent, verified, ttlMs = null, note = null }) {
-    optionalString('agent', agent);
-    // Without `agent`, the library parses `by` (approval::person::parse_name): one rule, one place.
-    const approver = agent === undefined || agent === null ? by : { agent, user: by };
-    const answer = {
-      approval_id: id,
-      decision,
-      approver,
-      verified: verified ?? null,
-      ttl_ms: ttlMs,
-      note,
-    };
-    const text = dumps(answer, 'the answer');
-    return json.parse(await invoke(() => this.#handle.approvalAnswer(text)));
+  async deny(id, options = {}) {
+    return approvals.deny(this.#handle, id, options);
   }
 
   /**
@@ -655,34 +256,16 @@ class Warden {
    * for `approve`; `actionHash` refuses unless the request binds that action. Resolves to
    * `{grant, approval, receipt_id, receipt_seq}`.
    */
-  async approveScoped(id, { by, scope, agent, verified, actionHash } = {}) {
-    requireString('the approval id', id);
-    requireString('by', by);
-    optionalString('agent', agent);
-    optionalString('actionHash', actionHash);
-    if (scope === null || typeof scope !== 'object' || Array.isArray(scope)) {
-      throw new TypeError('approveScoped(id, { scope }): scope must be an object {uses, minutes, fixed, atMost}');
-    }
-    // The library reads the scope and refuses any field it does not know: `atMost` is its
-    // `at_most`, and everything else is passed as given.
-    const { atMost, ...rest } = scope;
-    if (atMost !== undefined && 'at_most' in rest) {
-      throw new TypeError('approveScoped(id, { scope }): give atMost or at_most, not both');
-    }
-    const wire = atMost === undefined ? rest : { ...rest, at_most: atMost };
-    const approver = agent === undefined || agent === null ? by : { agent, user: by };
-    const answer = { approval_id: id, approver, verified: verified ?? null, action_hash: actionHash ?? null, scope: wire };
-    const text = dumps(answer, 'the scoped answer');
-    return json.parse(await invoke(() => this.#handle.approvalGrantScoped(text)));
+  async approveScoped(id, options = {}) {
+    return approvals.approveScoped(this.#handle, id, options);
   }
 
   /**
    * The scoped grants by id: those that may still be spent, or with `{ liveOnly: false }` every
    * one ever made (`state`: "live", "used_up", "expired" or "revoked").
    */
-  async scopedGrants({ liveOnly = true } = {}) {
-    if (typeof liveOnly !== 'boolean') throw new TypeError('scopedGrants({ liveOnly }): liveOnly must be a boolean');
-    return json.parse(await invoke(() => this.#handle.scopedGrants(liveOnly)));
+  async scopedGrants(options = {}) {
+    return approvals.scopedGrants(this.#handle, options);
   }
 
   /**
@@ -691,11 +274,8 @@ class Warden {
    * with InvalidInput, and a refusal changes nothing. Resolves to `{grant, approval: null,
    * receipt_id, receipt_seq}`.
    */
-  async revokeScopedGrant(grantId, { by, reason } = {}) {
-    requireString('the grant id', grantId);
-    requireString('by', by);
-    requireString('reason', reason);
-    return json.parse(await invoke(() => this.#handle.scopedGrantRevoke(grantId, by, reason)));
+  async revokeScopedGrant(grantId, options = {}) {
+    return approvals.revokeScopedGrant(this.#handle, grantId, options);
   }
 
   /**
@@ -704,9 +284,7 @@ class Warden {
    * wait ran out; "expired": it lapsed), or null when there is no such request.
    */
   async waitForAnswer(id, timeoutMs) {
-    requireString('the approval id', id);
-    const timeout = optionalCount('timeoutMs', timeoutMs, 0);
-    return json.parse(await invoke(() => this.#handle.approvalWait(id, timeout)));
+    return approvals.waitForAnswer(this.#handle, id, timeoutMs);
   }
 
   /**
@@ -717,30 +295,17 @@ class Warden {
    * fails the action. `null` removes it.
    */
   onApprovalRequest(hook) {
-    if (hook !== null && hook !== undefined && typeof hook !== 'function') {
-      throw new TypeError('onApprovalRequest(hook): hook must be a function or null');
-    }
-    const bridge = (text) => {
-      const report = (error) => console.error('warden: the approval hook failed; the action is not affected:', error);
-      try {
-        const outcome = hook(json.parse(text));
-        if (outcome && typeof outcome.then === 'function') outcome.then(undefined, report);
-      } catch (error) {
-        report(error);
-      }
-    };
-    invokeSync(() => this.#handle.setApprovalHook(hook ? bridge : null));
+    return approvals.onApprovalRequest(this.#handle, hook);
   }
 
   /** One approval record, or null. */
   async approval(id) {
-    requireString('the approval id', id);
-    return json.parse(await invoke(() => this.#handle.approvalGet(id)));
+    return approvals.approval(this.#handle, id);
   }
 
   /** The approval requests still waiting for a human. */
   async pending() {
-    return json.parse(await invoke(() => this.#handle.approvalsPending()));
+    return approvals.pending(this.#handle);
   }
 
   /**
@@ -749,41 +314,23 @@ class Warden {
    * every dimension the parent constrains must be stated at least as narrowly. Rejects with
    * AuthorityEscalation (`reason`, `dimension`) when refused.
    */
-  async delegate(parentId, grant, { by, byExpiresAtMs, via = 'api' } = {}) {
-    requireString('the parent id', parentId);
-    if (grant === null || typeof grant !== 'object' || Array.isArray(grant)) {
-      throw new TypeError('delegate(parentId, grant): grant must be an object');
-    }
-    const request = {
-      parent_id: parentId,
-      grant,
-      by: principalOf('by', by),
-      by_expires_at_ms: byExpiresAtMs ?? null,
-      via,
-    };
-    const created = json.parse(await invoke(() => this.#handle.delegate(dumps(request, 'the delegation'))));
-    return created.delegation_id;
+  async delegate(parentId, grant, options = {}) {
+    return authority.delegate(this.#handle, parentId, grant, options);
   }
 
   /** Revoke a delegation: true when this call revoked it, false when it already was. */
-  async revoke(id, { by } = {}) {
-    requireString('the delegation id', id);
-    const revoker = revokerOf(by);
-    const answer = json.parse(await invoke(() => this.#handle.revoke(id, revoker ?? undefined)));
-    return answer.revoked;
+  async revoke(id, options = {}) {
+    return authority.revoke(this.#handle, id, options);
   }
 
   /** Revoke every delegation `createdBy` ({agent, user}) made, or every one beneath `under`. */
-  async revokeSweep({ createdBy, under, by } = {}) {
-    const request = { by: revokerOf(by) };
-    if (createdBy !== undefined) request.created_by = principalOf('createdBy', createdBy);
-    if (under !== undefined) request.under = requireString('under', under);
-    return json.parse(await invoke(() => this.#handle.revokeSweep(dumps(request, 'the sweep'))));
+  async revokeSweep(options = {}) {
+    return authority.revokeSweep(this.#handle, options);
   }
 
   /** Every stored delegation in id order, revoked ones included. */
   async delegations() {
-    return json.parse(await invoke(() => this.#handle.delegations()));
+    return authority.delegations(this.#handle);
   }
 
   /**
@@ -791,46 +338,33 @@ class Warden {
    * (the effect record's `attempt` the person was shown), only that attempt is resolved: if the
    * effect was resolved and tried again since, InvalidInput is thrown and nothing moves.
    */
-  async resolve(key, to, { by, attempt } = {}) {
-    requireString('the effect key', key);
-    if (to !== 'committed' && to !== 'failed') throw new TypeError('resolve(key, to): to is "committed" or "failed"');
-    requireString('by', by);
-    if (attempt !== undefined && !(Number.isInteger(attempt) && attempt >= 1 && attempt <= 0xffffffff)) {
-      throw new TypeError(`resolve(key, to, {attempt}): an attempt number, 1 or more; got ${String(attempt)}`);
-    }
-    return json.parse(await invoke(() => this.#handle.effectResolve(key, to, by, attempt)));
+  async resolve(key, to, options = {}) {
+    return records.resolve(this.#handle, key, to, options);
   }
 
   /** Effect records in key order, optionally only those in `state`, at most `limit` (0: all). */
-  async effects({ state, limit } = {}) {
-    optionalString('state', state);
-    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
-    return json.parse(await invoke(() => this.#handle.effectsList(state ?? undefined, count)));
+  async effects(options = {}) {
+    return records.effects(this.#handle, options);
   }
 
   /** One effect record, or null. */
   async effect(key) {
-    requireString('the effect key', key);
-    return json.parse(await invoke(() => this.#handle.effectGet(key)));
+    return records.effect(this.#handle, key);
   }
 
   /** Receipts from sequence number `fromSeq` on, in chain order, at most `limit` (0: all). */
-  async receipts({ fromSeq, limit } = {}) {
-    const from = optionalCount('fromSeq', fromSeq, DEFAULTS.from_seq);
-    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
-    return json.parse(await invoke(() => this.#handle.receiptsList(from, count)));
+  async receipts(options = {}) {
+    return records.receipts(this.#handle, options);
   }
 
   /** Walk the receipt chain and report whether it is intact. */
   async verifyChain() {
-    return json.parse(await invoke(() => this.#handle.chainVerify()));
+    return records.verifyChain(this.#handle);
   }
 
   /** Events with an id greater than `after`, ascending, at most `limit` (0: all). */
-  async events({ after, limit } = {}) {
-    const from = optionalCount('after', after, DEFAULTS.after_id);
-    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
-    return json.parse(await invoke(() => this.#handle.eventsList(from, count)));
+  async events(options = {}) {
+    return records.events(this.#handle, options);
   }
 
   /**
@@ -840,10 +374,8 @@ class Warden {
    * hashes in base64 (the `warden proof inclusion --json` document). Rejects with NotFound (no
    * such receipt or checkpoint, no checkpoint yet, or the receipt came after the checkpoint).
    */
-  async proofInclusion(receiptId, { checkpoint } = {}) {
-    requireString('the receipt id', receiptId);
-    const number = optionalCount('checkpoint', checkpoint, 0);
-    return json.parse(await invoke(() => this.#handle.proofInclusion(receiptId, number)));
+  async proofInclusion(receiptId, options = {}) {
+    return records.proofInclusion(this.#handle, receiptId, options);
   }
 
   /**
@@ -853,9 +385,7 @@ class Warden {
    * NotFound (no such checkpoint) or InvalidInput (a 0, or the first covers more receipts).
    */
   async proofConsistency(oldCheckpoint, newCheckpoint) {
-    const older = requireCount('oldCheckpoint', oldCheckpoint);
-    const newer = requireCount('newCheckpoint', newCheckpoint);
-    return json.parse(await invoke(() => this.#handle.proofConsistency(older, newer)));
+    return records.proofConsistency(this.#handle, oldCheckpoint, newCheckpoint);
   }
 
   /**
@@ -863,10 +393,8 @@ class Warden {
    * (0: all): `[{number, origin, size, root, time, verifier_key, note}]`, each as `warden
    * checkpoints --json` lists it.
    */
-  async checkpoints({ from, limit } = {}) {
-    const first = optionalCount('from', from, 0);
-    const count = optionalCount('limit', limit, DEFAULTS.list_limit);
-    return json.parse(await invoke(() => this.#handle.checkpoints(first, count)));
+  async checkpoints(options = {}) {
+    return records.checkpoints(this.#handle, options);
   }
 
   /**
@@ -920,65 +448,6 @@ function anchorAnswer(kept) {
   if (!(receipt instanceof Uint8Array)) throw new TypeError("an anchor's receipt is a Buffer or Uint8Array");
   const answer = { kind, receipt: Buffer.from(receipt).toString('base64'), description: description ?? '' };
   return `keep:${JSON.stringify(answer)}`;
-}
-
-/**
- * One `warden_propose_recovering` call: the library proposes, asks `reconcile` once on
- * AMBIGUOUS, waits `waitMs` for an approval's answer and presents it, and asks `precondition`
- * when an approval is involved. Each hook runs here, on the event loop, while the proposal
- * waits on its pool thread; what a hook throws is what the call rejects with.
- */
-async function proposeRecovering(handle, request, { reconcile, waitMs, precondition }, trace) {
-  const thrown = [];
-  const bridge = (hook, read, answerText) => (question, reply) => {
-    Promise.resolve()
-      .then(() => hook(read(question)))
-      .then((answer) => reply.settle(answerText(answer)))
-      .catch((error) => {
-        thrown.push(error);
-        reply.settle(null);
-      });
-  };
-  const text = dumps(request, `the ${request.name} request`);
-  // The library takes any wait; a JavaScript number beyond 2^53 ms (or Infinity) is 2^53 - 1.
-  const wait = waitMs > 0 ? Math.min(Math.ceil(waitMs), Number.MAX_SAFE_INTEGER) : 0;
-  const asked = precondition
-    ? bridge(precondition, json.parse, (state) => dumps(state, 'the precondition state'))
-    : undefined;
-  const answered = reconcile ? bridge(reconcile, (key) => key, (answer) => String(answer)) : undefined;
-  try {
-    return await invoke(() => handle.propose(text, wait, asked, answered, trace));
-  } catch (error) {
-    if (thrown.length > 0 && error instanceof InvalidInput) throw thrown[0];
-    throw error;
-  }
-}
-
-/** Run `fn` under a permit (and its span, when traced) and report exactly one outcome. */
-async function runPermitted(permit, fn, traced) {
-  const info = json.parse(permit.info);
-  const call = { permit, info };
-  const run = () => fn(info.arguments);
-  try {
-    let result;
-    try {
-      result = await protectedScope.run(call, () => (traced ? traced.run(run) : run()));
-    } catch (error) {
-      // NotExecuted: the remote side provably did nothing. If even an outcome cannot be
-      // recorded, the release below records AMBIGUOUS, and the caller still gets its error.
-      // The thrown value goes back unchanged whatever it is: nothing here may throw instead.
-      const report = isNotExecuted(error) ? permit.notExecuted : permit.ambiguous;
-      await invoke(() => report.call(permit, messageOf(error))).catch(() => {});
-      throw error;
-    }
-    // It ran: COMMITTED, whatever the result is (the library stores it, as itself or marked).
-    await commitResult(permit, result);
-    return result;
-  } finally {
-    permit.release();
-    // The outcome is recorded (or, released without one, AMBIGUOUS): the span ends with it.
-    traced?.end();
-  }
 }
 
 module.exports = {
