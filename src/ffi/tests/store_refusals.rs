@@ -1,5 +1,6 @@
 //! `warden_store_begin` and `warden_store_complete` return each refusal as its own code: a host
 //! without a permit decides what to do next from the code, so which one comes back is pinned.
+//! A handle opened without a policy document refuses `warden_propose` and serves these calls.
 
 use std::ptr;
 
@@ -7,7 +8,7 @@ use serde_json::json;
 
 use super::super::result::*;
 use super::super::store_ops::*;
-use super::{open, with_out, Failure, Handle, Owned};
+use super::{open, propose, refund, with_err, with_out, Failure, Handle, Owned};
 
 const KEY: &str = "refund:pay_kinds";
 
@@ -261,6 +262,104 @@ fn an_approval_is_consumed_without_a_key_once() {
     assert_eq!(consumed["status"], "consumed", "{consumed}");
     assert_eq!(code(consume(&handle, &id)), WARDEN_RESULT_APPROVAL_MISMATCH, "spent once");
     assert_eq!(code(consume(&handle, "apr_unknown")), WARDEN_RESULT_APPROVAL_MISMATCH, "unknown");
+}
+
+#[test]
+fn a_handle_without_a_config_refuses_propose_but_serves_the_kernel_calls() {
+    let handle = open(None);
+    let refused = propose(&handle, &refund("pay_k", 1)).expect_err("no document");
+    assert_eq!(refused.code, WARDEN_RESULT_CONFIG);
+
+    let action = json!({
+        "name": "stripe.refund",
+        "arguments": {"payment_id": "pay_k", "amount": 1},
+        "principal": {"agent": "worker"},
+    })
+    .to_string();
+    let key = "refund:pay_k";
+    let reserve = || {
+        // SAFETY: a live handle, strings and writable out-parameters.
+        with_out(|out, err| unsafe {
+            warden_store_reserve(
+                handle.raw,
+                action.as_ptr(),
+                action.len(),
+                key.as_ptr(),
+                key.len(),
+                ptr::null(),
+                0,
+                0,
+                out,
+                err,
+            )
+        })
+    };
+    let reserved = reserve().expect("reserved").json();
+    assert_eq!(reserved["state"], "reserved");
+    let holder = reserved["action_id"].as_str().expect("action_id").to_owned();
+    assert_eq!(reserve().expect_err("held").code, WARDEN_RESULT_IN_PROGRESS);
+    // SAFETY: a live handle and strings.
+    let began = with_out(|out, err| unsafe {
+        warden_store_begin(handle.raw, key.as_ptr(), key.len(), holder.as_ptr(), holder.len(), 1, out, err)
+    })
+    .expect("began");
+    assert_eq!(began.json()["state"], "executing");
+    let outcome = r#"{"committed": {"refund_id": "re_9"}}"#;
+    // SAFETY: as above.
+    let done = with_out(|out, err| unsafe {
+        warden_store_complete(
+            handle.raw,
+            key.as_ptr(),
+            key.len(),
+            holder.as_ptr(),
+            holder.len(),
+            1,
+            outcome.as_ptr(),
+            outcome.len(),
+            out,
+            err,
+        )
+    })
+    .expect("completed");
+    assert_eq!(done.json()["state"], "committed");
+    let refused = reserve().expect_err("duplicate");
+    assert_eq!(refused.code, WARDEN_RESULT_DUPLICATE);
+    assert_eq!(refused.error["state"], "committed");
+
+    let bad = r#"{"committed": 1, "ambiguous": "x"}"#;
+    // SAFETY: as above.
+    let shape = with_err(|err| unsafe {
+        warden_store_complete(
+            handle.raw,
+            key.as_ptr(),
+            key.len(),
+            holder.as_ptr(),
+            holder.len(),
+            1,
+            bad.as_ptr(),
+            bad.len(),
+            ptr::null_mut(),
+            err,
+        )
+    });
+    assert_eq!(shape.expect_err("two outcomes").code, WARDEN_RESULT_INVALID_INPUT);
+    let other = "refund:pay_other";
+    // SAFETY: as above.
+    let missing = with_err(|err| unsafe {
+        warden_store_mark_ambiguous(
+            handle.raw,
+            other.as_ptr(),
+            other.len(),
+            ptr::null(),
+            0,
+            0,
+            ptr::null(),
+            0,
+            ptr::null_mut(),
+            err,
+        )
+    });
+    assert!(missing.is_err());
 }
 
 #[cfg(not(feature = "test-exports"))]
