@@ -429,6 +429,29 @@ impl Warden {
         refused_action_for(Some(&self.document), request, self.kernel.environment())
     }
 
+    /// Record a call its host refused before `submit` (a gateway's check before forwarding):
+    /// the action `request` names (see [`refused_action_for`]) is denied with `reason` through
+    /// [`Kernel::record_denial`] — its events and denied receipt, carrying
+    /// `request.traceparent`. With `request.trace`, the call's span is recorded there, begun
+    /// and ended here as `submit_recovering` does: a refusal is a span too. The id of the
+    /// action recorded, or why nothing was (the request names no action, or the store failed).
+    pub fn record_denial(&self, request: &ActionRequest<'_>, reason: &str) -> Result<String> {
+        let action = self.refused_action_for(request)?;
+        let trace = request.trace.as_ref();
+        if let Some(trace) = trace {
+            let tool = self.kernel.limits().check_name(request.name).is_ok().then_some(request.name);
+            trace.begin(self.kernel.now(), tool, self.capture, self.kernel.outcomes().name())?;
+        }
+        let answer = self.kernel.record_denial(&action, reason, request.traceparent, trace);
+        if let Some(trace) = trace {
+            let error = match &answer {
+                Ok(refusal) | Err(refusal) => refusal,
+            };
+            trace.end_error(self.kernel.now(), error);
+        }
+        answer.map(|_| action.action_id)
+    }
+
     // ---- delegation ----------------------------------------------------------------------------
 
     fn authority_section(&self) -> Result<&authority::Authority> {

@@ -4204,6 +4204,14 @@ fn the_clients_authorization_header_never_reaches_the_upstream() {
 
 /// A `--stdio` gateway in `dir` over the scripted child: its stdin, its answers, its child's log.
 fn stdio_gateway(dir: &Path) -> (Child, std::process::ChildStdin, std::sync::mpsc::Receiver<Value>, PathBuf) {
+    stdio_gateway_with(dir, &[])
+}
+
+/// `stdio_gateway` with `env` set for the gateway.
+fn stdio_gateway_with(
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> (Child, std::process::ChildStdin, std::sync::mpsc::Receiver<Value>, PathBuf) {
     std::fs::write(dir.join("server.py"), STDIO_SERVER).expect("server");
     let log = dir.join("seen.jsonl");
     let mut child = warden()
@@ -4211,6 +4219,7 @@ fn stdio_gateway(dir: &Path) -> (Child, std::process::ChildStdin, std::sync::mps
         .args(["--config", &dir.join("warden.yaml").display().to_string()])
         .args(["--store", &dir.join("store.redb").display().to_string()])
         .args(["--", "python3", &dir.join("server.py").display().to_string(), &log.display().to_string()])
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -4591,6 +4600,122 @@ fn the_gateway_exports_the_calls_mcp_span_and_its_execute_tool_span_over_otlp_co
     for secret in [secret_card, secret_key, "client-secret-token-9876", "otlp-header-secret-1234", "agent-7"] {
         assert!(!exported.windows(secret.len()).any(|w| w == secret.as_bytes()), "{secret} appears in the OTLP export");
     }
+}
+
+#[test]
+fn a_call_refused_before_the_kernel_decides_is_one_execute_tool_span_naming_its_denied_receipt() {
+    use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+
+    let dir = scratch();
+    let upstream = Upstream::start();
+    *upstream.tools.lock().expect("tools") = json!([{"name": "create_refund", "inputSchema": {
+        "type": "object", "required": ["payment_id", "amount"],
+        "properties": {"payment_id": {"type": "string"}, "amount": {"type": "integer"}}}}]);
+    let receiver = Receiver::start();
+    let mut gateway = otlp_gateway(dir.path(), &upstream, &receiver, &[("OTEL_SERVICE_NAME", "refusals")]);
+    let call = |id: u64, arguments: Value, agent: Option<&str>| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "create_refund", "arguments": arguments,
+                       "_meta": {"traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")}}});
+        let headers: Vec<(&str, &str)> = agent.map(|agent| ("X-Agent", agent)).into_iter().collect();
+        gateway.post(&headers, &body.to_string())
+    };
+    // Refused before any decision, each with a denied receipt: a float, a schema mismatch.
+    let float = call(1, json!({"payment_id": "pay_1", "amount": 1.5}), Some("agent-7"));
+    assert_eq!(float.code(), Some(-41008), "{}", float.text);
+    let rejected = call(2, json!({"payment_id": "pay_2", "amount": "5"}), Some("agent-7"));
+    assert_eq!(rejected.code(), Some(-41017), "{}", rejected.text);
+    // No principal: no action can be named, so only the MCP span.
+    let nobody = call(3, json!({"payment_id": "pay_3", "amount": 5}), None);
+    assert_eq!(nobody.code(), Some(-41007), "{}", nobody.text);
+    assert_eq!(upstream.calls(), 0);
+    let receipts = gateway.receipts();
+    stop(&mut gateway);
+
+    let spans = exported_spans(&receiver, "refusals");
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    let mcp: Vec<_> = spans.iter().filter(|s| s.name == "tools/call create_refund").collect();
+    let tools: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool mcp.acme.create_refund").collect();
+    assert_eq!((mcp.len(), tools.len(), spans.len()), (3, 2, 5), "{names:?}");
+    for (id, answer, reason) in [("1", &float, "unrepresentable_argument"), ("2", &rejected, "schema_rejected")] {
+        let server = mcp.iter().find(|s| attributes(&s.attributes)["jsonrpc.request.id"] == id).expect("the MCP span");
+        let children: Vec<_> = tools.iter().filter(|t| t.parent_span_id == server.span_id).collect();
+        assert_eq!(children.len(), 1, "call {id}: one execute_tool span, the MCP span's child");
+        let tool = children[0];
+        assert_eq!(hex(&tool.trace_id), CLIENT_TRACE);
+        let a = attributes(&tool.attributes);
+        let action_id = &answer.json()["error"]["data"]["action_id"];
+        let receipt = receipts.iter().find(|r| r["action_id"] == *action_id).expect("the denied receipt");
+        assert_eq!((receipt["result"].as_str(), receipt["decision_reason"].as_str()), (Some("denied"), Some(reason)));
+        assert_eq!(a["gen_ai.tool.call.id"], *action_id, "call {id}");
+        assert_eq!(a["warden.receipt.id"], receipt["receipt_id"], "call {id}");
+        assert_eq!(a["warden.receipt.hash"], receipt["hash"], "call {id}");
+        assert_eq!(a["warden.decision"], "deny", "call {id}");
+        assert_eq!(a["warden.decision.reason"], reason, "call {id}");
+        assert_eq!((a["warden.outcome"].as_str(), a["error.type"].as_str()), (Some("refused"), Some("denied")));
+        assert_eq!(tool.status.as_ref().map(|s| s.code), Some(StatusCode::Error as i32), "call {id}");
+        assert_eq!(tool.events.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["gen_ai.guardrail.result"]);
+    }
+    let server = mcp.iter().find(|s| attributes(&s.attributes)["jsonrpc.request.id"] == "3").expect("the MCP span");
+    assert!(tools.iter().all(|t| t.parent_span_id != server.span_id), "no action, so no execute_tool span");
+    assert_eq!(attributes(&server.attributes)["error.type"], "-41007");
+}
+
+#[test]
+fn over_stdio_the_gateway_exports_both_spans_in_the_clients_trace_and_the_child_is_their_child() {
+    let dir = scratch();
+    let receiver = Receiver::start();
+    let (mut child, mut input, lines, log) = stdio_gateway_with(
+        dir.path(),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()), ("OTEL_SERVICE_NAME", "stdio-gateway")],
+    );
+    let call = |id: u64, amount: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_refund",
+               "arguments": {"payment_id": format!("s{id}"), "amount": amount},
+               "_meta": {"traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")}}})
+        .to_string()
+    };
+    // The answer to `id`, past the notifications the child sends on the way.
+    let mut answer = |id: u64, line: String| {
+        writeln!(input, "{line}").expect("write");
+        input.flush().expect("flush");
+        loop {
+            let message = lines.recv_timeout(Duration::from_secs(20)).expect("an answer");
+            if message["id"] == id {
+                break message;
+            }
+        }
+    };
+    let committed = answer(1, call(1, 5));
+    assert_eq!(receipt_of(&committed)["result"], "committed", "{committed}");
+    let denied = answer(2, call(2, 2_000_000));
+    assert_eq!(denied["error"]["code"], -41001, "{denied}");
+    drop(input);
+    assert!(child.wait().expect("exit").success());
+
+    let spans = exported_spans(&receiver, "stdio-gateway");
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    let mcp: Vec<_> = spans.iter().filter(|s| s.name == "tools/call create_refund").collect();
+    let tools: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool mcp.acme.create_refund").collect();
+    assert_eq!((mcp.len(), tools.len(), spans.len()), (2, 2, 4), "{names:?}");
+    for span in &spans {
+        assert_eq!(hex(&span.trace_id), CLIENT_TRACE, "{} is in the client's trace", span.name);
+    }
+    for server in &mcp {
+        assert_eq!(hex(&server.parent_span_id), CLIENT_SPAN);
+        assert_eq!(tools.iter().filter(|t| t.parent_span_id == server.span_id).count(), 1, "one execute_tool child");
+    }
+    let outcomes: Vec<Value> = tools.iter().map(|t| attributes(&t.attributes)["warden.outcome"].clone()).collect();
+    assert!(outcomes.contains(&json!("committed")) && outcomes.contains(&json!("refused")), "{outcomes:?}");
+    // The child got the committed call naming that call's execute_tool span as its parent.
+    let tool = tools.iter().find(|t| attributes(&t.attributes)["warden.outcome"] == "committed").expect("committed");
+    let seen = std::fs::read_to_string(&log).expect("the child's log");
+    let forwarded: Value = seen
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|m| m["method"] == "tools/call")
+        .expect("the forwarded call");
+    assert_eq!(forwarded["params"]["_meta"]["traceparent"], format!("00-{CLIENT_TRACE}-{}-01", hex(&tool.span_id)));
 }
 
 /// With `WARDEN_TELEMETRY_SAMPLES=DIR`, what a test received is also written to DIR/`name`

@@ -25,10 +25,19 @@ impl Kernel {
     /// is public while `propose`, which trusts its ruling, is not). Returns the refusal; any
     /// other error (the store) is returned as `Err`.
     /// `traceparent` is the call's W3C trace context, recorded on the receipt (refused as
-    /// invalid input when it is not one).
-    pub fn record_denial(&self, action: &Action, reason: &str, traceparent: Option<&str>) -> Result<Error> {
+    /// invalid input when it is not one); `trace`, a recorder its caller began
+    /// (`Warden::record_denial` begins and ends it), gets the decision and the refusal with its
+    /// receipt, as a refused proposal's does.
+    pub fn record_denial(
+        &self,
+        action: &Action,
+        reason: &str,
+        traceparent: Option<&str>,
+        trace: Option<&Arc<crate::telemetry::ActionTrace>>,
+    ) -> Result<Error> {
         let mut proposal = Proposal::new(action, Ruling::new(Decision::Deny, reason));
         proposal.traceparent = traceparent;
+        proposal.trace = trace;
         match self.propose(&proposal) {
             Err(error) if error.is_refusal() => Ok(error),
             Err(error) => Err(error),

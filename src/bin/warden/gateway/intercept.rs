@@ -482,7 +482,7 @@ impl Engine {
                 "arguments_sha256": raw_arguments_digest(call.raw, &arguments),
             }});
             let stand_in = ActionRequest::new(&name, stand_in, identity.principal.clone());
-            let action_id = self.record_denial(&stand_in, "unrepresentable_argument", trace);
+            let action_id = self.record_denial(&stand_in, "unrepresentable_argument", trace, traced.as_ref());
             return Err(refusal(
                 call.id,
                 400,
@@ -501,7 +501,7 @@ impl Engine {
                     log::printable(&why)
                 ));
                 let request = ActionRequest::new(&name, arguments, identity.principal.clone());
-                let action_id = self.record_denial(&request, "upstream_credential_unavailable", trace);
+                let action_id = self.record_denial(&request, "upstream_credential_unavailable", trace, traced.as_ref());
                 return Err(refusal(
                     call.id,
                     503,
@@ -530,7 +530,7 @@ impl Engine {
                 log::printable(&tools.join(", "))
             ));
             let request = ActionRequest::new(&name, arguments, identity.principal.clone());
-            let action_id = self.record_denial(&request, "sampling_tool_use", trace);
+            let action_id = self.record_denial(&request, "sampling_tool_use", trace, traced.as_ref());
             return Err(refusal(
                 call.id,
                 403,
@@ -632,7 +632,7 @@ impl Engine {
         };
         if let Err(refused) = checked {
             log::warn(&format!("{name}: refused, {}", refused.reason));
-            let action_id = self.record_denial(&request, refused.reason, trace);
+            let action_id = self.record_denial(&request, refused.reason, trace, traced.as_ref());
             let mut data = match refused.data {
                 Value::Object(map) => map,
                 _ => Map::new(),
@@ -660,7 +660,7 @@ impl Engine {
                     "{name} pins the tool's schema, and the upstream now advertises a different one; check the server"
                 ),
             };
-            let action_id = self.record_denial(&request, reason, trace);
+            let action_id = self.record_denial(&request, reason, trace, traced.as_ref());
             return Err(refusal(
                 call.id,
                 403,
@@ -673,7 +673,7 @@ impl Engine {
         if let Err(error) =
             resource_for(Some(self.warden.document()), request.name, &request.arguments, request.resource.as_deref())
         {
-            let action_id = self.record_denial(&request, "resource_template_error", trace);
+            let action_id = self.record_denial(&request, "resource_template_error", trace, traced.as_ref());
             return Err(refusal(
                 call.id,
                 403,
@@ -917,10 +917,16 @@ impl Engine {
     /// proposed the action with a deny ruling, which records it and refuses. `None` when the
     /// call cannot become an action or nothing was written. A resource template that cannot
     /// render leaves the receipt's resource empty; its reason says why.
-    fn record_denial(&self, request: &ActionRequest<'_>, reason: &str, trace: Option<&str>) -> Option<String> {
-        let action = self.warden.refused_action_for(request).ok()?;
-        match self.warden.kernel().record_denial(&action, reason, trace) {
-            Ok(_) => Some(action.action_id.clone()),
+    fn record_denial(
+        &self,
+        request: &ActionRequest<'_>,
+        reason: &str,
+        trace: Option<&str>,
+        traced: Option<&std::sync::Arc<warden::telemetry::ActionTrace>>,
+    ) -> Option<String> {
+        let request = ActionRequest { traceparent: trace, trace: traced.cloned(), ..request.clone() };
+        match self.warden.record_denial(&request, reason) {
+            Ok(action_id) => Some(action_id),
             Err(error) => {
                 log::warn(&format!("{}: recording the refusal failed: {error}", request.name));
                 None
