@@ -1932,6 +1932,37 @@ fn on_a_2025_revision_sampling_with_tools_is_not_relayed_either_way() {
     assert_eq!(upstream.last().body, text);
 }
 
+/// A sampling request offering tools on the standalone `GET` stream (no call carries it) never
+/// reaches the client under `refuse`: the upstream gets the `-41019` refusal in the client's
+/// place; the stream's other events are relayed. The twin, under `govern`, relays it.
+#[test]
+fn a_sampling_request_with_tools_on_the_get_stream_is_answered_by_the_gateway_and_never_relayed() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    let gateway = gateway(dir.path(), &upstream);
+    upstream.then(Script::SampleWithTools);
+    let answer = gateway.request("GET", "/mcp", &[("Accept", "text/event-stream"), ("Mcp-Session-Id", "s-get")], "");
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert!(!answer.text.contains("sampling/createMessage") && !answer.text.contains("get_weather"), "{}", answer.text);
+    assert!(answer.text.contains("\"result\""), "the stream's other events are relayed: {}", answer.text);
+    let refused = upstream.last();
+    assert_eq!(refused.method, "POST");
+    assert_eq!((refused.body["id"].clone(), refused.body["error"]["code"].clone()), (json!(42), json!(-41019)));
+    assert_eq!(refused.body["error"]["data"]["reason"], "sampling_tools");
+    assert_eq!(refused.header("Mcp-Session-Id"), Some("s-get"), "answered in the stream's session");
+    assert!(gateway.receipts().is_empty(), "no call, so no receipt");
+
+    let twin = scratch();
+    std::fs::write(twin.path().join("warden.yaml"), format!("{DOCUMENT}gateway:\n  sampling_tools: govern\n"))
+        .expect("document");
+    let upstream = Upstream::start();
+    let gateway = gateway_in(twin.path(), &upstream.url, &["--principal-header", "X-Agent"]);
+    upstream.then(Script::SampleWithTools);
+    let answer = gateway.request("GET", "/mcp", &[("Accept", "text/event-stream")], "");
+    assert!(answer.text.contains("sampling/createMessage"), "under govern it is relayed: {}", answer.text);
+    assert_eq!(upstream.all(), 1, "and the gateway answers nothing in the client's place");
+}
+
 /// `gateway.sampling_tools: govern`: each tool use the client's model asked for is the action
 /// `sampling.<alias>.<tool>`, decided (and its effect reserved) before the answer is forwarded;
 /// one refused and nothing is forwarded, the suspension still held; all allowed and each is

@@ -576,7 +576,7 @@ fn handle(stream: &mut Sink, engine: &Engine, config: &HttpConfig, request: &Req
                     let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
                     let cursor = method.and_then(|m| tasks::read_param(m, &inbound.message));
                     let answering = method.map(|method| Answering { engine, id: &id, method, cursor });
-                    relay(stream, config, "POST", &request.headers, &body, answering);
+                    relay(stream, engine, config, "POST", &request.headers, &body, answering);
                 }
                 Kind::ToolCall { id, tool } => {
                     let lister = Lister { config, headers: &request.headers, revision: &inbound.revision };
@@ -608,7 +608,7 @@ fn handle(stream: &mut Sink, engine: &Engine, config: &HttpConfig, request: &Req
             let _ = write_json(stream, answer.status, answer.body.as_ref());
             return;
         }
-        relay(stream, config, &request.method, &request.headers, &[], None);
+        relay(stream, engine, config, &request.method, &request.headers, &[], None);
         return;
     }
     let _ = write_json(stream, 501, None);
@@ -718,9 +718,14 @@ impl Answering<'_> {
 /// Relay one exchange: no action, no decision, no record. The answer to a request of
 /// `answering` — JSON, or the response to that request's id on an event stream — is read (the
 /// tool set) and rewritten where the gateway says (`lists`); everything else is relayed as it
-/// came, an event stream byte for byte.
+/// came, an event stream byte for byte — except, with `gateway.sampling_tools: refuse`, a
+/// server request for sampling with tools on the stream (the standalone `GET` stream, or a
+/// relayed request's): it never reaches the client, and the upstream gets the `-41019`
+/// refusal as the client's answer (`refuse_sampling_request`).
+#[allow(clippy::too_many_arguments)]
 fn relay(
     stream: &mut Sink,
+    engine: &Engine,
     config: &HttpConfig,
     method: &str,
     headers: &[(String, String)],
@@ -766,24 +771,33 @@ fn relay(
             return;
         }
         let mut buffer = [0u8; 8192];
-        // Read for an answer: every event is re-emitted as decoded (lines as they came, `id:`
-        // included), the response rewritten. Otherwise the bytes go as they come.
-        let mut decoder = answering.as_ref().map(|_| sse::Decoder::new());
+        // Read for an answer, or for sampling requests the gateway refuses: every event is
+        // re-emitted as decoded (lines as they came, `id:` included), the response rewritten,
+        // a refused request left out. Otherwise the bytes go as they come.
+        let refuse = engine.refuses_sampling_tools();
+        let mut decoder = (answering.is_some() || refuse).then(sse::Decoder::new);
         loop {
             match response.body.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    let out = match (&mut decoder, &answering) {
-                        (Some(decoder), Some(answering)) => match decoder.feed(&buffer[..n]) {
+                    let out = match &mut decoder {
+                        Some(decoder) => match decoder.feed(&buffer[..n]) {
                             Ok(events) => {
-                                events.iter().map(|event| reemitted(event, answering)).collect::<String>().into_bytes()
+                                let mut out = String::new();
+                                for event in &events {
+                                    if refuse && refuse_sampling_request(config, headers, event) {
+                                        continue;
+                                    }
+                                    out.push_str(&reemitted(event, answering.as_ref()));
+                                }
+                                out.into_bytes()
                             }
                             Err(why) => {
                                 log::warn(&format!("a relayed event stream could not be read: {why}"));
                                 break;
                             }
                         },
-                        _ => buffer[..n].to_vec(),
+                        None => buffer[..n].to_vec(),
                     };
                     if stream.write_all(&out).and_then(|()| stream.flush()).is_err() {
                         break;
@@ -811,14 +825,51 @@ fn relay(
     }
 }
 
+/// When `event` is a server request for sampling with tools (`intercept::request_uses_tools`)
+/// on a relayed stream, under `gateway.sampling_tools: refuse`: the upstream is answered in the
+/// client's place with the `-41019` refusal (a JSON-RPC error response with the request's id,
+/// POSTed in the stream's session), so it is not left waiting, and `true`: the event is not
+/// relayed. The client never sees the request; there is no call, so no receipt.
+fn refuse_sampling_request(config: &HttpConfig, headers: &[(String, String)], event: &sse::Event) -> bool {
+    let Some(message) = event.data.as_deref().and_then(|data| serde_json::from_str::<Value>(data).ok()) else {
+        return false;
+    };
+    let Some(id) = message.get("id").filter(|_| intercept::request_uses_tools(&message)) else {
+        return false;
+    };
+    log::warn(
+        "the upstream asked for sampling with tools on a relayed stream; not relayed (gateway.sampling_tools: refuse)",
+    );
+    let refused = intercept::refusal(
+        id,
+        403,
+        -41019,
+        "warden.sampling_tools_refused",
+        "the gateway does not relay sampling with tools (gateway.sampling_tools: refuse)",
+        serde_json::json!({"reason": "sampling_tools"}),
+    );
+    let body = serde_json::to_vec(&refused.body).unwrap_or_default();
+    let mut forwarded = end_to_end_request(headers, &config.consumed);
+    forwarded.retain(|(k, _)| !k.eq_ignore_ascii_case("accept") && !k.eq_ignore_ascii_case("last-event-id"));
+    forwarded.push(("Content-Type".into(), "application/json".into()));
+    forwarded.push(("Accept".into(), "application/json, text/event-stream".into()));
+    match upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config)) {
+        Ok(response) => upstream::shut(&response.socket),
+        Err(failure) => log::warn(&format!("answering the upstream's sampling request failed: {failure:?}")),
+    }
+    true
+}
+
 /// One decoded event as relayed: its lines as they came, or, when it is the answer the
 /// gateway rewrites, its other lines and the rewritten data.
-fn reemitted(event: &sse::Event, answering: &Answering<'_>) -> String {
-    let rewritten = event
-        .data
-        .as_deref()
-        .and_then(|data| serde_json::from_str::<Value>(data).ok())
-        .and_then(|envelope| answering.rewritten(&envelope));
+fn reemitted(event: &sse::Event, answering: Option<&Answering<'_>>) -> String {
+    let rewritten = answering.and_then(|answering| {
+        event
+            .data
+            .as_deref()
+            .and_then(|data| serde_json::from_str::<Value>(data).ok())
+            .and_then(|envelope| answering.rewritten(&envelope))
+    });
     let mut out = String::new();
     for line in &event.lines {
         if rewritten.is_some() && (line == "data" || line.starts_with("data:")) {
