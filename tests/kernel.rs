@@ -848,15 +848,14 @@ fn adoption_is_refused_unless_the_attempt_was_parked_and_still_holds_its_key() {
     permit.park(None, &serde_json::json!({})).unwrap();
     permit.commit(&serde_json::json!(1)).unwrap();
     let settled = action.action_id.clone();
-    let (lapsing, _) = {
-        let action = refund("lapsing", 5);
-        let mut proposal = allow(&action, &t);
-        proposal.lease = Some(10 * SECOND);
-        let mut permit = f.kernel.propose(&proposal).unwrap();
-        permit.park(None, &serde_json::json!({})).unwrap();
-        std::mem::forget(permit);
-        (action.action_id.clone(), ())
-    };
+    // Parked with a lease of 10 s that nothing extends.
+    let action = refund("lapsing", 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(10 * SECOND);
+    let mut permit = f.kernel.propose(&proposal).unwrap();
+    permit.park(None, &serde_json::json!({})).unwrap();
+    std::mem::forget(permit);
+    let lapsing = action.action_id.clone();
     let (held, _) = parked(&f, "held");
     f.clock.advance(20 * SECOND); // "lapsing" lapses; "held" was parked until 60 s
     let other = another_process(&f);

@@ -186,9 +186,8 @@ impl Kernel {
         let mut latest = None;
         let mut after = since_event;
         loop {
-            let page = match self.read(&Read::Events { after, limit: SCAN_PAGE })? {
-                ReadReply::Events(page) => page,
-                _ => return Err(unexpected("events")),
+            let ReadReply::Events(page) = self.read(&Read::Events { after, limit: SCAN_PAGE })? else {
+                return Err(unexpected("events"));
             };
             let Some(last) = page.last() else { break };
             after = last.event_id;
@@ -222,9 +221,8 @@ impl Kernel {
         if parked.action_id != record.action_id || parked.effect_key != key || parked.attempt != record.attempt {
             return Err(damaged(key, event_id, "it names another action, key or attempt than its event"));
         }
-        let arguments = match crate::canonical::parse_json(&parked.arguments) {
-            Ok(serde_json::Value::Object(arguments)) => arguments,
-            _ => return Err(damaged(key, event_id, "its arguments are not a JSON object")),
+        let Ok(serde_json::Value::Object(arguments)) = crate::canonical::parse_json(&parked.arguments) else {
+            return Err(damaged(key, event_id, "its arguments are not a JSON object"));
         };
         let action = Action {
             action_id: parked.action_id,
