@@ -30,7 +30,7 @@ pub(super) const PARKED: &str = "parked";
 const PARKED_OVERHEAD_BYTES: usize = 64 * 1024;
 
 /// The most bytes a parked record (the `parked` member) may take under `limits`.
-pub fn max_parked_bytes(limits: &crate::limits::Limits) -> usize {
+fn max_parked_bytes(limits: &crate::limits::Limits) -> usize {
     limits.max_arguments_bytes.saturating_add(PARKED_OVERHEAD_BYTES)
 }
 
