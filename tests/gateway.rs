@@ -5195,6 +5195,68 @@ fn a_restarted_gateway_resumes_its_open_tasks_and_a_client_gets_them_through_the
     assert_eq!(second.effect_state("careful:r-2"), "ambiguous");
     let committed = second.events_of("EXECUTION_COMMITTED");
     assert_eq!(committed.iter().filter(|e| e["effect_key"] == "careful:r-1").count(), 1, "{committed:?}");
+    // Each resumed task's outcome wrote its receipt, under the id the first process chose at
+    // the grant (kept in its parked suspension), with the result's digest bound as a
+    // non-restarted settlement binds it.
+    let parked_receipt = |key: &str| {
+        let suspended = second.events_of("EXECUTION_SUSPENDED");
+        let event = suspended.iter().find(|e| e["effect_key"] == key).expect("the task's suspension");
+        event["data"]["parked"]["receipt_id"].as_str().expect("a parked receipt id").to_owned()
+    };
+    let receipts = second.receipts();
+    let outcomes_of = |key: &str| -> Vec<Value> {
+        receipts.iter().filter(|r| r["effect_key"] == key && r["result"] != "blocked").cloned().collect()
+    };
+    let (r1, r2) = (outcomes_of("careful:r-1"), outcomes_of("careful:r-2"));
+    assert_eq!((r1.len(), r2.len()), (1, 1), "one outcome receipt per resumed task: {receipts:?}");
+    let digest = warden::canonical::sha256_prefixed(&serde_json::to_vec(&done).expect("json"));
+    assert_eq!(
+        (r1[0]["result"].as_str(), r1[0]["result_sha256"].as_str(), r1[0]["receipt_id"].as_str()),
+        (Some("committed"), Some(digest.as_str()), Some(parked_receipt("careful:r-1").as_str()))
+    );
+    assert_eq!(r1[0]["attempt"], 1);
+    assert_eq!(meta["receipt_id"].as_str(), Some(parked_receipt("careful:r-2").as_str()), "{}", asked.text);
+    assert_eq!(
+        (r2[0]["result"].as_str(), r2[0]["receipt_id"].as_str()),
+        (Some("ambiguous"), meta["receipt_id"].as_str())
+    );
+    let chain = second.cli(&["receipts", "--verify-chain"]);
+    assert!(chain.status.success(), "{}", String::from_utf8_lossy(&chain.stdout));
+}
+
+#[test]
+fn a_task_an_older_gateway_suspended_without_parking_is_resumed_and_settled_without_a_receipt() {
+    let dir = scratch();
+    let upstream = Upstream::start();
+    held_unparked(dir.path(), "o-1");
+    upstream.task_is("o-1", json!({"resultType": "complete", "taskId": "o-1", "status": "working", "ttlMs": 60000}));
+    let second = gateway(dir.path(), &upstream);
+    upstream.task_is("o-1", json!({"resultType": "complete", "taskId": "o-1", "status": "cancelled", "ttlMs": 60000}));
+    let asked = second.task_request(2, "tasks/get", "o-1");
+    let meta = asked.meta();
+    assert_eq!((meta["result"].as_str(), meta["resumed"].as_bool()), (Some("ambiguous"), Some(true)), "{}", asked.text);
+    assert_eq!(meta["receipt_id"], Value::Null, "{}", asked.text);
+    assert_eq!(second.effect_state("careful:o-1"), "ambiguous");
+    assert!(second.receipts().is_empty(), "no permit, so no receipt");
+}
+
+/// What a gateway before `Permit::park` left on the store in `dir` when it stopped while the
+/// task `task_id` of a `careful` call was open: the effect EXECUTING under a lease of a minute,
+/// and its `EXECUTION_SUSPENDED {reason: "task"}` with no parked permit. Written by this
+/// process, which keeps the store open (the forgotten permit holds its handle), so the gateway
+/// started next reaches the store through this process as its owner.
+fn held_unparked(dir: &Path, task_id: &str) {
+    let options = warden::WardenOptions::default();
+    let warden = warden::Warden::open_files(dir.join("store.redb"), &dir.join("warden.yaml"), options).expect("open");
+    let principal = warden::Principal::new("a", None).expect("principal");
+    let mut request = warden::ActionRequest::new("mcp.acme.careful", json!({"id": task_id}), principal);
+    request.lease = Some(60_000_000);
+    let mut permit = warden.submit(&request).expect("a permit");
+    let data = json!({"reason": "task", "held": true, "task_id": task_id, "status": "working", "ttl_ms": 60000,
+                      "attempt": permit.attempt()});
+    permit.suspend(None, &data).expect("suspended");
+    // Stopped with the task open: no outcome.
+    std::mem::forget(permit);
 }
 
 #[test]

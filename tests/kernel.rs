@@ -748,3 +748,251 @@ fn a_grant_with_a_ttl_sets_the_window_from_the_grant() {
     let refused = f.kernel.propose(&approve(&action, &t, Some(&request.approval_id))).unwrap_err();
     assert!(matches!(&refused, Error::ApprovalMismatch { reason, .. } if reason == "approval_expired"), "{refused}");
 }
+
+// ---- parking a permit and adopting it in another handle (issue 31) ------------------------------
+
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+/// Another handle on `f`'s store, running another policy: what a restarted process opens.
+fn another_process(f: &Fixture) -> warden::Kernel {
+    let options = warden::KernelOptions {
+        clock: Arc::new(f.clock.clone()),
+        policy_hash: Some("sha256:other".into()),
+        ..warden::KernelOptions::default()
+    };
+    warden::Kernel::open(f.path(), options).unwrap()
+}
+
+/// A permit for `payment` granted with a 10 s lease, parked until 60 s from now with the data
+/// `{reason: "task", task_id}`, and left (as a stopping process leaves it): its action id and
+/// receipt id.
+fn parked(f: &Fixture, payment: &str) -> (String, String) {
+    let t = key_template();
+    let action = refund(payment, 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(10 * SECOND);
+    proposal.traceparent = Some(TRACEPARENT);
+    let mut permit = f.kernel.propose(&proposal).unwrap();
+    permit.bind_result_sha256(DIGEST).unwrap();
+    permit
+        .park(Some(f.kernel.now() + 60 * SECOND), &serde_json::json!({"reason": "task", "task_id": payment}))
+        .unwrap();
+    let ids = (action.action_id.clone(), permit.receipt_id().to_owned());
+    // A stopping process reports no outcome: the attempt stays EXECUTING for an adopter.
+    std::mem::forget(permit);
+    ids
+}
+
+fn receipt_docs(kernel: &warden::Kernel) -> Vec<serde_json::Value> {
+    let rows = kernel.receipts(1, 1000).unwrap();
+    rows.into_iter().map(|(_, r)| warden::canonical::parse_json(&r.document).unwrap()).collect()
+}
+
+#[test]
+fn a_parked_permit_is_adopted_by_another_process_and_its_outcome_writes_the_receipt_chosen_at_the_grant() {
+    let f = Fixture::new();
+    let (action_id, receipt_id) = parked(&f, "txn_p");
+    let suspended = f.kernel.events(0, 100).unwrap().into_iter().find(|e| e.kind == EventKind::EXECUTION_SUSPENDED);
+    let data = warden::canonical::parse_json(&suspended.unwrap().data).unwrap();
+    assert_eq!((data["reason"].as_str(), data["task_id"].as_str()), (Some("task"), Some("txn_p")));
+    assert_eq!(data["parked"]["receipt_id"].as_str(), Some(receipt_id.as_str()));
+    assert_eq!(data["parked"]["arguments"].as_str(), Some(r#"{"amount":5,"payment_id":"txn_p"}"#));
+
+    let other = another_process(&f);
+    let adopted = other.adopt("refund:txn_p", &action_id, 1, 0).unwrap();
+    assert_eq!(adopted.receipt_id(), receipt_id);
+    assert_eq!(adopted.action().action_id, action_id);
+    assert_eq!(adopted.action().arguments, refund("txn_p", 5).arguments);
+    assert_eq!((adopted.attempt(), adopted.traceparent()), (1, Some(TRACEPARENT)));
+    assert_eq!(adopted.lease_expires_at(), Some(T0 + 60 * SECOND), "the lease the record has now");
+    assert_eq!(adopted.idempotency_token(), Some(idempotency_token("refund:txn_p", 1).unwrap().as_str()));
+    assert!(receipt_docs(&other).is_empty(), "no receipt before the outcome");
+    adopted.commit(&serde_json::json!({"refund": "re_1"})).unwrap();
+
+    let docs = receipt_docs(&other);
+    assert_eq!(docs.len(), 1);
+    let doc = &docs[0];
+    assert_eq!(doc["receipt_id"].as_str(), Some(receipt_id.as_str()));
+    assert_eq!((doc["result"].as_str(), doc["action_id"].as_str()), (Some("committed"), Some(action_id.as_str())));
+    assert_eq!((doc["result_sha256"].as_str(), doc["traceparent"].as_str()), (Some(DIGEST), Some(TRACEPARENT)));
+    assert_eq!(doc["policy_hash"].as_str(), Some("sha256:test"), "the policy the grant was decided under");
+    assert_eq!((doc["effect_key"].as_str(), doc["attempt"].as_u64()), (Some("refund:txn_p"), Some(1)));
+    assert_eq!(doc["arguments"], serde_json::json!({"amount": 5, "payment_id": "txn_p"}));
+    assert_eq!(other.effect("refund:txn_p").unwrap().unwrap().state, EffectState::Committed);
+    let report = f.kernel.verify_chain().unwrap();
+    assert!(report.ok, "{report:?}");
+    // Adopting from the suspension's own event on finds the same record; a later start finds none.
+    let suspended_at = f.kernel.events(0, 100).unwrap().into_iter().find(|e| e.kind == EventKind::EXECUTION_SUSPENDED);
+    let since = suspended_at.unwrap().event_id;
+    let (action_2, _) = parked(&f, "txn_q");
+    let other = another_process(&f);
+    let last = other.events(0, 1000).unwrap().last().unwrap().event_id;
+    let found = other.adopt("refund:txn_q", &action_2, 1, since).unwrap();
+    assert!(matches!(other.adopt("refund:txn_q", &action_2, 1, last).unwrap_err(), Error::NotFound(_)));
+    found.not_executed("declined").unwrap();
+}
+
+#[test]
+fn adoption_is_refused_unless_the_attempt_was_parked_and_still_holds_its_key() {
+    let f = Fixture::new();
+    let t = key_template();
+    // Suspended without parking (what an earlier Warden wrote).
+    let action = refund("plain", 5);
+    let mut permit = f.kernel.propose(&allow(&action, &t)).unwrap();
+    permit.suspend(None, &serde_json::json!({"reason": "task", "task_id": "plain"})).unwrap();
+    let plain = (action.action_id.clone(), permit);
+    // Parked, then settled by its own process: the record moved on.
+    let action = refund("settled", 5);
+    let mut permit = f.kernel.propose(&allow(&action, &t)).unwrap();
+    permit.park(None, &serde_json::json!({})).unwrap();
+    permit.commit(&serde_json::json!(1)).unwrap();
+    let settled = action.action_id.clone();
+    // Parked with a lease of 10 s that nothing extends.
+    let action = refund("lapsing", 5);
+    let mut proposal = allow(&action, &t);
+    proposal.lease = Some(10 * SECOND);
+    let mut permit = f.kernel.propose(&proposal).unwrap();
+    permit.park(None, &serde_json::json!({})).unwrap();
+    std::mem::forget(permit);
+    let lapsing = action.action_id.clone();
+    let (held, _) = parked(&f, "held");
+    f.clock.advance(20 * SECOND); // "lapsing" lapses; "held" was parked until 60 s
+    let other = another_process(&f);
+    let cases: [(&str, &str, u32, &str); 6] = [
+        ("refund:plain", &plain.0, 1, "not parked"),
+        ("refund:settled", &settled, 1, "no longer holds the key"),
+        ("refund:lapsing", &lapsing, 1, "lapsed"),
+        ("refund:held", &held, 2, "no longer holds the key"),
+        ("refund:held", &plain.0, 1, "no longer holds the key"),
+        ("refund:never", &held, 1, "was ever reserved"),
+    ];
+    for (key, action_id, attempt, why) in cases {
+        let refused = other.adopt(key, action_id, attempt, 0).unwrap_err();
+        let text = refused.to_string();
+        assert!(refused.is_refusal(), "{key}: {text}");
+        assert!(text.contains(why), "{key} attempt {attempt}: {text}");
+        if why == "not parked" {
+            assert!(matches!(refused, Error::NotFound(_)) && text.contains("Kernel::complete"), "{text}");
+        }
+    }
+    assert!(other.poisoned().is_none());
+    assert!(other.adopt("refund:held", &held, 1, 0).is_ok(), "the one case that holds");
+    plain.1.ambiguous("done").unwrap();
+}
+
+#[test]
+fn only_a_permit_that_holds_its_key_parks_and_the_parked_member_is_the_kernels_alone() {
+    let f = Fixture::new();
+    let t = key_template();
+    let action = refund("nokey", 5);
+    let mut unkeyed = f.kernel.propose(&Proposal::new(&action, Ruling::new(Decision::Allow, "decision"))).unwrap();
+    assert!(matches!(unkeyed.park(None, &serde_json::json!({})).unwrap_err(), Error::InvalidInput(_)));
+    unkeyed.commit(&serde_json::json!(1)).unwrap();
+    let mut permit = f.kernel.propose(&allow(&refund("forged", 5), &t)).unwrap();
+    let forged = serde_json::json!({"parked": {"attempt": 1}});
+    assert!(matches!(permit.suspend(None, &forged).unwrap_err(), Error::InvalidInput(_)));
+    assert!(matches!(permit.park(None, &forged).unwrap_err(), Error::InvalidInput(_)));
+    let huge = serde_json::json!({"blob": "x".repeat(20_000)});
+    assert!(matches!(permit.park(None, &huge).unwrap_err(), Error::InvalidInput(_)));
+    let suspended = f.kernel.events(0, 100).unwrap().into_iter().filter(|e| e.kind == EventKind::EXECUTION_SUSPENDED);
+    assert_eq!(suspended.count(), 0, "nothing was written");
+    permit.commit(&serde_json::json!(1)).unwrap();
+}
+
+#[test]
+fn a_parked_record_whose_action_was_altered_is_a_store_fault_naming_the_key() {
+    let f = Fixture::new();
+    let (action_id, _) = parked(&f, "txn_t");
+    let event = f.kernel.events(0, 100).unwrap().into_iter().find(|e| e.kind == EventKind::EXECUTION_SUSPENDED);
+    let data = warden::canonical::parse_json(&event.unwrap().data).unwrap();
+    let altered = |arguments: &str, rehash: bool| {
+        let mut data = data.clone();
+        data["parked"]["arguments"] = serde_json::json!(arguments);
+        if rehash {
+            let mut action = refund("txn_t", 5_000);
+            action.action_id = action_id.clone();
+            data["parked"]["action_hash"] = serde_json::json!(action.hash().unwrap());
+        }
+        data
+    };
+    let cases = [
+        ("the amount altered", altered(r#"{"amount":5000,"payment_id":"txn_t"}"#, false)),
+        ("the amount and its hash altered", altered(r#"{"amount":5000,"payment_id":"txn_t"}"#, true)),
+        ("the arguments not an object", altered("[1]", false)),
+        ("the record unreadable", {
+            let mut data = data.clone();
+            data["parked"]["ruling"] = serde_json::json!("allow");
+            data
+        }),
+    ];
+    for (what, data) in cases {
+        // Written as a later suspension of the same attempt (the latest record is the one read).
+        let op = warden::kernel::ops::Write::Suspension(Box::new(warden::kernel::ops::Suspension {
+            action_id: action_id.clone(),
+            effect_key: Some("refund:txn_t".into()),
+            attempt: 1,
+            holds_key: true,
+            resumed: false,
+            until: None,
+            data,
+        }));
+        let now = warden::store::Now::Fixed(f.kernel.now());
+        f.kernel.store().write(op, &now, warden::store::Durability::Durable).unwrap();
+        let other = another_process(&f);
+        let fault = other.adopt("refund:txn_t", &action_id, 1, 0).unwrap_err();
+        assert_store_fault(&fault, "events", "refund:txn_t");
+        assert!(other.poisoned().is_some(), "{what}: a store fault latches the handle");
+    }
+    assert_eq!(f.kernel.effect("refund:txn_t").unwrap().unwrap().state, EffectState::Executing, "nothing moved");
+}
+
+#[test]
+fn two_adopters_of_one_attempt_record_one_outcome_and_one_receipt() {
+    let f = Fixture::new();
+    let (action_id, receipt_id) = parked(&f, "txn_d");
+    let (first, second) = (another_process(&f), another_process(&f));
+    let one = first.adopt("refund:txn_d", &action_id, 1, 0).unwrap();
+    let two = second.adopt("refund:txn_d", &action_id, 1, 0).unwrap();
+    let three = second.adopt("refund:txn_d", &action_id, 1, 0).unwrap();
+    one.commit(&serde_json::json!({"refund": "re_1"})).unwrap();
+    // Another outcome for the same attempt is late: kept as an event, with no second receipt.
+    let late = two.ambiguous("the second adopter saw a timeout").unwrap_err();
+    assert!(matches!(&late, Error::LateOutcome { state: EffectState::Committed, .. }), "{late}");
+    // The same outcome again is the one already recorded: nothing is written.
+    three.commit(&serde_json::json!({"refund": "re_1"})).unwrap();
+    let docs = receipt_docs(&f.kernel);
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    assert_eq!(
+        (docs[0]["receipt_id"].as_str(), docs[0]["result"].as_str()),
+        (Some(receipt_id.as_str()), Some("committed"))
+    );
+    let late_events: Vec<_> = f
+        .kernel
+        .events(0, 1000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == EventKind::EXECUTION_AMBIGUOUS)
+        .map(|e| warden::canonical::parse_json(&e.data).unwrap())
+        .collect();
+    assert_eq!(late_events.len(), 1, "{late_events:?}");
+    assert_eq!(late_events[0]["late_outcome"].as_str(), Some("ambiguous"));
+    assert_eq!(f.kernel.effect("refund:txn_d").unwrap().unwrap().state, EffectState::Committed);
+    // Once settled, the attempt cannot be adopted again.
+    assert!(matches!(first.adopt("refund:txn_d", &action_id, 1, 0).unwrap_err(), Error::Ambiguous { .. }));
+    assert!(f.kernel.verify_chain().unwrap().ok);
+}
+
+#[test]
+fn a_dropped_adopted_permit_records_ambiguous_under_the_receipt_chosen_at_the_grant() {
+    let f = Fixture::new();
+    let (action_id, receipt_id) = parked(&f, "txn_x");
+    drop(another_process(&f).adopt("refund:txn_x", &action_id, 1, 0).unwrap());
+    assert_eq!(f.kernel.effect("refund:txn_x").unwrap().unwrap().state, EffectState::Ambiguous);
+    let docs = receipt_docs(&f.kernel);
+    assert_eq!(docs.len(), 1);
+    assert_eq!(
+        (docs[0]["receipt_id"].as_str(), docs[0]["result"].as_str()),
+        (Some(receipt_id.as_str()), Some("ambiguous"))
+    );
+}

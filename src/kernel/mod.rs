@@ -17,6 +17,7 @@ mod claim;
 mod effects;
 mod evidence;
 pub mod ops;
+mod park;
 mod permit;
 mod propose;
 mod retention;

@@ -312,7 +312,8 @@ pub struct Suspension {
     pub resumed: bool,
     /// Suspend only: the new lease expiry covering the wait.
     pub until: Option<Micros>,
-    /// The event's data: a JSON object of at most `MAX_SUSPENSION_DATA_BYTES`.
+    /// The event's data: a JSON object of at most `MAX_SUSPENSION_DATA_BYTES`, and for a
+    /// parked permit (`Permit::park`) its record as the `parked` member.
     pub data: serde_json::Value,
 }
 

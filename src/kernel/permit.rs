@@ -42,6 +42,11 @@ pub struct Permit {
     pub(super) result_sha256: Option<String>,
     /// The id of the receipt this permit's outcome writes, chosen when the permit is granted.
     pub(super) receipt_id: String,
+    /// The policy the grant was decided under, which every receipt of this permit records (an
+    /// adopted permit's, too, whatever policy the adopting handle runs).
+    pub(super) policy_hash: Option<String>,
+    /// That policy's `version`.
+    pub(super) policy_version: Option<String>,
     /// The call's span recorder, when its host traces it: the outcome ends the span.
     pub(super) trace: Option<std::sync::Arc<crate::telemetry::ActionTrace>>,
     pub(super) finished: bool,
@@ -183,10 +188,20 @@ impl Permit {
     /// (never shortened), in one write. Only while this attempt still holds its key; the
     /// permit still reports the one outcome.
     pub fn suspend(&mut self, until: Option<Micros>, data: &serde_json::Value) -> Result<()> {
+        self.suspend_with(until, data, None)
+    }
+
+    /// `suspend`, and with `parked` (`Permit::park`) that record as the event's `parked` member.
+    pub(super) fn suspend_with(
+        &mut self,
+        until: Option<Micros>,
+        data: &serde_json::Value,
+        parked: Option<serde_json::Value>,
+    ) -> Result<()> {
         let until = until.filter(|until| {
             self.holds_key && self.effect_key.is_some() && self.lease_expires_at.is_none_or(|l| l < *until)
         });
-        self.suspension(false, until, data)?;
+        self.suspension(false, until, data, parked)?;
         if until.is_some() {
             self.lease_expires_at = until;
         }
@@ -196,15 +211,31 @@ impl Permit {
     /// The input came and the same attempt goes on: write `EXECUTION_RESUMED` with `data`,
     /// only while this attempt still holds its key.
     pub fn resume(&mut self, data: &serde_json::Value) -> Result<()> {
-        self.suspension(true, None, data)
+        self.suspension(true, None, data, None)
     }
 
-    fn suspension(&self, resumed: bool, until: Option<Micros>, data: &serde_json::Value) -> Result<()> {
+    fn suspension(
+        &self,
+        resumed: bool,
+        until: Option<Micros>,
+        data: &serde_json::Value,
+        parked: Option<serde_json::Value>,
+    ) -> Result<()> {
         let size = serde_json::to_vec(data).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
         if size > MAX_SUSPENSION_DATA_BYTES || !data.is_object() {
             return Err(Error::InvalidInput(format!(
                 "suspension data must be a JSON object of at most {MAX_SUSPENSION_DATA_BYTES} bytes; keep keys and digests, not payloads"
             )));
+        }
+        if data.get(super::park::PARKED).is_some() {
+            return Err(Error::InvalidInput(format!(
+                "suspension data may not have a member named {:?}: the kernel writes it (Permit::park)",
+                super::park::PARKED
+            )));
+        }
+        let mut data = data.clone();
+        if let (Some(parked), Some(object)) = (parked, data.as_object_mut()) {
+            object.insert(super::park::PARKED.to_owned(), parked);
         }
         let op = Write::Suspension(Box::new(Suspension {
             action_id: self.action.action_id.clone(),
@@ -213,7 +244,7 @@ impl Permit {
             holds_key: self.holds_key,
             resumed,
             until,
-            data: data.clone(),
+            data,
         }));
         self.kernel.guarded(|kernel, _| match kernel.write(op)? {
             WriteReply::Done => Ok(()),
@@ -316,6 +347,8 @@ impl Kernel {
             draft.traceparent = permit.traceparent.clone();
             draft.result_sha256 = permit.result_sha256.clone();
             draft.receipt_id = permit.receipt_id.clone();
+            draft.policy_hash = permit.policy_hash.clone();
+            draft.policy_version = permit.policy_version.clone();
             let op = Write::Finish(Box::new(Finish {
                 action: permit.action.clone(),
                 effect_key: permit.effect_key.clone(),
@@ -338,10 +371,11 @@ impl Kernel {
 }
 
 /// The outcome transaction. Lands once per receipt id: an outcome re-sent after a lost answer
-/// (to a new owner of the store) finds its receipt and writes nothing.
+/// (to a new owner of the store) finds its receipt and writes nothing; another outcome under
+/// that id (a second adopter of a parked attempt) is refused as late (`already_recorded`).
 pub(super) fn apply_finish(tx: &mut WriteTx<'_>, finish: &Finish, now: Micros) -> Result<WriteReply> {
-    if tx.receipt_seq(&finish.draft.receipt_id)?.is_some() {
-        return Ok(WriteReply::Done);
+    if let Some(seq) = tx.receipt_seq(&finish.draft.receipt_id)? {
+        return already_recorded(tx, finish, seq, now);
     }
     let mut draft = finish.draft.clone();
     draft.finished_at = now;
@@ -411,6 +445,39 @@ pub(super) fn apply_finish(tx: &mut WriteTx<'_>, finish: &Finish, now: Micros) -
         None if finish.report_receipt => WriteReply::Receipt { seq, hash },
         None => WriteReply::Done,
     })
+}
+
+/// An outcome whose receipt (at `seq`) is written already. The same outcome again (a re-send)
+/// writes nothing. Another one, for a held key, reaches the receipt id only through a second
+/// permit of the same grant — two adopters of one parked attempt (`Kernel::adopt`): it is
+/// refused as late and kept as an `EXECUTION_AMBIGUOUS` event, with no second receipt.
+fn already_recorded(tx: &mut WriteTx<'_>, finish: &Finish, seq: u64, now: Micros) -> Result<WriteReply> {
+    let (Some(key), true) = (finish.effect_key.as_ref(), finish.holds_key) else { return Ok(WriteReply::Done) };
+    let Some(document) = tx.receipt_document(seq)? else { return Ok(WriteReply::Done) };
+    let document = crate::canonical::parse_json(&document).unwrap_or_default();
+    // An observed receipt says what happened as `execution`.
+    let recorded = document.get("execution").and_then(|e| e.as_str()).or_else(|| document["result"].as_str());
+    let reported = match &finish.outcome {
+        Outcome::Committed(_) => ReceiptResult::Committed,
+        Outcome::NotExecuted(_) => ReceiptResult::Failed,
+        Outcome::Ambiguous(_) => ReceiptResult::Ambiguous,
+    };
+    if recorded == Some(reported.as_str()) {
+        return Ok(WriteReply::Done);
+    }
+    let record = tx.effect(key)?;
+    let refusal = Error::LateOutcome {
+        effect_key: key.clone(),
+        state: record.as_ref().map(|r| r.state).unwrap_or(EffectState::Ambiguous),
+        holder: record.map(|r| r.action_id).unwrap_or_default(),
+    };
+    let data = serde_json::json!({
+        "attempt": finish.attempt,
+        "late_outcome": reported.as_str(),
+        "error": format!("{refusal} (receipt {} recorded it {})", finish.draft.receipt_id, recorded.unwrap_or("unreadable")),
+    });
+    tx.event(EventKind::EXECUTION_AMBIGUOUS, now, Some(&finish.action.action_id), Some(key), None, data)?;
+    Ok(WriteReply::Refused(refusal))
 }
 
 /// `extend_lease` inside the transaction.

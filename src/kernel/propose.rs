@@ -305,6 +305,8 @@ impl Kernel {
             result_sha256: None,
             receipt_id: new_id(IdKind::Receipt)
                 .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a receipt id: {e}")))?,
+            policy_hash: self.inner.policy_hash.clone(),
+            policy_version: self.inner.policy_version.clone(),
             trace: None,
             finished: false,
         };

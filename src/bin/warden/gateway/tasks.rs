@@ -18,9 +18,12 @@
 //! failed once its TTL elapsed), so no task outcome is FAILED — except under the entry's own
 //! `mcp.not_executed_on_error` claim for a completed `isError` result.
 //!
-//! A stopping gateway leaves its open tasks EXECUTING; the next one on the store adopts them
-//! from the store (`resume_tasks`) and settles them through `Kernel::complete` (no permit, so
-//! no receipt: docs/GATEWAY.md, Not done yet).
+//! The permit is parked (`Permit::park`): the suspension event keeps everything its receipt
+//! needs. A stopping gateway leaves its open tasks EXECUTING; the next one on the store adopts
+//! them (`resume_tasks`, `Kernel::adopt`) and settles each through its adopted permit, so the
+//! outcome writes the receipt chosen at the grant, with the result's digest bound, as the
+//! gateway that held it would have. A task an earlier gateway suspended without parking is
+//! settled through `Kernel::complete`: its state and event, and no receipt (logged).
 
 use serde_json::{json, Value};
 
@@ -235,9 +238,12 @@ pub fn window(ttl_ms: Option<u64>, cap: std::time::Duration) -> std::time::Durat
 }
 
 /// A task an earlier gateway process held on this store, found at startup (`resume_tasks`):
-/// its effect is still EXECUTING under that process's attempt and lease. No permit comes with
-/// it, so its outcome is reported through the kernel's permit-less surface (`Kernel::complete`).
+/// its effect is still EXECUTING under that process's attempt and lease.
 pub struct Adopted {
+    /// The permit adopted from the record the earlier process parked (`Kernel::adopt`); `None`
+    /// when it suspended the task without parking (an older gateway), so the outcome goes
+    /// through the kernel's permit-less surface (`Kernel::complete`) and no receipt is written.
+    pub permit: Option<Permit>,
     pub effect_key: String,
     pub action_id: String,
     pub attempt: u32,
@@ -265,7 +271,8 @@ pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Engine {
     /// Hold the call under the task `handle`: `EXECUTION_SUSPENDED {reason: "task", task_id}`
-    /// and the lease over the task's window, in one write. The receipt summary the handle is
+    /// and the lease over the task's window, in one write, the permit parked in it when it
+    /// holds a lease (so a later gateway can adopt it). The receipt summary the handle is
     /// relayed with, or (the call back) why it could not be held.
     pub fn hold_task(&self, mut held: HeldTask, handle: &Handle) -> Result<Value, (Box<HeldTask>, String)> {
         let Ok(mut tasks) = self.tasks.lock() else {
@@ -286,7 +293,12 @@ impl Engine {
             "ttl_ms": handle.ttl_ms,
             "attempt": held.permit.attempt(),
         });
-        if let Err(error) = held.permit.suspend(Some(until), &data) {
+        let written = match held.permit.lease_expires_at() {
+            Some(_) => held.permit.park(Some(until), &data),
+            // No lease, so nothing another process could adopt (no effect key, observe mode).
+            None => held.permit.suspend(Some(until), &data),
+        };
+        if let Err(error) = written {
             return Err((Box::new(held), format!("the task could not be recorded: {error}")));
         }
         let meta = json!({
@@ -372,41 +384,8 @@ impl Engine {
     /// Record a held task's outcome: its receipt, the result's digest bound to it when there
     /// is one. The receipt summary.
     fn settle_task(&self, task_id: &str, held: HeldTask, effect: &Effect, result: Option<&Value>) -> Value {
-        let HeldTask { mut permit, tool, decision, flight, started, .. } = held;
-        let action_id = permit.action().action_id.clone();
-        let effect_key = permit.effect_key().map(str::to_owned);
-        let attempt = permit.attempt();
-        let bound = result.map(digest).filter(|d| match permit.bind_result_sha256(d) {
-            Ok(()) => true,
-            Err(error) => {
-                log::warn(&format!("{action_id}: the task result's digest was not bound: {error}"));
-                false
-            }
-        });
-        let receipt_id = permit.receipt_id().to_owned();
-        let (outcome, recorded) = match effect {
-            Effect::Committed => ("committed", permit.commit(&Value::Null)),
-            Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
-            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
-        };
-        let (outcome, receipt_id) = match recorded {
-            Ok(()) => (outcome, Some(receipt_id)),
-            Err(error) => {
-                log::warn(&format!("recording the outcome of task {task_id} ({action_id}) failed: {error}"));
-                ("ambiguous", None)
-            }
-        };
-        let mut meta = json!({
-            "action_id": action_id,
-            "receipt_id": receipt_id,
-            "effect_key": effect_key,
-            "result": outcome,
-            "task_id": task_id,
-            "attempt": attempt,
-        });
-        if let (Some(digest), Some(_)) = (bound, &receipt_id) {
-            meta["result_sha256"] = json!(digest);
-        }
+        let HeldTask { permit, tool, decision, flight, started, .. } = held;
+        let meta = settle_permit(task_id, permit, effect, result);
         self.task_settled(&tool, &decision, &meta, started, flight);
         meta
     }
@@ -443,7 +422,7 @@ impl Engine {
                     task.window.as_secs()
                 ))
             };
-            let meta = self.settle_adopted(&task_id, &task, &effect);
+            let meta = self.settle_adopted(&task_id, task, &effect, None);
             remember(&mut tasks, &task_id, &meta);
         }
     }
@@ -456,7 +435,11 @@ impl Engine {
     pub fn leave_tasks_open(&self) -> usize {
         let Ok(mut tasks) = self.tasks.lock() else { return 0 };
         let held: Vec<(String, HeldTask)> = tasks.held.drain().collect();
-        let mut count = tasks.adopted.len();
+        let adopted: Vec<Adopted> = tasks.adopted.drain().map(|(_, task)| task).collect();
+        let mut count = adopted.len();
+        // An adopted permit dropped would record AMBIGUOUS; the task lives on, so it is left as
+        // the store has it, for the next gateway to adopt again.
+        adopted.into_iter().filter_map(|task| task.permit).for_each(std::mem::forget);
         for (task_id, held) in held {
             if held.permit.effect_key().is_none() || held.permit.lease_expires_at().is_none() {
                 let effect = Effect::Ambiguous(
@@ -523,20 +506,41 @@ impl Engine {
                 if let (Some(task_id), Some(attempt)) = (task_id, attempt) {
                     if open.get(action_id).is_some_and(|r| u64::from(r.attempt) == attempt) {
                         if let Some(record) = open.remove(action_id) {
-                            found.push((task_id.to_owned(), record));
+                            let parked = data.get("parked").is_some();
+                            found.push((task_id.to_owned(), record, event.event_id, parked));
                         }
                     }
                 }
             }
         }
+        let mut adopted = Vec::new();
+        for (task_id, record, event_id, parked) in found {
+            let shown = log::printable(&task_id);
+            if !parked {
+                log::warn(&format!(
+                    "task {shown} ({}) was held by an earlier gateway that did not park its permit: its outcome \
+                     will be recorded without a receipt",
+                    record.action_id
+                ));
+                adopted.push((task_id, record, None));
+                continue;
+            }
+            // The scan starts at the suspension this one found; the kernel reads the latest
+            // parked record of the attempt from there.
+            match kernel.adopt(&record.effect_key, &record.action_id, record.attempt, event_id.saturating_sub(1)) {
+                Ok(permit) => adopted.push((task_id, record, Some(permit))),
+                Err(error) => log::warn(&format!("task {shown} ({}) could not be adopted: {error}", record.action_id)),
+            }
+        }
         let Ok(mut tasks) = self.tasks.lock() else { return 0 };
-        let count = found.len();
-        for (task_id, record) in found {
+        let count = adopted.len();
+        for (task_id, record, permit) in adopted {
             let left = record.lease_expires_at.unwrap_or(now).saturating_sub(now);
             let window = std::time::Duration::from_micros(u64::try_from(left).unwrap_or(0));
             tasks.adopted.insert(
                 task_id,
                 Adopted {
+                    permit,
                     effect_key: record.effect_key,
                     action_id: record.action_id,
                     attempt: record.attempt,
@@ -596,8 +600,16 @@ impl Engine {
             Seen::Open { ttl_ms } => {
                 let window = ttl_ms.map_or(task.window, |_| window(*ttl_ms, self.task_timeout));
                 let until = self.warden.kernel().now().saturating_add(micros(window));
-                match self.warden.kernel().extend_lease(&task.effect_key, &task.action_id, task.attempt, until) {
-                    Ok(_) => {
+                let extended = match task.permit.as_mut() {
+                    Some(permit) => permit.extend_lease(until),
+                    None => self
+                        .warden
+                        .kernel()
+                        .extend_lease(&task.effect_key, &task.action_id, task.attempt, until)
+                        .map(drop),
+                };
+                match extended {
+                    Ok(()) => {
                         task.window = window;
                         task.deadline = task.deadline.max(std::time::Instant::now() + window);
                     }
@@ -612,16 +624,57 @@ impl Engine {
             _ => {
                 let effect = outcome(seen, false)?;
                 let task = tasks.adopted.remove(task_id)?;
-                let meta = self.settle_adopted(task_id, &task, &effect);
+                let result = match seen {
+                    Seen::Completed(result) => Some(result),
+                    _ => None,
+                };
+                let meta = self.settle_adopted(task_id, task, &effect, result);
                 remember(tasks, task_id, &meta);
                 Some(meta)
             }
         }
     }
 
-    /// Report an adopted task's outcome without a permit (`Kernel::complete`: the effect's
-    /// state and its event; no receipt, see docs/GATEWAY.md). The summary.
-    fn settle_adopted(&self, task_id: &str, task: &Adopted, effect: &Effect) -> Value {
+    /// Report an adopted task's outcome: through its adopted permit, as a held task's (its
+    /// receipt, the result's digest bound); for a task an older gateway did not park, through
+    /// `Kernel::complete` (the effect's state and its event, no receipt). The summary.
+    fn settle_adopted(&self, task_id: &str, task: Adopted, effect: &Effect, result: Option<&Value>) -> Value {
+        let Adopted { permit, effect_key, action_id, attempt, action, .. } = task;
+        let mut meta = match permit {
+            Some(permit) => settle_permit(task_id, permit, effect, result),
+            None => {
+                let recorded = self.complete_unparked(task_id, &effect_key, &action_id, attempt, effect);
+                json!({
+                    "action_id": action_id,
+                    "receipt_id": Value::Null,
+                    "effect_key": effect_key,
+                    "result": recorded,
+                    "task_id": task_id,
+                    "attempt": attempt,
+                })
+            }
+        };
+        meta["resumed"] = json!(true);
+        let mut line = json!({"action": action, "outcome": meta["result"], "effect_key": meta["effect_key"],
+                              "action_id": meta["action_id"], "attempt": attempt, "task_id": task_id,
+                              "receipt_id": meta["receipt_id"], "resumed": true});
+        if let Some(digest) = meta.get("result_sha256") {
+            line["result_sha256"] = digest.clone();
+        }
+        log::call(&line);
+        meta
+    }
+
+    /// The outcome of a task an older gateway suspended without parking its permit, through
+    /// the kernel's permit-less surface: no permit, so no receipt (logged). The state recorded.
+    fn complete_unparked(
+        &self,
+        task_id: &str,
+        effect_key: &str,
+        action_id: &str,
+        attempt: u32,
+        effect: &Effect,
+    ) -> String {
         let kernel = self.warden.kernel();
         let outcome = match effect {
             Effect::Committed => warden::effect::Outcome::Committed(warden::effect::StoredResult::from_value_within(
@@ -631,27 +684,62 @@ impl Engine {
             Effect::Failed(what) => warden::effect::Outcome::NotExecuted(log::printable(what)),
             Effect::Ambiguous(what) => warden::effect::Outcome::Ambiguous(log::printable(what)),
         };
-        let result = match kernel.complete(&task.effect_key, &task.action_id, task.attempt, outcome) {
-            Ok(record) => record.state.as_str().to_owned(),
+        match kernel.complete(effect_key, action_id, attempt, outcome) {
+            Ok(record) => {
+                log::warn(&format!(
+                    "resumed task {} ({action_id}) recorded {} without a receipt: the gateway that held it did not \
+                     park its permit, so no process can rebuild it",
+                    log::printable(task_id),
+                    record.state
+                ));
+                record.state.as_str().to_owned()
+            }
             Err(error) => {
                 log::warn(&format!("recording the outcome of resumed task {task_id} failed: {error}"));
                 "ambiguous".to_owned()
             }
-        };
-        let meta = json!({
-            "action_id": task.action_id,
-            "receipt_id": Value::Null,
-            "effect_key": task.effect_key,
-            "result": result,
-            "task_id": task_id,
-            "attempt": task.attempt,
-            "resumed": true,
-        });
-        let line = json!({"action": task.action, "outcome": meta["result"], "effect_key": task.effect_key,
-                          "action_id": task.action_id, "attempt": task.attempt, "task_id": task_id, "resumed": true});
-        log::call(&line);
-        meta
+        }
     }
+}
+
+/// Report a task's outcome through its permit (held or adopted): the result's digest bound
+/// when there is a result, then the one outcome, which writes its receipt. The summary.
+fn settle_permit(task_id: &str, mut permit: Permit, effect: &Effect, result: Option<&Value>) -> Value {
+    let action_id = permit.action().action_id.clone();
+    let effect_key = permit.effect_key().map(str::to_owned);
+    let attempt = permit.attempt();
+    let bound = result.map(digest).filter(|d| match permit.bind_result_sha256(d) {
+        Ok(()) => true,
+        Err(error) => {
+            log::warn(&format!("{action_id}: the task result's digest was not bound: {error}"));
+            false
+        }
+    });
+    let receipt_id = permit.receipt_id().to_owned();
+    let (outcome, recorded) = match effect {
+        Effect::Committed => ("committed", permit.commit(&Value::Null)),
+        Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
+        Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
+    };
+    let (outcome, receipt_id) = match recorded {
+        Ok(()) => (outcome, Some(receipt_id)),
+        Err(error) => {
+            log::warn(&format!("recording the outcome of task {task_id} ({action_id}) failed: {error}"));
+            ("ambiguous", None)
+        }
+    };
+    let mut meta = json!({
+        "action_id": action_id,
+        "receipt_id": receipt_id,
+        "effect_key": effect_key,
+        "result": outcome,
+        "task_id": task_id,
+        "attempt": attempt,
+    });
+    if let (Some(digest), Some(_)) = (bound, &receipt_id) {
+        meta["result_sha256"] = json!(digest);
+    }
+    meta
 }
 
 fn remember(tasks: &mut Tasks, task_id: &str, meta: &Value) {
