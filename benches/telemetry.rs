@@ -15,7 +15,9 @@
 //! propagated, completed from the record (the gateway's own `otel_record.rs`, included here), the
 //! record's measurements into an SDK meter (aggregated by the Prometheus reader `/metrics` uses),
 //! the spans handed to a batch processor whose exporter drops them. `interleaved` then also
-//! alternates the untraced cycle with that one.
+//! alternates the untraced cycle with that one, and with `host sdk`: what a Rust host's SDK adds
+//! per protected action — Warden's `execute_tool` span from the record and its measurements,
+//! without the gateway's MCP span and propagation.
 
 // The `warden` binary's allocator, so the SDK rows cost what they cost in `warden gateway`.
 #[global_allocator]
@@ -98,10 +100,11 @@ fn interleaved(rounds: usize, per_round: u64, with: Mode) {
     let warden = open(dir.path());
     let principal = Principal::new("bench", None).unwrap();
     let mut n = 0u64;
-    // CPU time of the whole process (every thread: the commit's too), by kind of round.
+    // CPU time of the whole process (every thread: the commit's too, the batch processor's), by
+    // kind of round, in nanoseconds.
     let cpu = std::cell::Cell::new([0u64; 2]);
     let mut round = |traced: bool| -> f64 {
-        let ticks = cpu_ticks();
+        let before = cpu_nanos();
         let began = Instant::now();
         for _ in 0..per_round {
             n += 1;
@@ -109,6 +112,11 @@ fn interleaved(rounds: usize, per_round: u64, with: Mode) {
             #[cfg(feature = "otel")]
             if traced && with == Mode::Sdk {
                 sdk.call(&warden, request);
+                continue;
+            }
+            #[cfg(feature = "otel")]
+            if traced && with == Mode::Host {
+                sdk.action(&warden, request);
                 continue;
             }
             let mut request = request;
@@ -124,7 +132,7 @@ fn interleaved(rounds: usize, per_round: u64, with: Mode) {
             }
         }
         let took = began.elapsed().as_secs_f64() * 1e6 / per_round as f64;
-        if let (Some(before), Some(after)) = (ticks, cpu_ticks()) {
+        if let (Some(before), Some(after)) = (before, cpu_nanos()) {
             let mut sum = cpu.get();
             sum[usize::from(traced)] += after.saturating_sub(before);
             cpu.set(sum);
@@ -155,6 +163,7 @@ fn interleaved(rounds: usize, per_round: u64, with: Mode) {
     let list = |values: &[f64]| values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(" ");
     let label = match with {
         Mode::Traced => "traced",
+        Mode::Host => "host sdk",
         Mode::Sdk => "sdk",
     };
     println!("interleaved ({label}): {rounds} rounds of {per_round} calls each way, one store");
@@ -168,10 +177,9 @@ fn interleaved(rounds: usize, per_round: u64, with: Mode) {
     );
     let cpu = cpu.get();
     if cpu[0] > 0 {
-        // USER_HZ is 100 on Linux: a tick is 10 ms.
-        let per_call = |ticks: u64| ticks as f64 * 10_000.0 / (rounds as f64 * per_round as f64);
+        let per_call = |nanos: u64| nanos as f64 / 1000.0 / (rounds as f64 * per_round as f64);
         println!(
-            "  process CPU per call (all rounds, /proc/self/stat): untraced {:.1} µs, {label} {:.1} µs, difference {:.1} µs",
+            "  process CPU per call (all rounds, /proc/self/task/*/schedstat): untraced {:.1} µs, {label} {:.1} µs, difference {:.1} µs",
             per_call(cpu[0]),
             per_call(cpu[1]),
             per_call(cpu[1]) - per_call(cpu[0])
@@ -179,13 +187,18 @@ fn interleaved(rounds: usize, per_round: u64, with: Mode) {
     }
 }
 
-/// The process's user and system CPU time so far, in clock ticks (`/proc/self/stat` fields 14
-/// and 15); `None` where there is no procfs.
-fn cpu_ticks() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may hold spaces: count the fields after its closing ')'.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+/// The CPU time the process's threads have run so far, in nanoseconds: the sum of each live
+/// thread's `/proc/self/task/*/schedstat` first field (nanosecond resolution, where
+/// `/proc/self/stat`'s ticks are 10 ms); `None` where there is no procfs.
+fn cpu_nanos() -> Option<u64> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(task) = task else { continue };
+        // A thread that ended between the listing and the read is skipped.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
 }
 
 /// What `interleaved` compares the untraced cycle with.
@@ -193,6 +206,11 @@ fn cpu_ticks() -> Option<u64> {
 enum Mode {
     /// The record read twice (what a host does before its SDK).
     Traced,
+    /// What a Rust host's SDK adds per protected action (`otel` feature): the `execute_tool`
+    /// span from the record, started at the permit and completed after the outcome, and the
+    /// record's measurements — no MCP span, no propagation.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    Host,
     /// The gateway's whole SDK work (`otel` feature).
     #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     Sdk,
@@ -297,8 +315,30 @@ mod sdk {
             permit.commit(&serde_json::json!({"ok": true})).unwrap();
             let record = trace.span();
             self.instruments.measure(&record);
-            complete(&action.span(), &record);
+            complete(&action.span(), record);
             call.span().end();
+        }
+
+        /// One protected action as a Rust host's SDK records it: its `execute_tool` span (a
+        /// root span here) started from the record when the permit is issued, completed from
+        /// the record after the outcome, and the record's measurements.
+        pub fn action(&self, warden: &Warden, mut request: ActionRequest<'_>) {
+            let trace = ActionTrace::new();
+            request.trace = Some(Arc::clone(&trace));
+            let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
+            let record = trace.span();
+            let span = self
+                .tracer
+                .span_builder(record.name.clone())
+                .with_kind(SpanKind::Internal)
+                .with_start_time(time(record.start))
+                .with_attributes(start_attributes(&record))
+                .start(&self.tracer);
+            let action = Context::current_with_span(span);
+            permit.commit(&serde_json::json!({"ok": true})).unwrap();
+            let record = trace.span();
+            self.instruments.measure(&record);
+            complete(&action.span(), record);
         }
 
         /// The two spans of a finished call from its record, propagation included (no kernel).
@@ -316,7 +356,7 @@ mod sdk {
             let mut forwarded: HashMap<String, String> = HashMap::new();
             propagator.inject_context(&action, &mut forwarded);
             black_box(forwarded);
-            complete(&action.span(), record);
+            complete(&action.span(), record.clone());
             call.span().end();
         }
 
@@ -366,7 +406,8 @@ fn main() {
     let benching = std::env::args().any(|arg| arg == "--bench");
     let filtered = std::env::args().skip(1).any(|arg| !arg.starts_with('-'));
     if !filtered || std::env::args().any(|arg| arg == "interleaved") {
-        let modes: &[Mode] = if cfg!(feature = "otel") { &[Mode::Traced, Mode::Sdk] } else { &[Mode::Traced] };
+        let modes: &[Mode] =
+            if cfg!(feature = "otel") { &[Mode::Traced, Mode::Host, Mode::Sdk] } else { &[Mode::Traced] };
         for mode in modes {
             if benching {
                 interleaved(31, 300, *mode);

@@ -35,6 +35,16 @@ pub fn key_value(key: &'static str, value: &AttributeValue) -> KeyValue {
     }
 }
 
+/// One attribute as the SDK's, its text moved rather than copied.
+fn into_key_value(key: &'static str, value: AttributeValue) -> KeyValue {
+    match value {
+        AttributeValue::Str(text) => KeyValue::new(key, text),
+        AttributeValue::Int(n) => KeyValue::new(key, n),
+        AttributeValue::Double(x) => KeyValue::new(key, x),
+        AttributeValue::Bool(b) => KeyValue::new(key, b),
+    }
+}
+
 /// The attributes the span starts with.
 pub fn start_attributes(record: &ActionSpan) -> Vec<KeyValue> {
     record
@@ -46,19 +56,25 @@ pub fn start_attributes(record: &ActionSpan) -> Vec<KeyValue> {
 }
 
 /// The span started with `start_attributes` ends as the complete record says: the other
-/// attributes, the events at their times, the status, the end time.
-pub fn complete(span: &SpanRef<'_>, record: &ActionSpan) {
-    for (key, value) in record.attributes.iter().filter(|(key, _)| !AT_START.contains(key)) {
-        span.set_attribute(key_value(key, value));
-    }
-    for event in &record.events {
-        let attributes: Vec<KeyValue> = event.attributes.iter().map(|(k, v)| key_value(k, v)).collect();
+/// attributes (set at once: the span's lock is taken once), the events at their times, the
+/// status, the end time. The record is consumed: its texts move into the span.
+pub fn complete(span: &SpanRef<'_>, record: ActionSpan) {
+    let end = time(record.end.unwrap_or(record.start));
+    span.set_attributes(
+        record
+            .attributes
+            .into_iter()
+            .filter(|(key, _)| !AT_START.contains(key))
+            .map(|(key, value)| into_key_value(key, value)),
+    );
+    for event in record.events {
+        let attributes: Vec<KeyValue> = event.attributes.into_iter().map(|(k, v)| into_key_value(k, v)).collect();
         span.add_event_with_timestamp(event.name, time(event.at), attributes);
     }
-    if let SpanStatus::Error(description) = &record.status {
-        span.set_status(Status::error(description.clone()));
+    if let SpanStatus::Error(description) = record.status {
+        span.set_status(Status::error(description));
     }
-    span.end_with_timestamp(time(record.end.unwrap_or(record.start)));
+    span.end_with_timestamp(end);
 }
 
 /// The record's instruments in one meter, each made on its first measurement.

@@ -438,7 +438,7 @@ mod otel {
                 meters.instruments.measure(&record);
             }
             if let Some(cx) = flight.cx {
-                complete(&cx.span(), &record);
+                complete(&cx.span(), record);
             }
             None
         }
