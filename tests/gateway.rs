@@ -5280,6 +5280,55 @@ fn over_stdio_a_task_is_held_until_a_tasks_get_shows_it_completed() {
 }
 
 #[test]
+fn over_stdio_the_gateway_polls_an_open_task_itself_and_the_client_never_sees_its_polls() {
+    let dir = scratch();
+    let (mut child, mut input, lines, log) = stdio_gateway(dir.path());
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"careful","arguments":{"id":"sp1","task":"sp-1"}}}"#;
+    let handle = stdio_exchange(&mut input, &lines, call);
+    assert_eq!(receipt_of(&handle)["result"], "task", "{handle}");
+    // No client asks: the gateway's own tasks/get settles it (a round every second).
+    let store = dir.path().join("store.redb").display().to_string();
+    let mut state = Value::Null;
+    for _ in 0..100 {
+        let out = warden().args(["effects", "--json", "--store", &store]).output().expect("warden effects");
+        let effects: Value = serde_json::from_slice(&out.stdout).expect("effects JSON");
+        state = effects
+            .as_array()
+            .and_then(|list| list.iter().find(|e| e["effect_key"] == "careful:sp1").cloned())
+            .map_or(Value::Null, |e| e["state"].clone());
+        if state != "executing" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state, "committed", "settled by the gateway's own poll");
+    let seen = std::fs::read_to_string(&log).expect("the child's log");
+    let polls: Vec<Value> = seen
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["method"] == "tasks/get")
+        .collect();
+    assert!(!polls.is_empty(), "the gateway polled the child: {seen}");
+    for poll in &polls {
+        assert!(poll["id"].as_str().is_some_and(|id| id.starts_with("warden-task-")), "{poll}");
+        assert_eq!(poll["params"]["taskId"], "sp-1");
+    }
+    // The client's own tasks/get is answered from what the gateway recorded, with the receipt.
+    let get = r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"sp-1"}}"#;
+    let end = stdio_exchange(&mut input, &lines, get);
+    assert_eq!(end["id"], 2, "the next line the client reads answers its own request: {end}");
+    assert!(receipt_of(&end)["receipt_id"].as_str().is_some_and(|r| r.starts_with("rct_")), "{end}");
+    drop(input);
+    assert!(child.wait().expect("exit").success());
+    while let Ok(line) = lines.try_recv() {
+        assert!(
+            !line["id"].as_str().is_some_and(|id| id.starts_with("warden-task-")),
+            "a poll's answer reached the client: {line}"
+        );
+    }
+}
+
+#[test]
 fn the_gateway_polls_an_open_task_in_its_calls_session_and_records_its_end_with_no_client_asking() {
     let dir = scratch();
     let upstream = Upstream::start();
