@@ -7,6 +7,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { bindingSources } = require('./helpers');
 
 const binding = path.resolve(__dirname, '..');
 const repo = path.resolve(binding, '..', '..');
@@ -103,8 +104,7 @@ test('the built addon imports exactly the declared warden_* symbols', (t) => {
 });
 
 test('index.js and lib/ require only Node built-ins, lib/ and the addon (and the optional OpenTelemetry API)', () => {
-  const files = ['index.js', ...fs.readdirSync(path.join(binding, 'lib')).map((f) => path.join('lib', f))];
-  for (const file of files) {
+  for (const file of bindingSources()) {
     const text = fs.readFileSync(path.join(binding, file), 'utf8');
     for (const match of text.matchAll(/require\(\s*(['"`])([^'"`]+)\1\s*\)/g)) {
       // The one package outside Node: the optional peer dependency, tried in lib/telemetry.js.

@@ -7,7 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const warden = require('..');
-const { open, ada } = require('./helpers');
+const { open, ada, bindingSources } = require('./helpers');
 
 test('the defaults are the library’s', () => {
   const defaults = warden.defaults();
@@ -32,8 +32,7 @@ test('list calls use the library’s limit when none is given', async (t) => {
 });
 
 test('the binding restates no default', () => {
-  const lib = path.join(__dirname, '..', 'lib');
-  const sources = [path.join(__dirname, '..', 'index.js'), ...fs.readdirSync(lib).map((file) => path.join(lib, file))];
+  const sources = bindingSources().map((file) => path.join(__dirname, '..', file));
   for (const file of sources) {
     const text = fs.readFileSync(file, 'utf8');
     assert.doesNotMatch(text, /'production'|DEFAULT_LIMIT|MAX_MESSAGE_CHARS|MAX_WAIT_MS|86_400_000/, file);

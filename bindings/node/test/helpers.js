@@ -77,4 +77,16 @@ async function cliJson(cli, store, ...args) {
   return warden.parseJson(stdout);
 }
 
-module.exports = { POLICY, scratch, open, ada, findCli, cliJson };
+/** index.js and every .js file under lib/, its subfolders included, relative to the binding's folder. */
+function bindingSources() {
+  const binding = path.join(__dirname, '..');
+  const under = (dir) =>
+    fs.readdirSync(path.join(binding, dir), { withFileTypes: true }).flatMap((entry) => {
+      const file = path.join(dir, entry.name);
+      if (entry.isDirectory()) return under(file);
+      return file.endsWith('.js') ? [file] : [];
+    });
+  return ['index.js', ...under('lib')];
+}
+
+module.exports = { POLICY, scratch, open, ada, findCli, cliJson, bindingSources };
