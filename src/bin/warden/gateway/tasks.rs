@@ -3,8 +3,8 @@
 //! `{task: {…}}`) has not finished. Its effect stays EXECUTING under the task id — an
 //! `EXECUTION_SUSPENDED` event `{reason: "task", task_id}` in the store, the lease extended to
 //! the task's window — and the outcome is recorded once, from the task's terminal state as a
-//! relayed `tasks/get` or `tasks/result` answer, or the gateway's own poll (over HTTP), shows
-//! it, per the extension's table:
+//! relayed `tasks/get` or `tasks/result` answer, or the gateway's own poll (over HTTP or
+//! stdio), shows it, per the extension's table:
 //!
 //! | seen                                   | effect                              |
 //! |----------------------------------------|-------------------------------------|
@@ -189,7 +189,7 @@ pub struct HeldTask {
     pub poll: Polling,
 }
 
-/// How the gateway polls an open task itself (`http::poll_tasks`, over HTTP): in the session
+/// How the gateway polls an open task itself (`http::poll_tasks`, `stdio::poll_tasks`): in the session
 /// and revision of the call that created it, every `pollIntervalMs` (1 to 30 s).
 pub struct Polling {
     pub session: Option<String>,
