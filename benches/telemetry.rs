@@ -293,6 +293,19 @@ mod sdk {
             parent.with_span(server)
         }
 
+        /// The `execute_tool` span started from the record at the permit, as the gateway starts
+        /// it: a child of `parent` (a root span under an empty context).
+        fn execute_tool(&self, record: &ActionSpan, parent: &Context) -> Context {
+            let span = self
+                .tracer
+                .span_builder(record.name.clone())
+                .with_kind(SpanKind::Internal)
+                .with_start_time(time(record.start))
+                .with_attributes(start_attributes(record))
+                .start_with_context(&self.tracer, parent);
+            parent.with_span(span)
+        }
+
         /// One protected call as the gateway makes it with its SDK on.
         pub fn call(&self, warden: &Warden, mut request: ActionRequest<'_>) {
             let propagator = TraceContextPropagator::new();
@@ -300,15 +313,7 @@ mod sdk {
             let trace = ActionTrace::new();
             request.trace = Some(Arc::clone(&trace));
             let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
-            let record = trace.span();
-            let span = self
-                .tracer
-                .span_builder(record.name.clone())
-                .with_kind(SpanKind::Internal)
-                .with_start_time(time(record.start))
-                .with_attributes(start_attributes(&record))
-                .start_with_context(&self.tracer, &call);
-            let action = call.with_span(span);
+            let action = self.execute_tool(&trace.span(), &call);
             let mut forwarded: HashMap<String, String> = HashMap::new();
             propagator.inject_context(&action, &mut forwarded);
             black_box(forwarded);
@@ -326,15 +331,7 @@ mod sdk {
             let trace = ActionTrace::new();
             request.trace = Some(Arc::clone(&trace));
             let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
-            let record = trace.span();
-            let span = self
-                .tracer
-                .span_builder(record.name.clone())
-                .with_kind(SpanKind::Internal)
-                .with_start_time(time(record.start))
-                .with_attributes(start_attributes(&record))
-                .start(&self.tracer);
-            let action = Context::current_with_span(span);
+            let action = self.execute_tool(&trace.span(), &Context::new());
             permit.commit(&serde_json::json!({"ok": true})).unwrap();
             let record = trace.span();
             self.instruments.measure(&record);
@@ -345,14 +342,7 @@ mod sdk {
         pub fn spans(&self, record: &ActionSpan) {
             let propagator = TraceContextPropagator::new();
             let call = self.server_span(&propagator);
-            let span = self
-                .tracer
-                .span_builder(record.name.clone())
-                .with_kind(SpanKind::Internal)
-                .with_start_time(time(record.start))
-                .with_attributes(start_attributes(record))
-                .start_with_context(&self.tracer, &call);
-            let action = call.with_span(span);
+            let action = self.execute_tool(record, &call);
             let mut forwarded: HashMap<String, String> = HashMap::new();
             propagator.inject_context(&action, &mut forwarded);
             black_box(forwarded);

@@ -913,48 +913,27 @@ impl ListTools for Lister<'_> {
     }
 }
 
-/// Poll every open task (held, and adopted after a restart) with the gateway's own requests
-/// (`tasks::Engine::due_polls`: `tasks/get`, or `tasks/result` for a 2025 task seen completed),
-/// in the session and revision of the call that created it, at most `tasks::MAX_POLLED` a round,
-/// a round every `tasks::POLL_EVERY`, for as long as the gateway runs. The answers are read as
-/// a relayed answer's are.
+/// The gateway's own task polls (`tasks::spawn_poller`) over HTTP: each a request in the
+/// session and revision of the call that created the task.
 pub fn poll_tasks(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
-    engine.polls_tasks.store(true, Ordering::SeqCst);
-    let (engine, config) = (Arc::downgrade(engine), Arc::clone(config));
-    let _ = std::thread::Builder::new().name("gateway-task-poller".into()).spawn(move || {
-        let mut next = 0u64;
-        loop {
-            std::thread::sleep(tasks::POLL_EVERY);
-            let Some(engine) = engine.upgrade() else { return };
-            if engine.stopping.load(Ordering::SeqCst) {
-                return;
-            }
-            for due in engine.due_polls() {
-                next += 1;
-                let mut headers = vec![
-                    ("Content-Type".to_owned(), "application/json".to_owned()),
-                    ("Accept".to_owned(), "application/json, text/event-stream".to_owned()),
-                    ("Accept-Encoding".to_owned(), "identity".to_owned()),
-                ];
-                if let Some(session) = &due.session {
-                    headers.push(("Mcp-Session-Id".to_owned(), session.clone()));
-                }
-                if let Some(revision) = &due.revision {
-                    headers.push(("MCP-Protocol-Version".to_owned(), revision.clone()));
-                    if revision == wire::REVISION_2026 {
-                        headers.push(("Mcp-Method".to_owned(), due.method.to_owned()));
-                    }
-                }
-                let message = json!({"jsonrpc": "2.0", "id": format!("warden-task-{next}"), "method": due.method,
-                                     "params": {"taskId": due.task_id}});
-                match client::post(&config.upstream, dialer(&config), &headers, &message) {
-                    Ok((mut envelope, _)) => {
-                        engine.observe_task_as(due.method, Some(&due.task_id), &mut envelope, true);
-                    }
-                    Err(what) => engine.poll_failed(&due.task_id, &what),
-                }
+    let config = Arc::clone(config);
+    tasks::spawn_poller(engine, move |due, id| {
+        let mut headers = vec![
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+            ("Accept".to_owned(), "application/json, text/event-stream".to_owned()),
+            ("Accept-Encoding".to_owned(), "identity".to_owned()),
+        ];
+        if let Some(session) = &due.session {
+            headers.push(("Mcp-Session-Id".to_owned(), session.clone()));
+        }
+        if let Some(revision) = &due.revision {
+            headers.push(("MCP-Protocol-Version".to_owned(), revision.clone()));
+            if revision == wire::REVISION_2026 {
+                headers.push(("Mcp-Method".to_owned(), due.method.to_owned()));
             }
         }
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": due.method, "params": {"taskId": due.task_id}});
+        client::post(&config.upstream, dialer(&config), &headers, &message).map(|(envelope, _)| envelope)
     });
 }
 

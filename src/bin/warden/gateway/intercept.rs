@@ -1202,19 +1202,7 @@ impl Engine {
                 log::warn(&format!("{action_id}: the structuredContent digest was not bound: {error}"));
             }
         }
-        let receipt_id = permit.receipt_id().to_owned();
-        let (result, recorded) = match &effect {
-            Effect::Committed => ("committed", permit.commit(&Value::Null)),
-            Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
-            Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
-        };
-        let (result, receipt_id) = match recorded {
-            Ok(()) => (result, Some(receipt_id)),
-            Err(error) => {
-                log::warn(&format!("recording the outcome of {action_id} failed: {error}"));
-                ("ambiguous", None)
-            }
-        };
+        let (result, receipt_id) = report(permit, &effect, &action_id);
         let mut meta = json!({
             "action_id": action_id,
             "receipt_id": receipt_id,
@@ -1268,6 +1256,25 @@ pub fn relayed_tool_use_refusal(message: &Value) -> Option<Answer> {
         "this request's answers to sampling requests use tools, which the server would run with no decision; the \
          gateway relays tool use inside sampling on no request but a tools/call it decides",
     ))
+}
+
+/// Report `effect` as `permit`'s one outcome (which writes its receipt): the outcome as the
+/// receipt summary names it, and the receipt's id — or, when the store did not take it (logged,
+/// naming `what`), `ambiguous` and no receipt.
+pub fn report(permit: Permit, effect: &Effect, what: &str) -> (&'static str, Option<String>) {
+    let receipt_id = permit.receipt_id().to_owned();
+    let (result, recorded) = match effect {
+        Effect::Committed => ("committed", permit.commit(&Value::Null)),
+        Effect::Failed(why) => ("failed", permit.not_executed(&log::printable(why))),
+        Effect::Ambiguous(why) => ("ambiguous", permit.ambiguous(&log::printable(why))),
+    };
+    match recorded {
+        Ok(()) => (result, Some(receipt_id)),
+        Err(error) => {
+            log::warn(&format!("recording the outcome of {what} failed: {error}"));
+            ("ambiguous", None)
+        }
+    }
 }
 
 /// The `-41019` refusal of tool use the gateway does not relay, logged with the tools' names.

@@ -298,57 +298,33 @@ fn close_child(child_in: &Mutex<Option<ChildStdin>>, child: &Mutex<Child>) {
     }
 }
 
-/// Poll every open task (held, and adopted after a restart) with the gateway's own requests to
-/// the child, as `http::poll_tasks` does over HTTP: every `tasks::POLL_EVERY`, at most
-/// `tasks::MAX_POLLED` a round, `tasks/get` (or `tasks/result` for a 2025 task seen completed)
-/// with an id of the gateway's own (`warden-task-N`), answered through the reader like a call's
-/// (never relayed to the client), each answer read as a relayed one is. A 2026-07-28 request
-/// names its revision in `params._meta`, as a client's does over stdio. Stops with the gateway.
+/// The gateway's own task polls (`tasks::spawn_poller`) over stdio: each a line to the child,
+/// answered through the reader like a call's (never relayed to the client); a 2026-07-28 poll
+/// names its revision in `params._meta`, as a client's request does over stdio.
 fn poll_tasks(engine: &Arc<Engine>, child_in: &Arc<Mutex<Option<ChildStdin>>>, waiters: &Waiters, timeout: Duration) {
-    engine.polls_tasks.store(true, Ordering::SeqCst);
-    let (engine, child_in, waiters) = (Arc::downgrade(engine), Arc::clone(child_in), Arc::clone(waiters));
-    let _ = std::thread::Builder::new().name("gateway-task-poller".into()).spawn(move || {
-        let mut next = 0u64;
-        loop {
-            std::thread::sleep(tasks::POLL_EVERY);
-            let Some(engine) = engine.upgrade() else { return };
-            if engine.stopping.load(Ordering::SeqCst) {
-                return;
-            }
-            for due in engine.due_polls() {
-                next += 1;
-                let id = Value::String(format!("warden-task-{next}"));
-                let mut message =
-                    json!({"jsonrpc": "2.0", "id": id, "method": due.method, "params": {"taskId": due.task_id}});
-                if let Some(revision) = due.revision.as_deref().filter(|r| *r == wire::REVISION_2026) {
-                    message["params"]["_meta"] = json!({REVISION_KEY: revision});
-                }
-                let (sender, receiver) = mpsc::channel();
-                let key = id.to_string();
-                let Ok(mut waiting) = waiters.lock() else { return };
-                waiting.insert(key.clone(), sender);
-                drop(waiting);
-                let mut line = serde_json::to_vec(&message).unwrap_or_default();
-                line.push(b'\n');
-                let answer = if write_child(&child_in, &line) {
-                    receiver.recv_timeout(timeout).map_err(|error| match error {
-                        RecvTimeoutError::Timeout => format!("no answer within {} s", timeout.as_secs()),
-                        RecvTimeoutError::Disconnected => "the upstream process exited".to_owned(),
-                    })
-                } else {
-                    Err("the upstream process is not running".to_owned())
-                };
-                if let Ok(mut waiting) = waiters.lock() {
-                    waiting.remove(&key);
-                }
-                match answer {
-                    Ok(mut envelope) => {
-                        engine.observe_task_as(due.method, Some(&due.task_id), &mut envelope, true);
-                    }
-                    Err(what) => engine.poll_failed(&due.task_id, &what),
-                }
-            }
+    let (child_in, waiters) = (Arc::clone(child_in), Arc::clone(waiters));
+    tasks::spawn_poller(engine, move |due, id| {
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": due.method, "params": {"taskId": due.task_id}});
+        if let Some(revision) = due.revision.as_deref().filter(|r| *r == wire::REVISION_2026) {
+            message["params"]["_meta"] = json!({REVISION_KEY: revision});
         }
+        let (sender, receiver) = mpsc::channel();
+        let key = id.to_string();
+        waiters.lock().map_err(|_| "the waiter table is unavailable")?.insert(key.clone(), sender);
+        let mut line = serde_json::to_vec(&message).unwrap_or_default();
+        line.push(b'\n');
+        let answer = if write_child(&child_in, &line) {
+            receiver.recv_timeout(timeout).map_err(|error| match error {
+                RecvTimeoutError::Timeout => format!("no answer within {} s", timeout.as_secs()),
+                RecvTimeoutError::Disconnected => "the upstream process exited".to_owned(),
+            })
+        } else {
+            Err("the upstream process is not running".to_owned())
+        };
+        if let Ok(mut waiting) = waiters.lock() {
+            waiting.remove(&key);
+        }
+        answer
     });
 }
 

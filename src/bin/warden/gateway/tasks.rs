@@ -232,6 +232,39 @@ pub struct Due {
     pub revision: Option<String>,
 }
 
+/// Poll every open task (held, and adopted after a restart) with the gateway's own requests,
+/// for as long as the gateway runs: a round every [`POLL_EVERY`], at most [`MAX_POLLED`] polls
+/// a round (`Engine::due_polls`: `tasks/get`, or `tasks/result` for a 2025 task seen
+/// completed), each with an id of the gateway's own (`warden-task-N`). `exchange` sends one
+/// poll over the gateway's transport and returns the answer's envelope, which is read as a
+/// relayed answer is; a failed one is logged once per task.
+pub fn spawn_poller(
+    engine: &std::sync::Arc<Engine>,
+    exchange: impl Fn(&Due, Value) -> Result<Value, String> + Send + 'static,
+) {
+    engine.polls_tasks.store(true, std::sync::atomic::Ordering::SeqCst);
+    let engine = std::sync::Arc::downgrade(engine);
+    let _ = std::thread::Builder::new().name("gateway-task-poller".into()).spawn(move || {
+        let mut next = 0u64;
+        loop {
+            std::thread::sleep(POLL_EVERY);
+            let Some(engine) = engine.upgrade() else { return };
+            if engine.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            for due in engine.due_polls() {
+                next += 1;
+                match exchange(&due, Value::String(format!("warden-task-{next}"))) {
+                    Ok(mut envelope) => {
+                        engine.observe_task_as(due.method, Some(&due.task_id), &mut envelope, true);
+                    }
+                    Err(what) => engine.poll_failed(&due.task_id, &what),
+                }
+            }
+        }
+    });
+}
+
 /// The window of a task: its `ttlMs`, at most `cap`, at least a second.
 pub fn window(ttl_ms: Option<u64>, cap: std::time::Duration) -> std::time::Duration {
     ttl_ms.map_or(cap, |ms| std::time::Duration::from_millis(ms).min(cap)).max(std::time::Duration::from_secs(1))
@@ -715,19 +748,8 @@ fn settle_permit(task_id: &str, mut permit: Permit, effect: &Effect, result: Opt
             false
         }
     });
-    let receipt_id = permit.receipt_id().to_owned();
-    let (outcome, recorded) = match effect {
-        Effect::Committed => ("committed", permit.commit(&Value::Null)),
-        Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
-        Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
-    };
-    let (outcome, receipt_id) = match recorded {
-        Ok(()) => (outcome, Some(receipt_id)),
-        Err(error) => {
-            log::warn(&format!("recording the outcome of task {task_id} ({action_id}) failed: {error}"));
-            ("ambiguous", None)
-        }
-    };
+    let (outcome, receipt_id) =
+        super::intercept::report(permit, effect, &format!("task {} ({action_id})", log::printable(task_id)));
     let mut meta = json!({
         "action_id": action_id,
         "receipt_id": receipt_id,
