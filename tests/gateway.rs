@@ -2470,6 +2470,78 @@ fn pins_show_and_accept_say_what_is_pinned_and_refuse_what_cannot_be_accepted() 
     assert_eq!(code, Some(2));
 }
 
+/// A server run through a launcher (`npx` runs the server as its own child) that asks the
+/// client for its roots and would wait a minute for the answer: the listing session answers
+/// it, and the stop reaches the launcher's child too, so `scaffold` ends at once and leaves no
+/// process behind.
+#[test]
+fn scaffold_over_stdio_answers_the_servers_requests_and_stops_what_the_launcher_started() {
+    let dir = scratch();
+    let marker = format!("warden-scaffold-grandchild-{}", std::process::id());
+    // The launcher: runs the server as a child sharing its output, ignores SIGTERM, and waits.
+    let launcher = format!(
+        r#"import signal, subprocess, sys
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2], "{marker}"])
+child.wait()
+"#
+    );
+    // The server: asks for roots once initialized (as server-everything does), lists one tool,
+    // logs the answer, and keeps running (it ignores SIGTERM and the end of its input) for ten
+    // minutes.
+    let server = r#"import json, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+log = open(sys.argv[1], "a")
+for line in sys.stdin:
+    message = json.loads(line)
+    if "method" not in message:
+        log.write(line); log.flush()
+        continue
+    if "id" not in message:
+        if message["method"] == "notifications/initialized":
+            print(json.dumps({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"}), flush=True)
+        continue
+    if message["method"] == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "asker", "version": "1"}}
+    else:
+        result = {"tools": [{"name": "lookup", "inputSchema": {"type": "object"}}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+time.sleep(600)
+"#;
+    std::fs::write(dir.path().join("launcher.py"), launcher).expect("launcher");
+    std::fs::write(dir.path().join("server.py"), server).expect("server");
+    let log = dir.path().join("answers.jsonl");
+    let out = dir.path().join("asker.yaml");
+    let mut scaffold = warden()
+        .args(["gateway", "scaffold", "--alias", "asker", "--out", &out.display().to_string(), "--"])
+        .args(["python3", &dir.path().join("launcher.py").display().to_string()])
+        .args([&dir.path().join("server.py").display().to_string(), &log.display().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("scaffold");
+    // A liveness bound, not a timing assertion: without the group stop this waits ten minutes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = scaffold.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = scaffold.kill();
+            let _ = Command::new("pkill").args(["-f", &marker]).status();
+            panic!("scaffold did not end within a minute: the launcher's child kept it waiting");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "scaffold failed");
+    assert!(std::fs::read_to_string(&out).expect("written").contains("mcp.asker.lookup"));
+    let answered: Value =
+        serde_json::from_str(std::fs::read_to_string(&log).expect("the server's log").trim()).expect("one answer");
+    assert_eq!(answered, json!({"jsonrpc": "2.0", "id": "roots-1", "result": {"roots": []}}));
+    let left = Command::new("pgrep").args(["-f", &marker]).output().expect("pgrep");
+    assert!(left.stdout.is_empty(), "the server outlived scaffold: {}", String::from_utf8_lossy(&left.stdout));
+}
+
 #[test]
 fn scaffold_writes_a_skeleton_that_denies_every_tool_and_check_reports_the_coverage() {
     let dir = scratch();

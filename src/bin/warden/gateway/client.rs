@@ -4,6 +4,7 @@
 //! with the server as a child process.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -92,7 +93,8 @@ pub fn list_tools(target: &Target<'_>) -> Result<Listed, String> {
 /// `initialize` as a client with the capabilities an agent's client commonly has (roots,
 /// sampling, form and URL elicitation): servers offer some tools only to such clients, and a
 /// skeleton or a coverage report should name every tool an agent may be offered. The session
-/// only lists tools; a server's requests to it go unanswered.
+/// only lists tools; over stdio a server's requests to it are answered (`server_request_answer`:
+/// no roots, a ping, nothing else), so the server is not left waiting on them.
 fn initialize_request() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": CLIENT_REVISION,
@@ -163,8 +165,11 @@ fn over_stdio(command: &[String], timeout: Duration) -> Result<Listed, String> {
     let Some((program, arguments)) = command.split_first() else {
         return Err("give the server's command after --".into());
     };
+    // Its own process group, so the stop reaches what it starts too (`npx` runs the server as
+    // its own child, which would otherwise outlive it holding the output open).
     let mut child = Command::new(program)
         .args(arguments)
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -206,9 +211,18 @@ fn over_stdio(command: &[String], timeout: Duration) -> Result<Listed, String> {
                     timeout.as_secs()
                 )
             })?;
-            // Notifications and requests of the server's own are not this answer.
+            // Notifications and requests of the server's own are not this answer; a request is
+            // answered, so the server does not wait on it (its timeout is often a minute).
             if answer.get("method").is_none() && answer.get("id") == Some(id) {
                 return Ok(answer);
+            }
+            if let Some(reply) = server_request_answer(&answer) {
+                let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+                line.push(b'\n');
+                input
+                    .write_all(&line)
+                    .and_then(|()| input.flush())
+                    .map_err(|e| format!("writing to the server: {e}"))?;
             }
         }
     };
@@ -230,14 +244,30 @@ fn over_stdio(command: &[String], timeout: Duration) -> Result<Listed, String> {
         Ok(Listed { server: result.get("serverInfo").cloned().unwrap_or(Value::Null), revision, tools })
     })();
     drop(input);
-    stop_child(&mut child);
+    stop_child(&mut child, &reader);
     let _ = reader.join();
     listed
 }
 
+/// The listing session's answer to a request of the server's own (`None` for anything else):
+/// `roots/list` has no roots, `ping` is answered, and any other method is not one this session
+/// serves (`-32601`).
+fn server_request_answer(message: &Value) -> Option<Value> {
+    let id = message.get("id")?;
+    let method = message.get("method")?.as_str()?;
+    Some(match method {
+        "roots/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}),
+        "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+        _ => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601,
+                "message": "the warden tool-listing session serves no requests but roots/list and ping"}}),
+    })
+}
+
 /// The stdio transport's shutdown: the child's input is closed; a child still running after a
-/// second is sent SIGTERM, and after two more SIGKILL; then it is reaped.
-fn stop_child(child: &mut std::process::Child) {
+/// second is sent SIGTERM, and after two more SIGKILL, each to its whole process group; then it
+/// is reaped. Whatever else of the group still holds the output open (a server `npx` started)
+/// gets the same, until `reader` has seen the output end.
+fn stop_child(child: &mut std::process::Child, reader: &std::thread::JoinHandle<()>) {
     let exits_within = |child: &mut std::process::Child, wait: Duration| {
         let deadline = std::time::Instant::now() + wait;
         while std::time::Instant::now() < deadline {
@@ -248,12 +278,31 @@ fn stop_child(child: &mut std::process::Child) {
         }
         false
     };
+    let group = rustix::process::Pid::from_child(child);
+    let signal = |signal| {
+        let _ = rustix::process::kill_process_group(group, signal);
+    };
     if !exits_within(child, Duration::from_secs(1)) {
-        let pid = rustix::process::Pid::from_child(child);
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        signal(rustix::process::Signal::TERM);
         if !exits_within(child, Duration::from_secs(2)) {
-            let _ = child.kill();
+            signal(rustix::process::Signal::KILL);
         }
     }
     let _ = child.wait();
+    let output_ends_within = |wait: Duration| {
+        let deadline = std::time::Instant::now() + wait;
+        while std::time::Instant::now() < deadline {
+            if reader.is_finished() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        reader.is_finished()
+    };
+    if !output_ends_within(Duration::from_millis(500)) {
+        signal(rustix::process::Signal::TERM);
+        if !output_ends_within(Duration::from_secs(2)) {
+            signal(rustix::process::Signal::KILL);
+        }
+    }
 }
