@@ -370,10 +370,13 @@ fn stdio_revision(message: &Value) -> Option<String> {
     wire::ACCEPTED_REVISIONS.contains(&named).then(|| named.to_owned())
 }
 
+/// Stop the child and whatever it started (its process group: `npx` runs the server as its own
+/// child), and reap it.
 fn stop(child: &mut Child) {
-    if matches!(child.try_wait(), Ok(None)) {
-        let _ = child.kill();
-    }
+    // The group outlives its leader while a member lives, so its id is not reused before this.
+    let group = rustix::process::Pid::from_child(child);
+    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    let _ = child.kill();
     let _ = child.wait();
 }
 
