@@ -141,8 +141,11 @@ pub fn post(
     body: &[u8],
     cancel: &CancelToken,
 ) -> Result<FetchResponse, SightError> {
-    let payload =
-        Payload { content_type: content_type.to_owned(), body: Arc::new(Zeroizing::new(body.to_vec())), answers: false };
+    let payload = Payload {
+        content_type: content_type.to_owned(),
+        body: Arc::new(Zeroizing::new(body.to_vec())),
+        answers: false,
+    };
     run(request, Some(payload), cancel)
 }
 

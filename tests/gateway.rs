@@ -5869,7 +5869,8 @@ fn the_clients_token_is_exchanged_and_only_the_exchanged_token_reaches_the_upstr
     let gateway = exchanging(dir.path(), &upstream, &issuer, &sts.url, "client_secret_basic");
     let client = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
     let jwt = client["Bearer ".len()..].to_owned();
-    let relayed = gateway.post(&[("Authorization", &client)], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let relayed =
+        gateway.post(&[("Authorization", &client)], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(relayed.status, 202, "{}", relayed.text);
     let first = gateway.post(&[("Authorization", &client)], &read_only_call(1));
     assert_eq!(first.meta()["result"], "committed", "{}", first.text);
@@ -5917,8 +5918,9 @@ fn the_clients_token_is_exchanged_and_only_the_exchanged_token_reaches_the_upstr
     let events = serde_json::to_string(&gateway.events()).expect("json");
     let (stdout, stderr) = stopped(gateway);
     assert!(
-        stdout.contains("upstream credential token_exchange in Authorization: the client's verified token exchanged (RFC 8693) at ")
-            && stdout.contains("as client STS_CLIENT_ID, STS_CLIENT_SECRET by client_secret_basic"),
+        stdout.contains(
+            "upstream credential token_exchange in Authorization: the client's verified token exchanged (RFC 8693) at "
+        ) && stdout.contains("as client STS_CLIENT_ID, STS_CLIENT_SECRET by client_secret_basic"),
         "{stdout}"
     );
     let answers = [&relayed, &first, &second, &third].map(|a| format!("{:?} {}", a.headers, a.text)).join("\n");
@@ -6057,7 +6059,10 @@ fn an_unreachable_token_endpoint_refuses_the_call_and_sends_nothing() {
     let refused = gateway.post(&[("Authorization", &client)], &read_only_call(1));
     assert_eq!((refused.status, refused.code()), (503, Some(-41020)), "{}", refused.text);
     let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
-    assert!(message.contains(&format!("the token exchange at {endpoint} failed: the token endpoint could not be reached")), "{message}");
+    assert!(
+        message.contains(&format!("the token exchange at {endpoint} failed: the token endpoint could not be reached")),
+        "{message}"
+    );
     assert_eq!(gateway.receipts()[0]["decision_reason"], "upstream_credential_unavailable");
     assert_eq!(upstream.all(), 0, "nothing reached the upstream");
 }

@@ -274,11 +274,12 @@ impl Cx<'_> {
         }
         let auth = parse_named_auth(&value, &path).map_err(|e| {
             // The sights' parser knows the modes a source has; the gateway has one more.
-            let message = if e.path.ends_with(".mode") {
-                e.message.replace("none, bearer, basic or api_key", "none, bearer, basic, api_key or token_exchange")
-                    .replace("none, bearer, basic, api_key", "none, bearer, basic, api_key, token_exchange")
-            } else {
+            let message = if e.path != child_path(&path, "mode") {
                 e.message
+            } else if e.message.contains("basic or api_key") {
+                e.message.replace("basic or api_key", "basic, api_key or token_exchange")
+            } else {
+                e.message.replace("basic, api_key", "basic, api_key, token_exchange")
             };
             self.error(&e.path, Some(at(&e.path)), message)
         })?;
@@ -327,7 +328,11 @@ impl Cx<'_> {
         };
         for (key, item) in map {
             if looks_like_secret(key) {
-                return Err(self.error(path, Some(line), format!("literal secret in a key of {path}; the key is not repeated here")));
+                return Err(self.error(
+                    path,
+                    Some(line),
+                    format!("literal secret in a key of {path}; the key is not repeated here"),
+                ));
             }
             if item.as_str().is_some_and(looks_like_secret) {
                 let key_path = child_path(path, key);
@@ -348,7 +353,10 @@ impl Cx<'_> {
                 return Err(self.error(
                     &child_path(path, key),
                     Some(at(&child_path(path, key))),
-                    format!("unknown key {shown} for mode token_exchange; allowed here: {}", TOKEN_EXCHANGE_KEYS.join(", ")),
+                    format!(
+                        "unknown key {shown} for mode token_exchange; allowed here: {}",
+                        TOKEN_EXCHANGE_KEYS.join(", ")
+                    ),
                 ));
             }
         }
@@ -377,15 +385,23 @@ impl Cx<'_> {
             })
         };
         let Some(token_endpoint) = text("token_endpoint")? else {
-            return Err(refuse("token_endpoint", "token_exchange needs 'token_endpoint', the authorization server's token endpoint (https://…)".to_owned()));
+            return Err(refuse(
+                "token_endpoint",
+                "token_exchange needs 'token_endpoint', the authorization server's token endpoint (https://…)"
+                    .to_owned(),
+            ));
         };
         check_token_endpoint(&token_endpoint).map_err(|why| refuse("token_endpoint", why))?;
         let audience = text("audience")?;
         let resource = text("resource")?;
         if let Some(resource) = &resource {
-            let absolute = url::Url::parse(resource).is_ok_and(|url| url.fragment().is_none() && !url.cannot_be_a_base());
+            let absolute =
+                url::Url::parse(resource).is_ok_and(|url| url.fragment().is_none() && !url.cannot_be_a_base());
             if !absolute || resource.contains(char::is_whitespace) {
-                return Err(refuse("resource", "'resource' must be an absolute URI without a fragment (RFC 8693 §2.1, RFC 8707)".to_owned()));
+                return Err(refuse(
+                    "resource",
+                    "'resource' must be an absolute URI without a fragment (RFC 8693 §2.1, RFC 8707)".to_owned(),
+                ));
             }
         }
         if audience.is_none() && resource.is_none() {
@@ -399,9 +415,16 @@ impl Cx<'_> {
         let scope = text("scope")?;
         if let Some(scope) = &scope {
             // RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), separated by one space.
-            let token = |t: &str| !t.is_empty() && t.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b));
+            let token = |t: &str| {
+                !t.is_empty()
+                    && t.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
+            };
             if !scope.split(' ').all(token) {
-                return Err(refuse("scope", "'scope' must be RFC 6749 scope tokens separated by single spaces (no quotes or backslashes)".to_owned()));
+                return Err(refuse(
+                    "scope",
+                    "'scope' must be RFC 6749 scope tokens separated by single spaces (no quotes or backslashes)"
+                        .to_owned(),
+                ));
             }
         }
         let client_id = reference("client_id")?;
@@ -410,7 +433,10 @@ impl Cx<'_> {
             None | Some("client_secret_basic") => ClientAuthMethod::ClientSecretBasic,
             Some("client_secret_post") => ClientAuthMethod::ClientSecretPost,
             Some(_) => {
-                return Err(refuse("auth_method", "'auth_method' must be exactly 'client_secret_basic' or 'client_secret_post'".to_owned()))
+                return Err(refuse(
+                    "auth_method",
+                    "'auth_method' must be exactly 'client_secret_basic' or 'client_secret_post'".to_owned(),
+                ))
             }
         };
         Ok(TokenExchange { token_endpoint, audience, resource, scope, client_id, client_secret, auth_method, line })
@@ -442,7 +468,10 @@ fn check_token_endpoint(text: &str) -> Result<(), String> {
         _ => return Err("'token_endpoint' must be an https:// URL".to_owned()),
     }
     if url.host().is_none() || !url.username().is_empty() || url.password().is_some() {
-        return Err("'token_endpoint' must have a host and no credentials in it (name them in client_id and client_secret)".to_owned());
+        return Err(
+            "'token_endpoint' must have a host and no credentials in it (name them in client_id and client_secret)"
+                .to_owned(),
+        );
     }
     if url.fragment().is_some() {
         return Err("'token_endpoint' has a #fragment, which a token endpoint may not have (RFC 6749 §3.2)".to_owned());
@@ -609,7 +638,10 @@ mod tests {
         assert_eq!(exchange.audience.as_deref(), Some("status-api"));
         assert_eq!(exchange.resource.as_deref(), Some("https://status.example/mcp"));
         assert_eq!(exchange.scope.as_deref(), Some("status.read status.write"));
-        assert_eq!((exchange.client_id.as_str(), exchange.client_secret.as_str()), ("STS_CLIENT_ID", "STS_CLIENT_SECRET"));
+        assert_eq!(
+            (exchange.client_id.as_str(), exchange.client_secret.as_str()),
+            ("STS_CLIENT_ID", "STS_CLIENT_SECRET")
+        );
         assert_eq!((exchange.auth_method, exchange.line), (ClientAuthMethod::ClientSecretPost, 5));
         assert_eq!(full.policy_hash, plain.policy_hash, "the exchange decides no action");
         let minimal = |endpoint: &str| {
@@ -618,9 +650,16 @@ mod tests {
                  client_id: I, client_secret: S}}\n"
             )
         };
-        for endpoint in ["http://127.0.0.1:9/token", "http://[::1]:9/token", "http://localhost:9/token", "https://sts.example/t?x=1"] {
+        for endpoint in [
+            "http://127.0.0.1:9/token",
+            "http://[::1]:9/token",
+            "http://localhost:9/token",
+            "https://sts.example/t?x=1",
+        ] {
             let loaded = load_str(&minimal(endpoint), "t").expect(endpoint);
-            let Some(UpstreamAuth::TokenExchange(exchange)) = &loaded.gateway.upstream_auth else { panic!("{endpoint}") };
+            let Some(UpstreamAuth::TokenExchange(exchange)) = &loaded.gateway.upstream_auth else {
+                panic!("{endpoint}")
+            };
             assert_eq!(exchange.auth_method, ClientAuthMethod::ClientSecretBasic, "the default");
             assert_eq!(exchange.resource, None);
         }
@@ -708,7 +747,16 @@ mod tests {
                 "gateway.upstream_auth.audience",
                 "non-empty string",
             ),
-            (format!("{HEAD}gateway:\n  upstream_auth: {{mode: exchange}}\n"), "gateway.upstream_auth.mode", "token_exchange"),
+            (
+                format!("{HEAD}gateway:\n  upstream_auth: {{mode: exchange}}\n"),
+                "gateway.upstream_auth.mode",
+                "must be one of none, bearer, basic, api_key, token_exchange",
+            ),
+            (
+                format!("{HEAD}gateway:\n  upstream_auth: {{audience: a}}\n"),
+                "gateway.upstream_auth.mode",
+                "needs a mode: none, bearer, basic, api_key or token_exchange",
+            ),
         ];
         for (document, path, message) in &table {
             let error = load_str(document, "t").expect_err(document);

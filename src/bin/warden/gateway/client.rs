@@ -31,11 +31,12 @@ pub fn post(
 ) -> Result<(Value, Vec<(String, String)>), String> {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let body = serde_json::to_vec(message).unwrap_or_default();
-    let mut response = upstream::send(upstream, "POST", headers, &body, dialer, subject).map_err(|failure| match failure {
-        upstream::Failure::NeverConnected(what)
-        | upstream::Failure::Broken(what)
-        | upstream::Failure::NoCredential(what) => what,
-    })?;
+    let mut response =
+        upstream::send(upstream, "POST", headers, &body, dialer, subject).map_err(|failure| match failure {
+            upstream::Failure::NeverConnected(what)
+            | upstream::Failure::Broken(what)
+            | upstream::Failure::NoCredential(what) => what,
+        })?;
     let method = message.get("method").and_then(Value::as_str).unwrap_or("request");
     let is_response = |envelope: &Value| envelope.get("method").is_none() && envelope.get("id") == Some(&id);
     let answer = if response.is_event_stream() {

@@ -275,7 +275,8 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
         assert!(UpstreamCredential::new(&key, Some(&dir), None).is_err(), "a missing directory refuses to start");
         let unset = auth(serde_json::json!({"mode": "bearer", "credential": "WARDEN_TEST_SURELY_UNSET_UPSTREAM"}));
-        let from_env = UpstreamCredential::new(&unset, None, None).expect("the environment").header(None).expect_err("unset");
+        let from_env =
+            UpstreamCredential::new(&unset, None, None).expect("the environment").header(None).expect_err("unset");
         assert_eq!(
             from_env,
             "credential WARDEN_TEST_SURELY_UNSET_UPSTREAM is not available: Warden looked for the environment variable \

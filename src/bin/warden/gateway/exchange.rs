@@ -37,6 +37,8 @@ pub const MAX_CACHED: usize = 1024;
 /// How long before its `expires_in` a cached token stops being used: a tenth of its lifetime,
 /// at most this.
 const MAX_MARGIN: Duration = Duration::from_secs(30);
+/// The longest an issued token is used, whatever its `expires_in` says.
+const MAX_HELD: Duration = Duration::from_secs(3600);
 
 /// One issued token, and until when it is used.
 struct Cached {
@@ -79,10 +81,9 @@ impl Exchanger {
         let (token, lifetime) = self
             .exchange(subject, provider)
             .map_err(|why| format!("the token exchange at {} failed: {why}", self.config.token_endpoint))?;
-        if let Some(lifetime) = lifetime.filter(|l| !l.is_zero()) {
-            // From when the request was sent, not when the answer came: the earlier bound.
-            let margin = (lifetime / 10).min(MAX_MARGIN);
-            self.remember(key, Cached { token: token.clone(), until: now + lifetime - margin }, now);
+        // From when the request was sent, not when the answer came: the earlier bound.
+        if let Some(until) = lifetime.and_then(|lifetime| held_until(now, lifetime)) {
+            self.remember(key, Cached { token: token.clone(), until }, now);
         }
         Ok(token)
     }
@@ -129,13 +130,16 @@ impl Exchanger {
             ("subject_token_type", ACCESS_TOKEN_TYPE),
             ("requested_token_type", ACCESS_TOKEN_TYPE),
         ];
-        for (name, value) in [("audience", &config.audience), ("resource", &config.resource), ("scope", &config.scope)] {
+        for (name, value) in [("audience", &config.audience), ("resource", &config.resource), ("scope", &config.scope)]
+        {
             if let Some(value) = value {
                 fields.push((name, value.as_str()));
             }
         }
         let header = match config.auth_method {
-            ClientAuthMethod::ClientSecretBasic => Some(("authorization".to_owned(), basic(&client_id, &client_secret))),
+            ClientAuthMethod::ClientSecretBasic => {
+                Some(("authorization".to_owned(), basic(&client_id, &client_secret)))
+            }
             ClientAuthMethod::ClientSecretPost => {
                 fields.push(("client_id", client_id.as_str()));
                 fields.push(("client_secret", client_secret.as_str()));
@@ -154,15 +158,25 @@ impl Exchanger {
             max_response_bytes: MAX_ANSWER_BYTES,
             ca_certs: None,
         };
-        let answer = post_for_answer(&request, "application/x-www-form-urlencoded", form.as_bytes(), &CancelToken::new())
-            .map_err(|error| match error.code {
-                "redirect_refused" => "the token endpoint answered with a redirect, which is never followed".to_owned(),
-                "response_too_large" => format!("the token endpoint's answer is over {MAX_ANSWER_BYTES} bytes"),
-                _ => format!("the token endpoint could not be reached or read ({})", error.message),
-            })?;
+        let answer =
+            post_for_answer(&request, "application/x-www-form-urlencoded", form.as_bytes(), &CancelToken::new())
+                .map_err(|error| match error.code {
+                    "redirect_refused" => {
+                        "the token endpoint answered with a redirect, which is never followed".to_owned()
+                    }
+                    "response_too_large" => format!("the token endpoint's answer is over {MAX_ANSWER_BYTES} bytes"),
+                    _ => format!("the token endpoint could not be reached or read ({})", error.message),
+                })?;
         let body = Zeroizing::new(answer.body);
         issued(answer.status, &body)
     }
+}
+
+/// Until when a token issued at `sent` for `lifetime` is used: a tenth of its lifetime (at most
+/// `MAX_MARGIN`) before it lapses, at most `MAX_HELD` on; `None` (not cached) for no lifetime.
+fn held_until(sent: Instant, lifetime: Duration) -> Option<Instant> {
+    let usable = lifetime.saturating_sub((lifetime / 10).min(MAX_MARGIN)).min(MAX_HELD);
+    sent.checked_add(usable).filter(|_| !usable.is_zero())
 }
 
 /// `Basic` of the form-encoded client id and secret (RFC 6749 §2.3.1), zeroized when dropped.
@@ -179,7 +193,7 @@ fn basic(id: &str, secret: &str) -> Zeroizing<String> {
     pair.push_str(&secret);
     let mut value = Zeroizing::new(String::with_capacity(6 + base64::encoded_len(pair.len(), true).unwrap_or(0)));
     value.push_str("Basic ");
-    base64::engine::general_purpose::STANDARD.encode_string(pair.as_bytes(), &mut *value);
+    base64::engine::general_purpose::STANDARD.encode_string(pair.as_bytes(), &mut value);
     value
 }
 
@@ -212,12 +226,10 @@ fn issued(status: u16, body: &[u8]) -> Result<(Zeroizing<String>, Option<Duratio
     }
     match answer.get("token_type").and_then(Value::as_str) {
         Some(kind) if kind.eq_ignore_ascii_case("bearer") => {}
-        Some(kind) if kind.eq_ignore_ascii_case("n_a") => {
-            return Err(
-                "token_type N_A: the token issued is not an access token (RFC 8693 §2.2.1), and the upstream takes Bearer"
-                    .to_owned(),
-            )
-        }
+        Some(kind) if kind.eq_ignore_ascii_case("n_a") => return Err(
+            "token_type N_A: the token issued is not an access token (RFC 8693 §2.2.1), and the upstream takes Bearer"
+                .to_owned(),
+        ),
         Some(kind) if kind.len() <= 32 && kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') => {
             return Err(format!("token_type {kind} is not Bearer"))
         }
@@ -243,9 +255,7 @@ fn issued(status: u16, body: &[u8]) -> Result<(Zeroizing<String>, Option<Duratio
 
 /// RFC 6749 §5.2: `error = 1*( %x20-21 / %x23-5B / %x5D-7E )`, here at most 64 characters.
 fn is_error_code(code: &str) -> bool {
-    !code.is_empty()
-        && code.len() <= 64
-        && code.bytes().all(|b| matches!(b, 0x20..=0x21 | 0x23..=0x5b | 0x5d..=0x7e))
+    !code.is_empty() && code.len() <= 64 && code.bytes().all(|b| matches!(b, 0x20..=0x21 | 0x23..=0x5b | 0x5d..=0x7e))
 }
 
 #[cfg(test)]
@@ -257,7 +267,8 @@ mod tests {
         let ok = br#"{"access_token":"exchanged-1","issued_token_type":"urn:ietf:params:oauth:token-type:access_token","token_type":"bearer","expires_in":60}"#;
         let (token, lifetime) = issued(200, ok).expect("usable");
         assert_eq!((token.as_str(), lifetime), ("exchanged-1", Some(Duration::from_secs(60))));
-        let jwt = br#"{"access_token":"e","issued_token_type":"urn:ietf:params:oauth:token-type:jwt","token_type":"Bearer"}"#;
+        let jwt =
+            br#"{"access_token":"e","issued_token_type":"urn:ietf:params:oauth:token-type:jwt","token_type":"Bearer"}"#;
         assert_eq!(issued(200, jwt).expect("usable").1, None, "no expires_in: not cached");
         let table: [(u16, &[u8], &str); 13] = [
             (400, br#"{"error":"invalid_grant","error_description":"subject eyJsecret expired"}"#, "OAuth error invalid_grant (HTTP 400)"),
@@ -278,6 +289,23 @@ mod tests {
             let why = issued(status, body).map(|(t, _)| t.to_string()).expect_err(expected);
             assert!(why.contains(expected), "{expected}: {why}");
             assert!(!why.contains("eyJ") && !why.contains("a b"), "never a token: {why}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_held_until_shortly_before_it_lapses_and_never_past_an_hour() {
+        let now = Instant::now();
+        let table = [
+            (0, None),
+            (1, Some(Duration::from_millis(900))),
+            (60, Some(Duration::from_secs(54))),
+            (1200, Some(Duration::from_secs(1170))),
+            (86_400, Some(MAX_HELD)),
+            (u64::MAX, Some(MAX_HELD)),
+        ];
+        for (seconds, held) in table {
+            let until = held_until(now, Duration::from_secs(seconds));
+            assert_eq!(until.map(|until| until - now), held, "expires_in {seconds}");
         }
     }
 

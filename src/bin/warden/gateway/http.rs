@@ -982,7 +982,8 @@ fn intercepted(stream: &mut Sink, engine: &Engine, config: &HttpConfig, call: &C
     forwarded.push(("Content-Type".into(), "application/json".into()));
     forwarded.push(("Accept-Encoding".into(), "identity".into()));
     let body = serde_json::to_vec(&admitted.forward).unwrap_or_default();
-    let sent = upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config), subject(config, call.headers));
+    let sent =
+        upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config), subject(config, call.headers));
     let mut response = match sent {
         Ok(response) => response,
         Err(failure) => {
