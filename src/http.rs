@@ -1,7 +1,8 @@
 //! Warden's one outbound HTTP client: the GET of a sight (DESIGN.md §6, "At request time") and
 //! of an identity provider's keys (src/identity/jwks.rs), the POST of an evidence anchor and a
-//! timestamp request (src/evidence/anchor.rs, tsa.rs), and an approval webhook's agent
-//! (src/approval/webhook.rs), all under the same bounds. A leaf module: it knows only `error`.
+//! timestamp request (src/evidence/anchor.rs, tsa.rs), an approval webhook's agent
+//! (src/approval/webhook.rs) and `warden gateway`'s token exchange ([`post_for_answer`]), all
+//! under the same bounds. A leaf module: it knows only `error`.
 //!
 //! Every request builds its own ureq agent: method GET with no body ([`fetch`]; a sight never
 //! sends anything else) or POST with the caller's body and content type ([`post`]), no proxy from

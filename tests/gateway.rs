@@ -179,20 +179,14 @@ impl Upstream {
     }
 }
 
-fn serve_one(
-    stream: TcpStream,
-    recorded: &Mutex<Vec<Recorded>>,
-    queued: &Mutex<VecDeque<Script>>,
-    listed: &Mutex<Value>,
-    released: &std::sync::atomic::AtomicBool,
-    task_states: &Mutex<std::collections::HashMap<String, Script>>,
-) {
+/// One HTTP/1.1 request read off `stream`: its request line, headers and body (by its
+/// `Content-Length`); `None` when the peer closed before a line.
+fn read_request(stream: &TcpStream) -> Option<(String, Vec<(String, String)>, Vec<u8>)> {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut first = String::new();
     if reader.read_line(&mut first).unwrap_or(0) == 0 {
-        return;
+        return None;
     }
-    let method = first.split(' ').next().unwrap_or_default().to_owned();
     let mut headers = Vec::new();
     loop {
         let mut line = String::new();
@@ -210,6 +204,19 @@ fn serve_one(
         .unwrap_or(0);
     let mut body = vec![0; length];
     let _ = reader.read_exact(&mut body);
+    Some((first, headers, body))
+}
+
+fn serve_one(
+    stream: TcpStream,
+    recorded: &Mutex<Vec<Recorded>>,
+    queued: &Mutex<VecDeque<Script>>,
+    listed: &Mutex<Value>,
+    released: &std::sync::atomic::AtomicBool,
+    task_states: &Mutex<std::collections::HashMap<String, Script>>,
+) {
+    let Some((first, headers, body)) = read_request(&stream) else { return };
+    let method = first.split(' ').next().unwrap_or_default().to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let id = body.get("id").cloned().unwrap_or(Value::Null);
     let is_call = body.get("method") == Some(&json!("tools/call"));
@@ -5782,29 +5789,8 @@ fn sts_answer(
     reply: &Mutex<StsReply>,
     issued: &Mutex<Vec<String>>,
 ) {
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut first = String::new();
-    if reader.read_line(&mut first).unwrap_or(0) == 0 {
-        return;
-    }
+    let Some((first, headers, body)) = read_request(&stream) else { return };
     let path = first.split(' ').nth(1).unwrap_or_default().to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.trim_end().split_once(':') {
-            headers.push((k.trim().to_owned(), v.trim().to_owned()));
-        }
-    }
-    let length = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; length];
-    let _ = reader.read_exact(&mut body);
     let body = String::from_utf8_lossy(&body).into_owned();
     recorded.lock().expect("requests").push(StsRequest { path, headers, body });
     let (status, extra, text) = match reply.lock().expect("reply").clone() {
@@ -5854,6 +5840,27 @@ fn exchanging(dir: &Path, upstream: &Upstream, issuer: &Issuer, endpoint: &str, 
     spawned_with(dir, command, Stdio::from(stderr))
 }
 
+/// A gateway exchanging at a test token endpoint that answers `reply`, and a client's token.
+struct Exchanged {
+    dir: tempfile::TempDir,
+    issuer: Issuer,
+    upstream: Upstream,
+    sts: Sts,
+    gateway: Gateway,
+    /// `Bearer <jwt>`, as the client sends it.
+    client: String,
+}
+
+fn exchanged(reply: StsReply, auth_method: &str) -> Exchanged {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let upstream = Upstream::start();
+    let sts = Sts::start(reply);
+    let gateway = exchanging(dir.path(), &upstream, &issuer, &sts.url, auth_method);
+    let client = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    Exchanged { dir, issuer, upstream, sts, gateway, client }
+}
+
 /// The client's token is exchanged at the token endpoint (RFC 8693 form fields, the gateway's
 /// client by Basic) and only the exchanged token reaches the upstream — relayed requests, an
 /// intercepted call, the gateway's own `tools/list`; one exchange serves a subject's calls while
@@ -5862,12 +5869,8 @@ fn exchanging(dir: &Path, upstream: &Upstream, issuer: &Issuer, endpoint: &str, 
 #[test]
 fn the_clients_token_is_exchanged_and_only_the_exchanged_token_reaches_the_upstream() {
     use base64::Engine as _;
-    let dir = scratch();
-    let issuer = Issuer::new(dir.path());
-    let upstream = Upstream::start();
-    let sts = Sts::start(StsReply::Issue(3600));
-    let gateway = exchanging(dir.path(), &upstream, &issuer, &sts.url, "client_secret_basic");
-    let client = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    let Exchanged { dir, issuer, upstream, sts, gateway, client } =
+        exchanged(StsReply::Issue(3600), "client_secret_basic");
     let jwt = client["Bearer ".len()..].to_owned();
     let relayed =
         gateway.post(&[("Authorization", &client)], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
@@ -5933,12 +5936,8 @@ fn the_clients_token_is_exchanged_and_only_the_exchanged_token_reaches_the_upstr
 /// exchanged again; `client_secret_post` puts the client in the form, not in a header.
 #[test]
 fn an_exchanged_token_is_exchanged_again_once_it_lapses() {
-    let dir = scratch();
-    let issuer = Issuer::new(dir.path());
-    let upstream = Upstream::start();
-    let sts = Sts::start(StsReply::Issue(1));
-    let gateway = exchanging(dir.path(), &upstream, &issuer, &sts.url, "client_secret_post");
-    let client = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    let Exchanged { dir: _dir, issuer: _issuer, upstream, sts, gateway, client } =
+        exchanged(StsReply::Issue(1), "client_secret_post");
     let first = gateway.post(&[("Authorization", &client)], &read_only_call(1));
     assert_eq!(first.meta()["result"], "committed", "{}", first.text);
     let before = sts.seen().len();
@@ -5966,12 +5965,8 @@ fn an_exchanged_token_is_exchanged_again_once_it_lapses() {
 /// a token; a relayed request is refused the same way; the twin (a good exchange) commits.
 #[test]
 fn a_failed_token_exchange_refuses_the_call_with_a_receipt_and_sends_nothing_upstream() {
-    let dir = scratch();
-    let issuer = Issuer::new(dir.path());
-    let upstream = Upstream::start();
-    let sts = Sts::start(StsReply::Issue(3600));
-    let gateway = exchanging(dir.path(), &upstream, &issuer, &sts.url, "client_secret_basic");
-    let client = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    let Exchanged { dir, issuer: _issuer, upstream, sts, gateway, client } =
+        exchanged(StsReply::Issue(3600), "client_secret_basic");
     let jwt = client["Bearer ".len()..].to_owned();
     let json_type = || vec![("Content-Type".to_owned(), "application/json".to_owned())];
     let elsewhere = sts.url.replace("/oauth2/token", "/elsewhere");
