@@ -179,9 +179,12 @@ impl Upstream {
     }
 }
 
-/// One HTTP/1.1 request read off `stream`: its request line, headers and body (by its
-/// `Content-Length`); `None` when the peer closed before a line.
-fn read_request(stream: &TcpStream) -> Option<(String, Vec<(String, String)>, Vec<u8>)> {
+/// A request as read: its request line, headers and body.
+type Request = (String, Vec<(String, String)>, Vec<u8>);
+
+/// One HTTP/1.1 request read off `stream` (the body by its `Content-Length`); `None` when the
+/// peer closed before a line.
+fn read_request(stream: &TcpStream) -> Option<Request> {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut first = String::new();
     if reader.read_line(&mut first).unwrap_or(0) == 0 {
