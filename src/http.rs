@@ -1,7 +1,8 @@
 //! Warden's one outbound HTTP client: the GET of a sight (DESIGN.md §6, "At request time") and
 //! of an identity provider's keys (src/identity/jwks.rs), the POST of an evidence anchor and a
-//! timestamp request (src/evidence/anchor.rs, tsa.rs), and an approval webhook's agent
-//! (src/approval/webhook.rs), all under the same bounds. A leaf module: it knows only `error`.
+//! timestamp request (src/evidence/anchor.rs, tsa.rs), an approval webhook's agent
+//! (src/approval/webhook.rs) and `warden gateway`'s token exchange ([`post_for_answer`]), all
+//! under the same bounds. A leaf module: it knows only `error`.
 //!
 //! Every request builds its own ureq agent: method GET with no body ([`fetch`]; a sight never
 //! sends anything else) or POST with the caller's body and content type ([`post`]), no proxy from
@@ -106,11 +107,11 @@ pub const CANCEL_POLL: Duration = Duration::from_millis(10);
 /// it reports `timeout` itself (a backstop: ureq's global timeout ends the request first).
 const DEADLINE_GRACE: Duration = Duration::from_millis(500);
 
-/// A 2xx response: its status, the whole body (at most `max_response_bytes`) and its
-/// `content-type`.
+/// A 2xx response (or from [`post_for_answer`] any status but a 3xx): its status, the whole
+/// body (at most `max_response_bytes`) and its `content-type`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchResponse {
-    /// The HTTP status (2xx).
+    /// The HTTP status (2xx; any but 3xx from [`post_for_answer`]).
     pub status: u16,
     /// The whole body.
     pub body: Vec<u8>,
@@ -141,15 +142,36 @@ pub fn post(
     body: &[u8],
     cancel: &CancelToken,
 ) -> Result<FetchResponse, SightError> {
-    let payload = Payload { content_type: content_type.to_owned(), body: Arc::from(body) };
+    let payload = Payload {
+        content_type: content_type.to_owned(),
+        body: Arc::new(Zeroizing::new(body.to_vec())),
+        answers: false,
+    };
     run(request, Some(payload), cancel)
 }
 
-/// What a POST sends.
+/// [`post`], with an error status (4xx, 5xx) returned as a response rather than an error: its
+/// body read under the same cap and at most [`ERROR_EXCERPT_BYTES`] of it kept, for a caller
+/// that reads the error the server gave (an OAuth error at a token endpoint). A 3xx is still
+/// `redirect_refused`. The body is zeroized when the request is done (it may carry a token).
+pub fn post_for_answer(
+    request: &FetchRequest,
+    content_type: &str,
+    body: &[u8],
+    cancel: &CancelToken,
+) -> Result<FetchResponse, SightError> {
+    let payload =
+        Payload { content_type: content_type.to_owned(), body: Arc::new(Zeroizing::new(body.to_vec())), answers: true };
+    run(request, Some(payload), cancel)
+}
+
+/// What a POST sends, zeroized when the last holder lets go.
 #[derive(Clone)]
 struct Payload {
     content_type: String,
-    body: Arc<[u8]>,
+    body: Arc<Zeroizing<Vec<u8>>>,
+    /// Whether an error status is an answer ([`post_for_answer`]) rather than an error.
+    answers: bool,
 }
 
 fn run(request: &FetchRequest, payload: Option<Payload>, cancel: &CancelToken) -> Result<FetchResponse, SightError> {
@@ -316,6 +338,9 @@ fn exchange(
     }
     cancel.check()?;
 
+    if is_error && payload.is_some_and(|p| p.answers) {
+        return Ok(FetchResponse { status, body: out, content_type });
+    }
     if is_error {
         let excerpt = excerpt(&out);
         let message = if excerpt.is_empty() {

@@ -179,20 +179,17 @@ impl Upstream {
     }
 }
 
-fn serve_one(
-    stream: TcpStream,
-    recorded: &Mutex<Vec<Recorded>>,
-    queued: &Mutex<VecDeque<Script>>,
-    listed: &Mutex<Value>,
-    released: &std::sync::atomic::AtomicBool,
-    task_states: &Mutex<std::collections::HashMap<String, Script>>,
-) {
+/// A request as read: its request line, headers and body.
+type Request = (String, Vec<(String, String)>, Vec<u8>);
+
+/// One HTTP/1.1 request read off `stream` (the body by its `Content-Length`); `None` when the
+/// peer closed before a line.
+fn read_request(stream: &TcpStream) -> Option<Request> {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut first = String::new();
     if reader.read_line(&mut first).unwrap_or(0) == 0 {
-        return;
+        return None;
     }
-    let method = first.split(' ').next().unwrap_or_default().to_owned();
     let mut headers = Vec::new();
     loop {
         let mut line = String::new();
@@ -210,6 +207,19 @@ fn serve_one(
         .unwrap_or(0);
     let mut body = vec![0; length];
     let _ = reader.read_exact(&mut body);
+    Some((first, headers, body))
+}
+
+fn serve_one(
+    stream: TcpStream,
+    recorded: &Mutex<Vec<Recorded>>,
+    queued: &Mutex<VecDeque<Script>>,
+    listed: &Mutex<Value>,
+    released: &std::sync::atomic::AtomicBool,
+    task_states: &Mutex<std::collections::HashMap<String, Script>>,
+) {
+    let Some((first, headers, body)) = read_request(&stream) else { return };
+    let method = first.split(' ').next().unwrap_or_default().to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let id = body.get("id").cloned().unwrap_or(Value::Null);
     let is_call = body.get("method") == Some(&json!("tools/call"));
@@ -5820,4 +5830,414 @@ fn upstream_auth_over_stdio_and_a_credentials_dir_with_nothing_to_read_refuse_to
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--credentials-dir is given but the document sets no gateway.upstream_auth"), "{stderr}");
+}
+
+// ---- RFC 8693 token exchange (gateway.upstream_auth: {mode: token_exchange}) ----------------------
+
+/// The client secret the tests' gateway authenticates to the token endpoint with.
+const STS_SECRET: &str = "sts-client-S3cret-77d1c0";
+
+/// One request the test token endpoint got.
+#[derive(Debug, Clone)]
+struct StsRequest {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl StsRequest {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The form fields, decoded (each once: a repeated field fails the test).
+    fn form(&self) -> std::collections::BTreeMap<String, String> {
+        let mut fields = std::collections::BTreeMap::new();
+        for (k, v) in url::form_urlencoded::parse(self.body.as_bytes()) {
+            assert!(fields.insert(k.to_string(), v.to_string()).is_none(), "{k} sent twice");
+        }
+        fields
+    }
+}
+
+/// How the test token endpoint answers (every request, until changed).
+#[derive(Clone)]
+enum StsReply {
+    /// A good exchange: a fresh token `xchg-<n>` of type access_token, Bearer, with this
+    /// `expires_in`.
+    Issue(u64),
+    /// This status, these headers, this body.
+    Raw(u16, Vec<(String, String)>, String),
+}
+
+/// A token endpoint over plain HTTP on loopback that records every request.
+struct Sts {
+    url: String,
+    requests: Arc<Mutex<Vec<StsRequest>>>,
+    reply: Arc<Mutex<StsReply>>,
+    issued: Arc<Mutex<Vec<String>>>,
+}
+
+impl Sts {
+    fn start(reply: StsReply) -> Sts {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/oauth2/token", listener.local_addr().expect("address"));
+        let (requests, reply, issued) =
+            (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(reply)), Arc::new(Mutex::new(Vec::new())));
+        let (recorded, answer, minted) = (Arc::clone(&requests), Arc::clone(&reply), Arc::clone(&issued));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                sts_answer(stream, &recorded, &answer, &minted);
+            }
+        });
+        Sts { url, requests, reply, issued }
+    }
+
+    fn answer(&self, reply: StsReply) {
+        *self.reply.lock().expect("reply") = reply;
+    }
+
+    fn seen(&self) -> Vec<StsRequest> {
+        self.requests.lock().expect("requests").clone()
+    }
+
+    fn issued(&self) -> Vec<String> {
+        self.issued.lock().expect("issued").clone()
+    }
+}
+
+fn sts_answer(
+    stream: TcpStream,
+    recorded: &Mutex<Vec<StsRequest>>,
+    reply: &Mutex<StsReply>,
+    issued: &Mutex<Vec<String>>,
+) {
+    let Some((first, headers, body)) = read_request(&stream) else { return };
+    let path = first.split(' ').nth(1).unwrap_or_default().to_owned();
+    let body = String::from_utf8_lossy(&body).into_owned();
+    recorded.lock().expect("requests").push(StsRequest { path, headers, body });
+    let (status, extra, text) = match reply.lock().expect("reply").clone() {
+        StsReply::Issue(expires_in) => {
+            let mut minted = issued.lock().expect("issued");
+            let token = format!("xchg-{}-9f8e7d6c5b4a", minted.len() + 1);
+            minted.push(token.clone());
+            let body = json!({"access_token": token, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                              "token_type": "Bearer", "expires_in": expires_in});
+            (200, vec![("Content-Type".to_owned(), "application/json".to_owned())], body.to_string())
+        }
+        StsReply::Raw(status, extra, text) => (status, extra, text),
+    };
+    let mut head = format!("HTTP/1.1 {status} X\r\n");
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let answer = format!("{head}Content-Length: {}\r\nConnection: close\r\n\r\n{text}", text.len());
+    let mut stream = stream;
+    let _ = stream.write_all(answer.as_bytes());
+    let _ = stream.flush();
+}
+
+/// The `upstream_auth` of the tests: the client's token exchanged at `endpoint`.
+fn exchange_auth(endpoint: &str, auth_method: &str) -> String {
+    format!(
+        "\n    mode: token_exchange\n    token_endpoint: {endpoint}\n    audience: status-api\n    \
+         resource: https://status.example/mcp\n    scope: mcp.read mcp.write\n    client_id: STS_CLIENT_ID\n    \
+         client_secret: STS_CLIENT_SECRET\n    auth_method: {auth_method}"
+    )
+}
+
+/// A gateway verifying the client's JWT (`--identity-jwt`) and exchanging it at `endpoint`, the
+/// client id and secret in its environment, its stderr in `dir/stderr.log`.
+fn exchanging(dir: &Path, upstream: &Upstream, issuer: &Issuer, endpoint: &str, auth_method: &str) -> Gateway {
+    let auth = exchange_auth(endpoint, auth_method);
+    std::fs::write(dir.join("warden.yaml"), format!("{DOCUMENT}gateway:\n  upstream_auth:{auth}\n")).expect("document");
+    let mut command = warden();
+    command
+        .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--listen", "127.0.0.1:0"])
+        .args(issuer.flags())
+        .args(["--config", &dir.join("warden.yaml").display().to_string()])
+        .args(["--store", &dir.join("store.redb").display().to_string()])
+        .env("STS_CLIENT_ID", "gw-client")
+        .env("STS_CLIENT_SECRET", STS_SECRET);
+    let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr file");
+    spawned_with(dir, command, Stdio::from(stderr))
+}
+
+/// A gateway exchanging at a test token endpoint that answers `reply`, and a client's token.
+struct Exchanged {
+    dir: tempfile::TempDir,
+    issuer: Issuer,
+    upstream: Upstream,
+    sts: Sts,
+    gateway: Gateway,
+    /// `Bearer <jwt>`, as the client sends it.
+    client: String,
+}
+
+fn exchanged(reply: StsReply, auth_method: &str) -> Exchanged {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let upstream = Upstream::start();
+    let sts = Sts::start(reply);
+    let gateway = exchanging(dir.path(), &upstream, &issuer, &sts.url, auth_method);
+    let client = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    Exchanged { dir, issuer, upstream, sts, gateway, client }
+}
+
+/// The client's token is exchanged at the token endpoint (RFC 8693 form fields, the gateway's
+/// client by Basic) and only the exchanged token reaches the upstream — relayed requests, an
+/// intercepted call, the gateway's own `tools/list`; one exchange serves a subject's calls while
+/// it lasts, another subject gets its own; no token and no client secret is in any output, log,
+/// receipt, event or store file.
+#[test]
+fn the_clients_token_is_exchanged_and_only_the_exchanged_token_reaches_the_upstream() {
+    use base64::Engine as _;
+    let Exchanged { dir, issuer, upstream, sts, gateway, client } =
+        exchanged(StsReply::Issue(3600), "client_secret_basic");
+    let jwt = client["Bearer ".len()..].to_owned();
+    let relayed =
+        gateway.post(&[("Authorization", &client)], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(relayed.status, 202, "{}", relayed.text);
+    let first = gateway.post(&[("Authorization", &client)], &read_only_call(1));
+    assert_eq!(first.meta()["result"], "committed", "{}", first.text);
+    let second = gateway.post(&[("Authorization", &client)], &read_only_call(2));
+    assert_eq!(second.meta()["result"], "committed", "{}", second.text);
+    assert_eq!(sts.seen().len(), 1, "one exchange serves the subject's relay, list and two calls");
+    let issued = sts.issued();
+    let expected = format!("Bearer {}", issued[0]);
+    let all = upstream.requests.lock().expect("requests").clone();
+    assert!(all.iter().any(|r| r.body["method"] == "tools/list"), "the gateway listed the tools itself");
+    assert_eq!(all.iter().filter(|r| r.body["method"] == "tools/call").count(), 2);
+    for request in &all {
+        assert_eq!(request.header("authorization"), Some(expected.as_str()), "{:?}", request.body);
+        let seen = format!("{:?} {}", request.headers, request.body);
+        assert!(!seen.contains(&jwt) && !seen.contains(STS_SECRET), "the client's token never goes upstream");
+    }
+    // What the token endpoint saw: RFC 8693's fields, the configured target, the client by Basic.
+    let exchange = &sts.seen()[0];
+    assert_eq!(exchange.path, "/oauth2/token");
+    assert_eq!(exchange.header("content-type"), Some("application/x-www-form-urlencoded"));
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("gw-client:{STS_SECRET}"));
+    assert_eq!(exchange.header("authorization"), Some(format!("Basic {basic}").as_str()));
+    let form = exchange.form();
+    let wanted: std::collections::BTreeMap<String, String> = [
+        ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+        ("subject_token", jwt.as_str()),
+        ("subject_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+        ("requested_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+        ("audience", "status-api"),
+        ("resource", "https://status.example/mcp"),
+        ("scope", "mcp.read mcp.write"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    assert_eq!(form, wanted, "client_secret_basic sends no client_id or client_secret in the body");
+    // Another subject is exchanged on its own, and its calls carry its own token.
+    let other = issuer.sign(&Issuer::claims("agent-two"), "at+jwt");
+    let third = gateway.post(&[("Authorization", &other)], &read_only_call(3));
+    assert_eq!(third.meta()["result"], "committed", "{}", third.text);
+    assert_eq!(sts.seen().len(), 2, "a second subject, a second exchange");
+    assert_eq!(sts.seen()[1].form()["subject_token"], other["Bearer ".len()..]);
+    assert_eq!(upstream.last().header("authorization"), Some(format!("Bearer {}", sts.issued()[1]).as_str()));
+    let receipts = serde_json::to_string(&gateway.receipts()).expect("json");
+    let events = serde_json::to_string(&gateway.events()).expect("json");
+    let (stdout, stderr) = stopped(gateway);
+    assert!(
+        stdout.contains(
+            "upstream credential token_exchange in Authorization: the client's verified token exchanged (RFC 8693) at "
+        ) && stdout.contains("as client STS_CLIENT_ID, STS_CLIENT_SECRET by client_secret_basic"),
+        "{stdout}"
+    );
+    let answers = [&relayed, &first, &second, &third].map(|a| format!("{:?} {}", a.headers, a.text)).join("\n");
+    for secret in [jwt.as_str(), &other["Bearer ".len()..], STS_SECRET, &issued[0], &sts.issued()[1]] {
+        nowhere(dir.path(), secret, &[&stdout, &stderr, &receipts, &events, &answers]);
+    }
+}
+
+/// An exchanged token is used until shortly before its `expires_in`, then the subject is
+/// exchanged again; `client_secret_post` puts the client in the form, not in a header.
+#[test]
+fn an_exchanged_token_is_exchanged_again_once_it_lapses() {
+    let Exchanged { dir: _dir, issuer: _issuer, upstream, sts, gateway, client } =
+        exchanged(StsReply::Issue(1), "client_secret_post");
+    let first = gateway.post(&[("Authorization", &client)], &read_only_call(1));
+    assert_eq!(first.meta()["result"], "committed", "{}", first.text);
+    let before = sts.seen().len();
+    assert!(before >= 1);
+    let used = upstream.last().header("authorization").map(str::to_owned);
+    assert_eq!(used, Some(format!("Bearer {}", sts.issued()[before - 1])));
+    std::thread::sleep(Duration::from_millis(1200));
+    let second = gateway.post(&[("Authorization", &client)], &read_only_call(2));
+    assert_eq!(second.meta()["result"], "committed", "{}", second.text);
+    let after = sts.seen();
+    assert!(after.len() > before, "the lapsed token was exchanged again ({before} then {})", after.len());
+    let now = upstream.last().header("authorization").map(str::to_owned);
+    assert_eq!(now, Some(format!("Bearer {}", sts.issued()[after.len() - 1])), "the new token is sent");
+    assert_ne!(now, used, "not the lapsed one");
+    for exchange in &after {
+        assert_eq!(exchange.header("authorization"), None, "client_secret_post: no Basic header");
+        let form = exchange.form();
+        assert_eq!((form["client_id"].as_str(), form["client_secret"].as_str()), ("gw-client", STS_SECRET));
+        assert_eq!(form["subject_token"], client["Bearer ".len()..]);
+    }
+}
+
+/// Every way an exchange can fail refuses the call `-41020` with a denied receipt before
+/// anything reaches the upstream, naming the token endpoint and the OAuth error code and never
+/// a token; a relayed request is refused the same way; the twin (a good exchange) commits.
+#[test]
+fn a_failed_token_exchange_refuses_the_call_with_a_receipt_and_sends_nothing_upstream() {
+    let Exchanged { dir, issuer: _issuer, upstream, sts, gateway, client } =
+        exchanged(StsReply::Issue(3600), "client_secret_basic");
+    let jwt = client["Bearer ".len()..].to_owned();
+    let json_type = || vec![("Content-Type".to_owned(), "application/json".to_owned())];
+    let elsewhere = sts.url.replace("/oauth2/token", "/elsewhere");
+    let table: Vec<(&str, StsReply, &str)> = vec![
+        ("a server error", StsReply::Raw(500, vec![], "oops".into()), "HTTP 500, with no OAuth error"),
+        (
+            "an OAuth error",
+            StsReply::Raw(400, json_type(), json!({"error": "invalid_grant", "error_description": format!("bad {jwt}")}).to_string()),
+            "OAuth error invalid_grant (HTTP 400)",
+        ),
+        (
+            "no access_token",
+            StsReply::Raw(200, json_type(), json!({"issued_token_type": "urn:ietf:params:oauth:token-type:access_token", "token_type": "Bearer"}).to_string()),
+            "the answer has no access_token",
+        ),
+        (
+            "token_type N_A",
+            StsReply::Raw(200, json_type(), json!({"access_token": "na-9f8e7d6c5b4a", "issued_token_type": "urn:ietf:params:oauth:token-type:access_token", "token_type": "N_A"}).to_string()),
+            "token_type N_A",
+        ),
+        (
+            "a redirect",
+            StsReply::Raw(302, vec![("Location".to_owned(), elsewhere)], String::new()),
+            "answered with a redirect, which is never followed",
+        ),
+        (
+            "an oversized answer",
+            StsReply::Raw(200, json_type(), format!("{{\"access_token\":\"{}\"}}", "a".repeat(70 * 1024))),
+            "answer is over 65536 bytes",
+        ),
+    ];
+    for (i, (case, reply, reason)) in table.iter().enumerate() {
+        sts.answer(reply.clone());
+        let before = sts.seen().len();
+        let refused = gateway.post(&[("Authorization", &client)], &read_only_call(i as u64 + 1));
+        assert_eq!((refused.status, refused.code()), (503, Some(-41020)), "{case}: {}", refused.text);
+        let error = refused.json()["error"].clone();
+        assert_eq!(error["data"]["error"], "warden.upstream_credential_unavailable", "{case}");
+        assert_eq!(error["data"]["reason"], "upstream_credential_unavailable", "{case}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("the token exchange at {} failed", sts.url)), "{case}: {message}");
+        assert!(message.contains(reason), "{case}: {message}");
+        let receipts = gateway.receipts();
+        assert_eq!(receipts.len(), i + 1, "{case}: one receipt per refusal");
+        let receipt = receipts.iter().find(|r| r["action_id"] == error["data"]["action_id"]).expect("its receipt");
+        assert_eq!(
+            (receipt["result"].as_str(), receipt["decision_reason"].as_str()),
+            (Some("denied"), Some("upstream_credential_unavailable")),
+            "{case}"
+        );
+        let ping = gateway.post(&[("Authorization", &client)], r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#);
+        assert_eq!((ping.status, ping.code()), (503, Some(-41020)), "{case}: a relay, {}", ping.text);
+        assert!(ping.text.contains(reason), "{case}: {}", ping.text);
+        let seen = sts.seen();
+        assert_eq!(seen.len(), before + 2, "{case}: one exchange per request, no redirect followed");
+        assert!(seen.iter().all(|r| r.path == "/oauth2/token"), "{case}: the redirect's target was never asked");
+        assert_eq!(upstream.all(), 0, "{case}: nothing reached the upstream");
+        for text in [&refused.text, &ping.text] {
+            assert!(!text.contains(&jwt) && !text.contains("na-9f8e7d6c5b4a"), "{case}: a token in {text}");
+        }
+    }
+    // The twin: the same gateway, a good exchange.
+    sts.answer(StsReply::Issue(3600));
+    let ok = gateway.post(&[("Authorization", &client)], &read_only_call(99));
+    assert_eq!(ok.meta()["result"], "committed", "{}", ok.text);
+    assert_eq!(upstream.calls(), 1);
+    let receipts = serde_json::to_string(&gateway.receipts()).expect("json");
+    let (stdout, stderr) = stopped(gateway);
+    assert!(stderr.contains("refused, the upstream credential is not available: the token exchange at "), "{stderr}");
+    nowhere(dir.path(), &jwt, &[&stdout, &stderr, &receipts]);
+    nowhere(dir.path(), "na-9f8e7d6c5b4a", &[&stdout, &stderr, &receipts]);
+}
+
+/// A token endpoint nobody listens on: refused -41020 naming it, nothing sent upstream.
+#[test]
+fn an_unreachable_token_endpoint_refuses_the_call_and_sends_nothing() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let upstream = Upstream::start();
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}/token", closed.local_addr().expect("address"));
+    drop(closed);
+    let gateway = exchanging(dir.path(), &upstream, &issuer, &endpoint, "client_secret_basic");
+    let client = issuer.sign(&Issuer::claims("agent-jwt"), "at+jwt");
+    let refused = gateway.post(&[("Authorization", &client)], &read_only_call(1));
+    assert_eq!((refused.status, refused.code()), (503, Some(-41020)), "{}", refused.text);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        message.contains(&format!("the token exchange at {endpoint} failed: the token endpoint could not be reached")),
+        "{message}"
+    );
+    assert_eq!(gateway.receipts()[0]["decision_reason"], "upstream_credential_unavailable");
+    assert_eq!(upstream.all(), 0, "nothing reached the upstream");
+}
+
+/// The document and the command line are checked before the gateway listens: a token endpoint
+/// over plain HTTP off loopback, `token_exchange` without `--identity-jwt`, a literal secret, an
+/// unknown key — each refused naming where.
+#[test]
+fn a_token_exchange_that_cannot_be_done_safely_refuses_to_start() {
+    let dir = scratch();
+    let issuer = Issuer::new(dir.path());
+    let config = dir.path().join("warden.yaml");
+    let good = exchange_auth("http://127.0.0.1:9/token", "client_secret_basic");
+    let jwt = issuer.flags();
+    let header = vec!["--principal-header".to_owned(), "X-Agent".to_owned()];
+    let table: Vec<(String, &Vec<String>, &str)> = vec![
+        (
+            exchange_auth("http://sts.example/token", "client_secret_basic"),
+            &jwt,
+            "warden.yaml:29: gateway.upstream_auth.token_endpoint: 'token_endpoint' must be https://",
+        ),
+        (good.clone(), &header, "gateway.upstream_auth (line 27) is token_exchange, which exchanges the client's verified bearer token: it needs --identity-jwt"),
+        (
+            good.replace("client_secret: STS_CLIENT_SECRET", "client_secret: ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            &jwt,
+            "warden.yaml:34: gateway.upstream_auth.client_secret: literal secret",
+        ),
+        (
+            format!("{good}\n    credential: UPSTREAM_TOKEN"),
+            &jwt,
+            "warden.yaml:36: gateway.upstream_auth.credential: unknown key 'credential' for mode token_exchange",
+        ),
+    ];
+    for (auth, flags, reason) in &table {
+        std::fs::write(&config, format!("{DOCUMENT}gateway:\n  upstream_auth:{auth}\n")).expect("document");
+        let out = warden()
+            .args(["gateway", "--upstream", "http://127.0.0.1:9/mcp", "--alias", "acme", "--listen", "127.0.0.1:0"])
+            .args(flags.iter())
+            .args(["--config", &config.display().to_string()])
+            .args(["--store", &dir.path().join("store.redb").display().to_string()])
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{reason}: {stderr}");
+        assert!(stderr.contains(reason), "{reason}: {stderr}");
+        assert!(!stderr.contains("ghp_abcdef"), "the secret is not repeated: {stderr}");
+    }
+    // The twin: the same document with --identity-jwt starts.
+    std::fs::write(&config, format!("{DOCUMENT}gateway:\n  upstream_auth:{good}\n")).expect("document");
+    let upstream = Upstream::start();
+    let mut command = warden();
+    command
+        .args(["gateway", "--upstream", &upstream.url, "--alias", "acme", "--listen", "127.0.0.1:0"])
+        .args(&jwt)
+        .args(["--config", &config.display().to_string()])
+        .args(["--store", &dir.path().join("store.redb").display().to_string()]);
+    let started = spawned(dir.path(), command);
+    drop(started);
 }

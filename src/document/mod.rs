@@ -33,7 +33,9 @@ mod validate;
 mod warden;
 mod warnings;
 
-pub use gateway::{GatewaySettings, Icons, SamplingTools, UnknownMethods};
+pub use gateway::{
+    ClientAuthMethod, GatewaySettings, Icons, SamplingTools, TokenExchange, UnknownMethods, UpstreamAuth,
+};
 pub use upstream::{is_digest, pem_certificate, pem_certificates, UpstreamPins};
 
 use std::collections::BTreeMap;

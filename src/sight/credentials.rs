@@ -229,7 +229,11 @@ pub fn credential_for(
     }
 }
 
-fn resolve_checked(provider: &dyn CredentialProvider, reference: &str) -> Result<Zeroizing<String>, SightError> {
+/// The value of one reference, checked as every header value built from one is (not empty, no
+/// control character but tab), or `credential_unavailable` naming the reference and where the
+/// provider looked (never a value). For a caller that sends a value other than in a header
+/// (the gateway's client secret at a token endpoint).
+pub fn resolve_checked(provider: &dyn CredentialProvider, reference: &str) -> Result<Zeroizing<String>, SightError> {
     let label = reference_label(reference);
     let Some(value) = provider.resolve(reference) else {
         // Where it looked, so the operator knows what to fix; the label is the reference

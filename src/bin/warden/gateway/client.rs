@@ -22,20 +22,22 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 pub const CLIENT_REVISION: &str = "2025-11-25";
 
 /// One POST of `message` on a fresh connection; its response (JSON, or on an event stream the
-/// response to its id) and the answer's headers.
+/// response to its id) and the answer's headers. `subject`: as `upstream::send`'s.
 pub fn post(
     upstream: &Upstream,
     dialer: &Dialer,
     headers: &[(String, String)],
     message: &Value,
+    subject: Option<&str>,
 ) -> Result<(Value, Vec<(String, String)>), String> {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let body = serde_json::to_vec(message).unwrap_or_default();
-    let mut response = upstream::send(upstream, "POST", headers, &body, dialer).map_err(|failure| match failure {
-        upstream::Failure::NeverConnected(what)
-        | upstream::Failure::Broken(what)
-        | upstream::Failure::NoCredential(what) => what,
-    })?;
+    let mut response =
+        upstream::send(upstream, "POST", headers, &body, dialer, subject).map_err(|failure| match failure {
+            upstream::Failure::NeverConnected(what)
+            | upstream::Failure::Broken(what)
+            | upstream::Failure::NoCredential(what) => what,
+        })?;
     let method = message.get("method").and_then(Value::as_str).unwrap_or("request");
     let is_response = |envelope: &Value| envelope.get("method").is_none() && envelope.get("id") == Some(&id);
     let answer = if response.is_event_stream() {
@@ -133,7 +135,7 @@ fn over_http(upstream: &Upstream, dialer: &Dialer) -> Result<Listed, String> {
         ("Accept".into(), "application/json, text/event-stream".into()),
         ("Accept-Encoding".into(), "identity".into()),
     ];
-    let (answer, answered) = post(upstream, dialer, &headers, &initialize_request())?;
+    let (answer, answered) = post(upstream, dialer, &headers, &initialize_request(), None)?;
     let result = result_of(answer, "initialize")?;
     let revision = result.get("protocolVersion").and_then(Value::as_str).unwrap_or(CLIENT_REVISION).to_owned();
     if let Some((_, session)) = answered.iter().find(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id")) {
@@ -142,19 +144,19 @@ fn over_http(upstream: &Upstream, dialer: &Dialer) -> Result<Listed, String> {
     headers.push(("MCP-Protocol-Version".into(), revision.clone()));
     let note =
         serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap_or_default();
-    if let Ok(response) = upstream::send(upstream, "POST", &headers, &note, dialer) {
+    if let Ok(response) = upstream::send(upstream, "POST", &headers, &note, dialer, None) {
         upstream::shut(&response.socket);
     }
     struct Http<'a>(&'a Upstream, &'a Dialer, &'a [(String, String)]);
     impl ListTools for Http<'_> {
         fn page(&self, cursor: Option<&str>) -> Result<Value, String> {
             let (_, message) = catalog::list_request(cursor, None);
-            post(self.0, self.1, self.2, &message).map(|(envelope, _)| envelope)
+            post(self.0, self.1, self.2, &message, None).map(|(envelope, _)| envelope)
         }
     }
     let tools = pages(&Http(upstream, dialer, &headers))?;
     if headers.iter().any(|(k, _)| k == "Mcp-Session-Id") {
-        if let Ok(response) = upstream::send(upstream, "DELETE", &headers, &[], dialer) {
+        if let Ok(response) = upstream::send(upstream, "DELETE", &headers, &[], dialer, None) {
             upstream::shut(&response.socket);
         }
     }

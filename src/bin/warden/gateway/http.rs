@@ -694,6 +694,12 @@ fn dialer(config: &HttpConfig) -> &Dialer {
     &config.dialer
 }
 
+/// The client's verified token in `headers`, when the upstream credential exchanges it
+/// (`token_exchange`); `None` otherwise. Never forwarded.
+fn subject<'h>(config: &HttpConfig, headers: &'h [(String, String)]) -> Option<&'h str> {
+    config.dialer.credential.as_ref().and_then(|credential| credential.subject(headers))
+}
+
 /// A relayed request whose answer is read on its way back (`lists::REWRITTEN`): its id, method
 /// and cursor.
 struct Answering<'a> {
@@ -736,7 +742,8 @@ fn relay(
     if method == "POST" {
         forwarded.push(("Content-Type".into(), "application/json".into()));
     }
-    let mut response = match upstream::send(&config.upstream, method, &forwarded, body, dialer(config)) {
+    let sent = upstream::send(&config.upstream, method, &forwarded, body, dialer(config), subject(config, headers));
+    let mut response = match sent {
         Ok(response) => response,
         Err(upstream::Failure::NoCredential(why)) => {
             log::warn(&format!(
@@ -748,14 +755,11 @@ fn relay(
                 .ok()
                 .filter(|message| message.get("method").is_some())
                 .and_then(|message| message.get("id").cloned());
-            let answer = id.map(|id| {
-                wire::Answer::rpc_error(
-                    503,
-                    &id,
-                    -41020,
-                    "the gateway's upstream credential is not available, so nothing was sent",
-                )
-            });
+            let message = match &config.dialer.credential {
+                Some(credential) => credential.refusal(&why),
+                None => "the gateway's upstream credential is not available, so nothing was sent".to_owned(),
+            };
+            let answer = id.map(|id| wire::Answer::rpc_error(503, &id, -41020, &message));
             let _ = write_json(stream, 503, answer.as_ref().and_then(|a| a.body.as_ref()));
             return;
         }
@@ -853,7 +857,7 @@ fn refuse_sampling_request(config: &HttpConfig, headers: &[(String, String)], ev
     forwarded.retain(|(k, _)| !k.eq_ignore_ascii_case("accept") && !k.eq_ignore_ascii_case("last-event-id"));
     forwarded.push(("Content-Type".into(), "application/json".into()));
     forwarded.push(("Accept".into(), "application/json, text/event-stream".into()));
-    match upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config)) {
+    match upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config), subject(config, headers)) {
         Ok(response) => upstream::shut(&response.socket),
         Err(failure) => log::warn(&format!("answering the upstream's sampling request failed: {failure:?}")),
     }
@@ -909,7 +913,9 @@ impl ListTools for Lister<'_> {
         if self.revision == wire::REVISION_2026 {
             headers.push(("Mcp-Method".into(), "tools/list".into()));
         }
-        client::post(&self.config.upstream, dialer(self.config), &headers, &message).map(|(envelope, _)| envelope)
+        let subject = subject(self.config, self.headers);
+        client::post(&self.config.upstream, dialer(self.config), &headers, &message, subject)
+            .map(|(envelope, _)| envelope)
     }
 }
 
@@ -933,7 +939,9 @@ pub fn poll_tasks(engine: &Arc<Engine>, config: &Arc<HttpConfig>) {
             }
         }
         let message = json!({"jsonrpc": "2.0", "id": id, "method": due.method, "params": {"taskId": due.task_id}});
-        client::post(&config.upstream, dialer(&config), &headers, &message).map(|(envelope, _)| envelope)
+        // No client's token here: a `token_exchange` credential has nothing to exchange, and the
+        // poll fails as an unavailable credential does (nothing is sent).
+        client::post(&config.upstream, dialer(&config), &headers, &message, None).map(|(envelope, _)| envelope)
     });
 }
 
@@ -953,7 +961,9 @@ fn intercepted(stream: &mut Sink, engine: &Engine, config: &HttpConfig, call: &C
     forwarded.push(("Content-Type".into(), "application/json".into()));
     forwarded.push(("Accept-Encoding".into(), "identity".into()));
     let body = serde_json::to_vec(&admitted.forward).unwrap_or_default();
-    let mut response = match upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config)) {
+    let sent =
+        upstream::send(&config.upstream, "POST", &forwarded, &body, dialer(config), subject(config, call.headers));
+    let mut response = match sent {
         Ok(response) => response,
         Err(failure) => {
             let observation = match failure {

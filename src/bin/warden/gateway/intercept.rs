@@ -495,7 +495,7 @@ impl Engine {
         // The upstream credential resolves now, or the call is refused before any decision,
         // reservation or byte upstream (the send resolves it again, for this request only).
         if let Some(credential) = &self.upstream_credential {
-            if let Err(why) = credential.check() {
+            if let Err(why) = credential.check(call.headers) {
                 log::warn(&format!(
                     "{name}: refused, the upstream credential is not available: {}",
                     log::printable(&why)
@@ -507,11 +507,7 @@ impl Engine {
                     503,
                     -41020,
                     "warden.upstream_credential_unavailable",
-                    &format!(
-                        "{name}: the gateway's upstream credential ({}) is not available, so nothing was sent; \
-                         the gateway's log says where it was looked for",
-                        credential.references()
-                    ),
+                    &format!("{name}: {}", credential.refusal(&why)),
                     json!({"reason": "upstream_credential_unavailable", "action_id": action_id}),
                 ));
             }

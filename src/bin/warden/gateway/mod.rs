@@ -16,6 +16,7 @@ mod client;
 mod commands;
 mod coverage;
 mod credential;
+mod exchange;
 mod http;
 mod intercept;
 mod lists;
@@ -300,7 +301,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
         refuse_certificate_pins(&warden, alias, "--upstream is http://, which has no certificate")?;
         None
     };
-    let credential = upstream_credential(&warden, args)?;
+    let credential = upstream_credential(&warden, args, &source)?;
     let dialer = upstream::Dialer {
         timeouts: upstream::Timeouts {
             connect: Duration::from_secs(args.upstream_timeout),
@@ -430,6 +431,7 @@ pub fn run(args: &GatewayArgs, store: Option<&Path>, config: Option<&Path>) -> R
 fn upstream_credential(
     warden: &Warden,
     args: &GatewayArgs,
+    source: &IdentitySource,
 ) -> Result<Option<Arc<credential::UpstreamCredential>>, Failure> {
     let Some(auth) = &warden.document().gateway.upstream_auth else {
         if args.credentials_dir.is_some() {
@@ -439,9 +441,17 @@ fn upstream_credential(
         }
         return Ok(None);
     };
-    let credential =
-        credential::UpstreamCredential::new(auth, args.credentials_dir.as_deref()).map_err(Failure::usage)?;
-    if let Err(why) = credential.check() {
+    // `token_exchange` exchanges the client's token `--identity-jwt` verified, and no other.
+    let subjects = match source {
+        IdentitySource::Jwt { header, .. } => Some(credential::Subjects {
+            header: header.clone(),
+            timeout: Duration::from_secs(args.upstream_timeout.max(1)),
+        }),
+        _ => None,
+    };
+    let credential = credential::UpstreamCredential::new(auth, args.credentials_dir.as_deref(), subjects.as_ref())
+        .map_err(Failure::usage)?;
+    if let Err(why) = credential.check_at_startup() {
         log::warn(&format!(
             "the upstream credential is not available now ({}); every call is refused -41020 until it is",
             log::printable(&why)
@@ -667,7 +677,17 @@ pub fn upstream_coverage(
     let mut target = commands::target(upstream, command, timeout)?;
     // The document's upstream credential, from the environment, as the gateway would send it.
     if let (client::Target::Http { dialer, .. }, Some(auth)) = (&mut target, &document.gateway.upstream_auth) {
-        dialer.credential = Some(Arc::new(credential::UpstreamCredential::new(auth, None).map_err(Failure::usage)?));
+        if let warden::document::UpstreamAuth::TokenExchange(exchange) = auth {
+            return Err(Failure::usage(format!(
+                "gateway.upstream_auth (line {}) is token_exchange: the upstream takes a client's token exchanged at {}, \
+                 and warden check --upstream has no client token; list the tools through a running gateway, or \
+                 check against an upstream that needs no credential",
+                exchange.line,
+                log::printable(&exchange.token_endpoint)
+            )));
+        }
+        dialer.credential =
+            Some(Arc::new(credential::UpstreamCredential::new(auth, None, None).map_err(Failure::usage)?));
     }
     let listed = commands::listed(&target)?;
     let tools: std::collections::BTreeMap<String, serde_json::Value> = listed

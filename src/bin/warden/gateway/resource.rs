@@ -126,10 +126,7 @@ impl ProtectedResource {
     pub fn check(&self, provider: &dyn IdentityProvider, headers: &[(String, String)]) -> Result<(), Unauthorized> {
         let mut context = IdentityContext::new("", "");
         context.headers = headers;
-        let offered = context.header(&self.header).and_then(|raw| {
-            let (scheme, token) = raw.split_once(' ')?;
-            (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then_some(())
-        });
+        let offered = context.header(&self.header).and_then(bearer_token);
         if offered.is_none() {
             return Err(self.unauthorized(None, "no bearer token".to_owned()));
         }
@@ -160,6 +157,13 @@ impl ProtectedResource {
             why,
         }
     }
+}
+
+/// The token of a `Bearer <token>` header value (the scheme case-insensitive), or `None`.
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// A 401: the `WWW-Authenticate` value, the body, and why (for the log only).

@@ -143,18 +143,21 @@ pub struct Dialer {
     pub credential: Option<std::sync::Arc<UpstreamCredential>>,
 }
 
-/// Send one request on a fresh connection and read the answer's head.
+/// Send one request on a fresh connection and read the answer's head. `subject` is the
+/// client's verified token when the request is made for one (never sent: a `token_exchange`
+/// credential exchanges it for the token that is).
 pub fn send(
     upstream: &Upstream,
     method: &str,
     headers: &[(String, String)],
     body: &[u8],
     dialer: &Dialer,
+    subject: Option<&str>,
 ) -> Result<Response, Failure> {
     let timeouts = &dialer.timeouts;
     // Resolved for this request only, before any connection: a missing value sends nothing.
     let mut credential = match &dialer.credential {
-        Some(credential) => Some(credential.header().map_err(Failure::NoCredential)?),
+        Some(credential) => Some(credential.header(subject).map_err(Failure::NoCredential)?),
         None => None,
     };
     let tcp = connect(upstream, timeouts)?;
