@@ -72,8 +72,17 @@ fn every_binding_is_written_for_the_abi_this_library_implements() {
     let abi = warden::ffi::WARDEN_ABI_VERSION;
     let python = read("bindings/python/warden/_ffi.py");
     assert!(python.lines().any(|l| l == format!("ABI_VERSION = {abi}")), "ABI_VERSION in warden/_ffi.py is not {abi}");
-    let node = read("bindings/node/index.js");
-    assert!(node.lines().any(|l| l == format!("const ABI_VERSION = {abi};")), "ABI_VERSION in index.js is not {abi}");
+    // The Node binding states it where it loads the addon (lib/native.js), and index.js exports it.
+    let node = read("bindings/node/lib/native.js");
+    assert!(
+        node.lines().any(|l| l == format!("const ABI_VERSION = {abi};")),
+        "ABI_VERSION in bindings/node/lib/native.js is not {abi}"
+    );
+    let index = read("bindings/node/index.js");
+    assert!(
+        index.lines().any(|l| l.starts_with("const { ABI_VERSION,") && l.ends_with("require('./lib/native');")),
+        "bindings/node/index.js does not take ABI_VERSION from lib/native.js"
+    );
     let types = read("bindings/node/index.d.ts");
     assert!(
         types.lines().any(|l| l == format!("export declare const ABI_VERSION: {abi};")),
