@@ -23,12 +23,15 @@ use hyper::body::{Frame, Incoming};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 
+use super::answer;
 use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
 use super::client;
-use super::intercept::{self, Admitted, Call, Engine};
+use super::elicitation;
+use super::intercept::{Admitted, Call, Engine};
 use super::lists;
 use super::resource::ProtectedResource;
+use super::sampling;
 use super::sse;
 use super::tasks;
 use super::upstream::{self, Dialer, Upstream};
@@ -550,18 +553,18 @@ fn handle(stream: &mut Sink, engine: &Engine, config: &HttpConfig, request: &Req
             }
             Ok(inbound) => match &inbound.kind {
                 Kind::Relay => {
-                    if let Some(answer) = intercept::relayed_tool_use_refusal(&inbound.message) {
+                    if let Some(answer) = sampling::relayed_tool_use_refusal(&inbound.message) {
                         let _ = write_json(stream, answer.status, Some(&answer.body));
                         return;
                     }
                     let is_response = inbound.message.get("method").is_none();
-                    let uses = if is_response { intercept::response_tool_uses(&inbound.message) } else { Vec::new() };
+                    let uses = if is_response { sampling::response_tool_uses(&inbound.message) } else { Vec::new() };
                     let mut inbound = inbound;
                     if !uses.is_empty() {
                         // The server gets a refusal in place of the tool uses (it is not left
                         // waiting for an answer), and never the tool uses.
                         let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
-                        inbound.message = intercept::legacy_tool_use_refusal(&id, &uses).body;
+                        inbound.message = sampling::legacy_tool_use_refusal(&id, &uses).body;
                     }
                     if is_response {
                         let session = wire::header(&request.headers, "mcp-session-id").0;
@@ -829,7 +832,7 @@ fn relay(
     }
 }
 
-/// When `event` is a server request for sampling with tools (`intercept::request_uses_tools`)
+/// When `event` is a server request for sampling with tools (`sampling::request_uses_tools`)
 /// on a relayed stream, under `gateway.sampling_tools: refuse`: the upstream is answered in the
 /// client's place with the `-41019` refusal (a JSON-RPC error response with the request's id,
 /// POSTed in the stream's session), so it is not left waiting, and `true`: the event is not
@@ -838,13 +841,13 @@ fn refuse_sampling_request(config: &HttpConfig, headers: &[(String, String)], ev
     let Some(message) = event.data.as_deref().and_then(|data| serde_json::from_str::<Value>(data).ok()) else {
         return false;
     };
-    let Some(id) = message.get("id").filter(|_| intercept::request_uses_tools(&message)) else {
+    let Some(id) = message.get("id").filter(|_| sampling::request_uses_tools(&message)) else {
         return false;
     };
     log::warn(
         "the upstream asked for sampling with tools on a relayed stream; not relayed (gateway.sampling_tools: refuse)",
     );
-    let refused = intercept::refusal(
+    let refused = answer::refusal(
         id,
         403,
         -41019,
@@ -974,7 +977,7 @@ fn intercepted(stream: &mut Sink, engine: &Engine, config: &HttpConfig, call: &C
                 upstream::Failure::Broken(what) => Observation::Broken(what),
             };
             let finished = engine.finish(admitted, &observation, call.revision);
-            let answer = intercept::synthesised(call.id, &finished);
+            let answer = answer::synthesised(call.id, &finished);
             let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
             return;
         }
@@ -1006,7 +1009,7 @@ fn intercepted(stream: &mut Sink, engine: &Engine, config: &HttpConfig, call: &C
                 .and_then(|()| stream.flush());
         }
         _ => {
-            let answer = intercept::synthesised(call.id, &finished);
+            let answer = answer::synthesised(call.id, &finished);
             let _ = write_json(stream, config.refusal_status(answer.status), Some(&answer.body));
         }
     }
@@ -1114,7 +1117,7 @@ fn streamed(
                 let method = o.get("method").and_then(Value::as_str)?;
                 Some((method.to_owned(), o.get("id")?.clone()))
             });
-            if parsed.as_ref().is_some_and(intercept::request_uses_tools) && engine.refuses_sampling_tools() {
+            if parsed.as_ref().is_some_and(sampling::request_uses_tools) && engine.refuses_sampling_tools() {
                 log::warn("the upstream asked for sampling with tools on a call's stream; not relayed (gateway.sampling_tools: refuse)");
                 break 'read Observation::SamplingRefused(
                     "the upstream asked the client to sample with tools, which gateway.sampling_tools: refuse does not relay".into(),
@@ -1134,7 +1137,7 @@ fn streamed(
                     log::warn(&format!("recording a suspension failed: {error}"));
                     break 'read Observation::Broken(format!("the suspension could not be recorded: {error}"));
                 }
-                let key = intercept::answer_key(session, &id);
+                let key = elicitation::answer_key(session, &id);
                 match engine.await_answer(&key) {
                     Some(receiver) => {
                         awaited.push((key, receiver));
@@ -1169,7 +1172,7 @@ fn streamed(
             finished.relayed(&mut envelope);
             envelope
         }
-        _ => intercept::synthesised(call.id, &finished).body,
+        _ => answer::synthesised(call.id, &finished).body,
     };
     let line = format!("event: message\ndata: {}\n\n", serde_json::to_string(&envelope).unwrap_or_default());
     let _ = stream.write_all(line.as_bytes()).and_then(|()| stream.flush());

@@ -1,9 +1,9 @@
 //! One intercepted `tools/call` through the kernel, whatever the transport: the principal,
 //! the action `mcp.<alias>.<tool>`, the decision and the reservation (`admit`), then the
-//! observed outcome recorded and the answer built (`finish`). Refusals are JSON-RPC errors
-//! with ctrlrun's codes and `warden.*` tokens; answers carry the receipt summary as
-//! `_meta["dev.warden/receipt"]` inside `result._meta` (or the error's `data._meta`), where the
-//! MCP SDKs' typed results read it — not at the envelope's top level, as the reference does.
+//! observed outcome recorded and the answer built (`finish`). What the client is told is
+//! `answer`'s (refusals, `_meta`, the log line per call), tool use inside sampling is
+//! `sampling`'s, and a call waiting on its client's input (suspensions, continuations) is
+//! `elicitation`'s.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,26 +16,18 @@ use warden::event::EventKind;
 use warden::identity::{IdentityContext, IdentityProvider};
 use warden::kernel::{AnswerWait, Permit};
 use warden::pipeline::{resource_for, ActionRequest, Recovery, Warden};
-use warden::Error;
 
+use super::answer::{arguments_of, refusal, refusal_line, Answer, Finished};
 use super::catalog::{Catalog, ListTools};
 use super::classify::{self, Effect, Observation, Reply};
+use super::elicitation::{keys, requested_state, Elicitation, Lapsed, Suspension};
 use super::log;
+use super::sampling::{release, sampling_with_tools, tool_uses};
 use super::telemetry::{CallSpan, InFlight, Telemetry};
-
-/// The `_meta` key of the receipt summary.
-pub const META_KEY: &str = "dev.warden/receipt";
 
 /// The only argument of the action a `-41008` refusal records: `{pointer, arguments_sha256}`
 /// in place of arguments that have no canonical form.
 pub const UNREPRESENTABLE: &str = "warden.unrepresentable_arguments";
-
-/// A refusal or a made-up answer: HTTP status and the JSON-RPC body.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
-    pub status: u16,
-    pub body: Value,
-}
 
 /// The call the client sent, as the transport parsed it.
 pub struct Call<'a> {
@@ -73,59 +65,6 @@ pub struct Admitted {
     pub session: Option<String>,
 }
 
-/// A first leg answered `input_required` with a `requestState`: the permit (and so the
-/// reservation, its lease extended) is held here until the continuation arrives.
-struct Suspension {
-    permit: Permit,
-    tool: String,
-    /// The canonical arguments of the suspended call: a continuation must carry the same.
-    arguments: String,
-    principal: warden::Principal,
-    round: u32,
-    deadline: std::time::Instant,
-    /// The call's `execute_tool` span, ended when the call is.
-    flight: Option<InFlight>,
-}
-
-/// What is kept of a suspension that lapsed: enough to check a late continuation is the same
-/// call (D1), and the effect it left AMBIGUOUS.
-struct Lapsed {
-    tool: String,
-    arguments: String,
-    principal: warden::Principal,
-    effect_key: Option<String>,
-}
-
-/// How many lapsed suspensions are remembered.
-const LAPSED_KEPT: usize = 4096;
-
-/// How long suspensions are held and how many rounds a call may take.
-#[derive(Debug, Clone, Copy)]
-pub struct Elicitation {
-    pub max_rounds: u32,
-    pub timeout: std::time::Duration,
-}
-
-/// The outcome as the client will see it.
-pub struct Finished {
-    pub reply: Reply,
-    /// The receipt summary (`_meta["dev.warden/receipt"]`).
-    pub meta: Value,
-    pub action_id: String,
-    pub effect_key: Option<String>,
-    /// The document's `gateway.icons`, for a relayed result's resource links.
-    pub icons: warden::document::Icons,
-}
-
-impl Finished {
-    /// The upstream's answer as relayed: icons as the document says (`lists::result_icons`),
-    /// then the receipt summary (`with_meta`).
-    pub fn relayed(&self, envelope: &mut Value) {
-        super::lists::result_icons(envelope, self.icons);
-        with_meta(envelope, &self.meta);
-    }
-}
-
 pub struct Engine {
     pub warden: Warden,
     pub alias: String,
@@ -146,15 +85,15 @@ pub struct Engine {
     /// The `x-mcp-header` annotations of each tool's `inputSchema` as last relayed (D11).
     headers: Mutex<HashMap<String, super::wire::Annotations>>,
     /// Held suspensions by their exact `requestState`.
-    suspended: Mutex<HashMap<String, Suspension>>,
+    pub(super) suspended: Mutex<HashMap<String, Suspension>>,
     /// Suspensions whose continuation did not come in time, recorded AMBIGUOUS by the sweep:
     /// a continuation that comes after all is told the effect is ambiguous (`-41005`), not that
     /// the `requestState` is unknown. The latest `LAPSED_KEPT`, by `requestState`.
-    lapsed: Mutex<std::collections::VecDeque<(String, Lapsed)>>,
+    pub(super) lapsed: Mutex<std::collections::VecDeque<(String, Lapsed)>>,
     /// Legacy (2025) elicitation: server requests relayed on an intercepted event stream, by
     /// `answer_key`, each with the stream's thread waiting to record the client's answer.
-    answers: Mutex<HashMap<String, std::sync::mpsc::Sender<Value>>>,
-    elicitation: Elicitation,
+    pub(super) answers: Mutex<HashMap<String, std::sync::mpsc::Sender<Value>>>,
+    pub(super) elicitation: Elicitation,
     /// `--wait-approvals`: how long a call that needs approval waits for a human's answer
     /// before it is answered `-41002` (zero: at once).
     pub approval_wait: std::time::Duration,
@@ -171,12 +110,6 @@ pub struct Engine {
     /// `gateway.upstream_auth` (HTTP only): checked before a `tools/call` is decided, so a
     /// call that could not be sent is refused with its receipt and nothing reserved.
     pub upstream_credential: Option<std::sync::Arc<super::credential::UpstreamCredential>>,
-}
-
-/// Where a client's answer to a server request is expected: the session (when the revision
-/// has one) and the request's id.
-pub fn answer_key(session: Option<&str>, id: &Value) -> String {
-    format!("{}\n{id}", session.unwrap_or_default())
 }
 
 /// The `tool_schema_sha256` of one advertised `tools/list` entry.
@@ -320,61 +253,6 @@ impl Engine {
             Some(digest) if &digest != pin => Some("upstream_mismatch"),
             Some(_) => None,
         }
-    }
-
-    /// An intercepted stream relayed a server request (legacy elicitation): the client's
-    /// answer, relayed later on another connection, is handed to the returned receiver as the
-    /// `EXECUTION_RESUMED` data. `None` when that key is already awaited by another stream
-    /// (its answer could not be told apart).
-    pub fn await_answer(&self, key: &str) -> Option<std::sync::mpsc::Receiver<Value>> {
-        let mut waiting = self.answers.lock().ok()?;
-        if waiting.contains_key(key) {
-            return None;
-        }
-        let (sender, receiver) = std::sync::mpsc::channel();
-        waiting.insert(key.to_owned(), sender);
-        Some(receiver)
-    }
-
-    pub fn forget_answer(&self, key: &str) {
-        if let Ok(mut waiting) = self.answers.lock() {
-            waiting.remove(key);
-        }
-    }
-
-    /// A client's JSON-RPC response, about to be relayed: when an intercepted stream awaits
-    /// it, that stream records `EXECUTION_RESUMED` (before the upstream can answer the call).
-    pub fn client_answered(&self, session: Option<&str>, message: &Value) {
-        let Some(id) = message.get("id") else { return };
-        let key = answer_key(session, id);
-        let Some(waiter) = self.answers.lock().ok().and_then(|mut waiting| waiting.remove(&key)) else { return };
-        let (member, value) = match (message.get("result"), message.get("error")) {
-            (Some(result), _) => ("result", result),
-            (None, Some(error)) => ("error", error),
-            (None, None) => return,
-        };
-        let _ = waiter.send(json!({
-            "reason": "client_response",
-            "request_id": id,
-            "input_responses": [member],
-            "input_responses_sha256": digest(value),
-        }));
-    }
-
-    /// `--elicitation-timeout`: how long a call may wait on its client's input.
-    pub fn elicitation_timeout(&self) -> std::time::Duration {
-        self.elicitation.timeout
-    }
-
-    /// The lease that covers a wait of `--elicitation-timeout` from now.
-    pub fn elicitation_lease(&self) -> warden::Micros {
-        self.warden.kernel().now().saturating_add(micros(self.elicitation.timeout))
-    }
-
-    /// The kernel time of `instant` (a lease that lasts until then).
-    pub fn lease_until(&self, instant: std::time::Instant) -> warden::Micros {
-        let left = instant.saturating_duration_since(std::time::Instant::now());
-        self.warden.kernel().now().saturating_add(micros(left))
     }
 
     pub fn action_name(&self, tool: &str) -> String {
@@ -552,47 +430,6 @@ impl Engine {
         }
     }
 
-    /// Each `tool_use` as the action `sampling.<alias>.<tool>` through the kernel, by the
-    /// principal of the call that carries it: every permit, or the first refusal (the permits
-    /// already issued released as not executed, since nothing is forwarded).
-    fn govern_tool_uses(
-        &self,
-        id: &Value,
-        uses: &[ToolUse],
-        identity: &warden::identity::Identity,
-    ) -> Result<Vec<Permit>, Answer> {
-        let mut permits = Vec::new();
-        for used in uses {
-            let name = format!("sampling.{}.{}", self.alias, used.name);
-            let Value::Object(_) = &used.input else {
-                release(permits, "a sibling tool use was refused; nothing was forwarded");
-                return Err(refusal(
-                    id,
-                    400,
-                    -32602,
-                    "warden.invalid_arguments",
-                    &format!("{}: a tool_use's input must be an object", log::printable(&name)),
-                    json!({}),
-                ));
-            };
-            let mut request = ActionRequest::new(&name, used.input.clone(), identity.principal.clone());
-            request.principal_expires_at = identity.expires_at;
-            let hash = self.warden.action_for(&request).ok().and_then(|action| action.hash().ok());
-            let presented = hash.as_deref().and_then(|hash| self.granted_approval(hash));
-            request.approval_id = presented.as_deref();
-            let (action_id, outcome) = self.warden.submit_naming_action(&request);
-            match outcome {
-                Ok(permit) => permits.push(permit),
-                Err(error) => {
-                    release(permits, "a sibling tool use was refused; nothing was forwarded");
-                    log::warn(&format!("{}: a tool use inside sampling was refused", log::printable(&name)));
-                    return Err(self.refused(id, &name, hash.as_deref(), action_id, error));
-                }
-            }
-        }
-        Ok(permits)
-    }
-
     /// The rest of `decide` for a call whose principal is known: a continuation, or the
     /// checks, the decision and the reservation of a first leg.
     #[allow(clippy::too_many_arguments)]
@@ -727,188 +564,6 @@ impl Engine {
         }
     }
 
-    /// A call carrying a `requestState`: the held suspension it continues, checked against the
-    /// suspended call (tool, canonical arguments, principal) **before** it is consumed (D1).
-    /// `Ok(None)`: no suspension and a keyless tool, which runs as an ordinary call (D3).
-    fn continuation(
-        &self,
-        call: &Call<'_>,
-        name: &str,
-        state: &str,
-        arguments: &Value,
-        principal: &warden::Principal,
-    ) -> Result<Option<Admitted>, Answer> {
-        let unknown = |why: &str| {
-            refusal(
-                call.id,
-                400,
-                -41009,
-                "warden.unknown_continuation",
-                &format!("{name}: {why}; start the call again without requestState"),
-                json!({"tool": name}),
-            )
-        };
-        let canonical = warden::canonical::to_canonical_string(arguments, "arguments").ok();
-        let Ok(mut held) = self.suspended.lock() else { return Err(unknown("the suspension table is unavailable")) };
-        let Some(suspension) = held.get(state) else {
-            drop(held);
-            if let Some(late) = self.lapsed_continuation(call, state, canonical.as_deref(), principal) {
-                return Err(late);
-            }
-            let keyed = self.warden.document().actions.get(name).is_some_and(|entry| entry.effect.is_some());
-            if keyed {
-                return Err(unknown("this requestState continues no call held by this gateway"));
-            }
-            return Ok(None);
-        };
-        if suspension.tool != call.tool
-            || canonical.as_deref() != Some(suspension.arguments.as_str())
-            || &suspension.principal != principal
-        {
-            log::warn(&format!("{name}: a continuation with other arguments or another principal was refused"));
-            return Err(unknown("this continuation's tool, arguments or principal differ from the suspended call's"));
-        }
-        let Some(suspension) = held.remove(state) else { return Err(unknown("the suspension is gone")) };
-        drop(held);
-        if suspension.deadline < std::time::Instant::now() {
-            let key = suspension.permit.effect_key().map(str::to_owned);
-            let _ = suspension.permit.ambiguous("elicitation timeout: the continuation came too late");
-            self.end_flight(suspension.flight);
-            return Err(refusal(
-                call.id,
-                409,
-                -41005,
-                "warden.ambiguous_effect",
-                "the suspended call waited longer than --elicitation-timeout; its effect is AMBIGUOUS until a human resolves it",
-                json!({"effect_key": key}),
-            ));
-        }
-        let mut permit = suspension.permit;
-        let flight = suspension.flight;
-        let responses = call.message.get("params").and_then(|p| p.get("inputResponses"));
-        let data = json!({
-            "reason": "continuation",
-            "round": suspension.round,
-            "input_responses": keys(responses),
-            "input_responses_sha256": responses.map(digest),
-        });
-        if let Err(error) = permit.resume(&data) {
-            // Nothing is forwarded without its EXECUTION_RESUMED (D10): the first leg may have
-            // acted, so the effect is AMBIGUOUS.
-            log::warn(&format!("{name}: recording the continuation failed: {error}"));
-            let key = permit.effect_key().map(str::to_owned);
-            let _ = permit.ambiguous(&format!("the continuation could not be recorded: {error}"));
-            self.end_flight(flight);
-            if !error.is_refusal() {
-                return Err(internal(call.id));
-            }
-            return Err(refusal(
-                call.id,
-                409,
-                -41005,
-                "warden.ambiguous_effect",
-                "the suspended call no longer holds its effect; it is AMBIGUOUS until a human resolves it",
-                json!({"effect_key": key}),
-            ));
-        }
-        let mut forward = call.message.clone();
-        if let Some(params) = forward.get_mut("params").and_then(Value::as_object_mut) {
-            params.insert("arguments".into(), permit.action().canonical_arguments());
-        }
-        let not_executed_on_error =
-            self.warden.document().actions.get(name).is_some_and(|entry| entry.not_executed_on_error);
-        Ok(Some(Admitted {
-            permit,
-            forward,
-            not_executed_on_error,
-            round: suspension.round,
-            started: std::time::Instant::now(),
-            span: None,
-            flight,
-            nested: Vec::new(),
-            session: None,
-        }))
-    }
-
-    /// A continuation of a suspension the sweep recorded AMBIGUOUS: `409 -41005` naming the
-    /// effect when it is the same call (tool, canonical arguments, principal); `None` otherwise.
-    fn lapsed_continuation(
-        &self,
-        call: &Call<'_>,
-        state: &str,
-        canonical: Option<&str>,
-        principal: &warden::Principal,
-    ) -> Option<Answer> {
-        let kept = self.lapsed.lock().ok()?;
-        let (_, lapsed) = kept.iter().rev().find(|(kept_state, _)| kept_state == state)?;
-        if lapsed.tool != call.tool || canonical != Some(lapsed.arguments.as_str()) || &lapsed.principal != principal {
-            return None;
-        }
-        Some(refusal(
-            call.id,
-            409,
-            -41005,
-            "warden.ambiguous_effect",
-            "the suspended call waited longer than --elicitation-timeout; its effect is AMBIGUOUS until a human resolves it",
-            json!({"effect_key": lapsed.effect_key}),
-        ))
-    }
-
-    /// Record every suspension whose continuation did not come in time as AMBIGUOUS (D4).
-    pub fn sweep(&self) {
-        let now = std::time::Instant::now();
-        let lapsed: Vec<(String, Suspension)> = match self.suspended.lock() {
-            Ok(mut held) => {
-                let states: Vec<String> =
-                    held.iter().filter(|(_, s)| s.deadline < now).map(|(state, _)| state.clone()).collect();
-                states.into_iter().filter_map(|state| held.remove(&state).map(|s| (state, s))).collect()
-            }
-            Err(_) => return,
-        };
-        for (state, suspension) in lapsed {
-            let seconds = self.elicitation.timeout.as_secs();
-            if let Ok(mut kept) = self.lapsed.lock() {
-                if kept.len() >= LAPSED_KEPT {
-                    kept.pop_front();
-                }
-                kept.push_back((
-                    state,
-                    Lapsed {
-                        tool: suspension.tool.clone(),
-                        arguments: suspension.arguments.clone(),
-                        principal: suspension.principal.clone(),
-                        effect_key: suspension.permit.effect_key().map(str::to_owned),
-                    },
-                ));
-            }
-            if let Err(error) =
-                suspension.permit.ambiguous(&format!("elicitation timeout: no continuation within {seconds} s"))
-            {
-                log::warn(&format!("recording a lapsed suspension failed: {error}"));
-            }
-            self.end_flight(suspension.flight);
-        }
-    }
-
-    /// The gateway is stopping: every held suspension is recorded AMBIGUOUS now (its
-    /// continuation can no longer come), rather than when its lease lapses.
-    pub fn abandon_suspensions(&self) -> usize {
-        let held: Vec<Suspension> = match self.suspended.lock() {
-            Ok(mut held) => held.drain().map(|(_, suspension)| suspension).collect(),
-            Err(_) => return 0,
-        };
-        let count = held.len();
-        for suspension in held {
-            if let Err(error) =
-                suspension.permit.ambiguous("the gateway stopped while the call waited for its continuation")
-            {
-                log::warn(&format!("recording an abandoned suspension failed: {error}"));
-            }
-            self.end_flight(suspension.flight);
-        }
-        count
-    }
-
     /// A denied receipt for a call the gateway refuses before `submit` (D5): the kernel is
     /// proposed the action with a deny ruling, which records it and refuses. `None` when the
     /// call cannot become an action or nothing was written. A resource template that cannot
@@ -931,7 +586,7 @@ impl Engine {
     }
 
     /// The latest request for `hash`, when a human has granted it.
-    fn granted_approval(&self, hash: &str) -> Option<String> {
+    pub(super) fn granted_approval(&self, hash: &str) -> Option<String> {
         let id = self.latest_request(hash)?;
         let record = self.warden.kernel().approval(&id).ok()??;
         (record.status == ApprovalStatus::Granted).then_some(id)
@@ -939,7 +594,7 @@ impl Engine {
 
     /// The latest approval request for `hash`, after reading the events written since the last
     /// look (one read when nothing is new).
-    fn latest_request(&self, hash: &str) -> Option<String> {
+    pub(super) fn latest_request(&self, hash: &str) -> Option<String> {
         let mut index = self.approvals.lock().ok()?;
         loop {
             let events = match self.warden.kernel().events(index.cursor, 1000) {
@@ -963,69 +618,6 @@ impl Engine {
             index.cursor = last;
         }
         index.by_hash.get(hash).cloned()
-    }
-
-    /// A kernel refusal (or fault) as the client's JSON-RPC error.
-    fn refused(&self, id: &Value, name: &str, hash: Option<&str>, action_id: Option<String>, error: Error) -> Answer {
-        let message = error.to_string();
-        match error {
-            Error::ApprovalRequired { request_id, expires_at, action_hash } => refusal(
-                id,
-                403,
-                -41002,
-                "warden.approval_required",
-                &format!(
-                    "{name} requires approval: a human runs 'warden approve {request_id}', then this same call runs"
-                ),
-                json!({
-                    "request_id": request_id,
-                    "action_hash": action_hash,
-                    "expires_at": warden::clock::render(expires_at),
-                }),
-            ),
-            Error::Denied { reason, .. } if reason == "approval_denied" => {
-                let request_id = hash.and_then(|h| self.latest_request(h));
-                refusal(id, 403, -41003, "warden.approval_denied", &message, json!({"request_id": request_id}))
-            }
-            Error::Denied { reason, .. } if reason == "principal_expired" || reason == "no_principal" => {
-                refusal(id, 403, -41007, "warden.no_principal", "the credential offered was rejected", json!({}))
-            }
-            Error::Denied { reason, .. } => {
-                refusal(id, 403, -41001, "warden.denied", &message, json!({"reason": reason, "action_id": action_id}))
-            }
-            Error::AuthorityDenied { reason, .. } => refusal(
-                id,
-                403,
-                -41012,
-                "warden.unauthorized",
-                &message,
-                json!({"reason": reason, "action_id": action_id}),
-            ),
-            Error::Duplicate { state, effect_key, .. } => refusal(
-                id,
-                409,
-                -41004,
-                "warden.duplicate_effect",
-                &message,
-                json!({"effect_key": effect_key, "state": state.as_str()}),
-            ),
-            Error::Ambiguous { effect_key, .. } => {
-                refusal(id, 409, -41005, "warden.ambiguous_effect", &message, json!({"effect_key": effect_key}))
-            }
-            Error::ApprovalMismatch { reason, .. } => {
-                refusal(id, 409, -41006, "warden.blocked", &message, json!({"reason": reason}))
-            }
-            Error::AttemptCeiling { .. } => {
-                refusal(id, 409, -41006, "warden.blocked", &message, json!({"reason": "attempt_ceiling"}))
-            }
-            // A template that cannot render, arguments over the limits, a bad hop or task: the
-            // call cannot become an action, so it is denied.
-            Error::InvalidInput(_) => refusal(id, 403, -41001, "warden.denied", &message, json!({})),
-            other => {
-                log::warn(&format!("{name}: the kernel failed ({other}); nothing was forwarded"));
-                internal(id)
-            }
-        }
     }
 
     /// Record what was observed and say what the client gets.
@@ -1220,38 +812,14 @@ impl Engine {
         }
         Finished { reply, meta, action_id, effect_key, icons }
     }
-}
 
-/// The refusal of a client's answer to a legacy sampling server request that uses tools: never
-/// relayed, whatever `gateway.sampling_tools` says (there is no call leg to settle tool uses
-/// with).
-pub fn legacy_tool_use_refusal(id: &Value, uses: &[ToolUse]) -> Answer {
-    tool_use_refusal(
-        id,
-        uses,
-        "a client's sampling answer",
-        "this answer to a sampling request uses tools, which the server would run with no decision; the gateway \
-         does not relay tool use inside sampling on a 2025 revision",
-    )
-}
-
-/// A relayed request (`prompts/get`, `resources/read`, …) retried with answers to sampling
-/// requests that use tools: refused whole and never forwarded, whatever `gateway.sampling_tools`
-/// says — only a `tools/call`'s tool use can be governed as an action.
-pub fn relayed_tool_use_refusal(message: &Value) -> Option<Answer> {
-    let method = message.get("method").and_then(Value::as_str)?;
-    let uses = tool_uses(message.get("params").and_then(|p| p.get("inputResponses")));
-    if uses.is_empty() {
-        return None;
+    /// The protected call ended: its `execute_tool` span with it.
+    pub(super) fn end_flight(&self, flight: Option<InFlight>) {
+        if let Some(flight) = flight {
+            // A call still not ended (it could not be recorded) ends its span when dropped.
+            let _ = self.telemetry.action_ended(flight);
+        }
     }
-    let id = message.get("id").cloned().unwrap_or(Value::Null);
-    Some(tool_use_refusal(
-        &id,
-        &uses,
-        &format!("a {} retry's sampling answers", log::printable(method)),
-        "this request's answers to sampling requests use tools, which the server would run with no decision; the \
-         gateway relays tool use inside sampling on no request but a tools/call it decides",
-    ))
 }
 
 /// Report `effect` as `permit`'s one outcome (which writes its receipt): the outcome as the
@@ -1273,188 +841,6 @@ pub fn report(permit: Permit, effect: &Effect, what: &str) -> (&'static str, Opt
     }
 }
 
-/// The `-41019` refusal of tool use the gateway does not relay, logged with the tools' names.
-fn tool_use_refusal(id: &Value, uses: &[ToolUse], what: &str, message: &str) -> Answer {
-    let tools: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
-    log::warn(&format!(
-        "refused {what} with tool use ({}): not relayed to the upstream",
-        log::printable(&tools.join(", "))
-    ));
-    refusal(
-        id,
-        403,
-        -41019,
-        "warden.sampling_tools_refused",
-        message,
-        json!({"reason": "sampling_tool_use", "tools": tools}),
-    )
-}
-
-/// How many of the newest receipts a refusal's receipt is looked for among.
-const REFUSAL_RECEIPT_WINDOW: usize = 64;
-
-impl Engine {
-    /// A refusal that wrote a receipt (its `data.action_id` names the action) carries the
-    /// receipt summary in `data._meta`, where an SDK's typed error reads it: the action id,
-    /// and the receipt's id and result when it is among the newest receipts (an exact match on
-    /// the action id; under a burst of other calls it may be out of the window: `null`).
-    fn refusal_meta(&self, body: &mut Value) {
-        let Some(data) = body.get("error").and_then(|e| e.get("data")) else { return };
-        let Some(action_id) = data.get("action_id").and_then(Value::as_str).map(str::to_owned) else { return };
-        if data.get("_meta").is_some() {
-            return;
-        }
-        let effect_key = data.get("effect_key").cloned().unwrap_or(Value::Null);
-        let found = self.warden.kernel().last_receipts(REFUSAL_RECEIPT_WINDOW).ok().and_then(|rows| {
-            rows.into_iter().rev().map(|(_, receipt)| receipt.to_json()).find(|r| r["action_id"] == action_id.as_str())
-        });
-        let meta = json!({
-            "action_id": action_id,
-            "receipt_id": found.as_ref().map(|r| r["receipt_id"].clone()).unwrap_or(Value::Null),
-            "effect_key": effect_key,
-            "result": found.as_ref().map(|r| r["result"].clone()).unwrap_or(json!("denied")),
-            "attempt": Value::Null,
-        });
-        if let Some(data) = body.pointer_mut("/error/data").and_then(Value::as_object_mut) {
-            let slot = data.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-            if let Some(slot) = slot.as_object_mut() {
-                slot.insert(META_KEY.into(), meta);
-            }
-        }
-    }
-
-    /// `gateway.sampling_tools: refuse`.
-    pub fn refuses_sampling_tools(&self) -> bool {
-        self.warden.document().gateway.sampling_tools == SamplingTools::Refuse
-    }
-
-    /// The outcome of the tool uses a leg carried (`gateway.sampling_tools: govern`) is the
-    /// leg's: the upstream answered with a result or with another `input_required`
-    /// (`asks_more`: it took the tool uses and goes on) → committed, it provably did nothing →
-    /// not executed, anything else → AMBIGUOUS. Their summaries.
-    fn settle_nested(&self, nested: Vec<Permit>, effect: &Effect, asks_more: bool) -> Vec<Value> {
-        let mut out = Vec::new();
-        for permit in nested {
-            let action = permit.action().name.clone();
-            let action_id = permit.action().action_id.clone();
-            let receipt_id = permit.receipt_id().to_owned();
-            let (result, recorded) = match effect {
-                Effect::Failed(what) => ("failed", permit.not_executed(&log::printable(what))),
-                Effect::Committed => ("committed", permit.commit(&Value::Null)),
-                Effect::Ambiguous(_) if asks_more => ("committed", permit.commit(&Value::Null)),
-                Effect::Ambiguous(what) => ("ambiguous", permit.ambiguous(&log::printable(what))),
-            };
-            let (result, receipt_id) = match recorded {
-                Ok(()) => (result, Some(receipt_id)),
-                Err(error) => {
-                    log::warn(&format!("recording the outcome of {action_id} failed: {error}"));
-                    ("ambiguous", None)
-                }
-            };
-            out.push(json!({"action": action, "action_id": action_id, "receipt_id": receipt_id, "result": result}));
-        }
-        out
-    }
-
-    /// The protected call ended: its `execute_tool` span with it.
-    pub(super) fn end_flight(&self, flight: Option<InFlight>) {
-        if let Some(flight) = flight {
-            // A call still not ended (it could not be recorded) ends its span when dropped.
-            let _ = self.telemetry.action_ended(flight);
-        }
-    }
-
-    /// A held task ended (`tasks`): its log line (no arguments: they are not kept) and its span.
-    pub(super) fn task_settled(
-        &self,
-        tool: &str,
-        decision: &str,
-        meta: &Value,
-        started: std::time::Instant,
-        flight: Option<InFlight>,
-    ) {
-        log::call(&outcome_line(&format!("mcp.{}.{tool}", self.alias), tool, decision, meta, 0, started));
-        self.end_flight(flight);
-    }
-
-    /// The log line of a call whose outcome was recorded (or held), with its arguments under
-    /// `--log-arguments`.
-    fn log_outcome(
-        &self,
-        tool: &str,
-        decision: &str,
-        meta: &Value,
-        round: u32,
-        started: std::time::Instant,
-        forward: &Value,
-    ) {
-        let mut line = outcome_line(&format!("mcp.{}.{tool}", self.alias), tool, decision, meta, round, started);
-        if self.log_arguments {
-            line["arguments"] = arguments_of(forward);
-        }
-        log::call(&line);
-    }
-}
-
-/// A `tools/call` message's `params.arguments` (null when it has none).
-fn arguments_of(message: &Value) -> Value {
-    message.get("params").and_then(|p| p.get("arguments")).cloned().unwrap_or(Value::Null)
-}
-
-fn millis(started: std::time::Instant) -> f64 {
-    (started.elapsed().as_micros() as f64 / 1000.0 * 10.0).round() / 10.0
-}
-
-/// The log line of a call refused before it was forwarded: what the client was told, never
-/// the arguments.
-fn refusal_line(action: &str, tool: &str, body: &Value, started: std::time::Instant) -> Value {
-    let error = body.get("error");
-    let data = error.and_then(|e| e.get("data"));
-    let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
-    // What the document decided, when the refusal says (the others come before any decision).
-    let decision = match code {
-        Some(-41001 | -41003 | -41012) => Some("deny"),
-        Some(-41002) => Some("approve"),
-        _ => None,
-    };
-    json!({
-        "action": action,
-        "tool": tool,
-        "decision": decision,
-        "outcome": "refused",
-        "code": code,
-        "error": data.and_then(|d| d.get("error")),
-        "reason": data.and_then(|d| d.get("reason")),
-        "effect_key": data.and_then(|d| d.get("effect_key")),
-        "action_id": data.and_then(|d| d.get("action_id")),
-        "request_id": data.and_then(|d| d.get("request_id")),
-        "latency_ms": millis(started),
-    })
-}
-
-/// The log line of a call whose outcome was recorded (or held, `suspended`).
-fn outcome_line(
-    action: &str,
-    tool: &str,
-    decision: &str,
-    meta: &Value,
-    round: u32,
-    started: std::time::Instant,
-) -> Value {
-    json!({
-        "action": action,
-        "tool": tool,
-        "decision": decision,
-        "outcome": meta.get("result"),
-        "effect_key": meta.get("effect_key"),
-        "receipt_id": meta.get("receipt_id"),
-        "action_id": meta.get("action_id"),
-        "attempt": meta.get("attempt"),
-        "round": round,
-        "latency_ms": millis(started),
-    })
-}
-
 /// `sha256:` over a tool result's `structuredContent` as the gateway relays it (compact JSON,
 /// member names sorted, numbers as the upstream spelled them), when the answer is a result
 /// that has one.
@@ -1466,106 +852,6 @@ fn structured_content_digest(envelope: &Value) -> Option<String> {
 fn traceparent(envelope: &Value) -> Option<String> {
     let text = envelope.get("params")?.get("_meta")?.get("traceparent")?.as_str()?;
     warden::receipt::is_traceparent(text).then(|| text.to_owned())
-}
-
-/// Permits that were issued for tool uses that will never be forwarded: not executed.
-fn release(permits: Vec<Permit>, why: &str) {
-    for permit in permits {
-        if let Err(error) = permit.not_executed(why) {
-            log::warn(&format!("releasing a tool use's permit failed: {error}"));
-        }
-    }
-}
-
-/// How many request keys a refusal names (every member and block is looked at: the body is
-/// already bounded, and one unread block could hide a tool use).
-const MAX_NAMED_KEYS: usize = 256;
-
-/// The keys of an `input_required` result's `sampling/createMessage` requests that involve
-/// tools (SEP-1577): `tools` offered to the model, or `tool_use`/`tool_result` content in its
-/// messages (a loop already under way).
-pub fn sampling_with_tools(envelope: &Value) -> Vec<String> {
-    let Some(requests) = envelope.get("result").and_then(|r| r.get("inputRequests")).and_then(Value::as_object) else {
-        return Vec::new();
-    };
-    requests
-        .iter()
-        .filter(|(_, request)| request_uses_tools(request))
-        .take(MAX_NAMED_KEYS)
-        .map(|(key, _)| key.chars().take(256).collect())
-        .collect()
-}
-
-/// Whether a request (`{method, params}`: an MRTR input request, or a legacy server request)
-/// is a `sampling/createMessage` that offers tools or carries a tool loop.
-pub fn request_uses_tools(request: &Value) -> bool {
-    if request.get("method").and_then(Value::as_str) != Some("sampling/createMessage") {
-        return false;
-    }
-    let params = request.get("params");
-    let offered = params.and_then(|p| p.get("tools")).is_some_and(|t| t.as_array().is_none_or(|t| !t.is_empty()));
-    let looped = params.and_then(|p| p.get("messages")).and_then(Value::as_array).is_some_and(|messages| {
-        messages.iter().any(|m| !blocks(m.get("content"), &["tool_use", "tool_result"]).is_empty())
-    });
-    offered || looped
-}
-
-/// The tools a client's JSON-RPC response to a legacy sampling server request asks the server
-/// to run (its `result` is a sampling result with `tool_use` content).
-pub fn response_tool_uses(message: &Value) -> Vec<ToolUse> {
-    let Some(result) = message.get("result") else { return Vec::new() };
-    tool_uses(Some(&json!({"r": result})))
-}
-
-/// The content blocks of `content` (one block or a list) whose `type` is one of `kinds`.
-fn blocks<'a>(content: Option<&'a Value>, kinds: &[&str]) -> Vec<&'a Value> {
-    let of_kind = |block: &&Value| block.get("type").and_then(Value::as_str).is_some_and(|t| kinds.contains(&t));
-    match content {
-        Some(Value::Array(list)) => list.iter().filter(of_kind).collect(),
-        Some(block @ Value::Object(_)) => std::iter::once(block).filter(of_kind).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// One `tool_use` block of a sampling result: the tool the client's model asked for, and its
-/// input.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolUse {
-    pub name: String,
-    pub input: Value,
-}
-
-/// The `tool_use` blocks among `inputResponses`: every answer but an elicitation's (which has
-/// an `action`) is read as a sampling result, with or without its `role` — a lenient server
-/// would run a tool use whose answer left `role` out. A block without a string name is still
-/// a tool use: it is named `?` so it is refused, never skipped. Every member and block is read.
-pub fn tool_uses(responses: Option<&Value>) -> Vec<ToolUse> {
-    let Some(responses) = responses.and_then(Value::as_object) else { return Vec::new() };
-    responses
-        .values()
-        .filter(|response| response.get("action").is_none())
-        .flat_map(|response| blocks(response.get("content"), &["tool_use"]))
-        .map(|block| ToolUse {
-            name: block.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("?").to_owned(),
-            input: block.get("input").cloned().unwrap_or(Value::Null),
-        })
-        .collect()
-}
-
-/// The `requestState` of an `input_required` result, when it has a non-empty one.
-fn requested_state(envelope: &Value) -> Option<String> {
-    let result = envelope.get("result")?;
-    if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-        return None;
-    }
-    result.get("requestState").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
-}
-
-/// The member names of an `inputRequests`/`inputResponses` object (at most 64, each at most
-/// 256 characters): what a suspension event keeps of them, never their values.
-fn keys(object: Option<&Value>) -> Vec<String> {
-    let Some(map) = object.and_then(Value::as_object) else { return Vec::new() };
-    map.keys().take(64).map(|key| key.chars().take(256).collect()).collect()
 }
 
 /// `sha256:` over the compact JSON of `value` as the gateway forwards it (the inputResponses
@@ -1595,173 +881,6 @@ fn raw_arguments_digest(raw: &[u8], arguments: &Value) -> String {
     }
 }
 
-fn internal(id: &Value) -> Answer {
-    refusal(
-        id,
-        500,
-        -32603,
-        "warden.internal",
-        "warden could not decide this call (a store fault); nothing was forwarded — see the gateway's log",
-        json!({}),
-    )
-}
-
 pub(super) fn micros(duration: std::time::Duration) -> warden::Micros {
     i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
-}
-
-/// `{"jsonrpc":"2.0","id":…,"error":{"code","message","data":{"error":token,…}}}`.
-pub fn refusal(id: &Value, status: u16, code: i64, token: &str, message: &str, data: Value) -> Answer {
-    let mut data = match data {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    data.insert("error".into(), json!(token));
-    Answer {
-        status,
-        body: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}}),
-    }
-}
-
-/// The synthesised answer for an outcome with no readable reply (`-41010`/`-41011`), with `_meta`.
-pub fn synthesised(id: &Value, finished: &Finished) -> Answer {
-    let data = json!({"effect_key": finished.effect_key, "action_id": finished.action_id});
-    let mut answer = match finished.reply {
-        Reply::SamplingRefused => refusal(
-            id,
-            403,
-            -41019,
-            "warden.sampling_tools_refused",
-            "the upstream asked the client's model to use tools inside sampling, which the server would then run with \
-             no decision; this gateway does not relay it (gateway.sampling_tools: refuse). The call's effect is \
-             AMBIGUOUS until a human checks it and runs 'warden resolve'",
-            json!({"reason": "sampling_tools", "effect_key": finished.effect_key, "action_id": finished.action_id}),
-        ),
-        Reply::NotExecuted => refusal(
-            id,
-            502,
-            -41011,
-            "warden.upstream_not_executed",
-            "the upstream was never reached, so the tool did not run; the call may be sent again",
-            data,
-        ),
-        _ => refusal(
-            id,
-            502,
-            -41010,
-            "warden.upstream_ambiguous",
-            "the upstream's outcome is not known; the effect is AMBIGUOUS until a human checks it and runs 'warden resolve'",
-            data,
-        ),
-    };
-    with_meta(&mut answer.body, &finished.meta);
-    answer
-}
-
-/// Merge the receipt summary into the `_meta` of the `result` object — or of the error's `data`
-/// object — where an MCP SDK's typed result reads it (`CallToolResult.meta`, `McpError.data`).
-/// Never at the top level of the envelope, where the reference gateway puts it: JSON-RPC 2.0
-/// gives a response no other member, and the official TypeScript SDK's strict schema drops such a
-/// response as unreadable (its call then times out). A `result` that is not an object, or an
-/// error `data` that is neither absent nor an object, is left as the upstream sent it.
-pub fn with_meta(envelope: &mut Value, meta: &Value) {
-    let put = |container: &mut Map<String, Value>| {
-        if let Some(slot) = container.entry("_meta").or_insert_with(|| Value::Object(Map::new())).as_object_mut() {
-            slot.insert(META_KEY.into(), meta.clone());
-        }
-    };
-    let Some(object) = envelope.as_object_mut() else { return };
-    if let Some(result) = object.get_mut("result") {
-        if let Some(result) = result.as_object_mut() {
-            put(result);
-        }
-    } else if let Some(error) = object.get_mut("error").and_then(Value::as_object_mut) {
-        if let Some(data) = error.entry("data").or_insert_with(|| Value::Object(Map::new())).as_object_mut() {
-            put(data);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tool_uses_are_read_from_sampling_answers_only_and_a_nameless_one_is_kept() {
-        // (inputResponses, the tool names found)
-        let many_texts: Vec<Value> = (0..300).map(|n| json!({"type": "text", "text": n.to_string()})).collect();
-        let mut past_the_texts = many_texts.clone();
-        past_the_texts.push(json!({"type": "tool_use", "name": "late", "input": {}}));
-        let mut many_answers: Map<String, Value> =
-            (0..300).map(|n| (format!("a{n:03}"), json!({"action": "decline"}))).collect();
-        many_answers
-            .insert("zzz".into(), json!({"role": "assistant", "content": {"type": "tool_use", "name": "last"}}));
-        let table: [(Value, &[&str]); 10] = [
-            (json!({"w": {"role": "assistant", "content": {"type": "tool_use", "name": "a", "input": {}}}}), &["a"]),
-            // Past any count of other blocks or members: every one is read.
-            (json!({"w": {"role": "assistant", "content": past_the_texts}}), &["late"]),
-            (Value::Object(many_answers), &["last"]),
-            (json!({"w": {"role": "assistant", "content": many_texts}}), &[]),
-            // A sampling answer that left out its role is read all the same.
-            (json!({"w": {"content": {"type": "tool_use", "name": "roleless", "input": {}}}}), &["roleless"]),
-            (
-                json!({"w": {"role": "assistant", "content": [
-                    {"type": "text", "text": "x"},
-                    {"type": "tool_use", "name": "a", "input": {"k": 1}},
-                    {"type": "tool_use", "input": {}},
-                ]}}),
-                &["a", "?"],
-            ),
-            (json!({"w": {"role": "assistant", "content": {"type": "text", "text": "tool_use"}}}), &[]),
-            // An elicitation's answer has an action: form data that happens to say tool_use is not one.
-            (json!({"e": {"action": "accept", "content": {"type": "tool_use", "name": "a"}}}), &[]),
-            (json!({"w": "not an object"}), &[]),
-            (json!([1, 2]), &[]),
-        ];
-        for (responses, names) in table {
-            let found: Vec<String> = tool_uses(Some(&responses)).into_iter().map(|u| u.name).collect();
-            assert_eq!(found, names, "{responses}");
-        }
-        assert!(tool_uses(None).is_empty());
-    }
-
-    #[test]
-    fn a_relayed_retry_with_tool_use_in_its_sampling_answers_is_refused_whole() {
-        let answers = json!({"s": {"role": "assistant", "content": {"type": "tool_use", "name": "rm", "input": {}}}});
-        for method in ["prompts/get", "resources/read", "some/other"] {
-            let message = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"inputResponses": answers}});
-            let answer = relayed_tool_use_refusal(&message).expect(method);
-            assert_eq!(answer.status, 403, "{method}");
-            assert_eq!(answer.body["id"], 7);
-            assert_eq!(answer.body["error"]["code"], -41019, "{method}");
-            assert_eq!(answer.body["error"]["data"]["tools"], json!(["rm"]));
-        }
-        let elicited = json!({"e": {"action": "accept", "content": {"x": 1}}});
-        let plain = json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"inputResponses": elicited}});
-        assert!(relayed_tool_use_refusal(&plain).is_none(), "an elicitation's answer is relayed");
-        let response = json!({"jsonrpc": "2.0", "id": 7, "result": {"inputResponses": answers}});
-        assert!(relayed_tool_use_refusal(&response).is_none(), "a response is the legacy path's to check");
-    }
-
-    #[test]
-    fn sampling_requests_with_tools_are_named_by_their_keys() {
-        let envelope = |requests: Value| json!({"result": {"resultType": "input_required", "inputRequests": requests}});
-        let with_tools =
-            json!({"method": "sampling/createMessage", "params": {"messages": [], "tools": [{"name": "t"}]}});
-        let looped = json!({"method": "sampling/createMessage", "params": {"messages": [
-            {"role": "user", "content": [{"type": "tool_result", "toolUseId": "1", "content": []}]}
-        ]}});
-        let plain = json!({"method": "sampling/createMessage", "params": {"messages": [], "tools": []}});
-        let elicit = json!({"method": "elicitation/create", "params": {"tools": [{"name": "t"}]}});
-        let table: [(Value, &[&str]); 5] = [
-            (json!({"a": with_tools}), &["a"]),
-            (json!({"a": looped}), &["a"]),
-            (json!({"a": plain, "b": elicit}), &[]),
-            (json!({"a": with_tools, "b": plain}), &["a"]),
-            (json!("no requests"), &[]),
-        ];
-        for (requests, keys) in table {
-            assert_eq!(sampling_with_tools(&envelope(requests.clone())), keys, "{requests}");
-        }
-    }
 }

@@ -10,12 +10,14 @@
 //! (kernel calls, receipts, answers) → `http` (the listener).
 
 mod admin;
+mod answer;
 mod catalog;
 mod classify;
 mod client;
 mod commands;
 mod coverage;
 mod credential;
+mod elicitation;
 mod exchange;
 mod http;
 mod intercept;
@@ -25,6 +27,7 @@ mod log;
 mod otel_record;
 mod pins;
 mod resource;
+mod sampling;
 mod scaffold;
 pub mod settings;
 mod sse;
@@ -574,8 +577,8 @@ fn engine(
     engine
 }
 
-fn elicitation(args: &GatewayArgs) -> intercept::Elicitation {
-    intercept::Elicitation {
+fn elicitation(args: &GatewayArgs) -> elicitation::Elicitation {
+    elicitation::Elicitation {
         max_rounds: args.max_elicitation_rounds,
         timeout: Duration::from_secs(args.elicitation_timeout.max(1)),
     }

@@ -14,11 +14,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::answer;
 use super::catalog::{self, ListTools};
 use super::classify::{Observation, Reply};
-use super::intercept::{self, Call, Engine};
+use super::intercept::{Call, Engine};
 use super::lists;
 use super::log;
+use super::sampling;
 use super::tasks;
 use super::wire::{self, Kind};
 use crate::exit::Failure;
@@ -111,12 +113,12 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                 // Sampling with tools (gateway.sampling_tools: refuse): the client is never asked;
                 // the child gets the refusal as its answer.
                 if let Some(message) = parsed.as_ref().filter(|m| m.get("id").is_some()) {
-                    if intercept::request_uses_tools(message) && engine.refuses_sampling_tools() {
+                    if sampling::request_uses_tools(message) && engine.refuses_sampling_tools() {
                         log::warn(
                             "the upstream asked for sampling with tools; not relayed (gateway.sampling_tools: refuse)",
                         );
                         let id = message.get("id").cloned().unwrap_or(Value::Null);
-                        let refused = intercept::refusal(
+                        let refused = answer::refusal(
                             &id,
                             403,
                             -41019,
@@ -182,7 +184,7 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
             }
             Ok(mut inbound) => match inbound.kind.clone() {
                 Kind::Relay => {
-                    if let Some(answer) = intercept::relayed_tool_use_refusal(&inbound.message) {
+                    if let Some(answer) = sampling::relayed_tool_use_refusal(&inbound.message) {
                         write_value(&client_out, &answer.body);
                         continue;
                     }
@@ -191,10 +193,10 @@ pub fn run(engine: Arc<Engine>, command: &[String], timeout: Duration) -> Result
                             asks.remove(&id.to_string());
                         }
                         // A sampling answer that uses tools: the child gets a refusal instead.
-                        let uses = intercept::response_tool_uses(&inbound.message);
+                        let uses = sampling::response_tool_uses(&inbound.message);
                         if !uses.is_empty() {
                             let id = inbound.message.get("id").cloned().unwrap_or(Value::Null);
-                            inbound.message = intercept::legacy_tool_use_refusal(&id, &uses).body;
+                            inbound.message = sampling::legacy_tool_use_refusal(&id, &uses).body;
                         }
                     }
                     let method = inbound
@@ -410,7 +412,7 @@ fn intercepted(
             &Observation::NeverConnected("the JSON-RPC id was already in flight".into()),
             call.revision,
         );
-        let mut answer = intercept::refusal(
+        let mut answer = answer::refusal(
             call.id,
             400,
             -32600,
@@ -418,7 +420,7 @@ fn intercepted(
             "another tools/call with this id is still in flight; use a fresh id per request",
             json!({}),
         );
-        intercept::with_meta(&mut answer.body, &finished.meta);
+        answer::with_meta(&mut answer.body, &finished.meta);
         return answer.body;
     }
     let mut line = serde_json::to_vec(&admitted.forward).unwrap_or_default();
@@ -470,7 +472,7 @@ fn intercepted(
             finished.relayed(&mut envelope);
             envelope
         }
-        _ => intercept::synthesised(call.id, &finished).body,
+        _ => answer::synthesised(call.id, &finished).body,
     }
 }
 

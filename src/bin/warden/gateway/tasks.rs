@@ -29,8 +29,9 @@ use serde_json::{json, Value};
 
 use warden::kernel::Permit;
 
+use super::answer::with_meta;
 use super::classify::Effect;
-use super::intercept::{digest, micros, with_meta, Engine};
+use super::intercept::{digest, micros, Engine};
 use super::log;
 use super::telemetry::InFlight;
 
