@@ -439,8 +439,7 @@ impl Warden {
         let action = self.refused_action_for(request)?;
         let trace = request.trace.as_ref();
         if let Some(trace) = trace {
-            let tool = self.kernel.limits().check_name(request.name).is_ok().then_some(request.name);
-            trace.begin(self.kernel.now(), tool, self.capture, self.kernel.outcomes().name())?;
+            self.begin_trace(trace, request)?;
         }
         let answer = self.kernel.record_denial(&action, reason, request.traceparent, trace);
         if let Some(trace) = trace {
@@ -555,9 +554,7 @@ impl Warden {
         recovery: &Recovery<'_>,
     ) -> (Option<String>, Result<Permit>) {
         let Some(trace) = &request.trace else { return self.recover(request, recovery) };
-        // The name is echoed only once it is known to be within bounds.
-        let tool = self.kernel.limits().check_name(request.name).is_ok().then_some(request.name);
-        if let Err(reused) = trace.begin(self.kernel.now(), tool, self.capture, self.kernel.outcomes().name()) {
+        if let Err(reused) = self.begin_trace(trace, request) {
             return (None, Err(reused));
         }
         let (action_id, outcome) = self.recover(request, recovery);
@@ -565,6 +562,14 @@ impl Warden {
             trace.end_error(self.kernel.now(), error);
         }
         (action_id, outcome)
+    }
+
+    /// Begin `request`'s call in `trace`: its tool (the name is echoed only once it is known to
+    /// be within bounds), what the operator lets the span carry, the outcome mode. A trace that
+    /// already recorded a call is refused.
+    fn begin_trace(&self, trace: &crate::telemetry::ActionTrace, request: &ActionRequest<'_>) -> Result<()> {
+        let tool = self.kernel.limits().check_name(request.name).is_ok().then_some(request.name);
+        trace.begin(self.kernel.now(), tool, self.capture, self.kernel.outcomes().name())
     }
 
     /// `submit_recovering` without the trace's beginning and end.

@@ -392,16 +392,7 @@ fn scratch() -> tempfile::TempDir {
 }
 
 fn warden() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
-    command.env_remove("WARDEN_STORE").env_remove("WARDEN_CONFIG").env("RUST_BACKTRACE", "0");
-    // The gateway exports only when the OTEL_* variables say so: none leaks in from the test's
-    // environment.
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("OTEL_") {
-            command.env_remove(name);
-        }
-    }
-    command
+    support::warden_command()
 }
 
 fn gateway_in(dir: &Path, upstream: &str, extra: &[&str]) -> Gateway {

@@ -200,14 +200,7 @@ fn send(mut conn: Conn, body: &Value) -> Conn {
 }
 
 fn warden() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
-    command.env_remove("WARDEN_STORE").env_remove("WARDEN_CONFIG").env("RUST_BACKTRACE", "0");
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("OTEL_") {
-            command.env_remove(name);
-        }
-    }
-    command
+    support::warden_command()
 }
 
 struct Gateway {

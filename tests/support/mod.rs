@@ -380,3 +380,17 @@ pub fn read_body(conn: &mut Conn, seen: &Recorded) -> Vec<u8> {
     }
     body
 }
+
+/// The `warden` binary this test run built, with nothing of the test's own environment that
+/// would change what it does: no `WARDEN_STORE`/`WARDEN_CONFIG`, and no `OTEL_*` variables (a
+/// gateway exports only when they say so), backtraces off.
+pub fn warden_command() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    command.env_remove("WARDEN_STORE").env_remove("WARDEN_CONFIG").env("RUST_BACKTRACE", "0");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("OTEL_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
