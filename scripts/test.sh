@@ -231,6 +231,7 @@ clean_checkout() {
 checkout_before=$(git status --porcelain | grep -vxF " M $mutants_base_file" || true)
 
 stage "clippy (-D warnings)" clippy
+stage "public API: cargo doc --no-deps lists docs/public-api.txt" scripts/public-api.sh
 stage "release build (library + CLI, shared by bindings)" release_build
 stage "cargo test" rust_tests
 stage "cargo test --features test-exports" broken_build_controls
