@@ -143,6 +143,9 @@ pub mod http;
 #[allow(unsafe_code)]
 #[doc(hidden)]
 pub mod os;
+// `warden verify`'s guarantees and their throwaway stores. They stay in the library, not the
+// binary, because G4 and G11–G12 need what the library gives no one outside it: a kernel
+// proposal with a ruling handed in (`Kernel::propose`) and raw row edits (`Kernel::store`).
 #[doc(hidden)]
 pub mod scratch;
 #[doc(hidden)]
