@@ -159,7 +159,7 @@ pub mod verify;
 // outcome on the permit.
 pub use document::{load_file as load_document, load_str as parse_document, Document, DocumentError};
 pub use kernel::{Outcomes, Permit, ReconcileAnswer};
-pub use pipeline::{ActionRequest, Recovery, ReconcileHook, Warden, WardenOptions};
+pub use pipeline::{ActionRequest, ReconcileHook, Recovery, Warden, WardenOptions};
 
 // Who acts and what: the principal, the canonical action, the document's ruling on it.
 pub use action::{Action, Principal};
