@@ -16,6 +16,7 @@ use super::checkpoint::StoredCheckpoint;
 use super::key::NoteSigner;
 use super::settings::{Due, EvidenceSettings, KeySource};
 use crate::clock::{Micros, MICROS_PER_SECOND};
+use crate::error::InvalidInputKind;
 use crate::error::{Error, Result};
 use crate::sight::credentials::{CredentialProvider, EnvProvider};
 
@@ -251,9 +252,11 @@ impl Checkpointer {
         let mut hosted =
             self.shared.hosted.write().map_err(|_| Error::Config("the anchors' list was poisoned".into()))?;
         if self.shared.anchors.sinks().contains(&name) || hosted.iter().any(|other| other.name() == name) {
-            return Err(Error::InvalidInput(format!(
-                "this handle already sends checkpoints to an anchor named {name:?}"
-            )));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Conflict,
+                "name",
+                format!("this handle already sends checkpoints to an anchor named {name:?}"),
+            ));
         }
         hosted.push(provider);
         Ok(())
