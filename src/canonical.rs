@@ -826,7 +826,7 @@ mod tests {
     #[test]
     fn a_repeated_key_is_refused_with_its_path_and_position() {
         let message = |text: &str| match parse_json(text) {
-            Err(CanonicalError::Duplicate { message, .. }) => message,
+            Err(CanonicalError::Duplicate { message, .. } | CanonicalError::Parse { message }) => message,
             other => panic!("{text}: expected a refusal, got {other:?}"),
         };
         let refused = "an object may give each key once (the key repeats";
@@ -841,12 +841,14 @@ mod tests {
         ] {
             let shown = if path.is_empty() { "the top level".to_owned() } else { path.to_owned() };
             assert_eq!(message(text), format!("duplicate key at {shown}: {refused}: {at})"), "{text}");
+            assert!(matches!(parse_json(text), Err(CanonicalError::Duplicate { path: p, .. }) if p == path), "{text}");
         }
         // Same key in sibling objects, or a key equal to a value, is no repetition.
         assert_eq!(canonical(r#"[{"a":1},{"a":2}]"#).unwrap(), r#"[{"a":1},{"a":2}]"#);
         assert_eq!(canonical(r#"{"a":{"a":"a"}}"#).unwrap(), r#"{"a":{"a":"a"}}"#);
         // Any other error after a container keeps its own message, untouched by the path trail.
         assert_eq!(message(r#"{"a":[1,]}"#), "expecting value: line 1 column 9 (char 8)");
+        assert!(matches!(parse_json(r#"{"a":[1,]}"#), Err(CanonicalError::Parse { .. })));
     }
 
     #[test]

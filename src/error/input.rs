@@ -116,6 +116,10 @@ impl From<CanonicalError> for InvalidInput {
                 Some(path) => InvalidInput::at(InvalidInputKind::TooLarge, path, message),
                 None => InvalidInput::new(InvalidInputKind::TooLarge, message),
             },
+            // A key repeated at the top level has no path to give.
+            CanonicalError::Duplicate { path, .. } if path.is_empty() => {
+                InvalidInput::new(InvalidInputKind::Conflict, message)
+            }
             CanonicalError::Duplicate { path, .. } => InvalidInput::at(InvalidInputKind::Conflict, path, message),
         }
     }
