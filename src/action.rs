@@ -17,7 +17,7 @@ use crate::canonical::{
     nesting_depth, parse_json, sha256_prefixed, to_canonical_string_with, CanonicalError, Floats, MAX_INPUT_DEPTH,
 };
 use crate::error::InvalidInput;
-use crate::error::InvalidInputKind::{self, *};
+use crate::error::InvalidInputKind::{self, Malformed, Missing, NotCanonical, State, TooLarge};
 
 /// The `schema` member of the hashed action document (ctrlrun's, so hashes agree).
 pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";

@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::{Action, Principal};
 use crate::clock::{Micros, MICROS_PER_SECOND};
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 
 pub mod notify;
 pub mod person;

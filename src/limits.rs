@@ -7,8 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The largest JSON document any C entry parses, whatever the configuration (a parsed JSON
 /// value takes many times its text in memory).

@@ -13,8 +13,7 @@ use crate::authority::{self, AuthorityResult, Call, CreatedVia, Grant};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
-use crate::error::InvalidInputKind;
-use crate::error::{DenialReason, Error, Result, StoreFaultKind};
+use crate::error::{DenialReason, Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::kernel::authority::{AuthorityStamp, ListedDelegation, Sweep};
 use crate::kernel::{
     resolve_environment, AnswerWait, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer,

@@ -87,10 +87,7 @@ fn each_refusal_names_its_kind_and_path() {
         ),
     ];
     for (what, request, kind, path) in table {
-        let refused = match warden.submit(&request) {
-            Ok(_) => panic!("{what}: not refused"),
-            Err(error) => error,
-        };
+        let Err(refused) = warden.submit(&request) else { panic!("{what}: not refused") };
         assert_eq!(refused.invalid_input_kind(), Some(kind), "{what}: {refused}");
         assert_eq!(refused.invalid_input_path(), path, "{what}: {refused}");
         assert!(refused.to_string().starts_with("invalid input: "), "{what}: {refused}");

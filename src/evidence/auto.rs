@@ -16,8 +16,7 @@ use super::checkpoint::StoredCheckpoint;
 use super::key::NoteSigner;
 use super::settings::{Due, EvidenceSettings, KeySource};
 use crate::clock::{Micros, MICROS_PER_SECOND};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::sight::credentials::{CredentialProvider, EnvProvider};
 
 /// The longest sleep between two looks at the log.

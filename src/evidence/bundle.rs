@@ -16,8 +16,7 @@ use super::checkpoint::{self, Companion, StoredCheckpoint};
 use super::key::{open_note, NoteRefusal, NoteVerifier};
 use super::retention::PrunedPrefix;
 use super::tree::{check_consistency, leaf_hash, Frontier};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::kernel::{Kernel, ProofAsk};
 use crate::receipt::GENESIS_HASH;
 

@@ -20,8 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::clock::Micros;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The extension line naming the checkpoint's time.
 pub const TIME_LINE: &str = "warden-time";

@@ -13,8 +13,7 @@ use base64::prelude::{Engine, BASE64_STANDARD};
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use zeroize::Zeroizing;
 
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The signed-note algorithm byte for Ed25519.
 const ALG_ED25519: u8 = 0x01;

@@ -15,8 +15,7 @@ use serde_json::{json, Value};
 use super::checkpoint::{decode_hash, StoredCheckpoint};
 use super::tree::{check_consistency, check_inclusion, leaf_hash};
 use crate::clock::render;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::{Kernel, ProofAsk};
 
 /// How many checkpoints one read lists when a caller asks for all of them.

@@ -12,8 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{render, Micros};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The agent every retention receipt names: the store's own administration.
 pub const RETENTION_AGENT: &str = "warden";

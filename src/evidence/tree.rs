@@ -14,8 +14,7 @@ use std::collections::HashMap;
 
 use tlog_tiles::tlog::{self, Hash, HashReader};
 
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 
 /// The lowest level whose complete subtrees the store caches: 2^4 = 16 receipts per node.
 pub const CACHED_LEVEL: u8 = 4;

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use base64::prelude::{Engine, BASE64_STANDARD};
 use serde_json::Value;
 
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 use crate::evidence::anchor::{AnchorError, AnchorProvider, AnchorReceipt, SignedCheckpoint};
 
 use super::bytes::{required_json, required_str, warden_buf};

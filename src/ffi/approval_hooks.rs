@@ -9,8 +9,7 @@ use serde_json::Value;
 
 use crate::approval::precondition::{PreconditionProvider, PreconditionSource};
 use crate::approval::Verified;
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 
 use super::bytes::{required_json, warden_buf};
 use super::handle::{warden_handle, with_handle};

@@ -6,8 +6,7 @@ use serde_json::Value;
 use crate::action::Action;
 use crate::approval::scope::Scope;
 use crate::approval::{check_person_name, ApprovalRecord};
-use crate::error::Error;
-use crate::error::{InvalidInput, InvalidInputKind};
+use crate::error::{Error, InvalidInput, InvalidInputKind};
 use crate::pipeline::ActionRequest;
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};

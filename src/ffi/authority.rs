@@ -5,8 +5,7 @@
 use serde_json::Value;
 
 use crate::authority::CreatedVia;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::authority::{ListedDelegation, Sweep};
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};

@@ -4,8 +4,7 @@
 use serde_json::Value;
 
 use crate::canonical::parse_json;
-use crate::error::Error;
-use crate::error::{InvalidInput, InvalidInputKind};
+use crate::error::{Error, InvalidInput, InvalidInputKind};
 
 use super::panic::infallible;
 use super::result::error_json;

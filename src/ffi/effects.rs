@@ -3,8 +3,7 @@
 use serde_json::Value;
 
 use crate::effect::{EffectRecord, EffectState};
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 use crate::kernel::ReconcileAnswer;
 use crate::store::Event;
 

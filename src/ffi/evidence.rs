@@ -5,8 +5,7 @@
 
 use serde_json::Value;
 
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 use crate::evidence::proof;
 
 use super::bytes::{required_str, warden_buf, Out};

@@ -3,8 +3,7 @@
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use crate::error::Error;
-use crate::error::{InvalidInput, InvalidInputKind};
+use crate::error::{Error, InvalidInput, InvalidInputKind};
 use crate::kernel::{Kernel, KernelOptions, Outcomes};
 use crate::pipeline::{Warden, WardenOptions};
 use crate::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};

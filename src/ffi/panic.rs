@@ -6,8 +6,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 
 use super::bytes::{report, warden_buf};
 use super::result::{code_of, warden_result, WARDEN_RESULT_OK};

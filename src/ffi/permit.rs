@@ -6,8 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::effect::{ResultForm, StoredResult};
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 use crate::kernel::{Kernel, Permit};
 use crate::pipeline::ActionRequest;
 

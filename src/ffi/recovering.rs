@@ -5,8 +5,7 @@
 use std::ffi::c_void;
 use std::time::Duration;
 
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 use crate::kernel::{AnswerWait, ReconcileAnswer};
 
 use super::approval_hooks::{warden_precondition_fn, HostPrecondition};

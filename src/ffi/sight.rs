@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 use crate::http::CancelToken;
 use crate::pipeline::Warden;
 use crate::sight::credentials::CredentialProvider;

@@ -6,8 +6,7 @@
 use serde_json::Value;
 
 use crate::effect::{Outcome, StoredResult};
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};

@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 use crate::telemetry::ActionTrace;
 
 use super::bytes::{required_str, warden_buf, Out};

@@ -9,8 +9,7 @@ use crate::approval::{
     self, ApprovalAsk, ApprovalRecord, ApprovalStatus, Approver, RequestedAction, Verdict, Vote, DEFAULT_APPROVAL_TTL,
 };
 use crate::clock::Micros;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::store::WriteTx;
 

@@ -25,8 +25,7 @@ use crate::authority::{
     CreationError, Grant, Proposal, Revocation,
 };
 use crate::clock::Micros;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::ReceiptAuthority;
 use crate::store::{ReadTx, WriteTx};

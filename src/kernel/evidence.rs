@@ -7,8 +7,7 @@
 use super::ops::{Read, ReadReply, Write, WriteReply};
 use super::{ops::unexpected, Kernel};
 use crate::clock::{render, Micros};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::evidence::anchor::SignedCheckpoint;
 use crate::evidence::anchoring::{self, AnchorTry, SinkProvider, SinkState, StoredAnchor};
 use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};

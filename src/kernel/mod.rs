@@ -31,8 +31,7 @@ use std::time::Duration;
 use crate::action::{Action, Principal};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::Ruling;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::store::{Durability, Now, Store, StoreOptions};
 use crate::template::Template;
 

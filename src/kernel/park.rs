@@ -15,8 +15,7 @@ use crate::action::{Action, Principal};
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{self, EffectRecord, EffectState};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::ReceiptAuthority;
 

@@ -14,8 +14,7 @@ use crate::action::{new_id, Action, IdKind, Principal};
 use crate::approval::check_person_name;
 use crate::clock::{self, Micros};
 use crate::decision::{Decision, Ruling};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::retention::{

@@ -17,8 +17,7 @@ use crate::approval::scope::{
 use crate::approval::{self, ApprovalAsk, ApprovalRecord, ApprovalStatus, Approver};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::WriteTx;

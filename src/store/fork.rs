@@ -15,8 +15,7 @@
 //!   close descriptor numbers the child may since have reused, or join threads that do not
 //!   exist there).
 
-use crate::error::InvalidInputKind;
-use crate::error::StoreFaultKind;
+use crate::error::{InvalidInputKind, StoreFaultKind};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 

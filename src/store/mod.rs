@@ -54,8 +54,7 @@ crate::test_pub! {
 }
 
 use crate::clock::{Clock, Micros, SystemClock};
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use redb::client::{Answer, Client};
 use redb::commit::{Claim, Committer, Item, Slot};
 use redb::file::{Db, FileId};

@@ -3,8 +3,7 @@
 //! chain, each read from the store when observed.
 
 use crate::effect_state::EffectState;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::kernel::Kernel;
 
 use super::span::{attributes_json, AttributeValue, Attributes};

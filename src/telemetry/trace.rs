@@ -14,8 +14,7 @@ use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::StoredResult;
 use crate::effect_state::EffectState;
-use crate::error::InvalidInputKind;
-use crate::error::{DuplicateState, Error};
+use crate::error::{DuplicateState, Error, InvalidInputKind};
 use crate::sight::echo::Echo;
 
 use super::span::{guardrail_event, ActionSpan, AttributeValue, Capture, Ended, Facts, SpanEvent};

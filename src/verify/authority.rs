@@ -10,8 +10,7 @@ use crate::action::Principal;
 use crate::authority::{Authority, Budget, CreatedVia, Dimension, Grant, Subject};
 use crate::clock::{Clock, ManualClock, Micros, MICROS_PER_SECOND};
 use crate::document::Document;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
 
 use super::scenarios::Ctx;

@@ -17,8 +17,7 @@ use crate::canonical::Floats;
 use crate::clock::{Clock, ManualClock, Micros};
 use crate::decision::{Decision, Ruling};
 use crate::effect::EffectState;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::{Kernel, KernelOptions, Proposal};
 use crate::template::{Template, TemplateMode};
 

@@ -16,8 +16,7 @@ use crate::clock::ManualClock;
 use crate::decision::Decision;
 use crate::document::Document;
 use crate::effect::EffectState;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::Kernel;
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
 

@@ -9,8 +9,7 @@ use serde_json::{Map, Value};
 use super::Result;
 use crate::decision::Decision;
 use crate::document::{ActionEntry, Condition, Document, Op};
-use crate::error::Error;
-use crate::error::InvalidInputKind;
+use crate::error::{Error, InvalidInputKind};
 
 /// At most this many values are tried per constrained argument, and this many combinations.
 const VALUES_PER_SUBJECT: usize = 16;

@@ -8,8 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::store::rows::semantics::{self, Reads, Writes};
 use crate::store::rows::{
     check_shape, exists_fault, own, parts, Own, Part, Put, RowRead, RowWrite, Scan, Table, Visit,

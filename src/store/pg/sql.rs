@@ -11,8 +11,7 @@ use std::collections::HashMap;
 use postgres::types::ToSql;
 use postgres::{Client, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 
 /// Statements prepared on one connection, by their text.
 pub(super) type Cache = HashMap<&'static str, Statement>;

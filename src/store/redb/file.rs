@@ -17,8 +17,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Builder, Database, DatabaseError};
 
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::store::fork;
 
 /// Redb's page cache per process; the working set of a kernel is small.

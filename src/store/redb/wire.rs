@@ -7,8 +7,7 @@ use std::io::{Read, Write};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::clock::Micros;
-use crate::error::InvalidInputKind;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 
 /// Bumped whenever a message changes meaning or encoding; both ends must agree.
 /// 2: a store fault crosses as its kind and message (`StoreFault`), no longer as bare text.
