@@ -566,14 +566,7 @@ pub unsafe extern "C" fn warden_permit_extend_lease(
     err: *mut warden_buf,
 ) -> warden_result {
     let work = |permit: &mut warden_permit| -> Result<(), Error> {
-        let lease =
-            i64::try_from(lease_ms).ok().filter(|ms| *ms > 0).and_then(|ms| ms.checked_mul(1000)).ok_or_else(|| {
-                Error::invalid_at(
-                    InvalidInputKind::OutOfRange,
-                    "lease_ms",
-                    format!("lease_ms must be between 1 and {}", i64::MAX / 1000),
-                )
-            })?;
+        let lease = super::store_ops::lease_micros(lease_ms)?;
         let until = permit.kernel.now().saturating_add(lease);
         let extended = permit.unfinished()?;
         extended.extend_lease(until)?;

@@ -306,14 +306,7 @@ pub unsafe extern "C" fn warden_store_extend_lease(
         // SAFETY: the caller's guarantee for each (ptr, len) pair.
         let (key, action_id) =
             unsafe { (required_str(key, key_len, "key")?, required_str(action_id, id_len, "action_id")?) };
-        let lease =
-            i64::try_from(lease_ms).ok().filter(|ms| *ms > 0).and_then(|ms| ms.checked_mul(1000)).ok_or_else(|| {
-                Error::invalid_at(
-                    InvalidInputKind::OutOfRange,
-                    "lease_ms",
-                    format!("lease_ms must be between 1 and {}", i64::MAX / 1000),
-                )
-            })?;
+        let lease = lease_micros(lease_ms)?;
         let until = handle.kernel.now().saturating_add(lease);
         let record = handle.kernel.extend_lease(key, action_id, attempt, until)?;
         // SAFETY: `out` is NULL or writable (the caller's guarantee).
@@ -368,4 +361,15 @@ pub unsafe extern "C" fn warden_store_consume_approval(
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
     unsafe { with_handle(h, err, work) }
+}
+
+/// A lease of `lease_ms` milliseconds in microseconds: 1 ms up to what microseconds can hold.
+pub(super) fn lease_micros(lease_ms: u64) -> Result<crate::clock::Micros, Error> {
+    i64::try_from(lease_ms).ok().filter(|ms| *ms > 0).and_then(|ms| ms.checked_mul(1000)).ok_or_else(|| {
+        Error::invalid_at(
+            InvalidInputKind::OutOfRange,
+            "lease_ms",
+            format!("lease_ms must be between 1 and {}", i64::MAX / 1000),
+        )
+    })
 }
