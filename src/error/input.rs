@@ -136,7 +136,9 @@ impl From<ActionError> for InvalidInput {
 
 #[cfg(test)]
 mod tests {
+    use super::InvalidInput;
     use super::InvalidInputKind::{self, *};
+    use crate::canonical::{parse_json, to_canonical_string};
 
     #[test]
     fn every_kind_is_spelled_as_serde_spells_it() {
@@ -148,5 +150,38 @@ mod tests {
             assert!(seen.insert(kind.as_str()), "{kind:?} is spelled like another kind");
             assert_eq!(serde_json::from_value::<InvalidInputKind>(serde).unwrap(), kind);
         }
+    }
+
+    #[test]
+    fn canonical_errors_keep_their_kind_and_path() {
+        let parsed = |text: &str| InvalidInput::from(parse_json(text).expect_err(text));
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let table: [(InvalidInput, InvalidInputKind, Option<&str>); 7] = [
+            (parsed("{"), Malformed, None),
+            (parsed("[1, NaN]"), NotCanonical, None),
+            (parsed(r#""\ud800""#), NotCanonical, None),
+            (parsed(&deep), TooLarge, None),
+            (parsed(r#"{"a": {"k": 1, "k": 2}}"#), Conflict, Some("a.k")),
+            (parsed(r#"{"": 1, "": 2}"#), Conflict, None),
+            (
+                InvalidInput::from(to_canonical_string(&serde_json::json!({"b": [0, 1.5]}), "arguments").unwrap_err()),
+                NotCanonical,
+                Some("arguments.b[1]"),
+            ),
+        ];
+        for (index, (invalid, kind, path)) in table.into_iter().enumerate() {
+            assert_eq!((invalid.kind, invalid.path.as_deref()), (kind, path), "row {index}: {invalid}");
+        }
+    }
+
+    #[test]
+    fn a_path_is_rerooted_and_a_prefix_keeps_kind_and_path() {
+        let agent = InvalidInput::at(Missing, "principal.agent", "principal.agent must be a non-empty string");
+        let moved = agent.clone().prefixed("answer.approver: ").rerooted("answer.approver");
+        assert_eq!(moved.kind, Missing);
+        assert_eq!(moved.path.as_deref(), Some("answer.approver.agent"));
+        assert_eq!(moved.message, "answer.approver: principal.agent must be a non-empty string");
+        let whole = InvalidInput::new(Malformed, "m").rerooted("request.by");
+        assert_eq!(whole.path.as_deref(), Some("request.by"));
     }
 }
