@@ -18,8 +18,10 @@
  *   failure, if non-NULL, it receives a JSON error object {"code": "WARDEN_RESULT_...",
  *   "reason": "...", "message": "...", "refusal": true|false, ...the refusal's fields}
  *   (fields, as they apply: request_id, expires_at, action_hash, approval_id, state,
- *   effect_key, action_id, attempts, max_attempts), freed with warden_buf_free. On success
- *   *err is left untouched.
+ *   effect_key, action_id, attempts, max_attempts; for WARDEN_RESULT_STORE and
+ *   WARDEN_RESULT_INVALID_INPUT, "kind", and for invalid input "path", the offending field,
+ *   where known: see docs/ABI.md), freed with warden_buf_free. On success *err is left
+ *   untouched.
  * - Every function catches Rust panics and never unwinds into the caller: a fallible one
  *   returns WARDEN_RESULT_PANIC. After a panic or a store fault the handle answers
  *   WARDEN_RESULT_POISONED until it is closed and reopened.

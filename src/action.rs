@@ -16,6 +16,8 @@ use serde_json::{Map, Value};
 use crate::canonical::{
     nesting_depth, parse_json, sha256_prefixed, to_canonical_string_with, CanonicalError, Floats, MAX_INPUT_DEPTH,
 };
+use crate::error::InvalidInput;
+use crate::error::InvalidInputKind::{self, Malformed, Missing, NotCanonical, State, TooLarge};
 
 /// The `schema` member of the hashed action document (ctrlrun's, so hashes agree).
 pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";
@@ -24,9 +26,9 @@ pub const ACTION_SCHEMA: &str = "ctrlrun.action/v1";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ActionError {
-    /// A field is missing, empty or of the wrong shape; the text says which.
+    /// A field is missing, empty or of the wrong shape; the kind and path say which.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(InvalidInput),
     /// The arguments have no canonical form (a float where floats are refused, invalid JSON).
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -52,10 +54,10 @@ impl Principal {
     /// An empty identity names nobody, so it cannot be attributed or granted anything.
     pub fn validate(&self) -> Result<(), ActionError> {
         if self.agent.is_empty() {
-            return Err(invalid("principal.agent must be a non-empty string"));
+            return Err(invalid(Missing, "principal.agent", "principal.agent must be a non-empty string"));
         }
         if self.user.as_deref() == Some("") {
-            return Err(invalid("principal.user must be a non-empty string or absent"));
+            return Err(invalid(Missing, "principal.user", "principal.user must be a non-empty string or absent"));
         }
         Ok(())
     }
@@ -114,7 +116,11 @@ impl Action {
     ) -> Result<Action, ActionError> {
         let depth = nesting_depth(&arguments);
         let Value::Object(arguments) = arguments else {
-            return Err(invalid(&format!("action.arguments must be a JSON object, got {}", kind_of(&arguments))));
+            return Err(invalid(
+                Malformed,
+                "arguments",
+                &format!("action.arguments must be a JSON object, got {}", kind_of(&arguments)),
+            ));
         };
         let mut action = Action {
             action_id: String::new(),
@@ -126,14 +132,22 @@ impl Action {
         };
         action.validate()?;
         if depth > MAX_INPUT_DEPTH {
-            return Err(invalid(&format!(
-                "action.arguments nest {depth} levels deep; at most {MAX_INPUT_DEPTH} are \
+            return Err(invalid(
+                TooLarge,
+                "arguments",
+                &format!(
+                    "action.arguments nest {depth} levels deep; at most {MAX_INPUT_DEPTH} are \
                  accepted, so that receipts and events wrapping them can be read back"
-            )));
+                ),
+            ));
         }
         let text = to_canonical_string_with(&Value::Object(action.arguments), "arguments", floats)?;
         let Value::Object(canonical_arguments) = parse_json(&text)? else {
-            return Err(invalid("action.arguments did not read back as an object from their canonical form"));
+            return Err(invalid(
+                NotCanonical,
+                "arguments",
+                "action.arguments did not read back as an object from their canonical form",
+            ));
         };
         action.arguments = canonical_arguments;
         action.action_id = new_id(IdKind::Action)?;
@@ -143,13 +157,13 @@ impl Action {
     /// The field rules of [`Action::new`], minus the arguments, which are checked by encoding them.
     pub fn validate(&self) -> Result<(), ActionError> {
         if self.name.is_empty() {
-            return Err(invalid("action.name must be a non-empty string"));
+            return Err(invalid(Missing, "name", "action.name must be a non-empty string"));
         }
         if self.environment.is_empty() {
-            return Err(invalid("action.environment must be a non-empty string"));
+            return Err(invalid(Missing, "environment", "action.environment must be a non-empty string"));
         }
         if self.resource.as_deref() == Some("") {
-            return Err(invalid("action.resource must be a non-empty string or absent"));
+            return Err(invalid(Missing, "resource", "action.resource must be a non-empty string or absent"));
         }
         self.principal.validate()
     }
@@ -234,9 +248,9 @@ const ID_RANDOM_BYTES: usize = 16;
 pub fn new_id(kind: IdKind) -> Result<String, ActionError> {
     let mut random = [0u8; ID_RANDOM_BYTES];
     getrandom::fill(&mut random).map_err(|error| {
-        invalid(&format!(
-            "the operating system's random source failed ({error}); no {} id can be issued",
-            kind.prefix()
+        ActionError::Invalid(InvalidInput::new(
+            State,
+            format!("the operating system's random source failed ({error}); no {} id can be issued", kind.prefix()),
         ))
     })?;
     Ok(format!("{}{}", kind.prefix(), hex::encode(random)))
@@ -249,8 +263,8 @@ pub fn is_id(kind: IdKind, text: &str) -> bool {
     })
 }
 
-fn invalid(message: &str) -> ActionError {
-    ActionError::Invalid(message.to_owned())
+fn invalid(kind: InvalidInputKind, path: &str, message: &str) -> ActionError {
+    ActionError::Invalid(InvalidInput::at(kind, path, message))
 }
 
 fn optional_string(text: Option<&str>) -> Value {
@@ -304,7 +318,11 @@ mod tests {
         for (arguments, kind) in table {
             assert_eq!(
                 refund(arguments),
-                Err(ActionError::Invalid(format!("action.arguments must be a JSON object, got {kind}")))
+                Err(ActionError::Invalid(InvalidInput::at(
+                    Malformed,
+                    "arguments",
+                    format!("action.arguments must be a JSON object, got {kind}")
+                )))
             );
         }
         assert_eq!(kind_of(&json!({})), "an object");
@@ -422,7 +440,8 @@ mod tests {
         assert!(refund(nest(MAX_INPUT_DEPTH - 1)).is_ok());
         assert!(matches!(
             refund(nest(MAX_INPUT_DEPTH)),
-            Err(ActionError::Invalid(m)) if m.contains("nest")
+            Err(ActionError::Invalid(InvalidInput { kind: TooLarge, path: Some(p), message }))
+                if p == "arguments" && message.contains("nest")
         ));
     }
 

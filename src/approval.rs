@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::{Action, Principal};
 use crate::clock::{Micros, MICROS_PER_SECOND};
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 
 pub mod notify;
 pub mod person;
@@ -461,16 +461,19 @@ pub fn check_consumable(
 /// never forge a line of CLI output or hide text with a bidi override), bounded.
 pub fn check_person_name(what: &str, name: &str) -> Result<(), Error> {
     if name.trim().is_empty() {
-        return Err(Error::InvalidInput(format!("{what} must be a non-empty name")));
+        return Err(Error::invalid(InvalidInputKind::Missing, format!("{what} must be a non-empty name")));
     }
     if name.chars().count() > MAX_NAME_CHARS {
-        return Err(Error::InvalidInput(format!("{what} is longer than {MAX_NAME_CHARS} characters")));
+        return Err(Error::invalid(
+            InvalidInputKind::TooLarge,
+            format!("{what} is longer than {MAX_NAME_CHARS} characters"),
+        ));
     }
     if let Some(bad) = name.chars().find(|c| is_control_or_format(*c)) {
-        return Err(Error::InvalidInput(format!(
-            "{what} contains the control or format character U+{:04X}; use one plain line",
-            u32::from(bad)
-        )));
+        return Err(Error::invalid(
+            InvalidInputKind::Malformed,
+            format!("{what} contains the control or format character U+{:04X}; use one plain line", u32::from(bad)),
+        ));
     }
     Ok(())
 }

@@ -54,6 +54,29 @@ pub enum CanonicalError {
         /// The parser's account of what is wrong.
         message: String,
     },
+    /// Text that names a value with no canonical form: `NaN`, `Infinity`, a lone UTF-16
+    /// surrogate.
+    #[error("invalid JSON: {message}")]
+    NoForm {
+        /// The parser's account of what is wrong, with its position.
+        message: String,
+    },
+    /// Containers nested deeper than the parser or the encoder goes.
+    #[error("invalid JSON: {message}")]
+    TooDeep {
+        /// Where the encoder stopped, as a JSON path (the parser gives a position instead).
+        path: Option<String>,
+        /// What is wrong, with the position or path.
+        message: String,
+    },
+    /// A key given twice in one object, which has no single canonical form.
+    #[error("invalid JSON: {message}")]
+    Duplicate {
+        /// The repeated key's path.
+        path: String,
+        /// What is wrong, with the path and position.
+        message: String,
+    },
 }
 
 /// Which numbers a canonical form holds: the one difference between the dialects' canonical JSON.
@@ -121,12 +144,9 @@ pub fn parse_json(text: &str) -> Result<Value, CanonicalError> {
                 Step::Member(key) => member_path(&path, key),
                 Step::Item(index) => format!("{path}[{index}]"),
             });
-            Err(CanonicalError::Parse {
-                message: format!(
-                    "duplicate key at {}: an object may give each key once ({message})",
-                    display_path(&path)
-                ),
-            })
+            let message =
+                format!("duplicate key at {}: an object may give each key once ({message})", display_path(&path));
+            Err(CanonicalError::Duplicate { path, message })
         }
         (parsed, _) => parsed,
     }
@@ -357,7 +377,8 @@ fn write_value(
 fn enter(depth: usize, path: &str) -> Result<usize, CanonicalError> {
     let deeper = depth + 1;
     if deeper > MAX_ENCODE_DEPTH {
-        return Err(CanonicalError::Parse {
+        return Err(CanonicalError::TooDeep {
+            path: Some(display_path(path)),
             message: format!("containers nest deeper than {MAX_ENCODE_DEPTH} levels at {}", display_path(path)),
         });
     }
@@ -426,12 +447,22 @@ impl Parser<'_> {
 
     /// Python's positions: line and column from 1, and `char` as a code-point offset.
     fn error(&self, what: &str) -> CanonicalError {
+        CanonicalError::Parse { message: self.located(what) }
+    }
+
+    /// `what` with the position, as [`Parser::error`] words it.
+    fn located(&self, what: &str) -> String {
         let before = self.text.get(..self.pos).unwrap_or(self.text);
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let column = before.get(line_start..).map_or(0, |l| l.chars().count()) + 1;
         let offset = before.chars().count();
-        CanonicalError::Parse { message: format!("{what}: line {line} column {column} (char {offset})") }
+        format!("{what}: line {line} column {column} (char {offset})")
+    }
+
+    /// Text with no canonical form (`NaN`, a lone surrogate), at the current position.
+    fn no_form(&self, what: &str) -> CanonicalError {
+        CanonicalError::NoForm { message: self.located(what) }
     }
 
     fn skip_whitespace(&mut self) {
@@ -458,7 +489,7 @@ impl Parser<'_> {
             Some(b'f') if self.eat("false") => Ok(Value::Bool(false)),
             Some(b'n') if self.eat("null") => Ok(Value::Null),
             Some(b'N' | b'I') if self.rest_starts_with_non_finite() => {
-                Err(self.error("NaN and Infinity are not JSON numbers and have no canonical form"))
+                Err(self.no_form("NaN and Infinity are not JSON numbers and have no canonical form"))
             }
             _ => Err(self.error("expecting value")),
         }
@@ -471,7 +502,8 @@ impl Parser<'_> {
 
     fn enter(&self, depth: usize) -> Result<(), CanonicalError> {
         if depth > MAX_PARSE_DEPTH {
-            return Err(self.error(&format!("containers nest deeper than {MAX_PARSE_DEPTH} levels")));
+            let message = self.located(&format!("containers nest deeper than {MAX_PARSE_DEPTH} levels"));
+            return Err(CanonicalError::TooDeep { path: None, message });
         }
         Ok(())
     }
@@ -584,7 +616,7 @@ impl Parser<'_> {
         if self.peek() == Some(b'-') {
             self.pos += 1;
             if self.peek() == Some(b'I') && self.rest_starts_with_non_finite() {
-                return Err(self.error("NaN and Infinity are not JSON numbers and have no canonical form"));
+                return Err(self.no_form("NaN and Infinity are not JSON numbers and have no canonical form"));
             }
         }
         match self.peek() {
@@ -681,11 +713,11 @@ impl Parser<'_> {
                     Some(low @ 0xdc00..=0xdfff) => 0x10000 + ((first - 0xd800) << 10) + (low - 0xdc00),
                     _ => {
                         self.pos = low_at;
-                        return Err(self.error("lone UTF-16 surrogate in \\u escape"));
+                        return Err(self.no_form("lone UTF-16 surrogate in \\u escape"));
                     }
                 }
             }
-            0xdc00..=0xdfff => return Err(self.error("lone UTF-16 surrogate in \\u escape")),
+            0xdc00..=0xdfff => return Err(self.no_form("lone UTF-16 surrogate in \\u escape")),
             other => other,
         };
         char::from_u32(code).ok_or_else(|| self.error("invalid \\u escape"))
@@ -794,7 +826,7 @@ mod tests {
     #[test]
     fn a_repeated_key_is_refused_with_its_path_and_position() {
         let message = |text: &str| match parse_json(text) {
-            Err(CanonicalError::Parse { message }) => message,
+            Err(CanonicalError::Duplicate { message, .. } | CanonicalError::Parse { message }) => message,
             other => panic!("{text}: expected a refusal, got {other:?}"),
         };
         let refused = "an object may give each key once (the key repeats";
@@ -809,12 +841,14 @@ mod tests {
         ] {
             let shown = if path.is_empty() { "the top level".to_owned() } else { path.to_owned() };
             assert_eq!(message(text), format!("duplicate key at {shown}: {refused}: {at})"), "{text}");
+            assert!(matches!(parse_json(text), Err(CanonicalError::Duplicate { path: p, .. }) if p == path), "{text}");
         }
         // Same key in sibling objects, or a key equal to a value, is no repetition.
         assert_eq!(canonical(r#"[{"a":1},{"a":2}]"#).unwrap(), r#"[{"a":1},{"a":2}]"#);
         assert_eq!(canonical(r#"{"a":{"a":"a"}}"#).unwrap(), r#"{"a":{"a":"a"}}"#);
         // Any other error after a container keeps its own message, untouched by the path trail.
         assert_eq!(message(r#"{"a":[1,]}"#), "expecting value: line 1 column 9 (char 8)");
+        assert!(matches!(parse_json(r#"{"a":[1,]}"#), Err(CanonicalError::Parse { .. })));
     }
 
     #[test]
@@ -825,7 +859,7 @@ mod tests {
     #[test]
     fn lone_surrogates_are_refused_as_invalid_json() {
         for text in [r#""\ud800""#, r#""\udc00""#, r#""\ud800x""#, r#""\ud800\u0041""#, r#"{"\ud83d":1}"#] {
-            assert!(matches!(parse_json(text), Err(CanonicalError::Parse { .. })), "{text}");
+            assert!(matches!(parse_json(text), Err(CanonicalError::NoForm { .. })), "{text}");
         }
     }
 
@@ -846,9 +880,6 @@ mod tests {
             "1e",
             "tru",
             "nul",
-            "NaN",
-            "Infinity",
-            "-Infinity",
             "{\"a\"}",
             "\"a\u{1}b\"",
             r#""\x""#,
@@ -858,6 +889,13 @@ mod tests {
             "\u{a0}1",
         ] {
             assert!(matches!(parse_json(text), Err(CanonicalError::Parse { .. })), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused_as_having_no_form() {
+        for text in ["NaN", "Infinity", "-Infinity", "[1, NaN]"] {
+            assert!(matches!(parse_json(text), Err(CanonicalError::NoForm { .. })), "{text:?}");
         }
     }
 
@@ -888,12 +926,17 @@ mod tests {
         let ok = format!("{}{}", "[".repeat(MAX_PARSE_DEPTH), "]".repeat(MAX_PARSE_DEPTH));
         assert!(parse_json(&ok).is_ok());
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(matches!(parse_json(&deep), Err(CanonicalError::Parse { .. })));
+        assert!(matches!(parse_json(&deep), Err(CanonicalError::TooDeep { path: None, .. })));
     }
 
     fn parse_error(text: &str) -> String {
         match parse_json(text) {
-            Err(CanonicalError::Parse { message }) => message,
+            Err(
+                CanonicalError::Parse { message }
+                | CanonicalError::NoForm { message }
+                | CanonicalError::TooDeep { message, .. }
+                | CanonicalError::Duplicate { message, .. },
+            ) => message,
             other => panic!("{text:?} was not refused as invalid JSON: {other:?}"),
         }
     }
@@ -938,10 +981,11 @@ mod tests {
         let text = to_canonical_string(&nested(MAX_ENCODE_DEPTH), "v").expect("512 levels encode");
         assert_eq!(text.len(), 2 * MAX_ENCODE_DEPTH);
         let refused = to_canonical_string(&json!({ "a": nested(MAX_ENCODE_DEPTH) }), "v");
-        let Err(CanonicalError::Parse { message }) = refused else {
+        let Err(CanonicalError::TooDeep { message, path: Some(at) }) = refused else {
             panic!("513 levels were not refused: {refused:?}");
         };
         let path = format!("v.a{}", "[0]".repeat(MAX_ENCODE_DEPTH - 1));
+        assert_eq!(at, path);
         assert_eq!(message, format!("containers nest deeper than 512 levels at {path}"));
     }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::clock::{Micros, MICROS_PER_SECOND};
-use crate::error::{DuplicateState, Error};
+use crate::error::{DuplicateState, Error, InvalidInput, InvalidInputKind};
 
 pub use crate::effect_state::EffectState;
 
@@ -297,18 +297,20 @@ pub fn plan_reservation(
     record: Option<&EffectRecord>,
     claim: &Claim<'_>,
     now: Micros,
-) -> Result<ReservationPlan, String> {
+) -> Result<ReservationPlan, InvalidInput> {
+    use InvalidInputKind::{Missing, OutOfRange};
     if claim.effect_key.is_empty() {
-        return Err("effect_key must be a non-empty string".into());
+        return Err(InvalidInput::at(Missing, "effect_key", "effect_key must be a non-empty string"));
     }
     if claim.action_id.is_empty() {
-        return Err("action_id must be a non-empty string".into());
+        return Err(InvalidInput::at(Missing, "action_id", "action_id must be a non-empty string"));
     }
     if claim.lease <= 0 {
-        return Err(format!("a reservation lease must be positive, got {} µs", claim.lease));
+        let message = format!("a reservation lease must be positive, got {} µs", claim.lease);
+        return Err(InvalidInput::at(OutOfRange, "lease", message));
     }
     if claim.max_attempts == Some(0) {
-        return Err("max_attempts must be at least 1".into());
+        return Err(InvalidInput::at(OutOfRange, "max_attempts", "max_attempts must be at least 1"));
     }
     let lease_until = now.saturating_add(claim.lease);
     let granted = |attempt: u32, created_at: Micros| EffectRecord {
@@ -507,10 +509,14 @@ pub fn plan_lease_extension(
     now: Micros,
 ) -> Result<EffectRecord, Error> {
     if until <= now {
-        return Err(Error::InvalidInput(format!(
-            "extend_lease until {} is not in the future; an expired lease reserves nothing",
-            crate::clock::render(until)
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::OutOfRange,
+            "until",
+            format!(
+                "extend_lease until {} is not in the future; an expired lease reserves nothing",
+                crate::clock::render(until)
+            ),
+        ));
     }
     let Some(record) = record else {
         return Err(Error::Ambiguous {
@@ -544,9 +550,11 @@ pub fn plan_lease_extension(
         });
     }
     if record.lease_expires_at.is_some_and(|current| until < current) {
-        return Err(Error::InvalidInput(format!(
-            "extend_lease would shorten the lease on {effect_key:?}; a lease is only ever extended"
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::OutOfRange,
+            "until",
+            format!("extend_lease would shorten the lease on {effect_key:?}; a lease is only ever extended"),
+        ));
     }
     let mut next = record.clone();
     next.lease_expires_at = Some(until);
@@ -563,7 +571,11 @@ pub fn plan_mark_ambiguous(
     now: Micros,
 ) -> Result<OutcomePlan, Error> {
     let Some(record) = record else {
-        return Err(Error::InvalidInput(format!("no effect {effect_key:?} to mark ambiguous")));
+        return Err(Error::invalid_at(
+            InvalidInputKind::Unknown,
+            "effect_key",
+            format!("no effect {effect_key:?} to mark ambiguous"),
+        ));
     };
     match record.state {
         EffectState::Ambiguous => Ok(OutcomePlan::Unchanged(record.clone())),
@@ -575,10 +587,10 @@ pub fn plan_mark_ambiguous(
             next.error = Some(error.to_owned());
             Ok(OutcomePlan::Write(next))
         }
-        EffectState::Committed | EffectState::Failed => Err(Error::InvalidInput(format!(
-            "effect {effect_key:?} is {}; a known outcome is never made ambiguous",
-            record.state
-        ))),
+        EffectState::Committed | EffectState::Failed => Err(Error::invalid(
+            InvalidInputKind::State,
+            format!("effect {effect_key:?} is {}; a known outcome is never made ambiguous", record.state),
+        )),
     }
 }
 
@@ -593,7 +605,11 @@ pub fn plan_resolution(
     now: Micros,
 ) -> Result<EffectRecord, Error> {
     if !matches!(to, EffectState::Committed | EffectState::Failed) {
-        return Err(Error::InvalidInput(format!("an effect resolves to committed or failed, not {to}")));
+        return Err(Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "to",
+            format!("an effect resolves to committed or failed, not {to}"),
+        ));
     }
     let Some(record) = record else {
         return Err(Error::NotFound(format!("no effect {effect_key:?} to resolve")));
@@ -602,13 +618,16 @@ pub fn plan_resolution(
         return Err(Error::NotResolvable { effect_key: effect_key.to_owned(), state: record.state });
     }
     if let Some(seen) = expect_attempt.filter(|seen| *seen != record.attempt) {
-        return Err(Error::InvalidInput(format!(
-            "effect {effect_key:?} is ambiguous at attempt {}, not at attempt {seen}, the one this resolution was \
+        return Err(Error::invalid(
+            InvalidInputKind::State,
+            format!(
+                "effect {effect_key:?} is ambiguous at attempt {}, not at attempt {seen}, the one this resolution was \
              made for (it was resolved and tried again since); nothing was changed: look at it again (warden \
              inspect {}) and resolve what it is now",
-            record.attempt,
-            crate::hint::shell_word(effect_key)
-        )));
+                record.attempt,
+                crate::hint::shell_word(effect_key)
+            ),
+        ));
     }
     let note = format!("resolved {to} by {resolver}");
     let mut next = record.clone();
@@ -667,19 +686,23 @@ fn held<'r>(
 /// `{attempt, effect_key, schema}` document, truncated to 16 bytes, rendered as a UUID of
 /// version 8. Derived from (key, attempt), never the key alone, so the one retry that FAILED
 /// permits is not answered with the provider's cached failure.
-pub fn idempotency_token(effect_key: &str, attempt: u32) -> Result<String, String> {
+pub fn idempotency_token(effect_key: &str, attempt: u32) -> Result<String, InvalidInput> {
     if effect_key.is_empty() {
-        return Err("an idempotency token names an attempt on a non-empty effect key".into());
+        return Err(InvalidInput::at(
+            InvalidInputKind::Missing,
+            "effect_key",
+            "an idempotency token names an attempt on a non-empty effect key",
+        ));
     }
     if attempt < 1 {
-        return Err("attempts are numbered from 1".into());
+        return Err(InvalidInput::at(InvalidInputKind::OutOfRange, "attempt", "attempts are numbered from 1"));
     }
     let document = serde_json::json!({
         "schema": IDEMPOTENCY_SCHEMA,
         "effect_key": effect_key,
         "attempt": attempt,
     });
-    let bytes = crate::canonical::canonical_bytes(&document, "idempotency").map_err(|e| e.to_string())?;
+    let bytes = crate::canonical::canonical_bytes(&document, "idempotency")?;
     let digest = Sha256::digest(&bytes);
     let mut id = [0u8; 16];
     id.copy_from_slice(&digest[..16]);
@@ -771,7 +794,7 @@ mod tests {
                     assert_eq!((next.state, next.attempt, next.updated_at), (EffectState::Failed, 3, 7));
                     assert_eq!(next.resolved_by.as_deref(), Some("ops:ada"));
                 }
-                Err(Error::InvalidInput(why)) => {
+                Err(Error::InvalidInput(InvalidInput { kind: InvalidInputKind::State, message: why, .. })) => {
                     assert!(!moves, "{seen:?} must move the effect: {why}");
                     let seen = seen.unwrap_or_default();
                     assert!(why.contains(&format!("at attempt 3, not at attempt {seen}")), "{why}");
@@ -1121,7 +1144,7 @@ mod tests {
         let same = plan_lease_extension(Some(&live), KEY, HOLDER, 1, UNTIL, UNTIL - 10);
         assert_eq!(same.map(|next| (next.lease_expires_at, next.updated_at)), Ok((Some(UNTIL), UNTIL - 10)));
         let shorter = plan_lease_extension(Some(&live), KEY, HOLDER, 1, UNTIL - 1, UNTIL - 10);
-        assert!(matches!(shorter, Err(Error::InvalidInput(_))), "{shorter:?}");
+        assert_eq!(shorter.map(|_| ()).map_err(|e| e.invalid_input_kind()), Err(Some(InvalidInputKind::OutOfRange)));
     }
 
     #[test]

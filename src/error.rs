@@ -4,10 +4,12 @@
 //! argument value.
 
 mod denial;
+mod input;
 pub(crate) mod sight;
 mod store;
 
 pub use denial::DenialReason;
+pub use input::{InvalidInput, InvalidInputKind};
 pub use sight::{SightError, SightKind};
 pub use store::{StoreFault, StoreFaultKind};
 
@@ -168,9 +170,10 @@ pub enum Error {
     Sight(SightError),
 
     // ---- faults ---------------------------------------------------------------------------
-    /// The caller handed in something malformed or out of bounds; nothing was done.
+    /// The caller handed in something malformed or out of bounds; nothing was done. Its
+    /// `kind` is what a caller branches on, its `path` names the offending field when known.
     #[error("invalid input: {0}")]
-    InvalidInput(String),
+    InvalidInput(InvalidInput),
 
     /// A call with no principal: a programming error in the host (it never set one), not a
     /// policy decision, so nothing is decided or recorded. An `InvalidInput`-class fault (same
@@ -249,6 +252,35 @@ impl Error {
         Error::Store(StoreFault { kind, message: message.into() })
     }
 
+    /// Invalid input of `kind`, its message saying what was wrong and what to send instead.
+    pub fn invalid(kind: InvalidInputKind, message: impl Into<String>) -> Error {
+        Error::InvalidInput(InvalidInput::new(kind, message))
+    }
+
+    /// Invalid input of `kind` at the field `path` (`arguments.b`, `answer.approver`).
+    pub fn invalid_at(kind: InvalidInputKind, path: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::InvalidInput(InvalidInput::at(kind, path, message))
+    }
+
+    /// The kind of invalid input; `None` for every other error. A call with no principal
+    /// ([`Error::NoPrincipal`], the same C code) is [`InvalidInputKind::Missing`].
+    pub fn invalid_input_kind(&self) -> Option<InvalidInputKind> {
+        match self {
+            Error::InvalidInput(invalid) => Some(invalid.kind),
+            Error::NoPrincipal { .. } => Some(InvalidInputKind::Missing),
+            _ => None,
+        }
+    }
+
+    /// The field path of invalid input, when the site knew it; `None` for every other error.
+    pub fn invalid_input_path(&self) -> Option<&str> {
+        match self {
+            Error::InvalidInput(invalid) => invalid.path.as_deref(),
+            Error::NoPrincipal { .. } => Some("principal"),
+            _ => None,
+        }
+    }
+
     /// The kind of a store fault; `None` for every other error.
     pub fn store_fault_kind(&self) -> Option<StoreFaultKind> {
         match self {
@@ -322,12 +354,37 @@ impl Error {
                 serde_json::json!({ "effect_key": effect_key, "state": state.as_str() })
             }
             Error::Store(fault) => serde_json::json!({ "kind": fault.kind.as_str() }),
+            Error::InvalidInput(_) | Error::NoPrincipal { .. } => {
+                let mut fields = serde_json::Map::new();
+                if let Some(kind) = self.invalid_input_kind() {
+                    fields.insert("kind".into(), kind.as_str().into());
+                }
+                if let Some(path) = self.invalid_input_path() {
+                    fields.insert("path".into(), path.into());
+                }
+                serde_json::Value::Object(fields)
+            }
             _ => serde_json::json!({}),
         };
         if let (Some(into), serde_json::Value::Object(extra)) = (fields.as_object_mut(), extra) {
             into.extend(extra);
         }
         fields
+    }
+}
+
+impl From<crate::action::ActionError> for Error {
+    /// An action or principal refused by its own rules: invalid input of the kind and at the
+    /// path the action module found.
+    fn from(error: crate::action::ActionError) -> Error {
+        Error::InvalidInput(error.into())
+    }
+}
+
+impl From<crate::canonical::CanonicalError> for Error {
+    /// A value with no canonical form: invalid input of its kind, at its path when known.
+    fn from(error: crate::canonical::CanonicalError) -> Error {
+        Error::InvalidInput(error.into())
     }
 }
 

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The largest JSON document any C entry parses, whatever the configuration (a parsed JSON
 /// value takes many times its text in memory).
@@ -90,14 +90,22 @@ impl Limits {
     /// Limits from a JSON object of overrides; each must be at least 1 and at most its ceiling.
     pub fn from_json(value: &serde_json::Value) -> Result<Limits> {
         let limits: Limits = serde_json::from_value(value.clone()).map_err(|e| {
-            Error::InvalidInput(format!(
+            Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "limits",
+                format!(
                 "limits: {e}; the keys are max_request_bytes, max_name_bytes, max_arguments_bytes, max_result_bytes, \
                  max_message_bytes (positive integers)"
-            ))
+            ),
+            )
         })?;
         for (name, value, ceiling) in limits.rows() {
             if value == 0 || value > ceiling {
-                return Err(Error::InvalidInput(format!("limits.{name} must be between 1 and {ceiling}, got {value}")));
+                return Err(Error::invalid_at(
+                    InvalidInputKind::OutOfRange,
+                    format!("limits.{name}"),
+                    format!("limits.{name} must be between 1 and {ceiling}, got {value}"),
+                ));
             }
         }
         Ok(limits)
@@ -115,17 +123,23 @@ impl Limits {
 
     /// Refuses a request longer than `max_request_bytes`, naming the limit.
     pub fn check_request(&self, bytes: usize) -> Result<()> {
-        over("the request", bytes, "max_request_bytes", self.max_request_bytes)
+        over("the request", None, bytes, "max_request_bytes", self.max_request_bytes)
     }
 
     /// Refuses an action name longer than `max_name_bytes`, naming the limit.
     pub fn check_name(&self, name: &str) -> Result<()> {
-        over("the action name", name.len(), "max_name_bytes", self.max_name_bytes)
+        over("the action name", Some("name"), name.len(), "max_name_bytes", self.max_name_bytes)
     }
 
     /// Refuses arguments whose canonical form is longer than `max_arguments_bytes`.
     pub fn check_arguments(&self, canonical_bytes: usize) -> Result<()> {
-        over("the arguments (canonical JSON)", canonical_bytes, "max_arguments_bytes", self.max_arguments_bytes)
+        over(
+            "the arguments (canonical JSON)",
+            Some("arguments"),
+            canonical_bytes,
+            "max_arguments_bytes",
+            self.max_arguments_bytes,
+        )
     }
 
     /// Whether a result of this many bytes is stored whole.
@@ -135,14 +149,19 @@ impl Limits {
 }
 
 /// Never echoes the input itself: only its size and the limit.
-fn over(what: &str, bytes: usize, limit: &str, max: usize) -> Result<()> {
+/// `path` is where the value is in an action (`arguments`), when it is in one.
+fn over(what: &str, path: Option<&str>, bytes: usize, limit: &str, max: usize) -> Result<()> {
     if bytes <= max {
         return Ok(());
     }
-    Err(Error::InvalidInput(format!(
+    let message = format!(
         "{what} is {bytes} bytes, over limits.{limit} ({max}); nothing was done. Send less, or raise the limit \
          when opening the store"
-    )))
+    );
+    Err(match path {
+        Some(path) => Error::invalid_at(InvalidInputKind::TooLarge, path, message),
+        None => Error::invalid(InvalidInputKind::TooLarge, message),
+    })
 }
 
 #[cfg(test)]

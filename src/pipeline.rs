@@ -13,7 +13,7 @@ use crate::authority::{self, AuthorityResult, Call, CreatedVia, Grant};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::{Decision, Ruling};
 use crate::document::{Document, Mode};
-use crate::error::{DenialReason, Error, Result, StoreFaultKind};
+use crate::error::{DenialReason, Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::kernel::authority::{AuthorityStamp, ListedDelegation, Sweep};
 use crate::kernel::{
     resolve_environment, AnswerWait, Kernel, KernelOptions, Outcomes, Permit, Proposal, ReconcileAnswer,
@@ -196,19 +196,21 @@ fn build_action(
         return Err(Error::NoPrincipal { action: request.name.to_owned() });
     };
     if !request.arguments.is_object() {
-        return Err(Error::InvalidInput("arguments must be a JSON object".into()));
+        return Err(Error::invalid_at(InvalidInputKind::Malformed, "arguments", "arguments must be a JSON object"));
     }
     let resource =
         match (resource_for(document, request.name, &request.arguments, request.resource.as_deref()), unrenderable) {
             (Ok(resource), _) => resource,
             (Err(_), Unrenderable::NoResource) => None,
-            (Err(e), Unrenderable::Refuse) => return Err(Error::InvalidInput(e.to_string())),
+            (Err(e), Unrenderable::Refuse) => {
+                return Err(Error::invalid_at(InvalidInputKind::Malformed, "resource", e.to_string()))
+            }
         };
     // The document's schema says which numbers the arguments may hold; with no document,
     // ctrlrun's rule (no floats).
     let floats = document.map_or(crate::canonical::Floats::Refused, |document| document.schema.floats());
     Action::new_with(request.name, request.arguments.clone(), principal, resource.as_deref(), environment, floats)
-        .map_err(|e| Error::InvalidInput(e.to_string()))
+        .map_err(Error::from)
 }
 
 /// A kernel governed by one administrator's document.
@@ -319,7 +321,7 @@ impl Warden {
         let entry = self.document.actions.get(request.name);
         let action = self.action_for(request)?;
         *action_id = Some(action.action_id.clone());
-        let arguments = action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let arguments = action.arguments_text()?;
         limits.check_arguments(arguments.len())?;
         let (ruling, stamp) = self.rule(request, &action)?;
         let mut proposal = Proposal::new(&action, ruling);
@@ -393,9 +395,10 @@ impl Warden {
         };
         if let Some(hop) = request.hop {
             if !crate::action::is_id(IdKind::Delegation, hop) {
-                return Err(Error::InvalidInput(
-                    "a hop is the delegation id another agent handed over: dlg_ followed by 32 lowercase hex digits"
-                        .into(),
+                return Err(Error::invalid_at(
+                    InvalidInputKind::Malformed,
+                    "hop",
+                    "a hop is the delegation id another agent handed over: dlg_ followed by 32 lowercase hex digits",
                 ));
             }
         }
@@ -488,8 +491,10 @@ impl Warden {
         by_expires_at: Option<Micros>,
         via: CreatedVia,
     ) -> Result<String> {
-        let grant = crate::document::load_grant_str(grant, "the delegated grant")
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let grant = crate::document::load_grant_str(grant, "the delegated grant").map_err(|e| {
+            let path = if e.path.is_empty() { "grant".to_owned() } else { format!("grant.{}", e.path) };
+            Error::invalid_at(InvalidInputKind::Malformed, path, e.to_string())
+        })?;
         self.delegate(parent_id, &grant, by, by_expires_at, via)
     }
 
@@ -613,10 +618,13 @@ impl Warden {
             Err(why) => {
                 return (
                     action_id,
-                    Err(Error::InvalidInput(format!(
+                    Err(Error::invalid(
+                        InvalidInputKind::HookFailed,
+                        format!(
                         "the reconcile hook failed for {effect_key:?} ({why}); nothing was resolved, and the effect \
                          stays AMBIGUOUS"
-                    ))),
+                    ),
+                    )),
                 )
             }
         };
@@ -656,9 +664,11 @@ impl std::fmt::Debug for Recovery<'_> {
 /// A task name: non-empty, bounded, one plain line.
 fn check_task(task: &str) -> Result<()> {
     if task.is_empty() || task.len() > MAX_TASK_BYTES || task.chars().any(char::is_control) {
-        return Err(Error::InvalidInput(format!(
-            "a task is a non-empty name of at most {MAX_TASK_BYTES} bytes with no control characters"
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "task",
+            format!("a task is a non-empty name of at most {MAX_TASK_BYTES} bytes with no control characters"),
+        ));
     }
     Ok(())
 }

@@ -237,7 +237,7 @@ pub fn run_on(document: &Document, racer: Option<&dyn ProcessRace>, postgres: Op
         ));
     }
     let scratch = Scratch::create(postgres)?;
-    let principal = Principal::new(AGENT, Some(USER)).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let principal = Principal::new(AGENT, Some(USER))?;
     let (cases, unreachable) = catalog(document);
     let governed = authority::with_verify_grant(document)?;
     let ctx = Ctx {

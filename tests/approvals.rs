@@ -349,10 +349,13 @@ fn a_failing_precondition_provider_refuses_and_requests_nothing() {
     let mut call = request("pay_f", 50_000);
     call.precondition = Some(PreconditionSource::Provider(&failing));
     let refused = s.warden.submit(&call).unwrap_err();
-    assert!(matches!(&refused, Error::InvalidInput(m) if m.contains("the ledger is down")), "{refused}");
+    assert!(matches!(&refused, Error::InvalidInput(m) if m.message.contains("the ledger is down")), "{refused}");
+    assert_eq!(refused.invalid_input_kind(), Some(warden::error::InvalidInputKind::HookFailed));
     assert!(s.warden.kernel().pending_approvals().unwrap().is_empty());
     call.precondition = Some(PreconditionSource::State(json!({"x": 0.5})));
-    assert!(matches!(s.warden.submit(&call).unwrap_err(), Error::InvalidInput(_)));
+    let unprintable = s.warden.submit(&call).unwrap_err();
+    assert_eq!(unprintable.invalid_input_kind(), Some(warden::error::InvalidInputKind::NotCanonical), "{unprintable}");
+    assert_eq!(unprintable.invalid_input_path(), Some("precondition"), "{unprintable}");
 }
 
 #[test]
@@ -544,7 +547,7 @@ fn an_approver_name_that_cannot_be_parsed_is_refused_by_name_and_nothing_is_reco
         ("bob\u{200D}", "contains the invisible or control character U+200D"),
     ];
     for (name, why) in table {
-        let Err(Error::InvalidInput(message)) = kernel.grant(&id, name) else {
+        let Err(Error::InvalidInput(warden::error::InvalidInput { message, .. })) = kernel.grant(&id, name) else {
             panic!("{name:?} was not refused as input");
         };
         assert!(message.starts_with(&format!("the approver name {name:?} {why}")), "{name:?}: {message}");

@@ -122,7 +122,8 @@ fn a_ctrlrun_document_keeps_refusing_floats_and_its_integer_calls_hash_as_before
     let s = setup(&ctrlrun);
     let refused = s.warden.submit(&get_sum(r#"{"a": 1.5, "b": 2}"#)).expect_err("refused");
     assert!(
-        matches!(&refused, Error::InvalidInput(m) if m.contains("float is not encodable at arguments.a")),
+        matches!(&refused, Error::InvalidInput(m) if m.message.contains("float is not encodable at arguments.a")
+            && m.kind == warden::error::InvalidInputKind::NotCanonical && m.path.as_deref() == Some("arguments.a")),
         "{refused}"
     );
     let whole = s.warden.submit(&get_sum(r#"{"a": 1.0, "b": 2}"#)).expect_err("a whole float is a float to ctrlrun");
@@ -141,7 +142,8 @@ fn a_float_beyond_the_double_range_is_refused_naming_its_path() {
     let s = setup(POLICY);
     let refused = s.warden.submit(&get_sum(r#"{"a": 1, "b": [0, -1e400]}"#)).expect_err("refused");
     assert!(
-        matches!(&refused, Error::InvalidInput(m) if m.contains("the number at arguments.b[1] is beyond the range of a double")),
+        matches!(&refused, Error::InvalidInput(m) if m.message.contains("the number at arguments.b[1] is beyond the range of a double")
+            && m.kind == warden::error::InvalidInputKind::NotCanonical && m.path.as_deref() == Some("arguments.b[1]")),
         "{refused}"
     );
 }

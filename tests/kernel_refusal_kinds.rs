@@ -71,7 +71,8 @@ fn a_reserved_attempt_that_never_began_cannot_be_completed_committed_or_not_exec
         let f = Fixture::new();
         let holder = reserved(&f);
         let refused = f.kernel.complete(KEY, &holder, 1, outcome.clone()).unwrap_err();
-        assert!(matches!(&refused, Error::InvalidInput(m) if m.contains("never begun")), "{refused}");
+        assert!(matches!(&refused, Error::InvalidInput(m) if m.message.contains("never begun")), "{refused}");
+        assert_eq!(refused.invalid_input_kind(), Some(warden::error::InvalidInputKind::State), "{refused}");
         // Nothing was written: it is still RESERVED, and the holder can begin.
         assert_eq!(f.kernel.effect(KEY).unwrap().expect("kept").state, EffectState::Reserved);
         assert_eq!(f.kernel.begin(KEY, &holder, 1).unwrap().state, EffectState::Executing);

@@ -363,7 +363,11 @@ fn a_traceparent_handed_to_submit_is_on_every_receipt_of_the_call_and_an_invalid
     let mut invalid = refund_request("p4", 100);
     invalid.traceparent = Some("00-not-a-trace-01");
     match s.warden.submit(&invalid) {
-        Err(Error::InvalidInput(message)) => assert!(message.contains("W3C trace context"), "{message}"),
+        Err(Error::InvalidInput(refused)) => {
+            assert!(refused.message.contains("W3C trace context"), "{refused}");
+            assert_eq!(refused.kind, warden::error::InvalidInputKind::Malformed, "{refused}");
+            assert_eq!(refused.path.as_deref(), Some("traceparent"), "{refused}");
+        }
         other => panic!("an invalid traceparent must be refused as invalid input, got {other:?}"),
     }
     assert_eq!(s.warden.kernel().last_receipts(10).unwrap().len(), 3, "nothing written for it");
@@ -506,7 +510,10 @@ fn a_failing_reconcile_hook_resolves_nothing_and_names_why() {
     let (_, outcome) =
         s.warden.submit_recovering(&refund_request("txn_w5", 5), &Recovery { reconcile: Some(&hook), wait: None });
     match outcome {
-        Err(Error::InvalidInput(message)) => assert!(message.contains("the provider's API is down"), "{message}"),
+        Err(Error::InvalidInput(refused)) => {
+            assert!(refused.message.contains("the provider's API is down"), "{refused}");
+            assert_eq!(refused.kind, warden::error::InvalidInputKind::HookFailed, "{refused}");
+        }
         other => panic!("expected InvalidInput, got {other:?}"),
     }
     assert_eq!(s.warden.kernel().effect("refund:txn_w5").unwrap().unwrap().state, EffectState::Ambiguous);

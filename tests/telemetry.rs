@@ -495,7 +495,11 @@ fn a_trace_records_one_call_and_a_second_is_refused_leaving_the_first_span() {
     let mut again = refund("txn_t2", 100);
     again.trace = Some(Arc::clone(&trace));
     let refused = s.warden.submit_recovering(&again, &Recovery::default()).1.unwrap_err();
-    assert!(matches!(refused, Error::InvalidInput(ref m) if m.contains("make a new trace")), "{refused}");
+    assert!(
+        matches!(refused, Error::InvalidInput(ref m) if m.message.contains("make a new trace")
+        && m.kind == warden::error::InvalidInputKind::State),
+        "{refused}"
+    );
     assert_eq!(trace.span(), first);
     assert!(s.warden.kernel().effect("refund:txn_t2").unwrap().is_none(), "nothing was proposed");
 }
@@ -666,5 +670,9 @@ fn the_gauges_count_effects_by_state_pending_requests_and_the_chain() {
     assert_eq!(read("warden.chain.length")[0].value, 4, "four outcomes wrote receipts");
     live.commit(&json!(1)).unwrap();
     let refused = warden::telemetry::gauges::read(s.warden.kernel(), "warden.effect").unwrap_err();
-    assert!(matches!(refused, Error::InvalidInput(ref m) if m.contains("warden.effects")), "{refused}");
+    assert!(
+        matches!(refused, Error::InvalidInput(ref m) if m.message.contains("warden.effects")
+        && m.kind == warden::error::InvalidInputKind::Unknown),
+        "{refused}"
+    );
 }

@@ -727,7 +727,15 @@ export declare class NotFound extends Refused {}
 export declare class OutOfWindow extends Refused {}
 /** Something is broken. */
 export declare class Fault extends WardenError {}
-export declare class InvalidInput extends Fault {}
+/**
+ * The call was handed something it cannot take; `kind` says what (`malformed`, `not_canonical`,
+ * `too_large`, `missing`, `out_of_range`, `unknown`, `conflict`, `state`, `hook_failed`), `path`
+ * the offending field when known (`arguments.b`).
+ */
+export declare class InvalidInput extends Fault {
+  readonly kind: string | null;
+  readonly path: string | null;
+}
 /** The store failed; `kind` says how (`io`, `no_space`, `permission`, `damaged`, `version`, …). */
 export declare class StoreFault extends Fault {
   readonly kind: string | null;

@@ -25,7 +25,7 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::action::Principal;
 use crate::canonical::{parse_json, to_canonical_string};
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 
 /// The largest claims object kept with a verified identity, as canonical JSON.
 pub const MAX_CLAIMS_BYTES: usize = 16 * 1024;
@@ -235,7 +235,7 @@ const FORMS: &str = "write USER, AGENT:USER or AGENT/USER (e.g. ada, cli:ada, sl
 /// before the separator.
 pub fn parse_name(what: &str, name: &str, default_agent: &str) -> Result<Principal, Error> {
     check_part(what, name, true)?;
-    let refuse = |why: String| Error::InvalidInput(format!("{what} {name:?} {why}; {FORMS}"));
+    let refuse = |why: String| Error::invalid(InvalidInputKind::Malformed, format!("{what} {name:?} {why}; {FORMS}"));
     let mut pieces = name.split(SEPARATORS);
     let (first, second) = (pieces.next().unwrap_or_default().trim(), pieces.next().map(str::trim));
     if pieces.next().is_some() {
@@ -267,14 +267,17 @@ fn check_part(what: &str, name: &str, separators_allowed: bool) -> Result<(), Er
     if name.trim().is_empty() || name.chars().nth(super::MAX_NAME_CHARS).is_some() {
         return super::check_person_name(what, name);
     }
-    let refuse = |why: String| Error::InvalidInput(format!("{what} {name:?} {why}; {FORMS}"));
+    let refuse = |why: String| Error::invalid(InvalidInputKind::Malformed, format!("{what} {name:?} {why}; {FORMS}"));
     for c in name.chars() {
         if SEPARATORS.contains(&c) {
             if !separators_allowed {
-                return Err(Error::InvalidInput(format!(
-                    "{what} {name:?} contains {c:?}, a separator; give the agent and the user as separate \
+                return Err(Error::invalid(
+                    InvalidInputKind::Malformed,
+                    format!(
+                        "{what} {name:?} contains {c:?}, a separator; give the agent and the user as separate \
                      fields, each one plain name"
-                )));
+                    ),
+                ));
             }
             continue;
         }
@@ -322,6 +325,7 @@ fn ignorable(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::InvalidInput;
 
     #[test]
     fn spellings_of_one_name_share_a_key() {
@@ -495,7 +499,9 @@ mod tests {
             ("- . _:ada", "has a part with no letters or digits"),
         ];
         for (name, why) in table {
-            let Err(Error::InvalidInput(message)) = parse_name("--by", name, "cli") else {
+            let Err(Error::InvalidInput(InvalidInput { kind: InvalidInputKind::Malformed, message, .. })) =
+                parse_name("--by", name, "cli")
+            else {
                 panic!("{name:?} was not refused");
             };
             assert!(message.starts_with(&format!("--by {name:?} {why}")), "{name:?}: {message}");
@@ -508,7 +514,7 @@ mod tests {
         let huge = format!("{}\u{200B}", "n".repeat(1 << 20));
         assert_eq!(
             parse_name("--by", &huge, "cli"),
-            Err(Error::InvalidInput("--by is longer than 200 characters".into()))
+            Err(Error::invalid(InvalidInputKind::TooLarge, "--by is longer than 200 characters"))
         );
     }
 
@@ -525,7 +531,8 @@ mod tests {
         {
             assert!(check_principal(&principal(agent, user)).is_err(), "{agent:?} {user:?}");
         }
-        let Err(Error::InvalidInput(message)) = check_principal(&principal("slack", Some("ada:"))) else {
+        let Err(Error::InvalidInput(InvalidInput { message, .. })) = check_principal(&principal("slack", Some("ada:")))
+        else {
             panic!("not refused");
         };
         assert!(message.starts_with("the approver's user \"ada:\" contains ':', a separator"), "{message}");

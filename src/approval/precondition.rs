@@ -8,6 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::canonical::{canonical_bytes, sha256_prefixed};
+use crate::error::{InvalidInput, InvalidInputKind};
 
 /// The `schema` member of the fingerprinted precondition document.
 pub const PRECONDITION_SCHEMA: &str = "warden.precondition/v1";
@@ -66,11 +67,14 @@ mod tests {
         );
         let provider = |action: &Value| -> Result<Value, String> { Ok(json!({"seen": action["arguments"]["amount"]})) };
         let source = PreconditionSource::Provider(&provider);
-        assert_eq!(source.fingerprint_for(&refund()), fingerprint(&json!({"seen": 5})));
+        assert_eq!(source.fingerprint_for(&refund()).ok(), fingerprint(&json!({"seen": 5})).ok());
         let failing = |_: &Value| -> Result<Value, String> { Err("ledger offline".into()) };
         assert_eq!(
             PreconditionSource::Provider(&failing).fingerprint_for(&refund()),
-            Err("the precondition provider failed: ledger offline; nothing was requested or spent".into())
+            Err(InvalidInput::new(
+                InvalidInputKind::HookFailed,
+                "the precondition provider failed: ledger offline; nothing was requested or spent"
+            ))
         );
     }
 
@@ -118,14 +122,20 @@ impl std::fmt::Debug for PreconditionSource<'_> {
 impl PreconditionSource<'_> {
     /// The fingerprint of the state now. A provider that fails, or a state with no canonical
     /// form, refuses the call: nothing can be checked, so nothing is approved or spent.
-    pub fn fingerprint_for(&self, action: &crate::action::Action) -> Result<String, String> {
+    /// The provider's failure is [`InvalidInputKind::HookFailed`]; a state with no canonical
+    /// form is [`InvalidInputKind::NotCanonical`] at `precondition`.
+    pub fn fingerprint_for(&self, action: &crate::action::Action) -> Result<String, InvalidInput> {
+        let unprintable = |message| InvalidInput::at(InvalidInputKind::NotCanonical, "precondition", message);
         match self {
-            PreconditionSource::State(state) => fingerprint(state),
+            PreconditionSource::State(state) => fingerprint(state).map_err(unprintable),
             PreconditionSource::Provider(provider) => {
-                let state = provider
-                    .state(&action_json(action))
-                    .map_err(|e| format!("the precondition provider failed: {e}; nothing was requested or spent"))?;
-                fingerprint(&state)
+                let state = provider.state(&action_json(action)).map_err(|e| {
+                    InvalidInput::new(
+                        InvalidInputKind::HookFailed,
+                        format!("the precondition provider failed: {e}; nothing was requested or spent"),
+                    )
+                })?;
+                fingerprint(&state).map_err(unprintable)
             }
         }
     }

@@ -263,7 +263,7 @@ impl ScopedGrant {
 }
 
 fn refuse(message: String) -> Error {
-    Error::InvalidInput(message)
+    Error::invalid(crate::error::InvalidInputKind::Malformed, message)
 }
 
 /// The value `pointer` (RFC 6901, `/customer_id`, `/refund/amount`) names in `arguments`; a
@@ -553,7 +553,7 @@ mod tests {
         for (index, (scope, limits, refusal)) in table.into_iter().enumerate() {
             match (check_scope(&approved(), &scope, limits), refusal) {
                 (Ok(_), None) => {}
-                (Err(Error::InvalidInput(message)), Some(wanted)) => {
+                (Err(Error::InvalidInput(crate::error::InvalidInput { message, .. })), Some(wanted)) => {
                     assert!(message.contains(wanted), "row {index}: {message}");
                 }
                 (got, wanted) => panic!("row {index}: {got:?}, wanted {wanted:?}"),
@@ -769,7 +769,7 @@ mod tests {
             (serde_json::json!({"uses": 1, "minutes": 1, "at_most": ["/a"]}), "scope.at_most maps"),
         ] {
             match Scope::from_json(&value) {
-                Err(Error::InvalidInput(message)) => assert!(message.contains(says), "{value}: {message}"),
+                Err(Error::InvalidInput(refused)) => assert!(refused.message.contains(says), "{value}: {refused}"),
                 other => panic!("{value}: {other:?}"),
             }
         }

@@ -16,7 +16,7 @@ use super::checkpoint::StoredCheckpoint;
 use super::key::NoteSigner;
 use super::settings::{Due, EvidenceSettings, KeySource};
 use crate::clock::{Micros, MICROS_PER_SECOND};
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::sight::credentials::{CredentialProvider, EnvProvider};
 
 /// The longest sleep between two looks at the log.
@@ -251,9 +251,11 @@ impl Checkpointer {
         let mut hosted =
             self.shared.hosted.write().map_err(|_| Error::Config("the anchors' list was poisoned".into()))?;
         if self.shared.anchors.sinks().contains(&name) || hosted.iter().any(|other| other.name() == name) {
-            return Err(Error::InvalidInput(format!(
-                "this handle already sends checkpoints to an anchor named {name:?}"
-            )));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Conflict,
+                "name",
+                format!("this handle already sends checkpoints to an anchor named {name:?}"),
+            ));
         }
         hosted.push(provider);
         Ok(())

@@ -16,7 +16,7 @@ use super::checkpoint::{self, Companion, StoredCheckpoint};
 use super::key::{open_note, NoteRefusal, NoteVerifier};
 use super::retention::PrunedPrefix;
 use super::tree::{check_consistency, leaf_hash, Frontier};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::kernel::{Kernel, ProofAsk};
 use crate::receipt::GENESIS_HASH;
 
@@ -124,7 +124,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 
 fn json_line<T: Serialize>(value: &T) -> Result<String> {
     let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::InvalidInput(format!("cannot encode a bundle file: {e}")))?;
+        .map_err(|e| Error::invalid(InvalidInputKind::NotCanonical, format!("cannot encode a bundle file: {e}")))?;
     text.push('\n');
     Ok(text)
 }
@@ -156,7 +156,11 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
     let first =
         match from {
             Some(n) if n > last.number => {
-                return Err(Error::InvalidInput(format!("--from {n} is after --to {}", last.number)));
+                return Err(Error::invalid_at(
+                    InvalidInputKind::Conflict,
+                    "from",
+                    format!("--from {n} is after --to {}", last.number),
+                ));
             }
             Some(n) => Some(kernel.checkpoint_numbered(Some(n))?.ok_or_else(|| {
                 Error::NotFound(format!("there is no checkpoint {n}; `warden checkpoints` lists them"))
@@ -167,10 +171,14 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
     // through (the frontier there is all that is left of the receipts before it).
     let pruned = kernel.pruned()?;
     if let Some(prefix) = pruned.as_ref().filter(|prefix| last.size < prefix.through_seq) {
-        return Err(Error::InvalidInput(format!(
-            "--to {}: its receipts were pruned (the first {} were, through checkpoint {}); export --to {} or later",
-            last.number, prefix.through_seq, prefix.checkpoint, prefix.checkpoint
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::State,
+            "to",
+            format!(
+                "--to {}: its receipts were pruned (the first {} were, through checkpoint {}); export --to {} or later",
+                last.number, prefix.through_seq, prefix.checkpoint, prefix.checkpoint
+            ),
+        ));
     }
     let first = match (first, &pruned) {
         (None, Some(prefix)) => Some(kernel.checkpoint_numbered(Some(prefix.checkpoint))?.ok_or_else(|| {
@@ -183,10 +191,14 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
             )
         })?),
         (Some(cp), Some(prefix)) if cp.size < prefix.through_seq => {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_at(
+                InvalidInputKind::State,
+                "from",
+                format!(
             "--from {}: its receipts were pruned (the first {} were, through checkpoint {}); export --from {} or later",
             cp.number, prefix.through_seq, prefix.checkpoint, prefix.checkpoint
-        )))
+        ),
+            ))
         }
         (first, _) => first,
     };
@@ -390,7 +402,8 @@ fn write_anchors(kernel: &Kernel, dir: &Path, from: u64, to: u64) -> Result<u64>
     let mut count = 0;
     for line in kernel.anchors(from, to)?.iter().filter_map(AnchorLine::of) {
         text.push_str(
-            &serde_json::to_string(&line).map_err(|e| Error::InvalidInput(format!("cannot encode an anchor: {e}")))?,
+            &serde_json::to_string(&line)
+                .map_err(|e| Error::invalid(InvalidInputKind::NotCanonical, format!("cannot encode an anchor: {e}")))?,
         );
         text.push('\n');
         count += 1;
@@ -402,9 +415,9 @@ fn write_anchors(kernel: &Kernel, dir: &Path, from: u64, to: u64) -> Result<u64>
 /// Write the bundle directory `dir` as one tar archive at `out` (a new file): its files in name
 /// order under the directory's name, each mode 0644 with time 0, so one bundle makes one archive.
 pub fn write_tar(dir: &Path, out: &Path) -> Result<()> {
-    let name = dir
-        .file_name()
-        .ok_or_else(|| Error::InvalidInput(format!("{} has no name to archive under", dir.display())))?;
+    let name = dir.file_name().ok_or_else(|| {
+        Error::invalid(InvalidInputKind::Malformed, format!("{} has no name to archive under", dir.display()))
+    })?;
     let file = std::fs::OpenOptions::new().write(true).create_new(true).open(out).map_err(io("create", out))?;
     let mut archive = tar::Builder::new(std::io::BufWriter::new(file));
     let mut files = Vec::new();

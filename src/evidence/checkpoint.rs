@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::clock::Micros;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The extension line naming the checkpoint's time.
 pub const TIME_LINE: &str = "warden-time";
@@ -138,10 +138,14 @@ pub fn is_origin(origin: &str) -> bool {
 /// The companion document and the note text of `basis`.
 pub fn texts(basis: &Basis) -> Result<(String, String)> {
     if !is_origin(&basis.origin) {
-        return Err(Error::InvalidInput(format!(
-            "{:?} cannot be a log's origin: 1 to 255 printable ASCII characters, no space, no '+'",
-            basis.origin
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "origin",
+            format!(
+                "{:?} cannot be a log's origin: 1 to 255 printable ASCII characters, no space, no '+'",
+                basis.origin
+            ),
+        ));
     }
     let time = crate::clock::render(basis.time);
     let companion = Companion {
@@ -153,8 +157,9 @@ pub fn texts(basis: &Basis) -> Result<(String, String)> {
         open: basis.open.clone(),
         closed_without_receipt: basis.closed_without_receipt.clone(),
     };
-    let mut companion = serde_json::to_string_pretty(&companion)
-        .map_err(|e| Error::InvalidInput(format!("cannot encode a checkpoint's companion: {e}")))?;
+    let mut companion = serde_json::to_string_pretty(&companion).map_err(|e| {
+        Error::invalid(InvalidInputKind::NotCanonical, format!("cannot encode a checkpoint's companion: {e}"))
+    })?;
     companion.push('\n');
     let text = format!(
         "{}\n{}\n{}\n{TIME_LINE} {time}\n{OPEN_LINE} {} {}\n",

@@ -13,7 +13,7 @@ use base64::prelude::{Engine, BASE64_STANDARD};
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use zeroize::Zeroizing;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The signed-note algorithm byte for Ed25519.
 const ALG_ED25519: u8 = 0x01;
@@ -70,9 +70,11 @@ impl NoteSigner {
     /// A new key named `name`, from the operating system's random source.
     pub fn generate(name: &str) -> Result<NoteSigner> {
         if !is_key_name(name) {
-            return Err(Error::InvalidInput(format!(
-                "{name:?} cannot name a key: a key name is 1 to 128 bytes with no spaces and no '+'"
-            )));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "name",
+                format!("{name:?} cannot name a key: a key name is 1 to 128 bytes with no spaces and no '+'"),
+            ));
         }
         let mut seed = Zeroizing::new([0u8; 32]);
         getrandom::fill(&mut *seed).map_err(|e| Error::Config(format!("no randomness for a new key: {e}")))?;
@@ -162,10 +164,13 @@ impl NoteSigner {
 
     /// Sign `text` (a note's text, ending in a newline): the signed note, text and signature line.
     pub fn sign_note(&self, text: &str) -> Result<String> {
-        let mut note = signed_note::Note::new(text.as_bytes(), &[])
-            .map_err(|e| Error::InvalidInput(format!("cannot make a signed note of this text: {e}")))?;
-        note.add_sigs(&[self]).map_err(|e| Error::InvalidInput(format!("cannot sign the note: {e}")))?;
-        String::from_utf8(note.to_bytes()).map_err(|_| Error::InvalidInput("a signed note is not UTF-8".into()))
+        let mut note = signed_note::Note::new(text.as_bytes(), &[]).map_err(|e| {
+            Error::invalid(InvalidInputKind::Malformed, format!("cannot make a signed note of this text: {e}"))
+        })?;
+        note.add_sigs(&[self])
+            .map_err(|e| Error::invalid(InvalidInputKind::Malformed, format!("cannot sign the note: {e}")))?;
+        String::from_utf8(note.to_bytes())
+            .map_err(|_| Error::invalid(InvalidInputKind::Malformed, "a signed note is not UTF-8"))
     }
 }
 
@@ -205,7 +210,12 @@ impl NoteVerifier {
     /// Parse a verifier key (`NAME+ID+BASE64`), checking its id against its key.
     pub fn parse(text: &str) -> Result<NoteVerifier> {
         let text = text.trim();
-        let bad = |why: &str| Error::InvalidInput(format!("{text:?} is not a signed-note Ed25519 verifier key: {why}"));
+        let bad = |why: &str| {
+            Error::invalid(
+                InvalidInputKind::Malformed,
+                format!("{text:?} is not a signed-note Ed25519 verifier key: {why}"),
+            )
+        };
         let (name, id, public) = key_fields(text, "public key").map_err(|why| bad(&why))?;
         let mut encoded = vec![ALG_ED25519];
         encoded.extend_from_slice(&*public);

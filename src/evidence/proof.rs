@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::checkpoint::{decode_hash, StoredCheckpoint};
 use super::tree::{check_consistency, check_inclusion, leaf_hash};
 use crate::clock::render;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::{Kernel, ProofAsk};
 
 /// How many checkpoints one read lists when a caller asks for all of them.
@@ -61,7 +61,7 @@ impl From<ProofError> for Error {
     fn from(error: ProofError) -> Error {
         match error {
             ProofError::Missing(message) => Error::NotFound(message),
-            ProofError::Invalid(message) => Error::InvalidInput(message),
+            ProofError::Invalid(message) => Error::invalid(InvalidInputKind::Conflict, message),
             ProofError::Damaged(message) => Error::store(StoreFaultKind::Damaged, message),
             ProofError::Failed(error) => error,
         }

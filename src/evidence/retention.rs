@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{render, Micros};
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 
 /// The agent every retention receipt names: the store's own administration.
 pub const RETENTION_AGENT: &str = "warden";
@@ -98,9 +98,11 @@ impl Hold {
 pub fn check_hold_name(name: &str) -> Result<()> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
     if name.is_empty() || name.len() > MAX_HOLD_NAME || !name.chars().all(allowed) {
-        return Err(Error::InvalidInput(format!(
-            "a hold name is 1 to {MAX_HOLD_NAME} letters, digits, '.', '_', ':' or '-'; {name:?} is not"
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "name",
+            format!("a hold name is 1 to {MAX_HOLD_NAME} letters, digits, '.', '_', ':' or '-'; {name:?} is not"),
+        ));
     }
     Ok(())
 }
@@ -129,23 +131,32 @@ pub fn may_prune(facts: &PruneFacts<'_>) -> std::result::Result<(), Error> {
             1 => String::new(),
             n => format!(" (and {} more)", n - 1),
         };
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid(
+            InvalidInputKind::State,
+            format!(
             "nothing was pruned: the hold {}{more} stands; `warden hold release NAME --by NAME --reason TEXT` ends it",
             hold.describe()
-        )));
+        ),
+        ));
     }
     if facts.size <= facts.pruned_through {
-        return Err(Error::InvalidInput(format!(
-            "nothing was pruned: checkpoint {} covers {} receipts, and the first {} are pruned already",
-            facts.checkpoint, facts.size, facts.pruned_through
-        )));
+        return Err(Error::invalid(
+            InvalidInputKind::State,
+            format!(
+                "nothing was pruned: checkpoint {} covers {} receipts, and the first {} are pruned already",
+                facts.checkpoint, facts.size, facts.pruned_through
+            ),
+        ));
     }
     if facts.anchored.is_none() {
-        return Err(Error::InvalidInput(format!(
-            "nothing was pruned: neither checkpoint {} nor any later one was anchored, so nothing outside this \
+        return Err(Error::invalid(
+            InvalidInputKind::State,
+            format!(
+                "nothing was pruned: neither checkpoint {} nor any later one was anchored, so nothing outside this \
              machine vouches for the receipts it would delete. Configure `evidence.anchors` and run `warden anchor`",
-            facts.checkpoint
-        )));
+                facts.checkpoint
+            ),
+        ));
     }
     Ok(())
 }

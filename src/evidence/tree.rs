@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use tlog_tiles::tlog::{self, Hash, HashReader};
 
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 
 /// The lowest level whose complete subtrees the store caches: 2^4 = 16 receipts per node.
 pub const CACHED_LEVEL: u8 = 4;
@@ -81,10 +81,10 @@ impl<'a> Tree<'a> {
         let first = index.checked_shl(u32::from(level)).filter(|first| first >> level == index);
         let end = first.and_then(|first| first.checked_add(1u64 << level));
         if level >= 64 || end.is_none_or(|end| end > self.size) {
-            return Err(Error::InvalidInput(format!(
-                "node {index} at level {level} is not in a tree of {} receipts",
-                self.size
-            )));
+            return Err(Error::invalid(
+                InvalidInputKind::OutOfRange,
+                format!("node {index} at level {level} is not in a tree of {} receipts", self.size),
+            ));
         }
         if let Some(hash) = self.memo.borrow().get(&(level, index)) {
             return Ok(*hash);
@@ -117,7 +117,9 @@ impl<'a> Tree<'a> {
         if let Some(fault) = self.fault.borrow_mut().take() {
             return Err(fault);
         }
-        out.map_err(|e| Error::InvalidInput(format!("the Merkle tree of {} receipts: {e}", self.size)))
+        out.map_err(|e| {
+            Error::invalid(InvalidInputKind::OutOfRange, format!("the Merkle tree of {} receipts: {e}", self.size))
+        })
     }
 
     /// The root hash (RFC 9162 MTH) of the whole tree.
@@ -128,11 +130,10 @@ impl<'a> Tree<'a> {
     /// The audit path of leaf `index` (the receipt at seq `index + 1`).
     pub fn inclusion(&self, index: u64) -> Result<Vec<[u8; 32]>> {
         if index >= self.size {
-            return Err(Error::InvalidInput(format!(
-                "receipt {} is not in a tree of {} receipts",
-                index + 1,
-                self.size
-            )));
+            return Err(Error::invalid(
+                InvalidInputKind::OutOfRange,
+                format!("receipt {} is not in a tree of {} receipts", index + 1, self.size),
+            ));
         }
         self.run(|tree| tlog::prove_record(tree.size, index, tree))
             .map(|proof| proof.into_iter().map(|h| h.0).collect())
@@ -141,10 +142,10 @@ impl<'a> Tree<'a> {
     /// The consistency proof from the tree of the first `old` receipts to this one.
     pub fn consistency(&self, old: u64) -> Result<Vec<[u8; 32]>> {
         if old == 0 || old > self.size {
-            return Err(Error::InvalidInput(format!(
-                "a consistency proof needs an old size from 1 to {}; {old} is not",
-                self.size
-            )));
+            return Err(Error::invalid(
+                InvalidInputKind::OutOfRange,
+                format!("a consistency proof needs an old size from 1 to {}; {old} is not", self.size),
+            ));
         }
         self.run(|tree| tlog::prove_tree(tree.size, old, tree)).map(|proof| proof.into_iter().map(|h| h.0).collect())
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use base64::prelude::{Engine, BASE64_STANDARD};
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 use crate::evidence::anchor::{AnchorError, AnchorProvider, AnchorReceipt, SignedCheckpoint};
 
 use super::bytes::{required_json, required_str, warden_buf};
@@ -138,12 +138,15 @@ pub unsafe extern "C" fn warden_anchor_add(
             && name.len() <= MAX_NAME
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b));
         if !fits {
-            return Err(Error::InvalidInput(format!(
-                "an anchor's name is 1 to {MAX_NAME} of A-Z a-z 0-9 . _ : / -, such as witness.example/log"
-            )));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "name",
+                format!("an anchor's name is 1 to {MAX_NAME} of A-Z a-z 0-9 . _ : / -, such as witness.example/log"),
+            ));
         }
-        let callback =
-            callback.ok_or_else(|| Error::InvalidInput("callback is NULL; pass the function that anchors".into()))?;
+        let callback = callback.ok_or_else(|| {
+            Error::invalid_at(InvalidInputKind::Missing, "callback", "callback is NULL; pass the function that anchors")
+        })?;
         let checkpointer = handle.warden()?.checkpointer().ok_or_else(|| {
             Error::Config(
                 "this handle makes no checkpoints, so it has nothing to anchor: give its document an evidence \
@@ -199,23 +202,40 @@ fn parse_answer(value: &Value) -> Result<Answer, Error> {
     let fields = Fields::new(value, "answer", &["kind", "receipt", "description", "error"])?;
     if let Some(message) = fields.string("error")? {
         if fields.get("kind").is_some() || fields.get("receipt").is_some() {
-            return Err(Error::InvalidInput("answer: an error carries no kind or receipt".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Conflict,
+                "answer",
+                "answer: an error carries no kind or receipt",
+            ));
         }
         return Ok(Answer::Failed(message.to_owned()));
     }
-    let kind = fields
-        .string("kind")?
-        .ok_or_else(|| Error::InvalidInput("answer.kind is required: what the receipt is".into()))?;
+    let kind = fields.string("kind")?.ok_or_else(|| {
+        Error::invalid_at(InvalidInputKind::Missing, "answer.kind", "answer.kind is required: what the receipt is")
+    })?;
     if kind.is_empty() || kind.len() > 64 || !kind.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(Error::InvalidInput("answer.kind is 1 to 64 printable ASCII characters".into()));
+        return Err(Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "answer.kind",
+            "answer.kind is 1 to 64 printable ASCII characters",
+        ));
     }
-    let encoded = fields
-        .string("receipt")?
-        .ok_or_else(|| Error::InvalidInput("answer.receipt is required: the receipt's bytes, base64".into()))?;
-    let bytes =
-        BASE64_STANDARD.decode(encoded).map_err(|_| Error::InvalidInput("answer.receipt is not base64".into()))?;
+    let encoded = fields.string("receipt")?.ok_or_else(|| {
+        Error::invalid_at(
+            InvalidInputKind::Missing,
+            "answer.receipt",
+            "answer.receipt is required: the receipt's bytes, base64",
+        )
+    })?;
+    let bytes = BASE64_STANDARD.decode(encoded).map_err(|_| {
+        Error::invalid_at(InvalidInputKind::Malformed, "answer.receipt", "answer.receipt is not base64")
+    })?;
     if bytes.len() > MAX_RECEIPT {
-        return Err(Error::InvalidInput(format!("answer.receipt is over {MAX_RECEIPT} bytes")));
+        return Err(Error::invalid_at(
+            InvalidInputKind::TooLarge,
+            "answer.receipt",
+            format!("answer.receipt is over {MAX_RECEIPT} bytes"),
+        ));
     }
     let description = fields.string("description")?.unwrap_or_default().to_owned();
     Ok(Answer::Keep(AnchorReceipt { kind: kind.to_owned(), bytes, description }))

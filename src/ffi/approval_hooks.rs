@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::approval::precondition::{PreconditionProvider, PreconditionSource};
 use crate::approval::Verified;
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 
 use super::bytes::{required_json, warden_buf};
 use super::handle::{warden_handle, with_handle};
@@ -122,9 +122,9 @@ pub(super) fn identity(fields: &Fields<'_>) -> Result<Option<Verified>, Error> {
     let what = fields.what();
     let identity = Fields::new(value, "identity", &["issuer", "claims"])?;
     let claims = identity.get("claims").cloned().unwrap_or_else(|| Value::Object(Default::default()));
-    Verified::new(identity.string("issuer")?, &claims)
-        .map(Some)
-        .map_err(|e| Error::InvalidInput(format!("{what}.identity: {e}")))
+    Verified::new(identity.string("issuer")?, &claims).map(Some).map_err(|e| {
+        Error::invalid_at(InvalidInputKind::Malformed, format!("{what}.identity"), format!("{what}.identity: {e}"))
+    })
 }
 
 /// `precondition` of a proposal request (`{"state": any}`), or the host's provider; not both.
@@ -140,10 +140,11 @@ pub(super) fn precondition<'p>(
         }
     };
     match (given, provider) {
-        (Some(_), Some(_)) => Err(Error::InvalidInput(format!(
-            "{}.precondition and a precondition provider were both given; pass one",
-            fields.what()
-        ))),
+        (Some(_), Some(_)) => Err(Error::invalid_at(
+            InvalidInputKind::Conflict,
+            format!("{}.precondition", fields.what()),
+            format!("{}.precondition and a precondition provider were both given; pass one", fields.what()),
+        )),
         (Some(state), None) => Ok(Some(PreconditionSource::State(state))),
         (None, Some(provider)) => Ok(Some(PreconditionSource::Provider(provider))),
         (None, None) => Ok(None),
@@ -227,7 +228,9 @@ pub unsafe extern "C" fn warden_propose_checked(
     if info.is_null() {
         // SAFETY: the caller's guarantee for `err`, forwarded.
         return unsafe {
-            super::panic::fallible(err, || Err(Error::InvalidInput("info is NULL, and it is required".into())))
+            super::panic::fallible(err, || {
+                Err(Error::invalid_at(InvalidInputKind::Missing, "info", "info is NULL, and it is required"))
+            })
         };
     }
     let provider = precondition.map(|callback| HostPrecondition { callback, user_data });

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::action::Action;
 use crate::approval::scope::Scope;
 use crate::approval::{check_person_name, ApprovalRecord};
-use crate::error::Error;
+use crate::error::{Error, InvalidInput, InvalidInputKind};
 use crate::pipeline::ActionRequest;
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};
@@ -114,10 +114,13 @@ pub unsafe extern "C" fn warden_approval_grant(
         let record = match ttl_ms {
             0 => handle.kernel.grant(id, by)?,
             ms => {
-                let ttl = ms
-                    .checked_mul(1000)
-                    .filter(|ttl| *ttl > 0)
-                    .ok_or_else(|| Error::InvalidInput("ttl_ms must be 0 (no change) or positive".into()))?;
+                let ttl = ms.checked_mul(1000).filter(|ttl| *ttl > 0).ok_or_else(|| {
+                    Error::invalid_at(
+                        InvalidInputKind::OutOfRange,
+                        "ttl_ms",
+                        "ttl_ms must be 0 (no change) or positive",
+                    )
+                })?;
                 handle.kernel.grant_for(id, by, ttl)?
             }
         };
@@ -259,17 +262,21 @@ pub unsafe extern "C" fn warden_approvals_pending(
 fn approver_of(fields: &Fields<'_>) -> Result<crate::approval::Approver, Error> {
     let principal = match fields.get("approver") {
         None => {
-            return Err(Error::InvalidInput(
+            return Err(Error::invalid_at(
+                InvalidInputKind::Missing,
+                "answer.approver",
                 "answer needs \"approver\": an object {\"agent\", \"user\"}, or a name (USER, AGENT:USER or \
-                 AGENT/USER; the agent \"host\" when it gives none)"
-                    .into(),
+                 AGENT/USER; the agent \"host\" when it gives none)",
             ))
         }
         Some(Value::String(name)) => crate::approval::person::parse_name("answer.approver", name, "host")?,
         Some(value) => {
             let approver = Fields::new(value, "answer.approver", &["agent", "user"])?;
-            crate::action::Principal::new(approver.required_string("agent")?, approver.string("user")?)
-                .map_err(|e| Error::InvalidInput(format!("answer.approver: {e}")))?
+            crate::action::Principal::new(approver.required_string("agent")?, approver.string("user")?).map_err(
+                |e| {
+                    Error::InvalidInput(InvalidInput::from(e).prefixed("answer.approver: ").rerooted("answer.approver"))
+                },
+            )?
         }
     };
     Ok(match fields.get("verified") {
@@ -277,8 +284,9 @@ fn approver_of(fields: &Fields<'_>) -> Result<crate::approval::Approver, Error> 
         Some(value) => {
             let verified = Fields::new(value, "answer.verified", &["issuer", "claims"])?;
             let claims = verified.get("claims").cloned().unwrap_or_else(|| Value::Object(Default::default()));
-            let verified = crate::approval::Verified::new(verified.string("issuer")?, &claims)
-                .map_err(|e| Error::InvalidInput(format!("answer.verified: {e}")))?;
+            let verified = crate::approval::Verified::new(verified.string("issuer")?, &claims).map_err(|e| {
+                Error::invalid_at(InvalidInputKind::Malformed, "answer.verified", format!("answer.verified: {e}"))
+            })?;
             crate::approval::Approver::verified(principal, verified)
         }
     })
@@ -340,15 +348,21 @@ pub unsafe extern "C" fn warden_approval_answer(
             "grant" => true,
             "deny" => false,
             other => {
-                return Err(Error::InvalidInput(format!(
-                    "answer.decision must be \"grant\" or \"deny\", got {other:?}"
-                )))
+                return Err(Error::invalid_at(
+                    InvalidInputKind::Malformed,
+                    "answer.decision",
+                    format!("answer.decision must be \"grant\" or \"deny\", got {other:?}"),
+                ))
             }
         };
         let approver = approver_of(&fields)?;
         let ttl = fields.millis("ttl_ms")?;
         if ttl.is_some() && !grant {
-            return Err(Error::InvalidInput("answer.ttl_ms applies only to a grant".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Conflict,
+                "answer.ttl_ms",
+                "answer.ttl_ms applies only to a grant",
+            ));
         }
         let record = handle.kernel.answer(
             approval_id,
@@ -405,7 +419,13 @@ pub unsafe extern "C" fn warden_approval_wait(
             .ok()
             .and_then(|ms| ms.checked_mul(1000))
             .filter(|micros| *micros <= crate::kernel::MAX_WAIT)
-            .ok_or_else(|| Error::InvalidInput("timeout_ms must be at most 86400000 (a day)".into()))?;
+            .ok_or_else(|| {
+                Error::invalid_at(
+                    InvalidInputKind::OutOfRange,
+                    "timeout_ms",
+                    "timeout_ms must be at most 86400000 (a day)",
+                )
+            })?;
         let record = handle.kernel.wait_for_answer(id, timeout)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write_json(&record.as_ref().map_or(Value::Null, ApprovalRecord::to_json)) };
@@ -466,7 +486,11 @@ pub unsafe extern "C" fn warden_approval_grant_scoped(
         let approval_id = fields.required_string("approval_id")?;
         let approver = approver_of(&fields)?;
         let scope = fields.get("scope").ok_or_else(|| {
-            Error::InvalidInput("answer needs \"scope\": {\"uses\", \"minutes\", \"fixed\", \"at_most\"}".into())
+            Error::invalid_at(
+                InvalidInputKind::Missing,
+                "answer.scope",
+                "answer needs \"scope\": {\"uses\", \"minutes\", \"fixed\", \"at_most\"}",
+            )
         })?;
         let scope = Scope::from_json(scope)?;
         let done = handle.kernel.answer_scoped(approval_id, &approver, &scope, fields.string("action_hash")?)?;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::authority::CreatedVia;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::authority::{ListedDelegation, Sweep};
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};
@@ -66,13 +66,24 @@ pub unsafe extern "C" fn warden_delegate(
         let parent_id = fields.required_string("parent_id")?;
         let grant = match value.get("grant") {
             Some(grant @ Value::Object(_)) => grant.to_string(),
-            _ => return Err(Error::InvalidInput("request.grant must be a JSON object (a grant without 'id')".into())),
+            _ => {
+                return Err(Error::invalid_at(
+                    InvalidInputKind::Malformed,
+                    "request.grant",
+                    "request.grant must be a JSON object (a grant without 'id')",
+                ))
+            }
         };
         let by = fields.required_principal_named("by")?;
         let via = match fields.string("via")? {
             None => CreatedVia::Api,
-            Some(text) => CreatedVia::parse(text)
-                .ok_or_else(|| Error::InvalidInput("request.via must be \"api\", \"cli\" or \"hop\"".into()))?,
+            Some(text) => CreatedVia::parse(text).ok_or_else(|| {
+                Error::invalid_at(
+                    InvalidInputKind::Malformed,
+                    "request.via",
+                    "request.via must be \"api\", \"cli\" or \"hop\"",
+                )
+            })?,
         };
         let warden = handle.warden()?;
         let id = warden.delegate_text(parent_id, &grant, &by, fields.millis("by_expires_at_ms")?, via)?;
@@ -172,8 +183,10 @@ pub unsafe extern "C" fn warden_revoke_sweep(
             (Some(creator), None) => Sweep::CreatedBy { agent: creator.agent, user: creator.user },
             (None, Some(under)) => Sweep::Under { id: under.to_owned() },
             _ => {
-                return Err(Error::InvalidInput(
-                    "a sweep names exactly one of \"created_by\": {\"agent\", \"user\"} and \"under\": id".into(),
+                return Err(Error::invalid_at(
+                    InvalidInputKind::Conflict,
+                    "request",
+                    "a sweep names exactly one of \"created_by\": {\"agent\", \"user\"} and \"under\": id",
                 ))
             }
         };

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::canonical::parse_json;
-use crate::error::Error;
+use crate::error::{Error, InvalidInput, InvalidInputKind};
 
 use super::panic::infallible;
 use super::result::error_json;
@@ -63,7 +63,7 @@ pub unsafe extern "C" fn warden_buf_free(buf: warden_buf) {
 }
 
 fn null(what: &str) -> Error {
-    Error::InvalidInput(format!("{what} is NULL, and it is required"))
+    Error::invalid_at(InvalidInputKind::Missing, what, format!("{what} is NULL, and it is required"))
 }
 
 /// Borrow `len` bytes at `ptr`; `None` for `(NULL, 0)`, the absent value.
@@ -74,11 +74,19 @@ pub(super) unsafe fn borrow<'a>(ptr: *const u8, len: usize, what: &str) -> Resul
     if ptr.is_null() {
         return match len {
             0 => Ok(None),
-            _ => Err(Error::InvalidInput(format!("{what} is NULL with a length of {len}"))),
+            _ => Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                what,
+                format!("{what} is NULL with a length of {len}"),
+            )),
         };
     }
     if isize::try_from(len).is_err() {
-        return Err(Error::InvalidInput(format!("{what} has an impossible length of {len}")));
+        return Err(Error::invalid_at(
+            InvalidInputKind::OutOfRange,
+            what,
+            format!("{what} has an impossible length of {len}"),
+        ));
     }
     // SAFETY: non-NULL, `len` fits in `isize`, and the caller guarantees `len` readable bytes
     // that outlive `'a` and are not written meanwhile.
@@ -86,8 +94,13 @@ pub(super) unsafe fn borrow<'a>(ptr: *const u8, len: usize, what: &str) -> Resul
 }
 
 fn utf8<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str, Error> {
-    std::str::from_utf8(bytes)
-        .map_err(|error| Error::InvalidInput(format!("{what} is not valid UTF-8 (at byte {})", error.valid_up_to())))
+    std::str::from_utf8(bytes).map_err(|error| {
+        Error::invalid_at(
+            InvalidInputKind::Malformed,
+            what,
+            format!("{what} is not valid UTF-8 (at byte {})", error.valid_up_to()),
+        )
+    })
 }
 
 /// A required UTF-8 string.
@@ -113,13 +126,17 @@ pub(super) unsafe fn optional_str<'a>(ptr: *const u8, len: usize, what: &str) ->
 
 fn json(text: &str, what: &str) -> Result<Value, Error> {
     if text.len() > crate::limits::HARD_MAX_JSON_BYTES {
-        return Err(Error::InvalidInput(format!(
-            "{what} is {} bytes, over the {} bytes any JSON input may have",
-            text.len(),
-            crate::limits::HARD_MAX_JSON_BYTES
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::TooLarge,
+            what,
+            format!(
+                "{what} is {} bytes, over the {} bytes any JSON input may have",
+                text.len(),
+                crate::limits::HARD_MAX_JSON_BYTES
+            ),
+        ));
     }
-    parse_json(text).map_err(|error| Error::InvalidInput(format!("{what}: {error}")))
+    parse_json(text).map_err(|error| Error::InvalidInput(InvalidInput::from(error).prefixed(&format!("{what}: "))))
 }
 
 /// A required UTF-8 JSON document.

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::effect::{EffectRecord, EffectState};
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 use crate::kernel::ReconcileAnswer;
 use crate::store::Event;
 
@@ -58,7 +58,11 @@ pub unsafe extern "C" fn warden_effect_reconcile(
             )
         };
         let answer = ReconcileAnswer::parse(answer).ok_or_else(|| {
-            Error::InvalidInput(format!("answer must be committed, not_executed or unknown, not {answer:?}"))
+            Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "answer",
+                format!("answer must be committed, not_executed or unknown, not {answer:?}"),
+            )
         })?;
         handle.kernel.reconcile(key, action, answer)?;
         Ok(())
@@ -107,7 +111,11 @@ fn resolved_to(to: &str) -> Result<EffectState, Error> {
     match to {
         "committed" => Ok(EffectState::Committed),
         "failed" => Ok(EffectState::Failed),
-        other => Err(Error::InvalidInput(format!("to must be committed or failed, not {other:?}"))),
+        other => Err(Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "to",
+            format!("to must be committed or failed, not {other:?}"),
+        )),
     }
 }
 
@@ -173,7 +181,11 @@ unsafe fn resolve(
             (required_str(key.0, key.1, "key")?, required_str(to.0, to.1, "to")?, required_str(by.0, by.1, "by")?)
         };
         if attempt == Some(0) {
-            return Err(Error::InvalidInput("attempt starts at 1: pass the effect record's attempt".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::OutOfRange,
+                "attempt",
+                "attempt starts at 1: pass the effect record's attempt",
+            ));
         }
         let record = handle.kernel.resolve_attempt(key, attempt, resolved_to(to)?, by)?;
         // SAFETY: `out` is NULL or writable (the caller's guarantee).
@@ -254,9 +266,11 @@ pub unsafe extern "C" fn warden_effects_list(
         let state = unsafe { optional_str(state, state_len, "state") }?
             .map(|text| {
                 EffectState::parse(text).ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "state must be reserved, executing, committed, failed or ambiguous, not {text:?}"
-                    ))
+                    Error::invalid_at(
+                        InvalidInputKind::Malformed,
+                        "state",
+                        format!("state must be reserved, executing, committed, failed or ambiguous, not {text:?}"),
+                    )
                 })
             })
             .transpose()?;
@@ -332,8 +346,9 @@ pub unsafe extern "C" fn warden_chain_verify(
     let work = |handle: &warden_handle| -> Result<(), Error> {
         let out = Out::required(out, "out")?;
         let report = handle.kernel.verify_chain()?;
-        let report = serde_json::to_value(&report)
-            .map_err(|e| Error::InvalidInput(format!("internal: the chain report did not encode: {e}")))?;
+        let report = serde_json::to_value(&report).map_err(|e| {
+            Error::invalid(InvalidInputKind::NotCanonical, format!("internal: the chain report did not encode: {e}"))
+        })?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write_json(&report) };
         Ok(())

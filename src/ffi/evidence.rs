@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 use crate::evidence::proof;
 
 use super::bytes::{required_str, warden_buf, Out};
@@ -106,9 +106,11 @@ pub unsafe extern "C" fn warden_proof_consistency(
             .find(|(_, n)| *n == 0)
             .map(|(name, _)| name)
         {
-            return Err(Error::InvalidInput(format!(
-                "{zero} is 0; checkpoints are numbered from 1 (warden_checkpoints lists them)"
-            )));
+            return Err(Error::invalid_at(
+                InvalidInputKind::OutOfRange,
+                *zero,
+                format!("{zero} is 0; checkpoints are numbered from 1 (warden_checkpoints lists them)"),
+            ));
         }
         let found = proof::consistency(&handle.kernel, old_checkpoint, new_checkpoint)?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use crate::error::Error;
+use crate::error::{Error, InvalidInput, InvalidInputKind};
 use crate::kernel::{Kernel, KernelOptions, Outcomes};
 use crate::pipeline::{Warden, WardenOptions};
 use crate::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};
@@ -86,8 +86,9 @@ pub(super) unsafe fn with_handle(
     let work = || -> Result<(), Error> {
         // SAFETY: the caller guarantees `h` is NULL or a live handle; handles are only ever
         // shared (`&`), never mutated, until `warden_close`.
-        let handle = unsafe { h.as_ref() }
-            .ok_or_else(|| Error::InvalidInput("h (the handle) is NULL, and it is required".into()))?;
+        let handle = unsafe { h.as_ref() }.ok_or_else(|| {
+            Error::invalid_at(InvalidInputKind::Missing, "h", "h (the handle) is NULL, and it is required")
+        })?;
         // First, before anything that could take a lock: a handle from before a fork.
         handle.kernel.check_fork()?;
         handle.latch.guard(|| work(handle))
@@ -129,8 +130,13 @@ fn telemetry(value: Option<&serde_json::Value>) -> Result<crate::telemetry::Capt
 /// `{"manual_ms": N}`: a clock that starts at N milliseconds since the epoch and moves only when
 /// `warden_test_clock_set` moves it.
 fn manual_clock(value: &serde_json::Value) -> Result<crate::clock::ManualClock, Error> {
-    let shape =
-        || Error::InvalidInput("options_json.clock must be {\"manual_ms\": <milliseconds since the epoch>}".into());
+    let shape = || {
+        Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "options_json.clock",
+            "options_json.clock must be {\"manual_ms\": <milliseconds since the epoch>}",
+        )
+    };
     let map = value.as_object().filter(|map| map.len() == 1).ok_or_else(shape)?;
     let millis = map.get("manual_ms").and_then(serde_json::Value::as_u64).ok_or_else(shape)?;
     let micros = i64::try_from(millis).ok().and_then(|ms| ms.checked_mul(1000)).ok_or_else(shape)?;
@@ -145,10 +151,16 @@ fn open(store: &str, config: Option<&str>, options: OpenOptions<'_>) -> Result<w
         None => Arc::new(crate::clock::SystemClock),
     };
     if store.is_empty() {
-        return Err(Error::InvalidInput("store must be a non-empty path".into()));
+        return Err(Error::invalid_at(InvalidInputKind::Missing, "store", "store must be a non-empty path"));
     }
     let (kernel, warden) = match config {
-        Some("") => return Err(Error::InvalidInput("config must be a non-empty path, or absent".into())),
+        Some("") => {
+            return Err(Error::invalid_at(
+                InvalidInputKind::Missing,
+                "config",
+                "config must be a non-empty path, or absent",
+            ))
+        }
         Some(config) => {
             let warden = Warden::open_files(
                 store,
@@ -291,22 +303,22 @@ pub unsafe extern "C" fn warden_open(
                 let fields = Fields::new(options, "options_json", OPTION_KEYS)?;
                 let limits = match options.get("limits").filter(|v| !v.is_null()) {
                     None => crate::limits::Limits::default(),
-                    Some(value) => crate::limits::Limits::from_json(value).map_err(|e| {
-                        Error::InvalidInput(format!(
-                            "options_json.{}",
-                            e.to_string().trim_start_matches("invalid input: ")
-                        ))
-                    })?,
+                    Some(value) => crate::limits::Limits::from_json(value).map_err(under_options)?,
                 };
                 let outcomes = match (fields.string("outcomes")?, fields.unsigned("max_delay_ms")?) {
                     (None, None) => Outcomes::Durable,
                     (None, Some(_)) => {
-                        return Err(Error::InvalidInput(
-                            "options_json.max_delay_ms needs \"outcomes\": \"deferred\"".into(),
+                        return Err(Error::invalid_at(
+                            InvalidInputKind::Conflict,
+                            "options_json.max_delay_ms",
+                            "options_json.max_delay_ms needs \"outcomes\": \"deferred\"",
                         ))
                     }
-                    (Some(name), delay) => Outcomes::parse(name, delay)
-                        .map_err(|e| Error::InvalidInput(format!("options_json.outcomes: {e}")))?,
+                    (Some(name), delay) => Outcomes::parse(name, delay).map_err(|e| {
+                        let path = format!("options_json.{}", e.invalid_input_path().unwrap_or("outcomes"));
+                        let kind = e.invalid_input_kind().unwrap_or(InvalidInputKind::Malformed);
+                        Error::invalid_at(kind, path, format!("options_json.outcomes: {e}"))
+                    })?,
                 };
                 let manual_clock = match options.get("clock").filter(|v| !v.is_null()) {
                     None => None,
@@ -314,12 +326,7 @@ pub unsafe extern "C" fn warden_open(
                 };
                 let durability = match fields.string("durability")? {
                     None => crate::store::Withstands::Power,
-                    Some(name) => crate::store::Withstands::parse(name).map_err(|e| {
-                        Error::InvalidInput(format!(
-                            "options_json.{}",
-                            e.to_string().trim_start_matches("invalid input: ")
-                        ))
-                    })?,
+                    Some(name) => crate::store::Withstands::parse(name).map_err(under_options)?,
                 };
                 OpenOptions {
                     environment: fields.string("environment")?.map(str::to_owned),
@@ -393,4 +400,16 @@ pub unsafe extern "C" fn warden_close(handle: *mut warden_handle) {
 pub unsafe extern "C" fn warden_flush(h: *const warden_handle, err: *mut warden_buf) -> warden_result {
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
     unsafe { with_handle(h, err, |handle| handle.kernel.flush()) }
+}
+
+/// An option's invalid input put under `options_json.`, in its message and its path; any
+/// other error as it is.
+fn under_options(error: Error) -> Error {
+    match error {
+        Error::InvalidInput(invalid) => {
+            let path = invalid.path.as_deref().map_or("options_json".to_owned(), |path| format!("options_json.{path}"));
+            Error::InvalidInput(InvalidInput { path: Some(path), ..invalid.prefixed("options_json.") })
+        }
+        other => other,
+    }
 }

@@ -6,7 +6,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 
 use super::bytes::{report, warden_buf};
 use super::result::{code_of, warden_result, WARDEN_RESULT_OK};
@@ -50,8 +50,9 @@ pub(super) unsafe fn fallible(err: *mut warden_buf, work: impl FnOnce() -> Resul
 pub(super) unsafe fn put_into<S>(sink: *mut S, work: impl FnOnce(&mut S) -> Result<(), Error>) -> warden_result {
     let work = || -> Result<(), Error> {
         // SAFETY: the caller's guarantee for `sink`.
-        let sink = unsafe { sink.as_mut() }
-            .ok_or_else(|| Error::InvalidInput("sink is NULL; pass the sink the callback received".into()))?;
+        let sink = unsafe { sink.as_mut() }.ok_or_else(|| {
+            Error::invalid_at(InvalidInputKind::Missing, "sink", "sink is NULL; pass the sink the callback received")
+        })?;
         work(sink)
     };
     // SAFETY: NULL `err`: no error object is written.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::effect::{ResultForm, StoredResult};
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 use crate::kernel::{Kernel, Permit};
 use crate::pipeline::ActionRequest;
 
@@ -53,7 +53,7 @@ impl warden_permit {
 }
 
 fn already_finished() -> Error {
-    Error::InvalidInput("this permit already reported its outcome; free it with warden_permit_free".into())
+    Error::invalid(InvalidInputKind::State, "this permit already reported its outcome; free it with warden_permit_free")
 }
 
 /// Runs one fallible export on a permit: refuses a NULL permit, refuses with
@@ -69,8 +69,9 @@ unsafe fn with_permit(
     let work = || -> Result<(), Error> {
         // SAFETY: the caller guarantees `p` is NULL or a live permit that no other thread
         // uses meanwhile, so this is the only reference.
-        let permit = unsafe { p.as_mut() }
-            .ok_or_else(|| Error::InvalidInput("p (the permit) is NULL, and it is required".into()))?;
+        let permit = unsafe { p.as_mut() }.ok_or_else(|| {
+            Error::invalid_at(InvalidInputKind::Missing, "p", "p (the permit) is NULL, and it is required")
+        })?;
         // First, before anything that could take a lock: a permit from before a fork.
         permit.kernel.check_fork()?;
         let latch = Arc::clone(&permit.latch);
@@ -178,7 +179,11 @@ pub unsafe extern "C" fn warden_propose_described(
 ) -> warden_result {
     if info.is_null() {
         // SAFETY: the caller's guarantee for `err`, forwarded.
-        return unsafe { fallible(err, || Err(Error::InvalidInput("info is NULL, and it is required".into()))) };
+        return unsafe {
+            fallible(err, || {
+                Err(Error::invalid_at(InvalidInputKind::Missing, "info", "info is NULL, and it is required"))
+            })
+        };
     }
     let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded.
@@ -279,26 +284,32 @@ unsafe fn proposal(
 /// refusal stands. The key must hold an effect of this very action.
 fn apply_reconciled(kernel: &Kernel, reconciled: &Value, action: &str) -> Result<(), Error> {
     let shape = || {
-        Error::InvalidInput(
-            "request.reconciled must be {\"effect_key\": str, \"answer\": \"committed\"|\"not_executed\"|\"unknown\"}"
-                .into(),
+        Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "request.reconciled",
+            "request.reconciled must be {\"effect_key\": str, \"answer\": \"committed\"|\"not_executed\"|\"unknown\"}",
         )
     };
     let map = reconciled.as_object().filter(|map| map.len() == 2).ok_or_else(shape)?;
     let key = map.get("effect_key").and_then(Value::as_str).ok_or_else(shape)?;
     let answer = map.get("answer").and_then(Value::as_str).ok_or_else(shape)?;
     let answer = crate::kernel::ReconcileAnswer::parse(answer).ok_or_else(|| {
-        Error::InvalidInput(format!(
-            "a reconcile hook answers committed, not_executed or unknown, not {}",
-            serde_json::Value::String(answer.chars().take(64).collect())
-        ))
+        Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "request.reconciled.answer",
+            format!(
+                "a reconcile hook answers committed, not_executed or unknown, not {}",
+                serde_json::Value::String(answer.chars().take(64).collect())
+            ),
+        )
     })?;
     let record = kernel.effect(key)?.ok_or_else(|| Error::NotFound(format!("no effect {key:?} to reconcile")))?;
     if record.action_name != action {
-        return Err(Error::InvalidInput(format!(
-            "request.reconciled names effect {key:?} of {}, not of this action",
-            record.action_name
-        )));
+        return Err(Error::invalid_at(
+            InvalidInputKind::Conflict,
+            "request.reconciled.effect_key",
+            format!("request.reconciled names effect {key:?} of {}, not of this action", record.action_name),
+        ));
     }
     kernel.reconcile(key, action, answer)?;
     match answer {
@@ -339,8 +350,9 @@ pub unsafe extern "C" fn warden_permit_info(
     let work = || -> Result<(), Error> {
         let out = Out::required(out, "out")?;
         // SAFETY: the caller guarantees `p` is NULL or a live permit not used elsewhere.
-        let permit = unsafe { p.as_ref() }
-            .ok_or_else(|| Error::InvalidInput("p (the permit) is NULL, and it is required".into()))?;
+        let permit = unsafe { p.as_ref() }.ok_or_else(|| {
+            Error::invalid_at(InvalidInputKind::Missing, "p", "p (the permit) is NULL, and it is required")
+        })?;
         // A permit from before a fork is refused here too, like every other permit call.
         permit.kernel.check_fork()?;
         let info = permit.latch.guard(|| Ok(permit.info.clone()))?;
@@ -554,11 +566,7 @@ pub unsafe extern "C" fn warden_permit_extend_lease(
     err: *mut warden_buf,
 ) -> warden_result {
     let work = |permit: &mut warden_permit| -> Result<(), Error> {
-        let lease = i64::try_from(lease_ms)
-            .ok()
-            .filter(|ms| *ms > 0)
-            .and_then(|ms| ms.checked_mul(1000))
-            .ok_or_else(|| Error::InvalidInput(format!("lease_ms must be between 1 and {}", i64::MAX / 1000)))?;
+        let lease = super::store_ops::lease_micros(lease_ms)?;
         let until = permit.kernel.now().saturating_add(lease);
         let extended = permit.unfinished()?;
         extended.extend_lease(until)?;

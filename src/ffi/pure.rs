@@ -65,7 +65,7 @@ pub unsafe extern "C" fn warden_canonical(
         let out = Out::required(out, "out")?;
         // SAFETY: the caller's guarantee for (json, len).
         let value = unsafe { required_json(json, len, "json") }?;
-        let canonical = to_canonical_string(&value, "").map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let canonical = to_canonical_string(&value, "")?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write(warden_buf::from_text(&canonical)) };
         Ok(())
@@ -102,7 +102,7 @@ pub unsafe extern "C" fn warden_action_hash(
         let out = Out::required(out, "out")?;
         // SAFETY: the caller's guarantee for (action_json, len).
         let value = unsafe { required_json(action_json, len, "action_json") }?;
-        let hash = action(&value, DEFAULT_ENVIRONMENT)?.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let hash = action(&value, DEFAULT_ENVIRONMENT)?.hash()?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write(warden_buf::from_text(&hash)) };
         Ok(())

@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 use crate::kernel::{AnswerWait, ReconcileAnswer};
 
 use super::approval_hooks::{warden_precondition_fn, HostPrecondition};
@@ -151,7 +151,9 @@ pub(super) unsafe fn propose_with(
     if info.is_null() {
         // SAFETY: the caller's guarantee for `err`, forwarded.
         return unsafe {
-            super::panic::fallible(err, || Err(Error::InvalidInput("info is NULL, and it is required".into())))
+            super::panic::fallible(err, || {
+                Err(Error::invalid_at(InvalidInputKind::Missing, "info", "info is NULL, and it is required"))
+            })
         };
     }
     // SAFETY: the caller guarantees `options` is NULL or valid for reads during the call.

@@ -5,7 +5,8 @@ use serde_json::{Map, Value};
 
 use crate::action::{Action, Principal};
 use crate::clock::Micros;
-use crate::error::Error;
+use crate::error::InvalidInputKind::{self, Malformed, Missing};
+use crate::error::{Error, InvalidInput};
 
 /// The fields of one JSON object, read with the caller's name for it in every message.
 pub(super) struct Fields<'v> {
@@ -13,18 +14,41 @@ pub(super) struct Fields<'v> {
     what: &'static str,
 }
 
-fn invalid(message: String) -> Error {
-    Error::InvalidInput(message)
+fn invalid(kind: InvalidInputKind, path: String, message: String) -> Error {
+    if path.is_empty() {
+        Error::invalid(kind, message)
+    } else {
+        Error::invalid_at(kind, path, message)
+    }
+}
+
+/// The path of `field` of the object `what` in error objects: under the object's name when
+/// that is a field name (`request.principal`), the field alone under a description (`the
+/// action`); `field` empty is the object itself (no path under a description).
+fn field_path(what: &str, field: &str) -> String {
+    match (what.contains(' '), field.is_empty()) {
+        (true, _) => field.to_owned(),
+        (false, true) => what.to_owned(),
+        (false, false) => format!("{what}.{field}"),
+    }
 }
 
 impl<'v> Fields<'v> {
     /// `value` must be an object holding only `allowed` fields.
     pub(super) fn new(value: &'v Value, what: &'static str, allowed: &[&str]) -> Result<Fields<'v>, Error> {
         let Value::Object(map) = value else {
-            return Err(invalid(format!("{what} must be a JSON object with the fields {}", allowed.join(", "))));
+            return Err(invalid(
+                Malformed,
+                field_path(what, ""),
+                format!("{what} must be a JSON object with the fields {}", allowed.join(", ")),
+            ));
         };
         if let Some(key) = map.keys().find(|key| !allowed.contains(&key.as_str())) {
-            return Err(invalid(format!("{what} has an unknown field {key:?}; the fields are {}", allowed.join(", "))));
+            return Err(invalid(
+                Malformed,
+                field_path(what, key),
+                format!("{what} has an unknown field {key:?}; the fields are {}", allowed.join(", ")),
+            ));
         }
         Ok(Fields { map, what })
     }
@@ -38,27 +62,39 @@ impl<'v> Fields<'v> {
         match self.get(field) {
             None => Ok(None),
             Some(Value::String(text)) => Ok(Some(text)),
-            Some(_) => Err(invalid(format!("{}.{field} must be a string, null or absent", self.what))),
+            Some(_) => Err(invalid(
+                Malformed,
+                self.path(field),
+                format!("{}.{field} must be a string, null or absent", self.what),
+            )),
         }
     }
 
     /// The caller's name for this object, for messages.
+    /// The path of `field` in error objects (see [`field_path`]).
+    pub(super) fn path(&self, field: &str) -> String {
+        field_path(self.what, field)
+    }
+
     pub(super) fn what(&self) -> &'static str {
         self.what
     }
 
     pub(super) fn required_string(&self, field: &str) -> Result<&'v str, Error> {
-        self.string(field)?.ok_or_else(|| invalid(format!("{} needs {field:?}, a string", self.what)))
+        self.string(field)?
+            .ok_or_else(|| invalid(Missing, self.path(field), format!("{} needs {field:?}, a string", self.what)))
     }
 
     /// An integer count of milliseconds, as microseconds.
     pub(super) fn millis(&self, field: &str) -> Result<Option<Micros>, Error> {
         let Some(value) = self.get(field) else { return Ok(None) };
-        value
-            .as_i64()
-            .and_then(|ms| ms.checked_mul(1000))
-            .map(Some)
-            .ok_or_else(|| invalid(format!("{}.{field} must be an integer number of milliseconds", self.what)))
+        value.as_i64().and_then(|ms| ms.checked_mul(1000)).map(Some).ok_or_else(|| {
+            invalid(
+                Malformed,
+                self.path(field),
+                format!("{}.{field} must be an integer number of milliseconds", self.what),
+            )
+        })
     }
 
     /// `true` or `false`; absent or `null` is `false`.
@@ -66,14 +102,20 @@ impl<'v> Fields<'v> {
         match self.get(field) {
             None => Ok(false),
             Some(Value::Bool(flag)) => Ok(*flag),
-            Some(_) => Err(invalid(format!("{}.{field} must be true, false, null or absent", self.what))),
+            Some(_) => Err(invalid(
+                Malformed,
+                self.path(field),
+                format!("{}.{field} must be true, false, null or absent", self.what),
+            )),
         }
     }
 
     /// A non-negative integer.
     pub(super) fn unsigned(&self, field: &str) -> Result<Option<u64>, Error> {
         let Some(value) = self.get(field) else { return Ok(None) };
-        value.as_u64().map(Some).ok_or_else(|| invalid(format!("{}.{field} must be a non-negative integer", self.what)))
+        value.as_u64().map(Some).ok_or_else(|| {
+            invalid(Malformed, self.path(field), format!("{}.{field} must be a non-negative integer", self.what))
+        })
     }
 
     /// `arguments`: a JSON object; absent is `{}`.
@@ -81,7 +123,11 @@ impl<'v> Fields<'v> {
         match self.get("arguments") {
             None => Ok(Value::Object(Map::new())),
             Some(arguments @ Value::Object(_)) => Ok(arguments.clone()),
-            Some(_) => Err(invalid(format!("{}.arguments must be a JSON object", self.what))),
+            Some(_) => Err(invalid(
+                Malformed,
+                self.path("arguments"),
+                format!("{}.arguments must be a JSON object", self.what),
+            )),
         }
     }
 
@@ -95,18 +141,22 @@ impl<'v> Fields<'v> {
         let Some(value) = self.get(field) else { return Ok(None) };
         let fields = Fields::new(value, field, &["agent", "user"])?;
         let principal = Principal::new(fields.required_string("agent")?, fields.string("user")?)
-            .map_err(|error| invalid(error.to_string()))?;
+            .map_err(|error| Error::InvalidInput(InvalidInput::from(error).rerooted(&self.path(field))))?;
         Ok(Some(principal))
     }
 
     pub(super) fn required_principal_named(&self, field: &'static str) -> Result<Principal, Error> {
-        self.principal_named(field)?
-            .ok_or_else(|| invalid(format!("{} needs {field:?}, an object {{\"agent\", \"user\"}}", self.what)))
+        self.principal_named(field)?.ok_or_else(|| {
+            let message = format!("{} needs {field:?}, an object {{\"agent\", \"user\"}}", self.what);
+            invalid(Missing, self.path(field), message)
+        })
     }
 
     pub(super) fn required_principal(&self) -> Result<Principal, Error> {
-        self.principal()?
-            .ok_or_else(|| invalid(format!("{} needs \"principal\", an object {{\"agent\", \"user\"}}", self.what)))
+        self.principal()?.ok_or_else(|| {
+            let message = format!("{} needs \"principal\", an object {{\"agent\", \"user\"}}", self.what);
+            invalid(Missing, self.path("principal"), message)
+        })
     }
 }
 
@@ -119,10 +169,10 @@ pub(super) fn action(value: &Value, default_environment: &str) -> Result<Action,
     let fields = Fields::new(value, "the action", &ACTION_FIELDS)?;
     let name = fields.required_string("name")?;
     if !matches!(value.get("arguments"), Some(Value::Object(_))) {
-        return Err(invalid("the action needs \"arguments\", a JSON object".into()));
+        return Err(invalid(Malformed, "arguments".into(), "the action needs \"arguments\", a JSON object".into()));
     }
     let principal = fields.required_principal()?;
     let resource = fields.string("resource")?;
     let environment = fields.string("environment")?.unwrap_or(default_environment);
-    Action::new(name, fields.arguments()?, principal, resource, environment).map_err(|error| invalid(error.to_string()))
+    Ok(Action::new(name, fields.arguments()?, principal, resource, environment)?)
 }

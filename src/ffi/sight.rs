@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 use crate::http::CancelToken;
 use crate::pipeline::Warden;
 use crate::sight::credentials::CredentialProvider;
@@ -158,7 +158,11 @@ pub unsafe extern "C" fn warden_credential_put(
 ) -> warden_result {
     let work = |sink: &mut warden_credential_sink| -> Result<(), Error> {
         if value.is_null() && len > 0 {
-            return Err(Error::InvalidInput("value is NULL with a non-zero length".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "value",
+                "value is NULL with a non-zero length",
+            ));
         }
         let bytes: &[u8] = if len == 0 {
             &[]
@@ -168,9 +172,9 @@ pub unsafe extern "C" fn warden_credential_put(
         };
         // Copied straight into a zeroizing buffer of the final size: no stray copy remains.
         let mut text = Zeroizing::new(String::with_capacity(len));
-        text.push_str(
-            std::str::from_utf8(bytes).map_err(|_| Error::InvalidInput("the credential value is not UTF-8".into()))?,
-        );
+        text.push_str(std::str::from_utf8(bytes).map_err(|_| {
+            Error::invalid_at(InvalidInputKind::Malformed, "value", "the credential value is not UTF-8")
+        })?);
         sink.value = Some(text);
         Ok(())
     };
@@ -382,7 +386,8 @@ unsafe fn run_query(
         .map_err(|_| Error::Panic("the credential provider slot was poisoned by an earlier panic".into()))?
         .clone();
     let result = handle.warden()?.query(query, provider.as_ref(), &token)?;
-    serde_json::to_value(&result).map_err(|e| Error::InvalidInput(format!("cannot encode the result: {e}")))
+    serde_json::to_value(&result)
+        .map_err(|e| Error::invalid(InvalidInputKind::NotCanonical, format!("cannot encode the result: {e}")))
 }
 
 /// Runs one tool call an LLM made against `warden_sight_tool_schema`, its arguments as the
@@ -441,10 +446,14 @@ pub unsafe extern "C" fn warden_sight_call_tool(
             "warden_query" => unsafe { run_query(handle, &arguments, cancel) },
             "warden_history" => handle.warden()?.history(&arguments),
             "warden_diff" => handle.warden()?.diff(&arguments),
-            _ => Err(Error::InvalidInput(format!(
+            _ => Err(Error::invalid_at(
+                InvalidInputKind::Unknown,
+                "name",
+                format!(
                 "{} is not a Warden tool; the tools are warden_sources, warden_query, warden_history and warden_diff",
                 serde_json::Value::String(name.chars().take(64).collect())
-            ))),
+            ),
+            )),
         }
     };
     // SAFETY: the caller's guarantees, forwarded.

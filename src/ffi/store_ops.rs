@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::effect::{Outcome, StoredResult};
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 
 use super::bytes::{optional_str, required_json, required_str, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
@@ -16,9 +16,9 @@ use super::result::warden_result;
 /// `{"committed": result} | {"not_executed": msg} | {"ambiguous": msg}`.
 fn outcome(value: &Value) -> Result<Outcome, Error> {
     let shape = || {
-        Error::InvalidInput(
+        Error::invalid_at(InvalidInputKind::Malformed, "outcome_json", 
             "outcome_json must be one of {\"committed\": result}, {\"not_executed\": \"msg\"}, {\"ambiguous\": \"msg\"}"
-                .into(),
+                ,
         )
     };
     let Some((kind, payload)) = value.as_object().filter(|map| map.len() == 1).and_then(|map| map.iter().next()) else {
@@ -81,15 +81,13 @@ pub unsafe extern "C" fn warden_store_reserve(
             )
         };
         let action = action(&value, handle.environment())?;
-        let lease = match lease_ms {
-            0 => None,
-            ms => Some(
-                i64::try_from(ms)
-                    .ok()
-                    .and_then(|ms| ms.checked_mul(1000))
-                    .ok_or_else(|| Error::InvalidInput("lease_ms is too large".into()))?,
-            ),
-        };
+        let lease =
+            match lease_ms {
+                0 => None,
+                ms => Some(i64::try_from(ms).ok().and_then(|ms| ms.checked_mul(1000)).ok_or_else(|| {
+                    Error::invalid_at(InvalidInputKind::OutOfRange, "lease_ms", "lease_ms is too large")
+                })?),
+            };
         let record = handle.kernel.consume_and_reserve(&action, key, approval_id, lease, None)?;
         // SAFETY: `out` is NULL or writable (the caller's guarantee).
         unsafe { out.write_json(&record.to_json()) };
@@ -308,11 +306,7 @@ pub unsafe extern "C" fn warden_store_extend_lease(
         // SAFETY: the caller's guarantee for each (ptr, len) pair.
         let (key, action_id) =
             unsafe { (required_str(key, key_len, "key")?, required_str(action_id, id_len, "action_id")?) };
-        let lease = i64::try_from(lease_ms)
-            .ok()
-            .filter(|ms| *ms > 0)
-            .and_then(|ms| ms.checked_mul(1000))
-            .ok_or_else(|| Error::InvalidInput(format!("lease_ms must be between 1 and {}", i64::MAX / 1000)))?;
+        let lease = lease_micros(lease_ms)?;
         let until = handle.kernel.now().saturating_add(lease);
         let record = handle.kernel.extend_lease(key, action_id, attempt, until)?;
         // SAFETY: `out` is NULL or writable (the caller's guarantee).
@@ -367,4 +361,15 @@ pub unsafe extern "C" fn warden_store_consume_approval(
     };
     // SAFETY: the caller's guarantees for `h` and `err`, forwarded.
     unsafe { with_handle(h, err, work) }
+}
+
+/// A lease of `lease_ms` milliseconds in microseconds: 1 ms up to what microseconds can hold.
+pub(super) fn lease_micros(lease_ms: u64) -> Result<crate::clock::Micros, Error> {
+    i64::try_from(lease_ms).ok().filter(|ms| *ms > 0).and_then(|ms| ms.checked_mul(1000)).ok_or_else(|| {
+        Error::invalid_at(
+            InvalidInputKind::OutOfRange,
+            "lease_ms",
+            format!("lease_ms must be between 1 and {}", i64::MAX / 1000),
+        )
+    })
 }

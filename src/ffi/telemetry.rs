@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 use crate::telemetry::ActionTrace;
 
 use super::bytes::{required_str, warden_buf, Out};
@@ -93,7 +93,11 @@ pub unsafe extern "C" fn warden_propose_traced(
     // SAFETY: the caller guarantees `trace` is NULL or a live trace.
     let Some(trace) = (unsafe { trace.as_ref() }) else {
         // SAFETY: the caller's guarantee for `err`, forwarded.
-        return unsafe { fallible(err, || Err(Error::InvalidInput("trace is NULL, and it is required".into()))) };
+        return unsafe {
+            fallible(err, || {
+                Err(Error::invalid_at(InvalidInputKind::Missing, "trace", "trace is NULL, and it is required"))
+            })
+        };
     };
     // SAFETY: the caller's guarantees, forwarded.
     unsafe { super::recovering::propose_with(h, request, len, options, Some(&trace.trace), out, info, err) }
@@ -129,8 +133,9 @@ pub unsafe extern "C" fn warden_trace_span(
     let work = || -> Result<(), Error> {
         let out = Out::required(out, "out")?;
         // SAFETY: the caller guarantees `trace` is NULL or a live trace.
-        let trace =
-            unsafe { trace.as_ref() }.ok_or_else(|| Error::InvalidInput("trace is NULL, and it is required".into()))?;
+        let trace = unsafe { trace.as_ref() }.ok_or_else(|| {
+            Error::invalid_at(InvalidInputKind::Missing, "trace", "trace is NULL, and it is required")
+        })?;
         // SAFETY: `out` was checked non-NULL and the caller guarantees it is writable.
         unsafe { out.write_json_text(trace.trace.span().to_json_text()) };
         Ok(())

@@ -5,6 +5,7 @@
 use super::bytes::warden_buf;
 use super::handle::{warden_handle, with_handle};
 use super::result::warden_result;
+use crate::error::InvalidInputKind;
 
 /// Panics inside the library on purpose: returns WARDEN_RESULT_PANIC, after which the handle
 /// answers WARDEN_RESULT_POISONED until it is closed and reopened. Test-only.
@@ -34,15 +35,14 @@ pub unsafe extern "C" fn warden_test_clock_set(
 ) -> warden_result {
     let work = |handle: &warden_handle| -> Result<(), crate::error::Error> {
         let clock = handle.manual_clock.as_ref().ok_or_else(|| {
-            crate::error::Error::InvalidInput(
-                "this handle was opened without a manual clock; pass {\"clock\": {\"manual_ms\": N}} to warden_open"
-                    .into(),
+            crate::error::Error::invalid(
+                InvalidInputKind::State,
+                "this handle was opened without a manual clock; pass {\"clock\": {\"manual_ms\": N}} to warden_open",
             )
         })?;
-        let micros = i64::try_from(now_ms)
-            .ok()
-            .and_then(|ms| ms.checked_mul(1000))
-            .ok_or_else(|| crate::error::Error::InvalidInput("now_ms is too large".into()))?;
+        let micros = i64::try_from(now_ms).ok().and_then(|ms| ms.checked_mul(1000)).ok_or_else(|| {
+            crate::error::Error::invalid_at(InvalidInputKind::OutOfRange, "now_ms", "now_ms is too large")
+        })?;
         clock.set(micros);
         Ok(())
     };

@@ -196,6 +196,7 @@ mod boundary;
 mod codes;
 mod evidence;
 mod header;
+mod invalid_kinds;
 mod permits;
 mod pure;
 mod scoped;

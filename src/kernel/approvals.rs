@@ -9,7 +9,7 @@ use crate::approval::{
     self, ApprovalAsk, ApprovalRecord, ApprovalStatus, Approver, RequestedAction, Verdict, Vote, DEFAULT_APPROVAL_TTL,
 };
 use crate::clock::Micros;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::store::WriteTx;
 
@@ -87,10 +87,10 @@ impl Kernel {
     /// on an `approve` decision). One approver, any role, no precondition; the rule reads
     /// `requested directly`.
     pub fn request_approval(&self, action: &Action, ttl: Option<Micros>) -> Result<ApprovalRecord> {
-        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let action_hash = action.hash()?;
         let ttl = ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
         if ttl <= 0 {
-            return Err(Error::InvalidInput("an approval TTL must be positive".into()));
+            return Err(Error::invalid_at(InvalidInputKind::OutOfRange, "ttl", "an approval TTL must be positive"));
         }
         let approval_id = new_id(IdKind::Approval)
             .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")))?;
@@ -142,7 +142,7 @@ impl Kernel {
             approval::check_person_name("the note", note)?;
         }
         if ttl.is_some_and(|ttl| ttl <= 0) {
-            return Err(Error::InvalidInput("an approval TTL must be positive".into()));
+            return Err(Error::invalid_at(InvalidInputKind::OutOfRange, "ttl", "an approval TTL must be positive"));
         }
         let op = Write::Answer {
             approval_id: approval_id.to_owned(),
@@ -178,11 +178,11 @@ impl Kernel {
     /// a longer wait is [`Kernel::wait_until_answered`]'s.
     pub fn wait_for_answer(&self, approval_id: &str, timeout: Micros) -> Result<Option<ApprovalRecord>> {
         if !(0..=MAX_WAIT).contains(&timeout) {
-            return Err(Error::InvalidInput(format!(
-                "a wait must be 0..={} ms, got {} ms",
-                MAX_WAIT / 1000,
-                timeout / 1000
-            )));
+            return Err(Error::invalid_at(
+                InvalidInputKind::OutOfRange,
+                "timeout",
+                format!("a wait must be 0..={} ms, got {} ms", MAX_WAIT / 1000, timeout / 1000),
+            ));
         }
         self.wait_until_answered(approval_id, &AnswerWait::for_at_most(timeout))
     }
@@ -264,7 +264,7 @@ pub(super) fn new_request(
     precondition: Option<String>,
     now: Micros,
 ) -> Result<ApprovalRecord> {
-    let arguments = action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let arguments = action.arguments_text()?;
     Ok(ApprovalRecord {
         approval_id: approval_id.to_owned(),
         action_hash: action_hash.to_owned(),
@@ -307,7 +307,9 @@ pub(super) fn write_request(tx: &mut WriteTx<'_>, record: &ApprovalRecord, now: 
             ),
         ));
     }
-    record.check_binding().map_err(|problem| Error::InvalidInput(format!("the approval request {problem}")))?;
+    record
+        .check_binding()
+        .map_err(|problem| Error::invalid(InvalidInputKind::Conflict, format!("the approval request {problem}")))?;
     tx.put_approval(record)?;
     tx.index_approval(&record.action_hash, &record.approval_id)?;
     tx.event(
@@ -416,7 +418,10 @@ pub(super) fn apply_notify_event(
     now: Micros,
 ) -> Result<WriteReply> {
     if !matches!(kind, EventKind::APPROVAL_NOTIFIED | EventKind::APPROVAL_NOTIFY_FAILED) {
-        return Err(Error::InvalidInput(format!("{} is not a notification event", kind.as_str())));
+        return Err(Error::invalid(
+            InvalidInputKind::Unknown,
+            format!("{} is not a notification event", kind.as_str()),
+        ));
     }
     let action_id = tx.approval(approval_id)?.map(|record| record.action_id);
     tx.event(kind, now, action_id.as_deref(), None, Some(approval_id), data.clone())?;

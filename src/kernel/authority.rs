@@ -25,7 +25,7 @@ use crate::authority::{
     CreationError, Grant, Proposal, Revocation,
 };
 use crate::clock::Micros;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::ReceiptAuthority;
 use crate::store::{ReadTx, WriteTx};
@@ -321,17 +321,26 @@ pub enum Sweep {
 fn authority_of(roots: &[(String, String)], max_depth: u32) -> Result<Authority> {
     let mut grants = Vec::with_capacity(roots.len());
     for (id, json) in roots {
-        grants.push(grant_from_json(json, id).map_err(|e| Error::InvalidInput(format!("root grant '{id}': {e}")))?);
+        grants.push(
+            grant_from_json(json, id)
+                .map_err(|e| Error::invalid(InvalidInputKind::Malformed, format!("root grant '{id}': {e}")))?,
+        );
     }
-    Authority::new(grants, max_depth).map_err(Error::InvalidInput)
+    Authority::new(grants, max_depth).map_err(|message| Error::invalid(InvalidInputKind::Malformed, message))
 }
 
 pub(super) fn apply_delegate(tx: &mut WriteTx<'_>, op: &DelegateOp, now: Micros) -> Result<WriteReply> {
     let authority = authority_of(&op.roots, op.max_depth)?;
-    let mut grant = grant_from_json(&op.grant_json, "").map_err(Error::InvalidInput)?;
+    let mut grant = grant_from_json(&op.grant_json, "")
+        .map_err(|message| Error::invalid_at(InvalidInputKind::Malformed, "grant", message))?;
     grant.id = op.grant_id.clone();
-    let via = CreatedVia::parse(&op.via)
-        .ok_or_else(|| Error::InvalidInput(format!("created_via must be api, cli or hop, not {:?}", op.via)))?;
+    let via = CreatedVia::parse(&op.via).ok_or_else(|| {
+        Error::invalid_at(
+            InvalidInputKind::Malformed,
+            "via",
+            format!("created_via must be api, cli or hop, not {:?}", op.via),
+        )
+    })?;
     let proposal = Proposal {
         parent_id: &op.parent_id,
         grant: &grant,
@@ -381,7 +390,7 @@ pub(super) fn apply_delegate(tx: &mut WriteTx<'_>, op: &DelegateOp, now: Micros)
             }))
         }
         Err(CreationError::InvalidGrant(message)) => {
-            Err(Error::InvalidInput(format!("the delegated grant: {message}")))
+            Err(Error::invalid_at(InvalidInputKind::Malformed, "grant", format!("the delegated grant: {message}")))
         }
         Err(CreationError::Fault(message)) => Err(Error::store(StoreFaultKind::Io, message)),
     }
@@ -539,9 +548,13 @@ impl Kernel {
         by_expires_at: Option<Micros>,
         via: CreatedVia,
     ) -> Result<DelegationRecord> {
-        by.validate().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        by.validate()?;
         if parent_id.is_empty() {
-            return Err(Error::InvalidInput("the parent id is empty; name a root grant or a dlg_ id".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Missing,
+                "parent_id",
+                "the parent id is empty; name a root grant or a dlg_ id",
+            ));
         }
         let new_id = crate::action::new_id(crate::action::IdKind::Delegation)
             .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for a delegation id: {e}")))?;

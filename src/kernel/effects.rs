@@ -5,7 +5,7 @@ use crate::action::Action;
 use crate::approval;
 use crate::clock::Micros;
 use crate::effect::{self, EffectRecord, EffectState, Outcome, OutcomePlan, DEFAULT_LEASE};
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
@@ -239,7 +239,7 @@ impl Kernel {
         lease: Option<Micros>,
         max_attempts: Option<u32>,
     ) -> Result<EffectRecord> {
-        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let action_hash = action.hash()?;
         let op = Write::Claim {
             action: action.clone(),
             action_hash,
@@ -268,7 +268,7 @@ impl Kernel {
     /// effect the integrator keys elsewhere): the same checks as `consume_and_reserve`, and the
     /// consumed approval comes back. Events only.
     pub fn consume_approval(&self, action: &Action, approval_id: &str) -> Result<approval::ApprovalRecord> {
-        let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let action_hash = action.hash()?;
         let op = Write::Claim {
             action: action.clone(),
             action_hash,
@@ -447,7 +447,7 @@ pub(super) fn apply_claim(
     now: Micros,
 ) -> Result<WriteReply> {
     if effect_key.is_none() && presented.is_none() {
-        return Err(Error::InvalidInput("a claim needs an effect key, an approval, or both".into()));
+        return Err(Error::invalid(InvalidInputKind::Missing, "a claim needs an effect key, an approval, or both"));
     }
     let request = ClaimRequest {
         action,
@@ -467,8 +467,9 @@ pub(super) fn apply_claim(
             WriteReply::Approval(approval)
         }
         Claimed::Granted { .. } => {
-            return Err(Error::InvalidInput(
-                "internal: a claim granted neither its reservation nor its approval".into(),
+            return Err(Error::invalid(
+                InvalidInputKind::State,
+                "internal: a claim granted neither its reservation nor its approval",
             ))
         }
         Claimed::ApprovalRefused(refusal) | Claimed::EffectRefused(refusal) => WriteReply::Refused(refusal),
@@ -530,10 +531,13 @@ pub(super) fn apply_complete(
         .as_ref()
         .is_some_and(|r| r.state == EffectState::Reserved && r.action_id == action_id && r.attempt == attempt);
     if never_begun && !matches!(outcome, Outcome::Ambiguous(_)) {
-        return Ok(WriteReply::Refused(Error::InvalidInput(format!(
-            "effect {effect_key:?} is reserved and was never begun: call begin before running the effect; \
+        return Ok(WriteReply::Refused(Error::invalid(
+            InvalidInputKind::State,
+            format!(
+                "effect {effect_key:?} is reserved and was never begun: call begin before running the effect; \
              an attempt that never began can only be reported ambiguous"
-        ))));
+            ),
+        )));
     }
     let planned = effect::plan_outcome(record.as_ref(), effect_key, action_id, attempt, outcome, now);
     put_planned(

@@ -7,7 +7,7 @@
 use super::ops::{Read, ReadReply, Write, WriteReply};
 use super::{ops::unexpected, Kernel};
 use crate::clock::{render, Micros};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::evidence::anchor::SignedCheckpoint;
 use crate::evidence::anchoring::{self, AnchorTry, SinkProvider, SinkState, StoredAnchor};
 use crate::evidence::checkpoint::{self, Basis, ClosedWithoutReceipt, OpenEffect, StoredCheckpoint};
@@ -142,10 +142,11 @@ pub(super) fn gather(tx: &ReadTx<'_>, origin: Option<&str>, due: Option<&Due>, n
     }
     let origin = match (origin, &last) {
         (Some(asked), Some(last)) if asked != last.origin => {
-            return Ok(ReadReply::Refused(Error::InvalidInput(format!(
-                "this store's log is {:?}; a checkpoint cannot name another origin ({asked:?})",
-                last.origin
-            ))))
+            return Ok(ReadReply::Refused(Error::invalid_at(
+                InvalidInputKind::Conflict,
+                "origin",
+                format!("this store's log is {:?}; a checkpoint cannot name another origin ({asked:?})", last.origin),
+            )))
         }
         (Some(asked), _) => asked.to_owned(),
         (None, Some(last)) => last.origin.clone(),
@@ -226,11 +227,17 @@ pub(super) fn apply_append(tx: &mut WriteTx<'_>, row: &StoredCheckpoint) -> Resu
     let last = tx.last_checkpoint()?;
     let size = tx.chain_size()?;
     if let Some(why) = out_of_order(row, last.as_ref(), size) {
-        return Ok(WriteReply::Refused(Error::InvalidInput(format!("checkpoint not appended: {why}"))));
+        return Ok(WriteReply::Refused(Error::invalid(
+            InvalidInputKind::Conflict,
+            format!("checkpoint not appended: {why}"),
+        )));
     }
     let root = cached_root(tx, row.size)?;
     if let Some(why) = misstated(row, root) {
-        return Ok(WriteReply::Refused(Error::InvalidInput(format!("checkpoint not appended: {why}"))));
+        return Ok(WriteReply::Refused(Error::invalid(
+            InvalidInputKind::Conflict,
+            format!("checkpoint not appended: {why}"),
+        )));
     }
     tx.append_checkpoint(row)?;
     Ok(WriteReply::Checkpoint(Box::new(row.clone())))
@@ -319,7 +326,9 @@ pub(super) fn run_proof(rx: &ReadTx<'_>, ask: &ProofAsk) -> Result<ReadReply> {
     let hashes = match ask {
         ProofAsk::Root { .. } => vec![tree.root()?],
         ProofAsk::Inclusion { seq, .. } => {
-            let index = seq.checked_sub(1).ok_or_else(|| Error::InvalidInput("receipt seqs start at 1".into()))?;
+            let index = seq
+                .checked_sub(1)
+                .ok_or_else(|| Error::invalid_at(InvalidInputKind::OutOfRange, "seq", "receipt seqs start at 1"))?;
             tree.inclusion(index)?
         }
         ProofAsk::Consistency { old, .. } => tree.consistency(*old)?,

@@ -31,7 +31,7 @@ use std::time::Duration;
 use crate::action::{Action, Principal};
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::decision::Ruling;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::store::{Durability, Now, Store, StoreOptions};
 use crate::template::Template;
 
@@ -84,19 +84,27 @@ impl Outcomes {
     pub fn parse(name: &str, max_delay_ms: Option<u64>) -> Result<Outcomes> {
         match (name, max_delay_ms) {
             ("durable", None) => Ok(Outcomes::Durable),
-            ("durable", Some(_)) => {
-                Err(Error::InvalidInput("max_delay_ms applies only to outcomes \"deferred\"".into()))
-            }
+            ("durable", Some(_)) => Err(Error::invalid_at(
+                InvalidInputKind::Conflict,
+                "max_delay_ms",
+                "max_delay_ms applies only to outcomes \"deferred\"",
+            )),
             ("deferred", delay) => {
                 let millis = delay.unwrap_or(Self::DEFAULT_MAX_DELAY.as_millis() as u64);
                 if !(1..=60_000).contains(&millis) {
-                    return Err(Error::InvalidInput(format!("max_delay_ms must be 1..=60000, got {millis}")));
+                    return Err(Error::invalid_at(
+                        InvalidInputKind::OutOfRange,
+                        "max_delay_ms",
+                        format!("max_delay_ms must be 1..=60000, got {millis}"),
+                    ));
                 }
                 Ok(Outcomes::Deferred { max_delay: Duration::from_millis(millis) })
             }
-            (other, _) => {
-                Err(Error::InvalidInput(format!("outcomes must be \"durable\" or \"deferred\", got {other:?}")))
-            }
+            (other, _) => Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "outcomes",
+                format!("outcomes must be \"durable\" or \"deferred\", got {other:?}"),
+            )),
         }
     }
 }
@@ -406,5 +414,5 @@ impl ReconcileAnswer {
 
 /// Shorthand for tests and the CLI: a principal from two strings.
 pub fn principal(agent: &str, user: Option<&str>) -> Result<Principal> {
-    Principal::new(agent, user).map_err(|e| Error::InvalidInput(e.to_string()))
+    Principal::new(agent, user).map_err(Error::from)
 }

@@ -15,7 +15,7 @@ use crate::action::{Action, Principal};
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{self, EffectRecord, EffectState};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::ReceiptAuthority;
 
@@ -81,14 +81,14 @@ impl Permit {
         let effect_key = match (&self.effect_key, self.holds_key, self.lease_expires_at) {
             (Some(key), true, Some(_)) => key.clone(),
             _ => {
-                return Err(Error::InvalidInput(
+                return Err(Error::invalid(
+                    InvalidInputKind::State,
                     "only a permit that holds its effect key under a lease can be parked: no other process could \
-                     find one that does not. Report its outcome here (suspend keeps it waiting without parking)"
-                        .into(),
+                     find one that does not. Report its outcome here (suspend keeps it waiting without parking)",
                 ))
             }
         };
-        let arguments = self.action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let arguments = self.action.arguments_text()?;
         let record = ParkedPermit {
             action_id: self.action.action_id.clone(),
             name: self.action.name.clone(),
@@ -112,14 +112,18 @@ impl Permit {
             policy_hash: self.policy_hash.clone(),
             policy_version: self.policy_version.clone(),
         };
-        let value = serde_json::to_value(&record).map_err(|e| Error::InvalidInput(format!("a parked record: {e}")))?;
+        let value = serde_json::to_value(&record)
+            .map_err(|e| Error::invalid(InvalidInputKind::NotCanonical, format!("a parked record: {e}")))?;
         let size = serde_json::to_vec(&value).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
         let bound = max_parked_bytes(self.kernel.limits());
         if size > bound {
-            return Err(Error::InvalidInput(format!(
-                "this permit's parked record takes {size} bytes, over its bound of {bound} (max_arguments_bytes + \
+            return Err(Error::invalid(
+                InvalidInputKind::TooLarge,
+                format!(
+                    "this permit's parked record takes {size} bytes, over its bound of {bound} (max_arguments_bytes + \
                  {PARKED_OVERHEAD_BYTES}); nothing was parked"
-            )));
+                ),
+            ));
         }
         Ok(value)
     }

@@ -4,7 +4,7 @@ use crate::action::Action;
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{self, EffectState, Outcome, OutcomePlan, StoredResult};
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::event::EventKind;
 use crate::receipt::ReceiptResult;
 use crate::store::WriteTx;
@@ -129,8 +129,10 @@ impl Permit {
     pub fn bind_result_sha256(&mut self, digest: &str) -> Result<()> {
         let hex = digest.strip_prefix("sha256:").unwrap_or_default();
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            return Err(Error::InvalidInput(
-                "a result digest is sha256: and 64 lowercase hex digits (canonical::sha256_prefixed)".into(),
+            return Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "result_sha256",
+                "a result digest is sha256: and 64 lowercase hex digits (canonical::sha256_prefixed)",
             ));
         }
         self.result_sha256 = Some(digest.to_owned());
@@ -165,7 +167,7 @@ impl Permit {
     /// Extend this attempt's lease to `until`; only while it is live, and never shorter.
     pub fn extend_lease(&mut self, until: Micros) -> Result<()> {
         let Some(key) = self.effect_key.clone() else {
-            return Err(Error::InvalidInput("this action has no effect key, so it holds no lease".into()));
+            return Err(Error::invalid(InvalidInputKind::State, "this action has no effect key, so it holds no lease"));
         };
         let op = Write::ExtendLease {
             effect_key: key,
@@ -223,15 +225,19 @@ impl Permit {
     ) -> Result<()> {
         let size = serde_json::to_vec(data).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
         if size > MAX_SUSPENSION_DATA_BYTES || !data.is_object() {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_at(InvalidInputKind::TooLarge, "data", format!(
                 "suspension data must be a JSON object of at most {MAX_SUSPENSION_DATA_BYTES} bytes; keep keys and digests, not payloads"
             )));
         }
         if data.get(super::park::PARKED).is_some() {
-            return Err(Error::InvalidInput(format!(
-                "suspension data may not have a member named {:?}: the kernel writes it (Permit::park)",
-                super::park::PARKED
-            )));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "data",
+                format!(
+                    "suspension data may not have a member named {:?}: the kernel writes it (Permit::park)",
+                    super::park::PARKED
+                ),
+            ));
         }
         let mut data = data.clone();
         if let (Some(parked), Some(object)) = (parked, data.as_object_mut()) {

@@ -9,7 +9,7 @@ use crate::approval::{ApprovalAsk, ApprovalStatus, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
 use crate::effect::{self, Claim, ReservationPlan, DEFAULT_LEASE};
-use crate::error::{DenialReason, Error, Result, StoreFaultKind};
+use crate::error::{DenialReason, Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::WriteTx;
@@ -56,21 +56,21 @@ impl Kernel {
         /// `test-exports`).
         fn propose(&self, proposal: &Proposal<'_>) -> Result<Permit> {
             let action = proposal.action;
-            let action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+            let action_hash = action.hash()?;
             let lease = proposal.lease.unwrap_or(DEFAULT_LEASE);
             if lease <= 0 {
-                return Err(Error::InvalidInput("a lease must be positive".into()));
+                return Err(Error::invalid_at(InvalidInputKind::OutOfRange, "lease", "a lease must be positive"));
             }
             if proposal.traceparent.is_some_and(|trace| !crate::receipt::is_traceparent(trace)) {
-                return Err(Error::InvalidInput(
+                return Err(Error::invalid_at(InvalidInputKind::Malformed, "traceparent",
                     "a traceparent is a W3C trace context such as 00-<32 hex>-<16 hex>-<2 hex>, lowercase, neither id \
                      all zeros; pass none when the caller sent none or an invalid one"
-                        .into(),
+                        ,
                 ));
             }
             if let Some(id) = proposal.approval_id {
                 if !crate::action::is_id(IdKind::Approval, id) {
-                    return Err(Error::InvalidInput("an approval id is apr_ followed by 32 lowercase hex digits".into()));
+                    return Err(Error::invalid_at(InvalidInputKind::Malformed, "approval_id", "an approval id is apr_ followed by 32 lowercase hex digits"));
                 }
             }
             // The receipt a refusal writes (the draft's), for the trace.
@@ -167,7 +167,7 @@ impl Kernel {
                 if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
                     let ttl = proposal.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
                     if ttl <= 0 {
-                        return Err(Error::InvalidInput("an approval TTL must be positive".into()));
+                        return Err(Error::invalid_at(InvalidInputKind::OutOfRange, "ttl", "an approval TTL must be positive"));
                     }
                     let approval_id =
                         new_id(IdKind::Approval).map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")))?;

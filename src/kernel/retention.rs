@@ -14,7 +14,7 @@ use crate::action::{new_id, Action, IdKind, Principal};
 use crate::approval::check_person_name;
 use crate::clock::{self, Micros};
 use crate::decision::{Decision, Ruling};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::retention::{
@@ -82,11 +82,10 @@ fn refused(error: Error) -> Result<WriteReply> {
 
 /// The receipt of a retention write: the store's own administration, allowed, committed.
 fn draft(op: &RetentionOp, action: &str, arguments: serde_json::Value, now: Micros) -> Result<ReceiptDraft> {
-    let principal = Principal::new(RETENTION_AGENT, Some(&op.by)).map_err(|e| Error::InvalidInput(e.to_string()))?;
-    let mut acted = Action::new(action, arguments, principal, None, &op.environment)
-        .map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let principal = Principal::new(RETENTION_AGENT, Some(&op.by))?;
+    let mut acted = Action::new(action, arguments, principal, None, &op.environment)?;
     acted.action_id = op.action_id.clone();
-    let action_hash = acted.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let action_hash = acted.hash()?;
     let mut draft = draft_for(op.receipt_id.clone(), &acted, &action_hash, &Ruling::new(Decision::Allow, "retention"));
     (draft.result, draft.started_at, draft.finished_at) = (ReceiptResult::Committed, now, now);
     Ok(draft)
@@ -138,7 +137,10 @@ fn place(tx: &mut WriteTx<'_>, op: &RetentionOp, name: &str, now: Micros) -> Res
         return refused(error);
     }
     if let Some(standing) = tx.hold(name)?.filter(Hold::stands) {
-        return refused(Error::InvalidInput(format!("the hold {} stands already", standing.describe())));
+        return refused(Error::invalid(
+            InvalidInputKind::State,
+            format!("the hold {} stands already", standing.describe()),
+        ));
     }
     let hold = Hold {
         name: name.to_owned(),

@@ -17,7 +17,7 @@ use crate::approval::scope::{
 use crate::approval::{self, ApprovalAsk, ApprovalRecord, ApprovalStatus, Approver};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::WriteTx;
@@ -106,11 +106,10 @@ fn draft(
     now: Micros,
 ) -> Result<ReceiptDraft> {
     let (action_id, receipt_id) = ids;
-    let principal = Principal::new(SCOPED_AGENT, Some(person)).map_err(|e| Error::InvalidInput(e.to_string()))?;
-    let mut acted =
-        Action::new(action, arguments, principal, None, environment).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let principal = Principal::new(SCOPED_AGENT, Some(person))?;
+    let mut acted = Action::new(action, arguments, principal, None, environment)?;
     acted.action_id = action_id.to_owned();
-    let action_hash = acted.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let action_hash = acted.hash()?;
     let mut draft = draft_for(receipt_id.to_owned(), &acted, &action_hash, &Ruling::new(Decision::Allow, action));
     (draft.result, draft.started_at, draft.finished_at) = (ReceiptResult::Committed, now, now);
     Ok(draft)
@@ -132,17 +131,23 @@ pub(super) fn apply_grant(tx: &mut WriteTx<'_>, op: &ScopedGrantOp, now: Micros)
         return refused(Error::NotFound(format!("no approval {}", op.approval_id)));
     };
     if record.requirement.required != 1 {
-        return refused(Error::InvalidInput(format!(
+        return refused(Error::invalid(
+            InvalidInputKind::State,
+            format!(
             "approval {} needs {} approvers; a scoped grant is made only by the one answer of a request that needs \
              one",
             op.approval_id, record.requirement.required
-        )));
+        ),
+        ));
     }
     let Some(requested) = record.action.clone() else {
-        return refused(Error::InvalidInput(format!(
+        return refused(Error::invalid(
+            InvalidInputKind::State,
+            format!(
             "approval {} keeps no action (a request from before schema 4), so no scoped grant can be anchored in it",
             op.approval_id
-        )));
+        ),
+        ));
     };
     let Some(arguments) = arguments_of(&record) else {
         return Err(Error::store(
@@ -157,10 +162,13 @@ pub(super) fn apply_grant(tx: &mut WriteTx<'_>, op: &ScopedGrantOp, now: Micros)
     // The caps were read under the request's policy hash before this transaction: it must still
     // name that hash (it always does; a request's policy never changes).
     let Some(policy_hash) = requested.policy_hash.clone().filter(|hash| Some(hash) == op.policy_hash.as_ref()) else {
-        return refused(Error::InvalidInput(format!(
-            "approval {} was not asked under the policy whose caps were read; nothing was granted. Answer again",
-            op.approval_id
-        )));
+        return refused(Error::invalid(
+            InvalidInputKind::State,
+            format!(
+                "approval {} was not asked under the policy whose caps were read; nothing was granted. Answer again",
+                op.approval_id
+            ),
+        ));
     };
     if tx.scoped_grant(&op.grant_id)?.is_some() {
         return Err(Error::store(
@@ -240,12 +248,15 @@ pub(super) fn apply_revoke(tx: &mut WriteTx<'_>, op: &RevokeScopedOp, now: Micro
         return refused(Error::NotFound(format!("no scoped grant {}", op.grant_id)));
     };
     if let Some(revoked) = &grant.revoked {
-        return refused(Error::InvalidInput(format!(
-            "scoped grant {} was revoked already, by {} at {}",
-            op.grant_id,
-            revoked.by,
-            crate::clock::render(revoked.at)
-        )));
+        return refused(Error::invalid(
+            InvalidInputKind::State,
+            format!(
+                "scoped grant {} was revoked already, by {} at {}",
+                op.grant_id,
+                revoked.by,
+                crate::clock::render(revoked.at)
+            ),
+        ));
     }
     let data = serde_json::json!({
         "grant_id": grant.grant_id,
@@ -388,7 +399,11 @@ impl Kernel {
     /// receipt and event; a grant revoked already is refused.
     pub fn revoke_scoped_grant(&self, grant_id: &str, by: &str, reason: &str) -> Result<ScopedGrantDone> {
         if !crate::action::is_id(IdKind::ScopedGrant, grant_id) {
-            return Err(Error::InvalidInput("a scoped grant id is sgr_ followed by 32 lowercase hex digits".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "grant_id",
+                "a scoped grant id is sgr_ followed by 32 lowercase hex digits",
+            ));
         }
         let ids =
             |kind| new_id(kind).map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")));

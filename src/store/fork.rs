@@ -15,7 +15,7 @@
 //!   close descriptor numbers the child may since have reused, or join threads that do not
 //!   exist there).
 
-use crate::error::StoreFaultKind;
+use crate::error::{InvalidInputKind, StoreFaultKind};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
@@ -49,10 +49,13 @@ pub(crate) fn generation() -> u64 {
 
 /// The error every call on a handle from before a fork gets; it touches nothing.
 pub(crate) fn forked_error(opened_in: u32) -> crate::error::Error {
-    crate::error::Error::InvalidInput(format!(
-        "this handle was opened in process {opened_in} before a fork; a forked child must open its own \
+    crate::error::Error::invalid(
+        InvalidInputKind::State,
+        format!(
+            "this handle was opened in process {opened_in} before a fork; a forked child must open its own \
          handle (open the store again in the child), and nothing was done"
-    ))
+        ),
+    )
 }
 
 /// A registered descriptor: closed in a forked child, unregistered when dropped (the owner of

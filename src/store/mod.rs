@@ -54,7 +54,7 @@ crate::test_pub! {
 }
 
 use crate::clock::{Clock, Micros, SystemClock};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use redb::client::{Answer, Client};
 use redb::commit::{Claim, Committer, Item, Slot};
 use redb::file::{Db, FileId};
@@ -222,7 +222,7 @@ impl Withstands {
         match text {
             "power" => Ok(Withstands::Power),
             "process" => Ok(Withstands::Process),
-            other => Err(Error::InvalidInput(format!(
+            other => Err(Error::invalid_at(InvalidInputKind::Malformed, "durability", format!(
                 "durability must be \"power\" (the default: nothing that returned is lost to a power loss) or \"process\" \
                  (only a process crash is survived), got {other:?}"
             ))),
@@ -526,7 +526,11 @@ impl<P: Protocol> Store<P> {
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store<P>> {
         let path = path.as_ref().to_path_buf();
         if path.as_os_str().is_empty() {
-            return Err(Error::InvalidInput("the store path is empty; pass --store PATH or set WARDEN_STORE".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Missing,
+                "store",
+                "the store path is empty; pass --store PATH or set WARDEN_STORE",
+            ));
         }
         if let Some(location) = path.to_str().filter(|location| is_postgres(location)) {
             return Store::open_postgres(location, &options);
@@ -575,10 +579,11 @@ impl<P: Protocol> Store<P> {
     #[cfg(feature = "postgres")]
     fn open_postgres(location: &str, options: &StoreOptions) -> Result<Store<P>> {
         if options.durability != Withstands::Power {
-            return Err(Error::InvalidInput(
+            return Err(Error::invalid_at(
+                InvalidInputKind::Conflict,
+                "durability",
                 "durability \"process\" applies to a file store; a PostgreSQL store keeps the server's own \
-                 (synchronous_commit)"
-                    .into(),
+                 (synchronous_commit)",
             ));
         }
         let store = pg::PgStore::open(location, options.wait)?;
@@ -786,7 +791,10 @@ impl<P: Protocol> Store<P> {
             return store.edit(edit);
         }
         let Mode::Owner(owned) = &*mode else {
-            return Err(Error::InvalidInput("only the process that owns a store can edit its rows".into()));
+            return Err(Error::invalid(
+                InvalidInputKind::State,
+                "only the process that owns a store can edit its rows",
+            ));
         };
         let journal = owned.shared.db.journal();
         owned.shared.with_database(|database| {

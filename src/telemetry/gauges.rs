@@ -3,7 +3,7 @@
 //! chain, each read from the store when observed.
 
 use crate::effect_state::EffectState;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::kernel::Kernel;
 
 use super::span::{attributes_json, AttributeValue, Attributes};
@@ -86,11 +86,14 @@ pub fn read(kernel: &Kernel, name: &str) -> Result<Vec<GaugePoint>> {
             value: i64::try_from(kernel.chain_size()?).unwrap_or(i64::MAX),
             attributes: Vec::new(),
         }]),
-        other => Err(Error::InvalidInput(format!(
-            "there is no gauge {}; the gauges are {}",
-            serde_json::Value::String(other.chars().take(64).collect()),
-            GAUGES.iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
-        ))),
+        other => Err(Error::invalid(
+            InvalidInputKind::Unknown,
+            format!(
+                "there is no gauge {}; the gauges are {}",
+                serde_json::Value::String(other.chars().take(64).collect()),
+                GAUGES.iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
+            ),
+        )),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::StoredResult;
 use crate::effect_state::EffectState;
-use crate::error::{DuplicateState, Error};
+use crate::error::{DuplicateState, Error, InvalidInputKind};
 use crate::sight::echo::Echo;
 
 use super::span::{guardrail_event, ActionSpan, AttributeValue, Capture, Ended, Facts, SpanEvent};
@@ -72,8 +72,9 @@ impl ActionTrace {
     ) -> Result<(), Error> {
         let mut facts = self.facts();
         if facts.started_at.is_some() || facts.ended.is_some() {
-            return Err(Error::InvalidInput(
-                "this trace already recorded a protected call; make a new trace for each call".into(),
+            return Err(Error::invalid(
+                InvalidInputKind::State,
+                "this trace already recorded a protected call; make a new trace for each call",
             ));
         }
         facts.started_at = Some(now);

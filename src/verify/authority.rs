@@ -10,7 +10,7 @@ use crate::action::Principal;
 use crate::authority::{Authority, Budget, CreatedVia, Dimension, Grant, Subject};
 use crate::clock::{Clock, ManualClock, Micros, MICROS_PER_SECOND};
 use crate::document::Document;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInputKind, Result};
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
 
 use super::scenarios::Ctx;
@@ -54,7 +54,7 @@ fn grant(id: &str, agent: &str, action: &str, expires_at: Micros) -> Grant {
 fn constraint(limit: i64) -> Result<Vec<crate::document::Condition>> {
     let mut map = Map::new();
     map.insert(format!("{CONSTRAINED}_lte"), Value::from(limit));
-    crate::document::conditions_from_json(&map).map_err(Error::InvalidInput)
+    crate::document::conditions_from_json(&map).map_err(|message| Error::invalid(InvalidInputKind::Malformed, message))
 }
 
 /// `document`, plus (when it has an `authority:` section) a root grant for verify's principal
@@ -79,14 +79,18 @@ pub(super) fn with_verify_grant(document: &Document) -> Result<Document> {
         budgets: None,
     });
     let mut copy = document.clone();
-    copy.authority_config = Some(Authority::new(grants, authority.max_delegation_depth).map_err(Error::InvalidInput)?);
+    copy.authority_config = Some(
+        Authority::new(grants, authority.max_delegation_depth)
+            .map_err(|message| Error::invalid(InvalidInputKind::Malformed, message))?,
+    );
     Ok(copy)
 }
 
 /// The document with its `authority:` section replaced by `grants`.
 fn scratch_document(document: &Document, grants: Vec<Grant>) -> Result<Document> {
     let mut copy = document.clone();
-    copy.authority_config = Some(Authority::new(grants, 3).map_err(Error::InvalidInput)?);
+    copy.authority_config =
+        Some(Authority::new(grants, 3).map_err(|message| Error::invalid(InvalidInputKind::Malformed, message))?);
     Ok(copy)
 }
 
@@ -109,7 +113,7 @@ fn allowed_case<'c, 'd>(ctx: &'c Ctx<'d>) -> Option<&'c Case<'d>> {
 
 fn request<'a>(ctx: &Ctx<'_>, case: &Case<'a>, tag: &str, agent: &str) -> Result<ActionRequest<'a>> {
     let call = case.call(ctx.document, tag)?;
-    let principal = Principal::new(agent, Some(USER)).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let principal = Principal::new(agent, Some(USER))?;
     let mut request = ActionRequest::new(case.action, Value::Object(call.arguments), principal);
     request.resource = call.resource;
     Ok(request)

@@ -17,7 +17,7 @@ use crate::canonical::Floats;
 use crate::clock::{Clock, ManualClock, Micros};
 use crate::decision::{Decision, Ruling};
 use crate::effect::EffectState;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::{Kernel, KernelOptions, Proposal};
 use crate::template::{Template, TemplateMode};
 
@@ -218,8 +218,9 @@ pub(super) fn g4_one_winner(ctx: &Ctx<'_>, racer: Option<&dyn ProcessRace>) -> R
     let (outcomes, how) = match racer {
         Some(racer) => {
             let files = RaceFiles { spec: barrier.join("spec.json"), barrier: barrier.clone(), contenders: CONTENDERS };
-            let text = serde_json::to_string(&spec)
-                .map_err(|e| Error::InvalidInput(format!("cannot encode the G4 spec: {e}")))?;
+            let text = serde_json::to_string(&spec).map_err(|e| {
+                Error::invalid(InvalidInputKind::NotCanonical, format!("cannot encode the G4 spec: {e}"))
+            })?;
             std::fs::write(&files.spec, text)
                 .map_err(|e| Error::store(StoreFaultKind::Io, format!("cannot write {}: {e}", files.spec.display())))?;
             match racer.race(&files) {

@@ -16,7 +16,7 @@ use crate::clock::ManualClock;
 use crate::decision::Decision;
 use crate::document::Document;
 use crate::effect::EffectState;
-use crate::error::{Error, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, StoreFaultKind};
 use crate::kernel::Kernel;
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
 
@@ -120,10 +120,10 @@ fn grant_fully(kernel: &Kernel, approval_id: &str) -> Result<()> {
         .approval(approval_id)?
         .ok_or_else(|| Error::NotFound(format!("the approval request {approval_id} vanished")))?;
     let claims = serde_json::json!({"roles": record.requirement.roles});
-    let verified = crate::approval::Verified::new(Some("warden verify"), &claims).map_err(Error::InvalidInput)?;
+    let verified = crate::approval::Verified::new(Some("warden verify"), &claims)
+        .map_err(|message| Error::invalid(InvalidInputKind::Malformed, message))?;
     for n in 0..record.requirement.required {
-        let principal = Principal::new(APPROVER_AGENT, Some(&format!("{APPROVER}-{n}")))
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let principal = Principal::new(APPROVER_AGENT, Some(&format!("{APPROVER}-{n}")))?;
         let approver = crate::approval::Approver::verified(principal, verified.clone());
         kernel.answer(approval_id, &approver, None, true, None, None)?;
     }
@@ -500,14 +500,12 @@ pub(super) fn g11_altered_receipt(ctx: &Ctx<'_>) -> Result<Outcome> {
         ));
     }
     kernel.store().edit_receipt(1, |row| {
-        let mut document =
-            crate::canonical::parse_json(&row.document).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let mut document = crate::canonical::parse_json(&row.document)?;
         let Some(fields) = document.as_object_mut() else {
-            return Err(Error::InvalidInput("receipt 1 is not a JSON object".into()));
+            return Err(Error::invalid(InvalidInputKind::Malformed, "receipt 1 is not a JSON object"));
         };
         fields.insert("decision_reason".into(), Value::String("edited-by-warden-verify".into()));
-        row.document = crate::canonical::to_canonical_string_with(&document, "receipt", Floats::ADMITTED)
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        row.document = crate::canonical::to_canonical_string_with(&document, "receipt", Floats::ADMITTED)?;
         Ok(())
     })?;
     let altered = kernel.verify_chain()?;
@@ -651,7 +649,7 @@ pub(super) fn g14_prune_under_hold(ctx: &Ctx<'_>) -> Result<Outcome> {
     };
     let (by, reason) = (APPROVER, "warden verify G14");
     match kernel.prune(checkpoint.number, by, reason) {
-        Err(Error::InvalidInput(message)) if message.contains("was anchored") => {}
+        Err(Error::InvalidInput(refused)) if refused.message.contains("was anchored") => {}
         other => return fail(format!("a prune before any anchor was not refused for it: {other:?}")),
     }
     if let Some(why) = intact("before any anchor,")? {
@@ -666,7 +664,7 @@ pub(super) fn g14_prune_under_hold(ctx: &Ctx<'_>) -> Result<Outcome> {
     }
     kernel.place_hold("warden-verify-g14", by, reason)?;
     match kernel.prune(checkpoint.number, by, reason) {
-        Err(Error::InvalidInput(message)) if message.contains("warden-verify-g14") => {}
+        Err(Error::InvalidInput(refused)) if refused.message.contains("warden-verify-g14") => {}
         other => return fail(format!("a prune under a standing hold was not refused naming it: {other:?}")),
     }
     if let Some(why) = intact("under the hold,")? {
@@ -717,7 +715,7 @@ pub(super) fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
     };
     // The action the proposal was built as, by the pipeline's own builder.
     let proposed = warden.action_for(&request)?;
-    let hash = proposed.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let hash = proposed.hash()?;
     let shown = warden.kernel().pending_approvals()?.into_iter().find(|r| r.approval_id == approval_id);
     let Some(record) = shown else {
         return fail(format!("{}: the request {approval_id} is not among the pending ones", case.label()));
@@ -751,8 +749,7 @@ pub(super) fn g12_approval_shows_its_action(ctx: &Ctx<'_>) -> Result<Outcome> {
         let mut arguments = call.arguments.clone();
         arguments.insert(key.clone(), Value::from(1));
         stored.arguments =
-            crate::canonical::to_canonical_string_with(&Value::Object(arguments), "arguments", Floats::ADMITTED)
-                .map_err(|e| Error::InvalidInput(e.to_string()))?;
+            crate::canonical::to_canonical_string_with(&Value::Object(arguments), "arguments", Floats::ADMITTED)?;
     }
     warden.kernel().store().overwrite_approval(&altered)?;
     let reader = ctx.warden("g12")?;
@@ -792,13 +789,12 @@ mod broken_build {
     /// Rewrite `approval_id`'s row so that it binds `request`'s action, hash and shown action both.
     pub(super) fn rebind(warden: &Warden, approval_id: &str, request: &ActionRequest<'_>) -> Result<()> {
         let action = warden.action_for(request)?;
-        let mut record = warden
-            .kernel()
-            .approval(approval_id)?
-            .ok_or_else(|| Error::InvalidInput(format!("{approval_id} is not in the scratch store")))?;
-        record.action_hash = action.hash().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let mut record = warden.kernel().approval(approval_id)?.ok_or_else(|| {
+            Error::invalid(InvalidInputKind::Unknown, format!("{approval_id} is not in the scratch store"))
+        })?;
+        record.action_hash = action.hash()?;
         if let Some(stored) = record.action.as_mut() {
-            stored.arguments = action.arguments_text().map_err(|e| Error::InvalidInput(e.to_string()))?;
+            stored.arguments = action.arguments_text()?;
         }
         warden.kernel().store().overwrite_approval(&record)
     }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::Result;
 use crate::decision::Decision;
 use crate::document::{ActionEntry, Condition, Document, Op};
-use crate::error::Error;
+use crate::error::{Error, InvalidInputKind};
 
 /// At most this many values are tried per constrained argument, and this many combinations.
 const VALUES_PER_SUBJECT: usize = 16;
@@ -52,7 +52,7 @@ impl Case<'_> {
 
     pub(super) fn call(&self, document: &Document, tag: &str) -> Result<Call> {
         synthesize(document, self.action, self.entry, self.conditions(), self.decision, &self.reason, tag)
-            .map_err(|why| Error::InvalidInput(format!("{}: {why}", self.label())))
+            .map_err(|why| Error::invalid(InvalidInputKind::Malformed, format!("{}: {why}", self.label())))
     }
 }
 

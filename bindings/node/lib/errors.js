@@ -94,7 +94,20 @@ class OutOfWindow extends Refused {}
 
 /** Something is broken (codes 200..299). */
 class Fault extends WardenError {}
-class InvalidInput extends Fault {}
+/**
+ * The call was handed something it cannot take; nothing was done. `kind` says what, for code
+ * that branches on it: `malformed`, `not_canonical`, `too_large`, `missing`, `out_of_range`,
+ * `unknown`, `conflict`, `state`, `hook_failed` (null when the binding raised it itself).
+ * `path` names the offending field where the library knows it (`arguments.b`,
+ * `request.principal.agent`), else null.
+ */
+class InvalidInput extends Fault {
+  constructor(message, fields = {}) {
+    super(message, fields);
+    this.kind = typeof fields.kind === 'string' ? fields.kind : null;
+    this.path = typeof fields.path === 'string' ? fields.path : null;
+  }
+}
 /**
  * The store failed. `kind` says how, for code that branches on it: `io`, `no_space`,
  * `permission`, `damaged`, `version`, `needs_recovery`, `not_a_store`, `absent`, `busy`, `limit`,

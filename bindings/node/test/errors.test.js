@@ -108,6 +108,24 @@ test('a store fault names its kind', (t) => {
   assert.equal(new warden.StoreFault('raised by the binding').kind, null);
 });
 
+test('invalid input names its kind and path', async (t) => {
+  const { w } = open(t);
+  const refund = w.protect('stripe.refund', async () => {
+    throw new Error('an over-long call must not run');
+  });
+  const error = await ada(() => refund({ payment_id: 'p'.repeat(300 * 1024), amount: 1 })).then(
+    () => assert.fail('not refused'),
+    (e) => e,
+  );
+  assert.ok(error instanceof warden.InvalidInput, `got ${error}`);
+  assert.equal(error.code, 'WARDEN_RESULT_INVALID_INPUT');
+  assert.equal(error.kind, 'too_large');
+  assert.equal(error.path, 'arguments');
+  assert.match(error.message, /max_arguments_bytes/);
+  const raised = new warden.InvalidInput('raised by the binding');
+  assert.deepEqual([raised.kind, raised.path], [null, null]);
+});
+
 test('bad arguments are InvalidInput from the library or TypeError from the binding', async (t) => {
   const { w } = open(t);
   await assert.rejects(w.resolve('no-such-key', 'committed', { by: 'ops:bob' }), (e) => e instanceof warden.WardenError && e.code.startsWith('WARDEN_RESULT_'));

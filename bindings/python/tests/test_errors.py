@@ -132,6 +132,21 @@ def test_a_store_fault_names_its_kind(tmp_path: Path, config: Path) -> None:
     assert warden.StoreFault("raised by the binding").kind is None
 
 
+def test_invalid_input_names_its_kind_and_path(w: warden.Warden, agent: Any) -> None:
+    @w.protect("stripe.refund")
+    def refund(payment_id: str, amount: int) -> None:
+        raise AssertionError("an over-long call must not run")
+
+    with pytest.raises(warden.InvalidInput) as refused:
+        refund("p" * (300 * 1024), 1)
+    exc = refused.value
+    assert (exc.code, exc.kind, exc.path) == ("WARDEN_RESULT_INVALID_INPUT", "too_large", "arguments"), exc.details
+    assert "max_arguments_bytes" in exc.message
+    again = pickle.loads(pickle.dumps(exc))
+    assert (again.kind, again.path) == ("too_large", "arguments")
+    assert (warden.InvalidInput("raised by the binding").kind, warden.InvalidInput("x").path) == (None, None)
+
+
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "RUST_BACKTRACE": "0", **env}
     return subprocess.run(

@@ -284,8 +284,24 @@ class Fault(WardenError):
 
 
 class InvalidInput(Fault):
+    """The call was handed something it cannot take; nothing was done. ``kind`` says what, for
+    code that branches on it: ``malformed``, ``not_canonical``, ``too_large``, ``missing``,
+    ``out_of_range``, ``unknown``, ``conflict``, ``state``, ``hook_failed`` (``None`` when the
+    binding raised it itself). ``path`` names the offending field where the library knows it
+    (``arguments.b``, ``request.principal.agent``), else ``None``."""
+
     default_code = "WARDEN_RESULT_INVALID_INPUT"
     default_reason = "invalid_input"
+
+    @property
+    def kind(self) -> str | None:
+        kind = self.details.get("kind")
+        return kind if isinstance(kind, str) else None
+
+    @property
+    def path(self) -> str | None:
+        path = self.details.get("path")
+        return path if isinstance(path, str) else None
 
 
 class StoreFault(Fault):

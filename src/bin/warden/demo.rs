@@ -173,7 +173,7 @@ fn story(path: &Path, starter: &str) -> Result<Vec<String>, Failure> {
                     let request = ActionRequest::new(
                         "stripe.refund",
                         json!({"payment_id": "pay_3003", "amount": 1_500}),
-                        Principal::new(who, None).map_err(|e| Error::InvalidInput(e.to_string()))?,
+                        Principal::new(who, None)?,
                     );
                     barrier.wait();
                     match story.warden.submit(&request) {

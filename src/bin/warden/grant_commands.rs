@@ -46,7 +46,9 @@ pub fn scope_from_flags(
 /// What the store refused: a refusal (exit 1) named `reason`; a fault stays a fault.
 pub fn refusal(reason: &'static str) -> impl Fn(Error) -> Failure {
     move |error| match error {
-        Error::InvalidInput(message) | Error::NotFound(message) => Failure::check(reason, message),
+        Error::InvalidInput(warden::error::InvalidInput { message, .. }) | Error::NotFound(message) => {
+            Failure::check(reason, message)
+        }
         other => other.into(),
     }
 }

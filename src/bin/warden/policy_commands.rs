@@ -160,7 +160,7 @@ pub fn decide(doc: &Document, request: &DecideRequest<'_>, json: bool) -> Result
     // bad name, too deep, a resource template that does not render.
     let action = action_for(Some(doc), &ActionRequest::new(request.action, arguments, principal), &environment)
         .map_err(|e| match e {
-            warden::Error::InvalidInput(message) => Failure::usage(message),
+            warden::Error::InvalidInput(invalid) => Failure::usage(invalid.message),
             other => Failure::usage(other.to_string()),
         })?;
 

@@ -26,7 +26,9 @@ fn asked(by: &str, reason: &str, hold: Option<&str>) -> Result<(), Failure> {
 /// What the store refused: a refusal (exit 1) named `reason`; a fault stays a fault.
 fn refusal(reason: &'static str) -> impl Fn(Error) -> Failure {
     move |error| match error {
-        Error::InvalidInput(message) | Error::NotFound(message) => Failure::check(reason, message),
+        Error::InvalidInput(warden::error::InvalidInput { message, .. }) | Error::NotFound(message) => {
+            Failure::check(reason, message)
+        }
         other => other.into(),
     }
 }

@@ -26,7 +26,7 @@ fn every_error_maps_to_a_code_in_its_family() {
             dimension: Some("constraints".into()),
             detail: "d".into(),
         },
-        Error::InvalidInput("i".into()),
+        Error::invalid(crate::error::InvalidInputKind::Malformed, "i"),
         Error::store(StoreFaultKind::Io, "s"),
         Error::Config("c".into()),
         Error::Poisoned("p".into()),

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::store::rows::semantics::{self, Reads, Writes};
 use crate::store::rows::{
     check_shape, exists_fault, own, parts, Own, Part, Put, RowRead, RowWrite, Scan, Table, Visit,
@@ -103,7 +103,11 @@ impl MemStore {
         static STORES: OnceLock<Mutex<HashMap<String, Arc<MemStore>>>> = OnceLock::new();
         let name = location.trim_start_matches("memory:");
         if name.is_empty() {
-            return Err(Error::InvalidInput("a memory store needs a name: memory:NAME".into()));
+            return Err(Error::invalid_at(
+                InvalidInputKind::Missing,
+                "store",
+                "a memory store needs a name: memory:NAME",
+            ));
         }
         let mut stores = STORES.get_or_init(Mutex::default).lock().map_err(|_| {
             Error::store(StoreFaultKind::Defect, "the memory stores' registry is poisoned by an earlier panic")

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use postgres::types::ToSql;
 use postgres::{Client, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 
 /// Statements prepared on one connection, by their text.
 pub(super) type Cache = HashMap<&'static str, Statement>;
@@ -52,10 +52,13 @@ pub(super) fn describe(error: &postgres::Error) -> String {
 pub(super) fn fault(doing: &str, error: &postgres::Error) -> Error {
     match error.as_db_error() {
         // A NUL character in a text value (PostgreSQL text cannot hold one): the input's fault.
-        Some(db) if db.code().code() == "22021" => Error::InvalidInput(format!(
-            "a value holds a character PostgreSQL text cannot hold (NUL) while {doing}: {}; nothing was written",
-            db.message()
-        )),
+        Some(db) if db.code().code() == "22021" => Error::invalid(
+            InvalidInputKind::NotCanonical,
+            format!(
+                "a value holds a character PostgreSQL text cannot hold (NUL) while {doing}: {}; nothing was written",
+                db.message()
+            ),
+        ),
         Some(db) if unavailable_code(db.code().code()) => Error::Unavailable(format!(
             "PostgreSQL refused while {doing}: {} (SQLSTATE {}); nothing was applied by this call",
             db.message(),
@@ -109,8 +112,9 @@ impl Lit<'_> {
         match self {
             Lit::Text(text) => {
                 if text.contains('\0') {
-                    return Err(Error::InvalidInput(
-                        "a value to store holds a NUL character, which PostgreSQL text cannot".into(),
+                    return Err(Error::invalid(
+                        InvalidInputKind::NotCanonical,
+                        "a value to store holds a NUL character, which PostgreSQL text cannot",
                     ));
                 }
                 out.push('\'');

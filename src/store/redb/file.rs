@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Builder, Database, DatabaseError};
 
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::store::fork;
 
 /// Redb's page cache per process; the working set of a kernel is small.
@@ -243,7 +243,13 @@ pub(crate) fn create(path: &Path, write_schema: impl FnOnce(&Database) -> Result
     };
     let name = path
         .file_name()
-        .ok_or_else(|| Error::InvalidInput(format!("the store path {} names no file", path.display())))?
+        .ok_or_else(|| {
+            Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "store",
+                format!("the store path {} names no file", path.display()),
+            )
+        })?
         .to_string_lossy()
         .into_owned();
     remove_abandoned_creations(&directory, &name);

@@ -7,14 +7,16 @@ use std::io::{Read, Write};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::clock::Micros;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 
 /// Bumped whenever a message changes meaning or encoding; both ends must agree.
 /// 2: a store fault crosses as its kind and message (`StoreFault`), no longer as bare text.
 /// 3: a write's answer says how many writes its commit carried (`Down::Wrote::together`).
 /// 4: a resolution names the attempt its author saw (`Write::Resolve::expect_attempt`); an
 ///    owner that dropped the field would resolve whichever attempt is ambiguous.
-pub(in crate::store) const PROTOCOL: u32 = 4;
+/// 5: invalid input crosses as its kind, path and message (`InvalidInput`), no longer as bare
+///    text.
+pub(in crate::store) const PROTOCOL: u32 = 5;
 
 /// The largest frame either end accepts (requests are bounded far below this by the kernel's
 /// input limits; snapshot pages and event lists by their page sizes).
@@ -80,10 +82,10 @@ pub(in crate::store) fn send<T: Serialize>(stream: &mut impl Write, message: &T)
     let body = serde_json::to_vec(message)
         .map_err(|e| Error::store(StoreFaultKind::Defect, format!("cannot encode a store message: {e}")))?;
     if body.len() > MAX_FRAME {
-        return Err(Error::InvalidInput(format!(
-            "a store message of {} bytes is over the {MAX_FRAME}-byte frame limit",
-            body.len()
-        )));
+        return Err(Error::invalid(
+            InvalidInputKind::TooLarge,
+            format!("a store message of {} bytes is over the {MAX_FRAME}-byte frame limit", body.len()),
+        ));
     }
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());

@@ -12,7 +12,7 @@ use super::semantics::{each as each_row, read, write, Reads, Writes};
 use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::clock::Micros;
 use crate::effect::EffectState;
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::checkpoint::{OpenEffect, StoredCheckpoint};
 use crate::evidence::retention::{Hold, PrunedPrefix};
@@ -29,7 +29,10 @@ const LEVEL_SHIFT: u32 = 56;
 /// The key of node `index` at `level`; an index that does not fit below the level byte is refused.
 fn node_key(level: u8, index: u64) -> Result<u64> {
     if index >> LEVEL_SHIFT != 0 || level >= 64 {
-        return Err(Error::InvalidInput(format!("Merkle node {index} at level {level} is beyond what the store keys")));
+        return Err(Error::invalid(
+            InvalidInputKind::OutOfRange,
+            format!("Merkle node {index} at level {level} is beyond what the store keys"),
+        ));
     }
     Ok((u64::from(level) << LEVEL_SHIFT) | index)
 }

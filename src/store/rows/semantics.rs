@@ -17,7 +17,7 @@ use crate::authority::source::{DelegationSource, IndexKey, SourceError};
 use crate::authority::{Charge, NewDelegation};
 use crate::clock::Micros;
 use crate::effect::{EffectRecord, EffectState, StoredResult};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::{Event, EventKind};
 use crate::receipt::{ChainReport, ReceiptDraft, ReceiptResult, StoredReceipt, GENESIS_HASH};
 use crate::snapshot_record::SnapshotRecord;
@@ -534,8 +534,9 @@ impl WriteTables for Writes<'_> {
                 ),
             ));
         }
-        let (document, hash) =
-            draft.seal(seq, &head.hash).map_err(|e| Error::InvalidInput(format!("cannot encode a receipt: {e}")))?;
+        let (document, hash) = draft
+            .seal(seq, &head.hash)
+            .map_err(|e| Error::invalid(InvalidInputKind::NotCanonical, format!("cannot encode a receipt: {e}")))?;
         let row = StoredReceipt { document, hash: Some(hash.clone()), executor_result };
         // A receipt at this seq already (the head was altered) is refused by `Put::New`.
         write(self.rows, Table::Receipts, &[Int(seq)], &row, Put::New)?;

@@ -497,7 +497,7 @@ impl<'a> Args<'a> {
         match self.arguments.get("scope") {
             None | Some(Value::Null) => Ok(None),
             Some(scope) => warden::approval::scope::Scope::from_json(scope).map(Some).map_err(|error| match error {
-                warden::Error::InvalidInput(message) => Failure::usage(message),
+                warden::Error::InvalidInput(invalid) => Failure::usage(invalid.message),
                 other => other.into(),
             }),
         }
