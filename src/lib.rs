@@ -171,7 +171,10 @@ pub use template::{Template, TemplateMode};
 pub use effect::{EffectRecord, EffectState};
 
 // What went wrong: refusals by design and faults, with the kinds a caller branches on.
-pub use error::{DenialReason, DuplicateState, Error, Result, SightError, SightKind, StoreFault, StoreFaultKind};
+pub use error::{
+    DenialReason, DuplicateState, Error, InvalidInput, InvalidInputKind, Result, SightError, SightKind, StoreFault,
+    StoreFaultKind,
+};
 
 // Time, injectable for tests of a host's own code.
 pub use clock::{Clock, ManualClock, Micros, SystemClock};
