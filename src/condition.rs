@@ -1,7 +1,7 @@
 //! Conditions: the `<argument>_<op>: operand` tests a rule, an authority constraint and an
 //! approval scope share, and what each one means for an action's arguments.
 //!
-//! [`holds`] decides one condition and reports, as ctrlrun's evaluator logs, a missing argument
+//! `holds` decides one condition and reports, as ctrlrun's evaluator logs, a missing argument
 //! or one an order operator cannot compare (the condition is then false, never skipped);
 //! [`equal`] and [`compare_numbers`] are the equality and the order the operators use, and what
 //! the authority's containment checks and an approval scope's bounds compare with. Rule
