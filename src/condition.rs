@@ -581,6 +581,7 @@ mod tests {
         assert!(!equal(&json!(true), &json!(1)));
         assert!(!equal(&json!(1), &json!("1")));
         assert!(!equal(&json!(null), &json!(false)));
+        assert!(equal(&json!(null), &json!(null)));
         assert!(equal(&json!(["a", "b"]), &json!(["a", "b"])));
         assert!(!equal(&json!(["b", "a"]), &json!(["a", "b"])));
         assert!(!equal(&json!([1]), &json!(1)));
