@@ -27,7 +27,7 @@ GROUP_NAMES=(effects json policy sight authority approvals identity evidence)
 GROUP_FILES=(
     "src/effect.rs src/effect_state.rs src/approval.rs src/hint.rs src/error/denial.rs src/receipt.rs src/kernel/claim.rs"
     "src/canonical.rs src/action.rs src/template.rs"
-    "src/policy.rs src/document/conditions.rs"
+    "src/policy.rs src/document/conditions.rs src/condition.rs"
     "src/sight/confine.rs"
     "src/authority/pattern.rs src/authority/containment.rs src/authority/evaluate.rs src/authority/chain.rs src/authority/budget.rs"
     "src/approval/requirement.rs src/approval/person.rs src/approval/precondition.rs src/approval/scope.rs"

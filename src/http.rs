@@ -383,7 +383,7 @@ pub(crate) fn confined_agent(ca_certs: Option<&Path>, deadline: Duration) -> Res
 /// The Mozilla roots plus every certificate in the PEM file at `path`.
 fn roots_with(path: &Path) -> Result<RootCerts, SightError> {
     let unreadable = || SightError::new("configuration_invalid", "ca_certs file could not be read");
-    let file = crate::document::open_regular(path).map_err(|_| unreadable())?;
+    let file = crate::files::open_regular(path).map_err(|_| unreadable())?;
     let mut pem = Vec::new();
     file.take(MAX_CA_FILE_BYTES + 1).read_to_end(&mut pem).map_err(|_| unreadable())?;
     if pem.len() as u64 > MAX_CA_FILE_BYTES {

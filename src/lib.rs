@@ -22,7 +22,9 @@
 //! 3. `document`: the administrator's document, loaded strictly and hashed; the trust
 //!    boundary.
 //! 4. `authority`, `policy`, `decision`: may this principal act at all, and with how much
-//!    autonomy (`allow`, `approve`, `deny`); the stricter axis wins.
+//!    autonomy (`allow`, `approve`, `deny`); the stricter axis wins. What a condition means
+//!    (`amount_lte: 100` against the arguments) is the leaf `condition`, which the document,
+//!    the policy, the authority and approval scopes share without depending on one another.
 //! 5. `pipeline`: [`Warden::submit`] runs steps 1–4 in order and hands the kernel one
 //!    proposal; the only way into the kernel from outside the crate.
 //! 6. `approval`: pure checks for a human's approval, bound to one exact action hash, spent
@@ -39,7 +41,8 @@
 //!     kernel encode without depending on `sight`.
 //!
 //! Around them: `clock` (injectable time), `error` and `hint` (what went wrong and the
-//! command to run), `ffi` (the C ABI) and `os` (fork hooks and signal flags), the only
+//! command to run), `files` (opening a file the administrator names, refusing what is not a
+//! regular file; a leaf), `ffi` (the C ABI) and `os` (fork hooks and signal flags), the only
 //! modules with `unsafe`, `verify` and `scratch` (the `warden verify` guarantees, run in a
 //! throwaway store), `telemetry` (the span record of each protected action, for the host's
 //! OpenTelemetry SDK). `docs/` holds the
@@ -92,6 +95,8 @@ pub mod authority;
 #[doc(hidden)]
 pub mod canonical;
 #[doc(hidden)]
+pub mod condition;
+#[doc(hidden)]
 pub mod decision;
 #[doc(hidden)]
 pub mod document;
@@ -132,6 +137,9 @@ pub mod error;
 #[allow(unsafe_code)]
 #[doc(hidden)]
 pub mod ffi;
+#[doc(hidden)]
+// Opening a file the administrator names, refusing what is not a regular file. A leaf.
+pub mod files;
 #[doc(hidden)]
 pub mod hint;
 // The one bounded HTTP client: a sight's GET; the POST of an anchor, a timestamp authority and

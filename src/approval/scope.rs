@@ -351,7 +351,7 @@ pub fn check_scope<'s>(
         let Value::Number(value) = value else {
             return Err(refuse(format!("scope at_most {pointer} is not a number in the approved action")));
         };
-        if !matches!(crate::policy::compare_numbers(value, &bound_number), Some(Ordering::Less | Ordering::Equal)) {
+        if !matches!(crate::condition::compare_numbers(value, &bound_number), Some(Ordering::Less | Ordering::Equal)) {
             return Err(refuse(format!(
                 "scope at_most {pointer}: the bound {bound} is below the approved action's own value {value}"
             )));
@@ -374,7 +374,7 @@ pub fn matches(shape: &Shape, candidate: &Map<String, Value>) -> bool {
     fixed
         && shape.at_most.iter().all(|(pointer, bound)| match (lookup(candidate, pointer), number(bound)) {
             (Some(Value::Number(value)), Some(bound)) => {
-                matches!(crate::policy::compare_numbers(value, &bound), Some(Ordering::Less | Ordering::Equal))
+                matches!(crate::condition::compare_numbers(value, &bound), Some(Ordering::Less | Ordering::Equal))
             }
             _ => false,
         })

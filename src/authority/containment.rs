@@ -11,8 +11,7 @@ use std::cmp::Ordering;
 use serde_json::Value;
 
 use crate::canonical::is_integer;
-use crate::document::{Condition, Op};
-use crate::policy::{compare_numbers, equal};
+use crate::condition::{compare_numbers, equal, Condition, Op};
 
 use super::grant::{Budget, Grant, Subject};
 use super::pattern::{all_contained, matches, PatternKind};

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::action::{Action, Principal};
 use crate::clock::{Micros, MICROS_PER_SECOND};
-use crate::document::Condition;
+use crate::condition::Condition;
 
 use super::pattern::{matches, shorten, validate_pattern, PatternKind};
 use super::reason::Dimension;
@@ -232,7 +232,7 @@ impl Grant {
     /// argument is compared with a bound by value, as that document's rules compare it.
     pub fn constraints_hold(&self, name: &str, arguments: &Map<String, Value>, warnings: &mut Vec<String>) -> bool {
         let floats = crate::document::Schema::WardenV1.floats();
-        self.constraints.iter().all(|condition| crate::policy::holds(condition, name, arguments, floats, warnings))
+        self.constraints.iter().all(|condition| crate::condition::holds(condition, name, arguments, floats, warnings))
     }
 
     /// The constraint with this key, if the grant has one.

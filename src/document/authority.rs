@@ -11,11 +11,12 @@ use crate::authority::{
 };
 use crate::canonical::Floats;
 use crate::clock::{parse_duration, MICROS_PER_SECOND};
+use crate::condition::Condition;
 
 use super::scalar::shorten;
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
-use super::{Condition, DocumentError, Schema};
+use super::{DocumentError, Schema};
 
 /// A grant's constraints keep integer operands, though the document is `warden/v1`: a
 /// delegation must constrain at least as strictly as its parent, and that containment

@@ -3,13 +3,14 @@
 use serde_json::Value;
 
 use crate::canonical::Floats;
+use crate::condition::{Condition, Op};
 
 use super::ctrlrun::{CTRLRUN_RULE_KEYS, DATA_SCOPE};
 use super::scalar::shorten;
 use super::tree::{child_path, integer_number, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::warden::WARDEN_RULE_KEYS;
-use super::{Condition, DocumentError, Op, Rule, RESERVED_SUBJECTS};
+use super::{DocumentError, Rule, RESERVED_SUBJECTS};
 
 /// ctrlrun's operators, longest first, so `amount_neq` splits as (`amount`, `neq`) and never as
 /// (`amount_n`, `eq`). The order within one length is ctrlrun's (a stable sort of its tuple).

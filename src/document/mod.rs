@@ -46,6 +46,7 @@ use serde_json::Value;
 
 use crate::canonical::Floats;
 use crate::clock::Micros;
+use crate::condition::Condition;
 use crate::decision::Decision;
 use crate::template::Template;
 
@@ -216,60 +217,6 @@ pub struct Rule {
     pub scoped: Option<crate::approval::scope::ScopeLimits>,
 }
 
-/// A condition's operator, from the suffix of its key (`amount_gte`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// Equal (type-strict).
-    Eq,
-    /// Not equal.
-    Neq,
-    /// One of a list.
-    In,
-    /// Less than (integers; numbers in `warden/v1`).
-    Lt,
-    /// At most (integers; numbers in `warden/v1`).
-    Lte,
-    /// Greater than (integers; numbers in `warden/v1`).
-    Gt,
-    /// At least (integers; numbers in `warden/v1`).
-    Gte,
-}
-
-impl Op {
-    /// The operator as a condition key's suffix spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Eq => "eq",
-            Op::Neq => "neq",
-            Op::In => "in",
-            Op::Lt => "lt",
-            Op::Lte => "lte",
-            Op::Gt => "gt",
-            Op::Gte => "gte",
-        }
-    }
-
-    /// `lt`, `lte`, `gt`, `gte`: the operators that order numbers.
-    pub fn is_order(self) -> bool {
-        matches!(self, Op::Lt | Op::Lte | Op::Gt | Op::Gte)
-    }
-}
-
-/// One condition of a rule: an argument, an operator and an operand.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Condition {
-    /// The key as written, e.g. `amount_gte`.
-    pub key: String,
-    /// The argument it tests, e.g. `amount`.
-    pub subject: String,
-    /// The operator.
-    pub op: Op,
-    /// A number for the order ops (an integer in ctrlrun documents and authority constraints), a
-    /// list for `in`, any JSON value otherwise; floats only in a `warden/v1` document's rules,
-    /// held in their canonical reading (`10.50` as `10.5`, `10.0` as `10`).
-    pub operand: Value,
-}
-
 /// Why a document (or an authority or grant file) does not load: where, and what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}{}: {path}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -292,43 +239,6 @@ pub fn load_file(path: &Path) -> Result<Document, DocumentError> {
     load_str(&text, &origin)
 }
 
-/// What a file of type `kind` is, in words, when it is not a regular file (`None` when it is).
-pub fn not_regular(kind: &std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt as _;
-    Some(if kind.is_file() {
-        return None;
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a named pipe (FIFO)"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
-    } else {
-        "not a file"
-    })
-}
-
-/// Opens a file the administrator named (the document, a certificate or CA file, a credential,
-/// a password file) for reading, and refuses anything that is not a regular file, by what it is.
-///
-/// A plain `open` of a FIFO nobody writes waits forever, and a device or a socket is never a
-/// document: the file is opened without blocking (`O_NONBLOCK`, which changes nothing for reads
-/// of a regular file) and its type is checked on the opened descriptor, so a path swapped
-/// between a check and the open cannot slip past.
-pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    let Some(what) = not_regular(&file.metadata()?.file_type()) else {
-        return Ok(file);
-    };
-    Err(std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
-        format!("it is {what}, not a regular file; give the path of a regular file"),
-    ))
-}
-
 /// A file's text, bounded by [`MAX_DOCUMENT_BYTES`] and required to be UTF-8.
 fn read_text(path: &Path, origin: &str) -> Result<String, DocumentError> {
     let whole = |message: String| DocumentError {
@@ -337,7 +247,7 @@ fn read_text(path: &Path, origin: &str) -> Result<String, DocumentError> {
         line: None,
         message,
     };
-    let file = open_regular(path).map_err(|e| whole(format!("the document could not be read: {e}")))?;
+    let file = crate::files::open_regular(path).map_err(|e| whole(format!("the document could not be read: {e}")))?;
     let mut bytes = Vec::new();
     let limit = u64::try_from(MAX_DOCUMENT_BYTES).unwrap_or(u64::MAX).saturating_add(1);
     file.take(limit).read_to_end(&mut bytes).map_err(|e| whole(format!("the document could not be read: {e}")))?;
@@ -613,7 +523,7 @@ fn first_refused_character(text: &str) -> Option<(usize, char)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{load_settings_str, open_regular, Setting};
+    use super::{load_settings_str, Setting};
     use serde_json::json;
 
     #[test]
@@ -644,34 +554,5 @@ mod tests {
             assert_eq!((error.origin.as_str(), error.line.is_some()), ("g.yaml", true), "{text}: {error}");
             assert!(error.line >= Some(line) && error.message.contains(message), "{text}: {error}");
         }
-    }
-
-    #[test]
-    fn open_regular_names_what_is_not_a_regular_file_and_opens_one_that_is() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fifo = dir.path().join("fifo");
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
-        let socket = dir.path().join("socket");
-        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
-        let file = dir.path().join("file.yaml");
-        std::fs::write(&file, "schema: warden/v1\n").expect("write");
-        for (path, what) in [
-            (fifo.as_path(), "a named pipe (FIFO)"),
-            (dir.path(), "a directory"),
-            (std::path::Path::new("/dev/null"), "a device"),
-        ] {
-            let refused = open_regular(path).expect_err("refused");
-            assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput, "{}", path.display());
-            assert_eq!(
-                refused.to_string(),
-                format!("it is {what}, not a regular file; give the path of a regular file")
-            );
-        }
-        // A socket cannot be opened at all (ENXIO): refused by the OS before its type is read.
-        assert!(open_regular(&socket).is_err());
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut open_regular(&file).expect("a regular file opens"), &mut text)
-            .expect("read");
-        assert_eq!(text, "schema: warden/v1\n");
     }
 }

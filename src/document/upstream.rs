@@ -163,7 +163,7 @@ impl Cx<'_> {
         for (file, line) in files {
             let resolved = self.beside_document(&file);
             let here = child_path(&path, "tls_cert_file");
-            let text = super::open_regular(&resolved)
+            let text = crate::files::open_regular(&resolved)
                 .and_then(|file| {
                     let mut text = String::new();
                     file.take(MAX_CERTIFICATE_FILE_BYTES + 1).read_to_string(&mut text)?;

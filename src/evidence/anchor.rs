@@ -165,7 +165,7 @@ impl FileSink {
             Err(e) => return Err(format!("cannot open it for appending: {e}; check the path and its permissions")),
         };
         let kind = file.metadata().map_err(|e| format!("cannot inspect it: {e}"))?.file_type();
-        let Some(what) = crate::document::not_regular(&kind) else {
+        let Some(what) = crate::files::not_regular(&kind) else {
             return Ok(file);
         };
         Err(format!("the path is {what}, not a regular file; give the path of a regular file"))

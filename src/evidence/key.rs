@@ -105,7 +105,7 @@ impl NoteSigner {
     /// stricter), else refused with the mode it has and the `chmod` that fixes it.
     pub fn load(path: &Path) -> Result<NoteSigner> {
         let shown = path.display();
-        let file = crate::document::open_regular(path)
+        let file = crate::files::open_regular(path)
             .map_err(|e| Error::Config(format!("cannot open the signing key {shown}: {e}")))?;
         let mode = file
             .metadata()

@@ -66,7 +66,7 @@ impl CredentialProvider for DirectoryProvider {
         }
         let path = self.dir.join(reference);
         // Not a plain open: a FIFO planted under the reference's name would block it.
-        let file = crate::document::open_regular(&path).ok()?;
+        let file = crate::files::open_regular(&path).ok()?;
         let meta = file.metadata().ok()?;
         if !meta.is_file() || meta.len() > MAX_CREDENTIAL_FILE_BYTES {
             return None;

@@ -51,7 +51,7 @@ fn grant(id: &str, agent: &str, action: &str, expires_at: Micros) -> Grant {
     }
 }
 
-fn constraint(limit: i64) -> Result<Vec<crate::document::Condition>> {
+fn constraint(limit: i64) -> Result<Vec<crate::condition::Condition>> {
     let mut map = Map::new();
     map.insert(format!("{CONSTRAINED}_lte"), Value::from(limit));
     crate::document::conditions_from_json(&map).map_err(|message| Error::invalid(InvalidInputKind::Malformed, message))

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 
 use super::Result;
+use crate::condition::{Condition, Op};
 use crate::decision::Decision;
-use crate::document::{ActionEntry, Condition, Document, Op};
+use crate::document::{ActionEntry, Document};
 use crate::error::{Error, InvalidInputKind};
 
 /// At most this many values are tried per constrained argument, and this many combinations.
@@ -141,13 +142,13 @@ fn integer_value(n: i128) -> Option<Value> {
 
 /// Whether `value` satisfies one condition, by the policy's own equality.
 pub(super) fn satisfies(value: &Value, condition: &Condition) -> bool {
-    let equal = crate::policy::equal;
+    let equal = crate::condition::equal;
     match condition.op {
         Op::Eq => equal(value, &condition.operand),
         Op::Neq => !equal(value, &condition.operand),
         Op::In => condition.operand.as_array().is_some_and(|items| items.iter().any(|item| equal(value, item))),
         Op::Lt | Op::Lte | Op::Gt | Op::Gte => match (value, &condition.operand) {
-            (Value::Number(v), Value::Number(bound)) => match crate::policy::compare_numbers(v, bound) {
+            (Value::Number(v), Value::Number(bound)) => match crate::condition::compare_numbers(v, bound) {
                 Some(order) => match condition.op {
                     Op::Lt => order.is_lt(),
                     Op::Lte => order.is_le(),

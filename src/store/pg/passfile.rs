@@ -22,7 +22,7 @@ pub(super) fn location() -> Option<PathBuf> {
 /// The password for this connection from the file at `path`: `Ok(None)` when the file does
 /// not exist or no line matches; `Err` names a file that must not be used (others may read it).
 pub(super) fn lookup(path: &Path, host: &str, port: u16, database: &str, user: &str) -> Result<Option<String>, String> {
-    let file = match crate::document::open_regular(path) {
+    let file = match crate::files::open_regular(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => {
             return Err(format!("the password file {} cannot be used ({error}); it was not used", path.display()))

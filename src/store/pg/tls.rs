@@ -109,8 +109,8 @@ pub(super) fn client_config(root_file: Option<&str>) -> Result<rustls::ClientCon
         }
         Some(path) => {
             let unreadable = |why: String| Error::Config(format!("the sslrootcert file {path} {why}"));
-            let file = crate::document::open_regular(Path::new(path))
-                .map_err(|e| unreadable(format!("cannot be read ({e})")))?;
+            let file =
+                crate::files::open_regular(Path::new(path)).map_err(|e| unreadable(format!("cannot be read ({e})")))?;
             let mut pem = Vec::new();
             file.take(MAX_ROOT_FILE_BYTES + 1)
                 .read_to_end(&mut pem)

@@ -46,7 +46,7 @@ pub struct SsoUser {
 /// A PEM public key from `path`, refusing a FIFO or anything that is not a regular file (a
 /// plain read of a FIFO would block) and anything larger than a key.
 pub fn read_public_key(path: &std::path::Path) -> Result<String, String> {
-    warden::document::open_regular(path)
+    warden::files::open_regular(path)
         .and_then(|file| {
             let mut pem = String::new();
             std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_PUBLIC_KEY_BYTES + 1), &mut pem)?;

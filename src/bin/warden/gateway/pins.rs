@@ -98,7 +98,7 @@ impl PinFile {
         };
         let before = self.stamp()?;
         let Some(stamp) = before else { return Ok((Pins::default(), None)) };
-        let file = warden::document::open_regular(&self.path).map_err(|e| damaged(e.to_string()))?;
+        let file = warden::files::open_regular(&self.path).map_err(|e| damaged(e.to_string()))?;
         let mut text = Vec::new();
         file.take(MAX_PIN_FILE_BYTES + 1).read_to_end(&mut text).map_err(|e| damaged(e.to_string()))?;
         if text.len() as u64 > MAX_PIN_FILE_BYTES {
