@@ -29,12 +29,7 @@ use super::{HttpConfig, Request, Sink, MAX_ANSWER_BYTES};
 /// A request read whole (the gate's checks and the path done): answered into `stream`.
 pub(super) fn handle(stream: &mut Sink, engine: &Engine, config: &HttpConfig, request: &Request, body: Vec<u8>) {
     if request.method == "POST" {
-        let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
-        if let Err(answer) = wire::check_headers(&request.headers, &checks) {
-            let _ = write_json(stream, answer.status, answer.body.as_ref());
-            return;
-        }
-        if !bearer(stream, engine, config, &request.headers) {
+        if !admitted(stream, engine, config, request) {
             return;
         }
         match wire::parse_post_with(&request.headers, &body, engine.unknown_methods(), &|t| engine.annotations_of(t)) {
@@ -90,12 +85,7 @@ pub(super) fn handle(stream: &mut Sink, engine: &Engine, config: &HttpConfig, re
         return;
     }
     if request.method == "GET" || request.method == "DELETE" {
-        let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
-        if let Err(answer) = wire::check_headers(&request.headers, &checks) {
-            let _ = write_json(stream, answer.status, answer.body.as_ref());
-            return;
-        }
-        if !bearer(stream, engine, config, &request.headers) {
+        if !admitted(stream, engine, config, request) {
             return;
         }
         if let Err(answer) = wire::revision(&request.headers, &Value::Null) {
@@ -106,6 +96,17 @@ pub(super) fn handle(stream: &mut Sink, engine: &Engine, config: &HttpConfig, re
         return;
     }
     let _ = write_json(stream, 501, None);
+}
+
+/// The checks every verb's request passes first: a repeated identity header and `Origin` (steps
+/// 2 and 3 of §1.3), then the bearer; a refusal is written into `stream`.
+fn admitted(stream: &mut Sink, engine: &Engine, config: &HttpConfig, request: &Request) -> bool {
+    let checks = Checks { identity_headers: &config.identity_headers, allowed_origins: &config.allowed_origins };
+    if let Err(answer) = wire::check_headers(&request.headers, &checks) {
+        let _ = write_json(stream, answer.status, answer.body.as_ref());
+        return false;
+    }
+    bearer(stream, engine, config, &request.headers)
 }
 
 /// With `--identity-jwt`, the request's bearer token must verify for this resource before
