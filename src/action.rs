@@ -34,6 +34,26 @@ pub enum ActionError {
     Canonical(#[from] CanonicalError),
 }
 
+// The action's refusals as the crate's errors. Here, beside `ActionError`, so that `error`
+// (a leaf every module uses) knows nothing of actions.
+impl From<ActionError> for InvalidInput {
+    /// The action's own finding: its kind and path, or the canonical form's.
+    fn from(error: ActionError) -> InvalidInput {
+        match error {
+            ActionError::Invalid(invalid) => invalid,
+            ActionError::Canonical(error) => error.into(),
+        }
+    }
+}
+
+impl From<ActionError> for crate::error::Error {
+    /// An action or principal refused by its own rules: invalid input of the kind and at the
+    /// path the action module found.
+    fn from(error: ActionError) -> crate::error::Error {
+        crate::error::Error::InvalidInput(error.into())
+    }
+}
+
 /// Who is acting: an agent, optionally on behalf of a human.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Principal {

@@ -373,14 +373,6 @@ impl Error {
     }
 }
 
-impl From<crate::action::ActionError> for Error {
-    /// An action or principal refused by its own rules: invalid input of the kind and at the
-    /// path the action module found.
-    fn from(error: crate::action::ActionError) -> Error {
-        Error::InvalidInput(error.into())
-    }
-}
-
 impl From<crate::canonical::CanonicalError> for Error {
     /// A value with no canonical form: invalid input of its kind, at its path when known.
     fn from(error: crate::canonical::CanonicalError) -> Error {

@@ -4,7 +4,6 @@
 //! in the dotted form the canonical module writes (`arguments.items[3].price`,
 //! `answer.approver`), so no caller reads the wording.
 
-use crate::action::ActionError;
 use crate::canonical::CanonicalError;
 
 /// Invalid input: its kind, where it is (when known) and the message derived from what happened.
@@ -121,15 +120,6 @@ impl From<CanonicalError> for InvalidInput {
                 InvalidInput::new(InvalidInputKind::Conflict, message)
             }
             CanonicalError::Duplicate { path, .. } => InvalidInput::at(InvalidInputKind::Conflict, path, message),
-        }
-    }
-}
-
-impl From<ActionError> for InvalidInput {
-    fn from(error: ActionError) -> InvalidInput {
-        match error {
-            ActionError::Invalid(invalid) => invalid,
-            ActionError::Canonical(error) => error.into(),
         }
     }
 }
