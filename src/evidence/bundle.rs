@@ -171,14 +171,7 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
     // through (the frontier there is all that is left of the receipts before it).
     let pruned = kernel.pruned()?;
     if let Some(prefix) = pruned.as_ref().filter(|prefix| last.size < prefix.through_seq) {
-        return Err(Error::invalid_at(
-            InvalidInputKind::State,
-            "to",
-            format!(
-                "--to {}: its receipts were pruned (the first {} were, through checkpoint {}); export --to {} or later",
-                last.number, prefix.through_seq, prefix.checkpoint, prefix.checkpoint
-            ),
-        ));
+        return Err(pruned_away("to", last.number, prefix));
     }
     let first = match (first, &pruned) {
         (None, Some(prefix)) => Some(kernel.checkpoint_numbered(Some(prefix.checkpoint))?.ok_or_else(|| {
@@ -190,16 +183,7 @@ pub fn export(kernel: &Kernel, out: &Path, from: Option<u64>, to: Option<u64>) -
                 ),
             )
         })?),
-        (Some(cp), Some(prefix)) if cp.size < prefix.through_seq => {
-            return Err(Error::invalid_at(
-                InvalidInputKind::State,
-                "from",
-                format!(
-            "--from {}: its receipts were pruned (the first {} were, through checkpoint {}); export --from {} or later",
-            cp.number, prefix.through_seq, prefix.checkpoint, prefix.checkpoint
-        ),
-            ))
-        }
+        (Some(cp), Some(prefix)) if cp.size < prefix.through_seq => return Err(pruned_away("from", cp.number, prefix)),
         (first, _) => first,
     };
     let partial = out.with_file_name(format!(
@@ -1147,4 +1131,17 @@ fn check_policies(
     verdict.policies_carried = carried;
     verdict.policies_missing = manifest.policies_missing.clone();
     Ok(())
+}
+
+/// The refusal of a `--from`/`--to` checkpoint whose receipts a prune removed, naming the first
+/// checkpoint an export can still use.
+fn pruned_away(flag: &str, number: u64, prefix: &PrunedPrefix) -> Error {
+    Error::invalid_at(
+        InvalidInputKind::State,
+        flag,
+        format!(
+            "--{flag} {number}: its receipts were pruned (the first {} were, through checkpoint {}); export --{flag} {} or later",
+            prefix.through_seq, prefix.checkpoint, prefix.checkpoint
+        ),
+    )
 }
