@@ -169,6 +169,14 @@ impl Engine {
             for line in found.lines(&self.alias) {
                 log::info(&line);
             }
+            if !found.toolless.is_empty() {
+                // The list is this session's: a `warden check` or `scaffold` (which declare
+                // those capabilities) can see tools this client was not offered.
+                log::info(&format!(
+                    "a server may list some tools only to clients that declare roots, sampling or elicitation, as `warden check --alias {}` does",
+                    self.alias
+                ));
+            }
         }
         let pinned = observed.map(|_| ());
         if let Err(why) = &pinned {
