@@ -9,6 +9,7 @@
 //! `cargo bench --features test-exports --bench authority`
 
 use std::hint::black_box;
+use warden::test_support::KernelInternals;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;

@@ -13,6 +13,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use warden::test_support::KernelInternals;
 
 use warden::evidence::bundle::{export, verify_bundle};
 use warden::evidence::key::NoteSigner;

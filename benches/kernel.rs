@@ -2,6 +2,7 @@
 //! reserve→commit cycle on a real store file.
 
 use std::hint::black_box;
+use warden::test_support::KernelInternals;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use warden::{Action, Decision, Kernel, KernelOptions, Principal, Proposal, Ruling, Template, TemplateMode};

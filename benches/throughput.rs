@@ -8,6 +8,7 @@
 
 use std::process::Command;
 use std::time::Instant;
+use warden::test_support::KernelInternals;
 
 use warden::{Action, Decision, Kernel, KernelOptions, Principal, Proposal, Ruling, Template, TemplateMode};
 

@@ -50,30 +50,17 @@
 
 #![deny(unsafe_code)]
 
-/// Declares an item `pub` in a build with the `test-exports` feature and `pub(crate)` in every
-/// other build: internals the integration tests drive directly never reach a release build's
-/// public API.
-macro_rules! test_pub {
-    ($(#[$meta:meta])* $kind:ident $($rest:tt)*) => {
-        #[cfg(feature = "test-exports")]
-        $(#[$meta])* pub $kind $($rest)*
-        #[cfg(not(feature = "test-exports"))]
-        $(#[$meta])* pub(crate) $kind $($rest)*
-    };
-}
-pub(crate) use test_pub;
-
 /// Documents `$item` with its leading doc lines, then doc tests that prove internals stay private: each snippet must fail to
 /// compile outside the crate in every build without `test-exports` (the error code is named for
-/// the reader; stable rustdoc does not compare it), and must compile in a `test-exports` build,
-/// where the same internals are public — so a typo in a snippet fails that build's doc tests
-/// instead of passing as "does not compile".
+/// the reader; stable rustdoc does not compare it), and its test-support twin (the same use of
+/// the internal through `warden::test_support`) must compile in a `test-exports` build — so a
+/// typo in a snippet fails that build's doc tests instead of passing as "does not compile".
 macro_rules! private_outside {
-    ($(#[$meta:meta])* $( ($code:literal, $error:literal) ),+ ; $item:item) => {
+    ($(#[$meta:meta])* $( ($code:literal, $error:literal, $twin:literal) ),+ ; $item:item) => {
         $(#[$meta])*
         $(
             #[cfg_attr(not(feature = "test-exports"), doc = concat!("```compile_fail,", $error, "\n", $code, "\n```"))]
-            #[cfg_attr(feature = "test-exports", doc = concat!("```\n", $code, "\n```"))]
+            #[cfg_attr(feature = "test-exports", doc = concat!("```\n", $twin, "\n```"))]
         )+
         $item
     };
@@ -158,6 +145,11 @@ pub mod os;
 pub mod scratch;
 #[doc(hidden)]
 pub mod telemetry;
+// What the integration tests reach that no other build offers (the kernel's trusted proposal,
+// its raw store, a forced panic): only with the test-only `test-exports` feature.
+#[cfg(feature = "test-exports")]
+#[doc(hidden)]
+pub mod test_support;
 #[doc(hidden)]
 pub mod verify;
 

@@ -6,6 +6,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
+use warden::test_support::KernelInternals;
 
 use common::*;
 use serde_json::{json, Value};

@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use warden::authority::Charge;
+use warden::test_support::KernelInternals;
 use warden::{EffectRecord, EffectState};
 
 const WINDOWS: [u64; 3] = [10, 60, 3600];

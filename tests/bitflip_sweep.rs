@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::DuplicateState;

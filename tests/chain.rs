@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use warden::receipt::StoredReceipt;
+use warden::test_support::KernelInternals;
 
 fn store_with_receipts(n: usize) -> Fixture {
     let f = Fixture::new();

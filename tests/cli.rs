@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use warden::test_support::KernelInternals;
 
 use serde_json::{json, Value};
 use warden::store::EventKind;

@@ -4,6 +4,7 @@
 mod common;
 
 use std::process::Command;
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::store::RawTable;

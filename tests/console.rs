@@ -13,6 +13,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use warden::test_support::KernelInternals;
 
 use serde_json::{json, Value};
 use warden::{Action, Decision, Error, Kernel, KernelOptions, Principal, Proposal, Ruling, Template, TemplateMode};

@@ -6,6 +6,7 @@
 mod common;
 
 use std::sync::mpsc;
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::Error;

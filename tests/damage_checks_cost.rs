@@ -8,6 +8,7 @@
 mod common;
 
 use std::time::Instant;
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::ManualClock;

@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use warden::test_support::KernelInternals;
 
 use base64::prelude::{Engine, BASE64_STANDARD};
 use common::{allow, cli, copy_dir, key_template, refund, Fixture, SECOND};

@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::Path;
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::error::StoreFaultKind;

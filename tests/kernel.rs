@@ -4,6 +4,7 @@
 mod common;
 
 use std::sync::{Arc, Barrier};
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::effect::idempotency_token;

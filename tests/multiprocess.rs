@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::{Decision, EffectState, Error, Kernel, KernelOptions, ManualClock, Proposal, Ruling};

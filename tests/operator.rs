@@ -18,6 +18,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
+use warden::test_support::KernelInternals;
 
 use serde_json::{json, Value};
 use warden::{Action, Error, Kernel, KernelOptions, Principal};

@@ -16,6 +16,7 @@ mod common;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::store::{lose_next_postgres_commit, StoreOptions};

@@ -8,6 +8,7 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use warden::test_support::KernelInternals;
 
 use base64::prelude::{Engine, BASE64_STANDARD};
 use common::{allow, cli, key_template, refund, Fixture, SECOND};

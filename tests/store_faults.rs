@@ -9,6 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::error::StoreFaultKind;

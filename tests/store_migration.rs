@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use warden::store::SCHEMA_VERSION;
+use warden::test_support::KernelInternals;
 use warden::{EffectState, Error};
 
 fn migrated() -> (tempfile::TempDir, warden::Kernel) {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use warden::test_support::KernelInternals;
 
 use common::*;
 use warden::kernel::Outcomes;

@@ -42,10 +42,8 @@ pub use permit::Permit;
 pub use retention::{Retention, RetentionDone};
 pub use scoped::{limits_in_policy, ScopedGrantDone};
 
-crate::test_pub! {
-    /// The kernel's store.
-    type KernelStore = Store<Ops>;
-}
+/// The kernel's store.
+pub(crate) type KernelStore = Store<Ops>;
 
 /// When an outcome (commit, not executed, ambiguous) is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,11 +227,16 @@ crate::private_outside! {
     /// A handle on one store. Cheap to clone; clones share the poisoned latch.
     ///
     /// Outside the crate a release build offers no way to hand the kernel a ruling, nor to reach
-    /// its store (these fail to compile unless the `test-exports` feature is on):
-    ("fn f(k: &warden::Kernel, p: &warden::Proposal<'_>) { let _ = k.propose(p); }", "E0624"),
-    ("fn f(k: &warden::Kernel) { let _ = k.store(); }", "E0624"),
-    ("fn f(k: &warden::Kernel) { let _ = k.force_panic(); }", "E0624"),
-    ("use warden::store::WriteTx;", "E0603");
+    /// its store (these fail to compile; a `test-exports` build reaches the same internals
+    /// through `warden::test_support`, and compiles each line below with the test-support
+    /// path that follows it):
+    ("fn f(k: &warden::Kernel, p: &warden::Proposal<'_>) { let _ = k.propose(p); }", "E0624",
+        "use warden::test_support::KernelInternals as _;\nfn f(k: &warden::Kernel, p: &warden::Proposal<'_>) { let _ = k.propose(p); }"),
+    ("fn f(k: &warden::Kernel) { let _ = k.store(); }", "E0624",
+        "use warden::test_support::KernelInternals as _;\nfn f(k: &warden::Kernel) { let _ = k.store(); }"),
+    ("fn f(k: &warden::Kernel) { let _ = k.force_panic(); }", "E0624",
+        "use warden::test_support::KernelInternals as _;\nfn f(k: &warden::Kernel) { let _ = k.force_panic(); }"),
+    ("use warden::store::WriteTx;", "E0603", "use warden::test_support::WriteTx;");
     #[derive(Clone)]
     pub struct Kernel {
         inner: Arc<Inner>,
@@ -267,12 +270,10 @@ impl Kernel {
         })
     }
 
-    crate::test_pub! {
-        /// The store under this kernel: crate-private, for the kernel's own modules and (with
-        /// `test-exports`) tests that inspect or damage raw rows.
-        fn store(&self) -> &KernelStore {
-            &self.inner.store
-        }
+    /// The store under this kernel: crate-private, for the kernel's own modules (and, through
+    /// `crate::test_support` in a `test-exports` build, tests that inspect or damage raw rows).
+    pub(crate) fn store(&self) -> &KernelStore {
+        &self.inner.store
     }
 
     /// The path of the store file this handle opened.
@@ -369,13 +370,10 @@ impl Kernel {
         outcome
     }
 
-    crate::test_pub! {
-        /// Test support: latch the handle as if a panic had happened inside it.
-        #[doc(hidden)]
-        #[allow(dead_code)] // only tests call it
-        fn force_panic(&self) -> Result<()> {
-            self.guarded(|_, _| -> Result<()> { panic!("forced panic for a test") })
-        }
+    /// Test support (`crate::test_support`): latch the handle as if a panic had happened inside it.
+    #[allow(dead_code)] // only tests call it
+    pub(crate) fn force_panic(&self) -> Result<()> {
+        self.guarded(|_, _| -> Result<()> { panic!("forced panic for a test") })
     }
 }
 

@@ -49,145 +49,165 @@ impl Kernel {
         }
     }
 
-    crate::test_pub! {
-        /// normalize → (the pipeline's decision) → approval gate → one write transaction → permit.
-        /// Crate-private: it trusts the ruling its caller hands in, so `Warden::submit`, which
-        /// decides with the administrator's document, is the only way in (tests reach it with
-        /// `test-exports`).
-        fn propose(&self, proposal: &Proposal<'_>) -> Result<Permit> {
-            let action = proposal.action;
-            let action_hash = action.hash()?;
-            let lease = proposal.lease.unwrap_or(DEFAULT_LEASE);
-            if lease <= 0 {
-                return Err(Error::invalid_at(InvalidInputKind::OutOfRange, "lease", "a lease must be positive"));
-            }
-            if proposal.traceparent.is_some_and(|trace| !crate::receipt::is_traceparent(trace)) {
-                return Err(Error::invalid_at(InvalidInputKind::Malformed, "traceparent",
-                    "a traceparent is a W3C trace context such as 00-<32 hex>-<16 hex>-<2 hex>, lowercase, neither id \
-                     all zeros; pass none when the caller sent none or an invalid one"
-                        ,
+    /// normalize → (the pipeline's decision) → approval gate → one write transaction → permit.
+    /// Crate-private: it trusts the ruling its caller hands in, so `Warden::submit`, which
+    /// decides with the administrator's document, is the only way in (tests reach it through
+    /// `crate::test_support` in a `test-exports` build).
+    pub(crate) fn propose(&self, proposal: &Proposal<'_>) -> Result<Permit> {
+        let action = proposal.action;
+        let action_hash = action.hash()?;
+        let lease = proposal.lease.unwrap_or(DEFAULT_LEASE);
+        if lease <= 0 {
+            return Err(Error::invalid_at(InvalidInputKind::OutOfRange, "lease", "a lease must be positive"));
+        }
+        if proposal.traceparent.is_some_and(|trace| !crate::receipt::is_traceparent(trace)) {
+            return Err(Error::invalid_at(
+                InvalidInputKind::Malformed,
+                "traceparent",
+                "a traceparent is a W3C trace context such as 00-<32 hex>-<16 hex>-<2 hex>, lowercase, neither id \
+                 all zeros; pass none when the caller sent none or an invalid one",
+            ));
+        }
+        if let Some(id) = proposal.approval_id {
+            if !crate::action::is_id(IdKind::Approval, id) {
+                return Err(Error::invalid_at(
+                    InvalidInputKind::Malformed,
+                    "approval_id",
+                    "an approval id is apr_ followed by 32 lowercase hex digits",
                 ));
             }
-            if let Some(id) = proposal.approval_id {
-                if !crate::action::is_id(IdKind::Approval, id) {
-                    return Err(Error::invalid_at(InvalidInputKind::Malformed, "approval_id", "an approval id is apr_ followed by 32 lowercase hex digits"));
+        }
+        // The receipt a refusal writes (the draft's), for the trace.
+        let mut refusal_receipt = None;
+        let proposed = self.guarded(|kernel, now| {
+            let draft = kernel.draft(action, &action_hash, &proposal.ruling)?;
+            if let Some(trace) = proposal.trace {
+                let policy = (kernel.inner.policy_hash.as_deref(), kernel.inner.policy_version.as_deref());
+                trace.decided(
+                    now,
+                    action,
+                    &action_hash,
+                    &proposal.ruling,
+                    policy,
+                    proposal.observe,
+                    proposal.approval_id,
+                );
+                refusal_receipt = Some(draft.receipt_id.clone());
+            }
+            let mut proposed = Proposed {
+                action: action.clone(),
+                action_hash: action_hash.clone(),
+                ruling: proposal.ruling.clone(),
+                draft,
+                effect_key: None,
+                lease,
+                max_attempts: proposal.max_attempts,
+                authority: proposal.authority.clone(),
+                charges: Vec::new(),
+                precondition: proposal.precondition.clone(),
+            };
+            proposed.draft.authority = proposal.authority.as_ref().map(|stamp| stamp.receipt(&[]));
+            proposed.draft.traceparent = proposal.traceparent.map(str::to_owned);
+            let refuse = |mut proposed: Proposed, refusal: Error| {
+                proposed.draft.decision = Decision::Deny.as_str().into();
+                kernel.finish_refusal(Write::Refuse { proposed, refusal }, proposal.trace)
+            };
+            if action.environment != kernel.inner.environment {
+                let refusal = Error::Denied {
+                    reason: DenialReason::EnvironmentMismatch,
+                    detail: format!(
+                        "the action is for {:?} and this kernel acts in {:?}",
+                        action.environment, kernel.inner.environment
+                    ),
+                };
+                return refuse(proposed, refusal);
+            }
+            let effect_key = match proposal.effect {
+                None => None,
+                Some(template) => match template.render_effect_key(&action.arguments, action.resource.as_deref()) {
+                    Ok(key) => Some(key),
+                    Err(error) if !proposal.observe && proposal.ruling.decision != Decision::Deny => {
+                        let refusal = Error::Denied { reason: DenialReason::EffectKeyError, detail: error.to_string() };
+                        return refuse(proposed, refusal);
+                    }
+                    Err(_) => None,
+                },
+            };
+            if let Some(trace) = proposal.trace {
+                trace.rendered(effect_key.as_deref());
+            }
+            proposed.draft.effect_key = effect_key.clone();
+            proposed.effect_key = effect_key;
+            // What the reservation will charge, measured before any human is asked: a budget on
+            // a missing argument or on an action with no effect key can never be charged.
+            let mut budget_refusal = None;
+            if let Some(stamp) = proposed.authority.as_ref().filter(|s| s.passed && !s.budgets.is_empty()) {
+                match crate::authority::charges_for(
+                    &action.name,
+                    &stamp.budgets,
+                    &action.arguments,
+                    proposed.effect_key.as_deref(),
+                ) {
+                    Ok(charges) => proposed.charges = charges,
+                    Err(refusal) => budget_refusal = Some(stamp.refused(refusal.reason(), None, refusal.to_string())),
                 }
             }
-            // The receipt a refusal writes (the draft's), for the trace.
-            let mut refusal_receipt = None;
-            let proposed = self.guarded(|kernel, now| {
-                let draft = kernel.draft(action, &action_hash, &proposal.ruling)?;
-                if let Some(trace) = proposal.trace {
-                    let policy = (kernel.inner.policy_hash.as_deref(), kernel.inner.policy_version.as_deref());
-                    trace.decided(now, action, &action_hash, &proposal.ruling, policy, proposal.observe, proposal.approval_id);
-                    refusal_receipt = Some(draft.receipt_id.clone());
-                }
-                let mut proposed = Proposed {
-                    action: action.clone(),
-                    action_hash: action_hash.clone(),
-                    ruling: proposal.ruling.clone(),
-                    draft,
-                    effect_key: None,
-                    lease,
-                    max_attempts: proposal.max_attempts,
-                    authority: proposal.authority.clone(),
-                    charges: Vec::new(),
-                    precondition: proposal.precondition.clone(),
+            if proposal.observe {
+                let unrenderable = proposal.effect.is_some() && proposed.effect_key.is_none();
+                let blocked = if unrenderable {
+                    Some(DenialReason::EffectKeyError.to_string())
+                } else {
+                    budget_refusal.map(|refusal| refusal.reason())
                 };
-                proposed.draft.authority = proposal.authority.as_ref().map(|stamp| stamp.receipt(&[]));
-                proposed.draft.traceparent = proposal.traceparent.map(str::to_owned);
-                let refuse = |mut proposed: Proposed, refusal: Error| {
-                    proposed.draft.decision = Decision::Deny.as_str().into();
-                    kernel.finish_refusal(Write::Refuse { proposed, refusal }, proposal.trace)
-                };
-                if action.environment != kernel.inner.environment {
-                    let refusal = Error::Denied {
-                        reason: DenialReason::EnvironmentMismatch,
-                        detail: format!(
-                            "the action is for {:?} and this kernel acts in {:?}",
-                            action.environment, kernel.inner.environment
-                        ),
-                    };
-                    return refuse(proposed, refusal);
-                }
-                let effect_key = match proposal.effect {
-                    None => None,
-                    Some(template) => match template.render_effect_key(&action.arguments, action.resource.as_deref()) {
-                        Ok(key) => Some(key),
-                        Err(error) if !proposal.observe && proposal.ruling.decision != Decision::Deny => {
-                            let refusal = Error::Denied { reason: DenialReason::EffectKeyError, detail: error.to_string() };
-                            return refuse(proposed, refusal);
-                        }
-                        Err(_) => None,
+                let op = Write::Observe { proposed, presented: proposal.approval_id.map(str::to_owned) };
+                return kernel.permit_from(op, proposal, &action_hash, blocked);
+            }
+            if proposal.ruling.decision == Decision::Deny {
+                proposed.draft.effect_key = None;
+                let refusal = match proposed.authority.as_ref().filter(|stamp| !stamp.passed) {
+                    Some(stamp) => stamp.refusal(&action.name),
+                    None => Error::Denied {
+                        reason: DenialReason::parse(&proposal.ruling.reason),
+                        detail: format!("the policy denies {}", action.name),
                     },
                 };
-                if let Some(trace) = proposal.trace {
-                    trace.rendered(effect_key.as_deref());
-                }
-                proposed.draft.effect_key = effect_key.clone();
-                proposed.effect_key = effect_key;
-                // What the reservation will charge, measured before any human is asked: a budget on
-                // a missing argument or on an action with no effect key can never be charged.
-                let mut budget_refusal = None;
-                if let Some(stamp) = proposed.authority.as_ref().filter(|s| s.passed && !s.budgets.is_empty()) {
-                    match crate::authority::charges_for(
-                        &action.name,
-                        &stamp.budgets,
-                        &action.arguments,
-                        proposed.effect_key.as_deref(),
-                    ) {
-                        Ok(charges) => proposed.charges = charges,
-                        Err(refusal) => budget_refusal = Some(stamp.refused(refusal.reason(), None, refusal.to_string())),
-                    }
-                }
-                if proposal.observe {
-                    let unrenderable = proposal.effect.is_some() && proposed.effect_key.is_none();
-                    let blocked = if unrenderable {
-                        Some(DenialReason::EffectKeyError.to_string())
-                    } else {
-                        budget_refusal.map(|refusal| refusal.reason())
-                    };
-                    let op = Write::Observe { proposed, presented: proposal.approval_id.map(str::to_owned) };
-                    return kernel.permit_from(op, proposal, &action_hash, blocked);
-                }
-                if proposal.ruling.decision == Decision::Deny {
-                    proposed.draft.effect_key = None;
-                    let refusal = match proposed.authority.as_ref().filter(|stamp| !stamp.passed) {
-                        Some(stamp) => stamp.refusal(&action.name),
-                        None => Error::Denied {
-                            reason: DenialReason::parse(&proposal.ruling.reason),
-                            detail: format!("the policy denies {}", action.name),
-                        },
-                    };
-                    return kernel.finish_refusal(Write::Refuse { proposed, refusal }, proposal.trace);
-                }
-                if let Some(refusal) = budget_refusal {
-                    return refuse(proposed, refusal);
-                }
-                if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
-                    let ttl = proposal.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
-                    if ttl <= 0 {
-                        return Err(Error::invalid_at(InvalidInputKind::OutOfRange, "ttl", "an approval TTL must be positive"));
-                    }
-                    let approval_id =
-                        new_id(IdKind::Approval).map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")))?;
-                    let ask = proposal.ask.clone();
-                    // A scoped grant may cover it (a permit), else a human is asked.
-                    return kernel.permit_from(Write::Gate { proposed, approval_id, ttl, ask }, proposal, &action_hash, None);
-                }
-                let op = Write::Reserve {
-                    proposed,
-                    presented: proposal.approval_id.map(str::to_owned),
-                    // An allow that was handed an approval spends it when it can, and never refuses for it.
-                    approval_required: proposal.ruling.decision == Decision::Approve,
-                };
-                kernel.permit_from(op, proposal, &action_hash, None)
-            });
-            if let (Some(trace), Err(refusal)) = (proposal.trace, &proposed) {
-                self.trace_refusal(trace, refusal, refusal_receipt.as_deref());
+                return kernel.finish_refusal(Write::Refuse { proposed, refusal }, proposal.trace);
             }
-            proposed
+            if let Some(refusal) = budget_refusal {
+                return refuse(proposed, refusal);
+            }
+            if proposal.ruling.decision == Decision::Approve && proposal.approval_id.is_none() {
+                let ttl = proposal.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL);
+                if ttl <= 0 {
+                    return Err(Error::invalid_at(
+                        InvalidInputKind::OutOfRange,
+                        "ttl",
+                        "an approval TTL must be positive",
+                    ));
+                }
+                let approval_id = new_id(IdKind::Approval)
+                    .map_err(|e| Error::store(StoreFaultKind::Io, format!("no randomness for an id: {e}")))?;
+                let ask = proposal.ask.clone();
+                // A scoped grant may cover it (a permit), else a human is asked.
+                return kernel.permit_from(
+                    Write::Gate { proposed, approval_id, ttl, ask },
+                    proposal,
+                    &action_hash,
+                    None,
+                );
+            }
+            let op = Write::Reserve {
+                proposed,
+                presented: proposal.approval_id.map(str::to_owned),
+                // An allow that was handed an approval spends it when it can, and never refuses for it.
+                approval_required: proposal.ruling.decision == Decision::Approve,
+            };
+            kernel.permit_from(op, proposal, &action_hash, None)
+        });
+        if let (Some(trace), Err(refusal)) = (proposal.trace, &proposed) {
+            self.trace_refusal(trace, refusal, refusal_receipt.as_deref());
         }
+        proposed
     }
 
     /// Record a refused proposal in its trace, with the receipt the refusal wrote: every refusal

@@ -15,6 +15,7 @@
 
 mod boundary;
 pub(crate) mod fork;
+pub(crate) mod handle;
 mod mem;
 #[cfg(feature = "postgres")]
 mod pg;
@@ -48,10 +49,9 @@ pub use rows::semantics::Tamper;
 pub use tables::SCHEMA_VERSION;
 /// One consistent read, as a read operation sees it (`ReadOp::run`).
 pub type ReadTx<'a> = dyn ReadTables + 'a;
-crate::test_pub! {
-    /// Crate-private: operations are applied by the store, never opened by a caller.
-    type WriteTx<'a> = dyn WriteTables + 'a;
-}
+// Crate-private (`handle` says why they live there): `crate::test_support` re-exports both for
+// the tests of a `test-exports` build.
+pub(crate) use handle::{Store, WriteTx};
 
 use crate::clock::{Clock, Micros, SystemClock};
 use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
@@ -295,16 +295,6 @@ pub fn lose_next_postgres_commit(answer_lost: bool) {
 /// Whether a store location names a PostgreSQL database (`postgresql://…`) rather than a file.
 pub fn is_postgres(location: &str) -> bool {
     location.starts_with("postgresql://") || location.starts_with("postgres://")
-}
-
-crate::test_pub! {
-    /// An open store. Cheap to clone; every handle on one file in one process shares it.
-    /// Crate-private: the kernel is the only way to it (tests reach it with `test-exports`).
-    struct Store<P: Protocol> {
-        engine: Arc<Engine<P>>,
-        generation: u64,
-        opened_in: u32,
-    }
 }
 
 impl<P: Protocol> Clone for Store<P> {
