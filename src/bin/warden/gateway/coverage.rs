@@ -63,6 +63,19 @@ impl Coverage {
         out
     }
 
+    /// The report for a tool set a client's session was offered (the gateway's): `lines`, and,
+    /// when actions name tools the set lacks, why that need not be a typo — `warden check` and
+    /// `scaffold` declare the capabilities that some servers list more tools to.
+    pub fn session_lines(&self, alias: &str) -> Vec<String> {
+        let mut out = self.lines(alias);
+        if !self.toolless.is_empty() {
+            out.push(format!(
+                "a server may list some tools only to clients that declare roots, sampling or elicitation, as `warden check --alias {alias}` does"
+            ));
+        }
+        out
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "tools": self.tools,
@@ -192,6 +205,24 @@ mod tests {
         assert!(!report.templates_render());
         let lines = report.lines("shop").join("\n");
         assert!(lines.contains("3 of 5 tool(s)") && lines.contains("{mesage}"), "{lines}");
+        // The gateway's report on a session's list says why an action may name no listed tool;
+        // `check`'s (which declares those capabilities) does not, nor a report with none.
+        let hint = "only to clients that declare roots, sampling or elicitation, as `warden check --alias shop` does";
+        assert!(!lines.contains(hint), "{lines}");
+        assert_eq!(
+            report.session_lines("shop").last().map(String::as_str),
+            Some(&*format!("a server may list some tools {hint}"))
+        );
+        let all = coverage(
+            &doc,
+            "shop",
+            &["refund", "echo", "gone", "open"].map(|t| (t.to_owned(), json!({}))).into_iter().collect(),
+        );
+        assert!(
+            all.toolless.is_empty() && all.session_lines("shop") == all.lines("shop"),
+            "{:?}",
+            all.session_lines("shop")
+        );
         let closed = [("open".to_owned(), json!({"inputSchema": {"type": "object", "additionalProperties": false}}))];
         let report = coverage(&doc, "shop", &closed.into_iter().collect());
         assert_eq!(report.missing[0].placeholder, "anything", "a closed schema with no properties has none");

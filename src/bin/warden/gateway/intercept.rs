@@ -166,16 +166,8 @@ impl Engine {
         if let (Ok(true), Some(accepted)) = (&observed, self.catalog.accepted()) {
             // The first set the gateway knows: how well the document covers it.
             let found = super::coverage::coverage(self.warden.document(), &self.alias, accepted.set.tools());
-            for line in found.lines(&self.alias) {
+            for line in found.session_lines(&self.alias) {
                 log::info(&line);
-            }
-            if !found.toolless.is_empty() {
-                // The list is this session's: a `warden check` or `scaffold` (which declare
-                // those capabilities) can see tools this client was not offered.
-                log::info(&format!(
-                    "a server may list some tools only to clients that declare roots, sampling or elicitation, as `warden check --alias {}` does",
-                    self.alias
-                ));
             }
         }
         let pinned = observed.map(|_| ());

@@ -641,7 +641,7 @@ fn pins_block(catalog: &catalog::Catalog, alias: &str, document: &warden::docume
         ));
     }
     if let Some(accepted) = &pins.accepted {
-        for line in coverage::coverage(document, alias, accepted.set.tools()).lines(alias) {
+        for line in coverage::coverage(document, alias, accepted.set.tools()).session_lines(alias) {
             out.push_str(&format!("{}\n", log::printable(&line)));
         }
     }
