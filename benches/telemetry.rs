@@ -313,13 +313,13 @@ mod sdk {
             let trace = ActionTrace::new();
             request.trace = Some(Arc::clone(&trace));
             let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
-            let action = self.execute_tool(&trace.span(), &call);
+            let action = self.execute_tool(&trace.span_at_start(), &call);
             let mut forwarded: HashMap<String, String> = HashMap::new();
             propagator.inject_context(&action, &mut forwarded);
             black_box(forwarded);
             permit.commit(&serde_json::json!({"ok": true})).unwrap();
-            let record = trace.span();
-            self.instruments.measure(&record);
+            let mut record = trace.span();
+            self.instruments.measure(std::mem::take(&mut record.measurements));
             complete(&action.span(), record);
             call.span().end();
         }
@@ -331,10 +331,10 @@ mod sdk {
             let trace = ActionTrace::new();
             request.trace = Some(Arc::clone(&trace));
             let permit = warden.submit_recovering(&request, &Recovery::default()).1.unwrap();
-            let action = self.execute_tool(&trace.span(), &Context::new());
+            let action = self.execute_tool(&trace.span_at_start(), &Context::new());
             permit.commit(&serde_json::json!({"ok": true})).unwrap();
-            let record = trace.span();
-            self.instruments.measure(&record);
+            let mut record = trace.span();
+            self.instruments.measure(std::mem::take(&mut record.measurements));
             complete(&action.span(), record);
         }
 
@@ -352,7 +352,7 @@ mod sdk {
 
         /// The record's measurements.
         pub fn measure(&self, record: &ActionSpan) {
-            self.instruments.measure(record);
+            self.instruments.measure(record.measurements.clone());
         }
     }
 }

@@ -309,17 +309,13 @@ fn json_text(value: &Value) -> AttributeValue {
 impl Facts {
     /// The span as far as it is known.
     pub(crate) fn span(&self) -> ActionSpan {
-        let name = match &self.tool {
-            Some(tool) => format!("execute_tool {tool}"),
-            None => "execute_tool".to_owned(),
-        };
-        let mut a: Attributes = vec![("gen_ai.operation.name", text("execute_tool"))];
+        // The name, the start and the creation attributes first, in that order.
+        let mut span = self.span_at_start();
         let mut put = |key: &'static str, value: Option<AttributeValue>| {
             if let Some(value) = value {
-                a.push((key, value));
+                span.attributes.push((key, value));
             }
         };
-        put("gen_ai.tool.name", self.tool.as_deref().map(text));
         put("gen_ai.tool.call.id", self.action_id.as_deref().map(text));
         put("error.type", self.ended.as_ref().and_then(|e| e.error_type.as_deref()).map(text));
         put("gen_ai.tool.call.arguments", self.arguments.as_ref().map(json_text));
@@ -348,15 +344,30 @@ impl Facts {
             }
             _ => SpanStatus::Unset,
         };
-        let start = self.started_at.unwrap_or_default();
+        span.end = self.ended.as_ref().map(|e| e.at);
+        span.events.clone_from(&self.events);
+        span.status = status;
+        span.measurements = self.ended.as_ref().map(|ended| self.measurements(ended, span.start)).unwrap_or_default();
+        span
+    }
+
+    /// `span`'s name, start and creation attributes only (`ActionTrace::span_at_start`).
+    pub(crate) fn span_at_start(&self) -> ActionSpan {
+        let (name, attributes) = match &self.tool {
+            Some(tool) => (
+                format!("execute_tool {tool}"),
+                vec![("gen_ai.operation.name", text("execute_tool")), ("gen_ai.tool.name", text(tool))],
+            ),
+            None => ("execute_tool".to_owned(), vec![("gen_ai.operation.name", text("execute_tool"))]),
+        };
         ActionSpan {
             name,
-            start,
-            end: self.ended.as_ref().map(|e| e.at),
-            attributes: a,
-            events: self.events.clone(),
-            status,
-            measurements: self.ended.as_ref().map(|ended| self.measurements(ended, start)).unwrap_or_default(),
+            start: self.started_at.unwrap_or_default(),
+            end: None,
+            attributes,
+            events: Vec::new(),
+            status: SpanStatus::Unset,
+            measurements: Vec::new(),
         }
     }
 
@@ -465,6 +476,31 @@ mod tests {
         assert_eq!(keys(&span), ["gen_ai.operation.name"]);
         assert_eq!((span.end, span.status.clone(), span.measurements.len()), (None, SpanStatus::Unset, 0));
         assert_eq!(span.to_json()["end_time_unix_nano"], Value::Null);
+    }
+
+    #[test]
+    fn the_span_at_start_is_the_spans_name_start_and_creation_attributes_and_nothing_else() {
+        for tool in [None, Some("stripe.refund")] {
+            let facts = Facts {
+                started_at: Some(1_000_000),
+                tool: tool.map(str::to_owned),
+                action_id: Some("act_1".into()),
+                decision: Some(Decision::Allow),
+                events: vec![SpanEvent { name: "gen_ai.guardrail.result", at: 1_000_100, attributes: Vec::new() }],
+                ended: Some(ended(Some("denied"), Some("no"))),
+                ..Facts::default()
+            };
+            let (whole, opening) = (facts.span(), facts.span_at_start());
+            assert_eq!((&opening.name, opening.start), (&whole.name, whole.start), "{tool:?}");
+            let created = if tool.is_some() { 2 } else { 1 };
+            assert_eq!(opening.attributes, whole.attributes[..created], "{tool:?}");
+            assert!(whole.attributes.len() > created && !whole.events.is_empty() && !whole.measurements.is_empty());
+            assert_eq!(
+                (opening.end, opening.events.len(), opening.status, opening.measurements.len()),
+                (None, 0, SpanStatus::Unset, 0),
+                "{tool:?}"
+            );
+        }
     }
 
     #[test]

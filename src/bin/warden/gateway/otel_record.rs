@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 use opentelemetry::trace::{SpanRef, Status};
 use opentelemetry::KeyValue;
-use warden::telemetry::{ActionSpan, AttributeValue, Instrument, SpanStatus};
+use warden::telemetry::{ActionSpan, AttributeValue, Instrument, Measurement, SpanStatus};
 
 /// The histograms' bucket boundaries, in seconds (a call's latency, a human's wait).
 pub const SECONDS: [f64; 18] =
@@ -89,10 +89,11 @@ impl Instruments {
         Instruments { meter, counters: Mutex::new(HashMap::new()), histograms: Mutex::new(HashMap::new()) }
     }
 
-    /// Record the measurements of an ended call.
-    pub fn measure(&self, record: &ActionSpan) {
-        for measurement in &record.measurements {
-            let attributes: Vec<KeyValue> = measurement.attributes.iter().map(|(k, v)| key_value(k, v)).collect();
+    /// Record the measurements of an ended call (taken out of its record: their texts move).
+    pub fn measure(&self, measurements: Vec<Measurement>) {
+        for measurement in measurements {
+            let attributes: Vec<KeyValue> =
+                measurement.attributes.into_iter().map(|(k, v)| into_key_value(k, v)).collect();
             match measurement.instrument {
                 Instrument::Counter => {
                     let Ok(mut counters) = self.counters.lock() else { continue };

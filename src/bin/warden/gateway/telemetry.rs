@@ -398,7 +398,7 @@ mod otel {
             let (Some((tracer, _)), Some(parent)) = (&self.tracer, &call.cx) else {
                 return Some(InFlight { cx: None, trace });
             };
-            let record = trace.span();
+            let record = trace.span_at_start();
             let span = tracer
                 .span_builder(record.name.clone())
                 .with_kind(SpanKind::Internal)
@@ -433,9 +433,9 @@ mod otel {
             if !flight.trace.is_ended() {
                 return Some(flight);
             }
-            let record = flight.trace.span();
+            let mut record = flight.trace.span();
             if let Some(meters) = &self.meters {
-                meters.instruments.measure(&record);
+                meters.instruments.measure(std::mem::take(&mut record.measurements));
             }
             if let Some(cx) = flight.cx {
                 complete(&cx.span(), record);
@@ -447,14 +447,14 @@ mod otel {
         /// `execute_tool` span at once, a child of the MCP span.
         pub fn action_refused(&self, call: &CallSpan, trace: Option<Arc<ActionTrace>>) {
             let Some(trace) = trace.filter(|t| t.is_ended()) else { return };
-            let record = trace.span();
             let Some((tracer, _)) = &self.tracer else {
                 if let Some(meters) = &self.meters {
-                    meters.instruments.measure(&record);
+                    meters.instruments.measure(trace.span().measurements);
                 }
                 return;
             };
             let Some(parent) = &call.cx else { return };
+            let record = trace.span_at_start();
             let span = tracer
                 .span_builder(record.name.clone())
                 .with_kind(SpanKind::Internal)
