@@ -25,6 +25,7 @@ mod evidence;
 mod gateway;
 mod hash;
 mod integer;
+mod quote;
 mod scalar;
 mod schema;
 mod tree;
