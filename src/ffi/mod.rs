@@ -4,7 +4,7 @@
 //! Plumbing (all the FFI machinery): `result` (codes, the exhaustive `Error` → code match),
 //! `panic` (the panic boundary and the poisoned latch), `bytes` (borrowed byte views in, owned
 //! `warden_buf` out, out-parameters), `request` (the JSON documents callers pass in).
-//! One file per concept for the exports: `handle`, `permit`, `approvals`, `approval_hooks`, `recovering`, `effects`, `pure`,
+//! One file per concept for the exports: `handle`, `permit`, `approvals`, `approval_hooks`, `precondition`, `recovering`, `effects`, `pure`,
 //! `store_ops`, `sight`, `authority`, `evidence`, `anchors`, `telemetry`, and `test_exports` behind the non-default `test-exports` feature.
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
@@ -26,6 +26,8 @@ pub mod permit;
 pub mod approvals;
 
 pub mod approval_hooks;
+
+pub mod precondition;
 
 pub mod recovering;
 

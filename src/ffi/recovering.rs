@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::error::{Error, InvalidInputKind};
 use crate::kernel::{AnswerWait, ReconcileAnswer};
 
-use super::approval_hooks::{warden_precondition_fn, HostPrecondition};
+use super::precondition::{warden_precondition_fn, HostPrecondition};
 use super::bytes::{required_str, warden_buf};
 use super::handle::warden_handle;
 use super::permit::warden_permit;
