@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::canonical::parse_json;
 use crate::error::{Error, InvalidInput, InvalidInputKind};
 
-use super::panic::infallible;
+use super::unwind::infallible;
 use super::result::error_json;
 
 /// An owned byte buffer returned by the library: UTF-8 JSON (or text) of `len` bytes at `ptr`.

@@ -12,10 +12,11 @@ use crate::pipeline::ActionRequest;
 
 use super::bytes::{optional_str, required_json, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
-use super::panic::{fallible, infallible, Latch};
+use super::panic::{fallible, Latch};
 use super::precondition::HostPrecondition;
 use super::request::Fields;
 use super::result::warden_result;
+use super::unwind::infallible;
 
 /// A permit. Opaque: created by `warden_propose`, freed by `warden_permit_free`.
 #[allow(non_camel_case_types)]

@@ -16,7 +16,7 @@ use crate::sight::credentials::CredentialProvider;
 
 use super::bytes::{required_json, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
-use super::panic::infallible;
+use super::unwind::infallible;
 use super::result::warden_result;
 
 /// A cancellation token for `warden_sight_query`. Opaque: created by `warden_cancel_new`,
