@@ -6,7 +6,7 @@
 //! covers a proposal is the kernel's (`approval::scope::applies`); these read, check and write.
 
 use super::codec::damaged;
-use super::semantics::{each, read, write, Reads, Writes};
+use super::access::{each, read, write, Reads, Writes};
 use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::approval::scope::ScopedGrant;
 use crate::error::Result;
