@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::{Action, Principal};
 use crate::clock::{Micros, MICROS_PER_SECOND};
-use crate::error::{Error, InvalidInputKind};
+use crate::error::Error;
 
 pub mod notify;
 pub mod person;

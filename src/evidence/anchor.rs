@@ -78,7 +78,7 @@ pub struct AnchorError {
 }
 
 impl AnchorError {
-    fn new(sink: impl Into<String>, code: &str, message: impl Into<String>) -> AnchorError {
+    pub(super) fn new(sink: impl Into<String>, code: &str, message: impl Into<String>) -> AnchorError {
         AnchorError { sink: sink.into(), code: code.to_owned(), message: message.into() }
     }
 }
