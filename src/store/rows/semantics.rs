@@ -11,7 +11,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use super::access::{each, effect_row, first};
 pub(crate) use super::access::{read, write, Reads, Writes};
-use super::{KeyView, Part, Put, RowRead, RowWrite, Scan, Table};
+use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::approval::{ApprovalRecord, ApprovalStatus};
 use crate::authority::budget::{LedgerRow, WindowSum, WindowSumError};
 use crate::authority::record::{DelegationRecord, Revocation, StoredDelegation};
