@@ -38,12 +38,12 @@ use race::g4_one_winner;
 pub use race::{
     child_main, Contended, ProcessRace, RaceFiles, CHILD_SUBCOMMAND, CONTENDERS, RACE_TIMEOUT, SECOND_WINNER_EXIT,
 };
-use scratch::Scratch;
 use scenarios::{
     g10_unknown_error, g11_altered_receipt, g12_approval_shows_its_action, g13_checkpointed_log, g14_prune_under_hold,
     g1_mutated_approval, g2_replayed_approval, g3_duplicate_effect, g5_ambiguous_blocks_retry, g6_unknown_action,
     g7_no_principal, Ctx,
 };
+use scratch::Scratch;
 use synthesis::catalog;
 
 /// What verify cannot see, whatever the result.

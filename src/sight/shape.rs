@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
-pub use super::echo::{Echo, REDACTED};
 use super::echo::EchoScan;
+pub use super::echo::{Echo, REDACTED};
 use crate::error::SightError;
 
 /// The replacement for a non-empty container nested deeper than `max_depth`.

@@ -16,9 +16,9 @@
 mod boundary;
 pub(crate) mod fork;
 mod mem;
-mod protocol;
 #[cfg(feature = "postgres")]
 mod pg;
+mod protocol;
 #[cfg(feature = "postgres")]
 pub(crate) use pg::ScratchSchemas;
 mod redb;
@@ -45,18 +45,18 @@ pub use protocol::{
 crate::test_pub! {
     use protocol::WriteTx;
 }
+use crate::clock::Micros;
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
+use redb::client::{Answer, Client};
+use redb::commit::{Claim, Committer, Item, Slot};
 pub use redb::file::{check_pages, PageCheck};
+use redb::file::{Db, FileId};
+use redb::owner::{Attempt, OwnerLock, Server};
 #[cfg(any(test, feature = "test-exports"))]
 pub use rows::semantics::RawTable;
 #[cfg(any(test, feature = "test-exports"))]
 pub use rows::semantics::Tamper;
 pub use tables::SCHEMA_VERSION;
-use crate::clock::Micros;
-use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
-use redb::client::{Answer, Client};
-use redb::commit::{Claim, Committer, Item, Slot};
-use redb::file::{Db, FileId};
-use redb::owner::{Attempt, OwnerLock, Server};
 
 /// How a store is opened.
 #[derive(Clone, Debug)]

@@ -19,7 +19,6 @@ crate::test_pub! {
     type WriteTx<'a> = dyn WriteTables + 'a;
 }
 
-
 /// One state change: what it reads and writes inside the batch's transaction. Refusals that
 /// must keep their writes are returned inside `Ok`; an `Err` means the operation writes
 /// nothing (its part of the batch is rolled back).

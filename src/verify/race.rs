@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::scenarios::{Ctx, NO_ALLOWED_EFFECT};
 use super::outcome::{fail, not_applicable, pass, Outcome};
+use super::scenarios::{Ctx, NO_ALLOWED_EFFECT};
 use crate::action::{Action, Principal};
 use crate::canonical::Floats;
 use crate::clock::{Clock, ManualClock, Micros};

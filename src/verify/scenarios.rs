@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::synthesis::{Call, Case};
 use super::names::{APPROVER, APPROVER_AGENT, MUTATION_KEY, UNKNOWN_ACTION};
 use super::outcome::{fail, not_applicable, pass, refused, Outcome};
 use super::scratch::Scratch;
+use super::synthesis::{Call, Case};
 use crate::action::Principal;
 use crate::canonical::Floats;
 use crate::clock::ManualClock;

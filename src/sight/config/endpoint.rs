@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::base_url::{check_path_text, check_resolved, Base};
-use super::bounds::{DEFAULT_MAX_LENGTH, MAX_ENUM_VALUES, MAX_ENUM_VALUE_LEN, MAX_FIELDS, MAX_PARAMS, MAX_STRING_PARAM};
+use super::bounds::{
+    DEFAULT_MAX_LENGTH, MAX_ENUM_VALUES, MAX_ENUM_VALUE_LEN, MAX_FIELDS, MAX_PARAMS, MAX_STRING_PARAM,
+};
 use super::model::{check_param_value, Auth, CredentialRef, Endpoint, Param, ParamKind};
 use super::read::{boolean, bounded, deny_unknown, description, err, id, integer, object, string, ConfigError};
 use super::syntax::{child, is_alias, is_param_name, is_pointer, is_token, kind_of, looks_like_secret, shown_key};

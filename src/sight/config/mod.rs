@@ -27,9 +27,9 @@ mod syntax;
 pub use base_url::check_path_text;
 use base_url::parse_base_url;
 pub use bounds::{
-    DEFAULT_MAX_LENGTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS, MAX_DESCRIPTION, MAX_ENDPOINTS, MAX_ENUM_VALUES,
-    MAX_ENUM_VALUE_LEN, MAX_FIELDS, MAX_PARAMS, MAX_PATH_LEN, MAX_RESPONSE_BYTES_RANGE, MAX_SOURCES, MAX_STRING_PARAM,
-    TIMEOUT_MS_RANGE,
+    DEFAULT_MAX_LENGTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS, MAX_DESCRIPTION, MAX_ENDPOINTS,
+    MAX_ENUM_VALUES, MAX_ENUM_VALUE_LEN, MAX_FIELDS, MAX_PARAMS, MAX_PATH_LEN, MAX_RESPONSE_BYTES_RANGE, MAX_SOURCES,
+    MAX_STRING_PARAM, TIMEOUT_MS_RANGE,
 };
 use endpoint::{parse_auth, parse_endpoint};
 pub use model::{
@@ -37,8 +37,8 @@ pub use model::{
 };
 pub use read::ConfigError;
 use read::{boolean, bounded, deny_unknown, description, err, id, object, string};
-pub(crate) use syntax::kind_of;
 use syntax::child;
+pub(crate) use syntax::kind_of;
 pub use syntax::{exact_i64, is_alias, is_id, is_param_name, is_pointer, is_reference, looks_like_secret};
 
 const SOURCE_KEYS: [&str; 10] = [

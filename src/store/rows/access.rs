@@ -41,7 +41,11 @@ pub(super) fn each<T: DeserializeOwned>(
 }
 
 /// The first row `scan` selects, decoded.
-pub(super) fn first<T: DeserializeOwned>(rows: &dyn RowRead, table: Table, scan: &Scan<'_>) -> Result<Option<(Vec<u64>, T)>> {
+pub(super) fn first<T: DeserializeOwned>(
+    rows: &dyn RowRead,
+    table: Table,
+    scan: &Scan<'_>,
+) -> Result<Option<(Vec<u64>, T)>> {
     let mut found = None;
     each::<T>(rows, table, scan, |key, value| {
         let ints = key.iter().filter_map(|part| if let Int(n) = part { Some(*n) } else { None }).collect();
