@@ -19,13 +19,17 @@ A path is resolved to the file holding the longest module prefix of it; when the
 is a name that file binds with a `use` (a re-export, `pub use x::Thing`, or a private import a
 child can see), the path follows that `use` to where the name is defined. So `crate::Error`
 depends on src/error.rs, not on lib.rs, which only re-exports it; the `pub use` line itself is a
-dependency of the re-exporting file on the defining one. Paths that resolve outside src/ (std,
-other crates) are not dependencies.
+dependency of the re-exporting file on the defining one (it is an import: a `mod.rs` that
+re-exports a child and holds items the child uses is a cycle, mended by moving those items to a
+leaf). Paths that resolve outside src/ (std, other crates) are not dependencies.
 
 Not dependencies: declaring `mod x;` alone; a `use` that only names a module (`use
 crate::store::rows;`, `use super::{self}`): it is an alias, and the paths through it count
 instead; `pub(in crate::store)` visibilities; macros reached by textual scope (`test_pub!`
 without a path).
+
+A glob import (`use x::*`) depends on the file of `x`. Not resolved: method calls (`k.f()` does
+not name the file whose `impl` defines `f`) and names a glob brings in.
 
 Left out: `src/bin/` (the CLI), and test code: every item under `#[cfg(test)]` (or
 `#[cfg(all(test, ...))]`), and the files of modules declared under it (`#[cfg(test)] mod
@@ -336,7 +340,8 @@ class Graph:
             r"(?<![\w:$])(\$crate|" + "|".join(sorted(map(re.escape, starts))) + r")((?:::[A-Za-z_]\w*)+)"
         )
         paths = [([m.group(1)] + m.group(2).split("::")[1:], False) for m in inline.finditer(source.code)]
-        paths += [(segments, True) for segments, _ in source.uses if segments]
+        # A `use` that names a module is an alias (no edge); a glob (`use x::*`, bound None) is not.
+        paths += [(segments, bound is not None) for segments, bound in source.uses if segments]
         for segments, alias_only in paths:
             absolute = self.absolute(source, segments)
             if absolute is None:
