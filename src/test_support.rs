@@ -15,7 +15,8 @@
 use crate::error::Result;
 use crate::kernel::{Kernel, Ops, Permit, Proposal};
 
-pub use crate::store::handle::{Store, WriteTx};
+pub use crate::store::handle::Store;
+pub use crate::store::protocol::WriteTx;
 
 /// The kernel's internals, for tests.
 pub trait KernelInternals {

@@ -16,89 +16,35 @@
 //! `warden __verify-child SPEC INDEX`, which calls [`child_main`]
 //! (`src/bin/warden/verify_race.rs`); without one the race runs on threads instead and says so.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use serde_json::Value;
 
 use crate::action::Principal;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::document::{ActionEntry, Document, Mode};
-use crate::error::{Error, Result, StoreFaultKind};
-use crate::scratch::ScratchDir;
+use crate::error::{Error, Result};
 
 mod authority;
+mod names;
+mod outcome;
 mod race;
 mod scenarios;
+mod scratch;
 mod synthesis;
 
+use names::{AGENT, USER};
+use outcome::Outcome;
+pub use outcome::Status;
 use race::g4_one_winner;
-pub use race::{child_main, Contended};
+pub use race::{
+    child_main, Contended, ProcessRace, RaceFiles, CHILD_SUBCOMMAND, CONTENDERS, RACE_TIMEOUT, SECOND_WINNER_EXIT,
+};
 use scenarios::{
     g10_unknown_error, g11_altered_receipt, g12_approval_shows_its_action, g13_checkpointed_log, g14_prune_under_hold,
     g1_mutated_approval, g2_replayed_approval, g3_duplicate_effect, g5_ambiguous_blocks_retry, g6_unknown_action,
     g7_no_principal, Ctx,
 };
+use scratch::Scratch;
 use synthesis::catalog;
-
-/// The hidden `warden` subcommand a G4 child runs: `warden __verify-child SPEC INDEX`.
-pub const CHILD_SUBCOMMAND: &str = "__verify-child";
-
-/// How many processes (or threads) race for one effect key in G4.
-pub const CONTENDERS: usize = 8;
-
-/// How long G4 waits for its contenders to reach the barrier, and then to finish.
-pub const RACE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The child's exit code when it won but found the effect had already run.
-pub const SECOND_WINNER_EXIT: i32 = 3;
-
-/// The files of one G4 race: the spec every contender reads, and the barrier directory where
-/// contender `i` creates `ready.i` and waits for `go`.
-#[derive(Debug, Clone)]
-pub struct RaceFiles {
-    /// Passed to each contender: `warden __verify-child SPEC INDEX`.
-    pub spec: PathBuf,
-    /// The directory where contenders meet before they race.
-    pub barrier: PathBuf,
-    /// How many processes race.
-    pub contenders: usize,
-}
-
-impl RaceFiles {
-    /// Created by contender `index` once it is lined up.
-    pub fn ready(&self, index: usize) -> PathBuf {
-        self.barrier.join(format!("ready.{index}"))
-    }
-
-    /// Created by the race to release every contender at once.
-    pub fn go(&self) -> PathBuf {
-        self.barrier.join("go")
-    }
-}
-
-/// Runs G4's contenders as separate OS processes, each one calling [`child_main`] with
-/// `[spec, index]`: start them, wait for every `ready.i`, create `go`, and read each one's
-/// answer ([`Contended::from_output`]). The library spawns nothing itself; the `warden` binary
-/// provides this (`src/bin/warden/verify_race.rs`).
-pub trait ProcessRace {
-    /// What each contender answered, or `Err(why)` when the race could not be run at all.
-    fn race(&self, files: &RaceFiles) -> std::result::Result<Vec<std::result::Result<Contended, String>>, String>;
-
-    /// How the report names the racers, e.g. "8 OS processes".
-    fn describe(&self, contenders: usize) -> String {
-        format!("{contenders} OS processes")
-    }
-}
-
-const AGENT: &str = "warden-verify";
-const USER: &str = "verify-requester";
-const APPROVER: &str = "verify-approver";
-/// The agent verify's approvers answer through: not the requester's (an approver with any part
-/// of the requester's principal is the requester, `approval::person::is_requester`).
-const APPROVER_AGENT: &str = "warden-verify-host";
-const MUTATION_KEY: &str = "_verify_mutation";
-const UNKNOWN_ACTION: &str = "warden.verify.unknown_action";
 
 /// What verify cannot see, whatever the result.
 pub const BLIND_SPOTS: [&str; 4] = [
@@ -110,36 +56,6 @@ pub const BLIND_SPOTS: [&str; 4] = [
     "whether the policy is the right policy: a document that allows everything can pass every guarantee; \
      verify shows the kernel enforces this document, not that this document says what you mean",
 ];
-
-/// How one guarantee came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// It held.
-    Pass,
-    /// It did not hold.
-    Fail,
-    /// The document gives it nothing to check (never reported as a pass).
-    NotApplicable,
-}
-
-impl Status {
-    /// The JSON spelling: `pass`, `fail`, `not_applicable`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Fail => "fail",
-            Status::NotApplicable => "not_applicable",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Fail => "fail",
-            Status::NotApplicable => "n/a",
-        }
-    }
-}
 
 /// One guarantee checked against the document.
 #[derive(Debug, Clone)]
@@ -322,77 +238,10 @@ fn gateway_blind_spots(document: &Document) -> Vec<String> {
     spots
 }
 
-type Outcome = (Status, String);
-
 fn guarantee(id: &'static str, title: &'static str, body: impl FnOnce() -> Result<Outcome>) -> Guarantee {
     let (status, detail) = match body() {
         Ok(outcome) => outcome,
         Err(error) => (Status::Fail, format!("the scenario could not run: {error}")),
     };
     Guarantee { id, title, status, detail }
-}
-
-fn pass(detail: String) -> Result<Outcome> {
-    Ok((Status::Pass, detail))
-}
-
-fn fail(detail: String) -> Result<Outcome> {
-    Ok((Status::Fail, detail))
-}
-
-fn not_applicable(detail: &str) -> Result<Outcome> {
-    Ok((Status::NotApplicable, detail.to_owned()))
-}
-
-/// "was refused (reason: message)", for details.
-fn refused(error: &Error) -> String {
-    format!("was refused ({}: {error})", error.reason())
-}
-
-// ---- the scratch store --------------------------------------------------------------------------
-
-/// The scratch directory, its I/O errors reported as store errors (verify cannot run without it),
-/// and where the scratch stores go: files in it, or schemas of their own in a PostgreSQL
-/// database (`run_on`), dropped at the end.
-struct Scratch {
-    dir: ScratchDir,
-    #[cfg(feature = "postgres")]
-    postgres: Option<crate::store::ScratchSchemas>,
-}
-
-impl Scratch {
-    fn create(postgres: Option<&str>) -> Result<Scratch> {
-        let dir = ScratchDir::create("warden-verify").map_err(|e| {
-            Error::store(
-                StoreFaultKind::Io,
-                format!("cannot create a scratch directory under {}: {e}", std::env::temp_dir().display()),
-            )
-        })?;
-        #[cfg(feature = "postgres")]
-        let postgres = postgres.map(crate::store::ScratchSchemas::new).transpose()?;
-        #[cfg(not(feature = "postgres"))]
-        if postgres.is_some() {
-            return Err(Error::Config(
-                "this build has no PostgreSQL support; build with --features postgres to verify on PostgreSQL".into(),
-            ));
-        }
-        Ok(Scratch {
-            dir,
-            #[cfg(feature = "postgres")]
-            postgres,
-        })
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path(name)
-    }
-
-    /// A new scratch store named `name`: a file in the directory, or a fresh PostgreSQL schema.
-    fn store(&self, name: &str) -> Result<PathBuf> {
-        #[cfg(feature = "postgres")]
-        if let Some(schemas) = &self.postgres {
-            return schemas.location(name).map(PathBuf::from);
-        }
-        Ok(self.path(&format!("{name}.redb")))
-    }
 }

@@ -26,6 +26,10 @@ use unicode_normalization::UnicodeNormalization;
 use crate::action::Principal;
 use crate::canonical::{parse_json, to_canonical_string};
 use crate::error::{Error, InvalidInputKind};
+use crate::hint::is_control_or_format;
+
+/// Longest approver, resolver or reason text accepted.
+pub const MAX_NAME_CHARS: usize = 200;
 
 /// The largest claims object kept with a verified identity, as canonical JSON.
 pub const MAX_CLAIMS_BYTES: usize = 16 * 1024;
@@ -256,6 +260,27 @@ pub fn check_principal(principal: &Principal) -> Result<(), Error> {
     check_part("the approver's agent", &principal.agent, false)?;
     if let Some(user) = &principal.user {
         check_part("the approver's user", user, false)?;
+    }
+    Ok(())
+}
+
+/// An approver, resolver or reason: one line, no control or format characters (so a name can
+/// never forge a line of CLI output or hide text with a bidi override), bounded.
+pub fn check_person_name(what: &str, name: &str) -> Result<(), Error> {
+    if name.trim().is_empty() {
+        return Err(Error::invalid(InvalidInputKind::Missing, format!("{what} must be a non-empty name")));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(Error::invalid(
+            InvalidInputKind::TooLarge,
+            format!("{what} is longer than {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    if let Some(bad) = name.chars().find(|c| is_control_or_format(*c)) {
+        return Err(Error::invalid(
+            InvalidInputKind::Malformed,
+            format!("{what} contains the control or format character U+{:04X}; use one plain line", u32::from(bad)),
+        ));
     }
     Ok(())
 }
@@ -557,5 +582,23 @@ mod tests {
             Verified::new(None, &claims(16_385)),
             Err("the verified claims are 16385 bytes; at most 16384 are kept".into())
         );
+    }
+
+    #[test]
+    fn a_name_of_exactly_two_hundred_characters_is_accepted_and_one_more_is_refused() {
+        assert_eq!(MAX_NAME_CHARS, 200);
+        check_person_name("--by", &"n".repeat(200)).unwrap();
+        // Characters, not bytes: two hundred two-byte characters are still two hundred.
+        check_person_name("--by", &"é".repeat(200)).unwrap();
+        assert!(check_person_name("--by", &"n".repeat(201)).is_err());
+        assert!(check_person_name("--by", &"é".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn names_with_controls_or_format_characters_are_refused() {
+        for bad in ["", "  ", "a\nb", "a\u{202E}b", "a\u{200B}", "x\u{0007}", &"n".repeat(201)] {
+            assert!(check_person_name("--by", bad).is_err(), "{bad:?}");
+        }
+        check_person_name("--by", "Ada Lovelace (ops)").unwrap();
     }
 }

@@ -14,6 +14,7 @@ use crate::canonical::is_integer;
 use crate::clock::Micros;
 use crate::effect::EffectState;
 
+pub use super::charge::Charge;
 use super::grant::{Budget, COUNT_METRIC};
 use super::pattern::shorten;
 
@@ -23,22 +24,6 @@ pub const BUDGET_EXHAUSTED: &str = "budget_exhausted";
 pub const BUDGET_UNMEASURABLE: &str = "budget_unmeasurable";
 /// The reason when a budgeted grant decided an action with no effect key.
 pub const BUDGET_UNKEYED: &str = "budget_unkeyed";
-
-/// What one reservation spends against one budget of one grant. It carries the whole predicate
-/// (limit and window), so the store evaluates arithmetic it was handed and reads no policy.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Charge {
-    /// The grant whose budget this spends.
-    pub grant_id: String,
-    /// The budget's metric (`count`, or an integer argument's name).
-    pub metric: String,
-    /// How much this reservation spends.
-    pub amount: u64,
-    /// The most the window's sum may reach.
-    pub limit: u64,
-    /// The window, in seconds.
-    pub window_seconds: u64,
-}
 
 impl Charge {
     /// The window in microseconds.

@@ -18,6 +18,7 @@
 
 pub mod budget;
 pub mod chain;
+mod charge;
 pub mod containment;
 pub mod delegate;
 pub mod evaluate;

@@ -78,7 +78,7 @@ pub struct Revocation {
     pub revoked_by: Option<String>,
 }
 
-/// A delegation row joined with its revocation, as a [`super::DelegationSource`] returns it.
+/// A delegation row joined with its revocation, as a `DelegationSource` (`source`) returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredDelegation {
     /// The delegation row.

@@ -13,7 +13,7 @@ use crate::canonical::Floats;
 use crate::clock::{parse_duration, MICROS_PER_SECOND};
 use crate::condition::Condition;
 
-use super::scalar::shorten;
+use super::quote::shorten;
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::{DocumentError, Schema};

@@ -6,7 +6,7 @@ use crate::canonical::Floats;
 use crate::condition::{Condition, Op};
 
 use super::ctrlrun::{CTRLRUN_RULE_KEYS, DATA_SCOPE};
-use super::scalar::shorten;
+use super::quote::shorten;
 use super::tree::{child_path, integer_number, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::warden::WARDEN_RULE_KEYS;

@@ -13,7 +13,6 @@ use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::{DocumentError, Schema};
 
-pub(super) const CTRLRUN_SCHEMA_PREFIX: &str = "ctrlrun.policy/v";
 pub(super) const NEWEST_CTRLRUN: u8 = 8;
 
 /// ctrlrun's derived subject (data labels, `ctrlrun.policy/v4`). Warden has no data labels, so

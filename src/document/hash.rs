@@ -8,9 +8,9 @@ use crate::canonical::{canonical_bytes_with, sha256_prefixed};
 use crate::decision::Decision;
 use crate::template::Template;
 
+use super::schema_kind::WARDEN_V1;
 use super::tree::Member;
 use super::validate::Cx;
-use super::warden::WARDEN_V1;
 use super::{ActionEntry, DocumentError, Mode, WHOLE_DOCUMENT};
 
 const DEFAULT_CTRLRUN_ENVIRONMENT: &str = "production";

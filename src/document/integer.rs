@@ -1,6 +1,6 @@
 //! Integer text the way Python prints its unbounded `int`, within Python's digit limit.
 
-use super::scalar::shorten;
+use super::quote::shorten;
 
 /// Python refuses to print an `int` longer than this (`sys.int_info.str_digits_check_threshold`),
 /// so ctrlrun cannot hash one; neither does Warden.

@@ -25,8 +25,10 @@ mod evidence;
 mod gateway;
 mod hash;
 mod integer;
+mod quote;
 mod scalar;
 mod schema;
+mod schema_kind;
 mod tree;
 mod upstream;
 mod validate;
@@ -44,17 +46,16 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::canonical::Floats;
 use crate::clock::Micros;
 use crate::condition::Condition;
 use crate::decision::Decision;
 use crate::template::Template;
 
-use ctrlrun::CTRLRUN_SCHEMA_PREFIX;
 use events::{duplicate_anchor, parse_events};
 use schema::detect_schema;
+pub use schema_kind::Schema;
+use schema_kind::WARDEN_V1;
 use validate::Cx;
-use warden::WARDEN_V1;
 
 /// The largest document accepted, file or string.
 pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
@@ -75,36 +76,6 @@ pub const RESERVED_SUBJECTS: [&str; 9] =
 const WHOLE_DOCUMENT: &str = "(document)";
 /// Path used for errors about the top-level mapping itself.
 const TOP_LEVEL: &str = "top level";
-
-/// The schema a document declares, which decides how it is read and hashed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Schema {
-    /// `warden/v1`.
-    WardenV1,
-    /// `ctrlrun.policy/vN`, N in 1..=8.
-    Ctrlrun(u8),
-}
-
-impl Schema {
-    /// The schema string as the document spells it.
-    pub fn name(&self) -> String {
-        match self {
-            Schema::WardenV1 => WARDEN_V1.to_owned(),
-            Schema::Ctrlrun(version) => format!("{CTRLRUN_SCHEMA_PREFIX}{version}"),
-        }
-    }
-
-    /// Which numbers the canonical form holds under this schema, the one place that says so:
-    /// `warden/v1` prints floats as RFC 8785 does, so a float argument (`{"a": 1.5}`) and a
-    /// float operand (`amount_lte: 10.5`) are accepted; a ctrlrun document refuses both, as
-    /// ctrlrun does, and so keeps ctrlrun's hashes.
-    pub fn floats(&self) -> Floats {
-        match self {
-            Schema::WardenV1 => Floats::Rfc8785,
-            Schema::Ctrlrun(_) => Floats::Refused,
-        }
-    }
-}
 
 /// Whether decisions are applied or only recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

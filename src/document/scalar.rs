@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::integer::{decimal, radix_to_decimal, sexagesimal_to_decimal, signed, split_sign};
+use super::quote::shorten;
 
 /// A resolved plain scalar.
 #[derive(Debug, Clone, PartialEq)]
@@ -223,17 +224,6 @@ pub(super) fn warden_scalar(text: &str) -> Result<Scalar, String> {
             "is refused by YAML 1.1 readers ({why}) but means {} in YAML 1.2",
             describe_scalar(&modern, text)
         ))),
-    }
-}
-
-pub(super) fn shorten(text: &str) -> String {
-    const LIMIT: usize = 40;
-    if text.chars().count() <= LIMIT {
-        text.to_owned()
-    } else {
-        let mut short: String = text.chars().take(LIMIT).collect();
-        short.push('…');
-        short
     }
 }
 

@@ -1,10 +1,10 @@
 //! The schema decides how scalars are read, so it is found before anything is resolved.
 
-use super::ctrlrun::{CTRLRUN_SCHEMA_PREFIX, NEWEST_CTRLRUN};
+use super::ctrlrun::NEWEST_CTRLRUN;
 use super::events::{Raw, RawKind};
 use super::scalar::is_null_text;
+use super::schema_kind::{CTRLRUN_SCHEMA_PREFIX, WARDEN_V1};
 use super::tree::YAML_STR_TAG;
-use super::warden::WARDEN_V1;
 use super::{DocumentError, Schema, TOP_LEVEL};
 
 fn raw_string(node: &Raw) -> Option<&str> {

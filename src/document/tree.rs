@@ -7,7 +7,8 @@ use serde_json::{Map, Number, Value};
 use crate::canonical::Floats;
 
 use super::events::{Raw, RawKind};
-use super::scalar::{shorten, warden_scalar, yaml11, Scalar};
+use super::quote::shorten;
+use super::scalar::{warden_scalar, yaml11, Scalar};
 use super::validate::Cx;
 use super::{DocumentError, TOP_LEVEL};
 

@@ -6,7 +6,7 @@ use crate::decision::Decision;
 use crate::template::{Template, TemplateMode};
 
 use super::ctrlrun::{CTRLRUN_ENTRY_KEYS, CTRLRUN_TOP_KEYS, DATA_SCOPE, POLICY_CHANGE_ACTION};
-use super::scalar::shorten;
+use super::quote::shorten;
 use super::tree::{child_path, display_path, is_blank, Member, Node, NodeValue};
 use super::warden::{WARDEN_ENTRY_KEYS, WARDEN_TOP_KEYS};
 use super::warnings::write_without_effect;

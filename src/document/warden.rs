@@ -9,7 +9,6 @@ use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::DocumentError;
 
-pub(super) const WARDEN_V1: &str = "warden/v1";
 pub(super) const WARDEN_TOP_KEYS: [&str; 12] = [
     "actions",
     "allow_insecure_http",

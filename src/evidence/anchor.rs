@@ -8,10 +8,10 @@
 //! action: the caller keeps the checkpoint, retries the anchor later and reports it.
 //!
 //! Built in: [`FileSink`] (one JSON line per checkpoint appended to a regular file),
-//! [`HttpSink`] (the note POSTed as `text/plain`) and [`TsaClient`] (an RFC 3161 time-stamp,
-//! `src/evidence/tsa.rs`). Both HTTP providers go through the sights' bounded, no-redirect
-//! client ([`crate::http::post`]); errors show a URL's scheme, host, port and path only,
-//! never a user name, a password, a query or a header.
+//! [`HttpSink`] (the note POSTed as `text/plain`) and `TsaClient` (an RFC 3161 time-stamp;
+//! `src/evidence/tsa.rs` implements [`AnchorProvider`] for it). Both HTTP providers go
+//! through the sights' bounded, no-redirect client ([`crate::http::post`]); errors show a
+//! URL's scheme, host, port and path only, never a user name, a password, a query or a header.
 
 use std::io::{Seek, Write};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -22,14 +22,13 @@ use sha2::Digest;
 use zeroize::Zeroizing;
 
 use crate::error::SightError;
-use crate::evidence::tsa::{TsaClient, TsaError};
 use crate::http::{CancelToken, FetchRequest, FetchResponse};
 
 /// The receipt kind of [`FileSink`].
 pub const KIND_FILE: &str = "file";
 /// The receipt kind of [`HttpSink`].
 pub const KIND_HTTP: &str = "http";
-/// The receipt kind of [`TsaClient`]: the bytes are a `TimeStampToken`, DER.
+/// The receipt kind of `TsaClient` (tsa.rs): the bytes are a `TimeStampToken`, DER.
 pub const KIND_RFC3161: &str = "rfc3161";
 /// The `format` member of every line [`FileSink`] appends.
 pub const FILE_LINE_FORMAT: &str = "warden.anchor/v1";
@@ -79,7 +78,7 @@ pub struct AnchorError {
 }
 
 impl AnchorError {
-    fn new(sink: impl Into<String>, code: &str, message: impl Into<String>) -> AnchorError {
+    pub(super) fn new(sink: impl Into<String>, code: &str, message: impl Into<String>) -> AnchorError {
         AnchorError { sink: sink.into(), code: code.to_owned(), message: message.into() }
     }
 }
@@ -316,7 +315,7 @@ impl HttpTarget {
 }
 
 /// What to do about a failure of an HTTP anchor, by its code.
-fn remedy(code: &str, shown: &str) -> String {
+pub(super) fn remedy(code: &str, shown: &str) -> String {
     match code {
         "timeout" | "network_error" => format!("it is retried; check that {shown} is reachable from this host"),
         "redirect_refused" => "redirects are not followed; configure the URL the redirect points to".to_owned(),
@@ -379,38 +378,6 @@ impl AnchorProvider for HttpSink {
             response.body.len()
         );
         Ok(Some(AnchorReceipt { kind: KIND_HTTP.to_owned(), bytes: response.body, description }))
-    }
-}
-
-impl AnchorProvider for TsaClient {
-    fn name(&self) -> String {
-        format!("rfc3161 {}", self.shown())
-    }
-
-    fn anchor(&self, checkpoint: &SignedCheckpoint<'_>) -> Result<Option<AnchorReceipt>, AnchorError> {
-        let shown = self.shown();
-        let stamped = self.timestamp(checkpoint.note).map_err(|e: TsaError| {
-            AnchorError::new(
-                self.name(),
-                e.code,
-                format!(
-                    "checkpoint {} not time-stamped: {} ({}); {}",
-                    checkpoint.number,
-                    e.message,
-                    e.code,
-                    remedy(e.code, &shown)
-                ),
-            )
-        })?;
-        let when = stamped
-            .gen_time
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|_| stamped.gen_time.unix_timestamp().to_string());
-        let description = format!(
-            "RFC 3161 token for checkpoint {} from {shown}: genTime {when}, serial {}",
-            checkpoint.number, stamped.serial
-        );
-        Ok(Some(AnchorReceipt { kind: KIND_RFC3161.to_owned(), bytes: stamped.token, description }))
     }
 }
 

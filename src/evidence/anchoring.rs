@@ -6,7 +6,7 @@
 //! kept in the row with its attempt count and tried again after a delay that doubles up to
 //! [`MAX_RETRY_DELAY`]; once a later checkpoint is anchored, an earlier one that kept failing is
 //! left alone (the later one covers its receipts). Nothing here blocks an action: the worker of
-//! [`super::auto`] runs it on its own commits.
+//! `auto` runs it on its own commits.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -21,7 +21,9 @@ use crate::kernel::{Kernel, ProofAsk};
 use crate::receipt::GENESIS_HASH;
 
 mod anchors;
+mod failure;
 pub use anchors::{AnchorLine, ANCHORS_FILE};
+use failure::{fail, Failure};
 
 /// The `format` member of `bundle.json`.
 pub const BUNDLE_FORMAT: &str = "warden.bundle/v1";
@@ -474,12 +476,6 @@ pub fn policies_line(verdict: &Verdict) -> String {
         list(&verdict.policies_carried),
         list(&verdict.policies_missing)
     )
-}
-
-struct Failure(&'static str, String);
-
-fn fail<T>(reason: &'static str, detail: impl Into<String>) -> std::result::Result<T, Failure> {
-    Err(Failure(reason, detail.into()))
 }
 
 struct Checked {

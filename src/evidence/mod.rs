@@ -13,6 +13,7 @@ pub mod bundle;
 pub mod checkpoint;
 pub mod key;
 pub mod proof;
+mod refusal;
 pub mod retention;
 pub mod settings;
 pub mod tree;

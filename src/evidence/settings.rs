@@ -8,6 +8,8 @@ use serde_json::Value;
 use crate::clock::{parse_duration, Micros, MICROS_PER_SECOND};
 use crate::sight::credentials::is_reference;
 
+pub use super::refusal::SettingsError;
+
 /// A checkpoint is due once this many receipts follow the last one, unless the section says.
 pub const DEFAULT_EVERY_RECEIPTS: u64 = 1000;
 /// ... or once receipts have waited this long after the last one (`PT1M`).
@@ -73,15 +75,6 @@ pub struct EvidenceSettings {
     pub due: Due,
     /// Where each checkpoint is sent once signed (`evidence.anchors`), in document order.
     pub anchors: Vec<super::anchoring::AnchorSpec>,
-}
-
-/// A refusal of the section: where in the document and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettingsError {
-    /// The path inside the document, e.g. `evidence.every`.
-    pub path: String,
-    /// What is wrong and what is allowed.
-    pub message: String,
 }
 
 fn refuse(path: &str, message: impl Into<String>) -> SettingsError {

@@ -28,7 +28,9 @@ use der::{Any, Decode, DecodePem, Encode, Tag, Tagged};
 use sha2::Digest;
 use x509_tsp::{MessageImprint, TimeStampReq, TimeStampResp, TspVersion, TstInfo};
 
-use crate::evidence::anchor::HttpTarget;
+use crate::evidence::anchor::{
+    remedy, AnchorError, AnchorProvider, AnchorReceipt, HttpTarget, SignedCheckpoint, KIND_RFC3161,
+};
 
 /// The media type of a request (RFC 3161 §3.4).
 pub const QUERY_CONTENT_TYPE: &str = "application/timestamp-query";
@@ -569,6 +571,38 @@ impl TsaClient {
             verify_with(&stamped.token, note, trusted)?;
         }
         Ok(stamped)
+    }
+}
+
+impl AnchorProvider for TsaClient {
+    fn name(&self) -> String {
+        format!("rfc3161 {}", self.shown())
+    }
+
+    fn anchor(&self, checkpoint: &SignedCheckpoint<'_>) -> Result<Option<AnchorReceipt>, AnchorError> {
+        let shown = self.shown();
+        let stamped = self.timestamp(checkpoint.note).map_err(|e: TsaError| {
+            AnchorError::new(
+                self.name(),
+                e.code,
+                format!(
+                    "checkpoint {} not time-stamped: {} ({}); {}",
+                    checkpoint.number,
+                    e.message,
+                    e.code,
+                    remedy(e.code, &shown)
+                ),
+            )
+        })?;
+        let when = stamped
+            .gen_time
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| stamped.gen_time.unix_timestamp().to_string());
+        let description = format!(
+            "RFC 3161 token for checkpoint {} from {shown}: genTime {when}, serial {}",
+            checkpoint.number, stamped.serial
+        );
+        Ok(Some(AnchorReceipt { kind: KIND_RFC3161.to_owned(), bytes: stamped.token, description }))
     }
 }
 

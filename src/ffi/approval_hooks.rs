@@ -1,20 +1,18 @@
-//! The host's side of approvals: a hook told of each new request, a precondition provider
-//! asked when an approval is requested and again just before it is spent, and a proposal that
-//! takes that provider.
+//! The host's side of approvals: a hook told of each new request, and a proposal that takes a
+//! precondition provider (`precondition`: asked when an approval is requested and again just
+//! before it is spent).
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::approval::precondition::{PreconditionProvider, PreconditionSource};
-use crate::approval::Verified;
 use crate::error::{Error, InvalidInputKind};
 
-use super::bytes::{required_json, warden_buf};
+use super::bytes::warden_buf;
 use super::handle::{warden_handle, with_handle};
 use super::permit::warden_permit;
-use super::request::Fields;
+use super::precondition::{warden_precondition_fn, HostPrecondition};
 use super::result::warden_result;
 
 /// The host's approval hook: called with the `user_data` given at registration and one new
@@ -29,33 +27,7 @@ use super::result::warden_result;
 pub type warden_approval_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, request: *const u8, request_len: usize) -> i32>;
 
-/// Where a precondition provider puts the state it read. Opaque; valid only during the
-/// callback call that received it.
-#[allow(non_camel_case_types)]
-pub struct warden_precondition_sink {
-    state: Option<Value>,
-}
-
-/// A host precondition provider: called with the `user_data` given to
-/// `warden_propose_checked` and the action as UTF-8 JSON `{"name", "arguments", "principal",
-/// "resource", "environment"}`. Put the state the action depends on with
-/// `warden_precondition_put(sink, json, len)` and return 0; a non-zero return, or no put,
-/// refuses the call (WARDEN_RESULT_INVALID_INPUT; nothing requested, nothing spent).
-///
-/// Thread safety: called on the thread that called `warden_propose_checked`, before it returns.
-#[allow(non_camel_case_types)]
-pub type warden_precondition_fn = Option<
-    unsafe extern "C" fn(
-        user_data: *mut c_void,
-        action: *const u8,
-        action_len: usize,
-        sink: *mut warden_precondition_sink,
-    ) -> i32,
->;
-
 type ApprovalCallback = unsafe extern "C" fn(*mut c_void, *const u8, usize) -> i32;
-pub(super) type PreconditionCallback =
-    unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut warden_precondition_sink) -> i32;
 
 /// A registered approval hook and its `user_data`.
 struct HostHook {
@@ -81,73 +53,6 @@ impl HostHook {
         } else {
             Err(format!("the host's approval hook returned {status}"))
         }
-    }
-}
-
-/// A precondition provider passed to one `warden_propose_checked` or
-/// `warden_propose_recovering` call.
-pub(super) struct HostPrecondition {
-    callback: PreconditionCallback,
-    user_data: *mut c_void,
-}
-
-impl HostPrecondition {
-    pub(super) fn new(callback: PreconditionCallback, user_data: *mut c_void) -> HostPrecondition {
-        HostPrecondition { callback, user_data }
-    }
-}
-
-// SAFETY: the provider is called only on the thread that passed it, during that call; the
-// marker lets it sit behind the `Sync` the pipeline's provider type asks for.
-unsafe impl Sync for HostPrecondition {}
-
-impl PreconditionProvider for HostPrecondition {
-    fn state(&self, action: &Value) -> Result<Value, String> {
-        let text = action.to_string();
-        let mut sink = warden_precondition_sink { state: None };
-        // SAFETY: the host passed `callback` as a valid function taking these arguments;
-        // `text` is live for the call and `sink` is a live exclusive borrow for the call.
-        let status = unsafe { (self.callback)(self.user_data, text.as_ptr(), text.len(), &raw mut sink) };
-        match (status, sink.state) {
-            (0, Some(state)) => Ok(state),
-            (0, None) => Err("the precondition provider returned 0 without warden_precondition_put".into()),
-            (status, _) => Err(format!("the precondition provider returned {status}")),
-        }
-    }
-}
-
-/// `identity` of a proposal request: `{"issuer": str|null, "claims": {...}}`.
-pub(super) fn identity(fields: &Fields<'_>) -> Result<Option<Verified>, Error> {
-    let Some(value) = fields.get("identity") else { return Ok(None) };
-    let what = fields.what();
-    let identity = Fields::new(value, "identity", &["issuer", "claims"])?;
-    let claims = identity.get("claims").cloned().unwrap_or_else(|| Value::Object(Default::default()));
-    Verified::new(identity.string("issuer")?, &claims).map(Some).map_err(|e| {
-        Error::invalid_at(InvalidInputKind::Malformed, format!("{what}.identity"), format!("{what}.identity: {e}"))
-    })
-}
-
-/// `precondition` of a proposal request (`{"state": any}`), or the host's provider; not both.
-pub(super) fn precondition<'p>(
-    fields: &Fields<'_>,
-    provider: Option<&'p HostPrecondition>,
-) -> Result<Option<PreconditionSource<'p>>, Error> {
-    let given = match fields.get("precondition") {
-        None => None,
-        Some(value) => {
-            Fields::new(value, "precondition", &["state"])?;
-            Some(value.get("state").cloned().unwrap_or(Value::Null))
-        }
-    };
-    match (given, provider) {
-        (Some(_), Some(_)) => Err(Error::invalid_at(
-            InvalidInputKind::Conflict,
-            format!("{}.precondition", fields.what()),
-            format!("{}.precondition and a precondition provider were both given; pass one", fields.what()),
-        )),
-        (Some(state), None) => Ok(Some(PreconditionSource::State(state))),
-        (None, Some(provider)) => Ok(Some(PreconditionSource::Provider(provider))),
-        (None, None) => Ok(None),
     }
 }
 
@@ -233,38 +138,8 @@ pub unsafe extern "C" fn warden_propose_checked(
             })
         };
     }
-    let provider = precondition.map(|callback| HostPrecondition { callback, user_data });
+    let provider = precondition.map(|callback| HostPrecondition::new(callback, user_data));
     let recovery = crate::pipeline::Recovery::default();
     // SAFETY: the caller's guarantees, forwarded.
     unsafe { super::permit::propose(h, request, len, provider.as_ref(), &recovery, None, out, info, err) }
-}
-
-/// Hands Warden the state a precondition provider read, as UTF-8 JSON. Call it from inside a
-/// `warden_precondition_fn`, at most once per call (a second call replaces the state).
-///
-/// - `sink`: the sink the callback received. Required.
-/// - `state`, `len`: any JSON value. Invalid JSON is refused.
-///
-/// Returns WARDEN_RESULT_OK; WARDEN_RESULT_INVALID_INPUT (NULL sink, invalid UTF-8 or JSON);
-/// WARDEN_RESULT_PANIC. Never writes an error object (no `err`).
-///
-/// Thread safety: only on the thread running the callback that received `sink`.
-///
-/// # Safety
-/// `sink` is NULL or the sink passed to the running callback; `(state, len)` follows the
-/// conventions at the top of this header.
-#[no_mangle]
-pub unsafe extern "C" fn warden_precondition_put(
-    sink: *mut warden_precondition_sink,
-    state: *const u8,
-    len: usize,
-) -> warden_result {
-    let work = |sink: &mut warden_precondition_sink| -> Result<(), Error> {
-        // SAFETY: the caller's guarantee for (state, len).
-        sink.state = Some(unsafe { required_json(state, len, "state") }?);
-        Ok(())
-    };
-    // SAFETY: the caller guarantees NULL or the live sink of the running callback, which
-    // nothing else touches during the callback.
-    unsafe { super::panic::put_into(sink, work) }
 }

@@ -6,8 +6,8 @@ use serde_json::Value;
 use crate::canonical::parse_json;
 use crate::error::{Error, InvalidInput, InvalidInputKind};
 
-use super::panic::infallible;
 use super::result::error_json;
+use super::unwind::infallible;
 
 /// An owned byte buffer returned by the library: UTF-8 JSON (or text) of `len` bytes at `ptr`.
 /// One NUL byte follows the data (not counted in `len`), so it may also be read as a C string.

@@ -9,9 +9,10 @@ use crate::pipeline::{Warden, WardenOptions};
 use crate::sight::credentials::{CredentialProvider, DirectoryProvider, EnvProvider};
 
 use super::bytes::{optional_json, optional_str, required_str, warden_buf, Out};
-use super::panic::{fallible, infallible, Latch};
+use super::panic::{fallible, Latch};
 use super::request::Fields;
 use super::result::warden_result;
+use super::unwind::infallible;
 
 /// An open store. Opaque: created by `warden_open`, freed by `warden_close`.
 #[allow(non_camel_case_types)]

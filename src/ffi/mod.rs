@@ -2,14 +2,16 @@
 //! allowed, each block with a `SAFETY` line. `include/warden.h` is generated from these files by cbindgen (see `build.rs`).
 //!
 //! Plumbing (all the FFI machinery): `result` (codes, the exhaustive `Error` → code match),
-//! `panic` (the panic boundary and the poisoned latch), `bytes` (borrowed byte views in, owned
+//! `panic` (the panic boundary and the poisoned latch; `unwind`, the infallible exports' boundary), `bytes` (borrowed byte views in, owned
 //! `warden_buf` out, out-parameters), `request` (the JSON documents callers pass in).
-//! One file per concept for the exports: `handle`, `permit`, `approvals`, `approval_hooks`, `recovering`, `effects`, `pure`,
+//! One file per concept for the exports: `handle`, `permit`, `approvals`, `approval_hooks`, `precondition`, `recovering`, `effects`, `pure`,
 //! `store_ops`, `sight`, `authority`, `evidence`, `anchors`, `telemetry`, and `test_exports` behind the non-default `test-exports` feature.
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 // Plumbing. The declaration order is the header's order.
+mod unwind;
+
 pub mod result;
 
 pub mod bytes;
@@ -26,6 +28,8 @@ pub mod permit;
 pub mod approvals;
 
 pub mod approval_hooks;
+
+pub mod precondition;
 
 pub mod recovering;
 
@@ -62,5 +66,5 @@ pub const WARDEN_ABI_VERSION: u32 = 1;
 /// Thread safety: safe from any thread.
 #[no_mangle]
 pub extern "C" fn warden_abi_version() -> u32 {
-    panic::infallible(WARDEN_ABI_VERSION, || WARDEN_ABI_VERSION)
+    unwind::infallible(WARDEN_ABI_VERSION, || WARDEN_ABI_VERSION)
 }

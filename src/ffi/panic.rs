@@ -1,6 +1,6 @@
 //! The panic boundary: no Rust panic ever unwinds into C. A fallible export turns a panic into
 //! `WARDEN_RESULT_PANIC` (and latches its handle poisoned); an infallible one returns its
-//! fallback value.
+//! fallback value (`unwind::infallible`).
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -57,11 +57,6 @@ pub(super) unsafe fn put_into<S>(sink: *mut S, work: impl FnOnce(&mut S) -> Resu
     };
     // SAFETY: NULL `err`: no error object is written.
     unsafe { fallible(std::ptr::null_mut(), work) }
-}
-
-/// Runs one export that cannot report an error: a panic yields `fallback`.
-pub(super) fn infallible<T>(fallback: T, work: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(work)).unwrap_or(fallback)
 }
 
 /// The handle's poisoned latch for faults caught at the C boundary (the kernel latches its own

@@ -12,9 +12,11 @@ use crate::pipeline::ActionRequest;
 
 use super::bytes::{optional_str, required_json, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
-use super::panic::{fallible, infallible, Latch};
+use super::panic::{fallible, Latch};
+use super::precondition::HostPrecondition;
 use super::request::Fields;
 use super::result::warden_result;
+use super::unwind::infallible;
 
 /// A permit. Opaque: created by `warden_propose`, freed by `warden_permit_free`.
 #[allow(non_camel_case_types)]
@@ -202,7 +204,7 @@ pub(super) unsafe fn propose(
     h: *mut warden_handle,
     request: *const u8,
     len: usize,
-    precondition: Option<&super::approval_hooks::HostPrecondition>,
+    precondition: Option<&HostPrecondition>,
     recovery: &crate::pipeline::Recovery<'_>,
     trace: Option<&Arc<crate::telemetry::ActionTrace>>,
     out: *mut *mut warden_permit,
@@ -230,7 +232,7 @@ unsafe fn proposal(
     handle: &warden_handle,
     request: *const u8,
     len: usize,
-    precondition: Option<&super::approval_hooks::HostPrecondition>,
+    precondition: Option<&HostPrecondition>,
     recovery: &crate::pipeline::Recovery<'_>,
     trace: Option<&Arc<crate::telemetry::ActionTrace>>,
     out: *mut *mut warden_permit,
@@ -252,8 +254,8 @@ unsafe fn proposal(
         lease: fields.millis("lease_ms")?,
         task: fields.string("task")?,
         hop: fields.string("hop")?,
-        identity: super::approval_hooks::identity(&fields)?,
-        precondition: super::approval_hooks::precondition(&fields, precondition)?,
+        identity: super::request::identity(&fields)?,
+        precondition: super::precondition::precondition(&fields, precondition)?,
         traceparent: fields.string("traceparent")?,
         trace: trace.cloned(),
     };

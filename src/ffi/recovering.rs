@@ -8,10 +8,10 @@ use std::time::Duration;
 use crate::error::{Error, InvalidInputKind};
 use crate::kernel::{AnswerWait, ReconcileAnswer};
 
-use super::approval_hooks::{warden_precondition_fn, HostPrecondition};
 use super::bytes::{required_str, warden_buf};
 use super::handle::warden_handle;
 use super::permit::warden_permit;
+use super::precondition::{warden_precondition_fn, HostPrecondition};
 use super::result::warden_result;
 
 /// Where a reconcile hook puts its answer. Opaque; valid only during the callback call that

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::action::{Action, Principal};
+use crate::approval::Verified;
 use crate::clock::Micros;
 use crate::error::InvalidInputKind::{self, Malformed, Missing};
 use crate::error::{Error, InvalidInput};
@@ -175,4 +176,15 @@ pub(super) fn action(value: &Value, default_environment: &str) -> Result<Action,
     let resource = fields.string("resource")?;
     let environment = fields.string("environment")?.unwrap_or(default_environment);
     Ok(Action::new(name, fields.arguments()?, principal, resource, environment)?)
+}
+
+/// `identity` of a proposal request: `{"issuer": str|null, "claims": {...}}`.
+pub(super) fn identity(fields: &Fields<'_>) -> Result<Option<Verified>, Error> {
+    let Some(value) = fields.get("identity") else { return Ok(None) };
+    let what = fields.what();
+    let identity = Fields::new(value, "identity", &["issuer", "claims"])?;
+    let claims = identity.get("claims").cloned().unwrap_or_else(|| Value::Object(Default::default()));
+    Verified::new(identity.string("issuer")?, &claims).map(Some).map_err(|e| {
+        Error::invalid_at(InvalidInputKind::Malformed, format!("{what}.identity"), format!("{what}.identity: {e}"))
+    })
 }

@@ -8,7 +8,7 @@ use std::ffi::{c_char, CStr};
 use crate::error::{DuplicateState, Error};
 use crate::sight::SightKind;
 
-use super::panic::infallible;
+use super::unwind::infallible;
 
 /// A result code. 0 is OK; 100..199 are refusals (the kernel said no, as designed); 200..299
 /// are faults (something is broken). See the table at the top of this header.

@@ -16,8 +16,8 @@ use crate::sight::credentials::CredentialProvider;
 
 use super::bytes::{required_json, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
-use super::panic::infallible;
 use super::result::warden_result;
+use super::unwind::infallible;
 
 /// A cancellation token for `warden_sight_query`. Opaque: created by `warden_cancel_new`,
 /// triggered by `warden_cancel_trigger` (from any thread), freed by `warden_cancel_free`.

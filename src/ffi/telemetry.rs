@@ -10,10 +10,11 @@ use crate::telemetry::ActionTrace;
 
 use super::bytes::{required_str, warden_buf, Out};
 use super::handle::{warden_handle, with_handle};
-use super::panic::{fallible, infallible};
+use super::panic::fallible;
 use super::permit::warden_permit;
 use super::recovering::warden_propose_options;
 use super::result::warden_result;
+use super::unwind::infallible;
 
 /// The recorder of one protected call's span. Opaque: created by `warden_trace_new`, filled by
 /// `warden_propose_traced` (and by the permit it returns, when that reports its outcome), read

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::http::{fetch, CancelToken, FetchRequest};
 
-use super::{IdentityError, Refusal};
+use super::provider::{IdentityError, Refusal};
 
 /// The largest JWK Set read.
 pub const MAX_JWKS_BYTES: u64 = 256 * 1024;

@@ -23,7 +23,7 @@ use crate::canonical::is_integer;
 use crate::clock::{Clock, Micros, MICROS_PER_SECOND};
 
 use super::jwks::{JwkKey, JwksEndpoint};
-use super::{Identity, IdentityContext, IdentityError, IdentityProvider, Refusal};
+use super::provider::{Identity, IdentityContext, IdentityError, IdentityProvider, Refusal};
 
 /// The header a token is read from unless configured otherwise.
 pub const DEFAULT_HEADER: &str = "authorization";

@@ -27,8 +27,8 @@ use memchr::memmem::Finder;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use zeroize::Zeroizing;
 
-use super::shape::REDACTED;
-
+/// The replacement for anything redacted.
+pub const REDACTED: &str = "[REDACTED]";
 /// Values shorter than this are not guarded (see the module documentation).
 pub const MIN_ECHO_CHARS: usize = 4;
 /// Values at least this long are scrubbed anywhere; shorter ones only as whole tokens.

@@ -24,12 +24,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
-pub use super::echo::Echo;
 use super::echo::EchoScan;
+pub use super::echo::{Echo, REDACTED};
 use crate::error::SightError;
 
-/// The replacement for anything redacted.
-pub const REDACTED: &str = "[REDACTED]";
 /// The replacement for a non-empty container nested deeper than `max_depth`.
 pub const TRUNCATED_DEPTH: &str = "[TRUNCATED: depth]";
 /// The replacement for a number whose text is longer than `max_string`.

@@ -13,9 +13,10 @@ use crate::document::Document;
 use crate::error::{Error, InvalidInputKind, Result};
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
 
+use super::names::{AGENT, USER};
+use super::outcome::{fail, not_applicable, pass, refused, Outcome};
 use super::scenarios::Ctx;
 use super::synthesis::Case;
-use super::{fail, not_applicable, pass, refused, Outcome, AGENT, USER};
 
 /// What verify cannot see about a document's own grants.
 pub(super) const GRANTS_BLIND_SPOT: &str = "the document's own grants: verify cannot act as your principals, so the \

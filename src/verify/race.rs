@@ -7,19 +7,66 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::outcome::{fail, not_applicable, pass, Outcome};
 use super::scenarios::{Ctx, NO_ALLOWED_EFFECT};
-use super::{
-    fail, not_applicable, pass, Outcome, ProcessRace, RaceFiles, Result, CHILD_SUBCOMMAND, CONTENDERS, RACE_TIMEOUT,
-    SECOND_WINNER_EXIT,
-};
 use crate::action::{Action, Principal};
 use crate::canonical::Floats;
 use crate::clock::{Clock, ManualClock, Micros};
 use crate::decision::{Decision, Ruling};
 use crate::effect::EffectState;
-use crate::error::{Error, InvalidInputKind, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::kernel::{Kernel, KernelOptions, Proposal};
 use crate::template::{Template, TemplateMode};
+
+/// The hidden `warden` subcommand a G4 child runs: `warden __verify-child SPEC INDEX`.
+pub const CHILD_SUBCOMMAND: &str = "__verify-child";
+
+/// How many processes (or threads) race for one effect key in G4.
+pub const CONTENDERS: usize = 8;
+
+/// How long G4 waits for its contenders to reach the barrier, and then to finish.
+pub const RACE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The child's exit code when it won but found the effect had already run.
+pub const SECOND_WINNER_EXIT: i32 = 3;
+
+/// The files of one G4 race: the spec every contender reads, and the barrier directory where
+/// contender `i` creates `ready.i` and waits for `go`.
+#[derive(Debug, Clone)]
+pub struct RaceFiles {
+    /// Passed to each contender: `warden __verify-child SPEC INDEX`.
+    pub spec: PathBuf,
+    /// The directory where contenders meet before they race.
+    pub barrier: PathBuf,
+    /// How many processes race.
+    pub contenders: usize,
+}
+
+impl RaceFiles {
+    /// Created by contender `index` once it is lined up.
+    pub fn ready(&self, index: usize) -> PathBuf {
+        self.barrier.join(format!("ready.{index}"))
+    }
+
+    /// Created by the race to release every contender at once.
+    pub fn go(&self) -> PathBuf {
+        self.barrier.join("go")
+    }
+}
+
+/// Runs G4's contenders as separate OS processes, each one calling [`child_main`] with
+/// `[spec, index]`: start them, wait for every `ready.i`, create `go`, and read each one's
+/// answer ([`Contended::from_output`]). The library spawns nothing itself; the `warden` binary
+/// provides this (`src/bin/warden/verify_race.rs`).
+pub trait ProcessRace {
+    /// What each contender answered, or `Err(why)` when the race could not be run at all.
+    fn race(&self, files: &RaceFiles) -> std::result::Result<Vec<std::result::Result<Contended, String>>, String>;
+
+    /// How the report names the racers, e.g. "8 OS processes".
+    fn describe(&self, contenders: usize) -> String {
+        format!("{contenders} OS processes")
+    }
+}
 
 /// Everything a G4 contender needs, written to a file for child processes.
 #[derive(Debug, Clone, Serialize, Deserialize)]

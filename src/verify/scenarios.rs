@@ -5,18 +5,17 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::names::{APPROVER, APPROVER_AGENT, MUTATION_KEY, UNKNOWN_ACTION};
+use super::outcome::{fail, not_applicable, pass, refused, Outcome};
+use super::scratch::Scratch;
 use super::synthesis::{Call, Case};
-use super::{
-    fail, not_applicable, pass, refused, Outcome, Result, Scratch, APPROVER, APPROVER_AGENT, MUTATION_KEY,
-    UNKNOWN_ACTION,
-};
 use crate::action::Principal;
 use crate::canonical::Floats;
 use crate::clock::ManualClock;
 use crate::decision::Decision;
 use crate::document::Document;
 use crate::effect::EffectState;
-use crate::error::{Error, InvalidInputKind, StoreFaultKind};
+use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::kernel::Kernel;
 use crate::pipeline::{ActionRequest, Warden, WardenOptions};
 

@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::*;
+use crate::evidence::tsa::TsaClient;
 
 const NOTE: &[u8] = b"warden.example/log\n3\nq0U7Zb3dQz5yCk1vJ7yB0m8Zb8mZ0l1c8Gk4Wn4bX2o=\n\n\xe2\x80\x94 warden.example/log Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5/Zhcyv2q1gGzGku9nTo+zyWE+xeMcTOAYQ8=\n";
 

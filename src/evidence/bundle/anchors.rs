@@ -6,7 +6,7 @@ use std::path::Path;
 use base64::prelude::{Engine, BASE64_STANDARD};
 use serde::{Deserialize, Serialize};
 
-use super::{fail, Failure};
+use super::failure::{fail, Failure};
 use crate::evidence::anchor::{FileSink, SignedCheckpoint, KIND_FILE, KIND_RFC3161};
 use crate::evidence::anchoring::StoredAnchor;
 use crate::evidence::tsa::{verify_with, TrustedTsa};

@@ -250,7 +250,7 @@ unsafe extern "C" fn ledger_state(
     user_data: *mut std::ffi::c_void,
     _action: *const u8,
     _len: usize,
-    sink: *mut super::super::approval_hooks::warden_precondition_sink,
+    sink: *mut super::super::precondition::warden_precondition_sink,
 ) -> i32 {
     // SAFETY: the test passes a pointer to a live AtomicI64 as user data.
     let balance =
@@ -260,7 +260,7 @@ unsafe extern "C" fn ledger_state(
     }
     let state = format!("{{\"balance\":{balance}}}");
     // SAFETY: the sink of this running callback and a live string.
-    unsafe { super::super::approval_hooks::warden_precondition_put(sink, state.as_ptr(), state.len()) };
+    unsafe { super::super::precondition::warden_precondition_put(sink, state.as_ptr(), state.len()) };
     0
 }
 

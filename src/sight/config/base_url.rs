@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use url::{Host, Url};
 
-use super::MAX_PATH_LEN;
+use super::bounds::MAX_PATH_LEN;
 
 pub(super) struct Base {
     pub(super) url: Url,

@@ -6,12 +6,31 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::base_url::{check_path_text, check_resolved, Base};
-use super::{
-    boolean, bounded, check_param_value, child, deny_unknown, description, err, id, integer, is_alias, is_param_name,
-    is_pointer, is_token, kind_of, looks_like_secret, object, shown_key, string, Auth, ConfigError, CredentialRef,
-    Endpoint, Param, ParamKind, DEFAULT_MAX_LENGTH, ENDPOINT_KEYS, FORBIDDEN_HEADERS, MAX_ENUM_VALUES,
-    MAX_ENUM_VALUE_LEN, MAX_FIELDS, MAX_PARAMS, MAX_STRING_PARAM, PARAM_KEYS,
+use super::bounds::{
+    DEFAULT_MAX_LENGTH, MAX_ENUM_VALUES, MAX_ENUM_VALUE_LEN, MAX_FIELDS, MAX_PARAMS, MAX_STRING_PARAM,
 };
+use super::model::{check_param_value, Auth, CredentialRef, Endpoint, Param, ParamKind};
+use super::read::{boolean, bounded, deny_unknown, description, err, id, integer, object, string, ConfigError};
+use super::syntax::{child, is_alias, is_param_name, is_pointer, is_token, kind_of, looks_like_secret, shown_key};
+
+const ENDPOINT_KEYS: [&str; 5] = ["description", "fields", "id", "params", "path"];
+const PARAM_KEYS: [&str; 10] =
+    ["default", "description", "max", "max_length", "min", "min_length", "name", "required", "type", "values"];
+
+/// Header names an `api_key` source may not set (compared case-insensitively; `Proxy-*` too).
+const FORBIDDEN_HEADERS: [&str; 11] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "cookie",
+    "expect",
+    "keep-alive",
+    "proxy-",
+];
 
 pub(super) fn reference(
     map: &Map<String, Value>,

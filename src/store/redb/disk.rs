@@ -105,6 +105,11 @@ pub(crate) fn counted_file(file: File) -> Result<Counted, DatabaseError> {
     Ok(Counted(Box::new(FileBackend::new(file)?)))
 }
 
+/// The file grows by this much, zeroed, when a record does not fit (a new journal is this long).
+pub(crate) const GROW_BYTES: u64 = 256 << 10;
+/// A lap ends with a checkpoint once its records would pass this many bytes.
+pub(crate) const LAP_BYTES: u64 = 8 << 20;
+
 /// How a journal's laps are sized: a lap's record bytes before a checkpoint, and how much the
 /// file grows by. Tests on the simulated disk use small ones, to wrap within a short workload.
 pub(crate) fn journal_sizing(path: &Path) -> (u64, u64) {
@@ -113,7 +118,7 @@ pub(crate) fn journal_sizing(path: &Path) -> (u64, u64) {
         return disk.journal_sizing();
     }
     let _ = path;
-    (super::journal::LAP_BYTES, super::journal::GROW_BYTES)
+    (LAP_BYTES, GROW_BYTES)
 }
 
 /// A journal's file as opened, with its descriptor (none on a simulated disk).

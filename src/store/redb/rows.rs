@@ -306,7 +306,7 @@ pub(crate) struct FileWrites<'t, 'c> {
     /// The table being touched, named when redb panics on a damaged page (the cell outlives
     /// the transaction, so the name survives the unwinding).
     touching: &'c Cell<&'static str>,
-    /// The batch's changes, for the journal (`journal::record_put`), when it keeps them.
+    /// The batch's changes, for the journal (`payload::record_put`), when it keeps them.
     log: Option<Vec<u8>>,
     /// What each change replaced, when the batch must be undone without aborting the
     /// transaction (it holds batches before this one: `commit`).
@@ -414,7 +414,7 @@ impl RowWrite for FileWrites<'_, '_> {
         self.touching.set(table.name());
         with_lazy!(lazy, get_mut, |t| put_in(t, table, key, value, how, undo))?;
         if let Some(log) = &mut self.log {
-            super::journal::record_put(log, table, key, value);
+            super::payload::record_put(log, table, key, value);
         }
         Ok(())
     }
@@ -425,7 +425,7 @@ impl RowWrite for FileWrites<'_, '_> {
         self.touching.set(table.name());
         with_lazy!(lazy, get_mut, |t| delete_in(t, table, key, undo))?;
         if let Some(log) = &mut self.log {
-            super::journal::record_delete(log, table, key);
+            super::payload::record_delete(log, table, key);
         }
         Ok(())
     }

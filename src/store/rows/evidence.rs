@@ -6,9 +6,9 @@
 
 use std::ops::Bound;
 
+use super::access::{each as each_row, read, write, Reads, Writes};
 use super::codec::damaged;
 use super::retention;
-use super::semantics::{each as each_row, read, write, Reads, Writes};
 use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::clock::Micros;
 use crate::effect::EffectState;

@@ -12,6 +12,7 @@
 //! keeps for its tuple keys, and PostgreSQL for `text COLLATE "C"` and `bigint` columns. The
 //! tuples are the engines' native keys, so no store file or database is rewritten.
 
+mod access;
 pub(crate) mod codec;
 mod dictionary;
 mod evidence;

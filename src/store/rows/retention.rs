@@ -8,8 +8,8 @@ use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
+use super::access::{each, read, write, Writes};
 use super::codec::{damaged, decode};
-use super::semantics::{each, read, write, Writes};
 use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::clock::Micros;
 use crate::error::Result;

@@ -5,8 +5,8 @@
 //! one when the first proposal of its action reads it. Whether a grant
 //! covers a proposal is the kernel's (`approval::scope::applies`); these read, check and write.
 
+use super::access::{each, read, write, Reads, Writes};
 use super::codec::damaged;
-use super::semantics::{each, read, write, Reads, Writes};
 use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::approval::scope::ScopedGrant;
 use crate::error::Result;

@@ -9,7 +9,9 @@ use std::ops::Bound;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use super::{KeyView, Part, Put, RowRead, RowWrite, Scan, Table};
+use super::access::{each, effect_row, first};
+pub(crate) use super::access::{read, write, Reads, Writes};
+use super::{KeyView, Part, Put, RowRead, Scan, Table};
 use crate::approval::{ApprovalRecord, ApprovalStatus};
 use crate::authority::budget::{LedgerRow, WindowSum, WindowSumError};
 use crate::authority::record::{DelegationRecord, Revocation, StoredDelegation};
@@ -36,46 +38,6 @@ mod raw;
 pub(crate) use open_check::{check_on_open, missing_tables};
 #[cfg(any(test, feature = "test-exports"))]
 pub use raw::{RawTable, Tamper};
-
-// ---- rows through the codec ----------------------------------------------------------------------
-
-/// The row under `key`, decoded after its integrity check.
-pub(crate) fn read<T: DeserializeOwned>(rows: &dyn RowRead, table: Table, key: &[Part<'_>]) -> Result<Option<T>> {
-    rows.get(table, key)?.map(|bytes| decode(table.name(), &KeyView(key), &bytes)).transpose()
-}
-
-/// Encode `value` for `key` (its checksum covers table and key) and write it.
-pub(crate) fn write<T: Serialize>(
-    rows: &mut dyn RowWrite,
-    table: Table,
-    key: &[Part<'_>],
-    value: &T,
-    how: Put,
-) -> Result<()> {
-    let bytes = encode(table.name(), &KeyView(key), value)?;
-    rows.put(table, key, &bytes, how)
-}
-
-/// Visit the rows `scan` selects, each decoded after its check, until `each` answers `false`.
-pub(super) fn each<T: DeserializeOwned>(
-    rows: &dyn RowRead,
-    table: Table,
-    scan: &Scan<'_>,
-    mut each: impl FnMut(&[Part<'_>], T) -> Result<bool>,
-) -> Result<()> {
-    rows.scan(table, scan, &mut |key, bytes| each(key, decode(table.name(), &KeyView(key), bytes)?))
-}
-
-/// The first row `scan` selects, decoded.
-fn first<T: DeserializeOwned>(rows: &dyn RowRead, table: Table, scan: &Scan<'_>) -> Result<Option<(Vec<u64>, T)>> {
-    let mut found = None;
-    each::<T>(rows, table, scan, |key, value| {
-        let ints = key.iter().filter_map(|part| if let Int(n) = part { Some(*n) } else { None }).collect();
-        found = Some((ints, value));
-        Ok(false)
-    })?;
-    Ok(found)
-}
 
 /// The chain head row of a brand-new store.
 pub(crate) fn genesis_head() -> Result<Vec<u8>> {
@@ -126,10 +88,6 @@ fn bound(record: ApprovalRecord, key: &str) -> Result<ApprovalRecord> {
 
 fn approval(rows: &dyn RowRead, id: &str) -> Result<Option<ApprovalRecord>> {
     read::<ApprovalRecord>(rows, Table::Approvals, &[Text(id)])?.map(|record| bound(record, id)).transpose()
-}
-
-fn effect_row(rows: &dyn RowRead, key: &str) -> Result<Option<StoredEffect>> {
-    read(rows, Table::Effects, &[Text(key)])
 }
 
 /// What the receipts prove about a FAILED effect: the last receipt that recorded an outcome
@@ -297,42 +255,7 @@ impl DelegationSource for Delegations<'_> {
 
 // ---- one write transaction ----------------------------------------------------------------------
 
-/// Everything one state change may read and write, over one write transaction of an engine.
-pub(crate) struct Writes<'e> {
-    rows: &'e mut dyn RowWrite,
-    /// The last event id, read once per transaction.
-    last_event_id: Option<u64>,
-}
-
-impl<'e> Writes<'e> {
-    pub(crate) fn new(rows: &'e mut dyn RowWrite) -> Writes<'e> {
-        Writes { rows, last_event_id: None }
-    }
-
-    /// With the last event id already known (PostgreSQL reads it in the first round trip).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn with_last_event_id(rows: &'e mut dyn RowWrite, last_event_id: u64) -> Writes<'e> {
-        Writes { rows, last_event_id: Some(last_event_id) }
-    }
-
-    fn r(&self) -> &dyn RowRead {
-        &*self.rows
-    }
-
-    pub(super) fn read_rows(&self) -> &dyn RowRead {
-        &*self.rows
-    }
-
-    pub(super) fn write_rows(&mut self) -> &mut dyn RowWrite {
-        &mut *self.rows
-    }
-
-    /// The raw rows of this transaction (test support).
-    #[cfg(any(test, feature = "test-exports"))]
-    pub(crate) fn rows(&mut self) -> &mut dyn RowWrite {
-        &mut *self.rows
-    }
-
+impl Writes<'_> {
     fn ledger_entry(&self, grant: &str, metric: &str, seq: u64) -> Result<Option<LedgerEntry>> {
         read(self.r(), Table::BudgetLedger, &[Text(grant), Text(metric), Int(seq)])
     }
@@ -713,23 +636,10 @@ impl AuthorityWrites for Writes<'_> {
 
 // ---- one consistent read ------------------------------------------------------------------------
 
-/// One consistent read of the whole store, over one read transaction of an engine.
-pub(crate) struct Reads<'e> {
-    rows: &'e dyn RowRead,
-}
-
 /// Rows fetched per step when a read walks the whole chain.
 const CHAIN_PAGE: usize = 1024;
 
-impl<'e> Reads<'e> {
-    pub(crate) fn new(rows: &'e dyn RowRead) -> Reads<'e> {
-        Reads { rows }
-    }
-
-    pub(super) fn rows(&self) -> &dyn RowRead {
-        self.rows
-    }
-
+impl Reads<'_> {
     fn with_result(&self, stored: StoredEffect) -> Result<EffectRecord> {
         if stored.state != EffectState::Committed || stored.result.is_some() {
             if stored.state == EffectState::Failed {
