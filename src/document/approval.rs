@@ -8,7 +8,7 @@ use crate::decision::Decision;
 
 use super::tree::{child_path, Member, NodeValue};
 use super::validate::Cx;
-use super::DocumentError;
+use super::error::DocumentError;
 
 const APPROVAL_KEYS: [&str; 3] = ["required", "roles", "scoped"];
 const SCOPED_KEYS: [&str; 2] = ["max_uses", "max_minutes"];

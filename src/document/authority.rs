@@ -16,7 +16,8 @@ use crate::condition::Condition;
 use super::quote::shorten;
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
-use super::{DocumentError, Schema};
+use super::error::DocumentError;
+use super::schema_kind::Schema;
 
 /// A grant's constraints keep integer operands, though the document is `warden/v1`: a
 /// delegation must constrain at least as strictly as its parent, and that containment

@@ -10,7 +10,8 @@ use super::quote::shorten;
 use super::tree::{child_path, integer_number, Member, Node, NodeValue};
 use super::validate::Cx;
 use super::warden::WARDEN_RULE_KEYS;
-use super::{DocumentError, Rule, RESERVED_SUBJECTS};
+use super::error::DocumentError;
+use super::model::{Rule, RESERVED_SUBJECTS};
 
 /// ctrlrun's operators, longest first, so `amount_neq` splits as (`amount`, `neq`) and never as
 /// (`amount_n`, `eq`). The order within one length is ctrlrun's (a stable sort of its tuple).

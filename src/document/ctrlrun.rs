@@ -11,7 +11,8 @@ use crate::template::Template;
 
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
-use super::{DocumentError, Schema};
+use super::error::DocumentError;
+use super::schema_kind::Schema;
 
 pub(super) const NEWEST_CTRLRUN: u8 = 8;
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Scanner, TScalarStyle, TokenType};
 
-use super::{MAX_ALIAS_NODES, MAX_NESTING};
+use super::limits::{MAX_ALIAS_NODES, MAX_NESTING};
 
 #[derive(Debug, Clone)]
 pub(super) struct Raw {

@@ -4,7 +4,7 @@
 
 use super::tree::{Member, Node, NodeValue};
 use super::validate::Cx;
-use super::DocumentError;
+use super::error::DocumentError;
 use crate::evidence::settings::EvidenceSettings;
 
 impl Cx<'_> {

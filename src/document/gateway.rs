@@ -9,7 +9,7 @@
 use super::evidence::line_of;
 use super::tree::{child_path, Member, NodeValue};
 use super::validate::Cx;
-use super::DocumentError;
+use super::error::DocumentError;
 use crate::sight::config::{looks_like_secret, parse_named_auth, Auth, CredentialRef};
 
 const GATEWAY_KEYS: [&str; 4] = ["icons", "sampling_tools", "unknown_methods", "upstream_auth"];

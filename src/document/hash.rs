@@ -11,7 +11,8 @@ use crate::template::Template;
 use super::schema_kind::WARDEN_V1;
 use super::tree::Member;
 use super::validate::Cx;
-use super::{ActionEntry, DocumentError, Mode, WHOLE_DOCUMENT};
+use super::error::{DocumentError, WHOLE_DOCUMENT};
+use super::model::{ActionEntry, Mode};
 
 const DEFAULT_CTRLRUN_ENVIRONMENT: &str = "production";
 

@@ -5,7 +5,8 @@ use super::events::{Raw, RawKind};
 use super::scalar::is_null_text;
 use super::schema_kind::{CTRLRUN_SCHEMA_PREFIX, WARDEN_V1};
 use super::tree::YAML_STR_TAG;
-use super::{DocumentError, Schema, TOP_LEVEL};
+use super::error::{DocumentError, TOP_LEVEL};
+use super::schema_kind::Schema;
 
 fn raw_string(node: &Raw) -> Option<&str> {
     match &node.kind {

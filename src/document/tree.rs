@@ -10,7 +10,7 @@ use super::events::{Raw, RawKind};
 use super::quote::shorten;
 use super::scalar::{warden_scalar, yaml11, Scalar};
 use super::validate::Cx;
-use super::{DocumentError, TOP_LEVEL};
+use super::error::{DocumentError, TOP_LEVEL};
 
 pub(super) const YAML_STR_TAG: &str = "tag:yaml.org,2002:str";
 const YAML_SEQ_TAG: &str = "tag:yaml.org,2002:seq";

@@ -19,7 +19,7 @@ use base64::Engine;
 
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
-use super::DocumentError;
+use super::error::DocumentError;
 
 /// The largest certificate file read (a PEM certificate is a few KiB).
 const MAX_CERTIFICATE_FILE_BYTES: u64 = 1024 * 1024;

@@ -10,7 +10,9 @@ use super::quote::shorten;
 use super::tree::{child_path, display_path, is_blank, Member, Node, NodeValue};
 use super::warden::{WARDEN_ENTRY_KEYS, WARDEN_TOP_KEYS};
 use super::warnings::write_without_effect;
-use super::{ActionEntry, Document, DocumentError, Mode, Schema};
+use super::error::DocumentError;
+use super::model::{ActionEntry, Document, Mode};
+use super::schema_kind::Schema;
 
 pub(super) struct Cx<'a> {
     pub(super) origin: &'a str,

@@ -7,7 +7,7 @@ use crate::sight::config::{parse_detailed, Sources};
 
 use super::tree::{child_path, Member, Node, NodeValue};
 use super::validate::Cx;
-use super::DocumentError;
+use super::error::DocumentError;
 
 pub(super) const WARDEN_TOP_KEYS: [&str; 12] = [
     "actions",

@@ -2,7 +2,7 @@
 
 use crate::decision::Decision;
 
-use super::ActionEntry;
+use super::model::ActionEntry;
 
 /// Verbs whose actions usually change the world; such an action with no effect template gets a
 /// load-time warning, because nothing would stop it running twice.
