@@ -6,9 +6,9 @@ use crate::approval::scope::ScopeLimits;
 use crate::approval::webhook::NotifyConfig;
 use crate::decision::Decision;
 
-use super::tree::{child_path, Member, NodeValue};
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::DocumentError;
+use super::tree::{child_path, Member, NodeValue};
 
 const APPROVAL_KEYS: [&str; 3] = ["required", "roles", "scoped"];
 const SCOPED_KEYS: [&str; 2] = ["max_uses", "max_minutes"];

@@ -13,11 +13,11 @@ use crate::canonical::Floats;
 use crate::clock::{parse_duration, MICROS_PER_SECOND};
 use crate::condition::Condition;
 
-use super::quote::shorten;
-use super::tree::{child_path, Member, Node, NodeValue};
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::DocumentError;
+use super::quote::shorten;
 use super::schema_kind::Schema;
+use super::tree::{child_path, Member, Node, NodeValue};
 
 /// A grant's constraints keep integer operands, though the document is `warden/v1`: a
 /// delegation must constrain at least as strictly as its parent, and that containment

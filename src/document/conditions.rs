@@ -6,12 +6,12 @@ use crate::canonical::Floats;
 use crate::condition::{Condition, Op};
 
 use super::ctrlrun::{CTRLRUN_RULE_KEYS, DATA_SCOPE};
-use super::quote::shorten;
-use super::tree::{child_path, integer_number, Member, Node, NodeValue};
-use super::validate::Cx;
-use super::warden::WARDEN_RULE_KEYS;
+use super::cx::Cx;
 use super::error::DocumentError;
 use super::model::{Rule, RESERVED_SUBJECTS};
+use super::quote::shorten;
+use super::tree::{child_path, integer_number, Member, Node, NodeValue};
+use super::warden::WARDEN_RULE_KEYS;
 
 /// ctrlrun's operators, longest first, so `amount_neq` splits as (`amount`, `neq`) and never as
 /// (`amount_n`, `eq`). The order within one length is ctrlrun's (a stable sort of its tuple).

@@ -9,10 +9,10 @@
 
 use crate::template::Template;
 
-use super::tree::{child_path, Member, Node, NodeValue};
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::DocumentError;
 use super::schema_kind::Schema;
+use super::tree::{child_path, Member, Node, NodeValue};
 
 pub(super) const NEWEST_CTRLRUN: u8 = 8;
 

@@ -19,4 +19,3 @@ pub struct DocumentError {
     /// What is wrong, and what is allowed there.
     pub message: String,
 }
-

@@ -2,9 +2,9 @@
 //! (parsed by [`crate::evidence::settings`]). It decides no action, so, like `notify`, it is
 //! outside the policy hash.
 
-use super::tree::{Member, Node, NodeValue};
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::DocumentError;
+use super::tree::{Member, Node, NodeValue};
 use crate::evidence::settings::EvidenceSettings;
 
 impl Cx<'_> {

@@ -6,10 +6,10 @@
 //! upstream and not what the document allows, and rotating or renaming it must not make every
 //! receipt before it cite another policy (as `notify.webhook.secret_ref` does not).
 
+use super::cx::Cx;
+use super::error::DocumentError;
 use super::evidence::line_of;
 use super::tree::{child_path, Member, NodeValue};
-use super::validate::Cx;
-use super::error::DocumentError;
 use crate::sight::config::{looks_like_secret, parse_named_auth, Auth, CredentialRef};
 
 const GATEWAY_KEYS: [&str; 4] = ["icons", "sampling_tools", "unknown_methods", "upstream_auth"];

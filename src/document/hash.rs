@@ -8,11 +8,11 @@ use crate::canonical::{canonical_bytes_with, sha256_prefixed};
 use crate::decision::Decision;
 use crate::template::Template;
 
-use super::schema_kind::WARDEN_V1;
-use super::tree::Member;
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::{DocumentError, WHOLE_DOCUMENT};
 use super::model::{ActionEntry, Mode};
+use super::schema_kind::WARDEN_V1;
+use super::tree::Member;
 
 const DEFAULT_CTRLRUN_ENVIRONMENT: &str = "production";
 

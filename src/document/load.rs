@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::condition::Condition;
 
 use super::authority;
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::{DocumentError, TOP_LEVEL, WHOLE_DOCUMENT};
 use super::events::{self, duplicate_anchor, parse_events};
 use super::limits::MAX_DOCUMENT_BYTES;

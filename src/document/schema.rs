@@ -1,12 +1,12 @@
 //! The schema decides how scalars are read, so it is found before anything is resolved.
 
 use super::ctrlrun::NEWEST_CTRLRUN;
+use super::error::{DocumentError, TOP_LEVEL};
 use super::events::{Raw, RawKind};
 use super::scalar::is_null_text;
+use super::schema_kind::Schema;
 use super::schema_kind::{CTRLRUN_SCHEMA_PREFIX, WARDEN_V1};
 use super::tree::YAML_STR_TAG;
-use super::error::{DocumentError, TOP_LEVEL};
-use super::schema_kind::Schema;
 
 fn raw_string(node: &Raw) -> Option<&str> {
     match &node.kind {

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 
-use super::tree::{child_path, Member, Node, NodeValue};
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::DocumentError;
+use super::tree::{child_path, Member, Node, NodeValue};
 
 /// The largest certificate file read (a PEM certificate is a few KiB).
 const MAX_CERTIFICATE_FILE_BYTES: u64 = 1024 * 1024;

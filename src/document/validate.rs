@@ -2,37 +2,18 @@
 
 use std::collections::BTreeMap;
 
-use crate::decision::Decision;
 use crate::template::{Template, TemplateMode};
 
 use super::ctrlrun::{CTRLRUN_ENTRY_KEYS, CTRLRUN_TOP_KEYS, DATA_SCOPE, POLICY_CHANGE_ACTION};
-use super::quote::shorten;
-use super::tree::{child_path, display_path, is_blank, Member, Node, NodeValue};
-use super::warden::{WARDEN_ENTRY_KEYS, WARDEN_TOP_KEYS};
-use super::warnings::write_without_effect;
+use super::cx::Cx;
 use super::error::DocumentError;
 use super::model::{ActionEntry, Document, Mode};
-use super::schema_kind::Schema;
-
-pub(super) struct Cx<'a> {
-    pub(super) origin: &'a str,
-    pub(super) schema: Schema,
-}
+use super::quote::shorten;
+use super::tree::{child_path, is_blank, Member, Node, NodeValue};
+use super::warden::{WARDEN_ENTRY_KEYS, WARDEN_TOP_KEYS};
+use super::warnings::write_without_effect;
 
 impl Cx<'_> {
-    pub(super) fn error(&self, path: &str, line: Option<usize>, message: impl Into<String>) -> DocumentError {
-        DocumentError {
-            origin: self.origin.to_owned(),
-            path: display_path(path).to_owned(),
-            line,
-            message: message.into(),
-        }
-    }
-
-    pub(super) fn warden(&self) -> bool {
-        self.schema == Schema::WardenV1
-    }
-
     fn template_mode(&self) -> TemplateMode {
         if self.warden() {
             TemplateMode::Escaped
@@ -174,21 +155,6 @@ impl Cx<'_> {
             canonical_policy,
             warnings,
         })
-    }
-
-    pub(super) fn reject_unknown(&self, members: &[Member], allowed: &[&str], path: &str) -> Result<(), DocumentError> {
-        for member in members {
-            if allowed.contains(&member.key.as_str()) {
-                continue;
-            }
-            let hint = if member.key.chars().any(|c| c.is_ascii_uppercase()) { " (keys are snake_case)" } else { "" };
-            return Err(self.error(
-                &child_path(path, &member.key),
-                Some(member.line),
-                format!("unknown key '{}'{hint}; allowed here: {}", shorten(&member.key), allowed.join(", ")),
-            ));
-        }
-        Ok(())
     }
 
     fn non_empty_string(&self, member: &Member, key: &str) -> Result<String, DocumentError> {
@@ -350,17 +316,5 @@ impl Cx<'_> {
                 format!("'max_attempts' is {}; Warden counts attempts up to {}", shorten(text), u32::MAX),
             )
         })
-    }
-
-    pub(super) fn decision(&self, node: &Node, path: &str, line: usize) -> Result<Decision, DocumentError> {
-        let allowed = "allow, approve, deny";
-        match node.as_str() {
-            Some(text) => Decision::parse(text).ok_or_else(|| {
-                self.error(path, Some(line), format!("unknown decision '{}', expected one of {allowed}", shorten(text)))
-            }),
-            None => {
-                Err(self.error(path, Some(line), format!("decision must be one of {allowed}, got {}", node.shown())))
-            }
-        }
     }
 }

@@ -5,9 +5,9 @@ use serde_json::Value;
 use crate::clock::{parse_duration, Micros};
 use crate::sight::config::{parse_detailed, Sources};
 
-use super::tree::{child_path, Member, Node, NodeValue};
-use super::validate::Cx;
+use super::cx::Cx;
 use super::error::DocumentError;
+use super::tree::{child_path, Member, Node, NodeValue};
 
 pub(super) const WARDEN_TOP_KEYS: [&str; 12] = [
     "actions",
