@@ -1,7 +1,7 @@
 //! Approval requests, answers (M-of-N, compare-and-set in the answer's own transaction),
 //! waiting for an answer by the kernel's clock, and the listener told of each new request.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::action::{new_id, Action, IdKind};
@@ -15,10 +15,7 @@ use crate::store::WriteTx;
 
 use super::claim::mark_approval_expired;
 use super::ops::{unexpected, Read, ReadReply, Write, WriteReply};
-use super::{Inner, Kernel};
-
-/// Told of every approval request this process created (the notifier).
-pub type ApprovalListener = Arc<dyn Fn(&ApprovalRecord) + Send + Sync>;
+use super::{ApprovalListener, Kernel, WeakKernel};
 
 pub use crate::limits::MAX_WAIT;
 /// How often a wait reads the request again, at most, unless told otherwise (it starts faster
@@ -59,17 +56,6 @@ fn approval_reply(reply: WriteReply) -> Result<ApprovalRecord> {
         WriteReply::Approval(record) => Ok(record),
         WriteReply::Refused(refusal) => Err(refusal),
         _ => Err(unexpected("approval")),
-    }
-}
-
-/// A kernel handle that does not keep the store open (for a notifier's worker thread).
-#[derive(Clone, Debug)]
-pub struct WeakKernel(Weak<Inner>);
-
-impl WeakKernel {
-    /// The kernel again, while any handle on it still keeps the store open.
-    pub fn upgrade(&self) -> Option<Kernel> {
-        self.0.upgrade().map(|inner| Kernel { inner })
     }
 }
 

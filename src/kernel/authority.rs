@@ -12,110 +12,23 @@
 //! `apply_revoke`): a parent revoked while a child is being created cannot slip between the
 //! check and the insert.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use crate::action::{Action, Principal};
 use crate::authority::record::{parse_delegation, DelegationRecord, StoredDelegation};
 use crate::authority::revoke::{descendants, plan_revocation, RevocationError, RevocationPlan};
 use crate::authority::source::{lookup_keys, DelegationSource, IndexKey, SourceError};
 use crate::authority::{
-    grant_from_json, grant_to_json, plan_delegation, Authority, AuthorityResult, Budget, Charge, CreatedVia,
-    CreationError, Grant, Proposal, Revocation,
+    grant_from_json, grant_to_json, plan_delegation, Authority, Charge, CreatedVia, CreationError, Grant, Proposal,
+    Revocation,
 };
 use crate::clock::Micros;
 use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
-use crate::receipt::ReceiptAuthority;
 use crate::store::{ReadTx, WriteTx};
 
 use super::ops::{unexpected, Read, ReadReply, Write, WriteReply};
 use super::Kernel;
 
-// ---- what the authority axis decided, carried through the kernel -------------------------------
-
-/// The authority axis's decision for one proposal, as the kernel carries it into the
-/// reservation's transaction and onto the receipts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AuthorityStamp {
-    /// Whether the authority axis authorised the action.
-    pub passed: bool,
-    /// `authority_grant`, or the failure reason (`authority_revoked`, `no_authority`, …).
-    pub reason: String,
-    /// The grant that decided, or the one whose failure is reported.
-    pub grant_id: Option<String>,
-    /// The delegation id presented as a hop, when the call came under one.
-    pub hop: Option<String>,
-    /// The containment dimension that failed, on a containment failure.
-    pub dimension: Option<String>,
-    /// On a pass through a delegation: the chain's delegation ids, leaf first.
-    pub chain: Vec<String>,
-    /// On a pass: every budget up the deciding chain, `(grant id, budget)`.
-    pub budgets: Vec<(String, Budget)>,
-    /// The AUTHORITY_DENIED event's data on a denial.
-    pub evidence: serde_json::Value,
-}
-
-impl AuthorityStamp {
-    /// The stamp of one evaluation's result, with the evidence an AUTHORITY_DENIED event records.
-    pub fn from_result(result: &AuthorityResult) -> AuthorityStamp {
-        AuthorityStamp {
-            passed: result.passed,
-            reason: result.reason.as_str().to_owned(),
-            grant_id: result.grant_id.clone(),
-            hop: result.hop.clone(),
-            dimension: result.dimension.map(|d| d.as_str().to_owned()),
-            chain: result.chain.clone(),
-            budgets: result.budgets.clone(),
-            evidence: serde_json::json!({
-                "reason": result.reason.as_str(),
-                "grant_id": result.grant_id,
-                "delegation_id": result.delegation_id,
-                "depth": result.depth,
-                "hop": result.hop,
-                "dimension": result.dimension.map(crate::authority::Dimension::as_str),
-                "missing_parent_id": result.missing_parent_id,
-                "expired_parent_id": result.expired_parent_id,
-                "depth_exceeded": result.depth_exceeded,
-                "cycle_at": result.cycle_at,
-                "warnings": result.warnings,
-            }),
-        }
-    }
-
-    /// The refusal of a failed evaluation.
-    pub fn refusal(&self, action: &str) -> Error {
-        let detail = match &self.grant_id {
-            Some(grant) => format!("{action}: grant '{grant}' does not authorise it"),
-            None => format!("{action}: no grant in the authority section covers this principal and action"),
-        };
-        Error::AuthorityDenied {
-            reason: self.reason.clone(),
-            grant_id: self.grant_id.clone(),
-            hop: self.hop.clone(),
-            dimension: self.dimension.clone(),
-            detail,
-        }
-    }
-
-    /// A refusal decided later (a revocation found inside the transaction, a budget), on the
-    /// grant that passed.
-    pub(super) fn refused(&self, reason: &str, grant_id: Option<String>, detail: String) -> Error {
-        Error::AuthorityDenied {
-            reason: reason.to_owned(),
-            grant_id: grant_id.or_else(|| self.grant_id.clone()),
-            hop: self.hop.clone(),
-            dimension: None,
-            detail,
-        }
-    }
-
-    /// What the receipts of this proposal say about authority.
-    pub fn receipt(&self, charges: &[Charge]) -> ReceiptAuthority {
-        ReceiptAuthority { grant_id: self.grant_id.clone(), hop: self.hop.clone(), budget_charges: charges.to_vec() }
-    }
-}
+pub use super::ops::{AuthorityRows, AuthorityStamp, CandidateIds, DelegateOp, RowState, Sweep};
 
 /// The AUTHORITY_DENIED data for a refusal.
 pub(super) fn denial_evidence(stamp: Option<&AuthorityStamp>, refusal: &Error) -> serde_json::Value {
@@ -129,34 +42,6 @@ pub(super) fn denial_evidence(stamp: Option<&AuthorityStamp>, refusal: &Error) -
 }
 
 // ---- the rows one evaluation reads ---------------------------------------------------------------
-
-/// One delegation id as the read found it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RowState {
-    /// The row, which passed its integrity check.
-    Found(StoredDelegation),
-    /// No delegation has this id.
-    Absent,
-    /// The row failed its integrity check or names another id; evaluation answers
-    /// `authority_unreadable`.
-    Unreadable(String),
-}
-
-/// The ids read under one index key, or the `(id, detail)` of the entry that failed its check.
-pub type CandidateIds = std::result::Result<Vec<String>, (String, String)>;
-
-/// The delegation rows one evaluation needs, fetched in one read transaction, and how many
-/// store reads that took. A [`DelegationSource`] over exactly those rows: asking it for anything
-/// it did not fetch is a fault (a bug), never an absence.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuthorityRows {
-    /// The ids under each index key read (or the unreadable id that stopped it).
-    pub candidates: Vec<(IndexKey, CandidateIds)>,
-    /// Every delegation row fetched, by id (absent and unreadable ones included).
-    pub rows: BTreeMap<String, RowState>,
-    /// Store reads made: point lookups, ranges, and rows returned by ranges.
-    pub reads: u64,
-}
 
 fn not_fetched(what: &str) -> SourceError {
     SourceError::Fault(format!(
@@ -276,47 +161,6 @@ pub(super) fn read_rows(rx: &ReadTx<'_>, action: &Action, hop: Option<&str>, bou
 }
 
 // ---- delegation and revocation as operations ----------------------------------------------------
-
-/// Everything creating one delegation needs inside the transaction: the document's root grants
-/// (as their storage encoding), the request, and the id minted for it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DelegateOp {
-    /// The document's root grants, as `(grant id, grant JSON)`.
-    pub roots: Vec<(String, String)>,
-    /// The document's bound on delegation depth.
-    pub max_depth: u32,
-    /// The root grant id or `dlg_…` id the new delegation narrows.
-    pub parent_id: String,
-    /// The child grant, in its storage encoding.
-    pub grant_json: String,
-    /// The id the caller's grant carried: empty, or refused (`id_assigned`) by the planner.
-    pub grant_id: String,
-    /// Who is delegating.
-    pub by: Principal,
-    /// When the delegating principal's credential expires, if it does.
-    pub by_expires_at: Option<Micros>,
-    /// How the delegation is made: `api`, `cli` or `hop`.
-    pub via: String,
-    /// The `dlg_…` id minted for the new delegation.
-    pub new_id: String,
-}
-
-/// Who a sweep revokes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Sweep {
-    /// Every delegation this agent (as this user, when given) created.
-    CreatedBy {
-        /// The agent whose delegations are revoked.
-        agent: String,
-        /// Only those it created as this user, when given.
-        user: Option<String>,
-    },
-    /// Every delegation beneath this id (a root grant or a delegation), at any depth.
-    Under {
-        /// A root grant id or `dlg_…` id; its descendants are revoked.
-        id: String,
-    },
-}
 
 fn authority_of(roots: &[(String, String)], max_depth: u32) -> Result<Authority> {
     let mut grants = Vec::with_capacity(roots.len());

@@ -4,7 +4,7 @@
 //! the signature, the root and the order against the store's own rows (caching the Merkle
 //! nodes it computed). Reads compute proofs from one read snapshot.
 
-use super::ops::{Read, ReadReply, Write, WriteReply};
+use super::ops::{ProofAsk, Read, ReadReply, Write, WriteReply};
 use super::{ops::unexpected, Kernel};
 use crate::clock::{render, Micros};
 use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
@@ -280,36 +280,6 @@ pub(super) fn anchor_states(rx: &ReadTx<'_>, sinks: &[String]) -> Result<Vec<Sin
 pub(super) fn apply_keep_policy(tx: &mut WriteTx<'_>, policy_hash: &str, canonical: &[u8]) -> Result<WriteReply> {
     tx.keep_policy(policy_hash, canonical)?;
     Ok(WriteReply::Done)
-}
-
-/// What a proof read asks for.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProofAsk {
-    /// The root of the first `size` receipts.
-    Root {
-        /// The tree size.
-        size: u64,
-    },
-    /// The audit path of the receipt at `seq` in the tree of `size`.
-    Inclusion {
-        /// The receipt's seq (leaf `seq - 1`).
-        seq: u64,
-        /// The tree size.
-        size: u64,
-    },
-    /// The consistency proof from the tree of `old` to the tree of `new`.
-    Consistency {
-        /// The older size.
-        old: u64,
-        /// The newer size.
-        new: u64,
-    },
-    /// The complete subtrees of the tree of `size`, largest first.
-    Frontier {
-        /// The tree size.
-        size: u64,
-    },
 }
 
 pub(super) fn run_proof(rx: &ReadTx<'_>, ask: &ProofAsk) -> Result<ReadReply> {

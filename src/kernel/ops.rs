@@ -2,22 +2,29 @@
 //! writes. The kernel builds an operation (outside any transaction: hashing, rendering, ids),
 //! and the store applies it — in this process or in the process that owns the store — inside
 //! a group-commit batch, reading the clock at that moment. The logic of each operation lives
-//! with its concept (`propose`, `permit`, `effects`, `approvals`); this file only names them.
+//! with its concept (`propose`, `permit`, `effects`, `approvals`, ...) and `dispatch` hands
+//! each variant to it; this file only names the operations, their payloads and their replies,
+//! and names no concept file (the bottom of the kernel's layers).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::Action;
+use crate::action::{Action, Principal};
+use crate::approval::scope::{Scope, ScopeLimits, ScopedGrant};
 use crate::approval::{ApprovalAsk, ApprovalRecord, Approver};
+use crate::authority::record::StoredDelegation;
+use crate::authority::source::IndexKey;
+use crate::authority::{AuthorityResult, Budget, Charge};
 use crate::clock::Micros;
 use crate::decision::Ruling;
 use crate::effect::{EffectRecord, EffectState, Outcome};
-use crate::error::{Error, Result, StoreFaultKind};
+use crate::error::{Error, StoreFaultKind};
 use crate::event::{Event, EventKind};
-use crate::receipt::{ChainReport, ReceiptDraft, StoredReceipt};
+use crate::evidence::retention::{Hold, PrunedPrefix};
+use crate::receipt::{ChainReport, ReceiptAuthority, ReceiptDraft, StoredReceipt};
 use crate::snapshot_record::SnapshotRecord;
-use crate::store::{Prefetch, Protocol, ReadOp, ReadTx, WriteOp, WriteTx};
-
-use super::ReconcileAnswer;
+use crate::store::Protocol;
 
 /// The kernel's operations, as the store's protocol.
 #[derive(Debug)]
@@ -48,7 +55,7 @@ pub struct Proposed {
     pub max_attempts: Option<u32>,
     /// What the authority axis decided (`None` without an `authority:` section).
     #[serde(default)]
-    pub authority: Option<super::authority::AuthorityStamp>,
+    pub authority: Option<AuthorityStamp>,
     /// What the reservation charges against the budgets up the deciding chain.
     #[serde(default)]
     pub charges: Vec<crate::authority::Charge>,
@@ -248,7 +255,7 @@ pub enum Write {
         scopes: Vec<String>,
     },
     /// Create a delegation: the checks and the insert in one transaction.
-    Delegate(Box<super::authority::DelegateOp>),
+    Delegate(Box<DelegateOp>),
     /// Revoke one delegation; every descendant is denied from then on.
     Revoke {
         /// The `dlg_…` id revoked.
@@ -259,7 +266,7 @@ pub enum Write {
     /// Revoke every delegation a sweep selects.
     RevokeSweep {
         /// Which delegations.
-        sweep: super::authority::Sweep,
+        sweep: Sweep,
         /// Who revoked them, recorded on each revocation.
         by: Option<String>,
     },
@@ -290,11 +297,11 @@ pub enum Write {
     /// it is (the reply is the stored one).
     RecordAnchor(Box<crate::evidence::anchoring::StoredAnchor>),
     /// Place or release a retention hold, or prune a prefix of the receipts, with its receipt.
-    Retention(Box<super::retention::RetentionOp>),
+    Retention(Box<RetentionOp>),
     /// Grant a request and make a scoped grant of the next actions of its shape, with its receipt.
-    ScopedGrant(Box<super::scoped::ScopedGrantOp>),
+    ScopedGrant(Box<ScopedGrantOp>),
     /// Revoke a scoped grant, with its receipt.
-    RevokeScopedGrant(Box<super::scoped::RevokeScopedOp>),
+    RevokeScopedGrant(Box<RevokeScopedOp>),
 }
 
 /// What `Permit::suspend`/`resume` write.
@@ -383,9 +390,9 @@ pub enum WriteReply {
     /// The anchor's record as stored.
     Anchor(Box<crate::evidence::anchoring::StoredAnchor>),
     /// What a retention write did.
-    Retention(Box<super::retention::RetentionDone>),
+    Retention(Box<RetentionDone>),
     /// What a scoped grant's write (made or revoked) did.
-    ScopedGrant(Box<super::scoped::ScopedGrantDone>),
+    ScopedGrant(Box<ScopedGrantDone>),
     /// Written; nothing to report.
     Done,
     /// The outcome's receipt was appended at `seq` with `hash` (only when the outcome asked,
@@ -396,123 +403,6 @@ pub enum WriteReply {
         /// Its hash (`sha256:…`).
         hash: String,
     },
-}
-
-impl WriteOp for Write {
-    type Reply = WriteReply;
-
-    fn confirmed_late(reply: WriteReply, now: Micros) -> WriteReply {
-        match reply {
-            WriteReply::Granted(granted) if granted.holds_key && granted.lease_expires_at.is_some_and(|t| t <= now) => {
-                WriteReply::Lapsed(granted)
-            }
-            WriteReply::Effect(record)
-                if record.state == EffectState::Reserved && record.lease_expires_at.is_some_and(|t| t <= now) =>
-            {
-                WriteReply::LapsedClaim(record)
-            }
-            other => other,
-        }
-    }
-
-    fn prefetch(&self) -> Vec<Prefetch> {
-        let receipt = |draft: &ReceiptDraft| [Prefetch::receipt_id(&draft.receipt_id), Prefetch::chain_head()];
-        match self {
-            Write::Refuse { proposed, .. } => receipt(&proposed.draft).to_vec(),
-            // The effect row, and the approval presented; a refusal's receipt is read when it
-            // comes to that.
-            Write::Reserve { proposed, presented, .. } | Write::Observe { proposed, presented } => proposed
-                .effect_key
-                .iter()
-                .flat_map(|key| [Prefetch::effect(key), Prefetch::outcome_index(key)])
-                .chain(presented.iter().map(|id| Prefetch::approval(id)))
-                .collect(),
-            Write::Finish(finish) => {
-                finish.effect_key.iter().map(|key| Prefetch::effect(key)).chain(receipt(&finish.draft)).collect()
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    fn apply(&self, tx: &mut WriteTx<'_>, now: Micros) -> Result<WriteReply> {
-        match self {
-            Write::Refuse { proposed, refusal } => {
-                super::propose::apply_refuse(tx, proposed, None, refusal.clone(), now)
-            }
-            Write::Gate { proposed, approval_id, ttl, ask } => {
-                super::propose::apply_gate(tx, proposed, approval_id, *ttl, ask, now)
-            }
-            Write::Reserve { proposed, presented, approval_required } => {
-                super::propose::apply_reserve(tx, proposed, presented.as_deref(), *approval_required, now)
-            }
-            Write::Observe { proposed, presented } => {
-                super::propose::apply_observe(tx, proposed, presented.as_deref(), now)
-            }
-            Write::RequestApproval { .. } => super::approvals::apply_request(tx, self, now),
-            Write::Answer { .. } => super::approvals::apply_answer(tx, self, now),
-            Write::Finish(finish) => super::permit::apply_finish(tx, finish, now),
-            Write::ExtendLease { effect_key, action_id, attempt, until } => {
-                super::permit::apply_extend(tx, effect_key, action_id, *attempt, *until, now)
-            }
-            Write::Resolve { effect_key, to, resolver, expect_attempt } => {
-                super::effects::apply_resolve(tx, effect_key, *to, resolver, *expect_attempt, now)
-            }
-            Write::Reconcile { effect_key, action_name, answer } => {
-                super::effects::apply_reconcile(tx, effect_key, action_name, *answer, now)
-            }
-            Write::MarkAmbiguous { effect_key, holder, error } => super::effects::apply_mark_ambiguous(
-                tx,
-                effect_key,
-                holder.as_ref().map(|(id, attempt)| (id.as_str(), *attempt)),
-                error,
-                now,
-            ),
-            Write::Claim { action, action_hash, effect_key, presented, lease, max_attempts } => {
-                super::effects::apply_claim(
-                    tx,
-                    action,
-                    action_hash,
-                    effect_key.as_deref(),
-                    presented.as_deref(),
-                    *lease,
-                    *max_attempts,
-                    now,
-                )
-            }
-            Write::Begin { effect_key, action_id, attempt } => {
-                super::effects::apply_begin(tx, effect_key, action_id, *attempt, now)
-            }
-            Write::Complete { effect_key, action_id, attempt, outcome } => {
-                super::effects::apply_complete(tx, effect_key, action_id, *attempt, outcome, now)
-            }
-            Write::AppendSnapshot { record, scopes } => {
-                tx.append_snapshot(record.clone(), scopes).map(WriteReply::Snapshot)
-            }
-            Write::Delegate(op) => super::authority::apply_delegate(tx, op, now),
-            Write::Revoke { delegation_id, by } => {
-                super::authority::apply_revoke(tx, delegation_id, by.as_deref(), now)
-            }
-            Write::RevokeSweep { sweep, by } => super::authority::apply_sweep(tx, sweep, by.as_deref(), now),
-            Write::NotifyEvent { approval_id, kind, data } => {
-                super::approvals::apply_notify_event(tx, approval_id, *kind, data, now)
-            }
-            Write::Suspension(suspension) => super::permit::apply_suspension(tx, suspension, now),
-            Write::AppendCheckpoint(row) => super::evidence::apply_append(tx, row),
-            Write::RecordAnchor(row) => super::evidence::apply_anchor(tx, row),
-            Write::KeepPolicy { policy_hash, canonical } => {
-                super::evidence::apply_keep_policy(tx, policy_hash, canonical)
-            }
-            Write::Retention(op) => super::retention::apply(tx, op, now),
-            Write::ScopedGrant(op) => super::scoped::apply_grant(tx, op, now),
-            Write::RevokeScopedGrant(op) => super::scoped::apply_revoke(tx, op, now),
-        }
-    }
-
-    fn resend_safe(&self) -> bool {
-        // An outcome lands once per receipt id (`apply_finish` checks), and a policy is kept once
-        // per hash, so a lost answer is safely re-sent; everything else could apply twice.
-        matches!(self, Write::Finish(_) | Write::KeepPolicy { .. })
-    }
 }
 
 /// Every consistent read the kernel makes of the store.
@@ -616,7 +506,7 @@ pub enum Read {
         number: Option<u64>,
     },
     /// Hashes of the receipts' Merkle tree.
-    Proof(super::evidence::ProofAsk),
+    Proof(ProofAsk),
     /// What the next checkpoint states, from one snapshot (the writer never waits for it).
     CheckpointBasis {
         /// The log's origin, on its first checkpoint; later ones repeat it or omit it.
@@ -712,7 +602,7 @@ pub enum ReadReply {
     /// What `warden doctor` found.
     Doctor(Box<DoctorReport>),
     /// The delegation rows one authority evaluation reads.
-    AuthorityRows(Box<super::authority::AuthorityRows>),
+    AuthorityRows(Box<AuthorityRows>),
     /// Delegation rows with their revocations (a page, or the one asked for).
     Delegations(Vec<crate::authority::StoredDelegation>),
     /// A decimal amount (a `u128` does not travel in every JSON reader).
@@ -741,66 +631,349 @@ pub enum ReadReply {
     Refused(crate::error::Error),
 }
 
-impl ReadOp for Read {
-    type Reply = ReadReply;
+// ---- what the authority axis decided, carried through the kernel -------------------------------
 
-    fn run(&self, rx: &ReadTx<'_>, now: Micros) -> Result<ReadReply> {
-        Ok(match self {
-            Read::Effect { effect_key } => ReadReply::Effect(rx.effect(effect_key)?),
-            Read::Effects { state, limit } => ReadReply::Effects(rx.effects(*state, *limit)?),
-            Read::Approval { approval_id } => ReadReply::Approval(rx.approval(approval_id)?),
-            Read::Pending => ReadReply::Approvals(rx.pending_approvals(now)?),
-            Read::Receipts { from, limit } => ReadReply::Receipts(rx.receipts(*from, *limit)?),
-            Read::LastReceipts { count } => ReadReply::Receipts(rx.last_receipts(*count)?),
-            Read::ReceiptCount => ReadReply::Count(rx.receipt_count()?),
-            Read::ReceiptSeq { receipt_id } => ReadReply::Seq(rx.receipt_seq(receipt_id)?),
-            Read::Events { after, limit } => ReadReply::Events(rx.events(*after, *limit)?),
-            Read::VerifyChain => ReadReply::Chain(rx.verify_chain()?),
-            Read::Snapshot { id } => ReadReply::Snapshot(rx.snapshot(id)?),
-            Read::SnapshotPage { scope, before, limit } => {
-                let (page, more) = rx.snapshot_page(scope, *before, *limit)?;
-                ReadReply::SnapshotPage(page, more)
-            }
-            Read::Doctor => ReadReply::Doctor(Box::new(DoctorReport {
-                tables: rx
-                    .check_all()?
-                    .into_iter()
-                    .map(|(table, rows, problems)| (table.to_owned(), rows, problems))
-                    .collect(),
-                chain: rx.verify_chain()?,
-                orphans: rx.orphans()?,
-                bytes_in_use: rx.bytes_in_use()?,
-            })),
-            Read::AuthorityRows { action, hop, bound } => {
-                ReadReply::AuthorityRows(Box::new(super::authority::read_rows(rx, action, hop.as_deref(), *bound)?))
-            }
-            Read::Delegations { after, limit } => ReadReply::Delegations(rx.delegation_page(after.as_deref(), *limit)?),
-            Read::Delegation { delegation_id } => ReadReply::Delegations(
-                rx.delegation_source()?
-                    .delegation(delegation_id)
-                    .map_err(super::authority::source_fault)?
-                    .into_iter()
-                    .collect(),
-            ),
-            Read::Checkpoints { from, limit } => ReadReply::Checkpoints(rx.checkpoints(*from, *limit)?),
-            Read::Checkpoint { number: Some(number) } => {
-                ReadReply::Checkpoints(rx.checkpoint(*number)?.into_iter().collect())
-            }
-            Read::Policy { policy_hash } => ReadReply::Policy(rx.policy(policy_hash)?),
-            Read::Checkpoint { number: None } => ReadReply::Checkpoints(rx.last_checkpoint()?.into_iter().collect()),
-            Read::Proof(ask) => super::evidence::run_proof(rx, ask)?,
-            Read::CheckpointBasis { origin, due } => super::evidence::gather(rx, origin.as_deref(), due.as_ref(), now)?,
-            Read::AnchorStates { sinks } => ReadReply::AnchorStates(super::evidence::anchor_states(rx, sinks)?),
-            Read::Anchors { from, to } => ReadReply::Anchors(rx.anchors(*from, *to)?),
-            Read::ChainSize => ReadReply::Count(rx.chain_size()?),
-            Read::Holds => ReadReply::Holds(rx.holds()?),
-            Read::ScopedGrants => ReadReply::ScopedGrants(rx.scoped_grants()?),
-            Read::ScopedGrant { grant_id } => ReadReply::ScopedGrants(rx.scoped_grant(grant_id)?.into_iter().collect()),
-            Read::Pruned => ReadReply::Pruned(rx.pruned()?.map(Box::new)),
-            Read::BudgetSpent { grant_id, metric, window_seconds } => {
-                ReadReply::Amount(rx.budget_spent(grant_id, metric, *window_seconds, now)?.to_string())
-            }
+/// The authority axis's decision for one proposal, as the kernel carries it into the
+/// reservation's transaction and onto the receipts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuthorityStamp {
+    /// Whether the authority axis authorised the action.
+    pub passed: bool,
+    /// `authority_grant`, or the failure reason (`authority_revoked`, `no_authority`, …).
+    pub reason: String,
+    /// The grant that decided, or the one whose failure is reported.
+    pub grant_id: Option<String>,
+    /// The delegation id presented as a hop, when the call came under one.
+    pub hop: Option<String>,
+    /// The containment dimension that failed, on a containment failure.
+    pub dimension: Option<String>,
+    /// On a pass through a delegation: the chain's delegation ids, leaf first.
+    pub chain: Vec<String>,
+    /// On a pass: every budget up the deciding chain, `(grant id, budget)`.
+    pub budgets: Vec<(String, Budget)>,
+    /// The AUTHORITY_DENIED event's data on a denial.
+    pub evidence: serde_json::Value,
+}
+
+impl AuthorityStamp {
+    /// The stamp of one evaluation's result, with the evidence an AUTHORITY_DENIED event records.
+    pub fn from_result(result: &AuthorityResult) -> AuthorityStamp {
+        AuthorityStamp {
+            passed: result.passed,
+            reason: result.reason.as_str().to_owned(),
+            grant_id: result.grant_id.clone(),
+            hop: result.hop.clone(),
+            dimension: result.dimension.map(|d| d.as_str().to_owned()),
+            chain: result.chain.clone(),
+            budgets: result.budgets.clone(),
+            evidence: serde_json::json!({
+                "reason": result.reason.as_str(),
+                "grant_id": result.grant_id,
+                "delegation_id": result.delegation_id,
+                "depth": result.depth,
+                "hop": result.hop,
+                "dimension": result.dimension.map(crate::authority::Dimension::as_str),
+                "missing_parent_id": result.missing_parent_id,
+                "expired_parent_id": result.expired_parent_id,
+                "depth_exceeded": result.depth_exceeded,
+                "cycle_at": result.cycle_at,
+                "warnings": result.warnings,
+            }),
+        }
+    }
+
+    /// The refusal of a failed evaluation.
+    pub fn refusal(&self, action: &str) -> Error {
+        let detail = match &self.grant_id {
+            Some(grant) => format!("{action}: grant '{grant}' does not authorise it"),
+            None => format!("{action}: no grant in the authority section covers this principal and action"),
+        };
+        Error::AuthorityDenied {
+            reason: self.reason.clone(),
+            grant_id: self.grant_id.clone(),
+            hop: self.hop.clone(),
+            dimension: self.dimension.clone(),
+            detail,
+        }
+    }
+
+    /// A refusal decided later (a revocation found inside the transaction, a budget), on the
+    /// grant that passed.
+    pub(super) fn refused(&self, reason: &str, grant_id: Option<String>, detail: String) -> Error {
+        Error::AuthorityDenied {
+            reason: reason.to_owned(),
+            grant_id: grant_id.or_else(|| self.grant_id.clone()),
+            hop: self.hop.clone(),
+            dimension: None,
+            detail,
+        }
+    }
+
+    /// What the receipts of this proposal say about authority.
+    pub fn receipt(&self, charges: &[Charge]) -> ReceiptAuthority {
+        ReceiptAuthority { grant_id: self.grant_id.clone(), hop: self.hop.clone(), budget_charges: charges.to_vec() }
+    }
+}
+
+/// One delegation id as the read found it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RowState {
+    /// The row, which passed its integrity check.
+    Found(StoredDelegation),
+    /// No delegation has this id.
+    Absent,
+    /// The row failed its integrity check or names another id; evaluation answers
+    /// `authority_unreadable`.
+    Unreadable(String),
+}
+
+/// The ids read under one index key, or the `(id, detail)` of the entry that failed its check.
+pub type CandidateIds = std::result::Result<Vec<String>, (String, String)>;
+
+/// The delegation rows one evaluation needs, fetched in one read transaction, and how many
+/// store reads that took. A [`DelegationSource`](crate::authority::source::DelegationSource) over exactly those rows: asking it for anything
+/// it did not fetch is a fault (a bug), never an absence.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorityRows {
+    /// The ids under each index key read (or the unreadable id that stopped it).
+    pub candidates: Vec<(IndexKey, CandidateIds)>,
+    /// Every delegation row fetched, by id (absent and unreadable ones included).
+    pub rows: BTreeMap<String, RowState>,
+    /// Store reads made: point lookups, ranges, and rows returned by ranges.
+    pub reads: u64,
+}
+
+/// Everything creating one delegation needs inside the transaction: the document's root grants
+/// (as their storage encoding), the request, and the id minted for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DelegateOp {
+    /// The document's root grants, as `(grant id, grant JSON)`.
+    pub roots: Vec<(String, String)>,
+    /// The document's bound on delegation depth.
+    pub max_depth: u32,
+    /// The root grant id or `dlg_…` id the new delegation narrows.
+    pub parent_id: String,
+    /// The child grant, in its storage encoding.
+    pub grant_json: String,
+    /// The id the caller's grant carried: empty, or refused (`id_assigned`) by the planner.
+    pub grant_id: String,
+    /// Who is delegating.
+    pub by: Principal,
+    /// When the delegating principal's credential expires, if it does.
+    pub by_expires_at: Option<Micros>,
+    /// How the delegation is made: `api`, `cli` or `hop`.
+    pub via: String,
+    /// The `dlg_…` id minted for the new delegation.
+    pub new_id: String,
+}
+
+/// Who a sweep revokes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Sweep {
+    /// Every delegation this agent (as this user, when given) created.
+    CreatedBy {
+        /// The agent whose delegations are revoked.
+        agent: String,
+        /// Only those it created as this user, when given.
+        user: Option<String>,
+    },
+    /// Every delegation beneath this id (a root grant or a delegation), at any depth.
+    Under {
+        /// A root grant id or `dlg_…` id; its descendants are revoked.
+        id: String,
+    },
+}
+
+// ---- retention ----------------------------------------------------------------------------------
+
+/// What a retention write does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Retention {
+    /// Delete the receipts through this checkpoint's size, and the events of their time.
+    Prune {
+        /// The checkpoint pruned through.
+        checkpoint: u64,
+    },
+    /// Place a hold under `name`.
+    PlaceHold {
+        /// The hold's name.
+        name: String,
+    },
+    /// Release the standing hold `name`.
+    ReleaseHold {
+        /// The hold's name.
+        name: String,
+    },
+}
+
+/// One retention write, with who asks and why, and the ids its receipt takes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RetentionOp {
+    /// What is done.
+    pub what: Retention,
+    /// Who does it (a person's name; the receipt's `principal.user`).
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// The environment the receipt names (the kernel's).
+    pub environment: String,
+    /// The receipt's action id.
+    pub action_id: String,
+    /// The receipt's id.
+    pub receipt_id: String,
+}
+
+/// What a retention write did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetentionDone {
+    /// Its own receipt's seq.
+    pub receipt_seq: u64,
+    /// Its own receipt's id.
+    pub receipt_id: String,
+    /// The hold as stored (holds).
+    pub hold: Option<Hold>,
+    /// The pruned prefix now (prunes).
+    pub pruned: Option<PrunedPrefix>,
+    /// The receipts this prune deleted.
+    pub receipts_deleted: u64,
+}
+
+// ---- scoped grants -------------------------------------------------------------------------------
+
+/// An answer that grants a request and makes a scoped grant, with the ids its write takes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScopedGrantOp {
+    /// The request answered.
+    pub approval_id: String,
+    /// Who answers.
+    pub approver: Approver,
+    /// What the approver asks for.
+    pub scope: Scope,
+    /// Refuse unless the request binds this hash (the action the approver was shown).
+    pub expect_hash: Option<String>,
+    /// The policy hash the caps were read under: refused unless the request names it.
+    pub policy_hash: Option<String>,
+    /// The document's caps for the request's rule; `None`: it allows no scoped grant.
+    pub limits: Option<ScopeLimits>,
+    /// The id minted for the grant.
+    pub grant_id: String,
+    /// The environment the receipt names (the kernel's).
+    pub environment: String,
+    /// The receipt's action id.
+    pub action_id: String,
+    /// The receipt's id.
+    pub receipt_id: String,
+}
+
+/// A revocation of one scoped grant, with the ids its receipt takes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RevokeScopedOp {
+    /// The grant revoked.
+    pub grant_id: String,
+    /// Who revokes it.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// The environment the receipt names (the kernel's).
+    pub environment: String,
+    /// The receipt's action id.
+    pub action_id: String,
+    /// The receipt's id.
+    pub receipt_id: String,
+}
+
+/// What a scoped grant's write did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopedGrantDone {
+    /// The request as the answer left it (granted), when the write answered one.
+    pub approval: Option<ApprovalRecord>,
+    /// The grant as stored.
+    pub grant: ScopedGrant,
+    /// Its own receipt's seq.
+    pub receipt_seq: u64,
+    /// Its own receipt's id.
+    pub receipt_id: String,
+}
+
+impl ScopedGrantDone {
+    /// `{"grant", "approval", "receipt_id", "receipt_seq"}` as `warden approve --scope-* --json`,
+    /// `warden grants revoke --json`, the operator's tools and the C ABI show it (`approval` is
+    /// `null` for a revocation); `now` decides the grant's `state`.
+    pub fn to_json(&self, now: Micros) -> serde_json::Value {
+        serde_json::json!({
+            "grant": self.grant.to_json(now),
+            "approval": self.approval.as_ref().map(ApprovalRecord::to_json),
+            "receipt_id": self.receipt_id,
+            "receipt_seq": self.receipt_seq,
         })
+    }
+}
+
+// ---- evidence ------------------------------------------------------------------------------------
+
+/// What a proof read asks for.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProofAsk {
+    /// The root of the first `size` receipts.
+    Root {
+        /// The tree size.
+        size: u64,
+    },
+    /// The audit path of the receipt at `seq` in the tree of `size`.
+    Inclusion {
+        /// The receipt's seq (leaf `seq - 1`).
+        seq: u64,
+        /// The tree size.
+        size: u64,
+    },
+    /// The consistency proof from the tree of `old` to the tree of `new`.
+    Consistency {
+        /// The older size.
+        old: u64,
+        /// The newer size.
+        new: u64,
+    },
+    /// The complete subtrees of the tree of `size`, largest first.
+    Frontier {
+        /// The tree size.
+        size: u64,
+    },
+}
+
+// ---- effects -------------------------------------------------------------------------------------
+
+/// What a reconcile hook may say about an AMBIGUOUS effect: it happened, it provably did not,
+/// or it cannot tell (which moves nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ReconcileAnswer {
+    /// The effect happened: it is resolved COMMITTED.
+    Committed,
+    /// The effect provably did not happen: it is resolved FAILED.
+    NotExecuted,
+    /// The hook cannot tell: the effect stays AMBIGUOUS.
+    Unknown,
+}
+
+impl ReconcileAnswer {
+    /// The answer as hooks and events spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileAnswer::Committed => "committed",
+            ReconcileAnswer::NotExecuted => "not_executed",
+            ReconcileAnswer::Unknown => "unknown",
+        }
+    }
+
+    /// The answer a hook spelled (`committed`, `not_executed`, `unknown`), or `None`.
+    pub fn parse(text: &str) -> Option<ReconcileAnswer> {
+        match text {
+            "committed" => Some(ReconcileAnswer::Committed),
+            "not_executed" => Some(ReconcileAnswer::NotExecuted),
+            "unknown" => Some(ReconcileAnswer::Unknown),
+            _ => None,
+        }
     }
 }
 

@@ -20,10 +20,8 @@ use crate::event::EventKind;
 use crate::receipt::ReceiptAuthority;
 
 use super::ops::{unexpected, Read, ReadReply};
+use super::permit::PARKED;
 use super::{Kernel, Permit};
-
-/// The member of an `EXECUTION_SUSPENDED` event's data that holds a parked permit.
-pub(super) const PARKED: &str = "parked";
 
 /// What a parked record may take beyond the action's arguments: names, ids, the ruling's
 /// reason and warnings, the authority evidence, the trace context.

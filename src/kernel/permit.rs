@@ -13,6 +13,9 @@ use crate::telemetry::trace::Reported;
 use super::ops::{unexpected, Finish, Suspension, Write, WriteReply};
 use super::Kernel;
 
+/// The member of an `EXECUTION_SUSPENDED` event's data that holds a parked permit.
+pub(super) const PARKED: &str = "parked";
+
 /// The right to execute one action once, until the lease expires. Report exactly one outcome;
 /// a permit dropped without one records AMBIGUOUS.
 #[derive(Debug)]
@@ -229,19 +232,19 @@ impl Permit {
                 "suspension data must be a JSON object of at most {MAX_SUSPENSION_DATA_BYTES} bytes; keep keys and digests, not payloads"
             )));
         }
-        if data.get(super::park::PARKED).is_some() {
+        if data.get(PARKED).is_some() {
             return Err(Error::invalid_at(
                 InvalidInputKind::Malformed,
                 "data",
                 format!(
                     "suspension data may not have a member named {:?}: the kernel writes it (Permit::park)",
-                    super::park::PARKED
+                    PARKED
                 ),
             ));
         }
         let mut data = data.clone();
         if let (Some(parked), Some(object)) = (parked, data.as_object_mut()) {
-            object.insert(super::park::PARKED.to_owned(), parked);
+            object.insert(PARKED.to_owned(), parked);
         }
         let op = Write::Suspension(Box::new(Suspension {
             action_id: self.action.action_id.clone(),

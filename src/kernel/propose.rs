@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::action::{new_id, Action, IdKind};
+use crate::approval::scope::{self, Candidate, GrantState};
 use crate::approval::{ApprovalAsk, ApprovalStatus, DEFAULT_APPROVAL_TTL};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
@@ -468,8 +469,58 @@ pub(super) fn apply_refuse(
     Ok(WriteReply::Refused(refusal))
 }
 
+/// The gate's first step: when a live scoped grant covers the proposal (no precondition, same
+/// action, rule, policy hash, requester and shape), the proposal is reserved as `apply_reserve`
+/// would an approved one, and only when that grants is one use spent, with its event, in this
+/// same transaction. `None`: no grant covers it (a human is asked).
+pub(super) fn covered(
+    tx: &mut WriteTx<'_>,
+    proposed: &Proposed,
+    ask: &ApprovalAsk,
+    now: Micros,
+) -> Result<Option<WriteReply>> {
+    if proposed.precondition.is_some() {
+        return Ok(None);
+    }
+    let action = &proposed.action;
+    let candidate = Candidate {
+        action_name: &action.name,
+        rule: &proposed.ruling.reason,
+        policy_hash: proposed.draft.policy_hash.as_deref(),
+        principal: &action.principal,
+        identity: ask.identity.as_ref(),
+        arguments: &action.arguments,
+    };
+    let mut found = None;
+    for grant in tx.scoped_grants_for(&action.name)? {
+        if grant.state(now) != GrantState::Live {
+            // Expired (used-up and revoked ones left the index when they ended): it leaves the
+            // index now, so a proposal reads only the grants that may still cover something.
+            tx.put_scoped_grant(&grant, false)?;
+        } else if found.is_none() && scope::applies(&grant, &candidate, now) {
+            found = Some(grant);
+        }
+    }
+    let Some(mut grant) = found else { return Ok(None) };
+    let reply = apply_reserve(tx, proposed, None, false, now)?;
+    let WriteReply::Granted(mut granted) = reply else { return Ok(Some(reply)) };
+    grant.uses_left -= 1;
+    tx.put_scoped_grant(&grant, grant.uses_left > 0)?;
+    tx.event(
+        EventKind::SCOPED_GRANT_USED,
+        now,
+        Some(&action.action_id),
+        proposed.effect_key.as_deref(),
+        Some(&grant.approval_id),
+        serde_json::json!({"grant_id": grant.grant_id, "uses_left": grant.uses_left}),
+    )?;
+    granted.scoped_grant_id = Some(grant.grant_id.clone());
+    granted.approver = Some(grant.approver);
+    Ok(Some(WriteReply::Granted(granted)))
+}
+
 /// The approval gate: a live scoped grant that covers the proposal is spent and the proposal
-/// proceeds as approved (`scoped::covered`); otherwise the effect check comes first (no human is asked to approve an attempt
+/// proceeds as approved (`covered`); otherwise the effect check comes first (no human is asked to approve an attempt
 /// that could never run: committed, ambiguous, held by a live lease, or at its ceiling), then
 /// a pending request bound to the action hash.
 pub(super) fn apply_gate(
@@ -480,7 +531,7 @@ pub(super) fn apply_gate(
     ask: &ApprovalAsk,
     now: Micros,
 ) -> Result<WriteReply> {
-    if let Some(reply) = super::scoped::covered(tx, proposed, ask, now)? {
+    if let Some(reply) = covered(tx, proposed, ask, now)? {
         return Ok(reply);
     }
     let action = &proposed.action;

@@ -4,10 +4,8 @@
 //! without a checkpoint over it) and its event with the change itself. The rule a prune obeys is
 //! `evidence::retention::may_prune`; what it keeps is [`PrunedPrefix`].
 
-use serde::{Deserialize, Serialize};
-
 use super::evidence::Rows;
-use super::ops::{unexpected, Read, ReadReply, Write, WriteReply};
+use super::ops::{unexpected, Read, ReadReply, Retention, RetentionDone, RetentionOp, Write, WriteReply};
 use super::propose::draft_for;
 use super::Kernel;
 use crate::action::{new_id, Action, IdKind, Principal};
@@ -22,59 +20,6 @@ use crate::evidence::retention::{
 };
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::WriteTx;
-
-/// What a retention write does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Retention {
-    /// Delete the receipts through this checkpoint's size, and the events of their time.
-    Prune {
-        /// The checkpoint pruned through.
-        checkpoint: u64,
-    },
-    /// Place a hold under `name`.
-    PlaceHold {
-        /// The hold's name.
-        name: String,
-    },
-    /// Release the standing hold `name`.
-    ReleaseHold {
-        /// The hold's name.
-        name: String,
-    },
-}
-
-/// One retention write, with who asks and why, and the ids its receipt takes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RetentionOp {
-    /// What is done.
-    pub what: Retention,
-    /// Who does it (a person's name; the receipt's `principal.user`).
-    pub by: String,
-    /// Why.
-    pub reason: String,
-    /// The environment the receipt names (the kernel's).
-    pub environment: String,
-    /// The receipt's action id.
-    pub action_id: String,
-    /// The receipt's id.
-    pub receipt_id: String,
-}
-
-/// What a retention write did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetentionDone {
-    /// Its own receipt's seq.
-    pub receipt_seq: u64,
-    /// Its own receipt's id.
-    pub receipt_id: String,
-    /// The hold as stored (holds).
-    pub hold: Option<Hold>,
-    /// The pruned prefix now (prunes).
-    pub pruned: Option<PrunedPrefix>,
-    /// The receipts this prune deleted.
-    pub receipts_deleted: u64,
-}
 
 fn refused(error: Error) -> Result<WriteReply> {
     Ok(WriteReply::Refused(error))

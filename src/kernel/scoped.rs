@@ -4,92 +4,21 @@
 //! reads. What a grant may reach and what it covers are `approval::scope`'s pure checks; the
 //! document's caps are read from the policy the store keeps under the request's policy hash.
 
-use serde::{Deserialize, Serialize};
-
-use super::ops::{unexpected, Proposed, Read, ReadReply, Write, WriteReply};
+use super::ops::{unexpected, Read, ReadReply, RevokeScopedOp, ScopedGrantDone, ScopedGrantOp, Write, WriteReply};
 use super::propose::draft_for;
 use super::Kernel;
 use crate::action::{new_id, Action, IdKind, Principal};
 use crate::approval::scope::{
-    self, check_scope, Candidate, GrantRevocation, GrantState, Scope, ScopeLimits, ScopedGrant, SCOPED_AGENT,
-    SCOPED_GRANT_ACTION, SCOPED_REVOKE_ACTION,
+    self, check_scope, GrantRevocation, GrantState, Scope, ScopeLimits, ScopedGrant, SCOPED_AGENT, SCOPED_GRANT_ACTION,
+    SCOPED_REVOKE_ACTION,
 };
-use crate::approval::{self, ApprovalAsk, ApprovalRecord, ApprovalStatus, Approver};
+use crate::approval::{self, ApprovalRecord, ApprovalStatus, Approver};
 use crate::clock::Micros;
 use crate::decision::{Decision, Ruling};
 use crate::error::{Error, InvalidInputKind, Result, StoreFaultKind};
 use crate::event::EventKind;
 use crate::receipt::{ReceiptDraft, ReceiptResult};
 use crate::store::WriteTx;
-
-/// An answer that grants a request and makes a scoped grant, with the ids its write takes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ScopedGrantOp {
-    /// The request answered.
-    pub approval_id: String,
-    /// Who answers.
-    pub approver: Approver,
-    /// What the approver asks for.
-    pub scope: Scope,
-    /// Refuse unless the request binds this hash (the action the approver was shown).
-    pub expect_hash: Option<String>,
-    /// The policy hash the caps were read under: refused unless the request names it.
-    pub policy_hash: Option<String>,
-    /// The document's caps for the request's rule; `None`: it allows no scoped grant.
-    pub limits: Option<ScopeLimits>,
-    /// The id minted for the grant.
-    pub grant_id: String,
-    /// The environment the receipt names (the kernel's).
-    pub environment: String,
-    /// The receipt's action id.
-    pub action_id: String,
-    /// The receipt's id.
-    pub receipt_id: String,
-}
-
-/// A revocation of one scoped grant, with the ids its receipt takes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RevokeScopedOp {
-    /// The grant revoked.
-    pub grant_id: String,
-    /// Who revokes it.
-    pub by: String,
-    /// Why.
-    pub reason: String,
-    /// The environment the receipt names (the kernel's).
-    pub environment: String,
-    /// The receipt's action id.
-    pub action_id: String,
-    /// The receipt's id.
-    pub receipt_id: String,
-}
-
-/// What a scoped grant's write did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScopedGrantDone {
-    /// The request as the answer left it (granted), when the write answered one.
-    pub approval: Option<ApprovalRecord>,
-    /// The grant as stored.
-    pub grant: ScopedGrant,
-    /// Its own receipt's seq.
-    pub receipt_seq: u64,
-    /// Its own receipt's id.
-    pub receipt_id: String,
-}
-
-impl ScopedGrantDone {
-    /// `{"grant", "approval", "receipt_id", "receipt_seq"}` as `warden approve --scope-* --json`,
-    /// `warden grants revoke --json`, the operator's tools and the C ABI show it (`approval` is
-    /// `null` for a revocation); `now` decides the grant's `state`.
-    pub fn to_json(&self, now: Micros) -> serde_json::Value {
-        serde_json::json!({
-            "grant": self.grant.to_json(now),
-            "approval": self.approval.as_ref().map(ApprovalRecord::to_json),
-            "receipt_id": self.receipt_id,
-            "receipt_seq": self.receipt_seq,
-        })
-    }
-}
 
 fn refused(error: Error) -> Result<WriteReply> {
     Ok(WriteReply::Refused(error))
@@ -277,56 +206,6 @@ pub(super) fn apply_revoke(tx: &mut WriteTx<'_>, op: &RevokeScopedOp, now: Micro
         receipt_seq: seq,
         receipt_id: op.receipt_id.clone(),
     })))
-}
-
-/// The gate's first step: when a live scoped grant covers the proposal (no precondition, same
-/// action, rule, policy hash, requester and shape), the proposal is reserved as `apply_reserve`
-/// would an approved one, and only when that grants is one use spent, with its event, in this
-/// same transaction. `None`: no grant covers it (a human is asked).
-pub(super) fn covered(
-    tx: &mut WriteTx<'_>,
-    proposed: &Proposed,
-    ask: &ApprovalAsk,
-    now: Micros,
-) -> Result<Option<WriteReply>> {
-    if proposed.precondition.is_some() {
-        return Ok(None);
-    }
-    let action = &proposed.action;
-    let candidate = Candidate {
-        action_name: &action.name,
-        rule: &proposed.ruling.reason,
-        policy_hash: proposed.draft.policy_hash.as_deref(),
-        principal: &action.principal,
-        identity: ask.identity.as_ref(),
-        arguments: &action.arguments,
-    };
-    let mut found = None;
-    for grant in tx.scoped_grants_for(&action.name)? {
-        if grant.state(now) != GrantState::Live {
-            // Expired (used-up and revoked ones left the index when they ended): it leaves the
-            // index now, so a proposal reads only the grants that may still cover something.
-            tx.put_scoped_grant(&grant, false)?;
-        } else if found.is_none() && scope::applies(&grant, &candidate, now) {
-            found = Some(grant);
-        }
-    }
-    let Some(mut grant) = found else { return Ok(None) };
-    let reply = super::propose::apply_reserve(tx, proposed, None, false, now)?;
-    let WriteReply::Granted(mut granted) = reply else { return Ok(Some(reply)) };
-    grant.uses_left -= 1;
-    tx.put_scoped_grant(&grant, grant.uses_left > 0)?;
-    tx.event(
-        EventKind::SCOPED_GRANT_USED,
-        now,
-        Some(&action.action_id),
-        proposed.effect_key.as_deref(),
-        Some(&grant.approval_id),
-        serde_json::json!({"grant_id": grant.grant_id, "uses_left": grant.uses_left}),
-    )?;
-    granted.scoped_grant_id = Some(grant.grant_id.clone());
-    granted.approver = Some(grant.approver);
-    Ok(Some(WriteReply::Granted(granted)))
 }
 
 /// The caps the kept canonical policy `policy` sets for scoped grants of `action_name` under
