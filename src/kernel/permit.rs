@@ -236,10 +236,7 @@ impl Permit {
             return Err(Error::invalid_at(
                 InvalidInputKind::Malformed,
                 "data",
-                format!(
-                    "suspension data may not have a member named {:?}: the kernel writes it (Permit::park)",
-                    PARKED
-                ),
+                format!("suspension data may not have a member named {PARKED:?}: the kernel writes it (Permit::park)"),
             ));
         }
         let mut data = data.clone();
