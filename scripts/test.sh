@@ -232,6 +232,7 @@ checkout_before=$(git status --porcelain | grep -vxF " M $mutants_base_file" || 
 
 stage "clippy (-D warnings)" clippy
 stage "public API: cargo doc --no-deps lists docs/public-api.txt" scripts/public-api.sh
+stage "import cycles: no file-level import cycle in src/ (scripts/import-cycles.py)" python3 scripts/import-cycles.py
 stage "release build (library + CLI, shared by bindings)" release_build
 stage "cargo test" rust_tests
 stage "cargo test --features test-exports" broken_build_controls
