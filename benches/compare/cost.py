@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import warden
 import warden._ffi
@@ -197,23 +197,21 @@ def main() -> None:
     if args.abi and (args.workers != 1 or args.asyncio):
         parser.error("--abi compares one thread: leave out --workers and --asyncio")
     kind = ("asyncio task" if args.asyncio else "thread") + ("s" if args.workers > 1 else "")
-    rows = {f"{args.workers} {kind} (Python @protect)": []}
-    program = None
+    # Each row: its name and how one run of it is made (the run's number tags its keys).
+    runners: dict[str, Callable[[int], dict[str, float]]] = {
+        f"{args.workers} {kind} (Python @protect)": lambda run: one_run(args, run)
+    }
     build = Path(tempfile.mkdtemp(prefix="warden-cost-build-"))
+    results: dict[str, list[dict[str, float]]] = {}
     try:
         if args.abi:
             program = build_abi_loop(build)
-            rows["1 thread (ctypes loop)"] = []
-            rows["1 thread (C loop)"] = []
+            runners["1 thread (ctypes loop)"] = lambda run: ctypes_run(args, run)
+            runners["1 thread (C loop)"] = lambda run: abi_run(program, args)
         for run in range(args.runs):
-            for name, results in rows.items():
-                if "C loop" in name and program is not None:
-                    result = abi_run(program, args)
-                elif "ctypes loop" in name:
-                    result = ctypes_run(args, run)
-                else:
-                    result = one_run(args, run)
-                results.append(result)
+            for name, runner in runners.items():
+                result = runner(run)
+                results.setdefault(name, []).append(result)
                 print(
                     f"{name}, {args.outcomes}, {args.dir}: {result['actions_per_s']:,.0f} actions/s, "
                     f"{result['cpu_us_per_action']:.0f} µs CPU per action, {result['cpus_busy']:.2f} CPUs busy",
@@ -221,15 +219,13 @@ def main() -> None:
                 )
     finally:
         shutil.rmtree(build)
-    for name, runs in rows.items():
-        if args.runs < 2:
-            break
-        median: dict[str, Any] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-        print(
-            f"median of {args.runs}, {name}: {median['actions_per_s']:,.0f} actions/s, "
-            f"{median['cpu_us_per_action']:.0f} µs CPU per action, {median['cpus_busy']:.2f} CPUs busy"
-        )
-
+    if args.runs > 1:
+        for name, runs in results.items():
+            median: dict[str, Any] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+            print(
+                f"median of {args.runs}, {name}: {median['actions_per_s']:,.0f} actions/s, "
+                f"{median['cpu_us_per_action']:.0f} µs CPU per action, {median['cpus_busy']:.2f} CPUs busy"
+            )
 
 if __name__ == "__main__":
     main()
